@@ -1,0 +1,30 @@
+# splitflow's build and test entry points. CI runs `make test` (.ci/run).
+
+GO ?= go
+GOLANGCI_LINT_VERSION ?= v2.15.0
+# Integration tests start a real Kafka broker (integration/kafkatest); the
+# whole run stays well under CI's limit, this only stops a hang.
+TEST_TIMEOUT ?= 30m
+
+.PHONY: test check lint bench
+
+# All unit and integration tests, with the race detector, after the checks
+# that keep the tree clean.
+test: check
+	$(GO) test -race -shuffle=on -count=1 -timeout $(TEST_TIMEOUT) ./...
+
+# gofmt, go vet, and a go.mod/go.sum that go mod tidy would not change.
+check:
+	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go' -not -path './.cache/*')); \
+	if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
+	$(GO) vet ./...
+	$(GO) mod tidy -diff
+
+# check plus golangci-lint v2 (built from the Go module proxy on first use;
+# config in .golangci.yml).
+lint: check
+	$(GO) run github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_LINT_VERSION) run ./...
+
+# Benchmarks. Never part of CI.
+bench:
+	$(GO) test -run '^$$' -bench . -benchmem -count=1 ./...

@@ -1,0 +1,16 @@
+// Package kafka is splitflow's Kafka connector, built on franz-go.
+//
+// KafkaSource reads topic-partitions as splits: a partition-discovering
+// enumerator runs on the coordinator goroutine and pushes each partition to a
+// stable owner; the split reader, on connector/base, uses direct partition
+// assignment with read_committed isolation, keeps offsets in checkpointed
+// split state and commits them to the consumer group only for monitoring.
+//
+// KafkaSink writes with a delivery guarantee of none, at-least-once (flush at
+// every checkpoint) or exactly-once: one Kafka transaction per checkpoint
+// per subtask, prepared at the barrier and committed, through package txn,
+// only after the checkpoint completes.
+//
+// The connector is not built yet: this package holds only its
+// documentation.
+package kafka

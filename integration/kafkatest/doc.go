@@ -1,0 +1,37 @@
+// Package kafkatest gives tests a real Apache Kafka broker without asking.
+//
+// Get returns the broker of the current test package, starting it on first
+// use. It is found, in order:
+//
+//  1. KAFKA_BOOTSTRAP_SERVERS, when set: an external broker (or cluster)
+//     that kafkatest neither starts nor stops;
+//  2. a Docker engine that answers: testcontainers-go runs the pinned
+//     apache/kafka image in single-node KRaft mode;
+//  3. otherwise a local Apache Kafka 4.4 broker in KRaft combined mode, run
+//     with the machine's JDK from the Maven Central artifact
+//     org.apache.kafka:kafka_2.13:4.4.0. Maven fetches the jars once into
+//     .cache/kafka/ at the top of the repository (ignored by git); the
+//     broker listens on free 127.0.0.1 ports with a temporary log dir.
+//
+// A package that uses the broker runs its tests through Main, so the broker
+// is stopped when the tests end:
+//
+//	func TestMain(m *testing.M) { kafkatest.Main(m) }
+//
+//	func TestSomething(t *testing.T) {
+//		b := kafkatest.Get(t)
+//		cl := b.Client(t)
+//		...
+//	}
+//
+// With CI=true or SPLITFLOW_REQUIRE_KAFKA=1 a broker that cannot be had
+// fails the test; elsewhere the test is skipped with one line that says how
+// to get one. Every failure names the step that failed: no java, the Maven
+// download, a port already taken, or a broker that did not become ready (with
+// the tail of its log).
+//
+// The local broker's JVM runs in its own process group and is killed with
+// its parent: a test binary that panics, times out or is killed leaves no
+// orphan JVM behind. Stop and Start restart a local or container broker on
+// the same ports and data, for fault tests.
+package kafkatest

@@ -1,0 +1,296 @@
+package kafkatest
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// localBroker is an Apache Kafka broker in KRaft combined mode (broker and
+// controller in one JVM) on two loopback ports.
+type localBroker struct {
+	java, libs string
+	dir        string // temporary: config, data and log
+	port, ctrl int
+
+	mu   sync.Mutex
+	proc *os.Process
+	done chan struct{} // closed when the running process has exited
+}
+
+// serverProperties are the single-node settings: everything that defaults
+// to three replicas is set to one, and consumer groups rebalance at once.
+const serverProperties = `process.roles=broker,controller
+node.id=1
+controller.quorum.voters=1@127.0.0.1:{{CTRL}}
+listeners=PLAINTEXT://127.0.0.1:{{PORT}},CONTROLLER://127.0.0.1:{{CTRL}}
+advertised.listeners=PLAINTEXT://127.0.0.1:{{PORT}}
+controller.listener.names=CONTROLLER
+listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT
+inter.broker.listener.name=PLAINTEXT
+log.dirs={{DATA}}
+num.partitions=1
+default.replication.factor=1
+offsets.topic.replication.factor=1
+offsets.topic.num.partitions=1
+transaction.state.log.replication.factor=1
+transaction.state.log.min.isr=1
+transaction.state.log.num.partitions=1
+share.coordinator.state.topic.replication.factor=1
+share.coordinator.state.topic.min.isr=1
+group.initial.rebalance.delay.ms=0
+auto.create.topics.enable=true
+`
+
+const log4jConfig = `Configuration:
+  Appenders:
+    Console:
+      name: STDOUT
+      PatternLayout:
+        pattern: "[%d] %p %m (%c)%n"
+  Loggers:
+    Logger:
+      - name: kafka
+        level: INFO
+      - name: org.apache.kafka
+        level: WARN
+      - name: state.change.logger
+        level: WARN
+    Root:
+      level: WARN
+      AppenderRef:
+        - ref: STDOUT
+`
+
+func startLocal(ctx context.Context) (*Broker, error) {
+	java, err := exec.LookPath("java")
+	if err != nil {
+		return nil, errors.New("kafkatest: no `java` on PATH to run the local Kafka broker: install a JDK 17+ (apt-get install openjdk-17-jre-headless), or set " + EnvBootstrap)
+	}
+	libs, err := kafkaLibs()
+	if err != nil {
+		return nil, err
+	}
+	dir, err := os.MkdirTemp("", "splitflow-kafka-")
+	if err != nil {
+		return nil, err
+	}
+	lb := &localBroker{java: java, libs: libs, dir: dir}
+	if lb.port, err = freePort(); err == nil {
+		lb.ctrl, err = freePort()
+	}
+	if err != nil {
+		_ = os.RemoveAll(dir)
+		return nil, fmt.Errorf("kafkatest: find a free port: %w", err)
+	}
+	props := strings.NewReplacer("{{PORT}}", strconv.Itoa(lb.port), "{{CTRL}}", strconv.Itoa(lb.ctrl),
+		"{{DATA}}", filepath.Join(dir, "data")).Replace(serverProperties)
+	if err := os.WriteFile(lb.path("server.properties"), []byte(props), 0o644); err != nil {
+		_ = os.RemoveAll(dir)
+		return nil, err
+	}
+	if err := os.WriteFile(lb.path("log4j2.yaml"), []byte(log4jConfig), 0o644); err != nil {
+		_ = os.RemoveAll(dir)
+		return nil, err
+	}
+	if err := lb.format(ctx); err != nil {
+		_ = os.RemoveAll(dir)
+		return nil, err
+	}
+	if err := lb.start(ctx); err != nil {
+		_ = lb.close()
+		return nil, err
+	}
+	return &Broker{kind: KindLocal, addrs: []string{lb.addr()}, be: lb}, nil
+}
+
+func (lb *localBroker) path(name string) string { return filepath.Join(lb.dir, name) }
+func (lb *localBroker) addr() string            { return "127.0.0.1:" + strconv.Itoa(lb.port) }
+
+func (lb *localBroker) javaCmd(args ...string) *exec.Cmd {
+	base := []string{
+		"-Xms256m", "-Xmx1g", "-XX:+UseG1GC", "-Djava.awt.headless=true",
+		"-Dlog4j2.configurationFile=" + lb.path("log4j2.yaml"),
+		"-cp", filepath.Join(lb.libs, "*"),
+	}
+	return exec.Command(lb.java, append(base, args...)...)
+}
+
+// format writes the KRaft metadata of a new single-node cluster; it runs once,
+// before the first start.
+func (lb *localBroker) format(ctx context.Context) error {
+	cmd := lb.javaCmd("kafka.tools.StorageTool", "format",
+		"-t", clusterID(), "-c", lb.path("server.properties"))
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := runWithContext(ctx, cmd); err != nil {
+		return fmt.Errorf("kafkatest: format the broker's storage (%s) failed (%w):\n%s", lb.dir, err, lastLines(out.String(), 20))
+	}
+	return nil
+}
+
+// start launches the broker and waits until it serves metadata.
+func (lb *localBroker) start(ctx context.Context) error {
+	for _, p := range []int{lb.port, lb.ctrl} {
+		l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(p))
+		if err != nil {
+			return fmt.Errorf("kafkatest: port 127.0.0.1:%d is taken, the broker cannot listen on it: %w", p, err)
+		}
+		_ = l.Close()
+	}
+	logf, err := os.OpenFile(lb.path("broker.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
+	}
+	cmd := lb.javaCmd("kafka.Kafka", lb.path("server.properties"))
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.SysProcAttr = childProcAttr()
+
+	// The JVM must die with this process even on a panic, a test timeout or
+	// SIGKILL, when no deferred Stop runs. childProcAttr asks the kernel to
+	// kill the child when the thread that forked it exits, so the fork
+	// happens on a goroutine locked to its thread that lives until the child
+	// is reaped.
+	started := make(chan error, 1)
+	done := make(chan struct{})
+	go func() {
+		runtime.LockOSThread() // never unlocked: the thread ends with the goroutine, after the child
+		defer close(done)
+		defer func() { _ = logf.Close() }()
+		if err := cmd.Start(); err != nil {
+			started <- err
+			return
+		}
+		started <- nil
+		_ = cmd.Wait() // the exit status of a stopped or killed broker says nothing useful
+	}()
+	if err := <-started; err != nil {
+		return fmt.Errorf("kafkatest: start java: %w", err)
+	}
+	lb.mu.Lock()
+	lb.proc, lb.done = cmd.Process, done
+	lb.mu.Unlock()
+
+	exited := make(chan struct{})
+	readyCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		select {
+		case <-done:
+			close(exited)
+			cancel()
+		case <-readyCtx.Done():
+		}
+	}()
+	err = waitReady(readyCtx, []string{lb.addr()}, startTimeout(), func() string { return lb.logTail(20) })
+	select {
+	case <-exited:
+		lb.kill()
+		return fmt.Errorf("kafkatest: the broker process exited during start-up:\n%s", lb.logTail(20))
+	default:
+	}
+	if err != nil {
+		lb.kill()
+		return fmt.Errorf("kafkatest: %w", err)
+	}
+	return nil
+}
+
+// stop ends the broker with SIGTERM (a clean shutdown keeps restarts fast)
+// and falls back to killing its process group.
+func (lb *localBroker) stop(ctx context.Context) error {
+	lb.mu.Lock()
+	proc, done := lb.proc, lb.done
+	lb.mu.Unlock()
+	if proc == nil {
+		return nil
+	}
+	syscall.Kill(-proc.Pid, syscall.SIGTERM) //nolint:errcheck // already gone is fine
+	t := time.NewTimer(30 * time.Second)
+	defer t.Stop()
+	select {
+	case <-done:
+	case <-t.C:
+		lb.kill()
+	case <-ctx.Done():
+		lb.kill()
+	}
+	lb.mu.Lock()
+	lb.proc = nil
+	lb.mu.Unlock()
+	return nil
+}
+
+// kill ends the broker's process group at once and waits for the reaper.
+func (lb *localBroker) kill() {
+	lb.mu.Lock()
+	proc, done := lb.proc, lb.done
+	lb.proc = nil
+	lb.mu.Unlock()
+	if proc == nil {
+		return
+	}
+	syscall.Kill(-proc.Pid, syscall.SIGKILL) //nolint:errcheck // already gone is fine
+	<-done
+}
+
+func (lb *localBroker) close() error {
+	lb.kill()
+	return os.RemoveAll(lb.dir)
+}
+
+func (lb *localBroker) logTail(n int) string {
+	b, err := os.ReadFile(lb.path("broker.log"))
+	if err != nil {
+		return "(no broker log: " + err.Error() + ")"
+	}
+	return lastLines(string(b), n)
+}
+
+// clusterID returns a new KRaft cluster id: 16 random bytes in unpadded
+// URL-safe base64, the form the storage tool accepts.
+func clusterID() string {
+	var b [16]byte
+	rand.Read(b[:])
+	return base64.RawURLEncoding.EncodeToString(b[:])
+}
+
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer func() { _ = l.Close() }()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// runWithContext runs a short-lived child, killing its group when ctx ends.
+func runWithContext(ctx context.Context, cmd *exec.Cmd) error {
+	cmd.SysProcAttr = childProcAttr()
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	waited := make(chan error, 1)
+	go func() { waited <- cmd.Wait() }()
+	select {
+	case err := <-waited:
+		return err
+	case <-ctx.Done():
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) // gone already is fine
+		<-waited                                            //nolint:errcheck // killed on purpose: its exit status says nothing
+		return ctx.Err()
+	}
+}
