@@ -163,3 +163,43 @@ func zombie(pid int) bool {
 	i := strings.LastIndexByte(s, ')')
 	return i > 0 && len(s) > i+2 && s[i+2] == 'Z'
 }
+
+// Formatting must accept every generated cluster id. One in 64 begins with
+// '-', which the storage tool's argument parser takes for an option unless
+// the id is passed as --cluster-id=value; run the tool on such an id.
+func TestFormatAcceptsLeadingDashClusterID(t *testing.T) {
+	libs, err := kafkaLibs()
+	if err != nil {
+		if Required() {
+			t.Fatal(err)
+		}
+		t.Skipf("no Kafka jars: %v", err)
+	}
+	java, err := exec.LookPath("java")
+	if err != nil {
+		if Required() {
+			t.Fatal(err)
+		}
+		t.Skipf("no java: %v", err)
+	}
+	for i := 0; i < 100; i++ {
+		if id := clusterID(); len(id) != 22 {
+			t.Fatalf("cluster id %q has %d characters, want 22", id, len(id))
+		}
+	}
+	dir := t.TempDir()
+	lb := &localBroker{java: java, libs: libs, dir: dir, port: 1, ctrl: 2}
+	props := strings.NewReplacer("{{PORT}}", "1", "{{CTRL}}", "2", "{{DATA}}", filepath.Join(dir, "data")).Replace(serverProperties)
+	if err := os.WriteFile(lb.path("server.properties"), []byte(props), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(lb.path("log4j2.yaml"), []byte(log4jConfig), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	old := clusterID
+	clusterID = func() string { return "-" + old()[1:] }
+	defer func() { clusterID = old }()
+	if err := lb.format(context.Background()); err != nil {
+		t.Fatalf("format with a cluster id that begins with '-': %v", err)
+	}
+}

@@ -132,8 +132,10 @@ func (lb *localBroker) javaCmd(args ...string) *exec.Cmd {
 // format writes the KRaft metadata of a new single-node cluster; it runs once,
 // before the first start.
 func (lb *localBroker) format(ctx context.Context) error {
+	// The id may begin with '-': pass it in the --name=value form so the
+	// argument parser cannot take it for an option.
 	cmd := lb.javaCmd("kafka.tools.StorageTool", "format",
-		"-t", clusterID(), "-c", lb.path("server.properties"))
+		"--cluster-id="+clusterID(), "--config="+lb.path("server.properties"))
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := runWithContext(ctx, cmd); err != nil {
@@ -262,9 +264,9 @@ func (lb *localBroker) logTail(n int) string {
 
 // clusterID returns a new KRaft cluster id: 16 random bytes in unpadded
 // URL-safe base64, the form the storage tool accepts.
-func clusterID() string {
+var clusterID = func() string {
 	var b [16]byte
-	rand.Read(b[:])
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails on Linux
 	return base64.RawURLEncoding.EncodeToString(b[:])
 }
 
