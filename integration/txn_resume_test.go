@@ -91,53 +91,15 @@ func endTxn(ctx context.Context, cl *kgo.Client, txid string, pid int64, epoch i
 	}
 }
 
-// readCommitted waits until no transaction is open on the topic's
-// partition 0 (its last stable offset reaches the high watermark: EndTxn
-// returns before the markers are written), then drains it with a
-// read_committed consumer and returns the values. Control records are kept
-// so the consumer's position is known even when the last batch was aborted.
+// readCommitted returns the values a read_committed consumer sees once no
+// transaction is open on the topic.
 func readCommitted(t *testing.T, b *kafkatest.Broker, topic string) []string {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	adm := b.Admin(t)
-	var end int64
-	for {
-		lso, err1 := adm.ListCommittedOffsets(ctx, topic)
-		hwm, err2 := adm.ListEndOffsets(ctx, topic)
-		if err := errors.Join(err1, err2); err != nil {
-			t.Fatal(err)
-		}
-		l, _ := lso.Lookup(topic, 0)
-		h, _ := hwm.Lookup(topic, 0)
-		if l.Offset == h.Offset {
-			end = l.Offset
-			break
-		}
-		select {
-		case <-ctx.Done():
-			t.Fatalf("last stable offset stuck at %d below the high watermark %d", l.Offset, h.Offset)
-		case <-time.After(20 * time.Millisecond):
-		}
+	var vs []string
+	for _, r := range kafkatest.ReadCommitted(t, b.Addrs(), topic, 30*time.Second) {
+		vs = append(vs, string(r.Value))
 	}
-	cl := b.Client(t, kgo.ConsumeTopics(topic), kgo.FetchIsolationLevel(kgo.ReadCommitted()),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.KeepControlRecords())
-	var got []string
-	var pos int64
-	for pos < end {
-		fs := cl.PollFetches(ctx)
-		if ctx.Err() != nil {
-			t.Fatalf("read_committed consumer stuck at offset %d of %d", pos, end)
-		}
-		fs.EachError(func(_ string, _ int32, err error) { t.Fatalf("fetch: %v", err) })
-		fs.EachRecord(func(r *kgo.Record) {
-			pos = r.Offset + 1
-			if !r.Attrs.IsControl() {
-				got = append(got, string(r.Value))
-			}
-		})
-	}
-	return got
+	return vs
 }
 
 // lastStable is the partition-0 offset a read_committed consumer can read up

@@ -1,14 +1,38 @@
 // Package txn holds the Kafka transaction mechanics that exactly-once
-// delivery needs, independent of the engine: transactional-id naming
-// (prefix-<subtask>-<n>) and a bounded pool of ids per subtask, a
-// transactional producer that can prepare a transaction and hand back a
-// Committable{TransactionalID, ProducerID, Epoch, CheckpointID}, committing
-// or aborting a prepared transaction from a fresh client (resume, with a raw
-// EndTxn request), aborting transactions left open under a prefix, and the
-// classification of broker errors into retriable ones and data loss.
+// delivery needs, independent of the engine (it imports no runtime).
 //
-// What the broker allows here is pinned by tests on a real Apache Kafka 4.4
-// broker in package integration (TestResume...); DESIGN.md records it.
+//   - Naming: transactional ids are prefix-<subtask>-<n>, n drawn from a small
+//     bounded pool per subtask (TransactionalID, ParseTransactionalID).
+//   - Pool: one franz-go client per pooled id, created on first use and kept:
+//     a transaction per checkpoint reuses a client instead of creating one.
+//     Begin opens a transaction, Txn.Prepare flushes it and hands back a
+//     Committable{TransactionalID, ProducerID, Epoch, CheckpointID}, and
+//     Pool.Commit ends it after the checkpoint completes.
+//   - Resume: Commit and Abort end a prepared transaction from any client
+//     with a raw EndTxn request, knowing only its Committable. Committing an
+//     already committed transaction succeeds. A transaction the broker has
+//     already aborted, or whose id was taken by a newer producer, is a
+//     *DataLossError naming the id, producer id, epoch and checkpoint.
+//   - Lingering: AbortLingering lists the open transactions under a prefix
+//     with kadm and aborts those a subtask owns that are not restored
+//     committables; where the broker cannot list transactions it probes the
+//     pooled ids instead.
 //
-// The package is not built yet: it holds only its documentation.
+// # Rules learned from the broker (DESIGN.md, "Kafka, established")
+//
+// Under transaction protocol v2 the epoch moves at the end of every
+// transaction, and once an id has run a later transaction (or a new producer
+// has registered it) the old identity is fenced: its outcome can no longer
+// be confirmed. Two rules follow, and the pool keeps both:
+//
+//  1. An id is reused only when no checkpoint that may be restored still
+//     holds a committable of it. After a commit is confirmed, the id waits
+//     for the next snapshot to be taken (SnapshotTaken) and for that
+//     checkpoint to complete (CheckpointComplete). A restore always goes to
+//     the latest completed checkpoint, whose committables therefore all name
+//     ids that have not moved on, so re-committing them is idempotent.
+//  2. Restored committables are committed before any producer registers an
+//     id of the new attempt, since registering aborts an open transaction.
+//     AbortLingering runs after that, and registering ids fences every
+//     producer of an older attempt (zombie fencing).
 package txn

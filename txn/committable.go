@@ -1,0 +1,105 @@
+package txn
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+)
+
+// Committable identifies a prepared transaction: enough to commit or abort
+// it from any client, after a crash too.
+type Committable struct {
+	TransactionalID string
+	ProducerID      int64
+	// Epoch is the producer epoch during the transaction. Under transaction
+	// protocol v2 it is bumped when the transaction ends, so it is read after
+	// the flush, before the commit.
+	Epoch int16
+	// CheckpointID is the checkpoint whose completion commits the
+	// transaction.
+	CheckpointID int64
+}
+
+func (c Committable) String() string {
+	return fmt.Sprintf("%s (producer id %d, epoch %d, checkpoint %d)", c.TransactionalID, c.ProducerID, c.Epoch, c.CheckpointID)
+}
+
+// TransactionalID returns the transactional id of pooled transaction n of a
+// subtask: prefix-<subtask>-<n>.
+func TransactionalID(prefix string, subtask, n int) string {
+	return prefix + "-" + strconv.Itoa(subtask) + "-" + strconv.Itoa(n)
+}
+
+// ParseTransactionalID is the inverse of TransactionalID. It reports false
+// for an id that is not prefix-<subtask>-<n> with non-negative numbers.
+func ParseTransactionalID(prefix, id string) (subtask, n int, ok bool) {
+	rest, found := strings.CutPrefix(id, prefix+"-")
+	if !found {
+		return 0, 0, false
+	}
+	s, nn, found := strings.Cut(rest, "-")
+	if !found {
+		return 0, 0, false
+	}
+	subtask, err1 := strconv.Atoi(s)
+	n, err2 := strconv.Atoi(nn)
+	if err1 != nil || err2 != nil || subtask < 0 || n < 0 || strconv.Itoa(subtask) != s || strconv.Itoa(n) != nn {
+		return 0, 0, false
+	}
+	return subtask, n, true
+}
+
+// DataLossError reports a prepared transaction that can no longer be
+// committed: the broker aborted it (its transaction.timeout.ms passed before
+// the checkpoint completed) or a newer producer took its transactional id.
+// Its records are not in the output. A caller must fail loudly; retrying
+// cannot help.
+type DataLossError struct {
+	Committable
+	// Err is the broker's answer, reachable with errors.Is (for example
+	// kerr.ProducerFenced or kerr.InvalidTxnState).
+	Err error
+}
+
+func (e *DataLossError) Error() string {
+	return fmt.Sprintf("txn: transaction %s can no longer be committed, its records are lost: %v "+
+		"(the broker aborted it or a newer producer took its id; check that transaction.timeout.ms exceeds "+
+		"checkpoint interval + checkpoint timeout + restart delay)", e.Committable, e.Err)
+}
+
+func (e *DataLossError) Unwrap() error { return e.Err }
+
+// ErrPoolExhausted is returned by Pool.Begin when every pooled transactional
+// id of the subtask holds a transaction that is open, awaits its commit, or
+// was committed too recently to be reused (rule 1 of the package doc).
+var ErrPoolExhausted = errors.New("txn: every pooled transactional id is in use or awaiting commit")
+
+// ErrFenced is returned when a newer producer has taken a pooled id: this
+// writer belongs to an older attempt and must stop.
+var ErrFenced = errors.New("txn: producer fenced by a newer attempt with the same transactional id")
+
+// retriable reports whether an EndTxn answer is transient: the coordinator is
+// still writing the markers of an earlier EndTxn, is loading, or moved.
+func retriable(err error) bool {
+	var ke *kerr.Error
+	if errors.As(err, &ke) {
+		return ke.Retriable || errors.Is(err, kerr.ConcurrentTransactions)
+	}
+	// Not a broker answer: a transport error, which may not have reached
+	// the broker. Sending EndTxn again is safe (same outcome requested).
+	return true
+}
+
+// lost reports whether an EndTxn(commit) answer means the transaction will
+// never commit.
+func lost(err error) bool {
+	return errors.Is(err, kerr.ProducerFenced) ||
+		errors.Is(err, kerr.InvalidProducerEpoch) ||
+		errors.Is(err, kerr.InvalidProducerIDMapping) ||
+		errors.Is(err, kerr.UnknownProducerID) ||
+		errors.Is(err, kerr.InvalidTxnState) ||
+		errors.Is(err, kerr.TransactionalIDNotFound)
+}

@@ -1,0 +1,190 @@
+package txn
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// Lingering says which open transactions a subtask cleans up when it starts
+// or restores.
+type Lingering struct {
+	// Prefix is the sink's transactional id prefix.
+	Prefix string
+	// Subtask and Parallelism identify the caller. A subtask owns the ids
+	// prefix-<Subtask>-*; subtask 0 also owns those of subtasks at or beyond
+	// Parallelism, left by a run with more subtasks. Each id has one owner,
+	// so no two subtasks race to abort it.
+	Subtask, Parallelism int
+	// Keep lists the restored committables: their transactions are
+	// committed, never aborted. Commit them before calling AbortLingering.
+	Keep []Committable
+	// ProbeIDs is how many pooled ids per subtask to probe where the broker
+	// cannot list transactions (before Kafka 3.0): the pool size.
+	ProbeIDs int
+	// ProbeSubtasks is, for subtask 0 when probing, how many subtask indexes
+	// to probe in all (covering an earlier, larger parallelism). Zero means
+	// Parallelism.
+	ProbeSubtasks int
+	// ForceProbe probes even where listing works; for tests.
+	ForceProbe bool
+}
+
+// owns reports whether subtask l.Subtask is the one that aborts id.
+func (l Lingering) owns(id string) bool {
+	st, _, ok := ParseTransactionalID(l.Prefix, id)
+	if !ok {
+		return false
+	}
+	return st == l.Subtask || (l.Subtask == 0 && st >= l.Parallelism)
+}
+
+func (l Lingering) kept(id string) bool {
+	for _, c := range l.Keep {
+		if c.TransactionalID == id {
+			return true
+		}
+	}
+	return false
+}
+
+// AbortLingering aborts the open transactions under l.Prefix that this
+// subtask owns and that are not restored committables, and returns their
+// ids. A transaction is aborted by registering its id anew (InitProducerID),
+// which also fences any producer still using it: a writer of an older
+// attempt can no longer commit. It returns once every such abort is
+// complete, so read_committed consumers are no longer pinned by them.
+func AbortLingering(ctx context.Context, cl *kgo.Client, l Lingering) ([]string, error) {
+	if l.Prefix == "" || l.Parallelism <= 0 || l.Subtask < 0 || l.Subtask >= l.Parallelism {
+		return nil, fmt.Errorf("txn: abort lingering: bad prefix %q, subtask %d or parallelism %d", l.Prefix, l.Subtask, l.Parallelism)
+	}
+	var ids []string
+	listed := !l.ForceProbe
+	if listed {
+		var err error
+		ids, err = listOpen(ctx, cl, l)
+		if errors.Is(err, kerr.UnsupportedVersion) || errors.Is(err, errNoListing) {
+			listed = false
+		} else if err != nil {
+			return nil, fmt.Errorf("txn: list open transactions under %q: %w", l.Prefix, err)
+		}
+	}
+	if !listed {
+		ids = l.probeIDs()
+	}
+	var aborted []string
+	for _, id := range ids {
+		if l.kept(id) {
+			continue
+		}
+		wasOpen, err := registerID(ctx, cl, id)
+		if err != nil {
+			return aborted, fmt.Errorf("txn: abort lingering transaction %s: %w", id, err)
+		}
+		// A probed id may have had no open transaction; report only the
+		// listed ones and the probed ones that were open.
+		if listed || wasOpen {
+			aborted = append(aborted, id)
+		}
+	}
+	return aborted, nil
+}
+
+var errNoListing = errors.New("broker does not support ListTransactions")
+
+func listOpen(ctx context.Context, cl *kgo.Client, l Lingering) ([]string, error) {
+	adm := kadm.NewClient(cl)
+	vs, err := adm.ApiVersions(ctx)
+	if err != nil {
+		return nil, err
+	}
+	supported := false
+	vs.Each(func(v kadm.BrokerApiVersions) {
+		if _, _, ok := v.KeyVersions(int16(kmsg.ListTransactions)); ok {
+			supported = true
+		}
+	})
+	if !supported {
+		return nil, errNoListing
+	}
+	// The state filter needs ListTransactions v1; where it is ignored the
+	// listing is wider, so states are checked here too.
+	txns, err := adm.ListTransactions(ctx, nil, []string{"Ongoing"})
+	if err != nil {
+		return nil, err
+	}
+	var ids []string
+	for id, t := range txns {
+		if t.State == "Ongoing" && l.owns(id) {
+			ids = append(ids, id)
+		}
+	}
+	sort.Strings(ids)
+	return ids, nil
+}
+
+func (l Lingering) probeIDs() []string {
+	n := max(l.ProbeIDs, 1)
+	subtasks := []int{l.Subtask}
+	if l.Subtask == 0 {
+		for s := l.Parallelism; s < max(l.ProbeSubtasks, l.Parallelism); s++ {
+			subtasks = append(subtasks, s)
+		}
+	}
+	var ids []string
+	for _, s := range subtasks {
+		for i := 0; i < n; i++ {
+			ids = append(ids, TransactionalID(l.Prefix, s, i))
+		}
+	}
+	return ids
+}
+
+// registerID sends InitProducerID for id, which aborts its open transaction
+// (if any) and bumps its epoch, retrying while the coordinator is busy
+// ending it. It reports whether the id had an open transaction, as far as
+// DescribeTransactions could tell beforehand.
+func registerID(ctx context.Context, cl *kgo.Client, id string) (bool, error) {
+	wasOpen := false
+	if d, err := kadm.NewClient(cl).DescribeTransactions(ctx, id); err == nil {
+		if t, ok := d[id]; ok && t.Err == nil && t.State == "Ongoing" {
+			wasOpen = true
+		}
+	}
+	backoff := minBackoff
+	for {
+		req := kmsg.NewPtrInitProducerIDRequest()
+		req.TransactionalID = kmsg.StringPtr(id)
+		req.TransactionTimeoutMillis = 60_000
+		req.ProducerID = -1
+		req.ProducerEpoch = -1
+		resp, err := req.RequestWith(ctx, cl)
+		if err == nil {
+			err = kerr.ErrorForCode(resp.ErrorCode)
+		}
+		if err == nil {
+			return wasOpen, nil
+		}
+		if ctx.Err() != nil {
+			return wasOpen, fmt.Errorf("%w (last answer: %w)", ctx.Err(), err)
+		}
+		if !retriable(err) {
+			return wasOpen, err
+		}
+		t := time.NewTimer(backoff)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return wasOpen, fmt.Errorf("%w (last answer: %w)", ctx.Err(), err)
+		case <-t.C:
+		}
+		backoff = min(2*backoff, maxBackoff)
+	}
+}

@@ -1,0 +1,339 @@
+package txn
+
+import (
+	"errors"
+	"slices"
+	"testing"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+func TestTransactionalIDNaming(t *testing.T) {
+	for _, tc := range []struct {
+		prefix  string
+		id      string
+		subtask int
+		n       int
+		ok      bool
+	}{
+		{"sink", "sink-0-0", 0, 0, true},
+		{"sink", "sink-12-7", 12, 7, true},
+		{"my-sink", "my-sink-3-1", 3, 1, true},
+		{"sink", "sink-1", 0, 0, false},
+		{"sink", "sinks-1-1", 0, 0, false},
+		{"sink", "sink-a-1", 0, 0, false},
+		{"sink", "sink-1-01", 0, 0, false},
+		{"sink", "sink--1-1", 0, 0, false},
+		{"sink", "other-1-1", 0, 0, false},
+	} {
+		st, n, ok := ParseTransactionalID(tc.prefix, tc.id)
+		if ok != tc.ok || (ok && (st != tc.subtask || n != tc.n)) {
+			t.Errorf("ParseTransactionalID(%q, %q) = %d, %d, %v; want %d, %d, %v", tc.prefix, tc.id, st, n, ok, tc.subtask, tc.n, tc.ok)
+		}
+		if tc.ok && TransactionalID(tc.prefix, tc.subtask, tc.n) != tc.id {
+			t.Errorf("TransactionalID(%q, %d, %d) = %q, want %q", tc.prefix, tc.subtask, tc.n, TransactionalID(tc.prefix, tc.subtask, tc.n), tc.id)
+		}
+	}
+}
+
+func TestPoolConfigValidation(t *testing.T) {
+	if _, err := NewPool("", 0); err == nil {
+		t.Error("empty prefix accepted")
+	}
+	if _, err := NewPool("p", -1); err == nil {
+		t.Error("negative subtask accepted")
+	}
+	if _, err := NewPool("p", 0, PoolSize(1)); err == nil {
+		t.Error("pool of one id accepted")
+	}
+}
+
+// A crash after prepare, before commit: the committable restored from the
+// checkpoint is committed by a fresh pool (no client of the old one), and
+// committing it again changes nothing (invariant 8).
+func TestResumeCommitAfterCrash(t *testing.T) {
+	onBackends(t, func(t *testing.T, be backend) {
+		topic := be.topic(t, 1)
+		prefix := uniquePrefix("resume")
+		old := be.pool(t, prefix, 0)
+		c := writeTxn(t, old, topic, 7, "a", "b", "c")
+		// The process dies here: its clients just vanish.
+
+		fresh := be.pool(t, prefix, 0)
+		ctx := ctxT(t)
+		if err := fresh.Commit(ctx, c); err != nil {
+			t.Fatalf("commit restored %s: %v", c, err)
+		}
+		if err := fresh.Commit(ctx, c); err != nil {
+			t.Fatalf("commit it again: %v", err)
+		}
+		if got := be.committed(t, topic); !slices.Equal(got, []string{"a", "b", "c"}) {
+			t.Fatalf("read_committed sees %q, want [a b c]", got)
+		}
+	})
+}
+
+// A crash before prepare: the open transaction is aborted when the next
+// attempt starts, and none of it is visible.
+func TestLingerCrashBeforePrepareIsAborted(t *testing.T) {
+	onBackends(t, func(t *testing.T, be backend) {
+		topic := be.topic(t, 1)
+		prefix := uniquePrefix("linger")
+		abandonTxn(t, be, TransactionalID(prefix, 0, 0), topic, "x", "y")
+		aborted, err := AbortLingering(ctxT(t), be.client(t), Lingering{Prefix: prefix, Subtask: 0, Parallelism: 1, ProbeIDs: 8})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(aborted, []string{TransactionalID(prefix, 0, 0)}) {
+			t.Fatalf("aborted %q", aborted)
+		}
+		if got := be.committed(t, topic); len(got) != 0 {
+			t.Fatalf("read_committed sees %q of an aborted transaction", got)
+		}
+	})
+}
+
+// Each open transaction under the prefix has exactly one owner; restored
+// committables are never aborted; a read_committed consumer is unpinned.
+func TestLingerOwnershipAndKeep(t *testing.T) {
+	onBackends(t, func(t *testing.T, be backend) {
+		topic := be.topic(t, 1)
+		prefix := uniquePrefix("owners")
+		// Left by a run with parallelism 3: subtasks 0, 1 and 2.
+		abandonTxn(t, be, TransactionalID(prefix, 0, 1), topic, "s0")
+		keep := abandonTxn(t, be, TransactionalID(prefix, 1, 0), topic, "kept")
+		abandonTxn(t, be, TransactionalID(prefix, 1, 4), topic, "s1")
+		abandonTxn(t, be, TransactionalID(prefix, 2, 0), topic, "s2")
+		abandonTxn(t, be, "other-prefix-0-0-"+prefix, topic, "not ours")
+
+		// The new run has parallelism 2, so subtask 0 also owns subtask 2's
+		// ids. Restored committables are committed first, as the sink does.
+		ctx := ctxT(t)
+		cl := be.client(t)
+		if err := Commit(ctx, cl, keep); err != nil {
+			t.Fatal(err)
+		}
+		got1, err := AbortLingering(ctx, cl, Lingering{Prefix: prefix, Subtask: 1, Parallelism: 2, Keep: []Committable{keep}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got0, err := AbortLingering(ctx, cl, Lingering{Prefix: prefix, Subtask: 0, Parallelism: 2})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := []string{TransactionalID(prefix, 1, 4)}; !slices.Equal(got1, want) {
+			t.Errorf("subtask 1 aborted %q, want %q", got1, want)
+		}
+		if want := []string{TransactionalID(prefix, 0, 1), TransactionalID(prefix, 2, 0)}; !slices.Equal(got0, want) {
+			t.Errorf("subtask 0 aborted %q, want %q", got0, want)
+		}
+		// The foreign transaction still pins the partition; end it so the
+		// topic can be drained.
+		other := abandonTxn(t, be, "other-prefix-0-0-"+prefix, topic)
+		if err := Abort(ctx, cl, other); err != nil {
+			t.Fatal(err)
+		}
+		if got := be.committed(t, topic); !slices.Equal(got, []string{"kept"}) {
+			t.Fatalf("read_committed sees %q, want only the kept committable", got)
+		}
+	})
+}
+
+// Where the broker cannot list transactions, the pooled ids are probed.
+func TestLingerProbingFallback(t *testing.T) {
+	onBackends(t, func(t *testing.T, be backend) {
+		topic := be.topic(t, 1)
+		prefix := uniquePrefix("probe")
+		abandonTxn(t, be, TransactionalID(prefix, 0, 2), topic, "p")
+		abandonTxn(t, be, TransactionalID(prefix, 3, 0), topic, "q") // an earlier, larger parallelism
+		aborted, err := AbortLingering(ctxT(t), be.client(t), Lingering{
+			Prefix: prefix, Subtask: 0, Parallelism: 2, ProbeIDs: 4, ProbeSubtasks: 4, ForceProbe: true,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := []string{TransactionalID(prefix, 0, 2), TransactionalID(prefix, 3, 0)}; !slices.Equal(aborted, want) {
+			t.Fatalf("aborted %q, want %q", aborted, want)
+		}
+		if got := be.committed(t, topic); len(got) != 0 {
+			t.Fatalf("read_committed sees %q", got)
+		}
+	})
+}
+
+// A writer of an older attempt can never commit once the new attempt has
+// started: starting registers the ids again, which aborts the old open
+// transaction and fences the old producer.
+func TestFenceOldAttemptCannotCommit(t *testing.T) {
+	onBackends(t, func(t *testing.T, be backend) {
+		topic := be.topic(t, 1)
+		prefix := uniquePrefix("fence")
+		old := be.pool(t, prefix, 0)
+		c := writeTxn(t, old, topic, 3, "zombie")
+
+		ctx := ctxT(t)
+		if _, err := AbortLingering(ctx, be.client(t), Lingering{Prefix: prefix, Subtask: 0, Parallelism: 1}); err != nil {
+			t.Fatal(err)
+		}
+		newer := be.pool(t, prefix, 0)
+		cNew := writeTxn(t, newer, topic, 3, "new") // registers prefix-0-0 again
+
+		err := old.Commit(ctx, c)
+		var dl *DataLossError
+		if !errors.As(err, &dl) {
+			t.Fatalf("old attempt's commit: got %v, want a *DataLossError", err)
+		}
+		if dl.TransactionalID != c.TransactionalID || dl.ProducerID != c.ProducerID || dl.Epoch != c.Epoch || dl.CheckpointID != 3 {
+			t.Fatalf("DataLossError names %s, want %s", dl.Committable, c)
+		}
+		if err := newer.Commit(ctx, cNew); err != nil {
+			t.Fatal(err)
+		}
+		if got := be.committed(t, topic); !slices.Equal(got, []string{"new"}) {
+			t.Fatalf("read_committed sees %q, want only the new attempt's record", got)
+		}
+	})
+}
+
+// A committable whose transaction the broker already aborted surfaces as a
+// DataLossError, never as success (invariant 8).
+func TestResumeAbortedTransactionIsDataLoss(t *testing.T) {
+	onBackends(t, func(t *testing.T, be backend) {
+		topic := be.topic(t, 1)
+		prefix := uniquePrefix("lost")
+		c := writeTxn(t, be.pool(t, prefix, 0), topic, 11, "gone")
+		ctx := ctxT(t)
+		cl := be.client(t)
+		// What the broker does when transaction.timeout.ms passes.
+		if err := Abort(ctx, cl, c); err != nil {
+			t.Fatal(err)
+		}
+		err := Commit(ctx, cl, c)
+		var dl *DataLossError
+		if !errors.As(err, &dl) || dl.Committable != c {
+			t.Fatalf("commit of an aborted transaction: got %v, want a *DataLossError for %s", err, c)
+		}
+		if !errors.Is(err, kerr.InvalidTxnState) && !errors.Is(err, kerr.ProducerFenced) && !errors.Is(err, kerr.InvalidProducerEpoch) {
+			t.Fatalf("the broker's answer is not reachable with errors.Is: %v", err)
+		}
+	})
+}
+
+// Transient answers (the coordinator still writing markers, loading, moved)
+// are retried until the commit succeeds.
+func TestResumeRetriesTransientErrors(t *testing.T) {
+	be := newKfake(t)
+	topic := be.topic(t, 1)
+	c := writeTxn(t, be.pool(t, uniquePrefix("retry"), 0), topic, 1, "r")
+	answers := []*kerr.Error{kerr.ConcurrentTransactions, kerr.CoordinatorLoadInProgress, kerr.NotCoordinator}
+	calls := 0
+	be.fake.ControlKey(int16(kmsg.EndTxn), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		be.fake.KeepControl()
+		if calls >= len(answers) {
+			calls++
+			return nil, nil, false // the real handler answers
+		}
+		resp := req.(*kmsg.EndTxnRequest).ResponseKind().(*kmsg.EndTxnResponse)
+		resp.ErrorCode = answers[calls].Code
+		calls++
+		return resp, nil, true
+	})
+	if err := Commit(ctxT(t), be.client(t), c); err != nil {
+		t.Fatalf("commit through transient errors: %v", err)
+	}
+	if calls != len(answers)+1 {
+		t.Fatalf("EndTxn sent %d times, want %d", calls, len(answers)+1)
+	}
+	be.fake.DropControl()
+	if got := be.committed(t, topic); !slices.Equal(got, []string{"r"}) {
+		t.Fatalf("read_committed sees %q", got)
+	}
+}
+
+// An id is reused only once a checkpoint whose snapshot was taken after its
+// commit completes (package doc, rule 1); until then Begin takes the next.
+func TestPoolReusesIDOnlyAfterRelease(t *testing.T) {
+	be := newKfake(t)
+	topic := be.topic(t, 1)
+	prefix := uniquePrefix("reuse")
+	p := be.pool(t, prefix, 0, PoolSize(3))
+	ctx := ctxT(t)
+
+	c1 := writeTxn(t, p, topic, 1, "1")
+	if c1.TransactionalID != TransactionalID(prefix, 0, 0) {
+		t.Fatalf("first transaction on %s", c1.TransactionalID)
+	}
+	c2 := writeTxn(t, p, topic, 2, "2") // checkpoint 1 not complete yet
+	if c2.TransactionalID != TransactionalID(prefix, 0, 1) {
+		t.Fatalf("second transaction on %s, want id 1 while id 0 awaits commit", c2.TransactionalID)
+	}
+	if err := p.Commit(ctx, c1); err != nil { // checkpoint 1 completed
+		t.Fatal(err)
+	}
+	p.CheckpointComplete(1)
+	tx, err := p.Begin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tx.TransactionalID() != TransactionalID(prefix, 0, 2) {
+		t.Fatalf("third transaction on %s: id 0 was reused before a snapshot after its commit", tx.TransactionalID())
+	}
+	if _, err := p.Begin(); !errors.Is(err, ErrPoolExhausted) {
+		t.Fatalf("fourth Begin with every id in use: got %v, want ErrPoolExhausted", err)
+	}
+	p.SnapshotTaken(2)      // the snapshot of checkpoint 2 no longer holds c1
+	p.CheckpointComplete(1) // an older completion frees nothing
+	if p.InUse() != 3 {
+		t.Fatalf("%d ids in use after an older completion, want 3", p.InUse())
+	}
+	p.CheckpointComplete(2)
+	if p.InUse() != 2 {
+		t.Fatalf("%d ids in use after checkpoint 2 completed, want 2", p.InUse())
+	}
+	tx4, err := p.Begin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tx4.TransactionalID() != TransactionalID(prefix, 0, 0) {
+		t.Fatalf("id 0 not reused once released: got %s", tx4.TransactionalID())
+	}
+	// The reused id keeps its client: same producer id, a later epoch.
+	tx4.Produce(ctx, &kgo.Record{Topic: topic, Value: []byte("4")})
+	c4, _, err := tx4.Prepare(ctx, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c4.ProducerID != c1.ProducerID || c4.Epoch <= c1.Epoch {
+		t.Fatalf("reused id: producer %d epoch %d after producer %d epoch %d", c4.ProducerID, c4.Epoch, c1.ProducerID, c1.Epoch)
+	}
+	for _, c := range []Committable{c2, c4} {
+		if err := p.Commit(ctx, c); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := tx.Abort(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := be.committed(t, topic); !slices.Equal(got, []string{"1", "2", "4"}) {
+		t.Fatalf("read_committed sees %q, want [1 2 4]", got)
+	}
+}
+
+// An empty transaction produces no committable and frees its id at once.
+func TestPoolEmptyTransactionHasNoCommittable(t *testing.T) {
+	be := newKfake(t)
+	p := be.pool(t, uniquePrefix("empty"), 0)
+	tx, err := p.Begin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, ok, err := tx.Prepare(ctxT(t), 1)
+	if err != nil || ok {
+		t.Fatalf("prepare of an empty transaction: %v, ok=%v, err=%v", c, ok, err)
+	}
+	if p.InUse() != 0 {
+		t.Fatalf("%d ids in use after an empty transaction", p.InUse())
+	}
+}
