@@ -1,0 +1,47 @@
+// Package base turns a SplitReader, a blocking reader of splits written
+// against an external system's client, into a connector.SourceReader that
+// never blocks the task goroutine. It is splitflow's counterpart of Flink's
+// flink-connector-base.
+//
+// # Pieces
+//
+//   - SplitReader (splitreader.go): what a connector writes. Fetch blocks and
+//     returns a batch; WakeUp interrupts it.
+//   - SplitFetcher (fetcher.go): one goroutine running one SplitReader; it
+//     takes tasks (add, remove, pause splits) from the task goroutine and
+//     puts fetched batches into the queue.
+//   - SplitFetcherManager (manager.go): starts fetchers (one for all splits,
+//     or one per split), shuts down those that finished, keeps the first
+//     error.
+//   - ElementsQueue (queue.go): the bounded hand-off of batches; default
+//     capacity 2.
+//   - RecordsWithSplitIDs, RecordsBySplits, RecordsBySplitsPool (records.go):
+//     batches grouped by split, recycled so steady state allocates nothing.
+//   - RecordEmitter (emitter.go): emits one fetched element and advances its
+//     split's state.
+//   - SourceReaderBase (reader.go): the connector.SourceReader tying them
+//     together, with split state <-> split conversion through
+//     SplitStateHooks.
+//
+// # Invariants
+//
+// Invariant 6 of DESIGN.md: only the task goroutine touches split state.
+// Fetcher goroutines read and enqueue, nothing more; the RecordEmitter
+// advances a split's state as it emits, on the task goroutine; SnapshotState
+// converts the states back to splits. A checkpoint therefore never needs to
+// stop a fetcher, and batches still queued are simply not in it: after a
+// restore they are fetched again, so each record is emitted exactly once.
+//
+// Invariant 7: backpressure reaches the external system. The queue holds at
+// most its capacity in batches; a fetcher facing a full queue blocks in Put
+// and makes no further Fetch call until the task goroutine polls. Memory per
+// reader is bounded by (capacity + fetchers + 1) batches whatever the input
+// size.
+//
+// Two more rules keep the goroutines honest. Every blocking point of a
+// fetcher (Fetch, Put, waiting for a task) can be interrupted, and an
+// interruption that arrives just before the fetcher blocks is remembered, so
+// new splits and shutdown are noticed promptly. And every goroutine has an
+// owner that waits for it: SourceReaderBase.Close returns only after all
+// fetcher goroutines have exited and closed their SplitReaders.
+package base

@@ -1,0 +1,354 @@
+package base
+
+import (
+	"context"
+	"slices"
+	"sync"
+
+	"github.com/splitflow/splitflow/connector"
+)
+
+// fetcherPhase is where a fetcher goroutine may be blocked, which decides how
+// a wake-up reaches it.
+type fetcherPhase int
+
+const (
+	phaseBusy     fetcherPhase = iota // running a task or between steps: nothing to interrupt
+	phaseFetching                     // in SplitReader.Fetch: interrupt with WakeUp
+	phasePutting                      // in ElementsQueue.Put: interrupt with WakeUpPutter
+	phaseWaiting                      // idle, waiting for a task: interrupt with the signal channel
+)
+
+type fetcherTask[E any, S connector.Split] struct {
+	op  string
+	run func(f *SplitFetcher[E, S]) error
+}
+
+// SplitFetcher runs one SplitReader on a goroutine of its own. The goroutine
+// loops over three kinds of work, in this order of priority: tasks queued by
+// the task goroutine (add, remove, pause splits, or arbitrary work on the
+// reader), putting the batch it holds into the ElementsQueue, and calling
+// Fetch for the next batch. With nothing assigned and nothing queued it is
+// idle and waits.
+//
+// Only the fetcher goroutine touches the SplitReader (except WakeUp) and the
+// fetcher's split assignment. The task goroutine talks to it by queueing
+// tasks; every queued task wakes the goroutine wherever it blocks (in Fetch,
+// in Put, or waiting), so a fetcher stuck behind a full queue still notices
+// new splits and shutdown promptly.
+//
+// Fetchers are created and owned by a SplitFetcherManager. Their methods are
+// called on the task goroutine unless documented otherwise.
+type SplitFetcher[E any, S connector.Split] struct {
+	id     int
+	reader SplitReader[E, S]
+	queue  *ElementsQueue[RecordsWithSplitIDs[E]]
+	report func(error)          // manager's sink for the first error
+	exited func(closeErr error) // manager's hook, called last on the goroutine
+
+	// Owned by the fetcher goroutine.
+	assigned        map[string]S
+	pending         RecordsWithSplitIDs[E] // fetched, not yet accepted by the queue
+	pendingFinished []string               // pending.FinishedSplits(), copied before Put
+
+	// signal wakes the goroutine when it waits for tasks. One buffered slot:
+	// a signal sent while the goroutine is busy waits for it.
+	signal chan struct{}
+
+	mu     sync.Mutex
+	tasks  []fetcherTask[E, S]
+	phase  fetcherPhase
+	idle   bool // nothing assigned, nothing pending, nothing queued
+	closed bool // shut down or failed; no task is accepted any more
+}
+
+func newSplitFetcher[E any, S connector.Split](
+	id int,
+	reader SplitReader[E, S],
+	queue *ElementsQueue[RecordsWithSplitIDs[E]],
+	report func(error),
+	exited func(error),
+) *SplitFetcher[E, S] {
+	return &SplitFetcher[E, S]{
+		id:       id,
+		reader:   reader,
+		queue:    queue,
+		report:   report,
+		exited:   exited,
+		assigned: make(map[string]S),
+		signal:   make(chan struct{}, 1),
+	}
+}
+
+// ID identifies the fetcher within its manager; it is also its putter ID in
+// the ElementsQueue.
+func (f *SplitFetcher[E, S]) ID() int { return f.id }
+
+// Idle reports whether the fetcher has no splits, no batch to deliver and no
+// queued task. An idle fetcher has delivered everything it fetched. It may be
+// called from any goroutine.
+func (f *SplitFetcher[E, S]) Idle() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.idle
+}
+
+// AddSplits queues the assignment of splits to the fetcher's reader. It
+// returns ErrClosed if the fetcher was shut down or has failed.
+func (f *SplitFetcher[E, S]) AddSplits(splits []S) error {
+	splits = slices.Clone(splits)
+	return f.enqueue("add splits", func(f *SplitFetcher[E, S]) error {
+		// Assigned before the reader hears of them, so that an error from
+		// HandleSplitsChanges is reported with these splits' IDs.
+		for _, s := range splits {
+			f.assigned[s.SplitID()] = s
+		}
+		return f.reader.HandleSplitsChanges(SplitsChange[S]{Added: splits})
+	})
+}
+
+// RemoveSplits queues the removal of those of splits the fetcher holds.
+func (f *SplitFetcher[E, S]) RemoveSplits(splits []S) error {
+	ids := make([]string, len(splits))
+	for i, s := range splits {
+		ids[i] = s.SplitID()
+	}
+	return f.enqueue("remove splits", func(f *SplitFetcher[E, S]) error {
+		held := f.lookup(ids)
+		if len(held) == 0 {
+			return nil
+		}
+		for _, s := range held {
+			delete(f.assigned, s.SplitID())
+		}
+		return f.reader.HandleSplitsChanges(SplitsChange[S]{Removed: held})
+	})
+}
+
+// PauseOrResumeSplits queues pausing and resuming those of the given splits
+// the fetcher holds. It returns ErrPauseNotSupported at once when the
+// SplitReader is not a PausableSplitReader.
+func (f *SplitFetcher[E, S]) PauseOrResumeSplits(pause, resume []string) error {
+	pr, ok := f.reader.(PausableSplitReader[S])
+	if !ok {
+		return ErrPauseNotSupported
+	}
+	pause, resume = slices.Clone(pause), slices.Clone(resume)
+	return f.enqueue("pause or resume splits", func(f *SplitFetcher[E, S]) error {
+		p, r := f.lookup(pause), f.lookup(resume)
+		if len(p) == 0 && len(r) == 0 {
+			return nil
+		}
+		return pr.PauseOrResumeSplits(p, r)
+	})
+}
+
+// RunTask queues fn to run on the fetcher goroutine with the fetcher's
+// reader, between two Fetch calls: the way to reach a client that is not
+// safe for concurrent use, for example to commit offsets. An error from fn
+// fails the fetcher like a Fetch error.
+func (f *SplitFetcher[E, S]) RunTask(fn func(SplitReader[E, S]) error) error {
+	return f.enqueue("run task", func(f *SplitFetcher[E, S]) error { return fn(f.reader) })
+}
+
+// Shutdown asks the goroutine to exit; it closes the reader on its way out.
+// Shutdown does not wait; the manager does. It may be called from any
+// goroutine, more than once.
+func (f *SplitFetcher[E, S]) Shutdown() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if !f.closed {
+		f.closed = true
+		f.wakeLocked()
+	}
+}
+
+// shutdownIfIdle shuts the fetcher down if it is idle, atomically with the
+// check, and reports whether it did.
+func (f *SplitFetcher[E, S]) shutdownIfIdle() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if !f.idle || f.closed {
+		return false
+	}
+	f.closed = true
+	f.wakeLocked()
+	return true
+}
+
+func (f *SplitFetcher[E, S]) enqueue(op string, run func(*SplitFetcher[E, S]) error) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.closed {
+		return ErrClosed
+	}
+	f.tasks = append(f.tasks, fetcherTask[E, S]{op: op, run: run})
+	f.idle = false
+	f.wakeLocked()
+	return nil
+}
+
+// wakeLocked interrupts whatever the goroutine is blocked in. The phase is
+// set under mu before the goroutine blocks, and both Fetch and Put remember
+// a wake-up that arrives before they block, so no wake-up is lost between
+// the goroutine releasing mu and blocking.
+func (f *SplitFetcher[E, S]) wakeLocked() {
+	switch f.phase {
+	case phaseFetching:
+		f.reader.WakeUp()
+	case phasePutting:
+		f.queue.WakeUpPutter(f.id)
+	}
+	select {
+	case f.signal <- struct{}{}:
+	default:
+	}
+}
+
+func (f *SplitFetcher[E, S]) setPhase(p fetcherPhase) {
+	f.mu.Lock()
+	f.phase = p
+	f.mu.Unlock()
+}
+
+func (f *SplitFetcher[E, S]) lookup(ids []string) []S {
+	var out []S
+	for _, id := range ids {
+		if s, ok := f.assigned[id]; ok {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// run is the fetcher goroutine.
+func (f *SplitFetcher[E, S]) run(ctx context.Context) {
+	defer f.exit()
+	for f.runOnce(ctx) {
+	}
+}
+
+// runOnce does one unit of work and reports whether to go on.
+func (f *SplitFetcher[E, S]) runOnce(ctx context.Context) bool {
+	f.mu.Lock()
+	if f.closed {
+		f.mu.Unlock()
+		return false
+	}
+	if len(f.tasks) > 0 {
+		t := f.tasks[0]
+		f.tasks[0] = fetcherTask[E, S]{}
+		f.tasks = f.tasks[1:]
+		f.phase = phaseBusy
+		f.mu.Unlock()
+		if err := t.run(f); err != nil {
+			f.fail(t.op, err)
+			return false
+		}
+		return true
+	}
+
+	switch {
+	case f.pending != nil:
+		f.phase = phasePutting
+		f.mu.Unlock()
+		ok := f.queue.Put(f.id, f.pending)
+		f.setPhase(phaseBusy)
+		if ok {
+			// The batch now belongs to the task goroutine, which may
+			// already be recycling it; that is why its finished splits were
+			// copied before Put.
+			for _, id := range f.pendingFinished {
+				delete(f.assigned, id)
+			}
+			f.pending = nil
+			f.pendingFinished = f.pendingFinished[:0]
+		}
+		// Not taken: woken for a task or shutdown. The batch stays pending
+		// and is put again once the task has run.
+		return true
+
+	case len(f.assigned) > 0:
+		f.phase = phaseFetching
+		f.mu.Unlock()
+		batch, err := f.reader.Fetch(ctx)
+		f.setPhase(phaseBusy)
+		if err != nil {
+			if ctx.Err() != nil || f.isClosed() {
+				return false // the client failing because we are shutting it down
+			}
+			f.fail("fetch", err)
+			return false
+		}
+		if batch == nil {
+			return true
+		}
+		if isEmptyBatch(batch) {
+			batch.Recycle()
+			return true
+		}
+		f.pending = batch
+		f.pendingFinished = append(f.pendingFinished[:0], batch.FinishedSplits()...)
+		return true
+
+	default:
+		f.phase = phaseWaiting
+		becameIdle := !f.idle
+		f.idle = true
+		f.mu.Unlock()
+		if becameIdle {
+			// The reader may be deciding whether the input has ended; it
+			// must look again now that this fetcher has nothing left.
+			f.queue.NotifyAvailable()
+		}
+		select {
+		case <-f.signal:
+		case <-ctx.Done():
+		}
+		f.setPhase(phaseBusy)
+		return true
+	}
+}
+
+func (f *SplitFetcher[E, S]) isClosed() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.closed
+}
+
+func (f *SplitFetcher[E, S]) fail(op string, err error) {
+	ids := make([]string, 0, len(f.assigned))
+	for id := range f.assigned {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	f.mu.Lock()
+	f.closed = true
+	f.idle = false // a failed fetcher never counts as finished
+	f.mu.Unlock()
+	f.report(&FetchError{FetcherID: f.id, Op: op, SplitIDs: ids, Err: err})
+}
+
+func (f *SplitFetcher[E, S]) exit() {
+	f.mu.Lock()
+	f.closed = true
+	f.tasks = nil
+	f.mu.Unlock()
+	if f.pending != nil {
+		f.pending.Recycle()
+		f.pending = nil
+	}
+	f.queue.forgetPutter(f.id)
+	f.exited(f.reader.Close())
+}
+
+// isEmptyBatch reports whether a batch carries neither records nor finished
+// splits, for batches that can tell their size. Such a batch (typically
+// returned after a wake-up) would only cost a queue slot and a spurious poll.
+func isEmptyBatch[E any](b RecordsWithSplitIDs[E]) bool {
+	if len(b.FinishedSplits()) > 0 {
+		return false
+	}
+	sized, ok := b.(interface{ Len() int })
+	return ok && sized.Len() == 0
+}

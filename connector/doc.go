@@ -1,0 +1,66 @@
+// Package connector is the contract between the splitflow engine and the
+// connectors that read from and write to external systems. It holds
+// interfaces and small value types only; it imports neither the engine nor
+// any client library, so a connector depends on this package and nothing
+// else of splitflow.
+//
+// The shapes follow Apache Flink's FLIP-27 sources and Sink V2, expressed
+// with Go generics.
+//
+// # Sources
+//
+// A [Source] is a factory for two cooperating halves:
+//
+//   - one [SplitEnumerator] per source, run by the engine's source
+//     coordinator on a single goroutine. It discovers [Split]s and assigns
+//     them to readers, either eagerly (push) or when a reader asks for one
+//     (pull, see [SourceReaderContext.SendSplitRequest]).
+//   - one [SourceReader] per parallel subtask, run on that subtask's task
+//     goroutine. It reads the splits assigned to it and emits records to a
+//     [ReaderOutput] without ever blocking the task goroutine.
+//
+// A split is also its own checkpoint: [SourceReader.SnapshotState] returns
+// the splits the reader owns, each carrying the position reading resumes
+// from, and [SplitEnumerator.SnapshotState] returns whatever the enumerator
+// still holds. The engine keeps every split in exactly one of the two in
+// every checkpoint (invariant 1 of DESIGN.md); splits assigned after the
+// last checkpoint a failed reader took come back to the enumerator through
+// [SplitEnumerator.AddSplitsBack].
+//
+// # Sinks
+//
+// A [Sink] creates one [SinkWriter] per subtask. Everything beyond writing is
+// an optional capability, declared by implementing one more interface:
+//
+//   - [TwoPhaseCommittingSink]: the writer also implements
+//     [CommittingSinkWriter] and hands out committables at each checkpoint;
+//     a [Committer] commits them once the checkpoint is complete (invariant
+//     8 of DESIGN.md).
+//   - [StatefulSink]: the writer also implements [StatefulSinkWriter] and
+//     its state is checkpointed and handed back on restore.
+//
+// # Capabilities and generics
+//
+// The engine discovers capabilities by type assertion, the way a Go program
+// asks an io.Writer whether it is also an io.ReaderFrom. Go cannot assert to
+// a generic interface whose type arguments it does not know
+// (x.(TwoPhaseCommittingSink[T, ?]) has no spelling), so the engine's entry
+// points name the capability they need with explicit type parameters, for
+// example
+//
+//	func SinkTo[T, Comm any](stream DataStream[T], sink TwoPhaseCommittingSink[T, Comm])
+//
+// and the engine then asserts the writers it creates with those same type
+// arguments: w.(CommittingSinkWriter[T, Comm]). Interfaces here are written
+// so that such a generic function accepts any implementation: no method
+// uses a type parameter that the interface does not declare.
+//
+// # Goroutines
+//
+// Every method documents which goroutine calls it and when. Two rules cover
+// most of them: enumerator methods run only on the coordinator goroutine, and
+// reader and writer methods run only on the owning task goroutine, never
+// concurrently with each other. Implementations therefore need no locks for
+// state those methods touch; state shared with goroutines of their own (a
+// fetcher, a client's callbacks) is theirs to guard.
+package connector

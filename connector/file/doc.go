@@ -1,0 +1,34 @@
+// Package file is a bounded source of newline-delimited text files, built
+// only from the connector API and connector/base. It is small on purpose: it
+// shows what a connector has to write (a SplitReader, a RecordEmitter, an
+// enumerator, serializers) and serves as a test bed for the machinery.
+//
+// # Records
+//
+// A record is one line as a string, without its terminating '\n'. Nothing
+// else is stripped: a line of a CRLF file keeps its '\r'. A last line without
+// '\n' is a record; a file that ends with '\n' has no empty record after it;
+// an empty file has no records.
+//
+// # Splits
+//
+// A split is a file, or with WithSplitSize a byte range [Start, End) of one.
+// A split owns the lines that begin inside its range, reading the last of
+// them past End if needed; a reader that starts a range in the middle of a
+// line skips to the next line, which the previous split owns. Every line is
+// therefore read by exactly one split, whatever the split size.
+//
+// The split is also its checkpoint: Offset is the byte offset at which the
+// next unread line begins. The RecordEmitter moves it past each line as the
+// line is emitted, on the task goroutine, so a snapshot taken between any two
+// records resumes exactly at the second (invariant 6 of DESIGN.md); lines
+// fetched but not yet emitted are read again after a restore.
+//
+// # Assignment
+//
+// The enumerator holds the splits not yet assigned and hands one out per
+// request from a reader (pull mode); readers ask when they start empty and
+// whenever they finish a split. When none are left, the reader asking is
+// told there are no more splits, and finishes once it has read what it
+// holds.
+package file

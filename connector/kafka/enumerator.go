@@ -1,0 +1,414 @@
+package kafka
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"hash/fnv"
+	"slices"
+	"strings"
+	"sync/atomic"
+
+	"github.com/splitflow/splitflow/connector"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// EnumeratorState is the enumerator's checkpoint. A partition is either
+// Assigned (its split, with its offset, is in one reader's checkpoint) or in
+// Pending (resolved, not yet handed to its owner), never both (invariant 1).
+type EnumeratorState struct {
+	Assigned             []TopicPartition
+	Pending              []Split
+	InitialDiscoveryDone bool
+}
+
+// ownerOf is the subtask that reads tp: a hash of the topic spreads topics'
+// first partitions over subtasks, and consecutive partitions go to
+// consecutive subtasks. It depends only on the names and the parallelism,
+// so it is the same in every run and after every restore.
+func ownerOf(tp TopicPartition, parallelism int) int {
+	h := fnv.New32a()
+	h.Write([]byte(tp.Topic))
+	start := int(h.Sum32()&0x7fffffff) % parallelism
+	return (start + int(tp.Partition)) % parallelism
+}
+
+// discovered is what one discovery run found, computed off the coordinator
+// goroutine.
+type discovered struct {
+	current map[TopicPartition]bool // every partition that exists now
+	splits  []Split                 // resolved splits of partitions unknown at the run's start
+	initial bool
+	err     error
+}
+
+// known is an immutable copy of the partitions the enumerator knows, which
+// the coordinator goroutine publishes for discovery runs to read.
+type known struct {
+	tps         map[TopicPartition]bool
+	initialDone bool
+}
+
+type enumerator struct {
+	cfg *sourceConfig
+	ctx connector.SplitEnumeratorContext[Split]
+	cl  *kgo.Client
+
+	// Owned by the coordinator goroutine.
+	assigned    map[TopicPartition]bool
+	pending     map[TopicPartition]Split
+	initialDone bool
+	noMoreSent  map[int]bool
+
+	snapshot atomic.Pointer[known]
+
+	// Counters, read by metrics from any goroutine.
+	discoveredCount atomic.Int64
+	removedCount    atomic.Int64
+	failedRuns      atomic.Int64
+}
+
+func newEnumerator(cfg *sourceConfig, ctx connector.SplitEnumeratorContext[Split], st EnumeratorState) *enumerator {
+	e := &enumerator{
+		cfg:         cfg,
+		ctx:         ctx,
+		assigned:    map[TopicPartition]bool{},
+		pending:     map[TopicPartition]Split{},
+		noMoreSent:  map[int]bool{},
+		initialDone: st.InitialDiscoveryDone,
+	}
+	for _, tp := range st.Assigned {
+		e.assigned[tp] = true
+	}
+	for _, s := range st.Pending {
+		e.pending[s.TopicPartition] = s
+	}
+	e.publish()
+	return e
+}
+
+func (e *enumerator) publish() {
+	k := &known{tps: make(map[TopicPartition]bool, len(e.assigned)+len(e.pending)), initialDone: e.initialDone}
+	for tp := range e.assigned {
+		k.tps[tp] = true
+	}
+	for tp := range e.pending {
+		k.tps[tp] = true
+	}
+	e.snapshot.Store(k)
+}
+
+func (e *enumerator) Start() error {
+	cl, err := kgo.NewClient(append(append([]kgo.Opt(nil), e.cfg.kgoOpts...), kgo.SeedBrokers(e.cfg.seeds...))...)
+	if err != nil {
+		return fmt.Errorf("kafka source: enumerator client: %w", err)
+	}
+	e.cl = cl
+	work := func(ctx context.Context) func() error {
+		d := e.discover(ctx)
+		return func() error { return e.handleDiscovery(d) }
+	}
+	if e.cfg.bounded || e.cfg.discovery == 0 {
+		if e.cfg.bounded && e.initialDone {
+			// A restored bounded source found its partitions before the
+			// checkpoint; it finds none later.
+			return e.assignPending()
+		}
+		e.ctx.CallAsync(work)
+		return nil
+	}
+	e.ctx.CallAsyncPeriodically(work, 0, e.cfg.discovery)
+	return nil
+}
+
+// discover lists the subscribed partitions and resolves the offsets of those
+// the enumerator did not know when the run began. It runs off the
+// coordinator goroutine and touches only the published snapshot.
+func (e *enumerator) discover(ctx context.Context) discovered {
+	k := e.snapshot.Load()
+	d := discovered{current: map[TopicPartition]bool{}, initial: !k.initialDone}
+	adm := kadm.NewClient(e.cl)
+	var topics kadm.TopicDetails
+	var err error
+	if e.cfg.topicRegex != nil {
+		topics, err = adm.ListTopics(ctx)
+	} else {
+		topics, err = adm.ListTopics(ctx, e.cfg.topics...)
+	}
+	if err != nil {
+		d.err = fmt.Errorf("kafka source: list topics: %w", err)
+		return d
+	}
+	for name, t := range topics {
+		if e.cfg.topicRegex != nil {
+			if strings.HasPrefix(name, "__") || !fullMatch(e.cfg.topicRegex.FindStringIndex(name), name) {
+				continue
+			}
+		}
+		if t.Err != nil {
+			if e.cfg.topicRegex == nil && d.initial {
+				d.err = fmt.Errorf("kafka source: topic %q: %w", name, t.Err)
+				return d
+			}
+			continue // deleted meanwhile, or not created yet
+		}
+		for p := range t.Partitions {
+			d.current[TopicPartition{Topic: name, Partition: p}] = true
+		}
+	}
+	var fresh []TopicPartition
+	for tp := range d.current {
+		if !k.tps[tp] {
+			fresh = append(fresh, tp)
+		}
+	}
+	slices.SortFunc(fresh, compareTP)
+	if len(fresh) == 0 {
+		return d
+	}
+	starting := EarliestOffsets()
+	if d.initial {
+		starting = e.cfg.starting
+	}
+	starts, err := starting.resolve(ctx, adm, e.cfg.groupID, e.cfg.readCommitted, fresh)
+	if err != nil {
+		d.err = err
+		return d
+	}
+	var stops map[TopicPartition]int64
+	if e.cfg.bounded {
+		if stops, err = e.cfg.stopping.resolve(ctx, adm, e.cfg.groupID, e.cfg.readCommitted, fresh); err != nil {
+			d.err = err
+			return d
+		}
+	}
+	for _, tp := range fresh {
+		stop := NoStoppingOffset
+		if stops != nil {
+			stop = stops[tp]
+		}
+		d.splits = append(d.splits, NewSplit(tp, starts[tp], stop))
+	}
+	return d
+}
+
+func fullMatch(loc []int, s string) bool { return loc != nil && loc[0] == 0 && loc[1] == len(s) }
+
+func compareTP(a, b TopicPartition) int {
+	if c := strings.Compare(a.Topic, b.Topic); c != 0 {
+		return c
+	}
+	return int(a.Partition - b.Partition)
+}
+
+// handleDiscovery runs on the coordinator goroutine.
+func (e *enumerator) handleDiscovery(d discovered) error {
+	log := e.cfg.logger
+	if d.err != nil {
+		e.failedRuns.Add(1)
+		if d.initial {
+			// Nothing is being read yet; a source that cannot find its
+			// input must say so rather than wait silently.
+			return d.err
+		}
+		log.Warn("kafka source: partition discovery failed; retrying at the next interval", "err", d.err)
+		return nil
+	}
+	// Partitions that vanished (topic or partition deleted) are dropped
+	// from the enumerator; readers finish their splits when the broker
+	// reports them unknown.
+	for tp := range e.pending {
+		if !d.current[tp] {
+			delete(e.pending, tp)
+			e.removedCount.Add(1)
+			log.Warn("kafka source: partition disappeared before it was assigned", "partition", tp.String())
+		}
+	}
+	for tp := range e.assigned {
+		if !d.current[tp] {
+			delete(e.assigned, tp)
+			e.removedCount.Add(1)
+			log.Warn("kafka source: assigned partition disappeared", "partition", tp.String())
+		}
+	}
+	for _, s := range d.splits {
+		if e.assigned[s.TopicPartition] {
+			continue // a later run already handled it
+		}
+		if _, ok := e.pending[s.TopicPartition]; ok {
+			continue
+		}
+		e.pending[s.TopicPartition] = s
+		e.discoveredCount.Add(1)
+		log.Info("kafka source: partition discovered", "partition", s.SplitID(), "start", s.StartingOffset, "stop", s.StoppingOffset)
+	}
+	if d.initial {
+		e.initialDone = true
+	}
+	return e.assignPending()
+}
+
+// assignPending pushes every pending split to its owner if that reader is
+// registered, and in bounded mode tells readers with nothing more to come.
+func (e *enumerator) assignPending() error {
+	par := e.ctx.CurrentParallelism()
+	readers := e.ctx.RegisteredReaders()
+	batch := map[int][]Split{}
+	for tp, s := range e.pending {
+		owner := ownerOf(tp, par)
+		if _, ok := readers[owner]; ok {
+			batch[owner] = append(batch[owner], s)
+		}
+	}
+	if len(batch) > 0 {
+		for _, ss := range batch {
+			slices.SortFunc(ss, func(a, b Split) int { return compareTP(a.TopicPartition, b.TopicPartition) })
+		}
+		if err := e.ctx.AssignSplits(connector.SplitsAssignment[Split]{Assignment: batch}); err != nil {
+			return fmt.Errorf("kafka source: assign splits: %w", err)
+		}
+		for _, ss := range batch {
+			for _, s := range ss {
+				delete(e.pending, s.TopicPartition)
+				e.assigned[s.TopicPartition] = true
+			}
+		}
+	}
+	e.publish()
+	if e.cfg.bounded && e.initialDone {
+		for sub := range readers {
+			if !e.noMoreSent[sub] && !e.hasPendingFor(sub, par) {
+				if err := e.ctx.SignalNoMoreSplits(sub); err != nil {
+					return fmt.Errorf("kafka source: signal no more splits to subtask %d: %w", sub, err)
+				}
+				e.noMoreSent[sub] = true
+			}
+		}
+	}
+	return nil
+}
+
+func (e *enumerator) hasPendingFor(subtask, par int) bool {
+	for tp := range e.pending {
+		if ownerOf(tp, par) == subtask {
+			return true
+		}
+	}
+	return false
+}
+
+// HandleSplitRequest is ignored: splits are pushed to their owners.
+func (e *enumerator) HandleSplitRequest(int) error { return nil }
+
+// AddSplitsBack takes back splits assigned to a failed subtask after its
+// last checkpoint; they go to their owner again when it registers.
+func (e *enumerator) AddSplitsBack(splits []Split, subtask int) error {
+	for _, s := range splits {
+		delete(e.assigned, s.TopicPartition)
+		e.pending[s.TopicPartition] = s
+	}
+	delete(e.noMoreSent, subtask)
+	e.cfg.logger.Info("kafka source: splits returned by a failed subtask", "subtask", subtask, "splits", len(splits))
+	e.publish()
+	return nil
+}
+
+// AddReader hands a (re)registered reader its pending splits.
+func (e *enumerator) AddReader(subtask int) error {
+	delete(e.noMoreSent, subtask) // a restarted reader needs the signal again
+	return e.assignPending()
+}
+
+func (e *enumerator) SnapshotState(int64) (EnumeratorState, error) {
+	st := EnumeratorState{InitialDiscoveryDone: e.initialDone}
+	for tp := range e.assigned {
+		st.Assigned = append(st.Assigned, tp)
+	}
+	for _, s := range e.pending {
+		st.Pending = append(st.Pending, s)
+	}
+	slices.SortFunc(st.Assigned, compareTP)
+	slices.SortFunc(st.Pending, func(a, b Split) int { return compareTP(a.TopicPartition, b.TopicPartition) })
+	return st, nil
+}
+
+func (e *enumerator) NotifyCheckpointComplete(int64) error { return nil }
+
+func (e *enumerator) HandleSourceEvent(int, connector.SourceEvent) error { return nil }
+
+func (e *enumerator) Close() error {
+	if e.cl != nil {
+		e.cl.Close()
+	}
+	return nil
+}
+
+// EnumeratorStateSerializer encodes the enumerator's checkpoint.
+type EnumeratorStateSerializer struct{}
+
+var _ connector.VersionedSerializer[EnumeratorState] = EnumeratorStateSerializer{}
+
+// Version 1: flags byte (bit 0: initial discovery done), uvarint count and
+// topic-partitions of Assigned, uvarint count and splits of Pending.
+func (EnumeratorStateSerializer) Version() int { return 1 }
+
+func (EnumeratorStateSerializer) Serialize(st EnumeratorState) ([]byte, error) {
+	var b []byte
+	flags := byte(0)
+	if st.InitialDiscoveryDone {
+		flags = 1
+	}
+	b = append(b, flags)
+	b = binary.AppendUvarint(b, uint64(len(st.Assigned)))
+	for _, tp := range st.Assigned {
+		b = appendTP(b, tp)
+	}
+	b = binary.AppendUvarint(b, uint64(len(st.Pending)))
+	for _, s := range st.Pending {
+		b = appendSplit(b, s)
+	}
+	return b, nil
+}
+
+func (EnumeratorStateSerializer) Deserialize(version int, data []byte) (EnumeratorState, error) {
+	if version != 1 {
+		return EnumeratorState{}, fmt.Errorf("kafka enumerator state version %d: %w", version, connector.ErrUnsupportedVersion)
+	}
+	fail := func(err error) (EnumeratorState, error) {
+		return EnumeratorState{}, fmt.Errorf("kafka enumerator state: %w", err)
+	}
+	if len(data) < 1 {
+		return fail(errShort)
+	}
+	st := EnumeratorState{InitialDiscoveryDone: data[0]&1 == 1}
+	b := data[1:]
+	n, k := binary.Uvarint(b)
+	if k <= 0 || n > uint64(len(b)) {
+		return fail(errShort)
+	}
+	b = b[k:]
+	for i := uint64(0); i < n; i++ {
+		tp, rest, err := readTP(b)
+		if err != nil {
+			return fail(err)
+		}
+		st.Assigned, b = append(st.Assigned, tp), rest
+	}
+	n, k = binary.Uvarint(b)
+	if k <= 0 || n > uint64(len(b)) {
+		return fail(errShort)
+	}
+	b = b[k:]
+	for i := uint64(0); i < n; i++ {
+		s, rest, err := readSplit(b)
+		if err != nil {
+			return fail(err)
+		}
+		st.Pending, b = append(st.Pending, s), rest
+	}
+	if len(b) != 0 {
+		return fail(fmt.Errorf("%d trailing bytes", len(b)))
+	}
+	return st, nil
+}

@@ -1,0 +1,154 @@
+package kafka
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"regexp"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// SourceOpt configures a Source.
+type SourceOpt interface{ apply(*sourceConfig) }
+
+type sourceOpt func(*sourceConfig)
+
+func (f sourceOpt) apply(c *sourceConfig) { f(c) }
+
+type sourceConfig struct {
+	seeds           []string
+	topics          []string
+	topicRegex      *regexp.Regexp
+	groupID         string
+	starting        Offsets
+	bounded         bool
+	stopping        Offsets
+	discovery       time.Duration
+	readCommitted   bool
+	skipBadRecords  bool
+	kgoOpts         []kgo.Opt
+	logger          *slog.Logger
+	commitOnCheckpt bool
+}
+
+func defaultSourceConfig() sourceConfig {
+	return sourceConfig{
+		starting:        EarliestOffsets(),
+		discovery:       30 * time.Second,
+		readCommitted:   true,
+		commitOnCheckpt: true,
+		logger:          slog.Default(),
+	}
+}
+
+func (c *sourceConfig) validate() error {
+	var errs []error
+	if len(c.seeds) == 0 {
+		errs = append(errs, errors.New("no seed brokers (WithBrokers)"))
+	}
+	if len(c.topics) == 0 && c.topicRegex == nil {
+		errs = append(errs, errors.New("no topics (WithTopics or WithTopicRegex)"))
+	}
+	if len(c.topics) > 0 && c.topicRegex != nil {
+		errs = append(errs, errors.New("both a topic list and a topic regex; choose one"))
+	}
+	if c.starting.kind == offsetsCommitted && c.groupID == "" {
+		errs = append(errs, errors.New("committed starting offsets need a group id (WithGroupID)"))
+	}
+	if c.bounded && c.stopping.kind == offsetsCommitted && c.groupID == "" {
+		errs = append(errs, errors.New("committed stopping offsets need a group id (WithGroupID)"))
+	}
+	if c.discovery < 0 {
+		errs = append(errs, fmt.Errorf("negative partition discovery interval %s", c.discovery))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("kafka source: %w", err)
+	}
+	return nil
+}
+
+// WithBrokers sets the seed brokers, host:port each (Flink:
+// bootstrap.servers). Required.
+func WithBrokers(seeds ...string) SourceOpt {
+	return sourceOpt(func(c *sourceConfig) { c.seeds = append(c.seeds, seeds...) })
+}
+
+// WithTopics reads these topics (Flink: setTopics). Exactly one of
+// WithTopics and WithTopicRegex is required.
+func WithTopics(topics ...string) SourceOpt {
+	return sourceOpt(func(c *sourceConfig) { c.topics = append(c.topics, topics...) })
+}
+
+// WithTopicRegex reads every topic whose whole name matches re, including
+// topics created while the job runs (Flink: setTopicPattern). Internal topics
+// (names beginning with "__") are never matched.
+func WithTopicRegex(re *regexp.Regexp) SourceOpt {
+	return sourceOpt(func(c *sourceConfig) { c.topicRegex = re })
+}
+
+// WithGroupID sets a consumer group id. Offsets are committed to it when a
+// checkpoint completes, for monitoring lag; progress itself lives in
+// checkpoints and never depends on the group (Flink: group.id with
+// commit.offsets.on.checkpoint). Default: none, nothing committed.
+func WithGroupID(group string) SourceOpt {
+	return sourceOpt(func(c *sourceConfig) { c.groupID = group })
+}
+
+// WithStartingOffsets sets where partitions found at the first discovery
+// start (Flink: setStartingOffsets). Partitions found later always start at
+// the earliest offset, since their records were all written after the job
+// started. Default: EarliestOffsets().
+func WithStartingOffsets(o Offsets) SourceOpt {
+	return sourceOpt(func(c *sourceConfig) { c.starting = o })
+}
+
+// WithBounded makes the source bounded: every partition found at the first
+// discovery is read up to the stopping offset o resolves, then the source
+// ends; no partition is discovered later (Flink: setBounded). Default:
+// unbounded.
+func WithBounded(o Offsets) SourceOpt {
+	return sourceOpt(func(c *sourceConfig) { c.bounded, c.stopping = true, o })
+}
+
+// WithPartitionDiscoveryInterval sets how often an unbounded source looks for
+// new partitions and topics (Flink: partition.discovery.interval.ms);
+// zero turns discovery after the first off. Default: 30s.
+func WithPartitionDiscoveryInterval(d time.Duration) SourceOpt {
+	return sourceOpt(func(c *sourceConfig) { c.discovery = d })
+}
+
+// WithReadUncommitted reads records of open and aborted transactions too
+// (Flink: isolation.level=read_uncommitted). Default: read_committed, which
+// exactly-once pipelines need.
+func WithReadUncommitted() SourceOpt {
+	return sourceOpt(func(c *sourceConfig) { c.readCommitted = false })
+}
+
+// WithSkipBadRecords drops records the deserializer rejects, counting them,
+// instead of failing the job. Default: a rejected record fails the job with
+// its topic, partition and offset.
+func WithSkipBadRecords() SourceOpt {
+	return sourceOpt(func(c *sourceConfig) { c.skipBadRecords = true })
+}
+
+// WithoutOffsetCommits stops committing offsets to the group on checkpoint
+// completion (Flink: commit.offsets.on.checkpoint=false).
+func WithoutOffsetCommits() SourceOpt {
+	return sourceOpt(func(c *sourceConfig) { c.commitOnCheckpt = false })
+}
+
+// WithClientOpts passes franz-go options to the source's clients (SASL, TLS,
+// fetch sizes). Options that decide what is consumed, such as
+// kgo.ConsumeTopics, must not be given: the source assigns partitions
+// itself.
+func WithClientOpts(opts ...kgo.Opt) SourceOpt {
+	return sourceOpt(func(c *sourceConfig) { c.kgoOpts = append(c.kgoOpts, opts...) })
+}
+
+// WithLogger sets the logger of the enumerator and readers. Default:
+// slog.Default().
+func WithLogger(l *slog.Logger) SourceOpt {
+	return sourceOpt(func(c *sourceConfig) { c.logger = l })
+}

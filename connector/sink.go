@@ -1,0 +1,128 @@
+package connector
+
+// SinkInitContext describes the subtask a writer or committer is created
+// for.
+type SinkInitContext interface {
+	// SubtaskIndex is the subtask, in [0, Parallelism()).
+	SubtaskIndex() int
+
+	// Parallelism is the number of parallel writers (or committers).
+	Parallelism() int
+
+	// AttemptNumber counts restarts of this subtask, starting at 0. A
+	// transactional writer can use it to tell its own lingering work from
+	// another attempt's.
+	AttemptNumber() int
+
+	// RestoredCheckpointID returns the checkpoint the job restarted from,
+	// and false when it started without one.
+	RestoredCheckpointID() (checkpointID int64, ok bool)
+}
+
+// WriteContext carries the metadata of one element handed to SinkWriter.Write.
+// It is a value: the writer may keep it.
+type WriteContext struct {
+	// Timestamp is the element's event time in milliseconds since the Unix
+	// epoch, or NoTimestamp.
+	Timestamp int64
+	// CurrentWatermark is the writer's input watermark when the element
+	// arrived, or NoTimestamp before the first watermark.
+	CurrentWatermark int64
+}
+
+// Sink creates writers. On its own it is an at-most-once or at-least-once
+// sink (depending on what Flush does); exactly-once needs
+// [TwoPhaseCommittingSink].
+//
+// A Sink is a description: its methods may be called from any goroutine and
+// several times.
+type Sink[T any] interface {
+	// CreateWriter returns the writer of one subtask, for a job that starts
+	// without writer state (for a StatefulSink, also when it restarts with
+	// none). Called on the subtask's task goroutine.
+	CreateWriter(ctx SinkInitContext) (SinkWriter[T], error)
+}
+
+// SinkWriter writes the elements of one subtask to the external system.
+//
+// Every method is called on the subtask's task goroutine, never concurrently
+// with another method of the same writer. Lifecycle: Write any number of
+// times, Flush at every checkpoint barrier and once more at the end of input,
+// then Close exactly once, on success and on failure alike.
+type SinkWriter[T any] interface {
+	// Write adds an element. It may buffer and may block for backpressure
+	// from the external system, but should return promptly. An error fails
+	// the task.
+	Write(element T, ctx WriteContext) error
+
+	// Flush makes everything written so far durable or, for a committing
+	// writer, ready to be committed. It is called at each checkpoint barrier
+	// before PrepareCommit and SnapshotState, with endOfInput false, and
+	// once more with endOfInput true after the last element.
+	Flush(endOfInput bool) error
+
+	// Close releases the writer's resources. Work not flushed is discarded.
+	Close() error
+}
+
+// TwoPhaseCommittingSink is a sink whose writes become visible only when a
+// committer commits them after the checkpoint that covers them is complete
+// (invariant 8 of DESIGN.md). Comm is the committable: what the writer hands
+// to the committer, for instance a prepared Kafka transaction.
+//
+// Writers created by such a sink must implement [CommittingSinkWriter] with
+// the same type arguments.
+type TwoPhaseCommittingSink[T, Comm any] interface {
+	Sink[T]
+
+	// CreateCommitter returns the committer of one committer subtask.
+	// Called on that subtask's task goroutine.
+	CreateCommitter(ctx SinkInitContext) (Committer[Comm], error)
+
+	// CommittableSerializer encodes committables for the committer's state,
+	// where they wait for their checkpoint to complete and survive restarts
+	// until committed.
+	CommittableSerializer() VersionedSerializer[Comm]
+}
+
+// CommittingSinkWriter is the writer side of a TwoPhaseCommittingSink.
+type CommittingSinkWriter[T, Comm any] interface {
+	SinkWriter[T]
+
+	// PrepareCommit returns the committables for everything written since
+	// the previous call, and starts a new unit of work for what follows.
+	// It is called on the task goroutine at each checkpoint barrier, right
+	// after Flush(false) and before SnapshotState, and once at the end of
+	// input after Flush(true). The committables travel with the checkpoint
+	// and are committed only after it completes.
+	PrepareCommit() ([]Comm, error)
+}
+
+// StatefulSink is a sink whose writers keep state across checkpoints and
+// restarts (say, a buffer, or the identity of an open transaction). W is the
+// writer state type.
+//
+// Writers created by such a sink must implement [StatefulSinkWriter] with
+// the same type arguments.
+type StatefulSink[T, W any] interface {
+	Sink[T]
+
+	// RestoreWriter returns the writer of one subtask, continuing from the
+	// states snapshotted by the writers of the restored checkpoint. When the
+	// parallelism changed, one subtask may receive several writers' states
+	// or none. Called on the subtask's task goroutine.
+	RestoreWriter(ctx SinkInitContext, states []W) (StatefulSinkWriter[T, W], error)
+
+	// WriterStateSerializer encodes writer states for checkpoints.
+	WriterStateSerializer() VersionedSerializer[W]
+}
+
+// StatefulSinkWriter is the writer side of a StatefulSink.
+type StatefulSinkWriter[T, W any] interface {
+	SinkWriter[T]
+
+	// SnapshotState returns the writer's state for checkpoint checkpointID.
+	// It is called on the task goroutine at each checkpoint barrier, after
+	// Flush and, for a committing writer, after PrepareCommit.
+	SnapshotState(checkpointID int64) ([]W, error)
+}
