@@ -1,0 +1,200 @@
+package kafka
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/splitflow/splitflow/connector"
+	"github.com/splitflow/splitflow/connector/base"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// Source reads Kafka topics as a splitflow source: one split per
+// topic-partition, read_committed by default, offsets kept in checkpoints.
+type Source[T any] struct {
+	cfg   sourceConfig
+	deser Deserializer[T]
+}
+
+var _ connector.Source[string, Split, EnumeratorState] = (*Source[string])(nil)
+
+// NewSource returns a source that turns records into T with deser. It
+// checks the options and fails with every problem it finds.
+func NewSource[T any](deser Deserializer[T], opts ...SourceOpt) (*Source[T], error) {
+	if deser == nil {
+		return nil, errors.New("kafka source: nil deserializer")
+	}
+	cfg := defaultSourceConfig()
+	for _, o := range opts {
+		o.apply(&cfg)
+	}
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	return &Source[T]{cfg: cfg, deser: deser}, nil
+}
+
+// Boundedness is Bounded with WithBounded, ContinuousUnbounded otherwise.
+func (s *Source[T]) Boundedness() connector.Boundedness {
+	if s.cfg.bounded {
+		return connector.Bounded
+	}
+	return connector.ContinuousUnbounded
+}
+
+// CreateEnumerator returns the partition-discovering enumerator of a new job.
+func (s *Source[T]) CreateEnumerator(ctx connector.SplitEnumeratorContext[Split]) (connector.SplitEnumerator[Split, EnumeratorState], error) {
+	return newEnumerator(&s.cfg, ctx, EnumeratorState{}), nil
+}
+
+// RestoreEnumerator returns the enumerator of a restored job.
+func (s *Source[T]) RestoreEnumerator(ctx connector.SplitEnumeratorContext[Split], st EnumeratorState) (connector.SplitEnumerator[Split, EnumeratorState], error) {
+	return newEnumerator(&s.cfg, ctx, st), nil
+}
+
+// SplitSerializer encodes splits for checkpoints.
+func (s *Source[T]) SplitSerializer() connector.VersionedSerializer[Split] { return SplitSerializer{} }
+
+// EnumeratorStateSerializer encodes the enumerator's checkpoint.
+func (s *Source[T]) EnumeratorStateSerializer() connector.VersionedSerializer[EnumeratorState] {
+	return EnumeratorStateSerializer{}
+}
+
+// CreateReader returns a reader for one subtask: a single fetcher goroutine
+// with one franz-go client for all the subtask's partitions.
+func (s *Source[T]) CreateReader(ctx connector.SourceReaderContext) (connector.SourceReader[T, Split], error) {
+	cfg := &s.cfg
+	lag := &lagTable{}
+	mgr, err := base.NewSingleFetcherManager(func() (base.SplitReader[*kgo.Record, Split], error) {
+		return newSplitReader(cfg, lag)
+	})
+	if err != nil {
+		return nil, err
+	}
+	r := &Reader[T]{cfg: cfg, lag: lag, offsets: map[int64]map[TopicPartition]int64{}}
+	em := &emitter[T]{deser: s.deser, skip: cfg.skipBadRecords, skipped: &r.skipped}
+	hooks := base.SplitStateFuncs[Split, splitState]{
+		Initialize: func(sp Split) splitState { return splitState{split: sp, next: sp.StartingOffset} },
+		Convert: func(_ string, st splitState) Split {
+			return NewSplit(st.split.TopicPartition, st.next, st.split.StoppingOffset)
+		},
+	}
+	r.SourceReaderBase, err = base.NewSourceReaderBase[*kgo.Record, T, Split, splitState](ctx, mgr, em, hooks)
+	if err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// Reader is the Kafka source's reader: a base.SourceReaderBase that also
+// commits offsets to the consumer group when a checkpoint completes and
+// reports lag and skipped records.
+type Reader[T any] struct {
+	*base.SourceReaderBase[*kgo.Record, T, Split, splitState]
+	cfg     *sourceConfig
+	lag     *lagTable
+	skipped atomic.Int64
+
+	// offsets taken at each snapshot, committed when that checkpoint
+	// completes; task goroutine only.
+	offsets map[int64]map[TopicPartition]int64
+
+	commitMu sync.Mutex
+	commitCl *kgo.Client
+	commitWG sync.WaitGroup
+	failed   atomic.Int64 // offset commits that failed
+}
+
+// SnapshotState returns the splits with their next offsets, and remembers
+// those offsets for the group commit on completion.
+func (r *Reader[T]) SnapshotState(checkpointID int64) ([]Split, error) {
+	splits, err := r.SourceReaderBase.SnapshotState(checkpointID)
+	if err != nil || r.cfg.groupID == "" || !r.cfg.commitOnCheckpt {
+		return splits, err
+	}
+	m := make(map[TopicPartition]int64, len(splits))
+	for _, s := range splits {
+		m[s.TopicPartition] = s.StartingOffset
+	}
+	r.offsets[checkpointID] = m
+	return splits, nil
+}
+
+// NotifyCheckpointComplete commits the offsets of that checkpoint to the
+// consumer group, in the background: for monitoring only, so a failure is
+// logged and counted, never fatal, and a slow broker never holds the task.
+func (r *Reader[T]) NotifyCheckpointComplete(checkpointID int64) error {
+	m, ok := r.offsets[checkpointID]
+	for id := range r.offsets {
+		if id <= checkpointID {
+			delete(r.offsets, id)
+		}
+	}
+	if !ok || len(m) == 0 {
+		return nil
+	}
+	r.commitMu.Lock()
+	defer r.commitMu.Unlock()
+	if r.commitCl == nil {
+		cl, err := kgo.NewClient(append(append([]kgo.Opt(nil), r.cfg.kgoOpts...), kgo.SeedBrokers(r.cfg.seeds...))...)
+		if err != nil {
+			r.failed.Add(1)
+			r.cfg.logger.Warn("kafka source: offset commit client", "err", err)
+			return nil
+		}
+		r.commitCl = cl
+	}
+	offs := kadm.Offsets{}
+	for tp, o := range m {
+		offs.Add(kadm.Offset{Topic: tp.Topic, Partition: tp.Partition, At: o, LeaderEpoch: -1})
+	}
+	cl := r.commitCl
+	r.commitWG.Add(1)
+	go func() {
+		defer r.commitWG.Done()
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		resp, err := kadm.NewClient(cl).CommitOffsets(ctx, r.cfg.groupID, offs)
+		if err == nil {
+			err = resp.Error()
+		}
+		if err != nil {
+			r.failed.Add(1)
+			r.cfg.logger.Warn("kafka source: committing offsets to the group failed (monitoring only; progress is in the checkpoint)",
+				"group", r.cfg.groupID, "checkpoint", checkpointID, "err", err)
+		}
+	}()
+	return nil
+}
+
+// Close stops the fetcher and waits for offset commits in flight.
+func (r *Reader[T]) Close() error {
+	err := r.SourceReaderBase.Close()
+	r.commitWG.Wait()
+	r.commitMu.Lock()
+	if r.commitCl != nil {
+		r.commitCl.Close()
+		r.commitCl = nil
+	}
+	r.commitMu.Unlock()
+	return err
+}
+
+// Lag returns, per partition read, how many records lie between the read
+// position and the end (the last stable offset under read_committed).
+func (r *Reader[T]) Lag() map[TopicPartition]int64 { return r.lag.snapshot() }
+
+// Skipped returns how many records WithSkipBadRecords dropped.
+func (r *Reader[T]) Skipped() int64 { return r.skipped.Load() }
+
+// FailedOffsetCommits returns how many group offset commits failed.
+func (r *Reader[T]) FailedOffsetCommits() int64 { return r.failed.Load() }
+
+func (r *Reader[T]) String() string {
+	return fmt.Sprintf("kafka reader (subtask %d)", r.Context().SubtaskIndex())
+}
