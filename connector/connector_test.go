@@ -28,7 +28,7 @@ type txnWriter struct {
 	open int
 }
 
-func (w *txnWriter) PrepareCommit() ([]txnID, error) {
+func (w *txnWriter) PrepareCommit(int64) ([]txnID, error) {
 	w.open++
 	return []txnID{txnID("txn-" + string(rune('0'+w.open)))}, nil
 }
@@ -96,7 +96,7 @@ func sinkToTwoPhase[T, Comm any](s connector.TwoPhaseCommittingSink[T, Comm], el
 	if err := cw.Flush(false); err != nil {
 		return nil, err
 	}
-	return cw.PrepareCommit()
+	return cw.PrepareCommit(1)
 }
 
 var errNotCommitting = errors.New("writer is not a CommittingSinkWriter")

@@ -1,5 +1,7 @@
 package connector
 
+import "time"
+
 // SinkInitContext describes the subtask a writer or committer is created
 // for.
 type SinkInitContext interface {
@@ -93,9 +95,11 @@ type CommittingSinkWriter[T, Comm any] interface {
 	// the previous call, and starts a new unit of work for what follows.
 	// It is called on the task goroutine at each checkpoint barrier, right
 	// after Flush(false) and before SnapshotState, and once at the end of
-	// input after Flush(true). The committables travel with the checkpoint
-	// and are committed only after it completes.
-	PrepareCommit() ([]Comm, error)
+	// input after Flush(true). checkpointID is the checkpoint the
+	// committables belong to (at the end of input, the final checkpoint's).
+	// The committables travel with the checkpoint and are committed only
+	// after it completes.
+	PrepareCommit(checkpointID int64) ([]Comm, error)
 }
 
 // StatefulSink is a sink whose writers keep state across checkpoints and
@@ -125,4 +129,23 @@ type StatefulSinkWriter[T, W any] interface {
 	// It is called on the task goroutine at each checkpoint barrier, after
 	// Flush and, for a committing writer, after PrepareCommit.
 	SnapshotState(checkpointID int64) ([]W, error)
+}
+
+// CheckpointListener is an optional capability of a SinkWriter: the engine
+// calls NotifyCheckpointComplete on the task goroutine once checkpoint
+// checkpointID is complete everywhere (after the committers of that
+// checkpoint were asked to commit). A transactional writer uses it to reuse
+// resources that the checkpoint no longer needs.
+type CheckpointListener interface {
+	NotifyCheckpointComplete(checkpointID int64) error
+}
+
+// CheckpointTimings is an optional capability of a SinkInitContext in a job
+// that checkpoints. A sink whose transactions time out (a Kafka transaction
+// is aborted by the broker after transaction.timeout.ms) checks at start
+// that a transaction outlives the longest time to complete a checkpoint.
+type CheckpointTimings interface {
+	// CheckpointTimings returns the checkpoint interval, the checkpoint
+	// timeout and the longest delay before a restart.
+	CheckpointTimings() (interval, timeout, maxRestartDelay time.Duration)
 }

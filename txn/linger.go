@@ -35,6 +35,11 @@ type Lingering struct {
 	ProbeSubtasks int
 	// ForceProbe probes even where listing works; for tests.
 	ForceProbe bool
+	// FenceAll registers every pooled id of the subtask (ProbeIDs of them)
+	// besides the listed open ones. A producer of an older attempt that is
+	// still alive and has not yet opened its next transaction is then
+	// fenced too: whatever it sends later is refused.
+	FenceAll bool
 }
 
 // owns reports whether subtask l.Subtask is the one that aborts id.
@@ -78,6 +83,16 @@ func AbortLingering(ctx context.Context, cl *kgo.Client, l Lingering) ([]string,
 	}
 	if !listed {
 		ids = l.probeIDs()
+	} else if l.FenceAll {
+		seen := map[string]bool{}
+		for _, id := range ids {
+			seen[id] = true
+		}
+		for i := 0; i < max(l.ProbeIDs, 1); i++ {
+			if id := TransactionalID(l.Prefix, l.Subtask, i); !seen[id] {
+				ids = append(ids, id)
+			}
+		}
 	}
 	var aborted []string
 	for _, id := range ids {
@@ -88,9 +103,9 @@ func AbortLingering(ctx context.Context, cl *kgo.Client, l Lingering) ([]string,
 		if err != nil {
 			return aborted, fmt.Errorf("txn: abort lingering transaction %s: %w", id, err)
 		}
-		// A probed id may have had no open transaction; report only the
-		// listed ones and the probed ones that were open.
-		if listed || wasOpen {
+		// A probed or fenced id may have had no open transaction; report
+		// only those that were open.
+		if wasOpen {
 			aborted = append(aborted, id)
 		}
 	}

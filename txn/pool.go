@@ -83,10 +83,15 @@ type Pool struct {
 	subtask int
 	cfg     poolConfig
 
-	mu    sync.Mutex
-	slots []*slot
-	plain *kgo.Client // for EndTxn of committables the pool does not hold
+	mu       sync.Mutex
+	slots    []*slot
+	plain    *kgo.Client    // for EndTxn of committables the pool does not hold
+	closed   bool           // Close has begun: no Begin, commits go raw
+	inflight sync.WaitGroup // Commit calls using the pool's clients
 }
+
+// ErrPoolClosed is returned by Begin after Close.
+var ErrPoolClosed = errors.New("txn: pool closed")
 
 // NewPool returns the pool of one subtask. It connects to nothing until
 // Begin or Commit needs a client.
@@ -129,6 +134,10 @@ type Txn struct {
 // newer attempt has taken the id.
 func (p *Pool) Begin() (*Txn, error) {
 	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		return nil, ErrPoolClosed
+	}
 	var s *slot
 	for _, c := range p.slots {
 		if c.state == slotFree {
@@ -250,6 +259,19 @@ func (t *Txn) Abort(ctx context.Context) error {
 // *DataLossError when it can no longer be.
 func (p *Pool) Commit(ctx context.Context, c Committable) error {
 	p.mu.Lock()
+	if p.closed {
+		// The clients are going away; a committer running beside a closing
+		// writer still commits, with a client of its own.
+		p.mu.Unlock()
+		cl, err := kgo.NewClient(p.cfg.clientOpts...)
+		if err != nil {
+			return fmt.Errorf("txn: client: %w", err)
+		}
+		defer cl.Close()
+		return Commit(ctx, cl, c)
+	}
+	p.inflight.Add(1)
+	defer p.inflight.Done()
 	var s *slot
 	for _, x := range p.slots {
 		if x.id == c.TransactionalID && x.state == slotPrepared && x.c == c {
@@ -265,18 +287,23 @@ func (p *Pool) Commit(ctx context.Context, c Committable) error {
 		}
 		return Commit(ctx, cl, c)
 	}
-	err := s.cl.EndTransaction(ctx, kgo.TryCommit)
-	switch {
-	case err == nil:
-	case lost(err):
-		p.dropClient(s)
-		p.setState(s, slotFree) // a new client re-registers the id before use
-		return &DataLossError{Committable: c, Err: err}
-	default:
-		// The outcome is unknown and the client refuses to retry a commit
-		// it could not confirm. Confirm it with raw EndTxn requests, then
-		// replace the client: its transaction state is no longer ours.
-		p.dropClient(s)
+	var err error
+	if s.cl != nil {
+		err = s.cl.EndTransaction(ctx, kgo.TryCommit)
+		if err != nil && lost(err) {
+			p.dropClient(s)
+			p.setState(s, slotFree) // a new client re-registers the id before use
+			return &DataLossError{Committable: c, Err: err}
+		}
+		if err != nil {
+			// The outcome is unknown and the client refuses to retry a
+			// commit it could not confirm: its transaction state is no
+			// longer ours. Drop it; raw EndTxn requests settle the
+			// outcome, now and on any later retry.
+			p.dropClient(s)
+		}
+	}
+	if s.cl == nil {
 		cl, perr := p.plainClient()
 		if perr != nil {
 			return errors.Join(err, perr)
@@ -333,9 +360,14 @@ func (p *Pool) InUse() int {
 	return n
 }
 
-// Close closes every client. Open transactions are aborted; prepared ones
-// are left for a restarted job to commit from its checkpoint.
+// Close closes every client, after commits in progress end. Open
+// transactions are aborted; prepared ones are left for a committer or a
+// restarted job to commit from its checkpoint.
 func (p *Pool) Close(ctx context.Context) error {
+	p.mu.Lock()
+	p.closed = true
+	p.mu.Unlock()
+	p.inflight.Wait()
 	p.mu.Lock()
 	slots := append([]*slot(nil), p.slots...)
 	plain := p.plain

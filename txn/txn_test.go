@@ -1,9 +1,12 @@
 package txn
 
 import (
+	"context"
 	"errors"
 	"slices"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -246,7 +249,6 @@ func TestResumeRetriesTransientErrors(t *testing.T) {
 	if calls != len(answers)+1 {
 		t.Fatalf("EndTxn sent %d times, want %d", calls, len(answers)+1)
 	}
-	be.fake.DropControl()
 	if got := be.committed(t, topic); !slices.Equal(got, []string{"r"}) {
 		t.Fatalf("read_committed sees %q", got)
 	}
@@ -336,4 +338,82 @@ func TestPoolEmptyTransactionHasNoCommittable(t *testing.T) {
 	if p.InUse() != 0 {
 		t.Fatalf("%d ids in use after an empty transaction", p.InUse())
 	}
+}
+
+// A pooled commit whose outcome the owning client could not confirm is
+// settled with raw EndTxn requests, then and on every later retry.
+func TestResumePoolCommitAfterUnconfirmedOutcome(t *testing.T) {
+	be := newKfake(t)
+	topic := be.topic(t, 1)
+	p := be.pool(t, uniquePrefix("unconfirmed"), 0)
+	c := writeTxn(t, p, topic, 1, "u")
+	var refuse atomic.Bool
+	refuse.Store(true)
+	be.fake.ControlKey(int16(kmsg.EndTxn), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		if !refuse.Load() {
+			be.fake.DropControl() // only valid inside the control function
+			return nil, nil, false
+		}
+		be.fake.KeepControl()
+		resp := req.(*kmsg.EndTxnRequest).ResponseKind().(*kmsg.EndTxnResponse)
+		resp.ErrorCode = kerr.ConcurrentTransactions.Code
+		return resp, nil, true
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	err := p.Commit(ctx, c)
+	cancel()
+	if err == nil {
+		t.Fatal("commit succeeded while every EndTxn was refused")
+	}
+	var dl *DataLossError
+	if errors.As(err, &dl) {
+		t.Fatalf("a transient failure was reported as data loss: %v", err)
+	}
+	refuse.Store(false)
+	if err := p.Commit(ctxT(t), c); err != nil {
+		t.Fatalf("retried commit: %v", err)
+	}
+	if got := be.committed(t, topic); !slices.Equal(got, []string{"u"}) {
+		t.Fatalf("read_committed sees %q", got)
+	}
+}
+
+// FenceAll registers every pooled id, so a live producer of an older attempt
+// between transactions is fenced before it opens its next one.
+func TestFenceAllPooledIDs(t *testing.T) {
+	onBackends(t, func(t *testing.T, be backend) {
+		topic := be.topic(t, 1)
+		prefix := uniquePrefix("fenceall")
+		old := be.pool(t, prefix, 0, PoolSize(3))
+		ctx := ctxT(t)
+		// The old attempt has registered ids 0 and 1 and holds nothing open.
+		c0 := writeTxn(t, old, topic, 1, "a")
+		c1 := writeTxn(t, old, topic, 2, "b")
+		for _, c := range []Committable{c0, c1} {
+			if err := old.Commit(ctx, c); err != nil {
+				t.Fatal(err)
+			}
+		}
+		old.SnapshotTaken(3)
+		old.CheckpointComplete(3)
+
+		aborted, err := AbortLingering(ctx, be.client(t), Lingering{Prefix: prefix, Subtask: 0, Parallelism: 1, ProbeIDs: 3, FenceAll: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(aborted) != 0 {
+			t.Fatalf("aborted %q with nothing open", aborted)
+		}
+		tx, err := old.Begin()
+		if err != nil {
+			t.Fatal(err)
+		}
+		tx.Produce(ctx, &kgo.Record{Topic: topic, Value: []byte("zombie")})
+		if _, _, err := tx.Prepare(ctx, 4); err == nil {
+			t.Fatalf("the fenced producer of %s prepared a transaction", tx.TransactionalID())
+		}
+		if got := be.committed(t, topic); !slices.Equal(got, []string{"a", "b"}) {
+			t.Fatalf("read_committed sees %q, want [a b]", got)
+		}
+	})
 }

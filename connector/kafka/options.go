@@ -69,10 +69,27 @@ func (c *sourceConfig) validate() error {
 	return nil
 }
 
+// Opt configures both a Source and a Sink.
+type Opt interface {
+	SourceOpt
+	SinkOpt
+}
+
+type commonOpt struct {
+	src func(*sourceConfig)
+	snk func(*sinkConfig)
+}
+
+func (o commonOpt) apply(c *sourceConfig)   { o.src(c) }
+func (o commonOpt) applySink(c *sinkConfig) { o.snk(c) }
+
 // WithBrokers sets the seed brokers, host:port each (Flink:
 // bootstrap.servers). Required.
-func WithBrokers(seeds ...string) SourceOpt {
-	return sourceOpt(func(c *sourceConfig) { c.seeds = append(c.seeds, seeds...) })
+func WithBrokers(seeds ...string) Opt {
+	return commonOpt{
+		src: func(c *sourceConfig) { c.seeds = append(c.seeds, seeds...) },
+		snk: func(c *sinkConfig) { c.seeds = append(c.seeds, seeds...) },
+	}
 }
 
 // WithTopics reads these topics (Flink: setTopics). Exactly one of
@@ -139,16 +156,21 @@ func WithoutOffsetCommits() SourceOpt {
 	return sourceOpt(func(c *sourceConfig) { c.commitOnCheckpt = false })
 }
 
-// WithClientOpts passes franz-go options to the source's clients (SASL, TLS,
-// fetch sizes). Options that decide what is consumed, such as
-// kgo.ConsumeTopics, must not be given: the source assigns partitions
-// itself.
-func WithClientOpts(opts ...kgo.Opt) SourceOpt {
-	return sourceOpt(func(c *sourceConfig) { c.kgoOpts = append(c.kgoOpts, opts...) })
+// WithClientOpts passes franz-go options to the clients (SASL, TLS, fetch
+// and batch sizes). Options that decide what is consumed (kgo.ConsumeTopics)
+// or how transactions run (kgo.TransactionalID) must not be given: the
+// source assigns partitions and the sink names transactions itself.
+func WithClientOpts(opts ...kgo.Opt) Opt {
+	return commonOpt{
+		src: func(c *sourceConfig) { c.kgoOpts = append(c.kgoOpts, opts...) },
+		snk: func(c *sinkConfig) { c.kgoOpts = append(c.kgoOpts, opts...) },
+	}
 }
 
-// WithLogger sets the logger of the enumerator and readers. Default:
-// slog.Default().
-func WithLogger(l *slog.Logger) SourceOpt {
-	return sourceOpt(func(c *sourceConfig) { c.logger = l })
+// WithLogger sets the logger. Default: slog.Default().
+func WithLogger(l *slog.Logger) Opt {
+	return commonOpt{
+		src: func(c *sourceConfig) { c.logger = l },
+		snk: func(c *sinkConfig) { c.logger = l },
+	}
 }

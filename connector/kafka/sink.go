@@ -1,0 +1,490 @@
+package kafka
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/splitflow/splitflow/connector"
+	"github.com/splitflow/splitflow/txn"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// DeliveryGuarantee is what a Sink promises about records written before a
+// failure.
+type DeliveryGuarantee int
+
+const (
+	// AtLeastOnce flushes at every checkpoint: nothing acknowledged by a
+	// checkpoint is lost; records after it may be written twice on
+	// recovery.
+	AtLeastOnce DeliveryGuarantee = iota
+	// ExactlyOnce writes each checkpoint's records in one Kafka transaction
+	// per subtask, committed after the checkpoint completes: read_committed
+	// consumers see every record once.
+	ExactlyOnce
+	// None flushes only at the end of input: records may be lost or
+	// duplicated on failure.
+	None
+)
+
+func (g DeliveryGuarantee) String() string {
+	switch g {
+	case AtLeastOnce:
+		return "at-least-once"
+	case ExactlyOnce:
+		return "exactly-once"
+	case None:
+		return "none"
+	default:
+		return "unknown"
+	}
+}
+
+// SinkOpt configures a Sink.
+type SinkOpt interface{ applySink(*sinkConfig) }
+
+type sinkOpt func(*sinkConfig)
+
+func (f sinkOpt) applySink(c *sinkConfig) { f(c) }
+
+type sinkConfig struct {
+	seeds        []string
+	guarantee    DeliveryGuarantee
+	prefix       string
+	txnTimeout   time.Duration
+	poolSize     int
+	commitTimout time.Duration
+	kgoOpts      []kgo.Opt
+	logger       *slog.Logger
+}
+
+func defaultSinkConfig() sinkConfig {
+	return sinkConfig{
+		guarantee:    AtLeastOnce,
+		txnTimeout:   15 * time.Minute,
+		poolSize:     8,
+		commitTimout: 30 * time.Second,
+		logger:       slog.Default(),
+	}
+}
+
+func (c *sinkConfig) validate() error {
+	var errs []error
+	if len(c.seeds) == 0 {
+		errs = append(errs, errors.New("no seed brokers (WithBrokers)"))
+	}
+	if c.guarantee == ExactlyOnce && c.prefix == "" {
+		errs = append(errs, errors.New("exactly-once needs a transactional id prefix unique to this sink (WithTransactionalIDPrefix)"))
+	}
+	if c.guarantee < AtLeastOnce || c.guarantee > None {
+		errs = append(errs, fmt.Errorf("unknown delivery guarantee %d", c.guarantee))
+	}
+	if c.poolSize < 2 {
+		errs = append(errs, fmt.Errorf("transactional id pool size %d is below 2", c.poolSize))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("kafka sink: %w", err)
+	}
+	return nil
+}
+
+// WithDeliveryGuarantee sets the guarantee (Flink: setDeliveryGuarantee).
+// Default: AtLeastOnce. (Flink defaults to none; splitflow defaults to the
+// strongest guarantee that needs no transactional id.)
+func WithDeliveryGuarantee(g DeliveryGuarantee) SinkOpt {
+	return sinkOpt(func(c *sinkConfig) { c.guarantee = g })
+}
+
+// WithTransactionalIDPrefix sets the prefix of the sink's transactional ids,
+// prefix-<subtask>-<n> (Flink: setTransactionalIdPrefix). Required for
+// ExactlyOnce, and it must be unique to this sink across every job writing
+// to the cluster: a restarted job uses it to find and abort what its
+// previous run left open.
+func WithTransactionalIDPrefix(prefix string) SinkOpt {
+	return sinkOpt(func(c *sinkConfig) { c.prefix = prefix })
+}
+
+// WithTransactionTimeout sets the producers' transaction.timeout.ms. The
+// broker aborts a transaction open longer than this, so it must exceed
+// checkpoint interval + checkpoint timeout + restart delay, which the sink
+// checks at start; and it must not exceed the broker's
+// transaction.max.timeout.ms (default 15 minutes). Default: 15 minutes.
+func WithTransactionTimeout(d time.Duration) SinkOpt {
+	return sinkOpt(func(c *sinkConfig) { c.txnTimeout = d })
+}
+
+// WithTransactionalIDPoolSize sets how many transactional ids each subtask
+// may use (default 8); see txn.PoolSize.
+func WithTransactionalIDPoolSize(n int) SinkOpt {
+	return sinkOpt(func(c *sinkConfig) { c.poolSize = n })
+}
+
+// RecordSerializer turns an element into the Kafka record to write: topic,
+// key, value, headers and, if set, partition (with a partitioner option in
+// WithClientOpts). timestamp is the element's event time in milliseconds or
+// connector.NoTimestamp.
+type RecordSerializer[T any] interface {
+	Serialize(element T, timestamp int64) (*kgo.Record, error)
+}
+
+// RecordSerializerFunc adapts a function to RecordSerializer.
+type RecordSerializerFunc[T any] func(element T, timestamp int64) (*kgo.Record, error)
+
+// Serialize calls f.
+func (f RecordSerializerFunc[T]) Serialize(element T, timestamp int64) (*kgo.Record, error) {
+	return f(element, timestamp)
+}
+
+// KeyValueSerializer writes to topic a record whose key and value fn
+// returns, with the element's timestamp.
+func KeyValueSerializer[T any](topic string, fn func(T) (key, value []byte, err error)) RecordSerializer[T] {
+	return RecordSerializerFunc[T](func(v T, ts int64) (*kgo.Record, error) {
+		k, val, err := fn(v)
+		if err != nil {
+			return nil, err
+		}
+		r := &kgo.Record{Topic: topic, Key: k, Value: val}
+		if ts != connector.NoTimestamp {
+			r.Timestamp = time.UnixMilli(ts)
+		}
+		return r, nil
+	})
+}
+
+// Sink writes elements to Kafka with the configured delivery guarantee. It
+// is a connector.TwoPhaseCommittingSink of txn.Committable; with
+// AtLeastOnce or None its writers produce no committables.
+//
+// Exactly-once follows the rules of package txn. At start every writer
+// aborts the transactions its subtask's ids left open (which also fences
+// writers of older attempts). The engine must commit restored committables
+// before it creates the writer of the same subtask, as Flink does by
+// initializing a chain from its tail: registering the ids would otherwise
+// abort them.
+type Sink[T any] struct {
+	cfg sinkConfig
+	ser RecordSerializer[T]
+
+	mu    sync.Mutex
+	pools map[int]*txn.Pool // the live writer's pool of each subtask, shared with its committer
+}
+
+var _ connector.TwoPhaseCommittingSink[string, txn.Committable] = (*Sink[string])(nil)
+
+// NewSink returns a sink that writes elements as ser makes them.
+func NewSink[T any](ser RecordSerializer[T], opts ...SinkOpt) (*Sink[T], error) {
+	if ser == nil {
+		return nil, errors.New("kafka sink: nil serializer")
+	}
+	cfg := defaultSinkConfig()
+	for _, o := range opts {
+		o.applySink(&cfg)
+	}
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	return &Sink[T]{cfg: cfg, ser: ser, pools: map[int]*txn.Pool{}}, nil
+}
+
+// Guarantee returns the sink's delivery guarantee.
+func (s *Sink[T]) Guarantee() DeliveryGuarantee { return s.cfg.guarantee }
+
+func (s *Sink[T]) clientOpts() []kgo.Opt {
+	return append(append([]kgo.Opt(nil), s.cfg.kgoOpts...), kgo.SeedBrokers(s.cfg.seeds...))
+}
+
+// checkTimings fails when a transaction could time out before the
+// checkpoint that commits it completes.
+func (s *Sink[T]) checkTimings(ctx connector.SinkInitContext) error {
+	ct, ok := ctx.(connector.CheckpointTimings)
+	if !ok {
+		return nil
+	}
+	interval, timeout, restart := ct.CheckpointTimings()
+	need := interval + timeout + restart
+	if s.cfg.txnTimeout <= need {
+		return fmt.Errorf("kafka sink: transaction.timeout.ms (%s) must exceed checkpoint interval + checkpoint timeout + restart delay (%s + %s + %s = %s), or the broker aborts prepared transactions and their records are lost; raise it with WithTransactionTimeout (and the broker's transaction.max.timeout.ms if needed) or shorten the checkpoint timings",
+			s.cfg.txnTimeout, interval, timeout, restart, need)
+	}
+	return nil
+}
+
+// CreateWriter returns the writer of one subtask.
+func (s *Sink[T]) CreateWriter(ictx connector.SinkInitContext) (connector.SinkWriter[T], error) {
+	w := &sinkWriter[T]{s: s, sub: ictx.SubtaskIndex()}
+	w.ctx, w.cancel = context.WithCancel(context.Background())
+	if s.cfg.guarantee != ExactlyOnce {
+		cl, err := kgo.NewClient(s.clientOpts()...)
+		if err != nil {
+			w.cancel()
+			return nil, fmt.Errorf("kafka sink: client: %w", err)
+		}
+		w.cl = cl
+		return w, nil
+	}
+	if err := s.checkTimings(ictx); err != nil {
+		w.cancel()
+		return nil, err
+	}
+	pool, err := txn.NewPool(s.cfg.prefix, w.sub, txn.PoolSize(s.cfg.poolSize),
+		txn.TransactionTimeout(s.cfg.txnTimeout), txn.ClientOpts(s.clientOpts()...))
+	if err != nil {
+		w.cancel()
+		return nil, fmt.Errorf("kafka sink: %w", err)
+	}
+	if err := s.abortLingering(ictx); err != nil {
+		w.cancel()
+		return nil, err
+	}
+	w.pool = pool
+	s.mu.Lock()
+	s.pools[w.sub] = pool
+	s.mu.Unlock()
+	return w, nil
+}
+
+func (s *Sink[T]) abortLingering(ictx connector.SinkInitContext) error {
+	cl, err := kgo.NewClient(s.clientOpts()...)
+	if err != nil {
+		return fmt.Errorf("kafka sink: client: %w", err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	began := time.Now()
+	aborted, err := txn.AbortLingering(ctx, cl, txn.Lingering{
+		Prefix: s.cfg.prefix, Subtask: ictx.SubtaskIndex(), Parallelism: ictx.Parallelism(), ProbeIDs: s.cfg.poolSize,
+		FenceAll: true,
+	})
+	if err != nil {
+		return fmt.Errorf("kafka sink: subtask %d: %w", ictx.SubtaskIndex(), err)
+	}
+	if len(aborted) > 0 {
+		s.cfg.logger.Info("kafka sink: aborted lingering transactions", "subtask", ictx.SubtaskIndex(),
+			"transactional_ids", aborted, "took", time.Since(began))
+	}
+	return nil
+}
+
+func (s *Sink[T]) pool(subtask int) *txn.Pool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.pools[subtask]
+}
+
+func (s *Sink[T]) dropPool(subtask int, p *txn.Pool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.pools[subtask] == p {
+		delete(s.pools, subtask)
+	}
+}
+
+// CreateCommitter returns the committer of one subtask.
+func (s *Sink[T]) CreateCommitter(ictx connector.SinkInitContext) (connector.Committer[txn.Committable], error) {
+	return &committer[T]{s: s, sub: ictx.SubtaskIndex()}, nil
+}
+
+// CommittableSerializer encodes committables for the committer's state.
+func (s *Sink[T]) CommittableSerializer() connector.VersionedSerializer[txn.Committable] {
+	return CommittableSerializer{}
+}
+
+type sinkWriter[T any] struct {
+	s      *Sink[T]
+	sub    int
+	ctx    context.Context // cancelled by Close: unblocks a produce waiting for buffer space
+	cancel context.CancelFunc
+
+	cl *kgo.Client // AtLeastOnce and None
+
+	pool *txn.Pool // ExactlyOnce
+	tx   *txn.Txn
+
+	mu     sync.Mutex
+	errOut error // first failed produce of AtLeastOnce and None
+}
+
+func (w *sinkWriter[T]) Write(v T, wc connector.WriteContext) error {
+	rec, err := w.s.ser.Serialize(v, wc.Timestamp)
+	if err != nil {
+		return fmt.Errorf("kafka sink: serialize: %w", err)
+	}
+	if w.pool == nil {
+		if err := w.err(); err != nil {
+			return err
+		}
+		w.cl.Produce(w.ctx, rec, w.promise)
+		return nil
+	}
+	if w.tx == nil {
+		if w.tx, err = w.pool.Begin(); err != nil {
+			return fmt.Errorf("kafka sink: subtask %d: %w", w.sub, err)
+		}
+	}
+	w.tx.Produce(w.ctx, rec)
+	return nil
+}
+
+func (w *sinkWriter[T]) promise(_ *kgo.Record, err error) {
+	if err != nil {
+		w.mu.Lock()
+		if w.errOut == nil {
+			w.errOut = fmt.Errorf("kafka sink: produce: %w", err)
+		}
+		w.mu.Unlock()
+	}
+}
+
+func (w *sinkWriter[T]) err() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.errOut
+}
+
+// Flush waits for buffered records: at every checkpoint for AtLeastOnce, at
+// the end of input for None. Exactly-once flushes in PrepareCommit.
+func (w *sinkWriter[T]) Flush(endOfInput bool) error {
+	if w.pool != nil || (w.s.cfg.guarantee == None && !endOfInput) {
+		return nil
+	}
+	if err := w.cl.Flush(w.ctx); err != nil {
+		return fmt.Errorf("kafka sink: flush: %w", err)
+	}
+	return w.err()
+}
+
+// PrepareCommit flushes the open transaction and returns its committable;
+// an empty or absent transaction yields none.
+func (w *sinkWriter[T]) PrepareCommit(checkpointID int64) ([]txn.Committable, error) {
+	if w.pool == nil {
+		return nil, nil
+	}
+	// Commits confirmed before this point are not in the committer's
+	// snapshot of this checkpoint, which follows this barrier.
+	w.pool.SnapshotTaken(checkpointID)
+	if w.tx == nil {
+		return nil, nil
+	}
+	tx := w.tx
+	w.tx = nil
+	c, ok, err := tx.Prepare(w.ctx, checkpointID)
+	if err != nil {
+		return nil, fmt.Errorf("kafka sink: subtask %d: %w", w.sub, err)
+	}
+	if !ok {
+		return nil, nil
+	}
+	return []txn.Committable{c}, nil
+}
+
+// NotifyCheckpointComplete lets the pool reuse ids the checkpoint released.
+func (w *sinkWriter[T]) NotifyCheckpointComplete(checkpointID int64) error {
+	if w.pool != nil {
+		w.pool.CheckpointComplete(checkpointID)
+	}
+	return nil
+}
+
+// Close aborts an open transaction (prepared ones stay for the committer or
+// the next attempt) and closes the clients.
+func (w *sinkWriter[T]) Close() error {
+	w.cancel()
+	if w.pool == nil {
+		w.cl.Close()
+		return nil
+	}
+	w.s.dropPool(w.sub, w.pool)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	return w.pool.Close(ctx)
+}
+
+type committer[T any] struct {
+	s   *Sink[T]
+	sub int
+
+	plain *kgo.Client // for committables no live pool holds
+}
+
+// Commit commits each committable through the live writer's pool of the
+// subtask when there is one (the pool then reuses the id), else with a raw
+// EndTxn. Transient failures are retried later; a transaction that can no
+// longer be committed is a known-reason failure carrying a
+// *txn.DataLossError.
+func (c *committer[T]) Commit(ctx context.Context, reqs []connector.CommitRequest[txn.Committable]) error {
+	for _, req := range reqs {
+		cm := req.Committable()
+		cctx, cancel := context.WithTimeout(ctx, c.s.cfg.commitTimout)
+		var err error
+		if p := c.s.pool(c.sub); p != nil {
+			err = p.Commit(cctx, cm)
+		} else {
+			if c.plain == nil {
+				if c.plain, err = kgo.NewClient(c.s.clientOpts()...); err != nil {
+					cancel()
+					return fmt.Errorf("kafka sink: committer client: %w", err)
+				}
+			}
+			err = txn.Commit(cctx, c.plain, cm)
+		}
+		cancel()
+		var dl *txn.DataLossError
+		switch {
+		case err == nil:
+		case errors.As(err, &dl):
+			c.s.cfg.logger.Error("kafka sink: transaction commit failed, its records are lost", "subtask", c.sub, "committable", cm.String(), "err", err)
+			req.SignalFailedWithKnownReason(err)
+		case ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded):
+			c.s.cfg.logger.Warn("kafka sink: transaction commit timed out; retrying later", "subtask", c.sub, "committable", cm.String(), "retries", req.NumberOfRetries())
+			req.RetryLater()
+		default:
+			req.SignalFailedWithUnknownReason(fmt.Errorf("kafka sink: commit %s: %w", cm, err))
+		}
+	}
+	return nil
+}
+
+func (c *committer[T]) Close() error {
+	if c.plain != nil {
+		c.plain.Close()
+	}
+	return nil
+}
+
+// CommittableSerializer encodes txn.Committable for checkpoints.
+type CommittableSerializer struct{}
+
+// Version 1: uvarint length and transactional id, int64 producer id, int16
+// epoch, int64 checkpoint id, big-endian.
+func (CommittableSerializer) Version() int { return 1 }
+
+func (CommittableSerializer) Serialize(c txn.Committable) ([]byte, error) {
+	b := binary.AppendUvarint(nil, uint64(len(c.TransactionalID)))
+	b = append(b, c.TransactionalID...)
+	b = binary.BigEndian.AppendUint64(b, uint64(c.ProducerID))
+	b = binary.BigEndian.AppendUint16(b, uint16(c.Epoch))
+	return binary.BigEndian.AppendUint64(b, uint64(c.CheckpointID)), nil
+}
+
+func (CommittableSerializer) Deserialize(version int, data []byte) (txn.Committable, error) {
+	if version != 1 {
+		return txn.Committable{}, fmt.Errorf("kafka committable version %d: %w", version, connector.ErrUnsupportedVersion)
+	}
+	n, k := binary.Uvarint(data)
+	if k <= 0 || uint64(len(data)-k) != n+18 {
+		return txn.Committable{}, fmt.Errorf("kafka committable: %d bytes do not hold one", len(data))
+	}
+	b := data[k:]
+	return txn.Committable{
+		TransactionalID: string(b[:n]),
+		ProducerID:      int64(binary.BigEndian.Uint64(b[n:])),
+		Epoch:           int16(binary.BigEndian.Uint16(b[n+8:])),
+		CheckpointID:    int64(binary.BigEndian.Uint64(b[n+10:])),
+	}, nil
+}
