@@ -1,6 +1,7 @@
 package base
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"runtime"
@@ -15,24 +16,29 @@ import (
 // external system): with nobody polling, fetchers stop calling Fetch once the
 // queue holds capacity batches, each fetcher keeping one more batch waiting
 // in Put, and every batch the consumer takes buys exactly one more Fetch.
+// With a fetcher per split, the fetchers are capped (WithMaxSplitFetchers),
+// so more splits than the cap do not mean more batches held.
 func TestBackpressureStopsFetching(t *testing.T) {
 	tests := []struct {
-		name     string
-		perSplit bool
-		capacity int
-		splits   int
+		name        string
+		perSplit    bool
+		capacity    int
+		splits      int
+		maxFetchers int // 0: the default
 	}{
-		{"single fetcher/capacity 1", false, 1, 1},
-		{"single fetcher/default capacity", false, DefaultElementQueueCapacity, 3},
-		{"single fetcher/capacity 5", false, 5, 2},
-		{"fetcher per split/capacity 2", true, 2, 3},
-		{"fetcher per split/capacity 4", true, 4, 2},
+		{"single fetcher/capacity 1", false, 1, 1, 0},
+		{"single fetcher/default capacity", false, DefaultElementQueueCapacity, 3, 0},
+		{"single fetcher/capacity 5", false, 5, 2, 0},
+		{"fetcher per split/capacity 2", true, 2, 3, 0},
+		{"fetcher per split/capacity 4", true, 4, 2, 0},
+		{"fetcher per split/more splits than fetchers", true, 2, 7, 3},
+		{"fetcher per split/more splits than the default cap", true, 2, DefaultMaxSplitFetchers + 4, 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				r, fac, _ := newTestReader(t, readerSetup{perSplit: tt.perSplit, batch: 8, capacity: tt.capacity,
-					setup: func(mr *memReader) { mr.maxFetches = 1000 }})
+					maxFetchers: tt.maxFetchers, setup: func(mr *memReader) { mr.maxFetches = 1000 }})
 				defer closeReader(t, r)
 				var splits []testSplit
 				for i := range tt.splits {
@@ -48,7 +54,7 @@ func TestBackpressureStopsFetching(t *testing.T) {
 
 				fetchers := 1
 				if tt.perSplit {
-					fetchers = tt.splits
+					fetchers = min(tt.splits, cmp.Or(tt.maxFetchers, DefaultMaxSplitFetchers))
 				}
 				want := int64(tt.capacity + fetchers)
 

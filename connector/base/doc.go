@@ -11,8 +11,8 @@
 //     takes tasks (add, remove, pause splits) from the task goroutine and
 //     puts fetched batches into the queue.
 //   - SplitFetcherManager (manager.go): starts fetchers (one for all splits,
-//     or one per split), shuts down those that finished, keeps the first
-//     error.
+//     or one per split, at most WithMaxSplitFetchers at once), shuts down
+//     those that finished, keeps the first error.
 //   - ElementsQueue (queue.go): the bounded hand-off of batches; default
 //     capacity 2.
 //   - RecordsWithSplitIDs, RecordsBySplits, RecordsBySplitsPool (records.go):
@@ -35,8 +35,18 @@
 // Invariant 7: backpressure reaches the external system. The queue holds at
 // most its capacity in batches; a fetcher facing a full queue blocks in Put
 // and makes no further Fetch call until the task goroutine polls. Memory per
-// reader is bounded by (capacity + fetchers + 1) batches whatever the input
-// size.
+// reader is bounded by (capacity + max fetchers + 1) batches whatever the
+// input size or the number of splits: capacity batches queued, one held by
+// each fetcher, one being emitted. Max fetchers is 1 with
+// NewSingleFetcherManager and WithMaxSplitFetchers (default 16) with
+// NewFetcherPerSplitManager, whose further splits wait for a fetcher to
+// finish. A fetcher whose splits are all paused calls Fetch no more than one
+// whose queue is full.
+//
+// End of input means: no more splits will come, every fetcher has
+// delivered everything, and the reader holds no split. A split removed with
+// SourceReaderBase.RemoveSplits is no longer held; a split removed only from
+// the fetchers still is, and keeps the reader from ending.
 //
 // Two more rules keep the goroutines honest. Every blocking point of a
 // fetcher (Fetch, Put, waiting for a task) can be interrupted, and an

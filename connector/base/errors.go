@@ -16,8 +16,9 @@ var (
 	ErrPauseNotSupported = errors.New("split reader does not support pausing splits")
 
 	// ErrUnknownSplit is wrapped when a batch holds records of a split the
-	// reader was never given, or the same split is added twice. Either way
-	// a split is in two places or none (invariant 1), so reading on would
+	// reader does not hold, or lists such a split as finished (splits being
+	// removed with SourceReaderBase.RemoveSplits excepted). Either way a
+	// split is in two places or none (invariant 1), so reading on would
 	// lose or duplicate records.
 	ErrUnknownSplit = errors.New("split not assigned to this reader")
 )

@@ -29,7 +29,8 @@ type fetcherTask[E any, S connector.Split] struct {
 // the task goroutine (add, remove, pause splits, or arbitrary work on the
 // reader), putting the batch it holds into the ElementsQueue, and calling
 // Fetch for the next batch. With nothing assigned and nothing queued it is
-// idle and waits.
+// idle and waits; with every assigned split paused it waits too, without
+// calling Fetch, until a task (resume, add, remove) or shutdown arrives.
 //
 // Only the fetcher goroutine touches the SplitReader (except WakeUp) and the
 // fetcher's split assignment. The task goroutine talks to it by queueing
@@ -48,8 +49,12 @@ type SplitFetcher[E any, S connector.Split] struct {
 
 	// Owned by the fetcher goroutine.
 	assigned        map[string]S
+	paused          map[string]struct{}    // IDs of assigned splits that are paused
 	pending         RecordsWithSplitIDs[E] // fetched, not yet accepted by the queue
 	pendingFinished []string               // pending.FinishedSplits(), copied before Put
+	// removed are splits taken away by RemoveSplits whose removal the
+	// reader has not yet been told of in-band; see RemoveSplits.
+	removed []string
 
 	// signal wakes the goroutine when it waits for tasks. One buffered slot:
 	// a signal sent while the goroutine is busy waits for it.
@@ -76,6 +81,7 @@ func newSplitFetcher[E any, S connector.Split](
 		report:   report,
 		exited:   exited,
 		assigned: make(map[string]S),
+		paused:   make(map[string]struct{}),
 		signal:   make(chan struct{}, 1),
 	}
 }
@@ -83,15 +89,6 @@ func newSplitFetcher[E any, S connector.Split](
 // ID identifies the fetcher within its manager; it is also its putter ID in
 // the ElementsQueue.
 func (f *SplitFetcher[E, S]) ID() int { return f.id }
-
-// Idle reports whether the fetcher has no splits, no batch to deliver and no
-// queued task. An idle fetcher has delivered everything it fetched. It may be
-// called from any goroutine.
-func (f *SplitFetcher[E, S]) Idle() bool {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.idle
-}
 
 // AddSplits queues the assignment of splits to the fetcher's reader. It
 // returns ErrClosed if the fetcher was shut down or has failed.
@@ -108,6 +105,13 @@ func (f *SplitFetcher[E, S]) AddSplits(splits []S) error {
 }
 
 // RemoveSplits queues the removal of those of splits the fetcher holds.
+//
+// Batches fetched before the removal may still carry records of the removed
+// splits: the one the fetcher holds, and those already queued. So that the
+// task goroutine knows when the last of them has gone by, the fetcher then
+// puts, after those batches, a removalAck listing the removed splits. A
+// split whose end is already in the held batch gets no such entry: that end
+// is the last word on it.
 func (f *SplitFetcher[E, S]) RemoveSplits(splits []S) error {
 	ids := make([]string, len(splits))
 	for i, s := range splits {
@@ -119,7 +123,12 @@ func (f *SplitFetcher[E, S]) RemoveSplits(splits []S) error {
 			return nil
 		}
 		for _, s := range held {
-			delete(f.assigned, s.SplitID())
+			id := s.SplitID()
+			delete(f.assigned, id)
+			delete(f.paused, id)
+			if !slices.Contains(f.pendingFinished, id) {
+				f.removed = append(f.removed, id)
+			}
 		}
 		return f.reader.HandleSplitsChanges(SplitsChange[S]{Removed: held})
 	})
@@ -139,6 +148,12 @@ func (f *SplitFetcher[E, S]) PauseOrResumeSplits(pause, resume []string) error {
 		if len(p) == 0 && len(r) == 0 {
 			return nil
 		}
+		for _, s := range p {
+			f.paused[s.SplitID()] = struct{}{}
+		}
+		for _, s := range r {
+			delete(f.paused, s.SplitID())
+		}
 		return pr.PauseOrResumeSplits(p, r)
 	})
 }
@@ -156,52 +171,75 @@ func (f *SplitFetcher[E, S]) RunTask(fn func(SplitReader[E, S]) error) error {
 // goroutine, more than once.
 func (f *SplitFetcher[E, S]) Shutdown() {
 	f.mu.Lock()
-	defer f.mu.Unlock()
+	wakeReader := false
 	if !f.closed {
 		f.closed = true
-		f.wakeLocked()
+		wakeReader = f.wakeLocked()
 	}
+	f.mu.Unlock()
+	f.wakeReader(wakeReader)
 }
 
 // shutdownIfIdle shuts the fetcher down if it is idle, atomically with the
 // check, and reports whether it did.
 func (f *SplitFetcher[E, S]) shutdownIfIdle() bool {
 	f.mu.Lock()
-	defer f.mu.Unlock()
 	if !f.idle || f.closed {
+		f.mu.Unlock()
 		return false
 	}
 	f.closed = true
-	f.wakeLocked()
+	wakeReader := f.wakeLocked()
+	f.mu.Unlock()
+	f.wakeReader(wakeReader)
 	return true
 }
 
 func (f *SplitFetcher[E, S]) enqueue(op string, run func(*SplitFetcher[E, S]) error) error {
 	f.mu.Lock()
-	defer f.mu.Unlock()
 	if f.closed {
+		f.mu.Unlock()
 		return ErrClosed
 	}
 	f.tasks = append(f.tasks, fetcherTask[E, S]{op: op, run: run})
 	f.idle = false
-	f.wakeLocked()
+	wakeReader := f.wakeLocked()
+	f.mu.Unlock()
+	f.wakeReader(wakeReader)
 	return nil
 }
 
-// wakeLocked interrupts whatever the goroutine is blocked in. The phase is
-// set under mu before the goroutine blocks, and both Fetch and Put remember
-// a wake-up that arrives before they block, so no wake-up is lost between
-// the goroutine releasing mu and blocking.
-func (f *SplitFetcher[E, S]) wakeLocked() {
+// wakeLocked interrupts whatever the goroutine is blocked in, except Fetch:
+// it reports whether the SplitReader must be woken, which the caller does
+// with wakeReader after releasing mu. SplitReader.WakeUp is the connector's
+// code and may be slow; under mu it would also stall the fetcher goroutine,
+// which takes mu as soon as Fetch returns.
+//
+// No wake-up is lost. The phase is set under mu before the goroutine blocks,
+// and both Fetch and Put remember a wake-up that arrives before they block.
+// A WakeUp made after mu was released reaches either the Fetch that was
+// running, or, if that one has returned meanwhile, a later one, which then
+// returns early: harmless, the fetcher calls Fetch again. Either way the
+// goroutine next takes mu and finds the queued task or the shutdown.
+func (f *SplitFetcher[E, S]) wakeLocked() (wakeReader bool) {
 	switch f.phase {
 	case phaseFetching:
-		f.reader.WakeUp()
+		wakeReader = true
 	case phasePutting:
 		f.queue.WakeUpPutter(f.id)
 	}
 	select {
 	case f.signal <- struct{}{}:
 	default:
+	}
+	return wakeReader
+}
+
+// wakeReader calls SplitReader.WakeUp if wakeLocked said so. It must be
+// called without mu held.
+func (f *SplitFetcher[E, S]) wakeReader(needed bool) {
+	if needed {
+		f.reader.WakeUp()
 	}
 }
 
@@ -260,6 +298,7 @@ func (f *SplitFetcher[E, S]) runOnce(ctx context.Context) bool {
 			// copied before Put.
 			for _, id := range f.pendingFinished {
 				delete(f.assigned, id)
+				delete(f.paused, id)
 			}
 			f.pending = nil
 			f.pendingFinished = f.pendingFinished[:0]
@@ -268,7 +307,16 @@ func (f *SplitFetcher[E, S]) runOnce(ctx context.Context) bool {
 		// and is put again once the task has run.
 		return true
 
-	case len(f.assigned) > 0:
+	case len(f.removed) > 0:
+		// Tell the task goroutine, after every batch that may carry
+		// records of the removed splits, that they are gone.
+		f.mu.Unlock()
+		f.pending = &removalAck[E]{ids: slices.Clone(f.removed)}
+		f.removed = f.removed[:0]
+		f.pendingFinished = f.pendingFinished[:0]
+		return true
+
+	case len(f.assigned) > len(f.paused):
 		f.phase = phaseFetching
 		f.mu.Unlock()
 		batch, err := f.reader.Fetch(ctx)
@@ -289,6 +337,19 @@ func (f *SplitFetcher[E, S]) runOnce(ctx context.Context) bool {
 		}
 		f.pending = batch
 		f.pendingFinished = append(f.pendingFinished[:0], batch.FinishedSplits()...)
+		return true
+
+	case len(f.assigned) > 0:
+		// Every split is paused: Fetch would have nothing to return, and
+		// calling it anyway would spin. Wait for a resume, a new split, a
+		// removal or shutdown; all of them come as a task or a close.
+		f.phase = phaseWaiting
+		f.mu.Unlock()
+		select {
+		case <-f.signal:
+		case <-ctx.Done():
+		}
+		f.setPhase(phaseBusy)
 		return true
 
 	default:
@@ -341,6 +402,25 @@ func (f *SplitFetcher[E, S]) exit() {
 	f.queue.forgetPutter(f.id)
 	f.exited(f.reader.Close())
 }
+
+// removalAck is the batch a fetcher puts after removing splits: it carries
+// no records and finishes no split, it only tells the task goroutine that
+// no batch after it holds records of ids. It is not a finish: a split a
+// connector removed from the fetchers alone stays in the reader's state.
+type removalAck[E any] struct {
+	ids []string
+}
+
+func (*removalAck[E]) NextSplit() (string, bool) { return "", false }
+
+func (*removalAck[E]) NextRecordFromSplit() (E, bool) {
+	var zero E
+	return zero, false
+}
+
+func (*removalAck[E]) FinishedSplits() []string { return nil }
+
+func (*removalAck[E]) Recycle() {}
 
 // isEmptyBatch reports whether a batch carries neither records nor finished
 // splits, for batches that can tell their size. Such a batch (typically

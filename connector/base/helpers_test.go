@@ -55,6 +55,9 @@ type memReader struct {
 	// closeDelay makes Close take that long, so a caller that does not wait
 	// for it is caught.
 	closeDelay time.Duration
+	// gate, if set, holds the first Fetch until it is closed, so that a
+	// test can queue tasks before anything is fetched.
+	gate chan struct{}
 
 	woken   chan struct{} // one sticky wake-up
 	fetches atomic.Int64
@@ -79,6 +82,13 @@ var errTooManyFetches = errors.New("memReader: Fetch called beyond maxFetches")
 func (r *memReader) Fetch(ctx context.Context) (RecordsWithSplitIDs[int64], error) {
 	if n := r.fetches.Add(1); r.maxFetches > 0 && n > r.maxFetches {
 		return nil, errTooManyFetches
+	}
+	if r.gate != nil {
+		select {
+		case <-r.gate:
+		case <-ctx.Done():
+		}
+		r.gate = nil
 	}
 	select {
 	case <-r.woken:
@@ -284,14 +294,15 @@ var positionEmitter = RecordEmitterFunc[int64, int64, testSplit](
 	})
 
 type readerSetup struct {
-	perSplit  bool
-	batch     int
-	capacity  int
-	pull      bool
-	setup     func(*memReader)
-	failNew   error
-	onFinish  func(map[string]testSplit)
-	closeWait time.Duration
+	perSplit    bool
+	maxFetchers int // 0: the default
+	batch       int
+	capacity    int
+	pull        bool
+	setup       func(*memReader)
+	failNew     error
+	onFinish    func(map[string]testSplit)
+	closeWait   time.Duration
 }
 
 func newTestReader(t testing.TB, cfg readerSetup) (*testReader, *readerFactory, *fakeReaderContext) {
@@ -300,6 +311,9 @@ func newTestReader(t testing.TB, cfg readerSetup) (*testReader, *readerFactory, 
 	opts := []ManagerOption{WithElementQueueCapacity(max(cfg.capacity, 1))}
 	if cfg.closeWait > 0 {
 		opts = append(opts, WithCloseTimeout(cfg.closeWait))
+	}
+	if cfg.maxFetchers > 0 {
+		opts = append(opts, WithMaxSplitFetchers(cfg.maxFetchers))
 	}
 	newMgr := NewSingleFetcherManager[int64, testSplit]
 	if cfg.perSplit {

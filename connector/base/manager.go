@@ -19,7 +19,9 @@ import (
 //   - NewSingleFetcherManager: one fetcher (one SplitReader, one goroutine)
 //     for all splits, like a Kafka consumer reading many partitions.
 //   - NewFetcherPerSplitManager: one fetcher per split, for clients that
-//     read one thing at a time, like files.
+//     read one thing at a time, like files. At most WithMaxSplitFetchers
+//     (default 16) run at once; further splits wait their turn, so memory
+//     does not grow with the number of splits.
 //
 // Fetchers that have delivered all their splits become idle and are shut down
 // by MaybeShutdownFinishedFetchers. The first error of any fetcher is kept
@@ -39,6 +41,10 @@ type SplitFetcherManager[E any, S connector.Split] struct {
 	fetchers []*SplitFetcher[E, S] // live fetchers in creation order
 	nextID   int
 	closed   bool
+	// Fetcher-per-split mode: splits waiting for a fetcher, in order, and
+	// which of them were paused meanwhile.
+	waiting       []S
+	pausedWaiting map[string]bool
 
 	running   sync.WaitGroup // one per fetcher goroutine, also after removal
 	live      atomic.Int64   // fetcher goroutines still running, for Close's error
@@ -59,7 +65,9 @@ func NewSingleFetcherManager[E any, S connector.Split](
 
 // NewFetcherPerSplitManager returns a manager that starts a fetcher with a
 // new SplitReader for every split it is given; the fetcher is shut down once
-// its split is finished.
+// its split is finished. No more than WithMaxSplitFetchers fetchers run at
+// once: a split given while that many run waits, in order, until one of
+// them is shut down.
 func NewFetcherPerSplitManager[E any, S connector.Split](
 	newReader func() (SplitReader[E, S], error), opts ...ManagerOption,
 ) (*SplitFetcherManager[E, S], error) {
@@ -81,12 +89,13 @@ func newManager[E any, S connector.Split](
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	return &SplitFetcherManager[E, S]{
-		cfg:       cfg,
-		newReader: newReader,
-		perSplit:  perSplit,
-		queue:     NewElementsQueue[RecordsWithSplitIDs[E]](cfg.queueCapacity),
-		ctx:       ctx,
-		cancel:    cancel,
+		cfg:           cfg,
+		newReader:     newReader,
+		perSplit:      perSplit,
+		queue:         NewElementsQueue[RecordsWithSplitIDs[E]](cfg.queueCapacity),
+		ctx:           ctx,
+		cancel:        cancel,
+		pausedWaiting: make(map[string]bool),
 	}, nil
 }
 
@@ -106,12 +115,8 @@ func (m *SplitFetcherManager[E, S]) AddSplits(splits []S) error {
 		return nil
 	}
 	if m.perSplit {
-		for _, s := range splits {
-			if err := m.startFetcher([]S{s}); err != nil {
-				return err
-			}
-		}
-		return nil
+		m.waiting = append(m.waiting, splits...)
+		return m.startWaiting()
 	}
 	if n := len(m.fetchers); n > 0 {
 		if err := m.fetchers[n-1].AddSplits(splits); err != nil {
@@ -141,29 +146,84 @@ func (m *SplitFetcherManager[E, S]) startFetcher(splits []S) error {
 	return nil
 }
 
-// RemoveSplits stops reading splits, on whichever fetchers hold them.
-func (m *SplitFetcherManager[E, S]) RemoveSplits(splits []S) error {
-	if m.closed {
-		return ErrClosed
-	}
-	for _, f := range m.fetchers {
-		if err := f.RemoveSplits(splits); err != nil && !errors.Is(err, ErrClosed) {
+// startWaiting starts fetchers for waiting splits while fewer than the
+// maximum run.
+func (m *SplitFetcherManager[E, S]) startWaiting() error {
+	for len(m.waiting) > 0 && len(m.fetchers) < m.cfg.maxFetchers {
+		s := m.waiting[0]
+		m.waiting[0] = *new(S)
+		m.waiting = m.waiting[1:]
+		if err := m.startFetcher([]S{s}); err != nil {
 			return err
+		}
+		id := s.SplitID()
+		if m.pausedWaiting[id] {
+			delete(m.pausedWaiting, id)
+			// Queued behind the split itself, so it runs before any Fetch.
+			// Pausing was accepted when the split was waiting, so the
+			// reader supports it.
+			if err := m.fetchers[len(m.fetchers)-1].PauseOrResumeSplits([]string{id}, nil); err != nil && !errors.Is(err, ErrClosed) {
+				return err
+			}
 		}
 	}
 	return nil
 }
 
-// PauseOrResumeSplits pauses and resumes splits by ID on whichever fetchers
-// hold them. It returns ErrPauseNotSupported when the SplitReader lacks the
-// PausableSplitReader capability.
-func (m *SplitFetcherManager[E, S]) PauseOrResumeSplits(pause, resume []string) error {
+// RemoveSplits stops reading splits, on whichever fetchers hold them.
+//
+// A SourceReaderBase does not hear of it and keeps the splits in its state
+// and its snapshots; it also never reports EndOfInput while it holds them.
+// Readers built on SourceReaderBase call SourceReaderBase.RemoveSplits
+// instead, which calls this.
+func (m *SplitFetcherManager[E, S]) RemoveSplits(splits []S) error {
+	_, err := m.removeSplits(splits)
+	return err
+}
+
+// removeSplits is RemoveSplits that also returns the IDs of the splits that
+// were still waiting for a fetcher: nothing of them can be in flight.
+func (m *SplitFetcherManager[E, S]) removeSplits(splits []S) (unstarted map[string]bool, err error) {
 	if m.closed {
-		return ErrClosed
+		return nil, ErrClosed
 	}
-	for _, f := range m.fetchers {
-		if err := f.PauseOrResumeSplits(pause, resume); err != nil && !errors.Is(err, ErrClosed) {
-			return err
+	if len(m.waiting) > 0 {
+		ids := make(map[string]bool, len(splits))
+		for _, s := range splits {
+			ids[s.SplitID()] = true
+		}
+		m.waiting = slices.DeleteFunc(m.waiting, func(s S) bool {
+			id := s.SplitID()
+			if !ids[id] {
+				return false
+			}
+			if unstarted == nil {
+				unstarted = make(map[string]bool)
+			}
+			unstarted[id] = true
+			delete(m.pausedWaiting, id)
+			return true
+		})
+	}
+	return unstarted, m.eachFetcher(func(f *SplitFetcher[E, S]) error { return f.RemoveSplits(splits) })
+}
+
+// PauseOrResumeSplits pauses and resumes splits by ID on whichever fetchers
+// hold them; splits still waiting for a fetcher start paused or not as the
+// last call says. It returns ErrPauseNotSupported when the SplitReader lacks
+// the PausableSplitReader capability.
+func (m *SplitFetcherManager[E, S]) PauseOrResumeSplits(pause, resume []string) error {
+	err := m.eachFetcher(func(f *SplitFetcher[E, S]) error { return f.PauseOrResumeSplits(pause, resume) })
+	if err != nil || len(m.waiting) == 0 {
+		return err
+	}
+	for _, s := range m.waiting {
+		id := s.SplitID()
+		switch {
+		case slices.Contains(resume, id):
+			delete(m.pausedWaiting, id)
+		case slices.Contains(pause, id):
+			m.pausedWaiting[id] = true
 		}
 	}
 	return nil
@@ -171,23 +231,42 @@ func (m *SplitFetcherManager[E, S]) PauseOrResumeSplits(pause, resume []string) 
 
 // RunOnFetchers queues fn on every running fetcher; see SplitFetcher.RunTask.
 func (m *SplitFetcherManager[E, S]) RunOnFetchers(fn func(SplitReader[E, S]) error) error {
+	return m.eachFetcher(func(f *SplitFetcher[E, S]) error { return f.RunTask(fn) })
+}
+
+// eachFetcher calls fn for every running fetcher, skipping those that shut
+// down or failed meanwhile (their ErrClosed): a failure surfaces through Err
+// instead.
+func (m *SplitFetcherManager[E, S]) eachFetcher(fn func(*SplitFetcher[E, S]) error) error {
 	if m.closed {
 		return ErrClosed
 	}
 	for _, f := range m.fetchers {
-		if err := f.RunTask(fn); err != nil && !errors.Is(err, ErrClosed) {
+		if err := fn(f); err != nil && !errors.Is(err, ErrClosed) {
 			return err
 		}
 	}
 	return nil
 }
 
-// MaybeShutdownFinishedFetchers shuts down every idle fetcher and reports
-// whether no fetcher is left. A fetcher that failed is never idle, so a
-// failure cannot pass for the end of the input.
+// MaybeShutdownFinishedFetchers shuts down every idle fetcher, starts
+// fetchers for waiting splits in their place, and reports whether no fetcher
+// is left and no split waits. A fetcher that failed is never idle, so a
+// failure cannot pass for the end of the input. If starting a fetcher fails,
+// the error is kept like a fetcher's and returned by Err.
 func (m *SplitFetcherManager[E, S]) MaybeShutdownFinishedFetchers() bool {
 	m.fetchers = slices.DeleteFunc(m.fetchers, (*SplitFetcher[E, S]).shutdownIfIdle)
-	return len(m.fetchers) == 0
+	if len(m.waiting) > 0 && !m.closed {
+		if err := m.startWaiting(); err != nil {
+			m.report(err)
+		}
+	}
+	return len(m.fetchers) == 0 && len(m.waiting) == 0
+}
+
+// hasWaiting reports whether splits wait for a fetcher.
+func (m *SplitFetcherManager[E, S]) hasWaiting() bool {
+	return len(m.waiting) > 0
 }
 
 // Fetchers returns the fetchers not yet shut down as finished, in creation
@@ -250,6 +329,7 @@ func (m *SplitFetcherManager[E, S]) Close() error {
 		f.Shutdown()
 	}
 	m.fetchers = nil
+	m.waiting = nil
 	m.cancel()
 	m.queue.Close()
 

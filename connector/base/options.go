@@ -13,18 +13,23 @@ const (
 	// DefaultCloseTimeout is how long Close waits for fetcher goroutines
 	// by default (Flink: source.reader.close.timeout).
 	DefaultCloseTimeout = 30 * time.Second
+	// DefaultMaxSplitFetchers is how many fetchers a fetcher-per-split
+	// manager runs at once by default.
+	DefaultMaxSplitFetchers = 16
 )
 
 // managerConfig is the configuration of a SplitFetcherManager.
 type managerConfig struct {
 	queueCapacity int
 	closeTimeout  time.Duration
+	maxFetchers   int
 }
 
 func defaultManagerConfig() managerConfig {
 	return managerConfig{
 		queueCapacity: DefaultElementQueueCapacity,
 		closeTimeout:  DefaultCloseTimeout,
+		maxFetchers:   DefaultMaxSplitFetchers,
 	}
 }
 
@@ -37,7 +42,23 @@ func (c managerConfig) validate() error {
 		return fmt.Errorf("base: close timeout %v must be positive (the default is %v)",
 			c.closeTimeout, DefaultCloseTimeout)
 	}
+	if c.maxFetchers < 1 {
+		return fmt.Errorf("base: max split fetchers %d must be at least 1 (the default is %d)",
+			c.maxFetchers, DefaultMaxSplitFetchers)
+	}
 	return nil
+}
+
+// ValidateManagerOptions reports the error NewSingleFetcherManager or
+// NewFetcherPerSplitManager would return for opts, so that a connector
+// taking these options from its user can fail early, when its source is
+// created, without validating them a second time itself.
+func ValidateManagerOptions(opts ...ManagerOption) error {
+	cfg := defaultManagerConfig()
+	for _, o := range opts {
+		o.applyManager(&cfg)
+	}
+	return cfg.validate()
 }
 
 // ManagerOption configures a SplitFetcherManager.
@@ -68,6 +89,18 @@ func WithCloseTimeout(d time.Duration) ManagerOption {
 	return managerOptionFunc(func(c *managerConfig) { c.closeTimeout = d })
 }
 
+// WithMaxSplitFetchers caps how many fetchers a fetcher-per-split manager
+// runs at once, default 16. Further splits wait, in the order they were
+// added, until a running fetcher has finished its split. Each fetcher may
+// hold one fetched batch besides the queue, so this cap, not the number of
+// splits, bounds the memory of the reader: (queue capacity + max fetchers +
+// 1) batches. A single-fetcher manager ignores it. Flink has no
+// counterpart: its fetcher-per-split manager starts a fetcher for every
+// split.
+func WithMaxSplitFetchers(n int) ManagerOption {
+	return managerOptionFunc(func(c *managerConfig) { c.maxFetchers = n })
+}
+
 // readerConfig is the configuration of a SourceReaderBase.
 type readerConfig struct {
 	pullMode bool
@@ -76,8 +109,6 @@ type readerConfig struct {
 func defaultReaderConfig() readerConfig {
 	return readerConfig{}
 }
-
-func (c readerConfig) validate() error { return nil }
 
 // ReaderOption configures a SourceReaderBase.
 type ReaderOption interface {

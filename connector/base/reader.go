@@ -19,7 +19,10 @@ var ErrDuplicateSplit = errors.New("split already assigned to this reader")
 // All three are called on the task goroutine.
 type SplitStateHooks[S connector.Split, SS any] interface {
 	// InitializedState returns the reading state of a split just added,
-	// positioned where the split says reading resumes.
+	// positioned where the split says reading resumes. It must not share
+	// mutable memory with split: the split is also handed to a fetcher,
+	// whose SplitReader may keep it while the state advances on the task
+	// goroutine.
 	InitializedState(split S) SS
 
 	// ToSplit returns a split that resumes reading where state stands. It
@@ -59,7 +62,7 @@ func (f SplitStateFuncs[S, SS]) OnSplitFinished(finished map[string]SS) error {
 type splitContext[T, SS any] struct {
 	id     string
 	state  SS
-	output connector.SourceOutput[T] // created on the split's first records
+	output connector.SourceOutput[T] // created at the first PollNext after the split was added
 }
 
 // readyChan is a closed channel: Available returns it when PollNext can make
@@ -88,9 +91,12 @@ var readyChan = func() chan struct{} {
 //     PollNext is not called the fetchers stop fetching and memory stays
 //     bounded, whatever the size of the input.
 //
-// Each split gets its own output (ReaderOutput.CreateOutputForSplit) when its
-// first records are emitted, released when the split finishes, so
-// watermarks are tracked per split.
+// Each split gets its own output (ReaderOutput.CreateOutputForSplit) at the
+// first PollNext after it was added, before any of its records arrive, and
+// keeps it until it finishes or is removed (ReleaseOutputForSplit). So
+// watermarks are tracked per split, and a split that has not emitted yet,
+// for instance one restored from a checkpoint, holds the combined watermark
+// back instead of being overtaken by the others.
 //
 // A connector wraps or embeds a SourceReaderBase and adds what is specific to
 // it, for example committing offsets in NotifyCheckpointComplete. All
@@ -106,6 +112,18 @@ type SourceReaderBase[E, T any, S connector.Split, SS any] struct {
 
 	splits map[string]*splitContext[T, SS]
 	order  []string // split IDs in the order they were added, for stable snapshots
+
+	// removing holds splits removed with RemoveSplits whose records may still
+	// be in flight; they are skipped until the fetcher confirms the removal
+	// in-band (removalAck), or the split's own end, already in flight, says
+	// nothing follows.
+	removing map[string]struct{}
+	// Output bookkeeping done at the next PollNext, which has the
+	// ReaderOutput: outputs to create for splits just added, and to release
+	// for splits removed.
+	outputsDirty bool
+	toCreate     []string
+	toRelease    []string
 
 	cur      RecordsWithSplitIDs[E] // batch being emitted, nil between batches
 	curSplit *splitContext[T, SS]   // split of cur being emitted, nil before the first
@@ -139,9 +157,6 @@ func NewSourceReaderBase[E, T any, S connector.Split, SS any](
 	for _, o := range opts {
 		o.applyReader(&cfg)
 	}
-	if err := cfg.validate(); err != nil {
-		return nil, err
-	}
 	return &SourceReaderBase[E, T, S, SS]{
 		cfg:      cfg,
 		ctx:      ctx,
@@ -150,6 +165,7 @@ func NewSourceReaderBase[E, T any, S connector.Split, SS any](
 		emitter:  emitter,
 		hooks:    hooks,
 		splits:   make(map[string]*splitContext[T, SS]),
+		removing: make(map[string]struct{}),
 	}, nil
 }
 
@@ -179,8 +195,16 @@ func (r *SourceReaderBase[E, T, S, SS]) PollNext(out connector.ReaderOutput[T]) 
 	if r.failed != nil {
 		return connector.NothingAvailable, r.failed
 	}
+	if r.outputsDirty {
+		r.syncOutputs(out)
+	}
 	for {
 		if r.cur == nil {
+			if r.fetchers.hasWaiting() {
+				// Between batches, give waiting splits the fetchers that
+				// finished; otherwise they would wait for an empty queue.
+				r.fetchers.MaybeShutdownFinishedFetchers()
+			}
 			if err := r.fetchers.Err(); err != nil {
 				return connector.NothingAvailable, err
 			}
@@ -206,22 +230,46 @@ func (r *SourceReaderBase[E, T, S, SS]) PollNext(out connector.ReaderOutput[T]) 
 	}
 }
 
+// syncOutputs creates the outputs of splits added and releases those of
+// splits removed since the last PollNext.
+func (r *SourceReaderBase[E, T, S, SS]) syncOutputs(out connector.ReaderOutput[T]) {
+	for _, id := range r.toRelease {
+		out.ReleaseOutputForSplit(id)
+	}
+	for _, id := range r.toCreate {
+		// A split added and removed before this poll never gets one.
+		if sc := r.splits[id]; sc != nil && sc.output == nil {
+			sc.output = out.CreateOutputForSplit(id)
+		}
+	}
+	clear(r.toRelease)
+	clear(r.toCreate)
+	r.toRelease, r.toCreate = r.toRelease[:0], r.toCreate[:0]
+	r.outputsDirty = false
+}
+
 // moveToNextSplit advances to the next split of the current batch, or
-// finishes the batch when there is none.
+// finishes the batch when there is none. Records of splits being removed are
+// skipped.
 func (r *SourceReaderBase[E, T, S, SS]) moveToNextSplit(out connector.ReaderOutput[T]) error {
-	id, ok := r.cur.NextSplit()
-	if !ok {
-		return r.finishCurrentBatch(out)
+	for {
+		id, ok := r.cur.NextSplit()
+		if !ok {
+			return r.finishCurrentBatch(out)
+		}
+		sc := r.splits[id]
+		if sc == nil {
+			if _, removed := r.removing[id]; removed {
+				continue
+			}
+			return fmt.Errorf("base: fetched records of split %q: %w", id, ErrUnknownSplit)
+		}
+		if sc.output == nil {
+			sc.output = out.CreateOutputForSplit(id)
+		}
+		r.curSplit = sc
+		return nil
 	}
-	sc := r.splits[id]
-	if sc == nil {
-		return fmt.Errorf("base: fetched records of split %q: %w", id, ErrUnknownSplit)
-	}
-	if sc.output == nil {
-		sc.output = out.CreateOutputForSplit(id)
-	}
-	r.curSplit = sc
-	return nil
 }
 
 // finishCurrentBatch retires the splits the batch finished, recycles the
@@ -229,14 +277,32 @@ func (r *SourceReaderBase[E, T, S, SS]) moveToNextSplit(out connector.ReaderOutp
 func (r *SourceReaderBase[E, T, S, SS]) finishCurrentBatch(out connector.ReaderOutput[T]) error {
 	b := r.cur
 	r.cur, r.curSplit = nil, nil
+	if ack, ok := b.(*removalAck[E]); ok {
+		for _, id := range ack.ids {
+			delete(r.removing, id)
+		}
+		return nil
+	}
 
 	var finished map[string]SS
+	var unknown error
 	if ids := b.FinishedSplits(); len(ids) > 0 {
-		finished = make(map[string]SS, len(ids))
 		for _, id := range ids {
 			sc, ok := r.splits[id]
 			if !ok {
-				continue
+				if _, removed := r.removing[id]; removed {
+					// Its end was in flight when it was removed: nothing
+					// of the split follows, and no removalAck will.
+					delete(r.removing, id)
+					continue
+				}
+				// Like records of an unknown split: the split is in two
+				// places or none (invariant 1).
+				unknown = fmt.Errorf("base: fetched the end of split %q: %w", id, ErrUnknownSplit)
+				break
+			}
+			if finished == nil {
+				finished = make(map[string]SS, len(ids))
 			}
 			finished[id] = sc.state
 			delete(r.splits, id)
@@ -248,6 +314,9 @@ func (r *SourceReaderBase[E, T, S, SS]) finishCurrentBatch(out connector.ReaderO
 	// memory back to the fetcher.
 	b.Recycle()
 
+	if unknown != nil {
+		return unknown
+	}
 	if len(finished) == 0 {
 		return nil
 	}
@@ -270,9 +339,21 @@ func (r *SourceReaderBase[E, T, S, SS]) finishCurrentBatch(out connector.ReaderO
 // NothingAvailable and EndOfInput. The order of checks matters: a fetcher
 // marks itself idle only after its last batch is in the queue, so once all
 // fetchers are seen idle, an empty queue really means nothing will come.
+//
+// Idle fetchers alone do not end the input: a split the reader still holds
+// would be lost, yet still listed in the last snapshot. That happens when a
+// connector removes a split from the fetchers directly
+// (SplitFetcherManager.RemoveSplits) rather than with RemoveSplits; the
+// reader then waits rather than end with a split unread.
 func (r *SourceReaderBase[E, T, S, SS]) finishedOrAvailableLater() (connector.InputStatus, error) {
 	allShutDown := r.fetchers.MaybeShutdownFinishedFetchers()
-	if !r.noMoreSplits || !allShutDown {
+	if allShutDown && len(r.removing) > 0 && r.queue.Len() == 0 {
+		// Nothing is in flight any more, so no confirmation of a removal
+		// can still come; a split removed from the fetchers directly
+		// before the reader removed it would otherwise stay here forever.
+		clear(r.removing)
+	}
+	if !r.noMoreSplits || !allShutDown || len(r.splits) > 0 {
 		return connector.NothingAvailable, nil
 	}
 	if r.queue.Len() > 0 {
@@ -312,7 +393,8 @@ func (r *SourceReaderBase[E, T, S, SS]) SnapshotState(checkpointID int64) ([]S, 
 }
 
 // AddSplits implements connector.SourceReader. It rejects, adding nothing, a
-// batch of splits containing one the reader already holds.
+// batch of splits containing one the reader already holds, or one it is
+// still removing (see RemoveSplits).
 func (r *SourceReaderBase[E, T, S, SS]) AddSplits(splits []S) error {
 	if r.closed {
 		return ErrClosed
@@ -323,13 +405,19 @@ func (r *SourceReaderBase[E, T, S, SS]) AddSplits(splits []S) error {
 		if _, held := r.splits[id]; held || seen[id] {
 			return fmt.Errorf("base: add split %q: %w", id, ErrDuplicateSplit)
 		}
+		if _, removing := r.removing[id]; removing {
+			return fmt.Errorf("base: add split %q: records of it fetched before its removal are still queued; "+
+				"add it again after the reader has polled them: %w", id, ErrDuplicateSplit)
+		}
 		seen[id] = true
 	}
 	for _, s := range splits {
 		id := s.SplitID()
 		r.splits[id] = &splitContext[T, SS]{id: id, state: r.hooks.InitializedState(s)}
 		r.order = append(r.order, id)
+		r.toCreate = append(r.toCreate, id)
 	}
+	r.outputsDirty = true
 	if err := r.fetchers.AddSplits(splits); err != nil {
 		// Some splits may have reached a fetcher and others not; the reader
 		// can no longer tell which are being read. Fail for good, so that
@@ -337,6 +425,62 @@ func (r *SourceReaderBase[E, T, S, SS]) AddSplits(splits []S) error {
 		r.failed = fmt.Errorf("base: add splits: %w", err)
 		return r.failed
 	}
+	return nil
+}
+
+// RemoveSplits stops reading splits the reader holds, for connectors that
+// take splits away (a deleted topic, a split handed to another reader).
+// The splits leave the reader's state at once: they are in no later
+// snapshot, their outputs are released at the next PollNext, they are not
+// reported to OnSplitFinished, and they no longer hold back EndOfInput.
+// Records of them already fetched are dropped. Splits the reader does not
+// hold are ignored.
+//
+// A removed split can be added again once its removal has gone through the
+// queue; until then AddSplits rejects it with ErrDuplicateSplit.
+func (r *SourceReaderBase[E, T, S, SS]) RemoveSplits(splits []S) error {
+	if r.closed {
+		return ErrClosed
+	}
+	if r.failed != nil {
+		return r.failed
+	}
+	var held []S
+	for _, s := range splits {
+		id := s.SplitID()
+		sc, ok := r.splits[id]
+		if !ok {
+			continue
+		}
+		held = append(held, s)
+		delete(r.splits, id)
+		r.order = slices.DeleteFunc(r.order, func(o string) bool { return o == id })
+		if sc.output != nil {
+			r.toRelease = append(r.toRelease, id)
+			r.outputsDirty = true
+		}
+		if r.curSplit == sc {
+			// PollNext moves on to the batch's next split.
+			r.curSplit = nil
+		}
+	}
+	if len(held) == 0 {
+		return nil
+	}
+	unstarted, err := r.fetchers.removeSplits(held)
+	for _, s := range held {
+		if id := s.SplitID(); !unstarted[id] {
+			r.removing[id] = struct{}{}
+		}
+	}
+	if err != nil {
+		// As in AddSplits: the reader can no longer tell which splits are
+		// being read.
+		r.failed = fmt.Errorf("base: remove splits: %w", err)
+		return r.failed
+	}
+	// The engine may be waiting on Available for the last of these splits.
+	r.queue.NotifyAvailable()
 	return nil
 }
 

@@ -366,8 +366,9 @@ func waitFinished(t *testing.T, r *testReader, out *recordingOutput) {
 }
 
 // TestSplitOutputs checks per-split outputs: each split's records go through
-// its own output, created when its first records are emitted and released
-// when it finishes; a split without records never gets one.
+// its own output, created at the first PollNext after the split was added
+// (also for a split without records, which holds the watermark back until
+// it finishes) and released when it finishes.
 func TestSplitOutputs(t *testing.T) {
 	r, _, _ := newTestReader(t, readerSetup{batch: 5, capacity: 2})
 	defer closeReader(t, r)
@@ -389,12 +390,12 @@ func TestSplitOutputs(t *testing.T) {
 		t.Fatalf("split b output got %v, want %v", got, want)
 	}
 	slices.Sort(out.created)
-	if !slices.Equal(out.created, []string{"a", "b"}) {
-		t.Fatalf("outputs created for %v, want [a b]", out.created)
+	if !slices.Equal(out.created, []string{"a", "b", "empty"}) {
+		t.Fatalf("outputs created for %v, want [a b empty]", out.created)
 	}
 	slices.Sort(out.released)
-	if !slices.Equal(out.released, []string{"a", "b"}) {
-		t.Fatalf("outputs released for %v, want [a b]", out.released)
+	if !slices.Equal(out.released, []string{"a", "b", "empty"}) {
+		t.Fatalf("outputs released for %v, want [a b empty]", out.released)
 	}
 	if len(out.outputs) != 0 {
 		t.Fatalf("outputs still held at the end: %v", out.outputs)
@@ -501,15 +502,18 @@ func TestEndOfInput(t *testing.T) {
 // resumed, and that a SplitReader without the capability is reported.
 func TestPauseOrResumeSplits(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		r, _, _ := newTestReader(t, readerSetup{batch: 4})
+		gate := make(chan struct{})
+		r, _, _ := newTestReader(t, readerSetup{batch: 4, setup: func(mr *memReader) { mr.gate = gate }})
 		defer closeReader(t, r)
 		if err := r.AddSplits([]testSplit{{ID: "a", Next: 0, End: 6}, {ID: "b", Next: 100, End: 106}}); err != nil {
 			t.Fatal(err)
 		}
-		// Tasks run before any Fetch, so a is paused from the start.
+		// Tasks run between Fetch calls, and the gate holds the first Fetch
+		// until the pause is queued, so a is paused from the start.
 		if err := r.PauseOrResumeSplits([]string{"a", "unknown"}, nil); err != nil {
 			t.Fatal(err)
 		}
+		close(gate)
 		out := newRecordingOutput()
 		driveN(t, r, out, 6)
 		synctest.Wait()

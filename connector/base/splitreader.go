@@ -12,7 +12,9 @@ type SplitsChange[S connector.Split] struct {
 	// Added are splits to start reading, from the position each carries.
 	Added []S
 	// Removed are splits to stop reading. Records already returned for them
-	// may still be emitted.
+	// are dropped by the reader. After the change the SplitReader must not
+	// return records of them nor list them in FinishedSplits: the fetcher
+	// reports their end itself.
 	Removed []S
 }
 
@@ -50,6 +52,10 @@ type SplitReader[E any, S connector.Split] interface {
 	// no Fetch is running; then the next Fetch must return promptly
 	// instead. A Fetch that returns early because of a stale wake-up is
 	// harmless: the fetcher just calls it again.
+	//
+	// WakeUp must not block: it runs on the task goroutine, inside
+	// AddSplits, PauseOrResumeSplits and the like, which must not wait for
+	// the external system. Set a flag or cancel a context, and return.
 	WakeUp()
 
 	// Close releases the reader's resources. It is called once, on the

@@ -24,6 +24,14 @@
 // records resumes exactly at the second (invariant 6 of DESIGN.md); lines
 // fetched but not yet emitted are read again after a restore.
 //
+// # Memory
+//
+// A reader buffers at most (queue capacity + 2) batches. A batch holds at
+// most WithBatchLines lines and ends early once its lines reach
+// WithBatchBytes; no line is longer than WithMaxLineBytes, and a longer one
+// fails the reader with an error naming the file and the line's offset. So
+// a file without newlines, or with huge lines, cannot exhaust memory.
+//
 // # Assignment
 //
 // The enumerator holds the splits not yet assigned and hands one out per

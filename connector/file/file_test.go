@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"math/rand/v2"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -341,5 +342,58 @@ func TestNewSourceValidates(t *testing.T) {
 	src := newSource(t, []string{"a"})
 	if src.Boundedness() != connector.Bounded {
 		t.Fatalf("Boundedness = %v, want bounded", src.Boundedness())
+	}
+}
+
+// TestSplitSerializerRejectsBadRanges checks that a decoded split whose
+// offsets cannot come from this source is reported corrupt instead of being
+// read from a wrong position.
+func TestSplitSerializerRejectsBadRanges(t *testing.T) {
+	bad := []Split{
+		{ID: "offset before start", Path: "a", Start: 10, End: 20, Offset: 9},
+		{ID: "end before start", Path: "a", Start: 10, End: 9, Offset: 10},
+		{ID: "negative start", Path: "a", Start: -1, End: 9, Offset: 0},
+	}
+	for _, s := range bad {
+		b, err := SplitSerializer{}.Serialize(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := (SplitSerializer{}).Deserialize(1, b); !errors.Is(err, errCorrupt) {
+			t.Fatalf("%s: Deserialize = %v, want errCorrupt", s.ID, err)
+		}
+		st, err := EnumeratorStateSerializer{}.Serialize(EnumeratorState{Pending: []Split{s}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := (EnumeratorStateSerializer{}).Deserialize(1, st); !errors.Is(err, errCorrupt) {
+			t.Fatalf("%s: enumerator state Deserialize = %v, want errCorrupt", s.ID, err)
+		}
+	}
+	// Offset past End is legal: the last line of a range may end after it.
+	ok := Split{ID: "past end", Path: "a", Start: 0, End: 10, Offset: 15}
+	b, _ := SplitSerializer{}.Serialize(ok)
+	if got, err := (SplitSerializer{}).Deserialize(1, b); err != nil || got != ok {
+		t.Fatalf("Deserialize(offset past end) = %+v, %v; want %+v", got, err, ok)
+	}
+}
+
+// TestPathsAreCleaned checks that paths naming the same file lexically are
+// one path: listed twice they are rejected, and splits carry the clean form.
+func TestPathsAreCleaned(t *testing.T) {
+	for _, paths := range [][]string{{"./a", "a"}, {"dir/../a", "a"}, {"d//a", "d/a/"}} {
+		if _, err := NewSource(paths); err == nil || !strings.Contains(err.Error(), "listed twice") {
+			t.Fatalf("NewSource(%q) = %v, want a duplicate path error", paths, err)
+		}
+	}
+	dir := filepath.Dir(writeFiles(t, "x\n")[0])
+	src := newSource(t, []string{dir + "/./fa.txt"})
+	e, err := src.CreateEnumerator(&job{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, _ := e.SnapshotState(1)
+	if len(st.Pending) != 1 || st.Pending[0].Path != filepath.Join(dir, "fa.txt") {
+		t.Fatalf("split path = %+v, want %s", st.Pending, filepath.Join(dir, "fa.txt"))
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"slices"
+	"sync/atomic"
 
 	"github.com/splitflow/splitflow/connector"
 	"github.com/splitflow/splitflow/connector/base"
@@ -16,19 +17,43 @@ import (
 // readBufferSize is the size of the buffered reader over each file.
 const readBufferSize = 64 << 10
 
+// longLineKeep is the largest long-line buffer kept between lines; after a
+// longer line the buffer is dropped, so that one huge line does not pin its
+// size for the life of the reader.
+const longLineKeep = 1 << 20
+
+// errInterrupted is returned by readLine when WakeUp or the end of the
+// context stopped it inside a line.
+var errInterrupted = errors.New("interrupted")
+
+// lineTooLongError is returned by readLine for a line over the maximum.
+type lineTooLongError struct{ max int }
+
+func (e *lineTooLongError) Error() string {
+	return fmt.Sprintf("line longer than the maximum of %d bytes (WithMaxLineBytes)", e.max)
+}
+
 // lineReader is the file source's base.SplitReader. It reads its splits one
-// after the other, up to batchLines lines per Fetch, from the split's Offset.
+// after the other, from the split's Offset, up to batchLines lines per Fetch
+// and fewer once the batch holds batchBytes.
 //
-// Everything runs on the fetcher goroutine. Reads from a local file do not
-// block indefinitely and a Fetch ends after one batch, so WakeUp has nothing
-// to interrupt: a Fetch is always prompt.
+// Everything runs on the fetcher goroutine except WakeUp. Reads from a local
+// file do not block indefinitely and a Fetch ends after one batch, so it is
+// prompt, except while it assembles a line longer than the read buffer (up
+// to maxLineBytes): that loop checks WakeUp and the context, and when
+// interrupted rewinds to the start of the line, which the next Fetch reads
+// again.
 type lineReader struct {
-	batchLines int
-	pool       *base.RecordsBySplitsPool[Line]
+	batchLines   int
+	batchBytes   int
+	maxLineBytes int
+	pool         *base.RecordsBySplitsPool[Line]
 
 	queue []Split // assigned, not yet opened
 	cur   *openSplit
 	long  []byte // assembles lines longer than the read buffer
+
+	woken atomic.Bool // set by WakeUp, cleared when a Fetch returns
 }
 
 // openSplit is the split being read.
@@ -39,13 +64,21 @@ type openSplit struct {
 	pos   int64 // offset of the next unread byte: the start of the next line
 }
 
-func newLineReader(batchLines int, pool *base.RecordsBySplitsPool[Line]) *lineReader {
-	return &lineReader{batchLines: batchLines, pool: pool}
+func newLineReader(cfg config, pool *base.RecordsBySplitsPool[Line]) *lineReader {
+	return &lineReader{
+		batchLines:   cfg.batchLines,
+		batchBytes:   cfg.batchBytes,
+		maxLineBytes: cfg.maxLineBytes,
+		pool:         pool,
+	}
 }
 
 // Fetch implements base.SplitReader: the next lines of the current split,
 // and the split's end when it is reached.
 func (r *lineReader) Fetch(ctx context.Context) (base.RecordsWithSplitIDs[Line], error) {
+	// A wake-up that arrives while this Fetch runs is for it, and it
+	// returns anyway; one that arrives later is for the next.
+	defer r.woken.Store(false)
 	if r.cur == nil {
 		if len(r.queue) == 0 {
 			return nil, nil
@@ -61,12 +94,22 @@ func (r *lineReader) Fetch(ctx context.Context) (base.RecordsWithSplitIDs[Line],
 
 	cur := r.cur
 	b := r.pool.Get()
+	bytes := 0
 	for range r.batchLines {
 		if cur.pos >= cur.split.End {
 			r.finish(b)
 			break
 		}
-		text, n, err := r.readLine(cur.r)
+		text, n, err := r.readLine(ctx, cur.r)
+		if errors.Is(err, errInterrupted) {
+			// Return the lines read so far; the next Fetch starts the
+			// interrupted line again.
+			if err := cur.rewind(); err != nil {
+				b.Recycle()
+				return nil, fmt.Errorf("file source: read %s at offset %d: %w", cur.split.Path, cur.pos, err)
+			}
+			break
+		}
 		if err != nil && !errors.Is(err, io.EOF) {
 			b.Recycle()
 			return nil, fmt.Errorf("file source: read %s at offset %d: %w", cur.split.Path, cur.pos, err)
@@ -74,9 +117,13 @@ func (r *lineReader) Fetch(ctx context.Context) (base.RecordsWithSplitIDs[Line],
 		if n > 0 {
 			cur.pos += n
 			b.Add(cur.split.ID, Line{Text: text, Next: cur.pos})
+			bytes += len(text)
 		}
 		if err != nil { // io.EOF: the file ended before End
 			r.finish(b)
+			break
+		}
+		if bytes >= r.batchBytes {
 			break
 		}
 	}
@@ -92,12 +139,22 @@ func (r *lineReader) finish(b *base.RecordsBySplits[Line]) {
 
 // readLine reads one line, returning it without its '\n' and the number of
 // bytes consumed including the '\n'. At the end of the file it returns the
-// unterminated remainder (possibly empty) with io.EOF.
-func (r *lineReader) readLine(br *bufio.Reader) (string, int64, error) {
+// unterminated remainder (possibly empty) with io.EOF. A line longer than
+// maxLineBytes fails with a *lineTooLongError; WakeUp or the end of ctx
+// while a long line is assembled stops it with errInterrupted. After either,
+// br is somewhere inside the line.
+func (r *lineReader) readLine(ctx context.Context, br *bufio.Reader) (string, int64, error) {
 	line, err := br.ReadSlice('\n')
 	if errors.Is(err, bufio.ErrBufferFull) {
+		defer r.shrinkLong()
 		r.long = append(r.long[:0], line...)
 		for errors.Is(err, bufio.ErrBufferFull) {
+			if len(r.long) > r.maxLineBytes {
+				return "", 0, &lineTooLongError{max: r.maxLineBytes}
+			}
+			if r.woken.Swap(false) || ctx.Err() != nil {
+				return "", 0, errInterrupted
+			}
 			line, err = br.ReadSlice('\n')
 			r.long = append(r.long, line...)
 		}
@@ -107,7 +164,27 @@ func (r *lineReader) readLine(br *bufio.Reader) (string, int64, error) {
 	if err == nil {
 		line = line[:len(line)-1]
 	}
+	if len(line) > r.maxLineBytes {
+		return "", 0, &lineTooLongError{max: r.maxLineBytes}
+	}
 	return string(line), n, err
+}
+
+// shrinkLong drops the long-line buffer if the last line made it bigger
+// than worth keeping.
+func (r *lineReader) shrinkLong() {
+	if cap(r.long) > longLineKeep {
+		r.long = nil
+	}
+}
+
+// rewind positions the reader back at pos, the start of the next line.
+func (o *openSplit) rewind() error {
+	if _, err := o.f.Seek(o.pos, io.SeekStart); err != nil {
+		return err
+	}
+	o.r.Reset(o.f)
+	return nil
 }
 
 // openAt opens s's file positioned at the start of the first line to emit.
@@ -171,9 +248,9 @@ func (r *lineReader) HandleSplitsChanges(c base.SplitsChange[Split]) error {
 	return nil
 }
 
-// WakeUp implements base.SplitReader. Fetch never blocks for long (see
-// lineReader), so there is nothing to interrupt.
-func (r *lineReader) WakeUp() {}
+// WakeUp implements base.SplitReader: it stops a Fetch that is assembling a
+// long line (see lineReader); any other Fetch returns promptly anyway.
+func (r *lineReader) WakeUp() { r.woken.Store(true) }
 
 // Close implements base.SplitReader.
 func (r *lineReader) Close() error {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 
 	"github.com/splitflow/splitflow/connector"
 	"github.com/splitflow/splitflow/connector/base"
@@ -13,19 +14,35 @@ import (
 const (
 	// DefaultBatchLines is the default number of lines per fetched batch.
 	DefaultBatchLines = 1024
+	// DefaultBatchBytes is the default number of bytes of lines after which
+	// a fetched batch ends early.
+	DefaultBatchBytes = 1 << 20
+	// DefaultMaxLineBytes is the default length of the longest line the
+	// source accepts.
+	DefaultMaxLineBytes = 16 << 20
 )
 
 type config struct {
 	splitSize     int64
 	batchLines    int
+	batchBytes    int
+	maxLineBytes  int
 	queueCapacity int
 }
 
 func defaultConfig() config {
 	return config{
 		batchLines:    DefaultBatchLines,
+		batchBytes:    DefaultBatchBytes,
+		maxLineBytes:  DefaultMaxLineBytes,
 		queueCapacity: base.DefaultElementQueueCapacity,
 	}
+}
+
+// managerOptions are the options of the base.SplitFetcherManager; base
+// validates them.
+func (c config) managerOptions() []base.ManagerOption {
+	return []base.ManagerOption{base.WithElementQueueCapacity(c.queueCapacity)}
 }
 
 func (c config) validate() error {
@@ -34,9 +51,13 @@ func (c config) validate() error {
 		return fmt.Errorf("file source: split size %d must be 0 (one split per file) or positive", c.splitSize)
 	case c.batchLines < 1:
 		return fmt.Errorf("file source: batch of %d lines must hold at least 1 (the default is %d)", c.batchLines, DefaultBatchLines)
-	case c.queueCapacity < 1:
-		return fmt.Errorf("file source: element queue capacity %d must be at least 1 (the default is %d)",
-			c.queueCapacity, base.DefaultElementQueueCapacity)
+	case c.batchBytes < 1:
+		return fmt.Errorf("file source: batch of %d bytes must hold at least 1 (the default is %d)", c.batchBytes, DefaultBatchBytes)
+	case c.maxLineBytes < 1:
+		return fmt.Errorf("file source: max line length %d bytes must be at least 1 (the default is %d)", c.maxLineBytes, DefaultMaxLineBytes)
+	}
+	if err := base.ValidateManagerOptions(c.managerOptions()...); err != nil {
+		return fmt.Errorf("file source: %w", err)
 	}
 	return nil
 }
@@ -57,10 +78,26 @@ func WithSplitSize(bytes int64) Option {
 }
 
 // WithBatchLines sets how many lines a fetch returns at most, default 1024.
-// Together with the queue capacity it bounds what a reader buffers:
-// (capacity + 2) batches.
+// A batch also ends early once its lines reach WithBatchBytes. A reader
+// buffers at most (queue capacity + 2) batches.
 func WithBatchLines(lines int) Option {
 	return optionFunc(func(c *config) { c.batchLines = lines })
+}
+
+// WithBatchBytes ends a fetched batch early once its lines hold bytes bytes
+// or more, default 1 MiB. With WithMaxLineBytes it bounds a batch in bytes,
+// to less than bytes plus one line, whatever the lines' lengths; the
+// memory of a reader is then bounded by (queue capacity + 2) such batches.
+func WithBatchBytes(bytes int) Option {
+	return optionFunc(func(c *config) { c.batchBytes = bytes })
+}
+
+// WithMaxLineBytes sets the length of the longest line accepted, without
+// its '\n', default 16 MiB. A longer line fails the reader with an error
+// naming the file and the line's byte offset, rather than buffering a file
+// with no newline in memory.
+func WithMaxLineBytes(bytes int) Option {
+	return optionFunc(func(c *config) { c.maxLineBytes = bytes })
 }
 
 // WithElementQueueCapacity sets the number of batches buffered between the
@@ -80,7 +117,12 @@ type Source struct {
 
 var _ connector.Source[string, Split, EnumeratorState] = (*Source)(nil)
 
-// NewSource returns a source reading paths, in that order.
+// NewSource returns a source reading paths, in that order. Paths are
+// cleaned (filepath.Clean) before anything else: splits carry the cleaned
+// path, and two paths that clean to the same one, like "./a" and "a", are
+// rejected as the same file listed twice. Paths naming one file in other
+// ways (symbolic links, hard links, relative and absolute forms) are not
+// detected.
 func NewSource(paths []string, opts ...Option) (*Source, error) {
 	cfg := defaultConfig()
 	for _, o := range opts {
@@ -92,14 +134,17 @@ func NewSource(paths []string, opts ...Option) (*Source, error) {
 	if len(paths) == 0 {
 		return nil, errors.New("file source: no paths to read")
 	}
-	seen := make(map[string]bool, len(paths))
+	cleaned := make([]string, 0, len(paths))
+	seen := make(map[string]string, len(paths))
 	for _, p := range paths {
-		if seen[p] {
-			return nil, fmt.Errorf("file source: path %s listed twice; its lines would be read twice", p)
+		c := filepath.Clean(p)
+		if first, ok := seen[c]; ok {
+			return nil, fmt.Errorf("file source: path %s listed twice (as %s and %s); its lines would be read twice", c, first, p)
 		}
-		seen[p] = true
+		seen[c] = p
+		cleaned = append(cleaned, c)
 	}
-	return &Source{paths: append([]string(nil), paths...), cfg: cfg}, nil
+	return &Source{paths: cleaned, cfg: cfg}, nil
 }
 
 // Boundedness implements connector.Source: files are read to their end.
@@ -153,9 +198,9 @@ func (s *Source) CreateReader(ctx connector.SourceReaderContext) (connector.Sour
 	pool := base.NewRecordsBySplitsPool[Line](s.cfg.queueCapacity + 3)
 	fetchers, err := base.NewSingleFetcherManager(
 		func() (base.SplitReader[Line, Split], error) {
-			return newLineReader(s.cfg.batchLines, pool), nil
+			return newLineReader(s.cfg, pool), nil
 		},
-		base.WithElementQueueCapacity(s.cfg.queueCapacity),
+		s.cfg.managerOptions()...,
 	)
 	if err != nil {
 		return nil, err

@@ -149,5 +149,10 @@ func (d *decoder) split() Split {
 	s.Start = d.varint()
 	s.End = d.varint()
 	s.Offset = d.varint()
+	// Offset may pass End (the last line of a range may end after it), but
+	// never precede Start; a range never ends before it starts.
+	if d.err == nil && (s.Start < 0 || s.End < s.Start || s.Offset < s.Start) {
+		d.err = fmt.Errorf("split %s: range [%d,%d) with offset %d: %w", s.ID, s.Start, s.End, s.Offset, errCorrupt)
+	}
 	return s
 }

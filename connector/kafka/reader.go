@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -77,6 +78,8 @@ func (r *splitReader) HandleSplitsChanges(ch base.SplitsChange[Split]) error {
 	}
 	rm := map[string][]int32{}
 	for _, s := range ch.Removed {
+		// A removed split is reported neither as records nor as finished.
+		r.finished = slices.DeleteFunc(r.finished, func(id string) bool { return id == s.SplitID() })
 		delete(r.parts, s.TopicPartition)
 		rm[s.Topic] = append(rm[s.Topic], s.Partition)
 		r.lag.remove(s.TopicPartition)
