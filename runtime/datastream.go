@@ -1,0 +1,314 @@
+package runtime
+
+import (
+	"fmt"
+	"strconv"
+
+	"github.com/splitflow/splitflow/connector"
+)
+
+// DataStream is a stream of records of type T in a job being built. The
+// transformations are functions, not methods, because Go methods cannot
+// introduce type parameters: Map(ds, fn), not ds.Map(fn).
+//
+// The setters (Name, UID, Parallelism, DisableChaining, StartNewChain)
+// configure the operator that produces the stream and return the stream.
+type DataStream[T any] struct {
+	env  *Environment
+	node *node
+	// part is the partitioner the next operator consumes this stream with;
+	// set by Rebalance, Broadcast and Forward.
+	part     partitionKind
+	explicit bool
+}
+
+// Name sets the operator's name, used in errors and task names.
+func (d DataStream[T]) Name(name string) DataStream[T] {
+	d.node.name = name
+	return d
+}
+
+// UID sets the operator's stable id. State will be restored by UID, so set
+// one on every stateful operator of a job that is meant to be upgraded; the
+// generated default depends on the order operators were added in.
+func (d DataStream[T]) UID(uid string) DataStream[T] {
+	d.node.uid = uid
+	return d
+}
+
+// Parallelism sets the operator's number of subtasks (default: the
+// environment's).
+func (d DataStream[T]) Parallelism(n int) DataStream[T] {
+	d.node.parallelism, d.node.parSet = n, true
+	return d
+}
+
+// DisableChaining runs the operator in a task of its own, chained to
+// neither its predecessor nor its successors.
+func (d DataStream[T]) DisableChaining() DataStream[T] {
+	d.node.chaining = chainNever
+	return d
+}
+
+// StartNewChain starts a new chain at this operator: it is not chained to
+// its predecessor, but its successors may chain to it.
+func (d DataStream[T]) StartNewChain() DataStream[T] {
+	d.node.chaining = chainHead
+	return d
+}
+
+// KeyedStream is a DataStream partitioned by key: every record with the same
+// key goes to the same subtask of the next operator.
+type KeyedStream[K comparable, T any] struct {
+	stream DataStream[T]
+	keyFn  func(T) K
+	hash   func(K) uint32
+	err    error
+}
+
+func (env *Environment) addNode(kind string, n *node) *node {
+	n.id = len(env.nodes)
+	n.kind = kind
+	if n.name == "" {
+		n.name = kind
+	}
+	n.uid = strconv.Itoa(n.id) + "-" + kind
+	env.nodes = append(env.nodes, n)
+	return n
+}
+
+func connect[T any](up DataStream[T], n *node, kind partitionKind, explicit bool, keyHash any) {
+	e := &edge{from: up.node, to: n, kind: kind, explicit: explicit, keyHash: keyHash}
+	up.node.outputs = append(up.node.outputs, e)
+	n.inputs = append(n.inputs, e)
+}
+
+func errNilFunction(what string) error {
+	return fmt.Errorf("%s is nil", what)
+}
+
+// FromSource adds a source. The source's enumerator runs on a coordinator
+// goroutine of its own; each subtask runs a reader on its task goroutine.
+// strategy assigns timestamps and watermarks (NoWatermarks[T]() for none).
+func FromSource[T any, S connector.Split, C any](env *Environment, src connector.Source[T, S, C], name string, strategy WatermarkStrategy[T]) DataStream[T] {
+	n := &node{name: "Source: " + name, out: typeOpsFor[T]{}, source: &sourceSpec[T, S, C]{src: src, strategy: strategy}}
+	if src == nil {
+		n.errs = append(n.errs, errNilFunction("source"))
+	}
+	env.addNode("Source", n)
+	if name == "" {
+		n.name = "Source"
+	}
+	return DataStream[T]{env: env, node: n}
+}
+
+type sourceSpec[T any, S connector.Split, C any] struct {
+	src      connector.Source[T, S, C]
+	strategy WatermarkStrategy[T]
+}
+
+func (s *sourceSpec[T, S, C]) newCoordinator(info opInfo, parallelism int, fail func(error)) operatorCoordinator {
+	return newSourceCoordinator(info, s.src, parallelism, fail)
+}
+
+func (s *sourceSpec[T, S, C]) buildSubtask(coord operatorCoordinator, info opInfo, parallelism int, mb *mailbox, out any) (lifecycle, taskInput) {
+	c := coord.(*sourceCoordinator[T, S, C])
+	op := &sourceOperator[T, S, C]{info: info, src: s.src, coord: c, par: parallelism, strategy: s.strategy, out: out.(output[T])}
+	c.readers[info.subtask] = op
+	c.mailboxes[info.subtask] = mb
+	return op, op
+}
+
+// Map transforms each record with fn; a record keeps its timestamp. An
+// error from fn fails the job.
+func Map[I, O any](ds DataStream[I], fn func(I) (O, error)) DataStream[O] {
+	n := &node{out: typeOpsFor[O]{}, in: typeOpsFor[I]{}}
+	if fn == nil {
+		n.errs = append(n.errs, errNilFunction("map function"))
+	}
+	n.build = func(info opInfo, _ int, out any) (lifecycle, any) {
+		op := &mapOperator[I, O]{noLifecycle: noLifecycle{info: info}, fn: fn, out: out.(output[O])}
+		return op, output[I](op)
+	}
+	ds.env.addNode("Map", n)
+	connect(ds, n, ds.part, ds.explicit, nil)
+	return DataStream[O]{env: ds.env, node: n}
+}
+
+// Filter keeps the records for which fn returns true.
+func Filter[T any](ds DataStream[T], fn func(T) (bool, error)) DataStream[T] {
+	n := &node{out: typeOpsFor[T]{}, in: typeOpsFor[T]{}}
+	if fn == nil {
+		n.errs = append(n.errs, errNilFunction("filter function"))
+	}
+	n.build = func(info opInfo, _ int, out any) (lifecycle, any) {
+		op := &filterOperator[T]{noLifecycle: noLifecycle{info: info}, fn: fn, out: out.(output[T])}
+		return op, output[T](op)
+	}
+	ds.env.addNode("Filter", n)
+	connect(ds, n, ds.part, ds.explicit, nil)
+	return DataStream[T]{env: ds.env, node: n}
+}
+
+// FlatMap emits zero or more records per record; they all get the input
+// record's timestamp.
+func FlatMap[I, O any](ds DataStream[I], fn func(I, Collector[O]) error) DataStream[O] {
+	n := &node{out: typeOpsFor[O]{}, in: typeOpsFor[I]{}}
+	if fn == nil {
+		n.errs = append(n.errs, errNilFunction("flatMap function"))
+	}
+	n.build = func(info opInfo, _ int, out any) (lifecycle, any) {
+		op := &flatMapOperator[I, O]{noLifecycle: noLifecycle{info: info}, fn: fn, out: out.(output[O])}
+		return op, output[I](op)
+	}
+	ds.env.addNode("FlatMap", n)
+	connect(ds, n, ds.part, ds.explicit, nil)
+	return DataStream[O]{env: ds.env, node: n}
+}
+
+// Union merges streams of the same type into one. The union is an
+// operator with one input per stream; a task reading it takes the minimum
+// watermark over all its input channels, and idle inputs do not hold it
+// back. Each input keeps its own partitioning (forward by default).
+func Union[T any](first DataStream[T], others ...DataStream[T]) DataStream[T] {
+	n := &node{out: typeOpsFor[T]{}, in: typeOpsFor[T]{}}
+	n.build = func(info opInfo, _ int, out any) (lifecycle, any) {
+		op := &forwardOperator[T]{noLifecycle: noLifecycle{info: info}, out: out.(output[T])}
+		return op, output[T](op)
+	}
+	first.env.addNode("Union", n)
+	for _, ds := range append([]DataStream[T]{first}, others...) {
+		if ds.env != first.env {
+			n.errs = append(n.errs, fmt.Errorf("cannot union streams of different environments"))
+			continue
+		}
+		connect(ds, n, ds.part, ds.explicit, nil)
+	}
+	return DataStream[T]{env: first.env, node: n}
+}
+
+// Rebalance sends the stream round-robin to the next operator's subtasks.
+func Rebalance[T any](ds DataStream[T]) DataStream[T] {
+	ds.part, ds.explicit = partitionRebalance, true
+	return ds
+}
+
+// Broadcast sends every record of the stream to every subtask of the next
+// operator.
+func Broadcast[T any](ds DataStream[T]) DataStream[T] {
+	ds.part, ds.explicit = partitionBroadcast, true
+	return ds
+}
+
+// Forward sends subtask i's records to subtask i of the next operator,
+// which must have the same parallelism. It is the default between
+// operators of equal parallelism.
+func Forward[T any](ds DataStream[T]) DataStream[T] {
+	ds.part, ds.explicit = partitionForward, true
+	return ds
+}
+
+// KeyBy partitions the stream by the key keyFn extracts. The key's key group
+// comes from a stable murmur3 hash of its bytes, so strings, integers and
+// booleans (and named types over them) route the same in every run; other
+// key types need KeyByHashed.
+func KeyBy[K comparable, T any](ds DataStream[T], keyFn func(T) K) KeyedStream[K, T] {
+	h, err := stableHasher[K]()
+	return KeyedStream[K, T]{stream: ds, keyFn: keyFn, hash: h, err: err}
+}
+
+// KeyByHashed is KeyBy with a caller-supplied key hash. The hash must be
+// stable across processes and releases (derive it from the key's bytes, for
+// instance with HashString); Go's map hash is not.
+func KeyByHashed[K comparable, T any](ds DataStream[T], keyFn func(T) K, hash func(K) uint32) KeyedStream[K, T] {
+	ks := KeyedStream[K, T]{stream: ds, keyFn: keyFn, hash: hash}
+	if hash == nil {
+		ks.err = errNilFunction("key hash function")
+	}
+	return ks
+}
+
+// Process runs fn on a keyed stream, with per-key state (GetValueState,
+// GetMapState) and event- and processing-time timers.
+//
+// fn is shared by all subtasks of the operator, whose task goroutines call
+// it concurrently: it must not keep mutable data of its own (state belongs
+// in keyed state). A function that keeps state handles in fields, as the
+// Flink idiom of creating them in Open does, needs one instance per subtask:
+// use ProcessPerSubtask.
+func Process[K comparable, I, O any](ks KeyedStream[K, I], fn KeyedProcessFunction[K, I, O]) DataStream[O] {
+	ds := ProcessPerSubtask(ks, func() KeyedProcessFunction[K, I, O] { return fn })
+	if fn == nil {
+		ds.node.errs = append(ds.node.errs, errNilFunction("process function"))
+	} else if f, ok := fn.(KeyedProcessFuncs[K, I, O]); ok && f.Element == nil {
+		ds.node.errs = append(ds.node.errs, errNilFunction("process function's Element"))
+	}
+	return ds
+}
+
+// ProcessPerSubtask is Process with a function instance per subtask:
+// newFn is called once by each subtask, on its task goroutine, before Open.
+func ProcessPerSubtask[K comparable, I, O any](ks KeyedStream[K, I], newFn func() KeyedProcessFunction[K, I, O]) DataStream[O] {
+	n := &node{out: typeOpsFor[O]{}, in: typeOpsFor[I]{}}
+	if ks.keyFn == nil {
+		n.errs = append(n.errs, errNilFunction("key selector"))
+	}
+	if ks.err != nil {
+		n.errs = append(n.errs, ks.err)
+	}
+	if newFn == nil {
+		n.errs = append(n.errs, errNilFunction("process function factory"))
+	}
+	keyFn, hash := ks.keyFn, ks.hash
+	var keyHash func(I) uint32
+	if keyFn != nil && hash != nil {
+		keyHash = func(v I) uint32 { return hash(keyFn(v)) }
+	}
+	n.build = func(info opInfo, _ int, out any) (lifecycle, any) {
+		op := &keyedProcessOperator[K, I, O]{info: info, keyFn: keyFn, newFn: newFn, out: out.(output[O])}
+		return op, output[I](op)
+	}
+	ks.stream.env.addNode("KeyedProcess", n)
+	connect(ks.stream, n, partitionHash, true, keyHash)
+	return DataStream[O]{env: ks.stream.env, node: n}
+}
+
+// DataStreamSink is the sink end of a stream, for naming and configuring
+// the sink operator.
+type DataStreamSink struct{ node *node }
+
+// Name sets the sink's name.
+func (s DataStreamSink) Name(name string) DataStreamSink { s.node.name = name; return s }
+
+// UID sets the sink's stable id.
+func (s DataStreamSink) UID(uid string) DataStreamSink { s.node.uid = uid; return s }
+
+// Parallelism sets the sink's number of subtasks.
+func (s DataStreamSink) Parallelism(n int) DataStreamSink {
+	s.node.parallelism, s.node.parSet = n, true
+	return s
+}
+
+// DisableChaining runs the sink in a task of its own.
+func (s DataStreamSink) DisableChaining() DataStreamSink { s.node.chaining = chainNever; return s }
+
+// StartNewChain starts a new chain at the sink.
+func (s DataStreamSink) StartNewChain() DataStreamSink { s.node.chaining = chainHead; return s }
+
+// SinkTo writes the stream to sink: one SinkWriter per subtask, created on
+// the subtask's task goroutine, flushed with Flush(true) at the end of input
+// and closed when the task ends. Two-phase commit (TwoPhaseCommittingSink)
+// comes with checkpoints.
+func SinkTo[T any](ds DataStream[T], sink connector.Sink[T]) DataStreamSink {
+	n := &node{in: typeOpsFor[T]{}, isSink: true}
+	if sink == nil {
+		n.errs = append(n.errs, errNilFunction("sink"))
+	}
+	n.build = func(info opInfo, par int, _ any) (lifecycle, any) {
+		op := &sinkOperator[T]{info: info, sink: sink, par: par}
+		return op, output[T](op)
+	}
+	ds.env.addNode("Sink", n)
+	connect(ds, n, ds.part, ds.explicit, nil)
+	return DataStreamSink{node: n}
+}

@@ -1,0 +1,98 @@
+package runtime
+
+import "math"
+
+// MaxWatermark is the watermark a source emits when its input ends: event
+// time has reached the end of time, so every pending event-time timer
+// fires. It matches Flink's Watermark.MAX_WATERMARK.
+const MaxWatermark int64 = math.MaxInt64
+
+// noWatermark is the watermark of an input that has seen none yet.
+const noWatermark int64 = math.MinInt64
+
+// CheckpointBarrier separates the records that belong to checkpoint
+// CheckpointID from those after it. Barriers flow in-band through the same
+// channels as records, so every record before a barrier is in the
+// checkpoint and every record after it is not.
+//
+// The engine carries barriers through its channels; the checkpoint
+// coordinator that injects them into the sources, and the alignment that
+// makes a multi-input task wait for a barrier on every channel, are the next
+// piece of work.
+type CheckpointBarrier struct {
+	// CheckpointID increases by one with every checkpoint.
+	CheckpointID int64
+	// Timestamp is when the checkpoint was triggered, in milliseconds since
+	// the Unix epoch.
+	Timestamp int64
+}
+
+// record is one data element with its event timestamp (connector.NoTimestamp
+// when it has none). Records are stored by value in batches so that the hot
+// path neither boxes nor allocates.
+type record[T any] struct {
+	value T
+	ts    int64
+}
+
+// eventKind names the control elements that travel in-band behind records.
+type eventKind uint8
+
+const (
+	eventNone eventKind = iota
+	// eventWatermark: event time on this channel has reached event.watermark.
+	eventWatermark
+	// eventStatus: the channel became idle (event.idle) or active again.
+	eventStatus
+	// eventBarrier: checkpoint barrier event.barrier.
+	eventBarrier
+	// eventEndOfPartition: the upstream subtask will send nothing more.
+	eventEndOfPartition
+)
+
+func (k eventKind) String() string {
+	switch k {
+	case eventNone:
+		return "none"
+	case eventWatermark:
+		return "watermark"
+	case eventStatus:
+		return "status"
+	case eventBarrier:
+		return "barrier"
+	case eventEndOfPartition:
+		return "end-of-partition"
+	default:
+		return "unknown-event"
+	}
+}
+
+// event is a control element. Events are never mixed into the middle of a
+// batch: a writer flushes its buffer before it appends one, so an event is
+// always the last element of its batch and order per channel is the order
+// in which the upstream operator emitted.
+type event struct {
+	kind      eventKind
+	idle      bool
+	watermark int64
+	barrier   CheckpointBarrier
+}
+
+// batch is the unit that crosses a channel between two tasks: up to
+// BufferSize records followed by at most one event. Batches are recycled
+// between the writer and the input channel that receive them (see
+// inputChannel.free), so a running pipeline allocates none.
+type batch[T any] struct {
+	records []record[T]
+	ev      event
+}
+
+func (b *batch[T]) reset() {
+	clear(b.records) // drop references so that recycled batches pin no garbage
+	b.records = b.records[:0]
+	b.ev = event{}
+}
+
+// noTimestampForProcessingTime is the timestamp of records emitted from a
+// processing-time timer: they have no event time.
+const noTimestampForProcessingTime = noWatermark

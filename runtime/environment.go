@@ -1,0 +1,252 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+)
+
+// Option configures an Environment.
+type Option interface{ apply(*config) }
+
+type optionFunc func(*config)
+
+func (f optionFunc) apply(c *config) { f(c) }
+
+type config struct {
+	parallelism           int
+	maxParallelism        int
+	bufferSize            int
+	buffersPerChannel     int
+	flushTimeout          time.Duration
+	chaining              bool
+	autoWatermarkInterval time.Duration
+	drainTimeout          time.Duration
+}
+
+func defaultConfig() config {
+	return config{
+		parallelism:           1,
+		maxParallelism:        DefaultMaxParallelism,
+		bufferSize:            512,
+		buffersPerChannel:     2,
+		flushTimeout:          100 * time.Millisecond,
+		chaining:              true,
+		autoWatermarkInterval: 200 * time.Millisecond,
+		drainTimeout:          30 * time.Second,
+	}
+}
+
+// validate is the one place options are checked; Execute calls it.
+func (c *config) validate() error {
+	switch {
+	case c.parallelism <= 0:
+		return invalidGraph("parallelism must be > 0, got %d", c.parallelism)
+	case c.maxParallelism <= 0 || c.maxParallelism > UpperBoundMaxParallelism:
+		return invalidGraph("max parallelism must be in [1, %d], got %d", UpperBoundMaxParallelism, c.maxParallelism)
+	case c.maxParallelism < c.parallelism:
+		return invalidGraph("max parallelism %d is below the parallelism %d; raise WithMaxParallelism (it is the number of key groups)", c.maxParallelism, c.parallelism)
+	case c.bufferSize <= 0:
+		return invalidGraph("buffer size must be > 0 records, got %d", c.bufferSize)
+	case c.buffersPerChannel <= 0:
+		return invalidGraph("buffers per channel must be > 0, got %d", c.buffersPerChannel)
+	case c.drainTimeout <= 0:
+		return invalidGraph("drain timeout must be > 0, got %v", c.drainTimeout)
+	}
+	return nil
+}
+
+// WithParallelism sets the default parallelism of every operator (Flink's
+// parallelism.default). Default 1.
+func WithParallelism(n int) Option { return optionFunc(func(c *config) { c.parallelism = n }) }
+
+// WithMaxParallelism sets the number of key groups, the upper bound of any
+// operator's parallelism and the unit in which keyed state will be
+// redistributed (Flink's pipeline.max-parallelism). Changing it changes
+// which subtask owns which key, so keep it fixed for the life of a job.
+// Default DefaultMaxParallelism (128).
+func WithMaxParallelism(n int) Option { return optionFunc(func(c *config) { c.maxParallelism = n }) }
+
+// WithBufferSize sets how many records a network buffer (a batch between
+// two tasks) holds. Default 512.
+func WithBufferSize(records int) Option {
+	return optionFunc(func(c *config) { c.bufferSize = records })
+}
+
+// WithBuffersPerChannel sets how many full buffers each input channel
+// queues before its producer is backpressured (Flink's
+// taskmanager.network.memory.buffers-per-channel). Default 2.
+func WithBuffersPerChannel(n int) Option {
+	return optionFunc(func(c *config) { c.buffersPerChannel = n })
+}
+
+// WithFlushTimeout sets how long a partly filled buffer may wait before it
+// is sent (Flink's execution.buffer-timeout). 0 sends after every step of
+// a task (lowest latency); a negative value sends only full buffers and
+// before events. Default 100ms.
+func WithFlushTimeout(d time.Duration) Option {
+	return optionFunc(func(c *config) { c.flushTimeout = d })
+}
+
+// WithChaining turns operator chaining on or off for the whole job
+// (Flink's pipeline.operator-chaining). Default on.
+func WithChaining(on bool) Option { return optionFunc(func(c *config) { c.chaining = on }) }
+
+// WithAutoWatermarkInterval sets how often sources call
+// WatermarkGenerator.OnPeriodicEmit (Flink's pipeline.auto-watermark-interval);
+// 0 disables periodic emission. Default 200ms.
+func WithAutoWatermarkInterval(d time.Duration) Option {
+	return optionFunc(func(c *config) { c.autoWatermarkInterval = d })
+}
+
+// WithDrainTimeout bounds the graceful stop that follows the cancellation
+// of Execute's context: if the job has not drained by then, it is stopped
+// hard and Execute returns ErrDrainTimeout. Default 30s.
+func WithDrainTimeout(d time.Duration) Option {
+	return optionFunc(func(c *config) { c.drainTimeout = d })
+}
+
+// Environment collects the operators of one job and runs it. Build the
+// graph with FromSource and the other functions of this package, then call
+// Execute once. An Environment is not safe for concurrent use while the
+// graph is being built.
+type Environment struct {
+	cfg      config
+	nodes    []*node
+	executed bool
+
+	// hooks lets tests observe tasks; nil in production.
+	hooks *testHooks
+}
+
+type testHooks struct {
+	taskCreated func(*task)
+}
+
+// NewEnvironment returns an empty job with the given options. Options are
+// validated by Execute.
+func NewEnvironment(opts ...Option) *Environment {
+	env := &Environment{cfg: defaultConfig()}
+	for _, o := range opts {
+		o.apply(&env.cfg)
+	}
+	return env
+}
+
+// Execute runs the job until it finishes or ctx is cancelled.
+//
+//   - When every source is bounded and has ended, and everything they
+//     produced has reached the sinks (each sink was flushed with
+//     Flush(true)), Execute returns nil.
+//   - When ctx is cancelled, the job stops gracefully: sources stop reading
+//     at their next step (no final watermark is emitted), the records in
+//     flight drain through the job, sinks are flushed and closed, and
+//     Execute returns nil. If draining takes longer than the drain timeout,
+//     the job is stopped hard and Execute returns ErrDrainTimeout.
+//   - When an operator fails, every task and the source coordinators stop,
+//     every reader and writer is closed, and Execute returns the first
+//     failure as an *OperatorError naming the operator and subtask.
+//   - An invalid graph is rejected before anything runs, with an error
+//     wrapping ErrInvalidGraph.
+//
+// In every case Execute returns only after all goroutines it started have
+// exited. name is used in errors.
+func (env *Environment) Execute(ctx context.Context, name string) error {
+	if env.executed {
+		return ErrAlreadyExecuted
+	}
+	env.executed = true
+	if err := env.cfg.validate(); err != nil {
+		return fmt.Errorf("job %q: %w", name, err)
+	}
+	g, err := buildJobGraph(env)
+	if err != nil {
+		return fmt.Errorf("job %q: %w", name, err)
+	}
+	ex := newExecution(env, g)
+	return ex.run(ctx)
+}
+
+// execution is one run of a job graph: its tasks, its coordinators and the
+// first failure.
+type execution struct {
+	cfg    *config
+	tasks  []*task
+	coords []operatorCoordinator
+	stops  []*task // source tasks, asked to stop on a graceful cancel
+
+	mu     sync.Mutex
+	err    error
+	failed chan struct{}
+}
+
+func (ex *execution) fail(err error) {
+	ex.mu.Lock()
+	defer ex.mu.Unlock()
+	if ex.err == nil {
+		ex.err = err
+		close(ex.failed)
+	}
+}
+
+func (ex *execution) firstErr() error {
+	ex.mu.Lock()
+	defer ex.mu.Unlock()
+	return ex.err
+}
+
+func (ex *execution) run(ctx context.Context) error {
+	// The tasks do not run under ctx: its cancellation is a request to
+	// drain, while hard stops (a failure, the drain timeout) cancel this
+	// context instead.
+	hard, stopHard := context.WithCancel(context.Background())
+	defer stopHard()
+	coordCtx, stopCoords := context.WithCancel(hard)
+	defer stopCoords()
+
+	var coords sync.WaitGroup
+	for _, c := range ex.coords {
+		coords.Go(func() { c.run(coordCtx) })
+	}
+	done := make(chan error, len(ex.tasks))
+	for _, t := range ex.tasks {
+		go func() { done <- t.run(hard) }()
+	}
+
+	remaining := len(ex.tasks)
+	cancelled := ctx.Done()
+	failed := ex.failed
+	var drain <-chan time.Time
+	for remaining > 0 {
+		select {
+		case err := <-done:
+			remaining--
+			if err != nil && !errors.Is(err, errTaskCancelled) {
+				ex.fail(err)
+			}
+		case <-failed:
+			failed = nil
+			stopHard()
+			for _, t := range ex.tasks {
+				t.cancel()
+			}
+		case <-cancelled:
+			cancelled = nil
+			for _, t := range ex.stops {
+				t.requestStop()
+			}
+			tm := time.NewTimer(ex.cfg.drainTimeout)
+			defer tm.Stop()
+			drain = tm.C
+		case <-drain:
+			drain = nil
+			ex.fail(fmt.Errorf("%w (%v)", ErrDrainTimeout, ex.cfg.drainTimeout))
+		}
+	}
+	// All tasks are gone: the coordinators have nobody left to serve.
+	stopCoords()
+	coords.Wait()
+	return ex.firstErr()
+}

@@ -1,0 +1,81 @@
+package runtime
+
+import (
+	"errors"
+	"fmt"
+)
+
+// ErrInvalidGraph is wrapped by every error Execute returns for a job graph
+// it refuses to run: no sink, a parallelism <= 0, a nil function, a max
+// parallelism below a parallelism, a duplicate UID. Match it with errors.Is.
+var ErrInvalidGraph = errors.New("invalid job graph")
+
+// ErrDrainTimeout is returned by Execute when, after its context was
+// cancelled, the job did not drain within the drain timeout (see
+// WithDrainTimeout) and was stopped hard.
+var ErrDrainTimeout = errors.New("job did not drain before the drain timeout")
+
+// ErrAlreadyExecuted is returned by Execute on an Environment that already
+// ran a job. An Environment describes one job.
+var ErrAlreadyExecuted = errors.New("environment already executed")
+
+// OperatorError is how a job fails because of one operator: a user
+// function, a source reader, a sink writer or the source's split enumerator
+// returned an error (or panicked). Execute returns it as is, so callers can
+// inspect it with errors.As and reach the cause with errors.Is.
+type OperatorError struct {
+	// Operator is the operator's name; for a panic it is the name of the
+	// whole chain, since the engine cannot tell which chained call panicked.
+	Operator string
+	// UID is the operator's stable id (explicit or generated).
+	UID string
+	// Subtask is the failing subtask in [0, parallelism), or -1 when the
+	// error came from the operator's coordinator (a source's enumerator).
+	Subtask int
+	// Err is the cause.
+	Err error
+}
+
+func (e *OperatorError) Error() string {
+	if e.Subtask < 0 {
+		return fmt.Sprintf("operator %q (uid %s) coordinator failed: %v", e.Operator, e.UID, e.Err)
+	}
+	return fmt.Sprintf("operator %q (uid %s) subtask %d failed: %v", e.Operator, e.UID, e.Subtask, e.Err)
+}
+
+func (e *OperatorError) Unwrap() error { return e.Err }
+
+// opInfo identifies one operator instance for errors and logs.
+type opInfo struct {
+	name    string
+	uid     string
+	subtask int
+}
+
+// wrap attributes err to this operator, unless it already carries an
+// operator: an error returned through a chain keeps the operator that
+// produced it, not the one it passed through.
+func (i *opInfo) wrap(err error) error {
+	if err == nil {
+		return nil
+	}
+	var oe *OperatorError
+	if errors.As(err, &oe) {
+		return err
+	}
+	return &OperatorError{Operator: i.name, UID: i.uid, Subtask: i.subtask, Err: err}
+}
+
+func invalidGraph(format string, args ...any) error {
+	return fmt.Errorf("%w: %s", ErrInvalidGraph, fmt.Sprintf(format, args...))
+}
+
+var (
+	errNilReader = errors.New("source returned a nil reader")
+	errNilWriter = errors.New("sink returned a nil writer")
+	errNilEnum   = errors.New("source returned a nil enumerator")
+)
+
+func errBadInputStatus(st fmt.Stringer) error {
+	return fmt.Errorf("reader returned an unknown input status %v", st)
+}

@@ -1,0 +1,338 @@
+package runtime
+
+import (
+	"fmt"
+	"strings"
+)
+
+// chainingStrategy is an operator's say in chaining, as Flink's
+// ChainingStrategy: always (chain with the predecessor and successors when
+// the edge allows), head (start a new chain, but successors may join it),
+// never (a chain of its own).
+type chainingStrategy uint8
+
+const (
+	chainAlways chainingStrategy = iota
+	chainHead
+	chainNever
+)
+
+// node is one operator of the stream graph. Type parameters cannot live in
+// a heterogeneous graph, so each node carries closures and typeOps values
+// that were instantiated with its types when the DataStream function that
+// created it was called.
+type node struct {
+	id          int
+	kind        string // "Source", "Map", ... for default names and uids
+	name        string
+	uid         string
+	parallelism int // 0: the environment's default
+	parSet      bool
+	chaining    chainingStrategy
+	inputs      []*edge
+	outputs     []*edge
+	isSink      bool
+	errs        []error
+
+	out typeOps // of the records the node emits; nil for sinks
+	in  typeOps // of the records the node consumes; nil for sources
+
+	// build creates one subtask's operator. out is its output (an
+	// output[OUT], nil for sinks); the second result is the operator as
+	// the input of its predecessor (an output[IN]).
+	build func(info opInfo, parallelism int, out any) (lifecycle, any)
+	// source is set for sources instead of build.
+	source sourceNode
+}
+
+// edge connects two nodes; kind is the partitioner.
+type edge struct {
+	from, to *node
+	kind     partitionKind
+	explicit bool // chosen by the user, not defaulted
+	keyHash  any  // func(T) uint32 for hash edges
+}
+
+// sourceNode creates a source's coordinator and its subtasks' operators.
+type sourceNode interface {
+	newCoordinator(info opInfo, parallelism int, fail func(error)) operatorCoordinator
+	buildSubtask(coord operatorCoordinator, info opInfo, parallelism int, mb *mailbox, out any) (lifecycle, taskInput)
+}
+
+// jobGraph is the stream graph after pruning, defaulting and chaining.
+type jobGraph struct {
+	nodes  []*node
+	chains []*chain
+	chain  map[*node]*chain
+}
+
+// chain is a group of operators that run in one task per subtask, calling
+// each other directly (Flink's JobVertex with its chained operators).
+type chain struct {
+	id          int
+	nodes       []*node // topological order, head first
+	parallelism int
+	inEdges     []*edge // network edges into the head
+	offsets     map[*edge]int
+	numChannels int
+}
+
+func (c *chain) head() *node { return c.nodes[0] }
+
+func (c *chain) name() string {
+	names := make([]string, len(c.nodes))
+	for i, n := range c.nodes {
+		names[i] = n.name
+	}
+	return strings.Join(names, " -> ")
+}
+
+func (n *node) par(cfg *config) int {
+	if n.parSet {
+		return n.parallelism
+	}
+	return cfg.parallelism
+}
+
+// channelsOf is the number of input channels edge e adds to each
+// consuming subtask's gate: one per producing subtask, except for a
+// forward edge, which connects subtask i to subtask i only.
+func channelsOf(e *edge, cfg *config) int {
+	if e.kind == partitionForward {
+		return 1
+	}
+	return e.from.par(cfg)
+}
+
+// isChainable is Flink's StreamingJobGraphGenerator#isChainable: the
+// consumer has this edge as its only input, the edge is forward, both ends
+// have the same parallelism, the producer does not refuse chaining and the
+// consumer accepts a predecessor, and chaining is on for the job.
+func isChainable(e *edge, cfg *config) bool {
+	return cfg.chaining &&
+		len(e.to.inputs) == 1 &&
+		e.kind == partitionForward &&
+		e.from.par(cfg) == e.to.par(cfg) &&
+		e.from.chaining != chainNever &&
+		e.to.chaining == chainAlways
+}
+
+// buildJobGraph validates the stream graph and turns it into chains.
+func buildJobGraph(env *Environment) (*jobGraph, error) {
+	cfg := &env.cfg
+	// Keep only what feeds a sink, as Flink translates only what its sinks
+	// reach. Nodes were created after their inputs, so a reverse scan sees
+	// every consumer before its producers.
+	keep := map[*node]bool{}
+	sinks := 0
+	for i := len(env.nodes) - 1; i >= 0; i-- {
+		n := env.nodes[i]
+		if n.isSink {
+			keep[n] = true
+			sinks++
+			continue
+		}
+		for _, e := range n.outputs {
+			if keep[e.to] {
+				keep[n] = true
+			}
+		}
+	}
+	if sinks == 0 {
+		return nil, invalidGraph("the job has no sink; add one with SinkTo")
+	}
+	g := &jobGraph{chain: map[*node]*chain{}}
+	uids := map[string]*node{}
+	for _, n := range env.nodes {
+		if !keep[n] {
+			continue
+		}
+		g.nodes = append(g.nodes, n)
+		if len(n.errs) > 0 {
+			return nil, invalidGraph("operator %q: %v", n.name, n.errs[0])
+		}
+		p := n.par(cfg)
+		if p <= 0 {
+			return nil, invalidGraph("operator %q: parallelism must be > 0, got %d", n.name, p)
+		}
+		if p > cfg.maxParallelism {
+			return nil, invalidGraph("operator %q: parallelism %d exceeds the max parallelism %d; raise WithMaxParallelism", n.name, p, cfg.maxParallelism)
+		}
+		if other, dup := uids[n.uid]; dup {
+			return nil, invalidGraph("operators %q and %q share the uid %q; uids must be unique, state is restored by uid", other.name, n.name, n.uid)
+		}
+		uids[n.uid] = n
+		outs := n.outputs[:0:0]
+		for _, e := range n.outputs {
+			if keep[e.to] {
+				outs = append(outs, e)
+			}
+		}
+		n.outputs = outs
+		for _, e := range n.inputs {
+			if e.kind == partitionForward && e.from.par(cfg) != p {
+				if e.explicit {
+					return nil, invalidGraph("forward edge %q -> %q connects parallelism %d to %d; forward needs equal parallelism, use Rebalance", e.from.name, n.name, e.from.par(cfg), p)
+				}
+				// Flink's default: forward when parallelism matches,
+				// rebalance otherwise.
+				e.kind = partitionRebalance
+			}
+		}
+	}
+	for _, n := range g.nodes {
+		var c *chain
+		if len(n.inputs) == 1 && isChainable(n.inputs[0], cfg) {
+			c = g.chain[n.inputs[0].from]
+			c.nodes = append(c.nodes, n)
+		} else {
+			c = &chain{id: len(g.chains), nodes: []*node{n}, parallelism: n.par(cfg), offsets: map[*edge]int{}}
+			for _, e := range n.inputs {
+				c.inEdges = append(c.inEdges, e)
+				c.offsets[e] = c.numChannels
+				c.numChannels += channelsOf(e, cfg)
+			}
+			g.chains = append(g.chains, c)
+		}
+		g.chain[n] = c
+	}
+	return g, nil
+}
+
+// newExecution instantiates the graph: gates, tasks, coordinators and every
+// subtask's operators, ready to run. Nothing is started and no user code
+// runs here; readers and writers are created by their tasks.
+func newExecution(env *Environment, g *jobGraph) *execution {
+	cfg := &env.cfg
+	ex := &execution{cfg: cfg, failed: make(chan struct{})}
+
+	gates := map[*chain][]any{}
+	for _, c := range g.chains {
+		if len(c.inEdges) == 0 {
+			continue
+		}
+		gs := make([]any, c.parallelism)
+		for s := range gs {
+			gs[s] = c.head().in.newGate(c.numChannels, cfg.buffersPerChannel)
+		}
+		gates[c] = gs
+	}
+	coords := map[*node]operatorCoordinator{}
+	for _, n := range g.nodes {
+		if n.source != nil {
+			c := n.source.newCoordinator(opInfo{name: n.name, uid: n.uid, subtask: -1}, n.par(cfg), ex.fail)
+			coords[n] = c
+			ex.coords = append(ex.coords, c)
+		}
+	}
+	for _, c := range g.chains {
+		for s := 0; s < c.parallelism; s++ {
+			head := c.head()
+			t := &task{
+				name:        c.name(),
+				head:        &opInfo{name: head.name, uid: head.uid, subtask: s},
+				subtask:     s,
+				parallelism: c.parallelism,
+				cfg:         cfg,
+				mb:          newMailbox(),
+			}
+			inputs := map[*node]any{}
+			var ops []lifecycle
+			for i := len(c.nodes) - 1; i >= 0; i-- {
+				n := c.nodes[i]
+				info := opInfo{name: n.name, uid: n.uid, subtask: s}
+				var outs []any
+				for _, e := range n.outputs {
+					if g.chain[e.to] == c {
+						outs = append(outs, inputs[e.to])
+						continue
+					}
+					down := g.chain[e.to]
+					var targets []any
+					ch := down.offsets[e]
+					if e.kind == partitionForward {
+						targets = gates[down][s : s+1]
+					} else {
+						targets = gates[down]
+						ch += s
+					}
+					w, o := n.out.newWriter(e, targets, ch, cfg.bufferSize, cfg.maxParallelism, s)
+					t.outputs = append(t.outputs, w)
+					outs = append(outs, o)
+				}
+				var out any
+				if n.out != nil {
+					out = n.out.fanOut(outs)
+				}
+				if n.source != nil {
+					op, in := n.source.buildSubtask(coords[n], info, n.par(cfg), t.mb, out)
+					t.input = in
+					ops = append(ops, op)
+					continue
+				}
+				op, in := n.build(info, n.par(cfg), out)
+				inputs[n] = in
+				ops = append(ops, op)
+			}
+			for i, j := 0, len(ops)-1; i < j; i, j = i+1, j-1 {
+				ops[i], ops[j] = ops[j], ops[i]
+			}
+			t.ops = ops
+			if head.source == nil {
+				t.input = head.in.newGateInput(t, gates[c][s], inputs[head], c.numChannels)
+			} else {
+				ex.stops = append(ex.stops, t)
+			}
+			if env.hooks != nil && env.hooks.taskCreated != nil {
+				env.hooks.taskCreated(t)
+			}
+			ex.tasks = append(ex.tasks, t)
+		}
+	}
+	return ex
+}
+
+// typeOps creates the typed pieces of the network for records of one type.
+type typeOps interface {
+	newGate(numChannels, capacity int) any
+	newWriter(e *edge, gates []any, channel, bufferSize, maxParallelism, subtask int) (networkOutput, any)
+	fanOut(outs []any) any
+	newGateInput(t *task, gate any, head any, numChannels int) taskInput
+}
+
+type typeOpsFor[T any] struct{}
+
+func (typeOpsFor[T]) newGate(numChannels, capacity int) any {
+	return newInputGate[T](numChannels, capacity)
+}
+
+func (typeOpsFor[T]) newWriter(e *edge, gates []any, channel, bufferSize, maxParallelism, subtask int) (networkOutput, any) {
+	gs := make([]*inputGate[T], len(gates))
+	for i, g := range gates {
+		gs[i] = g.(*inputGate[T])
+	}
+	var hash func(T) uint32
+	if e.keyHash != nil {
+		hash = e.keyHash.(func(T) uint32)
+	}
+	w := newRecordWriter(e.kind, gs, channel, bufferSize, hash, maxParallelism, subtask)
+	return w, output[T](w)
+}
+
+func (typeOpsFor[T]) fanOut(outs []any) any {
+	if len(outs) == 1 {
+		return outs[0].(output[T])
+	}
+	f := &fanOut[T]{}
+	for _, o := range outs {
+		f.outs = append(f.outs, o.(output[T]))
+	}
+	return output[T](f)
+}
+
+func (typeOpsFor[T]) newGateInput(t *task, gate any, head any, numChannels int) taskInput {
+	h := head.(output[T])
+	return &gateInput[T]{t: t, gate: gate.(*inputGate[T]), head: h, valve: newWatermarkValve(numChannels, h)}
+}
+
+func (n *node) String() string { return fmt.Sprintf("%s(%s)", n.name, n.uid) }

@@ -1,0 +1,221 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// Rule (Flink's StreamingJobGraphGenerator#isChainable): an edge is chained
+// when it is forward, both ends have the same parallelism, the producer
+// allows chaining, the consumer accepts a predecessor (not StartNewChain or
+// DisableChaining), it is the consumer's only input, and chaining is on.
+func TestChainingDecisions(t *testing.T) {
+	id := func(v int) (int, error) { return v, nil }
+	keep := func(int) (bool, error) { return true, nil }
+	src := func() *memSource[int] {
+		return &memSource[int]{numSplits: 1, perSplit: 1, gen: func(_, i int) (int, int64) { return i, 0 }}
+	}
+	cases := []struct {
+		name  string
+		opts  []Option
+		build func(env *Environment)
+		want  [][]string // chains by operator name, in order
+	}{
+		{
+			name: "forward equal parallelism chains everything",
+			build: func(env *Environment) {
+				ds := FromSource(env, src(), "s", NoWatermarks[int]())
+				SinkTo(Filter(Map(ds, id).Name("m"), keep).Name("f"), newCollectSink[int]()).Name("k")
+			},
+			want: [][]string{{"Source: s", "m", "f", "k"}},
+		},
+		{
+			name: "different parallelism breaks the chain (rebalance)",
+			opts: []Option{WithParallelism(2)},
+			build: func(env *Environment) {
+				ds := FromSource(env, src(), "s", NoWatermarks[int]())
+				SinkTo(Map(ds, id).Name("m").Parallelism(1), newCollectSink[int]()).Name("k").Parallelism(1)
+			},
+			want: [][]string{{"Source: s"}, {"m", "k"}},
+		},
+		{
+			name: "keyBy (hash) breaks the chain",
+			build: func(env *Environment) {
+				ds := FromSource(env, src(), "s", NoWatermarks[int]())
+				p := Process(KeyBy(ds, func(v int) int { return v }), KeyedProcessFuncs[int, int, int]{
+					Element: func(*KeyedContext[int, int], int) error { return nil },
+				}).Name("p")
+				SinkTo(p, newCollectSink[int]()).Name("k")
+			},
+			want: [][]string{{"Source: s"}, {"p", "k"}},
+		},
+		{
+			name: "rebalance breaks the chain even at equal parallelism",
+			build: func(env *Environment) {
+				ds := FromSource(env, src(), "s", NoWatermarks[int]())
+				SinkTo(Map(Rebalance(ds), id).Name("m"), newCollectSink[int]()).Name("k")
+			},
+			want: [][]string{{"Source: s"}, {"m", "k"}},
+		},
+		{
+			name: "DisableChaining isolates the operator",
+			build: func(env *Environment) {
+				ds := FromSource(env, src(), "s", NoWatermarks[int]())
+				SinkTo(Filter(Map(ds, id).Name("m").DisableChaining(), keep).Name("f"), newCollectSink[int]()).Name("k")
+			},
+			want: [][]string{{"Source: s"}, {"m"}, {"f", "k"}},
+		},
+		{
+			name: "StartNewChain starts a chain its successors join",
+			build: func(env *Environment) {
+				ds := FromSource(env, src(), "s", NoWatermarks[int]())
+				SinkTo(Filter(Map(ds, id).Name("m").StartNewChain(), keep).Name("f"), newCollectSink[int]()).Name("k")
+			},
+			want: [][]string{{"Source: s"}, {"m", "f", "k"}},
+		},
+		{
+			name: "chaining off for the job",
+			opts: []Option{WithChaining(false)},
+			build: func(env *Environment) {
+				ds := FromSource(env, src(), "s", NoWatermarks[int]())
+				SinkTo(Map(ds, id).Name("m"), newCollectSink[int]()).Name("k")
+			},
+			want: [][]string{{"Source: s"}, {"m"}, {"k"}},
+		},
+		{
+			name: "a fork chains both branches",
+			build: func(env *Environment) {
+				ds := FromSource(env, src(), "s", NoWatermarks[int]())
+				SinkTo(Map(ds, id).Name("a"), newCollectSink[int]()).Name("ka")
+				SinkTo(Map(ds, id).Name("b"), newCollectSink[int]()).Name("kb")
+			},
+			want: [][]string{{"Source: s", "a", "ka", "b", "kb"}},
+		},
+		{
+			name: "a union has several inputs: it heads a chain its successors join",
+			build: func(env *Environment) {
+				a := FromSource(env, src(), "a", NoWatermarks[int]())
+				b := FromSource(env, src(), "b", NoWatermarks[int]())
+				SinkTo(Map(Union(a, b), id).Name("m"), newCollectSink[int]()).Name("k")
+			},
+			want: [][]string{{"Source: a"}, {"Source: b"}, {"Union", "m", "k"}},
+		},
+		{
+			name: "an operator that reaches no sink is not part of the job",
+			build: func(env *Environment) {
+				ds := FromSource(env, src(), "s", NoWatermarks[int]())
+				Map(ds, id).Name("dangling")
+				SinkTo(ds, newCollectSink[int]()).Name("k")
+			},
+			want: [][]string{{"Source: s", "k"}},
+		},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			env := NewEnvironment(c.opts...)
+			c.build(env)
+			if err := env.cfg.validate(); err != nil {
+				t.Fatal(err)
+			}
+			g, err := buildJobGraph(env)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got [][]string
+			for _, ch := range g.chains {
+				var names []string
+				for _, n := range ch.nodes {
+					names = append(names, n.name)
+				}
+				got = append(got, names)
+			}
+			if !slices.EqualFunc(got, c.want, slices.Equal) {
+				t.Fatalf("chains = %v, want %v", got, c.want)
+			}
+			// The job also runs.
+			env.executed = false
+			if err := env.Execute(context.Background(), c.name); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
+// Rule: Execute rejects graphs it cannot run, before running anything, with
+// an error wrapping ErrInvalidGraph that says what is wrong.
+func TestInvalidGraphsAreRejected(t *testing.T) {
+	src := func() *memSource[int] {
+		return &memSource[int]{numSplits: 1, perSplit: 1, gen: func(_, i int) (int, int64) { return i, 0 }}
+	}
+	type point struct{ X, Y int }
+	cases := []struct {
+		name  string
+		opts  []Option
+		build func(env *Environment)
+		msg   string
+	}{
+		{"no sink", nil, func(env *Environment) {
+			Map(FromSource(env, src(), "s", NoWatermarks[int]()), func(v int) (int, error) { return v, nil })
+		}, "no sink"},
+		{"zero parallelism", []Option{WithParallelism(0)}, func(env *Environment) {
+			SinkTo(FromSource(env, src(), "s", NoWatermarks[int]()), newCollectSink[int]())
+		}, "parallelism must be > 0"},
+		{"negative operator parallelism", nil, func(env *Environment) {
+			SinkTo(FromSource(env, src(), "s", NoWatermarks[int]()).Parallelism(-1), newCollectSink[int]())
+		}, "parallelism must be > 0"},
+		{"nil map function", nil, func(env *Environment) {
+			SinkTo(Map[int, int](FromSource(env, src(), "s", NoWatermarks[int]()), nil), newCollectSink[int]())
+		}, "map function is nil"},
+		{"nil filter function", nil, func(env *Environment) {
+			SinkTo(Filter[int](FromSource(env, src(), "s", NoWatermarks[int]()), nil), newCollectSink[int]())
+		}, "filter function is nil"},
+		{"nil process function", nil, func(env *Environment) {
+			ks := KeyBy(FromSource(env, src(), "s", NoWatermarks[int]()), func(v int) int { return v })
+			SinkTo(Process[int, int, int](ks, nil), newCollectSink[int]())
+		}, "process function is nil"},
+		{"nil key selector", nil, func(env *Environment) {
+			ks := KeyBy[int, int](FromSource(env, src(), "s", NoWatermarks[int]()), nil)
+			SinkTo(Process(ks, KeyedProcessFuncs[int, int, int]{Element: func(*KeyedContext[int, int], int) error { return nil }}), newCollectSink[int]())
+		}, "key selector is nil"},
+		{"key type without stable hash", nil, func(env *Environment) {
+			ks := KeyBy(FromSource(env, src(), "s", NoWatermarks[int]()), func(v int) point { return point{v, v} })
+			SinkTo(Process(ks, KeyedProcessFuncs[point, int, int]{Element: func(*KeyedContext[point, int], int) error { return nil }}), newCollectSink[int]())
+		}, "use KeyByHashed"},
+		{"nil sink", nil, func(env *Environment) {
+			SinkTo[int](FromSource(env, src(), "s", NoWatermarks[int]()), nil)
+		}, "sink is nil"},
+		{"nil source", nil, func(env *Environment) {
+			SinkTo(FromSource[int, *memSplit, int](env, nil, "s", NoWatermarks[int]()), newCollectSink[int]())
+		}, "source is nil"},
+		{"max parallelism below parallelism", []Option{WithParallelism(8), WithMaxParallelism(4)}, func(env *Environment) {
+			SinkTo(FromSource(env, src(), "s", NoWatermarks[int]()), newCollectSink[int]())
+		}, "max parallelism 4 is below the parallelism 8"},
+		{"operator parallelism above max parallelism", []Option{WithMaxParallelism(4)}, func(env *Environment) {
+			SinkTo(FromSource(env, src(), "s", NoWatermarks[int]()), newCollectSink[int]()).Parallelism(5)
+		}, "exceeds the max parallelism"},
+		{"duplicate uid", nil, func(env *Environment) {
+			ds := FromSource(env, src(), "s", NoWatermarks[int]()).UID("same")
+			SinkTo(ds, newCollectSink[int]()).UID("same")
+		}, "share the uid"},
+		{"explicit forward across parallelism", nil, func(env *Environment) {
+			ds := FromSource(env, src(), "s", NoWatermarks[int]())
+			SinkTo(Forward(ds), newCollectSink[int]()).Parallelism(2)
+		}, "forward needs equal parallelism"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			env := NewEnvironment(c.opts...)
+			c.build(env)
+			err := env.Execute(context.Background(), "invalid")
+			if !errors.Is(err, ErrInvalidGraph) {
+				t.Fatalf("Execute = %v, want ErrInvalidGraph", err)
+			}
+			if !strings.Contains(err.Error(), c.msg) {
+				t.Fatalf("error %q does not say %q", err, c.msg)
+			}
+		})
+	}
+}

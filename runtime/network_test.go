@@ -1,0 +1,184 @@
+package runtime
+
+import (
+	"context"
+	"testing"
+	"testing/synctest"
+	"time"
+)
+
+// flushJob: a source that emits a few records and then nothing, feeding a
+// sink in another task through buffers far larger than what is emitted.
+func flushJob(t *testing.T, flushTimeout time.Duration, strategy WatermarkStrategy[ev]) (*Environment, *collectSink[ev]) {
+	t.Helper()
+	env := NewEnvironment(WithBufferSize(1000), WithFlushTimeout(flushTimeout))
+	src := &memSource[ev]{numSplits: 1, perSplit: -1, gen: genEv(3)}
+	ds := FromSource(env, &gatedSource{memSource: src, gate: &silentAfter{limit: 5}}, "mem", strategy)
+	sink := newCollectSink[ev]()
+	sink.onWrite = make(chan ev, 16)
+	SinkTo(ds, sink).DisableChaining()
+	return env, sink
+}
+
+// Rule: a partly filled buffer is sent when the flush timeout expires
+// (Flink's execution.buffer-timeout), not before; with timeout 0 it is
+// sent after every step.
+func TestBufferIsFlushedOnTimeout(t *testing.T) {
+	for _, c := range []struct {
+		timeout time.Duration
+		want    time.Duration
+	}{{300 * time.Millisecond, 300 * time.Millisecond}, {0, 0}} {
+		synctest.Test(t, func(t *testing.T) {
+			env, sink := flushJob(t, c.timeout, NoWatermarks[ev]())
+			ctx, cancel := context.WithCancel(context.Background())
+			errc := make(chan error, 1)
+			start := time.Now()
+			go func() { errc <- env.Execute(ctx, "flush") }()
+			<-sink.onWrite
+			if waited := time.Since(start); waited != c.want {
+				t.Fatalf("flush timeout %v: first record arrived after %v, want %v", c.timeout, waited, c.want)
+			}
+			cancel()
+			if err := <-errc; err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
+// Rule: buffers are flushed before an event is broadcast: with the flush
+// timeout disabled, records reach the sink only when a watermark (here
+// punctuated) or the end of the partition pushes them out.
+func TestBufferIsFlushedBeforeEvents(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		env, sink := flushJob(t, -1, NoWatermarks[ev]())
+		ctx, cancel := context.WithCancel(context.Background())
+		errc := make(chan error, 1)
+		go func() { errc <- env.Execute(ctx, "no events") }()
+		time.Sleep(time.Hour)
+		synctest.Wait()
+		if n := sink.count(); n != 0 {
+			t.Fatalf("%d records arrived with no flush timeout and no event", n)
+		}
+		cancel() // the end of partition flushes
+		if err := <-errc; err != nil {
+			t.Fatal(err)
+		}
+		if n := sink.count(); n != 5 {
+			t.Fatalf("%d records arrived after the end of partition, want 5", n)
+		}
+	})
+	synctest.Test(t, func(t *testing.T) {
+		env, sink := flushJob(t, -1, ForGenerator(func() WatermarkGenerator[ev] { return punctuated{} }))
+		ctx, cancel := context.WithCancel(context.Background())
+		errc := make(chan error, 1)
+		go func() { errc <- env.Execute(ctx, "watermarks") }()
+		synctest.Wait()
+		if n := sink.count(); n != 5 {
+			t.Fatalf("%d records arrived, want all 5 flushed ahead of their watermarks", n)
+		}
+		cancel()
+		if err := <-errc; err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+// Rule: checkpoint barriers travel in-band: a barrier follows the records
+// sent before it on its channel, and a task forwards it downstream once it
+// arrived on every open input channel, after flushing what it emitted
+// before.
+func TestBarrierIsForwardedAfterAllChannels(t *testing.T) {
+	down := newInputGate[int](1, 4)
+	out := newRecordWriter(partitionForward, []*inputGate[int]{down}, 0, 100, nil, 128, 0)
+	tk := &task{name: "t", head: &opInfo{name: "t"}, cfg: &config{}, mb: newMailbox(), outputs: []networkOutput{out}}
+	up := newInputGate[int](2, 4)
+	in := &gateInput[int]{t: tk, gate: up, head: output[int](out), valve: newWatermarkValve(2, out)}
+	a := newRecordWriter(partitionForward, []*inputGate[int]{up}, 0, 100, nil, 128, 0)
+	b := newRecordWriter(partitionForward, []*inputGate[int]{up}, 1, 100, nil, 128, 0)
+	barrier := event{kind: eventBarrier, barrier: CheckpointBarrier{CheckpointID: 7, Timestamp: 1}}
+
+	_ = a.collect(1, 0)
+	_ = a.collect(2, 0)
+	a.broadcastEvent(barrier)
+	for {
+		st, err := in.step()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st == inputNothing {
+			break
+		}
+	}
+	if _, got, ok := down.poll(nil, 0); ok {
+		t.Fatalf("forwarded %+v after the barrier arrived on one of two channels", got)
+	}
+	_ = b.collect(3, 0)
+	b.broadcastEvent(barrier)
+	for {
+		st, _ := in.step()
+		if st == inputNothing {
+			break
+		}
+	}
+	_, got, ok := down.poll(nil, 0)
+	if !ok {
+		t.Fatal("nothing forwarded after the barrier arrived on every channel")
+	}
+	var vals []int
+	for _, r := range got.records {
+		vals = append(vals, r.value)
+	}
+	if len(vals) != 3 || got.ev.kind != eventBarrier || got.ev.barrier.CheckpointID != 7 {
+		t.Fatalf("forwarded records %v then %v (checkpoint %d), want the 3 records then barrier 7", vals, got.ev.kind, got.ev.barrier.CheckpointID)
+	}
+}
+
+// Rule: a channel holds at most its capacity in batches; a full channel
+// refuses the batch (the writer keeps it pending and reports itself
+// unavailable) and signals space once the consumer takes one.
+func TestChannelIsBounded(t *testing.T) {
+	g := newInputGate[int](1, 2)
+	w := newRecordWriter(partitionForward, []*inputGate[int]{g}, 0, 2, nil, 128, 0)
+	for i := 0; i < 6; i++ {
+		_ = w.collect(i, 0)
+	}
+	if w.available() {
+		t.Fatal("writer available with 3 full batches for a channel of 2")
+	}
+	if w.retryPending() {
+		t.Fatal("pending batch delivered although the channel is still full")
+	}
+	space := w.spaceReady()
+	_, b, _ := g.poll(nil, 0)
+	select {
+	case <-space:
+	default:
+		t.Fatal("taking a batch did not signal space")
+	}
+	if !w.retryPending() {
+		t.Fatal("pending batch not delivered after space was made")
+	}
+	want := 0
+	for _, r := range b.records {
+		if r.value != want {
+			t.Fatalf("got %d, want %d: order broken", r.value, want)
+		}
+		want++
+	}
+	for {
+		_, b, ok := g.poll(b, 0)
+		if !ok {
+			break
+		}
+		for _, r := range b.records {
+			if r.value != want {
+				t.Fatalf("got %d, want %d: order broken", r.value, want)
+			}
+			want++
+		}
+	}
+	if want != 6 {
+		t.Fatalf("received %d records, want 6", want)
+	}
+}

@@ -1,0 +1,214 @@
+package runtime
+
+import (
+	"github.com/splitflow/splitflow/connector"
+)
+
+// output is where an operator emits: the input of the next operator in its
+// chain (a plain method call, no copy), a fan-out to several, or a record
+// writer towards another task. Every chained operator is itself the output
+// of its predecessor, typed by what it consumes.
+//
+// Watermarks and stream status travel through outputs because an operator
+// may act on them before passing them on (a keyed process operator fires
+// its event-time timers first).
+type output[T any] interface {
+	collect(v T, ts int64) error
+	emitWatermark(wm int64) error
+	emitStatus(idle bool) error
+}
+
+// lifecycle is the type-free face of a chained operator, driven by its task
+// on the task goroutine: open (tail of the chain first, so an operator's
+// outputs are open before it emits), endInput (head first, once all of the
+// chain's input has been processed), close (always, also on failure).
+type lifecycle interface {
+	operator() *opInfo
+	open(t *task) error
+	endInput() error
+	close() error
+}
+
+// fanOut sends everything to several outputs: a stream consumed by more
+// than one operator.
+type fanOut[T any] struct{ outs []output[T] }
+
+func (f *fanOut[T]) collect(v T, ts int64) error {
+	for _, o := range f.outs {
+		if err := o.collect(v, ts); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (f *fanOut[T]) emitWatermark(wm int64) error {
+	for _, o := range f.outs {
+		if err := o.emitWatermark(wm); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (f *fanOut[T]) emitStatus(idle bool) error {
+	for _, o := range f.outs {
+		if err := o.emitStatus(idle); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// noLifecycle is embedded by operators that need no open, end or close.
+type noLifecycle struct{ info opInfo }
+
+func (n *noLifecycle) operator() *opInfo { return &n.info }
+func (n *noLifecycle) open(*task) error  { return nil }
+func (n *noLifecycle) endInput() error   { return nil }
+func (n *noLifecycle) close() error      { return nil }
+
+// mapOperator applies a one-to-one function; the record keeps its timestamp.
+type mapOperator[I, O any] struct {
+	noLifecycle
+	fn  func(I) (O, error)
+	out output[O]
+}
+
+func (m *mapOperator[I, O]) collect(v I, ts int64) error {
+	o, err := m.fn(v)
+	if err != nil {
+		return m.info.wrap(err)
+	}
+	return m.out.collect(o, ts)
+}
+func (m *mapOperator[I, O]) emitWatermark(wm int64) error { return m.out.emitWatermark(wm) }
+func (m *mapOperator[I, O]) emitStatus(idle bool) error   { return m.out.emitStatus(idle) }
+
+// forwardOperator passes everything on unchanged: the union.
+type forwardOperator[T any] struct {
+	noLifecycle
+	out output[T]
+}
+
+func (f *forwardOperator[T]) collect(v T, ts int64) error  { return f.out.collect(v, ts) }
+func (f *forwardOperator[T]) emitWatermark(wm int64) error { return f.out.emitWatermark(wm) }
+func (f *forwardOperator[T]) emitStatus(idle bool) error   { return f.out.emitStatus(idle) }
+
+// filterOperator keeps the records its predicate accepts.
+type filterOperator[T any] struct {
+	noLifecycle
+	fn  func(T) (bool, error)
+	out output[T]
+}
+
+func (f *filterOperator[T]) collect(v T, ts int64) error {
+	keep, err := f.fn(v)
+	if err != nil {
+		return f.info.wrap(err)
+	}
+	if !keep {
+		return nil
+	}
+	return f.out.collect(v, ts)
+}
+func (f *filterOperator[T]) emitWatermark(wm int64) error { return f.out.emitWatermark(wm) }
+func (f *filterOperator[T]) emitStatus(idle bool) error   { return f.out.emitStatus(idle) }
+
+// Collector receives the records a function emits. It is valid only during
+// the call it was passed to.
+type Collector[T any] interface {
+	Collect(v T)
+}
+
+// flatMapOperator applies a one-to-many function. Every emitted record gets
+// the input record's timestamp.
+type flatMapOperator[I, O any] struct {
+	noLifecycle
+	fn  func(I, Collector[O]) error
+	out output[O]
+	c   timestampedCollector[O]
+}
+
+// timestampedCollector forwards to an output with a fixed timestamp and
+// remembers the first error, which the operator returns once the user
+// function is done (Collect itself cannot return one).
+type timestampedCollector[O any] struct {
+	out output[O]
+	ts  int64
+	err error
+}
+
+func (c *timestampedCollector[O]) Collect(v O) {
+	if c.err == nil {
+		c.err = c.out.collect(v, c.ts)
+	}
+}
+
+func (f *flatMapOperator[I, O]) collect(v I, ts int64) error {
+	f.c.out, f.c.ts, f.c.err = f.out, ts, nil
+	if err := f.fn(v, &f.c); err != nil {
+		return f.info.wrap(err)
+	}
+	return f.c.err
+}
+func (f *flatMapOperator[I, O]) emitWatermark(wm int64) error { return f.out.emitWatermark(wm) }
+func (f *flatMapOperator[I, O]) emitStatus(idle bool) error   { return f.out.emitStatus(idle) }
+
+// sinkOperator drives one connector.SinkWriter: Write per record,
+// Flush(true) at the end of input, Close always. Checkpoint-time Flush and
+// PrepareCommit come with the checkpoint work.
+type sinkOperator[T any] struct {
+	info   opInfo
+	sink   connector.Sink[T]
+	writer connector.SinkWriter[T]
+	par    int
+	wm     int64
+}
+
+func (s *sinkOperator[T]) operator() *opInfo { return &s.info }
+
+func (s *sinkOperator[T]) open(t *task) error {
+	s.wm = connector.NoTimestamp
+	w, err := s.sink.CreateWriter(sinkInitContext{subtask: s.info.subtask, parallelism: s.par})
+	if err != nil {
+		return s.info.wrap(err)
+	}
+	if w == nil {
+		return s.info.wrap(errNilWriter)
+	}
+	s.writer = w
+	return nil
+}
+
+func (s *sinkOperator[T]) collect(v T, ts int64) error {
+	if err := s.writer.Write(v, connector.WriteContext{Timestamp: ts, CurrentWatermark: s.wm}); err != nil {
+		return s.info.wrap(err)
+	}
+	return nil
+}
+
+func (s *sinkOperator[T]) emitWatermark(wm int64) error {
+	s.wm = wm
+	return nil
+}
+
+func (s *sinkOperator[T]) emitStatus(bool) error { return nil }
+
+func (s *sinkOperator[T]) endInput() error {
+	return s.info.wrap(s.writer.Flush(true))
+}
+
+func (s *sinkOperator[T]) close() error {
+	if s.writer == nil {
+		return nil
+	}
+	return s.info.wrap(s.writer.Close())
+}
+
+type sinkInitContext struct{ subtask, parallelism int }
+
+func (c sinkInitContext) SubtaskIndex() int                   { return c.subtask }
+func (c sinkInitContext) Parallelism() int                    { return c.parallelism }
+func (c sinkInitContext) AttemptNumber() int                  { return 0 }
+func (c sinkInitContext) RestoredCheckpointID() (int64, bool) { return 0, false }

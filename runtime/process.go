@@ -1,0 +1,448 @@
+package runtime
+
+import (
+	"fmt"
+	"iter"
+	"time"
+)
+
+// TimeDomain says which clock a timer follows.
+type TimeDomain uint8
+
+const (
+	// EventTime timers fire when the operator's input watermark passes
+	// their timestamp.
+	EventTime TimeDomain = iota + 1
+	// ProcessingTime timers fire when the wall clock passes their
+	// timestamp.
+	ProcessingTime
+)
+
+func (d TimeDomain) String() string {
+	switch d {
+	case EventTime:
+		return "event-time"
+	case ProcessingTime:
+		return "processing-time"
+	default:
+		return "unknown-time-domain"
+	}
+}
+
+// Timer is a timer that fired, handed to OnTimer.
+type Timer struct {
+	Timestamp int64
+	Domain    TimeDomain
+}
+
+// KeyedProcessFunction processes a keyed stream one record at a time with
+// per-key state and timers (Flink's KeyedProcessFunction). All methods run
+// on the subtask's task goroutine, never concurrently; the context passed
+// to them is only valid during the call.
+//
+// A function may also implement Open(*KeyedContext[K, O]) error, called
+// once before the first record: the place to create state handles.
+type KeyedProcessFunction[K comparable, I, O any] interface {
+	// ProcessElement handles one record; ctx.Key() is its key.
+	ProcessElement(ctx *KeyedContext[K, O], value I) error
+	// OnTimer handles a timer that fired for key ctx.Key().
+	OnTimer(ctx *KeyedContext[K, O], timer Timer) error
+}
+
+// keyedOpener is the optional Open of a KeyedProcessFunction.
+type keyedOpener[K comparable, O any] interface {
+	Open(ctx *KeyedContext[K, O]) error
+}
+
+// KeyedProcessFuncs adapts plain functions to KeyedProcessFunction. Element
+// is required; Setup and Timer may be nil. Setup is called by Open, once per
+// subtask: state handles it keeps in variables shared by all subtasks would
+// be shared too, so a function with per-subtask handles belongs in
+// ProcessPerSubtask, which builds one KeyedProcessFuncs per subtask.
+type KeyedProcessFuncs[K comparable, I, O any] struct {
+	Setup   func(ctx *KeyedContext[K, O]) error
+	Element func(ctx *KeyedContext[K, O], value I) error
+	Timer   func(ctx *KeyedContext[K, O], timer Timer) error
+}
+
+// Open calls Setup, if any.
+func (f KeyedProcessFuncs[K, I, O]) Open(ctx *KeyedContext[K, O]) error {
+	if f.Setup == nil {
+		return nil
+	}
+	return f.Setup(ctx)
+}
+
+func (f KeyedProcessFuncs[K, I, O]) ProcessElement(ctx *KeyedContext[K, O], v I) error {
+	return f.Element(ctx, v)
+}
+
+func (f KeyedProcessFuncs[K, I, O]) OnTimer(ctx *KeyedContext[K, O], t Timer) error {
+	if f.Timer == nil {
+		return nil
+	}
+	return f.Timer(ctx, t)
+}
+
+// KeyedContext is what a KeyedProcessFunction sees: the current key and
+// timestamp, an output, state, and timers.
+type KeyedContext[K comparable, O any] struct {
+	op        *keyedState[K]
+	out       output[O]
+	ts        int64
+	err       error
+	info      *opInfo
+	watermark int64
+	timers    *timerService[K]
+}
+
+// Key is the key of the record or timer being handled.
+func (c *KeyedContext[K, O]) Key() K { return c.op.key }
+
+// Timestamp is the current record's event timestamp, or the timer's
+// timestamp in OnTimer for an event-time timer (connector.NoTimestamp if
+// none).
+func (c *KeyedContext[K, O]) Timestamp() int64 { return c.ts }
+
+// SubtaskIndex is the subtask running the function.
+func (c *KeyedContext[K, O]) SubtaskIndex() int { return c.info.subtask }
+
+// Collect emits v with the current timestamp.
+func (c *KeyedContext[K, O]) Collect(v O) { c.CollectWithTimestamp(v, c.ts) }
+
+// CollectWithTimestamp emits v with timestamp ts.
+func (c *KeyedContext[K, O]) CollectWithTimestamp(v O, ts int64) {
+	if c.err == nil {
+		c.err = c.out.collect(v, ts)
+	}
+}
+
+// CurrentWatermark is the operator's input watermark (math.MinInt64 before
+// the first one).
+func (c *KeyedContext[K, O]) CurrentWatermark() int64 { return c.watermark }
+
+// CurrentProcessingTime is the wall clock in milliseconds since the Unix
+// epoch.
+func (c *KeyedContext[K, O]) CurrentProcessingTime() int64 { return time.Now().UnixMilli() }
+
+// RegisterEventTimeTimer asks for OnTimer once the watermark reaches ts,
+// for the current key. Registering the same (key, ts) twice fires once.
+func (c *KeyedContext[K, O]) RegisterEventTimeTimer(ts int64) {
+	c.timers.event.add(c.op.key, ts)
+}
+
+// DeleteEventTimeTimer cancels a timer registered for the current key.
+func (c *KeyedContext[K, O]) DeleteEventTimeTimer(ts int64) { c.timers.event.remove(c.op.key, ts) }
+
+// RegisterProcessingTimeTimer asks for OnTimer once the wall clock reaches
+// ts (milliseconds since the Unix epoch), for the current key.
+func (c *KeyedContext[K, O]) RegisterProcessingTimeTimer(ts int64) {
+	c.timers.processing.add(c.op.key, ts)
+	c.timers.scheduleProcessing()
+}
+
+// DeleteProcessingTimeTimer cancels a timer registered for the current key.
+func (c *KeyedContext[K, O]) DeleteProcessingTimeTimer(ts int64) {
+	c.timers.processing.remove(c.op.key, ts)
+}
+
+// keyedState is the keyed state of one operator subtask: the current key
+// and the named states, each a map by key. State lives on the task
+// goroutine only. Snapshots will group entries by key group (see
+// keygroup.go) so that they can be redistributed on rescaling.
+type keyedState[K comparable] struct {
+	key    K
+	states map[string]any
+}
+
+// ValueState is one value per key.
+type ValueState[V any] interface {
+	// Value returns the current key's value and whether it has one.
+	Value() (V, bool)
+	// Update sets the current key's value.
+	Update(v V)
+	// Clear removes the current key's value.
+	Clear()
+}
+
+// MapState is a map per key.
+type MapState[UK comparable, UV any] interface {
+	Get(k UK) (UV, bool)
+	Put(k UK, v UV)
+	Remove(k UK)
+	Contains(k UK) bool
+	Len() int
+	// All iterates the current key's entries in no particular order.
+	All() iter.Seq2[UK, UV]
+	// Clear removes the current key's map.
+	Clear()
+}
+
+type valueState[K comparable, V any] struct {
+	ks *keyedState[K]
+	m  map[K]V
+}
+
+func (s *valueState[K, V]) Value() (V, bool) { v, ok := s.m[s.ks.key]; return v, ok }
+func (s *valueState[K, V]) Update(v V)       { s.m[s.ks.key] = v }
+func (s *valueState[K, V]) Clear()           { delete(s.m, s.ks.key) }
+
+type mapState[K, UK comparable, UV any] struct {
+	ks *keyedState[K]
+	m  map[K]map[UK]UV
+}
+
+func (s *mapState[K, UK, UV]) Get(k UK) (UV, bool) { v, ok := s.m[s.ks.key][k]; return v, ok }
+func (s *mapState[K, UK, UV]) Put(k UK, v UV) {
+	inner := s.m[s.ks.key]
+	if inner == nil {
+		inner = map[UK]UV{}
+		s.m[s.ks.key] = inner
+	}
+	inner[k] = v
+}
+func (s *mapState[K, UK, UV]) Remove(k UK) {
+	inner := s.m[s.ks.key]
+	delete(inner, k)
+	if len(inner) == 0 {
+		delete(s.m, s.ks.key)
+	}
+}
+func (s *mapState[K, UK, UV]) Contains(k UK) bool { _, ok := s.m[s.ks.key][k]; return ok }
+func (s *mapState[K, UK, UV]) Len() int           { return len(s.m[s.ks.key]) }
+func (s *mapState[K, UK, UV]) Clear()             { delete(s.m, s.ks.key) }
+func (s *mapState[K, UK, UV]) All() iter.Seq2[UK, UV] {
+	inner := s.m[s.ks.key]
+	return func(yield func(UK, UV) bool) {
+		for k, v := range inner {
+			if !yield(k, v) {
+				return
+			}
+		}
+	}
+}
+
+// GetValueState returns the value state called name of the function's
+// operator, creating it on first use. Call it in Open and keep the handle:
+// the handle follows the current key. Asking for an existing name with
+// another value type is an error.
+func GetValueState[V any, K comparable, O any](ctx *KeyedContext[K, O], name string) (ValueState[V], error) {
+	if s, ok := ctx.op.states[name]; ok {
+		vs, ok := s.(*valueState[K, V])
+		if !ok {
+			return nil, fmt.Errorf("state %q exists with another type (%T)", name, s)
+		}
+		return vs, nil
+	}
+	vs := &valueState[K, V]{ks: ctx.op, m: map[K]V{}}
+	ctx.op.states[name] = vs
+	return vs, nil
+}
+
+// GetMapState returns the map state called name, like GetValueState.
+func GetMapState[UK comparable, UV any, K comparable, O any](ctx *KeyedContext[K, O], name string) (MapState[UK, UV], error) {
+	if s, ok := ctx.op.states[name]; ok {
+		ms, ok := s.(*mapState[K, UK, UV])
+		if !ok {
+			return nil, fmt.Errorf("state %q exists with another type (%T)", name, s)
+		}
+		return ms, nil
+	}
+	ms := &mapState[K, UK, UV]{ks: ctx.op, m: map[K]map[UK]UV{}}
+	ctx.op.states[name] = ms
+	return ms, nil
+}
+
+// timerQueue is a set of (key, timestamp) timers ordered by timestamp:
+// a binary heap for order plus a set for de-duplication and deletion.
+// Deleted timers stay in the heap and are skipped when they surface.
+type timerQueue[K comparable] struct {
+	heap []timerEntry[K]
+	set  map[timerEntry[K]]struct{}
+}
+
+type timerEntry[K comparable] struct {
+	ts  int64
+	key K
+}
+
+func (q *timerQueue[K]) add(key K, ts int64) {
+	e := timerEntry[K]{ts: ts, key: key}
+	if _, ok := q.set[e]; ok {
+		return
+	}
+	if q.set == nil {
+		q.set = map[timerEntry[K]]struct{}{}
+	}
+	q.set[e] = struct{}{}
+	q.heap = append(q.heap, e)
+	for i := len(q.heap) - 1; i > 0; {
+		p := (i - 1) / 2
+		if q.heap[p].ts <= q.heap[i].ts {
+			break
+		}
+		q.heap[p], q.heap[i] = q.heap[i], q.heap[p]
+		i = p
+	}
+}
+
+func (q *timerQueue[K]) remove(key K, ts int64) {
+	delete(q.set, timerEntry[K]{ts: ts, key: key})
+}
+
+// peek returns the earliest live timer.
+func (q *timerQueue[K]) peek() (timerEntry[K], bool) {
+	for len(q.heap) > 0 {
+		if _, ok := q.set[q.heap[0]]; ok {
+			return q.heap[0], true
+		}
+		q.pop()
+	}
+	return timerEntry[K]{}, false
+}
+
+func (q *timerQueue[K]) pop() timerEntry[K] {
+	top := q.heap[0]
+	n := len(q.heap) - 1
+	q.heap[0] = q.heap[n]
+	q.heap = q.heap[:n]
+	for i := 0; ; {
+		l, r, m := 2*i+1, 2*i+2, i
+		if l < n && q.heap[l].ts < q.heap[m].ts {
+			m = l
+		}
+		if r < n && q.heap[r].ts < q.heap[m].ts {
+			m = r
+		}
+		if m == i {
+			break
+		}
+		q.heap[i], q.heap[m] = q.heap[m], q.heap[i]
+		i = m
+	}
+	delete(q.set, top)
+	return top
+}
+
+// timerService holds an operator's event-time and processing-time timers
+// (Flink's InternalTimerService). Processing-time timers are driven by one
+// task timer set to the earliest of them; when it expires a mail fires the
+// due ones on the task goroutine.
+type timerService[K comparable] struct {
+	event      timerQueue[K]
+	processing timerQueue[K]
+	wake       *time.Timer
+	wakeAt     int64
+	ended      bool
+}
+
+func (s *timerService[K]) scheduleProcessing() {
+	next, ok := s.processing.peek()
+	if !ok || s.ended {
+		return
+	}
+	if s.wakeAt != 0 && s.wakeAt <= next.ts {
+		return
+	}
+	s.wakeAt = next.ts
+	s.wake.Reset(time.Until(time.UnixMilli(next.ts)))
+}
+
+// keyedProcessOperator runs a KeyedProcessFunction.
+type keyedProcessOperator[K comparable, I, O any] struct {
+	info   opInfo
+	keyFn  func(I) K
+	newFn  func() KeyedProcessFunction[K, I, O]
+	fn     KeyedProcessFunction[K, I, O]
+	out    output[O]
+	state  keyedState[K]
+	timers timerService[K]
+	ctx    KeyedContext[K, O]
+}
+
+func (p *keyedProcessOperator[K, I, O]) operator() *opInfo { return &p.info }
+
+func (p *keyedProcessOperator[K, I, O]) open(t *task) error {
+	p.fn = p.newFn()
+	if p.fn == nil {
+		return p.info.wrap(errNilFunction("process function (from the factory)"))
+	}
+	p.state.states = map[string]any{}
+	p.ctx = KeyedContext[K, O]{op: &p.state, out: p.out, info: &p.info, watermark: noWatermark, timers: &p.timers}
+	p.timers.wake = t.newTimer("processing-time timers", p.fireProcessingTimers)
+	if o, ok := p.fn.(keyedOpener[K, O]); ok {
+		if err := o.Open(&p.ctx); err != nil {
+			return p.info.wrap(err)
+		}
+	}
+	return nil
+}
+
+func (p *keyedProcessOperator[K, I, O]) collect(v I, ts int64) error {
+	p.state.key = p.keyFn(v)
+	p.ctx.ts, p.ctx.err = ts, nil
+	if err := p.fn.ProcessElement(&p.ctx, v); err != nil {
+		return p.info.wrap(err)
+	}
+	return p.ctx.err
+}
+
+// emitWatermark fires every event-time timer at or before wm, then passes
+// wm on: downstream sees the timers' output before the watermark that
+// caused it, as results of a window precede the watermark closing it.
+func (p *keyedProcessOperator[K, I, O]) emitWatermark(wm int64) error {
+	p.ctx.watermark = wm
+	for {
+		e, ok := p.timers.event.peek()
+		if !ok || e.ts > wm {
+			break
+		}
+		p.timers.event.pop()
+		if err := p.fire(e, EventTime, e.ts); err != nil {
+			return err
+		}
+	}
+	return p.out.emitWatermark(wm)
+}
+
+func (p *keyedProcessOperator[K, I, O]) fire(e timerEntry[K], d TimeDomain, ts int64) error {
+	p.state.key = e.key
+	p.ctx.ts, p.ctx.err = ts, nil
+	if err := p.fn.OnTimer(&p.ctx, Timer{Timestamp: e.ts, Domain: d}); err != nil {
+		return p.info.wrap(err)
+	}
+	return p.ctx.err
+}
+
+func (p *keyedProcessOperator[K, I, O]) fireProcessingTimers() error {
+	p.timers.wakeAt = 0
+	if p.timers.ended {
+		return nil
+	}
+	now := time.Now().UnixMilli()
+	for {
+		e, ok := p.timers.processing.peek()
+		if !ok || e.ts > now {
+			break
+		}
+		p.timers.processing.pop()
+		if err := p.fire(e, ProcessingTime, noTimestampForProcessingTime); err != nil {
+			return err
+		}
+	}
+	p.timers.scheduleProcessing()
+	return nil
+}
+
+func (p *keyedProcessOperator[K, I, O]) emitStatus(idle bool) error { return p.out.emitStatus(idle) }
+
+// endInput drops pending processing-time timers: the input is over and the
+// wall clock would only fire them on a job that has nothing left to do.
+// Event-time timers have fired already, with the final MaxWatermark.
+func (p *keyedProcessOperator[K, I, O]) endInput() error {
+	p.timers.ended = true
+	p.timers.wake.Stop()
+	return nil
+}
+
+func (p *keyedProcessOperator[K, I, O]) close() error { return nil }

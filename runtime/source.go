@@ -1,0 +1,305 @@
+package runtime
+
+import (
+	"time"
+
+	"github.com/splitflow/splitflow/connector"
+)
+
+// sourceOperator is the head of a source task: Flink's SourceOperator. It
+// creates the subtask's SourceReader on the task goroutine, registers it
+// with the source coordinator, and is the task's default action: each step
+// is one non-blocking PollNext. Split assignments and source events from
+// the coordinator arrive as mails, so they run on the task goroutine
+// between two polls (invariant 6).
+type sourceOperator[T any, S connector.Split, C any] struct {
+	info     opInfo
+	src      connector.Source[T, S, C]
+	coord    *sourceCoordinator[T, S, C]
+	par      int
+	strategy WatermarkStrategy[T]
+	out      output[T]
+
+	t        *task
+	reader   connector.SourceReader[T, S]
+	output   *readerOutput[T]
+	wmTimer  *time.Timer
+	openedAt time.Time
+	stopped  bool
+}
+
+func (s *sourceOperator[T, S, C]) operator() *opInfo { return &s.info }
+
+func (s *sourceOperator[T, S, C]) open(t *task) error {
+	s.t = t
+	s.openedAt = time.Now()
+	s.output = newReaderOutput(s.strategy, s.out)
+	r, err := s.src.CreateReader(readerContext[T, S, C]{op: s})
+	if err != nil {
+		return s.info.wrap(err)
+	}
+	if r == nil {
+		return s.info.wrap(errNilReader)
+	}
+	s.reader = r
+	// Registration is queued before anything Start may send (a pull-mode
+	// reader asks for its first split there), and the coordinator handles
+	// its queue in order, so the enumerator knows the reader first.
+	s.coord.registerReader(s.info.subtask)
+	if err := r.Start(); err != nil {
+		return s.info.wrap(err)
+	}
+	s.output.mux.started = true
+	s.output.mux.update()
+	if err := s.output.mux.err; err != nil {
+		return err
+	}
+	if s.strategy.newGenerator != nil && t.cfg.autoWatermarkInterval > 0 {
+		s.wmTimer = t.newTimer("periodic watermark", s.periodicEmit)
+		s.wmTimer.Reset(t.cfg.autoWatermarkInterval)
+	}
+	return nil
+}
+
+func (s *sourceOperator[T, S, C]) periodicEmit() error {
+	if s.strategy.idleness > 0 && s.output.mux.awaitingSplits && time.Since(s.openedAt) >= s.strategy.idleness {
+		// No split for a whole idleness timeout: let event time go on.
+		s.output.mux.stopAwaitingSplits()
+	}
+	s.output.periodicEmit()
+	if s.output.err != nil {
+		return s.output.err
+	}
+	s.wmTimer.Reset(s.t.cfg.autoWatermarkInterval)
+	return nil
+}
+
+func (s *sourceOperator[T, S, C]) step() (inputStatus, error) {
+	if s.stopped {
+		return inputEnd, nil
+	}
+	st, err := s.reader.PollNext(s.output)
+	if s.output.err != nil {
+		// The record went downstream and an operator failed: that
+		// operator's error is the job's, the reader's is a consequence.
+		return inputMore, s.output.err
+	}
+	if err != nil {
+		return inputMore, s.info.wrap(err)
+	}
+	switch st {
+	case connector.MoreAvailable:
+		return inputMore, nil
+	case connector.NothingAvailable:
+		return inputNothing, nil
+	case connector.EndOfInput:
+		// A bounded source that ends moves event time to its end, so
+		// every event-time timer downstream fires.
+		if s.output.mux.idle {
+			if err := s.out.emitStatus(false); err != nil {
+				return inputMore, err
+			}
+		}
+		if err := s.out.emitWatermark(MaxWatermark); err != nil {
+			return inputMore, err
+		}
+		return inputEnd, nil
+	default:
+		return inputMore, s.info.wrap(errBadInputStatus(st))
+	}
+}
+
+func (s *sourceOperator[T, S, C]) ready() <-chan struct{} { return s.reader.Available() }
+
+// stop ends the source at its next step without the final watermark: a
+// cancelled job has not reached the end of event time, and firing every
+// event-time timer would emit results that are not final.
+func (s *sourceOperator[T, S, C]) stop() { s.stopped = true }
+
+func (s *sourceOperator[T, S, C]) endInput() error { return nil }
+
+func (s *sourceOperator[T, S, C]) close() error {
+	if s.reader == nil {
+		return nil
+	}
+	return s.info.wrap(s.reader.Close())
+}
+
+// The three methods below run as mails on the task goroutine, sent by the
+// source coordinator.
+
+func (s *sourceOperator[T, S, C]) addSplits(splits []S) error {
+	if s.reader == nil {
+		return nil
+	}
+	ids := make([]string, len(splits))
+	for i, sp := range splits {
+		ids[i] = sp.SplitID()
+	}
+	s.output.mux.splitsAssigned(ids)
+	return s.info.wrap(s.reader.AddSplits(splits))
+}
+
+func (s *sourceOperator[T, S, C]) noMoreSplits() error {
+	if s.reader != nil {
+		s.reader.NotifyNoMoreSplits()
+		s.output.mux.stopAwaitingSplits()
+		s.output.noteErr()
+		return s.output.err
+	}
+	return nil
+}
+
+func (s *sourceOperator[T, S, C]) handleSourceEvent(ev connector.SourceEvent) error {
+	if s.reader == nil {
+		return nil
+	}
+	return s.info.wrap(s.reader.HandleSourceEvent(ev))
+}
+
+// readerContext is the reader's view of the engine.
+type readerContext[T any, S connector.Split, C any] struct{ op *sourceOperator[T, S, C] }
+
+func (c readerContext[T, S, C]) SubtaskIndex() int { return c.op.info.subtask }
+func (c readerContext[T, S, C]) Parallelism() int  { return c.op.par }
+func (c readerContext[T, S, C]) SendSplitRequest() {
+	c.op.coord.splitRequest(c.op.info.subtask)
+}
+func (c readerContext[T, S, C]) SendSourceEvent(ev connector.SourceEvent) {
+	c.op.coord.sourceEvent(c.op.info.subtask, ev)
+}
+
+// readerOutput is the connector.ReaderOutput handed to PollNext. Records
+// pass straight into the chain; the first failure downstream is kept and
+// returned by the task once PollNext returns, since the connector's output
+// methods cannot return errors.
+type readerOutput[T any] struct {
+	strategy WatermarkStrategy[T]
+	assign   func(T, int64) int64
+	out      output[T]
+	err      error
+	mux      watermarkMux
+	main     *splitOutput[T]
+	splits   map[string]*splitOutput[T]
+}
+
+func newReaderOutput[T any](strategy WatermarkStrategy[T], out output[T]) *readerOutput[T] {
+	r := &readerOutput[T]{strategy: strategy, assign: strategy.assigner, out: out, splits: map[string]*splitOutput[T]{}}
+	r.mux = watermarkMux{last: noWatermark, awaitingSplits: true, emitWM: out.emitWatermark, emitIdle: out.emitStatus}
+	return r
+}
+
+// splitOutput is the output of one split (or the reader-wide one), with its
+// own watermark generator and its own entry in the watermark mux.
+type splitOutput[T any] struct {
+	r   *readerOutput[T]
+	gen WatermarkGenerator[T]
+	mo  *muxOutput
+}
+
+func (r *readerOutput[T]) newSplitOutput() *splitOutput[T] {
+	return &splitOutput[T]{r: r, gen: r.strategy.generator(), mo: r.mux.register()}
+}
+
+func (r *readerOutput[T]) mainOutput() *splitOutput[T] {
+	if r.main == nil {
+		r.mux.mainOutputUsed()
+		r.main = r.newSplitOutput()
+		r.noteErr()
+	}
+	return r.main
+}
+
+func (r *readerOutput[T]) noteErr() {
+	if r.err == nil && r.mux.err != nil {
+		r.err = r.mux.err
+	}
+}
+
+func (r *readerOutput[T]) Collect(v T) { r.mainOutput().CollectWithTimestamp(v, connector.NoTimestamp) }
+func (r *readerOutput[T]) CollectWithTimestamp(v T, ts int64) {
+	r.mainOutput().CollectWithTimestamp(v, ts)
+}
+func (r *readerOutput[T]) EmitWatermark(wm connector.Watermark) { r.mainOutput().EmitWatermark(wm) }
+func (r *readerOutput[T]) MarkIdle()                            { r.mainOutput().MarkIdle() }
+func (r *readerOutput[T]) MarkActive()                          { r.mainOutput().MarkActive() }
+
+func (r *readerOutput[T]) CreateOutputForSplit(splitID string) connector.SourceOutput[T] {
+	if o, ok := r.splits[splitID]; ok {
+		return o
+	}
+	r.mux.splitOutputCreated(splitID)
+	o := r.newSplitOutput()
+	r.noteErr()
+	r.splits[splitID] = o
+	return o
+}
+
+func (r *readerOutput[T]) ReleaseOutputForSplit(splitID string) {
+	o, ok := r.splits[splitID]
+	if !ok {
+		if _, pending := r.mux.pendingSplits[splitID]; pending {
+			r.mux.splitOutputCreated(splitID)
+			r.mux.update()
+			r.noteErr()
+		}
+		return
+	}
+	delete(r.splits, splitID)
+	r.mux.release(o.mo)
+	r.noteErr()
+}
+
+func (r *readerOutput[T]) periodicEmit() {
+	if r.main != nil && r.main.gen != nil {
+		r.main.gen.OnPeriodicEmit(r.main.mo)
+	}
+	for _, o := range r.splits {
+		if o.gen != nil {
+			o.gen.OnPeriodicEmit(o.mo)
+		}
+	}
+	r.noteErr()
+}
+
+func (o *splitOutput[T]) Collect(v T) { o.CollectWithTimestamp(v, connector.NoTimestamp) }
+
+func (o *splitOutput[T]) CollectWithTimestamp(v T, ts int64) {
+	r := o.r
+	if r.err != nil {
+		return
+	}
+	if o.mo.idle {
+		o.mo.MarkActive()
+		r.noteErr()
+	}
+	if r.assign != nil {
+		ts = r.assign(v, ts)
+	}
+	// The record goes first, then the generator sees it: a watermark it
+	// derives from this record must follow the record, or the record would
+	// be late on arrival.
+	if err := r.out.collect(v, ts); err != nil {
+		r.err = err
+		return
+	}
+	if o.gen != nil {
+		o.gen.OnEvent(v, ts, o.mo)
+		r.noteErr()
+	}
+}
+
+func (o *splitOutput[T]) EmitWatermark(wm connector.Watermark) {
+	o.mo.EmitWatermark(wm.Timestamp)
+	o.r.noteErr()
+}
+
+func (o *splitOutput[T]) MarkIdle() {
+	o.mo.MarkIdle()
+	o.r.noteErr()
+}
+
+func (o *splitOutput[T]) MarkActive() {
+	o.mo.MarkActive()
+	o.r.noteErr()
+}

@@ -1,0 +1,334 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"runtime/debug"
+	"time"
+)
+
+// inputStatus is what one step of a task's default action reports.
+type inputStatus uint8
+
+const (
+	// inputMore: step again right away (after the mailbox).
+	inputMore inputStatus = iota
+	// inputNothing: wait for the input's availability or a mail.
+	inputNothing
+	// inputEnd: all input has been processed.
+	inputEnd
+)
+
+// taskInput is a task's default action: poll the source reader, or process
+// one batch from the input gate.
+type taskInput interface {
+	step() (inputStatus, error)
+	// ready returns the channel to wait on after step reported
+	// inputNothing. It is asked for again after every wait.
+	ready() <-chan struct{}
+	// stop asks the input to end gracefully at its next step: a source
+	// stops reading; a gate input ignores it (it ends when its upstream
+	// tasks have ended).
+	stop()
+}
+
+// errTaskCancelled is how a task ends when the job is stopped hard; the
+// job reports the error that caused the stop, never this one.
+var errTaskCancelled = errors.New("task cancelled")
+
+// task runs one subtask of a chain on one goroutine: Flink's StreamTask with
+// its MailboxProcessor. The loop alternates between the mailbox and the
+// default action, and suspends the default action whenever the output is
+// backpressured or no input is available, waiting then on the mailbox or on
+// the availability it lacks. A mail therefore never waits behind a full
+// output or an empty input.
+//
+// Everything in a task is owned by its goroutine: the operators, their
+// state, the record writers, the source reader (invariant 6). Other
+// goroutines reach it only through mb.
+type task struct {
+	name        string // the chain, "Source: a -> Map b -> Sink c"
+	head        *opInfo
+	subtask     int
+	parallelism int
+	cfg         *config
+
+	mb      *mailbox
+	ops     []lifecycle // head first
+	input   taskInput
+	outputs []networkOutput
+	timers  []*time.Timer
+
+	ended bool // input ended and end of partition emitted; draining outputs
+
+	flushTimer *time.Timer
+
+	// barriers counts, per checkpoint, the channels a barrier arrived on.
+	barriers map[int64]int
+
+	// hooks for tests; nil in production.
+	onOutputBlocked func()
+}
+
+// run is the task goroutine's body. The returned error is an
+// *OperatorError, errTaskCancelled, or nil when the task finished.
+func (t *task) run(ctx context.Context) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = &OperatorError{Operator: t.name, UID: t.head.uid, Subtask: t.subtask,
+				Err: fmt.Errorf("panic: %v\n%s", r, debug.Stack())}
+		}
+		err = errors.Join(err, t.shutdown())
+		if err != nil && !errors.Is(err, errTaskCancelled) {
+			// A close error after a real failure must not hide it.
+			var oe *OperatorError
+			if !errors.As(err, &oe) {
+				err = t.head.wrap(err)
+			}
+		}
+	}()
+	for i := len(t.ops) - 1; i >= 0; i-- {
+		if err := t.ops[i].open(t); err != nil {
+			return t.ops[i].operator().wrap(err)
+		}
+	}
+	if len(t.outputs) > 0 && t.cfg.flushTimeout > 0 {
+		t.flushTimer = t.newTimer("flush", t.flushMail)
+		t.flushTimer.Reset(t.cfg.flushTimeout)
+	}
+	return t.loop(ctx)
+}
+
+func (t *task) loop(ctx context.Context) error {
+	for {
+		for t.mb.hasMail() {
+			m, ok := t.mb.take()
+			if !ok {
+				break
+			}
+			if err := m.run(); err != nil {
+				if errors.Is(err, errTaskCancelled) {
+					return err
+				}
+				return t.head.wrap(err)
+			}
+		}
+		if !t.outputsAvailable() {
+			if t.retryOutputs() {
+				continue
+			}
+			if t.onOutputBlocked != nil {
+				t.onOutputBlocked()
+			}
+			select {
+			case <-ctx.Done():
+				return errTaskCancelled
+			case <-t.mb.ready:
+			case <-t.blockedOutput():
+			}
+			continue
+		}
+		if t.ended {
+			return nil
+		}
+		st, err := t.input.step()
+		if err != nil {
+			return t.head.wrap(err)
+		}
+		if t.cfg.flushTimeout == 0 {
+			t.flushOutputs()
+		}
+		switch st {
+		case inputNothing:
+			if !t.outputsAvailable() {
+				// Deliver what this step left pending first; the top of
+				// the loop waits for space.
+				continue
+			}
+			select {
+			case <-ctx.Done():
+				return errTaskCancelled
+			case <-t.mb.ready:
+			case <-t.input.ready():
+			}
+		case inputEnd:
+			if err := t.endInput(); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// endInput finishes the chain head first, then tells every downstream
+// subtask that this partition ended (which flushes the buffers first).
+func (t *task) endInput() error {
+	for _, op := range t.ops {
+		if err := op.endInput(); err != nil {
+			return op.operator().wrap(err)
+		}
+	}
+	for _, o := range t.outputs {
+		o.broadcastEvent(event{kind: eventEndOfPartition})
+	}
+	t.ended = true
+	return nil
+}
+
+// shutdown stops the task's timers, closes its mailbox (later puts fail,
+// so a coordinator or a timer cannot reach a gone task) and closes every
+// operator, head first, whatever happened before.
+func (t *task) shutdown() error {
+	for _, tm := range t.timers {
+		tm.Stop()
+	}
+	t.mb.close()
+	var errs []error
+	for _, op := range t.ops {
+		if err := op.close(); err != nil {
+			errs = append(errs, op.operator().wrap(err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (t *task) outputsAvailable() bool {
+	for _, o := range t.outputs {
+		if !o.available() {
+			return false
+		}
+	}
+	return true
+}
+
+func (t *task) retryOutputs() bool {
+	ok := true
+	for _, o := range t.outputs {
+		if !o.retryPending() {
+			ok = false
+		}
+	}
+	return ok
+}
+
+func (t *task) blockedOutput() <-chan struct{} {
+	for _, o := range t.outputs {
+		if !o.available() {
+			return o.spaceReady()
+		}
+	}
+	return nil
+}
+
+func (t *task) flushOutputs() {
+	for _, o := range t.outputs {
+		o.flush()
+	}
+}
+
+func (t *task) flushMail() error {
+	t.flushOutputs()
+	t.flushTimer.Reset(t.cfg.flushTimeout)
+	return nil
+}
+
+// newTimer returns a stopped timer whose expiry puts fn into the mailbox,
+// so fn runs on the task goroutine. The task stops it when it ends.
+func (t *task) newTimer(name string, fn func() error) *time.Timer {
+	tm := time.AfterFunc(time.Duration(math.MaxInt64), func() {
+		t.mb.put(priorityDefault, mail{name: name, run: fn})
+	})
+	tm.Stop()
+	t.timers = append(t.timers, tm)
+	return tm
+}
+
+// cancel makes the task return at its next look at the mailbox. The task
+// context stops a task that waits; this mail stops one that is busy (a
+// source that always has more), without a context check per record.
+func (t *task) cancel() {
+	t.mb.put(priorityUrgent, mail{name: "cancel", run: func() error { return errTaskCancelled }})
+}
+
+// requestStop asks the task to end gracefully: sources stop reading, and
+// the end of their partitions drains the rest of the job.
+func (t *task) requestStop() {
+	t.mb.put(priorityUrgent, mail{name: "stop", run: func() error {
+		t.input.stop()
+		return nil
+	}})
+}
+
+// onBarrier forwards a checkpoint barrier once it arrived on every channel
+// of the gate that is still open. This carries barriers through the job;
+// blocking a channel after its barrier until the others catch up
+// (alignment) and snapshotting state come with the checkpoint coordinator.
+func (t *task) onBarrier(openChannels int, b CheckpointBarrier) {
+	if t.barriers == nil {
+		t.barriers = make(map[int64]int)
+	}
+	t.barriers[b.CheckpointID]++
+	if t.barriers[b.CheckpointID] < openChannels {
+		return
+	}
+	delete(t.barriers, b.CheckpointID)
+	// broadcastEvent appends the barrier behind whatever each buffer
+	// holds, so the records emitted before it stay before it.
+	for _, o := range t.outputs {
+		o.broadcastEvent(event{kind: eventBarrier, barrier: b})
+	}
+}
+
+// gateInput is the default action of a task fed by other tasks: take one
+// batch from the gate, push its records through the chain, then act on its
+// trailing event.
+type gateInput[T any] struct {
+	t     *task
+	gate  *inputGate[T]
+	head  output[T]
+	valve *watermarkValve
+	// done is the batch processed last, handed back to its channel for
+	// reuse on the next poll.
+	done   *batch[T]
+	doneCh int
+}
+
+func (g *gateInput[T]) step() (inputStatus, error) {
+	ch, b, ok := g.gate.poll(g.done, g.doneCh)
+	g.done = nil
+	if !ok {
+		return inputNothing, nil
+	}
+	g.done, g.doneCh = b, ch
+	for i := range b.records {
+		r := &b.records[i]
+		if err := g.head.collect(r.value, r.ts); err != nil {
+			return inputMore, err
+		}
+	}
+	switch b.ev.kind {
+	case eventWatermark:
+		if err := g.valve.inputWatermark(ch, b.ev.watermark); err != nil {
+			return inputMore, err
+		}
+	case eventStatus:
+		if err := g.valve.inputStatus(ch, b.ev.idle); err != nil {
+			return inputMore, err
+		}
+	case eventBarrier:
+		g.t.onBarrier(g.valve.open(), b.ev.barrier)
+	case eventEndOfPartition:
+		allEnded, err := g.valve.endOfPartition(ch)
+		if err != nil {
+			return inputMore, err
+		}
+		if allEnded {
+			return inputEnd, nil
+		}
+	}
+	return inputMore, nil
+}
+
+func (g *gateInput[T]) ready() <-chan struct{} { return g.gate.notify }
+func (g *gateInput[T]) stop()                  {}

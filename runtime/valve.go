@@ -1,0 +1,150 @@
+package runtime
+
+// watermarkValve combines the watermarks and statuses of a task's input
+// channels into the task's input watermark, as Flink's
+// StatusWatermarkValve does:
+//
+//   - the combined watermark is the minimum over the channels that are
+//     active, aligned and not ended, and it never goes back;
+//   - an idle channel does not hold time back; when the last active
+//     channel goes idle the task's input is idle, and the maximum watermark
+//     of all channels is emitted first so that time progresses as far as
+//     every channel allowed;
+//   - a channel that comes back from idleness behind the combined
+//     watermark is not aligned: it is left out of the minimum until it
+//     catches up, so its return cannot move time backwards;
+//   - an ended channel is left out for good.
+type watermarkValve struct {
+	out      valveOutput
+	channels []channelStatus
+	last     int64
+	idle     bool
+}
+
+type valveOutput interface {
+	emitWatermark(wm int64) error
+	emitStatus(idle bool) error
+}
+
+type channelStatus struct {
+	wm      int64
+	idle    bool
+	aligned bool
+	ended   bool
+}
+
+func newWatermarkValve(numChannels int, out valveOutput) *watermarkValve {
+	v := &watermarkValve{out: out, channels: make([]channelStatus, numChannels), last: noWatermark}
+	for i := range v.channels {
+		v.channels[i] = channelStatus{wm: noWatermark, aligned: true}
+	}
+	return v
+}
+
+// open counts the channels that have not ended.
+func (v *watermarkValve) open() int {
+	n := 0
+	for i := range v.channels {
+		if !v.channels[i].ended {
+			n++
+		}
+	}
+	return n
+}
+
+func (v *watermarkValve) inputWatermark(ch int, wm int64) error {
+	c := &v.channels[ch]
+	if c.ended || c.idle || wm <= c.wm {
+		return nil
+	}
+	c.wm = wm
+	if !c.aligned && wm >= v.last {
+		c.aligned = true
+	}
+	return v.emitMin()
+}
+
+func (v *watermarkValve) inputStatus(ch int, idle bool) error {
+	c := &v.channels[ch]
+	if c.ended || c.idle == idle {
+		return nil
+	}
+	c.idle = idle
+	if idle {
+		c.aligned = false
+		if v.allIdle() {
+			if err := v.emitMaxAcrossChannels(); err != nil {
+				return err
+			}
+			v.idle = true
+			return v.out.emitStatus(true)
+		}
+		return v.emitMin()
+	}
+	c.aligned = c.wm >= v.last
+	if v.idle {
+		v.idle = false
+		return v.out.emitStatus(false)
+	}
+	return nil
+}
+
+// endOfPartition retires ch and reports whether every channel has ended.
+func (v *watermarkValve) endOfPartition(ch int) (bool, error) {
+	c := &v.channels[ch]
+	if c.ended {
+		return v.open() == 0, nil
+	}
+	c.ended = true
+	c.aligned = false
+	if v.open() == 0 {
+		return true, nil
+	}
+	if v.allIdle() && !v.idle {
+		v.idle = true
+		return false, v.out.emitStatus(true)
+	}
+	return false, v.emitMin()
+}
+
+func (v *watermarkValve) allIdle() bool {
+	for i := range v.channels {
+		c := &v.channels[i]
+		if !c.ended && !c.idle {
+			return false
+		}
+	}
+	return true
+}
+
+func (v *watermarkValve) emitMin() error {
+	min, found := int64(0), false
+	for i := range v.channels {
+		c := &v.channels[i]
+		if c.ended || c.idle || !c.aligned {
+			continue
+		}
+		if !found || c.wm < min {
+			min, found = c.wm, true
+		}
+	}
+	if !found || min <= v.last {
+		return nil
+	}
+	v.last = min
+	return v.out.emitWatermark(min)
+}
+
+func (v *watermarkValve) emitMaxAcrossChannels() error {
+	max := noWatermark
+	for i := range v.channels {
+		if c := &v.channels[i]; !c.ended && c.wm > max {
+			max = c.wm
+		}
+	}
+	if max <= v.last {
+		return nil
+	}
+	v.last = max
+	return v.out.emitWatermark(max)
+}

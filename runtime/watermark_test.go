@@ -1,0 +1,426 @@
+package runtime
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/splitflow/splitflow/connector"
+)
+
+// recorder is an output[T] that logs what reaches it.
+type recorder[T any] struct {
+	log []string
+	wms []int64
+}
+
+func (r *recorder[T]) collect(v T, ts int64) error {
+	r.log = append(r.log, fmt.Sprintf("rec %v@%d", v, ts))
+	return nil
+}
+
+func (r *recorder[T]) emitWatermark(wm int64) error {
+	r.log = append(r.log, fmt.Sprintf("wm %d", wm))
+	r.wms = append(r.wms, wm)
+	return nil
+}
+
+func (r *recorder[T]) emitStatus(idle bool) error {
+	if idle {
+		r.log = append(r.log, "idle")
+	} else {
+		r.log = append(r.log, "active")
+	}
+	return nil
+}
+
+func (r *recorder[T]) take() []string {
+	l := r.log
+	r.log = nil
+	return l
+}
+
+func expectLog(t *testing.T, step string, got []string, want ...string) {
+	t.Helper()
+	if !slices.Equal(got, want) {
+		t.Fatalf("%s: emitted %q, want %q", step, got, want)
+	}
+}
+
+// Rule (Flink's StatusWatermarkValve): a multi-channel input's watermark is
+// the minimum over active channels and never decreases; idle channels do
+// not hold it back; when all go idle, the maximum is emitted and the input
+// is idle; a channel returning from idleness behind the combined watermark
+// is ignored until it catches up; ended channels no longer count.
+func TestValveTakesMinimumOverActiveChannels(t *testing.T) {
+	r := &recorder[int]{}
+	v := newWatermarkValve(3, r)
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(v.inputWatermark(0, 10))
+	must(v.inputWatermark(1, 20))
+	expectLog(t, "two of three channels", r.take())
+	must(v.inputWatermark(2, 5))
+	expectLog(t, "all three", r.take(), "wm 5")
+	must(v.inputWatermark(2, 30))
+	expectLog(t, "channel 2 advances", r.take(), "wm 10")
+	must(v.inputWatermark(0, 8))
+	expectLog(t, "a watermark going back is ignored", r.take())
+
+	must(v.inputStatus(0, true))
+	expectLog(t, "channel 0 idle: min over 1 and 2", r.take(), "wm 20")
+	must(v.inputWatermark(0, 100))
+	expectLog(t, "watermarks of an idle channel are ignored", r.take())
+	must(v.inputStatus(1, true))
+	expectLog(t, "only channel 2 active", r.take(), "wm 30")
+	must(v.inputStatus(2, true))
+	expectLog(t, "all idle", r.take(), "idle")
+
+	must(v.inputStatus(0, false))
+	expectLog(t, "channel 0 back, behind (10 < 30)", r.take(), "active")
+	must(v.inputWatermark(0, 25))
+	expectLog(t, "still behind: not aligned", r.take())
+	must(v.inputWatermark(0, 40))
+	expectLog(t, "caught up", r.take(), "wm 40")
+
+	end, err := v.endOfPartition(0)
+	must(err)
+	if end {
+		t.Fatal("one of three channels ended, input reported ended")
+	}
+	if _, err := v.endOfPartition(1); err != nil {
+		t.Fatal(err)
+	}
+	end, err = v.endOfPartition(2)
+	must(err)
+	if !end {
+		t.Fatal("all channels ended, input not reported ended")
+	}
+}
+
+// Rule: the last active channel going idle releases the maximum watermark
+// over all channels before the idle status, so time advances as far as
+// every channel allowed.
+func TestValveEmitsMaxWhenAllIdle(t *testing.T) {
+	r := &recorder[int]{}
+	v := newWatermarkValve(2, r)
+	_ = v.inputWatermark(0, 10)
+	_ = v.inputWatermark(1, 50)
+	r.take()
+	_ = v.inputStatus(1, true)
+	_ = v.inputStatus(0, true)
+	expectLog(t, "both idle", r.take(), "wm 50", "idle")
+}
+
+// Rule: a reader's watermark is the minimum over its active splits' outputs
+// (ReaderOutput.CreateOutputForSplit); an idle or released split does not
+// hold it back; with no active split the reader is idle.
+func TestReaderWatermarkIsMinimumOverActiveSplits(t *testing.T) {
+	r := &recorder[string]{}
+	out := newReaderOutput(NoWatermarks[string](), output[string](r))
+	out.mux.started = true
+	out.mux.update()
+	expectLog(t, "no split yet: the reader holds time back, it is not idle", r.take())
+
+	a := out.CreateOutputForSplit("a")
+	b := out.CreateOutputForSplit("b")
+	if out.CreateOutputForSplit("a") != a {
+		t.Fatal("CreateOutputForSplit must return the same output for the same split")
+	}
+	expectLog(t, "splits registered", r.take())
+	a.EmitWatermark(connector.Watermark{Timestamp: 100})
+	expectLog(t, "only a has a watermark", r.take())
+	b.EmitWatermark(connector.Watermark{Timestamp: 50})
+	expectLog(t, "both", r.take(), "wm 50")
+	b.EmitWatermark(connector.Watermark{Timestamp: 150})
+	expectLog(t, "b passes a", r.take(), "wm 100")
+	a.MarkIdle()
+	expectLog(t, "a idle", r.take(), "wm 150")
+	a.CollectWithTimestamp("x", 120)
+	expectLog(t, "a record reactivates a, behind 150: no regression", r.take(), "rec x@120")
+	out.ReleaseOutputForSplit("a")
+	out.ReleaseOutputForSplit("b")
+	expectLog(t, "all released", r.take(), "idle")
+	if out.err != nil {
+		t.Fatal(out.err)
+	}
+}
+
+// Rule (Flink's BoundedOutOfOrdernessWatermarks): the periodic watermark is
+// the largest timestamp seen minus the allowed lateness minus 1 ms.
+func TestBoundedOutOfOrdernessGenerator(t *testing.T) {
+	g := ForBoundedOutOfOrderness[int](10 * time.Millisecond).generator()
+	mo := &muxOutput{mux: &watermarkMux{}, wm: noWatermark}
+	g.OnPeriodicEmit(mo)
+	if mo.wm != noWatermark {
+		t.Fatalf("watermark before any event = %d, want none", mo.wm)
+	}
+	for _, ts := range []int64{100, 130, 120} {
+		g.OnEvent(0, ts, mo)
+	}
+	g.OnPeriodicEmit(mo)
+	if mo.wm != 119 {
+		t.Fatalf("watermark = %d, want 130-10-1 = 119", mo.wm)
+	}
+	m := ForMonotonousTimestamps[int]().generator()
+	m.OnEvent(0, 7, mo)
+	m.OnPeriodicEmit(mo)
+	if mo.wm != 119 {
+		t.Fatal("a lower watermark must not move the output back")
+	}
+}
+
+// Rule (Flink's WatermarksWithIdleness): a split that sees no record for
+// the idleness timeout is marked idle, and the next record makes it active.
+func TestIdlenessMarksQuietSplitIdle(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		g := ForMonotonousTimestamps[int]().WithIdleness(time.Second).generator()
+		mo := &muxOutput{mux: &watermarkMux{}, wm: noWatermark}
+		g.OnEvent(0, 10, mo)
+		g.OnPeriodicEmit(mo)
+		if mo.idle {
+			t.Fatal("idle right after an event")
+		}
+		time.Sleep(999 * time.Millisecond)
+		g.OnPeriodicEmit(mo)
+		if mo.idle {
+			t.Fatal("idle before the timeout")
+		}
+		time.Sleep(time.Millisecond)
+		g.OnPeriodicEmit(mo)
+		if !mo.idle {
+			t.Fatal("not idle after the timeout without events")
+		}
+		g.OnEvent(0, 20, mo)
+		if mo.idle {
+			t.Fatal("still idle after an event")
+		}
+	})
+}
+
+// punctuated emits a watermark equal to every event's timestamp.
+type punctuated struct{}
+
+func (punctuated) OnEvent(_ ev, ts int64, out WatermarkOutput) { out.EmitWatermark(ts) }
+func (punctuated) OnPeriodicEmit(WatermarkOutput)              {}
+
+// Rule: event-time timers fire when the watermark passes them, never
+// earlier, and the final MaxWatermark of a bounded input fires the rest.
+// Across a shuffle at parallelism 2 the operator's watermark is the minimum
+// of its input channels.
+func TestEventTimeTimersFireWhenWatermarkPasses(t *testing.T) {
+	type fired struct {
+		Key       string
+		Timer     int64
+		Watermark int64
+		Domain    TimeDomain
+	}
+	env := NewEnvironment(WithParallelism(2), WithBufferSize(8))
+	src := &memSource[ev]{numSplits: 2, perSplit: 300, gen: genEv(3), perPoll: 5}
+	ds := FromSource(env, src, "mem", ForGenerator(func() WatermarkGenerator[ev] { return punctuated{} }))
+	res := Process(KeyBy(ds, func(e ev) string { return e.Key }), KeyedProcessFuncs[string, ev, fired]{
+		Element: func(ctx *KeyedContext[string, fired], e ev) error {
+			ctx.RegisterEventTimeTimer(e.TS + 50)
+			if e.Seq == 0 {
+				ctx.RegisterEventTimeTimer(1_000_000) // beyond the input's end
+				ctx.RegisterEventTimeTimer(777)       // deleted below
+				ctx.DeleteEventTimeTimer(777)
+			}
+			return nil
+		},
+		Timer: func(ctx *KeyedContext[string, fired], tm Timer) error {
+			ctx.Collect(fired{Key: ctx.Key(), Timer: tm.Timestamp, Watermark: ctx.CurrentWatermark(), Domain: tm.Domain})
+			return nil
+		},
+	})
+	sink := newCollectSink[fired]()
+	SinkTo(res, sink)
+	if err := env.Execute(context.Background(), "event-time"); err != nil {
+		t.Fatal(err)
+	}
+	got := sink.all()
+	if len(got) == 0 {
+		t.Fatal("no timer fired")
+	}
+	seen := map[[2]any]bool{}
+	sawEarly := false
+	for _, f := range got {
+		if f.Domain != EventTime {
+			t.Fatalf("timer %+v in domain %v", f, f.Domain)
+		}
+		if f.Watermark < f.Timer {
+			t.Fatalf("timer %d of key %s fired at watermark %d, before it was due", f.Timer, f.Key, f.Watermark)
+		}
+		if f.Timer == 777 {
+			t.Fatal("a deleted timer fired")
+		}
+		if f.Timer == 1_000_000 && f.Watermark != MaxWatermark {
+			t.Fatalf("the far timer fired at watermark %d, want the final MaxWatermark", f.Watermark)
+		}
+		if f.Watermark < MaxWatermark {
+			sawEarly = true
+		}
+		k := [2]any{f.Key, f.Timer}
+		if seen[k] {
+			t.Fatalf("timer %v fired twice", k)
+		}
+		seen[k] = true
+	}
+	if !sawEarly {
+		t.Fatal("every timer waited for the end of input: watermarks did not flow while records did")
+	}
+	// Every (key, ts+50) registered fired: 3 keys; timers registered for
+	// ts in [0,300) on keys derived from (split, seq).
+	want := map[[2]any]bool{}
+	for split := 0; split < 2; split++ {
+		for i := 0; i < 300; i++ {
+			e, _ := genEv(3)(split, i)
+			want[[2]any{e.Key, e.TS + 50}] = true
+			if i == 0 {
+				want[[2]any{e.Key, int64(1_000_000)}] = true
+			}
+		}
+	}
+	if len(seen) != len(want) {
+		t.Fatalf("%d distinct timers fired, want %d", len(seen), len(want))
+	}
+}
+
+// Rule: an idle split does not hold back event time: with one split silent,
+// the idleness timeout lets the watermark follow the busy split, and an
+// event-time timer fires before the (unbounded) input ends.
+func TestIdleSplitDoesNotHoldBackEventTime(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		env := NewEnvironment(WithParallelism(1), WithAutoWatermarkInterval(100*time.Millisecond))
+		// Split 0 emits 100 records then nothing; split 1 never emits.
+		src := &memSource[ev]{numSplits: 2, perSplit: -1, gen: genEv(1), perPoll: 100}
+		src.onPoll = func(int) error { return nil }
+		r := &silentAfter{limit: 100}
+		ds := FromSource(env, &gatedSource{memSource: src, gate: r}, "mem",
+			ForMonotonousTimestamps[ev]().WithIdleness(time.Second))
+		res := Process(KeyBy(ds, func(e ev) string { return e.Key }), KeyedProcessFuncs[string, ev, int64]{
+			Element: func(ctx *KeyedContext[string, int64], e ev) error {
+				if e.Seq == 0 {
+					ctx.RegisterEventTimeTimer(50)
+				}
+				return nil
+			},
+			Timer: func(ctx *KeyedContext[string, int64], tm Timer) error {
+				ctx.Collect(ctx.CurrentWatermark())
+				return nil
+			},
+		})
+		sink := newCollectSink[int64]()
+		sink.onWrite = make(chan int64, 1)
+		SinkTo(res, sink)
+		ctx, cancel := context.WithCancel(context.Background())
+		errc := make(chan error, 1)
+		start := time.Now()
+		go func() { errc <- env.Execute(ctx, "idleness") }()
+		wm := <-sink.onWrite
+		if wm >= MaxWatermark || wm < 50 {
+			t.Fatalf("timer fired at watermark %d, want a real watermark >= 50", wm)
+		}
+		if waited := time.Since(start); waited < time.Second {
+			t.Fatalf("timer fired after %v, before the silent split could be idle", waited)
+		}
+		cancel()
+		if err := <-errc; err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+// gatedSource wraps memSource so that split 0 stops after gate.limit records
+// and split 1 never emits, while both stay assigned (unbounded).
+type gatedSource struct {
+	*memSource[ev]
+	gate *silentAfter
+}
+
+type silentAfter struct{ limit int }
+
+func (g *gatedSource) CreateReader(ctx connector.SourceReaderContext) (connector.SourceReader[ev, *memSplit], error) {
+	return &gatedReader{memReader: &memReader[ev]{src: g.memSource, ctx: ctx}, limit: g.gate.limit}, nil
+}
+
+type gatedReader struct {
+	*memReader[ev]
+	limit int
+}
+
+func (r *gatedReader) PollNext(out connector.ReaderOutput[ev]) (connector.InputStatus, error) {
+	if r.outs == nil {
+		r.outs = map[string]connector.SourceOutput[ev]{}
+	}
+	for _, sp := range r.splits {
+		if _, ok := r.outs[sp.id]; !ok {
+			r.outs[sp.id] = out.CreateOutputForSplit(sp.id)
+		}
+	}
+	for _, sp := range r.splits {
+		if sp.idx != 0 {
+			continue
+		}
+		for ; sp.pos < r.limit; sp.pos++ {
+			v, ts := r.src.gen(sp.idx, sp.pos)
+			r.outs[sp.id].CollectWithTimestamp(v, ts)
+		}
+	}
+	return connector.NothingAvailable, nil
+}
+
+// Rule: a multi-input operator's event time is the minimum over its active
+// inputs (StatusWatermarkValve): with two unioned sources, one stuck at
+// watermark 99 holds back a timer at 500 although the other is at 1999;
+// once the slow input is idle (WithIdleness), it no longer holds time back
+// and the timer fires.
+func TestMultiInputWatermarkIsMinimumOverActiveInputs(t *testing.T) {
+	for _, idleness := range []time.Duration{0, time.Second} {
+		synctest.Test(t, func(t *testing.T) {
+			env := NewEnvironment()
+			slowStrategy := ForGenerator(func() WatermarkGenerator[ev] { return punctuated{} })
+			if idleness > 0 {
+				slowStrategy = slowStrategy.WithIdleness(idleness)
+			}
+			slow := FromSource(env, &gatedSource{memSource: &memSource[ev]{numSplits: 1, perSplit: -1, gen: genEv(1)}, gate: &silentAfter{limit: 100}}, "slow", slowStrategy)
+			fast := FromSource(env, &gatedSource{memSource: &memSource[ev]{numSplits: 1, perSplit: -1, gen: genEv(1)}, gate: &silentAfter{limit: 2000}}, "fast",
+				ForGenerator(func() WatermarkGenerator[ev] { return punctuated{} }))
+			res := Process(KeyBy(Union(slow, fast), func(e ev) string { return e.Key }), KeyedProcessFuncs[string, ev, int64]{
+				Element: func(ctx *KeyedContext[string, int64], e ev) error {
+					ctx.RegisterEventTimeTimer(500)
+					return nil
+				},
+				Timer: func(ctx *KeyedContext[string, int64], tm Timer) error {
+					ctx.Collect(ctx.CurrentWatermark())
+					return nil
+				},
+			})
+			sink := newCollectSink[int64]()
+			SinkTo(res, sink)
+			ctx, cancel := context.WithCancel(context.Background())
+			errc := make(chan error, 1)
+			go func() { errc <- env.Execute(ctx, "union") }()
+			time.Sleep(time.Minute)
+			synctest.Wait()
+			got := sink.all()
+			cancel()
+			if err := <-errc; err != nil {
+				t.Fatal(err)
+			}
+			if idleness == 0 && len(got) != 0 {
+				t.Fatalf("timer at 500 fired at watermark %v while one input was at 99", got)
+			}
+			if idleness > 0 && (len(got) != 1 || got[0] != 1999) {
+				t.Fatalf("with the slow input idle, timer firings = %v, want one at watermark 1999", got)
+			}
+		})
+	}
+}
