@@ -1,0 +1,439 @@
+package checkpoint
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+)
+
+const (
+	dirPrefix    = "chk-"
+	metadataFile = "_metadata"
+	metadataTemp = metadataFile + ".tmp"
+)
+
+// DirStorage keeps checkpoints in a directory, one subdirectory chk-<id>
+// each (Flink's layout):
+//
+//	chk-7/
+//	  0001-source-0.state    state blobs, fsynced before the metadata
+//	  0002-source-coordinator.state
+//	  _metadata              written last: temp file, fsync, rename, fsync dir
+//
+// A checkpoint exists once chk-<id>/_metadata exists; a directory without
+// it is a checkpoint that never completed (the process stopped between
+// writing data and renaming the metadata) and is ignored, then deleted by
+// the next commit. Because the rename is the commit point and happens only
+// after every blob is durable, a crash at any instant leaves either the
+// previous set of checkpoints or the previous set plus the new one.
+//
+// One DirStorage (one process) uses a directory at a time: it cleans up
+// incomplete checkpoints it does not know to be in progress.
+type DirStorage struct {
+	root string
+	cfg  storageConfig
+
+	mu sync.Mutex
+	// open holds the ids with a live Writer, which cleanup must not touch.
+	open map[int64]bool
+}
+
+var _ Storage = (*DirStorage)(nil)
+
+// NewDirStorage opens (creating it if needed) a checkpoint directory.
+func NewDirStorage(root string, opts ...StorageOption) (*DirStorage, error) {
+	cfg, err := newStorageConfig(opts)
+	if err != nil {
+		return nil, err
+	}
+	if root == "" {
+		return nil, errors.New("checkpoint storage: empty directory; give the directory checkpoints are kept in")
+	}
+	if err := os.MkdirAll(root, 0o755); err != nil {
+		return nil, fmt.Errorf("checkpoint storage: create %s: %w", root, err)
+	}
+	return &DirStorage{root: root, cfg: cfg, open: map[int64]bool{}}, nil
+}
+
+// Dir returns the checkpoint directory.
+func (s *DirStorage) Dir() string { return s.root }
+
+func chkDir(id int64) string { return dirPrefix + strconv.FormatInt(id, 10) }
+
+// Begin creates chk-<id>. Leftovers of an earlier attempt at the same id
+// that never committed are removed first.
+func (s *DirStorage) Begin(id int64) (Writer, error) {
+	if id <= 0 {
+		return nil, fmt.Errorf("checkpoint storage: checkpoint id %d; ids start at 1", id)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.open[id] {
+		return nil, fmt.Errorf("checkpoint storage: checkpoint %d is already being written", id)
+	}
+	dir := filepath.Join(s.root, chkDir(id))
+	switch _, err := os.Lstat(filepath.Join(dir, metadataFile)); {
+	case err == nil:
+		return nil, &CheckpointError{ID: id, File: chkDir(id), Err: ErrExists}
+	case !errors.Is(err, fs.ErrNotExist):
+		return nil, &CheckpointError{ID: id, File: chkDir(id), Err: err}
+	}
+	if err := os.RemoveAll(dir); err != nil {
+		return nil, &CheckpointError{ID: id, File: chkDir(id), Err: fmt.Errorf("remove leftovers: %w", err)}
+	}
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		return nil, &CheckpointError{ID: id, File: chkDir(id), Err: err}
+	}
+	// The new directory's entry must be durable before anything inside it
+	// can be.
+	if err := syncDir(s.root); err != nil {
+		_ = os.RemoveAll(dir)
+		return nil, &CheckpointError{ID: id, File: chkDir(id), Err: err}
+	}
+	s.open[id] = true
+	return &dirWriter{s: s, id: id, dir: dir, written: map[Owner]StateHandle{}, reserved: map[Owner]bool{}}, nil
+}
+
+type dirWriter struct {
+	s   *DirStorage
+	id  int64
+	dir string
+
+	mu       sync.Mutex
+	seq      int
+	reserved map[Owner]bool
+	written  map[Owner]StateHandle
+	closed   bool
+}
+
+func (w *dirWriter) ID() int64 { return w.id }
+
+func (w *dirWriter) WriteState(owner Owner, data []byte) (StateHandle, error) {
+	if err := owner.validate(); err != nil {
+		return StateHandle{}, err
+	}
+	w.mu.Lock()
+	if w.closed {
+		w.mu.Unlock()
+		return StateHandle{}, ErrWriterClosed
+	}
+	if w.reserved[owner] {
+		w.mu.Unlock()
+		return StateHandle{}, fmt.Errorf("checkpoint %d: %w: %s", w.id, ErrDuplicateState, owner)
+	}
+	w.reserved[owner] = true
+	w.seq++
+	name := stateFileName(w.seq, owner)
+	w.mu.Unlock()
+
+	// The file is written outside the lock so tasks write in parallel.
+	h := StateHandle{Owner: owner, File: name, Size: int64(len(data)), CRC32C: checksum(data)}
+	if err := writeFileSync(filepath.Join(w.dir, name), data); err != nil {
+		w.mu.Lock()
+		delete(w.reserved, owner)
+		w.mu.Unlock()
+		return StateHandle{}, &CheckpointError{ID: w.id, File: filepath.Join(chkDir(w.id), name), Err: err}
+	}
+	w.mu.Lock()
+	w.written[owner] = h
+	w.mu.Unlock()
+	return h, nil
+}
+
+// stateFileName is unique by sequence number; the owner part is only for
+// people reading the directory, so it is reduced to safe characters.
+func stateFileName(seq int, o Owner) string {
+	uid := strings.Map(func(r rune) rune {
+		switch {
+		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9', r == '-', r == '_', r == '.':
+			return r
+		}
+		return '_'
+	}, o.UID)
+	if len(uid) > 64 {
+		uid = uid[:64]
+	}
+	part := strconv.Itoa(o.Subtask)
+	if o.IsCoordinator() {
+		part = "coordinator"
+	}
+	return fmt.Sprintf("%04d-%s-%s.state", seq, uid, part)
+}
+
+func (w *dirWriter) Commit(m Metadata) error {
+	w.mu.Lock()
+	if w.closed {
+		w.mu.Unlock()
+		return ErrWriterClosed
+	}
+	w.closed = true
+	m, err := checkCommit(w.id, m, w.written)
+	w.mu.Unlock()
+	if err == nil {
+		err = w.persist(m)
+	}
+	if err != nil {
+		// Not complete: make sure it never looks complete later, metadata
+		// first so that a half-removed directory reads as incomplete.
+		_ = os.Remove(filepath.Join(w.dir, metadataFile))
+		if rmErr := os.RemoveAll(w.dir); rmErr != nil {
+			w.s.cfg.logger.Warn("checkpoint storage: could not remove failed checkpoint", slog.Int64("checkpoint", w.id), slog.String("dir", w.dir), slog.Any("error", rmErr))
+		}
+		w.s.mu.Lock()
+		delete(w.s.open, w.id)
+		w.s.mu.Unlock()
+		return err
+	}
+	w.s.committed(w.id)
+	return nil
+}
+
+// persist is the commit point. Order matters:
+//  1. fsync the directory, so every blob's entry is durable before the
+//     metadata can be (each blob's contents were fsynced by WriteState);
+//  2. write the metadata to a temp name and fsync it, so the final name
+//     never refers to a partly written file;
+//  3. rename it to _metadata: the checkpoint now exists;
+//  4. fsync the directory, so the rename survives a crash. Only now may
+//     Commit return nil and sinks be told to commit.
+func (w *dirWriter) persist(m Metadata) error {
+	fail := func(file string, err error) error {
+		return &CheckpointError{ID: w.id, File: filepath.Join(chkDir(w.id), file), Err: err}
+	}
+	b, err := encodeMetadata(m)
+	if err != nil {
+		return fail(metadataFile, err)
+	}
+	if err := syncDir(w.dir); err != nil {
+		return fail("", err)
+	}
+	tmp := filepath.Join(w.dir, metadataTemp)
+	if err := writeFileSync(tmp, b); err != nil {
+		return fail(metadataTemp, err)
+	}
+	if err := os.Rename(tmp, filepath.Join(w.dir, metadataFile)); err != nil {
+		return fail(metadataFile, err)
+	}
+	if err := syncDir(w.dir); err != nil {
+		return fail("", err)
+	}
+	return nil
+}
+
+func (w *dirWriter) Abort() error {
+	w.mu.Lock()
+	if w.closed {
+		w.mu.Unlock()
+		return ErrWriterClosed
+	}
+	w.closed = true
+	w.mu.Unlock()
+	err := os.RemoveAll(w.dir)
+	w.s.mu.Lock()
+	delete(w.s.open, w.id)
+	w.s.mu.Unlock()
+	if err != nil {
+		return &CheckpointError{ID: w.id, File: chkDir(w.id), Err: err}
+	}
+	return nil
+}
+
+// committed applies retention after checkpoint id became durable: it keeps
+// the newest retained completed checkpoints and removes older ones, and
+// removes incomplete directories older than id that no Writer is using
+// (leftovers of a crash or of a failed removal). Failures are logged, not
+// returned: the new checkpoint is complete whatever happens here.
+func (s *DirStorage) committed(id int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.open, id)
+	complete, incomplete, err := s.scan()
+	if err != nil {
+		s.cfg.logger.Warn("checkpoint storage: cannot list checkpoints for cleanup", slog.String("dir", s.root), slog.Any("error", err))
+		return
+	}
+	var remove []int64
+	if n := len(complete) - s.cfg.retained; n > 0 {
+		remove = append(remove, complete[:n]...)
+	}
+	for _, old := range incomplete {
+		if old < id && !s.open[old] {
+			remove = append(remove, old)
+		}
+	}
+	for _, old := range remove {
+		dir := filepath.Join(s.root, chkDir(old))
+		// Metadata first: a directory whose removal is interrupted must read
+		// as incomplete, not as a corrupt checkpoint.
+		err := os.Remove(filepath.Join(dir, metadataFile))
+		if err == nil || errors.Is(err, fs.ErrNotExist) {
+			err = os.RemoveAll(dir)
+		}
+		if err != nil {
+			s.cfg.logger.Warn("checkpoint storage: cannot remove old checkpoint", slog.Int64("checkpoint", old), slog.String("dir", dir), slog.Any("error", err))
+		}
+	}
+}
+
+// scan lists chk-<id> directories, split into those with metadata and those
+// without, each oldest first.
+func (s *DirStorage) scan() (complete, incomplete []int64, err error) {
+	entries, err := os.ReadDir(s.root)
+	if err != nil {
+		return nil, nil, fmt.Errorf("checkpoint storage: list %s: %w", s.root, err)
+	}
+	for _, e := range entries {
+		rest, ok := strings.CutPrefix(e.Name(), dirPrefix)
+		if !ok || !e.IsDir() {
+			continue
+		}
+		id, err := strconv.ParseInt(rest, 10, 64)
+		if err != nil || id <= 0 || chkDir(id) != e.Name() {
+			continue
+		}
+		switch _, err := os.Lstat(filepath.Join(s.root, e.Name(), metadataFile)); {
+		case err == nil:
+			complete = append(complete, id)
+		case errors.Is(err, fs.ErrNotExist):
+			incomplete = append(incomplete, id)
+		default:
+			return nil, nil, fmt.Errorf("checkpoint storage: %w", err)
+		}
+	}
+	slices.Sort(complete)
+	slices.Sort(incomplete)
+	return complete, incomplete, nil
+}
+
+func (s *DirStorage) List() ([]int64, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	complete, _, err := s.scan()
+	return complete, err
+}
+
+func (s *DirStorage) Load(id int64) (*Checkpoint, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.load(id)
+}
+
+func (s *DirStorage) Latest() (*Checkpoint, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	complete, incomplete, err := s.scan()
+	if err != nil {
+		return nil, err
+	}
+	var skipped []error
+	for i := len(complete) - 1; i >= 0; i-- {
+		cp, err := s.load(complete[i])
+		if err == nil {
+			for _, id := range incomplete {
+				if id > cp.ID && !s.open[id] {
+					s.cfg.logger.Info("checkpoint storage: ignoring incomplete checkpoint (no metadata: it never completed)", slog.Int64("checkpoint", id))
+				}
+			}
+			cp.Skipped = skipped
+			return cp, nil
+		}
+		if errors.Is(err, ErrUnsupportedVersion) {
+			// Falling back past a checkpoint a newer build wrote would
+			// rewind the job behind output its sinks already committed.
+			return nil, err
+		}
+		s.cfg.logger.Error("checkpoint storage: skipping invalid checkpoint", slog.Int64("checkpoint", complete[i]), slog.Any("error", err))
+		skipped = append(skipped, err)
+	}
+	if len(skipped) == 0 {
+		return nil, ErrNoCheckpoint
+	}
+	return nil, &NoValidCheckpointError{Skipped: skipped}
+}
+
+// load reads and verifies checkpoint id: metadata checksum and version,
+// then every blob's presence, length and checksum.
+func (s *DirStorage) load(id int64) (*Checkpoint, error) {
+	dir := filepath.Join(s.root, chkDir(id))
+	metaName := filepath.Join(chkDir(id), metadataFile)
+	b, err := os.ReadFile(filepath.Join(dir, metadataFile))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, &CheckpointError{ID: id, File: metaName, Err: ErrNotFound}
+	}
+	if err != nil {
+		return nil, &CheckpointError{ID: id, File: metaName, Err: err}
+	}
+	m, err := decodeMetadata(b)
+	if err != nil {
+		return nil, &CheckpointError{ID: id, File: metaName, Err: err}
+	}
+	if m.ID != id {
+		return nil, &CheckpointError{ID: id, File: metaName, Err: fmt.Errorf("%w: metadata of checkpoint %d in the directory of %d", ErrCorrupt, m.ID, id)}
+	}
+	read := func(h StateHandle) ([]byte, error) {
+		data, err := os.ReadFile(filepath.Join(dir, h.File))
+		if err == nil {
+			err = verifyBlob(h, data)
+		} else if errors.Is(err, fs.ErrNotExist) {
+			err = fmt.Errorf("%w: state file of %s is missing", ErrCorrupt, h.Owner)
+		}
+		if err != nil {
+			return nil, &CheckpointError{ID: id, File: filepath.Join(chkDir(id), h.File), Err: err}
+		}
+		return data, nil
+	}
+	for _, h := range m.States {
+		if _, err := read(h); err != nil {
+			return nil, err
+		}
+	}
+	return &Checkpoint{Metadata: m, read: read}, nil
+}
+
+func verifyBlob(h StateHandle, data []byte) error {
+	if int64(len(data)) != h.Size {
+		return fmt.Errorf("%w: state of %s is %d bytes, metadata says %d", ErrCorrupt, h.Owner, len(data), h.Size)
+	}
+	if got := checksum(data); got != h.CRC32C {
+		return fmt.Errorf("%w: state of %s has crc32c %08x, metadata says %08x", ErrCorrupt, h.Owner, got, h.CRC32C)
+	}
+	return nil
+}
+
+// writeFileSync creates name (which must not exist for state files; the
+// metadata temp file may be left from a failed attempt) and fsyncs it.
+func writeFileSync(name string, data []byte) error {
+	f, err := os.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(data)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// syncDir makes the entries of directory name durable (created, renamed
+// and removed files), which fsync of the files themselves does not.
+func syncDir(name string) error {
+	d, err := os.Open(name)
+	if err != nil {
+		return err
+	}
+	err = d.Sync()
+	if cerr := d.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}

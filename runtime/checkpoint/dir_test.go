@@ -1,0 +1,290 @@
+package checkpoint
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// logBuffer collects what storage logs, so tests can check that nothing
+// invalid is skipped silently.
+type logBuffer struct{ bytes.Buffer }
+
+func (b *logBuffer) logger() StorageOption {
+	return WithLogger(slog.New(slog.NewTextHandler(&b.Buffer, nil)))
+}
+
+// twoCheckpoints commits checkpoints 1 and 2 in a fresh directory.
+func twoCheckpoints(t *testing.T, opts ...StorageOption) (*DirStorage, Metadata, Metadata) {
+	t.Helper()
+	s, err := NewDirStorage(t.TempDir(), append([]StorageOption{quiet}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m1 := commit(t, s, 1, testBlobs(1))
+	m2 := commit(t, s, 2, testBlobs(2))
+	return s, m1, m2
+}
+
+// wantFallback checks that Latest passed over checkpoint 2 as invalid with
+// an error matching want, said so in the log, and returned checkpoint 1.
+func wantFallback(t *testing.T, s *DirStorage, logs *logBuffer, m1 Metadata, want error) {
+	t.Helper()
+	logs.Reset()
+	cp, err := s.Latest()
+	if err != nil {
+		t.Fatalf("Latest: %v, want checkpoint 1", err)
+	}
+	checkContent(t, cp, m1, testBlobs(1))
+	if len(cp.Skipped) != 1 || !errors.Is(cp.Skipped[0], want) {
+		t.Fatalf("Skipped = %v, want one error matching %v", cp.Skipped, want)
+	}
+	var ce *CheckpointError
+	if !errors.As(cp.Skipped[0], &ce) || ce.ID != 2 {
+		t.Fatalf("skipped error %v does not name checkpoint 2", cp.Skipped[0])
+	}
+	if !strings.Contains(logs.String(), "skipping invalid checkpoint") || !strings.Contains(logs.String(), "checkpoint=2") {
+		t.Fatalf("skipped checkpoint not logged; log: %q", logs.String())
+	}
+	if _, err := s.Load(2); !errors.Is(err, want) {
+		t.Fatalf("Load(2): %v, want %v", err, want)
+	}
+}
+
+func metadataPath(s *DirStorage, id int64) string {
+	return filepath.Join(s.Dir(), chkDir(id), metadataFile)
+}
+
+// Invariant 10: torn metadata is never accepted, whatever length the write
+// reached.
+func TestDirTornMetadataNeverAccepted(t *testing.T) {
+	var logs logBuffer
+	s, m1, _ := twoCheckpoints(t, logs.logger())
+	path := metadataPath(s, 2)
+	whole, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for n := range len(whole) {
+		if err := os.WriteFile(path, whole[:n], 0o644); err != nil {
+			t.Fatal(err)
+		}
+		wantFallback(t, s, &logs, m1, ErrCorrupt)
+	}
+}
+
+// Invariant 10: a single flipped bit anywhere in the metadata is caught.
+func TestDirMetadataBitFlipDetected(t *testing.T) {
+	var logs logBuffer
+	s, m1, _ := twoCheckpoints(t, logs.logger())
+	path := metadataPath(s, 2)
+	whole, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range whole {
+		bad := slices.Clone(whole)
+		bad[i] ^= 0x10
+		if err := os.WriteFile(path, bad, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		wantFallback(t, s, &logs, m1, ErrCorrupt)
+	}
+}
+
+// Invariant 10: a data file that no longer matches its checksum (same
+// length, one byte changed) or its length is caught.
+func TestDirCorruptDataFile(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		damage func([]byte) []byte
+	}{
+		{"byte flip", func(b []byte) []byte { b[len(b)/2] ^= 0xff; return b }},
+		{"truncated", func(b []byte) []byte { return b[:len(b)-1] }},
+		{"extended", func(b []byte) []byte { return append(b, 0) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var logs logBuffer
+			s, m1, m2 := twoCheckpoints(t, logs.logger())
+			h := m2.States[len(m2.States)-1]
+			if h.Size == 0 {
+				t.Fatal("test needs a non-empty blob")
+			}
+			path := filepath.Join(s.Dir(), chkDir(2), h.File)
+			b, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(path, tc.damage(b), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			wantFallback(t, s, &logs, m1, ErrCorrupt)
+		})
+	}
+}
+
+func TestDirMissingDataFile(t *testing.T) {
+	var logs logBuffer
+	s, m1, m2 := twoCheckpoints(t, logs.logger())
+	if err := os.Remove(filepath.Join(s.Dir(), chkDir(2), m2.States[0].File)); err != nil {
+		t.Fatal(err)
+	}
+	wantFallback(t, s, &logs, m1, ErrCorrupt)
+}
+
+// A checkpoint directory removed from under the storage is simply gone:
+// Latest returns the previous one and Load says not found.
+func TestDirMissingCheckpointDirectory(t *testing.T) {
+	s, m1, _ := twoCheckpoints(t)
+	if err := os.RemoveAll(filepath.Join(s.Dir(), chkDir(2))); err != nil {
+		t.Fatal(err)
+	}
+	cp, err := s.Latest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkContent(t, cp, m1, testBlobs(1))
+	if _, err := s.Load(2); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("Load(2): %v, want ErrNotFound", err)
+	}
+}
+
+// A crash after the data files and the temp metadata were written, before
+// the rename, leaves a checkpoint that never completed: ignored, not an
+// error, and cleaned up by the next commit.
+func TestDirCrashBeforeMetadataRename(t *testing.T) {
+	s, m1, _ := twoCheckpoints(t)
+	dir2 := filepath.Join(s.Dir(), chkDir(2))
+	if err := os.Rename(filepath.Join(dir2, metadataFile), filepath.Join(dir2, metadataTemp)); err != nil {
+		t.Fatal(err)
+	}
+	cp, err := s.Latest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkContent(t, cp, m1, testBlobs(1))
+	if len(cp.Skipped) != 0 {
+		t.Fatalf("incomplete checkpoint reported as invalid: %v", cp.Skipped)
+	}
+	if ids, _ := s.List(); !slices.Equal(ids, []int64{1}) {
+		t.Fatalf("List = %v, want [1]", ids)
+	}
+	if _, err := s.Load(2); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("Load(2): %v, want ErrNotFound", err)
+	}
+	commit(t, s, 3, testBlobs(3))
+	if _, err := os.Stat(dir2); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("incomplete chk-2 not cleaned up after checkpoint 3: %v", err)
+	}
+}
+
+// A second attempt at an id that never completed starts clean.
+func TestDirBeginReplacesIncompleteAttempt(t *testing.T) {
+	s, err := NewDirStorage(t.TempDir(), quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := mustBegin(t, s, 1)
+	if _, err := w.WriteState(OperatorOwner("op", 0), []byte("old")); err != nil {
+		t.Fatal(err)
+	}
+	// The process dies here: no Commit, no Abort. A new process:
+	s2, err := NewDirStorage(s.Dir(), quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := blobs{OperatorOwner("op", 0): []byte("new")}
+	m := commit(t, s2, 1, b)
+	cp, err := s2.Latest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkContent(t, cp, m, b)
+	entries, _ := os.ReadDir(filepath.Join(s.Dir(), chkDir(1)))
+	if len(entries) != 2 {
+		t.Fatalf("chk-1 holds %d files, want the new blob and _metadata", len(entries))
+	}
+}
+
+// Metadata from a newer format is refused clearly, and Latest does not
+// fall back past it to an older checkpoint.
+func TestDirUnknownMetadataVersion(t *testing.T) {
+	s, _, _ := twoCheckpoints(t)
+	path := metadataPath(s, 2)
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	binary.BigEndian.PutUint32(b[4:8], 2)
+	end := len(b) - crcLen
+	binary.BigEndian.PutUint32(b[end:], checksum(b[:end]))
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err = s.Load(2)
+	if !errors.Is(err, ErrUnsupportedVersion) || !strings.Contains(err.Error(), "version 2") {
+		t.Fatalf("Load(2): %v, want ErrUnsupportedVersion naming version 2", err)
+	}
+	if _, err := s.Latest(); !errors.Is(err, ErrUnsupportedVersion) {
+		t.Fatalf("Latest: %v, want ErrUnsupportedVersion", err)
+	}
+}
+
+// Checkpoints exist but none verifies: that is not "start from scratch".
+func TestDirNoValidCheckpoint(t *testing.T) {
+	s, _, _ := twoCheckpoints(t)
+	for _, id := range []int64{1, 2} {
+		if err := os.WriteFile(metadataPath(s, id), []byte("SFCK"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, err := s.Latest()
+	var nv *NoValidCheckpointError
+	if !errors.As(err, &nv) || len(nv.Skipped) != 2 || errors.Is(err, ErrNoCheckpoint) || !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("Latest: %v, want *NoValidCheckpointError with 2 corrupt checkpoints, not ErrNoCheckpoint", err)
+	}
+}
+
+// Metadata can only point inside its own checkpoint directory.
+func TestDirMetadataRejectsPathsOutside(t *testing.T) {
+	m := Metadata{ID: 1, States: []StateHandle{{Owner: OperatorOwner("op", 0), File: "../chk-2/x.state"}}}
+	b, err := encodeMetadata(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := decodeMetadata(b); !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("decode of a path outside the directory: %v, want ErrCorrupt", err)
+	}
+}
+
+// Only the newest N are kept; files that are not checkpoints are left alone.
+func TestDirRetentionRemovesDirectories(t *testing.T) {
+	s, err := NewDirStorage(t.TempDir(), quiet, WithRetained(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := filepath.Join(s.Dir(), "chk-notanid")
+	if err := os.Mkdir(other, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for id := int64(1); id <= 3; id++ {
+		commit(t, s, id, testBlobs(id))
+	}
+	entries, err := os.ReadDir(s.Dir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, e := range entries {
+		names = append(names, e.Name())
+	}
+	if !slices.Equal(names, []string{"chk-3", "chk-notanid"}) {
+		t.Fatalf("directory holds %v, want [chk-3 chk-notanid]", names)
+	}
+}

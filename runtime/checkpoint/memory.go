@@ -1,0 +1,188 @@
+package checkpoint
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"sync"
+)
+
+// MemoryStorage keeps checkpoints in memory, for tests and for jobs that
+// need no recovery across processes. It follows DirStorage's rules: a
+// checkpoint exists only after Commit, ids are never reused, the newest
+// retained checkpoints are kept, and blobs are copied in and out and
+// verified against their checksums, so a caller that modifies a slice
+// after WriteState or after State cannot change a checkpoint.
+type MemoryStorage struct {
+	cfg storageConfig
+
+	mu       sync.Mutex
+	complete map[int64]*memCheckpoint
+	open     map[int64]bool
+}
+
+type memCheckpoint struct {
+	meta  Metadata
+	blobs map[string][]byte
+}
+
+var _ Storage = (*MemoryStorage)(nil)
+
+// NewMemoryStorage returns an empty in-memory storage.
+func NewMemoryStorage(opts ...StorageOption) (*MemoryStorage, error) {
+	cfg, err := newStorageConfig(opts)
+	if err != nil {
+		return nil, err
+	}
+	return &MemoryStorage{cfg: cfg, complete: map[int64]*memCheckpoint{}, open: map[int64]bool{}}, nil
+}
+
+func (s *MemoryStorage) Begin(id int64) (Writer, error) {
+	if id <= 0 {
+		return nil, fmt.Errorf("checkpoint storage: checkpoint id %d; ids start at 1", id)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.complete[id]; ok {
+		return nil, &CheckpointError{ID: id, Err: ErrExists}
+	}
+	if s.open[id] {
+		return nil, fmt.Errorf("checkpoint storage: checkpoint %d is already being written", id)
+	}
+	s.open[id] = true
+	return &memWriter{s: s, id: id, reserved: map[Owner]bool{}, written: map[Owner]StateHandle{}, blobs: map[string][]byte{}}, nil
+}
+
+type memWriter struct {
+	s  *MemoryStorage
+	id int64
+
+	mu       sync.Mutex
+	seq      int
+	reserved map[Owner]bool
+	written  map[Owner]StateHandle
+	blobs    map[string][]byte
+	closed   bool
+}
+
+func (w *memWriter) ID() int64 { return w.id }
+
+func (w *memWriter) WriteState(owner Owner, data []byte) (StateHandle, error) {
+	if err := owner.validate(); err != nil {
+		return StateHandle{}, err
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.closed {
+		return StateHandle{}, ErrWriterClosed
+	}
+	if w.reserved[owner] {
+		return StateHandle{}, fmt.Errorf("checkpoint %d: %w: %s", w.id, ErrDuplicateState, owner)
+	}
+	w.reserved[owner] = true
+	w.seq++
+	h := StateHandle{Owner: owner, File: stateFileName(w.seq, owner), Size: int64(len(data)), CRC32C: checksum(data)}
+	w.written[owner] = h
+	w.blobs[h.File] = slices.Clone(data)
+	return h, nil
+}
+
+func (w *memWriter) Commit(m Metadata) error {
+	w.mu.Lock()
+	if w.closed {
+		w.mu.Unlock()
+		return ErrWriterClosed
+	}
+	w.closed = true
+	m, err := checkCommit(w.id, m, w.written)
+	blobs := w.blobs
+	w.mu.Unlock()
+
+	s := w.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.open, w.id)
+	if err != nil {
+		return err
+	}
+	s.complete[w.id] = &memCheckpoint{meta: m, blobs: blobs}
+	ids := slices.Sorted(maps.Keys(s.complete))
+	for _, old := range ids[:max(0, len(ids)-s.cfg.retained)] {
+		delete(s.complete, old)
+	}
+	return nil
+}
+
+func (w *memWriter) Abort() error {
+	w.mu.Lock()
+	if w.closed {
+		w.mu.Unlock()
+		return ErrWriterClosed
+	}
+	w.closed = true
+	w.blobs = nil
+	w.mu.Unlock()
+	w.s.mu.Lock()
+	delete(w.s.open, w.id)
+	w.s.mu.Unlock()
+	return nil
+}
+
+func (s *MemoryStorage) List() ([]int64, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Sorted(maps.Keys(s.complete)), nil
+}
+
+func (s *MemoryStorage) Load(id int64) (*Checkpoint, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.load(id)
+}
+
+func (s *MemoryStorage) Latest() (*Checkpoint, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ids := slices.Sorted(maps.Keys(s.complete))
+	if len(ids) == 0 {
+		return nil, ErrNoCheckpoint
+	}
+	// Memory cannot tear, but the same walk as DirStorage keeps the two
+	// interchangeable in tests.
+	var skipped []error
+	for i := len(ids) - 1; i >= 0; i-- {
+		cp, err := s.load(ids[i])
+		if err == nil {
+			cp.Skipped = skipped
+			return cp, nil
+		}
+		s.cfg.logger.Error("checkpoint storage: skipping invalid checkpoint", "checkpoint", ids[i], "error", err)
+		skipped = append(skipped, err)
+	}
+	return nil, &NoValidCheckpointError{Skipped: skipped}
+}
+
+func (s *MemoryStorage) load(id int64) (*Checkpoint, error) {
+	c, ok := s.complete[id]
+	if !ok {
+		return nil, &CheckpointError{ID: id, Err: ErrNotFound}
+	}
+	read := func(h StateHandle) ([]byte, error) {
+		data, ok := c.blobs[h.File]
+		if !ok {
+			return nil, &CheckpointError{ID: id, File: h.File, Err: fmt.Errorf("%w: state of %s is missing", ErrCorrupt, h.Owner)}
+		}
+		if err := verifyBlob(h, data); err != nil {
+			return nil, &CheckpointError{ID: id, File: h.File, Err: err}
+		}
+		return slices.Clone(data), nil
+	}
+	for _, h := range c.meta.States {
+		if _, err := read(h); err != nil {
+			return nil, err
+		}
+	}
+	m := c.meta
+	m.States = slices.Clone(m.States)
+	return &Checkpoint{Metadata: m, read: read}, nil
+}

@@ -1,0 +1,226 @@
+package checkpoint
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"log/slog"
+	"slices"
+	"time"
+)
+
+// CoordinatorSubtask is the Subtask of an Owner that is an operator
+// coordinator rather than a parallel subtask (the same convention as the
+// engine's operator errors).
+const CoordinatorSubtask = -1
+
+// Owner says whose state a blob is: one subtask of an operator, or the
+// operator's coordinator (Subtask == CoordinatorSubtask). State is restored
+// by operator UID, so the UID must be stable across job versions.
+type Owner struct {
+	UID     string
+	Subtask int
+}
+
+// OperatorOwner is the owner of the state of subtask s of operator uid.
+func OperatorOwner(uid string, s int) Owner { return Owner{UID: uid, Subtask: s} }
+
+// CoordinatorOwner is the owner of the state of operator uid's coordinator
+// (for a source, its split enumerator).
+func CoordinatorOwner(uid string) Owner { return Owner{UID: uid, Subtask: CoordinatorSubtask} }
+
+// IsCoordinator reports whether o is an operator coordinator.
+func (o Owner) IsCoordinator() bool { return o.Subtask == CoordinatorSubtask }
+
+func (o Owner) String() string {
+	if o.IsCoordinator() {
+		return fmt.Sprintf("%s/coordinator", o.UID)
+	}
+	return fmt.Sprintf("%s/%d", o.UID, o.Subtask)
+}
+
+func (o Owner) validate() error {
+	if o.UID == "" {
+		return errors.New("checkpoint: state owner has an empty operator UID")
+	}
+	if o.Subtask < CoordinatorSubtask {
+		return fmt.Errorf("checkpoint: state owner %q has subtask %d; use a subtask >= 0 or CoordinatorSubtask", o.UID, o.Subtask)
+	}
+	return nil
+}
+
+func compareOwners(a, b Owner) int {
+	return cmp.Or(cmp.Compare(a.UID, b.UID), cmp.Compare(a.Subtask, b.Subtask))
+}
+
+// StateHandle points at one state blob of a checkpoint. A Writer returns it
+// from WriteState; the metadata lists every handle, so that a reader can
+// tell a complete blob from a truncated, altered or missing one.
+type StateHandle struct {
+	Owner Owner
+	// File is the blob's name inside its checkpoint (a base name, never a
+	// path).
+	File string
+	// Size is the blob's length in bytes.
+	Size int64
+	// CRC32C is the Castagnoli CRC-32 of the blob.
+	CRC32C uint32
+}
+
+// Metadata describes one checkpoint. It is what Commit makes durable and
+// what Load and Latest return after verification.
+type Metadata struct {
+	// ID is the checkpoint id; ids strictly increase over a job's life.
+	ID int64
+	// Timestamp is when the checkpoint was triggered, kept to the
+	// millisecond.
+	Timestamp time.Time
+	// Fingerprint identifies the job graph that wrote the checkpoint. It is
+	// the caller's: the engine compares it on restore to refuse state from
+	// an incompatible job.
+	Fingerprint string
+	// States lists every state blob, sorted by owner.
+	States []StateHandle
+}
+
+// Checkpoint is a completed, verified checkpoint: every blob its metadata
+// lists was present with the recorded length and checksum when it was
+// loaded.
+type Checkpoint struct {
+	Metadata
+	// Skipped lists the newer checkpoints Latest found invalid and passed
+	// over to reach this one, newest first. Empty from Load.
+	Skipped []error
+
+	read func(StateHandle) ([]byte, error)
+}
+
+// State returns the state blob of owner, verified again against its
+// checksum. ok is false when the checkpoint holds no state for owner (an
+// operator added since, or one that had nothing to store).
+func (c *Checkpoint) State(owner Owner) (data []byte, ok bool, err error) {
+	for _, h := range c.States {
+		if h.Owner == owner {
+			data, err := c.read(h)
+			return data, err == nil, err
+		}
+	}
+	return nil, false, nil
+}
+
+// Storage keeps completed checkpoints. A checkpoint is written through a
+// Writer from Begin and exists (for Latest, Load and List) only once its
+// Commit returned nil; Commit then also drops completed checkpoints beyond
+// the retained count (WithRetained). Implementations are safe for
+// concurrent use.
+type Storage interface {
+	// Begin starts checkpoint id. It fails with ErrExists when id has
+	// already been committed: ids are never reused.
+	Begin(id int64) (Writer, error)
+	// Latest returns the newest valid completed checkpoint. Invalid newer
+	// ones are logged and listed in Checkpoint.Skipped. With no completed
+	// checkpoint at all it returns ErrNoCheckpoint; when every completed
+	// checkpoint is invalid it returns a *NoValidCheckpointError, which
+	// does not match ErrNoCheckpoint, because starting from scratch then
+	// would silently replay or lose data.
+	Latest() (*Checkpoint, error)
+	// Load returns checkpoint id after verifying it: ErrNotFound when it
+	// was never committed or is gone, a *CheckpointError otherwise.
+	Load(id int64) (*Checkpoint, error)
+	// List returns the ids of committed checkpoints, oldest first, without
+	// verifying them.
+	List() ([]int64, error)
+}
+
+// Writer writes one checkpoint. WriteState may be called concurrently
+// (each task writes its own state from its own goroutine); Commit and
+// Abort are called once all WriteState calls have returned, and end the
+// Writer: later calls fail with ErrWriterClosed.
+type Writer interface {
+	// ID is the checkpoint being written.
+	ID() int64
+	// WriteState stores the state blob of owner durably and returns its
+	// handle. An owner writes at most once per checkpoint.
+	WriteState(owner Owner, data []byte) (StateHandle, error)
+	// Commit makes the checkpoint complete: m.ID must be ID(), and every
+	// handle in m.States must have come from this Writer's WriteState. It
+	// returns nil only once the metadata is durable; only then may sinks
+	// be told to commit (invariant 10). A failed Commit leaves no
+	// completed checkpoint behind.
+	Commit(m Metadata) error
+	// Abort discards what was written.
+	Abort() error
+}
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+func checksum(b []byte) uint32 { return crc32.Checksum(b, castagnoli) }
+
+// checkCommit validates m against the handles written through a Writer and
+// returns m with its states sorted by owner, so that metadata is
+// deterministic whatever order tasks acknowledged in.
+func checkCommit(id int64, m Metadata, written map[Owner]StateHandle) (Metadata, error) {
+	if m.ID != id {
+		return m, fmt.Errorf("checkpoint %d: commit carries metadata of checkpoint %d", id, m.ID)
+	}
+	states := slices.Clone(m.States)
+	slices.SortFunc(states, func(a, b StateHandle) int { return compareOwners(a.Owner, b.Owner) })
+	for i, h := range states {
+		if i > 0 && states[i-1].Owner == h.Owner {
+			return m, fmt.Errorf("checkpoint %d: state of %s listed twice", id, h.Owner)
+		}
+		if w, ok := written[h.Owner]; !ok || w != h {
+			return m, fmt.Errorf("checkpoint %d: %w: %s (%s) was not written by this checkpoint's writer", id, ErrUnknownHandle, h.Owner, h.File)
+		}
+	}
+	m.States = states
+	return m, nil
+}
+
+// StorageOption configures NewDirStorage and NewMemoryStorage.
+type StorageOption interface{ applyStorage(*storageConfig) }
+
+type storageOptionFunc func(*storageConfig)
+
+func (f storageOptionFunc) applyStorage(c *storageConfig) { f(c) }
+
+type storageConfig struct {
+	retained int
+	logger   *slog.Logger
+}
+
+func defaultStorageConfig() storageConfig {
+	return storageConfig{retained: 3, logger: slog.Default()}
+}
+
+func (c *storageConfig) validate() error {
+	if c.retained < 1 {
+		return fmt.Errorf("checkpoint storage: retained checkpoints is %d; keep at least 1, or there is nothing to restore from", c.retained)
+	}
+	if c.logger == nil {
+		return errors.New("checkpoint storage: nil logger; pass slog.New(slog.DiscardHandler) to drop logs")
+	}
+	return nil
+}
+
+func newStorageConfig(opts []StorageOption) (storageConfig, error) {
+	c := defaultStorageConfig()
+	for _, o := range opts {
+		o.applyStorage(&c)
+	}
+	return c, c.validate()
+}
+
+// WithRetained keeps the newest n completed checkpoints (default 3; Flink's
+// state.checkpoints.num-retained). Older ones are deleted only after a newer
+// checkpoint's metadata is durable.
+func WithRetained(n int) StorageOption {
+	return storageOptionFunc(func(c *storageConfig) { c.retained = n })
+}
+
+// WithLogger is where storage reports invalid checkpoints it skips and
+// cleanup it could not do (default slog.Default()).
+func WithLogger(l *slog.Logger) StorageOption {
+	return storageOptionFunc(func(c *storageConfig) { c.logger = l })
+}
