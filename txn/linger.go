@@ -162,6 +162,14 @@ func (l Lingering) probeIDs() []string {
 	return ids
 }
 
+// AbortAndFence registers transactional id anew, which aborts its open
+// transaction, if any, and fences every producer still using it. It reports
+// whether a transaction was open. Operators use it to clear a transaction
+// that pins read_committed consumers; a sink does the same at start.
+func AbortAndFence(ctx context.Context, cl *kgo.Client, id string) (wasOpen bool, err error) {
+	return registerID(ctx, cl, id)
+}
+
 // registerID sends InitProducerID for id, which aborts its open transaction
 // (if any) and bumps its epoch, retrying while the coordinator is busy
 // ending it. It reports whether the id had an open transaction, as far as

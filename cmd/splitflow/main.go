@@ -1,0 +1,262 @@
+// Command splitflow is the operator's tool for splitflow jobs:
+//
+//	splitflow txn list --brokers B --prefix P      open transactions under a prefix, with age
+//	splitflow txn abort --brokers B --prefix P     abort (and fence) them
+//	splitflow checkpoints ls DIR                   checkpoints in a directory, verified
+//	splitflow checkpoints show DIR/chk-N           one checkpoint's metadata and state files
+//
+// Exit status: 0 on success, 1 on failure, 2 on bad usage.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/splitflow/splitflow/runtime/checkpoint"
+	"github.com/splitflow/splitflow/txn"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+const usage = `usage:
+  splitflow txn list --brokers host:port[,..] --prefix P
+  splitflow txn abort --brokers host:port[,..] --prefix P [--older-than D] [--yes]
+  splitflow checkpoints ls DIR
+  splitflow checkpoints show DIR/chk-N
+`
+
+// errUsage marks bad usage: exit status 2.
+var errUsage = errors.New("usage")
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	switch {
+	case err == nil:
+	case errors.Is(err, errUsage):
+		fmt.Fprintln(os.Stderr, "splitflow:", err)
+		fmt.Fprint(os.Stderr, usage)
+		os.Exit(2)
+	default:
+		fmt.Fprintln(os.Stderr, "splitflow:", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) < 2 {
+		return fmt.Errorf("%w: a command and a subcommand are needed", errUsage)
+	}
+	switch args[0] + " " + args[1] {
+	case "txn list":
+		return txnCmd(ctx, args[2:], stdout, stderr, false)
+	case "txn abort":
+		return txnCmd(ctx, args[2:], stdout, stderr, true)
+	case "checkpoints ls":
+		if len(args) != 3 {
+			return fmt.Errorf("%w: checkpoints ls takes one directory", errUsage)
+		}
+		return checkpointsLs(args[2], stdout)
+	case "checkpoints show":
+		if len(args) != 3 {
+			return fmt.Errorf("%w: checkpoints show takes one DIR/chk-N", errUsage)
+		}
+		return checkpointsShow(args[2], stdout)
+	default:
+		return fmt.Errorf("%w: unknown command %q", errUsage, strings.Join(args[:2], " "))
+	}
+}
+
+// openTxn is an open transaction under the prefix.
+type openTxn struct {
+	id    string
+	pid   int64
+	epoch int16
+	state string
+	age   time.Duration
+}
+
+func txnCmd(ctx context.Context, args []string, stdout, stderr io.Writer, abort bool) error {
+	fs := flag.NewFlagSet("txn", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	brokers := fs.String("brokers", "", "Kafka seed brokers")
+	prefix := fs.String("prefix", "", "transactional id prefix")
+	olderThan := fs.Duration("older-than", 0, "abort only transactions open longer than this")
+	yes := fs.Bool("yes", false, "abort without listing first (abort only)")
+	if err := fs.Parse(args); err != nil {
+		return fmt.Errorf("%w: %w", errUsage, err)
+	}
+	if *brokers == "" || *prefix == "" {
+		return fmt.Errorf("%w: --brokers and --prefix are required", errUsage)
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(strings.Split(*brokers, ",")...), kgo.DialTimeout(5*time.Second), kgo.RetryTimeout(10*time.Second))
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	open, err := listOpen(ctx, cl, *prefix)
+	if err != nil {
+		return err
+	}
+	if !abort {
+		printTxns(stdout, open)
+		return nil
+	}
+	if !*yes {
+		printTxns(stdout, open)
+	}
+	n := 0
+	for _, t := range open {
+		if t.age < *olderThan {
+			continue
+		}
+		wasOpen, err := txn.AbortAndFence(ctx, cl, t.id)
+		if err != nil {
+			return fmt.Errorf("abort %s: %w", t.id, err)
+		}
+		if wasOpen {
+			n++
+			fmt.Fprintf(stdout, "aborted %s (open %s)\n", t.id, t.age.Round(time.Second))
+		}
+	}
+	fmt.Fprintf(stdout, "%d transaction(s) aborted\n", n)
+	return nil
+}
+
+// listOpen lists the transactions under prefix that are open (Ongoing, or
+// on their way to an end), with their age from DescribeTransactions.
+func listOpen(ctx context.Context, cl *kgo.Client, prefix string) ([]openTxn, error) {
+	adm := kadm.NewClient(cl)
+	listed, err := adm.ListTransactions(ctx, nil, nil)
+	if err != nil {
+		return nil, fmt.Errorf("list transactions: %w", err)
+	}
+	var ids []string
+	for id, t := range listed {
+		if strings.HasPrefix(id, prefix+"-") && isOpen(t.State) {
+			ids = append(ids, id)
+		}
+	}
+	sort.Strings(ids)
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	described, err := adm.DescribeTransactions(ctx, ids...)
+	if err != nil {
+		return nil, fmt.Errorf("describe transactions: %w", err)
+	}
+	var out []openTxn
+	for _, id := range ids {
+		d, ok := described[id]
+		if !ok || d.Err != nil || !isOpen(d.State) {
+			continue
+		}
+		age := time.Duration(0)
+		if d.StartTimestamp > 0 {
+			age = time.Since(time.UnixMilli(d.StartTimestamp))
+		}
+		out = append(out, openTxn{id: id, pid: d.ProducerID, epoch: d.ProducerEpoch, state: d.State, age: age})
+	}
+	return out, nil
+}
+
+func isOpen(state string) bool {
+	return state == "Ongoing" || state == "PrepareCommit" || state == "PrepareAbort" || state == "PrepareEpochFence"
+}
+
+func printTxns(w io.Writer, ts []openTxn) {
+	if len(ts) == 0 {
+		fmt.Fprintln(w, "no open transactions")
+		return
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "TRANSACTIONAL ID\tSTATE\tPRODUCER ID\tEPOCH\tOPEN FOR")
+	for _, t := range ts {
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\n", t.id, t.state, t.pid, t.epoch, t.age.Round(time.Second))
+	}
+	_ = tw.Flush()
+}
+
+func checkpointsLs(dir string, w io.Writer) error {
+	if _, err := os.Stat(dir); err != nil {
+		return err
+	}
+	st, err := checkpoint.NewDirStorage(dir)
+	if err != nil {
+		return err
+	}
+	ids, err := st.List()
+	if err != nil {
+		return err
+	}
+	if len(ids) == 0 {
+		fmt.Fprintf(w, "no checkpoints in %s\n", dir)
+		return nil
+	}
+	latest, lerr := st.Latest()
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "CHECKPOINT\tTAKEN\tSTATES\tBYTES\tSTATUS")
+	for _, id := range ids {
+		c, err := st.Load(id)
+		if err != nil {
+			fmt.Fprintf(tw, "chk-%d\t-\t-\t-\tINVALID: %v\n", id, err)
+			continue
+		}
+		var bytes int64
+		for _, h := range c.States {
+			bytes += h.Size
+		}
+		status := "ok"
+		if lerr == nil && latest.ID == id {
+			status = "ok, latest: a restart resumes here"
+		}
+		fmt.Fprintf(tw, "chk-%d\t%s\t%d\t%d\t%s\n", id, c.Timestamp.Format(time.RFC3339), len(c.States), bytes, status)
+	}
+	_ = tw.Flush()
+	if lerr != nil && !errors.Is(lerr, checkpoint.ErrNoCheckpoint) {
+		fmt.Fprintf(w, "no valid checkpoint to restore from: %v\n", lerr)
+	}
+	return nil
+}
+
+func checkpointsShow(path string, w io.Writer) error {
+	path = filepath.Clean(path)
+	base := filepath.Base(path)
+	idStr, ok := strings.CutPrefix(base, "chk-")
+	id, err := strconv.ParseInt(idStr, 10, 64)
+	if !ok || err != nil {
+		return fmt.Errorf("%w: %q is not a DIR/chk-N path", errUsage, path)
+	}
+	if _, err := os.Stat(path); err != nil {
+		return err
+	}
+	st, err := checkpoint.NewDirStorage(filepath.Dir(path))
+	if err != nil {
+		return err
+	}
+	c, err := st.Load(id)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "checkpoint %d\ntaken      %s\njob        %s\nstates     %d\n\n", c.ID, c.Timestamp.Format(time.RFC3339Nano), c.Fingerprint, len(c.States))
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "OWNER\tFILE\tBYTES\tCRC32C")
+	for _, h := range c.States {
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%08x\n", h.Owner, h.File, h.Size, h.CRC32C)
+	}
+	return tw.Flush()
+}
