@@ -28,3 +28,11 @@ lint: check
 # Benchmarks. Never part of CI.
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem -count=1 ./...
+
+# The side-by-side benchmark (bench/README.md): splitflow, raw franz-go and
+# Kafka Streams 4.4 on one local Kafka broker. Takes long at full size;
+# `make bench-e2e BENCH_ARGS=--quick` for a small run. Never part of CI.
+.PHONY: bench-e2e
+BENCH_ARGS ?=
+bench-e2e:
+	$(GO) run ./bench $(BENCH_ARGS)

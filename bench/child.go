@@ -1,0 +1,234 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/splitflow/splitflow/connector"
+	"github.com/splitflow/splitflow/connector/kafka"
+	"github.com/splitflow/splitflow/runtime"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// startChild re-executes this binary in child mode kind, so a Go system
+// runs alone in its process and its CPU and RSS are measured alone.
+func (h *harness) startChild(name string, onLine func(string), kind string, job Job, extra ...string) (*Proc, error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	argv := []string{exe, "--child", kind,
+		"--bootstrap", job.Bootstrap, "--in", job.Input, "--out", job.Output,
+		"--parallelism", fmt.Sprint(job.Parallelism)}
+	argv = append(argv, extra...)
+	return startProc(name, argv, nil, onLine)
+}
+
+// childMain runs one system until SIGTERM or SIGINT. Exit codes: 0 after a
+// clean stop, 1 on failure, 3 when the system is not available yet.
+func childMain(args []string) int {
+	if len(args) < 1 {
+		fmt.Fprintln(os.Stderr, "bench --child KIND [flags]")
+		return 2
+	}
+	kind := args[0]
+	fs := flag.NewFlagSet("child "+kind, flag.ContinueOnError)
+	bootstrap := fs.String("bootstrap", "", "brokers")
+	in := fs.String("in", "", "input topic")
+	out := fs.String("out", "", "output topic")
+	par := fs.Int("parallelism", 2, "parallelism")
+	guarantee := fs.String("guarantee", "at-least-once", "splitflow sink guarantee")
+	checkpoint := fs.Duration("checkpoint", 0, "splitflow checkpoint interval (0: none)")
+	rate := fs.Float64("rate", 2000, "slow sink: records per second, all subtasks together")
+	if err := fs.Parse(args[1:]); err != nil {
+		return 2
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	seeds := strings.Split(*bootstrap, ",")
+	slog.SetDefault(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
+
+	var err error
+	switch kind {
+	case "franz-passthrough":
+		err = runFranzPassthrough(ctx, seeds, *in, *out)
+	case "splitflow-passthrough":
+		err = runSplitflow(ctx, seeds, *in, *out, *par, *guarantee, *checkpoint, nil)
+	case "splitflow-slowsink":
+		var sunk atomic.Int64
+		go func() {
+			t := time.NewTicker(250 * time.Millisecond)
+			defer t.Stop()
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case <-t.C:
+					fmt.Printf("sunk %d\n", sunk.Load())
+				}
+			}
+		}()
+		err = runSplitflow(ctx, seeds, *in, *out, *par, *guarantee, *checkpoint, &slowSinkConf{rate: *rate, sunk: &sunk})
+		fmt.Printf("sunk %d\n", sunk.Load())
+	case "splitflow-wordcount":
+		err = errNotAvailable
+	default:
+		err = fmt.Errorf("unknown child kind %q", kind)
+	}
+	if errors.Is(err, errNotAvailable) {
+		fmt.Fprintf(os.Stderr, "%s: %v\n", kind, err)
+		return 3
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "%s: %v\n", kind, err)
+		return 1
+	}
+	return 0
+}
+
+// runFranzPassthrough consumes in and produces every record to out, with
+// the same key and value, until ctx ends. No group, no offsets: the
+// ceiling of a consume -> produce loop, at-least-once.
+func runFranzPassthrough(ctx context.Context, seeds []string, in, out string) error {
+	cons, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.ConsumeTopics(in),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxBytes(32<<20),
+		// The Java consumer's fetch.max.wait.ms, as Kafka Streams has it
+		// (franz-go's default is 5 s, which delays partitions that join the
+		// fetch session late).
+		kgo.FetchMaxWait(500*time.Millisecond))
+	if err != nil {
+		return err
+	}
+	defer cons.Close()
+	prod, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.ProducerLinger(5*time.Millisecond))
+	if err != nil {
+		return err
+	}
+	defer prod.Close()
+	var mu sync.Mutex
+	var perr error
+	promise := func(_ *kgo.Record, err error) {
+		if err != nil {
+			mu.Lock()
+			if perr == nil {
+				perr = err
+			}
+			mu.Unlock()
+		}
+	}
+	for ctx.Err() == nil {
+		fetches := cons.PollFetches(ctx)
+		if ctx.Err() != nil {
+			break
+		}
+		var ferr error
+		fetches.EachError(func(t string, p int32, err error) { ferr = fmt.Errorf("fetch %s[%d]: %w", t, p, err) })
+		if ferr != nil {
+			return ferr
+		}
+		if !fetches.Empty() {
+			debugf("franz child: fetched %d", fetches.NumRecords())
+		}
+		fetches.EachRecord(func(r *kgo.Record) {
+			prod.Produce(ctx, &kgo.Record{Topic: out, Key: r.Key, Value: r.Value}, promise)
+		})
+		mu.Lock()
+		err := perr
+		mu.Unlock()
+		if err != nil {
+			return fmt.Errorf("produce: %w", err)
+		}
+	}
+	fctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	return prod.Flush(fctx)
+}
+
+// slowSinkConf makes the splitflow job's sink deliberately slow.
+type slowSinkConf struct {
+	rate float64
+	sunk *atomic.Int64
+}
+
+// runSplitflow runs in -> out through the engine: KafkaSource (read_committed,
+// earliest, no offset commits) -> KafkaSink. Today only at-least-once
+// without checkpoints exists.
+func runSplitflow(ctx context.Context, seeds []string, in, out string, par int, guarantee string, checkpoint time.Duration, slow *slowSinkConf) error {
+	if guarantee != "at-least-once" || checkpoint != 0 {
+		// Exactly-once needs the engine's checkpoints: add
+		// runtime.WithCheckpointInterval(checkpoint) to the environment and
+		// kafka.WithDeliveryGuarantee(kafka.ExactlyOnce) plus a
+		// transactional id prefix to the sink once they run.
+		return errNotAvailable
+	}
+	src, err := kafka.NewSource(kafka.Records(), kafka.WithBrokers(seeds...), kafka.WithTopics(in),
+		kafka.WithStartingOffsets(kafka.EarliestOffsets()), kafka.WithoutOffsetCommits())
+	if err != nil {
+		return err
+	}
+	ser := kafka.RecordSerializerFunc[*kgo.Record](func(r *kgo.Record, _ int64) (*kgo.Record, error) {
+		return &kgo.Record{Topic: out, Key: r.Key, Value: r.Value}, nil
+	})
+	debugf("splitflow child: starting")
+	snk, err := kafka.NewSink[*kgo.Record](ser, kafka.WithBrokers(seeds...),
+		kafka.WithDeliveryGuarantee(kafka.AtLeastOnce))
+	if err != nil {
+		return err
+	}
+	env := runtime.NewEnvironment(runtime.WithParallelism(par), runtime.WithDrainTimeout(20*time.Second))
+	records := runtime.FromSource(env, src, "kafka-in", runtime.NoWatermarks[*kgo.Record]())
+	var sink connector.Sink[*kgo.Record] = snk
+	if slow != nil {
+		sink = &slowSink{inner: snk, perSubtask: slow.rate / float64(par), sunk: slow.sunk}
+	}
+	runtime.SinkTo(records, sink)
+	return env.Execute(ctx, "bench "+in+" -> "+out)
+}
+
+// slowSink paces an at-least-once KafkaSink's writers to a fixed rate, so
+// the source outruns the sink and backpressure has to bound memory.
+type slowSink struct {
+	inner      connector.Sink[*kgo.Record]
+	perSubtask float64
+	sunk       *atomic.Int64
+}
+
+func (s *slowSink) CreateWriter(ictx connector.SinkInitContext) (connector.SinkWriter[*kgo.Record], error) {
+	w, err := s.inner.CreateWriter(ictx)
+	if err != nil {
+		return nil, err
+	}
+	return &slowWriter{SinkWriter: w, s: s, every: time.Duration(float64(time.Second) / s.perSubtask)}, nil
+}
+
+type slowWriter struct {
+	connector.SinkWriter[*kgo.Record]
+	s     *slowSink
+	every time.Duration
+	next  time.Time
+}
+
+// Write waits for the record's slot: one every 1/rate, with at most 10 ms
+// of credit kept from idle time, so the sink never runs faster than rate.
+func (w *slowWriter) Write(r *kgo.Record, wc connector.WriteContext) error {
+	now := time.Now()
+	if w.next.Before(now.Add(-10 * time.Millisecond)) {
+		w.next = now
+	}
+	w.next = w.next.Add(w.every)
+	if d := w.next.Sub(now); d > 0 {
+		time.Sleep(d)
+	}
+	w.s.sunk.Add(1)
+	return w.SinkWriter.Write(r, wc)
+}

@@ -1,0 +1,272 @@
+// Command bench runs splitflow side by side with raw franz-go and Kafka
+// Streams 4.4 on one local Apache Kafka 4.4 broker and the same input, and
+// writes a markdown table of throughput, CPU, memory, latency and output
+// verification to bench/RESULTS.md. See bench/README.md.
+//
+//	go run ./bench                                  # full run
+//	go run ./bench --quick                          # small sizes, one repetition
+//	go run ./bench --records 200000 --quick         # quick with a larger 100 B input
+//
+// Every system runs in its own child process (Kafka Streams in a JVM, the
+// Go systems by re-executing this binary with --child), one at a time, so
+// /proc gives each one's CPU time and peak RSS alone.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/splitflow/splitflow/integration/kafkatest"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+func main() {
+	if len(os.Args) > 1 && os.Args[1] == "--child" {
+		os.Exit(childMain(os.Args[2:]))
+	}
+	os.Exit(driverMain(os.Args[1:]))
+}
+
+// config is the driver's flags.
+type config struct {
+	quick       bool
+	records     int // 100 B input
+	records1k   int // 1 KiB input
+	reps        int
+	partitions  int
+	parallelism int
+	sections    string
+	systems     *regexp.Regexp
+
+	latDuration time.Duration
+	latRate     int
+	latSize     int
+
+	memRecords  int
+	memBoundMB  int
+	memRate     float64
+	memDuration time.Duration
+
+	jvmOpts    string
+	runTimeout time.Duration
+	out        string
+	note       string
+}
+
+func parseFlags(args []string) (*config, error) {
+	c := &config{}
+	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	fs.BoolVar(&c.quick, "quick", false, "small sizes for a quick run: 100k x 100 B, 25k x 1 KiB, 1 repetition, 10 s latency, 100k-record memory test (explicit flags win)")
+	fs.IntVar(&c.records, "records", 2_000_000, "records of the 100 B input")
+	fs.IntVar(&c.records1k, "records-1k", 500_000, "records of the 1 KiB input (0 skips it)")
+	fs.IntVar(&c.reps, "reps", 3, "repetitions of each run; the table shows medians")
+	fs.IntVar(&c.partitions, "partitions", 6, "partitions of every topic")
+	fs.IntVar(&c.parallelism, "parallelism", 2, "splitflow parallelism and Kafka Streams num.stream.threads")
+	fs.StringVar(&c.sections, "sections", "throughput,latency,memory", "which parts to run")
+	sysRe := fs.String("systems", "", "regexp: run only systems whose label matches (rows of the others are left out)")
+	fs.DurationVar(&c.latDuration, "latency-duration", 60*time.Second, "length of the open-loop latency run")
+	fs.IntVar(&c.latRate, "latency-rate", 20_000, "records per second of the open-loop producer")
+	fs.IntVar(&c.latSize, "latency-size", 200, "record size of the latency run, bytes")
+	fs.IntVar(&c.memRecords, "memory-records", 500_000, "records (1 KiB) written while the slow sink runs")
+	fs.IntVar(&c.memBoundMB, "memory-bound", 150, "peak RSS bound of the slow-sink run, MB")
+	fs.Float64Var(&c.memRate, "memory-sink-rate", 2000, "records per second the slow sink accepts")
+	fs.DurationVar(&c.memDuration, "memory-duration", 60*time.Second, "length of the slow-sink run")
+	fs.StringVar(&c.jvmOpts, "jvm-opts", "-Xmx1g", "JVM options of the Kafka Streams process")
+	fs.DurationVar(&c.runTimeout, "run-timeout", 15*time.Minute, "give up on one run after this long")
+	fs.StringVar(&c.out, "out", "", "results file (default bench/RESULTS.md in the repository)")
+	fs.StringVar(&c.note, "note", "", "a line for the results header, e.g. what else ran on the machine")
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if c.quick {
+		quick := map[string]func(){
+			"records":          func() { c.records = 100_000 },
+			"records-1k":       func() { c.records1k = 25_000 },
+			"reps":             func() { c.reps = 1 },
+			"latency-duration": func() { c.latDuration = 10 * time.Second },
+			"memory-records":   func() { c.memRecords = 100_000 },
+			"memory-duration":  func() { c.memDuration = 20 * time.Second },
+		}
+		for name, apply := range quick {
+			if !set[name] {
+				apply()
+			}
+		}
+	}
+	if *sysRe != "" {
+		re, err := regexp.Compile(*sysRe)
+		if err != nil {
+			return nil, fmt.Errorf("--systems: %w", err)
+		}
+		c.systems = re
+	}
+	if c.records <= 0 || c.reps <= 0 || c.partitions <= 0 || c.parallelism <= 0 || c.latRate <= 0 || c.latSize < 40 {
+		return nil, errors.New("sizes, repetitions, partitions, parallelism and rates must be positive (latency size at least 40)")
+	}
+	return c, nil
+}
+
+func (c *config) section(name string) bool {
+	for _, s := range strings.Split(c.sections, ",") {
+		if strings.TrimSpace(s) == name {
+			return true
+		}
+	}
+	return false
+}
+
+func (c *config) wants(s System) bool {
+	return c.systems == nil || c.systems.MatchString(s.Spec().Label()+" "+s.Spec().Workload)
+}
+
+// harness is what every run shares: the broker, an admin client, the
+// Kafka Streams build.
+type harness struct {
+	cfg    *config
+	root   string
+	seeds  []string
+	adm    *kadm.Client
+	admCl  *kgo.Client
+	java   string
+	broker *kafkatest.Broker
+	seq    int
+
+	jarOnce sync.Once
+	jar     *kstreamsBuild
+	jarErr  error
+}
+
+// name returns a topic or application id unique to this invocation.
+func (h *harness) name(prefix string) string {
+	h.seq++
+	return fmt.Sprintf("bench-%s-%d-%d", prefix, time.Now().Unix()%100000, h.seq)
+}
+
+func driverMain(args []string) int {
+	cfg, err := parseFlags(args)
+	if err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		return 2
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	res, err := run(ctx, cfg)
+	killAll()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		return 1
+	}
+	md := res.markdown()
+	fmt.Println(md)
+	path := cfg.out
+	if path == "" {
+		path = filepath.Join(res.root, "bench", "RESULTS.md")
+	}
+	if err := os.WriteFile(path, []byte(md), 0o644); err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		return 1
+	}
+	fmt.Fprintf(os.Stderr, "bench: wrote %s\n", path)
+	return 0
+}
+
+func run(ctx context.Context, cfg *config) (*results, error) {
+	root, err := repoRoot()
+	if err != nil {
+		return nil, err
+	}
+	res := &results{cfg: cfg, root: root, began: time.Now().UTC(), machine: machineInfo()}
+	h := &harness{cfg: cfg, root: root}
+	if j, err := exec.LookPath("java"); err == nil {
+		h.java = j
+		res.machine.java = javaVersion(j)
+	}
+
+	logf("starting the Kafka broker")
+	broker, err := kafkatest.Start(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err := broker.Close(); err != nil {
+			logf("closing the broker: %v", err)
+		}
+	}()
+	h.broker, h.seeds = broker, broker.Addrs()
+	res.broker = string(broker.Kind())
+	h.admCl, err = kgo.NewClient(kgo.SeedBrokers(h.seeds...))
+	if err != nil {
+		return nil, err
+	}
+	defer h.admCl.Close()
+	h.adm = kadm.NewClient(h.admCl)
+
+	if cfg.section("throughput") {
+		if err := runThroughputSection(ctx, h, res); err != nil {
+			return nil, err
+		}
+	}
+	if cfg.section("latency") {
+		if err := runLatencySection(ctx, h, res); err != nil {
+			return nil, err
+		}
+	}
+	if cfg.section("memory") {
+		if err := runMemorySection(ctx, h, res); err != nil {
+			return nil, err
+		}
+	}
+	res.ended = time.Now().UTC()
+	return res, nil
+}
+
+// debugf logs when BENCH_DEBUG is set (children inherit it).
+func debugf(format string, args ...any) {
+	if debugWatch {
+		fmt.Fprintf(os.Stderr, "bench debug %s: %s\n", time.Now().Format("15:04:05.000"), fmt.Sprintf(format, args...))
+	}
+}
+
+func logf(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "bench %s: %s\n", time.Now().Format("15:04:05"), fmt.Sprintf(format, args...))
+}
+
+// repoRoot finds the directory of splitflow's go.mod from the working
+// directory up.
+func repoRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		b, err := os.ReadFile(filepath.Join(dir, "go.mod"))
+		if err == nil && strings.Contains(string(b), "module github.com/splitflow/splitflow\n") {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", errors.New("run bench from inside the splitflow repository (no go.mod of github.com/splitflow/splitflow above the working directory)")
+		}
+		dir = parent
+	}
+}

@@ -1,0 +1,10 @@
+package main
+
+import "syscall"
+
+// childProcAttr puts a child in its own process group, so stopping it stops
+// everything it started, and has the kernel SIGKILL it when the driver
+// thread that forked it dies.
+func childProcAttr() *syscall.SysProcAttr {
+	return &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+}
