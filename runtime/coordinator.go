@@ -11,45 +11,52 @@ import (
 )
 
 // operatorCoordinator is the job-wide half of an operator, running beside
-// its subtasks (Flink's OperatorCoordinator). Today the only one is the
-// source coordinator.
-//
-// It is the seam for checkpoints and failover, which come next. The
-// checkpoint coordinator will call snapshotState for checkpoint N before it
-// injects barrier N into the sources (invariant 4) and
-// notifyCheckpointComplete afterwards; neither is called yet. Failover will
-// add resetToCheckpoint (restore the enumerator from a snapshot) and
-// subtaskReset (return to the enumerator, through AddSplitsBack, the splits
-// assigned to a failed subtask after its last checkpoint), together with the
-// SplitAssignmentTracker that books assignments (invariant 3) and the
-// gateway that holds events back between a coordinator snapshot and the
-// subtask's checkpoint (invariant 5). Until then assignments go straight to
-// the reader's mailbox.
+// its subtasks (Flink's OperatorCoordinator inside its
+// OperatorCoordinatorHolder). Today the only one is the source
+// coordinator. The checkpoint driver calls checkpoint for N before it
+// injects barrier N into the sources (invariant 4), and the notifications
+// after; the failover calls subtaskFailed and subtaskReset for a restarted
+// region. A global restart creates new coordinators from the checkpoint
+// (Flink's resetToCheckpoint, which also replaces the enumerator).
 type operatorCoordinator interface {
 	// run owns the coordinator goroutine until ctx is cancelled or the
 	// coordinator fails; it closes the enumerator before returning.
 	run(ctx context.Context)
-	// snapshotState serializes the enumerator's state for checkpointID on
-	// the coordinator goroutine. Not called yet.
-	snapshotState(ctx context.Context, checkpointID int64) ([]byte, error)
-	// notifyCheckpointComplete tells the enumerator checkpointID completed.
-	// Not called yet.
-	notifyCheckpointComplete(checkpointID int64)
+	// checkpoint snapshots the coordinator for id on its goroutine,
+	// closes every subtask's gate and waits until the events sent before
+	// the close have run on their subtasks (invariant 5).
+	checkpoint(ctx context.Context, id int64) ([]byte, error)
+	notifyCheckpointComplete(id int64)
+	// notifyCheckpointAborted reopens the gates closed for id.
+	notifyCheckpointAborted(id int64)
+	// subtaskFailed drops the events held for or in flight to subtask s,
+	// whose task is gone. Called at once, from the driver.
+	subtaskFailed(s int)
+	// subtaskReset gives the splits assigned to s after checkpoint id back
+	// to the enumerator and lets events reach s's new task, bound since
+	// subtaskFailed (Flink's subtaskReset).
+	subtaskReset(s int, id int64)
 }
 
 // sourceCoordinator runs a source's SplitEnumerator on one goroutine of its
 // own (invariant 2): every enumerator method and every CallAsync
 // continuation runs there, taken one at a time from a queue. Readers'
 // registrations, split requests and events are queued to it from the task
-// goroutines; its answers (splits, no-more-splits, events) go into the
-// reader tasks' mailboxes. Nothing of the enumerator needs a lock.
+// goroutines; its answers (splits, no-more-splits, events) go through the
+// subtask gateways (gateway.go) into the reader tasks' mailboxes, and every
+// assignment is booked in the SplitAssignmentTracker (invariant 3).
+// Nothing of the enumerator needs a lock.
 type sourceCoordinator[T any, S connector.Split, C any] struct {
 	info        opInfo
 	src         connector.Source[T, S, C]
 	parallelism int
-	readers     []*sourceOperator[T, S, C]
-	mailboxes   []*mailbox
+	gateways    []*subtaskGateway[T, S, C]
 	fail        func(error)
+	// restored is the enumerator state to restore from, nil for a fresh
+	// start; rescaled are the readers' checkpointed splits, by old
+	// subtask, to hand to the enumerator (WithRescaledSplitsToEnumerator).
+	restored []byte
+	rescaled [][]byte
 
 	queue *mailbox
 
@@ -57,23 +64,28 @@ type sourceCoordinator[T any, S connector.Split, C any] struct {
 	enum       connector.SplitEnumerator[S, C]
 	registered map[int]connector.ReaderInfo
 	closing    bool
+	tracker    *SplitAssignmentTracker[S]
 
 	asyncCtx    context.Context
 	asyncCancel context.CancelFunc
 	async       sync.WaitGroup
 }
 
-func newSourceCoordinator[T any, S connector.Split, C any](info opInfo, src connector.Source[T, S, C], parallelism int, fail func(error)) *sourceCoordinator[T, S, C] {
-	return &sourceCoordinator[T, S, C]{
+func newSourceCoordinator[T any, S connector.Split, C any](info opInfo, src connector.Source[T, S, C], parallelism int, fail func(error), gate gateOptions) *sourceCoordinator[T, S, C] {
+	c := &sourceCoordinator[T, S, C]{
 		info:        info,
 		src:         src,
 		parallelism: parallelism,
-		readers:     make([]*sourceOperator[T, S, C], parallelism),
-		mailboxes:   make([]*mailbox, parallelism),
+		gateways:    make([]*subtaskGateway[T, S, C], parallelism),
 		fail:        fail,
 		queue:       newMailbox(),
 		registered:  map[int]connector.ReaderInfo{},
+		tracker:     NewSplitAssignmentTracker[S](),
 	}
+	for i := range c.gateways {
+		c.gateways[i] = &subtaskGateway[T, S, C]{gateOff: gate.off, delay: gate.delay}
+	}
+	return c
 }
 
 // post queues fn for the coordinator goroutine. Safe from any goroutine;
@@ -90,10 +102,24 @@ func (c *sourceCoordinator[T, S, C]) run(ctx context.Context) {
 		}
 		c.shutdown()
 	}()
-	enum, err := c.src.CreateEnumerator(c)
-	if err != nil {
-		c.fail(c.info.wrap(fmt.Errorf("create enumerator: %w", err)))
-		return
+	var enum connector.SplitEnumerator[S, C]
+	var err error
+	if c.restored != nil {
+		var st C
+		st, err = decodeVersioned(c.restored, c.src.EnumeratorStateSerializer())
+		if err == nil {
+			enum, err = c.src.RestoreEnumerator(c, st)
+		}
+		if err != nil {
+			c.fail(c.info.wrap(fmt.Errorf("restore enumerator: %w", err)))
+			return
+		}
+	} else {
+		enum, err = c.src.CreateEnumerator(c)
+		if err != nil {
+			c.fail(c.info.wrap(fmt.Errorf("create enumerator: %w", err)))
+			return
+		}
 	}
 	if enum == nil {
 		c.fail(c.info.wrap(errNilEnum))
@@ -103,6 +129,19 @@ func (c *sourceCoordinator[T, S, C]) run(ctx context.Context) {
 	if err := enum.Start(); err != nil {
 		c.fail(c.info.wrap(fmt.Errorf("start enumerator: %w", err)))
 		return
+	}
+	for old, b := range c.rescaled {
+		if b == nil {
+			continue
+		}
+		splits, err := decodeList(b, c.src.SplitSerializer())
+		if err == nil && len(splits) > 0 {
+			err = enum.AddSplitsBack(splits, old)
+		}
+		if err != nil {
+			c.fail(c.info.wrap(fmt.Errorf("hand rescaled splits of old subtask %d to the enumerator: %w", old, err)))
+			return
+		}
 	}
 	for {
 		for c.queue.hasMail() {
@@ -137,41 +176,85 @@ func (c *sourceCoordinator[T, S, C]) shutdown() {
 	c.queue.close()
 }
 
-func (c *sourceCoordinator[T, S, C]) snapshotState(ctx context.Context, checkpointID int64) ([]byte, error) {
+func (c *sourceCoordinator[T, S, C]) checkpoint(ctx context.Context, id int64) ([]byte, error) {
 	type result struct {
-		data []byte
-		err  error
+		data  []byte
+		err   error
+		gates []<-chan struct{}
 	}
 	done := make(chan result, 1)
-	c.post("snapshot", func() error {
+	c.post("checkpoint", func() error {
 		if c.enum == nil {
-			done <- result{nil, fmt.Errorf("source %q: no enumerator to snapshot", c.info.name)}
+			done <- result{err: fmt.Errorf("source %q: no enumerator to snapshot", c.info.name)}
 			return nil
 		}
-		st, err := c.enum.SnapshotState(checkpointID)
+		st, err := c.enum.SnapshotState(id)
+		var data []byte
 		if err == nil {
-			var data []byte
-			data, err = c.src.EnumeratorStateSerializer().Serialize(st)
-			done <- result{data, err}
+			data, err = encodeVersioned(st, c.src.EnumeratorStateSerializer())
+		}
+		if err != nil {
+			done <- result{err: err}
 			return nil
 		}
-		done <- result{nil, err}
+		// Files the assignments made so far under id, then closes the
+		// gates: later assignments are "after id" both here and in the
+		// readers, since they reach a reader only after its snapshot.
+		c.tracker.OnCheckpoint(id)
+		r := result{data: data}
+		for _, g := range c.gateways {
+			r.gates = append(r.gates, g.close(id))
+		}
+		done <- r
 		return nil
 	})
+	var r result
 	select {
-	case r := <-done:
-		return r.data, r.err
+	case r = <-done:
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}
+	if r.err != nil {
+		return nil, r.err
+	}
+	for _, g := range r.gates {
+		select {
+		case <-g:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	return r.data, nil
 }
 
-func (c *sourceCoordinator[T, S, C]) notifyCheckpointComplete(checkpointID int64) {
+func (c *sourceCoordinator[T, S, C]) notifyCheckpointComplete(id int64) {
 	c.post("notify checkpoint complete", func() error {
+		c.tracker.OnCheckpointComplete(id)
 		if c.enum == nil {
 			return nil
 		}
-		return c.enum.NotifyCheckpointComplete(checkpointID)
+		return c.enum.NotifyCheckpointComplete(id)
+	})
+}
+
+func (c *sourceCoordinator[T, S, C]) notifyCheckpointAborted(id int64) {
+	for _, g := range c.gateways {
+		g.open(id)
+	}
+}
+
+func (c *sourceCoordinator[T, S, C]) subtaskFailed(s int) { c.gateways[s].failed() }
+
+func (c *sourceCoordinator[T, S, C]) subtaskReset(s int, id int64) {
+	gen := c.gateways[s].generation()
+	c.post("subtask reset", func() error {
+		splits := c.tracker.TakeAssignmentsAfter(s, id)
+		delete(c.registered, s)
+		c.gateways[s].activate(gen)
+		if len(splits) == 0 || c.enum == nil {
+			return nil
+		}
+		return c.enum.AddSplitsBack(splits, s)
 	})
 }
 
@@ -210,8 +293,7 @@ func (c *sourceCoordinator[T, S, C]) checkRegistered(subtask int) error {
 // toReader puts a mail into subtask's task mailbox. A subtask that already
 // finished drops it: a bounded reader that ended needs no more work.
 func (c *sourceCoordinator[T, S, C]) toReader(subtask int, name string, fn func(*sourceOperator[T, S, C]) error) {
-	op := c.readers[subtask]
-	c.mailboxes[subtask].put(priorityDefault, mail{name: name, run: func() error { return fn(op) }})
+	c.gateways[subtask].send(name, fn)
 }
 
 func (c *sourceCoordinator[T, S, C]) AssignSplits(a connector.SplitsAssignment[S]) error {
@@ -220,14 +302,41 @@ func (c *sourceCoordinator[T, S, C]) AssignSplits(a connector.SplitsAssignment[S
 			return err
 		}
 	}
+	c.tracker.RecordAssignment(a)
 	for s, splits := range a.Assignment {
 		if len(splits) == 0 {
 			continue
 		}
-		splits := splits
+		splits, err := c.copySplits(splits)
+		if err != nil {
+			return err
+		}
 		c.toReader(s, "add splits", func(op *sourceOperator[T, S, C]) error { return op.addSplits(splits) })
 	}
 	return nil
+}
+
+// copySplits gives a reader its own copies of the assigned splits, through
+// the source's serializer, as a split crossing the network would be: a
+// reader advances its splits in place, while the tracker keeps the
+// assigned ones to hand back unchanged if the reader's subtask is reset.
+// Without a serializer the splits are shared.
+func (c *sourceCoordinator[T, S, C]) copySplits(splits []S) ([]S, error) {
+	ser := c.src.SplitSerializer()
+	if ser == nil {
+		return splits, nil
+	}
+	out := make([]S, len(splits))
+	for i, sp := range splits {
+		b, err := ser.Serialize(sp)
+		if err != nil {
+			return nil, fmt.Errorf("source %q: serialize split %s: %w", c.info.name, sp.SplitID(), err)
+		}
+		if out[i], err = ser.Deserialize(ser.Version(), b); err != nil {
+			return nil, fmt.Errorf("source %q: deserialize split %s: %w", c.info.name, sp.SplitID(), err)
+		}
+	}
+	return out, nil
 }
 
 func (c *sourceCoordinator[T, S, C]) AssignSplit(split S, subtask int) error {

@@ -180,8 +180,10 @@ func TestEnumeratorRunsOnOneGoroutine(t *testing.T) {
 // Rule: assigning to a subtask whose reader has not registered fails and
 // assigns nothing (SplitEnumeratorContext.AssignSplits).
 func TestAssignToUnregisteredReaderFails(t *testing.T) {
-	c := newSourceCoordinator(opInfo{name: "s", subtask: -1}, connector.Source[ev, *memSplit, int](&memSource[ev]{}), 2, func(error) {})
-	c.mailboxes[0], c.mailboxes[1] = newMailbox(), newMailbox()
+	c := newSourceCoordinator(opInfo{name: "s", subtask: -1}, connector.Source[ev, *memSplit, int](&memSource[ev]{}), 2, func(error) {}, gateOptions{})
+	mb0 := newMailbox()
+	c.gateways[0].bind(mb0, nil)
+	c.gateways[1].bind(newMailbox(), nil)
 	c.registered[0] = connector.ReaderInfo{SubtaskIndex: 0}
 	err := c.AssignSplits(connector.SplitsAssignment[*memSplit]{Assignment: map[int][]*memSplit{
 		0: {{id: "a"}}, 1: {{id: "b"}},
@@ -189,7 +191,7 @@ func TestAssignToUnregisteredReaderFails(t *testing.T) {
 	if err == nil {
 		t.Fatal("assignment to unregistered subtask 1 succeeded")
 	}
-	if c.mailboxes[0].hasMail() {
+	if mb0.hasMail() {
 		t.Fatal("a failed assignment still sent splits to subtask 0")
 	}
 	if err := c.SignalNoMoreSplits(1); err == nil {
@@ -197,28 +199,28 @@ func TestAssignToUnregisteredReaderFails(t *testing.T) {
 	}
 }
 
-// Seam for the checkpoint coordinator (not called by the engine yet): a
-// coordinator snapshot runs SnapshotState on the coordinator goroutine,
+// A coordinator checkpoint runs SnapshotState on the coordinator goroutine,
 // after the work queued before it, and serializes the result with the
-// source's serializer.
+// source's serializer (framed with its version).
 func TestCoordinatorSnapshotRunsOnCoordinatorGoroutine(t *testing.T) {
 	var check threadCheck
 	src := &memSource[ev]{numSplits: 5, perSplit: 1, pull: true, onEnumerator: func(e *memEnumerator[ev]) { e.check = &check }}
-	c := newSourceCoordinator(opInfo{name: "s", subtask: -1}, connector.Source[ev, *memSplit, int](src), 1, func(err error) { t.Error(err) })
+	c := newSourceCoordinator(opInfo{name: "s", subtask: -1}, connector.Source[ev, *memSplit, int](src), 1, func(err error) { t.Error(err) }, gateOptions{off: true})
 	mb := newMailbox()
-	c.mailboxes[0] = mb
-	c.readers[0] = &sourceOperator[ev, *memSplit, int]{}
+	c.gateways[0].bind(mb, &sourceOperator[ev, *memSplit, int]{})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); c.run(ctx) }()
 	c.registerReader(0)
 	c.splitRequest(0) // takes one of the five splits
-	data, err := c.snapshotState(ctx, 1)
+	blob, err := c.checkpoint(ctx, 1)
 	cancel()
 	<-done
 	if err != nil {
 		t.Fatal(err)
 	}
+	data := blob[1:] // after the serializer version
+
 	if string(data) != "4" {
 		t.Fatalf("snapshot = %q, want the 4 unassigned splits", data)
 	}

@@ -107,15 +107,16 @@ type sourceSpec[T any, S connector.Split, C any] struct {
 	strategy WatermarkStrategy[T]
 }
 
-func (s *sourceSpec[T, S, C]) newCoordinator(info opInfo, parallelism int, fail func(error)) operatorCoordinator {
-	return newSourceCoordinator(info, s.src, parallelism, fail)
+func (s *sourceSpec[T, S, C]) newCoordinator(info opInfo, parallelism int, fail func(error), gate gateOptions, restored []byte, rescaled [][]byte) operatorCoordinator {
+	c := newSourceCoordinator(info, s.src, parallelism, fail, gate)
+	c.restored, c.rescaled = restored, rescaled
+	return c
 }
 
 func (s *sourceSpec[T, S, C]) buildSubtask(coord operatorCoordinator, info opInfo, parallelism int, mb *mailbox, out any) (lifecycle, taskInput) {
 	c := coord.(*sourceCoordinator[T, S, C])
 	op := &sourceOperator[T, S, C]{info: info, src: s.src, coord: c, par: parallelism, strategy: s.strategy, out: out.(output[T])}
-	c.readers[info.subtask] = op
-	c.mailboxes[info.subtask] = mb
+	c.gateways[info.subtask].bind(mb, op)
 	return op, op
 }
 
@@ -264,8 +265,8 @@ func ProcessPerSubtask[K comparable, I, O any](ks KeyedStream[K, I], newFn func(
 	if keyFn != nil && hash != nil {
 		keyHash = func(v I) uint32 { return hash(keyFn(v)) }
 	}
-	n.build = func(info opInfo, _ int, out any) (lifecycle, any) {
-		op := &keyedProcessOperator[K, I, O]{info: info, keyFn: keyFn, newFn: newFn, out: out.(output[O])}
+	n.build = func(info opInfo, par int, out any) (lifecycle, any) {
+		op := &keyedProcessOperator[K, I, O]{info: info, keyFn: keyFn, hash: hash, par: par, newFn: newFn, out: out.(output[O])}
 		return op, output[I](op)
 	}
 	ks.stream.env.addNode("KeyedProcess", n)
@@ -297,8 +298,12 @@ func (s DataStreamSink) StartNewChain() DataStreamSink { s.node.chaining = chain
 
 // SinkTo writes the stream to sink: one SinkWriter per subtask, created on
 // the subtask's task goroutine, flushed with Flush(true) at the end of input
-// and closed when the task ends. Two-phase commit (TwoPhaseCommittingSink)
-// comes with checkpoints.
+// and closed when the task ends; with checkpoints it is also flushed with
+// Flush(false) at every barrier (at-least-once), and a writer that is a
+// connector.CheckpointListener hears of completed checkpoints. A sink that
+// implements connector.TwoPhaseCommittingSink is still run as a plain one
+// here, since its committable type cannot be recovered from a Sink[T]: use
+// SinkToTwoPhase for exactly-once.
 func SinkTo[T any](ds DataStream[T], sink connector.Sink[T]) DataStreamSink {
 	n := &node{in: typeOpsFor[T]{}, isSink: true}
 	if sink == nil {

@@ -20,14 +20,36 @@
 // drains the job gracefully: sources stop at their next poll, in-flight
 // records flow to the sinks, sinks are flushed with Flush(true) and closed,
 // and Execute returns nil (ErrDrainTimeout if draining outlasts
-// WithDrainTimeout). The first operator failure stops everything and is
-// returned as an *OperatorError naming the operator and subtask. Invalid
-// graphs are refused before anything runs, with ErrInvalidGraph.
+// WithDrainTimeout). A failure restarts the job (or only the failed
+// pipeline) from its latest checkpoint as the restart strategy allows;
+// otherwise it stops everything and is returned as an *OperatorError
+// naming the operator and subtask. Invalid graphs are refused before
+// anything runs, with ErrInvalidGraph.
+//
+// Exactly-once output takes checkpoints and a two-phase-committing sink:
+//
+//	env := runtime.NewEnvironment(runtime.WithCheckpointInterval(time.Second),
+//		runtime.WithCheckpointDir("/var/lib/job"))
+//	...
+//	runtime.SinkToTwoPhase(counts, kafkaSink)
 //
 // # Files
 //
 //   - environment.go: options (one validation point, config.validate),
-//     Environment, Execute and the execution that owns every goroutine.
+//     Environment, Execute.
+//   - options_checkpoint.go: checkpoint, storage and restart options;
+//     restart strategies.
+//   - master.go: the execution, one master goroutine that owns every task
+//     and coordinator, drives the checkpoint coordinator (package
+//     checkpoint) and runs the failover.
+//   - barrier.go: the task side of checkpoints: alignment, snapshots,
+//     notifications, waiting for the final checkpoint.
+//   - gateway.go: the gate between a source coordinator and each subtask,
+//     and the SplitAssignmentTracker.
+//   - state.go: framing of versioned state; what a restored checkpoint
+//     holds for an operator; redistribution of operator list state.
+//   - keyedstate.go: keyed state snapshots by key group.
+//   - twophase.go: SinkToTwoPhase, the writer and committer of Sink V2.
 //   - datastream.go: DataStream, KeyedStream and the functions that build
 //     the stream graph (FromSource, Map, FlatMap, Filter, KeyBy, Process,
 //     Union, Rebalance, Broadcast, Forward, SinkTo).
@@ -48,7 +70,7 @@
 //   - source.go: the source operator driving a SourceReader, and its
 //     ReaderOutput with per-split outputs.
 //   - coordinator.go: the source coordinator running the SplitEnumerator,
-//     and the operator-coordinator seam for checkpoints.
+//     with its checkpoint, reset and notification hooks.
 //   - operators.go, process.go: map, flatMap, filter, sink, and the keyed
 //     process operator with ValueState, MapState and timers.
 //   - errors.go: OperatorError and the sentinels.
@@ -76,7 +98,7 @@
 // chain's operators, their keyed state, the source reader and the sink
 // writer (invariant 6 of DESIGN.md). Other goroutines reach it through its
 // mailbox: the source coordinator's split assignments and events, timers,
-// stop requests, and next the checkpoint triggers (urgent mails). The loop
+// stop requests, checkpoint triggers (urgent mails). The loop
 // runs mails first, then one step of the default action: one PollNext of
 // the source reader, or one batch from the input gate. When the output is
 // backpressured (a target channel is full) or no input is available, the
@@ -114,16 +136,89 @@
 // requests and events are queued to it. Assignments and events go into the
 // reader task's mailbox and run there between two polls.
 //
+// # Checkpoints (invariants 4, 5, 10)
+//
+// With WithCheckpointInterval > 0 the master triggers checkpoints through
+// the deterministic core of package checkpoint (interval, timeout, min
+// pause, one at a time, tolerable failures) and performs its actions in
+// order. For checkpoint N: every source coordinator snapshots its
+// enumerator on the enumerator's goroutine, files its assignments under N
+// in the SplitAssignmentTracker and closes its gate to every subtask; the
+// master waits until every event sent before the close has run on its
+// subtask; only then is barrier N put into each source task's mailbox as
+// an urgent mail (invariant 4). A source task snapshots its reader's
+// splits, reopens its gate (held events then run after the snapshot:
+// invariant 5), snapshots the rest of its chain, forwards the barrier
+// behind the records before it and acknowledges with its state. A task
+// with several input channels aligns: a channel that delivered barrier N
+// is blocked until N arrived on every open channel. A task whose input has
+// ended gets barriers straight from the master and stays alive until the
+// final checkpoint. When every acknowledgement is in, the metadata is
+// committed durably (package checkpoint: CRC-32C, temp file, fsync,
+// rename), and only then are tasks and coordinators notified: readers,
+// sink writers that are connector.CheckpointListener, and committers, which
+// commit (invariants 10 and 8). Declines and timeouts abort the checkpoint;
+// past WithTolerableCheckpointFailures the job fails over. A bounded job
+// ends with a final checkpoint once every task's input has ended, so the
+// last transactions commit before Execute returns.
+//
+// Storage is in memory by default, or a directory (WithCheckpointDir),
+// keeping WithCheckpointsRetained checkpoints. A job whose storage holds
+// checkpoints starts from the newest valid one, so a killed process
+// restarted on the same directory goes on where its last checkpoint left
+// it; a corrupt newest checkpoint is skipped with a logged error.
+//
+// # State
+//
+//   - Source readers: their splits, as operator list state serialized with
+//     the source's versioned SplitSerializer, one blob per subtask. When
+//     the parallelism changed, every checkpointed split is dealt out
+//     round-robin over the new subtasks, or handed to the enumerator with
+//     WithRescaledSplitsToEnumerator. Splits handed to a reader are
+//     copies (through the serializer), as if they had crossed a network.
+//   - Enumerators: their state, with the source's versioned serializer.
+//   - Keyed process operators: ValueState and MapState by key group
+//     (encoding/gob for keys and values), restored by operator UID into
+//     whichever subtask owns each key group now. Timers are not
+//     checkpointed.
+//   - Two-phase sinks: the committables not yet committed, and the
+//     writer's state for SinkToStatefulTwoPhase.
+//
+// Every blob is stored under its operator's UID, so UIDs must be stable
+// across versions of a job.
+//
+// # Failover
+//
+// A failed task, coordinator or checkpoint (past the tolerable count)
+// hands the job to the restart strategy (WithRestartStrategy: none, fixed
+// delay, exponential delay; none by default without checkpoints, fixed
+// delay without limit with them, as in Flink). A job of independent
+// pipelines (every edge forward, every chain of the same parallelism)
+// restarts only the failed subtask's region: its tasks are stopped and
+// rebuilt from the latest checkpoint, each source coordinator drops the
+// events held for and in flight to that subtask and, on its goroutine,
+// gives the splits assigned to it after that checkpoint back to the
+// enumerator (AddSplitsBack) before the new reader registers (AddReader).
+// Any other job restarts globally: every task and coordinator is rebuilt
+// from the latest checkpoint, enumerators through RestoreEnumerator (this
+// replaces Flink's resetToCheckpoint on a live coordinator). Pending
+// checkpoints are aborted on every restart. A failure that no restart can
+// mend (a commit that failed with a known reason) fails the job at once.
+//
+// # Two-phase commit sinks
+//
+// SinkToTwoPhase runs a connector.TwoPhaseCommittingSink (see its doc):
+// committer first, restored committables committed before the writer is
+// created; PrepareCommit at each barrier; commits when the checkpoint
+// completes; RetryLater with backoff; a known-reason failure fails the
+// job. SinkToStatefulTwoPhase adds the writer state of a
+// connector.StatefulSink. SinkTo runs any sink as a plain one (Go cannot recover the
+// committable type from a connector.Sink[T]); a plain writer is flushed
+// at each barrier, which makes it at-least-once.
+//
 // # Not built yet
 //
-// Checkpoints and failover are the next piece of work, and the engine
-// leaves seams for them rather than imitations: CheckpointBarrier is
-// defined and carried through channels (a task forwards a barrier once it
-// arrived on every open channel, but does not yet block a channel while it
-// waits, nor snapshot state); operatorCoordinator has snapshot and
-// notify-complete hooks that nothing calls yet; assignments go straight to
-// the reader without a SplitAssignmentTracker or a gated gateway
-// (invariants 3 and 5); keyed state lives in maps per state name, to be
-// snapshotted by key group; sinks get Flush(true) at the end but no
-// PrepareCommit; there is no restart strategy. A failure fails the job.
+// Unaligned checkpoints, savepoints, more than one concurrent checkpoint,
+// checkpointed timers, and a fingerprint check that refuses state written
+// by an incompatible job (the fingerprint is recorded, not compared).
 package runtime

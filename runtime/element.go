@@ -13,14 +13,12 @@ const noWatermark int64 = math.MinInt64
 // CheckpointBarrier separates the records that belong to checkpoint
 // CheckpointID from those after it. Barriers flow in-band through the same
 // channels as records, so every record before a barrier is in the
-// checkpoint and every record after it is not.
-//
-// The engine carries barriers through its channels; the checkpoint
-// coordinator that injects them into the sources, and the alignment that
-// makes a multi-input task wait for a barrier on every channel, are the next
-// piece of work.
+// checkpoint and every record after it is not. The master injects them
+// into the sources; a task with several input channels aligns them (see
+// barrier.go).
 type CheckpointBarrier struct {
-	// CheckpointID increases by one with every checkpoint.
+	// CheckpointID strictly increases over the life of a job, across
+	// restarts and restores.
 	CheckpointID int64
 	// Timestamp is when the checkpoint was triggered, in milliseconds since
 	// the Unix epoch.

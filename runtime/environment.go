@@ -2,10 +2,10 @@ package runtime
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"sync"
 	"time"
+
+	"github.com/splitflow/splitflow/runtime/checkpoint"
 )
 
 // Option configures an Environment.
@@ -24,6 +24,7 @@ type config struct {
 	chaining              bool
 	autoWatermarkInterval time.Duration
 	drainTimeout          time.Duration
+	cp                    checkpointConfig
 }
 
 func defaultConfig() config {
@@ -36,6 +37,7 @@ func defaultConfig() config {
 		chaining:              true,
 		autoWatermarkInterval: 200 * time.Millisecond,
 		drainTimeout:          30 * time.Second,
+		cp:                    defaultCheckpointConfig(),
 	}
 }
 
@@ -55,7 +57,7 @@ func (c *config) validate() error {
 	case c.drainTimeout <= 0:
 		return invalidGraph("drain timeout must be > 0, got %v", c.drainTimeout)
 	}
-	return nil
+	return c.cp.validate()
 }
 
 // WithParallelism sets the default parallelism of every operator (Flink's
@@ -123,6 +125,12 @@ type Environment struct {
 
 type testHooks struct {
 	taskCreated func(*task)
+	// checkpointCompleted runs on the master goroutine after checkpoint
+	// id was persisted, before anything is notified.
+	checkpointCompleted func(id int64, s checkpoint.Storage)
+	// barrierInjected runs on the master goroutine when barrier id is
+	// put into the source tasks' mailboxes.
+	barrierInjected func(id int64)
 }
 
 // NewEnvironment returns an empty job with the given options. Options are
@@ -165,88 +173,9 @@ func (env *Environment) Execute(ctx context.Context, name string) error {
 	if err != nil {
 		return fmt.Errorf("job %q: %w", name, err)
 	}
-	ex := newExecution(env, g)
+	ex, err := newExecution(env, g)
+	if err != nil {
+		return fmt.Errorf("job %q: %w", name, err)
+	}
 	return ex.run(ctx)
-}
-
-// execution is one run of a job graph: its tasks, its coordinators and the
-// first failure.
-type execution struct {
-	cfg    *config
-	tasks  []*task
-	coords []operatorCoordinator
-	stops  []*task // source tasks, asked to stop on a graceful cancel
-
-	mu     sync.Mutex
-	err    error
-	failed chan struct{}
-}
-
-func (ex *execution) fail(err error) {
-	ex.mu.Lock()
-	defer ex.mu.Unlock()
-	if ex.err == nil {
-		ex.err = err
-		close(ex.failed)
-	}
-}
-
-func (ex *execution) firstErr() error {
-	ex.mu.Lock()
-	defer ex.mu.Unlock()
-	return ex.err
-}
-
-func (ex *execution) run(ctx context.Context) error {
-	// The tasks do not run under ctx: its cancellation is a request to
-	// drain, while hard stops (a failure, the drain timeout) cancel this
-	// context instead.
-	hard, stopHard := context.WithCancel(context.Background())
-	defer stopHard()
-	coordCtx, stopCoords := context.WithCancel(hard)
-	defer stopCoords()
-
-	var coords sync.WaitGroup
-	for _, c := range ex.coords {
-		coords.Go(func() { c.run(coordCtx) })
-	}
-	done := make(chan error, len(ex.tasks))
-	for _, t := range ex.tasks {
-		go func() { done <- t.run(hard) }()
-	}
-
-	remaining := len(ex.tasks)
-	cancelled := ctx.Done()
-	failed := ex.failed
-	var drain <-chan time.Time
-	for remaining > 0 {
-		select {
-		case err := <-done:
-			remaining--
-			if err != nil && !errors.Is(err, errTaskCancelled) {
-				ex.fail(err)
-			}
-		case <-failed:
-			failed = nil
-			stopHard()
-			for _, t := range ex.tasks {
-				t.cancel()
-			}
-		case <-cancelled:
-			cancelled = nil
-			for _, t := range ex.stops {
-				t.requestStop()
-			}
-			tm := time.NewTimer(ex.cfg.drainTimeout)
-			defer tm.Stop()
-			drain = tm.C
-		case <-drain:
-			drain = nil
-			ex.fail(fmt.Errorf("%w (%v)", ErrDrainTimeout, ex.cfg.drainTimeout))
-		}
-	}
-	// All tasks are gone: the coordinators have nobody left to serve.
-	stopCoords()
-	coords.Wait()
-	return ex.firstErr()
 }

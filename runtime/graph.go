@@ -3,6 +3,8 @@ package runtime
 import (
 	"fmt"
 	"strings"
+
+	"github.com/splitflow/splitflow/runtime/checkpoint"
 )
 
 // chainingStrategy is an operator's say in chaining, as Flink's
@@ -55,7 +57,7 @@ type edge struct {
 
 // sourceNode creates a source's coordinator and its subtasks' operators.
 type sourceNode interface {
-	newCoordinator(info opInfo, parallelism int, fail func(error)) operatorCoordinator
+	newCoordinator(info opInfo, parallelism int, fail func(error), gate gateOptions, restored []byte, rescaled [][]byte) operatorCoordinator
 	buildSubtask(coord operatorCoordinator, info opInfo, parallelism int, mb *mailbox, out any) (lifecycle, taskInput)
 }
 
@@ -199,13 +201,14 @@ func buildJobGraph(env *Environment) (*jobGraph, error) {
 	return g, nil
 }
 
-// newExecution instantiates the graph: gates, tasks, coordinators and every
-// subtask's operators, ready to run. Nothing is started and no user code
-// runs here; readers and writers are created by their tasks.
-func newExecution(env *Environment, g *jobGraph) *execution {
-	cfg := &env.cfg
-	ex := &execution{cfg: cfg, failed: make(chan struct{})}
-
+// buildTasks instantiates the graph's tasks: every subtask of every chain
+// (region < 0), or only subtask region of each chain (a region of a job of
+// independent pipelines, where every edge is forward). It creates their
+// input gates and operators; nothing starts and no user code runs here:
+// readers and writers are created by their tasks.
+func (ex *execution) buildTasks(region int, rs *restoredState) []*task {
+	cfg, g, env := ex.cfg, ex.g, ex.env
+	want := func(s int) bool { return region < 0 || s == region }
 	gates := map[*chain][]any{}
 	for _, c := range g.chains {
 		if len(c.inEdges) == 0 {
@@ -213,20 +216,18 @@ func newExecution(env *Environment, g *jobGraph) *execution {
 		}
 		gs := make([]any, c.parallelism)
 		for s := range gs {
-			gs[s] = c.head().in.newGate(c.numChannels, cfg.buffersPerChannel)
+			if want(s) {
+				gs[s] = c.head().in.newGate(c.numChannels, cfg.buffersPerChannel)
+			}
 		}
 		gates[c] = gs
 	}
-	coords := map[*node]operatorCoordinator{}
-	for _, n := range g.nodes {
-		if n.source != nil {
-			c := n.source.newCoordinator(opInfo{name: n.name, uid: n.uid, subtask: -1}, n.par(cfg), ex.fail)
-			coords[n] = c
-			ex.coords = append(ex.coords, c)
-		}
-	}
+	var tasks []*task
 	for _, c := range g.chains {
 		for s := 0; s < c.parallelism; s++ {
+			if !want(s) {
+				continue
+			}
 			head := c.head()
 			t := &task{
 				name:        c.name(),
@@ -235,6 +236,11 @@ func newExecution(env *Environment, g *jobGraph) *execution {
 				parallelism: c.parallelism,
 				cfg:         cfg,
 				mb:          newMailbox(),
+				ex:          ex,
+				id:          checkpoint.TaskID{UID: head.uid, Subtask: s},
+				region:      s,
+				restored:    rs,
+				attempt:     ex.attempt,
 			}
 			inputs := map[*node]any{}
 			var ops []lifecycle
@@ -265,7 +271,7 @@ func newExecution(env *Environment, g *jobGraph) *execution {
 					out = n.out.fanOut(outs)
 				}
 				if n.source != nil {
-					op, in := n.source.buildSubtask(coords[n], info, n.par(cfg), t.mb, out)
+					op, in := n.source.buildSubtask(ex.coordOf[n], info, n.par(cfg), t.mb, out)
 					t.input = in
 					ops = append(ops, op)
 					continue
@@ -281,15 +287,42 @@ func newExecution(env *Environment, g *jobGraph) *execution {
 			if head.source == nil {
 				t.input = head.in.newGateInput(t, gates[c][s], inputs[head], c.numChannels)
 			} else {
-				ex.stops = append(ex.stops, t)
+				t.isSource = true
 			}
 			if env.hooks != nil && env.hooks.taskCreated != nil {
 				env.hooks.taskCreated(t)
 			}
-			ex.tasks = append(ex.tasks, t)
+			tasks = append(tasks, t)
 		}
 	}
-	return ex
+	return tasks
+}
+
+// pointwise reports whether the job is made of independent pipelines:
+// every edge is forward and every chain has the same parallelism, so
+// subtask s of every chain forms a region that fails over alone.
+func (g *jobGraph) pointwise() bool {
+	p := g.chains[0].parallelism
+	for _, c := range g.chains {
+		if c.parallelism != p {
+			return false
+		}
+		for _, e := range c.inEdges {
+			if e.kind != partitionForward {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// fingerprint names the job's operators for the checkpoint metadata.
+func (g *jobGraph) fingerprint() string {
+	uids := make([]string, len(g.nodes))
+	for i, n := range g.nodes {
+		uids[i] = n.uid
+	}
+	return strings.Join(uids, ",")
 }
 
 // typeOps creates the typed pieces of the network for records of one type.
@@ -332,7 +365,9 @@ func (typeOpsFor[T]) fanOut(outs []any) any {
 
 func (typeOpsFor[T]) newGateInput(t *task, gate any, head any, numChannels int) taskInput {
 	h := head.(output[T])
-	return &gateInput[T]{t: t, gate: gate.(*inputGate[T]), head: h, valve: newWatermarkValve(numChannels, h)}
+	ig := gate.(*inputGate[T])
+	t.gate = ig
+	return &gateInput[T]{t: t, gate: ig, head: h, valve: newWatermarkValve(numChannels, h)}
 }
 
 func (n *node) String() string { return fmt.Sprintf("%s(%s)", n.name, n.uid) }

@@ -17,7 +17,7 @@ const (
 
 // mail is an action that must run on the task goroutine: a timer firing, a
 // split assignment from the source coordinator, a flush, a stop request,
-// and (next) checkpoint triggers.
+// and checkpoint triggers and notifications.
 type mail struct {
 	name string
 	run  func() error

@@ -29,6 +29,10 @@ type inputGate[T any] struct {
 	notify chan struct{}
 	// capacity is the number of batches each channel queues.
 	capacity int
+	// blocked marks channels whose barrier arrived while the task waits
+	// for the same barrier on the others (alignment): poll skips them.
+	blocked  []bool
+	nblocked int
 }
 
 type gateChannel[T any] struct {
@@ -49,6 +53,7 @@ func newInputGate[T any](numChannels, capacity int) *inputGate[T] {
 		ready:    make([]int, 0, numChannels),
 		notify:   make(chan struct{}, 1),
 		capacity: capacity,
+		blocked:  make([]bool, numChannels),
 	}
 	for i := range g.channels {
 		g.channels[i].ring = make([]*batch[T], capacity)
@@ -103,8 +108,20 @@ func (g *inputGate[T]) poll(done *batch[T], doneCh int) (ch int, b *batch[T], ok
 		g.mu.Unlock()
 		return 0, nil, false
 	}
-	ch = g.ready[0]
-	copy(g.ready, g.ready[1:])
+	// The first ready channel that is not blocked by an alignment; the
+	// blocked ones keep their place in the ready order.
+	pos := 0
+	if g.nblocked > 0 {
+		for pos < len(g.ready) && g.blocked[g.ready[pos]] {
+			pos++
+		}
+		if pos == len(g.ready) {
+			g.mu.Unlock()
+			return 0, nil, false
+		}
+	}
+	ch = g.ready[pos]
+	copy(g.ready[pos:], g.ready[pos+1:])
 	g.ready = g.ready[:len(g.ready)-1]
 	c := &g.channels[ch]
 	b = c.ring[c.head]
@@ -122,6 +139,31 @@ func (g *inputGate[T]) poll(done *batch[T], doneCh int) (ch int, b *batch[T], ok
 	default:
 	}
 	return ch, b, true
+}
+
+// block stops poll from taking batches of channel ch until unblockAll:
+// the channel delivered a barrier that the other channels have not yet.
+// Consumer side.
+func (g *inputGate[T]) block(ch int) {
+	g.mu.Lock()
+	if !g.blocked[ch] {
+		g.blocked[ch] = true
+		g.nblocked++
+	}
+	g.mu.Unlock()
+}
+
+// unblockAll ends an alignment and wakes the consumer, since blocked
+// channels may hold batches. Consumer side.
+func (g *inputGate[T]) unblockAll() {
+	g.mu.Lock()
+	clear(g.blocked)
+	g.nblocked = 0
+	g.mu.Unlock()
+	select {
+	case g.notify <- struct{}{}:
+	default:
+	}
 }
 
 // takeFree hands a consumed batch of channel ch back to its producer, or

@@ -94,6 +94,7 @@ func TestBarrierIsForwardedAfterAllChannels(t *testing.T) {
 	tk := &task{name: "t", head: &opInfo{name: "t"}, cfg: &config{}, mb: newMailbox(), outputs: []networkOutput{out}}
 	up := newInputGate[int](2, 4)
 	in := &gateInput[int]{t: tk, gate: up, head: output[int](out), valve: newWatermarkValve(2, out)}
+	tk.gate = up
 	a := newRecordWriter(partitionForward, []*inputGate[int]{up}, 0, 100, nil, 128, 0)
 	b := newRecordWriter(partitionForward, []*inputGate[int]{up}, 1, 100, nil, 128, 0)
 	barrier := event{kind: eventBarrier, barrier: CheckpointBarrier{CheckpointID: 7, Timestamp: 1}}

@@ -1,6 +1,8 @@
 package runtime
 
 import (
+	"time"
+
 	"github.com/splitflow/splitflow/connector"
 )
 
@@ -156,8 +158,8 @@ func (f *flatMapOperator[I, O]) emitWatermark(wm int64) error { return f.out.emi
 func (f *flatMapOperator[I, O]) emitStatus(idle bool) error   { return f.out.emitStatus(idle) }
 
 // sinkOperator drives one connector.SinkWriter: Write per record,
-// Flush(true) at the end of input, Close always. Checkpoint-time Flush and
-// PrepareCommit come with the checkpoint work.
+// Flush(false) at every barrier, Flush(true) at the end of input, Close
+// always.
 type sinkOperator[T any] struct {
 	info   opInfo
 	sink   connector.Sink[T]
@@ -170,7 +172,7 @@ func (s *sinkOperator[T]) operator() *opInfo { return &s.info }
 
 func (s *sinkOperator[T]) open(t *task) error {
 	s.wm = connector.NoTimestamp
-	w, err := s.sink.CreateWriter(sinkInitContext{subtask: s.info.subtask, parallelism: s.par})
+	w, err := s.sink.CreateWriter(newSinkInitContext(t, s.info, s.par))
 	if err != nil {
 		return s.info.wrap(err)
 	}
@@ -195,6 +197,19 @@ func (s *sinkOperator[T]) emitWatermark(wm int64) error {
 
 func (s *sinkOperator[T]) emitStatus(bool) error { return nil }
 
+// snapshotState flushes the writer at a barrier (at-least-once for a sink
+// without two-phase commit); it keeps no state.
+func (s *sinkOperator[T]) snapshotState(int64) ([]byte, error) {
+	return nil, s.info.wrap(s.writer.Flush(false))
+}
+
+func (s *sinkOperator[T]) notifyCheckpointComplete(id int64) error {
+	if l, ok := s.writer.(connector.CheckpointListener); ok {
+		return s.info.wrap(l.NotifyCheckpointComplete(id))
+	}
+	return nil
+}
+
 func (s *sinkOperator[T]) endInput() error {
 	return s.info.wrap(s.writer.Flush(true))
 }
@@ -206,9 +221,48 @@ func (s *sinkOperator[T]) close() error {
 	return s.info.wrap(s.writer.Close())
 }
 
-type sinkInitContext struct{ subtask, parallelism int }
+// sinkInitContext is the connector.SinkInitContext of one sink subtask;
+// it also implements connector.CheckpointTimings, so that a sink can check
+// its transaction timeout against the checkpoint interval, timeout and
+// restart delay.
+type sinkInitContext struct {
+	subtask, parallelism, attempt int
+	restoredID                    int64
+	interval, timeout, restart    time.Duration
+}
 
-func (c sinkInitContext) SubtaskIndex() int                   { return c.subtask }
-func (c sinkInitContext) Parallelism() int                    { return c.parallelism }
-func (c sinkInitContext) AttemptNumber() int                  { return 0 }
-func (c sinkInitContext) RestoredCheckpointID() (int64, bool) { return 0, false }
+func newSinkInitContext(t *task, info opInfo, par int) sinkInitContext {
+	c := sinkInitContext{subtask: info.subtask, parallelism: par}
+	if t == nil {
+		return c
+	}
+	c.attempt = t.attempt
+	c.restoredID = t.restored.id()
+	c.interval, c.timeout = t.cfg.cp.interval, t.cfg.cp.timeout
+	c.restart = maxRestartDelay(t.cfg.cp.restartStrategy())
+	return c
+}
+
+func (c sinkInitContext) SubtaskIndex() int  { return c.subtask }
+func (c sinkInitContext) Parallelism() int   { return c.parallelism }
+func (c sinkInitContext) AttemptNumber() int { return c.attempt }
+func (c sinkInitContext) RestoredCheckpointID() (int64, bool) {
+	return c.restoredID, c.restoredID > 0
+}
+func (c sinkInitContext) CheckpointTimings() (interval, timeout, maxRestartDelay time.Duration) {
+	return c.interval, c.timeout, c.restart
+}
+
+var _ connector.CheckpointTimings = sinkInitContext{}
+
+// maxRestartDelay is the longest a restart strategy waits before a
+// restart.
+func maxRestartDelay(s RestartStrategy) time.Duration {
+	switch s := s.(type) {
+	case fixedDelay:
+		return s.delay
+	case exponentialDelay:
+		return s.maxDelay
+	}
+	return 0
+}

@@ -153,6 +153,27 @@ func (c *KeyedContext[K, O]) DeleteProcessingTimeTimer(ts int64) {
 type keyedState[K comparable] struct {
 	key    K
 	states map[string]any
+	// restored holds, per state name, the restored entries of the key
+	// groups this subtask owns, until the function asks for the state
+	// (its value type is known only then); a snapshot taken before that
+	// writes them back unchanged.
+	restored map[string][]stateEntry
+}
+
+// create registers a new state and merges what was restored for it.
+func (ks *keyedState[K]) create(name string, s snapshotableState) error {
+	ks.states[name] = s
+	entries := ks.restored[name]
+	delete(ks.restored, name)
+	for _, e := range entries {
+		if e.kind != s.kind() {
+			return fmt.Errorf("state %q was checkpointed as another kind of state", name)
+		}
+		if err := s.restore(e.data); err != nil {
+			return fmt.Errorf("restore state %q (key group %d): %w", name, e.keyGroup, err)
+		}
+	}
+	return nil
 }
 
 // ValueState is one value per key.
@@ -235,7 +256,9 @@ func GetValueState[V any, K comparable, O any](ctx *KeyedContext[K, O], name str
 		return vs, nil
 	}
 	vs := &valueState[K, V]{ks: ctx.op, m: map[K]V{}}
-	ctx.op.states[name] = vs
+	if err := ctx.op.create(name, vs); err != nil {
+		return nil, err
+	}
 	return vs, nil
 }
 
@@ -249,7 +272,9 @@ func GetMapState[UK comparable, UV any, K comparable, O any](ctx *KeyedContext[K
 		return ms, nil
 	}
 	ms := &mapState[K, UK, UV]{ks: ctx.op, m: map[K]map[UK]UV{}}
-	ctx.op.states[name] = ms
+	if err := ctx.op.create(name, ms); err != nil {
+		return nil, err
+	}
 	return ms, nil
 }
 
@@ -352,6 +377,9 @@ func (s *timerService[K]) scheduleProcessing() {
 type keyedProcessOperator[K comparable, I, O any] struct {
 	info   opInfo
 	keyFn  func(I) K
+	hash   func(K) uint32
+	par    int
+	maxPar int
 	newFn  func() KeyedProcessFunction[K, I, O]
 	fn     KeyedProcessFunction[K, I, O]
 	out    output[O]
@@ -368,6 +396,10 @@ func (p *keyedProcessOperator[K, I, O]) open(t *task) error {
 		return p.info.wrap(errNilFunction("process function (from the factory)"))
 	}
 	p.state.states = map[string]any{}
+	p.maxPar = t.cfg.maxParallelism
+	if err := p.restoreState(t); err != nil {
+		return p.info.wrap(err)
+	}
 	p.ctx = KeyedContext[K, O]{op: &p.state, out: p.out, info: &p.info, watermark: noWatermark, timers: &p.timers}
 	p.timers.wake = t.newTimer("processing-time timers", p.fireProcessingTimers)
 	if o, ok := p.fn.(keyedOpener[K, O]); ok {
@@ -446,3 +478,51 @@ func (p *keyedProcessOperator[K, I, O]) endInput() error {
 }
 
 func (p *keyedProcessOperator[K, I, O]) close() error { return nil }
+
+// restoreState keeps, from every subtask's snapshot of this operator, the
+// key groups this subtask owns at its current parallelism.
+func (p *keyedProcessOperator[K, I, O]) restoreState(t *task) error {
+	old, err := t.restored.subtasks(p.info.uid)
+	if err != nil {
+		return err
+	}
+	p.state.restored = map[string][]stateEntry{}
+	for _, b := range old {
+		if b == nil {
+			continue
+		}
+		entries, err := decodeStateEntries(b)
+		if err != nil {
+			return fmt.Errorf("restore keyed state: %w", err)
+		}
+		for _, e := range entries {
+			if SubtaskForKeyGroup(e.keyGroup, p.par, p.maxPar) == p.info.subtask {
+				p.state.restored[e.name] = append(p.state.restored[e.name], e)
+			}
+		}
+	}
+	return nil
+}
+
+// snapshotState writes every state by key group.
+func (p *keyedProcessOperator[K, I, O]) snapshotState(int64) ([]byte, error) {
+	groupOf := func(k any) int { return KeyGroupForHash(p.hash(k.(K)), p.maxPar) }
+	var entries []stateEntry
+	for name, st := range p.state.states {
+		s, ok := st.(snapshotableState)
+		if !ok {
+			continue
+		}
+		groups, err := s.encodeGroups(groupOf)
+		if err != nil {
+			return nil, p.info.wrap(fmt.Errorf("snapshot state %q: %w", name, err))
+		}
+		for g, data := range groups {
+			entries = append(entries, stateEntry{name: name, kind: s.kind(), keyGroup: g, data: data})
+		}
+	}
+	for _, es := range p.state.restored {
+		entries = append(entries, es...)
+	}
+	return encodeStateEntries(entries), nil
+}

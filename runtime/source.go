@@ -1,6 +1,7 @@
 package runtime
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/splitflow/splitflow/connector"
@@ -42,6 +43,11 @@ func (s *sourceOperator[T, S, C]) open(t *task) error {
 		return s.info.wrap(errNilReader)
 	}
 	s.reader = r
+	// Splits restored from a checkpoint go to the reader before it
+	// registers and starts, as in Flink's SourceOperator.open.
+	if err := s.restoreSplits(t); err != nil {
+		return s.info.wrap(err)
+	}
 	// Registration is queued before anything Start may send (a pull-mode
 	// reader asks for its first split there), and the coordinator handles
 	// its queue in order, so the enumerator knows the reader first.
@@ -59,6 +65,68 @@ func (s *sourceOperator[T, S, C]) open(t *task) error {
 		s.wmTimer.Reset(t.cfg.autoWatermarkInterval)
 	}
 	return nil
+}
+
+func (s *sourceOperator[T, S, C]) restoreSplits(t *task) error {
+	old, err := t.restored.subtasks(s.info.uid)
+	if err != nil || len(old) == 0 {
+		return err
+	}
+	if len(old) != s.par && t.cfg.cp.rescaledToEnumerator {
+		return nil // the coordinator gives them to the enumerator
+	}
+	var restored []S
+	if len(old) == s.par {
+		if old[s.info.subtask] != nil {
+			restored, err = decodeList(old[s.info.subtask], s.src.SplitSerializer())
+			if err != nil {
+				return fmt.Errorf("restore splits: %w", err)
+			}
+		}
+	} else {
+		// The parallelism changed: deal every checkpointed split out
+		// round-robin, the same way in every subtask.
+		i := 0
+		for _, b := range old {
+			if b == nil {
+				continue
+			}
+			splits, err := decodeList(b, s.src.SplitSerializer())
+			if err != nil {
+				return fmt.Errorf("restore splits: %w", err)
+			}
+			for _, sp := range splits {
+				if i%s.par == s.info.subtask {
+					restored = append(restored, sp)
+				}
+				i++
+			}
+		}
+	}
+	if len(restored) == 0 {
+		return nil
+	}
+	return s.addSplits(restored)
+}
+
+// snapshotState converts the reader's splits into the subtask's operator
+// list state, then reopens the coordinator's gate to this subtask: events
+// held since the coordinator snapshot run after this one (invariant 5).
+func (s *sourceOperator[T, S, C]) snapshotState(id int64) ([]byte, error) {
+	splits, err := s.reader.SnapshotState(id)
+	if err != nil {
+		return nil, s.info.wrap(fmt.Errorf("snapshot reader: %w", err))
+	}
+	data, err := encodeList(splits, s.src.SplitSerializer())
+	if err != nil {
+		return nil, s.info.wrap(fmt.Errorf("serialize splits: %w", err))
+	}
+	s.coord.gateways[s.info.subtask].open(id)
+	return data, nil
+}
+
+func (s *sourceOperator[T, S, C]) notifyCheckpointComplete(id int64) error {
+	return s.info.wrap(s.reader.NotifyCheckpointComplete(id))
 }
 
 func (s *sourceOperator[T, S, C]) periodicEmit() error {

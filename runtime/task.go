@@ -7,6 +7,8 @@ import (
 	"math"
 	"runtime/debug"
 	"time"
+
+	"github.com/splitflow/splitflow/runtime/checkpoint"
 )
 
 // inputStatus is what one step of a task's default action reports.
@@ -65,8 +67,31 @@ type task struct {
 
 	flushTimer *time.Timer
 
-	// barriers counts, per checkpoint, the channels a barrier arrived on.
-	barriers map[int64]int
+	// Checkpointing; see checkpoint.go.
+	ex       *execution
+	id       checkpoint.TaskID
+	region   int // the subtask index in a job of independent pipelines
+	isSource bool
+	restored *restoredState
+	attempt  int
+	gate     channelBlocker // nil for source tasks
+	// awaitFinish keeps a task whose input ended alive, serving mails,
+	// until the final checkpoint has completed (checkpoints on).
+	awaitFinish     bool
+	finishRequested bool
+	// lastBarrier is the newest checkpoint this task snapshotted or saw
+	// aborted; older barriers are dropped.
+	lastBarrier int64
+	// aligning is the checkpoint whose barrier arrived on some channels;
+	// those channels are blocked until it arrived on all open ones.
+	aligning     int64
+	alignBarrier CheckpointBarrier
+	arrived      map[int]bool
+
+	// ctx is the context run was given; stopCtx cancels it (failover).
+	ctx     context.Context
+	stopCtx context.CancelFunc
+	exited  bool
 
 	// hooks for tests; nil in production.
 	onOutputBlocked func()
@@ -75,6 +100,7 @@ type task struct {
 // run is the task goroutine's body. The returned error is an
 // *OperatorError, errTaskCancelled, or nil when the task finished.
 func (t *task) run(ctx context.Context) (err error) {
+	t.ctx = ctx
 	defer func() {
 		if r := recover(); r != nil {
 			err = &OperatorError{Operator: t.name, UID: t.head.uid, Subtask: t.subtask,
@@ -131,7 +157,15 @@ func (t *task) loop(ctx context.Context) error {
 			continue
 		}
 		if t.ended {
-			return nil
+			if !t.awaitFinish {
+				return nil
+			}
+			select {
+			case <-ctx.Done():
+				return errTaskCancelled
+			case <-t.mb.ready:
+			}
+			continue
 		}
 		st, err := t.input.step()
 		if err != nil {
@@ -173,6 +207,10 @@ func (t *task) endInput() error {
 		o.broadcastEvent(event{kind: eventEndOfPartition})
 	}
 	t.ended = true
+	if t.ex != nil && t.ex.cc != nil {
+		t.awaitFinish = true
+		t.ex.taskEnded(t)
+	}
 	return nil
 }
 
@@ -260,26 +298,6 @@ func (t *task) requestStop() {
 	}})
 }
 
-// onBarrier forwards a checkpoint barrier once it arrived on every channel
-// of the gate that is still open. This carries barriers through the job;
-// blocking a channel after its barrier until the others catch up
-// (alignment) and snapshotting state come with the checkpoint coordinator.
-func (t *task) onBarrier(openChannels int, b CheckpointBarrier) {
-	if t.barriers == nil {
-		t.barriers = make(map[int64]int)
-	}
-	t.barriers[b.CheckpointID]++
-	if t.barriers[b.CheckpointID] < openChannels {
-		return
-	}
-	delete(t.barriers, b.CheckpointID)
-	// broadcastEvent appends the barrier behind whatever each buffer
-	// holds, so the records emitted before it stay before it.
-	for _, o := range t.outputs {
-		o.broadcastEvent(event{kind: eventBarrier, barrier: b})
-	}
-}
-
 // gateInput is the default action of a task fed by other tasks: take one
 // batch from the gate, push its records through the chain, then act on its
 // trailing event.
@@ -317,10 +335,16 @@ func (g *gateInput[T]) step() (inputStatus, error) {
 			return inputMore, err
 		}
 	case eventBarrier:
-		g.t.onBarrier(g.valve.open(), b.ev.barrier)
+		if err := g.t.onBarrier(ch, g.valve.open(), b.ev.barrier); err != nil {
+			return inputMore, err
+		}
 	case eventEndOfPartition:
 		allEnded, err := g.valve.endOfPartition(ch)
 		if err != nil {
+			return inputMore, err
+		}
+		// A channel that ends no longer owes the barrier being aligned.
+		if err := g.t.maybeAligned(g.valve.open()); err != nil {
 			return inputMore, err
 		}
 		if allEnded {

@@ -1,0 +1,159 @@
+package runtime
+
+import (
+	"github.com/splitflow/splitflow/runtime/checkpoint"
+)
+
+// The task side of checkpoints: barriers, alignment, snapshots and the
+// notifications, all on the task goroutine.
+
+// channelBlocker is the part of an input gate that alignment uses.
+type channelBlocker interface {
+	block(ch int)
+	unblockAll()
+}
+
+// snapshotter is an operator with state to checkpoint. snapshotState runs
+// on the task goroutine when the task's barrier for id is complete; the
+// bytes are stored under the operator's UID and subtask.
+type snapshotter interface {
+	snapshotState(id int64) ([]byte, error)
+}
+
+// checkpointNotified is an operator that acts when a checkpoint completes
+// (a reader, a sink writer that is a connector.CheckpointListener, the
+// committer).
+type checkpointNotified interface {
+	notifyCheckpointComplete(id int64) error
+}
+
+// onBarrier handles barrier b from channel ch: the first barrier of a
+// checkpoint starts an alignment, and every channel that delivered it is
+// blocked until it arrived on all open channels (Flink's aligned
+// checkpoints), so that no record after the barrier on one channel is
+// processed before the snapshot.
+func (t *task) onBarrier(ch, open int, b CheckpointBarrier) error {
+	id := b.CheckpointID
+	if id <= t.lastBarrier {
+		return nil // a checkpoint this task already took or saw aborted
+	}
+	if t.aligning != 0 && id > t.aligning {
+		// A newer checkpoint overtook the one being aligned (it was
+		// aborted upstream): give the older one up.
+		t.endAlignment(t.aligning)
+	}
+	if t.aligning == 0 {
+		t.aligning, t.alignBarrier, t.arrived = id, b, map[int]bool{}
+	}
+	t.arrived[ch] = true
+	t.gate.block(ch)
+	return t.maybeAligned(open)
+}
+
+// maybeAligned completes the alignment once the barrier arrived on every
+// channel that is still open.
+func (t *task) maybeAligned(open int) error {
+	if t.aligning == 0 || len(t.arrived) < open {
+		return nil
+	}
+	b := t.alignBarrier
+	t.endAlignment(0)
+	return t.performCheckpoint(b)
+}
+
+func (t *task) endAlignment(aborted int64) {
+	t.aligning, t.arrived = 0, nil
+	if t.gate != nil {
+		t.gate.unblockAll()
+	}
+	t.lastBarrier = max(t.lastBarrier, aborted)
+}
+
+// triggerCheckpoint is barrier b entering a task that has no input
+// channels left to receive it: a source, or a task whose input ended. It
+// runs as an urgent mail.
+func (t *task) triggerCheckpoint(b CheckpointBarrier) error {
+	if b.CheckpointID <= t.lastBarrier || b.CheckpointID == t.aligning {
+		return nil
+	}
+	if t.aligning != 0 {
+		t.endAlignment(t.aligning)
+	}
+	return t.performCheckpoint(b)
+}
+
+// performCheckpoint snapshots every operator of the chain, forwards the
+// barrier behind the records emitted before it (unless the output has
+// ended) and acknowledges. An operator that cannot snapshot declines the
+// checkpoint; the job goes on.
+func (t *task) performCheckpoint(b CheckpointBarrier) error {
+	id := b.CheckpointID
+	t.lastBarrier = id
+	var blobs []ownedState
+	for _, op := range t.ops {
+		s, ok := op.(snapshotter)
+		if !ok {
+			continue
+		}
+		data, err := s.snapshotState(id)
+		if err != nil {
+			t.ex.decline(t, id, err)
+			return nil
+		}
+		if data == nil {
+			continue // nothing to keep
+		}
+		blobs = append(blobs, ownedState{owner: checkpoint.OperatorOwner(op.operator().uid, t.subtask), data: data})
+	}
+	if !t.ended {
+		for _, o := range t.outputs {
+			o.broadcastEvent(event{kind: eventBarrier, barrier: b})
+		}
+	}
+	t.ex.ack(t, id, blobs)
+	return nil
+}
+
+// notifyComplete tells the chain's operators, tail first (so a committer
+// commits before anything upstream learns of the completion), that
+// checkpoint id is durable.
+func (t *task) notifyComplete(id int64) error {
+	for i := len(t.ops) - 1; i >= 0; i-- {
+		if n, ok := t.ops[i].(checkpointNotified); ok {
+			if err := n.notifyCheckpointComplete(id); err != nil {
+				return t.ops[i].operator().wrap(err)
+			}
+		}
+	}
+	return nil
+}
+
+// committing is an operator that may hold commits to retry; the task
+// does not finish while it does.
+type committing interface {
+	commitsPending() bool
+}
+
+// tryFinish ends a task waiting for the final checkpoint once no operator
+// has commits left to retry.
+func (t *task) tryFinish() {
+	for _, op := range t.ops {
+		if c, ok := op.(committing); ok && c.commitsPending() {
+			return
+		}
+	}
+	t.awaitFinish = false
+}
+
+// abortCheckpoint gives up an alignment for an aborted checkpoint.
+func (t *task) abortCheckpoint(id int64) {
+	if t.aligning != 0 && t.aligning <= id {
+		t.endAlignment(id)
+	}
+	t.lastBarrier = max(t.lastBarrier, id)
+}
+
+type ownedState struct {
+	owner checkpoint.Owner
+	data  []byte
+}

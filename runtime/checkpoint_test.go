@@ -1,0 +1,632 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/splitflow/splitflow/connector"
+	"github.com/splitflow/splitflow/runtime/checkpoint"
+)
+
+// rangeJob is source -> map -> 2PC sink over a rangeSrc. With global set
+// the sink is behind a rebalance edge (all-to-all: one failover region,
+// and tasks that align barriers over several channels); otherwise the job
+// is a set of independent pipelines.
+type rangeJob struct {
+	par, splits, perSplit int
+	push, global          bool
+	delay                 time.Duration
+	mapFn                 func(int64) (int64, error)
+	opts                  []Option
+	sink                  *txnSink2PC
+	src                   *rangeSrc
+}
+
+func (j *rangeJob) env() *Environment {
+	if j.sink == nil {
+		j.sink = &txnSink2PC{store: newTxnStore()}
+	}
+	if j.mapFn == nil {
+		j.mapFn = func(v int64) (int64, error) { return v, nil }
+	}
+	j.src = &rangeSrc{splits: j.splits, perSplit: j.perSplit, push: j.push, delay: j.delay, readerFailAt: -1}
+	opts := append([]Option{
+		WithParallelism(j.par),
+		WithFlushTimeout(time.Millisecond),
+		WithRestartStrategy(FixedDelayRestart(10, time.Millisecond)),
+		WithLogger(discardLogger()),
+		WithDrainTimeout(5 * time.Second),
+	}, j.opts...)
+	env := NewEnvironment(opts...)
+	ds := Map(FromSource(env, j.src, "range", NoWatermarks[int64]()).UID("src"), j.mapFn).UID("map")
+	if j.global {
+		ds = Rebalance(ds)
+	}
+	SinkToTwoPhase(ds, j.sink).UID("sink")
+	return env
+}
+
+func (j *rangeJob) records() int { return j.splits * j.perSplit }
+
+// testCtx bounds a job, so that a broken mechanism fails the test instead
+// of hanging it.
+func testCtx(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// Invariant 1, 3 and 5, and exactly-once end to end, over randomized runs:
+// failures injected in the map and in a reader at random records, random
+// parallelism, split counts, pull or push assignment, region or global
+// failover. Every completed checkpoint holds each split in exactly one
+// place, and the committed output equals the input: no loss, no duplicate.
+func TestRandomizedFailoverExactlyOnce(t *testing.T) {
+	const seeds = 60
+	for seed := range seeds {
+		t.Run(fmt.Sprint(seed), func(t *testing.T) {
+			t.Parallel()
+			rng := rand.New(rand.NewPCG(uint64(seed), 7))
+			j := &rangeJob{
+				par:      1 + rng.IntN(3),
+				splits:   1 + rng.IntN(6),
+				perSplit: 5 + rng.IntN(30),
+				push:     rng.IntN(2) == 0,
+				global:   rng.IntN(2) == 0,
+				delay:    time.Duration(rng.IntN(400)) * time.Microsecond,
+			}
+			n := j.records()
+			var fails []int64
+			for range rng.IntN(3) {
+				fails = append(fails, int64(rng.IntN(n)))
+			}
+			j.mapFn = failOnce(fails...)
+
+			var mu sync.Mutex
+			var violations []error
+			completed := 0
+			j.opts = []Option{WithCheckpointInterval(time.Duration(2+rng.IntN(8)) * time.Millisecond)}
+			env := j.env()
+			if rng.IntN(3) == 0 {
+				j.src.readerFailAt = int64(rng.IntN(n))
+			}
+			env.hooks = &testHooks{checkpointCompleted: func(id int64, s checkpoint.Storage) {
+				mu.Lock()
+				defer mu.Unlock()
+				completed++
+				if err := checkSplitsInOnePlace(s, id, "src", j.splits); err != nil {
+					violations = append(violations, err)
+				}
+			}}
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			if err := env.Execute(ctx, "randomized"); err != nil {
+				t.Fatalf("%+v: %v", j, err)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if len(violations) > 0 {
+				t.Fatal(violations[0])
+			}
+			if completed == 0 {
+				t.Fatal("no checkpoint completed (not even the final one)")
+			}
+			if err := j.sink.store.verify(n); err != nil {
+				t.Fatalf("par=%d splits=%d perSplit=%d push=%v global=%v fails=%v readerFail=%d: %v",
+					j.par, j.splits, j.perSplit, j.push, j.global, fails, j.src.readerFailAt, err)
+			}
+		})
+	}
+}
+
+// Invariant 5 (the gate): every coordinator event is delayed until the
+// next barrier has been injected. With the gate on, the checkpoint waits
+// for the events sent before the coordinator snapshot, so each split is
+// in the enumerator's or in a reader's state; switched off, an AddSplits
+// event crosses a barrier and some checkpoint holds the split nowhere.
+func TestGateKeepsAssignmentsOnOneSideOfTheBarrier(t *testing.T) {
+	run := func(gateOn bool) (violations []error, storeErr error) {
+		var mu sync.Mutex
+		injected := make(chan struct{})
+		delay := func() {
+			mu.Lock()
+			ch := injected
+			mu.Unlock()
+			tm := time.NewTimer(200 * time.Millisecond)
+			defer tm.Stop()
+			select {
+			case <-ch:
+			case <-tm.C: // the gate holds the checkpoint until delivery
+			}
+		}
+		j := &rangeJob{par: 2, splits: 6, perSplit: 20, delay: 500 * time.Microsecond}
+		j.opts = []Option{WithCheckpointInterval(5 * time.Millisecond), withEventDelay(delay), WithRestartStrategy(NoRestart())}
+		if !gateOn {
+			j.opts = append(j.opts, withGateDisabled())
+		}
+		env := j.env()
+		env.hooks = &testHooks{
+			barrierInjected: func(int64) {
+				mu.Lock()
+				close(injected)
+				injected = make(chan struct{})
+				mu.Unlock()
+			},
+			checkpointCompleted: func(id int64, s checkpoint.Storage) {
+				if err := checkSplitsInOnePlace(s, id, "src", j.splits); err != nil {
+					violations = append(violations, err)
+				}
+			},
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := env.Execute(ctx, "gate"); err != nil {
+			t.Fatal(err)
+		}
+		return violations, j.sink.store.verify(j.records())
+	}
+	if v, err := run(true); len(v) > 0 || err != nil {
+		t.Fatalf("gate on: violations %v, output %v", v, err)
+	}
+	if v, _ := run(false); len(v) == 0 {
+		t.Fatal("gate off: no checkpoint lost a split; the test no longer shows what the gate prevents")
+	}
+}
+
+// Invariant 3: the tracker files assignments under the checkpoint whose
+// coordinator snapshot followed them, forgets them when it completes, and
+// hands back what a reset subtask got after its checkpoint.
+func TestSplitAssignmentTrackerBooksAssignments(t *testing.T) {
+	tr := NewSplitAssignmentTracker[*rSplit]()
+	a := func(s int, ks ...int) connector.SplitsAssignment[*rSplit] {
+		var ss []*rSplit
+		for _, k := range ks {
+			ss = append(ss, &rSplit{K: k})
+		}
+		return connector.SplitsAssignment[*rSplit]{Assignment: map[int][]*rSplit{s: ss}}
+	}
+	tr.RecordAssignment(a(0, 0))
+	tr.OnCheckpoint(1)
+	tr.RecordAssignment(a(0, 1))
+	tr.RecordAssignment(a(1, 2))
+	tr.OnCheckpoint(2)
+	tr.RecordAssignment(a(0, 3))
+	tr.OnCheckpointComplete(1)
+	got := tr.TakeAssignmentsAfter(0, 1)
+	var ks []int
+	for _, s := range got {
+		ks = append(ks, s.K)
+	}
+	if fmt.Sprint(ks) != "[1 3]" {
+		t.Fatalf("subtask 0 reset to 1 gets back %v, want [1 3]", ks)
+	}
+	if again := tr.TakeAssignmentsAfter(0, 1); len(again) != 0 {
+		t.Fatalf("handed back twice: %v", again)
+	}
+	if got := tr.TakeAssignmentsAfter(1, 2); len(got) != 0 {
+		t.Fatalf("subtask 1 reset to 2 gets back %v, want nothing", got)
+	}
+}
+
+// Invariant 10 and restore across processes: a job that dies (no restart)
+// leaves its checkpoints in a directory; a new Environment on the same
+// directory resumes from the newest valid one and the committed output is
+// exact. When the newest checkpoint's metadata is torn, or a state file of
+// it corrupt, the previous one is used; the store then forgets the torn
+// checkpoint's transactions, as a process that died while writing its
+// metadata never committed them.
+func TestRestoreFromDirectoryInNewEnvironment(t *testing.T) {
+	for _, damage := range []string{"none", "torn metadata", "corrupt state"} {
+		t.Run(damage, func(t *testing.T) {
+			dir := t.TempDir()
+			store := newTxnStore()
+			const splits, perSplit = 4, 30
+			died := make(chan struct{})
+			var once sync.Once
+			completed := make(chan int64, 1000)
+			// First process: runs until at least 3 checkpoints completed,
+			// then its map fails with no restart allowed.
+			j1 := &rangeJob{par: 2, splits: splits, perSplit: perSplit, delay: time.Millisecond, sink: &txnSink2PC{store: store}}
+			j1.mapFn = func(v int64) (int64, error) {
+				select {
+				case <-died:
+					return 0, errors.New("process killed")
+				default:
+				}
+				return v, nil
+			}
+			j1.opts = []Option{WithCheckpointInterval(5 * time.Millisecond), WithCheckpointDir(dir), WithCheckpointsRetained(5), WithRestartStrategy(NoRestart())}
+			env1 := j1.env()
+			env1.hooks = &testHooks{checkpointCompleted: func(id int64, _ checkpoint.Storage) {
+				completed <- id
+				if id >= 3 {
+					once.Do(func() { close(died) })
+				}
+			}}
+			if err := env1.Execute(testCtx(t), "first"); err == nil {
+				t.Skip("the job finished before it could be killed")
+			}
+			close(completed)
+			var last int64
+			for id := range completed {
+				last = max(last, id)
+			}
+			want := last
+			switch damage {
+			case "torn metadata":
+				meta := filepath.Join(dir, fmt.Sprintf("chk-%d", last), "_metadata")
+				b, err := os.ReadFile(meta)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := os.WriteFile(meta, b[:len(b)/2], 0o644); err != nil {
+					t.Fatal(err)
+				}
+				store.drop(last)
+				want = last - 1
+			case "corrupt state":
+				entries, err := os.ReadDir(filepath.Join(dir, fmt.Sprintf("chk-%d", last)))
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, e := range entries {
+					if e.Name() == "_metadata" {
+						continue
+					}
+					p := filepath.Join(dir, fmt.Sprintf("chk-%d", last), e.Name())
+					b, _ := os.ReadFile(p)
+					if len(b) > 0 {
+						b[len(b)-1] ^= 0xff
+						_ = os.WriteFile(p, b, 0o644)
+						break
+					}
+				}
+				store.drop(last)
+				want = last - 1
+			}
+			// Second process.
+			inits := make(chan connector.SinkInitContext, 16)
+			j2 := &rangeJob{par: 2, splits: splits, perSplit: perSplit, sink: &txnSink2PC{store: store, inits: inits}}
+			j2.opts = []Option{WithCheckpointInterval(5 * time.Millisecond), WithCheckpointDir(dir), WithLogger(discardLogger())}
+			if err := j2.env().Execute(testCtx(t), "second"); err != nil {
+				t.Fatal(err)
+			}
+			close(inits)
+			for ic := range inits {
+				id, ok := ic.RestoredCheckpointID()
+				if !ok || id != want {
+					t.Fatalf("restored from checkpoint %d (ok=%v), want %d", id, ok, want)
+				}
+			}
+			if err := store.verify(splits * perSplit); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
+// Invariant 8: a transaction is committed only after its checkpoint
+// completed (its metadata is durable).
+func TestTwoPhaseCommitOnlyAfterCheckpointCompletes(t *testing.T) {
+	var mu sync.Mutex
+	done := map[int64]bool{}
+	var early []string
+	commits := 0
+	j := &rangeJob{par: 2, splits: 4, perSplit: 50, delay: 200 * time.Microsecond, global: true}
+	j.sink = &txnSink2PC{store: newTxnStore(), onCommit: func(r connector.CommitRequest[tTxn]) bool {
+		mu.Lock()
+		defer mu.Unlock()
+		commits++
+		if c := r.Committable(); !done[c.Checkpoint] {
+			early = append(early, c.ID)
+		}
+		return true
+	}}
+	j.opts = []Option{WithCheckpointInterval(2 * time.Millisecond)}
+	env := j.env()
+	env.hooks = &testHooks{checkpointCompleted: func(id int64, _ checkpoint.Storage) {
+		mu.Lock()
+		done[id] = true
+		mu.Unlock()
+	}}
+	if err := env.Execute(testCtx(t), "2pc"); err != nil {
+		t.Fatal(err)
+	}
+	if len(early) > 0 {
+		t.Fatalf("committed before their checkpoint completed: %v", early)
+	}
+	if commits == 0 {
+		t.Fatal("nothing committed")
+	}
+	if err := j.sink.store.verify(j.records()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Invariant 8: a commit that fails with a known reason fails the job with
+// that error, whatever the restart strategy (the data is lost; never
+// silently).
+func TestTwoPhaseKnownFailureFailsJob(t *testing.T) {
+	errLost := errors.New("transaction was aborted by the broker")
+	j := &rangeJob{par: 1, splits: 2, perSplit: 10}
+	var mu sync.Mutex
+	calls := 0
+	j.sink = &txnSink2PC{store: newTxnStore(), onCommit: func(r connector.CommitRequest[tTxn]) bool {
+		mu.Lock()
+		calls++
+		mu.Unlock()
+		r.SignalFailedWithKnownReason(errLost)
+		return false
+	}}
+	j.opts = []Option{WithCheckpointInterval(time.Hour), WithRestartStrategy(FixedDelayRestart(5, 0))}
+	err := j.env().Execute(testCtx(t), "known")
+	if !errors.Is(err, errLost) {
+		t.Fatalf("Execute = %v, want the commit's known reason", err)
+	}
+	var oe *OperatorError
+	if !errors.As(err, &oe) || oe.UID != "sink" {
+		t.Fatalf("Execute = %v, want an OperatorError of the sink", err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if calls != 1 {
+		t.Fatalf("commit tried %d times; a known failure must fail the job without a restart", calls)
+	}
+}
+
+// Invariant 8: RetryLater is retried until the commit succeeds.
+func TestTwoPhaseRetryLaterIsRetried(t *testing.T) {
+	var mu sync.Mutex
+	tries := map[string]int{}
+	j := &rangeJob{par: 2, splits: 2, perSplit: 10}
+	j.sink = &txnSink2PC{store: newTxnStore(), onCommit: func(r connector.CommitRequest[tTxn]) bool {
+		mu.Lock()
+		defer mu.Unlock()
+		id := r.Committable().ID
+		tries[id]++
+		if r.NumberOfRetries() < 2 {
+			r.RetryLater()
+			return false
+		}
+		return true
+	}}
+	j.opts = []Option{WithCheckpointInterval(time.Millisecond)}
+	if err := j.env().Execute(testCtx(t), "retry"); err != nil {
+		t.Fatal(err)
+	}
+	if err := j.sink.store.verify(j.records()); err != nil {
+		t.Fatal(err)
+	}
+	for id, n := range tries {
+		if n != 3 {
+			t.Fatalf("%s tried %d times, want 3 (two RetryLater)", id, n)
+		}
+	}
+}
+
+// The final checkpoint: with an interval far longer than the job, no
+// periodic checkpoint runs, and the last transactions still commit before
+// Execute returns.
+func TestFinalCheckpointCommitsBoundedJob(t *testing.T) {
+	j := &rangeJob{par: 3, splits: 5, perSplit: 20, global: true}
+	j.opts = []Option{WithCheckpointInterval(time.Hour), WithDrainTimeout(time.Second)}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := j.env().Execute(ctx, "final"); err != nil {
+		t.Fatal(err)
+	}
+	if err := j.sink.store.verify(j.records()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Alignment: after barrier N on one channel, records behind it are not
+// processed until N arrived on the other channel too.
+func TestAlignmentBlocksChannelUntilAllBarriersArrived(t *testing.T) {
+	down := newInputGate[int](1, 8)
+	out := newRecordWriter(partitionForward, []*inputGate[int]{down}, 0, 100, nil, 128, 0)
+	tk := &task{name: "t", head: &opInfo{name: "t"}, cfg: &config{}, mb: newMailbox(), outputs: []networkOutput{out}}
+	up := newInputGate[int](2, 8)
+	tk.gate = up
+	in := &gateInput[int]{t: tk, gate: up, head: output[int](out), valve: newWatermarkValve(2, out)}
+	a := newRecordWriter(partitionForward, []*inputGate[int]{up}, 0, 1, nil, 128, 0)
+	b := newRecordWriter(partitionForward, []*inputGate[int]{up}, 1, 1, nil, 128, 0)
+	barrier := event{kind: eventBarrier, barrier: CheckpointBarrier{CheckpointID: 3}}
+	_ = a.collect(1, 0)
+	a.broadcastEvent(barrier)
+	_ = a.collect(100, 0) // after the barrier: must wait
+	drain := func() {
+		for {
+			if st, err := in.step(); err != nil || st == inputNothing {
+				return
+			}
+		}
+	}
+	drain()
+	out.flush()
+	var got []int
+	collect := func() {
+		for {
+			_, bt, ok := down.poll(nil, 0)
+			if !ok {
+				return
+			}
+			for _, r := range bt.records {
+				got = append(got, r.value)
+			}
+			if bt.ev.kind == eventBarrier {
+				got = append(got, -int(bt.ev.barrier.CheckpointID))
+			}
+		}
+	}
+	collect()
+	if fmt.Sprint(got) != "[1]" {
+		t.Fatalf("before the second barrier: forwarded %v, want [1] (100 is behind barrier 3 and must wait)", got)
+	}
+	_ = b.collect(2, 0)
+	b.broadcastEvent(barrier)
+	drain()
+	out.flush()
+	collect()
+	if fmt.Sprint(got) != "[1 2 -3 100]" {
+		t.Fatalf("forwarded %v, want [1 2 -3 100]: the records before the barrier, the barrier, then the rest", got)
+	}
+}
+
+// A cancelled job with checkpoints drains: sources stop, and a final
+// checkpoint commits everything that went through before Execute returns.
+func TestCancelDrainsWithFinalCheckpoint(t *testing.T) {
+	var mu sync.Mutex
+	passed := 0
+	j := &rangeJob{par: 2, splits: 4, perSplit: 100000, delay: 100 * time.Microsecond}
+	j.mapFn = func(v int64) (int64, error) {
+		mu.Lock()
+		passed++
+		mu.Unlock()
+		return v, nil
+	}
+	j.opts = []Option{WithCheckpointInterval(5 * time.Millisecond)}
+	env := j.env()
+	ctx, cancel := context.WithCancel(context.Background())
+	env.hooks = &testHooks{checkpointCompleted: func(id int64, _ checkpoint.Storage) {
+		if id == 2 {
+			cancel()
+		}
+	}}
+	if err := env.Execute(ctx, "cancel"); err != nil {
+		t.Fatal(err)
+	}
+	j.sink.store.mu.Lock()
+	defer j.sink.store.mu.Unlock()
+	seen := map[int64]bool{}
+	for _, rs := range j.sink.store.committed {
+		for _, r := range rs {
+			if seen[r] {
+				t.Fatalf("record %d committed twice", r)
+			}
+			seen[r] = true
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(seen) != passed || passed == 0 {
+		t.Fatalf("committed %d records, %d went through the job", len(seen), passed)
+	}
+}
+
+// statefulTxnSink's writers count what they wrote, in writer state.
+type statefulTxnSink struct {
+	txnSink2PC
+	mu     sync.Mutex
+	counts map[int]int64
+}
+
+type countState struct{}
+
+func (countState) Version() int                      { return 1 }
+func (countState) Serialize(n int64) ([]byte, error) { return []byte(fmt.Sprint(n)), nil }
+func (countState) Deserialize(_ int, b []byte) (int64, error) {
+	var n int64
+	_, err := fmt.Sscan(string(b), &n)
+	return n, err
+}
+
+type countingTxnWriter struct {
+	tWriter
+	s *statefulTxnSink
+	n int64
+}
+
+func (w *countingTxnWriter) Write(v int64, c connector.WriteContext) error {
+	w.n++
+	return w.tWriter.Write(v, c)
+}
+func (w *countingTxnWriter) SnapshotState(int64) ([]int64, error) { return []int64{w.n}, nil }
+func (w *countingTxnWriter) Close() error {
+	w.s.mu.Lock()
+	w.s.counts[w.subtask] = w.n
+	w.s.mu.Unlock()
+	return nil
+}
+
+func (s *statefulTxnSink) CreateWriter(ctx connector.SinkInitContext) (connector.SinkWriter[int64], error) {
+	return s.RestoreWriter(ctx, nil)
+}
+func (s *statefulTxnSink) RestoreWriter(ctx connector.SinkInitContext, states []int64) (connector.StatefulSinkWriter[int64, int64], error) {
+	w := &countingTxnWriter{tWriter: tWriter{subtask: ctx.SubtaskIndex(), attempt: ctx.AttemptNumber()}, s: s}
+	for _, n := range states {
+		w.n += n
+	}
+	return w, nil
+}
+func (s *statefulTxnSink) WriterStateSerializer() connector.VersionedSerializer[int64] {
+	return countState{}
+}
+
+// Writer state of a stateful two-phase sink is checkpointed with the
+// committables and restored through RestoreWriter: after failures the
+// writers' counts add up to the input exactly.
+func TestStatefulTwoPhaseSinkRestoresWriterState(t *testing.T) {
+	sink := &statefulTxnSink{txnSink2PC: txnSink2PC{store: newTxnStore()}, counts: map[int]int64{}}
+	env := NewEnvironment(WithParallelism(2), WithFlushTimeout(time.Millisecond), WithLogger(discardLogger()),
+		WithCheckpointInterval(2*time.Millisecond), WithRestartStrategy(FixedDelayRestart(5, time.Millisecond)))
+	src := &rangeSrc{splits: 4, perSplit: 50, delay: 200 * time.Microsecond, readerFailAt: -1}
+	ds := Map(FromSource(env, src, "range", NoWatermarks[int64]()).UID("src"), failOnce(30, 150)).UID("map")
+	SinkToStatefulTwoPhase[int64, tTxn, int64](Rebalance(ds), sink).UID("sink")
+	if err := env.Execute(testCtx(t), "stateful"); err != nil {
+		t.Fatal(err)
+	}
+	if err := sink.store.verify(200); err != nil {
+		t.Fatal(err)
+	}
+	sink.mu.Lock()
+	defer sink.mu.Unlock()
+	if sum := sink.counts[0] + sink.counts[1]; sum != 200 {
+		t.Fatalf("writers counted %v (sum %d), want 200 in all", sink.counts, sum)
+	}
+}
+
+// Invariant 4: for every checkpoint the enumerator snapshots before any
+// barrier is injected, hence before any reader snapshots.
+func TestCoordinatorsSnapshotBeforeBarriers(t *testing.T) {
+	var mu sync.Mutex
+	enumDone := map[int64]bool{}
+	var bad []string
+	j := &rangeJob{par: 3, splits: 6, perSplit: 30, delay: 200 * time.Microsecond}
+	j.opts = []Option{WithCheckpointInterval(2 * time.Millisecond)}
+	env := j.env()
+	j.src.onSnapshot = func(subtask int, id int64) {
+		mu.Lock()
+		defer mu.Unlock()
+		if subtask < 0 {
+			enumDone[id] = true
+		} else if !enumDone[id] {
+			bad = append(bad, fmt.Sprintf("reader %d snapshotted checkpoint %d before the enumerator", subtask, id))
+		}
+	}
+	env.hooks = &testHooks{barrierInjected: func(id int64) {
+		mu.Lock()
+		defer mu.Unlock()
+		if !enumDone[id] {
+			bad = append(bad, fmt.Sprintf("barrier %d injected before the enumerator snapshot", id))
+		}
+	}}
+	if err := env.Execute(testCtx(t), "order"); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(bad) > 0 {
+		t.Fatal(bad[0])
+	}
+	if len(enumDone) == 0 {
+		t.Fatal("no checkpoint was taken")
+	}
+}

@@ -1,0 +1,146 @@
+package runtime
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/splitflow/splitflow/runtime/checkpoint"
+)
+
+// counting is a keyed function that keeps a running count per key in a
+// ValueState and the records seen per key in a MapState, and emits
+// key*100000 + count for every record.
+type counting struct {
+	count ValueState[int64]
+	seen  MapState[int64, bool]
+}
+
+func (c *counting) Open(ctx *KeyedContext[int64, int64]) error {
+	var err error
+	if c.count, err = GetValueState[int64](ctx, "count"); err != nil {
+		return err
+	}
+	c.seen, err = GetMapState[int64, bool](ctx, "seen")
+	return err
+}
+
+func (c *counting) ProcessElement(ctx *KeyedContext[int64, int64], v int64) error {
+	if c.seen.Contains(v) {
+		return errors.New("record seen twice by the keyed state")
+	}
+	c.seen.Put(v, true)
+	n, _ := c.count.Value()
+	n++
+	c.count.Update(n)
+	ctx.Collect(ctx.Key()*100000 + n)
+	return nil
+}
+
+func (c *counting) OnTimer(*KeyedContext[int64, int64], Timer) error { return nil }
+
+// checkCounts: every key k got counts 1..total(k) exactly once.
+func checkCounts(t *testing.T, store *txnStore, n, keys int) {
+	t.Helper()
+	store.mu.Lock()
+	defer store.mu.Unlock()
+	seen := map[int64]int{}
+	for _, rs := range store.committed {
+		for _, r := range rs {
+			seen[r]++
+		}
+	}
+	for k := range int64(keys) {
+		total := int64(0)
+		for v := range int64(n) {
+			if v%int64(keys) == k {
+				total++
+			}
+		}
+		for c := int64(1); c <= total; c++ {
+			if got := seen[k*100000+c]; got != 1 {
+				t.Fatalf("key %d count %d emitted %d times, want once", k, c, got)
+			}
+		}
+		if seen[k*100000+total+1] != 0 {
+			t.Fatalf("key %d counted past its %d records", k, total)
+		}
+	}
+}
+
+func countingJob(par int, src *rangeSrc, mapFn func(int64) (int64, error), sink *txnSink2PC, opts ...Option) *Environment {
+	env := NewEnvironment(append([]Option{WithParallelism(par), WithMaxParallelism(16), WithFlushTimeout(time.Millisecond), WithLogger(discardLogger()), WithDrainTimeout(5 * time.Second)}, opts...)...)
+	ds := Map(FromSource(env, src, "range", NoWatermarks[int64]()).UID("src"), mapFn).UID("map")
+	counts := ProcessPerSubtask(KeyBy(ds, func(v int64) int64 { return v % 7 }), func() KeyedProcessFunction[int64, int64, int64] { return &counting{} }).UID("counts")
+	SinkToTwoPhase(counts, sink).UID("sink")
+	return env
+}
+
+// Keyed state is checkpointed by key group and restored by operator UID:
+// a job that fails twice (global failover: the key-by edge is all-to-all)
+// emits every running count exactly once.
+func TestKeyedStateRestoredAfterFailover(t *testing.T) {
+	src := &rangeSrc{splits: 4, perSplit: 40, delay: 200 * time.Microsecond, readerFailAt: -1}
+	store := newTxnStore()
+	env := countingJob(2, src, failOnce(50, 120), &txnSink2PC{store: store},
+		WithCheckpointInterval(3*time.Millisecond), WithRestartStrategy(FixedDelayRestart(5, time.Millisecond)))
+	if err := env.Execute(testCtx(t), "keyed"); err != nil {
+		t.Fatal(err)
+	}
+	checkCounts(t, store, 160, 7)
+}
+
+// Keyed state moves with its key groups when the parallelism changes: a
+// job at parallelism 2 dies after a few checkpoints; the same job at
+// parallelism 3 on the same directory goes on, and every count is emitted
+// exactly once. The readers' splits are dealt out to the new readers, or
+// (WithRescaledSplitsToEnumerator) handed to the enumerator.
+func TestKeyedStateRescaledOnRestore(t *testing.T) {
+	for _, toEnum := range []bool{false, true} {
+		t.Run(fmt.Sprintf("splitsToEnumerator=%v", toEnum), func(t *testing.T) { testRescale(t, toEnum) })
+	}
+}
+
+func testRescale(t *testing.T, toEnum bool) {
+	dir := t.TempDir()
+	store := newTxnStore()
+	died := make(chan struct{})
+	var once sync.Once
+	kill := func(v int64) (int64, error) {
+		select {
+		case <-died:
+			return 0, errors.New("process killed")
+		default:
+			return v, nil
+		}
+	}
+	src1 := &rangeSrc{splits: 4, perSplit: 40, delay: 300 * time.Microsecond, readerFailAt: -1}
+	env1 := countingJob(2, src1, kill, &txnSink2PC{store: store},
+		WithCheckpointInterval(3*time.Millisecond), WithCheckpointDir(dir), WithRestartStrategy(NoRestart()))
+	env1.hooks = &testHooks{checkpointCompleted: func(id int64, _ checkpoint.Storage) {
+		if id >= 3 {
+			once.Do(func() { close(died) })
+		}
+	}}
+	if err := env1.Execute(testCtx(t), "first"); err == nil {
+		t.Skip("the job finished before it could be killed")
+	}
+	src2 := &rangeSrc{splits: 4, perSplit: 40, readerFailAt: -1}
+	var violations []error
+	env2 := countingJob(3, src2, func(v int64) (int64, error) { return v, nil }, &txnSink2PC{store: store},
+		WithCheckpointInterval(3*time.Millisecond), WithCheckpointDir(dir), WithRescaledSplitsToEnumerator(toEnum))
+	env2.hooks = &testHooks{checkpointCompleted: func(id int64, s checkpoint.Storage) {
+		if err := checkSplitsInOnePlace(s, id, "src", 4); err != nil {
+			violations = append(violations, err)
+		}
+	}}
+	if err := env2.Execute(testCtx(t), "second"); err != nil {
+		t.Fatal(err)
+	}
+	if len(violations) > 0 {
+		t.Fatal(violations[0])
+	}
+	checkCounts(t, store, 160, 7)
+}

@@ -1,0 +1,634 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/splitflow/splitflow/runtime/checkpoint"
+)
+
+// execution is one run of a job graph: Flink's JobMaster reduced to one
+// goroutine, the master, which owns everything below. Tasks and
+// coordinators reach it through its mailbox (acknowledgements, declines,
+// ended inputs, exits, failures); it drives the checkpoint coordinator's
+// deterministic core (package checkpoint) with those events and a ticker,
+// and performs the actions the core returns, in order: snapshot the
+// operator coordinators, then inject barriers, persist the metadata, and
+// only then notify tasks and coordinators (invariants 4 and 10). It also
+// runs the failover: a failed task of a job of independent pipelines
+// restarts its region, anything else restarts the job, as the restart
+// strategy allows.
+type execution struct {
+	env       *Environment
+	cfg       *config
+	g         *jobGraph
+	log       *slog.Logger
+	pointwise bool
+	strategy  RestartStrategy
+
+	master   *mailbox
+	hard     context.Context
+	stopHard context.CancelFunc
+
+	// The current attempt's coordinators.
+	coords    []operatorCoordinator
+	coordUIDs []string
+	coordOf   map[*node]operatorCoordinator
+	coordCtx  context.Context
+	stopCoord context.CancelFunc
+	coordWG   *sync.WaitGroup
+	coordGen  int
+
+	tasks    []*task // current tasks, not replaced by a restart
+	live     int     // task goroutines alive, current or not
+	attempt  int
+	restarts int
+
+	// Checkpointing; cc is nil when it is off.
+	cc       *checkpoint.Coordinator
+	storage  checkpoint.Storage
+	writers  map[int64]checkpoint.Writer
+	injected map[int64]CheckpointBarrier
+	ended    map[*task]bool
+	snapWG   sync.WaitGroup
+
+	// Failover.
+	restarting    bool
+	restartRegion int // -1: global
+	restartDelay  time.Duration
+	waitingExit   int
+	restartTimer  *time.Timer
+	restartC      <-chan time.Time
+
+	draining bool
+	stopped  bool // stopped for good: no restart
+	err      error
+}
+
+// unrecoverableError is a failure no restart can help: the job fails with
+// it whatever the restart strategy (Flink's SuppressRestartsException).
+type unrecoverableError struct{ err error }
+
+func (e *unrecoverableError) Error() string { return e.err.Error() }
+func (e *unrecoverableError) Unwrap() error { return e.err }
+
+func newExecution(env *Environment, g *jobGraph) (*execution, error) {
+	cfg := &env.cfg
+	ex := &execution{
+		env:       env,
+		cfg:       cfg,
+		g:         g,
+		log:       cfg.cp.logger,
+		pointwise: g.pointwise(),
+		strategy:  cfg.cp.restartStrategy(),
+		master:    newMailbox(),
+		writers:   map[int64]checkpoint.Writer{},
+		injected:  map[int64]CheckpointBarrier{},
+		ended:     map[*task]bool{},
+	}
+	if ex.log == nil {
+		ex.log = slog.Default()
+	}
+	if !cfg.cp.enabled() {
+		return ex, nil
+	}
+	var err error
+	switch {
+	case cfg.cp.storage != nil:
+		ex.storage = cfg.cp.storage
+	case cfg.cp.dir != "":
+		ex.storage, err = checkpoint.NewDirStorage(cfg.cp.dir, checkpoint.WithRetained(cfg.cp.retained), checkpoint.WithLogger(ex.log))
+	default:
+		ex.storage, err = checkpoint.NewMemoryStorage(checkpoint.WithRetained(cfg.cp.retained), checkpoint.WithLogger(ex.log))
+	}
+	if err != nil {
+		return nil, err
+	}
+	var ids []checkpoint.TaskID
+	for _, c := range g.chains {
+		for s := range c.parallelism {
+			ids = append(ids, checkpoint.TaskID{UID: c.head().uid, Subtask: s})
+		}
+	}
+	ex.cc, err = checkpoint.NewCoordinator(ids,
+		checkpoint.WithInterval(cfg.cp.interval),
+		checkpoint.WithTimeout(cfg.cp.timeout),
+		checkpoint.WithMinPause(cfg.cp.minPause),
+		checkpoint.WithMaxConcurrent(1),
+		checkpoint.WithTolerableFailures(cfg.cp.tolerable))
+	if err != nil {
+		return nil, err
+	}
+	return ex, nil
+}
+
+// latest loads the checkpoint to restore from: nil without checkpoints.
+func (ex *execution) latest() (*restoredState, error) {
+	if ex.storage == nil {
+		return nil, nil
+	}
+	chk, err := ex.storage.Latest()
+	if errors.Is(err, checkpoint.ErrNoCheckpoint) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, &unrecoverableError{fmt.Errorf("restore: %w", err)}
+	}
+	return &restoredState{chk: chk}, nil
+}
+
+func (ex *execution) run(ctx context.Context) error {
+	// The tasks do not run under ctx: its cancellation is a request to
+	// drain, while hard stops (a failure, the drain timeout) cancel this
+	// context instead.
+	ex.hard, ex.stopHard = context.WithCancel(context.Background())
+	defer ex.stopHard()
+
+	rs, err := ex.latest()
+	if err != nil {
+		return err
+	}
+	if ex.cc != nil {
+		ids, err := ex.storage.List()
+		if err != nil {
+			return fmt.Errorf("list checkpoints: %w", err)
+		}
+		var newest int64
+		if len(ids) > 0 {
+			newest = slices.Max(ids)
+		}
+		ex.perform(ex.cc.Restore(newest))
+	}
+	ex.startAttempt(rs)
+
+	var tick <-chan time.Time
+	if ex.cc != nil {
+		every := min(ex.cfg.cp.interval, ex.cfg.cp.timeout) / 5
+		every = min(max(every, time.Millisecond), 50*time.Millisecond)
+		tk := time.NewTicker(every)
+		defer tk.Stop()
+		tick = tk.C
+	}
+	cancelled := ctx.Done()
+	var drain <-chan time.Time
+	for {
+		for ex.master.hasMail() {
+			m, ok := ex.master.take()
+			if !ok {
+				break
+			}
+			_ = m.run()
+		}
+		if ex.live == 0 && !ex.restarting {
+			break
+		}
+		select {
+		case <-ex.master.ready:
+		case now := <-tick:
+			if !ex.restarting && !ex.stopped {
+				ex.perform(ex.cc.Tick(now))
+			}
+		case <-ex.restartC:
+			ex.restartC = nil
+			ex.restart()
+		case <-cancelled:
+			cancelled = nil
+			if ex.restarting || ex.stopped {
+				ex.stop(nil)
+				continue
+			}
+			ex.draining = true
+			for _, t := range ex.tasks {
+				if t.isSource {
+					t.requestStop()
+				}
+			}
+			tm := time.NewTimer(ex.cfg.drainTimeout)
+			defer tm.Stop()
+			drain = tm.C
+		case <-drain:
+			drain = nil
+			ex.stop(fmt.Errorf("%w (%v)", ErrDrainTimeout, ex.cfg.drainTimeout))
+		}
+	}
+	if ex.restartTimer != nil {
+		ex.restartTimer.Stop()
+	}
+	ex.stopCoordinators()
+	ex.snapWG.Wait()
+	for _, w := range ex.writers {
+		_ = w.Abort()
+	}
+	ex.master.close()
+	return ex.err
+}
+
+// startAttempt creates the coordinators (restored from rs) and every task,
+// and starts them: the first start and every global restart.
+func (ex *execution) startAttempt(rs *restoredState) {
+	ex.coordGen++
+	gen := ex.coordGen
+	ex.coordCtx, ex.stopCoord = context.WithCancel(ex.hard)
+	ex.coordWG = &sync.WaitGroup{}
+	ex.coords, ex.coordUIDs, ex.coordOf = nil, nil, map[*node]operatorCoordinator{}
+	for _, n := range ex.g.nodes {
+		if n.source == nil {
+			continue
+		}
+		state, err := rs.coordinator(n.uid)
+		if err != nil {
+			ex.stop(&unrecoverableError{fmt.Errorf("restore coordinator %s: %w", n.uid, err)})
+			return
+		}
+		var rescaled [][]byte
+		if ex.cfg.cp.rescaledToEnumerator {
+			old, err := rs.subtasks(n.uid)
+			if err != nil {
+				ex.stop(&unrecoverableError{fmt.Errorf("restore readers of %s: %w", n.uid, err)})
+				return
+			}
+			if len(old) > 0 && len(old) != n.par(ex.cfg) {
+				rescaled = old
+			}
+		}
+		info := opInfo{name: n.name, uid: n.uid, subtask: -1}
+		fail := func(err error) {
+			ex.master.put(priorityDefault, mail{name: "coordinator failed", run: func() error {
+				if gen == ex.coordGen {
+					ex.failure(nil, err)
+				}
+				return nil
+			}})
+		}
+		c := n.source.newCoordinator(info, n.par(ex.cfg), fail, ex.cfg.cp.gate, state, rescaled)
+		ex.coordOf[n] = c
+		ex.coords = append(ex.coords, c)
+		ex.coordUIDs = append(ex.coordUIDs, n.uid)
+	}
+	ex.tasks = ex.buildTasks(-1, rs)
+	for _, c := range ex.coords {
+		ex.coordWG.Go(func() { c.run(ex.coordCtx) })
+	}
+	for _, t := range ex.tasks {
+		ex.start(t)
+	}
+}
+
+func (ex *execution) stopCoordinators() {
+	if ex.stopCoord != nil {
+		ex.stopCoord()
+		ex.coordWG.Wait()
+	}
+}
+
+func (ex *execution) start(t *task) {
+	ctx, cancel := context.WithCancel(ex.hard)
+	t.stopCtx = cancel
+	ex.live++
+	go func() {
+		err := t.run(ctx)
+		cancel()
+		ex.master.put(priorityDefault, mail{name: "task exited", run: func() error {
+			ex.taskExited(t, err)
+			return nil
+		}})
+	}()
+}
+
+func (ex *execution) current(t *task) bool { return slices.Contains(ex.tasks, t) }
+
+func (ex *execution) taskExited(t *task, err error) {
+	ex.live--
+	t.exited = true
+	if !ex.current(t) {
+		ex.waitingExit--
+		if ex.restarting && ex.waitingExit == 0 {
+			ex.armRestart()
+		}
+		return
+	}
+	if err != nil && !errors.Is(err, errTaskCancelled) {
+		ex.failure(t, err)
+		return
+	}
+	if err == nil {
+		// Finished: drop it so that nothing is sent to it any more.
+		ex.tasks = slices.DeleteFunc(ex.tasks, func(x *task) bool { return x == t })
+		delete(ex.ended, t)
+	}
+}
+
+// failure decides what a failure of t (nil: of a coordinator or of
+// checkpointing) costs: a region restart, a global restart, or the job.
+func (ex *execution) failure(t *task, err error) {
+	if ex.stopped {
+		return
+	}
+	var ue *unrecoverableError
+	if ex.draining || errors.As(err, &ue) {
+		ex.stop(err)
+		return
+	}
+	region := -1
+	if t != nil && ex.pointwise {
+		region = t.region
+	}
+	if ex.restarting {
+		if ex.restartRegion < 0 || ex.restartRegion == region {
+			ex.cancelTasks(region) // absorbed by the restart under way
+			return
+		}
+		region = -1 // another region failed too: restart everything
+	}
+	n := ex.restarts + 1
+	delay, ok := ex.strategy.backoff(n)
+	if !ok {
+		ex.stop(err)
+		return
+	}
+	ex.restarts = n
+	scope := "job"
+	if region >= 0 {
+		scope = fmt.Sprintf("region of subtask %d", region)
+	}
+	ex.log.Warn("splitflow: restarting after failure", "scope", scope, "restart", n, "strategy", ex.strategy.String(), "delay", delay, "err", err)
+	if ex.cc != nil {
+		ex.perform(ex.cc.Restore(ex.cc.LastCompletedID()))
+	}
+	ex.restarting, ex.restartRegion, ex.restartDelay = true, region, delay
+	ex.cancelTasks(region)
+	if region < 0 {
+		ex.stopCoordinators()
+	} else {
+		for _, c := range ex.coords {
+			c.subtaskFailed(region)
+		}
+	}
+	if ex.waitingExit == 0 {
+		ex.armRestart()
+	}
+}
+
+// cancelTasks stops the current tasks of region (every one for -1) and
+// forgets them; their exits are awaited before the restart.
+func (ex *execution) cancelTasks(region int) {
+	keep := ex.tasks[:0:0]
+	for _, t := range ex.tasks {
+		if region >= 0 && t.region != region {
+			keep = append(keep, t)
+			continue
+		}
+		delete(ex.ended, t)
+		if !t.exited {
+			ex.waitingExit++
+			t.stopCtx()
+			t.cancel()
+		}
+	}
+	ex.tasks = keep
+}
+
+func (ex *execution) armRestart() {
+	if ex.restartTimer != nil {
+		ex.restartTimer.Stop()
+	}
+	ex.restartTimer = time.NewTimer(ex.restartDelay)
+	ex.restartC = ex.restartTimer.C
+}
+
+func (ex *execution) restart() {
+	if !ex.restarting || ex.stopped {
+		return
+	}
+	rs, err := ex.latest()
+	if err != nil {
+		ex.restarting = false
+		ex.stop(err)
+		return
+	}
+	ex.attempt++
+	ex.restarting = false
+	if ex.restartRegion < 0 {
+		ex.startAttempt(rs)
+		return
+	}
+	tasks := ex.buildTasks(ex.restartRegion, rs)
+	for _, c := range ex.coords {
+		c.subtaskReset(ex.restartRegion, rs.id())
+	}
+	ex.tasks = append(ex.tasks, tasks...)
+	for _, t := range tasks {
+		ex.start(t)
+	}
+}
+
+// stop ends the job for good with err (nil: cancelled): every task and
+// coordinator is stopped hard.
+func (ex *execution) stop(err error) {
+	if !ex.stopped {
+		ex.stopped = true
+		ex.err = err
+	}
+	ex.restarting = false
+	ex.stopHard()
+	for _, t := range ex.tasks {
+		if !t.exited {
+			t.cancel()
+		}
+	}
+}
+
+// Events from tasks, called on their goroutines.
+
+func (ex *execution) ack(t *task, id int64, blobs []ownedState) {
+	if ex == nil {
+		return // a task driven by hand in a test
+	}
+	ex.master.put(priorityDefault, mail{name: "ack", run: func() error {
+		ex.onAck(t, id, blobs)
+		return nil
+	}})
+}
+
+func (ex *execution) decline(t *task, id int64, reason error) {
+	if ex == nil {
+		return
+	}
+	ex.master.put(priorityDefault, mail{name: "decline", run: func() error {
+		if ex.cc != nil && ex.current(t) {
+			ex.perform(ex.cc.Decline(id, t.id, reason))
+		}
+		return nil
+	}})
+}
+
+func (ex *execution) taskEnded(t *task) {
+	ex.master.put(priorityDefault, mail{name: "task ended", run: func() error {
+		ex.onEnded(t)
+		return nil
+	}})
+}
+
+func (ex *execution) onAck(t *task, id int64, blobs []ownedState) {
+	if ex.cc == nil || !ex.current(t) {
+		return
+	}
+	w := ex.writers[id]
+	if w == nil {
+		return // aborted meanwhile
+	}
+	hs := make([]checkpoint.StateHandle, 0, len(blobs))
+	for _, b := range blobs {
+		h, err := w.WriteState(b.owner, b.data)
+		if err != nil {
+			ex.perform(ex.cc.Decline(id, t.id, err))
+			return
+		}
+		hs = append(hs, h)
+	}
+	ex.perform(ex.cc.Ack(id, t.id, hs))
+}
+
+// onEnded: a task whose input ended gets the barriers it can no longer
+// receive through its channels; once every task has ended, the final
+// checkpoint commits what the sinks prepared last.
+func (ex *execution) onEnded(t *task) {
+	if !ex.current(t) {
+		return
+	}
+	ex.ended[t] = true
+	for _, b := range ex.injected {
+		ex.trigger(t, b)
+	}
+	if len(ex.ended) == len(ex.tasks) && !ex.restarting && !ex.stopped {
+		ex.perform(ex.cc.TriggerFinal(time.Now()))
+	}
+}
+
+func (ex *execution) trigger(t *task, b CheckpointBarrier) {
+	t.mb.put(priorityUrgent, mail{name: "trigger checkpoint", run: func() error { return t.triggerCheckpoint(b) }})
+}
+
+// perform carries out the checkpoint coordinator's actions in order.
+func (ex *execution) perform(acts []checkpoint.Action) {
+	for _, a := range acts {
+		switch a := a.(type) {
+		case checkpoint.SnapshotCoordinators:
+			ex.snapshotCoordinators(a.ID)
+		case checkpoint.InjectBarriers:
+			b := CheckpointBarrier{CheckpointID: a.ID, Timestamp: a.Timestamp.UnixMilli()}
+			ex.injected[a.ID] = b
+			if h := ex.env.hooks; h != nil && h.barrierInjected != nil {
+				h.barrierInjected(a.ID)
+			}
+			for _, t := range ex.tasks {
+				if t.isSource || ex.ended[t] {
+					ex.trigger(t, b)
+				}
+			}
+		case checkpoint.PersistMetadata:
+			w := ex.writers[a.ID]
+			delete(ex.writers, a.ID)
+			err := errors.New("no writer")
+			if w != nil {
+				err = w.Commit(checkpoint.Metadata{ID: a.ID, Timestamp: a.Timestamp, Fingerprint: ex.g.fingerprint(), States: a.States})
+			}
+			ex.perform(ex.cc.Persisted(a.ID, err))
+		case checkpoint.NotifyComplete:
+			delete(ex.injected, a.ID)
+			if h := ex.env.hooks; h != nil && h.checkpointCompleted != nil {
+				h.checkpointCompleted(a.ID, ex.storage)
+			}
+			for _, c := range ex.coords {
+				c.notifyCheckpointComplete(a.ID)
+			}
+			for _, t := range ex.tasks {
+				id := a.ID
+				t.mb.put(priorityUrgent, mail{name: "checkpoint complete", run: func() error { return t.notifyComplete(id) }})
+				if a.Final {
+					t.mb.put(priorityUrgent, mail{name: "finish", run: func() error {
+						t.finishRequested = true
+						t.tryFinish()
+						return nil
+					}})
+				}
+			}
+		case checkpoint.NotifyAborted:
+			if w := ex.writers[a.ID]; w != nil {
+				_ = w.Abort()
+				delete(ex.writers, a.ID)
+			}
+			delete(ex.injected, a.ID)
+			for _, c := range ex.coords {
+				c.notifyCheckpointAborted(a.ID)
+			}
+			for _, t := range ex.tasks {
+				id := a.ID
+				t.mb.put(priorityUrgent, mail{name: "checkpoint aborted", run: func() error {
+					t.abortCheckpoint(id)
+					return nil
+				}})
+			}
+			if !errors.Is(a.Err, checkpoint.ErrRestarted) && !errors.Is(a.Err, checkpoint.ErrSubsumed) {
+				ex.log.Warn("splitflow: checkpoint aborted", "id", a.ID, "err", a.Err)
+			}
+		case checkpoint.FailJob:
+			ex.failure(nil, a.Err)
+		}
+	}
+}
+
+// snapshotCoordinators starts checkpoint id: every operator coordinator
+// snapshots (and closes its gates, waiting for the events sent before) on
+// a goroutine of its own, so that the master keeps serving acks and exits
+// meanwhile; the result comes back as a mail.
+func (ex *execution) snapshotCoordinators(id int64) {
+	w, err := ex.storage.Begin(id)
+	if err != nil {
+		ex.perform(ex.cc.CoordinatorsSnapshotted(id, nil, err))
+		return
+	}
+	ex.writers[id] = w
+	coords, uids, ctx := ex.coords, ex.coordUIDs, ex.coordCtx
+	done := func(datas [][]byte, err error) {
+		w := ex.writers[id]
+		if w == nil {
+			return
+		}
+		var hs []checkpoint.StateHandle
+		for i, d := range datas {
+			if err != nil {
+				break
+			}
+			var h checkpoint.StateHandle
+			h, err = w.WriteState(checkpoint.CoordinatorOwner(uids[i]), d)
+			hs = append(hs, h)
+		}
+		ex.perform(ex.cc.CoordinatorsSnapshotted(id, hs, err))
+	}
+	if len(coords) == 0 {
+		done(nil, nil)
+		return
+	}
+	ex.snapWG.Go(func() {
+		var datas [][]byte
+		var err error
+		for _, c := range coords {
+			var d []byte
+			d, err = c.checkpoint(ctx, id)
+			if err != nil {
+				break
+			}
+			datas = append(datas, d)
+		}
+		ex.master.put(priorityDefault, mail{name: "coordinators snapshotted", run: func() error {
+			done(datas, err)
+			return nil
+		}})
+	})
+}

@@ -1,0 +1,211 @@
+package runtime
+
+import (
+	"log/slog"
+	"time"
+
+	"github.com/splitflow/splitflow/runtime/checkpoint"
+)
+
+// checkpointConfig holds the checkpointing and failover options.
+type checkpointConfig struct {
+	interval  time.Duration // 0: checkpointing off
+	timeout   time.Duration
+	minPause  time.Duration
+	tolerable int
+	dir       string
+	retained  int
+	storage   checkpoint.Storage
+	// rescaledToEnumerator hands checkpointed splits to the enumerator
+	// instead of the readers when the parallelism changed.
+	rescaledToEnumerator bool
+	restart              RestartStrategy
+	restartSet           bool
+	logger               *slog.Logger
+	// gate holds test knobs: the operator-coordinator gate switched off
+	// (invariant 5), to show what it prevents, and an event delay.
+	gate gateOptions
+}
+
+func defaultCheckpointConfig() checkpointConfig {
+	return checkpointConfig{timeout: 2 * time.Minute, retained: 3}
+}
+
+func (c *checkpointConfig) validate() error {
+	switch {
+	case c.interval < 0:
+		return invalidGraph("checkpoint interval must be >= 0 (0 disables checkpoints), got %v", c.interval)
+	case c.interval > 0 && c.timeout <= 0:
+		return invalidGraph("checkpoint timeout must be > 0, got %v", c.timeout)
+	case c.minPause < 0:
+		return invalidGraph("min pause between checkpoints must be >= 0, got %v", c.minPause)
+	case c.tolerable < 0:
+		return invalidGraph("tolerable checkpoint failures must be >= 0, got %d", c.tolerable)
+	case c.retained < 1:
+		return invalidGraph("retained checkpoints must be >= 1, got %d", c.retained)
+	case c.interval == 0 && (c.dir != "" || c.storage != nil):
+		return invalidGraph("a checkpoint directory or storage needs checkpoints: set WithCheckpointInterval > 0")
+	case c.dir != "" && c.storage != nil:
+		return invalidGraph("WithCheckpointDir and WithCheckpointStorage exclude each other")
+	}
+	return nil
+}
+
+func (c *checkpointConfig) enabled() bool { return c.interval > 0 }
+
+func (c *checkpointConfig) restartStrategy() RestartStrategy {
+	if c.restartSet {
+		return c.restart
+	}
+	if c.enabled() {
+		// Flink's default with checkpointing on: restart without end, a
+		// second apart.
+		return FixedDelayRestart(-1, time.Second)
+	}
+	return NoRestart()
+}
+
+// WithCheckpointInterval turns checkpoints on: one is triggered every d
+// (Flink's execution.checkpointing.interval). Default 0: no checkpoints, no
+// restore, sinks commit only at the end of input.
+func WithCheckpointInterval(d time.Duration) Option {
+	return optionFunc(func(c *config) { c.cp.interval = d })
+}
+
+// WithCheckpointTimeout aborts a checkpoint not complete d after its
+// trigger (Flink's execution.checkpointing.timeout). Default 2m.
+func WithCheckpointTimeout(d time.Duration) Option {
+	return optionFunc(func(c *config) { c.cp.timeout = d })
+}
+
+// WithMinPauseBetweenCheckpoints leaves at least d between the end of one
+// checkpoint and the trigger of the next (Flink's
+// execution.checkpointing.min-pause). Default 0.
+func WithMinPauseBetweenCheckpoints(d time.Duration) Option {
+	return optionFunc(func(c *config) { c.cp.minPause = d })
+}
+
+// WithTolerableCheckpointFailures lets n checkpoints in a row fail before
+// the job is failed and restarted (Flink's
+// execution.checkpointing.tolerable-failed-checkpoints). Default 0.
+func WithTolerableCheckpointFailures(n int) Option {
+	return optionFunc(func(c *config) { c.cp.tolerable = n })
+}
+
+// WithCheckpointDir keeps checkpoints in dir (chk-<id>/ directories, see
+// package checkpoint). A job started on a directory that holds checkpoints
+// resumes from the newest valid one; a corrupt newest one is skipped with
+// a logged error. Default: checkpoints in memory, lost with the process.
+func WithCheckpointDir(dir string) Option {
+	return optionFunc(func(c *config) { c.cp.dir = dir })
+}
+
+// WithCheckpointStorage keeps checkpoints in s instead of memory or a
+// directory; a job resumes from the newest valid checkpoint s holds.
+func WithCheckpointStorage(s checkpoint.Storage) Option {
+	return optionFunc(func(c *config) { c.cp.storage = s })
+}
+
+// WithCheckpointsRetained keeps the newest n completed checkpoints in the
+// default storages (Flink's state.checkpoints.num-retained). Default 3, so
+// that a corrupt newest checkpoint leaves older ones to fall back to.
+func WithCheckpointsRetained(n int) Option {
+	return optionFunc(func(c *config) { c.cp.retained = n })
+}
+
+// WithRestartStrategy decides whether and when a failed job restarts from
+// its latest checkpoint (Flink's restart-strategy.type). Default: no
+// restart when checkpoints are off; FixedDelayRestart(-1, time.Second)
+// when they are on, as in Flink.
+func WithRestartStrategy(s RestartStrategy) Option {
+	return optionFunc(func(c *config) { c.cp.restart, c.cp.restartSet = s, true })
+}
+
+// WithLogger sets where the engine logs restarts and skipped checkpoints.
+// Default slog.Default().
+func WithLogger(l *slog.Logger) Option {
+	return optionFunc(func(c *config) { c.cp.logger = l })
+}
+
+// WithRescaledSplitsToEnumerator decides what happens to the splits of a
+// source's readers when a job restores with another parallelism: by default
+// (false) they are dealt out round-robin to the new readers; with true
+// they go to the split enumerator instead, through AddSplitsBack(splits,
+// oldSubtask) once per old subtask (oldSubtask may be beyond the current
+// parallelism), and the enumerator assigns them as it sees fit.
+func WithRescaledSplitsToEnumerator(on bool) Option {
+	return optionFunc(func(c *config) { c.cp.rescaledToEnumerator = on })
+}
+
+// withGateDisabled switches the coordinator gate off. Tests only.
+func withGateDisabled() Option { return optionFunc(func(c *config) { c.cp.gate.off = true }) }
+
+// withEventDelay delays every coordinator event by delay(). Tests only.
+func withEventDelay(delay func()) Option {
+	return optionFunc(func(c *config) { c.cp.gate.delay = delay })
+}
+
+// RestartStrategy decides, after a failure, whether the job restarts and
+// after what delay. Create one with NoRestart, FixedDelayRestart or
+// ExponentialDelayRestart.
+type RestartStrategy interface {
+	// backoff is asked after the restarts-th failure that could be
+	// restarted (1 for the first).
+	backoff(restarts int) (time.Duration, bool)
+	String() string
+}
+
+type noRestart struct{}
+
+func (noRestart) backoff(int) (time.Duration, bool) { return 0, false }
+func (noRestart) String() string                    { return "no restart" }
+
+// NoRestart fails the job on its first failure (Flink's none).
+func NoRestart() RestartStrategy { return noRestart{} }
+
+type fixedDelay struct {
+	attempts int
+	delay    time.Duration
+}
+
+func (f fixedDelay) backoff(n int) (time.Duration, bool) {
+	if f.attempts >= 0 && n > f.attempts {
+		return 0, false
+	}
+	return f.delay, true
+}
+
+func (f fixedDelay) String() string { return "fixed delay" }
+
+// FixedDelayRestart restarts at most attempts times (negative: without
+// limit), delay after each failure (Flink's fixed-delay).
+func FixedDelayRestart(attempts int, delay time.Duration) RestartStrategy {
+	return fixedDelay{attempts: attempts, delay: max(delay, 0)}
+}
+
+type exponentialDelay struct {
+	initial, maxDelay time.Duration
+	multiplier        float64
+	attempts          int
+}
+
+func (e exponentialDelay) backoff(n int) (time.Duration, bool) {
+	if e.attempts >= 0 && n > e.attempts {
+		return 0, false
+	}
+	d := float64(e.initial)
+	for i := 1; i < n && d < float64(e.maxDelay); i++ {
+		d *= e.multiplier
+	}
+	return min(time.Duration(d), e.maxDelay), true
+}
+
+func (e exponentialDelay) String() string { return "exponential delay" }
+
+// ExponentialDelayRestart restarts at most attempts times (negative:
+// without limit), waiting initial after the first failure and multiplier
+// times longer after each next one, up to maxDelay (Flink's
+// exponential-delay).
+func ExponentialDelayRestart(initial, maxDelay time.Duration, multiplier float64, attempts int) RestartStrategy {
+	return exponentialDelay{initial: max(initial, 0), maxDelay: max(maxDelay, initial), multiplier: max(multiplier, 1), attempts: attempts}
+}

@@ -1,0 +1,453 @@
+package runtime
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/splitflow/splitflow/connector"
+)
+
+// SinkToTwoPhase writes the stream to a two-phase-committing sink (Flink's
+// Sink V2 with SinkWriterOperator and CommitterOperator), exactly once
+// with checkpoints on:
+//
+//   - Each subtask creates its Committer first and commits the committables
+//     restored from the checkpoint it starts from, and only then creates
+//     its writer (a Kafka writer fences the producers of older attempts
+//     when it starts, which would make their prepared transactions
+//     uncommittable).
+//   - At barrier N the writer is flushed (Flush(false)) and PrepareCommit(N)
+//     hands over the committables of N; they are kept, by checkpoint, in
+//     the subtask's state until committed.
+//   - When checkpoint N completes (its metadata is durable), every
+//     committable of checkpoints <= N is committed (invariant 8). RetryLater
+//     retries with backoff; SignalFailedWithKnownReason fails the job for
+//     good with that error, since the data is lost; an unknown reason or a
+//     Commit error fails the job, which then restarts per its strategy.
+//   - A bounded job ends with a final checkpoint, so the last transactions
+//     commit before Execute returns.
+//
+// Writer and committer run in the same task, one after the other, as a
+// chained writer and committer would. Without checkpoints the writer's
+// committables are prepared and committed at the end of input.
+//
+// It is a function of its own because Go cannot find out, from a
+// connector.Sink[T], the committable type C needed to reach the
+// TwoPhaseCommittingSink[T, C] it may also be; SinkTo treats every sink as
+// a plain one.
+func SinkToTwoPhase[T, C any](ds DataStream[T], sink connector.TwoPhaseCommittingSink[T, C]) DataStreamSink {
+	n := &node{in: typeOpsFor[T]{}, isSink: true}
+	if sink == nil {
+		n.errs = append(n.errs, errNilFunction("sink"))
+	}
+	n.build = func(info opInfo, par int, _ any) (lifecycle, any) {
+		op := &twoPhaseSinkOperator[T, C]{info: info, sink: sink, par: par}
+		return op, output[T](op)
+	}
+	ds.env.addNode("Sink", n)
+	connect(ds, n, ds.part, ds.explicit, nil)
+	return DataStreamSink{node: n}
+}
+
+// StatefulTwoPhaseSink is a two-phase-committing sink whose writers also
+// keep state of their own (connector.StatefulSink).
+type StatefulTwoPhaseSink[T, C, W any] interface {
+	connector.TwoPhaseCommittingSink[T, C]
+	RestoreWriter(ctx connector.SinkInitContext, states []W) (connector.StatefulSinkWriter[T, W], error)
+	WriterStateSerializer() connector.VersionedSerializer[W]
+}
+
+// SinkToStatefulTwoPhase is SinkToTwoPhase for a sink whose writers keep
+// state: at each barrier, after PrepareCommit, the writer's SnapshotState
+// is checkpointed with the committables; a subtask that restores writer
+// state gets its writer from RestoreWriter (with the states of the old
+// subtasks mapped to it), otherwise from CreateWriter.
+func SinkToStatefulTwoPhase[T, C, W any](ds DataStream[T], sink StatefulTwoPhaseSink[T, C, W]) DataStreamSink {
+	d := SinkToTwoPhase[T, C](ds, sink)
+	if sink == nil {
+		return d
+	}
+	build := d.node.build
+	d.node.build = func(info opInfo, par int, out any) (lifecycle, any) {
+		op, in := build(info, par, out)
+		tp := op.(*twoPhaseSinkOperator[T, C])
+		tp.restoreWriter = func(ictx connector.SinkInitContext, blobs [][]byte) (connector.SinkWriter[T], error) {
+			var states []W
+			for _, b := range blobs {
+				ws, err := decodeList(b, sink.WriterStateSerializer())
+				if err != nil {
+					return nil, fmt.Errorf("restore writer state: %w", err)
+				}
+				states = append(states, ws...)
+			}
+			if len(blobs) == 0 {
+				return sink.CreateWriter(ictx)
+			}
+			return sink.RestoreWriter(ictx, states)
+		}
+		tp.snapshotWriter = func(w connector.SinkWriter[T], id int64) ([]byte, error) {
+			sw, ok := w.(connector.StatefulSinkWriter[T, W])
+			if !ok {
+				return nil, fmt.Errorf("the writer %T of a stateful sink must implement connector.StatefulSinkWriter", w)
+			}
+			states, err := sw.SnapshotState(id)
+			if err != nil {
+				return nil, err
+			}
+			return encodeList(states, sink.WriterStateSerializer())
+		}
+		return op, in
+	}
+	return d
+}
+
+type pendingCommittable[C any] struct {
+	checkpoint int64
+	c          C
+	retries    int
+}
+
+// twoPhaseSinkOperator is the writer and the committer of one subtask.
+type twoPhaseSinkOperator[T, C any] struct {
+	info      opInfo
+	sink      connector.TwoPhaseCommittingSink[T, C]
+	par       int
+	t         *task
+	writer    connector.CommittingSinkWriter[T, C]
+	committer connector.Committer[C]
+	wm        int64
+
+	// pending committables, oldest first; committed once a checkpoint
+	// at or after theirs completes.
+	pending    []pendingCommittable[C]
+	completed  int64 // newest completed checkpoint
+	retryTimer *time.Timer
+	backoff    time.Duration
+
+	// Set for a stateful sink (SinkToStatefulTwoPhase).
+	restoreWriter  func(connector.SinkInitContext, [][]byte) (connector.SinkWriter[T], error)
+	snapshotWriter func(connector.SinkWriter[T], int64) ([]byte, error)
+}
+
+const (
+	commitBackoffMin = 10 * time.Millisecond
+	commitBackoffMax = time.Second
+)
+
+func (s *twoPhaseSinkOperator[T, C]) operator() *opInfo { return &s.info }
+
+func (s *twoPhaseSinkOperator[T, C]) open(t *task) error {
+	s.t = t
+	s.wm = connector.NoTimestamp
+	ictx := newSinkInitContext(t, s.info, s.par)
+	committer, err := s.sink.CreateCommitter(ictx)
+	if err != nil {
+		return s.info.wrap(fmt.Errorf("create committer: %w", err))
+	}
+	if committer == nil {
+		return s.info.wrap(errors.New("sink returned a nil committer"))
+	}
+	s.committer = committer
+	old, err := t.restored.subtasks(s.info.uid)
+	if err != nil {
+		return s.info.wrap(err)
+	}
+	var writerBlobs [][]byte
+	for _, blob := range forSubtask(old, s.info.subtask, s.par) {
+		parts, err := splitFrames(blob, 2)
+		if err != nil {
+			return s.info.wrap(fmt.Errorf("restore sink state: %w", err))
+		}
+		b := parts[0]
+		if len(parts[1]) > 0 {
+			writerBlobs = append(writerBlobs, parts[1])
+		}
+		cs, err := decodeList(b, s.sink.CommittableSerializer())
+		if err != nil {
+			return s.info.wrap(fmt.Errorf("restore committables: %w", err))
+		}
+		for _, c := range cs {
+			s.pending = append(s.pending, pendingCommittable[C]{checkpoint: t.restored.id(), c: c})
+		}
+	}
+	// Restored committables belong to a completed checkpoint: commit them
+	// before the writer exists, retrying until they are settled.
+	s.completed = t.restored.id()
+	for s.due() > 0 {
+		if err := s.commitDue(); err != nil {
+			return err
+		}
+		if s.due() > 0 {
+			if err := s.sleep(); err != nil {
+				return err
+			}
+		}
+	}
+	s.backoff = 0
+	var w connector.SinkWriter[T]
+	if s.restoreWriter != nil {
+		w, err = s.restoreWriter(ictx, writerBlobs)
+	} else {
+		w, err = s.sink.CreateWriter(ictx)
+	}
+	if err != nil {
+		return s.info.wrap(err)
+	}
+	cw, ok := w.(connector.CommittingSinkWriter[T, C])
+	if !ok {
+		if w != nil {
+			_ = w.Close()
+		}
+		return s.info.wrap(fmt.Errorf("the writer %T of a two-phase-committing sink must implement connector.CommittingSinkWriter", w))
+	}
+	s.writer = cw
+	s.retryTimer = t.newTimer("retry commit", s.retry)
+	return nil
+}
+
+func (s *twoPhaseSinkOperator[T, C]) sleep() error {
+	s.backoff = min(max(2*s.backoff, commitBackoffMin), commitBackoffMax)
+	tm := time.NewTimer(s.backoff)
+	defer tm.Stop()
+	select {
+	case <-tm.C:
+		return nil
+	case <-s.t.ctx.Done():
+		return errTaskCancelled
+	}
+}
+
+func (s *twoPhaseSinkOperator[T, C]) collect(v T, ts int64) error {
+	return s.info.wrap(s.writer.Write(v, connector.WriteContext{Timestamp: ts, CurrentWatermark: s.wm}))
+}
+
+func (s *twoPhaseSinkOperator[T, C]) emitWatermark(wm int64) error {
+	s.wm = wm
+	return nil
+}
+
+func (s *twoPhaseSinkOperator[T, C]) emitStatus(bool) error { return nil }
+
+// prepare flushes the writer and takes the committables of checkpoint id.
+func (s *twoPhaseSinkOperator[T, C]) prepare(id int64) error {
+	if err := s.writer.Flush(false); err != nil {
+		return s.info.wrap(err)
+	}
+	cs, err := s.writer.PrepareCommit(id)
+	if err != nil {
+		return s.info.wrap(fmt.Errorf("prepare commit (checkpoint %d): %w", id, err))
+	}
+	for _, c := range cs {
+		s.pending = append(s.pending, pendingCommittable[C]{checkpoint: id, c: c})
+	}
+	return nil
+}
+
+// snapshotState: barrier id. The state is every committable not yet
+// committed, so that a restore commits them again (commits are
+// idempotent, invariant 8).
+func (s *twoPhaseSinkOperator[T, C]) snapshotState(id int64) ([]byte, error) {
+	if err := s.prepare(id); err != nil {
+		return nil, err
+	}
+	cs := make([]C, len(s.pending))
+	for i, p := range s.pending {
+		cs[i] = p.c
+	}
+	data, err := encodeList(cs, s.sink.CommittableSerializer())
+	if err != nil {
+		return nil, s.info.wrap(fmt.Errorf("serialize committables: %w", err))
+	}
+	var ws []byte
+	if s.snapshotWriter != nil {
+		if ws, err = s.snapshotWriter(s.writer, id); err != nil {
+			return nil, s.info.wrap(fmt.Errorf("snapshot writer: %w", err))
+		}
+	}
+	return appendFrames(data, ws), nil
+}
+
+func (s *twoPhaseSinkOperator[T, C]) notifyCheckpointComplete(id int64) error {
+	s.completed = max(s.completed, id)
+	if err := s.commitDue(); err != nil {
+		return err
+	}
+	if l, ok := s.writer.(connector.CheckpointListener); ok {
+		if err := l.NotifyCheckpointComplete(id); err != nil {
+			return s.info.wrap(err)
+		}
+	}
+	s.scheduleRetry()
+	return nil
+}
+
+func (s *twoPhaseSinkOperator[T, C]) retry() error {
+	if err := s.commitDue(); err != nil {
+		return err
+	}
+	s.scheduleRetry()
+	if s.t.finishRequested {
+		s.t.tryFinish()
+	}
+	return nil
+}
+
+func (s *twoPhaseSinkOperator[T, C]) commitsPending() bool { return s.due() > 0 }
+
+func (s *twoPhaseSinkOperator[T, C]) scheduleRetry() {
+	if s.due() == 0 {
+		s.backoff = 0
+		return
+	}
+	s.backoff = min(max(2*s.backoff, commitBackoffMin), commitBackoffMax)
+	s.retryTimer.Reset(s.backoff)
+}
+
+// due counts the committables whose checkpoint completed.
+func (s *twoPhaseSinkOperator[T, C]) due() int {
+	n := 0
+	for _, p := range s.pending {
+		if p.checkpoint <= s.completed {
+			n++
+		}
+	}
+	return n
+}
+
+// commitDue commits every committable whose checkpoint completed and
+// keeps those to retry.
+func (s *twoPhaseSinkOperator[T, C]) commitDue() error {
+	var reqs []*commitRequest[C]
+	var keep []pendingCommittable[C]
+	for _, p := range s.pending {
+		if p.checkpoint <= s.completed {
+			reqs = append(reqs, &commitRequest[C]{p: p})
+		} else {
+			keep = append(keep, p)
+		}
+	}
+	if len(reqs) == 0 {
+		return nil
+	}
+	creqs := make([]connector.CommitRequest[C], len(reqs))
+	for i, r := range reqs {
+		creqs[i] = r
+	}
+	ctx := s.t.ctx
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	if err := s.committer.Commit(ctx, creqs); err != nil {
+		return s.info.wrap(fmt.Errorf("commit: %w", err))
+	}
+	var retry []pendingCommittable[C]
+	for _, r := range reqs {
+		switch r.outcome {
+		case commitKnownFailure:
+			return s.info.wrap(&unrecoverableError{fmt.Errorf("committing %v failed, its data is lost: %w", r.p.c, r.err)})
+		case commitUnknownFailure:
+			return s.info.wrap(fmt.Errorf("committing %v failed: %w", r.p.c, r.err))
+		case commitRetry:
+			r.p.retries++
+			retry = append(retry, r.p)
+		}
+	}
+	s.pending = append(retry, keep...)
+	return nil
+}
+
+// endInput flushes the writer. With checkpoints on, the final checkpoint
+// prepares and commits the rest; without, it happens here.
+func (s *twoPhaseSinkOperator[T, C]) endInput() error {
+	if err := s.writer.Flush(true); err != nil {
+		return s.info.wrap(err)
+	}
+	if s.t.cfg.cp.enabled() {
+		return nil
+	}
+	if err := s.prepare(math.MaxInt64); err != nil {
+		return err
+	}
+	s.completed = math.MaxInt64
+	for s.due() > 0 {
+		if err := s.commitDue(); err != nil {
+			return err
+		}
+		if s.due() > 0 {
+			if err := s.sleep(); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func (s *twoPhaseSinkOperator[T, C]) close() error {
+	var errs []error
+	if s.writer != nil {
+		errs = append(errs, s.writer.Close())
+	}
+	if s.committer != nil {
+		errs = append(errs, s.committer.Close())
+	}
+	return s.info.wrap(errors.Join(errs...))
+}
+
+type commitOutcome uint8
+
+const (
+	commitDone commitOutcome = iota
+	commitRetry
+	commitKnownFailure
+	commitUnknownFailure
+)
+
+// commitRequest is one committable handed to Committer.Commit. Without a
+// signal it counts as committed.
+type commitRequest[C any] struct {
+	p       pendingCommittable[C]
+	outcome commitOutcome
+	err     error
+}
+
+func (r *commitRequest[C]) Committable() C       { return r.p.c }
+func (r *commitRequest[C]) NumberOfRetries() int { return r.p.retries }
+func (r *commitRequest[C]) SignalFailedWithKnownReason(err error) {
+	r.outcome, r.err = commitKnownFailure, err
+}
+func (r *commitRequest[C]) SignalFailedWithUnknownReason(err error) {
+	r.outcome, r.err = commitUnknownFailure, err
+}
+func (r *commitRequest[C]) RetryLater() { r.outcome = commitRetry }
+func (r *commitRequest[C]) UpdateAndRetryLater(c C) {
+	r.p.c, r.outcome = c, commitRetry
+}
+func (r *commitRequest[C]) SignalAlreadyCommitted() { r.outcome = commitDone }
+
+// appendFrames and splitFrames pack the parts of a sink subtask's state
+// (committables, writer state) into one blob.
+func appendFrames(frames ...[]byte) []byte {
+	var out []byte
+	for _, f := range frames {
+		out = binary.AppendUvarint(out, uint64(len(f)))
+		out = append(out, f...)
+	}
+	return out
+}
+
+func splitFrames(b []byte, n int) ([][]byte, error) {
+	out := make([][]byte, 0, n)
+	for range n {
+		l, k := binary.Uvarint(b)
+		if k <= 0 || uint64(len(b)-k) < l {
+			return nil, errShortState
+		}
+		out = append(out, b[k:k+int(l)])
+		b = b[k+int(l):]
+	}
+	return out, nil
+}
