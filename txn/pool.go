@@ -322,6 +322,24 @@ func (p *Pool) Commit(ctx context.Context, c Committable) error {
 	return nil
 }
 
+// Reserve marks ids whose transactions were committed from restored
+// committables as committed-awaiting-release, exactly as if this pool had
+// committed them: they are not reused, nor registered anew, until a
+// checkpoint taken after now completes. A failure before that restores the
+// same committables again, and committing them again must not meet a moved
+// epoch (rule 1 of the package doc). Ids outside the pool are ignored.
+func (p *Pool) Reserve(ids ...string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, id := range ids {
+		for _, s := range p.slots {
+			if s.id == id && s.state == slotFree {
+				s.state, s.releaseAfter = slotCommitted, -1
+			}
+		}
+	}
+}
+
 // SnapshotTaken tells the pool that the checkpoint's snapshot of the
 // committer state was taken: committables confirmed before it are not in
 // it, so their ids become reusable when that checkpoint completes.

@@ -417,3 +417,32 @@ func TestFenceAllPooledIDs(t *testing.T) {
 		}
 	})
 }
+
+// Reserved ids (restored committables just committed) are neither used nor
+// registered until a checkpoint taken afterwards completes.
+func TestPoolReserveHoldsRestoredIDs(t *testing.T) {
+	be := newKfake(t)
+	prefix := uniquePrefix("reserve")
+	p := be.pool(t, prefix, 0, PoolSize(2))
+	p.Reserve(TransactionalID(prefix, 0, 0), "another-prefix-0-0")
+	tx, err := p.Begin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tx.TransactionalID() != TransactionalID(prefix, 0, 1) {
+		t.Fatalf("Begin took %s while id 0 is reserved", tx.TransactionalID())
+	}
+	if _, err := p.Begin(); !errors.Is(err, ErrPoolExhausted) {
+		t.Fatalf("second Begin: %v, want ErrPoolExhausted", err)
+	}
+	p.CheckpointComplete(5) // no snapshot since the reservation: nothing freed
+	if p.InUse() != 2 {
+		t.Fatalf("%d in use, want 2", p.InUse())
+	}
+	p.SnapshotTaken(6)
+	p.CheckpointComplete(6)
+	if p.InUse() != 1 {
+		t.Fatalf("%d in use after checkpoint 6, want 1", p.InUse())
+	}
+	_ = tx.Abort(ctxT(t))
+}

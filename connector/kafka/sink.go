@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -172,6 +173,12 @@ type Sink[T any] struct {
 
 	mu    sync.Mutex
 	pools map[int]*txn.Pool // the live writer's pool of each subtask, shared with its committer
+	// restored holds, per subtask, the transactional ids whose restored
+	// committables the committer committed before the writer existed. The
+	// writer must neither register them anew nor use them until a new
+	// checkpoint completes: a failure before then restores and commits
+	// the same committables again, which a moved epoch would refuse.
+	restored map[int][]string
 }
 
 var _ connector.TwoPhaseCommittingSink[string, txn.Committable] = (*Sink[string])(nil)
@@ -188,7 +195,7 @@ func NewSink[T any](ser RecordSerializer[T], opts ...SinkOpt) (*Sink[T], error) 
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	return &Sink[T]{cfg: cfg, ser: ser, pools: map[int]*txn.Pool{}}, nil
+	return &Sink[T]{cfg: cfg, ser: ser, pools: map[int]*txn.Pool{}, restored: map[int][]string{}}, nil
 }
 
 // Guarantee returns the sink's delivery guarantee.
@@ -237,10 +244,15 @@ func (s *Sink[T]) CreateWriter(ictx connector.SinkInitContext) (connector.SinkWr
 		w.cancel()
 		return nil, fmt.Errorf("kafka sink: %w", err)
 	}
-	if err := s.abortLingering(ictx); err != nil {
+	s.mu.Lock()
+	keep := s.restored[w.sub]
+	delete(s.restored, w.sub)
+	s.mu.Unlock()
+	if err := s.abortLingering(ictx, keep); err != nil {
 		w.cancel()
 		return nil, err
 	}
+	pool.Reserve(keep...)
 	w.pool = pool
 	s.mu.Lock()
 	s.pools[w.sub] = pool
@@ -248,7 +260,7 @@ func (s *Sink[T]) CreateWriter(ictx connector.SinkInitContext) (connector.SinkWr
 	return w, nil
 }
 
-func (s *Sink[T]) abortLingering(ictx connector.SinkInitContext) error {
+func (s *Sink[T]) abortLingering(ictx connector.SinkInitContext, keep []string) error {
 	cl, err := kgo.NewClient(s.clientOpts()...)
 	if err != nil {
 		return fmt.Errorf("kafka sink: client: %w", err)
@@ -257,18 +269,33 @@ func (s *Sink[T]) abortLingering(ictx connector.SinkInitContext) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	began := time.Now()
+	var kept []txn.Committable
+	for _, id := range keep {
+		kept = append(kept, txn.Committable{TransactionalID: id})
+	}
 	aborted, err := txn.AbortLingering(ctx, cl, txn.Lingering{
 		Prefix: s.cfg.prefix, Subtask: ictx.SubtaskIndex(), Parallelism: ictx.Parallelism(), ProbeIDs: s.cfg.poolSize,
-		FenceAll: true,
+		FenceAll: true, Keep: kept,
 	})
 	if err != nil {
 		return fmt.Errorf("kafka sink: subtask %d: %w", ictx.SubtaskIndex(), err)
 	}
+	s.cfg.logger.Debug("kafka sink: registered the subtask's transactional ids", "subtask", ictx.SubtaskIndex(), "attempt", ictx.AttemptNumber())
 	if len(aborted) > 0 {
 		s.cfg.logger.Info("kafka sink: aborted lingering transactions", "subtask", ictx.SubtaskIndex(),
 			"transactional_ids", aborted, "took", time.Since(began))
 	}
 	return nil
+}
+
+// noteRestored remembers an id whose restored committable was committed
+// before the subtask's writer exists.
+func (s *Sink[T]) noteRestored(subtask int, id string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !slices.Contains(s.restored[subtask], id) {
+		s.restored[subtask] = append(s.restored[subtask], id)
+	}
 }
 
 func (s *Sink[T]) pool(subtask int) *txn.Pool {
@@ -422,9 +449,12 @@ func (c *committer[T]) Commit(ctx context.Context, reqs []connector.CommitReques
 		cm := req.Committable()
 		cctx, cancel := context.WithTimeout(ctx, c.s.cfg.commitTimout)
 		var err error
-		if p := c.s.pool(c.sub); p != nil {
+		p := c.s.pool(c.sub)
+		if p != nil {
+			c.s.cfg.logger.Debug("kafka sink: commit through the writer's pool", "subtask", c.sub, "committable", cm.String())
 			err = p.Commit(cctx, cm)
 		} else {
+			c.s.cfg.logger.Debug("kafka sink: commit with a raw EndTxn", "subtask", c.sub, "committable", cm.String())
 			if c.plain == nil {
 				if c.plain, err = kgo.NewClient(c.s.clientOpts()...); err != nil {
 					cancel()
@@ -437,6 +467,9 @@ func (c *committer[T]) Commit(ctx context.Context, reqs []connector.CommitReques
 		var dl *txn.DataLossError
 		switch {
 		case err == nil:
+			if p == nil {
+				c.s.noteRestored(c.sub, cm.TransactionalID)
+			}
 		case errors.As(err, &dl):
 			c.s.cfg.logger.Error("kafka sink: transaction commit failed, its records are lost", "subtask", c.sub, "committable", cm.String(), "err", err)
 			req.SignalFailedWithKnownReason(err)

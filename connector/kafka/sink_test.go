@@ -417,3 +417,43 @@ func TestSinkAtLeastOnceFlushes(t *testing.T) {
 		}
 	})
 }
+
+// A job restored from checkpoint N that fails again before a new checkpoint
+// completes restores N once more and commits its committables a second
+// time. The attempt in between must not have registered their ids anew, or
+// the second commit meets a moved epoch and reports data loss that did not
+// happen.
+func TestResumeSinkRestoredTwiceFromOneCheckpoint(t *testing.T) {
+	onClusters(t, func(t *testing.T, c cluster) {
+		topic := c.topic(t)
+		s := stringSink(t, c, topic, fmt.Sprintf("twice-%d", time.Now().UnixNano()))
+		w1 := writer(t, s)
+		write(t, w1, "a")
+		cs := prepare(t, w1, 1)
+		_ = w1.Close() // attempt 1 fails after checkpoint 1 completed, before committing
+
+		for attempt := 2; attempt <= 3; attempt++ {
+			for _, r := range commit(t, s, cs) { // restore: committer first
+				if r.outcome != "" {
+					t.Fatalf("attempt %d: commit of the restored committable: %s %v", attempt, r.outcome, r.err)
+				}
+			}
+			w := writer(t, s)
+			if attempt == 2 {
+				write(t, w, "lost") // never prepared: the attempt fails
+				_ = w.Close()
+				continue
+			}
+			write(t, w, "b")
+			cs2 := prepare(t, w, 2)
+			if cs2[0].TransactionalID == cs[0].TransactionalID {
+				t.Fatalf("the restored committable's id %s was reused before a new checkpoint completed", cs[0].TransactionalID)
+			}
+			commit(t, s, cs2)
+			_ = w.Close()
+		}
+		if got := c.committed(t, topic); !slices.Equal(got, []string{"a", "b"}) {
+			t.Fatalf("read_committed sees %q, want [a b]", got)
+		}
+	})
+}
