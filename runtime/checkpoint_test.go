@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -628,5 +629,58 @@ func TestCoordinatorsSnapshotBeforeBarriers(t *testing.T) {
 	}
 	if len(enumDone) == 0 {
 		t.Fatal("no checkpoint was taken")
+	}
+}
+
+// The job listener hears every completed checkpoint, in order, and every
+// restart with its cause.
+func TestJobListenerSeesCheckpointsAndRestarts(t *testing.T) {
+	var (
+		mu        sync.Mutex
+		completed []int64
+		restarts  []int
+		causes    []error
+		failed    atomic.Bool
+	)
+	j := &rangeJob{par: 2, splits: 4, perSplit: 30, delay: time.Millisecond}
+	boom := errors.New("injected")
+	j.mapFn = func(v int64) (int64, error) {
+		if v == 70 && failed.CompareAndSwap(false, true) {
+			return 0, boom
+		}
+		return v, nil
+	}
+	j.opts = []Option{WithCheckpointInterval(20 * time.Millisecond), WithJobListener(JobListener{
+		CheckpointCompleted: func(id int64) {
+			mu.Lock()
+			defer mu.Unlock()
+			completed = append(completed, id)
+		},
+		Restarting: func(n int, err error) {
+			mu.Lock()
+			defer mu.Unlock()
+			restarts, causes = append(restarts, n), append(causes, err)
+		},
+	})}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := j.env().Execute(ctx, "listener"); err != nil {
+		t.Fatal(err)
+	}
+	if err := j.sink.store.verify(j.records()); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(completed) < 2 {
+		t.Fatalf("listener saw %d completed checkpoints, want several", len(completed))
+	}
+	for i := 1; i < len(completed); i++ {
+		if completed[i] <= completed[i-1] {
+			t.Fatalf("checkpoints announced out of order: %v", completed)
+		}
+	}
+	if len(restarts) != 1 || restarts[0] != 1 || !errors.Is(causes[0], boom) {
+		t.Fatalf("restarts %v causes %v, want one restart caused by the injected failure", restarts, causes)
 	}
 }

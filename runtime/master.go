@@ -357,6 +357,9 @@ func (ex *execution) failure(t *task, err error) {
 		scope = fmt.Sprintf("region of subtask %d", region)
 	}
 	ex.log.Warn("splitflow: restarting after failure", "scope", scope, "restart", n, "strategy", ex.strategy.String(), "delay", delay, "err", err)
+	if f := ex.cfg.cp.listener.Restarting; f != nil {
+		f(n, err)
+	}
 	if ex.cc != nil {
 		ex.perform(ex.cc.Restore(ex.cc.LastCompletedID()))
 	}
@@ -541,6 +544,9 @@ func (ex *execution) perform(acts []checkpoint.Action) {
 			ex.perform(ex.cc.Persisted(a.ID, err))
 		case checkpoint.NotifyComplete:
 			delete(ex.injected, a.ID)
+			if f := ex.cfg.cp.listener.CheckpointCompleted; f != nil {
+				f(a.ID)
+			}
 			if h := ex.env.hooks; h != nil && h.checkpointCompleted != nil {
 				h.checkpointCompleted(a.ID, ex.storage)
 			}

@@ -22,6 +22,7 @@ type checkpointConfig struct {
 	restart              RestartStrategy
 	restartSet           bool
 	logger               *slog.Logger
+	listener             JobListener
 	// gate holds test knobs: the operator-coordinator gate switched off
 	// (invariant 5), to show what it prevents, and an event delay.
 	gate gateOptions
@@ -208,4 +209,23 @@ func (e exponentialDelay) String() string { return "exponential delay" }
 // exponential-delay).
 func ExponentialDelayRestart(initial, maxDelay time.Duration, multiplier float64, attempts int) RestartStrategy {
 	return exponentialDelay{initial: max(initial, 0), maxDelay: max(maxDelay, initial), multiplier: max(multiplier, 1), attempts: attempts}
+}
+
+// JobListener receives a running job's milestones, for progress displays
+// and operators' tooling. Its functions run on the job's driver goroutine,
+// which also runs checkpoints and restarts: they must return promptly and
+// must not call back into the job. A nil function is skipped.
+type JobListener struct {
+	// CheckpointCompleted is called once checkpoint checkpointID is durable,
+	// before tasks and sinks are told (so before its transactions commit).
+	CheckpointCompleted func(checkpointID int64)
+	// Restarting is called when a failure restarts the job or one of its
+	// regions: restart counts restarts so far (1 for the first), err is
+	// the failure.
+	Restarting func(restart int, err error)
+}
+
+// WithJobListener sets the job's listener (default: none).
+func WithJobListener(l JobListener) Option {
+	return optionFunc(func(c *config) { c.cp.listener = l })
 }
