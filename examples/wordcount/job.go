@@ -1,0 +1,102 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"math"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/splitflow/splitflow/connector/kafka"
+	"github.com/splitflow/splitflow/runtime"
+)
+
+// wordCount is one output record.
+type wordCount struct {
+	word  string
+	count int64
+}
+
+// runJob builds and runs the pipeline: KafkaSource -> split into words ->
+// keyBy word -> running count -> KafkaSink.
+func runJob(ctx context.Context, o options, seeds []string, p *progress, logger *slog.Logger) error {
+	srcOpts := []kafka.SourceOpt{kafka.WithBrokers(seeds...), kafka.WithTopics(o.inputTopic), kafka.WithLogger(logger)}
+	if !o.unbounded {
+		srcOpts = append(srcOpts, kafka.WithBounded(kafka.LatestOffsets()))
+	}
+	src, err := kafka.NewSource(kafka.StringValues(), srcOpts...)
+	if err != nil {
+		return err
+	}
+	sink, err := kafka.NewSink(kafka.KeyValueSerializer(o.outputTopic, func(wc wordCount) ([]byte, []byte, error) {
+		return []byte(wc.word), strconv.AppendInt(nil, wc.count, 10), nil
+	}), kafka.WithBrokers(seeds...), kafka.WithLogger(logger),
+		kafka.WithDeliveryGuarantee(kafka.ExactlyOnce), kafka.WithTransactionalIDPrefix(o.txnPrefix))
+	if err != nil {
+		return err
+	}
+
+	// An injected failure waits for a checkpoint completed since the
+	// previous one, so every restart resumes further along and the job
+	// always finishes.
+	var sinceFailure atomic.Bool
+	sinceFailure.Store(true)
+	envOpts := []runtime.Option{
+		runtime.WithParallelism(o.parallelism),
+		runtime.WithCheckpointInterval(o.checkpointInterval),
+		runtime.WithRestartStrategy(runtime.FixedDelayRestart(math.MaxInt32, 100*time.Millisecond)),
+		runtime.WithLogger(logger),
+		runtime.WithJobListener(runtime.JobListener{
+			CheckpointCompleted: func(int64) {
+				p.checkpoints.Add(1)
+				sinceFailure.Store(true)
+			},
+			Restarting: func(int, error) { p.restarts.Add(1) },
+		}),
+	}
+	if o.checkpointDir != "" {
+		envOpts = append(envOpts, runtime.WithCheckpointDir(o.checkpointDir))
+	}
+	env := runtime.NewEnvironment(envOpts...)
+	lines := runtime.FromSource(env, src, "lines", runtime.NoWatermarks[string]()).UID("lines")
+	var seen atomic.Int64
+	words := runtime.FlatMap(lines, func(line string, out runtime.Collector[string]) error {
+		n := p.lines.Add(1)
+		if o.failEvery > 0 && seen.Add(1)%o.failEvery == 0 && sinceFailure.CompareAndSwap(true, false) {
+			p.failures.Add(1)
+			return fmt.Errorf("injected failure at record %d (--fail-every %d)", n, o.failEvery)
+		}
+		for _, w := range splitWords(line) {
+			out.Collect(w)
+		}
+		return nil
+	}).Name("split").UID("split")
+	counts := runtime.ProcessPerSubtask(runtime.KeyBy(words, func(w string) string { return w }),
+		func() runtime.KeyedProcessFunction[string, string, wordCount] {
+			var state runtime.ValueState[int64]
+			return runtime.KeyedProcessFuncs[string, string, wordCount]{
+				Setup: func(ctx *runtime.KeyedContext[string, wordCount]) (err error) {
+					state, err = runtime.GetValueState[int64](ctx, "count")
+					return err
+				},
+				Element: func(ctx *runtime.KeyedContext[string, wordCount], w string) error {
+					n, _ := state.Value()
+					n++
+					state.Update(n)
+					ctx.Collect(wordCount{word: w, count: n})
+					return nil
+				},
+			}
+		}).Name("count").UID("count")
+	written := runtime.Map(counts, func(wc wordCount) (wordCount, error) {
+		p.updates.Add(1)
+		return wc, nil
+	}).Name("tally").UID("tally")
+	runtime.SinkToTwoPhase(written, sink).Name("counts").UID("counts-sink")
+	if err := env.Execute(ctx, "wordcount"); err != nil {
+		return fmt.Errorf("%w", err)
+	}
+	return nil
+}

@@ -1,0 +1,98 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/splitflow/splitflow/integration/kafkatest"
+)
+
+func TestMain(m *testing.M) { kafkatest.Main(m) }
+
+func runWith(t *testing.T, args ...string) (string, int) {
+	t.Helper()
+	o, err := parseFlags(args, io.Discard)
+	if err != nil {
+		t.Fatalf("flags %q: %v", args, err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	var out bytes.Buffer
+	code, err := run(ctx, o, &out, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Logf("run: %v", err)
+	}
+	return out.String(), code
+}
+
+// The default run (in-process Kafka, built-in text) ends exactly-once.
+func TestDefaultRunIsExact(t *testing.T) {
+	out, code := runWith(t)
+	if code != 0 || !strings.Contains(out, "exactly-once: OK words=96 updates=1025000 duplicates=0 missing=0") {
+		t.Fatalf("exit %d, output:\n%s", code, out)
+	}
+}
+
+// Injected task failures with frequent checkpoints: the job restarts many
+// times from restored checkpoints and the output is still exact.
+func TestFailEveryIsExact(t *testing.T) {
+	out, code := runWith(t, "--fail-every", "10000", "--checkpoint-interval", "50ms", "--parallelism", "3")
+	if code != 0 || !strings.Contains(out, "exactly-once: OK") {
+		t.Fatalf("exit %d, output:\n%s", code, out)
+	}
+	if strings.Contains(out, " 0 injected failures") {
+		t.Fatalf("no failure was injected:\n%s", out)
+	}
+	t.Log(lastLines(out, 2))
+}
+
+// Against a real broker, with a checkpoint directory and failures.
+func TestRunOnRealBrokerIsExact(t *testing.T) {
+	b := kafkatest.Get(t)
+	suffix := fmt.Sprint(time.Now().UnixNano())
+	out, code := runWith(t, "--brokers", b.Bootstrap(), "--input-topic", "lines-"+suffix, "--output-topic", "counts-"+suffix,
+		"--transactional-id-prefix", "wc-"+suffix, "--checkpoint-dir", t.TempDir(),
+		"--fail-every", "20000", "--checkpoint-interval", "200ms")
+	if code != 0 || !strings.Contains(out, "exactly-once: OK words=96 updates=1025000 duplicates=0 missing=0") {
+		t.Fatalf("exit %d, output:\n%s", code, out)
+	}
+	t.Log(lastLines(out, 2))
+}
+
+func TestBadFlags(t *testing.T) {
+	for _, args := range [][]string{
+		{"--parallelism", "0"},
+		{"--checkpoint-interval", "-1s"},
+		{"--input-topic", "x", "--output-topic", "x"},
+		{"--no-such-flag"},
+		{"extra"},
+	} {
+		var errOut bytes.Buffer
+		if _, err := parseFlags(args, &errOut); err == nil || !strings.Contains(errOut.String(), "usage: wordcount") {
+			t.Errorf("flags %q: err=%v, usage printed: %v", args, err, strings.Contains(errOut.String(), "usage"))
+		}
+	}
+}
+
+// Unreachable brokers give a clear error within seconds, not a hang.
+func TestUnreachableBrokers(t *testing.T) {
+	began := time.Now()
+	out, code := runWith(t, "--brokers", "127.0.0.1:1")
+	if code != 1 || time.Since(began) > 20*time.Second {
+		t.Fatalf("exit %d after %s:\n%s", code, time.Since(began), out)
+	}
+}
+
+func lastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}

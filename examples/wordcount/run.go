@@ -1,0 +1,216 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/splitflow/splitflow/integration/committed"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// progress counts what the job did, for the terminal.
+type progress struct {
+	lines, updates, failures, checkpoints, restarts atomic.Int64
+}
+
+func run(ctx context.Context, o options, stdout io.Writer, logger *slog.Logger) (int, error) {
+	began := time.Now()
+	seeds, closeCluster, err := connect(ctx, o)
+	if err != nil {
+		return 1, err
+	}
+	defer closeCluster()
+	if err := ensureTopics(ctx, seeds, o); err != nil {
+		return 1, err
+	}
+	written, err := fillInput(ctx, seeds, o)
+	if err != nil {
+		return 1, err
+	}
+	if written > 0 {
+		fmt.Fprintf(stdout, "wrote %d lines into %q\n", written, o.inputTopic)
+	}
+
+	var p progress
+	done := make(chan struct{})
+	go showProgress(stdout, &p, done)
+	err = runJob(ctx, o, seeds, &p, logger)
+	close(done)
+	if err != nil {
+		return 1, fmt.Errorf("job failed: %w", err)
+	}
+	fmt.Fprintf(stdout, "job finished in %s: %d lines read, %d updates written (both counting replays after restarts), %d checkpoints, %d injected failures, %d restarts\n",
+		time.Since(began).Round(time.Millisecond), p.lines.Load(), p.updates.Load(), p.checkpoints.Load(), p.failures.Load(), p.restarts.Load())
+
+	want, err := inputCounts(ctx, seeds, o.inputTopic)
+	if err != nil {
+		return 1, err
+	}
+	r, err := verify(ctx, seeds, o.outputTopic, want, o.unbounded)
+	if err != nil {
+		return 1, fmt.Errorf("verify: %w", err)
+	}
+	if !r.ok() {
+		fmt.Fprintf(stdout, "exactly-once: FAILED words=%d updates=%d duplicates=%d missing=%d\n", r.words, r.updates, r.duplicates, r.missing)
+		for i, u := range r.unexpected {
+			if i == 10 {
+				fmt.Fprintf(stdout, "  ... and %d more\n", len(r.unexpected)-10)
+				break
+			}
+			fmt.Fprintf(stdout, "  unexpected: %s\n", u)
+		}
+		return 1, errNotExact
+	}
+	fmt.Fprintf(stdout, "exactly-once: OK words=%d updates=%d duplicates=0 missing=0\n", r.words, r.updates)
+	return 0, nil
+}
+
+// connect returns the seed brokers: an in-process cluster when no --brokers
+// is given, else the given ones once they answer.
+func connect(ctx context.Context, o options) ([]string, func(), error) {
+	if o.brokers == "" {
+		c, err := kfake.NewCluster(kfake.NumBrokers(1))
+		if err != nil {
+			return nil, nil, fmt.Errorf("start the in-process Kafka: %w", err)
+		}
+		return c.ListenAddrs(), c.Close, nil
+	}
+	seeds := strings.Split(o.brokers, ",")
+	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.DialTimeout(3*time.Second))
+	if err != nil {
+		return nil, nil, fmt.Errorf("--brokers %q: %w", o.brokers, err)
+	}
+	defer cl.Close()
+	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := cl.Ping(pctx); err != nil {
+		return nil, nil, fmt.Errorf("cannot reach Kafka at %s within 10s: %w", o.brokers, err)
+	}
+	return seeds, func() {}, nil
+}
+
+func ensureTopics(ctx context.Context, seeds []string, o options) error {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...))
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	for _, t := range []string{o.inputTopic, o.outputTopic} {
+		resp, err := adm.CreateTopic(ctx, int32(o.partitions), -1, nil, t)
+		if err == nil {
+			err = resp.Err
+		}
+		if err != nil && !errorsIsTopicExists(err) {
+			return fmt.Errorf("create topic %q: %w", t, err)
+		}
+	}
+	return nil
+}
+
+func errorsIsTopicExists(err error) bool {
+	return err != nil && strings.Contains(err.Error(), kerr.TopicAlreadyExists.Message)
+}
+
+// fillInput writes the input text into the input topic if that topic is
+// empty, so a restarted run never writes it twice.
+func fillInput(ctx context.Context, seeds []string, o options) (int, error) {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.DefaultProduceTopic(o.inputTopic))
+	if err != nil {
+		return 0, err
+	}
+	defer cl.Close()
+	ends, err := kadm.NewClient(cl).ListEndOffsets(ctx, o.inputTopic)
+	if err != nil {
+		return 0, fmt.Errorf("list offsets of %q: %w", o.inputTopic, err)
+	}
+	empty := true
+	ends.Each(func(l kadm.ListedOffset) {
+		if l.Offset > 0 {
+			empty = false
+		}
+	})
+	if !empty {
+		return 0, nil
+	}
+	lines, err := inputLines(o.inputFile)
+	if err != nil {
+		return 0, err
+	}
+	for _, l := range lines {
+		cl.Produce(ctx, &kgo.Record{Value: []byte(l)}, nil)
+	}
+	if err := cl.Flush(ctx); err != nil {
+		return 0, fmt.Errorf("write input: %w", err)
+	}
+	return len(lines), nil
+}
+
+func inputLines(path string) ([]string, error) {
+	var r io.Reader
+	repeats := 1
+	if path == "" {
+		r, repeats = strings.NewReader(builtinText), builtinRepeats
+	} else {
+		f, err := os.Open(path)
+		if err != nil {
+			return nil, fmt.Errorf("--input-file: %w", err)
+		}
+		defer func() { _ = f.Close() }() // read only
+		r = f
+	}
+	var once []string
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64<<10), 16<<20)
+	for sc.Scan() {
+		once = append(once, sc.Text())
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("read input: %w", err)
+	}
+	lines := make([]string, 0, len(once)*repeats)
+	for i := 0; i < repeats; i++ {
+		lines = append(lines, once...)
+	}
+	return lines, nil
+}
+
+// inputCounts counts the words of the input topic as committed.
+func inputCounts(ctx context.Context, seeds []string, topic string) (map[string]int64, error) {
+	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	recs, err := committed.Read(ctx, seeds, topic)
+	if err != nil {
+		return nil, fmt.Errorf("read input for verification: %w", err)
+	}
+	lines := make([]string, len(recs))
+	for i, r := range recs {
+		lines[i] = string(r.Value)
+	}
+	return expectedCounts(lines), nil
+}
+
+func showProgress(w io.Writer, p *progress, done <-chan struct{}) {
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	began := time.Now()
+	for {
+		select {
+		case <-done:
+			return
+		case <-t.C:
+			fmt.Fprintf(w, "  %4ds  lines read %d  updates written %d  checkpoints %d  restarts %d\n",
+				int(time.Since(began).Seconds()), p.lines.Load(), p.updates.Load(), p.checkpoints.Load(), p.restarts.Load())
+		}
+	}
+}
