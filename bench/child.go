@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"flag"
 	"fmt"
@@ -81,7 +82,7 @@ func childMain(args []string) int {
 		err = runSplitflow(ctx, seeds, *in, *out, *par, *guarantee, *checkpoint, &slowSinkConf{rate: *rate, sunk: &sunk})
 		fmt.Printf("sunk %d\n", sunk.Load())
 	case "splitflow-wordcount":
-		err = errNotAvailable
+		err = runSplitflowWordcount(ctx, seeds, *in, *out, *par, *guarantee, *checkpoint)
 	default:
 		err = fmt.Errorf("unknown child kind %q", kind)
 	}
@@ -164,13 +165,6 @@ type slowSinkConf struct {
 // earliest, no offset commits) -> KafkaSink. Today only at-least-once
 // without checkpoints exists.
 func runSplitflow(ctx context.Context, seeds []string, in, out string, par int, guarantee string, checkpoint time.Duration, slow *slowSinkConf) error {
-	if guarantee != "at-least-once" || checkpoint != 0 {
-		// Exactly-once needs the engine's checkpoints: add
-		// runtime.WithCheckpointInterval(checkpoint) to the environment and
-		// kafka.WithDeliveryGuarantee(kafka.ExactlyOnce) plus a
-		// transactional id prefix to the sink once they run.
-		return errNotAvailable
-	}
 	src, err := kafka.NewSource(kafka.Records(), kafka.WithBrokers(seeds...), kafka.WithTopics(in),
 		kafka.WithStartingOffsets(kafka.EarliestOffsets()), kafka.WithoutOffsetCommits())
 	if err != nil {
@@ -180,19 +174,94 @@ func runSplitflow(ctx context.Context, seeds []string, in, out string, par int, 
 		return &kgo.Record{Topic: out, Key: r.Key, Value: r.Value}, nil
 	})
 	debugf("splitflow child: starting")
-	snk, err := kafka.NewSink[*kgo.Record](ser, kafka.WithBrokers(seeds...),
-		kafka.WithDeliveryGuarantee(kafka.AtLeastOnce))
+	snk, err := kafka.NewSink[*kgo.Record](ser, sinkOpts(seeds, out, guarantee)...)
 	if err != nil {
 		return err
 	}
-	env := runtime.NewEnvironment(runtime.WithParallelism(par), runtime.WithDrainTimeout(20*time.Second))
+	env := runtime.NewEnvironment(envOpts(par, checkpoint)...)
 	records := runtime.FromSource(env, src, "kafka-in", runtime.NoWatermarks[*kgo.Record]())
+	if guarantee == "exactly-once" {
+		runtime.SinkToTwoPhase(records, snk)
+		return env.Execute(ctx, "bench "+in+" -> "+out)
+	}
 	var sink connector.Sink[*kgo.Record] = snk
 	if slow != nil {
 		sink = &slowSink{inner: snk, perSubtask: slow.rate / float64(par), sunk: slow.sunk}
 	}
 	runtime.SinkTo(records, sink)
 	return env.Execute(ctx, "bench "+in+" -> "+out)
+}
+
+func envOpts(par int, checkpoint time.Duration) []runtime.Option {
+	opts := []runtime.Option{runtime.WithParallelism(par), runtime.WithDrainTimeout(20 * time.Second)}
+	if checkpoint > 0 {
+		opts = append(opts, runtime.WithCheckpointInterval(checkpoint))
+	}
+	return opts
+}
+
+func sinkOpts(seeds []string, out, guarantee string) []kafka.SinkOpt {
+	opts := []kafka.SinkOpt{kafka.WithBrokers(seeds...)}
+	if guarantee == "exactly-once" {
+		return append(opts, kafka.WithDeliveryGuarantee(kafka.ExactlyOnce), kafka.WithTransactionalIDPrefix("bench-"+out))
+	}
+	return append(opts, kafka.WithDeliveryGuarantee(kafka.AtLeastOnce))
+}
+
+// runSplitflowWordcount is the Kafka Streams wordcount in splitflow: split
+// each value on spaces, skip the first token (the record id), count per
+// word in keyed state, write (word, count as 8-byte big-endian) updates.
+func runSplitflowWordcount(ctx context.Context, seeds []string, in, out string, par int, guarantee string, checkpoint time.Duration) error {
+	src, err := kafka.NewSource(kafka.StringValues(), kafka.WithBrokers(seeds...), kafka.WithTopics(in),
+		kafka.WithStartingOffsets(kafka.EarliestOffsets()), kafka.WithoutOffsetCommits())
+	if err != nil {
+		return err
+	}
+	type update struct {
+		word  string
+		count int64
+	}
+	ser := kafka.RecordSerializerFunc[update](func(u update, _ int64) (*kgo.Record, error) {
+		return &kgo.Record{Topic: out, Key: []byte(u.word), Value: binary.BigEndian.AppendUint64(nil, uint64(u.count))}, nil
+	})
+	snk, err := kafka.NewSink[update](ser, sinkOpts(seeds, out, guarantee)...)
+	if err != nil {
+		return err
+	}
+	env := runtime.NewEnvironment(envOpts(par, checkpoint)...)
+	lines := runtime.FromSource(env, src, "kafka-in", runtime.NoWatermarks[string]())
+	words := runtime.FlatMap(lines, func(l string, c runtime.Collector[string]) error {
+		toks := strings.Split(l, " ")
+		for _, w := range toks[min(1, len(toks)):] {
+			if w != "" {
+				c.Collect(w)
+			}
+		}
+		return nil
+	})
+	counts := runtime.ProcessPerSubtask(runtime.KeyBy(words, func(w string) string { return w }),
+		func() runtime.KeyedProcessFunction[string, string, update] {
+			var st runtime.ValueState[int64]
+			return runtime.KeyedProcessFuncs[string, string, update]{
+				Setup: func(ctx *runtime.KeyedContext[string, update]) (err error) {
+					st, err = runtime.GetValueState[int64](ctx, "count")
+					return err
+				},
+				Element: func(ctx *runtime.KeyedContext[string, update], w string) error {
+					n, _ := st.Value()
+					n++
+					st.Update(n)
+					ctx.Collect(update{word: w, count: n})
+					return nil
+				},
+			}
+		})
+	if guarantee == "exactly-once" {
+		runtime.SinkToTwoPhase(counts, snk)
+	} else {
+		runtime.SinkTo(counts, connector.Sink[update](snk))
+	}
+	return env.Execute(ctx, "bench wordcount "+in+" -> "+out)
 }
 
 // slowSink paces an at-least-once KafkaSink's writers to a fixed rate, so

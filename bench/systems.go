@@ -83,12 +83,6 @@ func (s sys) Start(ctx context.Context, h *harness, job Job) (*Proc, error) {
 	return s.start(ctx, h, job)
 }
 
-// notYet is a system that needs the engine's checkpoints. To fill one in,
-// give it a start function (for splitflow: startSplitflow with the
-// guarantee and checkpoint interval, and the matching branch in
-// child.go's runSplitflow).
-func notYet(spec Spec) System { return sys{spec: spec} }
-
 // throughputSystems are the systems of the throughput table, the baseline
 // first. Wordcount runs only on the 100 B input.
 func throughputSystems() []System {
@@ -98,12 +92,12 @@ func throughputSystems() []System {
 		kstreams(passthrough, "exactly_once_v2", time.Second),
 		kstreams(passthrough, "at_least_once", time.Second),
 		splitflow(passthrough, "at-least-once", 0),
-		notYet(Spec{Name: "splitflow", Workload: passthrough, Guarantee: "exactly-once", Interval: "checkpoint 100 ms", ReadCommitted: true}),
-		notYet(Spec{Name: "splitflow", Workload: passthrough, Guarantee: "exactly-once", Interval: "checkpoint 1 s", ReadCommitted: true}),
+		splitflow(passthrough, "exactly-once", 100*time.Millisecond),
+		splitflow(passthrough, "exactly-once", time.Second),
 		kstreams(wordcount, "exactly_once_v2", 100*time.Millisecond),
 		kstreams(wordcount, "exactly_once_v2", time.Second),
 		kstreams(wordcount, "at_least_once", time.Second),
-		notYet(Spec{Name: "splitflow", Workload: wordcount, Guarantee: "exactly-once", Interval: "checkpoint 1 s", ReadCommitted: true}),
+		splitflow(wordcount, "exactly-once", time.Second),
 	}
 }
 
@@ -114,8 +108,8 @@ func latencySystems() []System {
 		kstreams(passthrough, "exactly_once_v2", 100*time.Millisecond),
 		kstreams(passthrough, "exactly_once_v2", time.Second),
 		splitflow(passthrough, "at-least-once", 0),
-		notYet(Spec{Name: "splitflow", Workload: passthrough, Guarantee: "exactly-once", Interval: "checkpoint 100 ms", ReadCommitted: true}),
-		notYet(Spec{Name: "splitflow", Workload: passthrough, Guarantee: "exactly-once", Interval: "checkpoint 1 s", ReadCommitted: true}),
+		splitflow(passthrough, "exactly-once", 100*time.Millisecond),
+		splitflow(passthrough, "exactly-once", time.Second),
 	}
 }
 
