@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"runtime/debug"
 	"sync"
 	"time"
 
@@ -98,7 +99,7 @@ func (c *sourceCoordinator[T, S, C]) run(ctx context.Context) {
 	c.asyncCtx, c.asyncCancel = context.WithCancel(ctx)
 	defer func() {
 		if r := recover(); r != nil {
-			c.fail(c.info.wrap(fmt.Errorf("panic: %v", r)))
+			c.fail(c.info.wrap(fmt.Errorf("panic: %v\n%s", r, debug.Stack())))
 		}
 		c.shutdown()
 	}()
@@ -164,16 +165,40 @@ func (c *sourceCoordinator[T, S, C]) run(ctx context.Context) {
 
 // shutdown closes the enumerator, cancels its asynchronous work and waits
 // for it; continuations that arrive later are dropped with the queue.
+// A panic in Close fails the coordinator like an error; the shutdown
+// completes anyway.
 func (c *sourceCoordinator[T, S, C]) shutdown() {
 	c.closing = true
 	c.asyncCancel()
 	if c.enum != nil {
-		if err := c.enum.Close(); err != nil {
+		if err := c.closeEnumerator(); err != nil {
 			c.fail(c.info.wrap(fmt.Errorf("close enumerator: %w", err)))
 		}
 	}
 	c.async.Wait()
 	c.queue.close()
+}
+
+func (c *sourceCoordinator[T, S, C]) closeEnumerator() (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("panic: %v\n%s", r, debug.Stack())
+		}
+	}()
+	return c.enum.Close()
+}
+
+// runAsync runs an enumerator's async work off the coordinator goroutine;
+// a panic there fails the coordinator (with its stack, as a task's does)
+// instead of the process, and ok is false.
+func (c *sourceCoordinator[T, S, C]) runAsync(ctx context.Context, work connector.AsyncWork) (then func() error, ok bool) {
+	defer func() {
+		if r := recover(); r != nil {
+			c.fail(c.info.wrap(fmt.Errorf("async work: panic: %v\n%s", r, debug.Stack())))
+			then, ok = nil, false
+		}
+	}()
+	return work(ctx), true
 }
 
 func (c *sourceCoordinator[T, S, C]) checkpoint(ctx context.Context, id int64) ([]byte, error) {
@@ -385,7 +410,10 @@ func (c *sourceCoordinator[T, S, C]) CallAsyncPeriodically(work connector.AsyncW
 			if ctx.Err() != nil {
 				return
 			}
-			then := work(ctx)
+			then, ok := c.runAsync(ctx, work)
+			if !ok {
+				return
+			}
 			// The next run starts only after this continuation ran on
 			// the coordinator goroutine, so runs never overlap.
 			ran := make(chan struct{})

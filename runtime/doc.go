@@ -104,6 +104,10 @@
 // backpressured (a target channel is full) or no input is available, the
 // default action is suspended and the task waits on its mailbox or on the
 // availability it lacks, so a mail is never stuck behind backpressure.
+// Work an operator starts inside one step or mail but that can emit without
+// limit (the timers a watermark makes due) is resumable: it stops when the
+// output becomes unavailable and the task resumes it, once the output has
+// room, before it reads more input.
 //
 // # Bounded memory (invariant 7)
 //
@@ -112,7 +116,8 @@
 // polling its source or reading its input until the channel has room, so a
 // slow sink slows the sources: records in flight between two tasks are
 // bounded by channels x (buffers per channel + 2) x buffer size plus what
-// one step emits, whatever the input size. A source reader that is not
+// one step emits, whatever the input size; a burst of timers (the final
+// MaxWatermark firing a timer per key) counts one timer per step. A source reader that is not
 // polled stops fetching once its own queue is full (connector/base), and
 // the lag stays in the external system.
 //
@@ -123,10 +128,17 @@
 // minimum over its active splits. Idle splits (WithIdleness, MarkIdle) do
 // not hold time back; a reader with no active split is idle. A task with
 // several input channels takes the minimum over active, aligned channels
-// (valve.go). Event-time timers fire when the watermark passes them; a
-// bounded source emits MaxWatermark when it ends, which fires the rest. A
-// graceful cancel does not emit it: the job did not reach the end of event
-// time.
+// (valve.go). Event-time timers fire when the watermark passes them, in
+// timestamp order, and the watermark goes downstream after their output
+// (with a stream status that arrived meanwhile after it); a watermark that
+// does not advance an operator's is ignored, so watermarks never go back.
+// A deleted timer leaves the timer heap at once. A bounded source emits
+// MaxWatermark when it ends, which fires the rest. A graceful cancel does
+// not emit it: the job did not reach the end of event time. A source whose
+// input ended or that was stopped stops its periodic-watermark timer, and
+// mails queued before (a periodic emit, split assignments, no-more-splits,
+// source events) are no-ops: nothing follows MaxWatermark or the end of
+// the partition.
 //
 // # Sources
 //
@@ -134,7 +146,10 @@
 // goroutine of its own (invariant 2): enumerator methods and CallAsync
 // continuations run there one at a time, and readers' registrations, split
 // requests and events are queued to it. Assignments and events go into the
-// reader task's mailbox and run there between two polls.
+// reader task's mailbox and run there between two polls. A panic in the
+// enumerator, in CallAsync work (which runs on a goroutine of its own) or
+// in the enumerator's Close fails the coordinator (an *OperatorError with
+// subtask -1, carrying the panic and its stack), not the process.
 //
 // # Checkpoints (invariants 4, 5, 10)
 //
@@ -151,7 +166,9 @@
 // invariant 5), snapshots the rest of its chain, forwards the barrier
 // behind the records before it and acknowledges with its state. A task
 // with several input channels aligns: a channel that delivered barrier N
-// is blocked until N arrived on every open channel. A task whose input has
+// is blocked until N arrived on every open channel; a channel that ends
+// meanwhile counts as aligned, so its end of partition can complete the
+// alignment. A task whose input has
 // ended gets barriers straight from the master and stays alive until the
 // final checkpoint. When every acknowledgement is in, the metadata is
 // committed durably (package checkpoint: CRC-32C, temp file, fsync,

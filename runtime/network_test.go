@@ -168,7 +168,10 @@ func TestChannelIsBounded(t *testing.T) {
 		want++
 	}
 	for {
-		_, b, ok := g.poll(b, 0)
+		// Hand the batch just read back while taking the next one; a
+		// shadowed b here would recycle the first batch every time.
+		var ok bool
+		_, b, ok = g.poll(b, 0)
 		if !ok {
 			break
 		}
@@ -181,5 +184,19 @@ func TestChannelIsBounded(t *testing.T) {
 	}
 	if want != 6 {
 		t.Fatalf("received %d records, want 6", want)
+	}
+	// Every batch consumed was handed back once (the last by the poll
+	// that found nothing), for the producer to reuse: the free list holds
+	// distinct batches.
+	free := g.channels[0].free
+	for i := range free {
+		for j := range i {
+			if free[i] == free[j] {
+				t.Fatalf("batch %p recycled twice: the free list is %v", free[i], free)
+			}
+		}
+	}
+	if len(free) != 3 {
+		t.Fatalf("%d batches were recycled, want the 3 consumed", len(free))
 	}
 }

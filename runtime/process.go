@@ -278,12 +278,13 @@ func GetMapState[UK comparable, UV any, K comparable, O any](ctx *KeyedContext[K
 	return ms, nil
 }
 
-// timerQueue is a set of (key, timestamp) timers ordered by timestamp:
-// a binary heap for order plus a set for de-duplication and deletion.
-// Deleted timers stay in the heap and are skipped when they surface.
+// timerQueue is a set of (key, timestamp) timers ordered by timestamp: a
+// binary heap indexed by a map from timer to heap position, so that a
+// deleted timer leaves the heap at once ("delete the old timer, register
+// a new one" per record keeps the heap at the number of live timers).
 type timerQueue[K comparable] struct {
-	heap []timerEntry[K]
-	set  map[timerEntry[K]]struct{}
+	heap  []timerEntry[K]
+	index map[timerEntry[K]]int
 }
 
 type timerEntry[K comparable] struct {
@@ -293,45 +294,72 @@ type timerEntry[K comparable] struct {
 
 func (q *timerQueue[K]) add(key K, ts int64) {
 	e := timerEntry[K]{ts: ts, key: key}
-	if _, ok := q.set[e]; ok {
+	if _, ok := q.index[e]; ok {
 		return
 	}
-	if q.set == nil {
-		q.set = map[timerEntry[K]]struct{}{}
+	if q.index == nil {
+		q.index = map[timerEntry[K]]int{}
 	}
-	q.set[e] = struct{}{}
 	q.heap = append(q.heap, e)
-	for i := len(q.heap) - 1; i > 0; {
-		p := (i - 1) / 2
-		if q.heap[p].ts <= q.heap[i].ts {
-			break
-		}
-		q.heap[p], q.heap[i] = q.heap[i], q.heap[p]
-		i = p
-	}
+	q.index[e] = len(q.heap) - 1
+	q.up(len(q.heap) - 1)
 }
 
 func (q *timerQueue[K]) remove(key K, ts int64) {
-	delete(q.set, timerEntry[K]{ts: ts, key: key})
+	if i, ok := q.index[timerEntry[K]{ts: ts, key: key}]; ok {
+		q.removeAt(i)
+	}
 }
 
-// peek returns the earliest live timer.
+// peek returns the earliest timer.
 func (q *timerQueue[K]) peek() (timerEntry[K], bool) {
-	for len(q.heap) > 0 {
-		if _, ok := q.set[q.heap[0]]; ok {
-			return q.heap[0], true
-		}
-		q.pop()
+	if len(q.heap) == 0 {
+		return timerEntry[K]{}, false
 	}
-	return timerEntry[K]{}, false
+	return q.heap[0], true
 }
 
 func (q *timerQueue[K]) pop() timerEntry[K] {
 	top := q.heap[0]
+	q.removeAt(0)
+	return top
+}
+
+func (q *timerQueue[K]) removeAt(i int) {
 	n := len(q.heap) - 1
-	q.heap[0] = q.heap[n]
+	delete(q.index, q.heap[i])
+	if i != n {
+		q.heap[i] = q.heap[n]
+		q.index[q.heap[i]] = i
+	}
+	q.heap[n] = timerEntry[K]{}
 	q.heap = q.heap[:n]
-	for i := 0; ; {
+	if i < n {
+		q.down(i)
+		q.up(i)
+	}
+}
+
+func (q *timerQueue[K]) swap(i, j int) {
+	q.heap[i], q.heap[j] = q.heap[j], q.heap[i]
+	q.index[q.heap[i]] = i
+	q.index[q.heap[j]] = j
+}
+
+func (q *timerQueue[K]) up(i int) {
+	for i > 0 {
+		p := (i - 1) / 2
+		if q.heap[p].ts <= q.heap[i].ts {
+			return
+		}
+		q.swap(p, i)
+		i = p
+	}
+}
+
+func (q *timerQueue[K]) down(i int) {
+	n := len(q.heap)
+	for {
 		l, r, m := 2*i+1, 2*i+2, i
 		if l < n && q.heap[l].ts < q.heap[m].ts {
 			m = l
@@ -340,13 +368,11 @@ func (q *timerQueue[K]) pop() timerEntry[K] {
 			m = r
 		}
 		if m == i {
-			break
+			return
 		}
-		q.heap[i], q.heap[m] = q.heap[m], q.heap[i]
+		q.swap(i, m)
 		i = m
 	}
-	delete(q.set, top)
-	return top
 }
 
 // timerService holds an operator's event-time and processing-time timers
@@ -386,11 +412,27 @@ type keyedProcessOperator[K comparable, I, O any] struct {
 	state  keyedState[K]
 	timers timerService[K]
 	ctx    KeyedContext[K, O]
+
+	// Timer firing is resumable (invariant 7): it stops while the task's
+	// output is unavailable and the task resumes it, before any further
+	// input, once the output has room again.
+	t *task
+	// wmPending: event-time timers up to ctx.watermark are still due,
+	// and the watermark is forwarded only after them, with the stream
+	// status that arrived meanwhile (statusHeld, heldIdle).
+	wmPending  bool
+	statusHeld bool
+	heldIdle   bool
+	// procPending: due processing-time timers are left to fire.
+	procPending bool
+	// suspended: registered with the task for resume.
+	suspended bool
 }
 
 func (p *keyedProcessOperator[K, I, O]) operator() *opInfo { return &p.info }
 
 func (p *keyedProcessOperator[K, I, O]) open(t *task) error {
+	p.t = t
 	p.fn = p.newFn()
 	if p.fn == nil {
 		return p.info.wrap(errNilFunction("process function (from the factory)"))
@@ -421,20 +463,73 @@ func (p *keyedProcessOperator[K, I, O]) collect(v I, ts int64) error {
 
 // emitWatermark fires every event-time timer at or before wm, then passes
 // wm on: downstream sees the timers' output before the watermark that
-// caused it, as results of a window precede the watermark closing it.
+// caused it, as results of a window precede the watermark closing it. A
+// watermark that does not advance the operator's is ignored: watermarks
+// never go back. When the task's output fills up, firing stops and the
+// task resumes it (resume) before it processes more input.
 func (p *keyedProcessOperator[K, I, O]) emitWatermark(wm int64) error {
+	if wm <= p.ctx.watermark {
+		return nil
+	}
 	p.ctx.watermark = wm
+	p.wmPending = true
+	return p.fireEventTimers()
+}
+
+func (p *keyedProcessOperator[K, I, O]) fireEventTimers() error {
 	for {
 		e, ok := p.timers.event.peek()
-		if !ok || e.ts > wm {
+		if !ok || e.ts > p.ctx.watermark {
 			break
+		}
+		if p.mustYield() {
+			p.yield()
+			return nil
 		}
 		p.timers.event.pop()
 		if err := p.fire(e, EventTime, e.ts); err != nil {
 			return err
 		}
 	}
-	return p.out.emitWatermark(wm)
+	p.wmPending = false
+	if err := p.out.emitWatermark(p.ctx.watermark); err != nil {
+		return err
+	}
+	if p.statusHeld {
+		p.statusHeld = false
+		return p.out.emitStatus(p.heldIdle)
+	}
+	return nil
+}
+
+// mustYield reports that the task's output cannot take more now.
+func (p *keyedProcessOperator[K, I, O]) mustYield() bool {
+	return p.t != nil && !p.t.outputsAvailable()
+}
+
+func (p *keyedProcessOperator[K, I, O]) yield() {
+	if !p.suspended {
+		p.suspended = true
+		p.t.suspend(p)
+	}
+}
+
+// resume goes on firing the timers left due when the output filled up.
+// Task goroutine, with the output available.
+func (p *keyedProcessOperator[K, I, O]) resume() error {
+	p.suspended = false
+	if p.wmPending {
+		if err := p.fireEventTimers(); err != nil {
+			return err
+		}
+		if p.suspended {
+			return nil
+		}
+	}
+	if p.procPending {
+		return p.fireDueProcessingTimers()
+	}
+	return nil
 }
 
 func (p *keyedProcessOperator[K, I, O]) fire(e timerEntry[K], d TimeDomain, ts int64) error {
@@ -451,22 +546,40 @@ func (p *keyedProcessOperator[K, I, O]) fireProcessingTimers() error {
 	if p.timers.ended {
 		return nil
 	}
+	return p.fireDueProcessingTimers()
+}
+
+func (p *keyedProcessOperator[K, I, O]) fireDueProcessingTimers() error {
 	now := time.Now().UnixMilli()
 	for {
 		e, ok := p.timers.processing.peek()
 		if !ok || e.ts > now {
 			break
 		}
+		if p.mustYield() {
+			p.procPending = true
+			p.yield()
+			return nil
+		}
 		p.timers.processing.pop()
 		if err := p.fire(e, ProcessingTime, noTimestampForProcessingTime); err != nil {
 			return err
 		}
 	}
+	p.procPending = false
 	p.timers.scheduleProcessing()
 	return nil
 }
 
-func (p *keyedProcessOperator[K, I, O]) emitStatus(idle bool) error { return p.out.emitStatus(idle) }
+// emitStatus passes the status on, after the watermark whose timers are
+// still firing, if any.
+func (p *keyedProcessOperator[K, I, O]) emitStatus(idle bool) error {
+	if p.wmPending {
+		p.statusHeld, p.heldIdle = true, idle
+		return nil
+	}
+	return p.out.emitStatus(idle)
+}
 
 // endInput drops pending processing-time timers: the input is over and the
 // wall clock would only fire them on a job that has nothing left to do.

@@ -26,7 +26,13 @@ type sourceOperator[T any, S connector.Split, C any] struct {
 	output   *readerOutput[T]
 	wmTimer  *time.Timer
 	openedAt time.Time
-	stopped  bool
+	// ended: the input ended or the source was stopped. Nothing runs on
+	// the reader any more: mails queued before the end (a periodic
+	// watermark, split events) are no-ops, so no watermark can follow
+	// MaxWatermark or the end of the partition.
+	ended bool
+	// stopped: ended by a stop request (cancellation), not by the input.
+	stopped bool
 }
 
 func (s *sourceOperator[T, S, C]) operator() *opInfo { return &s.info }
@@ -130,6 +136,9 @@ func (s *sourceOperator[T, S, C]) notifyCheckpointComplete(id int64) error {
 }
 
 func (s *sourceOperator[T, S, C]) periodicEmit() error {
+	if s.ended {
+		return nil
+	}
 	if s.strategy.idleness > 0 && s.output.mux.awaitingSplits && time.Since(s.openedAt) >= s.strategy.idleness {
 		// No split for a whole idleness timeout: let event time go on.
 		s.output.mux.stopAwaitingSplits()
@@ -143,7 +152,7 @@ func (s *sourceOperator[T, S, C]) periodicEmit() error {
 }
 
 func (s *sourceOperator[T, S, C]) step() (inputStatus, error) {
-	if s.stopped {
+	if s.ended {
 		return inputEnd, nil
 	}
 	st, err := s.reader.PollNext(s.output)
@@ -168,6 +177,7 @@ func (s *sourceOperator[T, S, C]) step() (inputStatus, error) {
 				return inputMore, err
 			}
 		}
+		s.end()
 		if err := s.out.emitWatermark(MaxWatermark); err != nil {
 			return inputMore, err
 		}
@@ -177,12 +187,25 @@ func (s *sourceOperator[T, S, C]) step() (inputStatus, error) {
 	}
 }
 
+// end marks the source ended and stops its periodic-watermark timer; the
+// mux can emit nothing lower than what was last sent.
+func (s *sourceOperator[T, S, C]) end() {
+	s.ended = true
+	if s.wmTimer != nil {
+		s.wmTimer.Stop()
+	}
+	s.output.mux.last = MaxWatermark
+}
+
 func (s *sourceOperator[T, S, C]) ready() <-chan struct{} { return s.reader.Available() }
 
 // stop ends the source at its next step without the final watermark: a
 // cancelled job has not reached the end of event time, and firing every
 // event-time timer would emit results that are not final.
-func (s *sourceOperator[T, S, C]) stop() { s.stopped = true }
+func (s *sourceOperator[T, S, C]) stop() {
+	s.stopped = true
+	s.end()
+}
 
 func (s *sourceOperator[T, S, C]) endInput() error { return nil }
 
@@ -197,8 +220,14 @@ func (s *sourceOperator[T, S, C]) close() error {
 // source coordinator.
 
 func (s *sourceOperator[T, S, C]) addSplits(splits []S) error {
-	if s.reader == nil {
-		return nil
+	if s.reader == nil || s.stopped {
+		return nil // the job is going away; the tracker still holds them
+	}
+	if s.ended {
+		// The reader returned end of input, which it does only after no
+		// more splits were promised: a split now would be read by nobody
+		// and kept in no reader's state (invariant 1). Fail loudly.
+		return s.info.wrap(fmt.Errorf("the enumerator assigned %d split(s) after signalling no more splits to this reader, which has ended", len(splits)))
 	}
 	ids := make([]string, len(splits))
 	for i, sp := range splits {
@@ -209,7 +238,7 @@ func (s *sourceOperator[T, S, C]) addSplits(splits []S) error {
 }
 
 func (s *sourceOperator[T, S, C]) noMoreSplits() error {
-	if s.reader != nil {
+	if s.reader != nil && !s.ended {
 		s.reader.NotifyNoMoreSplits()
 		s.output.mux.stopAwaitingSplits()
 		s.output.noteErr()
@@ -219,7 +248,7 @@ func (s *sourceOperator[T, S, C]) noMoreSplits() error {
 }
 
 func (s *sourceOperator[T, S, C]) handleSourceEvent(ev connector.SourceEvent) error {
-	if s.reader == nil {
+	if s.reader == nil || s.ended {
 		return nil
 	}
 	return s.info.wrap(s.reader.HandleSourceEvent(ev))

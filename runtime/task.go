@@ -65,6 +65,13 @@ type task struct {
 
 	ended bool // input ended and end of partition emitted; draining outputs
 
+	// suspended holds work an operator stopped because the output became
+	// unavailable (timers fired by a watermark); it is resumed, in order,
+	// before any further input is processed. endPending: the input ended
+	// meanwhile, and the chain ends once that work is done.
+	suspended  []resumable
+	endPending bool
+
 	flushTimer *time.Timer
 
 	// Checkpointing; see checkpoint.go.
@@ -156,6 +163,25 @@ func (t *task) loop(ctx context.Context) error {
 			}
 			continue
 		}
+		if len(t.suspended) > 0 {
+			r := t.suspended[0]
+			n := copy(t.suspended, t.suspended[1:])
+			t.suspended[n] = nil
+			t.suspended = t.suspended[:n]
+			if err := r.resume(); err != nil {
+				return t.head.wrap(err)
+			}
+			if t.cfg.flushTimeout == 0 {
+				t.flushOutputs()
+			}
+			if len(t.suspended) == 0 && t.endPending {
+				t.endPending = false
+				if err := t.endInput(); err != nil {
+					return err
+				}
+			}
+			continue
+		}
 		if t.ended {
 			if !t.awaitFinish {
 				return nil
@@ -188,12 +214,29 @@ func (t *task) loop(ctx context.Context) error {
 			case <-t.input.ready():
 			}
 		case inputEnd:
+			if len(t.suspended) > 0 {
+				t.endPending = true // after the suspended work
+				continue
+			}
 			if err := t.endInput(); err != nil {
 				return err
 			}
 		}
 	}
 }
+
+// resumable is work an operator of the chain stopped because the task's
+// output was unavailable: timers that a watermark made due. Its operator
+// registers it with suspend; the task calls resume, on its goroutine, when
+// the output is available again and before it processes more input, so
+// the records of one step stay bounded (invariant 7) and events keep their
+// order. resume may suspend the work again.
+type resumable interface {
+	resume() error
+}
+
+// suspend registers r to be resumed.
+func (t *task) suspend(r resumable) { t.suspended = append(t.suspended, r) }
 
 // endInput finishes the chain head first, then tells every downstream
 // subtask that this partition ended (which flushes the buffers first).

@@ -73,18 +73,40 @@ func TestSlowSinkBoundsRecordsInFlight(t *testing.T) {
 	go func() { errc <- j.env.Execute(ctx, "backpressure") }()
 
 	const bound = (bpBuffers+1)*bpBufferSize + bpBufferSize + bpBufferSize + bpPerPoll
+	// If backpressure breaks, the source never blocks (or the sink never
+	// asks for a token): fail then instead of hanging. The job is stopped
+	// hard so that the deferred cleanup cannot hang either.
+	const patience = 10 * time.Second
+	fail := func(format string, args ...any) {
+		t.Helper()
+		cancel()
+		close(j.tokens)
+		select {
+		case <-errc:
+		case <-time.After(patience):
+		}
+		t.Fatalf(format, args...)
+	}
 	for round := 0; round < 50; round++ {
-		<-j.blocked // the source task stopped producing: its output is full
+		select {
+		case <-j.blocked: // the source task stopped producing: its output is full
+		case <-time.After(patience):
+			fail("round %d: the source task never blocked on its output within %v", round, patience)
+		}
 		inFlight := int64(j.src.emittedCount()) - j.written.Load()
 		if inFlight > bound {
-			t.Fatalf("round %d: %d records in flight with the sink stalled, bound %d", round, inFlight, bound)
+			fail("round %d: %d records in flight with the sink stalled, bound %d", round, inFlight, bound)
 		}
 		for range 37 { // let the sink take a few records, then stall again
-			j.tokens <- struct{}{}
+			select {
+			case j.tokens <- struct{}{}:
+			case <-time.After(patience):
+				fail("round %d: the sink took no record within %v", round, patience)
+			}
 		}
 	}
 	if n := j.written.Load(); n < 49*37 {
-		t.Fatalf("sink wrote %d records, want at least %d", n, 49*37)
+		fail("sink wrote %d records, want at least %d", n, 49*37)
 	}
 	cancel()
 	close(j.tokens)
