@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"fmt"
+	"reflect"
 	"strconv"
 
 	"github.com/splitflow/splitflow/connector"
@@ -83,6 +84,9 @@ func connect[T any](up DataStream[T], n *node, kind partitionKind, explicit bool
 	n.inputs = append(n.inputs, e)
 }
 
+// typeName names T for state signatures (graph.go: fingerprint).
+func typeName[T any]() string { return reflect.TypeFor[T]().String() }
+
 func errNilFunction(what string) error {
 	return fmt.Errorf("%s is nil", what)
 }
@@ -91,7 +95,8 @@ func errNilFunction(what string) error {
 // goroutine of its own; each subtask runs a reader on its task goroutine.
 // strategy assigns timestamps and watermarks (NoWatermarks[T]() for none).
 func FromSource[T any, S connector.Split, C any](env *Environment, src connector.Source[T, S, C], name string, strategy WatermarkStrategy[T]) DataStream[T] {
-	n := &node{name: "Source: " + name, out: typeOpsFor[T]{}, source: &sourceSpec[T, S, C]{src: src, strategy: strategy}}
+	n := &node{name: "Source: " + name, out: typeOpsFor[T]{}, source: &sourceSpec[T, S, C]{src: src, strategy: strategy},
+		state: fmt.Sprintf("Source[split=%s enum=%s]", typeName[S](), typeName[C]())}
 	if src == nil {
 		n.errs = append(n.errs, errNilFunction("source"))
 	}
@@ -269,6 +274,7 @@ func ProcessPerSubtask[K comparable, I, O any](ks KeyedStream[K, I], newFn func(
 		op := &keyedProcessOperator[K, I, O]{info: info, keyFn: keyFn, hash: hash, par: par, newFn: newFn, out: out.(output[O])}
 		return op, output[I](op)
 	}
+	n.state = fmt.Sprintf("KeyedProcess[key=%s]", typeName[K]())
 	ks.stream.env.addNode("KeyedProcess", n)
 	connect(ks.stream, n, partitionHash, true, keyHash)
 	return DataStream[O]{env: ks.stream.env, node: n}

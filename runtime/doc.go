@@ -48,13 +48,14 @@
 //     and the SplitAssignmentTracker.
 //   - state.go: framing of versioned state; what a restored checkpoint
 //     holds for an operator; redistribution of operator list state.
-//   - keyedstate.go: keyed state snapshots by key group.
+//   - keyedstate.go: keyed state and timer snapshots by key group.
 //   - twophase.go: SinkToTwoPhase, the writer and committer of Sink V2.
 //   - datastream.go: DataStream, KeyedStream and the functions that build
 //     the stream graph (FromSource, Map, FlatMap, Filter, KeyBy, Process,
 //     Union, Rebalance, Broadcast, Forward, SinkTo).
 //   - graph.go: the stream graph, pruning, validation, chaining
-//     (isChainable) and instantiation of tasks, gates and writers.
+//     (isChainable), instantiation of tasks, gates and writers, and the
+//     job fingerprint checked on restore.
 //   - task.go: the task, one goroutine per subtask of a chain, with its
 //     mailbox loop; the gate input that feeds a chain from other tasks.
 //   - mailbox.go: the task mailbox (urgent and default mails).
@@ -194,15 +195,26 @@
 //     WithRescaledSplitsToEnumerator. Splits handed to a reader are
 //     copies (through the serializer), as if they had crossed a network.
 //   - Enumerators: their state, with the source's versioned serializer.
-//   - Keyed process operators: ValueState and MapState by key group
-//     (encoding/gob for keys and values), restored by operator UID into
-//     whichever subtask owns each key group now. Timers are not
-//     checkpointed.
+//   - Keyed process operators: ValueState, MapState and pending
+//     event-time and processing-time timers, by key group (encoding/gob
+//     for keys and values; the layout is versioned, and snapshots written
+//     before timers were checkpointed restore with none), restored by
+//     operator UID into whichever subtask owns each key group now: a
+//     timer moves with its key. A restored event-time timer fires when the
+//     watermark passes it; a restored processing-time timer whose time
+//     passed while the job was down fires as soon as its subtask runs.
 //   - Two-phase sinks: the committables not yet committed, and the
 //     writer's state for SinkToStatefulTwoPhase.
 //
 // Every blob is stored under its operator's UID, so UIDs must be stable
-// across versions of a job.
+// across versions of a job. The checkpoint metadata records the job's
+// fingerprint: for each stateful operator its UID, kind and state types
+// (graph.go). Before restoring, Execute compares it with the current
+// graph for the UIDs that have state in the checkpoint, and refuses
+// (ErrIncompatibleCheckpoint, naming the checkpoint, its directory and
+// both fingerprints) when such a UID now names another kind of operator
+// or another state type. Another parallelism, added operators and removed
+// ones (whose state is dropped) restore, as in Flink.
 //
 // # Failover
 //
@@ -235,7 +247,6 @@
 //
 // # Not built yet
 //
-// Unaligned checkpoints, savepoints, more than one concurrent checkpoint,
-// checkpointed timers, and a fingerprint check that refuses state written
-// by an incompatible job (the fingerprint is recorded, not compared).
+// Unaligned checkpoints, savepoints, and more than one concurrent
+// checkpoint.
 package runtime

@@ -19,6 +19,12 @@ var ErrDrainTimeout = errors.New("job did not drain before the drain timeout")
 // ran a job. An Environment describes one job.
 var ErrAlreadyExecuted = errors.New("environment already executed")
 
+// ErrIncompatibleCheckpoint is wrapped by the error Execute returns when
+// the checkpoint it would restore was written by a job graph whose state
+// does not fit this one (a stateful UID now names another kind of operator
+// or another state type; see the fingerprint in graph.go).
+var ErrIncompatibleCheckpoint = errors.New("incompatible checkpoint")
+
 // OperatorError is how a job fails because of one operator: a user
 // function, a source reader, a sink writer or the source's split enumerator
 // returned an error (or panicked). Execute returns it as is, so callers can

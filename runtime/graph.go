@@ -1,7 +1,9 @@
 package runtime
 
 import (
+	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/splitflow/splitflow/runtime/checkpoint"
@@ -35,6 +37,10 @@ type node struct {
 	outputs     []*edge
 	isSink      bool
 	errs        []error
+	// state names the kind of state the operator checkpoints and its
+	// types ("KeyedProcess[key=int64]"); the fingerprint compares it on
+	// restore. Empty: the operator keeps no state.
+	state string
 
 	out typeOps // of the records the node emits; nil for sinks
 	in  typeOps // of the records the node consumes; nil for sources
@@ -316,13 +322,87 @@ func (g *jobGraph) pointwise() bool {
 	return true
 }
 
-// fingerprint names the job's operators for the checkpoint metadata.
+// The job fingerprint recorded in checkpoint metadata is
+//
+//	splitflow-graph/2 {"uid":"state signature",...}
+//
+// with one JSON entry per operator that checkpoints state: its kind and
+// the types its state is made of (KeyedProcess[key=K], Source[split=S
+// enum=C], TwoPhaseSink[committable=C] or TwoPhaseSink[committable=C
+// writer=W]). On restore (checkFingerprint) only the UIDs that have state
+// in the checkpoint are compared: such a UID that the current graph gives
+// to an operator with another signature refuses the restore. Everything
+// Flink allows still restores: another parallelism, operators added (no
+// state in the checkpoint) or removed (their state is not restored), and
+// changes to stateless operators. A checkpoint written by an older build
+// (a fingerprint without the prefix) is not compared.
+const fingerprintPrefix = "splitflow-graph/2 "
+
+// fingerprint describes the job's stateful operators for the checkpoint
+// metadata.
 func (g *jobGraph) fingerprint() string {
-	uids := make([]string, len(g.nodes))
-	for i, n := range g.nodes {
-		uids[i] = n.uid
+	sigs := g.signatures()
+	b, _ := json.Marshal(sigs) // a map[string]string always marshals
+	return fingerprintPrefix + string(b)
+}
+
+func (g *jobGraph) signatures() map[string]string {
+	sigs := map[string]string{}
+	for _, n := range g.nodes {
+		if n.state != "" {
+			sigs[n.uid] = n.state
+		}
 	}
-	return strings.Join(uids, ",")
+	return sigs
+}
+
+// checkFingerprint refuses to restore chk (from storage where) into this
+// graph when a UID with state in chk now belongs to an operator with
+// another state signature.
+func (g *jobGraph) checkFingerprint(chk *checkpoint.Checkpoint, where string) error {
+	body, ok := strings.CutPrefix(chk.Fingerprint, fingerprintPrefix)
+	if !ok {
+		return nil // written before fingerprints were compared
+	}
+	var old map[string]string
+	if err := json.Unmarshal([]byte(body), &old); err != nil {
+		return fmt.Errorf("%w: checkpoint chk-%d in %s: unreadable job fingerprint (%w); start with an empty checkpoint directory or restore the job that wrote it", ErrIncompatibleCheckpoint, chk.ID, where, err)
+	}
+	cur := g.signatures()
+	kinds := map[string]string{}
+	for _, n := range g.nodes {
+		kinds[n.uid] = n.kind
+	}
+	var diffs []string
+	seen := map[string]bool{}
+	for _, h := range chk.States {
+		uid := h.Owner.UID
+		if seen[uid] {
+			continue
+		}
+		seen[uid] = true
+		was, ok := old[uid]
+		if !ok {
+			continue
+		}
+		kind, present := kinds[uid]
+		if !present {
+			continue // operator removed: its state is not restored
+		}
+		now := cur[uid]
+		if now == "" {
+			now = kind + " (stateless)"
+		}
+		if now != was {
+			diffs = append(diffs, fmt.Sprintf("uid %q has state of %s in the checkpoint, but is %s in this job", uid, was, now))
+		}
+	}
+	if len(diffs) == 0 {
+		return nil
+	}
+	slices.Sort(diffs)
+	return fmt.Errorf("%w: checkpoint chk-%d in %s was written by a different job graph (%s; checkpoint fingerprint %s, this job %s); start with an empty checkpoint directory or restore the job that wrote it",
+		ErrIncompatibleCheckpoint, chk.ID, where, strings.Join(diffs, "; "), chk.Fingerprint, g.fingerprint())
 }
 
 // typeOps creates the typed pieces of the network for records of one type.

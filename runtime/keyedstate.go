@@ -12,20 +12,66 @@ import (
 // group, whole, to the subtask that owns it now (Flink's key-group
 // redistribution):
 //
-//	uvarint(version=1) uvarint(n) n x entry
+//	uvarint(version) uvarint(n) n x entry
 //	entry: uvarint(len) name, kind byte, uvarint(keyGroup), uvarint(len) gob
 //
 // Keys and values are encoded with encoding/gob (basic types, and structs
-// with exported fields). The version is of this layout. Timers are not
-// checkpointed: after a restore, processing-time timers registered before
-// are gone, and event-time timers fire only when registered again.
-
-const keyedStateVersion = 1
+// with exported fields). The version is of this layout and of the kinds
+// of entries it may hold: version 1 has ValueState and MapState entries;
+// version 2 adds the pending timers, an entry per time domain and key
+// group (kind stateKindEventTimers or stateKindProcessingTimers, a gob
+// []timerRecord[K]), so timers move with their key groups like the rest
+// of the keyed state. Version 1 snapshots restore with no timers.
 
 const (
-	stateKindValue byte = 1
-	stateKindMap   byte = 2
+	keyedStateVersion    = 2
+	keyedStateVersionMin = 1
 )
+
+const (
+	stateKindValue            byte = 1
+	stateKindMap              byte = 2
+	stateKindEventTimers      byte = 3
+	stateKindProcessingTimers byte = 4
+)
+
+// Names of the timer entries; informative only, entries are told apart
+// by kind.
+const (
+	eventTimersName      = "timers/event-time"
+	processingTimersName = "timers/processing-time"
+)
+
+// timerRecord is one pending timer as checkpointed.
+type timerRecord[K comparable] struct {
+	Key K
+	Ts  int64
+}
+
+// encodeTimers encodes q's timers per key group.
+func encodeTimers[K comparable](q *timerQueue[K], groupOf func(K) int) (map[int][]byte, error) {
+	if len(q.heap) == 0 {
+		return nil, nil
+	}
+	groups := map[int][]timerRecord[K]{}
+	for _, e := range q.heap {
+		g := groupOf(e.key)
+		groups[g] = append(groups[g], timerRecord[K]{Key: e.key, Ts: e.ts})
+	}
+	return encodeEach(groups)
+}
+
+// restoreTimers adds the encoded timers of one key group to q.
+func restoreTimers[K comparable](q *timerQueue[K], data []byte) error {
+	var rs []timerRecord[K]
+	if err := gob.NewDecoder(bytes.NewReader(data)).Decode(&rs); err != nil {
+		return err
+	}
+	for _, r := range rs {
+		q.add(r.Key, r.Ts)
+	}
+	return nil
+}
 
 // stateEntry is one state's entries of one key group, encoded.
 type stateEntry struct {
@@ -125,7 +171,7 @@ func decodeStateEntries(b []byte) ([]stateEntry, error) {
 	if n <= 0 {
 		return nil, errShortState
 	}
-	if v != keyedStateVersion {
+	if v < keyedStateVersionMin || v > keyedStateVersion {
 		return nil, fmt.Errorf("keyed state layout version %d is unknown to this build", v)
 	}
 	b = b[n:]

@@ -139,7 +139,18 @@ func (ex *execution) latest() (*restoredState, error) {
 	if err != nil {
 		return nil, &unrecoverableError{fmt.Errorf("restore: %w", err)}
 	}
+	if err := ex.g.checkFingerprint(chk, ex.storageName()); err != nil {
+		return nil, &unrecoverableError{err}
+	}
 	return &restoredState{chk: chk}, nil
+}
+
+// storageName says where checkpoints are kept, for errors.
+func (ex *execution) storageName() string {
+	if d, ok := ex.storage.(*checkpoint.DirStorage); ok {
+		return d.Dir()
+	}
+	return fmt.Sprintf("the checkpoint storage (%T)", ex.storage)
 }
 
 func (ex *execution) run(ctx context.Context) error {

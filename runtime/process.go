@@ -148,8 +148,8 @@ func (c *KeyedContext[K, O]) DeleteProcessingTimeTimer(ts int64) {
 
 // keyedState is the keyed state of one operator subtask: the current key
 // and the named states, each a map by key. State lives on the task
-// goroutine only. Snapshots will group entries by key group (see
-// keygroup.go) so that they can be redistributed on rescaling.
+// goroutine only. Snapshots group entries by key group (see
+// keyedstate.go) so that they can be redistributed on rescaling.
 type keyedState[K comparable] struct {
 	key    K
 	states map[string]any
@@ -444,6 +444,8 @@ func (p *keyedProcessOperator[K, I, O]) open(t *task) error {
 	}
 	p.ctx = KeyedContext[K, O]{op: &p.state, out: p.out, info: &p.info, watermark: noWatermark, timers: &p.timers}
 	p.timers.wake = t.newTimer("processing-time timers", p.fireProcessingTimers)
+	// Restored processing-time timers: one already due fires at once.
+	p.timers.scheduleProcessing()
 	if o, ok := p.fn.(keyedOpener[K, O]); ok {
 		if err := o.Open(&p.ctx); err != nil {
 			return p.info.wrap(err)
@@ -593,7 +595,9 @@ func (p *keyedProcessOperator[K, I, O]) endInput() error {
 func (p *keyedProcessOperator[K, I, O]) close() error { return nil }
 
 // restoreState keeps, from every subtask's snapshot of this operator, the
-// key groups this subtask owns at its current parallelism.
+// key groups this subtask owns at its current parallelism: their states,
+// kept until the function asks for them, and their pending timers, put
+// back in the timer queues at once.
 func (p *keyedProcessOperator[K, I, O]) restoreState(t *task) error {
 	old, err := t.restored.subtasks(p.info.uid)
 	if err != nil {
@@ -609,8 +613,19 @@ func (p *keyedProcessOperator[K, I, O]) restoreState(t *task) error {
 			return fmt.Errorf("restore keyed state: %w", err)
 		}
 		for _, e := range entries {
-			if SubtaskForKeyGroup(e.keyGroup, p.par, p.maxPar) == p.info.subtask {
+			if SubtaskForKeyGroup(e.keyGroup, p.par, p.maxPar) != p.info.subtask {
+				continue
+			}
+			switch e.kind {
+			case stateKindEventTimers:
+				err = restoreTimers(&p.timers.event, e.data)
+			case stateKindProcessingTimers:
+				err = restoreTimers(&p.timers.processing, e.data)
+			default:
 				p.state.restored[e.name] = append(p.state.restored[e.name], e)
+			}
+			if err != nil {
+				return fmt.Errorf("restore %s (key group %d): %w", e.name, e.keyGroup, err)
 			}
 		}
 	}
@@ -636,6 +651,23 @@ func (p *keyedProcessOperator[K, I, O]) snapshotState(int64) ([]byte, error) {
 	}
 	for _, es := range p.state.restored {
 		entries = append(entries, es...)
+	}
+	timerGroup := func(k K) int { return KeyGroupForHash(p.hash(k), p.maxPar) }
+	for _, tq := range []struct {
+		name string
+		kind byte
+		q    *timerQueue[K]
+	}{
+		{eventTimersName, stateKindEventTimers, &p.timers.event},
+		{processingTimersName, stateKindProcessingTimers, &p.timers.processing},
+	} {
+		groups, err := encodeTimers(tq.q, timerGroup)
+		if err != nil {
+			return nil, p.info.wrap(fmt.Errorf("snapshot %s: %w", tq.name, err))
+		}
+		for g, data := range groups {
+			entries = append(entries, stateEntry{name: tq.name, kind: tq.kind, keyGroup: g, data: data})
+		}
 	}
 	return encodeStateEntries(entries), nil
 }

@@ -48,6 +48,7 @@ func SinkToTwoPhase[T, C any](ds DataStream[T], sink connector.TwoPhaseCommittin
 		op := &twoPhaseSinkOperator[T, C]{info: info, sink: sink, par: par}
 		return op, output[T](op)
 	}
+	n.state = fmt.Sprintf("TwoPhaseSink[committable=%s]", typeName[C]())
 	ds.env.addNode("Sink", n)
 	connect(ds, n, ds.part, ds.explicit, nil)
 	return DataStreamSink{node: n}
@@ -71,6 +72,7 @@ func SinkToStatefulTwoPhase[T, C, W any](ds DataStream[T], sink StatefulTwoPhase
 	if sink == nil {
 		return d
 	}
+	d.node.state = fmt.Sprintf("TwoPhaseSink[committable=%s writer=%s]", typeName[C](), typeName[W]())
 	build := d.node.build
 	d.node.build = func(info opInfo, par int, out any) (lifecycle, any) {
 		op, in := build(info, par, out)

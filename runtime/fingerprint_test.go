@@ -1,0 +1,144 @@
+package runtime
+
+import (
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/splitflow/splitflow/runtime/checkpoint"
+)
+
+// killedCountingJob runs countingJob at parallelism 2 on dir until a few
+// checkpoints completed, then kills it (no restart).
+func killedCountingJob(t *testing.T, dir string, store *txnStore) {
+	t.Helper()
+	died := make(chan struct{})
+	var once sync.Once
+	kill := func(v int64) (int64, error) {
+		select {
+		case <-died:
+			return 0, errors.New("process killed")
+		default:
+			return v, nil
+		}
+	}
+	src := &rangeSrc{splits: 4, perSplit: 40, delay: 300 * time.Microsecond, readerFailAt: -1}
+	env := countingJob(2, src, kill, &txnSink2PC{store: store},
+		WithCheckpointInterval(3*time.Millisecond), WithCheckpointDir(dir), WithRestartStrategy(NoRestart()))
+	env.hooks = &testHooks{checkpointCompleted: func(id int64, _ checkpoint.Storage) {
+		if id >= 3 {
+			once.Do(func() { close(died) })
+		}
+	}}
+	if err := env.Execute(testCtx(t), "first"); err == nil {
+		t.Fatal("the job finished before it could be killed")
+	}
+}
+
+// A checkpoint whose stateful UID now belongs to another kind of operator
+// is refused, naming the checkpoint, the directory, both fingerprints and
+// what to do; the same job at another parallelism and with an operator
+// added restores it.
+func TestRestoreRefusesCheckpointOfAnotherJobGraph(t *testing.T) {
+	dir := t.TempDir()
+	store := newTxnStore()
+	killedCountingJob(t, dir, store)
+
+	// "counts" is now a Map: its keyed state cannot be restored into it.
+	env := NewEnvironment(WithParallelism(2), WithMaxParallelism(16), WithLogger(discardLogger()),
+		WithCheckpointInterval(3*time.Millisecond), WithCheckpointDir(dir))
+	ds := Map(FromSource(env, &rangeSrc{splits: 4, perSplit: 40, readerFailAt: -1}, "range", NoWatermarks[int64]()).UID("src"),
+		func(v int64) (int64, error) { return v, nil }).UID("map")
+	other := Map(ds, func(v int64) (int64, error) { return v, nil }).UID("counts")
+	created := false
+	SinkToTwoPhase(other, &txnSink2PC{store: newTxnStore(), writerOf: func(int) { created = true }}).UID("sink")
+	err := env.Execute(testCtx(t), "changed")
+	if err == nil {
+		t.Fatal("a checkpoint of another job graph was restored")
+	}
+	if !errors.Is(err, ErrIncompatibleCheckpoint) {
+		t.Errorf("error %v does not wrap ErrIncompatibleCheckpoint", err)
+	}
+	msg := err.Error()
+	t.Logf("refused: %v", err)
+	for _, want := range []string{"checkpoint chk-", "in " + dir, "was written by a different job graph",
+		`uid "counts"`, "KeyedProcess[key=int64]", "Map (stateless)",
+		"start with an empty checkpoint directory or restore the job that wrote it"} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("error %q does not say %q", msg, want)
+		}
+	}
+	if created {
+		t.Error("tasks ran although the restore was refused")
+	}
+
+	// Another key type for the same UID is refused too.
+	env = NewEnvironment(WithParallelism(2), WithMaxParallelism(16), WithLogger(discardLogger()),
+		WithCheckpointInterval(3*time.Millisecond), WithCheckpointDir(dir))
+	ds = Map(FromSource(env, &rangeSrc{splits: 4, perSplit: 40, readerFailAt: -1}, "range", NoWatermarks[int64]()).UID("src"),
+		func(v int64) (int64, error) { return v, nil }).UID("map")
+	strKeyed := Process(KeyBy(ds, func(v int64) string { return "k" }), KeyedProcessFuncs[string, int64, int64]{
+		Element: func(*KeyedContext[string, int64], int64) error { return nil },
+	}).UID("counts")
+	SinkToTwoPhase(strKeyed, &txnSink2PC{store: newTxnStore()}).UID("sink")
+	if err := env.Execute(testCtx(t), "rekeyed"); err == nil || !strings.Contains(err.Error(), "KeyedProcess[key=string]") {
+		t.Fatalf("restore into another key type: err = %v", err)
+	}
+
+	// Parallelism 3 and an operator added: restored, every count once.
+	env = NewEnvironment(WithParallelism(3), WithMaxParallelism(16), WithFlushTimeout(time.Millisecond), WithLogger(discardLogger()),
+		WithCheckpointInterval(3*time.Millisecond), WithCheckpointDir(dir))
+	ds = Map(FromSource(env, &rangeSrc{splits: 4, perSplit: 40, readerFailAt: -1}, "range", NoWatermarks[int64]()).UID("src"),
+		func(v int64) (int64, error) { return v, nil }).UID("map")
+	ds = Filter(ds, func(int64) (bool, error) { return true, nil }).UID("added")
+	counts := ProcessPerSubtask(KeyBy(ds, func(v int64) int64 { return v % 7 }), func() KeyedProcessFunction[int64, int64, int64] { return &counting{} }).UID("counts")
+	SinkToTwoPhase(counts, &txnSink2PC{store: store}).UID("sink")
+	if err := env.Execute(testCtx(t), "rescaled"); err != nil {
+		t.Fatal(err)
+	}
+	checkCounts(t, store, 160, 7)
+}
+
+// A fingerprint written before fingerprints were compared (the bare list
+// of UIDs) is not compared; one that names a UID without state in the
+// checkpoint does not matter either.
+func TestFingerprintComparesOnlyStatefulUIDs(t *testing.T) {
+	env := NewEnvironment()
+	ds := FromSource(env, &rangeSrc{splits: 1, perSplit: 1, readerFailAt: -1}, "range", NoWatermarks[int64]()).UID("src")
+	SinkToTwoPhase(ds, &txnSink2PC{store: newTxnStore()}).UID("sink")
+	g, err := buildJobGraph(env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	owner := checkpoint.OperatorOwner("src", 0)
+	for _, fp := range []string{
+		"src,sink",
+		fingerprintPrefix + `{"src":"Source[split=*runtime.rSplit enum=[]*runtime.rSplit]","gone":"KeyedProcess[key=int64]"}`,
+		fingerprintPrefix + `{"sink":"KeyedProcess[key=int64]"}`, // no state for sink in the checkpoint
+	} {
+		chk := &checkpoint.Checkpoint{Metadata: checkpoint.Metadata{ID: 7, Fingerprint: fp, States: []checkpoint.StateHandle{{Owner: owner}}}}
+		if err := g.checkFingerprint(chk, "dir"); err != nil {
+			t.Errorf("fingerprint %q: %v", fp, err)
+		}
+	}
+	chk := &checkpoint.Checkpoint{Metadata: checkpoint.Metadata{ID: 7, Fingerprint: fingerprintPrefix + `{"src":"Source[split=int enum=int]"}`, States: []checkpoint.StateHandle{{Owner: owner}}}}
+	if err := g.checkFingerprint(chk, "dir"); err == nil || !strings.Contains(err.Error(), "checkpoint chk-7 in dir was written by a different job graph") {
+		t.Fatalf("changed split type: err = %v", err)
+	}
+}
+
+// Keyed state written by the first layout (version 1, before timers were
+// checkpointed) still restores.
+func TestKeyedStateVersion1Restores(t *testing.T) {
+	v2 := encodeStateEntries([]stateEntry{{name: "count", kind: stateKindValue, keyGroup: 3, data: []byte("x")}})
+	v1 := append([]byte{1}, v2[1:]...)
+	es, err := decodeStateEntries(v1)
+	if err != nil || len(es) != 1 || es[0].name != "count" || es[0].keyGroup != 3 {
+		t.Fatalf("version 1 decoded as %v, %v", es, err)
+	}
+	if _, err := decodeStateEntries(append([]byte{3}, v2[1:]...)); err == nil {
+		t.Fatal("an unknown layout version was accepted")
+	}
+}

@@ -1,0 +1,287 @@
+package runtime
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/splitflow/splitflow/runtime/checkpoint"
+)
+
+// Timers are keyed state: they are checkpointed by key group and restored
+// by operator UID, also into another parallelism.
+
+const timerBase = int64(1_000_000_000)
+
+// timerProbe is what a timer job's process function shares with its test.
+type timerProbe struct {
+	// registered counts the timer registrations, on the keyed task.
+	registered atomic.Int64
+	// cover is the first checkpoint whose barrier was injected after at
+	// least minRegistered registrations: every timer registered before
+	// it is only in that checkpoint, never registered again by a replay.
+	minRegistered int64
+	cover         atomic.Int64
+	died          chan struct{}
+	once          sync.Once
+
+	mu      sync.Mutex
+	firedOn map[int64][]int // timer output -> subtasks it fired on
+}
+
+func newTimerProbe(minRegistered int64) *timerProbe {
+	return &timerProbe{minRegistered: minRegistered, died: make(chan struct{}), firedOn: map[int64][]int{}}
+}
+
+func (p *timerProbe) hooks() *testHooks {
+	return &testHooks{
+		barrierInjected: func(id int64) {
+			if p.cover.Load() == 0 && p.registered.Load() >= p.minRegistered {
+				p.cover.Store(id)
+			}
+		},
+		checkpointCompleted: func(id int64, _ checkpoint.Storage) {
+			if c := p.cover.Load(); c != 0 && id >= c {
+				p.once.Do(func() { close(p.died) })
+			}
+		},
+	}
+}
+
+func (p *timerProbe) fired(out int64, subtask int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.firedOn[out] = append(p.firedOn[out], subtask)
+}
+
+// timerJob: a range source whose records carry their value as event
+// timestamp -> map -> keyBy -> process -> 2PC sink. The first regPer
+// records of each split register one timer each; a timer emits what
+// emit returns for it, nothing else is emitted.
+func timerJob(par int, src *rangeSrc, perSplit, regPer int64, domain TimeDomain, keyFn func(int64) int64,
+	procTime func() int64, emit func(ctx *KeyedContext[int64, int64], tm Timer) int64,
+	probe *timerProbe, mapFn func(int64) (int64, error), sink *txnSink2PC, opts ...Option,
+) *Environment {
+	env := NewEnvironment(append([]Option{WithParallelism(par), WithMaxParallelism(16), WithFlushTimeout(time.Millisecond), WithLogger(discardLogger()), WithDrainTimeout(5 * time.Second)}, opts...)...)
+	wm := ForMonotonousTimestamps[int64]().WithTimestampAssigner(func(v int64, _ int64) int64 { return v })
+	ds := Map(FromSource(env, src, "range", wm).UID("src"), mapFn).UID("map")
+	timers := Process(KeyBy(ds, keyFn), KeyedProcessFuncs[int64, int64, int64]{
+		Element: func(ctx *KeyedContext[int64, int64], v int64) error {
+			if v%perSplit >= regPer {
+				return nil
+			}
+			if domain == EventTime {
+				ctx.RegisterEventTimeTimer(timerBase + v)
+			} else {
+				ctx.RegisterProcessingTimeTimer(procTime())
+			}
+			probe.registered.Add(1)
+			return nil
+		},
+		Timer: func(ctx *KeyedContext[int64, int64], tm Timer) error {
+			if tm.Domain != domain {
+				return fmt.Errorf("timer of domain %v fired, want %v", tm.Domain, domain)
+			}
+			out := emit(ctx, tm)
+			probe.fired(out, ctx.SubtaskIndex())
+			ctx.Collect(out)
+			return nil
+		},
+	}).UID("timers")
+	SinkToTwoPhase(timers, &txnSink2PC{store: sink.store}).UID("sink")
+	return env
+}
+
+// checkTimerOutput: the committed output is want, each exactly once.
+func checkTimerOutput(t *testing.T, store *txnStore, want []int64, keyOf func(int64) int64) {
+	t.Helper()
+	store.mu.Lock()
+	defer store.mu.Unlock()
+	seen := map[int64]int{}
+	for _, rs := range store.committed {
+		for _, r := range rs {
+			seen[r]++
+		}
+	}
+	wantPerKey, gotPerKey := map[int64]int{}, map[int64]int{}
+	var bad []string
+	for _, w := range want {
+		wantPerKey[keyOf(w)]++
+		if seen[w] != 1 {
+			bad = append(bad, fmt.Sprintf("timer %d fired %d times in committed output", w, seen[w]))
+		}
+	}
+	for r, n := range seen {
+		gotPerKey[keyOf(r)] += n
+	}
+	for k, n := range wantPerKey {
+		if gotPerKey[k] != n {
+			bad = append(bad, fmt.Sprintf("key %d: %d timers fired, want %d", k, gotPerKey[k], n))
+		}
+	}
+	if len(seen) != len(want) {
+		bad = append(bad, fmt.Sprintf("%d distinct outputs committed, want %d", len(seen), len(want)))
+	}
+	if len(bad) > 0 {
+		t.Fatalf("%d problems: %v", len(bad), bad)
+	}
+}
+
+func registeringRecords(splits int, perSplit, regPer int64) []int64 {
+	var want []int64
+	for v := range int64(splits) * perSplit {
+		if v%perSplit < regPer {
+			want = append(want, v)
+		}
+	}
+	return want
+}
+
+// Event-time timers registered before a checkpoint survive a failover:
+// the job fails once after a checkpoint that holds timers no replayed
+// record registers again; after the restart every timer fires exactly
+// once (at the final MaxWatermark) and none is lost or duplicated in the
+// committed output.
+func TestEventTimeTimersRestoredAfterFailover(t *testing.T) {
+	const splits, perSplit, regPer = 4, 60, 3
+	probe := newTimerProbe(2 * regPer)
+	var failed atomic.Bool
+	kill := func(v int64) (int64, error) {
+		select {
+		case <-probe.died:
+			if failed.CompareAndSwap(false, true) {
+				return 0, errors.New("injected failure after a checkpoint with timers")
+			}
+		default:
+		}
+		return v, nil
+	}
+	store := newTxnStore()
+	src := &rangeSrc{splits: splits, perSplit: perSplit, delay: 300 * time.Microsecond, readerFailAt: -1}
+	keyOf := func(v int64) int64 { return v % 7 }
+	env := timerJob(2, src, perSplit, regPer, EventTime, keyOf, nil,
+		func(_ *KeyedContext[int64, int64], tm Timer) int64 { return tm.Timestamp - timerBase },
+		probe, kill, &txnSink2PC{store: store},
+		WithCheckpointInterval(3*time.Millisecond), WithRestartStrategy(FixedDelayRestart(3, time.Millisecond)))
+	env.hooks = probe.hooks()
+	if err := env.Execute(testCtx(t), "event-time timers"); err != nil {
+		t.Fatal(err)
+	}
+	if !failed.Load() {
+		t.Fatal("the job ended before the injected failure; the test proves nothing")
+	}
+	checkTimerOutput(t, store, registeringRecords(splits, perSplit, regPer), keyOf)
+}
+
+// Pending timers move with their key groups when the parallelism
+// changes: a job at parallelism 2 dies after a checkpoint holding timers;
+// the same job at parallelism 3 on the same directory fires each timer
+// once, on the subtask that owns its key now.
+func TestEventTimeTimersRescaledOnRestore(t *testing.T) {
+	const splits, perSplit, regPer = 4, 60, 3
+	dir := t.TempDir()
+	store := newTxnStore()
+	keyOf := func(v int64) int64 { return v % 7 }
+	emit := func(_ *KeyedContext[int64, int64], tm Timer) int64 { return tm.Timestamp - timerBase }
+
+	probe1 := newTimerProbe(2 * regPer)
+	kill := func(v int64) (int64, error) {
+		select {
+		case <-probe1.died:
+			return 0, errors.New("process killed")
+		default:
+			return v, nil
+		}
+	}
+	src1 := &rangeSrc{splits: splits, perSplit: perSplit, delay: 300 * time.Microsecond, readerFailAt: -1}
+	env1 := timerJob(2, src1, perSplit, regPer, EventTime, keyOf, nil, emit, probe1, kill, &txnSink2PC{store: store},
+		WithCheckpointInterval(3*time.Millisecond), WithCheckpointDir(dir), WithRestartStrategy(NoRestart()))
+	env1.hooks = probe1.hooks()
+	if err := env1.Execute(testCtx(t), "first"); err == nil {
+		t.Fatal("the job finished before it could be killed; the test proves nothing")
+	}
+	probe1.mu.Lock()
+	if len(probe1.firedOn) != 0 {
+		t.Fatalf("timers fired before the kill: %v", probe1.firedOn)
+	}
+	probe1.mu.Unlock()
+
+	probe2 := newTimerProbe(0)
+	src2 := &rangeSrc{splits: splits, perSplit: perSplit, readerFailAt: -1}
+	env2 := timerJob(3, src2, perSplit, regPer, EventTime, keyOf, nil, emit, probe2,
+		func(v int64) (int64, error) { return v, nil }, &txnSink2PC{store: store},
+		WithCheckpointInterval(3*time.Millisecond), WithCheckpointDir(dir))
+	if err := env2.Execute(testCtx(t), "second"); err != nil {
+		t.Fatal(err)
+	}
+	checkTimerOutput(t, store, registeringRecords(splits, perSplit, regPer), keyOf)
+	probe2.mu.Lock()
+	defer probe2.mu.Unlock()
+	for out, subtasks := range probe2.firedOn {
+		owner := SubtaskForKeyGroup(KeyGroupForHash(HashInt64(keyOf(out)), 16), 3, 16)
+		if len(subtasks) != 1 || subtasks[0] != owner {
+			t.Fatalf("timer %d (key %d) fired on subtasks %v, want once on %d", out, keyOf(out), subtasks, owner)
+		}
+	}
+}
+
+// A processing-time timer whose time passed while the job was down fires
+// promptly after the restore: the restart delay outlasts the timers,
+// registered before the checkpoint the job restarts from.
+func TestProcessingTimeTimerRestoredAfterItsTimeFires(t *testing.T) {
+	const splits, perSplit, regPer = 2, 400, 2
+	const ahead, restartDelay = 200 * time.Millisecond, 500 * time.Millisecond
+	probe := newTimerProbe(2 * regPer)
+	var failed atomic.Bool
+	var failedAt atomic.Int64
+	kill := func(v int64) (int64, error) {
+		select {
+		case <-probe.died:
+			if failed.CompareAndSwap(false, true) {
+				failedAt.Store(time.Now().UnixMilli())
+				return 0, errors.New("injected failure after a checkpoint with timers")
+			}
+		default:
+		}
+		return v, nil
+	}
+	var late atomic.Int64 // longest delay between a timer's time and its firing
+	var early atomic.Bool // fired before the failure
+	store := newTxnStore()
+	src := &rangeSrc{splits: splits, perSplit: perSplit, delay: 500 * time.Microsecond, readerFailAt: -1}
+	identity := func(v int64) int64 { return v }
+	env := timerJob(2, src, perSplit, regPer, ProcessingTime, identity,
+		func() int64 { return time.Now().Add(ahead).UnixMilli() },
+		func(ctx *KeyedContext[int64, int64], tm Timer) int64 {
+			now := ctx.CurrentProcessingTime()
+			if !failed.Load() {
+				early.Store(true)
+			}
+			if d := now - tm.Timestamp; d > late.Load() {
+				late.Store(d)
+			}
+			return ctx.Key()
+		},
+		probe, kill, &txnSink2PC{store: store},
+		WithCheckpointInterval(3*time.Millisecond), WithRestartStrategy(FixedDelayRestart(3, restartDelay)))
+	env.hooks = probe.hooks()
+	if err := env.Execute(testCtx(t), "processing-time timers"); err != nil {
+		t.Fatal(err)
+	}
+	if !failed.Load() {
+		t.Fatal("the job ended before the injected failure; the test proves nothing")
+	}
+	if early.Load() {
+		t.Fatal("a timer fired before the failure; the test proves nothing")
+	}
+	checkTimerOutput(t, store, registeringRecords(splits, perSplit, regPer), identity)
+	// The timers were due when the job restarted (restartDelay after the
+	// failure, ahead after registration): they fire right after the
+	// restore, not a timer period later.
+	if d := time.Duration(late.Load()) * time.Millisecond; d > restartDelay+5*time.Second {
+		t.Fatalf("a restored timer fired %v after its time", d)
+	}
+}
