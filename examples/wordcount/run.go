@@ -42,10 +42,14 @@ func run(ctx context.Context, o options, stdout io.Writer, logger *slog.Logger) 
 	}
 
 	var p progress
-	done := make(chan struct{})
-	go showProgress(stdout, &p, done)
+	done, stopped := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(stopped)
+		showProgress(stdout, &p, done)
+	}()
 	err = runJob(ctx, o, seeds, &p, logger)
 	close(done)
+	<-stopped // stdout is ours again
 	if err != nil {
 		return 1, fmt.Errorf("job failed: %w", err)
 	}
