@@ -7,6 +7,12 @@ import "errors"
 // checkpoint taken by a newer release. Match it with errors.Is.
 var ErrUnsupportedVersion = errors.New("unsupported serializer version")
 
+// ErrInvalidConfiguration is wrapped by a connector's error that no restart
+// can fix, such as a Kafka sink whose transaction timeout is shorter than a
+// checkpoint can take. The engine fails the job with it at once instead of
+// restarting under its restart strategy. Match it with errors.Is.
+var ErrInvalidConfiguration = errors.New("invalid configuration")
+
 // VersionedSerializer encodes values that go into checkpoints: splits,
 // enumerator state, committables, writer state. The engine stores the version
 // next to the bytes, so a later release can still read what an earlier one

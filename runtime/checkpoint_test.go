@@ -684,3 +684,31 @@ func TestJobListenerSeesCheckpointsAndRestarts(t *testing.T) {
 		t.Fatalf("restarts %v causes %v, want one restart caused by the injected failure", restarts, causes)
 	}
 }
+
+// badConfigSink refuses every writer with an error no restart can fix.
+type badConfigSink struct{ creates atomic.Int64 }
+
+func (s *badConfigSink) CreateWriter(connector.SinkInitContext) (connector.SinkWriter[int64], error) {
+	s.creates.Add(1)
+	return nil, fmt.Errorf("sink: transaction timeout too short: %w", connector.ErrInvalidConfiguration)
+}
+
+// A connector error wrapping connector.ErrInvalidConfiguration fails the job
+// at once, even under a restart strategy that would retry forever.
+func TestInvalidConfigurationIsNotRestarted(t *testing.T) {
+	j := &rangeJob{par: 1, splits: 1, perSplit: 10}
+	j.src = &rangeSrc{splits: 1, perSplit: 10, readerFailAt: -1}
+	env := NewEnvironment(WithParallelism(1), WithCheckpointInterval(50*time.Millisecond),
+		WithRestartStrategy(FixedDelayRestart(1_000_000, time.Millisecond)), WithLogger(discardLogger()))
+	sink := &badConfigSink{}
+	SinkTo(FromSource(env, j.src, "range", NoWatermarks[int64]()).UID("src"), connector.Sink[int64](sink))
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	err := env.Execute(ctx, "bad config")
+	if !errors.Is(err, connector.ErrInvalidConfiguration) {
+		t.Fatalf("Execute: %v, want the invalid-configuration error", err)
+	}
+	if n := sink.creates.Load(); n != 1 {
+		t.Fatalf("the writer was created %d times: the job was restarted", n)
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/splitflow/splitflow/connector"
 	"log/slog"
 	"slices"
 	"sync"
@@ -341,7 +342,7 @@ func (ex *execution) failure(t *task, err error) {
 		return
 	}
 	var ue *unrecoverableError
-	if ex.draining || errors.As(err, &ue) {
+	if ex.draining || errors.As(err, &ue) || errors.Is(err, connector.ErrInvalidConfiguration) {
 		ex.stop(err)
 		return
 	}

@@ -215,8 +215,8 @@ func (s *Sink[T]) checkTimings(ctx connector.SinkInitContext) error {
 	interval, timeout, restart := ct.CheckpointTimings()
 	need := interval + timeout + restart
 	if s.cfg.txnTimeout <= need {
-		return fmt.Errorf("kafka sink: transaction.timeout.ms (%s) must exceed checkpoint interval + checkpoint timeout + restart delay (%s + %s + %s = %s), or the broker aborts prepared transactions and their records are lost; raise it with WithTransactionTimeout (and the broker's transaction.max.timeout.ms if needed) or shorten the checkpoint timings",
-			s.cfg.txnTimeout, interval, timeout, restart, need)
+		return fmt.Errorf("kafka sink: transaction.timeout.ms (%s) must exceed checkpoint interval + checkpoint timeout + restart delay (%s + %s + %s = %s), or the broker aborts prepared transactions and their records are lost; raise it with WithTransactionTimeout (and the broker's transaction.max.timeout.ms if needed) or shorten the checkpoint timings: %w",
+			s.cfg.txnTimeout, interval, timeout, restart, need, connector.ErrInvalidConfiguration)
 	}
 	return nil
 }

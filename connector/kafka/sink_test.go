@@ -370,7 +370,7 @@ func TestSinkValidatesTransactionTimeout(t *testing.T) {
 	ctx := timedInitCtx{}
 	ctx.timings = [3]time.Duration{30 * time.Second, 20 * time.Second, 10 * time.Second}
 	_, err = s.CreateWriter(ctx)
-	if err == nil || !strings.Contains(err.Error(), "transaction.timeout.ms (1m0s) must exceed") || !strings.Contains(err.Error(), "WithTransactionTimeout") {
+	if err == nil || !strings.Contains(err.Error(), "transaction.timeout.ms (1m0s) must exceed") || !strings.Contains(err.Error(), "WithTransactionTimeout") || !errors.Is(err, connector.ErrInvalidConfiguration) {
 		t.Fatalf("got %v", err)
 	}
 	ctx.timings = [3]time.Duration{10 * time.Second, 10 * time.Second, 10 * time.Second}
