@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"sync/atomic"
+	"time"
 
 	"github.com/splitflow/splitflow/connector"
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -100,7 +101,15 @@ func (e *enumerator) publish() {
 }
 
 func (e *enumerator) Start() error {
-	cl, err := kgo.NewClient(append(append([]kgo.Opt(nil), e.cfg.kgoOpts...), kgo.SeedBrokers(e.cfg.seeds...))...)
+	// franz-go answers metadata requests from a cache up to MetadataMinAge
+	// old (5s by default), which would delay every discovery by as much;
+	// keep it under the discovery interval. User options come after and win.
+	minAge := 5 * time.Second
+	if e.cfg.discovery > 0 {
+		minAge = min(max(e.cfg.discovery/2, 10*time.Millisecond), minAge)
+	}
+	opts := append([]kgo.Opt{kgo.MetadataMinAge(minAge)}, e.cfg.kgoOpts...)
+	cl, err := kgo.NewClient(append(opts, kgo.SeedBrokers(e.cfg.seeds...))...)
 	if err != nil {
 		return fmt.Errorf("kafka source: enumerator client: %w", err)
 	}

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/splitflow/splitflow/connector"
 	"github.com/splitflow/splitflow/connector/base"
@@ -38,7 +39,10 @@ type partState struct {
 }
 
 func newSplitReader(cfg *sourceConfig, lag *lagTable) (*splitReader, error) {
-	opts := append([]kgo.Opt(nil), cfg.kgoOpts...)
+	// A partition assigned while a fetch waits on the broker is fetched only
+	// after that fetch returns: franz-go waits up to 5s by default, Kafka's
+	// consumers 500ms (fetch.max.wait.ms), which we use. User options win.
+	opts := append([]kgo.Opt{kgo.FetchMaxWait(500 * time.Millisecond)}, cfg.kgoOpts...)
 	opts = append(opts, kgo.SeedBrokers(cfg.seeds...),
 		// Control records (transaction markers) come through so the
 		// position is known past them; they are never emitted.
