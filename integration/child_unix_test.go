@@ -1,0 +1,169 @@
+//go:build unix
+
+package integration
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/splitflow/splitflow/integration/kafkatest"
+)
+
+// buildIDJob builds the idjob command into a temporary directory, with the
+// race detector when the tests have it, and returns its path.
+func buildIDJob(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "idjob")
+	args := []string{"build", "-o", bin}
+	if raceEnabled {
+		args = append(args, "-race")
+	}
+	args = append(args, "github.com/splitflow/splitflow/integration/idjob/cmd/idjob")
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, "go", args...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("go %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return bin
+}
+
+// child is one run of the idjob command, in a process group of its own.
+type child struct {
+	t      *testing.T
+	cmd    *exec.Cmd
+	began  time.Time
+	exited chan struct{}
+	err    error // valid once exited is closed
+
+	mu              sync.Mutex
+	stderr          bytes.Buffer
+	firstCheckpoint time.Time
+	lastCheckpoint  time.Time
+	checkpoints     int
+	done            bool
+}
+
+// startChild starts bin with args. The child's process group is SIGKILLed
+// when the test ends, whatever its outcome.
+func startChild(t *testing.T, bin string, args ...string) *child {
+	t.Helper()
+	c := &child{t: t, exited: make(chan struct{})}
+	c.cmd = exec.Command(bin, args...)
+	c.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	c.cmd.Stderr = lockedWriter{&c.mu, &c.stderr}
+	stdout, err := c.cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.began = time.Now()
+	if err := c.cmd.Start(); err != nil {
+		t.Fatalf("start %s: %v", bin, err)
+	}
+	t.Cleanup(func() {
+		c.kill()
+		if t.Failed() {
+			t.Logf("stderr of %s:\n%s", bin, c.stderrText())
+		}
+	})
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			line := sc.Text()
+			c.mu.Lock()
+			switch {
+			case strings.HasPrefix(line, "checkpoint "):
+				if c.checkpoints == 0 {
+					c.firstCheckpoint = time.Now()
+				}
+				c.checkpoints++
+				c.lastCheckpoint = time.Now()
+			case strings.HasPrefix(line, "done"):
+				c.done = true
+			}
+			c.mu.Unlock()
+		}
+		c.err = c.cmd.Wait()
+		close(c.exited)
+	}()
+	return c
+}
+
+type lockedWriter struct {
+	mu *sync.Mutex
+	b  *bytes.Buffer
+}
+
+func (w lockedWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.b.Write(p)
+}
+
+func (c *child) stderrText() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.stderr.String()
+}
+
+// kill SIGKILLs the child's process group and waits for the child.
+func (c *child) kill() {
+	select {
+	case <-c.exited:
+		return
+	default:
+	}
+	if err := syscall.Kill(-c.cmd.Process.Pid, syscall.SIGKILL); err != nil && !errors.Is(err, syscall.ESRCH) {
+		c.t.Errorf("kill process group %d: %v", c.cmd.Process.Pid, err)
+	}
+	<-c.exited
+}
+
+// recovery is the time from the child's start to its first completed
+// checkpoint, and whether it had one.
+func (c *child) recovery() (time.Duration, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.firstCheckpoint.Sub(c.began), c.checkpoints > 0
+}
+
+// sinceCheckpoint is the time since the child's latest completed
+// checkpoint, and whether it had one.
+func (c *child) sinceCheckpoint() (time.Duration, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return time.Since(c.lastCheckpoint), c.checkpoints > 0
+}
+
+// wait waits for the child to exit by itself and fails the test unless it
+// ended well.
+func (c *child) wait(timeout time.Duration) {
+	c.t.Helper()
+	select {
+	case <-c.exited:
+	case <-time.After(timeout):
+		c.kill()
+		c.t.Fatalf("child did not finish within %s; stderr:\n%s", timeout, c.stderrText())
+	}
+	c.mu.Lock()
+	done := c.done
+	c.mu.Unlock()
+	if c.err != nil || !done {
+		c.t.Fatalf("child ended with %v (done line: %v); stderr:\n%s", c.err, done, c.stderrText())
+	}
+}
+
+// childArgs are the flags of an idjob run against b.
+func childArgs(b *kafkatest.Broker, input, output, prefix, dir string, extra ...string) []string {
+	return append([]string{"--brokers", b.Bootstrap(), "--input-topic", input, "--output-topic", output,
+		"--transactional-id-prefix", prefix, "--checkpoint-dir", dir, "--parallelism", "2"}, extra...)
+}

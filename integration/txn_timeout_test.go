@@ -1,0 +1,147 @@
+package integration
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/splitflow/splitflow/connector"
+	"github.com/splitflow/splitflow/integration/idjob"
+	"github.com/splitflow/splitflow/integration/kafkatest"
+	"github.com/splitflow/splitflow/runtime"
+	"github.com/splitflow/splitflow/txn"
+	"github.com/twmb/franz-go/pkg/kadm"
+)
+
+// A transaction timeout that does not exceed checkpoint interval +
+// checkpoint timeout + restart delay is refused when the sink starts,
+// before anything is written.
+func TestTransactionTimeoutValidatedAtStart(t *testing.T) {
+	b := kafkatest.Get(t)
+	input := b.CreateTopic(t, "ttl-check-in", 2, nil)
+	output := b.CreateTopic(t, "ttl-check-out", 2, nil)
+	writeIDs(t, b, input, idRange(0, 100), modulo(2))
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	var restarts atomic.Int64
+	err := idjob.Run(ctx, idjob.Config{
+		Listener: runtime.JobListener{Restarting: func(int, error) { restarts.Add(1) }},
+		Brokers:  b.Addrs(), Input: input, Output: output, TxnPrefix: output + "-txn",
+		Parallelism: 2, CheckpointInterval: 500 * time.Millisecond, CheckpointTimeout: 2 * time.Second,
+		Restart: runtime.FixedDelayRestart(1_000_000, time.Second), TxnTimeout: 3 * time.Second,
+	})
+	want := "transaction.timeout.ms (3s) must exceed checkpoint interval + checkpoint timeout + restart delay (500ms + 2s + 1s = 3.5s)"
+	if err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("job ended with %v, want an error saying %q", err, want)
+	}
+	// A configuration no restart can fix fails the job at once, whatever
+	// the restart strategy.
+	if n := restarts.Load(); n != 0 {
+		t.Fatalf("the job restarted %d times on a configuration error", n)
+	}
+	if !errors.Is(err, connector.ErrInvalidConfiguration) {
+		t.Fatalf("the error does not wrap connector.ErrInvalidConfiguration: %v", err)
+	}
+	if recs := kafkatest.ReadCommitted(t, b.Addrs(), output, 30*time.Second); len(recs) != 0 {
+		t.Fatalf("%d records written by a job whose sink was refused", len(recs))
+	}
+	t.Logf("SUMMARY scenario=%q runs=%d in=100 refused: %v", "transaction timeout too short", 1+restarts.Load(), err)
+}
+
+// ongoing returns the transactional ids under prefix with an open
+// transaction.
+func ongoing(ctx context.Context, adm *kadm.Client, prefix string) (map[string]bool, error) {
+	listed, err := adm.ListTransactions(ctx, nil, []string{"Ongoing"})
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]bool{}
+	for _, id := range listed.TransactionalIDs() {
+		if strings.HasPrefix(id, prefix+"-") {
+			out[id] = true
+		}
+	}
+	return out, nil
+}
+
+// A prepared transaction that the broker aborts on its timeout before the
+// sink commits it is data loss: the job must fail with a *txn.DataLossError,
+// never end well with records missing. The timings pass the start-up check;
+// the sink's task is then held up right after a checkpoint completed (its
+// notification, and so the commit, wait behind it) until the broker has
+// aborted the transaction.
+func TestTransactionTimedOutBeforeCommitIsDataLoss(t *testing.T) {
+	b := kafkatest.Get(t)
+	input := b.CreateTopic(t, "ttl-in", 1, nil)
+	output := b.CreateTopic(t, "ttl-out", 1, nil)
+	const n = 20000
+	writeIDs(t, b, input, idRange(0, n), modulo(1))
+	prefix := output + "-txn"
+	adm := b.Admin(t)
+
+	// stall: 0 idle, 1 armed by a completed checkpoint, 2 holding or done.
+	var stall, seen atomic.Int64
+	var stalledFor atomic.Int64
+	hold := func(int64) error {
+		if seen.Add(1)%5 == 0 {
+			time.Sleep(time.Millisecond)
+		}
+		if !stall.CompareAndSwap(1, 2) {
+			return nil
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		defer cancel()
+		open, err := ongoing(ctx, adm, prefix)
+		if err != nil {
+			return err
+		}
+		if len(open) == 0 {
+			stall.Store(0) // the commit went first; try after the next checkpoint
+			return nil
+		}
+		began := time.Now()
+		for {
+			now, err := ongoing(ctx, adm, prefix)
+			if err != nil {
+				return fmt.Errorf("list transactions while holding the sink: %w", err)
+			}
+			left := false
+			for id := range open {
+				left = left || now[id]
+			}
+			if !left {
+				stalledFor.Store(int64(time.Since(began)))
+				return nil // the broker aborted them all
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	began := time.Now()
+	err := idjob.Run(ctx, idjob.Config{
+		Brokers: b.Addrs(), Input: input, Output: output, TxnPrefix: prefix,
+		Parallelism: 1, CheckpointInterval: 200 * time.Millisecond, CheckpointTimeout: 2 * time.Second,
+		TolerableCheckpointFailures: 1000, Restart: runtime.NoRestart(), TxnTimeout: 3 * time.Second,
+		Sink: hold,
+		Listener: runtime.JobListener{CheckpointCompleted: func(id int64) {
+			if id >= 2 {
+				stall.CompareAndSwap(0, 1)
+			}
+		}},
+	})
+	if ctx.Err() != nil {
+		t.Fatalf("the job did not end by itself: %v", err)
+	}
+	var dl *txn.DataLossError
+	if !errors.As(err, &dl) {
+		t.Fatalf("job ended with %v after the broker aborted a prepared transaction, want an error wrapping *txn.DataLossError", err)
+	}
+	t.Logf("SUMMARY scenario=%q runs=1 in=%d held %s until the broker aborted, failed after %s: %v",
+		"transaction timed out before commit", n, time.Duration(stalledFor.Load()).Round(time.Millisecond),
+		time.Since(began).Round(time.Millisecond), err)
+}
