@@ -149,3 +149,14 @@ type CheckpointTimings interface {
 	// timeout and the longest delay before a restart.
 	CheckpointTimings() (interval, timeout, maxRestartDelay time.Duration)
 }
+
+// CommitterRequired is an optional capability of a Sink whose writes become
+// visible only through its committer, such as a Kafka sink in exactly-once
+// mode. Go cannot recognise a TwoPhaseCommittingSink from a Sink[T] alone
+// (its committable type is unknown), so such a sink says so here, and the
+// engine refuses to run it on a path that never commits.
+type CommitterRequired interface {
+	// CommitterRequired reports whether the sink's writes need a committer
+	// to become visible. It may be called from any goroutine.
+	CommitterRequired() bool
+}

@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -710,5 +711,22 @@ func TestInvalidConfigurationIsNotRestarted(t *testing.T) {
 	}
 	if n := sink.creates.Load(); n != 1 {
 		t.Fatalf("the writer was created %d times: the job was restarted", n)
+	}
+}
+
+// committingOnlySink says its writes need a committer.
+type committingOnlySink struct{ badConfigSink }
+
+func (*committingOnlySink) CommitterRequired() bool { return true }
+
+// A sink whose writes need its committer is refused on the plain SinkTo
+// path, where nothing would ever commit them.
+func TestSinkToRefusesSinkThatNeedsItsCommitter(t *testing.T) {
+	env := NewEnvironment()
+	src := &rangeSrc{splits: 1, perSplit: 1, readerFailAt: -1}
+	SinkTo(FromSource(env, src, "range", NoWatermarks[int64]()), connector.Sink[int64](&committingOnlySink{}))
+	err := env.Execute(context.Background(), "no committer")
+	if !errors.Is(err, ErrInvalidGraph) || !strings.Contains(err.Error(), "SinkToTwoPhase") {
+		t.Fatalf("Execute: %v, want an invalid graph naming SinkToTwoPhase", err)
 	}
 }

@@ -315,6 +315,10 @@ func SinkTo[T any](ds DataStream[T], sink connector.Sink[T]) DataStreamSink {
 	if sink == nil {
 		n.errs = append(n.errs, errNilFunction("sink"))
 	}
+	if cr, ok := sink.(connector.CommitterRequired); ok && cr.CommitterRequired() {
+		// Its writes would stay in transactions nobody commits.
+		n.errs = append(n.errs, invalidGraph("sink %T needs its committer: add it with SinkToTwoPhase, not SinkTo", sink))
+	}
 	n.build = func(info opInfo, par int, _ any) (lifecycle, any) {
 		op := &sinkOperator[T]{info: info, sink: sink, par: par}
 		return op, output[T](op)

@@ -2,6 +2,7 @@ package kafka
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"sync"
@@ -103,4 +104,23 @@ func TestSourceInEngineBoundedExactlyOnce(t *testing.T) {
 			t.Fatalf("read %d distinct records, want %d (aborted ones must not appear)", len(sink.got), len(want))
 		}
 	})
+}
+
+// An exactly-once sink on the plain SinkTo path is refused before the job
+// runs: its transactions would never be committed.
+func TestExactlyOnceSinkNeedsSinkToTwoPhase(t *testing.T) {
+	src, err := NewSource(StringValues(), WithBrokers("127.0.0.1:1"), WithTopics("in"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sink, err := NewSink(KeyValueSerializer("out", func(v string) ([]byte, []byte, error) { return nil, []byte(v), nil }),
+		WithBrokers("127.0.0.1:1"), WithDeliveryGuarantee(ExactlyOnce), WithTransactionalIDPrefix("p"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := runtime.NewEnvironment()
+	runtime.SinkTo(runtime.FromSource(env, src, "in", runtime.NoWatermarks[string]()), connector.Sink[string](sink))
+	if err := env.Execute(context.Background(), "wrong path"); !errors.Is(err, runtime.ErrInvalidGraph) {
+		t.Fatalf("Execute: %v, want ErrInvalidGraph", err)
+	}
 }

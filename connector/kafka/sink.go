@@ -198,6 +198,11 @@ func NewSink[T any](ser RecordSerializer[T], opts ...SinkOpt) (*Sink[T], error) 
 	return &Sink[T]{cfg: cfg, ser: ser, pools: map[int]*txn.Pool{}, restored: map[int][]string{}}, nil
 }
 
+// CommitterRequired is true in exactly-once mode: the records are visible
+// only once the committer commits, so the engine must run the sink with
+// runtime.SinkToTwoPhase.
+func (s *Sink[T]) CommitterRequired() bool { return s.cfg.guarantee == ExactlyOnce }
+
 // Guarantee returns the sink's delivery guarantee.
 func (s *Sink[T]) Guarantee() DeliveryGuarantee { return s.cfg.guarantee }
 
