@@ -98,52 +98,30 @@ func (s *DirStorage) Begin(id int64) (Writer, error) {
 		return nil, &CheckpointError{ID: id, File: chkDir(id), Err: err}
 	}
 	s.open[id] = true
-	return &dirWriter{s: s, id: id, dir: dir, written: map[Owner]StateHandle{}, reserved: map[Owner]bool{}}, nil
+	return &dirWriter{s: s, id: id, dir: dir, log: newWriteLog(id)}, nil
 }
 
 type dirWriter struct {
 	s   *DirStorage
 	id  int64
 	dir string
-
-	mu       sync.Mutex
-	seq      int
-	reserved map[Owner]bool
-	written  map[Owner]StateHandle
-	closed   bool
+	log *writeLog
 }
 
 func (w *dirWriter) ID() int64 { return w.id }
 
 func (w *dirWriter) WriteState(owner Owner, data []byte) (StateHandle, error) {
-	if err := owner.validate(); err != nil {
+	name, err := w.log.reserve(owner)
+	if err != nil {
 		return StateHandle{}, err
 	}
-	w.mu.Lock()
-	if w.closed {
-		w.mu.Unlock()
-		return StateHandle{}, ErrWriterClosed
-	}
-	if w.reserved[owner] {
-		w.mu.Unlock()
-		return StateHandle{}, fmt.Errorf("checkpoint %d: %w: %s", w.id, ErrDuplicateState, owner)
-	}
-	w.reserved[owner] = true
-	w.seq++
-	name := stateFileName(w.seq, owner)
-	w.mu.Unlock()
-
-	// The file is written outside the lock so tasks write in parallel.
+	// The file is written outside any lock so tasks write in parallel.
 	h := StateHandle{Owner: owner, File: name, Size: int64(len(data)), CRC32C: checksum(data)}
 	if err := writeFileSync(filepath.Join(w.dir, name), data); err != nil {
-		w.mu.Lock()
-		delete(w.reserved, owner)
-		w.mu.Unlock()
+		w.log.release(owner)
 		return StateHandle{}, &CheckpointError{ID: w.id, File: filepath.Join(chkDir(w.id), name), Err: err}
 	}
-	w.mu.Lock()
-	w.written[owner] = h
-	w.mu.Unlock()
+	w.log.record(h)
 	return h, nil
 }
 
@@ -168,14 +146,10 @@ func stateFileName(seq int, o Owner) string {
 }
 
 func (w *dirWriter) Commit(m Metadata) error {
-	w.mu.Lock()
-	if w.closed {
-		w.mu.Unlock()
-		return ErrWriterClosed
+	m, err := w.log.commit(m)
+	if errors.Is(err, ErrWriterClosed) {
+		return err
 	}
-	w.closed = true
-	m, err := checkCommit(w.id, m, w.written)
-	w.mu.Unlock()
 	if err == nil {
 		err = w.persist(m)
 	}
@@ -228,13 +202,9 @@ func (w *dirWriter) persist(m Metadata) error {
 }
 
 func (w *dirWriter) Abort() error {
-	w.mu.Lock()
-	if w.closed {
-		w.mu.Unlock()
-		return ErrWriterClosed
+	if err := w.log.abort(); err != nil {
+		return err
 	}
-	w.closed = true
-	w.mu.Unlock()
 	err := os.RemoveAll(w.dir)
 	w.s.mu.Lock()
 	delete(w.s.open, w.id)

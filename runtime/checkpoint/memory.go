@@ -1,6 +1,7 @@
 package checkpoint
 
 import (
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -50,51 +51,39 @@ func (s *MemoryStorage) Begin(id int64) (Writer, error) {
 		return nil, fmt.Errorf("checkpoint storage: checkpoint %d is already being written", id)
 	}
 	s.open[id] = true
-	return &memWriter{s: s, id: id, reserved: map[Owner]bool{}, written: map[Owner]StateHandle{}, blobs: map[string][]byte{}}, nil
+	return &memWriter{s: s, id: id, log: newWriteLog(id), blobs: map[string][]byte{}}, nil
 }
 
 type memWriter struct {
-	s  *MemoryStorage
-	id int64
+	s   *MemoryStorage
+	id  int64
+	log *writeLog
 
-	mu       sync.Mutex
-	seq      int
-	reserved map[Owner]bool
-	written  map[Owner]StateHandle
-	blobs    map[string][]byte
-	closed   bool
+	mu    sync.Mutex // guards blobs
+	blobs map[string][]byte
 }
 
 func (w *memWriter) ID() int64 { return w.id }
 
 func (w *memWriter) WriteState(owner Owner, data []byte) (StateHandle, error) {
-	if err := owner.validate(); err != nil {
+	name, err := w.log.reserve(owner)
+	if err != nil {
 		return StateHandle{}, err
 	}
+	h := StateHandle{Owner: owner, File: name, Size: int64(len(data)), CRC32C: checksum(data)}
 	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.closed {
-		return StateHandle{}, ErrWriterClosed
-	}
-	if w.reserved[owner] {
-		return StateHandle{}, fmt.Errorf("checkpoint %d: %w: %s", w.id, ErrDuplicateState, owner)
-	}
-	w.reserved[owner] = true
-	w.seq++
-	h := StateHandle{Owner: owner, File: stateFileName(w.seq, owner), Size: int64(len(data)), CRC32C: checksum(data)}
-	w.written[owner] = h
 	w.blobs[h.File] = slices.Clone(data)
+	w.mu.Unlock()
+	w.log.record(h)
 	return h, nil
 }
 
 func (w *memWriter) Commit(m Metadata) error {
-	w.mu.Lock()
-	if w.closed {
-		w.mu.Unlock()
-		return ErrWriterClosed
+	m, err := w.log.commit(m)
+	if errors.Is(err, ErrWriterClosed) {
+		return err
 	}
-	w.closed = true
-	m, err := checkCommit(w.id, m, w.written)
+	w.mu.Lock()
 	blobs := w.blobs
 	w.mu.Unlock()
 
@@ -114,12 +103,10 @@ func (w *memWriter) Commit(m Metadata) error {
 }
 
 func (w *memWriter) Abort() error {
-	w.mu.Lock()
-	if w.closed {
-		w.mu.Unlock()
-		return ErrWriterClosed
+	if err := w.log.abort(); err != nil {
+		return err
 	}
-	w.closed = true
+	w.mu.Lock()
 	w.blobs = nil
 	w.mu.Unlock()
 	w.s.mu.Lock()

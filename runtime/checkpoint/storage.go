@@ -7,6 +7,7 @@ import (
 	"hash/crc32"
 	"log/slog"
 	"slices"
+	"sync"
 	"time"
 )
 
@@ -151,6 +152,76 @@ type Writer interface {
 	Commit(m Metadata) error
 	// Abort discards what was written.
 	Abort() error
+}
+
+// writeLog is the bookkeeping both Writers share: each owner writes once,
+// files are numbered in write order, and nothing is written after Commit or
+// Abort. Its methods are safe for concurrent use.
+type writeLog struct {
+	id       int64
+	mu       sync.Mutex
+	seq      int
+	reserved map[Owner]bool
+	written  map[Owner]StateHandle
+	closed   bool
+}
+
+func newWriteLog(id int64) *writeLog {
+	return &writeLog{id: id, reserved: map[Owner]bool{}, written: map[Owner]StateHandle{}}
+}
+
+// reserve claims owner's one write and returns the file name to use.
+func (l *writeLog) reserve(owner Owner) (string, error) {
+	if err := owner.validate(); err != nil {
+		return "", err
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return "", ErrWriterClosed
+	}
+	if l.reserved[owner] {
+		return "", fmt.Errorf("checkpoint %d: %w: %s", l.id, ErrDuplicateState, owner)
+	}
+	l.reserved[owner] = true
+	l.seq++
+	return stateFileName(l.seq, owner), nil
+}
+
+// release gives back a reservation whose write failed.
+func (l *writeLog) release(owner Owner) {
+	l.mu.Lock()
+	delete(l.reserved, owner)
+	l.mu.Unlock()
+}
+
+// record notes a completed write.
+func (l *writeLog) record(h StateHandle) {
+	l.mu.Lock()
+	l.written[h.Owner] = h
+	l.mu.Unlock()
+}
+
+// commit ends the log and checks m against what was written.
+func (l *writeLog) commit(m Metadata) (Metadata, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return Metadata{}, ErrWriterClosed
+	}
+	l.closed = true
+	return checkCommit(l.id, m, l.written)
+}
+
+// abort ends the log.
+func (l *writeLog) abort() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return ErrWriterClosed
+	}
+	l.closed = true
+	return nil
 }
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
