@@ -3,7 +3,9 @@
 //	splitflow txn list --brokers B --prefix P      open transactions under a prefix, with age
 //	splitflow txn abort --brokers B --prefix P     abort (and fence) them
 //	splitflow checkpoints ls DIR                   checkpoints in a directory, verified
-//	splitflow checkpoints show DIR/chk-N           one checkpoint's metadata and state files
+//	splitflow checkpoints show [--json] DIR/chk-N  one checkpoint's metadata, state files, and
+//	                                               what they hold: splits and offsets, enumerator
+//	                                               state, pending committables, keyed state sizes
 //
 // Exit status: 0 on success, 1 on failure, 2 on bad usage.
 package main
@@ -33,7 +35,7 @@ const usage = `usage:
   splitflow txn list --brokers host:port[,..] --prefix P
   splitflow txn abort --brokers host:port[,..] --prefix P [--older-than D] [--yes]
   splitflow checkpoints ls DIR
-  splitflow checkpoints show DIR/chk-N
+  splitflow checkpoints show [--json] DIR/chk-N
 `
 
 // errUsage marks bad usage: exit status 2.
@@ -70,10 +72,23 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		}
 		return checkpointsLs(args[2], stdout)
 	case "checkpoints show":
-		if len(args) != 3 {
+		var paths []string
+		asJSON := false
+		for _, a := range args[2:] {
+			switch a {
+			case "--json", "-json":
+				asJSON = true
+			default:
+				if strings.HasPrefix(a, "-") {
+					return fmt.Errorf("%w: unknown flag %s", errUsage, a)
+				}
+				paths = append(paths, a)
+			}
+		}
+		if len(paths) != 1 {
 			return fmt.Errorf("%w: checkpoints show takes one DIR/chk-N", errUsage)
 		}
-		return checkpointsShow(args[2], stdout)
+		return checkpointsShow(paths[0], stdout, asJSON)
 	default:
 		return fmt.Errorf("%w: unknown command %q", errUsage, strings.Join(args[:2], " "))
 	}
@@ -233,7 +248,7 @@ func checkpointsLs(dir string, w io.Writer) error {
 	return nil
 }
 
-func checkpointsShow(path string, w io.Writer) error {
+func checkpointsShow(path string, w io.Writer, asJSON bool) error {
 	path = filepath.Clean(path)
 	base := filepath.Base(path)
 	idStr, ok := strings.CutPrefix(base, "chk-")
@@ -252,11 +267,12 @@ func checkpointsShow(path string, w io.Writer) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(w, "checkpoint %d\ntaken      %s\njob        %s\nstates     %d\n\n", c.ID, c.Timestamp.Format(time.RFC3339Nano), c.Fingerprint, len(c.States))
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "OWNER\tFILE\tBYTES\tCRC32C")
-	for _, h := range c.States {
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%08x\n", h.Owner, h.File, h.Size, h.CRC32C)
+	r, err := inspectCheckpoint(c)
+	if err != nil {
+		return err
 	}
-	return tw.Flush()
+	if asJSON {
+		return writeJSON(w, r)
+	}
+	return writeText(w, r)
 }

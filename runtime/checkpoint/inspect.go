@@ -1,0 +1,246 @@
+package checkpoint
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"regexp"
+	"strings"
+)
+
+// Inspection: taking a completed checkpoint apart without the types of the
+// job that wrote it, for operators' tools (cmd/splitflow's checkpoints
+// show). Storage treats a state blob as opaque bytes; the engine (package
+// runtime) frames what it puts in them so that every part records the
+// version of the serializer that wrote it, and records in the metadata's
+// fingerprint which operator kinds and types each UID's state is made of.
+// The functions here read those frames and that fingerprint. They restate
+// the engine's layouts (runtime/state.go, twophase.go, keyedstate.go,
+// graph.go) because runtime imports this package, not the other way round;
+// cmd/splitflow's tests decode checkpoints written by real jobs, so a change
+// on one side that the other does not follow fails there.
+//
+// Nothing here is used to restore: a decoding error only means a tool shows
+// less.
+
+// ErrStateLayout is wrapped by the decoders below for bytes that do not
+// have the layout asked for: truncated, trailing data, or another kind of
+// state altogether.
+var ErrStateLayout = errors.New("checkpoint: state does not have the expected layout")
+
+// fingerprintPrefix starts a fingerprint the engine wrote with per-operator
+// signatures (runtime/graph.go).
+const fingerprintPrefix = "splitflow-graph/2 "
+
+// Signature is what the job fingerprint says of one operator's state: its
+// kind and the types it is made of, as the engine wrote them, e.g.
+// "Source[split=kafka.Split enum=kafka.EnumeratorState]".
+type Signature struct {
+	// Kind is "Source", "KeyedProcess" or "TwoPhaseSink" today.
+	Kind string
+	// Types maps a part of the state to the Go type name (reflect's
+	// String, package name and type) it holds: "split", "enum" for a
+	// source; "committable" and, for a stateful sink, "writer"; "key" for
+	// keyed state.
+	Types map[string]string
+	// Raw is the signature as written.
+	Raw string
+}
+
+// Signature kinds the engine writes.
+const (
+	KindSource       = "Source"
+	KindKeyedProcess = "KeyedProcess"
+	KindTwoPhaseSink = "TwoPhaseSink"
+)
+
+// sigPart finds " name=" inside a signature's brackets. Type names may
+// hold spaces and brackets themselves (struct and map types), so parts are
+// found by the names the engine uses, not by splitting.
+var sigPart = regexp.MustCompile(`(?:^| )(split|enum|committable|writer|key)=`)
+
+// ParseSignatures reads the per-operator signatures from a checkpoint's
+// fingerprint, by operator UID. ok is false for a fingerprint that carries
+// none (written by an older build, or by something other than the engine);
+// an operator whose signature cannot be parsed has only Raw set.
+func ParseSignatures(fingerprint string) (sigs map[string]Signature, ok bool) {
+	body, found := strings.CutPrefix(fingerprint, fingerprintPrefix)
+	if !found {
+		return nil, false
+	}
+	var raw map[string]string
+	if err := json.Unmarshal([]byte(body), &raw); err != nil {
+		return nil, false
+	}
+	sigs = make(map[string]Signature, len(raw))
+	for uid, s := range raw {
+		sigs[uid] = parseSignature(s)
+	}
+	return sigs, true
+}
+
+func parseSignature(s string) Signature {
+	sig := Signature{Raw: s}
+	open := strings.IndexByte(s, '[')
+	if open <= 0 || !strings.HasSuffix(s, "]") {
+		return sig
+	}
+	inner := s[open+1 : len(s)-1]
+	idx := sigPart.FindAllStringSubmatchIndex(inner, -1)
+	if len(idx) == 0 || idx[0][0] != 0 {
+		return sig
+	}
+	sig.Kind = s[:open]
+	sig.Types = map[string]string{}
+	for i, m := range idx {
+		end := len(inner)
+		if i+1 < len(idx) {
+			end = idx[i+1][0]
+		}
+		sig.Types[inner[m[2]:m[3]]] = inner[m[1]:end]
+	}
+	return sig
+}
+
+// DecodeVersioned takes apart a single versioned value (a source
+// enumerator's state): the serializer version and the serializer's bytes.
+func DecodeVersioned(b []byte) (version int, data []byte, err error) {
+	v, n := binary.Uvarint(b)
+	if n <= 0 || v > maxVersion {
+		return 0, nil, fmt.Errorf("%w: no serializer version", ErrStateLayout)
+	}
+	return int(v), b[n:], nil
+}
+
+// maxVersion bounds what a version may be; a larger number means the bytes
+// are not a versioned value at all.
+const maxVersion = 1 << 20
+
+// DecodeList takes apart operator list state (a reader's splits, a sink's
+// committables, a stateful sink writer's states): the serializer version,
+// shared by all, and each item's bytes. Every byte must belong to the list.
+func DecodeList(b []byte) (version int, items [][]byte, err error) {
+	v, n := binary.Uvarint(b)
+	if n <= 0 || v > maxVersion {
+		return 0, nil, fmt.Errorf("%w: no serializer version", ErrStateLayout)
+	}
+	b = b[n:]
+	count, n := binary.Uvarint(b)
+	if n <= 0 || count > uint64(len(b)) {
+		return 0, nil, fmt.Errorf("%w: bad item count", ErrStateLayout)
+	}
+	b = b[n:]
+	items = make([][]byte, 0, count)
+	for i := range count {
+		l, n := binary.Uvarint(b)
+		if n <= 0 || uint64(len(b)-n) < l {
+			return 0, nil, fmt.Errorf("%w: item %d of %d is truncated", ErrStateLayout, i, count)
+		}
+		items = append(items, b[n:n+int(l)])
+		b = b[n+int(l):]
+	}
+	if len(b) != 0 {
+		return 0, nil, fmt.Errorf("%w: %d bytes after the last of %d items", ErrStateLayout, len(b), count)
+	}
+	return int(v), items, nil
+}
+
+// DecodeTwoPhaseSink takes apart the state of one two-phase sink subtask:
+// its pending committables (a list, see DecodeList) and its writer's state
+// (a list too; empty for a sink without writer state).
+func DecodeTwoPhaseSink(b []byte) (committables, writer []byte, err error) {
+	var parts [2][]byte
+	for i := range parts {
+		l, n := binary.Uvarint(b)
+		if n <= 0 || uint64(len(b)-n) < l {
+			return nil, nil, fmt.Errorf("%w: sink state part %d is truncated", ErrStateLayout, i)
+		}
+		parts[i] = b[n : n+int(l)]
+		b = b[n+int(l):]
+	}
+	if len(b) != 0 {
+		return nil, nil, fmt.Errorf("%w: %d bytes after the sink state", ErrStateLayout, len(b))
+	}
+	return parts[0], parts[1], nil
+}
+
+// KeyedEntry is one state's (or one time domain's timers') data for one key
+// group in a keyed operator's snapshot. The data itself is encoding/gob of
+// the job's key and value types and is left encoded.
+type KeyedEntry struct {
+	// Name is the state's name; timers are "timers/event-time" and
+	// "timers/processing-time".
+	Name string
+	// Kind is "value", "map", "event-time timers", "processing-time
+	// timers", or "kind N" for one this build does not know.
+	Kind     string
+	KeyGroup int
+	// Size is the length of the encoded data in bytes.
+	Size int
+}
+
+// DecodeKeyedState takes apart a keyed operator's snapshot into its entries
+// by state and key group. version is the layout version (1: value and map
+// state; 2: timers too).
+func DecodeKeyedState(b []byte) (version int, entries []KeyedEntry, err error) {
+	v, n := binary.Uvarint(b)
+	if n <= 0 {
+		return 0, nil, fmt.Errorf("%w: no layout version", ErrStateLayout)
+	}
+	if v < 1 || v > 2 {
+		return 0, nil, fmt.Errorf("%w: keyed state layout version %d is unknown", ErrStateLayout, v)
+	}
+	b = b[n:]
+	count, n := binary.Uvarint(b)
+	if n <= 0 || count > uint64(len(b)) {
+		return 0, nil, fmt.Errorf("%w: bad entry count", ErrStateLayout)
+	}
+	b = b[n:]
+	next := func() ([]byte, bool) {
+		l, n := binary.Uvarint(b)
+		if n <= 0 || uint64(len(b)-n) < l {
+			return nil, false
+		}
+		out := b[n : n+int(l)]
+		b = b[n+int(l):]
+		return out, true
+	}
+	entries = make([]KeyedEntry, 0, count)
+	for i := range count {
+		name, ok := next()
+		if !ok || len(b) < 1 {
+			return 0, nil, fmt.Errorf("%w: entry %d of %d is truncated", ErrStateLayout, i, count)
+		}
+		kind := b[0]
+		b = b[1:]
+		kg, n := binary.Uvarint(b)
+		if n <= 0 || kg >= 1<<15 {
+			return 0, nil, fmt.Errorf("%w: entry %d has no key group", ErrStateLayout, i)
+		}
+		b = b[n:]
+		data, ok := next()
+		if !ok {
+			return 0, nil, fmt.Errorf("%w: entry %d of %d is truncated", ErrStateLayout, i, count)
+		}
+		entries = append(entries, KeyedEntry{Name: string(name), Kind: keyedKind(kind), KeyGroup: int(kg), Size: len(data)})
+	}
+	if len(b) != 0 {
+		return 0, nil, fmt.Errorf("%w: %d bytes after the last of %d entries", ErrStateLayout, len(b), count)
+	}
+	return int(v), entries, nil
+}
+
+func keyedKind(k byte) string {
+	switch k {
+	case 1:
+		return "value"
+	case 2:
+		return "map"
+	case 3:
+		return "event-time timers"
+	case 4:
+		return "processing-time timers"
+	}
+	return fmt.Sprintf("kind %d", k)
+}

@@ -1,0 +1,108 @@
+package checkpoint
+
+import (
+	"encoding/binary"
+	"errors"
+	"reflect"
+	"testing"
+)
+
+func TestParseSignatures(t *testing.T) {
+	fp := `splitflow-graph/2 {"in":"Source[split=kafka.Split enum=kafka.EnumeratorState]",` +
+		`"counts":"KeyedProcess[key=map[string]struct { A int }]",` +
+		`"out":"TwoPhaseSink[committable=txn.Committable writer=main.state]","odd":"Something"}`
+	sigs, ok := ParseSignatures(fp)
+	if !ok {
+		t.Fatal("signatures not found")
+	}
+	want := map[string]Signature{
+		"in":     {Kind: KindSource, Types: map[string]string{"split": "kafka.Split", "enum": "kafka.EnumeratorState"}},
+		"counts": {Kind: KindKeyedProcess, Types: map[string]string{"key": "map[string]struct { A int }"}},
+		"out":    {Kind: KindTwoPhaseSink, Types: map[string]string{"committable": "txn.Committable", "writer": "main.state"}},
+		"odd":    {},
+	}
+	for uid, w := range want {
+		got := sigs[uid]
+		if got.Kind != w.Kind || !reflect.DeepEqual(got.Types, w.Types) || got.Raw == "" {
+			t.Errorf("%s: got %+v, want %+v", uid, got, w)
+		}
+	}
+	for _, fp := range []string{"wordcount", "splitflow-graph/2 {", ""} {
+		if _, ok := ParseSignatures(fp); ok {
+			t.Errorf("%q: signatures found in a fingerprint without them", fp)
+		}
+	}
+}
+
+// list is the engine's operator list state layout.
+func list(version int, items ...string) []byte {
+	b := binary.AppendUvarint(nil, uint64(version))
+	b = binary.AppendUvarint(b, uint64(len(items)))
+	for _, it := range items {
+		b = binary.AppendUvarint(b, uint64(len(it)))
+		b = append(b, it...)
+	}
+	return b
+}
+
+func frames(parts ...[]byte) []byte {
+	var b []byte
+	for _, p := range parts {
+		b = binary.AppendUvarint(b, uint64(len(p)))
+		b = append(b, p...)
+	}
+	return b
+}
+
+func TestDecodeListAndSink(t *testing.T) {
+	b := list(3, "ab", "", "cde")
+	v, items, err := DecodeList(b)
+	if err != nil || v != 3 || len(items) != 3 || string(items[0]) != "ab" || string(items[2]) != "cde" {
+		t.Fatalf("got %d %q %v", v, items, err)
+	}
+	for i := 1; i < len(b); i++ {
+		if _, _, err := DecodeList(b[:i]); !errors.Is(err, ErrStateLayout) {
+			t.Fatalf("truncated to %d bytes: %v", i, err)
+		}
+	}
+	if _, _, err := DecodeList(append(b, 0)); !errors.Is(err, ErrStateLayout) {
+		t.Fatalf("trailing byte: %v", err)
+	}
+	cs, ws, err := DecodeTwoPhaseSink(frames(b, nil))
+	if err != nil || string(cs) != string(b) || len(ws) != 0 {
+		t.Fatalf("sink state: %q %q %v", cs, ws, err)
+	}
+	if _, _, err := DecodeTwoPhaseSink(b); !errors.Is(err, ErrStateLayout) {
+		t.Fatalf("a list read as sink state: %v", err)
+	}
+	v, data, err := DecodeVersioned(append(binary.AppendUvarint(nil, 2), "xyz"...))
+	if err != nil || v != 2 || string(data) != "xyz" {
+		t.Fatalf("versioned: %d %q %v", v, data, err)
+	}
+}
+
+func TestDecodeKeyedState(t *testing.T) {
+	entry := func(name string, kind byte, kg int, size int) []byte {
+		b := binary.AppendUvarint(nil, uint64(len(name)))
+		b = append(b, name...)
+		b = append(b, kind)
+		b = binary.AppendUvarint(b, uint64(kg))
+		b = binary.AppendUvarint(b, uint64(size))
+		return append(b, make([]byte, size)...)
+	}
+	b := binary.AppendUvarint(nil, 2)
+	b = binary.AppendUvarint(b, 2)
+	b = append(b, entry("count", 1, 7, 30)...)
+	b = append(b, entry("timers/event-time", 3, 100, 12)...)
+	v, es, err := DecodeKeyedState(b)
+	want := []KeyedEntry{{"count", "value", 7, 30}, {"timers/event-time", "event-time timers", 100, 12}}
+	if err != nil || v != 2 || !reflect.DeepEqual(es, want) {
+		t.Fatalf("got %d %+v %v", v, es, err)
+	}
+	if _, _, err := DecodeKeyedState(b[:len(b)-1]); !errors.Is(err, ErrStateLayout) {
+		t.Fatalf("truncated: %v", err)
+	}
+	if _, _, err := DecodeKeyedState(list(1, "ab")); !errors.Is(err, ErrStateLayout) {
+		t.Fatalf("a list read as keyed state: %v", err)
+	}
+}
