@@ -145,7 +145,7 @@ func (r *results) markdown() string {
 			fmt.Fprintf(&b, "| %s | %s | %s | %.0f%s | %s | %.2f | %s | %.0f | %.1f | %s |\n",
 				label, row.spec.Workload, row.ds.name, rate, mark, vsRate, cpu, vsCPU, rss/(1<<20), wall, ver)
 		}
-		b.WriteString("\nrecords/s and CPU are measured from the first output the driver's read_committed consumer sees to the moment the output is complete, over the input records not yet covered by that first output; JVM start, group joins and the first commit interval are left out. ")
+		b.WriteString("\nrecords/s and CPU are measured from the first output the driver's read_committed consumer sees to the moment the output is complete, over the input records not yet covered by all the output visible at that moment; JVM start, group joins and the first commit interval are left out. ")
 		if whole {
 			b.WriteString("† the first visible output already covered over 90% of the input, or the rest took under 0.5 s, so that row is measured over the whole run, process start included. ")
 		}

@@ -85,9 +85,10 @@ func runThroughputSection(ctx context.Context, h *harness, res *results) error {
 // system as a child process, a read_committed watcher that says when the
 // output is complete, then a read_committed drain that verifies it.
 //
-// Rate and CPU are taken from the first output fetch to completion, minus
-// the input the first visible output covered, so JVM start, group joins and
-// the first commit interval do not count. When the first visible output
+// Rate and CPU are taken from the first sight of output to completion, over
+// the input not covered by all the output visible at that first sight (not
+// just the first fetch of it), so JVM start, group joins and the first
+// commit interval do not count. When the first visible output
 // already covered over 90% of the input, or the window is under minWindow,
 // the whole run (startup included) is used and the row says so.
 func runThroughput(ctx context.Context, h *harness, s System, ds *dataset) (runResult, error) {
@@ -121,11 +122,13 @@ func runThroughput(ctx context.Context, h *harness, s System, ds *dataset) (runR
 		return runResult{}, err
 	}
 	cpu0 := p.CPU()
-	n0 := w.firstN
 	if err := waitOrExit(ctx, w.completed, p, h.cfg.runTimeout, "complete output"); err != nil {
 		return runResult{}, err
 	}
 	cpu1 := p.CPU()
+	// Known only now: the watcher may still have been reading the output
+	// that was visible at its first sight when the window opened.
+	n0 := w.firstN
 	r := runResult{peakRSS: p.PeakRSS(), wall: w.doneAt.Sub(began)}
 	p.Stop(20 * time.Second)
 	w.Close()
