@@ -220,8 +220,15 @@ func (s *sourceOperator[T, S, C]) close() error {
 // source coordinator.
 
 func (s *sourceOperator[T, S, C]) addSplits(splits []S) error {
-	if s.reader == nil || s.stopped {
-		return nil // the job is going away; the tracker still holds them
+	if s.reader == nil {
+		return nil
+	}
+	if s.stopped {
+		// Checkpoints still complete while a cancelled job drains, and
+		// the enumerator's snapshot no longer holds these splits: the
+		// reader must keep them, unread, so its snapshot does
+		// (invariant 1).
+		return s.info.wrap(s.reader.AddSplits(splits))
 	}
 	if s.ended {
 		// The reader returned end of input, which it does only after no
