@@ -1,6 +1,8 @@
 package runtime
 
 import (
+	"time"
+
 	"github.com/splitflow/splitflow/runtime/checkpoint"
 )
 
@@ -44,6 +46,7 @@ func (t *task) onBarrier(ch, open int, b CheckpointBarrier) error {
 	}
 	if t.aligning == 0 {
 		t.aligning, t.alignBarrier, t.arrived = id, b, map[int]bool{}
+		t.alignStart = time.Now()
 	}
 	t.arrived[ch] = true
 	t.gate.block(ch)
@@ -57,8 +60,9 @@ func (t *task) maybeAligned(open int) error {
 		return nil
 	}
 	b := t.alignBarrier
+	align := time.Since(t.alignStart)
 	t.endAlignment(0)
-	return t.performCheckpoint(b)
+	return t.performCheckpoint(b, align)
 }
 
 func (t *task) endAlignment(aborted int64) {
@@ -79,14 +83,14 @@ func (t *task) triggerCheckpoint(b CheckpointBarrier) error {
 	if t.aligning != 0 {
 		t.endAlignment(t.aligning)
 	}
-	return t.performCheckpoint(b)
+	return t.performCheckpoint(b, 0)
 }
 
 // performCheckpoint snapshots every operator of the chain, forwards the
 // barrier behind the records emitted before it (unless the output has
 // ended) and acknowledges. An operator that cannot snapshot declines the
 // checkpoint; the job goes on.
-func (t *task) performCheckpoint(b CheckpointBarrier) error {
+func (t *task) performCheckpoint(b CheckpointBarrier, align time.Duration) error {
 	id := b.CheckpointID
 	t.lastBarrier = id
 	var blobs []ownedState
@@ -110,7 +114,11 @@ func (t *task) performCheckpoint(b CheckpointBarrier) error {
 			o.broadcastEvent(event{kind: eventBarrier, barrier: b})
 		}
 	}
-	t.ex.ack(t, id, blobs)
+	// Publishing here too means a completed checkpoint implies counters
+	// at least as recent as its barrier (what a status reader that waits
+	// for readiness sees first).
+	t.publish()
+	t.ex.ack(t, id, blobs, align)
 	return nil
 }
 

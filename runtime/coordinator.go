@@ -3,12 +3,14 @@ package runtime
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"maps"
 	"runtime/debug"
 	"sync"
 	"time"
 
 	"github.com/splitflow/splitflow/connector"
+	"github.com/splitflow/splitflow/metrics"
 )
 
 // operatorCoordinator is the job-wide half of an operator, running beside
@@ -37,6 +39,9 @@ type operatorCoordinator interface {
 	// to the enumerator and lets events reach s's new task, bound since
 	// subtaskFailed (Flink's subtaskReset).
 	subtaskReset(s int, id int64)
+	// observe gives the coordinator its metric group and the job's
+	// logger; called before run.
+	observe(g *metrics.Group, log *slog.Logger)
 }
 
 // sourceCoordinator runs a source's SplitEnumerator on one goroutine of its
@@ -70,7 +75,19 @@ type sourceCoordinator[T any, S connector.Split, C any] struct {
 	asyncCtx    context.Context
 	asyncCancel context.CancelFunc
 	async       sync.WaitGroup
+
+	// Set by observe before run; nil in tests that build a coordinator
+	// by hand.
+	metrics *metrics.Group
+	log     *slog.Logger
 }
+
+func (c *sourceCoordinator[T, S, C]) observe(g *metrics.Group, log *slog.Logger) {
+	c.metrics, c.log = g, log
+}
+
+// MetricGroup makes the enumerator's context a metrics.GroupProvider.
+func (c *sourceCoordinator[T, S, C]) MetricGroup() *metrics.Group { return c.metrics }
 
 func newSourceCoordinator[T any, S connector.Split, C any](info opInfo, src connector.Source[T, S, C], parallelism int, fail func(error), gate gateOptions) *sourceCoordinator[T, S, C] {
 	c := &sourceCoordinator[T, S, C]{
@@ -335,6 +352,13 @@ func (c *sourceCoordinator[T, S, C]) AssignSplits(a connector.SplitsAssignment[S
 		splits, err := c.copySplits(splits)
 		if err != nil {
 			return err
+		}
+		if c.log != nil {
+			ids := make([]string, len(splits))
+			for i, sp := range splits {
+				ids[i] = sp.SplitID()
+			}
+			c.log.Info("splitflow: splits assigned", "source", c.info.name, "subtask", s, "splits", ids)
 		}
 		c.toReader(s, "add splits", func(op *sourceOperator[T, S, C]) error { return op.addSplits(splits) })
 	}

@@ -75,6 +75,10 @@
 //   - operators.go, process.go: map, flatMap, filter, sink, and the keyed
 //     process operator with ValueState, MapState and timers.
 //   - errors.go: OperatorError and the sentinels.
+//   - metrics.go, options_metrics.go, status.go: the job's metrics
+//     (WithMetricsRegistry, package metrics) and Environment.Status: task
+//     counters kept in plain fields by the task goroutines and published
+//     every 200ms, checkpoint history, restarts and the job state.
 //
 // # How data flows
 //

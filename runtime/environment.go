@@ -3,6 +3,8 @@ package runtime
 import (
 	"context"
 	"fmt"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/splitflow/splitflow/runtime/checkpoint"
@@ -25,6 +27,8 @@ type config struct {
 	autoWatermarkInterval time.Duration
 	drainTimeout          time.Duration
 	cp                    checkpointConfig
+	http                  httpConfig    // http.go
+	metrics               metricsConfig // options_metrics.go
 }
 
 func defaultConfig() config {
@@ -121,6 +125,15 @@ type Environment struct {
 
 	// hooks lets tests observe tasks; nil in production.
 	hooks *testHooks
+
+	// httpServer is the WithHTTP server while Execute runs; HTTPAddr
+	// reads it from other goroutines.
+	httpServer atomic.Pointer[statusServer]
+
+	// obs holds the job's metrics and status (metrics.go), created on
+	// first use by whichever goroutine asks first.
+	obsOnce sync.Once
+	obs     *observer
 }
 
 type testHooks struct {
@@ -160,12 +173,17 @@ func NewEnvironment(opts ...Option) *Environment {
 //     wrapping ErrInvalidGraph.
 //
 // In every case Execute returns only after all goroutines it started have
-// exited. name is used in errors.
+// exited, the WithHTTP server's included. name is used in errors.
 func (env *Environment) Execute(ctx context.Context, name string) error {
 	if env.executed {
 		return ErrAlreadyExecuted
 	}
 	env.executed = true
+	if l := env.cfg.http.listener; l != nil {
+		// Closed on every path, also when the job is refused before the
+		// server starts; a second Close after the server's is harmless.
+		defer func() { _ = l.Close() }()
+	}
 	if err := env.cfg.validate(); err != nil {
 		return fmt.Errorf("job %q: %w", name, err)
 	}
@@ -177,5 +195,15 @@ func (env *Environment) Execute(ctx context.Context, name string) error {
 	if err != nil {
 		return fmt.Errorf("job %q: %w", name, err)
 	}
-	return ex.run(ctx)
+	// The status server is up before the first task starts, so the whole
+	// run can be watched, and down before Execute returns, so nothing
+	// outlives the job.
+	srv, err := env.startHTTP()
+	if err != nil {
+		return fmt.Errorf("job %q: %w", name, err)
+	}
+	if srv != nil {
+		defer env.stopHTTP(srv)
+	}
+	return ex.named(name).run(ctx)
 }

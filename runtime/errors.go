@@ -56,6 +56,9 @@ type opInfo struct {
 	name    string
 	uid     string
 	subtask int
+	// records counts the records into the operator (for a source, those
+	// its reader emitted), on the task goroutine; see metrics.go.
+	records int64
 }
 
 // wrap attributes err to this operator, unless it already carries an

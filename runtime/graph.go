@@ -247,9 +247,14 @@ func (ex *execution) buildTasks(region int, rs *restoredState) []*task {
 				region:      s,
 				restored:    rs,
 				attempt:     ex.attempt,
+				vertex:      c.id,
 			}
 			inputs := map[*node]any{}
 			var ops []lifecycle
+			// What each operator emits is counted where it arrives:
+			// in the next chained operator or in a record writer.
+			built := map[*node]lifecycle{}
+			outOf := map[*node]counter{}
 			for i := len(c.nodes) - 1; i >= 0; i-- {
 				n := c.nodes[i]
 				info := opInfo{name: n.name, uid: n.uid, subtask: s}
@@ -257,6 +262,9 @@ func (ex *execution) buildTasks(region int, rs *restoredState) []*task {
 				for _, e := range n.outputs {
 					if g.chain[e.to] == c {
 						outs = append(outs, inputs[e.to])
+						if outOf[n] == nil {
+							outOf[n] = built[e.to].operator()
+						}
 						continue
 					}
 					down := g.chain[e.to]
@@ -271,6 +279,10 @@ func (ex *execution) buildTasks(region int, rs *restoredState) []*task {
 					w, o := n.out.newWriter(e, targets, ch, cfg.bufferSize, cfg.maxParallelism, s)
 					t.outputs = append(t.outputs, w)
 					outs = append(outs, o)
+					t.meter.writers = append(t.meter.writers, w)
+					if outOf[n] == nil {
+						outOf[n] = w
+					}
 				}
 				var out any
 				if n.out != nil {
@@ -280,16 +292,25 @@ func (ex *execution) buildTasks(region int, rs *restoredState) []*task {
 					op, in := n.source.buildSubtask(ex.coordOf[n], info, n.par(cfg), t.mb, out)
 					t.input = in
 					ops = append(ops, op)
+					built[n] = op
 					continue
 				}
 				op, in := n.build(info, n.par(cfg), out)
 				inputs[n] = in
 				ops = append(ops, op)
+				built[n] = op
+				if n.isSink {
+					t.meter.sinks = append(t.meter.sinks, op.operator())
+				}
 			}
 			for i, j := 0, len(ops)-1; i < j; i, j = i+1, j-1 {
 				ops[i], ops[j] = ops[j], ops[i]
 			}
 			t.ops = ops
+			t.meter.outs = make([]counter, len(ops))
+			for i, n := range c.nodes {
+				t.meter.outs[i] = outOf[n]
+			}
 			if head.source == nil {
 				t.input = head.in.newGateInput(t, gates[c][s], inputs[head], c.numChannels)
 			} else {
@@ -301,6 +322,7 @@ func (ex *execution) buildTasks(region int, rs *restoredState) []*task {
 			tasks = append(tasks, t)
 		}
 	}
+	ex.obs.tasksBuilt(ex, tasks)
 	return tasks
 }
 

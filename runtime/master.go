@@ -69,6 +69,11 @@ type execution struct {
 	draining bool
 	stopped  bool // stopped for good: no restart
 	err      error
+
+	// obs is the Environment's metrics and status board; name the job's
+	// name for it.
+	obs  *observer
+	name string
 }
 
 // unrecoverableError is a failure no restart can help: the job fails with
@@ -94,6 +99,10 @@ func newExecution(env *Environment, g *jobGraph) (*execution, error) {
 	}
 	if ex.log == nil {
 		ex.log = slog.Default()
+	}
+	ex.obs = env.observer()
+	if err := ex.obs.reg.Err(); err != nil {
+		return nil, fmt.Errorf("%w; give each Environment its own registry (WithMetricsRegistry)", err)
 	}
 	if !cfg.cp.enabled() {
 		return ex, nil
@@ -161,14 +170,18 @@ func (ex *execution) run(ctx context.Context) error {
 	ex.hard, ex.stopHard = context.WithCancel(context.Background())
 	defer ex.stopHard()
 
+	ex.obs.jobStarted(ex)
+	defer func() { ex.obs.jobEnded(ctx, ex.err) }()
 	rs, err := ex.latest()
 	if err != nil {
+		ex.err = err
 		return err
 	}
 	if ex.cc != nil {
 		ids, err := ex.storage.List()
 		if err != nil {
-			return fmt.Errorf("list checkpoints: %w", err)
+			ex.err = fmt.Errorf("list checkpoints: %w", err)
+			return ex.err
 		}
 		var newest int64
 		if len(ids) > 0 {
@@ -278,6 +291,7 @@ func (ex *execution) startAttempt(rs *restoredState) {
 			}})
 		}
 		c := n.source.newCoordinator(info, n.par(ex.cfg), fail, ex.cfg.cp.gate, state, rescaled)
+		c.observe(ex.obs.reg.Group(n.name, n.uid, -1), ex.log)
 		ex.coordOf[n] = c
 		ex.coords = append(ex.coords, c)
 		ex.coordUIDs = append(ex.coordUIDs, n.uid)
@@ -317,6 +331,7 @@ func (ex *execution) current(t *task) bool { return slices.Contains(ex.tasks, t)
 func (ex *execution) taskExited(t *task, err error) {
 	ex.live--
 	t.exited = true
+	ex.obs.taskExited(t.meter.stats, err)
 	if !ex.current(t) {
 		ex.waitingExit--
 		if ex.restarting && ex.waitingExit == 0 {
@@ -341,6 +356,7 @@ func (ex *execution) failure(t *task, err error) {
 	if ex.stopped {
 		return
 	}
+	ex.obs.failedWith(t, err)
 	var ue *unrecoverableError
 	if ex.draining || errors.As(err, &ue) || errors.Is(err, connector.ErrInvalidConfiguration) {
 		ex.stop(err)
@@ -364,6 +380,7 @@ func (ex *execution) failure(t *task, err error) {
 		return
 	}
 	ex.restarts = n
+	ex.obs.restarted(n)
 	scope := "job"
 	if region >= 0 {
 		scope = fmt.Sprintf("region of subtask %d", region)
@@ -428,6 +445,7 @@ func (ex *execution) restart() {
 	}
 	ex.attempt++
 	ex.restarting = false
+	ex.obs.setState("running")
 	if ex.restartRegion < 0 {
 		ex.startAttempt(rs)
 		return
@@ -460,12 +478,12 @@ func (ex *execution) stop(err error) {
 
 // Events from tasks, called on their goroutines.
 
-func (ex *execution) ack(t *task, id int64, blobs []ownedState) {
+func (ex *execution) ack(t *task, id int64, blobs []ownedState, align time.Duration) {
 	if ex == nil {
 		return // a task driven by hand in a test
 	}
 	ex.master.put(priorityDefault, mail{name: "ack", run: func() error {
-		ex.onAck(t, id, blobs)
+		ex.onAck(t, id, blobs, align)
 		return nil
 	}})
 }
@@ -489,7 +507,7 @@ func (ex *execution) taskEnded(t *task) {
 	}})
 }
 
-func (ex *execution) onAck(t *task, id int64, blobs []ownedState) {
+func (ex *execution) onAck(t *task, id int64, blobs []ownedState, align time.Duration) {
 	if ex.cc == nil || !ex.current(t) {
 		return
 	}
@@ -498,6 +516,7 @@ func (ex *execution) onAck(t *task, id int64, blobs []ownedState) {
 		return // aborted meanwhile
 	}
 	hs := make([]checkpoint.StateHandle, 0, len(blobs))
+	var size int64
 	for _, b := range blobs {
 		h, err := w.WriteState(b.owner, b.data)
 		if err != nil {
@@ -505,7 +524,9 @@ func (ex *execution) onAck(t *task, id int64, blobs []ownedState) {
 			return
 		}
 		hs = append(hs, h)
+		size += int64(len(b.data))
 	}
+	ex.obs.checkpointProgress(id, size, align)
 	ex.perform(ex.cc.Ack(id, t.id, hs))
 }
 
@@ -534,6 +555,7 @@ func (ex *execution) perform(acts []checkpoint.Action) {
 	for _, a := range acts {
 		switch a := a.(type) {
 		case checkpoint.SnapshotCoordinators:
+			ex.obs.checkpointTriggered(a.ID, a.Timestamp)
 			ex.snapshotCoordinators(a.ID)
 		case checkpoint.InjectBarriers:
 			b := CheckpointBarrier{CheckpointID: a.ID, Timestamp: a.Timestamp.UnixMilli()}
@@ -556,6 +578,8 @@ func (ex *execution) perform(acts []checkpoint.Action) {
 			ex.perform(ex.cc.Persisted(a.ID, err))
 		case checkpoint.NotifyComplete:
 			delete(ex.injected, a.ID)
+			st := ex.obs.checkpointEnded(a.ID, nil)
+			ex.log.Info("splitflow: checkpoint completed", "id", a.ID, "duration", time.Duration(st.DurationMillis)*time.Millisecond, "size", st.SizeBytes)
 			if f := ex.cfg.cp.listener.CheckpointCompleted; f != nil {
 				f(a.ID)
 			}
@@ -582,6 +606,7 @@ func (ex *execution) perform(acts []checkpoint.Action) {
 				delete(ex.writers, a.ID)
 			}
 			delete(ex.injected, a.ID)
+			ex.obs.checkpointEnded(a.ID, a.Err)
 			for _, c := range ex.coords {
 				c.notifyCheckpointAborted(a.ID)
 			}
@@ -619,13 +644,18 @@ func (ex *execution) snapshotCoordinators(id int64) {
 			return
 		}
 		var hs []checkpoint.StateHandle
+		var size int64
 		for i, d := range datas {
 			if err != nil {
 				break
 			}
+			size += int64(len(d))
 			var h checkpoint.StateHandle
 			h, err = w.WriteState(checkpoint.CoordinatorOwner(uids[i]), d)
 			hs = append(hs, h)
+		}
+		if err == nil {
+			ex.obs.checkpointProgress(id, size, 0)
 		}
 		ex.perform(ex.cc.CoordinatorsSnapshotted(id, hs, err))
 	}

@@ -223,6 +223,8 @@ type networkOutput interface {
 	spaceReady() <-chan struct{}
 	// flush ships every partly filled buffer.
 	flush()
+	// count is the number of records the writer was given.
+	count() int64
 	// broadcastEvent appends ev to every target's buffer and ships it.
 	broadcastEvent(ev event)
 }
@@ -242,6 +244,8 @@ type recordWriter[T any] struct {
 	// hash routing
 	keyHash        func(T) uint32
 	maxParallelism int
+	// records counts what collect was given (metrics.go).
+	records int64
 }
 
 func newRecordWriter[T any](kind partitionKind, gates []*inputGate[T], channel, bufferSize int, keyHash func(T) uint32, maxParallelism, subtask int) *recordWriter[T] {
@@ -261,6 +265,7 @@ func newRecordWriter[T any](kind partitionKind, gates []*inputGate[T], channel, 
 }
 
 func (w *recordWriter[T]) collect(v T, ts int64) error {
+	w.records++
 	switch w.kind {
 	case partitionForward:
 		w.add(0, v, ts)
@@ -331,6 +336,8 @@ func (w *recordWriter[T]) ship(t int) {
 	w.pending[t] = append(w.pending[t], b)
 	w.npending++
 }
+
+func (w *recordWriter[T]) count() int64 { return w.records }
 
 func (w *recordWriter[T]) available() bool { return w.npending == 0 }
 

@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/splitflow/splitflow/connector"
+	"github.com/splitflow/splitflow/metrics"
 )
 
 // output is where an operator emits: the input of the next operator in its
@@ -78,6 +79,7 @@ type mapOperator[I, O any] struct {
 }
 
 func (m *mapOperator[I, O]) collect(v I, ts int64) error {
+	m.info.records++
 	o, err := m.fn(v)
 	if err != nil {
 		return m.info.wrap(err)
@@ -93,7 +95,10 @@ type forwardOperator[T any] struct {
 	out output[T]
 }
 
-func (f *forwardOperator[T]) collect(v T, ts int64) error  { return f.out.collect(v, ts) }
+func (f *forwardOperator[T]) collect(v T, ts int64) error {
+	f.info.records++
+	return f.out.collect(v, ts)
+}
 func (f *forwardOperator[T]) emitWatermark(wm int64) error { return f.out.emitWatermark(wm) }
 func (f *forwardOperator[T]) emitStatus(idle bool) error   { return f.out.emitStatus(idle) }
 
@@ -105,6 +110,7 @@ type filterOperator[T any] struct {
 }
 
 func (f *filterOperator[T]) collect(v T, ts int64) error {
+	f.info.records++
 	keep, err := f.fn(v)
 	if err != nil {
 		return f.info.wrap(err)
@@ -148,6 +154,7 @@ func (c *timestampedCollector[O]) Collect(v O) {
 }
 
 func (f *flatMapOperator[I, O]) collect(v I, ts int64) error {
+	f.info.records++
 	f.c.out, f.c.ts, f.c.err = f.out, ts, nil
 	if err := f.fn(v, &f.c); err != nil {
 		return f.info.wrap(err)
@@ -184,6 +191,7 @@ func (s *sinkOperator[T]) open(t *task) error {
 }
 
 func (s *sinkOperator[T]) collect(v T, ts int64) error {
+	s.info.records++
 	if err := s.writer.Write(v, connector.WriteContext{Timestamp: ts, CurrentWatermark: s.wm}); err != nil {
 		return s.info.wrap(err)
 	}
@@ -229,6 +237,7 @@ type sinkInitContext struct {
 	subtask, parallelism, attempt int
 	restoredID                    int64
 	interval, timeout, restart    time.Duration
+	metrics                       *metrics.Group
 }
 
 func newSinkInitContext(t *task, info opInfo, par int) sinkInitContext {
@@ -236,6 +245,7 @@ func newSinkInitContext(t *task, info opInfo, par int) sinkInitContext {
 	if t == nil {
 		return c
 	}
+	c.metrics = t.metricGroup(info)
 	c.attempt = t.attempt
 	c.restoredID = t.restored.id()
 	c.interval, c.timeout = t.cfg.cp.interval, t.cfg.cp.timeout
@@ -253,7 +263,13 @@ func (c sinkInitContext) CheckpointTimings() (interval, timeout, maxRestartDelay
 	return c.interval, c.timeout, c.restart
 }
 
-var _ connector.CheckpointTimings = sinkInitContext{}
+// MetricGroup makes the context a metrics.GroupProvider.
+func (c sinkInitContext) MetricGroup() *metrics.Group { return c.metrics }
+
+var (
+	_ connector.CheckpointTimings = sinkInitContext{}
+	_ metrics.GroupProvider       = sinkInitContext{}
+)
 
 // maxRestartDelay is the longest a restart strategy waits before a
 // restart.

@@ -455,6 +455,7 @@ func (p *keyedProcessOperator[K, I, O]) open(t *task) error {
 }
 
 func (p *keyedProcessOperator[K, I, O]) collect(v I, ts int64) error {
+	p.info.records++
 	p.state.key = p.keyFn(v)
 	p.ctx.ts, p.ctx.err = ts, nil
 	if err := p.fn.ProcessElement(&p.ctx, v); err != nil {

@@ -2,9 +2,11 @@ package runtime
 
 import (
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/splitflow/splitflow/connector"
+	"github.com/splitflow/splitflow/metrics"
 )
 
 // sourceOperator is the head of a source task: Flink's SourceOperator. It
@@ -33,6 +35,9 @@ type sourceOperator[T any, S connector.Split, C any] struct {
 	ended bool
 	// stopped: ended by a stop request (cancellation), not by the input.
 	stopped bool
+	// metrics is the subtask's metric group, handed to the reader through
+	// its context; nil when the task has no observer (tests).
+	metrics *metrics.Group
 }
 
 func (s *sourceOperator[T, S, C]) operator() *opInfo { return &s.info }
@@ -41,6 +46,8 @@ func (s *sourceOperator[T, S, C]) open(t *task) error {
 	s.t = t
 	s.openedAt = time.Now()
 	s.output = newReaderOutput(s.strategy, s.out)
+	s.output.info = &s.info
+	s.metrics = t.metricGroup(s.info)
 	r, err := s.src.CreateReader(readerContext[T, S, C]{op: s})
 	if err != nil {
 		return s.info.wrap(err)
@@ -195,6 +202,29 @@ func (s *sourceOperator[T, S, C]) end() {
 		s.wmTimer.Stop()
 	}
 	s.output.mux.last = MaxWatermark
+	s.output.dropHeld()
+}
+
+// currentWatermark is the watermark the reader's mux emitted last.
+func (s *sourceOperator[T, S, C]) currentWatermark() int64 {
+	if s.output == nil {
+		return noWatermark
+	}
+	return s.output.mux.last
+}
+
+// heldSplits returns the ids of the splits the reader holds, when they
+// changed since version.
+func (s *sourceOperator[T, S, C]) heldSplits(version int) ([]string, int, bool) {
+	if s.output == nil || s.output.heldVer == version {
+		return nil, version, false
+	}
+	ids := make([]string, 0, len(s.output.held))
+	for id := range s.output.held {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	return ids, s.output.heldVer, true
 }
 
 func (s *sourceOperator[T, S, C]) ready() <-chan struct{} { return s.reader.Available() }
@@ -241,6 +271,7 @@ func (s *sourceOperator[T, S, C]) addSplits(splits []S) error {
 		ids[i] = sp.SplitID()
 	}
 	s.output.mux.splitsAssigned(ids)
+	s.output.hold(ids)
 	return s.info.wrap(s.reader.AddSplits(splits))
 }
 
@@ -273,6 +304,9 @@ func (c readerContext[T, S, C]) SendSourceEvent(ev connector.SourceEvent) {
 	c.op.coord.sourceEvent(c.op.info.subtask, ev)
 }
 
+// MetricGroup makes the context a metrics.GroupProvider.
+func (c readerContext[T, S, C]) MetricGroup() *metrics.Group { return c.op.metrics }
+
 // readerOutput is the connector.ReaderOutput handed to PollNext. Records
 // pass straight into the chain; the first failure downstream is kept and
 // returned by the task once PollNext returns, since the connector's output
@@ -285,10 +319,34 @@ type readerOutput[T any] struct {
 	mux      watermarkMux
 	main     *splitOutput[T]
 	splits   map[string]*splitOutput[T]
+	// info is the source operator's, whose records counts what the
+	// reader emitted.
+	info *opInfo
+	// held are the splits assigned to the reader and not released
+	// (finished); heldVer changes with them (metrics.go publishes them).
+	held    map[string]struct{}
+	heldVer int
+}
+
+func (r *readerOutput[T]) hold(ids []string) {
+	if r.held == nil {
+		r.held = map[string]struct{}{}
+	}
+	for _, id := range ids {
+		r.held[id] = struct{}{}
+	}
+	r.heldVer++
+}
+
+func (r *readerOutput[T]) dropHeld() {
+	if len(r.held) > 0 {
+		clear(r.held)
+		r.heldVer++
+	}
 }
 
 func newReaderOutput[T any](strategy WatermarkStrategy[T], out output[T]) *readerOutput[T] {
-	r := &readerOutput[T]{strategy: strategy, assign: strategy.assigner, out: out, splits: map[string]*splitOutput[T]{}}
+	r := &readerOutput[T]{strategy: strategy, assign: strategy.assigner, out: out, splits: map[string]*splitOutput[T]{}, info: &opInfo{}}
 	r.mux = watermarkMux{last: noWatermark, awaitingSplits: true, emitWM: out.emitWatermark, emitIdle: out.emitStatus}
 	return r
 }
@@ -340,6 +398,10 @@ func (r *readerOutput[T]) CreateOutputForSplit(splitID string) connector.SourceO
 }
 
 func (r *readerOutput[T]) ReleaseOutputForSplit(splitID string) {
+	if _, ok := r.held[splitID]; ok {
+		delete(r.held, splitID)
+		r.heldVer++
+	}
 	o, ok := r.splits[splitID]
 	if !ok {
 		if _, pending := r.mux.pendingSplits[splitID]; pending {
@@ -380,6 +442,7 @@ func (o *splitOutput[T]) CollectWithTimestamp(v T, ts int64) {
 	if r.assign != nil {
 		ts = r.assign(v, ts)
 	}
+	r.info.records++
 	// The record goes first, then the generator sees it: a watermark it
 	// derives from this record must follow the record, or the record would
 	// be late on arrival.

@@ -94,11 +94,17 @@ type task struct {
 	aligning     int64
 	alignBarrier CheckpointBarrier
 	arrived      map[int]bool
+	alignStart   time.Time
 
 	// ctx is the context run was given; stopCtx cancels it (failover).
 	ctx     context.Context
 	stopCtx context.CancelFunc
 	exited  bool
+
+	// vertex is the chain's id in the job graph; meter counts for the
+	// task's metrics and status (metrics.go).
+	vertex int
+	meter  taskMeter
 
 	// hooks for tests; nil in production.
 	onOutputBlocked func()
@@ -121,7 +127,11 @@ func (t *task) run(ctx context.Context) (err error) {
 				err = t.head.wrap(err)
 			}
 		}
+		// The last publication: the master reads these totals once it
+		// has the exit, which happens after this.
+		t.publish()
 	}()
+	t.meter.started = time.Now()
 	for i := len(t.ops) - 1; i >= 0; i-- {
 		if err := t.ops[i].open(t); err != nil {
 			return t.ops[i].operator().wrap(err)
@@ -130,6 +140,10 @@ func (t *task) run(ctx context.Context) (err error) {
 	if len(t.outputs) > 0 && t.cfg.flushTimeout > 0 {
 		t.flushTimer = t.newTimer("flush", t.flushMail)
 		t.flushTimer.Reset(t.cfg.flushTimeout)
+	}
+	if t.meter.stats != nil {
+		t.meter.timer = t.newTimer("publish metrics", t.publishMail)
+		t.meter.timer.Reset(publishInterval)
 	}
 	return t.loop(ctx)
 }
@@ -155,12 +169,14 @@ func (t *task) loop(ctx context.Context) error {
 			if t.onOutputBlocked != nil {
 				t.onOutputBlocked()
 			}
+			w := time.Now()
 			select {
 			case <-ctx.Done():
 				return errTaskCancelled
 			case <-t.mb.ready:
 			case <-t.blockedOutput():
 			}
+			t.meter.bpNs += int64(time.Since(w))
 			continue
 		}
 		if len(t.suspended) > 0 {
@@ -186,11 +202,13 @@ func (t *task) loop(ctx context.Context) error {
 			if !t.awaitFinish {
 				return nil
 			}
+			w := time.Now()
 			select {
 			case <-ctx.Done():
 				return errTaskCancelled
 			case <-t.mb.ready:
 			}
+			t.meter.idleNs += int64(time.Since(w))
 			continue
 		}
 		st, err := t.input.step()
@@ -207,12 +225,14 @@ func (t *task) loop(ctx context.Context) error {
 				// the loop waits for space.
 				continue
 			}
+			w := time.Now()
 			select {
 			case <-ctx.Done():
 				return errTaskCancelled
 			case <-t.mb.ready:
 			case <-t.input.ready():
 			}
+			t.meter.idleNs += int64(time.Since(w))
 		case inputEnd:
 			if len(t.suspended) > 0 {
 				t.endPending = true // after the suspended work

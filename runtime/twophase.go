@@ -224,6 +224,7 @@ func (s *twoPhaseSinkOperator[T, C]) sleep() error {
 }
 
 func (s *twoPhaseSinkOperator[T, C]) collect(v T, ts int64) error {
+	s.info.records++
 	return s.info.wrap(s.writer.Write(v, connector.WriteContext{Timestamp: ts, CurrentWatermark: s.wm}))
 }
 

@@ -54,4 +54,9 @@
 // new splits and shutdown are noticed promptly. And every goroutine has an
 // owner that waits for it: SourceReaderBase.Close returns only after all
 // fetcher goroutines have exited and closed their SplitReaders.
+//
+// A reader whose context provides a metric group (metrics.GroupOf) exports
+// its queue's fill and capacity and the time its fetchers spent blocked on
+// a full queue, read at scrape time from the queue under its lock; Close
+// removes them.
 package base

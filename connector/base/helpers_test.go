@@ -13,6 +13,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/splitflow/splitflow/connector"
+	"github.com/splitflow/splitflow/metrics"
 )
 
 func TestMain(m *testing.M) {
@@ -303,7 +304,17 @@ type readerSetup struct {
 	failNew     error
 	onFinish    func(map[string]testSplit)
 	closeWait   time.Duration
+	metrics     *metrics.Group // given to the reader through its context
 }
+
+// metricsReaderContext is a fakeReaderContext that also provides a metric
+// group, as the engine's context does.
+type metricsReaderContext struct {
+	*fakeReaderContext
+	g *metrics.Group
+}
+
+func (c metricsReaderContext) MetricGroup() *metrics.Group { return c.g }
 
 func newTestReader(t testing.TB, cfg readerSetup) (*testReader, *readerFactory, *fakeReaderContext) {
 	t.Helper()
@@ -334,7 +345,11 @@ func newTestReader(t testing.TB, cfg readerSetup) (*testReader, *readerFactory, 
 			return nil
 		},
 	}
-	r, err := NewSourceReaderBase(ctx, mgr, positionEmitter, hooks, WithPullMode(cfg.pull))
+	var rctx connector.SourceReaderContext = ctx
+	if cfg.metrics != nil {
+		rctx = metricsReaderContext{ctx, cfg.metrics}
+	}
+	r, err := NewSourceReaderBase(rctx, mgr, positionEmitter, hooks, WithPullMode(cfg.pull))
 	if err != nil {
 		t.Fatalf("new reader: %v", err)
 	}

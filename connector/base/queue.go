@@ -1,6 +1,9 @@
 package base
 
-import "sync"
+import (
+	"sync"
+	"time"
+)
 
 // ElementsQueue is the bounded hand-off between fetcher goroutines and the
 // task goroutine. It holds at most Cap() batches; a fetcher that finds it
@@ -22,6 +25,15 @@ type ElementsQueue[B any] struct {
 
 	// avail carries at most one "poll again" token; see Available.
 	avail chan struct{}
+
+	// Time putters spent blocked on a full queue: blockedNs for waits
+	// that ended; waiting putters and the sum of their start times (as
+	// offsets from born, monotonic) for the ones under way, so that a
+	// fetcher stuck behind a stalled consumer shows up while it waits.
+	born      time.Time
+	blockedNs int64
+	waiting   int64
+	waitSum   int64
 }
 
 // NewElementsQueue returns an empty queue that holds up to capacity batches.
@@ -35,6 +47,7 @@ func NewElementsQueue[B any](capacity int) *ElementsQueue[B] {
 		buf:   make([]B, capacity),
 		woken: make(map[int]struct{}),
 		avail: make(chan struct{}, 1),
+		born:  time.Now(),
 	}
 	q.notFull.L = &q.mu
 	return q
@@ -50,21 +63,30 @@ func NewElementsQueue[B any](capacity int) *ElementsQueue[B] {
 // wake-up could be lost.
 func (q *ElementsQueue[B]) Put(putter int, batch B) bool {
 	q.mu.Lock()
+	var since int64 = -1 // offset from born when this Put started to wait
 	for {
 		if q.closed {
+			q.endWait(since)
 			q.mu.Unlock()
 			return false
 		}
 		if _, ok := q.woken[putter]; ok {
 			delete(q.woken, putter)
+			q.endWait(since)
 			q.mu.Unlock()
 			return false
 		}
 		if q.n < len(q.buf) {
 			break
 		}
+		if since < 0 {
+			since = int64(time.Since(q.born))
+			q.waiting++
+			q.waitSum += since
+		}
 		q.notFull.Wait()
 	}
+	q.endWait(since)
 	q.buf[(q.head+q.n)%len(q.buf)] = batch
 	q.n++
 	q.mu.Unlock()
@@ -151,6 +173,27 @@ func (q *ElementsQueue[B]) Len() int {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	return q.n
+}
+
+// endWait books the wait of a Put that started waiting at since (-1: it
+// did not wait). Called with mu held.
+func (q *ElementsQueue[B]) endWait(since int64) {
+	if since < 0 {
+		return
+	}
+	q.waiting--
+	q.waitSum -= since
+	q.blockedNs += int64(time.Since(q.born)) - since
+}
+
+// BlockedTime is the total time putters spent blocked in Put on a full
+// queue, waits under way included: how long the fetchers were held back
+// by backpressure.
+func (q *ElementsQueue[B]) BlockedTime() time.Duration {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	now := int64(time.Since(q.born))
+	return time.Duration(q.blockedNs + q.waiting*now - q.waitSum)
 }
 
 // Cap is the number of batches the queue holds before Put blocks.

@@ -6,6 +6,7 @@ import (
 	"slices"
 
 	"github.com/splitflow/splitflow/connector"
+	"github.com/splitflow/splitflow/metrics"
 )
 
 // ErrDuplicateSplit is wrapped by AddSplits when a split ID is already held
@@ -132,6 +133,9 @@ type SourceReaderBase[E, T any, S connector.Split, SS any] struct {
 	started      bool
 	closed       bool
 	failed       error // an AddSplits that failed half-way; returned by PollNext
+
+	// unregister removes the reader's metrics (metrics.go).
+	unregister func()
 }
 
 // NewSourceReaderBase returns a reader that reads through fetchers and emits
@@ -157,7 +161,7 @@ func NewSourceReaderBase[E, T any, S connector.Split, SS any](
 	for _, o := range opts {
 		o.applyReader(&cfg)
 	}
-	return &SourceReaderBase[E, T, S, SS]{
+	r := &SourceReaderBase[E, T, S, SS]{
 		cfg:      cfg,
 		ctx:      ctx,
 		fetchers: fetchers,
@@ -166,7 +170,9 @@ func NewSourceReaderBase[E, T any, S connector.Split, SS any](
 		hooks:    hooks,
 		splits:   make(map[string]*splitContext[T, SS]),
 		removing: make(map[string]struct{}),
-	}, nil
+	}
+	r.unregister = registerQueueMetrics(metrics.GroupOf(ctx), r.queue)
+	return r, nil
 }
 
 // Start implements connector.SourceReader. In pull mode, a reader that holds
@@ -522,6 +528,7 @@ func (r *SourceReaderBase[E, T, S, SS]) Close() error {
 	}
 	r.closed = true
 	r.cur, r.curSplit = nil, nil
+	r.unregister()
 	return r.fetchers.Close()
 }
 

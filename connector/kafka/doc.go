@@ -11,6 +11,8 @@
 // per subtask, prepared at the barrier and committed, through package txn,
 // only after the checkpoint completes.
 //
-// The connector is not built yet: this package holds only its
-// documentation.
+// Both export metrics (metrics.go) on the job's registry when the engine's
+// context provides a metric group: lag per partition, bytes read and
+// written, partitions discovered, transactions committed and aborted,
+// commit latency, and franz-go's client metrics through kprom.
 package kafka

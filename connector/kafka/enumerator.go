@@ -10,7 +10,10 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/splitflow/splitflow/connector"
+	"github.com/splitflow/splitflow/metrics"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -64,6 +67,11 @@ type enumerator struct {
 
 	snapshot atomic.Pointer[known]
 
+	// discoveredMetric is splitflow_kafka_source_partitions_discovered_total
+	// of the source's coordinator; metrics for its client's kprom.
+	discoveredMetric prometheus.Counter
+	metrics          *metrics.Group
+
 	// Counters, read by metrics from any goroutine.
 	discoveredCount atomic.Int64
 	removedCount    atomic.Int64
@@ -78,7 +86,9 @@ func newEnumerator(cfg *sourceConfig, ctx connector.SplitEnumeratorContext[Split
 		pending:     map[TopicPartition]Split{},
 		noMoreSent:  map[int]bool{},
 		initialDone: st.InitialDiscoveryDone,
+		metrics:     metrics.GroupOf(ctx),
 	}
+	e.discoveredMetric = e.metrics.Counter(metricDiscovered, "Partitions a Kafka source's enumerator discovered (the first discovery included).")
 	for _, tp := range st.Assigned {
 		e.assigned[tp] = true
 	}
@@ -109,6 +119,7 @@ func (e *enumerator) Start() error {
 		minAge = min(max(e.cfg.discovery/2, 10*time.Millisecond), minAge)
 	}
 	opts := append([]kgo.Opt{kgo.MetadataMinAge(minAge)}, e.cfg.kgoOpts...)
+	opts = append(opts, clientMetricOpts(e.metrics, "enumerator")...)
 	cl, err := kgo.NewClient(append(opts, kgo.SeedBrokers(e.cfg.seeds...))...)
 	if err != nil {
 		return fmt.Errorf("kafka source: enumerator client: %w", err)
@@ -250,6 +261,7 @@ func (e *enumerator) handleDiscovery(d discovered) error {
 		}
 		e.pending[s.TopicPartition] = s
 		e.discoveredCount.Add(1)
+		e.discoveredMetric.Inc()
 		log.Info("kafka source: partition discovered", "partition", s.SplitID(), "start", s.StartingOffset, "stop", s.StoppingOffset)
 	}
 	if d.initial {

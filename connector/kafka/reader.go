@@ -9,8 +9,11 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/splitflow/splitflow/connector"
 	"github.com/splitflow/splitflow/connector/base"
+	"github.com/splitflow/splitflow/metrics"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -19,11 +22,13 @@ import (
 // direct partition assignment. It runs on one fetcher goroutine; only WakeUp
 // is called from elsewhere.
 type splitReader struct {
-	cfg   *sourceConfig
-	cl    *kgo.Client
-	pool  *base.RecordsBySplitsPool[*kgo.Record]
-	lag   *lagTable
-	parts map[TopicPartition]*partState // fetcher goroutine only
+	cfg *sourceConfig
+	cl  *kgo.Client
+	// bytesIn counts the bytes of the records fetched, once per fetch.
+	bytesIn prometheus.Counter
+	pool    *base.RecordsBySplitsPool[*kgo.Record]
+	lag     *lagTable
+	parts   map[TopicPartition]*partState // fetcher goroutine only
 	// finished holds splits that ended outside a fetch (empty bounded
 	// splits, deleted partitions); the next Fetch reports them.
 	finished []string
@@ -38,7 +43,7 @@ type partState struct {
 	stop int64
 }
 
-func newSplitReader(cfg *sourceConfig, lag *lagTable) (*splitReader, error) {
+func newSplitReader(cfg *sourceConfig, lag *lagTable, g *metrics.Group) (*splitReader, error) {
 	// A partition assigned while a fetch waits on the broker is fetched only
 	// after that fetch returns: franz-go waits up to 5s by default, Kafka's
 	// consumers 500ms (fetch.max.wait.ms), which we use. User options win.
@@ -50,16 +55,18 @@ func newSplitReader(cfg *sourceConfig, lag *lagTable) (*splitReader, error) {
 	if cfg.readCommitted {
 		opts = append(opts, kgo.FetchIsolationLevel(kgo.ReadCommitted()))
 	}
+	opts = append(opts, clientMetricOpts(g, "source-reader")...)
 	cl, err := kgo.NewClient(opts...)
 	if err != nil {
 		return nil, fmt.Errorf("kafka source: reader client: %w", err)
 	}
 	return &splitReader{
-		cfg:   cfg,
-		cl:    cl,
-		pool:  base.NewRecordsBySplitsPool[*kgo.Record](4),
-		lag:   lag,
-		parts: map[TopicPartition]*partState{},
+		cfg:     cfg,
+		cl:      cl,
+		bytesIn: g.BytesIn(),
+		pool:    base.NewRecordsBySplitsPool[*kgo.Record](4),
+		lag:     lag,
+		parts:   map[TopicPartition]*partState{},
 	}, nil
 }
 
@@ -172,6 +179,12 @@ func (r *splitReader) Fetch(ctx context.Context) (base.RecordsWithSplitIDs[*kgo.
 		batch.Recycle()
 		return nil, errors.Join(errs...)
 	}
+	var bytes int64
+	defer func() {
+		if bytes > 0 {
+			r.bytesIn.Add(float64(bytes))
+		}
+	}()
 	fetches.EachPartition(func(fp kgo.FetchTopicPartition) {
 		tp := TopicPartition{Topic: fp.Topic, Partition: fp.Partition}
 		ps, ok := r.parts[tp]
@@ -187,6 +200,7 @@ func (r *splitReader) Fetch(ctx context.Context) (base.RecordsWithSplitIDs[*kgo.
 			next = rec.Offset + 1
 			if !rec.Attrs.IsControl() {
 				batch.Add(ps.id, rec)
+				bytes += recordBytes(rec)
 			}
 		}
 		if next >= 0 {

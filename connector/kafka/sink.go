@@ -10,7 +10,10 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/splitflow/splitflow/connector"
+	"github.com/splitflow/splitflow/metrics"
 	"github.com/splitflow/splitflow/txn"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -206,8 +209,10 @@ func (s *Sink[T]) CommitterRequired() bool { return s.cfg.guarantee == ExactlyOn
 // Guarantee returns the sink's delivery guarantee.
 func (s *Sink[T]) Guarantee() DeliveryGuarantee { return s.cfg.guarantee }
 
-func (s *Sink[T]) clientOpts() []kgo.Opt {
-	return append(append([]kgo.Opt(nil), s.cfg.kgoOpts...), kgo.SeedBrokers(s.cfg.seeds...))
+// clientOpts are the options of every client of the sink; extra (client
+// metrics) come before the user's options.
+func (s *Sink[T]) clientOpts(extra ...kgo.Opt) []kgo.Opt {
+	return append(append(append([]kgo.Opt(nil), extra...), s.cfg.kgoOpts...), kgo.SeedBrokers(s.cfg.seeds...))
 }
 
 // checkTimings fails when a transaction could time out before the
@@ -228,10 +233,11 @@ func (s *Sink[T]) checkTimings(ctx connector.SinkInitContext) error {
 
 // CreateWriter returns the writer of one subtask.
 func (s *Sink[T]) CreateWriter(ictx connector.SinkInitContext) (connector.SinkWriter[T], error) {
-	w := &sinkWriter[T]{s: s, sub: ictx.SubtaskIndex()}
+	g := metrics.GroupOf(ictx)
+	w := &sinkWriter[T]{s: s, sub: ictx.SubtaskIndex(), bytesOut: g.BytesOut(), txns: transactionsCounter(g)}
 	w.ctx, w.cancel = context.WithCancel(context.Background())
 	if s.cfg.guarantee != ExactlyOnce {
-		cl, err := kgo.NewClient(s.clientOpts()...)
+		cl, err := kgo.NewClient(s.clientOpts(clientMetricOpts(g, "sink")...)...)
 		if err != nil {
 			w.cancel()
 			return nil, fmt.Errorf("kafka sink: client: %w", err)
@@ -244,7 +250,7 @@ func (s *Sink[T]) CreateWriter(ictx connector.SinkInitContext) (connector.SinkWr
 		return nil, err
 	}
 	pool, err := txn.NewPool(s.cfg.prefix, w.sub, txn.PoolSize(s.cfg.poolSize),
-		txn.TransactionTimeout(s.cfg.txnTimeout), txn.ClientOpts(s.clientOpts()...))
+		txn.TransactionTimeout(s.cfg.txnTimeout), txn.ClientOpts(s.clientOpts(clientMetricOpts(g, "sink-txn")...)...))
 	if err != nil {
 		w.cancel()
 		return nil, fmt.Errorf("kafka sink: %w", err)
@@ -253,7 +259,7 @@ func (s *Sink[T]) CreateWriter(ictx connector.SinkInitContext) (connector.SinkWr
 	keep := s.restored[w.sub]
 	delete(s.restored, w.sub)
 	s.mu.Unlock()
-	if err := s.abortLingering(ictx, keep); err != nil {
+	if err := s.abortLingering(ictx, keep, w.txns); err != nil {
 		w.cancel()
 		return nil, err
 	}
@@ -265,8 +271,8 @@ func (s *Sink[T]) CreateWriter(ictx connector.SinkInitContext) (connector.SinkWr
 	return w, nil
 }
 
-func (s *Sink[T]) abortLingering(ictx connector.SinkInitContext, keep []string) error {
-	cl, err := kgo.NewClient(s.clientOpts()...)
+func (s *Sink[T]) abortLingering(ictx connector.SinkInitContext, keep []string, txns *prometheus.CounterVec) error {
+	cl, err := kgo.NewClient(s.clientOpts(clientMetricOpts(metrics.GroupOf(ictx), "sink-admin")...)...)
 	if err != nil {
 		return fmt.Errorf("kafka sink: client: %w", err)
 	}
@@ -287,6 +293,7 @@ func (s *Sink[T]) abortLingering(ictx connector.SinkInitContext, keep []string) 
 	}
 	s.cfg.logger.Debug("kafka sink: registered the subtask's transactional ids", "subtask", ictx.SubtaskIndex(), "attempt", ictx.AttemptNumber())
 	if len(aborted) > 0 {
+		txns.WithLabelValues("aborted").Add(float64(len(aborted)))
 		s.cfg.logger.Info("kafka sink: aborted lingering transactions", "subtask", ictx.SubtaskIndex(),
 			"transactional_ids", aborted, "took", time.Since(began))
 	}
@@ -319,7 +326,10 @@ func (s *Sink[T]) dropPool(subtask int, p *txn.Pool) {
 
 // CreateCommitter returns the committer of one subtask.
 func (s *Sink[T]) CreateCommitter(ictx connector.SinkInitContext) (connector.Committer[txn.Committable], error) {
-	return &committer[T]{s: s, sub: ictx.SubtaskIndex()}, nil
+	g := metrics.GroupOf(ictx)
+	return &committer[T]{s: s, sub: ictx.SubtaskIndex(), metrics: g, txns: transactionsCounter(g),
+		latency: g.Histogram(metricCommitTime, "Time a Kafka sink committer took to commit one transaction, retries of transient answers included.",
+			[]float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30})}, nil
 }
 
 // CommittableSerializer encodes committables for the committer's state.
@@ -340,6 +350,33 @@ type sinkWriter[T any] struct {
 
 	mu     sync.Mutex
 	errOut error // first failed produce of AtLeastOnce and None
+
+	// bytes counts what Write was given since the last publication to
+	// bytesOut (task goroutine only), so that the counter is touched per
+	// bytesPublishEvery records and at flushes, not per record.
+	bytes    int64
+	written  int
+	bytesOut prometheus.Counter
+	txns     *prometheus.CounterVec
+}
+
+// bytesPublishEvery is how many records a writer counts before it adds
+// their bytes to its counter.
+const bytesPublishEvery = 1024
+
+func (w *sinkWriter[T]) publishBytes() {
+	if w.bytes > 0 {
+		w.bytesOut.Add(float64(w.bytes))
+		w.bytes = 0
+	}
+	w.written = 0
+}
+
+func (w *sinkWriter[T]) count(rec *kgo.Record) {
+	w.bytes += recordBytes(rec)
+	if w.written++; w.written >= bytesPublishEvery {
+		w.publishBytes()
+	}
 }
 
 func (w *sinkWriter[T]) Write(v T, wc connector.WriteContext) error {
@@ -351,6 +388,7 @@ func (w *sinkWriter[T]) Write(v T, wc connector.WriteContext) error {
 		if err := w.err(); err != nil {
 			return err
 		}
+		w.count(rec)
 		w.cl.Produce(w.ctx, rec, w.promise)
 		return nil
 	}
@@ -359,6 +397,7 @@ func (w *sinkWriter[T]) Write(v T, wc connector.WriteContext) error {
 			return fmt.Errorf("kafka sink: subtask %d: %w", w.sub, err)
 		}
 	}
+	w.count(rec)
 	w.tx.Produce(w.ctx, rec)
 	return nil
 }
@@ -382,6 +421,7 @@ func (w *sinkWriter[T]) err() error {
 // Flush waits for buffered records: at every checkpoint for AtLeastOnce, at
 // the end of input for None. Exactly-once flushes in PrepareCommit.
 func (w *sinkWriter[T]) Flush(endOfInput bool) error {
+	w.publishBytes()
 	if w.pool != nil || (w.s.cfg.guarantee == None && !endOfInput) {
 		return nil
 	}
@@ -407,6 +447,8 @@ func (w *sinkWriter[T]) PrepareCommit(checkpointID int64) ([]txn.Committable, er
 	w.tx = nil
 	c, ok, err := tx.Prepare(w.ctx, checkpointID)
 	if err != nil {
+		// Prepare aborted the transaction.
+		w.txns.WithLabelValues("aborted").Inc()
 		return nil, fmt.Errorf("kafka sink: subtask %d: %w", w.sub, err)
 	}
 	if !ok {
@@ -427,9 +469,13 @@ func (w *sinkWriter[T]) NotifyCheckpointComplete(checkpointID int64) error {
 // the next attempt) and closes the clients.
 func (w *sinkWriter[T]) Close() error {
 	w.cancel()
+	w.publishBytes()
 	if w.pool == nil {
 		w.cl.Close()
 		return nil
+	}
+	if w.tx != nil {
+		w.txns.WithLabelValues("aborted").Inc() // the pool aborts it
 	}
 	w.s.dropPool(w.sub, w.pool)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -440,6 +486,10 @@ func (w *sinkWriter[T]) Close() error {
 type committer[T any] struct {
 	s   *Sink[T]
 	sub int
+
+	metrics *metrics.Group
+	txns    *prometheus.CounterVec
+	latency prometheus.Observer
 
 	plain *kgo.Client // for committables no live pool holds
 }
@@ -453,6 +503,7 @@ func (c *committer[T]) Commit(ctx context.Context, reqs []connector.CommitReques
 	for _, req := range reqs {
 		cm := req.Committable()
 		cctx, cancel := context.WithTimeout(ctx, c.s.cfg.commitTimout)
+		began := time.Now()
 		var err error
 		p := c.s.pool(c.sub)
 		if p != nil {
@@ -461,7 +512,7 @@ func (c *committer[T]) Commit(ctx context.Context, reqs []connector.CommitReques
 		} else {
 			c.s.cfg.logger.Debug("kafka sink: commit with a raw EndTxn", "subtask", c.sub, "committable", cm.String())
 			if c.plain == nil {
-				if c.plain, err = kgo.NewClient(c.s.clientOpts()...); err != nil {
+				if c.plain, err = kgo.NewClient(c.s.clientOpts(clientMetricOpts(c.metrics, "sink-committer")...)...); err != nil {
 					cancel()
 					return fmt.Errorf("kafka sink: committer client: %w", err)
 				}
@@ -472,6 +523,8 @@ func (c *committer[T]) Commit(ctx context.Context, reqs []connector.CommitReques
 		var dl *txn.DataLossError
 		switch {
 		case err == nil:
+			c.txns.WithLabelValues("committed").Inc()
+			c.latency.Observe(time.Since(began).Seconds())
 			if p == nil {
 				c.s.noteRestored(c.sub, cm.TransactionalID)
 			}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/splitflow/splitflow/connector"
 	"github.com/splitflow/splitflow/connector/base"
+	"github.com/splitflow/splitflow/metrics"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -70,13 +71,14 @@ func (s *Source[T]) EnumeratorStateSerializer() connector.VersionedSerializer[En
 func (s *Source[T]) CreateReader(ctx connector.SourceReaderContext) (connector.SourceReader[T, Split], error) {
 	cfg := &s.cfg
 	lag := &lagTable{}
+	g := metrics.GroupOf(ctx)
 	mgr, err := base.NewSingleFetcherManager(func() (base.SplitReader[*kgo.Record, Split], error) {
-		return newSplitReader(cfg, lag)
+		return newSplitReader(cfg, lag, g)
 	})
 	if err != nil {
 		return nil, err
 	}
-	r := &Reader[T]{cfg: cfg, lag: lag, offsets: map[int64]map[TopicPartition]int64{}}
+	r := &Reader[T]{cfg: cfg, lag: lag, offsets: map[int64]map[TopicPartition]int64{}, metrics: g}
 	em := &emitter[T]{deser: s.deser, skip: cfg.skipBadRecords, skipped: &r.skipped}
 	hooks := base.SplitStateFuncs[Split, splitState]{
 		Initialize: func(sp Split) splitState { return splitState{split: sp, next: sp.StartingOffset} },
@@ -88,6 +90,7 @@ func (s *Source[T]) CreateReader(ctx connector.SourceReaderContext) (connector.S
 	if err != nil {
 		return nil, err
 	}
+	r.unregister = registerReaderMetrics(g, lag, r.skipped.Load, r.failed.Load)
 	return r, nil
 }
 
@@ -108,6 +111,9 @@ type Reader[T any] struct {
 	commitCl *kgo.Client
 	commitWG sync.WaitGroup
 	failed   atomic.Int64 // offset commits that failed
+
+	metrics    *metrics.Group
+	unregister func() // removes the reader's scrape-time metrics
 }
 
 // SnapshotState returns the splits with their next offsets, and remembers
@@ -141,7 +147,8 @@ func (r *Reader[T]) NotifyCheckpointComplete(checkpointID int64) error {
 	r.commitMu.Lock()
 	defer r.commitMu.Unlock()
 	if r.commitCl == nil {
-		cl, err := kgo.NewClient(append(append([]kgo.Opt(nil), r.cfg.kgoOpts...), kgo.SeedBrokers(r.cfg.seeds...))...)
+		opts := append(append([]kgo.Opt(nil), r.cfg.kgoOpts...), kgo.SeedBrokers(r.cfg.seeds...))
+		cl, err := kgo.NewClient(append(opts, clientMetricOpts(r.metrics, "source-offsets")...)...)
 		if err != nil {
 			r.failed.Add(1)
 			r.cfg.logger.Warn("kafka source: offset commit client", "err", err)
@@ -175,6 +182,7 @@ func (r *Reader[T]) NotifyCheckpointComplete(checkpointID int64) error {
 // Close stops the fetcher and waits for offset commits in flight.
 func (r *Reader[T]) Close() error {
 	err := r.SourceReaderBase.Close()
+	r.unregister()
 	r.commitWG.Wait()
 	r.commitMu.Lock()
 	if r.commitCl != nil {

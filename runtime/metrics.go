@@ -1,0 +1,517 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/splitflow/splitflow/metrics"
+)
+
+// What the engine measures, and how it stays off the hot path:
+//
+//   - Task goroutines count in plain fields they own (records into each
+//     operator in its opInfo, records into each record writer, time spent
+//     waiting for input or for room in the output) and publish them to the
+//     atomics of their taskStats every publishInterval, as a mail, and
+//     once more when they exit. Nothing is atomic or shared per record.
+//   - The observer, one per Environment, holds the taskStats of the
+//     current attempt, the graph, checkpoint history, restarts and the job
+//     state under one mutex. The master goroutine updates it; Status and
+//     the Prometheus collector read it from any goroutine.
+//   - Counters are totals over the life of the Environment: a subtask
+//     rebuilt by a failover starts from the totals its previous attempt
+//     published last (taskStats.base), so Prometheus counters never go
+//     back.
+
+// publishInterval is how often a task publishes its counters: the
+// staleness of a scrape or a Status while the task runs.
+const publishInterval = 200 * time.Millisecond
+
+// recentCheckpoints is how many checkpoints Status keeps.
+const recentCheckpoints = 20
+
+// gatherer is the registry the job's metrics are registered on, served at
+// /metrics by WithHTTP.
+func (env *Environment) gatherer() prometheus.Gatherer {
+	return env.observer().reg.Gatherer()
+}
+
+// observer returns the Environment's observer, creating it on first use.
+func (env *Environment) observer() *observer {
+	env.obsOnce.Do(func() { env.obs = newObserver(env.cfg.metrics.newRegistry()) })
+	return env.obs
+}
+
+// observer is the job's metrics and status board; see the comment at the
+// top of this file.
+type observer struct {
+	reg *metrics.Registry
+
+	cpTotal    *prometheus.CounterVec
+	cpDuration prometheus.Histogram
+	cpSize     prometheus.Gauge
+	cpAlign    prometheus.Gauge
+	restartsC  prometheus.Counter
+
+	mu          sync.Mutex
+	name        string
+	state       string
+	start       time.Time
+	graph       GraphStatus
+	tasks       []*taskStats // current attempt, by vertex then subtask
+	cpEnabled   bool
+	cpInterval  time.Duration
+	completed   int64
+	failed      int64
+	recent      []*checkpointRecord // oldest first, at most recentCheckpoints
+	restarts    int
+	lastFailure *FailureStatus
+}
+
+type checkpointRecord struct {
+	st      CheckpointStatus
+	started time.Time // monotonic, for the duration
+}
+
+func newObserver(reg *prometheus.Registry) *observer {
+	o := &observer{reg: metrics.NewRegistry(reg), state: "created"}
+	o.cpTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: metrics.Namespace, Name: "checkpoints_total",
+		Help: "Checkpoints that ended, by result (completed, failed).",
+	}, []string{"result"})
+	o.cpDuration = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Namespace: metrics.Namespace, Name: "checkpoint_duration_seconds",
+		Help:    "Time from the trigger of a checkpoint to its metadata being durable, for completed checkpoints.",
+		Buckets: []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600},
+	})
+	o.cpSize = prometheus.NewGauge(prometheus.GaugeOpts{
+		Namespace: metrics.Namespace, Name: "checkpoint_last_size_bytes",
+		Help: "State bytes written by the newest completed checkpoint.",
+	})
+	o.cpAlign = prometheus.NewGauge(prometheus.GaugeOpts{
+		Namespace: metrics.Namespace, Name: "checkpoint_last_alignment_seconds",
+		Help: "Longest barrier alignment of any task in the newest completed checkpoint.",
+	})
+	o.restartsC = prometheus.NewCounter(prometheus.CounterOpts{
+		Namespace: metrics.Namespace, Name: "job_restarts_total",
+		Help: "Restarts of the job or of one of its regions.",
+	})
+	for _, c := range []prometheus.Collector{o.cpTotal, o.cpDuration, o.cpSize, o.cpAlign, o.restartsC, (*taskCollector)(o)} {
+		o.reg.Register(c)
+	}
+	// Both results exist from the start, so a rate over them is defined
+	// before the first failure.
+	o.cpTotal.WithLabelValues("completed")
+	o.cpTotal.WithLabelValues("failed")
+	return o
+}
+
+// taskStats is what one task publishes. The task goroutine writes the
+// atomics; everything else is set before the task starts or under
+// observer.mu.
+type taskStats struct {
+	vertex      int
+	name        string
+	subtask     int
+	parallelism int
+	attempt     int
+	ops         []opStats
+
+	// base holds the totals of the earlier attempts of this subtask.
+	base taskTotals
+
+	recordsIn, recordsOut atomic.Int64
+	busyNs, idleNs, bpNs  atomic.Int64
+	watermark             atomic.Int64 // noWatermark: none yet
+
+	splitsMu sync.Mutex
+	splits   []string
+
+	state string // under observer.mu
+}
+
+type taskTotals struct {
+	recordsIn, recordsOut int64
+	busyNs, idleNs, bpNs  int64
+	opIn, opOut           map[string]int64 // by uid
+}
+
+type opStats struct {
+	name, uid string
+	in, out   atomic.Int64
+}
+
+// totals returns base plus what the task published.
+func (s *taskStats) totals() taskTotals {
+	t := taskTotals{
+		recordsIn:  s.base.recordsIn + s.recordsIn.Load(),
+		recordsOut: s.base.recordsOut + s.recordsOut.Load(),
+		busyNs:     s.base.busyNs + s.busyNs.Load(),
+		idleNs:     s.base.idleNs + s.idleNs.Load(),
+		bpNs:       s.base.bpNs + s.bpNs.Load(),
+		opIn:       map[string]int64{},
+		opOut:      map[string]int64{},
+	}
+	for i := range s.ops {
+		op := &s.ops[i]
+		t.opIn[op.uid] = s.base.opIn[op.uid] + op.in.Load()
+		t.opOut[op.uid] = s.base.opOut[op.uid] + op.out.Load()
+	}
+	return t
+}
+
+// counter is something a task counts records in, on its goroutine.
+type counter interface{ count() int64 }
+
+func (i *opInfo) count() int64 { return i.records }
+
+// taskMeter is the task goroutine's side of its taskStats.
+type taskMeter struct {
+	stats   *taskStats
+	started time.Time
+	idleNs  int64
+	bpNs    int64
+	// outs[i] counts what operator i emitted: the records into its first
+	// output (a chained operator or a record writer); nil for sinks,
+	// whose output is what they were given.
+	outs    []counter
+	writers []counter
+	sinks   []*opInfo
+	// splitsVer is the version of the held splits published last.
+	splitsVer int
+	timer     *time.Timer
+}
+
+// watermarked is a task input that knows the watermark it passed into
+// the chain last.
+type watermarked interface{ currentWatermark() int64 }
+
+// splitHolder is a source input that knows the splits its reader holds.
+type splitHolder interface {
+	heldSplits(sinceVersion int) (ids []string, version int, changed bool)
+}
+
+// publish copies the task's counters into its taskStats. Task goroutine.
+func (t *task) publish() {
+	m := &t.meter
+	s := m.stats
+	if s == nil {
+		return
+	}
+	for i, op := range t.ops {
+		info := op.operator()
+		s.ops[i].in.Store(info.records)
+		if i < len(m.outs) && m.outs[i] != nil {
+			o := m.outs[i]
+			s.ops[i].out.Store(o.count())
+		} else {
+			s.ops[i].out.Store(info.records)
+		}
+	}
+	if len(t.ops) > 0 {
+		s.recordsIn.Store(t.ops[0].operator().records)
+	}
+	var out int64
+	for _, w := range m.writers {
+		out += w.count()
+	}
+	for _, op := range m.sinks {
+		out += op.records
+	}
+	s.recordsOut.Store(out)
+	if !m.started.IsZero() {
+		elapsed := int64(time.Since(m.started))
+		s.busyNs.Store(max(0, elapsed-m.idleNs-m.bpNs))
+		s.idleNs.Store(m.idleNs)
+		s.bpNs.Store(m.bpNs)
+	}
+	if w, ok := t.input.(watermarked); ok {
+		s.watermark.Store(w.currentWatermark())
+	}
+	if h, ok := t.input.(splitHolder); ok {
+		if ids, ver, changed := h.heldSplits(m.splitsVer); changed {
+			m.splitsVer = ver
+			s.splitsMu.Lock()
+			s.splits = ids
+			s.splitsMu.Unlock()
+		}
+	}
+}
+
+func (t *task) publishMail() error {
+	t.publish()
+	t.meter.timer.Reset(publishInterval)
+	return nil
+}
+
+// newTaskStats prepares the stats of t, continuing the totals of prev (the
+// same subtask's task of the previous attempt, nil for none).
+func newTaskStats(t *task, vertex int, prev *taskStats) *taskStats {
+	s := &taskStats{vertex: vertex, name: t.name, subtask: t.subtask, parallelism: t.parallelism, attempt: t.attempt, state: "running"}
+	s.watermark.Store(noWatermark)
+	s.ops = make([]opStats, len(t.ops))
+	for i, op := range t.ops {
+		s.ops[i].name, s.ops[i].uid = op.operator().name, op.operator().uid
+	}
+	if prev != nil {
+		s.base = prev.totals()
+	}
+	return s
+}
+
+// Observer updates, from the master goroutine.
+
+func (o *observer) jobStarted(ex *execution) {
+	g := GraphStatus{}
+	for _, c := range ex.g.chains {
+		v := VertexStatus{ID: c.id, Name: c.name(), Parallelism: c.parallelism}
+		for _, n := range c.nodes {
+			v.Operators = append(v.Operators, n.name)
+		}
+		g.Vertices = append(g.Vertices, v)
+		for _, e := range c.inEdges {
+			g.Edges = append(g.Edges, EdgeStatus{From: ex.g.chain[e.from].id, To: c.id, Partitioning: partitioningName(e.kind)})
+		}
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.state, o.start, o.graph = "running", time.Now(), g
+	if ex.name != "" {
+		o.name = ex.name
+	}
+	o.cpEnabled = ex.cc != nil
+	if o.cpEnabled {
+		o.cpInterval = ex.cfg.cp.interval
+	}
+}
+
+func partitioningName(k partitionKind) string {
+	switch k {
+	case partitionForward:
+		return "forward"
+	case partitionRebalance:
+		return "rebalance"
+	case partitionHash:
+		return "hash"
+	case partitionBroadcast:
+		return "broadcast"
+	}
+	return "unknown"
+}
+
+// tasksBuilt installs the stats of freshly built tasks (all of them, or a
+// region's), continuing each subtask's totals from its previous task.
+func (o *observer) tasksBuilt(ex *execution, tasks []*task) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	for _, t := range tasks {
+		vertex := t.vertex
+		i := slices.IndexFunc(o.tasks, func(s *taskStats) bool { return s.vertex == vertex && s.subtask == t.subtask })
+		var prev *taskStats
+		if i >= 0 {
+			prev = o.tasks[i]
+		}
+		t.meter.stats = newTaskStats(t, vertex, prev)
+		if i >= 0 {
+			o.tasks[i] = t.meter.stats
+		} else {
+			o.tasks = append(o.tasks, t.meter.stats)
+		}
+	}
+	slices.SortFunc(o.tasks, func(a, b *taskStats) int {
+		if a.vertex != b.vertex {
+			return a.vertex - b.vertex
+		}
+		return a.subtask - b.subtask
+	})
+}
+
+func (o *observer) taskExited(s *taskStats, err error) {
+	if s == nil {
+		return
+	}
+	st := "finished"
+	switch {
+	case errors.Is(err, errTaskCancelled):
+		st = "cancelled"
+	case err != nil:
+		st = "failed"
+	}
+	o.mu.Lock()
+	s.state = st
+	o.mu.Unlock()
+}
+
+func (o *observer) setState(st string) {
+	o.mu.Lock()
+	o.state = st
+	o.mu.Unlock()
+}
+
+// failedWith records the newest failure: of task t, or of a coordinator or of
+// checkpointing when t is nil.
+func (o *observer) failedWith(t *task, err error) {
+	f := &FailureStatus{Time: time.Now(), Error: err.Error()}
+	var oe *OperatorError
+	switch {
+	case t != nil:
+		f.Task = fmt.Sprintf("%s (%d/%d)", t.name, t.subtask+1, t.parallelism)
+	case errors.As(err, &oe) && oe.Subtask < 0:
+		f.Task = oe.Operator + " (coordinator)"
+	case errors.As(err, &oe):
+		f.Task = fmt.Sprintf("%s (%d)", oe.Operator, oe.Subtask+1)
+	default:
+		f.Task = "checkpointing"
+	}
+	o.mu.Lock()
+	o.lastFailure = f
+	o.mu.Unlock()
+}
+
+func (o *observer) restarted(n int) {
+	o.restartsC.Inc()
+	o.mu.Lock()
+	o.restarts, o.state = n, "restarting"
+	o.mu.Unlock()
+}
+
+func (o *observer) checkpointTriggered(id int64, at time.Time) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.find(id) != nil {
+		return
+	}
+	r := &checkpointRecord{st: CheckpointStatus{ID: id, Status: "in_progress", TriggerTime: at}, started: time.Now()}
+	o.recent = append(o.recent, r)
+	if n := len(o.recent) - recentCheckpoints; n > 0 {
+		o.recent = slices.Delete(o.recent, 0, n)
+	}
+}
+
+func (o *observer) find(id int64) *checkpointRecord {
+	for i := len(o.recent) - 1; i >= 0; i-- {
+		if o.recent[i].st.ID == id {
+			return o.recent[i]
+		}
+	}
+	return nil
+}
+
+// checkpointProgress adds state written and an alignment to checkpoint id.
+func (o *observer) checkpointProgress(id int64, bytes int64, align time.Duration) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if r := o.find(id); r != nil {
+		r.st.SizeBytes += bytes
+		r.st.AlignmentMillis = max(r.st.AlignmentMillis, align.Milliseconds())
+	}
+}
+
+// checkpointEnded records the end of checkpoint id and returns its
+// status; err nil means completed.
+func (o *observer) checkpointEnded(id int64, err error) CheckpointStatus {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	r := o.find(id)
+	if r == nil {
+		r = &checkpointRecord{st: CheckpointStatus{ID: id, TriggerTime: time.Now()}, started: time.Now()}
+		o.recent = append(o.recent, r)
+	}
+	d := time.Since(r.started)
+	r.st.DurationMillis = d.Milliseconds()
+	if err == nil {
+		r.st.Status = "completed"
+		o.completed++
+		o.cpTotal.WithLabelValues("completed").Inc()
+		o.cpDuration.Observe(d.Seconds())
+		o.cpSize.Set(float64(r.st.SizeBytes))
+		o.cpAlign.Set(float64(r.st.AlignmentMillis) / 1000)
+	} else {
+		r.st.Status, r.st.Error = "failed", err.Error()
+		r.st.SizeBytes, r.st.AlignmentMillis = 0, 0
+		o.failed++
+		o.cpTotal.WithLabelValues("failed").Inc()
+	}
+	return r.st
+}
+
+// taskCollector exports the tasks' published counters at scrape time. It
+// describes nothing (an unchecked collector): its series follow the graph.
+type taskCollector observer
+
+var (
+	descRecordsIn = prometheus.NewDesc(metrics.Namespace+"_operator_records_in_total",
+		"Records into an operator (for a source: records its reader emitted).", []string{metrics.LabelOperator, metrics.LabelUID, metrics.LabelSubtask}, nil)
+	descRecordsOut = prometheus.NewDesc(metrics.Namespace+"_operator_records_out_total",
+		"Records an operator emitted (for a sink: records given to its writer).", []string{metrics.LabelOperator, metrics.LabelUID, metrics.LabelSubtask}, nil)
+	taskLabels = []string{"task", "vertex", metrics.LabelSubtask}
+	descBusy   = prometheus.NewDesc(metrics.Namespace+"_task_busy_seconds_total",
+		"Time a task spent processing (neither idle nor backpressured).", taskLabels, nil)
+	descIdle = prometheus.NewDesc(metrics.Namespace+"_task_idle_seconds_total",
+		"Time a task spent waiting for input.", taskLabels, nil)
+	descBackpressured = prometheus.NewDesc(metrics.Namespace+"_task_backpressured_seconds_total",
+		"Time a task spent waiting for room in its output.", taskLabels, nil)
+	descWatermark = prometheus.NewDesc(metrics.Namespace+"_task_watermark_milliseconds",
+		"The watermark a task passed into its chain last, in milliseconds since the Unix epoch; absent before the first.", taskLabels, nil)
+)
+
+func (c *taskCollector) Describe(chan<- *prometheus.Desc) {}
+
+func (c *taskCollector) Collect(ch chan<- prometheus.Metric) {
+	o := (*observer)(c)
+	o.mu.Lock()
+	tasks := slices.Clone(o.tasks)
+	o.mu.Unlock()
+	for _, s := range tasks {
+		tt := s.totals()
+		sub := strconv.Itoa(s.subtask)
+		for i := range s.ops {
+			op := &s.ops[i]
+			ch <- prometheus.MustNewConstMetric(descRecordsIn, prometheus.CounterValue, float64(tt.opIn[op.uid]), op.name, op.uid, sub)
+			ch <- prometheus.MustNewConstMetric(descRecordsOut, prometheus.CounterValue, float64(tt.opOut[op.uid]), op.name, op.uid, sub)
+		}
+		v := strconv.Itoa(s.vertex)
+		ch <- prometheus.MustNewConstMetric(descBusy, prometheus.CounterValue, float64(tt.busyNs)/1e9, s.name, v, sub)
+		ch <- prometheus.MustNewConstMetric(descIdle, prometheus.CounterValue, float64(tt.idleNs)/1e9, s.name, v, sub)
+		ch <- prometheus.MustNewConstMetric(descBackpressured, prometheus.CounterValue, float64(tt.bpNs)/1e9, s.name, v, sub)
+		if wm := s.watermark.Load(); wm != noWatermark {
+			ch <- prometheus.MustNewConstMetric(descWatermark, prometheus.GaugeValue, float64(wm), s.name, v, sub)
+		}
+	}
+}
+
+// metricGroup is the metric group of operator info in this task; nil for
+// a task driven by hand in a test.
+func (t *task) metricGroup(info opInfo) *metrics.Group {
+	if t == nil || t.ex == nil {
+		return nil
+	}
+	return t.ex.env.observer().reg.Group(info.name, info.uid, info.subtask)
+}
+
+// jobEnded sets the final state: failed with an error, cancelled when ctx
+// was cancelled, finished otherwise.
+func (o *observer) jobEnded(ctx context.Context, err error) {
+	st := "finished"
+	switch {
+	case err != nil:
+		st = "failed"
+	case ctx.Err() != nil:
+		st = "cancelled"
+	}
+	o.setState(st)
+}
+
+// named sets the job's name for Status; Execute calls it before run.
+func (ex *execution) named(name string) *execution {
+	ex.name = name
+	return ex
+}

@@ -1,0 +1,344 @@
+package runtime
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+)
+
+// metricSum adds up the samples of metric name whose labels include want.
+func metricSum(t *testing.T, g prometheus.Gatherer, name string, want map[string]string) (sum float64, found bool) {
+	t.Helper()
+	mfs, err := g.Gather()
+	if err != nil {
+		t.Fatalf("gather: %v", err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+	next:
+		for _, m := range mf.GetMetric() {
+			labels := map[string]string{}
+			for _, lp := range m.GetLabel() {
+				labels[lp.GetName()] = lp.GetValue()
+			}
+			for k, v := range want {
+				if labels[k] != v {
+					continue next
+				}
+			}
+			found = true
+			sum += sampleValue(mf.GetType(), m)
+		}
+	}
+	return sum, found
+}
+
+func sampleValue(tp dto.MetricType, m *dto.Metric) float64 {
+	switch tp {
+	case dto.MetricType_COUNTER:
+		return m.GetCounter().GetValue()
+	case dto.MetricType_GAUGE:
+		return m.GetGauge().GetValue()
+	case dto.MetricType_HISTOGRAM:
+		return float64(m.GetHistogram().GetSampleCount())
+	}
+	return m.GetUntyped().GetValue()
+}
+
+// The records counters of every operator equal the records that flowed
+// through it, summed over its subtasks, in Prometheus and in Status, once
+// the job has finished.
+func TestMetricsCountRecordsThatFlowed(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	env := NewEnvironment(WithParallelism(2), WithMaxParallelism(16), WithLogger(discardLogger()), WithMetricsRegistry(reg))
+	src := FromSource(env, &rangeSrc{splits: 4, perSplit: 250, readerFailAt: -1}, "range", NoWatermarks[int64]()).UID("src")
+	even := Filter(src, func(v int64) (bool, error) { return v%2 == 0, nil }).UID("even")
+	half := Map(even, func(v int64) (int64, error) { return v / 2, nil }).UID("half")
+	counted := ProcessPerSubtask(KeyBy(half, func(v int64) int64 { return v % 5 }), func() KeyedProcessFunction[int64, int64, int64] { return &counting{} }).UID("counts")
+	sink := newCollectSink[int64]()
+	SinkTo(counted, sink).UID("sink")
+	if err := env.Execute(testCtx(t), "records"); err != nil {
+		t.Fatal(err)
+	}
+	if sink.count() != 500 {
+		t.Fatalf("sink got %d records, want 500", sink.count())
+	}
+	for _, c := range []struct {
+		uid     string
+		in, out float64
+	}{
+		{"src", 1000, 1000},
+		{"even", 1000, 500},
+		{"half", 500, 500},
+		{"counts", 500, 500},
+		{"sink", 500, 500},
+	} {
+		in, _ := metricSum(t, reg, "splitflow_operator_records_in_total", map[string]string{"uid": c.uid})
+		out, _ := metricSum(t, reg, "splitflow_operator_records_out_total", map[string]string{"uid": c.uid})
+		if in != c.in || out != c.out {
+			t.Errorf("operator %s: records in %v out %v, want %v and %v", c.uid, in, out, c.in, c.out)
+		}
+	}
+
+	st := env.Status()
+	if st.State != "finished" {
+		t.Errorf("state %q, want finished", st.State)
+	}
+	if len(st.Graph.Vertices) != 2 || len(st.Graph.Edges) != 1 || st.Graph.Edges[0].Partitioning != "hash" {
+		t.Errorf("graph %+v, want two vertices joined by a hash edge", st.Graph)
+	}
+	if len(st.Tasks) != 4 {
+		t.Fatalf("%d tasks, want 4", len(st.Tasks))
+	}
+	var srcIn, srcOut, sinkIn, sinkOut int64
+	for _, ts := range st.Tasks {
+		if ts.State != "finished" {
+			t.Errorf("task %s/%d state %q, want finished", ts.Name, ts.Subtask, ts.State)
+		}
+		if ts.BusyMillis+ts.IdleMillis+ts.BackpressuredMillis < 0 {
+			t.Errorf("task %s/%d has negative times", ts.Name, ts.Subtask)
+		}
+		if ts.Vertex == 0 {
+			srcIn, srcOut = srcIn+ts.RecordsIn, srcOut+ts.RecordsOut
+		} else {
+			sinkIn, sinkOut = sinkIn+ts.RecordsIn, sinkOut+ts.RecordsOut
+		}
+	}
+	// The source chain reads 1000 and sends 500 over the network; the
+	// keyed chain takes those 500 and writes them.
+	if srcIn != 1000 || srcOut != 500 || sinkIn != 500 || sinkOut != 500 {
+		t.Errorf("task records: source chain %d/%d, sink chain %d/%d; want 1000/500 and 500/500", srcIn, srcOut, sinkIn, sinkOut)
+	}
+	if st.Checkpoints.Enabled {
+		t.Errorf("checkpoints enabled in a job without them")
+	}
+}
+
+// Checkpoint counters, the duration histogram, size and restarts move in
+// Prometheus and in Status, and the job logs each completed checkpoint and
+// each split assignment.
+func TestMetricsCheckpointsAndRestarts(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	var logs lockedBuffer
+	store := newTxnStore()
+	src := &rangeSrc{splits: 4, perSplit: 40, delay: 200 * time.Microsecond, readerFailAt: -1}
+	env := countingJob(2, src, failOnce(50), &txnSink2PC{store: store},
+		WithCheckpointInterval(3*time.Millisecond), WithRestartStrategy(FixedDelayRestart(5, time.Millisecond)),
+		WithMetricsRegistry(reg), WithLogger(slogText(&logs)))
+	if err := env.Execute(testCtx(t), "checkpoints"); err != nil {
+		t.Fatal(err)
+	}
+	checkCounts(t, store, 160, 7)
+
+	st := env.Status()
+	completed, _ := metricSum(t, reg, "splitflow_checkpoints_total", map[string]string{"result": "completed"})
+	if completed == 0 || int64(completed) != st.Checkpoints.Completed {
+		t.Errorf("completed checkpoints: metric %v, status %d; want equal and > 0", completed, st.Checkpoints.Completed)
+	}
+	failed, _ := metricSum(t, reg, "splitflow_checkpoints_total", map[string]string{"result": "failed"})
+	if int64(failed) != st.Checkpoints.Failed {
+		t.Errorf("failed checkpoints: metric %v, status %d", failed, st.Checkpoints.Failed)
+	}
+	if n, _ := metricSum(t, reg, "splitflow_checkpoint_duration_seconds", nil); n != completed {
+		t.Errorf("duration histogram has %v samples, want one per completed checkpoint (%v)", n, completed)
+	}
+	if size, _ := metricSum(t, reg, "splitflow_checkpoint_last_size_bytes", nil); size <= 0 {
+		t.Errorf("last checkpoint size %v, want > 0 (keyed state and committables)", size)
+	}
+	if r, _ := metricSum(t, reg, "splitflow_job_restarts_total", nil); r != 1 || st.Restarts != 1 {
+		t.Errorf("restarts: metric %v, status %d; want 1", r, st.Restarts)
+	}
+	if st.LastFailure == nil || !strings.Contains(st.LastFailure.Error, "injected failure at record 50") || !strings.Contains(st.LastFailure.Task, "Map (") {
+		t.Errorf("last failure %+v, want the injected one in the map's task", st.LastFailure)
+	}
+	if !st.Checkpoints.Enabled || st.Checkpoints.IntervalMillis != 3 {
+		t.Errorf("checkpoints %+v, want enabled every 3ms", st.Checkpoints)
+	}
+	if n := len(st.Checkpoints.Recent); n == 0 || n > 20 {
+		t.Fatalf("%d recent checkpoints, want 1..20", n)
+	}
+	last := st.Checkpoints.Recent[len(st.Checkpoints.Recent)-1]
+	if last.Status != "completed" || last.SizeBytes <= 0 || last.TriggerTime.IsZero() {
+		t.Errorf("newest checkpoint %+v, want the completed final one with its size", last)
+	}
+	for _, ts := range st.Tasks {
+		if ts.Attempt != 1 || ts.State != "finished" {
+			t.Errorf("task %s/%d: attempt %d state %q, want attempt 1 finished", ts.Name, ts.Subtask, ts.Attempt, ts.State)
+		}
+	}
+	// Counters run on across the restart: the sources read at least
+	// everything once.
+	if in, _ := metricSum(t, reg, "splitflow_operator_records_in_total", map[string]string{"uid": "src"}); in < 160 {
+		t.Errorf("source records %v, want at least 160 across attempts", in)
+	}
+
+	out := logs.String()
+	for _, want := range []string{"splitflow: checkpoint completed", "duration=", "size=", "splitflow: splits assigned", "subtask=", "splits="} {
+		if !strings.Contains(out, want) {
+			t.Errorf("job log lacks %q", want)
+		}
+	}
+}
+
+// Status and /metrics are safe from other goroutines while the job runs,
+// and show it moving: records, held splits, watermarks, checkpoints; after
+// a cancellation the job is cancelled and its tasks finished.
+func TestStatusWhileRunning(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	env := NewEnvironment(WithParallelism(2), WithLogger(discardLogger()), WithMetricsRegistry(reg),
+		WithCheckpointInterval(20*time.Millisecond), WithAutoWatermarkInterval(5*time.Millisecond))
+	before := env.Status()
+	if before.State != "created" || len(before.Tasks) != 0 {
+		t.Errorf("before Execute: %+v, want created and no tasks", before)
+	}
+	wm := ForMonotonousTimestamps[int64]().WithTimestampAssigner(func(v int64, _ int64) int64 { return v })
+	src := FromSource(env, &rangeSrc{splits: 2, perSplit: 1 << 40, delay: 20 * time.Microsecond, readerFailAt: -1}, "range", wm).UID("src")
+	SinkTo(Rebalance(Map(src, func(v int64) (int64, error) { return v, nil })), newCollectSink[int64]()).UID("sink")
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- env.Execute(ctx, "live") }()
+
+	// Readers hammer Status and the registry meanwhile (-race).
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for range 2 {
+		wg.Go(func() {
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				_ = env.Status()
+				if _, err := reg.Gather(); err != nil {
+					t.Errorf("gather: %v", err)
+					return
+				}
+			}
+		})
+	}
+
+	deadline := time.Now().Add(10 * time.Second)
+	var st JobStatus
+	for {
+		st = env.Status()
+		if st.State == "running" && st.Checkpoints.Completed > 0 && liveTasks(st) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("status never showed the job moving: %+v", st)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	close(stop)
+	wg.Wait()
+	if wmMetric, ok := metricSum(t, reg, "splitflow_task_watermark_milliseconds", map[string]string{"subtask": "0", "vertex": "0"}); !ok || wmMetric <= 0 {
+		t.Errorf("watermark metric of the source task: %v (present %v)", wmMetric, ok)
+	}
+	if busy, _ := metricSum(t, reg, "splitflow_task_busy_seconds_total", nil); busy <= 0 {
+		t.Errorf("busy time %v, want > 0", busy)
+	}
+
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	after := env.Status()
+	if after.State != "cancelled" {
+		t.Errorf("after cancel: state %q, want cancelled", after.State)
+	}
+	for _, ts := range after.Tasks {
+		if ts.State != "finished" {
+			t.Errorf("task %s/%d: state %q after draining, want finished", ts.Name, ts.Subtask, ts.State)
+		}
+	}
+}
+
+// liveTasks reports that every task moved records, and that each source
+// task holds its split and has a watermark.
+func liveTasks(st JobStatus) bool {
+	if len(st.Tasks) != 4 {
+		return false
+	}
+	for _, ts := range st.Tasks {
+		if ts.RecordsIn == 0 || ts.State != "running" {
+			return false
+		}
+		if ts.Vertex == 0 && (len(ts.Splits) != 1 || ts.Watermark == nil || ts.BusyMillis+ts.IdleMillis+ts.BackpressuredMillis == 0) {
+			return false
+		}
+	}
+	return true
+}
+
+// Two Environments with their default (private) registries run side by
+// side in one process; two on one registry are refused with an error, not
+// a panic.
+func TestMetricsRegistriesPerEnvironment(t *testing.T) {
+	run := func(env *Environment) error {
+		SinkTo(FromSource(env, &rangeSrc{splits: 2, perSplit: 10, readerFailAt: -1}, "range", NoWatermarks[int64]()).UID("src"), newCollectSink[int64]()).UID("sink")
+		return env.Execute(testCtx(t), "twin")
+	}
+	a := NewEnvironment(WithLogger(discardLogger()))
+	b := NewEnvironment(WithLogger(discardLogger()))
+	errs := make(chan error, 2)
+	go func() { errs <- run(a) }()
+	go func() { errs <- run(b) }()
+	for range 2 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, env := range []*Environment{a, b} {
+		if n, _ := metricSum(t, env.gatherer(), "splitflow_operator_records_in_total", map[string]string{"uid": "sink"}); n != 20 {
+			t.Errorf("sink records %v in its own registry, want 20", n)
+		}
+		if n, _ := metricSum(t, env.gatherer(), "go_goroutines", nil); n == 0 {
+			t.Errorf("the default registry lacks the Go collector")
+		}
+	}
+
+	shared := prometheus.NewRegistry()
+	c := NewEnvironment(WithLogger(discardLogger()), WithMetricsRegistry(shared))
+	if err := run(c); err != nil {
+		t.Fatal(err)
+	}
+	d := NewEnvironment(WithLogger(discardLogger()), WithMetricsRegistry(shared))
+	err := run(d)
+	if err == nil || !strings.Contains(err.Error(), "WithMetricsRegistry") {
+		t.Errorf("second job on one registry: %v, want an error naming WithMetricsRegistry", err)
+	}
+	if n, ok := metricSum(t, shared, "splitflow_operator_records_in_total", map[string]string{"uid": "sink"}); !ok || n != 20 {
+		t.Errorf("shared registry: sink records %v, want the first job's 20 only", n)
+	}
+}
+
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+func slogText(w *lockedBuffer) *slog.Logger { return slog.New(slog.NewTextHandler(w, nil)) }
