@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"net"
 	"strconv"
 	"sync/atomic"
 	"time"
@@ -21,7 +22,8 @@ type wordCount struct {
 
 // runJob builds and runs the pipeline: KafkaSource -> split into words ->
 // keyBy word -> running count -> KafkaSink.
-func runJob(ctx context.Context, o options, seeds []string, p *progress, logger *slog.Logger) error {
+// A non-nil statusLn serves the job's status (runtime.WithHTTPListener).
+func runJob(ctx context.Context, o options, seeds []string, p *progress, logger *slog.Logger, statusLn net.Listener) error {
 	srcOpts := []kafka.SourceOpt{kafka.WithBrokers(seeds...), kafka.WithTopics(o.inputTopic), kafka.WithLogger(logger)}
 	if !o.unbounded {
 		srcOpts = append(srcOpts, kafka.WithBounded(kafka.LatestOffsets()))
@@ -58,6 +60,9 @@ func runJob(ctx context.Context, o options, seeds []string, p *progress, logger 
 	}
 	if o.checkpointDir != "" {
 		envOpts = append(envOpts, runtime.WithCheckpointDir(o.checkpointDir))
+	}
+	if statusLn != nil {
+		envOpts = append(envOpts, runtime.WithHTTPListener(statusLn))
 	}
 	env := runtime.NewEnvironment(envOpts...)
 	lines := runtime.FromSource(env, src, "lines", runtime.NoWatermarks[string]()).UID("lines")

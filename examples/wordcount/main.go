@@ -15,6 +15,13 @@
 //	exactly-once: OK words=W updates=U duplicates=0 missing=0
 //
 // and exits 0, or prints what is wrong and exits 1. Bad flags exit 2.
+//
+// With --http ADDR the job's status is served while it runs: Prometheus
+// metrics at /metrics, liveness and readiness at /healthz and /readyz, the
+// job as JSON at /api/v1/job and a live page of the job graph at /. The
+// bounded default run lasts about a second; --unbounded keeps it (and the
+// server) up until interrupted, and an interrupt is followed by the
+// verification of what was committed so far.
 package main
 
 import (
@@ -44,6 +51,11 @@ type options struct {
 	failEvery          int64
 	partitions         int
 	verbose            bool
+	httpAddr           string
+
+	// onHTTP, if set, learns the status server's address once it is bound
+	// (tests bind port 0).
+	onHTTP func(addr string)
 }
 
 func parseFlags(args []string, stderr io.Writer) (options, error) {
@@ -62,6 +74,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.Int64Var(&o.failEvery, "fail-every", 0, "inject a task failure every N records (0: never); the job restarts and must still be exact")
 	fs.IntVar(&o.partitions, "partitions", 4, "partitions of topics the job creates")
 	fs.BoolVar(&o.verbose, "v", false, "log every checkpoint, restart and assignment")
+	fs.StringVar(&o.httpAddr, "http", "", "serve /metrics, /healthz, /readyz, /api/v1/job and a live status page on this address (e.g. :8081) while the job runs (default: no server)")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "usage: wordcount [flags]\n\nCounts words of a Kafka topic exactly-once. Flags:\n")
 		fs.PrintDefaults()

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"os"
 	"strings"
 	"sync/atomic"
@@ -25,6 +26,21 @@ type progress struct {
 
 func run(ctx context.Context, o options, stdout io.Writer, logger *slog.Logger) (int, error) {
 	began := time.Now()
+	// Bound first, so that a port in use is reported before any Kafka
+	// work; the job's Execute serves on it and closes it.
+	var statusLn net.Listener
+	if o.httpAddr != "" {
+		ln, err := net.Listen("tcp", o.httpAddr)
+		if err != nil {
+			return 1, fmt.Errorf("--http %s: %w", o.httpAddr, err)
+		}
+		defer func() { _ = ln.Close() }() // also when the job never starts
+		statusLn = ln
+		fmt.Fprintf(stdout, "status page http://%s/ (metrics at /metrics, job at /api/v1/job)\n", displayAddr(ln.Addr()))
+		if o.onHTTP != nil {
+			o.onHTTP(ln.Addr().String())
+		}
+	}
 	seeds, closeCluster, err := connect(ctx, o)
 	if err != nil {
 		return 1, err
@@ -47,7 +63,7 @@ func run(ctx context.Context, o options, stdout io.Writer, logger *slog.Logger) 
 		defer close(stopped)
 		showProgress(stdout, &p, done)
 	}()
-	err = runJob(ctx, o, seeds, &p, logger)
+	err = runJob(ctx, o, seeds, &p, logger, statusLn)
 	close(done)
 	<-stopped // stdout is ours again
 	if err != nil {
@@ -56,6 +72,11 @@ func run(ctx context.Context, o options, stdout io.Writer, logger *slog.Logger) 
 	fmt.Fprintf(stdout, "job finished in %s: %d lines read, %d updates written (both counting replays after restarts), %d checkpoints, %d injected failures, %d restarts\n",
 		time.Since(began).Round(time.Millisecond), p.lines.Load(), p.updates.Load(), p.checkpoints.Load(), p.failures.Load(), p.restarts.Load())
 
+	if o.unbounded {
+		// An unbounded job ends by interrupt, which cancelled ctx; what
+		// it committed until then is still to be checked.
+		ctx = context.WithoutCancel(ctx)
+	}
 	want, err := inputCounts(ctx, seeds, o.inputTopic)
 	if err != nil {
 		return 1, err
@@ -77,6 +98,19 @@ func run(ctx context.Context, o options, stdout io.Writer, logger *slog.Logger) 
 	}
 	fmt.Fprintf(stdout, "exactly-once: OK words=%d updates=%d duplicates=0 missing=0\n", r.words, r.updates)
 	return 0, nil
+}
+
+// displayAddr is a listening address as a browser on this machine reaches
+// it: ":8081" listens on every interface, localhost among them.
+func displayAddr(a net.Addr) string {
+	host, port, err := net.SplitHostPort(a.String())
+	if err != nil {
+		return a.String()
+	}
+	if ip := net.ParseIP(host); host == "" || ip != nil && ip.IsUnspecified() {
+		host = "localhost"
+	}
+	return net.JoinHostPort(host, port)
 }
 
 // connect returns the seed brokers: an in-process cluster when no --brokers
