@@ -1,7 +1,10 @@
 // Package file is a bounded source of newline-delimited text files, built
-// only from the connector API and connector/base. It is small on purpose: it
-// shows what a connector has to write (a SplitReader, a RecordEmitter, an
-// enumerator, serializers) and serves as a test bed for the machinery.
+// only from the connector API and connector/base, and a sink that writes
+// records as lines into part files, exactly once through two-phase commit
+// (Sink). It is small on purpose: it shows what a connector has to write (a
+// SplitReader, a RecordEmitter, an enumerator, a writer and a committer,
+// serializers) and serves as a test bed for the machinery. The pair passes
+// the connectortest suite (suite_test.go).
 //
 // # Records
 //
@@ -39,4 +42,14 @@
 // whenever they finish a split. When none are left, the reader asking is
 // told there are no more splits, and finishes once it has read what it
 // holds.
+//
+// # The sink
+//
+// Sink's doc has the commit protocol: a writer's lines go to a hidden
+// in-progress file, which becomes a hidden pending file at a checkpoint
+// barrier and is published by an atomic rename once the checkpoint is
+// complete. A commit repeated after a restore finds the file published and
+// does nothing. Hidden files of failed attempts are never published and are
+// deleted by the writers that follow them. CommittedFiles lists what a sink
+// published, in order, ready for NewSource.
 package file

@@ -1,0 +1,512 @@
+package connectortest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/splitflow/splitflow/runtime"
+)
+
+// Timing of the suite's jobs: checkpoints often enough that failures fall
+// between several of them, restarts quick, and a bound on every job so a
+// hung connector fails its check instead of the test binary.
+const (
+	checkpointInterval = 10 * time.Millisecond
+	restartDelay       = 5 * time.Millisecond
+	jobTimeout         = 60 * time.Second
+)
+
+// Run runs the suite's checks on the pair, each as a subtest of t:
+//
+//   - end-to-end: bounded input at parallelism 1 and 3 with checkpoints,
+//     at 2 without, and an empty input: Execute returns nil and the output
+//     is exactly the input (or all of it, for AtLeastOnce).
+//   - open-close: a job stopped by a failure under no restart (Execute
+//     returns the failure), and a job cancelled mid-way (Execute returns
+//     nil, the output so far holds no duplicate for ExactlyOnce).
+//   - at-least-once: seeded failures injected at the map, the reader, the
+//     writer, the barrier and after a commit, with restarts from
+//     checkpoints taken every 10ms; every input id is in the output.
+//   - exactly-once (only when claimed): the same with other seeds; the
+//     output is the input exactly: nothing lost, nothing duplicated.
+//   - recovery: a job cancelled mid-way (once with its input held back
+//     while it stops, once at full speed, so its readers are still asking
+//     for splits while the engine stops them), and one that fails with no
+//     restart, are run again on the same checkpoint directory (after a
+//     failure, at another parallelism); the second run resumes, and the
+//     final output is exact (or complete for AtLeastOnce).
+//
+// After every job of every check, each enumerator, reader, writer and
+// committer the engine created has been closed exactly once and had no
+// method called after Close, and no goroutine is left behind. A check
+// that fails says which ids were lost or duplicated (the first few) and
+// which failures were injected where.
+//
+// Run must not run in parallel with other tests that start goroutines:
+// its leak check counts every goroutine of the process.
+func Run[T any](t *testing.T, pair Pair[T]) {
+	t.Helper()
+	p, c, err := pair.resolve()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &suite[T]{pair: p, codec: c}
+	t.Run("end-to-end", s.endToEnd)
+	t.Run("open-close", s.openClose)
+	t.Run("at-least-once", func(t *testing.T) { s.underFailures(t, AtLeastOnce, 100) })
+	if p.Guarantee == ExactlyOnce {
+		t.Run("exactly-once", func(t *testing.T) { s.underFailures(t, ExactlyOnce, 200) })
+	}
+	t.Run("recovery", s.recovery)
+}
+
+type suite[T any] struct {
+	pair  Pair[T]
+	codec codec[T]
+}
+
+// scenario is one check's external state: the input written to the
+// source's system, the sink's target, a checkpoint directory. Its jobs
+// share them.
+type scenario[T any] struct {
+	s       *suite[T]
+	t       *testing.T
+	n       int
+	source  sourceUnderTest[T]
+	sink    sinkUnderTest[T]
+	chkDir  string
+	logs    *logRing
+	leakOpt goleak.Option
+}
+
+func (s *suite[T]) newScenario(t *testing.T, n int) *scenario[T] {
+	t.Helper()
+	// Goroutines alive before the check (the test framework's) are not
+	// its leaks; a goroutine an earlier check left was reported there.
+	sc := &scenario[T]{s: s, t: t, n: n, leakOpt: goleak.IgnoreCurrent(), logs: &logRing{}}
+	input := make([]T, n)
+	for i := range input {
+		input[i] = s.codec.record(int64(i))
+	}
+	sc.source = s.pair.Source.build(t, input)
+	sc.sink = s.pair.Sink.build(t, s.codec)
+	sc.chkDir = filepath.Join(t.TempDir(), "checkpoints")
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("last engine log lines:\n%s", sc.logs.String())
+		}
+	})
+	return sc
+}
+
+// job is one Execute of a scenario.
+type job struct {
+	parallelism int
+	rebalance   bool // an all-to-all edge: failures restart the whole job
+	checkpoints bool
+	restart     runtime.RestartStrategy
+	faults      []fault
+	// stopAt > 0 stops the job once that many records went through the
+	// map and two checkpoints completed since: by cancelling it (crash
+	// false) or by an injected failure (crash true).
+	stopAt int64
+	crash  bool
+	// fullSpeed lets records run at full speed once the stop came, so
+	// that the sources are busy reading and asking for splits while the
+	// engine stops them; otherwise the map holds records back until they
+	// have stopped.
+	fullSpeed bool
+}
+
+func (j job) String() string {
+	edge := "forward"
+	if j.rebalance {
+		edge = "rebalance"
+	}
+	return fmt.Sprintf("parallelism %d, %s edge to the sink, checkpoints %v", j.parallelism, edge, j.checkpoints)
+}
+
+// jobResult is what a job did.
+type jobResult struct {
+	err         error
+	seen        int64
+	stoppedAt   int64 // 0: not stopped by the check
+	checkpoints int64
+	restarts    int64
+	fired       []string
+	unfired     []fault
+	created     map[string]int
+	elapsed     time.Duration
+}
+
+func (r jobResult) String() string {
+	stop := ""
+	if r.stoppedAt > 0 {
+		stop = fmt.Sprintf(" (stopped at record %d)", r.stoppedAt)
+	}
+	return fmt.Sprintf("%d records through the map%s, %d checkpoints, %d restarts, failures injected: %v, components created: %v, %v",
+		r.seen, stop, r.checkpoints, r.restarts, r.fired, r.created, r.elapsed.Round(time.Millisecond))
+}
+
+// run executes j and checks the lifecycle of every component and that no
+// goroutine is left.
+func (sc *scenario[T]) run(j job) jobResult {
+	t := sc.t
+	t.Helper()
+	p := newProbe(sc.n)
+	if len(j.faults) > 0 {
+		p.faults = &faultPlan{faults: j.faults}
+	}
+	// The map's slowdowns last until the timeout, not until the stop:
+	// holding records back while the job stops is their point.
+	bounded, stopTimer := context.WithTimeoutCause(context.Background(), jobTimeout, errJobTimeout)
+	defer stopTimer()
+	ctx, cancel := context.WithCancelCause(bounded)
+	defer cancel(nil)
+	if j.stopAt > 0 {
+		p.stopAt, p.stopFullSpeed = j.stopAt, j.fullSpeed
+		if j.crash {
+			p.stop = func() error { return fmt.Errorf("%w: the job stops here, with no restart", ErrInjected) }
+		} else {
+			p.stop = func() error { cancel(errStopped); return nil }
+		}
+	}
+
+	opts := []runtime.Option{
+		runtime.WithParallelism(j.parallelism),
+		runtime.WithLogger(slog.New(slog.NewTextHandler(sc.logs, &slog.HandlerOptions{Level: slog.LevelInfo}))),
+		runtime.WithDrainTimeout(jobTimeout / 2),
+		runtime.WithJobListener(runtime.JobListener{
+			CheckpointCompleted: func(int64) { p.checkpoints.Add(1) },
+			Restarting:          func(int, error) { p.restarts.Add(1) },
+		}),
+	}
+	if j.checkpoints {
+		opts = append(opts, runtime.WithCheckpointInterval(checkpointInterval), runtime.WithCheckpointDir(sc.chkDir))
+	}
+	if j.restart != nil {
+		opts = append(opts, runtime.WithRestartStrategy(j.restart))
+	}
+	env := runtime.NewEnvironment(opts...)
+	ds := sc.source.addTo(env, p)
+	ds = runtime.Map(ds, func(v T) (T, error) {
+		id, err := sc.s.codec.id(v)
+		if err != nil {
+			id = -1 // reported when the output is compared
+		}
+		return v, p.through(bounded, id)
+	}).Name("failure injector").UID("inject")
+	if j.rebalance {
+		ds = runtime.Rebalance(ds)
+	}
+	sc.sink.addTo(ds, p)
+
+	start := time.Now()
+	err := env.Execute(ctx, "connectortest")
+	res := jobResult{
+		err: err, seen: p.seen.Load(), stoppedAt: p.stoppedAt.Load(), checkpoints: p.checkpoints.Load(), restarts: p.restarts.Load(),
+		created: p.created(), elapsed: time.Since(start),
+	}
+	if p.faults != nil {
+		res.fired, res.unfired = p.faults.fired(), p.faults.unfired()
+	}
+	if errors.Is(context.Cause(bounded), errJobTimeout) {
+		t.Fatalf("job (%v) did not finish within %v: %v", j, jobTimeout, res)
+	}
+	if errs := p.lifecycleErrors(); len(errs) > 0 {
+		t.Errorf("job (%v): connector components not closed exactly once, or used after Close:\n  %s", j, strings.Join(errs, "\n  "))
+	}
+	if err := goleak.Find(sc.leakOpt); err != nil {
+		t.Errorf("job (%v) left goroutines behind: %v", j, err)
+	}
+	return res
+}
+
+var (
+	errJobTimeout = errors.New("job timed out")
+	errStopped    = errors.New("stopped by the recovery check")
+)
+
+// output reads the sink back and converts records to ids; records that
+// are not ids are reported, not fatal.
+func (sc *scenario[T]) output() ([]int64, []string) {
+	sc.t.Helper()
+	recs, err := sc.sink.readBack()
+	if err != nil {
+		sc.t.Fatalf("read back the sink's output: %v", err)
+	}
+	ids := make([]int64, 0, len(recs))
+	var bad []string
+	for _, r := range recs {
+		id, err := sc.s.codec.id(r)
+		if err != nil {
+			bad = append(bad, fmt.Sprintf("%v (%v)", r, err))
+			continue
+		}
+		ids = append(ids, id)
+	}
+	return ids, bad
+}
+
+// expect is what a check requires of the output.
+type expect int
+
+const (
+	expectExact    expect = iota // every id once
+	expectComplete               // every id, duplicates allowed
+	expectNoDups                 // a subset of the ids, none twice (a cancelled exactly-once job)
+	expectSubset                 // a subset of the ids
+)
+
+func expectFor(g Guarantee) expect {
+	if g == ExactlyOnce {
+		return expectExact
+	}
+	return expectComplete
+}
+
+// verify checks the output against ids 0..n-1 and reports violations
+// with the first few ids concerned.
+func (sc *scenario[T]) verify(what string, e expect, res jobResult) {
+	sc.t.Helper()
+	ids, bad := sc.output()
+	if err := compare(sc.n, ids, bad, e); err != nil {
+		sc.t.Errorf("%s: %v\n  job: %v", what, err, res)
+	}
+}
+
+func compare(n int, ids []int64, bad []string, e expect) error {
+	counts := make(map[int64]int, len(ids))
+	var unexpected []int64
+	for _, id := range ids {
+		if id < 0 || id >= int64(n) {
+			unexpected = append(unexpected, id)
+			continue
+		}
+		counts[id]++
+	}
+	var lost []int64
+	var dups []string
+	dupRecords := 0
+	for id := range int64(n) {
+		switch c := counts[id]; {
+		case c == 0:
+			lost = append(lost, id)
+		case c > 1:
+			dupRecords += c - 1
+			dups = append(dups, fmt.Sprintf("%d×%d", id, c))
+		}
+	}
+	var problems []string
+	if len(bad) > 0 {
+		problems = append(problems, fmt.Sprintf("%d records that are not ids: %s", len(bad), first(bad)))
+	}
+	if len(unexpected) > 0 {
+		problems = append(problems, fmt.Sprintf("%d ids not in the input: %s", len(unexpected), first(unexpected)))
+	}
+	if (e == expectExact || e == expectComplete) && len(lost) > 0 {
+		problems = append(problems, fmt.Sprintf("%d ids lost: %s", len(lost), first(lost)))
+	}
+	if (e == expectExact || e == expectNoDups) && len(dups) > 0 {
+		problems = append(problems, fmt.Sprintf("%d ids duplicated (%d extra records): %s", len(dups), dupRecords, first(dups)))
+	}
+	if len(problems) == 0 {
+		return nil
+	}
+	return fmt.Errorf("%d ids in, %d records out: %s", n, len(ids)+len(bad), strings.Join(problems, "; "))
+}
+
+// first formats the first few elements of s.
+func first[E any](s []E) string {
+	const show = 10
+	if len(s) <= show {
+		return fmt.Sprint(s)
+	}
+	return fmt.Sprintf("%v and %d more", s[:show], len(s)-show)
+}
+
+func (s *suite[T]) endToEnd(t *testing.T) {
+	e := expectFor(s.pair.Guarantee)
+	for _, tc := range []struct {
+		name string
+		n    int
+		job  job
+	}{
+		{"parallelism-1", s.pair.Records, job{parallelism: 1, checkpoints: true}},
+		{"parallelism-3", s.pair.Records, job{parallelism: 3, checkpoints: true, rebalance: true}},
+		{"no-checkpoints", s.pair.Records, job{parallelism: 2}},
+		{"empty-input", 0, job{parallelism: 2, checkpoints: true}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			sc := s.newScenario(t, tc.n)
+			res := sc.run(tc.job)
+			if res.err != nil {
+				t.Fatalf("Execute: %v, want nil (a bounded job that ended)\n  job: %v", res.err, res)
+			}
+			if res.seen < int64(tc.n) {
+				t.Errorf("%d records went through the job, the input has %d", res.seen, tc.n)
+			}
+			sc.verify("output", e, res)
+		})
+	}
+}
+
+func (s *suite[T]) openClose(t *testing.T) {
+	t.Run("failure-without-restart", func(t *testing.T) {
+		sc := s.newScenario(t, s.pair.Records)
+		res := sc.run(job{
+			parallelism: 2, checkpoints: true, restart: runtime.NoRestart(),
+			faults: []fault{{site: siteMap, gap: int64(s.pair.Records / 3), afterCheckpoint: true}},
+		})
+		if !errors.Is(res.err, ErrInjected) {
+			t.Fatalf("Execute: %v, want the injected failure\n  job: %v", res.err, res)
+		}
+		sc.verify("output of the failed job", expectNoDupsFor(s.pair.Guarantee), res)
+	})
+	t.Run("cancel", func(t *testing.T) {
+		sc := s.newScenario(t, s.pair.Records)
+		res := sc.run(job{parallelism: 2, checkpoints: true, stopAt: int64(s.pair.Records / 3)})
+		if res.err != nil {
+			t.Fatalf("Execute after cancel: %v, want nil (a graceful stop)\n  job: %v", res.err, res)
+		}
+		sc.verify("output of the cancelled job", expectNoDupsFor(s.pair.Guarantee), res)
+	})
+}
+
+func expectNoDupsFor(g Guarantee) expect {
+	if g == ExactlyOnce {
+		return expectNoDups
+	}
+	return expectSubset
+}
+
+// underFailures runs seeded jobs with failures injected at every site the
+// pair has, and checks the output against the claim g.
+func (s *suite[T]) underFailures(t *testing.T, g Guarantee, seedBase uint64) {
+	for i := range s.pair.Seeds {
+		seed := seedBase + uint64(i)
+		t.Run(fmt.Sprintf("seed-%d", seed), func(t *testing.T) {
+			sc := s.newScenario(t, s.pair.Records)
+			rng := rand.New(rand.NewPCG(seed, 0xc0ec))
+			sites := []site{siteMap, siteReader, siteWriter, sitePrepare}
+			if sc.sink.twoPhase() {
+				sites = append(sites, siteCommit)
+			}
+			// Three failures per seed, at sites taken in turn so that
+			// every two seeds cover every site, in a seeded order.
+			chosen := make([]site, 3)
+			for k := range chosen {
+				chosen[k] = sites[(i*len(chosen)+k)%len(sites)]
+			}
+			rng.Shuffle(len(chosen), func(a, b int) { chosen[a], chosen[b] = chosen[b], chosen[a] })
+			var faults []fault
+			n := int64(s.pair.Records)
+			for k := range 3 {
+				faults = append(faults, fault{
+					site:            chosen[k],
+					gap:             n/20 + rng.Int64N(n/8),
+					afterCheckpoint: chosen[k] == siteCommit || rng.IntN(3) > 0,
+				})
+			}
+			j := job{
+				parallelism: 1 + rng.IntN(3),
+				rebalance:   rng.IntN(2) == 0,
+				checkpoints: true,
+				restart:     runtime.FixedDelayRestart(len(faults)+3, restartDelay),
+				faults:      faults,
+			}
+			t.Logf("job: %v; planned failures: %v", j, faults)
+			res := sc.run(j)
+			if res.err != nil {
+				t.Fatalf("Execute: %v, want nil: the job should recover from every injected failure\n  job: %v", res.err, res)
+			}
+			if len(res.unfired) > 0 {
+				t.Errorf("the input ended before failures %v were injected; the check did not test them\n  job: %v", res.unfired, res)
+			}
+			sc.verify(g.String()+" output", expectFor(g), res)
+			t.Logf("%v", res)
+		})
+	}
+}
+
+func (s *suite[T]) recovery(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		crash      bool
+		fullSpeed  bool
+		first, two int // parallelism of the first and second run
+	}{
+		{"cancel-then-resume", false, false, 2, 2},
+		{"cancel-at-full-speed-then-resume", false, true, 3, 3},
+		{"crash-then-resume-rescaled", true, false, 2, 3},
+		{"crash-then-resume-narrower", true, false, 3, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			sc := s.newScenario(t, s.pair.Records)
+			n := int64(s.pair.Records)
+			one := sc.run(job{
+				parallelism: tc.first, checkpoints: true, restart: runtime.NoRestart(),
+				stopAt: n / 3, crash: tc.crash, fullSpeed: tc.fullSpeed,
+			})
+			switch {
+			case tc.crash && !errors.Is(one.err, ErrInjected):
+				t.Fatalf("first run: Execute: %v, want the injected failure\n  job: %v", one.err, one)
+			case !tc.crash && one.err != nil:
+				t.Fatalf("first run: Execute after cancel: %v, want nil\n  job: %v", one.err, one)
+			}
+			if one.checkpoints == 0 {
+				t.Fatalf("first run: stopped before any checkpoint completed\n  job: %v", one)
+			}
+			two := sc.run(job{parallelism: tc.two, checkpoints: true, restart: runtime.NoRestart()})
+			if two.err != nil {
+				t.Fatalf("second run: Execute: %v, want nil\n  first run: %v\n  second run: %v", two.err, one, two)
+			}
+			// At full speed the first run may have read everything
+			// before its sources stopped; otherwise the second run must
+			// have resumed.
+			if !tc.fullSpeed && two.seen >= n {
+				t.Errorf("second run read %d records of %d: it started over instead of resuming from the checkpoint\n  first run: %v", two.seen, n, one)
+			}
+			sc.verify("output after the second run", expectFor(s.pair.Guarantee), two)
+			t.Logf("first run: %v\nsecond run: %v", one, two)
+		})
+	}
+}
+
+// logRing keeps the last lines the engine logged, shown when a check
+// fails.
+type logRing struct {
+	mu    sync.Mutex
+	lines []string
+}
+
+const logRingLines = 40
+
+func (l *logRing) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for line := range strings.Lines(string(p)) {
+		l.lines = append(l.lines, strings.TrimRight(line, "\n"))
+	}
+	if over := len(l.lines) - logRingLines; over > 0 {
+		l.lines = slices.Delete(l.lines, 0, over)
+	}
+	return len(p), nil
+}
+
+func (l *logRing) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return strings.Join(l.lines, "\n")
+}

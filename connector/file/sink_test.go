@@ -1,0 +1,476 @@
+package file
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/splitflow/splitflow/connector"
+)
+
+// sinkCtx is a connector.SinkInitContext.
+type sinkCtx struct {
+	subtask, parallelism, attempt int
+	restored                      int64
+}
+
+func (c sinkCtx) SubtaskIndex() int  { return c.subtask }
+func (c sinkCtx) Parallelism() int   { return c.parallelism }
+func (c sinkCtx) AttemptNumber() int { return c.attempt }
+func (c sinkCtx) RestoredCheckpointID() (int64, bool) {
+	return c.restored, c.restored > 0
+}
+
+// commitReq is a connector.CommitRequest that records the signal given.
+type commitReq struct {
+	c       Committable
+	signal  string
+	err     error
+	retries int
+}
+
+func (r *commitReq) Committable() Committable { return r.c }
+func (r *commitReq) NumberOfRetries() int     { return r.retries }
+func (r *commitReq) SignalFailedWithKnownReason(err error) {
+	r.signal, r.err = "known", err
+}
+func (r *commitReq) SignalFailedWithUnknownReason(err error) {
+	r.signal, r.err = "unknown", err
+}
+func (r *commitReq) RetryLater()                       { r.signal = "retry" }
+func (r *commitReq) UpdateAndRetryLater(c Committable) { r.signal, r.c = "retry", c }
+func (r *commitReq) SignalAlreadyCommitted()           { r.signal = "already" }
+
+// commit commits cs with a fresh committer of sink and returns the
+// signals, "" for a plain success.
+func commit(t *testing.T, sink *Sink[string], cs ...Committable) []*commitReq {
+	t.Helper()
+	c, err := sink.CreateCommitter(sinkCtx{parallelism: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	var reqs []connector.CommitRequest[Committable]
+	var out []*commitReq
+	for _, cm := range cs {
+		r := &commitReq{c: cm}
+		reqs = append(reqs, r)
+		out = append(out, r)
+	}
+	if err := c.Commit(context.Background(), reqs); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func newTestSink(t *testing.T, dir string, opts ...SinkOption) *Sink[string] {
+	t.Helper()
+	s, err := NewLineSink(dir, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func newTestWriter(t *testing.T, s *Sink[string], ctx sinkCtx) *sinkWriter[string] {
+	t.Helper()
+	if ctx.parallelism == 0 {
+		ctx.parallelism = 1
+	}
+	w, err := s.CreateWriter(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return w.(*sinkWriter[string])
+}
+
+func write(t *testing.T, w connector.SinkWriter[string], lines ...string) {
+	t.Helper()
+	for _, l := range lines {
+		if err := w.Write(l, connector.WriteContext{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func prepare(t *testing.T, w *sinkWriter[string], id int64) []Committable {
+	t.Helper()
+	if err := w.Flush(false); err != nil {
+		t.Fatal(err)
+	}
+	cs, err := w.PrepareCommit(id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cs
+}
+
+// names lists the directory, hidden files included.
+func names(t *testing.T, dir string) []string {
+	t.Helper()
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, e := range entries {
+		out = append(out, e.Name())
+	}
+	return out
+}
+
+func published(t *testing.T, dir string, opts ...SinkOption) []string {
+	t.Helper()
+	lines, err := readCommitted(dir, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return lines
+}
+
+// Invariant 8 for files: nothing is visible before the commit; the commit
+// publishes the file under its final name; committing it again is a no-op
+// reported as already committed; a file that vanished is a loud data
+// loss, never a silent success.
+func TestSinkCommitIsIdempotent(t *testing.T) {
+	dir := t.TempDir()
+	sink := newTestSink(t, dir)
+	w := newTestWriter(t, sink, sinkCtx{})
+	defer w.Close()
+	write(t, w, "a", "b", "")
+	cs := prepare(t, w, 1)
+	if len(cs) != 1 || cs[0].Size != int64(len("a\nb\n\n")) {
+		t.Fatalf("committables %+v, want one of %d bytes", cs, len("a\nb\n\n"))
+	}
+	if got := published(t, dir); len(got) != 0 {
+		t.Fatalf("published before the commit: %q", got)
+	}
+	if !strings.HasPrefix(filepath.Base(cs[0].Pending), ".") {
+		t.Fatalf("pending file %s is not hidden", cs[0].Pending)
+	}
+
+	if r := commit(t, sink, cs...); r[0].signal != "" {
+		t.Fatalf("first commit signalled %s: %v", r[0].signal, r[0].err)
+	}
+	if got := published(t, dir); !slices.Equal(got, []string{"a", "b", ""}) {
+		t.Fatalf("published %q, want a, b and an empty line", got)
+	}
+	if r := commit(t, sink, cs...); r[0].signal != "already" {
+		t.Fatalf("second commit signalled %q (%v), want already committed", r[0].signal, r[0].err)
+	}
+	if got := published(t, dir); len(got) != 3 {
+		t.Fatalf("after the second commit %d lines are published, want 3", len(got))
+	}
+
+	// The published file was replaced by one of another size: lost.
+	if err := os.WriteFile(cs[0].Final, []byte("x\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if r := commit(t, sink, cs...); r[0].signal != "known" || !errors.Is(r[0].err, ErrCommittedFileLost) {
+		t.Fatalf("commit over a changed file signalled %q (%v), want a known failure wrapping ErrCommittedFileLost", r[0].signal, r[0].err)
+	}
+	// Both files gone: lost.
+	if err := os.Remove(cs[0].Final); err != nil {
+		t.Fatal(err)
+	}
+	if r := commit(t, sink, cs...); r[0].signal != "known" || !errors.Is(r[0].err, ErrCommittedFileLost) {
+		t.Fatalf("commit of a vanished file signalled %q (%v), want a known failure wrapping ErrCommittedFileLost", r[0].signal, r[0].err)
+	}
+}
+
+// A restore from checkpoint 1 after a crash: the restored committables of
+// checkpoint 1 are committed, and the writer that starts next deletes
+// what the crashed attempt left unpublished (its in-progress file and its
+// pending file of checkpoint 2, which never completed). Files of other
+// subtasks stay; subtask 0 also cleans up for subtasks beyond the
+// parallelism.
+func TestSinkRestoreDeletesAbandonedFiles(t *testing.T) {
+	dir := t.TempDir()
+	sink := newTestSink(t, dir)
+	crashed := newTestWriter(t, sink, sinkCtx{subtask: 0, parallelism: 2})
+	write(t, crashed, "one", "two")
+	chk1 := prepare(t, crashed, 1)
+	write(t, crashed, "three")
+	chk2 := prepare(t, crashed, 2)
+	write(t, crashed, "four")
+	if err := crashed.Flush(false); err != nil {
+		t.Fatal(err)
+	}
+	// The crashed attempt is never closed. Another subtask's files, and
+	// one of a subtask that existed only when the job ran wider.
+	other := newTestWriter(t, sink, sinkCtx{subtask: 1, parallelism: 2})
+	write(t, other, "other")
+	otherChk2 := prepare(t, other, 2)
+	write(t, other, "other in progress")
+	if err := other.Flush(false); err != nil {
+		t.Fatal(err)
+	}
+	wide := newTestWriter(t, sink, sinkCtx{subtask: 5, parallelism: 6})
+	write(t, wide, "wide")
+	prepare(t, wide, 2)
+	write(t, wide, "wide in progress")
+	if err := wide.Flush(false); err != nil {
+		t.Fatal(err)
+	}
+	hiddenBefore := 0
+	for _, n := range names(t, dir) {
+		if strings.HasPrefix(n, ".") {
+			hiddenBefore++
+		}
+	}
+	if hiddenBefore != 7 {
+		t.Fatalf("before the restore: %d hidden files %v, want 7", hiddenBefore, names(t, dir))
+	}
+
+	// The restore: the committer first, then the writer.
+	for _, r := range commit(t, sink, chk1...) {
+		if r.signal != "" {
+			t.Fatalf("restored commit signalled %s: %v", r.signal, r.err)
+		}
+	}
+	restored := newTestWriter(t, sink, sinkCtx{subtask: 0, parallelism: 2, attempt: 1, restored: 1})
+	defer restored.Close()
+
+	if got := published(t, dir); !slices.Equal(got, []string{"one", "two"}) {
+		t.Fatalf("published %q, want the lines of checkpoint 1", got)
+	}
+	for _, c := range chk2 {
+		if _, err := os.Stat(c.Pending); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("pending file %s of checkpoint 2, which never completed, was kept (%v)", c.Pending, err)
+		}
+	}
+	var left []string
+	for _, n := range names(t, dir) {
+		if strings.HasPrefix(n, ".") {
+			left = append(left, n)
+		}
+	}
+	// Subtask 1 runs on (region failover): its pending file of checkpoint
+	// 2 and its in-progress file are its own business.
+	if len(left) != 2 || !slices.Contains(left, filepath.Base(otherChk2[0].Pending)) || !slices.Contains(left, filepath.Base(other.cur.path)) {
+		t.Fatalf("hidden files after the restore: %v; want only subtask 1's two", left)
+	}
+	other.Close()
+	wide.Close()
+
+	// The restored writer carries on under new names.
+	write(t, restored, "three", "four")
+	if r := commit(t, sink, prepare(t, restored, 2)...); r[0].signal != "" {
+		t.Fatalf("commit signalled %s: %v", r[0].signal, r[0].err)
+	}
+	if got := published(t, dir); !slices.Equal(got, []string{"one", "two", "three", "four"}) {
+		t.Fatalf("published %q, want one to four", got)
+	}
+}
+
+// A writer closed before its records were prepared (a failed task)
+// deletes its in-progress files: they are in no checkpoint.
+func TestSinkCloseDeletesUnpreparedFiles(t *testing.T) {
+	dir := t.TempDir()
+	sink := newTestSink(t, dir, WithMaxFileBytes(4))
+	w := newTestWriter(t, sink, sinkCtx{})
+	write(t, w, "aaaa", "bbbb", "cc")
+	if n := len(names(t, dir)); n != 3 {
+		t.Fatalf("%d files, want 3 in-progress files (two rolled, one open)", n)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if got := names(t, dir); len(got) != 0 {
+		t.Fatalf("files left after Close: %v", got)
+	}
+}
+
+// Files roll at WithMaxFileBytes; a checkpoint then has several
+// committables, and CommittedFiles lists them in writing order.
+func TestSinkRollsFiles(t *testing.T) {
+	dir := t.TempDir()
+	opts := []SinkOption{WithMaxFileBytes(10), WithFilePrefix("out"), WithFileSuffix(".log")}
+	sink := newTestSink(t, dir, opts...)
+	w := newTestWriter(t, sink, sinkCtx{})
+	defer w.Close()
+	var want []string
+	for i := range 12 {
+		want = append(want, fmt.Sprintf("line-%02d", i))
+	}
+	write(t, w, want[:7]...)
+	cs := prepare(t, w, 3)
+	write(t, w, want[7:]...)
+	cs = append(cs, prepare(t, w, 4)...)
+	// Lines are 8 bytes with their '\n': a file rolls after its second
+	// line, and a checkpoint closes the open one: 4 + 3 files.
+	if len(cs) != 7 {
+		t.Fatalf("%d committables, want 7", len(cs))
+	}
+	commit(t, sink, cs...)
+	if got := published(t, dir, opts...); !slices.Equal(got, want) {
+		t.Fatalf("published %q, want %q", got, want)
+	}
+	files, err := CommittedFiles(dir, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range files {
+		if b := filepath.Base(f); !strings.HasPrefix(b, "out-0-") || !strings.HasSuffix(b, ".log") {
+			t.Fatalf("published name %s, want out-0-...log", b)
+		}
+	}
+	if other, err := CommittedFiles(dir); err != nil || len(other) != 0 {
+		t.Fatalf("CommittedFiles with the default prefix = %v, %v; want none", other, err)
+	}
+}
+
+// At least once, the writer publishes at every barrier and at the end of
+// input; the committer has nothing to do and SinkTo accepts the sink.
+func TestSinkAtLeastOncePublishesAtFlush(t *testing.T) {
+	dir := t.TempDir()
+	sink := newTestSink(t, dir, WithDeliveryGuarantee(AtLeastOnce))
+	if sink.CommitterRequired() {
+		t.Fatal("an at-least-once sink says it needs its committer")
+	}
+	w := newTestWriter(t, sink, sinkCtx{})
+	defer w.Close()
+	write(t, w, "a")
+	if got := published(t, dir); len(got) != 0 {
+		t.Fatalf("published before a flush: %q", got)
+	}
+	if err := w.Flush(false); err != nil {
+		t.Fatal(err)
+	}
+	write(t, w, "b")
+	if cs, err := w.PrepareCommit(1); err != nil || len(cs) != 0 {
+		t.Fatalf("PrepareCommit = %v, %v; want nothing to commit", cs, err)
+	}
+	write(t, w, "c")
+	if err := w.Flush(true); err != nil {
+		t.Fatal(err)
+	}
+	if got := published(t, dir); !slices.Equal(got, []string{"a", "b", "c"}) {
+		t.Fatalf("published %q, want a, b, c", got)
+	}
+	if !newTestSink(t, dir).CommitterRequired() {
+		t.Fatal("an exactly-once sink does not say it needs its committer")
+	}
+}
+
+// A record must be one line.
+func TestSinkRejectsMultilineRecords(t *testing.T) {
+	sink := newTestSink(t, t.TempDir())
+	w := newTestWriter(t, sink, sinkCtx{})
+	defer w.Close()
+	if err := w.Write("two\nlines", connector.WriteContext{}); err == nil || !strings.Contains(err.Error(), "one line") {
+		t.Fatalf("Write of two lines = %v, want an error", err)
+	}
+	enc := func(n int, b []byte) ([]byte, error) {
+		if n < 0 {
+			return b, errors.New("negative")
+		}
+		return fmt.Appendf(b, "%d", n), nil
+	}
+	ints, err := NewSink(t.TempDir(), enc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	iw, err := ints.CreateWriter(sinkCtx{parallelism: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer iw.Close()
+	if err := iw.Write(-1, connector.WriteContext{}); err == nil || !strings.Contains(err.Error(), "negative") {
+		t.Fatalf("Write with a failing encoder = %v, want its error", err)
+	}
+}
+
+// Configuration errors wrap connector.ErrInvalidConfiguration, so the
+// engine fails the job at once instead of restarting it.
+func TestNewSinkValidates(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "f")
+	if err := os.WriteFile(file, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name string
+		dir  string
+		opts []SinkOption
+		want string
+	}{
+		{"no dir", "", nil, "no directory"},
+		{"missing dir", filepath.Join(dir, "missing"), nil, "output directory"},
+		{"not a dir", file, nil, "not a directory"},
+		{"empty prefix", dir, []SinkOption{WithFilePrefix("")}, "must not be empty"},
+		{"hidden prefix", dir, []SinkOption{WithFilePrefix(".x")}, "plain name"},
+		{"path prefix", dir, []SinkOption{WithFilePrefix("a/b")}, "plain name"},
+		{"path suffix", dir, []SinkOption{WithFileSuffix("/x")}, "path separator"},
+		{"negative size", dir, []SinkOption{WithMaxFileBytes(-1)}, "max file size"},
+		{"bad guarantee", dir, []SinkOption{WithDeliveryGuarantee(0)}, "neither"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := NewLineSink(tt.dir, tt.opts...)
+			if !errors.Is(err, connector.ErrInvalidConfiguration) || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("NewLineSink = %v, want an invalid configuration mentioning %q", err, tt.want)
+			}
+		})
+	}
+	if _, err := NewSink[string](dir, nil); !errors.Is(err, connector.ErrInvalidConfiguration) {
+		t.Fatalf("NewSink without an encoder = %v, want an invalid configuration", err)
+	}
+}
+
+// Committables survive a round trip; other versions and damaged data are
+// rejected.
+func TestCommittableSerializer(t *testing.T) {
+	c := Committable{Pending: "/d/.part-0-1-ab-1.pending", Final: "/d/part-0-1-ab-1", Size: 1 << 40}
+	ser := CommittableSerializer{}
+	b, err := ser.Serialize(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := ser.Deserialize(ser.Version(), b)
+	if err != nil || got != c {
+		t.Fatalf("round trip = %+v, %v; want %+v", got, err, c)
+	}
+	for n := range len(b) {
+		if _, err := ser.Deserialize(ser.Version(), b[:n]); err == nil {
+			t.Fatalf("truncated committable (%d of %d bytes) decoded without error", n, len(b))
+		}
+	}
+	if _, err := ser.Deserialize(ser.Version(), append(b, 1)); err == nil {
+		t.Fatal("committable with trailing bytes decoded without error")
+	}
+	if _, err := ser.Deserialize(2, b); !errors.Is(err, connector.ErrUnsupportedVersion) {
+		t.Fatalf("version 2 = %v, want ErrUnsupportedVersion", err)
+	}
+}
+
+// CommittedFiles lists only published files of the sink's naming, not
+// hidden ones, not foreign ones.
+func TestCommittedFilesIgnoresOtherFiles(t *testing.T) {
+	dir := t.TempDir()
+	for _, n := range []string{
+		"part-0-3-ab-2", "part-1-2-ab-1", "part-0-3-ab-1",
+		".part-0-4-ab-3.pending", ".part-0-ab-4.inprogress",
+		"part-x-1-ab-1", "part-0-1-ab", "partial-0-1-ab-1", "README",
+	} {
+		if err := os.WriteFile(filepath.Join(dir, n), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	files, err := CommittedFiles(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, f := range files {
+		got = append(got, filepath.Base(f))
+	}
+	if want := []string{"part-1-2-ab-1", "part-0-3-ab-1", "part-0-3-ab-2"}; !slices.Equal(got, want) {
+		t.Fatalf("CommittedFiles = %v, want %v (by checkpoint, subtask, sequence)", got, want)
+	}
+}
