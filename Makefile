@@ -6,12 +6,17 @@ GOLANGCI_LINT_VERSION ?= v2.15.0
 # whole run stays well under CI's limit, this only stops a hang.
 TEST_TIMEOUT ?= 30m
 
-.PHONY: test check lint bench
+.PHONY: test deps check lint bench
 
 # All unit and integration tests, with the race detector, after the checks
-# that keep the tree clean.
-test: check
+# that keep the tree clean and after installing what the tests need.
+test: deps check
 	$(GO) test -race -shuffle=on -count=1 -timeout $(TEST_TIMEOUT) ./...
+
+# A JDK and Maven (the local Kafka broker) and Chromium (the status page
+# tests), installed with apt-get where missing and possible.
+deps:
+	@bash scripts/install-deps.sh
 
 # gofmt, go vet, and a go.mod/go.sum that go mod tidy would not change.
 check:
