@@ -1,45 +1,12 @@
 package metrics
 
 import (
+	"github.com/splitflow/splitflow/metrics/metricstest"
 	"strings"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
-
-func value(t *testing.T, reg *prometheus.Registry, name string, labels map[string]string) (float64, int) {
-	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatalf("gather: %v", err)
-	}
-	var sum float64
-	n := 0
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-	next:
-		for _, m := range mf.GetMetric() {
-			got := map[string]string{}
-			for _, lp := range m.GetLabel() {
-				got[lp.GetName()] = lp.GetValue()
-			}
-			for k, v := range labels {
-				if got[k] != v {
-					continue next
-				}
-			}
-			n++
-			if c := m.GetCounter(); c != nil {
-				sum += c.GetValue()
-			} else {
-				sum += m.GetGauge().GetValue()
-			}
-		}
-	}
-	return sum, n
-}
 
 // A group's metrics carry its labels under the splitflow_ prefix; asking
 // again (a restarted subtask) returns the same series, which counts on.
@@ -49,10 +16,10 @@ func TestGroupsShareSeries(t *testing.T) {
 	r.Group("Map", "m", 1).Counter("x_total", "help").Add(2)
 	r.Group("Map", "m", 1).Counter("x_total", "help").Add(3)
 	r.Group("Source", "s", -1).CounterVec("y_total", "help", "outcome").WithLabelValues("ok").Inc()
-	if v, n := value(t, reg, "splitflow_x_total", map[string]string{"operator": "Map", "uid": "m", "subtask": "1"}); v != 5 || n != 1 {
+	if v, n := metricstest.Sum(t, reg, "splitflow_x_total", map[string]string{"operator": "Map", "uid": "m", "subtask": "1"}); v != 5 || n != 1 {
 		t.Errorf("x_total = %v over %d series, want 5 in one", v, n)
 	}
-	if v, n := value(t, reg, "splitflow_y_total", map[string]string{"subtask": CoordinatorSubtask, "outcome": "ok"}); v != 1 || n != 1 {
+	if v, n := metricstest.Sum(t, reg, "splitflow_y_total", map[string]string{"subtask": CoordinatorSubtask, "outcome": "ok"}); v != 1 || n != 1 {
 		t.Errorf("y_total = %v over %d series, want 1", v, n)
 	}
 	if err := r.Err(); err != nil {
@@ -68,20 +35,20 @@ func TestFuncMetrics(t *testing.T) {
 	g := NewRegistry(reg).Group("Source", "s", 0)
 	v := 1.0
 	rmOld := g.Func(GaugeKind, "lag", "help", []string{"partition"}, func(emit func(float64, ...string)) { emit(v, "0") })
-	if got, _ := value(t, reg, "splitflow_lag", nil); got != 1 {
+	if got, _ := metricstest.Sum(t, reg, "splitflow_lag", nil); got != 1 {
 		t.Errorf("lag = %v, want 1", got)
 	}
 	v = 7
-	if got, _ := value(t, reg, "splitflow_lag", nil); got != 7 {
+	if got, _ := metricstest.Sum(t, reg, "splitflow_lag", nil); got != 7 {
 		t.Errorf("lag = %v after a change, want 7 (read at scrape)", got)
 	}
 	rmNew := g.Func(GaugeKind, "lag", "help", []string{"partition"}, func(emit func(float64, ...string)) { emit(42, "0") })
 	rmOld()
-	if got, n := value(t, reg, "splitflow_lag", nil); got != 42 || n != 1 {
+	if got, n := metricstest.Sum(t, reg, "splitflow_lag", nil); got != 42 || n != 1 {
 		t.Errorf("lag = %v over %d series, want the newer registration's 42 alone", got, n)
 	}
 	rmNew()
-	if _, n := value(t, reg, "splitflow_lag", nil); n != 0 {
+	if _, n := metricstest.Sum(t, reg, "splitflow_lag", nil); n != 0 {
 		t.Errorf("%d series after remove", n)
 	}
 }

@@ -3,6 +3,7 @@ package runtime
 import (
 	"bytes"
 	"context"
+	"github.com/splitflow/splitflow/metrics/metricstest"
 	"log/slog"
 	"strings"
 	"sync"
@@ -10,49 +11,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	dto "github.com/prometheus/client_model/go"
 )
-
-// metricSum adds up the samples of metric name whose labels include want.
-func metricSum(t *testing.T, g prometheus.Gatherer, name string, want map[string]string) (sum float64, found bool) {
-	t.Helper()
-	mfs, err := g.Gather()
-	if err != nil {
-		t.Fatalf("gather: %v", err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-	next:
-		for _, m := range mf.GetMetric() {
-			labels := map[string]string{}
-			for _, lp := range m.GetLabel() {
-				labels[lp.GetName()] = lp.GetValue()
-			}
-			for k, v := range want {
-				if labels[k] != v {
-					continue next
-				}
-			}
-			found = true
-			sum += sampleValue(mf.GetType(), m)
-		}
-	}
-	return sum, found
-}
-
-func sampleValue(tp dto.MetricType, m *dto.Metric) float64 {
-	switch tp {
-	case dto.MetricType_COUNTER:
-		return m.GetCounter().GetValue()
-	case dto.MetricType_GAUGE:
-		return m.GetGauge().GetValue()
-	case dto.MetricType_HISTOGRAM:
-		return float64(m.GetHistogram().GetSampleCount())
-	}
-	return m.GetUntyped().GetValue()
-}
 
 // The records counters of every operator equal the records that flowed
 // through it, summed over its subtasks, in Prometheus and in Status, once
@@ -82,8 +41,8 @@ func TestMetricsCountRecordsThatFlowed(t *testing.T) {
 		{"counts", 500, 500},
 		{"sink", 500, 500},
 	} {
-		in, _ := metricSum(t, reg, "splitflow_operator_records_in_total", map[string]string{"uid": c.uid})
-		out, _ := metricSum(t, reg, "splitflow_operator_records_out_total", map[string]string{"uid": c.uid})
+		in, _ := metricstest.Sum(t, reg, "splitflow_operator_records_in_total", map[string]string{"uid": c.uid})
+		out, _ := metricstest.Sum(t, reg, "splitflow_operator_records_out_total", map[string]string{"uid": c.uid})
 		if in != c.in || out != c.out {
 			t.Errorf("operator %s: records in %v out %v, want %v and %v", c.uid, in, out, c.in, c.out)
 		}
@@ -140,21 +99,21 @@ func TestMetricsCheckpointsAndRestarts(t *testing.T) {
 	checkCounts(t, store, 160, 7)
 
 	st := env.Status()
-	completed, _ := metricSum(t, reg, "splitflow_checkpoints_total", map[string]string{"result": "completed"})
+	completed, _ := metricstest.Sum(t, reg, "splitflow_checkpoints_total", map[string]string{"result": "completed"})
 	if completed == 0 || int64(completed) != st.Checkpoints.Completed {
 		t.Errorf("completed checkpoints: metric %v, status %d; want equal and > 0", completed, st.Checkpoints.Completed)
 	}
-	failed, _ := metricSum(t, reg, "splitflow_checkpoints_total", map[string]string{"result": "failed"})
+	failed, _ := metricstest.Sum(t, reg, "splitflow_checkpoints_total", map[string]string{"result": "failed"})
 	if int64(failed) != st.Checkpoints.Failed {
 		t.Errorf("failed checkpoints: metric %v, status %d", failed, st.Checkpoints.Failed)
 	}
-	if n, _ := metricSum(t, reg, "splitflow_checkpoint_duration_seconds", nil); n != completed {
+	if n, _ := metricstest.Sum(t, reg, "splitflow_checkpoint_duration_seconds", nil); n != completed {
 		t.Errorf("duration histogram has %v samples, want one per completed checkpoint (%v)", n, completed)
 	}
-	if size, _ := metricSum(t, reg, "splitflow_checkpoint_last_size_bytes", nil); size <= 0 {
+	if size, _ := metricstest.Sum(t, reg, "splitflow_checkpoint_last_size_bytes", nil); size <= 0 {
 		t.Errorf("last checkpoint size %v, want > 0 (keyed state and committables)", size)
 	}
-	if r, _ := metricSum(t, reg, "splitflow_job_restarts_total", nil); r != 1 || st.Restarts != 1 {
+	if r, _ := metricstest.Sum(t, reg, "splitflow_job_restarts_total", nil); r != 1 || st.Restarts != 1 {
 		t.Errorf("restarts: metric %v, status %d; want 1", r, st.Restarts)
 	}
 	if st.LastFailure == nil || !strings.Contains(st.LastFailure.Error, "injected failure at record 50") || !strings.Contains(st.LastFailure.Task, "Map (") {
@@ -177,7 +136,7 @@ func TestMetricsCheckpointsAndRestarts(t *testing.T) {
 	}
 	// Counters run on across the restart: the sources read at least
 	// everything once.
-	if in, _ := metricSum(t, reg, "splitflow_operator_records_in_total", map[string]string{"uid": "src"}); in < 160 {
+	if in, _ := metricstest.Sum(t, reg, "splitflow_operator_records_in_total", map[string]string{"uid": "src"}); in < 160 {
 		t.Errorf("source records %v, want at least 160 across attempts", in)
 	}
 
@@ -243,10 +202,10 @@ func TestStatusWhileRunning(t *testing.T) {
 	}
 	close(stop)
 	wg.Wait()
-	if wmMetric, ok := metricSum(t, reg, "splitflow_task_watermark_milliseconds", map[string]string{"subtask": "0", "vertex": "0"}); !ok || wmMetric <= 0 {
+	if wmMetric, ok := metricstest.Sum(t, reg, "splitflow_task_watermark_milliseconds", map[string]string{"subtask": "0", "vertex": "0"}); ok == 0 || wmMetric <= 0 {
 		t.Errorf("watermark metric of the source task: %v (present %v)", wmMetric, ok)
 	}
-	if busy, _ := metricSum(t, reg, "splitflow_task_busy_seconds_total", nil); busy <= 0 {
+	if busy, _ := metricstest.Sum(t, reg, "splitflow_task_busy_seconds_total", nil); busy <= 0 {
 		t.Errorf("busy time %v, want > 0", busy)
 	}
 
@@ -301,10 +260,10 @@ func TestMetricsRegistriesPerEnvironment(t *testing.T) {
 		}
 	}
 	for _, env := range []*Environment{a, b} {
-		if n, _ := metricSum(t, env.gatherer(), "splitflow_operator_records_in_total", map[string]string{"uid": "sink"}); n != 20 {
+		if n, _ := metricstest.Sum(t, env.gatherer(), "splitflow_operator_records_in_total", map[string]string{"uid": "sink"}); n != 20 {
 			t.Errorf("sink records %v in its own registry, want 20", n)
 		}
-		if n, _ := metricSum(t, env.gatherer(), "go_goroutines", nil); n == 0 {
+		if n, _ := metricstest.Sum(t, env.gatherer(), "go_goroutines", nil); n == 0 {
 			t.Errorf("the default registry lacks the Go collector")
 		}
 	}
@@ -319,7 +278,7 @@ func TestMetricsRegistriesPerEnvironment(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "WithMetricsRegistry") {
 		t.Errorf("second job on one registry: %v, want an error naming WithMetricsRegistry", err)
 	}
-	if n, ok := metricSum(t, shared, "splitflow_operator_records_in_total", map[string]string{"uid": "sink"}); !ok || n != 20 {
+	if n, ok := metricstest.Sum(t, shared, "splitflow_operator_records_in_total", map[string]string{"uid": "sink"}); ok == 0 || n != 20 {
 		t.Errorf("shared registry: sink records %v, want the first job's 20 only", n)
 	}
 }

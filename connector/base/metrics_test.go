@@ -1,6 +1,7 @@
 package base
 
 import (
+	"github.com/splitflow/splitflow/metrics/metricstest"
 	"math"
 	"testing"
 	"testing/synctest"
@@ -11,28 +12,6 @@ import (
 	"github.com/splitflow/splitflow/connector"
 	"github.com/splitflow/splitflow/metrics"
 )
-
-// queueMetric returns the value of a reader's queue metric, and whether
-// it is exported at all.
-func queueMetric(t *testing.T, g prometheus.Gatherer, name string) (float64, bool) {
-	t.Helper()
-	mfs, err := g.Gather()
-	if err != nil {
-		t.Fatalf("gather: %v", err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			if m.GetCounter() != nil {
-				return m.GetCounter().GetValue(), true
-			}
-			return m.GetGauge().GetValue(), true
-		}
-	}
-	return 0, false
-}
 
 // A reader whose consumer stalls shows it in its metrics (invariant 7 made
 // visible): the elements queue full, and the fetcher's time blocked on it
@@ -51,14 +30,14 @@ func TestQueueMetricsShowBackpressure(t *testing.T) {
 			t.Fatal(err)
 		}
 		synctest.Wait() // the fetcher is parked in Put
-		if c, _ := queueMetric(t, reg, "splitflow_source_elements_queue_capacity"); c != 3 {
+		if c, _ := metricstest.Sum(t, reg, "splitflow_source_elements_queue_capacity", nil); c != 3 {
 			t.Errorf("capacity %v, want 3", c)
 		}
-		if n, _ := queueMetric(t, reg, "splitflow_source_elements_queue_batches"); n != 3 {
+		if n, _ := metricstest.Sum(t, reg, "splitflow_source_elements_queue_batches", nil); n != 3 {
 			t.Errorf("queue fill %v with a stalled consumer, want 3", n)
 		}
 		time.Sleep(time.Hour)
-		if b, _ := queueMetric(t, reg, "splitflow_source_fetcher_blocked_seconds_total"); b < 3600 || b > 3601 {
+		if b, _ := metricstest.Sum(t, reg, "splitflow_source_fetcher_blocked_seconds_total", nil); b < 3600 || b > 3601 {
 			t.Errorf("blocked %vs after an hour behind a stalled consumer, want 3600", b)
 		}
 
@@ -69,12 +48,12 @@ func TestQueueMetricsShowBackpressure(t *testing.T) {
 		}
 		synctest.Wait()
 		time.Sleep(time.Minute)
-		if b, _ := queueMetric(t, reg, "splitflow_source_fetcher_blocked_seconds_total"); b < 3660 || b > 3661 {
+		if b, _ := metricstest.Sum(t, reg, "splitflow_source_fetcher_blocked_seconds_total", nil); b < 3660 || b > 3661 {
 			t.Errorf("blocked %vs, want 3660 over both waits", b)
 		}
 
 		closeReader(t, r)
-		if _, found := queueMetric(t, reg, "splitflow_source_elements_queue_batches"); found {
+		if _, found := metricstest.Sum(t, reg, "splitflow_source_elements_queue_batches", nil); found > 0 {
 			t.Error("queue metrics outlive the closed reader")
 		}
 	})

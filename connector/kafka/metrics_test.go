@@ -3,13 +3,13 @@ package kafka
 import (
 	"context"
 	"fmt"
+	"github.com/splitflow/splitflow/metrics/metricstest"
 	"log/slog"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	dto "github.com/prometheus/client_model/go"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -17,43 +17,6 @@ import (
 	"github.com/splitflow/splitflow/connector"
 	"github.com/splitflow/splitflow/runtime"
 )
-
-// gathered adds up the samples of metric name whose labels include want;
-// histograms count their observations.
-func gathered(t *testing.T, g prometheus.Gatherer, name string, want map[string]string) (sum float64, found bool) {
-	t.Helper()
-	mfs, err := g.Gather()
-	if err != nil {
-		t.Fatalf("gather: %v", err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-	next:
-		for _, m := range mf.GetMetric() {
-			labels := map[string]string{}
-			for _, lp := range m.GetLabel() {
-				labels[lp.GetName()] = lp.GetValue()
-			}
-			for k, v := range want {
-				if labels[k] != v {
-					continue next
-				}
-			}
-			found = true
-			switch mf.GetType() {
-			case dto.MetricType_COUNTER:
-				sum += m.GetCounter().GetValue()
-			case dto.MetricType_GAUGE:
-				sum += m.GetGauge().GetValue()
-			case dto.MetricType_HISTOGRAM:
-				sum += float64(m.GetHistogram().GetSampleCount())
-			}
-		}
-	}
-	return sum, found
-}
 
 // fakeTopic starts a kfake cluster with topic of partitions partitions
 // holding n records "v0000".."v<n-1>", one produce batch each, and an
@@ -113,30 +76,30 @@ func TestMetricsOfExactlyOnceJob(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	if v, _ := gathered(t, reg, "splitflow_kafka_source_partitions_discovered_total", map[string]string{"uid": "in", "subtask": "coordinator"}); v != 3 {
+	if v, _ := metricstest.Sum(t, reg, "splitflow_kafka_source_partitions_discovered_total", map[string]string{"uid": "in", "subtask": "coordinator"}); v != 3 {
 		t.Errorf("partitions discovered %v, want 3", v)
 	}
-	if v, _ := gathered(t, reg, "splitflow_operator_bytes_in_total", map[string]string{"uid": "in"}); v != 5*n {
+	if v, _ := metricstest.Sum(t, reg, "splitflow_operator_bytes_in_total", map[string]string{"uid": "in"}); v != 5*n {
 		t.Errorf("source bytes in %v, want %d", v, 5*n)
 	}
-	if v, _ := gathered(t, reg, "splitflow_operator_bytes_out_total", map[string]string{"uid": "out"}); v != 5*n {
+	if v, _ := metricstest.Sum(t, reg, "splitflow_operator_bytes_out_total", map[string]string{"uid": "out"}); v != 5*n {
 		t.Errorf("sink bytes out %v, want %d", v, 5*n)
 	}
-	if v, _ := gathered(t, reg, "splitflow_operator_records_in_total", map[string]string{"uid": "out"}); v != n {
+	if v, _ := metricstest.Sum(t, reg, "splitflow_operator_records_in_total", map[string]string{"uid": "out"}); v != n {
 		t.Errorf("sink records in %v, want %d", v, n)
 	}
-	committed, _ := gathered(t, reg, "splitflow_kafka_sink_transactions_total", map[string]string{"uid": "out", "outcome": "committed"})
+	committed, _ := metricstest.Sum(t, reg, "splitflow_kafka_sink_transactions_total", map[string]string{"uid": "out", "outcome": "committed"})
 	if committed == 0 {
 		t.Error("no committed transaction counted")
 	}
-	if v, _ := gathered(t, reg, "splitflow_kafka_sink_commit_seconds", map[string]string{"uid": "out"}); v != committed {
+	if v, _ := metricstest.Sum(t, reg, "splitflow_kafka_sink_commit_seconds", map[string]string{"uid": "out"}); v != committed {
 		t.Errorf("commit latency has %v observations, want one per committed transaction (%v)", v, committed)
 	}
-	if v, _ := gathered(t, reg, "splitflow_kafka_sink_transactions_total", map[string]string{"uid": "out", "outcome": "aborted"}); v != 0 {
+	if v, _ := metricstest.Sum(t, reg, "splitflow_kafka_sink_transactions_total", map[string]string{"uid": "out", "outcome": "aborted"}); v != 0 {
 		t.Errorf("%v transactions aborted in a job without failures", v)
 	}
 	// Each client unregisters its kprom metrics when it closes.
-	if _, found := gathered(t, reg, "splitflow_kafka_connects_total", nil); found {
+	if _, found := metricstest.Sum(t, reg, "splitflow_kafka_connects_total", nil); found > 0 {
 		t.Error("franz-go client metrics outlive the job's clients")
 	}
 }
@@ -194,16 +157,16 @@ func TestMetricsOfBackpressuredReader(t *testing.T) {
 	in := map[string]string{"uid": "in", "subtask": "0"}
 	deadline := time.Now().Add(20 * time.Second)
 	for {
-		lag, lagFound := gathered(t, reg, "splitflow_kafka_source_lag_records", map[string]string{"uid": "in", "topic": topic, "partition": "0"})
-		fill, _ := gathered(t, reg, "splitflow_source_elements_queue_batches", in)
-		capacity, _ := gathered(t, reg, "splitflow_source_elements_queue_capacity", in)
-		blocked, _ := gathered(t, reg, "splitflow_source_fetcher_blocked_seconds_total", in)
-		read, _ := gathered(t, reg, "splitflow_kafka_read_bytes_total", map[string]string{"uid": "in", "role": "source-reader"})
-		if lagFound && lag > 0 && capacity > 0 && fill == capacity && blocked > 0 && read > 0 {
+		lag, lagFound := metricstest.Sum(t, reg, "splitflow_kafka_source_lag_records", map[string]string{"uid": "in", "topic": topic, "partition": "0"})
+		fill, _ := metricstest.Sum(t, reg, "splitflow_source_elements_queue_batches", in)
+		capacity, _ := metricstest.Sum(t, reg, "splitflow_source_elements_queue_capacity", in)
+		blocked, _ := metricstest.Sum(t, reg, "splitflow_source_fetcher_blocked_seconds_total", in)
+		read, _ := metricstest.Sum(t, reg, "splitflow_kafka_read_bytes_total", map[string]string{"uid": "in", "role": "source-reader"})
+		if lagFound > 0 && lag > 0 && capacity > 0 && fill == capacity && blocked > 0 && read > 0 {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("lag %v (found %v), queue %v/%v, blocked %vs, client read %v bytes: want lag, a full queue, a blocked fetcher and client metrics",
+			t.Fatalf("lag %v (series %v), queue %v/%v, blocked %vs, client read %v bytes: want lag, a full queue, a blocked fetcher and client metrics",
 				lag, lagFound, fill, capacity, blocked, read)
 		}
 		time.Sleep(20 * time.Millisecond)
