@@ -99,7 +99,7 @@ func TestSuiteCatchesNonIdempotentCommit(t *testing.T) {
 			return append([]int64(nil), st.ids...), nil
 		}
 	})
-	sc := s.newScenario(t, 300)
+	sc := s.newScenario(t, t, 300)
 	res := sc.run(job{
 		parallelism: 1, checkpoints: true, restart: restartOnce(),
 		faults: []fault{{site: siteCommit, gap: 50, afterCheckpoint: true}},

@@ -43,18 +43,22 @@
 // plain sink), so the checkpoint fails with prepared work that must never
 // become visible; and after a Committer.Commit that succeeded, so the
 // committables are committed a second time after the restart (commits
-// must be idempotent, invariant 8 of DESIGN.md). Each failure waits for a
+// must be idempotent, invariant 8 of DESIGN.md). The sites are taken in
+// turn across a check's seeded jobs, with more failures per job when the
+// seeds are few, so every check covers every site. Each failure waits for a
 // seeded number of records (fewer once only a quarter of the input is
 // left unread), and usually for a checkpoint since the previous failure;
 // while a due failure waits, the map slows the whole job down to a record
 // every 2ms so the input cannot end first. A check fails if a planned
-// failure was never injected.
+// failure was never injected, or if a job it meant to stop mid-way ran to
+// its end instead.
 //
 // The same wrappers count every enumerator, reader, writer and committer
 // the engine creates: each must be closed exactly once and used no more
 // after Close, whether the job ended, failed or was cancelled. After each
-// job no goroutine may be left (go.uber.org/goleak), so Run must not run
-// in parallel with other tests.
+// job no goroutine started while it ran may be left (go.uber.org/goleak;
+// goroutines the factories started before, stopped by t.Cleanup, are
+// not the job's), so Run must not run in parallel with other tests.
 //
 // See Run for the list of checks. The whole suite for one pair runs in a
 // few seconds with the race detector.

@@ -27,16 +27,20 @@ func MemorySource[T any]() Source[T] {
 // MemorySink is an exactly-once two-phase sink into memory, to pair with a
 // source under test: each writer collects a checkpoint's records into a
 // transaction, which the committer applies to the store once; applying it
-// again is a no-op.
+// again is a no-op. A record that Pair.ID cannot read is kept as it is and
+// reported by the check as not an id.
 func MemorySink[T any]() Sink[T] {
-	return Sink[T]{guarantee: ExactlyOnce, build: func(_ *testing.T, c codec[T]) sinkUnderTest[T] {
+	return Sink[T]{guarantee: ExactlyOnce, twoPhase: true, build: func(_ *testing.T, c codec[T]) sinkUnderTest[T] {
 		st := &memStore{done: map[string]bool{}}
 		read := func() ([]T, error) {
 			st.mu.Lock()
 			defer st.mu.Unlock()
-			out := make([]T, len(st.ids))
-			for i, id := range st.ids {
-				out[i] = c.record(id)
+			out := make([]T, 0, len(st.ids)+len(st.committedForeign))
+			for _, id := range st.ids {
+				out = append(out, c.record(id))
+			}
+			for _, k := range st.committedForeign {
+				out = append(out, st.foreign[k].(T))
 			}
 			return out, nil
 		}
@@ -245,6 +249,10 @@ func (r *memReader[T]) Close() error                                  { return n
 type memTxn struct {
 	Key string
 	IDs []int64
+	// Foreign indexes the store's records that are not ids: they cannot
+	// travel in a checkpoint as ids, and the store lives as long as the
+	// check.
+	Foreign []int `json:",omitempty"`
 }
 
 type memTxnSerializer struct{}
@@ -264,6 +272,10 @@ type memStore struct {
 	mu   sync.Mutex
 	done map[string]bool
 	ids  []int64
+	// foreign holds every record written that is not an id;
+	// committedForeign indexes those committed.
+	foreign          []any
+	committedForeign []int
 }
 
 func (s *memStore) apply(t memTxn) bool {
@@ -274,7 +286,16 @@ func (s *memStore) apply(t memTxn) bool {
 	}
 	s.done[t.Key] = true
 	s.ids = append(s.ids, t.IDs...)
+	s.committedForeign = append(s.committedForeign, t.Foreign...)
 	return true
+}
+
+// keepForeign stores a record that is not an id and returns its index.
+func (s *memStore) keepForeign(v any) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.foreign = append(s.foreign, v)
+	return len(s.foreign) - 1
 }
 
 type memSink[T any] struct {
@@ -301,26 +322,30 @@ func (s *memSink[T]) CommittableSerializer() connector.VersionedSerializer[memTx
 func (s *memSink[T]) CommitterRequired() bool { return true }
 
 type memWriter[T any] struct {
-	sink   *memSink[T]
-	prefix string
-	open   []int64
+	sink        *memSink[T]
+	prefix      string
+	open        []int64
+	openForeign []int
 }
 
+// Write keeps a record that is not an id rather than failing the job: the
+// check's comparison reports it, with the ids lost or duplicated.
 func (w *memWriter[T]) Write(v T, _ connector.WriteContext) error {
 	id, err := w.sink.codec.id(v)
 	if err != nil {
-		return fmt.Errorf("memory sink: %w", err)
+		w.openForeign = append(w.openForeign, w.sink.store.keepForeign(v))
+		return nil
 	}
 	w.open = append(w.open, id)
 	return nil
 }
 func (w *memWriter[T]) Flush(bool) error { return nil }
 func (w *memWriter[T]) PrepareCommit(id int64) ([]memTxn, error) {
-	if len(w.open) == 0 {
+	if len(w.open) == 0 && len(w.openForeign) == 0 {
 		return nil, nil
 	}
-	t := memTxn{Key: w.prefix + strconv.FormatInt(id, 10), IDs: w.open}
-	w.open = nil
+	t := memTxn{Key: w.prefix + strconv.FormatInt(id, 10), IDs: w.open, Foreign: w.openForeign}
+	w.open, w.openForeign = nil, nil
 	return []memTxn{t}, nil
 }
 func (w *memWriter[T]) Close() error { return nil }

@@ -65,7 +65,9 @@ type Pair[T any] struct {
 	// Records is the number of input records of most checks, default 600.
 	Records int
 	// Seeds is the number of seeded runs of the at-least-once and
-	// exactly-once checks, default 3.
+	// exactly-once checks, default 3 (0 means the default). Each check
+	// injects failures at every site whatever the number: each seed's job
+	// injects three, or more when the seeds are fewer than two.
 	Seeds int
 }
 
@@ -78,6 +80,7 @@ type Source[T any] struct {
 // NewStatefulTwoPhaseSink, NewSink or MemorySink.
 type Sink[T any] struct {
 	guarantee Guarantee // what the sink itself can give: at most this
+	twoPhase  bool      // it has a committer: failures are injected after Commit too
 	build     func(t *testing.T, c codec[T]) sinkUnderTest[T]
 }
 
@@ -110,7 +113,7 @@ func NewSource[T any, S connector.Split, C any](newSource func(t *testing.T, inp
 // check's t: it returns a sink writing to a fresh target (a new directory,
 // topic or table) and the function that reads that target back.
 func NewTwoPhaseSink[T, Comm any](newSink func(t *testing.T) (connector.TwoPhaseCommittingSink[T, Comm], ReadBack[T])) Sink[T] {
-	return Sink[T]{guarantee: ExactlyOnce, build: func(t *testing.T, _ codec[T]) sinkUnderTest[T] {
+	return Sink[T]{guarantee: ExactlyOnce, twoPhase: true, build: func(t *testing.T, _ codec[T]) sinkUnderTest[T] {
 		s, read := newSink(t)
 		if s == nil || read == nil {
 			t.Fatal("connectortest: the sink factory returned a nil sink or ReadBack")
@@ -124,7 +127,7 @@ func NewTwoPhaseSink[T, Comm any](newSink func(t *testing.T) (connector.TwoPhase
 // checks then also restore writer state, across parallelism changes in
 // the recovery check. newSink is as for NewTwoPhaseSink.
 func NewStatefulTwoPhaseSink[T, Comm, W any](newSink func(t *testing.T) (runtime.StatefulTwoPhaseSink[T, Comm, W], ReadBack[T])) Sink[T] {
-	return Sink[T]{guarantee: ExactlyOnce, build: func(t *testing.T, _ codec[T]) sinkUnderTest[T] {
+	return Sink[T]{guarantee: ExactlyOnce, twoPhase: true, build: func(t *testing.T, _ codec[T]) sinkUnderTest[T] {
 		s, read := newSink(t)
 		if s == nil || read == nil {
 			t.Fatal("connectortest: the sink factory returned a nil sink or ReadBack")
@@ -155,7 +158,6 @@ type sourceUnderTest[T any] interface {
 // its output back.
 type sinkUnderTest[T any] interface {
 	addTo(ds runtime.DataStream[T], p *probe)
-	twoPhase() bool
 	readBack() ([]T, error)
 }
 
@@ -176,7 +178,6 @@ type twoPhaseSinkOf[T, Comm any] struct {
 func (s *twoPhaseSinkOf[T, Comm]) addTo(ds runtime.DataStream[T], p *probe) {
 	runtime.SinkToTwoPhase[T, Comm](ds, &probedTwoPhaseSink[T, Comm]{inner: s.sink, p: p}).Name("sink under test").UID("sink")
 }
-func (s *twoPhaseSinkOf[T, Comm]) twoPhase() bool         { return true }
 func (s *twoPhaseSinkOf[T, Comm]) readBack() ([]T, error) { return s.read() }
 
 type statefulSinkOf[T, Comm, W any] struct {
@@ -188,7 +189,6 @@ func (s *statefulSinkOf[T, Comm, W]) addTo(ds runtime.DataStream[T], p *probe) {
 	wrapped := &probedStatefulSink[T, Comm, W]{probedTwoPhaseSink: probedTwoPhaseSink[T, Comm]{inner: s.sink, p: p}, stateful: s.sink}
 	runtime.SinkToStatefulTwoPhase[T, Comm, W](ds, wrapped).Name("sink under test").UID("sink")
 }
-func (s *statefulSinkOf[T, Comm, W]) twoPhase() bool         { return true }
 func (s *statefulSinkOf[T, Comm, W]) readBack() ([]T, error) { return s.read() }
 
 type plainSinkOf[T any] struct {
@@ -199,7 +199,6 @@ type plainSinkOf[T any] struct {
 func (s *plainSinkOf[T]) addTo(ds runtime.DataStream[T], p *probe) {
 	runtime.SinkTo[T](ds, &probedSink[T]{inner: s.sink, p: p}).Name("sink under test").UID("sink")
 }
-func (s *plainSinkOf[T]) twoPhase() bool         { return false }
 func (s *plainSinkOf[T]) readBack() ([]T, error) { return s.read() }
 
 // codec maps ids to records and back.
@@ -228,8 +227,11 @@ func (p Pair[T]) resolve() (Pair[T], codec[T], error) {
 	if p.Records < 100 {
 		return p, codec[T]{}, fmt.Errorf("connectortest: Pair.Records is %d; the checks need at least 100 records to place failures", p.Records)
 	}
-	if p.Seeds == 0 {
+	switch {
+	case p.Seeds == 0:
 		p.Seeds = 3
+	case p.Seeds < 0:
+		return p, codec[T]{}, fmt.Errorf("connectortest: Pair.Seeds is %d; leave it 0 for the default (3) or give a positive number", p.Seeds)
 	}
 	c := codec[T]{record: p.Record, id: p.ID}
 	switch any(*new(T)).(type) {

@@ -55,16 +55,20 @@ type probe struct {
 type component struct {
 	p       *probe
 	kind    string
-	subtask int
-	attempt int
+	subtask int // -1: the enumerator
+	attempt int // -1: unknown (a reader's context does not say)
 	closes  atomic.Int32
 }
 
 func (c *component) String() string {
-	if c.subtask < 0 {
+	switch {
+	case c.subtask < 0:
 		return c.kind
+	case c.attempt < 0:
+		return fmt.Sprintf("%s of subtask %d", c.kind, c.subtask)
+	default:
+		return fmt.Sprintf("%s of subtask %d (attempt %d)", c.kind, c.subtask, c.attempt)
 	}
-	return fmt.Sprintf("%s of subtask %d (attempt %d)", c.kind, c.subtask, c.attempt)
 }
 
 func (p *probe) track(kind string, subtask, attempt int) *component {
@@ -286,7 +290,7 @@ func (s *probedSource[T, S, C]) CreateEnumerator(ctx connector.SplitEnumeratorCo
 	if err != nil || e == nil {
 		return e, err
 	}
-	return &probedEnumerator[S, C]{inner: e, c: s.p.track("enumerator", -1, 0)}, nil
+	return &probedEnumerator[S, C]{inner: e, c: s.p.track("enumerator", -1, -1)}, nil
 }
 
 func (s *probedSource[T, S, C]) RestoreEnumerator(ctx connector.SplitEnumeratorContext[S], cp C) (connector.SplitEnumerator[S, C], error) {
@@ -294,7 +298,7 @@ func (s *probedSource[T, S, C]) RestoreEnumerator(ctx connector.SplitEnumeratorC
 	if err != nil || e == nil {
 		return e, err
 	}
-	return &probedEnumerator[S, C]{inner: e, c: s.p.track("restored enumerator", -1, 0)}, nil
+	return &probedEnumerator[S, C]{inner: e, c: s.p.track("restored enumerator", -1, -1)}, nil
 }
 
 func (s *probedSource[T, S, C]) CreateReader(ctx connector.SourceReaderContext) (connector.SourceReader[T, S], error) {
@@ -302,7 +306,7 @@ func (s *probedSource[T, S, C]) CreateReader(ctx connector.SourceReaderContext) 
 	if err != nil || r == nil {
 		return r, err
 	}
-	return &probedReader[T, S]{inner: r, p: s.p, c: s.p.track("reader", ctx.SubtaskIndex(), 0)}, nil
+	return &probedReader[T, S]{inner: r, p: s.p, c: s.p.track("reader", ctx.SubtaskIndex(), -1)}, nil
 }
 
 func (s *probedSource[T, S, C]) SplitSerializer() connector.VersionedSerializer[S] {

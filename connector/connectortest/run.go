@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -49,9 +50,12 @@ const (
 //
 // After every job of every check, each enumerator, reader, writer and
 // committer the engine created has been closed exactly once and had no
-// method called after Close, and no goroutine is left behind. A check
-// that fails says which ids were lost or duplicated (the first few) and
-// which failures were injected where.
+// method called after Close, and no goroutine started during the job is
+// left behind. A check also fails if a planned failure was never
+// injected, or a job meant to be stopped mid-way reached the end of its
+// input first: it would have tested nothing. A check that fails says
+// which ids were lost or duplicated (the first few) and which failures
+// were injected where.
 //
 // Run must not run in parallel with other tests that start goroutines:
 // its leak check counts every goroutine of the process.
@@ -74,27 +78,39 @@ func Run[T any](t *testing.T, pair Pair[T]) {
 type suite[T any] struct {
 	pair  Pair[T]
 	codec codec[T]
+	// afterExecute, if set, sees each job's probe once Execute returned,
+	// before the probe's checks: the suite's own tests use it to play a
+	// misbehaving engine.
+	afterExecute func(*probe)
+}
+
+// reporter takes a check's verdicts. It is the check's *testing.T; the
+// suite's own tests pass a recorder instead, to see that a check fails
+// when a connector breaks a rule. Fatalf does not return.
+type reporter interface {
+	Helper()
+	Errorf(format string, args ...any)
+	Fatalf(format string, args ...any)
+	Logf(format string, args ...any)
+	Failed() bool
 }
 
 // scenario is one check's external state: the input written to the
 // source's system, the sink's target, a checkpoint directory. Its jobs
 // share them.
 type scenario[T any] struct {
-	s       *suite[T]
-	t       *testing.T
-	n       int
-	source  sourceUnderTest[T]
-	sink    sinkUnderTest[T]
-	chkDir  string
-	logs    *logRing
-	leakOpt goleak.Option
+	s      *suite[T]
+	r      reporter // the check's verdicts; resources come from its *testing.T
+	n      int
+	source sourceUnderTest[T]
+	sink   sinkUnderTest[T]
+	chkDir string
+	logs   *logRing
 }
 
-func (s *suite[T]) newScenario(t *testing.T, n int) *scenario[T] {
+func (s *suite[T]) newScenario(t *testing.T, r reporter, n int) *scenario[T] {
 	t.Helper()
-	// Goroutines alive before the check (the test framework's) are not
-	// its leaks; a goroutine an earlier check left was reported there.
-	sc := &scenario[T]{s: s, t: t, n: n, leakOpt: goleak.IgnoreCurrent(), logs: &logRing{}}
+	sc := &scenario[T]{s: s, r: r, n: n, logs: &logRing{}}
 	input := make([]T, n)
 	for i := range input {
 		input[i] = s.codec.record(int64(i))
@@ -103,8 +119,8 @@ func (s *suite[T]) newScenario(t *testing.T, n int) *scenario[T] {
 	sc.sink = s.pair.Sink.build(t, s.codec)
 	sc.chkDir = filepath.Join(t.TempDir(), "checkpoints")
 	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("last engine log lines:\n%s", sc.logs.String())
+		if r.Failed() {
+			r.Logf("last engine log lines (warnings, errors, checkpoints, restarts):\n%s", sc.logs.String())
 		}
 	})
 	return sc
@@ -162,8 +178,8 @@ func (r jobResult) String() string {
 // run executes j and checks the lifecycle of every component and that no
 // goroutine is left.
 func (sc *scenario[T]) run(j job) jobResult {
-	t := sc.t
-	t.Helper()
+	r := sc.r
+	r.Helper()
 	p := newProbe(sc.n)
 	if len(j.faults) > 0 {
 		p.faults = &faultPlan{faults: j.faults}
@@ -212,6 +228,11 @@ func (sc *scenario[T]) run(j job) jobResult {
 	}
 	sc.sink.addTo(ds, p)
 
+	// Goroutines alive now are not the job's: the test framework's, and
+	// those the factories started for the check's lifetime (a fake
+	// cluster, a client for ReadBack), which t.Cleanup stops. A goroutine
+	// an earlier job left was reported after that job.
+	leakOpt := goleak.IgnoreCurrent()
 	start := time.Now()
 	err := env.Execute(ctx, "connectortest")
 	res := jobResult{
@@ -222,13 +243,16 @@ func (sc *scenario[T]) run(j job) jobResult {
 		res.fired, res.unfired = p.faults.fired(), p.faults.unfired()
 	}
 	if errors.Is(context.Cause(bounded), errJobTimeout) {
-		t.Fatalf("job (%v) did not finish within %v: %v", j, jobTimeout, res)
+		r.Fatalf("job (%v) did not finish within %v: %v", j, jobTimeout, res)
+	}
+	if sc.s.afterExecute != nil {
+		sc.s.afterExecute(p)
 	}
 	if errs := p.lifecycleErrors(); len(errs) > 0 {
-		t.Errorf("job (%v): connector components not closed exactly once, or used after Close:\n  %s", j, strings.Join(errs, "\n  "))
+		r.Errorf("job (%v): connector components not closed exactly once, or used after Close:\n  %s", j, strings.Join(errs, "\n  "))
 	}
-	if err := goleak.Find(sc.leakOpt); err != nil {
-		t.Errorf("job (%v) left goroutines behind: %v", j, err)
+	if err := goleak.Find(leakOpt); err != nil {
+		r.Errorf("job (%v) left goroutines behind: %v", j, err)
 	}
 	return res
 }
@@ -241,10 +265,10 @@ var (
 // output reads the sink back and converts records to ids; records that
 // are not ids are reported, not fatal.
 func (sc *scenario[T]) output() ([]int64, []string) {
-	sc.t.Helper()
+	sc.r.Helper()
 	recs, err := sc.sink.readBack()
 	if err != nil {
-		sc.t.Fatalf("read back the sink's output: %v", err)
+		sc.r.Fatalf("read back the sink's output: %v", err)
 	}
 	ids := make([]int64, 0, len(recs))
 	var bad []string
@@ -279,10 +303,10 @@ func expectFor(g Guarantee) expect {
 // verify checks the output against ids 0..n-1 and reports violations
 // with the first few ids concerned.
 func (sc *scenario[T]) verify(what string, e expect, res jobResult) {
-	sc.t.Helper()
+	sc.r.Helper()
 	ids, bad := sc.output()
 	if err := compare(sc.n, ids, bad, e); err != nil {
-		sc.t.Errorf("%s: %v\n  job: %v", what, err, res)
+		sc.r.Errorf("%s: %v\n  job: %v", what, err, res)
 	}
 }
 
@@ -337,7 +361,6 @@ func first[E any](s []E) string {
 }
 
 func (s *suite[T]) endToEnd(t *testing.T) {
-	e := expectFor(s.pair.Guarantee)
 	for _, tc := range []struct {
 		name string
 		n    int
@@ -348,40 +371,64 @@ func (s *suite[T]) endToEnd(t *testing.T) {
 		{"no-checkpoints", s.pair.Records, job{parallelism: 2}},
 		{"empty-input", 0, job{parallelism: 2, checkpoints: true}},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			sc := s.newScenario(t, tc.n)
-			res := sc.run(tc.job)
-			if res.err != nil {
-				t.Fatalf("Execute: %v, want nil (a bounded job that ended)\n  job: %v", res.err, res)
-			}
-			if res.seen < int64(tc.n) {
-				t.Errorf("%d records went through the job, the input has %d", res.seen, tc.n)
-			}
-			sc.verify("output", e, res)
-		})
+		t.Run(tc.name, func(t *testing.T) { s.endToEndCase(t, t, tc.n, tc.job) })
 	}
 }
 
+// endToEndCase runs j once over an input of n records, to its end.
+func (s *suite[T]) endToEndCase(t *testing.T, r reporter, n int, j job) {
+	sc := s.newScenario(t, r, n)
+	res := sc.run(j)
+	if res.err != nil {
+		r.Fatalf("Execute: %v, want nil (a bounded job that ended)\n  job: %v", res.err, res)
+	}
+	if res.seen < int64(n) {
+		r.Errorf("%d records went through the job, the input has %d", res.seen, n)
+	}
+	sc.verify("output", expectFor(s.pair.Guarantee), res)
+}
+
 func (s *suite[T]) openClose(t *testing.T) {
-	t.Run("failure-without-restart", func(t *testing.T) {
-		sc := s.newScenario(t, s.pair.Records)
-		res := sc.run(job{
-			parallelism: 2, checkpoints: true, restart: runtime.NoRestart(),
-			faults: []fault{{site: siteMap, gap: int64(s.pair.Records / 3), afterCheckpoint: true}},
-		})
-		if !errors.Is(res.err, ErrInjected) {
-			t.Fatalf("Execute: %v, want the injected failure\n  job: %v", res.err, res)
-		}
-		sc.verify("output of the failed job", expectNoDupsFor(s.pair.Guarantee), res)
-	})
+	t.Run("failure-without-restart", func(t *testing.T) { s.failureWithoutRestart(t, t) })
 	t.Run("cancel", func(t *testing.T) {
-		sc := s.newScenario(t, s.pair.Records)
-		res := sc.run(job{parallelism: 2, checkpoints: true, stopAt: int64(s.pair.Records / 3)})
-		if res.err != nil {
-			t.Fatalf("Execute after cancel: %v, want nil (a graceful stop)\n  job: %v", res.err, res)
-		}
-		sc.verify("output of the cancelled job", expectNoDupsFor(s.pair.Guarantee), res)
+		s.cancelCase(t, t, job{parallelism: 2, checkpoints: true, stopAt: int64(s.pair.Records / 3)})
 	})
+}
+
+// failureWithoutRestart fails a job once under NoRestart: Execute must
+// return the failure, and the components must be closed all the same.
+func (s *suite[T]) failureWithoutRestart(t *testing.T, r reporter) {
+	sc := s.newScenario(t, r, s.pair.Records)
+	res := sc.run(job{
+		parallelism: 2, checkpoints: true, restart: runtime.NoRestart(),
+		faults: []fault{{site: siteMap, gap: int64(s.pair.Records / 3), afterCheckpoint: true}},
+	})
+	if !errors.Is(res.err, ErrInjected) {
+		r.Fatalf("Execute: %v, want the injected failure\n  job: %v", res.err, res)
+	}
+	sc.verify("output of the failed job", expectNoDupsFor(s.pair.Guarantee), res)
+}
+
+// cancelCase runs j, which cancels itself mid-way: Execute must return
+// nil, and the output so far must hold no duplicate (exactly-once).
+func (s *suite[T]) cancelCase(t *testing.T, r reporter, j job) {
+	sc := s.newScenario(t, r, s.pair.Records)
+	res := sc.run(j)
+	if res.err != nil {
+		r.Fatalf("Execute after cancel: %v, want nil (a graceful stop)\n  job: %v", res.err, res)
+	}
+	requireStopped(r, "the cancel", res)
+	sc.verify("output of the cancelled job", expectNoDupsFor(s.pair.Guarantee), res)
+}
+
+// requireStopped fails a check whose job was to be stopped mid-way but
+// ran to the end of its input instead: whatever else held, the check did
+// not test a stop.
+func requireStopped(r reporter, what string, res jobResult) {
+	r.Helper()
+	if res.stoppedAt == 0 {
+		r.Fatalf("%s never came: the input ended first (the stop waits for two checkpoints after its record count), so the check did not test it\n  job: %v", what, res)
+	}
 }
 
 func expectNoDupsFor(g Guarantee) expect {
@@ -394,94 +441,133 @@ func expectNoDupsFor(g Guarantee) expect {
 // underFailures runs seeded jobs with failures injected at every site the
 // pair has, and checks the output against the claim g.
 func (s *suite[T]) underFailures(t *testing.T, g Guarantee, seedBase uint64) {
+	sites := faultSites(s.pair.Sink.twoPhase)
+	perSeed := faultsPerSeed(s.pair.Seeds, len(sites))
 	for i := range s.pair.Seeds {
 		seed := seedBase + uint64(i)
 		t.Run(fmt.Sprintf("seed-%d", seed), func(t *testing.T) {
-			sc := s.newScenario(t, s.pair.Records)
-			rng := rand.New(rand.NewPCG(seed, 0xc0ec))
-			sites := []site{siteMap, siteReader, siteWriter, sitePrepare}
-			if sc.sink.twoPhase() {
-				sites = append(sites, siteCommit)
-			}
-			// Three failures per seed, at sites taken in turn so that
-			// every two seeds cover every site, in a seeded order.
-			chosen := make([]site, 3)
-			for k := range chosen {
-				chosen[k] = sites[(i*len(chosen)+k)%len(sites)]
-			}
-			rng.Shuffle(len(chosen), func(a, b int) { chosen[a], chosen[b] = chosen[b], chosen[a] })
-			var faults []fault
-			n := int64(s.pair.Records)
-			for k := range 3 {
-				faults = append(faults, fault{
-					site:            chosen[k],
-					gap:             n/20 + rng.Int64N(n/8),
-					afterCheckpoint: chosen[k] == siteCommit || rng.IntN(3) > 0,
-				})
-			}
-			j := job{
-				parallelism: 1 + rng.IntN(3),
-				rebalance:   rng.IntN(2) == 0,
-				checkpoints: true,
-				restart:     runtime.FixedDelayRestart(len(faults)+3, restartDelay),
-				faults:      faults,
-			}
-			t.Logf("job: %v; planned failures: %v", j, faults)
-			res := sc.run(j)
-			if res.err != nil {
-				t.Fatalf("Execute: %v, want nil: the job should recover from every injected failure\n  job: %v", res.err, res)
-			}
-			if len(res.unfired) > 0 {
-				t.Errorf("the input ended before failures %v were injected; the check did not test them\n  job: %v", res.unfired, res)
-			}
-			sc.verify(g.String()+" output", expectFor(g), res)
-			t.Logf("%v", res)
+			j := s.seededJob(seed, planSites(sites, perSeed, i))
+			t.Logf("job: %v; planned failures: %v", j, j.faults)
+			s.failuresCase(t, t, g, j)
 		})
 	}
 }
 
+// faultSites lists the sites a pair's jobs have: the commit site only
+// with a two-phase sink.
+func faultSites(twoPhase bool) []site {
+	sites := []site{siteMap, siteReader, siteWriter, sitePrepare}
+	if twoPhase {
+		sites = append(sites, siteCommit)
+	}
+	return sites
+}
+
+// faultsPerSeed is the number of failures of each seeded job of a check:
+// three, or more when the seeds are too few for three each to reach every
+// site.
+func faultsPerSeed(seeds, sites int) int {
+	return max(3, (sites+seeds-1)/seeds)
+}
+
+// planSites returns the sites of the failures of the check's seed number
+// i. Sites are taken in turn across the check's seeds, so the check
+// covers every site whatever its number of seeds.
+func planSites(sites []site, perSeed, i int) []site {
+	out := make([]site, perSeed)
+	for k := range out {
+		out[k] = sites[(i*perSeed+k)%len(sites)]
+	}
+	return out
+}
+
+// seededJob is the job of one seed: its failures at the chosen sites, in
+// a seeded order, each after a seeded number of records; a seeded
+// parallelism and edge.
+func (s *suite[T]) seededJob(seed uint64, chosen []site) job {
+	rng := rand.New(rand.NewPCG(seed, 0xc0ec))
+	rng.Shuffle(len(chosen), func(a, b int) { chosen[a], chosen[b] = chosen[b], chosen[a] })
+	n := int64(s.pair.Records)
+	faults := make([]fault, len(chosen))
+	for k, st := range chosen {
+		faults[k] = fault{
+			site:            st,
+			gap:             n/20 + rng.Int64N(n/8),
+			afterCheckpoint: st == siteCommit || rng.IntN(3) > 0,
+		}
+	}
+	return job{
+		parallelism: 1 + rng.IntN(3),
+		rebalance:   rng.IntN(2) == 0,
+		checkpoints: true,
+		restart:     runtime.FixedDelayRestart(len(faults)+3, restartDelay),
+		faults:      faults,
+	}
+}
+
+// failuresCase runs j, whose planned failures must all fire and be
+// recovered from, and checks the output against the claim g.
+func (s *suite[T]) failuresCase(t *testing.T, r reporter, g Guarantee, j job) {
+	sc := s.newScenario(t, r, s.pair.Records)
+	res := sc.run(j)
+	if res.err != nil {
+		r.Fatalf("Execute: %v, want nil: the job should recover from every injected failure\n  job: %v", res.err, res)
+	}
+	if len(res.unfired) > 0 {
+		r.Errorf("the input ended before failures %v were injected; the check did not test them\n  job: %v", res.unfired, res)
+	}
+	sc.verify(g.String()+" output", expectFor(g), res)
+	r.Logf("%v", res)
+}
+
+// recoveryCase is a job stopped mid-way, then run again on its checkpoint
+// directory.
+type recoveryCase struct {
+	name          string
+	crash         bool // stop by a failure under NoRestart, else by a cancel
+	fullSpeed     bool
+	first, second int // parallelism of the first and second run
+}
+
 func (s *suite[T]) recovery(t *testing.T) {
-	for _, tc := range []struct {
-		name       string
-		crash      bool
-		fullSpeed  bool
-		first, two int // parallelism of the first and second run
-	}{
+	for _, tc := range []recoveryCase{
 		{"cancel-then-resume", false, false, 2, 2},
 		{"cancel-at-full-speed-then-resume", false, true, 3, 3},
 		{"crash-then-resume-rescaled", true, false, 2, 3},
 		{"crash-then-resume-narrower", true, false, 3, 1},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			sc := s.newScenario(t, s.pair.Records)
-			n := int64(s.pair.Records)
-			one := sc.run(job{
-				parallelism: tc.first, checkpoints: true, restart: runtime.NoRestart(),
-				stopAt: n / 3, crash: tc.crash, fullSpeed: tc.fullSpeed,
-			})
-			switch {
-			case tc.crash && !errors.Is(one.err, ErrInjected):
-				t.Fatalf("first run: Execute: %v, want the injected failure\n  job: %v", one.err, one)
-			case !tc.crash && one.err != nil:
-				t.Fatalf("first run: Execute after cancel: %v, want nil\n  job: %v", one.err, one)
-			}
-			if one.checkpoints == 0 {
-				t.Fatalf("first run: stopped before any checkpoint completed\n  job: %v", one)
-			}
-			two := sc.run(job{parallelism: tc.two, checkpoints: true, restart: runtime.NoRestart()})
-			if two.err != nil {
-				t.Fatalf("second run: Execute: %v, want nil\n  first run: %v\n  second run: %v", two.err, one, two)
-			}
-			// At full speed the first run may have read everything
-			// before its sources stopped; otherwise the second run must
-			// have resumed.
-			if !tc.fullSpeed && two.seen >= n {
-				t.Errorf("second run read %d records of %d: it started over instead of resuming from the checkpoint\n  first run: %v", two.seen, n, one)
-			}
-			sc.verify("output after the second run", expectFor(s.pair.Guarantee), two)
-			t.Logf("first run: %v\nsecond run: %v", one, two)
-		})
+		t.Run(tc.name, func(t *testing.T) { s.recoveryCase(t, t, tc) })
 	}
+}
+
+func (s *suite[T]) recoveryCase(t *testing.T, r reporter, tc recoveryCase) {
+	sc := s.newScenario(t, r, s.pair.Records)
+	n := int64(s.pair.Records)
+	one := sc.run(job{
+		parallelism: tc.first, checkpoints: true, restart: runtime.NoRestart(),
+		stopAt: n / 3, crash: tc.crash, fullSpeed: tc.fullSpeed,
+	})
+	switch {
+	case tc.crash && !errors.Is(one.err, ErrInjected):
+		r.Fatalf("first run: Execute: %v, want the injected failure\n  job: %v", one.err, one)
+	case !tc.crash && one.err != nil:
+		r.Fatalf("first run: Execute after cancel: %v, want nil\n  job: %v", one.err, one)
+	}
+	requireStopped(r, "the first run's stop", one)
+	if one.checkpoints == 0 {
+		r.Fatalf("first run: stopped before any checkpoint completed\n  job: %v", one)
+	}
+	two := sc.run(job{parallelism: tc.second, checkpoints: true, restart: runtime.NoRestart()})
+	if two.err != nil {
+		r.Fatalf("second run: Execute: %v, want nil\n  first run: %v\n  second run: %v", two.err, one, two)
+	}
+	// At full speed the first run may have read everything before its
+	// sources stopped; otherwise the second run must have resumed.
+	if !tc.fullSpeed && two.seen >= n {
+		r.Errorf("second run read %d records of %d: it started over instead of resuming from the checkpoint\n  first run: %v", two.seen, n, one)
+	}
+	sc.verify("output after the second run", expectFor(s.pair.Guarantee), two)
+	r.Logf("first run: %v\nsecond run: %v", one, two)
 }
 
 // logRing keeps the last lines the engine logged, shown when a check
@@ -493,11 +579,17 @@ type logRing struct {
 
 const logRingLines = 40
 
+// Write keeps the lines that explain a failed check: warnings and errors,
+// and the checkpoint and restart lines. The engine also logs a line per
+// split assignment at Info, which would push those out of the ring.
 func (l *logRing) Write(p []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	for line := range strings.Lines(string(p)) {
-		l.lines = append(l.lines, strings.TrimRight(line, "\n"))
+		line = strings.TrimRight(line, "\n")
+		if keepLogLine(line) {
+			l.lines = append(l.lines, line)
+		}
 	}
 	if over := len(l.lines) - logRingLines; over > 0 {
 		l.lines = slices.Delete(l.lines, 0, over)
@@ -509,4 +601,23 @@ func (l *logRing) String() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return strings.Join(l.lines, "\n")
+}
+
+// keepLogLine reports whether a line of slog's text format is worth
+// keeping: level WARN or ERROR, or a message about checkpoints or
+// restarts.
+func keepLogLine(line string) bool {
+	if strings.Contains(line, " level=WARN") || strings.Contains(line, " level=ERROR") {
+		return true
+	}
+	_, msg, ok := strings.Cut(line, " msg=")
+	if !ok {
+		return true // not slog's format: keep it rather than guess
+	}
+	if q, err := strconv.QuotedPrefix(msg); err == nil {
+		msg, _ = strconv.Unquote(q)
+	} else {
+		msg, _, _ = strings.Cut(msg, " ")
+	}
+	return strings.Contains(msg, "checkpoint") || strings.Contains(msg, "restart")
 }

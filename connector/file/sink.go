@@ -193,7 +193,12 @@ func StringLines(s string, buf []byte) ([]byte, error) { return append(buf, s...
 // records written since the last completed checkpoint.
 //
 // The sink assumes it is the only writer of its file names in dir: two
-// jobs writing into one directory need different prefixes.
+// jobs writing into one directory need different prefixes. It also
+// assumes published files stay where they were published until the
+// checkpoint after their commit has completed: a commit (first or
+// repeated on restore) that finds neither the pending nor the published
+// file fails with ErrCommittedFileLost, every time, so the checkpoint
+// that holds it cannot be restored.
 type Sink[T any] struct {
 	dir    string
 	encode LineEncoder[T]
@@ -203,8 +208,10 @@ type Sink[T any] struct {
 var _ connector.TwoPhaseCommittingSink[string, Committable] = (*Sink[string])(nil)
 
 // NewSink returns a sink writing into dir, which must exist, with encode
-// turning each record into a line. Bad options fail with an error wrapping
-// connector.ErrInvalidConfiguration.
+// turning each record into a line. A relative dir is resolved against the
+// working directory now, so that the paths in committables stay valid for
+// a restore in a process with another working directory. Bad options fail
+// with an error wrapping connector.ErrInvalidConfiguration.
 func NewSink[T any](dir string, encode LineEncoder[T], opts ...SinkOption) (*Sink[T], error) {
 	cfg := defaultSinkConfig()
 	for _, o := range opts {
@@ -219,6 +226,13 @@ func NewSink[T any](dir string, encode LineEncoder[T], opts ...SinkOption) (*Sin
 	if dir == "" {
 		return nil, fmt.Errorf("file sink: no directory: %w", connector.ErrInvalidConfiguration)
 	}
+	// Committables carry the paths of their files through checkpoints; a
+	// relative path would name another file, or none, once the job is
+	// restored by a process with another working directory.
+	dir, err := filepath.Abs(dir)
+	if err != nil {
+		return nil, fmt.Errorf("file sink: output directory: %w: %w", err, connector.ErrInvalidConfiguration)
+	}
 	fi, err := os.Stat(dir)
 	if err != nil {
 		return nil, fmt.Errorf("file sink: output directory: %w: %w", err, connector.ErrInvalidConfiguration)
@@ -226,7 +240,7 @@ func NewSink[T any](dir string, encode LineEncoder[T], opts ...SinkOption) (*Sin
 	if !fi.IsDir() {
 		return nil, fmt.Errorf("file sink: %s is not a directory: %w", dir, connector.ErrInvalidConfiguration)
 	}
-	return &Sink[T]{dir: filepath.Clean(dir), encode: encode, cfg: cfg}, nil
+	return &Sink[T]{dir: dir, encode: encode, cfg: cfg}, nil
 }
 
 // NewLineSink is NewSink for strings, each written as it is.
@@ -262,7 +276,7 @@ func (s *Sink[T]) CreateWriter(ctx connector.SinkInitContext) (connector.SinkWri
 
 // CreateCommitter implements connector.TwoPhaseCommittingSink.
 func (s *Sink[T]) CreateCommitter(connector.SinkInitContext) (connector.Committer[Committable], error) {
-	return &committer{sync: s.cfg.sync}, nil
+	return &committer{sync: s.cfg.sync, syncDir: syncDir}, nil
 }
 
 // CommittableSerializer implements connector.TwoPhaseCommittingSink.

@@ -30,12 +30,23 @@ type Committable struct {
 // ErrCommittedFileLost is wrapped by the error a commit signals when
 // neither the pending file nor the published file exists (someone deleted
 // it), or the published file has another size: the records are lost.
+//
+// The failure is known, not transient: a restore commits the restored
+// committables again, finds the same files missing, and fails again. A
+// checkpoint keeps a committable until the checkpoint after its commit
+// completes, so a consumer that moves or deletes published files as soon
+// as they appear can make the latest checkpoint impossible to restore;
+// consumers should leave published files in place, or the job must be
+// started afresh (without the checkpoint) and its output reconciled.
 var ErrCommittedFileLost = errors.New("file sink: file of a completed checkpoint lost")
 
 // committer publishes pending files. It has no state: every committable
 // names its files.
 type committer struct {
 	sync bool
+	// syncDir makes a directory's entries durable; tests replace it to
+	// see which directories a commit synced.
+	syncDir func(dir string) error
 }
 
 // Commit implements connector.Committer; see the commit protocol in Sink's
@@ -57,6 +68,12 @@ func (c *committer) Commit(_ context.Context, reqs []connector.CommitRequest[Com
 		fi, serr := os.Stat(cm.Final)
 		switch {
 		case serr == nil && fi.Size() == cm.Size:
+			// The rename that published it may be the one an attempt
+			// made just before it failed, its directory never synced:
+			// sync it now, since the next checkpoint drops the
+			// committable and nothing would publish the file again
+			// after a machine crash.
+			dirs[filepath.Dir(cm.Final)] = true
 			r.SignalAlreadyCommitted()
 		case serr == nil:
 			r.SignalFailedWithKnownReason(fmt.Errorf("%w: %s has %d bytes, the checkpoint recorded %d", ErrCommittedFileLost, cm.Final, fi.Size(), cm.Size))
@@ -72,7 +89,7 @@ func (c *committer) Commit(_ context.Context, reqs []connector.CommitRequest[Com
 	// A published name must survive a machine crash before the next
 	// checkpoint forgets the committable.
 	for d := range dirs {
-		if err := syncDir(d); err != nil {
+		if err := c.syncDir(d); err != nil {
 			return err
 		}
 	}
@@ -134,11 +151,21 @@ type publishedFile struct {
 }
 
 // CommittedFiles lists the files a sink with these options published in
-// dir, ordered by checkpoint, then subtask, then the order each writer
-// wrote them: for each subtask, that is the order its records arrived.
-// Hidden files (in progress, pending) are never listed. The options that
-// matter are WithFilePrefix and WithFileSuffix; the list can be handed to
-// NewSource to read the output.
+// dir, ordered by checkpoint, then subtask, then writer, then the order
+// each writer wrote them. Hidden files (in progress, pending) are never
+// listed. The options that matter are WithFilePrefix and WithFileSuffix;
+// the list can be handed to NewSource to read the output.
+//
+// In ExactlyOnce mode with checkpoints, each subtask's files are listed in
+// the order its records arrived: a writer that replaces a failed one
+// publishes only for checkpoints after the restored one. Two cases carry
+// one checkpoint number for every writer of a subtask, and there the
+// writers (a subtask's attempts) are ordered by their random token, not
+// by time, so the order across a subtask's restarts is not arrival order:
+// AtLeastOnce mode (checkpoint 0 in every name) and a job without
+// checkpoints (everything is published at the end of input, under
+// math.MaxInt64). Within one writer's files the order is always arrival
+// order.
 func CommittedFiles(dir string, opts ...SinkOption) ([]string, error) {
 	cfg := defaultSinkConfig()
 	for _, o := range opts {

@@ -474,3 +474,104 @@ func TestCommittedFilesIgnoresOtherFiles(t *testing.T) {
 		t.Fatalf("CommittedFiles = %v, want %v (by checkpoint, subtask, sequence)", got, want)
 	}
 }
+
+// A commit repeated after a failure finds the file already published, by
+// a rename whose directory sync may never have happened (the attempt
+// failed in between). The next checkpoint drops the committable, so the
+// repeated commit must make the rename durable: it syncs the directory
+// as the first commit would have.
+func TestSinkRepeatedCommitSyncsDirectory(t *testing.T) {
+	dir := t.TempDir()
+	sink := newTestSink(t, dir)
+	w := newTestWriter(t, sink, sinkCtx{})
+	defer w.Close()
+	write(t, w, "a")
+	cs := prepare(t, w, 1)
+	// The failed attempt's commit: renamed, directory not synced.
+	if err := os.Rename(cs[0].Pending, cs[0].Final); err != nil {
+		t.Fatal(err)
+	}
+
+	var synced []string
+	c := &committer{sync: true, syncDir: func(d string) error { synced = append(synced, d); return nil }}
+	r := &commitReq{c: cs[0]}
+	if err := c.Commit(context.Background(), []connector.CommitRequest[Committable]{r}); err != nil {
+		t.Fatal(err)
+	}
+	if r.signal != "already" {
+		t.Fatalf("repeated commit signalled %q (%v), want already committed", r.signal, r.err)
+	}
+	if !slices.Equal(synced, []string{filepath.Dir(cs[0].Final)}) {
+		t.Fatalf("directories synced by the repeated commit: %v, want %s", synced, filepath.Dir(cs[0].Final))
+	}
+}
+
+// Committables hold absolute paths, so a job restored by a process with
+// another working directory still finds its files.
+func TestSinkRelativeDirIsMadeAbsolute(t *testing.T) {
+	base := t.TempDir()
+	t.Chdir(base)
+	if err := os.Mkdir("out", 0o755); err != nil {
+		t.Fatal(err)
+	}
+	sink := newTestSink(t, "out")
+	w := newTestWriter(t, sink, sinkCtx{})
+	defer w.Close()
+	write(t, w, "a", "b")
+	cs := prepare(t, w, 1)
+	if !filepath.IsAbs(cs[0].Pending) || !filepath.IsAbs(cs[0].Final) {
+		t.Fatalf("committable %+v holds relative paths", cs[0])
+	}
+
+	// The restore, elsewhere: a fresh sink over the same directory, as
+	// a new process would build it, commits the restored committable.
+	t.Chdir(t.TempDir())
+	again := newTestSink(t, filepath.Join(base, "out"))
+	if r := commit(t, again, cs...); r[0].signal != "" {
+		t.Fatalf("commit from another working directory signalled %s: %v", r[0].signal, r[0].err)
+	}
+	if got := published(t, filepath.Join(base, "out")); !slices.Equal(got, []string{"a", "b"}) {
+		t.Fatalf("published %q, want a and b", got)
+	}
+}
+
+// A rescale from 5 to 3: state is redistributed by old subtask modulo the
+// new parallelism (runtime/state.go), so old subtask 4's committables of
+// the restored checkpoint 1 go to new subtask 1, whose committer commits
+// them, while new subtask 0's writer cleans up for subtasks 3 and up.
+// Whichever starts first, the cleanup must keep subtask 4's pending file
+// of checkpoint 1 and delete what belongs to no restorable checkpoint:
+// its pending file of checkpoint 2 and its in-progress file.
+func TestSinkCleanupKeepsRestoredFilesOfRemovedSubtasks(t *testing.T) {
+	dir := t.TempDir()
+	sink := newTestSink(t, dir)
+	old := newTestWriter(t, sink, sinkCtx{subtask: 4, parallelism: 5})
+	write(t, old, "restored")
+	chk1 := prepare(t, old, 1)
+	write(t, old, "never completed")
+	chk2 := prepare(t, old, 2)
+	write(t, old, "in progress")
+	if err := old.Flush(false); err != nil {
+		t.Fatal(err)
+	}
+	inProgress := old.cur.path
+	// The old attempt crashed: never closed.
+
+	w := newTestWriter(t, sink, sinkCtx{subtask: 0, parallelism: 3, attempt: 0, restored: 1})
+	defer w.Close()
+	if _, err := os.Stat(chk1[0].Pending); err != nil {
+		t.Fatalf("subtask 0's cleanup deleted the pending file of restored checkpoint 1 that subtask 1's committer commits: %v", err)
+	}
+	for _, p := range []string{chk2[0].Pending, inProgress} {
+		if _, err := os.Stat(p); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("%s, in no restorable checkpoint, was kept (%v)", filepath.Base(p), err)
+		}
+	}
+	// New subtask 1's committer commits it.
+	if r := commit(t, sink, chk1...); r[0].signal != "" {
+		t.Fatalf("commit of subtask 4's restored file signalled %s: %v", r[0].signal, r[0].err)
+	}
+	if got := published(t, dir); !slices.Equal(got, []string{"restored"}) {
+		t.Fatalf("published %q, want the record of checkpoint 1", got)
+	}
+}
