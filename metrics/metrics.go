@@ -10,6 +10,12 @@
 // asker with the same labels: a subtask restarted by a failover counts on
 // where its previous attempt stopped, and nothing is registered twice.
 //
+// Jobs take turns on a prometheus.Registry (Open, Close): one job's
+// metrics at a time, the previous job's removed when the next one opens.
+// Every collector registered here describes its metrics, since the
+// registry cannot unregister one that does not. Operator and uid labels are
+// made valid UTF-8.
+//
 // Hot paths never call into this package per record. Counters are added to
 // per batch or per fetch, and values the engine keeps in plain fields of its
 // goroutines are published to atomics and read at scrape time (Func
@@ -17,6 +23,7 @@
 package metrics
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -50,8 +57,15 @@ type Registry struct {
 
 	mu       sync.Mutex
 	families map[string]*family
-	funcs    *funcCollector
+	funcs    map[string]*funcFamily
 	funcErr  error
+	// owned is every collector this Registry registered, so that the
+	// next job on the same prometheus.Registry can remove them.
+	owned []prometheus.Collector
+	// claim marks the prometheus.Registry as this job's while it runs
+	// (Open); nil for a Registry made with NewRegistry.
+	claim  *claimCollector
+	closed bool
 }
 
 type family struct {
@@ -65,13 +79,96 @@ type family struct {
 // problems (another job's splitflow metrics on the same registry) are
 // reported by Err.
 func NewRegistry(reg *prometheus.Registry) *Registry {
-	r := &Registry{reg: reg, gath: reg, families: map[string]*family{}}
-	r.funcs = &funcCollector{entries: map[string]*funcEntry{}}
-	if err := reg.Register(r.funcs); err != nil {
-		r.funcErr = err
-	}
-	return r
+	return &Registry{reg: reg, gath: reg, families: map[string]*family{}, funcs: map[string]*funcFamily{}}
 }
+
+// Open returns the Registry of a job that is about to run on reg, which
+// it holds until Close. Jobs may use one prometheus.Registry one after
+// another, never at the same time:
+//
+//   - While another job's Registry is open on reg, Open fails with an
+//     error naming that job.
+//   - A closed Registry's metrics stay on reg with their final values
+//     (a last scrape, or a program that reads them after the job, sees
+//     its totals); the next Open on reg unregisters them first, so the
+//     new job's series start afresh instead of clashing with them.
+//
+// job names the job in that error.
+func Open(reg *prometheus.Registry, job string) (*Registry, error) {
+	for {
+		c := &claimCollector{job: job}
+		err := reg.Register(c)
+		if err == nil {
+			r := NewRegistry(reg)
+			r.mu.Lock()
+			r.claim, r.owned = c, append(r.owned, c)
+			r.mu.Unlock()
+			c.r = r
+			return r, nil
+		}
+		var are prometheus.AlreadyRegisteredError
+		if !errors.As(err, &are) {
+			return nil, fmt.Errorf("metrics: claim the registry: %w", err)
+		}
+		prev, ok := are.ExistingCollector.(*claimCollector)
+		if !ok {
+			return nil, fmt.Errorf("metrics: claim the registry: %w", err)
+		}
+		if !prev.r.isClosed() {
+			return nil, fmt.Errorf("metrics: the registry holds the metrics of job %q, which is still running", prev.job)
+		}
+		// The previous job has ended: its series make way. Two jobs that
+		// race here both unregister (harmless twice) and then race to
+		// register their claim, which only one wins.
+		prev.r.unregisterAll()
+	}
+}
+
+// Close ends the job's use of its prometheus.Registry: the next Open on
+// it succeeds. The metrics stay registered until then (see Open).
+func (r *Registry) Close() {
+	r.mu.Lock()
+	r.closed = true
+	r.mu.Unlock()
+}
+
+func (r *Registry) isClosed() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.closed
+}
+
+// unregisterAll removes every collector r registered, its claim included.
+func (r *Registry) unregisterAll() {
+	r.mu.Lock()
+	owned := r.owned
+	r.owned = nil
+	r.mu.Unlock()
+	for _, c := range owned {
+		r.reg.Unregister(c)
+	}
+}
+
+// claimCollector marks a prometheus.Registry as holding one job's metrics.
+// It describes one metric and collects none: only its description matters,
+// since a second description of the same metric is what the registry
+// refuses, which makes the claim atomic.
+type claimCollector struct {
+	job string
+	r   *Registry
+}
+
+var claimDesc = prometheus.NewDesc(Namespace+"_registry_claim",
+	"Marks a registry as holding the metrics of one splitflow job; never exported.", nil, nil)
+
+func (c *claimCollector) Describe(ch chan<- *prometheus.Desc) { ch <- claimDesc }
+func (c *claimCollector) Collect(chan<- prometheus.Metric)    {}
+
+// LabelValue returns s as a valid label value: Prometheus refuses label
+// values that are not UTF-8 (a client library panics on them), and
+// operator names come from the job's author, so invalid bytes become
+// U+FFFD instead.
+func LabelValue(s string) string { return strings.ToValidUTF8(s, "\uFFFD") }
 
 // Registerer is where the job's metrics are registered.
 func (r *Registry) Registerer() prometheus.Registerer { return r.reg }
@@ -94,7 +191,7 @@ func (r *Registry) Group(operator, uid string, subtask int) *Group {
 	if subtask >= 0 {
 		s = strconv.Itoa(subtask)
 	}
-	return &Group{r: r, values: []string{operator, uid, s}}
+	return &Group{r: r, values: []string{LabelValue(operator), LabelValue(uid), s}}
 }
 
 // vec returns the vector for name, creating and registering it on first
@@ -123,12 +220,14 @@ func (r *Registry) vec(kind, name, help string, labels []string, buckets []float
 		c, v = hv, hv
 	}
 	if err := r.reg.Register(c); err != nil {
-		// Another job registered the same name on this registry: keep
+		// Something else registered the same name on this registry: keep
 		// counting into an unregistered vector rather than fail the
 		// operator, and let Err tell the job's owner.
 		if r.funcErr == nil {
 			r.funcErr = fmt.Errorf("metrics: register %s_%s: %w", Namespace, name, err)
 		}
+	} else {
+		r.owned = append(r.owned, c)
 	}
 	r.families[name] = &family{kind: kind, help: help, labels: labels, vec: v}
 	return v
@@ -228,19 +327,16 @@ const (
 // owns the values (read atomics or take a lock). The returned function
 // removes the metric; call it when the values' owner is closed. A later
 // Func with the same name and group replaces an earlier one that was not
-// removed (an attempt of a subtask that has not closed yet).
+// removed (an attempt of a subtask that has not closed yet). Asking for an
+// existing name with another kind or other labels is a programming error
+// and panics with both definitions.
 func (g *Group) Func(kind Kind, name, help string, labels []string, read func(emit func(v float64, labelValues ...string))) (remove func()) {
 	if g == nil {
 		return func() {}
 	}
-	e := &funcEntry{
-		desc:   prometheus.NewDesc(Namespace+"_"+name, help, labels, g.Labels()),
-		kind:   kind,
-		labels: len(labels),
-		read:   read,
-	}
-	key := name + "\xff" + strings.Join(g.values, "\xff")
-	f := g.r.funcs
+	f := g.r.funcFamily(kind, name, help, labels)
+	e := &funcEntry{group: g.values, read: read}
+	key := strings.Join(g.values, "\xff")
 	f.mu.Lock()
 	f.entries[key] = e
 	f.mu.Unlock()
@@ -253,40 +349,73 @@ func (g *Group) Func(kind Kind, name, help string, labels []string, read func(em
 	}
 }
 
-// funcCollector emits every Func metric at scrape time. It is an
-// unchecked collector (it describes nothing), since its metrics come and
-// go with the operators that own them.
-type funcCollector struct {
+// funcFamily returns the collector of the Func metrics named name,
+// creating and registering it on first use, as vec does for the others.
+func (r *Registry) funcFamily(kind Kind, name, help string, labels []string) *funcFamily {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if f, ok := r.funcs[name]; ok {
+		if f.kind != kind || !slices.Equal(f.labels, labels) {
+			panic(fmt.Sprintf("metrics: %s_%s asked for as Func kind %d%v, already defined as kind %d%v", Namespace, name, kind, labels, f.kind, f.labels))
+		}
+		return f
+	}
+	f := &funcFamily{
+		desc:    prometheus.NewDesc(Namespace+"_"+name, help, append(slices.Clip(groupLabels), labels...), nil),
+		kind:    kind,
+		labels:  slices.Clone(labels),
+		entries: map[string]*funcEntry{},
+	}
+	if err := r.reg.Register(f); err != nil {
+		if r.funcErr == nil {
+			r.funcErr = fmt.Errorf("metrics: register %s_%s: %w", Namespace, name, err)
+		}
+	} else {
+		r.owned = append(r.owned, f)
+	}
+	r.funcs[name] = f
+	return f
+}
+
+// funcFamily emits the Func metrics of one name, of every group, at scrape
+// time. It describes its one metric, so the registry checks it like any
+// other and it can be unregistered (a collector that describes nothing
+// cannot be).
+type funcFamily struct {
+	desc   *prometheus.Desc
+	kind   Kind
+	labels []string // the extra labels, after the group's
+
 	mu      sync.Mutex
-	entries map[string]*funcEntry
+	entries map[string]*funcEntry // by group
 }
 
 type funcEntry struct {
-	desc   *prometheus.Desc
-	kind   Kind
-	labels int
-	read   func(emit func(v float64, labelValues ...string))
+	group []string // operator, uid, subtask
+	read  func(emit func(v float64, labelValues ...string))
 }
 
-func (f *funcCollector) Describe(chan<- *prometheus.Desc) {}
+func (f *funcFamily) Describe(ch chan<- *prometheus.Desc) { ch <- f.desc }
 
-func (f *funcCollector) Collect(ch chan<- prometheus.Metric) {
+func (f *funcFamily) Collect(ch chan<- prometheus.Metric) {
 	f.mu.Lock()
 	entries := make([]*funcEntry, 0, len(f.entries))
 	for _, e := range f.entries {
 		entries = append(entries, e)
 	}
 	f.mu.Unlock()
+	vt := prometheus.GaugeValue
+	if f.kind == CounterKind {
+		vt = prometheus.CounterValue
+	}
 	for _, e := range entries {
-		vt := prometheus.GaugeValue
-		if e.kind == CounterKind {
-			vt = prometheus.CounterValue
-		}
 		e.read(func(v float64, lv ...string) {
-			if len(lv) != e.labels {
+			if len(lv) != len(f.labels) {
 				return
 			}
-			if m, err := prometheus.NewConstMetric(e.desc, vt, v, lv...); err == nil {
+			// A value that is no valid label (not UTF-8) loses its
+			// series, not the scrape.
+			if m, err := prometheus.NewConstMetric(f.desc, vt, v, append(slices.Clip(e.group), lv...)...); err == nil {
 				ch <- m
 			}
 		})
@@ -315,11 +444,13 @@ func GroupOf(ctx any) *Group {
 // Register registers a collector of the engine's own; a failure is kept
 // for Err instead of failing the job.
 func (r *Registry) Register(c prometheus.Collector) {
-	if err := r.reg.Register(c); err != nil {
-		r.mu.Lock()
-		if r.funcErr == nil {
-			r.funcErr = fmt.Errorf("metrics: register: %w", err)
-		}
-		r.mu.Unlock()
+	err := r.reg.Register(c)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	switch {
+	case err == nil:
+		r.owned = append(r.owned, c)
+	case r.funcErr == nil:
+		r.funcErr = fmt.Errorf("metrics: register: %w", err)
 	}
 }

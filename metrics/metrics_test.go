@@ -82,3 +82,68 @@ func TestSharedRegistryReported(t *testing.T) {
 		t.Errorf("second registry: Err = %v, want the failed registration", err)
 	}
 }
+
+// Jobs take turns on one prometheus.Registry: Open is refused while
+// another job's Registry is open, and after Close the next Open removes
+// the previous job's series (vectors, Func families and collectors given
+// to Register alike) before the new job registers its own.
+func TestOpenTakesTurns(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	a, err := Open(reg, "a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ga := a.Group("Map", "m", 0)
+	ga.Counter("x_total", "help").Add(2)
+	ga.Func(GaugeKind, "lag", "help", []string{"partition"}, func(emit func(float64, ...string)) { emit(5, "0") })
+	a.Register(prometheus.NewCounter(prometheus.CounterOpts{Name: "splitflow_job_restarts_total", Help: "h"}))
+	if _, err := Open(reg, "b"); err == nil || !strings.Contains(err.Error(), `job "a", which is still running`) {
+		t.Fatalf("Open while a runs: %v, want refused naming a", err)
+	}
+	a.Close()
+	if v, _ := metricstest.Sum(t, reg, "splitflow_x_total", nil); v != 2 {
+		t.Errorf("after Close: x_total %v, want a's final 2", v)
+	}
+	b, err := Open(reg, "b")
+	if err != nil {
+		t.Fatalf("Open after a closed: %v", err)
+	}
+	for _, name := range []string{"splitflow_x_total", "splitflow_lag", "splitflow_job_restarts_total"} {
+		if _, n := metricstest.Sum(t, reg, name, nil); n != 0 {
+			t.Errorf("%s: %d series of the closed job remain", name, n)
+		}
+	}
+	gb := b.Group("Map", "m", 0)
+	gb.Counter("x_total", "help").Inc()
+	gb.Func(GaugeKind, "lag", "help", []string{"partition"}, func(emit func(float64, ...string)) { emit(1, "0") })
+	b.Register(prometheus.NewCounter(prometheus.CounterOpts{Name: "splitflow_job_restarts_total", Help: "h"}))
+	if err := b.Err(); err != nil {
+		t.Errorf("second job's registrations: %v", err)
+	}
+	if v, _ := metricstest.Sum(t, reg, "splitflow_x_total", nil); v != 1 {
+		t.Errorf("x_total %v, want the new job's 1", v)
+	}
+	if _, err := reg.Gather(); err != nil {
+		t.Errorf("gather: %v", err)
+	}
+}
+
+// Label values that are not UTF-8 are repaired, not refused.
+func TestInvalidUTF8LabelValues(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	g := NewRegistry(reg).Group("M\xffap", "m\xfe", 0)
+	g.Counter("x_total", "help").Inc()
+	g.Func(GaugeKind, "lag", "help", []string{"topic"}, func(emit func(float64, ...string)) {
+		emit(1, "ok")
+		emit(2, "bad\xff") // dropped: the value is the caller's
+	})
+	if _, err := reg.Gather(); err != nil {
+		t.Fatalf("gather: %v", err)
+	}
+	if v, _ := metricstest.Sum(t, reg, "splitflow_x_total", map[string]string{"operator": "M\uFFFDap", "uid": "m\uFFFD"}); v != 1 {
+		t.Errorf("x_total under the repaired labels: %v, want 1", v)
+	}
+	if v, n := metricstest.Sum(t, reg, "splitflow_lag", nil); v != 1 || n != 1 {
+		t.Errorf("lag %v over %d series, want the valid one alone", v, n)
+	}
+}

@@ -191,6 +191,14 @@ func (env *Environment) Execute(ctx context.Context, name string) error {
 	if err != nil {
 		return fmt.Errorf("job %q: %w", name, err)
 	}
+	// The job holds its metrics registry from here until it returns, so a
+	// registry shared with another job that is running is refused before
+	// anything of this one runs.
+	releaseMetrics, err := env.observer().attach(name)
+	if err != nil {
+		return fmt.Errorf("job %q: %w", name, err)
+	}
+	defer releaseMetrics()
 	ex, err := newExecution(env, g)
 	if err != nil {
 		return fmt.Errorf("job %q: %w", name, err)

@@ -1,8 +1,11 @@
 package runtime
 
 import (
+	"bytes"
 	"context"
+	"crypto/sha256"
 	_ "embed"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -28,8 +31,10 @@ type httpConfig struct {
 //
 //   - GET /metrics: the job's Prometheus metrics (text exposition format).
 //   - GET /healthz: 200 while the process serves.
-//   - GET /readyz: 200 once a checkpoint has completed, or while a job
-//     without checkpoints runs; 503 otherwise, the body saying why.
+//   - GET /readyz: 200 while the job runs and, with checkpoints, has
+//     completed one since its newest restart (or since the start); 503
+//     otherwise (not started, restarting, crash-looping, ended), the body
+//     saying why.
 //   - GET /api/v1/job: Environment.Status as JSON (JobStatus).
 //   - GET /: a self-contained page that draws the job graph with per-task
 //     throughput and backpressure, the checkpoint history, restarts and the
@@ -160,30 +165,67 @@ func newStatusHandler(status func() JobStatus, metrics prometheus.Gatherer) http
 		h := w.Header()
 		h.Set("Content-Type", "text/html; charset=utf-8")
 		h.Set("Cache-Control", "no-store")
-		// The page is self-contained: nothing but its own API may load.
-		h.Set("Content-Security-Policy", "default-src 'none'; connect-src 'self'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; img-src data:")
+		h.Set("Content-Security-Policy", statusPagePolicy)
 		_, _ = w.Write(statusPage)
 	})
-	return mux
+	return hardened(mux)
 }
 
-// readiness says whether the job has reached a state worth routing to:
-// with checkpoints, the first completed one (its output is then being
-// committed); without, simply running.
+// hardened adds the headers every response carries: no content sniffing,
+// so a text or JSON answer that holds job-supplied strings (operator
+// names, error messages) is never taken for HTML.
+func hardened(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("X-Content-Type-Options", "nosniff")
+		h.ServeHTTP(w, r)
+	})
+}
+
+// statusPagePolicy is the page's Content-Security-Policy. The page is
+// self-contained: nothing loads but its own API, and of inline code only
+// the page's own script and style block run, allowed by their hashes, so
+// markup that found its way into the page could run nothing. No other site
+// may frame it (clickjacking), and it has no base URL or form to redirect.
+var statusPagePolicy = fmt.Sprintf("default-src 'none'; connect-src 'self'; script-src %s; style-src %s; img-src data:; "+
+	"frame-ancestors 'none'; base-uri 'none'; form-action 'none'",
+	inlineHash(statusPage, "script"), inlineHash(statusPage, "style"))
+
+// inlineHash returns the CSP source ('sha256-...') of the one inline
+// <tag> element of page, which must have no attributes. The hash covers
+// exactly the text between the tags, as browsers compute it, so an edit
+// of the page changes its policy with it.
+func inlineHash(page []byte, tag string) string {
+	open, end := []byte("<"+tag+">"), []byte("</"+tag+">")
+	i := bytes.Index(page, open)
+	j := bytes.Index(page, end)
+	if i < 0 || j < i || bytes.Count(page, open) != 1 {
+		panic(fmt.Sprintf("runtime: page.html must hold exactly one <%s> element without attributes", tag))
+	}
+	sum := sha256.Sum256(page[i+len(open) : j])
+	return "'sha256-" + base64.StdEncoding.EncodeToString(sum[:]) + "'"
+}
+
+// readiness says whether the job is worth routing to: running and, with
+// checkpoints, having completed one since its newest restart (its output
+// is then being committed again). A job that restarts over and over is
+// not ready, however many checkpoints it completed before.
 func readiness(s JobStatus) (bool, string) {
 	cp := s.Checkpoints
 	switch {
-	case s.State == "failed" || s.State == "cancelled":
-		return false, fmt.Sprintf("not ready: job is %s", s.State)
-	case cp.Completed > 0:
-		return true, fmt.Sprintf("ready: job is %s, %d checkpoints completed", s.State, cp.Completed)
-	case !cp.Enabled && s.State == "running":
+	case s.State != "running":
+		return false, fmt.Sprintf("not ready: job is %s (%d restarts)", s.State, s.Restarts)
+	case !cp.Enabled:
 		return true, "ready: job is running (checkpoints disabled)"
-	case cp.Enabled:
-		return false, fmt.Sprintf("not ready: job is %s, no checkpoint completed yet (interval %s, %d failed)",
-			s.State, time.Duration(cp.IntervalMillis)*time.Millisecond, cp.Failed)
+	case cp.CompletedSinceRestart > 0 && s.Restarts > 0:
+		return true, fmt.Sprintf("ready: job is running, %d checkpoints completed since restart %d", cp.CompletedSinceRestart, s.Restarts)
+	case cp.CompletedSinceRestart > 0:
+		return true, fmt.Sprintf("ready: job is running, %d checkpoints completed", cp.CompletedSinceRestart)
+	case s.Restarts > 0:
+		return false, fmt.Sprintf("not ready: job is running, no checkpoint completed since restart %d (interval %s, %d failed in all)",
+			s.Restarts, time.Duration(cp.IntervalMillis)*time.Millisecond, cp.Failed)
 	default:
-		return false, fmt.Sprintf("not ready: job is %s", s.State)
+		return false, fmt.Sprintf("not ready: job is running, no checkpoint completed yet (interval %s, %d failed)",
+			time.Duration(cp.IntervalMillis)*time.Millisecond, cp.Failed)
 	}
 }
 

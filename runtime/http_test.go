@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -21,13 +22,17 @@ import (
 	"github.com/splitflow/splitflow/connector"
 )
 
-// fakeStatus is a job of three vertices whose counters advance with the
-// wall clock, so rates computed from two snapshots are non-zero; the sink
+// fakeStatus is a job of three vertices whose clock and counters advance
+// by one fakeStep per snapshot, so rates computed from two snapshots are
+// non-zero and exact however close together the snapshots were taken
+// (Chromium's virtual time runs the page's polls back to back); the sink
 // is slow, so the source is backpressured.
 func fakeStatus(began time.Time) func() JobStatus {
+	var snapshots atomic.Int64
 	return func() JobStatus {
-		now := time.Now()
-		ms := now.Sub(began).Milliseconds() + 1
+		n := snapshots.Add(1)
+		now := began.Add(time.Duration(n) * fakeStep)
+		ms := now.Sub(began).Milliseconds()
 		wm := now.Add(-2 * time.Second).UnixMilli()
 		task := func(v int, name string, sub int, perSecIn, perSecOut int64, busy, bp float64) TaskStatus {
 			return TaskStatus{Vertex: v, Name: name, Subtask: sub, Attempt: 1, State: "running",
@@ -74,6 +79,10 @@ func fakeStatus(began time.Time) func() JobStatus {
 		return st
 	}
 }
+
+// fakeStep is how far the fake job's clock moves per snapshot: the page's
+// rate window, so every pair of polls yields a rate.
+const fakeStep = time.Second
 
 // fakeMetrics is a registry with one counter, as the job's own would have.
 func fakeMetrics() (*prometheus.Registry, prometheus.Counter) {
@@ -151,6 +160,25 @@ func TestHTTPEndpointsServeStatusAndMetrics(t *testing.T) {
 	if code != http.StatusOK || !strings.HasPrefix(hdr.Get("Content-Type"), "text/html") || !strings.Contains(body, "api/v1/job") {
 		t.Errorf("/: %d %s, %d bytes", code, hdr.Get("Content-Type"), len(body))
 	}
+	// No inline code runs but the page's own, by hash; the page cannot be
+	// framed; no answer is content-sniffed.
+	csp := hdr.Get("Content-Security-Policy")
+	for _, want := range []string{"script-src 'sha256-", "style-src 'sha256-", "frame-ancestors 'none'", "base-uri 'none'", "form-action 'none'", "default-src 'none'"} {
+		if !strings.Contains(csp, want) {
+			t.Errorf("page policy %q lacks %q", csp, want)
+		}
+	}
+	if strings.Contains(csp, "unsafe-") {
+		t.Errorf("page policy %q allows unsafe sources", csp)
+	}
+	if strings.Contains(body, " style=") {
+		t.Error("the page has a style attribute, which its policy blocks")
+	}
+	for _, path := range []string{"/", "/healthz", "/readyz", "/api/v1/job", "/metrics", "/nope"} {
+		if _, _, h := get(t, srv.URL+path); h.Get("X-Content-Type-Options") != "nosniff" {
+			t.Errorf("%s: X-Content-Type-Options %q, want nosniff", path, h.Get("X-Content-Type-Options"))
+		}
+	}
 	// Self-contained: nothing is loaded from elsewhere. The SVG namespace
 	// is an identifier, never fetched.
 	page := strings.ReplaceAll(body, `"http://www.w3.org/2000/svg"`, "")
@@ -172,28 +200,34 @@ func TestHTTPEndpointsServeStatusAndMetrics(t *testing.T) {
 	}
 }
 
-// /readyz: ready once a checkpoint completed, or running without
-// checkpoints; otherwise 503 with the reason.
+// /readyz: ready while running and, with checkpoints, once one completed
+// since the newest restart; a job that crash-loops after checkpoints
+// completed is not ready. Otherwise 503 with the reason.
 func TestHTTPReadiness(t *testing.T) {
-	cps := func(enabled bool, completed int64) CheckpointsStatus {
-		return CheckpointsStatus{Enabled: enabled, IntervalMillis: 1000, Completed: completed}
+	cps := func(enabled bool, completed, sinceRestart int64) CheckpointsStatus {
+		return CheckpointsStatus{Enabled: enabled, IntervalMillis: 1000, Completed: completed, CompletedSinceRestart: sinceRestart}
 	}
 	for _, c := range []struct {
-		state string
-		cp    CheckpointsStatus
-		ready bool
-		why   string
+		state    string
+		restarts int
+		cp       CheckpointsStatus
+		ready    bool
+		why      string
 	}{
-		{"created", cps(false, 0), false, "job is created"},
-		{"created", cps(true, 0), false, "no checkpoint completed yet"},
-		{"running", cps(true, 0), false, "no checkpoint completed yet (interval 1s"},
-		{"running", cps(true, 1), true, "1 checkpoints completed"},
-		{"restarting", cps(true, 3), true, "3 checkpoints completed"},
-		{"running", cps(false, 0), true, "checkpoints disabled"},
-		{"restarting", cps(false, 0), false, "job is restarting"},
-		{"failed", cps(true, 5), false, "job is failed"},
+		{"created", 0, cps(false, 0, 0), false, "job is created"},
+		{"created", 0, cps(true, 0, 0), false, "job is created"},
+		{"running", 0, cps(true, 0, 0), false, "no checkpoint completed yet (interval 1s"},
+		{"running", 0, cps(true, 1, 1), true, "1 checkpoints completed"},
+		{"restarting", 1, cps(true, 3, 0), false, "job is restarting (1 restarts)"},
+		// Restarted after three checkpoints, none since: crash-looping.
+		{"running", 4, cps(true, 3, 0), false, "no checkpoint completed since restart 4"},
+		{"running", 4, cps(true, 5, 2), true, "2 checkpoints completed since restart 4"},
+		{"running", 0, cps(false, 0, 0), true, "checkpoints disabled"},
+		{"restarting", 1, cps(false, 0, 0), false, "job is restarting"},
+		{"failed", 0, cps(true, 5, 5), false, "job is failed"},
+		{"finished", 0, cps(true, 5, 5), false, "job is finished"},
 	} {
-		st := JobStatus{State: c.state, Checkpoints: c.cp}
+		st := JobStatus{State: c.state, Restarts: c.restarts, Checkpoints: c.cp}
 		srv := httptest.NewServer(newStatusHandler(func() JobStatus { return st }, prometheus.NewRegistry()))
 		code, body, _ := get(t, srv.URL+"/readyz")
 		srv.Close()
@@ -202,7 +236,7 @@ func TestHTTPReadiness(t *testing.T) {
 			want = http.StatusOK
 		}
 		if code != want || !strings.Contains(body, c.why) {
-			t.Errorf("%s %+v: %d %q, want %d and %q", c.state, c.cp, code, body, want, c.why)
+			t.Errorf("%s, %d restarts, %+v: %d %q, want %d and %q", c.state, c.restarts, c.cp, code, body, want, c.why)
 		}
 	}
 }
@@ -415,11 +449,24 @@ func TestHTTPServesRunningJob(t *testing.T) {
 		t.Errorf("checkpoints %+v: want completed ones", st.Checkpoints)
 	}
 
+	// Tasks publish every 200ms, so a later scrape shows more records;
+	// how much later depends on the machine's load, hence a deadline
+	// rather than a fixed pause.
 	_, m1, _ := get(t, base+"/metrics")
-	time.Sleep(300 * time.Millisecond)
-	_, m2, _ := get(t, base+"/metrics")
-	if a, b := recordsCounter(m1), recordsCounter(m2); a < 0 || b <= a {
-		t.Errorf("no splitflow_*records* counter grew between two scrapes (%v then %v):\n%s", a, b, m2)
+	first := recordsCounter(m1)
+	if first < 0 {
+		t.Fatalf("no splitflow_*records* counter in /metrics:\n%s", m1)
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		time.Sleep(50 * time.Millisecond)
+		_, m2, _ := get(t, base+"/metrics")
+		if recordsCounter(m2) > first {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Errorf("no splitflow_*records* counter grew in 10s of scrapes (%v then %v):\n%s", first, recordsCounter(m2), m2)
+			break
+		}
 	}
 
 	if code, page, _ := get(t, base+"/"); code != http.StatusOK || !strings.Contains(page, "api/v1/job") {

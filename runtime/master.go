@@ -101,9 +101,6 @@ func newExecution(env *Environment, g *jobGraph) (*execution, error) {
 		ex.log = slog.Default()
 	}
 	ex.obs = env.observer()
-	if err := ex.obs.reg.Err(); err != nil {
-		return nil, fmt.Errorf("%w; give each Environment its own registry (WithMetricsRegistry)", err)
-	}
 	if !cfg.cp.enabled() {
 		return ex, nil
 	}

@@ -41,7 +41,7 @@ const recentCheckpoints = 20
 // gatherer is the registry the job's metrics are registered on, served at
 // /metrics by WithHTTP.
 func (env *Environment) gatherer() prometheus.Gatherer {
-	return env.observer().reg.Gatherer()
+	return env.observer().prom
 }
 
 // observer returns the Environment's observer, creating it on first use.
@@ -53,6 +53,9 @@ func (env *Environment) observer() *observer {
 // observer is the job's metrics and status board; see the comment at the
 // top of this file.
 type observer struct {
+	prom *prometheus.Registry
+	// reg is the job's hold on prom from attach until Execute returns;
+	// nil before.
 	reg *metrics.Registry
 
 	cpTotal    *prometheus.CounterVec
@@ -61,19 +64,22 @@ type observer struct {
 	cpAlign    prometheus.Gauge
 	restartsC  prometheus.Counter
 
-	mu          sync.Mutex
-	name        string
-	state       string
-	start       time.Time
-	graph       GraphStatus
-	tasks       []*taskStats // current attempt, by vertex then subtask
-	cpEnabled   bool
-	cpInterval  time.Duration
-	completed   int64
-	failed      int64
-	recent      []*checkpointRecord // oldest first, at most recentCheckpoints
-	restarts    int
-	lastFailure *FailureStatus
+	mu         sync.Mutex
+	name       string
+	state      string
+	start      time.Time
+	graph      GraphStatus
+	tasks      []*taskStats // current attempt, by vertex then subtask
+	cpEnabled  bool
+	cpInterval time.Duration
+	completed  int64
+	failed     int64
+	// sinceRestart counts the checkpoints completed since the newest
+	// restart (since the start without one).
+	sinceRestart int64
+	recent       []*checkpointRecord // oldest first, at most recentCheckpoints
+	restarts     int
+	lastFailure  *FailureStatus
 }
 
 type checkpointRecord struct {
@@ -82,7 +88,7 @@ type checkpointRecord struct {
 }
 
 func newObserver(reg *prometheus.Registry) *observer {
-	o := &observer{reg: metrics.NewRegistry(reg), state: "created"}
+	o := &observer{prom: reg, state: "created"}
 	o.cpTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: metrics.Namespace, Name: "checkpoints_total",
 		Help: "Checkpoints that ended, by result (completed, failed).",
@@ -104,14 +110,35 @@ func newObserver(reg *prometheus.Registry) *observer {
 		Namespace: metrics.Namespace, Name: "job_restarts_total",
 		Help: "Restarts of the job or of one of its regions.",
 	})
-	for _, c := range []prometheus.Collector{o.cpTotal, o.cpDuration, o.cpSize, o.cpAlign, o.restartsC, (*taskCollector)(o)} {
-		o.reg.Register(c)
-	}
 	// Both results exist from the start, so a rate over them is defined
 	// before the first failure.
 	o.cpTotal.WithLabelValues("completed")
 	o.cpTotal.WithLabelValues("failed")
 	return o
+}
+
+// attach registers the job's metrics on the registry for the run of
+// Execute, which calls it once, before anything runs; the returned
+// function ends the job's hold on the registry when Execute returns. Jobs
+// take turns on a registry given with WithMetricsRegistry: a job that ended
+// leaves its final values there until the next job's attach replaces them,
+// and a registry is refused only while another job runs on it.
+func (o *observer) attach(job string) (release func(), err error) {
+	reg, err := metrics.Open(o.prom, job)
+	if err != nil {
+		return nil, fmt.Errorf("%w; run one job at a time on a registry, or give each Environment its own (WithMetricsRegistry)", err)
+	}
+	for _, c := range []prometheus.Collector{o.cpTotal, o.cpDuration, o.cpSize, o.cpAlign, o.restartsC, (*taskCollector)(o)} {
+		reg.Register(c)
+	}
+	if err := reg.Err(); err != nil {
+		reg.Close()
+		return nil, fmt.Errorf("%w; the registry holds other metrics named splitflow_*: give the job a registry of its own (WithMetricsRegistry)", err)
+	}
+	o.mu.Lock()
+	o.reg = reg
+	o.mu.Unlock()
+	return reg.Close, nil
 }
 
 // taskStats is what one task publishes. The task goroutine writes the
@@ -147,6 +174,15 @@ type taskTotals struct {
 type opStats struct {
 	name, uid string
 	in, out   atomic.Int64
+}
+
+// currentWatermark returns the watermark the task published, unless it
+// has none yet or its input has ended: MaxWatermark is an end-of-input
+// marker, not a time, and as a timestamp it would wreck any graph or
+// alert of event-time lag.
+func (s *taskStats) currentWatermark() (int64, bool) {
+	wm := s.watermark.Load()
+	return wm, wm != noWatermark && wm != MaxWatermark
 }
 
 // totals returns base plus what the task published.
@@ -255,11 +291,11 @@ func (t *task) publishMail() error {
 // newTaskStats prepares the stats of t, continuing the totals of prev (the
 // same subtask's task of the previous attempt, nil for none).
 func newTaskStats(t *task, vertex int, prev *taskStats) *taskStats {
-	s := &taskStats{vertex: vertex, name: t.name, subtask: t.subtask, parallelism: t.parallelism, attempt: t.attempt, state: "running"}
+	s := &taskStats{vertex: vertex, name: metrics.LabelValue(t.name), subtask: t.subtask, parallelism: t.parallelism, attempt: t.attempt, state: "running"}
 	s.watermark.Store(noWatermark)
 	s.ops = make([]opStats, len(t.ops))
 	for i, op := range t.ops {
-		s.ops[i].name, s.ops[i].uid = op.operator().name, op.operator().uid
+		s.ops[i].name, s.ops[i].uid = metrics.LabelValue(op.operator().name), metrics.LabelValue(op.operator().uid)
 	}
 	if prev != nil {
 		s.base = prev.totals()
@@ -379,7 +415,7 @@ func (o *observer) failedWith(t *task, err error) {
 func (o *observer) restarted(n int) {
 	o.restartsC.Inc()
 	o.mu.Lock()
-	o.restarts, o.state = n, "restarting"
+	o.restarts, o.state, o.sinceRestart = n, "restarting", 0
 	o.mu.Unlock()
 }
 
@@ -430,6 +466,7 @@ func (o *observer) checkpointEnded(id int64, err error) CheckpointStatus {
 	if err == nil {
 		r.st.Status = "completed"
 		o.completed++
+		o.sinceRestart++
 		o.cpTotal.WithLabelValues("completed").Inc()
 		o.cpDuration.Observe(d.Seconds())
 		o.cpSize.Set(float64(r.st.SizeBytes))
@@ -443,8 +480,10 @@ func (o *observer) checkpointEnded(id int64, err error) CheckpointStatus {
 	return r.st
 }
 
-// taskCollector exports the tasks' published counters at scrape time. It
-// describes nothing (an unchecked collector): its series follow the graph.
+// taskCollector exports the tasks' published counters at scrape time.
+// Its series follow the graph; its metrics are fixed, and it describes
+// them so that the registry checks them and the next job on the registry
+// can unregister it.
 type taskCollector observer
 
 var (
@@ -459,31 +498,44 @@ var (
 		"Time a task spent waiting for input.", taskLabels, nil)
 	descBackpressured = prometheus.NewDesc(metrics.Namespace+"_task_backpressured_seconds_total",
 		"Time a task spent waiting for room in its output.", taskLabels, nil)
-	descWatermark = prometheus.NewDesc(metrics.Namespace+"_task_watermark_milliseconds",
-		"The watermark a task passed into its chain last, in milliseconds since the Unix epoch; absent before the first.", taskLabels, nil)
+	descWatermark = prometheus.NewDesc(metrics.Namespace+"_task_watermark_seconds",
+		"The watermark a task passed into its chain last, as a Unix timestamp in seconds; absent before the first and once the input has ended.", taskLabels, nil)
 )
 
-func (c *taskCollector) Describe(chan<- *prometheus.Desc) {}
+func (c *taskCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{descRecordsIn, descRecordsOut, descBusy, descIdle, descBackpressured, descWatermark} {
+		ch <- d
+	}
+}
 
 func (c *taskCollector) Collect(ch chan<- prometheus.Metric) {
 	o := (*observer)(c)
 	o.mu.Lock()
 	tasks := slices.Clone(o.tasks)
 	o.mu.Unlock()
+	// Names come from the job's author and become label values, which
+	// must be valid UTF-8. newTaskStats repairs them; a series that is
+	// refused anyway is left out rather than panicking inside Gather and
+	// taking every other metric of the scrape with it.
+	emit := func(d *prometheus.Desc, vt prometheus.ValueType, v float64, labels ...string) {
+		if m, err := prometheus.NewConstMetric(d, vt, v, labels...); err == nil {
+			ch <- m
+		}
+	}
 	for _, s := range tasks {
 		tt := s.totals()
 		sub := strconv.Itoa(s.subtask)
 		for i := range s.ops {
 			op := &s.ops[i]
-			ch <- prometheus.MustNewConstMetric(descRecordsIn, prometheus.CounterValue, float64(tt.opIn[op.uid]), op.name, op.uid, sub)
-			ch <- prometheus.MustNewConstMetric(descRecordsOut, prometheus.CounterValue, float64(tt.opOut[op.uid]), op.name, op.uid, sub)
+			emit(descRecordsIn, prometheus.CounterValue, float64(tt.opIn[op.uid]), op.name, op.uid, sub)
+			emit(descRecordsOut, prometheus.CounterValue, float64(tt.opOut[op.uid]), op.name, op.uid, sub)
 		}
 		v := strconv.Itoa(s.vertex)
-		ch <- prometheus.MustNewConstMetric(descBusy, prometheus.CounterValue, float64(tt.busyNs)/1e9, s.name, v, sub)
-		ch <- prometheus.MustNewConstMetric(descIdle, prometheus.CounterValue, float64(tt.idleNs)/1e9, s.name, v, sub)
-		ch <- prometheus.MustNewConstMetric(descBackpressured, prometheus.CounterValue, float64(tt.bpNs)/1e9, s.name, v, sub)
-		if wm := s.watermark.Load(); wm != noWatermark {
-			ch <- prometheus.MustNewConstMetric(descWatermark, prometheus.GaugeValue, float64(wm), s.name, v, sub)
+		emit(descBusy, prometheus.CounterValue, float64(tt.busyNs)/1e9, s.name, v, sub)
+		emit(descIdle, prometheus.CounterValue, float64(tt.idleNs)/1e9, s.name, v, sub)
+		emit(descBackpressured, prometheus.CounterValue, float64(tt.bpNs)/1e9, s.name, v, sub)
+		if wm, ok := s.currentWatermark(); ok {
+			emit(descWatermark, prometheus.GaugeValue, float64(wm)/1e3, s.name, v, sub)
 		}
 	}
 }

@@ -3,12 +3,15 @@ package runtime
 import (
 	"bytes"
 	"context"
-	"github.com/splitflow/splitflow/metrics/metricstest"
+	"errors"
 	"log/slog"
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
+
+	"github.com/splitflow/splitflow/metrics/metricstest"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -119,6 +122,10 @@ func TestMetricsCheckpointsAndRestarts(t *testing.T) {
 	if st.LastFailure == nil || !strings.Contains(st.LastFailure.Error, "injected failure at record 50") || !strings.Contains(st.LastFailure.Task, "Map (") {
 		t.Errorf("last failure %+v, want the injected one in the map's task", st.LastFailure)
 	}
+	// The final checkpoint at least completed after the restart.
+	if c := st.Checkpoints; c.CompletedSinceRestart <= 0 || c.CompletedSinceRestart > c.Completed {
+		t.Errorf("%d checkpoints completed since the restart, of %d: want some, and no more than all", c.CompletedSinceRestart, c.Completed)
+	}
 	if !st.Checkpoints.Enabled || st.Checkpoints.IntervalMillis != 3 {
 		t.Errorf("checkpoints %+v, want enabled every 3ms", st.Checkpoints)
 	}
@@ -202,8 +209,20 @@ func TestStatusWhileRunning(t *testing.T) {
 	}
 	close(stop)
 	wg.Wait()
-	if wmMetric, ok := metricstest.Sum(t, reg, "splitflow_task_watermark_milliseconds", map[string]string{"subtask": "0", "vertex": "0"}); ok == 0 || wmMetric <= 0 {
-		t.Errorf("watermark metric of the source task: %v (present %v)", wmMetric, ok)
+	// The watermark is exported for the source tasks (their reader's mux)
+	// and for the tasks behind the network (their valve), in seconds.
+	for _, vertex := range []string{"0", "1"} {
+		for _, sub := range []string{"0", "1"} {
+			wmMetric, n := metricstest.Sum(t, reg, "splitflow_task_watermark_seconds", map[string]string{"subtask": sub, "vertex": vertex})
+			if n != 1 || wmMetric <= 0 {
+				t.Errorf("watermark metric of task %s/%s: %v over %d series, want one, in seconds", vertex, sub, wmMetric, n)
+			}
+		}
+	}
+	for _, ts := range st.Tasks {
+		if ts.Watermark == nil {
+			t.Errorf("task %s/%d has no watermark in Status", ts.Name, ts.Subtask)
+		}
 	}
 	if busy, _ := metricstest.Sum(t, reg, "splitflow_task_busy_seconds_total", nil); busy <= 0 {
 		t.Errorf("busy time %v, want > 0", busy)
@@ -217,6 +236,9 @@ func TestStatusWhileRunning(t *testing.T) {
 	if after.State != "cancelled" {
 		t.Errorf("after cancel: state %q, want cancelled", after.State)
 	}
+	// A cancelled source stops without a final watermark, so the ones
+	// above remain; MaxWatermark is never exported (see
+	// TestEndedInputExportsNoWatermark).
 	for _, ts := range after.Tasks {
 		if ts.State != "finished" {
 			t.Errorf("task %s/%d: state %q after draining, want finished", ts.Name, ts.Subtask, ts.State)
@@ -234,7 +256,10 @@ func liveTasks(st JobStatus) bool {
 		if ts.RecordsIn == 0 || ts.State != "running" {
 			return false
 		}
-		if ts.Vertex == 0 && (len(ts.Splits) != 1 || ts.Watermark == nil || ts.BusyMillis+ts.IdleMillis+ts.BackpressuredMillis == 0) {
+		if ts.Watermark == nil || *ts.Watermark <= 0 {
+			return false
+		}
+		if ts.Vertex == 0 && (len(ts.Splits) != 1 || ts.BusyMillis+ts.IdleMillis+ts.BackpressuredMillis == 0) {
 			return false
 		}
 	}
@@ -242,18 +267,13 @@ func liveTasks(st JobStatus) bool {
 }
 
 // Two Environments with their default (private) registries run side by
-// side in one process; two on one registry are refused with an error, not
-// a panic.
+// side in one process.
 func TestMetricsRegistriesPerEnvironment(t *testing.T) {
-	run := func(env *Environment) error {
-		SinkTo(FromSource(env, &rangeSrc{splits: 2, perSplit: 10, readerFailAt: -1}, "range", NoWatermarks[int64]()).UID("src"), newCollectSink[int64]()).UID("sink")
-		return env.Execute(testCtx(t), "twin")
-	}
 	a := NewEnvironment(WithLogger(discardLogger()))
 	b := NewEnvironment(WithLogger(discardLogger()))
 	errs := make(chan error, 2)
-	go func() { errs <- run(a) }()
-	go func() { errs <- run(b) }()
+	go func() { errs <- runTwin(testCtx(t), a, nil) }()
+	go func() { errs <- runTwin(testCtx(t), b, nil) }()
 	for range 2 {
 		if err := <-errs; err != nil {
 			t.Fatal(err)
@@ -267,19 +287,96 @@ func TestMetricsRegistriesPerEnvironment(t *testing.T) {
 			t.Errorf("the default registry lacks the Go collector")
 		}
 	}
+}
 
+// runTwin runs on env a job of src (10 records of each of two splits
+// when nil) into a sink, until it ends or ctx is cancelled.
+func runTwin(ctx context.Context, env *Environment, src *rangeSrc) error {
+	if src == nil {
+		src = &rangeSrc{splits: 2, perSplit: 10, readerFailAt: -1}
+	}
+	SinkTo(FromSource(env, src, "range", NoWatermarks[int64]()).UID("src"), newCollectSink[int64]()).UID("sink")
+	return env.Execute(ctx, "twin")
+}
+
+// One registry given to several Environments serves them one after
+// another: each job's series replace the previous one's, and every job
+// runs. While a job runs on it, another is refused with an error, never a
+// panic, and the running job's series are untouched.
+func TestMetricsRegistrySharedInTurn(t *testing.T) {
 	shared := prometheus.NewRegistry()
-	c := NewEnvironment(WithLogger(discardLogger()), WithMetricsRegistry(shared))
-	if err := run(c); err != nil {
+	for i := range 3 {
+		env := NewEnvironment(WithLogger(discardLogger()), WithMetricsRegistry(shared))
+		if err := runTwin(testCtx(t), env, nil); err != nil {
+			t.Fatalf("job %d on the shared registry: %v", i+1, err)
+		}
+		// The job that ended leaves its final values until the next one
+		// starts; they are its own, not a sum over the jobs.
+		if n, series := metricstest.Sum(t, shared, "splitflow_operator_records_in_total", map[string]string{"uid": "sink"}); n != 20 || series != 1 {
+			t.Errorf("after job %d: sink records %v over %d series, want that job's 20", i+1, n, series)
+		}
+	}
+
+	ctx, cancel := context.WithCancel(testCtx(t))
+	defer cancel()
+	running := NewEnvironment(WithLogger(discardLogger()), WithMetricsRegistry(shared))
+	done := make(chan error, 1)
+	go func() {
+		done <- runTwin(ctx, running, &rangeSrc{splits: 1, perSplit: 1 << 40, delay: 100 * time.Microsecond, readerFailAt: -1})
+	}()
+	for deadline := time.Now().Add(10 * time.Second); running.Status().State != "running"; {
+		if time.Now().After(deadline) {
+			t.Fatalf("job never ran: %+v", running.Status())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	refused := NewEnvironment(WithLogger(discardLogger()), WithMetricsRegistry(shared))
+	err := runTwin(testCtx(t), refused, nil)
+	if err == nil || !strings.Contains(err.Error(), "WithMetricsRegistry") || !strings.Contains(err.Error(), `job "twin", which is still running`) {
+		t.Errorf("second job on a registry in use: %v, want an error naming the running job and WithMetricsRegistry", err)
+	}
+	if st := refused.Status().State; st != "created" {
+		t.Errorf("refused job state %q, want created (nothing ran)", st)
+	}
+	if _, series := metricstest.Sum(t, shared, "splitflow_operator_records_in_total", map[string]string{"uid": "sink"}); series != 1 {
+		t.Errorf("%d sink series while one job runs, want its one", series)
+	}
+	cancel()
+	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
-	d := NewEnvironment(WithLogger(discardLogger()), WithMetricsRegistry(shared))
-	err := run(d)
-	if err == nil || !strings.Contains(err.Error(), "WithMetricsRegistry") {
-		t.Errorf("second job on one registry: %v, want an error naming WithMetricsRegistry", err)
+	// Free again once that job has returned.
+	if err := runTwin(testCtx(t), NewEnvironment(WithLogger(discardLogger()), WithMetricsRegistry(shared)), nil); err != nil {
+		t.Errorf("job after the refused one: %v", err)
 	}
-	if n, ok := metricstest.Sum(t, shared, "splitflow_operator_records_in_total", map[string]string{"uid": "sink"}); ok == 0 || n != 20 {
-		t.Errorf("shared registry: sink records %v, want the first job's 20 only", n)
+	if n, _ := metricstest.Sum(t, shared, "splitflow_operator_records_in_total", map[string]string{"uid": "sink"}); n != 20 {
+		t.Errorf("sink records %v after the last job, want its 20", n)
+	}
+}
+
+// Operator and chain names become label values, which must be valid
+// UTF-8: a name that is not is repaired (U+FFFD) instead of panicking in
+// the operator or inside Gather, and every other metric is still served.
+func TestMetricsInvalidUTF8Names(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	env := NewEnvironment(WithLogger(discardLogger()), WithMetricsRegistry(reg))
+	src := FromSource(env, &rangeSrc{splits: 1, perSplit: 10, readerFailAt: -1}, "range\xff", NoWatermarks[int64]()).UID("src\xfe")
+	m := Map(src, func(v int64) (int64, error) { return v, nil }).Name("bad\xffname").UID("m")
+	SinkTo(Rebalance(m), newCollectSink[int64]()).Name("sink\xc3").UID("sink")
+	if err := env.Execute(testCtx(t), "utf8"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := reg.Gather(); err != nil {
+		t.Fatalf("gather: %v", err)
+	}
+	if n, _ := metricstest.Sum(t, reg, "splitflow_operator_records_in_total", map[string]string{"operator": "bad\uFFFDname"}); n != 10 {
+		t.Errorf("records into the map under its repaired name: %v, want 10", n)
+	}
+	if n, _ := metricstest.Sum(t, reg, "splitflow_operator_records_in_total", map[string]string{"uid": "src\uFFFD"}); n != 10 {
+		t.Errorf("records of the source under its repaired uid: %v, want 10", n)
+	}
+	if _, series := metricstest.Sum(t, reg, "splitflow_task_busy_seconds_total", nil); series != 2 {
+		t.Errorf("%d task series, want both tasks'", series)
 	}
 }
 
@@ -301,3 +398,35 @@ func (l *lockedBuffer) String() string {
 }
 
 func slogText(w *lockedBuffer) *slog.Logger { return slog.New(slog.NewTextHandler(w, nil)) }
+
+// idleInput never has input: its task only waits.
+type idleInput struct{ never chan struct{} }
+
+func (idleInput) step() (inputStatus, error) { return inputNothing, nil }
+func (i idleInput) ready() <-chan struct{}   { return i.never }
+func (idleInput) stop()                      {}
+
+// A wait that the task's context cuts short is idle time, not busy time:
+// a task that did nothing but wait reports no busy time at all, however
+// long after its last publication it was stopped.
+func TestWaitCutShortIsNotBusy(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		tk := &task{name: "idle", head: &opInfo{name: "idle"}, cfg: &config{}, mb: newMailbox(),
+			input: idleInput{never: make(chan struct{})}}
+		tk.meter.stats = &taskStats{}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- tk.run(ctx) }()
+		// Stopped halfway between two publications, so a wait that was
+		// not booked would show as 100ms of busy time.
+		time.Sleep(10*publishInterval + publishInterval/2)
+		cancel()
+		if err := <-done; !errors.Is(err, errTaskCancelled) {
+			t.Fatalf("run: %v, want errTaskCancelled", err)
+		}
+		tt := tk.meter.stats.totals()
+		if tt.busyNs != 0 || time.Duration(tt.idleNs) != 10*publishInterval+publishInterval/2 {
+			t.Errorf("busy %v idle %v, want 0 and all of the %v waited", time.Duration(tt.busyNs), time.Duration(tt.idleNs), 10*publishInterval+publishInterval/2)
+		}
+	})
+}

@@ -12,8 +12,11 @@ type metricsConfig struct {
 // WithMetricsRegistry registers the job's metrics (every splitflow_* metric
 // of the engine and of its connectors, and the franz-go client metrics of
 // the Kafka connectors) on reg, and serves reg at /metrics with WithHTTP.
-// One registry holds the metrics of one job: a second Environment on the
-// same registry makes Execute fail with an error saying so.
+// Jobs take turns on a registry: while one runs on reg, Execute of another
+// Environment on reg fails at once with an error saying so. A job that
+// ended leaves its series on reg with their final values, and the next
+// job's Execute removes them before it registers its own, so a program
+// can run jobs one after another on one registry.
 //
 // Default: a private registry per Environment, holding the job's metrics
 // and the Go runtime and process collectors, so that two jobs in one

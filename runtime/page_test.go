@@ -89,7 +89,21 @@ var (
 	taskRowRe    = regexp.MustCompile(`<tr class="task" data-vertex="(\d+)" data-subtask="(\d+)" data-records-in="(\d+)" data-records-out="(\d+)" data-rate-in="([0-9.]*)" data-rate-out="([0-9.]*)"`)
 	cpRowRe      = regexp.MustCompile(`<tr class="checkpoint" data-id="(\d+)" data-status="([a-z_]+)"`)
 	vertexBpRe   = regexp.MustCompile(`<g class="vertex" data-vertex="(\d+)" data-name="[^"]*" data-backpressure="([a-z]+)"`)
+	cspBlockedRe = regexp.MustCompile(`data-csp-violations="(\d+)"`)
 )
+
+// checkPolicyKept fails when the page's Content-Security-Policy blocked
+// anything while Chromium ran it (the page counts violations on its body),
+// and when the page's script did not run at all (a wrong script hash).
+func checkPolicyKept(t *testing.T, dom string) {
+	t.Helper()
+	if m := cspBlockedRe.FindStringSubmatch(dom); m != nil {
+		t.Errorf("the page's Content-Security-Policy blocked %s things in Chromium", m[1])
+	}
+	if len(taskRows(dom)) == 0 {
+		t.Error("no task rows: the page's script did not run (blocked by its policy?)")
+	}
+}
 
 type taskRow struct {
 	vertex, subtask       int
@@ -149,6 +163,7 @@ func TestPageRendersJobStatus(t *testing.T) {
 	defer srv.Close()
 
 	dom := renderPage(t, srv.URL+"/", 3*time.Second, artifact(t, "status-page-fake.png"))
+	checkPolicyKept(t, dom)
 	want := status()
 
 	var names []string
@@ -197,6 +212,7 @@ func TestPageRendersRunningJob(t *testing.T) {
 
 	dom := renderPage(t, slowAPI(t, j.addr), 3*time.Second, artifact(t, "status-page-live.png"))
 	j.stop(t)
+	checkPolicyKept(t, dom)
 
 	names := strings.Join(func() (n []string) {
 		for _, m := range vertexNameRe.FindAllStringSubmatch(dom, -1) {

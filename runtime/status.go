@@ -69,8 +69,9 @@ type TaskStatus struct {
 	BusyMillis          int64 `json:"busyMillis"`
 	IdleMillis          int64 `json:"idleMillis"`
 	BackpressuredMillis int64 `json:"backpressuredMillis"`
-	// Watermark is the task's current output watermark in milliseconds
-	// since the Unix epoch; absent before the first.
+	// Watermark is the watermark the task passed into its chain last, in
+	// milliseconds since the Unix epoch; absent before the first and once
+	// the task's input has ended (MaxWatermark marks an end, not a time).
 	Watermark *int64 `json:"watermark,omitempty"`
 	// Splits are the ids of the splits a source task holds (assigned and
 	// not finished); empty for other tasks.
@@ -84,6 +85,10 @@ type CheckpointsStatus struct {
 	IntervalMillis int64 `json:"intervalMillis"`
 	Completed      int64 `json:"completed"`
 	Failed         int64 `json:"failed"`
+	// CompletedSinceRestart counts the checkpoints completed since the
+	// newest restart (all of them in a job that has not restarted): a
+	// job that restarts over and over completes none.
+	CompletedSinceRestart int64 `json:"completedSinceRestart"`
 	// Recent holds the newest checkpoints, oldest first (at most 20).
 	Recent []CheckpointStatus `json:"recent"`
 }
@@ -135,11 +140,12 @@ func (o *observer) status() JobStatus {
 		},
 		Tasks: make([]TaskStatus, 0, len(o.tasks)),
 		Checkpoints: CheckpointsStatus{
-			Enabled:        o.cpEnabled,
-			IntervalMillis: o.cpInterval.Milliseconds(),
-			Completed:      o.completed,
-			Failed:         o.failed,
-			Recent:         make([]CheckpointStatus, 0, len(o.recent)),
+			Enabled:               o.cpEnabled,
+			IntervalMillis:        o.cpInterval.Milliseconds(),
+			Completed:             o.completed,
+			Failed:                o.failed,
+			CompletedSinceRestart: o.sinceRestart,
+			Recent:                make([]CheckpointStatus, 0, len(o.recent)),
 		},
 		Restarts: o.restarts,
 	}
@@ -159,7 +165,7 @@ func (o *observer) status() JobStatus {
 			RecordsIn: tt.recordsIn, RecordsOut: tt.recordsOut,
 			BusyMillis: tt.busyNs / 1e6, IdleMillis: tt.idleNs / 1e6, BackpressuredMillis: tt.bpNs / 1e6,
 		}
-		if wm := s.watermark.Load(); wm != noWatermark {
+		if wm, ok := s.currentWatermark(); ok {
 			ts.Watermark = &wm
 		}
 		s.splitsMu.Lock()

@@ -172,6 +172,9 @@ func (t *task) loop(ctx context.Context) error {
 			w := time.Now()
 			select {
 			case <-ctx.Done():
+				// The wait ends here too; unbooked, it would pass for busy
+				// time in the task's last publication.
+				t.meter.bpNs += int64(time.Since(w))
 				return errTaskCancelled
 			case <-t.mb.ready:
 			case <-t.blockedOutput():
@@ -205,6 +208,7 @@ func (t *task) loop(ctx context.Context) error {
 			w := time.Now()
 			select {
 			case <-ctx.Done():
+				t.meter.idleNs += int64(time.Since(w))
 				return errTaskCancelled
 			case <-t.mb.ready:
 			}
@@ -228,6 +232,7 @@ func (t *task) loop(ctx context.Context) error {
 			w := time.Now()
 			select {
 			case <-ctx.Done():
+				t.meter.idleNs += int64(time.Since(w))
 				return errTaskCancelled
 			case <-t.mb.ready:
 			case <-t.input.ready():
@@ -416,6 +421,10 @@ func (g *gateInput[T]) step() (inputStatus, error) {
 	}
 	return inputMore, nil
 }
+
+// currentWatermark is the watermark the valve passed into the chain last
+// (noWatermark before the first); the task's metrics read it.
+func (g *gateInput[T]) currentWatermark() int64 { return g.valve.last }
 
 func (g *gateInput[T]) ready() <-chan struct{} { return g.gate.notify }
 func (g *gateInput[T]) stop()                  {}

@@ -21,7 +21,8 @@
 // job as JSON at /api/v1/job and a live page of the job graph at /. The
 // bounded default run lasts about a second; --unbounded keeps it (and the
 // server) up until interrupted, and an interrupt is followed by the
-// verification of what was committed so far.
+// verification of what was committed so far; a second interrupt ends the
+// process at once.
 package main
 
 import (
@@ -115,6 +116,7 @@ func main() {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	go afterInterrupt(ctx, stop, os.Stderr)
 	level := slog.LevelWarn
 	if o.verbose {
 		level = slog.LevelInfo
@@ -131,6 +133,16 @@ func main() {
 		}
 	}
 	os.Exit(code)
+}
+
+// afterInterrupt waits for the first interrupt (ctx cancelled), then gives
+// the signals back their default action with stop and says so on w: the
+// job drains and its output is verified, which can take a while with a slow
+// broker, and a second interrupt must still end the process at once.
+func afterInterrupt(ctx context.Context, stop func(), w io.Writer) {
+	<-ctx.Done()
+	stop()
+	fmt.Fprintln(w, "wordcount: interrupted: draining the job, then verifying what it committed; interrupt again to quit at once")
 }
 
 // errNotExact is returned when verification finds the output wrong.
