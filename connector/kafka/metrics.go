@@ -1,9 +1,13 @@
 package kafka
 
 import (
+	"maps"
 	"net"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -40,135 +44,241 @@ func recordBytes(r *kgo.Record) int64 {
 	return int64(n)
 }
 
-// transactionsCounter counts the sink's transactions by outcome
-// (committed, aborted).
+// transactionsCounter counts the sink's transactions by outcome:
+// committed (a transaction this attempt prepared), restored (a committable
+// restored from a checkpoint, committed again or for the first time) and
+// aborted (a failed prepare, an open transaction at close, lingering ones
+// at start).
 func transactionsCounter(g *metrics.Group) *prometheus.CounterVec {
-	return g.CounterVec(metricTxns, "Kafka sink transactions by outcome: committed by the committer, or aborted (a failed prepare, an open transaction at close, lingering ones at start).", "outcome")
+	return g.CounterVec(metricTxns, "Kafka sink transactions by outcome: committed (prepared by this attempt), restored (committed from a restored checkpoint; the previous attempt may have committed it already), or aborted (a failed prepare, an open transaction at close, lingering ones at start).", "outcome")
 }
 
-// clientOpts returns the kgo options that export a client's metrics with
-// kprom on g's registry, labelled with g's labels and role; none for a nil
-// group. Every client created with the same options shares one set of
-// metrics (see sharedKprom).
+// clientMetricOpts returns the kgo options that export a client's metrics
+// with kprom on g's registry, labelled with g's labels and role; none for a
+// nil group. Every client of the same registry, group and role shares one
+// set of metrics (see kpromSets).
 func clientMetricOpts(g *metrics.Group, role string) []kgo.Opt {
 	if g == nil || g.Registry() == nil {
 		return nil
 	}
 	labels := g.Labels()
 	labels["role"] = role
-	m := kprom.NewMetrics(kpromNamespace,
-		kprom.Registerer(replacingRegisterer{g.Registry().Registerer()}),
-		kprom.WithStaticLabel(labels))
-	return []kgo.Opt{kgo.WithHooks(&sharedKprom{m: m})}
+	return []kgo.Opt{kgo.WithHooks(&clientMetrics{reg: g.Registry(), labels: labels, key: kpromKey{g.Registry(), labelsKey(labels)}})}
 }
 
-// replacingRegisterer lets kprom register its collectors while a client of
-// an earlier attempt of the same subtask and role may not have closed yet:
-// the newer collectors replace the older ones instead of panicking in
-// kprom's MustRegister.
-type replacingRegisterer struct{ prometheus.Registerer }
-
-func (r replacingRegisterer) Register(c prometheus.Collector) error {
-	err := r.Registerer.Register(c)
-	if are, ok := err.(prometheus.AlreadyRegisteredError); ok {
-		r.Registerer.Unregister(are.ExistingCollector)
-		return r.Registerer.Register(c)
+func labelsKey(l prometheus.Labels) string {
+	names := slices.Sorted(maps.Keys(l))
+	var b strings.Builder
+	for _, n := range names {
+		b.WriteString(n)
+		b.WriteByte('=')
+		b.WriteString(l[n])
+		b.WriteByte(0xff)
 	}
-	return err
+	return b.String()
 }
 
-func (r replacingRegisterer) MustRegister(cs ...prometheus.Collector) {
+// kpromSets holds the client-metric sets that have a live client, one per
+// registry, group and role.
+//
+// kprom registers its collectors when a client is created and unregisters
+// them when it closes, which suits one client per set of labels. Ours come
+// in overlapping generations: the transactional pool creates a client per
+// id with the same labels, the fetcher manager may start a new split reader
+// while the old one's client is still closing, and a failover creates the
+// clients of a new attempt while a slow Close of the old one is under way.
+// Two kprom.Metrics with the same labels cannot both be registered, and
+// prometheus.Registry.Unregister matches by descriptor, not by object: had
+// the newer set replaced the older, the older client's close would remove
+// the newer client's metrics. So a set is created and registered by the
+// first client of its labels, shared by every client that opens while it is
+// live, and unregistered by the last one to close.
+var kpromSets = struct {
+	mu sync.Mutex
+	m  map[kpromKey]*kpromSet
+}{m: map[kpromKey]*kpromSet{}}
+
+type kpromKey struct {
+	reg    *metrics.Registry
+	labels string
+}
+
+type kpromSet struct {
+	m        *kprom.Metrics
+	clients  []*kgo.Client          // live clients; kpromSets.mu
+	buffered []prometheus.Collector // our buffered-records gauges
+}
+
+// clientMetrics is the kgo hook of every client created with one
+// clientMetricOpts; it joins the live set of its labels as each client
+// opens, and forwards the client's events to it.
+type clientMetrics struct {
+	reg    *metrics.Registry
+	labels prometheus.Labels
+	key    kpromKey
+	set    atomic.Pointer[kpromSet] // the set its clients joined last
+}
+
+var (
+	_ kgo.HookNewClient           = (*clientMetrics)(nil)
+	_ kgo.HookClientClosed        = (*clientMetrics)(nil)
+	_ kgo.HookBrokerConnect       = (*clientMetrics)(nil)
+	_ kgo.HookBrokerDisconnect    = (*clientMetrics)(nil)
+	_ kgo.HookBrokerThrottle      = (*clientMetrics)(nil)
+	_ kgo.HookBrokerRead          = (*clientMetrics)(nil)
+	_ kgo.HookBrokerWrite         = (*clientMetrics)(nil)
+	_ kgo.HookBrokerE2E           = (*clientMetrics)(nil)
+	_ kgo.HookProduceBatchWritten = (*clientMetrics)(nil)
+	_ kgo.HookFetchBatchRead      = (*clientMetrics)(nil)
+)
+
+func (h *clientMetrics) OnNewClient(cl *kgo.Client) {
+	kpromSets.mu.Lock()
+	defer kpromSets.mu.Unlock()
+	s := kpromSets.m[h.key]
+	if s == nil {
+		reg := h.reg.Registerer()
+		s = &kpromSet{m: kprom.NewMetrics(kpromNamespace,
+			kprom.Registerer(kpromRegisterer{reg}), kprom.WithStaticLabel(h.labels))}
+		s.m.OnNewClient(cl)
+		s.buffered = s.registerBuffered(reg, h.labels)
+		kpromSets.m[h.key] = s
+	}
+	s.clients = append(s.clients, cl)
+	h.set.Store(s)
+}
+
+func (h *clientMetrics) OnClientClosed(cl *kgo.Client) {
+	kpromSets.mu.Lock()
+	defer kpromSets.mu.Unlock()
+	// A client closes while the set it joined is still the live one: the
+	// set outlives its clients.
+	s := kpromSets.m[h.key]
+	if s == nil || !slices.Contains(s.clients, cl) {
+		return
+	}
+	s.clients = slices.DeleteFunc(s.clients, func(c *kgo.Client) bool { return c == cl })
+	if len(s.clients) > 0 {
+		return
+	}
+	s.m.OnClientClosed(cl)
+	for _, c := range s.buffered {
+		h.reg.Registerer().Unregister(c)
+	}
+	delete(kpromSets.m, h.key)
+}
+
+// registerBuffered registers gauges of the records and bytes buffered in
+// the set's clients, summed over every live client. They stand in for
+// kprom's own, which read only the client that created the set and name
+// two gauges ..._total (kpromRegisterer leaves those out).
+func (s *kpromSet) registerBuffered(reg prometheus.Registerer, labels prometheus.Labels) []prometheus.Collector {
+	sum := func(f func(*kgo.Client) int64) func() float64 {
+		return func() float64 {
+			kpromSets.mu.Lock()
+			defer kpromSets.mu.Unlock()
+			var n int64
+			for _, cl := range s.clients {
+				n += f(cl)
+			}
+			return float64(n)
+		}
+	}
+	gauges := []struct {
+		name, help string
+		read       func(*kgo.Client) int64
+	}{
+		{"buffered_produce_records", "Records buffered in the clients, waiting to be produced.", (*kgo.Client).BufferedProduceRecords},
+		{"buffered_produce_bytes", "Bytes of the records buffered in the clients, waiting to be produced.", (*kgo.Client).BufferedProduceBytes},
+		{"buffered_fetch_records", "Records fetched and buffered in the clients, waiting to be polled.", (*kgo.Client).BufferedFetchRecords},
+		{"buffered_fetch_bytes", "Bytes of the records fetched and buffered in the clients, waiting to be polled.", (*kgo.Client).BufferedFetchBytes},
+	}
+	var cs []prometheus.Collector
+	for _, g := range gauges {
+		c := prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: kpromNamespace, Name: g.name, Help: g.help, ConstLabels: labels}, sum(g.read))
+		// Failing to register (another job's metrics on this registry,
+		// which metrics.Registry reports) only costs the gauge.
+		if reg.Register(c) == nil {
+			cs = append(cs, c)
+		}
+	}
+	return cs
+}
+
+func (h *clientMetrics) OnBrokerConnect(meta kgo.BrokerMetadata, dial time.Duration, conn net.Conn, err error) {
+	if s := h.set.Load(); s != nil {
+		s.m.OnBrokerConnect(meta, dial, conn, err)
+	}
+}
+
+func (h *clientMetrics) OnBrokerDisconnect(meta kgo.BrokerMetadata, conn net.Conn) {
+	if s := h.set.Load(); s != nil {
+		s.m.OnBrokerDisconnect(meta, conn)
+	}
+}
+
+func (h *clientMetrics) OnBrokerThrottle(meta kgo.BrokerMetadata, interval time.Duration, after bool) {
+	if s := h.set.Load(); s != nil {
+		s.m.OnBrokerThrottle(meta, interval, after)
+	}
+}
+
+func (h *clientMetrics) OnBrokerRead(meta kgo.BrokerMetadata, key int16, n int, wait, read time.Duration, err error) {
+	if s := h.set.Load(); s != nil {
+		s.m.OnBrokerRead(meta, key, n, wait, read, err)
+	}
+}
+
+func (h *clientMetrics) OnBrokerWrite(meta kgo.BrokerMetadata, key int16, n int, wait, write time.Duration, err error) {
+	if s := h.set.Load(); s != nil {
+		s.m.OnBrokerWrite(meta, key, n, wait, write, err)
+	}
+}
+
+func (h *clientMetrics) OnBrokerE2E(meta kgo.BrokerMetadata, key int16, e2e kgo.BrokerE2E) {
+	if s := h.set.Load(); s != nil {
+		s.m.OnBrokerE2E(meta, key, e2e)
+	}
+}
+
+func (h *clientMetrics) OnProduceBatchWritten(meta kgo.BrokerMetadata, topic string, p int32, m kgo.ProduceBatchMetrics) {
+	if s := h.set.Load(); s != nil {
+		s.m.OnProduceBatchWritten(meta, topic, p, m)
+	}
+}
+
+func (h *clientMetrics) OnFetchBatchRead(meta kgo.BrokerMetadata, topic string, p int32, m kgo.FetchBatchMetrics) {
+	if s := h.set.Load(); s != nil {
+		s.m.OnFetchBatchRead(meta, topic, p, m)
+	}
+}
+
+// kpromRegisterer is the registerer kprom is given. It leaves out kprom's
+// buffered-records gauges (the only collectors kprom makes that are single
+// metrics), which kpromSet replaces, and never panics: client metrics are
+// not worth failing the operator for.
+type kpromRegisterer struct{ prometheus.Registerer }
+
+func (r kpromRegisterer) Register(c prometheus.Collector) error {
+	if _, gauge := c.(prometheus.Metric); gauge {
+		return nil
+	}
+	return r.Registerer.Register(c)
+}
+
+func (r kpromRegisterer) MustRegister(cs ...prometheus.Collector) {
 	for _, c := range cs {
-		// A collector that still cannot be registered is left out: client
-		// metrics are not worth failing the operator for.
 		_ = r.Register(c)
 	}
 }
 
-// sharedKprom lets several franz-go clients share one kprom.Metrics. kprom
-// registers its collectors when a client is created and unregisters them
-// when it closes, which suits one client; the sink's transactional pool
-// creates a client per transactional id with the same options. So the
-// first client of the set registers, later ones add to the same counters,
-// and the last one to close unregisters. The buffered-records gauges
-// follow the first client.
-type sharedKprom struct {
-	m *kprom.Metrics
-
-	mu      sync.Mutex
-	clients int
-}
-
-var (
-	_ kgo.HookNewClient           = (*sharedKprom)(nil)
-	_ kgo.HookClientClosed        = (*sharedKprom)(nil)
-	_ kgo.HookBrokerConnect       = (*sharedKprom)(nil)
-	_ kgo.HookBrokerDisconnect    = (*sharedKprom)(nil)
-	_ kgo.HookBrokerThrottle      = (*sharedKprom)(nil)
-	_ kgo.HookBrokerRead          = (*sharedKprom)(nil)
-	_ kgo.HookBrokerWrite         = (*sharedKprom)(nil)
-	_ kgo.HookBrokerE2E           = (*sharedKprom)(nil)
-	_ kgo.HookProduceBatchWritten = (*sharedKprom)(nil)
-	_ kgo.HookFetchBatchRead      = (*sharedKprom)(nil)
-)
-
-func (s *sharedKprom) OnNewClient(cl *kgo.Client) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.clients++
-	if s.clients == 1 {
-		s.m.OnNewClient(cl)
-	}
-}
-
-func (s *sharedKprom) OnClientClosed(cl *kgo.Client) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.clients--
-	if s.clients == 0 {
-		s.m.OnClientClosed(cl)
-	}
-}
-
-func (s *sharedKprom) OnBrokerConnect(meta kgo.BrokerMetadata, dial time.Duration, conn net.Conn, err error) {
-	s.m.OnBrokerConnect(meta, dial, conn, err)
-}
-
-func (s *sharedKprom) OnBrokerDisconnect(meta kgo.BrokerMetadata, conn net.Conn) {
-	s.m.OnBrokerDisconnect(meta, conn)
-}
-
-func (s *sharedKprom) OnBrokerThrottle(meta kgo.BrokerMetadata, interval time.Duration, after bool) {
-	s.m.OnBrokerThrottle(meta, interval, after)
-}
-
-func (s *sharedKprom) OnBrokerRead(meta kgo.BrokerMetadata, key int16, n int, wait, read time.Duration, err error) {
-	s.m.OnBrokerRead(meta, key, n, wait, read, err)
-}
-
-func (s *sharedKprom) OnBrokerWrite(meta kgo.BrokerMetadata, key int16, n int, wait, write time.Duration, err error) {
-	s.m.OnBrokerWrite(meta, key, n, wait, write, err)
-}
-
-func (s *sharedKprom) OnBrokerE2E(meta kgo.BrokerMetadata, key int16, e2e kgo.BrokerE2E) {
-	s.m.OnBrokerE2E(meta, key, e2e)
-}
-
-func (s *sharedKprom) OnProduceBatchWritten(meta kgo.BrokerMetadata, topic string, p int32, m kgo.ProduceBatchMetrics) {
-	s.m.OnProduceBatchWritten(meta, topic, p, m)
-}
-
-func (s *sharedKprom) OnFetchBatchRead(meta kgo.BrokerMetadata, topic string, p int32, m kgo.FetchBatchMetrics) {
-	s.m.OnFetchBatchRead(meta, topic, p, m)
-}
-
 // registerReaderMetrics exports a reader's lag per partition, its skipped
 // records and failed group offset commits, read at scrape time.
-func registerReaderMetrics(g *metrics.Group, lag *lagTable, skipped, failed func() int64) func() {
+func registerReaderMetrics(g *metrics.Group, lag func() map[TopicPartition]int64, skipped, failed func() int64) func() {
 	rmLag := g.Func(metrics.GaugeKind, metricLag,
-		"Records between a Kafka source reader's position and the end of the partition it can read (the high watermark, or the last stable offset under read_committed).",
+		"Records between what a Kafka source reader emitted and the end of the partition it can read (the high watermark, or the last stable offset under read_committed; the stopping offset of a bounded split if lower).",
 		[]string{"topic", "partition"}, func(emit func(float64, ...string)) {
-			for tp, v := range lag.snapshot() {
+			for tp, v := range lag() {
 				emit(float64(v), tp.Topic, strconv.Itoa(int(tp.Partition)))
 			}
 		})

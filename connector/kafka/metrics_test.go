@@ -3,8 +3,8 @@ package kafka
 import (
 	"context"
 	"fmt"
-	"github.com/splitflow/splitflow/metrics/metricstest"
 	"log/slog"
+	"maps"
 	"sync"
 	"testing"
 	"time"
@@ -15,7 +15,10 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/splitflow/splitflow/connector"
+	"github.com/splitflow/splitflow/metrics"
+	"github.com/splitflow/splitflow/metrics/metricstest"
 	"github.com/splitflow/splitflow/runtime"
+	"github.com/splitflow/splitflow/txn"
 )
 
 // fakeTopic starts a kfake cluster with topic of partitions partitions
@@ -171,7 +174,236 @@ func TestMetricsOfBackpressuredReader(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+
+	// The fetcher is parked on the full queue and fetches nothing, yet the
+	// lag must follow the end of the partition as records keep coming.
+	before, _ := metricstest.Sum(t, reg, "splitflow_kafka_source_lag_records", map[string]string{"uid": "in", "topic": topic, "partition": "0"})
+	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	const more = 100
+	produceValues(t, cl, topic, 0, 0, more)
+	for {
+		lag, _ := metricstest.Sum(t, reg, "splitflow_kafka_source_lag_records", map[string]string{"uid": "in", "topic": topic, "partition": "0"})
+		if lag >= before+more {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("lag %v after %d more records, want at least %v: it froze under backpressure", lag, more, before+more)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 	close(sink.release)
+}
+
+// groupCtx is the SinkInitContext of subtask 0 of 1 with a metric group.
+type groupCtx struct {
+	initCtx
+	g        *metrics.Group
+	restored int64 // -1: not restored
+}
+
+func (c groupCtx) MetricGroup() *metrics.Group { return c.g }
+func (c groupCtx) RestoredCheckpointID() (int64, bool) {
+	return c.restored, c.restored >= 0
+}
+
+// transactions returns the sink's transaction counts by outcome.
+func transactions(t *testing.T, reg *prometheus.Registry) map[string]float64 {
+	t.Helper()
+	m := map[string]float64{}
+	for _, o := range []string{"committed", "restored", "aborted"} {
+		m[o], _ = metricstest.Sum(t, reg, "splitflow_kafka_sink_transactions_total", map[string]string{"outcome": o})
+	}
+	return m
+}
+
+// A committable restored from a checkpoint is committed again after a
+// failover, which succeeds whether or not the previous attempt committed
+// it (package txn, rule 1): it counts as restored, so that committed
+// counts each transaction once.
+func TestSinkCountsRestoredCommitsApart(t *testing.T) {
+	f, err := kfake.NewCluster(kfake.NumBrokers(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	c := cluster{seeds: f.ListenAddrs(), fake: f}
+	topic := c.topic(t)
+	reg := prometheus.NewRegistry()
+	ctx := groupCtx{g: metrics.NewRegistry(reg).Group("out", "out", 0), restored: -1}
+	s := stringSink(t, c, topic, "counted")
+	cw, err := s.CreateWriter(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := cw.(*sinkWriter[string])
+	write(t, w, "a")
+	cs := prepare(t, w, 1)
+	commitWith := func(ctx groupCtx) {
+		t.Helper()
+		cm, err := s.CreateCommitter(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cm.Close()
+		r := &request{c: cs[0]}
+		if err := cm.Commit(context.Background(), []connector.CommitRequest[txn.Committable]{r}); err != nil || r.outcome != "" {
+			t.Fatalf("commit: %v %s %v", err, r.outcome, r.err)
+		}
+	}
+	commitWith(ctx)
+	// The attempt fails after the commit; the next restores checkpoint 1
+	// and commits its committable again.
+	_ = w.Close()
+	commitWith(groupCtx{g: ctx.g, restored: 1})
+	want := map[string]float64{"committed": 1, "restored": 1, "aborted": 0}
+	if got := transactions(t, reg); !maps.Equal(got, want) {
+		t.Fatalf("transactions %v, want %v", got, want)
+	}
+}
+
+// A writer of an older attempt may close after the newer one started (a
+// Close that outlived the failover). The newer writer already aborted the
+// older one's open transaction as lingering; the older one's own abort,
+// fenced, may still report success. The transaction is counted once.
+func TestSinkCountsZombieAbortOnce(t *testing.T) {
+	f, err := kfake.NewCluster(kfake.NumBrokers(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	c := cluster{seeds: f.ListenAddrs(), fake: f}
+	topic := c.topic(t)
+	reg := prometheus.NewRegistry()
+	ctx := groupCtx{g: metrics.NewRegistry(reg).Group("out", "out", 0), restored: -1}
+	prefix := "zombie"
+	s := stringSink(t, c, topic, prefix) // a failover keeps the job's sink
+	old, err := s.CreateWriter(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	write(t, old.(*sinkWriter[string]), "open")
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.seeds...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	id := txn.TransactionalID(prefix, 0, 0)
+	deadline := time.Now().Add(20 * time.Second)
+	for { // until the broker holds the transaction open
+		d, err := kadm.NewClient(cl).DescribeTransactions(context.Background(), id)
+		if err == nil && d[id].State == "Ongoing" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("transaction %s never became ongoing: %v %v", id, d, err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	w, err := s.CreateWriter(ctx) // aborts the open transaction
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	closeErr := old.Close()
+	want := map[string]float64{"committed": 0, "restored": 0, "aborted": 1}
+	if got := transactions(t, reg); !maps.Equal(got, want) {
+		t.Fatalf("transactions %v, want %v (the zombie's close: %v)", got, want, closeErr)
+	}
+}
+
+// Clients of one role overlap: the fetcher manager may start a new split
+// reader while the old one's client closes, and a failover creates the
+// clients of an attempt while the previous attempt's Close is under way.
+// The role's client metrics stay exported while any of its clients is
+// open, and go with the last (prometheus.Registry.Unregister matches by
+// descriptor, so a newer set that replaced the first client's would be
+// removed by the first client's close).
+func TestClientMetricsOfOverlappingClients(t *testing.T) {
+	f, err := kfake.NewCluster(kfake.NumBrokers(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	reg := prometheus.NewRegistry()
+	g := metrics.NewRegistry(reg).Group("in", "in", 0)
+	open := func() *kgo.Client {
+		t.Helper()
+		cl, err := kgo.NewClient(append(clientMetricOpts(g, "source-reader"), kgo.SeedBrokers(f.ListenAddrs()...))...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cl.Ping(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		return cl
+	}
+	role := map[string]string{"uid": "in", "role": "source-reader"}
+	a := open()
+	b := open()
+	a.Close()
+	if _, n := metricstest.Sum(t, reg, "splitflow_kafka_connects_total", role); n == 0 {
+		t.Fatal("closing the first client removed the metrics of the second, still open")
+	}
+	if _, n := metricstest.Sum(t, reg, "splitflow_kafka_buffered_fetch_records", role); n != 1 {
+		t.Errorf("%d series of buffered fetch records, want 1", n)
+	}
+	for _, name := range []string{"splitflow_kafka_buffered_fetch_records_total", "splitflow_kafka_buffered_produce_records_total"} {
+		if _, n := metricstest.Sum(t, reg, name, nil); n != 0 {
+			t.Errorf("%s is exported: a gauge must not be named _total", name)
+		}
+	}
+	b.Close()
+	for _, name := range []string{"splitflow_kafka_connects_total", "splitflow_kafka_buffered_fetch_records"} {
+		if _, n := metricstest.Sum(t, reg, name, role); n != 0 {
+			t.Errorf("%s outlives the role's last client", name)
+		}
+	}
+	// A client of the role opened afterwards exports them again.
+	c := open()
+	defer c.Close()
+	if _, n := metricstest.Sum(t, reg, "splitflow_kafka_connects_total", role); n == 0 {
+		t.Error("a new client of the role exports no metrics")
+	}
+}
+
+// The lag of a bounded split is measured against its stopping offset, and
+// the split takes its lag along when it finishes; an unbounded split that
+// has emitted everything has no lag.
+func TestLagOfFinishedBoundedSplitIsGone(t *testing.T) {
+	c, cl := fakeCluster(t, map[string]int32{"t": 2})
+	produceValues(t, cl, "t", 0, 0, 10)
+	produceValues(t, cl, "t", 1, 0, 10)
+	src := newTestSource(t, StringValues(), c.ListenAddrs())
+	bounded, unbounded := TopicPartition{Topic: "t", Partition: 0}, TopicPartition{Topic: "t", Partition: 1}
+	r := newTestReader(t, src, []Split{NewSplit(bounded, 0, 5), NewSplit(unbounded, 0, NoStoppingOffset)})
+	rd := r.(*Reader[string])
+	out := &collect[string]{}
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		lag := rd.Lag()
+		_, boundedLeft := lag[bounded]
+		v, ok := lag[unbounded]
+		if len(out.recs) == 15 && !boundedLeft && ok && v == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after %d records, lag %v: want no entry for the finished %s and 0 for %s", len(out.recs), lag, bounded, unbounded)
+		}
+		st, err := r.PollNext(out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st == connector.NothingAvailable {
+			select {
+			case <-r.Available():
+			case <-time.After(20 * time.Millisecond):
+			}
+		}
+	}
 }
 
 func quietLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }

@@ -93,7 +93,6 @@ func (r *splitReader) HandleSplitsChanges(ch base.SplitsChange[Split]) error {
 		r.finished = slices.DeleteFunc(r.finished, func(id string) bool { return id == s.SplitID() })
 		delete(r.parts, s.TopicPartition)
 		rm[s.Topic] = append(rm[s.Topic], s.Partition)
-		r.lag.remove(s.TopicPartition)
 	}
 	if len(rm) > 0 {
 		r.cl.RemoveConsumePartitions(rm)
@@ -162,7 +161,6 @@ func (r *splitReader) Fetch(ctx context.Context) (base.RecordsWithSplitIDs[*kgo.
 				batch.AddFinishedSplit(ps.id)
 				delete(r.parts, tp)
 				r.cl.RemoveConsumePartitions(map[string][]int32{topic: {p}})
-				r.lag.remove(tp)
 			}
 		default:
 			var dl *kgo.ErrDataLoss
@@ -191,7 +189,7 @@ func (r *splitReader) Fetch(ctx context.Context) (base.RecordsWithSplitIDs[*kgo.
 		if !ok {
 			return // removed while the fetch was in flight
 		}
-		next := int64(-1)
+		next, dataNext := int64(-1), int64(-1)
 		for _, rec := range fp.Records {
 			if ps.stop != NoStoppingOffset && rec.Offset >= ps.stop {
 				next = ps.stop
@@ -201,14 +199,15 @@ func (r *splitReader) Fetch(ctx context.Context) (base.RecordsWithSplitIDs[*kgo.
 			if !rec.Attrs.IsControl() {
 				batch.Add(ps.id, rec)
 				bytes += recordBytes(rec)
+				dataNext = next
 			}
 		}
-		if next >= 0 {
+		if fp.Err == nil { // a failed partition's offsets mean nothing
 			end := fp.HighWatermark
 			if r.cfg.readCommitted {
 				end = fp.LastStableOffset
 			}
-			r.lag.set(tp, end-next)
+			r.lag.fetched(tp, end, next, dataNext)
 		}
 		// A bounded split ends when the position reaches its stopping
 		// offset: a position, since markers take offsets too.
@@ -238,20 +237,64 @@ func (r *splitReader) Close() error {
 	return nil
 }
 
-// lagTable holds per-partition lag (records between the read position and
-// the end a consumer of this isolation level can read), written by the
-// fetcher and read by metrics.
+// lagTable tells, per partition a reader holds, how many records lie
+// between what the task has emitted and the end of the partition it can
+// read (the high watermark, or the last stable offset under
+// read_committed), capped at the stopping offset of a bounded split. It is
+// computed when read, from values three parties keep up to date:
+//
+//   - the task goroutine adds an entry when it takes a split and removes it
+//     when the split finishes or is removed, and publishes the position
+//     after the records it emitted (emitter.publish, per batch);
+//   - the fetcher records the end each fetch response reports, and how far
+//     it fetched;
+//   - the reader asks the broker for the end of partitions no fetch has
+//     reported on lately (Reader.refreshEnds). A fetcher parked on a full
+//     elements queue fetches nothing, yet the lag of a backpressured reader
+//     is what an operator most wants to see grow.
+//
+// Measuring from what the task emitted, not from what the fetcher fetched,
+// counts the records waiting in the elements queue as lag too: they have
+// not left the source.
 type lagTable struct {
 	mu sync.Mutex
-	m  map[TopicPartition]int64
+	m  map[TopicPartition]*partLag
 }
 
-func (l *lagTable) set(tp TopicPartition, v int64) {
+// partLag is one partition's entry. emitted is the task's; the other
+// fields are guarded by lagTable.mu.
+type partLag struct {
+	stop int64 // the split's stopping offset, or NoStoppingOffset
+	end  int64 // -1 until known
+	// endAt is when a fetch or a ListOffsets answer last gave end.
+	endAt time.Time
+	// fetched is the position after the last record fetched, control
+	// records included; dataNext the offset after the last data record
+	// fetched. Once the task has emitted up to dataNext, everything up to
+	// fetched was transaction markers, and the position is fetched.
+	fetched, dataNext int64
+	emitted           atomic.Int64
+}
+
+// track adds the entry of a split that starts at start; task goroutine.
+func (l *lagTable) track(tp TopicPartition, start, stop int64) *partLag {
+	pl := &partLag{stop: stop, end: -1, fetched: start, dataNext: start}
+	pl.emitted.Store(start)
 	l.mu.Lock()
 	if l.m == nil {
-		l.m = map[TopicPartition]int64{}
+		l.m = map[TopicPartition]*partLag{}
 	}
-	l.m[tp] = max(v, 0)
+	l.m[tp] = pl
+	l.mu.Unlock()
+	return pl
+}
+
+// untrack removes tp's entry if it is still pl; task goroutine.
+func (l *lagTable) untrack(tp TopicPartition, pl *partLag) {
+	l.mu.Lock()
+	if l.m[tp] == pl {
+		delete(l.m, tp)
+	}
 	l.mu.Unlock()
 }
 
@@ -261,22 +304,88 @@ func (l *lagTable) remove(tp TopicPartition) {
 	l.mu.Unlock()
 }
 
+// fetched records what a fetch response said of tp: its end, and the
+// positions after the last record and the last data record it returned
+// (-1: none).
+func (l *lagTable) fetched(tp TopicPartition, end, next, dataNext int64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	pl := l.m[tp]
+	if pl == nil {
+		return
+	}
+	if end >= 0 {
+		pl.end, pl.endAt = end, time.Now()
+	}
+	if next >= 0 {
+		pl.fetched = next
+	}
+	if dataNext >= 0 {
+		pl.dataNext = dataNext
+	}
+}
+
+// listedEnd records an end a ListOffsets request returned. A fetch
+// response may have reported a newer one meanwhile, so it only moves the
+// end forward.
+func (l *lagTable) listedEnd(tp TopicPartition, end int64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if pl := l.m[tp]; pl != nil && end > pl.end {
+		pl.end, pl.endAt = end, time.Now()
+	}
+}
+
+// staleTopics returns the topics with a partition whose end is older than
+// maxAge.
+func (l *lagTable) staleTopics(maxAge time.Duration) []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var topics []string
+	for tp, pl := range l.m {
+		if time.Since(pl.endAt) >= maxAge && !slices.Contains(topics, tp.Topic) {
+			topics = append(topics, tp.Topic)
+		}
+	}
+	return topics
+}
+
+// snapshot returns the lag of every partition whose end is known.
 func (l *lagTable) snapshot() map[TopicPartition]int64 {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	m := make(map[TopicPartition]int64, len(l.m))
-	for k, v := range l.m {
-		m[k] = v
+	for tp, pl := range l.m {
+		if pl.end < 0 {
+			continue
+		}
+		pos := pl.emitted.Load()
+		if pos >= pl.dataNext {
+			pos = max(pos, pl.fetched)
+		}
+		end := pl.end
+		if pl.stop != NoStoppingOffset {
+			end = min(end, pl.stop)
+		}
+		m[tp] = max(end-pos, 0)
 	}
 	return m
 }
 
-// splitState is a split being read: Next is the offset after the last
+// splitState is a split being read: next is the offset after the last
 // emitted record.
 type splitState struct {
 	split Split
 	next  int64
+	lag   *partLag
+	// dirty: next moved since it was last published to lag.
+	dirty bool
 }
+
+// lagPublishEvery is how many records the emitter emits before it
+// publishes positions; the reader also publishes whenever it runs out of
+// records to emit.
+const lagPublishEvery = 256
 
 // emitter deserializes a record, emits it with its timestamp, and advances
 // its split's state; on the task goroutine.
@@ -284,6 +393,11 @@ type emitter[T any] struct {
 	deser   Deserializer[T]
 	skip    bool
 	skipped *atomic.Int64
+
+	// Splits whose position moved since the last publication, and the
+	// records emitted since then; task goroutine only.
+	dirty   []*splitState
+	emitted int
 }
 
 func (e *emitter[T]) Emit(rec *kgo.Record, out connector.SourceOutput[T], st *splitState) error {
@@ -297,7 +411,26 @@ func (e *emitter[T]) Emit(rec *kgo.Record, out connector.SourceOutput[T], st *sp
 		out.CollectWithTimestamp(v, rec.Timestamp.UnixMilli())
 	}
 	st.next = rec.Offset + 1
+	if !st.dirty {
+		st.dirty = true
+		e.dirty = append(e.dirty, st)
+	}
+	if e.emitted++; e.emitted >= lagPublishEvery {
+		e.publish()
+	}
 	return nil
+}
+
+// publish makes the positions of the splits emitted from visible to the lag
+// table: one atomic store per split, not per record.
+func (e *emitter[T]) publish() {
+	for i, st := range e.dirty {
+		st.lag.emitted.Store(st.next)
+		st.dirty = false
+		e.dirty[i] = nil
+	}
+	e.dirty = e.dirty[:0]
+	e.emitted = 0
 }
 
 // BadRecordError is a record the deserializer rejected.

@@ -182,6 +182,9 @@ type Sink[T any] struct {
 	// checkpoint completes: a failure before then restores and commits
 	// the same committables again, which a moved epoch would refuse.
 	restored map[int][]string
+	// latest numbers the exactly-once writers of each subtask, to tell the
+	// newest from writers of older attempts still closing (writerGen).
+	latest map[int]uint64
 }
 
 var _ connector.TwoPhaseCommittingSink[string, txn.Committable] = (*Sink[string])(nil)
@@ -198,7 +201,7 @@ func NewSink[T any](ser RecordSerializer[T], opts ...SinkOpt) (*Sink[T], error) 
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	return &Sink[T]{cfg: cfg, ser: ser, pools: map[int]*txn.Pool{}, restored: map[int][]string{}}, nil
+	return &Sink[T]{cfg: cfg, ser: ser, pools: map[int]*txn.Pool{}, restored: map[int][]string{}, latest: map[int]uint64{}}, nil
 }
 
 // CommitterRequired is true in exactly-once mode: the records are visible
@@ -258,6 +261,10 @@ func (s *Sink[T]) CreateWriter(ictx connector.SinkInitContext) (connector.SinkWr
 	s.mu.Lock()
 	keep := s.restored[w.sub]
 	delete(s.restored, w.sub)
+	// Before abortLingering: from here on an older writer of the subtask
+	// is a zombie whose open transaction this writer aborts and counts.
+	s.latest[w.sub]++
+	w.gen = s.latest[w.sub]
 	s.mu.Unlock()
 	if err := s.abortLingering(ictx, keep, w.txns); err != nil {
 		w.cancel()
@@ -310,6 +317,17 @@ func (s *Sink[T]) noteRestored(subtask int, id string) {
 	}
 }
 
+// isLatest reports whether gen numbers the newest exactly-once writer of
+// subtask. Only that writer counts the aborts of its own transactions: the
+// open transaction of an older one was aborted, and counted, by a newer
+// writer's abortLingering, and the older writer's own abort may still
+// succeed or fail (it is fenced) without telling which.
+func (s *Sink[T]) isLatest(subtask int, gen uint64) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.latest[subtask] == gen
+}
+
 func (s *Sink[T]) pool(subtask int) *txn.Pool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -327,7 +345,11 @@ func (s *Sink[T]) dropPool(subtask int, p *txn.Pool) {
 // CreateCommitter returns the committer of one subtask.
 func (s *Sink[T]) CreateCommitter(ictx connector.SinkInitContext) (connector.Committer[txn.Committable], error) {
 	g := metrics.GroupOf(ictx)
-	return &committer[T]{s: s, sub: ictx.SubtaskIndex(), metrics: g, txns: transactionsCounter(g),
+	restoredFrom := int64(-1)
+	if id, ok := ictx.RestoredCheckpointID(); ok {
+		restoredFrom = id
+	}
+	return &committer[T]{s: s, sub: ictx.SubtaskIndex(), metrics: g, txns: transactionsCounter(g), restoredFrom: restoredFrom,
 		latency: g.Histogram(metricCommitTime, "Time a Kafka sink committer took to commit one transaction, retries of transient answers included.",
 			[]float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30})}, nil
 }
@@ -347,6 +369,7 @@ type sinkWriter[T any] struct {
 
 	pool *txn.Pool // ExactlyOnce
 	tx   *txn.Txn
+	gen  uint64 // see Sink.isLatest
 
 	mu     sync.Mutex
 	errOut error // first failed produce of AtLeastOnce and None
@@ -448,7 +471,9 @@ func (w *sinkWriter[T]) PrepareCommit(checkpointID int64) ([]txn.Committable, er
 	c, ok, err := tx.Prepare(w.ctx, checkpointID)
 	if err != nil {
 		// Prepare aborted the transaction.
-		w.txns.WithLabelValues("aborted").Inc()
+		if w.s.isLatest(w.sub, w.gen) {
+			w.txns.WithLabelValues("aborted").Inc()
+		}
 		return nil, fmt.Errorf("kafka sink: subtask %d: %w", w.sub, err)
 	}
 	if !ok {
@@ -474,13 +499,17 @@ func (w *sinkWriter[T]) Close() error {
 		w.cl.Close()
 		return nil
 	}
-	if w.tx != nil {
-		w.txns.WithLabelValues("aborted").Inc() // the pool aborts it
-	}
+	open := w.tx != nil
 	w.s.dropPool(w.sub, w.pool)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	return w.pool.Close(ctx)
+	err := w.pool.Close(ctx) // aborts the open transaction
+	if open && err == nil && w.s.isLatest(w.sub, w.gen) {
+		// An abort that failed leaves the transaction to the next
+		// writer's abortLingering, which counts it.
+		w.txns.WithLabelValues("aborted").Inc()
+	}
+	return err
 }
 
 type committer[T any] struct {
@@ -490,6 +519,10 @@ type committer[T any] struct {
 	metrics *metrics.Group
 	txns    *prometheus.CounterVec
 	latency prometheus.Observer
+	// restoredFrom is the checkpoint the committer's attempt restored
+	// from, -1 for none. Its committables and older ones are restored:
+	// the previous attempt may have committed them already.
+	restoredFrom int64
 
 	plain *kgo.Client // for committables no live pool holds
 }
@@ -523,7 +556,15 @@ func (c *committer[T]) Commit(ctx context.Context, reqs []connector.CommitReques
 		var dl *txn.DataLossError
 		switch {
 		case err == nil:
-			c.txns.WithLabelValues("committed").Inc()
+			// Committing an already committed transaction succeeds too, so
+			// a restored committable cannot tell a first commit from a
+			// repeat: it has an outcome of its own, and "committed" counts
+			// each transaction of this attempt once.
+			outcome := "committed"
+			if cm.CheckpointID <= c.restoredFrom {
+				outcome = "restored"
+			}
+			c.txns.WithLabelValues(outcome).Inc()
 			c.latency.Observe(time.Since(began).Seconds())
 			if p == nil {
 				c.s.noteRestored(c.sub, cm.TransactionalID)

@@ -79,18 +79,26 @@ func (s *Source[T]) CreateReader(ctx connector.SourceReaderContext) (connector.S
 		return nil, err
 	}
 	r := &Reader[T]{cfg: cfg, lag: lag, offsets: map[int64]map[TopicPartition]int64{}, metrics: g}
-	em := &emitter[T]{deser: s.deser, skip: cfg.skipBadRecords, skipped: &r.skipped}
+	r.em = &emitter[T]{deser: s.deser, skip: cfg.skipBadRecords, skipped: &r.skipped}
 	hooks := base.SplitStateFuncs[Split, splitState]{
-		Initialize: func(sp Split) splitState { return splitState{split: sp, next: sp.StartingOffset} },
+		Initialize: func(sp Split) splitState {
+			return splitState{split: sp, next: sp.StartingOffset, lag: lag.track(sp.TopicPartition, sp.StartingOffset, sp.StoppingOffset)}
+		},
 		Convert: func(_ string, st splitState) Split {
 			return NewSplit(st.split.TopicPartition, st.next, st.split.StoppingOffset)
 		},
+		Finished: func(finished map[string]splitState) error {
+			for _, st := range finished {
+				lag.untrack(st.split.TopicPartition, st.lag)
+			}
+			return nil
+		},
 	}
-	r.SourceReaderBase, err = base.NewSourceReaderBase[*kgo.Record, T, Split, splitState](ctx, mgr, em, hooks)
+	r.SourceReaderBase, err = base.NewSourceReaderBase[*kgo.Record, T, Split, splitState](ctx, mgr, r.em, hooks)
 	if err != nil {
 		return nil, err
 	}
-	r.unregister = registerReaderMetrics(g, lag, r.skipped.Load, r.failed.Load)
+	r.unregister = registerReaderMetrics(g, r.lagForMetrics, r.skipped.Load, r.failed.Load)
 	return r, nil
 }
 
@@ -100,6 +108,7 @@ func (s *Source[T]) CreateReader(ctx connector.SourceReaderContext) (connector.S
 type Reader[T any] struct {
 	*base.SourceReaderBase[*kgo.Record, T, Split, splitState]
 	cfg     *sourceConfig
+	em      *emitter[T]
 	lag     *lagTable
 	skipped atomic.Int64
 
@@ -107,10 +116,15 @@ type Reader[T any] struct {
 	// completes; task goroutine only.
 	offsets map[int64]map[TopicPartition]int64
 
-	commitMu sync.Mutex
-	commitCl *kgo.Client
-	commitWG sync.WaitGroup
-	failed   atomic.Int64 // offset commits that failed
+	// commitMu guards the client of group offset commits and end offset
+	// lists, and the background work that uses it (bg).
+	commitMu    sync.Mutex
+	commitCl    *kgo.Client
+	closed      bool
+	refreshing  bool      // a ListOffsets for lag is in flight
+	lastRefresh time.Time // when it was sent
+	bg          sync.WaitGroup
+	failed      atomic.Int64 // offset commits that failed
 
 	metrics    *metrics.Group
 	unregister func() // removes the reader's scrape-time metrics
@@ -146,24 +160,19 @@ func (r *Reader[T]) NotifyCheckpointComplete(checkpointID int64) error {
 	}
 	r.commitMu.Lock()
 	defer r.commitMu.Unlock()
-	if r.commitCl == nil {
-		opts := append(append([]kgo.Opt(nil), r.cfg.kgoOpts...), kgo.SeedBrokers(r.cfg.seeds...))
-		cl, err := kgo.NewClient(append(opts, clientMetricOpts(r.metrics, "source-offsets")...)...)
-		if err != nil {
-			r.failed.Add(1)
-			r.cfg.logger.Warn("kafka source: offset commit client", "err", err)
-			return nil
-		}
-		r.commitCl = cl
+	cl, err := r.offsetsClient()
+	if err != nil {
+		r.failed.Add(1)
+		r.cfg.logger.Warn("kafka source: offset commit client", "err", err)
+		return nil
 	}
 	offs := kadm.Offsets{}
 	for tp, o := range m {
 		offs.Add(kadm.Offset{Topic: tp.Topic, Partition: tp.Partition, At: o, LeaderEpoch: -1})
 	}
-	cl := r.commitCl
-	r.commitWG.Add(1)
+	r.bg.Add(1)
 	go func() {
-		defer r.commitWG.Done()
+		defer r.bg.Done()
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
 		resp, err := kadm.NewClient(cl).CommitOffsets(ctx, r.cfg.groupID, offs)
@@ -179,11 +188,105 @@ func (r *Reader[T]) NotifyCheckpointComplete(checkpointID int64) error {
 	return nil
 }
 
-// Close stops the fetcher and waits for offset commits in flight.
+// offsetsClient returns the client of group offset commits and end offset
+// lists, creating it on first use; commitMu held.
+func (r *Reader[T]) offsetsClient() (*kgo.Client, error) {
+	if r.commitCl == nil {
+		opts := append(append([]kgo.Opt(nil), r.cfg.kgoOpts...), kgo.SeedBrokers(r.cfg.seeds...))
+		cl, err := kgo.NewClient(append(opts, clientMetricOpts(r.metrics, "source-offsets")...)...)
+		if err != nil {
+			return nil, err
+		}
+		r.commitCl = cl
+	}
+	return r.commitCl, nil
+}
+
+// endRefreshAfter is how old the end of a partition may grow, for want of
+// fetch responses, before a scrape of the lag asks the broker for it.
+const endRefreshAfter = time.Second
+
+// lagForMetrics is the lag a scrape reports. It also asks the broker, in
+// the background, for the ends no fetch has reported on lately: the next
+// scrape sees them. With records flowing, fetch responses keep every end
+// fresh and no request is sent.
+func (r *Reader[T]) lagForMetrics() map[TopicPartition]int64 {
+	r.refreshEnds()
+	return r.lag.snapshot()
+}
+
+// refreshEnds lists the end offsets of stale partitions, one request at a
+// time and at most one per endRefreshAfter.
+func (r *Reader[T]) refreshEnds() {
+	r.commitMu.Lock()
+	defer r.commitMu.Unlock()
+	if r.closed || r.refreshing || time.Since(r.lastRefresh) < endRefreshAfter {
+		return
+	}
+	topics := r.lag.staleTopics(endRefreshAfter)
+	if len(topics) == 0 {
+		return
+	}
+	cl, err := r.offsetsClient()
+	if err != nil {
+		return // lag keeps its last known ends
+	}
+	r.refreshing, r.lastRefresh = true, time.Now()
+	r.bg.Add(1)
+	go func() {
+		defer r.bg.Done()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		adm := kadm.NewClient(cl)
+		list := adm.ListEndOffsets
+		if r.cfg.readCommitted {
+			list = adm.ListCommittedOffsets // the last stable offsets
+		}
+		// A partial answer (err set) still holds the partitions it could
+		// list.
+		offs, _ := list(ctx, topics...)
+		offs.Each(func(o kadm.ListedOffset) {
+			if o.Err == nil {
+				r.lag.listedEnd(TopicPartition{Topic: o.Topic, Partition: o.Partition}, o.Offset)
+			}
+		})
+		r.commitMu.Lock()
+		r.refreshing = false
+		r.commitMu.Unlock()
+	}()
+}
+
+// PollNext emits as SourceReaderBase does, and publishes the positions
+// emitted whenever it runs out of records to emit, so that an idle reader
+// shows no lag.
+func (r *Reader[T]) PollNext(out connector.ReaderOutput[T]) (connector.InputStatus, error) {
+	st, err := r.SourceReaderBase.PollNext(out)
+	if st != connector.MoreAvailable {
+		r.em.publish()
+	}
+	return st, err
+}
+
+// RemoveSplits stops reading splits as SourceReaderBase does, and drops
+// their lag.
+func (r *Reader[T]) RemoveSplits(splits []Split) error {
+	err := r.SourceReaderBase.RemoveSplits(splits)
+	for _, s := range splits {
+		r.lag.remove(s.TopicPartition)
+	}
+	return err
+}
+
+// Close stops the fetcher and waits for offset commits and end offset
+// lists in flight.
 func (r *Reader[T]) Close() error {
 	err := r.SourceReaderBase.Close()
 	r.unregister()
-	r.commitWG.Wait()
+	r.commitMu.Lock()
+	// A scrape that began before unregister may still call refreshEnds.
+	r.closed = true
+	r.commitMu.Unlock()
+	r.bg.Wait()
 	r.commitMu.Lock()
 	if r.commitCl != nil {
 		r.commitCl.Close()
@@ -193,8 +296,10 @@ func (r *Reader[T]) Close() error {
 	return err
 }
 
-// Lag returns, per partition read, how many records lie between the read
-// position and the end (the last stable offset under read_committed).
+// Lag returns, per partition read, how many records lie between the
+// records emitted and the end (the last stable offset under
+// read_committed; at most the stopping offset of a bounded split), as of
+// the newest end known. A partition whose end is not known yet is absent.
 func (r *Reader[T]) Lag() map[TopicPartition]int64 { return r.lag.snapshot() }
 
 // Skipped returns how many records WithSkipBadRecords dropped.
