@@ -18,6 +18,7 @@ import (
 	"github.com/splitflow/splitflow/connector"
 	"github.com/splitflow/splitflow/connector/kafka"
 	"github.com/splitflow/splitflow/runtime"
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -62,7 +63,7 @@ func childMain(args []string) int {
 	var err error
 	switch kind {
 	case "franz-passthrough":
-		err = runFranzPassthrough(ctx, seeds, *in, *out)
+		err = runFranzPassthrough(ctx, seeds, *in, *out, *par)
 	case "splitflow-passthrough":
 		err = runSplitflow(ctx, seeds, *in, *out, *par, *guarantee, *checkpoint, nil)
 	case "splitflow-slowsink":
@@ -98,14 +99,54 @@ func childMain(args []string) int {
 }
 
 // runFranzPassthrough consumes in and produces every record to out, with
-// the same key and value, until ctx ends. No group, no offsets: the
-// ceiling of a consume -> produce loop, at-least-once.
-func runFranzPassthrough(ctx context.Context, seeds []string, in, out string) error {
-	cons, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.ConsumeTopics(in),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxBytes(32<<20),
+// the same key and value, until ctx ends: par independent consume ->
+// produce loops, each with its own consumer of a share of the partitions
+// and its own producer, as a team would hand-roll it at the parallelism
+// the engine gets. No group, no offsets, at-least-once: the ceiling.
+func runFranzPassthrough(ctx context.Context, seeds []string, in, out string, par int) error {
+	adm, err := kgo.NewClient(kgo.SeedBrokers(seeds...))
+	if err != nil {
+		return err
+	}
+	details, err := kadm.NewClient(adm).ListTopics(ctx, in)
+	adm.Close()
+	if err == nil {
+		err = details.Error()
+	}
+	if err != nil {
+		return fmt.Errorf("list %s: %w", in, err)
+	}
+	shares := make([]map[int32]kgo.Offset, par)
+	for i, p := range details[in].Partitions.Numbers() {
+		if shares[i%par] == nil {
+			shares[i%par] = map[int32]kgo.Offset{}
+		}
+		shares[i%par][p] = kgo.NewOffset().AtStart()
+	}
+	errc := make(chan error, par)
+	n := 0
+	for _, share := range shares {
+		if share == nil {
+			continue
+		}
+		n++
+		go func() { errc <- franzLoop(ctx, seeds, map[string]map[int32]kgo.Offset{in: share}, out) }()
+	}
+	var first error
+	for range n {
+		if err := <-errc; err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
+}
+
+// franzLoop is one consume -> produce loop over the given partitions.
+func franzLoop(ctx context.Context, seeds []string, parts map[string]map[int32]kgo.Offset, out string) error {
+	cons, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.ConsumePartitions(parts),
+		kgo.FetchMaxBytes(32<<20),
 		// The Java consumer's fetch.max.wait.ms, as Kafka Streams has it
-		// (franz-go's default is 5 s, which delays partitions that join the
-		// fetch session late).
+		// (franz-go's default is 5 s).
 		kgo.FetchMaxWait(500*time.Millisecond))
 	if err != nil {
 		return err
