@@ -95,15 +95,17 @@ func NewRegistry(reg *prometheus.Registry) *Registry {
 //
 // job names the job in that error.
 func Open(reg *prometheus.Registry, job string) (*Registry, error) {
+	// Opens are rare; one at a time, so that clearing a finished job's
+	// series and claiming the registry cannot interleave with another
+	// job doing the same.
+	openMu.Lock()
+	defer openMu.Unlock()
 	for {
-		c := &claimCollector{job: job}
+		r := NewRegistry(reg)
+		c := &claimCollector{job: job, r: r}
+		r.claim, r.owned = c, []prometheus.Collector{c}
 		err := reg.Register(c)
 		if err == nil {
-			r := NewRegistry(reg)
-			r.mu.Lock()
-			r.claim, r.owned = c, append(r.owned, c)
-			r.mu.Unlock()
-			c.r = r
 			return r, nil
 		}
 		var are prometheus.AlreadyRegisteredError
@@ -117,12 +119,12 @@ func Open(reg *prometheus.Registry, job string) (*Registry, error) {
 		if !prev.r.isClosed() {
 			return nil, fmt.Errorf("metrics: the registry holds the metrics of job %q, which is still running", prev.job)
 		}
-		// The previous job has ended: its series make way. Two jobs that
-		// race here both unregister (harmless twice) and then race to
-		// register their claim, which only one wins.
+		// The previous job has ended: its series make way.
 		prev.r.unregisterAll()
 	}
 }
+
+var openMu sync.Mutex
 
 // Close ends the job's use of its prometheus.Registry: the next Open on
 // it succeeds. The metrics stay registered until then (see Open).
@@ -144,7 +146,9 @@ func (r *Registry) unregisterAll() {
 	owned := r.owned
 	r.owned = nil
 	r.mu.Unlock()
-	for _, c := range owned {
+	// The claim was registered first: removing it last keeps the
+	// registry claimed until the rest is gone.
+	for _, c := range slices.Backward(owned) {
 		r.reg.Unregister(c)
 	}
 }

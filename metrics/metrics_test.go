@@ -1,8 +1,10 @@
 package metrics
 
 import (
+	"fmt"
 	"github.com/splitflow/splitflow/metrics/metricstest"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -145,5 +147,46 @@ func TestInvalidUTF8LabelValues(t *testing.T) {
 	}
 	if v, n := metricstest.Sum(t, reg, "splitflow_lag", nil); v != 1 || n != 1 {
 		t.Errorf("lag %v over %d series, want the valid one alone", v, n)
+	}
+}
+
+// Jobs starting at once on one registry, after a job that ended: exactly
+// one claims it, and its own registrations do not clash with the ended
+// job's series, which it cleared.
+func TestOpenRacesHaveOneWinner(t *testing.T) {
+	for round := range 200 {
+		reg := prometheus.NewRegistry()
+		old, err := Open(reg, "old")
+		if err != nil {
+			t.Fatal(err)
+		}
+		old.Group("Map", "m", 0).Counter("x_total", "help").Inc()
+		old.Close()
+		const n = 4
+		opened := make(chan *Registry, n)
+		var wg sync.WaitGroup
+		for i := range n {
+			wg.Go(func() {
+				if r, err := Open(reg, fmt.Sprint("job", i)); err == nil {
+					opened <- r
+				}
+			})
+		}
+		wg.Wait()
+		close(opened)
+		var winners []*Registry
+		for r := range opened {
+			winners = append(winners, r)
+		}
+		if len(winners) != 1 {
+			t.Fatalf("round %d: %d jobs claimed the registry, want 1", round, len(winners))
+		}
+		winners[0].Group("Map", "m", 0).Counter("x_total", "help").Add(3)
+		if err := winners[0].Err(); err != nil {
+			t.Fatalf("round %d: winner's registration: %v", round, err)
+		}
+		if v, _ := metricstest.Sum(t, reg, "splitflow_x_total", nil); v != 3 {
+			t.Fatalf("round %d: x_total %v, want the winner's 3", round, v)
+		}
 	}
 }
