@@ -93,6 +93,16 @@ func labelsKey(l prometheus.Labels) string {
 // the newer client's metrics. So a set is created and registered by the
 // first client of its labels, shared by every client that opens while it is
 // live, and unregistered by the last one to close.
+//
+// The sets register on the prometheus.Registerer directly, not through
+// metrics.Registry.Register: a set leaves when its last client closes, and
+// metrics.Registry cannot forget a collector it recorded. Had it recorded
+// a set, the next job's Open would unregister it, the job would register
+// its own, and the old client closing late would then unregister the new
+// set (by descriptor). The cost: metrics.Registry.Err does not report a set
+// that fails to register, and a client that outlives its job keeps its set
+// until it closes; the next job's set of the same labels then fails to
+// register, and that job has none of those client metrics.
 var kpromSets = struct {
 	mu sync.Mutex
 	m  map[kpromKey]*kpromSet
@@ -196,8 +206,9 @@ func (s *kpromSet) registerBuffered(reg prometheus.Registerer, labels prometheus
 	var cs []prometheus.Collector
 	for _, g := range gauges {
 		c := prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: kpromNamespace, Name: g.name, Help: g.help, ConstLabels: labels}, sum(g.read))
-		// Failing to register (another job's metrics on this registry,
-		// which metrics.Registry reports) only costs the gauge.
+		// Failing to register only costs the gauge. It happens when a
+		// client of an earlier job on this registry still holds the set of
+		// the same labels; nothing reports it (see kpromSets).
 		if reg.Register(c) == nil {
 			cs = append(cs, c)
 		}

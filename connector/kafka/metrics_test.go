@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"net"
 	"sync"
 	"testing"
 	"time"
@@ -308,10 +309,14 @@ func TestSinkCountsZombieAbortOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer w.Close()
-	closeErr := old.Close()
+	// The zombie's abort must succeed, or it would count nothing whether
+	// or not it is the latest writer.
+	if err := old.Close(); err != nil {
+		t.Fatalf("zombie close: %v", err)
+	}
 	want := map[string]float64{"committed": 0, "restored": 0, "aborted": 1}
 	if got := transactions(t, reg); !maps.Equal(got, want) {
-		t.Fatalf("transactions %v, want %v (the zombie's close: %v)", got, want, closeErr)
+		t.Fatalf("transactions %v, want %v", got, want)
 	}
 }
 
@@ -407,3 +412,110 @@ func TestLagOfFinishedBoundedSplitIsGone(t *testing.T) {
 }
 
 func quietLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }
+
+// A scrape's end offset list in flight against a broker that never answers
+// does not hold Close: the task closes its reader on cancellation and
+// failover, which a hung broker must not delay by a request's timeout.
+func TestReaderCloseCancelsLagRefresh(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	accepted := make(chan net.Conn, 64)
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			accepted <- c // held open, never answered
+		}
+	}()
+	defer func() {
+		for {
+			select {
+			case c := <-accepted:
+				c.Close()
+			default:
+				return
+			}
+		}
+	}()
+	src := newTestSource(t, StringValues(), []string{ln.Addr().String()})
+	rd, err := src.CreateReader(&readerCtx{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := rd.(*Reader[string])
+	// A partition whose end no fetch has reported: the next scrape lists it.
+	r.lag.track(TopicPartition{Topic: "t", Partition: 0}, 0, NoStoppingOffset)
+	r.lagForMetrics()
+	select {
+	case c := <-accepted:
+		accepted <- c
+	case <-time.After(10 * time.Second):
+		t.Fatal("the lag refresh never reached the broker")
+	}
+	began := time.Now()
+	if err := r.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if took := time.Since(began); took > 500*time.Millisecond {
+		t.Fatalf("Close took %v behind a lag refresh the broker never answers", took)
+	}
+}
+
+// The end of a partition only moves forward: a fetch response sent before
+// a ListOffsets answer may arrive after it with an older end.
+func TestLagEndNeverMovesBack(t *testing.T) {
+	tp := TopicPartition{Topic: "t", Partition: 0}
+	var l lagTable
+	l.track(tp, 0, NoStoppingOffset)
+	l.listedEnd(tp, 10)
+	l.fetched(tp, 7, -1, -1)
+	if got := l.snapshot()[tp]; got != 10 {
+		t.Fatalf("lag %d after an older fetched end, want 10", got)
+	}
+	l.fetched(tp, 12, -1, -1)
+	if got := l.snapshot()[tp]; got != 12 {
+		t.Fatalf("lag %d after a newer fetched end, want 12", got)
+	}
+}
+
+// RemoveSplits drops the lag of the splits the reader held, and of no
+// other: not of a split it ignored, nor when the base reader refused.
+func TestReaderRemoveSplitsDropsOnlyHeldLag(t *testing.T) {
+	c, cl := fakeCluster(t, map[string]int32{"t": 2})
+	produceValues(t, cl, "t", 0, 0, 3)
+	produceValues(t, cl, "t", 1, 0, 3)
+	src := newTestSource(t, StringValues(), c.ListenAddrs())
+	held, ignored := TopicPartition{Topic: "t", Partition: 0}, TopicPartition{Topic: "t", Partition: 1}
+	r := newTestReader(t, src, []Split{NewSplit(held, 0, NoStoppingOffset)}).(*Reader[string])
+	// An entry the base reader does not hold, as a stand-in for one
+	// another incarnation of the partition left.
+	r.lag.track(ignored, 0, NoStoppingOffset)
+	has := func(r *Reader[string], tp TopicPartition) bool {
+		r.lag.mu.Lock()
+		defer r.lag.mu.Unlock()
+		_, ok := r.lag.m[tp]
+		return ok
+	}
+	if err := r.RemoveSplits([]Split{NewSplit(held, 0, NoStoppingOffset), NewSplit(ignored, 0, NoStoppingOffset)}); err != nil {
+		t.Fatal(err)
+	}
+	if has(r, held) || !has(r, ignored) {
+		t.Fatalf("after RemoveSplits: entry of held %s %v (want gone), of ignored %s %v (want kept)", held, has(r, held), ignored, has(r, ignored))
+	}
+
+	r2 := newTestReader(t, src, []Split{NewSplit(held, 0, NoStoppingOffset)}).(*Reader[string])
+	if err := r2.SourceReaderBase.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := r2.RemoveSplits([]Split{NewSplit(held, 0, NoStoppingOffset)}); err == nil {
+		t.Fatal("RemoveSplits on a closed reader succeeded")
+	}
+	if !has(r2, held) {
+		t.Fatal("a failed RemoveSplits dropped the lag of the split")
+	}
+}

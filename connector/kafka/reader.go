@@ -298,12 +298,6 @@ func (l *lagTable) untrack(tp TopicPartition, pl *partLag) {
 	l.mu.Unlock()
 }
 
-func (l *lagTable) remove(tp TopicPartition) {
-	l.mu.Lock()
-	delete(l.m, tp)
-	l.mu.Unlock()
-}
-
 // fetched records what a fetch response said of tp: its end, and the
 // positions after the last record and the last data record it returned
 // (-1: none).
@@ -315,7 +309,9 @@ func (l *lagTable) fetched(tp TopicPartition, end, next, dataNext int64) {
 		return
 	}
 	if end >= 0 {
-		pl.end, pl.endAt = end, time.Now()
+		// A ListOffsets answer (listedEnd) may have given a newer end than
+		// a response fetched before it: the end never moves back.
+		pl.end, pl.endAt = max(pl.end, end), time.Now()
 	}
 	if next >= 0 {
 		pl.fetched = next

@@ -267,6 +267,13 @@ func (s *Sink[T]) CreateWriter(ictx connector.SinkInitContext) (connector.SinkWr
 	w.gen = s.latest[w.sub]
 	s.mu.Unlock()
 	if err := s.abortLingering(ictx, keep, w.txns); err != nil {
+		// This writer will never exist, so it counts no abort: an older
+		// writer still closing is the latest again and counts its own.
+		s.mu.Lock()
+		if s.latest[w.sub] == w.gen {
+			s.latest[w.sub]--
+		}
+		s.mu.Unlock()
 		w.cancel()
 		return nil, err
 	}

@@ -78,24 +78,29 @@ func (s *Source[T]) CreateReader(ctx connector.SourceReaderContext) (connector.S
 	if err != nil {
 		return nil, err
 	}
-	r := &Reader[T]{cfg: cfg, lag: lag, offsets: map[int64]map[TopicPartition]int64{}, metrics: g}
+	r := &Reader[T]{cfg: cfg, lag: lag, held: map[string]*partLag{}, offsets: map[int64]map[TopicPartition]int64{}, metrics: g}
+	r.bgCtx, r.bgCancel = context.WithCancel(context.Background())
 	r.em = &emitter[T]{deser: s.deser, skip: cfg.skipBadRecords, skipped: &r.skipped}
 	hooks := base.SplitStateFuncs[Split, splitState]{
 		Initialize: func(sp Split) splitState {
-			return splitState{split: sp, next: sp.StartingOffset, lag: lag.track(sp.TopicPartition, sp.StartingOffset, sp.StoppingOffset)}
+			pl := lag.track(sp.TopicPartition, sp.StartingOffset, sp.StoppingOffset)
+			r.held[sp.SplitID()] = pl
+			return splitState{split: sp, next: sp.StartingOffset, lag: pl}
 		},
 		Convert: func(_ string, st splitState) Split {
 			return NewSplit(st.split.TopicPartition, st.next, st.split.StoppingOffset)
 		},
 		Finished: func(finished map[string]splitState) error {
-			for _, st := range finished {
+			for id, st := range finished {
 				lag.untrack(st.split.TopicPartition, st.lag)
+				delete(r.held, id)
 			}
 			return nil
 		},
 	}
 	r.SourceReaderBase, err = base.NewSourceReaderBase[*kgo.Record, T, Split, splitState](ctx, mgr, r.em, hooks)
 	if err != nil {
+		r.bgCancel()
 		return nil, err
 	}
 	r.unregister = registerReaderMetrics(g, r.lagForMetrics, r.skipped.Load, r.failed.Load)
@@ -112,6 +117,10 @@ type Reader[T any] struct {
 	lag     *lagTable
 	skipped atomic.Int64
 
+	// held is the lag entry of every split the base reader holds, by
+	// split id; task goroutine only.
+	held map[string]*partLag
+
 	// offsets taken at each snapshot, committed when that checkpoint
 	// completes; task goroutine only.
 	offsets map[int64]map[TopicPartition]int64
@@ -124,7 +133,13 @@ type Reader[T any] struct {
 	refreshing  bool      // a ListOffsets for lag is in flight
 	lastRefresh time.Time // when it was sent
 	bg          sync.WaitGroup
-	failed      atomic.Int64 // offset commits that failed
+	// bgCtx bounds the background work; Close cancels it before waiting
+	// for bg, so that a broker that never answers cannot hold the task
+	// (and with it cancellation and failover) for a request's timeout.
+	// That work is monitoring only: dropping it costs nothing.
+	bgCtx    context.Context
+	bgCancel context.CancelFunc
+	failed   atomic.Int64 // offset commits that failed
 
 	metrics    *metrics.Group
 	unregister func() // removes the reader's scrape-time metrics
@@ -173,7 +188,7 @@ func (r *Reader[T]) NotifyCheckpointComplete(checkpointID int64) error {
 	r.bg.Add(1)
 	go func() {
 		defer r.bg.Done()
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		ctx, cancel := context.WithTimeout(r.bgCtx, 30*time.Second)
 		defer cancel()
 		resp, err := kadm.NewClient(cl).CommitOffsets(ctx, r.cfg.groupID, offs)
 		if err == nil {
@@ -235,7 +250,7 @@ func (r *Reader[T]) refreshEnds() {
 	r.bg.Add(1)
 	go func() {
 		defer r.bg.Done()
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		ctx, cancel := context.WithTimeout(r.bgCtx, 10*time.Second)
 		defer cancel()
 		adm := kadm.NewClient(cl)
 		list := adm.ListEndOffsets
@@ -268,17 +283,24 @@ func (r *Reader[T]) PollNext(out connector.ReaderOutput[T]) (connector.InputStat
 }
 
 // RemoveSplits stops reading splits as SourceReaderBase does, and drops
-// their lag.
+// the lag of those it held. When the base reader fails, the lag stays: it
+// can no longer tell which splits are being read.
 func (r *Reader[T]) RemoveSplits(splits []Split) error {
-	err := r.SourceReaderBase.RemoveSplits(splits)
-	for _, s := range splits {
-		r.lag.remove(s.TopicPartition)
+	if err := r.SourceReaderBase.RemoveSplits(splits); err != nil {
+		return err
 	}
-	return err
+	for _, s := range splits {
+		id := s.SplitID()
+		if pl, ok := r.held[id]; ok {
+			r.lag.untrack(s.TopicPartition, pl)
+			delete(r.held, id)
+		}
+	}
+	return nil
 }
 
-// Close stops the fetcher and waits for offset commits and end offset
-// lists in flight.
+// Close stops the fetcher, cancels the offset commits and end offset lists
+// in flight, and waits for them to return.
 func (r *Reader[T]) Close() error {
 	err := r.SourceReaderBase.Close()
 	r.unregister()
@@ -286,6 +308,7 @@ func (r *Reader[T]) Close() error {
 	// A scrape that began before unregister may still call refreshEnds.
 	r.closed = true
 	r.commitMu.Unlock()
+	r.bgCancel()
 	r.bg.Wait()
 	r.commitMu.Lock()
 	if r.commitCl != nil {
