@@ -221,10 +221,10 @@ func transactions(t *testing.T, reg *prometheus.Registry) map[string]float64 {
 	return m
 }
 
-// A committable restored from a checkpoint is committed again after a
-// failover, which succeeds whether or not the previous attempt committed
-// it (package txn, rule 1): it counts as restored, so that committed
-// counts each transaction once.
+// A committable of the checkpoint an attempt restored from (or an older
+// one) may have been committed by the previous attempt already, and
+// committing it again succeeds (package txn, rule 1): its commit counts as
+// restored, so that committed counts each transaction of the attempt once.
 func TestSinkCountsRestoredCommitsApart(t *testing.T) {
 	f, err := kfake.NewCluster(kfake.NumBrokers(1))
 	if err != nil {
@@ -241,25 +241,28 @@ func TestSinkCountsRestoredCommitsApart(t *testing.T) {
 		t.Fatal(err)
 	}
 	w := cw.(*sinkWriter[string])
+	// Checkpoint 1's transaction is restored (the attempt that prepared it
+	// failed before committing it); checkpoint 2's belongs to this attempt.
 	write(t, w, "a")
-	cs := prepare(t, w, 1)
-	commitWith := func(ctx groupCtx) {
+	restored := prepare(t, w, 1)
+	write(t, w, "b")
+	fresh := prepare(t, w, 2)
+	commitWith := func(ctx groupCtx, c txn.Committable) {
 		t.Helper()
 		cm, err := s.CreateCommitter(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer cm.Close()
-		r := &request{c: cs[0]}
+		r := &request{c: c}
 		if err := cm.Commit(context.Background(), []connector.CommitRequest[txn.Committable]{r}); err != nil || r.outcome != "" {
 			t.Fatalf("commit: %v %s %v", err, r.outcome, r.err)
 		}
 	}
-	commitWith(ctx)
-	// The attempt fails after the commit; the next restores checkpoint 1
-	// and commits its committable again.
+	restoredFrom1 := groupCtx{g: ctx.g, restored: 1}
+	commitWith(restoredFrom1, restored[0])
+	commitWith(restoredFrom1, fresh[0])
 	_ = w.Close()
-	commitWith(groupCtx{g: ctx.g, restored: 1})
 	want := map[string]float64{"committed": 1, "restored": 1, "aborted": 0}
 	if got := transactions(t, reg); !maps.Equal(got, want) {
 		t.Fatalf("transactions %v, want %v", got, want)
