@@ -2,16 +2,14 @@ package kafka
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"strconv"
 	"testing"
 	"time"
 
 	"github.com/splitflow/splitflow/connector"
 	"github.com/splitflow/splitflow/connector/connectortest"
+	"github.com/splitflow/splitflow/integration/committed"
 	"github.com/splitflow/splitflow/txn"
-	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -53,7 +51,7 @@ func suiteSink(t *testing.T) (connector.TwoPhaseCommittingSink[string, txn.Commi
 	read := func() ([]string, error) {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		recs, err := readVisible(ctx, seeds, topic)
+		recs, err := committed.Visible(ctx, seeds, topic, settleTime)
 		if err != nil {
 			return nil, err
 		}
@@ -78,77 +76,9 @@ func TestSuiteKafkaSourceKafkaSink(t *testing.T) {
 	})
 }
 
-// settleTime is how long readVisible waits for transactions to end: EndTxn
-// returns before the coordinator has written the markers.
+// settleTime is how long the read-back waits for transactions to end:
+// EndTxn returns before the coordinator has written the markers. A
+// transaction still open after it is one a stopped or failed job left
+// prepared for its next run; the suite's checks of a stopped job ask only
+// for a subset of the input.
 const settleTime = time.Second
-
-// readVisible returns what a read_committed consumer of topic sees now:
-// every partition up to its last stable offset. A transaction still open
-// after settleTime is one a stopped or failed job left prepared for its
-// next run to commit or abort (integration/committed.Read, which waits for
-// it, would wait until the transaction timeout); the records after it are
-// not visible yet, and the suite's checks of a stopped job ask only for a
-// subset of the input.
-func readVisible(ctx context.Context, seeds []string, topic string) ([]*kgo.Record, error) {
-	admCl, err := kgo.NewClient(kgo.SeedBrokers(seeds...))
-	if err != nil {
-		return nil, err
-	}
-	defer admCl.Close()
-	adm := kadm.NewClient(admCl)
-	ends := map[int32]int64{}
-	for deadline := time.Now().Add(settleTime); ; {
-		lso, err1 := adm.ListCommittedOffsets(ctx, topic)
-		hwm, err2 := adm.ListEndOffsets(ctx, topic)
-		if err := errors.Join(err1, err2, lso.Error(), hwm.Error()); err != nil {
-			return nil, fmt.Errorf("list offsets of %s: %w", topic, err)
-		}
-		settled := true
-		lso.Each(func(l kadm.ListedOffset) {
-			if h, _ := hwm.Lookup(topic, l.Partition); h.Offset != l.Offset {
-				settled = false
-			}
-			ends[l.Partition] = l.Offset
-		})
-		if settled || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.ConsumeTopics(topic),
-		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
-		kgo.KeepControlRecords())
-	if err != nil {
-		return nil, err
-	}
-	defer cl.Close()
-	pos := map[int32]int64{}
-	var out []*kgo.Record
-	for {
-		done := true
-		for p, end := range ends {
-			if pos[p] < end {
-				done = false
-			}
-		}
-		if done {
-			return out, nil
-		}
-		fs := cl.PollFetches(ctx)
-		if ctx.Err() != nil {
-			return nil, fmt.Errorf("read %s committed: stuck at %v, want %v: %w", topic, pos, ends, ctx.Err())
-		}
-		if err := fs.Err(); err != nil {
-			return nil, fmt.Errorf("read %s committed: %w", topic, err)
-		}
-		fs.EachRecord(func(r *kgo.Record) {
-			if r.Offset >= ends[r.Partition] {
-				return // past the last stable offset read: seen later, not now
-			}
-			pos[r.Partition] = r.Offset + 1
-			if !r.Attrs.IsControl() {
-				out = append(out, r)
-			}
-		})
-	}
-}

@@ -24,28 +24,56 @@ import (
 // ctx bounds the whole read; a transaction that stays open makes Read fail
 // when ctx ends, naming the offsets.
 func Read(ctx context.Context, seeds []string, topic string) ([]*kgo.Record, error) {
+	ends, err := stableEnds(ctx, seeds, topic, 0)
+	if err != nil {
+		return nil, err
+	}
+	return readTo(ctx, seeds, topic, ends)
+}
+
+// Visible returns what a read_committed consumer of topic sees now: every
+// partition up to its last stable offset. Like Read it first waits for
+// open transactions to end, but for settle at most: a transaction still
+// open then is one a stopped or failed job left prepared for its next run
+// to commit or abort, which Read would wait on until the broker's
+// transaction timeout. The records after it are not visible yet and are
+// left out.
+func Visible(ctx context.Context, seeds []string, topic string, settle time.Duration) ([]*kgo.Record, error) {
+	ends, err := stableEnds(ctx, seeds, topic, settle)
+	if err != nil {
+		return nil, err
+	}
+	return readTo(ctx, seeds, topic, ends)
+}
+
+// stableEnds returns each partition's last stable offset once it has
+// reached the high watermark. With settle > 0 it stops waiting after
+// settle and returns the last stable offsets as they are; with 0 it waits
+// until ctx ends and then fails.
+func stableEnds(ctx context.Context, seeds []string, topic string, settle time.Duration) (map[int32]int64, error) {
 	admCl, err := kgo.NewClient(kgo.SeedBrokers(seeds...))
 	if err != nil {
 		return nil, err
 	}
 	defer admCl.Close()
 	adm := kadm.NewClient(admCl)
-	ends := map[int32]int64{}
+	deadline := time.Now().Add(settle)
 	for {
 		lso, err1 := adm.ListCommittedOffsets(ctx, topic)
 		hwm, err2 := adm.ListEndOffsets(ctx, topic)
 		if err := errors.Join(err1, err2, lso.Error(), hwm.Error()); err != nil {
 			return nil, fmt.Errorf("list offsets of %s: %w", topic, err)
 		}
+		ends := map[int32]int64{}
 		settled := true
-		hwm.Each(func(h kadm.ListedOffset) {
-			if l, _ := lso.Lookup(topic, h.Partition); l.Offset != h.Offset {
+		lso.Each(func(l kadm.ListedOffset) {
+			if h, _ := hwm.Lookup(topic, l.Partition); h.Offset != l.Offset {
 				settled = false
 			}
-			ends[h.Partition] = h.Offset
+			ends[l.Partition] = l.Offset
 		})
-		if settled {
-			break
+		if settled || (settle > 0 && time.Now().After(deadline)) {
+			return ends, nil
 		}
 		select {
 		case <-ctx.Done():
@@ -53,6 +81,11 @@ func Read(ctx context.Context, seeds []string, topic string) ([]*kgo.Record, err
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
+}
+
+// readTo reads every partition of topic as a read_committed consumer up to
+// ends, leaving out control records and anything at or past ends.
+func readTo(ctx context.Context, seeds []string, topic string, ends map[int32]int64) ([]*kgo.Record, error) {
 	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.ConsumeTopics(topic),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.KeepControlRecords())
@@ -84,6 +117,9 @@ func Read(ctx context.Context, seeds []string, topic string) ([]*kgo.Record, err
 			return nil, ferr
 		}
 		fs.EachRecord(func(r *kgo.Record) {
+			if end, ok := ends[r.Partition]; !ok || r.Offset >= end {
+				return // written after the offsets were taken
+			}
 			pos[r.Partition] = r.Offset + 1
 			if !r.Attrs.IsControl() {
 				out = append(out, r)
