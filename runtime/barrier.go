@@ -15,9 +15,23 @@ type channelBlocker interface {
 	unblockAll()
 }
 
+// preparer is an operator that acts on a barrier before any state is
+// taken: a sink writer flushes, and a two-phase one prepares its
+// transaction (Flink's prepareSnapshotPreBarrier). A failure there fails
+// the task: the writer may have given up what it held (a Kafka writer whose
+// prepare fails has aborted its transaction), and a later checkpoint would
+// complete with source positions past those records. The restart goes back
+// to the last completed checkpoint, which reads them again.
+type preparer interface {
+	prepareSnapshotPreBarrier(id int64) error
+}
+
 // snapshotter is an operator with state to checkpoint. snapshotState runs
 // on the task goroutine when the task's barrier for id is complete; the
-// bytes are stored under the operator's UID and subtask.
+// bytes are stored under the operator's UID and subtask. A snapshotState
+// error must lose nothing (the state stays in the operator and the next
+// checkpoint takes it): it declines the checkpoint, which counts towards
+// WithTolerableCheckpointFailures.
 type snapshotter interface {
 	snapshotState(id int64) ([]byte, error)
 }
@@ -86,13 +100,21 @@ func (t *task) triggerCheckpoint(b CheckpointBarrier) error {
 	return t.performCheckpoint(b, 0)
 }
 
-// performCheckpoint snapshots every operator of the chain, forwards the
-// barrier behind the records emitted before it (unless the output has
-// ended) and acknowledges. An operator that cannot snapshot declines the
-// checkpoint; the job goes on.
+// performCheckpoint prepares every operator of the chain for the barrier,
+// snapshots them, forwards the barrier behind the records emitted before
+// it (unless the output has ended) and acknowledges. An operator that
+// cannot prepare fails the task (see preparer); one that cannot snapshot
+// declines the checkpoint and the job goes on.
 func (t *task) performCheckpoint(b CheckpointBarrier, align time.Duration) error {
 	id := b.CheckpointID
 	t.lastBarrier = id
+	for _, op := range t.ops {
+		if p, ok := op.(preparer); ok {
+			if err := p.prepareSnapshotPreBarrier(id); err != nil {
+				return op.operator().wrap(err)
+			}
+		}
+	}
 	var blobs []ownedState
 	for _, op := range t.ops {
 		s, ok := op.(snapshotter)

@@ -180,7 +180,10 @@
 // rename), and only then are tasks and coordinators notified: readers,
 // sink writers that are connector.CheckpointListener, and committers, which
 // commit (invariants 10 and 8). Declines and timeouts abort the checkpoint;
-// past WithTolerableCheckpointFailures the job fails over. A bounded job
+// past WithTolerableCheckpointFailures the job fails over. A sink writer
+// that cannot flush or prepare at a barrier fails its task instead of
+// declining: its transaction may be gone, and a later checkpoint would
+// complete past the lost records. A bounded job
 // ends with a final checkpoint once every task's input has ended, so the
 // last transactions commit before Execute returns.
 //

@@ -205,10 +205,11 @@ func (s *sinkOperator[T]) emitWatermark(wm int64) error {
 
 func (s *sinkOperator[T]) emitStatus(bool) error { return nil }
 
-// snapshotState flushes the writer at a barrier (at-least-once for a sink
-// without two-phase commit); it keeps no state.
-func (s *sinkOperator[T]) snapshotState(int64) ([]byte, error) {
-	return nil, s.info.wrap(s.writer.Flush(false))
+// prepareSnapshotPreBarrier flushes the writer at a barrier (at-least-once
+// for a sink without two-phase commit); it keeps no state. A failed flush
+// may have dropped records, so it fails the task (see preparer).
+func (s *sinkOperator[T]) prepareSnapshotPreBarrier(int64) error {
+	return s.info.wrap(s.writer.Flush(false))
 }
 
 func (s *sinkOperator[T]) notifyCheckpointComplete(id int64) error {

@@ -88,7 +88,11 @@ func WithMinPauseBetweenCheckpoints(d time.Duration) Option {
 
 // WithTolerableCheckpointFailures lets n checkpoints in a row fail before
 // the job is failed and restarted (Flink's
-// execution.checkpointing.tolerable-failed-checkpoints). Default 0.
+// execution.checkpointing.tolerable-failed-checkpoints). Default 0. It
+// covers failures that lose nothing: timeouts, storage errors, an operator
+// whose state cannot be taken this time. A sink writer whose flush or
+// prepare fails at a barrier is not among them: it fails its task at once,
+// whatever n, since its open transaction may be gone.
 func WithTolerableCheckpointFailures(n int) Option {
 	return optionFunc(func(c *config) { c.cp.tolerable = n })
 }

@@ -410,6 +410,10 @@ type txnSink2PC struct {
 	onCommit func(r connector.CommitRequest[tTxn]) bool
 	inits    chan connector.SinkInitContext // optional
 	writerOf func(subtask int)              // called when a writer is created
+	// prepareFail, if set, is asked at every PrepareCommit; an error
+	// fails it the way a Kafka writer's does: the open transaction is
+	// aborted, its records are gone.
+	prepareFail func(subtask int, id int64, open int) error
 }
 
 func (s *txnSink2PC) CreateWriter(ctx connector.SinkInitContext) (connector.SinkWriter[int64], error) {
@@ -419,7 +423,7 @@ func (s *txnSink2PC) CreateWriter(ctx connector.SinkInitContext) (connector.Sink
 	if s.writerOf != nil {
 		s.writerOf(ctx.SubtaskIndex())
 	}
-	return &tWriter{subtask: ctx.SubtaskIndex(), attempt: ctx.AttemptNumber()}, nil
+	return &tWriter{s: s, subtask: ctx.SubtaskIndex(), attempt: ctx.AttemptNumber()}, nil
 }
 func (s *txnSink2PC) CreateCommitter(connector.SinkInitContext) (connector.Committer[tTxn], error) {
 	return &tCommitter{s: s}, nil
@@ -427,6 +431,7 @@ func (s *txnSink2PC) CreateCommitter(connector.SinkInitContext) (connector.Commi
 func (s *txnSink2PC) CommittableSerializer() connector.VersionedSerializer[tTxn] { return tTxnSer{} }
 
 type tWriter struct {
+	s                *txnSink2PC
 	subtask, attempt int
 	open             []int64
 }
@@ -437,6 +442,12 @@ func (w *tWriter) Write(v int64, _ connector.WriteContext) error {
 }
 func (w *tWriter) Flush(bool) error { return nil }
 func (w *tWriter) PrepareCommit(id int64) ([]tTxn, error) {
+	if w.s != nil && w.s.prepareFail != nil {
+		if err := w.s.prepareFail(w.subtask, id, len(w.open)); err != nil {
+			w.open = nil
+			return nil, err
+		}
+	}
 	if len(w.open) == 0 {
 		return nil, nil
 	}

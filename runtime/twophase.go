@@ -22,7 +22,10 @@ import (
 //     uncommittable).
 //   - At barrier N the writer is flushed (Flush(false)) and PrepareCommit(N)
 //     hands over the committables of N; they are kept, by checkpoint, in
-//     the subtask's state until committed.
+//     the subtask's state until committed. A Flush or PrepareCommit error
+//     fails the task, which restarts from the last completed checkpoint:
+//     the writer's transaction may be gone, so declining the checkpoint
+//     would lose its records.
 //   - When checkpoint N completes (its metadata is durable), every
 //     committable of checkpoints <= N is committed (invariant 8). RetryLater
 //     retries with backoff; SignalFailedWithKnownReason fails the job for
@@ -250,13 +253,15 @@ func (s *twoPhaseSinkOperator[T, C]) prepare(id int64) error {
 	return nil
 }
 
-// snapshotState: barrier id. The state is every committable not yet
-// committed, so that a restore commits them again (commits are
-// idempotent, invariant 8).
+// prepareSnapshotPreBarrier: barrier id. A failure fails the task: the
+// writer's transaction may be gone (see preparer).
+func (s *twoPhaseSinkOperator[T, C]) prepareSnapshotPreBarrier(id int64) error { return s.prepare(id) }
+
+// snapshotState: barrier id, after prepareSnapshotPreBarrier. The state is
+// every committable not yet committed, so that a restore commits them
+// again (commits are idempotent); a failure here declines the
+// checkpoint and loses nothing, since they stay pending for the next one.
 func (s *twoPhaseSinkOperator[T, C]) snapshotState(id int64) ([]byte, error) {
-	if err := s.prepare(id); err != nil {
-		return nil, err
-	}
 	cs := make([]C, len(s.pending))
 	for i, p := range s.pending {
 		cs[i] = p.c
