@@ -219,14 +219,31 @@ func TestSplitAssignmentTrackerBooksAssignments(t *testing.T) {
 
 // Invariant 10 and restore across processes: a job that dies (no restart)
 // leaves its checkpoints in a directory; a new Environment on the same
-// directory resumes from the newest valid one and the committed output is
-// exact. When the newest checkpoint's metadata is torn, or a state file of
-// it corrupt, the previous one is used; the store then forgets the torn
-// checkpoint's transactions, as a process that died while writing its
-// metadata never committed them.
+// directory resumes from the newest one and the committed output is exact.
+// Restoring from an older checkpoint must never duplicate silently: when
+// the newest checkpoint, which was reported complete (its sinks may have
+// committed), is damaged (torn metadata, a corrupt state file), the job
+// does not start and says which checkpoint is damaged and how to proceed;
+// nothing is committed again. Only a damaged checkpoint whose commit never
+// returned (the process died between the metadata rename and the end of
+// Commit, so no sink was told) is passed over; the store then holds none
+// of its transactions, as no sink committed them.
 func TestRestoreFromDirectoryInNewEnvironment(t *testing.T) {
-	for _, damage := range []string{"none", "torn metadata", "corrupt state"} {
-		t.Run(damage, func(t *testing.T) {
+	for _, tc := range []struct {
+		damage      string
+		interrupted bool // the newest checkpoint's commit never returned
+	}{
+		{"none", false},
+		{"torn metadata", false},
+		{"corrupt state", false},
+		{"torn metadata", true},
+		{"corrupt state", true},
+	} {
+		name := tc.damage
+		if tc.interrupted {
+			name += ", commit interrupted"
+		}
+		t.Run(name, func(t *testing.T) {
 			dir := t.TempDir()
 			store := newTxnStore()
 			const splits, perSplit = 4, 30
@@ -260,10 +277,10 @@ func TestRestoreFromDirectoryInNewEnvironment(t *testing.T) {
 			for id := range completed {
 				last = max(last, id)
 			}
-			want := last
-			switch damage {
+			chk := filepath.Join(dir, fmt.Sprintf("chk-%d", last))
+			switch tc.damage {
 			case "torn metadata":
-				meta := filepath.Join(dir, fmt.Sprintf("chk-%d", last), "_metadata")
+				meta := filepath.Join(chk, "_metadata")
 				b, err := os.ReadFile(meta)
 				if err != nil {
 					t.Fatal(err)
@@ -271,24 +288,41 @@ func TestRestoreFromDirectoryInNewEnvironment(t *testing.T) {
 				if err := os.WriteFile(meta, b[:len(b)/2], 0o644); err != nil {
 					t.Fatal(err)
 				}
-				store.drop(last)
-				want = last - 1
 			case "corrupt state":
-				entries, err := os.ReadDir(filepath.Join(dir, fmt.Sprintf("chk-%d", last)))
+				entries, err := os.ReadDir(chk)
 				if err != nil {
 					t.Fatal(err)
 				}
+				damaged := false
 				for _, e := range entries {
 					if e.Name() == "_metadata" {
 						continue
 					}
-					p := filepath.Join(dir, fmt.Sprintf("chk-%d", last), e.Name())
-					b, _ := os.ReadFile(p)
+					p := filepath.Join(chk, e.Name())
+					b, err := os.ReadFile(p)
+					if err != nil {
+						t.Fatal(err)
+					}
 					if len(b) > 0 {
 						b[len(b)-1] ^= 0xff
-						_ = os.WriteFile(p, b, 0o644)
+						if err := os.WriteFile(p, b, 0o644); err != nil {
+							t.Fatal(err)
+						}
+						damaged = true
 						break
 					}
+				}
+				if !damaged {
+					t.Fatal("no state file to damage")
+				}
+			}
+			want := last
+			if tc.interrupted {
+				// What a process that died inside Commit leaves: the mark
+				// beside the metadata, and no transaction of the
+				// checkpoint committed.
+				if err := os.WriteFile(filepath.Join(chk, "_committing"), nil, 0o644); err != nil {
+					t.Fatal(err)
 				}
 				store.drop(last)
 				want = last - 1
@@ -297,10 +331,29 @@ func TestRestoreFromDirectoryInNewEnvironment(t *testing.T) {
 			inits := make(chan connector.SinkInitContext, 16)
 			j2 := &rangeJob{par: 2, splits: splits, perSplit: perSplit, sink: &txnSink2PC{store: store, inits: inits}}
 			j2.opts = []Option{WithCheckpointInterval(5 * time.Millisecond), WithCheckpointDir(dir), WithLogger(discardLogger())}
-			if err := j2.env().Execute(testCtx(t), "second"); err != nil {
+			err := j2.env().Execute(testCtx(t), "second")
+			close(inits)
+			if tc.damage != "none" && !tc.interrupted {
+				var de *checkpoint.DamagedCheckpointError
+				if !errors.As(err, &de) || de.ID != last || !errors.Is(err, checkpoint.ErrCorrupt) {
+					t.Fatalf("second process: err = %v; want a *checkpoint.DamagedCheckpointError for checkpoint %d (a restore from checkpoint %d would write its output again)", err, last, last-1)
+				}
+				for _, want := range []string{chk, "is damaged", fmt.Sprintf("resume from checkpoint %d", last-1), "from a backup"} {
+					if !strings.Contains(err.Error(), want) {
+						t.Errorf("error %q does not say %q", err, want)
+					}
+				}
+				if n := len(inits); n != 0 {
+					t.Fatalf("%d sink writers were created although the restore was refused", n)
+				}
+				if err := store.verifyNoDuplicates(); err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			if err != nil {
 				t.Fatal(err)
 			}
-			close(inits)
 			for ic := range inits {
 				id, ok := ic.RestoredCheckpointID()
 				if !ok || id != want {

@@ -191,7 +191,10 @@
 // keeping WithCheckpointsRetained checkpoints. A job whose storage holds
 // checkpoints starts from the newest valid one, so a killed process
 // restarted on the same directory goes on where its last checkpoint left
-// it; a corrupt newest checkpoint is skipped with a logged error.
+// it. A newest checkpoint that cannot be read, or is damaged and may have
+// been reported complete to the sinks, fails Execute with an error naming
+// it and saying how to proceed, instead of resuming from an older one and
+// writing output again (package checkpoint, Latest).
 //
 // # State
 //

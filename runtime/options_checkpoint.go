@@ -99,8 +99,11 @@ func WithTolerableCheckpointFailures(n int) Option {
 
 // WithCheckpointDir keeps checkpoints in dir (chk-<id>/ directories, see
 // package checkpoint). A job started on a directory that holds checkpoints
-// resumes from the newest valid one; a corrupt newest one is skipped with
-// a logged error. Default: checkpoints in memory, lost with the process.
+// resumes from the newest one. When that one cannot be read, or is damaged
+// and may have been reported complete, Execute fails with an error naming
+// it and saying how to proceed; only a damaged checkpoint whose commit
+// never returned is passed over (logged). Default: checkpoints in memory,
+// lost with the process.
 func WithCheckpointDir(dir string) Option {
 	return optionFunc(func(c *config) { c.cp.dir = dir })
 }
@@ -113,7 +116,8 @@ func WithCheckpointStorage(s checkpoint.Storage) Option {
 
 // WithCheckpointsRetained keeps the newest n completed checkpoints in the
 // default storages (Flink's state.checkpoints.num-retained). Default 3, so
-// that a corrupt newest checkpoint leaves older ones to fall back to.
+// that an operator who chooses to move a damaged newest checkpoint away
+// has older ones to resume from.
 func WithCheckpointsRetained(n int) Option {
 	return optionFunc(func(c *config) { c.cp.retained = n })
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -362,6 +363,26 @@ func (s *txnStore) verify(n int) error {
 	}
 	if len(missing) > 0 || len(dup) > 0 {
 		return fmt.Errorf("committed %d records of %d: missing %v, duplicated %v", total, n, missing, dup)
+	}
+	return nil
+}
+
+// verifyNoDuplicates checks that no record was committed twice.
+func (s *txnStore) verifyNoDuplicates() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	seen := map[int64]int{}
+	var dup []int64
+	for _, rs := range s.committed {
+		for _, r := range rs {
+			if seen[r]++; seen[r] == 2 {
+				dup = append(dup, r)
+			}
+		}
+	}
+	if len(dup) > 0 {
+		slices.Sort(dup)
+		return fmt.Errorf("records committed twice: %v", dup)
 	}
 	return nil
 }

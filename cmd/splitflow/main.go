@@ -16,6 +16,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -210,7 +211,8 @@ func checkpointsLs(dir string, w io.Writer) error {
 	if _, err := os.Stat(dir); err != nil {
 		return err
 	}
-	st, err := checkpoint.NewDirStorage(dir)
+	// What the storage would log is in the listing.
+	st, err := checkpoint.NewDirStorage(dir, checkpoint.WithLogger(slog.New(slog.DiscardHandler)))
 	if err != nil {
 		return err
 	}
@@ -222,13 +224,42 @@ func checkpointsLs(dir string, w io.Writer) error {
 		fmt.Fprintf(w, "no checkpoints in %s\n", dir)
 		return nil
 	}
-	latest, lerr := st.Latest()
+	// What a restart does: the storage's own rule, without changing the
+	// directory.
+	latest, lerr := st.LatestForInspection()
+	var stopAt int64
+	var de *checkpoint.DamagedCheckpointError
+	var ue *checkpoint.UnreadableCheckpointError
+	switch {
+	case errors.As(lerr, &de):
+		stopAt = de.ID
+	case errors.As(lerr, &ue):
+		stopAt = ue.ID
+	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "CHECKPOINT\tTAKEN\tSTATES\tBYTES\tSTATUS")
 	for _, id := range ids {
+		interrupted, ierr := st.CommitInterrupted(id)
+		note := ""
+		if interrupted {
+			note = ", commit interrupted (never reported complete)"
+		} else if ierr != nil {
+			note = fmt.Sprintf(", %v", ierr)
+		}
 		c, err := st.Load(id)
 		if err != nil {
-			fmt.Fprintf(tw, "chk-%d\t-\t-\t-\tINVALID: %v\n", id, err)
+			status := "UNREADABLE"
+			if errors.Is(err, checkpoint.ErrCorrupt) {
+				status = "DAMAGED"
+			}
+			switch {
+			case id == stopAt:
+				status += ": a restart fails here (see below)"
+			case interrupted && errors.Is(err, checkpoint.ErrCorrupt) && lerr == nil && latest.ID < id:
+				status += note + ": a restart passes over it"
+				note = ""
+			}
+			fmt.Fprintf(tw, "chk-%d\t-\t-\t-\t%s%s: %v\n", id, status, note, err)
 			continue
 		}
 		var bytes int64
@@ -239,11 +270,11 @@ func checkpointsLs(dir string, w io.Writer) error {
 		if lerr == nil && latest.ID == id {
 			status = "ok, latest: a restart resumes here"
 		}
-		fmt.Fprintf(tw, "chk-%d\t%s\t%d\t%d\t%s\n", id, c.Timestamp.Format(time.RFC3339), len(c.States), bytes, status)
+		fmt.Fprintf(tw, "chk-%d\t%s\t%d\t%d\t%s%s\n", id, c.Timestamp.Format(time.RFC3339), len(c.States), bytes, status, note)
 	}
 	_ = tw.Flush()
 	if lerr != nil && !errors.Is(lerr, checkpoint.ErrNoCheckpoint) {
-		fmt.Fprintf(w, "no valid checkpoint to restore from: %v\n", lerr)
+		fmt.Fprintf(w, "a restart fails: %v\n", lerr)
 	}
 	return nil
 }

@@ -121,3 +121,68 @@ func TestCheckpointsLsAndShow(t *testing.T) {
 		t.Fatalf("unknown command: %v", err)
 	}
 }
+
+// checkpoints ls shows what a restart does under the storage's rule: a
+// damaged newest checkpoint that may have been reported complete stops a
+// restart (it is not passed over); one whose commit never returned is
+// passed over, and the restart resumes from the one before.
+func TestCheckpointsLsShowsWhatARestartUses(t *testing.T) {
+	dir := t.TempDir()
+	st, err := checkpoint.NewDirStorage(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var file string
+	for id := int64(1); id <= 3; id++ {
+		w, err := st.Begin(id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		h, err := w.WriteState(checkpoint.OperatorOwner("lines", 0), fmt.Appendf(nil, "state %d", id))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := w.Commit(checkpoint.Metadata{ID: id, Timestamp: time.Now(), Fingerprint: "wordcount", States: []checkpoint.StateHandle{h}}); err != nil {
+			t.Fatal(err)
+		}
+		file = filepath.Join(dir, "chk-3", h.File)
+	}
+	if err := os.WriteFile(file, []byte("state X"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ls := func() string {
+		var out bytes.Buffer
+		if err := run(context.Background(), []string{"checkpoints", "ls", dir}, &out, &out); err != nil {
+			t.Fatal(err)
+		}
+		return out.String()
+	}
+	out := ls()
+	t.Logf("damaged chk-3, reported:\n%s", out)
+	for _, want := range []string{"chk-3", "DAMAGED: a restart fails here", "a restart fails: checkpoint storage " + dir + ": checkpoint 3 is damaged", "resume from checkpoint 2"} {
+		if !strings.Contains(out, want) {
+			t.Fatalf("ls output does not say %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "a restart resumes here") {
+		t.Fatalf("ls says a restart resumes from an older checkpoint:\n%s", out)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "chk-3", "_committing"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out = ls()
+	t.Logf("damaged chk-3, commit interrupted:\n%s", out)
+	for _, want := range []string{"DAMAGED, commit interrupted (never reported complete): a restart passes over it", "chk-2"} {
+		if !strings.Contains(out, want) {
+			t.Fatalf("ls output does not say %q:\n%s", want, out)
+		}
+	}
+	for _, line := range strings.Split(out, "\n") {
+		if strings.Contains(line, "a restart resumes here") && !strings.HasPrefix(line, "chk-2") {
+			t.Fatalf("a restart resumes from another checkpoint than chk-2:\n%s", out)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, "chk-3", "_committing")); err != nil {
+		t.Fatalf("ls changed the directory: %v", err)
+	}
+}

@@ -17,6 +17,11 @@ const (
 	dirPrefix    = "chk-"
 	metadataFile = "_metadata"
 	metadataTemp = metadataFile + ".tmp"
+	// committingFile marks a commit under way: it exists, durably, before
+	// the metadata is renamed into place and is removed before Commit
+	// returns. Metadata beside it belongs to a commit that never returned,
+	// so the checkpoint was never reported complete (see Latest).
+	committingFile = "_committing"
 )
 
 // DirStorage keeps checkpoints in a directory, one subdirectory chk-<id>
@@ -26,6 +31,7 @@ const (
 //	  0001-source-0.state    state blobs, fsynced before the metadata
 //	  0002-source-coordinator.state
 //	  _metadata              written last: temp file, fsync, rename, fsync dir
+//	  _committing            only while Commit runs (see below)
 //
 // A checkpoint exists once chk-<id>/_metadata exists; a directory without
 // it is a checkpoint that never completed (the process stopped between
@@ -33,6 +39,15 @@ const (
 // the next commit. Because the rename is the commit point and happens only
 // after every blob is durable, a crash at any instant leaves either the
 // previous set of checkpoints or the previous set plus the new one.
+//
+// Commit creates chk-<id>/_committing before the rename and removes it
+// after, before it returns. Metadata found beside _committing was written by
+// a commit that never returned, so the checkpoint was never reported
+// complete and no sink committed its transactions: only such a checkpoint
+// may be passed over by Latest when it is damaged. Metadata without it
+// (every checkpoint whose Commit returned, and every checkpoint written
+// before the marker existed) may have been reported complete, and a
+// damaged one stops Latest with a *DamagedCheckpointError.
 //
 // One DirStorage (one process) uses a directory at a time: it cleans up
 // incomplete checkpoints it does not know to be in progress.
@@ -170,13 +185,22 @@ func (w *dirWriter) Commit(m Metadata) error {
 }
 
 // persist is the commit point. Order matters:
-//  1. fsync the directory, so every blob's entry is durable before the
-//     metadata can be (each blob's contents were fsynced by WriteState);
-//  2. write the metadata to a temp name and fsync it, so the final name
+//  1. create _committing (empty: only its name matters);
+//  2. fsync the directory, so every blob's entry and _committing are
+//     durable before the metadata can be (each blob's contents were
+//     fsynced by WriteState);
+//  3. write the metadata to a temp name and fsync it, so the final name
 //     never refers to a partly written file;
-//  3. rename it to _metadata: the checkpoint now exists;
-//  4. fsync the directory, so the rename survives a crash. Only now may
-//     Commit return nil and sinks be told to commit.
+//  4. rename it to _metadata: the checkpoint now exists;
+//  5. remove _committing;
+//  6. fsync the directory, so the rename and the removal survive a crash.
+//     Only now may Commit return nil and sinks be told to commit.
+//
+// A crash between 4 and 6 leaves either no metadata (an incomplete
+// checkpoint), or metadata beside _committing (complete, never reported),
+// or metadata alone (looks reported, which errs on the side of refusing to
+// pass over it). None of them can look never reported after Commit
+// returned.
 func (w *dirWriter) persist(m Metadata) error {
 	fail := func(file string, err error) error {
 		return &CheckpointError{ID: w.id, File: filepath.Join(chkDir(w.id), file), Err: err}
@@ -184,6 +208,10 @@ func (w *dirWriter) persist(m Metadata) error {
 	b, err := encodeMetadata(m)
 	if err != nil {
 		return fail(metadataFile, err)
+	}
+	marker := filepath.Join(w.dir, committingFile)
+	if err := writeFileSync(marker, nil); err != nil {
+		return fail(committingFile, err)
 	}
 	if err := syncDir(w.dir); err != nil {
 		return fail("", err)
@@ -194,6 +222,9 @@ func (w *dirWriter) persist(m Metadata) error {
 	}
 	if err := os.Rename(tmp, filepath.Join(w.dir, metadataFile)); err != nil {
 		return fail(metadataFile, err)
+	}
+	if err := os.Remove(marker); err != nil {
+		return fail(committingFile, err)
 	}
 	if err := syncDir(w.dir); err != nil {
 		return fail("", err)
@@ -302,30 +333,83 @@ func (s *DirStorage) Latest() (*Checkpoint, error) {
 	if err != nil {
 		return nil, err
 	}
-	var skipped []error
-	for i := len(complete) - 1; i >= 0; i-- {
-		cp, err := s.load(complete[i])
-		if err == nil {
-			for _, id := range incomplete {
-				if id > cp.ID && !s.open[id] {
-					s.cfg.logger.Info("checkpoint storage: ignoring incomplete checkpoint (no metadata: it never completed)", slog.Int64("checkpoint", id))
-				}
+	cp, err := findLatest(s.walk(complete))
+	if err != nil {
+		return nil, err
+	}
+	if err := s.markReported(cp.ID); err != nil {
+		return nil, err
+	}
+	for _, id := range incomplete {
+		if id > cp.ID && !s.open[id] {
+			s.cfg.logger.Info("checkpoint storage: ignoring incomplete checkpoint (no metadata: it never completed)", slog.Int64("checkpoint", id))
+		}
+	}
+	return cp, nil
+}
+
+// LatestForInspection returns what Latest would, without changing the
+// directory: for tools that only look (cmd/splitflow's checkpoints ls).
+func (s *DirStorage) LatestForInspection() (*Checkpoint, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	complete, _, err := s.scan()
+	if err != nil {
+		return nil, err
+	}
+	return findLatest(s.walk(complete))
+}
+
+// markReported removes the interrupted-commit mark of checkpoint id, which
+// Latest is handing out to be resumed from: resuming commits what it
+// prepared, so from now on it counts as reported complete and is never
+// passed over, whatever happens to it later.
+func (s *DirStorage) markReported(id int64) error {
+	dir := filepath.Join(s.root, chkDir(id))
+	switch err := os.Remove(filepath.Join(dir, committingFile)); {
+	case errors.Is(err, fs.ErrNotExist):
+		return nil
+	case err != nil:
+		return fmt.Errorf("checkpoint storage %s: checkpoint %d: %w", s.root, id, &CheckpointError{ID: id, File: filepath.Join(chkDir(id), committingFile), Err: err})
+	}
+	if err := syncDir(dir); err != nil {
+		return fmt.Errorf("checkpoint storage %s: checkpoint %d: %w", s.root, id, &CheckpointError{ID: id, File: chkDir(id), Err: err})
+	}
+	return nil
+}
+
+// walk describes the completed checkpoints of the directory to findLatest.
+func (s *DirStorage) walk(complete []int64) latestWalk {
+	return latestWalk{
+		where:  s.root,
+		ids:    complete,
+		load:   s.load,
+		logger: s.cfg.logger,
+		neverReported: func(id int64) (bool, error) {
+			switch _, err := os.Lstat(filepath.Join(s.root, chkDir(id), committingFile)); {
+			case err == nil:
+				return true, nil
+			case errors.Is(err, fs.ErrNotExist):
+				return false, nil
+			default:
+				return false, &CheckpointError{ID: id, File: filepath.Join(chkDir(id), committingFile), Err: err}
 			}
-			cp.Skipped = skipped
-			return cp, nil
-		}
-		if errors.Is(err, ErrUnsupportedVersion) {
-			// Falling back past a checkpoint a newer build wrote would
-			// rewind the job behind output its sinks already committed.
-			return nil, err
-		}
-		s.cfg.logger.Error("checkpoint storage: skipping invalid checkpoint", slog.Int64("checkpoint", complete[i]), slog.Any("error", err))
-		skipped = append(skipped, err)
+		},
+		remedy: func(id, previous int64) string {
+			dir := filepath.Join(s.root, chkDir(id))
+			if previous == 0 {
+				return fmt.Sprintf("restore %s from a backup; or, to start afresh and accept that sources start from their beginning again, empty %s", dir, s.root)
+			}
+			return fmt.Sprintf("restore %s from a backup; or, accepting that the output since checkpoint %d is written again, move %s out of %s and start again to resume from checkpoint %d", dir, previous, dir, s.root, previous)
+		},
 	}
-	if len(skipped) == 0 {
-		return nil, ErrNoCheckpoint
-	}
-	return nil, &NoValidCheckpointError{Skipped: skipped}
+}
+
+// CommitInterrupted reports whether checkpoint id's metadata was found
+// beside the mark of a commit that never returned: such a checkpoint was
+// never reported complete, so a damaged one is passed over by Latest.
+func (s *DirStorage) CommitInterrupted(id int64) (bool, error) {
+	return s.walk(nil).neverReported(id)
 }
 
 // load reads and verifies checkpoint id: metadata checksum and version,

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -32,7 +33,7 @@ func twoCheckpoints(t *testing.T, opts ...StorageOption) (*DirStorage, Metadata,
 	return s, m1, m2
 }
 
-// wantFallback checks that Latest passed over checkpoint 2 as invalid with
+// wantFallback checks that Latest passed over checkpoint 2 as damaged with
 // an error matching want, said so in the log, and returned checkpoint 1.
 func wantFallback(t *testing.T, s *DirStorage, logs *logBuffer, m1 Metadata, want error) {
 	t.Helper()
@@ -49,11 +50,42 @@ func wantFallback(t *testing.T, s *DirStorage, logs *logBuffer, m1 Metadata, wan
 	if !errors.As(cp.Skipped[0], &ce) || ce.ID != 2 {
 		t.Fatalf("skipped error %v does not name checkpoint 2", cp.Skipped[0])
 	}
-	if !strings.Contains(logs.String(), "skipping invalid checkpoint") || !strings.Contains(logs.String(), "checkpoint=2") {
+	if !strings.Contains(logs.String(), "skipping damaged checkpoint that was never reported complete") || !strings.Contains(logs.String(), "checkpoint=2") {
 		t.Fatalf("skipped checkpoint not logged; log: %q", logs.String())
 	}
 	if _, err := s.Load(2); !errors.Is(err, want) {
 		t.Fatalf("Load(2): %v, want %v", err, want)
+	}
+}
+
+// wantDamaged checks that Latest refuses damaged checkpoint 2, which may
+// have been reported complete, with a *DamagedCheckpointError matching want
+// that names the checkpoint and the way on; then, with checkpoint 2's
+// commit marked as interrupted (never reported), that Latest passes over
+// it to checkpoint 1.
+func wantDamaged(t *testing.T, s *DirStorage, logs *logBuffer, m1 Metadata, want error) {
+	t.Helper()
+	_, err := s.Latest()
+	var de *DamagedCheckpointError
+	if !errors.As(err, &de) || de.ID != 2 || de.Previous != 1 || !errors.Is(err, want) {
+		t.Fatalf("Latest: %v; want a *DamagedCheckpointError for checkpoint 2 matching %v", err, want)
+	}
+	for _, want := range []string{s.Dir(), chkDir(2), "move " + filepath.Join(s.Dir(), chkDir(2)) + " out of", "resume from checkpoint 1"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Fatalf("error %q does not say %q", err, want)
+		}
+	}
+	interrupt(t, s, 2)
+	defer os.Remove(filepath.Join(s.Dir(), chkDir(2), committingFile))
+	wantFallback(t, s, logs, m1, want)
+}
+
+// interrupt leaves checkpoint id as a process leaves it that died after
+// the metadata rename and before its commit returned.
+func interrupt(t *testing.T, s *DirStorage, id int64) {
+	t.Helper()
+	if err := os.WriteFile(filepath.Join(s.Dir(), chkDir(id), committingFile), nil, 0o644); err != nil {
+		t.Fatal(err)
 	}
 }
 
@@ -75,7 +107,7 @@ func TestDirTornMetadataNeverAccepted(t *testing.T) {
 		if err := os.WriteFile(path, whole[:n], 0o644); err != nil {
 			t.Fatal(err)
 		}
-		wantFallback(t, s, &logs, m1, ErrCorrupt)
+		wantDamaged(t, s, &logs, m1, ErrCorrupt)
 	}
 }
 
@@ -94,7 +126,7 @@ func TestDirMetadataBitFlipDetected(t *testing.T) {
 		if err := os.WriteFile(path, bad, 0o644); err != nil {
 			t.Fatal(err)
 		}
-		wantFallback(t, s, &logs, m1, ErrCorrupt)
+		wantDamaged(t, s, &logs, m1, ErrCorrupt)
 	}
 }
 
@@ -124,7 +156,7 @@ func TestDirCorruptDataFile(t *testing.T) {
 			if err := os.WriteFile(path, tc.damage(b), 0o644); err != nil {
 				t.Fatal(err)
 			}
-			wantFallback(t, s, &logs, m1, ErrCorrupt)
+			wantDamaged(t, s, &logs, m1, ErrCorrupt)
 		})
 	}
 }
@@ -135,7 +167,7 @@ func TestDirMissingDataFile(t *testing.T) {
 	if err := os.Remove(filepath.Join(s.Dir(), chkDir(2), m2.States[0].File)); err != nil {
 		t.Fatal(err)
 	}
-	wantFallback(t, s, &logs, m1, ErrCorrupt)
+	wantDamaged(t, s, &logs, m1, ErrCorrupt)
 }
 
 // A checkpoint directory removed from under the storage is simply gone:
@@ -236,13 +268,15 @@ func TestDirUnknownMetadataVersion(t *testing.T) {
 	}
 }
 
-// Checkpoints exist but none verifies: that is not "start from scratch".
+// Checkpoints exist but none can be used: that is not "start from
+// scratch".
 func TestDirNoValidCheckpoint(t *testing.T) {
 	s, _, _ := twoCheckpoints(t)
 	for _, id := range []int64{1, 2} {
 		if err := os.WriteFile(metadataPath(s, id), []byte("SFCK"), 0o644); err != nil {
 			t.Fatal(err)
 		}
+		interrupt(t, s, id)
 	}
 	_, err := s.Latest()
 	var nv *NoValidCheckpointError
@@ -287,4 +321,82 @@ func TestDirRetentionRemovesDirectories(t *testing.T) {
 	if !slices.Equal(names, []string{"chk-3", "chk-notanid"}) {
 		t.Fatalf("directory holds %v, want [chk-3 chk-notanid]", names)
 	}
+}
+
+// Restoring from an older checkpoint must never duplicate silently: a
+// checkpoint that cannot be read (here a read that fails with EISDIR, as
+// EIO or EMFILE would) is an error naming the path and the cause, never a
+// reason to fall back, not even for a checkpoint never reported complete.
+func TestDirReadErrorIsNotPassedOver(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		file func(m2 Metadata) string
+	}{
+		{"state file", func(m2 Metadata) string { return m2.States[0].File }},
+		{"metadata", func(Metadata) string { return metadataFile }},
+	} {
+		for _, interrupted := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/interrupted=%v", tc.name, interrupted), func(t *testing.T) {
+				s, _, m2 := twoCheckpoints(t)
+				path := filepath.Join(s.Dir(), chkDir(2), tc.file(m2))
+				if err := os.Remove(path); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.Mkdir(path, 0o755); err != nil {
+					t.Fatal(err)
+				}
+				if interrupted {
+					interrupt(t, s, 2)
+				}
+				cp, err := s.Latest()
+				if err == nil {
+					t.Fatalf("Latest returned checkpoint %d (skipped %v) although checkpoint 2 could not be read", cp.ID, cp.Skipped)
+				}
+				var ue *UnreadableCheckpointError
+				if !errors.As(err, &ue) || ue.ID != 2 || errors.Is(err, ErrCorrupt) {
+					t.Fatalf("Latest: %v; want an *UnreadableCheckpointError for checkpoint 2, not ErrCorrupt", err)
+				}
+				for _, want := range []string{path, "is a directory", "cannot read checkpoint 2", "fix the cause"} {
+					if !strings.Contains(err.Error(), want) {
+						t.Fatalf("error %q does not say %q", err, want)
+					}
+				}
+			})
+		}
+	}
+}
+
+// A checkpoint resumed from counts as reported from then on (resuming
+// commits what it prepared): Latest clears the mark of its interrupted
+// commit, so that damage found later stops the job instead of passing
+// over it. A commit that returned leaves no mark.
+func TestDirResumedCheckpointCountsAsReported(t *testing.T) {
+	var logs logBuffer
+	s, m1, m2 := twoCheckpoints(t, logs.logger())
+	for _, id := range []int64{1, 2} {
+		if _, err := os.Stat(filepath.Join(s.Dir(), chkDir(id), committingFile)); !errors.Is(err, os.ErrNotExist) {
+			t.Fatalf("checkpoint %d: a returned commit left its mark: %v", id, err)
+		}
+	}
+	interrupt(t, s, 2)
+	if never, err := s.CommitInterrupted(2); !never || err != nil {
+		t.Fatalf("CommitInterrupted(2) = %v, %v; want true", never, err)
+	}
+	cp, err := s.LatestForInspection()
+	if err != nil || cp.ID != 2 {
+		t.Fatalf("LatestForInspection = %v, %v; want checkpoint 2", cp, err)
+	}
+	if never, _ := s.CommitInterrupted(2); !never {
+		t.Fatal("LatestForInspection changed the directory")
+	}
+	cp, err = s.Latest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkContent(t, cp, m2, testBlobs(2))
+	if never, err := s.CommitInterrupted(2); never || err != nil {
+		t.Fatalf("after Latest handed out checkpoint 2: CommitInterrupted = %v, %v; want false", never, err)
+	}
+	damageState(t, s, 2)
+	wantDamaged(t, s, &logs, m1, ErrCorrupt)
 }

@@ -24,8 +24,16 @@
 //     state blobs first (each fsynced), then the metadata under a temp name,
 //     fsync, rename, fsync of the directory. The metadata records a format
 //     version, and every blob's owner, length and CRC-32C, and carries its
-//     own CRC-32C; a torn or corrupt checkpoint is detected on load and
-//     Latest falls back to the previous one, logging what it skipped.
+//     own CRC-32C; a torn or corrupt checkpoint is detected on load.
+//   - Restoring from an older checkpoint never duplicates silently: Latest
+//     falls back past a damaged checkpoint only when the storage can tell
+//     it was never reported complete (DirStorage: a commit that never
+//     returned, marked by chk-<id>/_committing), since otherwise its sinks
+//     may have committed its output and resuming from an older checkpoint
+//     would write it again. A damaged checkpoint that may have been
+//     reported is a *DamagedCheckpointError that says how to proceed, and
+//     a checkpoint that cannot be read (EIO, EMFILE) is an
+//     *UnreadableCheckpointError; neither is ever passed over.
 //
 // # How the engine drives it
 //
@@ -70,6 +78,10 @@
 //   - The min pause runs from the end of the previous checkpoint, completed
 //     or aborted; an end seen by an event without a time is dated by the
 //     next Tick, which can only lengthen the pause.
+//   - Latest does not fall back past a damaged checkpoint that may have
+//     been reported complete, where Flink's store falls back to an older
+//     one: the operator decides (restore it from a backup, or move it
+//     away and accept the output since the previous one written again).
 //   - Latest does not fall back past metadata in an unknown format version
 //     (a newer build wrote it), and when checkpoints exist but none
 //     verifies it returns *NoValidCheckpointError rather than

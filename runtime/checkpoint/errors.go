@@ -73,6 +73,47 @@ func (e *NoValidCheckpointError) Error() string {
 
 func (e *NoValidCheckpointError) Unwrap() []error { return e.Skipped }
 
+// DamagedCheckpointError is Latest's answer when the newest checkpoint is
+// damaged (torn or altered metadata, a state file missing, of the wrong
+// length or checksum) and may have been reported complete, so its sinks
+// may have committed its transactions: resuming from an older checkpoint
+// would write that output again, so Latest does not. It matches
+// ErrCorrupt.
+type DamagedCheckpointError struct {
+	// Storage names the storage: a DirStorage's directory.
+	Storage string
+	ID      int64
+	// Previous is the newest checkpoint older than ID, 0 if there is none.
+	Previous int64
+	// Remedy says how to proceed.
+	Remedy string
+	// Err is the verification error, a *CheckpointError naming the file.
+	Err error
+}
+
+func (e *DamagedCheckpointError) Error() string {
+	return fmt.Sprintf("checkpoint storage %s: checkpoint %d is damaged (%v); it may have been reported complete, so sinks may have committed its output, and resuming from an older checkpoint would write that output again; %s",
+		e.Storage, e.ID, e.Err, e.Remedy)
+}
+
+func (e *DamagedCheckpointError) Unwrap() error { return e.Err }
+
+// UnreadableCheckpointError is Latest's answer when a checkpoint cannot be
+// read for a reason other than damage (EIO, EMFILE, permissions): the job
+// must not start from an older one instead, nor from nothing.
+type UnreadableCheckpointError struct {
+	Storage string
+	ID      int64
+	// Err is the cause, a *CheckpointError naming the file.
+	Err error
+}
+
+func (e *UnreadableCheckpointError) Error() string {
+	return fmt.Sprintf("checkpoint storage %s: cannot read checkpoint %d (%v); it is not passed over, since resuming from an older checkpoint could write output again: fix the cause and start again", e.Storage, e.ID, e.Err)
+}
+
+func (e *UnreadableCheckpointError) Unwrap() error { return e.Err }
+
 // Reasons a checkpoint is aborted, carried by an *AbortError. Match them
 // with errors.Is.
 var (

@@ -130,23 +130,19 @@ func (s *MemoryStorage) Load(id int64) (*Checkpoint, error) {
 func (s *MemoryStorage) Latest() (*Checkpoint, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	ids := slices.Sorted(maps.Keys(s.complete))
-	if len(ids) == 0 {
-		return nil, ErrNoCheckpoint
-	}
-	// Memory cannot tear, but the same walk as DirStorage keeps the two
-	// interchangeable in tests.
-	var skipped []error
-	for i := len(ids) - 1; i >= 0; i-- {
-		cp, err := s.load(ids[i])
-		if err == nil {
-			cp.Skipped = skipped
-			return cp, nil
-		}
-		s.cfg.logger.Error("checkpoint storage: skipping invalid checkpoint", "checkpoint", ids[i], "error", err)
-		skipped = append(skipped, err)
-	}
-	return nil, &NoValidCheckpointError{Skipped: skipped}
+	// Memory cannot tear, and a commit either happened whole or not at
+	// all, so every checkpoint here may have been reported complete: the
+	// same walk as DirStorage's, with nothing that may be passed over.
+	return findLatest(latestWalk{
+		where:         "in memory",
+		ids:           slices.Sorted(maps.Keys(s.complete)),
+		load:          s.load,
+		neverReported: func(int64) (bool, error) { return false, nil },
+		remedy: func(int64, int64) string {
+			return "checkpoints in memory cannot be repaired: start with new storage (sources start from their beginning)"
+		},
+		logger: s.cfg.logger,
+	})
 }
 
 func (s *MemoryStorage) load(id int64) (*Checkpoint, error) {

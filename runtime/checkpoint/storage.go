@@ -119,12 +119,22 @@ type Storage interface {
 	// Begin starts checkpoint id. It fails with ErrExists when id has
 	// already been committed: ids are never reused.
 	Begin(id int64) (Writer, error)
-	// Latest returns the newest valid completed checkpoint. Invalid newer
-	// ones are logged and listed in Checkpoint.Skipped. With no completed
-	// checkpoint at all it returns ErrNoCheckpoint; when every completed
-	// checkpoint is invalid it returns a *NoValidCheckpointError, which
-	// does not match ErrNoCheckpoint, because starting from scratch then
-	// would silently replay or lose data.
+	// Latest returns the checkpoint a job resumes from: the newest
+	// completed checkpoint, verified. It never falls back to an older
+	// checkpoint when that could write output again:
+	//   - a newest checkpoint that cannot be read (an I/O error) is an
+	//     *UnreadableCheckpointError naming it and the cause;
+	//   - a damaged one (ErrCorrupt) that may have been reported complete
+	//     is a *DamagedCheckpointError saying how to proceed;
+	//   - only a damaged one that was provably never reported complete (a
+	//     commit that never returned) is passed over, logged and listed in
+	//     Checkpoint.Skipped.
+	// With no completed checkpoint at all it returns ErrNoCheckpoint; when
+	// every completed checkpoint was passed over it returns a
+	// *NoValidCheckpointError, which does not match ErrNoCheckpoint,
+	// because starting from scratch then would silently replay or lose
+	// data. The checkpoint returned counts as reported from then on: the
+	// caller resumes from it, which commits what it prepared.
 	Latest() (*Checkpoint, error)
 	// Load returns checkpoint id after verifying it: ErrNotFound when it
 	// was never committed or is gone, a *CheckpointError otherwise.
@@ -247,6 +257,69 @@ func checkCommit(id int64, m Metadata, written map[Owner]StateHandle) (Metadata,
 	}
 	m.States = states
 	return m, nil
+}
+
+// latestWalk is what findLatest needs of a storage: its completed
+// checkpoint ids (oldest first), how to load and verify one, whether one
+// was provably never reported complete, and what to tell the user to do
+// about a damaged one.
+type latestWalk struct {
+	where         string
+	ids           []int64
+	load          func(id int64) (*Checkpoint, error)
+	neverReported func(id int64) (bool, error)
+	remedy        func(id, previous int64) string
+	logger        *slog.Logger
+}
+
+// findLatest is Latest's rule, the same for every Storage. Newest first:
+//   - a checkpoint that verifies is the answer;
+//   - one in a format this build does not know stops the walk: a newer
+//     build wrote it, and falling back would rewind the job behind output
+//     already committed;
+//   - one that is damaged (ErrCorrupt: torn or altered metadata, a state
+//     file missing, of the wrong length or checksum) is passed over only
+//     when the storage can tell that it was never reported complete: no
+//     sink committed anything of it. Otherwise its sinks may have
+//     committed its output, and resuming from an older checkpoint would
+//     write that output again: a *DamagedCheckpointError;
+//   - one that cannot be read (any other error: EIO, EMFILE, permissions)
+//     is an error, never a reason to fall back.
+func findLatest(w latestWalk) (*Checkpoint, error) {
+	if len(w.ids) == 0 {
+		return nil, ErrNoCheckpoint
+	}
+	var skipped []error
+	for i := len(w.ids) - 1; i >= 0; i-- {
+		id := w.ids[i]
+		cp, err := w.load(id)
+		if err == nil {
+			cp.Skipped = skipped
+			return cp, nil
+		}
+		switch {
+		case errors.Is(err, ErrUnsupportedVersion):
+			return nil, err
+		case errors.Is(err, ErrCorrupt):
+			never, rerr := w.neverReported(id)
+			if rerr != nil {
+				return nil, &UnreadableCheckpointError{Storage: w.where, ID: id, Err: rerr}
+			}
+			if !never {
+				var previous int64
+				if i > 0 {
+					previous = w.ids[i-1]
+				}
+				return nil, &DamagedCheckpointError{Storage: w.where, ID: id, Previous: previous, Remedy: w.remedy(id, previous), Err: err}
+			}
+			w.logger.Error("checkpoint storage: skipping damaged checkpoint that was never reported complete (its commit did not return)",
+				slog.String("storage", w.where), slog.Int64("checkpoint", id), slog.Any("error", err))
+			skipped = append(skipped, err)
+		default:
+			return nil, &UnreadableCheckpointError{Storage: w.where, ID: id, Err: err}
+		}
+	}
+	return nil, &NoValidCheckpointError{Skipped: skipped}
 }
 
 // StorageOption configures NewDirStorage and NewMemoryStorage.

@@ -5,7 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -344,4 +347,74 @@ func TestStorageOptionsValidated(t *testing.T) {
 	if _, err := NewDirStorage(""); err == nil {
 		t.Fatal("empty directory accepted")
 	}
+}
+
+// damageState flips one byte of a non-empty state blob of checkpoint id,
+// the way a disk or an operator's mistake damages a checkpoint after it
+// completed.
+func damageState(t *testing.T, s Storage, id int64) {
+	t.Helper()
+	switch s := s.(type) {
+	case *DirStorage:
+		dir := filepath.Join(s.Dir(), chkDir(id))
+		entries, err := os.ReadDir(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range entries {
+			if !strings.HasSuffix(e.Name(), ".state") {
+				continue
+			}
+			p := filepath.Join(dir, e.Name())
+			b, err := os.ReadFile(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(b) == 0 {
+				continue
+			}
+			b[len(b)/2] ^= 0xff
+			if err := os.WriteFile(p, b, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			return
+		}
+	case *MemoryStorage:
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		for _, b := range s.complete[id].blobs {
+			if len(b) > 0 {
+				b[len(b)/2] ^= 0xff
+				return
+			}
+		}
+	}
+	t.Fatalf("checkpoint %d has no non-empty state to damage", id)
+}
+
+// Restoring from an older checkpoint must never duplicate silently: a
+// damaged newest checkpoint whose commit returned (so its sinks may have
+// committed its output) is never passed over; Latest says which one is
+// damaged and how to proceed.
+func TestStorageDamagedReportedCheckpointIsNotPassedOver(t *testing.T) {
+	storages(t, func(t *testing.T, open func(...StorageOption) Storage) {
+		s := open()
+		commit(t, s, 1, testBlobs(1))
+		commit(t, s, 2, testBlobs(2))
+		damageState(t, s, 2)
+		cp, err := s.Latest()
+		if err == nil {
+			t.Fatalf("Latest returned checkpoint %d (skipped %v), passing over damaged checkpoint 2 that was reported complete", cp.ID, cp.Skipped)
+		}
+		var de *DamagedCheckpointError
+		if !errors.As(err, &de) || de.ID != 2 || de.Previous != 1 || !errors.Is(err, ErrCorrupt) {
+			t.Fatalf("Latest: %v; want a *DamagedCheckpointError for checkpoint 2 (previous 1) matching ErrCorrupt", err)
+		}
+		for _, want := range []string{"checkpoint 2 is damaged", "resuming from an older checkpoint would write that output again", "start"} {
+			if !strings.Contains(err.Error(), want) {
+				t.Errorf("error %q does not say %q", err, want)
+			}
+		}
+		t.Logf("refused: %v", err)
+	})
 }
