@@ -208,7 +208,12 @@
 //   - Keyed process operators: ValueState, MapState and pending
 //     event-time and processing-time timers, by key group (encoding/gob
 //     for keys and values; the layout is versioned, and snapshots written
-//     before timers were checkpointed restore with none), restored by
+//     before timers were checkpointed restore with none). Key, value and
+//     map types are checked when a state is declared (GetValueState,
+//     GetMapState) and when the first timer is registered: a type gob
+//     cannot encode, or would encode only in part (an unexported, func or
+//     chan field at any depth, unless the type marshals itself), fails the
+//     job at once with a *StateTypeError. Restored by
 //     operator UID into whichever subtask owns each key group now: a
 //     timer moves with its key. A restored event-time timer fires when the
 //     watermark passes it; a restored processing-time timer whose time
@@ -242,7 +247,10 @@
 // from the latest checkpoint, enumerators through RestoreEnumerator (this
 // replaces Flink's resetToCheckpoint on a live coordinator). Pending
 // checkpoints are aborted on every restart. A failure that no restart can
-// mend (a commit that failed with a known reason) fails the job at once.
+// mend fails the job at once: a commit that failed with a known reason, a
+// connector's invalid configuration (connector.ErrInvalidConfiguration),
+// a state type that cannot be checkpointed, state that cannot be decoded
+// from the checkpoint being restored.
 //
 // # Two-phase commit sinks
 //

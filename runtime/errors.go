@@ -88,3 +88,31 @@ var (
 func errBadInputStatus(st fmt.Stringer) error {
 	return fmt.Errorf("reader returned an unknown input status %v", st)
 }
+
+// StateTypeError is why a keyed state cannot be declared: its key, value
+// or map type is one that encoding/gob, which checkpoints keyed state,
+// cannot encode, or would encode only in part (see GetValueState). Execute
+// fails with it at once, whatever the restart strategy: no restart can
+// change a type. Match it with errors.As.
+type StateTypeError struct {
+	// State is the state's name.
+	State string
+	// Role is which of its types is refused: "key type" (the stream's
+	// key), "value type", "map key type" or "map value type".
+	Role string
+	// Type is the refused type, as Go prints it.
+	Type string
+	// Field is the path from Type to the part gob cannot keep
+	// ("Inner[].y"), empty when it is Type itself.
+	Field string
+	// Reason says what is wrong with it.
+	Reason string
+}
+
+func (e *StateTypeError) Error() string {
+	at := ""
+	if e.Field != "" {
+		at = "field " + e.Field + ": "
+	}
+	return fmt.Sprintf("state %q: its %s %s cannot be checkpointed: %s%s", e.State, e.Role, e.Type, at, e.Reason)
+}

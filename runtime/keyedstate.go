@@ -15,8 +15,9 @@ import (
 //	uvarint(version) uvarint(n) n x entry
 //	entry: uvarint(len) name, kind byte, uvarint(keyGroup), uvarint(len) gob
 //
-// Keys and values are encoded with encoding/gob (basic types, and structs
-// with exported fields). The version is of this layout and of the kinds
+// Keys and values are encoded with encoding/gob; their types are checked
+// when the state is declared (statetype.go), so that none loses a field
+// to gob's silence about unexported ones. The version is of this layout and of the kinds
 // of entries it may hold: version 1 has ValueState and MapState entries;
 // version 2 adds the pending timers, an entry per time domain and key
 // group (kind stateKindEventTimers or stateKindProcessingTimers, a gob

@@ -127,8 +127,24 @@ func (c *KeyedContext[K, O]) CurrentProcessingTime() int64 { return time.Now().U
 
 // RegisterEventTimeTimer asks for OnTimer once the watermark reaches ts,
 // for the current key. Registering the same (key, ts) twice fires once.
+// Timers are checkpointed with their keys, so the key type must follow
+// GetValueState's rule; the first registration checks it, and a key type
+// that does not fails the job.
 func (c *KeyedContext[K, O]) RegisterEventTimeTimer(ts int64) {
+	c.checkTimerKey(eventTimersName)
 	c.timers.event.add(c.op.key, ts)
+}
+
+// checkTimerKey fails the current call once the key type is known not to
+// survive a checkpoint of the timers.
+func (c *KeyedContext[K, O]) checkTimerKey(name string) {
+	if !c.timers.keyChecked {
+		c.timers.keyChecked = true
+		c.timers.keyErr = checkStateTypes(name, stateType{"key type", typeOf[K]()})
+	}
+	if c.timers.keyErr != nil && c.err == nil {
+		c.err = c.timers.keyErr
+	}
 }
 
 // DeleteEventTimeTimer cancels a timer registered for the current key.
@@ -137,6 +153,7 @@ func (c *KeyedContext[K, O]) DeleteEventTimeTimer(ts int64) { c.timers.event.rem
 // RegisterProcessingTimeTimer asks for OnTimer once the wall clock reaches
 // ts (milliseconds since the Unix epoch), for the current key.
 func (c *KeyedContext[K, O]) RegisterProcessingTimeTimer(ts int64) {
+	c.checkTimerKey(processingTimersName)
 	c.timers.processing.add(c.op.key, ts)
 	c.timers.scheduleProcessing()
 }
@@ -165,12 +182,14 @@ func (ks *keyedState[K]) create(name string, s snapshotableState) error {
 	ks.states[name] = s
 	entries := ks.restored[name]
 	delete(ks.restored, name)
+	// A restore that fails here fails again from the same checkpoint:
+	// no restart can mend it.
 	for _, e := range entries {
 		if e.kind != s.kind() {
-			return fmt.Errorf("state %q was checkpointed as another kind of state", name)
+			return &unrecoverableError{fmt.Errorf("state %q was checkpointed as another kind of state (a ValueState and a MapState share the name across versions of the job); rename one", name)}
 		}
 		if err := s.restore(e.data); err != nil {
-			return fmt.Errorf("restore state %q (key group %d): %w", name, e.keyGroup, err)
+			return &unrecoverableError{fmt.Errorf("restore state %q (key group %d): %w", name, e.keyGroup, err)}
 		}
 	}
 	return nil
@@ -247,13 +266,28 @@ func (s *mapState[K, UK, UV]) All() iter.Seq2[UK, UV] {
 // operator, creating it on first use. Call it in Open and keep the handle:
 // the handle follows the current key. Asking for an existing name with
 // another value type is an error.
+//
+// State is checkpointed with encoding/gob, so the value type V and the
+// stream's key type K must be types gob encodes whole: basic types,
+// slices, arrays, maps and pointers of such, and structs whose fields are
+// all exported and of such types, at any depth; interface values need
+// their concrete types registered with gob.Register. A type that encodes
+// itself (encoding.BinaryMarshaler with BinaryUnmarshaler, or
+// gob.GobEncoder with GobDecoder) is taken as it is. Anything else (an
+// unexported field, which gob would silently drop so that a restore
+// brings it back as its zero value; a func or chan field; a chan or func
+// type) is refused here with a *StateTypeError naming the state, the type
+// and the field, and the job fails at once, without restarts.
 func GetValueState[V any, K comparable, O any](ctx *KeyedContext[K, O], name string) (ValueState[V], error) {
 	if s, ok := ctx.op.states[name]; ok {
 		vs, ok := s.(*valueState[K, V])
 		if !ok {
-			return nil, fmt.Errorf("state %q exists with another type (%T)", name, s)
+			return nil, &unrecoverableError{fmt.Errorf("state %q exists with another type (%T); give each state its own name", name, s)}
 		}
 		return vs, nil
+	}
+	if err := checkStateTypes(name, stateType{"value type", typeOf[V]()}, stateType{"key type", typeOf[K]()}); err != nil {
+		return nil, err
 	}
 	vs := &valueState[K, V]{ks: ctx.op, m: map[K]V{}}
 	if err := ctx.op.create(name, vs); err != nil {
@@ -262,14 +296,21 @@ func GetValueState[V any, K comparable, O any](ctx *KeyedContext[K, O], name str
 	return vs, nil
 }
 
-// GetMapState returns the map state called name, like GetValueState.
+// GetMapState returns the map state called name, like GetValueState. The
+// map's key and value types UK and UV, and the stream's key type K, must
+// be types encoding/gob encodes whole, by GetValueState's rule; any other
+// is refused here with a *StateTypeError, and the job fails at once.
 func GetMapState[UK comparable, UV any, K comparable, O any](ctx *KeyedContext[K, O], name string) (MapState[UK, UV], error) {
 	if s, ok := ctx.op.states[name]; ok {
 		ms, ok := s.(*mapState[K, UK, UV])
 		if !ok {
-			return nil, fmt.Errorf("state %q exists with another type (%T)", name, s)
+			return nil, &unrecoverableError{fmt.Errorf("state %q exists with another type (%T); give each state its own name", name, s)}
 		}
 		return ms, nil
+	}
+	if err := checkStateTypes(name, stateType{"map key type", typeOf[UK]()}, stateType{"map value type", typeOf[UV]()},
+		stateType{"key type", typeOf[K]()}); err != nil {
+		return nil, err
 	}
 	ms := &mapState[K, UK, UV]{ks: ctx.op, m: map[K]map[UK]UV{}}
 	if err := ctx.op.create(name, ms); err != nil {
@@ -385,6 +426,10 @@ type timerService[K comparable] struct {
 	wake       *time.Timer
 	wakeAt     int64
 	ended      bool
+	// keyChecked: the key type was checked at the first registration;
+	// keyErr is the verdict.
+	keyChecked bool
+	keyErr     error
 }
 
 func (s *timerService[K]) scheduleProcessing() {
@@ -435,12 +480,13 @@ func (p *keyedProcessOperator[K, I, O]) open(t *task) error {
 	p.t = t
 	p.fn = p.newFn()
 	if p.fn == nil {
-		return p.info.wrap(errNilFunction("process function (from the factory)"))
+		return p.info.wrap(&unrecoverableError{errNilFunction("process function (from the factory)")})
 	}
 	p.state.states = map[string]any{}
 	p.maxPar = t.cfg.maxParallelism
 	if err := p.restoreState(t); err != nil {
-		return p.info.wrap(err)
+		// Decoding the same checkpoint again fails again.
+		return p.info.wrap(&unrecoverableError{err})
 	}
 	p.ctx = KeyedContext[K, O]{op: &p.state, out: p.out, info: &p.info, watermark: noWatermark, timers: &p.timers}
 	p.timers.wake = t.newTimer("processing-time timers", p.fireProcessingTimers)

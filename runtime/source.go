@@ -53,7 +53,7 @@ func (s *sourceOperator[T, S, C]) open(t *task) error {
 		return s.info.wrap(err)
 	}
 	if r == nil {
-		return s.info.wrap(errNilReader)
+		return s.info.wrap(&unrecoverableError{errNilReader})
 	}
 	s.reader = r
 	// Splits restored from a checkpoint go to the reader before it
@@ -93,7 +93,7 @@ func (s *sourceOperator[T, S, C]) restoreSplits(t *task) error {
 		if old[s.info.subtask] != nil {
 			restored, err = decodeList(old[s.info.subtask], s.src.SplitSerializer())
 			if err != nil {
-				return fmt.Errorf("restore splits: %w", err)
+				return &unrecoverableError{fmt.Errorf("restore splits: %w", err)} // the same checkpoint fails again
 			}
 		}
 	} else {
@@ -106,7 +106,7 @@ func (s *sourceOperator[T, S, C]) restoreSplits(t *task) error {
 			}
 			splits, err := decodeList(b, s.src.SplitSerializer())
 			if err != nil {
-				return fmt.Errorf("restore splits: %w", err)
+				return &unrecoverableError{fmt.Errorf("restore splits: %w", err)} // the same checkpoint fails again
 			}
 			for _, sp := range splits {
 				if i%s.par == s.info.subtask {

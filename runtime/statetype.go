@@ -1,0 +1,123 @@
+package runtime
+
+import (
+	"bytes"
+	"encoding"
+	"encoding/gob"
+	"fmt"
+	"reflect"
+)
+
+// Keyed state is checkpointed with encoding/gob (keyedstate.go). gob
+// refuses some types only when it first encodes one, which is at the first
+// snapshot, and it silently drops what it cannot see: unexported fields,
+// and fields of func and chan type. A state whose type loses a field that
+// way restores with that field at its zero value, with no error anywhere.
+// So the types of a state are checked when the state is declared, and a
+// type that would not come back whole fails the job there.
+
+// checkStateTypes checks the types of state name: role and type for each.
+func checkStateTypes(name string, types ...stateType) error {
+	for _, st := range types {
+		if err := checkGobType(st.t); err != nil {
+			err.State, err.Role, err.Type = name, st.role, st.t.String()
+			return &unrecoverableError{err}
+		}
+	}
+	return nil
+}
+
+type stateType struct {
+	role string
+	t    reflect.Type
+}
+
+func typeOf[T any]() reflect.Type { return reflect.TypeFor[T]() }
+
+var (
+	gobEncoderType     = reflect.TypeFor[gob.GobEncoder]()
+	gobDecoderType     = reflect.TypeFor[gob.GobDecoder]()
+	binaryMarshaler    = reflect.TypeFor[encoding.BinaryMarshaler]()
+	binaryUnmarshaler  = reflect.TypeFor[encoding.BinaryUnmarshaler]()
+	selfEncodingAdvice = "encoding.BinaryMarshaler and BinaryUnmarshaler, or gob.GobEncoder and GobDecoder"
+)
+
+// checkGobType returns why values of t would not survive a gob round trip
+// whole, or nil. State, Role and Type are left for the caller.
+func checkGobType(t reflect.Type) *StateTypeError {
+	if err := walkGobType(t, "", map[reflect.Type]bool{}); err != nil {
+		return err
+	}
+	// What the walk cannot know, gob tells when it compiles the type: it
+	// does so for a zero value too, whose fields it then skips.
+	sample := reflect.New(reflect.StructOf([]reflect.StructField{{Name: "V", Type: t}})).Elem()
+	if err := gob.NewEncoder(&bytes.Buffer{}).EncodeValue(sample); err != nil {
+		return &StateTypeError{Reason: fmt.Sprintf("encoding/gob refuses it: %v", err)}
+	}
+	return nil
+}
+
+func walkGobType(t reflect.Type, path string, seen map[reflect.Type]bool) *StateTypeError {
+	if r := selfEncoding(t); r != "" {
+		if r == "ok" {
+			return nil
+		}
+		return &StateTypeError{Field: path, Reason: r}
+	}
+	switch t.Kind() {
+	case reflect.Chan, reflect.Func, reflect.UnsafePointer:
+		return &StateTypeError{Field: path, Reason: fmt.Sprintf("encoding/gob cannot encode a %s (%s); keep it out of state", t.Kind(), t)}
+	case reflect.Pointer:
+		return walkGobType(t.Elem(), path, seen)
+	case reflect.Slice, reflect.Array:
+		return walkGobType(t.Elem(), path+"[]", seen)
+	case reflect.Map:
+		if err := walkGobType(t.Key(), path+"[key]", seen); err != nil {
+			return err
+		}
+		return walkGobType(t.Elem(), path+"[]", seen)
+	case reflect.Struct:
+		if seen[t] {
+			return nil // a recursive type, checked on the way in
+		}
+		seen[t] = true
+		for i := range t.NumField() {
+			f := t.Field(i)
+			at := f.Name
+			if path != "" {
+				at = path + "." + f.Name
+			}
+			if !f.IsExported() {
+				return &StateTypeError{Field: at, Reason: fmt.Sprintf("%s.%s is unexported, and encoding/gob silently drops unexported fields: a restore would bring it back as its zero value; export it, or implement %s on %s", t, f.Name, selfEncodingAdvice, t)}
+			}
+			if k := f.Type.Kind(); k == reflect.Func || k == reflect.Chan {
+				return &StateTypeError{Field: at, Reason: fmt.Sprintf("%s.%s is a %s, which encoding/gob silently drops; keep it out of state, or implement %s on %s", t, f.Name, k, selfEncodingAdvice, t)}
+			}
+			if err := walkGobType(f.Type, at, seen); err != nil {
+				return err
+			}
+		}
+	}
+	// Basic kinds, and interfaces: gob encodes an interface value's
+	// concrete type when it was registered with gob.Register, and says so
+	// at the snapshot otherwise.
+	return nil
+}
+
+// selfEncoding is "ok" when t encodes itself through gob's or
+// encoding's marshaling interfaces and can be decoded again, a reason when
+// it does only one half, and "" when it does neither.
+func selfEncoding(t reflect.Type) string {
+	p := reflect.PointerTo(t)
+	for _, pair := range [][2]reflect.Type{{gobEncoderType, gobDecoderType}, {binaryMarshaler, binaryUnmarshaler}} {
+		enc, dec := pair[0], pair[1]
+		if !t.Implements(enc) && !p.Implements(enc) {
+			continue
+		}
+		if t.Implements(dec) || p.Implements(dec) {
+			return "ok"
+		}
+		return fmt.Sprintf("%s implements %s but not %s, so a restore could not decode it", t, enc, dec)
+	}
+	return ""
+}

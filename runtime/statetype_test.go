@@ -1,0 +1,197 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// Value types of the cases below.
+type (
+	opaqueCount   struct{ n int }
+	partialTotals struct {
+		Count int
+		sum   float64
+	}
+	innerPart  struct{ X, y int }
+	outerState struct {
+		Name  string
+		Inner []innerPart
+	}
+	withFunc struct {
+		N  int
+		Fn func() int
+	}
+	noFields  struct{}
+	exported  struct{ Count, Sum int }
+	marshaled struct{ n int } // unexported, but encodes itself
+	keyStruct struct{ id string }
+)
+
+func (m marshaled) MarshalBinary() ([]byte, error) { return []byte{byte(m.n)}, nil }
+func (m *marshaled) UnmarshalBinary(b []byte) error {
+	if len(b) == 1 {
+		m.n = int(b[0])
+	}
+	return nil
+}
+
+// stateTypeJob runs a small keyed job whose function declares its state
+// with declare in Open and calls the update it returns for every record,
+// under a restart strategy that would retry without
+// end, and returns Execute's error and how often Open ran.
+func stateTypeJob[K comparable](t *testing.T, key func(int64) K, declare func(*KeyedContext[K, int]) (func(), error)) (error, int64) {
+	t.Helper()
+	var opens atomic.Int64
+	var update func()
+	env := NewEnvironment(WithParallelism(1), WithCheckpointInterval(5*time.Millisecond),
+		WithRestartStrategy(FixedDelayRestart(-1, time.Millisecond)), WithLogger(discardLogger()))
+	src := &rangeSrc{splits: 1, perSplit: 50, delay: time.Millisecond, readerFailAt: -1}
+	res := Process(KeyByHashed(FromSource(env, src, "range", NoWatermarks[int64]()), key, func(K) uint32 { return 0 }), KeyedProcessFuncs[K, int64, int]{
+		Setup: func(ctx *KeyedContext[K, int]) error {
+			opens.Add(1)
+			var err error
+			update, err = declare(ctx)
+			return err
+		},
+		Element: func(ctx *KeyedContext[K, int], v int64) error {
+			update()
+			return nil
+		},
+	}).UID("counts")
+	SinkTo(res, newCollectSink[int]())
+	// Long enough for a refused type to be noticed at once; a type that
+	// fails at every snapshot instead restarts until the deadline drains
+	// the job.
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	err := env.Execute(ctx, "state types")
+	return err, opens.Load()
+}
+
+// value and entry make the update of a declared state: it stores a zero
+// value for the current key.
+func value[V any](s ValueState[V], err error) (func(), error) {
+	if err != nil {
+		return nil, err
+	}
+	return func() {
+		var v V
+		s.Update(v)
+	}, nil
+}
+
+func entry[UK comparable, UV any](s MapState[UK, UV], err error) (func(), error) {
+	if err != nil {
+		return nil, err
+	}
+	return func() {
+		var k UK
+		var v UV
+		s.Put(k, v)
+	}, nil
+}
+
+func byKey(v int64) string { return strconv.FormatInt(v%3, 10) }
+
+// Rule: a state's key, value and map types are checked when the state is
+// declared. A type encoding/gob cannot encode, or a struct with an
+// unexported (or func, chan) field anywhere inside that does not encode
+// itself, fails the job at once, without restarts, with an error naming the
+// state, the type and the field; types gob encodes whole are accepted.
+func TestStateTypeCheckedAtDeclaration(t *testing.T) {
+	refused := []struct {
+		name    string
+		declare func(*KeyedContext[string, int]) (func(), error)
+		want    []string // in the error
+	}{
+		{"no exported fields", func(ctx *KeyedContext[string, int]) (func(), error) {
+			return value[opaqueCount](GetValueState[opaqueCount](ctx, "count"))
+		}, []string{`state "count"`, "opaqueCount", "field n", "unexported"}},
+		{"an unexported field beside exported ones", func(ctx *KeyedContext[string, int]) (func(), error) {
+			return value[partialTotals](GetValueState[partialTotals](ctx, "totals"))
+		}, []string{`state "totals"`, "partialTotals", "field sum", "unexported"}},
+		{"an unexported field deep inside", func(ctx *KeyedContext[string, int]) (func(), error) {
+			return value[*outerState](GetValueState[*outerState](ctx, "deep"))
+		}, []string{`state "deep"`, "outerState", "field Inner[].y", "unexported"}},
+		{"a func field", func(ctx *KeyedContext[string, int]) (func(), error) {
+			return value[withFunc](GetValueState[withFunc](ctx, "fn"))
+		}, []string{`state "fn"`, "withFunc", "field Fn", "func"}},
+		{"a channel", func(ctx *KeyedContext[string, int]) (func(), error) {
+			return value[chan int](GetValueState[chan int](ctx, "ch"))
+		}, []string{`state "ch"`, "chan int"}},
+		{"a map state's value", func(ctx *KeyedContext[string, int]) (func(), error) {
+			return entry[string, map[string]partialTotals](GetMapState[string, map[string]partialTotals](ctx, "byDay"))
+		}, []string{`state "byDay"`, "map value type", "partialTotals.sum", "unexported"}},
+		{"a map state's key", func(ctx *KeyedContext[string, int]) (func(), error) {
+			return entry[keyStruct, int](GetMapState[keyStruct, int](ctx, "byID"))
+		}, []string{`state "byID"`, "map key", "keyStruct", "field id"}},
+	}
+	for _, c := range refused {
+		t.Run(c.name, func(t *testing.T) {
+			err, opens := stateTypeJob(t, byKey, c.declare)
+			var ste *StateTypeError
+			if !errors.As(err, &ste) {
+				t.Fatalf("Execute = %v after %d opens, want a *StateTypeError", err, opens)
+			}
+			for _, w := range c.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not say %q", err, w)
+				}
+			}
+			if opens != 1 {
+				t.Fatalf("the function was opened %d times: a state type no restart can fix must fail the job at once", opens)
+			}
+		})
+	}
+	t.Run("a key type", func(t *testing.T) {
+		err, opens := stateTypeJob(t, func(v int64) keyStruct { return keyStruct{id: byKey(v)} }, func(ctx *KeyedContext[keyStruct, int]) (func(), error) {
+			return value[int](GetValueState[int](ctx, "n"))
+		})
+		var ste *StateTypeError
+		if !errors.As(err, &ste) || !strings.Contains(err.Error(), `state "n"`) || !strings.Contains(err.Error(), "key type") ||
+			!strings.Contains(err.Error(), "keyStruct") || !strings.Contains(err.Error(), "field id") {
+			t.Fatalf("Execute = %v, want a *StateTypeError naming the state, the key type and its field", err)
+		}
+		if opens != 1 {
+			t.Fatalf("opened %d times, want 1", opens)
+		}
+	})
+	accepted := []struct {
+		name    string
+		declare func(*KeyedContext[string, int]) (func(), error)
+	}{
+		{"exported fields", func(ctx *KeyedContext[string, int]) (func(), error) {
+			return value[exported](GetValueState[exported](ctx, "a"))
+		}},
+		{"an empty struct", func(ctx *KeyedContext[string, int]) (func(), error) {
+			return value[noFields](GetValueState[noFields](ctx, "empty"))
+		}},
+		{"a type that encodes itself", func(ctx *KeyedContext[string, int]) (func(), error) {
+			return value[marshaled](GetValueState[marshaled](ctx, "b"))
+		}},
+		{"time, slices and maps", func(ctx *KeyedContext[string, int]) (func(), error) {
+			a, err := value[time.Time](GetValueState[time.Time](ctx, "c"))
+			if err != nil {
+				return nil, err
+			}
+			b, err := value[[]*exported](GetValueState[[]*exported](ctx, "d"))
+			if err != nil {
+				return nil, err
+			}
+			c, err := entry[int64, map[string][]marshaled](GetMapState[int64, map[string][]marshaled](ctx, "e"))
+			return func() { a(); b(); c() }, err
+		}},
+	}
+	for _, c := range accepted {
+		t.Run(c.name, func(t *testing.T) {
+			if err, _ := stateTypeJob(t, byKey, c.declare); err != nil {
+				t.Fatalf("Execute = %v, want the type accepted", err)
+			}
+		})
+	}
+}
