@@ -139,7 +139,12 @@
 // does not advance an operator's is ignored, so watermarks never go back.
 // A deleted timer leaves the timer heap at once. A bounded source emits
 // MaxWatermark when it ends, which fires the rest. A graceful cancel does
-// not emit it: the job did not reach the end of event time. A source whose
+// not emit it, and moves no watermark at all: the job did not reach the
+// end of event time. A stopped source's end of partition says it was
+// stopped, and a channel that ends so keeps holding the valve's minimum
+// where it stood (so channels at 100 and 500 stay at 100 when the one at
+// 100 stops first); a task whose input ended by a stop passes the same
+// end downstream. A source whose
 // input ended or that was stopped stops its periodic-watermark timer, and
 // mails queued before (a periodic emit, split assignments, no-more-splits,
 // source events) are no-ops: nothing follows MaxWatermark or the end of

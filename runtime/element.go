@@ -44,7 +44,9 @@ const (
 	eventStatus
 	// eventBarrier: checkpoint barrier event.barrier.
 	eventBarrier
-	// eventEndOfPartition: the upstream subtask will send nothing more.
+	// eventEndOfPartition: the upstream subtask will send nothing more;
+	// event.stopped when it was stopped (a cancel) rather than reaching
+	// the end of its input.
 	eventEndOfPartition
 )
 
@@ -72,6 +74,7 @@ func (k eventKind) String() string {
 type event struct {
 	kind      eventKind
 	idle      bool
+	stopped   bool
 	watermark int64
 	barrier   CheckpointBarrier
 }

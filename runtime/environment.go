@@ -162,9 +162,10 @@ func NewEnvironment(opts ...Option) *Environment {
 //     produced has reached the sinks (each sink was flushed with
 //     Flush(true)), Execute returns nil.
 //   - When ctx is cancelled, the job stops gracefully: sources stop reading
-//     at their next step (no final watermark is emitted), the records in
-//     flight drain through the job, sinks are flushed and closed, and
-//     Execute returns nil. If draining takes longer than the drain timeout,
+//     at their next step (no final watermark is emitted, and no watermark
+//     moves because of the stop: see Event time in the package doc), the
+//     records in flight drain through the job, sinks are flushed and
+//     closed, and Execute returns nil. If draining takes longer than the drain timeout,
 //     the job is stopped hard and Execute returns ErrDrainTimeout.
 //   - When an operator fails, every task and the source coordinators stop,
 //     every reader and writer is closed, and Execute returns the first

@@ -405,6 +405,7 @@ type idleInput struct{ never chan struct{} }
 func (idleInput) step() (inputStatus, error) { return inputNothing, nil }
 func (i idleInput) ready() <-chan struct{}   { return i.never }
 func (idleInput) stop()                      {}
+func (idleInput) stopped() bool              { return false }
 
 // A wait that the task's context cuts short is idle time, not busy time:
 // a task that did nothing but wait reports no busy time at all, however

@@ -33,8 +33,8 @@ type sourceOperator[T any, S connector.Split, C any] struct {
 	// watermark, split events) are no-ops, so no watermark can follow
 	// MaxWatermark or the end of the partition.
 	ended bool
-	// stopped: ended by a stop request (cancellation), not by the input.
-	stopped bool
+	// stopRequested: ended by a stop request (cancellation), not by the input.
+	stopRequested bool
 	// metrics is the subtask's metric group, handed to the reader through
 	// its context; nil when the task has no observer (tests).
 	metrics *metrics.Group
@@ -233,9 +233,12 @@ func (s *sourceOperator[T, S, C]) ready() <-chan struct{} { return s.reader.Avai
 // cancelled job has not reached the end of event time, and firing every
 // event-time timer would emit results that are not final.
 func (s *sourceOperator[T, S, C]) stop() {
-	s.stopped = true
+	s.stopRequested = true
 	s.end()
 }
+
+// stopped: the source ended by a stop request, without MaxWatermark.
+func (s *sourceOperator[T, S, C]) stopped() bool { return s.stopRequested }
 
 func (s *sourceOperator[T, S, C]) endInput() error { return nil }
 
@@ -253,7 +256,7 @@ func (s *sourceOperator[T, S, C]) addSplits(splits []S) error {
 	if s.reader == nil {
 		return nil
 	}
-	if s.stopped {
+	if s.stopRequested {
 		// Checkpoints still complete while a cancelled job drains, and
 		// the enumerator's snapshot no longer holds these splits: the
 		// reader must keep them, unread, so its snapshot does

@@ -34,6 +34,11 @@ type taskInput interface {
 	// stops reading; a gate input ignores it (it ends when its upstream
 	// tasks have ended).
 	stop()
+	// stopped reports, once the input ended, that it ended because of a
+	// stop (its own, or one upstream) rather than at the end of the
+	// input: event time did not reach its end, and the task's end of
+	// partition says so, so that downstream moves no watermark for it.
+	stopped() bool
 }
 
 // errTaskCancelled is how a task ends when the job is stopped hard; the
@@ -271,8 +276,9 @@ func (t *task) endInput() error {
 			return op.operator().wrap(err)
 		}
 	}
+	stopped := t.input.stopped()
 	for _, o := range t.outputs {
-		o.broadcastEvent(event{kind: eventEndOfPartition})
+		o.broadcastEvent(event{kind: eventEndOfPartition, stopped: stopped})
 	}
 	t.ended = true
 	if t.ex != nil && t.ex.cc != nil {
@@ -378,6 +384,8 @@ type gateInput[T any] struct {
 	// reuse on the next poll.
 	done   *batch[T]
 	doneCh int
+	// stoppedUp: some channel ended because its upstream was stopped.
+	stoppedUp bool
 }
 
 func (g *gateInput[T]) step() (inputStatus, error) {
@@ -407,7 +415,8 @@ func (g *gateInput[T]) step() (inputStatus, error) {
 			return inputMore, err
 		}
 	case eventEndOfPartition:
-		allEnded, err := g.valve.endOfPartition(ch)
+		g.stoppedUp = g.stoppedUp || b.ev.stopped
+		allEnded, err := g.valve.endOfPartition(ch, b.ev.stopped)
 		if err != nil {
 			return inputMore, err
 		}
@@ -428,3 +437,4 @@ func (g *gateInput[T]) currentWatermark() int64 { return g.valve.last }
 
 func (g *gateInput[T]) ready() <-chan struct{} { return g.gate.notify }
 func (g *gateInput[T]) stop()                  {}
+func (g *gateInput[T]) stopped() bool          { return g.stoppedUp }

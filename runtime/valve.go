@@ -13,7 +13,13 @@ package runtime
 //   - a channel that comes back from idleness behind the combined
 //     watermark is not aligned: it is left out of the minimum until it
 //     catches up, so its return cannot move time backwards;
-//   - an ended channel is left out for good.
+//   - a channel whose input ended is left out for good;
+//   - a channel that ended because its upstream was stopped (a cancel, a
+//     drain) keeps its last watermark and status: it holds time back
+//     where it stood, so a stop moves no watermark. Its upstream did not
+//     reach the end of event time, and letting the other channels take
+//     time on would fire timers whose results are not final (after a
+//     resume, the stopped channel's remaining records would be late).
 type watermarkValve struct {
 	out      valveOutput
 	channels []channelStatus
@@ -31,6 +37,9 @@ type channelStatus struct {
 	idle    bool
 	aligned bool
 	ended   bool
+	// stopped: ended by a stop upstream; wm, idle and aligned are kept
+	// as they were, and ended stays false so that they still count.
+	stopped bool
 }
 
 func newWatermarkValve(numChannels int, out valveOutput) *watermarkValve {
@@ -41,11 +50,11 @@ func newWatermarkValve(numChannels int, out valveOutput) *watermarkValve {
 	return v
 }
 
-// open counts the channels that have not ended.
+// open counts the channels that have not ended, either way.
 func (v *watermarkValve) open() int {
 	n := 0
 	for i := range v.channels {
-		if !v.channels[i].ended {
+		if c := &v.channels[i]; !c.ended && !c.stopped {
 			n++
 		}
 	}
@@ -54,7 +63,7 @@ func (v *watermarkValve) open() int {
 
 func (v *watermarkValve) inputWatermark(ch int, wm int64) error {
 	c := &v.channels[ch]
-	if c.ended || c.idle || wm <= c.wm {
+	if c.ended || c.stopped || c.idle || wm <= c.wm {
 		return nil
 	}
 	c.wm = wm
@@ -66,7 +75,7 @@ func (v *watermarkValve) inputWatermark(ch int, wm int64) error {
 
 func (v *watermarkValve) inputStatus(ch int, idle bool) error {
 	c := &v.channels[ch]
-	if c.ended || c.idle == idle {
+	if c.ended || c.stopped || c.idle == idle {
 		return nil
 	}
 	c.idle = idle
@@ -90,9 +99,15 @@ func (v *watermarkValve) inputStatus(ch int, idle bool) error {
 }
 
 // endOfPartition retires ch and reports whether every channel has ended.
-func (v *watermarkValve) endOfPartition(ch int) (bool, error) {
+// stopped: its upstream was stopped; the channel then freezes instead, and
+// nothing is emitted.
+func (v *watermarkValve) endOfPartition(ch int, stopped bool) (bool, error) {
 	c := &v.channels[ch]
-	if c.ended {
+	if c.ended || c.stopped {
+		return v.open() == 0, nil
+	}
+	if stopped {
+		c.stopped = true
 		return v.open() == 0, nil
 	}
 	c.ended = true

@@ -90,15 +90,15 @@ func TestValveTakesMinimumOverActiveChannels(t *testing.T) {
 	must(v.inputWatermark(0, 40))
 	expectLog(t, "caught up", r.take(), "wm 40")
 
-	end, err := v.endOfPartition(0)
+	end, err := v.endOfPartition(0, false)
 	must(err)
 	if end {
 		t.Fatal("one of three channels ended, input reported ended")
 	}
-	if _, err := v.endOfPartition(1); err != nil {
+	if _, err := v.endOfPartition(1, false); err != nil {
 		t.Fatal(err)
 	}
-	end, err = v.endOfPartition(2)
+	end, err = v.endOfPartition(2, false)
 	must(err)
 	if !end {
 		t.Fatal("all channels ended, input not reported ended")
