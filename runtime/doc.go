@@ -131,7 +131,9 @@
 // Sources assign timestamps and generate watermarks per split (each split
 // output has its own WatermarkGenerator); a reader's watermark is the
 // minimum over its active splits. Idle splits (WithIdleness, MarkIdle) do
-// not hold time back; a reader with no active split is idle. A task with
+// not hold time back; a reader with no active split is idle. The idleness
+// timeout runs on the source task's activity clock, which stands still
+// while the task's output is full: a backpressured source is not idle. A task with
 // several input channels takes the minimum over active, aligned channels
 // (valve.go). Event-time timers fire when the watermark passes them, in
 // timestamp order, and the watermark goes downstream after their output

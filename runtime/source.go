@@ -47,6 +47,7 @@ func (s *sourceOperator[T, S, C]) open(t *task) error {
 	s.openedAt = time.Now()
 	s.output = newReaderOutput(s.strategy, s.out)
 	s.output.info = &s.info
+	s.output.clock = t.activity.now
 	s.metrics = t.metricGroup(s.info)
 	r, err := s.src.CreateReader(readerContext[T, S, C]{op: s})
 	if err != nil {
@@ -329,6 +330,9 @@ type readerOutput[T any] struct {
 	// (finished); heldVer changes with them (metrics.go publishes them).
 	held    map[string]struct{}
 	heldVer int
+	// clock measures idleness: the task's activity clock (nil in tests
+	// that drive an output by hand: the wall clock).
+	clock func() time.Time
 }
 
 func (r *readerOutput[T]) hold(ids []string) {
@@ -363,7 +367,7 @@ type splitOutput[T any] struct {
 }
 
 func (r *readerOutput[T]) newSplitOutput() *splitOutput[T] {
-	return &splitOutput[T]{r: r, gen: r.strategy.generator(), mo: r.mux.register()}
+	return &splitOutput[T]{r: r, gen: r.strategy.generator(r.clock), mo: r.mux.register()}
 }
 
 func (r *readerOutput[T]) mainOutput() *splitOutput[T] {

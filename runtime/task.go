@@ -106,6 +106,10 @@ type task struct {
 	stopCtx context.CancelFunc
 	exited  bool
 
+	// activity is the time the task could make progress; sources measure
+	// idleness on it.
+	activity activityClock
+
 	// vertex is the chain's id in the job graph; meter counts for the
 	// task's metrics and status (metrics.go).
 	vertex int
@@ -168,6 +172,10 @@ func (t *task) loop(ctx context.Context) error {
 			}
 		}
 		if !t.outputsAvailable() {
+			// Backpressured: mails (a periodic watermark among them) run
+			// meanwhile, but none of this counts as time in which the
+			// source found nothing to read.
+			t.activity.pause()
 			if t.retryOutputs() {
 				continue
 			}
@@ -187,6 +195,7 @@ func (t *task) loop(ctx context.Context) error {
 			t.meter.bpNs += int64(time.Since(w))
 			continue
 		}
+		t.activity.resume()
 		if len(t.suspended) > 0 {
 			r := t.suspended[0]
 			n := copy(t.suspended, t.suspended[1:])
@@ -438,3 +447,32 @@ func (g *gateInput[T]) currentWatermark() int64 { return g.valve.last }
 func (g *gateInput[T]) ready() <-chan struct{} { return g.gate.notify }
 func (g *gateInput[T]) stop()                  {}
 func (g *gateInput[T]) stopped() bool          { return g.stoppedUp }
+
+// activityClock is a clock that stands still while its task is
+// backpressured: it reads the wall clock minus the time the task's output
+// was unavailable. Task goroutine only.
+type activityClock struct {
+	pausedFor time.Duration
+	pausedAt  time.Time // zero while running
+}
+
+func (c *activityClock) now() time.Time {
+	n := time.Now()
+	if !c.pausedAt.IsZero() {
+		n = c.pausedAt
+	}
+	return n.Add(-c.pausedFor)
+}
+
+func (c *activityClock) pause() {
+	if c.pausedAt.IsZero() {
+		c.pausedAt = time.Now()
+	}
+}
+
+func (c *activityClock) resume() {
+	if !c.pausedAt.IsZero() {
+		c.pausedFor += time.Since(c.pausedAt)
+		c.pausedAt = time.Time{}
+	}
+}

@@ -83,18 +83,26 @@ func (s WatermarkStrategy[T]) WithTimestampAssigner(assign func(event T, recordT
 // so a quiet split does not hold back event time (Flink's
 // WatermarkStrategy.withIdleness). Idleness is checked at each periodic
 // emit, so it is detected within timeout plus one auto-watermark interval.
+// The timeout counts only time in which the source could read: while the
+// source task's output is full (backpressure) the clock stands still, so a
+// slow downstream never makes a source that has records idle.
 func (s WatermarkStrategy[T]) WithIdleness(timeout time.Duration) WatermarkStrategy[T] {
 	s.idleness = timeout
 	return s
 }
 
-func (s WatermarkStrategy[T]) generator() WatermarkGenerator[T] {
+// generator makes a split's generator; clock (nil: the wall clock) is what
+// idleness is measured on.
+func (s WatermarkStrategy[T]) generator(clock func() time.Time) WatermarkGenerator[T] {
 	if s.newGenerator == nil {
 		return nil
 	}
 	g := s.newGenerator()
 	if g != nil && s.idleness > 0 {
-		g = &idlenessGenerator[T]{inner: g, timeout: s.idleness}
+		if clock == nil {
+			clock = time.Now
+		}
+		g = &idlenessGenerator[T]{inner: g, timeout: s.idleness, clock: clock}
 	}
 	return g
 }
@@ -122,10 +130,14 @@ func (g *boundedOutOfOrderness[T]) OnPeriodicEmit(out WatermarkOutput) {
 
 // idlenessGenerator wraps a generator and marks its output idle after a
 // quiet period. It counts events rather than reading the clock per event,
-// and looks at the clock only at periodic emits.
+// and looks at the clock only at periodic emits. The clock is the source
+// task's activity clock, which stands still while the task is
+// backpressured (Flink's PausableRelativeClock): a quiet period is one in
+// which the source could have read.
 type idlenessGenerator[T any] struct {
 	inner     WatermarkGenerator[T]
 	timeout   time.Duration
+	clock     func() time.Time
 	events    uint64
 	lastSeen  uint64
 	quietFrom time.Time
@@ -142,7 +154,7 @@ func (g *idlenessGenerator[T]) OnEvent(e T, ts int64, out WatermarkOutput) {
 }
 
 func (g *idlenessGenerator[T]) OnPeriodicEmit(out WatermarkOutput) {
-	now := time.Now()
+	now := g.clock()
 	if g.events != g.lastSeen || g.quietFrom.IsZero() {
 		g.lastSeen = g.events
 		g.quietFrom = now

@@ -156,7 +156,7 @@ func TestReaderWatermarkIsMinimumOverActiveSplits(t *testing.T) {
 // Rule (Flink's BoundedOutOfOrdernessWatermarks): the periodic watermark is
 // the largest timestamp seen minus the allowed lateness minus 1 ms.
 func TestBoundedOutOfOrdernessGenerator(t *testing.T) {
-	g := ForBoundedOutOfOrderness[int](10 * time.Millisecond).generator()
+	g := ForBoundedOutOfOrderness[int](10 * time.Millisecond).generator(nil)
 	mo := &muxOutput{mux: &watermarkMux{}, wm: noWatermark}
 	g.OnPeriodicEmit(mo)
 	if mo.wm != noWatermark {
@@ -169,7 +169,7 @@ func TestBoundedOutOfOrdernessGenerator(t *testing.T) {
 	if mo.wm != 119 {
 		t.Fatalf("watermark = %d, want 130-10-1 = 119", mo.wm)
 	}
-	m := ForMonotonousTimestamps[int]().generator()
+	m := ForMonotonousTimestamps[int]().generator(nil)
 	m.OnEvent(0, 7, mo)
 	m.OnPeriodicEmit(mo)
 	if mo.wm != 119 {
@@ -181,7 +181,7 @@ func TestBoundedOutOfOrdernessGenerator(t *testing.T) {
 // the idleness timeout is marked idle, and the next record makes it active.
 func TestIdlenessMarksQuietSplitIdle(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		g := ForMonotonousTimestamps[int]().WithIdleness(time.Second).generator()
+		g := ForMonotonousTimestamps[int]().WithIdleness(time.Second).generator(nil)
 		mo := &muxOutput{mux: &watermarkMux{}, wm: noWatermark}
 		g.OnEvent(0, 10, mo)
 		g.OnPeriodicEmit(mo)
