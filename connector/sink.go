@@ -131,6 +131,21 @@ type StatefulSinkWriter[T, W any] interface {
 	SnapshotState(checkpointID int64) ([]W, error)
 }
 
+// RestoredCommittablesListener is an optional capability of a Committer.
+// When a subtask starts from a checkpoint, the engine calls
+// RestoredCommittables on its committer on the task goroutine, right after
+// CreateCommitter and before the first Commit, with the committables of the
+// whole checkpoint: those of every subtask that wrote it, not only those
+// this subtask is handed to commit. After a parallelism change one old
+// subtask's committables go to another new subtask, and subtasks start
+// concurrently, so a sink that cleans up what earlier attempts left behind
+// (a Kafka sink aborts lingering transactions) must spare every committable
+// of the checkpoint: another subtask may be about to commit it. all is nil
+// when the checkpoint holds none.
+type RestoredCommittablesListener[Comm any] interface {
+	RestoredCommittables(all []Comm)
+}
+
 // CheckpointListener is an optional capability of a SinkWriter: the engine
 // calls NotifyCheckpointComplete on the task goroutine once checkpoint
 // checkpointID is complete everywhere (after the committers of that

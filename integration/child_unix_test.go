@@ -162,6 +162,21 @@ func (c *child) wait(timeout time.Duration) {
 	}
 }
 
+// waitStatus waits for the child to exit by itself with status code.
+func (c *child) waitStatus(code int, timeout time.Duration) {
+	c.t.Helper()
+	select {
+	case <-c.exited:
+	case <-time.After(timeout):
+		c.kill()
+		c.t.Fatalf("child did not exit within %s; stderr:\n%s", timeout, c.stderrText())
+	}
+	var ee *exec.ExitError
+	if !errors.As(c.err, &ee) || ee.ExitCode() != code {
+		c.t.Fatalf("child ended with %v, want exit status %d; stderr:\n%s", c.err, code, c.stderrText())
+	}
+}
+
 // childArgs are the flags of an idjob run against b.
 func childArgs(b *kafkatest.Broker, input, output, prefix, dir string, extra ...string) []string {
 	return append([]string{"--brokers", b.Bootstrap(), "--input-topic", input, "--output-topic", output,

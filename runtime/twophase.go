@@ -15,9 +15,10 @@ import (
 // Sink V2 with SinkWriterOperator and CommitterOperator), exactly once
 // with checkpoints on:
 //
-//   - Each subtask creates its Committer first and commits the committables
-//     restored from the checkpoint it starts from, and only then creates
-//     its writer (a Kafka writer fences the producers of older attempts
+//   - Each subtask creates its Committer first, hands it every committable
+//     of the restored checkpoint when it is a
+//     connector.RestoredCommittablesListener, commits the committables
+//     restored for this subtask, and only then creates its writer (a Kafka writer fences the producers of older attempts
 //     when it starts, which would make their prepared transactions
 //     uncommittable).
 //   - At barrier N the writer is flushed (Flush(false)) and PrepareCommit(N)
@@ -161,6 +162,13 @@ func (s *twoPhaseSinkOperator[T, C]) open(t *task) error {
 	if err != nil {
 		return s.info.wrap(err)
 	}
+	if l, ok := committer.(connector.RestoredCommittablesListener[C]); ok && t.restored.id() > 0 {
+		all, err := s.restoredCommittables(old)
+		if err != nil {
+			return err
+		}
+		l.RestoredCommittables(all)
+	}
 	var writerBlobs [][]byte
 	for _, blob := range forSubtask(old, s.info.subtask, s.par) {
 		parts, err := splitFrames(blob, 2)
@@ -212,6 +220,27 @@ func (s *twoPhaseSinkOperator[T, C]) open(t *task) error {
 	s.writer = cw
 	s.retryTimer = t.newTimer("retry commit", s.retry)
 	return nil
+}
+
+// restoredCommittables decodes the committables of every old subtask of
+// the restored checkpoint, for connector.RestoredCommittablesListener.
+func (s *twoPhaseSinkOperator[T, C]) restoredCommittables(old [][]byte) ([]C, error) {
+	var all []C
+	for _, blob := range old {
+		if blob == nil {
+			continue
+		}
+		parts, err := splitFrames(blob, 2)
+		if err != nil {
+			return nil, s.info.wrap(fmt.Errorf("restore sink state: %w", err))
+		}
+		cs, err := decodeList(parts[0], s.sink.CommittableSerializer())
+		if err != nil {
+			return nil, s.info.wrap(fmt.Errorf("restore committables: %w", err))
+		}
+		all = append(all, cs...)
+	}
+	return all, nil
 }
 
 func (s *twoPhaseSinkOperator[T, C]) sleep() error {

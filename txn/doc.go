@@ -33,6 +33,14 @@
 //     ids that have not moved on, so re-committing them is idempotent.
 //  2. Restored committables are committed before any producer registers an
 //     id of the new attempt, since registering aborts an open transaction.
-//     AbortLingering runs after that, and registering ids fences every
-//     producer of an older attempt (zombie fencing).
+//     AbortLingering runs after that and spares every restored committable
+//     of the checkpoint (Lingering.Keep), and registering ids fences every
+//     producer of an older attempt (zombie fencing). The ids of restored
+//     committables are registered anew by their owner once a checkpoint
+//     taken after the restore completes (Pool.Reserve holds them until
+//     then), since committing a transaction under protocol v2 leaves its
+//     producer with a current epoch.
+//
+// A pool that a newer producer fenced stops for good (ErrFenced): it never
+// registers an id again, which would fence the newer attempt in turn.
 package txn

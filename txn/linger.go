@@ -23,8 +23,14 @@ type Lingering struct {
 	// Parallelism, left by a run with more subtasks. Each id has one owner,
 	// so no two subtasks race to abort it.
 	Subtask, Parallelism int
-	// Keep lists the restored committables: their transactions are
-	// committed, never aborted. Commit them before calling AbortLingering.
+	// Keep lists the restored committables of every subtask of the
+	// checkpoint restored from, not only this subtask's: their
+	// transactions are committed, never aborted, and their ids are not
+	// registered anew (their owner does so once a later checkpoint
+	// completes). Another subtask may still be about to commit one of
+	// them: after a parallelism change old subtask i's committables go to
+	// new subtask i % Parallelism, while the ids of old subtasks beyond
+	// Parallelism are owned by subtask 0, and subtasks start concurrently.
 	Keep []Committable
 	// ProbeIDs is how many pooled ids per subtask to probe where the broker
 	// cannot list transactions (before Kafka 3.0): the pool size.
@@ -42,8 +48,9 @@ type Lingering struct {
 	FenceAll bool
 }
 
-// owns reports whether subtask l.Subtask is the one that aborts id.
-func (l Lingering) owns(id string) bool {
+// Owns reports whether subtask l.Subtask is the one that aborts id and
+// registers it anew.
+func (l Lingering) Owns(id string) bool {
 	st, _, ok := ParseTransactionalID(l.Prefix, id)
 	if !ok {
 		return false
@@ -137,7 +144,7 @@ func listOpen(ctx context.Context, cl *kgo.Client, l Lingering) ([]string, error
 	}
 	var ids []string
 	for id, t := range txns {
-		if t.State == "Ongoing" && l.owns(id) {
+		if t.State == "Ongoing" && l.Owns(id) {
 			ids = append(ids, id)
 		}
 	}

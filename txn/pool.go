@@ -83,10 +83,15 @@ type Pool struct {
 	subtask int
 	cfg     poolConfig
 
-	mu       sync.Mutex
-	slots    []*slot
-	plain    *kgo.Client    // for EndTxn of committables the pool does not hold
-	closed   bool           // Close has begun: no Begin, commits go raw
+	mu     sync.Mutex
+	slots  []*slot
+	plain  *kgo.Client // for EndTxn of committables the pool does not hold
+	closed bool        // Close has begun: no Begin, commits go raw
+	// fenced is the first answer that said a newer producer took one of
+	// the pool's ids. It is final: the pool never builds a new client to
+	// register an id again, since that would fence the newer attempt in
+	// turn, and two attempts would fence each other forever.
+	fenced   error
 	inflight sync.WaitGroup // Commit calls using the pool's clients
 }
 
@@ -131,12 +136,18 @@ type Txn struct {
 
 // Begin opens a transaction on the lowest free pooled id. It returns
 // ErrPoolExhausted when none is free, and an error wrapping ErrFenced when a
-// newer attempt has taken the id.
+// newer attempt has taken the id, or took any id of the pool before: a
+// fenced pool opens no transaction again.
 func (p *Pool) Begin() (*Txn, error) {
 	p.mu.Lock()
 	if p.closed {
 		p.mu.Unlock()
 		return nil, ErrPoolClosed
+	}
+	if p.fenced != nil {
+		err := p.fenced
+		p.mu.Unlock()
+		return nil, err
 	}
 	var s *slot
 	for _, c := range p.slots {
@@ -166,7 +177,7 @@ func (p *Pool) Begin() (*Txn, error) {
 		p.dropClient(s)
 		p.setState(s, slotFree)
 		if isFenced(err) {
-			return nil, fmt.Errorf("txn: begin %s: %w: %w", s.id, ErrFenced, err)
+			return nil, p.fence(s.id, err)
 		}
 		return nil, fmt.Errorf("txn: begin %s: %w", s.id, err)
 	}
@@ -209,7 +220,7 @@ func (t *Txn) Prepare(ctx context.Context, checkpointID int64) (Committable, boo
 	if perr != nil {
 		err := fmt.Errorf("txn: produce in %s: %w", s.id, perr)
 		if isFenced(perr) {
-			err = fmt.Errorf("txn: produce in %s: %w: %w", s.id, ErrFenced, perr)
+			err = p.fence(s.id, perr)
 		}
 		return Committable{}, false, errors.Join(err, t.Abort(ctx))
 	}
@@ -226,7 +237,11 @@ func (t *Txn) Prepare(ctx context.Context, checkpointID int64) (Committable, boo
 	}
 	pid, epoch, err := s.cl.ProducerID(ctx)
 	if err != nil {
-		return Committable{}, false, errors.Join(fmt.Errorf("txn: producer id of %s: %w", s.id, err), t.Abort(ctx))
+		err = fmt.Errorf("txn: producer id of %s: %w", s.id, err)
+		if isFenced(err) {
+			err = p.fence(s.id, err)
+		}
+		return Committable{}, false, errors.Join(err, t.Abort(ctx))
 	}
 	c := Committable{TransactionalID: s.id, ProducerID: pid, Epoch: epoch, CheckpointID: checkpointID}
 	p.mu.Lock()
@@ -243,13 +258,27 @@ func (t *Txn) Abort(ctx context.Context) error {
 		// The client's state is unknown now; a new client registers the id
 		// again, which aborts whatever is still open.
 		p.dropClient(s)
-		err = fmt.Errorf("txn: abort %s: %w", s.id, err)
 		if isFenced(err) {
-			err = fmt.Errorf("%w: %w", ErrFenced, err)
+			err = p.fence(s.id, err)
+		} else {
+			err = fmt.Errorf("txn: abort %s: %w", s.id, err)
 		}
 	}
 	p.setState(s, slotFree)
 	return err
+}
+
+// fence records that a newer producer took id (answer err) and returns the
+// error every later Begin returns.
+func (p *Pool) fence(id string, err error) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.fenced == nil {
+		p.fenced = fmt.Errorf("txn: transactional id %s was registered by a newer producer (%w: %w); "+
+			"this pool belongs to an older attempt or to another process using prefix %q, and will not register the id "+
+			"again, which would fence the newer one in turn: run one instance of the job per prefix", id, ErrFenced, err, p.prefix)
+	}
+	return p.fenced
 }
 
 // Commit commits a prepared transaction after its checkpoint completed. A
@@ -292,7 +321,10 @@ func (p *Pool) Commit(ctx context.Context, c Committable) error {
 		err = s.cl.EndTransaction(ctx, kgo.TryCommit)
 		if err != nil && lost(err) {
 			p.dropClient(s)
-			p.setState(s, slotFree) // a new client re-registers the id before use
+			p.setState(s, slotFree)
+			if isFenced(err) {
+				_ = p.fence(s.id, err)
+			}
 			return &DataLossError{Committable: c, Err: err}
 		}
 		if err != nil {

@@ -446,3 +446,56 @@ func TestPoolReserveHoldsRestoredIDs(t *testing.T) {
 	}
 	_ = tx.Abort(ctxT(t))
 }
+
+// A pool fenced by a newer producer stops: it never builds a new client to
+// register the id again, which would fence the newer attempt in turn and
+// let the two fence each other forever.
+func TestFenceFencedPoolDoesNotRegisterAgain(t *testing.T) {
+	onBackends(t, func(t *testing.T, be backend) {
+		topic := be.topic(t, 1)
+		prefix := uniquePrefix("fenced")
+		old := be.pool(t, prefix, 0, PoolSize(3))
+		ctx := ctxT(t)
+		c0 := writeTxn(t, old, topic, 1, "a")
+		if err := old.Commit(ctx, c0); err != nil {
+			t.Fatal(err)
+		}
+		old.SnapshotTaken(2)
+		old.CheckpointComplete(2)
+
+		// The newer attempt registers every id and runs a transaction on
+		// id 0.
+		if _, err := AbortLingering(ctx, be.client(t), Lingering{Prefix: prefix, Subtask: 0, Parallelism: 1, ProbeIDs: 3, FenceAll: true}); err != nil {
+			t.Fatal(err)
+		}
+		newer := be.pool(t, prefix, 0, PoolSize(3))
+		cNew := writeTxn(t, newer, topic, 1, "new")
+
+		tx, err := old.Begin()
+		if err != nil {
+			t.Fatal(err)
+		}
+		tx.Produce(ctx, &kgo.Record{Topic: topic, Value: []byte("zombie")})
+		if _, _, err := tx.Prepare(ctx, 3); !errors.Is(err, ErrFenced) {
+			t.Fatalf("the fenced producer's prepare: %v, want an error wrapping ErrFenced", err)
+		}
+		if tx2, err := old.Begin(); !errors.Is(err, ErrFenced) {
+			if err == nil {
+				tx2.Produce(ctx, &kgo.Record{Topic: topic, Value: []byte("zombie again")})
+				c, _, perr := tx2.Prepare(ctx, 2)
+				if perr == nil {
+					perr = old.Commit(ctx, c)
+				}
+				t.Errorf("the fenced pool began a transaction on %s again (its prepare and commit: %v)", tx2.TransactionalID(), perr)
+			} else {
+				t.Fatalf("Begin on a fenced pool: %v, want an error wrapping ErrFenced", err)
+			}
+		}
+		if err := newer.Commit(ctx, cNew); err != nil {
+			t.Fatalf("the newer attempt's commit after the fenced pool went on: %v", err)
+		}
+		if got := be.committed(t, topic); !slices.Equal(got, []string{"a", "new"}) {
+			t.Fatalf("read_committed sees %q, want [a new]", got)
+		}
+	})
+}

@@ -166,10 +166,14 @@ func KeyValueSerializer[T any](topic string, fn func(T) (key, value []byte, err 
 //
 // Exactly-once follows the rules of package txn. At start every writer
 // aborts the transactions its subtask's ids left open (which also fences
-// writers of older attempts). The engine must commit restored committables
-// before it creates the writer of the same subtask, as Flink does by
-// initializing a chain from its tail: registering the ids would otherwise
-// abort them.
+// writers of older attempts), sparing every committable of the restored
+// checkpoint, which its committer learns first
+// (connector.RestoredCommittablesListener). The engine must commit restored
+// committables before it creates the writer of the same subtask, as Flink
+// does by initializing a chain from its tail: registering the ids would
+// otherwise abort them. A writer whose producer is fenced by a newer one
+// (another attempt, or another process using the same prefix) fails with
+// an error wrapping txn.ErrFenced and never registers its ids again.
 type Sink[T any] struct {
 	cfg sinkConfig
 	ser RecordSerializer[T]
@@ -182,6 +186,12 @@ type Sink[T any] struct {
 	// checkpoint completes: a failure before then restores and commits
 	// the same committables again, which a moved epoch would refuse.
 	restored map[int][]string
+	// spare holds, per subtask, the transactional ids of every committable
+	// of the checkpoint the subtask restored from (of all its old
+	// subtasks), which the committer learned before the writer exists
+	// (connector.RestoredCommittablesListener). The writer's cleanup
+	// aborts none of them: another subtask may be about to commit one.
+	spare map[int][]string
 	// latest numbers the exactly-once writers of each subtask, to tell the
 	// newest from writers of older attempts still closing (writerGen).
 	latest map[int]uint64
@@ -201,7 +211,7 @@ func NewSink[T any](ser RecordSerializer[T], opts ...SinkOpt) (*Sink[T], error) 
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	return &Sink[T]{cfg: cfg, ser: ser, pools: map[int]*txn.Pool{}, restored: map[int][]string{}, latest: map[int]uint64{}}, nil
+	return &Sink[T]{cfg: cfg, ser: ser, pools: map[int]*txn.Pool{}, restored: map[int][]string{}, spare: map[int][]string{}, latest: map[int]uint64{}}, nil
 }
 
 // CommitterRequired is true in exactly-once mode: the records are visible
@@ -260,7 +270,13 @@ func (s *Sink[T]) CreateWriter(ictx connector.SinkInitContext) (connector.SinkWr
 	}
 	s.mu.Lock()
 	keep := s.restored[w.sub]
+	for _, id := range s.spare[w.sub] {
+		if !slices.Contains(keep, id) {
+			keep = append(keep, id)
+		}
+	}
 	delete(s.restored, w.sub)
+	delete(s.spare, w.sub)
 	// Before abortLingering: from here on an older writer of the subtask
 	// is a zombie whose open transaction this writer aborts and counts.
 	s.latest[w.sub]++
@@ -278,6 +294,16 @@ func (s *Sink[T]) CreateWriter(ictx connector.SinkInitContext) (connector.SinkWr
 		return nil, err
 	}
 	pool.Reserve(keep...)
+	// The kept ids this subtask owns are registered anew once a checkpoint
+	// taken after this start completes (see fenceRestored).
+	own := txn.Lingering{Prefix: s.cfg.prefix, Subtask: w.sub, Parallelism: ictx.Parallelism()}
+	for _, id := range keep {
+		if own.Owns(id) {
+			w.fence = append(w.fence, id)
+		}
+	}
+	w.fenceAfter = -1
+	w.metrics = g
 	w.pool = pool
 	s.mu.Lock()
 	s.pools[w.sub] = pool
@@ -377,6 +403,13 @@ type sinkWriter[T any] struct {
 	pool *txn.Pool // ExactlyOnce
 	tx   *txn.Txn
 	gen  uint64 // see Sink.isLatest
+	// fence lists the ids of restored committables this subtask owns,
+	// which its start did not register anew; fenceAfter is the first
+	// checkpoint this writer prepared (-1 before), whose completion
+	// registers them (fenceRestored).
+	fence      []string
+	fenceAfter int64
+	metrics    *metrics.Group
 
 	mu     sync.Mutex
 	errOut error // first failed produce of AtLeastOnce and None
@@ -470,6 +503,9 @@ func (w *sinkWriter[T]) PrepareCommit(checkpointID int64) ([]txn.Committable, er
 	// Commits confirmed before this point are not in the committer's
 	// snapshot of this checkpoint, which follows this barrier.
 	w.pool.SnapshotTaken(checkpointID)
+	if w.fenceAfter < 0 {
+		w.fenceAfter = checkpointID
+	}
 	if w.tx == nil {
 		return nil, nil
 	}
@@ -489,11 +525,69 @@ func (w *sinkWriter[T]) PrepareCommit(checkpointID int64) ([]txn.Committable, er
 	return []txn.Committable{c}, nil
 }
 
-// NotifyCheckpointComplete lets the pool reuse ids the checkpoint released.
+// NotifyCheckpointComplete registers the restored committables' ids anew
+// once that is safe, then lets the pool reuse the ids the checkpoint
+// released.
 func (w *sinkWriter[T]) NotifyCheckpointComplete(checkpointID int64) error {
-	if w.pool != nil {
-		w.pool.CheckpointComplete(checkpointID)
+	if w.pool == nil {
+		return nil
 	}
+	if err := w.fenceRestored(checkpointID); err != nil {
+		return err
+	}
+	w.pool.CheckpointComplete(checkpointID)
+	return nil
+}
+
+// fenceRestored registers anew the ids of the restored committables this
+// subtask owns, once a checkpoint this writer prepared has completed.
+//
+// The writer's start registers every other id of the subtask, but not
+// these. Under transaction protocol v2 an EndTxn bumps the epoch and the
+// client that sent it keeps the new one, so the previous attempt's producer
+// that committed such a transaction may still hold a current epoch on its
+// id. It is fenced here, in this order:
+//
+//  1. Checkpoint N completes; attempt 1 commits its committable c on id X
+//     through its own client (epoch e+1 now) and fails.
+//  2. Attempt 2 restores N: every committer commits the committables
+//     handed to it (c again: committing a committed transaction with
+//     epoch e succeeds), then the writers start. X is not registered:
+//     should attempt 2 fail before a checkpoint of its own completes,
+//     attempt 3 restores N and commits c once more, which a moved epoch
+//     would refuse as PRODUCER_FENCED, a data loss that did not happen
+//     (Pool.Reserve keeps X unused meanwhile).
+//  3. A checkpoint M > N whose snapshot this writer took completes. Every
+//     subtask acknowledged M after committing its restored committables,
+//     and a restore goes to M or later, which holds no committable of X.
+//  4. Here X is registered anew (its owner does it, also for ids of old
+//     subtasks beyond the parallelism), which aborts whatever attempt 1
+//     opened on it and fences its producer; only then does the pool
+//     release X for use.
+//
+// Between 2 and 4 attempt 1's producer could still commit on X; it commits
+// only once its own checkpoints complete, which a failed attempt in this
+// process never sees again.
+func (w *sinkWriter[T]) fenceRestored(checkpointID int64) error {
+	if len(w.fence) == 0 || w.fenceAfter < 0 || checkpointID < w.fenceAfter {
+		return nil
+	}
+	cl, err := kgo.NewClient(w.s.clientOpts(clientMetricOpts(w.metrics, "sink-admin")...)...)
+	if err != nil {
+		return fmt.Errorf("kafka sink: client: %w", err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(w.ctx, 2*time.Minute)
+	defer cancel()
+	for len(w.fence) > 0 {
+		id := w.fence[0]
+		if _, err := txn.AbortAndFence(ctx, cl, id); err != nil {
+			return fmt.Errorf("kafka sink: subtask %d: register transactional id %s anew after checkpoint %d, to fence the producers of earlier attempts: %w",
+				w.sub, id, checkpointID, err)
+		}
+		w.fence = w.fence[1:]
+	}
+	w.s.cfg.logger.Debug("kafka sink: registered the restored committables' ids anew", "subtask", w.sub, "checkpoint", checkpointID)
 	return nil
 }
 
@@ -588,6 +682,22 @@ func (c *committer[T]) Commit(ctx context.Context, reqs []connector.CommitReques
 	}
 	return nil
 }
+
+// RestoredCommittables keeps the ids of every committable of the restored
+// checkpoint for the subtask's writer, whose cleanup must spare them.
+func (c *committer[T]) RestoredCommittables(all []txn.Committable) {
+	ids := make([]string, 0, len(all))
+	for _, cm := range all {
+		if !slices.Contains(ids, cm.TransactionalID) {
+			ids = append(ids, cm.TransactionalID)
+		}
+	}
+	c.s.mu.Lock()
+	c.s.spare[c.sub] = ids
+	c.s.mu.Unlock()
+}
+
+var _ connector.RestoredCommittablesListener[txn.Committable] = (*committer[string])(nil)
 
 func (c *committer[T]) Close() error {
 	if c.plain != nil {

@@ -27,6 +27,12 @@ func main() {
 		brokers  string
 		pace     int64
 		restarts atomic.Int64
+		// exitAfter, when positive, ends the process with status 4 as
+		// soon as that many checkpoints completed, before the sinks are
+		// told: the last checkpoint's transactions stay prepared, for the
+		// next run to commit.
+		exitAfter int64
+		completed atomic.Int64
 	)
 	flag.StringVar(&brokers, "brokers", "", "seed brokers, comma separated")
 	flag.StringVar(&c.Input, "input-topic", "", "topic of ids")
@@ -37,6 +43,7 @@ func main() {
 	flag.IntVar(&c.Parallelism, "parallelism", 2, "parallelism")
 	flag.BoolVar(&c.Unbounded, "unbounded", false, "keep reading until interrupted")
 	flag.Int64Var(&pace, "pace", 0, "sleep 1ms after every n records (0: never), to slow the job down")
+	flag.Int64Var(&exitAfter, "exit-after-checkpoints", 0, "exit with status 4 once this many checkpoints completed, before the sinks commit them (0: never)")
 	flag.Parse()
 	if brokers == "" || c.Input == "" || c.Output == "" {
 		fmt.Fprintln(os.Stderr, "idjob: --brokers, --input-topic and --output-topic are required")
@@ -55,8 +62,13 @@ func main() {
 		}
 	}
 	c.Listener = runtime.JobListener{
-		CheckpointCompleted: func(id int64) { fmt.Printf("checkpoint %d\n", id) },
-		Restarting:          func(int, error) { restarts.Add(1) },
+		CheckpointCompleted: func(id int64) {
+			fmt.Printf("checkpoint %d\n", id)
+			if n := completed.Add(1); exitAfter > 0 && n == exitAfter {
+				os.Exit(4)
+			}
+		},
+		Restarting: func(int, error) { restarts.Add(1) },
 	}
 	go exitWithParent()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
