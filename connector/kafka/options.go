@@ -4,9 +4,13 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"regexp"
+	"strconv"
+	"strings"
 	"time"
 
+	"github.com/splitflow/splitflow/connector"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -44,10 +48,7 @@ func defaultSourceConfig() sourceConfig {
 }
 
 func (c *sourceConfig) validate() error {
-	var errs []error
-	if len(c.seeds) == 0 {
-		errs = append(errs, errors.New("no seed brokers (WithBrokers)"))
-	}
+	errs := checkBrokers(c.seeds)
 	if len(c.topics) == 0 && c.topicRegex == nil {
 		errs = append(errs, errors.New("no topics (WithTopics or WithTopicRegex)"))
 	}
@@ -64,9 +65,45 @@ func (c *sourceConfig) validate() error {
 		errs = append(errs, fmt.Errorf("negative partition discovery interval %s", c.discovery))
 	}
 	if err := errors.Join(errs...); err != nil {
-		return fmt.Errorf("kafka source: %w", err)
+		return fmt.Errorf("kafka source: %w: %w", err, connector.ErrInvalidConfiguration)
 	}
 	return nil
+}
+
+// checkBrokers returns a problem for every seed broker no client could
+// dial: franz-go would dial ":9092" for an empty address and add Kafka's
+// default port to an address without one, and a job would then restart
+// forever against a broker that is not there.
+func checkBrokers(seeds []string) []error {
+	if len(seeds) == 0 {
+		return []error{errors.New("no seed brokers (WithBrokers)")}
+	}
+	var errs []error
+	for _, s := range seeds {
+		if strings.TrimSpace(s) == "" {
+			errs = append(errs, fmt.Errorf("broker address %q is empty; give host:port (WithBrokers)", s))
+			continue
+		}
+		host, port, err := net.SplitHostPort(s)
+		if err != nil {
+			var ae *net.AddrError
+			if errors.As(err, &ae) && strings.Contains(ae.Err, "missing port") {
+				errs = append(errs, fmt.Errorf("broker address %q has no port; give host:port, such as %s (WithBrokers)",
+					s, net.JoinHostPort(strings.Trim(s, "[]"), "9092")))
+			} else {
+				errs = append(errs, fmt.Errorf("broker address %q is not host:port: %w (WithBrokers)", s, err))
+			}
+			continue
+		}
+		if n, err := strconv.ParseUint(port, 10, 16); err != nil || n == 0 {
+			errs = append(errs, fmt.Errorf("broker address %q has no valid port (1 to 65535); give host:port (WithBrokers)", s))
+			continue
+		}
+		if host == "" {
+			errs = append(errs, fmt.Errorf("broker address %q has no host; give host:port (WithBrokers)", s))
+		}
+	}
+	return errs
 }
 
 // Opt configures both a Source and a Sink.
@@ -84,7 +121,8 @@ func (o commonOpt) apply(c *sourceConfig)   { o.src(c) }
 func (o commonOpt) applySink(c *sinkConfig) { o.snk(c) }
 
 // WithBrokers sets the seed brokers, host:port each (Flink:
-// bootstrap.servers). Required.
+// bootstrap.servers). Required; NewSource and NewSink refuse an empty list,
+// an empty address and an address without a valid port.
 func WithBrokers(seeds ...string) Opt {
 	return commonOpt{
 		src: func(c *sourceConfig) { c.seeds = append(c.seeds, seeds...) },

@@ -78,10 +78,7 @@ func defaultSinkConfig() sinkConfig {
 }
 
 func (c *sinkConfig) validate() error {
-	var errs []error
-	if len(c.seeds) == 0 {
-		errs = append(errs, errors.New("no seed brokers (WithBrokers)"))
-	}
+	errs := checkBrokers(c.seeds)
 	if c.guarantee == ExactlyOnce && c.prefix == "" {
 		errs = append(errs, errors.New("exactly-once needs a transactional id prefix unique to this sink (WithTransactionalIDPrefix)"))
 	}
@@ -92,7 +89,7 @@ func (c *sinkConfig) validate() error {
 		errs = append(errs, fmt.Errorf("transactional id pool size %d is below 2", c.poolSize))
 	}
 	if err := errors.Join(errs...); err != nil {
-		return fmt.Errorf("kafka sink: %w", err)
+		return fmt.Errorf("kafka sink: %w: %w", err, connector.ErrInvalidConfiguration)
 	}
 	return nil
 }
@@ -199,7 +196,10 @@ type Sink[T any] struct {
 
 var _ connector.TwoPhaseCommittingSink[string, txn.Committable] = (*Sink[string])(nil)
 
-// NewSink returns a sink that writes elements as ser makes them.
+// NewSink returns a sink that writes elements as ser makes them. It checks
+// the options and fails with every problem it finds (no brokers, an empty
+// broker address or one without a valid port among them), in an error
+// wrapping connector.ErrInvalidConfiguration.
 func NewSink[T any](ser RecordSerializer[T], opts ...SinkOpt) (*Sink[T], error) {
 	if ser == nil {
 		return nil, errors.New("kafka sink: nil serializer")

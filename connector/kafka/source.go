@@ -25,7 +25,9 @@ type Source[T any] struct {
 var _ connector.Source[string, Split, EnumeratorState] = (*Source[string])(nil)
 
 // NewSource returns a source that turns records into T with deser. It
-// checks the options and fails with every problem it finds.
+// checks the options and fails with every problem it finds (no brokers, an
+// empty broker address or one without a valid port among them), in an
+// error wrapping connector.ErrInvalidConfiguration.
 func NewSource[T any](deser Deserializer[T], opts ...SourceOpt) (*Source[T], error) {
 	if deser == nil {
 		return nil, errors.New("kafka source: nil deserializer")
