@@ -58,6 +58,18 @@ func (t *task) onBarrier(ch, open int, b CheckpointBarrier) error {
 		// aborted upstream): give the older one up.
 		t.endAlignment(t.aligning)
 	}
+	if t.aligning != 0 && id < t.aligning {
+		// An older checkpoint's barrier, on a channel that has not
+		// delivered the one being aligned: another channel is already
+		// past it, so it cannot complete here. Give it up (later
+		// barriers of it are dropped; it ends subsumed by the newer one
+		// or by its timeout) and keep aligning the newer one. Counting it
+		// would take the newer snapshot before the records this channel
+		// sends ahead of the newer barrier, which the upstream's snapshot
+		// counts as sent: a restore would lose them.
+		t.lastBarrier = max(t.lastBarrier, id)
+		return nil
+	}
 	if t.aligning == 0 {
 		t.aligning, t.alignBarrier, t.arrived = id, b, map[int]bool{}
 		t.alignStart = time.Now()
