@@ -45,13 +45,14 @@
 // asks an io.Writer whether it is also an io.ReaderFrom. Go cannot assert to
 // a generic interface whose type arguments it does not know
 // (x.(TwoPhaseCommittingSink[T, ?]) has no spelling), so the engine's entry
-// points name the capability they need with explicit type parameters, for
-// example
+// points name the capability they need with explicit type parameters, as
+// package runtime's
 //
-//	func SinkTo[T, Comm any](stream DataStream[T], sink TwoPhaseCommittingSink[T, Comm])
+//	func SinkToTwoPhase[T, C any](ds DataStream[T], sink connector.TwoPhaseCommittingSink[T, C]) DataStreamSink
 //
-// and the engine then asserts the writers it creates with those same type
-// arguments: w.(CommittingSinkWriter[T, Comm]). Interfaces here are written
+// does beside the plain SinkTo[T any](ds DataStream[T], sink
+// connector.Sink[T]), and the engine then asserts the writers it creates
+// with those same type arguments: w.(CommittingSinkWriter[T, C]). Interfaces here are written
 // so that such a generic function accepts any implementation: no method
 // uses a type parameter that the interface does not declare.
 //

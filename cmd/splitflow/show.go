@@ -367,7 +367,9 @@ func inspectEnumerator(sig checkpoint.Signature, data []byte) stateView {
 	}
 	es, name, by, why := pick(enumFormats, sig.Types["enum"], version, [][]byte{payload})
 	if why != "" {
-		v.Undecoded = undecoded(payload, why, nil, &version)
+		// The dump starts where the size counts from, as the readers'
+		// do: with the serializer version.
+		v.Undecoded = undecoded(data, why, nil, &version)
 		return v
 	}
 	v.Format, v.RecognisedBy, v.Enumerator = name, by, &es[0]

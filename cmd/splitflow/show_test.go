@@ -362,7 +362,13 @@ func TestShowUnknownState(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := w.Commit(checkpoint.Metadata{ID: 1, Timestamp: time.Now(), Fingerprint: fp, States: []checkpoint.StateHandle{h1, h2}}); err != nil {
+	// Serializer version 1, then the enumerator's own bytes: the size
+	// shown and the hex dump are of the same five bytes.
+	h3, err := w.WriteState(checkpoint.CoordinatorOwner("theirs"), []byte{1, 'e', 'n', 'u', 'm'})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Commit(checkpoint.Metadata{ID: 1, Timestamp: time.Now(), Fingerprint: fp, States: []checkpoint.StateHandle{h1, h2, h3}}); err != nil {
 		t.Fatal(err)
 	}
 	text := show(t, filepath.Join(dir, "chk-1"))
@@ -373,6 +379,7 @@ func TestShowUnknownState(t *testing.T) {
 		"theirs: source Source[split=acme.Split enum=acme.State]",
 		"not decoded: type acme.Split is not one of splitflow's connector formats",
 		"1 item(s), serializer version 1",
+		"enumerator: 5 bytes\n    not decoded: type acme.State is not one of splitflow's connector formats\n    serializer version 1\n    hex: 01656e756d\n",
 	} {
 		if !strings.Contains(text, want) {
 			t.Errorf("show output lacks %q", want)

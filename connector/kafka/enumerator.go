@@ -262,7 +262,11 @@ func (e *enumerator) handleDiscovery(d discovered) error {
 		e.pending[s.TopicPartition] = s
 		e.discoveredCount.Add(1)
 		e.discoveredMetric.Inc()
-		log.Info("kafka source: partition discovered", "partition", s.SplitID(), "start", s.StartingOffset, "stop", s.StoppingOffset)
+		var stop any = "unbounded"
+		if s.Bounded() {
+			stop = s.StoppingOffset
+		}
+		log.Info("kafka source: partition discovered", "partition", s.SplitID(), "start", s.StartingOffset, "stop", stop)
 	}
 	if d.initial {
 		e.initialDone = true

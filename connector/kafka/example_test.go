@@ -16,7 +16,7 @@ func Example() {
 	src, _ := kafka.NewSource(kafka.StringValues(),
 		kafka.WithBrokers("localhost:9092"), kafka.WithTopics("in"))
 	sink, _ := kafka.NewSink(kafka.KeyValueSerializer("out", func(s string) ([]byte, []byte, error) {
-		return nil, []byte(strings.ToUpper(s)), nil
+		return nil, []byte(s), nil
 	}), kafka.WithBrokers("localhost:9092"),
 		kafka.WithDeliveryGuarantee(kafka.ExactlyOnce), kafka.WithTransactionalIDPrefix("upper"))
 
@@ -25,7 +25,7 @@ func Example() {
 		runtime.WithCheckpointInterval(time.Second),
 		runtime.WithCheckpointDir("/var/lib/upper"))
 	lines := runtime.FromSource(env, src, "in", runtime.NoWatermarks[string]()).UID("in")
-	upper := runtime.Map(lines, func(s string) (string, error) { return s, nil }).UID("upper")
+	upper := runtime.Map(lines, func(s string) (string, error) { return strings.ToUpper(s), nil }).UID("upper")
 	runtime.SinkToTwoPhase(upper, sink).UID("out")
 	_ = env.Execute(ctx, "upper")
 }

@@ -188,7 +188,9 @@ type TooManyFailuresError struct {
 }
 
 func (e *TooManyFailuresError) Error() string {
-	return fmt.Sprintf("checkpoint: %d consecutive checkpoint failures exceed the tolerable %d (raise it with WithTolerableFailures if checkpoints may fail transiently); last: %v", e.Consecutive, e.Tolerable, e.Last)
+	return fmt.Sprintf("checkpoint: %d consecutive checkpoint failures exceed the tolerable %d; last: %v; "+
+		"if such failures are transient (a timeout under load, a storage hiccup), the job's runtime.WithTolerableCheckpointFailures can tolerate more; "+
+		"if every checkpoint fails the same way, fix the cause: tolerating more only delays this failure", e.Consecutive, e.Tolerable, e.Last)
 }
 
 func (e *TooManyFailuresError) Unwrap() []error { return []error{ErrTooManyFailures, e.Last} }
