@@ -3,7 +3,6 @@ package runtime
 import (
 	"fmt"
 	"reflect"
-	"strconv"
 
 	"github.com/splitflow/splitflow/connector"
 )
@@ -29,11 +28,14 @@ func (d DataStream[T]) Name(name string) DataStream[T] {
 	return d
 }
 
-// UID sets the operator's stable id. State will be restored by UID, so set
-// one on every stateful operator of a job that is meant to be upgraded; the
-// generated default depends on the order operators were added in.
+// UID sets the operator's stable id. State is restored by UID, so set one
+// on every stateful operator (sources, keyed process functions, two-phase
+// sinks) of a job that is meant to be upgraded; Execute logs a warning for
+// each one without. The default is the operator's name and its position
+// among the operators of the same name ("KeyedProcess#1", "count#2"), so it
+// survives operators added or removed elsewhere but not a rename.
 func (d DataStream[T]) UID(uid string) DataStream[T] {
-	d.node.uid = uid
+	d.node.uid, d.node.uidSet = uid, uid != ""
 	return d
 }
 
@@ -73,7 +75,6 @@ func (env *Environment) addNode(kind string, n *node) *node {
 	if n.name == "" {
 		n.name = kind
 	}
-	n.uid = strconv.Itoa(n.id) + "-" + kind
 	env.nodes = append(env.nodes, n)
 	return n
 }
@@ -287,8 +288,11 @@ type DataStreamSink struct{ node *node }
 // Name sets the sink's name.
 func (s DataStreamSink) Name(name string) DataStreamSink { s.node.name = name; return s }
 
-// UID sets the sink's stable id.
-func (s DataStreamSink) UID(uid string) DataStreamSink { s.node.uid = uid; return s }
+// UID sets the sink's stable id (see DataStream.UID).
+func (s DataStreamSink) UID(uid string) DataStreamSink {
+	s.node.uid, s.node.uidSet = uid, uid != ""
+	return s
+}
 
 // Parallelism sets the sink's number of subtasks.
 func (s DataStreamSink) Parallelism(n int) DataStreamSink {

@@ -229,14 +229,30 @@
 //     writer's state for SinkToStatefulTwoPhase.
 //
 // Every blob is stored under its operator's UID, so UIDs must be stable
-// across versions of a job. The checkpoint metadata records the job's
-// fingerprint: for each stateful operator its UID, kind and state types
-// (graph.go). Before restoring, Execute compares it with the current
-// graph for the UIDs that have state in the checkpoint, and refuses
-// (ErrIncompatibleCheckpoint, naming the checkpoint, its directory and
-// both fingerprints) when such a UID now names another kind of operator
-// or another state type. Another parallelism, added operators and removed
-// ones (whose state is dropped) restore, as in Flink.
+// across versions of a job. An operator without .UID gets its name and its
+// position among operators of the same name ("KeyedProcess#1"), which
+// survives operators added elsewhere but not a rename; Execute logs a
+// warning for every stateful operator without an explicit UID. (Earlier
+// versions numbered operators in the order they were added, "3-KeyedProcess";
+// their checkpoints restore only into operators given those UIDs, and the
+// refusal says so.) The checkpoint metadata records the job's fingerprint:
+// for each stateful operator its UID, kind and state types, and for keyed
+// operators the max parallelism (graph.go). Before restoring, Execute
+// refuses (ErrIncompatibleCheckpoint, naming the checkpoint, its directory
+// and the operators) when
+//   - a UID with state in the checkpoint now names another kind of
+//     operator or another state type;
+//   - keyed state was written with another max parallelism (its key
+//     groups would land on subtasks that no longer receive their keys). A
+//     checkpoint of an earlier version, which did not record it, restores
+//     with the job's max parallelism and a logged warning, unless its key
+//     groups prove another;
+//   - state in the checkpoint is claimed by no operator of the job (its
+//     UID is gone or changed): restoring would drop it while the sources
+//     resume. WithAllowNonRestoredState drops it instead, with a warning.
+//
+// Another parallelism, added operators and changes to stateless operators
+// restore, as in Flink.
 //
 // # Failover
 //

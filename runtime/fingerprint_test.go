@@ -10,8 +10,8 @@ import (
 	"github.com/splitflow/splitflow/runtime/checkpoint"
 )
 
-// killedCountingJob runs countingJob at parallelism 2 on dir until a few
-// checkpoints completed, then kills it (no restart).
+// killedCountingJob runs countingJob at parallelism 2 on dir until a
+// checkpoint completed, then kills it (no restart).
 func killedCountingJob(t *testing.T, dir string, store *txnStore) {
 	t.Helper()
 	died := make(chan struct{})
@@ -24,11 +24,11 @@ func killedCountingJob(t *testing.T, dir string, store *txnStore) {
 			return v, nil
 		}
 	}
-	src := &rangeSrc{splits: 4, perSplit: 40, delay: 300 * time.Microsecond, readerFailAt: -1}
+	src := &rangeSrc{splits: 4, perSplit: 100, delay: time.Millisecond, readerFailAt: -1}
 	env := countingJob(2, src, kill, &txnSink2PC{store: store},
 		WithCheckpointInterval(3*time.Millisecond), WithCheckpointDir(dir), WithRestartStrategy(NoRestart()))
 	env.hooks = &testHooks{checkpointCompleted: func(id int64, _ checkpoint.Storage) {
-		if id >= 3 {
+		if id >= 1 {
 			once.Do(func() { close(died) })
 		}
 	}}
@@ -49,7 +49,7 @@ func TestRestoreRefusesCheckpointOfAnotherJobGraph(t *testing.T) {
 	// "counts" is now a Map: its keyed state cannot be restored into it.
 	env := NewEnvironment(WithParallelism(2), WithMaxParallelism(16), WithLogger(discardLogger()),
 		WithCheckpointInterval(3*time.Millisecond), WithCheckpointDir(dir))
-	ds := Map(FromSource(env, &rangeSrc{splits: 4, perSplit: 40, readerFailAt: -1}, "range", NoWatermarks[int64]()).UID("src"),
+	ds := Map(FromSource(env, &rangeSrc{splits: 4, perSplit: 100, readerFailAt: -1}, "range", NoWatermarks[int64]()).UID("src"),
 		func(v int64) (int64, error) { return v, nil }).UID("map")
 	other := Map(ds, func(v int64) (int64, error) { return v, nil }).UID("counts")
 	created := false
@@ -77,7 +77,7 @@ func TestRestoreRefusesCheckpointOfAnotherJobGraph(t *testing.T) {
 	// Another key type for the same UID is refused too.
 	env = NewEnvironment(WithParallelism(2), WithMaxParallelism(16), WithLogger(discardLogger()),
 		WithCheckpointInterval(3*time.Millisecond), WithCheckpointDir(dir))
-	ds = Map(FromSource(env, &rangeSrc{splits: 4, perSplit: 40, readerFailAt: -1}, "range", NoWatermarks[int64]()).UID("src"),
+	ds = Map(FromSource(env, &rangeSrc{splits: 4, perSplit: 100, readerFailAt: -1}, "range", NoWatermarks[int64]()).UID("src"),
 		func(v int64) (int64, error) { return v, nil }).UID("map")
 	strKeyed := Process(KeyBy(ds, func(v int64) string { return "k" }), KeyedProcessFuncs[string, int64, int64]{
 		Element: func(*KeyedContext[string, int64], int64) error { return nil },
@@ -90,7 +90,7 @@ func TestRestoreRefusesCheckpointOfAnotherJobGraph(t *testing.T) {
 	// Parallelism 3 and an operator added: restored, every count once.
 	env = NewEnvironment(WithParallelism(3), WithMaxParallelism(16), WithFlushTimeout(time.Millisecond), WithLogger(discardLogger()),
 		WithCheckpointInterval(3*time.Millisecond), WithCheckpointDir(dir))
-	ds = Map(FromSource(env, &rangeSrc{splits: 4, perSplit: 40, readerFailAt: -1}, "range", NoWatermarks[int64]()).UID("src"),
+	ds = Map(FromSource(env, &rangeSrc{splits: 4, perSplit: 100, readerFailAt: -1}, "range", NoWatermarks[int64]()).UID("src"),
 		func(v int64) (int64, error) { return v, nil }).UID("map")
 	ds = Filter(ds, func(int64) (bool, error) { return true, nil }).UID("added")
 	counts := ProcessPerSubtask(KeyBy(ds, func(v int64) int64 { return v % 7 }), func() KeyedProcessFunction[int64, int64, int64] { return &counting{} }).UID("counts")
@@ -98,7 +98,7 @@ func TestRestoreRefusesCheckpointOfAnotherJobGraph(t *testing.T) {
 	if err := env.Execute(testCtx(t), "rescaled"); err != nil {
 		t.Fatal(err)
 	}
-	checkCounts(t, store, 160, 7)
+	checkCounts(t, store, 400, 7)
 }
 
 // A fingerprint written before fingerprints were compared (the bare list
@@ -115,16 +115,17 @@ func TestFingerprintComparesOnlyStatefulUIDs(t *testing.T) {
 	owner := checkpoint.OperatorOwner("src", 0)
 	for _, fp := range []string{
 		"src,sink",
-		fingerprintPrefix + `{"src":"Source[split=*runtime.rSplit enum=[]*runtime.rSplit]","gone":"KeyedProcess[key=int64]"}`,
-		fingerprintPrefix + `{"sink":"KeyedProcess[key=int64]"}`, // no state for sink in the checkpoint
+		fingerprintPrefixV2 + `{"src":"Source[split=*runtime.rSplit enum=[]*runtime.rSplit]","gone":"KeyedProcess[key=int64]"}`,
+		fingerprintPrefixV2 + `{"sink":"KeyedProcess[key=int64]"}`, // no state for sink in the checkpoint
+		fingerprintPrefix + `{"src":{"state":"Source[split=*runtime.rSplit enum=[]*runtime.rSplit]"},"gone":{"state":"KeyedProcess[key=int64]","maxParallelism":4}}`,
 	} {
 		chk := &checkpoint.Checkpoint{Metadata: checkpoint.Metadata{ID: 7, Fingerprint: fp, States: []checkpoint.StateHandle{{Owner: owner}}}}
-		if err := g.checkFingerprint(chk, "dir"); err != nil {
+		if _, err := g.checkRestore(chk, "dir", false); err != nil {
 			t.Errorf("fingerprint %q: %v", fp, err)
 		}
 	}
-	chk := &checkpoint.Checkpoint{Metadata: checkpoint.Metadata{ID: 7, Fingerprint: fingerprintPrefix + `{"src":"Source[split=int enum=int]"}`, States: []checkpoint.StateHandle{{Owner: owner}}}}
-	if err := g.checkFingerprint(chk, "dir"); err == nil || !strings.Contains(err.Error(), "checkpoint chk-7 in dir was written by a different job graph") {
+	chk := &checkpoint.Checkpoint{Metadata: checkpoint.Metadata{ID: 7, Fingerprint: fingerprintPrefixV2 + `{"src":"Source[split=int enum=int]"}`, States: []checkpoint.StateHandle{{Owner: owner}}}}
+	if _, err := g.checkRestore(chk, "dir", false); err == nil || !strings.Contains(err.Error(), "checkpoint chk-7 in dir was written by a different job graph") {
 		t.Fatalf("changed split type: err = %v", err)
 	}
 }

@@ -3,7 +3,10 @@ package runtime
 import (
 	"encoding/json"
 	"fmt"
+	"log/slog"
+	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/splitflow/splitflow/runtime/checkpoint"
@@ -27,10 +30,11 @@ const (
 // created it was called.
 type node struct {
 	id          int
-	kind        string // "Source", "Map", ... for default names and uids
+	kind        string // "Source", "Map", ... for default names
 	name        string
 	uid         string
-	parallelism int // 0: the environment's default
+	uidSet      bool // uid given by the user, not the default
+	parallelism int  // 0: the environment's default
 	parSet      bool
 	chaining    chainingStrategy
 	inputs      []*edge
@@ -72,6 +76,9 @@ type jobGraph struct {
 	nodes  []*node
 	chains []*chain
 	chain  map[*node]*chain
+	// maxParallelism is the job's number of key groups, recorded in the
+	// fingerprint for every keyed operator.
+	maxParallelism int
 }
 
 // chain is a group of operators that run in one task per subtask, calling
@@ -149,7 +156,17 @@ func buildJobGraph(env *Environment) (*jobGraph, error) {
 	if sinks == 0 {
 		return nil, invalidGraph("the job has no sink; add one with SinkTo")
 	}
-	g := &jobGraph{chain: map[*node]*chain{}}
+	g := &jobGraph{chain: map[*node]*chain{}, maxParallelism: cfg.maxParallelism}
+	// Default UIDs: the name and the position among operators of the same
+	// name, in the order they were added, so that adding or removing an
+	// operator of another name leaves every UID as it was.
+	sameName := map[string]int{}
+	for _, n := range env.nodes {
+		sameName[n.name]++
+		if !n.uidSet {
+			n.uid = defaultUID(n.name, sameName[n.name])
+		}
+	}
 	uids := map[string]*node{}
 	for _, n := range env.nodes {
 		if !keep[n] {
@@ -346,56 +363,112 @@ func (g *jobGraph) pointwise() bool {
 
 // The job fingerprint recorded in checkpoint metadata is
 //
-//	splitflow-graph/2 {"uid":"state signature",...}
+//	splitflow-graph/3 {"uid":{"state":"state signature","maxParallelism":N},...}
 //
 // with one JSON entry per operator that checkpoints state: its kind and
 // the types its state is made of (KeyedProcess[key=K], Source[split=S
 // enum=C], TwoPhaseSink[committable=C] or TwoPhaseSink[committable=C
-// writer=W]). On restore (checkFingerprint) only the UIDs that have state
-// in the checkpoint are compared: such a UID that the current graph gives
-// to an operator with another signature refuses the restore. Everything
-// Flink allows still restores: another parallelism, operators added (no
-// state in the checkpoint) or removed (their state is not restored), and
-// changes to stateless operators. A checkpoint written by an older build
-// (a fingerprint without the prefix) is not compared.
-const fingerprintPrefix = "splitflow-graph/2 "
+// writer=W]) and, for keyed operators, the max parallelism (the number of
+// key groups) the state was placed by. Version 2 had the signatures alone
+// ({"uid":"state signature"}); version 1 (no prefix) nothing to compare.
+//
+// On restore (checkRestore) every UID with state in the checkpoint must be
+// claimed: an operator of this job with that UID and the same signature,
+// and for keyed state the same max parallelism. Everything else Flink
+// allows still restores: another parallelism, operators added (no state in
+// the checkpoint), changes to stateless operators; state of an operator
+// that is gone restores only with WithAllowNonRestoredState, which drops
+// it.
+const (
+	fingerprintPrefix   = "splitflow-graph/3 "
+	fingerprintPrefixV2 = "splitflow-graph/2 "
+)
+
+// operatorPrint is one operator's entry in the fingerprint.
+type operatorPrint struct {
+	State string `json:"state"`
+	// MaxParallelism is set for keyed state only; 0 in a version 2
+	// fingerprint, which did not record it.
+	MaxParallelism int `json:"maxParallelism,omitempty"`
+}
 
 // fingerprint describes the job's stateful operators for the checkpoint
 // metadata.
 func (g *jobGraph) fingerprint() string {
-	sigs := g.signatures()
-	b, _ := json.Marshal(sigs) // a map[string]string always marshals
+	b, _ := json.Marshal(g.prints()) // strings and ints always marshal
 	return fingerprintPrefix + string(b)
 }
 
-func (g *jobGraph) signatures() map[string]string {
-	sigs := map[string]string{}
+func (g *jobGraph) prints() map[string]operatorPrint {
+	ps := map[string]operatorPrint{}
 	for _, n := range g.nodes {
-		if n.state != "" {
-			sigs[n.uid] = n.state
+		if n.state == "" {
+			continue
 		}
+		p := operatorPrint{State: n.state}
+		if n.keyed() {
+			p.MaxParallelism = g.maxParallelism
+		}
+		ps[n.uid] = p
 	}
-	return sigs
+	return ps
 }
 
-// checkFingerprint refuses to restore chk (from storage where) into this
-// graph when a UID with state in chk now belongs to an operator with
-// another state signature.
-func (g *jobGraph) checkFingerprint(chk *checkpoint.Checkpoint, where string) error {
-	body, ok := strings.CutPrefix(chk.Fingerprint, fingerprintPrefix)
-	if !ok {
-		return nil // written before fingerprints were compared
+// keyed reports whether the node keeps keyed state, placed by key group.
+func (n *node) keyed() bool { return n.kind == "KeyedProcess" }
+
+// parseFingerprint reads a fingerprint of any version: the entries and the
+// version, 1 (nothing recorded, nil entries), 2 or 3.
+func parseFingerprint(fp string) (map[string]operatorPrint, int, error) {
+	if body, ok := strings.CutPrefix(fp, fingerprintPrefix); ok {
+		var ps map[string]operatorPrint
+		err := json.Unmarshal([]byte(body), &ps)
+		return ps, 3, err
 	}
-	var old map[string]string
-	if err := json.Unmarshal([]byte(body), &old); err != nil {
-		return fmt.Errorf("%w: checkpoint chk-%d in %s: unreadable job fingerprint (%w); start with an empty checkpoint directory or restore the job that wrote it", ErrIncompatibleCheckpoint, chk.ID, where, err)
+	if body, ok := strings.CutPrefix(fp, fingerprintPrefixV2); ok {
+		var sigs map[string]string
+		if err := json.Unmarshal([]byte(body), &sigs); err != nil {
+			return nil, 2, err
+		}
+		ps := make(map[string]operatorPrint, len(sigs))
+		for uid, s := range sigs {
+			ps[uid] = operatorPrint{State: s}
+		}
+		return ps, 2, nil
 	}
-	cur := g.signatures()
-	kinds := map[string]string{}
+	return nil, 1, nil
+}
+
+// earlierDefaultUID matches the default UIDs splitflow gave before they
+// were derived from names: the operator's index in the job and its kind.
+var earlierDefaultUID = regexp.MustCompile(`^[0-9]+-(Source|Map|Filter|FlatMap|Union|KeyedProcess|Sink)$`)
+
+// checkRestore decides whether chk (from storage where) restores into this
+// graph. It refuses (ErrIncompatibleCheckpoint) when
+//   - a UID with state in chk now belongs to an operator with another
+//     state signature (another kind, another key, split or committable
+//     type, or stateless now);
+//   - keyed state was placed by another max parallelism: key groups would
+//     land on subtasks the router no longer sends their keys to;
+//   - state in chk is claimed by no operator of this job (a UID removed or
+//     changed), unless allowNonRestored: restoring would drop it silently
+//     while the sources resume from their checkpointed positions.
+//
+// The warnings say what was accepted on an assumption: state dropped with
+// allowNonRestored, a max parallelism a version 2 checkpoint did not
+// record.
+func (g *jobGraph) checkRestore(chk *checkpoint.Checkpoint, where string, allowNonRestored bool) (warnings []string, err error) {
+	head := fmt.Sprintf("checkpoint chk-%d in %s", chk.ID, where)
+	old, _, err := parseFingerprint(chk.Fingerprint)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s: unreadable job fingerprint (%w); start with an empty checkpoint directory or restore the job that wrote it", ErrIncompatibleCheckpoint, head, err)
+	}
+	cur := g.prints()
+	byUID := map[string]*node{}
 	for _, n := range g.nodes {
-		kinds[n.uid] = n.kind
+		byUID[n.uid] = n
 	}
-	var diffs []string
+	var diffs, maxPar, unclaimed []string
 	seen := map[string]bool{}
 	for _, h := range chk.States {
 		uid := h.Owner.UID
@@ -403,28 +476,121 @@ func (g *jobGraph) checkFingerprint(chk *checkpoint.Checkpoint, where string) er
 			continue
 		}
 		seen[uid] = true
-		was, ok := old[uid]
-		if !ok {
+		n, present := byUID[uid]
+		if !present {
+			unclaimed = append(unclaimed, uid)
 			continue
 		}
-		kind, present := kinds[uid]
-		if !present {
-			continue // operator removed: its state is not restored
+		was, ok := old[uid]
+		if !ok {
+			continue // version 1: nothing recorded to compare
 		}
 		now := cur[uid]
-		if now == "" {
-			now = kind + " (stateless)"
+		if now.State == "" {
+			now.State = n.kind + " (stateless)"
 		}
-		if now != was {
-			diffs = append(diffs, fmt.Sprintf("uid %q has state of %s in the checkpoint, but is %s in this job", uid, was, now))
+		if now.State != was.State {
+			diffs = append(diffs, fmt.Sprintf("uid %q has state of %s in the checkpoint, but is %s in this job", uid, was.State, now.State))
+			continue
+		}
+		if now.MaxParallelism == 0 {
+			continue
+		}
+		switch {
+		case was.MaxParallelism != 0 && was.MaxParallelism != now.MaxParallelism:
+			maxPar = append(maxPar, fmt.Sprintf("operator %q (uid %q) has keyed state placed by max parallelism %d in the checkpoint, %d in this job; key groups are the key hash modulo the max parallelism, so its keys' state would land on subtasks that no longer receive those keys: run with WithMaxParallelism(%d) to restore it",
+				n.name, uid, was.MaxParallelism, now.MaxParallelism, was.MaxParallelism))
+		case was.MaxParallelism == 0:
+			// Written before max parallelism was recorded: a key group at
+			// or beyond this job's max parallelism proves another one;
+			// otherwise the job's own is assumed.
+			kg, err := maxKeyGroup(chk, uid)
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", head, err)
+			}
+			if kg >= now.MaxParallelism {
+				maxPar = append(maxPar, fmt.Sprintf("operator %q (uid %q) has keyed state of key group %d, so it was written with a max parallelism above %d, this job's; run with the max parallelism it was written with (WithMaxParallelism) to restore it",
+					n.name, uid, kg, now.MaxParallelism))
+			} else {
+				warnings = append(warnings, fmt.Sprintf("%s does not record the max parallelism of operator %q (uid %q): it was written by an earlier splitflow; restoring it with this job's max parallelism %d, which is right only if the job that wrote it had the same", head, n.name, uid, now.MaxParallelism))
+			}
 		}
 	}
-	if len(diffs) == 0 {
-		return nil
+	var problems []string
+	if len(diffs) > 0 {
+		slices.Sort(diffs)
+		problems = append(problems, fmt.Sprintf("%s was written by a different job graph (%s; checkpoint fingerprint %s, this job %s); start with an empty checkpoint directory or restore the job that wrote it",
+			head, strings.Join(diffs, "; "), chk.Fingerprint, g.fingerprint()))
 	}
-	slices.Sort(diffs)
-	return fmt.Errorf("%w: checkpoint chk-%d in %s was written by a different job graph (%s; checkpoint fingerprint %s, this job %s); start with an empty checkpoint directory or restore the job that wrote it",
-		ErrIncompatibleCheckpoint, chk.ID, where, strings.Join(diffs, "; "), chk.Fingerprint, g.fingerprint())
+	for _, p := range maxPar {
+		problems = append(problems, head+": "+p)
+	}
+	if len(unclaimed) > 0 {
+		quoted := make([]string, len(unclaimed))
+		var earlier []string
+		for i, uid := range unclaimed {
+			quoted[i] = strconv.Quote(uid)
+			if earlierDefaultUID.MatchString(uid) {
+				earlier = append(earlier, fmt.Sprintf(".UID(%q)", uid))
+			}
+		}
+		if allowNonRestored {
+			warnings = append(warnings, fmt.Sprintf("%s: state of uids %s is not restored: no operator of this job claims it (WithAllowNonRestoredState)", head, strings.Join(quoted, ", ")))
+		} else {
+			p := fmt.Sprintf("%s holds state of uids %s that no operator of this job claims; restoring would drop it silently while the sources resume from the checkpoint. Give the operators that own it these UIDs (.UID), or run with WithAllowNonRestoredState() to drop it", head, strings.Join(quoted, ", "))
+			if len(earlier) > 0 {
+				p += fmt.Sprintf(" (%s look like default UIDs of an earlier splitflow, which numbered operators in the order they were added; defaults are now the operator's name and position among operators of that name: set %s on the operators that own that state)", strings.Join(quotedOf(unclaimed, earlierDefaultUID), ", "), strings.Join(earlier, ", "))
+			}
+			problems = append(problems, p)
+		}
+	}
+	if len(problems) == 0 {
+		return warnings, nil
+	}
+	return nil, fmt.Errorf("%w: %s", ErrIncompatibleCheckpoint, strings.Join(problems, "; "))
+}
+
+func quotedOf(uids []string, re *regexp.Regexp) []string {
+	var out []string
+	for _, u := range uids {
+		if re.MatchString(u) {
+			out = append(out, strconv.Quote(u))
+		}
+	}
+	return out
+}
+
+// maxKeyGroup is the highest key group in the keyed state of uid in chk,
+// -1 for none.
+func maxKeyGroup(chk *checkpoint.Checkpoint, uid string) (int, error) {
+	kg := -1
+	for _, h := range chk.States {
+		if h.Owner.UID != uid || h.Owner.IsCoordinator() {
+			continue
+		}
+		data, _, err := chk.State(h.Owner)
+		if err != nil {
+			return 0, err
+		}
+		entries, err := decodeStateEntries(data)
+		if err != nil {
+			return 0, fmt.Errorf("keyed state of %s: %w", h.Owner, err)
+		}
+		for _, e := range entries {
+			kg = max(kg, e.keyGroup)
+		}
+	}
+	return kg, nil
+}
+
+// warnDefaultUIDs logs, at start, every stateful operator whose state is
+// restored by a UID the user did not choose.
+func (g *jobGraph) warnDefaultUIDs(log *slog.Logger) {
+	for _, n := range g.nodes {
+		if n.state != "" && !n.uidSet {
+			log.Warn("splitflow: stateful operator has no explicit UID; its state is restored by the default UID, which changes if the operator is renamed or another of the same name is added before it: set one with .UID", "operator", n.name, "uid", n.uid)
+		}
+	}
 }
 
 // typeOps creates the typed pieces of the network for records of one type.
@@ -473,3 +639,7 @@ func (typeOpsFor[T]) newGateInput(t *task, gate any, head any, numChannels int) 
 }
 
 func (n *node) String() string { return fmt.Sprintf("%s(%s)", n.name, n.uid) }
+
+// defaultUID is the UID of the k-th operator (from 1) named name that was
+// given none.
+func defaultUID(name string, k int) string { return fmt.Sprintf("%s#%d", name, k) }

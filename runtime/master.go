@@ -146,8 +146,12 @@ func (ex *execution) latest() (*restoredState, error) {
 	if err != nil {
 		return nil, &unrecoverableError{fmt.Errorf("restore: %w", err)}
 	}
-	if err := ex.g.checkFingerprint(chk, ex.storageName()); err != nil {
+	warnings, err := ex.g.checkRestore(chk, ex.storageName(), ex.cfg.cp.allowNonRestored)
+	if err != nil {
 		return nil, &unrecoverableError{err}
+	}
+	for _, w := range warnings {
+		ex.log.Warn("splitflow: restore: " + w)
 	}
 	return &restoredState{chk: chk}, nil
 }

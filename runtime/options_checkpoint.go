@@ -19,6 +19,7 @@ type checkpointConfig struct {
 	// rescaledToEnumerator hands checkpointed splits to the enumerator
 	// instead of the readers when the parallelism changed.
 	rescaledToEnumerator bool
+	allowNonRestored     bool
 	restart              RestartStrategy
 	restartSet           bool
 	logger               *slog.Logger
@@ -144,6 +145,17 @@ func WithLogger(l *slog.Logger) Option {
 // parallelism), and the enumerator assigns them as it sees fit.
 func WithRescaledSplitsToEnumerator(on bool) Option {
 	return optionFunc(func(c *config) { c.cp.rescaledToEnumerator = on })
+}
+
+// WithAllowNonRestoredState lets a job restore a checkpoint that holds
+// state no operator of the job claims (its UID is gone or changed),
+// dropping that state with a logged warning (Flink's
+// --allowNonRestoredState). Default: such a restore is refused with an
+// error naming the UIDs, since the sources would resume from the
+// checkpoint while the dropped state (counts, windows, pending
+// transactions) starts empty.
+func WithAllowNonRestoredState() Option {
+	return optionFunc(func(c *config) { c.cp.allowNonRestored = true })
 }
 
 // withGateDisabled switches the coordinator gate off. Tests only.

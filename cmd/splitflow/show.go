@@ -51,6 +51,9 @@ type operatorView struct {
 	UID string `json:"uid"`
 	// Signature is what the job fingerprint records for the operator.
 	Signature string `json:"signature,omitempty"`
+	// MaxParallelism is the max parallelism keyed state was placed by, as
+	// the fingerprint records it (0: not recorded).
+	MaxParallelism int `json:"max_parallelism,omitempty"`
 	// Kind is "source", "keyed", "two-phase sink" or "unknown".
 	Kind       string      `json:"kind"`
 	Enumerator *stateView  `json:"enumerator,omitempty"`
@@ -283,7 +286,7 @@ func inspectCheckpoint(c *checkpoint.Checkpoint) (showReport, error) {
 }
 
 func inspectOperator(uid string, sig checkpoint.Signature, blobs map[int][]byte, subtasks []int) operatorView {
-	op := operatorView{UID: uid, Signature: sig.Raw}
+	op := operatorView{UID: uid, Signature: sig.Raw, MaxParallelism: sig.MaxParallelism}
 	_, hasCoordinator := blobs[checkpoint.CoordinatorSubtask]
 	kind := sig.Kind
 	if kind == "" {
@@ -491,6 +494,9 @@ func writeText(w io.Writer, r showReport) error {
 			fmt.Fprintf(w, " %s", op.Signature)
 		} else {
 			fmt.Fprint(w, " (no signature in the job fingerprint)")
+		}
+		if op.MaxParallelism > 0 {
+			fmt.Fprintf(w, " max parallelism %d", op.MaxParallelism)
 		}
 		fmt.Fprintln(w)
 		if op.Enumerator != nil {

@@ -192,7 +192,7 @@ func TestShowKafkaSourceAndExactlyOnceSink(t *testing.T) {
 		regexp.MustCompile(`(?m)^kafka-out: two-phase sink TwoPhaseSink\[committable=txn.Committable\]$`),
 		regexp.MustCompile(`(?m)^      TRANSACTIONAL ID +PRODUCER ID +EPOCH +CHECKPOINT$`),
 		regexp.MustCompile(`(?m)^      showjob-\d-\d+ +\d+ +\d+ +` + strconv.FormatInt(id, 10) + `$`),
-		regexp.MustCompile(`(?m)^counts: keyed KeyedProcess\[key=string\]$`),
+		regexp.MustCompile(`(?m)^counts: keyed KeyedProcess\[key=string\] max parallelism 128$`),
 		regexp.MustCompile(`(?m)^      count +value +\d+ +\d+$`),
 	} {
 		if !want.MatchString(text) {

@@ -29,9 +29,14 @@ import (
 // state altogether.
 var ErrStateLayout = errors.New("checkpoint: state does not have the expected layout")
 
-// fingerprintPrefix starts a fingerprint the engine wrote with per-operator
-// signatures (runtime/graph.go).
-const fingerprintPrefix = "splitflow-graph/2 "
+// Fingerprints the engine writes with per-operator signatures
+// (runtime/graph.go): version 3 records, for each stateful operator, its
+// signature and, for keyed state, the max parallelism; version 2 the
+// signatures alone.
+const (
+	fingerprintPrefix   = "splitflow-graph/3 "
+	fingerprintPrefixV2 = "splitflow-graph/2 "
+)
 
 // Signature is what the job fingerprint says of one operator's state: its
 // kind and the types it is made of, as the engine wrote them, e.g.
@@ -46,6 +51,10 @@ type Signature struct {
 	Types map[string]string
 	// Raw is the signature as written.
 	Raw string
+	// MaxParallelism is the max parallelism (number of key groups) keyed
+	// state was placed by; 0 for other state and in version 2
+	// fingerprints, which did not record it.
+	MaxParallelism int
 }
 
 // Signature kinds the engine writes.
@@ -65,7 +74,23 @@ var sigPart = regexp.MustCompile(`(?:^| )(split|enum|committable|writer|key)=`)
 // none (written by an older build, or by something other than the engine);
 // an operator whose signature cannot be parsed has only Raw set.
 func ParseSignatures(fingerprint string) (sigs map[string]Signature, ok bool) {
-	body, found := strings.CutPrefix(fingerprint, fingerprintPrefix)
+	if body, found := strings.CutPrefix(fingerprint, fingerprintPrefix); found {
+		var raw map[string]struct {
+			State          string `json:"state"`
+			MaxParallelism int    `json:"maxParallelism"`
+		}
+		if err := json.Unmarshal([]byte(body), &raw); err != nil {
+			return nil, false
+		}
+		sigs = make(map[string]Signature, len(raw))
+		for uid, p := range raw {
+			sig := parseSignature(p.State)
+			sig.MaxParallelism = p.MaxParallelism
+			sigs[uid] = sig
+		}
+		return sigs, true
+	}
+	body, found := strings.CutPrefix(fingerprint, fingerprintPrefixV2)
 	if !found {
 		return nil, false
 	}

@@ -27,7 +27,19 @@ func TestParseSignatures(t *testing.T) {
 			t.Errorf("%s: got %+v, want %+v", uid, got, w)
 		}
 	}
-	for _, fp := range []string{"wordcount", "splitflow-graph/2 {", ""} {
+	fp = `splitflow-graph/3 {"in":{"state":"Source[split=kafka.Split enum=kafka.EnumeratorState]"},` +
+		`"counts":{"state":"KeyedProcess[key=string]","maxParallelism":128}}`
+	sigs, ok = ParseSignatures(fp)
+	if !ok {
+		t.Fatal("version 3 signatures not found")
+	}
+	if c := sigs["counts"]; c.Kind != KindKeyedProcess || c.Types["key"] != "string" || c.MaxParallelism != 128 {
+		t.Errorf("counts: got %+v, want keyed by string at max parallelism 128", c)
+	}
+	if in := sigs["in"]; in.Kind != KindSource || in.MaxParallelism != 0 {
+		t.Errorf("in: got %+v", in)
+	}
+	for _, fp := range []string{"wordcount", "splitflow-graph/2 {", "splitflow-graph/3 {", ""} {
 		if _, ok := ParseSignatures(fp); ok {
 			t.Errorf("%q: signatures found in a fingerprint without them", fp)
 		}

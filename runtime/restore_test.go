@@ -1,0 +1,273 @@
+package runtime
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/splitflow/splitflow/runtime/checkpoint"
+)
+
+func identity(v int64) (int64, error) { return v, nil }
+
+// countsError is checkCounts as an error: nil when every running count of
+// keys keys over n records was emitted exactly once.
+func countsError(store *txnStore, n, keys int) error {
+	store.mu.Lock()
+	defer store.mu.Unlock()
+	seen := map[int64]int{}
+	for _, rs := range store.committed {
+		for _, r := range rs {
+			seen[r]++
+		}
+	}
+	var wrong []string
+	for k := range int64(keys) {
+		total := (int64(n) - k + int64(keys) - 1) / int64(keys)
+		for c := int64(1); c <= total+1; c++ {
+			want := 1
+			if c == total+1 {
+				want = 0
+			}
+			if got := seen[k*100000+c]; got != want {
+				wrong = append(wrong, fmt.Sprintf("key %d count %d emitted %d times", k, c, got))
+			}
+		}
+	}
+	if len(wrong) > 0 {
+		return fmt.Errorf("%d running counts wrong, e.g. %s", len(wrong), strings.Join(wrong[:min(3, len(wrong))], "; "))
+	}
+	return nil
+}
+
+// A changed max parallelism must be refused on restore: keyed state is
+// placed by key group (hash mod max parallelism), so a checkpoint written
+// at max parallelism 16 restored at 32 puts keys' state where the router
+// no longer sends them. The refusal names the operator and both values;
+// the same max parallelism restores.
+func TestRestoreRefusesChangedMaxParallelism(t *testing.T) {
+	dir := t.TempDir()
+	store := newTxnStore()
+	killedCountingJob(t, dir, store)
+
+	created := false
+	env := countingJob(2, &rangeSrc{splits: 4, perSplit: 100, readerFailAt: -1}, identity,
+		&txnSink2PC{store: store, writerOf: func(int) { created = true }},
+		WithMaxParallelism(32), WithCheckpointInterval(3*time.Millisecond), WithCheckpointDir(dir))
+	err := env.Execute(testCtx(t), "max parallelism 32")
+	if err == nil {
+		t.Fatalf("a checkpoint written at max parallelism 16 was restored at 32 (%v)", countsError(store, 400, 7))
+	}
+	if !errors.Is(err, ErrIncompatibleCheckpoint) {
+		t.Errorf("error %v does not wrap ErrIncompatibleCheckpoint", err)
+	}
+	t.Logf("refused: %v", err)
+	for _, want := range []string{`"counts"`, "max parallelism 16 in the checkpoint", "32 in this job", "WithMaxParallelism(16)", dir} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not say %q", err, want)
+		}
+	}
+	if created {
+		t.Error("tasks ran although the restore was refused")
+	}
+
+	env = countingJob(2, &rangeSrc{splits: 4, perSplit: 100, readerFailAt: -1}, identity, &txnSink2PC{store: store},
+		WithCheckpointInterval(3*time.Millisecond), WithCheckpointDir(dir))
+	if err := env.Execute(testCtx(t), "max parallelism 16"); err != nil {
+		t.Fatal(err)
+	}
+	checkCounts(t, store, 400, 7)
+}
+
+// A checkpoint written before max parallelism was recorded (fingerprint
+// version 2) is restored at the job's max parallelism with a warning,
+// unless its keyed state holds a key group the job does not have, which
+// proves another max parallelism.
+func TestRestoreOfCheckpointWithoutMaxParallelism(t *testing.T) {
+	env := NewEnvironment(WithMaxParallelism(16))
+	ds := FromSource(env, &rangeSrc{splits: 1, perSplit: 1, readerFailAt: -1}, "range", NoWatermarks[int64]()).UID("src")
+	counts := ProcessPerSubtask(KeyBy(ds, func(v int64) int64 { return v }), func() KeyedProcessFunction[int64, int64, int64] { return &counting{} }).UID("counts")
+	SinkTo(counts, newCollectSink[int64]()).UID("sink")
+	g, err := buildJobGraph(env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	store, err := checkpoint.NewMemoryStorage()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for id, kg := range map[int64]int{1: 15, 2: 40} {
+		w, err := store.Begin(id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		h, err := w.WriteState(checkpoint.OperatorOwner("counts", 0), encodeStateEntries([]stateEntry{{name: "count", kind: stateKindValue, keyGroup: kg, data: []byte("x")}}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		fp := `splitflow-graph/2 {"counts":"KeyedProcess[key=int64]"}`
+		if err := w.Commit(checkpoint.Metadata{ID: id, Fingerprint: fp, States: []checkpoint.StateHandle{h}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	chk, err := store.Load(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	warnings, err := g.checkRestore(chk, "dir", false)
+	if err != nil {
+		t.Fatalf("key groups below 16, no recorded max parallelism: %v", err)
+	}
+	if len(warnings) != 1 || !strings.Contains(warnings[0], `"counts"`) || !strings.Contains(warnings[0], "max parallelism 16") {
+		t.Fatalf("warnings %q; want one naming counts and the max parallelism assumed", warnings)
+	}
+	chk, err = store.Load(2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := g.checkRestore(chk, "dir", false); !errors.Is(err, ErrIncompatibleCheckpoint) || !strings.Contains(err.Error(), "key group 40") {
+		t.Fatalf("key group 40 at max parallelism 16: err = %v", err)
+	}
+}
+
+// A restore must not silently drop state: state in the checkpoint that no
+// operator of the job claims (here the keyed operator's UID changed)
+// refuses the restore, naming the UIDs, unless WithAllowNonRestoredState
+// is given.
+func TestRestoreRefusesUnclaimedState(t *testing.T) {
+	dir := t.TempDir()
+	store := newTxnStore()
+	killedCountingJob(t, dir, store)
+
+	job := func(opts ...Option) *Environment {
+		env := NewEnvironment(append([]Option{WithParallelism(2), WithMaxParallelism(16), WithFlushTimeout(time.Millisecond), WithLogger(discardLogger()),
+			WithCheckpointInterval(3 * time.Millisecond), WithCheckpointDir(dir)}, opts...)...)
+		ds := Map(FromSource(env, &rangeSrc{splits: 4, perSplit: 100, readerFailAt: -1}, "range", NoWatermarks[int64]()).UID("src"), identity).UID("map")
+		counts := ProcessPerSubtask(KeyBy(ds, func(v int64) int64 { return v % 7 }), func() KeyedProcessFunction[int64, int64, int64] { return &counting{} }).UID("counts-v2")
+		SinkToTwoPhase(counts, &txnSink2PC{store: newTxnStore()}).UID("sink")
+		return env
+	}
+	err := job().Execute(testCtx(t), "renamed")
+	if err == nil {
+		t.Fatal("a restore that drops the keyed state of uid \"counts\" went ahead")
+	}
+	t.Logf("refused: %v", err)
+	if !errors.Is(err, ErrIncompatibleCheckpoint) {
+		t.Errorf("error %v does not wrap ErrIncompatibleCheckpoint", err)
+	}
+	for _, want := range []string{`"counts"`, "no operator of this job", "WithAllowNonRestoredState", dir} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not say %q", err, want)
+		}
+	}
+	var logs lockedBuffer
+	if err := job(WithAllowNonRestoredState(), WithLogger(slogText(&logs))).Execute(testCtx(t), "allowed"); err != nil {
+		t.Fatalf("with WithAllowNonRestoredState: %v", err)
+	}
+	if !strings.Contains(logs.String(), "not restored") || !strings.Contains(logs.String(), "counts") {
+		t.Errorf("the dropped state was not logged:\n%s", logs.String())
+	}
+}
+
+// defaultUIDJob is countingJob without explicit UIDs; with extra, an
+// operator is inserted upstream of the keyed one.
+func defaultUIDJob(extra bool, src *rangeSrc, mapFn func(int64) (int64, error), sink *txnSink2PC, opts ...Option) *Environment {
+	env := NewEnvironment(append([]Option{WithParallelism(2), WithMaxParallelism(16), WithFlushTimeout(time.Millisecond), WithLogger(discardLogger()), WithDrainTimeout(5 * time.Second)}, opts...)...)
+	ds := Map(FromSource(env, src, "range", NoWatermarks[int64]()), mapFn)
+	if extra {
+		ds = Filter(ds, func(int64) (bool, error) { return true, nil }).Name("inserted")
+		ds = Map(ds, identity)
+	}
+	counts := ProcessPerSubtask(KeyBy(ds, func(v int64) int64 { return v % 7 }), func() KeyedProcessFunction[int64, int64, int64] { return &counting{} })
+	SinkToTwoPhase(counts, sink)
+	return env
+}
+
+// The default UID of an operator derives from its name and its position
+// among operators of the same name, so inserting an operator elsewhere
+// (here a Filter and a second Map upstream) keeps every stateful
+// operator's UID, and a job that dies resumes with the inserted operators
+// and every running count emitted exactly once. Each stateful operator
+// without an explicit UID is named in a warning at start.
+func TestDefaultUIDStableUnderInsertion(t *testing.T) {
+	uids := func(extra bool) map[string]string {
+		g, err := buildJobGraph(defaultUIDJob(extra, &rangeSrc{splits: 1, perSplit: 1, readerFailAt: -1}, identity, &txnSink2PC{store: newTxnStore()}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]string{}
+		for _, n := range g.nodes {
+			if n.state != "" {
+				out[n.kind] = n.uid
+			}
+		}
+		return out
+	}
+	before, after := uids(false), uids(true)
+	if fmt.Sprint(before) != fmt.Sprint(after) {
+		t.Fatalf("default UIDs of the stateful operators changed with an operator inserted: %v, then %v", before, after)
+	}
+
+	dir := t.TempDir()
+	store := newTxnStore()
+	died := make(chan struct{})
+	var once sync.Once
+	kill := func(v int64) (int64, error) {
+		select {
+		case <-died:
+			return 0, errors.New("process killed")
+		default:
+			return v, nil
+		}
+	}
+	env := defaultUIDJob(false, &rangeSrc{splits: 4, perSplit: 100, delay: time.Millisecond, readerFailAt: -1}, kill, &txnSink2PC{store: store},
+		WithCheckpointInterval(3*time.Millisecond), WithCheckpointDir(dir), WithRestartStrategy(NoRestart()))
+	env.hooks = &testHooks{checkpointCompleted: func(id int64, _ checkpoint.Storage) {
+		if id >= 1 {
+			once.Do(func() { close(died) })
+		}
+	}}
+	if err := env.Execute(testCtx(t), "first"); err == nil {
+		t.Fatal("the job finished before it could be killed")
+	}
+	var logs lockedBuffer
+	env = defaultUIDJob(true, &rangeSrc{splits: 4, perSplit: 100, readerFailAt: -1}, identity, &txnSink2PC{store: store},
+		WithCheckpointInterval(3*time.Millisecond), WithCheckpointDir(dir), WithLogger(slogText(&logs)))
+	if err := env.Execute(testCtx(t), "inserted"); err != nil {
+		t.Fatal(err)
+	}
+	if err := countsError(store, 400, 7); err != nil {
+		t.Fatalf("after inserting operators upstream: %v", err)
+	}
+	for _, uid := range after {
+		if !strings.Contains(logs.String(), "no explicit UID") || !strings.Contains(logs.String(), uid) {
+			t.Errorf("no warning at start for stateful operator %s without an explicit UID:\n%s", uid, logs.String())
+		}
+	}
+}
+
+// A checkpoint written by an earlier splitflow, whose default UIDs were
+// the operator's position in the job ("3-KeyedProcess"), is refused with
+// the UIDs it holds and how to keep them, not restored without its state.
+func TestRestoreNamesDefaultUIDsOfEarlierVersions(t *testing.T) {
+	g, err := buildJobGraph(defaultUIDJob(false, &rangeSrc{splits: 1, perSplit: 1, readerFailAt: -1}, identity, &txnSink2PC{store: newTxnStore()}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fp := `splitflow-graph/2 {"0-Source":"Source[split=*runtime.rSplit enum=[]*runtime.rSplit]","3-KeyedProcess":"KeyedProcess[key=int64]"}`
+	chk := &checkpoint.Checkpoint{Metadata: checkpoint.Metadata{ID: 7, Fingerprint: fp, States: []checkpoint.StateHandle{
+		{Owner: checkpoint.CoordinatorOwner("0-Source")}, {Owner: checkpoint.OperatorOwner("3-KeyedProcess", 0)}}}}
+	_, err = g.checkRestore(chk, "dir", false)
+	if !errors.Is(err, ErrIncompatibleCheckpoint) {
+		t.Fatalf("err = %v, want ErrIncompatibleCheckpoint", err)
+	}
+	t.Logf("refused: %v", err)
+	for _, want := range []string{`"0-Source"`, `"3-KeyedProcess"`, "default UIDs of an earlier splitflow", `.UID("3-KeyedProcess")`} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not say %q", err, want)
+		}
+	}
+}
