@@ -92,8 +92,15 @@ type SourceReader[T any, S Split] interface {
 	NotifyNoMoreSplits()
 
 	// NotifyCheckpointComplete tells the reader that checkpoint
-	// checkpointID is complete, for instance to commit consumed offsets to
-	// an external system for monitoring.
+	// checkpointID is complete and that the job's sinks committed its
+	// output, for instance to commit consumed offsets to an external
+	// system: a position recorded then never runs ahead of the committed
+	// output. It comes after every sink subtask of the reader's failover
+	// region (the whole job, unless it is made of independent pipelines)
+	// has settled its commits of checkpointID; a commit still retrying
+	// delays it, a failed one means it never comes for that checkpoint.
+	// Calls come in increasing order, and a checkpoint may be skipped
+	// when a later one is committed first: the later one subsumes it.
 	NotifyCheckpointComplete(checkpointID int64) error
 
 	// HandleSourceEvent receives an event the enumerator sent with

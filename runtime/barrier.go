@@ -156,20 +156,6 @@ func (t *task) performCheckpoint(b CheckpointBarrier, align time.Duration) error
 	return nil
 }
 
-// notifyComplete tells the chain's operators, tail first (so a committer
-// commits before anything upstream learns of the completion), that
-// checkpoint id is durable.
-func (t *task) notifyComplete(id int64) error {
-	for i := len(t.ops) - 1; i >= 0; i-- {
-		if n, ok := t.ops[i].(checkpointNotified); ok {
-			if err := n.notifyCheckpointComplete(id); err != nil {
-				return t.ops[i].operator().wrap(err)
-			}
-		}
-	}
-	return nil
-}
-
 // committing is an operator that may hold commits to retry; the task
 // does not finish while it does.
 type committing interface {

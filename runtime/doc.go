@@ -43,7 +43,9 @@
 //     and coordinator, drives the checkpoint coordinator (package
 //     checkpoint) and runs the failover.
 //   - barrier.go: the task side of checkpoints: alignment, snapshots,
-//     notifications, waiting for the final checkpoint.
+//     waiting for the final checkpoint.
+//   - notify.go: checkpoint completion in two phases: sinks commit first,
+//     readers hear of a checkpoint once its output is committed.
 //   - gateway.go: the gate between a source coordinator and each subtask,
 //     and the SplitAssignmentTracker.
 //   - state.go: framing of versioned state; what a restored checkpoint
@@ -193,6 +195,16 @@
 // complete past the lost records. A bounded job
 // ends with a final checkpoint once every task's input has ended, so the
 // last transactions commit before Execute returns.
+//
+// Completion is told in two phases (notify.go). Coordinators and sink
+// operators hear first; a sink task reports back once none of its commits
+// of that checkpoint is left to retry. Source readers (and any other
+// operator) hear only when every sink task of their failover region has
+// reported that checkpoint or a later one, and then of the newest such
+// checkpoint: a reader that records its position elsewhere (the Kafka
+// source's consumer group) never runs ahead of the committed output, even
+// with source and sink in different tasks. A commit that retries holds
+// them back; a failed one fails its task, so they never hear of it.
 //
 // Storage is in memory by default, or a directory (WithCheckpointDir),
 // keeping WithCheckpointsRetained checkpoints. A job whose storage holds

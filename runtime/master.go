@@ -57,6 +57,9 @@ type execution struct {
 	injected map[int64]CheckpointBarrier
 	ended    map[*task]bool
 	snapWG   sync.WaitGroup
+	// completedID is the newest completed checkpoint, finalID the final
+	// checkpoint of this attempt (0 before it completed); see notify.go.
+	completedID, finalID int64
 
 	// Failover.
 	restarting    bool
@@ -393,6 +396,7 @@ func (ex *execution) failure(t *task, err error) {
 	if ex.cc != nil {
 		ex.perform(ex.cc.Restore(ex.cc.LastCompletedID()))
 	}
+	ex.finalID = 0 // the restarted tasks end with a final checkpoint of their own
 	ex.restarting, ex.restartRegion, ex.restartDelay = true, region, delay
 	ex.cancelTasks(region)
 	if region < 0 {
@@ -587,20 +591,7 @@ func (ex *execution) perform(acts []checkpoint.Action) {
 			if h := ex.env.hooks; h != nil && h.checkpointCompleted != nil {
 				h.checkpointCompleted(a.ID, ex.storage)
 			}
-			for _, c := range ex.coords {
-				c.notifyCheckpointComplete(a.ID)
-			}
-			for _, t := range ex.tasks {
-				id := a.ID
-				t.mb.put(priorityUrgent, mail{name: "checkpoint complete", run: func() error { return t.notifyComplete(id) }})
-				if a.Final {
-					t.mb.put(priorityUrgent, mail{name: "finish", run: func() error {
-						t.finishRequested = true
-						t.tryFinish()
-						return nil
-					}})
-				}
-			}
+			ex.notifyComplete(a.ID, a.Final)
 		case checkpoint.NotifyAborted:
 			if w := ex.writers[a.ID]; w != nil {
 				_ = w.Abort()

@@ -91,6 +91,13 @@ type task struct {
 	// until the final checkpoint has completed (checkpoints on).
 	awaitFinish     bool
 	finishRequested bool
+	// sinkNotified is the newest checkpoint the chain's sinks heard of,
+	// sinkReported the newest reported to the master as committed (task
+	// goroutine); committedID is that report and releasedID the newest
+	// checkpoint the other operators were told of (master goroutine). See
+	// notify.go.
+	sinkNotified, sinkReported int64
+	committedID, releasedID    int64
 	// lastBarrier is the newest checkpoint this task snapshotted or saw
 	// aborted; older barriers are dropped.
 	lastBarrier int64

@@ -327,6 +327,7 @@ func (s *twoPhaseSinkOperator[T, C]) retry() error {
 		return err
 	}
 	s.scheduleRetry()
+	s.t.reportCommitted()
 	if s.t.finishRequested {
 		s.t.tryFinish()
 	}
