@@ -4,7 +4,9 @@
 // enumerator runs on the coordinator goroutine and pushes each partition to a
 // stable owner; the split reader, on connector/base, uses direct partition
 // assignment with read_committed isolation, keeps offsets in checkpointed
-// split state and commits them to the consumer group only for monitoring.
+// split state and commits them to the consumer group, for monitoring and
+// for new jobs that start from them, only once the sinks have committed
+// the checkpoint's output.
 //
 // KafkaSink writes with a delivery guarantee of none, at-least-once (flush at
 // every checkpoint) or exactly-once: one Kafka transaction per checkpoint

@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 )
 
 // OffsetResetStrategy says where to start a partition that has no committed
@@ -110,6 +111,11 @@ func (o Offsets) resolve(ctx context.Context, adm *kadm.Client, group string, re
 			return nil, errors.New("kafka source: committed starting offsets need a group id (WithGroupID)")
 		}
 		fetched, err := adm.FetchOffsetsForTopics(ctx, group, topics...)
+		if errors.Is(err, kerr.GroupIDNotFound) {
+			// A group that never committed (some brokers, kfake among
+			// them, answer so for it): every partition takes the reset.
+			fetched, err = nil, nil
+		}
 		if err != nil {
 			return nil, fmt.Errorf("kafka source: fetch committed offsets of group %q: %w", group, err)
 		}

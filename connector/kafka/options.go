@@ -143,8 +143,11 @@ func WithTopicRegex(re *regexp.Regexp) SourceOpt {
 	return sourceOpt(func(c *sourceConfig) { c.topicRegex = re })
 }
 
-// WithGroupID sets a consumer group id. Offsets are committed to it when a
-// checkpoint completes, for monitoring lag; progress itself lives in
+// WithGroupID sets a consumer group id. A checkpoint's offsets are
+// committed to it once the job's sinks have committed that checkpoint's
+// output (never before, and never a partition's offset below one committed
+// before), for monitoring lag and for a new job that starts from
+// CommittedOffsets, which then skips nothing; progress itself lives in
 // checkpoints and never depends on the group (Flink: group.id with
 // commit.offsets.on.checkpoint). Default: none, nothing committed.
 func WithGroupID(group string) SourceOpt {

@@ -291,8 +291,13 @@ func TestOffsetsInitializers(t *testing.T) {
 		{"timestamp", TimestampOffsets(1450), map[TopicPartition]int64{p0: 5, p1: 0}, ""},
 		{"timestamp after all", TimestampOffsets(99999), map[TopicPartition]int64{p0: 10, p1: 0}, ""},
 		{"specific, reset earliest", SpecificOffsets(map[TopicPartition]int64{p0: 3}, ResetEarliest), map[TopicPartition]int64{p0: 3, p1: 0}, ""},
+		{"committed, group that never committed, reset earliest", CommittedOffsets(ResetEarliest), map[TopicPartition]int64{p0: 0, p1: 0}, ""},
 	} {
-		got, err := tc.o.resolve(ctx, adm, "g", true, tps)
+		group := "g"
+		if strings.Contains(tc.name, "never committed") {
+			group = "new"
+		}
+		got, err := tc.o.resolve(ctx, adm, group, true, tps)
 		if tc.errSub != "" {
 			if err == nil || !strings.Contains(err.Error(), tc.errSub) {
 				t.Errorf("%s: got %v, want an error with %q", tc.name, err, tc.errSub)

@@ -110,8 +110,8 @@ func (s *Source[T]) CreateReader(ctx connector.SourceReaderContext) (connector.S
 }
 
 // Reader is the Kafka source's reader: a base.SourceReaderBase that also
-// commits offsets to the consumer group when a checkpoint completes and
-// reports lag and skipped records.
+// commits offsets to the consumer group once a checkpoint's output is
+// committed, and reports lag and skipped records.
 type Reader[T any] struct {
 	*base.SourceReaderBase[*kgo.Record, T, Split, splitState]
 	cfg     *sourceConfig
@@ -142,6 +142,13 @@ type Reader[T any] struct {
 	bgCtx    context.Context
 	bgCancel context.CancelFunc
 	failed   atomic.Int64 // offset commits that failed
+	// Group offset commits go out one at a time (commitBusy while one is
+	// in flight); commitNext holds the newest offsets waiting behind it,
+	// committedTo the highest offset handed to a commit per partition.
+	// Guarded by commitMu.
+	commitBusy  bool
+	commitNext  *groupCommit
+	committedTo map[TopicPartition]int64
 
 	metrics    *metrics.Group
 	unregister func() // removes the reader's scrape-time metrics
@@ -165,6 +172,14 @@ func (r *Reader[T]) SnapshotState(checkpointID int64) ([]Split, error) {
 // NotifyCheckpointComplete commits the offsets of that checkpoint to the
 // consumer group, in the background: for monitoring only, so a failure is
 // logged and counted, never fatal, and a slow broker never holds the task.
+//
+// The engine calls it only once the sinks committed the checkpoint's
+// output, and never for an older checkpoint after a newer one, so the
+// group's offsets never run ahead of the committed output: a new job that
+// starts from them (CommittedOffsets) skips nothing. Commits go out one at
+// a time in checkpoint order; while one is in flight only the newest
+// offsets wait behind it, and no partition's offset is ever committed
+// below one this reader committed before.
 func (r *Reader[T]) NotifyCheckpointComplete(checkpointID int64) error {
 	m, ok := r.offsets[checkpointID]
 	for id := range r.offsets {
@@ -177,32 +192,77 @@ func (r *Reader[T]) NotifyCheckpointComplete(checkpointID int64) error {
 	}
 	r.commitMu.Lock()
 	defer r.commitMu.Unlock()
+	if r.closed {
+		return nil
+	}
+	if r.committedTo == nil {
+		r.committedTo = map[TopicPartition]int64{}
+	}
+	next := groupCommit{checkpoint: checkpointID, offsets: map[TopicPartition]int64{}}
+	if r.commitNext != nil {
+		// Subsumed: the newest offsets of every partition go in one commit.
+		next.offsets = r.commitNext.offsets
+	}
+	for tp, o := range m {
+		if o >= r.committedTo[tp] {
+			next.offsets[tp] = o
+			r.committedTo[tp] = o
+		}
+	}
+	if len(next.offsets) == 0 {
+		return nil
+	}
+	if r.commitBusy {
+		r.commitNext = &next
+		return nil
+	}
 	cl, err := r.offsetsClient()
 	if err != nil {
 		r.failed.Add(1)
 		r.cfg.logger.Warn("kafka source: offset commit client", "err", err)
 		return nil
 	}
-	offs := kadm.Offsets{}
-	for tp, o := range m {
-		offs.Add(kadm.Offset{Topic: tp.Topic, Partition: tp.Partition, At: o, LeaderEpoch: -1})
-	}
+	r.commitBusy = true
 	r.bg.Add(1)
-	go func() {
-		defer r.bg.Done()
+	go r.commitOffsets(cl, next)
+	return nil
+}
+
+// groupCommit is one commit of offsets to the consumer group.
+type groupCommit struct {
+	checkpoint int64
+	offsets    map[TopicPartition]int64
+}
+
+// commitOffsets commits c, then whatever offsets were queued meanwhile,
+// until none wait or the reader closes.
+func (r *Reader[T]) commitOffsets(cl *kgo.Client, c groupCommit) {
+	defer r.bg.Done()
+	for {
+		offs := kadm.Offsets{}
+		for tp, o := range c.offsets {
+			offs.Add(kadm.Offset{Topic: tp.Topic, Partition: tp.Partition, At: o, LeaderEpoch: -1})
+		}
 		ctx, cancel := context.WithTimeout(r.bgCtx, 30*time.Second)
-		defer cancel()
 		resp, err := kadm.NewClient(cl).CommitOffsets(ctx, r.cfg.groupID, offs)
+		cancel()
 		if err == nil {
 			err = resp.Error()
 		}
 		if err != nil {
 			r.failed.Add(1)
 			r.cfg.logger.Warn("kafka source: committing offsets to the group failed (monitoring only; progress is in the checkpoint)",
-				"group", r.cfg.groupID, "checkpoint", checkpointID, "err", err)
+				"group", r.cfg.groupID, "checkpoint", c.checkpoint, "err", err)
 		}
-	}()
-	return nil
+		r.commitMu.Lock()
+		if r.commitNext == nil || r.closed {
+			r.commitBusy, r.commitNext = false, nil
+			r.commitMu.Unlock()
+			return
+		}
+		c, r.commitNext = *r.commitNext, nil
+		r.commitMu.Unlock()
+	}
 }
 
 // offsetsClient returns the client of group offset commits and end offset
