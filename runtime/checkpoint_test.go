@@ -217,6 +217,53 @@ func TestSplitAssignmentTrackerBooksAssignments(t *testing.T) {
 	}
 }
 
+// Invariant 3's bookings exist only for a restart to give splits back, so
+// a job that cannot restart (checkpoints off, no restart strategy: the
+// default) books nothing, and its tracker does not grow with every split
+// it ever assigned; a job that can restart without checkpoints keeps them,
+// and a region restart gives the failed reader's splits back.
+func TestSplitAssignmentTrackerBooksOnlyWhatARestartNeeds(t *testing.T) {
+	for _, restarts := range []bool{false, true} {
+		t.Run(fmt.Sprintf("restarts=%v", restarts), func(t *testing.T) {
+			var mu sync.Mutex
+			var ops []*sourceOperator[int64, *rSplit, []*rSplit]
+			j := &rangeJob{par: 2, splits: 20, perSplit: 10}
+			strategy := NoRestart()
+			if restarts {
+				strategy = FixedDelayRestart(3, time.Millisecond)
+			}
+			j.opts = []Option{WithRestartStrategy(strategy)}
+			env := j.env()
+			if restarts {
+				j.src.readerFailAt = 95
+			}
+			env.hooks = &testHooks{taskCreated: func(tk *task) {
+				if op, ok := tk.ops[0].(*sourceOperator[int64, *rSplit, []*rSplit]); ok {
+					mu.Lock()
+					ops = append(ops, op)
+					mu.Unlock()
+				}
+			}}
+			if err := env.Execute(testCtx(t), "bookings"); err != nil {
+				t.Fatal(err)
+			}
+			if err := j.sink.store.verify(j.records()); err != nil {
+				t.Fatal(err)
+			}
+			booked := 0
+			for _, sp := range ops[0].coord.tracker.uncheckpointed {
+				booked += len(sp)
+			}
+			if !restarts && booked != 0 {
+				t.Fatalf("a job that cannot restart booked %d assignments", booked)
+			}
+			if restarts && !j.src.readerFailed.Load() {
+				t.Fatal("the reader failure was never injected")
+			}
+		})
+	}
+}
+
 // Invariant 10 and restore across processes: a job that dies (no restart)
 // leaves its checkpoints in a directory; a new Environment on the same
 // directory resumes from the newest one and the committed output is exact.

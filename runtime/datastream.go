@@ -113,9 +113,10 @@ type sourceSpec[T any, S connector.Split, C any] struct {
 	strategy WatermarkStrategy[T]
 }
 
-func (s *sourceSpec[T, S, C]) newCoordinator(info opInfo, parallelism int, fail func(error), gate gateOptions, restored []byte, rescaled [][]byte) operatorCoordinator {
+func (s *sourceSpec[T, S, C]) newCoordinator(info opInfo, parallelism int, fail func(error), gate gateOptions, restored []byte, rescaled [][]byte, book bool) operatorCoordinator {
 	c := newSourceCoordinator(info, s.src, parallelism, fail, gate)
 	c.restored, c.rescaled = restored, rescaled
+	c.tracker.off = !book
 	return c
 }
 

@@ -227,9 +227,24 @@ func (g *subtaskGateway[T, S, C]) reopen() {
 // when a subtask is reset to checkpoint N, everything assigned to it after
 // N is handed back for AddSplitsBack. It is used on the coordinator
 // goroutine only and needs no lock.
+//
+// Bookings are only ever read by a restart. A job that cannot restart
+// (checkpoints off and no restart strategy, the default) books nothing, so
+// that the tracker does not grow with every split it ever assigned. A job
+// that restarts without checkpoints keeps every assignment (a region
+// restart gives the failed reader all it was assigned, as Flink's tracker
+// does), and one with checkpoints forgets them as checkpoints complete.
 type SplitAssignmentTracker[S connector.Split] struct {
 	uncheckpointed map[int][]S
 	byCheckpoint   map[int64]map[int][]S
+	off            bool // nothing to book: see above
+}
+
+// canRestart says whether a failure of the job can ever be restarted,
+// which is what the coordinators' bookings are for.
+func (ex *execution) canRestart() bool {
+	_, ok := ex.strategy.backoff(1)
+	return ok
 }
 
 // NewSplitAssignmentTracker returns an empty tracker.
@@ -239,6 +254,9 @@ func NewSplitAssignmentTracker[S connector.Split]() *SplitAssignmentTracker[S] {
 
 // RecordAssignment books an assignment as uncheckpointed.
 func (t *SplitAssignmentTracker[S]) RecordAssignment(a connector.SplitsAssignment[S]) {
+	if t.off {
+		return
+	}
 	for s, splits := range a.Assignment {
 		t.uncheckpointed[s] = append(t.uncheckpointed[s], splits...)
 	}

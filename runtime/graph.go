@@ -67,7 +67,7 @@ type edge struct {
 
 // sourceNode creates a source's coordinator and its subtasks' operators.
 type sourceNode interface {
-	newCoordinator(info opInfo, parallelism int, fail func(error), gate gateOptions, restored []byte, rescaled [][]byte) operatorCoordinator
+	newCoordinator(info opInfo, parallelism int, fail func(error), gate gateOptions, restored []byte, rescaled [][]byte, book bool) operatorCoordinator
 	buildSubtask(coord operatorCoordinator, info opInfo, parallelism int, mb *mailbox, out any) (lifecycle, taskInput)
 }
 

@@ -294,7 +294,7 @@ func (ex *execution) startAttempt(rs *restoredState) {
 				return nil
 			}})
 		}
-		c := n.source.newCoordinator(info, n.par(ex.cfg), fail, ex.cfg.cp.gate, state, rescaled)
+		c := n.source.newCoordinator(info, n.par(ex.cfg), fail, ex.cfg.cp.gate, state, rescaled, ex.canRestart())
 		c.observe(ex.obs.reg.Group(n.name, n.uid, -1), ex.log)
 		ex.coordOf[n] = c
 		ex.coords = append(ex.coords, c)
