@@ -43,7 +43,9 @@ type gateChannel[T any] struct {
 	free []*batch[T]
 	// space holds a token when the consumer took a batch from this channel
 	// since the producer last looked; a producer with a pending batch for
-	// this channel waits on it.
+	// this channel waits on it. It is the producer's: every channel a
+	// producing task writes to shares its one (recordWriter.shareSpace),
+	// so room on any target wakes it.
 	space chan struct{}
 }
 
@@ -133,9 +135,10 @@ func (g *inputGate[T]) poll(done *batch[T], doneCh int) (ch int, b *batch[T], ok
 	} else {
 		c.inReady = false
 	}
+	space := c.space
 	g.mu.Unlock()
 	select {
-	case c.space <- struct{}{}:
+	case space <- struct{}{}:
 	default:
 	}
 	return ch, b, true
@@ -221,6 +224,10 @@ type networkOutput interface {
 	retryPending() bool
 	// spaceReady returns the channel to wait on while unavailable.
 	spaceReady() <-chan struct{}
+	// shareSpace makes room on any of the writer's targets signal space,
+	// the channel its task waits on whichever output is unavailable.
+	// Before the task's first record.
+	shareSpace(space chan struct{})
 	// flush ships every partly filled buffer.
 	flush()
 	// count is the number of records the writer was given.
@@ -240,7 +247,9 @@ type recordWriter[T any] struct {
 	spare      []*batch[T] // a recycled batch per target
 	pending    [][]*batch[T]
 	npending   int
-	rr         int
+	// space receives a token when any target channel took a batch.
+	space chan struct{}
+	rr    int
 	// hash routing
 	keyHash        func(T) uint32
 	maxParallelism int
@@ -250,7 +259,7 @@ type recordWriter[T any] struct {
 
 func newRecordWriter[T any](kind partitionKind, gates []*inputGate[T], channel, bufferSize int, keyHash func(T) uint32, maxParallelism, subtask int) *recordWriter[T] {
 	n := len(gates)
-	return &recordWriter[T]{
+	w := &recordWriter[T]{
 		kind:           kind,
 		gates:          gates,
 		channel:        channel,
@@ -261,6 +270,17 @@ func newRecordWriter[T any](kind partitionKind, gates []*inputGate[T], channel, 
 		rr:             subtask % n, // spread subtasks' round-robin starts
 		keyHash:        keyHash,
 		maxParallelism: maxParallelism,
+	}
+	w.shareSpace(make(chan struct{}, 1))
+	return w
+}
+
+func (w *recordWriter[T]) shareSpace(space chan struct{}) {
+	w.space = space
+	for _, g := range w.gates {
+		g.mu.Lock()
+		g.channels[w.channel].space = space
+		g.mu.Unlock()
 	}
 }
 
@@ -366,13 +386,14 @@ func (w *recordWriter[T]) retryPending() bool {
 	return w.npending == 0
 }
 
+// spaceReady is signalled when any target takes a batch: waiting on the
+// first pending target only would leave batches for the others (a barrier
+// among them) waiting on the slowest.
 func (w *recordWriter[T]) spaceReady() <-chan struct{} {
-	for t, q := range w.pending {
-		if len(q) > 0 {
-			return w.gates[t].channels[w.channel].space
-		}
+	if w.npending == 0 {
+		return nil
 	}
-	return nil
+	return w.space
 }
 
 func (w *recordWriter[T]) flush() {

@@ -200,3 +200,26 @@ func TestChannelIsBounded(t *testing.T) {
 		t.Fatalf("%d batches were recycled, want the 3 consumed", len(free))
 	}
 }
+
+// Rule: a writer waiting for room wakes when any of its pending targets
+// has room, not only the first: otherwise a slow first target holds back
+// batches (a barrier among them) that the others could take.
+func TestBlockedWriterWakesForAnyTarget(t *testing.T) {
+	g0, g1 := newInputGate[int](1, 1), newInputGate[int](1, 1)
+	w := newRecordWriter(partitionRebalance, []*inputGate[int]{g0, g1}, 0, 1, nil, 128, 0)
+	for i := range 4 {
+		_ = w.collect(i, 0) // one batch per record, alternating targets
+	}
+	if w.available() || w.retryPending() {
+		t.Fatal("both targets full, yet the writer is available")
+	}
+	space := w.spaceReady()
+	if _, _, ok := g1.poll(nil, 0); !ok {
+		t.Fatal("nothing queued for target 1")
+	}
+	select {
+	case <-space:
+	default:
+		t.Fatal("target 1 took a batch, and the writer waiting for room was not woken")
+	}
+}

@@ -148,6 +148,14 @@ func (t *task) run(ctx context.Context) (err error) {
 		t.publish()
 	}()
 	t.meter.started = time.Now()
+	// One signal of room for all outputs: the task waits on it whichever
+	// is unavailable, and room on any target wakes it.
+	if len(t.outputs) > 1 {
+		space := make(chan struct{}, 1)
+		for _, o := range t.outputs {
+			o.shareSpace(space)
+		}
+	}
 	for i := len(t.ops) - 1; i >= 0; i-- {
 		if err := t.ops[i].open(t); err != nil {
 			return t.ops[i].operator().wrap(err)
