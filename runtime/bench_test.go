@@ -142,7 +142,7 @@ func reportPerRecord(b *testing.B, start time.Time) {
 func BenchmarkChainedPipeline(b *testing.B) {
 	b.ReportAllocs()
 	var total int64
-	env := NewEnvironment()
+	env := NewEnvironment(WithLogger(discardLogger()))
 	ds := FromSource(env, &countSource{total: b.N}, "count", NoWatermarks[int]())
 	ds = Map(ds, func(v int) (int, error) { return v + 1, nil })
 	ds = Filter(ds, func(v int) (bool, error) { return v >= 0, nil })
@@ -164,7 +164,7 @@ func BenchmarkChainedPipeline(b *testing.B) {
 func BenchmarkChainedPipelineCheckpointed(b *testing.B) {
 	b.ReportAllocs()
 	var total int64
-	env := NewEnvironment(WithCheckpointInterval(100 * time.Millisecond))
+	env := NewEnvironment(WithCheckpointInterval(100*time.Millisecond), WithLogger(discardLogger()))
 	ds := FromSource(env, &countSource{total: b.N}, "count", NoWatermarks[int]())
 	ds = Map(ds, func(v int) (int, error) { return v + 1, nil })
 	ds = Filter(ds, func(v int) (bool, error) { return v >= 0, nil })
@@ -207,7 +207,7 @@ func (k *keyedCount) OnTimer(*KeyedContext[int, int], Timer) error { return nil 
 func BenchmarkKeyByShuffle(b *testing.B) {
 	b.ReportAllocs()
 	var total int64
-	env := NewEnvironment(WithParallelism(2))
+	env := NewEnvironment(WithParallelism(2), WithLogger(discardLogger()))
 	ds := FromSource(env, &countSource{total: b.N}, "count", NoWatermarks[int]())
 	counted := ProcessPerSubtask(KeyBy(ds, func(v int) int { return v % 1000 }),
 		func() KeyedProcessFunction[int, int, int] { return &keyedCount{} })
