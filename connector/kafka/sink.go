@@ -57,23 +57,23 @@ type sinkOpt func(*sinkConfig)
 func (f sinkOpt) applySink(c *sinkConfig) { f(c) }
 
 type sinkConfig struct {
-	seeds        []string
-	guarantee    DeliveryGuarantee
-	prefix       string
-	txnTimeout   time.Duration
-	poolSize     int
-	commitTimout time.Duration
-	kgoOpts      []kgo.Opt
-	logger       *slog.Logger
+	seeds         []string
+	guarantee     DeliveryGuarantee
+	prefix        string
+	txnTimeout    time.Duration
+	poolSize      int
+	commitTimeout time.Duration
+	kgoOpts       []kgo.Opt
+	logger        *slog.Logger
 }
 
 func defaultSinkConfig() sinkConfig {
 	return sinkConfig{
-		guarantee:    AtLeastOnce,
-		txnTimeout:   15 * time.Minute,
-		poolSize:     8,
-		commitTimout: 30 * time.Second,
-		logger:       slog.Default(),
+		guarantee:     AtLeastOnce,
+		txnTimeout:    15 * time.Minute,
+		poolSize:      8,
+		commitTimeout: 30 * time.Second,
+		logger:        slog.Default(),
 	}
 }
 
@@ -636,7 +636,7 @@ type committer[T any] struct {
 func (c *committer[T]) Commit(ctx context.Context, reqs []connector.CommitRequest[txn.Committable]) error {
 	for _, req := range reqs {
 		cm := req.Committable()
-		cctx, cancel := context.WithTimeout(ctx, c.s.cfg.commitTimout)
+		cctx, cancel := context.WithTimeout(ctx, c.s.cfg.commitTimeout)
 		began := time.Now()
 		var err error
 		p := c.s.pool(c.sub)

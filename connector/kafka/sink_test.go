@@ -330,7 +330,7 @@ func TestSinkTransientCommitErrorsAreRetried(t *testing.T) {
 	c := cluster{seeds: f.ListenAddrs(), fake: f}
 	topic := c.topic(t)
 	s := stringSink(t, c, topic, fmt.Sprintf("retry-%d", time.Now().UnixNano()))
-	s.cfg.commitTimout = 300 * time.Millisecond
+	s.cfg.commitTimeout = 300 * time.Millisecond
 	w := writer(t, s)
 	defer w.Close()
 	write(t, w, "r")
