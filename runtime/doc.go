@@ -213,7 +213,9 @@
 // it. A newest checkpoint that cannot be read, or is damaged and may have
 // been reported complete to the sinks, fails Execute with an error naming
 // it and saying how to proceed, instead of resuming from an older one and
-// writing output again (package checkpoint, Latest).
+// writing output again (package checkpoint, Latest). A checkpoint
+// directory is locked (flock on DIR/_lock) while a job runs from it, so a
+// second job on it fails at start with the path and the holder's pid.
 //
 // # State
 //

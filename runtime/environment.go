@@ -204,6 +204,7 @@ func (env *Environment) Execute(ctx context.Context, name string) error {
 	if err != nil {
 		return fmt.Errorf("job %q: %w", name, err)
 	}
+	defer ex.releaseStorage()
 	g.warnDefaultUIDs(ex.log)
 	// The status server is up before the first task starts, so the whole
 	// run can be watched, and down before Execute returns, so nothing

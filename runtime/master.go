@@ -73,6 +73,10 @@ type execution struct {
 	stopped  bool // stopped for good: no restart
 	err      error
 
+	// unlockStorage releases the checkpoint directory's lock taken for
+	// the job; nil when none was taken.
+	unlockStorage func() error
+
 	// obs is the Environment's metrics and status board; name the job's
 	// name for it.
 	obs  *observer
@@ -134,6 +138,14 @@ func newExecution(env *Environment, g *jobGraph) (*execution, error) {
 	if err != nil {
 		return nil, err
 	}
+	// One job per checkpoint directory: a second one would delete the
+	// first one's checkpoints and commit output twice.
+	if d, ok := ex.storage.(*checkpoint.DirStorage); ok && !d.Locked() {
+		if err := d.Lock(); err != nil {
+			return nil, err
+		}
+		ex.unlockStorage = d.Unlock
+	}
 	return ex, nil
 }
 
@@ -157,6 +169,18 @@ func (ex *execution) latest() (*restoredState, error) {
 		ex.log.Warn("splitflow: restore: " + w)
 	}
 	return &restoredState{chk: chk}, nil
+}
+
+// releaseStorage gives back what newExecution took beyond memory: the
+// checkpoint directory's lock. Called once Execute is done with the
+// execution.
+func (ex *execution) releaseStorage() {
+	if ex.unlockStorage != nil {
+		if err := ex.unlockStorage(); err != nil {
+			ex.log.Warn("splitflow: cannot release the checkpoint directory's lock", "err", err)
+		}
+		ex.unlockStorage = nil
+	}
 }
 
 // storageName says where checkpoints are kept, for errors.

@@ -103,8 +103,10 @@ func WithTolerableCheckpointFailures(n int) Option {
 // resumes from the newest one. When that one cannot be read, or is damaged
 // and may have been reported complete, Execute fails with an error naming
 // it and saying how to proceed; only a damaged checkpoint whose commit
-// never returned is passed over (logged). Default: checkpoints in memory,
-// lost with the process.
+// never returned is passed over (logged). The directory is locked while
+// the job runs (an OS file lock on DIR/_lock holding the pid): a second job
+// on it, in this process or another, fails at start naming the holder.
+// Default: checkpoints in memory, lost with the process.
 func WithCheckpointDir(dir string) Option {
 	return optionFunc(func(c *config) { c.cp.dir = dir })
 }

@@ -3,6 +3,7 @@ package runtime
 import (
 	"errors"
 	"fmt"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -269,5 +270,60 @@ func TestRestoreNamesDefaultUIDsOfEarlierVersions(t *testing.T) {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error %q does not say %q", err, want)
 		}
+	}
+}
+
+// Two processes must not run the same job from one checkpoint directory:
+// the directory is locked while a job runs, so a second job on it fails at
+// start, naming the directory and the holder's pid, and runs nothing; once
+// the first job has ended, the directory is free again.
+func TestSecondJobOnOneCheckpointDirFailsAtStart(t *testing.T) {
+	dir := t.TempDir()
+	running := make(chan struct{})
+	release := make(chan struct{})
+	var once sync.Once
+	block := func(v int64) (int64, error) {
+		once.Do(func() { close(running) })
+		<-release
+		return v, nil
+	}
+	store := newTxnStore()
+	first := make(chan error, 1)
+	go func() {
+		env := countingJob(1, &rangeSrc{splits: 2, perSplit: 10, readerFailAt: -1}, block, &txnSink2PC{store: store},
+			WithCheckpointInterval(time.Hour), WithCheckpointDir(dir))
+		first <- env.Execute(testCtx(t), "first")
+	}()
+	<-running
+
+	created := false
+	env := countingJob(1, &rangeSrc{splits: 2, perSplit: 10, readerFailAt: -1}, identity,
+		&txnSink2PC{store: newTxnStore(), writerOf: func(int) { created = true }},
+		WithCheckpointInterval(time.Hour), WithCheckpointDir(dir))
+	err := env.Execute(testCtx(t), "second")
+	close(release)
+	if err == nil {
+		t.Fatal("a second job ran from the checkpoint directory of a running one")
+	}
+	t.Logf("refused: %v", err)
+	var le *checkpoint.LockedError
+	if !errors.As(err, &le) {
+		t.Errorf("error %v is not a *checkpoint.LockedError", err)
+	}
+	for _, want := range []string{dir, fmt.Sprintf("process %d", os.Getpid()), "in use"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not say %q", err, want)
+		}
+	}
+	if created {
+		t.Error("the second job created a sink writer")
+	}
+	if err := <-first; err != nil {
+		t.Fatal(err)
+	}
+	env = countingJob(1, &rangeSrc{splits: 2, perSplit: 10, readerFailAt: -1}, identity, &txnSink2PC{store: newTxnStore()},
+		WithCheckpointInterval(time.Hour), WithCheckpointDir(dir))
+	if err := env.Execute(testCtx(t), "third"); err != nil {
+		t.Fatalf("after the first job ended: %v", err)
 	}
 }

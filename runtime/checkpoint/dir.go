@@ -50,7 +50,9 @@ const (
 // damaged one stops Latest with a *DamagedCheckpointError.
 //
 // One DirStorage (one process) uses a directory at a time: it cleans up
-// incomplete checkpoints it does not know to be in progress.
+// incomplete checkpoints it does not know to be in progress. Lock makes
+// that rule hold: the engine locks the directory for as long as a job
+// runs, and a second job on it fails at start naming the holder's pid.
 type DirStorage struct {
 	root string
 	cfg  storageConfig
@@ -58,6 +60,8 @@ type DirStorage struct {
 	mu sync.Mutex
 	// open holds the ids with a live Writer, which cleanup must not touch.
 	open map[int64]bool
+	// lock is the locked lock file while Lock holds it.
+	lock *os.File
 }
 
 var _ Storage = (*DirStorage)(nil)

@@ -94,6 +94,8 @@
 //   - storage.go: Storage and Writer, Owner, StateHandle, Metadata,
 //     Checkpoint, storage options.
 //   - dir.go: DirStorage, chk-<id> directories on a file system.
+//   - lock.go, lock_unix.go: DirStorage.Lock, the directory's OS file lock
+//     (flock on DIR/_lock) the engine holds while a job runs.
 //   - metadata.go: the metadata file format and its verification.
 //   - memory.go: MemoryStorage, the same rules in memory.
 //   - errors.go: sentinel and struct errors of both parts.
