@@ -289,6 +289,17 @@
 // a state type that cannot be checkpointed, state that cannot be decoded
 // from the checkpoint being restored.
 //
+// A cancel of Execute's context while the job waits to restart does not
+// just stop: the last completed checkpoint's transactions may be prepared
+// and not yet committed (the failure may have come between completion and
+// commit), pinning read_committed consumers until the broker aborts them.
+// The restart runs at once as a drain instead: committers commit the
+// restored committables, sources stop at their first step, the final
+// checkpoint ends the job, and Execute returns ErrCancelledWhileRestarting
+// wrapping the failure. If that drain fails, the error says the restored
+// transactions may still be open and that running the job again on the
+// same checkpoint storage commits them.
+//
 // # Two-phase commit sinks
 //
 // SinkToTwoPhase runs a connector.TwoPhaseCommittingSink (see its doc):

@@ -167,6 +167,13 @@ func NewEnvironment(opts ...Option) *Environment {
 //     records in flight drain through the job, sinks are flushed and
 //     closed, and Execute returns nil. If draining takes longer than the drain timeout,
 //     the job is stopped hard and Execute returns ErrDrainTimeout.
+//   - When ctx is cancelled while the job waits to restart after a
+//     failure, the restart runs at once as such a drain (its sinks commit
+//     the transactions restored from the last completed checkpoint, its
+//     sources stop before reading on), and Execute returns an error
+//     wrapping ErrCancelledWhileRestarting and the failure; if that drain
+//     fails too, the error says the restored transactions may still be
+//     open and how to commit them.
 //   - When an operator fails, every task and the source coordinators stop,
 //     every reader and writer is closed, and Execute returns the first
 //     failure as an *OperatorError naming the operator and subtask.

@@ -15,6 +15,14 @@ var ErrInvalidGraph = errors.New("invalid job graph")
 // WithDrainTimeout) and was stopped hard.
 var ErrDrainTimeout = errors.New("job did not drain before the drain timeout")
 
+// ErrCancelledWhileRestarting is wrapped by the error Execute returns when
+// its context was cancelled while the job was restarting after a failure;
+// that error wraps the failure too. Before returning, Execute runs the
+// restart it was waiting for as a drain, so that the transactions of the
+// last completed checkpoint are committed; if that fails, the error says
+// they are still open and how to commit them.
+var ErrCancelledWhileRestarting = errors.New("job cancelled while restarting after a failure")
+
 // ErrAlreadyExecuted is returned by Execute on an Environment that already
 // ran a job. An Environment describes one job.
 var ErrAlreadyExecuted = errors.New("environment already executed")

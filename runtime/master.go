@@ -72,6 +72,9 @@ type execution struct {
 	draining bool
 	stopped  bool // stopped for good: no restart
 	err      error
+	// lastFailure is the newest failure; cancelledAfter the failure the
+	// job was restarting from when Execute's context was cancelled.
+	lastFailure, cancelledAfter error
 
 	// unlockStorage releases the checkpoint directory's lock taken for
 	// the job; nil when none was taken.
@@ -251,9 +254,19 @@ func (ex *execution) run(ctx context.Context) error {
 			ex.restart()
 		case <-cancelled:
 			cancelled = nil
-			if ex.restarting || ex.stopped {
+			if ex.stopped {
 				ex.stop(nil)
 				continue
+			}
+			if ex.restarting && ex.cc == nil {
+				// Nothing was prepared that a restart would commit.
+				ex.cancelledAfter = ex.lastFailure
+				ex.stop(nil)
+				continue
+			}
+			if ex.restarting {
+				ex.cancelledAfter = ex.lastFailure
+				ex.drainRestart()
 			}
 			ex.draining = true
 			for _, t := range ex.tasks {
@@ -278,7 +291,44 @@ func (ex *execution) run(ctx context.Context) error {
 		_ = w.Abort()
 	}
 	ex.master.close()
+	if ex.cancelledAfter != nil {
+		ex.err = ex.cancelledWhileRestarting(ex.err)
+	}
 	return ex.err
+}
+
+// drainRestart handles a cancel that arrives while the job waits to
+// restart. The last completed checkpoint's transactions are prepared and
+// may not be committed yet (the failure may have come between completion
+// and commit); left so, they pin every read_committed consumer of the
+// output until the broker aborts them, and their records are lost. So the
+// restart runs now instead of after its delay, as a drain: its committers
+// commit the restored committables before any writer exists, its sources
+// stop at their first step, and the final checkpoint ends it.
+func (ex *execution) drainRestart() {
+	ex.restartDelay = 0
+	if ex.waitingExit == 0 {
+		ex.armRestart()
+	}
+}
+
+// cancelledWhileRestarting is what Execute returns after a cancel during a
+// restart: the failure the job was restarting from and, when the drained
+// restart failed too (settle), that the restored transactions may be
+// open and how to commit them.
+func (ex *execution) cancelledWhileRestarting(settle error) error {
+	if settle == nil {
+		return fmt.Errorf("%w: %w", ErrCancelledWhileRestarting, ex.cancelledAfter)
+	}
+	if ex.cc == nil {
+		return fmt.Errorf("%w: %w; then: %w", ErrCancelledWhileRestarting, ex.cancelledAfter, settle)
+	}
+	hint := fmt.Sprintf("run the job again on the same checkpoint storage (%s) to commit them", ex.storageName())
+	if _, ok := ex.storage.(*checkpoint.MemoryStorage); ok {
+		hint = "the checkpoints were kept in memory, so no later run can commit them; the broker aborts them after their transaction timeout"
+	}
+	return fmt.Errorf("%w: %w; the restart run to commit the transactions of checkpoint %d failed too, so they may still be open, holding back read_committed consumers: %w; %s",
+		ErrCancelledWhileRestarting, ex.cancelledAfter, ex.cc.LastCompletedID(), settle, hint)
 }
 
 // startAttempt creates the coordinators (restored from rs) and every task,
@@ -384,6 +434,7 @@ func (ex *execution) failure(t *task, err error) {
 	if ex.stopped {
 		return
 	}
+	ex.lastFailure = err
 	ex.obs.failedWith(t, err)
 	var ue *unrecoverableError
 	if ex.draining || errors.As(err, &ue) || errors.Is(err, connector.ErrInvalidConfiguration) {
@@ -475,17 +526,28 @@ func (ex *execution) restart() {
 	ex.attempt++
 	ex.restarting = false
 	ex.obs.setState("running")
+	var tasks []*task
 	if ex.restartRegion < 0 {
 		ex.startAttempt(rs)
-		return
+		tasks = ex.tasks
+	} else {
+		tasks = ex.buildTasks(ex.restartRegion, rs)
+		for _, c := range ex.coords {
+			c.subtaskReset(ex.restartRegion, rs.id())
+		}
+		ex.tasks = append(ex.tasks, tasks...)
+		for _, t := range tasks {
+			ex.start(t)
+		}
 	}
-	tasks := ex.buildTasks(ex.restartRegion, rs)
-	for _, c := range ex.coords {
-		c.subtaskReset(ex.restartRegion, rs.id())
-	}
-	ex.tasks = append(ex.tasks, tasks...)
-	for _, t := range tasks {
-		ex.start(t)
+	if ex.draining {
+		// Cancelled during the restart (drainRestart): the sources stop
+		// at once; the sinks commit what they restored, then end.
+		for _, t := range tasks {
+			if t.isSource {
+				t.requestStop()
+			}
+		}
 	}
 }
 
