@@ -155,14 +155,33 @@ type CheckpointListener interface {
 	NotifyCheckpointComplete(checkpointID int64) error
 }
 
-// CheckpointTimings is an optional capability of a SinkInitContext in a job
-// that checkpoints. A sink whose transactions time out (a Kafka transaction
-// is aborted by the broker after transaction.timeout.ms) checks at start
-// that a transaction outlives the longest time to complete a checkpoint.
-type CheckpointTimings interface {
-	// CheckpointTimings returns the checkpoint interval, the checkpoint
-	// timeout and the longest delay before a restart.
-	CheckpointTimings() (interval, timeout, maxRestartDelay time.Duration)
+// CheckpointConfig is the checkpoint and failover configuration of a job,
+// as a SinkInitContext that implements CheckpointConfigProvider gives it.
+type CheckpointConfig struct {
+	// Interval between checkpoint triggers; 0 when checkpoints are off.
+	Interval time.Duration
+	// Timeout after which a checkpoint not yet acknowledged fails.
+	Timeout time.Duration
+	// MinPause is the least time between the end of one checkpoint and the
+	// trigger of the next.
+	MinPause time.Duration
+	// TolerableFailures is how many checkpoints in a row may fail before
+	// the job fails.
+	TolerableFailures int
+	// MaxRestartDelay is the longest the restart strategy waits before a
+	// restart.
+	MaxRestartDelay time.Duration
+	// Unbounded reports whether some source of the job never ends.
+	Unbounded bool
+}
+
+// CheckpointConfigProvider is an optional capability of a SinkInitContext:
+// the job's checkpoint and failover configuration. A sink whose
+// transactions time out (the broker aborts a Kafka transaction after
+// transaction.timeout.ms) checks at start that a transaction outlives the
+// longest it can wait for the checkpoint that commits it.
+type CheckpointConfigProvider interface {
+	CheckpointConfig() CheckpointConfig
 }
 
 // CommitterRequired is an optional capability of a Sink whose writes become

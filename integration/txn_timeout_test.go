@@ -17,8 +17,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 )
 
-// A transaction timeout that does not exceed checkpoint interval +
-// checkpoint timeout + restart delay is refused when the sink starts,
+// A transaction timeout that does not exceed the longest a transaction can
+// stay open under the job's configuration is refused when the sink starts,
 // before anything is written.
 func TestTransactionTimeoutValidatedAtStart(t *testing.T) {
 	b := kafkatest.Get(t)
@@ -34,7 +34,7 @@ func TestTransactionTimeoutValidatedAtStart(t *testing.T) {
 		Parallelism: 2, CheckpointInterval: 500 * time.Millisecond, CheckpointTimeout: 2 * time.Second,
 		Restart: runtime.FixedDelayRestart(1_000_000, time.Second), TxnTimeout: 3 * time.Second,
 	})
-	want := "transaction.timeout.ms (3s) must exceed checkpoint interval + checkpoint timeout + restart delay (500ms + 2s + 1s = 3.5s)"
+	want := "transaction.timeout.ms (3s) must exceed the longest a transaction can stay open, (1 + tolerable checkpoint failures 0) x (max(interval 500ms, checkpoint timeout 2s + min pause 0s) + checkpoint timeout 2s) + commit timeout 30s + restart delay 1s = 35s"
 	if err == nil || !strings.Contains(err.Error(), want) {
 		t.Fatalf("job ended with %v, want an error saying %q", err, want)
 	}
@@ -73,7 +73,9 @@ func ongoing(ctx context.Context, adm *kadm.Client, prefix string) (map[string]b
 // never end well with records missing. The timings pass the start-up check;
 // the sink's task is then held up right after a checkpoint completed (its
 // notification, and so the commit, wait behind it) until the broker has
-// aborted the transaction.
+// aborted the transaction. Meanwhile a checkpoint times out and fails the
+// job, which restarts once the held task ends and commits the restored
+// transaction: too late.
 func TestTransactionTimedOutBeforeCommitIsDataLoss(t *testing.T) {
 	b := kafkatest.Get(t)
 	input := b.CreateTopic(t, "ttl-in", 1, nil)
@@ -125,8 +127,10 @@ func TestTransactionTimedOutBeforeCommitIsDataLoss(t *testing.T) {
 	began := time.Now()
 	err := idjob.Run(ctx, idjob.Config{
 		Brokers: b.Addrs(), Input: input, Output: output, TxnPrefix: prefix,
-		Parallelism: 1, CheckpointInterval: 200 * time.Millisecond, CheckpointTimeout: 2 * time.Second,
-		TolerableCheckpointFailures: 1000, Restart: runtime.NoRestart(), TxnTimeout: 3 * time.Second,
+		// The longest a transaction can stay open: max(200ms, 1s) + 1s +
+		// commit 500ms + restart 100ms = 2.6s, below the 3s timeout.
+		Parallelism: 1, CheckpointInterval: 200 * time.Millisecond, CheckpointTimeout: time.Second,
+		Restart: runtime.FixedDelayRestart(3, 100*time.Millisecond), TxnTimeout: 3 * time.Second, CommitTimeout: 500 * time.Millisecond,
 		Sink: hold,
 		Listener: runtime.JobListener{CheckpointCompleted: func(id int64) {
 			if id >= 2 {

@@ -113,6 +113,8 @@ type sourceSpec[T any, S connector.Split, C any] struct {
 	strategy WatermarkStrategy[T]
 }
 
+func (s *sourceSpec[T, S, C]) boundedness() connector.Boundedness { return s.src.Boundedness() }
+
 func (s *sourceSpec[T, S, C]) newCoordinator(info opInfo, parallelism int, fail func(error), gate gateOptions, restored []byte, rescaled [][]byte, book bool) operatorCoordinator {
 	c := newSourceCoordinator(info, s.src, parallelism, fail, gate)
 	c.restored, c.rescaled = restored, rescaled

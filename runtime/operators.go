@@ -231,13 +231,13 @@ func (s *sinkOperator[T]) close() error {
 }
 
 // sinkInitContext is the connector.SinkInitContext of one sink subtask;
-// it also implements connector.CheckpointTimings, so that a sink can check
-// its transaction timeout against the checkpoint interval, timeout and
-// restart delay.
+// it also implements connector.CheckpointConfigProvider, so that a sink can
+// check its transaction timeout against the checkpoint and restart
+// configuration.
 type sinkInitContext struct {
 	subtask, parallelism, attempt int
 	restoredID                    int64
-	interval, timeout, restart    time.Duration
+	cp                            connector.CheckpointConfig
 	metrics                       *metrics.Group
 }
 
@@ -249,9 +249,28 @@ func newSinkInitContext(t *task, info opInfo, par int) sinkInitContext {
 	c.metrics = t.metricGroup(info)
 	c.attempt = t.attempt
 	c.restoredID = t.restored.id()
-	c.interval, c.timeout = t.cfg.cp.interval, t.cfg.cp.timeout
-	c.restart = maxRestartDelay(t.cfg.cp.restartStrategy())
+	cp := &t.cfg.cp
+	c.cp = connector.CheckpointConfig{
+		Interval: cp.interval, Timeout: cp.timeout, MinPause: cp.minPause, TolerableFailures: cp.tolerable,
+		MaxRestartDelay: maxRestartDelay(cp.restartStrategy()),
+	}
+	if t.ex != nil {
+		c.cp.Unbounded = unboundedJob(t.ex.g)
+	}
 	return c
+}
+
+// unboundedJob reports whether some source of g never ends.
+func unboundedJob(g *jobGraph) bool {
+	if g == nil {
+		return false
+	}
+	for _, n := range g.nodes {
+		if b, ok := n.source.(interface{ boundedness() connector.Boundedness }); ok && b.boundedness() != connector.Bounded {
+			return true
+		}
+	}
+	return false
 }
 
 func (c sinkInitContext) SubtaskIndex() int  { return c.subtask }
@@ -260,16 +279,14 @@ func (c sinkInitContext) AttemptNumber() int { return c.attempt }
 func (c sinkInitContext) RestoredCheckpointID() (int64, bool) {
 	return c.restoredID, c.restoredID > 0
 }
-func (c sinkInitContext) CheckpointTimings() (interval, timeout, maxRestartDelay time.Duration) {
-	return c.interval, c.timeout, c.restart
-}
+func (c sinkInitContext) CheckpointConfig() connector.CheckpointConfig { return c.cp }
 
 // MetricGroup makes the context a metrics.GroupProvider.
 func (c sinkInitContext) MetricGroup() *metrics.Group { return c.metrics }
 
 var (
-	_ connector.CheckpointTimings = sinkInitContext{}
-	_ metrics.GroupProvider       = sinkInitContext{}
+	_ connector.CheckpointConfigProvider = sinkInitContext{}
+	_ metrics.GroupProvider              = sinkInitContext{}
 )
 
 // maxRestartDelay is the longest a restart strategy waits before a

@@ -67,7 +67,7 @@ type DataLossError struct {
 func (e *DataLossError) Error() string {
 	return fmt.Sprintf("txn: transaction %s can no longer be committed, its records are lost: %v "+
 		"(the broker aborted it or a newer producer took its id; check that transaction.timeout.ms exceeds "+
-		"checkpoint interval + checkpoint timeout + restart delay)", e.Committable, e.Err)
+		"the longest a transaction can stay open, which the Kafka sink checks at start, and that no task was held up longer)", e.Committable, e.Err)
 }
 
 func (e *DataLossError) Unwrap() error { return e.Err }

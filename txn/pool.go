@@ -46,8 +46,9 @@ func PoolSize(n int) Opt { return optFunc(func(c *poolConfig) { c.size = n }) }
 
 // TransactionTimeout sets the producers' transaction.timeout.ms (default 15
 // minutes, the broker's default transaction.max.timeout.ms). The broker
-// aborts a transaction open longer than this, so it must exceed checkpoint
-// interval + checkpoint timeout + restart delay.
+// aborts a transaction open longer than this, so it must exceed the longest
+// a transaction can wait for its commit (the Kafka sink computes it from
+// the job's checkpoint configuration at start).
 func TransactionTimeout(d time.Duration) Opt { return optFunc(func(c *poolConfig) { c.timeout = d }) }
 
 // ClientOpts adds franz-go options to every client of the pool, seed brokers

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strconv"
 	"sync"
 	"time"
 
@@ -15,6 +16,7 @@ import (
 	"github.com/splitflow/splitflow/connector"
 	"github.com/splitflow/splitflow/metrics"
 	"github.com/splitflow/splitflow/txn"
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -85,6 +87,9 @@ func (c *sinkConfig) validate() error {
 	if c.guarantee < AtLeastOnce || c.guarantee > None {
 		errs = append(errs, fmt.Errorf("unknown delivery guarantee %d", c.guarantee))
 	}
+	if c.commitTimeout <= 0 {
+		errs = append(errs, fmt.Errorf("commit timeout %s is not positive (WithCommitTimeout)", c.commitTimeout))
+	}
 	if c.poolSize < 2 {
 		errs = append(errs, fmt.Errorf("transactional id pool size %d is below 2", c.poolSize))
 	}
@@ -111,12 +116,25 @@ func WithTransactionalIDPrefix(prefix string) SinkOpt {
 }
 
 // WithTransactionTimeout sets the producers' transaction.timeout.ms. The
-// broker aborts a transaction open longer than this, so it must exceed
-// checkpoint interval + checkpoint timeout + restart delay, which the sink
-// checks at start; and it must not exceed the broker's
-// transaction.max.timeout.ms (default 15 minutes). Default: 15 minutes.
+// broker aborts a transaction open longer than this, so it must exceed the
+// longest a transaction can stay open, (1 + tolerable checkpoint failures)
+// x (max(checkpoint interval, checkpoint timeout + min pause) + checkpoint
+// timeout) + commit timeout + restart delay, which the sink checks at
+// start; and it must not exceed the brokers' transaction.max.timeout.ms
+// (default 15 minutes), which the sink reads at start where it may.
+// Default: 15 minutes.
 func WithTransactionTimeout(d time.Duration) SinkOpt {
 	return sinkOpt(func(c *sinkConfig) { c.txnTimeout = d })
+}
+
+// WithCommitTimeout bounds one attempt to commit a transaction after its
+// checkpoint completed; a commit that keeps meeting transient answers
+// (the coordinator loading or moving) that long is retried later, and the
+// task reacts to cancellation meanwhile. It counts in the longest a
+// transaction can stay open, which the transaction timeout must exceed.
+// Default: 30s.
+func WithCommitTimeout(d time.Duration) SinkOpt {
+	return sinkOpt(func(c *sinkConfig) { c.commitTimeout = d })
 }
 
 // WithTransactionalIDPoolSize sets how many transactional ids each subtask
@@ -229,17 +247,43 @@ func (s *Sink[T]) clientOpts(extra ...kgo.Opt) []kgo.Opt {
 }
 
 // checkTimings fails when a transaction could time out before the
-// checkpoint that commits it completes.
+// checkpoint that commits it completes, and refuses exactly-once without
+// checkpoints in an unbounded job.
+//
+// A transaction opens with the first record after barrier N-1 reaches the
+// writer, so at or after checkpoint N-1's trigger, and commits after
+// checkpoint N completes. N is triggered at most max(interval, timeout +
+// min pause) after N-1 (N-1 may take up to the timeout, then the pause
+// runs) and completes within the timeout; a failed checkpoint leaves the
+// prepared transaction to the next, so each tolerated failure adds one
+// such cycle. Then a commit attempt takes up to the commit timeout, and a
+// failure meanwhile restarts the job, which commits the restored
+// transaction after the restart delay. Writing the checkpoint's metadata is not bounded by
+// the configuration and is not counted (milliseconds for a directory).
 func (s *Sink[T]) checkTimings(ctx connector.SinkInitContext) error {
-	ct, ok := ctx.(connector.CheckpointTimings)
+	p, ok := ctx.(connector.CheckpointConfigProvider)
 	if !ok {
 		return nil
 	}
-	interval, timeout, restart := ct.CheckpointTimings()
-	need := interval + timeout + restart
+	cc := p.CheckpointConfig()
+	if cc.Interval <= 0 {
+		if cc.Unbounded {
+			return fmt.Errorf("kafka sink: exactly-once in an unbounded job needs checkpoints: without them the writer's one transaction commits only at the end of input, which never comes; turn checkpoints on (runtime.WithCheckpointInterval) or use WithDeliveryGuarantee(AtLeastOnce): %w",
+				connector.ErrInvalidConfiguration)
+		}
+		// A bounded job without checkpoints runs in one transaction,
+		// committed at the end of input: its run must fit in the
+		// transaction timeout, which the configuration cannot tell.
+		return nil
+	}
+	cycle := max(cc.Interval, cc.Timeout+cc.MinPause) + cc.Timeout
+	need := time.Duration(1+cc.TolerableFailures)*cycle + s.cfg.commitTimeout + cc.MaxRestartDelay
 	if s.cfg.txnTimeout <= need {
-		return fmt.Errorf("kafka sink: transaction.timeout.ms (%s) must exceed checkpoint interval + checkpoint timeout + restart delay (%s + %s + %s = %s), or the broker aborts prepared transactions and their records are lost; raise it with WithTransactionTimeout (and the broker's transaction.max.timeout.ms if needed) or shorten the checkpoint timings: %w",
-			s.cfg.txnTimeout, interval, timeout, restart, need, connector.ErrInvalidConfiguration)
+		return fmt.Errorf("kafka sink: transaction.timeout.ms (%s) must exceed the longest a transaction can stay open, "+
+			"(1 + tolerable checkpoint failures %d) x (max(interval %s, checkpoint timeout %s + min pause %s) + checkpoint timeout %s) + commit timeout %s + restart delay %s = %s, "+
+			"or the broker aborts prepared transactions and their records are lost; raise it with WithTransactionTimeout (and the broker's transaction.max.timeout.ms if needed) or shorten the checkpoint timings: %w",
+			s.cfg.txnTimeout, cc.TolerableFailures, cc.Interval, cc.Timeout, cc.MinPause, cc.Timeout, s.cfg.commitTimeout, cc.MaxRestartDelay, need,
+			connector.ErrInvalidConfiguration)
 	}
 	return nil
 }
@@ -319,6 +363,9 @@ func (s *Sink[T]) abortLingering(ictx connector.SinkInitContext, keep []string, 
 	defer cl.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
+	if err := s.checkBrokerMaxTimeout(ctx, cl); err != nil {
+		return err
+	}
 	began := time.Now()
 	var kept []txn.Committable
 	for _, id := range keep {
@@ -338,6 +385,61 @@ func (s *Sink[T]) abortLingering(ictx connector.SinkInitContext, keep []string, 
 			"transactional_ids", aborted, "took", time.Since(began))
 	}
 	return nil
+}
+
+// checkBrokerMaxTimeout fails when the transaction timeout exceeds the
+// brokers' transaction.max.timeout.ms: the broker would refuse to register
+// the ids (INVALID_TRANSACTION_TIMEOUT) on every attempt. Where the
+// setting cannot be read (no DescribeConfigs permission, say), it logs so
+// and goes on.
+func (s *Sink[T]) checkBrokerMaxTimeout(ctx context.Context, cl *kgo.Client) error {
+	limit, err := brokerMaxTxnTimeout(ctx, kadm.NewClient(cl))
+	if err != nil {
+		s.cfg.logger.Warn("kafka sink: cannot read the brokers' transaction.max.timeout.ms; the transaction timeout is checked against the checkpoint configuration only",
+			"transaction_timeout", s.cfg.txnTimeout, "err", err)
+		return nil
+	}
+	if s.cfg.txnTimeout > limit {
+		return fmt.Errorf("kafka sink: transaction.timeout.ms (%s) exceeds the brokers' transaction.max.timeout.ms (%s), so they refuse to register the transactional ids; lower it with WithTransactionTimeout or raise transaction.max.timeout.ms on every broker: %w",
+			s.cfg.txnTimeout, limit, connector.ErrInvalidConfiguration)
+	}
+	return nil
+}
+
+// brokerMaxTxnTimeout returns the lowest transaction.max.timeout.ms of the
+// cluster's brokers.
+func brokerMaxTxnTimeout(ctx context.Context, adm *kadm.Client) (time.Duration, error) {
+	const key = "transaction.max.timeout.ms"
+	brokers, err := adm.ListBrokers(ctx)
+	if err != nil {
+		return 0, err
+	}
+	rcs, err := adm.DescribeBrokerConfigs(ctx, brokers.NodeIDs()...)
+	if err != nil {
+		return 0, err
+	}
+	limit := time.Duration(-1)
+	for _, rc := range rcs {
+		if rc.Err != nil {
+			return 0, fmt.Errorf("broker %s: %w", rc.Name, rc.Err)
+		}
+		for _, c := range rc.Configs {
+			if c.Key != key || c.Value == nil {
+				continue
+			}
+			ms, err := strconv.ParseInt(*c.Value, 10, 64)
+			if err != nil {
+				return 0, fmt.Errorf("broker %s: %s %q: %w", rc.Name, key, *c.Value, err)
+			}
+			if d := time.Duration(ms) * time.Millisecond; limit < 0 || d < limit {
+				limit = d
+			}
+		}
+	}
+	if limit < 0 {
+		return 0, fmt.Errorf("no broker reported %s", key)
+	}
+	return limit, nil
 }
 
 // noteRestored remembers an id whose restored committable was committed

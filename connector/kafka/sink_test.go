@@ -75,15 +75,6 @@ func (initCtx) Parallelism() int                    { return 1 }
 func (initCtx) AttemptNumber() int                  { return 0 }
 func (initCtx) RestoredCheckpointID() (int64, bool) { return 0, false }
 
-type timedInitCtx struct {
-	initCtx
-	timings [3]time.Duration
-}
-
-func (c timedInitCtx) CheckpointTimings() (time.Duration, time.Duration, time.Duration) {
-	return c.timings[0], c.timings[1], c.timings[2]
-}
-
 // request is the engine's side of one committable handed to Commit.
 type request struct {
 	c       txn.Committable
@@ -366,14 +357,13 @@ func TestSinkValidatesTransactionTimeout(t *testing.T) {
 	}
 	defer f.Close()
 	c := cluster{seeds: f.ListenAddrs()}
-	s := stringSink(t, c, "t", "p", WithTransactionTimeout(time.Minute))
-	ctx := timedInitCtx{}
-	ctx.timings = [3]time.Duration{30 * time.Second, 20 * time.Second, 10 * time.Second}
+	s := stringSink(t, c, "t", "p", WithTransactionTimeout(2*time.Minute))
+	ctx := cpCtx{cc: connector.CheckpointConfig{Interval: 30 * time.Second, Timeout: 40 * time.Second, MaxRestartDelay: 10 * time.Second}}
 	_, err = s.CreateWriter(ctx)
-	if err == nil || !strings.Contains(err.Error(), "transaction.timeout.ms (1m0s) must exceed") || !strings.Contains(err.Error(), "WithTransactionTimeout") || !errors.Is(err, connector.ErrInvalidConfiguration) {
+	if err == nil || !strings.Contains(err.Error(), "transaction.timeout.ms (2m0s) must exceed") || !strings.Contains(err.Error(), "WithTransactionTimeout") || !errors.Is(err, connector.ErrInvalidConfiguration) {
 		t.Fatalf("got %v", err)
 	}
-	ctx.timings = [3]time.Duration{10 * time.Second, 10 * time.Second, 10 * time.Second}
+	ctx.cc = connector.CheckpointConfig{Interval: 10 * time.Second, Timeout: 10 * time.Second, MaxRestartDelay: 10 * time.Second}
 	w, err := s.CreateWriter(ctx)
 	if err != nil {
 		t.Fatalf("timings within the timeout: %v", err)

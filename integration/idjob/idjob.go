@@ -42,6 +42,8 @@ type Config struct {
 	Restart runtime.RestartStrategy
 	// TxnTimeout is the sink's transaction timeout (0: the default).
 	TxnTimeout time.Duration
+	// CommitTimeout is the sink's commit timeout (0: the default).
+	CommitTimeout time.Duration
 	// SkipBad drops records whose value is not an id.
 	SkipBad bool
 	// Rebalance shuffles with a rebalance instead of a keyBy on the id.
@@ -96,6 +98,9 @@ func Run(ctx context.Context, c Config) error {
 		kafka.WithDeliveryGuarantee(kafka.ExactlyOnce), kafka.WithTransactionalIDPrefix(c.TxnPrefix)}
 	if c.TxnTimeout > 0 {
 		sinkOpts = append(sinkOpts, kafka.WithTransactionTimeout(c.TxnTimeout))
+	}
+	if c.CommitTimeout > 0 {
+		sinkOpts = append(sinkOpts, kafka.WithCommitTimeout(c.CommitTimeout))
 	}
 	sink, err := kafka.NewSink(kafka.KeyValueSerializer(c.Output, func(id int64) ([]byte, []byte, error) {
 		return nil, strconv.AppendInt(nil, id, 10), nil
