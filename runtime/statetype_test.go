@@ -161,6 +161,19 @@ func TestStateTypeCheckedAtDeclaration(t *testing.T) {
 			t.Fatalf("opened %d times, want 1", opens)
 		}
 	})
+	t.Run("a timer's key type", func(t *testing.T) {
+		err, opens := stateTypeJob(t, func(v int64) keyStruct { return keyStruct{id: byKey(v)} }, func(ctx *KeyedContext[keyStruct, int]) (func(), error) {
+			return func() { ctx.RegisterEventTimeTimer(1_000) }, nil
+		})
+		var ste *StateTypeError
+		if !errors.As(err, &ste) || !strings.Contains(err.Error(), "timers/event-time") || !strings.Contains(err.Error(), "key type") ||
+			!strings.Contains(err.Error(), "field id") {
+			t.Fatalf("Execute = %v, want a *StateTypeError naming the timers, the key type and its field", err)
+		}
+		if opens != 1 {
+			t.Fatalf("opened %d times, want 1", opens)
+		}
+	})
 	accepted := []struct {
 		name    string
 		declare func(*KeyedContext[string, int]) (func(), error)
