@@ -23,9 +23,9 @@
 // the splits the reader owns, each carrying the position reading resumes
 // from, and [SplitEnumerator.SnapshotState] returns whatever the enumerator
 // still holds. The engine keeps every split in exactly one of the two in
-// every checkpoint (invariant 1 of DESIGN.md); splits assigned after the
-// last checkpoint a failed reader took come back to the enumerator through
-// [SplitEnumerator.AddSplitsBack].
+// every checkpoint (the one-place rule of DESIGN.md); splits assigned after
+// the last checkpoint a failed reader took come back to the enumerator
+// through [SplitEnumerator.AddSplitsBack].
 //
 // # Sinks
 //

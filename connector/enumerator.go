@@ -10,10 +10,11 @@ import (
 // coordinator.
 //
 // Every method is called on the coordinator goroutine, one at a time
-// (invariant 2 of DESIGN.md), so an enumerator needs no locks. Work that
-// blocks (listing files, asking a broker for partitions) belongs in
-// SplitEnumeratorContext.CallAsync, never in these methods, because while
-// one of them runs the coordinator cannot serve readers or checkpoints.
+// (the single-threaded enumerator of DESIGN.md), so an enumerator needs no
+// locks. Work that blocks (listing files, asking a broker for partitions)
+// belongs in SplitEnumeratorContext.CallAsync, never in these methods,
+// because while one of them runs the coordinator cannot serve readers or
+// checkpoints.
 //
 // A non-nil error returned by any method fails the coordinator, which fails
 // the job over globally.
@@ -44,9 +45,10 @@ type SplitEnumerator[S Split, C any] interface {
 	// SnapshotState returns the enumerator's state for checkpoint
 	// checkpointID: the splits it still holds and whatever discovery
 	// progress it needs to resume. The engine calls it before any reader
-	// sees the barrier of that checkpoint (invariant 4). The returned value
-	// is serialized right away; the enumerator may change its own state
-	// afterwards, but must not mutate memory the value shares with it.
+	// sees the barrier of that checkpoint (coordinators before barriers). The
+	// returned value is serialized right away; the enumerator may change its
+	// own state afterwards, but must not mutate memory the value shares with
+	// it.
 	SnapshotState(checkpointID int64) (C, error)
 
 	// NotifyCheckpointComplete tells the enumerator that checkpoint
@@ -99,10 +101,10 @@ type SplitEnumeratorContext[S Split] interface {
 	RegisteredReaders() map[int]ReaderInfo
 
 	// AssignSplits assigns splits to readers. The assignment is recorded by
-	// the coordinator (invariant 3) before it is sent, so a split assigned
-	// after a reader's last checkpoint comes back through AddSplitsBack if
-	// that reader fails. It returns an error, assigning nothing, if a
-	// target subtask has no registered reader.
+	// the coordinator (the booking rule) before it is sent, so a split
+	// assigned after a reader's last checkpoint comes back through
+	// AddSplitsBack if that reader fails. It returns an error, assigning
+	// nothing, if a target subtask has no registered reader.
 	AssignSplits(assignment SplitsAssignment[S]) error
 
 	// AssignSplit is AssignSplits for a single split.

@@ -69,8 +69,8 @@ type SinkWriter[T any] interface {
 
 // TwoPhaseCommittingSink is a sink whose writes become visible only when a
 // committer commits them after the checkpoint that covers them is complete
-// (invariant 8 of DESIGN.md). Comm is the committable: what the writer hands
-// to the committer, for instance a prepared Kafka transaction.
+// (the commit rule of DESIGN.md). Comm is the committable: what the writer
+// hands to the committer, for instance a prepared Kafka transaction.
 //
 // Writers created by such a sink must implement [CommittingSinkWriter] with
 // the same type arguments.

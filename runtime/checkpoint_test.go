@@ -65,11 +65,12 @@ func testCtx(t *testing.T) context.Context {
 	return ctx
 }
 
-// Invariant 1, 3 and 5, and exactly-once end to end, over randomized runs:
-// failures injected in the map and in a reader at random records, random
-// parallelism, split counts, pull or push assignment, region or global
-// failover. Every completed checkpoint holds each split in exactly one
-// place, and the committed output equals the input: no loss, no duplicate.
+// The one-place rule, the booking rule and the gate, and exactly-once end to
+// end, over randomized runs: failures injected in the map and in a reader at
+// random records, random parallelism, split counts, pull or push assignment,
+// region or global failover. Every completed checkpoint holds each split in
+// exactly one place, and the committed output equals the input: no loss, no
+// duplicate.
 func TestRandomizedFailoverExactlyOnce(t *testing.T) {
 	const seeds = 60
 	for seed := range seeds {
@@ -128,7 +129,7 @@ func TestRandomizedFailoverExactlyOnce(t *testing.T) {
 	}
 }
 
-// Invariant 5 (the gate): every coordinator event is delayed until the
+// The gate: every coordinator event is delayed until the
 // next barrier has been injected. With the gate on, the checkpoint waits
 // for the events sent before the coordinator snapshot, so each split is
 // in the enumerator's or in a reader's state; switched off, an AddSplits
@@ -182,7 +183,7 @@ func TestGateKeepsAssignmentsOnOneSideOfTheBarrier(t *testing.T) {
 	}
 }
 
-// Invariant 3: the tracker files assignments under the checkpoint whose
+// The booking rule: the tracker files assignments under the checkpoint whose
 // coordinator snapshot followed them, forgets them when it completes, and
 // hands back what a reset subtask got after its checkpoint.
 func TestSplitAssignmentTrackerBooksAssignments(t *testing.T) {
@@ -217,11 +218,11 @@ func TestSplitAssignmentTrackerBooksAssignments(t *testing.T) {
 	}
 }
 
-// Invariant 3's bookings exist only for a restart to give splits back, so
-// a job that cannot restart (checkpoints off, no restart strategy: the
-// default) books nothing, and its tracker does not grow with every split
-// it ever assigned; a job that can restart without checkpoints keeps them,
-// and a region restart gives the failed reader's splits back.
+// The booking rule's bookings exist only for a restart to give splits back,
+// so a job that cannot restart (checkpoints off, no restart strategy: the
+// default) books nothing, and its tracker does not grow with every split it
+// ever assigned; a job that can restart without checkpoints keeps them, and a
+// region restart gives the failed reader's splits back.
 func TestSplitAssignmentTrackerBooksOnlyWhatARestartNeeds(t *testing.T) {
 	for _, restarts := range []bool{false, true} {
 		t.Run(fmt.Sprintf("restarts=%v", restarts), func(t *testing.T) {
@@ -264,17 +265,17 @@ func TestSplitAssignmentTrackerBooksOnlyWhatARestartNeeds(t *testing.T) {
 	}
 }
 
-// Invariant 10 and restore across processes: a job that dies (no restart)
-// leaves its checkpoints in a directory; a new Environment on the same
-// directory resumes from the newest one and the committed output is exact.
-// Restoring from an older checkpoint must never duplicate silently: when
-// the newest checkpoint, which was reported complete (its sinks may have
-// committed), is damaged (torn metadata, a corrupt state file), the job
-// does not start and says which checkpoint is damaged and how to proceed;
-// nothing is committed again. Only a damaged checkpoint whose commit never
-// returned (the process died between the metadata rename and the end of
-// Commit, so no sink was told) is passed over; the store then holds none
-// of its transactions, as no sink committed them.
+// Atomic checkpoints and restore across processes: a job that dies (no
+// restart) leaves its checkpoints in a directory; a new Environment on the
+// same directory resumes from the newest one and the committed output is
+// exact. Restoring from an older checkpoint must never duplicate silently:
+// when the newest checkpoint, which was reported complete (its sinks may have
+// committed), is damaged (torn metadata, a corrupt state file), the job does
+// not start and says which checkpoint is damaged and how to proceed; nothing
+// is committed again. Only a damaged checkpoint whose commit never returned
+// (the process died between the metadata rename and the end of Commit, so no
+// sink was told) is passed over; the store then holds none of its
+// transactions, as no sink committed them.
 func TestRestoreFromDirectoryInNewEnvironment(t *testing.T) {
 	for _, tc := range []struct {
 		damage      string
@@ -414,7 +415,7 @@ func TestRestoreFromDirectoryInNewEnvironment(t *testing.T) {
 	}
 }
 
-// Invariant 8: a transaction is committed only after its checkpoint
+// The commit rule: a transaction is committed only after its checkpoint
 // completed (its metadata is durable).
 func TestTwoPhaseCommitOnlyAfterCheckpointCompletes(t *testing.T) {
 	var mu sync.Mutex
@@ -452,7 +453,7 @@ func TestTwoPhaseCommitOnlyAfterCheckpointCompletes(t *testing.T) {
 	}
 }
 
-// Invariant 8: a commit that fails with a known reason fails the job with
+// The commit rule: a commit that fails with a known reason fails the job with
 // that error, whatever the restart strategy (the data is lost; never
 // silently).
 func TestTwoPhaseKnownFailureFailsJob(t *testing.T) {
@@ -483,7 +484,7 @@ func TestTwoPhaseKnownFailureFailsJob(t *testing.T) {
 	}
 }
 
-// Invariant 8: RetryLater is retried until the commit succeeds.
+// The commit rule: RetryLater is retried until the commit succeeds.
 func TestTwoPhaseRetryLaterIsRetried(t *testing.T) {
 	var mu sync.Mutex
 	tries := map[string]int{}
@@ -695,8 +696,8 @@ func TestStatefulTwoPhaseSinkRestoresWriterState(t *testing.T) {
 	}
 }
 
-// Invariant 4: for every checkpoint the enumerator snapshots before any
-// barrier is injected, hence before any reader snapshots.
+// Coordinators before barriers: for every checkpoint the enumerator snapshots
+// before any barrier is injected, hence before any reader snapshots.
 func TestCoordinatorsSnapshotBeforeBarriers(t *testing.T) {
 	var mu sync.Mutex
 	enumDone := map[int64]bool{}

@@ -17,17 +17,17 @@ import (
 // its subtasks (Flink's OperatorCoordinator inside its
 // OperatorCoordinatorHolder). Today the only one is the source
 // coordinator. The checkpoint driver calls checkpoint for N before it
-// injects barrier N into the sources (invariant 4), and the notifications
-// after; the failover calls subtaskFailed and subtaskReset for a restarted
-// region. A global restart creates new coordinators from the checkpoint
-// (Flink's resetToCheckpoint, which also replaces the enumerator).
+// injects barrier N into the sources (coordinators before barriers), and the
+// notifications after; the failover calls subtaskFailed and subtaskReset for
+// a restarted region. A global restart creates new coordinators from the
+// checkpoint (Flink's resetToCheckpoint, which also replaces the enumerator).
 type operatorCoordinator interface {
 	// run owns the coordinator goroutine until ctx is cancelled or the
 	// coordinator fails; it closes the enumerator before returning.
 	run(ctx context.Context)
 	// checkpoint snapshots the coordinator for id on its goroutine,
 	// closes every subtask's gate and waits until the events sent before
-	// the close have run on their subtasks (invariant 5).
+	// the close have run on their subtasks (the gate).
 	checkpoint(ctx context.Context, id int64) ([]byte, error)
 	notifyCheckpointComplete(id int64)
 	// notifyCheckpointAborted reopens the gates closed for id.
@@ -45,13 +45,13 @@ type operatorCoordinator interface {
 }
 
 // sourceCoordinator runs a source's SplitEnumerator on one goroutine of its
-// own (invariant 2): every enumerator method and every CallAsync
-// continuation runs there, taken one at a time from a queue. Readers'
-// registrations, split requests and events are queued to it from the task
-// goroutines; its answers (splits, no-more-splits, events) go through the
-// subtask gateways (gateway.go) into the reader tasks' mailboxes, and every
-// assignment is booked in the SplitAssignmentTracker (invariant 3).
-// Nothing of the enumerator needs a lock.
+// own (the single-threaded enumerator): every enumerator method and every
+// CallAsync continuation runs there, taken one at a time from a queue.
+// Readers' registrations, split requests and events are queued to it from the
+// task goroutines; its answers (splits, no-more-splits, events) go through
+// the subtask gateways (gateway.go) into the reader tasks' mailboxes, and
+// every assignment is booked in the SplitAssignmentTracker (the booking
+// rule). Nothing of the enumerator needs a lock.
 type sourceCoordinator[T any, S connector.Split, C any] struct {
 	info        opInfo
 	src         connector.Source[T, S, C]

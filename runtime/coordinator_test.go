@@ -133,7 +133,7 @@ func (e *discoveringEnumerator) Close() error {
 	return nil
 }
 
-// Invariant 2: the enumerator is single-threaded. Every enumerator method
+// The single-threaded enumerator: every enumerator method
 // and every CallAsync continuation runs on the coordinator's one goroutine,
 // never two at once, while four readers register, ask for splits and send
 // events concurrently. Reader events arrive in order (registration before

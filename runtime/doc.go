@@ -103,20 +103,20 @@
 //
 // Each subtask of a chain is one goroutine, the only one that touches the
 // chain's operators, their keyed state, the source reader and the sink
-// writer (invariant 6 of DESIGN.md). Other goroutines reach it through its
-// mailbox: the source coordinator's split assignments and events, timers,
-// stop requests, checkpoint triggers (urgent mails). The loop
-// runs mails first, then one step of the default action: one PollNext of
-// the source reader, or one batch from the input gate. When the output is
+// writer (the task-goroutine rule of DESIGN.md). Other goroutines reach it
+// through its mailbox: the source coordinator's split assignments and events,
+// timers, stop requests, checkpoint triggers (urgent mails). The loop runs
+// mails first, then one step of the default action: one PollNext of the
+// source reader, or one batch from the input gate. When the output is
 // backpressured (a target channel is full) or no input is available, the
 // default action is suspended and the task waits on its mailbox or on the
-// availability it lacks, so a mail is never stuck behind backpressure.
-// Work an operator starts inside one step or mail but that can emit without
-// limit (the timers a watermark makes due) is resumable: it stops when the
-// output becomes unavailable and the task resumes it, once the output has
-// room, before it reads more input.
+// availability it lacks, so a mail is never stuck behind backpressure. Work
+// an operator starts inside one step or mail but that can emit without limit
+// (the timers a watermark makes due) is resumable: it stops when the output
+// becomes unavailable and the task resumes it, once the output has room,
+// before it reads more input.
 //
-// # Bounded memory (invariant 7)
+// # Bounded memory (the backpressure rule)
 //
 // An input channel queues at most WithBuffersPerChannel buffers. A writer
 // whose target channel is full keeps the buffer pending and its task stops
@@ -157,15 +157,16 @@
 // # Sources
 //
 // Each source has a coordinator that runs its SplitEnumerator on one
-// goroutine of its own (invariant 2): enumerator methods and CallAsync
-// continuations run there one at a time, and readers' registrations, split
-// requests and events are queued to it. Assignments and events go into the
-// reader task's mailbox and run there between two polls. A panic in the
-// enumerator, in CallAsync work (which runs on a goroutine of its own) or
-// in the enumerator's Close fails the coordinator (an *OperatorError with
-// subtask -1, carrying the panic and its stack), not the process.
+// goroutine of its own (the single-threaded enumerator): enumerator methods
+// and CallAsync continuations run there one at a time, and readers'
+// registrations, split requests and events are queued to it. Assignments and
+// events go into the reader task's mailbox and run there between two polls. A
+// panic in the enumerator, in CallAsync work (which runs on a goroutine of
+// its own) or in the enumerator's Close fails the coordinator (an
+// *OperatorError with subtask -1, carrying the panic and its stack), not the
+// process.
 //
-// # Checkpoints (invariants 4, 5, 10)
+// # Checkpoints (coordinators before barriers, the gate, atomic checkpoints)
 //
 // With WithCheckpointInterval > 0 the master triggers checkpoints through
 // the deterministic core of package checkpoint (interval, timeout, min
@@ -175,26 +176,25 @@
 // in the SplitAssignmentTracker and closes its gate to every subtask; the
 // master waits until every event sent before the close has run on its
 // subtask; only then is barrier N put into each source task's mailbox as
-// an urgent mail (invariant 4). A source task snapshots its reader's
-// splits, reopens its gate (held events then run after the snapshot:
-// invariant 5), snapshots the rest of its chain, forwards the barrier
-// behind the records before it and acknowledges with its state. A task
-// with several input channels aligns: a channel that delivered barrier N
-// is blocked until N arrived on every open channel; a channel that ends
-// meanwhile counts as aligned, so its end of partition can complete the
-// alignment. A task whose input has
-// ended gets barriers straight from the master and stays alive until the
-// final checkpoint. When every acknowledgement is in, the metadata is
-// committed durably (package checkpoint: CRC-32C, temp file, fsync,
-// rename), and only then are tasks and coordinators notified: readers,
-// sink writers that are connector.CheckpointListener, and committers, which
-// commit (invariants 10 and 8). Declines and timeouts abort the checkpoint;
-// past WithTolerableCheckpointFailures the job fails over. A sink writer
-// that cannot flush or prepare at a barrier fails its task instead of
+// an urgent mail (coordinators before barriers). A source task snapshots its
+// reader's splits, reopens its gate (held events then run after the snapshot:
+// the gate), snapshots the rest of its chain, forwards the barrier behind the
+// records before it and acknowledges with its state. A task with several
+// input channels aligns: a channel that delivered barrier N is blocked until
+// N arrived on every open channel; a channel that ends meanwhile counts as
+// aligned, so its end of partition can complete the alignment. A task whose
+// input has ended gets barriers straight from the master and stays alive
+// until the final checkpoint. When every acknowledgement is in, the metadata
+// is committed durably (package checkpoint: CRC-32C, temp file, fsync,
+// rename), and only then are tasks and coordinators notified: readers, sink
+// writers that are connector.CheckpointListener, and committers, which commit
+// (atomic checkpoints, the commit rule). Declines and timeouts abort the
+// checkpoint; past WithTolerableCheckpointFailures the job fails over. A sink
+// writer that cannot flush or prepare at a barrier fails its task instead of
 // declining: its transaction may be gone, and a later checkpoint would
-// complete past the lost records. A bounded job
-// ends with a final checkpoint once every task's input has ended, so the
-// last transactions commit before Execute returns.
+// complete past the lost records. A bounded job ends with a final checkpoint
+// once every task's input has ended, so the last transactions commit before
+// Execute returns.
 //
 // Completion is told in two phases (notify.go). Coordinators and sink
 // operators hear first; a sink task reports back once none of its commits

@@ -17,7 +17,7 @@ type gateOptions struct {
 
 // subtaskGateway carries a coordinator's events to one subtask (Flink's
 // SubtaskGatewayImpl inside its OperatorCoordinatorHolder) and keeps the
-// gate of invariant 5:
+// gate (DESIGN.md's invariant of that name):
 //
 //   - close(N), on the coordinator goroutine right after the coordinator
 //     snapshotted N: later events are held back. It returns a channel that
@@ -220,13 +220,13 @@ func (g *subtaskGateway[T, S, C]) reopen() {
 }
 
 // SplitAssignmentTracker books a source coordinator's split assignments
-// per subtask and checkpoint (invariant 3), as Flink's class of that name:
-// assignments are recorded as uncheckpointed; the coordinator snapshot for
-// checkpoint N files them under N; the completion of N forgets everything
+// per subtask and checkpoint (the booking rule), as Flink's class of that
+// name: assignments are recorded as uncheckpointed; the coordinator snapshot
+// for checkpoint N files them under N; the completion of N forgets everything
 // up to N (those splits are in readers' states of a completed checkpoint);
-// when a subtask is reset to checkpoint N, everything assigned to it after
-// N is handed back for AddSplitsBack. It is used on the coordinator
-// goroutine only and needs no lock.
+// when a subtask is reset to checkpoint N, everything assigned to it after N
+// is handed back for AddSplitsBack. It is used on the coordinator goroutine
+// only and needs no lock.
 //
 // Bookings are only ever read by a restart. A job that cannot restart
 // (checkpoints off and no restart strategy, the default) books nothing, so

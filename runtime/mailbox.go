@@ -25,7 +25,8 @@ type mail struct {
 
 // mailbox is the one way other goroutines reach a task: they put mails; the
 // task goroutine runs them between two steps of its default action, so
-// operator state is only ever touched by the task goroutine (invariant 6).
+// operator state is only ever touched by the task goroutine (the
+// task-goroutine rule).
 //
 // It is Flink's TaskMailbox reduced to what a Go task needs: put never
 // blocks (the queue is unbounded, but producers are few and bounded by

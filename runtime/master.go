@@ -20,10 +20,10 @@ import (
 // deterministic core (package checkpoint) with those events and a ticker,
 // and performs the actions the core returns, in order: snapshot the
 // operator coordinators, then inject barriers, persist the metadata, and
-// only then notify tasks and coordinators (invariants 4 and 10). It also
-// runs the failover: a failed task of a job of independent pipelines
-// restarts its region, anything else restarts the job, as the restart
-// strategy allows.
+// only then notify tasks and coordinators (coordinators before barriers,
+// atomic checkpoints). It also runs the failover: a failed task of a job of
+// independent pipelines restarts its region, anything else restarts the job,
+// as the restart strategy allows.
 type execution struct {
 	env       *Environment
 	cfg       *config

@@ -25,7 +25,7 @@ type checkpointConfig struct {
 	logger               *slog.Logger
 	listener             JobListener
 	// gate holds test knobs: the operator-coordinator gate switched off
-	// (invariant 5), to show what it prevents, and an event delay.
+	// (the gate), to show what it prevents, and an event delay.
 	gate gateOptions
 }
 

@@ -458,9 +458,9 @@ type keyedProcessOperator[K comparable, I, O any] struct {
 	timers timerService[K]
 	ctx    KeyedContext[K, O]
 
-	// Timer firing is resumable (invariant 7): it stops while the task's
-	// output is unavailable and the task resumes it, before any further
-	// input, once the output has room again.
+	// Timer firing is resumable (the backpressure rule): it stops while the
+	// task's output is unavailable and the task resumes it, before any
+	// further input, once the output has room again.
 	t *task
 	// wmPending: event-time timers up to ctx.watermark are still due,
 	// and the watermark is forwarded only after them, with the stream

@@ -153,7 +153,7 @@ func (e *rEnum) HandleSourceEvent(int, connector.SourceEvent) error { return nil
 func (e *rEnum) Close() error                                       { return nil }
 
 // rReader keeps the splits it finished in its state (Next == End), so
-// that a checkpoint accounts for every split: invariant 1 can then be
+// that a checkpoint accounts for every split: the one-place rule can then be
 // checked as "each split exactly once".
 type rReader struct {
 	src    *rangeSrc
@@ -253,8 +253,9 @@ func (r *rReader) Close() error {
 	return nil
 }
 
-// checkSplitsInOnePlace is invariant 1 on a stored checkpoint: each of the
-// source's splits is in the enumerator's state or in exactly one reader's.
+// checkSplitsInOnePlace is the one-place rule on a stored checkpoint: each of
+// the source's splits is in the enumerator's state or in exactly one
+// reader's.
 func checkSplitsInOnePlace(s checkpoint.Storage, id int64, uid string, splits int) error {
 	chk, err := s.Load(id)
 	if err != nil {
@@ -296,7 +297,7 @@ func checkSplitsInOnePlace(s checkpoint.Storage, id int64, uid string, splits in
 	}
 	for k, n := range count {
 		if n != 1 {
-			return fmt.Errorf("invariant 1: checkpoint %d holds split-%d %d times (%v)", id, k, n, where)
+			return fmt.Errorf("the one-place rule: checkpoint %d holds split-%d %d times (%v)", id, k, n, where)
 		}
 	}
 	return nil

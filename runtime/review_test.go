@@ -83,7 +83,8 @@ func TestEndedSourceEmitsNothingAfterMaxWatermark(t *testing.T) {
 		t.Fatal(err)
 	}
 	// A split assigned to a reader that ended after no-more-splits would be
-	// read by nobody and kept in no state: it fails the task (invariant 1).
+	// read by nobody and kept in no state: it fails the task (the one-place
+	// rule).
 	if err := s.addSplits([]*memSplit{{id: "b", n: 5}}); err == nil || !strings.Contains(err.Error(), "after signalling no more splits") {
 		t.Fatalf("a split assigned after the end: %v, want a failure", err)
 	}
@@ -213,10 +214,10 @@ func TestDeletedTimersDoNotGrowTheHeap(t *testing.T) {
 	}
 }
 
-// Rule (D, invariant 7): timers fired by one watermark do not pile up in
-// the record writer: with every key's timer due at the final MaxWatermark
-// and a slow sink in another task, the records in flight stay within the
-// network bound, and the watermark follows the timers' records.
+// Rule (D, the backpressure rule): timers fired by one watermark do not pile
+// up in the record writer: with every key's timer due at the final
+// MaxWatermark and a slow sink in another task, the records in flight stay
+// within the network bound, and the watermark follows the timers' records.
 func TestTimerBurstRespectsBackpressure(t *testing.T) {
 	const keys = 20_000
 	env := NewEnvironment(WithBufferSize(bpBufferSize), WithBuffersPerChannel(bpBuffers), WithFlushTimeout(-1))

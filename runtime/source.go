@@ -14,7 +14,7 @@ import (
 // with the source coordinator, and is the task's default action: each step
 // is one non-blocking PollNext. Split assignments and source events from
 // the coordinator arrive as mails, so they run on the task goroutine
-// between two polls (invariant 6).
+// between two polls (the task-goroutine rule).
 type sourceOperator[T any, S connector.Split, C any] struct {
 	info     opInfo
 	src      connector.Source[T, S, C]
@@ -125,7 +125,7 @@ func (s *sourceOperator[T, S, C]) restoreSplits(t *task) error {
 
 // snapshotState converts the reader's splits into the subtask's operator
 // list state, then reopens the coordinator's gate to this subtask: events
-// held since the coordinator snapshot run after this one (invariant 5).
+// held since the coordinator snapshot run after this one (the gate).
 func (s *sourceOperator[T, S, C]) snapshotState(id int64) ([]byte, error) {
 	splits, err := s.reader.SnapshotState(id)
 	if err != nil {
@@ -261,13 +261,13 @@ func (s *sourceOperator[T, S, C]) addSplits(splits []S) error {
 		// Checkpoints still complete while a cancelled job drains, and
 		// the enumerator's snapshot no longer holds these splits: the
 		// reader must keep them, unread, so its snapshot does
-		// (invariant 1).
+		// (the one-place rule).
 		return s.info.wrap(s.reader.AddSplits(splits))
 	}
 	if s.ended {
 		// The reader returned end of input, which it does only after no
 		// more splits were promised: a split now would be read by nobody
-		// and kept in no reader's state (invariant 1). Fail loudly.
+		// and kept in no reader's state (the one-place rule). Fail loudly.
 		return s.info.wrap(fmt.Errorf("the enumerator assigned %d split(s) after signalling no more splits to this reader, which has ended", len(splits)))
 	}
 	ids := make([]string, len(splits))

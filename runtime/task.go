@@ -53,8 +53,8 @@ var errTaskCancelled = errors.New("task cancelled")
 // output or an empty input.
 //
 // Everything in a task is owned by its goroutine: the operators, their
-// state, the record writers, the source reader (invariant 6). Other
-// goroutines reach it only through mb.
+// state, the record writers, the source reader (the task-goroutine rule).
+// Other goroutines reach it only through mb.
 type task struct {
 	name        string // the chain, "Source: a -> Map b -> Sink c"
 	head        *opInfo
@@ -283,8 +283,8 @@ func (t *task) loop(ctx context.Context) error {
 // output was unavailable: timers that a watermark made due. Its operator
 // registers it with suspend; the task calls resume, on its goroutine, when
 // the output is available again and before it processes more input, so
-// the records of one step stay bounded (invariant 7) and events keep their
-// order. resume may suspend the work again.
+// the records of one step stay bounded (the backpressure rule) and events
+// keep their order. resume may suspend the work again.
 type resumable interface {
 	resume() error
 }

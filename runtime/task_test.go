@@ -61,11 +61,11 @@ func newBackpressureJob() *backpressureJob {
 	return j
 }
 
-// Invariant 7 at engine level: a slow sink slows the source. Whatever the
-// input size, the records emitted but not yet written stay within the
-// network buffers between the two tasks: the input channel's queue, the
-// batch the sink is working on, the writer's one pending batch and its
-// partly filled buffer, plus one PollNext.
+// The backpressure rule at engine level: a slow sink slows the source.
+// Whatever the input size, the records emitted but not yet written stay
+// within the network buffers between the two tasks: the input channel's
+// queue, the batch the sink is working on, the writer's one pending batch and
+// its partly filled buffer, plus one PollNext.
 func TestSlowSinkBoundsRecordsInFlight(t *testing.T) {
 	j := newBackpressureJob()
 	ctx, cancel := context.WithCancel(context.Background())

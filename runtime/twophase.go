@@ -28,10 +28,10 @@ import (
 //     the writer's transaction may be gone, so declining the checkpoint
 //     would lose its records.
 //   - When checkpoint N completes (its metadata is durable), every
-//     committable of checkpoints <= N is committed (invariant 8). RetryLater
-//     retries with backoff; SignalFailedWithKnownReason fails the job for
-//     good with that error, since the data is lost; an unknown reason or a
-//     Commit error fails the job, which then restarts per its strategy.
+//     committable of checkpoints <= N is committed (the commit rule).
+//     RetryLater retries with backoff; SignalFailedWithKnownReason fails the
+//     job for good with that error, since the data is lost; an unknown reason
+//     or a Commit error fails the job, which then restarts per its strategy.
 //   - A bounded job ends with a final checkpoint, so the last transactions
 //     commit before Execute returns.
 //

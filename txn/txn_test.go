@@ -55,7 +55,7 @@ func TestPoolConfigValidation(t *testing.T) {
 
 // A crash after prepare, before commit: the committable restored from the
 // checkpoint is committed by a fresh pool (no client of the old one), and
-// committing it again changes nothing (invariant 8).
+// committing it again changes nothing (the commit rule).
 func TestResumeCommitAfterCrash(t *testing.T) {
 	onBackends(t, func(t *testing.T, be backend) {
 		topic := be.topic(t, 1)
@@ -201,7 +201,7 @@ func TestFenceOldAttemptCannotCommit(t *testing.T) {
 }
 
 // A committable whose transaction the broker already aborted surfaces as a
-// DataLossError, never as success (invariant 8).
+// DataLossError, never as success (the commit rule).
 func TestResumeAbortedTransactionIsDataLoss(t *testing.T) {
 	onBackends(t, func(t *testing.T, be backend) {
 		topic := be.topic(t, 1)

@@ -12,12 +12,13 @@ import (
 	"github.com/splitflow/splitflow/connector"
 )
 
-// TestBackpressureStopsFetching checks invariant 7 (backpressure reaches the
-// external system): with nobody polling, fetchers stop calling Fetch once the
-// queue holds capacity batches, each fetcher keeping one more batch waiting
-// in Put, and every batch the consumer takes buys exactly one more Fetch.
-// With a fetcher per split, the fetchers are capped (WithMaxSplitFetchers),
-// so more splits than the cap do not mean more batches held.
+// TestBackpressureStopsFetching checks the backpressure rule (backpressure
+// reaches the external system): with nobody polling, fetchers stop calling
+// Fetch once the queue holds capacity batches, each fetcher keeping one more
+// batch waiting in Put, and every batch the consumer takes buys exactly one
+// more Fetch. With a fetcher per split, the fetchers are capped
+// (WithMaxSplitFetchers), so more splits than the cap do not mean more
+// batches held.
 func TestBackpressureStopsFetching(t *testing.T) {
 	tests := []struct {
 		name        string
@@ -121,10 +122,11 @@ func heapInUse() uint64 {
 	return ms.HeapInuse
 }
 
-// TestBackpressureBoundsMemory checks invariant 7 on memory: a reader over ten
-// million lazily generated records, behind a consumer that has stalled, holds
-// a few batches and no more, before and after the consumer catches up for a
-// while. Without the bound the fetcher would buffer all 80 MB of records.
+// TestBackpressureBoundsMemory checks the backpressure rule on memory: a
+// reader over ten million lazily generated records, behind a consumer that
+// has stalled, holds a few batches and no more, before and after the consumer
+// catches up for a while. Without the bound the fetcher would buffer all 80
+// MB of records.
 func TestBackpressureBoundsMemory(t *testing.T) {
 	const (
 		total    = 10_000_000

@@ -25,19 +25,19 @@
 //
 // # Invariants
 //
-// Invariant 6 of DESIGN.md: only the task goroutine touches split state.
-// Fetcher goroutines read and enqueue, nothing more; the RecordEmitter
+// The task-goroutine rule of DESIGN.md: only the task goroutine touches split
+// state. Fetcher goroutines read and enqueue, nothing more; the RecordEmitter
 // advances a split's state as it emits, on the task goroutine; SnapshotState
 // converts the states back to splits. A checkpoint therefore never needs to
 // stop a fetcher, and batches still queued are simply not in it: after a
 // restore they are fetched again, so each record is emitted exactly once.
 //
-// Invariant 7: backpressure reaches the external system. The queue holds at
-// most its capacity in batches; a fetcher facing a full queue blocks in Put
-// and makes no further Fetch call until the task goroutine polls. Memory per
-// reader is bounded by (capacity + max fetchers + 1) batches whatever the
-// input size or the number of splits: capacity batches queued, one held by
-// each fetcher, one being emitted. Max fetchers is 1 with
+// The backpressure rule: backpressure reaches the external system. The queue
+// holds at most its capacity in batches; a fetcher facing a full queue blocks
+// in Put and makes no further Fetch call until the task goroutine polls.
+// Memory per reader is bounded by (capacity + max fetchers + 1) batches
+// whatever the input size or the number of splits: capacity batches queued,
+// one held by each fetcher, one being emitted. Max fetchers is 1 with
 // NewSingleFetcherManager and WithMaxSplitFetchers (default 16) with
 // NewFetcherPerSplitManager, whose further splits wait for a fetcher to
 // finish. A fetcher whose splits are all paused calls Fetch no more than one

@@ -7,7 +7,7 @@ import "github.com/splitflow/splitflow/connector"
 //
 // Emit is called on the task goroutine from within PollNext, once per
 // element, in fetch order per split. It is the only code that changes split
-// state while reading (invariant 6 of DESIGN.md), which is why
+// state while reading (the task-goroutine rule of DESIGN.md), which is why
 // SnapshotState can convert states to splits without synchronizing with any
 // fetcher: after Emit returns, state must describe the position just past
 // element, so that a checkpoint taken now resumes with the next element.

@@ -18,8 +18,8 @@ var (
 	// ErrUnknownSplit is wrapped when a batch holds records of a split the
 	// reader does not hold, or lists such a split as finished (splits being
 	// removed with SourceReaderBase.RemoveSplits excepted). Either way a
-	// split is in two places or none (invariant 1), so reading on would
-	// lose or duplicate records.
+	// split is in two places or none (the one-place rule), so reading on
+	// would lose or duplicate records.
 	ErrUnknownSplit = errors.New("split not assigned to this reader")
 )
 

@@ -13,9 +13,9 @@ import (
 	"github.com/splitflow/splitflow/metrics"
 )
 
-// A reader whose consumer stalls shows it in its metrics (invariant 7 made
-// visible): the elements queue full, and the fetcher's time blocked on it
-// growing while it waits, not only once it is let through. The metrics
+// A reader whose consumer stalls shows it in its metrics (the backpressure
+// rule made visible): the elements queue full, and the fetcher's time blocked
+// on it growing while it waits, not only once it is let through. The metrics
 // leave with the reader.
 func TestQueueMetricsShowBackpressure(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {

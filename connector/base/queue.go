@@ -8,7 +8,8 @@ import (
 // ElementsQueue is the bounded hand-off between fetcher goroutines and the
 // task goroutine. It holds at most Cap() batches; a fetcher that finds it
 // full blocks in Put and therefore stops calling Fetch, which is how a slow
-// consumer slows the external system down (invariant 7 of DESIGN.md).
+// consumer slows the external system down (the backpressure rule of
+// DESIGN.md).
 //
 // Put may be called from any goroutine; each caller identifies itself with a
 // putter ID so that it alone can be woken. Poll, Available and the other

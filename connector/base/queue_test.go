@@ -6,9 +6,9 @@ import (
 	"testing/synctest"
 )
 
-// TestElementsQueuePut checks the blocking contract behind invariant 7: Put
-// blocks while the queue holds its capacity, and returns promptly, without
-// enqueueing, when its putter is woken or the queue closes.
+// TestElementsQueuePut checks the blocking contract behind the backpressure
+// rule: Put blocks while the queue holds its capacity, and returns promptly,
+// without enqueueing, when its putter is woken or the queue closes.
 func TestElementsQueuePut(t *testing.T) {
 	tests := []struct {
 		name      string

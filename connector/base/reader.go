@@ -82,15 +82,16 @@ var readyChan = func() chan struct{} {
 //
 // It keeps the two invariants connectors most easily get wrong:
 //
-//   - Invariant 6 of DESIGN.md: split state is touched only on the task
-//     goroutine. Fetchers read and enqueue; the RecordEmitter advances the
-//     state of a split as it emits each element; SnapshotState converts the
-//     states back to splits. Batches still in the queue are not reflected in
-//     the snapshot, so after a restore they are fetched again: every record
-//     is emitted exactly once across a checkpoint and its restore.
-//   - Invariant 7: the queue holds at most its capacity in batches, so when
-//     PollNext is not called the fetchers stop fetching and memory stays
-//     bounded, whatever the size of the input.
+//   - The task-goroutine rule of DESIGN.md: split state is touched only on
+//     the task goroutine. Fetchers read and enqueue; the RecordEmitter
+//     advances the state of a split as it emits each element; SnapshotState
+//     converts the states back to splits. Batches still in the queue are not
+//     reflected in the snapshot, so after a restore they are fetched again:
+//     every record is emitted exactly once across a checkpoint and its
+//     restore.
+//   - The backpressure rule: the queue holds at most its capacity in batches,
+//     so when PollNext is not called the fetchers stop fetching and memory
+//     stays bounded, whatever the size of the input.
 //
 // Each split gets its own output (ReaderOutput.CreateOutputForSplit) at the
 // first PollNext after it was added, before any of its records arrive, and
@@ -303,7 +304,7 @@ func (r *SourceReaderBase[E, T, S, SS]) finishCurrentBatch(out connector.ReaderO
 					continue
 				}
 				// Like records of an unknown split: the split is in two
-				// places or none (invariant 1).
+				// places or none (the one-place rule).
 				unknown = fmt.Errorf("base: fetched the end of split %q: %w", id, ErrUnknownSplit)
 				break
 			}

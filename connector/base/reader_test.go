@@ -549,9 +549,9 @@ func TestPauseOrResumeSplits(t *testing.T) {
 	})
 }
 
-// TestSplitsInTwoPlacesAreRejected checks invariant 1 from the reader's side:
-// a split added twice, or records of a split the reader does not hold, are
-// errors rather than silent duplicates or losses.
+// TestSplitsInTwoPlacesAreRejected checks the one-place rule from the
+// reader's side: a split added twice, or records of a split the reader does
+// not hold, are errors rather than silent duplicates or losses.
 func TestSplitsInTwoPlacesAreRejected(t *testing.T) {
 	t.Run("duplicate split", func(t *testing.T) {
 		r, _, _ := newTestReader(t, readerSetup{})

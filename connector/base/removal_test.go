@@ -178,9 +178,9 @@ func TestSplitOutputsCreatedOnAdd(t *testing.T) {
 	})
 }
 
-// TestEndOfUnknownSplitIsRejected checks invariant 1 on finished splits: a
-// batch that reports the end of a split the reader does not hold fails the
-// reader, like records of such a split do.
+// TestEndOfUnknownSplitIsRejected checks the one-place rule on finished
+// splits: a batch that reports the end of a split the reader does not hold
+// fails the reader, like records of such a split do.
 func TestEndOfUnknownSplitIsRejected(t *testing.T) {
 	r, _, _ := newTestReader(t, readerSetup{batch: 2, setup: func(mr *memReader) {
 		// An empty split the reader never got: its first batch ends it.

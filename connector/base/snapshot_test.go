@@ -172,11 +172,11 @@ func (run *exactlyOnceRun) checkExactlyOnce(what string, emitted []int64) {
 	}
 }
 
-// TestSnapshotRestoreExactlyOnce checks invariant 6 (split state is advanced
-// only by the emitter on the task goroutine, and queued data is not in the
-// checkpoint): over many seeded random interleavings of polls, split
-// assignments, snapshots and restores, with fetchers racing ahead into the
-// queue, every run ends with every record emitted exactly once; and
+// TestSnapshotRestoreExactlyOnce checks the task-goroutine rule (split state
+// is advanced only by the emitter on the task goroutine, and queued data is
+// not in the checkpoint): over many seeded random interleavings of polls,
+// split assignments, snapshots and restores, with fetchers racing ahead into
+// the queue, every run ends with every record emitted exactly once; and
 // restoring any snapshot taken along the way into a fresh reader and reading
 // to the end does too.
 func TestSnapshotRestoreExactlyOnce(t *testing.T) {

@@ -43,7 +43,7 @@
 // plain sink), so the checkpoint fails with prepared work that must never
 // become visible; and after a Committer.Commit that succeeded, so the
 // committables are committed a second time after the restart (commits
-// must be idempotent, invariant 8 of DESIGN.md). The sites are taken in
+// must be idempotent, the commit rule of DESIGN.md). The sites are taken in
 // turn across a check's seeded jobs, with more failures per job when the
 // seeds are few, so every check covers every site. Each failure waits for a
 // seeded number of records (fewer once only a quarter of the input is

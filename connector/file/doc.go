@@ -24,8 +24,9 @@
 // The split is also its checkpoint: Offset is the byte offset at which the
 // next unread line begins. The RecordEmitter moves it past each line as the
 // line is emitted, on the task goroutine, so a snapshot taken between any two
-// records resumes exactly at the second (invariant 6 of DESIGN.md); lines
-// fetched but not yet emitted are read again after a restore.
+// records resumes exactly at the second (the task-goroutine rule of
+// DESIGN.md); lines fetched but not yet emitted are read again after a
+// restore.
 //
 // # Memory
 //

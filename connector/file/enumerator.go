@@ -15,8 +15,8 @@ type EnumeratorState struct {
 }
 
 // enumerator hands pending splits out one per split request. Like every
-// enumerator it runs on the coordinator goroutine only (invariant 2 of
-// DESIGN.md), so it has no lock.
+// enumerator it runs on the coordinator goroutine only (the single-threaded
+// enumerator of DESIGN.md), so it has no lock.
 type enumerator struct {
 	ctx     connector.SplitEnumeratorContext[Split]
 	pending []Split

@@ -108,12 +108,12 @@ func firstDiff(a, b []string) int {
 	return min(len(a), len(b))
 }
 
-// TestMidFileRestore checks invariant 6 on a real connector: a checkpoint
-// taken after any number of emitted lines, serialized and restored into a new
-// enumerator and new readers, continues with exactly the lines not yet
-// emitted, although the fetcher had read ahead into the queue. Lines emitted
-// before the checkpoint plus lines emitted after the restore are every line
-// exactly once (in order, with one reader).
+// TestMidFileRestore checks the task-goroutine rule on a real connector: a
+// checkpoint taken after any number of emitted lines, serialized and restored
+// into a new enumerator and new readers, continues with exactly the lines not
+// yet emitted, although the fetcher had read ahead into the queue. Lines
+// emitted before the checkpoint plus lines emitted after the restore are
+// every line exactly once (in order, with one reader).
 func TestMidFileRestore(t *testing.T) {
 	contents := []string{numberedLines(120, 1), "", numberedLines(80, 2)}
 	want := linesOfAll(contents...)

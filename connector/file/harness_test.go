@@ -270,7 +270,7 @@ func (j *job) runToEnd() {
 
 // checkpoint snapshots the enumerator and every reader, after delivering
 // every message in flight. Delivering first is what the engine's gateway
-// guarantees (invariant 5 of DESIGN.md): no assignment is in neither state.
+// guarantees (the gate of DESIGN.md): no assignment is in neither state.
 func (j *job) checkpoint(id int64) *jobCheckpoint {
 	j.t.Helper()
 	j.deliver()

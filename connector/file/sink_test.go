@@ -133,7 +133,7 @@ func published(t *testing.T, dir string, opts ...SinkOption) []string {
 	return lines
 }
 
-// Invariant 8 for files: nothing is visible before the commit; the commit
+// The commit rule for files: nothing is visible before the commit; the commit
 // publishes the file under its final name; committing it again is a no-op
 // reported as already committed; a file that vanished is a loud data
 // loss, never a silent success.

@@ -20,7 +20,8 @@ import (
 
 // EnumeratorState is the enumerator's checkpoint. A partition is either
 // Assigned (its split, with its offset, is in one reader's checkpoint) or in
-// Pending (resolved, not yet handed to its owner), never both (invariant 1).
+// Pending (resolved, not yet handed to its owner), never both (the one-place
+// rule).
 type EnumeratorState struct {
 	Assigned             []TopicPartition
 	Pending              []Split

@@ -98,7 +98,7 @@ func produceValues(t *testing.T, cl *kgo.Client, topic string, partition int32, 
 
 // A snapshot taken mid-stream restores exactly at the next record: the
 // records read before it and after the restore are every record once
-// (invariant 6 at the connector level).
+// (the task-goroutine rule at the connector level).
 func TestReaderRestoreResumesAtNextRecord(t *testing.T) {
 	c, cl := fakeCluster(t, map[string]int32{"t": 2})
 	produceValues(t, cl, "t", 0, 0, 60)

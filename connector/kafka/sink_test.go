@@ -153,7 +153,8 @@ func prepare(t *testing.T, w *sinkWriter[string], id int64) []txn.Committable {
 }
 
 // Records become visible only when the committer commits after the
-// checkpoint (invariant 8), and each checkpoint's transaction commits once.
+// checkpoint (the commit rule), and each checkpoint's transaction commits
+// once.
 func TestSinkExactlyOnceCommitsAfterCheckpoint(t *testing.T) {
 	onClusters(t, func(t *testing.T, c cluster) {
 		topic := c.topic(t)

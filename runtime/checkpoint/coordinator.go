@@ -23,7 +23,7 @@ type Action interface{ isAction() }
 // SnapshotCoordinators asks the driver to snapshot every operator
 // coordinator for checkpoint ID, write each snapshot with the checkpoint's
 // Writer, and report with CoordinatorsSnapshotted. No barrier of ID has been
-// asked for yet (invariant 4).
+// asked for yet (coordinators before barriers).
 type SnapshotCoordinators struct {
 	ID        int64
 	Timestamp time.Time
@@ -41,7 +41,7 @@ type InjectBarriers struct {
 // PersistMetadata asks the driver to commit checkpoint ID's metadata
 // (Writer.Commit with States and the job fingerprint) and report the result
 // with Persisted. Every expected task has acknowledged. Nothing is told to
-// commit until Persisted(ID, nil) (invariant 10).
+// commit until Persisted(ID, nil) (atomic checkpoints).
 type PersistMetadata struct {
 	ID        int64
 	Timestamp time.Time

@@ -79,8 +79,8 @@ func complete(t *testing.T, c *Coordinator, now time.Time, id int64) {
 	want(t, "persisted", c.Persisted(id, nil), NotifyComplete{ID: id})
 }
 
-// Invariant 4: every operator coordinator snapshots before any barrier;
-// acknowledgements cannot get ahead of the barriers.
+// Coordinators before barriers: every operator coordinator snapshots before
+// any barrier; acknowledgements cannot get ahead of the barriers.
 func TestCoordinatorsSnapshotBeforeBarriers(t *testing.T) {
 	c := newCoord(t)
 	want(t, "first tick schedules", c.Tick(t0))
@@ -107,7 +107,7 @@ func TestCoordinatorSnapshotFailureAborts(t *testing.T) {
 	}
 }
 
-// Invariant 10: with every acknowledgement in, the only action is to
+// Atomic checkpoints: with every acknowledgement in, the only action is to
 // persist; sinks hear of completion only after Persisted succeeded.
 func TestNoNotifyBeforePersist(t *testing.T) {
 	c := newCoord(t)
@@ -458,10 +458,10 @@ type checkpointLife struct {
 // wrong the events (stale ids, unknown tasks, duplicates), the coordinator:
 //   - triggers strictly increasing ids;
 //   - injects barriers for N only in answer to a successful
-//     CoordinatorsSnapshotted(N) (invariant 4);
+//     CoordinatorsSnapshotted(N) (coordinators before barriers);
 //   - asks to persist N only after barriers for N, one persist at a time;
 //   - emits NotifyComplete{N} only in answer to a successful Persisted(N)
-//     that it asked for (invariant 10);
+//     that it asked for (atomic checkpoints);
 //   - ends every triggered checkpoint exactly once, complete or aborted;
 //   - triggers nothing after the final checkpoint completed;
 //   - says nothing between FailJob and Restore, and produces the same

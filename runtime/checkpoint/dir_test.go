@@ -93,8 +93,8 @@ func metadataPath(s *DirStorage, id int64) string {
 	return filepath.Join(s.Dir(), chkDir(id), metadataFile)
 }
 
-// Invariant 10: torn metadata is never accepted, whatever length the write
-// reached.
+// Atomic checkpoints: torn metadata is never accepted, whatever length the
+// write reached.
 func TestDirTornMetadataNeverAccepted(t *testing.T) {
 	var logs logBuffer
 	s, m1, _ := twoCheckpoints(t, logs.logger())
@@ -111,7 +111,8 @@ func TestDirTornMetadataNeverAccepted(t *testing.T) {
 	}
 }
 
-// Invariant 10: a single flipped bit anywhere in the metadata is caught.
+// Atomic checkpoints: a single flipped bit anywhere in the metadata is
+// caught.
 func TestDirMetadataBitFlipDetected(t *testing.T) {
 	var logs logBuffer
 	s, m1, _ := twoCheckpoints(t, logs.logger())
@@ -130,7 +131,7 @@ func TestDirMetadataBitFlipDetected(t *testing.T) {
 	}
 }
 
-// Invariant 10: a data file that no longer matches its checksum (same
+// Atomic checkpoints: a data file that no longer matches its checksum (same
 // length, one byte changed) or its length is caught.
 func TestDirCorruptDataFile(t *testing.T) {
 	for _, tc := range []struct {

@@ -6,11 +6,12 @@
 //
 // # Invariants kept here
 //
-//   - Coordinators before barriers (DESIGN invariant 4): for checkpoint N
-//     the Coordinator asks for SnapshotCoordinators first and asks for
-//     InjectBarriers only after CoordinatorsSnapshotted(N) succeeded.
-//   - Persist before notify (invariant 10, and through it invariant 8):
-//     once every expected task acknowledged N the only action is
+//   - Coordinators before barriers (an invariant of DESIGN.md): for
+//     checkpoint N the Coordinator asks for SnapshotCoordinators first and
+//     asks for InjectBarriers only after CoordinatorsSnapshotted(N)
+//     succeeded.
+//   - Persist before notify (atomic checkpoints, and through them the commit
+//     rule): once every expected task acknowledged N the only action is
 //     PersistMetadata; NotifyComplete(N), on which sinks commit their
 //     transactions, is emitted only by Persisted(N, nil). This is
 //     etcd-io/raft's Ready contract, "persist before send", applied to

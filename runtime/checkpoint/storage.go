@@ -157,7 +157,7 @@ type Writer interface {
 	// Commit makes the checkpoint complete: m.ID must be ID(), and every
 	// handle in m.States must have come from this Writer's WriteState. It
 	// returns nil only once the metadata is durable; only then may sinks
-	// be told to commit (invariant 10). A failed Commit leaves no
+	// be told to commit (atomic checkpoints). A failed Commit leaves no
 	// completed checkpoint behind.
 	Commit(m Metadata) error
 	// Abort discards what was written.

@@ -94,7 +94,7 @@ func checkContent(t *testing.T, cp *Checkpoint, want Metadata, b blobs) {
 	}
 }
 
-// Rule (invariant 10): what was committed is what comes back, verified.
+// Rule (atomic checkpoints): what was committed is what comes back, verified.
 func TestStorageRoundTrip(t *testing.T) {
 	storages(t, func(t *testing.T, open func(...StorageOption) Storage) {
 		s := open()
