@@ -339,6 +339,7 @@ func (ex *execution) buildTasks(region int, rs *restoredState) []*task {
 			tasks = append(tasks, t)
 		}
 	}
+	rs.expect(len(tasks))
 	ex.obs.tasksBuilt(ex, tasks)
 	return tasks
 }

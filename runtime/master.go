@@ -56,7 +56,10 @@ type execution struct {
 	writers  map[int64]checkpoint.Writer
 	injected map[int64]CheckpointBarrier
 	ended    map[*task]bool
-	snapWG   sync.WaitGroup
+	// snapWG counts the coordinator-snapshot and state-write goroutines;
+	// stateIO bounds the state writes under way (statewrite.go).
+	snapWG  sync.WaitGroup
+	stateIO chan struct{}
 	// completedID is the newest completed checkpoint, finalID the final
 	// checkpoint of this attempt (0 before it completed); see notify.go.
 	completedID, finalID int64
@@ -606,19 +609,25 @@ func (ex *execution) onAck(t *task, id int64, blobs []ownedState, align time.Dur
 	if w == nil {
 		return // aborted meanwhile
 	}
-	hs := make([]checkpoint.StateHandle, 0, len(blobs))
-	var size int64
-	for _, b := range blobs {
-		h, err := w.WriteState(b.owner, b.data)
+	owners := make([]checkpoint.Owner, len(blobs))
+	datas := make([][]byte, len(blobs))
+	for i, b := range blobs {
+		owners[i], datas[i] = b.owner, b.data
+	}
+	// The files are written off this goroutine; the acknowledgement counts
+	// once they are durable, unless the checkpoint or the task is gone by
+	// then.
+	ex.writeStates(w, owners, datas, func(hs []checkpoint.StateHandle, size int64, err error) {
+		if ex.writers[id] != w || !ex.current(t) {
+			return
+		}
 		if err != nil {
 			ex.perform(ex.cc.Decline(id, t.id, err))
 			return
 		}
-		hs = append(hs, h)
-		size += int64(len(b.data))
-	}
-	ex.obs.checkpointProgress(id, size, align)
-	ex.perform(ex.cc.Ack(id, t.id, hs))
+		ex.obs.checkpointProgress(id, size, align)
+		ex.perform(ex.cc.Ack(id, t.id, hs))
+	})
 }
 
 // onEnded: a task whose input ended gets the barriers it can no longer
@@ -709,28 +718,17 @@ func (ex *execution) perform(acts []checkpoint.Action) {
 // a goroutine of its own, so that the master keeps serving acks and exits
 // meanwhile; the result comes back as a mail.
 func (ex *execution) snapshotCoordinators(id int64) {
-	w, err := ex.storage.Begin(id)
+	bw, err := ex.storage.Begin(id)
 	if err != nil {
 		ex.perform(ex.cc.CoordinatorsSnapshotted(id, nil, err))
 		return
 	}
+	w := newStateWriter(bw)
 	ex.writers[id] = w
 	coords, uids, ctx := ex.coords, ex.coordUIDs, ex.coordCtx
-	done := func(datas [][]byte, err error) {
-		w := ex.writers[id]
-		if w == nil {
-			return
-		}
-		var hs []checkpoint.StateHandle
-		var size int64
-		for i, d := range datas {
-			if err != nil {
-				break
-			}
-			size += int64(len(d))
-			var h checkpoint.StateHandle
-			h, err = w.WriteState(checkpoint.CoordinatorOwner(uids[i]), d)
-			hs = append(hs, h)
+	done := func(hs []checkpoint.StateHandle, size int64, err error) {
+		if ex.writers[id] != w {
+			return // aborted meanwhile
 		}
 		if err == nil {
 			ex.obs.checkpointProgress(id, size, 0)
@@ -738,22 +736,29 @@ func (ex *execution) snapshotCoordinators(id int64) {
 		ex.perform(ex.cc.CoordinatorsSnapshotted(id, hs, err))
 	}
 	if len(coords) == 0 {
-		done(nil, nil)
+		done(nil, 0, nil)
 		return
 	}
+	// Snapshots and their state files are both taken off this goroutine;
+	// the result comes back as a mail.
 	ex.snapWG.Go(func() {
-		var datas [][]byte
+		var hs []checkpoint.StateHandle
+		var size int64
 		var err error
-		for _, c := range coords {
+		for i, c := range coords {
 			var d []byte
-			d, err = c.checkpoint(ctx, id)
-			if err != nil {
+			if d, err = c.checkpoint(ctx, id); err != nil {
 				break
 			}
-			datas = append(datas, d)
+			var h checkpoint.StateHandle
+			if h, err = w.WriteState(checkpoint.CoordinatorOwner(uids[i]), d); err != nil {
+				break
+			}
+			hs = append(hs, h)
+			size += int64(len(d))
 		}
 		ex.master.put(priorityDefault, mail{name: "coordinators snapshotted", run: func() error {
-			done(datas, err)
+			done(hs, size, err)
 			return nil
 		}})
 	})

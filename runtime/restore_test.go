@@ -327,3 +327,74 @@ func TestSecondJobOnOneCheckpointDirFailsAtStart(t *testing.T) {
 		t.Fatalf("after the first job ended: %v", err)
 	}
 }
+
+// gatedStorage holds the state writes of checkpoint 1's subtasks until
+// gate closes, and says on entered which ones started.
+type gatedStorage struct {
+	*checkpoint.MemoryStorage
+	entered chan checkpoint.Owner
+	gate    chan struct{}
+}
+
+func (s *gatedStorage) Begin(id int64) (checkpoint.Writer, error) {
+	w, err := s.MemoryStorage.Begin(id)
+	if err != nil {
+		return nil, err
+	}
+	return &gatedWriter{Writer: w, s: s}, nil
+}
+
+type gatedWriter struct {
+	checkpoint.Writer
+	s *gatedStorage
+}
+
+func (w *gatedWriter) WriteState(o checkpoint.Owner, data []byte) (checkpoint.StateHandle, error) {
+	if w.ID() == 1 && !o.IsCoordinator() {
+		w.s.entered <- o
+		<-w.s.gate
+	}
+	return w.Writer.WriteState(o, data)
+}
+
+// State I/O must not run on the master goroutine: while one subtask's
+// state file is being written (held here), the master hands the next
+// subtask's acknowledgement to another writer instead of waiting, so two
+// files are written at once; the checkpoint completes once both are
+// durable, and the output is exact.
+func TestStateWritesRunOffTheMasterGoroutine(t *testing.T) {
+	mem, err := checkpoint.NewMemoryStorage(checkpoint.WithLogger(discardLogger()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := &gatedStorage{MemoryStorage: mem, entered: make(chan checkpoint.Owner, 16), gate: make(chan struct{})}
+	completed := make(chan int64, 100)
+	j := &rangeJob{par: 2, splits: 4, perSplit: 50, delay: 200 * time.Microsecond}
+	j.opts = []Option{WithCheckpointInterval(2 * time.Millisecond), WithCheckpointStorage(st)}
+	env := j.env()
+	env.hooks = &testHooks{checkpointCompleted: func(id int64, _ checkpoint.Storage) { completed <- id }}
+	done := make(chan error, 1)
+	go func() { done <- env.Execute(testCtx(t), "gated") }()
+
+	first := <-st.entered
+	select {
+	case second := <-st.entered:
+		if second.Subtask == first.Subtask {
+			t.Errorf("the two writes under way are both of subtask %d", first.Subtask)
+		}
+	case <-time.After(10 * time.Second):
+		t.Errorf("while %s's state was being written, no other subtask's was started in 10s: state files are written one after another on the master goroutine", first)
+	}
+	select {
+	case id := <-completed:
+		t.Errorf("checkpoint %d completed while checkpoint 1's state files were not all written", id)
+	default:
+	}
+	close(st.gate)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if err := j.sink.store.verify(200); err != nil {
+		t.Fatal(err)
+	}
+}

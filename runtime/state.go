@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync/atomic"
 
 	"github.com/splitflow/splitflow/connector"
 	"github.com/splitflow/splitflow/runtime/checkpoint"
@@ -91,9 +92,28 @@ func decodeList[X any](b []byte, ser connector.VersionedSerializer[X]) ([]X, err
 }
 
 // restoredState is the checkpoint a task or coordinator restores from; nil
-// for a fresh start.
+// for a fresh start. The checkpoint keeps the blobs it read when it was
+// verified, so that restoring reads each from storage once; the last of
+// the tasks built from it to open drops them.
 type restoredState struct {
 	chk *checkpoint.Checkpoint
+	// opening counts the tasks built from it that have not opened yet.
+	opening atomic.Int64
+}
+
+// expect notes n more tasks that restore from r.
+func (r *restoredState) expect(n int) {
+	if r != nil {
+		r.opening.Add(int64(n))
+	}
+}
+
+// opened is called by each task expected once its operators have
+// restored.
+func (r *restoredState) opened() {
+	if r != nil && r.chk != nil && r.opening.Add(-1) == 0 {
+		r.chk.DropVerified()
+	}
 }
 
 func (r *restoredState) id() int64 {

@@ -161,6 +161,7 @@ func (t *task) run(ctx context.Context) (err error) {
 			return t.ops[i].operator().wrap(err)
 		}
 	}
+	t.restored.opened()
 	if len(t.outputs) > 0 && t.cfg.flushTimeout > 0 {
 		t.flushTimer = t.newTimer("flush", t.flushMail)
 		t.flushTimer.Reset(t.cfg.flushTimeout)

@@ -442,7 +442,7 @@ func (s *DirStorage) load(id int64) (*Checkpoint, error) {
 		return nil, &CheckpointError{ID: id, File: metaName, Err: fmt.Errorf("%w: metadata of checkpoint %d in the directory of %d", ErrCorrupt, m.ID, id)}
 	}
 	read := func(h StateHandle) ([]byte, error) {
-		data, err := os.ReadFile(filepath.Join(dir, h.File))
+		data, err := readStateFile(filepath.Join(dir, h.File))
 		if err == nil {
 			err = verifyBlob(h, data)
 		} else if errors.Is(err, fs.ErrNotExist) {
@@ -453,13 +453,23 @@ func (s *DirStorage) load(id int64) (*Checkpoint, error) {
 		}
 		return data, nil
 	}
+	// Every blob is read and verified now, so that a damaged checkpoint is
+	// found before anything restores from it, and kept, so that restoring
+	// does not read it again.
+	verified := make(map[string][]byte, len(m.States))
 	for _, h := range m.States {
-		if _, err := read(h); err != nil {
+		data, err := read(h)
+		if err != nil {
 			return nil, err
 		}
+		verified[h.File] = data
 	}
-	return &Checkpoint{Metadata: m, read: read}, nil
+	return &Checkpoint{Metadata: m, read: read, verified: verified}, nil
 }
+
+// readStateFile reads a state blob; a variable so that tests can count
+// reads.
+var readStateFile = os.ReadFile
 
 func verifyBlob(h StateHandle, data []byte) error {
 	if int64(len(data)) != h.Size {

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 )
 
@@ -400,4 +401,50 @@ func TestDirResumedCheckpointCountsAsReported(t *testing.T) {
 	}
 	damageState(t, s, 2)
 	wantDamaged(t, s, &logs, m1, ErrCorrupt)
+}
+
+// State I/O on restore: each blob is read and verified once, when Latest
+// verifies the checkpoint, however many subtasks then ask for it (a keyed
+// operator's every new subtask reads every old subtask's blob); after
+// DropVerified it is read again, verified.
+func TestDirRestoreReadsEachBlobOnce(t *testing.T) {
+	s, _, m2 := twoCheckpoints(t)
+	var mu sync.Mutex
+	reads := map[string]int{}
+	readStateFile = func(name string) ([]byte, error) {
+		mu.Lock()
+		reads[filepath.Base(name)]++
+		mu.Unlock()
+		return os.ReadFile(name)
+	}
+	defer func() { readStateFile = os.ReadFile }()
+	cp, err := s.Latest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	const subtasks = 4
+	var wg sync.WaitGroup
+	for range subtasks {
+		wg.Go(func() {
+			for owner, data := range testBlobs(2) {
+				got, ok, err := cp.State(owner)
+				if !ok || err != nil || !bytes.Equal(got, data) {
+					t.Errorf("State(%s) = %q, %v, %v", owner, got, ok, err)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	for _, h := range m2.States {
+		if n := reads[h.File]; n != 1 {
+			t.Errorf("%s read %d times by Latest and %d restoring subtasks, want once", h.File, n, subtasks)
+		}
+	}
+	cp.DropVerified()
+	if _, _, err := cp.State(m2.States[0].Owner); err != nil {
+		t.Fatal(err)
+	}
+	if n := reads[m2.States[0].File]; n != 2 {
+		t.Errorf("after DropVerified, %s read %d times in all, want 2", m2.States[0].File, n)
+	}
 }

@@ -44,12 +44,14 @@
 // performs the returned actions in order:
 //
 //	Tick(now)                     -> SnapshotCoordinators{N}
-//	  driver: Storage.Begin(N); snapshot each operator coordinator (on its
-//	  own goroutine), WriteState(CoordinatorOwner(uid), bytes) each
+//	  driver: Storage.Begin(N); snapshot each operator coordinator and
+//	  WriteState(CoordinatorOwner(uid), bytes) each, on a goroutine of its
+//	  own
 //	CoordinatorsSnapshotted(N, h) -> InjectBarriers{N}
 //	  driver: put barrier N into each running source task's mailbox; tasks
-//	  align, snapshot, WriteState(OperatorOwner(uid, s), bytes), then send
-//	  an acknowledgement (or a decline)
+//	  align, snapshot and acknowledge with their bytes (or decline); the
+//	  driver writes them, WriteState(OperatorOwner(uid, s), bytes), off its
+//	  goroutine, and steps Ack only once they are durable
 //	Ack(N, task, h) ...           -> PersistMetadata{N, States} after the last
 //	  driver: Writer.Commit(Metadata{N, Timestamp, fingerprint, States})
 //	Persisted(N, err)             -> NotifyComplete{N} (or NotifyAborted{N})

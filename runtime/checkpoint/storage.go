@@ -95,19 +95,43 @@ type Checkpoint struct {
 	Skipped []error
 
 	read func(StateHandle) ([]byte, error)
+
+	// verified holds the blobs read and verified by Load or Latest, by
+	// file, so that restoring reads each blob from storage once however
+	// many subtasks ask for it; nil once dropped (DropVerified) or where
+	// reading costs nothing (MemoryStorage).
+	mu       sync.Mutex
+	verified map[string][]byte
 }
 
-// State returns the state blob of owner, verified again against its
-// checksum. ok is false when the checkpoint holds no state for owner (an
-// operator added since, or one that had nothing to store).
+// State returns the state blob of owner, verified against its checksum: the
+// copy read when the checkpoint was verified, or, once that was dropped,
+// read and verified again. ok is false when the checkpoint holds no state
+// for owner (an operator added since, or one that had nothing to store).
+// Safe for concurrent use; the caller owns the returned slice.
 func (c *Checkpoint) State(owner Owner) (data []byte, ok bool, err error) {
 	for _, h := range c.States {
 		if h.Owner == owner {
+			c.mu.Lock()
+			b, cached := c.verified[h.File]
+			c.mu.Unlock()
+			if cached {
+				return slices.Clone(b), true, nil
+			}
 			data, err := c.read(h)
 			return data, err == nil, err
 		}
 	}
 	return nil, false, nil
+}
+
+// DropVerified forgets the blobs kept from verification, once whoever
+// restores from the checkpoint has taken what it needs; State reads from
+// storage again after it.
+func (c *Checkpoint) DropVerified() {
+	c.mu.Lock()
+	c.verified = nil
+	c.mu.Unlock()
 }
 
 // Storage keeps completed checkpoints. A checkpoint is written through a

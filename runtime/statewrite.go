@@ -1,0 +1,118 @@
+package runtime
+
+import (
+	"sync"
+
+	"github.com/splitflow/splitflow/runtime/checkpoint"
+)
+
+// State files are written off the master goroutine: the master hands each
+// acknowledgement's blobs (and the coordinators' snapshots) to a goroutine
+// that writes and fsyncs them, and takes the acknowledgement to the
+// checkpoint coordinator only once they are durable, so the metadata, which
+// follows the last acknowledgement, is still written after every state
+// file. Meanwhile the master keeps serving ticks, acknowledgements,
+// declines and failures.
+
+// stateWriteConcurrency bounds the acknowledgements whose state is being
+// written at once, across the job: enough to keep a disk's queue busy,
+// few enough that a job of many subtasks does not fsync hundreds of files
+// at the same instant.
+const stateWriteConcurrency = 4
+
+// stateWriter is the Writer of a pending checkpoint as the master holds it.
+// WriteState runs on write goroutines while the master may abort the
+// checkpoint (a timeout, a decline, a restart); Writer's contract wants
+// Abort only once every WriteState returned, so an Abort that arrives with
+// writes under way only closes the writer to new writes, and the last
+// write to return performs it.
+type stateWriter struct {
+	checkpoint.Writer
+
+	mu       sync.Mutex
+	inflight int
+	closed   bool // Commit or Abort was called
+	abortDue bool // Abort was called with writes under way
+}
+
+func newStateWriter(w checkpoint.Writer) *stateWriter { return &stateWriter{Writer: w} }
+
+func (s *stateWriter) WriteState(owner checkpoint.Owner, data []byte) (checkpoint.StateHandle, error) {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return checkpoint.StateHandle{}, checkpoint.ErrWriterClosed
+	}
+	s.inflight++
+	s.mu.Unlock()
+	h, err := s.Writer.WriteState(owner, data)
+	s.mu.Lock()
+	s.inflight--
+	abort := s.abortDue && s.inflight == 0
+	s.abortDue = s.abortDue && !abort
+	s.mu.Unlock()
+	if abort {
+		_ = s.Writer.Abort()
+	}
+	return h, err
+}
+
+// Commit is called by the master only after every acknowledgement reached
+// the coordinator, hence after every write returned.
+func (s *stateWriter) Commit(m checkpoint.Metadata) error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return checkpoint.ErrWriterClosed
+	}
+	s.closed = true
+	s.mu.Unlock()
+	return s.Writer.Commit(m)
+}
+
+func (s *stateWriter) Abort() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return checkpoint.ErrWriterClosed
+	}
+	s.closed = true
+	if s.inflight > 0 {
+		s.abortDue = true
+		s.mu.Unlock()
+		return nil
+	}
+	s.mu.Unlock()
+	return s.Writer.Abort()
+}
+
+// writeStates writes the blobs of owners through w on a goroutine of its
+// own, waiting for one of stateWriteConcurrency slots first, and runs done
+// on the master goroutine with their handles and total size, or the first
+// error. Called on the master goroutine; the goroutine is waited for
+// before Execute returns (snapWG).
+func (ex *execution) writeStates(w checkpoint.Writer, owners []checkpoint.Owner, datas [][]byte, done func(hs []checkpoint.StateHandle, size int64, err error)) {
+	if ex.stateIO == nil {
+		ex.stateIO = make(chan struct{}, stateWriteConcurrency)
+	}
+	sem := ex.stateIO
+	ex.snapWG.Go(func() {
+		sem <- struct{}{}
+		hs := make([]checkpoint.StateHandle, 0, len(datas))
+		var size int64
+		var err error
+		for i, d := range datas {
+			var h checkpoint.StateHandle
+			if h, err = w.WriteState(owners[i], d); err != nil {
+				break
+			}
+			hs = append(hs, h)
+			size += int64(len(d))
+		}
+		<-sem
+		ex.master.put(priorityDefault, mail{name: "state written", run: func() error {
+			done(hs, size, err)
+			return nil
+		}})
+	})
+}
