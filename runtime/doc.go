@@ -289,6 +289,12 @@
 // a state type that cannot be checkpointed, state that cannot be decoded
 // from the checkpoint being restored.
 //
+// A job that never got going (since Execute began, no checkpoint completed
+// and no source emitted a record: it cannot reach its external systems)
+// is not restarted without end: its first failure after
+// WithStartupFailureTimeout (default 2m) fails it with ErrNeverStarted
+// and the failure.
+//
 // A cancel of Execute's context while the job waits to restart does not
 // just stop: the last completed checkpoint's transactions may be prepared
 // and not yet committed (the failure may have come between completion and
@@ -298,7 +304,9 @@
 // checkpoint ends the job, and Execute returns ErrCancelledWhileRestarting
 // wrapping the failure. If that drain fails, the error says the restored
 // transactions may still be open and that running the job again on the
-// same checkpoint storage commits them.
+// same checkpoint storage commits them. Without a completed checkpoint
+// nothing can be prepared: the job stops and Execute returns
+// ErrCancelledWhileRestarting with the failure.
 //
 // # Two-phase commit sinks
 //

@@ -23,6 +23,13 @@ var ErrDrainTimeout = errors.New("job did not drain before the drain timeout")
 // they are still open and how to commit them.
 var ErrCancelledWhileRestarting = errors.New("job cancelled while restarting after a failure")
 
+// ErrNeverStarted is wrapped by the error Execute returns when the job
+// kept failing without ever getting going, for longer than
+// WithStartupFailureTimeout: since Execute began no checkpoint completed
+// and no source emitted a record (for instance, its brokers cannot be
+// reached). The error wraps the last failure too.
+var ErrNeverStarted = errors.New("job never got going")
+
 // ErrAlreadyExecuted is returned by Execute on an Environment that already
 // ran a job. An Environment describes one job.
 var ErrAlreadyExecuted = errors.New("environment already executed")

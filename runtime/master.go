@@ -78,6 +78,10 @@ type execution struct {
 	// lastFailure is the newest failure; cancelledAfter the failure the
 	// job was restarting from when Execute's context was cancelled.
 	lastFailure, cancelledAfter error
+	// started is when Execute began; progressed that the job got going
+	// since (gotGoing).
+	started    time.Time
+	progressed bool
 
 	// unlockStorage releases the checkpoint directory's lock taken for
 	// the job; nil when none was taken.
@@ -203,6 +207,7 @@ func (ex *execution) run(ctx context.Context) error {
 	// context instead.
 	ex.hard, ex.stopHard = context.WithCancel(context.Background())
 	defer ex.stopHard()
+	ex.started = time.Now()
 
 	ex.obs.jobStarted(ex)
 	defer func() { ex.obs.jobEnded(ctx, ex.err) }()
@@ -261,8 +266,9 @@ func (ex *execution) run(ctx context.Context) error {
 				ex.stop(nil)
 				continue
 			}
-			if ex.restarting && ex.cc == nil {
-				// Nothing was prepared that a restart would commit.
+			if ex.restarting && (ex.cc == nil || ex.cc.LastCompletedID() == 0) {
+				// No checkpoint completed: nothing was prepared that a
+				// restart would commit.
 				ex.cancelledAfter = ex.lastFailure
 				ex.stop(nil)
 				continue
@@ -444,6 +450,11 @@ func (ex *execution) failure(t *task, err error) {
 		ex.stop(err)
 		return
 	}
+	if d := ex.cfg.cp.startupTimeout; d > 0 && !ex.gotGoing() && time.Since(ex.started) >= d {
+		ex.stop(fmt.Errorf("%w: no checkpoint completed and no source emitted a record in the %v since the job started (%d restarts), so it fails instead of restarting again (WithStartupFailureTimeout); check that its external systems can be reached; last failure: %w",
+			ErrNeverStarted, d, ex.restarts, err))
+		return
+	}
 	region := -1
 	if t != nil && ex.pointwise {
 		region = t.region
@@ -487,6 +498,25 @@ func (ex *execution) failure(t *task, err error) {
 	if ex.waitingExit == 0 {
 		ex.armRestart()
 	}
+}
+
+// gotGoing reports whether the job has made progress since Execute began:
+// a checkpoint completed, or a source emitted a record. Asked at each
+// failure, while the failed attempt's tasks are still current (their
+// counters lag by at most the publishing interval, the failed task's not
+// at all), and remembered.
+func (ex *execution) gotGoing() bool {
+	if ex.progressed || ex.completedID > 0 {
+		ex.progressed = true
+		return true
+	}
+	for _, t := range ex.tasks {
+		if s := t.meter.stats; t.isSource && s != nil && s.recordsIn.Load() > 0 {
+			ex.progressed = true
+			return true
+		}
+	}
+	return false
 }
 
 // cancelTasks stops the current tasks of region (every one for -1) and

@@ -22,6 +22,7 @@ type checkpointConfig struct {
 	allowNonRestored     bool
 	restart              RestartStrategy
 	restartSet           bool
+	startupTimeout       time.Duration // 0: restart as the strategy allows
 	logger               *slog.Logger
 	listener             JobListener
 	// gate holds test knobs: the operator-coordinator gate switched off
@@ -30,7 +31,7 @@ type checkpointConfig struct {
 }
 
 func defaultCheckpointConfig() checkpointConfig {
-	return checkpointConfig{timeout: 2 * time.Minute, retained: 3}
+	return checkpointConfig{timeout: 2 * time.Minute, retained: 3, startupTimeout: 2 * time.Minute}
 }
 
 func (c *checkpointConfig) validate() error {
@@ -43,6 +44,8 @@ func (c *checkpointConfig) validate() error {
 		return invalidGraph("min pause between checkpoints must be >= 0, got %v", c.minPause)
 	case c.tolerable < 0:
 		return invalidGraph("tolerable checkpoint failures must be >= 0, got %d", c.tolerable)
+	case c.startupTimeout < 0:
+		return invalidGraph("startup failure timeout must be >= 0 (0 restarts as the restart strategy allows), got %v", c.startupTimeout)
 	case c.retained < 1:
 		return invalidGraph("retained checkpoints must be >= 1, got %d", c.retained)
 	case c.interval == 0 && (c.dir != "" || c.storage != nil):
@@ -131,6 +134,19 @@ func WithCheckpointsRetained(n int) Option {
 // when they are on, as in Flink.
 func WithRestartStrategy(s RestartStrategy) Option {
 	return optionFunc(func(c *config) { c.cp.restart, c.cp.restartSet = s, true })
+}
+
+// WithStartupFailureTimeout bounds how long a job that never got going may
+// keep failing and restarting: once d has passed since Execute began, a
+// failure of a job that has not yet completed a checkpoint and whose
+// sources have not yet emitted a record fails the job with an error
+// wrapping ErrNeverStarted and the failure, whatever the restart strategy
+// allows. Such a job cannot reach its external systems (wrong brokers, a
+// missing topic, refused credentials), and restarting it every second
+// only hides that. Once the job got going the restart strategy alone
+// decides. 0 turns the bound off. Default 2m.
+func WithStartupFailureTimeout(d time.Duration) Option {
+	return optionFunc(func(c *config) { c.cp.startupTimeout = d })
 }
 
 // WithLogger sets where the engine logs restarts and skipped checkpoints.
