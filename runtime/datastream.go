@@ -122,6 +122,27 @@ func (s *sourceSpec[T, S, C]) newCoordinator(info opInfo, parallelism int, fail 
 	return c
 }
 
+func (s *sourceSpec[T, S, C]) describeSplits(old [][]byte) ([]string, error) {
+	var out []string
+	for _, b := range old {
+		if b == nil {
+			continue
+		}
+		splits, err := decodeList(b, s.src.SplitSerializer())
+		if err != nil {
+			return out, fmt.Errorf("decode splits: %w", err)
+		}
+		for _, sp := range splits {
+			if st, ok := any(sp).(fmt.Stringer); ok {
+				out = append(out, st.String())
+			} else {
+				out = append(out, sp.SplitID())
+			}
+		}
+	}
+	return out, nil
+}
+
 func (s *sourceSpec[T, S, C]) buildSubtask(coord operatorCoordinator, info opInfo, parallelism int, mb *mailbox, out any) (lifecycle, taskInput) {
 	c := coord.(*sourceCoordinator[T, S, C])
 	op := &sourceOperator[T, S, C]{info: info, src: s.src, coord: c, par: parallelism, strategy: s.strategy, out: out.(output[T])}

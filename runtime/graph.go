@@ -69,6 +69,9 @@ type edge struct {
 type sourceNode interface {
 	newCoordinator(info opInfo, parallelism int, fail func(error), gate gateOptions, restored []byte, rescaled [][]byte, book bool) operatorCoordinator
 	buildSubtask(coord operatorCoordinator, info opInfo, parallelism int, mb *mailbox, out any) (lifecycle, taskInput)
+	// describeSplits formats the splits of the readers' checkpointed
+	// state, for the restore report.
+	describeSplits(old [][]byte) ([]string, error)
 }
 
 // jobGraph is the stream graph after pruning, defaulting and chaining.

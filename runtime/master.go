@@ -162,10 +162,12 @@ func newExecution(env *Environment, g *jobGraph) (*execution, error) {
 // latest loads the checkpoint to restore from: nil without checkpoints.
 func (ex *execution) latest() (*restoredState, error) {
 	if ex.storage == nil {
+		ex.reportRestore(nil)
 		return nil, nil
 	}
 	chk, err := ex.storage.Latest()
 	if errors.Is(err, checkpoint.ErrNoCheckpoint) {
+		ex.reportRestore(nil)
 		return nil, nil
 	}
 	if err != nil {
@@ -178,7 +180,9 @@ func (ex *execution) latest() (*restoredState, error) {
 	for _, w := range warnings {
 		ex.log.Warn("splitflow: restore: " + w)
 	}
-	return &restoredState{chk: chk}, nil
+	rs := &restoredState{chk: chk}
+	ex.reportRestore(rs)
+	return rs, nil
 }
 
 // releaseStorage gives back what newExecution took beyond memory: the

@@ -80,6 +80,7 @@ type observer struct {
 	recent       []*checkpointRecord // oldest first, at most recentCheckpoints
 	restarts     int
 	lastFailure  *FailureStatus
+	restore      *RestoreStatus
 }
 
 type checkpointRecord struct {

@@ -261,6 +261,12 @@ type JobListener struct {
 	// regions: restart counts restarts so far (1 for the first), err is
 	// the failure.
 	Restarting func(restart int, err error)
+	// Restored is called when the job starts and at every restart, once
+	// it is decided where the attempt resumes: the checkpoint restored
+	// (r.Checkpoint > 0, with its path, time and the sources' positions)
+	// or a fresh start (r.Checkpoint == 0). It comes before any task of
+	// the attempt starts.
+	Restored func(r RestoreStatus)
 }
 
 // WithJobListener sets the job's listener (default: none).

@@ -1,9 +1,11 @@
 package runtime
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -396,5 +398,89 @@ func TestStateWritesRunOffTheMasterGoroutine(t *testing.T) {
 	}
 	if err := j.sink.store.verify(200); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// Say where a run resumed: a job on a directory without checkpoints logs
+// "no checkpoint: fresh start"; the same job started again after it died
+// logs "restored from checkpoint N at DIR/chk-N, taken at T" with the
+// sources' positions, shows it in Status (and so /api/v1/job), and tells
+// the job listener, before any task starts.
+func TestRestoreIsReported(t *testing.T) {
+	dir := t.TempDir()
+	store := newTxnStore()
+	var events []RestoreStatus
+	listener := WithJobListener(JobListener{Restored: func(r RestoreStatus) { events = append(events, r) }})
+
+	died := make(chan struct{})
+	var once sync.Once
+	kill := func(v int64) (int64, error) {
+		select {
+		case <-died:
+			return 0, errors.New("process killed")
+		default:
+			return v, nil
+		}
+	}
+	var logs lockedBuffer
+	var last int64
+	env := countingJob(2, &rangeSrc{splits: 4, perSplit: 100, delay: time.Millisecond, readerFailAt: -1}, kill, &txnSink2PC{store: store},
+		WithCheckpointInterval(3*time.Millisecond), WithCheckpointDir(dir), WithRestartStrategy(NoRestart()), WithLogger(slogText(&logs)), listener)
+	env.hooks = &testHooks{checkpointCompleted: func(id int64, _ checkpoint.Storage) {
+		last = id
+		once.Do(func() { close(died) })
+	}}
+	if err := env.Execute(testCtx(t), "first"); err == nil {
+		t.Fatal("the job finished before it could be killed")
+	}
+	if len(events) != 1 || events[0].Checkpoint != 0 || events[0].Message != "no checkpoint: fresh start" {
+		t.Fatalf("first start: listener got %+v, want one fresh start", events)
+	}
+	if !strings.Contains(logs.String(), "no checkpoint: fresh start") {
+		t.Errorf("first start not logged as a fresh start:\n%s", logs.String())
+	}
+	if st := env.Status().Restore; st == nil || st.Checkpoint != 0 || st.Message != "no checkpoint: fresh start" {
+		t.Errorf("first start: Status().Restore = %+v", st)
+	}
+
+	events = nil
+	logs = lockedBuffer{}
+	startedBefore := false
+	env = countingJob(2, &rangeSrc{splits: 4, perSplit: 100, readerFailAt: -1}, identity,
+		&txnSink2PC{store: store, writerOf: func(int) { startedBefore = startedBefore || len(events) == 0 }},
+		WithCheckpointInterval(3*time.Millisecond), WithCheckpointDir(dir), WithLogger(slogText(&logs)), listener)
+	if err := env.Execute(testCtx(t), "second"); err != nil {
+		t.Fatal(err)
+	}
+	checkCounts(t, store, 400, 7)
+	if startedBefore {
+		t.Error("a sink writer was created before the listener heard where the job resumed")
+	}
+	path := filepath.Join(dir, fmt.Sprintf("chk-%d", last))
+	if len(events) != 1 {
+		t.Fatalf("second start: listener got %d events, want 1: %+v", len(events), events)
+	}
+	r := events[0]
+	want := fmt.Sprintf("restored from checkpoint %d at %s, taken at %s", last, path, r.TakenAt.Format("2006-01-02T15:04:05.000Z07:00"))
+	if r.Checkpoint != last || r.Path != path || r.TakenAt.IsZero() || r.Message != want {
+		t.Fatalf("second start: listener got %+v; want checkpoint %d at %s", r, last, path)
+	}
+	if len(r.Sources) != 1 || r.Sources[0].UID != "src" || len(r.Sources[0].Splits) == 0 || r.Sources[0].Error != "" {
+		t.Fatalf("source positions %+v; want the splits of source src", r.Sources)
+	}
+	for _, sp := range r.Sources[0].Splits {
+		if !strings.HasPrefix(sp, "split-") {
+			t.Errorf("split %q is not a range split", sp)
+		}
+	}
+	if !strings.Contains(logs.String(), want) || !strings.Contains(logs.String(), "sources=") || !strings.Contains(logs.String(), r.Sources[0].Splits[0]) {
+		t.Errorf("restore not logged as %q with the sources' positions:\n%s", want, logs.String())
+	}
+	js, err := json.Marshal(env.Status())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(js), fmt.Sprintf(`"restore":{"checkpoint":%d,"path":%q`, last, path)) {
+		t.Errorf("status JSON lacks the restore: %s", js)
 	}
 }

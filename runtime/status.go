@@ -25,6 +25,46 @@ type JobStatus struct {
 	// Restarts counts restarts of the job or of one of its regions.
 	Restarts    int            `json:"restarts"`
 	LastFailure *FailureStatus `json:"lastFailure,omitempty"`
+	// Restore says where the current attempt resumed; absent before the
+	// job decided it.
+	Restore *RestoreStatus `json:"restore,omitempty"`
+}
+
+// RestoreStatus says where a run resumed: the checkpoint its newest start
+// or restart restored, or a fresh start. The job listener's Restored gets
+// the same.
+type RestoreStatus struct {
+	// Checkpoint is the id restored from; 0 for a fresh start.
+	Checkpoint int64 `json:"checkpoint"`
+	// Path is where that checkpoint is kept: DIR/chk-N for a checkpoint
+	// directory, "memory" for the in-memory storage, the storage's type
+	// otherwise.
+	Path string `json:"path,omitempty"`
+	// TakenAt is when the checkpoint was triggered.
+	TakenAt time.Time `json:"takenAt,omitzero"`
+	// Sources are the positions each source's readers resumed from.
+	Sources []SourcePosition `json:"sources,omitempty"`
+	// Skipped lists newer checkpoints passed over because they were
+	// damaged and never reported complete (see package checkpoint).
+	Skipped []string `json:"skipped,omitempty"`
+	// Message is the line logged: "restored from checkpoint N at PATH,
+	// taken at T" or "no checkpoint: fresh start".
+	Message string `json:"message"`
+	// Time is when it was decided.
+	Time time.Time `json:"time"`
+}
+
+// SourcePosition is where one source's readers resumed.
+type SourcePosition struct {
+	Operator string `json:"operator"`
+	UID      string `json:"uid"`
+	// Splits are the splits the readers checkpointed, each as it formats
+	// itself (fmt.Stringer; its split id otherwise): a Kafka split shows
+	// topic-partition and [next offset, stopping offset). Splits the
+	// enumerator had not assigned yet are not listed.
+	Splits []string `json:"splits"`
+	// Error says why the splits could not be decoded, if so.
+	Error string `json:"error,omitempty"`
 }
 
 // GraphStatus is the job graph after chaining: one vertex per chain.
@@ -187,5 +227,6 @@ func (o *observer) status() JobStatus {
 		f := *o.lastFailure
 		js.LastFailure = &f
 	}
+	js.Restore = o.restore.clone()
 	return js
 }
