@@ -70,6 +70,7 @@ func (committerFunc) Close() error { return nil }
 
 type initCtx struct{}
 
+func (initCtx) Context() context.Context            { return context.Background() }
 func (initCtx) SubtaskIndex() int                   { return 0 }
 func (initCtx) Parallelism() int                    { return 1 }
 func (initCtx) AttemptNumber() int                  { return 0 }

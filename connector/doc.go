@@ -64,4 +64,10 @@
 // concurrently with each other. Implementations therefore need no locks for
 // state those methods touch; state shared with goroutines of their own (a
 // fetcher, a client's callbacks) is theirs to guard.
+//
+// Every context the engine hands a connector (SinkInitContext,
+// SourceReaderContext, SplitEnumeratorContext) has a Context that the
+// engine cancels when the task or coordinator is cancelled, on a failover
+// or a hard stop; blocking calls to the external system take it, so that a
+// connector stuck on an unreachable system never holds up a failover.
 package connector

@@ -138,4 +138,10 @@ type SplitEnumeratorContext[S Split] interface {
 	// a client library to reach the enumerator. An error returned by fn
 	// fails the coordinator.
 	RunInCoordinatorThread(fn func() error)
+
+	// Context is cancelled when the enumerator's coordinator stops (the
+	// job ends, fails or restarts). Blocking work, such as the
+	// continuations' work run by CallAsync, should take it. It may be
+	// kept for the enumerator's lifetime.
+	Context() context.Context
 }

@@ -1,6 +1,9 @@
 package connector
 
-import "math"
+import (
+	"context"
+	"math"
+)
 
 // NoTimestamp marks a record or write without an event timestamp.
 const NoTimestamp int64 = math.MinInt64
@@ -136,6 +139,13 @@ type SourceReaderContext interface {
 	// SendSourceEvent delivers event to the enumerator's HandleSourceEvent.
 	// It returns at once.
 	SendSourceEvent(event SourceEvent)
+
+	// Context is cancelled when the reader's task is cancelled (a
+	// failover, a hard stop) and once the task has ended; a graceful stop
+	// does not cancel it. Blocking work the reader starts (a fetch, an
+	// offset lookup) should take it. It may be kept for the reader's
+	// lifetime.
+	Context() context.Context
 }
 
 // SourceOutput receives the records of a reader, or of one of its splits.

@@ -1,6 +1,9 @@
 package connector
 
-import "time"
+import (
+	"context"
+	"time"
+)
 
 // SinkInitContext describes the subtask a writer or committer is created
 // for.
@@ -19,6 +22,16 @@ type SinkInitContext interface {
 	// RestoredCheckpointID returns the checkpoint the job restarted from,
 	// and false when it started without one.
 	RestoredCheckpointID() (checkpointID int64, ok bool)
+
+	// Context is cancelled when the subtask's task is cancelled (a
+	// failover, a hard stop such as the drain timeout) and once the task
+	// has ended. A graceful stop, which drains the job, does not cancel
+	// it. Every blocking call of the writer and the committer (waiting
+	// for buffer space, flushing, reaching a broker) should take it, so
+	// that a sink stuck on an unreachable system cannot hold up failover
+	// or a hard stop. It may be kept for the writer's or committer's
+	// lifetime.
+	Context() context.Context
 }
 
 // WriteContext carries the metadata of one element handed to SinkWriter.Write.

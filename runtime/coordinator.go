@@ -321,6 +321,14 @@ func (c *sourceCoordinator[T, S, C]) sourceEvent(subtask int, ev connector.Sourc
 
 func (c *sourceCoordinator[T, S, C]) CurrentParallelism() int { return c.parallelism }
 
+// Context is cancelled when the coordinator stops.
+func (c *sourceCoordinator[T, S, C]) Context() context.Context {
+	if c.asyncCtx == nil {
+		return context.Background()
+	}
+	return c.asyncCtx
+}
+
 func (c *sourceCoordinator[T, S, C]) RegisteredReaders() map[int]connector.ReaderInfo {
 	return maps.Clone(c.registered)
 }

@@ -1,6 +1,7 @@
 package runtime
 
 import (
+	"context"
 	"time"
 
 	"github.com/splitflow/splitflow/connector"
@@ -239,6 +240,7 @@ type sinkInitContext struct {
 	restoredID                    int64
 	cp                            connector.CheckpointConfig
 	metrics                       *metrics.Group
+	ctx                           context.Context
 }
 
 func newSinkInitContext(t *task, info opInfo, par int) sinkInitContext {
@@ -247,6 +249,7 @@ func newSinkInitContext(t *task, info opInfo, par int) sinkInitContext {
 		return c
 	}
 	c.metrics = t.metricGroup(info)
+	c.ctx = t.ctx
 	c.attempt = t.attempt
 	c.restoredID = t.restored.id()
 	cp := &t.cfg.cp
@@ -280,6 +283,15 @@ func (c sinkInitContext) RestoredCheckpointID() (int64, bool) {
 	return c.restoredID, c.restoredID > 0
 }
 func (c sinkInitContext) CheckpointConfig() connector.CheckpointConfig { return c.cp }
+
+// Context is the task's: cancelled on failover and hard stop, and when the
+// task ends.
+func (c sinkInitContext) Context() context.Context {
+	if c.ctx == nil {
+		return context.Background()
+	}
+	return c.ctx
+}
 
 // MetricGroup makes the context a metrics.GroupProvider.
 func (c sinkInitContext) MetricGroup() *metrics.Group { return c.metrics }

@@ -1,6 +1,7 @@
 package runtime
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"time"
@@ -310,6 +311,15 @@ func (c readerContext[T, S, C]) SendSourceEvent(ev connector.SourceEvent) {
 
 // MetricGroup makes the context a metrics.GroupProvider.
 func (c readerContext[T, S, C]) MetricGroup() *metrics.Group { return c.op.metrics }
+
+// Context is the task's: cancelled on failover and hard stop, and when the
+// task ends.
+func (c readerContext[T, S, C]) Context() context.Context {
+	if c.op.t == nil || c.op.t.ctx == nil {
+		return context.Background()
+	}
+	return c.op.t.ctx
+}
 
 // readerOutput is the connector.ReaderOutput handed to PollNext. Records
 // pass straight into the chain; the first failure downstream is kept and

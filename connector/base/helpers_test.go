@@ -227,6 +227,7 @@ type fakeReaderContext struct {
 	events   []connector.SourceEvent
 }
 
+func (*fakeReaderContext) Context() context.Context                  { return context.Background() }
 func (c *fakeReaderContext) SubtaskIndex() int                       { return 0 }
 func (c *fakeReaderContext) Parallelism() int                        { return 1 }
 func (c *fakeReaderContext) SendSplitRequest()                       { c.requests++ }

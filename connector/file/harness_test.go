@@ -55,14 +55,16 @@ type task struct {
 	ended  bool
 }
 
-func (tk *task) SubtaskIndex() int { return tk.index }
-func (tk *task) Parallelism() int  { return len(tk.job.tasks) }
+func (*task) Context() context.Context { return context.Background() }
+func (tk *task) SubtaskIndex() int     { return tk.index }
+func (tk *task) Parallelism() int      { return len(tk.job.tasks) }
 func (tk *task) SendSplitRequest() {
 	tk.job.inbox = append(tk.job.inbox, event{kind: splitRequest, subtask: tk.index})
 }
 func (tk *task) SendSourceEvent(connector.SourceEvent) {}
 
 // job is the enumerator's SplitEnumeratorContext.
+func (*job) Context() context.Context  { return context.Background() }
 func (j *job) CurrentParallelism() int { return len(j.tasks) }
 func (j *job) RegisteredReaders() map[int]connector.ReaderInfo {
 	m := map[int]connector.ReaderInfo{}

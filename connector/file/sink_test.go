@@ -19,9 +19,10 @@ type sinkCtx struct {
 	restored                      int64
 }
 
-func (c sinkCtx) SubtaskIndex() int  { return c.subtask }
-func (c sinkCtx) Parallelism() int   { return c.parallelism }
-func (c sinkCtx) AttemptNumber() int { return c.attempt }
+func (sinkCtx) Context() context.Context { return context.Background() }
+func (c sinkCtx) SubtaskIndex() int      { return c.subtask }
+func (c sinkCtx) Parallelism() int       { return c.parallelism }
+func (c sinkCtx) AttemptNumber() int     { return c.attempt }
 func (c sinkCtx) RestoredCheckpointID() (int64, bool) {
 	return c.restored, c.restored > 0
 }

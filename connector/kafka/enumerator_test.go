@@ -30,6 +30,7 @@ func newEnumCtx(par int) *enumCtx {
 	return &enumCtx{parallelism: par, readers: map[int]connector.ReaderInfo{}, assigned: map[int][]Split{}, noMore: map[int]bool{}}
 }
 
+func (*enumCtx) Context() context.Context  { return context.Background() }
 func (c *enumCtx) CurrentParallelism() int { return c.parallelism }
 func (c *enumCtx) RegisteredReaders() map[int]connector.ReaderInfo {
 	m := map[int]connector.ReaderInfo{}

@@ -17,6 +17,7 @@ import (
 
 type readerCtx struct{ requests int }
 
+func (*readerCtx) Context() context.Context                { return context.Background() }
 func (c *readerCtx) SubtaskIndex() int                     { return 0 }
 func (c *readerCtx) Parallelism() int                      { return 1 }
 func (c *readerCtx) SendSplitRequest()                     { c.requests++ }

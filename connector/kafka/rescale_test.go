@@ -1,6 +1,7 @@
 package kafka
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"slices"
@@ -18,9 +19,10 @@ type subCtx struct {
 	restored int64
 }
 
-func (c subCtx) SubtaskIndex() int  { return c.sub }
-func (c subCtx) Parallelism() int   { return c.par }
-func (c subCtx) AttemptNumber() int { return 0 }
+func (subCtx) Context() context.Context { return context.Background() }
+func (c subCtx) SubtaskIndex() int      { return c.sub }
+func (c subCtx) Parallelism() int       { return c.par }
+func (c subCtx) AttemptNumber() int     { return 0 }
 func (c subCtx) RestoredCheckpointID() (int64, bool) {
 	return c.restored, c.restored > 0
 }

@@ -292,7 +292,8 @@ func (s *Sink[T]) checkTimings(ctx connector.SinkInitContext) error {
 func (s *Sink[T]) CreateWriter(ictx connector.SinkInitContext) (connector.SinkWriter[T], error) {
 	g := metrics.GroupOf(ictx)
 	w := &sinkWriter[T]{s: s, sub: ictx.SubtaskIndex(), bytesOut: g.BytesOut(), txns: transactionsCounter(g)}
-	w.ctx, w.cancel = context.WithCancel(context.Background())
+	w.task = ictx.Context()
+	w.ctx, w.cancel = context.WithCancel(w.task)
 	if s.cfg.guarantee != ExactlyOnce {
 		cl, err := kgo.NewClient(s.clientOpts(clientMetricOpts(g, "sink")...)...)
 		if err != nil {
@@ -361,7 +362,7 @@ func (s *Sink[T]) abortLingering(ictx connector.SinkInitContext, keep []string, 
 		return fmt.Errorf("kafka sink: client: %w", err)
 	}
 	defer cl.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(ictx.Context(), 2*time.Minute)
 	defer cancel()
 	if err := s.checkBrokerMaxTimeout(ctx, cl); err != nil {
 		return err
@@ -495,10 +496,15 @@ func (s *Sink[T]) CommittableSerializer() connector.VersionedSerializer[txn.Comm
 }
 
 type sinkWriter[T any] struct {
-	s      *Sink[T]
-	sub    int
-	ctx    context.Context // cancelled by Close: unblocks a produce waiting for buffer space
+	s   *Sink[T]
+	sub int
+	// ctx is the task's (SinkInitContext.Context), also cancelled by
+	// Close: every blocking call of the writer takes it (a produce waiting
+	// for buffer space, a flush, the producer id, registering ids), so a
+	// failover or a hard stop unblocks a writer stuck on its broker.
+	ctx    context.Context
 	cancel context.CancelFunc
+	task   context.Context
 
 	cl *kgo.Client // AtLeastOnce and None
 
@@ -669,7 +675,8 @@ func (w *sinkWriter[T]) NotifyCheckpointComplete(checkpointID int64) error {
 //
 // Between 2 and 4 attempt 1's producer could still commit on X; it commits
 // only once its own checkpoints complete, which a failed attempt in this
-// process never sees again.
+// process never sees again, and a second process cannot run the job from
+// the same checkpoint directory (the directory lock refuses it at start).
 func (w *sinkWriter[T]) fenceRestored(checkpointID int64) error {
 	if len(w.fence) == 0 || w.fenceAfter < 0 || checkpointID < w.fenceAfter {
 		return nil
@@ -704,7 +711,14 @@ func (w *sinkWriter[T]) Close() error {
 	}
 	open := w.tx != nil
 	w.s.dropPool(w.sub, w.pool)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	// Aborting the open transaction waits for the broker; after a failover
+	// or a hard stop it gets a second only, since the next attempt's start
+	// aborts what is left open anyway.
+	wait := 10 * time.Second
+	if w.task.Err() != nil {
+		wait = time.Second
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
 	defer cancel()
 	err := w.pool.Close(ctx) // aborts the open transaction
 	if open && err == nil && w.s.isLatest(w.sub, w.gen) {
@@ -775,7 +789,11 @@ func (c *committer[T]) Commit(ctx context.Context, reqs []connector.CommitReques
 		case errors.As(err, &dl):
 			c.s.cfg.logger.Error("kafka sink: transaction commit failed, its records are lost", "subtask", c.sub, "committable", cm.String(), "err", err)
 			req.SignalFailedWithKnownReason(err)
-		case ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded):
+		case ctx.Err() != nil:
+			// The task is cancelled: the committables left are committed
+			// after the restart, from the checkpoint.
+			return fmt.Errorf("kafka sink: commit %s: %w", cm, ctx.Err())
+		case errors.Is(err, context.DeadlineExceeded):
 			c.s.cfg.logger.Warn("kafka sink: transaction commit timed out; retrying later", "subtask", c.sub, "committable", cm.String(), "retries", req.NumberOfRetries())
 			req.RetryLater()
 		default:

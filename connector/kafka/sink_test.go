@@ -70,6 +70,7 @@ func (c cluster) committed(t *testing.T, topic string) []string {
 // initCtx is the SinkInitContext of subtask 0 of 1.
 type initCtx struct{}
 
+func (initCtx) Context() context.Context            { return context.Background() }
 func (initCtx) SubtaskIndex() int                   { return 0 }
 func (initCtx) Parallelism() int                    { return 1 }
 func (initCtx) AttemptNumber() int                  { return 0 }
