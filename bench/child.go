@@ -220,16 +220,16 @@ func runSplitflow(ctx context.Context, seeds []string, in, out string, par int, 
 		return err
 	}
 	env := runtime.NewEnvironment(envOpts(par, checkpoint)...)
-	records := runtime.FromSource(env, src, "kafka-in", runtime.NoWatermarks[*kgo.Record]())
+	records := runtime.FromSource(env, src, "kafka-in", runtime.NoWatermarks[*kgo.Record]()).UID("kafka-in")
 	if guarantee == "exactly-once" {
-		runtime.SinkToTwoPhase(records, snk)
+		runtime.SinkToTwoPhase(records, snk).UID("kafka-out")
 		return env.Execute(ctx, "bench "+in+" -> "+out)
 	}
 	var sink connector.Sink[*kgo.Record] = snk
 	if slow != nil {
 		sink = &slowSink{inner: snk, perSubtask: slow.rate / float64(par), sunk: slow.sunk}
 	}
-	runtime.SinkTo(records, sink)
+	runtime.SinkTo(records, sink).UID("kafka-out")
 	return env.Execute(ctx, "bench "+in+" -> "+out)
 }
 
@@ -270,7 +270,7 @@ func runSplitflowWordcount(ctx context.Context, seeds []string, in, out string, 
 		return err
 	}
 	env := runtime.NewEnvironment(envOpts(par, checkpoint)...)
-	lines := runtime.FromSource(env, src, "kafka-in", runtime.NoWatermarks[string]())
+	lines := runtime.FromSource(env, src, "kafka-in", runtime.NoWatermarks[string]()).UID("kafka-in")
 	words := runtime.FlatMap(lines, func(l string, c runtime.Collector[string]) error {
 		toks := strings.Split(l, " ")
 		for _, w := range toks[min(1, len(toks)):] {
@@ -296,11 +296,11 @@ func runSplitflowWordcount(ctx context.Context, seeds []string, in, out string, 
 					return nil
 				},
 			}
-		})
+		}).UID("count")
 	if guarantee == "exactly-once" {
-		runtime.SinkToTwoPhase(counts, snk)
+		runtime.SinkToTwoPhase(counts, snk).UID("kafka-out")
 	} else {
-		runtime.SinkTo(counts, connector.Sink[update](snk))
+		runtime.SinkTo(counts, connector.Sink[update](snk)).UID("kafka-out")
 	}
 	return env.Execute(ctx, "bench wordcount "+in+" -> "+out)
 }
