@@ -44,6 +44,8 @@
 //     checkpoint) and runs the failover.
 //   - barrier.go: the task side of checkpoints: alignment, snapshots,
 //     waiting for the final checkpoint.
+//   - watchdog.go: the cancellation watchdog, which gives up on tasks that
+//     ignore their cancellation.
 //   - notify.go: checkpoint completion in two phases: sinks commit first,
 //     readers hear of a checkpoint once its output is committed.
 //   - gateway.go: the gate between a source coordinator and each subtask,
@@ -288,6 +290,15 @@
 // connector's invalid configuration (connector.ErrInvalidConfiguration),
 // a state type that cannot be checkpointed, state that cannot be decoded
 // from the checkpoint being restored.
+//
+// A restart waits for every cancelled task to exit, and Execute for every
+// task; a task whose code ignores cancellation would hold either forever.
+// The cancellation watchdog (WithTaskCancellationTimeout, default 180s,
+// Flink's task.cancellation.timeout) gives up on a task still live that
+// long after its cancellation: the job fails with a *TaskCancellationError
+// naming the task and subtask and holding its goroutine's stack (found by
+// the goroutine id the task noted at start), and that goroutine is left
+// running (watchdog.go).
 //
 // A job that never got going (since Execute began, no checkpoint completed
 // and no source emitted a record: it cannot reach its external systems)

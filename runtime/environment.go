@@ -26,6 +26,7 @@ type config struct {
 	chaining              bool
 	autoWatermarkInterval time.Duration
 	drainTimeout          time.Duration
+	cancelTimeout         time.Duration // 0: wait for cancelled tasks without end
 	cp                    checkpointConfig
 	http                  httpConfig    // http.go
 	metrics               metricsConfig // options_metrics.go
@@ -41,6 +42,7 @@ func defaultConfig() config {
 		chaining:              true,
 		autoWatermarkInterval: 200 * time.Millisecond,
 		drainTimeout:          30 * time.Second,
+		cancelTimeout:         180 * time.Second,
 		cp:                    defaultCheckpointConfig(),
 	}
 }
@@ -60,6 +62,8 @@ func (c *config) validate() error {
 		return invalidGraph("buffers per channel must be > 0, got %d", c.buffersPerChannel)
 	case c.drainTimeout <= 0:
 		return invalidGraph("drain timeout must be > 0, got %v", c.drainTimeout)
+	case c.cancelTimeout < 0:
+		return invalidGraph("task cancellation timeout must be >= 0 (0 waits without end), got %v", c.cancelTimeout)
 	}
 	return c.cp.validate()
 }
@@ -112,6 +116,19 @@ func WithAutoWatermarkInterval(d time.Duration) Option {
 // hard and Execute returns ErrDrainTimeout. Default 30s.
 func WithDrainTimeout(d time.Duration) Option {
 	return optionFunc(func(c *config) { c.drainTimeout = d })
+}
+
+// WithTaskCancellationTimeout bounds how long a cancelled task (stopped
+// for a restart, or hard after a failure or the drain timeout) may take
+// to exit (Flink's task.cancellation.timeout). A task that ignores its
+// cancellation (a user function blocked on a channel, a connector call
+// without a context) would otherwise hold the restart, or Execute's
+// return, forever: past d the job fails with a *TaskCancellationError
+// naming the task and showing where its goroutine is, and Execute returns
+// without waiting for that goroutine, which is left running. 0 waits
+// without end. Default 180s.
+func WithTaskCancellationTimeout(d time.Duration) Option {
+	return optionFunc(func(c *config) { c.cancelTimeout = d })
 }
 
 // Environment collects the operators of one job and runs it. Build the
@@ -181,7 +198,10 @@ func NewEnvironment(opts ...Option) *Environment {
 //     wrapping ErrInvalidGraph.
 //
 // In every case Execute returns only after all goroutines it started have
-// exited, the WithHTTP server's included. name is used in errors.
+// exited, the WithHTTP server's included, with one exception: a task that
+// ignores its cancellation for longer than WithTaskCancellationTimeout
+// fails the job with a *TaskCancellationError, and its goroutine is left
+// running. name is used in errors.
 func (env *Environment) Execute(ctx context.Context, name string) error {
 	if env.executed {
 		return ErrAlreadyExecuted

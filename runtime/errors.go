@@ -3,6 +3,7 @@ package runtime
 import (
 	"errors"
 	"fmt"
+	"time"
 )
 
 // ErrInvalidGraph is wrapped by every error Execute returns for a job graph
@@ -65,6 +66,32 @@ func (e *OperatorError) Error() string {
 }
 
 func (e *OperatorError) Unwrap() error { return e.Err }
+
+// TaskCancellationError is how a job fails when a task it cancelled (for a
+// restart, or to stop) did not exit within the task cancellation timeout
+// (WithTaskCancellationTimeout): something in the task ignores
+// cancellation, such as a user function blocked on a channel or a call
+// that takes no context. Execute returns it without waiting for the
+// task's goroutine, which is left running; fix the code that Stack shows.
+type TaskCancellationError struct {
+	// Operator is the task's chain of operators, as in "Source: in ->
+	// Map"; the stack shows which of them is stuck.
+	Operator string
+	// UID is the chain's first operator's UID.
+	UID string
+	// Subtask is the stuck subtask, in [0, parallelism).
+	Subtask int
+	// Timeout is how long the task was given.
+	Timeout time.Duration
+	// Stack is the stuck goroutine's stack when the timeout passed, cut
+	// to its innermost frames.
+	Stack string
+}
+
+func (e *TaskCancellationError) Error() string {
+	return fmt.Sprintf("task %q (uid %s) subtask %d did not exit within %v of its cancellation (WithTaskCancellationTimeout): code in it ignores cancellation; its goroutine is left running, at:\n%s",
+		e.Operator, e.UID, e.Subtask, e.Timeout, e.Stack)
+}
 
 // opInfo identifies one operator instance for errors and logs.
 type opInfo struct {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -163,5 +164,100 @@ func TestCancelWhileRestartingReturnsTheLastFailure(t *testing.T) {
 				t.Fatalf("Execute = %v: no checkpoint completed, so no transaction can be open", err)
 			}
 		})
+	}
+}
+
+// blockIgnoringCancellation is a user function stuck where cancellation
+// cannot reach it: it waits for release, whatever the task's context says.
+func blockIgnoringCancellation(blocked chan<- struct{}, release <-chan struct{}) {
+	close(blocked)
+	<-release
+}
+
+// A task that ignores its cancellation cannot hang failover: the map
+// blocks on a channel that only the test releases, the source fails, and
+// the restart that waits for every old task to exit gives up after the
+// task cancellation timeout: Execute fails with an error naming the stuck
+// operator and subtask and showing where its goroutine is.
+func TestStuckTaskFailsJobAfterCancellationTimeout(t *testing.T) {
+	blocked, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	var armed atomic.Bool
+	src := &rangeSrc{splits: 1, perSplit: 2000, delay: 2 * time.Millisecond, readerFailAt: -1}
+	env := NewEnvironment(WithLogger(discardLogger()), WithCheckpointInterval(time.Hour),
+		WithFlushTimeout(time.Millisecond),
+		WithRestartStrategy(FixedDelayRestart(-1, time.Millisecond)),
+		WithTaskCancellationTimeout(200*time.Millisecond))
+	// The source's chain fails once the map is stuck; the rebalance puts
+	// the map in a task of its own, which the restart must cancel.
+	read := Map(FromSource(env, src, "range", NoWatermarks[int64]()).UID("src"), func(v int64) (int64, error) {
+		if armed.Load() {
+			return 0, errors.New("injected failure")
+		}
+		return v, nil
+	}).UID("fail")
+	stuck := Map(Rebalance(read), func(v int64) (int64, error) {
+		once.Do(func() { blockIgnoringCancellation(blocked, release) })
+		return v, nil
+	}).Name("stuck map").UID("stuck")
+	SinkToTwoPhase(stuck, &txnSink2PC{store: newTxnStore()}).UID("sink")
+	errc := make(chan error, 1)
+	go func() { errc <- env.Execute(context.Background(), "stuck") }()
+	defer func() {
+		close(release) // the goroutine the job left behind can end now
+	}()
+	<-blocked
+	armed.Store(true)
+	var err error
+	select {
+	case err = <-errc:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Execute did not return 10 s after a restart began: a task that ignores cancellation hangs failover")
+	}
+	var ce *TaskCancellationError
+	if !errors.As(err, &ce) {
+		t.Fatalf("Execute = %v, want a *TaskCancellationError", err)
+	}
+	if !strings.Contains(ce.Operator, "stuck map") || ce.Subtask != 0 || ce.Timeout != 200*time.Millisecond {
+		t.Errorf("TaskCancellationError names %q subtask %d after %v, want the chain of \"stuck map\", subtask 0, 200ms", ce.Operator, ce.Subtask, ce.Timeout)
+	}
+	if !strings.Contains(ce.Stack, "blockIgnoringCancellation") {
+		t.Errorf("the stack excerpt does not show where the task is stuck:\n%s", ce.Stack)
+	}
+	if !strings.Contains(err.Error(), "stuck map") || !strings.Contains(err.Error(), "blockIgnoringCancellation") {
+		t.Errorf("the error does not name the operator and where it is stuck: %v", err)
+	}
+}
+
+// Nor can it hold Execute after a stop: a cancel drains, the stuck map
+// outlasts the drain timeout, the hard stop cancels it, and the watchdog
+// gives up on it: Execute returns ErrDrainTimeout and the stuck task's
+// error.
+func TestStuckTaskCannotHoldExecuteAfterTheDrainTimeout(t *testing.T) {
+	blocked, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	src := &rangeSrc{splits: 1, perSplit: 2000, delay: 2 * time.Millisecond, readerFailAt: -1}
+	env := NewEnvironment(WithLogger(discardLogger()), WithFlushTimeout(time.Millisecond),
+		WithDrainTimeout(100*time.Millisecond), WithTaskCancellationTimeout(200*time.Millisecond))
+	stuck := Map(Rebalance(FromSource(env, src, "range", NoWatermarks[int64]()).UID("src")), func(v int64) (int64, error) {
+		once.Do(func() { blockIgnoringCancellation(blocked, release) })
+		return v, nil
+	}).Name("stuck map").UID("stuck")
+	SinkTo(stuck, newCollectSink[int64]()).UID("sink")
+	ctx, cancel := context.WithCancel(context.Background())
+	errc := make(chan error, 1)
+	go func() { errc <- env.Execute(ctx, "stuck at stop") }()
+	defer close(release)
+	<-blocked
+	cancel()
+	var err error
+	select {
+	case err = <-errc:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Execute did not return 10 s after the cancel: a task that ignores cancellation holds it")
+	}
+	var ce *TaskCancellationError
+	if !errors.Is(err, ErrDrainTimeout) || !errors.As(err, &ce) || !strings.Contains(ce.Stack, "blockIgnoringCancellation") {
+		t.Fatalf("Execute = %v, want ErrDrainTimeout and the stuck task's TaskCancellationError", err)
 	}
 }

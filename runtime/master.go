@@ -78,6 +78,12 @@ type execution struct {
 	// lastFailure is the newest failure; cancelledAfter the failure the
 	// job was restarting from when Execute's context was cancelled.
 	lastFailure, cancelledAfter error
+	// Tasks cancelled and not exited yet, and the watchdog that abandons
+	// those that take too long (watchdog.go).
+	cancelling []*task
+	watchdog   *time.Timer
+	watchdogC  <-chan time.Time
+
 	// started is when Execute began; progressed that the job got going
 	// since (gotGoing).
 	started    time.Time
@@ -290,6 +296,8 @@ func (ex *execution) run(ctx context.Context) error {
 			tm := time.NewTimer(ex.cfg.drainTimeout)
 			defer tm.Stop()
 			drain = tm.C
+		case now := <-ex.watchdogC:
+			ex.watchdogFired(now)
 		case <-drain:
 			drain = nil
 			ex.stop(fmt.Errorf("%w (%v)", ErrDrainTimeout, ex.cfg.drainTimeout))
@@ -297,6 +305,9 @@ func (ex *execution) run(ctx context.Context) error {
 	}
 	if ex.restartTimer != nil {
 		ex.restartTimer.Stop()
+	}
+	if ex.watchdog != nil {
+		ex.watchdog.Stop()
 	}
 	ex.stopCoordinators()
 	ex.snapWG.Wait()
@@ -408,6 +419,7 @@ func (ex *execution) start(t *task) {
 	t.stopCtx = cancel
 	ex.live++
 	go func() {
+		t.goroutine.Store(currentGoroutineID())
 		err := t.run(ctx)
 		cancel()
 		ex.master.put(priorityDefault, mail{name: "task exited", run: func() error {
@@ -420,6 +432,10 @@ func (ex *execution) start(t *task) {
 func (ex *execution) current(t *task) bool { return slices.Contains(ex.tasks, t) }
 
 func (ex *execution) taskExited(t *task, err error) {
+	if t.abandoned {
+		return // the watchdog gave up on it and counted it gone
+	}
+	ex.exitedAfterCancel(t)
 	ex.live--
 	t.exited = true
 	ex.obs.taskExited(t.meter.stats, err)
@@ -537,6 +553,7 @@ func (ex *execution) cancelTasks(region int) {
 			ex.waitingExit++
 			t.stopCtx()
 			t.cancel()
+			ex.cancelled(t)
 		}
 	}
 	ex.tasks = keep
@@ -600,6 +617,7 @@ func (ex *execution) stop(err error) {
 	for _, t := range ex.tasks {
 		if !t.exited {
 			t.cancel()
+			ex.cancelled(t)
 		}
 	}
 }

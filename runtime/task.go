@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"runtime/debug"
+	"sync/atomic"
 	"time"
 
 	"github.com/splitflow/splitflow/runtime/checkpoint"
@@ -112,6 +113,13 @@ type task struct {
 	ctx     context.Context
 	stopCtx context.CancelFunc
 	exited  bool
+	// cancelledAt is when the master cancelled the task, abandoned that
+	// the watchdog gave up waiting for its exit (master goroutine);
+	// goroutine is the id of the task's goroutine, for its stack
+	// (watchdog.go).
+	cancelledAt time.Time
+	abandoned   bool
+	goroutine   atomic.Int64
 
 	// activity is the time the task could make progress; sources measure
 	// idleness on it.
