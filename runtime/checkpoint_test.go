@@ -294,11 +294,11 @@ func TestRestoreFromDirectoryInNewEnvironment(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			dir := t.TempDir()
 			store := newTxnStore()
-			const splits, perSplit = 4, 30
+			const splits, perSplit = 4, 100
 			died := make(chan struct{})
 			var once sync.Once
 			completed := make(chan int64, 1000)
-			// First process: runs until at least 3 checkpoints completed,
+			// First process: runs until at least 2 checkpoints completed,
 			// then its map fails with no restart allowed.
 			j1 := &rangeJob{par: 2, splits: splits, perSplit: perSplit, delay: time.Millisecond, sink: &txnSink2PC{store: store}}
 			j1.mapFn = func(v int64) (int64, error) {
@@ -313,12 +313,12 @@ func TestRestoreFromDirectoryInNewEnvironment(t *testing.T) {
 			env1 := j1.env()
 			env1.hooks = &testHooks{checkpointCompleted: func(id int64, _ checkpoint.Storage) {
 				completed <- id
-				if id >= 3 {
+				if id >= 2 {
 					once.Do(func() { close(died) })
 				}
 			}}
 			if err := env1.Execute(testCtx(t), "first"); err == nil {
-				t.Skip("the job finished before it could be killed")
+				t.Fatal("the job finished before it could be killed")
 			}
 			close(completed)
 			var last int64
