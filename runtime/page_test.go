@@ -197,7 +197,8 @@ func TestPageRendersJobStatus(t *testing.T) {
 	if len(cps) != len(want.Checkpoints.Recent) || cps[0][1] != "43" || cps[0][2] != "in_progress" {
 		t.Errorf("checkpoint rows %v, want %d newest first", cps, len(want.Checkpoints.Recent))
 	}
-	for _, s := range []string{"checkpoint 36 expired after 2m0s", "injected failure at record 10000", ">wordcount<", "41"} {
+	for _, s := range []string{"checkpoint 36 expired after 2m0s", "injected failure at record 10000", ">wordcount<", "41",
+		"Resumed: restored from checkpoint 29 at /var/lib/wordcount/chk-29", "Source: lines: lines-0[120,) lines-1[98,)"} {
 		if !strings.Contains(dom, s) {
 			t.Errorf("page lacks %q", s)
 		}
