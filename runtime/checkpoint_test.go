@@ -286,6 +286,9 @@ func TestRestoreFromDirectoryInNewEnvironment(t *testing.T) {
 		{"corrupt state", false},
 		{"torn metadata", true},
 		{"corrupt state", true},
+		// A read error is never a reason to fall back, not even from a
+		// checkpoint never reported complete.
+		{"unreadable state", true},
 	} {
 		name := tc.damage
 		if tc.interrupted {
@@ -364,6 +367,25 @@ func TestRestoreFromDirectoryInNewEnvironment(t *testing.T) {
 					t.Fatal("no state file to damage")
 				}
 			}
+			var unreadable string
+			if tc.damage == "unreadable state" {
+				entries, err := os.ReadDir(chk)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, e := range entries {
+					if strings.HasSuffix(e.Name(), ".state") {
+						unreadable = filepath.Join(chk, e.Name())
+						break
+					}
+				}
+				if err := os.Remove(unreadable); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.Mkdir(unreadable, 0o755); err != nil { // reading it fails: EISDIR
+					t.Fatal(err)
+				}
+			}
 			want := last
 			if tc.interrupted {
 				// What a process that died inside Commit leaves: the mark
@@ -381,6 +403,16 @@ func TestRestoreFromDirectoryInNewEnvironment(t *testing.T) {
 			j2.opts = []Option{WithCheckpointInterval(5 * time.Millisecond), WithCheckpointDir(dir), WithLogger(discardLogger())}
 			err := j2.env().Execute(testCtx(t), "second")
 			close(inits)
+			if unreadable != "" {
+				var ue *checkpoint.UnreadableCheckpointError
+				if !errors.As(err, &ue) || ue.ID != last || !strings.Contains(err.Error(), unreadable) || !strings.Contains(err.Error(), "is a directory") {
+					t.Fatalf("second process: err = %v; want a *checkpoint.UnreadableCheckpointError naming %s and the cause", err, unreadable)
+				}
+				if n := len(inits); n != 0 {
+					t.Fatalf("%d sink writers were created although the checkpoint could not be read", n)
+				}
+				return
+			}
 			if tc.damage != "none" && !tc.interrupted {
 				var de *checkpoint.DamagedCheckpointError
 				if !errors.As(err, &de) || de.ID != last || !errors.Is(err, checkpoint.ErrCorrupt) {
