@@ -65,7 +65,7 @@ func fakeStatus(began time.Time) func() JobStatus {
 			Restore: &RestoreStatus{Checkpoint: 29, Path: "/var/lib/wordcount/chk-29", TakenAt: began.Add(-31 * time.Second),
 				Message: "restored from checkpoint 29 at /var/lib/wordcount/chk-29, taken at 2026-11-30T11:59:29.000Z",
 				Sources: []SourcePosition{{Operator: "Source: lines", UID: "lines", Splits: []string{"lines-0[120,)", "lines-1[98,)"}}},
-				Time: began.Add(-29 * time.Second)},
+				Time:    began.Add(-29 * time.Second)},
 		}
 		st.Tasks[0].Splits = []string{"lines-0", "lines-2"}
 		st.Tasks[1].Splits = []string{"lines-1", "lines-3"}
