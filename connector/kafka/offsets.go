@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -110,7 +111,7 @@ func (o Offsets) resolve(ctx context.Context, adm *kadm.Client, group string, re
 		if group == "" {
 			return nil, errors.New("kafka source: committed starting offsets need a group id (WithGroupID)")
 		}
-		fetched, err := adm.FetchOffsetsForTopics(ctx, group, topics...)
+		fetched, err := fetchCommitted(ctx, adm, group, topics)
 		if errors.Is(err, kerr.GroupIDNotFound) {
 			// A group that never committed (some brokers, kfake among
 			// them, answer so for it): every partition takes the reset.
@@ -156,6 +157,32 @@ func (o Offsets) resolve(ctx context.Context, adm *kadm.Client, group string, re
 	}
 	return out, nil
 }
+
+// fetchCommitted fetches group's committed offsets of topics, retrying
+// what the broker calls retriable for up to committedFetchPatience: a
+// group that was never used finds no coordinator until the broker has
+// created its offsets topic (COORDINATOR_NOT_AVAILABLE), which franz-go
+// hands back at once.
+func fetchCommitted(ctx context.Context, adm *kadm.Client, group string, topics []string) (kadm.OffsetResponses, error) {
+	deadline := time.Now().Add(committedFetchPatience)
+	backoff := 100 * time.Millisecond
+	for {
+		fetched, err := adm.FetchOffsetsForTopics(ctx, group, topics...)
+		var ke *kerr.Error
+		if err == nil || !errors.As(err, &ke) || !ke.Retriable || time.Now().Add(backoff).After(deadline) {
+			return fetched, err
+		}
+		select {
+		case <-ctx.Done():
+			return fetched, err
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, time.Second)
+	}
+}
+
+// committedFetchPatience bounds the retries of fetchCommitted.
+const committedFetchPatience = 30 * time.Second
 
 func latest(ctx context.Context, adm *kadm.Client, readCommitted bool, topics []string, tps []TopicPartition) (map[TopicPartition]int64, error) {
 	if readCommitted {
