@@ -72,4 +72,12 @@
 // two-phase sink, only committed output. Factories are called once per
 // check with the check's *testing.T, so they can use t.TempDir and
 // t.Cleanup.
+//
+// What a factory leaves running for the check (a fake broker, say) must
+// stay idle while the jobs run: the leak check knows the goroutines alive
+// before a job by their ids, and a fake server that serves each request
+// on a new goroutine (kfake does, per connection) serves a request from
+// the factory's own client, sent during a job, on a goroutine that looks
+// like the job's. Close the clients that set the system up once it is;
+// ReadBack may open its own, as it runs between jobs.
 package connectortest

@@ -2,7 +2,9 @@ package kafka
 
 import (
 	"context"
+	"runtime"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -10,6 +12,8 @@ import (
 	"github.com/splitflow/splitflow/connector/connectortest"
 	"github.com/splitflow/splitflow/integration/committed"
 	"github.com/splitflow/splitflow/txn"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -18,17 +22,11 @@ import (
 // end offsets.
 func suiteSource(t *testing.T, input []string) connector.Source[string, Split, EnumeratorState] {
 	const topic = "suite-in"
-	// The cluster and its client live as long as the check; the suite's
-	// leak check counts only what its jobs leave.
-	c, cl := fakeCluster(t, map[string]int32{topic: 3})
-	seeds := c.ListenAddrs()
 	recs := make([]*kgo.Record, len(input))
 	for i, v := range input {
 		recs[i] = &kgo.Record{Topic: topic, Partition: int32(i % 3), Value: []byte(v)}
 	}
-	if err := cl.ProduceSync(context.Background(), recs...).FirstErr(); err != nil {
-		t.Fatalf("write the input: %v", err)
-	}
+	seeds := suiteCluster(t, topic, 3, recs)
 	src, err := NewSource(StringValues(), WithBrokers(seeds...), WithTopics(topic), WithBounded(LatestOffsets()))
 	if err != nil {
 		t.Fatal(err)
@@ -36,12 +34,45 @@ func suiteSource(t *testing.T, input []string) connector.Source[string, Split, E
 	return src
 }
 
+// suiteCluster starts a kfake cluster that lives as long as the check,
+// creates topic on it and writes recs, and returns its seed addresses.
+//
+// The client that sets the cluster up is closed before the jobs run. A
+// client left open goes on talking to the cluster by itself (a metadata
+// refresh MetadataMinAge after its first produce, telemetry pushes), and
+// kfake reads each request of a connection on a new goroutine: one that
+// came during a job is a goroutine the suite's leak check did not see
+// before the job, and it stays until the client is closed, so the check
+// would blame the job for it.
+func suiteCluster(t *testing.T, topic string, partitions int32, recs []*kgo.Record) []string {
+	t.Helper()
+	c, err := kfake.NewCluster(kfake.NumBrokers(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	seeds := c.ListenAddrs()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	if _, err := kadm.NewClient(cl).CreateTopic(context.Background(), partitions, 1, nil, topic); err != nil {
+		t.Fatalf("create %s: %v", topic, err)
+	}
+	if len(recs) > 0 {
+		if err := cl.ProduceSync(context.Background(), recs...).FirstErr(); err != nil {
+			t.Fatalf("write the input: %v", err)
+		}
+	}
+	return seeds
+}
+
 // suiteSink is an exactly-once KafkaSink into a two-partition topic of a
 // fresh kfake cluster, read back as a read_committed consumer sees it.
 func suiteSink(t *testing.T) (connector.TwoPhaseCommittingSink[string, txn.Committable], connectortest.ReadBack[string]) {
 	const topic = "suite-out"
-	c, _ := fakeCluster(t, map[string]int32{topic: 2})
-	seeds := c.ListenAddrs()
+	seeds := suiteCluster(t, topic, 2, nil)
 	ser := KeyValueSerializer(topic, func(v string) ([]byte, []byte, error) { return nil, []byte(v), nil })
 	sink, err := NewSink[string](ser, WithBrokers(seeds...), WithDeliveryGuarantee(ExactlyOnce),
 		WithTransactionalIDPrefix("suite-"+strconv.FormatInt(time.Now().UnixNano(), 36)))
@@ -74,6 +105,40 @@ func TestSuiteKafkaSourceKafkaSink(t *testing.T) {
 		Guarantee: connectortest.ExactlyOnce,
 		Seeds:     2,
 	})
+}
+
+// The suite's fixtures close the clients they set their clusters up
+// with before they return, so no client of theirs is open while the jobs
+// run: what such a client sends by itself during a job is served by a
+// kfake goroutine the leak check blames on the job.
+func TestSuiteFixturesKeepNoClientOpen(t *testing.T) {
+	before := openClients()
+	suiteSource(t, []string{"a", "b", "c"})
+	suiteSink(t)
+	// Close returns once a client's metadata loop ended; the goroutine
+	// may still be on its way out.
+	deadline := time.Now().Add(5 * time.Second)
+	n := openClients()
+	for n > before && time.Now().Before(deadline) {
+		runtime.Gosched()
+		n = openClients()
+	}
+	if n > before {
+		t.Fatalf("%d kgo clients the fixtures opened are still open after they returned", n-before)
+	}
+}
+
+// openClients counts the process's kgo clients by their metadata loops,
+// which run from NewClient until Close.
+func openClients() int {
+	buf := make([]byte, 1<<20)
+	for {
+		n := runtime.Stack(buf, true)
+		if n < len(buf) {
+			return strings.Count(string(buf[:n]), "kgo.(*Client).updateMetadataLoop(")
+		}
+		buf = make([]byte, 2*len(buf))
+	}
 }
 
 // settleTime is how long the read-back waits for transactions to end:
