@@ -53,6 +53,8 @@
 //   - state.go: framing of versioned state; what a restored checkpoint
 //     holds for an operator; redistribution of operator list state.
 //   - keyedstate.go: keyed state and timer snapshots by key group.
+//   - serde.go: the encodings of state types in snapshots: built-in
+//     binary ones for basic types, encoding/gob for the rest.
 //   - twophase.go: SinkToTwoPhase, the writer and committer of Sink V2.
 //   - datastream.go: DataStream, KeyedStream and the functions that build
 //     the stream graph (FromSource, Map, FlatMap, Filter, KeyBy, Process,
@@ -229,14 +231,20 @@
 //     copies (through the serializer), as if they had crossed a network.
 //   - Enumerators: their state, with the source's versioned serializer.
 //   - Keyed process operators: ValueState, MapState and pending
-//     event-time and processing-time timers, by key group (encoding/gob
-//     for keys and values; the layout is versioned, and snapshots written
-//     before timers were checkpointed restore with none). Key, value and
-//     map types are checked when a state is declared (GetValueState,
-//     GetMapState) and when the first timer is registered: a type gob
-//     cannot encode, or would encode only in part (an unexported, func or
-//     chan field at any depth, unless the type marshals itself), fails the
-//     job at once with a *StateTypeError. Restored by
+//     event-time and processing-time timers, by key group. Keys and
+//     values are encoded by their type: strings, byte slices, integers of
+//     every width, floats and bools, and named types over them, have a
+//     compact binary encoding of their own; other types, and a basic type
+//     that marshals itself, go through encoding/gob. The layout is
+//     versioned: snapshots written before the built-in encodings (all
+//     gob) restore as they were, and those written before timers were
+//     checkpointed restore with none; a state whose type changed to one
+//     encoded otherwise fails the restore naming the state and both
+//     encodings. Key, value and map types are checked when a state is
+//     declared (GetValueState, GetMapState) and when the first timer is
+//     registered: a type gob cannot encode, or would encode only in part
+//     (an unexported, func or chan field at any depth, unless the type
+//     marshals itself), fails the job at once with a *StateTypeError. Restored by
 //     operator UID into whichever subtask owns each key group now: a
 //     timer moves with its key. A restored event-time timer fires when the
 //     watermark passes it; a restored processing-time timer whose time

@@ -133,13 +133,13 @@ func TestFingerprintComparesOnlyStatefulUIDs(t *testing.T) {
 // Keyed state written by the first layout (version 1, before timers were
 // checkpointed) still restores.
 func TestKeyedStateVersion1Restores(t *testing.T) {
-	v2 := encodeStateEntries([]stateEntry{{name: "count", kind: stateKindValue, keyGroup: 3, data: []byte("x")}})
-	v1 := append([]byte{1}, v2[1:]...)
+	// version, one entry: name "count", kind value, key group 3, data "x"
+	v1 := []byte{1, 1, 5, 'c', 'o', 'u', 'n', 't', stateKindValue, 3, 1, 'x'}
 	es, err := decodeStateEntries(v1)
-	if err != nil || len(es) != 1 || es[0].name != "count" || es[0].keyGroup != 3 {
+	if err != nil || len(es) != 1 || es[0].name != "count" || es[0].keyGroup != 3 || es[0].format != formatGob || string(es[0].data) != "x" {
 		t.Fatalf("version 1 decoded as %v, %v", es, err)
 	}
-	if _, err := decodeStateEntries(append([]byte{3}, v2[1:]...)); err == nil {
+	if _, err := decodeStateEntries(append([]byte{keyedStateVersion + 1}, v1[1:]...)); err == nil {
 		t.Fatal("an unknown layout version was accepted")
 	}
 }

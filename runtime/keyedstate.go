@@ -13,20 +13,34 @@ import (
 // redistribution):
 //
 //	uvarint(version) uvarint(n) n x entry
-//	entry: uvarint(len) name, kind byte, uvarint(keyGroup), uvarint(len) gob
+//	entry: uvarint(len) name, kind byte, uvarint(keyGroup), uvarint(len) data
 //
-// Keys and values are encoded with encoding/gob; their types are checked
-// when the state is declared (statetype.go), so that none loses a field
-// to gob's silence about unexported ones. The version is of this layout and of the kinds
-// of entries it may hold: version 1 has ValueState and MapState entries;
-// version 2 adds the pending timers, an entry per time domain and key
-// group (kind stateKindEventTimers or stateKindProcessingTimers, a gob
-// []timerRecord[K]), so timers move with their key groups like the rest
-// of the keyed state. Version 1 snapshots restore with no timers.
+// The version is of this layout and of the kinds of entries it may hold:
+// version 1 has ValueState and MapState entries; version 2 adds the
+// pending timers, an entry per time domain and key group (kind
+// stateKindEventTimers or stateKindProcessingTimers), so timers move with
+// their key groups like the rest of the keyed state; version 3 starts
+// every entry's data with a format byte and writes keys and values with
+// the codecs of their types (serde.go), a column at a time:
+//
+//	formatColumns:
+//	  value:  uvarint(n) keys values
+//	  map:    uvarint(n) keys, n x uvarint(entries of the key's map),
+//	          map keys, map values (the keys' maps in turn)
+//	  timers: uvarint(n) keys, n x varint(timestamp)
+//	formatGob: the group's map (map[K]V, map[K]map[UK]UV) or timers
+//	  ([]timerRecord[K]) as one gob stream
+//
+// Versions 1 and 2 have no format byte: their data is formatGob. A
+// version 3 snapshot writes formatGob only for entries restored from an
+// older one and not yet claimed by a state declaration, which it keeps
+// as they were. Version 1 snapshots restore with no timers.
 
 const (
-	keyedStateVersion    = 2
+	keyedStateVersion    = 3
 	keyedStateVersionMin = 1
+	// keyedStateVersionFormat is the first version with a format byte.
+	keyedStateVersionFormat = 3
 )
 
 const (
@@ -36,6 +50,12 @@ const (
 	stateKindProcessingTimers byte = 4
 )
 
+// Entry data formats (version 3 on); never renumber.
+const (
+	formatGob     byte = 1
+	formatColumns byte = 2
+)
+
 // Names of the timer entries; informative only, entries are told apart
 // by kind.
 const (
@@ -43,33 +63,91 @@ const (
 	processingTimersName = "timers/processing-time"
 )
 
-// timerRecord is one pending timer as checkpointed.
+// timerRecord is one pending timer as versions 1 and 2 checkpointed it.
 type timerRecord[K comparable] struct {
 	Key K
 	Ts  int64
 }
 
 // encodeTimers encodes q's timers per key group.
-func encodeTimers[K comparable](q *timerQueue[K], groupOf func(K) int) (map[int][]byte, error) {
+func encodeTimers[K comparable](q *timerQueue[K], ks *keyedState[K]) (map[int][]byte, error) {
 	if len(q.heap) == 0 {
 		return nil, nil
 	}
-	groups := map[int][]timerRecord[K]{}
-	for _, e := range q.heap {
-		g := groupOf(e.key)
-		groups[g] = append(groups[g], timerRecord[K]{Key: e.key, Ts: e.ts})
+	type group struct {
+		keys column[K]
+		ts   []byte
 	}
-	return encodeEach(groups)
+	gs := make([]*group, ks.groups)
+	for _, e := range q.heap {
+		g := ks.groupOf(e.key)
+		w := gs[g]
+		if w == nil {
+			w = &group{keys: column[K]{c: ks.keys}}
+			gs[g] = w
+		}
+		w.keys.add(e.key)
+		w.ts = binary.AppendVarint(w.ts, e.ts)
+	}
+	out := make(map[int][]byte)
+	for g, w := range gs {
+		if w == nil {
+			continue
+		}
+		b := make([]byte, 0, binary.MaxVarintLen64+w.keys.size()+len(w.ts))
+		b, err := w.keys.appendTo(binary.AppendUvarint(b, uint64(w.keys.n)))
+		if err != nil {
+			return nil, fmt.Errorf("keys: %w", err)
+		}
+		out[g] = append(b, w.ts...)
+	}
+	return out, nil
 }
 
 // restoreTimers adds the encoded timers of one key group to q.
-func restoreTimers[K comparable](q *timerQueue[K], data []byte) error {
-	var rs []timerRecord[K]
-	if err := gob.NewDecoder(bytes.NewReader(data)).Decode(&rs); err != nil {
+func restoreTimers[K comparable](q *timerQueue[K], ks *keyedState[K], format byte, data []byte) error {
+	if format == formatGob {
+		var rs []timerRecord[K]
+		if err := gob.NewDecoder(bytes.NewReader(data)).Decode(&rs); err != nil {
+			return err
+		}
+		for _, r := range rs {
+			q.add(r.Key, r.Ts)
+		}
+		return nil
+	}
+	n, b, err := readCount(data)
+	if err != nil {
 		return err
 	}
-	for _, r := range rs {
-		q.add(r.Key, r.Ts)
+	keys, b, err := readColumn(b, n, ks.keys)
+	if err != nil {
+		return fmt.Errorf("keys: %w", err)
+	}
+	for _, k := range keys {
+		ts, m := binary.Varint(b)
+		if m <= 0 {
+			return errShortState
+		}
+		b = b[m:]
+		q.add(k, ts)
+	}
+	return trailing(b)
+}
+
+// readCount reads an entry's count of keys, bounded by its length (every
+// key takes a byte at least).
+func readCount(b []byte) (int, []byte, error) {
+	n, k := binary.Uvarint(b)
+	if k <= 0 || n > uint64(len(b)) {
+		return 0, nil, errShortState
+	}
+	return int(n), b[k:], nil
+}
+
+func trailing(b []byte) error {
+	if len(b) != 0 {
+		return fmt.Errorf("%d bytes after the entry's last value", len(b))
 	}
 	return nil
 }
@@ -78,6 +156,7 @@ func restoreTimers[K comparable](q *timerQueue[K], data []byte) error {
 type stateEntry struct {
 	name     string
 	kind     byte
+	format   byte
 	keyGroup int
 	data     []byte
 }
@@ -85,83 +164,195 @@ type stateEntry struct {
 // snapshotableState is a ValueState or MapState as the snapshot sees it.
 type snapshotableState interface {
 	kind() byte
-	// encodeGroups encodes the state's entries per key group.
-	encodeGroups(groupOf func(key any) int) (map[int][]byte, error)
+	// encodeGroups encodes the state's entries per key group, in
+	// formatColumns.
+	encodeGroups() (map[int][]byte, error)
 	// restore merges encoded entries of one key group.
-	restore(data []byte) error
+	restore(format byte, data []byte) error
 }
 
 func (s *valueState[K, V]) kind() byte { return stateKindValue }
 
-func (s *valueState[K, V]) encodeGroups(groupOf func(any) int) (map[int][]byte, error) {
-	groups := map[int]map[K]V{}
-	for k, v := range s.m {
-		g := groupOf(k)
-		if groups[g] == nil {
-			groups[g] = map[K]V{}
-		}
-		groups[g][k] = v
+func (s *valueState[K, V]) encodeGroups() (map[int][]byte, error) {
+	type group struct {
+		keys column[K]
+		vals column[V]
 	}
-	return encodeEach(groups)
+	gs := make([]*group, s.ks.groups)
+	for k, v := range s.m {
+		g := s.ks.groupOf(k)
+		w := gs[g]
+		if w == nil {
+			w = &group{keys: column[K]{c: s.ks.keys}, vals: column[V]{c: s.vals}}
+			gs[g] = w
+		}
+		w.keys.add(k)
+		w.vals.add(v)
+	}
+	out := make(map[int][]byte)
+	for g, w := range gs {
+		if w == nil {
+			continue
+		}
+		b := make([]byte, 0, binary.MaxVarintLen64+w.keys.size()+w.vals.size())
+		b, err := w.keys.appendTo(binary.AppendUvarint(b, uint64(w.keys.n)))
+		if err != nil {
+			return nil, fmt.Errorf("keys: %w", err)
+		}
+		if b, err = w.vals.appendTo(b); err != nil {
+			return nil, fmt.Errorf("values: %w", err)
+		}
+		out[g] = b
+	}
+	return out, nil
 }
 
-func (s *valueState[K, V]) restore(data []byte) error {
-	var m map[K]V
-	if err := gob.NewDecoder(bytes.NewReader(data)).Decode(&m); err != nil {
+func (s *valueState[K, V]) restore(format byte, data []byte) error {
+	if format == formatGob {
+		var m map[K]V
+		if err := gob.NewDecoder(bytes.NewReader(data)).Decode(&m); err != nil {
+			return err
+		}
+		for k, v := range m {
+			s.m[k] = v
+		}
+		return nil
+	}
+	n, b, err := readCount(data)
+	if err != nil {
 		return err
 	}
-	for k, v := range m {
-		s.m[k] = v
+	keys, b, err := readColumn(b, n, s.ks.keys)
+	if err != nil {
+		return fmt.Errorf("keys: %w", err)
+	}
+	vals, b, err := readColumn(b, n, s.vals)
+	if err != nil {
+		return fmt.Errorf("values: %w", err)
+	}
+	if err := trailing(b); err != nil {
+		return err
+	}
+	for i, k := range keys {
+		s.m[k] = vals[i]
 	}
 	return nil
 }
 
 func (s *mapState[K, UK, UV]) kind() byte { return stateKindMap }
 
-func (s *mapState[K, UK, UV]) encodeGroups(groupOf func(any) int) (map[int][]byte, error) {
-	groups := map[int]map[K]map[UK]UV{}
-	for k, v := range s.m {
-		g := groupOf(k)
-		if groups[g] == nil {
-			groups[g] = map[K]map[UK]UV{}
+func (s *mapState[K, UK, UV]) encodeGroups() (map[int][]byte, error) {
+	type group struct {
+		keys  column[K]
+		sizes []byte
+		ukeys column[UK]
+		uvals column[UV]
+	}
+	gs := make([]*group, s.ks.groups)
+	for k, inner := range s.m {
+		g := s.ks.groupOf(k)
+		w := gs[g]
+		if w == nil {
+			w = &group{keys: column[K]{c: s.ks.keys}, ukeys: column[UK]{c: s.ukeys}, uvals: column[UV]{c: s.uvals}}
+			gs[g] = w
 		}
-		groups[g][k] = v
-	}
-	return encodeEach(groups)
-}
-
-func (s *mapState[K, UK, UV]) restore(data []byte) error {
-	var m map[K]map[UK]UV
-	if err := gob.NewDecoder(bytes.NewReader(data)).Decode(&m); err != nil {
-		return err
-	}
-	for k, v := range m {
-		s.m[k] = v
-	}
-	return nil
-}
-
-func encodeEach[M any](groups map[int]M) (map[int][]byte, error) {
-	out := make(map[int][]byte, len(groups))
-	for g, m := range groups {
-		var buf bytes.Buffer
-		if err := gob.NewEncoder(&buf).Encode(m); err != nil {
-			return nil, err
+		w.keys.add(k)
+		w.sizes = binary.AppendUvarint(w.sizes, uint64(len(inner)))
+		for uk, uv := range inner {
+			w.ukeys.add(uk)
+			w.uvals.add(uv)
 		}
-		out[g] = buf.Bytes()
+	}
+	out := make(map[int][]byte)
+	for g, w := range gs {
+		if w == nil {
+			continue
+		}
+		b := make([]byte, 0, binary.MaxVarintLen64+w.keys.size()+len(w.sizes)+w.ukeys.size()+w.uvals.size())
+		b, err := w.keys.appendTo(binary.AppendUvarint(b, uint64(w.keys.n)))
+		if err != nil {
+			return nil, fmt.Errorf("keys: %w", err)
+		}
+		b = append(b, w.sizes...)
+		if b, err = w.ukeys.appendTo(b); err != nil {
+			return nil, fmt.Errorf("map keys: %w", err)
+		}
+		if b, err = w.uvals.appendTo(b); err != nil {
+			return nil, fmt.Errorf("map values: %w", err)
+		}
+		out[g] = b
 	}
 	return out, nil
 }
 
+func (s *mapState[K, UK, UV]) restore(format byte, data []byte) error {
+	if format == formatGob {
+		var m map[K]map[UK]UV
+		if err := gob.NewDecoder(bytes.NewReader(data)).Decode(&m); err != nil {
+			return err
+		}
+		for k, v := range m {
+			s.m[k] = v
+		}
+		return nil
+	}
+	n, b, err := readCount(data)
+	if err != nil {
+		return err
+	}
+	keys, b, err := readColumn(b, n, s.ks.keys)
+	if err != nil {
+		return fmt.Errorf("keys: %w", err)
+	}
+	sizes := make([]int, n)
+	total := 0
+	for i := range sizes {
+		l, m := binary.Uvarint(b)
+		if m <= 0 || l > uint64(len(b)) {
+			return errShortState
+		}
+		sizes[i], total, b = int(l), total+int(l), b[m:]
+		if total > len(b) {
+			return errShortState
+		}
+	}
+	ukeys, b, err := readColumn(b, total, s.ukeys)
+	if err != nil {
+		return fmt.Errorf("map keys: %w", err)
+	}
+	uvals, b, err := readColumn(b, total, s.uvals)
+	if err != nil {
+		return fmt.Errorf("map values: %w", err)
+	}
+	if err := trailing(b); err != nil {
+		return err
+	}
+	at := 0
+	for i, k := range keys {
+		inner := make(map[UK]UV, sizes[i])
+		for j := at; j < at+sizes[i]; j++ {
+			inner[ukeys[j]] = uvals[j]
+		}
+		at += sizes[i]
+		s.m[k] = inner
+	}
+	return nil
+}
+
 func encodeStateEntries(entries []stateEntry) []byte {
-	out := binary.AppendUvarint(nil, keyedStateVersion)
+	size := 2 * binary.MaxVarintLen64
+	for _, e := range entries {
+		size += len(e.name) + len(e.data) + 2 + 3*binary.MaxVarintLen64
+	}
+	out := binary.AppendUvarint(make([]byte, 0, size), keyedStateVersion)
 	out = binary.AppendUvarint(out, uint64(len(entries)))
 	for _, e := range entries {
 		out = binary.AppendUvarint(out, uint64(len(e.name)))
 		out = append(out, e.name...)
 		out = append(out, e.kind)
 		out = binary.AppendUvarint(out, uint64(e.keyGroup))
-		out = binary.AppendUvarint(out, uint64(len(e.data)))
+		out = binary.AppendUvarint(out, uint64(len(e.data)+1))
+		out = append(out, e.format)
 		out = append(out, e.data...)
 	}
 	return out
@@ -210,7 +401,14 @@ func decodeStateEntries(b []byte) ([]stateEntry, error) {
 		if err != nil {
 			return nil, err
 		}
-		entries = append(entries, stateEntry{name: string(name), kind: kind, keyGroup: int(kg), data: data})
+		format := formatGob
+		if v >= keyedStateVersionFormat {
+			if len(data) < 1 || (data[0] != formatGob && data[0] != formatColumns) {
+				return nil, fmt.Errorf("entry %q (key group %d) has no known data format", name, kg)
+			}
+			format, data = data[0], data[1:]
+		}
+		entries = append(entries, stateEntry{name: string(name), kind: kind, format: format, keyGroup: int(kg), data: data})
 	}
 	return entries, nil
 }

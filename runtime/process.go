@@ -175,6 +175,11 @@ type keyedState[K comparable] struct {
 	// (its value type is known only then); a snapshot taken before that
 	// writes them back unchanged.
 	restored map[string][]stateEntry
+	// groupOf is the key group of a key, of groups (the max parallelism);
+	// keys is the key type's codec in snapshots.
+	groupOf func(K) int
+	groups  int
+	keys    stateCodec[K]
 }
 
 // create registers a new state and merges what was restored for it.
@@ -188,7 +193,7 @@ func (ks *keyedState[K]) create(name string, s snapshotableState) error {
 		if e.kind != s.kind() {
 			return &unrecoverableError{fmt.Errorf("state %q was checkpointed as another kind of state (a ValueState and a MapState share the name across versions of the job); rename one", name)}
 		}
-		if err := s.restore(e.data); err != nil {
+		if err := s.restore(e.format, e.data); err != nil {
 			return &unrecoverableError{fmt.Errorf("restore state %q (key group %d): %w", name, e.keyGroup, err)}
 		}
 	}
@@ -219,8 +224,9 @@ type MapState[UK comparable, UV any] interface {
 }
 
 type valueState[K comparable, V any] struct {
-	ks *keyedState[K]
-	m  map[K]V
+	ks   *keyedState[K]
+	m    map[K]V
+	vals stateCodec[V]
 }
 
 func (s *valueState[K, V]) Value() (V, bool) { v, ok := s.m[s.ks.key]; return v, ok }
@@ -228,8 +234,10 @@ func (s *valueState[K, V]) Update(v V)       { s.m[s.ks.key] = v }
 func (s *valueState[K, V]) Clear()           { delete(s.m, s.ks.key) }
 
 type mapState[K, UK comparable, UV any] struct {
-	ks *keyedState[K]
-	m  map[K]map[UK]UV
+	ks    *keyedState[K]
+	m     map[K]map[UK]UV
+	ukeys stateCodec[UK]
+	uvals stateCodec[UV]
 }
 
 func (s *mapState[K, UK, UV]) Get(k UK) (UV, bool) { v, ok := s.m[s.ks.key][k]; return v, ok }
@@ -267,10 +275,13 @@ func (s *mapState[K, UK, UV]) All() iter.Seq2[UK, UV] {
 // the handle follows the current key. Asking for an existing name with
 // another value type is an error.
 //
-// State is checkpointed with encoding/gob, so the value type V and the
-// stream's key type K must be types gob encodes whole: basic types,
-// slices, arrays, maps and pointers of such, and structs whose fields are
-// all exported and of such types, at any depth; interface values need
+// State is checkpointed in a compact binary encoding when a type is a
+// string, a byte slice, an integer, a float or a bool (or a named type
+// over one that does not marshal itself), and with encoding/gob
+// otherwise, so the value type V and the stream's key type K must be
+// types gob encodes whole: basic types, slices, arrays, maps and pointers
+// of such, and structs whose fields are all exported and of such types,
+// at any depth; interface values need
 // their concrete types registered with gob.Register. A type that encodes
 // itself (encoding.BinaryMarshaler with BinaryUnmarshaler, or
 // gob.GobEncoder with GobDecoder) is taken as it is. Anything else (an
@@ -289,7 +300,7 @@ func GetValueState[V any, K comparable, O any](ctx *KeyedContext[K, O], name str
 	if err := checkStateTypes(name, stateType{"value type", typeOf[V]()}, stateType{"key type", typeOf[K]()}); err != nil {
 		return nil, err
 	}
-	vs := &valueState[K, V]{ks: ctx.op, m: map[K]V{}}
+	vs := &valueState[K, V]{ks: ctx.op, m: map[K]V{}, vals: codecFor[V]()}
 	if err := ctx.op.create(name, vs); err != nil {
 		return nil, err
 	}
@@ -298,8 +309,9 @@ func GetValueState[V any, K comparable, O any](ctx *KeyedContext[K, O], name str
 
 // GetMapState returns the map state called name, like GetValueState. The
 // map's key and value types UK and UV, and the stream's key type K, must
-// be types encoding/gob encodes whole, by GetValueState's rule; any other
-// is refused here with a *StateTypeError, and the job fails at once.
+// be built-in or types encoding/gob encodes whole, by GetValueState's
+// rule; any other is refused here with a *StateTypeError, and the job
+// fails at once.
 func GetMapState[UK comparable, UV any, K comparable, O any](ctx *KeyedContext[K, O], name string) (MapState[UK, UV], error) {
 	if s, ok := ctx.op.states[name]; ok {
 		ms, ok := s.(*mapState[K, UK, UV])
@@ -312,7 +324,7 @@ func GetMapState[UK comparable, UV any, K comparable, O any](ctx *KeyedContext[K
 		stateType{"key type", typeOf[K]()}); err != nil {
 		return nil, err
 	}
-	ms := &mapState[K, UK, UV]{ks: ctx.op, m: map[K]map[UK]UV{}}
+	ms := &mapState[K, UK, UV]{ks: ctx.op, m: map[K]map[UK]UV{}, ukeys: codecFor[UK](), uvals: codecFor[UV]()}
 	if err := ctx.op.create(name, ms); err != nil {
 		return nil, err
 	}
@@ -484,6 +496,8 @@ func (p *keyedProcessOperator[K, I, O]) open(t *task) error {
 	}
 	p.state.states = map[string]any{}
 	p.maxPar = t.cfg.maxParallelism
+	p.state.groups, p.state.keys = p.maxPar, codecFor[K]()
+	p.state.groupOf = func(k K) int { return KeyGroupForHash(p.hash(k), p.maxPar) }
 	if err := p.restoreState(t); err != nil {
 		// Decoding the same checkpoint again fails again.
 		return p.info.wrap(&unrecoverableError{err})
@@ -665,9 +679,9 @@ func (p *keyedProcessOperator[K, I, O]) restoreState(t *task) error {
 			}
 			switch e.kind {
 			case stateKindEventTimers:
-				err = restoreTimers(&p.timers.event, e.data)
+				err = restoreTimers(&p.timers.event, &p.state, e.format, e.data)
 			case stateKindProcessingTimers:
-				err = restoreTimers(&p.timers.processing, e.data)
+				err = restoreTimers(&p.timers.processing, &p.state, e.format, e.data)
 			default:
 				p.state.restored[e.name] = append(p.state.restored[e.name], e)
 			}
@@ -681,25 +695,23 @@ func (p *keyedProcessOperator[K, I, O]) restoreState(t *task) error {
 
 // snapshotState writes every state by key group.
 func (p *keyedProcessOperator[K, I, O]) snapshotState(int64) ([]byte, error) {
-	groupOf := func(k any) int { return KeyGroupForHash(p.hash(k.(K)), p.maxPar) }
 	var entries []stateEntry
 	for name, st := range p.state.states {
 		s, ok := st.(snapshotableState)
 		if !ok {
 			continue
 		}
-		groups, err := s.encodeGroups(groupOf)
+		groups, err := s.encodeGroups()
 		if err != nil {
 			return nil, p.info.wrap(fmt.Errorf("snapshot state %q: %w", name, err))
 		}
 		for g, data := range groups {
-			entries = append(entries, stateEntry{name: name, kind: s.kind(), keyGroup: g, data: data})
+			entries = append(entries, stateEntry{name: name, kind: s.kind(), format: formatColumns, keyGroup: g, data: data})
 		}
 	}
 	for _, es := range p.state.restored {
 		entries = append(entries, es...)
 	}
-	timerGroup := func(k K) int { return KeyGroupForHash(p.hash(k), p.maxPar) }
 	for _, tq := range []struct {
 		name string
 		kind byte
@@ -708,12 +720,12 @@ func (p *keyedProcessOperator[K, I, O]) snapshotState(int64) ([]byte, error) {
 		{eventTimersName, stateKindEventTimers, &p.timers.event},
 		{processingTimersName, stateKindProcessingTimers, &p.timers.processing},
 	} {
-		groups, err := encodeTimers(tq.q, timerGroup)
+		groups, err := encodeTimers(tq.q, &p.state)
 		if err != nil {
 			return nil, p.info.wrap(fmt.Errorf("snapshot %s: %w", tq.name, err))
 		}
 		for g, data := range groups {
-			entries = append(entries, stateEntry{name: tq.name, kind: tq.kind, keyGroup: g, data: data})
+			entries = append(entries, stateEntry{name: tq.name, kind: tq.kind, format: formatColumns, keyGroup: g, data: data})
 		}
 	}
 	return encodeStateEntries(entries), nil

@@ -107,7 +107,7 @@ func TestRestoreOfCheckpointWithoutMaxParallelism(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		h, err := w.WriteState(checkpoint.OperatorOwner("counts", 0), encodeStateEntries([]stateEntry{{name: "count", kind: stateKindValue, keyGroup: kg, data: []byte("x")}}))
+		h, err := w.WriteState(checkpoint.OperatorOwner("counts", 0), encodeStateEntries([]stateEntry{{name: "count", kind: stateKindValue, format: formatColumns, keyGroup: kg, data: []byte("x")}}))
 		if err != nil {
 			t.Fatal(err)
 		}

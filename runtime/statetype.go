@@ -8,9 +8,10 @@ import (
 	"reflect"
 )
 
-// Keyed state is checkpointed with encoding/gob (keyedstate.go). gob
-// refuses some types only when it first encodes one, which is at the first
-// snapshot, and it silently drops what it cannot see: unexported fields,
+// Keyed state whose types have no built-in encoding is checkpointed with
+// encoding/gob (serde.go). gob refuses some types only when it first
+// encodes one, which is at the first snapshot, and it silently drops what
+// it cannot see: unexported fields,
 // and fields of func and chan type. A state whose type loses a field that
 // way restores with that field at its zero value, with no error anywhere.
 // So the types of a state are checked when the state is declared, and a

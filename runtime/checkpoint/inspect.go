@@ -191,8 +191,10 @@ func DecodeTwoPhaseSink(b []byte) (committables, writer []byte, err error) {
 }
 
 // KeyedEntry is one state's (or one time domain's timers') data for one key
-// group in a keyed operator's snapshot. The data itself is encoding/gob of
-// the job's key and value types and is left encoded.
+// group in a keyed operator's snapshot. The data itself is left encoded:
+// from layout version 3 a format byte and the keys and values in the
+// codecs of their types (runtime/serde.go), before that encoding/gob of the
+// job's key and value types.
 type KeyedEntry struct {
 	// Name is the state's name; timers are "timers/event-time" and
 	// "timers/processing-time".
@@ -207,13 +209,14 @@ type KeyedEntry struct {
 
 // DecodeKeyedState takes apart a keyed operator's snapshot into its entries
 // by state and key group. version is the layout version (1: value and map
-// state; 2: timers too).
+// state; 2: timers too; 3: built-in binary encodings, a format byte first
+// in every entry's data).
 func DecodeKeyedState(b []byte) (version int, entries []KeyedEntry, err error) {
 	v, n := binary.Uvarint(b)
 	if n <= 0 {
 		return 0, nil, fmt.Errorf("%w: no layout version", ErrStateLayout)
 	}
-	if v < 1 || v > 2 {
+	if v < 1 || v > 3 {
 		return 0, nil, fmt.Errorf("%w: keyed state layout version %d is unknown", ErrStateLayout, v)
 	}
 	b = b[n:]

@@ -111,6 +111,13 @@ func TestDecodeKeyedState(t *testing.T) {
 	if err != nil || v != 2 || !reflect.DeepEqual(es, want) {
 		t.Fatalf("got %d %+v %v", v, es, err)
 	}
+	// Version 3 frames its entries alike (a format byte leads the data).
+	if v, es, err := DecodeKeyedState(append([]byte{3}, b[1:]...)); err != nil || v != 3 || !reflect.DeepEqual(es, want) {
+		t.Fatalf("version 3: got %d %+v %v", v, es, err)
+	}
+	if _, _, err := DecodeKeyedState(append([]byte{4}, b[1:]...)); !errors.Is(err, ErrStateLayout) {
+		t.Fatalf("version 4: %v", err)
+	}
 	if _, _, err := DecodeKeyedState(b[:len(b)-1]); !errors.Is(err, ErrStateLayout) {
 		t.Fatalf("truncated: %v", err)
 	}

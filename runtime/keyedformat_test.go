@@ -1,0 +1,440 @@
+package runtime
+
+import (
+	"errors"
+	"maps"
+	"math"
+	"os"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/splitflow/splitflow/runtime/checkpoint"
+)
+
+// point is a state value type that has no built-in encoding.
+type point struct{ X, Y int }
+
+// openKeyed opens a keyed process operator over keys K (records are their
+// own keys), subtask subtask of par, restoring blobs (one per old
+// subtask) as operator "op"'s state. The returned stop shuts the task
+// down.
+func openKeyed[K comparable](t testing.TB, blobs [][]byte, par, subtask int, fn KeyedProcessFuncs[K, K, string]) (*keyedProcessOperator[K, K, string], func()) {
+	t.Helper()
+	p, stop, err := openKeyedErr(t, blobs, par, subtask, fn)
+	if err != nil {
+		stop()
+		t.Fatal(err)
+	}
+	return p, stop
+}
+
+// openKeyedErr is openKeyed returning the operator's open error.
+func openKeyedErr[K comparable](t testing.TB, blobs [][]byte, par, subtask int, fn KeyedProcessFuncs[K, K, string]) (*keyedProcessOperator[K, K, string], func(), error) {
+	t.Helper()
+	hash, err := stableHasher[K]()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tk := &task{name: "p", head: &opInfo{name: "p"}, cfg: &config{maxParallelism: 128}, mb: newMailbox()}
+	if len(blobs) > 0 {
+		store, err := checkpoint.NewMemoryStorage()
+		if err != nil {
+			t.Fatal(err)
+		}
+		w, err := store.Begin(1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var hs []checkpoint.StateHandle
+		for i, b := range blobs {
+			h, err := w.WriteState(checkpoint.OperatorOwner("op", i), b)
+			if err != nil {
+				t.Fatal(err)
+			}
+			hs = append(hs, h)
+		}
+		if err := w.Commit(checkpoint.Metadata{ID: 1, States: hs}); err != nil {
+			t.Fatal(err)
+		}
+		chk, err := store.Load(1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tk.restored = &restoredState{chk: chk}
+	}
+	p := &keyedProcessOperator[K, K, string]{info: opInfo{name: "p", uid: "op", subtask: subtask}, keyFn: func(k K) K { return k },
+		hash: hash, par: par, out: output[string](&recorder[string]{}),
+		newFn: func() KeyedProcessFunction[K, K, string] { return fn }}
+	err = p.open(tk)
+	return p, func() { _ = tk.shutdown() }, err
+}
+
+// fixtureStates declares the states of testdata/keyed-state-v2.bin:
+// count (ValueState[int64]), seen (MapState[string, int64]) and, when
+// withPoint, point (ValueState[point], which has no built-in encoding).
+func fixtureStates(withPoint bool) KeyedProcessFuncs[string, string, string] {
+	return KeyedProcessFuncs[string, string, string]{
+		Setup: func(ctx *KeyedContext[string, string]) error {
+			if _, err := GetValueState[int64](ctx, "count"); err != nil {
+				return err
+			}
+			if withPoint {
+				if _, err := GetValueState[point](ctx, "point"); err != nil {
+					return err
+				}
+			}
+			_, err := GetMapState[string, int64](ctx, "seen")
+			return err
+		},
+		Element: func(*KeyedContext[string, string], string) error { return nil },
+	}
+}
+
+// checkFixtureState checks that p holds the state of
+// testdata/keyed-state-v2.bin: keys a, bb, ccc, dddd and eeeee (bb seen
+// twice) with their counts, points and seen maps, and an event-time and a
+// processing-time timer per key.
+func checkFixtureState(t *testing.T, p *keyedProcessOperator[string, string, string], withPoint bool) {
+	t.Helper()
+	wantCount := map[string]int64{"a": 1, "bb": 4, "ccc": 3, "dddd": 4, "eeeee": 5}
+	wantPoint := map[string]point{}
+	wantSeen := map[string]map[string]int64{}
+	var wantEvent, wantProc []timerEntry[string]
+	for k := range wantCount {
+		n := len(k)
+		wantPoint[k] = point{X: n, Y: -n}
+		wantSeen[k] = map[string]int64{k + "-x": int64(n) * 10, k + "-y": -1}
+		wantEvent = append(wantEvent, timerEntry[string]{ts: int64(1000 + n), key: k})
+		wantProc = append(wantProc, timerEntry[string]{ts: int64(1<<50 + n), key: k})
+	}
+	if got := p.state.states["count"].(*valueState[string, int64]).m; !maps.Equal(got, wantCount) {
+		t.Errorf("count = %v, want %v", got, wantCount)
+	}
+	if withPoint {
+		if got := p.state.states["point"].(*valueState[string, point]).m; !maps.Equal(got, wantPoint) {
+			t.Errorf("point = %v, want %v", got, wantPoint)
+		}
+	}
+	if got := p.state.states["seen"].(*mapState[string, string, int64]).m; !reflect.DeepEqual(got, wantSeen) {
+		t.Errorf("seen = %v, want %v", got, wantSeen)
+	}
+	order := func(a, b timerEntry[string]) int { return strings.Compare(a.key, b.key) }
+	for _, q := range []struct {
+		name string
+		q    *timerQueue[string]
+		want []timerEntry[string]
+	}{{"event-time", &p.timers.event, wantEvent}, {"processing-time", &p.timers.processing, wantProc}} {
+		got := slices.Clone(q.q.heap)
+		slices.SortFunc(got, order)
+		slices.SortFunc(q.want, order)
+		if !slices.Equal(got, q.want) {
+			t.Errorf("%s timers = %v, want %v", q.name, got, q.want)
+		}
+	}
+}
+
+// A snapshot in the layout before the built-in encodings (version 2, all
+// gob, written by the build before them: testdata/keyed-state-v2.bin)
+// restores whole: values, maps, a gob-only type and timers; a new
+// snapshot of it restores again; and an old entry that no state has
+// claimed yet is carried over in its old format and still restores when
+// its state is declared later.
+func TestKeyedStateVersion2Restores(t *testing.T) {
+	v2, err := os.ReadFile("testdata/keyed-state-v2.bin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, stop := openKeyed(t, [][]byte{v2}, 1, 0, fixtureStates(true))
+	defer stop()
+	checkFixtureState(t, p, true)
+
+	v3, err := p.snapshotState(2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v3[0] != keyedStateVersion {
+		t.Fatalf("snapshot layout version %d, want %d", v3[0], keyedStateVersion)
+	}
+	p, stop = openKeyed(t, [][]byte{v3}, 1, 0, fixtureStates(true))
+	defer stop()
+	checkFixtureState(t, p, true)
+
+	// point is not declared: its version 2 entries ride along.
+	p, stop = openKeyed(t, [][]byte{v2}, 1, 0, fixtureStates(false))
+	defer stop()
+	carried, err := p.snapshotState(3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	entries, err := decodeStateEntries(carried)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		if want := map[bool]byte{true: formatGob, false: formatColumns}[e.name == "point"]; e.format != want {
+			t.Errorf("entry %s (key group %d) in format %d, want %d", e.name, e.keyGroup, e.format, want)
+		}
+	}
+	p, stop = openKeyed(t, [][]byte{carried}, 1, 0, fixtureStates(true))
+	defer stop()
+	checkFixtureState(t, p, true)
+}
+
+// The old layout rescales like the new: two subtasks restoring the
+// version 2 snapshot split its key groups and timers between them, and
+// together hold all of it.
+func TestKeyedStateVersion2Rescales(t *testing.T) {
+	v2, err := os.ReadFile("testdata/keyed-state-v2.bin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var blobs [][]byte
+	for sub := range 2 {
+		p, stop := openKeyed(t, [][]byte{v2}, 2, sub, fixtureStates(true))
+		defer stop()
+		b, err := p.snapshotState(2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		blobs = append(blobs, b)
+		for k := range p.state.states["count"].(*valueState[string, int64]).m {
+			if g := p.state.groupOf(k); SubtaskForKeyGroup(g, 2, 128) != sub {
+				t.Errorf("subtask %d of 2 restored key %q of key group %d", sub, k, g)
+			}
+		}
+	}
+	p, stop := openKeyed(t, blobs, 1, 0, fixtureStates(true))
+	defer stop()
+	checkFixtureState(t, p, true)
+}
+
+// Every type with a built-in encoding comes back exactly: edge values,
+// named types, nil and empty byte slices, NaN and negative zero.
+func TestBuiltinStateEncodingsRoundTrip(t *testing.T) {
+	type word string
+	type level uint16
+	type raw []byte
+	roundTrip(t, []string{"", "a", "ünïcode", strings.Repeat("x", 300)})
+	roundTrip(t, []word{"", "w"})
+	roundTrip(t, []int{math.MinInt, -1, 0, math.MaxInt})
+	roundTrip(t, []int8{math.MinInt8, 0, math.MaxInt8})
+	roundTrip(t, []int16{math.MinInt16, 1, math.MaxInt16})
+	roundTrip(t, []int32{math.MinInt32, -7, math.MaxInt32})
+	roundTrip(t, []int64{math.MinInt64, 0, math.MaxInt64})
+	roundTrip(t, []time.Duration{-time.Second, time.Hour})
+	roundTrip(t, []uint{0, math.MaxUint})
+	roundTrip(t, []uint8{0, math.MaxUint8})
+	roundTrip(t, []uint16{0, math.MaxUint16})
+	roundTrip(t, []level{3, 9})
+	roundTrip(t, []uint32{0, math.MaxUint32})
+	roundTrip(t, []uint64{0, math.MaxUint64})
+	roundTrip(t, []float32{0, -1.5, math.MaxFloat32, float32(math.Inf(-1))})
+	roundTrip(t, []float64{0, math.SmallestNonzeroFloat64, math.Inf(1), -3.25})
+	roundTrip(t, []bool{false, true})
+	// Not comparable, so values only; and NaN and -0, which a map key
+	// cannot hold faithfully.
+	roundTripValues(t, [][]byte{nil, {}, {0, 1, 2}})
+	roundTripValues(t, []raw{nil, {}, {9}})
+	roundTripValues(t, []float64{math.NaN(), math.Copysign(0, -1)})
+	roundTripValues(t, []float32{float32(math.NaN()), float32(math.Copysign(0, -1))})
+}
+
+// roundTrip checks vs as values, map keys and map values, and as keys of
+// the operator and of timers.
+func roundTrip[T comparable](t *testing.T, vs []T) {
+	t.Helper()
+	roundTripValues(t, vs)
+	declare := func(ctx *KeyedContext[string, string]) (MapState[T, T], error) { return GetMapState[T, T](ctx, "m") }
+	var m MapState[T, T]
+	fn := KeyedProcessFuncs[string, string, string]{
+		Setup:   func(ctx *KeyedContext[string, string]) (err error) { m, err = declare(ctx); return err },
+		Element: func(ctx *KeyedContext[string, string], _ string) error { return nil },
+	}
+	p, stop := openKeyed(t, nil, 1, 0, fn)
+	defer stop()
+	for i := range vs {
+		p.state.key = "k" + string(rune('a'+i))
+		m.Put(vs[i], vs[(i+1)%len(vs)])
+		m.Put(vs[(i+1)%len(vs)], vs[i])
+	}
+	want := maps.Clone(p.state.states["m"].(*mapState[string, T, T]).m)
+	b, err := p.snapshotState(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q, stop2 := openKeyed(t, [][]byte{b}, 1, 0, fn)
+	defer stop2()
+	if got := q.state.states["m"].(*mapState[string, T, T]).m; !reflect.DeepEqual(got, want) {
+		t.Errorf("%T map state: restored %v, want %v", vs, got, want)
+	}
+	if _, err := stableHasher[T](); err == nil {
+		roundTripKeys(t, vs)
+	}
+}
+
+// roundTripValues checks vs as values of a ValueState, bit for bit.
+func roundTripValues[T any](t *testing.T, vs []T) {
+	t.Helper()
+	var v ValueState[T]
+	fn := KeyedProcessFuncs[string, string, string]{
+		Setup:   func(ctx *KeyedContext[string, string]) (err error) { v, err = GetValueState[T](ctx, "v"); return err },
+		Element: func(*KeyedContext[string, string], string) error { return nil },
+	}
+	p, stop := openKeyed(t, nil, 1, 0, fn)
+	defer stop()
+	for i, x := range vs {
+		p.state.key = "k" + string(rune('a'+i))
+		v.Update(x)
+	}
+	b, err := p.snapshotState(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q, stop2 := openKeyed(t, [][]byte{b}, 1, 0, fn)
+	defer stop2()
+	got := q.state.states["v"].(*valueState[string, T]).m
+	if len(got) != len(vs) {
+		t.Fatalf("%T: restored %d values, want %d", vs, len(got), len(vs))
+	}
+	for i, x := range vs {
+		k := "k" + string(rune('a'+i))
+		if !sameBits(got[k], x) {
+			t.Errorf("%T: key %s restored as %#v, want %#v", vs, k, got[k], x)
+		}
+	}
+}
+
+// sameBits compares floats by their bits (NaN, -0) and byte slices with
+// nil and empty apart.
+func sameBits(a, b any) bool {
+	va, vb := reflect.ValueOf(a), reflect.ValueOf(b)
+	switch va.Kind() {
+	case reflect.Float32, reflect.Float64:
+		return math.Float64bits(va.Float()) == math.Float64bits(vb.Float()) ||
+			va.Kind() == reflect.Float32 && math.Float32bits(float32(va.Float())) == math.Float32bits(float32(vb.Float()))
+	case reflect.Slice:
+		return va.IsNil() == vb.IsNil() && reflect.DeepEqual(va.Bytes(), vb.Bytes())
+	}
+	return a == b
+}
+
+// roundTripKeys checks ks as keys of the operator's state and timers.
+func roundTripKeys[K comparable](t *testing.T, ks []K) {
+	t.Helper()
+	var v ValueState[int]
+	fn := KeyedProcessFuncs[K, K, string]{
+		Setup: func(ctx *KeyedContext[K, string]) (err error) { v, err = GetValueState[int](ctx, "v"); return err },
+		Element: func(ctx *KeyedContext[K, string], _ K) error {
+			n, _ := v.Value()
+			v.Update(n + 1)
+			ctx.RegisterEventTimeTimer(int64(n))
+			return nil
+		},
+	}
+	p, stop := openKeyed(t, nil, 1, 0, fn)
+	defer stop()
+	for _, k := range ks {
+		if err := p.collect(k, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := maps.Clone(p.state.states["v"].(*valueState[K, int]).m)
+	wantTimers := maps.Clone(p.timers.event.index)
+	b, err := p.snapshotState(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q, stop2 := openKeyed(t, [][]byte{b}, 1, 0, fn)
+	defer stop2()
+	if got := q.state.states["v"].(*valueState[K, int]).m; !maps.Equal(got, want) {
+		t.Errorf("%T keys: restored %v, want %v", ks, got, want)
+	}
+	got := map[timerEntry[K]]bool{}
+	for e := range q.timers.event.index {
+		got[e] = true
+	}
+	for e := range wantTimers {
+		if !got[e] {
+			t.Errorf("%T keys: timer %v not restored", ks, e)
+		}
+	}
+	if len(got) != len(wantTimers) {
+		t.Errorf("%T keys: %d timers restored, want %d", ks, len(got), len(wantTimers))
+	}
+}
+
+// The codec follows the type: built-ins for basic kinds and named types
+// over them, gob for the rest and for a named basic type that marshals
+// itself.
+func TestStateCodecChosenByType(t *testing.T) {
+	type word string
+	for _, c := range []struct {
+		got, want byte
+		what      string
+	}{
+		{codecFor[string]().id, codecString, "string"},
+		{codecFor[word]().id, codecString, "named string"},
+		{codecFor[[]byte]().id, codecBytes, "[]byte"},
+		{codecFor[int64]().id, codecInt, "int64"},
+		{codecFor[time.Duration]().id, codecInt, "time.Duration"},
+		{codecFor[uint8]().id, codecUint, "uint8"},
+		{codecFor[float32]().id, codecFloat32, "float32"},
+		{codecFor[float64]().id, codecFloat64, "float64"},
+		{codecFor[bool]().id, codecBool, "bool"},
+		{codecFor[point]().id, codecGob, "struct"},
+		{codecFor[[]int]().id, codecGob, "[]int"},
+		{codecFor[*int64]().id, codecGob, "*int64"},
+		{codecFor[any]().id, codecGob, "interface"},
+		{codecFor[marshaledInt]().id, codecGob, "named int with MarshalBinary"},
+	} {
+		if c.got != c.want {
+			t.Errorf("%s: codec %s, want %s", c.what, codecName(c.got), codecName(c.want))
+		}
+	}
+}
+
+// marshaledInt is a basic type that encodes itself: its own encoding is
+// kept.
+type marshaledInt int
+
+func (m marshaledInt) MarshalBinary() ([]byte, error) { return []byte{byte(m)}, nil }
+func (m *marshaledInt) UnmarshalBinary(b []byte) error {
+	if len(b) != 1 {
+		return errors.New("marshaledInt: want one byte")
+	}
+	*m = marshaledInt(b[0])
+	return nil
+}
+
+// A state whose type changed to one encoded otherwise fails the restore
+// naming the state and both encodings, instead of misreading the bytes.
+func TestChangedStateTypeFailsRestoreNamingIt(t *testing.T) {
+	declare := func(f func(*KeyedContext[string, string]) error) KeyedProcessFuncs[string, string, string] {
+		return KeyedProcessFuncs[string, string, string]{Setup: f, Element: func(*KeyedContext[string, string], string) error { return nil }}
+	}
+	var count ValueState[int64]
+	p, stop := openKeyed(t, nil, 1, 0, declare(func(ctx *KeyedContext[string, string]) (err error) {
+		count, err = GetValueState[int64](ctx, "count")
+		return err
+	}))
+	defer stop()
+	p.state.key = "a"
+	count.Update(7)
+	b, err := p.snapshotState(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, stop2, err := openKeyedErr(t, [][]byte{b}, 1, 0, declare(func(ctx *KeyedContext[string, string]) error {
+		_, err := GetValueState[string](ctx, "count")
+		return err
+	}))
+	defer stop2()
+	var unrec *unrecoverableError
+	if err == nil || !errors.As(err, &unrec) || !strings.Contains(err.Error(), `state "count"`) ||
+		!strings.Contains(err.Error(), "checkpointed as signed integer") || !strings.Contains(err.Error(), "encoded as string") {
+		t.Fatalf("restore of an int64 state as a string: err = %v", err)
+	}
+}
