@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -445,15 +446,20 @@ func TestRestoreIsReported(t *testing.T) {
 
 	events = nil
 	logs = lockedBuffer{}
-	startedBefore := false
+	// The two writers are created on their tasks' goroutines, at once.
+	var startedBefore atomic.Bool
 	env = countingJob(2, &rangeSrc{splits: 4, perSplit: 100, readerFailAt: -1}, identity,
-		&txnSink2PC{store: store, writerOf: func(int) { startedBefore = startedBefore || len(events) == 0 }},
+		&txnSink2PC{store: store, writerOf: func(int) {
+			if len(events) == 0 {
+				startedBefore.Store(true)
+			}
+		}},
 		WithCheckpointInterval(3*time.Millisecond), WithCheckpointDir(dir), WithLogger(slogText(&logs)), listener)
 	if err := env.Execute(testCtx(t), "second"); err != nil {
 		t.Fatal(err)
 	}
 	checkCounts(t, store, 400, 7)
-	if startedBefore {
+	if startedBefore.Load() {
 		t.Error("a sink writer was created before the listener heard where the job resumed")
 	}
 	path := filepath.Join(dir, fmt.Sprintf("chk-%d", last))
