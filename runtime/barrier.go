@@ -36,6 +36,55 @@ type snapshotter interface {
 	snapshotState(id int64) ([]byte, error)
 }
 
+// asyncSnapshotter is an operator whose snapshot is taken in two parts
+// (Flink's asynchronous snapshots): freezeState, on the task goroutine at
+// the barrier, makes the state as of the barrier immutable, at a cost that
+// does not follow the size of the state, and returns its encoder; the
+// encoder runs on another goroutine, reading only what freezeState froze,
+// while the task goes on, and returns errSnapshotAbandoned early once stop
+// says so; thawState, on the task goroutine once the encoder returned,
+// ends the freeze. An error of either part declines the checkpoint, as a
+// snapshotState error does.
+type asyncSnapshotter interface {
+	freezeState(id int64) (func(stop func() bool) ([]byte, error), error)
+	thawState()
+}
+
+// asyncSnapshot is a checkpoint of the task whose encoders run off the task
+// goroutine: its barrier went on, its acknowledgement waits for them. A
+// task has at most one: a barrier that comes while one runs (its
+// checkpoint was aborted and a newer one started) waits for it first, so
+// that only one snapshot is ever frozen.
+type asyncSnapshot struct {
+	id    int64
+	align time.Duration
+	// blobs: the synchronous snapshots', then the encoders'; err and
+	// errOp the first encoder error. Written by the encoder goroutine
+	// before done closes.
+	blobs []ownedState
+	err   error
+	errOp lifecycle
+	thaw  []asyncSnapshotter
+	done  chan struct{}
+	// abandon, closed, asks the encoders to return early: the task is
+	// ending.
+	abandon chan struct{}
+}
+
+func (e *asyncSnapshot) abandoned() bool {
+	select {
+	case <-e.abandon:
+		return true
+	default:
+		return false
+	}
+}
+
+type pendingEncoder struct {
+	op  lifecycle
+	enc func(stop func() bool) ([]byte, error)
+}
+
 // checkpointNotified is an operator that acts when a checkpoint completes
 // (a reader, a sink writer that is a connector.CheckpointListener, the
 // committer).
@@ -113,13 +162,17 @@ func (t *task) triggerCheckpoint(b CheckpointBarrier) error {
 }
 
 // performCheckpoint prepares every operator of the chain for the barrier,
-// snapshots them, forwards the barrier behind the records emitted before
-// it (unless the output has ended) and acknowledges. An operator that
-// cannot prepare fails the task (see preparer); one that cannot snapshot
-// declines the checkpoint and the job goes on.
+// snapshots them (or freezes them, see asyncSnapshotter), forwards the
+// barrier behind the records emitted before it (unless the output has
+// ended) and acknowledges, once the encoders are done if there are any.
+// An operator that cannot prepare fails the task (see preparer); one that
+// cannot snapshot declines the checkpoint and the job goes on.
 func (t *task) performCheckpoint(b CheckpointBarrier, align time.Duration) error {
 	id := b.CheckpointID
 	t.lastBarrier = id
+	if t.encoding != nil {
+		t.finishEncoding(t.encoding)
+	}
 	for _, op := range t.ops {
 		if p, ok := op.(preparer); ok {
 			if err := p.prepareSnapshotPreBarrier(id); err != nil {
@@ -128,13 +181,32 @@ func (t *task) performCheckpoint(b CheckpointBarrier, align time.Duration) error
 		}
 	}
 	var blobs []ownedState
+	var encs []pendingEncoder
+	var thaw []asyncSnapshotter
 	for _, op := range t.ops {
+		if a, ok := op.(asyncSnapshotter); ok {
+			enc, err := a.freezeState(id)
+			if err != nil {
+				for _, f := range thaw {
+					f.thawState()
+				}
+				a.thawState()
+				t.ex.decline(t, id, op.operator().wrap(err))
+				return nil
+			}
+			thaw = append(thaw, a)
+			encs = append(encs, pendingEncoder{op, enc})
+			continue
+		}
 		s, ok := op.(snapshotter)
 		if !ok {
 			continue
 		}
 		data, err := s.snapshotState(id)
 		if err != nil {
+			for _, f := range thaw {
+				f.thawState()
+			}
 			t.ex.decline(t, id, err)
 			return nil
 		}
@@ -152,8 +224,64 @@ func (t *task) performCheckpoint(b CheckpointBarrier, align time.Duration) error
 	// at least as recent as its barrier (what a status reader that waits
 	// for readiness sees first).
 	t.publish()
-	t.ex.ack(t, id, blobs, align)
+	if len(encs) == 0 {
+		t.ex.ack(t, id, blobs, align)
+		return nil
+	}
+	e := &asyncSnapshot{id: id, align: align, blobs: blobs, thaw: thaw, done: make(chan struct{}), abandon: make(chan struct{})}
+	t.encoding = e
+	go func() {
+		if t.beforeEncode != nil {
+			t.beforeEncode(id, e.abandon)
+		}
+		for _, p := range encs {
+			data, err := p.enc(e.abandoned)
+			if err != nil {
+				e.err, e.errOp = err, p.op
+				break
+			}
+			if data != nil {
+				e.blobs = append(e.blobs, ownedState{owner: checkpoint.OperatorOwner(p.op.operator().uid, t.subtask), data: data})
+			}
+		}
+		// The mail first: once done is closed this goroutine has
+		// nothing left to do.
+		t.mb.put(priorityUrgent, mail{name: "snapshot encoded", run: func() error {
+			t.finishEncoding(e)
+			return nil
+		}})
+		close(e.done)
+	}()
 	return nil
+}
+
+// finishEncoding waits for e's encoders, thaws the operators and
+// acknowledges the checkpoint, or declines it. Task goroutine; once per
+// encoding.
+func (t *task) finishEncoding(e *asyncSnapshot) {
+	if t.encoding != e {
+		return
+	}
+	<-e.done
+	t.encoding = nil
+	for _, a := range e.thaw {
+		a.thawState()
+	}
+	if e.err != nil {
+		t.ex.decline(t, e.id, e.errOp.operator().wrap(e.err))
+		return
+	}
+	t.ex.ack(t, e.id, e.blobs, e.align)
+}
+
+// abandonEncoding stops the running encoders, if any, and waits for them:
+// a task that ends leaves no goroutine reading its state. Task goroutine.
+func (t *task) abandonEncoding() {
+	if e := t.encoding; e != nil {
+		close(e.abandon)
+		<-e.done
+		t.encoding = nil
+	}
 }
 
 // committing is an operator that may hold commits to retry; the task

@@ -183,7 +183,14 @@
 // an urgent mail (coordinators before barriers). A source task snapshots its
 // reader's splits, reopens its gate (held events then run after the snapshot:
 // the gate), snapshots the rest of its chain, forwards the barrier behind the
-// records before it and acknowledges with its state. A task with several
+// records before it and acknowledges with its state. Keyed state is
+// snapshotted asynchronously: at the barrier the task only freezes it (a
+// pause that follows the number of key groups and timers, not of keys),
+// the barrier goes on, an encoder goroutine encodes the frozen state while
+// the task keeps processing (a write to a frozen part copies that part
+// first: one slot of a key group, a sixteenth of it), and the
+// acknowledgement is sent once the encoder is done; a task that ends
+// meanwhile stops its encoder and waits for it. A task with several
 // input channels aligns: a channel that delivered barrier N is blocked until
 // N arrived on every open channel; a channel that ends meanwhile counts as
 // aligned, so its end of partition can complete the alignment. A task whose

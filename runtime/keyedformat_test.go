@@ -110,15 +110,15 @@ func checkFixtureState(t *testing.T, p *keyedProcessOperator[string, string, str
 		wantEvent = append(wantEvent, timerEntry[string]{ts: int64(1000 + n), key: k})
 		wantProc = append(wantProc, timerEntry[string]{ts: int64(1<<50 + n), key: k})
 	}
-	if got := p.state.states["count"].(*valueState[string, int64]).m; !maps.Equal(got, wantCount) {
+	if got := p.state.states["count"].(*valueState[string, int64]).flat(); !maps.Equal(got, wantCount) {
 		t.Errorf("count = %v, want %v", got, wantCount)
 	}
 	if withPoint {
-		if got := p.state.states["point"].(*valueState[string, point]).m; !maps.Equal(got, wantPoint) {
+		if got := p.state.states["point"].(*valueState[string, point]).flat(); !maps.Equal(got, wantPoint) {
 			t.Errorf("point = %v, want %v", got, wantPoint)
 		}
 	}
-	if got := p.state.states["seen"].(*mapState[string, string, int64]).m; !reflect.DeepEqual(got, wantSeen) {
+	if got := p.state.states["seen"].(*mapState[string, string, int64]).flat(); !reflect.DeepEqual(got, wantSeen) {
 		t.Errorf("seen = %v, want %v", got, wantSeen)
 	}
 	order := func(a, b timerEntry[string]) int { return strings.Compare(a.key, b.key) }
@@ -200,7 +200,7 @@ func TestKeyedStateVersion2Rescales(t *testing.T) {
 			t.Fatal(err)
 		}
 		blobs = append(blobs, b)
-		for k := range p.state.states["count"].(*valueState[string, int64]).m {
+		for k := range p.state.states["count"].(*valueState[string, int64]).flat() {
 			if g := p.state.groupOf(k); SubtaskForKeyGroup(g, 2, 128) != sub {
 				t.Errorf("subtask %d of 2 restored key %q of key group %d", sub, k, g)
 			}
@@ -256,18 +256,18 @@ func roundTrip[T comparable](t *testing.T, vs []T) {
 	p, stop := openKeyed(t, nil, 1, 0, fn)
 	defer stop()
 	for i := range vs {
-		p.state.key = "k" + string(rune('a'+i))
+		p.state.setKey("k" + string(rune('a'+i)))
 		m.Put(vs[i], vs[(i+1)%len(vs)])
 		m.Put(vs[(i+1)%len(vs)], vs[i])
 	}
-	want := maps.Clone(p.state.states["m"].(*mapState[string, T, T]).m)
+	want := maps.Clone(p.state.states["m"].(*mapState[string, T, T]).flat())
 	b, err := p.snapshotState(1)
 	if err != nil {
 		t.Fatal(err)
 	}
 	q, stop2 := openKeyed(t, [][]byte{b}, 1, 0, fn)
 	defer stop2()
-	if got := q.state.states["m"].(*mapState[string, T, T]).m; !reflect.DeepEqual(got, want) {
+	if got := q.state.states["m"].(*mapState[string, T, T]).flat(); !reflect.DeepEqual(got, want) {
 		t.Errorf("%T map state: restored %v, want %v", vs, got, want)
 	}
 	if _, err := stableHasher[T](); err == nil {
@@ -286,7 +286,7 @@ func roundTripValues[T any](t *testing.T, vs []T) {
 	p, stop := openKeyed(t, nil, 1, 0, fn)
 	defer stop()
 	for i, x := range vs {
-		p.state.key = "k" + string(rune('a'+i))
+		p.state.setKey("k" + string(rune('a'+i)))
 		v.Update(x)
 	}
 	b, err := p.snapshotState(1)
@@ -295,7 +295,7 @@ func roundTripValues[T any](t *testing.T, vs []T) {
 	}
 	q, stop2 := openKeyed(t, [][]byte{b}, 1, 0, fn)
 	defer stop2()
-	got := q.state.states["v"].(*valueState[string, T]).m
+	got := q.state.states["v"].(*valueState[string, T]).flat()
 	if len(got) != len(vs) {
 		t.Fatalf("%T: restored %d values, want %d", vs, len(got), len(vs))
 	}
@@ -341,7 +341,7 @@ func roundTripKeys[K comparable](t *testing.T, ks []K) {
 			t.Fatal(err)
 		}
 	}
-	want := maps.Clone(p.state.states["v"].(*valueState[K, int]).m)
+	want := maps.Clone(p.state.states["v"].(*valueState[K, int]).flat())
 	wantTimers := maps.Clone(p.timers.event.index)
 	b, err := p.snapshotState(1)
 	if err != nil {
@@ -349,7 +349,7 @@ func roundTripKeys[K comparable](t *testing.T, ks []K) {
 	}
 	q, stop2 := openKeyed(t, [][]byte{b}, 1, 0, fn)
 	defer stop2()
-	if got := q.state.states["v"].(*valueState[K, int]).m; !maps.Equal(got, want) {
+	if got := q.state.states["v"].(*valueState[K, int]).flat(); !maps.Equal(got, want) {
 		t.Errorf("%T keys: restored %v, want %v", ks, got, want)
 	}
 	got := map[timerEntry[K]]bool{}
@@ -421,7 +421,7 @@ func TestChangedStateTypeFailsRestoreNamingIt(t *testing.T) {
 		return err
 	}))
 	defer stop()
-	p.state.key = "a"
+	p.state.setKey("a")
 	count.Update(7)
 	b, err := p.snapshotState(1)
 	if err != nil {
@@ -437,4 +437,24 @@ func TestChangedStateTypeFailsRestoreNamingIt(t *testing.T) {
 		!strings.Contains(err.Error(), "checkpointed as signed integer") || !strings.Contains(err.Error(), "encoded as string") {
 		t.Fatalf("restore of an int64 state as a string: err = %v", err)
 	}
+}
+
+// flat is the state as one map by key.
+func (s *valueState[K, V]) flat() map[K]V {
+	out := map[K]V{}
+	for _, m := range s.m {
+		maps.Copy(out, m)
+	}
+	return out
+}
+
+// flat is the state as one map by key.
+func (s *mapState[K, UK, UV]) flat() map[K]map[UK]UV {
+	out := map[K]map[UK]UV{}
+	for _, m := range s.m {
+		for k, in := range m {
+			out[k] = in.m
+		}
+	}
+	return out
 }

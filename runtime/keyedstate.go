@@ -4,7 +4,10 @@ import (
 	"bytes"
 	"encoding/binary"
 	"encoding/gob"
+	"errors"
 	"fmt"
+	"reflect"
+	"slices"
 )
 
 // Keyed state snapshots. A keyed process operator's state is written per
@@ -69,39 +72,47 @@ type timerRecord[K comparable] struct {
 	Ts  int64
 }
 
-// encodeTimers encodes q's timers per key group.
-func encodeTimers[K comparable](q *timerQueue[K], ks *keyedState[K]) (map[int][]byte, error) {
+// freezeTimers returns the encoder of q's timers as they are now, per
+// key group; it reads a copy of the heap.
+func freezeTimers[K comparable](q *timerQueue[K], ks *keyedState[K]) func(stop func() bool) (map[int][]byte, error) {
 	if len(q.heap) == 0 {
-		return nil, nil
+		return func(func() bool) (map[int][]byte, error) { return nil, nil }
 	}
-	type group struct {
-		keys column[K]
-		ts   []byte
-	}
-	gs := make([]*group, ks.groups)
-	for _, e := range q.heap {
-		g := ks.groupOf(e.key)
-		w := gs[g]
-		if w == nil {
-			w = &group{keys: column[K]{c: ks.keys}}
-			gs[g] = w
+	heap := slices.Clone(q.heap)
+	groupOf, groups, kc := ks.groupOf, ks.groups, ks.keys
+	return func(stop func() bool) (map[int][]byte, error) {
+		type group struct {
+			keys column[K]
+			ts   []byte
 		}
-		w.keys.add(e.key)
-		w.ts = binary.AppendVarint(w.ts, e.ts)
-	}
-	out := make(map[int][]byte)
-	for g, w := range gs {
-		if w == nil {
-			continue
+		gs := make([]*group, groups)
+		for _, e := range heap {
+			g := groupOf(e.key)
+			w := gs[g]
+			if w == nil {
+				w = &group{keys: column[K]{c: kc}}
+				gs[g] = w
+			}
+			w.keys.add(e.key)
+			w.ts = binary.AppendVarint(w.ts, e.ts)
 		}
-		b := make([]byte, 0, binary.MaxVarintLen64+w.keys.size()+len(w.ts))
-		b, err := w.keys.appendTo(binary.AppendUvarint(b, uint64(w.keys.n)))
-		if err != nil {
-			return nil, fmt.Errorf("keys: %w", err)
+		out := make(map[int][]byte)
+		for g, w := range gs {
+			if w == nil {
+				continue
+			}
+			if stop() {
+				return nil, errSnapshotAbandoned
+			}
+			b := make([]byte, 0, binary.MaxVarintLen64+w.keys.size()+len(w.ts))
+			b, err := w.keys.appendTo(binary.AppendUvarint(b, uint64(w.keys.n)))
+			if err != nil {
+				return nil, fmt.Errorf("keys: %w", err)
+			}
+			out[g] = append(b, w.ts...)
 		}
-		out[g] = append(b, w.ts...)
+		return out, nil
 	}
-	return out, nil
 }
 
 // restoreTimers adds the encoded timers of one key group to q.
@@ -161,50 +172,66 @@ type stateEntry struct {
 	data     []byte
 }
 
+// errSnapshotAbandoned ends an encoder whose task is going away.
+var errSnapshotAbandoned = errors.New("snapshot abandoned: the task ended")
+
 // snapshotableState is a ValueState or MapState as the snapshot sees it.
 type snapshotableState interface {
 	kind() byte
-	// encodeGroups encodes the state's entries per key group, in
-	// formatColumns.
-	encodeGroups() (map[int][]byte, error)
+	// freeze, on the task goroutine once the epoch is frozen (see
+	// keyedState), returns the encoder of the state's entries per key
+	// group, in formatColumns. The encoder may run on any goroutine and
+	// reads only frozen maps; it returns errSnapshotAbandoned early once
+	// stop says so. A state whose values the function could change in
+	// place (a slice, a map or a pointer inside them) is encoded within
+	// freeze instead: the copy-on-write of maps does not protect them.
+	freeze() func(stop func() bool) (map[int][]byte, error)
 	// restore merges encoded entries of one key group.
 	restore(format byte, data []byte) error
 }
 
 func (s *valueState[K, V]) kind() byte { return stateKindValue }
 
-func (s *valueState[K, V]) encodeGroups() (map[int][]byte, error) {
-	type group struct {
-		keys column[K]
-		vals column[V]
+func (s *valueState[K, V]) freeze() func(stop func() bool) (map[int][]byte, error) {
+	view, kc, vc := slices.Clone(s.m), s.ks.keys, s.vals
+	enc := func(stop func() bool) (map[int][]byte, error) {
+		out := make(map[int][]byte)
+		for g := range len(view) / slotsPerKeyGroup {
+			if stop() {
+				return nil, errSnapshotAbandoned
+			}
+			keys, vals := column[K]{c: kc}, column[V]{c: vc}
+			for _, m := range view[g*slotsPerKeyGroup : (g+1)*slotsPerKeyGroup] {
+				for k, v := range m {
+					keys.add(k)
+					vals.add(v)
+				}
+			}
+			if keys.n == 0 {
+				continue
+			}
+			b := make([]byte, 0, binary.MaxVarintLen64+keys.size()+vals.size())
+			b, err := keys.appendTo(binary.AppendUvarint(b, uint64(keys.n)))
+			if err != nil {
+				return nil, fmt.Errorf("keys: %w", err)
+			}
+			if b, err = vals.appendTo(b); err != nil {
+				return nil, fmt.Errorf("values: %w", err)
+			}
+			out[g] = b
+		}
+		return out, nil
 	}
-	gs := make([]*group, s.ks.groups)
-	for k, v := range s.m {
-		g := s.ks.groupOf(k)
-		w := gs[g]
-		if w == nil {
-			w = &group{keys: column[K]{c: s.ks.keys}, vals: column[V]{c: s.vals}}
-			gs[g] = w
-		}
-		w.keys.add(k)
-		w.vals.add(v)
+	if !valueSemantics[K]() || !valueSemantics[V]() {
+		return encodedNow(enc)
 	}
-	out := make(map[int][]byte)
-	for g, w := range gs {
-		if w == nil {
-			continue
-		}
-		b := make([]byte, 0, binary.MaxVarintLen64+w.keys.size()+w.vals.size())
-		b, err := w.keys.appendTo(binary.AppendUvarint(b, uint64(w.keys.n)))
-		if err != nil {
-			return nil, fmt.Errorf("keys: %w", err)
-		}
-		if b, err = w.vals.appendTo(b); err != nil {
-			return nil, fmt.Errorf("values: %w", err)
-		}
-		out[g] = b
-	}
-	return out, nil
+	return enc
+}
+
+// encodedNow runs enc now and returns its result as an encoder.
+func encodedNow(enc func(func() bool) (map[int][]byte, error)) func(func() bool) (map[int][]byte, error) {
+	out, err := enc(func() bool { return false })
+	return func(func() bool) (map[int][]byte, error) { return out, err }
 }
 
 func (s *valueState[K, V]) restore(format byte, data []byte) error {
@@ -214,7 +241,7 @@ func (s *valueState[K, V]) restore(format byte, data []byte) error {
 			return err
 		}
 		for k, v := range m {
-			s.m[k] = v
+			s.writable(s.ks.slotOf(k))[k] = v
 		}
 		return nil
 	}
@@ -234,55 +261,65 @@ func (s *valueState[K, V]) restore(format byte, data []byte) error {
 		return err
 	}
 	for i, k := range keys {
-		s.m[k] = vals[i]
+		s.writable(s.ks.slotOf(k))[k] = vals[i]
 	}
 	return nil
 }
 
 func (s *mapState[K, UK, UV]) kind() byte { return stateKindMap }
 
-func (s *mapState[K, UK, UV]) encodeGroups() (map[int][]byte, error) {
-	type group struct {
-		keys  column[K]
-		sizes []byte
-		ukeys column[UK]
-		uvals column[UV]
+func (s *mapState[K, UK, UV]) freeze() func(stop func() bool) (map[int][]byte, error) {
+	view, kc, ukc, uvc := slices.Clone(s.m), s.ks.keys, s.ukeys, s.uvals
+	enc := func(stop func() bool) (map[int][]byte, error) {
+		out := make(map[int][]byte)
+		for g := range len(view) / slotsPerKeyGroup {
+			if stop() {
+				return nil, errSnapshotAbandoned
+			}
+			keys, ukeys, uvals := column[K]{c: kc}, column[UK]{c: ukc}, column[UV]{c: uvc}
+			var sizes []byte
+			for _, gm := range view[g*slotsPerKeyGroup : (g+1)*slotsPerKeyGroup] {
+				for k, in := range gm {
+					keys.add(k)
+					sizes = binary.AppendUvarint(sizes, uint64(len(in.m)))
+					for uk, uv := range in.m {
+						ukeys.add(uk)
+						uvals.add(uv)
+					}
+				}
+			}
+			if keys.n == 0 {
+				continue
+			}
+			b := make([]byte, 0, binary.MaxVarintLen64+keys.size()+len(sizes)+ukeys.size()+uvals.size())
+			b, err := keys.appendTo(binary.AppendUvarint(b, uint64(keys.n)))
+			if err != nil {
+				return nil, fmt.Errorf("keys: %w", err)
+			}
+			b = append(b, sizes...)
+			if b, err = ukeys.appendTo(b); err != nil {
+				return nil, fmt.Errorf("map keys: %w", err)
+			}
+			if b, err = uvals.appendTo(b); err != nil {
+				return nil, fmt.Errorf("map values: %w", err)
+			}
+			out[g] = b
+		}
+		return out, nil
 	}
-	gs := make([]*group, s.ks.groups)
-	for k, inner := range s.m {
-		g := s.ks.groupOf(k)
-		w := gs[g]
-		if w == nil {
-			w = &group{keys: column[K]{c: s.ks.keys}, ukeys: column[UK]{c: s.ukeys}, uvals: column[UV]{c: s.uvals}}
-			gs[g] = w
-		}
-		w.keys.add(k)
-		w.sizes = binary.AppendUvarint(w.sizes, uint64(len(inner)))
-		for uk, uv := range inner {
-			w.ukeys.add(uk)
-			w.uvals.add(uv)
-		}
+	if !valueSemantics[K]() || !valueSemantics[UK]() || !valueSemantics[UV]() {
+		return encodedNow(enc)
 	}
-	out := make(map[int][]byte)
-	for g, w := range gs {
-		if w == nil {
-			continue
-		}
-		b := make([]byte, 0, binary.MaxVarintLen64+w.keys.size()+len(w.sizes)+w.ukeys.size()+w.uvals.size())
-		b, err := w.keys.appendTo(binary.AppendUvarint(b, uint64(w.keys.n)))
-		if err != nil {
-			return nil, fmt.Errorf("keys: %w", err)
-		}
-		b = append(b, w.sizes...)
-		if b, err = w.ukeys.appendTo(b); err != nil {
-			return nil, fmt.Errorf("map keys: %w", err)
-		}
-		if b, err = w.uvals.appendTo(b); err != nil {
-			return nil, fmt.Errorf("map values: %w", err)
-		}
-		out[g] = b
+	return enc
+}
+
+// set puts a restored key's map.
+func (s *mapState[K, UK, UV]) set(k K, m map[UK]UV) {
+	g := s.ks.slotOf(k)
+	if s.m[g] == nil {
+		s.m[g], s.ep[g] = map[K]*innerMap[UK, UV]{}, s.ks.epoch
 	}
-	return out, nil
+	s.m[g][k] = &innerMap[UK, UV]{m: m, ep: s.ks.epoch}
 }
 
 func (s *mapState[K, UK, UV]) restore(format byte, data []byte) error {
@@ -292,7 +329,7 @@ func (s *mapState[K, UK, UV]) restore(format byte, data []byte) error {
 			return err
 		}
 		for k, v := range m {
-			s.m[k] = v
+			s.set(k, v)
 		}
 		return nil
 	}
@@ -334,7 +371,7 @@ func (s *mapState[K, UK, UV]) restore(format byte, data []byte) error {
 			inner[ukeys[j]] = uvals[j]
 		}
 		at += sizes[i]
-		s.m[k] = inner
+		s.set(k, inner)
 	}
 	return nil
 }
@@ -411,4 +448,29 @@ func decodeStateEntries(b []byte) ([]stateEntry, error) {
 		entries = append(entries, stateEntry{name: string(name), kind: kind, format: format, keyGroup: int(kg), data: data})
 	}
 	return entries, nil
+}
+
+// valueSemantics reports that a T copied is independent of the original:
+// no slice, map, pointer, interface, chan or func inside, at any depth
+// (strings are immutable). Only such values may be read by an encoder
+// while the function goes on.
+func valueSemantics[T any]() bool { return valueType(reflect.TypeFor[T]()) }
+
+func valueType(t reflect.Type) bool {
+	switch t.Kind() {
+	case reflect.Bool, reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr,
+		reflect.Float32, reflect.Float64, reflect.Complex64, reflect.Complex128, reflect.String:
+		return true
+	case reflect.Array:
+		return valueType(t.Elem())
+	case reflect.Struct:
+		for i := range t.NumField() {
+			if !valueType(t.Field(i).Type) {
+				return false
+			}
+		}
+		return true
+	}
+	return false
 }

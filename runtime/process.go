@@ -3,6 +3,7 @@ package runtime
 import (
 	"fmt"
 	"iter"
+	"maps"
 	"time"
 )
 
@@ -164,11 +165,27 @@ func (c *KeyedContext[K, O]) DeleteProcessingTimeTimer(ts int64) {
 }
 
 // keyedState is the keyed state of one operator subtask: the current key
-// and the named states, each a map by key. State lives on the task
-// goroutine only. Snapshots group entries by key group (see
-// keyedstate.go) so that they can be redistributed on rescaling.
+// and its key group, and the named states, each a map by key split into
+// one map per key group. State lives on the task goroutine only.
+// Snapshots write entries by key group (see keyedstate.go) so that they
+// can be redistributed on rescaling.
+//
+// A snapshot freezes the state on the task goroutine and encodes it on
+// another (copy-on-write, as Flink's CopyOnWriteStateMap, at the grain of
+// slots: every key group is split into slotsPerKeyGroup maps by the key's
+// hash, so that a copy costs a small share of the state): freezing starts
+// a new epoch and hands the encoder the slot maps as they are; every map
+// remembers the epoch it was made in, and a write to one made before the
+// frozen epoch copies it first, so the encoder reads maps nobody writes
+// again. Thawing, once the encoder is done, ends the copying.
 type keyedState[K comparable] struct {
-	key    K
+	key  K
+	slot int // slot of key
+	// epoch is the current epoch; frozen the epoch of the snapshot being
+	// encoded, 0 for none: a map of an epoch below frozen is read by the
+	// encoder.
+	epoch  uint64
+	frozen uint64
 	states map[string]any
 	// restored holds, per state name, the restored entries of the key
 	// groups this subtask owns, until the function asks for the state
@@ -176,10 +193,23 @@ type keyedState[K comparable] struct {
 	// writes them back unchanged.
 	restored map[string][]stateEntry
 	// groupOf is the key group of a key, of groups (the max parallelism);
-	// keys is the key type's codec in snapshots.
+	// slotOf its slot, of groups*slotsPerKeyGroup, the slots of key group
+	// g being g*slotsPerKeyGroup and up; keys is the key type's codec in
+	// snapshots.
 	groupOf func(K) int
+	slotOf  func(K) int
 	groups  int
 	keys    stateCodec[K]
+}
+
+// slotsPerKeyGroup is how many maps a key group's state is split into.
+const slotsPerKeyGroup = 16
+
+func (ks *keyedState[K]) slots() int { return ks.groups * slotsPerKeyGroup }
+
+// setKey makes k the current key.
+func (ks *keyedState[K]) setKey(k K) {
+	ks.key, ks.slot = k, ks.slotOf(k)
 }
 
 // create registers a new state and merges what was restored for it.
@@ -224,43 +254,119 @@ type MapState[UK comparable, UV any] interface {
 }
 
 type valueState[K comparable, V any] struct {
-	ks   *keyedState[K]
-	m    map[K]V
+	ks *keyedState[K]
+	// m holds the values by slot; ep the epoch each map was made in.
+	m    []map[K]V
+	ep   []uint64
 	vals stateCodec[V]
 }
 
-func (s *valueState[K, V]) Value() (V, bool) { v, ok := s.m[s.ks.key]; return v, ok }
-func (s *valueState[K, V]) Update(v V)       { s.m[s.ks.key] = v }
-func (s *valueState[K, V]) Clear()           { delete(s.m, s.ks.key) }
+func newValueState[K comparable, V any](ks *keyedState[K]) *valueState[K, V] {
+	return &valueState[K, V]{ks: ks, m: make([]map[K]V, ks.slots()), ep: make([]uint64, ks.slots()), vals: codecFor[V]()}
+}
+
+func (s *valueState[K, V]) Value() (V, bool) { v, ok := s.m[s.ks.slot][s.ks.key]; return v, ok }
+func (s *valueState[K, V]) Update(v V)       { s.writable(s.ks.slot)[s.ks.key] = v }
+func (s *valueState[K, V]) Clear() {
+	if _, ok := s.m[s.ks.slot][s.ks.key]; ok {
+		delete(s.writable(s.ks.slot), s.ks.key)
+	}
+}
+
+// writable returns slot g's map, copied first if a snapshot reads it.
+func (s *valueState[K, V]) writable(g int) map[K]V {
+	m := s.m[g]
+	switch {
+	case m == nil:
+		m = map[K]V{}
+	case s.ep[g] < s.ks.frozen:
+		m = maps.Clone(m)
+	default:
+		return m
+	}
+	s.m[g], s.ep[g] = m, s.ks.epoch
+	return m
+}
 
 type mapState[K, UK comparable, UV any] struct {
-	ks    *keyedState[K]
-	m     map[K]map[UK]UV
+	ks *keyedState[K]
+	// m holds the keys' maps by slot; ep the epoch each slot's map was
+	// made in.
+	m     []map[K]*innerMap[UK, UV]
+	ep    []uint64
 	ukeys stateCodec[UK]
 	uvals stateCodec[UV]
 }
 
-func (s *mapState[K, UK, UV]) Get(k UK) (UV, bool) { v, ok := s.m[s.ks.key][k]; return v, ok }
-func (s *mapState[K, UK, UV]) Put(k UK, v UV) {
-	inner := s.m[s.ks.key]
-	if inner == nil {
-		inner = map[UK]UV{}
-		s.m[s.ks.key] = inner
-	}
-	inner[k] = v
+// innerMap is one key's map and the epoch it was made in.
+type innerMap[UK comparable, UV any] struct {
+	m  map[UK]UV
+	ep uint64
 }
+
+func newMapState[K, UK comparable, UV any](ks *keyedState[K]) *mapState[K, UK, UV] {
+	return &mapState[K, UK, UV]{ks: ks, m: make([]map[K]*innerMap[UK, UV], ks.slots()), ep: make([]uint64, ks.slots()),
+		ukeys: codecFor[UK](), uvals: codecFor[UV]()}
+}
+
+func (s *mapState[K, UK, UV]) inner() map[UK]UV {
+	if in := s.m[s.ks.slot][s.ks.key]; in != nil {
+		return in.m
+	}
+	return nil
+}
+
+// writable returns the current key's map, creating it, and copying it and
+// its slot's map first if a snapshot reads them.
+func (s *mapState[K, UK, UV]) writable() map[UK]UV {
+	g := s.ks.slot
+	gm := s.m[g]
+	switch {
+	case gm == nil:
+		gm = map[K]*innerMap[UK, UV]{}
+		s.m[g], s.ep[g] = gm, s.ks.epoch
+	case s.ep[g] < s.ks.frozen:
+		gm = maps.Clone(gm)
+		s.m[g], s.ep[g] = gm, s.ks.epoch
+	}
+	in := gm[s.ks.key]
+	switch {
+	case in == nil:
+		in = &innerMap[UK, UV]{m: map[UK]UV{}, ep: s.ks.epoch}
+		gm[s.ks.key] = in
+	case in.ep < s.ks.frozen:
+		in = &innerMap[UK, UV]{m: maps.Clone(in.m), ep: s.ks.epoch}
+		gm[s.ks.key] = in
+	}
+	return in.m
+}
+
+func (s *mapState[K, UK, UV]) Get(k UK) (UV, bool) { v, ok := s.inner()[k]; return v, ok }
+func (s *mapState[K, UK, UV]) Put(k UK, v UV)      { s.writable()[k] = v }
 func (s *mapState[K, UK, UV]) Remove(k UK) {
-	inner := s.m[s.ks.key]
+	if _, ok := s.inner()[k]; !ok {
+		return
+	}
+	inner := s.writable()
 	delete(inner, k)
 	if len(inner) == 0 {
-		delete(s.m, s.ks.key)
+		delete(s.m[s.ks.slot], s.ks.key) // writable made the slot's map the task's own
 	}
 }
-func (s *mapState[K, UK, UV]) Contains(k UK) bool { _, ok := s.m[s.ks.key][k]; return ok }
-func (s *mapState[K, UK, UV]) Len() int           { return len(s.m[s.ks.key]) }
-func (s *mapState[K, UK, UV]) Clear()             { delete(s.m, s.ks.key) }
+func (s *mapState[K, UK, UV]) Contains(k UK) bool { _, ok := s.inner()[k]; return ok }
+func (s *mapState[K, UK, UV]) Len() int           { return len(s.inner()) }
+func (s *mapState[K, UK, UV]) Clear() {
+	g := s.ks.slot
+	if _, ok := s.m[g][s.ks.key]; !ok {
+		return
+	}
+	if s.ep[g] < s.ks.frozen {
+		s.m[g], s.ep[g] = maps.Clone(s.m[g]), s.ks.epoch
+	}
+	delete(s.m[g], s.ks.key)
+}
 func (s *mapState[K, UK, UV]) All() iter.Seq2[UK, UV] {
-	inner := s.m[s.ks.key]
+	inner := s.inner()
 	return func(yield func(UK, UV) bool) {
 		for k, v := range inner {
 			if !yield(k, v) {
@@ -300,7 +406,7 @@ func GetValueState[V any, K comparable, O any](ctx *KeyedContext[K, O], name str
 	if err := checkStateTypes(name, stateType{"value type", typeOf[V]()}, stateType{"key type", typeOf[K]()}); err != nil {
 		return nil, err
 	}
-	vs := &valueState[K, V]{ks: ctx.op, m: map[K]V{}, vals: codecFor[V]()}
+	vs := newValueState[K, V](ctx.op)
 	if err := ctx.op.create(name, vs); err != nil {
 		return nil, err
 	}
@@ -324,7 +430,7 @@ func GetMapState[UK comparable, UV any, K comparable, O any](ctx *KeyedContext[K
 		stateType{"key type", typeOf[K]()}); err != nil {
 		return nil, err
 	}
-	ms := &mapState[K, UK, UV]{ks: ctx.op, m: map[K]map[UK]UV{}, ukeys: codecFor[UK](), uvals: codecFor[UV]()}
+	ms := newMapState[K, UK, UV](ctx.op)
 	if err := ctx.op.create(name, ms); err != nil {
 		return nil, err
 	}
@@ -498,6 +604,10 @@ func (p *keyedProcessOperator[K, I, O]) open(t *task) error {
 	p.maxPar = t.cfg.maxParallelism
 	p.state.groups, p.state.keys = p.maxPar, codecFor[K]()
 	p.state.groupOf = func(k K) int { return KeyGroupForHash(p.hash(k), p.maxPar) }
+	p.state.slotOf = func(k K) int {
+		h := p.hash(k)
+		return KeyGroupForHash(h, p.maxPar)*slotsPerKeyGroup + int(h/uint32(p.maxPar)%slotsPerKeyGroup)
+	}
 	if err := p.restoreState(t); err != nil {
 		// Decoding the same checkpoint again fails again.
 		return p.info.wrap(&unrecoverableError{err})
@@ -516,7 +626,7 @@ func (p *keyedProcessOperator[K, I, O]) open(t *task) error {
 
 func (p *keyedProcessOperator[K, I, O]) collect(v I, ts int64) error {
 	p.info.records++
-	p.state.key = p.keyFn(v)
+	p.state.setKey(p.keyFn(v))
 	p.ctx.ts, p.ctx.err = ts, nil
 	if err := p.fn.ProcessElement(&p.ctx, v); err != nil {
 		return p.info.wrap(err)
@@ -596,7 +706,7 @@ func (p *keyedProcessOperator[K, I, O]) resume() error {
 }
 
 func (p *keyedProcessOperator[K, I, O]) fire(e timerEntry[K], d TimeDomain, ts int64) error {
-	p.state.key = e.key
+	p.state.setKey(e.key)
 	p.ctx.ts, p.ctx.err = ts, nil
 	if err := p.fn.OnTimer(&p.ctx, Timer{Timestamp: e.ts, Domain: d}); err != nil {
 		return p.info.wrap(err)
@@ -693,40 +803,58 @@ func (p *keyedProcessOperator[K, I, O]) restoreState(t *task) error {
 	return nil
 }
 
-// snapshotState writes every state by key group.
-func (p *keyedProcessOperator[K, I, O]) snapshotState(int64) ([]byte, error) {
-	var entries []stateEntry
-	for name, st := range p.state.states {
-		s, ok := st.(snapshotableState)
-		if !ok {
-			continue
-		}
-		groups, err := s.encodeGroups()
-		if err != nil {
-			return nil, p.info.wrap(fmt.Errorf("snapshot state %q: %w", name, err))
-		}
-		for g, data := range groups {
-			entries = append(entries, stateEntry{name: name, kind: s.kind(), format: formatColumns, keyGroup: g, data: data})
-		}
-	}
-	for _, es := range p.state.restored {
-		entries = append(entries, es...)
-	}
-	for _, tq := range []struct {
+// freezeState is the part of a snapshot on the task goroutine: it
+// freezes the epoch (see keyedState) and returns the encoder of every
+// state, the carried-over restored entries and the timers, by key group.
+// Its cost follows the number of key groups and states, and of timers
+// (whose heap it copies), not the number of keys; the encoder may run on
+// another goroutine until thawState.
+func (p *keyedProcessOperator[K, I, O]) freezeState(int64) (func(stop func() bool) ([]byte, error), error) {
+	p.state.epoch++
+	p.state.frozen = p.state.epoch
+	type part struct {
 		name string
 		kind byte
-		q    *timerQueue[K]
-	}{
-		{eventTimersName, stateKindEventTimers, &p.timers.event},
-		{processingTimersName, stateKindProcessingTimers, &p.timers.processing},
-	} {
-		groups, err := encodeTimers(tq.q, &p.state)
-		if err != nil {
-			return nil, p.info.wrap(fmt.Errorf("snapshot %s: %w", tq.name, err))
-		}
-		for g, data := range groups {
-			entries = append(entries, stateEntry{name: tq.name, kind: tq.kind, format: formatColumns, keyGroup: g, data: data})
+		enc  func(stop func() bool) (map[int][]byte, error)
+	}
+	var parts []part
+	for name, st := range p.state.states {
+		if s, ok := st.(snapshotableState); ok {
+			parts = append(parts, part{name, s.kind(), s.freeze()})
 		}
 	}
-	return encodeStateEntries(entries), nil
+	var carried []stateEntry
+	for _, es := range p.state.restored {
+		carried = append(carried, es...) // never changed after the restore
+	}
+	parts = append(parts,
+		part{eventTimersName, stateKindEventTimers, freezeTimers(&p.timers.event, &p.state)},
+		part{processingTimersName, stateKindProcessingTimers, freezeTimers(&p.timers.processing, &p.state)})
+	info := &p.info
+	return func(stop func() bool) ([]byte, error) {
+		entries := carried
+		for _, pt := range parts {
+			groups, err := pt.enc(stop)
+			if err != nil {
+				return nil, info.wrap(fmt.Errorf("snapshot state %q: %w", pt.name, err))
+			}
+			for g, data := range groups {
+				entries = append(entries, stateEntry{name: pt.name, kind: pt.kind, format: formatColumns, keyGroup: g, data: data})
+			}
+		}
+		return encodeStateEntries(entries), nil
+	}, nil
+}
+
+// thawState ends the snapshot freezeState began: its encoder returned.
+func (p *keyedProcessOperator[K, I, O]) thawState() { p.state.frozen = 0 }
+
+// snapshotState is the whole snapshot on the calling goroutine.
+func (p *keyedProcessOperator[K, I, O]) snapshotState(id int64) ([]byte, error) {
+	enc, err := p.freezeState(id)
+	if err != nil {
+		return nil, err
+	}
+	defer p.thawState()
+	return enc(func() bool { return false })
 }

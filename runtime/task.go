@@ -108,6 +108,8 @@ type task struct {
 	alignBarrier CheckpointBarrier
 	arrived      map[int]bool
 	alignStart   time.Time
+	// encoding is the checkpoint whose encoders run, if any (barrier.go).
+	encoding *asyncSnapshot
 
 	// ctx is the context run was given; stopCtx cancels it (failover).
 	ctx     context.Context
@@ -130,8 +132,11 @@ type task struct {
 	vertex int
 	meter  taskMeter
 
-	// hooks for tests; nil in production.
+	// hooks for tests; nil in production. beforeEncode runs on the
+	// encoder goroutine of checkpoint id before the encoders; abandoned
+	// closes when the task abandons them.
 	onOutputBlocked func()
+	beforeEncode    func(id int64, abandoned <-chan struct{})
 }
 
 // run is the task goroutine's body. The returned error is an
@@ -328,6 +333,7 @@ func (t *task) shutdown() error {
 	for _, tm := range t.timers {
 		tm.Stop()
 	}
+	t.abandonEncoding()
 	t.mb.close()
 	var errs []error
 	for _, op := range t.ops {
