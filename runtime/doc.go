@@ -315,9 +315,10 @@
 // the goroutine id the task noted at start), and that goroutine is left
 // running (watchdog.go).
 //
-// A job that never got going (since Execute began, no checkpoint completed
-// and no source emitted a record: it cannot reach its external systems)
-// is not restarted without end: its first failure after
+// A job that never got going (since Execute began, no checkpoint
+// completed, no source emitted a record, and the failing attempt did not
+// run WithStartupFailureTimeout without failing: it cannot reach its
+// external systems) is not restarted without end: its first failure after
 // WithStartupFailureTimeout (default 2m) fails it with ErrNeverStarted
 // and the failure.
 //

@@ -26,9 +26,10 @@ var ErrCancelledWhileRestarting = errors.New("job cancelled while restarting aft
 
 // ErrNeverStarted is wrapped by the error Execute returns when the job
 // kept failing without ever getting going, for longer than
-// WithStartupFailureTimeout: since Execute began no checkpoint completed
-// and no source emitted a record (for instance, its brokers cannot be
-// reached). The error wraps the last failure too.
+// WithStartupFailureTimeout: since Execute began no checkpoint completed,
+// no source emitted a record and the failing attempt had not run that
+// long without failing (for instance, its brokers cannot be reached). The
+// error wraps the last failure too.
 var ErrNeverStarted = errors.New("job never got going")
 
 // ErrAlreadyExecuted is returned by Execute on an Environment that already

@@ -261,3 +261,87 @@ func TestStuckTaskCannotHoldExecuteAfterTheDrainTimeout(t *testing.T) {
 		t.Fatalf("Execute = %v, want ErrDrainTimeout and the stuck task's TaskCancellationError", err)
 	}
 }
+
+// idleThenFailSource is a range source whose first reader is idle, as on
+// an empty topic, and fails once after failAfter; the readers after it read
+// the range.
+type idleThenFailSource struct {
+	*rangeSrc
+	failAfter time.Duration
+	err       error
+	created   atomic.Int64
+}
+
+func (s *idleThenFailSource) CreateReader(ctx connector.SourceReaderContext) (connector.SourceReader[int64, *rSplit], error) {
+	r, err := s.rangeSrc.CreateReader(ctx)
+	if err != nil || s.created.Add(1) > 1 {
+		return r, err
+	}
+	return &idleReader{rReader: r.(*rReader), failAfter: s.failAfter, err: s.err}, nil
+}
+
+type idleReader struct {
+	*rReader
+	failAfter time.Duration
+	err       error
+	due       atomic.Bool
+	fail      *time.Timer
+}
+
+func (r *idleReader) Start() error {
+	r.fail = time.AfterFunc(r.failAfter, func() { r.due.Store(true); r.signal() })
+	return r.rReader.Start()
+}
+
+func (r *idleReader) PollNext(connector.ReaderOutput[int64]) (connector.InputStatus, error) {
+	if r.due.Load() {
+		return connector.NothingAvailable, r.err
+	}
+	return connector.NothingAvailable, nil
+}
+
+func (r *idleReader) Close() error {
+	r.fail.Stop()
+	return r.rReader.Close()
+}
+
+// A job whose attempt ran without failing for the startup failure timeout
+// got going, even if it read nothing and completed no checkpoint (an empty
+// topic, checkpoints off or rarer than the timeout): its first failure
+// after that restarts as the restart strategy allows.
+func TestAttemptThatRanHealthyForTheStartupTimeoutGotGoing(t *testing.T) {
+	for _, checkpoints := range []bool{false, true} {
+		t.Run(fmt.Sprintf("checkpoints %v", checkpoints), func(t *testing.T) {
+			const timeout = 200 * time.Millisecond
+			errTransient := errors.New("transient broker failure")
+			src := &idleThenFailSource{rangeSrc: &rangeSrc{splits: 2, perSplit: 10, readerFailAt: -1},
+				failAfter: timeout + 50*time.Millisecond, err: errTransient}
+			listen, restarting := restartListener()
+			opts := []Option{WithLogger(discardLogger()), WithFlushTimeout(time.Millisecond),
+				WithRestartStrategy(FixedDelayRestart(1, time.Millisecond)),
+				WithStartupFailureTimeout(timeout), listen}
+			if checkpoints {
+				opts = append(opts, WithCheckpointInterval(time.Hour))
+			}
+			env := NewEnvironment(opts...)
+			sink := &txnSink2PC{store: newTxnStore()}
+			SinkToTwoPhase(FromSource(env, src, "idle", NoWatermarks[int64]()).UID("src"), sink).UID("sink")
+			if err := env.Execute(testCtx(t), "idle then failing"); err != nil {
+				t.Fatalf("Execute = %v; want the idle attempt's failure restarted", err)
+			}
+			select {
+			case err := <-restarting:
+				if !errors.Is(err, errTransient) {
+					t.Fatalf("restarted after %v, want the injected failure", err)
+				}
+			default:
+				t.Fatal("the job did not restart")
+			}
+			if checkpoints {
+				if err := sink.store.verify(20); err != nil {
+					t.Fatal(err)
+				}
+			}
+		})
+	}
+}

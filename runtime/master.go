@@ -84,10 +84,11 @@ type execution struct {
 	watchdog   *time.Timer
 	watchdogC  <-chan time.Time
 
-	// started is when Execute began; progressed that the job got going
-	// since (gotGoing).
-	started    time.Time
-	progressed bool
+	// started is when Execute began, attemptStarted when the current
+	// global attempt began; progressed that the job got going since
+	// (gotGoing).
+	started, attemptStarted time.Time
+	progressed              bool
 
 	// unlockStorage releases the checkpoint directory's lock taken for
 	// the job; nil when none was taken.
@@ -358,6 +359,7 @@ func (ex *execution) cancelledWhileRestarting(settle error) error {
 // startAttempt creates the coordinators (restored from rs) and every task,
 // and starts them: the first start and every global restart.
 func (ex *execution) startAttempt(rs *restoredState) {
+	ex.attemptStarted = time.Now()
 	ex.coordGen++
 	gen := ex.coordGen
 	ex.coordCtx, ex.stopCoord = context.WithCancel(ex.hard)
@@ -417,6 +419,7 @@ func (ex *execution) stopCoordinators() {
 func (ex *execution) start(t *task) {
 	ctx, cancel := context.WithCancel(ex.hard)
 	t.stopCtx = cancel
+	t.startedAt = time.Now()
 	ex.live++
 	go func() {
 		t.goroutine.Store(currentGoroutineID())
@@ -470,8 +473,8 @@ func (ex *execution) failure(t *task, err error) {
 		ex.stop(err)
 		return
 	}
-	if d := ex.cfg.cp.startupTimeout; d > 0 && !ex.gotGoing() && time.Since(ex.started) >= d {
-		ex.stop(fmt.Errorf("%w: no checkpoint completed and no source emitted a record in the %v since the job started (%d restarts), so it fails instead of restarting again (WithStartupFailureTimeout); check that its external systems can be reached; last failure: %w",
+	if d := ex.cfg.cp.startupTimeout; d > 0 && !ex.gotGoing(t, d) && time.Since(ex.started) >= d {
+		ex.stop(fmt.Errorf("%w: in the %v since the job started (%d restarts) no checkpoint completed, no source emitted a record and no attempt ran that long without failing, so it fails instead of restarting again (WithStartupFailureTimeout); check that its external systems can be reached; last failure: %w",
 			ErrNeverStarted, d, ex.restarts, err))
 		return
 	}
@@ -521,12 +524,21 @@ func (ex *execution) failure(t *task, err error) {
 }
 
 // gotGoing reports whether the job has made progress since Execute began:
-// a checkpoint completed, or a source emitted a record. Asked at each
-// failure, while the failed attempt's tasks are still current (their
-// counters lag by at most the publishing interval, the failed task's not
-// at all), and remembered.
-func (ex *execution) gotGoing() bool {
-	if ex.progressed || ex.completedID > 0 {
+// a checkpoint completed, a source emitted a record, or the attempt that
+// failed ran healthy for the startup failure timeout d (the failed task's
+// attempt, the global one for a failure of no task). A job that cannot
+// reach its external systems fails fast and again on each attempt; one
+// that ran d without failing reached them, and may just have nothing to
+// read (an empty topic) and no checkpoint due yet. Asked at each failure,
+// while the failed attempt's tasks are still current (their counters lag
+// by at most the publishing interval, the failed task's not at all), and
+// remembered.
+func (ex *execution) gotGoing(failed *task, d time.Duration) bool {
+	since := ex.attemptStarted
+	if failed != nil {
+		since = failed.startedAt
+	}
+	if ex.progressed || ex.completedID > 0 || time.Since(since) >= d {
 		ex.progressed = true
 		return true
 	}

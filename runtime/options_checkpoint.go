@@ -138,13 +138,16 @@ func WithRestartStrategy(s RestartStrategy) Option {
 
 // WithStartupFailureTimeout bounds how long a job that never got going may
 // keep failing and restarting: once d has passed since Execute began, a
-// failure of a job that has not yet completed a checkpoint and whose
-// sources have not yet emitted a record fails the job with an error
-// wrapping ErrNeverStarted and the failure, whatever the restart strategy
-// allows. Such a job cannot reach its external systems (wrong brokers, a
-// missing topic, refused credentials), and restarting it every second
-// only hides that. Once the job got going the restart strategy alone
-// decides. 0 turns the bound off. Default 2m.
+// failure of a job that has not yet completed a checkpoint, whose sources
+// have not yet emitted a record, and whose failing attempt (the failed
+// task's, since it started or restarted) ran less than d, fails the job
+// with an error wrapping ErrNeverStarted and the failure, whatever the
+// restart strategy allows. Such a job cannot reach its external systems
+// (wrong brokers, a missing topic, refused credentials): it fails fast,
+// on every attempt, and restarting it every second only hides that. An
+// attempt that ran d without failing got going, even with nothing to
+// read (an empty topic) and no checkpoint due yet. Once the job got going
+// the restart strategy alone decides. 0 turns the bound off. Default 2m.
 func WithStartupFailureTimeout(d time.Duration) Option {
 	return optionFunc(func(c *config) { c.cp.startupTimeout = d })
 }

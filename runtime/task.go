@@ -122,6 +122,9 @@ type task struct {
 	cancelledAt time.Time
 	abandoned   bool
 	goroutine   atomic.Int64
+	// startedAt is when the master started the task: its attempt's start,
+	// for the startup failure timeout (master goroutine).
+	startedAt time.Time
 
 	// activity is the time the task could make progress; sources measure
 	// idleness on it.
