@@ -297,7 +297,10 @@
 // events held for and in flight to that subtask and, on its goroutine,
 // gives the splits assigned to it after that checkpoint back to the
 // enumerator (AddSplitsBack) before the new reader registers (AddReader).
-// Any other job restarts globally: every task and coordinator is rebuilt
+// A failure after the attempt's final checkpoint completed restarts such a
+// job globally too: the other regions' tasks finish once their sinks
+// committed it, and a region restart's own final checkpoint would wait
+// for them. Any other job restarts globally: every task and coordinator is rebuilt
 // from the latest checkpoint, enumerators through RestoreEnumerator (this
 // replaces Flink's resetToCheckpoint on a live coordinator). Pending
 // checkpoints are aborted on every restart. A failure that no restart can

@@ -345,3 +345,37 @@ func TestAttemptThatRanHealthyForTheStartupTimeoutGotGoing(t *testing.T) {
 		})
 	}
 }
+
+// A failure after the final checkpoint, once some region's tasks may have
+// finished, restarts the whole job: a region restart would end with a
+// final checkpoint of its own that waits for the finished tasks, which can
+// no longer acknowledge it. Two independent pipelines; the final
+// checkpoint completes, region 0 commits and finishes, region 1's commit
+// fails once.
+func TestFailureAfterFinalCheckpointRestartsAllRegions(t *testing.T) {
+	errCommit := errors.New("commit failed")
+	var failed atomic.Bool
+	j := &rangeJob{par: 2, splits: 2, perSplit: 20, push: true}
+	j.sink = &txnSink2PC{store: newTxnStore(), onCommit: func(r connector.CommitRequest[tTxn]) bool {
+		if strings.HasPrefix(r.Committable().ID, "s1-") && failed.CompareAndSwap(false, true) {
+			r.SignalFailedWithUnknownReason(errCommit)
+			return false
+		}
+		return true
+	}}
+	listen, restarting := restartListener()
+	j.opts = []Option{WithCheckpointInterval(time.Hour), WithCheckpointTimeout(2 * time.Second),
+		WithRestartStrategy(FixedDelayRestart(1, time.Millisecond)), listen}
+	if err := j.env().Execute(testCtx(t), "final checkpoint then failure"); err != nil {
+		t.Fatalf("Execute = %v (commit failed: %v)", err, failed.Load())
+	}
+	if !failed.Load() {
+		t.Fatal("no commit failed")
+	}
+	if err := <-restarting; !errors.Is(err, errCommit) {
+		t.Fatalf("restarted after %v, want the commit failure", err)
+	}
+	if err := j.sink.store.verify(j.records()); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -479,7 +479,14 @@ func (ex *execution) failure(t *task, err error) {
 		return
 	}
 	region := -1
-	if t != nil && ex.pointwise {
+	if t != nil && ex.pointwise && ex.finalID == 0 {
+		// Once this attempt's final checkpoint completed, the tasks of the
+		// other regions finish as soon as their sinks committed it, and a
+		// finished task is gone for the coordinator's checkpoints: the
+		// final checkpoint of a region restart would wait for it until it
+		// timed out. Restarting everything from that checkpoint instead
+		// commits the restored committables again (commits are
+		// idempotent) and ends every task at once.
 		region = t.region
 	}
 	if ex.restarting {
