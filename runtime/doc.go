@@ -226,7 +226,10 @@
 // it and saying how to proceed, instead of resuming from an older one and
 // writing output again (package checkpoint, Latest). A checkpoint
 // directory is locked (flock on DIR/_lock) while a job runs from it, so a
-// second job on it fails at start with the path and the holder's pid.
+// second job on it fails at start with the path and the holder's pid; a
+// second job given the same *checkpoint.DirStorage (which shares its
+// lock) is refused at start too, with a *checkpoint.LockedError naming
+// the running job.
 //
 // # State
 //

@@ -227,7 +227,7 @@ func (env *Environment) Execute(ctx context.Context, name string) error {
 		return fmt.Errorf("job %q: %w", name, err)
 	}
 	defer releaseMetrics()
-	ex, err := newExecution(env, g)
+	ex, err := newExecution(env, g, name)
 	if err != nil {
 		return fmt.Errorf("job %q: %w", name, err)
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"github.com/splitflow/splitflow/connector"
 	"log/slog"
+	"os"
 	"slices"
 	"sync"
 	"time"
@@ -91,8 +92,10 @@ type execution struct {
 	progressed              bool
 
 	// unlockStorage releases the checkpoint directory's lock taken for
-	// the job; nil when none was taken.
+	// the job, nil when none was taken; claimed is the DirStorage the job
+	// holds in dirsInUse.
 	unlockStorage func() error
+	claimed       *checkpoint.DirStorage
 
 	// obs is the Environment's metrics and status board; name the job's
 	// name for it.
@@ -107,7 +110,7 @@ type unrecoverableError struct{ err error }
 func (e *unrecoverableError) Error() string { return e.err.Error() }
 func (e *unrecoverableError) Unwrap() error { return e.err }
 
-func newExecution(env *Environment, g *jobGraph) (*execution, error) {
+func newExecution(env *Environment, g *jobGraph, name string) (*execution, error) {
 	cfg := &env.cfg
 	ex := &execution{
 		env:       env,
@@ -157,13 +160,42 @@ func newExecution(env *Environment, g *jobGraph) (*execution, error) {
 	}
 	// One job per checkpoint directory: a second one would delete the
 	// first one's checkpoints and commit output twice.
-	if d, ok := ex.storage.(*checkpoint.DirStorage); ok && !d.Locked() {
-		if err := d.Lock(); err != nil {
+	if d, ok := ex.storage.(*checkpoint.DirStorage); ok {
+		if err := ex.claimStorage(d, name); err != nil {
 			return nil, err
+		}
+	}
+	return ex, nil
+}
+
+// dirsInUse maps each DirStorage that a running job of this process uses
+// to the job's name. Two jobs given one DirStorage object
+// (WithCheckpointStorage) share its lock, so the lock alone cannot refuse
+// the second, and the first one's end would release it under the second.
+var dirsInUse = struct {
+	sync.Mutex
+	jobs map[*checkpoint.DirStorage]string
+}{jobs: map[*checkpoint.DirStorage]string{}}
+
+// claimStorage makes the job the one running on d: it fails with a
+// *checkpoint.LockedError when another job of this process runs on d, or
+// when d cannot take the directory's lock. A storage its user locked
+// beforehand stays locked after the job.
+func (ex *execution) claimStorage(d *checkpoint.DirStorage, name string) error {
+	dirsInUse.Lock()
+	defer dirsInUse.Unlock()
+	if holder, ok := dirsInUse.jobs[d]; ok {
+		return &checkpoint.LockedError{Dir: d.Dir(), PID: os.Getpid(), Job: holder}
+	}
+	if !d.Locked() {
+		if err := d.Lock(); err != nil {
+			return err
 		}
 		ex.unlockStorage = d.Unlock
 	}
-	return ex, nil
+	dirsInUse.jobs[d] = name
+	ex.claimed = d
+	return nil
 }
 
 // latest loads the checkpoint to restore from: nil without checkpoints.
@@ -193,14 +225,21 @@ func (ex *execution) latest() (*restoredState, error) {
 }
 
 // releaseStorage gives back what newExecution took beyond memory: the
-// checkpoint directory's lock. Called once Execute is done with the
-// execution.
+// checkpoint directory's lock and the claim on its storage, in one step,
+// so that a job claiming the storage next finds it unlocked and locks it
+// itself. Called once Execute is done with the execution.
 func (ex *execution) releaseStorage() {
+	dirsInUse.Lock()
+	defer dirsInUse.Unlock()
 	if ex.unlockStorage != nil {
 		if err := ex.unlockStorage(); err != nil {
 			ex.log.Warn("splitflow: cannot release the checkpoint directory's lock", "err", err)
 		}
 		ex.unlockStorage = nil
+	}
+	if ex.claimed != nil {
+		delete(dirsInUse.jobs, ex.claimed)
+		ex.claimed = nil
 	}
 }
 

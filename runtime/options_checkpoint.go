@@ -115,7 +115,11 @@ func WithCheckpointDir(dir string) Option {
 }
 
 // WithCheckpointStorage keeps checkpoints in s instead of memory or a
-// directory; a job resumes from the newest valid checkpoint s holds.
+// directory; a job resumes from the newest valid checkpoint s holds. A
+// *checkpoint.DirStorage is locked for the job's run (unless it holds its
+// lock already, which it then keeps after the job) and serves one running
+// job at a time: an Execute on it while another job of the process runs
+// on it fails at start with a *checkpoint.LockedError.
 func WithCheckpointStorage(s checkpoint.Storage) Option {
 	return optionFunc(func(c *config) { c.cp.storage = s })
 }

@@ -331,6 +331,72 @@ func TestSecondJobOnOneCheckpointDirFailsAtStart(t *testing.T) {
 	}
 }
 
+// One running job per checkpoint directory holds also when the jobs share
+// one *checkpoint.DirStorage (WithCheckpointStorage): the second Execute on
+// it while the first runs fails at start with a *checkpoint.LockedError
+// naming the directory and the running job, and runs nothing; the first
+// keeps the lock until it ends, and the storage is free again then.
+func TestSharedDirStorageRunsOneJobAtATime(t *testing.T) {
+	dir := t.TempDir()
+	d, err := checkpoint.NewDirStorage(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	running := make(chan struct{})
+	release := make(chan struct{})
+	var once sync.Once
+	block := func(v int64) (int64, error) {
+		once.Do(func() { close(running) })
+		<-release
+		return v, nil
+	}
+	first := make(chan error, 1)
+	go func() {
+		env := countingJob(1, &rangeSrc{splits: 2, perSplit: 10, readerFailAt: -1}, block, &txnSink2PC{store: newTxnStore()},
+			WithCheckpointInterval(time.Hour), WithCheckpointStorage(d))
+		first <- env.Execute(testCtx(t), "first")
+	}()
+	<-running
+
+	created := false
+	env := countingJob(1, &rangeSrc{splits: 2, perSplit: 10, readerFailAt: -1}, identity,
+		&txnSink2PC{store: newTxnStore(), writerOf: func(int) { created = true }},
+		WithCheckpointInterval(time.Hour), WithCheckpointStorage(d))
+	err = env.Execute(testCtx(t), "second")
+	stillLocked := d.Locked()
+	close(release)
+	if err == nil {
+		t.Fatal("a second job ran on the checkpoint storage of a running one")
+	}
+	t.Logf("refused: %v", err)
+	var le *checkpoint.LockedError
+	if !errors.As(err, &le) {
+		t.Errorf("error %v is not a *checkpoint.LockedError", err)
+	}
+	for _, want := range []string{dir, `job "first"`, "in use"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not say %q", err, want)
+		}
+	}
+	if created {
+		t.Error("the second job created a sink writer")
+	}
+	if !stillLocked {
+		t.Error("the refused job released the running job's lock")
+	}
+	if err := <-first; err != nil {
+		t.Fatal(err)
+	}
+	if d.Locked() {
+		t.Error("the storage is still locked after its job ended")
+	}
+	env = countingJob(1, &rangeSrc{splits: 2, perSplit: 10, readerFailAt: -1}, identity, &txnSink2PC{store: newTxnStore()},
+		WithCheckpointInterval(time.Hour), WithCheckpointStorage(d))
+	if err := env.Execute(testCtx(t), "third"); err != nil {
+		t.Fatalf("after the first job ended: %v", err)
+	}
+}
+
 // gatedStorage holds the state writes of checkpoint 1's subtasks until
 // gate closes, and says on entered which ones started.
 type gatedStorage struct {

@@ -15,17 +15,24 @@ const lockFile = "_lock"
 // LockedError is Lock's answer when another DirStorage, in this process or
 // another, holds the directory's lock: two jobs running from one
 // checkpoint directory would remove each other's checkpoints and commit
-// their output twice.
+// their output twice. The engine answers with it too when a job of this
+// process already runs on the same DirStorage (Job set).
 type LockedError struct {
 	Dir string
 	// PID is the holder's process id as it wrote it in the lock file, 0
 	// when it could not be read.
 	PID int
+	// Job, when set, is the running job of this process that uses the
+	// same DirStorage object.
+	Job string
 }
 
 func (e *LockedError) Error() string {
 	holder := "another process"
-	if e.PID > 0 {
+	switch {
+	case e.Job != "":
+		holder = fmt.Sprintf("job %q of process %d (this one), which runs on the same storage", e.Job, e.PID)
+	case e.PID > 0:
 		holder = "process " + strconv.Itoa(e.PID)
 		if e.PID == os.Getpid() {
 			holder += " (this one: another storage on the same directory)"
