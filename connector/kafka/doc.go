@@ -6,7 +6,10 @@
 // assignment with read_committed isolation, keeps offsets in checkpointed
 // split state and commits them to the consumer group, for monitoring and
 // for new jobs that start from them, only once the sinks have committed
-// the checkpoint's output.
+// the checkpoint's output. A bounded split that finished keeps its stopping
+// offset in later commits, and a reader's Close waits (WithCloseCommitTimeout,
+// default 5s) for the commit under way, so a finished or drained job
+// leaves the group at its last checkpoint's offsets.
 //
 // KafkaSink writes with a delivery guarantee of none, at-least-once (flush at
 // every checkpoint) or exactly-once: one Kafka transaction per checkpoint

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sort"
 	"strings"
 	"sync"
@@ -551,5 +552,225 @@ func TestGroupOffsetCommitsInOrderOneAtATime(t *testing.T) {
 		if arrivals[i] < arrivals[i-1] {
 			t.Fatalf("commits arrived as %v: an offset moved back", arrivals)
 		}
+	}
+}
+
+// The group offsets of a job's last checkpoint reach the group before the
+// job ends: the reader's Close waits for the commit in flight and the one
+// queued behind it instead of cancelling them. A bounded job that
+// finishes, and an unbounded one drained once all its output is
+// committed, leave the group at the end offsets of the input, so a new job
+// started from CommittedOffsets writes nothing again.
+func TestCloseWaitsForTheLastGroupOffsetCommit(t *testing.T) {
+	const n = 200
+	ends := map[int32]int64{0: n / 2, 1: n / 2}
+	for _, bounded := range []bool{true, false} {
+		name := "bounded job finishes"
+		if !bounded {
+			name = "unbounded job drained"
+		}
+		t.Run(name, func(t *testing.T) {
+			f, seeds := groupOffsetsJob(t, n)
+			log := newCommitLog(n)
+			watch := watchGroupOffsets(f, "g", log)
+			opts := []SourceOpt{WithBrokers(seeds...), WithTopics("in"), WithGroupID("g"), WithLogger(quietLogger())}
+			if bounded {
+				opts = append(opts, WithBounded(LatestOffsets()))
+			}
+			src, err := NewSource(positions(), opts...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			env := runtime.NewEnvironment(runtime.WithParallelism(2),
+				runtime.WithCheckpointInterval(20*time.Millisecond),
+				runtime.WithRestartStrategy(runtime.NoRestart()),
+				runtime.WithLogger(quietLogger()))
+			runtime.SinkToTwoPhase(runtime.FromSource(env, src, "in", runtime.NoWatermarks[pos]()),
+				connector.TwoPhaseCommittingSink[pos, ledgerTxn](&ledgerSink{log: log}))
+			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+			defer cancel()
+			errc := make(chan error, 1)
+			go func() { errc <- env.Execute(ctx, "group offsets at the end") }()
+			if !bounded {
+				select {
+				case <-log.done:
+					cancel() // everything committed: drain and stop
+				case err := <-errc:
+					t.Fatalf("the job ended before committing all records: %v", err)
+				}
+			}
+			if err := <-errc; err != nil && (bounded || ctx.Err() == nil) {
+				t.Fatalf("execute: %v", err)
+			}
+			if got := len(log.snapshot()); got != n {
+				t.Fatalf("committed %d distinct records, want %d", got, n)
+			}
+			watch.check(t)
+			group := committedGroupOffsets(t, seeds)
+			for p, end := range ends {
+				if o, ok := group[p]; !ok || o != end {
+					t.Errorf("partition %d: group offset %d (present %v) after the job ended, want its end offset %d; group: %v",
+						p, o, ok, end, group)
+				}
+			}
+		})
+	}
+}
+
+// closeReaderWith returns a reader of "t" (one partition) committing to
+// group "g", whose task context is ctx.
+func closeReaderWith(t *testing.T, ctx context.Context, opts ...SourceOpt) (*kfake.Cluster, *Reader[string]) {
+	t.Helper()
+	c, _ := fakeCluster(t, map[string]int32{"t": 1})
+	src := newTestSource(t, StringValues(), c.ListenAddrs(), append([]SourceOpt{WithGroupID("g"), WithLogger(quietLogger())}, opts...)...)
+	rd, err := src.CreateReader(&readerCtx{ctx: ctx})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c, rd.(*Reader[string])
+}
+
+// groupOffset reads group "g"'s offset of t/0; ok is false when it has
+// none.
+func groupOffset(t *testing.T, c *kfake.Cluster) (int64, bool) {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	offs, err := kadm.NewClient(cl).FetchOffsets(context.Background(), "g")
+	if errors.Is(err, kerr.GroupIDNotFound) {
+		return 0, false
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	o, ok := offs.Lookup("t", 0)
+	return o.At, ok && o.Err == nil && o.At >= 0
+}
+
+// The reader's Close waits for the group offset commit in flight and the
+// one queued behind it: the commit of checkpoint 1 is held at the broker
+// (its coordinator lookup is answered only once Close has begun) while
+// checkpoint 2's offsets queue behind it; after Close the group holds
+// checkpoint 2's offset.
+func TestReaderCloseWaitsForGroupOffsetCommits(t *testing.T) {
+	c, r := closeReaderWith(t, context.Background())
+	tp := TopicPartition{Topic: "t", Partition: 0}
+	held := make(chan struct{})
+	var once sync.Once
+	c.ControlKey(kmsg.FindCoordinator.Int16(), func(kmsg.Request) (kmsg.Response, error, bool) {
+		first := false
+		once.Do(func() { first = true })
+		if first {
+			close(held)
+			for {
+				r.commitMu.Lock()
+				closing := r.closed
+				r.commitMu.Unlock()
+				if closing {
+					break
+				}
+				goruntime.Gosched()
+			}
+		}
+		return nil, nil, false // answered by the broker
+	})
+	r.offsets[1] = map[TopicPartition]int64{tp: 10}
+	r.offsets[2] = map[TopicPartition]int64{tp: 20}
+	if err := r.NotifyCheckpointComplete(1); err != nil {
+		t.Fatal(err)
+	}
+	<-held
+	if err := r.NotifyCheckpointComplete(2); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if got, ok := groupOffset(t, c); !ok || got != 20 {
+		t.Fatalf("group offset %d (present %v) after Close with checkpoint 1 (10) in flight and 2 (20) queued, want 20; failed commits: %d",
+			got, ok, r.FailedOffsetCommits())
+	}
+}
+
+// holdOffsetCommits makes the broker answer no offset commit until the
+// test ends, and closes sent at the first.
+func holdOffsetCommits(t *testing.T, c *kfake.Cluster) (sent <-chan struct{}) {
+	t.Helper()
+	release, first := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	c.ControlKey(kmsg.OffsetCommit.Int16(), func(kmsg.Request) (kmsg.Response, error, bool) {
+		once.Do(func() { close(first) })
+		<-release
+		return nil, nil, false
+	})
+	t.Cleanup(func() { close(release) }) // before the cluster closes
+	return first
+}
+
+// Close waits for a group offset commit only up to WithCloseCommitTimeout:
+// against a broker that never answers, Close cancels the commit and logs
+// that the group stays behind.
+func TestReaderCloseGivesUpOnGroupCommitAfterTimeout(t *testing.T) {
+	var mu sync.Mutex
+	var logged strings.Builder
+	logger := slog.New(slog.NewTextHandler(lockedBuilder{&mu, &logged}, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	c, r := closeReaderWith(t, context.Background(), WithCloseCommitTimeout(50*time.Millisecond), WithLogger(logger))
+	sent := holdOffsetCommits(t, c)
+	r.offsets[1] = map[TopicPartition]int64{{Topic: "t", Partition: 0}: 10}
+	if err := r.NotifyCheckpointComplete(1); err != nil {
+		t.Fatal(err)
+	}
+	<-sent
+	closed := make(chan error, 1)
+	go func() { closed <- r.Close() }()
+	select {
+	case err := <-closed:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("Close did not return within 30 s behind a commit the broker never answers, with a close commit timeout of 50 ms")
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if !strings.Contains(logged.String(), "gave up waiting for the group offset commit at close") ||
+		!strings.Contains(logged.String(), "checkpoint=1") {
+		t.Fatalf("Close gave up on the commit of checkpoint 1 without saying so; logged:\n%s", logged.String())
+	}
+}
+
+// A failover or hard stop (the task's context cancelled) does not wait for
+// group offset commits: Close cancels them at once, even with a close
+// commit timeout of an hour.
+func TestReaderCloseOfCancelledTaskDoesNotWaitForGroupCommit(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	c, r := closeReaderWith(t, ctx, WithCloseCommitTimeout(time.Hour))
+	sent := holdOffsetCommits(t, c)
+	r.offsets[1] = map[TopicPartition]int64{{Topic: "t", Partition: 0}: 10}
+	if err := r.NotifyCheckpointComplete(1); err != nil {
+		t.Fatal(err)
+	}
+	<-sent
+	cancel()
+	closed := make(chan error, 1)
+	go func() { closed <- r.Close() }()
+	select {
+	case err := <-closed:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("Close of a cancelled task waited for a group offset commit the broker never answers")
+	}
+}
+
+// A negative close commit timeout is a configuration error.
+func TestNegativeCloseCommitTimeoutIsConfigurationError(t *testing.T) {
+	_, err := NewSource(StringValues(), WithBrokers("localhost:9092"), WithTopics("t"), WithCloseCommitTimeout(-time.Second))
+	if err == nil || !strings.Contains(err.Error(), "WithCloseCommitTimeout") || !errors.Is(err, connector.ErrInvalidConfiguration) {
+		t.Fatalf("NewSource: %v, want a configuration error naming WithCloseCommitTimeout", err)
 	}
 }

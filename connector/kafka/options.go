@@ -35,6 +35,9 @@ type sourceConfig struct {
 	kgoOpts         []kgo.Opt
 	logger          *slog.Logger
 	commitOnCheckpt bool
+	// closeCommitTimeout bounds how long the reader's Close waits for
+	// the group offset commits under way.
+	closeCommitTimeout time.Duration
 }
 
 func defaultSourceConfig() sourceConfig {
@@ -44,6 +47,8 @@ func defaultSourceConfig() sourceConfig {
 		readCommitted:   true,
 		commitOnCheckpt: true,
 		logger:          slog.Default(),
+
+		closeCommitTimeout: 5 * time.Second,
 	}
 }
 
@@ -63,6 +68,9 @@ func (c *sourceConfig) validate() error {
 	}
 	if c.discovery < 0 {
 		errs = append(errs, fmt.Errorf("negative partition discovery interval %s", c.discovery))
+	}
+	if c.closeCommitTimeout < 0 {
+		errs = append(errs, fmt.Errorf("negative close commit timeout %s (WithCloseCommitTimeout)", c.closeCommitTimeout))
 	}
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("kafka source: %w: %w", err, connector.ErrInvalidConfiguration)
@@ -195,6 +203,17 @@ func WithSkipBadRecords() SourceOpt {
 // completion (Flink: commit.offsets.on.checkpoint=false).
 func WithoutOffsetCommits() SourceOpt {
 	return sourceOpt(func(c *sourceConfig) { c.commitOnCheckpt = false })
+}
+
+// WithCloseCommitTimeout bounds how long a reader, when its task ends (a
+// bounded job finishing, a drain), waits for the group offset commit in
+// flight and the one queued behind it; these carry the offsets of the job's
+// last checkpoint, where a new job from CommittedOffsets starts. Past d it
+// cancels them and logs it, and the group stays one checkpoint or more
+// behind, so such a job writes that output again. A failover or hard stop
+// cancels them at once. 0 does not wait. Default: 5s.
+func WithCloseCommitTimeout(d time.Duration) SourceOpt {
+	return sourceOpt(func(c *sourceConfig) { c.closeCommitTimeout = d })
 }
 
 // WithClientOpts passes franz-go options to the clients (SASL, TLS, fetch

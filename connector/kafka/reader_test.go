@@ -15,9 +15,17 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
-type readerCtx struct{ requests int }
+type readerCtx struct {
+	requests int
+	ctx      context.Context // the task's; Background when nil
+}
 
-func (*readerCtx) Context() context.Context                { return context.Background() }
+func (c *readerCtx) Context() context.Context {
+	if c.ctx == nil {
+		return context.Background()
+	}
+	return c.ctx
+}
 func (c *readerCtx) SubtaskIndex() int                     { return 0 }
 func (c *readerCtx) Parallelism() int                      { return 1 }
 func (c *readerCtx) SendSplitRequest()                     { c.requests++ }

@@ -80,13 +80,15 @@ func (s *Source[T]) CreateReader(ctx connector.SourceReaderContext) (connector.S
 	if err != nil {
 		return nil, err
 	}
-	r := &Reader[T]{cfg: cfg, lag: lag, held: map[string]*partLag{}, offsets: map[int64]map[TopicPartition]int64{}, metrics: g}
+	r := &Reader[T]{cfg: cfg, lag: lag, held: map[string]*partLag{}, offsets: map[int64]map[TopicPartition]int64{},
+		finishedAt: map[TopicPartition]int64{}, metrics: g}
 	r.bgCtx, r.bgCancel = context.WithCancel(context.Background())
 	r.em = &emitter[T]{deser: s.deser, skip: cfg.skipBadRecords, skipped: &r.skipped}
 	hooks := base.SplitStateFuncs[Split, splitState]{
 		Initialize: func(sp Split) splitState {
 			pl := lag.track(sp.TopicPartition, sp.StartingOffset, sp.StoppingOffset)
 			r.held[sp.SplitID()] = pl
+			delete(r.finishedAt, sp.TopicPartition)
 			return splitState{split: sp, next: sp.StartingOffset, lag: pl}
 		},
 		Convert: func(_ string, st splitState) Split {
@@ -96,6 +98,11 @@ func (s *Source[T]) CreateReader(ctx connector.SourceReaderContext) (connector.S
 			for id, st := range finished {
 				lag.untrack(st.split.TopicPartition, st.lag)
 				delete(r.held, id)
+				if st.split.Bounded() {
+					// Read up to its stopping offset: the group's offset
+					// goes there with the next checkpoint.
+					r.finishedAt[st.split.TopicPartition] = max(st.next, st.split.StoppingOffset)
+				}
 			}
 			return nil
 		},
@@ -126,29 +133,44 @@ type Reader[T any] struct {
 	// offsets taken at each snapshot, committed when that checkpoint
 	// completes; task goroutine only.
 	offsets map[int64]map[TopicPartition]int64
+	// finishedAt is where each bounded split that finished ended. A
+	// finished split is in no snapshot, yet its offset belongs in every
+	// later commit: without it, the group of a bounded job would never
+	// reach the stopping offsets, since the final checkpoint comes after
+	// every split finished. Task goroutine only.
+	finishedAt map[TopicPartition]int64
 
 	// commitMu guards the client of group offset commits and end offset
 	// lists, and the background work that uses it (bg).
 	commitMu    sync.Mutex
 	commitCl    *kgo.Client
 	closed      bool
-	refreshing  bool      // a ListOffsets for lag is in flight
-	lastRefresh time.Time // when it was sent
-	bg          sync.WaitGroup
-	// bgCtx bounds the background work; Close cancels it before waiting
+	refreshing  bool           // a ListOffsets for lag is in flight
+	lastRefresh time.Time      // when it was sent
+	bg          sync.WaitGroup // end offset lists
+	// bgCtx bounds the end offset lists; Close cancels it before waiting
 	// for bg, so that a broker that never answers cannot hold the task
 	// (and with it cancellation and failover) for a request's timeout.
-	// That work is monitoring only: dropping it costs nothing.
+	// Lists serve the lag only: dropping them costs nothing.
 	bgCtx    context.Context
 	bgCancel context.CancelFunc
 	failed   atomic.Int64 // offset commits that failed
 	// Group offset commits go out one at a time (commitBusy while one is
-	// in flight); commitNext holds the newest offsets waiting behind it,
-	// committedTo the highest offset handed to a commit per partition.
-	// Guarded by commitMu.
-	commitBusy  bool
-	commitNext  *groupCommit
-	committedTo map[TopicPartition]int64
+	// in flight, of checkpoint commitAt); commitNext holds the newest
+	// offsets waiting behind it, committedTo the highest offset handed to
+	// a commit per partition. Guarded by commitMu. commits counts the
+	// goroutine that sends them. Their context (commitCtx, made at the
+	// first commit) is the task's, so a failover or hard stop cancels
+	// them; Close waits for them (the last checkpoint's offsets are the
+	// ones a new job from CommittedOffsets starts at) up to
+	// WithCloseCommitTimeout, then cancels them too.
+	commitBusy   bool
+	commitAt     int64
+	commitNext   *groupCommit
+	committedTo  map[TopicPartition]int64
+	commits      sync.WaitGroup
+	commitCtx    context.Context
+	commitCancel context.CancelFunc
 
 	metrics    *metrics.Group
 	unregister func() // removes the reader's scrape-time metrics
@@ -161,7 +183,10 @@ func (r *Reader[T]) SnapshotState(checkpointID int64) ([]Split, error) {
 	if err != nil || r.cfg.groupID == "" || !r.cfg.commitOnCheckpt {
 		return splits, err
 	}
-	m := make(map[TopicPartition]int64, len(splits))
+	m := make(map[TopicPartition]int64, len(splits)+len(r.finishedAt))
+	for tp, o := range r.finishedAt {
+		m[tp] = o
+	}
 	for _, s := range splits {
 		m[s.TopicPartition] = s.StartingOffset
 	}
@@ -222,8 +247,11 @@ func (r *Reader[T]) NotifyCheckpointComplete(checkpointID int64) error {
 		r.cfg.logger.Warn("kafka source: offset commit client", "err", err)
 		return nil
 	}
-	r.commitBusy = true
-	r.bg.Add(1)
+	if r.commitCtx == nil {
+		r.commitCtx, r.commitCancel = context.WithCancel(r.Context().Context())
+	}
+	r.commitBusy, r.commitAt = true, next.checkpoint
+	r.commits.Add(1)
 	go r.commitOffsets(cl, next)
 	return nil
 }
@@ -235,15 +263,16 @@ type groupCommit struct {
 }
 
 // commitOffsets commits c, then whatever offsets were queued meanwhile,
-// until none wait or the reader closes.
+// until none wait; offsets queued before Close still go out, since Close
+// waits for them.
 func (r *Reader[T]) commitOffsets(cl *kgo.Client, c groupCommit) {
-	defer r.bg.Done()
+	defer r.commits.Done()
 	for {
 		offs := kadm.Offsets{}
 		for tp, o := range c.offsets {
 			offs.Add(kadm.Offset{Topic: tp.Topic, Partition: tp.Partition, At: o, LeaderEpoch: -1})
 		}
-		ctx, cancel := context.WithTimeout(r.bgCtx, 30*time.Second)
+		ctx, cancel := context.WithTimeout(r.commitCtx, 30*time.Second)
 		resp, err := kadm.NewClient(cl).CommitOffsets(ctx, r.cfg.groupID, offs)
 		cancel()
 		if err == nil {
@@ -255,12 +284,13 @@ func (r *Reader[T]) commitOffsets(cl *kgo.Client, c groupCommit) {
 				"group", r.cfg.groupID, "checkpoint", c.checkpoint, "err", err)
 		}
 		r.commitMu.Lock()
-		if r.commitNext == nil || r.closed {
+		if r.commitNext == nil || r.commitCtx.Err() != nil {
 			r.commitBusy, r.commitNext = false, nil
 			r.commitMu.Unlock()
 			return
 		}
 		c, r.commitNext = *r.commitNext, nil
+		r.commitAt = c.checkpoint
 		r.commitMu.Unlock()
 	}
 }
@@ -361,16 +391,24 @@ func (r *Reader[T]) RemoveSplits(splits []Split) error {
 	return nil
 }
 
-// Close stops the fetcher, cancels the offset commits and end offset lists
-// in flight, and waits for them to return.
+// Close stops the fetcher and cancels the end offset lists in flight. It
+// waits for the group offset commit in flight and the one queued behind it,
+// up to WithCloseCommitTimeout, so that the group gets the offsets of the
+// job's last checkpoint (the final one of a bounded job, the one a drain
+// takes): a new job from CommittedOffsets would otherwise write that
+// checkpoint's output again. Past the timeout it cancels them and logs it.
+// A failover or hard stop cancels them at once (the task's context).
 func (r *Reader[T]) Close() error {
 	err := r.SourceReaderBase.Close()
 	r.unregister()
 	r.commitMu.Lock()
-	// A scrape that began before unregister may still call refreshEnds.
+	// A scrape that began before unregister may still call refreshEnds,
+	// and a checkpoint notification may come after Close: neither starts
+	// anything now.
 	r.closed = true
 	r.commitMu.Unlock()
 	r.bgCancel()
+	r.waitCommits()
 	r.bg.Wait()
 	r.commitMu.Lock()
 	if r.commitCl != nil {
@@ -379,6 +417,42 @@ func (r *Reader[T]) Close() error {
 	}
 	r.commitMu.Unlock()
 	return err
+}
+
+// waitCommits waits for the group offset commits up to the close commit
+// timeout, then cancels them and waits for them to return.
+func (r *Reader[T]) waitCommits() {
+	r.commitMu.Lock()
+	cancel := r.commitCancel
+	r.commitMu.Unlock()
+	if cancel == nil {
+		return // no commit was ever started
+	}
+	defer cancel()
+	done := make(chan struct{})
+	go func() {
+		r.commits.Wait()
+		close(done)
+	}()
+	timer := time.NewTimer(r.cfg.closeCommitTimeout)
+	defer timer.Stop()
+	select {
+	case <-done:
+		return
+	case <-timer.C:
+	}
+	r.commitMu.Lock()
+	at, queued := r.commitAt, r.commitNext
+	r.commitMu.Unlock()
+	if queued != nil {
+		at = queued.checkpoint
+	}
+	r.cfg.logger.Warn("kafka source: gave up waiting for the group offset commit at close; "+
+		"the group's offsets stay behind the job's last checkpoint, so a new job started from CommittedOffsets writes output since then again "+
+		"(raise WithCloseCommitTimeout if the broker is slow)",
+		"group", r.cfg.groupID, "checkpoint", at, "waited", r.cfg.closeCommitTimeout)
+	cancel()
+	<-done
 }
 
 // Lag returns, per partition read, how many records lie between the
