@@ -410,7 +410,15 @@ func (s *DirStorage) walk(complete []int64) latestWalk {
 			if previous == 0 {
 				return fmt.Sprintf("restore %s from a backup; or, to start afresh and accept that sources start from their beginning again, empty %s", dir, s.root)
 			}
-			return fmt.Sprintf("restore %s from a backup; or, accepting that the output since checkpoint %d is written again, move %s out of %s and start again to resume from checkpoint %d", dir, previous, dir, s.root, previous)
+			// Resuming from previous commits its committables again. An
+			// exactly-once Kafka sink may have reused their transactional
+			// ids once id completed, and then reports them as lost though
+			// they were committed; every restart does so again.
+			prev := filepath.Join(s.root, chkDir(previous))
+			return fmt.Sprintf("restore %s from a backup; or, accepting that the output since checkpoint %d is written again, move %s out of %s and start again to resume from checkpoint %d. "+
+				"An exactly-once Kafka sink may then fail the job with a *txn.DataLossError for transactions of checkpoint %d that were in fact committed (their ids were reused after checkpoint %d), "+
+				"at every restart; an older checkpoint fares no better. If so, start afresh on an empty checkpoint directory, the sources starting at the offsets `splitflow checkpoints show %s` lists (operator state starts empty)",
+				dir, previous, dir, s.root, previous, previous, id, prev)
 		},
 	}
 }

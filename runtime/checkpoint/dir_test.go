@@ -81,6 +81,39 @@ func wantDamaged(t *testing.T, s *DirStorage, logs *logBuffer, m1 Metadata, want
 	wantFallback(t, s, logs, m1, want)
 }
 
+// Error messages say what to do and what follows: the remedy of a damaged
+// checkpoint that may have been reported complete (resume from the one
+// before it) warns that an exactly-once Kafka sink may then fail the job
+// with a data-loss error for transactions of that older checkpoint that
+// were in fact committed (their ids were reused), that an even older
+// checkpoint fares no better, and names the way on: a fresh start from the
+// older checkpoint's offsets as `splitflow checkpoints show` lists them.
+func TestDamagedCheckpointRemedyWarnsOfDataLossReportOnOlderResume(t *testing.T) {
+	s, _, _ := twoCheckpoints(t)
+	if err := os.Remove(metadataPath(s, 2)); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(metadataPath(s, 2), []byte("torn"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err := s.Latest()
+	var de *DamagedCheckpointError
+	if !errors.As(err, &de) || de.ID != 2 || de.Previous != 1 {
+		t.Fatalf("Latest: %v; want a *DamagedCheckpointError for checkpoint 2 (previous 1)", err)
+	}
+	for _, want := range []string{
+		"txn.DataLossError",
+		"transactions of checkpoint 1 that were in fact committed",
+		"an older checkpoint fares no better",
+		"start afresh",
+		"splitflow checkpoints show " + filepath.Join(s.Dir(), chkDir(1)),
+	} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error does not say %q:\n%v", want, err)
+		}
+	}
+}
+
 // interrupt leaves checkpoint id as a process leaves it that died after
 // the metadata rename and before its commit returned.
 func interrupt(t *testing.T, s *DirStorage, id int64) {

@@ -84,7 +84,10 @@
 //   - Latest does not fall back past a damaged checkpoint that may have
 //     been reported complete, where Flink's store falls back to an older
 //     one: the operator decides (restore it from a backup, or move it
-//     away and accept the output since the previous one written again).
+//     away and accept the output since the previous one written again; an
+//     exactly-once Kafka sink may then report the previous one's committed
+//     transactions as lost, since their ids may have been reused, and the
+//     way on is a fresh start from that checkpoint's source offsets).
 //   - Latest does not fall back past metadata in an unknown format version
 //     (a newer build wrote it), and when checkpoints exist but none
 //     verifies it returns *NoValidCheckpointError rather than
