@@ -193,7 +193,8 @@ type snapshotableState interface {
 func (s *valueState[K, V]) kind() byte { return stateKindValue }
 
 func (s *valueState[K, V]) freeze() func(stop func() bool) (map[int][]byte, error) {
-	view, kc, vc := slices.Clone(s.m), s.ks.keys, s.vals
+	view, kc, vc, read := slices.Clone(s.m), s.ks.keys, s.vals, &s.read
+	read.Store(0)
 	enc := func(stop func() bool) (map[int][]byte, error) {
 		out := make(map[int][]byte)
 		for g := range len(view) / slotsPerKeyGroup {
@@ -207,6 +208,7 @@ func (s *valueState[K, V]) freeze() func(stop func() bool) (map[int][]byte, erro
 					vals.add(v)
 				}
 			}
+			read.Store(int64((g + 1) * slotsPerKeyGroup))
 			if keys.n == 0 {
 				continue
 			}
@@ -269,7 +271,8 @@ func (s *valueState[K, V]) restore(format byte, data []byte) error {
 func (s *mapState[K, UK, UV]) kind() byte { return stateKindMap }
 
 func (s *mapState[K, UK, UV]) freeze() func(stop func() bool) (map[int][]byte, error) {
-	view, kc, ukc, uvc := slices.Clone(s.m), s.ks.keys, s.ukeys, s.uvals
+	view, kc, ukc, uvc, read := slices.Clone(s.m), s.ks.keys, s.ukeys, s.uvals, &s.read
+	read.Store(0)
 	enc := func(stop func() bool) (map[int][]byte, error) {
 		out := make(map[int][]byte)
 		for g := range len(view) / slotsPerKeyGroup {
@@ -288,6 +291,7 @@ func (s *mapState[K, UK, UV]) freeze() func(stop func() bool) (map[int][]byte, e
 					}
 				}
 			}
+			read.Store(int64((g + 1) * slotsPerKeyGroup))
 			if keys.n == 0 {
 				continue
 			}

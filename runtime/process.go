@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"iter"
 	"maps"
+	"sync/atomic"
 	"time"
 )
 
@@ -259,6 +260,10 @@ type valueState[K comparable, V any] struct {
 	m    []map[K]V
 	ep   []uint64
 	vals stateCodec[V]
+	// read counts the slots the encoder of the frozen snapshot has
+	// finished reading: it writes it, in order, once it is done with a key
+	// group, and a write to a slot below it needs no copy.
+	read atomic.Int64
 }
 
 func newValueState[K comparable, V any](ks *keyedState[K]) *valueState[K, V] {
@@ -279,7 +284,7 @@ func (s *valueState[K, V]) writable(g int) map[K]V {
 	switch {
 	case m == nil:
 		m = map[K]V{}
-	case s.ep[g] < s.ks.frozen:
+	case s.ep[g] < s.ks.frozen && int64(g) >= s.read.Load():
 		m = maps.Clone(m)
 	default:
 		return m
@@ -296,6 +301,7 @@ type mapState[K, UK comparable, UV any] struct {
 	ep    []uint64
 	ukeys stateCodec[UK]
 	uvals stateCodec[UV]
+	read  atomic.Int64 // as valueState's
 }
 
 // innerMap is one key's map and the epoch it was made in.
@@ -325,7 +331,7 @@ func (s *mapState[K, UK, UV]) writable() map[UK]UV {
 	case gm == nil:
 		gm = map[K]*innerMap[UK, UV]{}
 		s.m[g], s.ep[g] = gm, s.ks.epoch
-	case s.ep[g] < s.ks.frozen:
+	case s.shared(g):
 		gm = maps.Clone(gm)
 		s.m[g], s.ep[g] = gm, s.ks.epoch
 	}
@@ -334,7 +340,7 @@ func (s *mapState[K, UK, UV]) writable() map[UK]UV {
 	case in == nil:
 		in = &innerMap[UK, UV]{m: map[UK]UV{}, ep: s.ks.epoch}
 		gm[s.ks.key] = in
-	case in.ep < s.ks.frozen:
+	case in.ep < s.ks.frozen && int64(g) >= s.read.Load():
 		in = &innerMap[UK, UV]{m: maps.Clone(in.m), ep: s.ks.epoch}
 		gm[s.ks.key] = in
 	}
@@ -360,10 +366,15 @@ func (s *mapState[K, UK, UV]) Clear() {
 	if _, ok := s.m[g][s.ks.key]; !ok {
 		return
 	}
-	if s.ep[g] < s.ks.frozen {
+	if s.shared(g) {
 		s.m[g], s.ep[g] = maps.Clone(s.m[g]), s.ks.epoch
 	}
 	delete(s.m[g], s.ks.key)
+}
+
+// shared reports that slot g's map is read by the encoder.
+func (s *mapState[K, UK, UV]) shared(g int) bool {
+	return s.ep[g] < s.ks.frozen && int64(g) >= s.read.Load()
 }
 func (s *mapState[K, UK, UV]) All() iter.Seq2[UK, UV] {
 	inner := s.inner()
