@@ -282,9 +282,10 @@ func (p *Pool) fence(id string, err error) error {
 	return p.fenced
 }
 
-// Commit commits a prepared transaction after its checkpoint completed. A
-// committable this pool prepared is committed through its own client; any
-// other (a restored one) with a raw EndTxn. It returns nil when the
+// Commit commits a prepared transaction after its checkpoint completed, with
+// a raw EndTxn; a committable this pool prepared is then also ended by its
+// id's own client, which moves that client to the id's next epoch. It
+// returns nil when the
 // transaction is committed, including when it already was, and a
 // *DataLossError when it can no longer be.
 func (p *Pool) Commit(ctx context.Context, c Committable) error {
@@ -317,36 +318,36 @@ func (p *Pool) Commit(ctx context.Context, c Committable) error {
 		}
 		return Commit(ctx, cl, c)
 	}
-	var err error
-	if s.cl != nil {
-		err = s.cl.EndTransaction(ctx, kgo.TryCommit)
-		if err != nil && lost(err) {
+	// The raw EndTxn commits from the committable. The id's own client is
+	// not trusted to: it chooses between commit and abort from its own
+	// record of which partitions joined the transaction, and franz-go can
+	// miss a partition whose first records were sent while the topic's
+	// metadata was still being stored; it then ends the transaction with
+	// an abort and returns nil, a silent loss. The client's own EndTxn
+	// that follows repeats the commit, which the broker accepts, and moves
+	// the client to the id's next epoch.
+	cl, err := p.plainClient()
+	if err != nil {
+		return err
+	}
+	if err := Commit(ctx, cl, c); err != nil {
+		var dl *DataLossError
+		if errors.As(err, &dl) {
 			p.dropClient(s)
 			p.setState(s, slotFree)
-			if isFenced(err) {
-				_ = p.fence(s.id, err)
+			if isFenced(dl.Err) {
+				_ = p.fence(s.id, dl.Err)
 			}
-			return &DataLossError{Committable: c, Err: err}
 		}
-		if err != nil {
-			// The outcome is unknown and the client refuses to retry a
-			// commit it could not confirm: its transaction state is no
-			// longer ours. Drop it; raw EndTxn requests settle the
-			// outcome, now and on any later retry.
-			p.dropClient(s)
-		}
+		return err
 	}
-	if s.cl == nil {
-		cl, perr := p.plainClient()
-		if perr != nil {
-			return errors.Join(err, perr)
-		}
-		if err := Commit(ctx, cl, c); err != nil {
-			var dl *DataLossError
-			if errors.As(err, &dl) {
-				p.setState(s, slotFree)
-			}
-			return err
+	if s.cl != nil {
+		if err := s.cl.EndTransaction(ctx, kgo.TryCommit); err != nil {
+			// The transaction is committed; the client disagrees about
+			// it (it tried to abort, or could not confirm), so its
+			// state is no longer ours. A new client registers the id
+			// again before the id is reused.
+			p.dropClient(s)
 		}
 	}
 	p.mu.Lock()
