@@ -700,6 +700,10 @@ func (w *sinkWriter[T]) fenceRestored(checkpointID int64) error {
 	return nil
 }
 
+// closeAbortTimeout bounds how long Close waits for the abort of the open
+// transaction.
+const closeAbortTimeout = 10 * time.Second
+
 // Close aborts an open transaction (prepared ones stay for the committer or
 // the next attempt) and closes the clients.
 func (w *sinkWriter[T]) Close() error {
@@ -711,14 +715,11 @@ func (w *sinkWriter[T]) Close() error {
 	}
 	open := w.tx != nil
 	w.s.dropPool(w.sub, w.pool)
-	// Aborting the open transaction waits for the broker; after a failover
-	// or a hard stop it gets a second only, since the next attempt's start
-	// aborts what is left open anyway.
-	wait := 10 * time.Second
-	if w.task.Err() != nil {
-		wait = time.Second
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	// Aborting the open transaction waits for the broker, a bounded time
+	// even after a failover or a hard stop: a job that fails for good has
+	// no next attempt to abort what is left open, and an open transaction
+	// pins every read_committed consumer until the transaction timeout.
+	ctx, cancel := context.WithTimeout(context.Background(), closeAbortTimeout)
 	defer cancel()
 	err := w.pool.Close(ctx) // aborts the open transaction
 	if open && err == nil && w.s.isLatest(w.sub, w.gen) {
