@@ -3,14 +3,12 @@ package kafka
 import (
 	"context"
 	"errors"
-	"strconv"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/splitflow/splitflow/runtime"
 	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -22,31 +20,7 @@ import (
 // the broker drops the first EndTxn after 1.5 s, as a slow coordinator
 // would, and answers the retry.
 func TestFailedJobAbortsItsOpenTransaction(t *testing.T) {
-	in, err := kfake.NewCluster(kfake.NumBrokers(1))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer in.Close()
-	out, err := kfake.NewCluster(kfake.NumBrokers(1))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer out.Close()
-	src := cluster{seeds: in.ListenAddrs(), fake: in}
-	dst := cluster{seeds: out.ListenAddrs(), fake: out}
-	input, output := src.topic(t), dst.topic(t)
-	cl, err := kgo.NewClient(kgo.SeedBrokers(src.seeds...), kgo.DefaultProduceTopic(input))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	for i := range 50 {
-		cl.Produce(context.Background(), &kgo.Record{Value: []byte(strconv.Itoa(i))}, nil)
-	}
-	if err := cl.Flush(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-
+	src, dst, input, output, cl := inputOutputClusters(t, 50)
 	acl, err := kgo.NewClient(kgo.SeedBrokers(dst.seeds...))
 	if err != nil {
 		t.Fatal(err)
@@ -55,7 +29,7 @@ func TestFailedJobAbortsItsOpenTransaction(t *testing.T) {
 	adm := kadm.NewClient(acl)
 
 	var endTxns atomic.Int32
-	out.ControlKey(int16(kmsg.EndTxn), func(kmsg.Request) (kmsg.Response, error, bool) {
+	dst.fake.ControlKey(int16(kmsg.EndTxn), func(kmsg.Request) (kmsg.Response, error, bool) {
 		if endTxns.Add(1) > 1 {
 			return nil, nil, false
 		}

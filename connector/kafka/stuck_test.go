@@ -20,30 +20,8 @@ import (
 // then stops the job hard, which cancels the sink's context
 // (SinkInitContext.Context), so the writer returns and Execute ends.
 func TestStuckSinkStopsOnHardStop(t *testing.T) {
-	in, err := kfake.NewCluster(kfake.NumBrokers(1))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer in.Close()
-	out, err := kfake.NewCluster(kfake.NumBrokers(1))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer out.Close()
-	src := cluster{seeds: in.ListenAddrs(), fake: in}
-	dst := cluster{seeds: out.ListenAddrs(), fake: out}
-	input, output := src.topic(t), dst.topic(t)
-	cl, err := kgo.NewClient(kgo.SeedBrokers(src.seeds...), kgo.DefaultProduceTopic(input))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i := range 200 {
-		cl.Produce(context.Background(), &kgo.Record{Value: []byte(strconv.Itoa(i))}, nil)
-	}
-	if err := cl.Flush(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	cl.Close()
+	src, dst, input, output, _ := inputOutputClusters(t, 200)
+	out := dst.fake
 
 	// The sink's broker holds every produce request until the test ends.
 	release := make(chan struct{})
@@ -89,4 +67,33 @@ func TestStuckSinkStopsOnHardStop(t *testing.T) {
 		<-done
 		t.Fatal("Execute did not return after the drain timeout: the stuck sink did not see the hard stop")
 	}
+}
+
+// inputOutputClusters starts one kfake cluster for a job's input and one for
+// its output, creates a topic on each and writes n records (values "0" to
+// n-1) into the input topic. The clusters and the returned producer on the
+// input topic are closed at cleanup.
+func inputOutputClusters(t *testing.T, n int) (src, dst cluster, input, output string, cl *kgo.Client) {
+	t.Helper()
+	for _, c := range []*cluster{&src, &dst} {
+		f, err := kfake.NewCluster(kfake.NumBrokers(1))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(f.Close)
+		*c = cluster{seeds: f.ListenAddrs(), fake: f}
+	}
+	input, output = src.topic(t), dst.topic(t)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(src.seeds...), kgo.DefaultProduceTopic(input))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	for i := range n {
+		cl.Produce(context.Background(), &kgo.Record{Value: []byte(strconv.Itoa(i))}, nil)
+	}
+	if err := cl.Flush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	return src, dst, input, output, cl
 }
