@@ -418,12 +418,12 @@ type gatedWriter struct {
 	s *gatedStorage
 }
 
-func (w *gatedWriter) WriteState(o checkpoint.Owner, data []byte) (checkpoint.StateHandle, error) {
+func (w *gatedWriter) WriteState(o checkpoint.Owner, data []byte, files ...checkpoint.FileHandle) (checkpoint.StateHandle, error) {
 	if w.ID() == 1 && !o.IsCoordinator() {
 		w.s.entered <- o
 		<-w.s.gate
 	}
-	return w.Writer.WriteState(o, data)
+	return w.Writer.WriteState(o, data, files...)
 }
 
 // State I/O must not run on the master goroutine: while one subtask's

@@ -37,7 +37,7 @@ type stateWriter struct {
 
 func newStateWriter(w checkpoint.Writer) *stateWriter { return &stateWriter{Writer: w} }
 
-func (s *stateWriter) WriteState(owner checkpoint.Owner, data []byte) (checkpoint.StateHandle, error) {
+func (s *stateWriter) WriteState(owner checkpoint.Owner, data []byte, files ...checkpoint.FileHandle) (checkpoint.StateHandle, error) {
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
@@ -45,7 +45,7 @@ func (s *stateWriter) WriteState(owner checkpoint.Owner, data []byte) (checkpoin
 	}
 	s.inflight++
 	s.mu.Unlock()
-	h, err := s.Writer.WriteState(owner, data)
+	h, err := s.Writer.WriteState(owner, data, files...)
 	s.mu.Lock()
 	s.inflight--
 	abort := s.abortDue && s.inflight == 0

@@ -17,7 +17,7 @@ type orderWriter struct {
 	events  []string
 }
 
-func (w *orderWriter) WriteState(o checkpoint.Owner, _ []byte) (checkpoint.StateHandle, error) {
+func (w *orderWriter) WriteState(o checkpoint.Owner, _ []byte, _ ...checkpoint.FileHandle) (checkpoint.StateHandle, error) {
 	<-w.release
 	w.mu.Lock()
 	w.events = append(w.events, "write "+o.String())

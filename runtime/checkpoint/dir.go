@@ -3,6 +3,8 @@ package checkpoint
 import (
 	"errors"
 	"fmt"
+	"hash/crc32"
+	"io"
 	"io/fs"
 	"log/slog"
 	"os"
@@ -11,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 )
 
 const (
@@ -25,13 +28,26 @@ const (
 )
 
 // DirStorage keeps checkpoints in a directory, one subdirectory chk-<id>
-// each (Flink's layout):
+// each (Flink's layout), and the shared files of all of them in shared/:
 //
 //	chk-7/
 //	  0001-source-0.state    state blobs, fsynced before the metadata
 //	  0002-source-coordinator.state
 //	  _metadata              written last: temp file, fsync, rename, fsync dir
 //	  _committing            only while Commit runs (see below)
+//	shared/
+//	  000012.sst             shared files (PutFile), each stored once and
+//	  000015.sst             listed by the metadata of every checkpoint using it
+//	  .000017.sst.tmp-1234   a shared file being put: copy, fsync, rename, fsync dir
+//	_lock                    while a job runs (Lock)
+//
+// A shared file is durable before PutFile returns, so before any metadata
+// that lists it. Load and Latest check that each one a checkpoint lists is
+// there with its recorded size (a stat: they may be large; CopyFile checks
+// the checksum as it copies): a checkpoint missing one is damaged, as one
+// missing a blob is. Commit deletes the shared files no completed
+// checkpoint lists (see Storage for the rule and why it is safe), and
+// temporary files no PutFile is writing.
 //
 // A checkpoint exists once chk-<id>/_metadata exists; a directory without
 // it is a checkpoint that never completed (the process stopped between
@@ -62,6 +78,12 @@ type DirStorage struct {
 	open map[int64]bool
 	// lock is the locked lock file while Lock holds it.
 	lock *os.File
+
+	// files orders puts of shared files and Begins, for the collection of
+	// unused shared files; its lock is its own, so puts never wait for s.mu.
+	files *fileBook
+	// filesWritten counts shared files actually written (tests).
+	filesWritten atomic.Int64
 }
 
 var _ Storage = (*DirStorage)(nil)
@@ -78,7 +100,7 @@ func NewDirStorage(root string, opts ...StorageOption) (*DirStorage, error) {
 	if err := os.MkdirAll(root, 0o755); err != nil {
 		return nil, fmt.Errorf("checkpoint storage: create %s: %w", root, err)
 	}
-	return &DirStorage{root: root, cfg: cfg, open: map[int64]bool{}}, nil
+	return &DirStorage{root: root, cfg: cfg, open: map[int64]bool{}, files: newFileBook()}, nil
 }
 
 // Dir returns the checkpoint directory.
@@ -117,6 +139,7 @@ func (s *DirStorage) Begin(id int64) (Writer, error) {
 		return nil, &CheckpointError{ID: id, File: chkDir(id), Err: err}
 	}
 	s.open[id] = true
+	s.files.begin(id)
 	return &dirWriter{s: s, id: id, dir: dir, log: newWriteLog(id)}, nil
 }
 
@@ -129,19 +152,47 @@ type dirWriter struct {
 
 func (w *dirWriter) ID() int64 { return w.id }
 
-func (w *dirWriter) WriteState(owner Owner, data []byte) (StateHandle, error) {
+func (w *dirWriter) WriteState(owner Owner, data []byte, files ...FileHandle) (StateHandle, error) {
 	name, err := w.log.reserve(owner)
 	if err != nil {
 		return StateHandle{}, err
 	}
+	sorted, err := w.s.checkFiles(w.id, owner, files)
+	if err != nil {
+		w.log.release(owner)
+		return StateHandle{}, err
+	}
 	// The file is written outside any lock so tasks write in parallel.
-	h := StateHandle{Owner: owner, File: name, Size: int64(len(data)), CRC32C: checksum(data)}
+	h := StateHandle{Owner: owner, File: name, Size: int64(len(data)), CRC32C: checksum(data), Files: sorted}
 	if err := writeFileSync(filepath.Join(w.dir, name), data); err != nil {
 		w.log.release(owner)
 		return StateHandle{}, &CheckpointError{ID: w.id, File: filepath.Join(chkDir(w.id), name), Err: err}
 	}
 	w.log.record(h)
+	h.Files = slices.Clone(h.Files)
 	return h, nil
+}
+
+// checkFiles sorts the shared files of owner's state in checkpoint id and
+// checks that each is stored with its handle's size.
+func (s *DirStorage) checkFiles(id int64, owner Owner, files []FileHandle) ([]FileHandle, error) {
+	sorted, err := sortFiles(files)
+	if err != nil {
+		return nil, fmt.Errorf("checkpoint %d: state of %s: %w", id, owner, err)
+	}
+	for _, f := range sorted {
+		path := filepath.Join(s.root, sharedDir, f.Name)
+		st, err := os.Stat(path)
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+			return nil, &CheckpointError{ID: id, File: sharedPath(f.Name), Err: fmt.Errorf("state of %s uses shared file %s, which is not stored (%s does not exist): put it with PutFile first: %w", owner, f.Name, path, err)}
+		case err != nil:
+			return nil, &CheckpointError{ID: id, File: sharedPath(f.Name), Err: fmt.Errorf("state of %s uses shared file %s: %w", owner, f.Name, err)}
+		case st.Size() != f.Size:
+			return nil, &CheckpointError{ID: id, File: sharedPath(f.Name), Err: fmt.Errorf("state of %s uses shared file %s of %d bytes, but %s is %d bytes", owner, f.Name, f.Size, path, st.Size())}
+		}
+	}
+	return sorted, nil
 }
 
 // stateFileName is unique by sequence number; the owner part is only for
@@ -182,6 +233,7 @@ func (w *dirWriter) Commit(m Metadata) error {
 		w.s.mu.Lock()
 		delete(w.s.open, w.id)
 		w.s.mu.Unlock()
+		w.s.files.end(w.id)
 		return err
 	}
 	w.s.committed(w.id)
@@ -250,6 +302,7 @@ func (w *dirWriter) Abort() error {
 	w.s.mu.Lock()
 	delete(w.s.open, w.id)
 	w.s.mu.Unlock()
+	w.s.files.end(w.id)
 	if err != nil {
 		return &CheckpointError{ID: w.id, File: chkDir(w.id), Err: err}
 	}
@@ -259,12 +312,16 @@ func (w *dirWriter) Abort() error {
 // committed applies retention after checkpoint id became durable: it keeps
 // the newest retained completed checkpoints and removes older ones, and
 // removes incomplete directories older than id that no Writer is using
-// (leftovers of a crash or of a failed removal). Failures are logged, not
-// returned: the new checkpoint is complete whatever happens here.
+// (leftovers of a crash or of a failed removal); then it deletes the
+// shared files no completed checkpoint uses (collectFiles). Failures are
+// logged, not returned: the new checkpoint is complete whatever happens
+// here.
 func (s *DirStorage) committed(id int64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	delete(s.open, id)
+	limit := s.files.end(id)
+	defer s.collectFiles(limit)
 	complete, incomplete, err := s.scan()
 	if err != nil {
 		s.cfg.logger.Warn("checkpoint storage: cannot list checkpoints for cleanup", slog.String("dir", s.root), slog.Any("error", err))
@@ -407,18 +464,19 @@ func (s *DirStorage) walk(complete []int64) latestWalk {
 		},
 		remedy: func(id, previous int64) string {
 			dir := filepath.Join(s.root, chkDir(id))
+			shared := filepath.Join(s.root, sharedDir)
 			if previous == 0 {
-				return fmt.Sprintf("restore %s from a backup; or, to start afresh and accept that sources start from their beginning again, empty %s", dir, s.root)
+				return fmt.Sprintf("restore %s (and the shared files it lists, in %s) from a backup; or, to start afresh and accept that sources start from their beginning again, empty %s", dir, shared, s.root)
 			}
 			// Resuming from previous commits its committables again. An
 			// exactly-once Kafka sink may have reused their transactional
 			// ids once id completed, and then reports them as lost though
 			// they were committed; every restart does so again.
 			prev := filepath.Join(s.root, chkDir(previous))
-			return fmt.Sprintf("restore %s from a backup; or, accepting that the output since checkpoint %d is written again, move %s out of %s and start again to resume from checkpoint %d. "+
+			return fmt.Sprintf("restore %s (and the shared files it lists, in %s) from a backup; or, accepting that the output since checkpoint %d is written again, move %s out of %s and start again to resume from checkpoint %d. "+
 				"An exactly-once Kafka sink may then fail the job with a *txn.DataLossError for transactions of checkpoint %d that were in fact committed (their ids were reused after checkpoint %d), "+
 				"at every restart; an older checkpoint fares no better. If so, start afresh on an empty checkpoint directory, the sources starting at the offsets `splitflow checkpoints show %s` lists (operator state starts empty)",
-				dir, previous, dir, s.root, previous, previous, id, prev)
+				dir, shared, previous, dir, s.root, previous, previous, id, prev)
 		},
 	}
 }
@@ -434,20 +492,9 @@ func (s *DirStorage) CommitInterrupted(id int64) (bool, error) {
 // then every blob's presence, length and checksum.
 func (s *DirStorage) load(id int64) (*Checkpoint, error) {
 	dir := filepath.Join(s.root, chkDir(id))
-	metaName := filepath.Join(chkDir(id), metadataFile)
-	b, err := os.ReadFile(filepath.Join(dir, metadataFile))
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, &CheckpointError{ID: id, File: metaName, Err: ErrNotFound}
-	}
+	m, err := s.readMetadata(id)
 	if err != nil {
-		return nil, &CheckpointError{ID: id, File: metaName, Err: err}
-	}
-	m, err := decodeMetadata(b)
-	if err != nil {
-		return nil, &CheckpointError{ID: id, File: metaName, Err: err}
-	}
-	if m.ID != id {
-		return nil, &CheckpointError{ID: id, File: metaName, Err: fmt.Errorf("%w: metadata of checkpoint %d in the directory of %d", ErrCorrupt, m.ID, id)}
+		return nil, err
 	}
 	read := func(h StateHandle) ([]byte, error) {
 		data, err := readStateFile(filepath.Join(dir, h.File))
@@ -472,7 +519,261 @@ func (s *DirStorage) load(id int64) (*Checkpoint, error) {
 		}
 		verified[h.File] = data
 	}
-	return &Checkpoint{Metadata: m, read: read, verified: verified}, nil
+	// Shared files may be large: they are only looked up here, and their
+	// checksums verified as CopyFile copies them.
+	for _, f := range m.Files() {
+		path := filepath.Join(s.root, sharedDir, f.Name)
+		st, err := os.Stat(path)
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+			return nil, &CheckpointError{ID: id, File: sharedPath(f.Name), Err: fmt.Errorf("%w: %s does not exist", ErrMissingFile, path)}
+		case err != nil:
+			return nil, &CheckpointError{ID: id, File: sharedPath(f.Name), Err: err}
+		case st.Size() != f.Size:
+			return nil, &CheckpointError{ID: id, File: sharedPath(f.Name), Err: fmt.Errorf("%w: shared file %s is %d bytes, the metadata says %d", ErrCorrupt, path, st.Size(), f.Size)}
+		}
+	}
+	copyFile := func(h FileHandle, dst string) error {
+		path := filepath.Join(s.root, sharedDir, h.Name)
+		src, err := os.Open(path)
+		if errors.Is(err, fs.ErrNotExist) {
+			return &CheckpointError{ID: id, File: sharedPath(h.Name), Err: fmt.Errorf("%w: %s does not exist", ErrMissingFile, path)}
+		}
+		if err != nil {
+			return &CheckpointError{ID: id, File: sharedPath(h.Name), Err: err}
+		}
+		defer src.Close()
+		return copyVerified(id, h, src, path, dst)
+	}
+	return &Checkpoint{Metadata: m, read: read, copyFile: copyFile, verified: verified}, nil
+}
+
+// collectFiles deletes the shared files that no completed checkpoint
+// still in the directory uses, except files this instance put after limit
+// (see Storage and fileBook.end) and files being put now, and the
+// temporary files of puts that are not under way (left by a crash). Every
+// completed checkpoint's metadata must be read for that: when one cannot
+// be, nothing is deleted, since the files it uses are unknown. Called with
+// s.mu held, after retention.
+func (s *DirStorage) collectFiles(limit uint64) {
+	dir := filepath.Join(s.root, sharedDir)
+	entries, err := os.ReadDir(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return
+	}
+	if err != nil {
+		s.cfg.logger.Warn("checkpoint storage: cannot list shared files for cleanup", slog.String("dir", dir), slog.Any("error", err))
+		return
+	}
+	complete, _, err := s.scan()
+	if err != nil {
+		s.cfg.logger.Warn("checkpoint storage: cannot list checkpoints for cleanup of shared files", slog.String("dir", s.root), slog.Any("error", err))
+		return
+	}
+	ms := make([]Metadata, 0, len(complete))
+	for _, id := range complete {
+		m, err := s.readMetadata(id)
+		if err != nil {
+			s.cfg.logger.Warn("checkpoint storage: not deleting unused shared files, since the shared files of a checkpoint are unknown", slog.Int64("checkpoint", id), slog.Any("error", err))
+			return
+		}
+		ms = append(ms, m)
+	}
+	var names []string
+	for _, e := range entries {
+		name := e.Name()
+		if of, ok := tempFileOf(name); ok && e.Type().IsRegular() {
+			// A temporary file whose put is under way is the put's; any
+			// other was left by a put that never finished.
+			if s.files.tryClaim(of, ^uint64(0)) {
+				if err := os.Remove(filepath.Join(dir, name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+					s.cfg.logger.Warn("checkpoint storage: cannot remove a leftover temporary file", slog.String("file", filepath.Join(dir, name)), slog.Any("error", err))
+				}
+				s.files.release(of, unchanged)
+			}
+			continue
+		}
+		if validateFileName(name) == nil && e.Type().IsRegular() {
+			names = append(names, name)
+		}
+	}
+	errs := s.files.collect(names, referencedFiles(ms), limit, func(name string) error {
+		err := os.Remove(filepath.Join(dir, name))
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil
+		}
+		return err
+	})
+	for _, err := range errs {
+		s.cfg.logger.Warn("checkpoint storage: cannot remove an unused shared file", slog.Any("error", err))
+	}
+}
+
+// readMetadata reads and decodes checkpoint id's metadata, verifying only
+// the metadata itself.
+func (s *DirStorage) readMetadata(id int64) (Metadata, error) {
+	metaName := filepath.Join(chkDir(id), metadataFile)
+	b, err := os.ReadFile(filepath.Join(s.root, metaName))
+	if errors.Is(err, fs.ErrNotExist) {
+		return Metadata{}, &CheckpointError{ID: id, File: metaName, Err: ErrNotFound}
+	}
+	if err != nil {
+		return Metadata{}, &CheckpointError{ID: id, File: metaName, Err: err}
+	}
+	m, err := decodeMetadata(b)
+	if err != nil {
+		return Metadata{}, &CheckpointError{ID: id, File: metaName, Err: err}
+	}
+	if m.ID != id {
+		return Metadata{}, &CheckpointError{ID: id, File: metaName, Err: fmt.Errorf("%w: metadata of checkpoint %d in the directory of %d", ErrCorrupt, m.ID, id)}
+	}
+	return m, nil
+}
+
+// ReadMetadata returns checkpoint id's metadata, checked against its own
+// checksum only: its state blobs and shared files are not looked at. For
+// tools that show a checkpoint without restoring from it (cmd/splitflow);
+// Load verifies.
+func (s *DirStorage) ReadMetadata(id int64) (Metadata, error) {
+	return s.readMetadata(id)
+}
+
+// PutFile copies the local file at path to shared/.<name>.tmp-*,
+// computing its size and CRC-32C as it copies, fsyncs it, renames it to
+// shared/<name> and fsyncs shared/. See Storage.
+func (s *DirStorage) PutFile(name, path string) (FileHandle, error) {
+	if err := validateFileName(name); err != nil {
+		return FileHandle{}, err
+	}
+	s.files.claim(name)
+	h, err := s.putFile(name, path)
+	outcome := stored
+	if err != nil {
+		outcome = unchanged
+	}
+	s.files.release(name, outcome)
+	return h, err
+}
+
+func (s *DirStorage) putFile(name, path string) (FileHandle, error) {
+	fail := func(err error) (FileHandle, error) {
+		return FileHandle{}, fmt.Errorf("checkpoint storage %s: put shared file %s from %s: %w", s.root, name, path, err)
+	}
+	src, err := os.Open(path)
+	if err != nil {
+		return fail(err)
+	}
+	defer src.Close()
+	info, err := src.Stat()
+	if err != nil {
+		return fail(err)
+	}
+	if !info.Mode().IsRegular() {
+		return fail(fmt.Errorf("%s is not a regular file", path))
+	}
+	dir := filepath.Join(s.root, sharedDir)
+	final := filepath.Join(dir, name)
+	switch st, err := os.Stat(final); {
+	case err == nil:
+		if st.Size() != info.Size() {
+			return fail(fmt.Errorf("%s is already stored with %d bytes, the local file has %d; shared file names must be unique, and the stored file may be in use", final, st.Size(), info.Size()))
+		}
+		crc := crc32.New(castagnoli)
+		n, err := io.Copy(crc, src)
+		if err != nil {
+			return fail(err)
+		}
+		if n != st.Size() {
+			return fail(fmt.Errorf("%s changed while it was read: %d bytes, then %d", path, st.Size(), n))
+		}
+		return FileHandle{Name: name, Size: n, CRC32C: crc.Sum32()}, nil
+	case !errors.Is(err, fs.ErrNotExist):
+		return fail(err)
+	}
+	switch err := os.Mkdir(dir, 0o755); {
+	case err == nil:
+		// The new directory's entry must be durable before anything
+		// inside it can be.
+		if err := syncDir(s.root); err != nil {
+			return fail(err)
+		}
+	case !errors.Is(err, fs.ErrExist):
+		return fail(err)
+	}
+	tmp, err := os.CreateTemp(dir, "."+name+".tmp-*")
+	if err != nil {
+		return fail(err)
+	}
+	crc := crc32.New(castagnoli)
+	n, err := io.Copy(io.MultiWriter(tmp, crc), src)
+	if err != nil {
+		err = fmt.Errorf("copy to %s: %w", tmp.Name(), err)
+	}
+	if err == nil {
+		err = tmp.Sync()
+	}
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp.Name(), final)
+	}
+	if err != nil {
+		_ = os.Remove(tmp.Name())
+		return fail(err)
+	}
+	if err := syncDir(dir); err != nil {
+		return fail(err)
+	}
+	s.filesWritten.Add(1)
+	return FileHandle{Name: name, Size: n, CRC32C: crc.Sum32()}, nil
+}
+
+// Files lists shared/: the regular files with shared file names, CRC32C
+// 0 (unknown; it would take reading every file).
+func (s *DirStorage) Files() ([]FileHandle, error) {
+	dir := filepath.Join(s.root, sharedDir)
+	entries, err := os.ReadDir(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("checkpoint storage: list shared files: %w", err)
+	}
+	var out []FileHandle
+	for _, e := range entries {
+		if validateFileName(e.Name()) != nil || !e.Type().IsRegular() {
+			continue
+		}
+		info, err := e.Info()
+		if errors.Is(err, fs.ErrNotExist) {
+			continue // deleted since the listing
+		}
+		if err != nil {
+			return nil, fmt.Errorf("checkpoint storage: list shared files: %w", err)
+		}
+		out = append(out, FileHandle{Name: e.Name(), Size: info.Size()})
+	}
+	return out, nil
+}
+
+// DeleteFile removes shared/<name>. See Storage.
+func (s *DirStorage) DeleteFile(name string) error {
+	if err := validateFileName(name); err != nil {
+		return err
+	}
+	s.files.claim(name)
+	err := os.Remove(filepath.Join(s.root, sharedDir, name))
+	if errors.Is(err, fs.ErrNotExist) {
+		err = nil
+	}
+	outcome := gone
+	if err != nil {
+		outcome = unchanged
+		err = fmt.Errorf("checkpoint storage: delete shared file: %w", err)
+	}
+	s.files.release(name, outcome)
+	return err
 }
 
 // readStateFile reads a state blob; a variable so that tests can count

@@ -288,15 +288,15 @@ func TestDirUnknownMetadataVersion(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	binary.BigEndian.PutUint32(b[4:8], 2)
+	binary.BigEndian.PutUint32(b[4:8], metadataVersion+1)
 	end := len(b) - crcLen
 	binary.BigEndian.PutUint32(b[end:], checksum(b[:end]))
 	if err := os.WriteFile(path, b, 0o644); err != nil {
 		t.Fatal(err)
 	}
 	_, err = s.Load(2)
-	if !errors.Is(err, ErrUnsupportedVersion) || !strings.Contains(err.Error(), "version 2") {
-		t.Fatalf("Load(2): %v, want ErrUnsupportedVersion naming version 2", err)
+	if !errors.Is(err, ErrUnsupportedVersion) || !strings.Contains(err.Error(), fmt.Sprintf("version %d", metadataVersion+1)) {
+		t.Fatalf("Load(2): %v, want ErrUnsupportedVersion naming the version", err)
 	}
 	if _, err := s.Latest(); !errors.Is(err, ErrUnsupportedVersion) {
 		t.Fatalf("Latest: %v, want ErrUnsupportedVersion", err)

@@ -26,6 +26,21 @@
 //     fsync, rename, fsync of the directory. The metadata records a format
 //     version, and every blob's owner, length and CRC-32C, and carries its
 //     own CRC-32C; a torn or corrupt checkpoint is detected on load.
+//   - Shared files (Storage.PutFile) are durable before any metadata lists
+//     them: copied to a temp name, fsynced, renamed, directory fsynced. A
+//     name is stored once and never rewritten. The metadata records each
+//     state's shared files with length and CRC-32C (format version 2;
+//     version 1, without them, still loads, and is still written for
+//     checkpoints that use none); Load and Latest check every listed file
+//     is there with its length (no read: they may be large), CopyFile
+//     checks the checksum as it copies, and a checkpoint missing one is
+//     damaged under the same rules as one missing a blob.
+//   - A shared file is deleted only by Commit(N), only after retention, and
+//     only when no completed checkpoint still stored lists it and this
+//     Storage did not put it after Begin(N) or the Begin of a checkpoint
+//     still being written; a put under way is never disturbed. Safe under
+//     the callers' contract (see Storage): a file put before Begin(N) is
+//     used by a later checkpoint only if checkpoint N uses it too.
 //   - Restoring from an older checkpoint never duplicates silently: Latest
 //     falls back past a damaged checkpoint only when the storage can tell
 //     it was never reported complete (DirStorage: a commit that never
@@ -52,6 +67,8 @@
 //	  align, snapshot and acknowledge with their bytes (or decline); the
 //	  driver writes them, WriteState(OperatorOwner(uid, s), bytes), off its
 //	  goroutine, and steps Ack only once they are durable
+//	  (a state backend of immutable files puts new ones with PutFile
+//	  first, and names them in WriteState(owner, bytes, files...))
 //	Ack(N, task, h) ...           -> PersistMetadata{N, States} after the last
 //	  driver: Writer.Commit(Metadata{N, Timestamp, fingerprint, States})
 //	Persisted(N, err)             -> NotifyComplete{N} (or NotifyAborted{N})
@@ -99,7 +116,10 @@
 //   - coordinator.go: Coordinator, its events, actions and options.
 //   - storage.go: Storage and Writer, Owner, StateHandle, Metadata,
 //     Checkpoint, storage options.
-//   - dir.go: DirStorage, chk-<id> directories on a file system.
+//   - dir.go: DirStorage, chk-<id> directories and shared/ on a file
+//     system.
+//   - files.go: FileHandle, the bookkeeping and the collection rule of
+//     shared files, Checkpoint.CopyFile.
 //   - lock.go, lock_unix.go: DirStorage.Lock, the directory's OS file lock
 //     (flock on DIR/_lock) the engine holds while a job runs.
 //   - metadata.go: the metadata file format and its verification.

@@ -17,8 +17,10 @@ var (
 	// ErrExists: Begin was given the id of a committed checkpoint. Ids are
 	// never reused; restore the coordinator with the highest id of List.
 	ErrExists = errors.New("checkpoint: id already committed")
-	// ErrCorrupt: metadata that is torn or fails its checksum, or a state
-	// blob that is missing, of the wrong length or fails its checksum.
+	// ErrCorrupt: metadata that is torn or fails its checksum, a state
+	// blob that is missing, of the wrong length or fails its checksum, or
+	// a shared file that is missing (ErrMissingFile), of the wrong length,
+	// or fails its checksum when copied.
 	ErrCorrupt = errors.New("checkpoint: corrupt")
 	// ErrUnsupportedVersion: the metadata was written in a format this
 	// build does not know, most likely by a newer splitflow. Latest does

@@ -1,11 +1,14 @@
 package checkpoint
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"maps"
+	"os"
 	"slices"
 	"sync"
+	"sync/atomic"
 )
 
 // MemoryStorage keeps checkpoints in memory, for tests and for jobs that
@@ -13,13 +16,19 @@ import (
 // checkpoint exists only after Commit, ids are never reused, the newest
 // retained checkpoints are kept, and blobs are copied in and out and
 // verified against their checksums, so a caller that modifies a slice
-// after WriteState or after State cannot change a checkpoint.
+// after WriteState or after State cannot change a checkpoint. Shared files
+// are read into memory by PutFile and collected by Commit by the same rule.
 type MemoryStorage struct {
 	cfg storageConfig
 
 	mu       sync.Mutex
 	complete map[int64]*memCheckpoint
 	open     map[int64]bool
+	files    map[string][]byte
+
+	book *fileBook
+	// filesWritten counts shared files actually stored (tests).
+	filesWritten atomic.Int64
 }
 
 type memCheckpoint struct {
@@ -35,7 +44,7 @@ func NewMemoryStorage(opts ...StorageOption) (*MemoryStorage, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &MemoryStorage{cfg: cfg, complete: map[int64]*memCheckpoint{}, open: map[int64]bool{}}, nil
+	return &MemoryStorage{cfg: cfg, complete: map[int64]*memCheckpoint{}, open: map[int64]bool{}, files: map[string][]byte{}, book: newFileBook()}, nil
 }
 
 func (s *MemoryStorage) Begin(id int64) (Writer, error) {
@@ -51,6 +60,7 @@ func (s *MemoryStorage) Begin(id int64) (Writer, error) {
 		return nil, fmt.Errorf("checkpoint storage: checkpoint %d is already being written", id)
 	}
 	s.open[id] = true
+	s.book.begin(id)
 	return &memWriter{s: s, id: id, log: newWriteLog(id), blobs: map[string][]byte{}}, nil
 }
 
@@ -65,17 +75,44 @@ type memWriter struct {
 
 func (w *memWriter) ID() int64 { return w.id }
 
-func (w *memWriter) WriteState(owner Owner, data []byte) (StateHandle, error) {
+func (w *memWriter) WriteState(owner Owner, data []byte, files ...FileHandle) (StateHandle, error) {
 	name, err := w.log.reserve(owner)
 	if err != nil {
 		return StateHandle{}, err
 	}
-	h := StateHandle{Owner: owner, File: name, Size: int64(len(data)), CRC32C: checksum(data)}
+	sorted, err := w.s.checkFiles(w.id, owner, files)
+	if err != nil {
+		w.log.release(owner)
+		return StateHandle{}, err
+	}
+	h := StateHandle{Owner: owner, File: name, Size: int64(len(data)), CRC32C: checksum(data), Files: sorted}
 	w.mu.Lock()
 	w.blobs[h.File] = slices.Clone(data)
 	w.mu.Unlock()
 	w.log.record(h)
+	h.Files = slices.Clone(h.Files)
 	return h, nil
+}
+
+// checkFiles sorts the shared files of owner's state in checkpoint id and
+// checks that each is stored with its handle's size.
+func (s *MemoryStorage) checkFiles(id int64, owner Owner, files []FileHandle) ([]FileHandle, error) {
+	sorted, err := sortFiles(files)
+	if err != nil {
+		return nil, fmt.Errorf("checkpoint %d: state of %s: %w", id, owner, err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, f := range sorted {
+		data, ok := s.files[f.Name]
+		switch {
+		case !ok:
+			return nil, &CheckpointError{ID: id, File: f.Name, Err: fmt.Errorf("state of %s uses shared file %s, which is not stored: put it with PutFile first", owner, f.Name)}
+		case int64(len(data)) != f.Size:
+			return nil, &CheckpointError{ID: id, File: f.Name, Err: fmt.Errorf("state of %s uses shared file %s of %d bytes, but the stored one is %d bytes", owner, f.Name, f.Size, len(data))}
+		}
+	}
+	return sorted, nil
 }
 
 func (w *memWriter) Commit(m Metadata) error {
@@ -91,6 +128,7 @@ func (w *memWriter) Commit(m Metadata) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	delete(s.open, w.id)
+	limit := s.book.end(w.id)
 	if err != nil {
 		return err
 	}
@@ -99,6 +137,75 @@ func (w *memWriter) Commit(m Metadata) error {
 	for _, old := range ids[:max(0, len(ids)-s.cfg.retained)] {
 		delete(s.complete, old)
 	}
+	// The rule of Storage: unused shared files go, except those put after
+	// Begin of this or of an open checkpoint, and those being put.
+	ms := make([]Metadata, 0, len(s.complete))
+	for _, c := range s.complete {
+		ms = append(ms, c.meta)
+	}
+	s.book.collect(slices.Sorted(maps.Keys(s.files)), referencedFiles(ms), limit, func(name string) error {
+		delete(s.files, name)
+		return nil
+	})
+	return nil
+}
+
+// PutFile reads the local file at path into memory as shared file name.
+// See Storage.
+func (s *MemoryStorage) PutFile(name, path string) (FileHandle, error) {
+	if err := validateFileName(name); err != nil {
+		return FileHandle{}, err
+	}
+	s.book.claim(name)
+	h, err := s.putFile(name, path)
+	outcome := stored
+	if err != nil {
+		outcome = unchanged
+	}
+	s.book.release(name, outcome)
+	return h, err
+}
+
+func (s *MemoryStorage) putFile(name, path string) (FileHandle, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return FileHandle{}, fmt.Errorf("checkpoint storage in memory: put shared file %s: %w", name, err)
+	}
+	h := FileHandle{Name: name, Size: int64(len(data)), CRC32C: checksum(data)}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if old, ok := s.files[name]; ok {
+		if len(old) != len(data) {
+			return FileHandle{}, fmt.Errorf("checkpoint storage in memory: put shared file %s from %s: already stored with %d bytes, the local file has %d; shared file names must be unique, and the stored file may be in use", name, path, len(old), len(data))
+		}
+		return h, nil
+	}
+	s.files[name] = data
+	s.filesWritten.Add(1)
+	return h, nil
+}
+
+// Files lists the shared files, with their checksums.
+func (s *MemoryStorage) Files() ([]FileHandle, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]FileHandle, 0, len(s.files))
+	for _, name := range slices.Sorted(maps.Keys(s.files)) {
+		out = append(out, FileHandle{Name: name, Size: int64(len(s.files[name])), CRC32C: checksum(s.files[name])})
+	}
+	return out, nil
+}
+
+// DeleteFile removes shared file name. See Storage.
+func (s *MemoryStorage) DeleteFile(name string) error {
+	if err := validateFileName(name); err != nil {
+		return err
+	}
+	s.book.claim(name)
+	s.mu.Lock()
+	delete(s.files, name)
+	s.mu.Unlock()
+	s.book.release(name, gone)
 	return nil
 }
 
@@ -112,6 +219,7 @@ func (w *memWriter) Abort() error {
 	w.s.mu.Lock()
 	delete(w.s.open, w.id)
 	w.s.mu.Unlock()
+	w.s.book.end(w.id)
 	return nil
 }
 
@@ -165,7 +273,30 @@ func (s *MemoryStorage) load(id int64) (*Checkpoint, error) {
 			return nil, err
 		}
 	}
+	for _, f := range c.meta.Files() {
+		data, ok := s.files[f.Name]
+		if !ok {
+			return nil, &CheckpointError{ID: id, File: f.Name, Err: fmt.Errorf("%w: %s is not in the storage (in memory)", ErrMissingFile, f.Name)}
+		}
+		if int64(len(data)) != f.Size {
+			return nil, &CheckpointError{ID: id, File: f.Name, Err: fmt.Errorf("%w: shared file %s is %d bytes, the metadata says %d", ErrCorrupt, f.Name, len(data), f.Size)}
+		}
+	}
+	copyFile := func(h FileHandle, dst string) error {
+		s.mu.Lock()
+		data, ok := s.files[h.Name]
+		s.mu.Unlock()
+		if !ok {
+			return &CheckpointError{ID: id, File: h.Name, Err: fmt.Errorf("%w: %s is not in the storage (in memory)", ErrMissingFile, h.Name)}
+		}
+		// Stored slices are never changed in place, so reading one
+		// without the lock is safe.
+		return copyVerified(id, h, bytes.NewReader(data), h.Name+" (in memory)", dst)
+	}
 	m := c.meta
 	m.States = slices.Clone(m.States)
-	return &Checkpoint{Metadata: m, read: read}, nil
+	for i := range m.States {
+		m.States[i].Files = slices.Clone(m.States[i].Files)
+	}
+	return &Checkpoint{Metadata: m, read: read, copyFile: copyFile}, nil
 }

@@ -10,13 +10,18 @@ import (
 	"time"
 )
 
-// The metadata file, format version 1:
+// The metadata file, format version 2:
 //
 //	magic    4 bytes  "SFCK"
-//	version  uint32   big endian, 1
+//	version  uint32   big endian, 2
 //	length   uint32   big endian, length of body
-//	body     length bytes of JSON (metadataV1)
+//	body     length bytes of JSON (metadataV2)
 //	crc      uint32   big endian, CRC-32C of everything before it
+//
+// Version 2 adds the shared files each state uses (stateV2.Files); version
+// 1 has none. Both are read. A checkpoint that uses no shared file is
+// written in version 1, so that a build from before shared files can still
+// restore it (a rollback of the build of a job that uses none).
 //
 // The framing (magic, version, length, crc) is the same in every version;
 // only the body changes. So a file is first checked for being whole (the
@@ -26,9 +31,11 @@ import (
 // by a newer build", never a damaged version field.
 const (
 	metadataMagic   = "SFCK"
-	metadataVersion = 1
-	headerLen       = 12
-	crcLen          = 4
+	metadataVersion = 2
+	// metadataVersionV1 is the first version: no shared files.
+	metadataVersionV1 = 1
+	headerLen         = 12
+	crcLen            = 4
 	// maxBodyLen bounds what a corrupt length field can make us trust.
 	maxBodyLen = 1 << 30
 )
@@ -51,15 +58,30 @@ type stateV1 struct {
 	CRC32C      uint32 `json:"crc32c"`
 }
 
+// metadataV2 is metadataV1 with the shared files of each state.
+type metadataV2 struct {
+	ID                 int64     `json:"id"`
+	TimestampUnixMilli int64     `json:"timestamp_unix_milli"`
+	Fingerprint        string    `json:"fingerprint"`
+	States             []stateV2 `json:"states"`
+}
+
+type stateV2 struct {
+	stateV1
+	Files []fileV2 `json:"files,omitempty"`
+}
+
+type fileV2 struct {
+	Name   string `json:"name"`
+	Size   int64  `json:"size"`
+	CRC32C uint32 `json:"crc32c"`
+}
+
 func encodeMetadata(m Metadata) ([]byte, error) {
-	body := metadataV1{
-		ID:                 m.ID,
-		TimestampUnixMilli: m.Timestamp.UnixMilli(),
-		Fingerprint:        m.Fingerprint,
-		States:             make([]stateV1, len(m.States)),
-	}
+	states := make([]stateV2, len(m.States))
+	version := uint32(metadataVersionV1)
 	for i, h := range m.States {
-		body.States[i] = stateV1{
+		states[i].stateV1 = stateV1{
 			UID:         h.Owner.UID,
 			Subtask:     h.Owner.Subtask,
 			Coordinator: h.Owner.IsCoordinator(),
@@ -67,6 +89,18 @@ func encodeMetadata(m Metadata) ([]byte, error) {
 			Size:        h.Size,
 			CRC32C:      h.CRC32C,
 		}
+		for _, f := range h.Files {
+			states[i].Files = append(states[i].Files, fileV2(f))
+			version = metadataVersion
+		}
+	}
+	var body any = metadataV2{ID: m.ID, TimestampUnixMilli: m.Timestamp.UnixMilli(), Fingerprint: m.Fingerprint, States: states}
+	if version == metadataVersionV1 {
+		v1 := metadataV1{ID: m.ID, TimestampUnixMilli: m.Timestamp.UnixMilli(), Fingerprint: m.Fingerprint, States: make([]stateV1, len(states))}
+		for i, s := range states {
+			v1.States[i] = s.stateV1
+		}
+		body = v1
 	}
 	js, err := json.Marshal(body)
 	if err != nil {
@@ -74,7 +108,7 @@ func encodeMetadata(m Metadata) ([]byte, error) {
 	}
 	out := make([]byte, 0, headerLen+len(js)+crcLen)
 	out = append(out, metadataMagic...)
-	out = binary.BigEndian.AppendUint32(out, metadataVersion)
+	out = binary.BigEndian.AppendUint32(out, version)
 	out = binary.BigEndian.AppendUint32(out, uint32(len(js)))
 	out = append(out, js...)
 	return binary.BigEndian.AppendUint32(out, checksum(out)), nil
@@ -103,19 +137,33 @@ func decodeMetadata(b []byte) (Metadata, error) {
 	if got, want := checksum(b[:end]), binary.BigEndian.Uint32(b[end:]); got != want {
 		return Metadata{}, fmt.Errorf("%w: metadata crc32c %08x, recorded %08x", ErrCorrupt, got, want)
 	}
-	if v := binary.BigEndian.Uint32(b[4:8]); v != metadataVersion {
-		return Metadata{}, fmt.Errorf("%w: version %d, this build reads version %d", ErrUnsupportedVersion, v, metadataVersion)
+	v := binary.BigEndian.Uint32(b[4:8])
+	if v != metadataVersion && v != metadataVersionV1 {
+		return Metadata{}, fmt.Errorf("%w: version %d, this build reads versions %d to %d", ErrUnsupportedVersion, v, metadataVersionV1, metadataVersion)
 	}
-	var body metadataV1
+	// Version 1 is read strictly as version 1: a body with files in it is
+	// not what any build wrote as version 1.
+	var body metadataV2
+	var v1 metadataV1
+	target := any(&body)
+	if v == metadataVersionV1 {
+		target = &v1
+	}
 	dec := json.NewDecoder(bytes.NewReader(b[headerLen:end]))
 	dec.DisallowUnknownFields()
-	if err := dec.Decode(&body); err != nil {
+	if err := dec.Decode(target); err != nil {
 		// The checksum matched, so this was written this way: a bug, not a
 		// torn write. Still corrupt as far as restoring goes.
 		return Metadata{}, fmt.Errorf("%w: metadata body: %w", ErrCorrupt, err)
 	}
 	if dec.More() {
 		return Metadata{}, fmt.Errorf("%w: metadata body has trailing data", ErrCorrupt)
+	}
+	if v == metadataVersionV1 {
+		body = metadataV2{ID: v1.ID, TimestampUnixMilli: v1.TimestampUnixMilli, Fingerprint: v1.Fingerprint, States: make([]stateV2, len(v1.States))}
+		for i, s := range v1.States {
+			body.States[i].stateV1 = s
+		}
 	}
 	m := Metadata{
 		ID:          body.ID,
@@ -137,6 +185,14 @@ func decodeMetadata(b []byte) (Metadata, error) {
 		if s.Size < 0 {
 			return Metadata{}, fmt.Errorf("%w: state %d: negative size %d", ErrCorrupt, i, s.Size)
 		}
+		for _, f := range s.Files {
+			h.Files = append(h.Files, FileHandle(f))
+		}
+		if sorted, err := sortFiles(h.Files); err != nil {
+			return Metadata{}, fmt.Errorf("%w: state %d: %w", ErrCorrupt, i, err)
+		} else if !slices.Equal(sorted, h.Files) {
+			return Metadata{}, fmt.Errorf("%w: state %d: shared files not sorted by name", ErrCorrupt, i)
+		}
 		m.States[i] = h
 	}
 	sorted := slices.IsSortedFunc(m.States, func(a, b StateHandle) int { return compareOwners(a.Owner, b.Owner) })
@@ -147,6 +203,9 @@ func decodeMetadata(b []byte) (Metadata, error) {
 		if m.States[i-1].Owner == m.States[i].Owner {
 			return Metadata{}, fmt.Errorf("%w: state of %s listed twice", ErrCorrupt, m.States[i].Owner)
 		}
+	}
+	if err := checkFileAgreement(m.States); err != nil {
+		return Metadata{}, fmt.Errorf("%w: %w", ErrCorrupt, err)
 	}
 	return m, nil
 }

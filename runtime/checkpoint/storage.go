@@ -67,6 +67,14 @@ type StateHandle struct {
 	Size int64
 	// CRC32C is the Castagnoli CRC-32 of the blob.
 	CRC32C uint32
+	// Files are the shared files this owner's state uses beside its blob,
+	// sorted by name, no name twice (see PutFile).
+	Files []FileHandle
+}
+
+// equal compares handles (StateHandle holds a slice, so == does not).
+func (h StateHandle) equal(o StateHandle) bool {
+	return h.Owner == o.Owner && h.File == o.File && h.Size == o.Size && h.CRC32C == o.CRC32C && slices.Equal(h.Files, o.Files)
 }
 
 // Metadata describes one checkpoint. It is what Commit makes durable and
@@ -87,14 +95,17 @@ type Metadata struct {
 
 // Checkpoint is a completed, verified checkpoint: every blob its metadata
 // lists was present with the recorded length and checksum when it was
-// loaded.
+// loaded, and every shared file it uses was present with its recorded
+// length (its checksum is verified by CopyFile, as it is copied). Files
+// (of Metadata) lists the shared files.
 type Checkpoint struct {
 	Metadata
 	// Skipped lists the newer checkpoints Latest found invalid and passed
 	// over to reach this one, newest first. Empty from Load.
 	Skipped []error
 
-	read func(StateHandle) ([]byte, error)
+	read     func(StateHandle) ([]byte, error)
+	copyFile func(h FileHandle, dst string) error
 
 	// verified holds the blobs read and verified by Load or Latest, by
 	// file, so that restoring reads each blob from storage once however
@@ -139,6 +150,17 @@ func (c *Checkpoint) DropVerified() {
 // Commit returned nil; Commit then also drops completed checkpoints beyond
 // the retained count (WithRetained). Implementations are safe for
 // concurrent use.
+//
+// Shared files (PutFile) are stored once and used by any number of
+// checkpoints. Commit(N) deletes, after retention, the shared files that
+// no completed checkpoint still stored refers to, except those this
+// Storage put after Begin(N) or after the Begin of a checkpoint still being
+// written, and those being put now. The contract for callers that makes
+// this safe: a caller may refer, in checkpoint M, to a file it put before
+// Begin(N) for some N < M only if checkpoint N, once committed, refers to
+// it too (or N never commits). A state backend keeps it by referring only
+// to files still live in its database: a file live when it was put and
+// still live at M was live at every snapshot between.
 type Storage interface {
 	// Begin starts checkpoint id. It fails with ErrExists when id has
 	// already been committed: ids are never reused.
@@ -166,6 +188,24 @@ type Storage interface {
 	// List returns the ids of committed checkpoints, oldest first, without
 	// verifying them.
 	List() ([]int64, error)
+	// PutFile stores the local file at path as shared file name, durably,
+	// and returns its handle, size and CRC-32C computed from the local
+	// file. Put once: when a file of that name is already stored with the
+	// local file's size it is not written again (the local file is read
+	// for its checksum; the stored one is trusted to hold the same bytes,
+	// which CopyFile verifies on restore); stored with another size, it is
+	// an error, since names are unique and a stored file may be in use.
+	// Safe for concurrent use, also while checkpoints are written and
+	// committed; puts of one name wait for each other.
+	PutFile(name, path string) (FileHandle, error)
+	// Files lists every shared file stored now, sorted by name. CRC32C is
+	// 0 (unknown) where the storage cannot tell it without reading the
+	// file (DirStorage).
+	Files() ([]FileHandle, error)
+	// DeleteFile removes shared file name; a file that does not exist is
+	// not an error. It is the caller's to know that no checkpoint it keeps
+	// refers to the file: Commit already deletes the files none refers to.
+	DeleteFile(name string) error
 }
 
 // Writer writes one checkpoint. WriteState may be called concurrently
@@ -176,8 +216,13 @@ type Writer interface {
 	// ID is the checkpoint being written.
 	ID() int64
 	// WriteState stores the state blob of owner durably and returns its
-	// handle. An owner writes at most once per checkpoint.
-	WriteState(owner Owner, data []byte) (StateHandle, error)
+	// handle. An owner writes at most once per checkpoint. files are the
+	// shared files (from PutFile) the owner's state uses beside data, in
+	// any order, each name once; every one must be in the storage with the
+	// handle's size (an error naming the file otherwise; the checksum is
+	// the caller's, from PutFile). The handle returned records them,
+	// sorted by name.
+	WriteState(owner Owner, data []byte, files ...FileHandle) (StateHandle, error)
 	// Commit makes the checkpoint complete: m.ID must be ID(), and every
 	// handle in m.States must have come from this Writer's WriteState. It
 	// returns nil only once the metadata is durable; only then may sinks
@@ -275,9 +320,15 @@ func checkCommit(id int64, m Metadata, written map[Owner]StateHandle) (Metadata,
 		if i > 0 && states[i-1].Owner == h.Owner {
 			return m, fmt.Errorf("checkpoint %d: state of %s listed twice", id, h.Owner)
 		}
-		if w, ok := written[h.Owner]; !ok || w != h {
+		w, ok := written[h.Owner]
+		if !ok || !w.equal(h) {
 			return m, fmt.Errorf("checkpoint %d: %w: %s (%s) was not written by this checkpoint's writer", id, ErrUnknownHandle, h.Owner, h.File)
 		}
+		// The writer's own copy: the caller's Files slice may change after.
+		states[i] = w
+	}
+	if err := checkFileAgreement(states); err != nil {
+		return m, fmt.Errorf("checkpoint %d: %w", id, err)
 	}
 	m.States = states
 	return m, nil

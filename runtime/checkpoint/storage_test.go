@@ -83,7 +83,7 @@ func commit(t *testing.T, s Storage, id int64, b blobs) Metadata {
 
 func checkContent(t *testing.T, cp *Checkpoint, want Metadata, b blobs) {
 	t.Helper()
-	if cp.ID != want.ID || !cp.Timestamp.Equal(want.Timestamp) || cp.Fingerprint != want.Fingerprint || !slices.Equal(cp.States, want.States) {
+	if cp.ID != want.ID || !cp.Timestamp.Equal(want.Timestamp) || cp.Fingerprint != want.Fingerprint || !slices.EqualFunc(cp.States, want.States, StateHandle.equal) {
 		t.Fatalf("loaded metadata %+v, want %+v", cp.Metadata, want)
 	}
 	for owner, data := range b {
