@@ -2,9 +2,11 @@
 //
 //	splitflow txn list --brokers B --prefix P      open transactions under a prefix, with age
 //	splitflow txn abort --brokers B --prefix P     abort (and fence) them
-//	splitflow checkpoints ls DIR                   checkpoints in a directory, verified
-//	splitflow checkpoints show [--json] DIR/chk-N  one checkpoint's metadata, state files, and
-//	                                               what they hold: splits and offsets, enumerator
+//	splitflow checkpoints ls DIR                   checkpoints in a directory, verified, with
+//	                                               their sizes and what each added
+//	splitflow checkpoints show [--json] DIR/chk-N  one checkpoint's metadata, state files, shared
+//	                                               files (and which other checkpoints use them),
+//	                                               and what they hold: splits and offsets, enumerator
 //	                                               state, pending committables, keyed state sizes
 //
 // Exit status: 0 on success, 1 on failure, 2 on bad usage.
@@ -237,8 +239,17 @@ func checkpointsLs(dir string, w io.Writer) error {
 		stopAt = ue.ID
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "CHECKPOINT\tTAKEN\tSTATES\tBYTES\tSTATUS")
-	for _, id := range ids {
+	// BYTES counts the blobs and the shared files a checkpoint uses; NEW
+	// what is not in the checkpoint listed before it (its blobs, and the
+	// shared files that one does not use): what storing it added.
+	fmt.Fprintln(tw, "CHECKPOINT\tTAKEN\tSTATES\tFILES\tBYTES\tNEW\tSTATUS")
+	var prev checkpoint.Metadata
+	for i, id := range ids {
+		if i > 0 {
+			// Unreadable metadata leaves prev empty: then everything
+			// counts as new, which overstates rather than hides.
+			prev, _ = st.ReadMetadata(ids[i-1])
+		}
 		interrupted, ierr := st.CommitInterrupted(id)
 		note := ""
 		if interrupted {
@@ -259,18 +270,21 @@ func checkpointsLs(dir string, w io.Writer) error {
 				status += note + ": a restart passes over it"
 				note = ""
 			}
-			fmt.Fprintf(tw, "chk-%d\t-\t-\t-\t%s%s: %v\n", id, status, note, err)
+			fmt.Fprintf(tw, "chk-%d\t-\t-\t-\t-\t-\t%s%s: %v\n", id, status, note, err)
 			continue
 		}
-		var bytes int64
+		var blobs, files int64
 		for _, h := range c.States {
-			bytes += h.Size
+			blobs += h.Size
+		}
+		for _, f := range c.Files() {
+			files += f.Size
 		}
 		status := "ok"
 		if lerr == nil && latest.ID == id {
 			status = "ok, latest: a restart resumes here"
 		}
-		fmt.Fprintf(tw, "chk-%d\t%s\t%d\t%d\t%s%s\n", id, c.Timestamp.Format(time.RFC3339), len(c.States), bytes, status, note)
+		fmt.Fprintf(tw, "chk-%d\t%s\t%d\t%d\t%d\t%d\t%s%s\n", id, c.Timestamp.Format(time.RFC3339), len(c.States), len(c.Files()), blobs+files, blobs+checkpoint.NewFileBytes(c.Metadata, prev), status, note)
 	}
 	_ = tw.Flush()
 	if lerr != nil && !errors.Is(lerr, checkpoint.ErrNoCheckpoint) {
@@ -298,9 +312,31 @@ func checkpointsShow(path string, w io.Writer, asJSON bool) error {
 	if err != nil {
 		return err
 	}
-	r, err := inspectCheckpoint(c)
+	// What the other retained checkpoints share with it: their metadata
+	// is enough.
+	ids, err := st.List()
 	if err != nil {
 		return err
+	}
+	var others []checkpoint.Metadata
+	var unknown []string
+	for _, other := range ids {
+		if other == id {
+			continue
+		}
+		m, err := st.ReadMetadata(other)
+		if err != nil {
+			unknown = append(unknown, fmt.Sprintf("chk-%d (%v)", other, err))
+			continue
+		}
+		others = append(others, m)
+	}
+	r, err := inspectCheckpoint(c, others)
+	if err != nil {
+		return err
+	}
+	if r.SharedFiles > 0 {
+		r.SharingUnknown = unknown
 	}
 	if asJSON {
 		return writeJSON(w, r)

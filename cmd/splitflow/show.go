@@ -33,18 +33,37 @@ const (
 )
 
 type showReport struct {
-	Checkpoint  int64          `json:"checkpoint"`
-	Taken       time.Time      `json:"taken"`
-	Fingerprint string         `json:"fingerprint"`
-	Files       []fileView     `json:"files"`
-	Operators   []operatorView `json:"operators"`
+	Checkpoint  int64      `json:"checkpoint"`
+	Taken       time.Time  `json:"taken"`
+	Fingerprint string     `json:"fingerprint"`
+	Files       []fileView `json:"files"`
+	// SharedFiles and SharedBytes count the distinct shared files the
+	// checkpoint uses; OnlyHereBytes is the size of those no other
+	// retained checkpoint uses.
+	SharedFiles   int   `json:"shared_files,omitempty"`
+	SharedBytes   int64 `json:"shared_bytes,omitempty"`
+	OnlyHereBytes int64 `json:"only_here_bytes,omitempty"`
+	// SharingUnknown names the retained checkpoints whose metadata could
+	// not be read, so what they share is not known.
+	SharingUnknown []string       `json:"sharing_unknown,omitempty"`
+	Operators      []operatorView `json:"operators"`
 }
 
+// fileView is one owner's state blob and the shared files it uses.
 type fileView struct {
-	Owner string `json:"owner"`
-	File  string `json:"file"`
+	Owner       string           `json:"owner"`
+	File        string           `json:"file"`
+	Bytes       int64            `json:"bytes"`
+	CRC32       string           `json:"crc32c"`
+	SharedFiles []sharedFileView `json:"shared_files,omitempty"`
+}
+
+type sharedFileView struct {
+	Name  string `json:"name"`
 	Bytes int64  `json:"bytes"`
 	CRC32 string `json:"crc32c"`
+	// AlsoIn lists the other retained checkpoints that use the file.
+	AlsoIn []int64 `json:"also_in"`
 }
 
 type operatorView struct {
@@ -252,14 +271,27 @@ func undecoded(data []byte, reason string, items, version *int) *undecodedView {
 	return &undecodedView{Reason: reason, Items: items, Version: version, Head: h}
 }
 
-// inspectCheckpoint decodes every state of c.
-func inspectCheckpoint(c *checkpoint.Checkpoint) (showReport, error) {
+// inspectCheckpoint decodes every state of c, and tells which of its
+// shared files the other retained checkpoints use too.
+func inspectCheckpoint(c *checkpoint.Checkpoint, others []checkpoint.Metadata) (showReport, error) {
 	r := showReport{Checkpoint: c.ID, Taken: c.Timestamp, Fingerprint: c.Fingerprint, Files: []fileView{}, Operators: []operatorView{}}
 	sigs, _ := checkpoint.ParseSignatures(c.Fingerprint)
+	use := checkpoint.FileUse(others...)
+	for _, f := range c.Files() {
+		r.SharedFiles++
+		r.SharedBytes += f.Size
+		if len(use[f.Name]) == 0 {
+			r.OnlyHereBytes += f.Size
+		}
+	}
 	byUID := map[string][]checkpoint.StateHandle{}
 	var uids []string
 	for _, h := range c.States {
-		r.Files = append(r.Files, fileView{Owner: h.Owner.String(), File: h.File, Bytes: h.Size, CRC32: fmt.Sprintf("%08x", h.CRC32C)})
+		fv := fileView{Owner: h.Owner.String(), File: h.File, Bytes: h.Size, CRC32: fmt.Sprintf("%08x", h.CRC32C)}
+		for _, f := range h.Files {
+			fv.SharedFiles = append(fv.SharedFiles, sharedFileView{Name: f.Name, Bytes: f.Size, CRC32: fmt.Sprintf("%08x", f.CRC32C), AlsoIn: append([]int64{}, use[f.Name]...)})
+		}
+		r.Files = append(r.Files, fv)
 		if _, ok := byUID[h.Owner.UID]; !ok {
 			uids = append(uids, h.Owner.UID)
 		}
@@ -488,6 +520,11 @@ func writeText(w io.Writer, r showReport) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
+	if r.SharedFiles > 0 {
+		if err := writeSharedFiles(w, r); err != nil {
+			return err
+		}
+	}
 	for _, op := range r.Operators {
 		fmt.Fprintf(w, "\n%s: %s", op.UID, op.Kind)
 		if op.Signature != "" {
@@ -507,6 +544,27 @@ func writeText(w io.Writer, r showReport) error {
 		}
 	}
 	return nil
+}
+
+// writeSharedFiles lists each owner's shared files and the other retained
+// checkpoints that use them.
+func writeSharedFiles(w io.Writer, r showReport) error {
+	fmt.Fprintf(w, "\nshared files: %d, %d bytes; %d bytes of them in no other retained checkpoint\n", r.SharedFiles, r.SharedBytes, r.OnlyHereBytes)
+	for _, u := range r.SharingUnknown {
+		fmt.Fprintf(w, "not known what is shared with %s\n", u)
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "OWNER\tSHARED FILE\tBYTES\tCRC32C\tALSO IN")
+	for _, f := range r.Files {
+		for _, sf := range f.SharedFiles {
+			also := make([]string, len(sf.AlsoIn))
+			for i, id := range sf.AlsoIn {
+				also[i] = "chk-" + strconv.FormatInt(id, 10)
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\n", f.Owner, sf.Name, sf.Bytes, sf.CRC32, orNone(strings.Join(also, ", ")))
+		}
+	}
+	return tw.Flush()
 }
 
 func writeState(w io.Writer, who string, s stateView) {

@@ -60,7 +60,7 @@ func runUntil(t *testing.T, dir string, build func(env *runtime.Environment), do
 			if err != nil {
 				t.Fatalf("load chk-%d: %v", id, err)
 			}
-			r, err := inspectCheckpoint(c)
+			r, err := inspectCheckpoint(c, nil)
 			if err != nil {
 				t.Fatalf("inspect chk-%d: %v", id, err)
 			}

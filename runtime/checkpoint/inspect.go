@@ -272,3 +272,33 @@ func keyedKind(k byte) string {
 	}
 	return fmt.Sprintf("kind %d", k)
 }
+
+// FileUse says, for every shared file the checkpoints ms use, which of
+// them use it: their ids, in the order of ms. For tools that show what
+// checkpoints share (cmd/splitflow's checkpoints show and ls).
+func FileUse(ms ...Metadata) map[string][]int64 {
+	out := map[string][]int64{}
+	for _, m := range ms {
+		for _, f := range m.Files() {
+			out[f.Name] = append(out[f.Name], m.ID)
+		}
+	}
+	return out
+}
+
+// NewFileBytes is the size of the shared files m uses and prev does not:
+// what storing checkpoint m added beyond its blobs, when prev is the
+// checkpoint before it (the zero Metadata when there is none).
+func NewFileBytes(m, prev Metadata) int64 {
+	old := map[string]bool{}
+	for _, f := range prev.Files() {
+		old[f.Name] = true
+	}
+	var n int64
+	for _, f := range m.Files() {
+		if !old[f.Name] {
+			n += f.Size
+		}
+	}
+	return n
+}

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"reflect"
+	"slices"
 	"testing"
 )
 
@@ -123,5 +124,37 @@ func TestDecodeKeyedState(t *testing.T) {
 	}
 	if _, _, err := DecodeKeyedState(list(1, "ab")); !errors.Is(err, ErrStateLayout) {
 		t.Fatalf("a list read as keyed state: %v", err)
+	}
+}
+
+// Tools tell what checkpoints share: each shared file's users, and the
+// bytes of files a checkpoint added over the one before it.
+func TestFileUseAndNewFileBytes(t *testing.T) {
+	a, b, c := FileHandle{Name: "a", Size: 10}, FileHandle{Name: "b", Size: 20}, FileHandle{Name: "c", Size: 40}
+	m := func(id int64, files ...[]FileHandle) Metadata {
+		out := Metadata{ID: id}
+		for i, fs := range files {
+			out.States = append(out.States, StateHandle{Owner: OperatorOwner("kv", i), Files: fs})
+		}
+		return out
+	}
+	m1 := m(1, []FileHandle{a, b})
+	m2 := m(2, []FileHandle{b}, []FileHandle{b, c})
+	use := FileUse(m1, m2)
+	if !slices.Equal(use["a"], []int64{1}) || !slices.Equal(use["b"], []int64{1, 2}) || !slices.Equal(use["c"], []int64{2}) || len(use) != 3 {
+		t.Fatalf("FileUse = %v", use)
+	}
+	for _, c := range []struct {
+		m, prev Metadata
+		want    int64
+	}{
+		{m1, Metadata{}, 30},
+		{m2, m1, 40},
+		{m1, m2, 10},
+		{m2, m2, 0},
+	} {
+		if got := NewFileBytes(c.m, c.prev); got != c.want {
+			t.Errorf("NewFileBytes(chk-%d, chk-%d) = %d, want %d", c.m.ID, c.prev.ID, got, c.want)
+		}
 	}
 }
