@@ -185,7 +185,7 @@ func (s *DirStorage) checkFiles(id int64, owner Owner, files []FileHandle) ([]Fi
 		st, err := os.Stat(path)
 		switch {
 		case errors.Is(err, fs.ErrNotExist):
-			return nil, &CheckpointError{ID: id, File: sharedPath(f.Name), Err: fmt.Errorf("state of %s uses shared file %s, which is not stored (%s does not exist): put it with PutFile first: %w", owner, f.Name, path, err)}
+			return nil, &CheckpointError{ID: id, File: sharedPath(f.Name), Err: fmt.Errorf("state of %s uses shared file %s, which is not stored; put it with PutFile first: %w", owner, f.Name, err)}
 		case err != nil:
 			return nil, &CheckpointError{ID: id, File: sharedPath(f.Name), Err: fmt.Errorf("state of %s uses shared file %s: %w", owner, f.Name, err)}
 		case st.Size() != f.Size:
@@ -685,6 +685,12 @@ func (s *DirStorage) putFile(name, path string) (FileHandle, error) {
 		}
 		if n != st.Size() {
 			return fail(fmt.Errorf("%s changed while it was read: %d bytes, then %d", path, st.Size(), n))
+		}
+		// The file's contents were fsynced before its rename, but a process
+		// that crashed after the rename may not have fsynced the directory:
+		// the name must be durable before metadata can list it.
+		if err := syncDir(dir); err != nil {
+			return fail(err)
 		}
 		return FileHandle{Name: name, Size: n, CRC32C: crc.Sum32()}, nil
 	case !errors.Is(err, fs.ErrNotExist):
