@@ -675,6 +675,9 @@ func (s *DirStorage) putFile(name, path string) (FileHandle, error) {
 	final := filepath.Join(dir, name)
 	switch st, err := os.Stat(final); {
 	case err == nil:
+		if !st.Mode().IsRegular() {
+			return fail(fmt.Errorf("%s is in the way: not a regular file", final))
+		}
 		if st.Size() != info.Size() {
 			return fail(fmt.Errorf("%s is already stored with %d bytes, the local file has %d; shared file names must be unique, and the stored file may be in use", final, st.Size(), info.Size()))
 		}

@@ -639,6 +639,15 @@ func TestPutFileFailureNamesPath(t *testing.T) {
 		if _, err := s.Files(); err == nil {
 			t.Fatal("Files() of a storage whose shared/ is a file: no error")
 		}
+		if err := os.Remove(shared); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.MkdirAll(filepath.Join(shared, "b.sst"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.PutFile("b.sst", localFile(t, "x")); err == nil || !strings.Contains(err.Error(), filepath.Join(shared, "b.sst")) {
+			t.Fatalf("PutFile of a name a directory is in the way of: %v, want an error naming it", err)
+		}
 	})
 }
 
