@@ -160,7 +160,10 @@ func (c *Checkpoint) DropVerified() {
 // Begin(N) for some N < M only if checkpoint N, once committed, refers to
 // it too (or N never commits). A state backend keeps it by referring only
 // to files still live in its database: a file live when it was put and
-// still live at M was live at every snapshot between.
+// still live at M was live at every snapshot between. Files a job restored
+// from a checkpoint count as put before its first Begin, and fall under
+// the same contract. A caller unsure of a file may put it again: a stored
+// file is not rewritten, and the put counts from then on.
 type Storage interface {
 	// Begin starts checkpoint id. It fails with ErrExists when id has
 	// already been committed: ids are never reused.
