@@ -139,9 +139,26 @@ func sharedLocation(s Storage, name string) string {
 //	load N             Load(N) verifies, and every file of it copies back whole
 func runScript(t *testing.T, s Storage, script string) {
 	t.Helper()
-	writers := map[int64]Writer{}
-	handles := map[string]FileHandle{}
-	states := map[int64][]StateHandle{}
+	newScript(t, s).run(script)
+}
+
+// scriptRun keeps a script's writers and handles, so that a test can run
+// one in steps with its own in between.
+type scriptRun struct {
+	t       *testing.T
+	s       Storage
+	writers map[int64]Writer
+	handles map[string]FileHandle
+	states  map[int64][]StateHandle
+}
+
+func newScript(t *testing.T, s Storage) *scriptRun {
+	return &scriptRun{t: t, s: s, writers: map[int64]Writer{}, handles: map[string]FileHandle{}, states: map[int64][]StateHandle{}}
+}
+
+func (r *scriptRun) run(script string) {
+	t, s, writers, handles, states := r.t, r.s, r.writers, r.handles, r.states
+	t.Helper()
 	id := func(f []string) int64 {
 		n, err := strconv.ParseInt(f[1], 10, 64)
 		if err != nil {
@@ -808,5 +825,92 @@ func BenchmarkDirPutFile(b *testing.B) {
 				b.Fatal(err)
 			}
 		}
+	})
+}
+
+// A put racing the collection of the same file leaves it stored: either
+// the put comes first and counts as after Begin(N), or the collection
+// deletes it first and the put, waiting for it, writes it again.
+func TestSharedFilePutRacingCollectionLeavesItStored(t *testing.T) {
+	storages(t, func(t *testing.T, open func(...StorageOption) Storage) {
+		s := open(WithRetained(1))
+		path := localFile(t, fileContent("f"))
+		for id := int64(1); id <= 40; id++ {
+			if _, err := s.PutFile("f", path); err != nil {
+				t.Fatal(err)
+			}
+			w := mustBegin(t, s, id)
+			h, err := w.WriteState(OperatorOwner("op", 0), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var wg sync.WaitGroup
+			var putErr error
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				_, putErr = s.PutFile("f", path)
+			}()
+			if err := w.Commit(Metadata{ID: id, States: []StateHandle{h}}); err != nil {
+				t.Fatal(err)
+			}
+			wg.Wait()
+			if putErr != nil {
+				t.Fatal(putErr)
+			}
+			if got := storedNames(t, s); !slices.Equal(got, []string{"f"}) {
+				t.Fatalf("round %d: after a put of f that returned, the storage holds %v", id, got)
+			}
+		}
+	})
+}
+
+// bookOf is the shared-file bookkeeping of s.
+func bookOf(s Storage) *fileBook {
+	switch s := s.(type) {
+	case *DirStorage:
+		return s.files
+	case *MemoryStorage:
+		return s.book
+	}
+	panic("unknown storage")
+}
+
+// The collection never deletes a file whose put is under way (the put may
+// have found it stored and be about to return its handle), and a put of
+// a file being deleted waits for the deletion, then stores it again.
+func TestSharedFileCollectionSparesPutsUnderWay(t *testing.T) {
+	storages(t, func(t *testing.T, open func(...StorageOption) Storage) {
+		s := open(WithRetained(1))
+		sc := newScript(t, s)
+		sc.run("put f g; begin 1; write 1")
+		book := bookOf(s)
+		book.claim("f") // a put of f under way, begun before Begin(1)
+		sc.run("commit 1; want f")
+		book.release("f", unchanged)
+
+		sc.run("begin 2; write 2")
+		if !book.tryClaim("f", ^uint64(0)) { // a deletion of f under way
+			t.Fatal("f is busy")
+		}
+		writes := filesWritten(s)
+		local := localFile(t, fileContent("f"))
+		done := make(chan error, 1)
+		go func() {
+			_, err := s.PutFile("f", local)
+			done <- err
+		}()
+		if err := s.DeleteFile("g"); err != nil { // other names do not wait
+			t.Fatal(err)
+		}
+		removeShared(t, s, "f", false)
+		book.release("f", gone)
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+		if n := filesWritten(s) - writes; n != 1 {
+			t.Fatalf("the put of f racing its deletion wrote it %d times, want once (after the deletion)", n)
+		}
+		sc.run("want f; write 2 f; commit 2; want f; load 2")
 	})
 }
