@@ -42,7 +42,7 @@ import (
 type FileHandle struct {
 	// Name is the file's base name, unique in the storage: letters,
 	// digits, '.', '_' and '-', not starting with '.' or '_' (the storage's
-	// own temporary files do), at most maxFileName bytes.
+	// own temporary files do), at most 200 bytes.
 	Name string
 	// Size is the file's length in bytes.
 	Size int64
@@ -194,6 +194,15 @@ func sharedPath(name string) string { return sharedDir + "/" + name }
 // written with their Begin's number, and the names being put or deleted
 // now, which nobody else may touch meanwhile. Its methods are safe for
 // concurrent use.
+//
+// Why names are claimed: a put that finds f stored returns f's handle
+// without writing. Were a collection of Commit(N) deleting f at the same
+// moment (f unused, last put before Begin(N)), the caller would hold the
+// handle of a deleted file, WriteState would find it (it checks before
+// the deletion), and the checkpoint listing it would be damaged. With
+// claims, either the put holds f first, and the collection passes f over
+// (when the put is done it counts as after Begin(N)); or the deletion
+// holds it first, and the put waits, finds f gone and writes it again.
 type fileBook struct {
 	mu    sync.Mutex
 	seq   uint64
