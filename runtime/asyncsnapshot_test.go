@@ -113,7 +113,7 @@ func TestFrozenSnapshotUnchangedByLaterWrites(t *testing.T) {
 	started := make(chan struct{})
 	go func() {
 		close(started)
-		b, err := enc(func() bool { return false })
+		b, _, err := enc(func() bool { return false })
 		encoded <- result{b, err}
 	}()
 	<-started

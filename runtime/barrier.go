@@ -45,8 +45,12 @@ type snapshotter interface {
 // says so; thawState, on the task goroutine once the encoder returned,
 // ends the freeze. An error of either part declines the checkpoint, as a
 // snapshotState error does.
+//
+// The encoder returns the blob and the shared files of checkpoint storage
+// the state uses besides it (the pebble backend's immutable files, which
+// it stored with Storage.PutFile); they are recorded with the blob.
 type asyncSnapshotter interface {
-	freezeState(id int64) (func(stop func() bool) ([]byte, error), error)
+	freezeState(id int64) (func(stop func() bool) ([]byte, []checkpoint.FileHandle, error), error)
 	thawState()
 }
 
@@ -82,7 +86,7 @@ func (e *asyncSnapshot) abandoned() bool {
 
 type pendingEncoder struct {
 	op  lifecycle
-	enc func(stop func() bool) ([]byte, error)
+	enc func(stop func() bool) ([]byte, []checkpoint.FileHandle, error)
 }
 
 // checkpointNotified is an operator that acts when a checkpoint completes
@@ -235,13 +239,13 @@ func (t *task) performCheckpoint(b CheckpointBarrier, align time.Duration) error
 			t.beforeEncode(id, e.abandon)
 		}
 		for _, p := range encs {
-			data, err := p.enc(e.abandoned)
+			data, files, err := p.enc(e.abandoned)
 			if err != nil {
 				e.err, e.errOp = err, p.op
 				break
 			}
 			if data != nil {
-				e.blobs = append(e.blobs, ownedState{owner: checkpoint.OperatorOwner(p.op.operator().uid, t.subtask), data: data})
+				e.blobs = append(e.blobs, ownedState{owner: checkpoint.OperatorOwner(p.op.operator().uid, t.subtask), data: data, files: files})
 			}
 		}
 		// The mail first: once done is closed this goroutine has
@@ -312,4 +316,5 @@ func (t *task) abortCheckpoint(id int64) {
 type ownedState struct {
 	owner checkpoint.Owner
 	data  []byte
+	files []checkpoint.FileHandle
 }

@@ -28,6 +28,7 @@ type config struct {
 	drainTimeout          time.Duration
 	cancelTimeout         time.Duration // 0: wait for cancelled tasks without end
 	cp                    checkpointConfig
+	state                 stateConfig   // options_state.go
 	http                  httpConfig    // http.go
 	metrics               metricsConfig // options_metrics.go
 }
@@ -44,6 +45,7 @@ func defaultConfig() config {
 		drainTimeout:          30 * time.Second,
 		cancelTimeout:         180 * time.Second,
 		cp:                    defaultCheckpointConfig(),
+		state:                 defaultStateConfig(),
 	}
 }
 
@@ -64,6 +66,9 @@ func (c *config) validate() error {
 		return invalidGraph("drain timeout must be > 0, got %v", c.drainTimeout)
 	case c.cancelTimeout < 0:
 		return invalidGraph("task cancellation timeout must be >= 0 (0 waits without end), got %v", c.cancelTimeout)
+	}
+	if err := c.state.validate(); err != nil {
+		return err
 	}
 	return c.cp.validate()
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -82,14 +83,16 @@ func countingJob(par int, src *rangeSrc, mapFn func(int64) (int64, error), sink 
 // a job that fails twice (global failover: the key-by edge is all-to-all)
 // emits every running count exactly once.
 func TestKeyedStateRestoredAfterFailover(t *testing.T) {
-	src := &rangeSrc{splits: 4, perSplit: 40, delay: 200 * time.Microsecond, readerFailAt: -1}
-	store := newTxnStore()
-	env := countingJob(2, src, failOnce(50, 120), &txnSink2PC{store: store},
-		WithCheckpointInterval(3*time.Millisecond), WithRestartStrategy(FixedDelayRestart(5, time.Millisecond)))
-	if err := env.Execute(testCtx(t), "keyed"); err != nil {
-		t.Fatal(err)
-	}
-	checkCounts(t, store, 160, 7)
+	forEachStateBackend(t, func(t *testing.T, backend Option) {
+		src := &rangeSrc{splits: 4, perSplit: 40, delay: 200 * time.Microsecond, readerFailAt: -1}
+		store := newTxnStore()
+		env := countingJob(2, src, failOnce(50, 120), &txnSink2PC{store: store},
+			WithCheckpointInterval(3*time.Millisecond), WithRestartStrategy(FixedDelayRestart(5, time.Millisecond)), backend)
+		if err := env.Execute(testCtx(t), "keyed"); err != nil {
+			t.Fatal(err)
+		}
+		checkCounts(t, store, 160, 7)
+	})
 }
 
 // Keyed state moves with its key groups when the parallelism changes: a
@@ -98,27 +101,40 @@ func TestKeyedStateRestoredAfterFailover(t *testing.T) {
 // exactly once. The readers' splits are dealt out to the new readers, or
 // (WithRescaledSplitsToEnumerator) handed to the enumerator.
 func TestKeyedStateRescaledOnRestore(t *testing.T) {
-	for _, toEnum := range []bool{false, true} {
-		t.Run(fmt.Sprintf("splitsToEnumerator=%v", toEnum), func(t *testing.T) { testRescale(t, toEnum) })
-	}
+	forEachStateBackend(t, func(t *testing.T, backend Option) {
+		for _, pars := range [][2]int{{2, 3}, {3, 1}} {
+			for _, toEnum := range []bool{false, true} {
+				t.Run(fmt.Sprintf("%d->%d/splitsToEnumerator=%v", pars[0], pars[1], toEnum), func(t *testing.T) {
+					testRescale(t, pars[0], pars[1], toEnum, backend)
+				})
+			}
+		}
+	})
 }
 
-func testRescale(t *testing.T, toEnum bool) {
+func testRescale(t *testing.T, from, to int, toEnum bool, backend Option) {
 	dir := t.TempDir()
 	store := newTxnStore()
 	died := make(chan struct{})
 	var once sync.Once
+	// Past a third of the input the records slow down until the kill, so
+	// that the job dies mid-stream however long its checkpoints take.
+	var seen atomic.Int64
 	kill := func(v int64) (int64, error) {
+		slow := time.Duration(0)
+		if seen.Add(1) > 50 {
+			slow = 5 * time.Millisecond
+		}
 		select {
 		case <-died:
 			return 0, errors.New("process killed")
-		default:
+		case <-time.After(slow):
 			return v, nil
 		}
 	}
 	src1 := &rangeSrc{splits: 4, perSplit: 40, delay: 300 * time.Microsecond, readerFailAt: -1}
-	env1 := countingJob(2, src1, kill, &txnSink2PC{store: store},
-		WithCheckpointInterval(3*time.Millisecond), WithCheckpointDir(dir), WithRestartStrategy(NoRestart()))
+	env1 := countingJob(from, src1, kill, &txnSink2PC{store: store},
+		WithCheckpointInterval(3*time.Millisecond), WithCheckpointDir(dir), WithRestartStrategy(NoRestart()), backend)
 	env1.hooks = &testHooks{checkpointCompleted: func(id int64, _ checkpoint.Storage) {
 		if id >= 3 {
 			once.Do(func() { close(died) })
@@ -129,8 +145,8 @@ func testRescale(t *testing.T, toEnum bool) {
 	}
 	src2 := &rangeSrc{splits: 4, perSplit: 40, readerFailAt: -1}
 	var violations []error
-	env2 := countingJob(3, src2, func(v int64) (int64, error) { return v, nil }, &txnSink2PC{store: store},
-		WithCheckpointInterval(3*time.Millisecond), WithCheckpointDir(dir), WithRescaledSplitsToEnumerator(toEnum))
+	env2 := countingJob(to, src2, func(v int64) (int64, error) { return v, nil }, &txnSink2PC{store: store},
+		WithCheckpointInterval(3*time.Millisecond), WithCheckpointDir(dir), WithRescaledSplitsToEnumerator(toEnum), backend)
 	env2.hooks = &testHooks{checkpointCompleted: func(id int64, s checkpoint.Storage) {
 		if err := checkSplitsInOnePlace(s, id, "src", 4); err != nil {
 			violations = append(violations, err)

@@ -61,6 +61,9 @@ type execution struct {
 	// stateIO bounds the state writes under way (statewrite.go).
 	snapWG  sync.WaitGroup
 	stateIO chan struct{}
+	// pebble is the job's pebble state backend once a task opened it.
+	pebbleMu sync.Mutex
+	pebble   *pebbleBackend
 	// completedID is the newest completed checkpoint, finalID the final
 	// checkpoint of this attempt (0 before it completed); see notify.go.
 	completedID, finalID int64
@@ -257,6 +260,7 @@ func (ex *execution) run(ctx context.Context) error {
 	// context instead.
 	ex.hard, ex.stopHard = context.WithCancel(context.Background())
 	defer ex.stopHard()
+	defer ex.closePebble()
 	ex.started = time.Now()
 
 	ex.obs.jobStarted(ex)
@@ -719,15 +723,10 @@ func (ex *execution) onAck(t *task, id int64, blobs []ownedState, align time.Dur
 	if w == nil {
 		return // aborted meanwhile
 	}
-	owners := make([]checkpoint.Owner, len(blobs))
-	datas := make([][]byte, len(blobs))
-	for i, b := range blobs {
-		owners[i], datas[i] = b.owner, b.data
-	}
 	// The files are written off this goroutine; the acknowledgement counts
 	// once they are durable, unless the checkpoint or the task is gone by
 	// then.
-	ex.writeStates(w, owners, datas, func(hs []checkpoint.StateHandle, size int64, err error) {
+	ex.writeStates(w, blobs, func(hs []checkpoint.StateHandle, size int64, err error) {
 		if ex.writers[id] != w || !ex.current(t) {
 			return
 		}
@@ -872,4 +871,17 @@ func (ex *execution) snapshotCoordinators(id int64) {
 			return nil
 		}})
 	})
+}
+
+// closePebble drops the pebble backend's cache and working directory once
+// the tasks are gone.
+func (ex *execution) closePebble() {
+	ex.pebbleMu.Lock()
+	defer ex.pebbleMu.Unlock()
+	if ex.pebble != nil {
+		if err := ex.pebble.close(); err != nil {
+			ex.log.Warn("pebble state: remove the working directory", "dir", ex.pebble.root, "err", err)
+		}
+		ex.pebble = nil
+	}
 }

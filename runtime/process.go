@@ -1,11 +1,14 @@
 package runtime
 
 import (
+	"errors"
 	"fmt"
 	"iter"
 	"maps"
 	"sync/atomic"
 	"time"
+
+	"github.com/splitflow/splitflow/runtime/checkpoint"
 )
 
 // TimeDomain says which clock a timer follows.
@@ -201,6 +204,15 @@ type keyedState[K comparable] struct {
 	slotOf  func(K) int
 	groups  int
 	keys    stateCodec[K]
+
+	// pb is the pebble backend's state, nil with the heap backend;
+	// pbKeyBuf the current key's encoding once pbKeyOK. err is the first
+	// failure of a state access (pebblestate.go), returned after the
+	// function's call.
+	pb       *pebbleKeyed
+	pbKeyBuf []byte
+	pbKeyOK  bool
+	err      error
 }
 
 // slotsPerKeyGroup is how many maps a key group's state is split into.
@@ -210,7 +222,7 @@ func (ks *keyedState[K]) slots() int { return ks.groups * slotsPerKeyGroup }
 
 // setKey makes k the current key.
 func (ks *keyedState[K]) setKey(k K) {
-	ks.key, ks.slot = k, ks.slotOf(k)
+	ks.key, ks.slot, ks.pbKeyOK = k, ks.slotOf(k), false
 }
 
 // create registers a new state and merges what was restored for it.
@@ -408,6 +420,9 @@ func (s *mapState[K, UK, UV]) All() iter.Seq2[UK, UV] {
 // and the field, and the job fails at once, without restarts.
 func GetValueState[V any, K comparable, O any](ctx *KeyedContext[K, O], name string) (ValueState[V], error) {
 	if s, ok := ctx.op.states[name]; ok {
+		if ps, ok := s.(*pebbleValueState[K, V]); ok {
+			return ps, nil
+		}
 		vs, ok := s.(*valueState[K, V])
 		if !ok {
 			return nil, &unrecoverableError{fmt.Errorf("state %q exists with another type (%T); give each state its own name", name, s)}
@@ -416,6 +431,16 @@ func GetValueState[V any, K comparable, O any](ctx *KeyedContext[K, O], name str
 	}
 	if err := checkStateTypes(name, stateType{"value type", typeOf[V]()}, stateType{"key type", typeOf[K]()}); err != nil {
 		return nil, err
+	}
+	if ctx.op.pb != nil {
+		ps, err := newPebbleValueState[K, V](ctx.op, name)
+		if err != nil {
+			return nil, err
+		}
+		if err := ctx.op.createPebble(name, ps); err != nil {
+			return nil, err
+		}
+		return ps, nil
 	}
 	vs := newValueState[K, V](ctx.op)
 	if err := ctx.op.create(name, vs); err != nil {
@@ -431,6 +456,9 @@ func GetValueState[V any, K comparable, O any](ctx *KeyedContext[K, O], name str
 // fails at once.
 func GetMapState[UK comparable, UV any, K comparable, O any](ctx *KeyedContext[K, O], name string) (MapState[UK, UV], error) {
 	if s, ok := ctx.op.states[name]; ok {
+		if ps, ok := s.(*pebbleMapState[K, UK, UV]); ok {
+			return ps, nil
+		}
 		ms, ok := s.(*mapState[K, UK, UV])
 		if !ok {
 			return nil, &unrecoverableError{fmt.Errorf("state %q exists with another type (%T); give each state its own name", name, s)}
@@ -440,6 +468,16 @@ func GetMapState[UK comparable, UV any, K comparable, O any](ctx *KeyedContext[K
 	if err := checkStateTypes(name, stateType{"map key type", typeOf[UK]()}, stateType{"map value type", typeOf[UV]()},
 		stateType{"key type", typeOf[K]()}); err != nil {
 		return nil, err
+	}
+	if ctx.op.pb != nil {
+		ps, err := newPebbleMapState[K, UK, UV](ctx.op, name)
+		if err != nil {
+			return nil, err
+		}
+		if err := ctx.op.createPebble(name, ps); err != nil {
+			return nil, err
+		}
+		return ps, nil
 	}
 	ms := newMapState[K, UK, UV](ctx.op)
 	if err := ctx.op.create(name, ms); err != nil {
@@ -619,6 +657,13 @@ func (p *keyedProcessOperator[K, I, O]) open(t *task) error {
 		h := p.hash(k)
 		return KeyGroupForHash(h, p.maxPar)*slotsPerKeyGroup + int(h/uint32(p.maxPar)%slotsPerKeyGroup)
 	}
+	if t.cfg.state.backend == PebbleStateBackend {
+		pk, err := newPebbleKeyed(t, p.info.uid, p.info.subtask, p.par, p.maxPar)
+		if err != nil {
+			return p.info.wrap(err)
+		}
+		p.state.pb = pk
+	}
 	if err := p.restoreState(t); err != nil {
 		// Decoding the same checkpoint again fails again.
 		return p.info.wrap(&unrecoverableError{err})
@@ -641,6 +686,9 @@ func (p *keyedProcessOperator[K, I, O]) collect(v I, ts int64) error {
 	p.ctx.ts, p.ctx.err = ts, nil
 	if err := p.fn.ProcessElement(&p.ctx, v); err != nil {
 		return p.info.wrap(err)
+	}
+	if p.state.err != nil {
+		return p.info.wrap(p.state.err)
 	}
 	return p.ctx.err
 }
@@ -722,6 +770,9 @@ func (p *keyedProcessOperator[K, I, O]) fire(e timerEntry[K], d TimeDomain, ts i
 	if err := p.fn.OnTimer(&p.ctx, Timer{Timestamp: e.ts, Domain: d}); err != nil {
 		return p.info.wrap(err)
 	}
+	if p.state.err != nil {
+		return p.info.wrap(p.state.err)
+	}
 	return p.ctx.err
 }
 
@@ -774,7 +825,12 @@ func (p *keyedProcessOperator[K, I, O]) endInput() error {
 	return nil
 }
 
-func (p *keyedProcessOperator[K, I, O]) close() error { return nil }
+func (p *keyedProcessOperator[K, I, O]) close() error {
+	if p.state.pb != nil && p.state.pb.store != nil {
+		return p.state.pb.store.Close()
+	}
+	return nil
+}
 
 // restoreState keeps, from every subtask's snapshot of this operator, the
 // key groups this subtask owns at its current parallelism: their states,
@@ -786,9 +842,29 @@ func (p *keyedProcessOperator[K, I, O]) restoreState(t *task) error {
 		return err
 	}
 	p.state.restored = map[string][]stateEntry{}
-	for _, b := range old {
+	var pebbles []pebbleBlob
+	for i, b := range old {
 		if b == nil {
 			continue
+		}
+		if isPebbleBlob(b) {
+			if p.state.pb == nil {
+				return fmt.Errorf("restore keyed state: the checkpoint was taken with the pebble state backend and this job uses the heap backend; run it with WithStateBackend(PebbleStateBackend) (state moves from heap to pebble, not back)")
+			}
+			pbl, err := decodePebbleBlob(b)
+			if err != nil {
+				return fmt.Errorf("restore keyed state of subtask %d: %w", i, err)
+			}
+			if pbl.maxPar != p.maxPar {
+				return fmt.Errorf("restore keyed state: checkpointed with max parallelism %d, the job has %d", pbl.maxPar, p.maxPar)
+			}
+			if pbl.kgHi < p.state.pb.kgLo || pbl.kgLo > p.state.pb.kgHi {
+				continue
+			}
+			pebbles = append(pebbles, pbl)
+			if b = pbl.entries; len(b) == 0 {
+				continue
+			}
 		}
 		entries, err := decodeStateEntries(b)
 		if err != nil {
@@ -811,6 +887,9 @@ func (p *keyedProcessOperator[K, I, O]) restoreState(t *task) error {
 			}
 		}
 	}
+	if p.state.pb != nil {
+		return p.openPebble(t, pebbles)
+	}
 	return nil
 }
 
@@ -820,7 +899,10 @@ func (p *keyedProcessOperator[K, I, O]) restoreState(t *task) error {
 // Its cost follows the number of key groups and states, and of timers
 // (whose heap it copies), not the number of keys; the encoder may run on
 // another goroutine until thawState.
-func (p *keyedProcessOperator[K, I, O]) freezeState(int64) (func(stop func() bool) ([]byte, error), error) {
+func (p *keyedProcessOperator[K, I, O]) freezeState(id int64) (func(stop func() bool) ([]byte, []checkpoint.FileHandle, error), error) {
+	if p.state.pb != nil {
+		return p.freezePebble(id)
+	}
 	p.state.epoch++
 	p.state.frozen = p.state.epoch
 	type part struct {
@@ -842,23 +924,28 @@ func (p *keyedProcessOperator[K, I, O]) freezeState(int64) (func(stop func() boo
 		part{eventTimersName, stateKindEventTimers, freezeTimers(&p.timers.event, &p.state)},
 		part{processingTimersName, stateKindProcessingTimers, freezeTimers(&p.timers.processing, &p.state)})
 	info := &p.info
-	return func(stop func() bool) ([]byte, error) {
+	return func(stop func() bool) ([]byte, []checkpoint.FileHandle, error) {
 		entries := carried
 		for _, pt := range parts {
 			groups, err := pt.enc(stop)
 			if err != nil {
-				return nil, info.wrap(fmt.Errorf("snapshot state %q: %w", pt.name, err))
+				return nil, nil, info.wrap(fmt.Errorf("snapshot state %q: %w", pt.name, err))
 			}
 			for g, data := range groups {
 				entries = append(entries, stateEntry{name: pt.name, kind: pt.kind, format: formatColumns, keyGroup: g, data: data})
 			}
 		}
-		return encodeStateEntries(entries), nil
+		return encodeStateEntries(entries), nil, nil
 	}, nil
 }
 
 // thawState ends the snapshot freezeState began: its encoder returned.
-func (p *keyedProcessOperator[K, I, O]) thawState() { p.state.frozen = 0 }
+func (p *keyedProcessOperator[K, I, O]) thawState() {
+	p.state.frozen = 0
+	if p.state.pb != nil {
+		p.thawPebble()
+	}
+}
 
 // snapshotState is the whole snapshot on the calling goroutine.
 func (p *keyedProcessOperator[K, I, O]) snapshotState(id int64) ([]byte, error) {
@@ -867,5 +954,9 @@ func (p *keyedProcessOperator[K, I, O]) snapshotState(id int64) ([]byte, error) 
 		return nil, err
 	}
 	defer p.thawState()
-	return enc(func() bool { return false })
+	data, files, err := enc(func() bool { return false })
+	if len(files) > 0 {
+		return nil, errors.New("a pebble state snapshot has files; it is taken asynchronously, with the checkpoint storage")
+	}
+	return data, err
 }

@@ -91,23 +91,23 @@ func (s *stateWriter) Abort() error {
 // on the master goroutine with their handles and total size, or the first
 // error. Called on the master goroutine; the goroutine is waited for
 // before Execute returns (snapWG).
-func (ex *execution) writeStates(w checkpoint.Writer, owners []checkpoint.Owner, datas [][]byte, done func(hs []checkpoint.StateHandle, size int64, err error)) {
+func (ex *execution) writeStates(w checkpoint.Writer, blobs []ownedState, done func(hs []checkpoint.StateHandle, size int64, err error)) {
 	if ex.stateIO == nil {
 		ex.stateIO = make(chan struct{}, stateWriteConcurrency)
 	}
 	sem := ex.stateIO
 	ex.snapWG.Go(func() {
 		sem <- struct{}{}
-		hs := make([]checkpoint.StateHandle, 0, len(datas))
+		hs := make([]checkpoint.StateHandle, 0, len(blobs))
 		var size int64
 		var err error
-		for i, d := range datas {
+		for _, b := range blobs {
 			var h checkpoint.StateHandle
-			if h, err = w.WriteState(owners[i], d); err != nil {
+			if h, err = w.WriteState(b.owner, b.data, b.files...); err != nil {
 				break
 			}
 			hs = append(hs, h)
-			size += int64(len(d))
+			size += int64(len(b.data))
 		}
 		<-sem
 		ex.master.put(priorityDefault, mail{name: "state written", run: func() error {

@@ -146,34 +146,36 @@ func registeringRecords(splits int, perSplit, regPer int64) []int64 {
 // once (at the final MaxWatermark) and none is lost or duplicated in the
 // committed output.
 func TestEventTimeTimersRestoredAfterFailover(t *testing.T) {
-	const splits, perSplit, regPer = 4, 60, 3
-	probe := newTimerProbe(2 * regPer)
-	var failed atomic.Bool
-	kill := func(v int64) (int64, error) {
-		select {
-		case <-probe.died:
-			if failed.CompareAndSwap(false, true) {
-				return 0, errors.New("injected failure after a checkpoint with timers")
+	forEachStateBackend(t, func(t *testing.T, backend Option) {
+		const splits, perSplit, regPer = 4, 60, 3
+		probe := newTimerProbe(2 * regPer)
+		var failed atomic.Bool
+		kill := func(v int64) (int64, error) {
+			select {
+			case <-probe.died:
+				if failed.CompareAndSwap(false, true) {
+					return 0, errors.New("injected failure after a checkpoint with timers")
+				}
+			default:
 			}
-		default:
+			return v, nil
 		}
-		return v, nil
-	}
-	store := newTxnStore()
-	src := &rangeSrc{splits: splits, perSplit: perSplit, delay: 300 * time.Microsecond, readerFailAt: -1}
-	keyOf := func(v int64) int64 { return v % 7 }
-	env := timerJob(2, src, perSplit, regPer, EventTime, keyOf, nil,
-		func(_ *KeyedContext[int64, int64], tm Timer) int64 { return tm.Timestamp - timerBase },
-		probe, kill, &txnSink2PC{store: store},
-		WithCheckpointInterval(3*time.Millisecond), WithRestartStrategy(FixedDelayRestart(3, time.Millisecond)))
-	env.hooks = probe.hooks()
-	if err := env.Execute(testCtx(t), "event-time timers"); err != nil {
-		t.Fatal(err)
-	}
-	if !failed.Load() {
-		t.Fatal("the job ended before the injected failure; the test proves nothing")
-	}
-	checkTimerOutput(t, store, registeringRecords(splits, perSplit, regPer), keyOf)
+		store := newTxnStore()
+		src := &rangeSrc{splits: splits, perSplit: perSplit, delay: 300 * time.Microsecond, readerFailAt: -1}
+		keyOf := func(v int64) int64 { return v % 7 }
+		env := timerJob(2, src, perSplit, regPer, EventTime, keyOf, nil,
+			func(_ *KeyedContext[int64, int64], tm Timer) int64 { return tm.Timestamp - timerBase },
+			probe, kill, &txnSink2PC{store: store},
+			WithCheckpointInterval(3*time.Millisecond), WithRestartStrategy(FixedDelayRestart(3, time.Millisecond)), backend)
+		env.hooks = probe.hooks()
+		if err := env.Execute(testCtx(t), "event-time timers"); err != nil {
+			t.Fatal(err)
+		}
+		if !failed.Load() {
+			t.Fatal("the job ended before the injected failure; the test proves nothing")
+		}
+		checkTimerOutput(t, store, registeringRecords(splits, perSplit, regPer), keyOf)
+	})
 }
 
 // Pending timers move with their key groups when the parallelism
@@ -181,107 +183,111 @@ func TestEventTimeTimersRestoredAfterFailover(t *testing.T) {
 // the same job at parallelism 3 on the same directory fires each timer
 // once, on the subtask that owns its key now.
 func TestEventTimeTimersRescaledOnRestore(t *testing.T) {
-	const splits, perSplit, regPer = 4, 60, 3
-	dir := t.TempDir()
-	store := newTxnStore()
-	keyOf := func(v int64) int64 { return v % 7 }
-	emit := func(_ *KeyedContext[int64, int64], tm Timer) int64 { return tm.Timestamp - timerBase }
+	forEachStateBackend(t, func(t *testing.T, backend Option) {
+		const splits, perSplit, regPer = 4, 60, 3
+		dir := t.TempDir()
+		store := newTxnStore()
+		keyOf := func(v int64) int64 { return v % 7 }
+		emit := func(_ *KeyedContext[int64, int64], tm Timer) int64 { return tm.Timestamp - timerBase }
 
-	probe1 := newTimerProbe(2 * regPer)
-	kill := func(v int64) (int64, error) {
-		select {
-		case <-probe1.died:
-			return 0, errors.New("process killed")
-		default:
-			return v, nil
+		probe1 := newTimerProbe(2 * regPer)
+		kill := func(v int64) (int64, error) {
+			select {
+			case <-probe1.died:
+				return 0, errors.New("process killed")
+			default:
+				return v, nil
+			}
 		}
-	}
-	src1 := &rangeSrc{splits: splits, perSplit: perSplit, delay: 300 * time.Microsecond, readerFailAt: -1}
-	env1 := timerJob(2, src1, perSplit, regPer, EventTime, keyOf, nil, emit, probe1, kill, &txnSink2PC{store: store},
-		WithCheckpointInterval(3*time.Millisecond), WithCheckpointDir(dir), WithRestartStrategy(NoRestart()))
-	env1.hooks = probe1.hooks()
-	if err := env1.Execute(testCtx(t), "first"); err == nil {
-		t.Fatal("the job finished before it could be killed; the test proves nothing")
-	}
-	probe1.mu.Lock()
-	if len(probe1.firedOn) != 0 {
-		t.Fatalf("timers fired before the kill: %v", probe1.firedOn)
-	}
-	probe1.mu.Unlock()
+		src1 := &rangeSrc{splits: splits, perSplit: perSplit, delay: 300 * time.Microsecond, readerFailAt: -1}
+		env1 := timerJob(2, src1, perSplit, regPer, EventTime, keyOf, nil, emit, probe1, kill, &txnSink2PC{store: store},
+			WithCheckpointInterval(3*time.Millisecond), WithCheckpointDir(dir), WithRestartStrategy(NoRestart()), backend)
+		env1.hooks = probe1.hooks()
+		if err := env1.Execute(testCtx(t), "first"); err == nil {
+			t.Fatal("the job finished before it could be killed; the test proves nothing")
+		}
+		probe1.mu.Lock()
+		if len(probe1.firedOn) != 0 {
+			t.Fatalf("timers fired before the kill: %v", probe1.firedOn)
+		}
+		probe1.mu.Unlock()
 
-	probe2 := newTimerProbe(0)
-	src2 := &rangeSrc{splits: splits, perSplit: perSplit, readerFailAt: -1}
-	env2 := timerJob(3, src2, perSplit, regPer, EventTime, keyOf, nil, emit, probe2,
-		func(v int64) (int64, error) { return v, nil }, &txnSink2PC{store: store},
-		WithCheckpointInterval(3*time.Millisecond), WithCheckpointDir(dir))
-	if err := env2.Execute(testCtx(t), "second"); err != nil {
-		t.Fatal(err)
-	}
-	checkTimerOutput(t, store, registeringRecords(splits, perSplit, regPer), keyOf)
-	probe2.mu.Lock()
-	defer probe2.mu.Unlock()
-	for out, subtasks := range probe2.firedOn {
-		owner := SubtaskForKeyGroup(KeyGroupForHash(HashInt64(keyOf(out)), 16), 3, 16)
-		if len(subtasks) != 1 || subtasks[0] != owner {
-			t.Fatalf("timer %d (key %d) fired on subtasks %v, want once on %d", out, keyOf(out), subtasks, owner)
+		probe2 := newTimerProbe(0)
+		src2 := &rangeSrc{splits: splits, perSplit: perSplit, readerFailAt: -1}
+		env2 := timerJob(3, src2, perSplit, regPer, EventTime, keyOf, nil, emit, probe2,
+			func(v int64) (int64, error) { return v, nil }, &txnSink2PC{store: store},
+			WithCheckpointInterval(3*time.Millisecond), WithCheckpointDir(dir), backend)
+		if err := env2.Execute(testCtx(t), "second"); err != nil {
+			t.Fatal(err)
 		}
-	}
+		checkTimerOutput(t, store, registeringRecords(splits, perSplit, regPer), keyOf)
+		probe2.mu.Lock()
+		defer probe2.mu.Unlock()
+		for out, subtasks := range probe2.firedOn {
+			owner := SubtaskForKeyGroup(KeyGroupForHash(HashInt64(keyOf(out)), 16), 3, 16)
+			if len(subtasks) != 1 || subtasks[0] != owner {
+				t.Fatalf("timer %d (key %d) fired on subtasks %v, want once on %d", out, keyOf(out), subtasks, owner)
+			}
+		}
+	})
 }
 
 // A processing-time timer whose time passed while the job was down fires
 // promptly after the restore: the restart delay outlasts the timers,
 // registered before the checkpoint the job restarts from.
 func TestProcessingTimeTimerRestoredAfterItsTimeFires(t *testing.T) {
-	const splits, perSplit, regPer = 2, 400, 2
-	const ahead, restartDelay = 200 * time.Millisecond, 500 * time.Millisecond
-	probe := newTimerProbe(2 * regPer)
-	var failed atomic.Bool
-	var failedAt atomic.Int64
-	kill := func(v int64) (int64, error) {
-		select {
-		case <-probe.died:
-			if failed.CompareAndSwap(false, true) {
-				failedAt.Store(time.Now().UnixMilli())
-				return 0, errors.New("injected failure after a checkpoint with timers")
+	forEachStateBackend(t, func(t *testing.T, backend Option) {
+		const splits, perSplit, regPer = 2, 400, 2
+		const ahead, restartDelay = 200 * time.Millisecond, 500 * time.Millisecond
+		probe := newTimerProbe(2 * regPer)
+		var failed atomic.Bool
+		var failedAt atomic.Int64
+		kill := func(v int64) (int64, error) {
+			select {
+			case <-probe.died:
+				if failed.CompareAndSwap(false, true) {
+					failedAt.Store(time.Now().UnixMilli())
+					return 0, errors.New("injected failure after a checkpoint with timers")
+				}
+			default:
 			}
-		default:
+			return v, nil
 		}
-		return v, nil
-	}
-	var late atomic.Int64 // longest delay between a timer's time and its firing
-	var early atomic.Bool // fired before the failure
-	store := newTxnStore()
-	src := &rangeSrc{splits: splits, perSplit: perSplit, delay: 500 * time.Microsecond, readerFailAt: -1}
-	identity := func(v int64) int64 { return v }
-	env := timerJob(2, src, perSplit, regPer, ProcessingTime, identity,
-		func() int64 { return time.Now().Add(ahead).UnixMilli() },
-		func(ctx *KeyedContext[int64, int64], tm Timer) int64 {
-			now := ctx.CurrentProcessingTime()
-			if !failed.Load() {
-				early.Store(true)
-			}
-			if d := now - tm.Timestamp; d > late.Load() {
-				late.Store(d)
-			}
-			return ctx.Key()
-		},
-		probe, kill, &txnSink2PC{store: store},
-		WithCheckpointInterval(3*time.Millisecond), WithRestartStrategy(FixedDelayRestart(3, restartDelay)))
-	env.hooks = probe.hooks()
-	if err := env.Execute(testCtx(t), "processing-time timers"); err != nil {
-		t.Fatal(err)
-	}
-	if !failed.Load() {
-		t.Fatal("the job ended before the injected failure; the test proves nothing")
-	}
-	if early.Load() {
-		t.Fatal("a timer fired before the failure; the test proves nothing")
-	}
-	checkTimerOutput(t, store, registeringRecords(splits, perSplit, regPer), identity)
-	// The timers were due when the job restarted (restartDelay after the
-	// failure, ahead after registration): they fire right after the
-	// restore, not a timer period later.
-	if d := time.Duration(late.Load()) * time.Millisecond; d > restartDelay+5*time.Second {
-		t.Fatalf("a restored timer fired %v after its time", d)
-	}
+		var late atomic.Int64 // longest delay between a timer's time and its firing
+		var early atomic.Bool // fired before the failure
+		store := newTxnStore()
+		src := &rangeSrc{splits: splits, perSplit: perSplit, delay: 500 * time.Microsecond, readerFailAt: -1}
+		identity := func(v int64) int64 { return v }
+		env := timerJob(2, src, perSplit, regPer, ProcessingTime, identity,
+			func() int64 { return time.Now().Add(ahead).UnixMilli() },
+			func(ctx *KeyedContext[int64, int64], tm Timer) int64 {
+				now := ctx.CurrentProcessingTime()
+				if !failed.Load() {
+					early.Store(true)
+				}
+				if d := now - tm.Timestamp; d > late.Load() {
+					late.Store(d)
+				}
+				return ctx.Key()
+			},
+			probe, kill, &txnSink2PC{store: store},
+			WithCheckpointInterval(3*time.Millisecond), WithRestartStrategy(FixedDelayRestart(3, restartDelay)), backend)
+		env.hooks = probe.hooks()
+		if err := env.Execute(testCtx(t), "processing-time timers"); err != nil {
+			t.Fatal(err)
+		}
+		if !failed.Load() {
+			t.Fatal("the job ended before the injected failure; the test proves nothing")
+		}
+		if early.Load() {
+			t.Fatal("a timer fired before the failure; the test proves nothing")
+		}
+		checkTimerOutput(t, store, registeringRecords(splits, perSplit, regPer), identity)
+		// The timers were due when the job restarted (restartDelay after the
+		// failure, ahead after registration): they fire right after the
+		// restore, not a timer period later.
+		if d := time.Duration(late.Load()) * time.Millisecond; d > restartDelay+5*time.Second {
+			t.Fatalf("a restored timer fired %v after its time", d)
+		}
+	})
 }

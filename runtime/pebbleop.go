@@ -1,0 +1,261 @@
+package runtime
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"slices"
+
+	"github.com/splitflow/splitflow/runtime/checkpoint"
+	"github.com/splitflow/splitflow/runtime/state"
+)
+
+// The keyed process operator with the pebble backend: opening and
+// restoring its DB, and its snapshots.
+
+// newPebbleKeyed prepares the pebble state of a keyed operator subtask;
+// openPebble opens its DB.
+func newPebbleKeyed(t *task, uid string, subtask, par, maxPar int) (*pebbleKeyed, error) {
+	var be *pebbleBackend
+	var err error
+	if t.ex != nil {
+		be, err = t.ex.pebbleFor(&t.cfg.state)
+	} else {
+		be, err = newPebbleBackend(&t.cfg.state) // a task driven by hand in a test
+	}
+	if err != nil {
+		return nil, err
+	}
+	pk := &pebbleKeyed{be: be, instance: newInstanceID(), ids: map[string]pebbleStateID{},
+		stored: map[string]checkpoint.FileHandle{}, maxPar: maxPar}
+	pk.kgLo, pk.kgHi = keyGroupRange(subtask, par, maxPar)
+	if t.ex != nil {
+		pk.storage = t.ex.storage
+	}
+	return pk, nil
+}
+
+func (t *task) stateStoreConfig(dir string, be *pebbleBackend) state.Config {
+	cfg := state.Config{Dir: dir, Cache: be.cache, MemTableSize: t.cfg.state.memTable, BufferEntries: t.cfg.state.bufferEntries}
+	if t.ex != nil {
+		cfg.Logger = t.ex.log
+	}
+	return cfg
+}
+
+// openPebble opens the subtask's DB: empty, or made from the old subtasks'
+// checkpointed DBs that hold key groups it owns now. The one holding most
+// of them is laid out as the DB itself, its key groups outside the
+// subtask's range deleted (a scale-up); the others' keys in the range are
+// copied in, their state ids translated by name (a scale-down). With the
+// parallelism unchanged that is the one old DB, laid out as it was.
+func (p *keyedProcessOperator[K, I, O]) openPebble(t *task, olds []pebbleBlob) error {
+	pk := p.state.pb
+	dir := pk.be.dbDir(p.info.uid, p.info.subtask)
+	cfg := t.stateStoreConfig(dir, pk.be)
+	if len(olds) == 0 {
+		st, err := state.Open(cfg)
+		if err != nil {
+			return err
+		}
+		pk.store = st
+		return nil
+	}
+	overlap := func(b pebbleBlob) int { return min(b.kgHi, pk.kgHi) - max(b.kgLo, pk.kgLo) + 1 }
+	base := slices.MaxFunc(olds, func(a, b pebbleBlob) int { return overlap(a) - overlap(b) })
+	chk := t.restored.chk
+	if err := layPebble(dir, base, chk); err != nil {
+		return err
+	}
+	st, err := state.OpenRestored(cfg)
+	if err != nil {
+		return err
+	}
+	pk.store = st
+	for name, id := range base.ids {
+		pk.ids[name] = id
+		pk.nextID = max(pk.nextID, id.id)
+	}
+	for _, f := range base.immutable {
+		pk.stored[f.name] = f.h
+	}
+	lo, hi := keyGroupBound(pk.kgLo), keyGroupEnd(pk.kgHi)
+	if base.kgLo < pk.kgLo || base.kgHi > pk.kgHi {
+		if err := st.DeleteOutside(lo, hi); err != nil {
+			return err
+		}
+	}
+	for _, old := range olds {
+		if old.kgLo == base.kgLo && old.kgHi == base.kgHi {
+			continue
+		}
+		if err := p.mergePebble(t, old, lo, hi, chk); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// mergePebble copies old's keys in [lo, hi) into the subtask's DB.
+func (p *keyedProcessOperator[K, I, O]) mergePebble(t *task, old pebbleBlob, lo, hi []byte, chk *checkpoint.Checkpoint) error {
+	pk := p.state.pb
+	src := pk.be.dbDir(p.info.uid, p.info.subtask) + ".restore"
+	defer os.RemoveAll(src)
+	if err := layPebble(src, old, chk); err != nil {
+		return err
+	}
+	translate := map[uint16]uint16{}
+	for name, s := range old.ids {
+		id, err := pk.stateID(name, s.kind)
+		if err != nil {
+			return err
+		}
+		translate[s.id] = id
+	}
+	return pk.store.CopyFrom(src, lo, hi, func(k []byte) ([]byte, error) {
+		if len(k) < 4 {
+			return nil, fmt.Errorf("restored pebble state has a key of %d bytes", len(k))
+		}
+		id, ok := translate[uint16(k[2])<<8|uint16(k[3])]
+		if !ok {
+			return nil, fmt.Errorf("restored pebble state has a key of state id %d, which its checkpoint does not name", uint16(k[2])<<8|uint16(k[3]))
+		}
+		out := append([]byte(nil), k...)
+		out[2], out[3] = byte(id>>8), byte(id)
+		return out, nil
+	})
+}
+
+// layPebble writes the DB of blob b into dir from checkpoint chk.
+func layPebble(dir string, b pebbleBlob, chk *checkpoint.Checkpoint) error {
+	if chk == nil {
+		return errors.New("restore pebble state: no checkpoint to read its files from")
+	}
+	names := make([]string, 0, len(b.immutable))
+	byName := make(map[string]checkpoint.FileHandle, len(b.immutable))
+	for _, f := range b.immutable {
+		names = append(names, f.name)
+		byName[f.name] = f.h
+	}
+	err := state.Lay(dir, b.small, names, func(name, dst string) error {
+		return chk.CopyFile(byName[name], dst)
+	})
+	if err != nil {
+		return fmt.Errorf("restore pebble state from checkpoint %d: %w", chk.ID, err)
+	}
+	return nil
+}
+
+// freezePebble is the synchronous part of a pebble snapshot: the write
+// buffer is set aside and the timers copied; the encoder materializes the
+// DB's checkpoint, stores the files storage does not have yet, and writes
+// the blob.
+func (p *keyedProcessOperator[K, I, O]) freezePebble(id int64) (func(stop func() bool) ([]byte, []checkpoint.FileHandle, error), error) {
+	pk := p.state.pb
+	if pk.storage == nil {
+		return nil, errors.New("pebble state: no checkpoint storage to store the snapshot's files in")
+	}
+	pk.snapSeq++
+	dir := fmt.Sprintf("%s.chk-%d-%d", pk.store.Dir(), id, pk.snapSeq)
+	snap, err := pk.store.Freeze(dir)
+	if err != nil {
+		return nil, err
+	}
+	pk.snap = snap
+	event := freezeTimers(&p.timers.event, &p.state)
+	processing := freezeTimers(&p.timers.processing, &p.state)
+	var carried []stateEntry
+	for _, es := range p.state.restored {
+		carried = append(carried, es...)
+	}
+	ids := make(map[string]pebbleStateID, len(pk.ids))
+	for n, s := range pk.ids {
+		ids[n] = s
+	}
+	info := &p.info
+	return func(stop func() bool) ([]byte, []checkpoint.FileHandle, error) {
+		files, err := snap.Materialize()
+		if err != nil {
+			return nil, nil, info.wrap(fmt.Errorf("snapshot pebble state: %w", err))
+		}
+		blob := pebbleBlob{maxPar: pk.maxPar, kgLo: pk.kgLo, kgHi: pk.kgHi, ids: ids, small: map[string][]byte{}}
+		var handles []checkpoint.FileHandle
+		var st pebbleSnapshotInfo
+		live := map[string]bool{}
+		for _, f := range files {
+			if !f.Immutable {
+				data, err := os.ReadFile(f.Path)
+				if err != nil {
+					return nil, nil, info.wrap(fmt.Errorf("snapshot pebble state: %w", err))
+				}
+				blob.small[f.Name] = data
+				continue
+			}
+			live[f.Name] = true
+			h, ok := pk.stored[f.Name]
+			if !ok {
+				if stop() {
+					return nil, nil, errSnapshotAbandoned
+				}
+				if h, err = pk.storage.PutFile(pk.instance+"-"+f.Name, f.Path); err != nil {
+					return nil, nil, info.wrap(fmt.Errorf("snapshot pebble state: store %s: %w", f.Path, err))
+				}
+				pk.stored[f.Name] = h
+				st.newFiles++
+				st.newBytes += h.Size
+			}
+			st.files++
+			st.bytes += h.Size
+			blob.immutable = append(blob.immutable, pebbleStoredFile{name: f.Name, h: h})
+			handles = append(handles, h)
+		}
+		for n := range pk.stored {
+			if !live[n] {
+				delete(pk.stored, n) // compacted away: no later snapshot has it
+			}
+		}
+		entries := carried
+		for _, pt := range []struct {
+			name string
+			kind byte
+			enc  func(func() bool) (map[int][]byte, error)
+		}{{eventTimersName, stateKindEventTimers, event}, {processingTimersName, stateKindProcessingTimers, processing}} {
+			groups, err := pt.enc(stop)
+			if err != nil {
+				return nil, nil, info.wrap(fmt.Errorf("snapshot %s: %w", pt.name, err))
+			}
+			for g, data := range groups {
+				entries = append(entries, stateEntry{name: pt.name, kind: pt.kind, format: formatColumns, keyGroup: g, data: data})
+			}
+		}
+		if len(entries) > 0 {
+			blob.entries = encodeStateEntries(entries)
+		}
+		pk.lastSnapshot = st
+		slices.SortFunc(handles, func(a, b checkpoint.FileHandle) int {
+			switch {
+			case a.Name < b.Name:
+				return -1
+			case a.Name > b.Name:
+				return 1
+			}
+			return 0
+		})
+		return encodePebbleBlob(blob), handles, nil
+	}, nil
+}
+
+// thawPebble ends the snapshot freezePebble began. A failure to apply its
+// buffer to the DB (the encoder never got that far) fails the task at the
+// next record: the state would be missing writes otherwise.
+func (p *keyedProcessOperator[K, I, O]) thawPebble() {
+	pk := p.state.pb
+	if pk.snap == nil {
+		return
+	}
+	snap := pk.snap
+	pk.snap = nil
+	if err := pk.store.Thaw(snap); err != nil {
+		p.state.fail(fmt.Errorf("pebble state: %w", err))
+	}
+}

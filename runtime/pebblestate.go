@@ -1,0 +1,732 @@
+package runtime
+
+import (
+	"bytes"
+	"crypto/rand"
+	"encoding/binary"
+	"encoding/gob"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"iter"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+
+	"github.com/cockroachdb/pebble/v2"
+
+	"github.com/splitflow/splitflow/runtime/checkpoint"
+	"github.com/splitflow/splitflow/runtime/state"
+)
+
+// The pebble state backend on the engine's side: typed ValueState and
+// MapState over a state.Store, the blob that describes a pebble
+// checkpoint of one subtask, and its restore, also across parallelism
+// changes. Keys are laid out as the state package says:
+//
+//	value:     keyGroup(2) stateID(2) key
+//	map entry: keyGroup(2) stateID(2) uvarint(len(key)) key userKey
+//
+// with keys, user keys and values in the codecs of their types (serde.go,
+// one value at a time). Timers stay in the task's heaps and are written
+// into the blob as the heap backend writes them.
+//
+// A subtask's blob, version pebbleLayoutVersion (a heap blob starts with
+// keyedStateVersion or below, so a restore tells them apart by the first
+// uvarint):
+//
+//	uvarint(version) uvarint(maxParallelism) uvarint(firstKeyGroup) uvarint(lastKeyGroup)
+//	uvarint(n) n x (uvarint(len) name, kind, uvarint(id))      the states
+//	uvarint(len) entries                                        timers, and heap state not yet claimed (keyedstate.go's layout)
+//	uvarint(n) n x (uvarint(len) name, uvarint(len) data)       the checkpoint's small files
+//	uvarint(n) n x (uvarint(len) name, uvarint(len) stored, uvarint(size), uvarint(crc))  its immutable files, stored shared
+
+const pebbleLayoutVersion = 100
+
+// pebbleBackend is a job's pebble backend while it runs: its working
+// directory and the block cache all its DBs share.
+type pebbleBackend struct {
+	mu    sync.Mutex
+	root  string
+	cache *pebble.Cache
+	seq   int
+}
+
+// pebbleFor returns the job's pebble backend, making it on first use.
+// Any task goroutine.
+func (ex *execution) pebbleFor(cfg *stateConfig) (*pebbleBackend, error) {
+	ex.pebbleMu.Lock()
+	defer ex.pebbleMu.Unlock()
+	if ex.pebble != nil {
+		return ex.pebble, nil
+	}
+	b, err := newPebbleBackend(cfg)
+	if err != nil {
+		return nil, err
+	}
+	ex.pebble = b
+	return b, nil
+}
+
+func newPebbleBackend(cfg *stateConfig) (*pebbleBackend, error) {
+	work := cfg.workDir()
+	if err := os.MkdirAll(work, 0o755); err != nil {
+		return nil, fmt.Errorf("pebble state: create the state directory %s: %w", work, err)
+	}
+	removeAbandonedStateDirs(work)
+	root, err := os.MkdirTemp(work, fmt.Sprintf("job-%d-", os.Getpid()))
+	if err != nil {
+		return nil, fmt.Errorf("pebble state: the state directory %s is not writable: %w", work, err)
+	}
+	return &pebbleBackend{root: root, cache: pebble.NewCache(cfg.cacheSize)}, nil
+}
+
+// removeAbandonedStateDirs removes the directories of jobs whose process
+// is gone (killed before it could clean up).
+func removeAbandonedStateDirs(work string) {
+	es, err := os.ReadDir(work)
+	if err != nil {
+		return
+	}
+	for _, e := range es {
+		rest, ok := strings.CutPrefix(e.Name(), "job-")
+		if !ok || !e.IsDir() {
+			continue
+		}
+		pidText, _, _ := strings.Cut(rest, "-")
+		pid, err := strconv.Atoi(pidText)
+		if err != nil || pid == os.Getpid() || processAlive(pid) {
+			continue
+		}
+		_ = os.RemoveAll(filepath.Join(work, e.Name()))
+	}
+}
+
+func processAlive(pid int) bool {
+	p, err := os.FindProcess(pid)
+	if err != nil {
+		return false
+	}
+	err = p.Signal(syscall.Signal(0))
+	return err == nil || errors.Is(err, syscall.EPERM)
+}
+
+// dbDir is a new directory name for a DB of operator uid's subtask.
+func (b *pebbleBackend) dbDir(uid string, subtask int) string {
+	b.mu.Lock()
+	b.seq++
+	n := b.seq
+	b.mu.Unlock()
+	return filepath.Join(b.root, fmt.Sprintf("%s-%d-%d", sanitizeName(uid), subtask, n))
+}
+
+// close drops the cache and the job's directory, once every task closed
+// its DB.
+func (b *pebbleBackend) close() error {
+	b.cache.Unref()
+	return os.RemoveAll(b.root)
+}
+
+func sanitizeName(s string) string {
+	out := []byte(s)
+	for i, c := range out {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '-' || c == '_') {
+			out[i] = '_'
+		}
+	}
+	if len(out) > 64 {
+		out = out[:64]
+	}
+	return string(out)
+}
+
+type pebbleStateID struct {
+	id   uint16
+	kind byte
+}
+
+// pebbleKeyed is one keyed operator subtask's pebble state.
+type pebbleKeyed struct {
+	store   *state.Store
+	be      *pebbleBackend
+	storage checkpoint.Storage // nil: no checkpoints
+	// instance prefixes the names of the files this DB stores, unique to
+	// this opening of it, so that two attempts restored from one
+	// checkpoint never store different files under one name.
+	instance string
+	ids      map[string]pebbleStateID
+	nextID   uint16
+	// stored maps the DB's immutable files to where checkpoint storage
+	// has them (what was restored and what snapshots uploaded); read and
+	// written by the snapshot encoder, one at a time.
+	stored       map[string]checkpoint.FileHandle
+	maxPar       int
+	kgLo, kgHi   int // the key groups this subtask owns, inclusive
+	snapSeq      int
+	snap         *state.Snapshot
+	snapDir      string
+	lastSnapshot pebbleSnapshotInfo
+}
+
+// pebbleSnapshotInfo is what the last snapshot wrote, for the status.
+type pebbleSnapshotInfo struct {
+	files, newFiles int
+	bytes, newBytes int64
+}
+
+func newInstanceID() string {
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// stateID returns the id of state name of the kind, assigning one.
+func (pk *pebbleKeyed) stateID(name string, kind byte) (uint16, error) {
+	if s, ok := pk.ids[name]; ok {
+		if s.kind != kind {
+			return 0, &unrecoverableError{fmt.Errorf("state %q was checkpointed as another kind of state (a ValueState and a MapState share the name across versions of the job); rename one", name)}
+		}
+		return s.id, nil
+	}
+	if pk.nextID == 0xffff {
+		return 0, &unrecoverableError{fmt.Errorf("state %q: too many states in one operator", name)}
+	}
+	pk.nextID++
+	pk.ids[name] = pebbleStateID{id: pk.nextID, kind: kind}
+	return pk.nextID, nil
+}
+
+// Key encoding of the current key, made when a pebble state first needs
+// it after setKey.
+
+func (ks *keyedState[K]) pebbleKey() ([]byte, error) {
+	if !ks.pbKeyOK {
+		b, err := appendOne(ks.pbKeyBuf[:0], ks.keys, ks.key)
+		if err != nil {
+			return nil, fmt.Errorf("encode key: %w", err)
+		}
+		ks.pbKeyBuf, ks.pbKeyOK = b, true
+	}
+	return ks.pbKeyBuf, nil
+}
+
+// fail records the first error of a state access whose signature has no
+// error; the operator returns it after the call.
+func (ks *keyedState[K]) fail(err error) {
+	if ks.err == nil {
+		ks.err = err
+	}
+}
+
+func appendKeyPrefix(dst []byte, kg int, id uint16) []byte {
+	return binary.BigEndian.AppendUint16(binary.BigEndian.AppendUint16(dst, uint16(kg)), id)
+}
+
+// appendOne appends v in codec c.
+func appendOne[T any](dst []byte, c stateCodec[T], v T) ([]byte, error) {
+	if c.s != nil {
+		return c.s.appendValue(dst, v), nil
+	}
+	var buf bytes.Buffer
+	if err := gob.NewEncoder(&buf).Encode(&v); err != nil {
+		return nil, err
+	}
+	return append(dst, buf.Bytes()...), nil
+}
+
+// readOne decodes b, all of it, in codec c.
+func readOne[T any](b []byte, c stateCodec[T]) (T, error) {
+	var v T
+	if c.s != nil {
+		v, n, err := c.s.readValue(b)
+		if err != nil {
+			return v, err
+		}
+		if n != len(b) {
+			return v, fmt.Errorf("%d bytes after the value", len(b)-n)
+		}
+		return v, nil
+	}
+	err := gob.NewDecoder(bytes.NewReader(b)).Decode(&v)
+	return v, err
+}
+
+type pebbleValueState[K comparable, V any] struct {
+	ks   *keyedState[K]
+	pk   *pebbleKeyed
+	name string
+	id   uint16
+	vals stateCodec[V]
+	buf  []byte
+}
+
+func (s *pebbleValueState[K, V]) kind() byte { return stateKindValue }
+
+func (s *pebbleValueState[K, V]) key() ([]byte, bool) {
+	kb, err := s.ks.pebbleKey()
+	if err != nil {
+		s.ks.fail(fmt.Errorf("state %q: %w", s.name, err))
+		return nil, false
+	}
+	s.buf = append(appendKeyPrefix(s.buf[:0], s.ks.groupOf(s.ks.key), s.id), kb...)
+	return s.buf, true
+}
+
+func (s *pebbleValueState[K, V]) Value() (V, bool) {
+	var zero V
+	k, ok := s.key()
+	if !ok {
+		return zero, false
+	}
+	b, ok, err := s.pk.store.Get(k)
+	if err != nil || !ok {
+		if err != nil {
+			s.ks.fail(fmt.Errorf("state %q: %w", s.name, err))
+		}
+		return zero, false
+	}
+	v, err := readOne(b, s.vals)
+	if err != nil {
+		s.ks.fail(fmt.Errorf("state %q: decode value: %w", s.name, err))
+		return zero, false
+	}
+	return v, true
+}
+
+func (s *pebbleValueState[K, V]) Update(v V) {
+	k, ok := s.key()
+	if !ok {
+		return
+	}
+	b, err := appendOne(nil, s.vals, v)
+	if err == nil {
+		err = s.pk.store.Put(k, b)
+	}
+	if err != nil {
+		s.ks.fail(fmt.Errorf("state %q: %w", s.name, err))
+	}
+}
+
+func (s *pebbleValueState[K, V]) Clear() {
+	if k, ok := s.key(); ok {
+		if err := s.pk.store.Delete(k); err != nil {
+			s.ks.fail(fmt.Errorf("state %q: %w", s.name, err))
+		}
+	}
+}
+
+// importHeap loads restored heap entries (a checkpoint of the heap
+// backend) into the DB.
+func (s *pebbleValueState[K, V]) importHeap(entries []stateEntry) error {
+	h := newValueState[K, V](s.ks)
+	for _, e := range entries {
+		if err := h.restore(e.format, e.data); err != nil {
+			return fmt.Errorf("key group %d: %w", e.keyGroup, err)
+		}
+	}
+	saved := s.ks.key
+	defer s.ks.setKey(saved)
+	for _, m := range h.m {
+		for k, v := range m {
+			s.ks.setKey(k)
+			s.Update(v)
+			if s.ks.err != nil {
+				return s.ks.err
+			}
+		}
+	}
+	return nil
+}
+
+type pebbleMapState[K, UK comparable, UV any] struct {
+	ks     *keyedState[K]
+	pk     *pebbleKeyed
+	name   string
+	id     uint16
+	ukeys  stateCodec[UK]
+	uvals  stateCodec[UV]
+	prefix []byte
+	ub     []byte
+}
+
+func (s *pebbleMapState[K, UK, UV]) kind() byte { return stateKindMap }
+
+func (s *pebbleMapState[K, UK, UV]) pfx() ([]byte, bool) {
+	kb, err := s.ks.pebbleKey()
+	if err != nil {
+		s.ks.fail(fmt.Errorf("state %q: %w", s.name, err))
+		return nil, false
+	}
+	p := appendKeyPrefix(s.prefix[:0], s.ks.groupOf(s.ks.key), s.id)
+	p = binary.AppendUvarint(p, uint64(len(kb)))
+	s.prefix = append(p, kb...)
+	return s.prefix, true
+}
+
+func (s *pebbleMapState[K, UK, UV]) userKey(k UK) ([]byte, bool) {
+	b, err := appendOne(s.ub[:0], s.ukeys, k)
+	if err != nil {
+		s.ks.fail(fmt.Errorf("state %q: encode map key: %w", s.name, err))
+		return nil, false
+	}
+	s.ub = b
+	return b, true
+}
+
+func (s *pebbleMapState[K, UK, UV]) Get(k UK) (UV, bool) {
+	var zero UV
+	p, ok := s.pfx()
+	if !ok {
+		return zero, false
+	}
+	uk, ok := s.userKey(k)
+	if !ok {
+		return zero, false
+	}
+	b, ok, err := s.pk.store.MapGet(p, uk)
+	if err != nil || !ok {
+		if err != nil {
+			s.ks.fail(fmt.Errorf("state %q: %w", s.name, err))
+		}
+		return zero, false
+	}
+	v, err := readOne(b, s.uvals)
+	if err != nil {
+		s.ks.fail(fmt.Errorf("state %q: decode map value: %w", s.name, err))
+		return zero, false
+	}
+	return v, true
+}
+
+func (s *pebbleMapState[K, UK, UV]) Put(k UK, v UV) {
+	p, ok := s.pfx()
+	if !ok {
+		return
+	}
+	uk, ok := s.userKey(k)
+	if !ok {
+		return
+	}
+	b, err := appendOne(nil, s.uvals, v)
+	if err == nil {
+		err = s.pk.store.MapPut(p, uk, b)
+	}
+	if err != nil {
+		s.ks.fail(fmt.Errorf("state %q: %w", s.name, err))
+	}
+}
+
+func (s *pebbleMapState[K, UK, UV]) Remove(k UK) {
+	p, ok := s.pfx()
+	if !ok {
+		return
+	}
+	uk, ok := s.userKey(k)
+	if !ok {
+		return
+	}
+	if err := s.pk.store.MapDelete(p, uk); err != nil {
+		s.ks.fail(fmt.Errorf("state %q: %w", s.name, err))
+	}
+}
+
+func (s *pebbleMapState[K, UK, UV]) Contains(k UK) bool { _, ok := s.Get(k); return ok }
+
+func (s *pebbleMapState[K, UK, UV]) Len() int {
+	n := 0
+	for range s.All() {
+		n++
+	}
+	return n
+}
+
+func (s *pebbleMapState[K, UK, UV]) Clear() {
+	if p, ok := s.pfx(); ok {
+		if err := s.pk.store.MapClear(p); err != nil {
+			s.ks.fail(fmt.Errorf("state %q: %w", s.name, err))
+		}
+	}
+}
+
+func (s *pebbleMapState[K, UK, UV]) All() iter.Seq2[UK, UV] {
+	p, ok := s.pfx()
+	if !ok {
+		return func(func(UK, UV) bool) {}
+	}
+	p = bytes.Clone(p)
+	return func(yield func(UK, UV) bool) {
+		for ub, vb := range s.pk.store.MapScan(p) {
+			k, err := readOne(ub, s.ukeys)
+			if err != nil {
+				s.ks.fail(fmt.Errorf("state %q: decode map key: %w", s.name, err))
+				return
+			}
+			v, err := readOne(vb, s.uvals)
+			if err != nil {
+				s.ks.fail(fmt.Errorf("state %q: decode map value: %w", s.name, err))
+				return
+			}
+			if !yield(k, v) {
+				return
+			}
+		}
+	}
+}
+
+func (s *pebbleMapState[K, UK, UV]) importHeap(entries []stateEntry) error {
+	h := newMapState[K, UK, UV](s.ks)
+	for _, e := range entries {
+		if err := h.restore(e.format, e.data); err != nil {
+			return fmt.Errorf("key group %d: %w", e.keyGroup, err)
+		}
+	}
+	saved := s.ks.key
+	defer s.ks.setKey(saved)
+	for _, gm := range h.m {
+		for k, in := range gm {
+			s.ks.setKey(k)
+			for uk, uv := range in.m {
+				s.Put(uk, uv)
+			}
+			if s.ks.err != nil {
+				return s.ks.err
+			}
+		}
+	}
+	return nil
+}
+
+// heapImporter is a pebble state that takes a heap checkpoint's entries.
+type heapImporter interface {
+	kind() byte
+	importHeap(entries []stateEntry) error
+}
+
+// createPebble registers a pebble state and loads what a heap checkpoint
+// restored for it.
+func (ks *keyedState[K]) createPebble(name string, s heapImporter) error {
+	ks.states[name] = s
+	entries := ks.restored[name]
+	delete(ks.restored, name)
+	for _, e := range entries {
+		if e.kind != s.kind() {
+			return &unrecoverableError{fmt.Errorf("state %q was checkpointed as another kind of state (a ValueState and a MapState share the name across versions of the job); rename one", name)}
+		}
+	}
+	if len(entries) > 0 {
+		if err := s.importHeap(entries); err != nil {
+			return &unrecoverableError{fmt.Errorf("restore state %q from a heap checkpoint: %w", name, err)}
+		}
+	}
+	return nil
+}
+
+func newPebbleValueState[K comparable, V any](ks *keyedState[K], name string) (*pebbleValueState[K, V], error) {
+	id, err := ks.pb.stateID(name, stateKindValue)
+	if err != nil {
+		return nil, err
+	}
+	return &pebbleValueState[K, V]{ks: ks, pk: ks.pb, name: name, id: id, vals: codecFor[V]()}, nil
+}
+
+func newPebbleMapState[K, UK comparable, UV any](ks *keyedState[K], name string) (*pebbleMapState[K, UK, UV], error) {
+	id, err := ks.pb.stateID(name, stateKindMap)
+	if err != nil {
+		return nil, err
+	}
+	return &pebbleMapState[K, UK, UV]{ks: ks, pk: ks.pb, name: name, id: id, ukeys: codecFor[UK](), uvals: codecFor[UV]()}, nil
+}
+
+// pebbleBlob is a decoded subtask blob of a pebble checkpoint.
+type pebbleBlob struct {
+	maxPar     int
+	kgLo, kgHi int
+	ids        map[string]pebbleStateID
+	entries    []byte
+	small      map[string][]byte
+	immutable  []pebbleStoredFile
+}
+
+type pebbleStoredFile struct {
+	name string // in the DB
+	h    checkpoint.FileHandle
+}
+
+func isPebbleBlob(b []byte) bool {
+	v, n := binary.Uvarint(b)
+	return n > 0 && v == pebbleLayoutVersion
+}
+
+func encodePebbleBlob(p pebbleBlob) []byte {
+	out := binary.AppendUvarint(nil, pebbleLayoutVersion)
+	out = binary.AppendUvarint(out, uint64(p.maxPar))
+	out = binary.AppendUvarint(out, uint64(p.kgLo))
+	out = binary.AppendUvarint(out, uint64(p.kgHi))
+	names := slices.Sorted(func(yield func(string) bool) {
+		for n := range p.ids {
+			if !yield(n) {
+				return
+			}
+		}
+	})
+	appendStr := func(b []byte, s []byte) []byte {
+		return append(binary.AppendUvarint(b, uint64(len(s))), s...)
+	}
+	out = binary.AppendUvarint(out, uint64(len(names)))
+	for _, n := range names {
+		out = appendStr(out, []byte(n))
+		out = append(out, p.ids[n].kind)
+		out = binary.AppendUvarint(out, uint64(p.ids[n].id))
+	}
+	out = appendStr(out, p.entries)
+	smallNames := slices.Sorted(func(yield func(string) bool) {
+		for n := range p.small {
+			if !yield(n) {
+				return
+			}
+		}
+	})
+	out = binary.AppendUvarint(out, uint64(len(smallNames)))
+	for _, n := range smallNames {
+		out = appendStr(out, []byte(n))
+		out = appendStr(out, p.small[n])
+	}
+	out = binary.AppendUvarint(out, uint64(len(p.immutable)))
+	for _, f := range p.immutable {
+		out = appendStr(out, []byte(f.name))
+		out = appendStr(out, []byte(f.h.Name))
+		out = binary.AppendUvarint(out, uint64(f.h.Size))
+		out = binary.AppendUvarint(out, uint64(f.h.CRC32C))
+	}
+	return out
+}
+
+func decodePebbleBlob(b []byte) (pebbleBlob, error) {
+	var p pebbleBlob
+	r := blobReader{b: b}
+	if v := r.uvarint(); v != pebbleLayoutVersion {
+		return p, fmt.Errorf("pebble state layout version %d is unknown to this build", v)
+	}
+	p.maxPar, p.kgLo, p.kgHi = int(r.uvarint()), int(r.uvarint()), int(r.uvarint())
+	n := r.count()
+	p.ids = make(map[string]pebbleStateID, n)
+	for range n {
+		name := string(r.bytes())
+		kind := r.byte()
+		id := r.uvarint()
+		if id == 0 || id > 0xffff {
+			r.err = errShortState
+		}
+		p.ids[name] = pebbleStateID{id: uint16(id), kind: kind}
+	}
+	p.entries = r.bytes()
+	n = r.count()
+	p.small = make(map[string][]byte, n)
+	for range n {
+		name := string(r.bytes())
+		p.small[name] = r.bytes()
+	}
+	n = r.count()
+	for range n {
+		f := pebbleStoredFile{name: string(r.bytes())}
+		f.h.Name = string(r.bytes())
+		f.h.Size = int64(r.uvarint())
+		f.h.CRC32C = uint32(r.uvarint())
+		p.immutable = append(p.immutable, f)
+	}
+	if r.err == nil && len(r.b) != 0 {
+		r.err = fmt.Errorf("%d bytes after the pebble state's last file", len(r.b))
+	}
+	for name := range p.small {
+		if !validLocalName(name) {
+			return p, fmt.Errorf("pebble state names a file %q", name)
+		}
+	}
+	for _, f := range p.immutable {
+		if !validLocalName(f.name) {
+			return p, fmt.Errorf("pebble state names a file %q", f.name)
+		}
+	}
+	return p, r.err
+}
+
+// validLocalName keeps a restored file inside its DB directory.
+func validLocalName(n string) bool {
+	return n != "" && n != "." && n != ".." && !strings.ContainsAny(n, `/\`)
+}
+
+type blobReader struct {
+	b   []byte
+	err error
+}
+
+func (r *blobReader) uvarint() uint64 {
+	if r.err != nil {
+		return 0
+	}
+	v, n := binary.Uvarint(r.b)
+	if n <= 0 {
+		r.err = errShortState
+		return 0
+	}
+	r.b = r.b[n:]
+	return v
+}
+
+func (r *blobReader) count() int {
+	n := r.uvarint()
+	if n > uint64(len(r.b)) {
+		r.err = errShortState
+		return 0
+	}
+	return int(n)
+}
+
+func (r *blobReader) byte() byte {
+	if r.err != nil {
+		return 0
+	}
+	if len(r.b) < 1 {
+		r.err = errShortState
+		return 0
+	}
+	c := r.b[0]
+	r.b = r.b[1:]
+	return c
+}
+
+func (r *blobReader) bytes() []byte {
+	l := r.uvarint()
+	if r.err != nil {
+		return nil
+	}
+	if l > uint64(len(r.b)) {
+		r.err = errShortState
+		return nil
+	}
+	out := r.b[:l]
+	r.b = r.b[l:]
+	return out
+}
+
+// keyGroupRange is the key groups subtask owns, inclusive.
+func keyGroupRange(subtask, parallelism, maxPar int) (lo, hi int) {
+	lo = (subtask*maxPar + parallelism - 1) / parallelism
+	hi = ((subtask+1)*maxPar+parallelism-1)/parallelism - 1
+	return lo, hi
+}
+
+func keyGroupBound(kg int) []byte { return binary.BigEndian.AppendUint16(nil, uint16(kg)) }
+
+// keyGroupEnd is the first key after key group kg's (nil after the last
+// possible one).
+func keyGroupEnd(kg int) []byte {
+	if kg >= 0xffff {
+		return nil
+	}
+	return keyGroupBound(kg + 1)
+}

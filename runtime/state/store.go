@@ -1,0 +1,532 @@
+package state
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"iter"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"github.com/cockroachdb/pebble/v2"
+)
+
+// Config configures a Store.
+type Config struct {
+	// Dir is the DB's working directory. Open creates it and fails when it
+	// exists; Close removes it.
+	Dir string
+	// Cache is the block cache, shared by the stores of a job so that the
+	// job's memory stays bounded whatever the number of subtasks; nil gives
+	// the store a small one of its own.
+	Cache *pebble.Cache
+	// MemTableSize is Pebble's memtable size (bytes); 0 takes
+	// DefaultMemTableSize.
+	MemTableSize uint64
+	// BufferEntries bounds the write buffer: once it holds that many
+	// entries it is applied to the DB. 0 takes DefaultBufferEntries.
+	BufferEntries int
+	// Logger receives Pebble's errors; nil discards them.
+	Logger *slog.Logger
+}
+
+// Defaults of Config.
+const (
+	DefaultMemTableSize  = 16 << 20
+	DefaultBufferEntries = 1 << 16
+)
+
+// Store is one keyed operator subtask's state: a Pebble DB and a write
+// buffer in front of it. Reads and writes are for the task goroutine only;
+// Snapshot.Materialize runs on another (see the package doc).
+type Store struct {
+	db  *pebble.DB
+	cfg Config
+
+	active *buffer
+	// frozen is the buffer of the snapshot being materialized, nil for
+	// none; done closes when its Materialize returned, and applied then
+	// tells whether its writes reached the DB.
+	frozen *buffer
+	snap   *Snapshot
+	closed bool
+}
+
+// buffer holds writes not yet in the DB: value entries by full key, and
+// map entries by their key's prefix, so that a map's entries can be merged
+// with the DB's without scanning the buffer.
+type buffer struct {
+	flat   map[string]entry
+	groups map[string]*group
+	n      int
+}
+
+type entry struct {
+	v   []byte
+	del bool
+}
+
+// group is one map's buffered entries; cleared: the map was cleared after
+// its last application, so the DB's (and older buffers') entries under the
+// prefix are gone.
+type group struct {
+	cleared bool
+	m       map[string]entry
+}
+
+func newBuffer() *buffer {
+	return &buffer{flat: map[string]entry{}, groups: map[string]*group{}}
+}
+
+// Open creates the store's directory and an empty DB in it.
+func Open(cfg Config) (*Store, error) {
+	if cfg.Dir == "" {
+		return nil, errors.New("state: no directory for the pebble state")
+	}
+	if _, err := os.Stat(cfg.Dir); err == nil {
+		return nil, fmt.Errorf("state: %s exists already; a state directory is made anew for every run", cfg.Dir)
+	}
+	return open(cfg)
+}
+
+// OpenRestored opens the DB that Restore laid out in cfg.Dir.
+func OpenRestored(cfg Config) (*Store, error) { return open(cfg) }
+
+func open(cfg Config) (*Store, error) {
+	if cfg.MemTableSize == 0 {
+		cfg.MemTableSize = DefaultMemTableSize
+	}
+	if cfg.BufferEntries <= 0 {
+		cfg.BufferEntries = DefaultBufferEntries
+	}
+	if err := os.MkdirAll(filepath.Dir(cfg.Dir), 0o755); err != nil {
+		return nil, fmt.Errorf("state: create %s: %w", filepath.Dir(cfg.Dir), err)
+	}
+	if cfg.Cache == nil {
+		// The DB takes a reference of its own; ours ends here.
+		cfg.Cache = pebble.NewCache(8 << 20)
+		defer cfg.Cache.Unref()
+	}
+	db, err := pebble.Open(cfg.Dir, dbOptions(cfg, false))
+	if err != nil {
+		return nil, fmt.Errorf("state: open pebble in %s: %w", cfg.Dir, err)
+	}
+	return &Store{db: db, cfg: cfg, active: newBuffer()}, nil
+}
+
+// dbOptions are the DB's options. The WAL is off: the DB is scratch, made
+// anew from a checkpoint after any failure, and a checkpoint flushes first.
+func dbOptions(cfg Config, readOnly bool) *pebble.Options {
+	o := &pebble.Options{
+		DisableWAL:   true,
+		MemTableSize: cfg.MemTableSize,
+		Cache:        cfg.Cache,
+		Logger:       pebbleLogger{cfg.Logger},
+		ReadOnly:     readOnly,
+	}
+	return o
+}
+
+// pebbleLogger passes Pebble's errors on and drops its info lines.
+type pebbleLogger struct{ l *slog.Logger }
+
+func (p pebbleLogger) Infof(string, ...any) {}
+func (p pebbleLogger) Errorf(format string, args ...any) {
+	if p.l != nil {
+		p.l.Error("pebble: " + fmt.Sprintf(format, args...))
+	}
+}
+func (p pebbleLogger) Fatalf(format string, args ...any) {
+	panic(fmt.Sprintf("pebble: "+format, args...))
+}
+
+// Dir is the store's working directory.
+func (s *Store) Dir() string { return s.cfg.Dir }
+
+// DiskUsage is the size of the DB's files, in bytes.
+func (s *Store) DiskUsage() uint64 { return s.db.Metrics().DiskSpaceUsage() }
+
+// Get returns the value stored under key; the slice is the store's, valid
+// until the next write.
+func (s *Store) Get(key []byte) ([]byte, bool, error) {
+	if e, ok := s.active.flat[string(key)]; ok {
+		return e.v, !e.del, nil
+	}
+	if s.frozen != nil {
+		if e, ok := s.frozen.flat[string(key)]; ok {
+			return e.v, !e.del, nil
+		}
+	}
+	return s.dbGet(key)
+}
+
+func (s *Store) dbGet(key []byte) ([]byte, bool, error) {
+	v, c, err := s.db.Get(key)
+	if errors.Is(err, pebble.ErrNotFound) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, fmt.Errorf("state: read %s: %w", s.cfg.Dir, err)
+	}
+	out := bytes.Clone(v)
+	return out, true, c.Close()
+}
+
+// Put stores val under key; the store keeps copies of both.
+func (s *Store) Put(key, val []byte) error {
+	return s.setFlat(key, entry{v: bytes.Clone(val)})
+}
+
+// Delete removes key.
+func (s *Store) Delete(key []byte) error { return s.setFlat(key, entry{del: true}) }
+
+func (s *Store) setFlat(key []byte, e entry) error {
+	k := string(key)
+	if _, ok := s.active.flat[k]; !ok {
+		s.active.n++
+	}
+	s.active.flat[k] = e
+	return s.maybeSpill()
+}
+
+// MapGet returns the entry ukey of the map under prefix.
+func (s *Store) MapGet(prefix, ukey []byte) ([]byte, bool, error) {
+	for _, b := range s.buffers() {
+		if g := b.groups[string(prefix)]; g != nil {
+			if e, ok := g.m[string(ukey)]; ok {
+				return e.v, !e.del, nil
+			}
+			if g.cleared {
+				return nil, false, nil
+			}
+		}
+	}
+	return s.dbGet(append(bytes.Clone(prefix), ukey...))
+}
+
+// buffers are the buffers to read, newest first.
+func (s *Store) buffers() []*buffer {
+	if s.frozen != nil {
+		return []*buffer{s.active, s.frozen}
+	}
+	return []*buffer{s.active}
+}
+
+// MapPut sets entry ukey of the map under prefix.
+func (s *Store) MapPut(prefix, ukey, val []byte) error {
+	return s.setMapEntry(prefix, ukey, entry{v: bytes.Clone(val)})
+}
+
+// MapDelete removes entry ukey of the map under prefix.
+func (s *Store) MapDelete(prefix, ukey []byte) error {
+	return s.setMapEntry(prefix, ukey, entry{del: true})
+}
+
+func (s *Store) setMapEntry(prefix, ukey []byte, e entry) error {
+	g := s.activeGroup(prefix)
+	if _, ok := g.m[string(ukey)]; !ok {
+		s.active.n++
+	}
+	g.m[string(ukey)] = e
+	return s.maybeSpill()
+}
+
+func (s *Store) activeGroup(prefix []byte) *group {
+	g := s.active.groups[string(prefix)]
+	if g == nil {
+		g = &group{m: map[string]entry{}}
+		s.active.groups[string(prefix)] = g
+		s.active.n++
+	}
+	return g
+}
+
+// MapClear removes every entry of the map under prefix.
+func (s *Store) MapClear(prefix []byte) error {
+	if g := s.active.groups[string(prefix)]; g != nil {
+		s.active.n -= len(g.m)
+		g.cleared, g.m = true, map[string]entry{}
+		return nil
+	}
+	s.active.groups[string(prefix)] = &group{cleared: true, m: map[string]entry{}}
+	s.active.n++
+	return s.maybeSpill()
+}
+
+// MapScan yields the entries of the map under prefix, in no particular
+// order; the slices are valid during the call. Writes during the scan do
+// not change what it yields.
+func (s *Store) MapScan(prefix []byte) iter.Seq2[[]byte, []byte] {
+	return func(yield func([]byte, []byte) bool) {
+		var shadow []*group // oldest first
+		bs := s.buffers()
+		for i := len(bs) - 1; i >= 0; i-- {
+			if g := bs[i].groups[string(prefix)]; g != nil {
+				shadow = append(shadow, g)
+			}
+		}
+		if len(shadow) == 0 {
+			s.dbScan(prefix, yield)
+			return
+		}
+		merged := map[string][]byte{}
+		fromDB := true
+		for _, g := range shadow {
+			if g.cleared {
+				fromDB = false
+			}
+		}
+		if fromDB {
+			s.dbScan(prefix, func(k, v []byte) bool {
+				merged[string(k)] = bytes.Clone(v)
+				return true
+			})
+		}
+		for _, g := range shadow {
+			if g.cleared {
+				clear(merged)
+			}
+			for k, e := range g.m {
+				if e.del {
+					delete(merged, k)
+				} else {
+					merged[k] = e.v
+				}
+			}
+		}
+		for k, v := range merged {
+			if !yield([]byte(k), v) {
+				return
+			}
+		}
+	}
+}
+
+func (s *Store) dbScan(prefix []byte, yield func([]byte, []byte) bool) {
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: prefix, UpperBound: PrefixEnd(prefix)})
+	if err != nil {
+		return
+	}
+	defer it.Close()
+	for ok := it.First(); ok; ok = it.Next() {
+		if !yield(it.Key()[len(prefix):], it.Value()) {
+			return
+		}
+	}
+}
+
+// PrefixEnd is the smallest key after every key that starts with prefix
+// (nil: none).
+func PrefixEnd(prefix []byte) []byte {
+	end := bytes.Clone(prefix)
+	for i := len(end) - 1; i >= 0; i-- {
+		if end[i] < 0xff {
+			end[i]++
+			return end[:i+1]
+		}
+	}
+	return nil
+}
+
+// maybeSpill applies the active buffer to the DB once it is full. With a
+// snapshot materializing, it waits for it first: the DB may change then
+// only by the frozen buffer's keys.
+func (s *Store) maybeSpill() error {
+	if s.active.n < s.cfg.BufferEntries {
+		return nil
+	}
+	if err := s.settle(); err != nil {
+		return err
+	}
+	if err := s.apply(s.active); err != nil {
+		return err
+	}
+	s.active = newBuffer()
+	return nil
+}
+
+// settle waits for the snapshot being materialized, if any, and makes
+// sure its buffer is in the DB, so that reads need not consult it.
+func (s *Store) settle() error {
+	if s.snap == nil {
+		return nil
+	}
+	if s.snap.phase.CompareAndSwap(phaseFrozen, phaseSuperseded) {
+		// Its Materialize has not begun: rather than wait for it, the
+		// task applies the buffer itself, and the snapshot, whose DB
+		// would now be ahead of the barrier, fails.
+		s.snap.finish()
+	}
+	<-s.snap.done
+	if !s.snap.applied {
+		if err := s.apply(s.frozen); err != nil {
+			return err
+		}
+		s.snap.applied = true
+	}
+	s.frozen = nil
+	return nil
+}
+
+// apply writes b to the DB in one batch.
+func (s *Store) apply(b *buffer) error {
+	batch := s.db.NewBatch()
+	defer batch.Close()
+	for k, e := range b.flat {
+		var err error
+		if e.del {
+			err = batch.Delete([]byte(k), nil)
+		} else {
+			err = batch.Set([]byte(k), e.v, nil)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	key := make([]byte, 0, 64)
+	for p, g := range b.groups {
+		if g.cleared {
+			if err := batch.DeleteRange([]byte(p), PrefixEnd([]byte(p)), nil); err != nil {
+				return err
+			}
+		}
+		for uk, e := range g.m {
+			key = append(append(key[:0], p...), uk...)
+			var err error
+			if e.del {
+				err = batch.Delete(key, nil)
+			} else {
+				err = batch.Set(key, e.v, nil)
+			}
+			if err != nil {
+				return err
+			}
+		}
+	}
+	if err := batch.Commit(pebble.NoSync); err != nil {
+		return fmt.Errorf("state: write %s: %w", s.cfg.Dir, err)
+	}
+	return nil
+}
+
+// Snapshot is the state as of a barrier, taken by Freeze and written out
+// by Materialize.
+type Snapshot struct {
+	s   *Store
+	buf *buffer
+	dir string
+	// phase says who has the snapshot; done closes when Materialize
+	// returned or the task superseded it, and applied is then whether buf
+	// reached the DB.
+	phase   atomic.Int32
+	done    chan struct{}
+	once    sync.Once
+	applied bool
+}
+
+// Phases of a Snapshot.
+const (
+	phaseFrozen       int32 = iota // Freeze returned
+	phaseMaterializing             // Materialize began
+	phaseSuperseded                // the task needed the DB first: Materialize fails
+)
+
+// ErrSuperseded is Materialize's error for a snapshot whose store had to
+// move on before Materialize began (its write buffer filled up): the
+// checkpoint fails, and a later one takes the state.
+var ErrSuperseded = errors.New("state: snapshot superseded: the write buffer filled up before the snapshot was materialized")
+
+func (sn *Snapshot) finish() { sn.once.Do(func() { close(sn.done) }) }
+
+// File is one file of a materialized snapshot.
+type File struct {
+	// Name is the file's name in the DB (e.g. 000012.sst).
+	Name string
+	// Path is where the snapshot's copy (a hard link) is.
+	Path string
+	// Size in bytes.
+	Size int64
+	// Immutable: an SST or blob file, never changed once written, which
+	// later snapshots may share; the others (MANIFEST, OPTIONS, markers)
+	// belong to this snapshot alone.
+	Immutable bool
+}
+
+// Freeze sets the write buffer aside for a snapshot into dir (which must
+// not exist) and starts a new one. Task goroutine; its cost does not
+// depend on the size of the state. The caller must call Materialize, on
+// any goroutine, then Thaw on the task goroutine.
+func (s *Store) Freeze(dir string) (*Snapshot, error) {
+	if err := s.settle(); err != nil {
+		return nil, err
+	}
+	snap := &Snapshot{s: s, buf: s.active, dir: dir, done: make(chan struct{})}
+	s.frozen, s.snap, s.active = s.active, snap, newBuffer()
+	return snap, nil
+}
+
+// Materialize applies the snapshot's buffer to the DB, flushes it and
+// makes a Pebble checkpoint (hard links) in the snapshot's directory, and
+// returns its files. Once, on any goroutine; the task goes on meanwhile.
+func (sn *Snapshot) Materialize() ([]File, error) {
+	if !sn.phase.CompareAndSwap(phaseFrozen, phaseMaterializing) {
+		return nil, ErrSuperseded
+	}
+	defer sn.finish()
+	s := sn.s
+	if err := s.apply(sn.buf); err != nil {
+		return nil, err
+	}
+	sn.applied = true
+	if err := s.db.Flush(); err != nil {
+		return nil, fmt.Errorf("state: flush %s: %w", s.cfg.Dir, err)
+	}
+	if err := s.db.Checkpoint(sn.dir); err != nil {
+		return nil, fmt.Errorf("state: checkpoint %s into %s: %w", s.cfg.Dir, sn.dir, err)
+	}
+	es, err := os.ReadDir(sn.dir)
+	if err != nil {
+		return nil, fmt.Errorf("state: list %s: %w", sn.dir, err)
+	}
+	files := make([]File, 0, len(es))
+	for _, e := range es {
+		fi, err := e.Info()
+		if err != nil {
+			return nil, fmt.Errorf("state: list %s: %w", sn.dir, err)
+		}
+		files = append(files, File{Name: e.Name(), Path: filepath.Join(sn.dir, e.Name()), Size: fi.Size(),
+			Immutable: strings.HasSuffix(e.Name(), ".sst") || strings.HasSuffix(e.Name(), ".blob")})
+	}
+	return files, nil
+}
+
+// Thaw ends the snapshot: its buffer is in the DB (applied here if
+// Materialize did not get that far) and its directory is removed. Task
+// goroutine, after Materialize returned or when it never will run.
+func (s *Store) Thaw(sn *Snapshot) error {
+	if s.snap != sn {
+		return nil
+	}
+	err := s.settle()
+	s.snap = nil
+	return errors.Join(err, os.RemoveAll(sn.dir))
+}
+
+// Close closes the DB and removes its directory. Task goroutine, with no
+// Materialize running.
+func (s *Store) Close() error {
+	if s.closed {
+		return nil
+	}
+	s.closed = true
+	var errs []error
+	if s.snap != nil {
+		errs = append(errs, os.RemoveAll(s.snap.dir))
+	}
+	errs = append(errs, s.db.Close(), os.RemoveAll(s.cfg.Dir))
+	return errors.Join(errs...)
+}

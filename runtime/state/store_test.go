@@ -1,0 +1,280 @@
+package state
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"runtime"
+	"testing"
+)
+
+// model is what the store must read back: value keys and maps by prefix.
+type model struct {
+	flat map[string]string
+	maps map[string]map[string]string
+}
+
+func openTest(t *testing.T, bufferEntries int) *Store {
+	t.Helper()
+	s, err := Open(Config{Dir: filepath.Join(t.TempDir(), "db"), BufferEntries: bufferEntries})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	return s
+}
+
+func check(t *testing.T, s *Store, m *model, step int) {
+	t.Helper()
+	for k, want := range m.flat {
+		got, ok, err := s.Get([]byte(k))
+		if err != nil || !ok || string(got) != want {
+			t.Fatalf("step %d: Get(%q) = %q, %v, %v; want %q", step, k, got, ok, err, want)
+		}
+	}
+	for p, want := range m.maps {
+		got := map[string]string{}
+		for k, v := range s.MapScan([]byte(p)) {
+			got[string(k)] = string(v)
+		}
+		if !maps.Equal(got, want) {
+			t.Fatalf("step %d: MapScan(%q) = %v, want %v", step, p, got, want)
+		}
+		for k, v := range want {
+			g, ok, err := s.MapGet([]byte(p), []byte(k))
+			if err != nil || !ok || string(g) != v {
+				t.Fatalf("step %d: MapGet(%q, %q) = %q, %v, %v; want %q", step, p, k, g, ok, err, v)
+			}
+		}
+	}
+}
+
+// Every read sees the latest write, whichever of the active buffer, the
+// frozen one or the DB holds it: random writes, deletes and clears with
+// snapshots frozen and materialized at random points (the package's first
+// invariant), against a model; the buffer is small so that it spills into
+// the DB, also while a snapshot is frozen.
+func TestReadsSeeLatestWriteAcrossBufferFreezeAndDB(t *testing.T) {
+	for _, bufferEntries := range []int{3, 50} {
+		t.Run(fmt.Sprint(bufferEntries), func(t *testing.T) {
+			s := openTest(t, bufferEntries)
+			m := &model{flat: map[string]string{}, maps: map[string]map[string]string{}}
+			rng := rand.New(rand.NewPCG(1, uint64(bufferEntries)))
+			// A frozen snapshot materializes on a goroutine of its own, as
+			// the engine's encoder does it; a spill while it runs waits
+			// for it.
+			var snap *Snapshot
+			var materialized chan error
+			dirs := 0
+			for step := range 1000 {
+				k := fmt.Sprintf("\x00\x01v%03d", rng.IntN(60))
+				p := fmt.Sprintf("\x00\x02m%02d|", rng.IntN(10))
+				uk := fmt.Sprintf("u%02d", rng.IntN(8))
+				v := fmt.Sprint(step)
+				var err error
+				switch r := rng.IntN(100); {
+				case r < 30:
+					err = s.Put([]byte(k), []byte(v))
+					m.flat[k] = v
+				case r < 40:
+					err = s.Delete([]byte(k))
+					delete(m.flat, k)
+				case r < 70:
+					err = s.MapPut([]byte(p), []byte(uk), []byte(v))
+					if m.maps[p] == nil {
+						m.maps[p] = map[string]string{}
+					}
+					m.maps[p][uk] = v
+				case r < 80:
+					err = s.MapDelete([]byte(p), []byte(uk))
+					delete(m.maps[p], uk)
+				case r < 84:
+					err = s.MapClear([]byte(p))
+					m.maps[p] = map[string]string{}
+				case r < 85 && snap == nil:
+					dirs++
+					snap, err = s.Freeze(filepath.Join(t.TempDir(), fmt.Sprint("chk", dirs)))
+					if err == nil {
+						materialized = make(chan error, 1)
+						go func(sn *Snapshot) {
+							_, err := sn.Materialize()
+							materialized <- err
+						}(snap)
+					}
+				case snap != nil && r >= 98:
+					if materialized != nil {
+						// Superseded (the buffer filled first) is a
+						// failed checkpoint, not a failed read.
+						if err = <-materialized; errors.Is(err, ErrSuperseded) {
+							err = nil
+						}
+						materialized = nil
+					}
+					if err == nil {
+						err = s.Thaw(snap)
+					}
+					snap = nil
+				}
+				if err != nil {
+					t.Fatalf("step %d: %v", step, err)
+				}
+				for k := range m.flat {
+					if _, ok, _ := s.Get([]byte(k)); !ok {
+						t.Fatalf("step %d: %q lost", step, k)
+					}
+				}
+				if step%97 == 0 {
+					check(t, s, m, step)
+				}
+			}
+			check(t, s, m, -1)
+		})
+	}
+}
+
+// A materialized snapshot is the state as of Freeze: writes made after
+// it, while it materializes, are not in its files.
+func TestSnapshotHoldsStateAsOfFreeze(t *testing.T) {
+	s := openTest(t, 4)
+	for i := range 20 {
+		if err := s.Put(fmt.Appendf(nil, "k%02d", i), []byte("before")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dir := filepath.Join(t.TempDir(), "chk")
+	snap, err := s.Freeze(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type result struct {
+		files []File
+		err   error
+	}
+	materialized := make(chan result, 1)
+	go func() {
+		fs, err := snap.Materialize()
+		materialized <- result{fs, err}
+	}()
+	for snap.phase.Load() == phaseFrozen {
+		runtime.Gosched() // the writes below are to wait for it, not supersede it
+	}
+	for i := range 20 {
+		if err := s.Put(fmt.Appendf(nil, "k%02d", i), []byte("after")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	res := <-materialized
+	files, err := res.files, res.err
+	if err != nil {
+		t.Fatal(err)
+	}
+	small := map[string][]byte{}
+	var immutable []string
+	for _, f := range files {
+		if f.Immutable {
+			immutable = append(immutable, f.Name)
+			continue
+		}
+		small[f.Name] = mustRead(t, f.Path)
+	}
+	if len(immutable) == 0 {
+		t.Fatal("a snapshot of a flushed DB with 20 keys has no SST")
+	}
+	restored := filepath.Join(t.TempDir(), "restored")
+	if err := Lay(restored, small, immutable, func(name, dst string) error {
+		return copyFile(filepath.Join(dir, name), dst)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Thaw(snap); err != nil {
+		t.Fatal(err)
+	}
+	r, err := OpenRestored(Config{Dir: restored})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	for i := range 20 {
+		v, ok, err := r.Get(fmt.Appendf(nil, "k%02d", i))
+		if err != nil || !ok || string(v) != "before" {
+			t.Fatalf("restored k%02d = %q, %v, %v; want before", i, v, ok, err)
+		}
+		v, _, _ = s.Get(fmt.Appendf(nil, "k%02d", i))
+		if string(v) != "after" {
+			t.Fatalf("live k%02d = %q, want after", i, v)
+		}
+	}
+}
+
+// Open refuses a directory that exists: a DB is made anew for every run
+// and never picked up from a previous one's leftovers.
+func TestOpenRefusesAnExistingDirectory(t *testing.T) {
+	if _, err := Open(Config{Dir: t.TempDir()}); err == nil {
+		t.Fatal("Open of an existing directory succeeded")
+	}
+}
+
+func mustRead(t *testing.T, path string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func copyFile(src, dst string) error {
+	b, err := os.ReadFile(src)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(dst, b, 0o644)
+}
+
+// A snapshot that never materialized (its encoder was abandoned before it
+// began) loses nothing: Thaw applies its buffer. One whose store filled
+// its buffer before Materialize began fails with ErrSuperseded rather
+// than hold the task, and loses nothing either.
+func TestThawWithoutMaterializeKeepsWrites(t *testing.T) {
+	s := openTest(t, 100)
+	if err := s.Put([]byte("a"), []byte("1")); err != nil {
+		t.Fatal(err)
+	}
+	snap, err := s.Freeze(filepath.Join(t.TempDir(), "chk"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Put([]byte("b"), []byte("2")); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Thaw(snap); err != nil {
+		t.Fatal(err)
+	}
+	check(t, s, &model{flat: map[string]string{"a": "1", "b": "2"}}, 0)
+	if err := s.apply(s.active); err != nil {
+		t.Fatal(err)
+	}
+	s.active = newBuffer()
+	check(t, s, &model{flat: map[string]string{"a": "1", "b": "2"}}, 1)
+
+	small := openTest(t, 2)
+	snap, err = small.Freeze(filepath.Join(t.TempDir(), "chk2"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 5 {
+		if err := small.Put(fmt.Appendf(nil, "k%d", i), []byte("v")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := snap.Materialize(); !errors.Is(err, ErrSuperseded) {
+		t.Fatalf("Materialize after the buffer filled: %v, want ErrSuperseded", err)
+	}
+	if err := small.Thaw(snap); err != nil {
+		t.Fatal(err)
+	}
+	check(t, small, &model{flat: map[string]string{"k0": "v", "k1": "v", "k2": "v", "k3": "v", "k4": "v"}}, 2)
+}
