@@ -61,6 +61,16 @@ func runJob(ctx context.Context, o options, seeds []string, p *progress, logger 
 	if o.checkpointDir != "" {
 		envOpts = append(envOpts, runtime.WithCheckpointDir(o.checkpointDir))
 	}
+	if o.stateBackend != "" {
+		backend, err := runtime.ParseStateBackend(o.stateBackend)
+		if err != nil {
+			return err
+		}
+		envOpts = append(envOpts, runtime.WithStateBackend(backend))
+	}
+	if o.stateDir != "" {
+		envOpts = append(envOpts, runtime.WithStateDir(o.stateDir))
+	}
 	if statusLn != nil {
 		envOpts = append(envOpts, runtime.WithHTTPListener(statusLn))
 	}

@@ -37,6 +37,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/splitflow/splitflow/runtime"
 )
 
 type options struct {
@@ -53,6 +55,8 @@ type options struct {
 	partitions         int
 	verbose            bool
 	httpAddr           string
+	stateBackend       string
+	stateDir           string
 
 	// onHTTP, if set, learns the status server's address once it is bound
 	// (tests bind port 0).
@@ -76,6 +80,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.partitions, "partitions", 4, "partitions of topics the job creates")
 	fs.BoolVar(&o.verbose, "v", false, "log every checkpoint, restart and assignment")
 	fs.StringVar(&o.httpAddr, "http", "", "serve /metrics, /healthz, /readyz, /api/v1/job and a live status page on this address (e.g. :8081) while the job runs (default: no server)")
+	fs.StringVar(&o.stateBackend, "state-backend", "heap", "where the word counts live: heap (Go maps; fastest while they fit in memory, as the built-in text's do) or pebble (an on-disk LSM per subtask with incremental checkpoints; for many distinct words)")
+	fs.StringVar(&o.stateDir, "state-dir", "", "working directory of the pebble state backend (default: splitflow-state in the OS temp directory)")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "usage: wordcount [flags]\n\nCounts words of a Kafka topic exactly-once. Flags:\n")
 		fs.PrintDefaults()
@@ -98,6 +104,11 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		return o, usageError(fs, "--input-topic and --output-topic must differ")
 	case o.txnPrefix == "":
 		return o, usageError(fs, "--transactional-id-prefix must not be empty")
+	case o.stateDir != "" && o.stateBackend != string(runtime.PebbleStateBackend):
+		return o, usageError(fs, "--state-dir applies to --state-backend pebble")
+	}
+	if _, err := runtime.ParseStateBackend(o.stateBackend); err != nil {
+		return o, usageError(fs, "--state-backend: %v", err)
 	}
 	return o, nil
 }
