@@ -62,6 +62,7 @@ type asyncSnapshotter interface {
 type asyncSnapshot struct {
 	id    int64
 	align time.Duration
+	sync  time.Duration
 	// blobs: the synchronous snapshots', then the encoders'; err and
 	// errOp the first encoder error. Written by the encoder goroutine
 	// before done closes.
@@ -187,6 +188,9 @@ func (t *task) performCheckpoint(b CheckpointBarrier, align time.Duration) error
 	var blobs []ownedState
 	var encs []pendingEncoder
 	var thaw []asyncSnapshotter
+	// sync is the state's synchronous pause: the snapshots, or freezes,
+	// taken here before the barrier goes on.
+	syncStart := time.Now()
 	for _, op := range t.ops {
 		if a, ok := op.(asyncSnapshotter); ok {
 			enc, err := a.freezeState(id)
@@ -219,6 +223,7 @@ func (t *task) performCheckpoint(b CheckpointBarrier, align time.Duration) error
 		}
 		blobs = append(blobs, ownedState{owner: checkpoint.OperatorOwner(op.operator().uid, t.subtask), data: data})
 	}
+	sync := time.Since(syncStart)
 	if !t.ended {
 		for _, o := range t.outputs {
 			o.broadcastEvent(event{kind: eventBarrier, barrier: b})
@@ -229,10 +234,10 @@ func (t *task) performCheckpoint(b CheckpointBarrier, align time.Duration) error
 	// for readiness sees first).
 	t.publish()
 	if len(encs) == 0 {
-		t.ex.ack(t, id, blobs, align)
+		t.ex.ack(t, id, blobs, align, sync)
 		return nil
 	}
-	e := &asyncSnapshot{id: id, align: align, blobs: blobs, thaw: thaw, done: make(chan struct{}), abandon: make(chan struct{})}
+	e := &asyncSnapshot{id: id, align: align, sync: sync, blobs: blobs, thaw: thaw, done: make(chan struct{}), abandon: make(chan struct{})}
 	t.encoding = e
 	go func() {
 		if t.beforeEncode != nil {
@@ -245,7 +250,11 @@ func (t *task) performCheckpoint(b CheckpointBarrier, align time.Duration) error
 				break
 			}
 			if data != nil {
-				e.blobs = append(e.blobs, ownedState{owner: checkpoint.OperatorOwner(p.op.operator().uid, t.subtask), data: data, files: files})
+				s := ownedState{owner: checkpoint.OperatorOwner(p.op.operator().uid, t.subtask), data: data, files: files}
+				if n, ok := p.op.(newFileBytes); ok {
+					s.newBytes = n.newFileBytes()
+				}
+				e.blobs = append(e.blobs, s)
 			}
 		}
 		// The mail first: once done is closed this goroutine has
@@ -275,7 +284,7 @@ func (t *task) finishEncoding(e *asyncSnapshot) {
 		t.ex.decline(t, e.id, e.errOp.operator().wrap(e.err))
 		return
 	}
-	t.ex.ack(t, e.id, e.blobs, e.align)
+	t.ex.ack(t, e.id, e.blobs, e.align, e.sync)
 }
 
 // abandonEncoding stops the running encoders, if any, and waits for them:
@@ -316,5 +325,14 @@ func (t *task) abortCheckpoint(id int64) {
 type ownedState struct {
 	owner checkpoint.Owner
 	data  []byte
-	files []checkpoint.FileHandle
+	// files are the shared files the state uses, newBytes the size of
+	// those its snapshot stored (the rest were stored by earlier ones).
+	files    []checkpoint.FileHandle
+	newBytes int64
+}
+
+// newFileBytes is an asyncSnapshotter that says how many bytes of shared
+// files its last encoder stored.
+type newFileBytes interface {
+	newFileBytes() int64
 }

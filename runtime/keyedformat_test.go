@@ -33,12 +33,17 @@ func openKeyed[K comparable](t testing.TB, blobs [][]byte, par, subtask int, fn 
 
 // openKeyedErr is openKeyed returning the operator's open error.
 func openKeyedErr[K comparable](t testing.TB, blobs [][]byte, par, subtask int, fn KeyedProcessFuncs[K, K, string]) (*keyedProcessOperator[K, K, string], func(), error) {
+	return openKeyedOn(t, stateConfig{backend: HeapStateBackend}, blobs, par, subtask, fn)
+}
+
+// openKeyedOn is openKeyedErr with the state backend of sc.
+func openKeyedOn[K comparable](t testing.TB, sc stateConfig, blobs [][]byte, par, subtask int, fn KeyedProcessFuncs[K, K, string]) (*keyedProcessOperator[K, K, string], func(), error) {
 	t.Helper()
 	hash, err := stableHasher[K]()
 	if err != nil {
 		t.Fatal(err)
 	}
-	tk := &task{name: "p", head: &opInfo{name: "p"}, cfg: &config{maxParallelism: 128}, mb: newMailbox()}
+	tk := &task{name: "p", head: &opInfo{name: "p"}, cfg: &config{maxParallelism: 128, state: sc}, mb: newMailbox()}
 	if len(blobs) > 0 {
 		store, err := checkpoint.NewMemoryStorage()
 		if err != nil {

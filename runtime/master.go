@@ -686,12 +686,12 @@ func (ex *execution) stop(err error) {
 
 // Events from tasks, called on their goroutines.
 
-func (ex *execution) ack(t *task, id int64, blobs []ownedState, align time.Duration) {
+func (ex *execution) ack(t *task, id int64, blobs []ownedState, align, sync time.Duration) {
 	if ex == nil {
 		return // a task driven by hand in a test
 	}
 	ex.master.put(priorityDefault, mail{name: "ack", run: func() error {
-		ex.onAck(t, id, blobs, align)
+		ex.onAck(t, id, blobs, align, sync)
 		return nil
 	}})
 }
@@ -715,7 +715,7 @@ func (ex *execution) taskEnded(t *task) {
 	}})
 }
 
-func (ex *execution) onAck(t *task, id int64, blobs []ownedState, align time.Duration) {
+func (ex *execution) onAck(t *task, id int64, blobs []ownedState, align, sync time.Duration) {
 	if ex.cc == nil || !ex.current(t) {
 		return
 	}
@@ -734,7 +734,15 @@ func (ex *execution) onAck(t *task, id int64, blobs []ownedState, align time.Dur
 			ex.perform(ex.cc.Decline(id, t.id, err))
 			return
 		}
-		ex.obs.checkpointProgress(id, size, align)
+		var full int64
+		for _, b := range blobs {
+			size += b.newBytes
+			full += int64(len(b.data))
+			for _, f := range b.files {
+				full += f.Size
+			}
+		}
+		ex.obs.checkpointProgress(id, checkpointSizes{written: size, full: full, align: align, sync: sync})
 		ex.perform(ex.cc.Ack(id, t.id, hs))
 	})
 }
@@ -788,7 +796,8 @@ func (ex *execution) perform(acts []checkpoint.Action) {
 		case checkpoint.NotifyComplete:
 			delete(ex.injected, a.ID)
 			st := ex.obs.checkpointEnded(a.ID, nil)
-			ex.log.Info("splitflow: checkpoint completed", "id", a.ID, "duration", time.Duration(st.DurationMillis)*time.Millisecond, "size", st.SizeBytes)
+			ex.log.Info("splitflow: checkpoint completed", "id", a.ID, "duration", time.Duration(st.DurationMillis)*time.Millisecond,
+				"sync", time.Duration(st.SyncMicros)*time.Microsecond, "size", st.SizeBytes, "full", st.FullSizeBytes)
 			if f := ex.cfg.cp.listener.CheckpointCompleted; f != nil {
 				f(a.ID)
 			}
@@ -840,7 +849,7 @@ func (ex *execution) snapshotCoordinators(id int64) {
 			return // aborted meanwhile
 		}
 		if err == nil {
-			ex.obs.checkpointProgress(id, size, 0)
+			ex.obs.checkpointProgress(id, checkpointSizes{written: size, full: size})
 		}
 		ex.perform(ex.cc.CoordinatorsSnapshotted(id, hs, err))
 	}
@@ -879,6 +888,7 @@ func (ex *execution) closePebble() {
 	ex.pebbleMu.Lock()
 	defer ex.pebbleMu.Unlock()
 	if ex.pebble != nil {
+		ex.obs.setStateStats(nil)
 		if err := ex.pebble.close(); err != nil {
 			ex.log.Warn("pebble state: remove the working directory", "dir", ex.pebble.root, "err", err)
 		}

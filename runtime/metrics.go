@@ -62,7 +62,16 @@ type observer struct {
 	cpDuration prometheus.Histogram
 	cpSize     prometheus.Gauge
 	cpAlign    prometheus.Gauge
+	cpFullSize prometheus.Gauge
+	cpSync     prometheus.Gauge
+	stateDisk  prometheus.GaugeFunc
+	stateCache prometheus.GaugeFunc
 	restartsC  prometheus.Counter
+
+	// stateStats, set while a job's pebble backend is open, reports its
+	// disk and block cache use.
+	statsMu    sync.Mutex
+	stateStats func() (disk, cache int64)
 
 	mu         sync.Mutex
 	name       string
@@ -107,6 +116,22 @@ func newObserver(reg *prometheus.Registry) *observer {
 		Namespace: metrics.Namespace, Name: "checkpoint_last_alignment_seconds",
 		Help: "Longest barrier alignment of any task in the newest completed checkpoint.",
 	})
+	o.cpFullSize = prometheus.NewGauge(prometheus.GaugeOpts{
+		Namespace: metrics.Namespace, Name: "checkpoint_last_full_size_bytes",
+		Help: "Size of all the state the newest completed checkpoint covers, with the shared files earlier checkpoints stored.",
+	})
+	o.cpSync = prometheus.NewGauge(prometheus.GaugeOpts{
+		Namespace: metrics.Namespace, Name: "checkpoint_last_sync_pause_seconds",
+		Help: "Longest synchronous pause of any task's state snapshot (at the barrier, on the task goroutine) in the newest completed checkpoint.",
+	})
+	o.stateDisk = prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Namespace: metrics.Namespace, Name: "state_disk_bytes",
+		Help: "Size on local disk of the pebble state backend's DBs (0 with the heap backend).",
+	}, func() float64 { d, _ := o.stateUsage(); return float64(d) })
+	o.stateCache = prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Namespace: metrics.Namespace, Name: "state_block_cache_bytes",
+		Help: "Bytes in use of the pebble state backend's block cache (0 with the heap backend).",
+	}, func() float64 { _, c := o.stateUsage(); return float64(c) })
 	o.restartsC = prometheus.NewCounter(prometheus.CounterOpts{
 		Namespace: metrics.Namespace, Name: "job_restarts_total",
 		Help: "Restarts of the job or of one of its regions.",
@@ -129,7 +154,7 @@ func (o *observer) attach(job string) (release func(), err error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w; run one job at a time on a registry, or give each Environment its own (WithMetricsRegistry)", err)
 	}
-	for _, c := range []prometheus.Collector{o.cpTotal, o.cpDuration, o.cpSize, o.cpAlign, o.restartsC, (*taskCollector)(o)} {
+	for _, c := range []prometheus.Collector{o.cpTotal, o.cpDuration, o.cpSize, o.cpAlign, o.cpFullSize, o.cpSync, o.stateDisk, o.stateCache, o.restartsC, (*taskCollector)(o)} {
 		reg.Register(c)
 	}
 	if err := reg.Err(); err != nil {
@@ -442,13 +467,24 @@ func (o *observer) find(id int64) *checkpointRecord {
 	return nil
 }
 
-// checkpointProgress adds state written and an alignment to checkpoint id.
-func (o *observer) checkpointProgress(id int64, bytes int64, align time.Duration) {
+// checkpointSizes is what one acknowledgement (or the coordinators'
+// snapshots) added to a checkpoint: bytes written, the full size of the
+// state it covers (with shared files stored by earlier checkpoints), its
+// alignment and its task's synchronous pause.
+type checkpointSizes struct {
+	written, full int64
+	align, sync   time.Duration
+}
+
+// checkpointProgress adds an acknowledgement to checkpoint id.
+func (o *observer) checkpointProgress(id int64, s checkpointSizes) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if r := o.find(id); r != nil {
-		r.st.SizeBytes += bytes
-		r.st.AlignmentMillis = max(r.st.AlignmentMillis, align.Milliseconds())
+		r.st.SizeBytes += s.written
+		r.st.FullSizeBytes += s.full
+		r.st.AlignmentMillis = max(r.st.AlignmentMillis, s.align.Milliseconds())
+		r.st.SyncMicros = max(r.st.SyncMicros, s.sync.Microseconds())
 	}
 }
 
@@ -471,10 +507,12 @@ func (o *observer) checkpointEnded(id int64, err error) CheckpointStatus {
 		o.cpTotal.WithLabelValues("completed").Inc()
 		o.cpDuration.Observe(d.Seconds())
 		o.cpSize.Set(float64(r.st.SizeBytes))
+		o.cpFullSize.Set(float64(r.st.FullSizeBytes))
 		o.cpAlign.Set(float64(r.st.AlignmentMillis) / 1000)
+		o.cpSync.Set(float64(r.st.SyncMicros) / 1e6)
 	} else {
 		r.st.Status, r.st.Error = "failed", err.Error()
-		r.st.SizeBytes, r.st.AlignmentMillis = 0, 0
+		r.st.SizeBytes, r.st.FullSizeBytes, r.st.AlignmentMillis, r.st.SyncMicros = 0, 0, 0, 0
 		o.failed++
 		o.cpTotal.WithLabelValues("failed").Inc()
 	}
@@ -567,4 +605,23 @@ func (o *observer) jobEnded(ctx context.Context, err error) {
 func (ex *execution) named(name string) *execution {
 	ex.name = name
 	return ex
+}
+
+// stateUsage is the pebble backend's disk and block cache use, 0 when
+// none is open.
+func (o *observer) stateUsage() (disk, cache int64) {
+	o.statsMu.Lock()
+	f := o.stateStats
+	o.statsMu.Unlock()
+	if f == nil {
+		return 0, 0
+	}
+	return f()
+}
+
+// setStateStats installs (or, with nil, removes) the backend's report.
+func (o *observer) setStateStats(f func() (disk, cache int64)) {
+	o.statsMu.Lock()
+	o.stateStats = f
+	o.statsMu.Unlock()
 }

@@ -26,7 +26,7 @@ func newPebbleKeyed(t *task, uid string, subtask, par, maxPar int) (*pebbleKeyed
 	if err != nil {
 		return nil, err
 	}
-	pk := &pebbleKeyed{be: be, instance: newInstanceID(), ids: map[string]pebbleStateID{},
+	pk := &pebbleKeyed{be: be, ownBackend: t.ex == nil, instance: newInstanceID(), ids: map[string]pebbleStateID{},
 		stored: map[string]checkpoint.FileHandle{}, maxPar: maxPar}
 	pk.kgLo, pk.kgHi = keyGroupRange(subtask, par, maxPar)
 	if t.ex != nil {
@@ -59,6 +59,7 @@ func (p *keyedProcessOperator[K, I, O]) openPebble(t *task, olds []pebbleBlob) e
 			return err
 		}
 		pk.store = st
+		pk.be.opened(st)
 		return nil
 	}
 	overlap := func(b pebbleBlob) int { return min(b.kgHi, pk.kgHi) - max(b.kgLo, pk.kgLo) + 1 }
@@ -72,6 +73,7 @@ func (p *keyedProcessOperator[K, I, O]) openPebble(t *task, olds []pebbleBlob) e
 		return err
 	}
 	pk.store = st
+	pk.be.opened(st)
 	for name, id := range base.ids {
 		pk.ids[name] = id
 		pk.nextID = max(pk.nextID, id.id)
@@ -258,4 +260,12 @@ func (p *keyedProcessOperator[K, I, O]) thawPebble() {
 	if err := pk.store.Thaw(snap); err != nil {
 		p.state.fail(fmt.Errorf("pebble state: %w", err))
 	}
+}
+
+// newFileBytes is what the last encoder stored of shared files.
+func (p *keyedProcessOperator[K, I, O]) newFileBytes() int64 {
+	if p.state.pb == nil {
+		return 0
+	}
+	return p.state.pb.lastSnapshot.newBytes
 }

@@ -50,10 +50,35 @@ const pebbleLayoutVersion = 100
 // pebbleBackend is a job's pebble backend while it runs: its working
 // directory and the block cache all its DBs share.
 type pebbleBackend struct {
-	mu    sync.Mutex
-	root  string
-	cache *pebble.Cache
-	seq   int
+	mu     sync.Mutex
+	root   string
+	cache  *pebble.Cache
+	seq    int
+	stores map[*state.Store]bool
+}
+
+// opened and closed keep the set of open stores, for usage.
+func (b *pebbleBackend) opened(s *state.Store) {
+	b.mu.Lock()
+	b.stores[s] = true
+	b.mu.Unlock()
+}
+
+func (b *pebbleBackend) closed(s *state.Store) {
+	b.mu.Lock()
+	delete(b.stores, s)
+	b.mu.Unlock()
+}
+
+// usage is the disk use of the open stores and the block cache's size
+// in use. Any goroutine.
+func (b *pebbleBackend) usage() (disk, cache int64) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for s := range b.stores {
+		disk += int64(s.DiskUsage())
+	}
+	return disk, b.cache.Metrics().Size
 }
 
 // pebbleFor returns the job's pebble backend, making it on first use.
@@ -69,6 +94,7 @@ func (ex *execution) pebbleFor(cfg *stateConfig) (*pebbleBackend, error) {
 		return nil, err
 	}
 	ex.pebble = b
+	ex.obs.setStateStats(b.usage)
 	return b, nil
 }
 
@@ -82,7 +108,7 @@ func newPebbleBackend(cfg *stateConfig) (*pebbleBackend, error) {
 	if err != nil {
 		return nil, fmt.Errorf("pebble state: the state directory %s is not writable: %w", work, err)
 	}
-	return &pebbleBackend{root: root, cache: pebble.NewCache(cfg.cacheSize)}, nil
+	return &pebbleBackend{root: root, cache: pebble.NewCache(cfg.cacheSize), stores: map[*state.Store]bool{}}, nil
 }
 
 // removeAbandonedStateDirs removes the directories of jobs whose process
@@ -151,9 +177,12 @@ type pebbleStateID struct {
 
 // pebbleKeyed is one keyed operator subtask's pebble state.
 type pebbleKeyed struct {
-	store   *state.Store
-	be      *pebbleBackend
-	storage checkpoint.Storage // nil: no checkpoints
+	store *state.Store
+	be    *pebbleBackend
+	// ownBackend: be is this subtask's alone (a task run without a job),
+	// closed with it.
+	ownBackend bool
+	storage    checkpoint.Storage // nil: no checkpoints
 	// instance prefixes the names of the files this DB stores, unique to
 	// this opening of it, so that two attempts restored from one
 	// checkpoint never store different files under one name.

@@ -826,10 +826,19 @@ func (p *keyedProcessOperator[K, I, O]) endInput() error {
 }
 
 func (p *keyedProcessOperator[K, I, O]) close() error {
-	if p.state.pb != nil && p.state.pb.store != nil {
-		return p.state.pb.store.Close()
+	pk := p.state.pb
+	if pk == nil {
+		return nil
 	}
-	return nil
+	var err error
+	if pk.store != nil {
+		pk.be.closed(pk.store)
+		err = pk.store.Close()
+	}
+	if pk.ownBackend {
+		err = errors.Join(err, pk.be.close())
+	}
+	return err
 }
 
 // restoreState keeps, from every subtask's snapshot of this operator, the

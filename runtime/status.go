@@ -142,10 +142,17 @@ type CheckpointStatus struct {
 	// DurationMillis is from trigger to durable (or to failure); for a
 	// checkpoint in progress, the time so far.
 	DurationMillis int64 `json:"durationMillis"`
-	// SizeBytes is the state written, AlignmentMillis the longest barrier
-	// alignment of any task; both 0 until completed.
+	// SizeBytes is the state this checkpoint wrote (with the pebble
+	// backend, the files new since the previous one, and the blobs);
+	// FullSizeBytes all the state it covers, with the shared files earlier
+	// checkpoints stored; AlignmentMillis the longest barrier alignment
+	// and SyncMicros the longest synchronous pause of a state snapshot of
+	// any task (at the barrier, on the task goroutine). All 0 until
+	// completed.
 	SizeBytes       int64  `json:"sizeBytes"`
+	FullSizeBytes   int64  `json:"fullSizeBytes"`
 	AlignmentMillis int64  `json:"alignmentMillis"`
+	SyncMicros      int64  `json:"syncMicros"`
 	Error           string `json:"error,omitempty"`
 }
 

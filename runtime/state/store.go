@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 
 	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/bloom"
 )
 
 // Config configures a Store.
@@ -127,6 +128,12 @@ func dbOptions(cfg Config, readOnly bool) *pebble.Options {
 		Cache:        cfg.Cache,
 		Logger:       pebbleLogger{cfg.Logger},
 		ReadOnly:     readOnly,
+	}
+	// Bloom filters on every level: a keyed function reads keys it has
+	// never seen (a new word, a new user) at least as often as old ones,
+	// and a miss is then a filter probe per file instead of a seek.
+	for i := range o.Levels {
+		o.Levels[i].FilterPolicy = bloom.FilterPolicy(10)
 	}
 	return o
 }
@@ -372,16 +379,37 @@ func (s *Store) settle() error {
 	return nil
 }
 
-// apply writes b to the DB in one batch.
+// applyBatchBytes bounds the batches apply commits: far below Pebble's
+// large-batch threshold (half the memtable), above which a batch is
+// kept as a flushable batch whose reads are slow until it is flushed.
+const applyBatchBytes = 1 << 20
+
+// apply writes b to the DB, in batches of applyBatchBytes. Nothing reads
+// the DB's copy of b's keys meanwhile (b shadows them, or the task is the
+// one applying), so the batches need not be one.
 func (s *Store) apply(b *buffer) error {
 	batch := s.db.NewBatch()
-	defer batch.Close()
+	defer func() { batch.Close() }()
+	next := func() error {
+		if batch.Len() < applyBatchBytes {
+			return nil
+		}
+		if err := batch.Commit(pebble.NoSync); err != nil {
+			return fmt.Errorf("state: write %s: %w", s.cfg.Dir, err)
+		}
+		batch.Close()
+		batch = s.db.NewBatch()
+		return nil
+	}
 	for k, e := range b.flat {
 		var err error
 		if e.del {
 			err = batch.Delete([]byte(k), nil)
 		} else {
 			err = batch.Set([]byte(k), e.v, nil)
+		}
+		if err == nil {
+			err = next()
 		}
 		if err != nil {
 			return err
@@ -401,6 +429,9 @@ func (s *Store) apply(b *buffer) error {
 				err = batch.Delete(key, nil)
 			} else {
 				err = batch.Set(key, e.v, nil)
+			}
+			if err == nil {
+				err = next()
 			}
 			if err != nil {
 				return err
@@ -430,9 +461,9 @@ type Snapshot struct {
 
 // Phases of a Snapshot.
 const (
-	phaseFrozen       int32 = iota // Freeze returned
-	phaseMaterializing             // Materialize began
-	phaseSuperseded                // the task needed the DB first: Materialize fails
+	phaseFrozen        int32 = iota // Freeze returned
+	phaseMaterializing              // Materialize began
+	phaseSuperseded                 // the task needed the DB first: Materialize fails
 )
 
 // ErrSuperseded is Materialize's error for a snapshot whose store had to
