@@ -74,7 +74,7 @@ func openKeyedOn[K comparable](t testing.TB, sc stateConfig, blobs [][]byte, par
 		hash: hash, par: par, out: output[string](&recorder[string]{}),
 		newFn: func() KeyedProcessFunction[K, K, string] { return fn }}
 	err = p.open(tk)
-	return p, func() { _ = tk.shutdown() }, err
+	return p, func() { _ = tk.shutdown(); _ = p.close() }, err
 }
 
 // fixtureStates declares the states of testdata/keyed-state-v2.bin:

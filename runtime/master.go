@@ -265,6 +265,14 @@ func (ex *execution) run(ctx context.Context) error {
 
 	ex.obs.jobStarted(ex)
 	defer func() { ex.obs.jobEnded(ctx, ex.err) }()
+	if ex.cfg.state.backend == PebbleStateBackend {
+		// A state directory that cannot be used fails the job now, not
+		// each task after each restart.
+		if _, err := ex.pebbleFor(&ex.cfg.state); err != nil {
+			ex.err = err
+			return err
+		}
+	}
 	rs, err := ex.latest()
 	if err != nil {
 		ex.err = err

@@ -35,7 +35,7 @@ func Lay(dir string, small map[string][]byte, immutable []string, fetch func(nam
 // DeleteOutside removes every key outside [lo, hi) from the DB (a
 // rescaled subtask keeps the key groups it owns).
 func (s *Store) DeleteOutside(lo, hi []byte) error {
-	if err := s.settle(); err != nil {
+	if err := s.settle(true); err != nil {
 		return err
 	}
 	b := s.db.NewBatch()
@@ -61,7 +61,7 @@ func (s *Store) DeleteOutside(lo, hi []byte) error {
 // key as it is). Used on a restore that merges several old subtasks'
 // state.
 func (s *Store) CopyFrom(dir string, lo, hi []byte, rewrite func(key []byte) ([]byte, error)) error {
-	if err := s.settle(); err != nil {
+	if err := s.settle(true); err != nil {
 		return err
 	}
 	src, err := pebble.Open(dir, dbOptions(Config{Cache: s.cfg.Cache, Logger: s.cfg.Logger, MemTableSize: s.cfg.MemTableSize}, true))

@@ -346,7 +346,7 @@ func (s *Store) maybeSpill() error {
 	if s.active.n < s.cfg.BufferEntries {
 		return nil
 	}
-	if err := s.settle(); err != nil {
+	if err := s.settle(true); err != nil {
 		return err
 	}
 	if err := s.apply(s.active); err != nil {
@@ -357,18 +357,27 @@ func (s *Store) maybeSpill() error {
 }
 
 // settle waits for the snapshot being materialized, if any, and makes
-// sure its buffer is in the DB, so that reads need not consult it.
-func (s *Store) settle() error {
-	if s.snap == nil {
+// sure its buffer is in the DB, so that reads need not consult it. A
+// snapshot whose Materialize has not begun (its encoder waits behind
+// another's, or has not been scheduled yet) is materialized here when
+// materialize is set, on the task goroutine, rather than waited for: the
+// DB must not move past the barrier before its checkpoint is made, and
+// an encoder that never comes (an earlier one of the task failed) must not
+// hold the task. Its later Materialize returns what this one made.
+func (s *Store) settle(materialize bool) error {
+	sn := s.snap
+	if sn == nil {
 		return nil
 	}
-	if s.snap.phase.CompareAndSwap(phaseFrozen, phaseSuperseded) {
-		// Its Materialize has not begun: rather than wait for it, the
-		// task applies the buffer itself, and the snapshot, whose DB
-		// would now be ahead of the barrier, fails.
-		s.snap.finish()
+	if sn.phase.CompareAndSwap(phaseFrozen, phaseMaterializing) {
+		if materialize {
+			sn.files, sn.err = sn.materialize()
+		} else {
+			sn.err = errors.New("state: snapshot given up before it was materialized")
+		}
+		sn.finish()
 	}
-	<-s.snap.done
+	<-sn.done
 	if !s.snap.applied {
 		if err := s.apply(s.frozen); err != nil {
 			return err
@@ -450,26 +459,22 @@ type Snapshot struct {
 	s   *Store
 	buf *buffer
 	dir string
-	// phase says who has the snapshot; done closes when Materialize
-	// returned or the task superseded it, and applied is then whether buf
-	// reached the DB.
+	// phase says whether its materialization began, on whichever
+	// goroutine; done closes when it ended, and then applied says whether
+	// buf reached the DB, files and err are the result.
 	phase   atomic.Int32
 	done    chan struct{}
 	once    sync.Once
 	applied bool
+	files   []File
+	err     error
 }
 
 // Phases of a Snapshot.
 const (
 	phaseFrozen        int32 = iota // Freeze returned
-	phaseMaterializing              // Materialize began
-	phaseSuperseded                 // the task needed the DB first: Materialize fails
+	phaseMaterializing              // its materialization began
 )
-
-// ErrSuperseded is Materialize's error for a snapshot whose store had to
-// move on before Materialize began (its write buffer filled up): the
-// checkpoint fails, and a later one takes the state.
-var ErrSuperseded = errors.New("state: snapshot superseded: the write buffer filled up before the snapshot was materialized")
 
 func (sn *Snapshot) finish() { sn.once.Do(func() { close(sn.done) }) }
 
@@ -492,7 +497,7 @@ type File struct {
 // depend on the size of the state. The caller must call Materialize, on
 // any goroutine, then Thaw on the task goroutine.
 func (s *Store) Freeze(dir string) (*Snapshot, error) {
-	if err := s.settle(); err != nil {
+	if err := s.settle(true); err != nil {
 		return nil, err
 	}
 	snap := &Snapshot{s: s, buf: s.active, dir: dir, done: make(chan struct{})}
@@ -505,9 +510,15 @@ func (s *Store) Freeze(dir string) (*Snapshot, error) {
 // returns its files. Once, on any goroutine; the task goes on meanwhile.
 func (sn *Snapshot) Materialize() ([]File, error) {
 	if !sn.phase.CompareAndSwap(phaseFrozen, phaseMaterializing) {
-		return nil, ErrSuperseded
+		<-sn.done // the task did it (see settle)
+		return sn.files, sn.err
 	}
 	defer sn.finish()
+	sn.files, sn.err = sn.materialize()
+	return sn.files, sn.err
+}
+
+func (sn *Snapshot) materialize() ([]File, error) {
 	s := sn.s
 	if err := s.apply(sn.buf); err != nil {
 		return nil, err
@@ -542,7 +553,7 @@ func (s *Store) Thaw(sn *Snapshot) error {
 	if s.snap != sn {
 		return nil
 	}
-	err := s.settle()
+	err := s.settle(false)
 	s.snap = nil
 	return errors.Join(err, os.RemoveAll(sn.dir))
 }

@@ -1,7 +1,6 @@
 package state
 
 import (
-	"errors"
 	"fmt"
 	"maps"
 	"math/rand/v2"
@@ -106,11 +105,7 @@ func TestReadsSeeLatestWriteAcrossBufferFreezeAndDB(t *testing.T) {
 					}
 				case snap != nil && r >= 98:
 					if materialized != nil {
-						// Superseded (the buffer filled first) is a
-						// failed checkpoint, not a failed read.
-						if err = <-materialized; errors.Is(err, ErrSuperseded) {
-							err = nil
-						}
+						err = <-materialized
 						materialized = nil
 					}
 					if err == nil {
@@ -171,32 +166,10 @@ func TestSnapshotHoldsStateAsOfFreeze(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	small := map[string][]byte{}
-	var immutable []string
-	for _, f := range files {
-		if f.Immutable {
-			immutable = append(immutable, f.Name)
-			continue
-		}
-		small[f.Name] = mustRead(t, f.Path)
-	}
-	if len(immutable) == 0 {
-		t.Fatal("a snapshot of a flushed DB with 20 keys has no SST")
-	}
-	restored := filepath.Join(t.TempDir(), "restored")
-	if err := Lay(restored, small, immutable, func(name, dst string) error {
-		return copyFile(filepath.Join(dir, name), dst)
-	}); err != nil {
-		t.Fatal(err)
-	}
+	r := layTest(t, files)
 	if err := s.Thaw(snap); err != nil {
 		t.Fatal(err)
 	}
-	r, err := OpenRestored(Config{Dir: restored})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
 	for i := range 20 {
 		v, ok, err := r.Get(fmt.Appendf(nil, "k%02d", i))
 		if err != nil || !ok || string(v) != "before" {
@@ -236,8 +209,9 @@ func copyFile(src, dst string) error {
 
 // A snapshot that never materialized (its encoder was abandoned before it
 // began) loses nothing: Thaw applies its buffer. One whose store filled
-// its buffer before Materialize began fails with ErrSuperseded rather
-// than hold the task, and loses nothing either.
+// its buffer before Materialize began is materialized by the store there
+// and then, as of its Freeze, rather than hold the task waiting for an
+// encoder; Materialize returns those files.
 func TestThawWithoutMaterializeKeepsWrites(t *testing.T) {
 	s := openTest(t, 100)
 	if err := s.Put([]byte("a"), []byte("1")); err != nil {
@@ -261,6 +235,9 @@ func TestThawWithoutMaterializeKeepsWrites(t *testing.T) {
 	check(t, s, &model{flat: map[string]string{"a": "1", "b": "2"}}, 1)
 
 	small := openTest(t, 2)
+	if err := small.Put([]byte("base"), []byte("x")); err != nil {
+		t.Fatal(err)
+	}
 	snap, err = small.Freeze(filepath.Join(t.TempDir(), "chk2"))
 	if err != nil {
 		t.Fatal(err)
@@ -270,11 +247,50 @@ func TestThawWithoutMaterializeKeepsWrites(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if _, err := snap.Materialize(); !errors.Is(err, ErrSuperseded) {
-		t.Fatalf("Materialize after the buffer filled: %v, want ErrSuperseded", err)
+	files, err := snap.Materialize()
+	if err != nil {
+		t.Fatal(err)
 	}
+	restored := layTest(t, files)
 	if err := small.Thaw(snap); err != nil {
 		t.Fatal(err)
 	}
-	check(t, small, &model{flat: map[string]string{"k0": "v", "k1": "v", "k2": "v", "k3": "v", "k4": "v"}}, 2)
+	if _, ok, _ := restored.Get([]byte("k0")); ok {
+		t.Fatal("a write after Freeze is in the snapshot")
+	}
+	if v, ok, _ := restored.Get([]byte("base")); !ok || string(v) != "x" {
+		t.Fatalf("the snapshot lost a write before Freeze: %q, %v", v, ok)
+	}
+	check(t, small, &model{flat: map[string]string{"base": "x", "k0": "v", "k1": "v", "k2": "v", "k3": "v", "k4": "v"}}, 2)
+}
+
+// layTest opens a copy of a materialized snapshot's files as a store.
+func layTest(t *testing.T, files []File) *Store {
+	t.Helper()
+	small := map[string][]byte{}
+	var immutable []string
+	paths := map[string]string{}
+	for _, f := range files {
+		paths[f.Name] = f.Path
+		if f.Immutable {
+			immutable = append(immutable, f.Name)
+			continue
+		}
+		small[f.Name] = mustRead(t, f.Path)
+	}
+	if len(immutable) == 0 {
+		t.Fatal("a snapshot of a flushed DB with keys has no SST")
+	}
+	dir := filepath.Join(t.TempDir(), "restored")
+	if err := Lay(dir, small, immutable, func(name, dst string) error {
+		return copyFile(paths[name], dst)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	r, err := OpenRestored(Config{Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = r.Close() })
+	return r
 }
