@@ -55,6 +55,14 @@
 //   - keyedstate.go: keyed state and timer snapshots by key group.
 //   - serde.go: the encodings of state types in snapshots: built-in
 //     binary ones for basic types, encoding/gob for the rest.
+//   - options_state.go: the state backend options (WithStateBackend,
+//     WithStateDir, WithStateBlockCacheSize).
+//   - pebblestate.go: the pebble backend's typed states over a
+//     runtime/state Store, its job-wide working directory and block cache,
+//     and the blob of a pebble checkpoint.
+//   - pebbleop.go: the keyed operator on the pebble backend: opening and
+//     restoring its DB (also across parallelism changes) and its
+//     asynchronous snapshots, whose files go to checkpoint storage once.
 //   - twophase.go: SinkToTwoPhase, the writer and committer of Sink V2.
 //   - datastream.go: DataStream, KeyedStream and the functions that build
 //     the stream graph (FromSource, Map, FlatMap, Filter, KeyBy, Process,
