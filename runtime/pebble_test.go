@@ -428,3 +428,46 @@ func TestRandomizedKeyedFailoverExactlyOnce(t *testing.T) {
 		}
 	})
 }
+
+// A job's state directory is removed by the next job on the same state
+// directory once the process that held it is gone, however it ended, and
+// never while it runs: its lock file tells them apart (with no file locks,
+// its pid).
+func TestAbandonedStateDirRemovedInUseKept(t *testing.T) {
+	work := t.TempDir()
+	mk := func(name string, lock bool) string {
+		dir := filepath.Join(work, name)
+		if err := os.MkdirAll(filepath.Join(dir, "db"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if lock {
+			if err := os.WriteFile(filepath.Join(dir, stateLockFile), nil, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return dir
+	}
+	abandoned := mk("job-999999999-a", true)
+	fresh := mk("job-999999998-b", false)
+	sc := defaultStateConfig()
+	sc.backend, sc.dir, sc.dirSet = PebbleStateBackend, work, true
+	running, err := newPebbleBackend(&sc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer running.close()
+	if _, err := os.Stat(abandoned); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("abandoned state directory kept: %v", err)
+	}
+	if _, err := os.Stat(fresh); err != nil {
+		t.Fatalf("a directory still being made was removed: %v", err)
+	}
+	next, err := newPebbleBackend(&sc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer next.close()
+	if _, err := os.Stat(running.root); err != nil {
+		t.Fatalf("the state directory of a running job was removed: %v", err)
+	}
+}

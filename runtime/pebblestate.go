@@ -8,6 +8,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io/fs"
 	"iter"
 	"os"
 	"path/filepath"
@@ -16,9 +17,11 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"time"
 
 	"github.com/cockroachdb/pebble/v2"
 
+	"github.com/splitflow/splitflow/internal/flock"
 	"github.com/splitflow/splitflow/runtime/checkpoint"
 	"github.com/splitflow/splitflow/runtime/state"
 )
@@ -50,8 +53,11 @@ const pebbleLayoutVersion = 100
 // pebbleBackend is a job's pebble backend while it runs: its working
 // directory and the block cache all its DBs share.
 type pebbleBackend struct {
-	mu     sync.Mutex
-	root   string
+	mu   sync.Mutex
+	root string
+	// lock is root's lock file, locked for as long as the job runs, so
+	// that another process can tell the directory is in use.
+	lock   *os.File
 	cache  *pebble.Cache
 	seq    int
 	stores map[*state.Store]bool
@@ -108,11 +114,25 @@ func newPebbleBackend(cfg *stateConfig) (*pebbleBackend, error) {
 	if err != nil {
 		return nil, fmt.Errorf("pebble state: the state directory %s is not writable: %w", work, err)
 	}
-	return &pebbleBackend{root: root, cache: pebble.NewCache(cfg.cacheSize), stores: map[*state.Store]bool{}}, nil
+	lock, err := os.OpenFile(filepath.Join(root, stateLockFile), os.O_CREATE|os.O_RDWR, 0o644)
+	if err == nil {
+		_, err = flock.TryLock(lock)
+	}
+	if err != nil {
+		_ = os.RemoveAll(root)
+		return nil, fmt.Errorf("pebble state: lock %s: %w", root, err)
+	}
+	return &pebbleBackend{root: root, lock: lock, cache: pebble.NewCache(cfg.cacheSize), stores: map[*state.Store]bool{}}, nil
 }
 
+// stateLockFile, in a job's state directory, is locked while the job runs.
+const stateLockFile = "_lock"
+
 // removeAbandonedStateDirs removes the directories of jobs whose process
-// is gone (killed before it could clean up).
+// is gone (killed before it could clean up): those whose lock file can be
+// locked. Where there are no file locks, those whose pid names no live
+// process. A directory without a lock file is being made by its job, or is
+// older than the lock file: it is removed once it is a minute old.
 func removeAbandonedStateDirs(work string) {
 	es, err := os.ReadDir(work)
 	if err != nil {
@@ -123,13 +143,30 @@ func removeAbandonedStateDirs(work string) {
 		if !ok || !e.IsDir() {
 			continue
 		}
+		dir := filepath.Join(work, e.Name())
+		if abandonedStateDir(dir, rest) {
+			_ = os.RemoveAll(dir)
+		}
+	}
+}
+
+func abandonedStateDir(dir, rest string) bool {
+	if !flock.Supported {
 		pidText, _, _ := strings.Cut(rest, "-")
 		pid, err := strconv.Atoi(pidText)
-		if err != nil || pid == os.Getpid() || processAlive(pid) {
-			continue
-		}
-		_ = os.RemoveAll(filepath.Join(work, e.Name()))
+		return err == nil && pid != os.Getpid() && !processAlive(pid)
 	}
+	f, err := os.Open(filepath.Join(dir, stateLockFile))
+	if errors.Is(err, fs.ErrNotExist) {
+		info, err := os.Stat(dir)
+		return err == nil && time.Since(info.ModTime()) > time.Minute
+	}
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	free, err := flock.TryLock(f)
+	return err == nil && free
 }
 
 func processAlive(pid int) bool {
@@ -154,7 +191,9 @@ func (b *pebbleBackend) dbDir(uid string, subtask int) string {
 // its DB.
 func (b *pebbleBackend) close() error {
 	b.cache.Unref()
-	return os.RemoveAll(b.root)
+	err := os.RemoveAll(b.root)
+	_ = b.lock.Close()
+	return err
 }
 
 func sanitizeName(s string) string {
