@@ -33,23 +33,41 @@ func runWith(t *testing.T, args ...string) (string, int) {
 
 // The default run (in-process Kafka, built-in text) ends exactly-once.
 func TestDefaultRunIsExact(t *testing.T) {
-	out, code := runWith(t)
-	if code != 0 || !strings.Contains(out, "exactly-once: OK words=96 updates=1025000 duplicates=0 missing=0") {
-		t.Fatalf("exit %d, output:\n%s", code, out)
+	for _, backend := range []string{"heap", "pebble"} {
+		t.Run(backend, func(t *testing.T) {
+			out, code := runWith(t, stateArgs(t, backend)...)
+			if code != 0 || !strings.Contains(out, "exactly-once: OK words=96 updates=1025000 duplicates=0 missing=0") {
+				t.Fatalf("exit %d, output:\n%s", code, out)
+			}
+		})
 	}
 }
 
+// stateArgs chooses the state backend, with a state directory of the
+// test's own for pebble.
+func stateArgs(t *testing.T, backend string) []string {
+	if backend == "pebble" {
+		return []string{"--state-backend", backend, "--state-dir", t.TempDir()}
+	}
+	return []string{"--state-backend", backend}
+}
+
 // Injected task failures with frequent checkpoints: the job restarts many
-// times from restored checkpoints and the output is still exact.
+// times from restored checkpoints and the output is still exact, on both
+// state backends.
 func TestFailEveryIsExact(t *testing.T) {
-	out, code := runWith(t, "--fail-every", "10000", "--checkpoint-interval", "50ms", "--parallelism", "3")
-	if code != 0 || !strings.Contains(out, "exactly-once: OK") {
-		t.Fatalf("exit %d, output:\n%s", code, out)
+	for _, backend := range []string{"heap", "pebble"} {
+		t.Run(backend, func(t *testing.T) {
+			out, code := runWith(t, append(stateArgs(t, backend), "--fail-every", "10000", "--checkpoint-interval", "50ms", "--parallelism", "3")...)
+			if code != 0 || !strings.Contains(out, "exactly-once: OK") {
+				t.Fatalf("exit %d, output:\n%s", code, out)
+			}
+			if strings.Contains(out, " 0 injected failures") {
+				t.Fatalf("no failure was injected:\n%s", out)
+			}
+			t.Log(lastLines(out, 2))
+		})
 	}
-	if strings.Contains(out, " 0 injected failures") {
-		t.Fatalf("no failure was injected:\n%s", out)
-	}
-	t.Log(lastLines(out, 2))
 }
 
 // Against a real broker, with a checkpoint directory and failures.
