@@ -256,7 +256,7 @@ func newInstanceID() string {
 func (pk *pebbleKeyed) stateID(name string, kind byte) (uint16, error) {
 	if s, ok := pk.ids[name]; ok {
 		if s.kind != kind {
-			return 0, &unrecoverableError{fmt.Errorf("state %q was checkpointed as another kind of state (a ValueState and a MapState share the name across versions of the job); rename one", name)}
+			return 0, errKindChanged(name)
 		}
 		return s.id, nil
 	}
@@ -345,21 +345,29 @@ func (s *pebbleValueState[K, V]) key() ([]byte, bool) {
 }
 
 func (s *pebbleValueState[K, V]) Value() (V, bool) {
-	var zero V
 	k, ok := s.key()
 	if !ok {
+		var zero V
 		return zero, false
 	}
 	b, ok, err := s.pk.store.Get(k)
-	if err != nil || !ok {
-		if err != nil {
-			s.ks.fail(fmt.Errorf("state %q: %w", s.name, err))
-		}
+	return decodeFound(s.ks, s.name, "value", s.vals, b, ok, err)
+}
+
+// decodeFound is a state read's answer: the value decoded from b when
+// found, the zero value otherwise; an error fails the call (ks.fail).
+func decodeFound[K comparable, T any](ks *keyedState[K], name, what string, c stateCodec[T], b []byte, found bool, err error) (T, bool) {
+	var zero T
+	if err != nil {
+		ks.fail(fmt.Errorf("state %q: %w", name, err))
 		return zero, false
 	}
-	v, err := readOne(b, s.vals)
+	if !found {
+		return zero, false
+	}
+	v, err := readOne(b, c)
 	if err != nil {
-		s.ks.fail(fmt.Errorf("state %q: decode value: %w", s.name, err))
+		ks.fail(fmt.Errorf("state %q: decode %s: %w", name, what, err))
 		return zero, false
 	}
 	return v, true
@@ -456,18 +464,7 @@ func (s *pebbleMapState[K, UK, UV]) Get(k UK) (UV, bool) {
 		return zero, false
 	}
 	b, ok, err := s.pk.store.MapGet(p, uk)
-	if err != nil || !ok {
-		if err != nil {
-			s.ks.fail(fmt.Errorf("state %q: %w", s.name, err))
-		}
-		return zero, false
-	}
-	v, err := readOne(b, s.uvals)
-	if err != nil {
-		s.ks.fail(fmt.Errorf("state %q: decode map value: %w", s.name, err))
-		return zero, false
-	}
-	return v, true
+	return decodeFound(s.ks, s.name, "map value", s.uvals, b, ok, err)
 }
 
 func (s *pebbleMapState[K, UK, UV]) Put(k UK, v UV) {
@@ -577,13 +574,9 @@ type heapImporter interface {
 // createPebble registers a pebble state and loads what a heap checkpoint
 // restored for it.
 func (ks *keyedState[K]) createPebble(name string, s heapImporter) error {
-	ks.states[name] = s
-	entries := ks.restored[name]
-	delete(ks.restored, name)
-	for _, e := range entries {
-		if e.kind != s.kind() {
-			return &unrecoverableError{fmt.Errorf("state %q was checkpointed as another kind of state (a ValueState and a MapState share the name across versions of the job); rename one", name)}
-		}
+	entries, err := ks.claim(name, s, s.kind())
+	if err != nil {
+		return err
 	}
 	if len(entries) > 0 {
 		if err := s.importHeap(entries); err != nil {

@@ -225,17 +225,34 @@ func (ks *keyedState[K]) setKey(k K) {
 	ks.key, ks.slot, ks.pbKeyOK = k, ks.slotOf(k), false
 }
 
-// create registers a new state and merges what was restored for it.
-func (ks *keyedState[K]) create(name string, s snapshotableState) error {
+// claim registers state s of the kind under name and takes what was
+// restored for it, refusing entries of another kind.
+func (ks *keyedState[K]) claim(name string, s any, kind byte) ([]stateEntry, error) {
 	ks.states[name] = s
 	entries := ks.restored[name]
 	delete(ks.restored, name)
+	for _, e := range entries {
+		if e.kind != kind {
+			return nil, errKindChanged(name)
+		}
+	}
+	return entries, nil
+}
+
+// errKindChanged refuses a restore whose state changed kind.
+func errKindChanged(name string) error {
+	return &unrecoverableError{fmt.Errorf("state %q was checkpointed as another kind of state (a ValueState and a MapState share the name across versions of the job); rename one", name)}
+}
+
+// create registers a new state and merges what was restored for it.
+func (ks *keyedState[K]) create(name string, s snapshotableState) error {
+	entries, err := ks.claim(name, s, s.kind())
+	if err != nil {
+		return err
+	}
 	// A restore that fails here fails again from the same checkpoint:
 	// no restart can mend it.
 	for _, e := range entries {
-		if e.kind != s.kind() {
-			return &unrecoverableError{fmt.Errorf("state %q was checkpointed as another kind of state (a ValueState and a MapState share the name across versions of the job); rename one", name)}
-		}
 		if err := s.restore(e.format, e.data); err != nil {
 			return &unrecoverableError{fmt.Errorf("restore state %q (key group %d): %w", name, e.keyGroup, err)}
 		}

@@ -120,7 +120,7 @@
 //     system.
 //   - files.go: FileHandle, the bookkeeping and the collection rule of
 //     shared files, Checkpoint.CopyFile.
-//   - lock.go, lock_unix.go: DirStorage.Lock, the directory's OS file lock
+//   - lock.go: DirStorage.Lock, the directory's OS file lock (internal/flock)
 //     (flock on DIR/_lock) the engine holds while a job runs.
 //   - metadata.go: the metadata file format and its verification.
 //   - memory.go: MemoryStorage, the same rules in memory.

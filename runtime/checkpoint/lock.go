@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+
+	"github.com/splitflow/splitflow/internal/flock"
 )
 
 // lockFile is the file a DirStorage locks; it holds the pid of the holder.
@@ -61,7 +63,7 @@ func (s *DirStorage) Lock() error {
 	if err != nil {
 		return fmt.Errorf("checkpoint storage %s: open lock file: %w", s.root, err)
 	}
-	held, err := flock(f)
+	held, err := flock.TryLock(f)
 	if err != nil {
 		_ = f.Close()
 		return fmt.Errorf("checkpoint storage %s: lock %s: %w", s.root, path, err)
