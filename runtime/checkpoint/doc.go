@@ -120,8 +120,8 @@
 //     system.
 //   - files.go: FileHandle, the bookkeeping and the collection rule of
 //     shared files, Checkpoint.CopyFile.
-//   - lock.go: DirStorage.Lock, the directory's OS file lock (internal/flock)
-//     (flock on DIR/_lock) the engine holds while a job runs.
+//   - lock.go: DirStorage.Lock, the directory's OS file lock (flock on
+//     DIR/_lock, through internal/flock) the engine holds while a job runs.
 //   - metadata.go: the metadata file format and its verification.
 //   - memory.go: MemoryStorage, the same rules in memory.
 //   - errors.go: sentinel and struct errors of both parts.
