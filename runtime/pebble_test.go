@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -469,5 +470,107 @@ func TestAbandonedStateDirRemovedInUseKept(t *testing.T) {
 	defer next.close()
 	if _, err := os.Stat(running.root); err != nil {
 		t.Fatalf("the state directory of a running job was removed: %v", err)
+	}
+}
+
+// pointKey is a struct key with no binary encoding of its own: gob would
+// encode it, with type ids that depend on what else the process encoded
+// first.
+type pointKey struct{ X, Y int }
+
+// binKey is a struct key that encodes itself.
+type binKey struct{ A, B uint16 }
+
+func (k binKey) MarshalBinary() ([]byte, error) {
+	return []byte{byte(k.A >> 8), byte(k.A), byte(k.B >> 8), byte(k.B)}, nil
+}
+func (k *binKey) UnmarshalBinary(b []byte) error {
+	if len(b) != 4 {
+		return fmt.Errorf("binKey: %d bytes", len(b))
+	}
+	k.A, k.B = uint16(b[0])<<8|uint16(b[1]), uint16(b[2])<<8|uint16(b[3])
+	return nil
+}
+
+// The pebble backend finds a key by its bytes, so a key's encoding must be
+// the same in every process: keys and map keys of types gob would encode
+// (whose bytes carry type ids that differ between processes, so a restored
+// key is not found again) are refused at declaration, naming the type; a
+// type that marshals itself is encoded with its own MarshalBinary, and a
+// float key's -0 is +0, as for Go's map keys.
+func TestPebbleKeysHaveTheSameBytesInEveryProcess(t *testing.T) {
+	declare := func(valueKey bool) KeyedProcessFuncs[pointKey, pointKey, string] {
+		return KeyedProcessFuncs[pointKey, pointKey, string]{
+			Setup: func(ctx *KeyedContext[pointKey, string]) error {
+				var err error
+				if valueKey {
+					_, err = GetValueState[int64](ctx, "v")
+				} else {
+					_, err = GetMapState[string, int64](ctx, "m")
+				}
+				return err
+			},
+			Element: func(*KeyedContext[pointKey, string], pointKey) error { return nil },
+		}
+	}
+	for _, valueKey := range []bool{true, false} {
+		tk := &task{name: "p", head: &opInfo{name: "p"}, cfg: &config{maxParallelism: 16, state: pebbleStateConfig(t)}, mb: newMailbox()}
+		fn := declare(valueKey)
+		p := &keyedProcessOperator[pointKey, pointKey, string]{info: opInfo{name: "p", uid: "op"}, keyFn: func(k pointKey) pointKey { return k },
+			hash: func(k pointKey) uint32 { return uint32(k.X) }, par: 1, out: output[string](&recorder[string]{}),
+			newFn: func() KeyedProcessFunction[pointKey, pointKey, string] { return fn }}
+		err := p.open(tk)
+		_ = tk.shutdown()
+		_ = p.close()
+		var ue *unrecoverableError
+		if err == nil || !errors.As(err, &ue) || !strings.Contains(err.Error(), "pointKey") {
+			t.Fatalf("a gob-encoded key type was declared on pebble: %v", err)
+		}
+	}
+	mapKeyed := KeyedProcessFuncs[string, string, string]{
+		Setup: func(ctx *KeyedContext[string, string]) error {
+			_, err := GetMapState[pointKey, int64](ctx, "m")
+			return err
+		},
+		Element: func(*KeyedContext[string, string], string) error { return nil },
+	}
+	_, stop, err := openKeyedOn(t, pebbleStateConfig(t), nil, 1, 0, mapKeyed)
+	stop()
+	if err == nil || !strings.Contains(err.Error(), "pointKey") {
+		t.Fatalf("a gob-encoded map key type was declared on pebble: %v", err)
+	}
+
+	var bins MapState[binKey, int64]
+	var floats MapState[float64, int64]
+	p, stop, err := openKeyedOn(t, pebbleStateConfig(t), nil, 1, 0, KeyedProcessFuncs[string, string, string]{
+		Setup: func(ctx *KeyedContext[string, string]) (err error) {
+			if bins, err = GetMapState[binKey, int64](ctx, "bins"); err != nil {
+				return err
+			}
+			floats, err = GetMapState[float64, int64](ctx, "floats")
+			return err
+		},
+		Element: func(*KeyedContext[string, string], string) error { return nil },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stop()
+	p.state.setKey("k")
+	bins.Put(binKey{1, 2}, 12)
+	floats.Put(0, 1)
+	negZero := math.Copysign(0, -1)
+	floats.Put(negZero, 2)
+	if v, ok := bins.Get(binKey{1, 2}); !ok || v != 12 {
+		t.Fatalf("binKey map entry: %d, %v", v, ok)
+	}
+	if got := maps.Collect(bins.All()); !maps.Equal(got, map[binKey]int64{{1, 2}: 12}) {
+		t.Fatalf("binKey map: %v", got)
+	}
+	if n, v := floats.Len(), maps.Collect(floats.All()); n != 1 || v[0] != 2 {
+		t.Fatalf("+0 and -0 keys: %d entries %v, want one entry 2", n, v)
+	}
+	if p.state.err != nil {
+		t.Fatal(p.state.err)
 	}
 }

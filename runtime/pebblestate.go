@@ -3,6 +3,7 @@ package runtime
 import (
 	"bytes"
 	"crypto/rand"
+	"encoding"
 	"encoding/binary"
 	"encoding/gob"
 	"encoding/hex"
@@ -12,6 +13,7 @@ import (
 	"iter"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -273,7 +275,7 @@ func (pk *pebbleKeyed) stateID(name string, kind byte) (uint16, error) {
 
 func (ks *keyedState[K]) pebbleKey() ([]byte, error) {
 	if !ks.pbKeyOK {
-		b, err := appendOne(ks.pbKeyBuf[:0], ks.keys, ks.key)
+		b, err := ks.pbKeys.append(ks.pbKeyBuf[:0], ks.key)
 		if err != nil {
 			return nil, fmt.Errorf("encode key: %w", err)
 		}
@@ -292,6 +294,70 @@ func (ks *keyedState[K]) fail(err error) {
 
 func appendKeyPrefix(dst []byte, kg int, id uint16) []byte {
 	return binary.BigEndian.AppendUint16(binary.BigEndian.AppendUint16(dst, uint16(kg)), id)
+}
+
+// keyBytes is how the pebble backend writes a key or map key. The DB finds
+// a key by its bytes, so equal keys must have equal bytes in every
+// process: the built-in codecs (with a float's -0 written as +0, the key
+// Go's maps take it for), or the type's own MarshalBinary. Gob is not: its
+// bytes carry type ids that depend on what the process encoded first, so
+// a key restored in another process would not be found again.
+type keyBytes[T any] struct {
+	c stateCodec[T]
+	// floatKind: T is a float kind, whose -0 is made +0.
+	floatKind bool
+}
+
+var (
+	binaryMarshalerType   = reflect.TypeFor[encoding.BinaryMarshaler]()
+	binaryUnmarshalerType = reflect.TypeFor[encoding.BinaryUnmarshaler]()
+)
+
+// keyBytesFor chooses T's key encoding, or says why T cannot be a key of
+// the pebble backend (what names its role).
+func keyBytesFor[T any](what string) (keyBytes[T], error) {
+	t := reflect.TypeFor[T]()
+	c := codecFor[T]()
+	if c.s != nil {
+		return keyBytes[T]{c: c, floatKind: t.Kind() == reflect.Float32 || t.Kind() == reflect.Float64}, nil
+	}
+	if (t.Implements(binaryMarshalerType) || reflect.PointerTo(t).Implements(binaryMarshalerType)) &&
+		reflect.PointerTo(t).Implements(binaryUnmarshalerType) {
+		return keyBytes[T]{c: c}, nil
+	}
+	return keyBytes[T]{}, &unrecoverableError{fmt.Errorf("%s %s cannot be a key of the pebble state backend: it finds keys by their bytes, and a type without a binary encoding of its own is written with encoding/gob, whose bytes differ between processes; use a string, []byte, integer, float or bool key (or a named type over one), or implement encoding.BinaryMarshaler and BinaryUnmarshaler on the type", what, t)}
+}
+
+func (k keyBytes[T]) append(dst []byte, v T) ([]byte, error) {
+	if k.c.s != nil {
+		if k.floatKind {
+			rv := reflect.ValueOf(&v).Elem()
+			if rv.Float() == 0 {
+				rv.SetFloat(0) // -0 is +0
+			}
+		}
+		return k.c.s.appendValue(dst, v), nil
+	}
+	var m encoding.BinaryMarshaler
+	if bm, ok := any(v).(encoding.BinaryMarshaler); ok {
+		m = bm
+	} else {
+		m = any(&v).(encoding.BinaryMarshaler)
+	}
+	b, err := m.MarshalBinary()
+	if err != nil {
+		return nil, err
+	}
+	return append(dst, b...), nil
+}
+
+func (k keyBytes[T]) read(b []byte) (T, error) {
+	if k.c.s != nil {
+		return readOne(b, k.c)
+	}
+	var v T
+	err := any(&v).(encoding.BinaryUnmarshaler).UnmarshalBinary(b)
+	return v, err
 }
 
 // appendOne appends v in codec c.
@@ -423,7 +489,7 @@ type pebbleMapState[K, UK comparable, UV any] struct {
 	pk     *pebbleKeyed
 	name   string
 	id     uint16
-	ukeys  stateCodec[UK]
+	ukeys  keyBytes[UK]
 	uvals  stateCodec[UV]
 	prefix []byte
 	ub     []byte
@@ -444,7 +510,7 @@ func (s *pebbleMapState[K, UK, UV]) pfx() ([]byte, bool) {
 }
 
 func (s *pebbleMapState[K, UK, UV]) userKey(k UK) ([]byte, bool) {
-	b, err := appendOne(s.ub[:0], s.ukeys, k)
+	b, err := s.ukeys.append(s.ub[:0], k)
 	if err != nil {
 		s.ks.fail(fmt.Errorf("state %q: encode map key: %w", s.name, err))
 		return nil, false
@@ -525,7 +591,7 @@ func (s *pebbleMapState[K, UK, UV]) All() iter.Seq2[UK, UV] {
 	p = bytes.Clone(p)
 	return func(yield func(UK, UV) bool) {
 		for ub, vb := range s.pk.store.MapScan(p) {
-			k, err := readOne(ub, s.ukeys)
+			k, err := s.ukeys.read(ub)
 			if err != nil {
 				s.ks.fail(fmt.Errorf("state %q: decode map key: %w", s.name, err))
 				return
@@ -587,6 +653,9 @@ func (ks *keyedState[K]) createPebble(name string, s heapImporter) error {
 }
 
 func newPebbleValueState[K comparable, V any](ks *keyedState[K], name string) (*pebbleValueState[K, V], error) {
+	if ks.pbKeysErr != nil {
+		return nil, ks.pbKeysErr
+	}
 	id, err := ks.pb.stateID(name, stateKindValue)
 	if err != nil {
 		return nil, err
@@ -595,11 +664,18 @@ func newPebbleValueState[K comparable, V any](ks *keyedState[K], name string) (*
 }
 
 func newPebbleMapState[K, UK comparable, UV any](ks *keyedState[K], name string) (*pebbleMapState[K, UK, UV], error) {
+	if ks.pbKeysErr != nil {
+		return nil, ks.pbKeysErr
+	}
+	ukeys, err := keyBytesFor[UK](fmt.Sprintf("map key type of state %q,", name))
+	if err != nil {
+		return nil, err
+	}
 	id, err := ks.pb.stateID(name, stateKindMap)
 	if err != nil {
 		return nil, err
 	}
-	return &pebbleMapState[K, UK, UV]{ks: ks, pk: ks.pb, name: name, id: id, ukeys: codecFor[UK](), uvals: codecFor[UV]()}, nil
+	return &pebbleMapState[K, UK, UV]{ks: ks, pk: ks.pb, name: name, id: id, ukeys: ukeys, uvals: codecFor[UV]()}, nil
 }
 
 // pebbleBlob is a decoded subtask blob of a pebble checkpoint.

@@ -209,10 +209,12 @@ type keyedState[K comparable] struct {
 	// pbKeyBuf the current key's encoding once pbKeyOK. err is the first
 	// failure of a state access (pebblestate.go), returned after the
 	// function's call.
-	pb       *pebbleKeyed
-	pbKeyBuf []byte
-	pbKeyOK  bool
-	err      error
+	pb        *pebbleKeyed
+	pbKeys    keyBytes[K]
+	pbKeysErr error
+	pbKeyBuf  []byte
+	pbKeyOK   bool
+	err       error
 }
 
 // slotsPerKeyGroup is how many maps a key group's state is split into.
@@ -680,6 +682,7 @@ func (p *keyedProcessOperator[K, I, O]) open(t *task) error {
 			return p.info.wrap(err)
 		}
 		p.state.pb = pk
+		p.state.pbKeys, p.state.pbKeysErr = keyBytesFor[K]("key type")
 	}
 	if err := p.restoreState(t); err != nil {
 		// Decoding the same checkpoint again fails again.
