@@ -590,20 +590,21 @@ func (s *pebbleMapState[K, UK, UV]) All() iter.Seq2[UK, UV] {
 	}
 	p = bytes.Clone(p)
 	return func(yield func(UK, UV) bool) {
-		for ub, vb := range s.pk.store.MapScan(p) {
+		err := s.pk.store.MapScan(p, func(ub, vb []byte) bool {
 			k, err := s.ukeys.read(ub)
 			if err != nil {
 				s.ks.fail(fmt.Errorf("state %q: decode map key: %w", s.name, err))
-				return
+				return false
 			}
 			v, err := readOne(vb, s.uvals)
 			if err != nil {
 				s.ks.fail(fmt.Errorf("state %q: decode map value: %w", s.name, err))
-				return
+				return false
 			}
-			if !yield(k, v) {
-				return
-			}
+			return yield(k, v)
+		})
+		if err != nil {
+			s.ks.fail(fmt.Errorf("state %q: %w", s.name, err))
 		}
 	}
 }

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"iter"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -14,6 +13,7 @@ import (
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/bloom"
+	"github.com/cockroachdb/pebble/v2/vfs"
 )
 
 // Config configures a Store.
@@ -33,6 +33,9 @@ type Config struct {
 	BufferEntries int
 	// Logger receives Pebble's errors; nil discards them.
 	Logger *slog.Logger
+	// FS is the file system the DB is on; nil is the OS's (tests inject
+	// errors through it).
+	FS vfs.FS
 }
 
 // Defaults of Config.
@@ -128,6 +131,7 @@ func dbOptions(cfg Config, readOnly bool) *pebble.Options {
 		Cache:        cfg.Cache,
 		Logger:       pebbleLogger{cfg.Logger},
 		ReadOnly:     readOnly,
+		FS:           cfg.FS,
 	}
 	// Bloom filters on every level: a keyed function reads keys it has
 	// never seen (a new word, a new user) at least as often as old ones,
@@ -264,66 +268,77 @@ func (s *Store) MapClear(prefix []byte) error {
 	return s.maybeSpill()
 }
 
-// MapScan yields the entries of the map under prefix, in no particular
-// order; the slices are valid during the call. Writes during the scan do
-// not change what it yields.
-func (s *Store) MapScan(prefix []byte) iter.Seq2[[]byte, []byte] {
-	return func(yield func([]byte, []byte) bool) {
-		var shadow []*group // oldest first
-		bs := s.buffers()
-		for i := len(bs) - 1; i >= 0; i-- {
-			if g := bs[i].groups[string(prefix)]; g != nil {
-				shadow = append(shadow, g)
-			}
+// MapScan calls yield with the entries of the map under prefix, in no
+// particular order, until it returns false; the slices are valid during
+// the call. Writes during the scan do not change what it yields. A read
+// that fails ends the scan with its error: the entries yielded then are
+// not all of them.
+func (s *Store) MapScan(prefix []byte, yield func(k, v []byte) bool) error {
+	var shadow []*group // oldest first
+	bs := s.buffers()
+	for i := len(bs) - 1; i >= 0; i-- {
+		if g := bs[i].groups[string(prefix)]; g != nil {
+			shadow = append(shadow, g)
 		}
-		if len(shadow) == 0 {
-			s.dbScan(prefix, yield)
-			return
+	}
+	if len(shadow) == 0 {
+		return s.dbScan(prefix, yield)
+	}
+	merged := map[string][]byte{}
+	fromDB := true
+	for _, g := range shadow {
+		if g.cleared {
+			fromDB = false
 		}
-		merged := map[string][]byte{}
-		fromDB := true
-		for _, g := range shadow {
-			if g.cleared {
-				fromDB = false
-			}
+	}
+	if fromDB {
+		err := s.dbScan(prefix, func(k, v []byte) bool {
+			merged[string(k)] = bytes.Clone(v)
+			return true
+		})
+		if err != nil {
+			return err
 		}
-		if fromDB {
-			s.dbScan(prefix, func(k, v []byte) bool {
-				merged[string(k)] = bytes.Clone(v)
-				return true
-			})
+	}
+	for _, g := range shadow {
+		if g.cleared {
+			clear(merged)
 		}
-		for _, g := range shadow {
-			if g.cleared {
-				clear(merged)
-			}
-			for k, e := range g.m {
-				if e.del {
-					delete(merged, k)
-				} else {
-					merged[k] = e.v
-				}
-			}
-		}
-		for k, v := range merged {
-			if !yield([]byte(k), v) {
-				return
+		for k, e := range g.m {
+			if e.del {
+				delete(merged, k)
+			} else {
+				merged[k] = e.v
 			}
 		}
 	}
+	for k, v := range merged {
+		if !yield([]byte(k), v) {
+			return nil
+		}
+	}
+	return nil
 }
 
-func (s *Store) dbScan(prefix []byte, yield func([]byte, []byte) bool) {
+func (s *Store) dbScan(prefix []byte, yield func([]byte, []byte) bool) (err error) {
 	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: prefix, UpperBound: PrefixEnd(prefix)})
 	if err != nil {
-		return
+		return fmt.Errorf("state: scan %s: %w", s.cfg.Dir, err)
 	}
-	defer it.Close()
+	defer func() {
+		if cerr := it.Close(); cerr != nil && err == nil {
+			err = fmt.Errorf("state: scan %s: %w", s.cfg.Dir, cerr)
+		}
+	}()
 	for ok := it.First(); ok; ok = it.Next() {
 		if !yield(it.Key()[len(prefix):], it.Value()) {
-			return
+			return nil
 		}
 	}
+	if err := it.Error(); err != nil {
+		return fmt.Errorf("state: scan %s: %w", s.cfg.Dir, err)
+	}
+	return nil
 }
 
 // PrefixEnd is the smallest key after every key that starts with prefix

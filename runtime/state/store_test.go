@@ -1,6 +1,7 @@
 package state
 
 import (
+	"bytes"
 	"fmt"
 	"maps"
 	"math/rand/v2"
@@ -8,6 +9,9 @@ import (
 	"path/filepath"
 	"runtime"
 	"testing"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
 )
 
 // model is what the store must read back: value keys and maps by prefix.
@@ -36,8 +40,11 @@ func check(t *testing.T, s *Store, m *model, step int) {
 	}
 	for p, want := range m.maps {
 		got := map[string]string{}
-		for k, v := range s.MapScan([]byte(p)) {
+		if err := s.MapScan([]byte(p), func(k, v []byte) bool {
 			got[string(k)] = string(v)
+			return true
+		}); err != nil {
+			t.Fatalf("step %d: MapScan(%q): %v", step, p, err)
 		}
 		if !maps.Equal(got, want) {
 			t.Fatalf("step %d: MapScan(%q) = %v, want %v", step, p, got, want)
@@ -293,4 +300,45 @@ func layTest(t *testing.T, files []File) *Store {
 	}
 	t.Cleanup(func() { _ = r.Close() })
 	return r
+}
+
+// A read that fails is an error, never a short answer: a map scan whose
+// DB cannot read its files returns the error instead of the entries it
+// got to (a function writing back on what it was given would drop the
+// rest).
+func TestMapScanReportsReadErrors(t *testing.T) {
+	inject := &errorfs.Toggle{Injector: errorfs.InjectorFunc(func(op errorfs.Op) error {
+		if op.Kind == errorfs.OpFileReadAt || op.Kind == errorfs.OpFileRead {
+			return errorfs.ErrInjected
+		}
+		return nil
+	})}
+	s, err := Open(Config{Dir: filepath.Join(t.TempDir(), "db"), BufferEntries: 4, FS: errorfs.Wrap(vfs.Default, inject)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	prefix := []byte("\x00\x01\x00\x02m|")
+	for i := range 1000 {
+		if err := s.MapPut(prefix, fmt.Appendf(nil, "u%04d", i), bytes.Repeat([]byte{'v'}, 100)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	snap, err := s.Freeze(filepath.Join(t.TempDir(), "chk"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := snap.Materialize(); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Thaw(snap); err != nil {
+		t.Fatal(err)
+	}
+	inject.On()
+	n := 0
+	err = s.MapScan(prefix, func(k, v []byte) bool { n++; return true })
+	inject.Off()
+	if err == nil {
+		t.Fatalf("a scan whose reads failed returned no error (%d of 1000 entries)", n)
+	}
 }
