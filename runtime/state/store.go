@@ -58,6 +58,8 @@ type Store struct {
 	frozen *buffer
 	snap   *Snapshot
 	closed bool
+	// failApply, set by tests, fails every apply.
+	failApply error
 }
 
 // buffer holds writes not yet in the DB: value entries by full key, and
@@ -412,6 +414,9 @@ const applyBatchBytes = 1 << 20
 // the DB's copy of b's keys meanwhile (b shadows them, or the task is the
 // one applying), so the batches need not be one.
 func (s *Store) apply(b *buffer) error {
+	if s.failApply != nil {
+		return s.failApply
+	}
 	batch := s.db.NewBatch()
 	defer func() { batch.Close() }()
 	next := func() error {
@@ -562,15 +567,22 @@ func (sn *Snapshot) materialize() ([]File, error) {
 }
 
 // Thaw ends the snapshot: its buffer is in the DB (applied here if
-// Materialize did not get that far) and its directory is removed. Task
+// Materialize did not get that far) and its directory is removed. If the
+// buffer cannot be applied, the snapshot stays frozen: its writes are
+// kept. Task
 // goroutine, after Materialize returned or when it never will run.
 func (s *Store) Thaw(sn *Snapshot) error {
 	if s.snap != sn {
 		return nil
 	}
-	err := s.settle(false)
+	if err := s.settle(false); err != nil {
+		// The buffer stays frozen and in reads; the next settle (a spill,
+		// the next Freeze) applies it before anything else reaches the
+		// DB.
+		return err
+	}
 	s.snap = nil
-	return errors.Join(err, os.RemoveAll(sn.dir))
+	return os.RemoveAll(sn.dir)
 }
 
 // Close closes the DB and removes its directory. Task goroutine, with no

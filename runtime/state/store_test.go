@@ -2,6 +2,7 @@ package state
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"maps"
 	"math/rand/v2"
@@ -340,5 +341,40 @@ func TestMapScanReportsReadErrors(t *testing.T) {
 	inject.Off()
 	if err == nil {
 		t.Fatalf("a scan whose reads failed returned no error (%d of 1000 entries)", n)
+	}
+}
+
+// A snapshot's buffer that could not be applied at Thaw is kept, not
+// dropped: reads still see its writes, and the next Freeze applies it
+// before it sets the new buffer aside, so no later snapshot misses them.
+func TestFailedThawKeepsTheFrozenWrites(t *testing.T) {
+	s := openTest(t, 100)
+	if err := s.Put([]byte("a"), []byte("1")); err != nil {
+		t.Fatal(err)
+	}
+	snap, err := s.Freeze(filepath.Join(t.TempDir(), "chk1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.failApply = errors.New("disk full (injected)")
+	if err := s.Thaw(snap); err == nil {
+		t.Fatal("Thaw applied the buffer despite the injected failure")
+	}
+	s.failApply = nil
+	check(t, s, &model{flat: map[string]string{"a": "1"}}, 0)
+	next, err := s.Freeze(filepath.Join(t.TempDir(), "chk2"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	files, err := next.Materialize()
+	if err != nil {
+		t.Fatal(err)
+	}
+	restored := layTest(t, files)
+	if v, ok, _ := restored.Get([]byte("a")); !ok || string(v) != "1" {
+		t.Fatalf("the next snapshot lost a write its predecessor could not apply: %q, %v", v, ok)
+	}
+	if err := s.Thaw(next); err != nil {
+		t.Fatal(err)
 	}
 }
