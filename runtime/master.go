@@ -743,14 +743,13 @@ func (ex *execution) onAck(t *task, id int64, blobs []ownedState, align, sync ti
 			return
 		}
 		var full int64
+		var files []checkpoint.FileHandle
 		for _, b := range blobs {
 			size += b.newBytes
 			full += int64(len(b.data))
-			for _, f := range b.files {
-				full += f.Size
-			}
+			files = append(files, b.files...)
 		}
-		ex.obs.checkpointProgress(id, checkpointSizes{written: size, full: full, align: align, sync: sync})
+		ex.obs.checkpointProgress(id, checkpointSizes{written: size, full: full, files: files, align: align, sync: sync})
 		ex.perform(ex.cc.Ack(id, t.id, hs))
 	})
 }
@@ -897,6 +896,13 @@ func (ex *execution) closePebble() {
 	defer ex.pebbleMu.Unlock()
 	if ex.pebble != nil {
 		ex.obs.setStateStats(nil)
+		if n := ex.pebble.open(); n > 0 {
+			// A task the watchdog abandoned still has its DB open: its
+			// directory is left to the next job on the state directory.
+			ex.log.Warn("pebble state: DBs still open at the end of the job; their directory is left for the next job to remove", "dir", ex.pebble.root, "open", n)
+			ex.pebble = nil
+			return
+		}
 		if err := ex.pebble.close(); err != nil {
 			ex.log.Warn("pebble state: remove the working directory", "dir", ex.pebble.root, "err", err)
 		}

@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/splitflow/splitflow/metrics"
+	"github.com/splitflow/splitflow/runtime/checkpoint"
 )
 
 // What the engine measures, and how it stays off the hot path:
@@ -95,6 +96,8 @@ type observer struct {
 type checkpointRecord struct {
 	st      CheckpointStatus
 	started time.Time // monotonic, for the duration
+	// files are the shared files counted into st.FullSizeBytes.
+	files map[string]bool
 }
 
 func newObserver(reg *prometheus.Registry) *observer {
@@ -473,7 +476,11 @@ func (o *observer) find(id int64) *checkpointRecord {
 // alignment and its task's synchronous pause.
 type checkpointSizes struct {
 	written, full int64
-	align, sync   time.Duration
+	// files are shared files the state uses, counted into the full size
+	// once per checkpoint (subtasks restored from one old subtask share
+	// its files).
+	files       []checkpoint.FileHandle
+	align, sync time.Duration
 }
 
 // checkpointProgress adds an acknowledgement to checkpoint id.
@@ -483,6 +490,15 @@ func (o *observer) checkpointProgress(id int64, s checkpointSizes) {
 	if r := o.find(id); r != nil {
 		r.st.SizeBytes += s.written
 		r.st.FullSizeBytes += s.full
+		for _, f := range s.files {
+			if r.files == nil {
+				r.files = map[string]bool{}
+			}
+			if !r.files[f.Name] {
+				r.files[f.Name] = true
+				r.st.FullSizeBytes += f.Size
+			}
+		}
 		r.st.AlignmentMillis = max(r.st.AlignmentMillis, s.align.Milliseconds())
 		r.st.SyncMicros = max(r.st.SyncMicros, s.sync.Microseconds())
 	}

@@ -49,9 +49,21 @@ func (t *task) stateStoreConfig(dir string, be *pebbleBackend) state.Config {
 // subtask's range deleted (a scale-up); the others' keys in the range are
 // copied in, their state ids translated by name (a scale-down). With the
 // parallelism unchanged that is the one old DB, laid out as it was.
-func (p *keyedProcessOperator[K, I, O]) openPebble(t *task, olds []pebbleBlob) error {
+func (p *keyedProcessOperator[K, I, O]) openPebble(t *task, olds []pebbleBlob) (err error) {
 	pk := p.state.pb
 	dir := pk.be.dbDir(p.info.uid, p.info.subtask)
+	defer func() {
+		if err == nil {
+			return
+		}
+		// Nothing of a DB that did not open is left: no store closes it.
+		if pk.store != nil {
+			pk.be.closed(pk.store)
+			_ = pk.store.Close()
+			pk.store = nil
+		}
+		_ = os.RemoveAll(dir)
+	}()
 	cfg := t.stateStoreConfig(dir, pk.be)
 	if len(olds) == 0 {
 		st, err := state.Open(cfg)

@@ -78,6 +78,13 @@ func (b *pebbleBackend) closed(s *state.Store) {
 	b.mu.Unlock()
 }
 
+// open counts the open stores.
+func (b *pebbleBackend) open() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return len(b.stores)
+}
+
 // usage is the disk use of the open stores and the block cache's size
 // in use. Any goroutine.
 func (b *pebbleBackend) usage() (disk, cache int64) {
@@ -112,16 +119,25 @@ func newPebbleBackend(cfg *stateConfig) (*pebbleBackend, error) {
 		return nil, fmt.Errorf("pebble state: create the state directory %s: %w", work, err)
 	}
 	removeAbandonedStateDirs(work)
-	root, err := os.MkdirTemp(work, fmt.Sprintf("job-%d-", os.Getpid()))
+	// The directory is made and locked under a name no other job looks
+	// at, then renamed: a job starting meanwhile never sees it unlocked.
+	tmp, err := os.MkdirTemp(work, fmt.Sprintf(".new-job-%d-", os.Getpid()))
 	if err != nil {
 		return nil, fmt.Errorf("pebble state: the state directory %s is not writable: %w", work, err)
 	}
-	lock, err := os.OpenFile(filepath.Join(root, stateLockFile), os.O_CREATE|os.O_RDWR, 0o644)
+	root := filepath.Join(work, strings.TrimPrefix(filepath.Base(tmp), ".new-"))
+	lock, err := os.OpenFile(filepath.Join(tmp, stateLockFile), os.O_CREATE|os.O_RDWR, 0o644)
 	if err == nil {
 		_, err = flock.TryLock(lock)
 	}
+	if err == nil {
+		err = os.Rename(tmp, root)
+	}
 	if err != nil {
-		_ = os.RemoveAll(root)
+		if lock != nil {
+			_ = lock.Close()
+		}
+		_ = os.RemoveAll(tmp)
 		return nil, fmt.Errorf("pebble state: lock %s: %w", root, err)
 	}
 	return &pebbleBackend{root: root, lock: lock, cache: pebble.NewCache(cfg.cacheSize), stores: map[*state.Store]bool{}}, nil
@@ -141,7 +157,8 @@ func removeAbandonedStateDirs(work string) {
 		return
 	}
 	for _, e := range es {
-		rest, ok := strings.CutPrefix(e.Name(), "job-")
+		name := strings.TrimPrefix(e.Name(), ".new-")
+		rest, ok := strings.CutPrefix(name, "job-")
 		if !ok || !e.IsDir() {
 			continue
 		}

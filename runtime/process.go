@@ -685,6 +685,12 @@ func (p *keyedProcessOperator[K, I, O]) open(t *task) error {
 		p.state.pbKeys, p.state.pbKeysErr = keyBytesFor[K]("key type")
 	}
 	if err := p.restoreState(t); err != nil {
+		var ue *unrecoverableError
+		var io *restoreIOError
+		if errors.As(err, &io) && !errors.As(err, &ue) {
+			// Reading files and opening a DB may go through on a retry.
+			return p.info.wrap(err)
+		}
 		// Decoding the same checkpoint again fails again.
 		return p.info.wrap(&unrecoverableError{err})
 	}
@@ -917,10 +923,20 @@ func (p *keyedProcessOperator[K, I, O]) restoreState(t *task) error {
 		}
 	}
 	if p.state.pb != nil {
-		return p.openPebble(t, pebbles)
+		if err := p.openPebble(t, pebbles); err != nil {
+			return &restoreIOError{err}
+		}
 	}
 	return nil
 }
+
+// restoreIOError is a restore that failed to lay out or open the state's
+// files (storage or local disk), which a restart may get past, unlike a
+// checkpoint that does not decode.
+type restoreIOError struct{ err error }
+
+func (e *restoreIOError) Error() string { return e.err.Error() }
+func (e *restoreIOError) Unwrap() error { return e.err }
 
 // freezeState is the part of a snapshot on the task goroutine: it
 // freezes the epoch (see keyedState) and returns the encoder of every

@@ -134,6 +134,10 @@ func dbOptions(cfg Config, readOnly bool) *pebble.Options {
 		Logger:       pebbleLogger{cfg.Logger},
 		ReadOnly:     readOnly,
 		FS:           cfg.FS,
+		// Every checkpoint carries the MANIFEST in its blob: a small
+		// bound makes Pebble start a new, compacted one often, instead of
+		// letting it grow by every flush and compaction up to 128 MiB.
+		MaxManifestFileSize: 256 << 10,
 	}
 	// Bloom filters on every level: a keyed function reads keys it has
 	// never seen (a new word, a new user) at least as often as old ones,
