@@ -52,6 +52,11 @@ func childMain(args []string) int {
 	guarantee := fs.String("guarantee", "at-least-once", "splitflow sink guarantee")
 	checkpoint := fs.Duration("checkpoint", 0, "splitflow checkpoint interval (0: none)")
 	rate := fs.Float64("rate", 2000, "slow sink: records per second, all subtasks together")
+	var ko keyedOpts
+	fs.StringVar(&ko.backend, "state-backend", "", "wordcount: splitflow state backend, heap or pebble (default: the runtime's)")
+	fs.StringVar(&ko.stateDir, "state-dir", "", "wordcount: pebble working directory")
+	fs.StringVar(&ko.checkpointDir, "checkpoint-dir", "", "wordcount: checkpoint directory (default: in memory)")
+	logCheckpoints := fs.Bool("log-checkpoints", false, "log at Info on stdout (checkpoint completed, restored from) and print \"bench: first record\" when the first element is counted")
 	if err := fs.Parse(args[1:]); err != nil {
 		return 2
 	}
@@ -59,6 +64,12 @@ func childMain(args []string) int {
 	defer stop()
 	seeds := strings.Split(*bootstrap, ",")
 	slog.SetDefault(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
+	if *logCheckpoints {
+		// The driver reads the checkpoint lines (sync=, size=, full=) and
+		// the restore line from stdout.
+		slog.SetDefault(slog.New(slog.NewTextHandler(os.Stdout, &slog.HandlerOptions{Level: slog.LevelInfo})))
+		ko.firstRecord = func() { fmt.Println(firstRecordLine) }
+	}
 
 	var err error
 	switch kind {
@@ -83,7 +94,7 @@ func childMain(args []string) int {
 		err = runSplitflow(ctx, seeds, *in, *out, *par, *guarantee, *checkpoint, &slowSinkConf{rate: *rate, sunk: &sunk})
 		fmt.Printf("sunk %d\n", sunk.Load())
 	case "splitflow-wordcount":
-		err = runSplitflowWordcount(ctx, seeds, *in, *out, *par, *guarantee, *checkpoint)
+		err = runSplitflowWordcount(ctx, seeds, *in, *out, *par, *guarantee, *checkpoint, ko)
 	default:
 		err = fmt.Errorf("unknown child kind %q", kind)
 	}
@@ -249,10 +260,46 @@ func sinkOpts(seeds []string, out, guarantee string) []kafka.SinkOpt {
 	return append(opts, kafka.WithDeliveryGuarantee(kafka.AtLeastOnce))
 }
 
+// keyedOpts are the wordcount child's state and checkpoint settings.
+type keyedOpts struct {
+	backend       string
+	stateDir      string
+	checkpointDir string
+	firstRecord   func() // called once, when the first word is counted
+}
+
+func (k keyedOpts) envOpts() ([]runtime.Option, error) {
+	var opts []runtime.Option
+	if k.backend != "" {
+		b, err := runtime.ParseStateBackend(k.backend)
+		if err != nil {
+			return nil, err
+		}
+		opts = append(opts, runtime.WithStateBackend(b))
+	}
+	// The driver gives every run a state directory; only pebble has one.
+	if k.stateDir != "" && k.backend == string(runtime.PebbleStateBackend) {
+		opts = append(opts, runtime.WithStateDir(k.stateDir))
+	}
+	if k.checkpointDir != "" {
+		opts = append(opts, runtime.WithCheckpointDir(k.checkpointDir))
+	}
+	return opts, nil
+}
+
+// firstRecordLine is what the wordcount child prints when it counts its
+// first word (with --log-checkpoints): the end of a restore, for the driver.
+const firstRecordLine = "bench: first record"
+
 // runSplitflowWordcount is the Kafka Streams wordcount in splitflow: split
 // each value on spaces, skip the first token (the record id), count per
 // word in keyed state, write (word, count as 8-byte big-endian) updates.
-func runSplitflowWordcount(ctx context.Context, seeds []string, in, out string, par int, guarantee string, checkpoint time.Duration) error {
+func runSplitflowWordcount(ctx context.Context, seeds []string, in, out string, par int, guarantee string, checkpoint time.Duration, ko keyedOpts) error {
+	stateOpts, err := ko.envOpts()
+	if err != nil {
+		return err
+	}
+	var first sync.Once
 	src, err := kafka.NewSource(kafka.StringValues(), kafka.WithBrokers(seeds...), kafka.WithTopics(in),
 		kafka.WithStartingOffsets(kafka.EarliestOffsets()), kafka.WithoutOffsetCommits())
 	if err != nil {
@@ -269,7 +316,7 @@ func runSplitflowWordcount(ctx context.Context, seeds []string, in, out string, 
 	if err != nil {
 		return err
 	}
-	env := runtime.NewEnvironment(envOpts(par, checkpoint)...)
+	env := runtime.NewEnvironment(append(envOpts(par, checkpoint), stateOpts...)...)
 	lines := runtime.FromSource(env, src, "kafka-in", runtime.NoWatermarks[string]()).UID("kafka-in")
 	words := runtime.FlatMap(lines, func(l string, c runtime.Collector[string]) error {
 		toks := strings.Split(l, " ")
@@ -289,6 +336,9 @@ func runSplitflowWordcount(ctx context.Context, seeds []string, in, out string, 
 					return err
 				},
 				Element: func(ctx *runtime.KeyedContext[string, update], w string) error {
+					if ko.firstRecord != nil {
+						first.Do(ko.firstRecord)
+					}
 					n, _ := st.Value()
 					n++
 					st.Update(n)

@@ -59,6 +59,12 @@ type config struct {
 	memRate     float64
 	memDuration time.Duration
 
+	uniqueLines     int // unique-words: lines of 4 unique words
+	largeLines      int // unique-words-large: lines (0 skips)
+	largeKStreams   bool
+	changesFraction float64
+	changesDuration time.Duration
+
 	jvmOpts    string
 	runTimeout time.Duration
 	out        string
@@ -74,7 +80,7 @@ func parseFlags(args []string) (*config, error) {
 	fs.IntVar(&c.reps, "reps", 3, "repetitions of each run; the table shows medians")
 	fs.IntVar(&c.partitions, "partitions", 6, "partitions of every topic")
 	fs.IntVar(&c.parallelism, "parallelism", 2, "splitflow parallelism and Kafka Streams num.stream.threads")
-	fs.StringVar(&c.sections, "sections", "throughput,latency,memory", "which parts to run")
+	fs.StringVar(&c.sections, "sections", "throughput,latency,memory,keyed", "which parts to run: throughput, latency, memory, and unique-words, unique-words-changes, unique-words-large, unique-words-restore (keyed: all four)")
 	sysRe := fs.String("systems", "", "regexp: run only systems whose label matches (rows of the others are left out)")
 	fs.DurationVar(&c.latDuration, "latency-duration", 60*time.Second, "length of the open-loop latency run")
 	fs.IntVar(&c.latRate, "latency-rate", 20_000, "records per second of the open-loop producer")
@@ -83,6 +89,11 @@ func parseFlags(args []string) (*config, error) {
 	fs.IntVar(&c.memBoundMB, "memory-bound", 150, "peak RSS bound of the slow-sink run, MB")
 	fs.Float64Var(&c.memRate, "memory-sink-rate", 2000, "records per second the slow sink accepts")
 	fs.DurationVar(&c.memDuration, "memory-duration", 60*time.Second, "length of the slow-sink run")
+	fs.IntVar(&c.uniqueLines, "unique-lines", 1_000_000, "unique-words: input lines of 4 words each, every word unique (keys = 4 x lines)")
+	fs.IntVar(&c.largeLines, "unique-large-lines", 10_000_000, "unique-words-large: input lines of the pebble run at high cardinality (0 skips it)")
+	fs.BoolVar(&c.largeKStreams, "unique-large-kstreams", false, "unique-words-large: run Kafka Streams there too")
+	fs.Float64Var(&c.changesFraction, "changes-fraction", 0.01, "unique-words-changes: fraction of the keys each checkpoint interval touches")
+	fs.DurationVar(&c.changesDuration, "changes-duration", 20*time.Second, "unique-words-changes: how long the changes run")
 	fs.StringVar(&c.jvmOpts, "jvm-opts", "-Xmx1g", "JVM options of the Kafka Streams process")
 	fs.DurationVar(&c.runTimeout, "run-timeout", 15*time.Minute, "give up on one run after this long")
 	fs.StringVar(&c.out, "out", "", "results file (default bench/RESULTS.md in the repository)")
@@ -97,12 +108,15 @@ func parseFlags(args []string) (*config, error) {
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	if c.quick {
 		quick := map[string]func(){
-			"records":          func() { c.records = 100_000 },
-			"records-1k":       func() { c.records1k = 25_000 },
-			"reps":             func() { c.reps = 1 },
-			"latency-duration": func() { c.latDuration = 10 * time.Second },
-			"memory-records":   func() { c.memRecords = 100_000 },
-			"memory-duration":  func() { c.memDuration = 20 * time.Second },
+			"records":            func() { c.records = 100_000 },
+			"records-1k":         func() { c.records1k = 25_000 },
+			"reps":               func() { c.reps = 1 },
+			"latency-duration":   func() { c.latDuration = 10 * time.Second },
+			"memory-records":     func() { c.memRecords = 100_000 },
+			"memory-duration":    func() { c.memDuration = 20 * time.Second },
+			"unique-lines":       func() { c.uniqueLines = 100_000 },
+			"unique-large-lines": func() { c.largeLines = 0 },
+			"changes-duration":   func() { c.changesDuration = 8 * time.Second },
 		}
 		for name, apply := range quick {
 			if !set[name] {
@@ -117,6 +131,9 @@ func parseFlags(args []string) (*config, error) {
 		}
 		c.systems = re
 	}
+	if c.uniqueLines <= 0 || c.largeLines < 0 || c.changesFraction <= 0 || c.changesFraction > 1 {
+		return nil, errors.New("--unique-lines must be positive, --unique-large-lines not negative, --changes-fraction in (0, 1]")
+	}
 	if c.records <= 0 || c.reps <= 0 || c.partitions <= 0 || c.parallelism <= 0 || c.latRate <= 0 || c.latSize < 40 {
 		return nil, errors.New("sizes, repetitions, partitions, parallelism and rates must be positive (latency size at least 40)")
 	}
@@ -125,7 +142,8 @@ func parseFlags(args []string) (*config, error) {
 
 func (c *config) section(name string) bool {
 	for _, s := range strings.Split(c.sections, ",") {
-		if strings.TrimSpace(s) == name {
+		s = strings.TrimSpace(s)
+		if s == name || (s == "keyed" && strings.HasPrefix(name, sectionUnique)) {
 			return true
 		}
 	}
@@ -235,6 +253,9 @@ func run(ctx context.Context, cfg *config) (*results, error) {
 		if err := runMemorySection(ctx, h, res); err != nil {
 			return nil, err
 		}
+	}
+	if err := runKeyedSections(ctx, h, res); err != nil {
+		return nil, err
 	}
 	res.ended = time.Now().UTC()
 	return res, nil

@@ -23,6 +23,10 @@ type results struct {
 	throughput   []*throughputRow
 	latency      []*latencyRow
 	memory       *memoryRow
+	unique       []*keyedRow
+	changes      []*changesRow
+	large        []*keyedRow
+	restore      *restoreRow
 }
 
 type machine struct {
@@ -79,6 +83,10 @@ const notAvailable = "not available yet"
 
 func (r *results) quick() bool {
 	c := r.cfg
+	keyed := len(r.unique) > 0 || len(r.changes) > 0 || r.restore != nil
+	if keyed && c.uniqueLines < 1_000_000 {
+		return true
+	}
 	return c.quick || c.records < 2_000_000 || (c.records1k > 0 && c.records1k < 500_000) || c.reps < 3 || c.latDuration < 60*time.Second
 }
 
@@ -190,6 +198,7 @@ func (r *results) markdown() string {
 			float64(m.peakRSS)/(1<<20), m.bound>>20, joinInts(m.lags), m.maxLag, m.produced, m.sunk, m.cpuS, result)
 		b.WriteString("\n")
 	}
+	r.keyedMarkdown(&b)
 	if r.unavailable() {
 		b.WriteString("Rows marked \"" + notAvailable + "\" are splitflow configurations that need the engine's checkpoints, which have not landed; they carry no numbers until they run.\n")
 	}

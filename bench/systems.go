@@ -13,6 +13,9 @@ import (
 const (
 	passthrough = "passthrough"
 	wordcount   = "wordcount"
+	// uniqueWords is wordcount over words that each occur once: keyed state
+	// of high cardinality (see keyed.go).
+	uniqueWords = "unique-words"
 )
 
 // errNotAvailable marks a system whose splitflow feature has not landed yet
@@ -29,6 +32,9 @@ type Spec struct {
 	// ReadCommitted is true when the output is transactional, so only a
 	// read_committed consumer shows what the system has committed.
 	ReadCommitted bool
+	// EveryUpdate is true when a count job writes every change of every
+	// count (no cache collapses them), so each update must be exact.
+	EveryUpdate bool
 }
 
 // Label is the row label.
@@ -53,6 +59,10 @@ type Job struct {
 	Output      string
 	AppID       string // unique per run, for systems that need a group or application id
 	Parallelism int
+	// Args are added to a Go child's flags; OnLine receives its stdout
+	// lines. Systems that take neither ignore them.
+	Args   []string
+	OnLine func(string)
 }
 
 // System is one system under test. Start runs it as a child process of the

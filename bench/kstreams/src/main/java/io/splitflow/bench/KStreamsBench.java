@@ -79,6 +79,9 @@ public final class KStreamsBench {
     CountDownLatch stopped = new CountDownLatch(1);
     Runtime.getRuntime().addShutdownHook(new Thread(() -> {
       streams.close();
+      // The state directory is a fresh temporary one per run: remove the
+      // stores (millions of keys in the unique-words runs) with it.
+      streams.cleanUp();
       stopped.countDown();
     }));
     streams.setUncaughtExceptionHandler(e -> {
