@@ -9,6 +9,8 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"path/filepath"
+	"runtime/pprof"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -59,6 +61,19 @@ func childMain(args []string) int {
 	logCheckpoints := fs.Bool("log-checkpoints", false, "log at Info on stdout (checkpoint completed, restored from) and print \"bench: first record\" when the first element is counted")
 	if err := fs.Parse(args[1:]); err != nil {
 		return 2
+	}
+	if dir := os.Getenv("BENCH_CPUPROFILE"); dir != "" {
+		// A CPU profile of every child, to see where a system's time goes.
+		f, err := os.Create(filepath.Join(dir, fmt.Sprintf("%s-%d.pprof", kind, os.Getpid())))
+		if err == nil {
+			err = pprof.StartCPUProfile(f)
+		}
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "%s: BENCH_CPUPROFILE: %v\n", kind, err)
+			return 1
+		}
+		defer f.Close()
+		defer pprof.StopCPUProfile()
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
