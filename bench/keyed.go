@@ -774,7 +774,7 @@ func (r *results) keyedMarkdown(b *strings.Builder) {
 	}
 	if rr := r.restore; rr != nil {
 		fmt.Fprintf(b, "### Restore after SIGKILL\n\nThe pebble job counts %d unique lines until the output is complete and one more checkpoint has completed; the driver then SIGKILLs its process, writes %d lines that repeat earlier words, and starts the job again on the same checkpoint directory. Times are from that second process start.\n\n", c.uniqueLines, restoreChangeLines)
-		b.WriteString("| system | keys | checkpoint full state MB | start -> restore decided (log) | start -> first record counted | peak RSS MB after restart | output |\n")
+		b.WriteString("| system | keys | checkpoint full state | start -> restore decided (log) | start -> first record counted | peak RSS MB after restart | output |\n")
 		b.WriteString("|---|--:|--:|--:|--:|--:|---|\n")
 		if rr.err != nil {
 			fmt.Fprintf(b, "| %s | %d | | | | | failed: %s |\n", rr.spec.Label(), rr.keys, oneLine(rr.err))
