@@ -574,3 +574,42 @@ func TestPebbleKeysHaveTheSameBytesInEveryProcess(t *testing.T) {
 		t.Fatal(p.state.err)
 	}
 }
+
+// A restore that cannot lay out its DB (here: a file in the way of the
+// directory, as a full or broken local disk would fail it) fails the
+// attempt, which the restart strategy retries, not the job; the output is
+// exact.
+func TestPebbleRestoreThatCannotLayItsFilesRestarts(t *testing.T) {
+	sc := pebbleStateConfig(t)
+	var blocked atomic.Bool
+	block := func() {
+		roots, _ := filepath.Glob(filepath.Join(sc.dir, "job-*"))
+		for _, root := range roots {
+			for sub := range 2 {
+				for n := 1; n <= 8; n++ {
+					p := filepath.Join(root, fmt.Sprintf("counts-%d-%d", sub, n))
+					if _, err := os.Stat(p); errors.Is(err, os.ErrNotExist) {
+						_ = os.WriteFile(p, nil, 0o644)
+					}
+				}
+			}
+		}
+	}
+	src := &rangeSrc{splits: 4, perSplit: 60, delay: 300 * time.Microsecond, readerFailAt: -1}
+	store := newTxnStore()
+	env := countingJob(2, src, failOnce(150), &txnSink2PC{store: store},
+		WithCheckpointInterval(3*time.Millisecond), WithRestartStrategy(FixedDelayRestart(20, time.Millisecond)),
+		optionFunc(func(c *config) { c.state = sc }))
+	env.hooks = &testHooks{checkpointCompleted: func(int64, checkpoint.Storage) {
+		if !blocked.Swap(true) {
+			block()
+		}
+	}}
+	if err := env.Execute(testCtx(t), "restore fails once"); err != nil {
+		t.Fatal(err)
+	}
+	if n := env.Status().Restarts; n < 2 {
+		t.Fatalf("%d restarts; want the failed restores to have restarted too", n)
+	}
+	checkCounts(t, store, 240, 7)
+}
