@@ -86,6 +86,7 @@ func (s *Store) CopyFrom(dir string, lo, hi []byte, rewrite func(key []byte) ([]
 		if err := b.Set(k, it.Value(), nil); err != nil {
 			return err
 		}
+		s.filter.add(k)
 		if b.Len() >= 4<<20 {
 			if err := b.Commit(pebble.NoSync); err != nil {
 				return err

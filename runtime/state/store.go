@@ -58,6 +58,12 @@ type Store struct {
 	frozen *buffer
 	snap   *Snapshot
 	closed bool
+	// filter spares the DB lookups of keys never written (filter.go);
+	// building, while open, is the goroutine that fills a restored DB's.
+	filter    *keyFilter
+	building  chan struct{}
+	stopBuild atomic.Bool
+	fk        []byte
 	// failApply, set by tests, fails every apply.
 	failApply error
 }
@@ -96,13 +102,15 @@ func Open(cfg Config) (*Store, error) {
 	if _, err := os.Stat(cfg.Dir); err == nil {
 		return nil, fmt.Errorf("state: %s exists already; a state directory is made anew for every run", cfg.Dir)
 	}
-	return open(cfg)
+	return open(cfg, true)
 }
 
-// OpenRestored opens the DB that Restore laid out in cfg.Dir.
-func OpenRestored(cfg Config) (*Store, error) { return open(cfg) }
+// OpenRestored opens the DB that Lay laid out in cfg.Dir. Its key filter
+// is not ready until BuildFilter has run over it: call that once every
+// key of the restore is in (CopyFrom, DeleteOutside).
+func OpenRestored(cfg Config) (*Store, error) { return open(cfg, false) }
 
-func open(cfg Config) (*Store, error) {
+func open(cfg Config, empty bool) (*Store, error) {
 	if cfg.MemTableSize == 0 {
 		cfg.MemTableSize = DefaultMemTableSize
 	}
@@ -121,7 +129,7 @@ func open(cfg Config) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("state: open pebble in %s: %w", cfg.Dir, err)
 	}
-	return &Store{db: db, cfg: cfg, active: newBuffer()}, nil
+	return &Store{db: db, cfg: cfg, active: newBuffer(), filter: newKeyFilter(defaultFilterBytes, empty)}, nil
 }
 
 // dbOptions are the DB's options. The WAL is off: the DB is scratch, made
@@ -178,6 +186,9 @@ func (s *Store) Get(key []byte) ([]byte, bool, error) {
 			return e.v, !e.del, nil
 		}
 	}
+	if s.filter.absent(key) {
+		return nil, false, nil
+	}
 	return s.dbGet(key)
 }
 
@@ -202,6 +213,9 @@ func (s *Store) Put(key, val []byte) error {
 func (s *Store) Delete(key []byte) error { return s.setFlat(key, entry{del: true}) }
 
 func (s *Store) setFlat(key []byte, e entry) error {
+	if !e.del {
+		s.filter.add(key)
+	}
 	k := string(key)
 	if _, ok := s.active.flat[k]; !ok {
 		s.active.n++
@@ -222,7 +236,11 @@ func (s *Store) MapGet(prefix, ukey []byte) ([]byte, bool, error) {
 			}
 		}
 	}
-	return s.dbGet(append(bytes.Clone(prefix), ukey...))
+	s.fk = append(append(s.fk[:0], prefix...), ukey...)
+	if s.filter.absent(s.fk) {
+		return nil, false, nil
+	}
+	return s.dbGet(s.fk)
 }
 
 // buffers are the buffers to read, newest first.
@@ -244,6 +262,10 @@ func (s *Store) MapDelete(prefix, ukey []byte) error {
 }
 
 func (s *Store) setMapEntry(prefix, ukey []byte, e entry) error {
+	if !e.del {
+		s.fk = append(append(s.fk[:0], prefix...), ukey...)
+		s.filter.add(s.fk)
+	}
 	g := s.activeGroup(prefix)
 	if _, ok := g.m[string(ukey)]; !ok {
 		s.active.n++
@@ -596,6 +618,10 @@ func (s *Store) Close() error {
 		return nil
 	}
 	s.closed = true
+	if s.building != nil {
+		s.stopBuild.Store(true)
+		<-s.building
+	}
 	var errs []error
 	if s.snap != nil {
 		errs = append(errs, os.RemoveAll(s.snap.dir))
@@ -603,3 +629,34 @@ func (s *Store) Close() error {
 	errs = append(errs, s.db.Close(), os.RemoveAll(s.cfg.Dir))
 	return errors.Join(errs...)
 }
+
+// BuildFilter fills the key filter of a restored DB with its keys, on a
+// goroutine of its own; the filter answers from when it is done (writes
+// meanwhile add their keys as always). Task goroutine, once.
+func (s *Store) BuildFilter() {
+	if s.filter.ready.Load() || s.building != nil {
+		return
+	}
+	s.building = make(chan struct{})
+	go func() {
+		defer close(s.building)
+		it, err := s.db.NewIter(nil)
+		if err != nil {
+			return // the filter stays unready: lookups go to the DB
+		}
+		defer it.Close()
+		for ok := it.First(); ok; ok = it.Next() {
+			if s.stopBuild.Load() {
+				return
+			}
+			s.filter.add(it.Key())
+		}
+		if it.Error() == nil {
+			s.filter.ready.Store(true)
+		}
+	}()
+}
+
+// FilterReady reports that the key filter answers (a restored DB's is
+// built).
+func (s *Store) FilterReady() bool { return s.filter.ready.Load() }
