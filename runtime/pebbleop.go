@@ -107,6 +107,7 @@ func (p *keyedProcessOperator[K, I, O]) openPebble(t *task, olds []pebbleBlob) (
 			return err
 		}
 	}
+	st.BuildFilter()
 	return nil
 }
 
