@@ -482,10 +482,8 @@ func (s *pebbleValueState[K, V]) Clear() {
 // backend) into the DB.
 func (s *pebbleValueState[K, V]) importHeap(entries []stateEntry) error {
 	h := newValueState[K, V](s.ks)
-	for _, e := range entries {
-		if err := h.restore(e.format, e.data); err != nil {
-			return fmt.Errorf("key group %d: %w", e.keyGroup, err)
-		}
+	if err := restoreEntries(h, entries); err != nil {
+		return err
 	}
 	saved := s.ks.key
 	defer s.ks.setKey(saved)
@@ -628,10 +626,8 @@ func (s *pebbleMapState[K, UK, UV]) All() iter.Seq2[UK, UV] {
 
 func (s *pebbleMapState[K, UK, UV]) importHeap(entries []stateEntry) error {
 	h := newMapState[K, UK, UV](s.ks)
-	for _, e := range entries {
-		if err := h.restore(e.format, e.data); err != nil {
-			return fmt.Errorf("key group %d: %w", e.keyGroup, err)
-		}
+	if err := restoreEntries(h, entries); err != nil {
+		return err
 	}
 	saved := s.ks.key
 	defer s.ks.setKey(saved)
@@ -644,6 +640,17 @@ func (s *pebbleMapState[K, UK, UV]) importHeap(entries []stateEntry) error {
 			if s.ks.err != nil {
 				return s.ks.err
 			}
+		}
+	}
+	return nil
+}
+
+// restoreEntries restores a heap checkpoint's entries into h, a heap
+// state the pebble state then copies from.
+func restoreEntries(h snapshotableState, entries []stateEntry) error {
+	for _, e := range entries {
+		if err := h.restore(e.format, e.data); err != nil {
+			return fmt.Errorf("key group %d: %w", e.keyGroup, err)
 		}
 	}
 	return nil
