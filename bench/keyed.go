@@ -439,6 +439,40 @@ func runDirs() (root string, args []string, err error) {
 	return root, []string{"--state-dir", filepath.Join(root, "state"), "--checkpoint-dir", filepath.Join(root, "checkpoints")}, nil
 }
 
+// keyedFixture prepares a changes or restore run named name: a prefilled
+// input of cfg.uniqueLines unique lines, an output topic, state and
+// checkpoint directories (args for the child) and a watcher of the output,
+// and waits for the watcher to settle. cleanup, always to be called, undoes
+// whatever was made.
+func keyedFixture(ctx context.Context, h *harness, name string) (ds *dataset, out string, args []string, w *watcher, cleanup func(), err error) {
+	var undo []func()
+	cleanup = func() {
+		for i := len(undo) - 1; i >= 0; i-- {
+			undo[i]()
+		}
+	}
+	ds = newUniqueDataset(h.name("in-"+name), h.cfg.uniqueLines)
+	if err = prefillUnique(ctx, h, ds); err != nil {
+		return
+	}
+	out = h.name("out-" + name)
+	undo = append(undo, func() { deleteTopicsWithPrefix(context.Background(), h.adm, ds.topic, out) })
+	if err = createTopic(ctx, h.adm, out, int32(h.cfg.partitions)); err != nil {
+		return
+	}
+	root, args, err := runDirs()
+	if err != nil {
+		return
+	}
+	undo = append(undo, func() { os.RemoveAll(root) })
+	if w, err = newWatcher(h.seeds, out, ds, true); err != nil {
+		return
+	}
+	undo = append(undo, func() { w.Close() })
+	time.Sleep(settle)
+	return
+}
+
 // runKeyed runs s once over ds as a throughput run, collecting a splitflow
 // child's checkpoints; its state and checkpoint directories are removed
 // after.
@@ -534,26 +568,11 @@ func runChanges(ctx context.Context, h *harness, s System) *changesRow {
 	row.lines = int(row.rate * cfg.changesDuration.Seconds())
 	logf("unique-words changes: %s, %d keys, %.0f lines/s for %s", row.spec.Label(), row.keys, row.rate, cfg.changesDuration)
 	err := func() error {
-		ds := newUniqueDataset(h.name("in-changes"), cfg.uniqueLines)
-		if err := prefillUnique(ctx, h, ds); err != nil {
-			return err
-		}
-		out := h.name("out-changes")
-		defer deleteTopicsWithPrefix(context.Background(), h.adm, ds.topic, out)
-		if err := createTopic(ctx, h.adm, out, int32(cfg.partitions)); err != nil {
-			return err
-		}
-		root, args, err := runDirs()
+		ds, out, args, w, cleanup, err := keyedFixture(ctx, h, "changes")
+		defer cleanup()
 		if err != nil {
 			return err
 		}
-		defer os.RemoveAll(root)
-		w, err := newWatcher(h.seeds, out, ds, true)
-		if err != nil {
-			return err
-		}
-		defer w.Close()
-		time.Sleep(settle)
 		log := newChildLog()
 		p, err := s.Start(ctx, h, Job{Bootstrap: joinSeeds(h.seeds), Input: ds.topic, Output: out,
 			Parallelism: cfg.parallelism, Args: args, OnLine: log.line})
@@ -638,26 +657,11 @@ func runRestore(ctx context.Context, h *harness, s System) *restoreRow {
 	row := &restoreRow{spec: s.Spec(), keys: cfg.uniqueLines * wordsPerLine}
 	logf("unique-words restore: %s, %d keys", row.spec.Label(), row.keys)
 	err := func() error {
-		ds := newUniqueDataset(h.name("in-restore"), cfg.uniqueLines)
-		if err := prefillUnique(ctx, h, ds); err != nil {
-			return err
-		}
-		out := h.name("out-restore")
-		defer deleteTopicsWithPrefix(context.Background(), h.adm, ds.topic, out)
-		if err := createTopic(ctx, h.adm, out, int32(cfg.partitions)); err != nil {
-			return err
-		}
-		root, args, err := runDirs()
+		ds, out, args, w, cleanup, err := keyedFixture(ctx, h, "restore")
+		defer cleanup()
 		if err != nil {
 			return err
 		}
-		defer os.RemoveAll(root)
-		w, err := newWatcher(h.seeds, out, ds, true)
-		if err != nil {
-			return err
-		}
-		defer w.Close()
-		time.Sleep(settle)
 		job := Job{Bootstrap: joinSeeds(h.seeds), Input: ds.topic, Output: out, Parallelism: cfg.parallelism, Args: args}
 		log1 := newChildLog()
 		job.OnLine = log1.line
