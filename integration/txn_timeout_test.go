@@ -76,6 +76,12 @@ func ongoing(ctx context.Context, adm *kadm.Client, prefix string) (map[string]b
 // aborted the transaction. Meanwhile a checkpoint times out and fails the
 // job, which restarts once the held task ends and commits the restored
 // transaction: too late.
+//
+// The listener runs before the tasks are told of the completion, so it
+// waits there until the task has engaged the hold: otherwise the task can
+// take the notification and commit before its next record arrives, and the
+// hold only sees the next, unprepared transaction aborted, which a restart
+// rightly replays without loss.
 func TestTransactionTimedOutBeforeCommitIsDataLoss(t *testing.T) {
 	b := kafkatest.Get(t)
 	input := b.CreateTopic(t, "ttl-in", 1, nil)
@@ -85,29 +91,33 @@ func TestTransactionTimedOutBeforeCommitIsDataLoss(t *testing.T) {
 	prefix := output + "-txn"
 	adm := b.Admin(t)
 
-	// stall: 0 idle, 1 armed by a completed checkpoint, 2 holding or done.
+	// stall: 0 idle, 1 armed by a completed checkpoint, 2 looking for the
+	// open transactions, 3 holding (or done).
+	const idle, armed, looking, holding = 0, 1, 2, 3
 	var stall, seen atomic.Int64
 	var stalledFor atomic.Int64
+	var engaged atomic.Bool
 	hold := func(int64) error {
 		if seen.Add(1)%5 == 0 {
 			time.Sleep(time.Millisecond)
 		}
-		if !stall.CompareAndSwap(1, 2) {
+		if !stall.CompareAndSwap(armed, looking) {
 			return nil
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 		defer cancel()
 		open, err := ongoing(ctx, adm, prefix)
 		if err != nil {
+			stall.Store(holding)
 			return err
 		}
 		if len(open) == 0 {
-			// The commit went first, or the broker has not heard of this
-			// transaction's records yet: try again at the next record, so
-			// that the hold engages before the input runs out.
-			stall.Store(1)
+			// The broker has not heard of the prepared transaction's
+			// records yet: try again at the next record.
+			stall.Store(armed)
 			return nil
 		}
+		stall.Store(holding)
 		began := time.Now()
 		for {
 			now, err := ongoing(ctx, adm, prefix)
@@ -136,13 +146,23 @@ func TestTransactionTimedOutBeforeCommitIsDataLoss(t *testing.T) {
 		Restart: runtime.FixedDelayRestart(3, 100*time.Millisecond), TxnTimeout: 3 * time.Second, CommitTimeout: 500 * time.Millisecond,
 		Sink: hold,
 		Listener: runtime.JobListener{CheckpointCompleted: func(id int64) {
-			if id >= 2 {
-				stall.CompareAndSwap(0, 1)
+			if id < 2 || !stall.CompareAndSwap(idle, armed) {
+				return
+			}
+			for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); {
+				if stall.Load() == holding {
+					engaged.Store(true)
+					return
+				}
+				time.Sleep(time.Millisecond)
 			}
 		}},
 	})
 	if ctx.Err() != nil {
 		t.Fatalf("the job did not end by itself: %v", err)
+	}
+	if !engaged.Load() {
+		t.Fatalf("the hold never engaged while a prepared transaction awaited its commit (job ended with %v)", err)
 	}
 	var dl *txn.DataLossError
 	if !errors.As(err, &dl) {
