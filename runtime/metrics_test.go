@@ -330,6 +330,18 @@ func TestMetricsRegistrySharedInTurn(t *testing.T) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
+	// "running" comes before the tasks have opened and published their
+	// series: wait for the sink's, so that the check below sees what the
+	// refused job may have touched, not a task still starting.
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		if _, series := metricstest.Sum(t, shared, "splitflow_operator_records_in_total", map[string]string{"uid": "sink"}); series == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the running job's sink series never appeared")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 	refused := NewEnvironment(WithLogger(discardLogger()), WithMetricsRegistry(shared))
 	err := runTwin(testCtx(t), refused, nil)
 	if err == nil || !strings.Contains(err.Error(), "WithMetricsRegistry") || !strings.Contains(err.Error(), `job "twin", which is still running`) {
