@@ -125,6 +125,10 @@ func (p *keyedProcessOperator[K, I, O]) mergePebble(t *task, old pebbleBlob, lo,
 		if err != nil {
 			return err
 		}
+		if c := pk.ids[name]; c.codecs == "" {
+			c.codecs = s.codecs // one job's subtasks wrote the same codecs
+			pk.ids[name] = c
+		}
 		translate[s.id] = id
 	}
 	return pk.store.CopyFrom(src, lo, hi, func(k []byte) ([]byte, error) {

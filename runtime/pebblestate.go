@@ -50,7 +50,13 @@ import (
 //	uvarint(n) n x (uvarint(len) name, uvarint(len) data)       the checkpoint's small files
 //	uvarint(n) n x (uvarint(len) name, uvarint(len) stored, uvarint(size), uvarint(crc))  its immutable files, stored shared
 
-const pebbleLayoutVersion = 100
+// Version 101 adds, after each state's id, uvarint(len) codecs: the
+// codecs that wrote it (pebbleStateID.codecs); version 100, without
+// them, still restores, its states taken as written by default codecs.
+const (
+	pebbleLayoutVersion         = 101
+	pebbleLayoutVersionNoCodecs = 100
+)
 
 // pebbleBackend is a job's pebble backend while it runs: its working
 // directory and the block cache all its DBs share.
@@ -231,6 +237,10 @@ func sanitizeName(s string) string {
 type pebbleStateID struct {
 	id   uint16
 	kind byte
+	// codecs are the state's codecs (stateCodec.desc, in order: value;
+	// map key, map value), "" when unknown: restored from a blob of
+	// version pebbleLayoutVersionNoCodecs, written by default codecs.
+	codecs string
 }
 
 // pebbleKeyed is one keyed operator subtask's pebble state.
@@ -271,6 +281,45 @@ func newInstanceID() string {
 	return hex.EncodeToString(b[:])
 }
 
+// declareID returns the id of state name of the kind, declared with
+// codecs (defaults: the codecs of its types without serdes), refusing a
+// state restored with other codecs.
+func (pk *pebbleKeyed) declareID(name string, kind byte, codecs, defaults string) (uint16, error) {
+	id, err := pk.stateID(name, kind)
+	if err != nil {
+		return 0, err
+	}
+	s := pk.ids[name]
+	switch was := s.codecs; {
+	case was == "" && codecs != defaults:
+		return 0, &unrecoverableError{fmt.Errorf("state %q was checkpointed with the default serdes of its types, before serdes were recorded, and is now declared with %s; restore it with the serdes that wrote it, or rename the state", name, describeCodecs(codecs))}
+	case was != "" && was != codecs:
+		return 0, &unrecoverableError{fmt.Errorf("state %q was checkpointed with %s and is now declared with %s; restore it with the serdes that wrote it, or rename the state", name, describeCodecs(was), describeCodecs(codecs))}
+	}
+	s.codecs = codecs
+	pk.ids[name] = s
+	return id, nil
+}
+
+// describeCodecs reads a state's codecs for an error.
+func describeCodecs(codecs string) string {
+	b := []byte(codecs)
+	var out []string
+	for len(b) > 0 {
+		id, name := b[0], ""
+		b = b[1:]
+		if id == codecUser {
+			l, n := binary.Uvarint(b)
+			if n <= 0 || uint64(len(b)-n) < l {
+				break
+			}
+			name, b = string(b[n:n+int(l)]), b[n+int(l):]
+		}
+		out = append(out, codecLabel(id, name))
+	}
+	return strings.Join(out, " and ")
+}
+
 // stateID returns the id of state name of the kind, assigning one.
 func (pk *pebbleKeyed) stateID(name string, kind byte) (uint16, error) {
 	if s, ok := pk.ids[name]; ok {
@@ -303,7 +352,7 @@ func (ks *keyedState[K]) pebbleKey() ([]byte, error) {
 
 // fail records the first error of a state access whose signature has no
 // error; the operator returns it after the call.
-func (ks *keyedState[K]) fail(err error) {
+func (ks *keyedCommon) fail(err error) {
 	if ks.err == nil {
 		ks.err = err
 	}
@@ -332,11 +381,17 @@ var (
 
 // keyBytesFor chooses T's key encoding, or says why T cannot be a key of
 // the pebble backend (what names its role).
-func keyBytesFor[T any](what string) (keyBytes[T], error) {
+func keyBytesFor[T any](what string) (keyBytes[T], error) { return keyBytesOf(codecFor[T](), what) }
+
+// keyBytesOf is keyBytesFor with T's codec c, which may be a serde given
+// with the state.
+func keyBytesOf[T any](c stateCodec[T], what string) (keyBytes[T], error) {
 	t := reflect.TypeFor[T]()
-	c := codecFor[T]()
 	if c.s != nil {
 		return keyBytes[T]{c: c, floatKind: t.Kind() == reflect.Float32 || t.Kind() == reflect.Float64}, nil
+	}
+	if c.ext != nil {
+		return keyBytes[T]{c: c}, nil // the serde's promise: equal keys, equal bytes
 	}
 	if (t.Implements(binaryMarshalerType) || reflect.PointerTo(t).Implements(binaryMarshalerType)) &&
 		reflect.PointerTo(t).Implements(binaryUnmarshalerType) {
@@ -346,6 +401,9 @@ func keyBytesFor[T any](what string) (keyBytes[T], error) {
 }
 
 func (k keyBytes[T]) append(dst []byte, v T) ([]byte, error) {
+	if k.c.ext != nil {
+		return k.c.ext.Append(dst, v)
+	}
 	if k.c.s != nil {
 		if k.floatKind {
 			rv := reflect.ValueOf(&v).Elem()
@@ -369,6 +427,9 @@ func (k keyBytes[T]) append(dst []byte, v T) ([]byte, error) {
 }
 
 func (k keyBytes[T]) read(b []byte) (T, error) {
+	if k.c.ext != nil {
+		return k.c.ext.Decode(b)
+	}
 	if k.c.s != nil {
 		return readOne(b, k.c)
 	}
@@ -382,6 +443,9 @@ func appendOne[T any](dst []byte, c stateCodec[T], v T) ([]byte, error) {
 	if c.s != nil {
 		return c.s.appendValue(dst, v), nil
 	}
+	if c.ext != nil {
+		return c.ext.Append(dst, v)
+	}
 	var buf bytes.Buffer
 	if err := gob.NewEncoder(&buf).Encode(&v); err != nil {
 		return nil, err
@@ -391,6 +455,9 @@ func appendOne[T any](dst []byte, c stateCodec[T], v T) ([]byte, error) {
 
 // readOne decodes b, all of it, in codec c.
 func readOne[T any](b []byte, c stateCodec[T]) (T, error) {
+	if c.ext != nil {
+		return c.ext.Decode(b)
+	}
 	var v T
 	if c.s != nil {
 		v, n, err := c.s.readValue(b)
@@ -481,7 +548,7 @@ func (s *pebbleValueState[K, V]) Clear() {
 // importHeap loads restored heap entries (a checkpoint of the heap
 // backend) into the DB.
 func (s *pebbleValueState[K, V]) importHeap(entries []stateEntry) error {
-	h := newValueState[K, V](s.ks)
+	h := newValueState[K, V](s.ks, s.vals)
 	if err := restoreEntries(h, entries); err != nil {
 		return err
 	}
@@ -625,7 +692,7 @@ func (s *pebbleMapState[K, UK, UV]) All() iter.Seq2[UK, UV] {
 }
 
 func (s *pebbleMapState[K, UK, UV]) importHeap(entries []stateEntry) error {
-	h := newMapState[K, UK, UV](s.ks)
+	h := newMapState[K, UK, UV](s.ks, s.ukeys.c, s.uvals)
 	if err := restoreEntries(h, entries); err != nil {
 		return err
 	}
@@ -677,30 +744,30 @@ func (ks *keyedState[K]) createPebble(name string, s heapImporter) error {
 	return nil
 }
 
-func newPebbleValueState[K comparable, V any](ks *keyedState[K], name string) (*pebbleValueState[K, V], error) {
+func newPebbleValueState[K comparable, V any](ks *keyedState[K], name string, vals stateCodec[V]) (*pebbleValueState[K, V], error) {
 	if ks.pbKeysErr != nil {
 		return nil, ks.pbKeysErr
 	}
-	id, err := ks.pb.stateID(name, stateKindValue)
+	id, err := ks.pb.declareID(name, stateKindValue, vals.desc(), codecFor[V]().desc())
 	if err != nil {
 		return nil, err
 	}
-	return &pebbleValueState[K, V]{ks: ks, pk: ks.pb, name: name, id: id, vals: codecFor[V]()}, nil
+	return &pebbleValueState[K, V]{ks: ks, pk: ks.pb, name: name, id: id, vals: vals}, nil
 }
 
-func newPebbleMapState[K, UK comparable, UV any](ks *keyedState[K], name string) (*pebbleMapState[K, UK, UV], error) {
+func newPebbleMapState[K, UK comparable, UV any](ks *keyedState[K], name string, ukc stateCodec[UK], uvals stateCodec[UV]) (*pebbleMapState[K, UK, UV], error) {
 	if ks.pbKeysErr != nil {
 		return nil, ks.pbKeysErr
 	}
-	ukeys, err := keyBytesFor[UK](fmt.Sprintf("map key type of state %q,", name))
+	ukeys, err := keyBytesOf(ukc, fmt.Sprintf("map key type of state %q,", name))
 	if err != nil {
 		return nil, err
 	}
-	id, err := ks.pb.stateID(name, stateKindMap)
+	id, err := ks.pb.declareID(name, stateKindMap, ukc.desc()+uvals.desc(), codecFor[UK]().desc()+codecFor[UV]().desc())
 	if err != nil {
 		return nil, err
 	}
-	return &pebbleMapState[K, UK, UV]{ks: ks, pk: ks.pb, name: name, id: id, ukeys: ukeys, uvals: codecFor[UV]()}, nil
+	return &pebbleMapState[K, UK, UV]{ks: ks, pk: ks.pb, name: name, id: id, ukeys: ukeys, uvals: uvals}, nil
 }
 
 // pebbleBlob is a decoded subtask blob of a pebble checkpoint.
@@ -720,7 +787,7 @@ type pebbleStoredFile struct {
 
 func isPebbleBlob(b []byte) bool {
 	v, n := binary.Uvarint(b)
-	return n > 0 && v == pebbleLayoutVersion
+	return n > 0 && (v == pebbleLayoutVersion || v == pebbleLayoutVersionNoCodecs)
 }
 
 func encodePebbleBlob(p pebbleBlob) []byte {
@@ -743,6 +810,7 @@ func encodePebbleBlob(p pebbleBlob) []byte {
 		out = appendStr(out, []byte(n))
 		out = append(out, p.ids[n].kind)
 		out = binary.AppendUvarint(out, uint64(p.ids[n].id))
+		out = appendStr(out, []byte(p.ids[n].codecs))
 	}
 	out = appendStr(out, p.entries)
 	smallNames := slices.Sorted(func(yield func(string) bool) {
@@ -770,7 +838,8 @@ func encodePebbleBlob(p pebbleBlob) []byte {
 func decodePebbleBlob(b []byte) (pebbleBlob, error) {
 	var p pebbleBlob
 	r := blobReader{b: b}
-	if v := r.uvarint(); v != pebbleLayoutVersion {
+	v := r.uvarint()
+	if v != pebbleLayoutVersion && v != pebbleLayoutVersionNoCodecs {
 		return p, fmt.Errorf("pebble state layout version %d is unknown to this build", v)
 	}
 	p.maxPar, p.kgLo, p.kgHi = int(r.uvarint()), int(r.uvarint()), int(r.uvarint())
@@ -783,7 +852,11 @@ func decodePebbleBlob(b []byte) (pebbleBlob, error) {
 		if id == 0 || id > 0xffff {
 			r.err = errShortState
 		}
-		p.ids[name] = pebbleStateID{id: uint16(id), kind: kind}
+		var codecs string
+		if v >= pebbleLayoutVersion {
+			codecs = string(r.bytes()) // "" for a state carried over from version 100
+		}
+		p.ids[name] = pebbleStateID{id: uint16(id), kind: kind, codecs: codecs}
 	}
 	p.entries = r.bytes()
 	n = r.count()

@@ -183,19 +183,12 @@ func (c *KeyedContext[K, O]) DeleteProcessingTimeTimer(ts int64) {
 // frozen epoch copies it first, so the encoder reads maps nobody writes
 // again. Thawing, once the encoder is done, ends the copying.
 type keyedState[K comparable] struct {
+	// keyedCommon is what does not depend on the key type, shared with
+	// the canonical view of this state that descriptors use (see
+	// canonicalState).
+	*keyedCommon
 	key  K
 	slot int // slot of key
-	// epoch is the current epoch; frozen the epoch of the snapshot being
-	// encoded, 0 for none: a map of an epoch below frozen is read by the
-	// encoder.
-	epoch  uint64
-	frozen uint64
-	states map[string]any
-	// restored holds, per state name, the restored entries of the key
-	// groups this subtask owns, until the function asks for the state
-	// (its value type is known only then); a snapshot taken before that
-	// writes them back unchanged.
-	restored map[string][]stateEntry
 	// groupOf is the key group of a key, of groups (the max parallelism);
 	// slotOf its slot, of groups*slotsPerKeyGroup, the slots of key group
 	// g being g*slotsPerKeyGroup and up; keys is the key type's codec in
@@ -205,16 +198,46 @@ type keyedState[K comparable] struct {
 	groups  int
 	keys    stateCodec[K]
 
-	// pb is the pebble backend's state, nil with the heap backend;
-	// pbKeyBuf the current key's encoding once pbKeyOK. err is the first
-	// failure of a state access (pebblestate.go), returned after the
-	// function's call.
-	pb        *pebbleKeyed
+	// pbKeys is the pebble backend's key encoding; pbKeyBuf the current
+	// key's encoding once pbKeyOK.
 	pbKeys    keyBytes[K]
 	pbKeysErr error
 	pbKeyBuf  []byte
 	pbKeyOK   bool
-	err       error
+
+	// canon is the canonical view (a *keyedState[C], C the basic type
+	// under K), made on a descriptor's first use, or why there is none;
+	// follow keeps its current key with this one's.
+	canon    any
+	canonErr error
+	follow   func(k K, slot int)
+}
+
+// keyedCommon is the part of an operator subtask's keyed state that does
+// not depend on the key type.
+type keyedCommon struct {
+	// epoch is the current epoch; frozen the epoch of the snapshot being
+	// encoded, 0 for none: a map of an epoch below frozen is read by the
+	// encoder.
+	epoch  uint64
+	frozen uint64
+	states map[string]any
+	// decls says, per state name, how it was declared ("ValueState[int64]
+	// (varint)"), for the error that refuses a second declaration of the
+	// name with other types.
+	decls map[string]string
+	// handles are the states of descriptors, by descriptor id.
+	handles []any
+	// restored holds, per state name, the restored entries of the key
+	// groups this subtask owns, until the function asks for the state
+	// (its value type is known only then); a snapshot taken before that
+	// writes them back unchanged.
+	restored map[string][]stateEntry
+	// pb is the pebble backend's state, nil with the heap backend. err is
+	// the first failure of a state access (pebblestate.go, descriptors),
+	// returned after the function's call.
+	pb  *pebbleKeyed
+	err error
 }
 
 // slotsPerKeyGroup is how many maps a key group's state is split into.
@@ -225,6 +248,9 @@ func (ks *keyedState[K]) slots() int { return ks.groups * slotsPerKeyGroup }
 // setKey makes k the current key.
 func (ks *keyedState[K]) setKey(k K) {
 	ks.key, ks.slot, ks.pbKeyOK = k, ks.slotOf(k), false
+	if ks.follow != nil {
+		ks.follow(k, ks.slot)
+	}
 }
 
 // claim registers state s of the kind under name and takes what was
@@ -297,8 +323,8 @@ type valueState[K comparable, V any] struct {
 	read atomic.Int64
 }
 
-func newValueState[K comparable, V any](ks *keyedState[K]) *valueState[K, V] {
-	return &valueState[K, V]{ks: ks, m: make([]map[K]V, ks.slots()), ep: make([]uint64, ks.slots()), vals: codecFor[V]()}
+func newValueState[K comparable, V any](ks *keyedState[K], vals stateCodec[V]) *valueState[K, V] {
+	return &valueState[K, V]{ks: ks, m: make([]map[K]V, ks.slots()), ep: make([]uint64, ks.slots()), vals: vals}
 }
 
 func (s *valueState[K, V]) Value() (V, bool) { v, ok := s.m[s.ks.slot][s.ks.key]; return v, ok }
@@ -341,9 +367,9 @@ type innerMap[UK comparable, UV any] struct {
 	ep uint64
 }
 
-func newMapState[K, UK comparable, UV any](ks *keyedState[K]) *mapState[K, UK, UV] {
+func newMapState[K, UK comparable, UV any](ks *keyedState[K], ukeys stateCodec[UK], uvals stateCodec[UV]) *mapState[K, UK, UV] {
 	return &mapState[K, UK, UV]{ks: ks, m: make([]map[K]*innerMap[UK, UV], ks.slots()), ep: make([]uint64, ks.slots()),
-		ukeys: codecFor[UK](), uvals: codecFor[UV]()}
+		ukeys: ukeys, uvals: uvals}
 }
 
 func (s *mapState[K, UK, UV]) inner() map[UK]UV {
@@ -438,34 +464,7 @@ func (s *mapState[K, UK, UV]) All() iter.Seq2[UK, UV] {
 // type) is refused here with a *StateTypeError naming the state, the type
 // and the field, and the job fails at once, without restarts.
 func GetValueState[V any, K comparable, O any](ctx *KeyedContext[K, O], name string) (ValueState[V], error) {
-	if s, ok := ctx.op.states[name]; ok {
-		if ps, ok := s.(*pebbleValueState[K, V]); ok {
-			return ps, nil
-		}
-		vs, ok := s.(*valueState[K, V])
-		if !ok {
-			return nil, &unrecoverableError{fmt.Errorf("state %q exists with another type (%T); give each state its own name", name, s)}
-		}
-		return vs, nil
-	}
-	if err := checkStateTypes(name, stateType{"value type", typeOf[V]()}, stateType{"key type", typeOf[K]()}); err != nil {
-		return nil, err
-	}
-	if ctx.op.pb != nil {
-		ps, err := newPebbleValueState[K, V](ctx.op, name)
-		if err != nil {
-			return nil, err
-		}
-		if err := ctx.op.createPebble(name, ps); err != nil {
-			return nil, err
-		}
-		return ps, nil
-	}
-	vs := newValueState[K, V](ctx.op)
-	if err := ctx.op.create(name, vs); err != nil {
-		return nil, err
-	}
-	return vs, nil
+	return declareValue(ctx.op, name, codecFor[V]())
 }
 
 // GetMapState returns the map state called name, like GetValueState. The
@@ -474,35 +473,7 @@ func GetValueState[V any, K comparable, O any](ctx *KeyedContext[K, O], name str
 // rule; any other is refused here with a *StateTypeError, and the job
 // fails at once.
 func GetMapState[UK comparable, UV any, K comparable, O any](ctx *KeyedContext[K, O], name string) (MapState[UK, UV], error) {
-	if s, ok := ctx.op.states[name]; ok {
-		if ps, ok := s.(*pebbleMapState[K, UK, UV]); ok {
-			return ps, nil
-		}
-		ms, ok := s.(*mapState[K, UK, UV])
-		if !ok {
-			return nil, &unrecoverableError{fmt.Errorf("state %q exists with another type (%T); give each state its own name", name, s)}
-		}
-		return ms, nil
-	}
-	if err := checkStateTypes(name, stateType{"map key type", typeOf[UK]()}, stateType{"map value type", typeOf[UV]()},
-		stateType{"key type", typeOf[K]()}); err != nil {
-		return nil, err
-	}
-	if ctx.op.pb != nil {
-		ps, err := newPebbleMapState[K, UK, UV](ctx.op, name)
-		if err != nil {
-			return nil, err
-		}
-		if err := ctx.op.createPebble(name, ps); err != nil {
-			return nil, err
-		}
-		return ps, nil
-	}
-	ms := newMapState[K, UK, UV](ctx.op)
-	if err := ctx.op.create(name, ms); err != nil {
-		return nil, err
-	}
-	return ms, nil
+	return declareMap(ctx.op, name, codecFor[UK](), codecFor[UV]())
 }
 
 // timerQueue is a set of (key, timestamp) timers ordered by timestamp: a
@@ -668,7 +639,7 @@ func (p *keyedProcessOperator[K, I, O]) open(t *task) error {
 	if p.fn == nil {
 		return p.info.wrap(&unrecoverableError{errNilFunction("process function (from the factory)")})
 	}
-	p.state.states = map[string]any{}
+	p.state.keyedCommon = &keyedCommon{states: map[string]any{}, decls: map[string]string{}}
 	p.maxPar = t.cfg.maxParallelism
 	p.state.groups, p.state.keys = p.maxPar, codecFor[K]()
 	p.state.groupOf = func(k K) int { return KeyGroupForHash(p.hash(k), p.maxPar) }

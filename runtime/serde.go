@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"encoding/gob"
+	"encoding/json"
 	"fmt"
 	"math"
 	"reflect"
@@ -42,6 +43,11 @@ const (
 	codecFloat32 byte = 5
 	codecFloat64 byte = 6
 	codecBool    byte = 7
+	// codecJSON is JSONSerde; codecUser a Serde of the job's own, whose
+	// name follows the id in a column's header and in a pebble
+	// checkpoint's table of states.
+	codecJSON byte = 8
+	codecUser byte = 9
 )
 
 func codecName(id byte) string {
@@ -62,12 +68,15 @@ func codecName(id byte) string {
 		return "float64"
 	case codecBool:
 		return "bool"
+	case codecJSON:
+		return "encoding/json"
 	}
 	return fmt.Sprintf("codec %d", id)
 }
 
-// serde writes and reads single values of T in a binary form. It is the
-// shape a user-supplied serializer will take.
+// serde writes and reads single values of T in a binary form: the
+// built-in encodings, self-delimiting so that a column is their
+// concatenation.
 type serde[T any] interface {
 	// appendValue appends v's encoding to dst.
 	appendValue(dst []byte, v T) []byte
@@ -76,11 +85,201 @@ type serde[T any] interface {
 	readValue(b []byte) (T, int, error)
 }
 
-// stateCodec is how one state type is written: a binary serde, or gob
-// when s is nil.
+// stateCodec is how one state type is written: a built-in binary serde
+// s; a Serde ext (JSONSerde, or the job's own, named name), each value
+// framed by its length in a column; or gob when both are nil.
 type stateCodec[T any] struct {
-	id byte
-	s  serde[T]
+	id   byte
+	s    serde[T]
+	ext  Serde[T]
+	name string
+}
+
+// String names the codec in errors and declarations.
+func (c stateCodec[T]) String() string {
+	return codecLabel(c.id, c.name)
+}
+
+func codecLabel(id byte, name string) string {
+	if id == codecUser {
+		return fmt.Sprintf("serde %q", name)
+	}
+	return codecName(id)
+}
+
+// desc is the codec as a pebble checkpoint records it: the id, and the
+// name of a Serde of the job's own.
+func (c stateCodec[T]) desc() string {
+	b := []byte{c.id}
+	if c.id == codecUser {
+		b = append(binary.AppendUvarint(b, uint64(len(c.name))), c.name...)
+	}
+	return string(b)
+}
+
+// Serde is how values of T are written in checkpoints (and held, with the
+// pebble backend): the encoding of one value, given to a state descriptor
+// with WithSerde or WithMapKeySerde. The built-in ones are DefaultSerde,
+// the named binary serdes (StringSerde, Int64Serde, ...), GobSerde and
+// JSONSerde; a job may implement its own.
+//
+// A checkpoint records which serde wrote each state: the built-in ones by
+// their encoding, the job's own by Name. A restore whose state was
+// written by another serde, or under another name, is refused with an
+// error naming both, so a job that changes an encoding incompatibly
+// changes its serde's name with it (a version in the name, "point/v2",
+// and a state of a new name, is one way to move). Methods may be called
+// from any goroutine at once (the heap backend encodes snapshots off the
+// task goroutine).
+type Serde[T any] interface {
+	// Name identifies the encoding in checkpoints; never empty.
+	Name() string
+	// Append appends v's encoding to dst and returns the extended slice.
+	Append(dst []byte, v T) ([]byte, error)
+	// Decode decodes a value from b, which holds exactly what one Append
+	// appended. It must not keep b.
+	Decode(b []byte) (T, error)
+}
+
+// codecSerde is a built-in Serde, which the engine writes by its codec.
+type codecSerde[T any] interface {
+	Serde[T]
+	codec() stateCodec[T]
+}
+
+// builtinSerde is one of the engine's encodings as a Serde.
+type builtinSerde[T any] struct{ c stateCodec[T] }
+
+func (b builtinSerde[T]) Name() string                           { return b.c.String() }
+func (b builtinSerde[T]) Append(dst []byte, v T) ([]byte, error) { return appendOne(dst, b.c, v) }
+func (b builtinSerde[T]) Decode(data []byte) (T, error)          { return readOne(data, b.c) }
+func (b builtinSerde[T]) codec() stateCodec[T]                   { return b.c }
+
+// DefaultSerde is the serde a state of T gets when none is given: a
+// compact binary encoding for strings, byte slices, integers (varints),
+// floats (IEEE 754 bits) and bools, and named types over them that do
+// not encode themselves; encoding/gob for every other type.
+func DefaultSerde[T any]() Serde[T] { return builtinSerde[T]{codecFor[T]()} }
+
+// GobSerde writes values with encoding/gob, the default for types without
+// a built-in binary encoding; gob's rules are checked when the state is
+// declared (see GetValueState).
+func GobSerde[T any]() Serde[T] { return builtinSerde[T]{stateCodec[T]{id: codecGob}} }
+
+// The built-in binary serdes of the basic types; DefaultSerde gives the
+// same encodings for every width and for named types over them.
+var (
+	StringSerde  Serde[string]  = DefaultSerde[string]()
+	BytesSerde   Serde[[]byte]  = DefaultSerde[[]byte]()
+	Int64Serde   Serde[int64]   = DefaultSerde[int64]()
+	IntSerde     Serde[int]     = DefaultSerde[int]()
+	Uint64Serde  Serde[uint64]  = DefaultSerde[uint64]()
+	Float64Serde Serde[float64] = DefaultSerde[float64]()
+	Float32Serde Serde[float32] = DefaultSerde[float32]()
+	BoolSerde    Serde[bool]    = DefaultSerde[bool]()
+)
+
+// JSONSerde writes values with encoding/json: the fallback for types gob
+// does not suit, or whose checkpoints other tools read. The type is
+// checked when the state is declared: a field JSON would drop or could
+// not bring back (unexported, tagged "-", an interface, func, chan or
+// complex number, a map key that is not a string, integer or
+// encoding.TextMarshaler) is refused, unless the type implements
+// json.Marshaler and json.Unmarshaler itself.
+func JSONSerde[T any]() Serde[T] { return jsonSerde[T]{} }
+
+type jsonSerde[T any] struct{}
+
+func (jsonSerde[T]) Name() string { return "encoding/json" }
+
+func (jsonSerde[T]) Append(dst []byte, v T) ([]byte, error) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, err
+	}
+	return append(dst, b...), nil
+}
+
+func (jsonSerde[T]) Decode(b []byte) (T, error) {
+	var v T
+	err := json.Unmarshal(b, &v)
+	return v, err
+}
+
+func (j jsonSerde[T]) codec() stateCodec[T] { return stateCodec[T]{id: codecJSON, ext: j} }
+
+// codecOf is the codec of serde s.
+func codecOf[T any](s Serde[T]) stateCodec[T] {
+	if b, ok := s.(codecSerde[T]); ok {
+		return b.codec()
+	}
+	return stateCodec[T]{id: codecUser, ext: s, name: s.Name()}
+}
+
+// StateOption configures a state descriptor (NewValueState, NewMapState).
+type StateOption interface{ applyState(*stateOptions) }
+
+type stateOptions struct {
+	serde, mapKeySerde any
+}
+
+type stateOptionFunc func(*stateOptions)
+
+func (f stateOptionFunc) applyState(o *stateOptions) { f(o) }
+
+// WithSerde sets the serde of a state's values (a MapState's map values);
+// default DefaultSerde of the value type. It must be a Serde of that
+// type, or the descriptor's constructor panics.
+func WithSerde[T any](s Serde[T]) StateOption {
+	return stateOptionFunc(func(o *stateOptions) { o.serde = s })
+}
+
+// WithMapKeySerde sets the serde of a MapState's map keys; default
+// DefaultSerde of the map key type.
+func WithMapKeySerde[T any](s Serde[T]) StateOption {
+	return stateOptionFunc(func(o *stateOptions) { o.mapKeySerde = s })
+}
+
+func stateOptionsOf(name string, opts []StateOption) stateOptions {
+	if name == "" {
+		panic("runtime: a state descriptor needs a name")
+	}
+	var o stateOptions
+	for _, opt := range opts {
+		if opt == nil {
+			panic(fmt.Sprintf("state %q: nil StateOption", name))
+		}
+		opt.applyState(&o)
+	}
+	return o
+}
+
+// mustCodec is the codec of a descriptor's role (value type, map key
+// type...) from the serde given by option opt (nil for the default),
+// with the type checked for that codec; it panics on a mistake.
+func mustCodec[T any](name, role string, given any, opt string) stateCodec[T] {
+	c := codecFor[T]()
+	if given != nil {
+		s, ok := given.(Serde[T])
+		if !ok || s == nil {
+			panic(fmt.Sprintf("state %q: %s is given a %T, not a Serde[%s]", name, opt, given, typeOf[T]()))
+		}
+		c = codecOf(s)
+	}
+	var err *StateTypeError
+	switch {
+	case c.id == codecUser && c.name == "":
+		panic(fmt.Sprintf("state %q: the %s's serde %T has an empty Name; a checkpoint records the name", name, role, given))
+	case c.id == codecGob:
+		err = checkGobType(typeOf[T]())
+	case c.id == codecJSON:
+		err = checkJSONType(typeOf[T]())
+	}
+	if err != nil {
+		err.State, err.Role, err.Type = name, role, typeOf[T]().String()
+		panic(err)
+	}
+	return c
 }
 
 // codecFor chooses T's codec.
@@ -257,27 +456,49 @@ func (float64Serde) readValue(b []byte) (float64, int, error) {
 type column[T any] struct {
 	c   stateCodec[T]
 	n   int
-	buf []byte // binary codecs
+	buf []byte // binary codecs and Serdes
 	vs  []T    // gob
+	// one is a Serde's encoding of one value; err its first failure,
+	// returned by appendTo.
+	one []byte
+	err error
 }
 
 func (w *column[T]) add(v T) {
 	w.n++
-	if w.c.s != nil {
+	switch {
+	case w.c.s != nil:
 		w.buf = w.c.s.appendValue(w.buf, v)
-	} else {
+	case w.c.ext != nil:
+		b, err := w.c.ext.Append(w.one[:0], v)
+		if err != nil {
+			if w.err == nil {
+				w.err = fmt.Errorf("%s: %w", w.c, err)
+			}
+			return
+		}
+		w.one = b
+		w.buf = append(binary.AppendUvarint(w.buf, uint64(len(b))), b...)
+	default:
 		w.vs = append(w.vs, v)
 	}
 }
 
-// size is what appendTo appends, for a binary codec.
-func (w *column[T]) size() int { return 1 + binary.MaxVarintLen64 + len(w.buf) }
+// size is what appendTo appends, for a binary codec or a Serde.
+func (w *column[T]) size() int { return 1 + 2*binary.MaxVarintLen64 + len(w.c.name) + len(w.buf) }
 
-// appendTo appends the column, framed, to dst.
+// appendTo appends the column, framed, to dst: the codec id (with a
+// Serde's name), uvarint(length), the data.
 func (w *column[T]) appendTo(dst []byte) ([]byte, error) {
+	if w.err != nil {
+		return nil, w.err
+	}
 	dst = append(dst, w.c.id)
+	if w.c.id == codecUser {
+		dst = append(binary.AppendUvarint(dst, uint64(len(w.c.name))), w.c.name...)
+	}
 	data := w.buf
-	if w.c.s == nil && len(w.vs) > 0 {
+	if w.c.s == nil && w.c.ext == nil && len(w.vs) > 0 {
 		var buf bytes.Buffer
 		if err := gob.NewEncoder(&buf).Encode(w.vs); err != nil {
 			return nil, err
@@ -294,17 +515,43 @@ func readColumn[T any](b []byte, n int, c stateCodec[T]) ([]T, []byte, error) {
 	if len(b) < 1 {
 		return nil, nil, errShortState
 	}
-	id := b[0]
-	if id != c.id {
-		return nil, nil, fmt.Errorf("it was checkpointed as %s and its type %s is now encoded as %s; keep the type, or rename the state", codecName(id), reflect.TypeFor[T](), codecName(c.id))
+	id, name := b[0], ""
+	b = b[1:]
+	if id == codecUser {
+		l, k := binary.Uvarint(b)
+		if k <= 0 || uint64(len(b)-k) < l {
+			return nil, nil, errShortState
+		}
+		name, b = string(b[k:k+int(l)]), b[k+int(l):]
 	}
-	l, k := binary.Uvarint(b[1:])
-	if k <= 0 || uint64(len(b)-1-k) < l {
+	if err := sameCodec(id, name, c, reflect.TypeFor[T]()); err != nil {
+		return nil, nil, err
+	}
+	l, k := binary.Uvarint(b)
+	if k <= 0 || uint64(len(b)-k) < l {
 		return nil, nil, errShortState
 	}
-	data, rest := b[1+k:1+k+int(l)], b[1+k+int(l):]
+	data, rest := b[k:k+int(l)], b[k+int(l):]
 	if n == 0 {
 		return nil, rest, nil
+	}
+	if c.ext != nil {
+		vs := make([]T, n)
+		for i := range vs {
+			l, k := binary.Uvarint(data)
+			if k <= 0 || uint64(len(data)-k) < l {
+				return nil, nil, errShortState
+			}
+			v, err := c.ext.Decode(data[k : k+int(l)])
+			if err != nil {
+				return nil, nil, fmt.Errorf("%s: %w", c, err)
+			}
+			vs[i], data = v, data[k+int(l):]
+		}
+		if len(data) != 0 {
+			return nil, nil, fmt.Errorf("%d bytes after the last of %d values", len(data), n)
+		}
+		return vs, rest, nil
 	}
 	if c.s == nil {
 		var vs []T
@@ -328,4 +575,16 @@ func readColumn[T any](b []byte, n int, c stateCodec[T]) ([]T, []byte, error) {
 		return nil, nil, fmt.Errorf("%d bytes after the last of %d values", len(data), n)
 	}
 	return vs, rest, nil
+}
+
+// sameCodec refuses data written by codec id (a Serde's of the job named
+// name) for a state now encoded by c.
+func sameCodec[T any](id byte, name string, c stateCodec[T], t reflect.Type) error {
+	if id == c.id && name == c.name {
+		return nil
+	}
+	if id <= codecBool && c.id <= codecBool {
+		return fmt.Errorf("it was checkpointed as %s and its type %s is now encoded as %s; keep the type, or rename the state", codecName(id), t, codecName(c.id))
+	}
+	return &unrecoverableError{fmt.Errorf("it was checkpointed with %s and the state now has %s (type %s); restore it with the serde that wrote it, or rename the state", codecLabel(id, name), c, t)}
 }

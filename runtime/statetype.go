@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding"
 	"encoding/gob"
+	"encoding/json"
 	"fmt"
 	"reflect"
 )
@@ -111,6 +112,91 @@ func walkGobType(t reflect.Type, path string, seen map[reflect.Type]bool) *State
 func selfEncoding(t reflect.Type) string {
 	p := reflect.PointerTo(t)
 	for _, pair := range [][2]reflect.Type{{gobEncoderType, gobDecoderType}, {binaryMarshaler, binaryUnmarshaler}} {
+		enc, dec := pair[0], pair[1]
+		if !t.Implements(enc) && !p.Implements(enc) {
+			continue
+		}
+		if t.Implements(dec) || p.Implements(dec) {
+			return "ok"
+		}
+		return fmt.Sprintf("%s implements %s but not %s, so a restore could not decode it", t, enc, dec)
+	}
+	return ""
+}
+
+var (
+	jsonMarshaler   = reflect.TypeFor[json.Marshaler]()
+	jsonUnmarshaler = reflect.TypeFor[json.Unmarshaler]()
+	textMarshaler   = reflect.TypeFor[encoding.TextMarshaler]()
+	textUnmarshaler = reflect.TypeFor[encoding.TextUnmarshaler]()
+)
+
+// checkJSONType returns why values of t would not survive an
+// encoding/json round trip whole, or nil: JSON, like gob, drops what it
+// cannot see (unexported fields, fields tagged "-"), and decodes an
+// interface as maps and float64s, not as the value that was written.
+func checkJSONType(t reflect.Type) *StateTypeError {
+	return walkJSONType(t, "", map[reflect.Type]bool{})
+}
+
+func walkJSONType(t reflect.Type, path string, seen map[reflect.Type]bool) *StateTypeError {
+	if r := jsonSelfEncoding(t); r != "" {
+		if r == "ok" {
+			return nil
+		}
+		return &StateTypeError{Field: path, Reason: r}
+	}
+	switch t.Kind() {
+	case reflect.Chan, reflect.Func, reflect.UnsafePointer, reflect.Complex64, reflect.Complex128:
+		return &StateTypeError{Field: path, Reason: fmt.Sprintf("encoding/json cannot encode a %s (%s); keep it out of state", t.Kind(), t)}
+	case reflect.Interface:
+		return &StateTypeError{Field: path, Reason: fmt.Sprintf("encoding/json decodes an interface (%s) as maps, slices and float64s, not as the value written; use a concrete type", t)}
+	case reflect.Pointer:
+		return walkJSONType(t.Elem(), path, seen)
+	case reflect.Slice, reflect.Array:
+		return walkJSONType(t.Elem(), path+"[]", seen)
+	case reflect.Map:
+		k := t.Key()
+		switch k.Kind() {
+		case reflect.String, reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+			reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		default:
+			if !(k.Implements(textMarshaler) || reflect.PointerTo(k).Implements(textMarshaler)) || !reflect.PointerTo(k).Implements(textUnmarshaler) {
+				return &StateTypeError{Field: path + "[key]", Reason: fmt.Sprintf("encoding/json writes map keys as strings: a key of type %s must be a string, an integer or implement encoding.TextMarshaler and TextUnmarshaler", k)}
+			}
+		}
+		return walkJSONType(t.Elem(), path+"[]", seen)
+	case reflect.Struct:
+		if seen[t] {
+			return nil
+		}
+		seen[t] = true
+		for i := range t.NumField() {
+			f := t.Field(i)
+			at := f.Name
+			if path != "" {
+				at = path + "." + f.Name
+			}
+			if !f.IsExported() && !f.Anonymous {
+				return &StateTypeError{Field: at, Reason: fmt.Sprintf("%s.%s is unexported, and encoding/json silently drops unexported fields: a restore would bring it back as its zero value; export it, or implement json.Marshaler and json.Unmarshaler on %s", t, f.Name, t)}
+			}
+			if f.Tag.Get("json") == "-" {
+				return &StateTypeError{Field: at, Reason: fmt.Sprintf(`%s.%s is tagged json:"-", so encoding/json drops it: a restore would bring it back as its zero value`, t, f.Name)}
+			}
+			if err := walkJSONType(f.Type, at, seen); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// jsonSelfEncoding is "ok" when t encodes itself for encoding/json (as
+// JSON or as text) both ways, a reason when it does only one half, and ""
+// when it does neither.
+func jsonSelfEncoding(t reflect.Type) string {
+	p := reflect.PointerTo(t)
+	for _, pair := range [][2]reflect.Type{{jsonMarshaler, jsonUnmarshaler}, {textMarshaler, textUnmarshaler}} {
 		enc, dec := pair[0], pair[1]
 		if !t.Implements(enc) && !p.Implements(enc) {
 			continue

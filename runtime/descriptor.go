@@ -1,0 +1,477 @@
+package runtime
+
+import (
+	"fmt"
+	"reflect"
+	"sync/atomic"
+	"unsafe"
+)
+
+// State descriptors: keyed state declared once, in a package variable,
+// and used from any keyed function's context. A descriptor holds no
+// state: on its first use in an operator subtask it declares the state
+// there (as GetValueState does: registered by name with the operator, so
+// checkpoints, restore, rescaling and both backends see it like any
+// other), and keeps the subtask's handle in the subtask, found again by
+// the descriptor's id. So one descriptor serves every subtask and every
+// operator that uses it, each with a state of its own, and may be used
+// from any number of goroutines.
+//
+// Go methods take no type parameters, so a descriptor's methods cannot
+// name the stream's key type K: the state they reach is declared over the
+// basic type under K (string for `type word string`), a view of the
+// operator's keyed state with the same current key, key groups and
+// entries (canonicalState). Hence descriptors need a key type of a basic
+// kind: a string, an integer, a float or a bool, or a named type over one
+// that does not encode itself, whose checkpointed bytes are the same
+// under either type. Other key types use GetValueState and GetMapState.
+
+// StateContext is the context a descriptor's state is reached through:
+// the *KeyedContext of a keyed function (Process, ProcessPerSubtask), in
+// ProcessElement, OnTimer or Open. It is implemented by KeyedContext only.
+type StateContext interface {
+	keyedHost() keyedHost
+}
+
+// keyedHost is an operator subtask's keyed state without its key type.
+type keyedHost interface {
+	common() *keyedCommon
+	// canonicalState returns the state as a *keyedState[C], C the basic
+	// type under the key type, or why there is none.
+	canonicalState() (any, error)
+}
+
+func (c *KeyedContext[K, O]) keyedHost() keyedHost { return c.op }
+
+func (ks *keyedState[K]) common() *keyedCommon { return ks.keyedCommon }
+
+func (ks *keyedState[K]) canonicalState() (any, error) {
+	if ks.canon != nil || ks.canonErr != nil {
+		return ks.canon, ks.canonErr
+	}
+	ks.canon, ks.canonErr = canonicalOf(ks)
+	return ks.canon, ks.canonErr
+}
+
+// canonicalOf makes the view of ks over the basic type under K: ks itself
+// when K is that type.
+func canonicalOf[K comparable](ks *keyedState[K]) (any, error) {
+	t := reflect.TypeFor[K]()
+	if ks.keys.s == nil {
+		return nil, &unrecoverableError{fmt.Errorf("state descriptors need a key type of a basic kind (string, integer, float, bool, or a named type over one that does not encode itself); the stream's key type %s is encoded with encoding/gob: declare its states with GetValueState or GetMapState instead", t)}
+	}
+	switch t.Kind() {
+	case reflect.String:
+		return viewAs[K, string](ks), nil
+	case reflect.Bool:
+		return viewAs[K, bool](ks), nil
+	case reflect.Int:
+		return viewAs[K, int](ks), nil
+	case reflect.Int8:
+		return viewAs[K, int8](ks), nil
+	case reflect.Int16:
+		return viewAs[K, int16](ks), nil
+	case reflect.Int32:
+		return viewAs[K, int32](ks), nil
+	case reflect.Int64:
+		return viewAs[K, int64](ks), nil
+	case reflect.Uint:
+		return viewAs[K, uint](ks), nil
+	case reflect.Uint8:
+		return viewAs[K, uint8](ks), nil
+	case reflect.Uint16:
+		return viewAs[K, uint16](ks), nil
+	case reflect.Uint32:
+		return viewAs[K, uint32](ks), nil
+	case reflect.Uint64:
+		return viewAs[K, uint64](ks), nil
+	case reflect.Float32:
+		return viewAs[K, float32](ks), nil
+	case reflect.Float64:
+		return viewAs[K, float64](ks), nil
+	}
+	return nil, &unrecoverableError{fmt.Errorf("state descriptors need a key type of a basic kind; the stream's key type is %s: declare its states with GetValueState or GetMapState instead", t)}
+}
+
+// viewAs returns ks seen as a keyed state over C, K's underlying type,
+// which shares K's memory layout by definition of reflect.Kind, and its
+// codec's bytes (both are chosen by kind). The view shares keyedCommon
+// (states, epochs, the pebble store) and follows ks's current key.
+func viewAs[K, C comparable](ks *keyedState[K]) *keyedState[C] {
+	if v, ok := any(ks).(*keyedState[C]); ok {
+		return v
+	}
+	toK := func(c C) K { return *(*K)(unsafe.Pointer(&c)) }
+	v := &keyedState[C]{keyedCommon: ks.keyedCommon, groups: ks.groups, keys: codecFor[C]()}
+	v.groupOf = func(c C) int { return ks.groupOf(toK(c)) }
+	v.slotOf = func(c C) int { return ks.slotOf(toK(c)) }
+	if ks.pb != nil {
+		v.pbKeys, v.pbKeysErr = keyBytesFor[C]("key type")
+	}
+	v.key, v.slot = *(*C)(unsafe.Pointer(&ks.key)), ks.slot
+	ks.follow = func(k K, slot int) {
+		v.key, v.slot, v.pbKeyOK = *(*C)(unsafe.Pointer(&k)), slot, false
+	}
+	return v
+}
+
+// handle returns the subtask's state of descriptor id, declaring it with
+// declare on first use. A declaration that fails fails the call, whether
+// or not the function returns the error.
+func handle[H any](ctx StateContext, id int, declare func(h keyedHost) (H, error)) (H, *keyedCommon, error) {
+	h := ctx.keyedHost()
+	c := h.common()
+	if id < len(c.handles) {
+		if s, ok := c.handles[id].(H); ok {
+			return s, c, nil
+		}
+	}
+	s, err := declare(h)
+	if err != nil {
+		c.fail(err)
+		return s, c, err
+	}
+	for len(c.handles) <= id {
+		c.handles = append(c.handles, nil)
+	}
+	c.handles[id] = s
+	return s, c, nil
+}
+
+// descriptorIDs numbers descriptors, for their handles in subtasks.
+var descriptorIDs atomic.Int64
+
+// ValueStateDescriptor declares a ValueState: one value of type V per key
+// (Flink's ValueStateDescriptor). Make it once, with NewValueState, in a
+// package variable or a field of the job, and use it from every keyed
+// function and subtask: each operator subtask that uses it has its own
+// state, declared on first use. Its methods may be called only during a
+// keyed function's call, with that call's context.
+type ValueStateDescriptor[V any] struct {
+	id   int
+	name string
+	vals stateCodec[V]
+}
+
+// NewValueState describes the value state called name, whose values are
+// encoded in checkpoints (and held, with the pebble backend) by the serde
+// WithSerde gives, by default DefaultSerde[V]: a compact binary encoding
+// for strings, byte slices, integers, floats and bools, encoding/gob for
+// other types.
+//
+// The value type is checked here, once, as GetValueState checks it: a
+// type the chosen encoding would not bring back whole (for gob: an
+// unexported, func or chan field at any depth, unless the type encodes
+// itself; for JSON see JSONSerde) makes NewValueState panic with a
+// *StateTypeError, as regexp.MustCompile panics on a bad expression:
+// descriptors live in package variables, so the mistake stops the program
+// when it starts, before any job runs. So does an empty name, or a serde
+// of another type.
+func NewValueState[V any](name string, opts ...StateOption) *ValueStateDescriptor[V] {
+	o := stateOptionsOf(name, opts)
+	d := &ValueStateDescriptor[V]{id: int(descriptorIDs.Add(1)) - 1, name: name,
+		vals: mustCodec[V](name, "value type", o.serde, "WithSerde")}
+	if o.mapKeySerde != nil {
+		panic(fmt.Sprintf("state %q: WithMapKeySerde applies to a MapState", name))
+	}
+	return d
+}
+
+// Name is the state's name.
+func (d *ValueStateDescriptor[V]) Name() string { return d.name }
+
+func (d *ValueStateDescriptor[V]) state(ctx StateContext) (ValueState[V], *keyedCommon, error) {
+	return handle(ctx, d.id, d.declare)
+}
+
+// Get returns the current key's value and whether it has one. An error
+// (the state could not be declared in this operator, or the pebble
+// backend could not read it) also fails the call.
+func (d *ValueStateDescriptor[V]) Get(ctx StateContext) (V, bool, error) {
+	s, c, err := d.state(ctx)
+	if err != nil {
+		var zero V
+		return zero, false, err
+	}
+	v, ok := s.Value()
+	if c.err != nil {
+		var zero V
+		return zero, false, c.err
+	}
+	return v, ok, nil
+}
+
+// Set sets the current key's value. An error also fails the call.
+func (d *ValueStateDescriptor[V]) Set(ctx StateContext, v V) error {
+	s, c, err := d.state(ctx)
+	if err != nil {
+		return err
+	}
+	s.Update(v)
+	return c.err
+}
+
+// Clear removes the current key's value. An error also fails the call.
+func (d *ValueStateDescriptor[V]) Clear(ctx StateContext) error {
+	s, c, err := d.state(ctx)
+	if err != nil {
+		return err
+	}
+	s.Clear()
+	return c.err
+}
+
+// Handle returns the subtask's ValueState itself, which follows the
+// current key: for a function that reads and writes it many times a call.
+func (d *ValueStateDescriptor[V]) Handle(ctx StateContext) (ValueState[V], error) {
+	s, _, err := d.state(ctx)
+	return s, err
+}
+
+func (d *ValueStateDescriptor[V]) declare(h keyedHost) (ValueState[V], error) {
+	cs, err := h.canonicalState()
+	if err != nil {
+		return nil, err
+	}
+	switch ks := cs.(type) {
+	case *keyedState[string]:
+		return declareValue(ks, d.name, d.vals)
+	case *keyedState[bool]:
+		return declareValue(ks, d.name, d.vals)
+	case *keyedState[int]:
+		return declareValue(ks, d.name, d.vals)
+	case *keyedState[int8]:
+		return declareValue(ks, d.name, d.vals)
+	case *keyedState[int16]:
+		return declareValue(ks, d.name, d.vals)
+	case *keyedState[int32]:
+		return declareValue(ks, d.name, d.vals)
+	case *keyedState[int64]:
+		return declareValue(ks, d.name, d.vals)
+	case *keyedState[uint]:
+		return declareValue(ks, d.name, d.vals)
+	case *keyedState[uint8]:
+		return declareValue(ks, d.name, d.vals)
+	case *keyedState[uint16]:
+		return declareValue(ks, d.name, d.vals)
+	case *keyedState[uint32]:
+		return declareValue(ks, d.name, d.vals)
+	case *keyedState[uint64]:
+		return declareValue(ks, d.name, d.vals)
+	case *keyedState[float32]:
+		return declareValue(ks, d.name, d.vals)
+	case *keyedState[float64]:
+		return declareValue(ks, d.name, d.vals)
+	}
+	return nil, fmt.Errorf("state %q: no view of the keyed state as %T", d.name, cs)
+}
+
+// MapStateDescriptor declares a MapState: a map from UK to UV per key,
+// like ValueStateDescriptor.
+type MapStateDescriptor[UK comparable, UV any] struct {
+	id    int
+	name  string
+	ukeys stateCodec[UK]
+	uvals stateCodec[UV]
+}
+
+// NewMapState describes the map state called name, as NewValueState:
+// WithMapKeySerde chooses the map keys' serde, WithSerde the map values',
+// and a type the chosen encoding would not bring back whole makes it
+// panic with a *StateTypeError. With the pebble backend map keys are
+// found by their bytes, so a map key serde must give equal keys equal
+// bytes.
+func NewMapState[UK comparable, UV any](name string, opts ...StateOption) *MapStateDescriptor[UK, UV] {
+	o := stateOptionsOf(name, opts)
+	return &MapStateDescriptor[UK, UV]{id: int(descriptorIDs.Add(1)) - 1, name: name,
+		ukeys: mustCodec[UK](name, "map key type", o.mapKeySerde, "WithMapKeySerde"),
+		uvals: mustCodec[UV](name, "map value type", o.serde, "WithSerde")}
+}
+
+// Name is the state's name.
+func (d *MapStateDescriptor[UK, UV]) Name() string { return d.name }
+
+// Handle returns the subtask's MapState, which follows the current key.
+// Its methods report no errors; a failed read or write of the pebble
+// backend fails the call after the function returns.
+func (d *MapStateDescriptor[UK, UV]) Handle(ctx StateContext) (MapState[UK, UV], error) {
+	s, _, err := handle(ctx, d.id, d.declare)
+	return s, err
+}
+
+// Get returns the current key's entry for k and whether there is one.
+func (d *MapStateDescriptor[UK, UV]) Get(ctx StateContext, k UK) (UV, bool, error) {
+	s, c, err := handle(ctx, d.id, d.declare)
+	if err != nil {
+		var zero UV
+		return zero, false, err
+	}
+	v, ok := s.Get(k)
+	if c.err != nil {
+		var zero UV
+		return zero, false, c.err
+	}
+	return v, ok, nil
+}
+
+// Put sets the current key's entry for k.
+func (d *MapStateDescriptor[UK, UV]) Put(ctx StateContext, k UK, v UV) error {
+	s, c, err := handle(ctx, d.id, d.declare)
+	if err != nil {
+		return err
+	}
+	s.Put(k, v)
+	return c.err
+}
+
+// Remove removes the current key's entry for k.
+func (d *MapStateDescriptor[UK, UV]) Remove(ctx StateContext, k UK) error {
+	s, c, err := handle(ctx, d.id, d.declare)
+	if err != nil {
+		return err
+	}
+	s.Remove(k)
+	return c.err
+}
+
+// Clear removes the current key's map.
+func (d *MapStateDescriptor[UK, UV]) Clear(ctx StateContext) error {
+	s, c, err := handle(ctx, d.id, d.declare)
+	if err != nil {
+		return err
+	}
+	s.Clear()
+	return c.err
+}
+
+func (d *MapStateDescriptor[UK, UV]) declare(h keyedHost) (MapState[UK, UV], error) {
+	cs, err := h.canonicalState()
+	if err != nil {
+		return nil, err
+	}
+	switch ks := cs.(type) {
+	case *keyedState[string]:
+		return declareMap(ks, d.name, d.ukeys, d.uvals)
+	case *keyedState[bool]:
+		return declareMap(ks, d.name, d.ukeys, d.uvals)
+	case *keyedState[int]:
+		return declareMap(ks, d.name, d.ukeys, d.uvals)
+	case *keyedState[int8]:
+		return declareMap(ks, d.name, d.ukeys, d.uvals)
+	case *keyedState[int16]:
+		return declareMap(ks, d.name, d.ukeys, d.uvals)
+	case *keyedState[int32]:
+		return declareMap(ks, d.name, d.ukeys, d.uvals)
+	case *keyedState[int64]:
+		return declareMap(ks, d.name, d.ukeys, d.uvals)
+	case *keyedState[uint]:
+		return declareMap(ks, d.name, d.ukeys, d.uvals)
+	case *keyedState[uint8]:
+		return declareMap(ks, d.name, d.ukeys, d.uvals)
+	case *keyedState[uint16]:
+		return declareMap(ks, d.name, d.ukeys, d.uvals)
+	case *keyedState[uint32]:
+		return declareMap(ks, d.name, d.ukeys, d.uvals)
+	case *keyedState[uint64]:
+		return declareMap(ks, d.name, d.ukeys, d.uvals)
+	case *keyedState[float32]:
+		return declareMap(ks, d.name, d.ukeys, d.uvals)
+	case *keyedState[float64]:
+		return declareMap(ks, d.name, d.ukeys, d.uvals)
+	}
+	return nil, fmt.Errorf("state %q: no view of the keyed state as %T", d.name, cs)
+}
+
+// declareValue returns the value state called name of ks, declaring it
+// with values in codec vals on first use.
+func declareValue[K comparable, V any](ks *keyedState[K], name string, vals stateCodec[V]) (ValueState[V], error) {
+	decl := fmt.Sprintf("ValueState[%s] (values %s)", typeOf[V](), vals)
+	if s, ok := ks.states[name]; ok {
+		if err := sameDecl(ks.keyedCommon, name, decl); err != nil {
+			return nil, err
+		}
+		switch s := s.(type) {
+		case *pebbleValueState[K, V]:
+			return s, nil
+		case *valueState[K, V]:
+			return s, nil
+		}
+		return nil, &unrecoverableError{fmt.Errorf("state %q is declared both with GetValueState and with a descriptor, over key types of different names; use one of them", name)}
+	}
+	if err := checkStateTypes(name, stateType{"key type", typeOf[K]()}); err != nil {
+		return nil, err
+	}
+	if vals.s == nil && vals.ext == nil {
+		if err := checkStateTypes(name, stateType{"value type", typeOf[V]()}); err != nil {
+			return nil, err
+		}
+	}
+	ks.decls[name] = decl
+	if ks.pb != nil {
+		ps, err := newPebbleValueState[K, V](ks, name, vals)
+		if err != nil {
+			return nil, err
+		}
+		if err := ks.createPebble(name, ps); err != nil {
+			return nil, err
+		}
+		return ps, nil
+	}
+	vs := newValueState[K, V](ks, vals)
+	if err := ks.create(name, vs); err != nil {
+		return nil, err
+	}
+	return vs, nil
+}
+
+// declareMap is declareValue for a map state.
+func declareMap[K, UK comparable, UV any](ks *keyedState[K], name string, ukeys stateCodec[UK], uvals stateCodec[UV]) (MapState[UK, UV], error) {
+	decl := fmt.Sprintf("MapState[%s, %s] (map keys %s, map values %s)", typeOf[UK](), typeOf[UV](), ukeys, uvals)
+	if s, ok := ks.states[name]; ok {
+		if err := sameDecl(ks.keyedCommon, name, decl); err != nil {
+			return nil, err
+		}
+		switch s := s.(type) {
+		case *pebbleMapState[K, UK, UV]:
+			return s, nil
+		case *mapState[K, UK, UV]:
+			return s, nil
+		}
+		return nil, &unrecoverableError{fmt.Errorf("state %q is declared both with GetMapState and with a descriptor, over key types of different names; use one of them", name)}
+	}
+	types := []stateType{{"key type", typeOf[K]()}}
+	if ukeys.s == nil && ukeys.ext == nil {
+		types = append(types, stateType{"map key type", typeOf[UK]()})
+	}
+	if uvals.s == nil && uvals.ext == nil {
+		types = append(types, stateType{"map value type", typeOf[UV]()})
+	}
+	if err := checkStateTypes(name, types...); err != nil {
+		return nil, err
+	}
+	ks.decls[name] = decl
+	if ks.pb != nil {
+		ps, err := newPebbleMapState[K, UK, UV](ks, name, ukeys, uvals)
+		if err != nil {
+			return nil, err
+		}
+		if err := ks.createPebble(name, ps); err != nil {
+			return nil, err
+		}
+		return ps, nil
+	}
+	ms := newMapState[K, UK, UV](ks, ukeys, uvals)
+	if err := ks.create(name, ms); err != nil {
+		return nil, err
+	}
+	return ms, nil
+}
+
+// sameDecl refuses a second declaration of state name with other types
+// or serdes than its first, decl.
+func sameDecl(c *keyedCommon, name, decl string) error {
+	if first := c.decls[name]; first != decl {
+		return &unrecoverableError{fmt.Errorf("state %q is declared twice in one operator, as %s and as %s; give each state its own name", name, first, decl)}
+	}
+	return nil
+}
