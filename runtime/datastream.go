@@ -259,26 +259,60 @@ func KeyByHashed[K comparable, T any](ds DataStream[T], keyFn func(T) K, hash fu
 	return ks
 }
 
-// Process runs fn on a keyed stream, with per-key state (GetValueState,
-// GetMapState) and event- and processing-time timers.
-//
-// fn is shared by all subtasks of the operator, whose task goroutines call
-// it concurrently: it must not keep mutable data of its own (state belongs
-// in keyed state). A function that keeps state handles in fields, as the
-// Flink idiom of creating them in Open does, needs one instance per subtask:
-// use ProcessPerSubtask.
-func Process[K comparable, I, O any](ks KeyedStream[K, I], fn KeyedProcessFunction[K, I, O]) DataStream[O] {
-	ds := ProcessPerSubtask(ks, func() KeyedProcessFunction[K, I, O] { return fn })
+// Process runs fn on every record of a keyed stream, with the record's
+// key current (ctx.Key()), per-key state reached through state
+// descriptors (NewValueState, NewMapState), and event- and
+// processing-time timers (ctx.RegisterEventTimeTimer, ...), which fire
+// the function OnTimer gives. Every subtask calls fn, on its own task
+// goroutine, each with its own keyed state and timers, so fn must keep
+// nothing of its own between calls: state belongs in descriptors. A
+// function that keeps fields (state handles made in Open, as in Flink)
+// needs an instance per subtask: ProcessPerSubtask.
+func Process[K comparable, I, O any](ks KeyedStream[K, I], fn func(ctx *KeyedContext[K, O], value I) error, opts ...ProcessOption[K, O]) DataStream[O] {
+	var o processOptions[K, O]
+	for _, opt := range opts {
+		if opt != nil {
+			opt.applyProcess(&o)
+		}
+	}
+	funcs := KeyedProcessFuncs[K, I, O]{Element: fn, Timer: o.onTimer}
+	ds := ProcessPerSubtask(ks, func() KeyedProcessFunction[K, I, O] { return funcs })
 	if fn == nil {
 		ds.node.errs = append(ds.node.errs, errNilFunction("process function"))
-	} else if f, ok := fn.(KeyedProcessFuncs[K, I, O]); ok && f.Element == nil {
-		ds.node.errs = append(ds.node.errs, errNilFunction("process function's Element"))
+	}
+	for _, opt := range opts {
+		if opt == nil {
+			ds.node.errs = append(ds.node.errs, errNilFunction("process option"))
+		}
 	}
 	return ds
 }
 
-// ProcessPerSubtask is Process with a function instance per subtask:
-// newFn is called once by each subtask, on its task goroutine, before Open.
+// ProcessOption configures Process.
+type ProcessOption[K comparable, O any] interface {
+	applyProcess(*processOptions[K, O])
+}
+
+type processOptions[K comparable, O any] struct {
+	onTimer func(ctx *KeyedContext[K, O], timer Timer) error
+}
+
+type processOptionFunc[K comparable, O any] func(*processOptions[K, O])
+
+func (f processOptionFunc[K, O]) applyProcess(o *processOptions[K, O]) { f(o) }
+
+// OnTimer sets the function called when a timer of the current key
+// (ctx.Key()) fires; without it, timers fire nothing. Like the function
+// of Process, it is shared by every subtask.
+func OnTimer[K comparable, O any](fn func(ctx *KeyedContext[K, O], timer Timer) error) ProcessOption[K, O] {
+	return processOptionFunc[K, O](func(o *processOptions[K, O]) { o.onTimer = fn })
+}
+
+// ProcessPerSubtask runs a KeyedProcessFunction made per subtask: newFn
+// is called once by each subtask, on its task goroutine, before Open, so
+// the function may keep fields of its own (state handles from
+// GetValueState, counters) that no other subtask sees. A function without
+// fields is simpler with Process.
 func ProcessPerSubtask[K comparable, I, O any](ks KeyedStream[K, I], newFn func() KeyedProcessFunction[K, I, O]) DataStream[O] {
 	n := &node{out: typeOpsFor[O]{}, in: typeOpsFor[I]{}}
 	if ks.keyFn == nil {

@@ -79,9 +79,7 @@ func TestRestoreRefusesCheckpointOfAnotherJobGraph(t *testing.T) {
 		WithCheckpointInterval(3*time.Millisecond), WithCheckpointDir(dir))
 	ds = Map(FromSource(env, &rangeSrc{splits: 4, perSplit: 100, readerFailAt: -1}, "range", NoWatermarks[int64]()).UID("src"),
 		func(v int64) (int64, error) { return v, nil }).UID("map")
-	strKeyed := Process(KeyBy(ds, func(v int64) string { return "k" }), KeyedProcessFuncs[string, int64, int64]{
-		Element: func(*KeyedContext[string, int64], int64) error { return nil },
-	}).UID("counts")
+	strKeyed := Process(KeyBy(ds, func(v int64) string { return "k" }), func(*KeyedContext[string, int64], int64) error { return nil }).UID("counts")
 	SinkToTwoPhase(strKeyed, &txnSink2PC{store: newTxnStore()}).UID("sink")
 	if err := env.Execute(testCtx(t), "rekeyed"); err == nil || !strings.Contains(err.Error(), "KeyedProcess[key=string]") {
 		t.Fatalf("restore into another key type: err = %v", err)

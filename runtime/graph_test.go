@@ -45,9 +45,7 @@ func TestChainingDecisions(t *testing.T) {
 			name: "keyBy (hash) breaks the chain",
 			build: func(env *Environment) {
 				ds := FromSource(env, src(), "s", NoWatermarks[int]())
-				p := Process(KeyBy(ds, func(v int) int { return v }), KeyedProcessFuncs[int, int, int]{
-					Element: func(*KeyedContext[int, int], int) error { return nil },
-				}).Name("p")
+				p := Process(KeyBy(ds, func(v int) int { return v }), func(*KeyedContext[int, int], int) error { return nil }).Name("p")
 				SinkTo(p, newCollectSink[int]()).Name("k")
 			},
 			want: [][]string{{"Source: s"}, {"p", "k"}},
@@ -178,11 +176,11 @@ func TestInvalidGraphsAreRejected(t *testing.T) {
 		}, "process function is nil"},
 		{"nil key selector", nil, func(env *Environment) {
 			ks := KeyBy[int, int](FromSource(env, src(), "s", NoWatermarks[int]()), nil)
-			SinkTo(Process(ks, KeyedProcessFuncs[int, int, int]{Element: func(*KeyedContext[int, int], int) error { return nil }}), newCollectSink[int]())
+			SinkTo(Process(ks, func(*KeyedContext[int, int], int) error { return nil }), newCollectSink[int]())
 		}, "key selector is nil"},
 		{"key type without stable hash", nil, func(env *Environment) {
 			ks := KeyBy(FromSource(env, src(), "s", NoWatermarks[int]()), func(v int) point { return point{v, v} })
-			SinkTo(Process(ks, KeyedProcessFuncs[point, int, int]{Element: func(*KeyedContext[point, int], int) error { return nil }}), newCollectSink[int]())
+			SinkTo(Process(ks, func(*KeyedContext[point, int], int) error { return nil }), newCollectSink[int]())
 		}, "use KeyByHashed"},
 		{"nil sink", nil, func(env *Environment) {
 			SinkTo[int](FromSource(env, src(), "s", NoWatermarks[int]()), nil)

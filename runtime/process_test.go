@@ -93,24 +93,21 @@ func TestProcessingTimeTimersFireOnTheClock(t *testing.T) {
 		src := &memSource[ev]{numSplits: 1, perSplit: -1, gen: genEv(3)}
 		ds := FromSource(env, &gatedSource{memSource: src, gate: &silentAfter{limit: 9}}, "mem", NoWatermarks[ev]())
 		start := time.Now()
-		res := Process(KeyBy(ds, func(e ev) string { return e.Key }), KeyedProcessFuncs[string, ev, fired]{
-			Element: func(ctx *KeyedContext[string, fired], e ev) error {
-				// three records per key register the same timer: it fires once
-				ctx.RegisterProcessingTimeTimer(start.Add(5 * time.Second).UnixMilli())
-				if e.Seq == 0 {
-					ctx.RegisterProcessingTimeTimer(start.Add(time.Hour).UnixMilli())
-					ctx.DeleteProcessingTimeTimer(start.Add(time.Hour).UnixMilli())
-				}
-				return nil
-			},
-			Timer: func(ctx *KeyedContext[string, fired], tm Timer) error {
-				if tm.Domain != ProcessingTime {
-					t.Errorf("timer domain %v, want processing time", tm.Domain)
-				}
-				ctx.Collect(fired{Key: ctx.Key(), Timer: tm.Timestamp, Now: ctx.CurrentProcessingTime()})
-				return nil
-			},
-		})
+		res := Process(KeyBy(ds, func(e ev) string { return e.Key }), func(ctx *KeyedContext[string, fired], e ev) error {
+			// three records per key register the same timer: it fires once
+			ctx.RegisterProcessingTimeTimer(start.Add(5 * time.Second).UnixMilli())
+			if e.Seq == 0 {
+				ctx.RegisterProcessingTimeTimer(start.Add(time.Hour).UnixMilli())
+				ctx.DeleteProcessingTimeTimer(start.Add(time.Hour).UnixMilli())
+			}
+			return nil
+		}, OnTimer(func(ctx *KeyedContext[string, fired], tm Timer) error {
+			if tm.Domain != ProcessingTime {
+				t.Errorf("timer domain %v, want processing time", tm.Domain)
+			}
+			ctx.Collect(fired{Key: ctx.Key(), Timer: tm.Timestamp, Now: ctx.CurrentProcessingTime()})
+			return nil
+		}))
 		sink := newCollectSink[fired]()
 		sink.onWrite = make(chan fired, 16)
 		SinkTo(res, sink)

@@ -226,17 +226,14 @@ func TestTimerBurstRespectsBackpressure(t *testing.T) {
 	}}
 	var fired, written atomic.Int64
 	res := Process(KeyBy(FromSource(env, src, "keys", NoWatermarks[ev]()), func(e ev) string { return e.Key }),
-		KeyedProcessFuncs[string, ev, int64]{
-			Element: func(ctx *KeyedContext[string, int64], e ev) error {
-				ctx.RegisterEventTimeTimer(1 << 40) // beyond the input: fires at the end
-				return nil
-			},
-			Timer: func(ctx *KeyedContext[string, int64], tm Timer) error {
-				fired.Add(1)
-				ctx.Collect(ctx.CurrentWatermark())
-				return nil
-			},
-		})
+		func(ctx *KeyedContext[string, int64], e ev) error {
+			ctx.RegisterEventTimeTimer(1 << 40) // beyond the input: fires at the end
+			return nil
+		}, OnTimer(func(ctx *KeyedContext[string, int64], tm Timer) error {
+			fired.Add(1)
+			ctx.Collect(ctx.CurrentWatermark())
+			return nil
+		}))
 	const bound = (bpBuffers+1)*bpBufferSize + bpBufferSize + bpBufferSize + 1
 	var maxInFlight atomic.Int64
 	sink := newCollectSink[int64]()

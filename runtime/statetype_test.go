@@ -51,17 +51,19 @@ func stateTypeJob[K comparable](t *testing.T, key func(int64) K, declare func(*K
 	env := NewEnvironment(WithParallelism(1), WithCheckpointInterval(5*time.Millisecond),
 		WithRestartStrategy(FixedDelayRestart(-1, time.Millisecond)), WithLogger(discardLogger()))
 	src := &rangeSrc{splits: 1, perSplit: 50, delay: time.Millisecond, readerFailAt: -1}
-	res := Process(KeyByHashed(FromSource(env, src, "range", NoWatermarks[int64]()), key, func(K) uint32 { return 0 }), KeyedProcessFuncs[K, int64, int]{
-		Setup: func(ctx *KeyedContext[K, int]) error {
-			opens.Add(1)
-			var err error
-			update, err = declare(ctx)
-			return err
-		},
-		Element: func(ctx *KeyedContext[K, int], v int64) error {
-			update()
-			return nil
-		},
+	res := ProcessPerSubtask(KeyByHashed(FromSource(env, src, "range", NoWatermarks[int64]()), key, func(K) uint32 { return 0 }), func() KeyedProcessFunction[K, int64, int] {
+		return KeyedProcessFuncs[K, int64, int]{
+			Setup: func(ctx *KeyedContext[K, int]) error {
+				opens.Add(1)
+				var err error
+				update, err = declare(ctx)
+				return err
+			},
+			Element: func(ctx *KeyedContext[K, int], v int64) error {
+				update()
+				return nil
+			},
+		}
 	}).UID("counts")
 	SinkTo(res, newCollectSink[int]())
 	// Long enough for a refused type to be noticed at once; a type that

@@ -73,17 +73,14 @@ func TestGracefulStopDoesNotAdvanceEventTime(t *testing.T) {
 		slow := FromSource(env, &gatedSource{memSource: &memSource[ev]{numSplits: 1, perSplit: -1, gen: genEv(1)}, gate: &silentAfter{limit: 101}}, "slow", strategy)
 		fastDS := FromSource(env, &gatedSource{memSource: &memSource[ev]{numSplits: 1, perSplit: -1, gen: genEv(1)}, gate: &silentAfter{limit: 501}}, "fast", strategy)
 		type fired struct{ Timer, Watermark int64 }
-		res := Process(KeyBy(Union(slow, fastDS), func(e ev) string { return e.Key }), KeyedProcessFuncs[string, ev, fired]{
-			Element: func(ctx *KeyedContext[string, fired], e ev) error {
-				ctx.RegisterEventTimeTimer(100)
-				ctx.RegisterEventTimeTimer(500)
-				return nil
-			},
-			Timer: func(ctx *KeyedContext[string, fired], tm Timer) error {
-				ctx.Collect(fired{tm.Timestamp, ctx.CurrentWatermark()})
-				return nil
-			},
-		})
+		res := Process(KeyBy(Union(slow, fastDS), func(e ev) string { return e.Key }), func(ctx *KeyedContext[string, fired], e ev) error {
+			ctx.RegisterEventTimeTimer(100)
+			ctx.RegisterEventTimeTimer(500)
+			return nil
+		}, OnTimer(func(ctx *KeyedContext[string, fired], tm Timer) error {
+			ctx.Collect(fired{tm.Timestamp, ctx.CurrentWatermark()})
+			return nil
+		}))
 		sink := newCollectSink[fired]()
 		SinkTo(res, sink)
 		ctx, cancel := context.WithCancel(context.Background())

@@ -68,29 +68,26 @@ func timerJob(par int, src *rangeSrc, perSplit, regPer int64, domain TimeDomain,
 	env := NewEnvironment(append([]Option{WithParallelism(par), WithMaxParallelism(16), WithFlushTimeout(time.Millisecond), WithLogger(discardLogger()), WithDrainTimeout(5 * time.Second)}, opts...)...)
 	wm := ForMonotonousTimestamps[int64]().WithTimestampAssigner(func(v int64, _ int64) int64 { return v })
 	ds := Map(FromSource(env, src, "range", wm).UID("src"), mapFn).UID("map")
-	timers := Process(KeyBy(ds, keyFn), KeyedProcessFuncs[int64, int64, int64]{
-		Element: func(ctx *KeyedContext[int64, int64], v int64) error {
-			if v%perSplit >= regPer {
-				return nil
-			}
-			if domain == EventTime {
-				ctx.RegisterEventTimeTimer(timerBase + v)
-			} else {
-				ctx.RegisterProcessingTimeTimer(procTime())
-			}
-			probe.registered.Add(1)
+	timers := Process(KeyBy(ds, keyFn), func(ctx *KeyedContext[int64, int64], v int64) error {
+		if v%perSplit >= regPer {
 			return nil
-		},
-		Timer: func(ctx *KeyedContext[int64, int64], tm Timer) error {
-			if tm.Domain != domain {
-				return fmt.Errorf("timer of domain %v fired, want %v", tm.Domain, domain)
-			}
-			out := emit(ctx, tm)
-			probe.fired(out, ctx.SubtaskIndex())
-			ctx.Collect(out)
-			return nil
-		},
-	}).UID("timers")
+		}
+		if domain == EventTime {
+			ctx.RegisterEventTimeTimer(timerBase + v)
+		} else {
+			ctx.RegisterProcessingTimeTimer(procTime())
+		}
+		probe.registered.Add(1)
+		return nil
+	}, OnTimer(func(ctx *KeyedContext[int64, int64], tm Timer) error {
+		if tm.Domain != domain {
+			return fmt.Errorf("timer of domain %v fired, want %v", tm.Domain, domain)
+		}
+		out := emit(ctx, tm)
+		probe.fired(out, ctx.SubtaskIndex())
+		ctx.Collect(out)
+		return nil
+	})).UID("timers")
 	SinkToTwoPhase(timers, &txnSink2PC{store: sink.store}).UID("sink")
 	return env
 }

@@ -225,21 +225,18 @@ func TestEventTimeTimersFireWhenWatermarkPasses(t *testing.T) {
 	env := NewEnvironment(WithParallelism(2), WithBufferSize(8))
 	src := &memSource[ev]{numSplits: 2, perSplit: 300, gen: genEv(3), perPoll: 5}
 	ds := FromSource(env, src, "mem", ForGenerator(func() WatermarkGenerator[ev] { return punctuated{} }))
-	res := Process(KeyBy(ds, func(e ev) string { return e.Key }), KeyedProcessFuncs[string, ev, fired]{
-		Element: func(ctx *KeyedContext[string, fired], e ev) error {
-			ctx.RegisterEventTimeTimer(e.TS + 50)
-			if e.Seq == 0 {
-				ctx.RegisterEventTimeTimer(1_000_000) // beyond the input's end
-				ctx.RegisterEventTimeTimer(777)       // deleted below
-				ctx.DeleteEventTimeTimer(777)
-			}
-			return nil
-		},
-		Timer: func(ctx *KeyedContext[string, fired], tm Timer) error {
-			ctx.Collect(fired{Key: ctx.Key(), Timer: tm.Timestamp, Watermark: ctx.CurrentWatermark(), Domain: tm.Domain})
-			return nil
-		},
-	})
+	res := Process(KeyBy(ds, func(e ev) string { return e.Key }), func(ctx *KeyedContext[string, fired], e ev) error {
+		ctx.RegisterEventTimeTimer(e.TS + 50)
+		if e.Seq == 0 {
+			ctx.RegisterEventTimeTimer(1_000_000) // beyond the input's end
+			ctx.RegisterEventTimeTimer(777)       // deleted below
+			ctx.DeleteEventTimeTimer(777)
+		}
+		return nil
+	}, OnTimer(func(ctx *KeyedContext[string, fired], tm Timer) error {
+		ctx.Collect(fired{Key: ctx.Key(), Timer: tm.Timestamp, Watermark: ctx.CurrentWatermark(), Domain: tm.Domain})
+		return nil
+	}))
 	sink := newCollectSink[fired]()
 	SinkTo(res, sink)
 	if err := env.Execute(context.Background(), "event-time"); err != nil {
@@ -305,18 +302,15 @@ func TestIdleSplitDoesNotHoldBackEventTime(t *testing.T) {
 		r := &silentAfter{limit: 100}
 		ds := FromSource(env, &gatedSource{memSource: src, gate: r}, "mem",
 			ForMonotonousTimestamps[ev]().WithIdleness(time.Second))
-		res := Process(KeyBy(ds, func(e ev) string { return e.Key }), KeyedProcessFuncs[string, ev, int64]{
-			Element: func(ctx *KeyedContext[string, int64], e ev) error {
-				if e.Seq == 0 {
-					ctx.RegisterEventTimeTimer(50)
-				}
-				return nil
-			},
-			Timer: func(ctx *KeyedContext[string, int64], tm Timer) error {
-				ctx.Collect(ctx.CurrentWatermark())
-				return nil
-			},
-		})
+		res := Process(KeyBy(ds, func(e ev) string { return e.Key }), func(ctx *KeyedContext[string, int64], e ev) error {
+			if e.Seq == 0 {
+				ctx.RegisterEventTimeTimer(50)
+			}
+			return nil
+		}, OnTimer(func(ctx *KeyedContext[string, int64], tm Timer) error {
+			ctx.Collect(ctx.CurrentWatermark())
+			return nil
+		}))
 		sink := newCollectSink[int64]()
 		sink.onWrite = make(chan int64, 1)
 		SinkTo(res, sink)
@@ -393,16 +387,13 @@ func TestMultiInputWatermarkIsMinimumOverActiveInputs(t *testing.T) {
 			slow := FromSource(env, &gatedSource{memSource: &memSource[ev]{numSplits: 1, perSplit: -1, gen: genEv(1)}, gate: &silentAfter{limit: 100}}, "slow", slowStrategy)
 			fast := FromSource(env, &gatedSource{memSource: &memSource[ev]{numSplits: 1, perSplit: -1, gen: genEv(1)}, gate: &silentAfter{limit: 2000}}, "fast",
 				ForGenerator(func() WatermarkGenerator[ev] { return punctuated{} }))
-			res := Process(KeyBy(Union(slow, fast), func(e ev) string { return e.Key }), KeyedProcessFuncs[string, ev, int64]{
-				Element: func(ctx *KeyedContext[string, int64], e ev) error {
-					ctx.RegisterEventTimeTimer(500)
-					return nil
-				},
-				Timer: func(ctx *KeyedContext[string, int64], tm Timer) error {
-					ctx.Collect(ctx.CurrentWatermark())
-					return nil
-				},
-			})
+			res := Process(KeyBy(Union(slow, fast), func(e ev) string { return e.Key }), func(ctx *KeyedContext[string, int64], e ev) error {
+				ctx.RegisterEventTimeTimer(500)
+				return nil
+			}, OnTimer(func(ctx *KeyedContext[string, int64], tm Timer) error {
+				ctx.Collect(ctx.CurrentWatermark())
+				return nil
+			}))
 			sink := newCollectSink[int64]()
 			SinkTo(res, sink)
 			ctx, cancel := context.WithCancel(context.Background())
