@@ -71,11 +71,65 @@ func checkCounts(t *testing.T, store *txnStore, n, keys int) {
 	}
 }
 
+// The same count through state descriptors, shared by every subtask.
+var (
+	countDesc = NewValueState[int64]("count")
+	seenDesc  = NewMapState[int64, bool]("seen")
+)
+
+func countWithDescriptors[K ~int64](ctx *KeyedContext[K, int64], v int64) error {
+	seen, _, err := seenDesc.Get(ctx, v)
+	if err != nil {
+		return err
+	}
+	if seen {
+		return errors.New("record seen twice by the keyed state")
+	}
+	if err := seenDesc.Put(ctx, v, true); err != nil {
+		return err
+	}
+	n, _, err := countDesc.Get(ctx)
+	if err != nil {
+		return err
+	}
+	n++
+	if err := countDesc.Set(ctx, n); err != nil {
+		return err
+	}
+	ctx.Collect(int64(ctx.Key())*100000 + n)
+	return nil
+}
+
+// bucket is a named key type: descriptors reach its state through the
+// view over int64.
+type bucket int64
+
+// countingAPI is how countingJob declares its state.
+type countingAPI int
+
+const (
+	viaHandles     countingAPI = iota // GetValueState in Open, a function per subtask
+	viaDescriptors                    // descriptors in a plain function, key int64
+	viaNamedKey                       // descriptors, key bucket
+)
+
 func countingJob(par int, src *rangeSrc, mapFn func(int64) (int64, error), sink *txnSink2PC, opts ...Option) *Environment {
+	return countingJobVia(viaHandles, par, src, mapFn, sink, opts...)
+}
+
+func countingJobVia(api countingAPI, par int, src *rangeSrc, mapFn func(int64) (int64, error), sink *txnSink2PC, opts ...Option) *Environment {
 	env := NewEnvironment(append([]Option{WithParallelism(par), WithMaxParallelism(16), WithFlushTimeout(time.Millisecond), WithLogger(discardLogger()), WithDrainTimeout(5 * time.Second)}, opts...)...)
 	ds := Map(FromSource(env, src, "range", NoWatermarks[int64]()).UID("src"), mapFn).UID("map")
-	counts := ProcessPerSubtask(KeyBy(ds, func(v int64) int64 { return v % 7 }), func() KeyedProcessFunction[int64, int64, int64] { return &counting{} }).UID("counts")
-	SinkToTwoPhase(counts, sink).UID("sink")
+	var counts DataStream[int64]
+	switch api {
+	case viaHandles:
+		counts = ProcessPerSubtask(KeyBy(ds, func(v int64) int64 { return v % 7 }), func() KeyedProcessFunction[int64, int64, int64] { return &counting{} })
+	case viaDescriptors:
+		counts = Process(KeyBy(ds, func(v int64) int64 { return v % 7 }), countWithDescriptors[int64])
+	case viaNamedKey:
+		counts = Process(KeyBy(ds, func(v int64) bucket { return bucket(v % 7) }), countWithDescriptors[bucket])
+	}
+	SinkToTwoPhase(counts.UID("counts"), sink).UID("sink")
 	return env
 }
 
@@ -84,14 +138,18 @@ func countingJob(par int, src *rangeSrc, mapFn func(int64) (int64, error), sink 
 // emits every running count exactly once.
 func TestKeyedStateRestoredAfterFailover(t *testing.T) {
 	forEachStateBackend(t, func(t *testing.T, backend Option) {
-		src := &rangeSrc{splits: 4, perSplit: 40, delay: 200 * time.Microsecond, readerFailAt: -1}
-		store := newTxnStore()
-		env := countingJob(2, src, failOnce(50, 120), &txnSink2PC{store: store},
-			WithCheckpointInterval(3*time.Millisecond), WithRestartStrategy(FixedDelayRestart(5, time.Millisecond)), backend)
-		if err := env.Execute(testCtx(t), "keyed"); err != nil {
-			t.Fatal(err)
+		for api, name := range []string{"handles", "descriptors", "descriptors-named-key"} {
+			t.Run(name, func(t *testing.T) {
+				src := &rangeSrc{splits: 4, perSplit: 40, delay: 200 * time.Microsecond, readerFailAt: -1}
+				store := newTxnStore()
+				env := countingJobVia(countingAPI(api), 2, src, failOnce(50, 120), &txnSink2PC{store: store},
+					WithCheckpointInterval(3*time.Millisecond), WithRestartStrategy(FixedDelayRestart(5, time.Millisecond)), backend)
+				if err := env.Execute(testCtx(t), "keyed"); err != nil {
+					t.Fatal(err)
+				}
+				checkCounts(t, store, 160, 7)
+			})
 		}
-		checkCounts(t, store, 160, 7)
 	})
 }
 
@@ -112,7 +170,26 @@ func TestKeyedStateRescaledOnRestore(t *testing.T) {
 	})
 }
 
+// Descriptors' state rescales like any other: a job counting through
+// GetValueState restores into one counting through descriptors (the same
+// states), and a job on a named key type, whose descriptors reach the
+// state through the view over int64, rescales down.
+func TestDescriptorStateRescaledOnRestore(t *testing.T) {
+	forEachStateBackend(t, func(t *testing.T, backend Option) {
+		t.Run("2->3/handles->descriptors", func(t *testing.T) {
+			testRescaleVia(t, [2]countingAPI{viaHandles, viaDescriptors}, 2, 3, false, backend)
+		})
+		t.Run("3->1/named-key", func(t *testing.T) {
+			testRescaleVia(t, [2]countingAPI{viaNamedKey, viaNamedKey}, 3, 1, false, backend)
+		})
+	})
+}
+
 func testRescale(t *testing.T, from, to int, toEnum bool, backend Option) {
+	testRescaleVia(t, [2]countingAPI{viaHandles, viaHandles}, from, to, toEnum, backend)
+}
+
+func testRescaleVia(t *testing.T, apis [2]countingAPI, from, to int, toEnum bool, backend Option) {
 	dir := t.TempDir()
 	store := newTxnStore()
 	died := make(chan struct{})
@@ -133,7 +210,7 @@ func testRescale(t *testing.T, from, to int, toEnum bool, backend Option) {
 		}
 	}
 	src1 := &rangeSrc{splits: 4, perSplit: 40, delay: 300 * time.Microsecond, readerFailAt: -1}
-	env1 := countingJob(from, src1, kill, &txnSink2PC{store: store},
+	env1 := countingJobVia(apis[0], from, src1, kill, &txnSink2PC{store: store},
 		WithCheckpointInterval(3*time.Millisecond), WithCheckpointDir(dir), WithRestartStrategy(NoRestart()), backend)
 	env1.hooks = &testHooks{checkpointCompleted: func(id int64, _ checkpoint.Storage) {
 		if id >= 3 {
@@ -145,7 +222,7 @@ func testRescale(t *testing.T, from, to int, toEnum bool, backend Option) {
 	}
 	src2 := &rangeSrc{splits: 4, perSplit: 40, readerFailAt: -1}
 	var violations []error
-	env2 := countingJob(to, src2, func(v int64) (int64, error) { return v, nil }, &txnSink2PC{store: store},
+	env2 := countingJobVia(apis[1], to, src2, func(v int64) (int64, error) { return v, nil }, &txnSink2PC{store: store},
 		WithCheckpointInterval(3*time.Millisecond), WithCheckpointDir(dir), WithRescaledSplitsToEnumerator(toEnum), backend)
 	env2.hooks = &testHooks{checkpointCompleted: func(id int64, s checkpoint.Storage) {
 		if err := checkSplitsInOnePlace(s, id, "src", 4); err != nil {
@@ -159,4 +236,31 @@ func testRescale(t *testing.T, from, to int, toEnum bool, backend Option) {
 		t.Fatal(violations[0])
 	}
 	checkCounts(t, store, 160, 7)
+}
+
+// One pair of descriptors serves two operators at parallelism 3: every
+// operator subtask has its own state (a record counted by both operators
+// would be "seen twice" if they shared one), and after a failover every
+// running count of both is emitted exactly once. One operator's key type
+// is named, so its state goes through the view over int64.
+func TestDescriptorsGiveEachOperatorSubtaskItsOwnState(t *testing.T) {
+	forEachStateBackend(t, func(t *testing.T, backend Option) {
+		env := NewEnvironment(WithParallelism(3), WithMaxParallelism(16), WithFlushTimeout(time.Millisecond), WithLogger(discardLogger()),
+			WithCheckpointInterval(3*time.Millisecond), WithRestartStrategy(FixedDelayRestart(5, time.Millisecond)), backend)
+		src := &rangeSrc{splits: 4, perSplit: 40, delay: 200 * time.Microsecond, readerFailAt: -1}
+		ds := Map(FromSource(env, src, "range", NoWatermarks[int64]()).UID("src"), failOnce(70)).UID("map")
+		by7 := Process(KeyBy(ds, func(v int64) int64 { return v % 7 }), countWithDescriptors[int64]).UID("by7")
+		by5 := Process(KeyBy(ds, func(v int64) bucket { return bucket(v % 5) }), countWithDescriptors[bucket]).UID("by5")
+		store7, store5 := newTxnStore(), newTxnStore()
+		SinkToTwoPhase(by7, &txnSink2PC{store: store7}).UID("sink7")
+		SinkToTwoPhase(by5, &txnSink2PC{store: store5}).UID("sink5")
+		if err := env.Execute(testCtx(t), "shared descriptors"); err != nil {
+			t.Fatal(err)
+		}
+		if env.Status().Restarts == 0 {
+			t.Fatal("the job never failed over; the test proves less than it says")
+		}
+		checkCounts(t, store7, 160, 7)
+		checkCounts(t, store5, 160, 5)
+	})
 }

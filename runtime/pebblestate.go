@@ -285,13 +285,14 @@ func newInstanceID() string {
 // codecs (defaults: the codecs of its types without serdes), refusing a
 // state restored with other codecs.
 func (pk *pebbleKeyed) declareID(name string, kind byte, codecs, defaults string) (uint16, error) {
+	_, restored := pk.ids[name]
 	id, err := pk.stateID(name, kind)
 	if err != nil {
 		return 0, err
 	}
 	s := pk.ids[name]
 	switch was := s.codecs; {
-	case was == "" && codecs != defaults:
+	case restored && was == "" && codecs != defaults:
 		return 0, &unrecoverableError{fmt.Errorf("state %q was checkpointed with the default serdes of its types, before serdes were recorded, and is now declared with %s; restore it with the serdes that wrote it, or rename the state", name, describeCodecs(codecs))}
 	case was != "" && was != codecs:
 		return 0, &unrecoverableError{fmt.Errorf("state %q was checkpointed with %s and is now declared with %s; restore it with the serdes that wrote it, or rename the state", name, describeCodecs(was), describeCodecs(codecs))}

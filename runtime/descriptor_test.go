@@ -1,0 +1,548 @@
+package runtime
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"reflect"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/splitflow/splitflow/runtime/checkpoint"
+)
+
+// forEachUnitBackend runs f with a heap and a pebble state configuration,
+// for tests that drive a keyed operator by hand.
+func forEachUnitBackend(t *testing.T, f func(t *testing.T, sc stateConfig)) {
+	t.Run("heap", func(t *testing.T) { f(t, stateConfig{backend: HeapStateBackend}) })
+	t.Run("pebble", func(t *testing.T) { f(t, pebbleStateConfig(t)) })
+}
+
+// openStringKeyed opens a keyed operator over string keys (records are
+// their keys) whose function does nothing, restoring operator "op" of
+// chk when it is not nil; the test drives its state through p.ctx.
+func openStringKeyed(t *testing.T, sc stateConfig, chk *checkpoint.Checkpoint) (*keyedProcessOperator[string, string, string], func(), error) {
+	t.Helper()
+	tk := &task{name: "p", head: &opInfo{name: "p"}, cfg: &config{maxParallelism: 128, state: sc}, mb: newMailbox()}
+	if chk != nil {
+		tk.restored = &restoredState{chk: chk}
+	}
+	p := &keyedProcessOperator[string, string, string]{info: opInfo{name: "p", uid: "op"}, keyFn: func(k string) string { return k },
+		hash: HashString, par: 1, out: output[string](&recorder[string]{}),
+		newFn: func() KeyedProcessFunction[string, string, string] {
+			return KeyedProcessFuncs[string, string, string]{Element: func(*KeyedContext[string, string], string) error { return nil }}
+		}}
+	err := p.open(tk)
+	return p, func() { _ = tk.shutdown(); _ = p.close() }, err
+}
+
+// checkpointOf snapshots p into a checkpoint of its own (its blob, and
+// the pebble backend's files).
+func checkpointOf(t *testing.T, p *keyedProcessOperator[string, string, string]) *checkpoint.Checkpoint {
+	t.Helper()
+	mem, err := checkpoint.NewMemoryStorage()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.state.pb != nil {
+		p.state.pb.storage = mem
+	}
+	blob, files := snapshotNow(t, p, 1)
+	w, err := mem.Begin(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := w.WriteState(checkpoint.OperatorOwner("op", 0), blob, files...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Commit(checkpoint.Metadata{ID: 1, States: []checkpoint.StateHandle{h}}); err != nil {
+		t.Fatal(err)
+	}
+	chk, err := mem.Load(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return chk
+}
+
+// pointSerde is a job's own serde: two varints, counting its calls.
+type pointSerde struct {
+	name             string
+	appends, decodes *atomic.Int64
+}
+
+func newPointSerde(name string) pointSerde {
+	return pointSerde{name: name, appends: new(atomic.Int64), decodes: new(atomic.Int64)}
+}
+
+func (s pointSerde) Name() string { return s.name }
+
+func (s pointSerde) Append(dst []byte, p point) ([]byte, error) {
+	s.appends.Add(1)
+	return binary.AppendVarint(binary.AppendVarint(dst, int64(p.X)), int64(p.Y)), nil
+}
+
+func (s pointSerde) Decode(b []byte) (point, error) {
+	s.decodes.Add(1)
+	x, n := binary.Varint(b)
+	if n <= 0 {
+		return point{}, errors.New("short point")
+	}
+	y, m := binary.Varint(b[n:])
+	if m <= 0 || n+m != len(b) {
+		return point{}, fmt.Errorf("point of %d bytes", len(b))
+	}
+	return point{int(x), int(y)}, nil
+}
+
+// reading is a value kept with JSONSerde.
+type reading struct {
+	Sensor string         `json:"sensor"`
+	Values []float64      `json:"values"`
+	Tags   map[string]int `json:"tags,omitempty"`
+}
+
+// A job's own serde and the JSON fallback write the state and bring it
+// back through a checkpoint, on both backends: the value state through
+// its serde, the map state with the serde's map keys and JSON values.
+func TestUserSerdeRoundTrip(t *testing.T) {
+	forEachUnitBackend(t, func(t *testing.T, sc stateConfig) {
+		ps := newPointSerde("point/v1")
+		where := NewValueState[point]("where", WithSerde[point](ps))
+		seen := NewMapState[point, reading]("seen", WithMapKeySerde[point](ps), WithSerde(JSONSerde[reading]()))
+		p, stop, err := openStringKeyed(t, sc, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer stop()
+		ctx := &p.ctx
+		want := func(i int) (point, reading) {
+			return point{i, -i}, reading{Sensor: fmt.Sprint("s", i), Values: []float64{float64(i), 0.5}, Tags: map[string]int{"i": i}}
+		}
+		for i := range 50 {
+			p.state.setKey(fmt.Sprint("k", i))
+			pt, r := want(i)
+			if err := where.Set(ctx, pt); err != nil {
+				t.Fatal(err)
+			}
+			if err := seen.Put(ctx, pt, r); err != nil {
+				t.Fatal(err)
+			}
+		}
+		chk := checkpointOf(t, p)
+		if ps.appends.Load() < 100 {
+			t.Fatalf("the serde encoded %d values, want 100 at least (50 values, 50 map keys)", ps.appends.Load())
+		}
+		q, stopQ, err := openStringKeyed(t, sc, chk)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer stopQ()
+		for i := range 50 {
+			q.state.setKey(fmt.Sprint("k", i))
+			wantPt, wantR := want(i)
+			pt, ok, err := where.Get(&q.ctx)
+			if err != nil || !ok || pt != wantPt {
+				t.Fatalf("key k%d: where = %v, %v, %v; want %v", i, pt, ok, err, wantPt)
+			}
+			r, ok, err := seen.Get(&q.ctx, wantPt)
+			if err != nil || !ok || !reflect.DeepEqual(r, wantR) {
+				t.Fatalf("key k%d: seen[%v] = %+v, %v, %v; want %+v", i, wantPt, r, ok, err, wantR)
+			}
+		}
+		if ps.decodes.Load() < 50 {
+			t.Fatalf("the serde decoded %d values, want 50 at least", ps.decodes.Load())
+		}
+	})
+}
+
+// A checkpoint records which serde wrote each state, and a restore with
+// another one is refused at the state's first use with an error naming
+// both, one that no restart can mend: another name of the job's own
+// serde, JSON instead of it, and a serde instead of the type's default.
+func TestRestoreWithAnotherSerdeRefused(t *testing.T) {
+	forEachUnitBackend(t, func(t *testing.T, sc stateConfig) {
+		v1 := NewValueState[point]("where", WithSerde[point](newPointSerde("point/v1")))
+		plain := NewValueState[int64]("count")
+		p, stop, err := openStringKeyed(t, sc, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p.state.setKey("a")
+		if err := v1.Set(&p.ctx, point{1, 2}); err != nil {
+			t.Fatal(err)
+		}
+		if err := plain.Set(&p.ctx, 7); err != nil {
+			t.Fatal(err)
+		}
+		chk := checkpointOf(t, p)
+		stop()
+		for _, c := range []struct {
+			name string
+			get  func(ctx StateContext) error
+			want []string
+		}{
+			{"renamed serde", func(ctx StateContext) error {
+				_, _, err := NewValueState[point]("where", WithSerde[point](newPointSerde("point/v2"))).Get(ctx)
+				return err
+			}, []string{`"point/v1"`, `"point/v2"`}},
+			{"json for a serde", func(ctx StateContext) error {
+				_, _, err := NewValueState[point]("where", WithSerde(JSONSerde[point]())).Get(ctx)
+				return err
+			}, []string{`"point/v1"`, "encoding/json"}},
+			{"serde for the default", func(ctx StateContext) error {
+				_, _, err := NewValueState[int64]("count", WithSerde[int64](int64Text{})).Get(ctx)
+				return err
+			}, []string{"signed integer", `"int64/text"`}},
+		} {
+			t.Run(c.name, func(t *testing.T) {
+				q, stop, err := openStringKeyed(t, sc, chk)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer stop()
+				q.state.setKey("a")
+				err = c.get(&q.ctx)
+				for _, w := range c.want {
+					if err == nil || !strings.Contains(err.Error(), w) {
+						t.Fatalf("Get: %v; want an error naming %s", err, strings.Join(c.want, " and "))
+					}
+				}
+				var ue *unrecoverableError
+				if !errors.As(err, &ue) {
+					t.Fatalf("Get: %v (%T) would restart the job; want it to fail at once", err, err)
+				}
+				if q.state.err == nil {
+					t.Fatal("the refused declaration does not fail the call")
+				}
+			})
+		}
+		// The same serdes restore it.
+		q, stopQ, err := openStringKeyed(t, sc, chk)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer stopQ()
+		q.state.setKey("a")
+		if pt, ok, err := NewValueState[point]("where", WithSerde[point](newPointSerde("point/v1"))).Get(&q.ctx); err != nil || !ok || pt != (point{1, 2}) {
+			t.Fatalf("Get with the serde that wrote it: %v, %v, %v", pt, ok, err)
+		}
+	})
+}
+
+// int64Text writes an int64 in decimal.
+type int64Text struct{}
+
+func (int64Text) Name() string { return "int64/text" }
+func (int64Text) Append(dst []byte, v int64) ([]byte, error) {
+	return fmt.Appendf(dst, "%d", v), nil
+}
+func (int64Text) Decode(b []byte) (int64, error) {
+	var v int64
+	_, err := fmt.Sscan(string(b), &v)
+	return v, err
+}
+
+// Two declarations of one name with other types or serdes in one
+// operator are refused with an error naming both.
+func TestDescriptorSameNameOtherTypeRefused(t *testing.T) {
+	forEachUnitBackend(t, func(t *testing.T, sc stateConfig) {
+		for _, c := range []struct {
+			name          string
+			first, second func(ctx StateContext) error
+			want          []string
+		}{
+			{"value types", func(ctx StateContext) error {
+				_, _, err := NewValueState[int64]("x").Get(ctx)
+				return err
+			}, func(ctx StateContext) error {
+				_, _, err := NewValueState[string]("x").Get(ctx)
+				return err
+			}, []string{"ValueState[int64]", "ValueState[string]"}},
+			{"kinds", func(ctx StateContext) error {
+				_, _, err := NewValueState[int64]("x").Get(ctx)
+				return err
+			}, func(ctx StateContext) error {
+				_, _, err := NewMapState[string, int64]("x").Get(ctx, "k")
+				return err
+			}, []string{"ValueState[int64]", "MapState[string, int64]"}},
+			{"serdes", func(ctx StateContext) error {
+				_, _, err := NewValueState[point]("x").Get(ctx)
+				return err
+			}, func(ctx StateContext) error {
+				_, _, err := NewValueState[point]("x", WithSerde(JSONSerde[point]())).Get(ctx)
+				return err
+			}, []string{"ValueState[runtime.point] (values encoding/gob)", "ValueState[runtime.point] (values encoding/json)"}},
+			{"GetValueState then a descriptor", func(ctx StateContext) error {
+				_, err := GetValueState[int64](ctx.(*KeyedContext[string, string]), "x")
+				return err
+			}, func(ctx StateContext) error {
+				_, _, err := NewValueState[bool]("x").Get(ctx)
+				return err
+			}, []string{"ValueState[int64]", "ValueState[bool]"}},
+		} {
+			t.Run(c.name, func(t *testing.T) {
+				p, stop, err := openStringKeyed(t, sc, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer stop()
+				p.state.setKey("a")
+				if err := c.first(&p.ctx); err != nil {
+					t.Fatal(err)
+				}
+				err = c.second(&p.ctx)
+				for _, w := range c.want {
+					if err == nil || !strings.Contains(err.Error(), w) {
+						t.Fatalf("second declaration: %v; want an error naming %s", err, strings.Join(c.want, " and "))
+					}
+				}
+			})
+		}
+	})
+}
+
+// Two descriptors of one name, type and serde are one state.
+func TestDescriptorsOfOneNameShareTheState(t *testing.T) {
+	p, stop, err := openStringKeyed(t, stateConfig{backend: HeapStateBackend}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stop()
+	a, b := NewValueState[int64]("n"), NewValueState[int64]("n")
+	p.state.setKey("k")
+	if err := a.Set(&p.ctx, 5); err != nil {
+		t.Fatal(err)
+	}
+	if n, ok, err := b.Get(&p.ctx); err != nil || !ok || n != 5 {
+		t.Fatalf("b.Get = %d, %v, %v; want a's 5", n, ok, err)
+	}
+}
+
+// unexportedField is a type gob would checkpoint without its field.
+type unexportedField struct {
+	Name  string
+	count int
+}
+
+// A descriptor whose type cannot be checkpointed panics when it is made,
+// with a *StateTypeError naming the state, the role and the field; so do
+// a serde of another type and a serde without a name.
+func TestDescriptorBadTypePanicsAtDeclaration(t *testing.T) {
+	panicOf := func(f func()) (v any) {
+		defer func() { v = recover() }()
+		f()
+		return nil
+	}
+	for _, c := range []struct {
+		name       string
+		make       func()
+		role, elem string
+	}{
+		{"gob value", func() { NewValueState[unexportedField]("bad") }, "value type", "count"},
+		{"gob map value", func() { NewMapState[string, []unexportedField]("bad") }, "map value type", "count"},
+		{"json value", func() { NewValueState[unexportedField]("bad", WithSerde(JSONSerde[unexportedField]())) }, "value type", "count"},
+		{"json interface", func() { NewValueState[struct{ V any }]("bad", WithSerde(JSONSerde[struct{ V any }]())) }, "value type", "interface"},
+		{"json dropped field", func() {
+			type tagged struct {
+				A int `json:"-"`
+			}
+			NewValueState[tagged]("bad", WithSerde(JSONSerde[tagged]()))
+		}, "value type", `json:"-"`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			v := panicOf(c.make)
+			err, ok := v.(*StateTypeError)
+			if !ok {
+				t.Fatalf("panic %v (%T); want a *StateTypeError", v, v)
+			}
+			if err.State != "bad" || err.Role != c.role || !strings.Contains(err.Error(), c.elem) {
+				t.Fatalf("panic %v; want state \"bad\", role %s, naming %s", err, c.role, c.elem)
+			}
+		})
+	}
+	for name, f := range map[string]func(){
+		"serde of another type": func() { NewValueState[int64]("x", WithSerde(StringSerde)) },
+		"unnamed serde":         func() { NewValueState[point]("x", WithSerde[point](newPointSerde(""))) },
+		"no name":               func() { NewValueState[int64]("") },
+		"map key serde":         func() { NewValueState[int64]("x", WithMapKeySerde(Int64Serde)) },
+	} {
+		if v := panicOf(f); v == nil {
+			t.Errorf("%s: no panic", name)
+		}
+	}
+	// The JSON fallback takes what gob and JSON both keep whole.
+	if v := panicOf(func() { NewValueState[reading]("ok", WithSerde(JSONSerde[reading]())) }); v != nil {
+		t.Fatalf("JSONSerde of reading: %v", v)
+	}
+}
+
+// keyPoint is a key type without a basic kind.
+type keyPoint struct{ X, Y int }
+
+// A descriptor on a stream whose key type has no basic kind fails the
+// call with an error that says what to use instead.
+func TestDescriptorOnStructKeyIsRefused(t *testing.T) {
+	ks := &keyedState[keyPoint]{keyedCommon: &keyedCommon{states: map[string]any{}, decls: map[string]string{}}, keys: codecFor[keyPoint]()}
+	ctx := &KeyedContext[keyPoint, string]{op: ks}
+	_, _, err := NewValueState[int64]("n").Get(ctx)
+	if err == nil || !strings.Contains(err.Error(), "GetValueState") {
+		t.Fatalf("Get: %v; want an error pointing at GetValueState", err)
+	}
+	if ks.err == nil {
+		t.Fatal("the refused declaration does not fail the call")
+	}
+}
+
+// The built-in serdes round-trip their values, and name the encodings a
+// checkpoint records.
+func TestBuiltinSerdes(t *testing.T) {
+	check := func(name string, b []byte, err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+	}
+	b, err := Int64Serde.Append(nil, -3)
+	check("int64", b, err)
+	if v, err := Int64Serde.Decode(b); err != nil || v != -3 {
+		t.Fatalf("Int64Serde: %d, %v", v, err)
+	}
+	b, err = StringSerde.Append(nil, "héllo")
+	check("string", b, err)
+	if v, err := StringSerde.Decode(b); err != nil || v != "héllo" {
+		t.Fatalf("StringSerde: %q, %v", v, err)
+	}
+	if _, err := StringSerde.Decode(append(b, 0)); err == nil {
+		t.Fatal("StringSerde decoded trailing bytes")
+	}
+	type word string
+	b, err = DefaultSerde[word]().Append(nil, "w")
+	check("word", b, err)
+	if v, err := DefaultSerde[word]().Decode(b); err != nil || v != "w" {
+		t.Fatalf("DefaultSerde[word]: %q, %v", v, err)
+	}
+	g := GobSerde[reading]()
+	r := reading{Sensor: "a", Values: []float64{1}}
+	b, err = g.Append(nil, r)
+	check("gob", b, err)
+	if v, err := g.Decode(b); err != nil || !reflect.DeepEqual(v, r) {
+		t.Fatalf("GobSerde: %+v, %v", v, err)
+	}
+	for s, want := range map[interface{ Name() string }]string{
+		Int64Serde: "signed integer", StringSerde: "string", BoolSerde: "bool", GobSerde[point](): "encoding/gob", JSONSerde[point](): "encoding/json",
+	} {
+		if s.Name() != want {
+			t.Errorf("%T named %q, want %q", s, s.Name(), want)
+		}
+	}
+}
+
+// A version 100 pebble checkpoint (no serdes recorded) restores: its
+// states are taken as written by their types' default serdes, so the
+// default restores them and another serde is refused.
+func TestPebbleBlobWithoutCodecsRestores(t *testing.T) {
+	count := NewValueState[int64]("count")
+	p, stop, err := openStringKeyed(t, pebbleStateConfig(t), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.state.setKey("a")
+	if err := count.Set(&p.ctx, 41); err != nil {
+		t.Fatal(err)
+	}
+	chk := checkpointOf(t, p)
+	stop()
+	old := asPebbleBlob100(t, chk)
+	q, stopQ, err := openStringKeyed(t, pebbleStateConfig(t), old)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stopQ()
+	q.state.setKey("a")
+	if n, ok, err := count.Get(&q.ctx); err != nil || !ok || n != 41 {
+		t.Fatalf("Get = %d, %v, %v; want 41", n, ok, err)
+	}
+	r, stopR, err := openStringKeyed(t, pebbleStateConfig(t), old)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stopR()
+	r.state.setKey("a")
+	if _, _, err := NewValueState[int64]("count", WithSerde[int64](int64Text{})).Get(&r.ctx); err == nil || !strings.Contains(err.Error(), `"int64/text"`) {
+		t.Fatalf("Get with another serde: %v; want it refused", err)
+	}
+}
+
+// asPebbleBlob100 rewrites operator "op"'s blob in chk as a build before
+// serdes were recorded wrote it (layout 100: no codecs in the table of
+// states), in a checkpoint of its own with the same files.
+func asPebbleBlob100(t *testing.T, chk *checkpoint.Checkpoint) *checkpoint.Checkpoint {
+	t.Helper()
+	data, ok, err := chk.State(checkpoint.OperatorOwner("op", 0))
+	if err != nil || !ok {
+		t.Fatalf("operator op's state: %v, %v", ok, err)
+	}
+	b, err := decodePebbleBlob(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	enc := encodePebbleBlob(b)
+	// Drop every state's codecs from the table: version, 3 uvarints, the
+	// count, then name, kind, id, codecs per state.
+	r := blobReader{b: enc}
+	r.uvarint()
+	head := len(enc) - len(r.b)
+	r.uvarint()
+	r.uvarint()
+	r.uvarint()
+	n := r.count()
+	out := binary.AppendUvarint(nil, pebbleLayoutVersionNoCodecs)
+	out = append(out, enc[head:len(enc)-len(r.b)]...)
+	for range n {
+		start := len(enc) - len(r.b)
+		r.bytes()
+		r.byte()
+		r.uvarint()
+		out = append(out, enc[start:len(enc)-len(r.b)]...)
+		r.bytes()
+	}
+	out = append(out, r.b...)
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	mem, err := checkpoint.NewMemoryStorage()
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := mem.Begin(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var files []checkpoint.FileHandle
+	for _, f := range b.immutable {
+		path := t.TempDir() + "/f"
+		if err := chk.CopyFile(f.h, path); err != nil {
+			t.Fatal(err)
+		}
+		fh, err := mem.PutFile(f.h.Name, path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		files = append(files, fh)
+	}
+	nh, err := w.WriteState(checkpoint.OperatorOwner("op", 0), out, files...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Commit(checkpoint.Metadata{ID: 1, States: []checkpoint.StateHandle{nh}}); err != nil {
+		t.Fatal(err)
+	}
+	restored, err := mem.Load(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return restored
+}
