@@ -11,7 +11,7 @@
 //	env := runtime.NewEnvironment(runtime.WithParallelism(4))
 //	lines := runtime.FromSource(env, src, "lines", runtime.NoWatermarks[string]())
 //	words := runtime.FlatMap(lines, splitWords)
-//	counts := runtime.ProcessPerSubtask(runtime.KeyBy(words, byWord), newCounter).UID("counts")
+//	counts := runtime.Process(runtime.KeyBy(words, byWord), countWord).UID("counts")
 //	runtime.SinkTo(counts, sink)
 //	err := env.Execute(ctx, "wordcount")
 //
@@ -33,6 +33,36 @@
 //	...
 //	runtime.SinkToTwoPhase(counts, kafkaSink)
 //
+// # Keyed state
+//
+// State is declared once, by a descriptor in a package variable, and used
+// from the function of a keyed stream with the call's context:
+//
+//	var count = runtime.NewValueState[int64]("count")
+//
+//	func countWord(ctx *runtime.KeyedContext[string, wordCount], w string) error {
+//		n, _, err := count.Get(ctx)
+//		ctx.Collect(wordCount{w, n + 1})
+//		return errors.Join(err, count.Set(ctx, n+1))
+//	}
+//
+// Every subtask of every operator that uses a descriptor gets a state of
+// its own, declared on first use and checkpointed by key group under the
+// descriptor's name; the descriptor itself holds nothing and may be
+// shared freely. NewMapState declares a map per key. Process runs a
+// plain function on a keyed stream (OnTimer adds the function timers
+// fire); ProcessPerSubtask runs a KeyedProcessFunction made per subtask,
+// for a function with fields of its own (handles from GetValueState,
+// which works on any key type, where descriptors need a key of a basic
+// kind).
+//
+// Values are written in checkpoints (and held, with the pebble backend)
+// by a Serde: DefaultSerde of the type unless WithSerde gives another (a
+// built-in binary one, GobSerde, JSONSerde or the job's own). A
+// descriptor checks its types for its serde when it is made and panics
+// on one that would not come back whole; a checkpoint records the serde
+// of every state, and a restore with another is refused.
+//
 // # Files
 //
 //   - environment.go: options (one validation point, config.validate),
@@ -53,8 +83,12 @@
 //   - state.go: framing of versioned state; what a restored checkpoint
 //     holds for an operator; redistribution of operator list state.
 //   - keyedstate.go: keyed state and timer snapshots by key group.
-//   - serde.go: the encodings of state types in snapshots: built-in
-//     binary ones for basic types, encoding/gob for the rest.
+//   - serde.go: the encodings of state types in snapshots: Serde, built-in
+//     binary ones for basic types, encoding/gob for the rest, JSONSerde
+//     and the job's own; StateOption.
+//   - descriptor.go: state descriptors (NewValueState, NewMapState), the
+//     view of keyed state over a key's basic type that they reach, and
+//     the declaration of states shared with GetValueState.
 //   - options_state.go: the state backend options (WithStateBackend,
 //     WithStateDir, WithStateBlockCacheSize).
 //   - pebblestate.go: the pebble backend's typed states over a
@@ -253,13 +287,15 @@
 //     values are encoded by their type: strings, byte slices, integers of
 //     every width, floats and bools, and named types over them, have a
 //     compact binary encoding of their own; other types, and a basic type
-//     that marshals itself, go through encoding/gob. The layout is
+//     that marshals itself, go through encoding/gob, unless a descriptor
+//     gives a Serde (JSON, or the job's own, recorded by name). The layout is
 //     versioned: snapshots written before the built-in encodings (all
 //     gob) restore as they were, and those written before timers were
 //     checkpointed restore with none; a state whose type changed to one
 //     encoded otherwise fails the restore naming the state and both
 //     encodings. Key, value and map types are checked when a state is
-//     declared (GetValueState, GetMapState) and when the first timer is
+//     declared (NewValueState and NewMapState, which panic; GetValueState,
+//     GetMapState) and when the first timer is
 //     registered: a type gob cannot encode, or would encode only in part
 //     (an unexported, func or chan field at any depth, unless the type
 //     marshals itself), fails the job at once with a *StateTypeError. Restored by

@@ -134,9 +134,11 @@ func errBadInputStatus(st fmt.Stringer) error {
 
 // StateTypeError is why a keyed state cannot be declared: its key, value
 // or map type is one that encoding/gob, which checkpoints keyed state,
-// cannot encode, or would encode only in part (see GetValueState). Execute
+// cannot encode, or would encode only in part (see GetValueState), or
+// that the JSON serde would not bring back whole (JSONSerde). Execute
 // fails with it at once, whatever the restart strategy: no restart can
-// change a type. Match it with errors.As.
+// change a type. Match it with errors.As. NewValueState and NewMapState
+// panic with it.
 type StateTypeError struct {
 	// State is the state's name.
 	State string

@@ -327,3 +327,63 @@ func BenchmarkPebbleCheckpointIncrement(b *testing.B) {
 	b.ReportMetric(float64(full)/20, "full-bytes/checkpoint")
 	b.ReportMetric(float64(newBytes)/float64(full), "new/full")
 }
+
+// BenchmarkDescriptorCount is BenchmarkStateBackendCount's hot keys on the
+// heap backend three ways, for their ratios: the handle GetValueState
+// returns, a descriptor over string keys, and a descriptor over a named
+// string key type (through the view over string).
+func BenchmarkDescriptorCount(b *testing.B) {
+	keys := make([]string, 1000)
+	for i := range keys {
+		keys[i] = "word-" + strconv.Itoa(i)
+	}
+	b.Run("handle", func(b *testing.B) {
+		var count ValueState[int64]
+		p, stop := openKeyed(b, nil, 1, 0, benchCount(&count))
+		defer stop()
+		b.ReportAllocs()
+		i := 0
+		for b.Loop() {
+			p.state.setKey(keys[i%len(keys)])
+			c, _ := count.Value()
+			count.Update(c + 1)
+			i++
+		}
+	})
+	desc := NewValueState[int64]("count")
+	b.Run("descriptor", func(b *testing.B) {
+		p, stop := openKeyed(b, nil, 1, 0, benchCount(nil))
+		defer stop()
+		b.ReportAllocs()
+		i := 0
+		for b.Loop() {
+			p.state.setKey(keys[i%len(keys)])
+			c, _, err := desc.Get(&p.ctx)
+			if err == nil {
+				err = desc.Set(&p.ctx, c+1)
+			}
+			if err != nil {
+				b.Fatal(err)
+			}
+			i++
+		}
+	})
+	type word string
+	b.Run("descriptor/named-key", func(b *testing.B) {
+		p, stop := openKeyed(b, nil, 1, 0, KeyedProcessFuncs[word, word, string]{Element: func(*KeyedContext[word, string], word) error { return nil }})
+		defer stop()
+		b.ReportAllocs()
+		i := 0
+		for b.Loop() {
+			p.state.setKey(word(keys[i%len(keys)]))
+			c, _, err := desc.Get(&p.ctx)
+			if err == nil {
+				err = desc.Set(&p.ctx, c+1)
+			}
+			if err != nil {
+				b.Fatal(err)
+			}
+			i++
+		}
+	})
+}

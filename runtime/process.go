@@ -447,7 +447,10 @@ func (s *mapState[K, UK, UV]) All() iter.Seq2[UK, UV] {
 // GetValueState returns the value state called name of the function's
 // operator, creating it on first use. Call it in Open and keep the handle:
 // the handle follows the current key. Asking for an existing name with
-// another value type is an error.
+// another value type is an error. A state descriptor (NewValueState)
+// declares the state once for every subtask instead; GetValueState is for
+// functions made per subtask (ProcessPerSubtask) and for key types that
+// descriptors do not take.
 //
 // State is checkpointed in a compact binary encoding when a type is a
 // string, a byte slice, an integer, a float or a bool (or a named type

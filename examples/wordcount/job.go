@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"math"
@@ -13,6 +14,10 @@ import (
 	"github.com/splitflow/splitflow/connector/kafka"
 	"github.com/splitflow/splitflow/runtime"
 )
+
+// wordCounts is each word's running count, kept per key by every subtask
+// of the counting operator.
+var wordCounts = runtime.NewValueState[int64]("count")
 
 // wordCount is one output record.
 type wordCount struct {
@@ -88,23 +93,11 @@ func runJob(ctx context.Context, o options, seeds []string, p *progress, logger 
 		}
 		return nil
 	}).Name("split").UID("split")
-	counts := runtime.ProcessPerSubtask(runtime.KeyBy(words, func(w string) string { return w }),
-		func() runtime.KeyedProcessFunction[string, string, wordCount] {
-			var state runtime.ValueState[int64]
-			return runtime.KeyedProcessFuncs[string, string, wordCount]{
-				Setup: func(ctx *runtime.KeyedContext[string, wordCount]) (err error) {
-					state, err = runtime.GetValueState[int64](ctx, "count")
-					return err
-				},
-				Element: func(ctx *runtime.KeyedContext[string, wordCount], w string) error {
-					n, _ := state.Value()
-					n++
-					state.Update(n)
-					ctx.Collect(wordCount{word: w, count: n})
-					return nil
-				},
-			}
-		}).Name("count").UID("count")
+	counts := runtime.Process(runtime.KeyBy(words, func(w string) string { return w }), func(ctx *runtime.KeyedContext[string, wordCount], w string) error {
+		n, _, err := wordCounts.Get(ctx)
+		ctx.Collect(wordCount{word: w, count: n + 1}) // a failed call's output is aborted with its transaction
+		return errors.Join(err, wordCounts.Set(ctx, n+1))
+	}).Name("count").UID("count")
 	written := runtime.Map(counts, func(wc wordCount) (wordCount, error) {
 		p.updates.Add(1)
 		return wc, nil

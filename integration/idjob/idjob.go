@@ -148,20 +148,15 @@ func Run(ctx context.Context, c Config) error {
 			return id, nil
 		}).Name("rebalanced").UID("rebalanced")
 	} else {
-		shuffled = runtime.ProcessPerSubtask(runtime.KeyBy(mapped, func(id int64) int64 { return id }),
-			func() runtime.KeyedProcessFunction[int64, int64, int64] {
-				return runtime.KeyedProcessFuncs[int64, int64, int64]{
-					Element: func(ctx *runtime.KeyedContext[int64, int64], id int64) error {
-						if c.Sink != nil {
-							if err := c.Sink(id); err != nil {
-								return err
-							}
-						}
-						ctx.Collect(id)
-						return nil
-					},
+		shuffled = runtime.Process(runtime.KeyBy(mapped, func(id int64) int64 { return id }), func(ctx *runtime.KeyedContext[int64, int64], id int64) error {
+			if c.Sink != nil {
+				if err := c.Sink(id); err != nil {
+					return err
 				}
-			}).Name("keyed").UID("keyed")
+			}
+			ctx.Collect(id)
+			return nil
+		}).Name("keyed").UID("keyed")
 	}
 	runtime.SinkToTwoPhase(shuffled, sink).Name("out").UID("out")
 	return env.Execute(ctx, "idjob")
