@@ -4,6 +4,8 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"maps"
+	"os"
 	"reflect"
 	"strings"
 	"sync/atomic"
@@ -545,4 +547,45 @@ func asPebbleBlob100(t *testing.T, chk *checkpoint.Checkpoint) *checkpoint.Check
 		t.Fatal(err)
 	}
 	return restored
+}
+
+// fixtureKey is a named key type: descriptors on it reach the state
+// through the view over string.
+type fixtureKey string
+
+// The version 2 snapshot of testdata (all gob, written before the
+// built-in encodings and before descriptors) restores into descriptors,
+// on a key type of another name over the string keys it was written with.
+func TestKeyedStateVersion2RestoresIntoDescriptors(t *testing.T) {
+	v2, err := os.ReadFile("testdata/keyed-state-v2.bin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	count := NewValueState[int64]("count")
+	pt := NewValueState[point]("point")
+	seen := NewMapState[string, int64]("seen")
+	p, stop := openKeyed(t, [][]byte{v2}, 1, 0, KeyedProcessFuncs[fixtureKey, fixtureKey, string]{
+		Element: func(*KeyedContext[fixtureKey, string], fixtureKey) error { return nil },
+	})
+	defer stop()
+	for k, want := range map[fixtureKey]int64{"a": 1, "bb": 4, "ccc": 3, "dddd": 4, "eeeee": 5} {
+		p.state.setKey(k)
+		n := len(k)
+		if got, ok, err := count.Get(&p.ctx); err != nil || !ok || got != want {
+			t.Errorf("count[%s] = %d, %v, %v; want %d", k, got, ok, err, want)
+		}
+		if got, ok, err := pt.Get(&p.ctx); err != nil || !ok || got != (point{X: n, Y: -n}) {
+			t.Errorf("point[%s] = %v, %v, %v", k, got, ok, err)
+		}
+		m, err := seen.Handle(&p.ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, wantM := maps.Collect(m.All()), map[string]int64{string(k) + "-x": int64(n) * 10, string(k) + "-y": -1}; !maps.Equal(got, wantM) {
+			t.Errorf("seen[%s] = %v, want %v", k, got, wantM)
+		}
+	}
+	if len(p.timers.event.heap) != 5 || len(p.timers.processing.heap) != 5 {
+		t.Fatalf("restored %d event-time and %d processing-time timers, want 5 each", len(p.timers.event.heap), len(p.timers.processing.heap))
+	}
 }
