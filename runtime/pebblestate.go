@@ -50,11 +50,11 @@ import (
 //	uvarint(n) n x (uvarint(len) name, uvarint(len) data)       the checkpoint's small files
 //	uvarint(n) n x (uvarint(len) name, uvarint(len) stored, uvarint(size), uvarint(crc))  its immutable files, stored shared
 
-// Version 101 adds, after each state's id, uvarint(len) codecs: the
-// codecs that wrote it (pebbleStateID.codecs); version 100, without
-// them, still restores, its states taken as written by default codecs.
+// Version 102 adds, after each state's id, uvarint(len) codecs: the
+// codecs that wrote it (pebbleStateID.codecs); earlier versions, without
+// them, still restore, their states taken as written by default codecs.
 const (
-	pebbleLayoutVersion         = 101
+	pebbleLayoutVersion         = 102
 	pebbleLayoutVersionNoCodecs = 100
 )
 
