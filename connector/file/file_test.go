@@ -235,7 +235,10 @@ func TestMissingFile(t *testing.T) {
 func TestEnumeratorAssignsOnRequest(t *testing.T) {
 	j := &job{t: t, tasks: []*task{{index: 0}, {index: 1}}}
 	a, b, c := newSplit("a", 0, 5), newSplit("b", 0, 5), newSplit("c", 0, 5)
-	e := newEnumerator(j, []Split{a, b, c})
+	e, err := newEnumerator(j, []Split{a, b, c})
+	if err != nil {
+		t.Fatal(err)
+	}
 	steps := []struct {
 		do   func() error
 		want []event
