@@ -95,12 +95,15 @@ func IdentitySplitState[S connector.Split]() SplitStateHooks[S, S] {
 // checkValueSplit refuses split types whose copies share memory.
 func checkValueSplit[S connector.Split]() error {
 	t := reflect.TypeFor[S]()
-	switch t.Kind() {
-	case reflect.Pointer, reflect.Map, reflect.Slice, reflect.Chan, reflect.Func, reflect.Interface, reflect.UnsafePointer:
-		return fmt.Errorf("base: split type %v is a %v; a split that is its own state must be a value "+
-			"(a struct carrying its position), or the emitter would advance the split the fetcher reads", t, t.Kind())
+	kind := map[reflect.Kind]string{
+		reflect.Pointer: "pointer", reflect.UnsafePointer: "pointer", reflect.Map: "map", reflect.Slice: "slice",
+		reflect.Chan: "channel", reflect.Func: "function", reflect.Interface: "interface",
+	}[t.Kind()]
+	if kind == "" {
+		return nil
 	}
-	return nil
+	return fmt.Errorf("base: split type %v is a %s; a split that is its own state must be a value "+
+		"(a struct carrying its position), or the emitter would advance the split the fetcher reads", t, kind)
 }
 
 // NewSimpleReader returns a SourceReaderBase for a connector whose split
