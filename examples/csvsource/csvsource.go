@@ -1,7 +1,5 @@
-// Package csvsource is a bounded source of the rows of every CSV file in a
-// directory, on connector/base in the short form: a split, a SplitReader
-// and an emit function. A checkpoint holds each file's count of rows
-// emitted; a restored job skips them and reads on.
+// Package csvsource is a bounded source of the rows of the CSV files in a
+// directory, on connector/base: a split, a SplitReader, an emit function.
 package csvsource
 
 import (
@@ -24,11 +22,10 @@ type Split struct {
 // SplitID implements connector.Split.
 func (s Split) SplitID() string { return s.Path }
 
-// New returns a source of the rows of the *.csv files in dir, listed when
-// a job starts without a checkpoint.
+// New returns a source of the rows of the *.csv files in dir.
 func New(dir string) (*base.Source[[]string, []string, Split], error) {
 	return base.NewSource(
-		func(int) ([]Split, error) {
+		func(parallelism int) ([]Split, error) { // the splits of a job's fresh start
 			paths, err := filepath.Glob(filepath.Join(dir, "*.csv"))
 			splits := make([]Split, len(paths))
 			for i, p := range paths {
@@ -37,17 +34,19 @@ func New(dir string) (*base.Source[[]string, []string, Split], error) {
 			return splits, err
 		},
 		func() (base.SplitReader[[]string, Split], error) { return &reader{}, nil },
-		func(row []string, out connector.SourceOutput[[]string], s *Split) error {
-			out.Collect(row)
-			s.Rows++ // on the task goroutine, so a checkpoint counts what was emitted
-			return nil
-		},
+		emitRow,
 		base.JSONSerializer[Split]())
 }
 
-// reader reads one file per Fetch: a batch is a file's rows, so a reader
-// holds at most (queue capacity + 2) files in memory. Local reads are
-// short, so WakeUp has nothing to interrupt.
+// emitRow emits a row its reader fetched and moves the split past it.
+func emitRow(row []string, out connector.SourceOutput[[]string], s *Split) error {
+	out.Collect(row)
+	s.Rows++ // the split is its own state: a checkpoint resumes after this row
+	return nil
+}
+
+// reader reads a file per Fetch, skipping the rows emitted before: a reader
+// holds at most (queue capacity + 2) files. WakeUp has nothing to cut short.
 type reader struct{ splits []Split }
 
 func (r *reader) Fetch(context.Context) (base.RecordsWithSplitIDs[[]string], error) {
