@@ -308,3 +308,27 @@ func TestSplitSerializer(t *testing.T) {
 		t.Fatalf("version 2 = %v, want ErrUnsupportedVersion", err)
 	}
 }
+
+// A reader waiting for its rate limit closes promptly: Close wakes the
+// wait, and no goroutine is left (goleak in TestMain).
+func TestRateLimitedReaderCloses(t *testing.T) {
+	src, err := NewSource(sampleGen, WithRecordsPerSecond(0.5))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := src.CreateReader(readerCtx{0, 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.AddSplits(src.plan(1)); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Start(); err != nil {
+		t.Fatal(err)
+	}
+	out := &collect[sample]{}
+	poll(t, r, out, 1) // the first token; the next is two seconds away
+	if err := r.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
