@@ -54,7 +54,8 @@ func WithPushAssignment() SourceOption {
 // by owner, which gets the split and the parallelism and returns a subtask
 // in [0, parallelism). It is called on the coordinator goroutine when the
 // enumerator starts, fresh or restored, for every split not assigned yet;
-// a subtask out of range fails the enumerator.
+// a subtask out of range fails the enumerator. A nil owner is round robin,
+// as WithPushAssignment.
 func WithSplitOwner[S connector.Split](owner func(split S, parallelism int) int) SourceOption {
 	return sourceOptionFunc(func(c *sourceConfig) {
 		c.push = true
