@@ -33,7 +33,7 @@
 // takes back the splits of a failed reader; StaticEnumeratorStateSerializer
 // checkpoints it; IdentitySplitState and NewSimpleReader make the reader
 // of a split that carries its own position. examples/csvsource is the
-// whole source above in 79 lines; connector/datagen and connector/file are
+// whole source above in 80 lines; connector/datagen and connector/file are
 // built the same way.
 //
 // # Pieces

@@ -19,17 +19,18 @@ type Split struct {
 	Rows int
 }
 
-// SplitID implements connector.Split.
 func (s Split) SplitID() string { return s.Path }
 
 // New returns a source of the rows of the *.csv files in dir.
 func New(dir string) (*base.Source[[]string, []string, Split], error) {
 	return base.NewSource(
 		func(parallelism int) ([]Split, error) { // the splits of a job's fresh start
-			paths, err := filepath.Glob(filepath.Join(dir, "*.csv"))
-			splits := make([]Split, len(paths))
-			for i, p := range paths {
-				splits[i] = Split{Path: p}
+			entries, err := os.ReadDir(dir)
+			var splits []Split
+			for _, e := range entries {
+				if filepath.Ext(e.Name()) == ".csv" {
+					splits = append(splits, Split{Path: filepath.Join(dir, e.Name())})
+				}
 			}
 			return splits, err
 		},

@@ -4,9 +4,11 @@ import (
 	"encoding/csv"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 
 	"go.uber.org/goleak"
@@ -70,4 +72,24 @@ func TestSuiteCSVSource(t *testing.T) {
 		Guarantee: connectortest.ExactlyOnce,
 		Seeds:     2,
 	})
+}
+
+// enumCtx is just enough of an enumerator context for CreateEnumerator.
+type enumCtx struct {
+	connector.SplitEnumeratorContext[Split]
+}
+
+func (enumCtx) CurrentParallelism() int { return 1 }
+
+// A directory that cannot be read fails the job's start, naming it,
+// rather than reading nothing.
+func TestMissingDirectoryFailsTheStart(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "gone")
+	src, err := New(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := src.CreateEnumerator(enumCtx{}); !errors.Is(err, fs.ErrNotExist) || !strings.Contains(err.Error(), dir) {
+		t.Fatalf("CreateEnumerator = %v, want a not-exist error naming %s", err, dir)
+	}
 }
