@@ -116,8 +116,9 @@ func TestStaticSourceRecoversSplitsOfFailedReaders(t *testing.T) {
 			// so failures after a checkpoint find splits to give back
 			// (five in every run so far). In push mode every split is
 			// assigned before the first checkpoint and the suite's
-			// failures come after one, so none comes back here; the
-			// enumerator's tests cover that path.
+			// failures come after one, so none comes back here;
+			// datagen's TestFailedReadersSplitsGoBackInPushMode takes
+			// that path.
 			if n := givenBack.Load(); mode.name == "pull" && n == 0 {
 				t.Error("no split was given back: the checks did not exercise recovery of a failed reader's splits")
 			} else {
