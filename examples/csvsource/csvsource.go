@@ -3,6 +3,7 @@
 package csvsource
 
 import (
+	"bytes"
 	"context"
 	"encoding/csv"
 	"fmt"
@@ -53,12 +54,11 @@ type reader struct{ splits []Split }
 func (r *reader) Fetch(context.Context) (base.RecordsWithSplitIDs[[]string], error) {
 	s := r.splits[0]
 	r.splits = r.splits[1:]
-	f, err := os.Open(s.Path)
+	data, err := os.ReadFile(s.Path)
 	if err != nil {
 		return nil, err
 	}
-	defer f.Close()
-	rows, err := csv.NewReader(f).ReadAll()
+	rows, err := csv.NewReader(bytes.NewReader(data)).ReadAll()
 	if err == nil && len(rows) < s.Rows {
 		err = fmt.Errorf("%d rows, fewer than the %d emitted before", len(rows), s.Rows)
 	}
