@@ -23,10 +23,10 @@ type enumerator struct {
 	*base.StaticEnumerator[Split]
 }
 
-func newEnumerator(ctx connector.SplitEnumeratorContext[Split], pending []Split) (enumerator, error) {
+func newEnumerator(ctx connector.SplitEnumeratorContext[Split], pending []Split) (connector.SplitEnumerator[Split, EnumeratorState], error) {
 	e, err := base.NewStaticEnumerator(ctx, pending)
 	if err != nil {
-		return enumerator{}, fmt.Errorf("file source: %w", err)
+		return nil, fmt.Errorf("file source: %w", err)
 	}
 	return enumerator{e}, nil
 }
