@@ -217,17 +217,30 @@ func (s *Source[E, T, S]) CreateEnumerator(ctx connector.SplitEnumeratorContext[
 	if err != nil {
 		return nil, err
 	}
-	return NewStaticEnumerator(ctx, splits, s.opts...)
+	return s.enumerator(ctx, splits)
+}
+
+// enumerator returns the enumerator as an interface that is nil on error.
+func (s *Source[E, T, S]) enumerator(ctx connector.SplitEnumeratorContext[S], pending []S) (connector.SplitEnumerator[S, StaticEnumeratorState[S]], error) {
+	e, err := NewStaticEnumerator(ctx, pending, s.opts...)
+	if err != nil {
+		return nil, err
+	}
+	return e, nil
 }
 
 // RestoreEnumerator implements connector.Source.
 func (s *Source[E, T, S]) RestoreEnumerator(ctx connector.SplitEnumeratorContext[S], st StaticEnumeratorState[S]) (connector.SplitEnumerator[S, StaticEnumeratorState[S]], error) {
-	return NewStaticEnumerator(ctx, st.Pending, s.opts...)
+	return s.enumerator(ctx, st.Pending)
 }
 
 // CreateReader implements connector.Source.
 func (s *Source[E, T, S]) CreateReader(ctx connector.SourceReaderContext) (connector.SourceReader[T, S], error) {
-	return NewSimpleReader(ctx, s.newSplitReader, s.emit, s.opts...)
+	r, err := NewSimpleReader(ctx, s.newSplitReader, s.emit, s.opts...)
+	if err != nil {
+		return nil, err
+	}
+	return r, nil
 }
 
 // SplitSerializer implements connector.Source.

@@ -146,7 +146,17 @@ func (s *Source[T]) Boundedness() connector.Boundedness {
 // CreateEnumerator implements connector.Source: it cuts the index space into
 // the splits.
 func (s *Source[T]) CreateEnumerator(ctx connector.SplitEnumeratorContext[Split]) (connector.SplitEnumerator[Split, EnumeratorState], error) {
-	return base.NewStaticEnumerator(ctx, s.plan(ctx.CurrentParallelism()), enumOptions...)
+	return newEnumerator(ctx, s.plan(ctx.CurrentParallelism()))
+}
+
+// newEnumerator returns base's enumerator, as an interface that is nil on
+// error.
+func newEnumerator(ctx connector.SplitEnumeratorContext[Split], pending []Split) (connector.SplitEnumerator[Split, EnumeratorState], error) {
+	e, err := base.NewStaticEnumerator(ctx, pending, enumOptions...)
+	if err != nil {
+		return nil, fmt.Errorf("datagen: %w", err)
+	}
+	return e, nil
 }
 
 // plan cuts [0, count) (or [0, MaxInt64) unbounded) into n ranges.
@@ -175,7 +185,7 @@ func (s *Source[T]) plan(parallelism int) []Split {
 
 // RestoreEnumerator implements connector.Source.
 func (s *Source[T]) RestoreEnumerator(ctx connector.SplitEnumeratorContext[Split], st EnumeratorState) (connector.SplitEnumerator[Split, EnumeratorState], error) {
-	return base.NewStaticEnumerator(ctx, st.Pending, enumOptions...)
+	return newEnumerator(ctx, st.Pending)
 }
 
 // CreateReader implements connector.Source: a base simple reader with one
@@ -187,9 +197,13 @@ func (s *Source[T]) CreateReader(ctx connector.SourceReaderContext) (connector.S
 	}
 	pool := base.NewRecordsBySplitsPool[record[T]](s.cfg.queueBatch + 3)
 	opts := append([]base.SourceOption{base.WithManagerOptions(base.WithElementQueueCapacity(s.cfg.queueBatch))}, enumOptions...)
-	return base.NewSimpleReader(ctx, func() (base.SplitReader[record[T], Split], error) {
+	r, err := base.NewSimpleReader(ctx, func() (base.SplitReader[record[T], Split], error) {
 		return newGenReader(s.gen, s.cfg, lim, pool), nil
 	}, emit[T], opts...)
+	if err != nil {
+		return nil, err
+	}
+	return r, nil
 }
 
 // SplitSerializer implements connector.Source.
