@@ -27,6 +27,12 @@
 // the last checkpoint a failed reader took come back to the enumerator
 // through [SplitEnumerator.AddSplitsBack].
 //
+// Few sources implement these interfaces by hand. Package connector/base
+// turns a blocking SplitReader into a SourceReader, and for splits known
+// when the job starts its NewSource is the whole Source from a split type,
+// a SplitReader and an emit function; connector/datagen generates records
+// from a function of their index.
+//
 // # Sinks
 //
 // A [Sink] creates one [SinkWriter] per subtask. Everything beyond writing is
