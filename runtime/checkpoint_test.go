@@ -29,6 +29,9 @@ type rangeJob struct {
 	opts                  []Option
 	sink                  *txnSink2PC
 	src                   *rangeSrc
+	// viaSinkTo adds the sink with SinkTo, as a connector.TwoPhaseCapable
+	// sink, instead of SinkToTwoPhase.
+	viaSinkTo bool
 }
 
 func (j *rangeJob) env() *Environment {
@@ -51,7 +54,11 @@ func (j *rangeJob) env() *Environment {
 	if j.global {
 		ds = Rebalance(ds)
 	}
-	SinkToTwoPhase(ds, j.sink).UID("sink")
+	if j.viaSinkTo {
+		SinkTo(ds, connector.Sink[int64](&capableSink{txnSink2PC: j.sink, twoPhase: true})).UID("sink")
+	} else {
+		SinkToTwoPhase(ds, j.sink).UID("sink")
+	}
 	return env
 }
 
