@@ -20,8 +20,8 @@ type DeliveryGuarantee int
 
 const (
 	// ExactlyOnce publishes a checkpoint's files only after the checkpoint
-	// is complete, through the committer: run the sink with
-	// runtime.SinkToTwoPhase.
+	// is complete, through the committer, which runtime.SinkTo (or
+	// runtime.SinkToTwoPhase) runs.
 	ExactlyOnce DeliveryGuarantee = iota + 1
 	// AtLeastOnce publishes files at each checkpoint barrier and at the end
 	// of input, before the checkpoint is complete: records written after
@@ -248,9 +248,19 @@ func NewLineSink(dir string, opts ...SinkOption) (*Sink[string], error) {
 	return NewSink(dir, StringLines, opts...)
 }
 
+// TwoPhase implements connector.TwoPhaseCapable: in ExactlyOnce mode the
+// sink publishes through its committer, and runtime.SinkTo runs it with
+// one; at-least-once it runs as a plain sink.
+func (s *Sink[T]) TwoPhase() (connector.HiddenTwoPhaseSink[T], bool) {
+	if s.cfg.guarantee != ExactlyOnce {
+		return nil, false
+	}
+	return connector.HideCommittable[T, Committable](s), true
+}
+
 // CommitterRequired implements connector.CommitterRequired: in ExactlyOnce
-// mode nothing is published without the committer, so runtime.SinkTo
-// refuses the sink.
+// mode nothing is published without the committer, so a wrapper that
+// hides TwoPhase but passes this on is refused by runtime.SinkTo.
 func (s *Sink[T]) CommitterRequired() bool { return s.cfg.guarantee == ExactlyOnce }
 
 // CreateWriter implements connector.Sink. It deletes the unpublished files

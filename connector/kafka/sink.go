@@ -175,9 +175,12 @@ func KeyValueSerializer[T any](topic string, fn func(T) (key, value []byte, err 
 	})
 }
 
-// Sink writes elements to Kafka with the configured delivery guarantee. It
-// is a connector.TwoPhaseCommittingSink of txn.Committable; with
-// AtLeastOnce or None its writers produce no committables.
+// Sink writes elements to Kafka with the configured delivery guarantee.
+// runtime.SinkTo runs it with that guarantee: in ExactlyOnce mode with its
+// committer (it is connector.TwoPhaseCapable), otherwise as a plain sink.
+// It is also a connector.TwoPhaseCommittingSink of txn.Committable for
+// runtime.SinkToTwoPhase; with AtLeastOnce or None its writers produce no
+// committables there.
 //
 // Exactly-once follows the rules of package txn. At start every writer
 // aborts the transactions its subtask's ids left open (which also fences
@@ -212,7 +215,10 @@ type Sink[T any] struct {
 	latest map[int]uint64
 }
 
-var _ connector.TwoPhaseCommittingSink[string, txn.Committable] = (*Sink[string])(nil)
+var (
+	_ connector.TwoPhaseCommittingSink[string, txn.Committable] = (*Sink[string])(nil)
+	_ connector.TwoPhaseCapable[string]                         = (*Sink[string])(nil)
+)
 
 // NewSink returns a sink that writes elements as ser makes them. It checks
 // the options and fails with every problem it finds (no brokers, an empty
@@ -232,9 +238,20 @@ func NewSink[T any](ser RecordSerializer[T], opts ...SinkOpt) (*Sink[T], error) 
 	return &Sink[T]{cfg: cfg, ser: ser, pools: map[int]*txn.Pool{}, restored: map[int][]string{}, spare: map[int][]string{}, latest: map[int]uint64{}}, nil
 }
 
+// TwoPhase implements connector.TwoPhaseCapable: in exactly-once mode the
+// sink commits in two phases, and runtime.SinkTo runs it with its
+// committer; otherwise it runs as a plain sink.
+func (s *Sink[T]) TwoPhase() (connector.HiddenTwoPhaseSink[T], bool) {
+	if s.cfg.guarantee != ExactlyOnce {
+		return nil, false
+	}
+	return connector.HideCommittable[T, txn.Committable](s), true
+}
+
 // CommitterRequired is true in exactly-once mode: the records are visible
-// only once the committer commits, so the engine must run the sink with
-// runtime.SinkToTwoPhase.
+// only once the committer commits. A wrapper that hides TwoPhase but
+// passes this on is refused by runtime.SinkTo instead of running without
+// a committer.
 func (s *Sink[T]) CommitterRequired() bool { return s.cfg.guarantee == ExactlyOnce }
 
 // Guarantee returns the sink's delivery guarantee.
