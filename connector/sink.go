@@ -200,8 +200,11 @@ type CheckpointConfigProvider interface {
 // CommitterRequired is an optional capability of a Sink whose writes become
 // visible only through its committer, such as a Kafka sink in exactly-once
 // mode. Go cannot recognise a TwoPhaseCommittingSink from a Sink[T] alone
-// (its committable type is unknown), so such a sink says so here, and the
-// engine refuses to run it on a path that never commits.
+// (its committable type is unknown), so such a sink says so here: the
+// engine refuses to run it on a path that never commits (runtime.SinkTo,
+// when the sink, or a wrapper around it, is not TwoPhaseCapable), and
+// refuses a job that feeds it from an unbounded source without
+// checkpoints.
 type CommitterRequired interface {
 	// CommitterRequired reports whether the sink's writes need a committer
 	// to become visible. It may be called from any goroutine.

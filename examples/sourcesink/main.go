@@ -103,7 +103,7 @@ func main() {
 		}
 		return v, nil
 	}).UID("map")
-	runtime.SinkToTwoPhase(mapped, &txnSink{store: st, log: logf}).UID("sink")
+	runtime.SinkTo(mapped, &txnSink{store: st, log: logf}).UID("sink")
 
 	logf("JOB start: %s mode, %d splits x %d records, parallelism %d, checkpoint every %v", *mode, *splits, *perSplit, *par, *interval)
 	if err := env.Execute(context.Background(), "sourcesink"); err != nil {

@@ -75,7 +75,7 @@ func runJob(ctx context.Context, o options, seeds []string, p *progress, logger 
 		envOpts = append(envOpts, runtime.WithHTTPListener(statusLn))
 	}
 	env := runtime.NewEnvironment(envOpts...)
-	lines := runtime.FromSource(env, src, "lines", runtime.NoWatermarks[string]()).UID("lines")
+	lines := runtime.FromSource(env, src, "lines").UID("lines")
 	var seen atomic.Int64
 	words := runtime.FlatMap(lines, func(line string, out runtime.Collector[string]) error {
 		n := p.lines.Add(1)
@@ -109,7 +109,7 @@ func runJob(ctx context.Context, o options, seeds []string, p *progress, logger 
 		p.updates.Add(1)
 		return wc, nil
 	}).Name("tally").UID("tally")
-	runtime.SinkToTwoPhase(written, sink).Name("counts").UID("counts-sink")
+	runtime.SinkTo(written, sink).Name("counts").UID("counts-sink")
 	if err := env.Execute(ctx, "wordcount"); err != nil {
 		return fmt.Errorf("%w", err)
 	}

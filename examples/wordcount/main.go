@@ -73,7 +73,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.inputFile, "input-file", "", "text to write into the input topic (default: a built-in text); written only when the input topic is empty")
 	fs.StringVar(&o.checkpointDir, "checkpoint-dir", "", "directory for checkpoints; a job restarted with the same directory resumes from it")
 	fs.IntVar(&o.parallelism, "parallelism", 2, "subtasks per operator")
-	fs.DurationVar(&o.checkpointInterval, "checkpoint-interval", time.Second, "time between checkpoints (and so between output commits)")
+	fs.DurationVar(&o.checkpointInterval, "checkpoint-interval", time.Second, "time between checkpoints (and so between output commits); 0: no checkpoints, the output is committed once, at the end of the input (not with --unbounded), and a failure starts over")
 	fs.StringVar(&o.txnPrefix, "transactional-id-prefix", "wordcount", "prefix of the sink's Kafka transactional ids; unique per job")
 	fs.BoolVar(&o.unbounded, "unbounded", false, "keep running and pick up new input until interrupted")
 	fs.Int64Var(&o.failEvery, "fail-every", 0, "inject a task failure every N records (0: never); the job restarts and must still be exact")
@@ -94,8 +94,13 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		return o, usageError(fs, "unexpected arguments: %s", strings.Join(fs.Args(), " "))
 	case o.parallelism <= 0:
 		return o, usageError(fs, "--parallelism must be positive, not %d", o.parallelism)
-	case o.checkpointInterval <= 0:
-		return o, usageError(fs, "--checkpoint-interval must be positive, not %s", o.checkpointInterval)
+	case o.checkpointInterval < 0:
+		return o, usageError(fs, "--checkpoint-interval must not be negative, not %s", o.checkpointInterval)
+	case o.checkpointInterval == 0 && o.unbounded:
+		// The engine refuses it too, naming its option; here the flag.
+		return o, usageError(fs, "--unbounded needs --checkpoint-interval > 0: the output is committed after each checkpoint, and unbounded input has no end to commit it at")
+	case o.checkpointInterval == 0 && o.checkpointDir != "":
+		return o, usageError(fs, "--checkpoint-dir needs --checkpoint-interval > 0")
 	case o.failEvery < 0:
 		return o, usageError(fs, "--fail-every must not be negative")
 	case o.partitions <= 0:

@@ -128,7 +128,7 @@ func Run(ctx context.Context, c Config) error {
 		opts = append(opts, runtime.WithRestartStrategy(c.Restart))
 	}
 	env := runtime.NewEnvironment(opts...)
-	ids := runtime.FromSource(env, src, "ids", runtime.NoWatermarks[int64]()).UID("ids")
+	ids := runtime.FromSource(env, src, "ids").UID("ids")
 	mapped := runtime.Map(ids, func(id int64) (int64, error) {
 		if c.Map != nil {
 			if err := c.Map(id); err != nil {
@@ -163,6 +163,6 @@ func Run(ctx context.Context, c Config) error {
 				}
 			}).Name("keyed").UID("keyed")
 	}
-	runtime.SinkToTwoPhase(shuffled, sink).Name("out").UID("out")
+	runtime.SinkTo(shuffled, sink).Name("out").UID("out")
 	return env.Execute(ctx, "idjob")
 }
