@@ -197,7 +197,7 @@ func TestTaskProcessesWhileSnapshotEncodes(t *testing.T) {
 	)
 	env := NewEnvironment(WithParallelism(1), WithMaxParallelism(16), WithFlushTimeout(time.Millisecond), WithLogger(discardLogger()),
 		WithDrainTimeout(5*time.Second), WithCheckpointInterval(2*time.Millisecond))
-	ds := FromSource(env, src, "range", NoWatermarks[int64]()).UID("src")
+	ds := FromSource(env, src, "range").UID("src")
 	counts := ProcessPerSubtask(KeyBy(ds, func(v int64) int64 { return v % 7 }), func() KeyedProcessFunction[int64, int64, int64] {
 		return &heldCounting{held: held, onAfter: func(n int64) {
 			if n == 100 {

@@ -19,7 +19,7 @@ func TestBoundedJobDeliversEveryRecordExactlyOnce(t *testing.T) {
 				const splits, perSplit = 5, 1000
 				env := NewEnvironment(WithParallelism(par), WithBufferSize(64))
 				src := &memSource[ev]{numSplits: splits, perSplit: perSplit, gen: genEv(37), perPoll: 100}
-				ds := FromSource(env, src, "mem", NoWatermarks[ev]())
+				ds := FromSource(env, src, "mem")
 				ds = Map(ds, func(e ev) (ev, error) { e.Seq *= 1; return e, nil })
 				sinkPar := par
 				switch shape {
@@ -79,7 +79,7 @@ func TestEveryKeyLandsOnOneSubtask(t *testing.T) {
 	}
 	env := NewEnvironment(WithParallelism(par))
 	src := &memSource[ev]{numSplits: 4, perSplit: 500, gen: genEv(101)}
-	keyed := KeyBy(FromSource(env, src, "mem", NoWatermarks[ev]()), func(e ev) string { return e.Key })
+	keyed := KeyBy(FromSource(env, src, "mem"), func(e ev) string { return e.Key })
 	res := Process(keyed, KeyedProcessFuncs[string, ev, out]{
 		Element: func(ctx *KeyedContext[string, out], e ev) error {
 			ctx.Collect(out{Key: ctx.Key(), Subtask: ctx.SubtaskIndex()})
@@ -113,7 +113,7 @@ func TestEveryKeyLandsOnOneSubtask(t *testing.T) {
 func TestOrderIsKeptPerChannel(t *testing.T) {
 	env := NewEnvironment(WithParallelism(4), WithBufferSize(16))
 	src := &memSource[ev]{numSplits: 8, perSplit: 2000, gen: genEv(13), perPoll: 7}
-	keyed := KeyBy(FromSource(env, src, "mem", NoWatermarks[ev]()), func(e ev) string { return e.Key })
+	keyed := KeyBy(FromSource(env, src, "mem"), func(e ev) string { return e.Key })
 	res := Process(keyed, KeyedProcessFuncs[string, ev, ev]{
 		Element: func(ctx *KeyedContext[string, ev], e ev) error { ctx.Collect(e); return nil },
 	})
@@ -141,7 +141,7 @@ func TestOrderIsKeptPerChannel(t *testing.T) {
 func TestCancellationDrainsGracefully(t *testing.T) {
 	env := NewEnvironment(WithParallelism(2), WithBufferSize(32), WithFlushTimeout(-1))
 	src := &memSource[ev]{numSplits: 2, perSplit: -1, gen: genEv(5), perPoll: 10}
-	ds := Map(FromSource(env, src, "endless", NoWatermarks[ev]()), func(e ev) (ev, error) { return e, nil })
+	ds := Map(FromSource(env, src, "endless"), func(e ev) (ev, error) { return e, nil })
 	sink := newCollectSink[ev]()
 	sink.onWrite = make(chan ev, 1)
 	SinkTo(Rebalance(ds), sink).DisableChaining()
@@ -175,7 +175,7 @@ func TestCancellationDrainsGracefully(t *testing.T) {
 func TestExecuteWithCancelledContextReturnsNil(t *testing.T) {
 	env := NewEnvironment()
 	src := &memSource[ev]{numSplits: 1, perSplit: -1, gen: genEv(5)}
-	SinkTo(FromSource(env, src, "endless", NoWatermarks[ev]()), newCollectSink[ev]())
+	SinkTo(FromSource(env, src, "endless"), newCollectSink[ev]())
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	done := make(chan error, 1)

@@ -225,7 +225,7 @@ func TestTimerBurstRespectsBackpressure(t *testing.T) {
 		return ev{Seq: i, Key: strconv.Itoa(i)}, int64(i)
 	}}
 	var fired, written atomic.Int64
-	res := Process(KeyBy(FromSource(env, src, "keys", NoWatermarks[ev]()), func(e ev) string { return e.Key }),
+	res := Process(KeyBy(FromSource(env, src, "keys"), func(e ev) string { return e.Key }),
 		KeyedProcessFuncs[string, ev, int64]{
 			Element: func(ctx *KeyedContext[string, int64], e ev) error {
 				ctx.RegisterEventTimeTimer(1 << 40) // beyond the input: fires at the end
@@ -281,7 +281,7 @@ func TestPanicInAsyncWorkFailsTheJob(t *testing.T) {
 	src.onEnumerator = func(e *memEnumerator[ev]) {
 		e.ctx.CallAsync(func(context.Context) func() error { panic("async boom") })
 	}
-	SinkTo(FromSource(env, src, "mem", NoWatermarks[ev]()), newCollectSink[ev]())
+	SinkTo(FromSource(env, src, "mem"), newCollectSink[ev]())
 	err := env.Execute(context.Background(), "async panic")
 	var oe *OperatorError
 	if !errors.As(err, &oe) || oe.Operator != "Source: mem" || oe.Subtask != -1 {

@@ -88,7 +88,7 @@ func TestSourceInEngineBoundedExactlyOnce(t *testing.T) {
 		}
 		sink := &collectSink{got: map[string]int{}}
 		env := runtime.NewEnvironment(runtime.WithParallelism(2))
-		runtime.SinkTo(runtime.FromSource(env, src, "kafka", runtime.NoWatermarks[string]()), sink)
+		runtime.SinkTo(runtime.FromSource(env, src, "kafka"), sink)
 		runCtx, cancel := context.WithTimeout(ctx, 60*time.Second)
 		defer cancel()
 		if err := env.Execute(runCtx, "bounded kafka"); err != nil {
