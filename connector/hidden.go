@@ -85,6 +85,9 @@ func (s hiddenSink[T, Comm]) CreateCommitter(ctx SinkInitContext) (Committer[any
 	if err != nil || c == nil {
 		return nil, err
 	}
+	if l, ok := c.(RestoredCommittablesListener[Comm]); ok {
+		return hiddenListeningCommitter[Comm]{hiddenCommitter[Comm]{c}, l}, nil
+	}
 	return hiddenCommitter[Comm]{c}, nil
 }
 
@@ -151,20 +154,23 @@ func (c hiddenCommitter[Comm]) Commit(ctx context.Context, requests []CommitRequ
 
 func (c hiddenCommitter[Comm]) Close() error { return c.inner.Close() }
 
-// RestoredCommittables passes the restored committables on to a committer
-// that listens; to one that does not, it is nothing.
-func (c hiddenCommitter[Comm]) RestoredCommittables(all []any) {
-	l, ok := c.inner.(RestoredCommittablesListener[Comm])
-	if !ok {
-		return
-	}
+// hiddenListeningCommitter is the hidden committer of a committer that
+// listens for restored committables. A separate type, so that the engine
+// decodes the committables of the whole checkpoint only for a committer
+// that wants them, as it does for the unhidden one.
+type hiddenListeningCommitter[Comm any] struct {
+	hiddenCommitter[Comm]
+	l RestoredCommittablesListener[Comm]
+}
+
+func (c hiddenListeningCommitter[Comm]) RestoredCommittables(all []any) {
 	var cs []Comm
 	for _, a := range all {
 		if comm, ok := a.(Comm); ok {
 			cs = append(cs, comm)
 		}
 	}
-	l.RestoredCommittables(cs)
+	c.l.RestoredCommittables(cs)
 }
 
 // hiddenRequest is a request of the engine seen with its committable's
