@@ -163,7 +163,7 @@ func TestShowKafkaSourceAndExactlyOnceSink(t *testing.T) {
 					},
 				}
 			}).UID("counts")
-		runtime.SinkToTwoPhase(counts, sink).UID("kafka-out")
+		runtime.SinkTo(counts, sink).UID("kafka-out")
 	}
 	// A checkpoint taken once every record was read, whose sink state holds
 	// the transaction that wrote the last of them.
