@@ -249,8 +249,8 @@ func (g *jobGraph) checkCommits(cfg *config) error {
 			continue
 		}
 		if src := unboundedUpstream(n); src != nil {
-			return fmt.Errorf("%w: sink %q commits its output in two phases, after each checkpoint, and source %q never ends, so it needs checkpoints or it would never commit: turn them on with runtime.WithCheckpointInterval, or configure the sink at-least-once: %w",
-				ErrInvalidGraph, n.name, src.name, connector.ErrInvalidConfiguration)
+			return fmt.Errorf("%w: sink %q (uid %q) commits its output in two phases, after each checkpoint, and source %q (uid %q) never ends, so it needs checkpoints or it would never commit: turn them on with runtime.WithCheckpointInterval, or configure the sink at-least-once: %w",
+				ErrInvalidGraph, n.name, n.uid, src.name, src.uid, connector.ErrInvalidConfiguration)
 		}
 	}
 	return nil
