@@ -35,6 +35,10 @@ type sourceConfig struct {
 	kgoOpts         []kgo.Opt
 	logger          *slog.Logger
 	commitOnCheckpt bool
+	// security, securityOpts and optErrs are WithSecurity's (security.go).
+	security     Security
+	securityOpts []kgo.Opt
+	optErrs      []error
 	// closeCommitTimeout bounds how long the reader's Close waits for
 	// the group offset commits under way.
 	closeCommitTimeout time.Duration
@@ -72,9 +76,11 @@ func (c *sourceConfig) validate() error {
 	if c.closeCommitTimeout < 0 {
 		errs = append(errs, fmt.Errorf("negative close commit timeout %s (WithCloseCommitTimeout)", c.closeCommitTimeout))
 	}
+	errs = append(errs, c.optErrs...)
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("kafka source: %w: %w", err, connector.ErrInvalidConfiguration)
 	}
+	c.kgoOpts = withSecurityFirst(c.securityOpts, c.kgoOpts)
 	return nil
 }
 

@@ -67,6 +67,10 @@ type sinkConfig struct {
 	commitTimeout time.Duration
 	kgoOpts       []kgo.Opt
 	logger        *slog.Logger
+	// security, securityOpts and optErrs are WithSecurity's (security.go).
+	security     Security
+	securityOpts []kgo.Opt
+	optErrs      []error
 }
 
 func defaultSinkConfig() sinkConfig {
@@ -93,9 +97,11 @@ func (c *sinkConfig) validate() error {
 	if c.poolSize < 2 {
 		errs = append(errs, fmt.Errorf("transactional id pool size %d is below 2", c.poolSize))
 	}
+	errs = append(errs, c.optErrs...)
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("kafka sink: %w: %w", err, connector.ErrInvalidConfiguration)
 	}
+	c.kgoOpts = withSecurityFirst(c.securityOpts, c.kgoOpts)
 	return nil
 }
 

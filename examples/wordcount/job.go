@@ -24,7 +24,7 @@ type wordCount struct {
 // keyBy word -> running count -> KafkaSink.
 // A non-nil statusLn serves the job's status (runtime.WithHTTPListener).
 func runJob(ctx context.Context, o options, seeds []string, p *progress, logger *slog.Logger, statusLn net.Listener) error {
-	srcOpts := []kafka.SourceOpt{kafka.WithBrokers(seeds...), kafka.WithTopics(o.inputTopic), kafka.WithLogger(logger)}
+	srcOpts := []kafka.SourceOpt{kafka.WithBrokers(seeds...), kafka.WithSecurity(o.security), kafka.WithTopics(o.inputTopic), kafka.WithLogger(logger)}
 	if !o.unbounded {
 		srcOpts = append(srcOpts, kafka.WithBounded(kafka.LatestOffsets()))
 	}
@@ -34,7 +34,7 @@ func runJob(ctx context.Context, o options, seeds []string, p *progress, logger 
 	}
 	sink, err := kafka.NewSink(kafka.KeyValueSerializer(o.outputTopic, func(wc wordCount) ([]byte, []byte, error) {
 		return []byte(wc.word), strconv.AppendInt(nil, wc.count, 10), nil
-	}), kafka.WithBrokers(seeds...), kafka.WithLogger(logger),
+	}), kafka.WithBrokers(seeds...), kafka.WithSecurity(o.security), kafka.WithLogger(logger),
 		kafka.WithDeliveryGuarantee(kafka.ExactlyOnce), kafka.WithTransactionalIDPrefix(o.txnPrefix))
 	if err != nil {
 		return err

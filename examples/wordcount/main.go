@@ -38,7 +38,10 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/splitflow/splitflow/connector/kafka"
+	"github.com/splitflow/splitflow/connector/kafka/kafkaflag"
 	"github.com/splitflow/splitflow/runtime"
+	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 type options struct {
@@ -57,6 +60,11 @@ type options struct {
 	httpAddr           string
 	stateBackend       string
 	stateDir           string
+	// security is how every Kafka client connects (TLS, SASL), from the
+	// --kafka-* flags and SPLITFLOW_KAFKA_* variables; clientOpts are its
+	// franz-go options, for the clients the job does not make itself.
+	security   kafka.Security
+	clientOpts []kgo.Opt
 
 	// onHTTP, if set, learns the status server's address once it is bound
 	// (tests bind port 0).
@@ -82,6 +90,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.httpAddr, "http", "", "serve /metrics, /healthz, /readyz, /api/v1/job and a live status page on this address (e.g. :8081) while the job runs (default: no server)")
 	fs.StringVar(&o.stateBackend, "state-backend", "heap", "where the word counts live: heap (Go maps; fastest while they fit in memory, as the built-in text's do) or pebble (an on-disk LSM per subtask with incremental checkpoints; for many distinct words)")
 	fs.StringVar(&o.stateDir, "state-dir", "", "working directory of the pebble state backend (default: splitflow-state in the OS temp directory)")
+	secFlags := kafkaflag.Register(fs)
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "usage: wordcount [flags]\n\nCounts words of a Kafka topic exactly-once. Flags:\n")
 		fs.PrintDefaults()
@@ -115,6 +124,17 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	if _, err := runtime.ParseStateBackend(o.stateBackend); err != nil {
 		return o, usageError(fs, "--state-backend: %v", err)
 	}
+	sec, err := secFlags.Security(os.Getenv)
+	if err != nil {
+		return o, usageError(fs, "%v", err)
+	}
+	if (sec.TLS != nil || sec.SASL != nil) && o.brokers == "" {
+		return o, usageError(fs, "the --kafka-tls and --kafka-sasl settings need --brokers (the in-process Kafka is plaintext)")
+	}
+	if o.clientOpts, err = sec.ClientOpts(); err != nil {
+		return o, usageError(fs, "%v", err)
+	}
+	o.security = sec
 	return o, nil
 }
 

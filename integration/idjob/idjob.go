@@ -58,6 +58,8 @@ type Config struct {
 	Rejected *atomic.Int64
 	Listener runtime.JobListener
 	Logger   *slog.Logger
+	// Security is how the source and the sink connect (zero: plaintext).
+	Security kafka.Security
 }
 
 // ErrNotAnID is what the deserializer rejects a value with.
@@ -80,7 +82,7 @@ func Run(ctx context.Context, c Config) error {
 		}
 		return id, nil
 	})
-	srcOpts := []kafka.SourceOpt{kafka.WithBrokers(c.Brokers...), kafka.WithTopics(c.Input), kafka.WithLogger(logger)}
+	srcOpts := []kafka.SourceOpt{kafka.WithBrokers(c.Brokers...), kafka.WithSecurity(c.Security), kafka.WithTopics(c.Input), kafka.WithLogger(logger)}
 	if !c.Unbounded {
 		srcOpts = append(srcOpts, kafka.WithBounded(kafka.LatestOffsets()))
 	}
@@ -94,7 +96,7 @@ func Run(ctx context.Context, c Config) error {
 	if err != nil {
 		return err
 	}
-	sinkOpts := []kafka.SinkOpt{kafka.WithBrokers(c.Brokers...), kafka.WithLogger(logger),
+	sinkOpts := []kafka.SinkOpt{kafka.WithBrokers(c.Brokers...), kafka.WithSecurity(c.Security), kafka.WithLogger(logger),
 		kafka.WithDeliveryGuarantee(kafka.ExactlyOnce), kafka.WithTransactionalIDPrefix(c.TxnPrefix)}
 	if c.TxnTimeout > 0 {
 		sinkOpts = append(sinkOpts, kafka.WithTransactionTimeout(c.TxnTimeout))
