@@ -58,6 +58,9 @@ type Config struct {
 	Rejected *atomic.Int64
 	Listener runtime.JobListener
 	Logger   *slog.Logger
+	// GroupID, when set, is the source's group: the offsets of every
+	// checkpoint are committed to it.
+	GroupID string
 	// Security is how the source and the sink connect (zero: plaintext).
 	Security kafka.Security
 }
@@ -88,6 +91,9 @@ func Run(ctx context.Context, c Config) error {
 	}
 	if c.Discovery > 0 {
 		srcOpts = append(srcOpts, kafka.WithPartitionDiscoveryInterval(c.Discovery))
+	}
+	if c.GroupID != "" {
+		srcOpts = append(srcOpts, kafka.WithGroupID(c.GroupID))
 	}
 	if c.SkipBad {
 		srcOpts = append(srcOpts, kafka.WithSkipBadRecords())

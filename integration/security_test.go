@@ -1,0 +1,243 @@
+package integration
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/splitflow/splitflow/connector/kafka"
+	"github.com/splitflow/splitflow/integration/idjob"
+	"github.com/splitflow/splitflow/integration/kafkatest"
+	"github.com/splitflow/splitflow/runtime"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// documentedACL is one `kafka-acls.sh --add` line of docs/security.md.
+type documentedACL struct {
+	line      string
+	operation kadm.ACLOperation
+	resource  string // topic, group, transactional-id or cluster
+	name      string // with the $VARIABLES of the line
+	prefixed  bool
+}
+
+// docACLs reads the kafka-acls.sh lines of docs/security.md: the test
+// grants exactly what the documentation lists.
+func docACLs(t testing.TB) []documentedACL {
+	t.Helper()
+	f, err := os.Open("../docs/security.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = f.Close() }()
+	var out []documentedACL
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		line := strings.TrimSpace(sc.Text())
+		if !strings.HasPrefix(line, "kafka-acls.sh ") {
+			continue
+		}
+		a := documentedACL{line: line}
+		args := strings.Fields(line)
+		for i := 0; i < len(args); i++ {
+			next := func() string {
+				if i+1 >= len(args) {
+					t.Fatalf("docs/security.md: %s ends after %s", line, args[i])
+				}
+				i++
+				return args[i]
+			}
+			switch args[i] {
+			case "--operation":
+				op, err := kmsg.ParseACLOperation(next())
+				if err != nil {
+					t.Fatalf("docs/security.md: %s: %v", line, err)
+				}
+				a.operation = op
+			case "--topic", "--group", "--transactional-id":
+				a.resource = strings.TrimPrefix(args[i], "--")
+				a.name = next()
+			case "--cluster":
+				a.resource = "cluster"
+			case "--resource-pattern-type":
+				a.prefixed = next() == "prefixed"
+			case "--allow-principal":
+				if p := next(); p != "$PRINCIPAL" {
+					t.Fatalf("docs/security.md: %s grants %s, not $PRINCIPAL", line, p)
+				}
+			}
+		}
+		if a.resource == "" || a.operation == 0 {
+			t.Fatalf("docs/security.md: %s names no resource or operation", line)
+		}
+		out = append(out, a)
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if len(out) == 0 {
+		t.Fatal("docs/security.md lists no kafka-acls.sh lines")
+	}
+	return out
+}
+
+// secureJob is one principal's job on the secure broker: its topics,
+// group, prefix and the values of the documentation's variables.
+type secureJob struct {
+	b                    *kafkatest.SecureBroker
+	user, password       string
+	input, output, group string
+	prefix               string
+	ids                  []int64
+	vars                 map[string]string
+	adminOpts            []kgo.Opt
+}
+
+func newSecureJob(t *testing.T, b *kafkatest.SecureBroker, name string, n int64) *secureJob {
+	t.Helper()
+	j := &secureJob{b: b, user: fmt.Sprintf("%s-%d", name, time.Now().UnixNano())}
+	j.input, j.output, j.group, j.prefix = j.user+"-in", j.user+"-out", j.user+"-group", j.user+"-txn"
+	j.vars = map[string]string{"$INPUT": j.input, "$OUTPUT": j.output, "$GROUP": j.group, "$PREFIX": j.prefix}
+	adm := kadm.NewClient(b.AdminClient(t))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for _, tp := range []string{j.input, j.output} {
+		if resp, err := adm.CreateTopic(ctx, 2, 1, nil, tp); err != nil || resp.Err != nil {
+			t.Fatalf("create topic %s: %v %v", tp, err, resp.Err)
+		}
+	}
+	j.ids = idRange(0, n)
+	cl := b.AdminClient(t, kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.DefaultProduceTopic(j.input))
+	for _, id := range j.ids {
+		cl.Produce(ctx, &kgo.Record{Partition: int32(id % 2), Value: strconv.AppendInt(nil, id, 10)}, nil)
+	}
+	if err := cl.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	j.password = b.CreateUser(t, j.user)
+	j.adminOpts = b.ClientOpts(kafkatest.SecureAdminUser, b.AdminPassword)
+	return j
+}
+
+func (j *secureJob) principal() string { return "User:" + j.user }
+
+// security is how the job's source and sink connect.
+func (j *secureJob) security(password string) kafka.Security {
+	return kafka.Security{
+		TLS:  &kafka.TLS{CAFile: j.b.CAFile},
+		SASL: &kafka.SASL{Mechanism: kafka.SASLScramSHA512, User: j.user, Password: kafka.Secret(password)},
+	}
+}
+
+// builder returns the ACL of a documented line for the job's principal.
+func (j *secureJob) builder(a documentedACL) *kadm.ACLBuilder {
+	name := a.name
+	for k, v := range j.vars {
+		name = strings.ReplaceAll(name, k, v)
+	}
+	b := kadm.NewACLs().Allow(j.principal()).AllowHosts("*").Operations(a.operation)
+	switch a.resource {
+	case "topic":
+		b = b.Topics(name)
+	case "group":
+		b = b.Groups(name)
+	case "transactional-id":
+		b = b.TransactionalIDs(name)
+	case "cluster":
+		b = b.Clusters()
+	}
+	if a.prefixed {
+		b = b.ResourcePatternType(kadm.ACLPatternPrefixed)
+	} else {
+		b = b.ResourcePatternType(kadm.ACLPatternLiteral)
+	}
+	return b
+}
+
+// grant adds the ACLs of the documented lines.
+func (j *secureJob) grant(t *testing.T, acls []documentedACL) {
+	t.Helper()
+	adm := kadm.NewClient(j.b.AdminClient(t))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for _, a := range acls {
+		res, err := adm.CreateACLs(ctx, j.builder(a))
+		if err == nil {
+			for _, r := range res {
+				if r.Err != nil {
+					err = r.Err
+				}
+			}
+		}
+		if err != nil {
+			t.Fatalf("grant %s: %v", a.line, err)
+		}
+	}
+}
+
+// revoke deletes the ACL of one documented line.
+func (j *secureJob) revoke(t *testing.T, a documentedACL) {
+	t.Helper()
+	adm := kadm.NewClient(j.b.AdminClient(t))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	res, err := adm.DeleteACLs(ctx, j.builder(a))
+	if err == nil {
+		for _, r := range res {
+			if r.Err != nil {
+				err = r.Err
+			}
+		}
+	}
+	if err != nil {
+		t.Fatalf("revoke %s: %v", a.line, err)
+	}
+}
+
+func (j *secureJob) config(t *testing.T, password string) idjob.Config {
+	return idjob.Config{
+		Brokers: j.b.Addrs(), Input: j.input, Output: j.output, TxnPrefix: j.prefix, GroupID: j.group,
+		Parallelism: 2, CheckpointInterval: 100 * time.Millisecond,
+		Restart:  runtime.FixedDelayRestart(3, 100*time.Millisecond),
+		Security: j.security(password), Logger: testLogger(t),
+	}
+}
+
+// An exactly-once id job over SASL_SSL (SCRAM-SHA-512, TLS with a CA made
+// at test time) on a broker with the standard authorizer, whose principal
+// has exactly the ACLs docs/security.md lists, writes every id once.
+func TestSecurityExactlyOnceOverSASLSSLWithDocumentedACLs(t *testing.T) {
+	b := kafkatest.GetSecure(t)
+	began := time.Now()
+	j := newSecureJob(t, b, "eos", 3000)
+	j.grant(t, docACLs(t))
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	if err := idjob.Run(ctx, j.config(t, j.password)); err != nil {
+		t.Fatalf("job over SASL_SSL with the documented ACLs: %v", err)
+	}
+	recs := kafkatest.ReadCommitted(t, b.Addrs(), j.output, 60*time.Second, j.adminOpts...)
+	r := countRecords(t, recs, j.ids)
+	// The group's Read ACL was used: the last checkpoint's offsets are
+	// committed, at the input's end.
+	fctx, fcancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer fcancel()
+	offs, err := kadm.NewClient(b.AdminClient(t)).FetchOffsets(fctx, j.group)
+	if err != nil {
+		t.Fatalf("fetch the group's offsets: %v", err)
+	}
+	var committed int64
+	offs.Each(func(o kadm.OffsetResponse) { committed += o.At })
+	if committed != int64(len(j.ids)) {
+		t.Errorf("the group's committed offsets add up to %d, want %d (the input's end)", committed, len(j.ids))
+	}
+	t.Logf("set-up and job over SASL_SSL took %s", time.Since(began).Round(time.Millisecond))
+	report(t, "exactly-once over SASL_SSL with the documented ACLs", 1, len(j.ids), r, 0)
+}
