@@ -3,13 +3,17 @@ package integration
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/splitflow/splitflow/connector"
 	"github.com/splitflow/splitflow/connector/kafka"
 	"github.com/splitflow/splitflow/integration/idjob"
 	"github.com/splitflow/splitflow/integration/kafkatest"
@@ -234,10 +238,201 @@ func TestSecurityExactlyOnceOverSASLSSLWithDocumentedACLs(t *testing.T) {
 		t.Fatalf("fetch the group's offsets: %v", err)
 	}
 	var committed int64
-	offs.Each(func(o kadm.OffsetResponse) { committed += o.At })
+	offs.Each(func(o kadm.OffsetResponse) {
+		committed += o.At
+		if o.Partition >= 2 {
+			t.Errorf("the group holds an offset for %s-%d, which does not exist (the start's probe commits nothing)", o.Topic, o.Partition)
+		}
+	})
 	if committed != int64(len(j.ids)) {
 		t.Errorf("the group's committed offsets add up to %d, want %d (the input's end)", committed, len(j.ids))
 	}
 	t.Logf("set-up and job over SASL_SSL took %s", time.Since(began).Round(time.Millisecond))
 	report(t, "exactly-once over SASL_SSL with the documented ACLs", 1, len(j.ids), r, 0)
+}
+
+// securityFailure runs the job as cfg says with a restart strategy that
+// would restart it for minutes, and returns its error, how many restarts
+// and processed ids it saw, and how long it ran.
+func securityFailure(t *testing.T, cfg idjob.Config) (err error, restarts, processed int64, took time.Duration) {
+	t.Helper()
+	var r, p atomic.Int64
+	cfg.Restart = runtime.FixedDelayRestart(1000, 100*time.Millisecond)
+	cfg.Listener = runtime.JobListener{Restarting: func(n int, err error) {
+		if r.Add(1) <= 3 {
+			t.Logf("restart %d after: %v", n, err)
+		}
+	}}
+	cfg.Map = func(int64) error { p.Add(1); return nil }
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	began := time.Now()
+	err = idjob.Run(ctx, cfg)
+	if ctx.Err() != nil {
+		t.Fatalf("the job was still running after 60s (%d restarts): %v", r.Load(), err)
+	}
+	return err, r.Load(), p.Load(), time.Since(began)
+}
+
+// A job whose principal lacks one of the documented ACLs fails at start
+// with an *AuthorizationError naming the principal, the resource and the
+// operation, which wraps kafka.ErrNotAuthorized and is a configuration
+// error, so the job does not restart; nothing is committed to the output,
+// and a missing right of the source stops the job before it reads a
+// record.
+func TestSecurityMissingACLFailsAtStart(t *testing.T) {
+	b := kafkatest.GetSecure(t)
+	acls := docACLs(t)
+	for i, missing := range acls {
+		t.Run(missing.resource+"-"+missing.operation.String(), func(t *testing.T) {
+			j := newSecureJob(t, b, "noacl", 200)
+			var rest []documentedACL
+			for k, a := range acls {
+				if k != i {
+					rest = append(rest, a)
+				}
+			}
+			j.grant(t, rest)
+			err, restarts, processed, took := securityFailure(t, j.config(t, j.password))
+			t.Logf("without %q: failed after %s, %d restarts, %d ids processed: %v", missing.line, took.Round(time.Millisecond), restarts, processed, err)
+			var ae *kafka.AuthorizationError
+			if !errors.As(err, &ae) || !errors.Is(err, kafka.ErrNotAuthorized) || !errors.Is(err, connector.ErrInvalidConfiguration) {
+				t.Fatalf("error %v; want a *kafka.AuthorizationError wrapping ErrNotAuthorized and ErrInvalidConfiguration", err)
+			}
+			wantName := missing.name
+			for k, v := range j.vars {
+				wantName = strings.ReplaceAll(wantName, k, v)
+			}
+			if ae.Principal != j.principal() || ae.Resource != missing.resource || ae.Name != wantName ||
+				!strings.EqualFold(ae.Operation, strings.ReplaceAll(missing.operation.String(), "_", "")) || ae.Prefixed != missing.prefixed {
+				t.Errorf("the error names %s %s %q (prefixed %v) %s; want %s %s %q (prefixed %v) %s", ae.Principal, ae.Resource, ae.Name, ae.Prefixed, ae.Operation,
+					j.principal(), missing.resource, wantName, missing.prefixed, missing.operation)
+			}
+			for _, s := range []string{j.principal(), ae.Operation, wantName} {
+				if !strings.Contains(err.Error(), s) {
+					t.Errorf("the message does not say %q: %v", s, err)
+				}
+			}
+			if restarts != 0 {
+				t.Errorf("the job restarted %d times; a missing right is a configuration error", restarts)
+			}
+			if (missing.resource == kafka.ResourceTopic && missing.name == "$INPUT" || missing.resource == kafka.ResourceGroup) && processed != 0 {
+				t.Errorf("%d ids processed before the source's missing right failed the job", processed)
+			}
+			if out := kafkatest.ReadCommitted(t, b.Addrs(), j.output, 30*time.Second, j.adminOpts...); len(out) != 0 {
+				t.Errorf("%d records committed to the output", len(out))
+			}
+		})
+	}
+}
+
+// A wrong password and a broker certificate the client does not trust
+// fail the job at start with an *AuthenticationError, a configuration
+// error: no restarts.
+func TestSecurityBadCredentialsFailAtStart(t *testing.T) {
+	b := kafkatest.GetSecure(t)
+	j := newSecureJob(t, b, "badcred", 10)
+	j.grant(t, docACLs(t))
+	otherCA, err := kafkatest.NewCA()
+	if err != nil {
+		t.Fatal(err)
+	}
+	otherCAFile := filepath.Join(t.TempDir(), "other-ca.pem")
+	if err := os.WriteFile(otherCAFile, otherCA.CertPEM(), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name, mechanism string
+		sec             kafka.Security
+	}{
+		{"wrong password", kafka.SASLScramSHA512, j.security("wrong-" + j.password)},
+		{"untrusted broker certificate", "TLS", kafka.Security{TLS: &kafka.TLS{CAFile: otherCAFile}, SASL: j.security(j.password).SASL}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := j.config(t, j.password)
+			cfg.Security = tc.sec
+			err, restarts, _, took := securityFailure(t, cfg)
+			t.Logf("%s: failed after %s, %d restarts: %v", tc.name, took.Round(time.Millisecond), restarts, err)
+			var ae *kafka.AuthenticationError
+			if !errors.As(err, &ae) || !errors.Is(err, kafka.ErrAuthenticationFailed) || !errors.Is(err, connector.ErrInvalidConfiguration) {
+				t.Fatalf("error %v; want a *kafka.AuthenticationError wrapping ErrAuthenticationFailed and ErrInvalidConfiguration", err)
+			}
+			if ae.Mechanism != tc.mechanism {
+				t.Errorf("the error names %q, want %q", ae.Mechanism, tc.mechanism)
+			}
+			if restarts != 0 {
+				t.Errorf("the job restarted %d times", restarts)
+			}
+			if strings.Contains(err.Error(), j.password) {
+				t.Error("the error shows the password")
+			}
+		})
+	}
+}
+
+// A right revoked while the job runs (Read on its input topic) fails it
+// the same way: an *AuthorizationError, no restarts.
+func TestSecurityRevokedACLFailsRunningJob(t *testing.T) {
+	b := kafkatest.GetSecure(t)
+	acls := docACLs(t)
+	j := newSecureJob(t, b, "revoke", 100)
+	j.grant(t, acls)
+	var revoke documentedACL
+	for _, a := range acls {
+		if a.resource == kafka.ResourceTopic && a.name == "$INPUT" {
+			revoke = a
+		}
+	}
+	if revoke.line == "" {
+		t.Fatal("docs/security.md lists no Read on $INPUT")
+	}
+	cfg := j.config(t, j.password)
+	cfg.Unbounded = true
+	// The reader's next fetch or the next discovery, whichever comes
+	// first, meets the revocation.
+	cfg.Discovery = 500 * time.Millisecond
+	var restarts atomic.Int64
+	checkpoints := make(chan int64, 100)
+	cfg.Restart = runtime.FixedDelayRestart(1000, 100*time.Millisecond)
+	cfg.Listener = runtime.JobListener{
+		Restarting: func(n int, err error) {
+			if restarts.Add(1) <= 3 {
+				t.Logf("restart %d after: %v", n, err)
+			}
+		},
+		CheckpointCompleted: func(id int64) {
+			select {
+			case checkpoints <- id:
+			default:
+			}
+		},
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- idjob.Run(ctx, cfg) }()
+	select {
+	case <-checkpoints:
+	case err := <-done:
+		t.Fatalf("the job ended before its first checkpoint: %v", err)
+	case <-ctx.Done():
+		t.Fatal("no checkpoint within 90s")
+	}
+	revoked := time.Now()
+	j.revoke(t, revoke)
+	var err error
+	select {
+	case err = <-done:
+	case <-ctx.Done():
+		t.Fatalf("the job still ran 90s after Read on its input was revoked (%d restarts)", restarts.Load())
+	}
+	t.Logf("failed %s after the revocation, %d restarts: %v", time.Since(revoked).Round(time.Millisecond), restarts.Load(), err)
+	var ae *kafka.AuthorizationError
+	if !errors.As(err, &ae) || !errors.Is(err, connector.ErrInvalidConfiguration) || ae.Resource != kafka.ResourceTopic ||
+		ae.Name != j.input || ae.Operation != "Read" || ae.Principal != j.principal() {
+		t.Fatalf("error %v; want an *AuthorizationError for Read on topic %s by %s", err, j.input, j.principal())
+	}
+	if restarts.Load() != 0 {
+		t.Errorf("the job restarted %d times", restarts.Load())
+	}
 }

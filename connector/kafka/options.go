@@ -222,8 +222,9 @@ func WithCloseCommitTimeout(d time.Duration) SourceOpt {
 	return sourceOpt(func(c *sourceConfig) { c.closeCommitTimeout = d })
 }
 
-// WithClientOpts passes franz-go options to the clients (SASL, TLS, fetch
-// and batch sizes). Options that decide what is consumed (kgo.ConsumeTopics)
+// WithClientOpts passes franz-go options to the clients (fetch and batch
+// sizes; TLS and SASL are better given with WithSecurity, which also names
+// the principal in authorization errors). Options that decide what is consumed (kgo.ConsumeTopics)
 // or how transactions run (kgo.TransactionalID) must not be given: the
 // source assigns partitions and the sink names transactions itself.
 func WithClientOpts(opts ...kgo.Opt) Opt {

@@ -71,6 +71,8 @@ type sinkConfig struct {
 	security     Security
 	securityOpts []kgo.Opt
 	optErrs      []error
+	// noBrokerTimeoutCheck is WithoutBrokerTimeoutCheck's (authz.go).
+	noBrokerTimeoutCheck bool
 }
 
 func defaultSinkConfig() sinkConfig {
@@ -168,7 +170,7 @@ func (f RecordSerializerFunc[T]) Serialize(element T, timestamp int64) (*kgo.Rec
 // KeyValueSerializer writes to topic a record whose key and value fn
 // returns, with the element's timestamp.
 func KeyValueSerializer[T any](topic string, fn func(T) (key, value []byte, err error)) RecordSerializer[T] {
-	return RecordSerializerFunc[T](func(v T, ts int64) (*kgo.Record, error) {
+	return topicsSerializer[T]{topics: []string{topic}, ser: RecordSerializerFunc[T](func(v T, ts int64) (*kgo.Record, error) {
 		k, val, err := fn(v)
 		if err != nil {
 			return nil, err
@@ -178,7 +180,7 @@ func KeyValueSerializer[T any](topic string, fn func(T) (key, value []byte, err 
 			r.Timestamp = time.UnixMilli(ts)
 		}
 		return r, nil
-	})
+	})}
 }
 
 // Sink writes elements to Kafka with the configured delivery guarantee.
@@ -317,6 +319,10 @@ func (s *Sink[T]) CreateWriter(ictx connector.SinkInitContext) (connector.SinkWr
 	w := &sinkWriter[T]{s: s, sub: ictx.SubtaskIndex(), bytesOut: g.BytesOut(), txns: transactionsCounter(g)}
 	w.task = ictx.Context()
 	w.ctx, w.cancel = context.WithCancel(w.task)
+	if err := s.probeSink(ictx); err != nil {
+		w.cancel()
+		return nil, err
+	}
 	if s.cfg.guarantee != ExactlyOnce {
 		cl, err := kgo.NewClient(s.clientOpts(clientMetricOpts(g, "sink")...)...)
 		if err != nil {
@@ -400,7 +406,8 @@ func (s *Sink[T]) abortLingering(ictx connector.SinkInitContext, keep []string, 
 		FenceAll: true, Keep: kept,
 	})
 	if err != nil {
-		return fmt.Errorf("kafka sink: subtask %d: %w", ictx.SubtaskIndex(), err)
+		return fmt.Errorf("kafka sink: subtask %d: %w", ictx.SubtaskIndex(),
+			authorizationOf(err, s.cfg.security, ResourceTransactionalID, s.cfg.prefix, true, "Write", useSinkTxnIDs))
 	}
 	s.cfg.logger.Debug("kafka sink: registered the subtask's transactional ids", "subtask", ictx.SubtaskIndex(), "attempt", ictx.AttemptNumber())
 	if len(aborted) > 0 {
@@ -413,11 +420,18 @@ func (s *Sink[T]) abortLingering(ictx connector.SinkInitContext, keep []string, 
 
 // checkBrokerMaxTimeout fails when the transaction timeout exceeds the
 // brokers' transaction.max.timeout.ms: the broker would refuse to register
-// the ids (INVALID_TRANSACTION_TIMEOUT) on every attempt. Where the
-// setting cannot be read (no DescribeConfigs permission, say), it logs so
-// and goes on.
+// the ids (INVALID_TRANSACTION_TIMEOUT) on every attempt. A principal
+// without DescribeConfigs on the cluster fails the start with an
+// *AuthorizationError (WithoutBrokerTimeoutCheck skips the check); where
+// the setting cannot be read for another reason, it logs so and goes on.
 func (s *Sink[T]) checkBrokerMaxTimeout(ctx context.Context, cl *kgo.Client) error {
+	if s.cfg.noBrokerTimeoutCheck {
+		return nil
+	}
 	limit, err := brokerMaxTxnTimeout(ctx, kadm.NewClient(cl))
+	if err := authorizationOf(err, s.cfg.security, ResourceCluster, "", false, "DescribeConfigs", useSinkConfigs); errors.Is(err, ErrNotAuthorized) || errors.Is(err, ErrAuthenticationFailed) {
+		return fmt.Errorf("kafka sink: %w", err)
+	}
 	if err != nil {
 		s.cfg.logger.Warn("kafka sink: cannot read the brokers' transaction.max.timeout.ms; the transaction timeout is checked against the checkpoint configuration only",
 			"transaction_timeout", s.cfg.txnTimeout, "err", err)
