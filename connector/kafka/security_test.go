@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -265,6 +266,65 @@ func TestSecurityConfigurationErrors(t *testing.T) {
 				if strings.Contains(err.Error(), securePassword) {
 					t.Errorf("%s: the error shows the password: %v", what, err)
 				}
+			}
+		})
+	}
+}
+
+// A broker certificate that is expired, or signed by a CA the client does
+// not trust, fails the job at start with an *AuthenticationError, a
+// configuration error: no restarts.
+func TestSecurityBadBrokerCertificateFailsAtStart(t *testing.T) {
+	ca, err := kafkatest.NewCA()
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := kafkatest.NewCA()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	caFile := filepath.Join(dir, "ca.pem")
+	if err := os.WriteFile(caFile, ca.CertPEM(), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	expired, err := ca.Issue("kfake", time.Now().Add(-48*time.Hour), time.Now().Add(-24*time.Hour), "127.0.0.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	untrusted, err := other.Issue("kfake", time.Time{}, time.Time{}, "127.0.0.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, leaf := range map[string]kafkatest.Leaf{"expired": expired, "untrusted": untrusted} {
+		t.Run(name, func(t *testing.T) {
+			cert, err := leaf.TLSCertificate()
+			if err != nil {
+				t.Fatal(err)
+			}
+			f, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "in", "out"),
+				kfake.TLS(&tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.Close()
+			var restarts atomic.Int64
+			src, err := NewSource(StringValues(), WithBrokers(f.ListenAddrs()...), WithSecurity(Security{TLS: &TLS{CAFile: caFile}}), WithTopics("in"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			env := runtime.NewEnvironment(runtime.WithRestartStrategy(runtime.FixedDelayRestart(1000, 10*time.Millisecond)),
+				runtime.WithJobListener(runtime.JobListener{Restarting: func(int, error) { restarts.Add(1) }}))
+			runtime.SinkTo(runtime.FromSource(env, src, "in", runtime.NoWatermarks[string]()), &collectSink{got: map[string]int{}})
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			err = env.Execute(ctx, "bad certificate")
+			var ae *AuthenticationError
+			if !errors.As(err, &ae) || ae.Mechanism != "TLS" || !errors.Is(err, ErrAuthenticationFailed) || !errors.Is(err, connector.ErrInvalidConfiguration) {
+				t.Fatalf("got %v; want an *AuthenticationError for TLS", err)
+			}
+			if n := restarts.Load(); n != 0 {
+				t.Errorf("%d restarts", n)
 			}
 		})
 	}
