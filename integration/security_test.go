@@ -370,69 +370,89 @@ func TestSecurityBadCredentialsFailAtStart(t *testing.T) {
 	}
 }
 
-// A right revoked while the job runs (Read on its input topic) fails it
-// the same way: an *AuthorizationError, no restarts.
+// A right revoked while the job runs fails it the same way, with an
+// *AuthorizationError: Read on the input at the reader's next fetch (or
+// the next discovery), with no restart; Write on the output at the next
+// transaction's flush, which the writer does not classify, so the job
+// restarts once and the restarted writer's check names the right.
 func TestSecurityRevokedACLFailsRunningJob(t *testing.T) {
 	b := kafkatest.GetSecure(t)
 	acls := docACLs(t)
-	j := newSecureJob(t, b, "revoke", 100)
-	j.grant(t, acls)
-	var revoke documentedACL
-	for _, a := range acls {
-		if a.resource == kafka.ResourceTopic && a.name == "$INPUT" {
-			revoke = a
-		}
-	}
-	if revoke.line == "" {
-		t.Fatal("docs/security.md lists no Read on $INPUT")
-	}
-	cfg := j.config(t, j.password)
-	cfg.Unbounded = true
-	// The reader's next fetch or the next discovery, whichever comes
-	// first, meets the revocation.
-	cfg.Discovery = 500 * time.Millisecond
-	var restarts atomic.Int64
-	checkpoints := make(chan int64, 100)
-	cfg.Restart = runtime.FixedDelayRestart(1000, 100*time.Millisecond)
-	cfg.Listener = runtime.JobListener{
-		Restarting: func(n int, err error) {
-			if restarts.Add(1) <= 3 {
-				t.Logf("restart %d after: %v", n, err)
+	for _, tc := range []struct {
+		name, resource, variable, op string
+		maxRestarts                  int64
+	}{
+		{"input read", kafka.ResourceTopic, "$INPUT", "Read", 0},
+		{"output write", kafka.ResourceTopic, "$OUTPUT", "Write", 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			j := newSecureJob(t, b, "revoke", 100)
+			j.grant(t, acls)
+			var revoke documentedACL
+			for _, a := range acls {
+				if a.resource == tc.resource && a.name == tc.variable {
+					revoke = a
+				}
 			}
-		},
-		CheckpointCompleted: func(id int64) {
+			if revoke.line == "" {
+				t.Fatalf("docs/security.md lists no %s on %s", tc.op, tc.variable)
+			}
+			cfg := j.config(t, j.password)
+			cfg.Unbounded = true
+			cfg.Discovery = 500 * time.Millisecond
+			var restarts atomic.Int64
+			checkpoints := make(chan int64, 100)
+			cfg.Restart = runtime.FixedDelayRestart(1000, 100*time.Millisecond)
+			cfg.Listener = runtime.JobListener{
+				Restarting: func(n int, err error) {
+					if restarts.Add(1) <= 3 {
+						t.Logf("restart %d after: %v", n, err)
+					}
+				},
+				CheckpointCompleted: func(id int64) {
+					select {
+					case checkpoints <- id:
+					default:
+					}
+				},
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+			defer cancel()
+			done := make(chan error, 1)
+			go func() { done <- idjob.Run(ctx, cfg) }()
 			select {
-			case checkpoints <- id:
-			default:
+			case <-checkpoints:
+			case err := <-done:
+				t.Fatalf("the job ended before its first checkpoint: %v", err)
+			case <-ctx.Done():
+				t.Fatal("no checkpoint within 90s")
 			}
-		},
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-	defer cancel()
-	done := make(chan error, 1)
-	go func() { done <- idjob.Run(ctx, cfg) }()
-	select {
-	case <-checkpoints:
-	case err := <-done:
-		t.Fatalf("the job ended before its first checkpoint: %v", err)
-	case <-ctx.Done():
-		t.Fatal("no checkpoint within 90s")
-	}
-	revoked := time.Now()
-	j.revoke(t, revoke)
-	var err error
-	select {
-	case err = <-done:
-	case <-ctx.Done():
-		t.Fatalf("the job still ran 90s after Read on its input was revoked (%d restarts)", restarts.Load())
-	}
-	t.Logf("failed %s after the revocation, %d restarts: %v", time.Since(revoked).Round(time.Millisecond), restarts.Load(), err)
-	var ae *kafka.AuthorizationError
-	if !errors.As(err, &ae) || !errors.Is(err, connector.ErrInvalidConfiguration) || ae.Resource != kafka.ResourceTopic ||
-		ae.Name != j.input || ae.Operation != "Read" || ae.Principal != j.principal() {
-		t.Fatalf("error %v; want an *AuthorizationError for Read on topic %s by %s", err, j.input, j.principal())
-	}
-	if restarts.Load() != 0 {
-		t.Errorf("the job restarted %d times", restarts.Load())
+			revoked := time.Now()
+			j.revoke(t, revoke)
+			// More input, so that the sink has something to write.
+			feed := b.AdminClient(t, kgo.DefaultProduceTopic(j.input))
+			for id := int64(100); id < 200; id++ {
+				feed.Produce(ctx, &kgo.Record{Value: strconv.AppendInt(nil, id, 10)}, nil)
+			}
+			if err := feed.Flush(ctx); err != nil {
+				t.Fatal(err)
+			}
+			var err error
+			select {
+			case err = <-done:
+			case <-ctx.Done():
+				t.Fatalf("the job still ran 90s after %s was revoked (%d restarts)", revoke.line, restarts.Load())
+			}
+			t.Logf("failed %s after the revocation, %d restarts: %v", time.Since(revoked).Round(time.Millisecond), restarts.Load(), err)
+			want := j.vars[tc.variable]
+			var ae *kafka.AuthorizationError
+			if !errors.As(err, &ae) || !errors.Is(err, connector.ErrInvalidConfiguration) || ae.Resource != tc.resource ||
+				ae.Name != want || ae.Operation != tc.op || ae.Principal != j.principal() {
+				t.Fatalf("error %v; want an *AuthorizationError for %s on %s %s by %s", err, tc.op, tc.resource, want, j.principal())
+			}
+			if n := restarts.Load(); n > tc.maxRestarts {
+				t.Errorf("the job restarted %d times, want at most %d", n, tc.maxRestarts)
+			}
+		})
 	}
 }
