@@ -238,7 +238,9 @@ func (a *SASL) mechanism() (sasl.Mechanism, error) {
 // says (TLS, SASL). Its problems (an unknown mechanism, an unreadable
 // certificate file) are NewSource's and NewSink's configuration errors.
 // Options given with WithClientOpts come after it and win where they
-// overlap. Default: plaintext, no authentication.
+// overlap; a later WithSecurity replaces an earlier one. The principal it
+// names (Security.Principal) is the one authorization errors report.
+// Default: plaintext, no authentication.
 func WithSecurity(sec Security) Opt {
 	apply := func(opts *[]kgo.Opt, errs *[]error, sec *Security) {
 		o, err := sec.ClientOpts()
