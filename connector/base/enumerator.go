@@ -35,9 +35,11 @@ type StaticEnumeratorState[S connector.Split] struct {
 // that reader's last checkpoint, so in no checkpoint's reader state) are
 // pending again: in pull mode at the front, handed out before splits nobody
 // started; in push mode to the subtask they came from, which gets them when
-// its restarted reader registers. Together with the engine's booking of
-// every assignment, a split is read once across failures (the booking rule
-// and the one-place rule of DESIGN.md).
+// its restarted reader registers, or, for a subtask beyond the parallelism
+// (a restore at a lower one handing the old readers' splits to the
+// enumerator), to an owner placed as in Start. Together with the engine's
+// booking of every assignment, a split is read once across failures (the
+// booking rule and the one-place rule of DESIGN.md).
 //
 // Like every enumerator it runs on the coordinator goroutine only, so it has
 // no lock.
@@ -51,6 +53,9 @@ type StaticEnumerator[S connector.Split] struct {
 	// Push mode after Start: the pending splits of each subtask.
 	owned   map[int][]S
 	started bool
+	// roundRobin counts the splits placed round robin, so that splits
+	// placed after Start go on where Start stopped.
+	roundRobin int
 }
 
 // NewStaticEnumerator returns an enumerator handing out pending: all splits
@@ -94,9 +99,19 @@ func (e *StaticEnumerator[S]) Start() error {
 		return nil
 	}
 	e.owned = make(map[int][]S)
+	pending := e.pending
+	e.pending = nil
+	return e.place(pending)
+}
+
+// place gives each split an owner among the subtasks of the parallelism
+// the enumerator runs with, by the owner function or round robin, and
+// appends it to that subtask's pending splits.
+func (e *StaticEnumerator[S]) place(splits []S) error {
 	par := e.ctx.CurrentParallelism()
-	for i, s := range e.pending {
-		sub := i % par
+	for _, s := range splits {
+		sub := e.roundRobin % par
+		e.roundRobin++
 		if e.owner != nil {
 			sub = e.owner(s, par)
 			if sub < 0 || sub >= par {
@@ -105,7 +120,6 @@ func (e *StaticEnumerator[S]) Start() error {
 		}
 		e.owned[sub] = append(e.owned[sub], s)
 	}
-	e.pending = nil
 	return nil
 }
 
@@ -127,13 +141,21 @@ func (e *StaticEnumerator[S]) HandleSplitRequest(subtask int) error {
 }
 
 // AddSplitsBack implements connector.SplitEnumerator: the splits are
-// pending again, at the front in pull mode, for subtask in push mode.
+// pending again, at the front in pull mode, for subtask in push mode. A
+// subtask beyond the parallelism is one of a restore at a lower
+// parallelism that hands the old readers' splits to the enumerator
+// (runtime.WithRescaledSplitsToEnumerator): no reader of it will
+// register, so its splits get owners among the subtasks there are, as in
+// Start.
 func (e *StaticEnumerator[S]) AddSplitsBack(splits []S, subtask int) error {
-	if e.cfg.push && e.started {
-		e.owned[subtask] = append(slices.Clone(splits), e.owned[subtask]...)
+	if !e.cfg.push || !e.started {
+		e.pending = append(slices.Clone(splits), e.pending...)
 		return nil
 	}
-	e.pending = append(slices.Clone(splits), e.pending...)
+	if subtask < 0 || subtask >= e.ctx.CurrentParallelism() {
+		return e.place(splits)
+	}
+	e.owned[subtask] = append(slices.Clone(splits), e.owned[subtask]...)
 	return nil
 }
 

@@ -178,6 +178,41 @@ func TestStaticEnumeratorPushRestoreAtOtherParallelism(t *testing.T) {
 	})
 }
 
+// A restore at a lower parallelism with WithRescaledSplitsToEnumerator
+// hands the old readers' splits back under their old subtask indexes,
+// some beyond the parallelism the enumerator runs with. No reader of such
+// a subtask will register, so those splits get owners among the subtasks
+// there are, round robin (going on where Start stopped) or by the owner
+// function, instead of waiting for a reader that never comes.
+func TestStaticEnumeratorPushPlacesSplitsOfSubtasksBeyondTheParallelism(t *testing.T) {
+	c := &enumCtx{parallelism: 2}
+	e, err := NewStaticEnumerator[testSplit](c, splitsNamed("p0"), WithPushAssignment())
+	if err != nil {
+		t.Fatal(err)
+	}
+	runEnumSteps(t, e, c, []enumStep{
+		{"start", func(e *StaticEnumerator[testSplit]) error { return e.Start() }, nil, []string{"p0"}},
+		{"old subtask 0 gives back", giveBack(0, "a"), nil, nil},
+		{"old subtask 2 gives back", giveBack(2, "b", "c"), nil, nil},
+		{"old subtask 3 gives back", giveBack(3, "d"), nil, nil},
+		{"register 0", register(0), []string{"assign 0 [a p0 c]", "no-more 0"}, nil},
+		{"register 1", register(1), []string{"assign 1 [b d]", "no-more 1"}, []string{}},
+	})
+
+	byLetter := func(s testSplit, parallelism int) int { return int(s.ID[0]-'a') % parallelism }
+	c = &enumCtx{parallelism: 2}
+	e, err = NewStaticEnumerator[testSplit](c, nil, WithSplitOwner(byLetter))
+	if err != nil {
+		t.Fatal(err)
+	}
+	runEnumSteps(t, e, c, []enumStep{
+		{"start", func(e *StaticEnumerator[testSplit]) error { return e.Start() }, nil, []string{}},
+		{"old subtask 4 gives back", giveBack(4, "a1", "b1", "c1"), nil, nil},
+		{"register 1", register(1), []string{"assign 1 [b1]", "no-more 1"}, nil},
+		{"register 0", register(0), []string{"assign 0 [a1 c1]", "no-more 0"}, []string{}},
+	})
+}
+
 // WithSplitOwner places splits by the function; a subtask out of range
 // fails the start, and a function for another split type fails the
 // constructor.

@@ -53,8 +53,9 @@ func WithPushAssignment() SourceOption {
 // WithSplitOwner is WithPushAssignment with the owner of each split chosen
 // by owner, which gets the split and the parallelism and returns a subtask
 // in [0, parallelism). It is called on the coordinator goroutine when the
-// enumerator starts, fresh or restored, for every split not assigned yet;
-// a subtask out of range fails the enumerator. A nil owner is round robin,
+// enumerator starts, fresh or restored, for every split not assigned yet,
+// and for splits handed back for a subtask beyond the parallelism; a
+// subtask out of range fails the enumerator. A nil owner is round robin,
 // as WithPushAssignment.
 func WithSplitOwner[S connector.Split](owner func(split S, parallelism int) int) SourceOption {
 	return sourceOptionFunc(func(c *sourceConfig) {

@@ -112,3 +112,78 @@ func TestFailedReadersSplitsGoBackInPushMode(t *testing.T) {
 	}
 	t.Logf("%d records for %d indexes, %d splits given back", len(sink.got), count, back.Load())
 }
+
+// A job restored at a lower parallelism with the readers' splits handed to
+// the enumerator (runtime.WithRescaledSplitsToEnumerator) reads every split:
+// those of old subtasks beyond the new parallelism go to the readers there
+// are. Before, they waited in the enumerator for readers that never came,
+// and the restored job ended without them.
+func TestRescaledSplitsToEnumeratorAreReadAtALowerParallelism(t *testing.T) {
+	const count = 3000
+	dir := t.TempDir()
+	newSrc := func() *datagen.Source[int64] {
+		src, err := datagen.NewSource(func(i int64, _ *rand.Rand) int64 { return i },
+			datagen.WithCount(count), datagen.WithSplits(6), datagen.WithBatchSize(10))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return src
+	}
+	quiet := runtime.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil)))
+
+	// The first run, at parallelism 3, dies after its second checkpoint;
+	// its map is slow until then, so it dies with most of the input unread.
+	var killed atomic.Bool
+	env1 := runtime.NewEnvironment(runtime.WithParallelism(3), quiet,
+		runtime.WithCheckpointInterval(5*time.Millisecond), runtime.WithCheckpointDir(dir),
+		runtime.WithRestartStrategy(runtime.NoRestart()),
+		runtime.WithJobListener(runtime.JobListener{CheckpointCompleted: func(id int64) {
+			if id >= 2 {
+				killed.Store(true)
+			}
+		}}))
+	in1 := runtime.FromSource(env1, newSrc(), "gen", runtime.NoWatermarks[int64]()).UID("gen")
+	mapped1 := runtime.Map(in1, func(v int64) (int64, error) {
+		if killed.Load() {
+			return 0, errors.New("killed")
+		}
+		time.Sleep(time.Millisecond)
+		return v, nil
+	}).UID("map")
+	first := &collectSink{}
+	runtime.SinkTo(mapped1, connector.Sink[int64](first)).UID("out")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := env1.Execute(ctx, "first"); err == nil {
+		t.Fatal("the first run ended before it was killed; the test proves nothing")
+	}
+
+	// The second run, at parallelism 1, restores the last checkpoint.
+	env2 := runtime.NewEnvironment(runtime.WithParallelism(1), quiet,
+		runtime.WithCheckpointInterval(5*time.Millisecond), runtime.WithCheckpointDir(dir),
+		runtime.WithRescaledSplitsToEnumerator(true))
+	in2 := runtime.FromSource(env2, newSrc(), "gen", runtime.NoWatermarks[int64]()).UID("gen")
+	mapped2 := runtime.Map(in2, func(v int64) (int64, error) { return v, nil }).UID("map")
+	second := &collectSink{}
+	runtime.SinkTo(mapped2, connector.Sink[int64](second)).UID("out")
+	if err := env2.Execute(ctx, "second"); err != nil {
+		t.Fatal(err)
+	}
+	if len(second.got) == count {
+		t.Fatal("the second run read the whole input: it did not restore")
+	}
+	seen := map[int64]bool{}
+	for _, v := range append(first.got, second.got...) {
+		seen[v] = true
+	}
+	var missing []int64
+	for i := range int64(count) {
+		if !seen[i] {
+			missing = append(missing, i)
+		}
+	}
+	if len(missing) > 0 {
+		t.Fatalf("%d of %d indexes never emitted (first %v); the first run emitted %d records, the second %d",
+			len(missing), count, missing[:min(10, len(missing))], len(first.got), len(second.got))
+	}
+}
