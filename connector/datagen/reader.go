@@ -132,6 +132,9 @@ type limiter struct {
 	last      time.Time
 }
 
+// maxLimiterWait bounds one wait of the limiter for a token.
+const maxLimiterWait = time.Minute
+
 func newLimiter(perSecond float64) *limiter {
 	return &limiter{perSecond: perSecond, burst: max(1, perSecond/10), tokens: 1, last: time.Now()}
 }
@@ -145,12 +148,22 @@ func (l *limiter) take(ctx context.Context, wake <-chan struct{}, want int) int 
 		l.tokens = min(l.burst, l.tokens+now.Sub(l.last).Seconds()*l.perSecond)
 		l.last = now
 		if l.tokens >= 1 {
-			n := min(want, int(l.tokens))
+			// Compared as floats: at a huge rate the saved tokens need
+			// not fit an int.
+			n := want
+			if l.tokens < float64(want) {
+				n = int(l.tokens)
+			}
 			l.tokens -= float64(n)
 			l.mu.Unlock()
 			return n
 		}
-		wait := time.Duration((1 - l.tokens) / l.perSecond * float64(time.Second))
+		// At a tiny rate the wait need not fit a Duration; waiting at
+		// most maxLimiterWait and looking again is the same wait.
+		wait := maxLimiterWait
+		if secs := (1 - l.tokens) / l.perSecond; secs < maxLimiterWait.Seconds() {
+			wait = time.Duration(secs * float64(time.Second))
+		}
 		l.mu.Unlock()
 		t := time.NewTimer(wait)
 		select {
