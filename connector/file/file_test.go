@@ -400,3 +400,22 @@ func TestPathsAreCleaned(t *testing.T) {
 		t.Fatalf("split path = %+v, want %s", st.Pending, filepath.Join(dir, "fa.txt"))
 	}
 }
+
+// CreateReader's error comes with a nil reader, not a nil pointer in a
+// non-nil interface that a caller checking the reader would take for one.
+// NewSource refuses the bad configuration used here; a Source built by
+// hand reaches the reader with it.
+func TestCreateReaderFailsWithANilReader(t *testing.T) {
+	s := &Source{cfg: defaultConfig()}
+	s.cfg.queueCapacity = 0
+	j := &job{t: t}
+	tk := &task{job: j}
+	j.tasks = []*task{tk}
+	r, err := s.CreateReader(tk)
+	if err == nil {
+		t.Fatal("CreateReader with a queue capacity of 0 did not fail")
+	}
+	if r != nil {
+		t.Fatalf("CreateReader failed (%v) and returned a non-nil reader %#v", err, r)
+	}
+}

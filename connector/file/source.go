@@ -196,9 +196,13 @@ func (s *Source) CreateReader(ctx connector.SourceReaderContext) (connector.Sour
 	// At most capacity + 2 batches are in use (queued, held by the fetcher,
 	// being emitted); one spare keeps the pool from running dry on a race.
 	pool := base.NewRecordsBySplitsPool[Line](s.cfg.queueCapacity + 3)
-	return base.NewSimpleReader(ctx,
+	r, err := base.NewSimpleReader(ctx,
 		func() (base.SplitReader[Line, Split], error) { return newLineReader(s.cfg, pool), nil },
 		emitLine, base.WithManagerOptions(s.cfg.managerOptions()...))
+	if err != nil {
+		return nil, fmt.Errorf("file source: %w", err) // a nil interface, not a nil *SourceReaderBase in one
+	}
+	return r, nil
 }
 
 // SplitSerializer implements connector.Source.
