@@ -2,13 +2,20 @@ package base_test
 
 import (
 	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/splitflow/splitflow/connector"
 	"github.com/splitflow/splitflow/connector/base"
 	"github.com/splitflow/splitflow/connector/connectortest"
+	"github.com/splitflow/splitflow/runtime"
 )
 
 // seqSplit is the records [Next, End) of a slice.
@@ -113,20 +120,106 @@ func TestStaticSourceRecoversSplitsOfFailedReaders(t *testing.T) {
 				Seeds:     2,
 			})
 			// In pull mode a split is assigned as the previous one ends,
-			// so failures after a checkpoint find splits to give back
-			// (five in every run so far). In push mode every split is
-			// assigned before the first checkpoint and the suite's
-			// failures come after one, so none comes back here;
-			// datagen's TestFailedReadersSplitsGoBackInPushMode takes
-			// that path.
-			if n := givenBack.Load(); mode.name == "pull" && n == 0 {
-				t.Error("no split was given back: the checks did not exercise recovery of a failed reader's splits")
-			} else {
-				t.Logf("%d splits given back", n)
-			}
+			// so a failure soon after an assignment finds a split to give
+			// back (one to three per run here); whether one does depends
+			// on timing, so it is not asserted:
+			// TestStaticSourceGivesFailedReadersSplitsBackInPullMode
+			// takes that path every time. In push mode every split is
+			// usually assigned before the first checkpoint and the
+			// suite's failures come after one; datagen's
+			// TestFailedReadersSplitsGoBackInPushMode takes that path.
+			t.Logf("%d splits given back", givenBack.Load())
 		})
 	}
 }
+
+// In pull mode the splits a failed reader was assigned come back to the
+// StaticEnumerator and are read by the readers that ask next. A job
+// without checkpoints keeps every assignment booked, so the region restart
+// of the failing subtask hands back every split it was given, whatever the
+// timing; with them dropped instead, their records would be missing.
+func TestStaticSourceGivesFailedReadersSplitsBackInPullMode(t *testing.T) {
+	const splits, per = 8, 50
+	input := make([]int64, splits*per)
+	for i := range input {
+		input[i] = int64(i)
+	}
+	plan := func(int) ([]seqSplit, error) {
+		out := make([]seqSplit, splits)
+		for k := range out {
+			out[k] = seqSplit{ID: "seq-" + strconv.Itoa(k), Next: k * per, End: (k + 1) * per}
+		}
+		return out, nil
+	}
+	src, err := base.NewSource(plan,
+		func() (base.SplitReader[int64, seqSplit], error) { return &seqReader{input: input}, nil },
+		func(v int64, out connector.SourceOutput[int64], s *seqSplit) error {
+			out.Collect(v)
+			s.Next++
+			return nil
+		},
+		base.JSONSerializer[seqSplit]())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var givenBack atomic.Int64
+	var failed atomic.Bool
+	env := runtime.NewEnvironment(runtime.WithParallelism(2),
+		runtime.WithRestartStrategy(runtime.FixedDelayRestart(3, 10*time.Millisecond)),
+		runtime.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
+	in := runtime.FromSource(env, countingSource{src, &givenBack}, "seq", runtime.NoWatermarks[int64]()).UID("seq")
+	mapped := runtime.Map(in, func(v int64) (int64, error) {
+		if v == 3*per+10 && failed.CompareAndSwap(false, true) {
+			return 0, errors.New("injected failure")
+		}
+		return v, nil
+	}).UID("map")
+	sink := &collectSink{}
+	runtime.SinkTo(mapped, connector.Sink[int64](sink)).UID("out")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := env.Execute(ctx, "pull-failover"); err != nil {
+		t.Fatal(err)
+	}
+	if !failed.Load() {
+		t.Fatal("the failure was never injected")
+	}
+	if givenBack.Load() == 0 {
+		t.Fatal("no split was given back to the enumerator")
+	}
+	seen := map[int64]bool{}
+	for _, v := range sink.got {
+		seen[v] = true
+	}
+	var missing []int64
+	for _, v := range input {
+		if !seen[v] {
+			missing = append(missing, v)
+		}
+	}
+	if len(missing) > 0 {
+		t.Fatalf("%d records missing after the failover (first %v); %d splits were given back",
+			len(missing), missing[:min(10, len(missing))], givenBack.Load())
+	}
+}
+
+// collectSink keeps every record written, duplicates included.
+type collectSink struct {
+	mu  sync.Mutex
+	got []int64
+}
+
+func (s *collectSink) CreateWriter(connector.SinkInitContext) (connector.SinkWriter[int64], error) {
+	return s, nil
+}
+func (s *collectSink) Write(v int64, _ connector.WriteContext) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.got = append(s.got, v)
+	return nil
+}
+func (s *collectSink) Flush(bool) error { return nil }
+func (s *collectSink) Close() error     { return nil }
 
 // NewSource names every missing piece at once, and refuses a split type
 // that is not a value.
