@@ -164,9 +164,12 @@ type Source[E, T any, S connector.Split] struct {
 // SplitReaders from newSplitReader and emitted by emit, which moves the
 // split (its own state, see IdentitySplitState) past each element.
 //
-// plan runs on the coordinator goroutine once per job that starts without a
-// checkpoint, with the source's parallelism; a job restored from a
-// checkpoint continues with the splits recorded there instead. It should be
+// plan runs on the coordinator goroutine, with the source's parallelism,
+// whenever an attempt of the job starts without a checkpoint: the first
+// start, and every global restart before a checkpoint has completed, so a
+// listing that changed meanwhile is read as it is then. An attempt
+// restored from a checkpoint continues with the splits recorded there
+// instead. It should be
 // quick (listing a directory is fine; a remote listing belongs in an
 // enumerator of its own with CallAsync). splits encodes splits for
 // checkpoints; JSONSerializer is one. opts choose boundedness, the
