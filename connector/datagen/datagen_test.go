@@ -3,6 +3,8 @@ package datagen
 import (
 	"context"
 	"errors"
+	"fmt"
+	"math"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -284,6 +286,21 @@ func TestOptionsAreValidated(t *testing.T) {
 	for _, want := range []string{"generator function is nil", "count -2", "-1 splits", "rate of -1", "batch of 0", "queue capacity 0"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error %q does not name %q", err, want)
+		}
+	}
+}
+
+// Every negative count is refused, -1 too: it used to stand for "no
+// count" inside the source, so WithCount(-1) made an unbounded source
+// instead of failing.
+func TestNegativeCountIsRefused(t *testing.T) {
+	for _, n := range []int64{-1, -2, math.MinInt64} {
+		src, err := NewSource(sampleGen, WithCount(n))
+		if err == nil {
+			t.Fatalf("WithCount(%d) accepted; the source is %v", n, src.Boundedness())
+		}
+		if want := fmt.Sprintf("count %d must be 0 or more", n); !strings.Contains(err.Error(), want) {
+			t.Fatalf("WithCount(%d): error %q does not say %q", n, err, want)
 		}
 	}
 }

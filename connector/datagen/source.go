@@ -15,8 +15,9 @@ import (
 const DefaultBatchSize = 256
 
 type config struct {
-	count      int64 // -1: unbounded
-	splits     int   // 0: the parallelism at a fresh start
+	bounded    bool // WithCount was given
+	count      int64
+	splits     int // 0: the parallelism at a fresh start
 	perSecond  float64
 	seed       uint64
 	batchSize  int
@@ -24,12 +25,12 @@ type config struct {
 }
 
 func defaultConfig() config {
-	return config{count: -1, batchSize: DefaultBatchSize, queueBatch: base.DefaultElementQueueCapacity}
+	return config{batchSize: DefaultBatchSize, queueBatch: base.DefaultElementQueueCapacity}
 }
 
 func (c config) validate() error {
 	var errs []error
-	if c.count < -1 {
+	if c.bounded && c.count < 0 {
 		errs = append(errs, fmt.Errorf("datagen: count %d must be 0 or more (leave WithCount out for an unbounded source)", c.count))
 	}
 	if c.splits < 0 {
@@ -61,7 +62,7 @@ func (f optionFunc) apply(c *config) { f(c) }
 // math.MaxInt64, which it never reaches. Flink's DataGeneratorSource takes
 // the count as its argument.
 func WithCount(n int64) Option {
-	return optionFunc(func(c *config) { c.count = n })
+	return optionFunc(func(c *config) { c.bounded, c.count = true, n })
 }
 
 // WithSplits cuts the index space into n ranges of about equal size;
@@ -137,7 +138,7 @@ var enumOptions = []base.SourceOption{base.WithPushAssignment()}
 
 // Boundedness implements connector.Source: bounded with WithCount.
 func (s *Source[T]) Boundedness() connector.Boundedness {
-	if s.cfg.count >= 0 {
+	if s.cfg.bounded {
 		return connector.Bounded
 	}
 	return connector.ContinuousUnbounded
@@ -165,9 +166,9 @@ func (s *Source[T]) plan(parallelism int) []Split {
 	if n == 0 {
 		n = max(parallelism, 1)
 	}
-	total := s.cfg.count
-	if total < 0 {
-		total = math.MaxInt64
+	total := int64(math.MaxInt64)
+	if s.cfg.bounded {
+		total = s.cfg.count
 	}
 	splits := make([]Split, n)
 	size, rest := total/int64(n), total%int64(n)
