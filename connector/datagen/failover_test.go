@@ -131,14 +131,20 @@ func TestRescaledSplitsToEnumeratorAreReadAtALowerParallelism(t *testing.T) {
 	}
 	quiet := runtime.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil)))
 
-	// The first run, at parallelism 3, dies after its second checkpoint;
-	// its map is slow until then, so it dies with most of the input unread.
+	// The first run, at parallelism 3, dies after a checkpoint that holds
+	// progress: one triggered after another completed once 30 records had
+	// gone through the map (one checkpoint at a time). Its map is slow
+	// until then, so it dies with most of the input unread.
+	var seen, armed atomic.Int64
 	var killed atomic.Bool
 	env1 := runtime.NewEnvironment(runtime.WithParallelism(3), quiet,
 		runtime.WithCheckpointInterval(5*time.Millisecond), runtime.WithCheckpointDir(dir),
 		runtime.WithRestartStrategy(runtime.NoRestart()),
 		runtime.WithJobListener(runtime.JobListener{CheckpointCompleted: func(id int64) {
-			if id >= 2 {
+			switch a := armed.Load(); {
+			case a == 0 && seen.Load() >= 30:
+				armed.Store(id)
+			case a > 0 && id > a:
 				killed.Store(true)
 			}
 		}}))
@@ -147,6 +153,7 @@ func TestRescaledSplitsToEnumeratorAreReadAtALowerParallelism(t *testing.T) {
 		if killed.Load() {
 			return 0, errors.New("killed")
 		}
+		seen.Add(1)
 		time.Sleep(time.Millisecond)
 		return v, nil
 	}).UID("map")
@@ -172,13 +179,13 @@ func TestRescaledSplitsToEnumeratorAreReadAtALowerParallelism(t *testing.T) {
 	if len(second.got) == count {
 		t.Fatal("the second run read the whole input: it did not restore")
 	}
-	seen := map[int64]bool{}
+	emitted := map[int64]bool{}
 	for _, v := range append(first.got, second.got...) {
-		seen[v] = true
+		emitted[v] = true
 	}
 	var missing []int64
 	for i := range int64(count) {
-		if !seen[i] {
+		if !emitted[i] {
 			missing = append(missing, i)
 		}
 	}
