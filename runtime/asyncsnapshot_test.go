@@ -51,7 +51,7 @@ func viewOf(p *keyedProcessOperator[string, string, string]) asyncView {
 	for k, m := range p.state.states["seen"].(*mapState[string, string, int64]).flat() {
 		seen[k] = maps.Clone(m)
 	}
-	ev := slices.Clone(p.timers.event.heap)
+	ev := p.timers.event.all()
 	slices.SortFunc(ev, func(a, b timerEntry[string]) int {
 		if a.key != b.key {
 			if a.key < b.key {

@@ -161,7 +161,10 @@ func TestEventTimeTimersRestoredAfterFailover(t *testing.T) {
 			return v, nil
 		}
 		store := newTxnStore()
-		src := &rangeSrc{splits: splits, perSplit: perSplit, delay: 300 * time.Microsecond, readerFailAt: -1}
+		// Slow enough that a checkpoint holding timers completes before the
+		// input ends, also on the pebble backend, whose checkpoints write
+		// the timers' files.
+		src := &rangeSrc{splits: splits, perSplit: perSplit, delay: time.Millisecond, readerFailAt: -1}
 		keyOf := func(v int64) int64 { return v % 7 }
 		env := timerJob(2, src, perSplit, regPer, EventTime, keyOf, nil,
 			func(_ *KeyedContext[int64, int64], tm Timer) int64 { return tm.Timestamp - timerBase },
@@ -199,7 +202,7 @@ func TestEventTimeTimersRescaledOnRestore(t *testing.T) {
 				return v, nil
 			}
 		}
-		src1 := &rangeSrc{splits: splits, perSplit: perSplit, delay: 300 * time.Microsecond, readerFailAt: -1}
+		src1 := &rangeSrc{splits: splits, perSplit: perSplit, delay: time.Millisecond, readerFailAt: -1} // as in the test above
 		env1 := timerJob(2, src1, perSplit, regPer, EventTime, keyOf, nil, emit, probe1, kill, &txnSink2PC{store: store},
 			WithCheckpointInterval(3*time.Millisecond), WithCheckpointDir(dir), WithRestartStrategy(NoRestart()), backend)
 		env1.hooks = probe1.hooks()
