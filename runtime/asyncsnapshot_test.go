@@ -71,8 +71,9 @@ func viewOf(p *keyedProcessOperator[string, string, string]) asyncView {
 
 // The encoder of a frozen snapshot reads the state as it was at the freeze
 // while the task goes on writing it: every kind of write (updates, clears,
-// new keys, map puts and removes of existing and new keys, timers) lands
-// in the live state and none in the snapshot. Under the race detector the
+// new keys, map puts and removes of existing and new keys, timers
+// registered, deleted and fired) lands in the live state and none in the
+// snapshot. Under the race detector the
 // encoder runs concurrently with the writes, so a write to a map it reads
 // fails the test.
 func TestFrozenSnapshotUnchangedByLaterWrites(t *testing.T) {
@@ -128,10 +129,20 @@ func TestFrozenSnapshotUnchangedByLaterWrites(t *testing.T) {
 		case 1:
 			p.state.setKey(k)
 			st.seen.Clear()
+		case 2:
+			p.state.setKey(k)
+			p.ctx.DeleteEventTimeTimer(100) // out of the middle of its key group's heap
+		case 3:
+			p.state.setKey(k)
+			p.ctx.RegisterEventTimeTimer(50 + int64(i%50)) // up to the top of it
 		}
 		if err := p.collect("new"+k, 0); err != nil {
 			t.Fatal(err)
 		}
+	}
+	// Fire the timers up to 75: pops off the top.
+	if err := p.emitWatermark(75); err != nil {
+		t.Fatal(err)
 	}
 	after := viewOf(p)
 	r := <-encoded
