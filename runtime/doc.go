@@ -55,6 +55,9 @@
 //   - state.go: framing of versioned state; what a restored checkpoint
 //     holds for an operator; redistribution of operator list state.
 //   - keyedstate.go: keyed state and timer snapshots by key group.
+//   - timers.go: the keyed operator's timers: per time domain a heap of
+//     key groups over each key group's timers (a copy-on-write heap per
+//     key group, or DB entries behind a small cache with pebble).
 //   - serde.go: the encodings of state types in snapshots: built-in
 //     binary ones for basic types, encoding/gob for the rest.
 //   - options_state.go: the state backend options (WithStateBackend,

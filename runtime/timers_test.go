@@ -446,3 +446,81 @@ func TestFrozenTimersUnchangedByLaterTimerWrites(t *testing.T) {
 		t.Fatalf("the snapshot holds %d processing-time timers, %d at the freeze, or others", len(got), len(beforePr))
 	}
 }
+
+// A pebble checkpoint of layout 100, whose timers are in its blob (the
+// DB has none), restores: its timers go into the DB, also at another
+// parallelism, and fire; a snapshot of the restored state is layout 101
+// and has no timers in its blob.
+func TestPebbleLayout100TimersRestoreIntoTheDB(t *testing.T) {
+	fn := KeyedProcessFuncs[int64, int64, string]{
+		Element: func(ctx *KeyedContext[int64, string], k int64) error {
+			ctx.RegisterEventTimeTimer(100 + k)
+			return nil
+		},
+	}
+	// The timers' entries as layout 100 had them: the heap layout's.
+	heap, stopHeap := openKeyed(t, nil, 1, 0, fn)
+	for k := range int64(300) {
+		if err := heap.collect(k, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	heapBlob, err := heap.snapshotState(1)
+	stopHeap()
+	if err != nil {
+		t.Fatal(err)
+	}
+	entries, err := decodeStateEntries(heapBlob)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A pebble DB without timers and a blob that carries them.
+	p, stop, err := openKeyedOn(t, pebbleStateConfig(t), nil, 1, 0, fn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mem, err := checkpoint.NewMemoryStorage()
+	if err != nil {
+		t.Fatal(err)
+	}
+	blob, files := snapshotInto(t, p, mem, 1)
+	stop()
+	pbl, err := decodePebbleBlob(blob)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pbl.entries = encodeStateEntries(entries)
+	old := encodePebbleBlob(pbl)
+	if old[0] != pebbleLayoutVersion {
+		t.Fatalf("blob starts with %d", old[0])
+	}
+	old[0] = pebbleLayoutVersionTimers0 // one uvarint byte either way
+	chk := commitBlobs(t, mem, 1, [][]byte{old}, [][]checkpoint.FileHandle{files})
+	total := 0
+	for sub := range 2 {
+		q := openKeyedFrom(t, pebbleStateConfig(t), chk, 2, sub, fn)
+		lo, hi := keyGroupRange(sub, 2, 128)
+		inDB := q.timers.event.all() // read from the DB
+		for _, e := range inDB {
+			if g := KeyGroupForHash(HashInt64(e.key), 128); g < lo || g > hi || e.ts != 100+e.key {
+				t.Fatalf("subtask %d: timer %v", sub, e)
+			}
+		}
+		total += len(inDB)
+		q.state.pb.storage = mem
+		b, _ := snapshotNow(t, q, 2)
+		nb, err := decodePebbleBlob(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if b[0] != pebbleLayoutVersion || len(nb.entries) != 0 {
+			t.Fatalf("new snapshot: layout %d, %d bytes of entries", b[0], len(nb.entries))
+		}
+		if got := drain(t, &q.timers.event); len(got) != len(inDB) {
+			t.Fatalf("subtask %d: %d timers fired, %d in the DB", sub, len(got), len(inDB))
+		}
+	}
+	if total != 300 {
+		t.Fatalf("%d timers restored, want 300", total)
+	}
+}
