@@ -192,9 +192,9 @@ func layPebble(dir string, b pebbleBlob, chk *checkpoint.Checkpoint) error {
 }
 
 // freezePebble is the synchronous part of a pebble snapshot: the write
-// buffer, which holds the timers' writes too, is set aside; the encoder materializes the
-// DB's checkpoint, stores the files storage does not have yet, and writes
-// the blob.
+// buffer, which holds the timers' writes too, is set aside; the encoder
+// materializes the DB's checkpoint, stores the files storage does not
+// have yet, and writes the blob.
 func (p *keyedProcessOperator[K, I, O]) freezePebble(id int64) (func(stop func() bool) ([]byte, []checkpoint.FileHandle, error), error) {
 	pk := p.state.pb
 	if pk.storage == nil {
