@@ -213,3 +213,58 @@ func TestSinkToAndSinkToTwoPhaseRestoreEachOther(t *testing.T) {
 		})
 	}
 }
+
+// The commit rule without checkpoints: a two-phase sink commits at the end
+// of input, and no checkpoint holds what it committed, so a restart from
+// the beginning would write and commit the same records again. Once a sink
+// subtask has committed at the end of input, a failure anywhere in what
+// restarts with it fails the job instead of restarting it. Here sink
+// subtask 0 commits, then subtask 1's commit fails; the job is global
+// (Rebalance), so a restart would rerun subtask 0 too.
+func TestWithoutCheckpointsAnEndOfInputCommitIsNeverRepeated(t *testing.T) {
+	for _, viaSinkTo := range []bool{false, true} {
+		t.Run(fmt.Sprintf("viaSinkTo=%v", viaSinkTo), func(t *testing.T) {
+			j := &rangeJob{par: 2, splits: 4, perSplit: 30, global: true, viaSinkTo: viaSinkTo}
+			first := make(chan struct{})
+			var once, failed sync.Once
+			j.sink = &txnSink2PC{store: newTxnStore(), onCommit: func(r connector.CommitRequest[tTxn]) bool {
+				if strings.HasPrefix(r.Committable().ID, "s1-") {
+					fail := false
+					failed.Do(func() { fail = true })
+					if fail {
+						select {
+						case <-first:
+						case <-time.After(10 * time.Second):
+						}
+						r.SignalFailedWithUnknownReason(errors.New("injected commit failure"))
+						return false
+					}
+				}
+				if strings.HasPrefix(r.Committable().ID, "s0-") {
+					defer once.Do(func() { close(first) })
+				}
+				return true
+			}}
+			err := j.env().Execute(testCtx(t), "bounded")
+			j.sink.store.mu.Lock()
+			seen := map[int64]int{}
+			for _, rs := range j.sink.store.committed {
+				for _, r := range rs {
+					seen[r]++
+				}
+			}
+			j.sink.store.mu.Unlock()
+			for r, n := range seen {
+				if n > 1 {
+					t.Fatalf("record %d committed %d times (Execute: %v)", r, n, err)
+				}
+			}
+			if err == nil {
+				t.Fatal("Execute returned nil, but sink subtask 1 never committed its output")
+			}
+			if !strings.Contains(err.Error(), "WithCheckpointInterval") {
+				t.Errorf("error %q does not name WithCheckpointInterval", err)
+			}
+		})
+	}
+}

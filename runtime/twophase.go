@@ -439,6 +439,9 @@ func (s *twoPhaseSinkOperator[T, C]) endInput() error {
 	if err := s.prepare(math.MaxInt64); err != nil {
 		return err
 	}
+	if err := s.t.ex.endOfInputCommit(s.t, fmt.Sprintf("sink %q (uid %q) subtask %d", s.info.name, s.info.uid, s.info.subtask)); err != nil {
+		return err
+	}
 	s.completed = math.MaxInt64
 	for s.due() > 0 {
 		if err := s.commitDue(); err != nil {
