@@ -179,6 +179,7 @@ func (s *twoPhaseSinkOperator[T, C]) open(t *task) error {
 	s.t = t
 	s.wm = connector.NoTimestamp
 	ictx := newSinkInitContext(t, s.info, s.par)
+	ictx.committer = true
 	committer, err := s.sink.CreateCommitter(ictx)
 	if err != nil {
 		return s.info.wrap(fmt.Errorf("create committer: %w", err))

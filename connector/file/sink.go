@@ -266,6 +266,11 @@ func (s *Sink[T]) CommitterRequired() bool { return s.cfg.guarantee == ExactlyOn
 // CreateWriter implements connector.Sink. It deletes the unpublished files
 // failed attempts left (see the type's doc) before the writer writes.
 func (s *Sink[T]) CreateWriter(ctx connector.SinkInitContext) (connector.SinkWriter[T], error) {
+	if ci, ok := ctx.(connector.CommitterInfo); ok && s.cfg.guarantee == ExactlyOnce && !ci.CommitterRuns() {
+		return nil, fmt.Errorf("file sink: exactly-once publishes files only through its committer, and this writer runs without one, so nothing it writes would be published: "+
+			"the sink was added as a plain one (a wrapper around it passes on neither connector.TwoPhaseCapable nor connector.CommitterRequired to runtime.SinkTo); "+
+			"pass TwoPhase on from the wrapper, add the sink with runtime.SinkToTwoPhase, or use WithDeliveryGuarantee(AtLeastOnce): %w", connector.ErrInvalidConfiguration)
+	}
 	restored, ok := ctx.RestoredCheckpointID()
 	if !ok {
 		restored = 0

@@ -2,8 +2,10 @@ package file
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -57,5 +59,44 @@ func TestSinkToExactlyOnceFileSinkPublishesEveryLineOnce(t *testing.T) {
 	slices.Sort(got)
 	if !slices.Equal(got, input) {
 		t.Fatalf("published %d lines, want each of the %d input lines once", len(got), len(input))
+	}
+}
+
+// countingSink is a user's wrapper around a sink that counts the writers
+// it creates and passes on nothing but connector.Sink: it hides that the
+// sink commits in two phases.
+type countingSink struct {
+	inner   connector.Sink[string]
+	writers atomic.Int64
+}
+
+func (s *countingSink) CreateWriter(ctx connector.SinkInitContext) (connector.SinkWriter[string], error) {
+	s.writers.Add(1)
+	return s.inner.CreateWriter(ctx)
+}
+
+// An exactly-once file sink publishes only through its committer. A
+// wrapper that hides connector.TwoPhaseCapable makes runtime.SinkTo run it
+// as a plain sink, without one: the job must fail, naming the cause and
+// wrapping connector.ErrInvalidConfiguration, rather than succeed having
+// published nothing.
+func TestExactlyOnceFileSinkRefusesToRunWithoutItsCommitter(t *testing.T) {
+	input := []string{"a", "b", "c", "d"}
+	dir := t.TempDir()
+	sink, err := NewLineSink(dir, WithSync(false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := runtime.NewEnvironment(runtime.WithParallelism(2), runtime.WithCheckpointInterval(5*time.Millisecond))
+	runtime.SinkTo(runtime.FromSource(env, suiteSource(t, input), "lines").UID("lines"), connector.Sink[string](&countingSink{inner: sink})).UID("out")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	err = env.Execute(ctx, "hidden")
+	got, rerr := readCommitted(dir)
+	if rerr != nil {
+		t.Fatal(rerr)
+	}
+	if !errors.Is(err, connector.ErrInvalidConfiguration) || !strings.Contains(err.Error(), "TwoPhaseCapable") {
+		t.Fatalf("Execute: %v (%d of %d lines published), want an error wrapping connector.ErrInvalidConfiguration naming connector.TwoPhaseCapable", err, len(got), len(input))
 	}
 }

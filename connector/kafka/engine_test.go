@@ -208,3 +208,40 @@ func TestExactlyOnceSinkToWithoutCheckpointsIsRefusedAtExecute(t *testing.T) {
 		t.Fatalf("Execute: %v, want an error wrapping connector.ErrInvalidConfiguration naming runtime.WithCheckpointInterval", err)
 	}
 }
+
+// wrappedSink is a user's wrapper around a sink that passes on nothing but
+// connector.Sink: it hides that the sink commits in two phases.
+type wrappedSink[T any] struct{ inner connector.Sink[T] }
+
+func (s wrappedSink[T]) CreateWriter(ctx connector.SinkInitContext) (connector.SinkWriter[T], error) {
+	return s.inner.CreateWriter(ctx)
+}
+
+// An exactly-once Kafka sink makes records visible only through its
+// committer. A wrapper that hides connector.TwoPhaseCapable makes
+// runtime.SinkTo run it as a plain sink, without one: the job must fail,
+// wrapping connector.ErrInvalidConfiguration and naming the cause, rather
+// than end with nothing committed.
+func TestExactlyOnceKafkaSinkRefusesToRunWithoutItsCommitter(t *testing.T) {
+	const n = 50
+	seeds, topic := fakeTopic(t, 2, n)
+	src, err := NewSource(StringValues(), WithBrokers(seeds...), WithTopics(topic), WithBounded(LatestOffsets()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sink, err := NewSink(KeyValueSerializer("out", func(v string) ([]byte, []byte, error) { return nil, []byte(v), nil }),
+		WithBrokers(seeds...), WithDeliveryGuarantee(ExactlyOnce), WithTransactionalIDPrefix("wrapped"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := runtime.NewEnvironment(runtime.WithParallelism(2), runtime.WithCheckpointInterval(20*time.Millisecond),
+		runtime.WithCheckpointTimeout(10*time.Second), runtime.WithLogger(quietLogger()))
+	runtime.SinkTo(runtime.FromSource(env, src, "in").UID("in"), connector.Sink[string](wrappedSink[string]{sink})).UID("out")
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	err = env.Execute(ctx, "wrapped")
+	if !errors.Is(err, connector.ErrInvalidConfiguration) || !strings.Contains(err.Error(), "TwoPhaseCapable") {
+		t.Fatalf("Execute: %v (%d records committed of %d), want an error wrapping connector.ErrInvalidConfiguration naming connector.TwoPhaseCapable",
+			err, len(kafkatest.ReadCommitted(t, seeds, "out", 5*time.Second)), n)
+	}
+}

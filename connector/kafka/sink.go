@@ -332,6 +332,12 @@ func (s *Sink[T]) CreateWriter(ictx connector.SinkInitContext) (connector.SinkWr
 		w.cl = cl
 		return w, nil
 	}
+	if ci, ok := ictx.(connector.CommitterInfo); ok && !ci.CommitterRuns() {
+		w.cancel()
+		return nil, fmt.Errorf("kafka sink: exactly-once makes records visible only through its committer, and this writer runs without one, so nothing it writes would be committed: "+
+			"the sink was added as a plain one (a wrapper around it passes on neither connector.TwoPhaseCapable nor connector.CommitterRequired to runtime.SinkTo); "+
+			"pass TwoPhase on from the wrapper, add the sink with runtime.SinkToTwoPhase, or use WithDeliveryGuarantee(AtLeastOnce): %w", connector.ErrInvalidConfiguration)
+	}
 	if err := s.checkTimings(ictx); err != nil {
 		w.cancel()
 		return nil, err
