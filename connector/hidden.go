@@ -54,7 +54,8 @@ type HiddenTwoPhaseSink[T any] interface {
 // capabilities the engine asks of them (CheckpointListener on writers,
 // RestoredCommittablesListener on committers) are passed through too.
 // Writer state (StatefulSink) is not: a two-phase sink whose writers keep
-// state runs with runtime.SinkToStatefulTwoPhase.
+// state runs with runtime.SinkToStatefulTwoPhase, and runtime.SinkTo
+// refuses one that has RestoreWriter and WriterStateSerializer.
 func HideCommittable[T, Comm any](sink TwoPhaseCommittingSink[T, Comm]) HiddenTwoPhaseSink[T] {
 	return hiddenSink[T, Comm]{inner: sink}
 }

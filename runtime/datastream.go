@@ -122,6 +122,18 @@ func FromSource[T any, S connector.Split, C any](env *Environment, src connector
 	return DataStream[T]{env: env, node: n}
 }
 
+// keepsWriterState reports whether sink has the methods of a stateful
+// two-phase sink (StatefulTwoPhaseSink), whatever its type arguments.
+func keepsWriterState(sink any) bool {
+	t := reflect.TypeOf(sink)
+	if t == nil {
+		return false
+	}
+	_, restore := t.MethodByName("RestoreWriter")
+	_, ser := t.MethodByName("WriterStateSerializer")
+	return restore && ser
+}
+
 // SourceOption configures a source added with FromSource. A
 // WatermarkStrategy is one.
 type SourceOption[T any] interface {
@@ -372,12 +384,18 @@ func SinkTo[T any](ds DataStream[T], sink connector.Sink[T]) DataStreamSink {
 	n := &node{in: typeOpsFor[T]{}, isSink: true}
 	if tp, ok := sink.(connector.TwoPhaseCapable[T]); ok {
 		if hidden, ok := tp.TwoPhase(); ok {
-			if hidden != nil {
+			switch {
+			case keepsWriterState(sink):
+				// Hiding passes no writer state through: its writers
+				// would start empty after every restore.
+				n.errs = append(n.errs, invalidGraph("sink %T keeps writer state (RestoreWriter, WriterStateSerializer), which SinkTo does not checkpoint: add it with SinkToStatefulTwoPhase", sink))
+			case hidden == nil:
+				n.errs = append(n.errs, fmt.Errorf("sink %T says it commits in two phases but its TwoPhase returned no sink", sink))
+			default:
 				d := sinkToTwoPhase(ds, hidden, hidden.CommittableType().String())
 				d.node.needsCommit = true
 				return d
 			}
-			n.errs = append(n.errs, fmt.Errorf("sink %T says it commits in two phases but its TwoPhase returned no sink", sink))
 		}
 	}
 	if sink == nil {

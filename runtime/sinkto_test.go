@@ -268,3 +268,26 @@ func TestWithoutCheckpointsAnEndOfInputCommitIsNeverRepeated(t *testing.T) {
 		})
 	}
 }
+
+// capableStatefulSink is a two-phase sink whose writers keep state, made
+// connector.TwoPhaseCapable.
+type capableStatefulSink struct{ *statefulTxnSink }
+
+func (s capableStatefulSink) TwoPhase() (connector.HiddenTwoPhaseSink[int64], bool) {
+	return connector.HideCommittable[int64, tTxn](s.statefulTxnSink), true
+}
+
+// SinkTo does not checkpoint writer state, so a two-phase sink whose
+// writers keep some (RestoreWriter and WriterStateSerializer, as for
+// SinkToStatefulTwoPhase) is refused there, naming the call that keeps
+// it, instead of running with its writer state lost at every restart.
+func TestSinkToRefusesTwoPhaseSinkWithWriterState(t *testing.T) {
+	sink := &statefulTxnSink{txnSink2PC: txnSink2PC{store: newTxnStore()}, counts: map[int]int64{}}
+	env := NewEnvironment(WithParallelism(2), WithLogger(discardLogger()), WithCheckpointInterval(2*time.Millisecond))
+	src := &rangeSrc{splits: 2, perSplit: 20, readerFailAt: -1}
+	SinkTo(FromSource(env, src, "range").UID("src"), connector.Sink[int64](capableStatefulSink{sink})).UID("sink")
+	err := env.Execute(testCtx(t), "stateful via SinkTo")
+	if !errors.Is(err, ErrInvalidGraph) || !strings.Contains(err.Error(), "SinkToStatefulTwoPhase") {
+		t.Fatalf("Execute: %v, want ErrInvalidGraph naming SinkToStatefulTwoPhase", err)
+	}
+}
