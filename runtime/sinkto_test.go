@@ -291,3 +291,25 @@ func TestSinkToRefusesTwoPhaseSinkWithWriterState(t *testing.T) {
 		t.Fatalf("Execute: %v, want ErrInvalidGraph naming SinkToStatefulTwoPhase", err)
 	}
 }
+
+// A hidden sink given to SinkToTwoPhase (its committable type argument is
+// then any) is the same job as SinkTo would build: the state signature
+// names the hidden committable type, so that checkpoints restore across
+// the calls, and it counts as a sink that needs its committer.
+func TestSinkToTwoPhaseOfAHiddenSinkKeepsItsSignature(t *testing.T) {
+	sinkNode := func(add func(DataStream[int64])) *node {
+		env := NewEnvironment()
+		add(FromSource(env, &rangeSrc{splits: 1, perSplit: 1, readerFailAt: -1}, "range"))
+		return env.nodes[len(env.nodes)-1]
+	}
+	named := sinkNode(func(ds DataStream[int64]) { SinkToTwoPhase[int64, tTxn](ds, &txnSink2PC{}) })
+	hidden := sinkNode(func(ds DataStream[int64]) {
+		SinkToTwoPhase[int64, any](ds, connector.HideCommittable[int64, tTxn](&txnSink2PC{}))
+	})
+	if hidden.state != named.state {
+		t.Errorf("state signature %q, want %q as for the named committable type", hidden.state, named.state)
+	}
+	if !hidden.needsCommit {
+		t.Error("a hidden two-phase sink is not counted as needing its committer")
+	}
+}

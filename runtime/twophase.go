@@ -50,6 +50,13 @@ import (
 // saying so) fed by an unbounded source is therefore refused without
 // checkpoints, since that end never comes.
 func SinkToTwoPhase[T, C any](ds DataStream[T], sink connector.TwoPhaseCommittingSink[T, C]) DataStreamSink {
+	if h, ok := any(sink).(connector.HiddenTwoPhaseSink[T]); ok && h != nil {
+		// C is any: name the type it hides, as SinkTo does, so that the
+		// fingerprint does not depend on the call.
+		d := sinkToTwoPhase(ds, sink, h.CommittableType().String())
+		d.node.needsCommit = true
+		return d
+	}
 	d := sinkToTwoPhase(ds, sink, typeName[C]())
 	d.node.needsCommit = needsCommitter[T](sink)
 	return d
