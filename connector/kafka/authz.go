@@ -414,15 +414,20 @@ func (s *Sink[T]) probeSink(ictx connector.SinkInitContext) error {
 	if !ok {
 		return nil
 	}
-	cl, err := kgo.NewClient(s.clientOpts()...)
-	if err != nil {
-		return fmt.Errorf("kafka sink: client: %w", err)
-	}
-	defer cl.Close()
-	ctx, cancel := context.WithTimeout(ictx.Context(), 30*time.Second)
-	defer cancel()
-	if err := probeTopics(ctx, cl, s.cfg.security, ts.Topics(), "Write", useSinkTopic); err != nil {
+	if err := s.probeTopicsWrite(ictx.Context(), ts.Topics()); err != nil {
 		return fmt.Errorf("kafka sink: %w", err)
 	}
 	return nil
+}
+
+// probeTopicsWrite checks Write on topics with a client of its own.
+func (s *Sink[T]) probeTopicsWrite(ctx context.Context, topics []string) error {
+	cl, err := kgo.NewClient(s.clientOpts()...)
+	if err != nil {
+		return fmt.Errorf("client: %w", err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	return probeTopics(ctx, cl, s.cfg.security, topics, "Write", useSinkTopic)
 }

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -17,6 +18,7 @@ import (
 	"github.com/splitflow/splitflow/metrics"
 	"github.com/splitflow/splitflow/txn"
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -565,6 +567,13 @@ type sinkWriter[T any] struct {
 	mu     sync.Mutex
 	errOut error // first failed produce of AtLeastOnce and None
 
+	// txTopics are the topics written in the open transaction (ExactlyOnce,
+	// task goroutine only), lastTopic the latest of them: a refused write
+	// names its topic (refusedWrite), and the transaction's promise does not
+	// see the record.
+	txTopics  []string
+	lastTopic string
+
 	// bytes counts what Write was given since the last publication to
 	// bytesOut (task goroutine only), so that the counter is touched per
 	// bytesPublishEvery records and at flushes, not per record.
@@ -612,18 +621,47 @@ func (w *sinkWriter[T]) Write(v T, wc connector.WriteContext) error {
 		}
 	}
 	w.count(rec)
+	if rec.Topic != w.lastTopic || len(w.txTopics) == 0 {
+		w.lastTopic = rec.Topic
+		if !slices.Contains(w.txTopics, rec.Topic) {
+			w.txTopics = append(w.txTopics, rec.Topic)
+		}
+	}
 	w.tx.Produce(w.ctx, rec)
 	return nil
 }
 
-func (w *sinkWriter[T]) promise(_ *kgo.Record, err error) {
+func (w *sinkWriter[T]) promise(rec *kgo.Record, err error) {
 	if err != nil {
 		w.mu.Lock()
 		if w.errOut == nil {
-			w.errOut = fmt.Errorf("kafka sink: produce: %w", err)
+			w.errOut = fmt.Errorf("kafka sink: produce: %w", w.refusedWrite(err, []string{rec.Topic}))
 		}
 		w.mu.Unlock()
 	}
+}
+
+// refusedWrite returns err as an *AuthorizationError when the broker
+// refused a write for want of Write on a topic of topics (a right revoked
+// after the start-up check) or on the transactional ids, so that the job
+// fails at once with the right named instead of restarting, only for the
+// restarted writer's check to name it; err unchanged otherwise. Of several
+// topics it names the one a fresh check finds without Write.
+func (w *sinkWriter[T]) refusedWrite(err error, topics []string) error {
+	sec := w.s.cfg.security
+	switch {
+	case errors.Is(err, kerr.TopicAuthorizationFailed):
+		name := strings.Join(topics, ",")
+		if len(topics) > 1 {
+			if perr := w.s.probeTopicsWrite(w.task, topics); errors.Is(perr, ErrNotAuthorized) {
+				return perr
+			}
+		}
+		return authorizationOf(err, sec, ResourceTopic, name, false, "Write", useSinkTopic)
+	case errors.Is(err, kerr.TransactionalIDAuthorizationFailed):
+		return authorizationOf(err, sec, ResourceTransactionalID, w.s.cfg.prefix, true, "Write", useSinkTxnIDs)
+	}
+	return err
 }
 
 func (w *sinkWriter[T]) err() error {
@@ -660,15 +698,15 @@ func (w *sinkWriter[T]) PrepareCommit(checkpointID int64) ([]txn.Committable, er
 	if w.tx == nil {
 		return nil, nil
 	}
-	tx := w.tx
-	w.tx = nil
+	tx, topics := w.tx, w.txTopics
+	w.tx, w.txTopics, w.lastTopic = nil, nil, ""
 	c, ok, err := tx.Prepare(w.ctx, checkpointID)
 	if err != nil {
 		// Prepare aborted the transaction.
 		if w.s.isLatest(w.sub, w.gen) {
 			w.txns.WithLabelValues("aborted").Inc()
 		}
-		return nil, fmt.Errorf("kafka sink: subtask %d: %w", w.sub, err)
+		return nil, fmt.Errorf("kafka sink: subtask %d: %w", w.sub, w.refusedWrite(err, topics))
 	}
 	if !ok {
 		return nil, nil
