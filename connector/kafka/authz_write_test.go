@@ -1,8 +1,10 @@
 package kafka
 
 import (
+	"context"
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/splitflow/splitflow/connector"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -85,5 +87,41 @@ func TestSinkRefusedTransactionalWriteIsAuthorizationError(t *testing.T) {
 	}
 	if ae.Resource != ResourceTransactionalID || ae.Name != "refusedid" || !ae.Prefixed || ae.Operation != "Write" {
 		t.Errorf("the error names %s %s %q (prefixed %v); want Write on the transactional ids with the prefix \"refusedid\"", ae.Operation, ae.Resource, ae.Name, ae.Prefixed)
+	}
+}
+
+// A restored unbounded source checks the principal's rights at its first
+// discovery as a new one does, and a missing right fails it there, naming
+// the right: it is not a discovery to retry at the next interval, which
+// would only warn, and never assign a partition found later.
+func TestRestoredSourceMissingRightFailsDiscovery(t *testing.T) {
+	c, _ := fakeCluster(t, map[string]int32{"t": 2})
+	c.ControlKey(int16(kmsg.OffsetCommit), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		r := req.(*kmsg.OffsetCommitRequest)
+		resp := r.ResponseKind().(*kmsg.OffsetCommitResponse)
+		for _, rt := range r.Topics {
+			st := kmsg.NewOffsetCommitResponseTopic()
+			st.Topic = rt.Topic
+			for _, p := range rt.Partitions {
+				sp := kmsg.NewOffsetCommitResponseTopicPartition()
+				sp.Partition, sp.ErrorCode = p.Partition, kerr.GroupAuthorizationFailed.Code
+				st.Partitions = append(st.Partitions, sp)
+			}
+			resp.Topics = append(resp.Topics, st)
+		}
+		return resp, nil, true
+	})
+	st := EnumeratorState{Assigned: []TopicPartition{{"t", 0}}, InitialDiscoveryDone: true}
+	ctx := newEnumCtx(1)
+	ctx.readers[0] = connector.ReaderInfo{}
+	startEnum(t, testConfig(c.ListenAddrs(), WithTopics("t"), WithGroupID("g"), WithPartitionDiscoveryInterval(time.Second)), ctx, st)
+	if ctx.periodic == nil {
+		t.Fatal("no periodic discovery scheduled")
+	}
+	err := ctx.periodic(context.Background())()
+	var ae *AuthorizationError
+	if !errors.As(err, &ae) || !errors.Is(err, connector.ErrInvalidConfiguration) || ae.Resource != ResourceGroup || ae.Name != "g" {
+		t.Fatalf("discovery of a restored source without Read on its group: %v; want an *AuthorizationError for the group", err)
 	}
 }

@@ -3,6 +3,7 @@ package kafka
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"hash/fnv"
 	"slices"
@@ -245,6 +246,12 @@ func (e *enumerator) handleDiscovery(d discovered) error {
 		if d.initial {
 			// Nothing is being read yet; a source that cannot find its
 			// input must say so rather than wait silently.
+			return d.err
+		}
+		if errors.Is(d.err, ErrNotAuthorized) || errors.Is(d.err, ErrAuthenticationFailed) {
+			// A missing right (found by a restored enumerator's probe, or
+			// revoked meanwhile) does not come back by waiting: every later
+			// discovery would fail the same way and assign nothing.
 			return d.err
 		}
 		log.Warn("kafka source: partition discovery failed; retrying at the next interval", "err", d.err)
