@@ -132,7 +132,7 @@ func authenticationError(err error, sec Security) error {
 	case errors.Is(err, kerr.SaslAuthenticationFailed), errors.Is(err, kerr.IllegalSaslState), errors.Is(err, kerr.UnsupportedSaslMechanism):
 		mech := ""
 		if sec.SASL != nil {
-			mech = strings.ToUpper(sec.SASL.Mechanism)
+			mech = sec.SASL.mechanismName()
 			if sec.SASL.Custom != nil {
 				mech = sec.SASL.Custom.Name()
 			}

@@ -125,3 +125,29 @@ func TestRestoredSourceMissingRightFailsDiscovery(t *testing.T) {
 		t.Fatalf("discovery of a restored source without Read on its group: %v; want an *AuthorizationError for the group", err)
 	}
 }
+
+// The principal that errors name is the one the mechanism authenticates:
+// a mechanism is recognised the same way, case and surrounding spaces
+// aside, by the connection settings and by Principal.
+func TestPrincipalFollowsTheMechanismInUse(t *testing.T) {
+	for _, tc := range []struct {
+		sec  Security
+		want string
+	}{
+		{Security{}, "User:ANONYMOUS"},
+		{Security{SASL: &SASL{Mechanism: "scram-sha-512", User: "u", Password: "p"}}, "User:u"},
+		{Security{SASL: &SASL{Mechanism: " SCRAM-SHA-256 ", User: "u", Password: "p"}}, "User:u"},
+		{Security{SASL: &SASL{Mechanism: "PLAIN\n", User: "u", Password: "p"}}, "User:u"},
+		{Security{SASL: &SASL{Mechanism: SASLOAuthBearer}}, ""},
+		{Security{TLS: &TLS{CertFile: "c", KeyFile: "k"}}, ""},
+	} {
+		if tc.sec.SASL != nil && tc.sec.SASL.Mechanism != SASLOAuthBearer {
+			if _, err := tc.sec.ClientOpts(); err != nil {
+				t.Fatalf("%q: %v", tc.sec.SASL.Mechanism, err)
+			}
+		}
+		if got := tc.sec.Principal(); got != tc.want {
+			t.Errorf("%+v: principal %q, want %q", tc.sec.SASL, got, tc.want)
+		}
+	}
+}

@@ -137,7 +137,7 @@ func (s Security) ClientOpts() ([]kgo.Opt, error) {
 // rules the client does not know.
 func (s Security) Principal() string {
 	if s.SASL != nil {
-		switch strings.ToUpper(s.SASL.Mechanism) {
+		switch s.SASL.mechanismName() {
 		case SASLPlain, SASLScramSHA256, SASLScramSHA512:
 			if s.SASL.Custom == nil {
 				return "User:" + s.SASL.User
@@ -190,11 +190,15 @@ func (t *TLS) config() (*tls.Config, error) {
 	return c, errors.Join(errs...)
 }
 
+// mechanismName is Mechanism as the connection settings (mechanism) and
+// the principal (Principal) read it: upper case, without spaces around.
+func (a *SASL) mechanismName() string { return strings.ToUpper(strings.TrimSpace(a.Mechanism)) }
+
 func (a *SASL) mechanism() (sasl.Mechanism, error) {
 	if a.Custom != nil {
 		return a.Custom, nil
 	}
-	mech := strings.ToUpper(strings.TrimSpace(a.Mechanism))
+	mech := a.mechanismName()
 	switch mech {
 	case SASLPlain, SASLScramSHA256, SASLScramSHA512:
 		var errs []error
