@@ -229,8 +229,8 @@ type slowSinkConf struct {
 }
 
 // runSplitflow runs in -> out through the engine: KafkaSource (read_committed,
-// earliest, no offset commits) -> KafkaSink. Today only at-least-once
-// without checkpoints exists.
+// earliest, no offset commits) -> KafkaSink, with the guarantee sinkOpts
+// configures the sink with (exactly-once needs checkpoint > 0).
 func runSplitflow(ctx context.Context, seeds []string, in, out string, par int, guarantee string, checkpoint time.Duration, slow *slowSinkConf) error {
 	src, err := kafka.NewSource(kafka.Records(), kafka.WithBrokers(seeds...), kafka.WithTopics(in),
 		kafka.WithStartingOffsets(kafka.EarliestOffsets()), kafka.WithoutOffsetCommits())
@@ -246,11 +246,7 @@ func runSplitflow(ctx context.Context, seeds []string, in, out string, par int, 
 		return err
 	}
 	env := runtime.NewEnvironment(envOpts(par, checkpoint)...)
-	records := runtime.FromSource(env, src, "kafka-in", runtime.NoWatermarks[*kgo.Record]()).UID("kafka-in")
-	if guarantee == "exactly-once" {
-		runtime.SinkToTwoPhase(records, snk).UID("kafka-out")
-		return env.Execute(ctx, "bench "+in+" -> "+out)
-	}
+	records := runtime.FromSource(env, src, "kafka-in").UID("kafka-in")
 	var sink connector.Sink[*kgo.Record] = snk
 	if slow != nil {
 		sink = &slowSink{inner: snk, perSubtask: slow.rate / float64(par), sunk: slow.sunk}
@@ -332,7 +328,7 @@ func runSplitflowWordcount(ctx context.Context, seeds []string, in, out string, 
 		return err
 	}
 	env := runtime.NewEnvironment(append(envOpts(par, checkpoint), stateOpts...)...)
-	lines := runtime.FromSource(env, src, "kafka-in", runtime.NoWatermarks[string]()).UID("kafka-in")
+	lines := runtime.FromSource(env, src, "kafka-in").UID("kafka-in")
 	words := runtime.FlatMap(lines, func(l string, c runtime.Collector[string]) error {
 		toks := strings.Split(l, " ")
 		for _, w := range toks[min(1, len(toks)):] {
@@ -362,11 +358,7 @@ func runSplitflowWordcount(ctx context.Context, seeds []string, in, out string, 
 				},
 			}
 		}).UID("count")
-	if guarantee == "exactly-once" {
-		runtime.SinkToTwoPhase(counts, snk).UID("kafka-out")
-	} else {
-		runtime.SinkTo(counts, connector.Sink[update](snk)).UID("kafka-out")
-	}
+	runtime.SinkTo(counts, snk).UID("kafka-out")
 	return env.Execute(ctx, "bench wordcount "+in+" -> "+out)
 }
 
@@ -376,6 +368,14 @@ type slowSink struct {
 	inner      connector.Sink[*kgo.Record]
 	perSubtask float64
 	sunk       *atomic.Int64
+}
+
+// CommitterRequired passes on the inner sink's: slowSink runs a plain
+// writer only, so runtime.SinkTo refuses it over an exactly-once sink
+// rather than run it without a committer.
+func (s *slowSink) CommitterRequired() bool {
+	cr, ok := s.inner.(connector.CommitterRequired)
+	return ok && cr.CommitterRequired()
 }
 
 func (s *slowSink) CreateWriter(ictx connector.SinkInitContext) (connector.SinkWriter[*kgo.Record], error) {

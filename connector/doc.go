@@ -27,6 +27,12 @@
 // the last checkpoint a failed reader took come back to the enumerator
 // through [SplitEnumerator.AddSplitsBack].
 //
+// Few sources implement these interfaces by hand. Package connector/base
+// turns a blocking SplitReader into a SourceReader, and for splits known
+// when the job starts its NewSource is the whole Source from a split type,
+// a SplitReader and an emit function; connector/datagen generates records
+// from a function of their index.
+//
 // # Sinks
 //
 // A [Sink] creates one [SinkWriter] per subtask. Everything beyond writing is
@@ -36,6 +42,10 @@
 //     [CommittingSinkWriter] and hands out committables at each checkpoint;
 //     a [Committer] commits them once the checkpoint is complete (invariant
 //     8 of DESIGN.md).
+//   - [TwoPhaseCapable]: the sink says whether, as configured, it commits
+//     in two phases, and hands itself over with its committable type
+//     hidden ([HideCommittable]), so that runtime.SinkTo runs it with its
+//     committer.
 //   - [StatefulSink]: the writer also implements [StatefulSinkWriter] and
 //     its state is checkpointed and handed back on restore.
 //
@@ -52,7 +62,11 @@
 //
 // does beside the plain SinkTo[T any](ds DataStream[T], sink
 // connector.Sink[T]), and the engine then asserts the writers it creates
-// with those same type arguments: w.(CommittingSinkWriter[T, C]). Interfaces here are written
+// with those same type arguments: w.(CommittingSinkWriter[T, C]). SinkTo
+// reaches a two-phase sink through [TwoPhaseCapable] instead, whose type
+// argument is T alone: the sink, which knows its committable type, hides
+// it behind any ([HideCommittable]), and its serializer still writes the
+// committables' bytes, so checkpoints do not tell the two paths apart. Interfaces here are written
 // so that such a generic function accepts any implementation: no method
 // uses a type parameter that the interface does not declare.
 //

@@ -197,11 +197,28 @@ type CheckpointConfigProvider interface {
 	CheckpointConfig() CheckpointConfig
 }
 
+// CommitterInfo is an optional capability of a SinkInitContext: whether
+// the engine runs the sink's committer beside the writer created with the
+// context. The engine cannot see through a wrapper that passes on neither
+// TwoPhaseCapable nor CommitterRequired, and runs what it wraps as a plain
+// sink, without committer; a sink whose writes only its committer
+// publishes checks this in CreateWriter and fails (wrapping
+// ErrInvalidConfiguration) instead of writing what nobody would commit.
+// A context without it (a test's own) says nothing either way.
+type CommitterInfo interface {
+	// CommitterRuns reports whether the sink's committer runs beside the
+	// writer and commits what it prepares.
+	CommitterRuns() bool
+}
+
 // CommitterRequired is an optional capability of a Sink whose writes become
 // visible only through its committer, such as a Kafka sink in exactly-once
 // mode. Go cannot recognise a TwoPhaseCommittingSink from a Sink[T] alone
-// (its committable type is unknown), so such a sink says so here, and the
-// engine refuses to run it on a path that never commits.
+// (its committable type is unknown), so such a sink says so here: the
+// engine refuses to run it on a path that never commits (runtime.SinkTo,
+// when the sink, or a wrapper around it, is not TwoPhaseCapable), and
+// refuses a job that feeds it from an unbounded source without
+// checkpoints.
 type CommitterRequired interface {
 	// CommitterRequired reports whether the sink's writes need a committer
 	// to become visible. It may be called from any goroutine.

@@ -107,7 +107,7 @@ func TestFreshJobFromGroupOffsetsSkipsNothing(t *testing.T) {
 	env := runtime.NewEnvironment(runtime.WithParallelism(2), runtime.WithCheckpointInterval(50*time.Millisecond), runtime.WithCheckpointTimeout(10*time.Second),
 		runtime.WithRestartStrategy(runtime.NoRestart()), runtime.WithLogger(testLogger(t)),
 		runtime.WithJobListener(runtime.JobListener{CheckpointCompleted: func(int64) { completed.Add(1) }}))
-	lines := runtime.FromSource(env, src, "in", runtime.NoWatermarks[string]()).UID("in")
+	lines := runtime.FromSource(env, src, "in").UID("in")
 	runtime.SinkToTwoPhase[string, txn.Committable](runtime.Rebalance(lines), sink).UID("out")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -129,7 +129,7 @@ func TestFreshJobFromGroupOffsetsSkipsNothing(t *testing.T) {
 	}
 	read := &idSet{seen: map[string]bool{}}
 	env2 := runtime.NewEnvironment(runtime.WithParallelism(2), runtime.WithLogger(testLogger(t)))
-	runtime.SinkTo(runtime.FromSource(env2, fresh, "in", runtime.NoWatermarks[string]()), connector.Sink[string](read))
+	runtime.SinkTo(runtime.FromSource(env2, fresh, "in"), connector.Sink[string](read))
 	if err := env2.Execute(ctx, "fresh from the group"); err != nil {
 		t.Fatal(err)
 	}

@@ -51,7 +51,7 @@ func viewOf(p *keyedProcessOperator[string, string, string]) asyncView {
 	for k, m := range p.state.states["seen"].(*mapState[string, string, int64]).flat() {
 		seen[k] = maps.Clone(m)
 	}
-	ev := slices.Clone(p.timers.event.heap)
+	ev := p.timers.event.all()
 	slices.SortFunc(ev, func(a, b timerEntry[string]) int {
 		if a.key != b.key {
 			if a.key < b.key {
@@ -71,8 +71,9 @@ func viewOf(p *keyedProcessOperator[string, string, string]) asyncView {
 
 // The encoder of a frozen snapshot reads the state as it was at the freeze
 // while the task goes on writing it: every kind of write (updates, clears,
-// new keys, map puts and removes of existing and new keys, timers) lands
-// in the live state and none in the snapshot. Under the race detector the
+// new keys, map puts and removes of existing and new keys, timers
+// registered, deleted and fired) lands in the live state and none in the
+// snapshot. Under the race detector the
 // encoder runs concurrently with the writes, so a write to a map it reads
 // fails the test.
 func TestFrozenSnapshotUnchangedByLaterWrites(t *testing.T) {
@@ -128,10 +129,20 @@ func TestFrozenSnapshotUnchangedByLaterWrites(t *testing.T) {
 		case 1:
 			p.state.setKey(k)
 			st.seen.Clear()
+		case 2:
+			p.state.setKey(k)
+			p.ctx.DeleteEventTimeTimer(100) // out of the middle of its key group's heap
+		case 3:
+			p.state.setKey(k)
+			p.ctx.RegisterEventTimeTimer(50 + int64(i%50)) // up to the top of it
 		}
 		if err := p.collect("new"+k, 0); err != nil {
 			t.Fatal(err)
 		}
+	}
+	// Fire the timers up to 75: pops off the top.
+	if err := p.emitWatermark(75); err != nil {
+		t.Fatal(err)
 	}
 	after := viewOf(p)
 	r := <-encoded
@@ -197,7 +208,7 @@ func TestTaskProcessesWhileSnapshotEncodes(t *testing.T) {
 	)
 	env := NewEnvironment(WithParallelism(1), WithMaxParallelism(16), WithFlushTimeout(time.Millisecond), WithLogger(discardLogger()),
 		WithDrainTimeout(5*time.Second), WithCheckpointInterval(2*time.Millisecond))
-	ds := FromSource(env, src, "range", NoWatermarks[int64]()).UID("src")
+	ds := FromSource(env, src, "range").UID("src")
 	counts := ProcessPerSubtask(KeyBy(ds, func(v int64) int64 { return v % 7 }), func() KeyedProcessFunction[int64, int64, int64] {
 		return &heldCounting{held: held, onAfter: func(n int64) {
 			if n == 100 {

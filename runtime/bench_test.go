@@ -143,7 +143,7 @@ func BenchmarkChainedPipeline(b *testing.B) {
 	b.ReportAllocs()
 	var total int64
 	env := NewEnvironment(WithLogger(discardLogger()))
-	ds := FromSource(env, &countSource{total: b.N}, "count", NoWatermarks[int]())
+	ds := FromSource(env, &countSource{total: b.N}, "count")
 	ds = Map(ds, func(v int) (int, error) { return v + 1, nil })
 	ds = Filter(ds, func(v int) (bool, error) { return v >= 0, nil })
 	SinkTo(ds, countingSink[int]{total: &total})
@@ -165,7 +165,7 @@ func BenchmarkChainedPipelineCheckpointed(b *testing.B) {
 	b.ReportAllocs()
 	var total int64
 	env := NewEnvironment(WithCheckpointInterval(100*time.Millisecond), WithLogger(discardLogger()))
-	ds := FromSource(env, &countSource{total: b.N}, "count", NoWatermarks[int]())
+	ds := FromSource(env, &countSource{total: b.N}, "count")
 	ds = Map(ds, func(v int) (int, error) { return v + 1, nil })
 	ds = Filter(ds, func(v int) (bool, error) { return v >= 0, nil })
 	SinkTo(ds, countingSink[int]{total: &total})
@@ -208,7 +208,7 @@ func BenchmarkKeyByShuffle(b *testing.B) {
 	b.ReportAllocs()
 	var total int64
 	env := NewEnvironment(WithParallelism(2), WithLogger(discardLogger()))
-	ds := FromSource(env, &countSource{total: b.N}, "count", NoWatermarks[int]())
+	ds := FromSource(env, &countSource{total: b.N}, "count")
 	counted := ProcessPerSubtask(KeyBy(ds, func(v int) int { return v % 1000 }),
 		func() KeyedProcessFunction[int, int, int] { return &keyedCount{} })
 	SinkTo(counted, countingSink[int]{total: &total})

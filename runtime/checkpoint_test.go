@@ -29,6 +29,9 @@ type rangeJob struct {
 	opts                  []Option
 	sink                  *txnSink2PC
 	src                   *rangeSrc
+	// viaSinkTo adds the sink with SinkTo, as a connector.TwoPhaseCapable
+	// sink, instead of SinkToTwoPhase.
+	viaSinkTo bool
 }
 
 func (j *rangeJob) env() *Environment {
@@ -47,11 +50,15 @@ func (j *rangeJob) env() *Environment {
 		WithDrainTimeout(5 * time.Second),
 	}, j.opts...)
 	env := NewEnvironment(opts...)
-	ds := Map(FromSource(env, j.src, "range", NoWatermarks[int64]()).UID("src"), j.mapFn).UID("map")
+	ds := Map(FromSource(env, j.src, "range").UID("src"), j.mapFn).UID("map")
 	if j.global {
 		ds = Rebalance(ds)
 	}
-	SinkToTwoPhase(ds, j.sink).UID("sink")
+	if j.viaSinkTo {
+		SinkTo(ds, connector.Sink[int64](&capableSink{txnSink2PC: j.sink, twoPhase: true})).UID("sink")
+	} else {
+		SinkToTwoPhase(ds, j.sink).UID("sink")
+	}
 	return env
 }
 
@@ -717,7 +724,7 @@ func TestStatefulTwoPhaseSinkRestoresWriterState(t *testing.T) {
 	env := NewEnvironment(WithParallelism(2), WithFlushTimeout(time.Millisecond), WithLogger(discardLogger()),
 		WithCheckpointInterval(2*time.Millisecond), WithRestartStrategy(FixedDelayRestart(5, time.Millisecond)))
 	src := &rangeSrc{splits: 4, perSplit: 50, delay: 200 * time.Microsecond, readerFailAt: -1}
-	ds := Map(FromSource(env, src, "range", NoWatermarks[int64]()).UID("src"), failOnce(30, 150)).UID("map")
+	ds := Map(FromSource(env, src, "range").UID("src"), failOnce(30, 150)).UID("map")
 	SinkToStatefulTwoPhase[int64, tTxn, int64](Rebalance(ds), sink).UID("sink")
 	if err := env.Execute(testCtx(t), "stateful"); err != nil {
 		t.Fatal(err)
@@ -839,7 +846,7 @@ func TestInvalidConfigurationIsNotRestarted(t *testing.T) {
 	env := NewEnvironment(WithParallelism(1), WithCheckpointInterval(50*time.Millisecond),
 		WithRestartStrategy(FixedDelayRestart(1_000_000, time.Millisecond)), WithLogger(discardLogger()))
 	sink := &badConfigSink{}
-	SinkTo(FromSource(env, j.src, "range", NoWatermarks[int64]()).UID("src"), connector.Sink[int64](sink))
+	SinkTo(FromSource(env, j.src, "range").UID("src"), connector.Sink[int64](sink))
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	err := env.Execute(ctx, "bad config")
@@ -861,7 +868,7 @@ func (*committingOnlySink) CommitterRequired() bool { return true }
 func TestSinkToRefusesSinkThatNeedsItsCommitter(t *testing.T) {
 	env := NewEnvironment()
 	src := &rangeSrc{splits: 1, perSplit: 1, readerFailAt: -1}
-	SinkTo(FromSource(env, src, "range", NoWatermarks[int64]()), connector.Sink[int64](&committingOnlySink{}))
+	SinkTo(FromSource(env, src, "range"), connector.Sink[int64](&committingOnlySink{}))
 	err := env.Execute(context.Background(), "no committer")
 	if !errors.Is(err, ErrInvalidGraph) || !strings.Contains(err.Error(), "SinkToTwoPhase") {
 		t.Fatalf("Execute: %v, want an invalid graph naming SinkToTwoPhase", err)

@@ -144,7 +144,7 @@ func TestEnumeratorRunsOnOneGoroutine(t *testing.T) {
 	d := &discoveringSource{memSource: &memSource[ev]{numSplits: splits, perSplit: perSplit, gen: genEv(9), pull: true}}
 	env := NewEnvironment(WithParallelism(par))
 	sink := newCollectSink[ev]()
-	SinkTo(FromSource(env, d, "discovering", NoWatermarks[ev]()), sink)
+	SinkTo(FromSource(env, d, "discovering"), sink)
 	if err := env.Execute(context.Background(), "coordinator"); err != nil {
 		t.Fatal(err)
 	}

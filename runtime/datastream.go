@@ -94,18 +94,55 @@ func errNilFunction(what string) error {
 
 // FromSource adds a source. The source's enumerator runs on a coordinator
 // goroutine of its own; each subtask runs a reader on its task goroutine.
-// strategy assigns timestamps and watermarks (NoWatermarks[T]() for none).
-func FromSource[T any, S connector.Split, C any](env *Environment, src connector.Source[T, S, C], name string, strategy WatermarkStrategy[T]) DataStream[T] {
-	n := &node{name: "Source: " + name, out: typeOpsFor[T]{}, source: &sourceSpec[T, S, C]{src: src, strategy: strategy},
+//
+// By default records keep the timestamps the reader gives them and no
+// watermark is generated (NoWatermarks). A WatermarkStrategy is an option:
+// FromSource(env, src, "clicks", ForBoundedOutOfOrderness[Click](5*time.Second))
+// assigns timestamps and generates watermarks with it. At most one
+// strategy may be given.
+func FromSource[T any, S connector.Split, C any](env *Environment, src connector.Source[T, S, C], name string, opts ...SourceOption[T]) DataStream[T] {
+	var so sourceOptions[T]
+	for _, o := range opts {
+		if o != nil {
+			o.applySource(&so)
+		}
+	}
+	n := &node{name: "Source: " + name, out: typeOpsFor[T]{}, source: &sourceSpec[T, S, C]{src: src, strategy: so.strategy},
 		state: fmt.Sprintf("Source[split=%s enum=%s]", typeName[S](), typeName[C]())}
 	if src == nil {
 		n.errs = append(n.errs, errNilFunction("source"))
+	}
+	if so.strategies > 1 {
+		n.errs = append(n.errs, fmt.Errorf("%d watermark strategies given; pass one", so.strategies))
 	}
 	env.addNode("Source", n)
 	if name == "" {
 		n.name = "Source"
 	}
 	return DataStream[T]{env: env, node: n}
+}
+
+// keepsWriterState reports whether sink has the methods of a stateful
+// two-phase sink (StatefulTwoPhaseSink), whatever its type arguments.
+func keepsWriterState(sink any) bool {
+	t := reflect.TypeOf(sink)
+	if t == nil {
+		return false
+	}
+	_, restore := t.MethodByName("RestoreWriter")
+	_, ser := t.MethodByName("WriterStateSerializer")
+	return restore && ser
+}
+
+// SourceOption configures a source added with FromSource. A
+// WatermarkStrategy is one.
+type SourceOption[T any] interface {
+	applySource(*sourceOptions[T])
+}
+
+type sourceOptions[T any] struct {
+	strategy   WatermarkStrategy[T]
+	strategies int
 }
 
 type sourceSpec[T any, S connector.Split, C any] struct {
@@ -368,18 +405,39 @@ func (s DataStreamSink) StartNewChain() DataStreamSink { s.node.chaining = chain
 // the subtask's task goroutine, flushed with Flush(true) at the end of input
 // and closed when the task ends; with checkpoints it is also flushed with
 // Flush(false) at every barrier (at-least-once), and a writer that is a
-// connector.CheckpointListener hears of completed checkpoints. A sink that
-// implements connector.TwoPhaseCommittingSink is still run as a plain one
-// here, since its committable type cannot be recovered from a Sink[T]: use
-// SinkToTwoPhase for exactly-once.
+// connector.CheckpointListener hears of completed checkpoints.
+//
+// A sink that implements connector.TwoPhaseCapable and says it commits in
+// two phases (a Kafka or file sink configured exactly-once) runs with its
+// committer instead, exactly as SinkToTwoPhase runs it: its output is
+// exactly-once with checkpoints on. Such a sink fed by an unbounded source
+// needs checkpoints (WithCheckpointInterval): without them it would never
+// commit, and Execute refuses the job before anything runs. A bounded job
+// without checkpoints commits once, at the end of input.
 func SinkTo[T any](ds DataStream[T], sink connector.Sink[T]) DataStreamSink {
 	n := &node{in: typeOpsFor[T]{}, isSink: true}
+	if tp, ok := sink.(connector.TwoPhaseCapable[T]); ok {
+		if hidden, ok := tp.TwoPhase(); ok {
+			switch {
+			case keepsWriterState(sink):
+				// Hiding passes no writer state through: its writers
+				// would start empty after every restore.
+				n.errs = append(n.errs, invalidGraph("sink %T keeps writer state (RestoreWriter, WriterStateSerializer), which SinkTo does not checkpoint: add it with SinkToStatefulTwoPhase", sink))
+			case hidden == nil:
+				n.errs = append(n.errs, fmt.Errorf("sink %T says it commits in two phases but its TwoPhase returned no sink", sink))
+			default:
+				d := sinkToTwoPhase(ds, hidden, hidden.CommittableType().String())
+				d.node.needsCommit = true
+				return d
+			}
+		}
+	}
 	if sink == nil {
 		n.errs = append(n.errs, errNilFunction("sink"))
 	}
 	if cr, ok := sink.(connector.CommitterRequired); ok && cr.CommitterRequired() {
 		// Its writes would stay in transactions nobody commits.
-		n.errs = append(n.errs, invalidGraph("sink %T needs its committer: add it with SinkToTwoPhase, not SinkTo", sink))
+		n.errs = append(n.errs, invalidGraph("sink %T needs its committer, which SinkTo cannot reach: implement connector.TwoPhaseCapable on it, or add it with SinkToTwoPhase", sink))
 	}
 	n.build = func(info opInfo, par int, _ any) (lifecycle, any) {
 		op := &sinkOperator[T]{info: info, sink: sink, par: par}

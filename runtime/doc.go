@@ -9,7 +9,7 @@
 // methods cannot take type parameters, so it is Map(ds, fn), not ds.Map(fn)):
 //
 //	env := runtime.NewEnvironment(runtime.WithParallelism(4))
-//	lines := runtime.FromSource(env, src, "lines", runtime.NoWatermarks[string]())
+//	lines := runtime.FromSource(env, src, "lines")
 //	words := runtime.FlatMap(lines, splitWords)
 //	counts := runtime.Process(runtime.KeyBy(words, byWord), countWord).UID("counts")
 //	runtime.SinkTo(counts, sink)
@@ -26,12 +26,14 @@
 // naming the operator and subtask. Invalid graphs are refused before
 // anything runs, with ErrInvalidGraph.
 //
-// Exactly-once output takes checkpoints and a two-phase-committing sink:
+// Exactly-once output takes checkpoints and a sink configured exactly-once
+// (a Kafka or file sink with WithDeliveryGuarantee(ExactlyOnce)); SinkTo
+// runs it with its committer:
 //
 //	env := runtime.NewEnvironment(runtime.WithCheckpointInterval(time.Second),
 //		runtime.WithCheckpointDir("/var/lib/job"))
 //	...
-//	runtime.SinkToTwoPhase(counts, kafkaSink)
+//	runtime.SinkTo(counts, kafkaSink)
 //
 // # Keyed state
 //
@@ -83,6 +85,9 @@
 //   - state.go: framing of versioned state; what a restored checkpoint
 //     holds for an operator; redistribution of operator list state.
 //   - keyedstate.go: keyed state and timer snapshots by key group.
+//   - timers.go: the keyed operator's timers: per time domain a heap of
+//     key groups over each key group's timers (a copy-on-write heap per
+//     key group, or DB entries behind a small cache with pebble).
 //   - serde.go: the encodings of state types in snapshots: Serde, built-in
 //     binary ones for basic types, encoding/gob for the rest, JSONSerde
 //     and the job's own; StateOption.
@@ -97,7 +102,8 @@
 //   - pebbleop.go: the keyed operator on the pebble backend: opening and
 //     restoring its DB (also across parallelism changes) and its
 //     asynchronous snapshots, whose files go to checkpoint storage once.
-//   - twophase.go: SinkToTwoPhase, the writer and committer of Sink V2.
+//   - twophase.go: SinkToTwoPhase (and SinkTo for a two-phase sink), the
+//     writer and committer of Sink V2.
 //   - datastream.go: DataStream, KeyedStream and the functions that build
 //     the stream graph (FromSource, Map, FlatMap, Filter, KeyBy, Process,
 //     Union, Rebalance, Broadcast, Forward, SinkTo).
@@ -387,14 +393,21 @@
 //
 // # Two-phase commit sinks
 //
-// SinkToTwoPhase runs a connector.TwoPhaseCommittingSink (see its doc):
-// committer first, restored committables committed before the writer is
-// created; PrepareCommit at each barrier; commits when the checkpoint
-// completes; RetryLater with backoff; a known-reason failure fails the
-// job. SinkToStatefulTwoPhase adds the writer state of a
-// connector.StatefulSink. SinkTo runs any sink as a plain one (Go cannot recover the
-// committable type from a connector.Sink[T]); a plain writer is flushed
-// at each barrier, which makes it at-least-once.
+// SinkTo runs a sink that is connector.TwoPhaseCapable and says it commits
+// in two phases as a connector.TwoPhaseCommittingSink (see its doc), with
+// the committable type hidden (connector.HideCommittable): committer
+// first, restored committables committed before the writer is created;
+// PrepareCommit at each barrier; commits when the checkpoint completes;
+// RetryLater with backoff; a known-reason failure fails the job. Every
+// other sink runs as a plain one, whose writer is flushed at each barrier,
+// which makes it at-least-once. SinkToTwoPhase names the committable type
+// instead, for a two-phase sink that is not TwoPhaseCapable; it writes the
+// same state under the same signature, so a job restores checkpoints of
+// either call. SinkToStatefulTwoPhase adds the writer state of a
+// connector.StatefulSink. Without checkpoints a two-phase sink commits
+// once, at the end of input; one whose writes need the committer, fed by
+// an unbounded source, is refused by Execute (ErrInvalidGraph and
+// connector.ErrInvalidConfiguration).
 //
 // # Not built yet
 //

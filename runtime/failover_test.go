@@ -86,7 +86,7 @@ func TestJobThatNeverGetsGoingFailsWithTheLastError(t *testing.T) {
 				opts = append(opts, WithCheckpointInterval(10*time.Millisecond))
 			}
 			env := NewEnvironment(opts...)
-			SinkToTwoPhase(FromSource(env, src, "unreachable", NoWatermarks[int64]()).UID("src"), &txnSink2PC{store: newTxnStore()}).UID("sink")
+			SinkToTwoPhase(FromSource(env, src, "unreachable").UID("src"), &txnSink2PC{store: newTxnStore()}).UID("sink")
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
 			err := env.Execute(ctx, "never gets going")
@@ -146,7 +146,7 @@ func TestCancelWhileRestartingReturnsTheLastFailure(t *testing.T) {
 				opts = append(opts, WithCheckpointInterval(time.Hour))
 			}
 			env := NewEnvironment(opts...)
-			SinkToTwoPhase(FromSource(env, src, "unreachable", NoWatermarks[int64]()).UID("src"), &txnSink2PC{store: newTxnStore()}).UID("sink")
+			SinkToTwoPhase(FromSource(env, src, "unreachable").UID("src"), &txnSink2PC{store: newTxnStore()}).UID("sink")
 			ctx, cancel := context.WithCancel(testCtx(t))
 			errc := make(chan error, 1)
 			go func() { errc <- env.Execute(ctx, "cancelled while failing") }()
@@ -190,7 +190,7 @@ func TestStuckTaskFailsJobAfterCancellationTimeout(t *testing.T) {
 		WithTaskCancellationTimeout(200*time.Millisecond))
 	// The source's chain fails once the map is stuck; the rebalance puts
 	// the map in a task of its own, which the restart must cancel.
-	read := Map(FromSource(env, src, "range", NoWatermarks[int64]()).UID("src"), func(v int64) (int64, error) {
+	read := Map(FromSource(env, src, "range").UID("src"), func(v int64) (int64, error) {
 		if armed.Load() {
 			return 0, errors.New("injected failure")
 		}
@@ -239,7 +239,7 @@ func TestStuckTaskCannotHoldExecuteAfterTheDrainTimeout(t *testing.T) {
 	src := &rangeSrc{splits: 1, perSplit: 2000, delay: 2 * time.Millisecond, readerFailAt: -1}
 	env := NewEnvironment(WithLogger(discardLogger()), WithFlushTimeout(time.Millisecond),
 		WithDrainTimeout(100*time.Millisecond), WithTaskCancellationTimeout(200*time.Millisecond))
-	stuck := Map(Rebalance(FromSource(env, src, "range", NoWatermarks[int64]()).UID("src")), func(v int64) (int64, error) {
+	stuck := Map(Rebalance(FromSource(env, src, "range").UID("src")), func(v int64) (int64, error) {
 		once.Do(func() { blockIgnoringCancellation(blocked, release) })
 		return v, nil
 	}).Name("stuck map").UID("stuck")
@@ -325,7 +325,7 @@ func TestAttemptThatRanHealthyForTheStartupTimeoutGotGoing(t *testing.T) {
 			}
 			env := NewEnvironment(opts...)
 			sink := &txnSink2PC{store: newTxnStore()}
-			SinkToTwoPhase(FromSource(env, src, "idle", NoWatermarks[int64]()).UID("src"), sink).UID("sink")
+			SinkToTwoPhase(FromSource(env, src, "idle").UID("src"), sink).UID("sink")
 			if err := env.Execute(testCtx(t), "idle then failing"); err != nil {
 				t.Fatalf("Execute = %v; want the idle attempt's failure restarted", err)
 			}

@@ -49,7 +49,7 @@ func TestRestoreRefusesCheckpointOfAnotherJobGraph(t *testing.T) {
 	// "counts" is now a Map: its keyed state cannot be restored into it.
 	env := NewEnvironment(WithParallelism(2), WithMaxParallelism(16), WithLogger(discardLogger()),
 		WithCheckpointInterval(3*time.Millisecond), WithCheckpointDir(dir))
-	ds := Map(FromSource(env, &rangeSrc{splits: 4, perSplit: 100, readerFailAt: -1}, "range", NoWatermarks[int64]()).UID("src"),
+	ds := Map(FromSource(env, &rangeSrc{splits: 4, perSplit: 100, readerFailAt: -1}, "range").UID("src"),
 		func(v int64) (int64, error) { return v, nil }).UID("map")
 	other := Map(ds, func(v int64) (int64, error) { return v, nil }).UID("counts")
 	created := false
@@ -77,7 +77,7 @@ func TestRestoreRefusesCheckpointOfAnotherJobGraph(t *testing.T) {
 	// Another key type for the same UID is refused too.
 	env = NewEnvironment(WithParallelism(2), WithMaxParallelism(16), WithLogger(discardLogger()),
 		WithCheckpointInterval(3*time.Millisecond), WithCheckpointDir(dir))
-	ds = Map(FromSource(env, &rangeSrc{splits: 4, perSplit: 100, readerFailAt: -1}, "range", NoWatermarks[int64]()).UID("src"),
+	ds = Map(FromSource(env, &rangeSrc{splits: 4, perSplit: 100, readerFailAt: -1}, "range").UID("src"),
 		func(v int64) (int64, error) { return v, nil }).UID("map")
 	strKeyed := Process(KeyBy(ds, func(v int64) string { return "k" }), func(*KeyedContext[string, int64], int64) error { return nil }).UID("counts")
 	SinkToTwoPhase(strKeyed, &txnSink2PC{store: newTxnStore()}).UID("sink")
@@ -88,7 +88,7 @@ func TestRestoreRefusesCheckpointOfAnotherJobGraph(t *testing.T) {
 	// Parallelism 3 and an operator added: restored, every count once.
 	env = NewEnvironment(WithParallelism(3), WithMaxParallelism(16), WithFlushTimeout(time.Millisecond), WithLogger(discardLogger()),
 		WithCheckpointInterval(3*time.Millisecond), WithCheckpointDir(dir))
-	ds = Map(FromSource(env, &rangeSrc{splits: 4, perSplit: 100, readerFailAt: -1}, "range", NoWatermarks[int64]()).UID("src"),
+	ds = Map(FromSource(env, &rangeSrc{splits: 4, perSplit: 100, readerFailAt: -1}, "range").UID("src"),
 		func(v int64) (int64, error) { return v, nil }).UID("map")
 	ds = Filter(ds, func(int64) (bool, error) { return true, nil }).UID("added")
 	counts := ProcessPerSubtask(KeyBy(ds, func(v int64) int64 { return v % 7 }), func() KeyedProcessFunction[int64, int64, int64] { return &counting{} }).UID("counts")
@@ -104,7 +104,7 @@ func TestRestoreRefusesCheckpointOfAnotherJobGraph(t *testing.T) {
 // checkpoint does not matter either.
 func TestFingerprintComparesOnlyStatefulUIDs(t *testing.T) {
 	env := NewEnvironment()
-	ds := FromSource(env, &rangeSrc{splits: 1, perSplit: 1, readerFailAt: -1}, "range", NoWatermarks[int64]()).UID("src")
+	ds := FromSource(env, &rangeSrc{splits: 1, perSplit: 1, readerFailAt: -1}, "range").UID("src")
 	SinkToTwoPhase(ds, &txnSink2PC{store: newTxnStore()}).UID("sink")
 	g, err := buildJobGraph(env)
 	if err != nil {

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/splitflow/splitflow/connector"
 	"github.com/splitflow/splitflow/runtime/checkpoint"
 )
 
@@ -40,6 +41,10 @@ type node struct {
 	inputs      []*edge
 	outputs     []*edge
 	isSink      bool
+	// needsCommit is set for a sink whose writes become visible only
+	// through its committer: fed by an unbounded source, it needs
+	// checkpoints (checkCommits).
+	needsCommit bool
 	errs        []error
 	// state names the kind of state the operator checkpoints and its
 	// types ("KeyedProcess[key=int64]"); the fingerprint compares it on
@@ -224,7 +229,53 @@ func buildJobGraph(env *Environment) (*jobGraph, error) {
 		}
 		g.chain[n] = c
 	}
+	if err := g.checkCommits(cfg); err != nil {
+		return nil, err
+	}
 	return g, nil
+}
+
+// checkCommits refuses a sink whose writes only its committer makes
+// visible, fed by an unbounded source, in a job without checkpoints: its
+// committables would be prepared and committed at the end of input, which
+// never comes, so it would run and publish nothing. A bounded source ends,
+// and the sink commits then.
+func (g *jobGraph) checkCommits(cfg *config) error {
+	if cfg.cp.enabled() {
+		return nil
+	}
+	for _, n := range g.nodes {
+		if !n.needsCommit {
+			continue
+		}
+		if src := unboundedUpstream(n); src != nil {
+			return fmt.Errorf("%w: sink %q (uid %q) commits its output in two phases, after each checkpoint, and source %q (uid %q) never ends, so it needs checkpoints or it would never commit: turn them on with runtime.WithCheckpointInterval, or configure the sink at-least-once: %w",
+				ErrInvalidGraph, n.name, n.uid, src.name, src.uid, connector.ErrInvalidConfiguration)
+		}
+	}
+	return nil
+}
+
+// unboundedUpstream returns a source that feeds n and never ends, or nil.
+func unboundedUpstream(n *node) *node {
+	seen := map[*node]bool{}
+	var walk func(*node) *node
+	walk = func(n *node) *node {
+		if seen[n] {
+			return nil
+		}
+		seen[n] = true
+		if b, ok := n.source.(interface{ boundedness() connector.Boundedness }); ok && b.boundedness() != connector.Bounded {
+			return n
+		}
+		for _, e := range n.inputs {
+			if src := walk(e.from); src != nil {
+				return src
+			}
+		}
+		return nil
+	}
+	return walk(n)
 }
 
 // buildTasks instantiates the graph's tasks: every subtask of every chain

@@ -27,7 +27,7 @@ func TestChainingDecisions(t *testing.T) {
 		{
 			name: "forward equal parallelism chains everything",
 			build: func(env *Environment) {
-				ds := FromSource(env, src(), "s", NoWatermarks[int]())
+				ds := FromSource(env, src(), "s")
 				SinkTo(Filter(Map(ds, id).Name("m"), keep).Name("f"), newCollectSink[int]()).Name("k")
 			},
 			want: [][]string{{"Source: s", "m", "f", "k"}},
@@ -36,7 +36,7 @@ func TestChainingDecisions(t *testing.T) {
 			name: "different parallelism breaks the chain (rebalance)",
 			opts: []Option{WithParallelism(2)},
 			build: func(env *Environment) {
-				ds := FromSource(env, src(), "s", NoWatermarks[int]())
+				ds := FromSource(env, src(), "s")
 				SinkTo(Map(ds, id).Name("m").Parallelism(1), newCollectSink[int]()).Name("k").Parallelism(1)
 			},
 			want: [][]string{{"Source: s"}, {"m", "k"}},
@@ -44,7 +44,7 @@ func TestChainingDecisions(t *testing.T) {
 		{
 			name: "keyBy (hash) breaks the chain",
 			build: func(env *Environment) {
-				ds := FromSource(env, src(), "s", NoWatermarks[int]())
+				ds := FromSource(env, src(), "s")
 				p := Process(KeyBy(ds, func(v int) int { return v }), func(*KeyedContext[int, int], int) error { return nil }).Name("p")
 				SinkTo(p, newCollectSink[int]()).Name("k")
 			},
@@ -53,7 +53,7 @@ func TestChainingDecisions(t *testing.T) {
 		{
 			name: "rebalance breaks the chain even at equal parallelism",
 			build: func(env *Environment) {
-				ds := FromSource(env, src(), "s", NoWatermarks[int]())
+				ds := FromSource(env, src(), "s")
 				SinkTo(Map(Rebalance(ds), id).Name("m"), newCollectSink[int]()).Name("k")
 			},
 			want: [][]string{{"Source: s"}, {"m", "k"}},
@@ -61,7 +61,7 @@ func TestChainingDecisions(t *testing.T) {
 		{
 			name: "DisableChaining isolates the operator",
 			build: func(env *Environment) {
-				ds := FromSource(env, src(), "s", NoWatermarks[int]())
+				ds := FromSource(env, src(), "s")
 				SinkTo(Filter(Map(ds, id).Name("m").DisableChaining(), keep).Name("f"), newCollectSink[int]()).Name("k")
 			},
 			want: [][]string{{"Source: s"}, {"m"}, {"f", "k"}},
@@ -69,7 +69,7 @@ func TestChainingDecisions(t *testing.T) {
 		{
 			name: "StartNewChain starts a chain its successors join",
 			build: func(env *Environment) {
-				ds := FromSource(env, src(), "s", NoWatermarks[int]())
+				ds := FromSource(env, src(), "s")
 				SinkTo(Filter(Map(ds, id).Name("m").StartNewChain(), keep).Name("f"), newCollectSink[int]()).Name("k")
 			},
 			want: [][]string{{"Source: s"}, {"m", "f", "k"}},
@@ -78,7 +78,7 @@ func TestChainingDecisions(t *testing.T) {
 			name: "chaining off for the job",
 			opts: []Option{WithChaining(false)},
 			build: func(env *Environment) {
-				ds := FromSource(env, src(), "s", NoWatermarks[int]())
+				ds := FromSource(env, src(), "s")
 				SinkTo(Map(ds, id).Name("m"), newCollectSink[int]()).Name("k")
 			},
 			want: [][]string{{"Source: s"}, {"m"}, {"k"}},
@@ -86,7 +86,7 @@ func TestChainingDecisions(t *testing.T) {
 		{
 			name: "a fork chains both branches",
 			build: func(env *Environment) {
-				ds := FromSource(env, src(), "s", NoWatermarks[int]())
+				ds := FromSource(env, src(), "s")
 				SinkTo(Map(ds, id).Name("a"), newCollectSink[int]()).Name("ka")
 				SinkTo(Map(ds, id).Name("b"), newCollectSink[int]()).Name("kb")
 			},
@@ -95,8 +95,8 @@ func TestChainingDecisions(t *testing.T) {
 		{
 			name: "a union has several inputs: it heads a chain its successors join",
 			build: func(env *Environment) {
-				a := FromSource(env, src(), "a", NoWatermarks[int]())
-				b := FromSource(env, src(), "b", NoWatermarks[int]())
+				a := FromSource(env, src(), "a")
+				b := FromSource(env, src(), "b")
 				SinkTo(Map(Union(a, b), id).Name("m"), newCollectSink[int]()).Name("k")
 			},
 			want: [][]string{{"Source: a"}, {"Source: b"}, {"Union", "m", "k"}},
@@ -104,7 +104,7 @@ func TestChainingDecisions(t *testing.T) {
 		{
 			name: "an operator that reaches no sink is not part of the job",
 			build: func(env *Environment) {
-				ds := FromSource(env, src(), "s", NoWatermarks[int]())
+				ds := FromSource(env, src(), "s")
 				Map(ds, id).Name("dangling")
 				SinkTo(ds, newCollectSink[int]()).Name("k")
 			},
@@ -156,50 +156,50 @@ func TestInvalidGraphsAreRejected(t *testing.T) {
 		msg   string
 	}{
 		{"no sink", nil, func(env *Environment) {
-			Map(FromSource(env, src(), "s", NoWatermarks[int]()), func(v int) (int, error) { return v, nil })
+			Map(FromSource(env, src(), "s"), func(v int) (int, error) { return v, nil })
 		}, "no sink"},
 		{"zero parallelism", []Option{WithParallelism(0)}, func(env *Environment) {
-			SinkTo(FromSource(env, src(), "s", NoWatermarks[int]()), newCollectSink[int]())
+			SinkTo(FromSource(env, src(), "s"), newCollectSink[int]())
 		}, "parallelism must be > 0"},
 		{"negative operator parallelism", nil, func(env *Environment) {
-			SinkTo(FromSource(env, src(), "s", NoWatermarks[int]()).Parallelism(-1), newCollectSink[int]())
+			SinkTo(FromSource(env, src(), "s").Parallelism(-1), newCollectSink[int]())
 		}, "parallelism must be > 0"},
 		{"nil map function", nil, func(env *Environment) {
-			SinkTo(Map[int, int](FromSource(env, src(), "s", NoWatermarks[int]()), nil), newCollectSink[int]())
+			SinkTo(Map[int, int](FromSource(env, src(), "s"), nil), newCollectSink[int]())
 		}, "map function is nil"},
 		{"nil filter function", nil, func(env *Environment) {
-			SinkTo(Filter[int](FromSource(env, src(), "s", NoWatermarks[int]()), nil), newCollectSink[int]())
+			SinkTo(Filter[int](FromSource(env, src(), "s"), nil), newCollectSink[int]())
 		}, "filter function is nil"},
 		{"nil process function", nil, func(env *Environment) {
-			ks := KeyBy(FromSource(env, src(), "s", NoWatermarks[int]()), func(v int) int { return v })
+			ks := KeyBy(FromSource(env, src(), "s"), func(v int) int { return v })
 			SinkTo(Process[int, int, int](ks, nil), newCollectSink[int]())
 		}, "process function is nil"},
 		{"nil key selector", nil, func(env *Environment) {
-			ks := KeyBy[int, int](FromSource(env, src(), "s", NoWatermarks[int]()), nil)
+			ks := KeyBy[int, int](FromSource(env, src(), "s"), nil)
 			SinkTo(Process(ks, func(*KeyedContext[int, int], int) error { return nil }), newCollectSink[int]())
 		}, "key selector is nil"},
 		{"key type without stable hash", nil, func(env *Environment) {
-			ks := KeyBy(FromSource(env, src(), "s", NoWatermarks[int]()), func(v int) point { return point{v, v} })
+			ks := KeyBy(FromSource(env, src(), "s"), func(v int) point { return point{v, v} })
 			SinkTo(Process(ks, func(*KeyedContext[point, int], int) error { return nil }), newCollectSink[int]())
 		}, "use KeyByHashed"},
 		{"nil sink", nil, func(env *Environment) {
-			SinkTo[int](FromSource(env, src(), "s", NoWatermarks[int]()), nil)
+			SinkTo[int](FromSource(env, src(), "s"), nil)
 		}, "sink is nil"},
 		{"nil source", nil, func(env *Environment) {
-			SinkTo(FromSource[int, *memSplit, int](env, nil, "s", NoWatermarks[int]()), newCollectSink[int]())
+			SinkTo(FromSource[int, *memSplit, int](env, nil, "s"), newCollectSink[int]())
 		}, "source is nil"},
 		{"max parallelism below parallelism", []Option{WithParallelism(8), WithMaxParallelism(4)}, func(env *Environment) {
-			SinkTo(FromSource(env, src(), "s", NoWatermarks[int]()), newCollectSink[int]())
+			SinkTo(FromSource(env, src(), "s"), newCollectSink[int]())
 		}, "max parallelism 4 is below the parallelism 8"},
 		{"operator parallelism above max parallelism", []Option{WithMaxParallelism(4)}, func(env *Environment) {
-			SinkTo(FromSource(env, src(), "s", NoWatermarks[int]()), newCollectSink[int]()).Parallelism(5)
+			SinkTo(FromSource(env, src(), "s"), newCollectSink[int]()).Parallelism(5)
 		}, "exceeds the max parallelism"},
 		{"duplicate uid", nil, func(env *Environment) {
-			ds := FromSource(env, src(), "s", NoWatermarks[int]()).UID("same")
+			ds := FromSource(env, src(), "s").UID("same")
 			SinkTo(ds, newCollectSink[int]()).UID("same")
 		}, "share the uid"},
 		{"explicit forward across parallelism", nil, func(env *Environment) {
-			ds := FromSource(env, src(), "s", NoWatermarks[int]())
+			ds := FromSource(env, src(), "s")
 			SinkTo(Forward(ds), newCollectSink[int]()).Parallelism(2)
 		}, "forward needs equal parallelism"},
 	}

@@ -258,7 +258,7 @@ func TestHTTPBindErrorFailsExecute(t *testing.T) {
 	env := NewEnvironment(WithHTTP(addr), WithLogger(discardLogger()))
 	src := &memSource[int]{numSplits: 1, perSplit: 10, gen: func(_, i int) (int, int64) { return i, 0 }}
 	sink := newCollectSink[int]()
-	SinkTo(FromSource(env, src, "numbers", NoWatermarks[int]()), sink)
+	SinkTo(FromSource(env, src, "numbers"), sink)
 	err = env.Execute(context.Background(), "bind")
 	if err == nil || !strings.Contains(err.Error(), addr) || !errors.Is(err, syscall.EADDRINUSE) {
 		t.Fatalf("Execute with WithHTTP(%q) on a taken port: %v", addr, err)
@@ -282,7 +282,7 @@ func TestHTTPListenerIsClosedByExecute(t *testing.T) {
 		}
 		env := NewEnvironment(WithHTTPListener(ln), WithParallelism(par), WithLogger(discardLogger()))
 		src := &memSource[int]{numSplits: 1, perSplit: 10, gen: func(_, i int) (int, int64) { return i, 0 }}
-		SinkTo(FromSource(env, src, "numbers", NoWatermarks[int]()), newCollectSink[int]())
+		SinkTo(FromSource(env, src, "numbers"), newCollectSink[int]())
 		if err := env.Execute(context.Background(), "listener"); (err == nil) != valid {
 			t.Fatalf("valid=%v: Execute: %v", valid, err)
 		}
@@ -311,7 +311,7 @@ func startLiveJob(t *testing.T, opts ...Option) *liveJob {
 	env := NewEnvironment(append([]Option{WithParallelism(2), WithCheckpointInterval(100 * time.Millisecond),
 		WithHTTP("127.0.0.1:0"), WithLogger(discardLogger())}, opts...)...)
 	src := &rangeSrc{splits: 2, perSplit: 1 << 40, readerFailAt: -1}
-	nums := FromSource(env, src, "numbers", NoWatermarks[int64]()).UID("numbers")
+	nums := FromSource(env, src, "numbers").UID("numbers")
 	squares := Map(nums, func(n int64) (int64, error) { return n * n % 1000003, nil }).Name("square").UID("square")
 	sums := ProcessPerSubtask(KeyBy(squares, func(n int64) int64 { return n % 16 }), func() KeyedProcessFunction[int64, int64, int64] {
 		var sum ValueState[int64]

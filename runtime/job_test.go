@@ -19,7 +19,7 @@ func TestBoundedJobDeliversEveryRecordExactlyOnce(t *testing.T) {
 				const splits, perSplit = 5, 1000
 				env := NewEnvironment(WithParallelism(par), WithBufferSize(64))
 				src := &memSource[ev]{numSplits: splits, perSplit: perSplit, gen: genEv(37), perPoll: 100}
-				ds := FromSource(env, src, "mem", NoWatermarks[ev]())
+				ds := FromSource(env, src, "mem")
 				ds = Map(ds, func(e ev) (ev, error) { e.Seq *= 1; return e, nil })
 				sinkPar := par
 				switch shape {
@@ -77,7 +77,7 @@ func TestEveryKeyLandsOnOneSubtask(t *testing.T) {
 	}
 	env := NewEnvironment(WithParallelism(par))
 	src := &memSource[ev]{numSplits: 4, perSplit: 500, gen: genEv(101)}
-	keyed := KeyBy(FromSource(env, src, "mem", NoWatermarks[ev]()), func(e ev) string { return e.Key })
+	keyed := KeyBy(FromSource(env, src, "mem"), func(e ev) string { return e.Key })
 	res := Process(keyed, func(ctx *KeyedContext[string, out], e ev) error {
 		ctx.Collect(out{Key: ctx.Key(), Subtask: ctx.SubtaskIndex()})
 		return nil
@@ -109,7 +109,7 @@ func TestEveryKeyLandsOnOneSubtask(t *testing.T) {
 func TestOrderIsKeptPerChannel(t *testing.T) {
 	env := NewEnvironment(WithParallelism(4), WithBufferSize(16))
 	src := &memSource[ev]{numSplits: 8, perSplit: 2000, gen: genEv(13), perPoll: 7}
-	keyed := KeyBy(FromSource(env, src, "mem", NoWatermarks[ev]()), func(e ev) string { return e.Key })
+	keyed := KeyBy(FromSource(env, src, "mem"), func(e ev) string { return e.Key })
 	res := Process(keyed, func(ctx *KeyedContext[string, ev], e ev) error { ctx.Collect(e); return nil })
 	sink := newCollectSink[ev]()
 	SinkTo(res, sink)
@@ -135,7 +135,7 @@ func TestOrderIsKeptPerChannel(t *testing.T) {
 func TestCancellationDrainsGracefully(t *testing.T) {
 	env := NewEnvironment(WithParallelism(2), WithBufferSize(32), WithFlushTimeout(-1))
 	src := &memSource[ev]{numSplits: 2, perSplit: -1, gen: genEv(5), perPoll: 10}
-	ds := Map(FromSource(env, src, "endless", NoWatermarks[ev]()), func(e ev) (ev, error) { return e, nil })
+	ds := Map(FromSource(env, src, "endless"), func(e ev) (ev, error) { return e, nil })
 	sink := newCollectSink[ev]()
 	sink.onWrite = make(chan ev, 1)
 	SinkTo(Rebalance(ds), sink).DisableChaining()
@@ -169,7 +169,7 @@ func TestCancellationDrainsGracefully(t *testing.T) {
 func TestExecuteWithCancelledContextReturnsNil(t *testing.T) {
 	env := NewEnvironment()
 	src := &memSource[ev]{numSplits: 1, perSplit: -1, gen: genEv(5)}
-	SinkTo(FromSource(env, src, "endless", NoWatermarks[ev]()), newCollectSink[ev]())
+	SinkTo(FromSource(env, src, "endless"), newCollectSink[ev]())
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	done := make(chan error, 1)

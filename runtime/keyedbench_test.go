@@ -3,6 +3,7 @@ package runtime
 import (
 	"bytes"
 	"encoding/gob"
+	"fmt"
 	"strconv"
 	"testing"
 	"time"
@@ -386,4 +387,140 @@ func BenchmarkDescriptorCount(b *testing.B) {
 			i++
 		}
 	})
+}
+
+// BenchmarkTimerSnapshotSync measures the synchronous part of a snapshot
+// against the number of pending event-time timers, on both backends:
+// "freeze" is freezeState (and, for the heap, thawState; for pebble the
+// rest of the snapshot runs off the clock). "copy-all" is, for scale,
+// what the freeze did before timers were kept by key group: a copy of
+// every timer into one slice. "copy-on-write" (heap) is a freeze followed
+// by one timer registered into every key group, each of which copies its
+// key group's heap first; ns/group-copy is the longest pause one
+// registration may see.
+func BenchmarkTimerSnapshotSync(b *testing.B) {
+	fn := KeyedProcessFuncs[int64, int64, string]{
+		Element: func(ctx *KeyedContext[int64, string], k int64) error {
+			ctx.RegisterEventTimeTimer(1000 + k)
+			return nil
+		},
+	}
+	for _, backend := range stateBackends {
+		for _, timers := range []int{10_000, 1_000_000} {
+			name := fmt.Sprintf("%s/timers=%d", backend, timers)
+			p, stop, err := openKeyedOn(b, benchStateConfig(b, backend), nil, 1, 0, fn)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if p.state.pb != nil {
+				mem, err := checkpoint.NewMemoryStorage()
+				if err != nil {
+					b.Fatal(err)
+				}
+				p.state.pb.storage = mem
+			}
+			perGroup := map[int]int64{}
+			for k := range int64(timers) {
+				if err := p.collect(k, 0); err != nil {
+					b.Fatal(err)
+				}
+				perGroup[p.state.groupOf(k)] = k
+			}
+			id := int64(0)
+			b.Run(name+"/freeze", func(b *testing.B) {
+				b.ReportAllocs()
+				for b.Loop() {
+					id++
+					enc, err := p.freezeState(id)
+					if err != nil {
+						b.Fatal(err)
+					}
+					if p.state.pb != nil {
+						b.StopTimer()
+						if _, _, err := enc(func() bool { return false }); err != nil {
+							b.Fatal(err)
+						}
+						p.thawState()
+						b.StartTimer()
+						continue
+					}
+					p.thawState()
+				}
+			})
+			if p.state.pb == nil {
+				b.Run(name+"/copy-all", func(b *testing.B) {
+					b.ReportAllocs()
+					sets := p.timers.event.sets.(*heapTimerSets[int64])
+					for b.Loop() {
+						all := make([]timerEntry[int64], 0, sets.len())
+						for _, h := range sets.heaps {
+							all = append(all, h...)
+						}
+						if len(all) != timers {
+							b.Fatal(len(all))
+						}
+					}
+				})
+				b.Run(name+"/copy-on-write", func(b *testing.B) {
+					b.ReportAllocs()
+					for b.Loop() {
+						id++
+						if _, err := p.freezeState(id); err != nil {
+							b.Fatal(err)
+						}
+						for _, k := range perGroup {
+							p.state.setKey(k)
+							p.ctx.RegisterEventTimeTimer(1) // to the top: the heap is written
+							p.ctx.DeleteEventTimeTimer(1)
+						}
+						p.thawState()
+					}
+					b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(perGroup)), "ns/group-copy")
+				})
+			}
+			stop()
+		}
+	}
+}
+
+// BenchmarkTimerRegisterFire measures one timer registered and, later,
+// fired in timestamp order (200k timers over 200k keys per op batch), on
+// each backend with its default buffer: ns/timer is the cost of both.
+func BenchmarkTimerRegisterFire(b *testing.B) {
+	const timers = 200_000
+	fired := 0
+	fn := KeyedProcessFuncs[int64, int64, string]{
+		Element: func(ctx *KeyedContext[int64, string], k int64) error {
+			ctx.RegisterEventTimeTimer(k * 7919 % timers)
+			return nil
+		},
+		Timer: func(*KeyedContext[int64, string], Timer) error { fired++; return nil },
+	}
+	for _, backend := range stateBackends {
+		b.Run(string(backend), func(b *testing.B) {
+			p, stop, err := openKeyedOn(b, benchStateConfig(b, backend), nil, 1, 0, fn)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer stop()
+			b.ReportAllocs()
+			wm := int64(0)
+			for b.Loop() {
+				fired = 0
+				for k := range int64(timers) {
+					if err := p.collect(k+wm, 0); err != nil {
+						b.Fatal(err)
+					}
+				}
+				wm += timers
+				if err := p.emitWatermark(wm); err != nil {
+					b.Fatal(err)
+				}
+				if fired != timers {
+					b.Fatalf("%d timers fired, want %d", fired, timers)
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*timers), "ns/timer")
+		})
+	}
 }

@@ -132,7 +132,7 @@ func checkFixtureState(t *testing.T, p *keyedProcessOperator[string, string, str
 		q    *timerQueue[string]
 		want []timerEntry[string]
 	}{{"event-time", &p.timers.event, wantEvent}, {"processing-time", &p.timers.processing, wantProc}} {
-		got := slices.Clone(q.q.heap)
+		got := q.q.all()
 		slices.SortFunc(got, order)
 		slices.SortFunc(q.want, order)
 		if !slices.Equal(got, q.want) {
@@ -347,7 +347,10 @@ func roundTripKeys[K comparable](t *testing.T, ks []K) {
 		}
 	}
 	want := maps.Clone(p.state.states["v"].(*valueState[K, int]).flat())
-	wantTimers := maps.Clone(p.timers.event.index)
+	wantTimers := map[timerEntry[K]]bool{}
+	for _, e := range p.timers.event.all() {
+		wantTimers[e] = true
+	}
 	b, err := p.snapshotState(1)
 	if err != nil {
 		t.Fatal(err)
@@ -358,7 +361,7 @@ func roundTripKeys[K comparable](t *testing.T, ks []K) {
 		t.Errorf("%T keys: restored %v, want %v", ks, got, want)
 	}
 	got := map[timerEntry[K]]bool{}
-	for e := range q.timers.event.index {
+	for _, e := range q.timers.event.all() {
 		got[e] = true
 	}
 	for e := range wantTimers {

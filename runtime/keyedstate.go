@@ -72,49 +72,6 @@ type timerRecord[K comparable] struct {
 	Ts  int64
 }
 
-// freezeTimers returns the encoder of q's timers as they are now, per
-// key group; it reads a copy of the heap.
-func freezeTimers[K comparable](q *timerQueue[K], ks *keyedState[K]) func(stop func() bool) (map[int][]byte, error) {
-	if len(q.heap) == 0 {
-		return func(func() bool) (map[int][]byte, error) { return nil, nil }
-	}
-	heap := slices.Clone(q.heap)
-	groupOf, groups, kc := ks.groupOf, ks.groups, ks.keys
-	return func(stop func() bool) (map[int][]byte, error) {
-		type group struct {
-			keys column[K]
-			ts   []byte
-		}
-		gs := make([]*group, groups)
-		for _, e := range heap {
-			g := groupOf(e.key)
-			w := gs[g]
-			if w == nil {
-				w = &group{keys: column[K]{c: kc}}
-				gs[g] = w
-			}
-			w.keys.add(e.key)
-			w.ts = binary.AppendVarint(w.ts, e.ts)
-		}
-		out := make(map[int][]byte)
-		for g, w := range gs {
-			if w == nil {
-				continue
-			}
-			if stop() {
-				return nil, errSnapshotAbandoned
-			}
-			b := make([]byte, 0, binary.MaxVarintLen64+w.keys.size()+len(w.ts))
-			b, err := w.keys.appendTo(binary.AppendUvarint(b, uint64(w.keys.n)))
-			if err != nil {
-				return nil, fmt.Errorf("keys: %w", err)
-			}
-			out[g] = append(b, w.ts...)
-		}
-		return out, nil
-	}
-}
-
 // restoreTimers adds the encoded timers of one key group to q.
 func restoreTimers[K comparable](q *timerQueue[K], ks *keyedState[K], format byte, data []byte) error {
 	if format == formatGob {

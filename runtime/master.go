@@ -78,7 +78,10 @@ type execution struct {
 
 	draining bool
 	stopped  bool // stopped for good: no restart
-	err      error
+	// endCommits records the sinks that committed at the end of input in
+	// a job without checkpoints (endOfInputCommit).
+	endCommits endCommits
+	err        error
 	// lastFailure is the newest failure; cancelledAfter the failure the
 	// job was restarting from when Execute's context was cancelled.
 	lastFailure, cancelledAfter error
@@ -547,6 +550,15 @@ func (ex *execution) failure(t *task, err error) {
 		}
 		region = -1 // another region failed too: restart everything
 	}
+	// From here until the tasks of region are cancelled no sink of it
+	// starts an end-of-input commit (endOfInputCommit checks the task's
+	// context under the same lock).
+	ex.endCommits.mu.Lock()
+	defer ex.endCommits.mu.Unlock()
+	if sink := ex.endCommits.in(region); sink != "" {
+		ex.stop(&unrecoverableError{fmt.Errorf("%s committed its output at the end of input, and without checkpoints a restart starts from the beginning and would commit it again, so the job fails instead of restarting; with checkpoints on (runtime.WithCheckpointInterval) a restart resumes from the last one: %w", sink, err)})
+		return
+	}
 	n := ex.restarts + 1
 	delay, ok := ex.strategy.backoff(n)
 	if !ok {
@@ -607,6 +619,53 @@ func (ex *execution) gotGoing(failed *task, d time.Duration) bool {
 		}
 	}
 	return false
+}
+
+// endCommits are the sinks that committed at the end of input in a job
+// without checkpoints, by region (the task's, -1 in a job that restarts
+// only globally). No checkpoint holds what they committed, so restarting
+// one of them would commit its records again (the commit rule).
+type endCommits struct {
+	mu    sync.Mutex
+	sinks map[int]string
+}
+
+// in returns a sink that committed in region (-1: anywhere), or "".
+func (c *endCommits) in(region int) string {
+	if region >= 0 {
+		return c.sinks[region]
+	}
+	for _, s := range c.sinks {
+		return s
+	}
+	return ""
+}
+
+// endOfInputCommit is called by a two-phase sink of t, in a job without
+// checkpoints, before it commits at the end of input. It fails with
+// errTaskCancelled when t was cancelled by a restart, so that the restart
+// and the commit exclude each other: either the commit happens and no
+// restart of t follows, or the restart happens and t does not commit.
+func (ex *execution) endOfInputCommit(t *task, sink string) error {
+	if ex == nil {
+		return nil // a task driven by hand in a test
+	}
+	ex.endCommits.mu.Lock()
+	defer ex.endCommits.mu.Unlock()
+	if t.ctx != nil && t.ctx.Err() != nil {
+		return errTaskCancelled
+	}
+	if ex.endCommits.sinks == nil {
+		ex.endCommits.sinks = map[int]string{}
+	}
+	region := t.region
+	if !ex.pointwise {
+		region = -1
+	}
+	if _, ok := ex.endCommits.sinks[region]; !ok {
+		ex.endCommits.sinks[region] = sink
+	}
+	return nil
 }
 
 // cancelTasks stops the current tasks of region (every one for -1) and

@@ -22,7 +22,7 @@ import (
 func TestMetricsCountRecordsThatFlowed(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	env := NewEnvironment(WithParallelism(2), WithMaxParallelism(16), WithLogger(discardLogger()), WithMetricsRegistry(reg))
-	src := FromSource(env, &rangeSrc{splits: 4, perSplit: 250, readerFailAt: -1}, "range", NoWatermarks[int64]()).UID("src")
+	src := FromSource(env, &rangeSrc{splits: 4, perSplit: 250, readerFailAt: -1}, "range").UID("src")
 	even := Filter(src, func(v int64) (bool, error) { return v%2 == 0, nil }).UID("even")
 	half := Map(even, func(v int64) (int64, error) { return v / 2, nil }).UID("half")
 	counted := ProcessPerSubtask(KeyBy(half, func(v int64) int64 { return v % 5 }), func() KeyedProcessFunction[int64, int64, int64] { return &counting{} }).UID("counts")
@@ -295,7 +295,7 @@ func runTwin(ctx context.Context, env *Environment, src *rangeSrc) error {
 	if src == nil {
 		src = &rangeSrc{splits: 2, perSplit: 10, readerFailAt: -1}
 	}
-	SinkTo(FromSource(env, src, "range", NoWatermarks[int64]()).UID("src"), newCollectSink[int64]()).UID("sink")
+	SinkTo(FromSource(env, src, "range").UID("src"), newCollectSink[int64]()).UID("sink")
 	return env.Execute(ctx, "twin")
 }
 
@@ -372,7 +372,7 @@ func TestMetricsRegistrySharedInTurn(t *testing.T) {
 func TestMetricsInvalidUTF8Names(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	env := NewEnvironment(WithLogger(discardLogger()), WithMetricsRegistry(reg))
-	src := FromSource(env, &rangeSrc{splits: 1, perSplit: 10, readerFailAt: -1}, "range\xff", NoWatermarks[int64]()).UID("src\xfe")
+	src := FromSource(env, &rangeSrc{splits: 1, perSplit: 10, readerFailAt: -1}, "range\xff").UID("src\xfe")
 	m := Map(src, func(v int64) (int64, error) { return v, nil }).Name("bad\xffname").UID("m")
 	SinkTo(Rebalance(m), newCollectSink[int64]()).Name("sink\xc3").UID("sink")
 	if err := env.Execute(testCtx(t), "utf8"); err != nil {

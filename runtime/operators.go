@@ -241,6 +241,9 @@ type sinkInitContext struct {
 	cp                            connector.CheckpointConfig
 	metrics                       *metrics.Group
 	ctx                           context.Context
+	// committer: the writer runs with its sink's committer (the
+	// two-phase sink operator), for connector.CommitterInfo.
+	committer bool
 }
 
 func newSinkInitContext(t *task, info opInfo, par int) sinkInitContext {
@@ -284,6 +287,9 @@ func (c sinkInitContext) RestoredCheckpointID() (int64, bool) {
 }
 func (c sinkInitContext) CheckpointConfig() connector.CheckpointConfig { return c.cp }
 
+// CommitterRuns makes the context a connector.CommitterInfo.
+func (c sinkInitContext) CommitterRuns() bool { return c.committer }
+
 // Context is the task's: cancelled on failover and hard stop, and when the
 // task ends.
 func (c sinkInitContext) Context() context.Context {
@@ -298,6 +304,7 @@ func (c sinkInitContext) MetricGroup() *metrics.Group { return c.metrics }
 
 var (
 	_ connector.CheckpointConfigProvider = sinkInitContext{}
+	_ connector.CommitterInfo            = sinkInitContext{}
 	_ metrics.GroupProvider              = sinkInitContext{}
 )
 

@@ -357,7 +357,7 @@ func TestHeapCheckpointRestoresIntoPebble(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			timers += len(p.timers.event.heap)
+			timers += len(p.timers.event.all())
 			lo, hi := keyGroupRange(sub, par, 128)
 			for i := range 300 {
 				k := fmt.Sprint("k", i)

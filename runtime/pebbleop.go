@@ -119,7 +119,7 @@ func (p *keyedProcessOperator[K, I, O]) mergePebble(t *task, old pebbleBlob, lo,
 	if err := layPebble(src, old, chk); err != nil {
 		return err
 	}
-	translate := map[uint16]uint16{}
+	translate := map[uint16]uint16{pebbleTimerID: pebbleTimerID}
 	for name, s := range old.ids {
 		id, err := pk.stateID(name, s.kind)
 		if err != nil {
@@ -145,6 +145,36 @@ func (p *keyedProcessOperator[K, I, O]) mergePebble(t *task, old pebbleBlob, lo,
 	})
 }
 
+// restorePebbleTimers reads the earliest timers of a restored DB's key
+// groups, then adds the timers restored from a blob (a heap checkpoint's,
+// or a pebble one's of layout 100) to the DB.
+func (p *keyedProcessOperator[K, I, O]) restorePebbleTimers(restored bool, entries []stateEntry) error {
+	pk := p.state.pb
+	if restored {
+		for _, q := range []*timerQueue[K]{&p.timers.event, &p.timers.processing} {
+			if err := q.sets.(*pebbleTimerSets[K]).restored(q, pk.kgLo, pk.kgHi); err != nil {
+				return &restoreIOError{err}
+			}
+		}
+	}
+	if len(entries) > 0 && p.state.pbKeysErr != nil {
+		return p.state.pbKeysErr
+	}
+	for _, e := range entries {
+		q := &p.timers.event
+		if e.kind == stateKindProcessingTimers {
+			q = &p.timers.processing
+		}
+		if err := restoreTimers(q, &p.state, e.format, e.data); err != nil {
+			return fmt.Errorf("restore %s (key group %d): %w", e.name, e.keyGroup, err)
+		}
+		if p.state.err != nil {
+			return &restoreIOError{fmt.Errorf("restore %s (key group %d): %w", e.name, e.keyGroup, p.state.err)}
+		}
+	}
+	return nil
+}
+
 // layPebble writes the DB of blob b into dir from checkpoint chk.
 func layPebble(dir string, b pebbleBlob, chk *checkpoint.Checkpoint) error {
 	if chk == nil {
@@ -166,9 +196,9 @@ func layPebble(dir string, b pebbleBlob, chk *checkpoint.Checkpoint) error {
 }
 
 // freezePebble is the synchronous part of a pebble snapshot: the write
-// buffer is set aside and the timers copied; the encoder materializes the
-// DB's checkpoint, stores the files storage does not have yet, and writes
-// the blob.
+// buffer, which holds the timers' writes too, is set aside; the encoder
+// materializes the DB's checkpoint, stores the files storage does not
+// have yet, and writes the blob.
 func (p *keyedProcessOperator[K, I, O]) freezePebble(id int64) (func(stop func() bool) ([]byte, []checkpoint.FileHandle, error), error) {
 	pk := p.state.pb
 	if pk.storage == nil {
@@ -181,8 +211,6 @@ func (p *keyedProcessOperator[K, I, O]) freezePebble(id int64) (func(stop func()
 		return nil, err
 	}
 	pk.snap = snap
-	event := freezeTimers(&p.timers.event, &p.state)
-	processing := freezeTimers(&p.timers.processing, &p.state)
 	var carried []stateEntry
 	for _, es := range p.state.restored {
 		carried = append(carried, es...)
@@ -233,22 +261,8 @@ func (p *keyedProcessOperator[K, I, O]) freezePebble(id int64) (func(stop func()
 				delete(pk.stored, n) // compacted away: no later snapshot has it
 			}
 		}
-		entries := carried
-		for _, pt := range []struct {
-			name string
-			kind byte
-			enc  func(func() bool) (map[int][]byte, error)
-		}{{eventTimersName, stateKindEventTimers, event}, {processingTimersName, stateKindProcessingTimers, processing}} {
-			groups, err := pt.enc(stop)
-			if err != nil {
-				return nil, nil, info.wrap(fmt.Errorf("snapshot %s: %w", pt.name, err))
-			}
-			for g, data := range groups {
-				entries = append(entries, stateEntry{name: pt.name, kind: pt.kind, format: formatColumns, keyGroup: g, data: data})
-			}
-		}
-		if len(entries) > 0 {
-			blob.entries = encodeStateEntries(entries)
+		if len(carried) > 0 {
+			blob.entries = encodeStateEntries(carried)
 		}
 		pk.lastSnapshot = st
 		slices.SortFunc(handles, func(a, b checkpoint.FileHandle) int {

@@ -37,8 +37,12 @@ import (
 //	map entry: keyGroup(2) stateID(2) uvarint(len(key)) key userKey
 //
 // with keys, user keys and values in the codecs of their types (serde.go,
-// one value at a time). Timers stay in the task's heaps and are written
-// into the blob as the heap backend writes them.
+// one value at a time), and timers (timers.go) as
+//
+//	timer:     keyGroup(2) 0x0000 domain(1) timestamp(8, big-endian, sign bit flipped) key
+//
+// with an empty value, so that a key group's timers are contiguous and in
+// time order.
 //
 // A subtask's blob, version pebbleLayoutVersion (a heap blob starts with
 // keyedStateVersion or below, so a restore tells them apart by the first
@@ -46,16 +50,21 @@ import (
 //
 //	uvarint(version) uvarint(maxParallelism) uvarint(firstKeyGroup) uvarint(lastKeyGroup)
 //	uvarint(n) n x (uvarint(len) name, kind, uvarint(id))      the states
-//	uvarint(len) entries                                        timers, and heap state not yet claimed (keyedstate.go's layout)
+//	uvarint(len) entries                                        heap state not yet claimed (keyedstate.go's layout)
 //	uvarint(n) n x (uvarint(len) name, uvarint(len) data)       the checkpoint's small files
 //	uvarint(n) n x (uvarint(len) name, uvarint(len) stored, uvarint(size), uvarint(crc))  its immutable files, stored shared
 
-// Version 102 adds, after each state's id, uvarint(len) codecs: the
-// codecs that wrote it (pebbleStateID.codecs); earlier versions, without
-// them, still restore, their states taken as written by default codecs.
+// Layout 100 had the timers in the entries too (the DB had none); it
+// restores, its timers going into the DB. Layout 101 keeps them in the
+// DB, so that a build that reads only 100 refuses it instead of
+// restoring no timers. Layout 102 adds, after each state's id,
+// uvarint(len) codecs: the codecs that wrote it (pebbleStateID.codecs);
+// 100 and 101, without them, still restore, their states taken as
+// written by default codecs.
 const (
 	pebbleLayoutVersion         = 102
-	pebbleLayoutVersionNoCodecs = 100
+	pebbleLayoutVersionNoCodecs = 101
+	pebbleLayoutVersionTimers0  = 100
 )
 
 // pebbleBackend is a job's pebble backend while it runs: its working
@@ -788,7 +797,7 @@ type pebbleStoredFile struct {
 
 func isPebbleBlob(b []byte) bool {
 	v, n := binary.Uvarint(b)
-	return n > 0 && (v == pebbleLayoutVersion || v == pebbleLayoutVersionNoCodecs)
+	return n > 0 && (v == pebbleLayoutVersion || v == pebbleLayoutVersionNoCodecs || v == pebbleLayoutVersionTimers0)
 }
 
 func encodePebbleBlob(p pebbleBlob) []byte {
@@ -840,7 +849,7 @@ func decodePebbleBlob(b []byte) (pebbleBlob, error) {
 	var p pebbleBlob
 	r := blobReader{b: b}
 	v := r.uvarint()
-	if v != pebbleLayoutVersion && v != pebbleLayoutVersionNoCodecs {
+	if v != pebbleLayoutVersion && v != pebbleLayoutVersionNoCodecs && v != pebbleLayoutVersionTimers0 {
 		return p, fmt.Errorf("pebble state layout version %d is unknown to this build", v)
 	}
 	p.maxPar, p.kgLo, p.kgHi = int(r.uvarint()), int(r.uvarint()), int(r.uvarint())

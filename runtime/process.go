@@ -146,6 +146,9 @@ func (c *KeyedContext[K, O]) checkTimerKey(name string) {
 	if !c.timers.keyChecked {
 		c.timers.keyChecked = true
 		c.timers.keyErr = checkStateTypes(name, stateType{"key type", typeOf[K]()})
+		if c.timers.keyErr == nil && c.op.pb != nil {
+			c.timers.keyErr = c.op.pbKeysErr // the DB holds timers by their keys' bytes
+		}
 	}
 	if c.timers.keyErr != nil && c.err == nil {
 		c.err = c.timers.keyErr
@@ -479,103 +482,6 @@ func GetMapState[UK comparable, UV any, K comparable, O any](ctx *KeyedContext[K
 	return declareMap(ctx.op, name, codecFor[UK](), codecFor[UV]())
 }
 
-// timerQueue is a set of (key, timestamp) timers ordered by timestamp: a
-// binary heap indexed by a map from timer to heap position, so that a
-// deleted timer leaves the heap at once ("delete the old timer, register
-// a new one" per record keeps the heap at the number of live timers).
-type timerQueue[K comparable] struct {
-	heap  []timerEntry[K]
-	index map[timerEntry[K]]int
-}
-
-type timerEntry[K comparable] struct {
-	ts  int64
-	key K
-}
-
-func (q *timerQueue[K]) add(key K, ts int64) {
-	e := timerEntry[K]{ts: ts, key: key}
-	if _, ok := q.index[e]; ok {
-		return
-	}
-	if q.index == nil {
-		q.index = map[timerEntry[K]]int{}
-	}
-	q.heap = append(q.heap, e)
-	q.index[e] = len(q.heap) - 1
-	q.up(len(q.heap) - 1)
-}
-
-func (q *timerQueue[K]) remove(key K, ts int64) {
-	if i, ok := q.index[timerEntry[K]{ts: ts, key: key}]; ok {
-		q.removeAt(i)
-	}
-}
-
-// peek returns the earliest timer.
-func (q *timerQueue[K]) peek() (timerEntry[K], bool) {
-	if len(q.heap) == 0 {
-		return timerEntry[K]{}, false
-	}
-	return q.heap[0], true
-}
-
-func (q *timerQueue[K]) pop() timerEntry[K] {
-	top := q.heap[0]
-	q.removeAt(0)
-	return top
-}
-
-func (q *timerQueue[K]) removeAt(i int) {
-	n := len(q.heap) - 1
-	delete(q.index, q.heap[i])
-	if i != n {
-		q.heap[i] = q.heap[n]
-		q.index[q.heap[i]] = i
-	}
-	q.heap[n] = timerEntry[K]{}
-	q.heap = q.heap[:n]
-	if i < n {
-		q.down(i)
-		q.up(i)
-	}
-}
-
-func (q *timerQueue[K]) swap(i, j int) {
-	q.heap[i], q.heap[j] = q.heap[j], q.heap[i]
-	q.index[q.heap[i]] = i
-	q.index[q.heap[j]] = j
-}
-
-func (q *timerQueue[K]) up(i int) {
-	for i > 0 {
-		p := (i - 1) / 2
-		if q.heap[p].ts <= q.heap[i].ts {
-			return
-		}
-		q.swap(p, i)
-		i = p
-	}
-}
-
-func (q *timerQueue[K]) down(i int) {
-	n := len(q.heap)
-	for {
-		l, r, m := 2*i+1, 2*i+2, i
-		if l < n && q.heap[l].ts < q.heap[m].ts {
-			m = l
-		}
-		if r < n && q.heap[r].ts < q.heap[m].ts {
-			m = r
-		}
-		if m == i {
-			return
-		}
-		q.swap(i, m)
-		i = m
-	}
-}
-
 // timerService holds an operator's event-time and processing-time timers
 // (Flink's InternalTimerService). Processing-time timers are driven by one
 // task timer set to the earliest of them; when it expires a mail fires the
@@ -657,6 +563,11 @@ func (p *keyedProcessOperator[K, I, O]) open(t *task) error {
 		}
 		p.state.pb = pk
 		p.state.pbKeys, p.state.pbKeysErr = keyBytesFor[K]("key type")
+		p.timers.event = newTimerQueue(p.maxPar, p.state.groupOf, timerSets[K](newPebbleTimerSets(&p.state, stateKindEventTimers, p.maxPar)))
+		p.timers.processing = newTimerQueue(p.maxPar, p.state.groupOf, timerSets[K](newPebbleTimerSets(&p.state, stateKindProcessingTimers, p.maxPar)))
+	} else {
+		p.timers.event = newTimerQueue(p.maxPar, p.state.groupOf, timerSets[K](newHeapTimerSets(&p.state, p.maxPar)))
+		p.timers.processing = newTimerQueue(p.maxPar, p.state.groupOf, timerSets[K](newHeapTimerSets(&p.state, p.maxPar)))
 	}
 	if err := p.restoreState(t); err != nil {
 		var ue *unrecoverableError
@@ -852,6 +763,10 @@ func (p *keyedProcessOperator[K, I, O]) restoreState(t *task) error {
 	}
 	p.state.restored = map[string][]stateEntry{}
 	var pebbles []pebbleBlob
+	// Timers from a heap checkpoint, or from a pebble one of layout 100,
+	// which kept them in its blob: with the pebble backend they go into
+	// the DB once it is open.
+	var timers []stateEntry
 	for i, b := range old {
 		if b == nil {
 			continue
@@ -884,6 +799,13 @@ func (p *keyedProcessOperator[K, I, O]) restoreState(t *task) error {
 				continue
 			}
 			switch e.kind {
+			case stateKindEventTimers, stateKindProcessingTimers:
+				if p.state.pb != nil {
+					timers = append(timers, e)
+					continue
+				}
+			}
+			switch e.kind {
 			case stateKindEventTimers:
 				err = restoreTimers(&p.timers.event, &p.state, e.format, e.data)
 			case stateKindProcessingTimers:
@@ -900,6 +822,7 @@ func (p *keyedProcessOperator[K, I, O]) restoreState(t *task) error {
 		if err := p.openPebble(t, pebbles); err != nil {
 			return &restoreIOError{err}
 		}
+		return p.restorePebbleTimers(len(pebbles) > 0, timers)
 	}
 	return nil
 }
@@ -915,9 +838,9 @@ func (e *restoreIOError) Unwrap() error { return e.err }
 // freezeState is the part of a snapshot on the task goroutine: it
 // freezes the epoch (see keyedState) and returns the encoder of every
 // state, the carried-over restored entries and the timers, by key group.
-// Its cost follows the number of key groups and states, and of timers
-// (whose heap it copies), not the number of keys; the encoder may run on
-// another goroutine until thawState.
+// Its cost follows the number of key groups and states, not the number of
+// keys or timers (timers.go); the encoder may run on another goroutine
+// until thawState.
 func (p *keyedProcessOperator[K, I, O]) freezeState(id int64) (func(stop func() bool) ([]byte, []checkpoint.FileHandle, error), error) {
 	if p.state.pb != nil {
 		return p.freezePebble(id)
@@ -940,8 +863,8 @@ func (p *keyedProcessOperator[K, I, O]) freezeState(id int64) (func(stop func() 
 		carried = append(carried, es...) // never changed after the restore
 	}
 	parts = append(parts,
-		part{eventTimersName, stateKindEventTimers, freezeTimers(&p.timers.event, &p.state)},
-		part{processingTimersName, stateKindProcessingTimers, freezeTimers(&p.timers.processing, &p.state)})
+		part{eventTimersName, stateKindEventTimers, p.timers.event.sets.(*heapTimerSets[K]).freeze()},
+		part{processingTimersName, stateKindProcessingTimers, p.timers.processing.sets.(*heapTimerSets[K]).freeze()})
 	info := &p.info
 	return func(stop func() bool) ([]byte, []checkpoint.FileHandle, error) {
 		entries := carried

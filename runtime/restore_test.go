@@ -92,7 +92,7 @@ func TestRestoreRefusesChangedMaxParallelism(t *testing.T) {
 // proves another max parallelism.
 func TestRestoreOfCheckpointWithoutMaxParallelism(t *testing.T) {
 	env := NewEnvironment(WithMaxParallelism(16))
-	ds := FromSource(env, &rangeSrc{splits: 1, perSplit: 1, readerFailAt: -1}, "range", NoWatermarks[int64]()).UID("src")
+	ds := FromSource(env, &rangeSrc{splits: 1, perSplit: 1, readerFailAt: -1}, "range").UID("src")
 	counts := ProcessPerSubtask(KeyBy(ds, func(v int64) int64 { return v }), func() KeyedProcessFunction[int64, int64, int64] { return &counting{} }).UID("counts")
 	SinkTo(counts, newCollectSink[int64]()).UID("sink")
 	g, err := buildJobGraph(env)
@@ -149,7 +149,7 @@ func TestRestoreRefusesUnclaimedState(t *testing.T) {
 	job := func(opts ...Option) *Environment {
 		env := NewEnvironment(append([]Option{WithParallelism(2), WithMaxParallelism(16), WithFlushTimeout(time.Millisecond), WithLogger(discardLogger()),
 			WithCheckpointInterval(3 * time.Millisecond), WithCheckpointDir(dir)}, opts...)...)
-		ds := Map(FromSource(env, &rangeSrc{splits: 4, perSplit: 100, readerFailAt: -1}, "range", NoWatermarks[int64]()).UID("src"), identity).UID("map")
+		ds := Map(FromSource(env, &rangeSrc{splits: 4, perSplit: 100, readerFailAt: -1}, "range").UID("src"), identity).UID("map")
 		counts := ProcessPerSubtask(KeyBy(ds, func(v int64) int64 { return v % 7 }), func() KeyedProcessFunction[int64, int64, int64] { return &counting{} }).UID("counts-v2")
 		SinkToTwoPhase(counts, &txnSink2PC{store: newTxnStore()}).UID("sink")
 		return env
@@ -180,7 +180,7 @@ func TestRestoreRefusesUnclaimedState(t *testing.T) {
 // operator is inserted upstream of the keyed one.
 func defaultUIDJob(extra bool, src *rangeSrc, mapFn func(int64) (int64, error), sink *txnSink2PC, opts ...Option) *Environment {
 	env := NewEnvironment(append([]Option{WithParallelism(2), WithMaxParallelism(16), WithFlushTimeout(time.Millisecond), WithLogger(discardLogger()), WithDrainTimeout(5 * time.Second)}, opts...)...)
-	ds := Map(FromSource(env, src, "range", NoWatermarks[int64]()), mapFn)
+	ds := Map(FromSource(env, src, "range"), mapFn)
 	if extra {
 		ds = Filter(ds, func(int64) (bool, error) { return true, nil }).Name("inserted")
 		ds = Map(ds, identity)

@@ -167,15 +167,16 @@ func TestEndedChannelCompletesAlignment(t *testing.T) {
 // Rule (C): a deleted timer leaves the heap at once: "delete the old timer,
 // register now+1h" per record keeps the heap at the number of live timers.
 func TestDeletedTimersDoNotGrowTheHeap(t *testing.T) {
-	var q timerQueue[int]
+	q := newTestTimerQueue[int]()
+	n := func() int { return q.sets.(*heapTimerSets[int]).len() }
 	for i := range 100_000 {
 		key := i % 10
 		if i >= 10 {
 			q.remove(key, int64(i-10)+3_600_000)
 		}
 		q.add(key, int64(i)+3_600_000)
-		if len(q.heap) > 20 {
-			t.Fatalf("after %d records the heap holds %d entries for 10 live timers", i+1, len(q.heap))
+		if n() > 20 {
+			t.Fatalf("after %d records the heap holds %d entries for 10 live timers", i+1, n())
 		}
 	}
 	// And the queue still pops in timestamp order, deletions included.
@@ -191,7 +192,7 @@ func TestDeletedTimersDoNotGrowTheHeap(t *testing.T) {
 			live[timerEntry[int]{ts: ts, key: k}] = true
 		}
 	}
-	for _, e := range q.heap {
+	for _, e := range q.all() {
 		if !live[e] && e.ts < 3_600_000 {
 			t.Fatalf("heap holds deleted timer %+v", e)
 		}
@@ -225,7 +226,7 @@ func TestTimerBurstRespectsBackpressure(t *testing.T) {
 		return ev{Seq: i, Key: strconv.Itoa(i)}, int64(i)
 	}}
 	var fired, written atomic.Int64
-	res := Process(KeyBy(FromSource(env, src, "keys", NoWatermarks[ev]()), func(e ev) string { return e.Key }),
+	res := Process(KeyBy(FromSource(env, src, "keys"), func(e ev) string { return e.Key }),
 		func(ctx *KeyedContext[string, int64], e ev) error {
 			ctx.RegisterEventTimeTimer(1 << 40) // beyond the input: fires at the end
 			return nil
@@ -278,7 +279,7 @@ func TestPanicInAsyncWorkFailsTheJob(t *testing.T) {
 	src.onEnumerator = func(e *memEnumerator[ev]) {
 		e.ctx.CallAsync(func(context.Context) func() error { panic("async boom") })
 	}
-	SinkTo(FromSource(env, src, "mem", NoWatermarks[ev]()), newCollectSink[ev]())
+	SinkTo(FromSource(env, src, "mem"), newCollectSink[ev]())
 	err := env.Execute(context.Background(), "async panic")
 	var oe *OperatorError
 	if !errors.As(err, &oe) || oe.Operator != "Source: mem" || oe.Subtask != -1 {

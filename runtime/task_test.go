@@ -46,7 +46,7 @@ func newBackpressureJob() *backpressureJob {
 		}
 	}}
 	j.src = &memSource[ev]{numSplits: 1, perSplit: -1, gen: genEv(5), perPoll: bpPerPoll}
-	ds := Map(FromSource(j.env, j.src, "endless", NoWatermarks[ev]()), func(e ev) (ev, error) { return e, nil })
+	ds := Map(FromSource(j.env, j.src, "endless"), func(e ev) (ev, error) { return e, nil })
 	j.sink = newCollectSink[ev]()
 	j.sink.writeFn = func(int, ev, connector.WriteContext) error {
 		select {
@@ -179,7 +179,7 @@ func TestOperatorErrorsNameOperatorAndSubtask(t *testing.T) {
 		{
 			name: "map function",
 			build: func(env *Environment, j *job) {
-				ds := Map(FromSource(env, j.src, "mem", NoWatermarks[ev]()), func(e ev) (ev, error) {
+				ds := Map(FromSource(env, j.src, "mem"), func(e ev) (ev, error) {
 					if e.Split == 1 && e.Seq == 100 {
 						return e, errBoom
 					}
@@ -198,7 +198,7 @@ func TestOperatorErrorsNameOperatorAndSubtask(t *testing.T) {
 					}
 					return nil
 				}
-				SinkTo(FromSource(env, j.src, "mem", NoWatermarks[ev]()), j.sink)
+				SinkTo(FromSource(env, j.src, "mem"), j.sink)
 			},
 			operator: "Source: mem", subtask: 1,
 		},
@@ -206,7 +206,7 @@ func TestOperatorErrorsNameOperatorAndSubtask(t *testing.T) {
 			name: "enumerator",
 			build: func(env *Environment, j *job) {
 				j.src.enumErr = errBoom
-				SinkTo(FromSource(env, j.src, "mem", NoWatermarks[ev]()), j.sink)
+				SinkTo(FromSource(env, j.src, "mem"), j.sink)
 			},
 			operator: "Source: mem", subtask: -1,
 		},
@@ -219,7 +219,7 @@ func TestOperatorErrorsNameOperatorAndSubtask(t *testing.T) {
 					}
 					return nil
 				}
-				SinkTo(Rebalance(FromSource(env, j.src, "mem", NoWatermarks[ev]())), j.sink).Name("out")
+				SinkTo(Rebalance(FromSource(env, j.src, "mem")), j.sink).Name("out")
 			},
 			operator: "out", subtask: 0,
 		},
@@ -232,14 +232,14 @@ func TestOperatorErrorsNameOperatorAndSubtask(t *testing.T) {
 					}
 					return nil
 				}
-				SinkTo(FromSource(env, j.src, "mem", NoWatermarks[ev]()), j.sink).Name("out")
+				SinkTo(FromSource(env, j.src, "mem"), j.sink).Name("out")
 			},
 			operator: "out", subtask: 1,
 		},
 		{
 			name: "keyed process function",
 			build: func(env *Environment, j *job) {
-				ks := KeyBy(FromSource(env, j.src, "mem", NoWatermarks[ev]()), func(e ev) string { return "alice" })
+				ks := KeyBy(FromSource(env, j.src, "mem"), func(e ev) string { return "alice" })
 				sub := SubtaskForKeyGroup(KeyGroupForHash(HashString("alice"), DefaultMaxParallelism), 2, DefaultMaxParallelism)
 				if sub != 1 {
 					panic("test assumes alice lives on subtask 1")
@@ -251,7 +251,7 @@ func TestOperatorErrorsNameOperatorAndSubtask(t *testing.T) {
 		{
 			name: "panicking map function",
 			build: func(env *Environment, j *job) {
-				ds := Map(FromSource(env, j.src, "mem", NoWatermarks[ev]()), func(e ev) (ev, error) {
+				ds := Map(FromSource(env, j.src, "mem"), func(e ev) (ev, error) {
 					if e.Split == 0 && e.Seq == 5 {
 						panic("bad record")
 					}

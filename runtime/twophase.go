@@ -11,16 +11,23 @@ import (
 	"github.com/splitflow/splitflow/connector"
 )
 
-// SinkToTwoPhase writes the stream to a two-phase-committing sink (Flink's
-// Sink V2 with SinkWriterOperator and CommitterOperator), exactly once
-// with checkpoints on:
+// SinkToTwoPhase writes the stream to a two-phase-committing sink whose
+// committable type C the caller names. SinkTo does the same for a sink
+// that implements connector.TwoPhaseCapable (the Kafka and file sinks do),
+// so SinkToTwoPhase is the way to run a connector.TwoPhaseCommittingSink
+// that does not, without writing that method. Both write the same
+// checkpoint state, so a job can move from one call to the other and
+// restore its checkpoints.
+//
+// The operator is Flink's Sink V2 SinkWriterOperator and CommitterOperator,
+// exactly once with checkpoints on:
 //
 //   - Each subtask creates its Committer first, hands it every committable
 //     of the restored checkpoint when it is a
 //     connector.RestoredCommittablesListener, commits the committables
-//     restored for this subtask, and only then creates its writer (a Kafka writer fences the producers of older attempts
-//     when it starts, which would make their prepared transactions
-//     uncommittable).
+//     restored for this subtask, and only then creates its writer (a Kafka
+//     writer fences the producers of older attempts when it starts, which
+//     would make their prepared transactions uncommittable).
 //   - At barrier N the writer is flushed (Flush(false)) and PrepareCommit(N)
 //     hands over the committables of N; they are kept, by checkpoint, in
 //     the subtask's state until committed. A Flush or PrepareCommit error
@@ -37,13 +44,29 @@ import (
 //
 // Writer and committer run in the same task, one after the other, as a
 // chained writer and committer would. Without checkpoints the writer's
-// committables are prepared and committed at the end of input.
-//
-// It is a function of its own because Go cannot find out, from a
-// connector.Sink[T], the committable type C needed to reach the
-// TwoPhaseCommittingSink[T, C] it may also be; SinkTo treats every sink as
-// a plain one.
+// committables are prepared and committed at the end of input (Flink's
+// committer does the same when checkpointing is off); a sink whose writes
+// need the committer (connector.CommitterRequired, or TwoPhaseCapable
+// saying so) fed by an unbounded source is therefore refused without
+// checkpoints, since that end never comes.
 func SinkToTwoPhase[T, C any](ds DataStream[T], sink connector.TwoPhaseCommittingSink[T, C]) DataStreamSink {
+	if h, ok := any(sink).(connector.HiddenTwoPhaseSink[T]); ok && h != nil {
+		// C is any: name the type it hides, as SinkTo does, so that the
+		// fingerprint does not depend on the call.
+		d := sinkToTwoPhase(ds, sink, h.CommittableType().String())
+		d.node.needsCommit = true
+		return d
+	}
+	d := sinkToTwoPhase(ds, sink, typeName[C]())
+	d.node.needsCommit = needsCommitter[T](sink)
+	return d
+}
+
+// sinkToTwoPhase adds the two-phase sink operator. committable names the
+// committable type in the state signature: the name of C, or for a sink
+// whose committables are hidden (C is any) the type it hides, so that the
+// fingerprint is the same whichever call built the job.
+func sinkToTwoPhase[T, C any](ds DataStream[T], sink connector.TwoPhaseCommittingSink[T, C], committable string) DataStreamSink {
 	n := &node{in: typeOpsFor[T]{}, isSink: true}
 	if sink == nil {
 		n.errs = append(n.errs, errNilFunction("sink"))
@@ -52,10 +75,23 @@ func SinkToTwoPhase[T, C any](ds DataStream[T], sink connector.TwoPhaseCommittin
 		op := &twoPhaseSinkOperator[T, C]{info: info, sink: sink, par: par}
 		return op, output[T](op)
 	}
-	n.state = fmt.Sprintf("TwoPhaseSink[committable=%s]", typeName[C]())
+	n.state = fmt.Sprintf("TwoPhaseSink[committable=%s]", committable)
 	ds.env.addNode("Sink", n)
 	connect(ds, n, ds.part, ds.explicit, nil)
 	return DataStreamSink{node: n}
+}
+
+// needsCommitter reports whether sink's writes become visible only through
+// its committer.
+func needsCommitter[T any](sink any) bool {
+	if cr, ok := sink.(connector.CommitterRequired); ok && cr.CommitterRequired() {
+		return true
+	}
+	if tp, ok := sink.(connector.TwoPhaseCapable[T]); ok {
+		_, ok := tp.TwoPhase()
+		return ok
+	}
+	return false
 }
 
 // StatefulTwoPhaseSink is a two-phase-committing sink whose writers also
@@ -150,6 +186,7 @@ func (s *twoPhaseSinkOperator[T, C]) open(t *task) error {
 	s.t = t
 	s.wm = connector.NoTimestamp
 	ictx := newSinkInitContext(t, s.info, s.par)
+	ictx.committer = true
 	committer, err := s.sink.CreateCommitter(ictx)
 	if err != nil {
 		return s.info.wrap(fmt.Errorf("create committer: %w", err))
@@ -408,6 +445,9 @@ func (s *twoPhaseSinkOperator[T, C]) endInput() error {
 		return nil
 	}
 	if err := s.prepare(math.MaxInt64); err != nil {
+		return err
+	}
+	if err := s.t.ex.endOfInputCommit(s.t, fmt.Sprintf("sink %q (uid %q) subtask %d", s.info.name, s.info.uid, s.info.subtask)); err != nil {
 		return err
 	}
 	s.completed = math.MaxInt64

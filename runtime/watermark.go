@@ -36,13 +36,20 @@ type WatermarkGenerator[T any] interface {
 }
 
 // WatermarkStrategy says how a source assigns event timestamps and
-// generates watermarks. The zero value is NoWatermarks: records keep the
-// timestamps the reader gives them and no watermark is generated (a bounded
-// source still emits MaxWatermark when it ends).
+// generates watermarks; pass it to FromSource as an option. The zero
+// value is NoWatermarks, FromSource's default: records keep the timestamps
+// the reader gives them and no watermark is generated (a bounded source
+// still emits MaxWatermark when it ends).
 type WatermarkStrategy[T any] struct {
 	newGenerator func() WatermarkGenerator[T]
 	assigner     func(event T, recordTimestamp int64) int64
 	idleness     time.Duration
+}
+
+// applySource makes a strategy an option of FromSource.
+func (s WatermarkStrategy[T]) applySource(o *sourceOptions[T]) {
+	o.strategy = s
+	o.strategies++
 }
 
 // NoWatermarks generates no watermarks: for jobs that use processing time

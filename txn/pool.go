@@ -52,7 +52,9 @@ func PoolSize(n int) Opt { return optFunc(func(c *poolConfig) { c.size = n }) }
 func TransactionTimeout(d time.Duration) Opt { return optFunc(func(c *poolConfig) { c.timeout = d }) }
 
 // ClientOpts adds franz-go options to every client of the pool, seed brokers
-// first among them. The pool sets the transactional id and timeout itself.
+// first among them; for a secured cluster, the TLS and SASL options of
+// kafka.Security.ClientOpts (package connector/kafka, which this package
+// does not import). The pool sets the transactional id and timeout itself.
 func ClientOpts(opts ...kgo.Opt) Opt {
 	return optFunc(func(c *poolConfig) { c.clientOpts = append(c.clientOpts, opts...) })
 }

@@ -9,6 +9,11 @@
 //	                                               and what they hold: splits and offsets, enumerator
 //	                                               state, pending committables, keyed state sizes
 //
+// The txn commands connect as the --kafka-tls* and --kafka-sasl-* flags and
+// the SPLITFLOW_KAFKA_* variables say (package connector/kafka/kafkaflag);
+// the SASL password comes from SPLITFLOW_KAFKA_SASL_PASSWORD or
+// --kafka-sasl-password-file, never from a flag.
+//
 // Exit status: 0 on success, 1 on failure, 2 on bad usage.
 package main
 
@@ -28,6 +33,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/splitflow/splitflow/connector/kafka/kafkaflag"
 	"github.com/splitflow/splitflow/runtime/checkpoint"
 	"github.com/splitflow/splitflow/txn"
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -39,7 +45,17 @@ const usage = `usage:
   splitflow txn abort --brokers host:port[,..] --prefix P [--older-than D] [--yes]
   splitflow checkpoints ls DIR
   splitflow checkpoints show [--json] DIR/chk-N
+
+txn commands also take --kafka-tls, --kafka-tls-ca FILE, --kafka-tls-cert FILE,
+--kafka-tls-key FILE, --kafka-tls-server-name NAME, --kafka-sasl-mechanism M,
+--kafka-sasl-user U, --kafka-sasl-password-file FILE, --kafka-sasl-token-file FILE
+(or SPLITFLOW_KAFKA_TLS, SPLITFLOW_KAFKA_TLS_CA, ..., and the password in
+SPLITFLOW_KAFKA_SASL_PASSWORD)
 `
+
+// getenv reads the environment (the SPLITFLOW_KAFKA_* settings); tests
+// replace it.
+var getenv = os.Getenv
 
 // errUsage marks bad usage: exit status 2.
 var errUsage = errors.New("usage")
@@ -113,13 +129,22 @@ func txnCmd(ctx context.Context, args []string, stdout, stderr io.Writer, abort 
 	prefix := fs.String("prefix", "", "transactional id prefix")
 	olderThan := fs.Duration("older-than", 0, "abort only transactions open longer than this")
 	yes := fs.Bool("yes", false, "abort without listing first (abort only)")
+	secFlags := kafkaflag.Register(fs)
 	if err := fs.Parse(args); err != nil {
 		return fmt.Errorf("%w: %w", errUsage, err)
 	}
 	if *brokers == "" || *prefix == "" {
 		return fmt.Errorf("%w: --brokers and --prefix are required", errUsage)
 	}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(strings.Split(*brokers, ",")...), kgo.DialTimeout(5*time.Second), kgo.RetryTimeout(10*time.Second))
+	sec, err := secFlags.Security(getenv)
+	if err != nil {
+		return fmt.Errorf("%w: %w", errUsage, err)
+	}
+	secOpts, err := sec.ClientOpts()
+	if err != nil {
+		return fmt.Errorf("%w: %w", errUsage, err)
+	}
+	cl, err := kgo.NewClient(append(secOpts, kgo.SeedBrokers(strings.Split(*brokers, ",")...), kgo.DialTimeout(5*time.Second), kgo.RetryTimeout(10*time.Second))...)
 	if err != nil {
 		return err
 	}

@@ -146,7 +146,7 @@ func TestShowKafkaSourceAndExactlyOnceSink(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		words := runtime.FromSource(env, src, "in", runtime.NoWatermarks[string]()).UID("kafka-in")
+		words := runtime.FromSource(env, src, "in").UID("kafka-in")
 		counts := runtime.ProcessPerSubtask(runtime.KeyBy(words, func(w string) string { return w }),
 			func() runtime.KeyedProcessFunction[string, string, string] {
 				var st runtime.ValueState[int64]
@@ -163,7 +163,7 @@ func TestShowKafkaSourceAndExactlyOnceSink(t *testing.T) {
 					},
 				}
 			}).UID("counts")
-		runtime.SinkToTwoPhase(counts, sink).UID("kafka-out")
+		runtime.SinkTo(counts, sink).UID("kafka-out")
 	}
 	// A checkpoint taken once every record was read, whose sink state holds
 	// the transaction that wrote the last of them.
@@ -309,7 +309,7 @@ func TestShowFileSource(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		lines := runtime.FromSource(env, src, "files", runtime.NoWatermarks[string]()).UID("file-in")
+		lines := runtime.FromSource(env, src, "files").UID("file-in")
 		// Slow enough that checkpoints catch the readers mid-file.
 		slow := runtime.Map(lines, func(l string) (string, error) {
 			time.Sleep(200 * time.Microsecond)

@@ -2,6 +2,7 @@ package connectortest
 
 import (
 	"fmt"
+	"math/rand/v2"
 	goruntime "runtime"
 	"slices"
 	"strconv"
@@ -10,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/splitflow/splitflow/connector"
+	"github.com/splitflow/splitflow/connector/datagen"
 )
 
 // recorder is a reporter that keeps a check's verdicts instead of failing
@@ -192,7 +194,7 @@ func TestProbeCountsClosesAndLateCalls(t *testing.T) {
 	_, c, _ := Pair[int64]{Guarantee: ExactlyOnce}.resolve()
 	sink := &memSink[int64]{store: &memStore{done: map[string]bool{}}, codec: c}
 	w := &probedWriter[int64, memTxn]{inner: &memWriter[int64]{sink: sink}, p: p, c: p.track("writer", 1, 2)}
-	r := &probedReader[int64, memSplit]{inner: &memReader[int64]{}, p: p, c: p.track("reader", 0, -1)}
+	r := &probedReader[int64, datagen.Split]{inner: amnesicReader{}, p: p, c: p.track("reader", 0, -1)}
 	_ = w.Close()
 	_ = w.Close()
 	_ = w.Write(3, connector.WriteContext{})
@@ -210,25 +212,53 @@ func TestProbeCountsClosesAndLateCalls(t *testing.T) {
 	}
 }
 
+// generatorOf is a datagen source of input in six splits.
+func generatorOf(t *testing.T, input []int64) *datagen.Source[int64] {
+	src, err := datagen.NewSource(func(i int64, _ *rand.Rand) int64 { return input[i] },
+		datagen.WithCount(int64(len(input))), datagen.WithSplits(6), datagen.WithBatchSize(16))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return src
+}
+
 // amnesicSource forgets its progress: its enumerator restores every split
 // afresh and its readers checkpoint no split.
-type amnesicSource struct{ memSource[int64] }
+type amnesicSource struct{ *datagen.Source[int64] }
 
-type amnesicReader struct{ *memReader[int64] }
+// amnesicReader checkpoints no split; with a nil inner reader it is a
+// reader that does nothing.
+type amnesicReader struct {
+	connector.SourceReader[int64, datagen.Split]
+}
 
-func (s *amnesicSource) RestoreEnumerator(ctx connector.SplitEnumeratorContext[memSplit], _ []memSplit) (connector.SplitEnumerator[memSplit, []memSplit], error) {
+func (s amnesicSource) RestoreEnumerator(ctx connector.SplitEnumeratorContext[datagen.Split], _ datagen.EnumeratorState) (connector.SplitEnumerator[datagen.Split, datagen.EnumeratorState], error) {
 	return s.CreateEnumerator(ctx)
 }
 
-func (s *amnesicSource) CreateReader(ctx connector.SourceReaderContext) (connector.SourceReader[int64, memSplit], error) {
-	r, err := s.memSource.CreateReader(ctx)
+func (s amnesicSource) CreateReader(ctx connector.SourceReaderContext) (connector.SourceReader[int64, datagen.Split], error) {
+	r, err := s.Source.CreateReader(ctx)
 	if err != nil {
 		return nil, err
 	}
-	return amnesicReader{r.(*memReader[int64])}, nil
+	return amnesicReader{r}, nil
 }
 
-func (amnesicReader) SnapshotState(int64) ([]memSplit, error) { return nil, nil }
+func (amnesicReader) SnapshotState(int64) ([]datagen.Split, error) { return nil, nil }
+
+func (r amnesicReader) Close() error {
+	if r.SourceReader == nil {
+		return nil
+	}
+	return r.SourceReader.Close()
+}
+
+func (r amnesicReader) AddSplits(splits []datagen.Split) error {
+	if r.SourceReader == nil {
+		return nil
+	}
+	return r.SourceReader.AddSplits(splits)
+}
 
 // A second run that starts over instead of resuming fails the recovery
 // check.
@@ -236,8 +266,8 @@ func TestSuiteCatchesStartingOver(t *testing.T) {
 	s := newSuite(t, Pair[int64]{
 		Guarantee: AtLeastOnce,
 		Records:   300,
-		Source: NewSource(func(_ *testing.T, input []int64) connector.Source[int64, memSplit, []memSplit] {
-			return &amnesicSource{memSource[int64]{records: input}}
+		Source: NewSource(func(t *testing.T, input []int64) connector.Source[int64, datagen.Split, datagen.EnumeratorState] {
+			return amnesicSource{generatorOf(t, input)}
 		}),
 	})
 	got := verdict(t, func(r reporter) {
@@ -285,11 +315,11 @@ func TestSuiteCatchesLeakedGoroutines(t *testing.T) {
 func TestSuiteIgnoresFactoryGoroutines(t *testing.T) {
 	s := newSuite(t, Pair[int64]{
 		Guarantee: ExactlyOnce,
-		Source: NewSource(func(t *testing.T, input []int64) connector.Source[int64, memSplit, []memSplit] {
+		Source: NewSource(func(t *testing.T, input []int64) connector.Source[int64, datagen.Split, datagen.EnumeratorState] {
 			stop := make(chan struct{})
 			go func() { <-stop }()
 			t.Cleanup(func() { close(stop) })
-			return &memSource[int64]{records: input}
+			return generatorOf(t, input)
 		}),
 	})
 	if got := verdict(t, func(r reporter) { s.endToEndCase(t, r, 200, job{parallelism: 1, checkpoints: true}) }); got != "" {

@@ -2,8 +2,9 @@
 // only from the connector API and connector/base, and a sink that writes
 // records as lines into part files, exactly once through two-phase commit
 // (Sink). It is small on purpose: it shows what a connector has to write (a
-// SplitReader, a RecordEmitter, an enumerator, a writer and a committer,
-// serializers) and serves as a test bed for the machinery. The pair passes
+// SplitReader and an emit function on connector/base's StaticEnumerator and
+// simple reader, a writer and a committer, serializers) and serves as a
+// test bed for the machinery. The pair passes
 // the connectortest suite (suite_test.go).
 //
 // # Records
@@ -38,11 +39,12 @@
 //
 // # Assignment
 //
-// The enumerator holds the splits not yet assigned and hands one out per
-// request from a reader (pull mode); readers ask when they start empty and
-// whenever they finish a split. When none are left, the reader asking is
-// told there are no more splits, and finishes once it has read what it
-// holds.
+// The enumerator, base.StaticEnumerator in pull mode, holds the splits not
+// yet assigned and hands one out per request from a reader; readers ask
+// when they start empty and whenever they finish a split. When none are
+// left, the reader asking is told there are no more splits, and finishes
+// once it has read what it holds. Splits a failed reader was assigned
+// after its last checkpoint come back and are handed out first.
 //
 // # The sink
 //

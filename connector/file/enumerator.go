@@ -3,9 +3,9 @@ package file
 import (
 	"encoding/binary"
 	"fmt"
-	"slices"
 
 	"github.com/splitflow/splitflow/connector"
+	"github.com/splitflow/splitflow/connector/base"
 )
 
 // EnumeratorState is the enumerator's checkpoint: the splits not assigned to
@@ -14,61 +14,27 @@ type EnumeratorState struct {
 	Pending []Split
 }
 
-// enumerator hands pending splits out one per split request. Like every
-// enumerator it runs on the coordinator goroutine only (the single-threaded
-// enumerator of DESIGN.md), so it has no lock.
+// enumerator is base's StaticEnumerator in pull mode (one split per
+// request, splits of a failed reader handed out first) under the file
+// source's own checkpoint type. EnumeratorState is kept rather than
+// base.StaticEnumeratorState because the type's name is part of the job
+// fingerprint: checkpoints taken before the port restore only with it.
 type enumerator struct {
-	ctx     connector.SplitEnumeratorContext[Split]
-	pending []Split
+	*base.StaticEnumerator[Split]
 }
 
-func newEnumerator(ctx connector.SplitEnumeratorContext[Split], pending []Split) *enumerator {
-	return &enumerator{ctx: ctx, pending: slices.Clone(pending)}
-}
-
-// Start implements connector.SplitEnumerator. Splits are known from the
-// start, so there is no discovery to schedule.
-func (e *enumerator) Start() error { return nil }
-
-// HandleSplitRequest implements connector.SplitEnumerator: the next pending
-// split, or "no more splits" when none is left.
-func (e *enumerator) HandleSplitRequest(subtask int) error {
-	if len(e.pending) == 0 {
-		return e.ctx.SignalNoMoreSplits(subtask)
+func newEnumerator(ctx connector.SplitEnumeratorContext[Split], pending []Split) (connector.SplitEnumerator[Split, EnumeratorState], error) {
+	e, err := base.NewStaticEnumerator(ctx, pending)
+	if err != nil {
+		return nil, fmt.Errorf("file source: %w", err)
 	}
-	s := e.pending[0]
-	if err := e.ctx.AssignSplit(s, subtask); err != nil {
-		return err
-	}
-	e.pending = e.pending[1:]
-	return nil
+	return enumerator{e}, nil
 }
-
-// AddSplitsBack implements connector.SplitEnumerator. Returned splits go to
-// the front, so they are read again before splits nobody has started.
-func (e *enumerator) AddSplitsBack(splits []Split, subtask int) error {
-	e.pending = append(slices.Clone(splits), e.pending...)
-	return nil
-}
-
-// AddReader implements connector.SplitEnumerator. Readers ask for splits
-// themselves, so registration needs no action.
-func (e *enumerator) AddReader(subtask int) error { return nil }
 
 // SnapshotState implements connector.SplitEnumerator.
-func (e *enumerator) SnapshotState(checkpointID int64) (EnumeratorState, error) {
-	return EnumeratorState{Pending: slices.Clone(e.pending)}, nil
+func (e enumerator) SnapshotState(checkpointID int64) (EnumeratorState, error) {
+	return EnumeratorState{Pending: e.Pending()}, nil
 }
-
-// NotifyCheckpointComplete implements connector.SplitEnumerator.
-func (e *enumerator) NotifyCheckpointComplete(checkpointID int64) error { return nil }
-
-// HandleSourceEvent implements connector.SplitEnumerator; the file source
-// defines no events.
-func (e *enumerator) HandleSourceEvent(subtask int, event connector.SourceEvent) error { return nil }
-
-// Close implements connector.SplitEnumerator.
-func (e *enumerator) Close() error { return nil }
 
 // enumeratorStateVersion is the version EnumeratorStateSerializer writes.
 //

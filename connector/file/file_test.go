@@ -235,7 +235,10 @@ func TestMissingFile(t *testing.T) {
 func TestEnumeratorAssignsOnRequest(t *testing.T) {
 	j := &job{t: t, tasks: []*task{{index: 0}, {index: 1}}}
 	a, b, c := newSplit("a", 0, 5), newSplit("b", 0, 5), newSplit("c", 0, 5)
-	e := newEnumerator(j, []Split{a, b, c})
+	e, err := newEnumerator(j, []Split{a, b, c})
+	if err != nil {
+		t.Fatal(err)
+	}
 	steps := []struct {
 		do   func() error
 		want []event
@@ -395,5 +398,24 @@ func TestPathsAreCleaned(t *testing.T) {
 	st, _ := e.SnapshotState(1)
 	if len(st.Pending) != 1 || st.Pending[0].Path != filepath.Join(dir, "fa.txt") {
 		t.Fatalf("split path = %+v, want %s", st.Pending, filepath.Join(dir, "fa.txt"))
+	}
+}
+
+// CreateReader's error comes with a nil reader, not a nil pointer in a
+// non-nil interface that a caller checking the reader would take for one.
+// NewSource refuses the bad configuration used here; a Source built by
+// hand reaches the reader with it.
+func TestCreateReaderFailsWithANilReader(t *testing.T) {
+	s := &Source{cfg: defaultConfig()}
+	s.cfg.queueCapacity = 0
+	j := &job{t: t}
+	tk := &task{job: j}
+	j.tasks = []*task{tk}
+	r, err := s.CreateReader(tk)
+	if err == nil {
+		t.Fatal("CreateReader with a queue capacity of 0 did not fail")
+	}
+	if r != nil {
+		t.Fatalf("CreateReader failed (%v) and returned a non-nil reader %#v", err, r)
 	}
 }

@@ -269,10 +269,3 @@ func emitLine(l Line, out connector.SourceOutput[string], s *Split) error {
 	s.Offset = l.Next
 	return nil
 }
-
-// splitStates converts between Split and its reading state, which is the
-// Split itself: the emitter advances its Offset.
-var splitStates = base.SplitStateFuncs[Split, Split]{
-	Initialize: func(s Split) Split { return s },
-	Convert:    func(_ string, s Split) Split { return s },
-}

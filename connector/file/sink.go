@@ -20,8 +20,8 @@ type DeliveryGuarantee int
 
 const (
 	// ExactlyOnce publishes a checkpoint's files only after the checkpoint
-	// is complete, through the committer: run the sink with
-	// runtime.SinkToTwoPhase.
+	// is complete, through the committer, which runtime.SinkTo (or
+	// runtime.SinkToTwoPhase) runs.
 	ExactlyOnce DeliveryGuarantee = iota + 1
 	// AtLeastOnce publishes files at each checkpoint barrier and at the end
 	// of input, before the checkpoint is complete: records written after
@@ -248,14 +248,29 @@ func NewLineSink(dir string, opts ...SinkOption) (*Sink[string], error) {
 	return NewSink(dir, StringLines, opts...)
 }
 
+// TwoPhase implements connector.TwoPhaseCapable: in ExactlyOnce mode the
+// sink publishes through its committer, and runtime.SinkTo runs it with
+// one; at-least-once it runs as a plain sink.
+func (s *Sink[T]) TwoPhase() (connector.HiddenTwoPhaseSink[T], bool) {
+	if s.cfg.guarantee != ExactlyOnce {
+		return nil, false
+	}
+	return connector.HideCommittable[T, Committable](s), true
+}
+
 // CommitterRequired implements connector.CommitterRequired: in ExactlyOnce
-// mode nothing is published without the committer, so runtime.SinkTo
-// refuses the sink.
+// mode nothing is published without the committer, so a wrapper that
+// hides TwoPhase but passes this on is refused by runtime.SinkTo.
 func (s *Sink[T]) CommitterRequired() bool { return s.cfg.guarantee == ExactlyOnce }
 
 // CreateWriter implements connector.Sink. It deletes the unpublished files
 // failed attempts left (see the type's doc) before the writer writes.
 func (s *Sink[T]) CreateWriter(ctx connector.SinkInitContext) (connector.SinkWriter[T], error) {
+	if ci, ok := ctx.(connector.CommitterInfo); ok && s.cfg.guarantee == ExactlyOnce && !ci.CommitterRuns() {
+		return nil, fmt.Errorf("file sink: exactly-once publishes files only through its committer, and this writer runs without one, so nothing it writes would be published: "+
+			"the sink was added as a plain one (a wrapper around it passes on neither connector.TwoPhaseCapable nor connector.CommitterRequired to runtime.SinkTo); "+
+			"pass TwoPhase on from the wrapper, add the sink with runtime.SinkToTwoPhase, or use WithDeliveryGuarantee(AtLeastOnce): %w", connector.ErrInvalidConfiguration)
+	}
 	restored, ok := ctx.RestoredCheckpointID()
 	if !ok {
 		restored = 0

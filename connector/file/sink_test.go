@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -327,12 +328,16 @@ func TestSinkRollsFiles(t *testing.T) {
 }
 
 // At least once, the writer publishes at every barrier and at the end of
-// input; the committer has nothing to do and SinkTo accepts the sink.
+// input; the committer has nothing to do and SinkTo runs it as a plain
+// sink. Exactly-once, SinkTo runs it with its committer.
 func TestSinkAtLeastOncePublishesAtFlush(t *testing.T) {
 	dir := t.TempDir()
 	sink := newTestSink(t, dir, WithDeliveryGuarantee(AtLeastOnce))
 	if sink.CommitterRequired() {
 		t.Fatal("an at-least-once sink says it needs its committer")
+	}
+	if _, ok := sink.TwoPhase(); ok {
+		t.Fatal("an at-least-once sink offers SinkTo a two-phase sink")
 	}
 	w := newTestWriter(t, sink, sinkCtx{})
 	defer w.Close()
@@ -354,8 +359,12 @@ func TestSinkAtLeastOncePublishesAtFlush(t *testing.T) {
 	if got := published(t, dir); !slices.Equal(got, []string{"a", "b", "c"}) {
 		t.Fatalf("published %q, want a, b, c", got)
 	}
-	if !newTestSink(t, dir).CommitterRequired() {
+	exactly := newTestSink(t, dir)
+	if !exactly.CommitterRequired() {
 		t.Fatal("an exactly-once sink does not say it needs its committer")
+	}
+	if h, ok := exactly.TwoPhase(); !ok || h.CommittableType() != reflect.TypeFor[Committable]() {
+		t.Fatalf("an exactly-once sink offers SinkTo %v, %v; want its two-phase sink of Committable", h, ok)
 	}
 }
 

@@ -158,12 +158,12 @@ func (s *Source) CreateEnumerator(ctx connector.SplitEnumeratorContext[Split]) (
 	if err != nil {
 		return nil, err
 	}
-	return newEnumerator(ctx, splits), nil
+	return newEnumerator(ctx, splits)
 }
 
 // RestoreEnumerator implements connector.Source.
 func (s *Source) RestoreEnumerator(ctx connector.SplitEnumeratorContext[Split], st EnumeratorState) (connector.SplitEnumerator[Split, EnumeratorState], error) {
-	return newEnumerator(ctx, st.Pending), nil
+	return newEnumerator(ctx, st.Pending)
 }
 
 // plan cuts the files into splits.
@@ -190,25 +190,17 @@ func (s *Source) plan() ([]Split, error) {
 	return splits, nil
 }
 
-// CreateReader implements connector.Source: a base.SourceReaderBase with one
-// fetcher goroutine, in pull mode.
+// CreateReader implements connector.Source: a base simple reader (the
+// split is its own state) with one fetcher goroutine, in pull mode.
 func (s *Source) CreateReader(ctx connector.SourceReaderContext) (connector.SourceReader[string, Split], error) {
 	// At most capacity + 2 batches are in use (queued, held by the fetcher,
 	// being emitted); one spare keeps the pool from running dry on a race.
 	pool := base.NewRecordsBySplitsPool[Line](s.cfg.queueCapacity + 3)
-	fetchers, err := base.NewSingleFetcherManager(
-		func() (base.SplitReader[Line, Split], error) {
-			return newLineReader(s.cfg, pool), nil
-		},
-		s.cfg.managerOptions()...,
-	)
+	r, err := base.NewSimpleReader(ctx,
+		func() (base.SplitReader[Line, Split], error) { return newLineReader(s.cfg, pool), nil },
+		emitLine, base.WithManagerOptions(s.cfg.managerOptions()...))
 	if err != nil {
-		return nil, err
-	}
-	emitter := base.RecordEmitterFunc[Line, string, Split](emitLine)
-	r, err := base.NewSourceReaderBase(ctx, fetchers, emitter, splitStates, base.WithPullMode(true))
-	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("file source: %w", err) // a nil interface, not a nil *SourceReaderBase in one
 	}
 	return r, nil
 }

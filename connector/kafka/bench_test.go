@@ -81,7 +81,7 @@ func BenchmarkKafkaSource(b *testing.B) {
 		}
 		var n atomic.Int64
 		env := runtime.NewEnvironment()
-		runtime.SinkTo(runtime.FromSource(env, src, "kafka", runtime.NoWatermarks[[]byte]()), discardSink{&n})
+		runtime.SinkTo(runtime.FromSource(env, src, "kafka"), discardSink{&n})
 		if err := env.Execute(context.Background(), "bench"); err != nil {
 			b.Fatal(err)
 		}

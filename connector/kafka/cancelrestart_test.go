@@ -92,7 +92,7 @@ func TestCancelDuringRestartCommitsRestoredTransactions(t *testing.T) {
 			}
 		}}))
 	var poisoned atomic.Bool
-	lines := runtime.FromSource(env, src, "in", runtime.NoWatermarks[string]())
+	lines := runtime.FromSource(env, src, "in")
 	checked := runtime.Map(lines, func(v string) (string, error) {
 		if v == "poison" {
 			poisoned.Store(true)

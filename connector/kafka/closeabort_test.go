@@ -45,7 +45,7 @@ func TestFailedJobAbortsItsOpenTransaction(t *testing.T) {
 	env := runtime.NewEnvironment(runtime.WithParallelism(1), runtime.WithCheckpointInterval(time.Minute),
 		runtime.WithRestartStrategy(runtime.NoRestart()))
 	injected := errors.New("injected failure")
-	failing := runtime.Map(runtime.FromSource(env, source, "in", runtime.NoWatermarks[string]()), func(s string) (string, error) {
+	failing := runtime.Map(runtime.FromSource(env, source, "in"), func(s string) (string, error) {
 		if s == "fail" {
 			return "", injected
 		}

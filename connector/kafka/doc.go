@@ -16,6 +16,12 @@
 // per subtask, prepared at the barrier and committed, through package txn,
 // only after the checkpoint completes.
 //
+// Both connect as WithSecurity says (security.go: TLS, SASL) and check,
+// before the first record is read or written, that their principal has
+// the rights they need (authz.go); a missing right fails the job at once
+// with an *AuthorizationError naming the principal, the resource and the
+// operation, which no restart can fix.
+//
 // Both export metrics (metrics.go) on the job's registry when the engine's
 // context provides a metric group: lag per partition, bytes read and
 // written, partitions discovered, transactions committed and aborted,

@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -86,7 +88,7 @@ func TestSourceInEngineBoundedExactlyOnce(t *testing.T) {
 		}
 		sink := &collectSink{got: map[string]int{}}
 		env := runtime.NewEnvironment(runtime.WithParallelism(2))
-		runtime.SinkTo(runtime.FromSource(env, src, "kafka", runtime.NoWatermarks[string]()), sink)
+		runtime.SinkTo(runtime.FromSource(env, src, "kafka"), sink)
 		runCtx, cancel := context.WithTimeout(ctx, 60*time.Second)
 		defer cancel()
 		if err := env.Execute(runCtx, "bounded kafka"); err != nil {
@@ -106,9 +108,85 @@ func TestSourceInEngineBoundedExactlyOnce(t *testing.T) {
 	})
 }
 
-// An exactly-once sink on the plain SinkTo path is refused before the job
-// runs: its transactions would never be committed.
-func TestExactlyOnceSinkNeedsSinkToTwoPhase(t *testing.T) {
+// runtime.SinkTo runs an exactly-once Kafka sink with its committer: a job
+// whose tasks fail after checkpoints have committed transactions, and that
+// restarts from them, writes every input record once into the output as a
+// read_committed consumer sees it, although records were read again after
+// the restarts. The same job at-least-once, also through SinkTo, runs the
+// sink as a plain one: nothing is missing, and records read again may be
+// written twice.
+func TestSinkToExactlyOnceKafkaSinkWritesEveryRecordOnce(t *testing.T) {
+	const n = 600
+	for _, g := range []DeliveryGuarantee{ExactlyOnce, AtLeastOnce} {
+		t.Run(g.String(), func(t *testing.T) {
+			seeds, topic := fakeTopic(t, 3, n)
+			src, err := NewSource(StringValues(), WithBrokers(seeds...), WithTopics(topic), WithBounded(LatestOffsets()))
+			if err != nil {
+				t.Fatal(err)
+			}
+			sink, err := NewSink(KeyValueSerializer("out", func(v string) ([]byte, []byte, error) { return nil, []byte(v), nil }),
+				WithBrokers(seeds...), WithDeliveryGuarantee(g), WithTransactionalIDPrefix("sinkto"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			// The map fails twice, at the 150th value ending in an even
+			// and in an odd digit, each time after a checkpoint has
+			// completed, so committed output precedes the restarts.
+			var checkpoints atomic.Int64
+			var seen [2]atomic.Int64
+			var failed [2]atomic.Bool
+			var failures, processed atomic.Int64
+			env := runtime.NewEnvironment(runtime.WithParallelism(2),
+				runtime.WithCheckpointInterval(20*time.Millisecond), runtime.WithCheckpointTimeout(10*time.Second),
+				runtime.WithRestartStrategy(runtime.FixedDelayRestart(10, 10*time.Millisecond)), runtime.WithLogger(quietLogger()),
+				runtime.WithJobListener(runtime.JobListener{CheckpointCompleted: func(int64) { checkpoints.Add(1) }}))
+			in := runtime.FromSource(env, src, "in").UID("in")
+			slow := runtime.Map(in, func(v string) (string, error) {
+				k := int(v[len(v)-1]-'0') % 2
+				if seen[k].Add(1) >= 150 && checkpoints.Load() > 0 && failed[k].CompareAndSwap(false, true) {
+					failures.Add(1)
+					return "", fmt.Errorf("injected failure at %s", v)
+				}
+				processed.Add(1)
+				time.Sleep(100 * time.Microsecond)
+				return v, nil
+			}).UID("map")
+			runtime.SinkTo(slow, connector.Sink[string](sink)).UID("out")
+			ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+			defer cancel()
+			if err := env.Execute(ctx, "sinkto "+g.String()); err != nil {
+				t.Fatal(err)
+			}
+			if failures.Load() == 0 || processed.Load() <= n {
+				t.Fatalf("%d failures injected and %d records processed: no record was read again after a restart", failures.Load(), processed.Load())
+			}
+			got := map[string]int{}
+			for _, r := range kafkatest.ReadCommitted(t, seeds, "out", 30*time.Second) {
+				got[string(r.Value)]++
+			}
+			var missing, dup int
+			for i := range n {
+				switch c := got[fmt.Sprintf("v%04d", i)]; {
+				case c == 0:
+					missing++
+				case c > 1:
+					dup++
+				}
+			}
+			if missing > 0 || len(got) != n {
+				t.Fatalf("%d of %d records missing, %d distinct values", missing, n, len(got))
+			}
+			if g == ExactlyOnce && dup > 0 {
+				t.Fatalf("%d records written more than once through SinkTo with an exactly-once sink", dup)
+			}
+		})
+	}
+}
+
+// An exactly-once sink through SinkTo in an unbounded job without
+// checkpoints is refused by Execute before anything runs (the brokers
+// here do not exist): its transactions would never be committed.
+func TestExactlyOnceSinkToWithoutCheckpointsIsRefusedAtExecute(t *testing.T) {
 	src, err := NewSource(StringValues(), WithBrokers("127.0.0.1:1"), WithTopics("in"))
 	if err != nil {
 		t.Fatal(err)
@@ -118,9 +196,52 @@ func TestExactlyOnceSinkNeedsSinkToTwoPhase(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	env := runtime.NewEnvironment()
-	runtime.SinkTo(runtime.FromSource(env, src, "in", runtime.NoWatermarks[string]()), connector.Sink[string](sink))
-	if err := env.Execute(context.Background(), "wrong path"); !errors.Is(err, runtime.ErrInvalidGraph) {
-		t.Fatalf("Execute: %v, want ErrInvalidGraph", err)
+	env := runtime.NewEnvironment(runtime.WithLogger(quietLogger()))
+	runtime.SinkTo(runtime.FromSource(env, src, "in"), connector.Sink[string](sink))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	err = env.Execute(ctx, "no checkpoints")
+	if ctx.Err() != nil {
+		t.Fatal("the job ran instead of being refused")
+	}
+	if !errors.Is(err, connector.ErrInvalidConfiguration) || !strings.Contains(err.Error(), "runtime.WithCheckpointInterval") {
+		t.Fatalf("Execute: %v, want an error wrapping connector.ErrInvalidConfiguration naming runtime.WithCheckpointInterval", err)
+	}
+}
+
+// wrappedSink is a user's wrapper around a sink that passes on nothing but
+// connector.Sink: it hides that the sink commits in two phases.
+type wrappedSink[T any] struct{ inner connector.Sink[T] }
+
+func (s wrappedSink[T]) CreateWriter(ctx connector.SinkInitContext) (connector.SinkWriter[T], error) {
+	return s.inner.CreateWriter(ctx)
+}
+
+// An exactly-once Kafka sink makes records visible only through its
+// committer. A wrapper that hides connector.TwoPhaseCapable makes
+// runtime.SinkTo run it as a plain sink, without one: the job must fail,
+// wrapping connector.ErrInvalidConfiguration and naming the cause, rather
+// than end with nothing committed.
+func TestExactlyOnceKafkaSinkRefusesToRunWithoutItsCommitter(t *testing.T) {
+	const n = 50
+	seeds, topic := fakeTopic(t, 2, n)
+	src, err := NewSource(StringValues(), WithBrokers(seeds...), WithTopics(topic), WithBounded(LatestOffsets()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sink, err := NewSink(KeyValueSerializer("out", func(v string) ([]byte, []byte, error) { return nil, []byte(v), nil }),
+		WithBrokers(seeds...), WithDeliveryGuarantee(ExactlyOnce), WithTransactionalIDPrefix("wrapped"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := runtime.NewEnvironment(runtime.WithParallelism(2), runtime.WithCheckpointInterval(20*time.Millisecond),
+		runtime.WithCheckpointTimeout(10*time.Second), runtime.WithLogger(quietLogger()))
+	runtime.SinkTo(runtime.FromSource(env, src, "in").UID("in"), connector.Sink[string](wrappedSink[string]{sink})).UID("out")
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	err = env.Execute(ctx, "wrapped")
+	if !errors.Is(err, connector.ErrInvalidConfiguration) || !strings.Contains(err.Error(), "TwoPhaseCapable") {
+		t.Fatalf("Execute: %v (%d records committed of %d), want an error wrapping connector.ErrInvalidConfiguration naming connector.TwoPhaseCapable",
+			err, len(kafkatest.ReadCommitted(t, seeds, "out", 5*time.Second)), n)
 	}
 }

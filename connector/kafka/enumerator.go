@@ -3,6 +3,7 @@ package kafka
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"hash/fnv"
 	"slices"
@@ -67,6 +68,10 @@ type enumerator struct {
 	noMoreSent  map[int]bool
 
 	snapshot atomic.Pointer[known]
+	// probed is set once this enumerator's discovery has checked the
+	// principal's rights (probeSource); discoveries run off the
+	// coordinator goroutine.
+	probed atomic.Bool
 
 	// discoveredMetric is splitflow_kafka_source_partitions_discovered_total
 	// of the source's coordinator; metrics for its client's kprom.
@@ -158,7 +163,7 @@ func (e *enumerator) discover(ctx context.Context) discovered {
 		topics, err = adm.ListTopics(ctx, e.cfg.topics...)
 	}
 	if err != nil {
-		d.err = fmt.Errorf("kafka source: list topics: %w", err)
+		d.err = fmt.Errorf("kafka source: list topics: %w", e.listTopicsError(ctx, err))
 		return d
 	}
 	for name, t := range topics {
@@ -169,7 +174,8 @@ func (e *enumerator) discover(ctx context.Context) discovered {
 		}
 		if t.Err != nil {
 			if e.cfg.topicRegex == nil && d.initial {
-				d.err = fmt.Errorf("kafka source: topic %q: %w", name, t.Err)
+				d.err = fmt.Errorf("kafka source: topic %q: %w", name,
+					authorizationOf(t.Err, e.cfg.security, ResourceTopic, name, false, "Read", useSourceTopic))
 				return d
 			}
 			continue // deleted meanwhile, or not created yet
@@ -177,6 +183,15 @@ func (e *enumerator) discover(ctx context.Context) discovered {
 		for p := range t.Partitions {
 			d.current[TopicPartition{Topic: name, Partition: p}] = true
 		}
+	}
+	if !e.probed.Load() {
+		// Before the first split is assigned, so a missing right fails the
+		// job before any record is read.
+		if err := e.probeSource(ctx, d.current); err != nil {
+			d.err = fmt.Errorf("kafka source: %w", err)
+			return d
+		}
+		e.probed.Store(true)
 	}
 	var fresh []TopicPartition
 	for tp := range d.current {
@@ -231,6 +246,12 @@ func (e *enumerator) handleDiscovery(d discovered) error {
 		if d.initial {
 			// Nothing is being read yet; a source that cannot find its
 			// input must say so rather than wait silently.
+			return d.err
+		}
+		if errors.Is(d.err, ErrNotAuthorized) || errors.Is(d.err, ErrAuthenticationFailed) {
+			// A missing right (found by a restored enumerator's probe, or
+			// revoked meanwhile) does not come back by waiting: every later
+			// discovery would fail the same way and assign nothing.
 			return d.err
 		}
 		log.Warn("kafka source: partition discovery failed; retrying at the next interval", "err", d.err)

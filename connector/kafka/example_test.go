@@ -24,8 +24,8 @@ func Example() {
 		runtime.WithParallelism(2),
 		runtime.WithCheckpointInterval(time.Second),
 		runtime.WithCheckpointDir("/var/lib/upper"))
-	lines := runtime.FromSource(env, src, "in", runtime.NoWatermarks[string]()).UID("in")
+	lines := runtime.FromSource(env, src, "in").UID("in")
 	upper := runtime.Map(lines, func(s string) (string, error) { return strings.ToUpper(s), nil }).UID("upper")
-	runtime.SinkToTwoPhase(upper, sink).UID("out")
+	runtime.SinkTo(upper, sink).UID("out")
 	_ = env.Execute(ctx, "upper")
 }

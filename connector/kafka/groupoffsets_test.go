@@ -313,7 +313,7 @@ func runLedgerJob(ctx context.Context, t *testing.T, seeds []string, sink *ledge
 		runtime.WithRestartStrategy(runtime.NoRestart()),
 		runtime.WithLogger(quietLogger()),
 		runtime.WithJobListener(runtime.JobListener{CheckpointCompleted: func(int64) { stall.completed.Add(1) }}))
-	in := runtime.FromSource(env, src, "in", runtime.NoWatermarks[pos]())
+	in := runtime.FromSource(env, src, "in")
 	if !chained {
 		in = runtime.Rebalance(in)
 	}
@@ -413,7 +413,7 @@ func TestGroupOffsetsNeverRunAheadOfCommittedOutput(t *testing.T) {
 		}
 		second := &posCollector{got: map[pos]int{}}
 		env := runtime.NewEnvironment(runtime.WithParallelism(2), runtime.WithLogger(quietLogger()))
-		runtime.SinkTo(runtime.FromSource(env, src, "in", runtime.NoWatermarks[pos]()), connector.Sink[pos](second))
+		runtime.SinkTo(runtime.FromSource(env, src, "in"), connector.Sink[pos](second))
 		if err := env.Execute(ctx, "fresh"); err != nil {
 			t.Fatalf("fresh job: %v", err)
 		}
@@ -585,7 +585,7 @@ func TestCloseWaitsForTheLastGroupOffsetCommit(t *testing.T) {
 				runtime.WithCheckpointInterval(20*time.Millisecond),
 				runtime.WithRestartStrategy(runtime.NoRestart()),
 				runtime.WithLogger(quietLogger()))
-			runtime.SinkToTwoPhase(runtime.FromSource(env, src, "in", runtime.NoWatermarks[pos]()),
+			runtime.SinkToTwoPhase(runtime.FromSource(env, src, "in"),
 				connector.TwoPhaseCommittingSink[pos, ledgerTxn](&ledgerSink{log: log}))
 			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 			defer cancel()

@@ -73,7 +73,7 @@ func TestMetricsOfExactlyOnceJob(t *testing.T) {
 	env := runtime.NewEnvironment(runtime.WithParallelism(2), runtime.WithMetricsRegistry(reg),
 		runtime.WithCheckpointInterval(50*time.Millisecond), runtime.WithCheckpointTimeout(10*time.Second),
 		runtime.WithRestartStrategy(runtime.NoRestart()), runtime.WithLogger(quietLogger()))
-	runtime.SinkToTwoPhase(runtime.FromSource(env, src, "kafka in", runtime.NoWatermarks[string]()).UID("in"), sink).UID("out")
+	runtime.SinkToTwoPhase(runtime.FromSource(env, src, "kafka in").UID("in"), sink).UID("out")
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	if err := env.Execute(ctx, "metrics"); err != nil {
@@ -142,7 +142,7 @@ func TestMetricsOfBackpressuredReader(t *testing.T) {
 	sink := &blockingSink{release: make(chan struct{}), started: make(chan struct{})}
 	reg := prometheus.NewRegistry()
 	env := runtime.NewEnvironment(runtime.WithMetricsRegistry(reg), runtime.WithLogger(quietLogger()))
-	runtime.SinkTo(runtime.FromSource(env, src, "kafka in", runtime.NoWatermarks[string]()).UID("in"), connector.Sink[string](sink)).UID("out")
+	runtime.SinkTo(runtime.FromSource(env, src, "kafka in").UID("in"), connector.Sink[string](sink)).UID("out")
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- env.Execute(ctx, "stalled") }()

@@ -35,6 +35,10 @@ type sourceConfig struct {
 	kgoOpts         []kgo.Opt
 	logger          *slog.Logger
 	commitOnCheckpt bool
+	// security, securityOpts and optErrs are WithSecurity's (security.go).
+	security     Security
+	securityOpts []kgo.Opt
+	optErrs      []error
 	// closeCommitTimeout bounds how long the reader's Close waits for
 	// the group offset commits under way.
 	closeCommitTimeout time.Duration
@@ -72,9 +76,11 @@ func (c *sourceConfig) validate() error {
 	if c.closeCommitTimeout < 0 {
 		errs = append(errs, fmt.Errorf("negative close commit timeout %s (WithCloseCommitTimeout)", c.closeCommitTimeout))
 	}
+	errs = append(errs, c.optErrs...)
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("kafka source: %w: %w", err, connector.ErrInvalidConfiguration)
 	}
+	c.kgoOpts = withSecurityFirst(c.securityOpts, c.kgoOpts)
 	return nil
 }
 
@@ -216,8 +222,9 @@ func WithCloseCommitTimeout(d time.Duration) SourceOpt {
 	return sourceOpt(func(c *sourceConfig) { c.closeCommitTimeout = d })
 }
 
-// WithClientOpts passes franz-go options to the clients (SASL, TLS, fetch
-// and batch sizes). Options that decide what is consumed (kgo.ConsumeTopics)
+// WithClientOpts passes franz-go options to the clients (fetch and batch
+// sizes; TLS and SASL are better given with WithSecurity, which also names
+// the principal in authorization errors). Options that decide what is consumed (kgo.ConsumeTopics)
 // or how transactions run (kgo.TransactionalID) must not be given: the
 // source assigns partitions and the sink names transactions itself.
 func WithClientOpts(opts ...kgo.Opt) Opt {

@@ -170,7 +170,10 @@ func (r *splitReader) Fetch(ctx context.Context) (base.RecordsWithSplitIDs[*kgo.
 				r.cfg.logger.Error("kafka source: records were deleted before they were read", "topic", topic, "partition", p, "err", err)
 				return
 			}
-			errs = append(errs, fmt.Errorf("fetch %s-%d: %w", topic, p, err))
+			// A right revoked while the job runs fails it as a missing
+			// one does at start (AuthorizationError), not by restarts.
+			errs = append(errs, fmt.Errorf("fetch %s-%d: %w", topic, p,
+				authorizationOf(err, r.cfg.security, ResourceTopic, topic, false, "Read", useSourceTopic)))
 		}
 	})
 	if len(errs) > 0 {

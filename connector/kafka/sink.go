@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -17,6 +18,7 @@ import (
 	"github.com/splitflow/splitflow/metrics"
 	"github.com/splitflow/splitflow/txn"
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -67,6 +69,12 @@ type sinkConfig struct {
 	commitTimeout time.Duration
 	kgoOpts       []kgo.Opt
 	logger        *slog.Logger
+	// security, securityOpts and optErrs are WithSecurity's (security.go).
+	security     Security
+	securityOpts []kgo.Opt
+	optErrs      []error
+	// noBrokerTimeoutCheck is WithoutBrokerTimeoutCheck's (authz.go).
+	noBrokerTimeoutCheck bool
 }
 
 func defaultSinkConfig() sinkConfig {
@@ -93,9 +101,11 @@ func (c *sinkConfig) validate() error {
 	if c.poolSize < 2 {
 		errs = append(errs, fmt.Errorf("transactional id pool size %d is below 2", c.poolSize))
 	}
+	errs = append(errs, c.optErrs...)
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("kafka sink: %w: %w", err, connector.ErrInvalidConfiguration)
 	}
+	c.kgoOpts = withSecurityFirst(c.securityOpts, c.kgoOpts)
 	return nil
 }
 
@@ -162,7 +172,7 @@ func (f RecordSerializerFunc[T]) Serialize(element T, timestamp int64) (*kgo.Rec
 // KeyValueSerializer writes to topic a record whose key and value fn
 // returns, with the element's timestamp.
 func KeyValueSerializer[T any](topic string, fn func(T) (key, value []byte, err error)) RecordSerializer[T] {
-	return RecordSerializerFunc[T](func(v T, ts int64) (*kgo.Record, error) {
+	return topicsSerializer[T]{topics: []string{topic}, ser: RecordSerializerFunc[T](func(v T, ts int64) (*kgo.Record, error) {
 		k, val, err := fn(v)
 		if err != nil {
 			return nil, err
@@ -172,12 +182,15 @@ func KeyValueSerializer[T any](topic string, fn func(T) (key, value []byte, err 
 			r.Timestamp = time.UnixMilli(ts)
 		}
 		return r, nil
-	})
+	})}
 }
 
-// Sink writes elements to Kafka with the configured delivery guarantee. It
-// is a connector.TwoPhaseCommittingSink of txn.Committable; with
-// AtLeastOnce or None its writers produce no committables.
+// Sink writes elements to Kafka with the configured delivery guarantee.
+// runtime.SinkTo runs it with that guarantee: in ExactlyOnce mode with its
+// committer (it is connector.TwoPhaseCapable), otherwise as a plain sink.
+// It is also a connector.TwoPhaseCommittingSink of txn.Committable for
+// runtime.SinkToTwoPhase; with AtLeastOnce or None its writers produce no
+// committables there.
 //
 // Exactly-once follows the rules of package txn. At start every writer
 // aborts the transactions its subtask's ids left open (which also fences
@@ -212,7 +225,10 @@ type Sink[T any] struct {
 	latest map[int]uint64
 }
 
-var _ connector.TwoPhaseCommittingSink[string, txn.Committable] = (*Sink[string])(nil)
+var (
+	_ connector.TwoPhaseCommittingSink[string, txn.Committable] = (*Sink[string])(nil)
+	_ connector.TwoPhaseCapable[string]                         = (*Sink[string])(nil)
+)
 
 // NewSink returns a sink that writes elements as ser makes them. It checks
 // the options and fails with every problem it finds (no brokers, an empty
@@ -232,9 +248,20 @@ func NewSink[T any](ser RecordSerializer[T], opts ...SinkOpt) (*Sink[T], error) 
 	return &Sink[T]{cfg: cfg, ser: ser, pools: map[int]*txn.Pool{}, restored: map[int][]string{}, spare: map[int][]string{}, latest: map[int]uint64{}}, nil
 }
 
+// TwoPhase implements connector.TwoPhaseCapable: in exactly-once mode the
+// sink commits in two phases, and runtime.SinkTo runs it with its
+// committer; otherwise it runs as a plain sink.
+func (s *Sink[T]) TwoPhase() (connector.HiddenTwoPhaseSink[T], bool) {
+	if s.cfg.guarantee != ExactlyOnce {
+		return nil, false
+	}
+	return connector.HideCommittable[T, txn.Committable](s), true
+}
+
 // CommitterRequired is true in exactly-once mode: the records are visible
-// only once the committer commits, so the engine must run the sink with
-// runtime.SinkToTwoPhase.
+// only once the committer commits. A wrapper that hides TwoPhase but
+// passes this on is refused by runtime.SinkTo instead of running without
+// a committer.
 func (s *Sink[T]) CommitterRequired() bool { return s.cfg.guarantee == ExactlyOnce }
 
 // Guarantee returns the sink's delivery guarantee.
@@ -294,6 +321,10 @@ func (s *Sink[T]) CreateWriter(ictx connector.SinkInitContext) (connector.SinkWr
 	w := &sinkWriter[T]{s: s, sub: ictx.SubtaskIndex(), bytesOut: g.BytesOut(), txns: transactionsCounter(g)}
 	w.task = ictx.Context()
 	w.ctx, w.cancel = context.WithCancel(w.task)
+	if err := s.probeSink(ictx); err != nil {
+		w.cancel()
+		return nil, err
+	}
 	if s.cfg.guarantee != ExactlyOnce {
 		cl, err := kgo.NewClient(s.clientOpts(clientMetricOpts(g, "sink")...)...)
 		if err != nil {
@@ -302,6 +333,12 @@ func (s *Sink[T]) CreateWriter(ictx connector.SinkInitContext) (connector.SinkWr
 		}
 		w.cl = cl
 		return w, nil
+	}
+	if ci, ok := ictx.(connector.CommitterInfo); ok && !ci.CommitterRuns() {
+		w.cancel()
+		return nil, fmt.Errorf("kafka sink: exactly-once makes records visible only through its committer, and this writer runs without one, so nothing it writes would be committed: "+
+			"the sink was added as a plain one (a wrapper around it passes on neither connector.TwoPhaseCapable nor connector.CommitterRequired to runtime.SinkTo); "+
+			"pass TwoPhase on from the wrapper, add the sink with runtime.SinkToTwoPhase, or use WithDeliveryGuarantee(AtLeastOnce): %w", connector.ErrInvalidConfiguration)
 	}
 	if err := s.checkTimings(ictx); err != nil {
 		w.cancel()
@@ -377,7 +414,8 @@ func (s *Sink[T]) abortLingering(ictx connector.SinkInitContext, keep []string, 
 		FenceAll: true, Keep: kept,
 	})
 	if err != nil {
-		return fmt.Errorf("kafka sink: subtask %d: %w", ictx.SubtaskIndex(), err)
+		return fmt.Errorf("kafka sink: subtask %d: %w", ictx.SubtaskIndex(),
+			authorizationOf(err, s.cfg.security, ResourceTransactionalID, s.cfg.prefix, true, "Write", useSinkTxnIDs))
 	}
 	s.cfg.logger.Debug("kafka sink: registered the subtask's transactional ids", "subtask", ictx.SubtaskIndex(), "attempt", ictx.AttemptNumber())
 	if len(aborted) > 0 {
@@ -390,11 +428,18 @@ func (s *Sink[T]) abortLingering(ictx connector.SinkInitContext, keep []string, 
 
 // checkBrokerMaxTimeout fails when the transaction timeout exceeds the
 // brokers' transaction.max.timeout.ms: the broker would refuse to register
-// the ids (INVALID_TRANSACTION_TIMEOUT) on every attempt. Where the
-// setting cannot be read (no DescribeConfigs permission, say), it logs so
-// and goes on.
+// the ids (INVALID_TRANSACTION_TIMEOUT) on every attempt. A principal
+// without DescribeConfigs on the cluster fails the start with an
+// *AuthorizationError (WithoutBrokerTimeoutCheck skips the check); where
+// the setting cannot be read for another reason, it logs so and goes on.
 func (s *Sink[T]) checkBrokerMaxTimeout(ctx context.Context, cl *kgo.Client) error {
+	if s.cfg.noBrokerTimeoutCheck {
+		return nil
+	}
 	limit, err := brokerMaxTxnTimeout(ctx, kadm.NewClient(cl))
+	if err := authorizationOf(err, s.cfg.security, ResourceCluster, "", false, "DescribeConfigs", useSinkConfigs); errors.Is(err, ErrNotAuthorized) || errors.Is(err, ErrAuthenticationFailed) {
+		return fmt.Errorf("kafka sink: %w", err)
+	}
 	if err != nil {
 		s.cfg.logger.Warn("kafka sink: cannot read the brokers' transaction.max.timeout.ms; the transaction timeout is checked against the checkpoint configuration only",
 			"transaction_timeout", s.cfg.txnTimeout, "err", err)
@@ -522,6 +567,13 @@ type sinkWriter[T any] struct {
 	mu     sync.Mutex
 	errOut error // first failed produce of AtLeastOnce and None
 
+	// txTopics are the topics written in the open transaction (ExactlyOnce,
+	// task goroutine only), lastTopic the latest of them: a refused write
+	// names its topic (refusedWrite), and the transaction's promise does not
+	// see the record.
+	txTopics  []string
+	lastTopic string
+
 	// bytes counts what Write was given since the last publication to
 	// bytesOut (task goroutine only), so that the counter is touched per
 	// bytesPublishEvery records and at flushes, not per record.
@@ -569,18 +621,47 @@ func (w *sinkWriter[T]) Write(v T, wc connector.WriteContext) error {
 		}
 	}
 	w.count(rec)
+	if rec.Topic != w.lastTopic || len(w.txTopics) == 0 {
+		w.lastTopic = rec.Topic
+		if !slices.Contains(w.txTopics, rec.Topic) {
+			w.txTopics = append(w.txTopics, rec.Topic)
+		}
+	}
 	w.tx.Produce(w.ctx, rec)
 	return nil
 }
 
-func (w *sinkWriter[T]) promise(_ *kgo.Record, err error) {
+func (w *sinkWriter[T]) promise(rec *kgo.Record, err error) {
 	if err != nil {
 		w.mu.Lock()
 		if w.errOut == nil {
-			w.errOut = fmt.Errorf("kafka sink: produce: %w", err)
+			w.errOut = fmt.Errorf("kafka sink: produce: %w", w.refusedWrite(err, []string{rec.Topic}))
 		}
 		w.mu.Unlock()
 	}
+}
+
+// refusedWrite returns err as an *AuthorizationError when the broker
+// refused a write for want of Write on a topic of topics (a right revoked
+// after the start-up check) or on the transactional ids, so that the job
+// fails at once with the right named instead of restarting, only for the
+// restarted writer's check to name it; err unchanged otherwise. Of several
+// topics it names the one a fresh check finds without Write.
+func (w *sinkWriter[T]) refusedWrite(err error, topics []string) error {
+	sec := w.s.cfg.security
+	switch {
+	case errors.Is(err, kerr.TopicAuthorizationFailed):
+		name := strings.Join(topics, ",")
+		if len(topics) > 1 {
+			if perr := w.s.probeTopicsWrite(w.task, topics); errors.Is(perr, ErrNotAuthorized) {
+				return perr
+			}
+		}
+		return authorizationOf(err, sec, ResourceTopic, name, false, "Write", useSinkTopic)
+	case errors.Is(err, kerr.TransactionalIDAuthorizationFailed):
+		return authorizationOf(err, sec, ResourceTransactionalID, w.s.cfg.prefix, true, "Write", useSinkTxnIDs)
+	}
+	return err
 }
 
 func (w *sinkWriter[T]) err() error {
@@ -617,15 +698,15 @@ func (w *sinkWriter[T]) PrepareCommit(checkpointID int64) ([]txn.Committable, er
 	if w.tx == nil {
 		return nil, nil
 	}
-	tx := w.tx
-	w.tx = nil
+	tx, topics := w.tx, w.txTopics
+	w.tx, w.txTopics, w.lastTopic = nil, nil, ""
 	c, ok, err := tx.Prepare(w.ctx, checkpointID)
 	if err != nil {
 		// Prepare aborted the transaction.
 		if w.s.isLatest(w.sub, w.gen) {
 			w.txns.WithLabelValues("aborted").Inc()
 		}
-		return nil, fmt.Errorf("kafka sink: subtask %d: %w", w.sub, err)
+		return nil, fmt.Errorf("kafka sink: subtask %d: %w", w.sub, w.refusedWrite(err, topics))
 	}
 	if !ok {
 		return nil, nil

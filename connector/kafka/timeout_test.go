@@ -86,7 +86,8 @@ func TestSinkTransactionTimeoutCoversWorstCase(t *testing.T) {
 // The broker refuses a transaction timeout above its
 // transaction.max.timeout.ms (15 minutes by default) when an id is
 // registered; the sink reads it at start and refuses such a timeout with a
-// configuration error, and says so in the log when it cannot read it.
+// configuration error, and says so in the log when it cannot read it; a
+// principal without the right to read it is refused (AuthorizationError).
 func TestSinkTransactionTimeoutWithinBrokerMax(t *testing.T) {
 	cc := connector.CheckpointConfig{Interval: time.Second, Timeout: time.Minute, MaxRestartDelay: time.Second}
 	onClusters(t, func(t *testing.T, c cluster) {
@@ -100,26 +101,31 @@ func TestSinkTransactionTimeoutWithinBrokerMax(t *testing.T) {
 			t.Fatalf("got %v", err)
 		}
 	})
-	t.Run("unreadable", func(t *testing.T) {
+	// brokerAnswering is a kfake cluster whose DescribeConfigs answers
+	// every resource with code.
+	brokerAnswering := func(t *testing.T, code int16) cluster {
 		f, err := kfake.NewCluster(kfake.NumBrokers(1))
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer f.Close()
+		t.Cleanup(f.Close)
 		f.ControlKey(int16(kmsg.DescribeConfigs), func(req kmsg.Request) (kmsg.Response, error, bool) {
 			f.KeepControl()
 			resp := req.(*kmsg.DescribeConfigsRequest).ResponseKind().(*kmsg.DescribeConfigsResponse)
 			for _, r := range req.(*kmsg.DescribeConfigsRequest).Resources {
 				rr := kmsg.NewDescribeConfigsResponseResource()
-				rr.ResourceType, rr.ResourceName, rr.ErrorCode = r.ResourceType, r.ResourceName, kerr.ClusterAuthorizationFailed.Code
+				rr.ResourceType, rr.ResourceName, rr.ErrorCode = r.ResourceType, r.ResourceName, code
 				resp.Resources = append(resp.Resources, rr)
 			}
 			return resp, nil, true
 		})
+		return cluster{seeds: f.ListenAddrs(), fake: f}
+	}
+	t.Run("unreadable", func(t *testing.T) {
 		var logged strings.Builder
 		var mu sync.Mutex
 		logger := slog.New(slog.NewTextHandler(lockedBuilder{&mu, &logged}, &slog.HandlerOptions{Level: slog.LevelWarn}))
-		s := stringSink(t, cluster{seeds: f.ListenAddrs(), fake: f}, "t", "unreadable", WithTransactionTimeout(10*time.Minute), WithLogger(logger))
+		s := stringSink(t, brokerAnswering(t, kerr.UnknownServerError.Code), "t", "unreadable", WithTransactionTimeout(10*time.Minute), WithLogger(logger))
 		w, err := s.CreateWriter(cpCtx{cc: cc})
 		if err != nil {
 			t.Fatalf("refused when the broker's maximum cannot be read: %v", err)
@@ -130,6 +136,23 @@ func TestSinkTransactionTimeoutWithinBrokerMax(t *testing.T) {
 		if !strings.Contains(logged.String(), "cannot read the brokers' transaction.max.timeout.ms") {
 			t.Fatalf("nothing logged about the unreadable maximum; log:\n%s", logged.String())
 		}
+	})
+	// A principal without DescribeConfigs on the cluster is refused at
+	// start, naming the right, unless the check is turned off.
+	t.Run("not authorized", func(t *testing.T) {
+		c := brokerAnswering(t, kerr.ClusterAuthorizationFailed.Code)
+		s := stringSink(t, c, "t", "notauth", WithTransactionTimeout(10*time.Minute))
+		_, err := s.CreateWriter(cpCtx{cc: cc})
+		var ae *AuthorizationError
+		if !errors.As(err, &ae) || ae.Resource != ResourceCluster || ae.Operation != "DescribeConfigs" || !errors.Is(err, connector.ErrInvalidConfiguration) {
+			t.Fatalf("got %v; want an *AuthorizationError for DescribeConfigs on the cluster", err)
+		}
+		s = stringSink(t, c, "t", "nocheck", WithTransactionTimeout(10*time.Minute), WithoutBrokerTimeoutCheck())
+		w, err := s.CreateWriter(cpCtx{cc: cc})
+		if err != nil {
+			t.Fatalf("refused with WithoutBrokerTimeoutCheck: %v", err)
+		}
+		_ = w.Close()
 	})
 }
 
@@ -160,7 +183,7 @@ func TestExactlyOnceUnboundedWithoutCheckpointsIsRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	env := runtime.NewEnvironment(runtime.WithParallelism(1))
-	runtime.SinkToTwoPhase(runtime.FromSource(env, src, "in", runtime.NoWatermarks[string]()), stringSink(t, c, topic+"-out", "unbounded"))
+	runtime.SinkToTwoPhase(runtime.FromSource(env, src, "in"), stringSink(t, c, topic+"-out", "unbounded"))
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	err = env.Execute(ctx, "unbounded without checkpoints")

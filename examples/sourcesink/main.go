@@ -17,6 +17,10 @@
 // assigned to it after the last checkpoint back (addSplitsBack) and the
 // restarted reader resumes from its checkpointed splits. It exits 0 when the
 // committed records are exactly the input, 1 otherwise.
+//
+// The source is built on connector/base (NewSource: a StaticEnumerator, a
+// SplitReader and an emit function), wrapped to log every call between
+// the engine, the enumerator and the readers.
 package main
 
 import (
@@ -69,7 +73,11 @@ func main() {
 		fmt.Printf("[%7.3fs] %s\n", time.Since(start).Seconds(), fmt.Sprintf(format, args...))
 	}
 
-	src := &rangeSource{splits: *splits, perSplit: *perSplit, push: *mode == "push", delay: *delay, log: logf}
+	src, err := newRangeSource(*splits, *perSplit, *mode == "push", *delay, logf)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "sourcesink: %v\n", err)
+		os.Exit(2)
+	}
 	st := &store{committed: map[string]bool{}}
 	var failed atomic.Bool
 	inject := os.Args[1] == "fail"
@@ -95,7 +103,7 @@ func main() {
 		}
 		return v, nil
 	}).UID("map")
-	runtime.SinkToTwoPhase(mapped, &txnSink{store: st, log: logf}).UID("sink")
+	runtime.SinkTo(mapped, &txnSink{store: st, log: logf}).UID("sink")
 
 	logf("JOB start: %s mode, %d splits x %d records, parallelism %d, checkpoint every %v", *mode, *splits, *perSplit, *par, *interval)
 	if err := env.Execute(context.Background(), "sourcesink"); err != nil {

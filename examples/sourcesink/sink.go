@@ -54,7 +54,8 @@ func (s *store) all() []int64 {
 	return append([]int64(nil), s.records...)
 }
 
-// txnSink writes into a transaction per checkpoint per subtask.
+// txnSink writes into a transaction per checkpoint per subtask, committed
+// once the checkpoint completes.
 type txnSink struct {
 	store *store
 	log   func(format string, args ...any)
@@ -69,6 +70,13 @@ func (s *txnSink) CreateCommitter(ctx connector.SinkInitContext) (connector.Comm
 }
 
 func (s *txnSink) CommittableSerializer() connector.VersionedSerializer[txn] { return txnSerializer{} }
+
+// TwoPhase makes the sink connector.TwoPhaseCapable, so that runtime.SinkTo
+// runs it with its committer. A sink with a guarantee option would return
+// false when configured for one that needs no committer.
+func (s *txnSink) TwoPhase() (connector.HiddenTwoPhaseSink[int64], bool) {
+	return connector.HideCommittable[int64, txn](s), true
+}
 
 type txnWriter struct {
 	subtask int

@@ -29,7 +29,7 @@ type wordCount struct {
 // keyBy word -> running count -> KafkaSink.
 // A non-nil statusLn serves the job's status (runtime.WithHTTPListener).
 func runJob(ctx context.Context, o options, seeds []string, p *progress, logger *slog.Logger, statusLn net.Listener) error {
-	srcOpts := []kafka.SourceOpt{kafka.WithBrokers(seeds...), kafka.WithTopics(o.inputTopic), kafka.WithLogger(logger)}
+	srcOpts := []kafka.SourceOpt{kafka.WithBrokers(seeds...), kafka.WithSecurity(o.security), kafka.WithTopics(o.inputTopic), kafka.WithLogger(logger)}
 	if !o.unbounded {
 		srcOpts = append(srcOpts, kafka.WithBounded(kafka.LatestOffsets()))
 	}
@@ -39,7 +39,7 @@ func runJob(ctx context.Context, o options, seeds []string, p *progress, logger 
 	}
 	sink, err := kafka.NewSink(kafka.KeyValueSerializer(o.outputTopic, func(wc wordCount) ([]byte, []byte, error) {
 		return []byte(wc.word), strconv.AppendInt(nil, wc.count, 10), nil
-	}), kafka.WithBrokers(seeds...), kafka.WithLogger(logger),
+	}), kafka.WithBrokers(seeds...), kafka.WithSecurity(o.security), kafka.WithLogger(logger),
 		kafka.WithDeliveryGuarantee(kafka.ExactlyOnce), kafka.WithTransactionalIDPrefix(o.txnPrefix))
 	if err != nil {
 		return err
@@ -80,7 +80,7 @@ func runJob(ctx context.Context, o options, seeds []string, p *progress, logger 
 		envOpts = append(envOpts, runtime.WithHTTPListener(statusLn))
 	}
 	env := runtime.NewEnvironment(envOpts...)
-	lines := runtime.FromSource(env, src, "lines", runtime.NoWatermarks[string]()).UID("lines")
+	lines := runtime.FromSource(env, src, "lines").UID("lines")
 	var seen atomic.Int64
 	words := runtime.FlatMap(lines, func(line string, out runtime.Collector[string]) error {
 		n := p.lines.Add(1)
@@ -102,7 +102,7 @@ func runJob(ctx context.Context, o options, seeds []string, p *progress, logger 
 		p.updates.Add(1)
 		return wc, nil
 	}).Name("tally").UID("tally")
-	runtime.SinkToTwoPhase(written, sink).Name("counts").UID("counts-sink")
+	runtime.SinkTo(written, sink).Name("counts").UID("counts-sink")
 	if err := env.Execute(ctx, "wordcount"); err != nil {
 		return fmt.Errorf("%w", err)
 	}

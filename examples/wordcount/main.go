@@ -38,7 +38,10 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/splitflow/splitflow/connector/kafka"
+	"github.com/splitflow/splitflow/connector/kafka/kafkaflag"
 	"github.com/splitflow/splitflow/runtime"
+	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 type options struct {
@@ -57,6 +60,11 @@ type options struct {
 	httpAddr           string
 	stateBackend       string
 	stateDir           string
+	// security is how every Kafka client connects (TLS, SASL), from the
+	// --kafka-* flags and SPLITFLOW_KAFKA_* variables; clientOpts are its
+	// franz-go options, for the clients the job does not make itself.
+	security   kafka.Security
+	clientOpts []kgo.Opt
 
 	// onHTTP, if set, learns the status server's address once it is bound
 	// (tests bind port 0).
@@ -73,7 +81,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.inputFile, "input-file", "", "text to write into the input topic (default: a built-in text); written only when the input topic is empty")
 	fs.StringVar(&o.checkpointDir, "checkpoint-dir", "", "directory for checkpoints; a job restarted with the same directory resumes from it")
 	fs.IntVar(&o.parallelism, "parallelism", 2, "subtasks per operator")
-	fs.DurationVar(&o.checkpointInterval, "checkpoint-interval", time.Second, "time between checkpoints (and so between output commits)")
+	fs.DurationVar(&o.checkpointInterval, "checkpoint-interval", time.Second, "time between checkpoints (and so between output commits); 0: no checkpoints, the output is committed once, at the end of the input (not with --unbounded), and a failure starts over")
 	fs.StringVar(&o.txnPrefix, "transactional-id-prefix", "wordcount", "prefix of the sink's Kafka transactional ids; unique per job")
 	fs.BoolVar(&o.unbounded, "unbounded", false, "keep running and pick up new input until interrupted")
 	fs.Int64Var(&o.failEvery, "fail-every", 0, "inject a task failure every N records (0: never); the job restarts and must still be exact")
@@ -82,6 +90,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.httpAddr, "http", "", "serve /metrics, /healthz, /readyz, /api/v1/job and a live status page on this address (e.g. :8081) while the job runs (default: no server)")
 	fs.StringVar(&o.stateBackend, "state-backend", "heap", "where the word counts live: heap (Go maps; fastest while they fit in memory, as the built-in text's do) or pebble (an on-disk LSM per subtask with incremental checkpoints; for many distinct words)")
 	fs.StringVar(&o.stateDir, "state-dir", "", "working directory of the pebble state backend (default: splitflow-state in the OS temp directory)")
+	secFlags := kafkaflag.Register(fs)
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "usage: wordcount [flags]\n\nCounts words of a Kafka topic exactly-once. Flags:\n")
 		fs.PrintDefaults()
@@ -94,8 +103,13 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		return o, usageError(fs, "unexpected arguments: %s", strings.Join(fs.Args(), " "))
 	case o.parallelism <= 0:
 		return o, usageError(fs, "--parallelism must be positive, not %d", o.parallelism)
-	case o.checkpointInterval <= 0:
-		return o, usageError(fs, "--checkpoint-interval must be positive, not %s", o.checkpointInterval)
+	case o.checkpointInterval < 0:
+		return o, usageError(fs, "--checkpoint-interval must not be negative, not %s", o.checkpointInterval)
+	case o.checkpointInterval == 0 && o.unbounded:
+		// The engine refuses it too, naming its option; here the flag.
+		return o, usageError(fs, "--unbounded needs --checkpoint-interval > 0: the output is committed after each checkpoint, and unbounded input has no end to commit it at")
+	case o.checkpointInterval == 0 && o.checkpointDir != "":
+		return o, usageError(fs, "--checkpoint-dir needs --checkpoint-interval > 0")
 	case o.failEvery < 0:
 		return o, usageError(fs, "--fail-every must not be negative")
 	case o.partitions <= 0:
@@ -110,6 +124,17 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	if _, err := runtime.ParseStateBackend(o.stateBackend); err != nil {
 		return o, usageError(fs, "--state-backend: %v", err)
 	}
+	sec, err := secFlags.Security(os.Getenv)
+	if err != nil {
+		return o, usageError(fs, "%v", err)
+	}
+	if (sec.TLS != nil || sec.SASL != nil) && o.brokers == "" {
+		return o, usageError(fs, "the --kafka-tls and --kafka-sasl settings need --brokers (the in-process Kafka is plaintext)")
+	}
+	if o.clientOpts, err = sec.ClientOpts(); err != nil {
+		return o, usageError(fs, "%v", err)
+	}
+	o.security = sec
 	return o, nil
 }
 

@@ -70,6 +70,20 @@ func TestFailEveryIsExact(t *testing.T) {
 	}
 }
 
+// Bounded input needs no checkpoints: the output is committed once, at the
+// end of the input, and a failure starts the job over without committing
+// what the failed attempt wrote.
+func TestWithoutCheckpointsIsExact(t *testing.T) {
+	out, code := runWith(t, "--checkpoint-interval", "0", "--fail-every", "30000")
+	if code != 0 || !strings.Contains(out, "exactly-once: OK") || !strings.Contains(out, " 0 checkpoints") {
+		t.Fatalf("exit %d, output:\n%s", code, out)
+	}
+	if strings.Contains(out, " 0 injected failures") {
+		t.Fatalf("no failure was injected:\n%s", out)
+	}
+	t.Log(lastLines(out, 2))
+}
+
 // Against a real broker, with a checkpoint directory and failures.
 func TestRunOnRealBrokerIsExact(t *testing.T) {
 	b := kafkatest.Get(t)
@@ -87,6 +101,8 @@ func TestBadFlags(t *testing.T) {
 	for _, args := range [][]string{
 		{"--parallelism", "0"},
 		{"--checkpoint-interval", "-1s"},
+		{"--unbounded", "--checkpoint-interval", "0"},
+		{"--checkpoint-dir", "/tmp/x", "--checkpoint-interval", "0"},
 		{"--input-topic", "x", "--output-topic", "x"},
 		{"--no-such-flag"},
 		{"extra"},

@@ -77,11 +77,11 @@ func run(ctx context.Context, o options, stdout io.Writer, logger *slog.Logger) 
 		// it committed until then is still to be checked.
 		ctx = context.WithoutCancel(ctx)
 	}
-	want, err := inputCounts(ctx, seeds, o.inputTopic)
+	want, err := inputCounts(ctx, seeds, o.inputTopic, o.clientOpts)
 	if err != nil {
 		return 1, err
 	}
-	r, err := verify(ctx, seeds, o.outputTopic, want, o.unbounded)
+	r, err := verify(ctx, seeds, o.outputTopic, want, o.unbounded, o.clientOpts)
 	if err != nil {
 		return 1, fmt.Errorf("verify: %w", err)
 	}
@@ -113,6 +113,12 @@ func displayAddr(a net.Addr) string {
 	return net.JoinHostPort(host, port)
 }
 
+// kafkaOpts are the security options (--kafka-*) and then opts, for a
+// client of the example's own.
+func (o options) kafkaOpts(opts ...kgo.Opt) []kgo.Opt {
+	return append(append([]kgo.Opt(nil), o.clientOpts...), opts...)
+}
+
 // connect returns the seed brokers: an in-process cluster when no --brokers
 // is given, else the given ones once they answer.
 func connect(ctx context.Context, o options) ([]string, func(), error) {
@@ -124,7 +130,7 @@ func connect(ctx context.Context, o options) ([]string, func(), error) {
 		return c.ListenAddrs(), c.Close, nil
 	}
 	seeds := strings.Split(o.brokers, ",")
-	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.DialTimeout(3*time.Second))
+	cl, err := kgo.NewClient(o.kafkaOpts(kgo.SeedBrokers(seeds...), kgo.DialTimeout(3*time.Second))...)
 	if err != nil {
 		return nil, nil, fmt.Errorf("--brokers %q: %w", o.brokers, err)
 	}
@@ -138,7 +144,7 @@ func connect(ctx context.Context, o options) ([]string, func(), error) {
 }
 
 func ensureTopics(ctx context.Context, seeds []string, o options) error {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...))
+	cl, err := kgo.NewClient(o.kafkaOpts(kgo.SeedBrokers(seeds...))...)
 	if err != nil {
 		return err
 	}
@@ -163,7 +169,7 @@ func errorsIsTopicExists(err error) bool {
 // fillInput writes the input text into the input topic if that topic is
 // empty, so a restarted run never writes it twice.
 func fillInput(ctx context.Context, seeds []string, o options) (int, error) {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.DefaultProduceTopic(o.inputTopic))
+	cl, err := kgo.NewClient(o.kafkaOpts(kgo.SeedBrokers(seeds...), kgo.DefaultProduceTopic(o.inputTopic))...)
 	if err != nil {
 		return 0, err
 	}
@@ -224,10 +230,10 @@ func inputLines(path string) ([]string, error) {
 }
 
 // inputCounts counts the words of the input topic as committed.
-func inputCounts(ctx context.Context, seeds []string, topic string) (map[string]int64, error) {
+func inputCounts(ctx context.Context, seeds []string, topic string, opts []kgo.Opt) (map[string]int64, error) {
 	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
-	recs, err := committed.Read(ctx, seeds, topic)
+	recs, err := committed.Read(ctx, seeds, topic, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("read input for verification: %w", err)
 	}

@@ -10,6 +10,7 @@ import (
 	"unicode"
 
 	"github.com/splitflow/splitflow/integration/committed"
+	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // splitWords is the job's tokenizer: lower-cased runs of letters, digits and
@@ -44,10 +45,10 @@ func (r report) ok() bool { return r.duplicates == 0 && r.missing == 0 && len(r.
 //
 // For an unbounded job stopped by the user, input may remain unread: a
 // word's counts must then be exactly 1..m for some m <= n.
-func verify(ctx context.Context, seeds []string, topic string, want map[string]int64, partial bool) (report, error) {
+func verify(ctx context.Context, seeds []string, topic string, want map[string]int64, partial bool, opts []kgo.Opt) (report, error) {
 	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
-	records, err := committed.Read(ctx, seeds, topic)
+	records, err := committed.Read(ctx, seeds, topic, opts...)
 	if err != nil {
 		return report{}, err
 	}

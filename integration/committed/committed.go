@@ -22,13 +22,14 @@ import (
 // even when a partition ends in aborted data, and then left out.
 //
 // ctx bounds the whole read; a transaction that stays open makes Read fail
-// when ctx ends, naming the offsets.
-func Read(ctx context.Context, seeds []string, topic string) ([]*kgo.Record, error) {
-	ends, err := stableEnds(ctx, seeds, topic, 0)
+// when ctx ends, naming the offsets. opts are added to its clients' options
+// (TLS and SASL for a secured cluster).
+func Read(ctx context.Context, seeds []string, topic string, opts ...kgo.Opt) ([]*kgo.Record, error) {
+	ends, err := stableEnds(ctx, seeds, topic, 0, opts)
 	if err != nil {
 		return nil, err
 	}
-	return readTo(ctx, seeds, topic, ends)
+	return readTo(ctx, seeds, topic, ends, opts)
 }
 
 // Visible returns what a read_committed consumer of topic sees now: every
@@ -38,20 +39,20 @@ func Read(ctx context.Context, seeds []string, topic string) ([]*kgo.Record, err
 // to commit or abort, which Read would wait on until the broker's
 // transaction timeout. The records after it are not visible yet and are
 // left out.
-func Visible(ctx context.Context, seeds []string, topic string, settle time.Duration) ([]*kgo.Record, error) {
-	ends, err := stableEnds(ctx, seeds, topic, settle)
+func Visible(ctx context.Context, seeds []string, topic string, settle time.Duration, opts ...kgo.Opt) ([]*kgo.Record, error) {
+	ends, err := stableEnds(ctx, seeds, topic, settle, opts)
 	if err != nil {
 		return nil, err
 	}
-	return readTo(ctx, seeds, topic, ends)
+	return readTo(ctx, seeds, topic, ends, opts)
 }
 
 // stableEnds returns each partition's last stable offset once it has
 // reached the high watermark. With settle > 0 it stops waiting after
 // settle and returns the last stable offsets as they are; with 0 it waits
 // until ctx ends and then fails.
-func stableEnds(ctx context.Context, seeds []string, topic string, settle time.Duration) (map[int32]int64, error) {
-	admCl, err := kgo.NewClient(kgo.SeedBrokers(seeds...))
+func stableEnds(ctx context.Context, seeds []string, topic string, settle time.Duration, opts []kgo.Opt) (map[int32]int64, error) {
+	admCl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(seeds...)}, opts...)...)
 	if err != nil {
 		return nil, err
 	}
@@ -85,10 +86,10 @@ func stableEnds(ctx context.Context, seeds []string, topic string, settle time.D
 
 // readTo reads every partition of topic as a read_committed consumer up to
 // ends, leaving out control records and anything at or past ends.
-func readTo(ctx context.Context, seeds []string, topic string, ends map[int32]int64) ([]*kgo.Record, error) {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.ConsumeTopics(topic),
+func readTo(ctx context.Context, seeds []string, topic string, ends map[int32]int64, opts []kgo.Opt) ([]*kgo.Record, error) {
+	cl, err := kgo.NewClient(append(append([]kgo.Opt(nil), opts...), kgo.SeedBrokers(seeds...), kgo.ConsumeTopics(topic),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
-		kgo.KeepControlRecords())
+		kgo.KeepControlRecords())...)
 	if err != nil {
 		return nil, err
 	}

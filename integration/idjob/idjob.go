@@ -58,6 +58,11 @@ type Config struct {
 	Rejected *atomic.Int64
 	Listener runtime.JobListener
 	Logger   *slog.Logger
+	// GroupID, when set, is the source's group: the offsets of every
+	// checkpoint are committed to it.
+	GroupID string
+	// Security is how the source and the sink connect (zero: plaintext).
+	Security kafka.Security
 }
 
 // ErrNotAnID is what the deserializer rejects a value with.
@@ -80,12 +85,15 @@ func Run(ctx context.Context, c Config) error {
 		}
 		return id, nil
 	})
-	srcOpts := []kafka.SourceOpt{kafka.WithBrokers(c.Brokers...), kafka.WithTopics(c.Input), kafka.WithLogger(logger)}
+	srcOpts := []kafka.SourceOpt{kafka.WithBrokers(c.Brokers...), kafka.WithSecurity(c.Security), kafka.WithTopics(c.Input), kafka.WithLogger(logger)}
 	if !c.Unbounded {
 		srcOpts = append(srcOpts, kafka.WithBounded(kafka.LatestOffsets()))
 	}
 	if c.Discovery > 0 {
 		srcOpts = append(srcOpts, kafka.WithPartitionDiscoveryInterval(c.Discovery))
+	}
+	if c.GroupID != "" {
+		srcOpts = append(srcOpts, kafka.WithGroupID(c.GroupID))
 	}
 	if c.SkipBad {
 		srcOpts = append(srcOpts, kafka.WithSkipBadRecords())
@@ -94,7 +102,7 @@ func Run(ctx context.Context, c Config) error {
 	if err != nil {
 		return err
 	}
-	sinkOpts := []kafka.SinkOpt{kafka.WithBrokers(c.Brokers...), kafka.WithLogger(logger),
+	sinkOpts := []kafka.SinkOpt{kafka.WithBrokers(c.Brokers...), kafka.WithSecurity(c.Security), kafka.WithLogger(logger),
 		kafka.WithDeliveryGuarantee(kafka.ExactlyOnce), kafka.WithTransactionalIDPrefix(c.TxnPrefix)}
 	if c.TxnTimeout > 0 {
 		sinkOpts = append(sinkOpts, kafka.WithTransactionTimeout(c.TxnTimeout))
@@ -128,7 +136,7 @@ func Run(ctx context.Context, c Config) error {
 		opts = append(opts, runtime.WithRestartStrategy(c.Restart))
 	}
 	env := runtime.NewEnvironment(opts...)
-	ids := runtime.FromSource(env, src, "ids", runtime.NoWatermarks[int64]()).UID("ids")
+	ids := runtime.FromSource(env, src, "ids").UID("ids")
 	mapped := runtime.Map(ids, func(id int64) (int64, error) {
 		if c.Map != nil {
 			if err := c.Map(id); err != nil {
@@ -158,6 +166,6 @@ func Run(ctx context.Context, c Config) error {
 			return nil
 		}).Name("keyed").UID("keyed")
 	}
-	runtime.SinkToTwoPhase(shuffled, sink).Name("out").UID("out")
+	runtime.SinkTo(shuffled, sink).Name("out").UID("out")
 	return env.Execute(ctx, "idjob")
 }

@@ -30,6 +30,12 @@
 // download, a port already taken, or a broker that did not become ready (with
 // the tail of its log).
 //
+// GetSecure returns a second broker of the package, started on first use
+// from the same jars, whose clients' listener is SASL_SSL (SCRAM-SHA-512,
+// a CA made at start, see NewCA) and whose requests pass the standard
+// authorizer: tests make users with CreateUser and grant them ACLs as the
+// super user (AdminClient).
+//
 // The local broker's JVM runs in its own process group and is killed with
 // its parent: a test binary that panics, times out or is killed leaves no
 // orphan JVM behind. Stop and Start restart a local or container broker on

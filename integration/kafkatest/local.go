@@ -25,6 +25,7 @@ type localBroker struct {
 	java, libs string
 	dir        string // temporary: config, data and log
 	port, ctrl int
+	extra      []int // further listeners' ports (secure.go)
 
 	mu   sync.Mutex
 	proc *os.Process
@@ -76,6 +77,21 @@ const log4jConfig = `Configuration:
 `
 
 func startLocal(ctx context.Context) (*Broker, error) {
+	return startLocalSpec(ctx, localSpec{})
+}
+
+// localSpec changes a local broker's settings (secure.go): props replaces
+// serverProperties, with {{EXTRA0}}, {{EXTRA1}}, ... for extraPorts more
+// free ports; files are written into the broker's directory ({{DIR}} in
+// props) before the storage is formatted with formatArgs added.
+type localSpec struct {
+	props      string
+	extraPorts int
+	files      map[string][]byte
+	formatArgs []string
+}
+
+func startLocalSpec(ctx context.Context, spec localSpec) (*Broker, error) {
 	java, err := exec.LookPath("java")
 	if err != nil {
 		return nil, errors.New("kafkatest: no `java` on PATH to run the local Kafka broker: install a JDK 17+ (apt-get install openjdk-17-jre-headless), or set " + EnvBootstrap)
@@ -92,12 +108,29 @@ func startLocal(ctx context.Context) (*Broker, error) {
 	if lb.port, err = freePort(); err == nil {
 		lb.ctrl, err = freePort()
 	}
+	repl := []string{"{{PORT}}", strconv.Itoa(lb.port), "{{CTRL}}", strconv.Itoa(lb.ctrl),
+		"{{DATA}}", filepath.Join(dir, "data"), "{{DIR}}", dir}
+	for i := 0; i < spec.extraPorts && err == nil; i++ {
+		var p int
+		p, err = freePort()
+		lb.extra = append(lb.extra, p)
+		repl = append(repl, fmt.Sprintf("{{EXTRA%d}}", i), strconv.Itoa(p))
+	}
 	if err != nil {
 		_ = os.RemoveAll(dir)
 		return nil, fmt.Errorf("kafkatest: find a free port: %w", err)
 	}
-	props := strings.NewReplacer("{{PORT}}", strconv.Itoa(lb.port), "{{CTRL}}", strconv.Itoa(lb.ctrl),
-		"{{DATA}}", filepath.Join(dir, "data")).Replace(serverProperties)
+	tmpl := serverProperties
+	if spec.props != "" {
+		tmpl = spec.props
+	}
+	props := strings.NewReplacer(repl...).Replace(tmpl)
+	for name, b := range spec.files {
+		if err := os.WriteFile(lb.path(name), b, 0o600); err != nil {
+			_ = os.RemoveAll(dir)
+			return nil, err
+		}
+	}
 	if err := os.WriteFile(lb.path("server.properties"), []byte(props), 0o644); err != nil {
 		_ = os.RemoveAll(dir)
 		return nil, err
@@ -106,7 +139,7 @@ func startLocal(ctx context.Context) (*Broker, error) {
 		_ = os.RemoveAll(dir)
 		return nil, err
 	}
-	if err := lb.format(ctx); err != nil {
+	if err := lb.format(ctx, spec.formatArgs...); err != nil {
 		_ = os.RemoveAll(dir)
 		return nil, err
 	}
@@ -131,11 +164,11 @@ func (lb *localBroker) javaCmd(args ...string) *exec.Cmd {
 
 // format writes the KRaft metadata of a new single-node cluster; it runs once,
 // before the first start.
-func (lb *localBroker) format(ctx context.Context) error {
+func (lb *localBroker) format(ctx context.Context, extra ...string) error {
 	// The id may begin with '-': pass it in the --name=value form so the
 	// argument parser cannot take it for an option.
-	cmd := lb.javaCmd("kafka.tools.StorageTool", "format",
-		"--cluster-id="+clusterID(), "--config="+lb.path("server.properties"))
+	cmd := lb.javaCmd(append([]string{"kafka.tools.StorageTool", "format",
+		"--cluster-id=" + clusterID(), "--config=" + lb.path("server.properties")}, extra...)...)
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := runWithContext(ctx, cmd); err != nil {
@@ -146,7 +179,7 @@ func (lb *localBroker) format(ctx context.Context) error {
 
 // start launches the broker and waits until it serves metadata.
 func (lb *localBroker) start(ctx context.Context) error {
-	for _, p := range []int{lb.port, lb.ctrl} {
+	for _, p := range append([]int{lb.port, lb.ctrl}, lb.extra...) {
 		l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(p))
 		if err != nil {
 			return fmt.Errorf("kafkatest: port 127.0.0.1:%d is taken, the broker cannot listen on it: %w", p, err)

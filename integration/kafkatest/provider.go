@@ -180,6 +180,7 @@ func Main(m *testing.M) {
 			fmt.Fprintf(os.Stderr, "kafkatest: closing broker: %v\n", err)
 		}
 	}
+	closeSecure()
 	os.Exit(code)
 }
 

@@ -12,7 +12,9 @@
 // range, so that a rescaled subtask takes the ranges it now owns from the
 // old subtasks' DBs and deletes the rest by range. A map state's key is
 // length-prefixed (the engine's job), so that a key's entries share one
-// prefix.
+// prefix. Timers take state id 0 and order their user keys by time
+// (keyGroup | 0 | domain | timestamp | key); they are written as ordered
+// map entries (OrderedPut) and read in order (MapScanAfter).
 //
 // # Invariants kept here
 //

@@ -253,16 +253,18 @@ func (s *Store) buffers() []*buffer {
 
 // MapPut sets entry ukey of the map under prefix.
 func (s *Store) MapPut(prefix, ukey, val []byte) error {
-	return s.setMapEntry(prefix, ukey, entry{v: bytes.Clone(val)})
+	return s.setEntry(prefix, ukey, entry{v: bytes.Clone(val)}, true)
 }
 
 // MapDelete removes entry ukey of the map under prefix.
 func (s *Store) MapDelete(prefix, ukey []byte) error {
-	return s.setMapEntry(prefix, ukey, entry{del: true})
+	return s.setEntry(prefix, ukey, entry{del: true}, true)
 }
 
-func (s *Store) setMapEntry(prefix, ukey []byte, e entry) error {
-	if !e.del {
+// setEntry buffers entry ukey of the map under prefix; filtered: its key
+// goes into the key filter (MapGet looks it up).
+func (s *Store) setEntry(prefix, ukey []byte, e entry, filtered bool) error {
+	if !e.del && filtered {
 		s.fk = append(append(s.fk[:0], prefix...), ukey...)
 		s.filter.add(s.fk)
 	}

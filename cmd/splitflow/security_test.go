@@ -1,0 +1,87 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/splitflow/splitflow/integration/kafkatest"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/sasl/scram"
+)
+
+// `txn list` reaches a cluster that speaks only TLS with SCRAM, taking the
+// CA and user from flags and the password from the environment; without
+// the password it is a usage error that names what is missing.
+func TestTxnListOverTLSAndSASL(t *testing.T) {
+	const password = "pw-cli-7Rv-secret"
+	ca, err := kafkatest.NewCA()
+	if err != nil {
+		t.Fatal(err)
+	}
+	leaf, err := ca.Issue("kfake", time.Time{}, time.Time{}, "127.0.0.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, err := leaf.TLSCertificate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	caFile := filepath.Join(t.TempDir(), "ca.pem")
+	if err := os.WriteFile(caFile, ca.CertPEM(), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "out"), kfake.EnableSASL(),
+		kfake.Superuser("SCRAM-SHA-256", "ops", password),
+		kfake.TLS(&tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	seeds := c.ListenAddrs()
+	ctx := context.Background()
+	p, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.TransactionalID("job-0-1"), kgo.DefaultProduceTopic("out"),
+		kgo.DialTLSConfig(&tls.Config{RootCAs: ca.Pool(), MinVersion: tls.VersionTLS12}),
+		kgo.SASL(scram.Auth{User: "ops", Pass: password}.AsSha256Mechanism()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.ProduceSync(ctx, &kgo.Record{Value: []byte("x")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	p.Close() // abandoned: the transaction stays open
+
+	env := map[string]string{}
+	getenv = func(k string) string { return env[k] }
+	t.Cleanup(func() { getenv = os.Getenv })
+	args := []string{"txn", "list", "--brokers", strings.Join(seeds, ","), "--prefix", "job",
+		"--kafka-tls-ca", caFile, "--kafka-sasl-mechanism", "SCRAM-SHA-256", "--kafka-sasl-user", "ops"}
+
+	var out, errOut bytes.Buffer
+	err = run(ctx, args, &out, &errOut)
+	if !errors.Is(err, errUsage) || !strings.Contains(err.Error(), "needs a password") {
+		t.Fatalf("txn list without a password: %v, want a usage error saying the password is missing", err)
+	}
+
+	env["SPLITFLOW_KAFKA_SASL_PASSWORD"] = password
+	out.Reset()
+	if err := run(ctx, args, &out, &errOut); err != nil {
+		t.Fatalf("txn list: %v %s", err, errOut.String())
+	}
+	if !strings.Contains(out.String(), "job-0-1") || !strings.Contains(out.String(), "Ongoing") {
+		t.Fatalf("txn list output lacks the open transaction:\n%s", out.String())
+	}
+	if strings.Contains(out.String()+errOut.String(), password) {
+		t.Fatal("the output shows the password")
+	}
+}

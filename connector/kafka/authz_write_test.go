@@ -1,0 +1,153 @@
+package kafka
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/splitflow/splitflow/connector"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// refuseProduce makes every later produce request of f answer code for
+// each of its partitions, as a broker does once the principal's Write on
+// the topic (TOPIC_AUTHORIZATION_FAILED) or on the transactional id
+// (TRANSACTIONAL_ID_AUTHORIZATION_FAILED) is revoked.
+func refuseProduce(f *kfake.Cluster, code int16) {
+	f.ControlKey(int16(kmsg.Produce), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		f.KeepControl()
+		r := req.(*kmsg.ProduceRequest)
+		resp := r.ResponseKind().(*kmsg.ProduceResponse)
+		for _, t := range r.Topics {
+			rt := kmsg.NewProduceResponseTopic()
+			rt.Topic, rt.TopicID = t.Topic, t.TopicID
+			for _, p := range t.Partitions {
+				rp := kmsg.NewProduceResponseTopicPartition()
+				rp.Partition, rp.ErrorCode = p.Partition, code
+				rt.Partitions = append(rt.Partitions, rp)
+			}
+			resp.Topics = append(resp.Topics, rt)
+		}
+		return resp, nil, true
+	})
+}
+
+// A write the broker refuses for want of Write on the topic, after the
+// writer's start-up check passed (a right revoked while the job runs), is
+// an *AuthorizationError naming the topic and Write, a configuration
+// error: the job fails at once instead of restarting to meet the start-up
+// check. So for every delivery guarantee.
+func TestSinkRefusedWriteIsAuthorizationError(t *testing.T) {
+	for _, g := range []DeliveryGuarantee{ExactlyOnce, AtLeastOnce, None} {
+		t.Run(g.String(), func(t *testing.T) {
+			f, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "out"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(f.Close)
+			s := stringSink(t, cluster{seeds: f.ListenAddrs(), fake: f}, "out", "refused", WithDeliveryGuarantee(g))
+			w := writer(t, s)
+			defer func() { _ = w.Close() }()
+			refuseProduce(f, kerr.TopicAuthorizationFailed.Code)
+			write(t, w, "a", "b")
+			err = w.Flush(true)
+			if err == nil {
+				_, err = w.PrepareCommit(1)
+			}
+			var ae *AuthorizationError
+			if !errors.As(err, &ae) || !errors.Is(err, ErrNotAuthorized) || !errors.Is(err, connector.ErrInvalidConfiguration) {
+				t.Fatalf("got %v; want an *AuthorizationError, a configuration error", err)
+			}
+			if ae.Resource != ResourceTopic || ae.Name != "out" || ae.Operation != "Write" {
+				t.Errorf("the error names %s %s %q; want Write on topic \"out\"", ae.Operation, ae.Resource, ae.Name)
+			}
+		})
+	}
+}
+
+// So is a transactional write the broker refuses for want of Write on the
+// transactional id: it names the sink's prefix.
+func TestSinkRefusedTransactionalWriteIsAuthorizationError(t *testing.T) {
+	f, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "out"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(f.Close)
+	w := writer(t, stringSink(t, cluster{seeds: f.ListenAddrs(), fake: f}, "out", "refusedid"))
+	defer func() { _ = w.Close() }()
+	refuseProduce(f, kerr.TransactionalIDAuthorizationFailed.Code)
+	write(t, w, "a")
+	_, err = w.PrepareCommit(1)
+	var ae *AuthorizationError
+	if !errors.As(err, &ae) || !errors.Is(err, connector.ErrInvalidConfiguration) {
+		t.Fatalf("got %v; want an *AuthorizationError, a configuration error", err)
+	}
+	if ae.Resource != ResourceTransactionalID || ae.Name != "refusedid" || !ae.Prefixed || ae.Operation != "Write" {
+		t.Errorf("the error names %s %s %q (prefixed %v); want Write on the transactional ids with the prefix \"refusedid\"", ae.Operation, ae.Resource, ae.Name, ae.Prefixed)
+	}
+}
+
+// A restored unbounded source checks the principal's rights at its first
+// discovery as a new one does, and a missing right fails it there, naming
+// the right: it is not a discovery to retry at the next interval, which
+// would only warn, and never assign a partition found later.
+func TestRestoredSourceMissingRightFailsDiscovery(t *testing.T) {
+	c, _ := fakeCluster(t, map[string]int32{"t": 2})
+	c.ControlKey(int16(kmsg.OffsetCommit), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		r := req.(*kmsg.OffsetCommitRequest)
+		resp := r.ResponseKind().(*kmsg.OffsetCommitResponse)
+		for _, rt := range r.Topics {
+			st := kmsg.NewOffsetCommitResponseTopic()
+			st.Topic = rt.Topic
+			for _, p := range rt.Partitions {
+				sp := kmsg.NewOffsetCommitResponseTopicPartition()
+				sp.Partition, sp.ErrorCode = p.Partition, kerr.GroupAuthorizationFailed.Code
+				st.Partitions = append(st.Partitions, sp)
+			}
+			resp.Topics = append(resp.Topics, st)
+		}
+		return resp, nil, true
+	})
+	st := EnumeratorState{Assigned: []TopicPartition{{"t", 0}}, InitialDiscoveryDone: true}
+	ctx := newEnumCtx(1)
+	ctx.readers[0] = connector.ReaderInfo{}
+	startEnum(t, testConfig(c.ListenAddrs(), WithTopics("t"), WithGroupID("g"), WithPartitionDiscoveryInterval(time.Second)), ctx, st)
+	if ctx.periodic == nil {
+		t.Fatal("no periodic discovery scheduled")
+	}
+	err := ctx.periodic(context.Background())()
+	var ae *AuthorizationError
+	if !errors.As(err, &ae) || !errors.Is(err, connector.ErrInvalidConfiguration) || ae.Resource != ResourceGroup || ae.Name != "g" {
+		t.Fatalf("discovery of a restored source without Read on its group: %v; want an *AuthorizationError for the group", err)
+	}
+}
+
+// The principal that errors name is the one the mechanism authenticates:
+// a mechanism is recognised the same way, case and surrounding spaces
+// aside, by the connection settings and by Principal.
+func TestPrincipalFollowsTheMechanismInUse(t *testing.T) {
+	for _, tc := range []struct {
+		sec  Security
+		want string
+	}{
+		{Security{}, "User:ANONYMOUS"},
+		{Security{SASL: &SASL{Mechanism: "scram-sha-512", User: "u", Password: "p"}}, "User:u"},
+		{Security{SASL: &SASL{Mechanism: " SCRAM-SHA-256 ", User: "u", Password: "p"}}, "User:u"},
+		{Security{SASL: &SASL{Mechanism: "PLAIN\n", User: "u", Password: "p"}}, "User:u"},
+		{Security{SASL: &SASL{Mechanism: SASLOAuthBearer}}, ""},
+		{Security{TLS: &TLS{CertFile: "c", KeyFile: "k"}}, ""},
+	} {
+		if tc.sec.SASL != nil && tc.sec.SASL.Mechanism != SASLOAuthBearer {
+			if _, err := tc.sec.ClientOpts(); err != nil {
+				t.Fatalf("%q: %v", tc.sec.SASL.Mechanism, err)
+			}
+		}
+		if got := tc.sec.Principal(); got != tc.want {
+			t.Errorf("%+v: principal %q, want %q", tc.sec.SASL, got, tc.want)
+		}
+	}
+}

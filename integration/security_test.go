@@ -1,0 +1,457 @@
+package integration
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/splitflow/splitflow/connector"
+	"github.com/splitflow/splitflow/connector/kafka"
+	"github.com/splitflow/splitflow/integration/idjob"
+	"github.com/splitflow/splitflow/integration/kafkatest"
+	"github.com/splitflow/splitflow/runtime"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// documentedACL is one `kafka-acls.sh --add` line of docs/security.md.
+type documentedACL struct {
+	line      string
+	operation kadm.ACLOperation
+	resource  string // topic, group, transactional-id or cluster
+	name      string // with the $VARIABLES of the line
+	prefixed  bool
+}
+
+// docACLs reads the kafka-acls.sh lines of docs/security.md: the test
+// grants exactly what the documentation lists.
+func docACLs(t testing.TB) []documentedACL {
+	t.Helper()
+	f, err := os.Open("../docs/security.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = f.Close() }()
+	var out []documentedACL
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		line := strings.TrimSpace(sc.Text())
+		if !strings.HasPrefix(line, "kafka-acls.sh ") {
+			continue
+		}
+		a := documentedACL{line: line}
+		args := strings.Fields(line)
+		for i := 0; i < len(args); i++ {
+			next := func() string {
+				if i+1 >= len(args) {
+					t.Fatalf("docs/security.md: %s ends after %s", line, args[i])
+				}
+				i++
+				return args[i]
+			}
+			switch args[i] {
+			case "--operation":
+				op, err := kmsg.ParseACLOperation(next())
+				if err != nil {
+					t.Fatalf("docs/security.md: %s: %v", line, err)
+				}
+				a.operation = op
+			case "--topic", "--group", "--transactional-id":
+				a.resource = strings.TrimPrefix(args[i], "--")
+				a.name = next()
+			case "--cluster":
+				a.resource = "cluster"
+			case "--resource-pattern-type":
+				a.prefixed = next() == "prefixed"
+			case "--allow-principal":
+				if p := next(); p != "$PRINCIPAL" {
+					t.Fatalf("docs/security.md: %s grants %s, not $PRINCIPAL", line, p)
+				}
+			}
+		}
+		if a.resource == "" || a.operation == 0 {
+			t.Fatalf("docs/security.md: %s names no resource or operation", line)
+		}
+		out = append(out, a)
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if len(out) == 0 {
+		t.Fatal("docs/security.md lists no kafka-acls.sh lines")
+	}
+	return out
+}
+
+// secureJob is one principal's job on the secure broker: its topics,
+// group, prefix and the values of the documentation's variables.
+type secureJob struct {
+	b                    *kafkatest.SecureBroker
+	user, password       string
+	input, output, group string
+	prefix               string
+	ids                  []int64
+	vars                 map[string]string
+	adminOpts            []kgo.Opt
+}
+
+func newSecureJob(t *testing.T, b *kafkatest.SecureBroker, name string, n int64) *secureJob {
+	t.Helper()
+	j := &secureJob{b: b, user: fmt.Sprintf("%s-%d", name, time.Now().UnixNano())}
+	j.input, j.output, j.group, j.prefix = j.user+"-in", j.user+"-out", j.user+"-group", j.user+"-txn"
+	j.vars = map[string]string{"$INPUT": j.input, "$OUTPUT": j.output, "$GROUP": j.group, "$PREFIX": j.prefix}
+	adm := kadm.NewClient(b.AdminClient(t))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for _, tp := range []string{j.input, j.output} {
+		if resp, err := adm.CreateTopic(ctx, 2, 1, nil, tp); err != nil || resp.Err != nil {
+			t.Fatalf("create topic %s: %v %v", tp, err, resp.Err)
+		}
+	}
+	j.ids = idRange(0, n)
+	cl := b.AdminClient(t, kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.DefaultProduceTopic(j.input))
+	for _, id := range j.ids {
+		cl.Produce(ctx, &kgo.Record{Partition: int32(id % 2), Value: strconv.AppendInt(nil, id, 10)}, nil)
+	}
+	if err := cl.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	j.password = b.CreateUser(t, j.user)
+	j.adminOpts = b.ClientOpts(kafkatest.SecureAdminUser, b.AdminPassword)
+	return j
+}
+
+func (j *secureJob) principal() string { return "User:" + j.user }
+
+// security is how the job's source and sink connect.
+func (j *secureJob) security(password string) kafka.Security {
+	return kafka.Security{
+		TLS:  &kafka.TLS{CAFile: j.b.CAFile},
+		SASL: &kafka.SASL{Mechanism: kafka.SASLScramSHA512, User: j.user, Password: kafka.Secret(password)},
+	}
+}
+
+// builder returns the ACL of a documented line for the job's principal.
+func (j *secureJob) builder(a documentedACL) *kadm.ACLBuilder {
+	name := a.name
+	for k, v := range j.vars {
+		name = strings.ReplaceAll(name, k, v)
+	}
+	b := kadm.NewACLs().Allow(j.principal()).AllowHosts("*").Operations(a.operation)
+	switch a.resource {
+	case "topic":
+		b = b.Topics(name)
+	case "group":
+		b = b.Groups(name)
+	case "transactional-id":
+		b = b.TransactionalIDs(name)
+	case "cluster":
+		b = b.Clusters()
+	}
+	if a.prefixed {
+		b = b.ResourcePatternType(kadm.ACLPatternPrefixed)
+	} else {
+		b = b.ResourcePatternType(kadm.ACLPatternLiteral)
+	}
+	return b
+}
+
+// grant adds the ACLs of the documented lines.
+func (j *secureJob) grant(t *testing.T, acls []documentedACL) {
+	t.Helper()
+	adm := kadm.NewClient(j.b.AdminClient(t))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for _, a := range acls {
+		res, err := adm.CreateACLs(ctx, j.builder(a))
+		if err == nil {
+			for _, r := range res {
+				if r.Err != nil {
+					err = r.Err
+				}
+			}
+		}
+		if err != nil {
+			t.Fatalf("grant %s: %v", a.line, err)
+		}
+	}
+}
+
+// revoke deletes the ACL of one documented line.
+func (j *secureJob) revoke(t *testing.T, a documentedACL) {
+	t.Helper()
+	adm := kadm.NewClient(j.b.AdminClient(t))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	res, err := adm.DeleteACLs(ctx, j.builder(a))
+	if err == nil {
+		for _, r := range res {
+			if r.Err != nil {
+				err = r.Err
+			}
+		}
+	}
+	if err != nil {
+		t.Fatalf("revoke %s: %v", a.line, err)
+	}
+}
+
+func (j *secureJob) config(t *testing.T, password string) idjob.Config {
+	return idjob.Config{
+		Brokers: j.b.Addrs(), Input: j.input, Output: j.output, TxnPrefix: j.prefix, GroupID: j.group,
+		Parallelism: 2, CheckpointInterval: 100 * time.Millisecond,
+		Restart:  runtime.FixedDelayRestart(3, 100*time.Millisecond),
+		Security: j.security(password), Logger: testLogger(t),
+	}
+}
+
+// An exactly-once id job over SASL_SSL (SCRAM-SHA-512, TLS with a CA made
+// at test time) on a broker with the standard authorizer, whose principal
+// has exactly the ACLs docs/security.md lists, writes every id once.
+func TestSecurityExactlyOnceOverSASLSSLWithDocumentedACLs(t *testing.T) {
+	b := kafkatest.GetSecure(t)
+	began := time.Now()
+	j := newSecureJob(t, b, "eos", 3000)
+	j.grant(t, docACLs(t))
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	if err := idjob.Run(ctx, j.config(t, j.password)); err != nil {
+		t.Fatalf("job over SASL_SSL with the documented ACLs: %v", err)
+	}
+	recs := kafkatest.ReadCommitted(t, b.Addrs(), j.output, 60*time.Second, j.adminOpts...)
+	r := countRecords(t, recs, j.ids)
+	// The group's Read ACL was used: the last checkpoint's offsets are
+	// committed, at the input's end.
+	fctx, fcancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer fcancel()
+	offs, err := kadm.NewClient(b.AdminClient(t)).FetchOffsets(fctx, j.group)
+	if err != nil {
+		t.Fatalf("fetch the group's offsets: %v", err)
+	}
+	var committed int64
+	offs.Each(func(o kadm.OffsetResponse) {
+		committed += o.At
+		if o.Partition >= 2 {
+			t.Errorf("the group holds an offset for %s-%d, which does not exist (the start's probe commits nothing)", o.Topic, o.Partition)
+		}
+	})
+	if committed != int64(len(j.ids)) {
+		t.Errorf("the group's committed offsets add up to %d, want %d (the input's end)", committed, len(j.ids))
+	}
+	t.Logf("set-up and job over SASL_SSL took %s", time.Since(began).Round(time.Millisecond))
+	report(t, "exactly-once over SASL_SSL with the documented ACLs", 1, len(j.ids), r, 0)
+}
+
+// securityFailure runs the job as cfg says with a restart strategy that
+// would restart it for minutes, and returns its error, how many restarts
+// and processed ids it saw, and how long it ran.
+func securityFailure(t *testing.T, cfg idjob.Config) (err error, restarts, processed int64, took time.Duration) {
+	t.Helper()
+	var r, p atomic.Int64
+	cfg.Restart = runtime.FixedDelayRestart(1000, 100*time.Millisecond)
+	cfg.Listener = runtime.JobListener{Restarting: func(n int, err error) {
+		if r.Add(1) <= 3 {
+			t.Logf("restart %d after: %v", n, err)
+		}
+	}}
+	cfg.Map = func(int64) error { p.Add(1); return nil }
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	began := time.Now()
+	err = idjob.Run(ctx, cfg)
+	if ctx.Err() != nil {
+		t.Fatalf("the job was still running after 60s (%d restarts): %v", r.Load(), err)
+	}
+	return err, r.Load(), p.Load(), time.Since(began)
+}
+
+// A job whose principal lacks one of the documented ACLs fails at start
+// with an *AuthorizationError naming the principal, the resource and the
+// operation, which wraps kafka.ErrNotAuthorized and is a configuration
+// error, so the job does not restart; nothing is committed to the output,
+// and a missing right of the source stops the job before it reads a
+// record.
+func TestSecurityMissingACLFailsAtStart(t *testing.T) {
+	b := kafkatest.GetSecure(t)
+	acls := docACLs(t)
+	for i, missing := range acls {
+		t.Run(missing.resource+"-"+missing.operation.String(), func(t *testing.T) {
+			j := newSecureJob(t, b, "noacl", 200)
+			var rest []documentedACL
+			for k, a := range acls {
+				if k != i {
+					rest = append(rest, a)
+				}
+			}
+			j.grant(t, rest)
+			err, restarts, processed, took := securityFailure(t, j.config(t, j.password))
+			t.Logf("without %q: failed after %s, %d restarts, %d ids processed: %v", missing.line, took.Round(time.Millisecond), restarts, processed, err)
+			var ae *kafka.AuthorizationError
+			if !errors.As(err, &ae) || !errors.Is(err, kafka.ErrNotAuthorized) || !errors.Is(err, connector.ErrInvalidConfiguration) {
+				t.Fatalf("error %v; want a *kafka.AuthorizationError wrapping ErrNotAuthorized and ErrInvalidConfiguration", err)
+			}
+			wantName := missing.name
+			for k, v := range j.vars {
+				wantName = strings.ReplaceAll(wantName, k, v)
+			}
+			if ae.Principal != j.principal() || ae.Resource != missing.resource || ae.Name != wantName ||
+				!strings.EqualFold(ae.Operation, strings.ReplaceAll(missing.operation.String(), "_", "")) || ae.Prefixed != missing.prefixed {
+				t.Errorf("the error names %s %s %q (prefixed %v) %s; want %s %s %q (prefixed %v) %s", ae.Principal, ae.Resource, ae.Name, ae.Prefixed, ae.Operation,
+					j.principal(), missing.resource, wantName, missing.prefixed, missing.operation)
+			}
+			for _, s := range []string{j.principal(), ae.Operation, wantName} {
+				if !strings.Contains(err.Error(), s) {
+					t.Errorf("the message does not say %q: %v", s, err)
+				}
+			}
+			if restarts != 0 {
+				t.Errorf("the job restarted %d times; a missing right is a configuration error", restarts)
+			}
+			if (missing.resource == kafka.ResourceTopic && missing.name == "$INPUT" || missing.resource == kafka.ResourceGroup) && processed != 0 {
+				t.Errorf("%d ids processed before the source's missing right failed the job", processed)
+			}
+			if out := kafkatest.ReadCommitted(t, b.Addrs(), j.output, 30*time.Second, j.adminOpts...); len(out) != 0 {
+				t.Errorf("%d records committed to the output", len(out))
+			}
+		})
+	}
+}
+
+// A wrong password and a broker certificate the client does not trust
+// fail the job at start with an *AuthenticationError, a configuration
+// error: no restarts.
+func TestSecurityBadCredentialsFailAtStart(t *testing.T) {
+	b := kafkatest.GetSecure(t)
+	j := newSecureJob(t, b, "badcred", 10)
+	j.grant(t, docACLs(t))
+	otherCA, err := kafkatest.NewCA()
+	if err != nil {
+		t.Fatal(err)
+	}
+	otherCAFile := filepath.Join(t.TempDir(), "other-ca.pem")
+	if err := os.WriteFile(otherCAFile, otherCA.CertPEM(), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name, mechanism string
+		sec             kafka.Security
+	}{
+		{"wrong password", kafka.SASLScramSHA512, j.security("wrong-" + j.password)},
+		{"untrusted broker certificate", "TLS", kafka.Security{TLS: &kafka.TLS{CAFile: otherCAFile}, SASL: j.security(j.password).SASL}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := j.config(t, j.password)
+			cfg.Security = tc.sec
+			err, restarts, _, took := securityFailure(t, cfg)
+			t.Logf("%s: failed after %s, %d restarts: %v", tc.name, took.Round(time.Millisecond), restarts, err)
+			var ae *kafka.AuthenticationError
+			if !errors.As(err, &ae) || !errors.Is(err, kafka.ErrAuthenticationFailed) || !errors.Is(err, connector.ErrInvalidConfiguration) {
+				t.Fatalf("error %v; want a *kafka.AuthenticationError wrapping ErrAuthenticationFailed and ErrInvalidConfiguration", err)
+			}
+			if ae.Mechanism != tc.mechanism {
+				t.Errorf("the error names %q, want %q", ae.Mechanism, tc.mechanism)
+			}
+			if restarts != 0 {
+				t.Errorf("the job restarted %d times", restarts)
+			}
+			if strings.Contains(err.Error(), j.password) {
+				t.Error("the error shows the password")
+			}
+		})
+	}
+}
+
+// A right revoked while the job runs fails it the same way, with an
+// *AuthorizationError and no restart: Read on the input at the reader's
+// next fetch (or the next discovery), Write on the output at the next
+// transaction's flush.
+func TestSecurityRevokedACLFailsRunningJob(t *testing.T) {
+	b := kafkatest.GetSecure(t)
+	acls := docACLs(t)
+	for _, tc := range []struct {
+		name, resource, variable, op string
+		maxRestarts                  int64
+	}{
+		{"input read", kafka.ResourceTopic, "$INPUT", "Read", 0},
+		{"output write", kafka.ResourceTopic, "$OUTPUT", "Write", 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			j := newSecureJob(t, b, "revoke", 100)
+			j.grant(t, acls)
+			var revoke documentedACL
+			for _, a := range acls {
+				if a.resource == tc.resource && a.name == tc.variable {
+					revoke = a
+				}
+			}
+			if revoke.line == "" {
+				t.Fatalf("docs/security.md lists no %s on %s", tc.op, tc.variable)
+			}
+			cfg := j.config(t, j.password)
+			cfg.Unbounded = true
+			cfg.Discovery = 500 * time.Millisecond
+			var restarts atomic.Int64
+			checkpoints := make(chan int64, 100)
+			cfg.Restart = runtime.FixedDelayRestart(1000, 100*time.Millisecond)
+			cfg.Listener = runtime.JobListener{
+				Restarting: func(n int, err error) {
+					if restarts.Add(1) <= 3 {
+						t.Logf("restart %d after: %v", n, err)
+					}
+				},
+				CheckpointCompleted: func(id int64) {
+					select {
+					case checkpoints <- id:
+					default:
+					}
+				},
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+			defer cancel()
+			done := make(chan error, 1)
+			go func() { done <- idjob.Run(ctx, cfg) }()
+			select {
+			case <-checkpoints:
+			case err := <-done:
+				t.Fatalf("the job ended before its first checkpoint: %v", err)
+			case <-ctx.Done():
+				t.Fatal("no checkpoint within 90s")
+			}
+			revoked := time.Now()
+			j.revoke(t, revoke)
+			// More input, so that the sink has something to write.
+			feed := b.AdminClient(t, kgo.DefaultProduceTopic(j.input))
+			for id := int64(100); id < 200; id++ {
+				feed.Produce(ctx, &kgo.Record{Value: strconv.AppendInt(nil, id, 10)}, nil)
+			}
+			if err := feed.Flush(ctx); err != nil {
+				t.Fatal(err)
+			}
+			var err error
+			select {
+			case err = <-done:
+			case <-ctx.Done():
+				t.Fatalf("the job still ran 90s after %s was revoked (%d restarts)", revoke.line, restarts.Load())
+			}
+			t.Logf("failed %s after the revocation, %d restarts: %v", time.Since(revoked).Round(time.Millisecond), restarts.Load(), err)
+			want := j.vars[tc.variable]
+			var ae *kafka.AuthorizationError
+			if !errors.As(err, &ae) || !errors.Is(err, connector.ErrInvalidConfiguration) || ae.Resource != tc.resource ||
+				ae.Name != want || ae.Operation != tc.op || ae.Principal != j.principal() {
+				t.Fatalf("error %v; want an *AuthorizationError for %s on %s %s by %s", err, tc.op, tc.resource, want, j.principal())
+			}
+			if n := restarts.Load(); n > tc.maxRestarts {
+				t.Errorf("the job restarted %d times, want at most %d", n, tc.maxRestarts)
+			}
+		})
+	}
+}

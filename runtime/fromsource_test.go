@@ -1,0 +1,25 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/splitflow/splitflow/connector"
+)
+
+// A source takes one watermark strategy or none (NoWatermarks); two are a
+// mistake in the job, refused before it runs rather than one silently
+// winning.
+func TestFromSourceRefusesTwoWatermarkStrategies(t *testing.T) {
+	env := NewEnvironment(WithLogger(discardLogger()))
+	src := &rangeSrc{splits: 1, perSplit: 1, readerFailAt: -1}
+	ds := FromSource(env, src, "range", ForMonotonousTimestamps[int64](), ForBoundedOutOfOrderness[int64](time.Second))
+	SinkTo(ds, connector.Sink[int64](&capableSink{txnSink2PC: &txnSink2PC{store: newTxnStore()}}))
+	err := env.Execute(context.Background(), "two strategies")
+	if !errors.Is(err, ErrInvalidGraph) || !strings.Contains(err.Error(), "2 watermark strategies") {
+		t.Fatalf("Execute: %v, want an invalid graph naming the 2 watermark strategies", err)
+	}
+}

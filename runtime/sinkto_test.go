@@ -1,0 +1,315 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/splitflow/splitflow/connector"
+	"github.com/splitflow/splitflow/runtime/checkpoint"
+)
+
+// capableSink is the test's two-phase sink as a connector sink would offer
+// it to SinkTo: it says through connector.TwoPhaseCapable whether it
+// commits in two phases.
+type capableSink struct {
+	*txnSink2PC
+	twoPhase bool
+}
+
+func (s *capableSink) TwoPhase() (connector.HiddenTwoPhaseSink[int64], bool) {
+	if !s.twoPhase {
+		return nil, false
+	}
+	return connector.HideCommittable[int64, tTxn](s.txnSink2PC), true
+}
+
+// committerRequiredSink is the test's two-phase sink saying that its
+// writes need its committer, as the Kafka sink does in exactly-once mode.
+type committerRequiredSink struct{ *txnSink2PC }
+
+func (committerRequiredSink) CommitterRequired() bool { return true }
+
+// One SinkTo: a sink that says it commits in two phases runs with its
+// committer, exactly once across failures, as SinkToTwoPhase runs it.
+func TestSinkToRunsTwoPhaseCapableSinkExactlyOnce(t *testing.T) {
+	for _, global := range []bool{false, true} {
+		t.Run(fmt.Sprintf("global=%v", global), func(t *testing.T) {
+			j := &rangeJob{par: 2, splits: 4, perSplit: 50, delay: 200 * time.Microsecond, global: global, viaSinkTo: true,
+				mapFn: failOnce(17, 120, 181)}
+			j.opts = []Option{WithCheckpointInterval(5 * time.Millisecond)}
+			if err := j.env().Execute(testCtx(t), "sinkto"); err != nil {
+				t.Fatal(err)
+			}
+			if err := j.sink.store.verify(j.records()); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
+// A sink that says it needs no committer in its configuration (a Kafka
+// sink at-least-once) runs as a plain sink: its writer is never asked for
+// committables.
+func TestSinkToRunsSinkThatDeclinesTwoPhaseAsPlain(t *testing.T) {
+	env := NewEnvironment(WithParallelism(1), WithLogger(discardLogger()))
+	sink := &capableSink{txnSink2PC: &txnSink2PC{store: newTxnStore(), prepareFail: func(int, int64, int) error {
+		return errors.New("PrepareCommit called on a plain sink")
+	}}}
+	SinkTo(FromSource(env, &rangeSrc{splits: 1, perSplit: 10, readerFailAt: -1}, "range").UID("src"), connector.Sink[int64](sink)).UID("sink")
+	if err := env.Execute(testCtx(t), "plain"); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(sink.store.committed); n != 0 {
+		t.Fatalf("%d transactions committed by a sink run as a plain one", n)
+	}
+}
+
+// Exactly-once needs checkpoints when the input never ends: a sink whose
+// writes only its committer publishes would prepare them for the end of
+// input and never commit. Execute refuses such a job before any writer or
+// reader exists, naming what to set, with an error wrapping
+// connector.ErrInvalidConfiguration (and ErrInvalidGraph, as every
+// refusal of Execute).
+func TestExactlyOnceSinkWithoutCheckpointsOnUnboundedInputIsRefused(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		add  func(ds DataStream[int64], s *txnSink2PC) DataStreamSink
+	}{
+		{"SinkToTwoPhase", func(ds DataStream[int64], s *txnSink2PC) DataStreamSink {
+			return SinkToTwoPhase[int64, tTxn](ds, committerRequiredSink{s})
+		}},
+		{"SinkTo", func(ds DataStream[int64], s *txnSink2PC) DataStreamSink {
+			return SinkTo(ds, connector.Sink[int64](&capableSink{txnSink2PC: s, twoPhase: true}))
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var writers, readers atomic.Int32
+			sink := &txnSink2PC{store: newTxnStore(), writerOf: func(int) { writers.Add(1) }}
+			src := &memSource[int64]{numSplits: 2, perSplit: -1, gen: func(split, i int) (int64, int64) { return int64(i), 0 },
+				onPoll: func(int) error { readers.Add(1); return nil }}
+			env := NewEnvironment(WithParallelism(2), WithLogger(discardLogger()))
+			tc.add(Map(FromSource(env, src, "endless").UID("src"), func(v int64) (int64, error) { return v, nil }), sink).Name("out")
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			err := env.Execute(ctx, "no checkpoints")
+			if ctx.Err() != nil {
+				t.Fatalf("the job ran until its context ended (%v) instead of being refused: nothing would ever be committed", err)
+			}
+			if !errors.Is(err, connector.ErrInvalidConfiguration) || !errors.Is(err, ErrInvalidGraph) {
+				t.Fatalf("Execute: %v, want an error wrapping connector.ErrInvalidConfiguration and ErrInvalidGraph", err)
+			}
+			for _, want := range []string{"WithCheckpointInterval", `"out"`, `"Source: endless"`} {
+				if !strings.Contains(err.Error(), want) {
+					t.Errorf("error %q does not name %s", err, want)
+				}
+			}
+			if w, r := writers.Load(), readers.Load(); w != 0 || r != 0 {
+				t.Fatalf("%d writers created and %d polls made before the refusal", w, r)
+			}
+		})
+	}
+}
+
+// Bounded input needs no checkpoints for exactly-once: without them the
+// sink prepares its committables at the end of input and commits them
+// before Execute returns (Flink's committer does the same when
+// checkpointing is off). A failure restarts from the beginning, and what
+// the failed attempt prepared was never committed.
+func TestBoundedExactlyOnceWithoutCheckpointsCommitsAtEndOfInput(t *testing.T) {
+	for _, viaSinkTo := range []bool{false, true} {
+		t.Run(fmt.Sprintf("viaSinkTo=%v", viaSinkTo), func(t *testing.T) {
+			j := &rangeJob{par: 2, splits: 4, perSplit: 30, viaSinkTo: viaSinkTo, mapFn: failOnce(45)}
+			var commits []int64
+			var mu sync.Mutex
+			j.sink = &txnSink2PC{store: newTxnStore(), onCommit: func(r connector.CommitRequest[tTxn]) bool {
+				mu.Lock()
+				commits = append(commits, r.Committable().Checkpoint)
+				mu.Unlock()
+				return true
+			}}
+			if err := j.env().Execute(testCtx(t), "bounded"); err != nil {
+				t.Fatal(err)
+			}
+			if err := j.sink.store.verify(j.records()); err != nil {
+				t.Fatal(err)
+			}
+			if len(commits) == 0 {
+				t.Fatal("nothing committed")
+			}
+			for _, id := range commits {
+				if id != 1<<63-1 {
+					t.Fatalf("committed a transaction of checkpoint %d in a job without checkpoints; want only the end of input's", id)
+				}
+			}
+		})
+	}
+}
+
+// Checkpoint compatibility between the two calls: the committables a job
+// built with one of SinkToTwoPhase and SinkTo checkpointed are restored,
+// and committed, by the same job built with the other; the state signature
+// in the job's fingerprint is the same, so the restore is not refused.
+// The first process dies after a checkpoint completed, before (as the
+// test makes it) that checkpoint's transactions were committed; the second
+// must commit them from the restored state for the output to be exact.
+func TestSinkToAndSinkToTwoPhaseRestoreEachOther(t *testing.T) {
+	for _, first := range []bool{false, true} {
+		name := map[bool]string{false: "SinkToTwoPhase then SinkTo", true: "SinkTo then SinkToTwoPhase"}[first]
+		t.Run(name, func(t *testing.T) {
+			dir := t.TempDir()
+			store := newTxnStore()
+			const splits, perSplit = 4, 100
+			died := make(chan struct{})
+			var once sync.Once
+			completed := make(chan int64, 1000)
+			j1 := &rangeJob{par: 2, splits: splits, perSplit: perSplit, delay: time.Millisecond, sink: &txnSink2PC{store: store}, viaSinkTo: first}
+			j1.mapFn = func(v int64) (int64, error) {
+				select {
+				case <-died:
+					return 0, errors.New("process killed")
+				default:
+				}
+				return v, nil
+			}
+			j1.opts = []Option{WithCheckpointInterval(5 * time.Millisecond), WithCheckpointDir(dir), WithRestartStrategy(NoRestart())}
+			env1 := j1.env()
+			env1.hooks = &testHooks{checkpointCompleted: func(id int64, _ checkpoint.Storage) {
+				completed <- id
+				if id >= 2 {
+					once.Do(func() { close(died) })
+				}
+			}}
+			if err := env1.Execute(testCtx(t), "first"); err == nil {
+				t.Fatal("the job finished before it could be killed")
+			}
+			close(completed)
+			var last int64
+			for id := range completed {
+				last = max(last, id)
+			}
+			store.drop(last)
+
+			inits := make(chan connector.SinkInitContext, 16)
+			j2 := &rangeJob{par: 2, splits: splits, perSplit: perSplit, sink: &txnSink2PC{store: store, inits: inits}, viaSinkTo: !first}
+			j2.opts = []Option{WithCheckpointInterval(5 * time.Millisecond), WithCheckpointDir(dir), WithLogger(discardLogger())}
+			if err := j2.env().Execute(testCtx(t), "second"); err != nil {
+				t.Fatal(err)
+			}
+			close(inits)
+			for ic := range inits {
+				if id, ok := ic.RestoredCheckpointID(); !ok || id != last {
+					t.Fatalf("restored from checkpoint %d (ok=%v), want %d", id, ok, last)
+				}
+			}
+			if err := store.verify(splits * perSplit); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
+// The commit rule without checkpoints: a two-phase sink commits at the end
+// of input, and no checkpoint holds what it committed, so a restart from
+// the beginning would write and commit the same records again. Once a sink
+// subtask has committed at the end of input, a failure anywhere in what
+// restarts with it fails the job instead of restarting it. Here sink
+// subtask 0 commits, then subtask 1's commit fails; the job is global
+// (Rebalance), so a restart would rerun subtask 0 too.
+func TestWithoutCheckpointsAnEndOfInputCommitIsNeverRepeated(t *testing.T) {
+	for _, viaSinkTo := range []bool{false, true} {
+		t.Run(fmt.Sprintf("viaSinkTo=%v", viaSinkTo), func(t *testing.T) {
+			j := &rangeJob{par: 2, splits: 4, perSplit: 30, global: true, viaSinkTo: viaSinkTo}
+			first := make(chan struct{})
+			var once, failed sync.Once
+			j.sink = &txnSink2PC{store: newTxnStore(), onCommit: func(r connector.CommitRequest[tTxn]) bool {
+				if strings.HasPrefix(r.Committable().ID, "s1-") {
+					fail := false
+					failed.Do(func() { fail = true })
+					if fail {
+						select {
+						case <-first:
+						case <-time.After(10 * time.Second):
+						}
+						r.SignalFailedWithUnknownReason(errors.New("injected commit failure"))
+						return false
+					}
+				}
+				if strings.HasPrefix(r.Committable().ID, "s0-") {
+					defer once.Do(func() { close(first) })
+				}
+				return true
+			}}
+			err := j.env().Execute(testCtx(t), "bounded")
+			j.sink.store.mu.Lock()
+			seen := map[int64]int{}
+			for _, rs := range j.sink.store.committed {
+				for _, r := range rs {
+					seen[r]++
+				}
+			}
+			j.sink.store.mu.Unlock()
+			for r, n := range seen {
+				if n > 1 {
+					t.Fatalf("record %d committed %d times (Execute: %v)", r, n, err)
+				}
+			}
+			if err == nil {
+				t.Fatal("Execute returned nil, but sink subtask 1 never committed its output")
+			}
+			if !strings.Contains(err.Error(), "WithCheckpointInterval") {
+				t.Errorf("error %q does not name WithCheckpointInterval", err)
+			}
+		})
+	}
+}
+
+// capableStatefulSink is a two-phase sink whose writers keep state, made
+// connector.TwoPhaseCapable.
+type capableStatefulSink struct{ *statefulTxnSink }
+
+func (s capableStatefulSink) TwoPhase() (connector.HiddenTwoPhaseSink[int64], bool) {
+	return connector.HideCommittable[int64, tTxn](s.statefulTxnSink), true
+}
+
+// SinkTo does not checkpoint writer state, so a two-phase sink whose
+// writers keep some (RestoreWriter and WriterStateSerializer, as for
+// SinkToStatefulTwoPhase) is refused there, naming the call that keeps
+// it, instead of running with its writer state lost at every restart.
+func TestSinkToRefusesTwoPhaseSinkWithWriterState(t *testing.T) {
+	sink := &statefulTxnSink{txnSink2PC: txnSink2PC{store: newTxnStore()}, counts: map[int]int64{}}
+	env := NewEnvironment(WithParallelism(2), WithLogger(discardLogger()), WithCheckpointInterval(2*time.Millisecond))
+	src := &rangeSrc{splits: 2, perSplit: 20, readerFailAt: -1}
+	SinkTo(FromSource(env, src, "range").UID("src"), connector.Sink[int64](capableStatefulSink{sink})).UID("sink")
+	err := env.Execute(testCtx(t), "stateful via SinkTo")
+	if !errors.Is(err, ErrInvalidGraph) || !strings.Contains(err.Error(), "SinkToStatefulTwoPhase") {
+		t.Fatalf("Execute: %v, want ErrInvalidGraph naming SinkToStatefulTwoPhase", err)
+	}
+}
+
+// A hidden sink given to SinkToTwoPhase (its committable type argument is
+// then any) is the same job as SinkTo would build: the state signature
+// names the hidden committable type, so that checkpoints restore across
+// the calls, and it counts as a sink that needs its committer.
+func TestSinkToTwoPhaseOfAHiddenSinkKeepsItsSignature(t *testing.T) {
+	sinkNode := func(add func(DataStream[int64])) *node {
+		env := NewEnvironment()
+		add(FromSource(env, &rangeSrc{splits: 1, perSplit: 1, readerFailAt: -1}, "range"))
+		return env.nodes[len(env.nodes)-1]
+	}
+	named := sinkNode(func(ds DataStream[int64]) { SinkToTwoPhase[int64, tTxn](ds, &txnSink2PC{}) })
+	hidden := sinkNode(func(ds DataStream[int64]) {
+		SinkToTwoPhase[int64, any](ds, connector.HideCommittable[int64, tTxn](&txnSink2PC{}))
+	})
+	if hidden.state != named.state {
+		t.Errorf("state signature %q, want %q as for the named committable type", hidden.state, named.state)
+	}
+	if !hidden.needsCommit {
+		t.Error("a hidden two-phase sink is not counted as needing its committer")
+	}
+}

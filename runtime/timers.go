@@ -1,0 +1,531 @@
+package runtime
+
+import (
+	"encoding/binary"
+	"fmt"
+	"slices"
+	"strings"
+	"sync/atomic"
+)
+
+// Timers of a keyed operator, per time domain: a set of (key, timestamp)
+// timers per key group (timerSets, one implementation per state backend),
+// and over them a heap of the key groups that have timers, ordered by
+// each one's earliest timer (timerQueue), as Flink's
+// KeyGroupPartitionedPriorityQueue. The queue's own memory follows the
+// number of key groups, never the number of timers; a key group's timers
+// are stored where its other state is, so that they move with it on a
+// rescale and are snapshotted with it.
+//
+//   - Heap backend (heapTimerSets): a binary heap per key group, with
+//     copy-on-write at the grain of the key group as the value maps have
+//     it per slot: a snapshot's freeze copies the slice of the heaps (one
+//     header per key group), and the first write after the freeze into a
+//     key group the encoder has not read yet copies that key group's heap.
+//   - Pebble backend (pebbleTimerSets): the timers are entries of the DB,
+//     keyGroup | timer state id | domain | timestamp | key, in the key
+//     group's range and ordered by time within it; in memory only a short
+//     sorted cache of each key group's earliest timers, read again from
+//     the DB when it runs empty.
+
+type timerEntry[K comparable] struct {
+	ts  int64
+	key K
+}
+
+// timerSets are the timers of one time domain by key group, for a
+// timerQueue. add and remove report whether key group g's earliest timer
+// changed (appeared, went, or is another one).
+type timerSets[K comparable] interface {
+	// add registers e in key group g; one already there stays one.
+	add(g int, e timerEntry[K]) bool
+	remove(g int, e timerEntry[K]) bool
+	// head is key group g's earliest timer.
+	head(g int) (timerEntry[K], bool)
+	// popHead removes key group g's earliest timer, which exists.
+	popHead(g int)
+}
+
+// timerQueue is one time domain's timers in timestamp order across key
+// groups.
+type timerQueue[K comparable] struct {
+	groupOf func(K) int
+	sets    timerSets[K]
+	// order is a binary heap of the key groups with timers, by their
+	// earliest timer's timestamp (then key group); pos[g] is key group
+	// g's place in it plus one, 0 when it has no timers.
+	order []groupHead
+	pos   []int32
+}
+
+type groupHead struct {
+	ts int64
+	g  int32
+}
+
+func newTimerQueue[K comparable](groups int, groupOf func(K) int, sets timerSets[K]) timerQueue[K] {
+	return timerQueue[K]{groupOf: groupOf, sets: sets, pos: make([]int32, groups)}
+}
+
+func (q *timerQueue[K]) add(key K, ts int64) {
+	g := q.groupOf(key)
+	if q.sets.add(g, timerEntry[K]{ts: ts, key: key}) {
+		q.fix(g)
+	}
+}
+
+func (q *timerQueue[K]) remove(key K, ts int64) {
+	g := q.groupOf(key)
+	if q.sets.remove(g, timerEntry[K]{ts: ts, key: key}) {
+		q.fix(g)
+	}
+}
+
+// peek returns the earliest timer.
+func (q *timerQueue[K]) peek() (timerEntry[K], bool) {
+	if len(q.order) == 0 {
+		return timerEntry[K]{}, false
+	}
+	return q.sets.head(int(q.order[0].g))
+}
+
+// pop removes the earliest timer, which peek returned.
+func (q *timerQueue[K]) pop() timerEntry[K] {
+	g := int(q.order[0].g)
+	e, _ := q.sets.head(g)
+	q.sets.popHead(g)
+	q.fix(g)
+	return e
+}
+
+// fix puts key group g where its earliest timer says.
+func (q *timerQueue[K]) fix(g int) {
+	h, ok := q.sets.head(g)
+	i := int(q.pos[g]) - 1
+	switch {
+	case !ok && i < 0:
+	case !ok:
+		n := len(q.order) - 1
+		if i != n {
+			q.swap(i, n)
+		}
+		q.order = q.order[:n]
+		q.pos[g] = 0
+		if i < n {
+			q.down(i)
+			q.up(i)
+		}
+	case i < 0:
+		q.order = append(q.order, groupHead{ts: h.ts, g: int32(g)})
+		q.pos[g] = int32(len(q.order))
+		q.up(len(q.order) - 1)
+	default:
+		q.order[i].ts = h.ts
+		q.down(i)
+		q.up(i)
+	}
+}
+
+func (q *timerQueue[K]) less(i, j int) bool {
+	a, b := q.order[i], q.order[j]
+	return a.ts < b.ts || a.ts == b.ts && a.g < b.g
+}
+
+func (q *timerQueue[K]) swap(i, j int) {
+	q.order[i], q.order[j] = q.order[j], q.order[i]
+	q.pos[q.order[i].g] = int32(i + 1)
+	q.pos[q.order[j].g] = int32(j + 1)
+}
+
+func (q *timerQueue[K]) up(i int) {
+	for i > 0 {
+		p := (i - 1) / 2
+		if !q.less(i, p) {
+			return
+		}
+		q.swap(p, i)
+		i = p
+	}
+}
+
+func (q *timerQueue[K]) down(i int) {
+	n := len(q.order)
+	for {
+		l, r, m := 2*i+1, 2*i+2, i
+		if l < n && q.less(l, m) {
+			m = l
+		}
+		if r < n && q.less(r, m) {
+			m = r
+		}
+		if m == i {
+			return
+		}
+		q.swap(i, m)
+		i = m
+	}
+}
+
+// heapTimerSets are the heap backend's timers: a binary heap per key
+// group, and an index from timer to its place in its key group's heap,
+// so that a deleted timer leaves at once ("delete the old timer, register
+// a new one" per record keeps the heaps at the number of live timers).
+// Copy-on-write as keyedState describes: heaps[g] was made in epoch
+// ep[g], and a write into one made before the frozen epoch, in a key group
+// the encoder has not finished (read), copies it first. The index is the
+// task's alone: the encoder reads only heaps.
+type heapTimerSets[K comparable] struct {
+	ks    *keyedState[K]
+	heaps [][]timerEntry[K]
+	ep    []uint64
+	index map[timerEntry[K]]int
+	read  atomic.Int64
+}
+
+func newHeapTimerSets[K comparable](ks *keyedState[K], groups int) *heapTimerSets[K] {
+	return &heapTimerSets[K]{ks: ks, heaps: make([][]timerEntry[K], groups), ep: make([]uint64, groups),
+		index: map[timerEntry[K]]int{}}
+}
+
+// writable returns key group g's heap, copied first if the encoder of a
+// frozen snapshot may still read it.
+func (s *heapTimerSets[K]) writable(g int) []timerEntry[K] {
+	h := s.heaps[g]
+	if len(h) > 0 && s.ep[g] < s.ks.frozen && int64(g) >= s.read.Load() {
+		h = slices.Clone(h)
+		s.heaps[g], s.ep[g] = h, s.ks.epoch
+	}
+	return h
+}
+
+func (s *heapTimerSets[K]) add(g int, e timerEntry[K]) bool {
+	if _, ok := s.index[e]; ok {
+		return false
+	}
+	h := append(s.writable(g), e)
+	s.heaps[g] = h
+	s.index[e] = len(h) - 1
+	return s.up(h, len(h)-1) == 0
+}
+
+func (s *heapTimerSets[K]) remove(g int, e timerEntry[K]) bool {
+	i, ok := s.index[e]
+	if !ok {
+		return false
+	}
+	old := s.heaps[g][0]
+	s.removeAt(g, i)
+	h, ok := s.head(g)
+	return !ok || h != old
+}
+
+func (s *heapTimerSets[K]) head(g int) (timerEntry[K], bool) {
+	if len(s.heaps[g]) == 0 {
+		return timerEntry[K]{}, false
+	}
+	return s.heaps[g][0], true
+}
+
+func (s *heapTimerSets[K]) popHead(g int) { s.removeAt(g, 0) }
+
+func (s *heapTimerSets[K]) removeAt(g, i int) {
+	h := s.writable(g)
+	n := len(h) - 1
+	delete(s.index, h[i])
+	if i != n {
+		h[i] = h[n]
+		s.index[h[i]] = i
+	}
+	h[n] = timerEntry[K]{}
+	h = h[:n]
+	s.heaps[g] = h
+	if i < n {
+		s.down(h, i)
+		s.up(h, i)
+	}
+}
+
+// len is the number of timers.
+func (s *heapTimerSets[K]) len() int { return len(s.index) }
+
+func (s *heapTimerSets[K]) swap(h []timerEntry[K], i, j int) {
+	h[i], h[j] = h[j], h[i]
+	s.index[h[i]] = i
+	s.index[h[j]] = j
+}
+
+// up moves h[i] up to its place and returns it.
+func (s *heapTimerSets[K]) up(h []timerEntry[K], i int) int {
+	for i > 0 {
+		p := (i - 1) / 2
+		if h[p].ts <= h[i].ts {
+			return i
+		}
+		s.swap(h, p, i)
+		i = p
+	}
+	return i
+}
+
+func (s *heapTimerSets[K]) down(h []timerEntry[K], i int) {
+	n := len(h)
+	for {
+		l, r, m := 2*i+1, 2*i+2, i
+		if l < n && h[l].ts < h[m].ts {
+			m = l
+		}
+		if r < n && h[r].ts < h[m].ts {
+			m = r
+		}
+		if m == i {
+			return
+		}
+		s.swap(h, i, m)
+		i = m
+	}
+}
+
+// freeze, on the task goroutine once the epoch is frozen, returns the
+// encoder of the timers per key group: it copies the slice of heap
+// headers (one per key group), not the timers.
+func (s *heapTimerSets[K]) freeze() func(stop func() bool) (map[int][]byte, error) {
+	if len(s.index) == 0 {
+		return func(func() bool) (map[int][]byte, error) { return nil, nil }
+	}
+	view, kc, read := slices.Clone(s.heaps), s.ks.keys, &s.read
+	read.Store(0)
+	enc := func(stop func() bool) (map[int][]byte, error) {
+		out := make(map[int][]byte)
+		for g, h := range view {
+			if len(h) == 0 {
+				continue
+			}
+			if stop() {
+				return nil, errSnapshotAbandoned
+			}
+			keys := column[K]{c: kc}
+			ts := make([]byte, 0, len(h)*binary.MaxVarintLen64/2)
+			for _, e := range h {
+				keys.add(e.key)
+				ts = binary.AppendVarint(ts, e.ts)
+			}
+			read.Store(int64(g + 1))
+			b := make([]byte, 0, binary.MaxVarintLen64+keys.size()+len(ts))
+			b, err := keys.appendTo(binary.AppendUvarint(b, uint64(keys.n)))
+			if err != nil {
+				return nil, fmt.Errorf("keys: %w", err)
+			}
+			out[g] = append(b, ts...)
+		}
+		return out, nil
+	}
+	if !valueSemantics[K]() {
+		// Keys the function could change in place are not protected by
+		// copying the heaps.
+		return encodedNow(enc)
+	}
+	return enc
+}
+
+// pebbleTimerCache is how many of a key group's earliest timers the
+// pebble backend keeps in memory.
+const pebbleTimerCache = 32
+
+// pebbleTimerSets are the pebble backend's timers of one time domain:
+// entries of the DB (pebbleTimerPrefix), and in memory, per key group, a
+// sorted cache of its earliest timers. The cache holds the smallest
+// timers of the key group by (timestamp, key bytes), at most
+// pebbleTimerCache of them: complete[g] says it holds all of them;
+// otherwise every timer of the key group not in it sorts after hi[g], its
+// largest entry when it was last filled or cut. A timer added after hi
+// goes to the DB only; one before it goes into the cache too (the largest
+// entry dropping out once the cache is full, hi becoming the new largest);
+// a cache that runs empty is filled from the DB with the timers after hi.
+// Memory follows the number of key groups times pebbleTimerCache, whatever
+// the number of timers.
+type pebbleTimerSets[K comparable] struct {
+	ks       *keyedState[K]
+	kind     byte
+	cache    [][]cachedTimer[K]
+	complete []bool
+	hi       []string
+	prefix   []byte
+	ub       []byte
+}
+
+// cachedTimer is a timer and its user key in the DB, timestamp and key
+// bytes, by which the cache is sorted as the DB is.
+type cachedTimer[K comparable] struct {
+	e   timerEntry[K]
+	enc string
+}
+
+// pebbleTimerID is the timers' state id in the pebble key layout; state
+// ids of value and map states start at 1.
+const pebbleTimerID = 0
+
+// newPebbleTimerSets are the timers of an empty DB; restored reads a
+// restored DB's.
+func newPebbleTimerSets[K comparable](ks *keyedState[K], kind byte, groups int) *pebbleTimerSets[K] {
+	s := &pebbleTimerSets[K]{ks: ks, kind: kind, cache: make([][]cachedTimer[K], groups),
+		complete: make([]bool, groups), hi: make([]string, groups)}
+	for g := range s.complete {
+		s.complete[g] = true
+	}
+	return s
+}
+
+// restored fills the caches of key groups lo to hi from the DB, which a
+// restore laid out; q is the queue over s.
+func (s *pebbleTimerSets[K]) restored(q *timerQueue[K], lo, hi int) error {
+	for g := lo; g <= hi; g++ {
+		s.complete[g], s.hi[g], s.cache[g] = false, "", s.cache[g][:0]
+		if err := s.refill(g); err != nil {
+			return fmt.Errorf("restore timers: %w", err)
+		}
+		q.fix(g)
+	}
+	return nil
+}
+
+// pebbleTimerPrefix is the DB prefix of key group g's timers of the
+// domain kind: keyGroup(2) pebbleTimerID(2) kind.
+func pebbleTimerPrefix(dst []byte, g int, kind byte) []byte {
+	return append(appendKeyPrefix(dst, g, pebbleTimerID), kind)
+}
+
+// appendTimerTs appends ts so that byte order is numeric order.
+func appendTimerTs(dst []byte, ts int64) []byte {
+	return binary.BigEndian.AppendUint64(dst, uint64(ts)^(1<<63))
+}
+
+func (s *pebbleTimerSets[K]) encode(g int, e timerEntry[K]) (prefix, ukey []byte, ok bool) {
+	var err error
+	s.ub, err = s.ks.pbKeys.append(appendTimerTs(s.ub[:0], e.ts), e.key)
+	if err != nil {
+		s.ks.fail(fmt.Errorf("timers: encode key: %w", err))
+		return nil, nil, false
+	}
+	s.prefix = pebbleTimerPrefix(s.prefix[:0], g, s.kind)
+	return s.prefix, s.ub, true
+}
+
+// find is where enc is or would be in key group g's cache.
+func (s *pebbleTimerSets[K]) find(g int, enc []byte) (int, bool) {
+	return slices.BinarySearchFunc(s.cache[g], enc, func(c cachedTimer[K], t []byte) int {
+		return strings.Compare(c.enc, string(t))
+	})
+}
+
+func (s *pebbleTimerSets[K]) add(g int, e timerEntry[K]) bool {
+	p, uk, ok := s.encode(g, e)
+	if !ok {
+		return false
+	}
+	if err := s.ks.pb.store.OrderedPut(p, uk); err != nil {
+		s.ks.fail(fmt.Errorf("timers: %w", err))
+		return false
+	}
+	if !s.complete[g] && string(uk) > s.hi[g] {
+		return false // in the DB only, after every cached timer
+	}
+	i, found := s.find(g, uk)
+	if found {
+		return false
+	}
+	s.cache[g] = slices.Insert(s.cache[g], i, cachedTimer[K]{e: e, enc: string(uk)})
+	if c := s.cache[g]; len(c) > pebbleTimerCache {
+		s.cache[g] = c[:len(c)-1]
+		s.complete[g], s.hi[g] = false, c[len(c)-2].enc
+	}
+	return i == 0
+}
+
+func (s *pebbleTimerSets[K]) remove(g int, e timerEntry[K]) bool {
+	p, uk, ok := s.encode(g, e)
+	if !ok {
+		return false
+	}
+	if err := s.ks.pb.store.OrderedDelete(p, uk); err != nil {
+		s.ks.fail(fmt.Errorf("timers: %w", err))
+		return false
+	}
+	i, found := s.find(g, uk)
+	if !found {
+		return false
+	}
+	s.cache[g] = slices.Delete(s.cache[g], i, i+1)
+	s.refillIfEmpty(g)
+	return i == 0
+}
+
+func (s *pebbleTimerSets[K]) head(g int) (timerEntry[K], bool) {
+	if len(s.cache[g]) == 0 {
+		return timerEntry[K]{}, false
+	}
+	return s.cache[g][0].e, true
+}
+
+func (s *pebbleTimerSets[K]) popHead(g int) {
+	c := s.cache[g][0]
+	s.cache[g] = slices.Delete(s.cache[g], 0, 1)
+	s.prefix = pebbleTimerPrefix(s.prefix[:0], g, s.kind)
+	if err := s.ks.pb.store.OrderedDelete(s.prefix, []byte(c.enc)); err != nil {
+		s.ks.fail(fmt.Errorf("timers: %w", err))
+		return
+	}
+	s.refillIfEmpty(g)
+}
+
+func (s *pebbleTimerSets[K]) refillIfEmpty(g int) {
+	if len(s.cache[g]) == 0 && !s.complete[g] {
+		if err := s.refill(g); err != nil {
+			s.ks.fail(fmt.Errorf("timers: %w", err))
+		}
+	}
+}
+
+// refill reads key group g's earliest timers after hi[g] from the DB into
+// its empty cache.
+func (s *pebbleTimerSets[K]) refill(g int) error {
+	c := s.cache[g][:0]
+	var derr error
+	s.prefix = pebbleTimerPrefix(s.prefix[:0], g, s.kind)
+	err := s.ks.pb.store.MapScanAfter(s.prefix, []byte(s.hi[g]), func(uk, _ []byte) bool {
+		if len(uk) < 8 {
+			derr = fmt.Errorf("a timer of %d bytes in key group %d", len(uk), g)
+			return false
+		}
+		k, err := s.ks.pbKeys.read(uk[8:])
+		if err != nil {
+			derr = fmt.Errorf("decode the key of a timer in key group %d: %w", g, err)
+			return false
+		}
+		ts := int64(binary.BigEndian.Uint64(uk) ^ (1 << 63))
+		c = append(c, cachedTimer[K]{e: timerEntry[K]{ts: ts, key: k}, enc: string(uk)})
+		return len(c) <= pebbleTimerCache // one more tells whether others follow
+	})
+	if err == nil {
+		err = derr
+	}
+	if err != nil {
+		s.cache[g] = c[:0]
+		return err
+	}
+	s.complete[g] = len(c) <= pebbleTimerCache
+	if !s.complete[g] {
+		c = c[:pebbleTimerCache]
+		s.hi[g] = c[len(c)-1].enc
+	}
+	s.cache[g] = c
+	return nil
+}
+
+// cached is how many timers the caches hold, for tests of the bound.
+func (s *pebbleTimerSets[K]) cached() int {
+	n := 0
+	for _, c := range s.cache {
+		n += len(c)
+	}
+	return n
+}

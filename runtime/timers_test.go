@@ -1,0 +1,526 @@
+package runtime
+
+import (
+	"cmp"
+	"encoding/binary"
+	"fmt"
+	"runtime"
+	"slices"
+	"testing"
+
+	"github.com/splitflow/splitflow/runtime/checkpoint"
+)
+
+// all lists the queue's timers, in no particular order.
+func (q *timerQueue[K]) all() []timerEntry[K] {
+	switch s := q.sets.(type) {
+	case *heapTimerSets[K]:
+		var out []timerEntry[K]
+		for _, h := range s.heaps {
+			out = append(out, h...)
+		}
+		return out
+	case *pebbleTimerSets[K]:
+		var out []timerEntry[K]
+		for g := range s.cache {
+			err := s.ks.pb.store.MapScanAfter(pebbleTimerPrefix(nil, g, s.kind), nil, func(uk, _ []byte) bool {
+				k, err := s.ks.pbKeys.read(uk[8:])
+				if err != nil {
+					panic(err)
+				}
+				out = append(out, timerEntry[K]{ts: int64(binary.BigEndian.Uint64(uk) ^ (1 << 63)), key: k})
+				return true
+			})
+			if err != nil {
+				panic(err)
+			}
+		}
+		return out
+	}
+	panic("unknown timer sets")
+}
+
+// newTestTimerQueue is a heap backend's queue over one key group.
+func newTestTimerQueue[K comparable]() *timerQueue[K] {
+	q := newTimerQueue(1, func(K) int { return 0 }, timerSets[K](newHeapTimerSets(&keyedState[K]{keyedCommon: &keyedCommon{}}, 1)))
+	return &q
+}
+
+// unitStateConfig is the state config of an operator opened by hand.
+func unitStateConfig(t testing.TB, b StateBackend) stateConfig {
+	if b == PebbleStateBackend {
+		return pebbleStateConfig(t)
+	}
+	return stateConfig{backend: HeapStateBackend}
+}
+
+// snapshotInto takes a snapshot of p as a task does, a pebble operator's
+// files going to storage.
+func snapshotInto[K comparable](t *testing.T, p *keyedProcessOperator[K, K, string], storage checkpoint.Storage, id int64) ([]byte, []checkpoint.FileHandle) {
+	t.Helper()
+	if p.state.pb != nil {
+		p.state.pb.storage = storage
+	}
+	return snapshotNow(t, p, id)
+}
+
+// commitBlobs commits checkpoint id of operator "op" (one blob and its
+// files per subtask) into storage and loads it.
+func commitBlobs(t *testing.T, storage checkpoint.Storage, id int64, blobs [][]byte, files [][]checkpoint.FileHandle) *checkpoint.Checkpoint {
+	t.Helper()
+	w, err := storage.Begin(id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var hs []checkpoint.StateHandle
+	for i, b := range blobs {
+		h, err := w.WriteState(checkpoint.OperatorOwner("op", i), b, files[i]...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		hs = append(hs, h)
+	}
+	if err := w.Commit(checkpoint.Metadata{ID: id, States: hs}); err != nil {
+		t.Fatal(err)
+	}
+	chk, err := storage.Load(id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return chk
+}
+
+// openKeyedFrom opens subtask sub of operator "op" at parallelism par
+// from chk, as openKeyedOn does from blobs.
+func openKeyedFrom[K comparable](t *testing.T, sc stateConfig, chk *checkpoint.Checkpoint, par, sub int, fn KeyedProcessFuncs[K, K, string]) *keyedProcessOperator[K, K, string] {
+	t.Helper()
+	hash, err := stableHasher[K]()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tk := &task{name: "p", head: &opInfo{name: "p"}, cfg: &config{maxParallelism: 128, state: sc}, mb: newMailbox(),
+		restored: &restoredState{chk: chk}}
+	p := &keyedProcessOperator[K, K, string]{info: opInfo{name: "p", uid: "op", subtask: sub}, keyFn: func(k K) K { return k },
+		hash: hash, par: par, out: output[string](&recorder[string]{}),
+		newFn: func() KeyedProcessFunction[K, K, string] { return fn }}
+	err = p.open(tk)
+	t.Cleanup(func() { _ = tk.shutdown(); _ = p.close() })
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// drain pops every timer of q, checking they come in timestamp order.
+func drain[K comparable](t *testing.T, q *timerQueue[K]) []timerEntry[K] {
+	t.Helper()
+	var out []timerEntry[K]
+	for {
+		e, ok := q.peek()
+		if !ok {
+			return out
+		}
+		if got := q.pop(); got != e {
+			t.Fatalf("pop = %v, peek said %v", got, e)
+		}
+		if n := len(out); n > 0 && out[n-1].ts > e.ts {
+			t.Fatalf("timer %v after %v", e, out[n-1])
+		}
+		out = append(out, e)
+	}
+}
+
+// Timers of both domains survive a snapshot and a restore at another
+// parallelism, up (2 -> 3) and down (2 -> 1), on both backends: each new
+// subtask has exactly the timers of the key groups it owns (deleted ones
+// gone, duplicates once) and fires them in timestamp order across its key
+// groups.
+func TestTimersRestoredInOrderAfterRescale(t *testing.T) {
+	const keys = 600
+	const far = int64(1) << 50 // processing-time timers that never come due
+	evTs := func(k int64) int64 { return 1000 + k*7919%500 }
+	prTs := func(k int64) int64 { return far + k*104729%300 }
+	fn := KeyedProcessFuncs[int64, int64, string]{
+		Element: func(ctx *KeyedContext[int64, string], k int64) error {
+			ctx.RegisterEventTimeTimer(evTs(k))
+			ctx.RegisterEventTimeTimer(evTs(k)) // a duplicate is one timer
+			ctx.RegisterProcessingTimeTimer(prTs(k))
+			ctx.RegisterEventTimeTimer(evTs(k) + 1)
+			ctx.DeleteEventTimeTimer(evTs(k) + 1)
+			if k%3 == 0 {
+				ctx.DeleteProcessingTimeTimer(prTs(k))
+			}
+			return nil
+		},
+	}
+	groupOf := func(k int64) int { return KeyGroupForHash(HashInt64(k), 128) }
+	for _, b := range stateBackends {
+		t.Run(string(b), func(t *testing.T) {
+			mem, err := checkpoint.NewMemoryStorage()
+			if err != nil {
+				t.Fatal(err)
+			}
+			var blobs [][]byte
+			var files [][]checkpoint.FileHandle
+			for sub := range 2 {
+				p, stop, err := openKeyedOn(t, unitStateConfig(t, b), nil, 2, sub, fn)
+				if err != nil {
+					t.Fatal(err)
+				}
+				lo, hi := keyGroupRange(sub, 2, 128)
+				for k := range int64(keys) {
+					if g := groupOf(k); g >= lo && g <= hi {
+						if err := p.collect(k, 0); err != nil {
+							t.Fatal(err)
+						}
+					}
+				}
+				blob, fs := snapshotInto(t, p, mem, 1)
+				stop()
+				blobs, files = append(blobs, blob), append(files, fs)
+			}
+			chk := commitBlobs(t, mem, 1, blobs, files)
+			for _, par := range []int{3, 1} {
+				var event, processing int
+				for sub := range par {
+					p := openKeyedFrom(t, unitStateConfig(t, b), chk, par, sub, fn)
+					lo, hi := keyGroupRange(sub, par, 128)
+					wantEv, wantPr := map[timerEntry[int64]]bool{}, map[timerEntry[int64]]bool{}
+					for k := range int64(keys) {
+						if g := groupOf(k); g >= lo && g <= hi {
+							wantEv[timerEntry[int64]{ts: evTs(k), key: k}] = true
+							if k%3 != 0 {
+								wantPr[timerEntry[int64]{ts: prTs(k), key: k}] = true
+							}
+						}
+					}
+					for _, c := range []struct {
+						name string
+						q    *timerQueue[int64]
+						want map[timerEntry[int64]]bool
+						n    *int
+					}{{"event-time", &p.timers.event, wantEv, &event}, {"processing-time", &p.timers.processing, wantPr, &processing}} {
+						got := drain(t, c.q)
+						if len(got) != len(c.want) {
+							t.Fatalf("%d -> %d, subtask %d: %d %s timers, want %d", 2, par, sub, len(got), c.name, len(c.want))
+						}
+						for _, e := range got {
+							if !c.want[e] {
+								t.Fatalf("%d -> %d, subtask %d: %s timer %v is not of its key groups, or was deleted", 2, par, sub, c.name, e)
+							}
+						}
+						*c.n += len(got)
+					}
+					if p.state.err != nil {
+						t.Fatal(p.state.err)
+					}
+				}
+				if event != keys || processing != keys-keys/3 {
+					t.Fatalf("%d -> %d: %d event-time and %d processing-time timers, want %d and %d", 2, par, event, processing, keys, keys-keys/3)
+				}
+			}
+		})
+	}
+}
+
+// The synchronous part of a snapshot does not copy the timers, on either
+// backend: with 100k timers (20k on pebble, whose writes are slower) the
+// freeze allocates a small fraction of their size (the heap backend's
+// copy is one header per key group, the pebble backend's nothing but the
+// buffer swap); with the heap backend a write after the freeze copies
+// only its key group's timers.
+func TestSnapshotFreezeDoesNotCopyTimers(t *testing.T) {
+	fn := KeyedProcessFuncs[int64, int64, string]{
+		Element: func(ctx *KeyedContext[int64, string], k int64) error {
+			ctx.RegisterEventTimeTimer(k)
+			return nil
+		},
+	}
+	allocated := func(f func()) uint64 {
+		var before, after runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		f()
+		runtime.ReadMemStats(&after)
+		return after.TotalAlloc - before.TotalAlloc
+	}
+	for _, b := range stateBackends {
+		t.Run(string(b), func(t *testing.T) {
+			timers := int64(100_000)
+			if b == PebbleStateBackend {
+				timers = 20_000
+			}
+			timersBytes := uint64(timers) * 16 // a timerEntry[int64]
+			p, stop, err := openKeyedOn(t, unitStateConfig(t, b), nil, 1, 0, fn)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer stop()
+			if p.state.pb != nil {
+				mem, err := checkpoint.NewMemoryStorage()
+				if err != nil {
+					t.Fatal(err)
+				}
+				p.state.pb.storage = mem
+			}
+			for k := range timers {
+				if err := p.collect(k, 0); err != nil {
+					t.Fatal(err)
+				}
+			}
+			var enc func(func() bool) ([]byte, []checkpoint.FileHandle, error)
+			n := allocated(func() {
+				if enc, err = p.freezeState(1); err != nil {
+					t.Fatal(err)
+				}
+			})
+			if n > timersBytes/8 {
+				t.Fatalf("the freeze allocated %d bytes with %d timers (%d bytes of timers)", n, timers, timersBytes)
+			}
+			if p.state.pb == nil {
+				w := allocated(func() {
+					if err := p.collect(timers, 0); err != nil {
+						t.Fatal(err)
+					}
+				})
+				if w > timersBytes/16 {
+					t.Fatalf("a timer registered after the freeze allocated %d bytes; its key group holds about %d bytes of timers", w, timersBytes/128)
+				}
+			}
+			if _, _, err := enc(func() bool { return false }); err != nil {
+				t.Fatal(err)
+			}
+			p.thawState()
+		})
+	}
+}
+
+// The pebble backend keeps a bounded share of its timers in memory: with
+// 200k timers, registered, some deleted, snapshotted and restored, then
+// fired by advancing watermarks while OnTimer registers more, the caches
+// never hold more than pebbleTimerCache timers per key group, and every
+// timer fires once, in timestamp order, against a model of the set.
+func TestPebbleTimersMemoryBounded(t *testing.T) {
+	const timers = 200_000
+	const bound = 128 * pebbleTimerCache
+	model := map[timerEntry[int64]]bool{}
+	var checkBound func()
+	var fired []timerEntry[int64]
+	fn := KeyedProcessFuncs[int64, int64, string]{
+		Element: func(ctx *KeyedContext[int64, string], k int64) error {
+			ts := k * 7 % timers
+			ctx.RegisterEventTimeTimer(ts)
+			model[timerEntry[int64]{ts: ts, key: k}] = true
+			if k%10 == 0 {
+				ctx.DeleteEventTimeTimer(ts)
+				delete(model, timerEntry[int64]{ts: ts, key: k})
+			}
+			return nil
+		},
+		Timer: func(ctx *KeyedContext[int64, string], tm Timer) error {
+			e := timerEntry[int64]{ts: tm.Timestamp, key: ctx.Key()}
+			if !model[e] {
+				return fmt.Errorf("timer %v fired, not registered or fired before", e)
+			}
+			delete(model, e)
+			fired = append(fired, e)
+			if len(fired)%7 == 0 { // a later timer of the same key, sometimes due in this advance
+				next := timerEntry[int64]{ts: tm.Timestamp + int64(len(fired)%3000), key: ctx.Key()}
+				ctx.RegisterEventTimeTimer(next.ts)
+				model[next] = true
+			}
+			if len(fired)%1000 == 0 {
+				checkBound()
+			}
+			return nil
+		},
+	}
+	sc := pebbleStateConfig(t)
+	sc.bufferEntries = 4096
+	p, stop, err := openKeyedOn(t, sc, nil, 1, 0, fn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cached := func(p *keyedProcessOperator[int64, int64, string]) int {
+		return p.timers.event.sets.(*pebbleTimerSets[int64]).cached()
+	}
+	checkBound = func() {
+		if n := cached(p); n > bound {
+			t.Fatalf("%d timers cached in memory, bound %d", n, bound)
+		}
+	}
+	for k := range int64(timers) {
+		if err := p.collect(k, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	checkBound()
+	mem, err := checkpoint.NewMemoryStorage()
+	if err != nil {
+		t.Fatal(err)
+	}
+	blob, files := snapshotInto(t, p, mem, 1)
+	stop()
+	p = openKeyedFrom(t, sc, commitBlobs(t, mem, 1, [][]byte{blob}, [][]checkpoint.FileHandle{files}), 1, 0, fn)
+	checkBound()
+	if n := cached(p); n == 0 {
+		t.Fatal("the restored timers' caches are empty")
+	}
+	for wm := int64(0); len(model) > 0; wm += timers / 8 {
+		if err := p.emitWatermark(wm); err != nil {
+			t.Fatal(err)
+		}
+		for e := range model {
+			if e.ts <= wm {
+				t.Fatalf("timer %v not fired at watermark %d", e, wm)
+			}
+		}
+	}
+	for i := 1; i < len(fired); i++ {
+		if fired[i].ts < fired[i-1].ts {
+			t.Fatalf("timer %v fired after %v", fired[i], fired[i-1])
+		}
+	}
+	if want := timers - timers/10; len(fired) < want {
+		t.Fatalf("%d timers fired, want at least %d", len(fired), want)
+	}
+	if _, ok := p.timers.event.peek(); ok || cached(p) != 0 {
+		t.Fatal("timers left after all fired")
+	}
+}
+
+// A frozen snapshot's timers are those of the freeze even when its encoder
+// runs only after the task registered, deleted and fired timers in every
+// key group (TestFrozenSnapshotUnchangedByLaterWrites runs the encoder
+// concurrently, for the race detector): the copy-on-write of the key
+// groups' heaps, not the timing, keeps them.
+func TestFrozenTimersUnchangedByLaterTimerWrites(t *testing.T) {
+	fn := KeyedProcessFuncs[int64, int64, string]{
+		Element: func(ctx *KeyedContext[int64, string], k int64) error {
+			ctx.RegisterEventTimeTimer(1000 + k%100)
+			ctx.RegisterProcessingTimeTimer(1<<50 + k%100)
+			return nil
+		},
+	}
+	p, stop := openKeyed(t, nil, 1, 0, fn)
+	defer stop()
+	for k := range int64(5000) {
+		if err := p.collect(k, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sorted := func(es []timerEntry[int64]) []timerEntry[int64] {
+		slices.SortFunc(es, func(a, b timerEntry[int64]) int { return cmp.Or(cmp.Compare(a.ts, b.ts), cmp.Compare(a.key, b.key)) })
+		return es
+	}
+	beforeEv, beforePr := sorted(p.timers.event.all()), sorted(p.timers.processing.all())
+	enc, err := p.freezeState(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k := range int64(5000) {
+		p.state.setKey(k)
+		switch k % 3 {
+		case 0:
+			p.ctx.DeleteEventTimeTimer(1000 + k%100)
+			p.ctx.DeleteProcessingTimeTimer(1<<50 + k%100)
+		case 1:
+			p.ctx.RegisterEventTimeTimer(k % 100) // to the top of its key group's heap
+			p.ctx.RegisterProcessingTimeTimer(1<<49 + k%100)
+		}
+	}
+	if err := p.emitWatermark(1050); err != nil { // pops
+		t.Fatal(err)
+	}
+	blob, _, err := enc(func() bool { return false })
+	p.thawState()
+	if err != nil {
+		t.Fatal(err)
+	}
+	q, stopQ := openKeyed(t, [][]byte{blob}, 1, 0, fn)
+	defer stopQ()
+	if got := sorted(q.timers.event.all()); !slices.Equal(got, beforeEv) {
+		t.Fatalf("the snapshot holds %d event-time timers, %d at the freeze, or others", len(got), len(beforeEv))
+	}
+	if got := sorted(q.timers.processing.all()); !slices.Equal(got, beforePr) {
+		t.Fatalf("the snapshot holds %d processing-time timers, %d at the freeze, or others", len(got), len(beforePr))
+	}
+}
+
+// A pebble checkpoint of layout 100, whose timers are in its blob (the
+// DB has none), restores: its timers go into the DB, also at another
+// parallelism, and fire; a snapshot of the restored state is layout 101
+// and has no timers in its blob.
+func TestPebbleLayout100TimersRestoreIntoTheDB(t *testing.T) {
+	fn := KeyedProcessFuncs[int64, int64, string]{
+		Element: func(ctx *KeyedContext[int64, string], k int64) error {
+			ctx.RegisterEventTimeTimer(100 + k)
+			return nil
+		},
+	}
+	// The timers' entries as layout 100 had them: the heap layout's.
+	heap, stopHeap := openKeyed(t, nil, 1, 0, fn)
+	for k := range int64(300) {
+		if err := heap.collect(k, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	heapBlob, err := heap.snapshotState(1)
+	stopHeap()
+	if err != nil {
+		t.Fatal(err)
+	}
+	entries, err := decodeStateEntries(heapBlob)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A pebble DB without timers and a blob that carries them.
+	p, stop, err := openKeyedOn(t, pebbleStateConfig(t), nil, 1, 0, fn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mem, err := checkpoint.NewMemoryStorage()
+	if err != nil {
+		t.Fatal(err)
+	}
+	blob, files := snapshotInto(t, p, mem, 1)
+	stop()
+	pbl, err := decodePebbleBlob(blob)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pbl.entries = encodeStateEntries(entries)
+	old := encodePebbleBlob(pbl)
+	if old[0] != pebbleLayoutVersion {
+		t.Fatalf("blob starts with %d", old[0])
+	}
+	old[0] = pebbleLayoutVersionTimers0 // one uvarint byte either way
+	chk := commitBlobs(t, mem, 1, [][]byte{old}, [][]checkpoint.FileHandle{files})
+	total := 0
+	for sub := range 2 {
+		q := openKeyedFrom(t, pebbleStateConfig(t), chk, 2, sub, fn)
+		lo, hi := keyGroupRange(sub, 2, 128)
+		inDB := q.timers.event.all() // read from the DB
+		for _, e := range inDB {
+			if g := KeyGroupForHash(HashInt64(e.key), 128); g < lo || g > hi || e.ts != 100+e.key {
+				t.Fatalf("subtask %d: timer %v", sub, e)
+			}
+		}
+		total += len(inDB)
+		q.state.pb.storage = mem
+		b, _ := snapshotNow(t, q, 2)
+		nb, err := decodePebbleBlob(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if b[0] != pebbleLayoutVersion || len(nb.entries) != 0 {
+			t.Fatalf("new snapshot: layout %d, %d bytes of entries", b[0], len(nb.entries))
+		}
+		if got := drain(t, &q.timers.event); len(got) != len(inDB) {
+			t.Fatalf("subtask %d: %d timers fired, %d in the DB", sub, len(got), len(inDB))
+		}
+	}
+	if total != 300 {
+		t.Fatalf("%d timers restored, want 300", total)
+	}
+}
