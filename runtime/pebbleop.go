@@ -153,6 +153,9 @@ func (p *keyedProcessOperator[K, I, O]) restorePebbleTimers(restored bool, entri
 	if restored {
 		for _, q := range []*timerQueue[K]{&p.timers.event, &p.timers.processing} {
 			if err := q.sets.(*pebbleTimerSets[K]).restored(q, pk.kgLo, pk.kgHi); err != nil {
+				if errors.Is(err, errCorruptTimer) {
+					return err // the checkpoint does not decode: a retry fails again
+				}
 				return &restoreIOError{err}
 			}
 		}

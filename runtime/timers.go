@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -485,6 +486,11 @@ func (s *pebbleTimerSets[K]) refillIfEmpty(g int) {
 	}
 }
 
+// errCorruptTimer is a timer in the DB that does not decode: reading the
+// same DB (or the checkpoint it came from) again fails again, unlike a
+// read that failed.
+var errCorruptTimer = errors.New("corrupt timer")
+
 // refill reads key group g's earliest timers after hi[g] from the DB into
 // its empty cache.
 func (s *pebbleTimerSets[K]) refill(g int) error {
@@ -493,12 +499,12 @@ func (s *pebbleTimerSets[K]) refill(g int) error {
 	s.prefix = pebbleTimerPrefix(s.prefix[:0], g, s.kind)
 	err := s.ks.pb.store.MapScanAfter(s.prefix, []byte(s.hi[g]), func(uk, _ []byte) bool {
 		if len(uk) < 8 {
-			derr = fmt.Errorf("a timer of %d bytes in key group %d", len(uk), g)
+			derr = fmt.Errorf("%w: a timer of %d bytes in key group %d", errCorruptTimer, len(uk), g)
 			return false
 		}
 		k, err := s.ks.pbKeys.read(uk[8:])
 		if err != nil {
-			derr = fmt.Errorf("decode the key of a timer in key group %d: %w", g, err)
+			derr = fmt.Errorf("%w: decode the key of a timer in key group %d: %v", errCorruptTimer, g, err)
 			return false
 		}
 		ts := int64(binary.BigEndian.Uint64(uk) ^ (1 << 63))
