@@ -401,6 +401,11 @@ func appendTimerTs(dst []byte, ts int64) []byte {
 }
 
 func (s *pebbleTimerSets[K]) encode(g int, e timerEntry[K]) (prefix, ukey []byte, ok bool) {
+	if s.ks.pbKeysErr != nil {
+		// No timer of such a key exists: a registration fails the call
+		// with this error (checkTimerKey), a deletion has nothing to do.
+		return nil, nil, false
+	}
 	var err error
 	s.ub, err = s.ks.pbKeys.append(appendTimerTs(s.ub[:0], e.ts), e.key)
 	if err != nil {

@@ -2,6 +2,8 @@ package runtime
 
 import (
 	"errors"
+	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/splitflow/splitflow/runtime/checkpoint"
@@ -53,6 +55,51 @@ func TestCorruptRestoredTimerIsNotRetryable(t *testing.T) {
 		var ue *unrecoverableError
 		if err == nil || !errors.As(err, &ue) {
 			t.Fatalf("timer key %x: restore error %v, want an unrecoverable one", bad, err)
+		}
+	}
+}
+
+// pairKey is a key type without a binary encoding of its own.
+type pairKey struct{ A, B int }
+
+// With the pebble backend, whose DB holds timers by their keys' bytes, a
+// key type without a binary encoding fails the job at the first timer
+// registration with the error that says why, and a deletion, which has no
+// timer of such a key to remove, does nothing; neither panics.
+func TestPebbleTimerOfKeyWithoutBinaryEncodingFailsClearly(t *testing.T) {
+	for _, register := range []bool{false, true} {
+		fn := KeyedProcessFuncs[pairKey, pairKey, string]{
+			Element: func(ctx *KeyedContext[pairKey, string], k pairKey) error {
+				ctx.DeleteEventTimeTimer(5)
+				ctx.DeleteProcessingTimeTimer(5)
+				if register {
+					ctx.RegisterEventTimeTimer(5)
+				}
+				return nil
+			},
+		}
+		tk := &task{name: "p", head: &opInfo{name: "p"}, cfg: &config{maxParallelism: 128, state: pebbleStateConfig(t)}, mb: newMailbox()}
+		p := &keyedProcessOperator[pairKey, pairKey, string]{info: opInfo{name: "p", uid: "op"}, keyFn: func(k pairKey) pairKey { return k },
+			hash: func(k pairKey) uint32 { return HashInt64(int64(k.A)) }, par: 1, out: output[string](&recorder[string]{}),
+			newFn: func() KeyedProcessFunction[pairKey, pairKey, string] { return fn }}
+		if err := p.open(tk); err != nil {
+			t.Fatal(err)
+		}
+		err := func() (err error) {
+			defer func() {
+				if r := recover(); r != nil {
+					err = fmt.Errorf("panic: %v", r)
+				}
+			}()
+			return p.collect(pairKey{1, 2}, 0)
+		}()
+		_ = tk.shutdown()
+		_ = p.close()
+		switch {
+		case !register && err != nil:
+			t.Fatalf("deleting a timer: %v", err)
+		case register && (err == nil || !strings.Contains(err.Error(), "cannot be a key of the pebble state backend")):
+			t.Fatalf("registering a timer: %v, want the key type's error", err)
 		}
 	}
 }
