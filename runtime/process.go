@@ -737,6 +737,9 @@ func (p *keyedProcessOperator[K, I, O]) endInput() error {
 }
 
 func (p *keyedProcessOperator[K, I, O]) close() error {
+	if p.state.keyedCommon == nil {
+		return nil // never opened: an operator after it in the chain failed to open first
+	}
 	pk := p.state.pb
 	if pk == nil {
 		return nil

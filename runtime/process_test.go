@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -175,4 +176,25 @@ func TestKeyedProcessFuncsSetup(t *testing.T) {
 	if best != 50 { // 200 records over 4 keys
 		t.Fatalf("largest per-key count = %d, want 50", best)
 	}
+}
+
+// A task closes every operator of its chain whatever happened before, also
+// those that never opened: a sink whose writer cannot be created (a missing
+// right, a bad configuration) fails its chain before the keyed operator
+// ahead of it opens. The job fails with the sink's error; closing the
+// unopened keyed operator must not panic and take the process with it.
+func TestKeyedOperatorThatNeverOpenedClosesCleanly(t *testing.T) {
+	forEachStateBackend(t, func(t *testing.T, backend Option) {
+		env := NewEnvironment(backend, WithParallelism(2), WithLogger(discardLogger()), WithRestartStrategy(NoRestart()))
+		src := &rangeSrc{splits: 2, perSplit: 10, readerFailAt: -1}
+		counts := Process(KeyBy(FromSource(env, src, "range"), func(v int64) int64 { return v % 3 }),
+			func(ctx *KeyedContext[int64, int64], v int64) error { ctx.Collect(v); return nil })
+		refused := errors.New("writer refused")
+		sink := newCollectSink[int64]()
+		sink.creating = func(int) error { return refused }
+		SinkTo(counts, sink)
+		if err := env.Execute(testCtx(t), "unopened"); !errors.Is(err, refused) {
+			t.Fatalf("job ended with %v, want the sink's error", err)
+		}
+	})
 }
