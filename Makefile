@@ -9,9 +9,11 @@ TEST_TIMEOUT ?= 30m
 .PHONY: test deps check lint bench
 
 # All unit and integration tests, with the race detector, after the checks
-# that keep the tree clean and after installing what the tests need.
+# that keep the tree clean and after installing what the tests need. deps
+# installs the broker's needs, so a broker that still cannot start fails
+# the broker tests instead of skipping them (SPLITFLOW_REQUIRE_KAFKA).
 test: deps check
-	$(GO) test -race -shuffle=on -count=1 -timeout $(TEST_TIMEOUT) ./...
+	SPLITFLOW_REQUIRE_KAFKA=1 $(GO) test -race -shuffle=on -count=1 -timeout $(TEST_TIMEOUT) ./...
 
 # A JDK and Maven (the local Kafka broker) and Chromium (the status page
 # tests), installed with apt-get where missing and possible.
