@@ -110,8 +110,15 @@ func walkGobType(t reflect.Type, path string, seen map[reflect.Type]bool) *State
 // encoding's marshaling interfaces and can be decoded again, a reason when
 // it does only one half, and "" when it does neither.
 func selfEncoding(t reflect.Type) string {
+	return encodesItself(t, [2]reflect.Type{gobEncoderType, gobDecoderType}, [2]reflect.Type{binaryMarshaler, binaryUnmarshaler})
+}
+
+// encodesItself is "ok" when t (or *t) implements both halves of one of
+// the (encoder, decoder) pairs, a reason when it implements only the
+// encoder of the first pair it has, and "" when it has none.
+func encodesItself(t reflect.Type, pairs ...[2]reflect.Type) string {
 	p := reflect.PointerTo(t)
-	for _, pair := range [][2]reflect.Type{{gobEncoderType, gobDecoderType}, {binaryMarshaler, binaryUnmarshaler}} {
+	for _, pair := range pairs {
 		enc, dec := pair[0], pair[1]
 		if !t.Implements(enc) && !p.Implements(enc) {
 			continue
@@ -195,16 +202,5 @@ func walkJSONType(t reflect.Type, path string, seen map[reflect.Type]bool) *Stat
 // JSON or as text) both ways, a reason when it does only one half, and ""
 // when it does neither.
 func jsonSelfEncoding(t reflect.Type) string {
-	p := reflect.PointerTo(t)
-	for _, pair := range [][2]reflect.Type{{jsonMarshaler, jsonUnmarshaler}, {textMarshaler, textUnmarshaler}} {
-		enc, dec := pair[0], pair[1]
-		if !t.Implements(enc) && !p.Implements(enc) {
-			continue
-		}
-		if t.Implements(dec) || p.Implements(dec) {
-			return "ok"
-		}
-		return fmt.Sprintf("%s implements %s but not %s, so a restore could not decode it", t, enc, dec)
-	}
-	return ""
+	return encodesItself(t, [2]reflect.Type{jsonMarshaler, jsonUnmarshaler}, [2]reflect.Type{textMarshaler, textUnmarshaler})
 }
