@@ -265,7 +265,7 @@ func TestTaskEndingAbandonsEncoder(t *testing.T) {
 		close(waiting)
 		<-abandoned
 	}
-	if err := tk.performCheckpoint(CheckpointBarrier{CheckpointID: 1}, 0); err != nil {
+	if err := tk.performCheckpoint(checkpointBarrier{CheckpointID: 1}, 0); err != nil {
 		t.Fatal(err)
 	}
 	e := tk.encoding

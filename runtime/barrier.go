@@ -102,7 +102,7 @@ type checkpointNotified interface {
 // blocked until it arrived on all open channels (Flink's aligned
 // checkpoints), so that no record after the barrier on one channel is
 // processed before the snapshot.
-func (t *task) onBarrier(ch, open int, b CheckpointBarrier) error {
+func (t *task) onBarrier(ch, open int, b checkpointBarrier) error {
 	id := b.CheckpointID
 	if id <= t.lastBarrier {
 		return nil // a checkpoint this task already took or saw aborted
@@ -156,7 +156,7 @@ func (t *task) endAlignment(aborted int64) {
 // triggerCheckpoint is barrier b entering a task that has no input
 // channels left to receive it: a source, or a task whose input ended. It
 // runs as an urgent mail.
-func (t *task) triggerCheckpoint(b CheckpointBarrier) error {
+func (t *task) triggerCheckpoint(b checkpointBarrier) error {
 	if b.CheckpointID <= t.lastBarrier || b.CheckpointID == t.aligning {
 		return nil
 	}
@@ -172,7 +172,7 @@ func (t *task) triggerCheckpoint(b CheckpointBarrier) error {
 // ended) and acknowledges, once the encoders are done if there are any.
 // An operator that cannot prepare fails the task (see preparer); one that
 // cannot snapshot declines the checkpoint and the job goes on.
-func (t *task) performCheckpoint(b CheckpointBarrier, align time.Duration) error {
+func (t *task) performCheckpoint(b checkpointBarrier, align time.Duration) error {
 	id := b.CheckpointID
 	t.lastBarrier = id
 	if t.encoding != nil {

@@ -70,7 +70,7 @@ func TestStaleBarrierDoesNotCountTowardNewerAlignment(t *testing.T) {
 	a := newRecordWriter(partitionForward, []*inputGate[int]{up}, 0, 1, nil, 128, 0)
 	b := newRecordWriter(partitionForward, []*inputGate[int]{up}, 1, 1, nil, 128, 0)
 	barrier := func(id int64) event {
-		return event{kind: eventBarrier, barrier: CheckpointBarrier{CheckpointID: id}}
+		return event{kind: eventBarrier, barrier: checkpointBarrier{CheckpointID: id}}
 	}
 	drain := func() {
 		for {

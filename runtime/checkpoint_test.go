@@ -194,7 +194,7 @@ func TestGateKeepsAssignmentsOnOneSideOfTheBarrier(t *testing.T) {
 // coordinator snapshot followed them, forgets them when it completes, and
 // hands back what a reset subtask got after its checkpoint.
 func TestSplitAssignmentTrackerBooksAssignments(t *testing.T) {
-	tr := NewSplitAssignmentTracker[*rSplit]()
+	tr := newSplitAssignmentTracker[*rSplit]()
 	a := func(s int, ks ...int) connector.SplitsAssignment[*rSplit] {
 		var ss []*rSplit
 		for _, k := range ks {
@@ -584,7 +584,7 @@ func TestAlignmentBlocksChannelUntilAllBarriersArrived(t *testing.T) {
 	in := &gateInput[int]{t: tk, gate: up, head: output[int](out), valve: newWatermarkValve(2, out)}
 	a := newRecordWriter(partitionForward, []*inputGate[int]{up}, 0, 1, nil, 128, 0)
 	b := newRecordWriter(partitionForward, []*inputGate[int]{up}, 1, 1, nil, 128, 0)
-	barrier := event{kind: eventBarrier, barrier: CheckpointBarrier{CheckpointID: 3}}
+	barrier := event{kind: eventBarrier, barrier: checkpointBarrier{CheckpointID: 3}}
 	_ = a.collect(1, 0)
 	a.broadcastEvent(barrier)
 	_ = a.collect(100, 0) // after the barrier: must wait

@@ -50,7 +50,7 @@ type operatorCoordinator interface {
 // Readers' registrations, split requests and events are queued to it from the
 // task goroutines; its answers (splits, no-more-splits, events) go through
 // the subtask gateways (gateway.go) into the reader tasks' mailboxes, and
-// every assignment is booked in the SplitAssignmentTracker (the booking
+// every assignment is booked in the splitAssignmentTracker (the booking
 // rule). Nothing of the enumerator needs a lock.
 type sourceCoordinator[T any, S connector.Split, C any] struct {
 	info        opInfo
@@ -70,7 +70,7 @@ type sourceCoordinator[T any, S connector.Split, C any] struct {
 	enum       connector.SplitEnumerator[S, C]
 	registered map[int]connector.ReaderInfo
 	closing    bool
-	tracker    *SplitAssignmentTracker[S]
+	tracker    *splitAssignmentTracker[S]
 
 	asyncCtx    context.Context
 	asyncCancel context.CancelFunc
@@ -98,7 +98,7 @@ func newSourceCoordinator[T any, S connector.Split, C any](info opInfo, src conn
 		fail:        fail,
 		queue:       newMailbox(),
 		registered:  map[int]connector.ReaderInfo{},
-		tracker:     NewSplitAssignmentTracker[S](),
+		tracker:     newSplitAssignmentTracker[S](),
 	}
 	for i := range c.gateways {
 		c.gateways[i] = &subtaskGateway[T, S, C]{gateOff: gate.off, delay: gate.delay}

@@ -10,13 +10,13 @@ const MaxWatermark int64 = math.MaxInt64
 // noWatermark is the watermark of an input that has seen none yet.
 const noWatermark int64 = math.MinInt64
 
-// CheckpointBarrier separates the records that belong to checkpoint
+// checkpointBarrier separates the records that belong to checkpoint
 // CheckpointID from those after it. Barriers flow in-band through the same
 // channels as records, so every record before a barrier is in the
 // checkpoint and every record after it is not. The master injects them
 // into the sources; a task with several input channels aligns them (see
 // barrier.go).
-type CheckpointBarrier struct {
+type checkpointBarrier struct {
 	// CheckpointID strictly increases over the life of a job, across
 	// restarts and restores.
 	CheckpointID int64
@@ -76,7 +76,7 @@ type event struct {
 	idle      bool
 	stopped   bool
 	watermark int64
-	barrier   CheckpointBarrier
+	barrier   checkpointBarrier
 }
 
 // batch is the unit that crosses a channel between two tasks: up to

@@ -30,7 +30,7 @@ type gateOptions struct {
 //     (or when N is aborted): held events are sent, in order; they run
 //     after the snapshot, so their splits are "after N" assignments.
 //   - failed, when the subtask's task is gone: held and in-flight events
-//     are dropped (the SplitAssignmentTracker gives their splits back) and
+//     are dropped (the splitAssignmentTracker gives their splits back) and
 //     whoever waits for their delivery is released. The gateway stays
 //     detached, dropping events, until the coordinator goroutine activates
 //     the restarted subtask's binding.
@@ -219,7 +219,7 @@ func (g *subtaskGateway[T, S, C]) reopen() {
 	}
 }
 
-// SplitAssignmentTracker books a source coordinator's split assignments
+// splitAssignmentTracker books a source coordinator's split assignments
 // per subtask and checkpoint (the booking rule), as Flink's class of that
 // name: assignments are recorded as uncheckpointed; the coordinator snapshot
 // for checkpoint N files them under N; the completion of N forgets everything
@@ -234,7 +234,7 @@ func (g *subtaskGateway[T, S, C]) reopen() {
 // that restarts without checkpoints keeps every assignment (a region
 // restart gives the failed reader all it was assigned, as Flink's tracker
 // does), and one with checkpoints forgets them as checkpoints complete.
-type SplitAssignmentTracker[S connector.Split] struct {
+type splitAssignmentTracker[S connector.Split] struct {
 	uncheckpointed map[int][]S
 	byCheckpoint   map[int64]map[int][]S
 	off            bool // nothing to book: see above
@@ -247,13 +247,13 @@ func (ex *execution) canRestart() bool {
 	return ok
 }
 
-// NewSplitAssignmentTracker returns an empty tracker.
-func NewSplitAssignmentTracker[S connector.Split]() *SplitAssignmentTracker[S] {
-	return &SplitAssignmentTracker[S]{uncheckpointed: map[int][]S{}, byCheckpoint: map[int64]map[int][]S{}}
+// newSplitAssignmentTracker returns an empty tracker.
+func newSplitAssignmentTracker[S connector.Split]() *splitAssignmentTracker[S] {
+	return &splitAssignmentTracker[S]{uncheckpointed: map[int][]S{}, byCheckpoint: map[int64]map[int][]S{}}
 }
 
 // RecordAssignment books an assignment as uncheckpointed.
-func (t *SplitAssignmentTracker[S]) RecordAssignment(a connector.SplitsAssignment[S]) {
+func (t *splitAssignmentTracker[S]) RecordAssignment(a connector.SplitsAssignment[S]) {
 	if t.off {
 		return
 	}
@@ -263,7 +263,7 @@ func (t *SplitAssignmentTracker[S]) RecordAssignment(a connector.SplitsAssignmen
 }
 
 // OnCheckpoint files the uncheckpointed assignments under checkpoint id.
-func (t *SplitAssignmentTracker[S]) OnCheckpoint(id int64) {
+func (t *splitAssignmentTracker[S]) OnCheckpoint(id int64) {
 	if len(t.uncheckpointed) == 0 {
 		return
 	}
@@ -272,13 +272,13 @@ func (t *SplitAssignmentTracker[S]) OnCheckpoint(id int64) {
 }
 
 // OnCheckpointComplete forgets the assignments of checkpoints <= id.
-func (t *SplitAssignmentTracker[S]) OnCheckpointComplete(id int64) {
+func (t *splitAssignmentTracker[S]) OnCheckpointComplete(id int64) {
 	maps.DeleteFunc(t.byCheckpoint, func(k int64, _ map[int][]S) bool { return k <= id })
 }
 
 // TakeAssignmentsAfter removes and returns what subtask was assigned after
 // checkpoint id, oldest first: the splits its reset reader no longer has.
-func (t *SplitAssignmentTracker[S]) TakeAssignmentsAfter(subtask int, id int64) []S {
+func (t *splitAssignmentTracker[S]) TakeAssignmentsAfter(subtask int, id int64) []S {
 	var out []S
 	for _, k := range slices.Sorted(maps.Keys(t.byCheckpoint)) {
 		if k <= id {

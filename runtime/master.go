@@ -55,7 +55,7 @@ type execution struct {
 	cc       *checkpoint.Coordinator
 	storage  checkpoint.Storage
 	writers  map[int64]checkpoint.Writer
-	injected map[int64]CheckpointBarrier
+	injected map[int64]checkpointBarrier
 	ended    map[*task]bool
 	// snapWG counts the coordinator-snapshot and state-write goroutines;
 	// stateIO bounds the state writes under way (statewrite.go).
@@ -127,7 +127,7 @@ func newExecution(env *Environment, g *jobGraph, name string) (*execution, error
 		strategy:  cfg.cp.restartStrategy(),
 		master:    newMailbox(),
 		writers:   map[int64]checkpoint.Writer{},
-		injected:  map[int64]CheckpointBarrier{},
+		injected:  map[int64]checkpointBarrier{},
 		ended:     map[*task]bool{},
 	}
 	if ex.log == nil {
@@ -829,7 +829,7 @@ func (ex *execution) onEnded(t *task) {
 	}
 }
 
-func (ex *execution) trigger(t *task, b CheckpointBarrier) {
+func (ex *execution) trigger(t *task, b checkpointBarrier) {
 	t.mb.put(priorityUrgent, mail{name: "trigger checkpoint", run: func() error { return t.triggerCheckpoint(b) }})
 }
 
@@ -841,7 +841,7 @@ func (ex *execution) perform(acts []checkpoint.Action) {
 			ex.obs.checkpointTriggered(a.ID, a.Timestamp)
 			ex.snapshotCoordinators(a.ID)
 		case checkpoint.InjectBarriers:
-			b := CheckpointBarrier{CheckpointID: a.ID, Timestamp: a.Timestamp.UnixMilli()}
+			b := checkpointBarrier{CheckpointID: a.ID, Timestamp: a.Timestamp.UnixMilli()}
 			ex.injected[a.ID] = b
 			if h := ex.env.hooks; h != nil && h.barrierInjected != nil {
 				h.barrierInjected(a.ID)

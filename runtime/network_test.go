@@ -97,7 +97,7 @@ func TestBarrierIsForwardedAfterAllChannels(t *testing.T) {
 	tk.gate = up
 	a := newRecordWriter(partitionForward, []*inputGate[int]{up}, 0, 100, nil, 128, 0)
 	b := newRecordWriter(partitionForward, []*inputGate[int]{up}, 1, 100, nil, 128, 0)
-	barrier := event{kind: eventBarrier, barrier: CheckpointBarrier{CheckpointID: 7, Timestamp: 1}}
+	barrier := event{kind: eventBarrier, barrier: checkpointBarrier{CheckpointID: 7, Timestamp: 1}}
 
 	_ = a.collect(1, 0)
 	_ = a.collect(2, 0)

@@ -148,7 +148,7 @@ func TestEndedChannelCompletesAlignment(t *testing.T) {
 			}
 		}
 	}
-	a.broadcastEvent(event{kind: eventBarrier, barrier: CheckpointBarrier{CheckpointID: 1}})
+	a.broadcastEvent(event{kind: eventBarrier, barrier: checkpointBarrier{CheckpointID: 1}})
 	drain()
 	if _, got, ok := down.poll(nil, 0); ok {
 		t.Fatalf("forwarded %+v before channel 1 delivered the barrier or ended", got.ev)

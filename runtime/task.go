@@ -105,7 +105,7 @@ type task struct {
 	// aligning is the checkpoint whose barrier arrived on some channels;
 	// those channels are blocked until it arrived on all open ones.
 	aligning     int64
-	alignBarrier CheckpointBarrier
+	alignBarrier checkpointBarrier
 	arrived      map[int]bool
 	alignStart   time.Time
 	// encoding is the checkpoint whose encoders run, if any (barrier.go).
