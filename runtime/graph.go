@@ -11,6 +11,7 @@ import (
 
 	"github.com/splitflow/splitflow/connector"
 	"github.com/splitflow/splitflow/runtime/checkpoint"
+	"github.com/splitflow/splitflow/runtime/internal/stateformat"
 )
 
 // chainingStrategy is an operator's say in chaining, as Flink's
@@ -435,8 +436,8 @@ func (g *jobGraph) pointwise() bool {
 // that is gone restores only with WithAllowNonRestoredState, which drops
 // it.
 const (
-	fingerprintPrefix   = "splitflow-graph/3 "
-	fingerprintPrefixV2 = "splitflow-graph/2 "
+	fingerprintPrefix   = stateformat.FingerprintPrefix
+	fingerprintPrefixV2 = stateformat.FingerprintPrefixV2
 )
 
 // operatorPrint is one operator's entry in the fingerprint.

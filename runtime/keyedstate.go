@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"reflect"
 	"slices"
+
+	"github.com/splitflow/splitflow/runtime/internal/stateformat"
 )
 
 // Keyed state snapshots. A keyed process operator's state is written per
@@ -39,24 +41,26 @@ import (
 // older one and not yet claimed by a state declaration, which it keeps
 // as they were. Version 1 snapshots restore with no timers.
 
+// The layout's versions, kinds and formats are stateformat's (the one
+// definition the checkpoint inspector reads too).
 const (
-	keyedStateVersion    = 3
-	keyedStateVersionMin = 1
+	keyedStateVersion    = stateformat.KeyedVersion
+	keyedStateVersionMin = stateformat.KeyedVersionMin
 	// keyedStateVersionFormat is the first version with a format byte.
-	keyedStateVersionFormat = 3
+	keyedStateVersionFormat = stateformat.KeyedVersionFormat
 )
 
 const (
-	stateKindValue            byte = 1
-	stateKindMap              byte = 2
-	stateKindEventTimers      byte = 3
-	stateKindProcessingTimers byte = 4
+	stateKindValue            = stateformat.KindValue
+	stateKindMap              = stateformat.KindMap
+	stateKindEventTimers      = stateformat.KindEventTimers
+	stateKindProcessingTimers = stateformat.KindProcessingTimers
 )
 
-// Entry data formats (version 3 on); never renumber.
+// Entry data formats (version 3 on).
 const (
-	formatGob     byte = 1
-	formatColumns byte = 2
+	formatGob     = stateformat.FormatGob
+	formatColumns = stateformat.FormatColumns
 )
 
 // Names of the timer entries; informative only, entries are told apart
@@ -338,75 +342,25 @@ func (s *mapState[K, UK, UV]) restore(format byte, data []byte) error {
 }
 
 func encodeStateEntries(entries []stateEntry) []byte {
-	size := 2 * binary.MaxVarintLen64
+	size := 0
 	for _, e := range entries {
-		size += len(e.name) + len(e.data) + 2 + 3*binary.MaxVarintLen64
+		size += len(e.name) + len(e.data)
 	}
-	out := binary.AppendUvarint(make([]byte, 0, size), keyedStateVersion)
-	out = binary.AppendUvarint(out, uint64(len(entries)))
+	w := stateformat.NewKeyed(len(entries), size)
 	for _, e := range entries {
-		out = binary.AppendUvarint(out, uint64(len(e.name)))
-		out = append(out, e.name...)
-		out = append(out, e.kind)
-		out = binary.AppendUvarint(out, uint64(e.keyGroup))
-		out = binary.AppendUvarint(out, uint64(len(e.data)+1))
-		out = append(out, e.format)
-		out = append(out, e.data...)
+		w.Add(stateformat.KeyedEntry{Name: e.name, Kind: e.kind, KeyGroup: e.keyGroup, Format: e.format, Data: e.data})
 	}
-	return out
+	return w.Bytes()
 }
 
 func decodeStateEntries(b []byte) ([]stateEntry, error) {
-	v, n := binary.Uvarint(b)
-	if n <= 0 {
-		return nil, errShortState
+	_, es, err := stateformat.SplitKeyed(b)
+	if err != nil {
+		return nil, err
 	}
-	if v < keyedStateVersionMin || v > keyedStateVersion {
-		return nil, fmt.Errorf("keyed state layout version %d is unknown to this build", v)
-	}
-	b = b[n:]
-	count, n := binary.Uvarint(b)
-	if n <= 0 || count > uint64(len(b)) {
-		return nil, errShortState
-	}
-	b = b[n:]
-	readBytes := func() ([]byte, error) {
-		l, n := binary.Uvarint(b)
-		if n <= 0 || uint64(len(b)-n) < l {
-			return nil, errShortState
-		}
-		out := b[n : n+int(l)]
-		b = b[n+int(l):]
-		return out, nil
-	}
-	entries := make([]stateEntry, 0, count)
-	for range count {
-		name, err := readBytes()
-		if err != nil {
-			return nil, err
-		}
-		if len(b) < 1 {
-			return nil, errShortState
-		}
-		kind := b[0]
-		b = b[1:]
-		kg, n := binary.Uvarint(b)
-		if n <= 0 {
-			return nil, errShortState
-		}
-		b = b[n:]
-		data, err := readBytes()
-		if err != nil {
-			return nil, err
-		}
-		format := formatGob
-		if v >= keyedStateVersionFormat {
-			if len(data) < 1 || (data[0] != formatGob && data[0] != formatColumns) {
-				return nil, fmt.Errorf("entry %q (key group %d) has no known data format", name, kg)
-			}
-			format, data = data[0], data[1:]
-		}
-		entries = append(entries, stateEntry{name: string(name), kind: kind, format: format, keyGroup: int(kg), data: data})
+	entries := make([]stateEntry, 0, len(es))
+	for _, e := range es {
+		entries = append(entries, stateEntry{name: e.Name, kind: e.Kind, format: e.Format, keyGroup: e.KeyGroup, data: e.Data})
 	}
 	return entries, nil
 }

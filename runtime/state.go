@@ -1,7 +1,6 @@
 package runtime
 
 import (
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"slices"
@@ -9,84 +8,74 @@ import (
 
 	"github.com/splitflow/splitflow/connector"
 	"github.com/splitflow/splitflow/runtime/checkpoint"
+	"github.com/splitflow/splitflow/runtime/internal/stateformat"
 )
 
 // State blobs are framed so that every piece records the version of the
 // serializer that wrote it (connector.VersionedSerializer): a newer build
-// reads an older checkpoint by passing that version to Deserialize.
-//
-//	versioned:  uvarint(version) bytes
-//	list:       uvarint(version) uvarint(n) n x (uvarint(len) bytes)
+// reads an older checkpoint by passing that version to Deserialize. The
+// frames are defined once, in runtime/internal/stateformat, which the
+// checkpoint inspector reads them with too.
 
+// errShortState is the error of the engine's own decoders of encoded
+// values (serde.go, pebblestate.go) for bytes that end too soon.
 var errShortState = errors.New("state blob is truncated")
+
+var errNilSerializer = errors.New("no serializer for checkpointed state (the connector returned nil)")
 
 func encodeVersioned[X any](x X, ser connector.VersionedSerializer[X]) ([]byte, error) {
 	if ser == nil {
-		return nil, errors.New("no serializer for checkpointed state (the connector returned nil)")
+		return nil, errNilSerializer
 	}
 	data, err := ser.Serialize(x)
 	if err != nil {
 		return nil, err
 	}
-	out := binary.AppendUvarint(nil, uint64(ser.Version()))
-	return append(out, data...), nil
+	return stateformat.AppendVersioned(nil, ser.Version(), data), nil
 }
 
 func decodeVersioned[X any](b []byte, ser connector.VersionedSerializer[X]) (X, error) {
 	var zero X
 	if ser == nil {
-		return zero, errors.New("no serializer for checkpointed state (the connector returned nil)")
+		return zero, errNilSerializer
 	}
-	v, n := binary.Uvarint(b)
-	if n <= 0 {
-		return zero, errShortState
+	v, data, err := stateformat.SplitVersioned(b)
+	if err != nil {
+		return zero, err
 	}
-	return ser.Deserialize(int(v), b[n:])
+	return ser.Deserialize(int(v), data)
 }
 
 func encodeList[X any](xs []X, ser connector.VersionedSerializer[X]) ([]byte, error) {
 	if ser == nil {
-		return nil, errors.New("no serializer for checkpointed state (the connector returned nil)")
+		return nil, errNilSerializer
 	}
-	out := binary.AppendUvarint(nil, uint64(ser.Version()))
-	out = binary.AppendUvarint(out, uint64(len(xs)))
+	w := stateformat.NewList(ser.Version(), len(xs))
 	for _, x := range xs {
 		data, err := ser.Serialize(x)
 		if err != nil {
 			return nil, err
 		}
-		out = binary.AppendUvarint(out, uint64(len(data)))
-		out = append(out, data...)
+		w.Add(data)
 	}
-	return out, nil
+	return w.Bytes(), nil
 }
 
 func decodeList[X any](b []byte, ser connector.VersionedSerializer[X]) ([]X, error) {
 	if ser == nil {
-		return nil, errors.New("no serializer for checkpointed state (the connector returned nil)")
+		return nil, errNilSerializer
 	}
-	v, n := binary.Uvarint(b)
-	if n <= 0 {
-		return nil, errShortState
+	v, items, err := stateformat.SplitList(b)
+	if err != nil {
+		return nil, err
 	}
-	b = b[n:]
-	count, n := binary.Uvarint(b)
-	if n <= 0 || count > uint64(len(b)) {
-		return nil, errShortState
-	}
-	b = b[n:]
-	xs := make([]X, 0, count)
-	for range count {
-		l, n := binary.Uvarint(b)
-		if n <= 0 || uint64(len(b)-n) < l {
-			return nil, errShortState
-		}
-		x, err := ser.Deserialize(int(v), b[n:n+int(l)])
+	xs := make([]X, 0, len(items))
+	for _, item := range items {
+		x, err := ser.Deserialize(int(v), item)
 		if err != nil {
 			return nil, err
 		}
 		xs = append(xs, x)
-		b = b[n+int(l):]
 	}
 	return xs, nil
 }

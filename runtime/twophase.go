@@ -2,13 +2,13 @@ package runtime
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"math"
 	"time"
 
 	"github.com/splitflow/splitflow/connector"
+	"github.com/splitflow/splitflow/runtime/internal/stateformat"
 )
 
 // SinkToTwoPhase writes the stream to a two-phase-committing sink whose
@@ -507,25 +507,7 @@ func (r *commitRequest[C]) UpdateAndRetryLater(c C) {
 func (r *commitRequest[C]) SignalAlreadyCommitted() { r.outcome = commitDone }
 
 // appendFrames and splitFrames pack the parts of a sink subtask's state
-// (committables, writer state) into one blob.
-func appendFrames(frames ...[]byte) []byte {
-	var out []byte
-	for _, f := range frames {
-		out = binary.AppendUvarint(out, uint64(len(f)))
-		out = append(out, f...)
-	}
-	return out
-}
+// (committables, writer state) into one blob (stateformat's frames).
+func appendFrames(frames ...[]byte) []byte { return stateformat.AppendFrames(frames...) }
 
-func splitFrames(b []byte, n int) ([][]byte, error) {
-	out := make([][]byte, 0, n)
-	for range n {
-		l, k := binary.Uvarint(b)
-		if k <= 0 || uint64(len(b)-k) < l {
-			return nil, errShortState
-		}
-		out = append(out, b[k:k+int(l)])
-		b = b[k+int(l):]
-	}
-	return out, nil
-}
+func splitFrames(b []byte, n int) ([][]byte, error) { return stateformat.SplitFrames(b, n) }

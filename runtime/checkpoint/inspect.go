@@ -1,12 +1,13 @@
 package checkpoint
 
 import (
-	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"regexp"
 	"strings"
+
+	"github.com/splitflow/splitflow/runtime/internal/stateformat"
 )
 
 // Inspection: taking a completed checkpoint apart without the types of the
@@ -29,13 +30,18 @@ import (
 // state altogether.
 var ErrStateLayout = errors.New("checkpoint: state does not have the expected layout")
 
+// layoutError rewraps a stateformat error under ErrStateLayout.
+func layoutError(err error) error {
+	return fmt.Errorf("%w: %s", ErrStateLayout, strings.TrimPrefix(err.Error(), stateformat.ErrLayout.Error()+": "))
+}
+
 // Fingerprints the engine writes with per-operator signatures
 // (runtime/graph.go): version 3 records, for each stateful operator, its
 // signature and, for keyed state, the max parallelism; version 2 the
 // signatures alone.
 const (
-	fingerprintPrefix   = "splitflow-graph/3 "
-	fingerprintPrefixV2 = "splitflow-graph/2 "
+	fingerprintPrefix   = stateformat.FingerprintPrefix
+	fingerprintPrefixV2 = stateformat.FingerprintPrefixV2
 )
 
 // Signature is what the job fingerprint says of one operator's state: its
@@ -131,11 +137,14 @@ func parseSignature(s string) Signature {
 // DecodeVersioned takes apart a single versioned value (a source
 // enumerator's state): the serializer version and the serializer's bytes.
 func DecodeVersioned(b []byte) (version int, data []byte, err error) {
-	v, n := binary.Uvarint(b)
-	if n <= 0 || v > maxVersion {
+	v, data, err := stateformat.SplitVersioned(b)
+	if err != nil {
+		return 0, nil, layoutError(err)
+	}
+	if v > maxVersion {
 		return 0, nil, fmt.Errorf("%w: no serializer version", ErrStateLayout)
 	}
-	return int(v), b[n:], nil
+	return int(v), data, nil
 }
 
 // maxVersion bounds what a version may be; a larger number means the bytes
@@ -146,27 +155,12 @@ const maxVersion = 1 << 20
 // committables, a stateful sink writer's states): the serializer version,
 // shared by all, and each item's bytes. Every byte must belong to the list.
 func DecodeList(b []byte) (version int, items [][]byte, err error) {
-	v, n := binary.Uvarint(b)
-	if n <= 0 || v > maxVersion {
+	v, items, err := stateformat.SplitList(b)
+	if err != nil {
+		return 0, nil, layoutError(err)
+	}
+	if v > maxVersion {
 		return 0, nil, fmt.Errorf("%w: no serializer version", ErrStateLayout)
-	}
-	b = b[n:]
-	count, n := binary.Uvarint(b)
-	if n <= 0 || count > uint64(len(b)) {
-		return 0, nil, fmt.Errorf("%w: bad item count", ErrStateLayout)
-	}
-	b = b[n:]
-	items = make([][]byte, 0, count)
-	for i := range count {
-		l, n := binary.Uvarint(b)
-		if n <= 0 || uint64(len(b)-n) < l {
-			return 0, nil, fmt.Errorf("%w: item %d of %d is truncated", ErrStateLayout, i, count)
-		}
-		items = append(items, b[n:n+int(l)])
-		b = b[n+int(l):]
-	}
-	if len(b) != 0 {
-		return 0, nil, fmt.Errorf("%w: %d bytes after the last of %d items", ErrStateLayout, len(b), count)
 	}
 	return int(v), items, nil
 }
@@ -175,17 +169,9 @@ func DecodeList(b []byte) (version int, items [][]byte, err error) {
 // its pending committables (a list, see DecodeList) and its writer's state
 // (a list too; empty for a sink without writer state).
 func DecodeTwoPhaseSink(b []byte) (committables, writer []byte, err error) {
-	var parts [2][]byte
-	for i := range parts {
-		l, n := binary.Uvarint(b)
-		if n <= 0 || uint64(len(b)-n) < l {
-			return nil, nil, fmt.Errorf("%w: sink state part %d is truncated", ErrStateLayout, i)
-		}
-		parts[i] = b[n : n+int(l)]
-		b = b[n+int(l):]
-	}
-	if len(b) != 0 {
-		return nil, nil, fmt.Errorf("%w: %d bytes after the sink state", ErrStateLayout, len(b))
+	parts, err := stateformat.SplitFrames(b, 2)
+	if err != nil {
+		return nil, nil, layoutError(err)
 	}
 	return parts[0], parts[1], nil
 }
@@ -203,7 +189,8 @@ type KeyedEntry struct {
 	// timers", or "kind N" for one this build does not know.
 	Kind     string
 	KeyGroup int
-	// Size is the length of the encoded data in bytes.
+	// Size is the length of the encoded data in bytes, its format byte
+	// included.
 	Size int
 }
 
@@ -212,62 +199,30 @@ type KeyedEntry struct {
 // state; 2: timers too; 3: built-in binary encodings, a format byte first
 // in every entry's data).
 func DecodeKeyedState(b []byte) (version int, entries []KeyedEntry, err error) {
-	v, n := binary.Uvarint(b)
-	if n <= 0 {
-		return 0, nil, fmt.Errorf("%w: no layout version", ErrStateLayout)
+	version, es, err := stateformat.SplitKeyed(b)
+	if err != nil {
+		return 0, nil, layoutError(err)
 	}
-	if v < 1 || v > 3 {
-		return 0, nil, fmt.Errorf("%w: keyed state layout version %d is unknown", ErrStateLayout, v)
+	formatByte := 0
+	if version >= stateformat.KeyedVersionFormat {
+		formatByte = 1
 	}
-	b = b[n:]
-	count, n := binary.Uvarint(b)
-	if n <= 0 || count > uint64(len(b)) {
-		return 0, nil, fmt.Errorf("%w: bad entry count", ErrStateLayout)
+	entries = make([]KeyedEntry, 0, len(es))
+	for _, e := range es {
+		entries = append(entries, KeyedEntry{Name: e.Name, Kind: keyedKind(e.Kind), KeyGroup: e.KeyGroup, Size: len(e.Data) + formatByte})
 	}
-	b = b[n:]
-	next := func() ([]byte, bool) {
-		l, n := binary.Uvarint(b)
-		if n <= 0 || uint64(len(b)-n) < l {
-			return nil, false
-		}
-		out := b[n : n+int(l)]
-		b = b[n+int(l):]
-		return out, true
-	}
-	entries = make([]KeyedEntry, 0, count)
-	for i := range count {
-		name, ok := next()
-		if !ok || len(b) < 1 {
-			return 0, nil, fmt.Errorf("%w: entry %d of %d is truncated", ErrStateLayout, i, count)
-		}
-		kind := b[0]
-		b = b[1:]
-		kg, n := binary.Uvarint(b)
-		if n <= 0 || kg >= 1<<15 {
-			return 0, nil, fmt.Errorf("%w: entry %d has no key group", ErrStateLayout, i)
-		}
-		b = b[n:]
-		data, ok := next()
-		if !ok {
-			return 0, nil, fmt.Errorf("%w: entry %d of %d is truncated", ErrStateLayout, i, count)
-		}
-		entries = append(entries, KeyedEntry{Name: string(name), Kind: keyedKind(kind), KeyGroup: int(kg), Size: len(data)})
-	}
-	if len(b) != 0 {
-		return 0, nil, fmt.Errorf("%w: %d bytes after the last of %d entries", ErrStateLayout, len(b), count)
-	}
-	return int(v), entries, nil
+	return version, entries, nil
 }
 
 func keyedKind(k byte) string {
 	switch k {
-	case 1:
+	case stateformat.KindValue:
 		return "value"
-	case 2:
+	case stateformat.KindMap:
 		return "map"
-	case 3:
+	case stateformat.KindEventTimers:
 		return "event-time timers"
-	case 4:
+	case stateformat.KindProcessingTimers:
 		return "processing-time timers"
 	}
 	return fmt.Sprintf("kind %d", k)

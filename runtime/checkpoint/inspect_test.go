@@ -95,26 +95,38 @@ func TestDecodeListAndSink(t *testing.T) {
 }
 
 func TestDecodeKeyedState(t *testing.T) {
-	entry := func(name string, kind byte, kg int, size int) []byte {
+	// format is the first data byte: none before version 3, then 1 (gob)
+	// or 2 (columns).
+	entry := func(name string, kind byte, kg int, size int, format byte) []byte {
 		b := binary.AppendUvarint(nil, uint64(len(name)))
 		b = append(b, name...)
 		b = append(b, kind)
 		b = binary.AppendUvarint(b, uint64(kg))
 		b = binary.AppendUvarint(b, uint64(size))
-		return append(b, make([]byte, size)...)
+		data := make([]byte, size)
+		data[0] = format
+		return append(b, data...)
 	}
-	b := binary.AppendUvarint(nil, 2)
-	b = binary.AppendUvarint(b, 2)
-	b = append(b, entry("count", 1, 7, 30)...)
-	b = append(b, entry("timers/event-time", 3, 100, 12)...)
+	keyed := func(version uint64, format byte) []byte {
+		b := binary.AppendUvarint(nil, version)
+		b = binary.AppendUvarint(b, 2)
+		b = append(b, entry("count", 1, 7, 30, format)...)
+		return append(b, entry("timers/event-time", 3, 100, 12, format)...)
+	}
+	b := keyed(2, 0)
 	v, es, err := DecodeKeyedState(b)
 	want := []KeyedEntry{{"count", "value", 7, 30}, {"timers/event-time", "event-time timers", 100, 12}}
 	if err != nil || v != 2 || !reflect.DeepEqual(es, want) {
 		t.Fatalf("got %d %+v %v", v, es, err)
 	}
-	// Version 3 frames its entries alike (a format byte leads the data).
-	if v, es, err := DecodeKeyedState(append([]byte{3}, b[1:]...)); err != nil || v != 3 || !reflect.DeepEqual(es, want) {
+	// Version 3 frames its entries alike (a format byte leads the data,
+	// counted in the size).
+	if v, es, err := DecodeKeyedState(keyed(3, 2)); err != nil || v != 3 || !reflect.DeepEqual(es, want) {
 		t.Fatalf("version 3: got %d %+v %v", v, es, err)
+	}
+	// A format the engine would not restore is not taken apart either.
+	if _, _, err := DecodeKeyedState(keyed(3, 9)); !errors.Is(err, ErrStateLayout) {
+		t.Fatalf("version 3, format 9: %v", err)
 	}
 	if _, _, err := DecodeKeyedState(append([]byte{4}, b[1:]...)); !errors.Is(err, ErrStateLayout) {
 		t.Fatalf("version 4: %v", err)
