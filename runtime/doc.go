@@ -81,9 +81,10 @@
 //   - notify.go: checkpoint completion in two phases: sinks commit first,
 //     readers hear of a checkpoint once its output is committed.
 //   - gateway.go: the gate between a source coordinator and each subtask,
-//     and the splitAssignmentTracker.
-//   - state.go: framing of versioned state; what a restored checkpoint
-//     holds for an operator; redistribution of operator list state.
+//     and the split assignment tracker.
+//   - state.go: framing of versioned state (runtime/internal/stateformat);
+//     what a restored checkpoint holds for an operator; redistribution of
+//     operator list state.
 //   - keyedstate.go: keyed state and timer snapshots by key group.
 //   - timers.go: the keyed operator's timers: per time domain a heap of
 //     key groups over each key group's timers (a copy-on-write heap per
@@ -117,7 +118,7 @@
 //     writers that batch and partition (forward, rebalance, hash,
 //     broadcast).
 //   - element.go: records, watermarks, stream status, end of partition and
-//     checkpointBarrier as they travel in batches.
+//     checkpoint barriers as they travel in batches.
 //   - keygroup.go: stable key hashing (murmur3) and key groups.
 //   - valve.go: the watermark valve over a task's input channels.
 //   - watermark.go: watermark strategies and generators, and the mux that
@@ -225,7 +226,7 @@
 // pause, one at a time, tolerable failures) and performs its actions in
 // order. For checkpoint N: every source coordinator snapshots its
 // enumerator on the enumerator's goroutine, files its assignments under N
-// in the splitAssignmentTracker and closes its gate to every subtask; the
+// in the split assignment tracker and closes its gate to every subtask; the
 // master waits until every event sent before the close has run on its
 // subtask; only then is barrier N put into each source task's mailbox as
 // an urgent mail (coordinators before barriers). A source task snapshots its
