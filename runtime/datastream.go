@@ -92,6 +92,19 @@ func errNilFunction(what string) error {
 	return fmt.Errorf("%s is nil", what)
 }
 
+// isNil reports whether v is nil or a nil pointer, map, slice, func, chan
+// or interface inside an interface: a typed nil sink or source.
+func isNil(v any) bool {
+	if v == nil {
+		return true
+	}
+	switch rv := reflect.ValueOf(v); rv.Kind() {
+	case reflect.Pointer, reflect.Map, reflect.Slice, reflect.Func, reflect.Chan, reflect.Interface:
+		return rv.IsNil()
+	}
+	return false
+}
+
 // FromSource adds a source. The source's enumerator runs on a coordinator
 // goroutine of its own; each subtask runs a reader on its task goroutine.
 //
@@ -416,6 +429,10 @@ func (s DataStreamSink) StartNewChain() DataStreamSink { s.node.chaining = chain
 // without checkpoints commits once, at the end of input.
 func SinkTo[T any](ds DataStream[T], sink connector.Sink[T]) DataStreamSink {
 	n := &node{in: typeOpsFor[T]{}, isSink: true}
+	if isNil(sink) {
+		// Asking a typed nil for its capabilities would dereference it.
+		sink = nil
+	}
 	if tp, ok := sink.(connector.TwoPhaseCapable[T]); ok {
 		if hidden, ok := tp.TwoPhase(); ok {
 			switch {

@@ -313,3 +313,22 @@ func TestSinkToTwoPhaseOfAHiddenSinkKeepsItsSignature(t *testing.T) {
 		t.Error("a hidden two-phase sink is not counted as needing its committer")
 	}
 }
+
+// A nil sink is refused by the graph's validation, as a nil function is,
+// even a typed nil whose TwoPhase would dereference it: SinkTo asks a sink
+// for its capabilities only once it knows there is one.
+func TestSinkToRefusesATypedNilSink(t *testing.T) {
+	for name, add := range map[string]func(DataStream[int64]){
+		"SinkTo":         func(ds DataStream[int64]) { SinkTo(ds, connector.Sink[int64]((*capableSink)(nil))) },
+		"SinkToTwoPhase": func(ds DataStream[int64]) { SinkToTwoPhase[int64, tTxn](ds, (*txnSink2PC)(nil)) },
+	} {
+		t.Run(name, func(t *testing.T) {
+			env := NewEnvironment(WithLogger(discardLogger()))
+			add(FromSource(env, &rangeSrc{splits: 1, perSplit: 1, readerFailAt: -1}, "range").UID("src"))
+			err := env.Execute(testCtx(t), "typed nil sink")
+			if !errors.Is(err, ErrInvalidGraph) || !strings.Contains(err.Error(), "sink is nil") {
+				t.Fatalf("Execute: %v, want ErrInvalidGraph saying the sink is nil", err)
+			}
+		})
+	}
+}

@@ -50,7 +50,7 @@ import (
 // saying so) fed by an unbounded source is therefore refused without
 // checkpoints, since that end never comes.
 func SinkToTwoPhase[T, C any](ds DataStream[T], sink connector.TwoPhaseCommittingSink[T, C]) DataStreamSink {
-	if h, ok := any(sink).(connector.HiddenTwoPhaseSink[T]); ok && h != nil {
+	if h, ok := any(sink).(connector.HiddenTwoPhaseSink[T]); ok && !isNil(h) {
 		// C is any: name the type it hides, as SinkTo does, so that the
 		// fingerprint does not depend on the call.
 		d := sinkToTwoPhase(ds, sink, h.CommittableType().String())
@@ -68,7 +68,7 @@ func SinkToTwoPhase[T, C any](ds DataStream[T], sink connector.TwoPhaseCommittin
 // fingerprint is the same whichever call built the job.
 func sinkToTwoPhase[T, C any](ds DataStream[T], sink connector.TwoPhaseCommittingSink[T, C], committable string) DataStreamSink {
 	n := &node{in: typeOpsFor[T]{}, isSink: true}
-	if sink == nil {
+	if isNil(sink) {
 		n.errs = append(n.errs, errNilFunction("sink"))
 	}
 	n.build = func(info opInfo, par int, _ any) (lifecycle, any) {
