@@ -79,7 +79,9 @@ var ErrPoolExhausted = errors.New("txn: every pooled transactional id is in use 
 
 // ErrFenced is returned when a newer producer has taken a pooled id: this
 // writer belongs to an older attempt and must stop.
-var ErrFenced = errors.New("txn: producer fenced by a newer attempt with the same transactional id")
+// Its text has no "txn:" of its own: it is only handed out inside the
+// error of the pool that was fenced, which says it.
+var ErrFenced = errors.New("producer fenced by a newer attempt with the same transactional id")
 
 // retriable reports whether an EndTxn answer is transient: the coordinator is
 // still writing the markers of an earlier EndTxn, is loading, or moved.

@@ -225,7 +225,7 @@ func (t *Txn) Prepare(ctx context.Context, checkpointID int64) (Committable, boo
 		if isFenced(perr) {
 			err = p.fence(s.id, perr)
 		}
-		return Committable{}, false, errors.Join(err, t.Abort(ctx))
+		return Committable{}, false, joinAbort(err, t.Abort(ctx))
 	}
 	if t.produced.Load() == 0 {
 		// An empty transaction sent nothing to the broker; ending it sends
@@ -240,17 +240,27 @@ func (t *Txn) Prepare(ctx context.Context, checkpointID int64) (Committable, boo
 	}
 	pid, epoch, err := s.cl.ProducerID(ctx)
 	if err != nil {
-		err = fmt.Errorf("txn: producer id of %s: %w", s.id, err)
 		if isFenced(err) {
 			err = p.fence(s.id, err)
+		} else {
+			err = fmt.Errorf("txn: producer id of %s: %w", s.id, err)
 		}
-		return Committable{}, false, errors.Join(err, t.Abort(ctx))
+		return Committable{}, false, joinAbort(err, t.Abort(ctx))
 	}
 	c := Committable{TransactionalID: s.id, ProducerID: pid, Epoch: epoch, CheckpointID: checkpointID}
 	p.mu.Lock()
 	s.state, s.c = slotPrepared, c
 	p.mu.Unlock()
 	return c, true, nil
+}
+
+// joinAbort joins the error that failed a transaction with that of its
+// abort, once: a fenced pool's abort fails with the same error.
+func joinAbort(err, abortErr error) error {
+	if abortErr == err {
+		return err
+	}
+	return errors.Join(err, abortErr)
 }
 
 // Abort aborts an open transaction and frees its id.

@@ -414,7 +414,7 @@ func (s *Sink[T]) abortLingering(ictx connector.SinkInitContext, keep []string, 
 		FenceAll: true, Keep: kept,
 	})
 	if err != nil {
-		return fmt.Errorf("kafka sink: subtask %d: %w", ictx.SubtaskIndex(),
+		return fmt.Errorf("kafka sink: %w",
 			authorizationOf(err, s.cfg.security, ResourceTransactionalID, s.cfg.prefix, true, "Write", useSinkTxnIDs))
 	}
 	s.cfg.logger.Debug("kafka sink: registered the subtask's transactional ids", "subtask", ictx.SubtaskIndex(), "attempt", ictx.AttemptNumber())
@@ -617,7 +617,7 @@ func (w *sinkWriter[T]) Write(v T, wc connector.WriteContext) error {
 	}
 	if w.tx == nil {
 		if w.tx, err = w.pool.Begin(); err != nil {
-			return fmt.Errorf("kafka sink: subtask %d: %w", w.sub, err)
+			return fmt.Errorf("kafka sink: %w", err)
 		}
 	}
 	w.count(rec)
@@ -706,7 +706,7 @@ func (w *sinkWriter[T]) PrepareCommit(checkpointID int64) ([]txn.Committable, er
 		if w.s.isLatest(w.sub, w.gen) {
 			w.txns.WithLabelValues("aborted").Inc()
 		}
-		return nil, fmt.Errorf("kafka sink: subtask %d: %w", w.sub, w.refusedWrite(err, topics))
+		return nil, fmt.Errorf("kafka sink: %w", w.refusedWrite(err, topics))
 	}
 	if !ok {
 		return nil, nil
@@ -772,8 +772,8 @@ func (w *sinkWriter[T]) fenceRestored(checkpointID int64) error {
 	for len(w.fence) > 0 {
 		id := w.fence[0]
 		if _, err := txn.AbortAndFence(ctx, cl, id); err != nil {
-			return fmt.Errorf("kafka sink: subtask %d: register transactional id %s anew after checkpoint %d, to fence the producers of earlier attempts: %w",
-				w.sub, id, checkpointID, err)
+			return fmt.Errorf("kafka sink: register transactional id %s anew after checkpoint %d, to fence the producers of earlier attempts: %w",
+				id, checkpointID, err)
 		}
 		w.fence = w.fence[1:]
 	}
