@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -51,26 +52,31 @@ func defaultConfig() config {
 
 // validate is the one place options are checked; Execute calls it.
 func (c *config) validate() error {
-	switch {
-	case c.parallelism <= 0:
-		return invalidGraph("parallelism must be > 0, got %d", c.parallelism)
-	case c.maxParallelism <= 0 || c.maxParallelism > UpperBoundMaxParallelism:
-		return invalidGraph("max parallelism must be in [1, %d], got %d", UpperBoundMaxParallelism, c.maxParallelism)
-	case c.maxParallelism < c.parallelism:
-		return invalidGraph("max parallelism %d is below the parallelism %d; raise WithMaxParallelism (it is the number of key groups)", c.maxParallelism, c.parallelism)
-	case c.bufferSize <= 0:
-		return invalidGraph("buffer size must be > 0 records, got %d", c.bufferSize)
-	case c.buffersPerChannel <= 0:
-		return invalidGraph("buffers per channel must be > 0, got %d", c.buffersPerChannel)
-	case c.drainTimeout <= 0:
-		return invalidGraph("drain timeout must be > 0, got %v", c.drainTimeout)
-	case c.cancelTimeout < 0:
-		return invalidGraph("task cancellation timeout must be >= 0 (0 waits without end), got %v", c.cancelTimeout)
+	// Every problem is reported at once, so that a user fixes them in one
+	// go (errors.Join; each wraps ErrInvalidGraph).
+	var errs []error
+	bad := func(format string, args ...any) { errs = append(errs, invalidGraph(format, args...)) }
+	if c.parallelism <= 0 {
+		bad("parallelism must be > 0, got %d", c.parallelism)
 	}
-	if err := c.state.validate(); err != nil {
-		return err
+	if c.maxParallelism <= 0 || c.maxParallelism > UpperBoundMaxParallelism {
+		bad("max parallelism must be in [1, %d], got %d", UpperBoundMaxParallelism, c.maxParallelism)
+	} else if c.maxParallelism < c.parallelism {
+		bad("max parallelism %d is below the parallelism %d; raise WithMaxParallelism (it is the number of key groups)", c.maxParallelism, c.parallelism)
 	}
-	return c.cp.validate()
+	if c.bufferSize <= 0 {
+		bad("buffer size must be > 0 records, got %d", c.bufferSize)
+	}
+	if c.buffersPerChannel <= 0 {
+		bad("buffers per channel must be > 0, got %d", c.buffersPerChannel)
+	}
+	if c.drainTimeout <= 0 {
+		bad("drain timeout must be > 0, got %v", c.drainTimeout)
+	}
+	if c.cancelTimeout < 0 {
+		bad("task cancellation timeout must be >= 0 (0 waits without end), got %v", c.cancelTimeout)
+	}
+	return errors.Join(append(errs, c.state.validate(), c.cp.validate())...)
 }
 
 // WithParallelism sets the default parallelism of every operator (Flink's

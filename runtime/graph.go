@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"regexp"
@@ -177,23 +178,32 @@ func buildJobGraph(env *Environment) (*jobGraph, error) {
 		}
 	}
 	uids := map[string]*node{}
+	// Every operator's problems are reported at once (errors.Join), so a
+	// user fixes them in one go.
+	var errs []error
+	bad := func(format string, args ...any) { errs = append(errs, invalidGraph(format, args...)) }
 	for _, n := range env.nodes {
 		if !keep[n] {
 			continue
 		}
 		g.nodes = append(g.nodes, n)
-		if len(n.errs) > 0 {
-			return nil, invalidGraph("operator %q: %v", n.name, n.errs[0])
+		for _, err := range n.errs {
+			if errors.Is(err, ErrInvalidGraph) {
+				// Says "invalid job graph" itself: once is enough.
+				errs = append(errs, fmt.Errorf("operator %q: %w", n.name, err))
+			} else {
+				errs = append(errs, fmt.Errorf("%w: operator %q: %w", ErrInvalidGraph, n.name, err))
+			}
 		}
 		p := n.par(cfg)
 		if p <= 0 {
-			return nil, invalidGraph("operator %q: parallelism must be > 0, got %d", n.name, p)
+			bad("operator %q: parallelism must be > 0, got %d", n.name, p)
 		}
 		if p > cfg.maxParallelism {
-			return nil, invalidGraph("operator %q: parallelism %d exceeds the max parallelism %d; raise WithMaxParallelism", n.name, p, cfg.maxParallelism)
+			bad("operator %q: parallelism %d exceeds the max parallelism %d; raise WithMaxParallelism", n.name, p, cfg.maxParallelism)
 		}
 		if other, dup := uids[n.uid]; dup {
-			return nil, invalidGraph("operators %q and %q share the uid %q; uids must be unique, state is restored by uid", other.name, n.name, n.uid)
+			bad("operators %q and %q share the uid %q; uids must be unique, state is restored by uid", other.name, n.name, n.uid)
 		}
 		uids[n.uid] = n
 		outs := n.outputs[:0:0]
@@ -206,13 +216,17 @@ func buildJobGraph(env *Environment) (*jobGraph, error) {
 		for _, e := range n.inputs {
 			if e.kind == partitionForward && e.from.par(cfg) != p {
 				if e.explicit {
-					return nil, invalidGraph("forward edge %q -> %q connects parallelism %d to %d; forward needs equal parallelism, use Rebalance", e.from.name, n.name, e.from.par(cfg), p)
+					bad("forward edge %q -> %q connects parallelism %d to %d; forward needs equal parallelism, use Rebalance", e.from.name, n.name, e.from.par(cfg), p)
+					continue
 				}
 				// Flink's default: forward when parallelism matches,
 				// rebalance otherwise.
 				e.kind = partitionRebalance
 			}
 		}
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
 	}
 	for _, n := range g.nodes {
 		var c *chain

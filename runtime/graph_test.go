@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/splitflow/splitflow/connector"
 )
 
 // Rule (Flink's StreamingJobGraphGenerator#isChainable): an edge is chained
@@ -216,4 +218,41 @@ func TestInvalidGraphsAreRejected(t *testing.T) {
 			}
 		})
 	}
+}
+
+// Configuration errors come all at once (errors.Join), each naming its
+// setting, so a user fixes them in one go: before, Execute named only the
+// first bad option, then the first bad operator.
+func TestEveryConfigurationErrorIsReportedAtOnce(t *testing.T) {
+	t.Run("options", func(t *testing.T) {
+		env := NewEnvironment(WithLogger(discardLogger()), WithBufferSize(0), WithCheckpointsRetained(0), WithStateBlockCacheSize(-1))
+		SinkTo(FromSource(env, &rangeSrc{splits: 1, perSplit: 1, readerFailAt: -1}, "range"), newCollectSink[int64]())
+		err := env.Execute(testCtx(t), "bad options")
+		if !errors.Is(err, ErrInvalidGraph) {
+			t.Fatalf("Execute: %v, want ErrInvalidGraph", err)
+		}
+		for _, want := range []string{"buffer size", "retained checkpoints", "block cache size"} {
+			if !strings.Contains(err.Error(), want) {
+				t.Errorf("Execute: %v; does not name the %s", err, want)
+			}
+		}
+	})
+	t.Run("operators", func(t *testing.T) {
+		env := NewEnvironment(WithLogger(discardLogger()))
+		ds := FromSource(env, &rangeSrc{splits: 1, perSplit: 1, readerFailAt: -1}, "range")
+		SinkTo(Map[int64, int64](ds, nil).Name("no function"), newCollectSink[int64]()).Name("first")
+		SinkTo(ds, connector.Sink[int64](nil)).Name("nil sink")
+		err := env.Execute(testCtx(t), "bad operators")
+		if !errors.Is(err, ErrInvalidGraph) {
+			t.Fatalf("Execute: %v, want ErrInvalidGraph", err)
+		}
+		for _, want := range []string{`"no function"`, `"nil sink"`} {
+			if !strings.Contains(err.Error(), want) {
+				t.Errorf("Execute: %v; does not name operator %s", err, want)
+			}
+		}
+		if n := strings.Count(err.Error(), "invalid job graph"); n != 2 {
+			t.Errorf("Execute: %v; says invalid job graph %d times, want once per problem (2)", err, n)
+		}
+	})
 }

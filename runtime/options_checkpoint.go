@@ -1,6 +1,7 @@
 package runtime
 
 import (
+	"errors"
 	"log/slog"
 	"time"
 
@@ -35,25 +36,33 @@ func defaultCheckpointConfig() checkpointConfig {
 }
 
 func (c *checkpointConfig) validate() error {
-	switch {
-	case c.interval < 0:
-		return invalidGraph("checkpoint interval must be >= 0 (0 disables checkpoints), got %v", c.interval)
-	case c.interval > 0 && c.timeout <= 0:
-		return invalidGraph("checkpoint timeout must be > 0, got %v", c.timeout)
-	case c.minPause < 0:
-		return invalidGraph("min pause between checkpoints must be >= 0, got %v", c.minPause)
-	case c.tolerable < 0:
-		return invalidGraph("tolerable checkpoint failures must be >= 0, got %d", c.tolerable)
-	case c.startupTimeout < 0:
-		return invalidGraph("startup failure timeout must be >= 0 (0 restarts as the restart strategy allows), got %v", c.startupTimeout)
-	case c.retained < 1:
-		return invalidGraph("retained checkpoints must be >= 1, got %d", c.retained)
-	case c.interval == 0 && (c.dir != "" || c.storage != nil):
-		return invalidGraph("a checkpoint directory or storage needs checkpoints: set WithCheckpointInterval > 0")
-	case c.dir != "" && c.storage != nil:
-		return invalidGraph("WithCheckpointDir and WithCheckpointStorage exclude each other")
+	var errs []error
+	bad := func(format string, args ...any) { errs = append(errs, invalidGraph(format, args...)) }
+	if c.interval < 0 {
+		bad("checkpoint interval must be >= 0 (0 disables checkpoints), got %v", c.interval)
 	}
-	return nil
+	if c.interval > 0 && c.timeout <= 0 {
+		bad("checkpoint timeout must be > 0, got %v", c.timeout)
+	}
+	if c.minPause < 0 {
+		bad("min pause between checkpoints must be >= 0, got %v", c.minPause)
+	}
+	if c.tolerable < 0 {
+		bad("tolerable checkpoint failures must be >= 0, got %d", c.tolerable)
+	}
+	if c.startupTimeout < 0 {
+		bad("startup failure timeout must be >= 0 (0 restarts as the restart strategy allows), got %v", c.startupTimeout)
+	}
+	if c.retained < 1 {
+		bad("retained checkpoints must be >= 1, got %d", c.retained)
+	}
+	if c.interval == 0 && (c.dir != "" || c.storage != nil) {
+		bad("a checkpoint directory or storage needs checkpoints: set WithCheckpointInterval > 0")
+	}
+	if c.dir != "" && c.storage != nil {
+		bad("WithCheckpointDir and WithCheckpointStorage exclude each other")
+	}
+	return errors.Join(errs...)
 }
 
 func (c *checkpointConfig) enabled() bool { return c.interval > 0 }

@@ -1,6 +1,7 @@
 package runtime
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -57,19 +58,19 @@ func defaultStateConfig() stateConfig {
 }
 
 func (c *stateConfig) validate() error {
+	var errs []error
 	if _, err := ParseStateBackend(string(c.backend)); err != nil {
-		return invalidGraph("%v", err)
-	}
-	if c.backend != PebbleStateBackend && (c.dirSet || c.cacheSet) {
-		return invalidGraph("WithStateDir and WithStateBlockCacheSize apply to the pebble state backend; add WithStateBackend(PebbleStateBackend) or drop them")
+		errs = append(errs, invalidGraph("%v", err))
+	} else if c.backend != PebbleStateBackend && (c.dirSet || c.cacheSet) {
+		errs = append(errs, invalidGraph("WithStateDir and WithStateBlockCacheSize apply to the pebble state backend; add WithStateBackend(PebbleStateBackend) or drop them"))
 	}
 	if c.dirSet && c.dir == "" {
-		return invalidGraph("state directory is empty; give a local directory or drop WithStateDir")
+		errs = append(errs, invalidGraph("state directory is empty; give a local directory or drop WithStateDir"))
 	}
 	if c.cacheSize <= 0 {
-		return invalidGraph("state block cache size must be > 0 bytes, got %d", c.cacheSize)
+		errs = append(errs, invalidGraph("state block cache size must be > 0 bytes, got %d", c.cacheSize))
 	}
-	return nil
+	return errors.Join(errs...)
 }
 
 // workDir is where the pebble backend's DBs live.
