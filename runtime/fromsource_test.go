@@ -23,3 +23,16 @@ func TestFromSourceRefusesTwoWatermarkStrategies(t *testing.T) {
 		t.Fatalf("Execute: %v, want an invalid graph naming the 2 watermark strategies", err)
 	}
 }
+
+// A nil source is refused by the graph's validation, a typed nil as much
+// as a nil interface, as SinkTo refuses a typed nil sink: a typed nil
+// passed the check and was dereferenced once the job ran.
+func TestFromSourceRefusesATypedNilSource(t *testing.T) {
+	env := NewEnvironment(WithLogger(discardLogger()))
+	ds := FromSource[int64, *rSplit, []*rSplit](env, (*rangeSrc)(nil), "range").UID("src")
+	SinkTo(ds, newCollectSink[int64]())
+	err := env.Execute(testCtx(t), "typed nil source")
+	if !errors.Is(err, ErrInvalidGraph) || !strings.Contains(err.Error(), "source is nil") {
+		t.Fatalf("Execute: %v, want ErrInvalidGraph saying the source is nil", err)
+	}
+}
