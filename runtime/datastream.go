@@ -441,7 +441,7 @@ func SinkTo[T any](ds DataStream[T], sink connector.Sink[T]) DataStreamSink {
 				// Hiding passes no writer state through: its writers
 				// would start empty after every restore.
 				n.errs = append(n.errs, invalidGraph("sink %T keeps writer state (RestoreWriter, WriterStateSerializer), which SinkTo does not checkpoint: add it with SinkToStatefulTwoPhase", sink))
-			case hidden == nil:
+			case isNil(hidden):
 				n.errs = append(n.errs, fmt.Errorf("sink %T says it commits in two phases but its TwoPhase returned no sink", sink))
 			default:
 				d := sinkToTwoPhase(ds, hidden, hidden.CommittableType().String())

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -330,5 +331,34 @@ func TestSinkToRefusesATypedNilSink(t *testing.T) {
 				t.Fatalf("Execute: %v, want ErrInvalidGraph saying the sink is nil", err)
 			}
 		})
+	}
+}
+
+// hiddenByPointer is a hidden two-phase sink whose methods read its
+// fields, so a typed nil of it dereferences when asked anything.
+type hiddenByPointer struct {
+	connector.HiddenTwoPhaseSink[int64]
+	committable reflect.Type
+}
+
+func (h *hiddenByPointer) CommittableType() reflect.Type { return h.committable }
+
+// nilHidingSink says it commits in two phases but hands over a typed nil.
+type nilHidingSink struct{ *txnSink2PC }
+
+func (nilHidingSink) TwoPhase() (connector.HiddenTwoPhaseSink[int64], bool) {
+	return (*hiddenByPointer)(nil), true
+}
+
+// A TwoPhase that returns no sink is refused by the graph's validation,
+// a typed nil as much as a nil interface: SinkTo asked the typed nil for
+// its committable type and panicked while the job was being defined.
+func TestSinkToRefusesATypedNilFromTwoPhase(t *testing.T) {
+	env := NewEnvironment(WithLogger(discardLogger()))
+	ds := FromSource(env, &rangeSrc{splits: 1, perSplit: 1, readerFailAt: -1}, "range").UID("src")
+	SinkTo(ds, connector.Sink[int64](nilHidingSink{&txnSink2PC{store: newTxnStore()}}))
+	err := env.Execute(testCtx(t), "typed nil from TwoPhase")
+	if !errors.Is(err, ErrInvalidGraph) || !strings.Contains(err.Error(), "TwoPhase returned no sink") {
+		t.Fatalf("Execute: %v, want ErrInvalidGraph saying TwoPhase returned no sink", err)
 	}
 }
