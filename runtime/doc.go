@@ -277,7 +277,10 @@
 // second job on it fails at start with the path and the holder's pid; a
 // second job given the same *checkpoint.DirStorage (which shares its
 // lock) is refused at start too, with a *checkpoint.LockedError naming
-// the running job.
+// the running job. WithCheckpointDir("s3://bucket/prefix") keeps
+// checkpoints in S3 or an S3-compatible server (checkpoint.S3Storage),
+// with the same rules of completion and restore; S3 has no lock, so one
+// job per prefix is the user's to ensure.
 //
 // # State
 //

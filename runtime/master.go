@@ -142,7 +142,8 @@ func newExecution(env *Environment, g *jobGraph, name string) (*execution, error
 	case cfg.cp.storage != nil:
 		ex.storage = cfg.cp.storage
 	case cfg.cp.dir != "":
-		ex.storage, err = checkpoint.NewDirStorage(cfg.cp.dir, checkpoint.WithRetained(cfg.cp.retained), checkpoint.WithLogger(ex.log))
+		// A directory, or s3://bucket/prefix.
+		ex.storage, err = checkpoint.OpenStorage(cfg.cp.dir, checkpoint.WithRetained(cfg.cp.retained), checkpoint.WithLogger(ex.log))
 	default:
 		ex.storage, err = checkpoint.NewMemoryStorage(checkpoint.WithRetained(cfg.cp.retained), checkpoint.WithLogger(ex.log))
 	}
@@ -251,8 +252,11 @@ func (ex *execution) releaseStorage() {
 
 // storageName says where checkpoints are kept, for errors.
 func (ex *execution) storageName() string {
-	if d, ok := ex.storage.(*checkpoint.DirStorage); ok {
-		return d.Dir()
+	switch s := ex.storage.(type) {
+	case *checkpoint.DirStorage:
+		return s.Dir()
+	case *checkpoint.S3Storage:
+		return s.URL()
 	}
 	return fmt.Sprintf("the checkpoint storage (%T)", ex.storage)
 }
