@@ -454,6 +454,30 @@ func (s *S3Storage) deleteKey(key string) error {
 	return nil
 }
 
+// deleteKeys deletes keys (relative to the prefix) with DeleteObjects,
+// 1000 a request.
+func (s *S3Storage) deleteKeys(keys []string) error {
+	var errs []error
+	for batch := range slices.Chunk(keys, 1000) {
+		objs := make([]types.ObjectIdentifier, len(batch))
+		for i, k := range batch {
+			objs[i] = types.ObjectIdentifier{Key: aws.String(s.prefix + k)}
+		}
+		ctx, cancel := s.reqCtx(0)
+		s.requests.Add(1)
+		out, err := s.client.DeleteObjects(ctx, &s3.DeleteObjectsInput{Bucket: &s.bucket, Delete: &types.Delete{Objects: objs, Quiet: aws.Bool(true)}})
+		cancel()
+		if err != nil {
+			errs = append(errs, fmt.Errorf("delete %d objects under %s: %w", len(batch), s.where, err))
+			continue
+		}
+		for _, e := range out.Errors {
+			errs = append(errs, fmt.Errorf("delete %s: %s: %s", s.url(aws.ToString(e.Key)), aws.ToString(e.Code), aws.ToString(e.Message)))
+		}
+	}
+	return errors.Join(errs...)
+}
+
 type s3Object struct {
 	key  string
 	size int64
@@ -745,24 +769,25 @@ func (s *S3Storage) committed(id int64) {
 		}
 	}
 	for _, old := range remove {
-		// Metadata first: a removal cut short reads as incomplete, not as
-		// a damaged checkpoint.
-		keys := sc.keys[old]
-		slices.SortFunc(keys, func(a, b string) int {
-			am, bm := strings.HasSuffix(a, "/"+metadataFile), strings.HasSuffix(b, "/"+metadataFile)
-			switch {
-			case am && !bm:
-				return -1
-			case bm && !am:
-				return 1
+		// Metadata first, alone: a removal cut short reads as incomplete,
+		// not as a damaged checkpoint. The rest in one request.
+		var rest []string
+		metaGone := true
+		for _, k := range sc.keys[old] {
+			if k != s3StateKey(old, metadataFile) {
+				rest = append(rest, k)
+				continue
 			}
-			return strings.Compare(a, b)
-		})
-		for _, k := range keys {
 			if err := s.deleteKey(s.prefix + k); err != nil {
 				s.cfg.logger.Warn("checkpoint storage: cannot remove old checkpoint", slog.Int64("checkpoint", old), slog.String("key", s.url(s.prefix+k)), slog.Any("error", err))
-				break
+				metaGone = false
 			}
+		}
+		if !metaGone {
+			continue
+		}
+		if err := s.deleteKeys(rest); err != nil {
+			s.cfg.logger.Warn("checkpoint storage: cannot remove old checkpoint", slog.Int64("checkpoint", old), slog.Any("error", err))
 		}
 	}
 	s.collectFiles(limit)
