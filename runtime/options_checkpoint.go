@@ -115,7 +115,8 @@ func WithTolerableCheckpointFailures(n int) Option {
 // AWS_ENDPOINT_URL the standard way of the AWS SDK), checked when the job
 // starts (a bad URL, a missing bucket, no credentials or an unreachable
 // endpoint fail Execute with an error saying so). S3 has no lock: run one
-// job per prefix.
+// job per prefix (a second job of this process on a prefix in use fails
+// at start with a *checkpoint.LockedError; other processes are not seen).
 // Default: checkpoints in memory, lost with the process.
 func WithCheckpointDir(dir string) Option {
 	return optionFunc(func(c *config) { c.cp.dir = dir })
