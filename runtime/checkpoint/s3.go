@@ -306,6 +306,9 @@ func (s *S3Storage) newClient() (*s3.Client, error) {
 	if p := s.cfg.s3.pathStyle; p != nil {
 		pathStyle = *p
 	}
+	if awsCfg.Credentials == nil {
+		return nil, fmt.Errorf("checkpoint storage %s: no AWS credentials provider configured (set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or AWS_PROFILE with ~/.aws/credentials)", s.where)
+	}
 	if _, err := awsCfg.Credentials.Retrieve(ctx); err != nil {
 		return nil, fmt.Errorf("checkpoint storage %s: no usable AWS credentials (set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or AWS_PROFILE with ~/.aws/credentials, or run with a web identity or instance role): %w", s.where, err)
 	}
