@@ -79,7 +79,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.inputTopic, "input-topic", "lines", "topic of input lines")
 	fs.StringVar(&o.outputTopic, "output-topic", "counts", "topic of (word, count) records")
 	fs.StringVar(&o.inputFile, "input-file", "", "text to write into the input topic (default: a built-in text); written only when the input topic is empty")
-	fs.StringVar(&o.checkpointDir, "checkpoint-dir", "", "directory for checkpoints; a job restarted with the same directory resumes from it")
+	fs.StringVar(&o.checkpointDir, "checkpoint-dir", "", "directory (or s3://bucket/prefix, configured by the AWS environment) for checkpoints; a job restarted on the same one resumes from it")
 	fs.IntVar(&o.parallelism, "parallelism", 2, "subtasks per operator")
 	fs.DurationVar(&o.checkpointInterval, "checkpoint-interval", time.Second, "time between checkpoints (and so between output commits); 0: no checkpoints, the output is committed once, at the end of the input (not with --unbounded), and a failure starts over")
 	fs.StringVar(&o.txnPrefix, "transactional-id-prefix", "wordcount", "prefix of the sink's Kafka transactional ids; unique per job")
