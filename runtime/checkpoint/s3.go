@@ -53,7 +53,8 @@ import (
 // metadata and deleted after, it says that a damaged checkpoint beside it
 // was never reported complete. A metadata PUT that fails is followed by a
 // DELETE of the metadata (the PUT may have succeeded and only its answer
-// been lost), so a failed Commit leaves no completed checkpoint; a 412 on
+// been lost), so a failed Commit leaves no completed checkpoint (or, when
+// that DELETE fails too, a whole one beside its marker); a 412 on
 // a retried PUT whose first attempt stored our own bytes is success.
 //
 // There is no lock: S3 offers no lease that a killed process gives up.
@@ -677,13 +678,18 @@ func (w *s3Writer) persist(m Metadata) (claimed bool, err error) {
 
 // cleanup removes what the writer put, the metadata first when it may be
 // this writer's (a PUT whose answer was lost may have stored it), so that
-// a failed Commit leaves no completed checkpoint.
+// a failed Commit leaves no completed checkpoint. When that DELETE fails,
+// nothing else is removed: metadata whose state objects were deleted
+// would be a damaged checkpoint that Latest must refuse to pass over,
+// while the whole checkpoint beside its marker is complete and never
+// reported, which resuming may use (sinks commit what it prepared).
 func (w *s3Writer) cleanup(withMetadata bool) {
 	s := w.s
 	if withMetadata {
 		if err := s.deleteKey(s.prefix + s3StateKey(w.id, metadataFile)); err != nil {
-			s.cfg.logger.Error("checkpoint storage: a failed checkpoint's metadata may be left; it may look complete although Commit failed",
+			s.cfg.logger.Error("checkpoint storage: a failed checkpoint's metadata may be left, so its objects are kept whole; it may be resumed from as a commit that never returned",
 				slog.Int64("checkpoint", w.id), slog.String("storage", s.where), slog.Any("error", err))
+			return
 		}
 	}
 	w.mu.Lock()

@@ -518,3 +518,93 @@ func TestS3RetentionRemovesObjects(t *testing.T) {
 		t.Fatalf("checkpoint 4 is %v, want its %d state objects and metadata", keys, len(testBlobs(4)))
 	}
 }
+
+// Rule (a failed commit never leaves a damaged checkpoint that looks
+// reported): when a Commit fails after its metadata may have been stored
+// and the metadata's DELETE fails too, the rest of the checkpoint stays,
+// so what is left is whole and marked never reported, not metadata
+// pointing at removed state objects that Latest must refuse to pass over.
+func TestS3FailedCommitWhoseMetadataCannotBeRemovedStaysWhole(t *testing.T) {
+	f := newFakeS3(t)
+	s := f.open(t, "job", WithS3Client(f.client(1)))
+	commit(t, s, 1, testBlobs(1))
+	w := mustBegin(t, s, 2)
+	b := testBlobs(2)
+	m := s3Write(t, w, b)
+	f.setFault(func(w http.ResponseWriter, r *http.Request, next http.Handler) bool {
+		switch {
+		case isKey(r, http.MethodPut, "/chk-2/"+metadataFile):
+			next.ServeHTTP(httptest.NewRecorder(), r) // stored...
+			http.Error(w, "<Error><Code>InternalError</Code></Error>", http.StatusInternalServerError)
+			return true // ...but answered 500
+		case isKey(r, http.MethodDelete, "/chk-2/"+metadataFile):
+			http.Error(w, "<Error><Code>InternalError</Code></Error>", http.StatusInternalServerError)
+			return true
+		}
+		return false
+	})
+	if err := w.Commit(m); err == nil {
+		t.Fatal("Commit returned nil though its metadata PUT answered an error")
+	}
+	f.setFault(nil)
+	cp, err := s.Latest()
+	if err != nil {
+		t.Fatalf("Latest after a failed commit whose metadata stayed: %v", err)
+	}
+	if cp.ID != 2 {
+		t.Fatalf("Latest = checkpoint %d, want the whole checkpoint 2 its failed commit left", cp.ID)
+	}
+	checkContent(t, cp, sortedStates(m), b)
+}
+
+// Rule (listing pages): every listing reads all its pages, so a prefix of
+// more than 1000 objects (S3's page) loses none: a shared file listed
+// after the first page is found by Load, and unused shared files on later
+// pages are collected.
+func TestS3ListingReadsEveryPage(t *testing.T) {
+	f := newFakeS3(t)
+	s := f.open(t, "job")
+	const orphans = 1100
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 16)
+	for i := range orphans {
+		wg.Go(func() {
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			f.putObject(t, fmt.Sprintf("job/shared/orphan-%05d.sst", i), []byte("x"))
+		})
+	}
+	wg.Wait()
+	h, err := s.PutFile("used.sst", localFile(t, "the used file"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pages atomic.Int64
+	f.setFault(func(w http.ResponseWriter, r *http.Request, next http.Handler) bool {
+		if r.Method == http.MethodGet && r.URL.Query().Get("list-type") == "2" && strings.Contains(r.URL.Query().Get("prefix"), "shared/") {
+			pages.Add(1)
+		}
+		return false
+	})
+	w := mustBegin(t, s, 1)
+	sh, err := w.WriteState(OperatorOwner("kv", 0), []byte("x"), h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Commit(Metadata{ID: 1, States: []StateHandle{sh}}); err != nil {
+		t.Fatal(err)
+	}
+	if n := pages.Load(); n < 2 {
+		t.Fatalf("listing %d shared files took %d page(s); the server does not page, so this test shows nothing", orphans+1, n)
+	}
+	if _, err := s.Load(1); err != nil {
+		t.Fatalf("Load of a checkpoint whose shared file is listed on the second page: %v", err)
+	}
+	files, err := s.Files()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(files) != 1 || files[0].Name != "used.sst" {
+		t.Fatalf("after collection %d shared files are left (first %v), want only used.sst", len(files), files[:min(3, len(files))])
+	}
+}
