@@ -608,12 +608,18 @@ func (w *s3Writer) Commit(m Metadata) error {
 	if errors.Is(err, ErrWriterClosed) {
 		return err
 	}
-	var claimed bool
+	// Metadata that does not pass the write log was never put.
+	left := removeOwn
 	if err == nil {
-		claimed, err = w.persist(m)
+		left, err = w.persist(m)
 	}
 	if err != nil {
-		w.cleanup(!claimed)
+		switch left {
+		case removeAll:
+			w.cleanup(true)
+		case removeOwn:
+			w.cleanup(false)
+		}
 		w.s.mu.Lock()
 		delete(w.s.open, w.id)
 		w.s.mu.Unlock()
@@ -632,24 +638,26 @@ func (w *s3Writer) Commit(m Metadata) error {
 //
 // A 412 on the metadata means it exists: if its bytes are ours, an
 // earlier attempt of this PUT stored it and only the answer was lost;
-// otherwise another writer completed id first (claimed then reports that
-// the metadata is not ours, so cleanup leaves it). A crash between 2 and 3
-// leaves metadata beside the marker: complete, never reported.
-func (w *s3Writer) persist(m Metadata) (claimed bool, err error) {
+// otherwise another writer completed id first (cleanup then leaves the
+// metadata). When it cannot be read back it may be ours, so nothing is
+// removed. A crash between 2 and 3 leaves metadata beside the marker:
+// complete, never reported.
+func (w *s3Writer) persist(m Metadata) (onFailure failedCommit, err error) {
 	s := w.s
 	fail := func(file string, err error) error {
 		return &CheckpointError{ID: w.id, File: s3StateKey(w.id, file), Err: err}
 	}
 	b, err := encodeMetadata(m)
 	if err != nil {
-		return false, fail(metadataFile, err)
+		return removeOwn, fail(metadataFile, err)
 	}
 	marker := s3StateKey(w.id, s3MarkerPrefix+w.token)
 	w.mu.Lock()
 	w.written = append(w.written, marker)
 	w.mu.Unlock()
 	if err := s.put(s.prefix+marker, nil, false); err != nil {
-		return false, fail(s3MarkerPrefix+w.token, err)
+		// No metadata was put: the one there, if any, is not ours.
+		return removeOwn, fail(s3MarkerPrefix+w.token, err)
 	}
 	metaKey := s.prefix + s3StateKey(w.id, metadataFile)
 	err = s.put(metaKey, b, s.conditional)
@@ -657,24 +665,41 @@ func (w *s3Writer) persist(m Metadata) (claimed bool, err error) {
 		got, gerr := s.get(metaKey, int64(len(b)))
 		switch {
 		case gerr != nil:
-			// Unknown whose it is: leave it, it may be another writer's.
-			return true, fail(metadataFile, fmt.Errorf("%w: its metadata exists and cannot be read back (%v): %w", ErrExists, gerr, err))
+			// Unknown whose it is: it may be another writer's, or ours
+			// with our state objects and marker beside it, so that
+			// removing any of them could leave metadata listing objects
+			// that are gone.
+			return removeNothing, fail(metadataFile, fmt.Errorf("%w: its metadata exists and cannot be read back (%v): %w", ErrExists, gerr, err))
 		case !bytes.Equal(got, b):
-			return true, fail(metadataFile, fmt.Errorf("%w: another writer completed checkpoint %d first; one job per checkpoint prefix", ErrExists, w.id))
+			return removeOwn, fail(metadataFile, fmt.Errorf("%w: another writer completed checkpoint %d first; one job per checkpoint prefix", ErrExists, w.id))
 		}
 		err = nil
 	}
 	if err != nil {
-		return false, fail(metadataFile, err)
+		return removeAll, fail(metadataFile, err)
 	}
 	if err := s.deleteKey(s.prefix + marker); err != nil {
 		// The checkpoint is complete, but it looks never reported: a
 		// commit that returns nil must not leave that, so fail it and
 		// take the metadata back.
-		return false, fail(s3MarkerPrefix+w.token, err)
+		return removeAll, fail(s3MarkerPrefix+w.token, err)
 	}
-	return false, nil
+	return removeAll, nil
 }
+
+// failedCommit is what a failed Commit may remove.
+type failedCommit int
+
+const (
+	// removeAll: the metadata (it may be ours, stored with the answer
+	// lost), then the writer's own objects.
+	removeAll failedCommit = iota
+	// removeOwn: the writer's own objects, not the metadata (another
+	// writer's).
+	removeOwn
+	// removeNothing: whose the metadata is is unknown.
+	removeNothing
+)
 
 // cleanup removes what the writer put, the metadata first when it may be
 // this writer's (a PUT whose answer was lost may have stored it), so that

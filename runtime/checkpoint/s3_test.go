@@ -608,3 +608,64 @@ func TestS3ListingReadsEveryPage(t *testing.T) {
 		t.Fatalf("after collection %d shared files are left (first %v), want only used.sst", len(files), files[:min(3, len(files))])
 	}
 }
+
+// Rule (a failed commit never leaves a damaged checkpoint that looks
+// reported): when a retried metadata PUT answers 412 and the metadata
+// cannot be read back to tell whose it is, it may be this writer's own
+// (the first attempt stored it, its answer lost), so the writer's state
+// objects and marker stay: the checkpoint is whole and never reported.
+func TestS3UnreadableMetadataAfter412KeepsWritersObjects(t *testing.T) {
+	f := newFakeS3(t)
+	s := f.open(t, "job", WithS3Client(f.client(2)))
+	commit(t, s, 1, testBlobs(1))
+	w := mustBegin(t, s, 2)
+	b := testBlobs(2)
+	m := s3Write(t, w, b)
+	var once atomic.Bool
+	f.setFault(func(w http.ResponseWriter, r *http.Request, next http.Handler) bool {
+		switch {
+		case isKey(r, http.MethodPut, "/chk-2/"+metadataFile) && once.CompareAndSwap(false, true):
+			next.ServeHTTP(httptest.NewRecorder(), r) // stored...
+			http.Error(w, "<Error><Code>InternalError</Code></Error>", http.StatusInternalServerError)
+			return true // ...but answered 500; the retry answers 412
+		case isKey(r, http.MethodGet, "/chk-2/"+metadataFile):
+			http.Error(w, "<Error><Code>InternalError</Code></Error>", http.StatusInternalServerError)
+			return true
+		}
+		return false
+	})
+	err := w.Commit(m)
+	if !errors.Is(err, ErrExists) {
+		t.Fatalf("Commit: %v, want ErrExists (metadata there, unreadable)", err)
+	}
+	f.setFault(nil)
+	cp, err := s.Latest()
+	if err != nil {
+		t.Fatalf("Latest after a commit that could not read its metadata back: %v", err)
+	}
+	if cp.ID != 2 {
+		t.Fatalf("Latest = checkpoint %d, want the whole checkpoint 2", cp.ID)
+	}
+	checkContent(t, cp, sortedStates(m), b)
+}
+
+// Rule (a failed commit deletes no metadata it never put): a Commit that
+// fails before its metadata PUT, here on metadata of another id, leaves
+// the checkpoint another writer completed at its id.
+func TestS3CommitFailingBeforeMetadataPutLeavesOthersCheckpoint(t *testing.T) {
+	f := newFakeS3(t)
+	a, b := f.open(t, "job"), f.open(t, "job")
+	wa, wb := mustBegin(t, a, 1), mustBegin(t, b, 1)
+	ma := s3Write(t, wa, testBlobs(1))
+	mb := s3Write(t, wb, testBlobs(1))
+	if err := wa.Commit(ma); err != nil {
+		t.Fatal(err)
+	}
+	mb.ID = 9
+	if err := wb.Commit(mb); err == nil {
+		t.Fatal("Commit of metadata of another id succeeded")
+	}
+	if _, err := a.Load(1); err != nil {
+		t.Fatalf("the first writer's checkpoint after the second one's Commit failed on its own metadata: %v", err)
+	}
+}
