@@ -669,3 +669,32 @@ func TestS3CommitFailingBeforeMetadataPutLeavesOthersCheckpoint(t *testing.T) {
 		t.Fatalf("the first writer's checkpoint after the second one's Commit failed on its own metadata: %v", err)
 	}
 }
+
+// A metadata PUT that the server stores but never answers times out, and
+// the failed Commit takes the metadata back: nothing looks complete.
+func TestS3MetadataPutStoredButTimedOutLeavesNoCheckpoint(t *testing.T) {
+	f := newFakeS3(t)
+	s := f.open(t, "job", WithS3RequestTimeout(500*time.Millisecond))
+	w := mustBegin(t, s, 1)
+	m := s3Write(t, w, testBlobs(1))
+	var stored atomic.Bool
+	f.setFault(func(w http.ResponseWriter, r *http.Request, next http.Handler) bool {
+		if isKey(r, http.MethodPut, "/"+metadataFile) {
+			next.ServeHTTP(httptest.NewRecorder(), r)
+			stored.Store(true)
+			<-r.Context().Done() // never answered
+			return true
+		}
+		return false
+	})
+	if err := w.Commit(m); err == nil {
+		t.Fatal("Commit returned nil though its metadata PUT was never answered")
+	}
+	f.setFault(nil)
+	if !stored.Load() {
+		t.Fatal("the metadata PUT never reached the server; the test shows nothing")
+	}
+	if ids, err := s.List(); err != nil || len(ids) != 0 {
+		t.Fatalf("List after a commit whose metadata PUT timed out = %v, %v; want nothing", ids, err)
+	}
+}
