@@ -29,7 +29,8 @@
 //     S3 (S3Storage) each state object's PUT returns before the metadata
 //     is PUT, last, with If-None-Match: * where the server honours it; a
 //     failed metadata PUT is followed by its DELETE, so a failed Commit
-//     never leaves a checkpoint that looks complete.
+//     leaves no checkpoint that looks complete, or, when that DELETE
+//     fails too, a whole one beside its commit marker, never part of one.
 //   - Shared files (Storage.PutFile) are durable before any metadata lists
 //     them: copied to a temp name, fsynced, renamed, directory fsynced. A
 //     name is stored once and never rewritten. The metadata records each
