@@ -698,3 +698,43 @@ func TestS3MetadataPutStoredButTimedOutLeavesNoCheckpoint(t *testing.T) {
 		t.Fatalf("List after a commit whose metadata PUT timed out = %v, %v; want nothing", ids, err)
 	}
 }
+
+// Retention cut short after a checkpoint's metadata was deleted (here its
+// other objects' DeleteObjects fails, as a crash there would leave it)
+// leaves an incomplete checkpoint, never a damaged one; shared files a
+// retained checkpoint uses stay, also across a restart (a new storage
+// instance, which knows nothing of earlier puts), and the next commit
+// removes the leftovers.
+func TestS3InterruptedRetentionKeepsRetainedFiles(t *testing.T) {
+	f := newFakeS3(t)
+	s := f.open(t, "job", WithRetained(1))
+	fakes.Store(s, f)
+	defer fakes.Delete(s)
+	run := newScript(t, s)
+	run.run("begin 1; put a b; write 1 a b; commit 1")
+	f.setFault(func(w http.ResponseWriter, r *http.Request, next http.Handler) bool {
+		if r.Method == http.MethodPost && r.URL.Query().Has("delete") {
+			http.Error(w, "<Error><Code>InternalError</Code></Error>", http.StatusInternalServerError)
+			return true
+		}
+		return false
+	})
+	run.run("begin 2; put c; write 2 b c; commit 2; want b c")
+	if keys := f.keys(t, "job/chk-1/"); len(keys) == 0 {
+		t.Fatal("checkpoint 1 was removed whole; the fault did not cut its removal short, so the test shows nothing")
+	}
+	f.setFault(nil)
+	if ids, err := s.List(); err != nil || !slices.Equal(ids, []int64{2}) {
+		t.Fatalf("List after an interrupted removal of checkpoint 1 = %v, %v; want [2]", ids, err)
+	}
+	again := f.open(t, "job", WithRetained(1))
+	fakes.Store(again, f)
+	defer fakes.Delete(again)
+	if cp, err := again.Latest(); err != nil || cp.ID != 2 {
+		t.Fatalf("Latest after a restart = %v, %v; want checkpoint 2", cp, err)
+	}
+	runScript(t, again, "put b; begin 3; write 3 b; commit 3; want b; load 3")
+	if keys := f.keys(t, "job/chk-1/"); len(keys) != 0 {
+		t.Fatalf("the next commit left %v of the half-removed checkpoint 1", keys)
+	}
+}
