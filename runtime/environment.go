@@ -70,6 +70,9 @@ func (c *config) validate() error {
 	if err := c.state.validate(); err != nil {
 		return err
 	}
+	if err := c.http.validate(); err != nil {
+		return err
+	}
 	return c.cp.validate()
 }
 
@@ -241,7 +244,10 @@ func (env *Environment) Execute(ctx context.Context, name string) error {
 	// The status server is up before the first task starts, so the whole
 	// run can be watched, and down before Execute returns, so nothing
 	// outlives the job.
-	srv, err := env.startHTTP()
+	// POST /api/v1/job/stop stops the job as a cancel of ctx would.
+	ctx, stopJob := context.WithCancel(ctx)
+	defer stopJob()
+	srv, err := env.startHTTP(stopJob)
 	if err != nil {
 		return fmt.Errorf("job %q: %w", name, err)
 	}
