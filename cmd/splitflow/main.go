@@ -33,6 +33,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/splitflow/splitflow/connector/kafka"
 	"github.com/splitflow/splitflow/connector/kafka/kafkaflag"
 	"github.com/splitflow/splitflow/runtime/checkpoint"
 	"github.com/splitflow/splitflow/txn"
@@ -136,12 +137,24 @@ func txnCmd(ctx context.Context, args []string, stdout, stderr io.Writer, abort 
 	if *brokers == "" || *prefix == "" {
 		return fmt.Errorf("%w: --brokers and --prefix are required", errUsage)
 	}
+	// Every bad setting in one error, before anything is dialled: a
+	// malformed address would otherwise be a dial error after the retry
+	// timeout.
+	var errs []error
+	if err := kafka.CheckBrokers(strings.Split(*brokers, ",")...); err != nil {
+		errs = append(errs, fmt.Errorf("--brokers: %w", err))
+	}
 	sec, err := secFlags.Security(getenv)
 	if err != nil {
-		return fmt.Errorf("%w: %w", errUsage, err)
+		errs = append(errs, err)
 	}
-	secOpts, err := sec.ClientOpts()
-	if err != nil {
+	var secOpts []kgo.Opt
+	if err == nil {
+		if secOpts, err = sec.ClientOpts(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("%w: %w", errUsage, err)
 	}
 	cl, err := kgo.NewClient(append(secOpts, kgo.SeedBrokers(strings.Split(*brokers, ",")...), kgo.DialTimeout(5*time.Second), kgo.RetryTimeout(10*time.Second))...)

@@ -85,3 +85,26 @@ func TestTxnListOverTLSAndSASL(t *testing.T) {
 		t.Fatal("the output shows the password")
 	}
 }
+
+// Rule (one validation point): txn's bad settings are one usage error
+// naming each, before anything is dialled: malformed broker addresses, an
+// unreadable CA file, an unknown SASL mechanism.
+func TestTxnBadSettingsAreOneUsageError(t *testing.T) {
+	env := map[string]string{"SPLITFLOW_KAFKA_SASL_PASSWORD": "pw-cli-bad-secret"}
+	getenv = func(k string) string { return env[k] }
+	t.Cleanup(func() { getenv = os.Getenv })
+	var out, errOut bytes.Buffer
+	err := run(context.Background(), []string{"txn", "list", "--brokers", "kafka1,:9092", "--prefix", "job",
+		"--kafka-tls-ca", "/nonexistent/ca.pem", "--kafka-sasl-mechanism", "GSSAPI", "--kafka-sasl-user", "ops"}, &out, &errOut)
+	if !errors.Is(err, errUsage) {
+		t.Fatalf("txn list with bad settings: %v, want a usage error", err)
+	}
+	for _, want := range []string{`"kafka1" has no port`, `":9092" has no host`, "read the TLS CA file", `unknown SASL mechanism "GSSAPI"`} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("the error does not say %q: %v", want, err)
+		}
+	}
+	if strings.Contains(err.Error(), "pw-cli-bad-secret") {
+		t.Error("the error shows the password")
+	}
+}

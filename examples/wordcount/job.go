@@ -78,6 +78,12 @@ func runJob(ctx context.Context, o options, seeds []string, p *progress, logger 
 	}
 	if statusLn != nil {
 		envOpts = append(envOpts, runtime.WithHTTPListener(statusLn))
+		if o.httpToken != "" {
+			envOpts = append(envOpts, runtime.WithHTTPToken(o.httpToken))
+		}
+		if o.httpTLS != nil {
+			envOpts = append(envOpts, runtime.WithHTTPTLS(o.httpTLS))
+		}
 	}
 	env := runtime.NewEnvironment(envOpts...)
 	lines := runtime.FromSource(env, src, "lines").UID("lines")

@@ -36,7 +36,14 @@ func run(ctx context.Context, o options, stdout io.Writer, logger *slog.Logger) 
 		}
 		defer func() { _ = ln.Close() }() // also when the job never starts
 		statusLn = ln
-		fmt.Fprintf(stdout, "status page http://%s/ (metrics at /metrics, job at /api/v1/job)\n", displayAddr(ln.Addr()))
+		scheme, stop := "http", "no token: POST /api/v1/job/stop is refused"
+		if o.httpTLS != nil {
+			scheme = "https"
+		}
+		if o.httpToken != "" {
+			stop = "POST /api/v1/job/stop with the token stops the job"
+		}
+		fmt.Fprintf(stdout, "status page %s://%s/ (metrics at /metrics, job at /api/v1/job; %s)\n", scheme, displayAddr(ln.Addr()), stop)
 		if o.onHTTP != nil {
 			o.onHTTP(ln.Addr().String())
 		}

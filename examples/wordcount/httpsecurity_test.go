@@ -1,0 +1,231 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/splitflow/splitflow/integration/kafkatest"
+	"github.com/twmb/franz-go/pkg/kfake"
+)
+
+// wordcountToken is distinctive, so a search for it finds nothing else.
+const wordcountToken = "wc-token-8Hn2Kq4Zp1-never-shown"
+
+// A port alone (--http :8081) listens on loopback; another host is
+// reached only when asked for by address.
+func TestHTTPPortAloneMeansLoopback(t *testing.T) {
+	for flag, want := range map[string]string{
+		":8081":          "127.0.0.1:8081",
+		"127.0.0.1:0":    "127.0.0.1:0",
+		"0.0.0.0:8081":   "0.0.0.0:8081",
+		"[::]:8081":      "[::]:8081",
+		"localhost:8081": "localhost:8081",
+	} {
+		o, err := parseFlags([]string{"--http", flag}, io.Discard)
+		if err != nil {
+			t.Fatalf("--http %s: %v", flag, err)
+		}
+		if o.httpAddr != want {
+			t.Errorf("--http %s listens on %q, want %q", flag, o.httpAddr, want)
+		}
+	}
+}
+
+// Rule (one validation point): every bad setting is reported at once, as
+// one usage error before anything is dialled or bound: malformed broker
+// addresses, an unreadable certificate file, an unknown SASL mechanism and
+// the other flags' problems, each on its own line, never the secrets.
+func TestFlagErrorsAreReportedTogether(t *testing.T) {
+	t.Setenv("SPLITFLOW_KAFKA_SASL_PASSWORD", "pw-wordcount-secret")
+	t.Setenv(EnvHTTPToken, "short")
+	var errOut bytes.Buffer
+	_, err := parseFlags([]string{"--brokers", "kafka1,:9092,127.0.0.1:99999", "--kafka-tls-ca", "/nonexistent/ca.pem",
+		"--kafka-sasl-mechanism", "GSSAPI", "--kafka-sasl-user", "u", "--parallelism", "0",
+		"--http", ":0", "--http-tls-cert", "/nonexistent/cert.pem"}, &errOut)
+	if err == nil {
+		t.Fatal("parseFlags accepted every bad setting")
+	}
+	for _, want := range []string{
+		`broker address "kafka1" has no port`, `broker address ":9092" has no host`, `"127.0.0.1:99999" has no valid port`,
+		"read the TLS CA file", `unknown SASL mechanism "GSSAPI"`, "--parallelism must be positive",
+		"fewer than 16", "--http-tls-cert and --http-tls-key go together",
+	} {
+		if !strings.Contains(errOut.String(), "wordcount: ") || !strings.Contains(errOut.String(), want) {
+			t.Errorf("the usage error does not say %q:\n%s", want, errOut.String())
+		}
+	}
+	for _, secret := range []string{"pw-wordcount-secret", "short\n"} {
+		if strings.Contains(errOut.String(), secret) {
+			t.Errorf("the usage error shows a secret (%q)", secret)
+		}
+	}
+}
+
+// The status server's token and TLS flags: the token from the environment
+// or a file (never both), which needs --http; both certificate files.
+func TestHTTPTokenAndTLSFlags(t *testing.T) {
+	dir := t.TempDir()
+	tokenFile := filepath.Join(dir, "token")
+	if err := os.WriteFile(tokenFile, []byte(wordcountToken+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	o, err := parseFlags([]string{"--http", ":0", "--http-token-file", tokenFile}, io.Discard)
+	if err != nil || o.httpToken != wordcountToken {
+		t.Fatalf("--http-token-file: %v, token read %v", err, o.httpToken == wordcountToken)
+	}
+	for _, tc := range []struct {
+		env  string
+		args []string
+		want string
+	}{
+		{wordcountToken, []string{"--http", ":0", "--http-token-file", tokenFile}, "give the token once"},
+		{wordcountToken, nil, "need --http"},
+		{"", []string{"--http-tls-cert", "c.pem", "--http-tls-key", "k.pem"}, "need --http"},
+		{"", []string{"--http", ":0", "--http-token-file", filepath.Join(dir, "absent")}, "--http-token-file"},
+		{"", []string{"--http", "8081"}, "is not host:port"},
+	} {
+		t.Setenv(EnvHTTPToken, tc.env)
+		var errOut bytes.Buffer
+		if _, err := parseFlags(tc.args, &errOut); err == nil || !strings.Contains(errOut.String(), tc.want) {
+			t.Errorf("%v with %s=%q: %v; want a usage error saying %q:\n%s", tc.args, EnvHTTPToken, tc.env, err, tc.want, errOut.String())
+		}
+		if strings.Contains(errOut.String(), wordcountToken) {
+			t.Errorf("%v: the usage error shows the token", tc.args)
+		}
+	}
+}
+
+// wordcount with --http over TLS and a token: the page and the metrics
+// need no token, POST /api/v1/job/stop is refused without it and with it
+// stops the unbounded job, whose output is then verified exact; the token
+// is in nothing the program prints or logs.
+func TestHTTPTLSAndTokenStopTheJob(t *testing.T) {
+	ca, err := kafkatest.NewCA()
+	if err != nil {
+		t.Fatal(err)
+	}
+	leaf, err := ca.Issue("status", time.Time{}, time.Time{}, "127.0.0.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	certFile, keyFile, err := leaf.WriteFiles(dir, "status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	input := filepath.Join(dir, "input.txt")
+	if err := os.WriteFile(input, []byte("to be or not to be\nthat is the question\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cluster, err := kfake.NewCluster(kfake.NumBrokers(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cluster.Close()
+	t.Setenv(EnvHTTPToken, wordcountToken)
+	o, err := parseFlags([]string{"--brokers", strings.Join(cluster.ListenAddrs(), ","), "--input-file", input, "--unbounded",
+		"--checkpoint-interval", "100ms", "--http", ":0", "--http-tls-cert", certFile, "--http-tls-key", keyFile}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	addrs := make(chan string, 1)
+	o.onHTTP = func(a string) { addrs <- a }
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	type result struct {
+		code int
+		err  error
+	}
+	var out, logs lockedWriter
+	done := make(chan result, 1)
+	go func() {
+		code, err := run(ctx, o, &out, slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
+		done <- result{code, err}
+	}()
+	var base string
+	select {
+	case a := <-addrs:
+		base = "https://" + a
+	case r := <-done:
+		t.Fatalf("run ended before serving: %d %v", r.code, r.err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("no status server 30s after start")
+	}
+	client := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{
+		DisableKeepAlives: true, TLSClientConfig: &tls.Config{RootCAs: ca.Pool(), MinVersion: tls.VersionTLS12},
+	}}
+	request := func(method, path, auth string) int {
+		t.Helper()
+		req, err := http.NewRequest(method, base+path, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if auth != "" {
+			req.Header.Set("Authorization", auth)
+		}
+		res, err := client.Do(req)
+		if err != nil {
+			t.Fatalf("%s %s: %v", method, path, err)
+		}
+		_, _ = io.Copy(io.Discard, res.Body)
+		_ = res.Body.Close()
+		return res.StatusCode
+	}
+	for _, path := range []string{"/", "/metrics", "/api/v1/job"} {
+		if code := request(http.MethodGet, path, ""); code != http.StatusOK {
+			t.Errorf("GET %s over TLS without a token: %d", path, code)
+		}
+	}
+	if code := request(http.MethodPost, "/api/v1/job/stop", ""); code != http.StatusUnauthorized {
+		t.Errorf("stop without the token: %d, want 401", code)
+	}
+	if code := request(http.MethodPost, "/api/v1/job/stop", "Bearer not-"+wordcountToken); code != http.StatusForbidden {
+		t.Errorf("stop with a wrong token: %d, want 403", code)
+	}
+	if code := request(http.MethodPost, "/api/v1/job/stop", "Bearer "+wordcountToken); code != http.StatusAccepted {
+		t.Fatalf("stop with the token: %d, want 202", code)
+	}
+	var r result
+	select {
+	case r = <-done:
+	case <-time.After(60 * time.Second):
+		t.Fatal("the job still ran 60s after POST /api/v1/job/stop")
+	}
+	if r.code != 0 || !strings.Contains(out.String(), "exactly-once: OK") || !strings.Contains(out.String(), "status page https://127.0.0.1:") {
+		t.Errorf("exit %d (%v), output:\n%s", r.code, r.err, out.String())
+	}
+	if !strings.Contains(logs.String(), "refused") {
+		t.Errorf("the refused requests were not logged:\n%s", logs.String())
+	}
+	if strings.Contains(out.String()+logs.String(), wordcountToken) {
+		t.Error("the output or the log shows the token")
+	}
+}
+
+// lockedWriter collects what the program's goroutines write.
+type lockedWriter struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedWriter) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
