@@ -6,10 +6,8 @@ import (
 	"crypto/tls"
 	"errors"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/splitflow/splitflow/integration/kafkatest"
 	"github.com/twmb/franz-go/pkg/kfake"
@@ -22,30 +20,9 @@ import (
 // the password it is a usage error that names what is missing.
 func TestTxnListOverTLSAndSASL(t *testing.T) {
 	const password = "pw-cli-7Rv-secret"
-	ca, err := kafkatest.NewCA()
-	if err != nil {
-		t.Fatal(err)
-	}
-	leaf, err := ca.Issue("kfake", time.Time{}, time.Time{}, "127.0.0.1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, err := leaf.TLSCertificate()
-	if err != nil {
-		t.Fatal(err)
-	}
-	caFile := filepath.Join(t.TempDir(), "ca.pem")
-	if err := os.WriteFile(caFile, ca.CertPEM(), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "out"), kfake.EnableSASL(),
-		kfake.Superuser("SCRAM-SHA-256", "ops", password),
-		kfake.TLS(&tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	seeds := c.ListenAddrs()
+	c := kafkatest.NewSecureFake(t, "SCRAM-SHA-256", "ops", password, kfake.SeedTopics(1, "out"))
+	caFile, ca := c.CAFile, c.CA
+	seeds := c.Seeds
 	ctx := context.Background()
 	p, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.TransactionalID("job-0-1"), kgo.DefaultProduceTopic("out"),
 		kgo.DialTLSConfig(&tls.Config{RootCAs: ca.Pool(), MinVersion: tls.VersionTLS12}),

@@ -2,15 +2,12 @@ package main
 
 import (
 	"bytes"
-	"crypto/tls"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/splitflow/splitflow/integration/kafkatest"
-	"github.com/twmb/franz-go/pkg/kfake"
 )
 
 // The --kafka-* settings are checked with the other flags: bad ones are
@@ -51,35 +48,14 @@ func TestSecurityFlags(t *testing.T) {
 // sets up its topics, counts and verifies exactly-once.
 func TestSecurityRunOverTLSAndSCRAMIsExact(t *testing.T) {
 	const password = "pw-wordcount-run-secret"
-	ca, err := kafkatest.NewCA()
-	if err != nil {
-		t.Fatal(err)
-	}
-	leaf, err := ca.Issue("kfake", time.Time{}, time.Time{}, "127.0.0.1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, err := leaf.TLSCertificate()
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	caFile, input := filepath.Join(dir, "ca.pem"), filepath.Join(dir, "input.txt")
-	if err := os.WriteFile(caFile, ca.CertPEM(), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	c := kafkatest.NewSecureFake(t, "SCRAM-SHA-512", "wordcount", password)
+	input := filepath.Join(t.TempDir(), "input.txt")
 	if err := os.WriteFile(input, []byte("to be or not to be\nthat is the question\nto be\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.EnableSASL(), kfake.Superuser("SCRAM-SHA-512", "wordcount", password),
-		kfake.TLS(&tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
 	t.Setenv("SPLITFLOW_KAFKA_SASL_PASSWORD", password)
-	out, code := runWith(t, "--brokers", strings.Join(c.ListenAddrs(), ","), "--input-file", input, "--checkpoint-interval", "50ms",
-		"--kafka-tls-ca", caFile, "--kafka-sasl-mechanism", "SCRAM-SHA-512", "--kafka-sasl-user", "wordcount")
+	out, code := runWith(t, "--brokers", strings.Join(c.Seeds, ","), "--input-file", input, "--checkpoint-interval", "50ms",
+		"--kafka-tls-ca", c.CAFile, "--kafka-sasl-mechanism", "SCRAM-SHA-512", "--kafka-sasl-user", "wordcount")
 	if code != 0 || !strings.Contains(out, "exactly-once: OK") {
 		t.Fatalf("exit %d, output:\n%s", code, out)
 	}
