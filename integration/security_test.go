@@ -326,9 +326,9 @@ func TestSecurityMissingACLFailsAtStart(t *testing.T) {
 	}
 }
 
-// A wrong password and a broker certificate the client does not trust
-// fail the job at start with an *AuthenticationError, a configuration
-// error: no restarts.
+// A wrong password, a broker certificate the client does not trust and
+// one that has expired (the broker's EXPIRED listener) fail the job at
+// start with an *AuthenticationError, a configuration error: no restarts.
 func TestSecurityBadCredentialsFailAtStart(t *testing.T) {
 	b := kafkatest.GetSecure(t)
 	j := newSecureJob(t, b, "badcred", 10)
@@ -344,13 +344,20 @@ func TestSecurityBadCredentialsFailAtStart(t *testing.T) {
 	for _, tc := range []struct {
 		name, mechanism string
 		sec             kafka.Security
+		brokers         []string
 	}{
-		{"wrong password", kafka.SASLScramSHA512, j.security("wrong-" + j.password)},
-		{"untrusted broker certificate", "TLS", kafka.Security{TLS: &kafka.TLS{CAFile: otherCAFile}, SASL: j.security(j.password).SASL}},
+		{"wrong password", kafka.SASLScramSHA512, j.security("wrong-" + j.password), nil},
+		{"untrusted broker certificate", "TLS", kafka.Security{TLS: &kafka.TLS{CAFile: otherCAFile}, SASL: j.security(j.password).SASL}, nil},
+		// The broker's own listener with a certificate of the trusted CA
+		// that expired before it started.
+		{"expired broker certificate", "TLS", j.security(j.password), b.ExpiredAddrs},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := j.config(t, j.password)
 			cfg.Security = tc.sec
+			if tc.brokers != nil {
+				cfg.Brokers = tc.brokers
+			}
 			err, restarts, _, took := securityFailure(t, cfg)
 			t.Logf("%s: failed after %s, %d restarts: %v", tc.name, took.Round(time.Millisecond), restarts, err)
 			var ae *kafka.AuthenticationError
