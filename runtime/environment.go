@@ -243,8 +243,8 @@ func (env *Environment) Execute(ctx context.Context, name string) error {
 	g.warnDefaultUIDs(ex.log)
 	// The status server is up before the first task starts, so the whole
 	// run can be watched, and down before Execute returns, so nothing
-	// outlives the job.
-	// POST /api/v1/job/stop stops the job as a cancel of ctx would.
+	// outlives the job. Its POST /api/v1/job/stop stops the job as a
+	// cancel of ctx would.
 	ctx, stopJob := context.WithCancel(ctx)
 	defer stopJob()
 	srv, err := env.startHTTP(stopJob)

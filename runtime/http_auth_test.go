@@ -270,3 +270,17 @@ func TestHTTPTLSServerStopsJobWithToken(t *testing.T) {
 	j.cancel()
 	j.cancel = nil // Execute has returned; nothing left for stop
 }
+
+// A token served over plain HTTP on an address other hosts reach is
+// readable on the network: the server says so at start, without the token.
+func TestHTTPWarnsOfTokenOverPlainHTTP(t *testing.T) {
+	var logs lockedBuffer
+	j := startLiveJob(t, WithHTTP("0.0.0.0:0"), WithHTTPToken(testToken), WithLogger(slogText(&logs)))
+	j.stop(t)
+	if !strings.Contains(logs.String(), "over plain HTTP") {
+		t.Errorf("no warning of a token over plain HTTP on %s:\n%s", j.addr, logs.String())
+	}
+	if strings.Contains(logs.String(), testToken) {
+		t.Error("the log shows the token")
+	}
+}
