@@ -43,11 +43,15 @@ func (h *httpConfig) validate() error {
 		return invalidGraph("WithHTTPToken without WithHTTP or WithHTTPListener: there is no status server to protect")
 	case h.tls != nil && !serves:
 		return invalidGraph("WithHTTPTLS without WithHTTP or WithHTTPListener: there is no status server to encrypt")
-	case h.token != "":
+	}
+	// The token and the certificate are checked each on its own: a good
+	// token does not make a TLS config without a certificate servable.
+	if h.token != "" {
 		if err := CheckHTTPToken(h.token); err != nil {
 			return fmt.Errorf("%w: %w", ErrInvalidGraph, err)
 		}
-	case h.tls != nil && len(h.tls.Certificates) == 0 && h.tls.GetCertificate == nil && h.tls.GetConfigForClient == nil:
+	}
+	if h.tls != nil && len(h.tls.Certificates) == 0 && h.tls.GetCertificate == nil && h.tls.GetConfigForClient == nil {
 		return invalidGraph("the status server's TLS config (WithHTTPTLS) has no certificate: set Certificates or GetCertificate")
 	}
 	return nil

@@ -178,6 +178,10 @@ func TestHTTPOptionErrors(t *testing.T) {
 		{"short token", []Option{WithHTTP("127.0.0.1:0"), WithHTTPToken("short-tok")}, "fewer than 16"},
 		{"token with a space", []Option{WithHTTP("127.0.0.1:0"), WithHTTPToken(testToken + " x")}, "cannot carry"},
 		{"TLS without a certificate", []Option{WithHTTP("127.0.0.1:0"), WithHTTPTLS(noCert)}, "has no certificate"},
+		// A token beside it does not excuse the certificate: every
+		// handshake would fail, and the server could be neither read nor
+		// stopped.
+		{"TLS without a certificate, with a token", []Option{WithHTTP("127.0.0.1:0"), WithHTTPTLS(noCert), WithHTTPToken(testToken)}, "has no certificate"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			env := NewEnvironment(append([]Option{WithLogger(discardLogger())}, tc.opts...)...)
