@@ -112,5 +112,9 @@ func runJob(ctx context.Context, o options, seeds []string, p *progress, logger 
 	if err := env.Execute(ctx, "wordcount"); err != nil {
 		return fmt.Errorf("%w", err)
 	}
+	// Execute returns nil both at the end of the input and after a stop;
+	// the job's final state tells them apart (the stop endpoint cancels a
+	// context of Execute's own, which ctx does not show).
+	p.stopped.Store(env.Status().State == "cancelled")
 	return nil
 }
