@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/splitflow/splitflow/integration/committed"
 	"github.com/splitflow/splitflow/integration/kafkatest"
 	"github.com/twmb/franz-go/pkg/kfake"
 )
@@ -125,8 +126,16 @@ func TestHTTPTLSAndTokenStopTheJob(t *testing.T) {
 		t.Fatal(err)
 	}
 	input := filepath.Join(dir, "input.txt")
-	if err := os.WriteFile(input, []byte("to be or not to be\nthat is the question\n"), 0o600); err != nil {
+	const text = "to be or not to be\nthat is the question\n"
+	if err := os.WriteFile(input, []byte(text), 0o600); err != nil {
 		t.Fatal(err)
+	}
+	updates, distinct := 0, map[string]bool{}
+	for _, line := range strings.Split(text, "\n") {
+		for _, w := range splitWords(line) {
+			updates++
+			distinct[w] = true
+		}
 	}
 	cluster, err := kfake.NewCluster(kfake.NumBrokers(1))
 	if err != nil {
@@ -193,6 +202,21 @@ func TestHTTPTLSAndTokenStopTheJob(t *testing.T) {
 	if code := request(http.MethodPost, "/api/v1/job/stop", "Bearer not-"+wordcountToken); code != http.StatusForbidden {
 		t.Errorf("stop with a wrong token: %d, want 403", code)
 	}
+	// The whole input is counted and committed before the stop, so that
+	// the output after it is checked in full: the drain must neither lose
+	// nor repeat what the job had done (an empty output would pass the
+	// check of an unbounded run's prefix).
+	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		rctx, rcancel := context.WithTimeout(ctx, 5*time.Second)
+		recs, err := committed.Read(rctx, cluster.ListenAddrs(), o.outputTopic)
+		rcancel()
+		if err == nil && len(recs) >= updates {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("60s after start, %d of %d counts committed (%v)", len(recs), updates, err)
+		}
+	}
 	if code := request(http.MethodPost, "/api/v1/job/stop", "Bearer "+wordcountToken); code != http.StatusAccepted {
 		t.Fatalf("stop with the token: %d, want 202", code)
 	}
@@ -202,7 +226,7 @@ func TestHTTPTLSAndTokenStopTheJob(t *testing.T) {
 	case <-time.After(60 * time.Second):
 		t.Fatal("the job still ran 60s after POST /api/v1/job/stop")
 	}
-	if r.code != 0 || !strings.Contains(out.String(), "exactly-once: OK") || !strings.Contains(out.String(), "status page https://127.0.0.1:") {
+	if wantOK := fmt.Sprintf("exactly-once: OK words=%d updates=%d ", len(distinct), updates); r.code != 0 || !strings.Contains(out.String(), wantOK) || !strings.Contains(out.String(), "status page https://127.0.0.1:") {
 		t.Errorf("exit %d (%v), output:\n%s", r.code, r.err, out.String())
 	}
 	if !strings.Contains(logs.String(), "refused") {
