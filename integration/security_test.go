@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"os"
@@ -252,6 +253,21 @@ func TestSecurityBadCredentialsFailAtStart(t *testing.T) {
 			}
 			if ae.Mechanism != tc.mechanism {
 				t.Errorf("the error names %q, want %q", ae.Mechanism, tc.mechanism)
+			}
+			// Each TLS case fails for its own reason, not for another
+			// one the listener happens to have (a name the certificate
+			// does not hold would pass the checks above as well).
+			var invalid x509.CertificateInvalidError
+			var unknown x509.UnknownAuthorityError
+			switch tc.name {
+			case "untrusted broker certificate":
+				if !errors.As(err, &unknown) {
+					t.Errorf("error %v; want an x509.UnknownAuthorityError in its chain", err)
+				}
+			case "expired broker certificate":
+				if !errors.As(err, &invalid) || invalid.Reason != x509.Expired {
+					t.Errorf("error %v; want an x509.CertificateInvalidError of an expired certificate in its chain", err)
+				}
 			}
 			if restarts != 0 {
 				t.Errorf("the job restarted %d times", restarts)
