@@ -1,6 +1,7 @@
 package runtime
 
 import (
+	"bufio"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -286,5 +287,52 @@ func TestHTTPWarnsOfTokenOverPlainHTTP(t *testing.T) {
 	}
 	if strings.Contains(logs.String(), testToken) {
 		t.Error("the log shows the token")
+	}
+}
+
+// Rule: no spelling of the stop request reaches the job without the
+// token: another path form (a trailing slash, a doubled or dotted
+// segment, an escaped letter, another case), another method (HEAD, GET,
+// OPTIONS, a method in lower case) is refused, redirected or unknown,
+// and a browser's preflight gets no CORS grant.
+func TestHTTPStopCannotBeReachedWithoutTokenBySpelling(t *testing.T) {
+	var stops atomic.Int64
+	reg, _ := fakeMetrics()
+	srv := httptest.NewServer(newStatusHandler(fakeStatus(time.Now()), reg, jobControl{
+		token: testToken, stop: func() { stops.Add(1) }, log: slog.New(slog.NewTextHandler(io.Discard, nil)),
+	}))
+	defer srv.Close()
+	for _, req := range []string{
+		"POST /api/v1/job/stop/", "POST //api/v1/job/stop", "POST /api/v1//job/stop", "POST /api/v1/job/./stop",
+		"POST /api/v1/x/../job/stop", "POST /api/v1/job/%73top", "POST /API/v1/job/stop", "POST /api/v1/job/stop?x=1",
+		"post /api/v1/job/stop", "HEAD /api/v1/job/stop", "GET /api/v1/job/stop", "OPTIONS /api/v1/job/stop",
+		"PUT /api/v1/job/stop", "POST http://example.com/api/v1/job/stop",
+	} {
+		conn, err := net.Dial("tcp", srv.Listener.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = conn.SetDeadline(time.Now().Add(5 * time.Second))
+		_, err = io.WriteString(conn, req+" HTTP/1.1\r\nHost: "+srv.Listener.Addr().String()+
+			"\r\nOrigin: http://evil.example\r\nAccess-Control-Request-Method: POST\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := http.ReadResponse(bufio.NewReader(conn), nil)
+		if err != nil {
+			t.Fatalf("%s: %v", req, err)
+		}
+		_ = res.Body.Close()
+		_ = conn.Close()
+		if res.StatusCode < 300 {
+			t.Errorf("%s without a token: %d, want a refusal, a redirect or an unknown route", req, res.StatusCode)
+		}
+		if h := res.Header.Get("Access-Control-Allow-Origin"); h != "" {
+			t.Errorf("%s: Access-Control-Allow-Origin %q", req, h)
+		}
+		t.Logf("%s: %d", req, res.StatusCode)
+	}
+	if n := stops.Load(); n != 0 {
+		t.Errorf("the job was stopped %d times without the token", n)
 	}
 }
