@@ -136,24 +136,28 @@ func (w *winOp[K, T, O]) timersLeft() int {
 // every key the state maps hold.
 func (w *winOp[K, T, O]) keysInState(t testing.TB, keys []K) int {
 	t.Helper()
-	n := 0
+	n, pairs := 0, 0
 	for _, k := range keys {
 		w.p.state.setKey(k)
+		has := false
 		for _, name := range []string{windowContentsState, windowEndsState, windowCountState} {
 			s, ok := w.p.state.states[name]
 			if !ok {
 				continue
 			}
 			if l, ok := s.(interface{ Len() int }); ok && l.Len() > 0 {
-				n++
-				break
+				has = true
+				pairs++
 			}
 			if v, ok := s.(ValueState[int64]); ok {
-				if _, has := v.Value(); has {
-					n++
-					break
+				if _, ok := v.Value(); ok {
+					has = true
+					pairs++
 				}
 			}
+		}
+		if has {
+			n++
 		}
 	}
 	if w.p.state.err != nil {
@@ -166,8 +170,8 @@ func (w *winOp[K, T, O]) keysInState(t testing.TB, keys []K) int {
 				heap += c.heapKeys()
 			}
 		}
-		if heap != n {
-			t.Fatalf("heap state holds %d keys, %d of them known", heap, n)
+		if heap != pairs {
+			t.Fatalf("heap state holds %d keys' states, %d of them of known keys", heap, pairs)
 		}
 	}
 	return n
