@@ -94,6 +94,10 @@
 //   - descriptor.go: state descriptors (NewValueState, NewMapState), the
 //     view of keyed state over a key's basic type that they reach, and
 //     the declaration of states shared with GetValueState.
+//   - window.go, windowop.go: windows on keyed streams (Window, the
+//     Tumbling, Sliding, Session and GlobalCount assigners, WindowReduce,
+//     WindowAggregate, WindowCount, WindowProcess), run by the keyed
+//     operator as a process function over MapState and timers.
 //   - options_state.go: the state backend options (WithStateBackend,
 //     WithStateDir, WithStateBlockCacheSize).
 //   - pebblestate.go: the pebble backend's typed states over a
