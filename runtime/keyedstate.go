@@ -24,7 +24,10 @@ import (
 // stateKindEventTimers or stateKindProcessingTimers), so timers move with
 // their key groups like the rest of the keyed state; version 3 starts
 // every entry's data with a format byte and writes keys and values with
-// the codecs of their types (serde.go), a column at a time:
+// the codecs of their types (serde.go), a column at a time; version 4
+// adds the operator's watermark, an entry per key group (kind
+// stateKindWatermark, data varint(watermark)), written once the
+// operator has one:
 //
 //	formatColumns:
 //	  value:  uvarint(n) keys values
@@ -40,7 +43,7 @@ import (
 // as they were. Version 1 snapshots restore with no timers.
 
 const (
-	keyedStateVersion    = 3
+	keyedStateVersion    = 4
 	keyedStateVersionMin = 1
 	// keyedStateVersionFormat is the first version with a format byte.
 	keyedStateVersionFormat = 3
@@ -51,6 +54,7 @@ const (
 	stateKindMap              byte = 2
 	stateKindEventTimers      byte = 3
 	stateKindProcessingTimers byte = 4
+	stateKindWatermark        byte = 5
 )
 
 // Entry data formats (version 3 on); never renumber.
@@ -64,7 +68,32 @@ const (
 const (
 	eventTimersName      = "timers/event-time"
 	processingTimersName = "timers/processing-time"
+	watermarkName        = "watermark"
 )
+
+// watermarkEntries are the entries of watermark wm for key groups lo to
+// hi, none before the first watermark. The watermark is kept per key
+// group so that a restore at another parallelism finds it for every key
+// group it takes; a subtask restores the least of its key groups'.
+func watermarkEntries(wm int64, lo, hi int) []stateEntry {
+	if wm == noWatermark {
+		return nil
+	}
+	data := binary.AppendVarint(nil, wm)
+	out := make([]stateEntry, 0, hi-lo+1)
+	for g := lo; g <= hi; g++ {
+		out = append(out, stateEntry{name: watermarkName, kind: stateKindWatermark, format: formatColumns, keyGroup: g, data: data})
+	}
+	return out
+}
+
+func decodeWatermark(data []byte) (int64, error) {
+	wm, n := binary.Varint(data)
+	if n <= 0 {
+		return 0, errShortState
+	}
+	return wm, trailing(data[n:])
+}
 
 // timerRecord is one pending timer as versions 1 and 2 checkpointed it.
 type timerRecord[K comparable] struct {

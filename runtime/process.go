@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"iter"
 	"maps"
+	"math"
 	"sync/atomic"
 	"time"
 
@@ -538,6 +539,8 @@ type keyedProcessOperator[K comparable, I, O any] struct {
 	procPending bool
 	// suspended: registered with the task for resume.
 	suspended bool
+	// restoredWm is the watermark the restore found (noWatermark: none).
+	restoredWm int64
 }
 
 func (p *keyedProcessOperator[K, I, O]) operator() *opInfo { return &p.info }
@@ -579,7 +582,13 @@ func (p *keyedProcessOperator[K, I, O]) open(t *task) error {
 		// Decoding the same checkpoint again fails again.
 		return p.info.wrap(&unrecoverableError{err})
 	}
-	p.ctx = KeyedContext[K, O]{op: &p.state, out: p.out, info: &p.info, watermark: noWatermark, timers: &p.timers}
+	// The restored watermark, not none: event-time timers up to it have
+	// fired before the checkpoint, so what they did (a window fired, its
+	// state removed) stays done; a record of a fired window that arrives
+	// before the upstream's first watermark after the restore is late, as
+	// it was in the run before the failure, rather than opening the window
+	// again.
+	p.ctx = KeyedContext[K, O]{op: &p.state, out: p.out, info: &p.info, watermark: p.restoredWm, timers: &p.timers}
 	p.timers.wake = t.newTimer("processing-time timers", p.fireProcessingTimers)
 	// Restored processing-time timers: one already due fires at once.
 	p.timers.scheduleProcessing()
@@ -765,6 +774,13 @@ func (p *keyedProcessOperator[K, I, O]) restoreState(t *task) error {
 		return err
 	}
 	p.state.restored = map[string][]stateEntry{}
+	p.restoredWm = noWatermark
+	restoredWm, hasWm := int64(math.MaxInt64), false
+	defer func() {
+		if hasWm {
+			p.restoredWm = restoredWm
+		}
+	}()
 	var pebbles []pebbleBlob
 	// Timers from a heap checkpoint, or from a pebble one of layout 100,
 	// which kept them in its blob: with the pebble backend they go into
@@ -799,6 +815,14 @@ func (p *keyedProcessOperator[K, I, O]) restoreState(t *task) error {
 		}
 		for _, e := range entries {
 			if SubtaskForKeyGroup(e.keyGroup, p.par, p.maxPar) != p.info.subtask {
+				continue
+			}
+			if e.kind == stateKindWatermark {
+				wm, err := decodeWatermark(e.data)
+				if err != nil {
+					return fmt.Errorf("restore the watermark (key group %d): %w", e.keyGroup, err)
+				}
+				restoredWm, hasWm = min(restoredWm, wm), true
 				continue
 			}
 			switch e.kind {
@@ -865,6 +889,7 @@ func (p *keyedProcessOperator[K, I, O]) freezeState(id int64) (func(stop func() 
 	for _, es := range p.state.restored {
 		carried = append(carried, es...) // never changed after the restore
 	}
+	carried = append(carried, p.watermarkEntries()...)
 	parts = append(parts,
 		part{eventTimersName, stateKindEventTimers, p.timers.event.sets.(*heapTimerSets[K]).freeze()},
 		part{processingTimersName, stateKindProcessingTimers, p.timers.processing.sets.(*heapTimerSets[K]).freeze()})
@@ -882,6 +907,13 @@ func (p *keyedProcessOperator[K, I, O]) freezeState(id int64) (func(stop func() 
 		}
 		return encodeStateEntries(entries), nil, nil
 	}, nil
+}
+
+// watermarkEntries are the entries of the operator's watermark for the
+// key groups of its subtask.
+func (p *keyedProcessOperator[K, I, O]) watermarkEntries() []stateEntry {
+	lo, hi := keyGroupRange(p.info.subtask, p.par, p.maxPar)
+	return watermarkEntries(p.ctx.watermark, lo, hi)
 }
 
 // thawState ends the snapshot freezeState began: its encoder returned.
