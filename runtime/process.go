@@ -127,6 +127,12 @@ func (c *KeyedContext[K, O]) CollectWithTimestamp(v O, ts int64) {
 // the first one).
 func (c *KeyedContext[K, O]) CurrentWatermark() int64 { return c.watermark }
 
+// sideOutputs makes the context a SideOutputContext: Output emits to the
+// operator's side outputs.
+func (c *KeyedContext[K, O]) sideOutputs() (*sideOutputs, int64, *error) {
+	return c.info.sides, c.ts, &c.err
+}
+
 // CurrentProcessingTime is the wall clock in milliseconds since the Unix
 // epoch.
 func (c *KeyedContext[K, O]) CurrentProcessingTime() int64 { return time.Now().UnixMilli() }
