@@ -159,6 +159,8 @@
 //   - operators.go, process.go: map, flatMap, filter, sink, and the keyed
 //     process operator with ValueState, MapState and timers.
 //   - errors.go: OperatorError and the sentinels.
+//   - rolling.go: rolling aggregations on keyed streams (Count, Reduce,
+//     Aggregate with an AggregateFunction), one value state per key.
 //   - sideoutput.go, processstream.go: side outputs (OutputTag,
 //     DeclareSideOutputs, Output, SideOutput) and their validation;
 //     ProcessStream, the function with a context on a stream that is not

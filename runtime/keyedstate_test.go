@@ -112,6 +112,9 @@ const (
 	viaHandles     countingAPI = iota // GetValueState in Open, a function per subtask
 	viaDescriptors                    // descriptors in a plain function, key int64
 	viaNamedKey                       // descriptors, key bucket
+	viaCount                          // Count (rolling.go)
+	viaAggregate                      // Aggregate, the count in a struct accumulator
+	viaReduce                         // Reduce over records that carry a count of 1
 )
 
 func countingJob(par int, src *rangeSrc, mapFn func(int64) (int64, error), sink *txnSink2PC, opts ...Option) *Environment {
@@ -129,9 +132,33 @@ func countingJobVia(api countingAPI, par int, src *rangeSrc, mapFn func(int64) (
 		counts = Process(KeyBy(ds, func(v int64) int64 { return v % 7 }), countWithDescriptors[int64])
 	case viaNamedKey:
 		counts = Process(KeyBy(ds, func(v int64) bucket { return bucket(v % 7) }), countWithDescriptors[bucket])
+	case viaCount:
+		counts = Map(Count(KeyBy(ds, func(v int64) int64 { return v % 7 })).UID("counts"), func(kv KV[int64, int64]) (int64, error) {
+			return kv.Key*100000 + kv.Value, nil
+		})
+	case viaAggregate:
+		counts = Aggregate(KeyBy(ds, func(v int64) int64 { return v % 7 }), AggregateFuncs[int64, countAcc, int64]{
+			Create:     func() countAcc { return countAcc{} },
+			Accumulate: func(v int64, a countAcc) countAcc { return countAcc{Key: v % 7, N: a.N + 1} },
+			Result:     func(a countAcc) int64 { return a.Key*100000 + a.N },
+		}).UID("counts")
+	case viaReduce:
+		ones := Map(ds, func(v int64) (KV[int64, int64], error) { return KV[int64, int64]{Key: v % 7, Value: 1}, nil })
+		counts = Map(Reduce(KeyBy(ones, func(kv KV[int64, int64]) int64 { return kv.Key }), func(a, b KV[int64, int64]) KV[int64, int64] {
+			return KV[int64, int64]{Key: a.Key, Value: a.Value + b.Value}
+		}).UID("counts"), func(kv KV[int64, int64]) (int64, error) { return kv.Key*100000 + kv.Value, nil })
 	}
-	SinkToTwoPhase(counts.UID("counts"), sink).UID("sink")
+	if api < viaCount {
+		counts = counts.UID("counts")
+	}
+	SinkToTwoPhase(counts, sink).UID("sink")
 	return env
+}
+
+// countAcc is the accumulator of the viaAggregate count: a struct, so
+// that it goes through the gob encoding of state.
+type countAcc struct {
+	Key, N int64
 }
 
 // Keyed state is checkpointed by key group and restored by operator UID:
