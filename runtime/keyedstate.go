@@ -168,9 +168,12 @@ type snapshotableState interface {
 	// keyedState), returns the encoder of the state's entries per key
 	// group, in formatColumns. The encoder may run on any goroutine and
 	// reads only frozen maps; it returns errSnapshotAbandoned early once
-	// stop says so. A state whose values the function could change in
-	// place (a slice, a map or a pointer inside them) is encoded within
-	// freeze instead: the copy-on-write of maps does not protect them.
+	// stop says so. Values the function could change in place (a slice,
+	// a map or a pointer inside them) are copied, through their codec,
+	// before the function sees them while the encoder may read them (see
+	// valueState), so they are encoded off the task goroutine too. A key
+	// or map key type with a pointer or interface inside is encoded
+	// within freeze instead: copying a key would change its identity.
 	freeze() func(stop func() bool) (map[int][]byte, error)
 	// restore merges encoded entries of one key group.
 	restore(format byte, data []byte) error
@@ -194,8 +197,8 @@ func (s *valueState[K, V]) freeze() func(stop func() bool) (map[int][]byte, erro
 					vals.add(v)
 				}
 			}
-			read.Store(int64((g + 1) * slotsPerKeyGroup))
 			if keys.n == 0 {
+				read.Store(int64((g + 1) * slotsPerKeyGroup))
 				continue
 			}
 			b := make([]byte, 0, binary.MaxVarintLen64+keys.size()+vals.size())
@@ -207,10 +210,13 @@ func (s *valueState[K, V]) freeze() func(stop func() bool) (map[int][]byte, erro
 				return nil, fmt.Errorf("values: %w", err)
 			}
 			out[g] = b
+			// Only now: a gob column holds the values themselves until
+			// appendTo encodes them.
+			read.Store(int64((g + 1) * slotsPerKeyGroup))
 		}
 		return out, nil
 	}
-	if !valueSemantics[K]() || !valueSemantics[V]() {
+	if !valueSemantics[K]() {
 		return encodedNow(enc)
 	}
 	return enc
@@ -277,8 +283,8 @@ func (s *mapState[K, UK, UV]) freeze() func(stop func() bool) (map[int][]byte, e
 					}
 				}
 			}
-			read.Store(int64((g + 1) * slotsPerKeyGroup))
 			if keys.n == 0 {
+				read.Store(int64((g + 1) * slotsPerKeyGroup))
 				continue
 			}
 			b := make([]byte, 0, binary.MaxVarintLen64+keys.size()+len(sizes)+ukeys.size()+uvals.size())
@@ -294,10 +300,11 @@ func (s *mapState[K, UK, UV]) freeze() func(stop func() bool) (map[int][]byte, e
 				return nil, fmt.Errorf("map values: %w", err)
 			}
 			out[g] = b
+			read.Store(int64((g + 1) * slotsPerKeyGroup)) // after appendTo, as above
 		}
 		return out, nil
 	}
-	if !valueSemantics[K]() || !valueSemantics[UK]() || !valueSemantics[UV]() {
+	if !valueSemantics[K]() || !valueSemantics[UK]() {
 		return encodedNow(enc)
 	}
 	return enc

@@ -322,7 +322,8 @@ type MapState[UK comparable, UV any] interface {
 }
 
 type valueState[K comparable, V any] struct {
-	ks *keyedState[K]
+	ks   *keyedState[K]
+	name string
 	// m holds the values by slot; ep the epoch each map was made in.
 	m    []map[K]V
 	ep   []uint64
@@ -331,18 +332,76 @@ type valueState[K comparable, V any] struct {
 	// finished reading: it writes it, in order, once it is done with a key
 	// group, and a write to a slot below it needs no copy.
 	read atomic.Int64
+	// deep is set when the function could change a value in place (a
+	// slice, map or pointer inside V): copying a slot's map then shares
+	// its values with the snapshot, so a value is copied too (cp, through
+	// its codec) when the function first sees it after the freeze. own,
+	// per slot copied from a frozen map in this epoch, holds the keys
+	// whose values are the task's own; nil for a slot whose values all
+	// are.
+	deep bool
+	own  []map[K]struct{}
+	cp   copier[V]
 }
 
-func newValueState[K comparable, V any](ks *keyedState[K], vals stateCodec[V]) *valueState[K, V] {
-	return &valueState[K, V]{ks: ks, m: make([]map[K]V, ks.slots()), ep: make([]uint64, ks.slots()), vals: vals}
+func newValueState[K comparable, V any](ks *keyedState[K], name string, vals stateCodec[V]) *valueState[K, V] {
+	s := &valueState[K, V]{ks: ks, name: name, m: make([]map[K]V, ks.slots()), ep: make([]uint64, ks.slots()), vals: vals,
+		deep: !valueSemantics[V](), cp: copier[V]{c: vals}}
+	if s.deep {
+		s.own = make([]map[K]struct{}, ks.slots())
+	}
+	return s
 }
 
-func (s *valueState[K, V]) Value() (V, bool) { v, ok := s.m[s.ks.slot][s.ks.key]; return v, ok }
-func (s *valueState[K, V]) Update(v V)       { s.writable(s.ks.slot)[s.ks.key] = v }
+func (s *valueState[K, V]) Value() (V, bool) {
+	g, k := s.ks.slot, s.ks.key
+	v, ok := s.m[g][k]
+	if ok && s.deep && s.sharedValue(g, k) {
+		c, err := s.cp.copy(v)
+		if err != nil {
+			s.ks.fail(fmt.Errorf("state %q: copy a value the running snapshot holds: %w", s.name, err))
+			return v, ok
+		}
+		s.writable(g)[k] = c
+		if o := s.own[g]; o != nil {
+			o[k] = struct{}{}
+		}
+		v = c
+	}
+	return v, ok
+}
+
+func (s *valueState[K, V]) Update(v V) {
+	g := s.ks.slot
+	s.writable(g)[s.ks.key] = v
+	if s.deep {
+		if o := s.own[g]; o != nil {
+			o[s.ks.key] = struct{}{}
+		}
+	}
+}
+
 func (s *valueState[K, V]) Clear() {
 	if _, ok := s.m[s.ks.slot][s.ks.key]; ok {
 		delete(s.writable(s.ks.slot), s.ks.key)
 	}
+}
+
+// sharedValue reports that key k's value in slot g is one the encoder
+// reads (deep states only).
+func (s *valueState[K, V]) sharedValue(g int, k K) bool {
+	if s.ks.frozen == 0 || int64(g) < s.read.Load() {
+		return false
+	}
+	if s.ep[g] < s.ks.frozen {
+		return true
+	}
+	o := s.own[g]
+	if o == nil {
+		return false
+	}
+	_, mine := o[k]
+	return !mine
 }
 
 // writable returns slot g's map, copied first if a snapshot reads it.
@@ -351,8 +410,14 @@ func (s *valueState[K, V]) writable(g int) map[K]V {
 	switch {
 	case m == nil:
 		m = map[K]V{}
+		if s.deep {
+			s.own[g] = nil
+		}
 	case s.ep[g] < s.ks.frozen && int64(g) >= s.read.Load():
 		m = maps.Clone(m)
+		if s.deep {
+			s.own[g] = map[K]struct{}{}
+		}
 	default:
 		return m
 	}
@@ -360,8 +425,16 @@ func (s *valueState[K, V]) writable(g int) map[K]V {
 	return m
 }
 
+// thaw drops what the copies of the snapshot just ended kept.
+func (s *valueState[K, V]) thaw() {
+	if s.deep {
+		clear(s.own)
+	}
+}
+
 type mapState[K, UK comparable, UV any] struct {
-	ks *keyedState[K]
+	ks   *keyedState[K]
+	name string
 	// m holds the keys' maps by slot; ep the epoch each slot's map was
 	// made in.
 	m     []map[K]*innerMap[UK, UV]
@@ -369,6 +442,12 @@ type mapState[K, UK comparable, UV any] struct {
 	ukeys stateCodec[UK]
 	uvals stateCodec[UV]
 	read  atomic.Int64 // as valueState's
+	// deep is set when the function could change a map value in place:
+	// a key's map copied for the task then gets copies of its values too
+	// (cp, through their codec), and reading values out of a map the
+	// encoder reads (Get, All) copies it first.
+	deep bool
+	cp   copier[UV]
 }
 
 // innerMap is one key's map and the epoch it was made in.
@@ -377,9 +456,9 @@ type innerMap[UK comparable, UV any] struct {
 	ep uint64
 }
 
-func newMapState[K, UK comparable, UV any](ks *keyedState[K], ukeys stateCodec[UK], uvals stateCodec[UV]) *mapState[K, UK, UV] {
-	return &mapState[K, UK, UV]{ks: ks, m: make([]map[K]*innerMap[UK, UV], ks.slots()), ep: make([]uint64, ks.slots()),
-		ukeys: ukeys, uvals: uvals}
+func newMapState[K, UK comparable, UV any](ks *keyedState[K], name string, ukeys stateCodec[UK], uvals stateCodec[UV]) *mapState[K, UK, UV] {
+	return &mapState[K, UK, UV]{ks: ks, name: name, m: make([]map[K]*innerMap[UK, UV], ks.slots()), ep: make([]uint64, ks.slots()),
+		ukeys: ukeys, uvals: uvals, deep: !valueSemantics[UV](), cp: copier[UV]{c: uvals}}
 }
 
 func (s *mapState[K, UK, UV]) inner() map[UK]UV {
@@ -387,6 +466,20 @@ func (s *mapState[K, UK, UV]) inner() map[UK]UV {
 		return in.m
 	}
 	return nil
+}
+
+// readable is the current key's map for reading its values: inner, or,
+// for a deep state whose map the encoder reads, the task's copy of it.
+func (s *mapState[K, UK, UV]) readable() map[UK]UV {
+	g := s.ks.slot
+	in := s.m[g][s.ks.key]
+	switch {
+	case in == nil:
+		return nil
+	case s.deep && in.ep < s.ks.frozen && int64(g) >= s.read.Load():
+		return s.writable()
+	}
+	return in.m
 }
 
 // writable returns the current key's map, creating it, and copying it and
@@ -408,14 +501,42 @@ func (s *mapState[K, UK, UV]) writable() map[UK]UV {
 		in = &innerMap[UK, UV]{m: map[UK]UV{}, ep: s.ks.epoch}
 		gm[s.ks.key] = in
 	case in.ep < s.ks.frozen && int64(g) >= s.read.Load():
-		in = &innerMap[UK, UV]{m: maps.Clone(in.m), ep: s.ks.epoch}
+		in = &innerMap[UK, UV]{m: s.clone(in.m), ep: s.ks.epoch}
 		gm[s.ks.key] = in
 	}
 	return in.m
 }
 
-func (s *mapState[K, UK, UV]) Get(k UK) (UV, bool) { v, ok := s.inner()[k]; return v, ok }
-func (s *mapState[K, UK, UV]) Put(k UK, v UV)      { s.writable()[k] = v }
+// clone copies a key's map, and for a deep state its values.
+func (s *mapState[K, UK, UV]) clone(m map[UK]UV) map[UK]UV {
+	if !s.deep {
+		return maps.Clone(m)
+	}
+	out := make(map[UK]UV, len(m))
+	for k, v := range m {
+		c, err := s.cp.copy(v)
+		if err != nil {
+			s.ks.fail(fmt.Errorf("state %q: copy a map value the running snapshot holds: %w", s.name, err))
+			c = v
+		}
+		out[k] = c
+	}
+	return out
+}
+
+func (s *mapState[K, UK, UV]) Get(k UK) (UV, bool) {
+	if !s.deep {
+		v, ok := s.inner()[k]
+		return v, ok
+	}
+	if _, ok := s.inner()[k]; !ok {
+		var zero UV
+		return zero, false
+	}
+	v, ok := s.readable()[k]
+	return v, ok
+}
+func (s *mapState[K, UK, UV]) Put(k UK, v UV) { s.writable()[k] = v }
 func (s *mapState[K, UK, UV]) Remove(k UK) {
 	if _, ok := s.inner()[k]; !ok {
 		return
@@ -444,7 +565,7 @@ func (s *mapState[K, UK, UV]) shared(g int) bool {
 	return s.ep[g] < s.ks.frozen && int64(g) >= s.read.Load()
 }
 func (s *mapState[K, UK, UV]) All() iter.Seq2[UK, UV] {
-	inner := s.inner()
+	inner := s.readable()
 	return func(yield func(UK, UV) bool) {
 		for k, v := range inner {
 			if !yield(k, v) {
@@ -925,6 +1046,11 @@ func (p *keyedProcessOperator[K, I, O]) watermarkEntries() []stateEntry {
 // thawState ends the snapshot freezeState began: its encoder returned.
 func (p *keyedProcessOperator[K, I, O]) thawState() {
 	p.state.frozen = 0
+	for _, st := range p.state.states {
+		if t, ok := st.(interface{ thaw() }); ok {
+			t.thaw()
+		}
+	}
 	if p.state.pb != nil {
 		p.thawPebble()
 	}
