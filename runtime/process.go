@@ -141,7 +141,9 @@ func (c *KeyedContext[K, O]) CurrentProcessingTime() int64 { return time.Now().U
 // for the current key. Registering the same (key, ts) twice fires once.
 // Timers are checkpointed with their keys, so the key type must follow
 // GetValueState's rule; the first registration checks it, and a key type
-// that does not fails the job.
+// that does not fails the job. With the pebble backend the key type must
+// also have a binary encoding (see GetValueState); a function with a
+// timer handler over one without is refused when its operator opens.
 func (c *KeyedContext[K, O]) RegisterEventTimeTimer(ts int64) {
 	c.checkTimerKey(eventTimersName)
 	c.timers.event.add(c.op.key, ts)
@@ -693,6 +695,11 @@ func (p *keyedProcessOperator[K, I, O]) open(t *task) error {
 		}
 		p.state.pb = pk
 		p.state.pbKeys, p.state.pbKeysErr = keyBytesFor[K]("key type")
+		if p.state.pbKeysErr != nil && handlesTimers(p.fn) {
+			// The DB holds timers by their keys' bytes: say so now, not at
+			// the first registration, records into the job.
+			return p.info.wrap(fmt.Errorf("its function handles timers, which the pebble state backend keeps by their keys' bytes: %w", p.state.pbKeysErr))
+		}
 		p.timers.event = newTimerQueue(p.maxPar, p.state.groupOf, timerSets[K](newPebbleTimerSets(&p.state, stateKindEventTimers, p.maxPar)))
 		p.timers.processing = newTimerQueue(p.maxPar, p.state.groupOf, timerSets[K](newPebbleTimerSets(&p.state, stateKindProcessingTimers, p.maxPar)))
 	} else {
@@ -725,6 +732,19 @@ func (p *keyedProcessOperator[K, I, O]) open(t *task) error {
 		}
 	}
 	return nil
+}
+
+// handlesTimers reports that fn may register timers: a KeyedProcessFuncs
+// with a Timer, or a KeyedProcessFunction of its own, whose OnTimer is
+// there to be called.
+func handlesTimers[K comparable, I, O any](fn KeyedProcessFunction[K, I, O]) bool {
+	switch f := fn.(type) {
+	case KeyedProcessFuncs[K, I, O]:
+		return f.Timer != nil
+	case *KeyedProcessFuncs[K, I, O]:
+		return f.Timer != nil
+	}
+	return true
 }
 
 func (p *keyedProcessOperator[K, I, O]) collect(v I, ts int64) error {

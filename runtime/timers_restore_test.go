@@ -62,6 +62,52 @@ func TestCorruptRestoredTimerIsNotRetryable(t *testing.T) {
 // pairKey is a key type without a binary encoding of its own.
 type pairKey struct{ A, B int }
 
+// openPairKeyed opens a keyed operator over pairKey running fn on the
+// pebble backend and returns its open error.
+func openPairKeyed(t *testing.T, fn KeyedProcessFunction[pairKey, pairKey, string]) error {
+	tk := &task{name: "p", head: &opInfo{name: "counter"}, cfg: &config{maxParallelism: 128, state: pebbleStateConfig(t)}, mb: newMailbox()}
+	p := &keyedProcessOperator[pairKey, pairKey, string]{info: opInfo{name: "counter", uid: "op"}, keyFn: func(k pairKey) pairKey { return k },
+		hash: func(k pairKey) uint32 { return HashInt64(int64(k.A)) }, par: 1, out: output[string](&recorder[string]{}),
+		newFn: func() KeyedProcessFunction[pairKey, pairKey, string] { return fn }}
+	err := p.open(tk)
+	_ = tk.shutdown()
+	_ = p.close()
+	return err
+}
+
+// pairTimers is a KeyedProcessFunction of its own, which handles timers.
+type pairTimers struct{}
+
+func (pairTimers) ProcessElement(*KeyedContext[pairKey, string], pairKey) error { return nil }
+func (pairTimers) OnTimer(*KeyedContext[pairKey, string], Timer) error          { return nil }
+
+// With the pebble backend, a function that handles timers (a Timer in
+// KeyedProcessFuncs, OnTimer given to Process, a KeyedProcessFunction of
+// its own) over a key type without a binary encoding is refused when its
+// operator opens, before any record, with an error naming the operator
+// and the type that no restart mends; a function without a timer handler
+// opens (it may use no state, or state of other keys).
+func TestPebbleTimerKeyWithoutBinaryEncodingRefusedAtOpen(t *testing.T) {
+	element := func(*KeyedContext[pairKey, string], pairKey) error { return nil }
+	onTimer := func(*KeyedContext[pairKey, string], Timer) error { return nil }
+	for name, fn := range map[string]KeyedProcessFunction[pairKey, pairKey, string]{
+		"KeyedProcessFuncs with Timer": KeyedProcessFuncs[pairKey, pairKey, string]{Element: element, Timer: onTimer},
+		"own type":                     pairTimers{},
+	} {
+		err := openPairKeyed(t, fn)
+		var oe *OperatorError
+		var ue *unrecoverableError
+		if err == nil || !errors.As(err, &oe) || oe.Operator != "counter" || !errors.As(err, &ue) ||
+			!strings.Contains(err.Error(), "runtime.pairKey") || !strings.Contains(err.Error(), "timers") ||
+			!strings.Contains(err.Error(), "cannot be a key of the pebble state backend") {
+			t.Fatalf("%s: open error %v, want an unrecoverable error of operator counter naming the timers and runtime.pairKey", name, err)
+		}
+	}
+	if err := openPairKeyed(t, KeyedProcessFuncs[pairKey, pairKey, string]{Element: element}); err != nil {
+		t.Fatalf("a function without a timer handler: %v", err)
+	}
+}
+
 // With the pebble backend, whose DB holds timers by their keys' bytes, a
 // key type without a binary encoding fails the job at the first timer
 // registration with the error that says why, and a deletion, which has no
