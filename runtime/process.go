@@ -142,8 +142,9 @@ func (c *KeyedContext[K, O]) CurrentProcessingTime() int64 { return time.Now().U
 // Timers are checkpointed with their keys, so the key type must follow
 // GetValueState's rule; the first registration checks it, and a key type
 // that does not fails the job. With the pebble backend the key type must
-// also have a binary encoding (see GetValueState); a function with a
-// timer handler over one without is refused when its operator opens.
+// also have a binary encoding (see GetValueState); a KeyedProcessFuncs
+// with a Timer (Process with OnTimer) over one without is refused when its
+// operator opens, and any other function fails at its first registration.
 func (c *KeyedContext[K, O]) RegisterEventTimeTimer(ts int64) {
 	c.checkTimerKey(eventTimersName)
 	c.timers.event.add(c.op.key, ts)
@@ -734,9 +735,11 @@ func (p *keyedProcessOperator[K, I, O]) open(t *task) error {
 	return nil
 }
 
-// handlesTimers reports that fn may register timers: a KeyedProcessFuncs
-// with a Timer, or a KeyedProcessFunction of its own, whose OnTimer is
-// there to be called.
+// handlesTimers reports that fn is a KeyedProcessFuncs with a Timer
+// (Process with OnTimer): a function that says it handles timers. A
+// KeyedProcessFunction of its own type has an OnTimer whether or not it
+// sets timers (the interface requires one), so it is not refused at open;
+// its first registration fails instead.
 func handlesTimers[K comparable, I, O any](fn KeyedProcessFunction[K, I, O]) bool {
 	switch f := fn.(type) {
 	case KeyedProcessFuncs[K, I, O]:
@@ -744,7 +747,7 @@ func handlesTimers[K comparable, I, O any](fn KeyedProcessFunction[K, I, O]) boo
 	case *KeyedProcessFuncs[K, I, O]:
 		return f.Timer != nil
 	}
-	return true
+	return false
 }
 
 func (p *keyedProcessOperator[K, I, O]) collect(v I, ts int64) error {

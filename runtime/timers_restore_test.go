@@ -75,24 +75,19 @@ func openPairKeyed(t *testing.T, fn KeyedProcessFunction[pairKey, pairKey, strin
 	return err
 }
 
-// pairTimers is a KeyedProcessFunction of its own, which handles timers.
-type pairTimers struct{}
-
-func (pairTimers) ProcessElement(*KeyedContext[pairKey, string], pairKey) error { return nil }
-func (pairTimers) OnTimer(*KeyedContext[pairKey, string], Timer) error          { return nil }
-
 // With the pebble backend, a function that handles timers (a Timer in
-// KeyedProcessFuncs, OnTimer given to Process, a KeyedProcessFunction of
-// its own) over a key type without a binary encoding is refused when its
-// operator opens, before any record, with an error naming the operator
-// and the type that no restart mends; a function without a timer handler
-// opens (it may use no state, or state of other keys).
+// KeyedProcessFuncs, OnTimer given to Process) over a key type without a
+// binary encoding is refused when its operator opens, before any record,
+// with an error naming the operator and the type that no restart mends; a
+// function without a timer handler, or of its own type (see
+// TestPebbleOwnFunctionTypeWithoutTimersOverGobKeyRuns), opens (it may use
+// no state, or state of other keys).
 func TestPebbleTimerKeyWithoutBinaryEncodingRefusedAtOpen(t *testing.T) {
 	element := func(*KeyedContext[pairKey, string], pairKey) error { return nil }
 	onTimer := func(*KeyedContext[pairKey, string], Timer) error { return nil }
 	for name, fn := range map[string]KeyedProcessFunction[pairKey, pairKey, string]{
-		"KeyedProcessFuncs with Timer": KeyedProcessFuncs[pairKey, pairKey, string]{Element: element, Timer: onTimer},
-		"own type":                     pairTimers{},
+		"KeyedProcessFuncs with Timer":  KeyedProcessFuncs[pairKey, pairKey, string]{Element: element, Timer: onTimer},
+		"*KeyedProcessFuncs with Timer": &KeyedProcessFuncs[pairKey, pairKey, string]{Element: element, Timer: onTimer},
 	} {
 		err := openPairKeyed(t, fn)
 		var oe *OperatorError
@@ -147,5 +142,38 @@ func TestPebbleTimerOfKeyWithoutBinaryEncodingFailsClearly(t *testing.T) {
 		case register && (err == nil || !strings.Contains(err.Error(), "cannot be a key of the pebble state backend")):
 			t.Fatalf("registering a timer: %v, want the key type's error", err)
 		}
+	}
+}
+
+// pairEcho is a KeyedProcessFunction of its own type that sets no timer:
+// its OnTimer, which the interface requires, does nothing.
+type pairEcho struct{}
+
+func (pairEcho) ProcessElement(ctx *KeyedContext[pairKey, string], k pairKey) error {
+	ctx.Collect(fmt.Sprint(k.A, k.B))
+	return nil
+}
+func (pairEcho) OnTimer(*KeyedContext[pairKey, string], Timer) error { return nil }
+
+// With the pebble backend, a function of its own type over a key type
+// without a binary encoding that registers no timer opens and processes
+// records: every such type has an OnTimer, so having one says nothing of
+// timers being used (a registration fails the job, as with
+// KeyedProcessFuncs without Timer).
+func TestPebbleOwnFunctionTypeWithoutTimersOverGobKeyRuns(t *testing.T) {
+	tk := &task{name: "p", head: &opInfo{name: "p"}, cfg: &config{maxParallelism: 128, state: pebbleStateConfig(t)}, mb: newMailbox()}
+	rec := &recorder[string]{}
+	p := &keyedProcessOperator[pairKey, pairKey, string]{info: opInfo{name: "p", uid: "op"}, keyFn: func(k pairKey) pairKey { return k },
+		hash: func(k pairKey) uint32 { return HashInt64(int64(k.A)) }, par: 1, out: output[string](rec),
+		newFn: func() KeyedProcessFunction[pairKey, pairKey, string] { return pairEcho{} }}
+	defer func() { _ = tk.shutdown(); _ = p.close() }()
+	if err := p.open(tk); err != nil {
+		t.Fatalf("open: %v", err)
+	}
+	if err := p.collect(pairKey{1, 2}, 0); err != nil {
+		t.Fatalf("a record: %v", err)
+	}
+	if len(rec.log) != 1 || rec.log[0] != "rec 1 2@0" {
+		t.Fatalf("output %v, want the record", rec.log)
 	}
 }
