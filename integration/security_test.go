@@ -1,8 +1,8 @@
 package integration
 
 import (
-	"bufio"
 	"context"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"os"
@@ -20,76 +20,16 @@ import (
 	"github.com/splitflow/splitflow/runtime"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // documentedACL is one `kafka-acls.sh --add` line of docs/security.md.
-type documentedACL struct {
-	line      string
-	operation kadm.ACLOperation
-	resource  string // topic, group, transactional-id or cluster
-	name      string // with the $VARIABLES of the line
-	prefixed  bool
-}
+type documentedACL = kafkatest.DocumentedACL
 
 // docACLs reads the kafka-acls.sh lines of docs/security.md: the test
 // grants exactly what the documentation lists.
 func docACLs(t testing.TB) []documentedACL {
 	t.Helper()
-	f, err := os.Open("../docs/security.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = f.Close() }()
-	var out []documentedACL
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		line := strings.TrimSpace(sc.Text())
-		if !strings.HasPrefix(line, "kafka-acls.sh ") {
-			continue
-		}
-		a := documentedACL{line: line}
-		args := strings.Fields(line)
-		for i := 0; i < len(args); i++ {
-			next := func() string {
-				if i+1 >= len(args) {
-					t.Fatalf("docs/security.md: %s ends after %s", line, args[i])
-				}
-				i++
-				return args[i]
-			}
-			switch args[i] {
-			case "--operation":
-				op, err := kmsg.ParseACLOperation(next())
-				if err != nil {
-					t.Fatalf("docs/security.md: %s: %v", line, err)
-				}
-				a.operation = op
-			case "--topic", "--group", "--transactional-id":
-				a.resource = strings.TrimPrefix(args[i], "--")
-				a.name = next()
-			case "--cluster":
-				a.resource = "cluster"
-			case "--resource-pattern-type":
-				a.prefixed = next() == "prefixed"
-			case "--allow-principal":
-				if p := next(); p != "$PRINCIPAL" {
-					t.Fatalf("docs/security.md: %s grants %s, not $PRINCIPAL", line, p)
-				}
-			}
-		}
-		if a.resource == "" || a.operation == 0 {
-			t.Fatalf("docs/security.md: %s names no resource or operation", line)
-		}
-		out = append(out, a)
-	}
-	if err := sc.Err(); err != nil {
-		t.Fatal(err)
-	}
-	if len(out) == 0 {
-		t.Fatal("docs/security.md lists no kafka-acls.sh lines")
-	}
-	return out
+	return kafkatest.DocumentedACLs(t, "../docs/security.md")
 }
 
 // secureJob is one principal's job on the secure broker: its topics,
@@ -140,69 +80,16 @@ func (j *secureJob) security(password string) kafka.Security {
 	}
 }
 
-// builder returns the ACL of a documented line for the job's principal.
-func (j *secureJob) builder(a documentedACL) *kadm.ACLBuilder {
-	name := a.name
-	for k, v := range j.vars {
-		name = strings.ReplaceAll(name, k, v)
-	}
-	b := kadm.NewACLs().Allow(j.principal()).AllowHosts("*").Operations(a.operation)
-	switch a.resource {
-	case "topic":
-		b = b.Topics(name)
-	case "group":
-		b = b.Groups(name)
-	case "transactional-id":
-		b = b.TransactionalIDs(name)
-	case "cluster":
-		b = b.Clusters()
-	}
-	if a.prefixed {
-		b = b.ResourcePatternType(kadm.ACLPatternPrefixed)
-	} else {
-		b = b.ResourcePatternType(kadm.ACLPatternLiteral)
-	}
-	return b
-}
-
 // grant adds the ACLs of the documented lines.
 func (j *secureJob) grant(t *testing.T, acls []documentedACL) {
 	t.Helper()
-	adm := kadm.NewClient(j.b.AdminClient(t))
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	for _, a := range acls {
-		res, err := adm.CreateACLs(ctx, j.builder(a))
-		if err == nil {
-			for _, r := range res {
-				if r.Err != nil {
-					err = r.Err
-				}
-			}
-		}
-		if err != nil {
-			t.Fatalf("grant %s: %v", a.line, err)
-		}
-	}
+	j.b.Grant(t, j.principal(), j.vars, acls...)
 }
 
 // revoke deletes the ACL of one documented line.
 func (j *secureJob) revoke(t *testing.T, a documentedACL) {
 	t.Helper()
-	adm := kadm.NewClient(j.b.AdminClient(t))
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	res, err := adm.DeleteACLs(ctx, j.builder(a))
-	if err == nil {
-		for _, r := range res {
-			if r.Err != nil {
-				err = r.Err
-			}
-		}
-	}
-	if err != nil {
-		t.Fatalf("revoke %s: %v", a.line, err)
-	}
+	j.b.Revoke(t, j.principal(), j.vars, a)
 }
 
 func (j *secureJob) config(t *testing.T, password string) idjob.Config {
@@ -284,7 +171,7 @@ func TestSecurityMissingACLFailsAtStart(t *testing.T) {
 	b := kafkatest.GetSecure(t)
 	acls := docACLs(t)
 	for i, missing := range acls {
-		t.Run(missing.resource+"-"+missing.operation.String(), func(t *testing.T) {
+		t.Run(missing.Resource+"-"+missing.Operation.String(), func(t *testing.T) {
 			j := newSecureJob(t, b, "noacl", 200)
 			var rest []documentedACL
 			for k, a := range acls {
@@ -294,19 +181,19 @@ func TestSecurityMissingACLFailsAtStart(t *testing.T) {
 			}
 			j.grant(t, rest)
 			err, restarts, processed, took := securityFailure(t, j.config(t, j.password))
-			t.Logf("without %q: failed after %s, %d restarts, %d ids processed: %v", missing.line, took.Round(time.Millisecond), restarts, processed, err)
+			t.Logf("without %q: failed after %s, %d restarts, %d ids processed: %v", missing.Line, took.Round(time.Millisecond), restarts, processed, err)
 			var ae *kafka.AuthorizationError
 			if !errors.As(err, &ae) || !errors.Is(err, kafka.ErrNotAuthorized) || !errors.Is(err, connector.ErrInvalidConfiguration) {
 				t.Fatalf("error %v; want a *kafka.AuthorizationError wrapping ErrNotAuthorized and ErrInvalidConfiguration", err)
 			}
-			wantName := missing.name
+			wantName := missing.Name
 			for k, v := range j.vars {
 				wantName = strings.ReplaceAll(wantName, k, v)
 			}
-			if ae.Principal != j.principal() || ae.Resource != missing.resource || ae.Name != wantName ||
-				!strings.EqualFold(ae.Operation, strings.ReplaceAll(missing.operation.String(), "_", "")) || ae.Prefixed != missing.prefixed {
+			if ae.Principal != j.principal() || ae.Resource != missing.Resource || ae.Name != wantName ||
+				!strings.EqualFold(ae.Operation, strings.ReplaceAll(missing.Operation.String(), "_", "")) || ae.Prefixed != missing.Prefixed {
 				t.Errorf("the error names %s %s %q (prefixed %v) %s; want %s %s %q (prefixed %v) %s", ae.Principal, ae.Resource, ae.Name, ae.Prefixed, ae.Operation,
-					j.principal(), missing.resource, wantName, missing.prefixed, missing.operation)
+					j.principal(), missing.Resource, wantName, missing.Prefixed, missing.Operation)
 			}
 			for _, s := range []string{j.principal(), ae.Operation, wantName} {
 				if !strings.Contains(err.Error(), s) {
@@ -316,7 +203,7 @@ func TestSecurityMissingACLFailsAtStart(t *testing.T) {
 			if restarts != 0 {
 				t.Errorf("the job restarted %d times; a missing right is a configuration error", restarts)
 			}
-			if (missing.resource == kafka.ResourceTopic && missing.name == "$INPUT" || missing.resource == kafka.ResourceGroup) && processed != 0 {
+			if (missing.Resource == kafka.ResourceTopic && missing.Name == "$INPUT" || missing.Resource == kafka.ResourceGroup) && processed != 0 {
 				t.Errorf("%d ids processed before the source's missing right failed the job", processed)
 			}
 			if out := kafkatest.ReadCommitted(t, b.Addrs(), j.output, 30*time.Second, j.adminOpts...); len(out) != 0 {
@@ -326,9 +213,9 @@ func TestSecurityMissingACLFailsAtStart(t *testing.T) {
 	}
 }
 
-// A wrong password and a broker certificate the client does not trust
-// fail the job at start with an *AuthenticationError, a configuration
-// error: no restarts.
+// A wrong password, a broker certificate the client does not trust and
+// one that has expired (the broker's EXPIRED listener) fail the job at
+// start with an *AuthenticationError, a configuration error: no restarts.
 func TestSecurityBadCredentialsFailAtStart(t *testing.T) {
 	b := kafkatest.GetSecure(t)
 	j := newSecureJob(t, b, "badcred", 10)
@@ -344,13 +231,20 @@ func TestSecurityBadCredentialsFailAtStart(t *testing.T) {
 	for _, tc := range []struct {
 		name, mechanism string
 		sec             kafka.Security
+		brokers         []string
 	}{
-		{"wrong password", kafka.SASLScramSHA512, j.security("wrong-" + j.password)},
-		{"untrusted broker certificate", "TLS", kafka.Security{TLS: &kafka.TLS{CAFile: otherCAFile}, SASL: j.security(j.password).SASL}},
+		{"wrong password", kafka.SASLScramSHA512, j.security("wrong-" + j.password), nil},
+		{"untrusted broker certificate", "TLS", kafka.Security{TLS: &kafka.TLS{CAFile: otherCAFile}, SASL: j.security(j.password).SASL}, nil},
+		// The broker's own listener with a certificate of the trusted CA
+		// that expired before it started.
+		{"expired broker certificate", "TLS", j.security(j.password), b.ExpiredAddrs},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := j.config(t, j.password)
 			cfg.Security = tc.sec
+			if tc.brokers != nil {
+				cfg.Brokers = tc.brokers
+			}
 			err, restarts, _, took := securityFailure(t, cfg)
 			t.Logf("%s: failed after %s, %d restarts: %v", tc.name, took.Round(time.Millisecond), restarts, err)
 			var ae *kafka.AuthenticationError
@@ -359,6 +253,21 @@ func TestSecurityBadCredentialsFailAtStart(t *testing.T) {
 			}
 			if ae.Mechanism != tc.mechanism {
 				t.Errorf("the error names %q, want %q", ae.Mechanism, tc.mechanism)
+			}
+			// Each TLS case fails for its own reason, not for another
+			// one the listener happens to have (a name the certificate
+			// does not hold would pass the checks above as well).
+			var invalid x509.CertificateInvalidError
+			var unknown x509.UnknownAuthorityError
+			switch tc.name {
+			case "untrusted broker certificate":
+				if !errors.As(err, &unknown) {
+					t.Errorf("error %v; want an x509.UnknownAuthorityError in its chain", err)
+				}
+			case "expired broker certificate":
+				if !errors.As(err, &invalid) || invalid.Reason != x509.Expired {
+					t.Errorf("error %v; want an x509.CertificateInvalidError of an expired certificate in its chain", err)
+				}
 			}
 			if restarts != 0 {
 				t.Errorf("the job restarted %d times", restarts)
@@ -389,11 +298,11 @@ func TestSecurityRevokedACLFailsRunningJob(t *testing.T) {
 			j.grant(t, acls)
 			var revoke documentedACL
 			for _, a := range acls {
-				if a.resource == tc.resource && a.name == tc.variable {
+				if a.Resource == tc.resource && a.Name == tc.variable {
 					revoke = a
 				}
 			}
-			if revoke.line == "" {
+			if revoke.Line == "" {
 				t.Fatalf("docs/security.md lists no %s on %s", tc.op, tc.variable)
 			}
 			cfg := j.config(t, j.password)
@@ -440,7 +349,7 @@ func TestSecurityRevokedACLFailsRunningJob(t *testing.T) {
 			select {
 			case err = <-done:
 			case <-ctx.Done():
-				t.Fatalf("the job still ran 90s after %s was revoked (%d restarts)", revoke.line, restarts.Load())
+				t.Fatalf("the job still ran 90s after %s was revoked (%d restarts)", revoke.Line, restarts.Load())
 			}
 			t.Logf("failed %s after the revocation, %d restarts: %v", time.Since(revoked).Round(time.Millisecond), restarts.Load(), err)
 			want := j.vars[tc.variable]

@@ -15,8 +15,8 @@ import (
 )
 
 // asyncStates declares count (ValueState[int64]), seen (MapState[string,
-// int64]) and raw (ValueState[[]byte], which the function could change in
-// place, so it is encoded within the freeze).
+// int64]) and raw (ValueState[[]byte], whose values the function could
+// change in place; see also asyncsnapshot_deep_test.go).
 type asyncStates struct {
 	count ValueState[int64]
 	seen  MapState[string, int64]

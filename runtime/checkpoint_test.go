@@ -64,11 +64,21 @@ func (j *rangeJob) env() *Environment {
 
 func (j *rangeJob) records() int { return j.splits * j.perSplit }
 
+// errTestDeadline is the cause of a testCtx that ran out.
+var errTestDeadline = errors.New("the job ran into the test's 30 s deadline: it hung, and was drained")
+
 // testCtx bounds a job, so that a broken mechanism fails the test instead
-// of hanging it.
+// of hanging it. A job cancelled by the deadline drains and Execute
+// returns nil, so the test fails here too: its output is that of a job
+// stopped half-way, and a check of it would blame the wrong thing.
 func testCtx(t *testing.T) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeoutCause(context.Background(), 30*time.Second, errTestDeadline)
 	t.Cleanup(cancel)
+	t.Cleanup(func() { // runs before cancel
+		if context.Cause(ctx) == errTestDeadline {
+			t.Error(errTestDeadline)
+		}
+	})
 	return ctx
 }
 

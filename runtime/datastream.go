@@ -42,6 +42,7 @@ func (d DataStream[T]) UID(uid string) DataStream[T] {
 // Parallelism sets the operator's number of subtasks (default: the
 // environment's).
 func (d DataStream[T]) Parallelism(n int) DataStream[T] {
+	d.sideSetter("Parallelism")
 	d.node.parallelism, d.node.parSet = n, true
 	return d
 }
@@ -49,6 +50,7 @@ func (d DataStream[T]) Parallelism(n int) DataStream[T] {
 // DisableChaining runs the operator in a task of its own, chained to
 // neither its predecessor nor its successors.
 func (d DataStream[T]) DisableChaining() DataStream[T] {
+	d.sideSetter("DisableChaining")
 	d.node.chaining = chainNever
 	return d
 }
@@ -56,8 +58,17 @@ func (d DataStream[T]) DisableChaining() DataStream[T] {
 // StartNewChain starts a new chain at this operator: it is not chained to
 // its predecessor, but its successors may chain to it.
 func (d DataStream[T]) StartNewChain() DataStream[T] {
+	d.sideSetter("StartNewChain")
 	d.node.chaining = chainHead
 	return d
+}
+
+// sideSetter refuses a setter a side stream cannot follow: it runs in its
+// operator's task, with its parallelism.
+func (d DataStream[T]) sideSetter(name string) {
+	if d.node.sideOf != nil {
+		d.node.errs = append(d.node.errs, fmt.Errorf("%s on a side stream: a side stream runs in the task of the operator that emits it, with its parallelism; call %s on the operator that consumes the side stream, or on %q", name, name, d.node.sideOf.name))
+	}
 }
 
 // KeyedStream is a DataStream partitioned by key: every record with the same
@@ -385,6 +396,7 @@ func ProcessPerSubtask[K comparable, I, O any](ks KeyedStream[K, I], newFn func(
 		return op, output[I](op)
 	}
 	n.state = fmt.Sprintf("KeyedProcess[key=%s]", typeName[K]())
+	n.sideCapable = true
 	ks.stream.env.addNode("KeyedProcess", n)
 	connect(ks.stream, n, partitionHash, true, keyHash)
 	return DataStream[O]{env: ks.stream.env, node: n}

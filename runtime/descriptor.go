@@ -417,7 +417,7 @@ func declareValue[K comparable, V any](ks *keyedState[K], name string, vals stat
 		}
 		return ps, nil
 	}
-	vs := newValueState[K, V](ks, vals)
+	vs := newValueState[K, V](ks, name, vals)
 	if err := ks.create(name, vs); err != nil {
 		return nil, err
 	}
@@ -460,7 +460,7 @@ func declareMap[K, UK comparable, UV any](ks *keyedState[K], name string, ukeys 
 		}
 		return ps, nil
 	}
-	ms := newMapState[K, UK, UV](ks, ukeys, uvals)
+	ms := newMapState[K, UK, UV](ks, name, ukeys, uvals)
 	if err := ks.create(name, ms); err != nil {
 		return nil, err
 	}

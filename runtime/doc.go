@@ -65,6 +65,32 @@
 // on one that would not come back whole; a checkpoint records the serde
 // of every state, and a restore with another is refused.
 //
+// # Side outputs
+//
+// A function with a context (Process, ProcessPerSubtask, ProcessStream)
+// may emit records of another type beside its main output: to a side
+// output named by an OutputTag, which its operator declares, and which
+// SideOutput turns into a stream of its own:
+//
+//	var late = runtime.NewOutputTag[Click]("late")
+//
+//	clicks := runtime.Process(keyed, func(ctx *runtime.KeyedContext[string, Click], c Click) error {
+//		if c.TS < ctx.CurrentWatermark() {
+//			runtime.Output(ctx, late, c)
+//			return nil
+//		}
+//		ctx.Collect(c)
+//		return nil
+//	}).DeclareSideOutputs(late)
+//	runtime.SinkTo(runtime.SideOutput(clicks, late), lateSink)
+//
+// The side stream runs in its operator's task, with its parallelism; it
+// carries the operator's watermarks, stream status and checkpoint
+// barriers, so it is exactly-once like the main output. Misuse is
+// refused when the job is built: a tag id with two types, an id declared
+// twice, side outputs declared on an operator without a context, a
+// SideOutput of a tag its operator does not declare.
+//
 // # Files
 //
 //   - environment.go: options (one validation point, config.validate),
@@ -95,6 +121,10 @@
 //   - descriptor.go: state descriptors (NewValueState, NewMapState), the
 //     view of keyed state over a key's basic type that they reach, and
 //     the declaration of states shared with GetValueState.
+//   - window.go, windowop.go: windows on keyed streams (Window, the
+//     Tumbling, Sliding, Session and GlobalCount assigners, WindowReduce,
+//     WindowAggregate, WindowCount, WindowProcess), run by the keyed
+//     operator as a process function over MapState and timers.
 //   - options_state.go: the state backend options (WithStateBackend,
 //     WithStateDir, WithStateBlockCacheSize).
 //   - pebblestate.go: the pebble backend's typed states over a
@@ -130,6 +160,12 @@
 //   - operators.go, process.go: map, flatMap, filter, sink, and the keyed
 //     process operator with ValueState, MapState and timers.
 //   - errors.go: OperatorError and the sentinels.
+//   - rolling.go: rolling aggregations on keyed streams (Count, Reduce,
+//     Aggregate with an AggregateFunction), one value state per key.
+//   - sideoutput.go, processstream.go: side outputs (OutputTag,
+//     DeclareSideOutputs, Output, SideOutput) and their validation;
+//     ProcessStream, the function with a context on a stream that is not
+//     keyed.
 //   - metrics.go, options_metrics.go, status.go: the job's metrics
 //     (WithMetricsRegistry, package metrics) and Environment.Status: task
 //     counters kept in plain fields by the task goroutines and published
@@ -278,7 +314,10 @@
 // second job on it fails at start with the path and the holder's pid; a
 // second job given the same *checkpoint.DirStorage (which shares its
 // lock) is refused at start too, with a *checkpoint.LockedError naming
-// the running job.
+// the running job. WithCheckpointDir("s3://bucket/prefix") keeps
+// checkpoints in S3 or an S3-compatible server (checkpoint.S3Storage),
+// with the same rules of completion and restore; S3 has no lock, so one
+// job per prefix is the user's to ensure.
 //
 // # State
 //

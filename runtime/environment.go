@@ -76,7 +76,7 @@ func (c *config) validate() error {
 	if c.cancelTimeout < 0 {
 		bad("task cancellation timeout must be >= 0 (0 waits without end), got %v", c.cancelTimeout)
 	}
-	return errors.Join(append(errs, c.state.validate(), c.cp.validate())...)
+	return errors.Join(append(errs, c.state.validate(), c.http.validate(), c.cp.validate())...)
 }
 
 // WithParallelism sets the default parallelism of every operator (Flink's
@@ -246,8 +246,11 @@ func (env *Environment) Execute(ctx context.Context, name string) error {
 	g.warnDefaultUIDs(ex.log)
 	// The status server is up before the first task starts, so the whole
 	// run can be watched, and down before Execute returns, so nothing
-	// outlives the job.
-	srv, err := env.startHTTP()
+	// outlives the job. Its POST /api/v1/job/stop stops the job as a
+	// cancel of ctx would.
+	ctx, stopJob := context.WithCancel(ctx)
+	defer stopJob()
+	srv, err := env.startHTTP(stopJob)
 	if err != nil {
 		return fmt.Errorf("job %q: %w", name, err)
 	}

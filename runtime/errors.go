@@ -102,6 +102,8 @@ type opInfo struct {
 	// records counts the records into the operator (for a source, those
 	// its reader emitted), on the task goroutine; see metrics.go.
 	records int64
+	// sides are the operator's side outputs, nil if it declares none.
+	sides *sideOutputs
 }
 
 // wrap attributes err to this operator, unless it already carries an

@@ -62,6 +62,16 @@ type node struct {
 	build func(info opInfo, parallelism int, out any) (lifecycle, any)
 	// source is set for sources instead of build.
 	source sourceNode
+
+	// sideCapable: the operator runs a function that can emit side
+	// outputs; sideTags are the ones it declares (sideoutput.go).
+	sideCapable bool
+	sideTags    []sideTag
+	// sideOf is set on the node of a side stream: the operator whose side
+	// output side it passes on. It always runs chained to that operator,
+	// with its parallelism.
+	sideOf *node
+	side   sideTag
 }
 
 // edge connects two nodes; kind is the partitioner.
@@ -113,6 +123,9 @@ func (c *chain) name() string {
 }
 
 func (n *node) par(cfg *config) int {
+	if n.sideOf != nil {
+		return n.sideOf.par(cfg)
+	}
 	if n.parSet {
 		return n.parallelism
 	}
@@ -138,8 +151,17 @@ func isChainable(e *edge, cfg *config) bool {
 		len(e.to.inputs) == 1 &&
 		e.kind == partitionForward &&
 		e.from.par(cfg) == e.to.par(cfg) &&
-		e.from.chaining != chainNever &&
+		e.from.outChaining() != chainNever &&
 		e.to.chaining == chainAlways
+}
+
+// outChaining is the node's say in chaining its successors: a side stream
+// has its operator's.
+func (n *node) outChaining() chainingStrategy {
+	if n.sideOf != nil {
+		return n.sideOf.outChaining()
+	}
+	return n.chaining
 }
 
 // buildJobGraph validates the stream graph and turns it into chains.
@@ -225,12 +247,20 @@ func buildJobGraph(env *Environment) (*jobGraph, error) {
 			}
 		}
 	}
+	if err := checkSideOutputs(g.nodes); err != nil {
+		errs = append(errs, err)
+	}
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
 	}
 	for _, n := range g.nodes {
 		var c *chain
-		if len(n.inputs) == 1 && isChainable(n.inputs[0], cfg) {
+		if n.sideOf != nil {
+			// A side stream is part of its operator, whatever the
+			// chaining settings: the operator calls it directly.
+			c = g.chain[n.sideOf]
+			c.nodes = append(c.nodes, n)
+		} else if len(n.inputs) == 1 && isChainable(n.inputs[0], cfg) {
 			c = g.chain[n.inputs[0].from]
 			c.nodes = append(c.nodes, n)
 		} else {
@@ -344,8 +374,12 @@ func (ex *execution) buildTasks(region int, rs *restoredState) []*task {
 			for i := len(c.nodes) - 1; i >= 0; i-- {
 				n := c.nodes[i]
 				info := opInfo{name: n.name, uid: n.uid, subtask: s}
-				var outs []any
+				var outs, sides []any
 				for _, e := range n.outputs {
+					if e.to.sideOf == n {
+						sides = append(sides, inputs[e.to])
+						continue
+					}
 					if g.chain[e.to] == c {
 						outs = append(outs, inputs[e.to])
 						if outOf[n] == nil {
@@ -373,7 +407,11 @@ func (ex *execution) buildTasks(region int, rs *restoredState) []*task {
 				var out any
 				if n.out != nil {
 					out = n.out.fanOut(outs)
+					if len(sides) > 0 {
+						out = n.out.withSides(out, sides)
+					}
 				}
+				info.sides = buildSideOutputs(n, info, func(s *node) any { return inputs[s] })
 				if n.source != nil {
 					op, in := n.source.buildSubtask(ex.coordOf[n], info, n.par(cfg), t.mb, out)
 					t.input = in
@@ -668,6 +706,9 @@ type typeOps interface {
 	newGate(numChannels, capacity int) any
 	newWriter(e *edge, gates []any, channel, bufferSize, maxParallelism, subtask int) (networkOutput, any)
 	fanOut(outs []any) any
+	// withSides makes main (an output[T]) pass its watermarks and stream
+	// status on to sides too (sideoutput.go).
+	withSides(main any, sides []any) any
 	newGateInput(t *task, gate any, head any, numChannels int) taskInput
 }
 

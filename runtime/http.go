@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"crypto/subtle"
+	"crypto/tls"
 	_ "embed"
 	"encoding/base64"
 	"encoding/json"
@@ -12,17 +14,80 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
-// httpConfig is where the status server listens; both empty means no
-// server.
+// httpConfig is where the status server listens (both addr and listener
+// empty means no server), the token that allows the endpoints that change
+// the job, and the server's TLS.
 type httpConfig struct {
 	addr     string
 	listener net.Listener
+	token    string      // WithHTTPToken; "" disables the endpoints that change the job
+	tls      *tls.Config // WithHTTPTLS; nil serves plain HTTP
+}
+
+// minHTTPTokenLen is the shortest token WithHTTPToken takes: 16 random
+// characters are beyond guessing over a network, fewer invite it.
+const minHTTPTokenLen = 16
+
+// validate checks the status server's options (config.validate calls it).
+func (h *httpConfig) validate() error {
+	serves := h.addr != "" || h.listener != nil
+	switch {
+	case h.token != "" && !serves:
+		return invalidGraph("WithHTTPToken without WithHTTP or WithHTTPListener: there is no status server to protect")
+	case h.tls != nil && !serves:
+		return invalidGraph("WithHTTPTLS without WithHTTP or WithHTTPListener: there is no status server to encrypt")
+	}
+	// The token and the certificate are checked each on its own: a good
+	// token does not make a TLS config without a certificate servable.
+	if h.token != "" {
+		if err := CheckHTTPToken(h.token); err != nil {
+			return fmt.Errorf("%w: %w", ErrInvalidGraph, err)
+		}
+	}
+	if h.tls != nil && len(h.tls.Certificates) == 0 && h.tls.GetCertificate == nil && h.tls.GetConfigForClient == nil {
+		return invalidGraph("the status server's TLS config (WithHTTPTLS) has no certificate: set Certificates or GetCertificate")
+	}
+	return nil
+}
+
+// CheckHTTPToken reports what makes token unfit for WithHTTPToken (too
+// short, a character a Bearer header cannot carry), or nil; Execute checks
+// so, and a program that reads the token from its users calls it to report
+// a bad one with its other settings. The error never holds the token.
+func CheckHTTPToken(token string) error {
+	switch {
+	case len(token) < minHTTPTokenLen:
+		// The length is no secret worth keeping; the token is never shown.
+		return fmt.Errorf("the status server token (WithHTTPToken) has %d characters, fewer than %d; make a random one, e.g. `openssl rand -hex 32`", len(token), minHTTPTokenLen)
+	case !isBearerToken(token):
+		return errors.New("the status server token (WithHTTPToken) holds a character a Bearer token cannot carry; use letters, digits and - . _ ~ + /")
+	}
+	return nil
+}
+
+// isBearerToken says whether s is an RFC 6750 token68 (letters, digits,
+// "-._~+/", then any "="), the only form an Authorization: Bearer header
+// carries unchanged.
+func isBearerToken(s string) bool {
+	body := strings.TrimRight(s, "=")
+	if body == "" {
+		return false
+	}
+	for _, r := range body {
+		switch {
+		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9', strings.ContainsRune("-._~+/", r):
+		default:
+			return false
+		}
+	}
+	return true
 }
 
 // WithHTTP serves the job's status over HTTP on addr (host:port; ":0" or
@@ -39,23 +104,61 @@ type httpConfig struct {
 //   - GET /: a self-contained page that draws the job graph with per-task
 //     throughput and backpressure, the checkpoint history, restarts and the
 //     last failure, refreshed every second from /api/v1/job.
+//   - POST /api/v1/job/stop: stops the job gracefully, as cancelling
+//     Execute's context does (202 Accepted; Execute then returns nil once
+//     the job has drained). It changes the job, so it needs the token of
+//     WithHTTPToken.
+//
+// The GET endpoints are read-only and open to whoever reaches the address.
+// Every other endpoint changes the job and is refused unless the server
+// has a token (WithHTTPToken) and the request carries it; see there. The
+// address is used as given, as net.Listen takes it: ":8081" listens on
+// every interface. Bind a loopback or otherwise private address unless
+// the metrics are meant to be public, and use WithHTTPTLS when a token
+// crosses a network.
 //
 // Execute binds addr after the graph is validated and before any task
 // starts, and fails at once if it cannot (an address in use); it stops the
 // server when the job has ended, before it returns. Default: no server.
-// The endpoints have no authentication: bind to a loopback or otherwise
-// private address.
 func WithHTTP(addr string) Option {
-	return optionFunc(func(c *config) { c.http = httpConfig{addr: addr} })
+	return optionFunc(func(c *config) { c.http.addr, c.http.listener = addr, nil })
 }
 
 // WithHTTPListener is WithHTTP on a listener the caller has bound, for a
 // program that wants its bind error before it does anything else (or a
 // test that wants the port before Execute). Execute serves on l while the job
 // runs and closes it before returning, whatever the outcome; l must not be
-// used by anything else.
+// used by anything else. With WithHTTPTLS, l is a plain TCP listener and
+// Execute adds the TLS.
 func WithHTTPListener(l net.Listener) Option {
-	return optionFunc(func(c *config) { c.http = httpConfig{listener: l} })
+	return optionFunc(func(c *config) { c.http.addr, c.http.listener = "", l })
+}
+
+// WithHTTPToken allows the status server's endpoints that change the job
+// (POST /api/v1/job/stop, and every such endpoint to come) to a request
+// that carries the header "Authorization: Bearer <token>". Without a
+// token they answer 401 Unauthorized (with WWW-Authenticate: Bearer); with
+// a wrong one, 403 Forbidden. The read-only endpoints (GET) need no token.
+// The token is compared in constant time and never logged or shown in the
+// status; it must have at least 16 characters, all letters, digits or
+// "-._~+/" (make one with `openssl rand -hex 32`). Over plain HTTP the
+// token crosses the network readable: serve with WithHTTPTLS unless the
+// server listens on loopback. Default: no token, and every endpoint that
+// changes the job answers 403 Forbidden.
+func WithHTTPToken(token string) Option {
+	return optionFunc(func(c *config) { c.http.token = token })
+}
+
+// WithHTTPTLS serves the status server over HTTPS with cfg (which must hold
+// a certificate: Certificates or GetCertificate); cfg is cloned, so later
+// changes to it have no effect. Default: plain HTTP.
+func WithHTTPTLS(cfg *tls.Config) Option {
+	return optionFunc(func(c *config) {
+		c.http.tls = nil
+		if cfg != nil {
+			c.http.tls = cfg.Clone()
+		}
+	})
 }
 
 // HTTPAddr returns the address the status server listens on (the port
@@ -77,8 +180,9 @@ type statusServer struct {
 }
 
 // startHTTP binds and starts the status server if the options ask for
-// one; nil, nil otherwise.
-func (env *Environment) startHTTP() (*statusServer, error) {
+// one; nil, nil otherwise. stop is what POST /api/v1/job/stop calls: it
+// cancels the context the job runs under.
+func (env *Environment) startHTTP(stop func()) (*statusServer, error) {
 	hc := env.cfg.http
 	ln := hc.listener
 	if ln == nil {
@@ -91,21 +195,32 @@ func (env *Environment) startHTTP() (*statusServer, error) {
 			return nil, fmt.Errorf("status HTTP server (WithHTTP %q) cannot listen: %w; choose a free address or port 0", hc.addr, err)
 		}
 	}
+	log := env.cfg.cp.logger
+	if log == nil {
+		log = slog.Default()
+	}
+	addr := ln.Addr()
+	if hc.tls != nil {
+		ln = tls.NewListener(ln, hc.tls)
+	} else if hc.token != "" && !isLoopback(addr) {
+		log.Warn("splitflow: the status server takes its token over plain HTTP on an address other hosts reach; anyone on the path can read it (serve with WithHTTPTLS or bind loopback)",
+			"addr", addr.String())
+	}
 	s := &statusServer{
 		srv: &http.Server{
-			Handler: newStatusHandler(env.Status, env.gatherer()),
+			Handler: newStatusHandler(env.Status, env.gatherer(), jobControl{token: hc.token, stop: stop, log: log}),
 			// Bounds what a slow or idle client can hold; every response
 			// is small and computed at once.
 			ReadHeaderTimeout: 5 * time.Second,
 			WriteTimeout:      30 * time.Second,
 			IdleTimeout:       time.Minute,
+			// A failed TLS handshake (a plain-HTTP client, an untrusted
+			// certificate) is the client's problem: a debug line, not a
+			// line per try on the process's stderr.
+			ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelDebug),
 		},
 		ln:     ln,
 		served: make(chan struct{}),
-	}
-	log := env.cfg.cp.logger
-	if log == nil {
-		log = slog.Default()
 	}
 	go func() {
 		defer close(s.served)
@@ -113,11 +228,17 @@ func (env *Environment) startHTTP() (*statusServer, error) {
 		// (the listener failing) leaves the job running without its
 		// status endpoints, which is worth a line but not a failed job.
 		if err := s.srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
-			log.Error("splitflow: status HTTP server stopped; the job goes on without it", "addr", ln.Addr().String(), "err", err)
+			log.Error("splitflow: status HTTP server stopped; the job goes on without it", "addr", addr.String(), "err", err)
 		}
 	}()
 	env.httpServer.Store(s)
 	return s, nil
+}
+
+// isLoopback says whether a listens on a loopback address only.
+func isLoopback(a net.Addr) bool {
+	ta, ok := a.(*net.TCPAddr)
+	return ok && ta.IP.IsLoopback()
 }
 
 // stopHTTP shuts the server down: requests in progress get a second to
@@ -133,9 +254,17 @@ func (env *Environment) stopHTTP(s *statusServer) {
 	<-s.served
 }
 
+// jobControl is what the endpoints that change the job need: the token
+// that allows them and the actions they take.
+type jobControl struct {
+	token string       // "" refuses every endpoint that changes the job
+	stop  func()       // a graceful stop, as cancelling Execute's context
+	log   *slog.Logger // refusals; nil: slog.Default
+}
+
 // newStatusHandler serves the endpoints of WithHTTP from status and
 // metrics; it needs no running job, so it is tested with fakes.
-func newStatusHandler(status func() JobStatus, metrics prometheus.Gatherer) http.Handler {
+func newStatusHandler(status func() JobStatus, metrics prometheus.Gatherer, ctl jobControl) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(metrics, promhttp.HandlerOpts{
 		// A failing collector should not hide the other metrics.
@@ -168,7 +297,77 @@ func newStatusHandler(status func() JobStatus, metrics prometheus.Gatherer) http
 		h.Set("Content-Security-Policy", statusPagePolicy)
 		_, _ = w.Write(statusPage)
 	})
-	return hardened(mux)
+	// The endpoints that change the job. They are registered here like
+	// the others; authorized (below) guards every route whose method is
+	// not GET or HEAD, so one added later needs nothing of its own.
+	mux.HandleFunc("POST /api/v1/job/stop", func(w http.ResponseWriter, _ *http.Request) {
+		if ctl.stop == nil {
+			writeText(w, http.StatusServiceUnavailable, "no job to stop")
+			return
+		}
+		ctl.stop()
+		writeText(w, http.StatusAccepted, "stopping: the job drains and then ends, as on a cancel")
+	})
+	return hardened(authorized(mux, ctl))
+}
+
+// authorized lets a request through to mux if it only reads (GET, HEAD),
+// if mux has no route for it (mux answers 404 or 405), or if it carries
+// the token. Guarding by method, after routing and before any handler,
+// is what makes every endpoint that changes the job need the token
+// without each one having to ask.
+func authorized(mux *http.ServeMux, ctl jobControl) http.Handler {
+	want := sha256.Sum256([]byte(ctl.token))
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodGet || r.Method == http.MethodHead {
+			mux.ServeHTTP(w, r)
+			return
+		}
+		if _, pattern := mux.Handler(r); pattern == "" {
+			mux.ServeHTTP(w, r)
+			return
+		}
+		code, why := http.StatusOK, ""
+		given, isBearer := bearerToken(r.Header.Get("Authorization"))
+		switch {
+		case ctl.token == "":
+			code, why = http.StatusForbidden, "this status server has no token (WithHTTPToken), so no endpoint may change the job"
+		case !isBearer:
+			w.Header().Set("WWW-Authenticate", `Bearer realm="splitflow"`)
+			code, why = http.StatusUnauthorized, "this endpoint changes the job: send the status server's token as Authorization: Bearer <token>"
+		default:
+			// Hashes of equal length, compared in constant time: neither
+			// the token's bytes nor its length leak through timing.
+			got := sha256.Sum256([]byte(given))
+			if subtle.ConstantTimeCompare(got[:], want[:]) != 1 {
+				code, why = http.StatusForbidden, "wrong token"
+			}
+		}
+		if code != http.StatusOK {
+			log := ctl.log
+			if log == nil {
+				log = slog.Default()
+			}
+			// Never the header's value: a wrong token may be a right one
+			// of another server.
+			log.Warn("splitflow: status server refused a request that changes the job",
+				"method", r.Method, "path", r.URL.Path, "remote", r.RemoteAddr, "status", code, "reason", why)
+			writeText(w, code, why)
+			return
+		}
+		mux.ServeHTTP(w, r)
+	})
+}
+
+// bearerToken returns the token of an "Authorization: Bearer <token>"
+// header value (the scheme in any case, RFC 7235), and whether it is one.
+func bearerToken(h string) (string, bool) {
+	scheme, tok, ok := strings.Cut(strings.TrimSpace(h), " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return "", false
+	}
+	tok = strings.TrimSpace(tok)
+	return tok, tok != ""
 }
 
 // hardened adds the headers every response carries: no content sniffing,

@@ -127,7 +127,7 @@ func TestHTTPEndpointsServeStatusAndMetrics(t *testing.T) {
 	status := fakeStatus(time.Now())
 	reg, counter := fakeMetrics()
 	counter.Add(7)
-	srv := httptest.NewServer(newStatusHandler(status, reg))
+	srv := httptest.NewServer(newStatusHandler(status, reg, jobControl{}))
 	defer srv.Close()
 
 	code, body, _ := get(t, srv.URL+"/healthz")
@@ -232,7 +232,7 @@ func TestHTTPReadiness(t *testing.T) {
 		{"finished", 0, cps(true, 5, 5), false, "job is finished"},
 	} {
 		st := JobStatus{State: c.state, Restarts: c.restarts, Checkpoints: c.cp}
-		srv := httptest.NewServer(newStatusHandler(func() JobStatus { return st }, prometheus.NewRegistry()))
+		srv := httptest.NewServer(newStatusHandler(func() JobStatus { return st }, prometheus.NewRegistry(), jobControl{}))
 		code, body, _ := get(t, srv.URL+"/readyz")
 		srv.Close()
 		want := http.StatusServiceUnavailable

@@ -524,3 +524,70 @@ func BenchmarkTimerRegisterFire(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkKeyedSnapshotSyncDeep is BenchmarkKeyedSnapshotSync for a
+// ValueState[[]byte], whose values the function could change in place:
+// "freeze" is freezeState and thawState; "encode" the encoder's whole
+// work, which the freeze did on the task goroutine before such states
+// were copied on first read; "first-read" a freeze followed by one Value
+// in every slot, each of which copies its slot's map and the value read
+// (ns/slot-copy).
+func BenchmarkKeyedSnapshotSyncDeep(b *testing.B) {
+	for _, keys := range []int{10_000, 1_000_000} {
+		var raw ValueState[[]byte]
+		fn := KeyedProcessFuncs[string, string, string]{
+			Setup: func(ctx *KeyedContext[string, string]) (err error) {
+				raw, err = GetValueState[[]byte](ctx, "raw")
+				return err
+			},
+			Element: func(*KeyedContext[string, string], string) error { return nil },
+		}
+		p, stop := openKeyed(b, nil, 1, 0, fn)
+		perSlot := map[int]string{}
+		for i := range keys {
+			k := "word-" + strconv.Itoa(i)
+			p.state.setKey(k)
+			raw.Update([]byte(k))
+			perSlot[p.state.slot] = k
+		}
+		name := "keys=" + strconv.Itoa(keys)
+		b.Run(name+"/freeze", func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := p.freezeState(1); err != nil {
+					b.Fatal(err)
+				}
+				p.thawState()
+			}
+		})
+		b.Run(name+"/encode", func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				enc, err := p.freezeState(1)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if _, _, err := enc(func() bool { return false }); err != nil {
+					b.Fatal(err)
+				}
+				p.thawState()
+			}
+		})
+		b.Run(name+"/first-read", func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := p.freezeState(1); err != nil {
+					b.Fatal(err)
+				}
+				for _, k := range perSlot {
+					p.state.setKey(k)
+					v, _ := raw.Value()
+					v[0] = 'W'
+				}
+				p.thawState()
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(perSlot)), "ns/slot-copy")
+		})
+		stop()
+	}
+}

@@ -26,7 +26,10 @@ import (
 // stateKindEventTimers or stateKindProcessingTimers), so timers move with
 // their key groups like the rest of the keyed state; version 3 starts
 // every entry's data with a format byte and writes keys and values with
-// the codecs of their types (serde.go), a column at a time:
+// the codecs of their types (serde.go), a column at a time; version 4
+// adds the operator's watermark, an entry per key group (kind
+// stateKindWatermark, data varint(watermark)), written once the
+// operator has one:
 //
 //	formatColumns:
 //	  value:  uvarint(n) keys values
@@ -55,6 +58,7 @@ const (
 	stateKindMap              = stateformat.KindMap
 	stateKindEventTimers      = stateformat.KindEventTimers
 	stateKindProcessingTimers = stateformat.KindProcessingTimers
+	stateKindWatermark        = stateformat.KindWatermark
 )
 
 // Entry data formats (version 3 on).
@@ -68,7 +72,32 @@ const (
 const (
 	eventTimersName      = "timers/event-time"
 	processingTimersName = "timers/processing-time"
+	watermarkName        = "watermark"
 )
+
+// watermarkEntries are the entries of watermark wm for key groups lo to
+// hi, none before the first watermark. The watermark is kept per key
+// group so that a restore at another parallelism finds it for every key
+// group it takes; a subtask restores the least of its key groups'.
+func watermarkEntries(wm int64, lo, hi int) []stateEntry {
+	if wm == noWatermark {
+		return nil
+	}
+	data := binary.AppendVarint(nil, wm)
+	out := make([]stateEntry, 0, hi-lo+1)
+	for g := lo; g <= hi; g++ {
+		out = append(out, stateEntry{name: watermarkName, kind: stateKindWatermark, format: formatColumns, keyGroup: g, data: data})
+	}
+	return out
+}
+
+func decodeWatermark(data []byte) (int64, error) {
+	wm, n := binary.Varint(data)
+	if n <= 0 {
+		return 0, errShortState
+	}
+	return wm, trailing(data[n:])
+}
 
 // timerRecord is one pending timer as versions 1 and 2 checkpointed it.
 type timerRecord[K comparable] struct {
@@ -143,9 +172,12 @@ type snapshotableState interface {
 	// keyedState), returns the encoder of the state's entries per key
 	// group, in formatColumns. The encoder may run on any goroutine and
 	// reads only frozen maps; it returns errSnapshotAbandoned early once
-	// stop says so. A state whose values the function could change in
-	// place (a slice, a map or a pointer inside them) is encoded within
-	// freeze instead: the copy-on-write of maps does not protect them.
+	// stop says so. Values the function could change in place (a slice,
+	// a map or a pointer inside them) are copied, through their codec,
+	// before the function sees them while the encoder may read them (see
+	// valueState), so they are encoded off the task goroutine too. A key
+	// or map key type with a pointer or interface inside is encoded
+	// within freeze instead: copying a key would change its identity.
 	freeze() func(stop func() bool) (map[int][]byte, error)
 	// restore merges encoded entries of one key group.
 	restore(format byte, data []byte) error
@@ -169,8 +201,8 @@ func (s *valueState[K, V]) freeze() func(stop func() bool) (map[int][]byte, erro
 					vals.add(v)
 				}
 			}
-			read.Store(int64((g + 1) * slotsPerKeyGroup))
 			if keys.n == 0 {
+				read.Store(int64((g + 1) * slotsPerKeyGroup))
 				continue
 			}
 			b := make([]byte, 0, binary.MaxVarintLen64+keys.size()+vals.size())
@@ -182,10 +214,13 @@ func (s *valueState[K, V]) freeze() func(stop func() bool) (map[int][]byte, erro
 				return nil, fmt.Errorf("values: %w", err)
 			}
 			out[g] = b
+			// Only now: a gob column holds the values themselves until
+			// appendTo encodes them.
+			read.Store(int64((g + 1) * slotsPerKeyGroup))
 		}
 		return out, nil
 	}
-	if !valueSemantics[K]() || !valueSemantics[V]() {
+	if !valueSemantics[K]() {
 		return encodedNow(enc)
 	}
 	return enc
@@ -252,8 +287,8 @@ func (s *mapState[K, UK, UV]) freeze() func(stop func() bool) (map[int][]byte, e
 					}
 				}
 			}
-			read.Store(int64((g + 1) * slotsPerKeyGroup))
 			if keys.n == 0 {
+				read.Store(int64((g + 1) * slotsPerKeyGroup))
 				continue
 			}
 			b := make([]byte, 0, binary.MaxVarintLen64+keys.size()+len(sizes)+ukeys.size()+uvals.size())
@@ -269,10 +304,11 @@ func (s *mapState[K, UK, UV]) freeze() func(stop func() bool) (map[int][]byte, e
 				return nil, fmt.Errorf("map values: %w", err)
 			}
 			out[g] = b
+			read.Store(int64((g + 1) * slotsPerKeyGroup)) // after appendTo, as above
 		}
 		return out, nil
 	}
-	if !valueSemantics[K]() || !valueSemantics[UK]() || !valueSemantics[UV]() {
+	if !valueSemantics[K]() || !valueSemantics[UK]() {
 		return encodedNow(enc)
 	}
 	return enc

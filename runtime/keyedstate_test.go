@@ -1,6 +1,7 @@
 package runtime
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"sync"
@@ -111,6 +112,9 @@ const (
 	viaHandles     countingAPI = iota // GetValueState in Open, a function per subtask
 	viaDescriptors                    // descriptors in a plain function, key int64
 	viaNamedKey                       // descriptors, key bucket
+	viaCount                          // Count (rolling.go)
+	viaAggregate                      // Aggregate, the count in a struct accumulator
+	viaReduce                         // Reduce over records that carry a count of 1
 )
 
 func countingJob(par int, src *rangeSrc, mapFn func(int64) (int64, error), sink *txnSink2PC, opts ...Option) *Environment {
@@ -128,9 +132,33 @@ func countingJobVia(api countingAPI, par int, src *rangeSrc, mapFn func(int64) (
 		counts = Process(KeyBy(ds, func(v int64) int64 { return v % 7 }), countWithDescriptors[int64])
 	case viaNamedKey:
 		counts = Process(KeyBy(ds, func(v int64) bucket { return bucket(v % 7) }), countWithDescriptors[bucket])
+	case viaCount:
+		counts = Map(Count(KeyBy(ds, func(v int64) int64 { return v % 7 })).UID("counts"), func(kv KV[int64, int64]) (int64, error) {
+			return kv.Key*100000 + kv.Value, nil
+		})
+	case viaAggregate:
+		counts = Aggregate(KeyBy(ds, func(v int64) int64 { return v % 7 }), AggregateFuncs[int64, countAcc, int64]{
+			Create:     func() countAcc { return countAcc{} },
+			Accumulate: func(v int64, a countAcc) countAcc { return countAcc{Key: v % 7, N: a.N + 1} },
+			Result:     func(a countAcc) int64 { return a.Key*100000 + a.N },
+		}).UID("counts")
+	case viaReduce:
+		ones := Map(ds, func(v int64) (KV[int64, int64], error) { return KV[int64, int64]{Key: v % 7, Value: 1}, nil })
+		counts = Map(Reduce(KeyBy(ones, func(kv KV[int64, int64]) int64 { return kv.Key }), func(a, b KV[int64, int64]) KV[int64, int64] {
+			return KV[int64, int64]{Key: a.Key, Value: a.Value + b.Value}
+		}).UID("counts"), func(kv KV[int64, int64]) (int64, error) { return kv.Key*100000 + kv.Value, nil })
 	}
-	SinkToTwoPhase(counts.UID("counts"), sink).UID("sink")
+	if api < viaCount {
+		counts = counts.UID("counts")
+	}
+	SinkToTwoPhase(counts, sink).UID("sink")
 	return env
+}
+
+// countAcc is the accumulator of the viaAggregate count: a struct, so
+// that it goes through the gob encoding of state.
+type countAcc struct {
+	Key, N int64
 }
 
 // Keyed state is checkpointed by key group and restored by operator UID:
@@ -194,29 +222,36 @@ func testRescaleVia(t *testing.T, apis [2]countingAPI, from, to int, toEnum bool
 	store := newTxnStore()
 	died := make(chan struct{})
 	var once sync.Once
-	// Past a third of the input the records slow down until the kill, so
-	// that the job dies mid-stream however long its checkpoints take.
-	var seen atomic.Int64
+	// The first job reads split 0 to its end and the others half-way, then
+	// its readers hold (each holds one split: there are more splits than
+	// readers) until it dies, after a checkpoint whose barrier came after
+	// every reader held: that checkpoint has a finished split and open
+	// ones, and the job dies mid-stream however long its checkpoints take.
+	src1 := &rangeSrc{splits: 4, perSplit: 40, delay: 300 * time.Microsecond, readerFailAt: -1,
+		hold: func(v int64) bool { return v >= 40 && v%40 >= 20 }, release: died}
 	kill := func(v int64) (int64, error) {
-		slow := time.Duration(0)
-		if seen.Add(1) > 50 {
-			slow = 5 * time.Millisecond
-		}
 		select {
 		case <-died:
 			return 0, errors.New("process killed")
-		case <-time.After(slow):
+		default:
 			return v, nil
 		}
 	}
-	src1 := &rangeSrc{splits: 4, perSplit: 40, delay: 300 * time.Microsecond, readerFailAt: -1}
 	env1 := countingJobVia(apis[0], from, src1, kill, &txnSink2PC{store: store},
 		WithCheckpointInterval(3*time.Millisecond), WithCheckpointDir(dir), WithRestartStrategy(NoRestart()), backend)
-	env1.hooks = &testHooks{checkpointCompleted: func(id int64, _ checkpoint.Storage) {
-		if id >= 3 {
-			once.Do(func() { close(died) })
-		}
-	}}
+	var cover atomic.Int64
+	env1.hooks = &testHooks{
+		barrierInjected: func(id int64) {
+			if cover.Load() == 0 && src1.holding.Load() == int32(from) {
+				cover.Store(id)
+			}
+		},
+		checkpointCompleted: func(id int64, _ checkpoint.Storage) {
+			if c := cover.Load(); c != 0 && id >= c {
+				once.Do(func() { close(died) })
+			}
+		},
+	}
 	if err := env1.Execute(testCtx(t), "first"); err == nil {
 		t.Fatal("the job finished before it could be killed; the test proves nothing")
 	}
@@ -229,8 +264,12 @@ func testRescaleVia(t *testing.T, apis [2]countingAPI, from, to int, toEnum bool
 			violations = append(violations, err)
 		}
 	}}
-	if err := env2.Execute(testCtx(t), "second"); err != nil {
+	ctx := testCtx(t)
+	if err := env2.Execute(ctx, "second"); err != nil {
 		t.Fatal(err)
+	}
+	if ctx.Err() != nil {
+		t.Fatal(context.Cause(ctx))
 	}
 	if len(violations) > 0 {
 		t.Fatal(violations[0])

@@ -102,6 +102,9 @@ type execution struct {
 	// holds in dirsInUse.
 	unlockStorage func() error
 	claimed       *checkpoint.DirStorage
+	// claimedPrefix is the S3 prefix the job holds in dirsInUse, "" for
+	// none.
+	claimedPrefix string
 
 	// obs is the Environment's metrics and status board; name the job's
 	// name for it.
@@ -142,7 +145,8 @@ func newExecution(env *Environment, g *jobGraph, name string) (*execution, error
 	case cfg.cp.storage != nil:
 		ex.storage = cfg.cp.storage
 	case cfg.cp.dir != "":
-		ex.storage, err = checkpoint.NewDirStorage(cfg.cp.dir, checkpoint.WithRetained(cfg.cp.retained), checkpoint.WithLogger(ex.log))
+		// A directory, or s3://bucket/prefix.
+		ex.storage, err = checkpoint.OpenStorage(cfg.cp.dir, checkpoint.WithRetained(cfg.cp.retained), checkpoint.WithLogger(ex.log))
 	default:
 		ex.storage, err = checkpoint.NewMemoryStorage(checkpoint.WithRetained(cfg.cp.retained), checkpoint.WithLogger(ex.log))
 	}
@@ -166,8 +170,13 @@ func newExecution(env *Environment, g *jobGraph, name string) (*execution, error
 	}
 	// One job per checkpoint directory: a second one would delete the
 	// first one's checkpoints and commit output twice.
-	if d, ok := ex.storage.(*checkpoint.DirStorage); ok {
-		if err := ex.claimStorage(d, name); err != nil {
+	switch st := ex.storage.(type) {
+	case *checkpoint.DirStorage:
+		if err := ex.claimStorage(st, name); err != nil {
+			return nil, err
+		}
+	case *checkpoint.S3Storage:
+		if err := ex.claimPrefix(st.URL(), name); err != nil {
 			return nil, err
 		}
 	}
@@ -178,10 +187,30 @@ func newExecution(env *Environment, g *jobGraph, name string) (*execution, error
 // to the job's name. Two jobs given one DirStorage object
 // (WithCheckpointStorage) share its lock, so the lock alone cannot refuse
 // the second, and the first one's end would release it under the second.
+//
+// prefixes maps each S3 prefix (s3://bucket/prefix) a running job of this
+// process uses to the job's name: S3 has no lock (see checkpoint.S3Storage),
+// so two processes on one prefix are the user's to prevent, but two jobs of
+// one process are refused here, whatever storage objects they were given.
 var dirsInUse = struct {
 	sync.Mutex
-	jobs map[*checkpoint.DirStorage]string
-}{jobs: map[*checkpoint.DirStorage]string{}}
+	jobs     map[*checkpoint.DirStorage]string
+	prefixes map[string]string
+}{jobs: map[*checkpoint.DirStorage]string{}, prefixes: map[string]string{}}
+
+// claimPrefix makes the job the one of this process running on the S3
+// prefix url, or fails with a *checkpoint.LockedError naming the one that
+// is.
+func (ex *execution) claimPrefix(url, name string) error {
+	dirsInUse.Lock()
+	defer dirsInUse.Unlock()
+	if holder, ok := dirsInUse.prefixes[url]; ok {
+		return &checkpoint.LockedError{Dir: url, PID: os.Getpid(), Job: holder}
+	}
+	dirsInUse.prefixes[url] = name
+	ex.claimedPrefix = url
+	return nil
+}
 
 // claimStorage makes the job the one running on d: it fails with a
 // *checkpoint.LockedError when another job of this process runs on d, or
@@ -247,12 +276,19 @@ func (ex *execution) releaseStorage() {
 		delete(dirsInUse.jobs, ex.claimed)
 		ex.claimed = nil
 	}
+	if ex.claimedPrefix != "" {
+		delete(dirsInUse.prefixes, ex.claimedPrefix)
+		ex.claimedPrefix = ""
+	}
 }
 
 // storageName says where checkpoints are kept, for errors.
 func (ex *execution) storageName() string {
-	if d, ok := ex.storage.(*checkpoint.DirStorage); ok {
-		return d.Dir()
+	switch s := ex.storage.(type) {
+	case *checkpoint.DirStorage:
+		return s.Dir()
+	case *checkpoint.S3Storage:
+		return s.URL()
 	}
 	return fmt.Sprintf("the checkpoint storage (%T)", ex.storage)
 }

@@ -118,6 +118,14 @@ func WithTolerableCheckpointFailures(n int) Option {
 // never returned is passed over (logged). The directory is locked while
 // the job runs (an OS file lock on DIR/_lock holding the pid): a second job
 // on it, in this process or another, fails at start naming the holder.
+//
+// dir may be s3://bucket/prefix instead: checkpoints then go to S3 or an
+// S3-compatible server (checkpoint.NewS3Storage: credentials, region and
+// AWS_ENDPOINT_URL the standard way of the AWS SDK), checked when the job
+// starts (a bad URL, a missing bucket, no credentials or an unreachable
+// endpoint fail Execute with an error saying so). S3 has no lock: run one
+// job per prefix (a second job of this process on a prefix in use fails
+// at start with a *checkpoint.LockedError; other processes are not seen).
 // Default: checkpoints in memory, lost with the process.
 func WithCheckpointDir(dir string) Option {
 	return optionFunc(func(c *config) { c.cp.dir = dir })

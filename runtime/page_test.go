@@ -159,7 +159,7 @@ func artifact(t *testing.T, name string) string {
 func TestPageRendersJobStatus(t *testing.T) {
 	status := fakeStatus(time.Now())
 	reg, _ := fakeMetrics()
-	srv := httptest.NewServer(newStatusHandler(status, reg))
+	srv := httptest.NewServer(newStatusHandler(status, reg, jobControl{}))
 	defer srv.Close()
 
 	dom := renderPage(t, srv.URL+"/", 3*time.Second, artifact(t, "status-page-fake.png"))

@@ -218,6 +218,7 @@ func (p *keyedProcessOperator[K, I, O]) freezePebble(id int64) (func(stop func()
 	for _, es := range p.state.restored {
 		carried = append(carried, es...)
 	}
+	carried = append(carried, p.watermarkEntries()...)
 	ids := make(map[string]pebbleStateID, len(pk.ids))
 	for n, s := range pk.ids {
 		ids[n] = s

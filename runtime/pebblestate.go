@@ -558,7 +558,7 @@ func (s *pebbleValueState[K, V]) Clear() {
 // importHeap loads restored heap entries (a checkpoint of the heap
 // backend) into the DB.
 func (s *pebbleValueState[K, V]) importHeap(entries []stateEntry) error {
-	h := newValueState[K, V](s.ks, s.vals)
+	h := newValueState[K, V](s.ks, s.name, s.vals)
 	if err := restoreEntries(h, entries); err != nil {
 		return err
 	}
@@ -702,7 +702,7 @@ func (s *pebbleMapState[K, UK, UV]) All() iter.Seq2[UK, UV] {
 }
 
 func (s *pebbleMapState[K, UK, UV]) importHeap(entries []stateEntry) error {
-	h := newMapState[K, UK, UV](s.ks, s.ukeys.c, s.uvals)
+	h := newMapState[K, UK, UV](s.ks, s.name, s.ukeys.c, s.uvals)
 	if err := restoreEntries(h, entries); err != nil {
 		return err
 	}

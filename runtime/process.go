@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"iter"
 	"maps"
+	"math"
 	"sync/atomic"
 	"time"
 
@@ -126,6 +127,12 @@ func (c *KeyedContext[K, O]) CollectWithTimestamp(v O, ts int64) {
 // the first one).
 func (c *KeyedContext[K, O]) CurrentWatermark() int64 { return c.watermark }
 
+// sideOutputs makes the context a SideOutputContext: Output emits to the
+// operator's side outputs.
+func (c *KeyedContext[K, O]) sideOutputs() (*sideOutputs, int64, *error) {
+	return c.info.sides, c.ts, &c.err
+}
+
 // CurrentProcessingTime is the wall clock in milliseconds since the Unix
 // epoch.
 func (c *KeyedContext[K, O]) CurrentProcessingTime() int64 { return time.Now().UnixMilli() }
@@ -134,7 +141,10 @@ func (c *KeyedContext[K, O]) CurrentProcessingTime() int64 { return time.Now().U
 // for the current key. Registering the same (key, ts) twice fires once.
 // Timers are checkpointed with their keys, so the key type must follow
 // GetValueState's rule; the first registration checks it, and a key type
-// that does not fails the job.
+// that does not fails the job. With the pebble backend the key type must
+// also have a binary encoding (see GetValueState); a KeyedProcessFuncs
+// with a Timer (Process with OnTimer) over one without is refused when its
+// operator opens, and any other function fails at its first registration.
 func (c *KeyedContext[K, O]) RegisterEventTimeTimer(ts int64) {
 	c.checkTimerKey(eventTimersName)
 	c.timers.event.add(c.op.key, ts)
@@ -315,7 +325,8 @@ type MapState[UK comparable, UV any] interface {
 }
 
 type valueState[K comparable, V any] struct {
-	ks *keyedState[K]
+	ks   *keyedState[K]
+	name string
 	// m holds the values by slot; ep the epoch each map was made in.
 	m    []map[K]V
 	ep   []uint64
@@ -324,18 +335,76 @@ type valueState[K comparable, V any] struct {
 	// finished reading: it writes it, in order, once it is done with a key
 	// group, and a write to a slot below it needs no copy.
 	read atomic.Int64
+	// deep is set when the function could change a value in place (a
+	// slice, map or pointer inside V): copying a slot's map then shares
+	// its values with the snapshot, so a value is copied too (cp, through
+	// its codec) when the function first sees it after the freeze. own,
+	// per slot copied from a frozen map in this epoch, holds the keys
+	// whose values are the task's own; nil for a slot whose values all
+	// are.
+	deep bool
+	own  []map[K]struct{}
+	cp   copier[V]
 }
 
-func newValueState[K comparable, V any](ks *keyedState[K], vals stateCodec[V]) *valueState[K, V] {
-	return &valueState[K, V]{ks: ks, m: make([]map[K]V, ks.slots()), ep: make([]uint64, ks.slots()), vals: vals}
+func newValueState[K comparable, V any](ks *keyedState[K], name string, vals stateCodec[V]) *valueState[K, V] {
+	s := &valueState[K, V]{ks: ks, name: name, m: make([]map[K]V, ks.slots()), ep: make([]uint64, ks.slots()), vals: vals,
+		deep: !valueSemantics[V](), cp: copier[V]{c: vals}}
+	if s.deep {
+		s.own = make([]map[K]struct{}, ks.slots())
+	}
+	return s
 }
 
-func (s *valueState[K, V]) Value() (V, bool) { v, ok := s.m[s.ks.slot][s.ks.key]; return v, ok }
-func (s *valueState[K, V]) Update(v V)       { s.writable(s.ks.slot)[s.ks.key] = v }
+func (s *valueState[K, V]) Value() (V, bool) {
+	g, k := s.ks.slot, s.ks.key
+	v, ok := s.m[g][k]
+	if ok && s.deep && s.sharedValue(g, k) {
+		c, err := s.cp.copy(v)
+		if err != nil {
+			s.ks.fail(fmt.Errorf("state %q: copy a value the running snapshot holds: %w", s.name, err))
+			return v, ok
+		}
+		s.writable(g)[k] = c
+		if o := s.own[g]; o != nil {
+			o[k] = struct{}{}
+		}
+		v = c
+	}
+	return v, ok
+}
+
+func (s *valueState[K, V]) Update(v V) {
+	g := s.ks.slot
+	s.writable(g)[s.ks.key] = v
+	if s.deep {
+		if o := s.own[g]; o != nil {
+			o[s.ks.key] = struct{}{}
+		}
+	}
+}
+
 func (s *valueState[K, V]) Clear() {
 	if _, ok := s.m[s.ks.slot][s.ks.key]; ok {
 		delete(s.writable(s.ks.slot), s.ks.key)
 	}
+}
+
+// sharedValue reports that key k's value in slot g is one the encoder
+// reads (deep states only).
+func (s *valueState[K, V]) sharedValue(g int, k K) bool {
+	if s.ks.frozen == 0 || int64(g) < s.read.Load() {
+		return false
+	}
+	if s.ep[g] < s.ks.frozen {
+		return true
+	}
+	o := s.own[g]
+	if o == nil {
+		return false
+	}
+	_, mine := o[k]
+	return !mine
 }
 
 // writable returns slot g's map, copied first if a snapshot reads it.
@@ -344,8 +413,14 @@ func (s *valueState[K, V]) writable(g int) map[K]V {
 	switch {
 	case m == nil:
 		m = map[K]V{}
+		if s.deep {
+			s.own[g] = nil
+		}
 	case s.ep[g] < s.ks.frozen && int64(g) >= s.read.Load():
 		m = maps.Clone(m)
+		if s.deep {
+			s.own[g] = map[K]struct{}{}
+		}
 	default:
 		return m
 	}
@@ -353,8 +428,16 @@ func (s *valueState[K, V]) writable(g int) map[K]V {
 	return m
 }
 
+// thaw drops what the copies of the snapshot just ended kept.
+func (s *valueState[K, V]) thaw() {
+	if s.deep {
+		clear(s.own)
+	}
+}
+
 type mapState[K, UK comparable, UV any] struct {
-	ks *keyedState[K]
+	ks   *keyedState[K]
+	name string
 	// m holds the keys' maps by slot; ep the epoch each slot's map was
 	// made in.
 	m     []map[K]*innerMap[UK, UV]
@@ -362,6 +445,12 @@ type mapState[K, UK comparable, UV any] struct {
 	ukeys stateCodec[UK]
 	uvals stateCodec[UV]
 	read  atomic.Int64 // as valueState's
+	// deep is set when the function could change a map value in place:
+	// a key's map copied for the task then gets copies of its values too
+	// (cp, through their codec), and reading values out of a map the
+	// encoder reads (Get, All) copies it first.
+	deep bool
+	cp   copier[UV]
 }
 
 // innerMap is one key's map and the epoch it was made in.
@@ -370,9 +459,9 @@ type innerMap[UK comparable, UV any] struct {
 	ep uint64
 }
 
-func newMapState[K, UK comparable, UV any](ks *keyedState[K], ukeys stateCodec[UK], uvals stateCodec[UV]) *mapState[K, UK, UV] {
-	return &mapState[K, UK, UV]{ks: ks, m: make([]map[K]*innerMap[UK, UV], ks.slots()), ep: make([]uint64, ks.slots()),
-		ukeys: ukeys, uvals: uvals}
+func newMapState[K, UK comparable, UV any](ks *keyedState[K], name string, ukeys stateCodec[UK], uvals stateCodec[UV]) *mapState[K, UK, UV] {
+	return &mapState[K, UK, UV]{ks: ks, name: name, m: make([]map[K]*innerMap[UK, UV], ks.slots()), ep: make([]uint64, ks.slots()),
+		ukeys: ukeys, uvals: uvals, deep: !valueSemantics[UV](), cp: copier[UV]{c: uvals}}
 }
 
 func (s *mapState[K, UK, UV]) inner() map[UK]UV {
@@ -380,6 +469,20 @@ func (s *mapState[K, UK, UV]) inner() map[UK]UV {
 		return in.m
 	}
 	return nil
+}
+
+// readable is the current key's map for reading its values: inner, or,
+// for a deep state whose map the encoder reads, the task's copy of it.
+func (s *mapState[K, UK, UV]) readable() map[UK]UV {
+	g := s.ks.slot
+	in := s.m[g][s.ks.key]
+	switch {
+	case in == nil:
+		return nil
+	case s.deep && in.ep < s.ks.frozen && int64(g) >= s.read.Load():
+		return s.writable()
+	}
+	return in.m
 }
 
 // writable returns the current key's map, creating it, and copying it and
@@ -401,14 +504,42 @@ func (s *mapState[K, UK, UV]) writable() map[UK]UV {
 		in = &innerMap[UK, UV]{m: map[UK]UV{}, ep: s.ks.epoch}
 		gm[s.ks.key] = in
 	case in.ep < s.ks.frozen && int64(g) >= s.read.Load():
-		in = &innerMap[UK, UV]{m: maps.Clone(in.m), ep: s.ks.epoch}
+		in = &innerMap[UK, UV]{m: s.clone(in.m), ep: s.ks.epoch}
 		gm[s.ks.key] = in
 	}
 	return in.m
 }
 
-func (s *mapState[K, UK, UV]) Get(k UK) (UV, bool) { v, ok := s.inner()[k]; return v, ok }
-func (s *mapState[K, UK, UV]) Put(k UK, v UV)      { s.writable()[k] = v }
+// clone copies a key's map, and for a deep state its values.
+func (s *mapState[K, UK, UV]) clone(m map[UK]UV) map[UK]UV {
+	if !s.deep {
+		return maps.Clone(m)
+	}
+	out := make(map[UK]UV, len(m))
+	for k, v := range m {
+		c, err := s.cp.copy(v)
+		if err != nil {
+			s.ks.fail(fmt.Errorf("state %q: copy a map value the running snapshot holds: %w", s.name, err))
+			c = v
+		}
+		out[k] = c
+	}
+	return out
+}
+
+func (s *mapState[K, UK, UV]) Get(k UK) (UV, bool) {
+	if !s.deep {
+		v, ok := s.inner()[k]
+		return v, ok
+	}
+	if _, ok := s.inner()[k]; !ok {
+		var zero UV
+		return zero, false
+	}
+	v, ok := s.readable()[k]
+	return v, ok
+}
+func (s *mapState[K, UK, UV]) Put(k UK, v UV) { s.writable()[k] = v }
 func (s *mapState[K, UK, UV]) Remove(k UK) {
 	if _, ok := s.inner()[k]; !ok {
 		return
@@ -437,7 +568,7 @@ func (s *mapState[K, UK, UV]) shared(g int) bool {
 	return s.ep[g] < s.ks.frozen && int64(g) >= s.read.Load()
 }
 func (s *mapState[K, UK, UV]) All() iter.Seq2[UK, UV] {
-	inner := s.inner()
+	inner := s.readable()
 	return func(yield func(UK, UV) bool) {
 		for k, v := range inner {
 			if !yield(k, v) {
@@ -538,6 +669,8 @@ type keyedProcessOperator[K comparable, I, O any] struct {
 	procPending bool
 	// suspended: registered with the task for resume.
 	suspended bool
+	// restoredWm is the watermark the restore found (noWatermark: none).
+	restoredWm int64
 }
 
 func (p *keyedProcessOperator[K, I, O]) operator() *opInfo { return &p.info }
@@ -563,6 +696,11 @@ func (p *keyedProcessOperator[K, I, O]) open(t *task) error {
 		}
 		p.state.pb = pk
 		p.state.pbKeys, p.state.pbKeysErr = keyBytesFor[K]("key type")
+		if p.state.pbKeysErr != nil && handlesTimers(p.fn) {
+			// The DB holds timers by their keys' bytes: say so now, not at
+			// the first registration, records into the job.
+			return p.info.wrap(fmt.Errorf("its function handles timers, which the pebble state backend keeps by their keys' bytes: %w", p.state.pbKeysErr))
+		}
 		p.timers.event = newTimerQueue(p.maxPar, p.state.groupOf, timerSets[K](newPebbleTimerSets(&p.state, stateKindEventTimers, p.maxPar)))
 		p.timers.processing = newTimerQueue(p.maxPar, p.state.groupOf, timerSets[K](newPebbleTimerSets(&p.state, stateKindProcessingTimers, p.maxPar)))
 	} else {
@@ -579,7 +717,13 @@ func (p *keyedProcessOperator[K, I, O]) open(t *task) error {
 		// Decoding the same checkpoint again fails again.
 		return p.info.wrap(&unrecoverableError{err})
 	}
-	p.ctx = KeyedContext[K, O]{op: &p.state, out: p.out, info: &p.info, watermark: noWatermark, timers: &p.timers}
+	// The restored watermark, not none: event-time timers up to it have
+	// fired before the checkpoint, so what they did (a window fired, its
+	// state removed) stays done; a record of a fired window that arrives
+	// before the upstream's first watermark after the restore is late, as
+	// it was in the run before the failure, rather than opening the window
+	// again.
+	p.ctx = KeyedContext[K, O]{op: &p.state, out: p.out, info: &p.info, watermark: p.restoredWm, timers: &p.timers}
 	p.timers.wake = t.newTimer("processing-time timers", p.fireProcessingTimers)
 	// Restored processing-time timers: one already due fires at once.
 	p.timers.scheduleProcessing()
@@ -589,6 +733,21 @@ func (p *keyedProcessOperator[K, I, O]) open(t *task) error {
 		}
 	}
 	return nil
+}
+
+// handlesTimers reports that fn is a KeyedProcessFuncs with a Timer
+// (Process with OnTimer): a function that says it handles timers. A
+// KeyedProcessFunction of its own type has an OnTimer whether or not it
+// sets timers (the interface requires one), so it is not refused at open;
+// its first registration fails instead.
+func handlesTimers[K comparable, I, O any](fn KeyedProcessFunction[K, I, O]) bool {
+	switch f := fn.(type) {
+	case KeyedProcessFuncs[K, I, O]:
+		return f.Timer != nil
+	case *KeyedProcessFuncs[K, I, O]:
+		return f.Timer != nil
+	}
+	return false
 }
 
 func (p *keyedProcessOperator[K, I, O]) collect(v I, ts int64) error {
@@ -765,6 +924,13 @@ func (p *keyedProcessOperator[K, I, O]) restoreState(t *task) error {
 		return err
 	}
 	p.state.restored = map[string][]stateEntry{}
+	p.restoredWm = noWatermark
+	restoredWm, hasWm := int64(math.MaxInt64), false
+	defer func() {
+		if hasWm {
+			p.restoredWm = restoredWm
+		}
+	}()
 	var pebbles []pebbleBlob
 	// Timers from a heap checkpoint, or from a pebble one of layout 100,
 	// which kept them in its blob: with the pebble backend they go into
@@ -799,6 +965,14 @@ func (p *keyedProcessOperator[K, I, O]) restoreState(t *task) error {
 		}
 		for _, e := range entries {
 			if SubtaskForKeyGroup(e.keyGroup, p.par, p.maxPar) != p.info.subtask {
+				continue
+			}
+			if e.kind == stateKindWatermark {
+				wm, err := decodeWatermark(e.data)
+				if err != nil {
+					return fmt.Errorf("restore the watermark (key group %d): %w", e.keyGroup, err)
+				}
+				restoredWm, hasWm = min(restoredWm, wm), true
 				continue
 			}
 			switch e.kind {
@@ -865,6 +1039,7 @@ func (p *keyedProcessOperator[K, I, O]) freezeState(id int64) (func(stop func() 
 	for _, es := range p.state.restored {
 		carried = append(carried, es...) // never changed after the restore
 	}
+	carried = append(carried, p.watermarkEntries()...)
 	parts = append(parts,
 		part{eventTimersName, stateKindEventTimers, p.timers.event.sets.(*heapTimerSets[K]).freeze()},
 		part{processingTimersName, stateKindProcessingTimers, p.timers.processing.sets.(*heapTimerSets[K]).freeze()})
@@ -884,9 +1059,21 @@ func (p *keyedProcessOperator[K, I, O]) freezeState(id int64) (func(stop func() 
 	}, nil
 }
 
+// watermarkEntries are the entries of the operator's watermark for the
+// key groups of its subtask.
+func (p *keyedProcessOperator[K, I, O]) watermarkEntries() []stateEntry {
+	lo, hi := keyGroupRange(p.info.subtask, p.par, p.maxPar)
+	return watermarkEntries(p.ctx.watermark, lo, hi)
+}
+
 // thawState ends the snapshot freezeState began: its encoder returned.
 func (p *keyedProcessOperator[K, I, O]) thawState() {
 	p.state.frozen = 0
+	for _, st := range p.state.states {
+		if t, ok := st.(interface{ thaw() }); ok {
+			t.thaw()
+		}
+	}
 	if p.state.pb != nil {
 		p.thawPebble()
 	}

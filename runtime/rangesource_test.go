@@ -76,6 +76,15 @@ type rangeSrc struct {
 	// onSnapshot, if set, sees every enumerator (subtask -1) and reader
 	// snapshot.
 	onSnapshot func(subtask int, id int64)
+	// hold, if set, stops a reader before each record it is true for
+	// until release is closed: the reader answers NothingAvailable
+	// meanwhile, so barriers still pass and checkpoints complete. A test
+	// that must kill a job mid-stream holds its input there instead of
+	// hoping that its checkpoints outrun the records on a loaded machine.
+	hold    func(v int64) bool
+	release <-chan struct{}
+	// holding counts the readers that have stopped at a held record.
+	holding atomic.Int32
 }
 
 func (s *rangeSrc) Boundedness() connector.Boundedness { return connector.Bounded }
@@ -90,7 +99,7 @@ func (s *rangeSrc) RestoreEnumerator(ctx connector.SplitEnumeratorContext[*rSpli
 	return &rEnum{src: s, ctx: ctx, pending: p}, nil
 }
 func (s *rangeSrc) CreateReader(ctx connector.SourceReaderContext) (connector.SourceReader[int64, *rSplit], error) {
-	return &rReader{src: s, ctx: ctx, avail: make(chan struct{}, 1)}, nil
+	return &rReader{src: s, ctx: ctx, avail: make(chan struct{}, 1), closed: make(chan struct{})}, nil
 }
 func (s *rangeSrc) SplitSerializer() connector.VersionedSerializer[*rSplit] { return rSplitSer{} }
 func (s *rangeSrc) EnumeratorStateSerializer() connector.VersionedSerializer[[]*rSplit] {
@@ -165,6 +174,33 @@ type rReader struct {
 	timer  *time.Timer
 	next   time.Time
 	asked  bool
+	held   bool          // stopped at a held record once
+	closed chan struct{} // ends the wait for the release
+}
+
+// holds reports whether the reader must stop before v, and on its first
+// stop wakes itself up when the release comes.
+func (r *rReader) holds(v int64) bool {
+	if r.src.hold == nil || !r.src.hold(v) {
+		return false
+	}
+	select {
+	case <-r.src.release:
+		return false
+	default:
+	}
+	if !r.held {
+		r.held = true
+		r.src.holding.Add(1)
+		go func() {
+			select {
+			case <-r.src.release:
+				r.signal()
+			case <-r.closed:
+			}
+		}()
+	}
+	return true
 }
 
 func (r *rReader) signal() {
@@ -202,6 +238,9 @@ func (r *rReader) PollNext(out connector.ReaderOutput[int64]) (connector.InputSt
 		}
 	}
 	sp := r.splits[0]
+	if r.holds(sp.Next) {
+		return connector.NothingAvailable, nil
+	}
 	if sp.Next == r.src.readerFailAt && r.src.readerFailed.CompareAndSwap(false, true) {
 		return connector.NothingAvailable, fmt.Errorf("injected reader failure at record %d", sp.Next)
 	}
@@ -231,12 +270,16 @@ func (r *rReader) SnapshotState(id int64) ([]*rSplit, error) {
 	return out, nil
 }
 func (r *rReader) AddSplits(ss []*rSplit) error {
+	// Any assignment answers the request: a reader given only finished
+	// splits (a restore hands the old readers' finished splits to the
+	// enumerator, which assigns them like the others) asks again, or it
+	// would wait for ever with splits still pending in the enumerator.
+	r.asked = false
 	for _, s := range ss {
 		if s.Next >= s.End {
 			r.done = append(r.done, s)
 		} else {
 			r.splits = append(r.splits, s)
-			r.asked = false
 		}
 	}
 	r.signal()
@@ -247,6 +290,11 @@ func (r *rReader) NotifyCheckpointComplete(int64) error          { return nil }
 func (r *rReader) HandleSourceEvent(connector.SourceEvent) error { return nil }
 func (r *rReader) PauseOrResumeSplits(_, _ []string) error       { return nil }
 func (r *rReader) Close() error {
+	select {
+	case <-r.closed:
+	default:
+		close(r.closed)
+	}
 	if r.timer != nil {
 		r.timer.Stop()
 	}

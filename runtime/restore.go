@@ -67,6 +67,8 @@ func (ex *execution) checkpointPath(id int64) string {
 	switch s := ex.storage.(type) {
 	case *checkpoint.DirStorage:
 		return filepath.Join(s.Dir(), fmt.Sprintf("chk-%d", id))
+	case *checkpoint.S3Storage:
+		return fmt.Sprintf("%s/chk-%d", s.URL(), id)
 	case *checkpoint.MemoryStorage:
 		return "memory"
 	default:

@@ -588,3 +588,52 @@ func sameCodec[T any](id byte, name string, c stateCodec[T], t reflect.Type) err
 	}
 	return &unrecoverableError{fmt.Errorf("it was checkpointed with %s and the state now has %s (type %s); restore it with the serde that wrote it, or rename the state", codecLabel(id, name), c, t)}
 }
+
+// copier makes copies of values of T that share no memory with the
+// originals, through the codec c: a copy is the value a snapshot of the
+// original would restore. The heap backend copies, on the task goroutine,
+// a value it hands the function while an encoder reads the original (see
+// valueState). A copier is for one goroutine.
+type copier[T any] struct {
+	c   stateCodec[T]
+	buf []byte
+	// For gob: an encoder and a decoder over one stream, so that the
+	// type is described once, not with every value.
+	stream *bytes.Buffer
+	enc    *gob.Encoder
+	dec    *gob.Decoder
+}
+
+func (cp *copier[T]) copy(v T) (T, error) {
+	if cp.c.s != nil || cp.c.ext != nil {
+		b, err := appendOne(cp.buf[:0], cp.c, v)
+		if err != nil {
+			return v, err
+		}
+		cp.buf = b
+		return readOne(b, cp.c)
+	}
+	var zero T
+	if reflect.ValueOf(&v).Elem().IsZero() {
+		// A nil pointer, slice or map, which gob does not send; the zero
+		// value shares nothing.
+		return zero, nil
+	}
+	if cp.enc == nil {
+		cp.stream = &bytes.Buffer{}
+		cp.enc, cp.dec = gob.NewEncoder(cp.stream), gob.NewDecoder(cp.stream)
+	}
+	if err := cp.enc.Encode(&v); err != nil {
+		cp.enc = nil // the stream may hold part of a value
+		return v, err
+	}
+	out := zero
+	if err := cp.dec.Decode(&out); err != nil {
+		cp.enc = nil
+		return v, err
+	}
+	if cp.stream.Len() == 0 {
+		cp.stream.Reset() // keep the buffer from growing
+	}
+	return out, nil
+}

@@ -159,10 +159,12 @@ func TestEventTimeTimersRestoredAfterFailover(t *testing.T) {
 			return v, nil
 		}
 		store := newTxnStore()
-		// Slow enough that a checkpoint holding timers completes before the
-		// input ends, also on the pebble backend, whose checkpoints write
-		// the timers' files.
-		src := &rangeSrc{splits: splits, perSplit: perSplit, delay: time.Millisecond, readerFailAt: -1}
+		// The readers hold past the registering records until the failure,
+		// so that a checkpoint holding timers completes before the input
+		// ends however slow the checkpoints are (pebble's write the timers'
+		// files).
+		src := &rangeSrc{splits: splits, perSplit: perSplit, delay: time.Millisecond, readerFailAt: -1,
+			hold: func(v int64) bool { return v%perSplit >= regPer }, release: probe.died}
 		keyOf := func(v int64) int64 { return v % 7 }
 		env := timerJob(2, src, perSplit, regPer, EventTime, keyOf, nil,
 			func(_ *KeyedContext[int64, int64], tm Timer) int64 { return tm.Timestamp - timerBase },
@@ -200,7 +202,8 @@ func TestEventTimeTimersRescaledOnRestore(t *testing.T) {
 				return v, nil
 			}
 		}
-		src1 := &rangeSrc{splits: splits, perSplit: perSplit, delay: time.Millisecond, readerFailAt: -1} // as in the test above
+		src1 := &rangeSrc{splits: splits, perSplit: perSplit, delay: time.Millisecond, readerFailAt: -1,
+			hold: func(v int64) bool { return v%perSplit >= regPer }, release: probe1.died} // as in the test above
 		env1 := timerJob(2, src1, perSplit, regPer, EventTime, keyOf, nil, emit, probe1, kill, &txnSink2PC{store: store},
 			WithCheckpointInterval(3*time.Millisecond), WithCheckpointDir(dir), WithRestartStrategy(NoRestart()), backend)
 		env1.hooks = probe1.hooks()
@@ -257,7 +260,8 @@ func TestProcessingTimeTimerRestoredAfterItsTimeFires(t *testing.T) {
 		var late atomic.Int64 // longest delay between a timer's time and its firing
 		var early atomic.Bool // fired before the failure
 		store := newTxnStore()
-		src := &rangeSrc{splits: splits, perSplit: perSplit, delay: 500 * time.Microsecond, readerFailAt: -1}
+		src := &rangeSrc{splits: splits, perSplit: perSplit, delay: 500 * time.Microsecond, readerFailAt: -1,
+			hold: func(v int64) bool { return v%perSplit >= regPer }, release: probe.died}
 		identity := func(v int64) int64 { return v }
 		env := timerJob(2, src, perSplit, regPer, ProcessingTime, identity,
 			func() int64 { return time.Now().Add(ahead).UnixMilli() },

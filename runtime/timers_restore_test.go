@@ -62,6 +62,47 @@ func TestCorruptRestoredTimerIsNotRetryable(t *testing.T) {
 // pairKey is a key type without a binary encoding of its own.
 type pairKey struct{ A, B int }
 
+// openPairKeyed opens a keyed operator over pairKey running fn on the
+// pebble backend and returns its open error.
+func openPairKeyed(t *testing.T, fn KeyedProcessFunction[pairKey, pairKey, string]) error {
+	tk := &task{name: "p", head: &opInfo{name: "counter"}, cfg: &config{maxParallelism: 128, state: pebbleStateConfig(t)}, mb: newMailbox()}
+	p := &keyedProcessOperator[pairKey, pairKey, string]{info: opInfo{name: "counter", uid: "op"}, keyFn: func(k pairKey) pairKey { return k },
+		hash: func(k pairKey) uint32 { return HashInt64(int64(k.A)) }, par: 1, out: output[string](&recorder[string]{}),
+		newFn: func() KeyedProcessFunction[pairKey, pairKey, string] { return fn }}
+	err := p.open(tk)
+	_ = tk.shutdown()
+	_ = p.close()
+	return err
+}
+
+// With the pebble backend, a function that handles timers (a Timer in
+// KeyedProcessFuncs, OnTimer given to Process) over a key type without a
+// binary encoding is refused when its operator opens, before any record,
+// with an error naming the operator and the type that no restart mends; a
+// function without a timer handler, or of its own type (see
+// TestPebbleOwnFunctionTypeWithoutTimersOverGobKeyRuns), opens (it may use
+// no state, or state of other keys).
+func TestPebbleTimerKeyWithoutBinaryEncodingRefusedAtOpen(t *testing.T) {
+	element := func(*KeyedContext[pairKey, string], pairKey) error { return nil }
+	onTimer := func(*KeyedContext[pairKey, string], Timer) error { return nil }
+	for name, fn := range map[string]KeyedProcessFunction[pairKey, pairKey, string]{
+		"KeyedProcessFuncs with Timer":  KeyedProcessFuncs[pairKey, pairKey, string]{Element: element, Timer: onTimer},
+		"*KeyedProcessFuncs with Timer": &KeyedProcessFuncs[pairKey, pairKey, string]{Element: element, Timer: onTimer},
+	} {
+		err := openPairKeyed(t, fn)
+		var oe *OperatorError
+		var ue *unrecoverableError
+		if err == nil || !errors.As(err, &oe) || oe.Operator != "counter" || !errors.As(err, &ue) ||
+			!strings.Contains(err.Error(), "runtime.pairKey") || !strings.Contains(err.Error(), "timers") ||
+			!strings.Contains(err.Error(), "cannot be a key of the pebble state backend") {
+			t.Fatalf("%s: open error %v, want an unrecoverable error of operator counter naming the timers and runtime.pairKey", name, err)
+		}
+	}
+	if err := openPairKeyed(t, KeyedProcessFuncs[pairKey, pairKey, string]{Element: element}); err != nil {
+		t.Fatalf("a function without a timer handler: %v", err)
+	}
+}
+
 // With the pebble backend, whose DB holds timers by their keys' bytes, a
 // key type without a binary encoding fails the job at the first timer
 // registration with the error that says why, and a deletion, which has no
@@ -101,5 +142,38 @@ func TestPebbleTimerOfKeyWithoutBinaryEncodingFailsClearly(t *testing.T) {
 		case register && (err == nil || !strings.Contains(err.Error(), "cannot be a key of the pebble state backend")):
 			t.Fatalf("registering a timer: %v, want the key type's error", err)
 		}
+	}
+}
+
+// pairEcho is a KeyedProcessFunction of its own type that sets no timer:
+// its OnTimer, which the interface requires, does nothing.
+type pairEcho struct{}
+
+func (pairEcho) ProcessElement(ctx *KeyedContext[pairKey, string], k pairKey) error {
+	ctx.Collect(fmt.Sprint(k.A, k.B))
+	return nil
+}
+func (pairEcho) OnTimer(*KeyedContext[pairKey, string], Timer) error { return nil }
+
+// With the pebble backend, a function of its own type over a key type
+// without a binary encoding that registers no timer opens and processes
+// records: every such type has an OnTimer, so having one says nothing of
+// timers being used (a registration fails the job, as with
+// KeyedProcessFuncs without Timer).
+func TestPebbleOwnFunctionTypeWithoutTimersOverGobKeyRuns(t *testing.T) {
+	tk := &task{name: "p", head: &opInfo{name: "p"}, cfg: &config{maxParallelism: 128, state: pebbleStateConfig(t)}, mb: newMailbox()}
+	rec := &recorder[string]{}
+	p := &keyedProcessOperator[pairKey, pairKey, string]{info: opInfo{name: "p", uid: "op"}, keyFn: func(k pairKey) pairKey { return k },
+		hash: func(k pairKey) uint32 { return HashInt64(int64(k.A)) }, par: 1, out: output[string](rec),
+		newFn: func() KeyedProcessFunction[pairKey, pairKey, string] { return pairEcho{} }}
+	defer func() { _ = tk.shutdown(); _ = p.close() }()
+	if err := p.open(tk); err != nil {
+		t.Fatalf("open: %v", err)
+	}
+	if err := p.collect(pairKey{1, 2}, 0); err != nil {
+		t.Fatalf("a record: %v", err)
+	}
+	if len(rec.log) != 1 || rec.log[0] != "rec 1 2@0" {
+		t.Fatalf("output %v, want the record", rec.log)
 	}
 }

@@ -2,8 +2,8 @@
 //
 //	splitflow txn list --brokers B --prefix P      open transactions under a prefix, with age
 //	splitflow txn abort --brokers B --prefix P     abort (and fence) them
-//	splitflow checkpoints ls DIR                   checkpoints in a directory, verified, with
-//	                                               their sizes and what each added
+//	splitflow checkpoints ls DIR                   checkpoints in a directory (or s3://bucket/prefix),
+//	                                               verified, with their sizes and what each added
 //	splitflow checkpoints show [--json] DIR/chk-N  one checkpoint's metadata, state files, shared
 //	                                               files (and which other checkpoints use them),
 //	                                               and what they hold: splits and offsets, enumerator
@@ -33,6 +33,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/splitflow/splitflow/connector/kafka"
 	"github.com/splitflow/splitflow/connector/kafka/kafkaflag"
 	"github.com/splitflow/splitflow/runtime/checkpoint"
 	"github.com/splitflow/splitflow/txn"
@@ -43,8 +44,8 @@ import (
 const usage = `usage:
   splitflow txn list --brokers host:port[,..] --prefix P
   splitflow txn abort --brokers host:port[,..] --prefix P [--older-than D] [--yes]
-  splitflow checkpoints ls DIR
-  splitflow checkpoints show [--json] DIR/chk-N
+  splitflow checkpoints ls DIR|s3://bucket/prefix
+  splitflow checkpoints show [--json] DIR/chk-N|s3://bucket/prefix/chk-N
 
 txn commands also take --kafka-tls, --kafka-tls-ca FILE, --kafka-tls-cert FILE,
 --kafka-tls-key FILE, --kafka-tls-server-name NAME, --kafka-sasl-mechanism M,
@@ -136,12 +137,24 @@ func txnCmd(ctx context.Context, args []string, stdout, stderr io.Writer, abort 
 	if *brokers == "" || *prefix == "" {
 		return fmt.Errorf("%w: --brokers and --prefix are required", errUsage)
 	}
+	// Every bad setting in one error, before anything is dialled: a
+	// malformed address would otherwise be a dial error after the retry
+	// timeout.
+	var errs []error
+	if err := kafka.CheckBrokers(strings.Split(*brokers, ",")...); err != nil {
+		errs = append(errs, fmt.Errorf("--brokers: %w", err))
+	}
 	sec, err := secFlags.Security(getenv)
 	if err != nil {
-		return fmt.Errorf("%w: %w", errUsage, err)
+		errs = append(errs, err)
 	}
-	secOpts, err := sec.ClientOpts()
-	if err != nil {
+	var secOpts []kgo.Opt
+	if err == nil {
+		if secOpts, err = sec.ClientOpts(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("%w: %w", errUsage, err)
 	}
 	cl, err := kgo.NewClient(append(secOpts, kgo.SeedBrokers(strings.Split(*brokers, ",")...), kgo.DialTimeout(5*time.Second), kgo.RetryTimeout(10*time.Second))...)
@@ -234,12 +247,33 @@ func printTxns(w io.Writer, ts []openTxn) {
 	_ = tw.Flush()
 }
 
-func checkpointsLs(dir string, w io.Writer) error {
-	if _, err := os.Stat(dir); err != nil {
-		return err
+// inspectedStorage is what the checkpoints commands read: a directory or
+// an S3 prefix, opened without changing it.
+type inspectedStorage interface {
+	checkpoint.Storage
+	LatestForInspection() (*checkpoint.Checkpoint, error)
+	ReadMetadata(id int64) (checkpoint.Metadata, error)
+	CommitInterrupted(id int64) (bool, error)
+}
+
+// openInspected opens dir (a directory, or s3://bucket/prefix) for the
+// checkpoints commands.
+func openInspected(dir string) (inspectedStorage, error) {
+	if !checkpoint.IsS3URL(dir) {
+		if _, err := os.Stat(dir); err != nil {
+			return nil, err
+		}
 	}
 	// What the storage would log is in the listing.
-	st, err := checkpoint.NewDirStorage(dir, checkpoint.WithLogger(slog.New(slog.DiscardHandler)))
+	st, err := checkpoint.OpenStorageForInspection(dir, checkpoint.WithLogger(slog.New(slog.DiscardHandler)))
+	if err != nil {
+		return nil, err
+	}
+	return st.(inspectedStorage), nil
+}
+
+func checkpointsLs(dir string, w io.Writer) error {
+	st, err := openInspected(dir)
 	if err != nil {
 		return err
 	}
@@ -319,17 +353,26 @@ func checkpointsLs(dir string, w io.Writer) error {
 }
 
 func checkpointsShow(path string, w io.Writer, asJSON bool) error {
-	path = filepath.Clean(path)
-	base := filepath.Base(path)
+	var parent, base string
+	if checkpoint.IsS3URL(path) {
+		trimmed := strings.TrimSuffix(path, "/")
+		i := strings.LastIndex(trimmed, "/")
+		parent, base = trimmed[:i], trimmed[i+1:]
+	} else {
+		path = filepath.Clean(path)
+		parent, base = filepath.Dir(path), filepath.Base(path)
+	}
 	idStr, ok := strings.CutPrefix(base, "chk-")
 	id, err := strconv.ParseInt(idStr, 10, 64)
 	if !ok || err != nil {
-		return fmt.Errorf("%w: %q is not a DIR/chk-N path", errUsage, path)
+		return fmt.Errorf("%w: %q is not a DIR/chk-N path or s3://bucket/prefix/chk-N URL", errUsage, path)
 	}
-	if _, err := os.Stat(path); err != nil {
-		return err
+	if !checkpoint.IsS3URL(path) {
+		if _, err := os.Stat(path); err != nil {
+			return err
+		}
 	}
-	st, err := checkpoint.NewDirStorage(filepath.Dir(path))
+	st, err := openInspected(parent)
 	if err != nil {
 		return err
 	}

@@ -6,10 +6,8 @@ import (
 	"crypto/tls"
 	"errors"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/splitflow/splitflow/integration/kafkatest"
 	"github.com/twmb/franz-go/pkg/kfake"
@@ -22,30 +20,9 @@ import (
 // the password it is a usage error that names what is missing.
 func TestTxnListOverTLSAndSASL(t *testing.T) {
 	const password = "pw-cli-7Rv-secret"
-	ca, err := kafkatest.NewCA()
-	if err != nil {
-		t.Fatal(err)
-	}
-	leaf, err := ca.Issue("kfake", time.Time{}, time.Time{}, "127.0.0.1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, err := leaf.TLSCertificate()
-	if err != nil {
-		t.Fatal(err)
-	}
-	caFile := filepath.Join(t.TempDir(), "ca.pem")
-	if err := os.WriteFile(caFile, ca.CertPEM(), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "out"), kfake.EnableSASL(),
-		kfake.Superuser("SCRAM-SHA-256", "ops", password),
-		kfake.TLS(&tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	seeds := c.ListenAddrs()
+	c := kafkatest.NewSecureFake(t, "SCRAM-SHA-256", "ops", password, kfake.SeedTopics(1, "out"))
+	caFile, ca := c.CAFile, c.CA
+	seeds := c.Seeds
 	ctx := context.Background()
 	p, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.TransactionalID("job-0-1"), kgo.DefaultProduceTopic("out"),
 		kgo.DialTLSConfig(&tls.Config{RootCAs: ca.Pool(), MinVersion: tls.VersionTLS12}),
@@ -83,5 +60,28 @@ func TestTxnListOverTLSAndSASL(t *testing.T) {
 	}
 	if strings.Contains(out.String()+errOut.String(), password) {
 		t.Fatal("the output shows the password")
+	}
+}
+
+// Rule (one validation point): txn's bad settings are one usage error
+// naming each, before anything is dialled: malformed broker addresses, an
+// unreadable CA file, an unknown SASL mechanism.
+func TestTxnBadSettingsAreOneUsageError(t *testing.T) {
+	env := map[string]string{"SPLITFLOW_KAFKA_SASL_PASSWORD": "pw-cli-bad-secret"}
+	getenv = func(k string) string { return env[k] }
+	t.Cleanup(func() { getenv = os.Getenv })
+	var out, errOut bytes.Buffer
+	err := run(context.Background(), []string{"txn", "list", "--brokers", "kafka1,:9092", "--prefix", "job",
+		"--kafka-tls-ca", "/nonexistent/ca.pem", "--kafka-sasl-mechanism", "GSSAPI", "--kafka-sasl-user", "ops"}, &out, &errOut)
+	if !errors.Is(err, errUsage) {
+		t.Fatalf("txn list with bad settings: %v, want a usage error", err)
+	}
+	for _, want := range []string{`"kafka1" has no port`, `":9092" has no host`, "read the TLS CA file", `unknown SASL mechanism "GSSAPI"`} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("the error does not say %q: %v", want, err)
+		}
+	}
+	if strings.Contains(err.Error(), "pw-cli-bad-secret") {
+		t.Error("the error shows the password")
 	}
 }

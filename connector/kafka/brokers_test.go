@@ -50,7 +50,15 @@ func TestBrokerListIsConfigurationError(t *testing.T) {
 			if err == nil || !strings.Contains(err.Error(), tc.want) || !errors.Is(err, connector.ErrInvalidConfiguration) {
 				t.Errorf("NewSink: %v, want an error wrapping connector.ErrInvalidConfiguration with %q", err, tc.want)
 			}
+			// The same check for programs that read addresses from flags.
+			if err := CheckBrokers(tc.brokers...); err == nil || !strings.Contains(err.Error(), tc.want) || !errors.Is(err, connector.ErrInvalidConfiguration) {
+				t.Errorf("CheckBrokers: %v, want an error wrapping connector.ErrInvalidConfiguration with %q", err, tc.want)
+			}
 		})
+	}
+	// Every bad address of a list is named, not only the first.
+	if err := CheckBrokers("a", "b:x", "c:1"); err == nil || !strings.Contains(err.Error(), `"a" has no port`) || !strings.Contains(err.Error(), `"b:x" has no valid port`) {
+		t.Errorf("CheckBrokers(a, b:x, c:1): %v; want both bad addresses named", err)
 	}
 	for _, ok := range [][]string{{"localhost:9092"}, {"[::1]:9092", "10.0.0.1:19092"}, {"broker-1.example.com:9093"}} {
 		if _, err := NewSource(deser, WithTopics("t"), WithBrokers(ok...)); err != nil {
@@ -58,6 +66,9 @@ func TestBrokerListIsConfigurationError(t *testing.T) {
 		}
 		if _, err := NewSink(ser, WithBrokers(ok...)); err != nil {
 			t.Errorf("NewSink with %q: %v", ok, err)
+		}
+		if err := CheckBrokers(ok...); err != nil {
+			t.Errorf("CheckBrokers(%q): %v", ok, err)
 		}
 	}
 }

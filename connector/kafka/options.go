@@ -84,6 +84,19 @@ func (c *sourceConfig) validate() error {
 	return nil
 }
 
+// CheckBrokers reports every seed broker address no client could dial (an
+// empty one, one without a port or host, a port outside 1 to 65535), all
+// of them in one error wrapping connector.ErrInvalidConfiguration; nil if
+// every address is host:port. NewSource and NewSink check WithBrokers so;
+// a program that takes addresses from its users (a --brokers flag) calls
+// it to report them with its other settings, before it dials anything.
+func CheckBrokers(seeds ...string) error {
+	if err := errors.Join(checkBrokers(seeds)...); err != nil {
+		return fmt.Errorf("%w: %w", err, connector.ErrInvalidConfiguration)
+	}
+	return nil
+}
+
 // checkBrokers returns a problem for every seed broker no client could
 // dial: franz-go would dial ":9092" for an empty address and add Kafka's
 // default port to an address without one, and a job would then restart

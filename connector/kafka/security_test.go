@@ -40,31 +40,9 @@ type secureCluster struct {
 
 func newSecureCluster(t *testing.T) secureCluster {
 	t.Helper()
-	ca, err := kafkatest.NewCA()
-	if err != nil {
-		t.Fatal(err)
-	}
-	leaf, err := ca.Issue("kfake", time.Time{}, time.Time{}, "127.0.0.1", "localhost")
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, err := leaf.TLSCertificate()
-	if err != nil {
-		t.Fatal(err)
-	}
-	caFile := filepath.Join(t.TempDir(), "ca.pem")
-	if err := os.WriteFile(caFile, ca.CertPEM(), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	f, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.EnableSASL(),
-		kfake.Superuser(SASLScramSHA512, "job", securePassword),
-		kfake.TLS(&tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(f.Close)
-	return secureCluster{fake: f, seeds: f.ListenAddrs(), caFile: caFile, sec: Security{
-		TLS:  &TLS{CAFile: caFile},
+	f := kafkatest.NewSecureFake(t, SASLScramSHA512, "job", securePassword)
+	return secureCluster{fake: f.Cluster, seeds: f.Seeds, caFile: f.CAFile, sec: Security{
+		TLS:  &TLS{CAFile: f.CAFile},
 		SASL: &SASL{Mechanism: SASLScramSHA512, User: "job", Password: securePassword},
 	}}
 }

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/splitflow/splitflow/integration/kafkatest"
+	"github.com/splitflow/splitflow/internal/s3test"
 )
 
 // The pebble backend on a real broker, its process SIGKILLed at random
@@ -28,6 +29,22 @@ import (
 // so lost state would count a word from 1 again and state ahead of its
 // checkpoint would skip counts. No state directory is left behind.
 func TestPebbleProcessKilledDuringCheckpointsIsExact(t *testing.T) {
+	killedDuringCheckpoints(t, t.TempDir())
+}
+
+// The same with checkpoints on S3: the S3 server runs in the test's
+// process, so it outlives each killed job, which finds it through the AWS
+// environment it inherits. Kills land during uploads of state objects and
+// SST files and between them; each restart resumes from the prefix.
+func TestPebbleProcessKilledDuringCheckpointsOnS3IsExact(t *testing.T) {
+	srv := s3test.New(t)
+	srv.Env(t)
+	killedDuringCheckpoints(t, srv.URLOf("killed"))
+}
+
+// killedDuringCheckpoints is the test of the two above, on the checkpoint
+// location given (a directory or an s3:// URL).
+func killedDuringCheckpoints(t *testing.T, checkpointDir string) {
 	b := kafkatest.Get(t)
 	bin := filepath.Join(t.TempDir(), "wordcount")
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
@@ -54,7 +71,7 @@ func TestPebbleProcessKilledDuringCheckpointsIsExact(t *testing.T) {
 	suffix := fmt.Sprint(time.Now().UnixNano())
 	stateDir := t.TempDir()
 	args := []string{"--brokers", b.Bootstrap(), "--input-topic", "pb-lines-" + suffix, "--output-topic", "pb-counts-" + suffix,
-		"--transactional-id-prefix", "pb-" + suffix, "--checkpoint-dir", t.TempDir(), "--input-file", input,
+		"--transactional-id-prefix", "pb-" + suffix, "--checkpoint-dir", checkpointDir, "--input-file", input,
 		"--checkpoint-interval", "100ms", "--state-backend", "pebble", "--state-dir", stateDir, "-v"}
 
 	kills := 0

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"math"
@@ -15,15 +14,8 @@ import (
 	"github.com/splitflow/splitflow/runtime"
 )
 
-// wordCounts is each word's running count, kept per key by every subtask
-// of the counting operator.
-var wordCounts = runtime.NewValueState[int64]("count")
-
-// wordCount is one output record.
-type wordCount struct {
-	word  string
-	count int64
-}
+// wordCount is one output record: a word and its running count.
+type wordCount = runtime.KV[string, int64]
 
 // runJob builds and runs the pipeline: KafkaSource -> split into words ->
 // keyBy word -> running count -> KafkaSink.
@@ -38,7 +30,7 @@ func runJob(ctx context.Context, o options, seeds []string, p *progress, logger 
 		return err
 	}
 	sink, err := kafka.NewSink(kafka.KeyValueSerializer(o.outputTopic, func(wc wordCount) ([]byte, []byte, error) {
-		return []byte(wc.word), strconv.AppendInt(nil, wc.count, 10), nil
+		return []byte(wc.Key), strconv.AppendInt(nil, wc.Value, 10), nil
 	}), kafka.WithBrokers(seeds...), kafka.WithSecurity(o.security), kafka.WithLogger(logger),
 		kafka.WithDeliveryGuarantee(kafka.ExactlyOnce), kafka.WithTransactionalIDPrefix(o.txnPrefix))
 	if err != nil {
@@ -78,6 +70,12 @@ func runJob(ctx context.Context, o options, seeds []string, p *progress, logger 
 	}
 	if statusLn != nil {
 		envOpts = append(envOpts, runtime.WithHTTPListener(statusLn))
+		if o.httpToken != "" {
+			envOpts = append(envOpts, runtime.WithHTTPToken(o.httpToken))
+		}
+		if o.httpTLS != nil {
+			envOpts = append(envOpts, runtime.WithHTTPTLS(o.httpTLS))
+		}
 	}
 	env := runtime.NewEnvironment(envOpts...)
 	lines := runtime.FromSource(env, src, "lines").UID("lines")
@@ -93,11 +91,7 @@ func runJob(ctx context.Context, o options, seeds []string, p *progress, logger 
 		}
 		return nil
 	}).Name("split").UID("split")
-	counts := runtime.Process(runtime.KeyBy(words, func(w string) string { return w }), func(ctx *runtime.KeyedContext[string, wordCount], w string) error {
-		n, _, err := wordCounts.Get(ctx)
-		ctx.Collect(wordCount{word: w, count: n + 1}) // a failed call's output is aborted with its transaction
-		return errors.Join(err, wordCounts.Set(ctx, n+1))
-	}).Name("count").UID("count")
+	counts := runtime.Count(runtime.KeyBy(words, func(w string) string { return w })).Name("count").UID("count")
 	written := runtime.Map(counts, func(wc wordCount) (wordCount, error) {
 		p.updates.Add(1)
 		return wc, nil
@@ -106,5 +100,9 @@ func runJob(ctx context.Context, o options, seeds []string, p *progress, logger 
 	if err := env.Execute(ctx, "wordcount"); err != nil {
 		return fmt.Errorf("%w", err)
 	}
+	// Execute returns nil both at the end of the input and after a stop;
+	// the job's final state tells them apart (the stop endpoint cancels a
+	// context of Execute's own, which ctx does not show).
+	p.stopped.Store(env.Status().State == "cancelled")
 	return nil
 }

@@ -27,6 +27,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
@@ -57,7 +58,9 @@ type options struct {
 	failEvery          int64
 	partitions         int
 	verbose            bool
-	httpAddr           string
+	httpAddr           string // resolved: a port alone is on loopback
+	httpToken          string // --http-token-file / SPLITFLOW_HTTP_TOKEN
+	httpTLS            *tls.Config
 	stateBackend       string
 	stateDir           string
 	// security is how every Kafka client connects (TLS, SASL), from the
@@ -79,7 +82,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.inputTopic, "input-topic", "lines", "topic of input lines")
 	fs.StringVar(&o.outputTopic, "output-topic", "counts", "topic of (word, count) records")
 	fs.StringVar(&o.inputFile, "input-file", "", "text to write into the input topic (default: a built-in text); written only when the input topic is empty")
-	fs.StringVar(&o.checkpointDir, "checkpoint-dir", "", "directory for checkpoints; a job restarted with the same directory resumes from it")
+	fs.StringVar(&o.checkpointDir, "checkpoint-dir", "", "directory (or s3://bucket/prefix, configured by the AWS environment) for checkpoints; a job restarted on the same one resumes from it")
 	fs.IntVar(&o.parallelism, "parallelism", 2, "subtasks per operator")
 	fs.DurationVar(&o.checkpointInterval, "checkpoint-interval", time.Second, "time between checkpoints (and so between output commits); 0: no checkpoints, the output is committed once, at the end of the input (not with --unbounded), and a failure starts over")
 	fs.StringVar(&o.txnPrefix, "transactional-id-prefix", "wordcount", "prefix of the sink's Kafka transactional ids; unique per job")
@@ -87,7 +90,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.Int64Var(&o.failEvery, "fail-every", 0, "inject a task failure every N records (0: never); the job restarts and must still be exact")
 	fs.IntVar(&o.partitions, "partitions", 4, "partitions of topics the job creates")
 	fs.BoolVar(&o.verbose, "v", false, "log every checkpoint, restart and assignment")
-	fs.StringVar(&o.httpAddr, "http", "", "serve /metrics, /healthz, /readyz, /api/v1/job and a live status page on this address (e.g. :8081) while the job runs (default: no server)")
+	fs.StringVar(&o.httpAddr, "http", "", "serve /metrics, /healthz, /readyz, /api/v1/job and a live status page on this address while the job runs; a port alone (:8081) means loopback (127.0.0.1:8081), give 0.0.0.0:8081 to listen on every interface (default: no server)")
+	httpFlags := registerHTTPFlags(fs)
 	fs.StringVar(&o.stateBackend, "state-backend", "heap", "where the word counts live: heap (Go maps; fastest while they fit in memory, as the built-in text's do) or pebble (an on-disk LSM per subtask with incremental checkpoints; for many distinct words)")
 	fs.StringVar(&o.stateDir, "state-dir", "", "working directory of the pebble state backend (default: splitflow-state in the OS temp directory)")
 	secFlags := kafkaflag.Register(fs)
@@ -98,41 +102,63 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
-	switch {
-	case fs.NArg() > 0:
-		return o, usageError(fs, "unexpected arguments: %s", strings.Join(fs.Args(), " "))
-	case o.parallelism <= 0:
-		return o, usageError(fs, "--parallelism must be positive, not %d", o.parallelism)
-	case o.checkpointInterval < 0:
-		return o, usageError(fs, "--checkpoint-interval must not be negative, not %s", o.checkpointInterval)
-	case o.checkpointInterval == 0 && o.unbounded:
+	// Every problem at once, so that a wrong command line is fixed in
+	// one go; nothing has dialled a broker or bound a port yet.
+	var errs []error
+	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	if fs.NArg() > 0 {
+		bad("unexpected arguments: %s", strings.Join(fs.Args(), " "))
+	}
+	if o.parallelism <= 0 {
+		bad("--parallelism must be positive, not %d", o.parallelism)
+	}
+	if o.checkpointInterval < 0 {
+		bad("--checkpoint-interval must not be negative, not %s", o.checkpointInterval)
+	}
+	if o.checkpointInterval == 0 && o.unbounded {
 		// The engine refuses it too, naming its option; here the flag.
-		return o, usageError(fs, "--unbounded needs --checkpoint-interval > 0: the output is committed after each checkpoint, and unbounded input has no end to commit it at")
-	case o.checkpointInterval == 0 && o.checkpointDir != "":
-		return o, usageError(fs, "--checkpoint-dir needs --checkpoint-interval > 0")
-	case o.failEvery < 0:
-		return o, usageError(fs, "--fail-every must not be negative")
-	case o.partitions <= 0:
-		return o, usageError(fs, "--partitions must be positive")
-	case o.inputTopic == o.outputTopic:
-		return o, usageError(fs, "--input-topic and --output-topic must differ")
-	case o.txnPrefix == "":
-		return o, usageError(fs, "--transactional-id-prefix must not be empty")
-	case o.stateDir != "" && o.stateBackend != string(runtime.PebbleStateBackend):
-		return o, usageError(fs, "--state-dir applies to --state-backend pebble")
+		bad("--unbounded needs --checkpoint-interval > 0: the output is committed after each checkpoint, and unbounded input has no end to commit it at")
+	}
+	if o.checkpointInterval == 0 && o.checkpointDir != "" {
+		bad("--checkpoint-dir needs --checkpoint-interval > 0")
+	}
+	if o.failEvery < 0 {
+		bad("--fail-every must not be negative")
+	}
+	if o.partitions <= 0 {
+		bad("--partitions must be positive")
+	}
+	if o.inputTopic == o.outputTopic {
+		bad("--input-topic and --output-topic must differ")
+	}
+	if o.txnPrefix == "" {
+		bad("--transactional-id-prefix must not be empty")
+	}
+	if o.stateDir != "" && o.stateBackend != string(runtime.PebbleStateBackend) {
+		bad("--state-dir applies to --state-backend pebble")
 	}
 	if _, err := runtime.ParseStateBackend(o.stateBackend); err != nil {
-		return o, usageError(fs, "--state-backend: %v", err)
+		bad("--state-backend: %v", err)
 	}
+	if o.brokers != "" {
+		if err := kafka.CheckBrokers(strings.Split(o.brokers, ",")...); err != nil {
+			bad("--brokers: %w", err)
+		}
+	}
+	errs = append(errs, httpFlags.resolve(&o, os.Getenv)...)
 	sec, err := secFlags.Security(os.Getenv)
 	if err != nil {
-		return o, usageError(fs, "%v", err)
+		errs = append(errs, err)
+	} else if sec.TLS != nil || sec.SASL != nil {
+		if o.brokers == "" {
+			bad("the --kafka-tls and --kafka-sasl settings need --brokers (the in-process Kafka is plaintext)")
+		}
+		if o.clientOpts, err = sec.ClientOpts(); err != nil {
+			errs = append(errs, err)
+		}
 	}
-	if (sec.TLS != nil || sec.SASL != nil) && o.brokers == "" {
-		return o, usageError(fs, "the --kafka-tls and --kafka-sasl settings need --brokers (the in-process Kafka is plaintext)")
-	}
-	if o.clientOpts, err = sec.ClientOpts(); err != nil {
-		return o, usageError(fs, "%v", err)
+	if err := errors.Join(errs...); err != nil {
+		return o, usageError(fs, "%w", err)
 	}
 	o.security = sec
 	return o, nil
@@ -140,7 +166,9 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 
 func usageError(fs *flag.FlagSet, format string, args ...any) error {
 	err := fmt.Errorf(format, args...)
-	fmt.Fprintln(fs.Output(), "wordcount:", err)
+	for _, line := range strings.Split(err.Error(), "\n") { // one line per problem of a joined error
+		fmt.Fprintln(fs.Output(), "wordcount:", line)
+	}
 	fs.Usage()
 	return err
 }

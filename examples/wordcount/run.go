@@ -22,6 +22,10 @@ import (
 // progress counts what the job did, for the terminal.
 type progress struct {
 	lines, updates, failures, checkpoints, restarts atomic.Int64
+	// stopped: the job ended by a stop (an interrupt, POST
+	// /api/v1/job/stop) rather than at the end of its input, so its
+	// output is a prefix of the input's counts.
+	stopped atomic.Bool
 }
 
 func run(ctx context.Context, o options, stdout io.Writer, logger *slog.Logger) (int, error) {
@@ -36,7 +40,14 @@ func run(ctx context.Context, o options, stdout io.Writer, logger *slog.Logger) 
 		}
 		defer func() { _ = ln.Close() }() // also when the job never starts
 		statusLn = ln
-		fmt.Fprintf(stdout, "status page http://%s/ (metrics at /metrics, job at /api/v1/job)\n", displayAddr(ln.Addr()))
+		scheme, stop := "http", "no token: POST /api/v1/job/stop is refused"
+		if o.httpTLS != nil {
+			scheme = "https"
+		}
+		if o.httpToken != "" {
+			stop = "POST /api/v1/job/stop with the token stops the job"
+		}
+		fmt.Fprintf(stdout, "status page %s://%s/ (metrics at /metrics, job at /api/v1/job; %s)\n", scheme, displayAddr(ln.Addr()), stop)
 		if o.onHTTP != nil {
 			o.onHTTP(ln.Addr().String())
 		}
@@ -72,16 +83,19 @@ func run(ctx context.Context, o options, stdout io.Writer, logger *slog.Logger) 
 	fmt.Fprintf(stdout, "job finished in %s: %d lines read, %d updates written (both counting replays after restarts), %d checkpoints, %d injected failures, %d restarts\n",
 		time.Since(began).Round(time.Millisecond), p.lines.Load(), p.updates.Load(), p.checkpoints.Load(), p.failures.Load(), p.restarts.Load())
 
-	if o.unbounded {
-		// An unbounded job ends by interrupt, which cancelled ctx; what
-		// it committed until then is still to be checked.
+	// An unbounded job ends by a stop, and a bounded one may (an
+	// interrupt, which cancelled ctx, or POST /api/v1/job/stop, which did
+	// not): what it committed until then is still to be checked, as a
+	// prefix of the input's counts.
+	partial := o.unbounded || p.stopped.Load()
+	if partial {
 		ctx = context.WithoutCancel(ctx)
 	}
 	want, err := inputCounts(ctx, seeds, o.inputTopic, o.clientOpts)
 	if err != nil {
 		return 1, err
 	}
-	r, err := verify(ctx, seeds, o.outputTopic, want, o.unbounded, o.clientOpts)
+	r, err := verify(ctx, seeds, o.outputTopic, want, partial, o.clientOpts)
 	if err != nil {
 		return 1, fmt.Errorf("verify: %w", err)
 	}

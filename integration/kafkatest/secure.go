@@ -24,6 +24,9 @@ import (
 //
 //   - SECURE (SASL_SSL, SCRAM-SHA-512) for the tests' clients, with a PEM
 //     key store made at start and the standard authorizer;
+//   - EXPIRED (SASL_SSL like SECURE) whose certificate, signed by the
+//     same CA, expired a day before the broker started: what a client
+//     sees of a broker whose certificate was not renewed;
 //   - INTERNAL (plaintext, for the broker itself and the readiness check)
 //     and CONTROLLER (plaintext): their principal is User:ANONYMOUS,
 //     which is a super user so that the node can talk to itself. They
@@ -34,16 +37,20 @@ import (
 const secureProperties = `process.roles=broker,controller
 node.id=1
 controller.quorum.voters=1@127.0.0.1:{{CTRL}}
-listeners=INTERNAL://127.0.0.1:{{PORT}},SECURE://127.0.0.1:{{EXTRA0}},CONTROLLER://127.0.0.1:{{CTRL}}
-advertised.listeners=INTERNAL://127.0.0.1:{{PORT}},SECURE://127.0.0.1:{{EXTRA0}}
+listeners=INTERNAL://127.0.0.1:{{PORT}},SECURE://127.0.0.1:{{EXTRA0}},EXPIRED://127.0.0.1:{{EXTRA1}},CONTROLLER://127.0.0.1:{{CTRL}}
+advertised.listeners=INTERNAL://127.0.0.1:{{PORT}},SECURE://127.0.0.1:{{EXTRA0}},EXPIRED://127.0.0.1:{{EXTRA1}}
 controller.listener.names=CONTROLLER
-listener.security.protocol.map=INTERNAL:PLAINTEXT,SECURE:SASL_SSL,CONTROLLER:PLAINTEXT
+listener.security.protocol.map=INTERNAL:PLAINTEXT,SECURE:SASL_SSL,EXPIRED:SASL_SSL,CONTROLLER:PLAINTEXT
 inter.broker.listener.name=INTERNAL
 sasl.enabled.mechanisms=SCRAM-SHA-512
 listener.name.secure.sasl.enabled.mechanisms=SCRAM-SHA-512
 listener.name.secure.scram-sha-512.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;
 listener.name.secure.ssl.keystore.type=PEM
 listener.name.secure.ssl.keystore.location={{DIR}}/broker.pem
+listener.name.expired.sasl.enabled.mechanisms=SCRAM-SHA-512
+listener.name.expired.scram-sha-512.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;
+listener.name.expired.ssl.keystore.type=PEM
+listener.name.expired.ssl.keystore.location={{DIR}}/expired.pem
 authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer
 super.users=User:ANONYMOUS;User:` + SecureAdminUser + `
 allow.everyone.if.no.acl.found=false
@@ -76,6 +83,10 @@ type SecureBroker struct {
 	CAFile string
 	// AdminPassword is SecureAdminUser's password.
 	AdminPassword string
+	// ExpiredAddrs is the broker's EXPIRED listener: SASL_SSL as Addrs,
+	// with a certificate signed by CA that expired before the broker
+	// started. A client that dials it must fail its TLS handshake.
+	ExpiredAddrs []string
 }
 
 // ClientOpts are the franz-go options of a client that connects as user
@@ -151,16 +162,20 @@ func StartSecure(ctx context.Context) (*SecureBroker, error) {
 	if err != nil {
 		return nil, err
 	}
+	expired, err := ca.Issue("127.0.0.1", time.Now().Add(-48*time.Hour), time.Now().Add(-24*time.Hour), "127.0.0.1", "localhost")
+	if err != nil {
+		return nil, err
+	}
 	var raw [16]byte
 	_, _ = rand.Read(raw[:])
 	adminPW := hex.EncodeToString(raw[:])
 	// Kafka's PEM key store: the unencrypted PKCS#8 key and the
 	// certificate chain in one file.
-	keystore := append(append([]byte(nil), leaf.KeyPEM...), leaf.CertPEM...)
+	keystore := func(l Leaf) []byte { return append(append([]byte(nil), l.KeyPEM...), l.CertPEM...) }
 	b, err := startLocalSpec(ctx, localSpec{
 		props:      secureProperties,
-		extraPorts: 1,
-		files:      map[string][]byte{"broker.pem": keystore, "ca.pem": ca.CertPEM()},
+		extraPorts: 2,
+		files:      map[string][]byte{"broker.pem": keystore(leaf), "expired.pem": keystore(expired), "ca.pem": ca.CertPEM()},
 		// The super user's credential is in the cluster's first metadata,
 		// so it can authenticate as soon as the broker serves.
 		formatArgs: []string{"--add-scram=SCRAM-SHA-512=[name=" + SecureAdminUser + ",password=" + adminPW + "]"},
@@ -170,7 +185,8 @@ func StartSecure(ctx context.Context) (*SecureBroker, error) {
 	}
 	lb := b.be.(*localBroker)
 	b.addrs = []string{"127.0.0.1:" + strconv.Itoa(lb.extra[0])}
-	sb := &SecureBroker{Broker: b, CA: ca, CAFile: filepath.Join(lb.dir, "ca.pem"), AdminPassword: adminPW}
+	sb := &SecureBroker{Broker: b, CA: ca, CAFile: filepath.Join(lb.dir, "ca.pem"), AdminPassword: adminPW,
+		ExpiredAddrs: []string{"127.0.0.1:" + strconv.Itoa(lb.extra[1])}}
 	// Ready on the internal listener; now on the secure one as the admin.
 	if err := sb.ping(ctx); err != nil {
 		_ = b.Close()

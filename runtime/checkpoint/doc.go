@@ -25,7 +25,12 @@
 //     state blobs first (each fsynced), then the metadata under a temp name,
 //     fsync, rename, fsync of the directory. The metadata records a format
 //     version, and every blob's owner, length and CRC-32C, and carries its
-//     own CRC-32C; a torn or corrupt checkpoint is detected on load.
+//     own CRC-32C; a torn or corrupt checkpoint is detected on load. On
+//     S3 (S3Storage) each state object's PUT returns before the metadata
+//     is PUT, last, with If-None-Match: * where the server honours it; a
+//     failed metadata PUT is followed by its DELETE, so a failed Commit
+//     leaves no checkpoint that looks complete, or, when that DELETE
+//     fails too, a whole one beside its commit marker, never part of one.
 //   - Shared files (Storage.PutFile) are durable before any metadata lists
 //     them: copied to a temp name, fsynced, renamed, directory fsynced. A
 //     name is stored once and never rewritten. The metadata records each

@@ -51,6 +51,8 @@ func filesWritten(s Storage) int64 {
 		return s.filesWritten.Load()
 	case *MemoryStorage:
 		return s.filesWritten.Load()
+	case *S3Storage:
+		return s.filesWritten.Load()
 	}
 	panic("unknown storage")
 }
@@ -85,6 +87,8 @@ func orphan(t *testing.T, s Storage, name string) {
 		s.mu.Lock()
 		s.files[name] = []byte(fileContent(name))
 		s.mu.Unlock()
+	case *S3Storage:
+		fakeOf(s).putObject(t, s.prefix+sharedPath(name), []byte(fileContent(name)))
 	}
 }
 
@@ -115,6 +119,14 @@ func removeShared(t *testing.T, s Storage, name string, truncate bool) {
 		} else {
 			delete(s.files, name)
 		}
+	case *S3Storage:
+		f, key := fakeOf(s), s.prefix+sharedPath(name)
+		if truncate {
+			b := f.object(t, key)
+			f.putObject(t, key, b[:len(b)-1])
+		} else {
+			f.deleteObject(t, key)
+		}
 	}
 }
 
@@ -123,6 +135,9 @@ func removeShared(t *testing.T, s Storage, name string, truncate bool) {
 func sharedLocation(s Storage, name string) string {
 	if d, ok := s.(*DirStorage); ok {
 		return filepath.Join(d.Dir(), sharedDir, name)
+	}
+	if s3, ok := s.(*S3Storage); ok {
+		return s3.url(s3.prefix + sharedPath(name))
 	}
 	return name
 }
@@ -587,6 +602,11 @@ func flipShared(t *testing.T, s Storage, name string) {
 		b[len(b)/2] ^= 0x01
 		s.files[name] = b
 		s.mu.Unlock()
+	case *S3Storage:
+		f, key := fakeOf(s), s.prefix+sharedPath(name)
+		b := f.object(t, key)
+		b[len(b)/2] ^= 0x01
+		f.putObject(t, key, b)
 	}
 }
 
@@ -872,6 +892,8 @@ func bookOf(s Storage) *fileBook {
 		return s.files
 	case *MemoryStorage:
 		return s.book
+	case *S3Storage:
+		return s.files
 	}
 	panic("unknown storage")
 }

@@ -224,6 +224,8 @@ func keyedKind(k byte) string {
 		return "event-time timers"
 	case stateformat.KindProcessingTimers:
 		return "processing-time timers"
+	case stateformat.KindWatermark:
+		return "watermark"
 	}
 	return fmt.Sprintf("kind %d", k)
 }

@@ -18,7 +18,8 @@ const lockFile = "_lock"
 // another, holds the directory's lock: two jobs running from one
 // checkpoint directory would remove each other's checkpoints and commit
 // their output twice. The engine answers with it too when a job of this
-// process already runs on the same DirStorage (Job set).
+// process already runs on the same DirStorage (Job set), or on the same
+// S3 prefix (Dir is then the s3:// URL).
 type LockedError struct {
 	Dir string
 	// PID is the holder's process id as it wrote it in the lock file, 0
@@ -30,6 +31,10 @@ type LockedError struct {
 }
 
 func (e *LockedError) Error() string {
+	if IsS3URL(e.Dir) {
+		// Only jobs of one process are told apart on S3: it has no lock.
+		return fmt.Sprintf("checkpoint storage %s is in use by job %q of process %d (this one); run one job per prefix: stop the other one, or give this one a prefix of its own", e.Dir, e.Job, e.PID)
+	}
 	holder := "another process"
 	switch {
 	case e.Job != "":

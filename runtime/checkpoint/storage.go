@@ -400,7 +400,8 @@ func findLatest(w latestWalk) (*Checkpoint, error) {
 	return nil, &NoValidCheckpointError{Skipped: skipped}
 }
 
-// StorageOption configures NewDirStorage and NewMemoryStorage.
+// StorageOption configures NewDirStorage, NewMemoryStorage and
+// NewS3Storage (the WithS3 options only the last).
 type StorageOption interface{ applyStorage(*storageConfig) }
 
 type storageOptionFunc func(*storageConfig)
@@ -410,10 +411,12 @@ func (f storageOptionFunc) applyStorage(c *storageConfig) { f(c) }
 type storageConfig struct {
 	retained int
 	logger   *slog.Logger
+	// s3 is S3Storage's; the other storages ignore it.
+	s3 s3Config
 }
 
 func defaultStorageConfig() storageConfig {
-	return storageConfig{retained: 3, logger: slog.Default()}
+	return storageConfig{retained: 3, logger: slog.Default(), s3: defaultS3Config()}
 }
 
 func (c *storageConfig) validate() error {

@@ -43,6 +43,15 @@ func storages(t *testing.T, fn func(t *testing.T, open func(opts ...StorageOptio
 			return s
 		})
 	})
+	t.Run("s3", func(t *testing.T) {
+		f := newFakeS3(t)
+		fn(t, func(opts ...StorageOption) Storage {
+			s := f.open(t, "jobs/wordcount", opts...)
+			fakes.Store(s, f)
+			t.Cleanup(func() { fakes.Delete(s) })
+			return s
+		})
+	})
 }
 
 // blobs is the state of one test checkpoint, by owner.
@@ -387,6 +396,20 @@ func damageState(t *testing.T, s Storage, id int64) {
 				b[len(b)/2] ^= 0xff
 				return
 			}
+		}
+	case *S3Storage:
+		f := fakeOf(s)
+		for _, k := range f.keys(t, s.prefix+chkDir(id)+"/") {
+			if !strings.HasSuffix(k, ".state") {
+				continue
+			}
+			b := f.object(t, k)
+			if len(b) == 0 {
+				continue
+			}
+			b[len(b)/2] ^= 0xff
+			f.putObject(t, k, b)
+			return
 		}
 	}
 	t.Fatalf("checkpoint %d has no non-empty state to damage", id)

@@ -128,11 +128,5 @@ func TestSecurityFlagErrors(t *testing.T) {
 
 func writeCA(t *testing.T, path string) {
 	t.Helper()
-	ca, err := kafkatest.NewCA()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(path, ca.CertPEM(), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	kafkatest.WriteCA(t, path)
 }

@@ -130,9 +130,11 @@ func SplitFrames(b []byte, n int) ([][]byte, error) {
 // Keyed state layout versions. Version 1 has value and map entries;
 // version 2 adds timers, an entry per time domain and key group; version 3
 // starts every entry's data with a format byte (Format*) and encodes keys
-// and values with the codecs of their types (runtime/serde.go).
+// and values with the codecs of their types (runtime/serde.go); version 4
+// adds the operator's watermark, an entry per key group (KindWatermark,
+// data varint(watermark)).
 const (
-	KeyedVersion    = 3
+	KeyedVersion    = 4
 	KeyedVersionMin = 1
 	// KeyedVersionFormat is the first version with a format byte.
 	KeyedVersionFormat = 3
@@ -144,6 +146,7 @@ const (
 	KindMap              byte = 2
 	KindEventTimers      byte = 3
 	KindProcessingTimers byte = 4
+	KindWatermark        byte = 5
 )
 
 // Formats of a keyed entry's data (version 3 on); never renumber.

@@ -1,0 +1,88 @@
+package runtime
+
+import "time"
+
+// ProcessContext is what the function of ProcessStream sees: the current
+// record's timestamp, the watermark, an output and side outputs (Output).
+// It is valid only during the call it was passed to.
+type ProcessContext[O any] struct {
+	out       output[O]
+	ts        int64
+	err       error
+	info      *opInfo
+	watermark int64
+}
+
+// Timestamp is the current record's event timestamp
+// (connector.NoTimestamp if none).
+func (c *ProcessContext[O]) Timestamp() int64 { return c.ts }
+
+// SubtaskIndex is the subtask running the function.
+func (c *ProcessContext[O]) SubtaskIndex() int { return c.info.subtask }
+
+// Collect emits v with the current timestamp.
+func (c *ProcessContext[O]) Collect(v O) { c.CollectWithTimestamp(v, c.ts) }
+
+// CollectWithTimestamp emits v with timestamp ts.
+func (c *ProcessContext[O]) CollectWithTimestamp(v O, ts int64) {
+	if c.err == nil {
+		c.err = c.out.collect(v, ts)
+	}
+}
+
+// CurrentWatermark is the operator's input watermark (math.MinInt64 before
+// the first one).
+func (c *ProcessContext[O]) CurrentWatermark() int64 { return c.watermark }
+
+// CurrentProcessingTime is the wall clock in milliseconds since the Unix
+// epoch.
+func (c *ProcessContext[O]) CurrentProcessingTime() int64 { return time.Now().UnixMilli() }
+
+func (c *ProcessContext[O]) sideOutputs() (*sideOutputs, int64, *error) {
+	return c.info.sides, c.ts, &c.err
+}
+
+// ProcessStream runs fn on every record of a stream that is not keyed
+// (Flink's ProcessFunction): it emits zero or more records with
+// ctx.Collect, and side outputs with Output, which FlatMap cannot. It has
+// no keyed state and no timers; a keyed stream has Process. Like FlatMap's
+// function, fn is shared by every subtask and runs on each subtask's task
+// goroutine, so it must keep nothing of its own between calls. An error
+// from fn fails the job.
+func ProcessStream[I, O any](ds DataStream[I], fn func(ctx *ProcessContext[O], v I) error) DataStream[O] {
+	n := &node{out: typeOpsFor[O]{}, in: typeOpsFor[I]{}, sideCapable: true}
+	if fn == nil {
+		n.errs = append(n.errs, errNilFunction("process function"))
+	}
+	n.build = func(info opInfo, _ int, out any) (lifecycle, any) {
+		op := &processOperator[I, O]{noLifecycle: noLifecycle{info: info}, fn: fn}
+		op.ctx = ProcessContext[O]{out: out.(output[O]), info: &op.info, watermark: noWatermark}
+		return op, output[I](op)
+	}
+	ds.env.addNode("Process", n)
+	connect(ds, n, ds.part, ds.explicit, nil)
+	return DataStream[O]{env: ds.env, node: n}
+}
+
+// processOperator runs the function of ProcessStream.
+type processOperator[I, O any] struct {
+	noLifecycle
+	fn  func(*ProcessContext[O], I) error
+	ctx ProcessContext[O]
+}
+
+func (p *processOperator[I, O]) collect(v I, ts int64) error {
+	p.info.records++
+	p.ctx.ts, p.ctx.err = ts, nil
+	if err := p.fn(&p.ctx, v); err != nil {
+		return p.info.wrap(err)
+	}
+	return p.ctx.err
+}
+
+func (p *processOperator[I, O]) emitWatermark(wm int64) error {
+	p.ctx.watermark = max(p.ctx.watermark, wm)
+	return p.ctx.out.emitWatermark(wm)
+}
+
+func (p *processOperator[I, O]) emitStatus(idle bool) error { return p.ctx.out.emitStatus(idle) }

@@ -1,0 +1,194 @@
+package runtime
+
+import (
+	"testing"
+
+	"github.com/splitflow/splitflow/runtime/checkpoint"
+)
+
+// winOut is what a window operator emitted: values with their timestamps.
+type winOut[O any] struct {
+	vals []O
+	ts   []int64
+	wms  []int64
+}
+
+func (r *winOut[O]) collect(v O, ts int64) error {
+	r.vals, r.ts = append(r.vals, v), append(r.ts, ts)
+	return nil
+}
+func (r *winOut[O]) emitWatermark(wm int64) error { r.wms = append(r.wms, wm); return nil }
+func (r *winOut[O]) emitStatus(bool) error        { return nil }
+
+func (r *winOut[O]) take() []O {
+	v := r.vals
+	r.vals, r.ts = nil, nil
+	return v
+}
+
+// winTestFn is the window function's face for tests, whatever its types.
+type winTestFn interface {
+	setClock(now func() int64)
+	lateDropped() int64
+}
+
+func (f *windowFn[K, T, A, O]) setClock(now func() int64) { f.now = now }
+func (f *windowFn[K, T, A, O]) lateDropped() int64        { return f.droppedLate }
+
+// winOp is a window operator opened by hand, its processing-time clock
+// the test's.
+type winOp[K comparable, T, O any] struct {
+	p     *keyedProcessOperator[K, T, O]
+	out   *winOut[O]
+	clock int64
+	stop  func()
+}
+
+// winStream makes the window stream mk builds over a keyed stream of T
+// by keyFn, for openWin.
+func winStream[K comparable, T, O any](keyFn func(T) K, mk func(KeyedStream[K, T]) DataStream[O]) DataStream[O] {
+	env := NewEnvironment()
+	src := DataStream[T]{env: env, node: env.addNode("Source", &node{out: typeOpsFor[T]{}})}
+	return mk(KeyBy(src, keyFn))
+}
+
+// openWin opens subtask sub of par of the window operator of ds on state
+// config sc, restored from chk if not nil, as operator "op".
+func openWin[K comparable, T, O any](t testing.TB, ds DataStream[O], sc stateConfig, chk *checkpoint.Checkpoint, par, sub int) *winOp[K, T, O] {
+	t.Helper()
+	if len(ds.node.errs) > 0 {
+		t.Fatalf("window stream: %v", ds.node.errs[0])
+	}
+	w := &winOp[K, T, O]{out: &winOut[O]{}, clock: 1 << 50}
+	l, _ := ds.node.build(opInfo{name: "win", uid: "op", subtask: sub}, par, output[O](w.out))
+	w.p = l.(*keyedProcessOperator[K, T, O])
+	tk := &task{name: "win", head: &opInfo{name: "win"}, cfg: &config{maxParallelism: 128, state: sc}, mb: newMailbox()}
+	if chk != nil {
+		tk.restored = &restoredState{chk: chk}
+	}
+	w.stop = func() { _ = tk.shutdown(); _ = w.p.close() }
+	if err := w.p.open(tk); err != nil {
+		w.stop()
+		t.Fatal(err)
+	}
+	w.fn().setClock(func() int64 { return w.clock })
+	return w
+}
+
+func (w *winOp[K, T, O]) fn() winTestFn { return w.p.fn.(winTestFn) }
+
+func (w *winOp[K, T, O]) add(t testing.TB, v T, ts int64) {
+	t.Helper()
+	if err := w.p.collect(v, ts); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (w *winOp[K, T, O]) watermark(t testing.TB, wm int64) {
+	t.Helper()
+	if err := w.p.emitWatermark(wm); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// advance sets the processing-time clock to now and fires the
+// processing-time timers due by it, as the task's timer would.
+func (w *winOp[K, T, O]) advance(t testing.TB, now int64) {
+	t.Helper()
+	w.clock = now
+	for {
+		e, ok := w.p.timers.processing.peek()
+		if !ok || e.ts > now {
+			return
+		}
+		w.p.timers.processing.pop()
+		if err := w.p.fire(e, ProcessingTime, noTimestampForProcessingTime); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// snapshot takes checkpoint id of the operator into storage.
+func (w *winOp[K, T, O]) snapshot(t testing.TB, storage checkpoint.Storage, id int64) ([]byte, []checkpoint.FileHandle) {
+	t.Helper()
+	if w.p.state.pb != nil {
+		w.p.state.pb.storage = storage
+	}
+	enc, err := w.p.freezeState(id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	blob, files, err := enc(func() bool { return false })
+	w.p.thawState()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return blob, files
+}
+
+// timersLeft counts the operator's pending timers.
+func (w *winOp[K, T, O]) timersLeft() int {
+	return len(w.p.timers.event.all()) + len(w.p.timers.processing.all())
+}
+
+// keysInState counts the keys among keys with any window state, through
+// the states themselves on either backend, and on the heap backend also
+// every key the state maps hold.
+func (w *winOp[K, T, O]) keysInState(t testing.TB, keys []K) int {
+	t.Helper()
+	n, pairs := 0, 0
+	for _, k := range keys {
+		w.p.state.setKey(k)
+		has := false
+		for _, name := range []string{windowContentsState, windowEndsState, windowCountState} {
+			s, ok := w.p.state.states[name]
+			if !ok {
+				continue
+			}
+			if l, ok := s.(interface{ Len() int }); ok && l.Len() > 0 {
+				has = true
+				pairs++
+			}
+			if v, ok := s.(ValueState[int64]); ok {
+				if _, ok := v.Value(); ok {
+					has = true
+					pairs++
+				}
+			}
+		}
+		if has {
+			n++
+		}
+	}
+	if w.p.state.err != nil {
+		t.Fatal(w.p.state.err)
+	}
+	if w.p.state.pb == nil {
+		heap := 0
+		for _, s := range w.p.state.states {
+			if c, ok := s.(interface{ heapKeys() int }); ok {
+				heap += c.heapKeys()
+			}
+		}
+		if heap != pairs {
+			t.Fatalf("heap state holds %d keys' states, %d of them of known keys", heap, pairs)
+		}
+	}
+	return n
+}
+
+func (s *mapState[K, UK, UV]) heapKeys() int {
+	n := 0
+	for _, m := range s.m {
+		n += len(m)
+	}
+	return n
+}
+
+func (s *valueState[K, V]) heapKeys() int {
+	n := 0
+	for _, m := range s.m {
+		n += len(m)
+	}
+	return n
+}

@@ -1,0 +1,139 @@
+package runtime
+
+import (
+	"math/rand/v2"
+	"strconv"
+	"testing"
+	"time"
+)
+
+// encodeWinCount packs a count result of windows of 10ms over keys 0..2
+// into the int64 the test sink keeps.
+func encodeWinCount(r WindowResult[int64, int64]) int64 {
+	return ((r.Window.Start/10)*3+r.Key)*1000 + r.Value*10 + int64(r.Firing)
+}
+
+// Rule (exactly-once, invariant of the two-phase sink): a windowed job
+// that fails at random records and restarts from its checkpoints commits
+// each window's results once: one on-time result per window, no result
+// twice, and every window's last result is its full count. Records reach
+// windows out of order across splits; the allowed lateness keeps them
+// all, so a record a restart makes late updates its window instead of
+// being dropped.
+func TestWindowResultsExactlyOnceUnderFailures(t *testing.T) {
+	for seed := range 4 {
+		t.Run(strconv.Itoa(seed), func(t *testing.T) {
+			rng := rand.New(rand.NewPCG(uint64(seed), 11))
+			j := &rangeJob{par: 1 + rng.IntN(3), splits: 2 + rng.IntN(3), perSplit: 20 + rng.IntN(30),
+				delay: time.Duration(rng.IntN(300)) * time.Microsecond}
+			n := j.records()
+			var fails []int64
+			for range 1 + rng.IntN(2) {
+				fails = append(fails, int64(rng.IntN(n)))
+			}
+			j.sink = &txnSink2PC{store: newTxnStore()}
+			j.src = &rangeSrc{splits: j.splits, perSplit: j.perSplit, delay: j.delay, readerFailAt: -1}
+			env := NewEnvironment(WithParallelism(j.par), WithFlushTimeout(time.Millisecond),
+				WithRestartStrategy(FixedDelayRestart(10, time.Millisecond)), WithLogger(discardLogger()),
+				WithDrainTimeout(5*time.Second), WithCheckpointInterval(time.Duration(2+rng.IntN(6))*time.Millisecond),
+				WithAutoWatermarkInterval(time.Millisecond))
+			src := FromSource(env, j.src, "range", ForMonotonousTimestamps[int64]().
+				WithTimestampAssigner(func(v, _ int64) int64 { return v })).UID("src")
+			vals := Map(src, failOnce(fails...)).UID("map")
+			counts := WindowCount(Window(KeyBy(vals, func(v int64) int64 { return v % 3 }),
+				Tumbling(10*time.Millisecond), AllowedLateness(time.Hour))).UID("window")
+			SinkToTwoPhase(Map(counts, func(r WindowResult[int64, int64]) (int64, error) { return encodeWinCount(r), nil }).UID("encode"), j.sink).UID("sink")
+			if err := env.Execute(testCtx(t), "windows"); err != nil {
+				t.Fatalf("%+v fails=%v: %v", j, fails, err)
+			}
+			want := map[int64]int64{} // window (start/10*3+key) -> count
+			for v := range int64(n) {
+				want[(v/10)*3+v%3]++
+			}
+			j.sink.store.mu.Lock()
+			defer j.sink.store.mu.Unlock()
+			seen := map[int64]bool{}
+			onTime := map[int64]int{}
+			last := map[int64]int64{}
+			for _, rs := range j.sink.store.committed {
+				for _, r := range rs {
+					if seen[r] {
+						t.Fatalf("fails=%v: result %d committed twice", fails, r)
+					}
+					seen[r] = true
+					win, count, firing := r/1000, r%1000/10, WindowFiring(r%10)
+					if firing == WindowOnTime {
+						onTime[win]++
+					}
+					last[win] = max(last[win], count)
+				}
+			}
+			for win, c := range want {
+				if onTime[win] != 1 || last[win] != c {
+					t.Fatalf("fails=%v: window %d: %d on-time results, last count %d, want 1 and %d", fails, win, onTime[win], last[win], c)
+				}
+			}
+			if len(last) != len(want) {
+				t.Fatalf("fails=%v: results of %d windows, want %d", fails, len(last), len(want))
+			}
+		})
+	}
+}
+
+// BenchmarkWindowTumblingCount measures a tumbling-window count per
+// record on each backend, over 1000 keys with a watermark every 1000
+// records (each window holds about one record per key, so every
+// watermark fires and clears a window of each key), beside "keyed-count",
+// a running count per key in a ValueState through the same operator: the
+// ratio is what windows cost over plain keyed state.
+func BenchmarkWindowTumblingCount(b *testing.B) {
+	for _, backend := range stateBackends {
+		b.Run(string(backend)+"/window", func(b *testing.B) {
+			w := openWin[string, string](b, countStream(Tumbling(time.Second)), benchStateConfig(b, backend), nil, 1, 0)
+			defer w.stop()
+			keys := make([]string, 1000)
+			for i := range keys {
+				keys[i] = "word-" + strconv.Itoa(i)
+			}
+			b.ReportAllocs()
+			i := int64(0)
+			for b.Loop() {
+				if err := w.p.collect(keys[i%1000], i); err != nil {
+					b.Fatal(err)
+				}
+				i++
+				if i%1000 == 0 {
+					if err := w.p.emitWatermark(i - 1); err != nil {
+						b.Fatal(err)
+					}
+					w.out.take()
+				}
+			}
+		})
+		b.Run(string(backend)+"/keyed-count", func(b *testing.B) {
+			var count ValueState[int64]
+			p, stop, err := openKeyedOn(b, benchStateConfig(b, backend), nil, 1, 0, benchCount(&count))
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer stop()
+			keys := make([]string, 1000)
+			for i := range keys {
+				keys[i] = "word-" + strconv.Itoa(i)
+			}
+			p.fn = KeyedProcessFuncs[string, string, string]{Element: func(*KeyedContext[string, string], string) error {
+				c, _ := count.Value()
+				count.Update(c + 1)
+				return nil
+			}}
+			b.ReportAllocs()
+			i := int64(0)
+			for b.Loop() {
+				if err := p.collect(keys[i%1000], i); err != nil {
+					b.Fatal(err)
+				}
+				i++
+			}
+		})
+	}
+}

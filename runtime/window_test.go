@@ -1,0 +1,360 @@
+package runtime
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/splitflow/splitflow/runtime/checkpoint"
+)
+
+// kv is a keyed test record.
+type kv struct {
+	K string
+	V int64
+}
+
+func kvKey(r kv) string { return r.K }
+
+const clockBase = int64(1<<50) / 1000 * 1000 // a processing time the wall clock never reaches
+
+// Rule (Flink's merging windows): a record that reaches two sessions of
+// its key merges them, and their contents, into one session; Aggregate
+// merges accumulators with Merge, Process keeps every record.
+func TestSessionRecordBridgingTwoSessionsMergesThem(t *testing.T) {
+	for _, b := range stateBackends {
+		t.Run(string(b), func(t *testing.T) {
+			sum := Aggregator[kv, int64, int64]{
+				Create: func() int64 { return 0 },
+				Add:    func(acc int64, r kv) int64 { return acc + r.V },
+				Merge:  func(a, b int64) int64 { return a + b },
+				Result: func(acc int64) int64 { return acc },
+			}
+			agg := openWin[string, kv](t, winStream(kvKey, func(ks KeyedStream[string, kv]) DataStream[WindowResult[string, int64]] {
+				return WindowAggregate(Window(ks, Session(10*time.Millisecond)), sum)
+			}), unitStateConfig(t, b), nil, 1, 0)
+			defer agg.stop()
+			proc := openWin[string, kv](t, winStream(kvKey, func(ks KeyedStream[string, kv]) DataStream[string] {
+				return WindowProcess(Window(ks, Session(10*time.Millisecond)), func(w WindowInfo[string], rs []kv, out Collector[string]) error {
+					var vs []string
+					for _, r := range rs {
+						vs = append(vs, fmt.Sprint(r.V))
+					}
+					out.Collect(fmt.Sprintf("%s %v %s %s", w.Key, w.Window, w.Firing, strings.Join(vs, ",")))
+					return nil
+				})
+			}), unitStateConfig(t, b), nil, 1, 0)
+			defer proc.stop()
+			for _, r := range []struct {
+				v, ts int64
+			}{{1, 0}, {2, 20}, {4, 10}} { // [0,10) and [20,30), then [10,20) touching both
+				agg.add(t, kv{"a", r.v}, r.ts)
+				proc.add(t, kv{"a", r.v}, r.ts)
+			}
+			agg.watermark(t, 28)
+			proc.watermark(t, 28)
+			if got := agg.out.take(); len(got) != 0 {
+				t.Fatalf("before the merged session's end: %v", got)
+			}
+			agg.watermark(t, 29)
+			proc.watermark(t, 29)
+			want := WindowResult[string, int64]{Key: "a", Window: TimeWindow{0, 30}, Value: 7, Firing: WindowOnTime}
+			if got := agg.out.take(); !slices.Equal(got, []WindowResult[string, int64]{want}) {
+				t.Fatalf("aggregate: %v, want %v", got, want)
+			}
+			// The sessions' records by session start, then the bridging one.
+			if got := proc.out.take(); !slices.Equal(got, []string{"a [0,30) on-time 1,2,4"}) {
+				t.Fatalf("process: %q", got)
+			}
+			for _, w := range []interface {
+				keysInState(testing.TB, []string) int
+			}{agg, proc} {
+				if n := w.keysInState(t, []string{"a"}); n != 0 {
+					t.Fatalf("%d keys keep session state after the session fired", n)
+				}
+			}
+		})
+	}
+}
+
+// Rule: session windows merge accumulators, so an aggregator without
+// Merge is refused when the job is built.
+func TestSessionAggregateWithoutMergeIsRefused(t *testing.T) {
+	ds := winStream(kvKey, func(ks KeyedStream[string, kv]) DataStream[WindowResult[string, int64]] {
+		return WindowAggregate(Window(ks, Session(time.Second)), Aggregator[kv, int64, int64]{
+			Create: func() int64 { return 0 }, Add: func(a int64, _ kv) int64 { return a }, Result: func(a int64) int64 { return a }})
+	})
+	if len(ds.node.errs) == 0 || !strings.Contains(ds.node.errs[0].Error(), "Merge") {
+		t.Fatalf("errors %v, want one about Merge", ds.node.errs)
+	}
+}
+
+// Rule: invalid assigners and options are refused, each with its reason.
+func TestInvalidWindowConfigurationIsRefused(t *testing.T) {
+	for _, c := range []struct {
+		a    WindowAssigner
+		opts []WindowOption
+		want string
+	}{
+		{WindowAssigner{}, nil, "zero WindowAssigner"},
+		{Tumbling(0), nil, "size 0s"},
+		{Tumbling(1500 * time.Microsecond), nil, "whole number of milliseconds"},
+		{Sliding(time.Second, 0), nil, "slide 0s"},
+		{Session(-time.Second), nil, "gap -1s"},
+		{GlobalCount(0), nil, "at least 1"},
+		{Tumbling(time.Second).WithOffset(time.Second), nil, "below the window's slide"},
+		{Session(time.Second).WithOffset(time.Millisecond), nil, "WithOffset applies"},
+		{GlobalCount(2).ProcessingTime(), nil, "ProcessingTime applies"},
+		{Tumbling(time.Second).ProcessingTime(), []WindowOption{AllowedLateness(time.Second)}, "AllowedLateness applies"},
+		{Tumbling(time.Second).ProcessingTime(), []WindowOption{EarlyFiring(time.Second)}, "EarlyFiring applies"},
+		{Tumbling(time.Second), []WindowOption{AllowedLateness(-time.Second)}, "allowed lateness -1s"},
+		{Tumbling(time.Second), []WindowOption{nil}, "window option"},
+	} {
+		ds := countStream(c.a, c.opts...)
+		if err := errors.Join(ds.node.errs...); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%v %v: error %v, want one saying %q", c.a, c.opts, err, c.want)
+		}
+	}
+}
+
+// Rule (allowed lateness): a record late within the lateness updates its
+// window, which fires again at once; beyond it the record is dropped and
+// counted, and the window's state is gone.
+func TestLateRecordWithinLatenessFiresAgainBeyondItIsDropped(t *testing.T) {
+	for _, b := range stateBackends {
+		t.Run(string(b), func(t *testing.T) {
+			w := openWin[string, string](t, countStream(Tumbling(10*time.Millisecond), AllowedLateness(5*time.Millisecond)), unitStateConfig(t, b), nil, 1, 0)
+			defer w.stop()
+			win := TimeWindow{0, 10}
+			w.add(t, "a", 3)
+			w.watermark(t, 9)
+			expectWin(t, "on time", w, WindowResult[string, int64]{"a", win, 1, WindowOnTime})
+			w.add(t, "a", 4)
+			expectWin(t, "late within lateness", w, WindowResult[string, int64]{"a", win, 2, WindowLate})
+			w.watermark(t, 13)
+			w.add(t, "a", 5)
+			expectWin(t, "late within lateness again", w, WindowResult[string, int64]{"a", win, 3, WindowLate})
+			w.watermark(t, 14) // end-1+lateness: the window is gone
+			if n := w.keysInState(t, []string{"a"}); n != 0 {
+				t.Fatalf("%d keys keep state past the lateness", n)
+			}
+			w.add(t, "a", 6)
+			expectWin(t, "beyond lateness", w)
+			if n := w.fn().lateDropped(); n != 1 {
+				t.Fatalf("%d records counted as dropped late, want 1", n)
+			}
+		})
+	}
+}
+
+func expectWin(t *testing.T, step string, w *winOp[string, string, WindowResult[string, int64]], want ...WindowResult[string, int64]) {
+	t.Helper()
+	ts := slices.Clone(w.out.ts)
+	got := w.out.take()
+	if !slices.Equal(got, want) {
+		t.Fatalf("%s: emitted %v, want %v", step, got, want)
+	}
+	for i, r := range got {
+		if ts[i] != r.Window.MaxTimestamp() {
+			t.Fatalf("%s: %v at timestamp %d, want %d", step, r, ts[i], r.Window.MaxTimestamp())
+		}
+	}
+}
+
+// Rule: processing-time windows assign records by the clock and fire when
+// the clock passes their end, not by the watermark; a session's timer at
+// an end it grew past fires nothing.
+func TestProcessingTimeWindowsFollowTheClock(t *testing.T) {
+	for _, b := range stateBackends {
+		t.Run(string(b), func(t *testing.T) {
+			w := openWin[string, string](t, countStream(Tumbling(10*time.Millisecond).ProcessingTime()), unitStateConfig(t, b), nil, 1, 0)
+			defer w.stop()
+			w.clock = clockBase + 1
+			w.add(t, "a", 5) // the record's timestamp plays no part
+			w.advance(t, clockBase+3)
+			w.add(t, "a", 500)
+			w.watermark(t, MaxWatermark)
+			expectWin(t, "watermark", w)
+			w.advance(t, clockBase+8)
+			expectWin(t, "before the end", w)
+			w.advance(t, clockBase+9)
+			expectWin(t, "end", w, WindowResult[string, int64]{"a", TimeWindow{clockBase, clockBase + 10}, 2, WindowOnTime})
+			w.advance(t, clockBase+12)
+			w.add(t, "b", 0)
+			w.advance(t, clockBase+40)
+			expectWin(t, "next", w, WindowResult[string, int64]{"b", TimeWindow{clockBase + 10, clockBase + 20}, 1, WindowOnTime})
+
+			s := openWin[string, string](t, countStream(Session(5*time.Millisecond).ProcessingTime()), unitStateConfig(t, b), nil, 1, 0)
+			defer s.stop()
+			s.clock = clockBase
+			s.add(t, "a", 0)
+			s.advance(t, clockBase+3)
+			s.add(t, "a", 0) // the session grows to [base, base+8)
+			s.advance(t, clockBase+6)
+			expectWin(t, "session's old end", s)
+			s.advance(t, clockBase+7)
+			expectWin(t, "session's end", s, WindowResult[string, int64]{"a", TimeWindow{clockBase, clockBase + 8}, 2, WindowOnTime})
+			for _, o := range []*winOp[string, string, WindowResult[string, int64]]{w, s} {
+				if n, left := o.keysInState(t, []string{"a", "b"}), o.timersLeft(); n != 0 || left != 0 {
+					t.Fatalf("%d keys with state and %d timers left", n, left)
+				}
+			}
+		})
+	}
+}
+
+// Rule: with EarlyFiring an event-time window emits its partial result
+// every period of processing time until it fires on time, and then stops.
+func TestEarlyFiringEmitsPartialResultsUntilTheWindowFires(t *testing.T) {
+	for _, b := range stateBackends {
+		t.Run(string(b), func(t *testing.T) {
+			w := openWin[string, string](t, countStream(Tumbling(100*time.Millisecond), EarlyFiring(10*time.Millisecond)), unitStateConfig(t, b), nil, 1, 0)
+			defer w.stop()
+			win := TimeWindow{0, 100}
+			w.clock = clockBase + 3
+			w.add(t, "a", 5)
+			w.advance(t, clockBase+9)
+			expectWin(t, "within the first period", w)
+			w.advance(t, clockBase+10)
+			expectWin(t, "first period", w, WindowResult[string, int64]{"a", win, 1, WindowEarly})
+			w.add(t, "a", 7)
+			w.advance(t, clockBase+45) // behind: one firing, not three
+			expectWin(t, "late period", w, WindowResult[string, int64]{"a", win, 2, WindowEarly})
+			w.watermark(t, 99)
+			expectWin(t, "on time", w, WindowResult[string, int64]{"a", win, 2, WindowOnTime})
+			w.advance(t, clockBase+100)
+			expectWin(t, "after the window fired", w)
+			if n, left := w.keysInState(t, []string{"a"}), w.timersLeft(); n != 0 || left != 0 {
+				t.Fatalf("%d keys with state and %d timers left", n, left)
+			}
+		})
+	}
+}
+
+// Rule (Flink's countWindow): GlobalCount fires every n records of a key,
+// with the timestamp of the record that completed the count, and starts
+// over; fewer than n records wait.
+func TestGlobalCountFiresEveryNRecords(t *testing.T) {
+	for _, b := range stateBackends {
+		t.Run(string(b), func(t *testing.T) {
+			w := openWin[string, string](t, countStream(GlobalCount(3)), unitStateConfig(t, b), nil, 1, 0)
+			defer w.stop()
+			for i := range 7 {
+				w.add(t, "a", int64(i))
+			}
+			w.add(t, "b", 0)
+			w.add(t, "b", 1)
+			w.watermark(t, MaxWatermark)
+			global := TimeWindow{math.MinInt64, math.MaxInt64}
+			want := []WindowResult[string, int64]{{"a", global, 3, WindowOnTime}, {"a", global, 3, WindowOnTime}}
+			if got := w.out.vals; !slices.Equal(got, want) || !slices.Equal(w.out.ts, []int64{2, 5}) {
+				t.Fatalf("emitted %v at %v, want %v at [2 5]", got, w.out.ts, want)
+			}
+			if n := w.keysInState(t, []string{"a", "b"}); n != 2 {
+				t.Fatalf("%d keys hold a partial count, want 2", n)
+			}
+		})
+	}
+}
+
+// Rule: window state and timers are keyed state: a checkpoint taken with
+// windows open restores, at another parallelism and on either backend,
+// into subtasks that emit together what the job would have emitted
+// without the restore.
+func TestWindowsRestoreMidWindowAcrossParallelism(t *testing.T) {
+	keys := []string{"a", "b", "c", "d", "e", "f", "g", "h"}
+	for _, b := range stateBackends {
+		for _, a := range []WindowAssigner{Tumbling(10 * time.Millisecond), Sliding(12*time.Millisecond, 4*time.Millisecond), Session(5 * time.Millisecond)} {
+			for _, par := range []int{1, 3} {
+				t.Run(fmt.Sprintf("%s/%s/par=%d", b, a, par), func(t *testing.T) {
+					runWindowRestore(t, b, a, par, keys)
+				})
+			}
+		}
+	}
+}
+
+type winStep struct {
+	key    string
+	ts, wm int64 // wm > 0: a watermark
+}
+
+func runWindowRestore(t *testing.T, b StateBackend, a WindowAssigner, par int, keys []string) {
+	rng := rand.New(rand.NewPCG(uint64(par), 5))
+	ds := func() DataStream[WindowResult[string, int64]] {
+		return countStream(a, AllowedLateness(4*time.Millisecond))
+	}
+	var steps []winStep
+	maxTs, wm := int64(0), int64(0)
+	for range 400 {
+		if rng.IntN(6) == 0 {
+			wm = max(wm, maxTs-int64(rng.IntN(10)))
+			steps = append(steps, winStep{wm: wm + 1})
+			continue
+		}
+		ts := max(0, maxTs+int64(rng.IntN(5))-int64(rng.IntN(12)))
+		maxTs = max(maxTs, ts)
+		steps = append(steps, winStep{key: keys[rng.IntN(len(keys))], ts: ts})
+	}
+	apply := func(w *winOp[string, string, WindowResult[string, int64]], s winStep) {
+		if s.wm > 0 {
+			w.watermark(t, s.wm-1)
+		} else {
+			w.add(t, s.key, s.ts)
+		}
+	}
+	mem, err := checkpoint.NewMemoryStorage()
+	if err != nil {
+		t.Fatal(err)
+	}
+	orig := openWin[string, string](t, ds(), unitStateConfig(t, b), nil, 1, 0)
+	defer orig.stop()
+	const at = 200
+	for _, s := range steps[:at] {
+		apply(orig, s)
+	}
+	blob, files := orig.snapshot(t, mem, 1)
+	chk := commitBlobs(t, mem, 1, [][]byte{blob}, [][]checkpoint.FileHandle{files})
+	orig.out.take()
+	for _, s := range steps[at:] {
+		apply(orig, s)
+	}
+	orig.watermark(t, MaxWatermark)
+	want := results(t, -1, orig)
+
+	var got []winRes
+	for sub := range par {
+		w := openWin[string, string](t, ds(), unitStateConfig(t, b), chk, par, sub)
+		lo, hi := keyGroupRange(sub, par, 128)
+		// No watermark first: the restored operator has the checkpoint's,
+		// and records that were late before the restore are late after it.
+		var mine []string
+		for _, k := range keys {
+			if g := w.p.state.groupOf(k); g >= lo && g <= hi {
+				mine = append(mine, k)
+			}
+		}
+		for _, s := range steps[at:] {
+			if s.wm > 0 || slices.Contains(mine, s.key) {
+				apply(w, s)
+			}
+		}
+		w.watermark(t, MaxWatermark)
+		got = append(got, results(t, -1, w)...)
+		if n, left := w.keysInState(t, keys), w.timersLeft(); n != 0 || left != 0 {
+			t.Fatalf("subtask %d: %d keys with state and %d timers left", sub, n, left)
+		}
+		w.stop()
+	}
+	if len(want) == 0 {
+		t.Fatal("no window fired after the checkpoint: the test proves nothing")
+	}
+	if !slices.Equal(sortedRes(got), sortedRes(want)) {
+		t.Fatalf("restored at parallelism %d emitted\n%v\nwithout the restore\n%v", par, sortedRes(got), sortedRes(want))
+	}
+}

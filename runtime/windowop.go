@@ -1,0 +1,398 @@
+package runtime
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/splitflow/splitflow/connector"
+)
+
+// The window operator is a keyed process function (windowFn) run by the
+// keyed operator, so windows have nothing of their own to checkpoint,
+// restore or rescale: per key,
+//   - window contents: MapState "window-contents", window start ->
+//     accumulator (for WindowProcess the list of records). Tumbling and
+//     sliding windows of one assigner have one size, so the start names
+//     the window;
+//   - session ends: MapState "window-session-ends", start -> end, for
+//     session windows, whose sizes vary. Sessions of a key never overlap,
+//     so the start names one;
+//   - the count of GlobalCount: ValueState "window-count";
+//   - timers: an event-time (or, for processing-time windows,
+//     processing-time) timer at each window's MaxTimestamp fires it, and
+//     one at MaxTimestamp+allowed lateness removes its state (the same
+//     timer when there is no lateness); processing-time timers on the
+//     epoch-aligned early-firing period fire early results.
+//
+// Timers are never deleted: a session that grew or merged leaves timers
+// at its old ends, which find no window ending there and do nothing.
+// Deleting them would be wrong besides: a timer is a (key, time) pair,
+// and another window of the key may need a timer at the same time (one's
+// end, another's cleanup).
+
+const (
+	windowContentsState = "window-contents"
+	windowEndsState     = "window-session-ends"
+	windowCountState    = "window-count"
+)
+
+// windowSpec is what an aggregation gives the window operator: how to
+// fold records into an accumulator A, merge two of them (sessions), and
+// emit a result of type O.
+type windowSpec[K comparable, T, A, O any] struct {
+	kind   string // "count", ... for the operator's state signature
+	create func() A
+	add    func(A, T) (A, error)
+	merge  func(A, A) (A, error)
+	emit   func(ctx *KeyedContext[K, O], w WindowInfo[K], acc A, ts int64) error
+}
+
+// windowed adds the window operator of ws and spec: a keyed operator
+// whose function, one per subtask, is a windowFn.
+func windowed[K comparable, T, A, O any](ws WindowedStream[K, T], spec windowSpec[K, T, A, O], errs ...error) DataStream[O] {
+	a, opts := ws.assigner, ws.opts
+	ds := ProcessPerSubtask(ws.keyed, func() KeyedProcessFunction[K, T, O] { return nil })
+	n := ds.node
+	n.errs = append(n.errs, opts.errs...)
+	n.errs = append(n.errs, errs...)
+	if n.name == "KeyedProcess" {
+		n.name = "Window"
+	}
+	// The signature a restore compares: contents written by another
+	// assigner or accumulator would be read as windows they are not.
+	n.state = fmt.Sprintf("KeyedProcess[key=%s] Window[%s, %s, acc=%s]", typeName[K](), a, spec.kind, typeName[A]())
+	build := n.build
+	n.build = func(info opInfo, par int, out any) (lifecycle, any) {
+		l, in := build(info, par, out)
+		op := l.(*keyedProcessOperator[K, T, O])
+		op.newFn = func() KeyedProcessFunction[K, T, O] {
+			return &windowFn[K, T, A, O]{op: op, a: a, lateness: opts.lateness, early: opts.early, spec: spec, now: wallClock}
+		}
+		return l, in
+	}
+	return ds
+}
+
+func wallClock() int64 { return time.Now().UnixMilli() }
+
+// windowFn runs the windows of one operator subtask.
+type windowFn[K comparable, T, A, O any] struct {
+	op       *keyedProcessOperator[K, T, O]
+	a        WindowAssigner
+	lateness int64
+	early    int64
+	spec     windowSpec[K, T, A, O]
+	// now is the processing-time clock; tests set it.
+	now func() int64
+
+	contents MapState[int64, A]
+	ends     MapState[int64, int64]
+	counts   ValueState[int64]
+
+	// dropped counts the records dropped as later than the allowed
+	// lateness (droppedLate, for tests, and the metric).
+	dropped     prometheus.Counter
+	droppedLate int64
+
+	buf   []TimeWindow
+	fired []TimeWindow
+	clean []TimeWindow
+}
+
+func (f *windowFn[K, T, A, O]) Open(ctx *KeyedContext[K, O]) error {
+	var err error
+	if f.contents, err = GetMapState[int64, A](ctx, windowContentsState); err != nil {
+		return err
+	}
+	switch f.a.shape {
+	case shapeSession:
+		if f.ends, err = GetMapState[int64, int64](ctx, windowEndsState); err != nil {
+			return err
+		}
+	case shapeGlobal:
+		if f.counts, err = GetValueState[int64](ctx, windowCountState); err != nil {
+			return err
+		}
+	}
+	var t *task
+	if f.op != nil {
+		t = f.op.t
+	}
+	f.dropped = t.metricGroup(*ctx.info).Counter("window_late_records_dropped_total",
+		"Records an event-time window operator dropped as later than its allowed lateness.")
+	return nil
+}
+
+func (f *windowFn[K, T, A, O]) ProcessElement(ctx *KeyedContext[K, O], v T) error {
+	if f.a.shape == shapeGlobal {
+		return f.addGlobal(ctx, v)
+	}
+	ts := f.now()
+	if f.a.domain == EventTime {
+		ts = ctx.Timestamp()
+		if ts == connector.NoTimestamp {
+			return &unrecoverableError{fmt.Errorf("event-time window (%s): a record without a timestamp; give the source a WatermarkStrategy with a timestamp assigner, or use a ProcessingTime window", f.a)}
+		}
+	}
+	if f.a.shape == shapeSession {
+		return f.addSession(ctx, v, ts)
+	}
+	f.buf = f.a.assign(ts, f.buf[:0])
+	placed := false
+	for _, w := range f.buf {
+		if f.isLate(ctx, w) {
+			continue
+		}
+		placed = true
+		acc, ok := f.contents.Get(w.Start)
+		if !ok {
+			acc = f.spec.create()
+		}
+		acc, err := f.spec.add(acc, v)
+		if err != nil {
+			return err
+		}
+		f.contents.Put(w.Start, acc)
+		if err := f.added(ctx, w, acc); err != nil {
+			return err
+		}
+	}
+	if !placed && len(f.buf) > 0 {
+		f.dropLate()
+	}
+	return nil
+}
+
+// isLate reports that w's state is gone or going: the watermark passed
+// its end plus the allowed lateness (processing-time windows are never
+// late).
+func (f *windowFn[K, T, A, O]) isLate(ctx *KeyedContext[K, O], w TimeWindow) bool {
+	return f.a.domain == EventTime && f.cleanupAt(w) <= ctx.CurrentWatermark()
+}
+
+// cleanupAt is when w's state goes: MaxTimestamp plus the allowed
+// lateness, saturated.
+func (f *windowFn[K, T, A, O]) cleanupAt(w TimeWindow) int64 {
+	c := w.MaxTimestamp() + f.lateness
+	if c < w.MaxTimestamp() {
+		return math.MaxInt64
+	}
+	return c
+}
+
+// dropLate drops a record later than the allowed lateness. A late-data
+// side output, once there is one, takes the record here.
+func (f *windowFn[K, T, A, O]) dropLate() {
+	f.droppedLate++
+	f.dropped.Inc()
+}
+
+// added registers what window w, just updated to acc, needs: its firing
+// (now, when the watermark is past its end already: a late record within
+// the lateness), its cleanup and the early firing.
+func (f *windowFn[K, T, A, O]) added(ctx *KeyedContext[K, O], w TimeWindow, acc A) error {
+	if f.a.domain == ProcessingTime {
+		ctx.RegisterProcessingTimeTimer(w.MaxTimestamp())
+		return nil
+	}
+	if w.MaxTimestamp() <= ctx.CurrentWatermark() {
+		if err := f.emit(ctx, w, acc, WindowLate); err != nil {
+			return err
+		}
+	} else {
+		ctx.RegisterEventTimeTimer(w.MaxTimestamp())
+		if f.early > 0 {
+			ctx.RegisterProcessingTimeTimer(f.nextEarly(f.now()))
+		}
+	}
+	if f.lateness > 0 {
+		ctx.RegisterEventTimeTimer(f.cleanupAt(w))
+	}
+	return nil
+}
+
+// nextEarly is the first early-firing instant after now.
+func (f *windowFn[K, T, A, O]) nextEarly(now int64) int64 {
+	return windowStart(now, 0, f.early) + f.early
+}
+
+func (f *windowFn[K, T, A, O]) emit(ctx *KeyedContext[K, O], w TimeWindow, acc A, firing WindowFiring) error {
+	return f.spec.emit(ctx, WindowInfo[K]{Key: ctx.Key(), Window: w, Firing: firing}, acc, w.MaxTimestamp())
+}
+
+// addSession adds v at ts to the key's session that [ts, ts+gap) joins,
+// merging the sessions it overlaps or touches.
+func (f *windowFn[K, T, A, O]) addSession(ctx *KeyedContext[K, O], v T, ts int64) error {
+	end := ts + f.a.gap
+	if end < ts {
+		end = math.MaxInt64
+	}
+	merged := TimeWindow{Start: ts, End: end}
+	parts := f.buf[:0]
+	for s, e := range f.ends.All() {
+		// Flink's TimeWindow.intersects: touching sessions merge too.
+		if s <= merged.End && e >= merged.Start {
+			parts = append(parts, TimeWindow{Start: s, End: e})
+		}
+	}
+	f.buf = parts
+	for _, p := range parts {
+		merged.Start, merged.End = min(merged.Start, p.Start), max(merged.End, p.End)
+	}
+	// A session still in state is not late (its cleanup timer has not
+	// fired), and the merge ends no earlier: only a lone late record is.
+	if f.isLate(ctx, merged) {
+		f.dropLate()
+		return nil
+	}
+	slices.SortFunc(parts, func(a, b TimeWindow) int { return cmpInt64(a.Start, b.Start) })
+	acc := f.spec.create()
+	for i, p := range parts {
+		pa, ok := f.contents.Get(p.Start)
+		if !ok {
+			continue
+		}
+		if i == 0 {
+			acc = pa
+			continue
+		}
+		var err error
+		if acc, err = f.spec.merge(acc, pa); err != nil {
+			return err
+		}
+	}
+	for _, p := range parts {
+		f.contents.Remove(p.Start)
+		f.ends.Remove(p.Start)
+	}
+	acc, err := f.spec.add(acc, v)
+	if err != nil {
+		return err
+	}
+	f.contents.Put(merged.Start, acc)
+	f.ends.Put(merged.Start, merged.End)
+	return f.added(ctx, merged, acc)
+}
+
+func cmpInt64(a, b int64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// addGlobal adds v to the key's global window, firing it and starting
+// over when it holds the count.
+func (f *windowFn[K, T, A, O]) addGlobal(ctx *KeyedContext[K, O], v T) error {
+	acc, ok := f.contents.Get(math.MinInt64)
+	if !ok {
+		acc = f.spec.create()
+	}
+	acc, err := f.spec.add(acc, v)
+	if err != nil {
+		return err
+	}
+	n, _ := f.counts.Value()
+	if n+1 < f.a.count {
+		f.contents.Put(math.MinInt64, acc)
+		f.counts.Update(n + 1)
+		return nil
+	}
+	f.contents.Remove(math.MinInt64)
+	f.counts.Clear()
+	w := TimeWindow{Start: math.MinInt64, End: math.MaxInt64}
+	return f.spec.emit(ctx, WindowInfo[K]{Key: ctx.Key(), Window: w, Firing: WindowOnTime}, acc, ctx.Timestamp())
+}
+
+func (f *windowFn[K, T, A, O]) OnTimer(ctx *KeyedContext[K, O], t Timer) error {
+	if t.Domain == ProcessingTime && f.a.domain == EventTime {
+		return f.fireEarly(ctx, t.Timestamp)
+	}
+	// A window's end (event time, or processing time for processing-time
+	// windows) or its cleanup.
+	fired, clean := f.fired[:0], f.clean[:0]
+	if f.a.shape == shapeSession {
+		for s, e := range f.ends.All() {
+			w := TimeWindow{Start: s, End: e}
+			if w.MaxTimestamp() == t.Timestamp {
+				fired = append(fired, w)
+			}
+			if f.cleanupAt(w) == t.Timestamp {
+				clean = append(clean, w)
+			}
+		}
+	} else {
+		if w, ok := f.fixedEndingAt(t.Timestamp); ok {
+			fired = append(fired, w)
+		}
+		if f.lateness == 0 {
+			clean = append(clean, fired...)
+		} else if w, ok := f.fixedEndingAt(t.Timestamp - f.lateness); ok && f.cleanupAt(w) == t.Timestamp {
+			clean = append(clean, w)
+		}
+	}
+	f.fired, f.clean = fired, clean
+	for _, w := range fired {
+		acc, ok := f.contents.Get(w.Start)
+		if !ok {
+			continue
+		}
+		if err := f.emit(ctx, w, acc, WindowOnTime); err != nil {
+			return err
+		}
+	}
+	for _, w := range clean {
+		f.contents.Remove(w.Start)
+		if f.ends != nil {
+			f.ends.Remove(w.Start)
+		}
+	}
+	return nil
+}
+
+// fixedEndingAt is the tumbling or sliding window whose MaxTimestamp is
+// maxTs, if the assigner has one.
+func (f *windowFn[K, T, A, O]) fixedEndingAt(maxTs int64) (TimeWindow, bool) {
+	start := maxTs + 1 - f.a.size
+	if start > maxTs || windowStart(start, f.a.offset, f.a.slide) != start {
+		return TimeWindow{}, false
+	}
+	w := f.a.windowAt(start)
+	return w, w.MaxTimestamp() == maxTs
+}
+
+// fireEarly emits the partial result of every window of the key that has
+// not fired on time yet, and asks for the next period while there is one.
+func (f *windowFn[K, T, A, O]) fireEarly(ctx *KeyedContext[K, O], at int64) error {
+	open := false
+	for s, acc := range f.contents.All() {
+		w := f.a.windowAt(s)
+		if f.ends != nil {
+			e, ok := f.ends.Get(s)
+			if !ok {
+				continue
+			}
+			w = TimeWindow{Start: s, End: e}
+		}
+		if w.MaxTimestamp() <= ctx.CurrentWatermark() {
+			continue
+		}
+		open = true
+		if err := f.emit(ctx, w, acc, WindowEarly); err != nil {
+			return err
+		}
+	}
+	if open {
+		// Behind the clock (a slow task, a restore), skip to the next
+		// period rather than firing once per missed one.
+		ctx.RegisterProcessingTimeTimer(f.nextEarly(max(at, f.now())))
+	}
+	return nil
+}
