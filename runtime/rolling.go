@@ -55,8 +55,8 @@ func Reduce[K comparable, T any](ks KeyedStream[K, T], fn func(a, b T) T) DataSt
 }
 
 // Aggregate emits, for every record, agg's result of its key's
-// accumulator after adding the record (Flink's rolling aggregate over an
-// AggregateFunction). The accumulator is keyed state, so A must follow
+// accumulator after adding the record (Kafka Streams' aggregate of a
+// grouped stream; Flink keeps AggregateFunction for windows). The accumulator is keyed state, so A must follow
 // GetValueState's rule; it is checkpointed and restored on either state
 // backend, also at another parallelism.
 func Aggregate[K comparable, T, A, R any](ks KeyedStream[K, T], agg AggregateFunction[T, A, R]) DataStream[R] {
