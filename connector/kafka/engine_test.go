@@ -118,7 +118,11 @@ func TestSourceInEngineBoundedExactlyOnce(t *testing.T) {
 func TestSinkToExactlyOnceKafkaSinkWritesEveryRecordOnce(t *testing.T) {
 	const n = 600
 	for _, g := range []DeliveryGuarantee{ExactlyOnce, AtLeastOnce} {
-		t.Run(g.String(), func(t *testing.T) {
+		// run is one job on fresh topics; it checks the output and says
+		// whether a restart read records again, which the job's timing
+		// does not guarantee (a failure right after a checkpoint replays
+		// nothing), so a run without one is repeated, up to three times.
+		run := func(t *testing.T) (replayed bool) {
 			seeds, topic := fakeTopic(t, 3, n)
 			src, err := NewSource(StringValues(), WithBrokers(seeds...), WithTopics(topic), WithBounded(LatestOffsets()))
 			if err != nil {
@@ -157,9 +161,10 @@ func TestSinkToExactlyOnceKafkaSinkWritesEveryRecordOnce(t *testing.T) {
 			if err := env.Execute(ctx, "sinkto "+g.String()); err != nil {
 				t.Fatal(err)
 			}
-			if failures.Load() == 0 || processed.Load() <= n {
-				t.Fatalf("%d failures injected and %d records processed: no record was read again after a restart", failures.Load(), processed.Load())
+			if failures.Load() == 0 {
+				t.Fatalf("no failure injected (%d records processed)", processed.Load())
 			}
+			replayed = processed.Load() > n
 			got := map[string]int{}
 			for _, r := range kafkatest.ReadCommitted(t, seeds, "out", 30*time.Second) {
 				got[string(r.Value)]++
@@ -178,6 +183,15 @@ func TestSinkToExactlyOnceKafkaSinkWritesEveryRecordOnce(t *testing.T) {
 			}
 			if g == ExactlyOnce && dup > 0 {
 				t.Fatalf("%d records written more than once through SinkTo with an exactly-once sink", dup)
+			}
+			return replayed
+		}
+		t.Run(g.String(), func(t *testing.T) {
+			for attempt := 1; !run(t); attempt++ {
+				if attempt == 3 {
+					t.Fatalf("%d runs with failures injected and no record read again after a restart", attempt)
+				}
+				t.Logf("run %d: no record was read again after its restarts; running again", attempt)
 			}
 		})
 	}
