@@ -282,7 +282,9 @@ func TestSecurityBadCredentialsFailAtStart(t *testing.T) {
 // A right revoked while the job runs fails it the same way, with an
 // *AuthorizationError and no restart: Read on the input at the reader's
 // next fetch (or the next discovery), Write on the output at the next
-// transaction's flush.
+// transaction's flush, Read on the group at the checkpoint completion
+// after a refused offset commit, Write on the transactional ids at the
+// next transaction's write or commit.
 func TestSecurityRevokedACLFailsRunningJob(t *testing.T) {
 	b := kafkatest.GetSecure(t)
 	acls := docACLs(t)
@@ -292,6 +294,8 @@ func TestSecurityRevokedACLFailsRunningJob(t *testing.T) {
 	}{
 		{"input read", kafka.ResourceTopic, "$INPUT", "Read", 0},
 		{"output write", kafka.ResourceTopic, "$OUTPUT", "Write", 0},
+		{"group read", kafka.ResourceGroup, "$GROUP", "Read", 0},
+		{"transactional id write", kafka.ResourceTransactionalID, "$PREFIX-", "Write", 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			j := newSecureJob(t, b, "revoke", 100)
@@ -352,7 +356,7 @@ func TestSecurityRevokedACLFailsRunningJob(t *testing.T) {
 				t.Fatalf("the job still ran 90s after %s was revoked (%d restarts)", revoke.Line, restarts.Load())
 			}
 			t.Logf("failed %s after the revocation, %d restarts: %v", time.Since(revoked).Round(time.Millisecond), restarts.Load(), err)
-			want := j.vars[tc.variable]
+			want := revoke.Expand(j.vars)
 			var ae *kafka.AuthorizationError
 			if !errors.As(err, &ae) || !errors.Is(err, connector.ErrInvalidConfiguration) || ae.Resource != tc.resource ||
 				ae.Name != want || ae.Operation != tc.op || ae.Principal != j.principal() {

@@ -85,8 +85,8 @@ func TestSinkRefusedTransactionalWriteIsAuthorizationError(t *testing.T) {
 	if !errors.As(err, &ae) || !errors.Is(err, connector.ErrInvalidConfiguration) {
 		t.Fatalf("got %v; want an *AuthorizationError, a configuration error", err)
 	}
-	if ae.Resource != ResourceTransactionalID || ae.Name != "refusedid" || !ae.Prefixed || ae.Operation != "Write" {
-		t.Errorf("the error names %s %s %q (prefixed %v); want Write on the transactional ids with the prefix \"refusedid\"", ae.Operation, ae.Resource, ae.Name, ae.Prefixed)
+	if ae.Resource != ResourceTransactionalID || ae.Name != "refusedid-" || !ae.Prefixed || ae.Operation != "Write" {
+		t.Errorf("the error names %s %s %q (prefixed %v); want Write on the transactional ids with the prefix \"refusedid-\"", ae.Operation, ae.Resource, ae.Name, ae.Prefixed)
 	}
 }
 
@@ -149,5 +149,109 @@ func TestPrincipalFollowsTheMechanismInUse(t *testing.T) {
 		if got := tc.sec.Principal(); got != tc.want {
 			t.Errorf("%+v: principal %q, want %q", tc.sec.SASL, got, tc.want)
 		}
+	}
+}
+
+// refuseEndTxn makes every later EndTxn request of f answer
+// TRANSACTIONAL_ID_AUTHORIZATION_FAILED, as a broker does once the
+// principal's Write on the transactional ids is revoked.
+func refuseEndTxn(f *kfake.Cluster) {
+	f.ControlKey(int16(kmsg.EndTxn), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		f.KeepControl()
+		resp := req.(*kmsg.EndTxnRequest).ResponseKind().(*kmsg.EndTxnResponse)
+		resp.ErrorCode = kerr.TransactionalIDAuthorizationFailed.Code
+		return resp, nil, true
+	})
+}
+
+// A commit the broker refuses for want of Write on the transactional ids
+// (revoked between the transaction's last write and its commit) is an
+// *AuthorizationError naming the sink's prefix, a configuration error: the
+// job fails at once with the right named instead of restarting, only for
+// the restarted writer's start-up check to name it. The transaction stays
+// open on the broker, so once the right is back a restart from the
+// checkpoint commits it. So whether the live writer's pool commits or the
+// committer's own client does (a restored committable).
+func TestSinkRefusedCommitIsAuthorizationError(t *testing.T) {
+	for _, live := range []bool{true, false} {
+		t.Run(map[bool]string{true: "writer's pool", false: "raw EndTxn"}[live], func(t *testing.T) {
+			f, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "out"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(f.Close)
+			s := stringSink(t, cluster{seeds: f.ListenAddrs(), fake: f}, "out", "refusedcommit")
+			w := writer(t, s)
+			write(t, w, "a")
+			cs, err := w.PrepareCommit(1)
+			if err != nil || len(cs) != 1 {
+				t.Fatalf("prepare: %v, %d committables", err, len(cs))
+			}
+			if !live {
+				if err := w.Close(); err != nil {
+					t.Fatal(err)
+				}
+			} else {
+				defer func() { _ = w.Close() }()
+			}
+			refuseEndTxn(f)
+			r := commit(t, s, cs)[0]
+			var ae *AuthorizationError
+			if !errors.As(r.err, &ae) || !errors.Is(r.err, connector.ErrInvalidConfiguration) {
+				t.Fatalf("commit outcome %s: %v; want an *AuthorizationError, a configuration error", r.outcome, r.err)
+			}
+			if ae.Resource != ResourceTransactionalID || ae.Name != "refusedcommit-" || !ae.Prefixed || ae.Operation != "Write" {
+				t.Errorf("the error names %s %s %q (prefixed %v); want Write on the transactional ids with the prefix", ae.Operation, ae.Resource, ae.Name, ae.Prefixed)
+			}
+		})
+	}
+}
+
+// A group offset commit the broker refuses for want of Read on the group
+// (revoked while the job runs) fails the reader at its next checkpoint
+// completion with an *AuthorizationError naming the group, a
+// configuration error, as the start-up check would: the commits are for
+// monitoring only, but a right the documented ACLs grant and the start-up
+// check requires does not go missing with only a warning. Other commit
+// failures stay warnings (TestReaderCloseGivesUpOnGroupCommitAfterTimeout).
+func TestSourceRefusedGroupCommitIsAuthorizationError(t *testing.T) {
+	c, r := closeReaderWith(t, context.Background())
+	defer func() { _ = r.Close() }()
+	c.ControlKey(int16(kmsg.OffsetCommit), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		rq := req.(*kmsg.OffsetCommitRequest)
+		resp := rq.ResponseKind().(*kmsg.OffsetCommitResponse)
+		for _, rt := range rq.Topics {
+			st := kmsg.NewOffsetCommitResponseTopic()
+			st.Topic = rt.Topic
+			for _, p := range rt.Partitions {
+				sp := kmsg.NewOffsetCommitResponseTopicPartition()
+				sp.Partition, sp.ErrorCode = p.Partition, kerr.GroupAuthorizationFailed.Code
+				st.Partitions = append(st.Partitions, sp)
+			}
+			resp.Topics = append(resp.Topics, st)
+		}
+		return resp, nil, true
+	})
+	tp := TopicPartition{Topic: "t", Partition: 0}
+	r.offsets[1] = map[TopicPartition]int64{tp: 10}
+	if err := r.NotifyCheckpointComplete(1); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for r.FailedOffsetCommits() == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the refused commit was not counted within 30 s")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	r.offsets[2] = map[TopicPartition]int64{tp: 20}
+	err := r.NotifyCheckpointComplete(2)
+	var ae *AuthorizationError
+	if !errors.As(err, &ae) || !errors.Is(err, connector.ErrInvalidConfiguration) {
+		t.Fatalf("checkpoint completion after a refused group commit: %v; want an *AuthorizationError, a configuration error", err)
+	}
+	if ae.Resource != ResourceGroup || ae.Name != "g" || ae.Operation != "Read" {
+		t.Errorf("the error names %s %s %q; want Read on group \"g\"", ae.Operation, ae.Resource, ae.Name)
 	}
 }

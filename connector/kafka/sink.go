@@ -415,7 +415,7 @@ func (s *Sink[T]) abortLingering(ictx connector.SinkInitContext, keep []string, 
 	})
 	if err != nil {
 		return fmt.Errorf("kafka sink: %w",
-			authorizationOf(err, s.cfg.security, ResourceTransactionalID, s.cfg.prefix, true, "Write", useSinkTxnIDs))
+			authorizationOf(err, s.cfg.security, ResourceTransactionalID, s.txnIDACLPrefix(), true, "Write", useSinkTxnIDs))
 	}
 	s.cfg.logger.Debug("kafka sink: registered the subtask's transactional ids", "subtask", ictx.SubtaskIndex(), "attempt", ictx.AttemptNumber())
 	if len(aborted) > 0 {
@@ -503,6 +503,12 @@ func (s *Sink[T]) noteRestored(subtask int, id string) {
 // open transaction of an older one was aborted, and counted, by a newer
 // writer's abortLingering, and the older writer's own abort may still
 // succeed or fail (it is fenced) without telling which.
+// txnIDACLPrefix is the narrowest prefix of the sink's transactional ids
+// (txn.TransactionalID: prefix-subtask-n), the one the documented ACL and
+// an AuthorizationError name: with the bare prefix, job "a" could also use
+// the ids of job "a-b".
+func (s *Sink[T]) txnIDACLPrefix() string { return s.cfg.prefix + "-" }
+
 func (s *Sink[T]) isLatest(subtask int, gen uint64) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -659,7 +665,7 @@ func (w *sinkWriter[T]) refusedWrite(err error, topics []string) error {
 		}
 		return authorizationOf(err, sec, ResourceTopic, name, false, "Write", useSinkTopic)
 	case errors.Is(err, kerr.TransactionalIDAuthorizationFailed):
-		return authorizationOf(err, sec, ResourceTransactionalID, w.s.cfg.prefix, true, "Write", useSinkTxnIDs)
+		return authorizationOf(err, sec, ResourceTransactionalID, w.s.txnIDACLPrefix(), true, "Write", useSinkTxnIDs)
 	}
 	return err
 }
@@ -879,6 +885,12 @@ func (c *committer[T]) Commit(ctx context.Context, reqs []connector.CommitReques
 			c.s.cfg.logger.Warn("kafka sink: transaction commit timed out; retrying later", "subtask", c.sub, "committable", cm.String(), "retries", req.NumberOfRetries())
 			req.RetryLater()
 		default:
+			// A commit refused for want of Write on the transactional ids
+			// (revoked since the writer's start-up check) fails the job
+			// with the right named, without restarts: the restarted
+			// writer's check would only refuse it again. The transaction
+			// stays open, so a restart once the right is back commits it.
+			err = authorizationOf(err, c.s.cfg.security, ResourceTransactionalID, c.s.txnIDACLPrefix(), true, "Write", useSinkTxnIDs)
 			req.SignalFailedWithUnknownReason(fmt.Errorf("kafka sink: commit %s: %w", cm, err))
 		}
 	}

@@ -155,6 +155,10 @@ type Reader[T any] struct {
 	bgCtx    context.Context
 	bgCancel context.CancelFunc
 	failed   atomic.Int64 // offset commits that failed
+	// refused is the *AuthorizationError of a group offset commit the
+	// broker refused for want of Read on the group; the next checkpoint
+	// completion returns it. Guarded by commitMu.
+	refused error
 	// Group offset commits go out one at a time (commitBusy while one is
 	// in flight, of checkpoint commitAt); commitNext holds the newest
 	// offsets waiting behind it, committedTo the highest offset handed to
@@ -205,7 +209,18 @@ func (r *Reader[T]) SnapshotState(checkpointID int64) ([]Split, error) {
 // a time in checkpoint order; while one is in flight only the newest
 // offsets wait behind it, and no partition's offset is ever committed
 // below one this reader committed before.
+//
+// The exception is a commit the broker refused for want of Read on the
+// group (revoked while the job runs): the next checkpoint completion
+// fails the reader with that *AuthorizationError, as the start-up check
+// would have, instead of the job running on with only a warning.
 func (r *Reader[T]) NotifyCheckpointComplete(checkpointID int64) error {
+	r.commitMu.Lock()
+	refused := r.refused
+	r.commitMu.Unlock()
+	if refused != nil {
+		return refused
+	}
 	m, ok := r.offsets[checkpointID]
 	for id := range r.offsets {
 		if id <= checkpointID {
@@ -278,12 +293,19 @@ func (r *Reader[T]) commitOffsets(cl *kgo.Client, c groupCommit) {
 		if err == nil {
 			err = resp.Error()
 		}
+		var refused error
 		if err != nil {
 			r.failed.Add(1)
 			r.cfg.logger.Warn("kafka source: committing offsets to the group failed (monitoring only; progress is in the checkpoint)",
 				"group", r.cfg.groupID, "checkpoint", c.checkpoint, "err", err)
+			if ae := authorizationOf(err, r.cfg.security, ResourceGroup, r.cfg.groupID, false, "Read", useSourceGroup); errors.Is(ae, ErrNotAuthorized) {
+				refused = fmt.Errorf("kafka source: commit offsets to the group: %w", ae)
+			}
 		}
 		r.commitMu.Lock()
+		if refused != nil && r.refused == nil {
+			r.refused = refused
+		}
 		if r.commitNext == nil || r.commitCtx.Err() != nil {
 			r.commitBusy, r.commitNext = false, nil
 			r.commitMu.Unlock()

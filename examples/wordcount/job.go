@@ -29,10 +29,14 @@ func runJob(ctx context.Context, o options, seeds []string, p *progress, logger 
 	if err != nil {
 		return err
 	}
+	sinkOpts := []kafka.SinkOpt{kafka.WithBrokers(seeds...), kafka.WithSecurity(o.security), kafka.WithLogger(logger),
+		kafka.WithDeliveryGuarantee(kafka.ExactlyOnce), kafka.WithTransactionalIDPrefix(o.txnPrefix)}
+	if o.noTimeoutCheck {
+		sinkOpts = append(sinkOpts, kafka.WithoutBrokerTimeoutCheck())
+	}
 	sink, err := kafka.NewSink(kafka.KeyValueSerializer(o.outputTopic, func(wc wordCount) ([]byte, []byte, error) {
 		return []byte(wc.Key), strconv.AppendInt(nil, wc.Value, 10), nil
-	}), kafka.WithBrokers(seeds...), kafka.WithSecurity(o.security), kafka.WithLogger(logger),
-		kafka.WithDeliveryGuarantee(kafka.ExactlyOnce), kafka.WithTransactionalIDPrefix(o.txnPrefix))
+	}), sinkOpts...)
 	if err != nil {
 		return err
 	}

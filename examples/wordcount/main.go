@@ -63,6 +63,7 @@ type options struct {
 	httpTLS            *tls.Config
 	stateBackend       string
 	stateDir           string
+	noTimeoutCheck     bool // kafka.WithoutBrokerTimeoutCheck on the sink
 	// security is how every Kafka client connects (TLS, SASL), from the
 	// --kafka-* flags and SPLITFLOW_KAFKA_* variables; clientOpts are its
 	// franz-go options, for the clients the job does not make itself.
@@ -95,6 +96,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.stateBackend, "state-backend", "heap", "where the word counts live: heap (Go maps; fastest while they fit in memory, as the built-in text's do) or pebble (an on-disk LSM per subtask with incremental checkpoints; for many distinct words)")
 	fs.StringVar(&o.stateDir, "state-dir", "", "working directory of the pebble state backend (default: splitflow-state in the OS temp directory)")
 	secFlags := kafkaflag.Register(fs)
+	fs.BoolVar(&o.noTimeoutCheck, "no-broker-timeout-check", false, "do not read the brokers' transaction.max.timeout.ms at start, for a principal without DescribeConfigs on the cluster; the transaction timeout is then checked against the checkpoint settings only")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "usage: wordcount [flags]\n\nCounts words of a Kafka topic exactly-once. Flags:\n")
 		fs.PrintDefaults()

@@ -77,6 +77,25 @@ func TestSecurityRunOverTLSAndSCRAMIsExact(t *testing.T) {
 // the output verified, by the super user: a job's principal needs no
 // Create, and no Read on what it writes.
 func TestSecurityExactlyOnceOnSecureBrokerWithDocumentedACLs(t *testing.T) {
+	runSecureWordcount(t, kafkatest.DocumentedACLs(t, "../../docs/security.md"))
+}
+
+// A principal without DescribeConfigs on the cluster runs the same job
+// with --no-broker-timeout-check, as docs/security.md says: exact.
+func TestSecurityWithoutDescribeConfigsRunsWithNoBrokerTimeoutCheck(t *testing.T) {
+	var acls []kafkatest.DocumentedACL
+	for _, a := range kafkatest.DocumentedACLs(t, "../../docs/security.md") {
+		if a.Resource != "cluster" {
+			acls = append(acls, a)
+		}
+	}
+	runSecureWordcount(t, acls, "--no-broker-timeout-check")
+}
+
+// runSecureWordcount runs wordcount's job on the secure broker as a new
+// principal holding acls, with extra flags, and checks its counts exact.
+func runSecureWordcount(t *testing.T, acls []kafkatest.DocumentedACL, extra ...string) {
+	t.Helper()
 	b := kafkatest.GetSecure(t)
 	user := fmt.Sprintf("wordcount-%d", time.Now().UnixNano())
 	password := b.CreateUser(t, user)
@@ -89,15 +108,15 @@ func TestSecurityExactlyOnceOnSecureBrokerWithDocumentedACLs(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Setenv("SPLITFLOW_KAFKA_SASL_PASSWORD", password)
-	o, err := parseFlags([]string{"--brokers", strings.Join(b.Addrs(), ","), "--input-file", input,
+	o, err := parseFlags(append([]string{"--brokers", strings.Join(b.Addrs(), ","), "--input-file", input,
 		"--input-topic", user + "-lines", "--output-topic", user + "-counts", "--transactional-id-prefix", user + "-txn",
 		"--checkpoint-interval", "100ms", "--partitions", "2",
-		"--kafka-tls-ca", b.CAFile, "--kafka-sasl-mechanism", "SCRAM-SHA-512", "--kafka-sasl-user", user}, io.Discard)
+		"--kafka-tls-ca", b.CAFile, "--kafka-sasl-mechanism", "SCRAM-SHA-512", "--kafka-sasl-user", user}, extra...), io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
 	vars := map[string]string{"$INPUT": o.inputTopic, "$OUTPUT": o.outputTopic, "$GROUP": user + "-group", "$PREFIX": o.txnPrefix}
-	b.Grant(t, "User:"+user, vars, kafkatest.DocumentedACLs(t, "../../docs/security.md")...)
+	b.Grant(t, "User:"+user, vars, acls...)
 
 	admin := o
 	admin.clientOpts = b.ClientOpts(kafkatest.SecureAdminUser, b.AdminPassword)
