@@ -217,6 +217,56 @@ func TestSinkRefusedCommitIsAuthorizationError(t *testing.T) {
 func TestSourceRefusedGroupCommitIsAuthorizationError(t *testing.T) {
 	c, r := closeReaderWith(t, context.Background())
 	defer func() { _ = r.Close() }()
+	refuseOffsetCommits(c)
+	tp := TopicPartition{Topic: "t", Partition: 0}
+	r.offsets[1] = map[TopicPartition]int64{tp: 10}
+	if err := r.NotifyCheckpointComplete(1); err != nil {
+		t.Fatal(err)
+	}
+	waitFailedCommit(t, r)
+	r.offsets[2] = map[TopicPartition]int64{tp: 20}
+	checkGroupRefusal(t, "checkpoint completion after a refused group commit", r.NotifyCheckpointComplete(2))
+}
+
+// A bounded job's last checkpoint completion has no next one: the reader's
+// Close returns the refusal of the commit it waited for, so the job does
+// not end as a success with only a warning.
+func TestSourceRefusedLastGroupCommitFailsClose(t *testing.T) {
+	c, r := closeReaderWith(t, context.Background())
+	refuseOffsetCommits(c)
+	r.offsets[1] = map[TopicPartition]int64{{Topic: "t", Partition: 0}: 10}
+	if err := r.NotifyCheckpointComplete(1); err != nil {
+		t.Fatal(err)
+	}
+	checkGroupRefusal(t, "Close after a refused last group commit", r.Close())
+}
+
+func waitFailedCommit(t *testing.T, r *Reader[string]) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for r.FailedOffsetCommits() == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the refused commit was not counted within 30 s")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func checkGroupRefusal(t *testing.T, what string, err error) {
+	t.Helper()
+	var ae *AuthorizationError
+	if !errors.As(err, &ae) || !errors.Is(err, connector.ErrInvalidConfiguration) {
+		t.Fatalf("%s: %v; want an *AuthorizationError, a configuration error", what, err)
+	}
+	if ae.Resource != ResourceGroup || ae.Name != "g" || ae.Operation != "Read" {
+		t.Errorf("the error names %s %s %q; want Read on group \"g\"", ae.Operation, ae.Resource, ae.Name)
+	}
+}
+
+// refuseOffsetCommits makes every later offset commit of c answer
+// GROUP_AUTHORIZATION_FAILED for each partition, as a broker does once
+// the principal's Read on the group is revoked.
+func refuseOffsetCommits(c *kfake.Cluster) {
 	c.ControlKey(int16(kmsg.OffsetCommit), func(req kmsg.Request) (kmsg.Response, error, bool) {
 		c.KeepControl()
 		rq := req.(*kmsg.OffsetCommitRequest)
@@ -233,25 +283,4 @@ func TestSourceRefusedGroupCommitIsAuthorizationError(t *testing.T) {
 		}
 		return resp, nil, true
 	})
-	tp := TopicPartition{Topic: "t", Partition: 0}
-	r.offsets[1] = map[TopicPartition]int64{tp: 10}
-	if err := r.NotifyCheckpointComplete(1); err != nil {
-		t.Fatal(err)
-	}
-	deadline := time.Now().Add(30 * time.Second)
-	for r.FailedOffsetCommits() == 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("the refused commit was not counted within 30 s")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	r.offsets[2] = map[TopicPartition]int64{tp: 20}
-	err := r.NotifyCheckpointComplete(2)
-	var ae *AuthorizationError
-	if !errors.As(err, &ae) || !errors.Is(err, connector.ErrInvalidConfiguration) {
-		t.Fatalf("checkpoint completion after a refused group commit: %v; want an *AuthorizationError, a configuration error", err)
-	}
-	if ae.Resource != ResourceGroup || ae.Name != "g" || ae.Operation != "Read" {
-		t.Errorf("the error names %s %s %q; want Read on group \"g\"", ae.Operation, ae.Resource, ae.Name)
-	}
 }

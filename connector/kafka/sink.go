@@ -503,17 +503,17 @@ func (s *Sink[T]) noteRestored(subtask int, id string) {
 // open transaction of an older one was aborted, and counted, by a newer
 // writer's abortLingering, and the older writer's own abort may still
 // succeed or fail (it is fenced) without telling which.
-// txnIDACLPrefix is the narrowest prefix of the sink's transactional ids
-// (txn.TransactionalID: prefix-subtask-n), the one the documented ACL and
-// an AuthorizationError name: with the bare prefix, job "a" could also use
-// the ids of job "a-b".
-func (s *Sink[T]) txnIDACLPrefix() string { return s.cfg.prefix + "-" }
-
 func (s *Sink[T]) isLatest(subtask int, gen uint64) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.latest[subtask] == gen
 }
+
+// txnIDACLPrefix is the narrowest prefix of the sink's transactional ids
+// (txn.TransactionalID: prefix-subtask-n), the one the documented ACL and
+// an AuthorizationError name: with the bare prefix, job "a" could also use
+// the ids of job "a-b".
+func (s *Sink[T]) txnIDACLPrefix() string { return s.cfg.prefix + "-" }
 
 func (s *Sink[T]) pool(subtask int) *txn.Pool {
 	s.mu.Lock()

@@ -419,7 +419,9 @@ func (r *Reader[T]) RemoveSplits(splits []Split) error {
 // job's last checkpoint (the final one of a bounded job, the one a drain
 // takes): a new job from CommittedOffsets would otherwise write that
 // checkpoint's output again. Past the timeout it cancels them and logs it.
-// A failover or hard stop cancels them at once (the task's context).
+// A failover or hard stop cancels them at once (the task's context). A
+// commit the broker refused for want of Read on the group is Close's error
+// when no checkpoint completion returned it since.
 func (r *Reader[T]) Close() error {
 	err := r.SourceReaderBase.Close()
 	r.unregister()
@@ -437,6 +439,10 @@ func (r *Reader[T]) Close() error {
 		r.commitCl.Close()
 		r.commitCl = nil
 	}
+	// A refusal that no later checkpoint completion returned (a bounded
+	// job's last commit) fails the close, so the job does not end as a
+	// success with the right gone.
+	err = errors.Join(err, r.refused)
 	r.commitMu.Unlock()
 	return err
 }
