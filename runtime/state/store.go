@@ -44,6 +44,15 @@ const (
 	DefaultBufferEntries = 1 << 16
 )
 
+// The shape of every store's LSM (dbOptions): L0 is compacted into the
+// base level once 8 files deep, the base level holds at most
+// LBaseMaxBytes, and SSTs below L0 are TargetFileSize each.
+const (
+	L0CompactionThreshold = 16
+	LBaseMaxBytes         = 4 << 20
+	TargetFileSize        = 512 << 10
+)
+
 // Store is one keyed operator subtask's state: a Pebble DB and a write
 // buffer in front of it. Reads and writes are for the task goroutine only;
 // Snapshot.Materialize runs on another (see the package doc).
@@ -152,6 +161,31 @@ func dbOptions(cfg Config, readOnly bool) *pebble.Options {
 	// and a miss is then a filter probe per file instead of a seek.
 	for i := range o.Levels {
 		o.Levels[i].FilterPolicy = bloom.FilterPolicy(10)
+	}
+	// The LSM's shape, so that a checkpoint stores about what changed
+	// since the last one (see DESIGN.md, "Incremental checkpoints and
+	// compactions"). A keyed job's keys spread over every key group, so
+	// every flushed L0 file spans the whole key space and overlaps every
+	// file of the level below: each L0 compaction rewrites that level,
+	// and every file it writes is new to checkpoint storage.
+	//
+	// L0 is compacted once it is L0CompactionThreshold/2 files deep
+	// (Pebble's L0 score is twice the depth over the threshold): 8
+	// checkpoints' flushes instead of 2, so that most checkpoints store
+	// their flush alone. A lookup then probes up to 8 more files' Bloom
+	// filters; lookups of keys never written stop at the key filter.
+	o.L0CompactionThreshold = L0CompactionThreshold
+	o.L0StopWritesThreshold = 4 * L0CompactionThreshold
+	// A small base level bounds what an L0 compaction rewrites (by
+	// default the base level takes up to 64 MiB, all the state of most
+	// DBs); the levels below it take the data in steps of 10x.
+	o.LBaseMaxBytes = LBaseMaxBytes
+	// Files of one size below L0 (by default each level's are twice the
+	// one above's, up to one file for a whole level), so that compacting
+	// a file of one level into the next rewrites only the files it
+	// overlaps there, a tenth of a level's size or so, not all of it.
+	for i := 1; i < len(o.TargetFileSizes); i++ {
+		o.TargetFileSizes[i] = TargetFileSize
 	}
 	return o
 }
