@@ -16,7 +16,7 @@ func TestFencedErrorsNameTxnOnce(t *testing.T) {
 	be := newKfake(t)
 	topic := be.topic(t, 1)
 	prefix := uniquePrefix("prefix-once")
-	old := be.pool(t, prefix, 0, PoolSize(2))
+	old := be.pool(t, prefix, 0, WithPoolSize(2))
 	ctx := ctxT(t)
 	tx, err := old.Begin()
 	if err != nil {

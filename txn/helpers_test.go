@@ -69,7 +69,7 @@ func (be backend) topic(t *testing.T, partitions int32) string {
 
 func (be backend) pool(t *testing.T, prefix string, subtask int, opts ...Opt) *Pool {
 	t.Helper()
-	p, err := NewPool(prefix, subtask, append([]Opt{ClientOpts(kgo.SeedBrokers(be.seeds...))}, opts...)...)
+	p, err := NewPool(prefix, subtask, append([]Opt{WithClientOpts(kgo.SeedBrokers(be.seeds...))}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -38,24 +38,26 @@ func (c *poolConfig) validate() error {
 	return nil
 }
 
-// PoolSize sets how many transactional ids a subtask may use (default 8).
+// WithPoolSize sets how many transactional ids a subtask may use (default 8).
 // With one checkpoint at a time a subtask holds about three: one open, one
 // prepared awaiting its checkpoint, one committed awaiting release (rule 1
 // of the package doc). Raise it with concurrent checkpoints.
-func PoolSize(n int) Opt { return optFunc(func(c *poolConfig) { c.size = n }) }
+func WithPoolSize(n int) Opt { return optFunc(func(c *poolConfig) { c.size = n }) }
 
-// TransactionTimeout sets the producers' transaction.timeout.ms (default 15
+// WithTransactionTimeout sets the producers' transaction.timeout.ms (default 15
 // minutes, the broker's default transaction.max.timeout.ms). The broker
 // aborts a transaction open longer than this, so it must exceed the longest
 // a transaction can wait for its commit (the Kafka sink computes it from
 // the job's checkpoint configuration at start).
-func TransactionTimeout(d time.Duration) Opt { return optFunc(func(c *poolConfig) { c.timeout = d }) }
+func WithTransactionTimeout(d time.Duration) Opt {
+	return optFunc(func(c *poolConfig) { c.timeout = d })
+}
 
-// ClientOpts adds franz-go options to every client of the pool, seed brokers
+// WithClientOpts adds franz-go options to every client of the pool, seed brokers
 // first among them; for a secured cluster, the TLS and SASL options of
 // kafka.Security.ClientOpts (package connector/kafka, which this package
 // does not import). The pool sets the transactional id and timeout itself.
-func ClientOpts(opts ...kgo.Opt) Opt {
+func WithClientOpts(opts ...kgo.Opt) Opt {
 	return optFunc(func(c *poolConfig) { c.clientOpts = append(c.clientOpts, opts...) })
 }
 

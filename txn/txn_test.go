@@ -48,7 +48,7 @@ func TestPoolConfigValidation(t *testing.T) {
 	if _, err := NewPool("p", -1); err == nil {
 		t.Error("negative subtask accepted")
 	}
-	if _, err := NewPool("p", 0, PoolSize(1)); err == nil {
+	if _, err := NewPool("p", 0, WithPoolSize(1)); err == nil {
 		t.Error("pool of one id accepted")
 	}
 }
@@ -260,7 +260,7 @@ func TestPoolReusesIDOnlyAfterRelease(t *testing.T) {
 	be := newKfake(t)
 	topic := be.topic(t, 1)
 	prefix := uniquePrefix("reuse")
-	p := be.pool(t, prefix, 0, PoolSize(3))
+	p := be.pool(t, prefix, 0, WithPoolSize(3))
 	ctx := ctxT(t)
 
 	c1 := writeTxn(t, p, topic, 1, "1")
@@ -384,7 +384,7 @@ func TestFenceAllPooledIDs(t *testing.T) {
 	onBackends(t, func(t *testing.T, be backend) {
 		topic := be.topic(t, 1)
 		prefix := uniquePrefix("fenceall")
-		old := be.pool(t, prefix, 0, PoolSize(3))
+		old := be.pool(t, prefix, 0, WithPoolSize(3))
 		ctx := ctxT(t)
 		// The old attempt has registered ids 0 and 1 and holds nothing open.
 		c0 := writeTxn(t, old, topic, 1, "a")
@@ -423,7 +423,7 @@ func TestFenceAllPooledIDs(t *testing.T) {
 func TestPoolReserveHoldsRestoredIDs(t *testing.T) {
 	be := newKfake(t)
 	prefix := uniquePrefix("reserve")
-	p := be.pool(t, prefix, 0, PoolSize(2))
+	p := be.pool(t, prefix, 0, WithPoolSize(2))
 	p.Reserve(TransactionalID(prefix, 0, 0), "another-prefix-0-0")
 	tx, err := p.Begin()
 	if err != nil {
@@ -454,7 +454,7 @@ func TestFenceFencedPoolDoesNotRegisterAgain(t *testing.T) {
 	onBackends(t, func(t *testing.T, be backend) {
 		topic := be.topic(t, 1)
 		prefix := uniquePrefix("fenced")
-		old := be.pool(t, prefix, 0, PoolSize(3))
+		old := be.pool(t, prefix, 0, WithPoolSize(3))
 		ctx := ctxT(t)
 		c0 := writeTxn(t, old, topic, 1, "a")
 		if err := old.Commit(ctx, c0); err != nil {
@@ -468,7 +468,7 @@ func TestFenceFencedPoolDoesNotRegisterAgain(t *testing.T) {
 		if _, err := AbortLingering(ctx, be.client(t), Lingering{Prefix: prefix, Subtask: 0, Parallelism: 1, ProbeIDs: 3, FenceAll: true}); err != nil {
 			t.Fatal(err)
 		}
-		newer := be.pool(t, prefix, 0, PoolSize(3))
+		newer := be.pool(t, prefix, 0, WithPoolSize(3))
 		cNew := writeTxn(t, newer, topic, 1, "new")
 
 		tx, err := old.Begin()

@@ -100,7 +100,7 @@ func (Secret) MarshalText() ([]byte, error) { return []byte(redacted), nil }
 var ErrInvalidSecurity = errors.New("invalid connection security")
 
 // ClientOpts returns the franz-go options that make a client connect as s
-// says, for clients splitflow does not make itself (txn.ClientOpts, an
+// says, for clients splitflow does not make itself (txn.WithClientOpts, an
 // admin client). It reads the certificate files now, so an unreadable or
 // malformed one is an error here, at start, and not a failed dial later.
 // Errors wrap ErrInvalidSecurity and connector.ErrInvalidConfiguration and

@@ -148,7 +148,7 @@ func WithCommitTimeout(d time.Duration) SinkOpt {
 }
 
 // WithTransactionalIDPoolSize sets how many transactional ids each subtask
-// may use (default 8); see txn.PoolSize.
+// may use (default 8); see txn.WithPoolSize.
 func WithTransactionalIDPoolSize(n int) SinkOpt {
 	return sinkOpt(func(c *sinkConfig) { c.poolSize = n })
 }
@@ -344,8 +344,8 @@ func (s *Sink[T]) CreateWriter(ictx connector.SinkInitContext) (connector.SinkWr
 		w.cancel()
 		return nil, err
 	}
-	pool, err := txn.NewPool(s.cfg.prefix, w.sub, txn.PoolSize(s.cfg.poolSize),
-		txn.TransactionTimeout(s.cfg.txnTimeout), txn.ClientOpts(s.clientOpts(clientMetricOpts(g, "sink-txn")...)...))
+	pool, err := txn.NewPool(s.cfg.prefix, w.sub, txn.WithPoolSize(s.cfg.poolSize),
+		txn.WithTransactionTimeout(s.cfg.txnTimeout), txn.WithClientOpts(s.clientOpts(clientMetricOpts(g, "sink-txn")...)...))
 	if err != nil {
 		w.cancel()
 		return nil, fmt.Errorf("kafka sink: %w", err)
