@@ -33,7 +33,7 @@ func ExampleWindow() {
 		})).UID("clicks")
 	byUser := runtime.KeyBy(clicks, func(line string) string { user, _, _ := strings.Cut(line, " "); return user })
 	counts := runtime.WindowCount(runtime.Window(byUser, runtime.Tumbling(time.Minute),
-		runtime.AllowedLateness(time.Minute))).UID("clicks-per-minute")
+		runtime.WithAllowedLateness(time.Minute))).UID("clicks-per-minute")
 	lines := runtime.Map(counts, func(r runtime.WindowResult[string, int64]) (string, error) {
 		return fmt.Sprintf("%s [%d,%d) %d %s", r.Key, r.Window.Start, r.Window.End, r.Value, r.Firing), nil
 	})

@@ -41,7 +41,7 @@ const (
 	// window that had fired; the result replaces the earlier one.
 	WindowLate
 	// WindowEarly: a periodic partial result before the window's end
-	// (EarlyFiring).
+	// (WithEarlyFiring).
 	WindowEarly
 )
 
@@ -233,13 +233,13 @@ type windowOptionFunc func(*windowOptions)
 
 func (f windowOptionFunc) applyWindow(o *windowOptions) { f(o) }
 
-// AllowedLateness keeps an event-time window's contents for d after the
+// WithAllowedLateness keeps an event-time window's contents for d after the
 // watermark passed its end (default 0: none). A record that arrives in
 // that time adds to the window, which fires again at once with the
 // updated result (WindowLate); a record later than that is dropped and
 // counted in the metric splitflow_window_late_records_dropped_total. The
 // window's state is removed once the watermark passes end-1+d.
-func AllowedLateness(d time.Duration) WindowOption {
+func WithAllowedLateness(d time.Duration) WindowOption {
 	return windowOptionFunc(func(o *windowOptions) {
 		switch {
 		case d < 0 || d%time.Millisecond != 0:
@@ -250,12 +250,12 @@ func AllowedLateness(d time.Duration) WindowOption {
 	})
 }
 
-// EarlyFiring makes an event-time window emit its partial result every
+// WithEarlyFiring makes an event-time window emit its partial result every
 // interval of processing time (WindowEarly), from its first record until
 // it fires on time: for dashboards that cannot wait for the watermark.
 // The periods are aligned to the epoch, so every key of a subtask fires
 // at the same instants. Default: no early results.
-func EarlyFiring(interval time.Duration) WindowOption {
+func WithEarlyFiring(interval time.Duration) WindowOption {
 	return windowOptionFunc(func(o *windowOptions) {
 		ms, err := wholeMillis("early firing interval", interval)
 		if err != nil {
@@ -294,10 +294,10 @@ func Window[K comparable, T any](ks KeyedStream[K, T], assigner WindowAssigner, 
 		ws.opts.errs = append(ws.opts.errs, a.err)
 	}
 	if ws.opts.lateness > 0 && a.domain != EventTime {
-		ws.opts.errs = append(ws.opts.errs, fmt.Errorf("AllowedLateness applies to event-time windows; %s has none", a))
+		ws.opts.errs = append(ws.opts.errs, fmt.Errorf("WithAllowedLateness applies to event-time windows; %s has none", a))
 	}
 	if ws.opts.early > 0 && a.domain != EventTime {
-		ws.opts.errs = append(ws.opts.errs, fmt.Errorf("EarlyFiring applies to event-time windows, not to %s", a))
+		ws.opts.errs = append(ws.opts.errs, fmt.Errorf("WithEarlyFiring applies to event-time windows, not to %s", a))
 	}
 	return ws
 }

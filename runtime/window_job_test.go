@@ -41,7 +41,7 @@ func TestWindowResultsExactlyOnceUnderFailures(t *testing.T) {
 				WithTimestampAssigner(func(v, _ int64) int64 { return v })).UID("src")
 			vals := Map(src, failOnce(fails...)).UID("map")
 			counts := WindowCount(Window(KeyBy(vals, func(v int64) int64 { return v % 3 }),
-				Tumbling(10*time.Millisecond), AllowedLateness(time.Hour))).UID("window")
+				Tumbling(10*time.Millisecond), WithAllowedLateness(time.Hour))).UID("window")
 			SinkToTwoPhase(Map(counts, func(r WindowResult[int64, int64]) (int64, error) { return encodeWinCount(r), nil }).UID("encode"), j.sink).UID("sink")
 			if err := env.Execute(testCtx(t), "windows"); err != nil {
 				t.Fatalf("%+v fails=%v: %v", j, fails, err)

@@ -19,7 +19,7 @@ func TestRestoredWindowFiresOnTimeOnce(t *testing.T) {
 					t.Fatal(err)
 				}
 				ds := func() DataStream[WindowResult[string, int64]] {
-					return countStream(Tumbling(10*time.Millisecond), AllowedLateness(lateness))
+					return countStream(Tumbling(10*time.Millisecond), WithAllowedLateness(lateness))
 				}
 				w := openWin[string, string](t, ds(), unitStateConfig(t, b), nil, 1, 0)
 				w.add(t, "a", 3)

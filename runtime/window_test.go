@@ -110,9 +110,9 @@ func TestInvalidWindowConfigurationIsRefused(t *testing.T) {
 		{Tumbling(time.Second).WithOffset(time.Second), nil, "below the window's slide"},
 		{Session(time.Second).WithOffset(time.Millisecond), nil, "WithOffset applies"},
 		{GlobalCount(2).ProcessingTime(), nil, "ProcessingTime applies"},
-		{Tumbling(time.Second).ProcessingTime(), []WindowOption{AllowedLateness(time.Second)}, "AllowedLateness applies"},
-		{Tumbling(time.Second).ProcessingTime(), []WindowOption{EarlyFiring(time.Second)}, "EarlyFiring applies"},
-		{Tumbling(time.Second), []WindowOption{AllowedLateness(-time.Second)}, "allowed lateness -1s"},
+		{Tumbling(time.Second).ProcessingTime(), []WindowOption{WithAllowedLateness(time.Second)}, "WithAllowedLateness applies"},
+		{Tumbling(time.Second).ProcessingTime(), []WindowOption{WithEarlyFiring(time.Second)}, "WithEarlyFiring applies"},
+		{Tumbling(time.Second), []WindowOption{WithAllowedLateness(-time.Second)}, "allowed lateness -1s"},
 		{Tumbling(time.Second), []WindowOption{nil}, "window option"},
 	} {
 		ds := countStream(c.a, c.opts...)
@@ -128,7 +128,7 @@ func TestInvalidWindowConfigurationIsRefused(t *testing.T) {
 func TestLateRecordWithinLatenessFiresAgainBeyondItIsDropped(t *testing.T) {
 	for _, b := range stateBackends {
 		t.Run(string(b), func(t *testing.T) {
-			w := openWin[string, string](t, countStream(Tumbling(10*time.Millisecond), AllowedLateness(5*time.Millisecond)), unitStateConfig(t, b), nil, 1, 0)
+			w := openWin[string, string](t, countStream(Tumbling(10*time.Millisecond), WithAllowedLateness(5*time.Millisecond)), unitStateConfig(t, b), nil, 1, 0)
 			defer w.stop()
 			win := TimeWindow{0, 10}
 			w.add(t, "a", 3)
@@ -208,12 +208,12 @@ func TestProcessingTimeWindowsFollowTheClock(t *testing.T) {
 	}
 }
 
-// Rule: with EarlyFiring an event-time window emits its partial result
+// Rule: with WithEarlyFiring an event-time window emits its partial result
 // every period of processing time until it fires on time, and then stops.
 func TestEarlyFiringEmitsPartialResultsUntilTheWindowFires(t *testing.T) {
 	for _, b := range stateBackends {
 		t.Run(string(b), func(t *testing.T) {
-			w := openWin[string, string](t, countStream(Tumbling(100*time.Millisecond), EarlyFiring(10*time.Millisecond)), unitStateConfig(t, b), nil, 1, 0)
+			w := openWin[string, string](t, countStream(Tumbling(100*time.Millisecond), WithEarlyFiring(10*time.Millisecond)), unitStateConfig(t, b), nil, 1, 0)
 			defer w.stop()
 			win := TimeWindow{0, 100}
 			w.clock = clockBase + 3
@@ -287,7 +287,7 @@ type winStep struct {
 func runWindowRestore(t *testing.T, b StateBackend, a WindowAssigner, par int, keys []string) {
 	rng := rand.New(rand.NewPCG(uint64(par), 5))
 	ds := func() DataStream[WindowResult[string, int64]] {
-		return countStream(a, AllowedLateness(4*time.Millisecond))
+		return countStream(a, WithAllowedLateness(4*time.Millisecond))
 	}
 	var steps []winStep
 	maxTs, wm := int64(0), int64(0)
