@@ -175,7 +175,7 @@
 //
 // Operators connected by a forward edge, with equal parallelism, where the
 // consumer has no other input and neither side refuses (DisableChaining,
-// StartNewChain, WithChaining(false)), are chained: they run in one task
+// StartNewChain, WithoutChaining()), are chained: they run in one task
 // and call each other directly, with no copy and no allocation. Every other
 // edge crosses tasks: the producer's record writer appends records to a
 // buffer per target subtask and hands the buffer to the target's input

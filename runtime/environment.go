@@ -111,9 +111,10 @@ func WithFlushTimeout(d time.Duration) Option {
 	return optionFunc(func(c *config) { c.flushTimeout = d })
 }
 
-// WithChaining turns operator chaining on or off for the whole job
-// (Flink's pipeline.operator-chaining). Default on.
-func WithChaining(on bool) Option { return optionFunc(func(c *config) { c.chaining = on }) }
+// WithoutChaining turns operator chaining off for the whole job, so every
+// operator runs in a task of its own (Flink's
+// pipeline.operator-chaining: false). Default: chaining on.
+func WithoutChaining() Option { return optionFunc(func(c *config) { c.chaining = false }) }
 
 // WithAutoWatermarkInterval sets how often sources call
 // WatermarkGenerator.OnPeriodicEmit (Flink's pipeline.auto-watermark-interval);

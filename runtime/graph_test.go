@@ -78,7 +78,7 @@ func TestChainingDecisions(t *testing.T) {
 		},
 		{
 			name: "chaining off for the job",
-			opts: []Option{WithChaining(false)},
+			opts: []Option{WithoutChaining()},
 			build: func(env *Environment) {
 				ds := FromSource(env, src(), "s")
 				SinkTo(Map(ds, id).Name("m"), newCollectSink[int]()).Name("k")

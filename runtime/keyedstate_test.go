@@ -257,8 +257,11 @@ func testRescaleVia(t *testing.T, apis [2]countingAPI, from, to int, toEnum bool
 	}
 	src2 := &rangeSrc{splits: 4, perSplit: 40, readerFailAt: -1}
 	var violations []error
-	env2 := countingJobVia(apis[1], to, src2, func(v int64) (int64, error) { return v, nil }, &txnSink2PC{store: store},
-		WithCheckpointInterval(3*time.Millisecond), WithCheckpointDir(dir), WithRescaledSplitsToEnumerator(toEnum), backend)
+	opts2 := []Option{WithCheckpointInterval(3 * time.Millisecond), WithCheckpointDir(dir), backend}
+	if toEnum {
+		opts2 = append(opts2, WithRescaledSplitsToEnumerator())
+	}
+	env2 := countingJobVia(apis[1], to, src2, func(v int64) (int64, error) { return v, nil }, &txnSink2PC{store: store}, opts2...)
 	env2.hooks = &testHooks{checkpointCompleted: func(id int64, s checkpoint.Storage) {
 		if err := checkSplitsInOnePlace(s, id, "src", 4); err != nil {
 			violations = append(violations, err)

@@ -181,12 +181,12 @@ func WithLogger(l *slog.Logger) Option {
 
 // WithRescaledSplitsToEnumerator decides what happens to the splits of a
 // source's readers when a job restores with another parallelism: by default
-// (false) they are dealt out round-robin to the new readers; with true
+// they are dealt out round-robin to the new readers; with this option
 // they go to the split enumerator instead, through AddSplitsBack(splits,
 // oldSubtask) once per old subtask (oldSubtask may be beyond the current
 // parallelism), and the enumerator assigns them as it sees fit.
-func WithRescaledSplitsToEnumerator(on bool) Option {
-	return optionFunc(func(c *config) { c.cp.rescaledToEnumerator = on })
+func WithRescaledSplitsToEnumerator() Option {
+	return optionFunc(func(c *config) { c.cp.rescaledToEnumerator = true })
 }
 
 // WithAllowNonRestoredState lets a job restore a checkpoint that holds

@@ -350,7 +350,11 @@ func newTestReader(t testing.TB, cfg readerSetup) (*testReader, *readerFactory, 
 	if cfg.metrics != nil {
 		rctx = metricsReaderContext{ctx, cfg.metrics}
 	}
-	r, err := NewSourceReaderBase(rctx, mgr, positionEmitter, hooks, WithPullMode(cfg.pull))
+	var readerOpts []ReaderOption
+	if cfg.pull {
+		readerOpts = append(readerOpts, WithPullMode())
+	}
+	r, err := NewSourceReaderBase(rctx, mgr, positionEmitter, hooks, readerOpts...)
 	if err != nil {
 		t.Fatalf("new reader: %v", err)
 	}

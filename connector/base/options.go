@@ -124,6 +124,6 @@ func (f readerOptionFunc) applyReader(c *readerConfig) { f(c) }
 // split, and once for every split that finishes, until it is told there are
 // no more splits. Use it with enumerators that assign in
 // HandleSplitRequest, so that fast readers take more splits than slow ones.
-func WithPullMode(enabled bool) ReaderOption {
-	return readerOptionFunc(func(c *readerConfig) { c.pullMode = enabled })
+func WithPullMode() ReaderOption {
+	return readerOptionFunc(func(c *readerConfig) { c.pullMode = true })
 }

@@ -139,7 +139,11 @@ func NewSimpleReader[E, T any, S connector.Split](
 	if err != nil {
 		return nil, err
 	}
-	r, err := NewSourceReaderBase(ctx, fetchers, RecordEmitter[E, T, S](emit), IdentitySplitState[S](), WithPullMode(!cfg.push))
+	var readerOpts []ReaderOption
+	if !cfg.push {
+		readerOpts = append(readerOpts, WithPullMode())
+	}
+	r, err := NewSourceReaderBase(ctx, fetchers, RecordEmitter[E, T, S](emit), IdentitySplitState[S](), readerOpts...)
 	if err != nil {
 		_ = fetchers.Close() // started nothing yet
 		return nil, err

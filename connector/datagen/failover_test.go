@@ -168,7 +168,7 @@ func TestRescaledSplitsToEnumeratorAreReadAtALowerParallelism(t *testing.T) {
 	// The second run, at parallelism 1, restores the last checkpoint.
 	env2 := runtime.NewEnvironment(runtime.WithParallelism(1), quiet,
 		runtime.WithCheckpointInterval(5*time.Millisecond), runtime.WithCheckpointDir(dir),
-		runtime.WithRescaledSplitsToEnumerator(true))
+		runtime.WithRescaledSplitsToEnumerator())
 	in2 := runtime.FromSource(env2, newSrc(), "gen", runtime.NoWatermarks[int64]()).UID("gen")
 	mapped2 := runtime.Map(in2, func(v int64) (int64, error) { return v, nil }).UID("map")
 	second := &collectSink{}

@@ -24,7 +24,7 @@ func TestSinkToExactlyOnceFileSinkPublishesEveryLineOnce(t *testing.T) {
 	}
 	src := suiteSource(t, input)
 	dir := t.TempDir()
-	sink, err := NewLineSink(dir, WithMaxFileBytes(512), WithSync(false))
+	sink, err := NewLineSink(dir, WithMaxFileBytes(512), WithoutSync())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -83,7 +83,7 @@ func (s *countingSink) CreateWriter(ctx connector.SinkInitContext) (connector.Si
 func TestExactlyOnceFileSinkRefusesToRunWithoutItsCommitter(t *testing.T) {
 	input := []string{"a", "b", "c", "d"}
 	dir := t.TempDir()
-	sink, err := NewLineSink(dir, WithSync(false))
+	sink, err := NewLineSink(dir, WithoutSync())
 	if err != nil {
 		t.Fatal(err)
 	}

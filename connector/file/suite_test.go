@@ -85,7 +85,7 @@ func TestSuiteAtLeastOnceFileSink(t *testing.T) {
 	connectortest.Run(t, connectortest.Pair[string]{
 		Sink: connectortest.NewSink(func(t *testing.T) (connector.Sink[string], connectortest.ReadBack[string]) {
 			dir := t.TempDir()
-			sink, err := NewLineSink(dir, WithDeliveryGuarantee(AtLeastOnce), WithSync(false))
+			sink, err := NewLineSink(dir, WithDeliveryGuarantee(AtLeastOnce), WithoutSync())
 			if err != nil {
 				t.Fatal(err)
 			}

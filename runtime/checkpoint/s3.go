@@ -142,9 +142,16 @@ func WithS3MaxAttempts(n int) StorageOption {
 // WithS3PathStyle addresses the bucket in the path (http://host/bucket/key)
 // rather than the host name. Default: path style when an endpoint is set
 // (AWS_ENDPOINT_URL or AWS_ENDPOINT_URL_S3), which S3-compatible servers
-// need, virtual-host style otherwise. Ignored with WithS3Client.
-func WithS3PathStyle(on bool) StorageOption {
-	return storageOptionFunc(func(cfg *storageConfig) { cfg.s3.pathStyle = &on })
+// need, virtual-hosted style otherwise. Ignored with WithS3Client.
+func WithS3PathStyle() StorageOption {
+	return storageOptionFunc(func(cfg *storageConfig) { on := true; cfg.s3.pathStyle = &on })
+}
+
+// WithS3VirtualHostedStyle addresses the bucket in the host name
+// (http://bucket.host/key) even when an endpoint is set; see
+// WithS3PathStyle for the default. Ignored with WithS3Client.
+func WithS3VirtualHostedStyle() StorageOption {
+	return storageOptionFunc(func(cfg *storageConfig) { off := false; cfg.s3.pathStyle = &off })
 }
 
 // withS3InspectOnly opens without the write probe, for tools that only
