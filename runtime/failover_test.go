@@ -38,7 +38,7 @@ func TestCancelDuringRestartSaysWhenTransactionsStayOpen(t *testing.T) {
 	listen, restarting := restartListener()
 	dir := t.TempDir()
 	j.opts = []Option{WithCheckpointInterval(time.Millisecond), WithCheckpointDir(dir),
-		WithRestartStrategy(FixedDelayRestart(-1, time.Hour)), listen}
+		WithRestartStrategy(FixedDelayRestart(Unlimited, time.Hour)), listen}
 	ctx, cancel := context.WithCancel(testCtx(t))
 	errc := make(chan error, 1)
 	go func() { errc <- j.env().Execute(ctx, "stuck commit") }()
@@ -80,7 +80,7 @@ func TestJobThatNeverGetsGoingFailsWithTheLastError(t *testing.T) {
 		t.Run(fmt.Sprintf("checkpoints %v", checkpoints), func(t *testing.T) {
 			errDial := errors.New("dial tcp 127.0.0.1:1: connect: connection refused")
 			src := &unreachableSource{rangeSrc: &rangeSrc{splits: 2, perSplit: 10, readerFailAt: -1}, err: errDial}
-			opts := []Option{WithLogger(discardLogger()), WithRestartStrategy(FixedDelayRestart(-1, time.Millisecond)),
+			opts := []Option{WithLogger(discardLogger()), WithRestartStrategy(FixedDelayRestart(Unlimited, time.Millisecond)),
 				WithStartupFailureTimeout(200 * time.Millisecond)}
 			if checkpoints {
 				opts = append(opts, WithCheckpointInterval(10*time.Millisecond))
@@ -119,7 +119,7 @@ func TestStartupFailureTimeoutSparesAJobThatGotGoing(t *testing.T) {
 		return v, nil
 	}
 	j.opts = []Option{WithCheckpointInterval(time.Millisecond), WithStartupFailureTimeout(time.Nanosecond),
-		WithRestartStrategy(FixedDelayRestart(-1, time.Millisecond)),
+		WithRestartStrategy(FixedDelayRestart(Unlimited, time.Millisecond)),
 		WithJobListener(JobListener{CheckpointCompleted: func(int64) { completed.Add(1) }})}
 	if err := j.env().Execute(testCtx(t), "got going"); err != nil {
 		t.Fatalf("Execute = %v after %d failures", err, failures.Load())
@@ -141,7 +141,7 @@ func TestCancelWhileRestartingReturnsTheLastFailure(t *testing.T) {
 			errDial := errors.New("connection refused")
 			src := &unreachableSource{rangeSrc: &rangeSrc{splits: 1, perSplit: 10, readerFailAt: -1}, err: errDial}
 			listen, restarting := restartListener()
-			opts := []Option{WithLogger(discardLogger()), WithRestartStrategy(FixedDelayRestart(-1, time.Hour)), listen}
+			opts := []Option{WithLogger(discardLogger()), WithRestartStrategy(FixedDelayRestart(Unlimited, time.Hour)), listen}
 			if checkpoints {
 				opts = append(opts, WithCheckpointInterval(time.Hour))
 			}
@@ -186,7 +186,7 @@ func TestStuckTaskFailsJobAfterCancellationTimeout(t *testing.T) {
 	src := &rangeSrc{splits: 1, perSplit: 2000, delay: 2 * time.Millisecond, readerFailAt: -1}
 	env := NewEnvironment(WithLogger(discardLogger()), WithCheckpointInterval(time.Hour),
 		WithFlushTimeout(time.Millisecond),
-		WithRestartStrategy(FixedDelayRestart(-1, time.Millisecond)),
+		WithRestartStrategy(FixedDelayRestart(Unlimited, time.Millisecond)),
 		WithTaskCancellationTimeout(200*time.Millisecond))
 	// The source's chain fails once the map is stuck; the rebalance puts
 	// the map in a task of its own, which the restart must cancel.

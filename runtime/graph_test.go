@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/splitflow/splitflow/connector"
 )
@@ -255,4 +256,29 @@ func TestEveryConfigurationErrorIsReportedAtOnce(t *testing.T) {
 			t.Errorf("Execute: %v; says invalid job graph %d times, want once per problem (2)", err, n)
 		}
 	})
+}
+
+// Option names: Unlimited (-1) is the one spelling of "no limit" for
+// restart attempts; a strategy with fewer attempts than that, or none at
+// all, is refused at Execute. Before, any negative number meant no limit
+// and a nil strategy failed only at the first restart.
+func TestRestartAttemptsOtherThanUnlimitedMustNotBeNegative(t *testing.T) {
+	for _, s := range []RestartStrategy{FixedDelayRestart(-2, time.Millisecond),
+		ExponentialDelayRestart(-2, time.Millisecond, time.Second, 2), nil} {
+		env := NewEnvironment(WithLogger(discardLogger()), WithRestartStrategy(s))
+		SinkTo(FromSource(env, &rangeSrc{splits: 1, perSplit: 1, readerFailAt: -1}, "range"), newCollectSink[int64]())
+		err := env.Execute(testCtx(t), "bad restart")
+		if !errors.Is(err, ErrInvalidGraph) || !strings.Contains(err.Error(), "restart") {
+			t.Errorf("%v: Execute: %v, want ErrInvalidGraph naming the restart strategy", s, err)
+		}
+	}
+	for _, s := range []RestartStrategy{FixedDelayRestart(Unlimited, time.Millisecond),
+		ExponentialDelayRestart(Unlimited, time.Millisecond, time.Second, 2), NoRestart()} {
+		env := NewEnvironment(WithLogger(discardLogger()), WithRestartStrategy(s))
+		sink := newCollectSink[int64]()
+		SinkTo(FromSource(env, &rangeSrc{splits: 1, perSplit: 3, readerFailAt: -1}, "range"), sink)
+		if err := env.Execute(testCtx(t), "good restart"); err != nil {
+			t.Errorf("%v: Execute: %v", s, err)
+		}
+	}
 }

@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"errors"
+	"fmt"
 	"log/slog"
 	"time"
 
@@ -53,6 +54,13 @@ func (c *checkpointConfig) validate() error {
 	if c.startupTimeout < 0 {
 		bad("startup failure timeout must be >= 0 (0 restarts as the restart strategy allows), got %v", c.startupTimeout)
 	}
+	if c.restartSet && c.restart == nil {
+		bad("restart strategy is nil: use NoRestart(), FixedDelayRestart or ExponentialDelayRestart")
+	} else if c.restartSet {
+		if err := c.restart.validate(); err != nil {
+			bad("%v", err)
+		}
+	}
 	if c.retained < 1 {
 		bad("retained checkpoints must be >= 1, got %d", c.retained)
 	}
@@ -74,7 +82,7 @@ func (c *checkpointConfig) restartStrategy() RestartStrategy {
 	if c.enabled() {
 		// Flink's default with checkpointing on: restart without end, a
 		// second apart.
-		return FixedDelayRestart(-1, time.Second)
+		return FixedDelayRestart(Unlimited, time.Second)
 	}
 	return NoRestart()
 }
@@ -151,7 +159,7 @@ func WithCheckpointsRetained(n int) Option {
 
 // WithRestartStrategy decides whether and when a failed job restarts from
 // its latest checkpoint (Flink's restart-strategy.type). Default: no
-// restart when checkpoints are off; FixedDelayRestart(-1, time.Second)
+// restart when checkpoints are off; FixedDelayRestart(Unlimited, time.Second)
 // when they are on, as in Flink.
 func WithRestartStrategy(s RestartStrategy) Option {
 	return optionFunc(func(c *config) { c.cp.restart, c.cp.restartSet = s, true })
@@ -215,12 +223,28 @@ type RestartStrategy interface {
 	// backoff is asked after the restarts-th failure that could be
 	// restarted (1 for the first).
 	backoff(restarts int) (time.Duration, bool)
+	// validate says what is wrong with the strategy's arguments, checked
+	// with the job's configuration.
+	validate() error
 	String() string
+}
+
+// Unlimited, given as a number of attempts, sets no limit. It is the one
+// spelling of "no limit" among the options of splitflow's packages (see
+// DESIGN.md, "Option names"); other negative numbers are refused.
+const Unlimited = -1
+
+func validateAttempts(attempts int) error {
+	if attempts < Unlimited {
+		return fmt.Errorf("restart attempts must be >= 0, or Unlimited (-1) for no limit, got %d", attempts)
+	}
+	return nil
 }
 
 type noRestart struct{}
 
 func (noRestart) backoff(int) (time.Duration, bool) { return 0, false }
+func (noRestart) validate() error                   { return nil }
 func (noRestart) String() string                    { return "no restart" }
 
 // NoRestart fails the job on its first failure (Flink's none).
@@ -238,9 +262,10 @@ func (f fixedDelay) backoff(n int) (time.Duration, bool) {
 	return f.delay, true
 }
 
-func (f fixedDelay) String() string { return "fixed delay" }
+func (f fixedDelay) validate() error { return validateAttempts(f.attempts) }
+func (f fixedDelay) String() string  { return "fixed delay" }
 
-// FixedDelayRestart restarts at most attempts times (negative: without
+// FixedDelayRestart restarts at most attempts times (Unlimited: without
 // limit), delay after each failure (Flink's fixed-delay).
 func FixedDelayRestart(attempts int, delay time.Duration) RestartStrategy {
 	return fixedDelay{attempts: attempts, delay: max(delay, 0)}
@@ -263,13 +288,14 @@ func (e exponentialDelay) backoff(n int) (time.Duration, bool) {
 	return min(time.Duration(d), e.maxDelay), true
 }
 
-func (e exponentialDelay) String() string { return "exponential delay" }
+func (e exponentialDelay) validate() error { return validateAttempts(e.attempts) }
+func (e exponentialDelay) String() string  { return "exponential delay" }
 
-// ExponentialDelayRestart restarts at most attempts times (negative:
+// ExponentialDelayRestart restarts at most attempts times (Unlimited:
 // without limit), waiting initial after the first failure and multiplier
 // times longer after each next one, up to maxDelay (Flink's
-// exponential-delay).
-func ExponentialDelayRestart(initial, maxDelay time.Duration, multiplier float64, attempts int) RestartStrategy {
+// exponential-delay). The attempts come first, as in FixedDelayRestart.
+func ExponentialDelayRestart(attempts int, initial, maxDelay time.Duration, multiplier float64) RestartStrategy {
 	return exponentialDelay{initial: max(initial, 0), maxDelay: max(maxDelay, initial), multiplier: max(multiplier, 1), attempts: attempts}
 }
 

@@ -83,7 +83,7 @@ func TestCancelDuringRestartCommitsRestoredTransactions(t *testing.T) {
 	env := runtime.NewEnvironment(
 		runtime.WithCheckpointInterval(50*time.Millisecond),
 		runtime.WithCheckpointTimeout(5*time.Second),
-		runtime.WithRestartStrategy(runtime.FixedDelayRestart(-1, 5*time.Minute)),
+		runtime.WithRestartStrategy(runtime.FixedDelayRestart(runtime.Unlimited, 5*time.Minute)),
 		runtime.WithLogger(quietLogger()),
 		runtime.WithJobListener(runtime.JobListener{Restarting: func(_ int, err error) {
 			select {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"math"
 	"net"
 	"strconv"
 	"sync/atomic"
@@ -49,7 +48,7 @@ func runJob(ctx context.Context, o options, seeds []string, p *progress, logger 
 	envOpts := []runtime.Option{
 		runtime.WithParallelism(o.parallelism),
 		runtime.WithCheckpointInterval(o.checkpointInterval),
-		runtime.WithRestartStrategy(runtime.FixedDelayRestart(math.MaxInt32, 100*time.Millisecond)),
+		runtime.WithRestartStrategy(runtime.FixedDelayRestart(runtime.Unlimited, 100*time.Millisecond)),
 		runtime.WithLogger(logger),
 		runtime.WithJobListener(runtime.JobListener{
 			CheckpointCompleted: func(int64) {

@@ -50,7 +50,7 @@ func main() {
 		os.Exit(2)
 	}
 	c.Brokers = strings.Split(brokers, ",")
-	c.Restart = runtime.FixedDelayRestart(-1, 100*time.Millisecond)
+	c.Restart = runtime.FixedDelayRestart(runtime.Unlimited, 100*time.Millisecond)
 	c.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	if pace > 0 {
 		var n atomic.Int64
