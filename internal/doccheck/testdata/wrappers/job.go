@@ -1,0 +1,62 @@
+// Wrapper "job": a fragment of job-building code, in a function given the
+// streams, sinks and settings the documentation's fragments start from.
+package job
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/splitflow/splitflow/connector"
+	"github.com/splitflow/splitflow/connector/datagen"
+	"github.com/splitflow/splitflow/connector/kafka"
+	"github.com/splitflow/splitflow/runtime"
+)
+
+// Each import used once, so that a fragment need not use them all.
+var (
+	_ = context.Background
+	_ = tls.Config{}
+	_ = errors.Join
+	_ = fmt.Sprint
+	_ = rand.New
+	_ = os.Getenv
+	_ = strconv.Itoa
+	_ = strings.ToUpper
+	_ = time.Second
+	_ connector.Split
+	_ = datagen.WithSeed
+	_ = kafka.StringValues
+	_ = runtime.NewEnvironment
+)
+
+// Click is a user's click, the record of the windows' fragments.
+type Click struct {
+	User string
+	At   time.Time
+}
+
+// Order is the record of the generator's fragment.
+type Order struct {
+	ID     int64
+	Amount int
+}
+
+func fragment(
+	ctx context.Context,
+	words runtime.DataStream[string], // single words
+	lines runtime.DataStream[string], // lines of text
+	byUser runtime.KeyedStream[string, Click],
+	sink connector.Sink[string],
+	deadLetters connector.Sink[string],
+	brokers []string,
+	cert tls.Certificate,
+) {
+	//doc:fragment
+}
