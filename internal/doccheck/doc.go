@@ -4,8 +4,8 @@
 //
 // Every fenced block carries a language. A ```go block is one of:
 //
-//   - a whole program: it starts with "package main" (after comments) and
-//     is built as it stands;
+//   - a whole file: it starts with a package clause (after comments),
+//     "package main" for a program, and is built as it stands;
 //   - a fragment: the line right before its fence is a marker
 //     <!-- wrap: NAME -->, and the block is put into
 //     testdata/wrappers/NAME.go in place of the line "//doc:fragment".

@@ -115,17 +115,18 @@ func docFiles(t *testing.T, root string) []string {
 	return files
 }
 
-var packageMainRE = regexp.MustCompile(`(?m)^package main\s*$`)
+var packageRE = regexp.MustCompile(`^package [A-Za-z_]\w*$`)
 
-// isProgram reports whether a block is a whole program: its first line
-// that is neither blank nor a comment is "package main".
+// isProgram reports whether a block is a whole file (a program or a
+// package): its first line that is neither blank nor a comment is a
+// package clause.
 func isProgram(body string) bool {
 	for _, l := range strings.Split(body, "\n") {
 		l = strings.TrimSpace(l)
 		if l == "" || strings.HasPrefix(l, "//") {
 			continue
 		}
-		return packageMainRE.MatchString(l)
+		return packageRE.MatchString(l)
 	}
 	return false
 }
@@ -136,7 +137,7 @@ func source(root string, b block) (string, error) {
 		if isProgram(b.body) {
 			return b.body, nil
 		}
-		return "", fmt.Errorf("%s:%d: a go block is neither a program (package main) nor marked <!-- wrap: NAME --> on the line before its fence", b.file, b.line)
+		return "", fmt.Errorf("%s:%d: a go block is neither a whole file (package ...) nor marked <!-- wrap: NAME --> on the line before its fence", b.file, b.line)
 	}
 	w, err := os.ReadFile(filepath.Join(root, "internal", "doccheck", "testdata", "wrappers", b.wrap+".go"))
 	if err != nil {
@@ -290,7 +291,7 @@ func TestBlocksParse(t *testing.T) {
 			t.Error("an unclosed fence was not refused")
 		}
 	}
-	if !isProgram("// c\n\npackage main\n") || isProgram("x := 1\npackage main\n") {
+	if !isProgram("// c\n\npackage main\n") || !isProgram("package csvsource\n") || isProgram("x := 1\npackage main\n") {
 		t.Error("isProgram does not follow its rule")
 	}
 	got := used("var a = 1\nb, _, c := f()\nif d := g(); d {\n\te := 2\n}\nx = 3\n")

@@ -15,6 +15,7 @@ import (
 
 	"github.com/splitflow/splitflow/connector"
 	"github.com/splitflow/splitflow/connector/datagen"
+	"github.com/splitflow/splitflow/connector/file"
 	"github.com/splitflow/splitflow/connector/kafka"
 	"github.com/splitflow/splitflow/runtime"
 )
@@ -32,6 +33,7 @@ var (
 	_ = time.Second
 	_ connector.Split
 	_ = datagen.WithSeed
+	_ = file.NewSource
 	_ = kafka.StringValues
 	_ = runtime.NewEnvironment
 )
@@ -55,8 +57,10 @@ func fragment(
 	byUser runtime.KeyedStream[string, Click],
 	sink connector.Sink[string],
 	deadLetters connector.Sink[string],
+	in *kafka.Source[string],
 	brokers []string,
 	cert tls.Certificate,
-) {
+) error {
 	//doc:fragment
+	return nil
 }
