@@ -3,7 +3,7 @@
 // sinks, fast and with bounded memory. It is modelled on Apache Flink's
 // streaming runtime and knows connectors only through package connector.
 //
-// # Building and running a job
+// # Building a job
 //
 // An Environment collects a job; generic functions add operators to it (Go
 // methods cannot take type parameters, so it is Map(ds, fn), not ds.Map(fn)):
@@ -14,6 +14,38 @@
 //	counts := runtime.Process(runtime.KeyBy(words, byWord), countWord).UID("counts")
 //	runtime.SinkTo(counts, sink)
 //	err := env.Execute(ctx, "wordcount")
+//
+// The runnable examples (FromSource, Count, Process, Window, SideOutput,
+// SinkTo, Environment.Execute) build whole jobs; docs/datastream.md in the
+// repository walks through the API.
+//
+// # Side outputs
+//
+// A function with a context (Process, ProcessPerSubtask, ProcessStream)
+// may emit records of another type beside its main output: to a side
+// output named by an OutputTag, which its operator declares, and which
+// SideOutput turns into a stream of its own:
+//
+//	var late = runtime.NewOutputTag[Click]("late")
+//
+//	clicks := runtime.Process(keyed, func(ctx *runtime.KeyedContext[string, Click], c Click) error {
+//		if c.TS < ctx.CurrentWatermark() {
+//			runtime.Output(ctx, late, c)
+//			return nil
+//		}
+//		ctx.Collect(c)
+//		return nil
+//	}).DeclareSideOutputs(late)
+//	runtime.SinkTo(runtime.SideOutput(clicks, late), lateSink)
+//
+// The side stream runs in its operator's task, with its parallelism; it
+// carries the operator's watermarks, stream status and checkpoint
+// barriers, so it is exactly-once like the main output. Misuse is
+// refused when the job is built: a tag id with two types, an id declared
+// twice, side outputs declared on an operator without a context, a
+// SideOutput of a tag its operator does not declare.
+//
+// # Running a job
 //
 // Execute runs until every bounded source has ended and its records have
 // reached the sinks (it returns nil), or until ctx is cancelled, which
@@ -65,157 +97,64 @@
 // on one that would not come back whole; a checkpoint records the serde
 // of every state, and a restore with another is refused.
 //
-// # Side outputs
+// # State
 //
-// A function with a context (Process, ProcessPerSubtask, ProcessStream)
-// may emit records of another type beside its main output: to a side
-// output named by an OutputTag, which its operator declares, and which
-// SideOutput turns into a stream of its own:
+//   - Source readers: their splits, as operator list state serialized with
+//     the source's versioned SplitSerializer, one blob per subtask. When
+//     the parallelism changed, every checkpointed split is dealt out
+//     round-robin over the new subtasks, or handed to the enumerator with
+//     WithRescaledSplitsToEnumerator. Splits handed to a reader are
+//     copies (through the serializer), as if they had crossed a network.
+//   - Enumerators: their state, with the source's versioned serializer.
+//   - Keyed process operators: ValueState, MapState and pending
+//     event-time and processing-time timers, by key group. Keys and
+//     values are encoded by their type: strings, byte slices, integers of
+//     every width, floats and bools, and named types over them, have a
+//     compact binary encoding of their own; other types, and a basic type
+//     that marshals itself, go through encoding/gob, unless a descriptor
+//     gives a Serde (JSON, or the job's own, recorded by name). The layout is
+//     versioned: snapshots written before the built-in encodings (all
+//     gob) restore as they were, and those written before timers were
+//     checkpointed restore with none; a state whose type changed to one
+//     encoded otherwise fails the restore naming the state and both
+//     encodings. Key, value and map types are checked when a state is
+//     declared (NewValueState and NewMapState, which panic; GetValueState,
+//     GetMapState) and when the first timer is
+//     registered: a type gob cannot encode, or would encode only in part
+//     (an unexported, func or chan field at any depth, unless the type
+//     marshals itself), fails the job at once with a *StateTypeError. Restored by
+//     operator UID into whichever subtask owns each key group now: a
+//     timer moves with its key. A restored event-time timer fires when the
+//     watermark passes it; a restored processing-time timer whose time
+//     passed while the job was down fires as soon as its subtask runs.
+//   - Two-phase sinks: the committables not yet committed, and the
+//     writer's state for SinkToStatefulTwoPhase.
 //
-//	var late = runtime.NewOutputTag[Click]("late")
+// Every blob is stored under its operator's UID, so UIDs must be stable
+// across versions of a job. An operator without .UID gets its name and its
+// position among operators of the same name ("KeyedProcess#1"), which
+// survives operators added elsewhere but not a rename; Execute logs a
+// warning for every stateful operator without an explicit UID. (Earlier
+// versions numbered operators in the order they were added, "3-KeyedProcess";
+// their checkpoints restore only into operators given those UIDs, and the
+// refusal says so.) The checkpoint metadata records the job's fingerprint:
+// for each stateful operator its UID, kind and state types, and for keyed
+// operators the max parallelism (graph.go). Before restoring, Execute
+// refuses (ErrIncompatibleCheckpoint, naming the checkpoint, its directory
+// and the operators) when
+//   - a UID with state in the checkpoint now names another kind of
+//     operator or another state type;
+//   - keyed state was written with another max parallelism (its key
+//     groups would land on subtasks that no longer receive their keys). A
+//     checkpoint of an earlier version, which did not record it, restores
+//     with the job's max parallelism and a logged warning, unless its key
+//     groups prove another;
+//   - state in the checkpoint is claimed by no operator of the job (its
+//     UID is gone or changed): restoring would drop it while the sources
+//     resume. WithAllowNonRestoredState drops it instead, with a warning.
 //
-//	clicks := runtime.Process(keyed, func(ctx *runtime.KeyedContext[string, Click], c Click) error {
-//		if c.TS < ctx.CurrentWatermark() {
-//			runtime.Output(ctx, late, c)
-//			return nil
-//		}
-//		ctx.Collect(c)
-//		return nil
-//	}).DeclareSideOutputs(late)
-//	runtime.SinkTo(runtime.SideOutput(clicks, late), lateSink)
-//
-// The side stream runs in its operator's task, with its parallelism; it
-// carries the operator's watermarks, stream status and checkpoint
-// barriers, so it is exactly-once like the main output. Misuse is
-// refused when the job is built: a tag id with two types, an id declared
-// twice, side outputs declared on an operator without a context, a
-// SideOutput of a tag its operator does not declare.
-//
-// # Files
-//
-//   - environment.go: options (one validation point, config.validate),
-//     Environment, Execute.
-//   - options_checkpoint.go: checkpoint, storage and restart options;
-//     restart strategies.
-//   - master.go: the execution, one master goroutine that owns every task
-//     and coordinator, drives the checkpoint coordinator (package
-//     checkpoint) and runs the failover.
-//   - barrier.go: the task side of checkpoints: alignment, snapshots,
-//     waiting for the final checkpoint.
-//   - watchdog.go: the cancellation watchdog, which gives up on tasks that
-//     ignore their cancellation.
-//   - notify.go: checkpoint completion in two phases: sinks commit first,
-//     readers hear of a checkpoint once its output is committed.
-//   - gateway.go: the gate between a source coordinator and each subtask,
-//     and the split assignment tracker.
-//   - state.go: framing of versioned state (runtime/internal/stateformat);
-//     what a restored checkpoint holds for an operator; redistribution of
-//     operator list state.
-//   - keyedstate.go: keyed state and timer snapshots by key group.
-//   - timers.go: the keyed operator's timers: per time domain a heap of
-//     key groups over each key group's timers (a copy-on-write heap per
-//     key group, or DB entries behind a small cache with pebble).
-//   - serde.go: the encodings of state types in snapshots: Serde, built-in
-//     binary ones for basic types, encoding/gob for the rest, JSONSerde
-//     and the job's own; StateOption.
-//   - descriptor.go: state descriptors (NewValueState, NewMapState), the
-//     view of keyed state over a key's basic type that they reach, and
-//     the declaration of states shared with GetValueState.
-//   - window.go, windowop.go: windows on keyed streams (Window, the
-//     Tumbling, Sliding, Session and GlobalCount assigners, WindowReduce,
-//     WindowAggregate, WindowCount, WindowProcess), run by the keyed
-//     operator as a process function over MapState and timers.
-//   - options_state.go: the state backend options (WithStateBackend,
-//     WithStateDir, WithStateBlockCacheSize).
-//   - pebblestate.go: the pebble backend's typed states over a
-//     runtime/state Store, its job-wide working directory and block cache,
-//     and the blob of a pebble checkpoint.
-//   - pebbleop.go: the keyed operator on the pebble backend: opening and
-//     restoring its DB (also across parallelism changes) and its
-//     asynchronous snapshots, whose files go to checkpoint storage once.
-//   - twophase.go: SinkToTwoPhase (and SinkTo for a two-phase sink), the
-//     writer and committer of Sink V2.
-//   - datastream.go: DataStream, KeyedStream and the functions that build
-//     the stream graph (FromSource, Map, FlatMap, Filter, KeyBy, Process,
-//     Union, Rebalance, Broadcast, Forward, SinkTo).
-//   - graph.go: the stream graph, pruning, validation, chaining
-//     (isChainable), instantiation of tasks, gates and writers, and the
-//     job fingerprint checked on restore.
-//   - task.go: the task, one goroutine per subtask of a chain, with its
-//     mailbox loop; the gate input that feeds a chain from other tasks.
-//   - mailbox.go: the task mailbox (urgent and default mails).
-//   - network.go: input gates with bounded per-producer channels, record
-//     writers that batch and partition (forward, rebalance, hash,
-//     broadcast).
-//   - element.go: records, watermarks, stream status, end of partition and
-//     checkpoint barriers as they travel in batches.
-//   - keygroup.go: stable key hashing (murmur3) and key groups.
-//   - valve.go: the watermark valve over a task's input channels.
-//   - watermark.go: watermark strategies and generators, and the mux that
-//     combines a reader's per-split watermarks.
-//   - source.go: the source operator driving a SourceReader, and its
-//     ReaderOutput with per-split outputs.
-//   - coordinator.go: the source coordinator running the SplitEnumerator,
-//     with its checkpoint, reset and notification hooks.
-//   - operators.go, process.go: map, flatMap, filter, sink, and the keyed
-//     process operator with ValueState, MapState and timers.
-//   - errors.go: OperatorError and the sentinels.
-//   - rolling.go: rolling aggregations on keyed streams (Count, Reduce,
-//     Aggregate with an AggregateFunction), one value state per key.
-//   - sideoutput.go, processstream.go: side outputs (OutputTag,
-//     DeclareSideOutputs, Output, SideOutput) and their validation;
-//     ProcessStream, the function with a context on a stream that is not
-//     keyed.
-//   - metrics.go, options_metrics.go, status.go: the job's metrics
-//     (WithMetricsRegistry, package metrics) and Environment.Status: task
-//     counters kept in plain fields by the task goroutines and published
-//     every 200ms, checkpoint history, restarts and the job state.
-//
-// # How data flows
-//
-// Operators connected by a forward edge, with equal parallelism, where the
-// consumer has no other input and neither side refuses (DisableChaining,
-// StartNewChain, WithoutChaining()), are chained: they run in one task
-// and call each other directly, with no copy and no allocation. Every other
-// edge crosses tasks: the producer's record writer appends records to a
-// buffer per target subtask and hands the buffer to the target's input
-// gate when it is full (WithBufferSize), when the flush timeout expires
-// (WithFlushTimeout) and before any event (watermark, status, barrier, end
-// of partition) is appended, so events stay in order with records. A hash
-// edge routes a key to murmur3(key bytes) mod max-parallelism (its key
-// group) and the key group to keyGroup*parallelism/maxParallelism, as
-// Flink's KeyGroupRangeAssignment does; the hash is the same in every
-// process and release. Consumed buffers go back to their producer for
-// reuse.
-//
-// # Tasks and the mailbox
-//
-// Each subtask of a chain is one goroutine, the only one that touches the
-// chain's operators, their keyed state, the source reader and the sink
-// writer (the task-goroutine rule of DESIGN.md). Other goroutines reach it
-// through its mailbox: the source coordinator's split assignments and events,
-// timers, stop requests, checkpoint triggers (urgent mails). The loop runs
-// mails first, then one step of the default action: one PollNext of the
-// source reader, or one batch from the input gate. When the output is
-// backpressured (a target channel is full) or no input is available, the
-// default action is suspended and the task waits on its mailbox or on the
-// availability it lacks, so a mail is never stuck behind backpressure. Work
-// an operator starts inside one step or mail but that can emit without limit
-// (the timers a watermark makes due) is resumable: it stops when the output
-// becomes unavailable and the task resumes it, once the output has room,
-// before it reads more input.
-//
-// # Bounded memory (the backpressure rule)
-//
-// An input channel queues at most WithBuffersPerChannel buffers. A writer
-// whose target channel is full keeps the buffer pending and its task stops
-// polling its source or reading its input until the channel has room, so a
-// slow sink slows the sources: records in flight between two tasks are
-// bounded by channels x (buffers per channel + 2) x buffer size plus what
-// one step emits, whatever the input size; a burst of timers (the final
-// MaxWatermark firing a timer per key) counts one timer per step. A source reader that is not
-// polled stops fetching once its own queue is full (connector/base), and
-// the lag stays in the external system.
+// Another parallelism, added operators and changes to stateless operators
+// restore, as in Flink.
 //
 // # Event time
 //
@@ -242,18 +181,6 @@
 // mails queued before (a periodic emit, split assignments, no-more-splits,
 // source events) are no-ops: nothing follows MaxWatermark or the end of
 // the partition.
-//
-// # Sources
-//
-// Each source has a coordinator that runs its SplitEnumerator on one
-// goroutine of its own (the single-threaded enumerator): enumerator methods
-// and CallAsync continuations run there one at a time, and readers'
-// registrations, split requests and events are queued to it. Assignments and
-// events go into the reader task's mailbox and run there between two polls. A
-// panic in the enumerator, in CallAsync work (which runs on a goroutine of
-// its own) or in the enumerator's Close fails the coordinator (an
-// *OperatorError with subtask -1, carrying the panic and its stack), not the
-// process.
 //
 // # Checkpoints (coordinators before barriers, the gate, atomic checkpoints)
 //
@@ -319,64 +246,23 @@
 // with the same rules of completion and restore; S3 has no lock, so one
 // job per prefix is the user's to ensure.
 //
-// # State
+// # Two-phase commit sinks
 //
-//   - Source readers: their splits, as operator list state serialized with
-//     the source's versioned SplitSerializer, one blob per subtask. When
-//     the parallelism changed, every checkpointed split is dealt out
-//     round-robin over the new subtasks, or handed to the enumerator with
-//     WithRescaledSplitsToEnumerator. Splits handed to a reader are
-//     copies (through the serializer), as if they had crossed a network.
-//   - Enumerators: their state, with the source's versioned serializer.
-//   - Keyed process operators: ValueState, MapState and pending
-//     event-time and processing-time timers, by key group. Keys and
-//     values are encoded by their type: strings, byte slices, integers of
-//     every width, floats and bools, and named types over them, have a
-//     compact binary encoding of their own; other types, and a basic type
-//     that marshals itself, go through encoding/gob, unless a descriptor
-//     gives a Serde (JSON, or the job's own, recorded by name). The layout is
-//     versioned: snapshots written before the built-in encodings (all
-//     gob) restore as they were, and those written before timers were
-//     checkpointed restore with none; a state whose type changed to one
-//     encoded otherwise fails the restore naming the state and both
-//     encodings. Key, value and map types are checked when a state is
-//     declared (NewValueState and NewMapState, which panic; GetValueState,
-//     GetMapState) and when the first timer is
-//     registered: a type gob cannot encode, or would encode only in part
-//     (an unexported, func or chan field at any depth, unless the type
-//     marshals itself), fails the job at once with a *StateTypeError. Restored by
-//     operator UID into whichever subtask owns each key group now: a
-//     timer moves with its key. A restored event-time timer fires when the
-//     watermark passes it; a restored processing-time timer whose time
-//     passed while the job was down fires as soon as its subtask runs.
-//   - Two-phase sinks: the committables not yet committed, and the
-//     writer's state for SinkToStatefulTwoPhase.
-//
-// Every blob is stored under its operator's UID, so UIDs must be stable
-// across versions of a job. An operator without .UID gets its name and its
-// position among operators of the same name ("KeyedProcess#1"), which
-// survives operators added elsewhere but not a rename; Execute logs a
-// warning for every stateful operator without an explicit UID. (Earlier
-// versions numbered operators in the order they were added, "3-KeyedProcess";
-// their checkpoints restore only into operators given those UIDs, and the
-// refusal says so.) The checkpoint metadata records the job's fingerprint:
-// for each stateful operator its UID, kind and state types, and for keyed
-// operators the max parallelism (graph.go). Before restoring, Execute
-// refuses (ErrIncompatibleCheckpoint, naming the checkpoint, its directory
-// and the operators) when
-//   - a UID with state in the checkpoint now names another kind of
-//     operator or another state type;
-//   - keyed state was written with another max parallelism (its key
-//     groups would land on subtasks that no longer receive their keys). A
-//     checkpoint of an earlier version, which did not record it, restores
-//     with the job's max parallelism and a logged warning, unless its key
-//     groups prove another;
-//   - state in the checkpoint is claimed by no operator of the job (its
-//     UID is gone or changed): restoring would drop it while the sources
-//     resume. WithAllowNonRestoredState drops it instead, with a warning.
-//
-// Another parallelism, added operators and changes to stateless operators
-// restore, as in Flink.
+// SinkTo runs a sink that is connector.TwoPhaseCapable and says it commits
+// in two phases as a connector.TwoPhaseCommittingSink (see its doc), with
+// the committable type hidden (connector.HideCommittable): committer
+// first, restored committables committed before the writer is created;
+// PrepareCommit at each barrier; commits when the checkpoint completes;
+// RetryLater with backoff; a known-reason failure fails the job. Every
+// other sink runs as a plain one, whose writer is flushed at each barrier,
+// which makes it at-least-once. SinkToTwoPhase names the committable type
+// instead, for a two-phase sink that is not TwoPhaseCapable; it writes the
+// same state under the same signature, so a job restores checkpoints of
+// either call. SinkToStatefulTwoPhase adds the writer state of a
+// connector.StatefulSink. Without checkpoints a two-phase sink commits
+// once, at the end of input; one whose writes need the committer, fed by
+// an unbounded source, is refused by Execute (ErrInvalidGraph and
+// connector.ErrInvalidConfiguration).
 //
 // # Failover
 //
@@ -431,23 +317,82 @@
 // nothing can be prepared: the job stops and Execute returns
 // ErrCancelledWhileRestarting with the failure.
 //
-// # Two-phase commit sinks
+// # Observing a job
 //
-// SinkTo runs a sink that is connector.TwoPhaseCapable and says it commits
-// in two phases as a connector.TwoPhaseCommittingSink (see its doc), with
-// the committable type hidden (connector.HideCommittable): committer
-// first, restored committables committed before the writer is created;
-// PrepareCommit at each barrier; commits when the checkpoint completes;
-// RetryLater with backoff; a known-reason failure fails the job. Every
-// other sink runs as a plain one, whose writer is flushed at each barrier,
-// which makes it at-least-once. SinkToTwoPhase names the committable type
-// instead, for a two-phase sink that is not TwoPhaseCapable; it writes the
-// same state under the same signature, so a job restores checkpoints of
-// either call. SinkToStatefulTwoPhase adds the writer state of a
-// connector.StatefulSink. Without checkpoints a two-phase sink commits
-// once, at the end of input; one whose writes need the committer, fed by
-// an unbounded source, is refused by Execute (ErrInvalidGraph and
-// connector.ErrInvalidConfiguration).
+// WithHTTP serves the job's status while Execute runs: Prometheus metrics
+// at /metrics (WithMetricsRegistry to use a registry of your own),
+// /healthz, /readyz (ready once a checkpoint completed since the newest
+// restart), the job as JSON at /api/v1/job (the same JobStatus that
+// Environment.Status returns from any goroutine) and a live page of the
+// job graph at /. What only reads is open to whoever reaches the address;
+// POST /api/v1/job/stop, a graceful stop, needs the token of
+// WithHTTPToken, and WithHTTPTLS serves HTTPS. The job logs on WithLogger
+// (default slog.Default()) where each run resumed, every completed
+// checkpoint, split assignments and restarts; WithJobListener calls
+// functions of the program at the same points.
+//
+// # Inside the engine
+//
+// How a job runs, for the curious and for tuning: the sections below
+// describe what the engine does between the calls above.
+//
+// # How data flows
+//
+// Operators connected by a forward edge, with equal parallelism, where the
+// consumer has no other input and neither side refuses (DisableChaining,
+// StartNewChain, WithoutChaining()), are chained: they run in one task
+// and call each other directly, with no copy and no allocation. Every other
+// edge crosses tasks: the producer's record writer appends records to a
+// buffer per target subtask and hands the buffer to the target's input
+// gate when it is full (WithBufferSize), when the flush timeout expires
+// (WithFlushTimeout) and before any event (watermark, status, barrier, end
+// of partition) is appended, so events stay in order with records. A hash
+// edge routes a key to murmur3(key bytes) mod max-parallelism (its key
+// group) and the key group to keyGroup*parallelism/maxParallelism, as
+// Flink's KeyGroupRangeAssignment does; the hash is the same in every
+// process and release. Consumed buffers go back to their producer for
+// reuse.
+//
+// # Tasks and the mailbox
+//
+// Each subtask of a chain is one goroutine, the only one that touches the
+// chain's operators, their keyed state, the source reader and the sink
+// writer (the task-goroutine rule of DESIGN.md). Other goroutines reach it
+// through its mailbox: the source coordinator's split assignments and events,
+// timers, stop requests, checkpoint triggers (urgent mails). The loop runs
+// mails first, then one step of the default action: one PollNext of the
+// source reader, or one batch from the input gate. When the output is
+// backpressured (a target channel is full) or no input is available, the
+// default action is suspended and the task waits on its mailbox or on the
+// availability it lacks, so a mail is never stuck behind backpressure. Work
+// an operator starts inside one step or mail but that can emit without limit
+// (the timers a watermark makes due) is resumable: it stops when the output
+// becomes unavailable and the task resumes it, once the output has room,
+// before it reads more input.
+//
+// # Bounded memory (the backpressure rule)
+//
+// An input channel queues at most WithBuffersPerChannel buffers. A writer
+// whose target channel is full keeps the buffer pending and its task stops
+// polling its source or reading its input until the channel has room, so a
+// slow sink slows the sources: records in flight between two tasks are
+// bounded by channels x (buffers per channel + 2) x buffer size plus what
+// one step emits, whatever the input size; a burst of timers (the final
+// MaxWatermark firing a timer per key) counts one timer per step. A source reader that is not
+// polled stops fetching once its own queue is full (connector/base), and
+// the lag stays in the external system.
+//
+// # Sources
+//
+// Each source has a coordinator that runs its SplitEnumerator on one
+// goroutine of its own (the single-threaded enumerator): enumerator methods
+// and CallAsync continuations run there one at a time, and readers'
+// registrations, split requests and events are queued to it. Assignments and
+// events go into the reader task's mailbox and run there between two polls. A
+// panic in the enumerator, in CallAsync work (which runs on a goroutine of
+// its own) or in the enumerator's Close fails the coordinator (an
+// *OperatorError with subtask -1, carrying the panic and its stack), not the
+// process.
 //
 // # Not built yet
 //
