@@ -158,6 +158,9 @@ type Environment struct {
 	// httpServer is the WithHTTP server while Execute runs; HTTPAddr
 	// reads it from other goroutines.
 	httpServer atomic.Pointer[statusServer]
+	// running is the execution while Execute runs it, for
+	// TriggerSavepoint and StopWithSavepoint from other goroutines.
+	running atomic.Pointer[execution]
 
 	// obs holds the job's metrics and status (metrics.go), created on
 	// first use by whichever goroutine asks first.
@@ -258,5 +261,8 @@ func (env *Environment) Execute(ctx context.Context, name string) error {
 	if srv != nil {
 		defer env.stopHTTP(srv)
 	}
+	ex.cancelRun = stopJob
+	env.running.Store(ex)
+	defer env.running.Store(nil)
 	return ex.named(name).run(ctx)
 }

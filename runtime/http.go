@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -108,6 +109,14 @@ func isBearerToken(s string) bool {
 //     Execute's context does (202 Accepted; Execute then returns nil once
 //     the job has drained). It changes the job, so it needs the token of
 //     WithHTTPToken.
+//   - POST /api/v1/savepoints: takes a savepoint (Environment.TriggerSavepoint),
+//     or with {"stop": true} stops the job with one (StopWithSavepoint);
+//     body {"target": "DIR or s3://bucket/prefix", "stop": false}, empty
+//     for WithSavepointDir. It answers when the savepoint is complete
+//     (a stop: when the job has ended), 200 with {"path", "checkpoint",
+//     "takenAt"}; errors as {"error": "..."} with 400 (bad body), 409
+//     (refused: checkpoints off, stopping, restarting, no target), 503 (no
+//     job) or 500 (failed). It needs the token, as stop does.
 //
 // The GET endpoints are read-only and open to whoever reaches the address.
 // Every other endpoint changes the job and is refused unless the server
@@ -208,7 +217,7 @@ func (env *Environment) startHTTP(stop func()) (*statusServer, error) {
 	}
 	s := &statusServer{
 		srv: &http.Server{
-			Handler: newStatusHandler(env.Status, env.gatherer(), jobControl{token: hc.token, stop: stop, log: log}),
+			Handler: newStatusHandler(env.Status, env.gatherer(), jobControl{token: hc.token, stop: stop, savepoint: env.savepoint, log: log}),
 			// Bounds what a slow or idle client can hold; every response
 			// is small and computed at once.
 			ReadHeaderTimeout: 5 * time.Second,
@@ -260,6 +269,9 @@ type jobControl struct {
 	token string       // "" refuses every endpoint that changes the job
 	stop  func()       // a graceful stop, as cancelling Execute's context
 	log   *slog.Logger // refusals; nil: slog.Default
+	// savepoint takes a savepoint (stop: and stops the job with it),
+	// Environment.TriggerSavepoint and StopWithSavepoint.
+	savepoint func(ctx context.Context, target string, stop bool) (Savepoint, error)
 }
 
 // newStatusHandler serves the endpoints of WithHTTP from status and
@@ -307,6 +319,9 @@ func newStatusHandler(status func() JobStatus, metrics prometheus.Gatherer, ctl 
 		}
 		ctl.stop()
 		writeText(w, http.StatusAccepted, "stopping: the job drains and then ends, as on a cancel")
+	})
+	mux.HandleFunc("POST /api/v1/savepoints", func(w http.ResponseWriter, r *http.Request) {
+		serveSavepoint(w, r, ctl)
 	})
 	return hardened(authorized(mux, ctl))
 }
@@ -440,3 +455,66 @@ func writeText(w http.ResponseWriter, code int, body string) {
 //
 //go:embed page.html
 var statusPage []byte
+
+// savepointRequestBody is the body of POST /api/v1/savepoints; empty
+// means {} (a savepoint into WithSavepointDir, the job going on).
+type savepointRequestBody struct {
+	// Target is the directory or s3://bucket/prefix the savepoint goes
+	// under; "" for WithSavepointDir.
+	Target string `json:"target"`
+	// Stop stops the job with the savepoint (StopWithSavepoint).
+	Stop bool `json:"stop"`
+}
+
+// serveSavepoint answers POST /api/v1/savepoints once the savepoint is
+// complete (for a stop: once the job has ended): 200 with the Savepoint
+// as JSON. Errors are JSON too, {"error": "..."}: 400 for a body that is
+// not a savepointRequestBody, 409 for a request the job refuses
+// (ErrSavepointRefused), 503 with no job running, 500 when the savepoint
+// failed. The answer waits as long as the savepoint takes, past the
+// server's write timeout; a client that goes away leaves the savepoint
+// to complete.
+func serveSavepoint(w http.ResponseWriter, r *http.Request, ctl jobControl) {
+	fail := func(code int, err error) {
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Cache-Control", "no-store")
+		w.WriteHeader(code)
+		b, _ := json.Marshal(map[string]string{"error": err.Error()}) // a string always marshals
+		_, _ = w.Write(append(b, '\n'))
+	}
+	if ctl.savepoint == nil {
+		fail(http.StatusServiceUnavailable, ErrNoRunningJob)
+		return
+	}
+	var body savepointRequestBody
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 64<<10))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&body); err != nil && !errors.Is(err, io.EOF) {
+		fail(http.StatusBadRequest, fmt.Errorf("body: %w; send {\"target\": \"DIR or s3://bucket/prefix\", \"stop\": false} or nothing", err))
+		return
+	}
+	_ = http.NewResponseController(w).SetWriteDeadline(time.Time{}) // a server without deadlines: nothing to lift
+	sp, err := ctl.savepoint(r.Context(), body.Target, body.Stop)
+	switch {
+	case err == nil:
+	case errors.Is(err, ErrSavepointRefused):
+		fail(http.StatusConflict, err)
+		return
+	case errors.Is(err, ErrNoRunningJob):
+		fail(http.StatusServiceUnavailable, err)
+		return
+	default:
+		// The savepoint failed, or (a stop) it is complete and the job
+		// failed after it: the message names its path then.
+		fail(http.StatusInternalServerError, err)
+		return
+	}
+	b, err := json.Marshal(sp)
+	if err != nil {
+		fail(http.StatusInternalServerError, err)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	_, _ = w.Write(append(b, '\n'))
+}

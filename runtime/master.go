@@ -106,6 +106,17 @@ type execution struct {
 	// none.
 	claimedPrefix string
 
+	// Savepoints (savepoint.go): requests waiting for a trigger, those
+	// waiting for their checkpoint by id, the stop's request and its
+	// savepoint once taken. cancelRun cancels the context the job runs
+	// under (a stop); done is closed when run has returned.
+	savepointQueue []*savepointRequest
+	savepointFor   map[int64][]*savepointRequest
+	stopSavepoint  *savepointRequest
+	stopResult     *savepointResult
+	cancelRun      func()
+	done           chan struct{}
+
 	// obs is the Environment's metrics and status board; name the job's
 	// name for it.
 	obs  *observer
@@ -132,6 +143,10 @@ func newExecution(env *Environment, g *jobGraph, name string) (*execution, error
 		writers:   map[int64]checkpoint.Writer{},
 		injected:  map[int64]checkpointBarrier{},
 		ended:     map[*task]bool{},
+
+		savepointFor: map[int64][]*savepointRequest{},
+		cancelRun:    func() {},
+		done:         make(chan struct{}),
 	}
 	if ex.log == nil {
 		ex.log = slog.Default()
@@ -240,21 +255,33 @@ func (ex *execution) latest() (*restoredState, error) {
 		return nil, nil
 	}
 	chk, err := ex.storage.Latest()
-	if errors.Is(err, checkpoint.ErrNoCheckpoint) {
-		ex.reportRestore(nil)
-		return nil, nil
-	}
-	if err != nil {
+	rs := &restoredState{chk: chk}
+	where := ex.storageName()
+	switch {
+	case errors.Is(err, checkpoint.ErrNoCheckpoint):
+		// No checkpoint of the job's own yet: a savepoint or checkpoint
+		// given to start from, at the start and at every restart until
+		// the job completes one.
+		if rs, err = ex.restorePoint(); rs == nil || err != nil {
+			if err == nil {
+				ex.reportRestore(nil)
+			}
+			return nil, err
+		}
+		where = rs.path
+	case err != nil:
 		return nil, &unrecoverableError{fmt.Errorf("restore: %w", err)}
+	case ex.cfg.cp.restoreFrom != "" && ex.attempt == 0:
+		ex.log.Warn("splitflow: restore: the job's checkpoint storage holds checkpoints, so the job resumes from its newest one and WithRestoreFrom is not used; give a new checkpoint storage to start from the savepoint",
+			"storage", ex.storageName(), "checkpoint", chk.ID, "restoreFrom", ex.cfg.cp.restoreFrom)
 	}
-	warnings, err := ex.g.checkRestore(chk, ex.storageName(), ex.cfg.cp.allowNonRestored)
+	warnings, err := ex.g.checkRestore(rs.chk, where, ex.cfg.cp.allowNonRestored)
 	if err != nil {
 		return nil, &unrecoverableError{err}
 	}
 	for _, w := range warnings {
 		ex.log.Warn("splitflow: restore: " + w)
 	}
-	rs := &restoredState{chk: chk}
 	ex.reportRestore(rs)
 	return rs, nil
 }
@@ -323,9 +350,11 @@ func (ex *execution) run(ctx context.Context) error {
 			ex.err = fmt.Errorf("list checkpoints: %w", err)
 			return ex.err
 		}
-		var newest int64
+		// Ids go on after a savepoint restored from, so that the sinks'
+		// transactions of the restored checkpoint keep their own id.
+		newest := rs.id()
 		if len(ids) > 0 {
-			newest = slices.Max(ids)
+			newest = max(newest, slices.Max(ids))
 		}
 		ex.perform(ex.cc.Restore(newest))
 	}
@@ -357,6 +386,7 @@ func (ex *execution) run(ctx context.Context) error {
 		case now := <-tick:
 			if !ex.restarting && !ex.stopped {
 				ex.perform(ex.cc.Tick(now))
+				ex.triggerSavepoints(now)
 			}
 		case <-ex.restartC:
 			ex.restartC = nil
@@ -409,6 +439,8 @@ func (ex *execution) run(ctx context.Context) error {
 	if ex.cancelledAfter != nil {
 		ex.err = ex.cancelledWhileRestarting(ex.err)
 	}
+	ex.endSavepoints()
+	close(ex.done)
 	return ex.err
 }
 
@@ -894,6 +926,9 @@ func (ex *execution) perform(acts []checkpoint.Action) {
 			if w != nil {
 				err = w.Commit(checkpoint.Metadata{ID: a.ID, Timestamp: a.Timestamp, Fingerprint: ex.g.fingerprint(), States: a.States})
 			}
+			if err == nil {
+				ex.savepointPersisted(a.ID, a.Final, a.Timestamp)
+			}
 			ex.perform(ex.cc.Persisted(a.ID, err))
 		case checkpoint.NotifyComplete:
 			delete(ex.injected, a.ID)
@@ -913,6 +948,7 @@ func (ex *execution) perform(acts []checkpoint.Action) {
 				delete(ex.writers, a.ID)
 			}
 			delete(ex.injected, a.ID)
+			ex.savepointAborted(a.ID, a.Err)
 			ex.obs.checkpointEnded(a.ID, a.Err)
 			for _, c := range ex.coords {
 				c.notifyCheckpointAborted(a.ID)

@@ -91,6 +91,7 @@ type observer struct {
 	restarts     int
 	lastFailure  *FailureStatus
 	restore      *RestoreStatus
+	savepoints   []Savepoint
 }
 
 type checkpointRecord struct {

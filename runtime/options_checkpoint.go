@@ -30,6 +30,10 @@ type checkpointConfig struct {
 	// gate holds test knobs: the operator-coordinator gate switched off
 	// (the gate), to show what it prevents, and an event delay.
 	gate gateOptions
+
+	// restoreFrom is WithRestoreFrom's path; savepointDir the default
+	// target of savepoints (savepoint.go).
+	restoreFrom, savepointDir string
 }
 
 func defaultCheckpointConfig() checkpointConfig {
@@ -66,6 +70,9 @@ func (c *checkpointConfig) validate() error {
 	}
 	if c.interval == 0 && (c.dir != "" || c.storage != nil) {
 		bad("a checkpoint directory or storage needs checkpoints: set WithCheckpointInterval > 0")
+	}
+	if c.interval == 0 && c.restoreFrom != "" {
+		bad("WithRestoreFrom needs checkpoints: set WithCheckpointInterval > 0")
 	}
 	if c.dir != "" && c.storage != nil {
 		bad("WithCheckpointDir and WithCheckpointStorage exclude each other")

@@ -90,8 +90,10 @@ func (p *keyedProcessOperator[K, I, O]) openPebble(t *task, olds []pebbleBlob) (
 		pk.ids[name] = id
 		pk.nextID = max(pk.nextID, id.id)
 	}
-	for _, f := range base.immutable {
-		pk.stored[f.name] = f.h
+	if !t.restored.foreign {
+		for _, f := range base.immutable {
+			pk.stored[f.name] = f.h
+		}
 	}
 	lo, hi := keyGroupBound(pk.kgLo), keyGroupEnd(pk.kgHi)
 	if base.kgLo < pk.kgLo || base.kgHi > pk.kgHi {

@@ -26,6 +26,9 @@ func (ex *execution) reportRestore(rs *restoredState) {
 	} else {
 		chk := rs.chk
 		st.Checkpoint, st.Path, st.TakenAt = chk.ID, ex.checkpointPath(chk.ID), chk.Timestamp
+		if rs.path != "" {
+			st.Path = rs.path
+		}
 		for _, err := range chk.Skipped {
 			st.Skipped = append(st.Skipped, err.Error())
 		}
@@ -74,6 +77,16 @@ func (ex *execution) checkpointPath(id int64) string {
 	default:
 		return fmt.Sprintf("%T", s)
 	}
+}
+
+// savepointCompleted adds sp to the status, keeping the newest 10.
+func (o *observer) savepointCompleted(sp Savepoint) {
+	o.mu.Lock()
+	o.savepoints = append(o.savepoints, sp)
+	if n := len(o.savepoints); n > 10 {
+		o.savepoints = slices.Delete(o.savepoints, 0, n-10)
+	}
+	o.mu.Unlock()
 }
 
 // restored records where the current attempt resumed.

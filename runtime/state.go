@@ -86,6 +86,12 @@ func decodeList[X any](b []byte, ser connector.VersionedSerializer[X]) ([]X, err
 // the tasks built from it to open drops them.
 type restoredState struct {
 	chk *checkpoint.Checkpoint
+	// path is where chk was loaded from when it is not the job's own
+	// storage (WithRestoreFrom); foreign is then true: the shared files
+	// it uses are not in the job's storage, so a state backend puts them
+	// there again before a checkpoint of the job refers to them.
+	path    string
+	foreign bool
 	// opening counts the tasks built from it that have not opened yet.
 	opening atomic.Int64
 }

@@ -28,6 +28,9 @@ type JobStatus struct {
 	// Restore says where the current attempt resumed; absent before the
 	// job decided it.
 	Restore *RestoreStatus `json:"restore,omitempty"`
+	// Savepoints lists the savepoints the job completed, oldest first
+	// (at most the newest 10).
+	Savepoints []Savepoint `json:"savepoints,omitempty"`
 }
 
 // RestoreStatus says where a run resumed: the checkpoint its newest start
@@ -235,5 +238,6 @@ func (o *observer) status() JobStatus {
 		js.LastFailure = &f
 	}
 	js.Restore = o.restore.clone()
+	js.Savepoints = slices.Clone(o.savepoints)
 	return js
 }

@@ -253,6 +253,23 @@ func (c *Coordinator) TriggerFinal(now time.Time) []Action {
 	return c.trigger(nil, now, true)
 }
 
+// TriggerNow triggers a checkpoint at once, whatever the interval and the
+// pause, for a savepoint the user asked for. It returns the checkpoint's
+// id and its actions, or 0 and nil when none can start now: one is
+// pending (at most the configured number run at a time), the job failed,
+// every task has finished, or a final checkpoint was requested (it is the
+// job's last). The caller asks again later; the periodic schedule goes on
+// from this trigger.
+func (c *Coordinator) TriggerNow(now time.Time) (int64, []Action) {
+	if c.failed || c.finalDone || c.finalRequested || c.running() == 0 || len(c.pending) >= c.cfg.maxConcurrent {
+		return 0, nil
+	}
+	c.stampEnd(now)
+	c.scheduled = true
+	id := c.nextID
+	return id, c.trigger(nil, now, false)
+}
+
 // CoordinatorsSnapshotted reports that every operator coordinator
 // snapshotted checkpoint id (states are their handles), or that one failed
 // (err != nil, which aborts the checkpoint). On success barriers are

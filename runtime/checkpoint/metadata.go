@@ -10,18 +10,22 @@ import (
 	"time"
 )
 
-// The metadata file, format version 2:
+// The metadata file, format version 3:
 //
 //	magic    4 bytes  "SFCK"
-//	version  uint32   big endian, 2
+//	version  uint32   big endian, 3
 //	length   uint32   big endian, length of body
-//	body     length bytes of JSON (metadataV2)
+//	body     length bytes of JSON (metadataV3)
 //	crc      uint32   big endian, CRC-32C of everything before it
 //
 // Version 2 adds the shared files each state uses (stateV2.Files); version
-// 1 has none. Both are read. A checkpoint that uses no shared file is
-// written in version 1, so that a build from before shared files can still
-// restore it (a rollback of the build of a job that uses none).
+// 1 has none. Version 3 adds the savepoint mark (metadataV3.Savepoint).
+// All three are read. Each checkpoint is written in the lowest version
+// that holds it: one that uses no shared file and is no savepoint in
+// version 1, so that a build from before shared files can still restore it
+// (a rollback of the build of a job that uses none); only savepoints are
+// written in version 3, so that a rollback of the build still restores
+// the job's ordinary checkpoints.
 //
 // The framing (magic, version, length, crc) is the same in every version;
 // only the body changes. So a file is first checked for being whole (the
@@ -31,7 +35,9 @@ import (
 // by a newer build", never a damaged version field.
 const (
 	metadataMagic   = "SFCK"
-	metadataVersion = 2
+	metadataVersion = 3
+	// metadataVersionV2 adds shared files.
+	metadataVersionV2 = 2
 	// metadataVersionV1 is the first version: no shared files.
 	metadataVersionV1 = 1
 	headerLen         = 12
@@ -66,6 +72,15 @@ type metadataV2 struct {
 	States             []stateV2 `json:"states"`
 }
 
+// metadataV3 is metadataV2 with the savepoint mark.
+type metadataV3 struct {
+	ID                 int64     `json:"id"`
+	TimestampUnixMilli int64     `json:"timestamp_unix_milli"`
+	Fingerprint        string    `json:"fingerprint"`
+	States             []stateV2 `json:"states"`
+	Savepoint          bool      `json:"savepoint"`
+}
+
 type stateV2 struct {
 	stateV1
 	Files []fileV2 `json:"files,omitempty"`
@@ -91,11 +106,15 @@ func encodeMetadata(m Metadata) ([]byte, error) {
 		}
 		for _, f := range h.Files {
 			states[i].Files = append(states[i].Files, fileV2(f))
-			version = metadataVersion
+			version = metadataVersionV2
 		}
 	}
 	var body any = metadataV2{ID: m.ID, TimestampUnixMilli: m.Timestamp.UnixMilli(), Fingerprint: m.Fingerprint, States: states}
-	if version == metadataVersionV1 {
+	switch {
+	case m.Savepoint:
+		version = metadataVersion
+		body = metadataV3{ID: m.ID, TimestampUnixMilli: m.Timestamp.UnixMilli(), Fingerprint: m.Fingerprint, States: states, Savepoint: true}
+	case version == metadataVersionV1:
 		v1 := metadataV1{ID: m.ID, TimestampUnixMilli: m.Timestamp.UnixMilli(), Fingerprint: m.Fingerprint, States: make([]stateV1, len(states))}
 		for i, s := range states {
 			v1.States[i] = s.stateV1
@@ -138,16 +157,21 @@ func decodeMetadata(b []byte) (Metadata, error) {
 		return Metadata{}, fmt.Errorf("%w: metadata crc32c %08x, recorded %08x", ErrCorrupt, got, want)
 	}
 	v := binary.BigEndian.Uint32(b[4:8])
-	if v != metadataVersion && v != metadataVersionV1 {
+	if v != metadataVersion && v != metadataVersionV2 && v != metadataVersionV1 {
 		return Metadata{}, fmt.Errorf("%w: version %d, this build reads versions %d to %d", ErrUnsupportedVersion, v, metadataVersionV1, metadataVersion)
 	}
-	// Version 1 is read strictly as version 1: a body with files in it is
-	// not what any build wrote as version 1.
+	// Each version is read strictly as itself: a version 1 body with files
+	// in it, or a version 2 one with a savepoint mark, is not what any
+	// build wrote.
 	var body metadataV2
 	var v1 metadataV1
+	var v3 metadataV3
 	target := any(&body)
-	if v == metadataVersionV1 {
+	switch v {
+	case metadataVersionV1:
 		target = &v1
+	case metadataVersion:
+		target = &v3
 	}
 	dec := json.NewDecoder(bytes.NewReader(b[headerLen:end]))
 	dec.DisallowUnknownFields()
@@ -165,11 +189,18 @@ func decodeMetadata(b []byte) (Metadata, error) {
 			body.States[i].stateV1 = s
 		}
 	}
+	if v == metadataVersion {
+		if !v3.Savepoint {
+			return Metadata{}, fmt.Errorf("%w: version %d metadata without the savepoint mark", ErrCorrupt, v)
+		}
+		body = metadataV2{ID: v3.ID, TimestampUnixMilli: v3.TimestampUnixMilli, Fingerprint: v3.Fingerprint, States: v3.States}
+	}
 	m := Metadata{
 		ID:          body.ID,
 		Timestamp:   time.UnixMilli(body.TimestampUnixMilli).UTC(),
 		Fingerprint: body.Fingerprint,
 		States:      make([]StateHandle, len(body.States)),
+		Savepoint:   v == metadataVersion,
 	}
 	for i, s := range body.States {
 		h := StateHandle{Owner: Owner{UID: s.UID, Subtask: s.Subtask}, File: s.File, Size: s.Size, CRC32C: s.CRC32C}

@@ -91,6 +91,10 @@ type Metadata struct {
 	Fingerprint string
 	// States lists every state blob, sorted by owner.
 	States []StateHandle
+	// Savepoint marks a savepoint: a self-contained copy of a checkpoint
+	// that the user asked for (WriteSavepoint), kept where the user said
+	// and never removed by a job's retention.
+	Savepoint bool
 }
 
 // Checkpoint is a completed, verified checkpoint: every blob its metadata

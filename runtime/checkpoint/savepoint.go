@@ -1,0 +1,153 @@
+package checkpoint
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// A savepoint is a checkpoint storage of its own holding one checkpoint,
+// marked Savepoint in its metadata:
+//
+//	TARGET/savepoint-<id>-<yyyymmddThhmmssZ>/
+//	  chk-<id>/_metadata, chk-<id>/*.state
+//	  shared/*                 the shared files it uses, copied
+//
+// It is written by copying a completed checkpoint of a job's storage
+// (WriteSavepoint): every state blob and every shared file is read from
+// the job's storage, verified, and written again, so deleting the job's
+// checkpoints leaves the savepoint whole, and no job's retention sees it.
+// Its completion is the completion of its one checkpoint (the metadata
+// written last, as in any storage), so a savepoint whose copy was
+// interrupted is a directory without a completed checkpoint, which
+// OpenRestorePoint refuses naming the path.
+
+// SavepointPath is where the savepoint of checkpoint id taken at t goes
+// under target (a directory or s3://bucket/prefix).
+func SavepointPath(target string, id int64, t time.Time) string {
+	name := fmt.Sprintf("savepoint-%d-%s", id, t.UTC().Format("20060102T150405Z"))
+	if IsS3URL(target) {
+		return strings.TrimSuffix(target, "/") + "/" + name
+	}
+	return filepath.Join(target, name)
+}
+
+// WriteSavepoint copies the completed checkpoint src into a new savepoint
+// at path (a directory or s3://bucket/prefix that holds no checkpoint
+// yet), verifying every blob and shared file as it reads them, and
+// returns the savepoint's metadata. tmp is a local directory for the
+// shared files on their way ("" for the OS default). opts configure the
+// storage at path (WithLogger, the S3 options); retention does not matter
+// there, since a savepoint holds one checkpoint. On error the savepoint
+// is not complete: path may hold the parts copied so far and no metadata.
+func WriteSavepoint(src *Checkpoint, path, tmp string, opts ...StorageOption) (Metadata, error) {
+	dst, err := OpenStorage(path, opts...)
+	if err != nil {
+		return Metadata{}, fmt.Errorf("savepoint %s: %w", path, err)
+	}
+	if ids, err := dst.List(); err != nil {
+		return Metadata{}, fmt.Errorf("savepoint %s: %w", path, err)
+	} else if len(ids) > 0 {
+		return Metadata{}, fmt.Errorf("savepoint %s: the path already holds checkpoint %d; give a path of its own for each savepoint", path, ids[len(ids)-1])
+	}
+	dir, err := os.MkdirTemp(tmp, "splitflow-savepoint-")
+	if err != nil {
+		return Metadata{}, fmt.Errorf("savepoint %s: local directory for shared files: %w", path, err)
+	}
+	defer os.RemoveAll(dir)
+	// Shared files first, each once, however many owners use it: they must
+	// be in the storage before a state that names them is written.
+	for i, f := range src.Files() {
+		local := filepath.Join(dir, strconv.Itoa(i))
+		if err := src.CopyFile(f, local); err != nil {
+			return Metadata{}, fmt.Errorf("savepoint %s: read shared file %s of checkpoint %d: %w", path, f.Name, src.ID, err)
+		}
+		if _, err := dst.PutFile(f.Name, local); err != nil {
+			return Metadata{}, fmt.Errorf("savepoint %s: write shared file %s: %w", path, f.Name, err)
+		}
+		_ = os.Remove(local) // one file at a time on the local disk
+	}
+	w, err := dst.Begin(src.ID)
+	if err != nil {
+		return Metadata{}, fmt.Errorf("savepoint %s: %w", path, err)
+	}
+	m := Metadata{ID: src.ID, Timestamp: src.Timestamp, Fingerprint: src.Fingerprint, Savepoint: true}
+	for _, h := range src.States {
+		data, ok, err := src.State(h.Owner)
+		if err == nil && !ok {
+			err = fmt.Errorf("%w: state of %s listed but not found", ErrCorrupt, h.Owner)
+		}
+		if err != nil {
+			_ = w.Abort()
+			return Metadata{}, fmt.Errorf("savepoint %s: read state of %s from checkpoint %d: %w", path, h.Owner, src.ID, err)
+		}
+		nh, err := w.WriteState(h.Owner, data, h.Files...)
+		if err != nil {
+			_ = w.Abort()
+			return Metadata{}, fmt.Errorf("savepoint %s: write state of %s: %w", path, h.Owner, err)
+		}
+		m.States = append(m.States, nh)
+	}
+	if err := w.Commit(m); err != nil {
+		return Metadata{}, fmt.Errorf("savepoint %s: %w", path, err)
+	}
+	return m, nil
+}
+
+// OpenRestorePoint loads, verified, the checkpoint a job is to start from:
+// path is a savepoint (a storage holding one checkpoint, as WriteSavepoint
+// writes it), any checkpoint storage (its newest checkpoint, as a restart
+// would choose it), or one checkpoint of a storage (DIR/chk-N,
+// s3://bucket/prefix/chk-N, such as a retained checkpoint of another
+// job). A path that does not exist, holds no completed checkpoint, or
+// whose checkpoint is damaged is an error naming the path: never a fresh
+// start. Nothing is written to path.
+func OpenRestorePoint(path string, opts ...StorageOption) (*Checkpoint, error) {
+	if path == "" {
+		return nil, errors.New("restore: empty savepoint or checkpoint path")
+	}
+	root, id := path, int64(0)
+	base := path
+	if IsS3URL(path) {
+		trimmed := strings.TrimSuffix(path, "/")
+		if i := strings.LastIndex(trimmed, "/"); i > len("s3://") {
+			root, base = trimmed[:i], trimmed[i+1:]
+		}
+	} else {
+		root, base = filepath.Dir(filepath.Clean(path)), filepath.Base(filepath.Clean(path))
+	}
+	if s, ok := strings.CutPrefix(base, dirPrefix); ok {
+		if n, err := strconv.ParseInt(s, 10, 64); err == nil && n > 0 {
+			id = n
+		}
+	}
+	if id == 0 {
+		root = path
+	}
+	if !IsS3URL(root) {
+		if _, err := os.Stat(path); err != nil {
+			return nil, fmt.Errorf("restore from %s: %w", path, err)
+		}
+	}
+	st, err := OpenStorageForInspection(root, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("restore from %s: %w", path, err)
+	}
+	var chk *Checkpoint
+	if id > 0 {
+		chk, err = st.Load(id)
+	} else {
+		chk, err = st.Latest()
+	}
+	switch {
+	case errors.Is(err, ErrNoCheckpoint) || errors.Is(err, ErrNotFound):
+		return nil, fmt.Errorf("restore from %s: no completed savepoint or checkpoint there (a savepoint whose copy did not finish has none): %w", path, err)
+	case err != nil:
+		return nil, fmt.Errorf("restore from %s: %w", path, err)
+	}
+	return chk, nil
+}

@@ -1,0 +1,174 @@
+package checkpoint
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// writeSharedCheckpoint commits checkpoint id in s with one coordinator
+// blob and one subtask blob that uses a shared file.
+func writeSharedCheckpoint(t *testing.T, s Storage, id int64) {
+	t.Helper()
+	local := filepath.Join(t.TempDir(), "f")
+	if err := os.WriteFile(local, []byte("shared file bytes"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	fh, err := s.PutFile("sst-1", local)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := s.Begin(id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h1, err := w.WriteState(CoordinatorOwner("src"), []byte("enumerator"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h2, err := w.WriteState(OperatorOwner("count", 0), []byte("keyed"), fh)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Commit(Metadata{ID: id, Timestamp: time.UnixMilli(1700000000000), Fingerprint: "fp", States: []StateHandle{h1, h2}}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// checkSavepoint loads the savepoint at path and compares it with what
+// writeSharedCheckpoint wrote.
+func checkSavepoint(t *testing.T, path string, id int64, opts ...StorageOption) {
+	t.Helper()
+	c, err := OpenRestorePoint(path, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.ID != id || !c.Savepoint || c.Fingerprint != "fp" {
+		t.Fatalf("savepoint metadata: id %d savepoint %v fingerprint %q", c.ID, c.Savepoint, c.Fingerprint)
+	}
+	for owner, want := range map[Owner]string{CoordinatorOwner("src"): "enumerator", OperatorOwner("count", 0): "keyed"} {
+		got, ok, err := c.State(owner)
+		if err != nil || !ok || string(got) != want {
+			t.Fatalf("state of %s: %q %v %v, want %q", owner, got, ok, err, want)
+		}
+	}
+	dst := filepath.Join(t.TempDir(), "copy")
+	if err := c.CopyFile(c.Files()[0], dst); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(dst); string(b) != "shared file bytes" {
+		t.Fatalf("shared file: %q", b)
+	}
+}
+
+// Rule: a savepoint is self-contained. Deleting the job's checkpoint
+// storage (every blob and shared file) leaves it whole, and its metadata
+// marks it a savepoint.
+func TestSavepointIsSelfContained(t *testing.T) {
+	jobDir := t.TempDir()
+	s, err := NewDirStorage(jobDir, quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeSharedCheckpoint(t, s, 4)
+	src, err := s.Load(4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := SavepointPath(t.TempDir(), 4, src.Timestamp)
+	if !strings.HasSuffix(path, "savepoint-4-20231114T221320Z") {
+		t.Fatalf("savepoint path %s", path)
+	}
+	if _, err := WriteSavepoint(src, path, ""); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.RemoveAll(jobDir); err != nil {
+		t.Fatal(err)
+	}
+	checkSavepoint(t, path, 4)
+	// And by its checkpoint's own path.
+	checkSavepoint(t, filepath.Join(path, "chk-4"), 4)
+	// A second savepoint into the same path is refused: one each.
+	if _, err := WriteSavepoint(src, path, ""); err == nil || !strings.Contains(err.Error(), "already holds checkpoint 4") {
+		t.Fatalf("second savepoint into one path: %v", err)
+	}
+}
+
+// Rule: a savepoint on S3 is self-contained too, every object copied
+// through the real S3 protocol.
+func TestSavepointOnS3(t *testing.T) {
+	f := newFakeS3(t)
+	s := f.open(t, "job")
+	writeSharedCheckpoint(t, s, 7)
+	src, err := s.Load(7)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := SavepointPath("s3://"+f.bucket+"/savepoints", 7, src.Timestamp)
+	opts := []StorageOption{quiet, WithS3Client(f.client(5))}
+	if _, err := WriteSavepoint(src, path, "", opts...); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range f.keys(t, "job/") {
+		f.deleteObject(t, k)
+	}
+	checkSavepoint(t, path, 7, opts...)
+}
+
+// Rule: a missing, empty or damaged savepoint is an error naming its
+// path, never a fresh start.
+func TestRestorePointErrorsNameThePath(t *testing.T) {
+	missing := filepath.Join(t.TempDir(), "no-such-savepoint")
+	empty := t.TempDir()
+	s, err := NewDirStorage(t.TempDir(), quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeSharedCheckpoint(t, s, 2)
+	src, err := s.Load(2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	corrupt := SavepointPath(t.TempDir(), 2, src.Timestamp)
+	if _, err := WriteSavepoint(src, corrupt, ""); err != nil {
+		t.Fatal(err)
+	}
+	meta := filepath.Join(corrupt, "chk-2", metadataFile)
+	b, err := os.ReadFile(meta)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(meta, b[:len(b)/2], 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for name, path := range map[string]string{"missing": missing, "empty": empty, "corrupt": corrupt, "missing checkpoint": filepath.Join(corrupt, "chk-9")} {
+		if _, err := OpenRestorePoint(path, quiet); err == nil || !strings.Contains(err.Error(), path) {
+			t.Errorf("%s: %v, want an error naming %s", name, err, path)
+		}
+	}
+}
+
+// Rule: only savepoints are written in metadata version 3; the mark
+// survives a round trip, and a checkpoint without it stays in version 1
+// or 2, which an older build reads.
+func TestSavepointMarkIsVersion3(t *testing.T) {
+	for _, sp := range []bool{false, true} {
+		b, err := encodeMetadata(Metadata{ID: 1, Timestamp: time.UnixMilli(5), Fingerprint: "fp", Savepoint: sp})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := uint32(metadataVersionV1)
+		if sp {
+			want = metadataVersion
+		}
+		if v := uint32(b[4])<<24 | uint32(b[5])<<16 | uint32(b[6])<<8 | uint32(b[7]); v != want {
+			t.Fatalf("savepoint %v: version %d, want %d", sp, v, want)
+		}
+		m, err := decodeMetadata(b)
+		if err != nil || m.Savepoint != sp {
+			t.Fatalf("savepoint %v: decoded %v, %v", sp, m.Savepoint, err)
+		}
+	}
+}

@@ -1,0 +1,311 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/splitflow/splitflow/runtime/checkpoint"
+)
+
+// ErrNoRunningJob is returned by TriggerSavepoint and StopWithSavepoint
+// when no Execute of the Environment is running (not started yet, or
+// ended).
+var ErrNoRunningJob = errors.New("no job is running on this environment")
+
+// ErrSavepointRefused is wrapped by the errors of TriggerSavepoint and
+// StopWithSavepoint for a request the job cannot take in its state:
+// checkpoints off, the job stopping or restarting, no target given, or a
+// target inside the job's own checkpoint storage. Nothing was written.
+var ErrSavepointRefused = errors.New("savepoint refused")
+
+// Savepoint is a completed savepoint: where it is and which checkpoint of
+// the job it copies.
+type Savepoint struct {
+	// Path is the savepoint's directory or s3:// URL, what
+	// WithRestoreFrom takes.
+	Path string `json:"path"`
+	// Checkpoint is the id of the job's checkpoint it copies.
+	Checkpoint int64 `json:"checkpoint"`
+	// TakenAt is when that checkpoint was triggered.
+	TakenAt time.Time `json:"takenAt"`
+}
+
+// WithRestoreFrom starts the job from a savepoint or checkpoint at path
+// (Flink's --fromSavepoint): a savepoint's directory or s3:// URL
+// (TriggerSavepoint, StopWithSavepoint), a checkpoint storage (its newest
+// checkpoint), or one checkpoint of one (DIR/chk-N, such as a retained
+// checkpoint of an earlier job). Its state is matched to this job's
+// operators by UID, as on any restore: the job may have changed since
+// (added operators start empty, other parallelisms are spread over; the
+// state of a removed one is refused unless WithAllowNonRestoredState;
+// keyed state needs the max parallelism it was written with). A path that
+// is missing, holds no completed checkpoint, or is damaged fails Execute
+// with an error naming it, never a fresh start.
+//
+// It applies while the job's own checkpoint storage holds no checkpoint:
+// once the job completed one, every restart resumes from its newest
+// checkpoint as usual, and a job started again on a storage that holds
+// checkpoints resumes from them (with a warning that path is not used),
+// since they are newer than path and their output may be committed. Needs
+// WithCheckpointInterval. Default: none.
+func WithRestoreFrom(path string) Option {
+	return optionFunc(func(c *config) { c.cp.restoreFrom = path })
+}
+
+// WithSavepointDir is where savepoints go when TriggerSavepoint,
+// StopWithSavepoint or POST /api/v1/savepoints name no target (Flink's
+// state.savepoints.dir): a directory or s3://bucket/prefix. Each savepoint
+// is a new directory in it, savepoint-<checkpoint id>-<UTC time>. Default:
+// none, so every request must name its target.
+func WithSavepointDir(dir string) Option {
+	return optionFunc(func(c *config) { c.cp.savepointDir = dir })
+}
+
+// TriggerSavepoint takes a savepoint of the running job and returns once
+// it is complete: a checkpoint triggered now (or as soon as the pending
+// one ends), then copied, verified, into a new directory under target
+// (WithSavepointDir when target is ""): every state file and shared file
+// copied, so it outlives the job's checkpoints, and marked a savepoint in
+// its metadata. The job goes on; its checkpoint retention never touches
+// the savepoint. The checkpoint counts as any other (its transactions
+// commit), so a job started from the savepoint later resumes after the
+// output committed up to it; whatever the job commits after it, a job
+// started from it writes again. Safe from any goroutine while Execute
+// runs. ctx bounds the wait, not the savepoint: one already triggered
+// completes. Errors: ErrNoRunningJob, ErrSavepointRefused, or the failure
+// of the checkpoint or of its copy.
+func (env *Environment) TriggerSavepoint(ctx context.Context, target string) (Savepoint, error) {
+	return env.savepoint(ctx, target, false)
+}
+
+// StopWithSavepoint stops the running job with a final savepoint (Flink's
+// stop without --drain): the sources stop at their next step without
+// moving event time (no final watermark, so no window fires because of the
+// stop), the records in flight drain, the final checkpoint is copied into
+// a savepoint under target (WithSavepointDir when ""), its transactions
+// commit, and the job ends; Execute then returns nil. It returns once the
+// job has ended, with the savepoint; if the job failed after the savepoint
+// was complete, both (the savepoint is whole: a job started from it
+// commits what it prepared). Errors as TriggerSavepoint's.
+func (env *Environment) StopWithSavepoint(ctx context.Context, target string) (Savepoint, error) {
+	return env.savepoint(ctx, target, true)
+}
+
+// savepointRequest is one TriggerSavepoint or StopWithSavepoint call on
+// its way through the master goroutine.
+type savepointRequest struct {
+	target string
+	stop   bool
+	done   chan savepointResult // buffered: the master never waits on it
+}
+
+type savepointResult struct {
+	sp  Savepoint
+	err error
+}
+
+func (r *savepointRequest) reply(sp Savepoint, err error) {
+	select {
+	case r.done <- savepointResult{sp, err}:
+	default: // answered already
+	}
+}
+
+func (env *Environment) savepoint(ctx context.Context, target string, stop bool) (Savepoint, error) {
+	ex := env.running.Load()
+	if ex == nil {
+		return Savepoint{}, ErrNoRunningJob
+	}
+	if target == "" {
+		target = env.cfg.cp.savepointDir
+	}
+	if target == "" {
+		return Savepoint{}, fmt.Errorf("%w: no target: name a directory or s3://bucket/prefix, or set WithSavepointDir", ErrSavepointRefused)
+	}
+	req := &savepointRequest{target: target, stop: stop, done: make(chan savepointResult, 1)}
+	if !ex.master.put(priorityDefault, mail{name: "savepoint", run: func() error {
+		ex.requestSavepoint(req)
+		return nil
+	}}) {
+		return Savepoint{}, ErrNoRunningJob
+	}
+	select {
+	case r := <-req.done:
+		return r.sp, r.err
+	case <-ex.done:
+		select {
+		case r := <-req.done:
+			return r.sp, r.err
+		default:
+			return Savepoint{}, fmt.Errorf("savepoint: the job ended before it was taken: %w", ErrNoRunningJob)
+		}
+	case <-ctx.Done():
+		return Savepoint{}, ctx.Err()
+	}
+}
+
+// requestSavepoint takes a request on the master goroutine: refused, or
+// queued for the next trigger (a savepoint), or turned into a stop whose
+// final checkpoint is the savepoint.
+func (ex *execution) requestSavepoint(req *savepointRequest) {
+	refuse := func(format string, args ...any) {
+		req.reply(Savepoint{}, fmt.Errorf("%w: %s", ErrSavepointRefused, fmt.Sprintf(format, args...)))
+	}
+	switch {
+	case ex.cc == nil:
+		refuse("checkpoints are off; a savepoint is a checkpoint (WithCheckpointInterval)")
+		return
+	case ex.stopped || ex.draining || ex.stopSavepoint != nil:
+		refuse("the job is stopping")
+		return
+	case req.stop && ex.restarting:
+		refuse("the job is restarting after a failure; ask again once it runs")
+		return
+	}
+	if inside, where := ex.insideStorage(req.target); inside {
+		refuse("target %s is inside the job's checkpoint storage %s, whose clean-up would delete it; give a path outside it", req.target, where)
+		return
+	}
+	if req.stop {
+		ex.stopSavepoint = req
+		ex.log.Info("splitflow: stopping with a savepoint", "target", req.target)
+		ex.cancelRun() // the drain of a cancel; its final checkpoint is the savepoint
+		return
+	}
+	ex.savepointQueue = append(ex.savepointQueue, req)
+	ex.triggerSavepoints(time.Now())
+}
+
+// insideStorage reports whether target lies in the job's checkpoint
+// storage.
+func (ex *execution) insideStorage(target string) (bool, string) {
+	switch s := ex.storage.(type) {
+	case *checkpoint.DirStorage:
+		root, err1 := filepath.Abs(s.Dir())
+		t, err2 := filepath.Abs(target)
+		if err1 != nil || err2 != nil || checkpoint.IsS3URL(target) {
+			return false, ""
+		}
+		rel, err := filepath.Rel(root, t)
+		return err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator)), s.Dir()
+	case *checkpoint.S3Storage:
+		u := strings.TrimSuffix(s.URL(), "/") + "/"
+		return strings.HasPrefix(strings.TrimSuffix(target, "/")+"/", u), s.URL()
+	}
+	return false, ""
+}
+
+// triggerSavepoints starts the checkpoint of the queued savepoints when
+// one can start (none pending, the job running); otherwise the next tick
+// asks again. Every request queued by then shares the checkpoint.
+func (ex *execution) triggerSavepoints(now time.Time) {
+	if len(ex.savepointQueue) == 0 || ex.restarting || ex.stopped || ex.draining {
+		return
+	}
+	id, acts := ex.cc.TriggerNow(now)
+	if id == 0 {
+		return
+	}
+	ex.savepointFor[id] = ex.savepointQueue
+	ex.savepointQueue = nil
+	ex.perform(acts)
+}
+
+// savepointPersisted runs once checkpoint id is durable in the job's
+// storage, before anything is notified: the savepoints waiting for it are
+// copied from it. It runs on the master goroutine, which waits for the
+// copy: savepoints are rare, and nothing of the job is lost meanwhile
+// (tasks keep running, their acknowledgements queue). A copy that fails
+// fails its request only: the checkpoint itself is complete.
+func (ex *execution) savepointPersisted(id int64, final bool, taken time.Time) {
+	reqs := ex.savepointFor[id]
+	delete(ex.savepointFor, id)
+	if final && ex.stopSavepoint != nil {
+		reqs = append(reqs, ex.stopSavepoint)
+	}
+	if len(reqs) == 0 {
+		return
+	}
+	chk, err := ex.storage.Load(id)
+	for _, req := range reqs {
+		sp, werr := Savepoint{}, err
+		if werr == nil {
+			sp = Savepoint{Path: checkpoint.SavepointPath(req.target, id, taken), Checkpoint: id, TakenAt: taken}
+			_, werr = checkpoint.WriteSavepoint(chk, sp.Path, "", checkpoint.WithLogger(ex.log))
+		}
+		if werr != nil {
+			werr = fmt.Errorf("savepoint of checkpoint %d (complete at %s): %w", id, ex.checkpointPath(id), werr)
+			ex.log.Error("splitflow: savepoint failed", "checkpoint", id, "err", werr)
+		} else {
+			ex.log.Info("splitflow: savepoint completed", "checkpoint", id, "path", sp.Path)
+			ex.obs.savepointCompleted(sp)
+		}
+		if req == ex.stopSavepoint {
+			ex.stopResult = &savepointResult{sp, werr}
+			continue // answered when the job has ended
+		}
+		req.reply(sp, werr)
+	}
+	if chk != nil {
+		chk.DropVerified()
+	}
+}
+
+// savepointAborted fails the savepoints waiting for checkpoint id.
+func (ex *execution) savepointAborted(id int64, err error) {
+	for _, req := range ex.savepointFor[id] {
+		req.reply(Savepoint{}, fmt.Errorf("savepoint: checkpoint %d aborted: %w", id, err))
+	}
+	delete(ex.savepointFor, id)
+}
+
+// endSavepoints answers every request left when the job has ended; the
+// stop's with its savepoint and how the job ended after it.
+func (ex *execution) endSavepoints() {
+	gone := fmt.Errorf("savepoint: the job ended before it was taken: %w", ErrNoRunningJob)
+	if ex.err != nil {
+		gone = fmt.Errorf("savepoint: the job ended before it was taken: %w", ex.err)
+	}
+	for _, req := range ex.savepointQueue {
+		req.reply(Savepoint{}, gone)
+	}
+	ex.savepointQueue = nil
+	for id := range ex.savepointFor {
+		ex.savepointAborted(id, gone)
+	}
+	if req := ex.stopSavepoint; req != nil {
+		switch r := ex.stopResult; {
+		case r == nil:
+			req.reply(Savepoint{}, fmt.Errorf("stop with savepoint: the job ended without a final checkpoint: %w", cmpErr(ex.err, errors.New("no checkpoint could complete"))))
+		case r.err == nil && ex.err != nil:
+			req.reply(r.sp, fmt.Errorf("stop with savepoint: the savepoint at %s is complete, but the job failed after it: %w", r.sp.Path, ex.err))
+		default:
+			req.reply(r.sp, r.err)
+		}
+	}
+}
+
+func cmpErr(a, b error) error {
+	if a != nil {
+		return a
+	}
+	return b
+}
+
+// restorePoint loads WithRestoreFrom's checkpoint, when the job's own
+// storage holds none; nil when no path was given.
+func (ex *execution) restorePoint() (*restoredState, error) {
+	path := ex.cfg.cp.restoreFrom
+	if path == "" {
+		return nil, nil
+	}
+	chk, err := checkpoint.OpenRestorePoint(path, checkpoint.WithLogger(ex.log))
+	if err != nil {
+		return nil, &unrecoverableError{fmt.Errorf("%w (WithRestoreFrom)", err)}
+	}
+	return &restoredState{chk: chk, path: path, foreign: true}, nil
+}

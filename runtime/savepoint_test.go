@@ -1,0 +1,287 @@
+package runtime
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/splitflow/splitflow/runtime/checkpoint"
+)
+
+// savepointJob is rangeJob's graph, optionally with one more (stateless)
+// operator and its sink under another UID.
+func savepointJob(j *rangeJob, extra bool, sinkUID string) *Environment {
+	if j.sink == nil {
+		j.sink = &txnSink2PC{store: newTxnStore()}
+	}
+	j.src = &rangeSrc{splits: j.splits, perSplit: j.perSplit, delay: j.delay, readerFailAt: -1}
+	opts := append([]Option{
+		WithParallelism(j.par),
+		WithFlushTimeout(time.Millisecond),
+		WithRestartStrategy(NoRestart()),
+		WithLogger(discardLogger()),
+		WithDrainTimeout(5 * time.Second),
+	}, j.opts...)
+	env := NewEnvironment(opts...)
+	ds := Map(FromSource(env, j.src, "range").UID("src"), func(v int64) (int64, error) { return v, nil }).UID("map")
+	if extra {
+		ds = Map(ds, func(v int64) (int64, error) { return v, nil }).UID("extra")
+	}
+	SinkToTwoPhase(ds, j.sink).UID(sinkUID)
+	return env
+}
+
+// committedOnce returns the committed records, failing on one committed
+// twice.
+func committedOnce(t *testing.T, store *txnStore) map[int64]bool {
+	t.Helper()
+	store.mu.Lock()
+	defer store.mu.Unlock()
+	seen := map[int64]bool{}
+	for _, rs := range store.committed {
+		for _, r := range rs {
+			if seen[r] {
+				t.Fatalf("record %d committed twice", r)
+			}
+			seen[r] = true
+		}
+	}
+	return seen
+}
+
+// stopAfter runs env, stops it with a savepoint into target once
+// checkpoint 2 completed, and returns the savepoint.
+func stopAfter(t *testing.T, env *Environment, target string) Savepoint {
+	t.Helper()
+	second := make(chan struct{})
+	var once sync.Once
+	env.hooks = &testHooks{checkpointCompleted: func(id int64, _ checkpoint.Storage) {
+		if id >= 2 {
+			once.Do(func() { close(second) })
+		}
+	}}
+	var sp Savepoint
+	var spErr error
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		<-second
+		sp, spErr = env.StopWithSavepoint(context.Background(), target)
+	})
+	if err := env.Execute(testCtx(t), "first"); err != nil {
+		t.Fatal(err)
+	}
+	wg.Wait()
+	if spErr != nil {
+		t.Fatal(spErr)
+	}
+	return sp
+}
+
+// Rule (stop with savepoint, restore after code changes): a job stopped
+// with a savepoint commits up to it and ends; its checkpoint directory
+// deleted, a changed job (one more operator, another parallelism) started
+// from the savepoint commits the rest: every record exactly once.
+func TestStopWithSavepointRestoresChangedJobExactlyOnce(t *testing.T) {
+	store := newTxnStore()
+	const splits, perSplit = 4, 300
+	dir1, target := t.TempDir(), t.TempDir()
+	j1 := &rangeJob{par: 2, splits: splits, perSplit: perSplit, delay: time.Millisecond, sink: &txnSink2PC{store: store}}
+	j1.opts = []Option{WithCheckpointInterval(5 * time.Millisecond), WithCheckpointDir(dir1)}
+	sp := stopAfter(t, savepointJob(j1, false, "sink"), target)
+	if !strings.HasPrefix(sp.Path, target) || sp.Checkpoint < 2 {
+		t.Fatalf("savepoint %+v, want one under %s of checkpoint >= 2", sp, target)
+	}
+	before := len(committedOnce(t, store))
+	if before == 0 || before == splits*perSplit {
+		t.Fatalf("first job committed %d of %d records; the test needs a stop half-way", before, splits*perSplit)
+	}
+	if err := os.RemoveAll(dir1); err != nil {
+		t.Fatal(err)
+	}
+	var restored RestoreStatus
+	j2 := &rangeJob{par: 3, splits: splits, perSplit: perSplit, sink: &txnSink2PC{store: store}}
+	j2.opts = []Option{WithCheckpointInterval(5 * time.Millisecond), WithCheckpointDir(t.TempDir()), WithRestoreFrom(sp.Path),
+		WithJobListener(JobListener{Restored: func(r RestoreStatus) { restored = r }})}
+	if err := savepointJob(j2, true, "sink").Execute(testCtx(t), "second"); err != nil {
+		t.Fatal(err)
+	}
+	if restored.Checkpoint != sp.Checkpoint || restored.Path != sp.Path {
+		t.Fatalf("second job restored %+v, want checkpoint %d at %s", restored, sp.Checkpoint, sp.Path)
+	}
+	if got := len(committedOnce(t, store)); got != splits*perSplit {
+		t.Fatalf("committed %d distinct records over both jobs, want %d", got, splits*perSplit)
+	}
+}
+
+// Rule: a savepoint taken while the job runs leaves it running, and the
+// job's retention (one checkpoint kept) never removes it.
+func TestTriggerSavepointIsNeverRetained(t *testing.T) {
+	dir, target := t.TempDir(), t.TempDir()
+	j := &rangeJob{par: 2, splits: 2, perSplit: 400, delay: time.Millisecond}
+	j.opts = []Option{WithCheckpointInterval(5 * time.Millisecond), WithCheckpointDir(dir), WithCheckpointsRetained(1), WithSavepointDir(target)}
+	env := savepointJob(j, false, "sink")
+	var sp Savepoint
+	var spErr error
+	var last int64
+	var mu sync.Mutex
+	started := make(chan struct{})
+	var once sync.Once
+	env.hooks = &testHooks{checkpointCompleted: func(id int64, _ checkpoint.Storage) {
+		mu.Lock()
+		last = id
+		mu.Unlock()
+		once.Do(func() { close(started) })
+	}}
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		<-started
+		sp, spErr = env.TriggerSavepoint(context.Background(), "")
+	})
+	if err := env.Execute(testCtx(t), "job"); err != nil {
+		t.Fatal(err)
+	}
+	wg.Wait()
+	if spErr != nil {
+		t.Fatal(spErr)
+	}
+	if last <= sp.Checkpoint+1 {
+		t.Fatalf("the job completed checkpoints up to %d, savepoint of %d: retention had nothing to remove after it", last, sp.Checkpoint)
+	}
+	c, err := checkpoint.OpenRestorePoint(sp.Path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !c.Savepoint || c.ID != sp.Checkpoint {
+		t.Fatalf("savepoint at %s: id %d savepoint %v", sp.Path, c.ID, c.Savepoint)
+	}
+	if got := env.Status().Savepoints; len(got) != 1 || got[0] != sp {
+		t.Fatalf("status savepoints %+v, want [%+v]", got, sp)
+	}
+	if got := len(committedOnce(t, j.sink.store)); got != 2*400 {
+		t.Fatalf("committed %d records, want %d", got, 2*400)
+	}
+}
+
+// Rule: state of an operator the new job does not have is refused without
+// WithAllowNonRestoredState (naming the UID), dropped with it.
+func TestRestoreFromSavepointRefusesRemovedOperator(t *testing.T) {
+	j1 := &rangeJob{par: 2, splits: 2, perSplit: 2000, delay: time.Millisecond}
+	j1.opts = []Option{WithCheckpointInterval(5 * time.Millisecond)}
+	sp := stopAfter(t, savepointJob(j1, false, "sink"), t.TempDir())
+	j2 := &rangeJob{par: 2, splits: 2, perSplit: 2000}
+	j2.opts = []Option{WithCheckpointInterval(5 * time.Millisecond), WithRestoreFrom(sp.Path)}
+	err := savepointJob(j2, false, "other-sink").Execute(testCtx(t), "refused")
+	if err == nil || !strings.Contains(err.Error(), `"sink"`) || !strings.Contains(err.Error(), sp.Path) {
+		t.Fatalf("restore with the sink's UID gone: %v, want a refusal naming uid sink and %s", err, sp.Path)
+	}
+	j3 := &rangeJob{par: 2, splits: 2, perSplit: 2000}
+	j3.opts = []Option{WithCheckpointInterval(5 * time.Millisecond), WithRestoreFrom(sp.Path), WithAllowNonRestoredState()}
+	if err := savepointJob(j3, false, "other-sink").Execute(testCtx(t), "allowed"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Rule: a missing savepoint fails the job naming the path; it never
+// starts fresh.
+func TestRestoreFromMissingSavepointFails(t *testing.T) {
+	missing := filepath.Join(t.TempDir(), "savepoint-9-x")
+	j := &rangeJob{par: 1, splits: 1, perSplit: 10}
+	j.opts = []Option{WithCheckpointInterval(5 * time.Millisecond), WithRestoreFrom(missing)}
+	err := savepointJob(j, false, "sink").Execute(testCtx(t), "missing")
+	if err == nil || !strings.Contains(err.Error(), missing) {
+		t.Fatalf("missing savepoint: %v, want an error naming %s", err, missing)
+	}
+	if n := len(committedOnce(t, j.sink.store)); n != 0 {
+		t.Fatalf("a job refused at start committed %d records", n)
+	}
+}
+
+// Rule: a savepoint needs checkpoints and a target; TriggerSavepoint with
+// no job running says so.
+func TestSavepointRefusals(t *testing.T) {
+	env := NewEnvironment()
+	if _, err := env.TriggerSavepoint(context.Background(), t.TempDir()); !errors.Is(err, ErrNoRunningJob) {
+		t.Fatalf("no job: %v", err)
+	}
+	dir := t.TempDir()
+	j := &rangeJob{par: 1, splits: 1, perSplit: 2000, delay: time.Millisecond}
+	j.opts = []Option{WithCheckpointInterval(5 * time.Millisecond), WithCheckpointDir(dir)}
+	env = savepointJob(j, false, "sink")
+	errs := make(chan error, 2)
+	started := make(chan struct{})
+	var once sync.Once
+	env.hooks = &testHooks{checkpointCompleted: func(int64, checkpoint.Storage) { once.Do(func() { close(started) }) }}
+	ctx, cancel := context.WithCancel(testCtx(t))
+	go func() {
+		<-started
+		_, err := env.TriggerSavepoint(context.Background(), "")
+		errs <- err
+		_, err = env.TriggerSavepoint(context.Background(), filepath.Join(dir, "inside"))
+		errs <- err
+		cancel()
+	}()
+	if err := env.Execute(ctx, "job"); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"no target", "inside the job's checkpoint storage"} {
+		if err := <-errs; !errors.Is(err, ErrSavepointRefused) || !strings.Contains(err.Error(), want) {
+			t.Fatalf("%v, want a refusal saying %q", err, want)
+		}
+	}
+}
+
+// Rule: POST /api/v1/savepoints changes the job, so it needs the token;
+// with it, it answers the savepoint as JSON, and errors as JSON with a
+// status code.
+func TestSavepointEndpoint(t *testing.T) {
+	var gotTarget string
+	var gotStop bool
+	ctl := jobControl{token: testToken, log: discardLogger(), savepoint: func(_ context.Context, target string, stop bool) (Savepoint, error) {
+		gotTarget, gotStop = target, stop
+		if target == "conflict" {
+			return Savepoint{}, ErrSavepointRefused
+		}
+		return Savepoint{Path: target + "/savepoint-3-t", Checkpoint: 3}, nil
+	}}
+	srv := httptest.NewServer(newStatusHandler(fakeStatus(time.Now()), prometheus.NewRegistry(), ctl))
+	defer srv.Close()
+	post := func(body, token string) (int, map[string]any) {
+		req, _ := http.NewRequest(http.MethodPost, srv.URL+"/api/v1/savepoints", strings.NewReader(body))
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var out map[string]any
+		_ = json.NewDecoder(resp.Body).Decode(&out)
+		return resp.StatusCode, out
+	}
+	if code, _ := post(`{"target":"/sp"}`, ""); code != http.StatusUnauthorized || gotTarget != "" {
+		t.Fatalf("without token: %d (target reached: %q)", code, gotTarget)
+	}
+	code, out := post(`{"target":"/sp","stop":true}`, testToken)
+	if code != http.StatusOK || out["path"] != "/sp/savepoint-3-t" || out["checkpoint"] != float64(3) || !gotStop {
+		t.Fatalf("with token: %d %v (stop %v)", code, out, gotStop)
+	}
+	if code, out := post(`{"target":"conflict"}`, testToken); code != http.StatusConflict || out["error"] == nil {
+		t.Fatalf("refused: %d %v", code, out)
+	}
+	if code, out := post(`{"targt":"x"}`, testToken); code != http.StatusBadRequest || out["error"] == nil {
+		t.Fatalf("bad body: %d %v", code, out)
+	}
+	if code, _ := post(``, testToken); code != http.StatusOK || gotTarget != "" {
+		t.Fatalf("empty body: %d, target %q", code, gotTarget)
+	}
+}
