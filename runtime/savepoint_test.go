@@ -126,7 +126,7 @@ func TestStopWithSavepointRestoresChangedJobExactlyOnce(t *testing.T) {
 // job's retention (one checkpoint kept) never removes it.
 func TestTriggerSavepointIsNeverRetained(t *testing.T) {
 	dir, target := t.TempDir(), t.TempDir()
-	j := &rangeJob{par: 2, splits: 2, perSplit: 400, delay: time.Millisecond}
+	j := &rangeJob{par: 2, splits: 2, perSplit: 2000, delay: time.Millisecond}
 	j.opts = []Option{WithCheckpointInterval(5 * time.Millisecond), WithCheckpointDir(dir), WithCheckpointsRetained(1), WithSavepointDir(target)}
 	env := savepointJob(j, false, "sink")
 	var sp Savepoint
@@ -166,8 +166,8 @@ func TestTriggerSavepointIsNeverRetained(t *testing.T) {
 	if got := env.Status().Savepoints; len(got) != 1 || got[0] != sp {
 		t.Fatalf("status savepoints %+v, want [%+v]", got, sp)
 	}
-	if got := len(committedOnce(t, j.sink.store)); got != 2*400 {
-		t.Fatalf("committed %d records, want %d", got, 2*400)
+	if got := len(committedOnce(t, j.sink.store)); got != 2*2000 {
+		t.Fatalf("committed %d records, want %d", got, 2*2000)
 	}
 }
 

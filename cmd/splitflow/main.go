@@ -4,6 +4,11 @@
 //	splitflow txn abort --brokers B --prefix P     abort (and fence) them
 //	splitflow checkpoints ls DIR                   checkpoints in a directory (or s3://bucket/prefix),
 //	                                               verified, with their sizes and what each added
+//	splitflow savepoint trigger --url U [--token-file F] [--path P]
+//	                                               a savepoint of the job whose status server is at
+//	                                               U (its token from F or SPLITFLOW_HTTP_TOKEN),
+//	                                               under P; prints its path once complete
+//	splitflow savepoint stop --url U ...           the same, and the job stops with it
 //	splitflow checkpoints show [--json] DIR/chk-N  one checkpoint's metadata, state files, shared
 //	                                               files (and which other checkpoints use them),
 //	                                               and what they hold: splits and offsets, enumerator
@@ -45,6 +50,8 @@ const usage = `usage:
   splitflow txn list --brokers host:port[,..] --prefix P
   splitflow txn abort --brokers host:port[,..] --prefix P [--older-than D] [--yes]
   splitflow checkpoints ls DIR|s3://bucket/prefix
+  splitflow savepoint trigger --url http://host:port [--token-file F] [--path DIR|s3://...]
+  splitflow savepoint stop --url http://host:port [--token-file F] [--path DIR|s3://...]
   splitflow checkpoints show [--json] DIR/chk-N|s3://bucket/prefix/chk-N
 
 txn commands also take --kafka-tls, --kafka-tls-ca FILE, --kafka-tls-cert FILE,
@@ -86,6 +93,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return txnCmd(ctx, args[2:], stdout, stderr, false)
 	case "txn abort":
 		return txnCmd(ctx, args[2:], stdout, stderr, true)
+	case "savepoint trigger":
+		return savepointCmd(ctx, args[2:], stdout, stderr, false)
+	case "savepoint stop":
+		return savepointCmd(ctx, args[2:], stdout, stderr, true)
 	case "checkpoints ls":
 		if len(args) != 3 {
 			return fmt.Errorf("%w: checkpoints ls takes one directory", errUsage)

@@ -58,6 +58,9 @@ func runJob(ctx context.Context, o options, seeds []string, p *progress, logger 
 			Restarting: func(int, error) { p.restarts.Add(1) },
 		}),
 	}
+	if o.fromSavepoint != "" {
+		envOpts = append(envOpts, runtime.WithRestoreFrom(o.fromSavepoint))
+	}
 	if o.checkpointDir != "" {
 		envOpts = append(envOpts, runtime.WithCheckpointDir(o.checkpointDir))
 	}

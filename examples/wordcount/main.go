@@ -51,6 +51,7 @@ type options struct {
 	outputTopic        string
 	inputFile          string
 	checkpointDir      string
+	fromSavepoint      string
 	parallelism        int
 	checkpointInterval time.Duration
 	txnPrefix          string
@@ -84,6 +85,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.outputTopic, "output-topic", "counts", "topic of (word, count) records")
 	fs.StringVar(&o.inputFile, "input-file", "", "text to write into the input topic (default: a built-in text); written only when the input topic is empty")
 	fs.StringVar(&o.checkpointDir, "checkpoint-dir", "", "directory (or s3://bucket/prefix, configured by the AWS environment) for checkpoints; a job restarted on the same one resumes from it")
+	fs.StringVar(&o.fromSavepoint, "from-savepoint", "", "start from this savepoint (splitflow savepoint trigger|stop) or checkpoint (DIR/chk-N), also with another --parallelism, while --checkpoint-dir holds no checkpoint of its own")
 	fs.IntVar(&o.parallelism, "parallelism", 2, "subtasks per operator")
 	fs.DurationVar(&o.checkpointInterval, "checkpoint-interval", time.Second, "time between checkpoints (and so between output commits); 0: no checkpoints, the output is committed once, at the end of the input (not with --unbounded), and a failure starts over")
 	fs.StringVar(&o.txnPrefix, "transactional-id-prefix", "wordcount", "prefix of the sink's Kafka transactional ids; unique per job")
@@ -120,6 +122,9 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	if o.checkpointInterval == 0 && o.unbounded {
 		// The engine refuses it too, naming its option; here the flag.
 		bad("--unbounded needs --checkpoint-interval > 0: the output is committed after each checkpoint, and unbounded input has no end to commit it at")
+	}
+	if o.checkpointInterval == 0 && o.fromSavepoint != "" {
+		bad("--from-savepoint needs --checkpoint-interval > 0")
 	}
 	if o.checkpointInterval == 0 && o.checkpointDir != "" {
 		bad("--checkpoint-dir needs --checkpoint-interval > 0")
