@@ -226,7 +226,11 @@ type WindowOption interface {
 type windowOptions struct {
 	// lateness and early in milliseconds; 0: none.
 	lateness, early int64
-	errs            []error
+	// late is the OutputTag[T] of SideOutputLateData, nil if none; Window
+	// checks its T against the stream's.
+	late     any
+	lateType string
+	errs     []error
 }
 
 type windowOptionFunc func(*windowOptions)
@@ -237,8 +241,9 @@ func (f windowOptionFunc) applyWindow(o *windowOptions) { f(o) }
 // watermark passed its end (default 0: none). A record that arrives in
 // that time adds to the window, which fires again at once with the
 // updated result (WindowLate); a record later than that is dropped and
-// counted in the metric splitflow_window_late_records_dropped_total. The
-// window's state is removed once the watermark passes end-1+d.
+// counted in the metric splitflow_window_late_records_dropped_total (and
+// sent to the side output of SideOutputLateData, if given). The window's
+// state is removed once the watermark passes end-1+d.
 func WithAllowedLateness(d time.Duration) WindowOption {
 	return windowOptionFunc(func(o *windowOptions) {
 		switch {
@@ -247,6 +252,21 @@ func WithAllowedLateness(d time.Duration) WindowOption {
 		default:
 			o.lateness = d.Milliseconds()
 		}
+	})
+}
+
+// SideOutputLateData sends every record later than the allowed lateness,
+// as it came and with its own timestamp, to the side output tag of the
+// window operator (Flink's sideOutputLateData), where SideOutput takes
+// it: for a dead-letter topic, or a correction job. The records are
+// counted as dropped late all the same. Default: late records are only
+// dropped and counted. The tag's type must be the windowed stream's
+// record type; the window operator declares the tag itself, so it must
+// not also be given to DeclareSideOutputs. Processing-time windows have
+// no late records.
+func SideOutputLateData[T any](tag OutputTag[T]) WindowOption {
+	return windowOptionFunc(func(o *windowOptions) {
+		o.late, o.lateType = tag, typeName[T]()
 	})
 }
 
@@ -272,6 +292,9 @@ type WindowedStream[K comparable, T any] struct {
 	keyed    KeyedStream[K, T]
 	assigner WindowAssigner
 	opts     windowOptions
+	// late is the tag of SideOutputLateData, if lateSet.
+	late    OutputTag[T]
+	lateSet bool
 }
 
 // Window groups the records of each key into the windows assigner
@@ -295,6 +318,13 @@ func Window[K comparable, T any](ks KeyedStream[K, T], assigner WindowAssigner, 
 	}
 	if ws.opts.lateness > 0 && a.domain != EventTime {
 		ws.opts.errs = append(ws.opts.errs, fmt.Errorf("WithAllowedLateness applies to event-time windows; %s has none", a))
+	}
+	if ws.opts.late != nil {
+		if tag, ok := ws.opts.late.(OutputTag[T]); ok {
+			ws.late, ws.lateSet = tag, true
+		} else {
+			ws.opts.errs = append(ws.opts.errs, fmt.Errorf("SideOutputLateData: the tag carries %s, but the window's records are %s: make the tag with NewOutputTag[%s]", ws.opts.lateType, typeName[T](), typeName[T]()))
+		}
 	}
 	if ws.opts.early > 0 && a.domain != EventTime {
 		ws.opts.errs = append(ws.opts.errs, fmt.Errorf("WithEarlyFiring applies to event-time windows, not to %s", a))

@@ -56,11 +56,17 @@ func winStream[K comparable, T, O any](keyFn func(T) K, mk func(KeyedStream[K, T
 // config sc, restored from chk if not nil, as operator "op".
 func openWin[K comparable, T, O any](t testing.TB, ds DataStream[O], sc stateConfig, chk *checkpoint.Checkpoint, par, sub int) *winOp[K, T, O] {
 	t.Helper()
+	return openWinSides[K, T](t, ds, sc, chk, par, sub, nil)
+}
+
+// openWinSides is openWin with the operator's side outputs sides.
+func openWinSides[K comparable, T, O any](t testing.TB, ds DataStream[O], sc stateConfig, chk *checkpoint.Checkpoint, par, sub int, sides *sideOutputs) *winOp[K, T, O] {
+	t.Helper()
 	if len(ds.node.errs) > 0 {
 		t.Fatalf("window stream: %v", ds.node.errs[0])
 	}
 	w := &winOp[K, T, O]{out: &winOut[O]{}, clock: 1 << 50}
-	l, _ := ds.node.build(opInfo{name: "win", uid: "op", subtask: sub}, par, output[O](w.out))
+	l, _ := ds.node.build(opInfo{name: "win", uid: "op", subtask: sub, sides: sides}, par, output[O](w.out))
 	w.p = l.(*keyedProcessOperator[K, T, O])
 	tk := &task{name: "win", head: &opInfo{name: "win"}, cfg: &config{maxParallelism: 128, state: sc}, mb: newMailbox()}
 	if chk != nil {

@@ -358,3 +358,49 @@ func runWindowRestore(t *testing.T, b StateBackend, a WindowAssigner, par int, k
 		t.Fatalf("restored at parallelism %d emitted\n%v\nwithout the restore\n%v", par, sortedRes(got), sortedRes(want))
 	}
 }
+
+var lateTag = NewOutputTag[string]("late")
+
+// Rule (Flink's sideOutputLateData): with SideOutputLateData, a record
+// later than the allowed lateness goes, as it came and with its own
+// timestamp, to the side output the user named; it is counted as dropped
+// late all the same, and records within the lateness stay in the window.
+func TestRecordsBeyondLatenessGoToTheLateDataSideOutput(t *testing.T) {
+	for _, b := range stateBackends {
+		for _, a := range []WindowAssigner{Tumbling(10 * time.Millisecond), Session(10 * time.Millisecond)} {
+			t.Run(fmt.Sprintf("%s/%s", b, a), func(t *testing.T) {
+				ds := countStream(a, AllowedLateness(5*time.Millisecond), SideOutputLateData(lateTag))
+				if len(ds.node.sideTags) != 1 || ds.node.sideTags[0].id != "late" {
+					t.Fatalf("the window declares side outputs %v, want the late-data tag", ds.node.sideTags)
+				}
+				late := &winOut[string]{}
+				sides := &sideOutputs{ids: []string{"late"}, outs: []any{output[string](late)}}
+				w := openWinSides[string, string](t, ds, unitStateConfig(t, b), nil, 1, 0, sides)
+				defer w.stop()
+				w.add(t, "a", 3)
+				w.watermark(t, 12)
+				w.add(t, "a", 4) // within the lateness: into the window
+				w.watermark(t, 14)
+				w.add(t, "a", -10) // beyond it
+				w.add(t, "b", -5)  // beyond it, a key with no window
+				w.add(t, "c", 20)
+				if !slices.Equal(late.vals, []string{"a", "b"}) || !slices.Equal(late.ts, []int64{-10, -5}) {
+					t.Fatalf("late side output got %v at %v, want [a b] at [-10 -5]", late.vals, late.ts)
+				}
+				if n := w.fn().lateDropped(); n != 2 {
+					t.Fatalf("%d records counted as late, want 2", n)
+				}
+			})
+		}
+	}
+}
+
+// Rule: the late-data tag carries the window's record type; another type
+// is refused when the job is built, naming both.
+func TestLateDataTagOfAnotherTypeIsRefused(t *testing.T) {
+	ds := countStream(Tumbling(time.Second), SideOutputLateData(NewOutputTag[int]("late")))
+	err := errors.Join(ds.node.errs...)
+	if err == nil || !strings.Contains(err.Error(), "int") || !strings.Contains(err.Error(), "string") {
+		t.Fatalf("error %v, want one naming the tag's type int and the records' type string", err)
+	}
+}

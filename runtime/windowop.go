@@ -62,6 +62,10 @@ func windowed[K comparable, T, A, O any](ws WindowedStream[K, T], spec windowSpe
 	if n.name == "KeyedProcess" {
 		n.name = "Window"
 	}
+	late, lateSet := ws.late, ws.lateSet
+	if lateSet {
+		n.sideTags = append(n.sideTags, late.sideTag())
+	}
 	// The signature a restore compares: contents written by another
 	// assigner or accumulator would be read as windows they are not.
 	n.state = fmt.Sprintf("KeyedProcess[key=%s] Window[%s, %s, acc=%s]", typeName[K](), a, spec.kind, typeName[A]())
@@ -70,7 +74,8 @@ func windowed[K comparable, T, A, O any](ws WindowedStream[K, T], spec windowSpe
 		l, in := build(info, par, out)
 		op := l.(*keyedProcessOperator[K, T, O])
 		op.newFn = func() KeyedProcessFunction[K, T, O] {
-			return &windowFn[K, T, A, O]{op: op, a: a, lateness: opts.lateness, early: opts.early, spec: spec, now: wallClock}
+			return &windowFn[K, T, A, O]{op: op, a: a, lateness: opts.lateness, early: opts.early, spec: spec, now: wallClock,
+				late: late, lateSet: lateSet}
 		}
 		return l, in
 	}
@@ -88,6 +93,9 @@ type windowFn[K comparable, T, A, O any] struct {
 	spec     windowSpec[K, T, A, O]
 	// now is the processing-time clock; tests set it.
 	now func() int64
+	// late is the late-data side output, if lateSet (SideOutputLateData).
+	late    OutputTag[T]
+	lateSet bool
 
 	contents MapState[int64, A]
 	ends     MapState[int64, int64]
@@ -162,7 +170,7 @@ func (f *windowFn[K, T, A, O]) ProcessElement(ctx *KeyedContext[K, O], v T) erro
 		}
 	}
 	if !placed && len(f.buf) > 0 {
-		f.dropLate()
+		f.dropLate(ctx, v)
 	}
 	return nil
 }
@@ -184,11 +192,14 @@ func (f *windowFn[K, T, A, O]) cleanupAt(w TimeWindow) int64 {
 	return c
 }
 
-// dropLate drops a record later than the allowed lateness. A late-data
-// side output, once there is one, takes the record here.
-func (f *windowFn[K, T, A, O]) dropLate() {
+// dropLate drops v, a record later than the allowed lateness, to the
+// late-data side output if there is one, at the record's timestamp.
+func (f *windowFn[K, T, A, O]) dropLate(ctx *KeyedContext[K, O], v T) {
 	f.droppedLate++
 	f.dropped.Inc()
+	if f.lateSet {
+		Output(ctx, f.late, v)
+	}
 }
 
 // added registers what window w, just updated to acc, needs: its firing
@@ -246,7 +257,7 @@ func (f *windowFn[K, T, A, O]) addSession(ctx *KeyedContext[K, O], v T, ts int64
 	// A session still in state is not late (its cleanup timer has not
 	// fired), and the merge ends no earlier: only a lone late record is.
 	if f.isLate(ctx, merged) {
-		f.dropLate()
+		f.dropLate(ctx, v)
 		return nil
 	}
 	slices.SortFunc(parts, func(a, b TimeWindow) int { return cmpInt64(a.Start, b.Start) })
