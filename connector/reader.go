@@ -3,6 +3,7 @@ package connector
 import (
 	"context"
 	"math"
+	"reflect"
 )
 
 // NoTimestamp marks a record or write without an event timestamp.
@@ -146,6 +147,24 @@ type SourceReaderContext interface {
 	// offset lookup) should take it. It may be kept for the reader's
 	// lifetime.
 	Context() context.Context
+}
+
+// SideOutputs is what a SourceReaderContext offers when the engine lets a
+// source emit side outputs: streams beside its records, which the job
+// declares on the source's stream (runtime: DeclareSideOutputs and
+// SideOutput), such as the records a reader could not deserialize. A
+// reader that has a side output to emit asserts its context to
+// SideOutputs in CreateReader.
+type SideOutputs interface {
+	// SideOutput returns the function that emits a record of type typ with
+	// an event timestamp (or NoTimestamp) to the side output called id,
+	// or an error saying why there is none: the source's stream does not
+	// declare id, or declares it with another type. The function is called
+	// on the task goroutine from within SourceReader.PollNext, like the
+	// methods of SourceOutput, and like them reports no error: a failure
+	// downstream fails the task when PollNext returns. The records go out
+	// between the same checkpoint barriers as the reader's own.
+	SideOutput(id string, typ reflect.Type) (func(record any, timestamp int64), error)
 }
 
 // SourceOutput receives the records of a reader, or of one of its splits.

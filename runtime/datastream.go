@@ -132,7 +132,7 @@ func FromSource[T any, S connector.Split, C any](env *Environment, src connector
 		}
 	}
 	n := &node{name: "Source: " + name, out: typeOpsFor[T]{}, source: &sourceSpec[T, S, C]{src: src, strategy: so.strategy},
-		state: fmt.Sprintf("Source[split=%s enum=%s]", typeName[S](), typeName[C]())}
+		state: fmt.Sprintf("Source[split=%s enum=%s]", typeName[S](), typeName[C]()), sideCapable: true}
 	if isNil(src) {
 		// A typed nil too: the coordinator would call it once the job ran.
 		n.errs = append(n.errs, errNilFunction("source"))

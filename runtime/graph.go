@@ -709,6 +709,8 @@ type typeOps interface {
 	// withSides makes main (an output[T]) pass its watermarks and stream
 	// status on to sides too (sideoutput.go).
 	withSides(main any, sides []any) any
+	// collectAny emits v, a T, to out, an output[T].
+	collectAny(out, v any, ts int64) error
 	newGateInput(t *task, gate any, head any, numChannels int) taskInput
 }
 

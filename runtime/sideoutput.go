@@ -10,7 +10,8 @@ import (
 // OutputTag names a side output: a second stream of records of type T that
 // an operator emits beside its main output (Flink's OutputTag). Make one
 // with NewOutputTag, usually in a package variable, declare it on the
-// operator that emits it (DeclareSideOutputs), emit with Output, and take
+// operator that emits it (DeclareSideOutputs), emit with Output (a source
+// emits through connector.SideOutputs), and take
 // the stream with SideOutput. Within a job a tag's id names one stream
 // type: the same id with two types is refused when the job is built.
 type OutputTag[T any] struct{ id string }
@@ -44,8 +45,9 @@ type sideTag struct {
 }
 
 // DeclareSideOutputs declares the side outputs the operator producing
-// this stream emits. Only operators that run user functions with a
-// context (Process, ProcessPerSubtask, ProcessStream) have side outputs;
+// this stream emits. Only sources and operators that run user functions
+// with a context (Process, ProcessPerSubtask, ProcessStream) have side
+// outputs;
 // declaring them on another is refused when the job is built, as is an id
 // declared twice. A declared side output nobody takes with SideOutput is
 // dropped; emitting to one not declared fails the job.
@@ -109,7 +111,7 @@ func checkSideOutputs(nodes []*node) error {
 			continue
 		}
 		if !n.sideCapable {
-			return invalidGraph("operator %q declares side outputs, but only Process, ProcessPerSubtask and ProcessStream emit them: declare them on one of those", n.name)
+			return invalidGraph("operator %q declares side outputs, but only sources, Process, ProcessPerSubtask and ProcessStream emit them: declare them on one of those", n.name)
 		}
 		seen := map[string]bool{}
 		for _, t := range n.sideTags {
@@ -157,6 +159,9 @@ func checkSideOutputs(nodes []*node) error {
 type sideOutputs struct {
 	ids  []string
 	outs []any
+	// tags are the declared tags, by index as ids (for a source's
+	// type-erased side outputs).
+	tags []sideTag
 	// op names the operator in errors.
 	op opInfo
 }
@@ -249,6 +254,10 @@ func (s *sidedOutput[T]) emitStatus(idle bool) error {
 	return nil
 }
 
+func (typeOpsFor[T]) collectAny(out, v any, ts int64) error {
+	return out.(output[T]).collect(v.(T), ts)
+}
+
 func (typeOpsFor[T]) withSides(main any, sides []any) any {
 	s := &sidedOutput[T]{main: main.(output[T])}
 	for _, o := range sides {
@@ -273,6 +282,7 @@ func buildSideOutputs(n *node, info opInfo, side func(*node) any) *sideOutputs {
 			}
 		}
 		s.ids = append(s.ids, t.id)
+		s.tags = append(s.tags, t)
 		// With no outs, a typed fan-out that emits nowhere.
 		s.outs = append(s.outs, t.ops.fanOut(outs))
 	}

@@ -281,7 +281,7 @@ func TestSideOutputMisuseIsRefused(t *testing.T) {
 		{"declared on a Map", func(env *Environment) {
 			m := Map(keyed(env), func(e ev) (ev, error) { return e, nil }).DeclareSideOutputs(oddTag)
 			SinkTo(SideOutput(m, oddTag), newCollectSink[ev]())
-		}, `only Process, ProcessPerSubtask and ProcessStream emit them`},
+		}, `only sources, Process, ProcessPerSubtask and ProcessStream emit them`},
 		{"tag without an id", func(env *Environment) {
 			p := keyed(env).DeclareSideOutputs(OutputTag[ev]{})
 			SinkTo(SideOutput(p, OutputTag[ev]{}), newCollectSink[ev]())

@@ -3,6 +3,7 @@ package runtime
 import (
 	"context"
 	"fmt"
+	"reflect"
 	"slices"
 	"time"
 
@@ -311,6 +312,28 @@ func (c readerContext[T, S, C]) SendSourceEvent(ev connector.SourceEvent) {
 
 // MetricGroup makes the context a metrics.GroupProvider.
 func (c readerContext[T, S, C]) MetricGroup() *metrics.Group { return c.op.metrics }
+
+// SideOutput makes the context a connector.SideOutputs: the side outputs
+// are those declared on the source's stream (DeclareSideOutputs).
+func (c readerContext[T, S, C]) SideOutput(id string, typ reflect.Type) (func(record any, timestamp int64), error) {
+	sides := c.op.info.sides
+	i := -1
+	if sides != nil {
+		i = slices.Index(sides.ids, id)
+	}
+	if i < 0 {
+		return nil, &unrecoverableError{fmt.Errorf("source %q emits side output %q, which its stream does not declare: declare it with DeclareSideOutputs(NewOutputTag[%s](%q)) on the stream FromSource returns", c.op.info.name, id, typ, id)}
+	}
+	if t := sides.tags[i]; t.typ != typ {
+		return nil, &unrecoverableError{fmt.Errorf("source %q emits records of type %s to side output %q, which its stream declares with type %s: make the tag with NewOutputTag[%s]", c.op.info.name, typ, id, t.typ, typ)}
+	}
+	ops, out, r := sides.tags[i].ops, sides.outs[i], c.op.output
+	return func(v any, ts int64) {
+		if r.err == nil {
+			r.err = ops.collectAny(out, v, ts)
+		}
+	}, nil
+}
 
 // Context is the task's: cancelled on failover and hard stop, and when the
 // task ends.

@@ -294,7 +294,7 @@ func registerReaderMetrics(g *metrics.Group, lag func() map[TopicPartition]int64
 			}
 		})
 	rmSkipped := g.Func(metrics.CounterKind, metricSkipped,
-		"Records a Kafka source reader skipped because they failed to deserialize (WithSkipBadRecords).",
+		"Records a Kafka source reader skipped because they failed to deserialize (WithSkipBadRecords), or sent to its dead-letter output instead (WithDeadLetterOutput).",
 		nil, func(emit func(float64, ...string)) { emit(float64(skipped())) })
 	rmFailed := g.Func(metrics.CounterKind, metricCommitFail,
 		"Group offset commits of a Kafka source reader that failed (monitoring only; progress is in the checkpoint).",

@@ -22,16 +22,19 @@ type sourceOpt func(*sourceConfig)
 func (f sourceOpt) apply(c *sourceConfig) { f(c) }
 
 type sourceConfig struct {
-	seeds           []string
-	topics          []string
-	topicRegex      *regexp.Regexp
-	groupID         string
-	starting        Offsets
-	bounded         bool
-	stopping        Offsets
-	discovery       time.Duration
-	readCommitted   bool
-	skipBadRecords  bool
+	seeds          []string
+	topics         []string
+	topicRegex     *regexp.Regexp
+	groupID        string
+	starting       Offsets
+	bounded        bool
+	stopping       Offsets
+	discovery      time.Duration
+	readCommitted  bool
+	skipBadRecords bool
+	// deadLetters is WithDeadLetterOutput's side output id; "": none.
+	deadLetters     string
+	deadLettersSet  bool
 	kgoOpts         []kgo.Opt
 	logger          *slog.Logger
 	commitOnCheckpt bool
@@ -72,6 +75,12 @@ func (c *sourceConfig) validate() error {
 	}
 	if c.discovery < 0 {
 		errs = append(errs, fmt.Errorf("negative partition discovery interval %s", c.discovery))
+	}
+	if c.deadLettersSet && c.deadLetters == "" {
+		errs = append(errs, errors.New("WithDeadLetterOutput with an empty side output id"))
+	}
+	if c.deadLettersSet && c.skipBadRecords {
+		errs = append(errs, errors.New("both WithSkipBadRecords and WithDeadLetterOutput; choose one"))
 	}
 	if c.closeCommitTimeout < 0 {
 		errs = append(errs, fmt.Errorf("negative close commit timeout %s (WithCloseCommitTimeout)", c.closeCommitTimeout))
@@ -216,6 +225,25 @@ func WithReadUncommitted() SourceOpt {
 // its topic, partition and offset.
 func WithSkipBadRecords() SourceOpt {
 	return sourceOpt(func(c *sourceConfig) { c.skipBadRecords = true })
+}
+
+// WithDeadLetterOutput sends every record the deserializer rejects to the
+// side output id of the source's stream, as a DeadLetter (its key, value,
+// headers, topic, partition, offset, timestamp and the error), instead of
+// failing the job; the records are counted with the skipped ones. The
+// stream FromSource returns must declare the side output:
+//
+//	dlq := runtime.NewOutputTag[kafka.DeadLetter]("dead-letters")
+//	in := runtime.FromSource(env, src, "in").DeclareSideOutputs(dlq)
+//	runtime.SinkTo(runtime.SideOutput(in, dlq), dlqSink) // kafka.DeadLetterSerializer
+//
+// Dead letters flow through the job like its records: between the same
+// checkpoint barriers, so an exactly-once sink writes each once, with the
+// output of the checkpoint it was read in. A reader whose stream does not
+// declare id, or declares it with another type, fails the job without
+// restarts. Not with WithSkipBadRecords. Default: none.
+func WithDeadLetterOutput(id string) SourceOpt {
+	return sourceOpt(func(c *sourceConfig) { c.deadLetters, c.deadLettersSet = id, true })
 }
 
 // WithoutOffsetCommits stops committing offsets to the group on checkpoint

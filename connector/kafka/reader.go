@@ -392,6 +392,9 @@ type emitter[T any] struct {
 	deser   Deserializer[T]
 	skip    bool
 	skipped *atomic.Int64
+	// dead emits a rejected record's DeadLetter (WithDeadLetterOutput);
+	// nil: none.
+	dead func(record any, timestamp int64)
 
 	// Splits whose position moved since the last publication, and the
 	// records emitted since then; task goroutine only.
@@ -402,7 +405,11 @@ type emitter[T any] struct {
 func (e *emitter[T]) Emit(rec *kgo.Record, out connector.SourceOutput[T], st *splitState) error {
 	v, err := e.deser.Deserialize(rec)
 	if err != nil {
-		if !e.skip {
+		switch {
+		case e.dead != nil:
+			e.dead(DeadLetter{Topic: rec.Topic, Partition: rec.Partition, Offset: rec.Offset, Key: rec.Key, Value: rec.Value,
+				Headers: rec.Headers, Timestamp: rec.Timestamp, Err: err.Error()}, rec.Timestamp.UnixMilli())
+		case !e.skip:
 			return &BadRecordError{Topic: rec.Topic, Partition: rec.Partition, Offset: rec.Offset, Err: err}
 		}
 		e.skipped.Add(1)
@@ -441,7 +448,7 @@ type BadRecordError struct {
 }
 
 func (e *BadRecordError) Error() string {
-	return fmt.Sprintf("kafka source: cannot deserialize the record at %s-%d offset %d: %v (WithSkipBadRecords drops such records)",
+	return fmt.Sprintf("kafka source: cannot deserialize the record at %s-%d offset %d: %v (WithSkipBadRecords drops such records, WithDeadLetterOutput sends them to a side output)",
 		e.Topic, e.Partition, e.Offset, e.Err)
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -72,6 +73,18 @@ func (s *Source[T]) EnumeratorStateSerializer() connector.VersionedSerializer[En
 // with one franz-go client for all the subtask's partitions.
 func (s *Source[T]) CreateReader(ctx connector.SourceReaderContext) (connector.SourceReader[T, Split], error) {
 	cfg := &s.cfg
+	// The dead-letter output is checked first: nothing is started yet.
+	var dead func(any, int64)
+	if cfg.deadLettersSet {
+		so, ok := ctx.(connector.SideOutputs)
+		if !ok {
+			return nil, fmt.Errorf("kafka source: WithDeadLetterOutput(%q): the engine offers the reader no side outputs", cfg.deadLetters)
+		}
+		var err error
+		if dead, err = so.SideOutput(cfg.deadLetters, reflect.TypeFor[DeadLetter]()); err != nil {
+			return nil, fmt.Errorf("kafka source: WithDeadLetterOutput: %w", err)
+		}
+	}
 	lag := &lagTable{}
 	g := metrics.GroupOf(ctx)
 	mgr, err := base.NewSingleFetcherManager(func() (base.SplitReader[*kgo.Record, Split], error) {
@@ -84,6 +97,7 @@ func (s *Source[T]) CreateReader(ctx connector.SourceReaderContext) (connector.S
 		finishedAt: map[TopicPartition]int64{}, metrics: g}
 	r.bgCtx, r.bgCancel = context.WithCancel(context.Background())
 	r.em = &emitter[T]{deser: s.deser, skip: cfg.skipBadRecords, skipped: &r.skipped}
+	r.em.dead = dead
 	hooks := base.SplitStateFuncs[Split, splitState]{
 		Initialize: func(sp Split) splitState {
 			pl := lag.track(sp.TopicPartition, sp.StartingOffset, sp.StoppingOffset)
