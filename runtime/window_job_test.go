@@ -137,3 +137,51 @@ func BenchmarkWindowTumblingCount(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkWindowTimersOnce measures a window record's cost with its
+// window's timers registered once (the operator's way) against
+// registered on every record (the baseline, alwaysRegister), in one run:
+// a tumbling count of 100 keys whose windows hold 10 records each, and a
+// session count whose records fall inside sessions already open half the
+// time. ns/op is per record.
+func BenchmarkWindowTimersOnce(b *testing.B) {
+	for _, backend := range stateBackends {
+		for _, c := range []struct {
+			name string
+			a    WindowAssigner
+			ts   func(i int64) int64
+		}{
+			// Key i%100 at i ms: a 1s window holds 10 records per key.
+			{"tumbling", Tumbling(time.Second), func(i int64) int64 { return i }},
+			// Two records per key at the same time, 500 ms apart per
+			// pair: the second lands inside the session the first made.
+			{"session", Session(100 * time.Millisecond), func(i int64) int64 { return i / 200 * 500 }},
+		} {
+			for _, mode := range []string{"once", "every-record"} {
+				b.Run(string(backend)+"/"+c.name+"/"+mode, func(b *testing.B) {
+					w := openWin[string, string](b, countStream(c.a), benchStateConfig(b, backend), nil, 1, 0)
+					defer w.stop()
+					w.p.fn.(*windowFn[string, string, int64, WindowResult[string, int64]]).alwaysRegister = mode == "every-record"
+					keys := make([]string, 100)
+					for i := range keys {
+						keys[i] = "user-" + strconv.Itoa(i)
+					}
+					b.ReportAllocs()
+					i := int64(0)
+					for b.Loop() {
+						if err := w.p.collect(keys[i%100], c.ts(i)); err != nil {
+							b.Fatal(err)
+						}
+						i++
+						if i%1000 == 0 {
+							if err := w.p.emitWatermark(c.ts(i) - 1000); err != nil {
+								b.Fatal(err)
+							}
+							w.out.take()
+						}
+					}
+				})
+			}
+		}
+	}
+}

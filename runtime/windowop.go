@@ -93,6 +93,9 @@ type windowFn[K comparable, T, A, O any] struct {
 	spec     windowSpec[K, T, A, O]
 	// now is the processing-time clock; tests set it.
 	now func() int64
+	// alwaysRegister registers a window's timers on every record, as
+	// before they were registered once: for the benchmark's baseline.
+	alwaysRegister bool
 	// late is the late-data side output, if lateSet (SideOutputLateData).
 	late    OutputTag[T]
 	lateSet bool
@@ -165,7 +168,7 @@ func (f *windowFn[K, T, A, O]) ProcessElement(ctx *KeyedContext[K, O], v T) erro
 			return err
 		}
 		f.contents.Put(w.Start, acc)
-		if err := f.added(ctx, w, acc); err != nil {
+		if err := f.added(ctx, w, acc, !ok); err != nil {
 			return err
 		}
 	}
@@ -204,9 +207,18 @@ func (f *windowFn[K, T, A, O]) dropLate(ctx *KeyedContext[K, O], v T) {
 
 // added registers what window w, just updated to acc, needs: its firing
 // (now, when the watermark is past its end already: a late record within
-// the lateness), its cleanup and the early firing.
-func (f *windowFn[K, T, A, O]) added(ctx *KeyedContext[K, O], w TimeWindow, acc A) error {
+// the lateness), its cleanup and the early firing. Timers are registered
+// when the window is new (fresh): a window in state had them registered
+// by its first record, and they are still pending (its cleanup timer,
+// the last of them, removes it), so registering them again would only
+// cost a timer lookup, on pebble a write, per record. The early-firing
+// timer of the key is pending too while any of its windows is open.
+func (f *windowFn[K, T, A, O]) added(ctx *KeyedContext[K, O], w TimeWindow, acc A, fresh bool) error {
+	fresh = fresh || f.alwaysRegister
 	if f.a.domain == ProcessingTime {
+		if !fresh {
+			return nil
+		}
 		ctx.RegisterProcessingTimeTimer(w.MaxTimestamp())
 		return nil
 	}
@@ -214,13 +226,13 @@ func (f *windowFn[K, T, A, O]) added(ctx *KeyedContext[K, O], w TimeWindow, acc 
 		if err := f.emit(ctx, w, acc, WindowLate); err != nil {
 			return err
 		}
-	} else {
+	} else if fresh {
 		ctx.RegisterEventTimeTimer(w.MaxTimestamp())
 		if f.early > 0 {
 			ctx.RegisterProcessingTimeTimer(f.nextEarly(f.now()))
 		}
 	}
-	if f.lateness > 0 {
+	if f.lateness > 0 && fresh {
 		ctx.RegisterEventTimeTimer(f.cleanupAt(w))
 	}
 	return nil
@@ -286,7 +298,9 @@ func (f *windowFn[K, T, A, O]) addSession(ctx *KeyedContext[K, O], v T, ts int64
 	}
 	f.contents.Put(merged.Start, acc)
 	f.ends.Put(merged.Start, merged.End)
-	return f.added(ctx, merged, acc)
+	// A record inside a session leaves it as it was, timers and all; a
+	// session that grew or merged has new ends.
+	return f.added(ctx, merged, acc, len(parts) != 1 || parts[0] != merged)
 }
 
 func cmpInt64(a, b int64) int {
