@@ -226,7 +226,7 @@ type WindowOption interface {
 type windowOptions struct {
 	// lateness and early in milliseconds; 0: none.
 	lateness, early int64
-	// late is the OutputTag[T] of SideOutputLateData, nil if none; Window
+	// late is the OutputTag[T] of WithSideOutputLateData, nil if none; Window
 	// checks its T against the stream's.
 	late     any
 	lateType string
@@ -242,7 +242,7 @@ func (f windowOptionFunc) applyWindow(o *windowOptions) { f(o) }
 // that time adds to the window, which fires again at once with the
 // updated result (WindowLate); a record later than that is dropped and
 // counted in the metric splitflow_window_late_records_dropped_total (and
-// sent to the side output of SideOutputLateData, if given). The window's
+// sent to the side output of WithSideOutputLateData, if given). The window's
 // state is removed once the watermark passes end-1+d.
 func WithAllowedLateness(d time.Duration) WindowOption {
 	return windowOptionFunc(func(o *windowOptions) {
@@ -255,7 +255,7 @@ func WithAllowedLateness(d time.Duration) WindowOption {
 	})
 }
 
-// SideOutputLateData sends every record later than the allowed lateness,
+// WithSideOutputLateData sends every record later than the allowed lateness,
 // as it came and with its own timestamp, to the side output tag of the
 // window operator (Flink's sideOutputLateData), where SideOutput takes
 // it: for a dead-letter topic, or a correction job. The records are
@@ -264,7 +264,7 @@ func WithAllowedLateness(d time.Duration) WindowOption {
 // record type; the window operator declares the tag itself, so it must
 // not also be given to DeclareSideOutputs. Processing-time windows have
 // no late records.
-func SideOutputLateData[T any](tag OutputTag[T]) WindowOption {
+func WithSideOutputLateData[T any](tag OutputTag[T]) WindowOption {
 	return windowOptionFunc(func(o *windowOptions) {
 		o.late, o.lateType = tag, typeName[T]()
 	})
@@ -292,7 +292,7 @@ type WindowedStream[K comparable, T any] struct {
 	keyed    KeyedStream[K, T]
 	assigner WindowAssigner
 	opts     windowOptions
-	// late is the tag of SideOutputLateData, if lateSet.
+	// late is the tag of WithSideOutputLateData, if lateSet.
 	late    OutputTag[T]
 	lateSet bool
 }
@@ -323,7 +323,7 @@ func Window[K comparable, T any](ks KeyedStream[K, T], assigner WindowAssigner, 
 		if tag, ok := ws.opts.late.(OutputTag[T]); ok {
 			ws.late, ws.lateSet = tag, true
 		} else {
-			ws.opts.errs = append(ws.opts.errs, fmt.Errorf("SideOutputLateData: the tag carries %s, but the window's records are %s: make the tag with NewOutputTag[%s]", ws.opts.lateType, typeName[T](), typeName[T]()))
+			ws.opts.errs = append(ws.opts.errs, fmt.Errorf("WithSideOutputLateData: the tag carries %s, but the window's records are %s: make the tag with NewOutputTag[%s]", ws.opts.lateType, typeName[T](), typeName[T]()))
 		}
 	}
 	if ws.opts.early > 0 && a.domain != EventTime {

@@ -361,7 +361,7 @@ func runWindowRestore(t *testing.T, b StateBackend, a WindowAssigner, par int, k
 
 var lateTag = NewOutputTag[string]("late")
 
-// Rule (Flink's sideOutputLateData): with SideOutputLateData, a record
+// Rule (Flink's sideOutputLateData): with WithSideOutputLateData, a record
 // later than the allowed lateness goes, as it came and with its own
 // timestamp, to the side output the user named; it is counted as dropped
 // late all the same, and records within the lateness stay in the window.
@@ -369,7 +369,7 @@ func TestRecordsBeyondLatenessGoToTheLateDataSideOutput(t *testing.T) {
 	for _, b := range stateBackends {
 		for _, a := range []WindowAssigner{Tumbling(10 * time.Millisecond), Session(10 * time.Millisecond)} {
 			t.Run(fmt.Sprintf("%s/%s", b, a), func(t *testing.T) {
-				ds := countStream(a, AllowedLateness(5*time.Millisecond), SideOutputLateData(lateTag))
+				ds := countStream(a, WithAllowedLateness(5*time.Millisecond), WithSideOutputLateData(lateTag))
 				if len(ds.node.sideTags) != 1 || ds.node.sideTags[0].id != "late" {
 					t.Fatalf("the window declares side outputs %v, want the late-data tag", ds.node.sideTags)
 				}
@@ -398,7 +398,7 @@ func TestRecordsBeyondLatenessGoToTheLateDataSideOutput(t *testing.T) {
 // Rule: the late-data tag carries the window's record type; another type
 // is refused when the job is built, naming both.
 func TestLateDataTagOfAnotherTypeIsRefused(t *testing.T) {
-	ds := countStream(Tumbling(time.Second), SideOutputLateData(NewOutputTag[int]("late")))
+	ds := countStream(Tumbling(time.Second), WithSideOutputLateData(NewOutputTag[int]("late")))
 	err := errors.Join(ds.node.errs...)
 	if err == nil || !strings.Contains(err.Error(), "int") || !strings.Contains(err.Error(), "string") {
 		t.Fatalf("error %v, want one naming the tag's type int and the records' type string", err)

@@ -96,7 +96,7 @@ type windowFn[K comparable, T, A, O any] struct {
 	// alwaysRegister registers a window's timers on every record, as
 	// before they were registered once: for the benchmark's baseline.
 	alwaysRegister bool
-	// late is the late-data side output, if lateSet (SideOutputLateData).
+	// late is the late-data side output, if lateSet (WithSideOutputLateData).
 	late    OutputTag[T]
 	lateSet bool
 
