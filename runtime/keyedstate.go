@@ -59,6 +59,7 @@ const (
 	stateKindEventTimers      = stateformat.KindEventTimers
 	stateKindProcessingTimers = stateformat.KindProcessingTimers
 	stateKindWatermark        = stateformat.KindWatermark
+	stateKindList             = stateformat.KindList
 )
 
 // Entry data formats (version 3 on).

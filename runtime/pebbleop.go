@@ -27,7 +27,7 @@ func newPebbleKeyed(t *task, uid string, subtask, par, maxPar int) (*pebbleKeyed
 		return nil, err
 	}
 	pk := &pebbleKeyed{be: be, ownBackend: t.ex == nil, instance: newInstanceID(), ids: map[string]pebbleStateID{},
-		stored: map[string]checkpoint.FileHandle{}, maxPar: maxPar}
+		stored: map[string]checkpoint.FileHandle{}, maxPar: maxPar, listGen: uint64(max(t.restored.id(), 0))}
 	pk.kgLo, pk.kgHi = keyGroupRange(subtask, par, maxPar)
 	if t.ex != nil {
 		pk.storage = t.ex.storage

@@ -269,10 +269,15 @@ type pebbleKeyed struct {
 	// stored maps the DB's immutable files to where checkpoint storage
 	// has them (what was restored and what snapshots uploaded); read and
 	// written by the snapshot encoder, one at a time.
-	stored       map[string]checkpoint.FileHandle
-	maxPar       int
-	kgLo, kgHi   int // the key groups this subtask owns, inclusive
-	snapSeq      int
+	stored     map[string]checkpoint.FileHandle
+	maxPar     int
+	kgLo, kgHi int // the key groups this subtask owns, inclusive
+	snapSeq    int
+	// listGen and listSeq make the user keys of list elements
+	// (pebbleListState): the restored checkpoint's id, and the appends
+	// since the DB opened.
+	listGen      uint64
+	listSeq      uint64
 	snap         *state.Snapshot
 	snapDir      string
 	lastSnapshot pebbleSnapshotInfo

@@ -461,14 +461,14 @@ func WindowProcess[K comparable, T, O any](ws WindowedStream[K, T], fn func(w Wi
 	if fn == nil {
 		errs = append(errs, errNilFunction("window process function"))
 	}
-	spec := windowSpec[K, T, []T, O]{
+	// The window's accumulator counts its records; the records are in
+	// the operator's "window-records" list (windowop.go).
+	spec := windowSpec[K, T, int64, O]{
 		kind:   "process",
-		create: func() []T { return nil },
-		add:    func(l []T, v T) ([]T, error) { return append(l, v), nil },
-		// A merged list is new: a list in the snapshot being encoded is
-		// not written.
-		merge: func(a, b []T) ([]T, error) { return append(append(make([]T, 0, len(a)+len(b)), a...), b...), nil },
-		emit: func(ctx *KeyedContext[K, O], w WindowInfo[K], l []T, ts int64) error {
+		create: func() int64 { return 0 },
+		add:    func(n int64, _ T) (int64, error) { return n + 1, nil },
+		merge:  func(a, b int64) (int64, error) { return a + b, nil },
+		emitList: func(ctx *KeyedContext[K, O], w WindowInfo[K], l []T, ts int64) error {
 			return fn(w, l, windowCollector[K, O]{ctx: ctx, ts: ts})
 		},
 	}

@@ -146,7 +146,7 @@ func (w *winOp[K, T, O]) keysInState(t testing.TB, keys []K) int {
 	for _, k := range keys {
 		w.p.state.setKey(k)
 		has := false
-		for _, name := range []string{windowContentsState, windowEndsState, windowCountState} {
+		for _, name := range []string{windowContentsState, windowEndsState, windowCountState, windowRecordsState} {
 			s, ok := w.p.state.states[name]
 			if !ok {
 				continue

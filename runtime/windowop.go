@@ -1,6 +1,7 @@
 package runtime
 
 import (
+	"encoding/binary"
 	"fmt"
 	"math"
 	"slices"
@@ -15,13 +16,19 @@ import (
 // keyed operator, so windows have nothing of their own to checkpoint,
 // restore or rescale: per key,
 //   - window contents: MapState "window-contents", window start ->
-//     accumulator (for WindowProcess the list of records). Tumbling and
+//     accumulator (for WindowProcess the count of records). Tumbling and
 //     sliding windows of one assigner have one size, so the start names
 //     the window;
 //   - session ends: MapState "window-session-ends", start -> end, for
 //     session windows, whose sizes vary. Sessions of a key never overlap,
 //     so the start names one;
 //   - the count of GlobalCount: ValueState "window-count";
+//   - for WindowProcess, the records: ListState "window-records" of
+//     (window start, record), appended to one record at a time (with the
+//     pebble backend one DB entry each, where a list as one value would
+//     be read and written whole by every record); a firing reads the
+//     key's list and takes its window's records, a cleanup or a session
+//     merge rewrites it;
 //   - timers: an event-time (or, for processing-time windows,
 //     processing-time) timer at each window's MaxTimestamp fires it, and
 //     one at MaxTimestamp+allowed lateness removes its state (the same
@@ -38,6 +45,7 @@ const (
 	windowContentsState = "window-contents"
 	windowEndsState     = "window-session-ends"
 	windowCountState    = "window-count"
+	windowRecordsState  = "window-records"
 )
 
 // windowSpec is what an aggregation gives the window operator: how to
@@ -49,6 +57,9 @@ type windowSpec[K comparable, T, A, O any] struct {
 	add    func(A, T) (A, error)
 	merge  func(A, A) (A, error)
 	emit   func(ctx *KeyedContext[K, O], w WindowInfo[K], acc A, ts int64) error
+	// emitList, set instead of emit, emits from the window's records,
+	// which the operator then keeps in the "window-records" list.
+	emitList func(ctx *KeyedContext[K, O], w WindowInfo[K], records []T, ts int64) error
 }
 
 // windowed adds the window operator of ws and spec: a keyed operator
@@ -103,6 +114,7 @@ type windowFn[K comparable, T, A, O any] struct {
 	contents MapState[int64, A]
 	ends     MapState[int64, int64]
 	counts   ValueState[int64]
+	records  ListState[windowRecord[T]]
 
 	// dropped counts the records dropped as later than the allowed
 	// lateness (droppedLate, for tests, and the metric).
@@ -126,6 +138,11 @@ func (f *windowFn[K, T, A, O]) Open(ctx *KeyedContext[K, O]) error {
 		}
 	case shapeGlobal:
 		if f.counts, err = GetValueState[int64](ctx, windowCountState); err != nil {
+			return err
+		}
+	}
+	if f.spec.emitList != nil {
+		if f.records, err = declareList(ctx.op, windowRecordsState, windowRecordCodec[T]()); err != nil {
 			return err
 		}
 	}
@@ -168,6 +185,7 @@ func (f *windowFn[K, T, A, O]) ProcessElement(ctx *KeyedContext[K, O], v T) erro
 			return err
 		}
 		f.contents.Put(w.Start, acc)
+		f.record(w.Start, v)
 		if err := f.added(ctx, w, acc, !ok); err != nil {
 			return err
 		}
@@ -244,7 +262,79 @@ func (f *windowFn[K, T, A, O]) nextEarly(now int64) int64 {
 }
 
 func (f *windowFn[K, T, A, O]) emit(ctx *KeyedContext[K, O], w TimeWindow, acc A, firing WindowFiring) error {
-	return f.spec.emit(ctx, WindowInfo[K]{Key: ctx.Key(), Window: w, Firing: firing}, acc, w.MaxTimestamp())
+	return f.emitInfo(ctx, WindowInfo[K]{Key: ctx.Key(), Window: w, Firing: firing}, acc, w.MaxTimestamp())
+}
+
+func (f *windowFn[K, T, A, O]) emitInfo(ctx *KeyedContext[K, O], info WindowInfo[K], acc A, ts int64) error {
+	if f.spec.emitList == nil {
+		return f.spec.emit(ctx, info, acc, ts)
+	}
+	var rs []T
+	for r := range f.records.Get() {
+		if r.Start == info.Window.Start {
+			rs = append(rs, r.V)
+		}
+	}
+	return f.spec.emitList(ctx, info, rs, ts)
+}
+
+// windowRecord is a record of WindowProcess's list, with the start of
+// its window.
+type windowRecord[T any] struct {
+	Start int64
+	V     T
+}
+
+// record keeps v as a record of the window starting at start, for
+// WindowProcess.
+func (f *windowFn[K, T, A, O]) record(start int64, v T) {
+	if f.records != nil {
+		f.records.Add(windowRecord[T]{start, v})
+	}
+}
+
+// rewriteRecords rewrites the key's records: keep says whether one stays
+// and under which window start.
+func (f *windowFn[K, T, A, O]) rewriteRecords(keep func(start int64) (int64, bool)) {
+	if f.records == nil {
+		return
+	}
+	var out []windowRecord[T]
+	changed := false
+	for r := range f.records.Get() {
+		s, ok := keep(r.Start)
+		if ok {
+			out = append(out, windowRecord[T]{s, r.V})
+		}
+		changed = changed || !ok || s != r.Start
+	}
+	if changed {
+		f.records.Update(out)
+	}
+}
+
+// windowRecordCodec writes a windowRecord as varint(start) and the record
+// in its type's default codec.
+func windowRecordCodec[T any]() stateCodec[windowRecord[T]] {
+	s := windowRecordSerde[T]{c: codecFor[T]()}
+	return stateCodec[windowRecord[T]]{id: codecUser, ext: s, name: s.Name()}
+}
+
+type windowRecordSerde[T any] struct{ c stateCodec[T] }
+
+func (s windowRecordSerde[T]) Name() string { return "window record of " + s.c.String() }
+
+func (s windowRecordSerde[T]) Append(dst []byte, r windowRecord[T]) ([]byte, error) {
+	return appendOne(binary.AppendVarint(dst, r.Start), s.c, r.V)
+}
+
+func (s windowRecordSerde[T]) Decode(b []byte) (windowRecord[T], error) {
+	start, n := binary.Varint(b)
+	if n <= 0 {
+		return windowRecord[T]{}, errShortState
+	}
+	v, err := readOne(b[n:], s.c)
+	return windowRecord[T]{start, v}, err
 }
 
 // addSession adds v at ts to the key's session that [ts, ts+gap) joins,
@@ -292,12 +382,23 @@ func (f *windowFn[K, T, A, O]) addSession(ctx *KeyedContext[K, O], v T, ts int64
 		f.contents.Remove(p.Start)
 		f.ends.Remove(p.Start)
 	}
+	if len(parts) > 0 {
+		f.rewriteRecords(func(s int64) (int64, bool) {
+			for _, p := range parts {
+				if p.Start == s {
+					return merged.Start, true
+				}
+			}
+			return s, true
+		})
+	}
 	acc, err := f.spec.add(acc, v)
 	if err != nil {
 		return err
 	}
 	f.contents.Put(merged.Start, acc)
 	f.ends.Put(merged.Start, merged.End)
+	f.record(merged.Start, v)
 	// A record inside a session leaves it as it was, timers and all; a
 	// session that grew or merged has new ends.
 	return f.added(ctx, merged, acc, len(parts) != 1 || parts[0] != merged)
@@ -324,6 +425,7 @@ func (f *windowFn[K, T, A, O]) addGlobal(ctx *KeyedContext[K, O], v T) error {
 	if err != nil {
 		return err
 	}
+	f.record(math.MinInt64, v)
 	n, _ := f.counts.Value()
 	if n+1 < f.a.count {
 		f.contents.Put(math.MinInt64, acc)
@@ -333,7 +435,11 @@ func (f *windowFn[K, T, A, O]) addGlobal(ctx *KeyedContext[K, O], v T) error {
 	f.contents.Remove(math.MinInt64)
 	f.counts.Clear()
 	w := TimeWindow{Start: math.MinInt64, End: math.MaxInt64}
-	return f.spec.emit(ctx, WindowInfo[K]{Key: ctx.Key(), Window: w, Firing: WindowOnTime}, acc, ctx.Timestamp())
+	err = f.emitInfo(ctx, WindowInfo[K]{Key: ctx.Key(), Window: w, Firing: WindowOnTime}, acc, ctx.Timestamp())
+	if f.records != nil {
+		f.records.Clear() // the global window is the key's only one
+	}
+	return err
 }
 
 func (f *windowFn[K, T, A, O]) OnTimer(ctx *KeyedContext[K, O], t Timer) error {
@@ -378,6 +484,16 @@ func (f *windowFn[K, T, A, O]) OnTimer(ctx *KeyedContext[K, O], t Timer) error {
 		if f.ends != nil {
 			f.ends.Remove(w.Start)
 		}
+	}
+	if len(clean) > 0 {
+		f.rewriteRecords(func(s int64) (int64, bool) {
+			for _, w := range clean {
+				if w.Start == s {
+					return s, false
+				}
+			}
+			return s, true
+		})
 	}
 	return nil
 }

@@ -226,6 +226,8 @@ func keyedKind(k byte) string {
 		return "processing-time timers"
 	case stateformat.KindWatermark:
 		return "watermark"
+	case stateformat.KindList:
+		return "list"
 	}
 	return fmt.Sprintf("kind %d", k)
 }

@@ -1,6 +1,7 @@
 package state
 
 import (
+	"bytes"
 	"fmt"
 	"slices"
 
@@ -20,6 +21,14 @@ import (
 // under prefix.
 func (s *Store) OrderedPut(prefix, ukey []byte) error {
 	return s.setEntry(prefix, ukey, entry{v: []byte{}}, false)
+}
+
+// OrderedSet sets entry ukey of the ordered map under prefix to val,
+// which the store copies; like OrderedPut it stays out of the key filter.
+// A list state appends through it: its user keys grow with every append,
+// so an append writes one entry and reads nothing.
+func (s *Store) OrderedSet(prefix, ukey, val []byte) error {
+	return s.setEntry(prefix, ukey, entry{v: bytes.Clone(val)}, false)
 }
 
 // OrderedDelete removes entry ukey of the ordered map under prefix.

@@ -147,6 +147,9 @@ const (
 	KindEventTimers      byte = 3
 	KindProcessingTimers byte = 4
 	KindWatermark        byte = 5
+	// KindList is a ListState: its entries' data is a value entry's,
+	// every value a list (uvarint(n) then n length-framed elements).
+	KindList byte = 6
 )
 
 // Formats of a keyed entry's data (version 3 on); never renumber.

@@ -1,0 +1,464 @@
+package runtime
+
+import (
+	"bytes"
+	"encoding/binary"
+	"fmt"
+	"iter"
+	"slices"
+)
+
+// ListState is a list of values per key (Flink's ListState): appended to
+// one value at a time, read in the order of the appends.
+type ListState[T any] interface {
+	// Add appends v to the current key's list.
+	Add(v T)
+	// AddAll appends vs, in order.
+	AddAll(vs []T)
+	// Get iterates the current key's list, in the order of its appends.
+	// Values added while it runs may or may not be seen.
+	Get() iter.Seq[T]
+	// Update replaces the current key's list by vs; an empty vs removes
+	// it.
+	Update(vs []T)
+	// Clear removes the current key's list.
+	Clear()
+}
+
+// GetListState returns the list state called name of the function's
+// operator, creating it on first use, like GetValueState: its element
+// type T and the stream's key type K must follow GetValueState's rule.
+// A ListStateDescriptor (NewListState) declares it once for every
+// subtask instead.
+func GetListState[T any, K comparable, O any](ctx *KeyedContext[K, O], name string) (ListState[T], error) {
+	return declareList(ctx.op, name, codecFor[T]())
+}
+
+// The heap backend keeps a key's list as one value, a []T, in a value
+// state (so the copy-on-write of snapshots is the value state's: a list
+// the encoder reads is copied before an append changes it); checkpoints
+// write it as the entry kind stateKindList, each list in listSerde. The
+// pebble backend keeps one DB entry per element (pebbleListState).
+
+// listState is the heap backend's ListState.
+type listState[K comparable, T any] struct {
+	v *valueState[K, []T]
+}
+
+func newListState[K comparable, T any](ks *keyedState[K], name string, elems stateCodec[T]) *listState[K, T] {
+	return &listState[K, T]{v: newValueState[K, []T](ks, name, listCodec(elems))}
+}
+
+func (s *listState[K, T]) kind() byte { return stateKindList }
+func (s *listState[K, T]) freeze() func(stop func() bool) (map[int][]byte, error) {
+	return s.v.freeze()
+}
+func (s *listState[K, T]) restore(format byte, data []byte) error { return s.v.restore(format, data) }
+func (s *listState[K, T]) thaw()                                  { s.v.thaw() }
+
+func (s *listState[K, T]) Add(v T) {
+	cur, _ := s.v.Value() // a list the snapshot holds comes back copied
+	s.v.Update(append(cur, v))
+}
+
+func (s *listState[K, T]) AddAll(vs []T) {
+	if len(vs) == 0 {
+		return
+	}
+	cur, _ := s.v.Value()
+	s.v.Update(append(cur, vs...))
+}
+
+func (s *listState[K, T]) Get() iter.Seq[T] {
+	cur, _ := s.v.Value()
+	return slices.Values(cur)
+}
+
+func (s *listState[K, T]) Update(vs []T) {
+	if len(vs) == 0 {
+		s.v.Clear()
+		return
+	}
+	s.v.Update(slices.Clone(vs)) // the caller keeps its slice
+}
+
+func (s *listState[K, T]) Clear() { s.v.Clear() }
+
+// Len is the current key's list's length.
+func (s *listState[K, T]) Len() int {
+	cur, _ := s.v.Value()
+	return len(cur)
+}
+
+// listCodec is the codec of a whole list of elements in codec elems: a
+// list is uvarint(n) and its elements, each framed by its length unless
+// elems is a built-in binary codec (which delimits itself). It reports
+// elems' id and name, so that a checkpoint records the element codec.
+func listCodec[T any](elems stateCodec[T]) stateCodec[[]T] {
+	return stateCodec[[]T]{id: elems.id, name: elems.name, ext: listSerde[T]{elems}}
+}
+
+type listSerde[T any] struct{ c stateCodec[T] }
+
+func (l listSerde[T]) Name() string { return "list of " + l.c.String() }
+
+func (l listSerde[T]) Append(dst []byte, vs []T) ([]byte, error) {
+	dst = binary.AppendUvarint(dst, uint64(len(vs)))
+	if l.c.s != nil {
+		for _, v := range vs {
+			dst = l.c.s.appendValue(dst, v)
+		}
+		return dst, nil
+	}
+	var one []byte
+	for _, v := range vs {
+		b, err := appendOne(one[:0], l.c, v)
+		if err != nil {
+			return nil, err
+		}
+		one = b
+		dst = append(binary.AppendUvarint(dst, uint64(len(b))), b...)
+	}
+	return dst, nil
+}
+
+func (l listSerde[T]) Decode(b []byte) ([]T, error) {
+	n, b, err := readCount(b)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]T, 0, n)
+	for range n {
+		if l.c.s != nil {
+			v, m, err := l.c.s.readValue(b)
+			if err != nil {
+				return nil, err
+			}
+			out, b = append(out, v), b[m:]
+			continue
+		}
+		size, m := binary.Uvarint(b)
+		if m <= 0 || uint64(len(b)-m) < size {
+			return nil, errShortState
+		}
+		v, err := readOne(b[m:m+int(size)], l.c)
+		if err != nil {
+			return nil, err
+		}
+		out, b = append(out, v), b[m+int(size):]
+	}
+	return out, trailing(b)
+}
+
+// pebbleListState is the pebble backend's ListState: one DB entry per
+// element, under the key's prefix (as a map's entries), its user key
+//
+//	generation(8, big-endian) sequence(8, big-endian)
+//
+// so that an append writes one entry and reads nothing, and a scan of
+// the prefix reads the list in append order. The sequence counts the
+// subtask's appends since it opened; the generation is the id of the
+// checkpoint the subtask restored (0 when it started empty). Every entry
+// of a restored DB was written by a run that restored an earlier
+// checkpoint (or none), and checkpoint ids only grow, so appends after a
+// restore sort after every element restored; a key is owned by one
+// subtask at a time, so the subtasks of one run never write one key.
+type pebbleListState[K comparable, T any] struct {
+	ks     *keyedState[K]
+	pk     *pebbleKeyed
+	name   string
+	id     uint16
+	elems  stateCodec[T]
+	prefix []byte
+	ub     [16]byte
+	vb     []byte
+}
+
+func newPebbleListState[K comparable, T any](ks *keyedState[K], name string, elems stateCodec[T]) (*pebbleListState[K, T], error) {
+	if ks.pbKeysErr != nil {
+		return nil, ks.pbKeysErr
+	}
+	id, err := ks.pb.declareID(name, stateKindList, elems.desc(), codecFor[T]().desc())
+	if err != nil {
+		return nil, err
+	}
+	return &pebbleListState[K, T]{ks: ks, pk: ks.pb, name: name, id: id, elems: elems}, nil
+}
+
+func (s *pebbleListState[K, T]) kind() byte { return stateKindList }
+
+func (s *pebbleListState[K, T]) pfx() ([]byte, bool) {
+	kb, err := s.ks.pebbleKey()
+	if err != nil {
+		s.ks.fail(fmt.Errorf("state %q: %w", s.name, err))
+		return nil, false
+	}
+	p := appendKeyPrefix(s.prefix[:0], s.ks.groupOf(s.ks.key), s.id)
+	p = binary.AppendUvarint(p, uint64(len(kb)))
+	s.prefix = append(p, kb...)
+	return s.prefix, true
+}
+
+// nextKey is the user key of the subtask's next append.
+func (s *pebbleListState[K, T]) nextKey() []byte {
+	s.pk.listSeq++
+	binary.BigEndian.PutUint64(s.ub[:8], s.pk.listGen)
+	binary.BigEndian.PutUint64(s.ub[8:], s.pk.listSeq)
+	return s.ub[:]
+}
+
+func (s *pebbleListState[K, T]) add(p []byte, v T) bool {
+	b, err := appendOne(s.vb[:0], s.elems, v)
+	if err == nil {
+		s.vb = b
+		err = s.pk.store.OrderedSet(p, s.nextKey(), b)
+	}
+	if err != nil {
+		s.ks.fail(fmt.Errorf("state %q: %w", s.name, err))
+		return false
+	}
+	return true
+}
+
+func (s *pebbleListState[K, T]) Add(v T) {
+	if p, ok := s.pfx(); ok {
+		s.add(p, v)
+	}
+}
+
+func (s *pebbleListState[K, T]) AddAll(vs []T) {
+	p, ok := s.pfx()
+	if !ok {
+		return
+	}
+	for _, v := range vs {
+		if !s.add(p, v) {
+			return
+		}
+	}
+}
+
+func (s *pebbleListState[K, T]) Get() iter.Seq[T] {
+	p, ok := s.pfx()
+	if !ok {
+		return func(func(T) bool) {}
+	}
+	p = bytes.Clone(p)
+	return func(yield func(T) bool) {
+		err := s.pk.store.MapScanAfter(p, nil, func(_, vb []byte) bool {
+			v, err := readOne(vb, s.elems)
+			if err != nil {
+				s.ks.fail(fmt.Errorf("state %q: decode list element: %w", s.name, err))
+				return false
+			}
+			return yield(v)
+		})
+		if err != nil {
+			s.ks.fail(fmt.Errorf("state %q: %w", s.name, err))
+		}
+	}
+}
+
+func (s *pebbleListState[K, T]) Update(vs []T) {
+	s.Clear()
+	s.AddAll(vs)
+}
+
+func (s *pebbleListState[K, T]) Clear() {
+	if p, ok := s.pfx(); ok {
+		if err := s.pk.store.MapClear(p); err != nil {
+			s.ks.fail(fmt.Errorf("state %q: %w", s.name, err))
+		}
+	}
+}
+
+// Len is the current key's list's length (a scan).
+func (s *pebbleListState[K, T]) Len() int {
+	n := 0
+	for range s.Get() {
+		n++
+	}
+	return n
+}
+
+// importHeap loads restored heap entries (a checkpoint of the heap
+// backend) into the DB.
+func (s *pebbleListState[K, T]) importHeap(entries []stateEntry) error {
+	h := newListState[K, T](s.ks, s.name, s.elems)
+	if err := restoreEntries(h, entries); err != nil {
+		return err
+	}
+	saved := s.ks.key
+	defer s.ks.setKey(saved)
+	for _, m := range h.v.m {
+		for k, l := range m {
+			s.ks.setKey(k)
+			s.AddAll(l)
+			if s.ks.err != nil {
+				return s.ks.err
+			}
+		}
+	}
+	return nil
+}
+
+// declareList returns the list state called name of ks, declaring it
+// with elements in codec elems on first use.
+func declareList[K comparable, T any](ks *keyedState[K], name string, elems stateCodec[T]) (ListState[T], error) {
+	decl := fmt.Sprintf("ListState[%s] (elements %s)", typeOf[T](), elems)
+	if s, ok := ks.states[name]; ok {
+		if err := sameDecl(ks.keyedCommon, name, decl); err != nil {
+			return nil, err
+		}
+		switch s := s.(type) {
+		case *pebbleListState[K, T]:
+			return s, nil
+		case *listState[K, T]:
+			return s, nil
+		}
+		return nil, &unrecoverableError{fmt.Errorf("state %q is declared both with GetListState and with a descriptor, over key types of different names; use one of them", name)}
+	}
+	if err := checkStateTypes(name, stateType{"key type", typeOf[K]()}); err != nil {
+		return nil, err
+	}
+	if elems.s == nil && elems.ext == nil {
+		if err := checkStateTypes(name, stateType{"element type", typeOf[T]()}); err != nil {
+			return nil, err
+		}
+	}
+	ks.decls[name] = decl
+	if ks.pb != nil {
+		ps, err := newPebbleListState[K, T](ks, name, elems)
+		if err != nil {
+			return nil, err
+		}
+		if err := ks.createPebble(name, ps); err != nil {
+			return nil, err
+		}
+		return ps, nil
+	}
+	ls := newListState[K, T](ks, name, elems)
+	if err := ks.create(name, ls); err != nil {
+		return nil, err
+	}
+	return ls, nil
+}
+
+// ListStateDescriptor declares a ListState, like ValueStateDescriptor.
+type ListStateDescriptor[T any] struct {
+	id    int
+	name  string
+	elems stateCodec[T]
+}
+
+// NewListState describes the list state called name, as NewValueState:
+// WithSerde chooses the elements' serde (default DefaultSerde[T]), and a
+// type the chosen encoding would not bring back whole makes it panic
+// with a *StateTypeError.
+func NewListState[T any](name string, opts ...StateOption) *ListStateDescriptor[T] {
+	o := stateOptionsOf(name, opts)
+	if o.mapKeySerde != nil {
+		panic(fmt.Sprintf("state %q: WithMapKeySerde applies to a MapState", name))
+	}
+	return &ListStateDescriptor[T]{id: int(descriptorIDs.Add(1)) - 1, name: name,
+		elems: mustCodec[T](name, "element type", o.serde, "WithSerde")}
+}
+
+// Name is the state's name.
+func (d *ListStateDescriptor[T]) Name() string { return d.name }
+
+// Handle returns the subtask's ListState, which follows the current key.
+// Its methods report no errors; a failed read or write of the pebble
+// backend fails the call after the function returns.
+func (d *ListStateDescriptor[T]) Handle(ctx StateContext) (ListState[T], error) {
+	s, _, err := handle(ctx, d.id, d.declare)
+	return s, err
+}
+
+// Add appends v to the current key's list.
+func (d *ListStateDescriptor[T]) Add(ctx StateContext, v T) error {
+	s, c, err := handle(ctx, d.id, d.declare)
+	if err != nil {
+		return err
+	}
+	s.Add(v)
+	return c.err
+}
+
+// AddAll appends vs to the current key's list.
+func (d *ListStateDescriptor[T]) AddAll(ctx StateContext, vs []T) error {
+	s, c, err := handle(ctx, d.id, d.declare)
+	if err != nil {
+		return err
+	}
+	s.AddAll(vs)
+	return c.err
+}
+
+// Get iterates the current key's list in append order. A read that fails
+// during the iteration ends it and fails the call.
+func (d *ListStateDescriptor[T]) Get(ctx StateContext) (iter.Seq[T], error) {
+	s, c, err := handle(ctx, d.id, d.declare)
+	if err != nil {
+		return func(func(T) bool) {}, err
+	}
+	return s.Get(), c.err
+}
+
+// Update replaces the current key's list by vs.
+func (d *ListStateDescriptor[T]) Update(ctx StateContext, vs []T) error {
+	s, c, err := handle(ctx, d.id, d.declare)
+	if err != nil {
+		return err
+	}
+	s.Update(vs)
+	return c.err
+}
+
+// Clear removes the current key's list.
+func (d *ListStateDescriptor[T]) Clear(ctx StateContext) error {
+	s, c, err := handle(ctx, d.id, d.declare)
+	if err != nil {
+		return err
+	}
+	s.Clear()
+	return c.err
+}
+
+func (d *ListStateDescriptor[T]) declare(h keyedHost) (ListState[T], error) {
+	cs, err := h.canonicalState()
+	if err != nil {
+		return nil, err
+	}
+	switch ks := cs.(type) {
+	case *keyedState[string]:
+		return declareList(ks, d.name, d.elems)
+	case *keyedState[bool]:
+		return declareList(ks, d.name, d.elems)
+	case *keyedState[int]:
+		return declareList(ks, d.name, d.elems)
+	case *keyedState[int8]:
+		return declareList(ks, d.name, d.elems)
+	case *keyedState[int16]:
+		return declareList(ks, d.name, d.elems)
+	case *keyedState[int32]:
+		return declareList(ks, d.name, d.elems)
+	case *keyedState[int64]:
+		return declareList(ks, d.name, d.elems)
+	case *keyedState[uint]:
+		return declareList(ks, d.name, d.elems)
+	case *keyedState[uint8]:
+		return declareList(ks, d.name, d.elems)
+	case *keyedState[uint16]:
+		return declareList(ks, d.name, d.elems)
+	case *keyedState[uint32]:
+		return declareList(ks, d.name, d.elems)
+	case *keyedState[uint64]:
+		return declareList(ks, d.name, d.elems)
+	case *keyedState[float32]:
+		return declareList(ks, d.name, d.elems)
+	case *keyedState[float64]:
+		return declareList(ks, d.name, d.elems)
+	}
+	return nil, fmt.Errorf("state %q: no view of the keyed state as %T", d.name, cs)
+}
