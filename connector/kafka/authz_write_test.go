@@ -96,22 +96,7 @@ func TestSinkRefusedTransactionalWriteIsAuthorizationError(t *testing.T) {
 // would only warn, and never assign a partition found later.
 func TestRestoredSourceMissingRightFailsDiscovery(t *testing.T) {
 	c, _ := fakeCluster(t, map[string]int32{"t": 2})
-	c.ControlKey(int16(kmsg.OffsetCommit), func(req kmsg.Request) (kmsg.Response, error, bool) {
-		c.KeepControl()
-		r := req.(*kmsg.OffsetCommitRequest)
-		resp := r.ResponseKind().(*kmsg.OffsetCommitResponse)
-		for _, rt := range r.Topics {
-			st := kmsg.NewOffsetCommitResponseTopic()
-			st.Topic = rt.Topic
-			for _, p := range rt.Partitions {
-				sp := kmsg.NewOffsetCommitResponseTopicPartition()
-				sp.Partition, sp.ErrorCode = p.Partition, kerr.GroupAuthorizationFailed.Code
-				st.Partitions = append(st.Partitions, sp)
-			}
-			resp.Topics = append(resp.Topics, st)
-		}
-		return resp, nil, true
-	})
+	refuseOffsetCommits(c)
 	st := EnumeratorState{Assigned: []TopicPartition{{"t", 0}}, InitialDiscoveryDone: true}
 	ctx := newEnumCtx(1)
 	ctx.readers[0] = connector.ReaderInfo{}
