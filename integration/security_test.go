@@ -284,7 +284,7 @@ func TestSecurityBadCredentialsFailAtStart(t *testing.T) {
 // next fetch (or the next discovery), Write on the output at the next
 // transaction's flush, Read on the group at the checkpoint completion
 // after a refused offset commit, Write on the transactional ids at the
-// next transaction's write or commit.
+// next transaction's begin, write or commit.
 func TestSecurityRevokedACLFailsRunningJob(t *testing.T) {
 	b := kafkatest.GetSecure(t)
 	acls := docACLs(t)

@@ -269,3 +269,43 @@ func refuseOffsetCommits(c *kfake.Cluster) {
 		return resp, nil, true
 	})
 }
+
+// refuseInitProducerID makes every later InitProducerID request of f
+// answer TRANSACTIONAL_ID_AUTHORIZATION_FAILED, as a broker does once the
+// principal's Write on the transactional ids is revoked.
+func refuseInitProducerID(f *kfake.Cluster) {
+	f.ControlKey(int16(kmsg.InitProducerID), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		f.KeepControl()
+		resp := req.(*kmsg.InitProducerIDRequest).ResponseKind().(*kmsg.InitProducerIDResponse)
+		resp.ErrorCode = kerr.TransactionalIDAuthorizationFailed.Code
+		return resp, nil, true
+	})
+}
+
+// A transaction the broker refuses to begin for want of Write on the
+// transactional ids (revoked after the writer's start-up check, seen when
+// a pooled id's client first loads its producer id) is an
+// *AuthorizationError naming the sink's prefix, a configuration error, as
+// a refused write or commit is: the job fails at once instead of
+// restarting, only for the restarted writer's check to name it.
+func TestSinkRefusedBeginIsAuthorizationError(t *testing.T) {
+	f, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "out"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(f.Close)
+	w := writer(t, stringSink(t, cluster{seeds: f.ListenAddrs(), fake: f}, "out", "refusedbegin"))
+	defer func() { _ = w.Close() }()
+	refuseInitProducerID(f)
+	err = w.Write("a", connector.WriteContext{Timestamp: connector.NoTimestamp})
+	if err == nil {
+		_, err = w.PrepareCommit(1)
+	}
+	var ae *AuthorizationError
+	if !errors.As(err, &ae) || !errors.Is(err, connector.ErrInvalidConfiguration) {
+		t.Fatalf("got %v; want an *AuthorizationError, a configuration error", err)
+	}
+	if ae.Resource != ResourceTransactionalID || ae.Name != "refusedbegin-" || !ae.Prefixed || ae.Operation != "Write" {
+		t.Errorf("the error names %s %s %q (prefixed %v); want Write on the transactional ids with the prefix \"refusedbegin-\"", ae.Operation, ae.Resource, ae.Name, ae.Prefixed)
+	}
+}

@@ -623,7 +623,9 @@ func (w *sinkWriter[T]) Write(v T, wc connector.WriteContext) error {
 	}
 	if w.tx == nil {
 		if w.tx, err = w.pool.Begin(); err != nil {
-			return fmt.Errorf("kafka sink: %w", err)
+			// A pooled id's client loads its producer id here, the first
+			// request that a right revoked on the ids refuses.
+			return fmt.Errorf("kafka sink: %w", w.refusedWrite(err, nil))
 		}
 	}
 	w.count(rec)
@@ -649,10 +651,11 @@ func (w *sinkWriter[T]) promise(rec *kgo.Record, err error) {
 
 // refusedWrite returns err as an *AuthorizationError when the broker
 // refused a write for want of Write on a topic of topics (a right revoked
-// after the start-up check) or on the transactional ids, so that the job
-// fails at once with the right named instead of restarting, only for the
-// restarted writer's check to name it; err unchanged otherwise. Of several
-// topics it names the one a fresh check finds without Write.
+// after the start-up check) or a write or begin on the transactional ids,
+// so that the job fails at once with the right named instead of
+// restarting, only for the restarted writer's check to name it; err
+// unchanged otherwise. Of several topics it names the one a fresh check
+// finds without Write.
 func (w *sinkWriter[T]) refusedWrite(err error, topics []string) error {
 	sec := w.s.cfg.security
 	switch {
