@@ -338,27 +338,16 @@ func runSplitflowWordcount(ctx context.Context, seeds []string, in, out string, 
 		}
 		return nil
 	})
-	counts := runtime.ProcessPerSubtask(runtime.KeyBy(words, func(w string) string { return w }),
-		func() runtime.KeyedProcessFunction[string, string, update] {
-			var st runtime.ValueState[int64]
-			return runtime.KeyedProcessFuncs[string, string, update]{
-				Setup: func(ctx *runtime.KeyedContext[string, update]) (err error) {
-					st, err = runtime.GetValueState[int64](ctx, "count")
-					return err
-				},
-				Element: func(ctx *runtime.KeyedContext[string, update], w string) error {
-					if ko.firstRecord != nil {
-						first.Do(ko.firstRecord)
-					}
-					n, _ := st.Value()
-					n++
-					st.Update(n)
-					ctx.Collect(update{word: w, count: n})
-					return nil
-				},
-			}
-		}).UID("count")
-	runtime.SinkTo(counts, snk).UID("kafka-out")
+	counts := runtime.Count(runtime.KeyBy(words, func(w string) string { return w })).UID("count")
+	// The map is chained to the count, so its first record is the first
+	// word counted, after the count's state was restored.
+	updates := runtime.Map(counts, func(wc runtime.KV[string, int64]) (update, error) {
+		if ko.firstRecord != nil {
+			first.Do(ko.firstRecord)
+		}
+		return update{word: wc.Key, count: wc.Value}, nil
+	}).UID("updates")
+	runtime.SinkTo(updates, snk).UID("kafka-out")
 	return env.Execute(ctx, "bench wordcount "+in+" -> "+out)
 }
 

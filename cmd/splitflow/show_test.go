@@ -147,22 +147,10 @@ func TestShowKafkaSourceAndExactlyOnceSink(t *testing.T) {
 			t.Fatal(err)
 		}
 		words := runtime.FromSource(env, src, "in").UID("kafka-in")
-		counts := runtime.ProcessPerSubtask(runtime.KeyBy(words, func(w string) string { return w }),
-			func() runtime.KeyedProcessFunction[string, string, string] {
-				var st runtime.ValueState[int64]
-				return runtime.KeyedProcessFuncs[string, string, string]{
-					Setup: func(ctx *runtime.KeyedContext[string, string]) (err error) {
-						st, err = runtime.GetValueState[int64](ctx, "count")
-						return err
-					},
-					Element: func(ctx *runtime.KeyedContext[string, string], w string) error {
-						n, _ := st.Value()
-						st.Update(n + 1)
-						ctx.Collect(w + "=" + strconv.FormatInt(n+1, 10))
-						return nil
-					},
-				}
-			}).UID("counts")
+		counts := runtime.Map(runtime.Count(runtime.KeyBy(words, func(w string) string { return w })).UID("counts"),
+			func(wc runtime.KV[string, int64]) (string, error) {
+				return wc.Key + "=" + strconv.FormatInt(wc.Value, 10), nil
+			})
 		runtime.SinkTo(counts, sink).UID("kafka-out")
 	}
 	// A checkpoint taken once every record was read, whose sink state holds
