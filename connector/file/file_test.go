@@ -419,3 +419,21 @@ func TestCreateReaderFailsWithANilReader(t *testing.T) {
 		t.Fatalf("CreateReader failed (%v) and returned a non-nil reader %#v", err, r)
 	}
 }
+
+// Every problem of a source's paths and options is reported by one
+// NewSource, each named, as a configuration error: a user fixes them in
+// one round instead of one per run.
+func TestEveryFileSourceConfigurationErrorIsReportedAtOnce(t *testing.T) {
+	_, err := NewSource([]string{"a", "a"}, WithSplitSize(-1), WithBatchLines(0), WithBatchBytes(0), WithMaxLineBytes(0), WithElementQueueCapacity(0))
+	if !errors.Is(err, connector.ErrInvalidConfiguration) {
+		t.Fatalf("NewSource = %v, want a configuration error", err)
+	}
+	for _, want := range []string{"listed twice", "split size", "lines must hold", "bytes must hold", "max line length", "queue capacity"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("NewSource = %v; it does not mention %q", err, want)
+		}
+	}
+	if _, err := NewSource(nil, WithSplitSize(-1)); err == nil || !strings.Contains(err.Error(), "no paths") || !strings.Contains(err.Error(), "split size") {
+		t.Errorf("NewSource without paths and a bad split size = %v; want both named", err)
+	}
+}

@@ -73,22 +73,26 @@ func defaultSinkConfig() sinkConfig {
 }
 
 func (c sinkConfig) validate() error {
-	bad := func(format string, args ...any) error {
-		return fmt.Errorf("file sink: "+format+": %w", append(args, connector.ErrInvalidConfiguration)...)
+	var errs []error
+	bad := func(format string, args ...any) {
+		errs = append(errs, fmt.Errorf("file sink: "+format+": %w", append(args, connector.ErrInvalidConfiguration)...))
 	}
 	switch {
 	case c.prefix == "":
-		return bad("file prefix must not be empty (the default is %q)", DefaultFilePrefix)
+		bad("file prefix must not be empty (the default is %q)", DefaultFilePrefix)
 	case strings.ContainsAny(c.prefix, `/\`) || strings.HasPrefix(c.prefix, "."):
-		return bad("file prefix %q must be a plain name: no path separator, no leading '.' (hidden names are the sink's unpublished files)", c.prefix)
-	case strings.ContainsAny(c.suffix, `/\`):
-		return bad("file suffix %q must not contain a path separator", c.suffix)
-	case c.maxFileBytes < 0:
-		return bad("max file size %d bytes must be 0 (roll only at checkpoints) or positive (the default is %d)", c.maxFileBytes, DefaultMaxFileBytes)
-	case c.guarantee != ExactlyOnce && c.guarantee != AtLeastOnce:
-		return bad("delivery guarantee %v is neither ExactlyOnce nor AtLeastOnce", c.guarantee)
+		bad("file prefix %q must be a plain name: no path separator, no leading '.' (hidden names are the sink's unpublished files)", c.prefix)
 	}
-	return nil
+	if strings.ContainsAny(c.suffix, `/\`) {
+		bad("file suffix %q must not contain a path separator", c.suffix)
+	}
+	if c.maxFileBytes < 0 {
+		bad("max file size %d bytes must be 0 (roll only at checkpoints) or positive (the default is %d)", c.maxFileBytes, DefaultMaxFileBytes)
+	}
+	if c.guarantee != ExactlyOnce && c.guarantee != AtLeastOnce {
+		bad("delivery guarantee %v is neither ExactlyOnce nor AtLeastOnce", c.guarantee)
+	}
+	return errors.Join(errs...)
 }
 
 // SinkOption configures a Sink.
@@ -217,28 +221,32 @@ func NewSink[T any](dir string, encode LineEncoder[T], opts ...SinkOption) (*Sin
 	for _, o := range opts {
 		o.applySink(&cfg)
 	}
-	if err := cfg.validate(); err != nil {
-		return nil, err
-	}
+	// Every problem at once, so that a user fixes them in one round.
+	errs := []error{cfg.validate()}
 	if encode == nil {
-		return nil, fmt.Errorf("file sink: no line encoder (use file.StringLines for strings): %w", connector.ErrInvalidConfiguration)
+		errs = append(errs, fmt.Errorf("file sink: no line encoder (use file.StringLines for strings): %w", connector.ErrInvalidConfiguration))
 	}
 	if dir == "" {
-		return nil, fmt.Errorf("file sink: no directory: %w", connector.ErrInvalidConfiguration)
+		errs = append(errs, fmt.Errorf("file sink: no directory: %w", connector.ErrInvalidConfiguration))
+	} else {
+		// Committables carry the paths of their files through
+		// checkpoints; a relative path would name another file, or none,
+		// once the job is restored by a process with another working
+		// directory.
+		abs, err := filepath.Abs(dir)
+		if err == nil {
+			var fi os.FileInfo
+			if fi, err = os.Stat(abs); err == nil && !fi.IsDir() {
+				err = fmt.Errorf("%s is not a directory", abs)
+			}
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("file sink: output directory: %w: %w", err, connector.ErrInvalidConfiguration))
+		}
+		dir = abs
 	}
-	// Committables carry the paths of their files through checkpoints; a
-	// relative path would name another file, or none, once the job is
-	// restored by a process with another working directory.
-	dir, err := filepath.Abs(dir)
-	if err != nil {
-		return nil, fmt.Errorf("file sink: output directory: %w: %w", err, connector.ErrInvalidConfiguration)
-	}
-	fi, err := os.Stat(dir)
-	if err != nil {
-		return nil, fmt.Errorf("file sink: output directory: %w: %w", err, connector.ErrInvalidConfiguration)
-	}
-	if !fi.IsDir() {
-		return nil, fmt.Errorf("file sink: %s is not a directory: %w", dir, connector.ErrInvalidConfiguration)
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
 	}
 	return &Sink[T]{dir: dir, encode: encode, cfg: cfg}, nil
 }

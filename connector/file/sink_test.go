@@ -585,3 +585,18 @@ func TestSinkCleanupKeepsRestoredFilesOfRemovedSubtasks(t *testing.T) {
 		t.Fatalf("published %q, want the record of checkpoint 1", got)
 	}
 }
+
+// Every problem of a sink's arguments and options is reported by one
+// NewSink, each named: a user fixes them in one round instead of one per
+// run.
+func TestEveryFileSinkConfigurationErrorIsReportedAtOnce(t *testing.T) {
+	_, err := NewSink[string]("", nil, WithFilePrefix(".x"), WithFileSuffix("/x"), WithMaxFileBytes(-1), WithDeliveryGuarantee(0))
+	if !errors.Is(err, connector.ErrInvalidConfiguration) {
+		t.Fatalf("NewSink = %v, want a configuration error", err)
+	}
+	for _, want := range []string{"no line encoder", "no directory", "plain name", "path separator", "max file size", "neither"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("NewSink = %v; it does not mention %q", err, want)
+		}
+	}
+}

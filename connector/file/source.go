@@ -46,20 +46,26 @@ func (c config) managerOptions() []base.ManagerOption {
 }
 
 func (c config) validate() error {
-	switch {
-	case c.splitSize < 0:
-		return fmt.Errorf("file source: split size %d must be 0 (one split per file) or positive", c.splitSize)
-	case c.batchLines < 1:
-		return fmt.Errorf("file source: batch of %d lines must hold at least 1 (the default is %d)", c.batchLines, DefaultBatchLines)
-	case c.batchBytes < 1:
-		return fmt.Errorf("file source: batch of %d bytes must hold at least 1 (the default is %d)", c.batchBytes, DefaultBatchBytes)
-	case c.maxLineBytes < 1:
-		return fmt.Errorf("file source: max line length %d bytes must be at least 1 (the default is %d)", c.maxLineBytes, DefaultMaxLineBytes)
+	var errs []error
+	bad := func(format string, args ...any) {
+		errs = append(errs, fmt.Errorf("file source: "+format+": %w", append(args, connector.ErrInvalidConfiguration)...))
+	}
+	if c.splitSize < 0 {
+		bad("split size %d must be 0 (one split per file) or positive", c.splitSize)
+	}
+	if c.batchLines < 1 {
+		bad("batch of %d lines must hold at least 1 (the default is %d)", c.batchLines, DefaultBatchLines)
+	}
+	if c.batchBytes < 1 {
+		bad("batch of %d bytes must hold at least 1 (the default is %d)", c.batchBytes, DefaultBatchBytes)
+	}
+	if c.maxLineBytes < 1 {
+		bad("max line length %d bytes must be at least 1 (the default is %d)", c.maxLineBytes, DefaultMaxLineBytes)
 	}
 	if err := base.ValidateManagerOptions(c.managerOptions()...); err != nil {
-		return fmt.Errorf("file source: %w", err)
+		bad("%w", err)
 	}
-	return nil
+	return errors.Join(errs...)
 }
 
 // Option configures a Source.
@@ -128,21 +134,24 @@ func NewSource(paths []string, opts ...Option) (*Source, error) {
 	for _, o := range opts {
 		o.apply(&cfg)
 	}
-	if err := cfg.validate(); err != nil {
-		return nil, err
-	}
+	// Every problem at once, so that a user fixes them in one round.
+	errs := []error{cfg.validate()}
 	if len(paths) == 0 {
-		return nil, errors.New("file source: no paths to read")
+		errs = append(errs, fmt.Errorf("file source: no paths to read: %w", connector.ErrInvalidConfiguration))
 	}
 	cleaned := make([]string, 0, len(paths))
 	seen := make(map[string]string, len(paths))
 	for _, p := range paths {
 		c := filepath.Clean(p)
 		if first, ok := seen[c]; ok {
-			return nil, fmt.Errorf("file source: path %s listed twice (as %s and %s); its lines would be read twice", c, first, p)
+			errs = append(errs, fmt.Errorf("file source: path %s listed twice (as %s and %s); its lines would be read twice: %w", c, first, p, connector.ErrInvalidConfiguration))
+			continue
 		}
 		seen[c] = p
 		cleaned = append(cleaned, c)
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
 	}
 	return &Source{paths: cleaned, cfg: cfg}, nil
 }
