@@ -13,6 +13,10 @@
 //     (a stream, an environment, a context, ...) and uses each import
 //     once, so that a fragment need not use all of them.
 //
+// A block of any language marked <!-- copy of: PATH --> on the line
+// before its fence must equal the repository's file PATH, byte for byte:
+// a file shown whole cannot drift from the one that is built and tested.
+//
 // Blocks that are not Go are marked as their language (```sh, ```text,
 // ```json, ...); a fence without a language fails the test, so that no
 // Go block escapes it by accident.

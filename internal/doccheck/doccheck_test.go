@@ -18,12 +18,14 @@ type block struct {
 	line int    // of the opening fence, 1-based
 	lang string
 	wrap string // the wrapper named by a marker before the fence, or ""
+	copy string // the file a copy marker before the fence names, or ""
 	body string
 }
 
 var (
 	fenceRE  = regexp.MustCompile("^(\\s*)(```+|~~~+)\\s*([^\\s`]*)")
 	markerRE = regexp.MustCompile(`^\s*<!--\s*wrap:\s*([A-Za-z0-9_-]+)\s*-->\s*$`)
+	copyRE   = regexp.MustCompile(`^\s*<!--\s*copy of:\s*(\S+)\s*-->\s*$`)
 )
 
 // blocks returns the fenced code blocks of one Markdown file.
@@ -50,6 +52,9 @@ func blocks(root, rel string) ([]block, error) {
 				cur = &block{file: rel, line: lineNo, lang: m[3]}
 				if mm := markerRE.FindStringSubmatch(prev); mm != nil {
 					cur.wrap = mm[1]
+				}
+				if mm := copyRE.FindStringSubmatch(prev); mm != nil {
+					cur.copy = mm[1]
 				}
 				fence, indentLn = m[2], len(m[1])
 				body.Reset()
@@ -247,6 +252,37 @@ func TestDocCodeBlocksCompile(t *testing.T) {
 	t.Logf("%d go blocks compiled", n)
 }
 
+// TestDocCopiesMatchTheirFiles holds every block marked
+// <!-- copy of: PATH --> to the file it shows, so that a file shown whole
+// in the documentation cannot drift from the one that is built and tested.
+func TestDocCopiesMatchTheirFiles(t *testing.T) {
+	root := repoRoot(t)
+	var n int
+	for _, f := range docFiles(t, root) {
+		bs, err := blocks(root, f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, b := range bs {
+			if b.copy == "" {
+				continue
+			}
+			n++
+			want, err := os.ReadFile(filepath.Join(root, filepath.FromSlash(b.copy)))
+			if err != nil {
+				t.Errorf("%s:%d: the block is a copy of %s: %v", b.file, b.line, b.copy, err)
+				continue
+			}
+			if b.body != string(want) {
+				t.Errorf("%s:%d: the block differs from %s, of which it is marked a copy; copy the file again", b.file, b.line, b.copy)
+			}
+		}
+	}
+	if n == 0 {
+		t.Fatal("no block marked <!-- copy of: PATH --> in README.md and docs/*.md")
+	}
+}
+
 // goVersion is the go line of the repository's go.mod.
 func goVersion(t *testing.T, root string) string {
 	t.Helper()
@@ -265,7 +301,7 @@ func goVersion(t *testing.T, root string) string {
 // indentation and unclosed fences.
 func TestBlocksParse(t *testing.T) {
 	dir := t.TempDir()
-	md := "text\n\n<!-- wrap: job -->\n```go\nx := 1\n```\n\n- item\n\n  ```sh\n  echo hi\n  ```\n\n```\nplain\n```\n"
+	md := "text\n\n<!-- wrap: job -->\n```go\nx := 1\n```\n\n- item\n\n  ```sh\n  echo hi\n  ```\n\n```\nplain\n```\n\n<!-- copy of: a/b.go -->\n```go\npackage b\n```\n"
 	if err := os.WriteFile(filepath.Join(dir, "a.md"), []byte(md), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -277,6 +313,7 @@ func TestBlocksParse(t *testing.T) {
 		{file: "a.md", line: 4, lang: "go", wrap: "job", body: "x := 1\n"},
 		{file: "a.md", line: 10, lang: "sh", body: "echo hi\n"},
 		{file: "a.md", line: 14, lang: "", body: "plain\n"},
+		{file: "a.md", line: 19, lang: "go", copy: "a/b.go", body: "package b\n"},
 	}
 	if len(bs) != len(want) {
 		t.Fatalf("got %d blocks %+v, want %d", len(bs), bs, len(want))
