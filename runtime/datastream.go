@@ -5,6 +5,7 @@ import (
 	"reflect"
 
 	"github.com/splitflow/splitflow/connector"
+	"github.com/splitflow/splitflow/runtime/internal/stateformat"
 )
 
 // DataStream is a stream of records of type T in a job being built. The
@@ -132,7 +133,7 @@ func FromSource[T any, S connector.Split, C any](env *Environment, src connector
 		}
 	}
 	n := &node{name: "Source: " + name, out: typeOpsFor[T]{}, source: &sourceSpec[T, S, C]{src: src, strategy: so.strategy},
-		state: fmt.Sprintf("Source[split=%s enum=%s]", typeName[S](), typeName[C]()), sideCapable: true}
+		state: stateformat.SourceSignature(typeName[S](), typeName[C]()), sideCapable: true}
 	if isNil(src) {
 		// A typed nil too: the coordinator would call it once the job ran.
 		n.errs = append(n.errs, errNilFunction("source"))
@@ -395,7 +396,7 @@ func ProcessPerSubtask[K comparable, I, O any](ks KeyedStream[K, I], newFn func(
 		op := &keyedProcessOperator[K, I, O]{info: info, keyFn: keyFn, hash: hash, par: par, newFn: newFn, out: out.(output[O])}
 		return op, output[I](op)
 	}
-	n.state = fmt.Sprintf("KeyedProcess[key=%s]", typeName[K]())
+	n.state = stateformat.KeyedProcessSignature(typeName[K]())
 	n.sideCapable = true
 	ks.stream.env.addNode("KeyedProcess", n)
 	connect(ks.stream, n, partitionHash, true, keyHash)

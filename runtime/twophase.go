@@ -75,7 +75,7 @@ func sinkToTwoPhase[T, C any](ds DataStream[T], sink connector.TwoPhaseCommittin
 		op := &twoPhaseSinkOperator[T, C]{info: info, sink: sink, par: par}
 		return op, output[T](op)
 	}
-	n.state = fmt.Sprintf("TwoPhaseSink[committable=%s]", committable)
+	n.state = stateformat.TwoPhaseSinkSignature(committable, "")
 	ds.env.addNode("Sink", n)
 	connect(ds, n, ds.part, ds.explicit, nil)
 	return DataStreamSink{node: n}
@@ -112,7 +112,7 @@ func SinkToStatefulTwoPhase[T, C, W any](ds DataStream[T], sink StatefulTwoPhase
 	if sink == nil {
 		return d
 	}
-	d.node.state = fmt.Sprintf("TwoPhaseSink[committable=%s writer=%s]", typeName[C](), typeName[W]())
+	d.node.state = stateformat.TwoPhaseSinkSignature(typeName[C](), typeName[W]())
 	build := d.node.build
 	d.node.build = func(info opInfo, par int, out any) (lifecycle, any) {
 		op, in := build(info, par, out)

@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/splitflow/splitflow/connector"
+	"github.com/splitflow/splitflow/runtime/internal/stateformat"
 )
 
 // The window operator is a keyed process function (windowFn) run by the
@@ -79,7 +80,7 @@ func windowed[K comparable, T, A, O any](ws WindowedStream[K, T], spec windowSpe
 	}
 	// The signature a restore compares: contents written by another
 	// assigner or accumulator would be read as windows they are not.
-	n.state = fmt.Sprintf("KeyedProcess[key=%s] Window[%s, %s, acc=%s]", typeName[K](), a, spec.kind, typeName[A]())
+	n.state = stateformat.WindowSignature(typeName[K](), a.String(), spec.kind, typeName[A]())
 	build := n.build
 	n.build = func(info opInfo, par int, out any) (lifecycle, any) {
 		l, in := build(info, par, out)

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"regexp"
 	"strings"
 
 	"github.com/splitflow/splitflow/runtime/internal/stateformat"
@@ -53,7 +52,8 @@ type Signature struct {
 	// Types maps a part of the state to the Go type name (reflect's
 	// String, package name and type) it holds: "split", "enum" for a
 	// source; "committable" and, for a stateful sink, "writer"; "key" for
-	// keyed state.
+	// keyed state, and for a window operator also "acc", with its
+	// assigner as "window" and its function as "function".
 	Types map[string]string
 	// Raw is the signature as written.
 	Raw string
@@ -65,15 +65,10 @@ type Signature struct {
 
 // Signature kinds the engine writes.
 const (
-	KindSource       = "Source"
-	KindKeyedProcess = "KeyedProcess"
-	KindTwoPhaseSink = "TwoPhaseSink"
+	KindSource       = stateformat.KindSource
+	KindKeyedProcess = stateformat.KindKeyedProcess
+	KindTwoPhaseSink = stateformat.KindTwoPhaseSink
 )
-
-// sigPart finds " name=" inside a signature's brackets. Type names may
-// hold spaces and brackets themselves (struct and map types), so parts are
-// found by the names the engine uses, not by splitting.
-var sigPart = regexp.MustCompile(`(?:^| )(split|enum|committable|writer|key)=`)
 
 // ParseSignatures reads the per-operator signatures from a checkpoint's
 // fingerprint, by operator UID. ok is false for a fingerprint that carries
@@ -113,23 +108,8 @@ func ParseSignatures(fingerprint string) (sigs map[string]Signature, ok bool) {
 
 func parseSignature(s string) Signature {
 	sig := Signature{Raw: s}
-	open := strings.IndexByte(s, '[')
-	if open <= 0 || !strings.HasSuffix(s, "]") {
-		return sig
-	}
-	inner := s[open+1 : len(s)-1]
-	idx := sigPart.FindAllStringSubmatchIndex(inner, -1)
-	if len(idx) == 0 || idx[0][0] != 0 {
-		return sig
-	}
-	sig.Kind = s[:open]
-	sig.Types = map[string]string{}
-	for i, m := range idx {
-		end := len(inner)
-		if i+1 < len(idx) {
-			end = idx[i+1][0]
-		}
-		sig.Types[inner[m[2]:m[3]]] = inner[m[1]:end]
+	if kind, parts, ok := stateformat.ParseSignature(s); ok {
+		sig.Kind, sig.Types = kind, parts
 	}
 	return sig
 }

@@ -40,6 +40,14 @@ func TestParseSignatures(t *testing.T) {
 	if in := sigs["in"]; in.Kind != KindSource || in.MaxParallelism != 0 {
 		t.Errorf("in: got %+v", in)
 	}
+	// A window operator's signature adds its window part after the keyed
+	// one; the key is still the key type alone.
+	fp = `splitflow-graph/3 {"w":{"state":"KeyedProcess[key=string] Window[tumbling 60000ms event time, count, acc=int64]","maxParallelism":128}}`
+	sigs, _ = ParseSignatures(fp)
+	wantW := map[string]string{"key": "string", "window": "tumbling 60000ms event time", "function": "count", "acc": "int64"}
+	if w := sigs["w"]; w.Kind != KindKeyedProcess || !reflect.DeepEqual(w.Types, wantW) {
+		t.Errorf("window operator: got %+v, want keyed by string with types %v", w, wantW)
+	}
 	for _, fp := range []string{"wordcount", "splitflow-graph/2 {", "splitflow-graph/3 {", ""} {
 		if _, ok := ParseSignatures(fp); ok {
 			t.Errorf("%q: signatures found in a fingerprint without them", fp)
