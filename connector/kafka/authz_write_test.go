@@ -3,6 +3,7 @@ package kafka
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -10,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/twmb/franz-go/pkg/sasl/oauth"
 )
 
 // refuseProduce makes every later produce request of f answer code for
@@ -307,5 +309,30 @@ func TestSinkRefusedBeginIsAuthorizationError(t *testing.T) {
 	}
 	if ae.Resource != ResourceTransactionalID || ae.Name != "refusedbegin-" || !ae.Prefixed || ae.Operation != "Write" {
 		t.Errorf("the error names %s %s %q (prefixed %v); want Write on the transactional ids with the prefix \"refusedbegin-\"", ae.Operation, ae.Resource, ae.Name, ae.Prefixed)
+	}
+}
+
+// A refusal of the credentials is a configuration error whenever it comes,
+// at the start or at a re-authentication while running; an OAUTHBEARER
+// token function that fails (its identity provider out of reach) is not a
+// refusal: the job restarts by its strategy and asks for a token again.
+func TestOAuthTokenFunctionErrorIsNotARefusal(t *testing.T) {
+	sec := Security{SASL: &SASL{Mechanism: SASLOAuthBearer, Token: func(context.Context) (oauth.Auth, error) {
+		return oauth.Auth{}, errors.New("identity provider unreachable")
+	}}}
+	if _, err := sec.ClientOpts(); err != nil {
+		t.Fatal(err)
+	}
+	_, tokenErr := sec.SASL.Token(context.Background())
+	for _, err := range []error{tokenErr, fmt.Errorf("unable to dial: %w", tokenErr)} {
+		got := authorizationOf(err, sec, ResourceTopic, "in", false, "Read", useSourceTopic)
+		if errors.Is(got, connector.ErrInvalidConfiguration) {
+			t.Errorf("a failing token function: %v is a configuration error; want it retried", got)
+		}
+	}
+	refused := fmt.Errorf("reauthenticating: %w", kerr.SaslAuthenticationFailed)
+	var ae *AuthenticationError
+	if got := authorizationOf(refused, sec, ResourceTopic, "in", false, "Read", useSourceTopic); !errors.As(got, &ae) || !errors.Is(got, connector.ErrInvalidConfiguration) || ae.Mechanism != SASLOAuthBearer {
+		t.Errorf("a refused token: %v; want an *AuthenticationError for OAUTHBEARER, a configuration error", got)
 	}
 }
