@@ -16,13 +16,20 @@
 //			Source: connectortest.NewSource(func(t *testing.T, input []string) connector.Source[string, mysrc.Split, mysrc.State] {
 //				return mysrc.New(writeInput(t, input))
 //			}),
-//			Sink: connectortest.NewTwoPhaseSink(func(t *testing.T) (connector.TwoPhaseCommittingSink[string, mysink.Txn], connectortest.ReadBack[string]) {
+//			Sink: connectortest.NewSink(func(t *testing.T) (connector.Sink[string], connectortest.ReadBack[string]) {
 //				target := newTarget(t)
 //				return mysink.New(target), func() ([]string, error) { return target.Committed() }
 //			}),
 //			Guarantee: connectortest.ExactlyOnce,
 //		})
 //	}
+//
+// NewSink takes the sink as runtime.SinkTo does: one that is
+// connector.TwoPhaseCapable and commits in two phases as configured runs
+// with its committer and may be claimed ExactlyOnce; any other runs as a
+// plain sink, at most AtLeastOnce. NewTwoPhaseSink names the committable
+// type instead, as runtime.SinkToTwoPhase does, and
+// NewStatefulTwoPhaseSink adds writer state.
 //
 // A source-only connector leaves Sink zero and gets MemorySink, an
 // exactly-once sink into memory; a sink-only connector leaves Source zero

@@ -82,6 +82,10 @@ type Sink[T any] struct {
 	guarantee Guarantee // what the sink itself can give: at most this
 	twoPhase  bool      // it has a committer: failures are injected after Commit too
 	build     func(t *testing.T, c codec[T]) sinkUnderTest[T]
+	// classify, when set, tells guarantee and twoPhase from a sink built
+	// for it (NewSink: whether the sink commits in two phases is known
+	// only from the sink).
+	classify func(t *testing.T) (Guarantee, bool)
 }
 
 // ReadBack returns the sink's output as a reader of the external system
@@ -136,17 +140,44 @@ func NewStatefulTwoPhaseSink[T, Comm, W any](newSink func(t *testing.T) (runtime
 	}}
 }
 
-// NewSink describes a plain sink, run with runtime.SinkTo, which flushes
-// its writers at every checkpoint barrier: at best at-least-once. newSink
-// is as for NewTwoPhaseSink.
+// NewSink describes a sink as runtime.SinkTo takes it. A sink that is
+// connector.TwoPhaseCapable and commits in two phases as configured (a
+// Kafka or file sink in exactly-once mode) runs with its committer, as
+// SinkTo runs it, and may be claimed ExactlyOnce; any other is run as a
+// plain sink, whose writers are flushed at every checkpoint barrier: at
+// best at-least-once. newSink is as for NewTwoPhaseSink; Run calls it
+// once more, before the checks, to tell which of the two the sink is.
 func NewSink[T any](newSink func(t *testing.T) (connector.Sink[T], ReadBack[T])) Sink[T] {
-	return Sink[T]{guarantee: AtLeastOnce, build: func(t *testing.T, _ codec[T]) sinkUnderTest[T] {
+	build := func(t *testing.T) (connector.Sink[T], ReadBack[T]) {
 		s, read := newSink(t)
 		if s == nil || read == nil {
 			t.Fatal("connectortest: the sink factory returned a nil sink or ReadBack")
 		}
-		return &plainSinkOf[T]{sink: s, read: read}
-	}}
+		return s, read
+	}
+	return Sink[T]{guarantee: AtLeastOnce,
+		classify: func(t *testing.T) (Guarantee, bool) {
+			s, _ := build(t)
+			if _, ok := twoPhaseOf(s); ok {
+				return ExactlyOnce, true
+			}
+			return AtLeastOnce, false
+		},
+		build: func(t *testing.T, _ codec[T]) sinkUnderTest[T] {
+			s, read := build(t)
+			return &plainSinkOf[T]{sink: s, read: read}
+		}}
+}
+
+// twoPhaseOf returns the two-phase form of a sink that commits in two
+// phases as configured.
+func twoPhaseOf[T any](s connector.Sink[T]) (connector.HiddenTwoPhaseSink[T], bool) {
+	tp, ok := s.(connector.TwoPhaseCapable[T])
+	if !ok {
+		return nil, false
+	}
+	h, ok := tp.TwoPhase()
+	return h, ok && h != nil
 }
 
 // sourceUnderTest adds the source, wrapped by the probe, to a job.
@@ -197,6 +228,11 @@ type plainSinkOf[T any] struct {
 }
 
 func (s *plainSinkOf[T]) addTo(ds runtime.DataStream[T], p *probe) {
+	if h, ok := twoPhaseOf(s.sink); ok {
+		hidden := &probedHiddenSink[T]{probedTwoPhaseSink: probedTwoPhaseSink[T, any]{inner: h, p: p}, typ: h.CommittableType()}
+		runtime.SinkTo[T](ds, &probedCapableSink[T]{probedSink: probedSink[T]{inner: s.sink, p: p}, hidden: hidden}).Name("sink under test").UID("sink")
+		return
+	}
 	runtime.SinkTo[T](ds, &probedSink[T]{inner: s.sink, p: p}).Name("sink under test").UID("sink")
 }
 func (s *plainSinkOf[T]) readBack() ([]T, error) { return s.read() }
@@ -219,7 +255,7 @@ func (p Pair[T]) resolve() (Pair[T], codec[T], error) {
 		p.Sink = MemorySink[T]()
 	}
 	if p.Guarantee > p.Sink.guarantee {
-		return p, codec[T]{}, fmt.Errorf("connectortest: the pair claims %v, but a plain sink (NewSink) is at most %v; describe a two-phase-committing sink with NewTwoPhaseSink", p.Guarantee, p.Sink.guarantee)
+		return p, codec[T]{}, fmt.Errorf("connectortest: the pair claims %v, but a plain sink is at most %v; give NewSink a sink that is connector.TwoPhaseCapable and configured to commit in two phases, or describe it with NewTwoPhaseSink", p.Guarantee, p.Sink.guarantee)
 	}
 	if p.Records == 0 {
 		p.Records = 600

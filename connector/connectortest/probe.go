@@ -3,6 +3,7 @@ package connectortest
 import (
 	"context"
 	"fmt"
+	"reflect"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -423,6 +424,27 @@ func (s *probedTwoPhaseSink[T, Comm]) CreateCommitter(ctx connector.SinkInitCont
 
 func (s *probedTwoPhaseSink[T, Comm]) CommittableSerializer() connector.VersionedSerializer[Comm] {
 	return s.inner.CommittableSerializer()
+}
+
+// probedHiddenSink is the probed form of a sink's two-phase form
+// (connector.TwoPhaseCapable), its committable type hidden as the sink
+// hid it.
+type probedHiddenSink[T any] struct {
+	probedTwoPhaseSink[T, any]
+	typ reflect.Type
+}
+
+func (s *probedHiddenSink[T]) CommittableType() reflect.Type { return s.typ }
+
+// probedCapableSink is a probed sink that hands runtime.SinkTo its probed
+// two-phase form, as the sink it wraps hands over its own.
+type probedCapableSink[T any] struct {
+	probedSink[T]
+	hidden *probedHiddenSink[T]
+}
+
+func (s *probedCapableSink[T]) TwoPhase() (connector.HiddenTwoPhaseSink[T], bool) {
+	return s.hidden, true
 }
 
 type probedWriter[T, Comm any] struct {

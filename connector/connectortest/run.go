@@ -61,6 +61,9 @@ const (
 // its leak check counts every goroutine of the process.
 func Run[T any](t *testing.T, pair Pair[T]) {
 	t.Helper()
+	if pair.Sink.classify != nil {
+		pair.Sink.guarantee, pair.Sink.twoPhase = pair.Sink.classify(t)
+	}
 	p, c, err := pair.resolve()
 	if err != nil {
 		t.Fatal(err)

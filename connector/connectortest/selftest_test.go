@@ -70,6 +70,9 @@ func wantFailure(t *testing.T, got string, want ...string) {
 
 func newSuite[T any](t *testing.T, pair Pair[T]) *suite[T] {
 	t.Helper()
+	if pair.Sink.classify != nil {
+		pair.Sink.guarantee, pair.Sink.twoPhase = pair.Sink.classify(t)
+	}
 	p, c, err := pair.resolve()
 	if err != nil {
 		t.Fatal(err)
@@ -393,5 +396,62 @@ func TestLogRingKeepsWhatExplainsAFailure(t *testing.T) {
 		if !strings.Contains(got, want) {
 			t.Errorf("log ring:\n%s\nwant %q", got, want)
 		}
+	}
+}
+
+// capableMemSink is a sink as a user hands it to runtime.SinkTo: the
+// memory sink behind connector.TwoPhaseCapable, two-phase when exactly is
+// set, a plain in-memory sink otherwise.
+type capableMemSink struct {
+	plainMemSink
+	exactly  bool
+	twoPhase connector.TwoPhaseCommittingSink[int64, memTxn]
+}
+
+func (s *capableMemSink) TwoPhase() (connector.HiddenTwoPhaseSink[int64], bool) {
+	if !s.exactly {
+		return nil, false
+	}
+	return connector.HideCommittable(s.twoPhase), true
+}
+
+func capableMemory(exactly bool) Sink[int64] {
+	return NewSink(func(*testing.T) (connector.Sink[int64], ReadBack[int64]) {
+		_, c, _ := Pair[int64]{Guarantee: ExactlyOnce}.resolve()
+		st := &memStore{done: map[string]bool{}}
+		s := &capableMemSink{exactly: exactly, twoPhase: &memSink[int64]{store: st, codec: c}}
+		return s, func() ([]int64, error) {
+			if exactly {
+				st.mu.Lock()
+				defer st.mu.Unlock()
+				return slices.Clone(st.ids), nil
+			}
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			return slices.Clone(s.ids), nil
+		}
+	})
+}
+
+// NewSink runs a sink as runtime.SinkTo does: one that commits in two
+// phases as configured (connector.TwoPhaseCapable) runs with its
+// committer, failures are injected after its commits too, and it may be
+// claimed exactly-once; the same sink configured otherwise is a plain
+// sink, and an exactly-once claim for it is refused.
+func TestNewSinkRunsTwoPhaseCapableSinksWithTheirCommitter(t *testing.T) {
+	s := newSuite(t, Pair[int64]{Guarantee: ExactlyOnce, Sink: capableMemory(true), Records: 200, Seeds: 1})
+	if !s.pair.Sink.twoPhase || s.pair.Sink.guarantee != ExactlyOnce {
+		t.Fatalf("a two-phase capable sink classified as guarantee %v, two-phase %v", s.pair.Sink.guarantee, s.pair.Sink.twoPhase)
+	}
+	t.Run("exactly-once", func(t *testing.T) { s.underFailures(t, ExactlyOnce, 300) })
+
+	plain := capableMemory(false)
+	g, twoPhase := plain.classify(t)
+	if g != AtLeastOnce || twoPhase {
+		t.Fatalf("a sink that says it is not two-phase classified as guarantee %v, two-phase %v", g, twoPhase)
+	}
+	plain.guarantee, plain.twoPhase = g, twoPhase
+	if _, _, err := (Pair[int64]{Guarantee: ExactlyOnce, Sink: plain}).resolve(); err == nil || !strings.Contains(err.Error(), "at most at-least-once") {
+		t.Fatalf("an exactly-once claim for a sink configured without two phases: %v; want it refused", err)
 	}
 }

@@ -52,11 +52,13 @@ func readCommitted(dir string, opts ...SinkOption) ([]string, error) {
 	return lines, nil
 }
 
-// The file source and the file sink are an exactly-once pair.
+// The file source and the file sink are an exactly-once pair. The sink is
+// described as a user adds it, with runtime.SinkTo: NewSink runs it with
+// its committer, since it is connector.TwoPhaseCapable and exactly-once.
 func TestSuiteFileSourceFileSink(t *testing.T) {
 	connectortest.Run(t, connectortest.Pair[string]{
 		Source: connectortest.NewSource(suiteSource),
-		Sink: connectortest.NewTwoPhaseSink(func(t *testing.T) (connector.TwoPhaseCommittingSink[string, Committable], connectortest.ReadBack[string]) {
+		Sink: connectortest.NewSink(func(t *testing.T) (connector.Sink[string], connectortest.ReadBack[string]) {
 			dir := t.TempDir()
 			// Small files, so that files also roll between checkpoints.
 			opts := []SinkOption{WithFileSuffix(".txt"), WithMaxFileBytes(512)}
