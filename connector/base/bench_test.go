@@ -53,7 +53,7 @@ func (o *sumOutput) CreateOutputForSplit(string) connector.SourceOutput[int64] {
 func (o *sumOutput) ReleaseOutputForSplit(string) {}
 
 // BenchmarkSourceReaderBase measures the whole path of a record: SplitReader
-// (in memory) -> fetcher goroutine -> ElementsQueue -> PollNext ->
+// (in memory) -> fetcher goroutine -> elementsQueue -> PollNext ->
 // RecordEmitter -> output, driven the way the engine drives a source. One
 // op is one record; ns/record and allocs/record repeat that explicitly, the
 // latter counted with runtime.MemStats over every goroutine, fetcher

@@ -40,13 +40,13 @@
 //
 //   - SplitReader (splitreader.go): what a connector writes. Fetch blocks and
 //     returns a batch; WakeUp interrupts it.
-//   - SplitFetcher (fetcher.go): one goroutine running one SplitReader; it
+//   - splitFetcher (fetcher.go): one goroutine running one SplitReader; it
 //     takes tasks (add, remove, pause splits) from the task goroutine and
 //     puts fetched batches into the queue.
 //   - SplitFetcherManager (manager.go): starts fetchers (one for all splits,
 //     or one per split, at most WithMaxSplitFetchers at once), shuts down
 //     those that finished, keeps the first error.
-//   - ElementsQueue (queue.go): the bounded hand-off of batches; default
+//   - elementsQueue (queue.go): the bounded hand-off of batches; default
 //     capacity 2.
 //   - RecordsWithSplitIDs, RecordsBySplits, RecordsBySplitsPool (records.go):
 //     batches grouped by split, recycled so steady state allocates nothing.

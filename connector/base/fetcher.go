@@ -15,19 +15,19 @@ type fetcherPhase int
 const (
 	phaseBusy     fetcherPhase = iota // running a task or between steps: nothing to interrupt
 	phaseFetching                     // in SplitReader.Fetch: interrupt with WakeUp
-	phasePutting                      // in ElementsQueue.Put: interrupt with WakeUpPutter
+	phasePutting                      // in elementsQueue.Put: interrupt with WakeUpPutter
 	phaseWaiting                      // idle, waiting for a task: interrupt with the signal channel
 )
 
 type fetcherTask[E any, S connector.Split] struct {
 	op  string
-	run func(f *SplitFetcher[E, S]) error
+	run func(f *splitFetcher[E, S]) error
 }
 
-// SplitFetcher runs one SplitReader on a goroutine of its own. The goroutine
+// splitFetcher runs one SplitReader on a goroutine of its own. The goroutine
 // loops over three kinds of work, in this order of priority: tasks queued by
 // the task goroutine (add, remove, pause splits, or arbitrary work on the
-// reader), putting the batch it holds into the ElementsQueue, and calling
+// reader), putting the batch it holds into the elementsQueue, and calling
 // Fetch for the next batch. With nothing assigned and nothing queued it is
 // idle and waits; with every assigned split paused it waits too, without
 // calling Fetch, until a task (resume, add, remove) or shutdown arrives.
@@ -40,10 +40,10 @@ type fetcherTask[E any, S connector.Split] struct {
 //
 // Fetchers are created and owned by a SplitFetcherManager. Their methods are
 // called on the task goroutine unless documented otherwise.
-type SplitFetcher[E any, S connector.Split] struct {
+type splitFetcher[E any, S connector.Split] struct {
 	id     int
 	reader SplitReader[E, S]
-	queue  *ElementsQueue[RecordsWithSplitIDs[E]]
+	queue  *elementsQueue[RecordsWithSplitIDs[E]]
 	report func(error)          // manager's sink for the first error
 	exited func(closeErr error) // manager's hook, called last on the goroutine
 
@@ -70,11 +70,11 @@ type SplitFetcher[E any, S connector.Split] struct {
 func newSplitFetcher[E any, S connector.Split](
 	id int,
 	reader SplitReader[E, S],
-	queue *ElementsQueue[RecordsWithSplitIDs[E]],
+	queue *elementsQueue[RecordsWithSplitIDs[E]],
 	report func(error),
 	exited func(error),
-) *SplitFetcher[E, S] {
-	return &SplitFetcher[E, S]{
+) *splitFetcher[E, S] {
+	return &splitFetcher[E, S]{
 		id:       id,
 		reader:   reader,
 		queue:    queue,
@@ -87,14 +87,14 @@ func newSplitFetcher[E any, S connector.Split](
 }
 
 // ID identifies the fetcher within its manager; it is also its putter ID in
-// the ElementsQueue.
-func (f *SplitFetcher[E, S]) ID() int { return f.id }
+// the elementsQueue.
+func (f *splitFetcher[E, S]) ID() int { return f.id }
 
 // AddSplits queues the assignment of splits to the fetcher's reader. It
 // returns ErrClosed if the fetcher was shut down or has failed.
-func (f *SplitFetcher[E, S]) AddSplits(splits []S) error {
+func (f *splitFetcher[E, S]) AddSplits(splits []S) error {
 	splits = slices.Clone(splits)
-	return f.enqueue("add splits", func(f *SplitFetcher[E, S]) error {
+	return f.enqueue("add splits", func(f *splitFetcher[E, S]) error {
 		// Assigned before the reader hears of them, so that an error from
 		// HandleSplitsChanges is reported with these splits' IDs.
 		for _, s := range splits {
@@ -112,12 +112,12 @@ func (f *SplitFetcher[E, S]) AddSplits(splits []S) error {
 // puts, after those batches, a removalAck listing the removed splits. A
 // split whose end is already in the held batch gets no such entry: that end
 // is the last word on it.
-func (f *SplitFetcher[E, S]) RemoveSplits(splits []S) error {
+func (f *splitFetcher[E, S]) RemoveSplits(splits []S) error {
 	ids := make([]string, len(splits))
 	for i, s := range splits {
 		ids[i] = s.SplitID()
 	}
-	return f.enqueue("remove splits", func(f *SplitFetcher[E, S]) error {
+	return f.enqueue("remove splits", func(f *splitFetcher[E, S]) error {
 		held := f.lookup(ids)
 		if len(held) == 0 {
 			return nil
@@ -137,13 +137,13 @@ func (f *SplitFetcher[E, S]) RemoveSplits(splits []S) error {
 // PauseOrResumeSplits queues pausing and resuming those of the given splits
 // the fetcher holds. It returns ErrPauseNotSupported at once when the
 // SplitReader is not a PausableSplitReader.
-func (f *SplitFetcher[E, S]) PauseOrResumeSplits(pause, resume []string) error {
+func (f *splitFetcher[E, S]) PauseOrResumeSplits(pause, resume []string) error {
 	pr, ok := f.reader.(PausableSplitReader[S])
 	if !ok {
 		return ErrPauseNotSupported
 	}
 	pause, resume = slices.Clone(pause), slices.Clone(resume)
-	return f.enqueue("pause or resume splits", func(f *SplitFetcher[E, S]) error {
+	return f.enqueue("pause or resume splits", func(f *splitFetcher[E, S]) error {
 		p, r := f.lookup(pause), f.lookup(resume)
 		if len(p) == 0 && len(r) == 0 {
 			return nil
@@ -162,14 +162,14 @@ func (f *SplitFetcher[E, S]) PauseOrResumeSplits(pause, resume []string) error {
 // reader, between two Fetch calls: the way to reach a client that is not
 // safe for concurrent use, for example to commit offsets. An error from fn
 // fails the fetcher like a Fetch error.
-func (f *SplitFetcher[E, S]) RunTask(fn func(SplitReader[E, S]) error) error {
-	return f.enqueue("run task", func(f *SplitFetcher[E, S]) error { return fn(f.reader) })
+func (f *splitFetcher[E, S]) RunTask(fn func(SplitReader[E, S]) error) error {
+	return f.enqueue("run task", func(f *splitFetcher[E, S]) error { return fn(f.reader) })
 }
 
 // Shutdown asks the goroutine to exit; it closes the reader on its way out.
 // Shutdown does not wait; the manager does. It may be called from any
 // goroutine, more than once.
-func (f *SplitFetcher[E, S]) Shutdown() {
+func (f *splitFetcher[E, S]) Shutdown() {
 	f.mu.Lock()
 	wakeReader := false
 	if !f.closed {
@@ -182,7 +182,7 @@ func (f *SplitFetcher[E, S]) Shutdown() {
 
 // shutdownIfIdle shuts the fetcher down if it is idle, atomically with the
 // check, and reports whether it did.
-func (f *SplitFetcher[E, S]) shutdownIfIdle() bool {
+func (f *splitFetcher[E, S]) shutdownIfIdle() bool {
 	f.mu.Lock()
 	if !f.idle || f.closed {
 		f.mu.Unlock()
@@ -195,7 +195,7 @@ func (f *SplitFetcher[E, S]) shutdownIfIdle() bool {
 	return true
 }
 
-func (f *SplitFetcher[E, S]) enqueue(op string, run func(*SplitFetcher[E, S]) error) error {
+func (f *splitFetcher[E, S]) enqueue(op string, run func(*splitFetcher[E, S]) error) error {
 	f.mu.Lock()
 	if f.closed {
 		f.mu.Unlock()
@@ -221,7 +221,7 @@ func (f *SplitFetcher[E, S]) enqueue(op string, run func(*SplitFetcher[E, S]) er
 // running, or, if that one has returned meanwhile, a later one, which then
 // returns early: harmless, the fetcher calls Fetch again. Either way the
 // goroutine next takes mu and finds the queued task or the shutdown.
-func (f *SplitFetcher[E, S]) wakeLocked() (wakeReader bool) {
+func (f *splitFetcher[E, S]) wakeLocked() (wakeReader bool) {
 	switch f.phase {
 	case phaseFetching:
 		wakeReader = true
@@ -237,19 +237,19 @@ func (f *SplitFetcher[E, S]) wakeLocked() (wakeReader bool) {
 
 // wakeReader calls SplitReader.WakeUp if wakeLocked said so. It must be
 // called without mu held.
-func (f *SplitFetcher[E, S]) wakeReader(needed bool) {
+func (f *splitFetcher[E, S]) wakeReader(needed bool) {
 	if needed {
 		f.reader.WakeUp()
 	}
 }
 
-func (f *SplitFetcher[E, S]) setPhase(p fetcherPhase) {
+func (f *splitFetcher[E, S]) setPhase(p fetcherPhase) {
 	f.mu.Lock()
 	f.phase = p
 	f.mu.Unlock()
 }
 
-func (f *SplitFetcher[E, S]) lookup(ids []string) []S {
+func (f *splitFetcher[E, S]) lookup(ids []string) []S {
 	var out []S
 	for _, id := range ids {
 		if s, ok := f.assigned[id]; ok {
@@ -260,14 +260,14 @@ func (f *SplitFetcher[E, S]) lookup(ids []string) []S {
 }
 
 // run is the fetcher goroutine.
-func (f *SplitFetcher[E, S]) run(ctx context.Context) {
+func (f *splitFetcher[E, S]) run(ctx context.Context) {
 	defer f.exit()
 	for f.runOnce(ctx) {
 	}
 }
 
 // runOnce does one unit of work and reports whether to go on.
-func (f *SplitFetcher[E, S]) runOnce(ctx context.Context) bool {
+func (f *splitFetcher[E, S]) runOnce(ctx context.Context) bool {
 	f.mu.Lock()
 	if f.closed {
 		f.mu.Unlock()
@@ -371,13 +371,13 @@ func (f *SplitFetcher[E, S]) runOnce(ctx context.Context) bool {
 	}
 }
 
-func (f *SplitFetcher[E, S]) isClosed() bool {
+func (f *splitFetcher[E, S]) isClosed() bool {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.closed
 }
 
-func (f *SplitFetcher[E, S]) fail(op string, err error) {
+func (f *splitFetcher[E, S]) fail(op string, err error) {
 	ids := make([]string, 0, len(f.assigned))
 	for id := range f.assigned {
 		ids = append(ids, id)
@@ -390,7 +390,7 @@ func (f *SplitFetcher[E, S]) fail(op string, err error) {
 	f.report(&FetchError{FetcherID: f.id, Op: op, SplitIDs: ids, Err: err})
 }
 
-func (f *SplitFetcher[E, S]) exit() {
+func (f *splitFetcher[E, S]) exit() {
 	f.mu.Lock()
 	f.closed = true
 	f.tasks = nil

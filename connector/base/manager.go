@@ -12,8 +12,8 @@ import (
 	"github.com/splitflow/splitflow/connector"
 )
 
-// SplitFetcherManager starts, feeds and stops the SplitFetchers of one
-// reader, all of which put into one ElementsQueue. Two threading models are
+// SplitFetcherManager starts, feeds and stops the split fetchers of one
+// reader, all of which put into one bounded queue of batches. Two threading models are
 // built in:
 //
 //   - NewSingleFetcherManager: one fetcher (one SplitReader, one goroutine)
@@ -33,12 +33,12 @@ type SplitFetcherManager[E any, S connector.Split] struct {
 	cfg       managerConfig
 	newReader func() (SplitReader[E, S], error)
 	perSplit  bool
-	queue     *ElementsQueue[RecordsWithSplitIDs[E]]
+	queue     *elementsQueue[RecordsWithSplitIDs[E]]
 	ctx       context.Context // cancelled by Close; passed to every Fetch
 	cancel    context.CancelFunc
 
 	// Task goroutine only.
-	fetchers []*SplitFetcher[E, S] // live fetchers in creation order
+	fetchers []*splitFetcher[E, S] // live fetchers in creation order
 	nextID   int
 	closed   bool
 	// Fetcher-per-split mode: splits waiting for a fetcher, in order, and
@@ -92,15 +92,15 @@ func newManager[E any, S connector.Split](
 		cfg:           cfg,
 		newReader:     newReader,
 		perSplit:      perSplit,
-		queue:         NewElementsQueue[RecordsWithSplitIDs[E]](cfg.queueCapacity),
+		queue:         newElementsQueue[RecordsWithSplitIDs[E]](cfg.queueCapacity),
 		ctx:           ctx,
 		cancel:        cancel,
 		pausedWaiting: make(map[string]bool),
 	}, nil
 }
 
-// Queue is the queue the fetchers put into and the reader polls.
-func (m *SplitFetcherManager[E, S]) Queue() *ElementsQueue[RecordsWithSplitIDs[E]] {
+// queue is the queue the fetchers put into and the reader polls.
+func (m *SplitFetcherManager[E, S]) elements() *elementsQueue[RecordsWithSplitIDs[E]] {
 	return m.queue
 }
 
@@ -205,7 +205,7 @@ func (m *SplitFetcherManager[E, S]) removeSplits(splits []S) (unstarted map[stri
 			return true
 		})
 	}
-	return unstarted, m.eachFetcher(func(f *SplitFetcher[E, S]) error { return f.RemoveSplits(splits) })
+	return unstarted, m.eachFetcher(func(f *splitFetcher[E, S]) error { return f.RemoveSplits(splits) })
 }
 
 // PauseOrResumeSplits pauses and resumes splits by ID on whichever fetchers
@@ -213,7 +213,7 @@ func (m *SplitFetcherManager[E, S]) removeSplits(splits []S) (unstarted map[stri
 // last call says. It returns ErrPauseNotSupported when the SplitReader lacks
 // the PausableSplitReader capability.
 func (m *SplitFetcherManager[E, S]) PauseOrResumeSplits(pause, resume []string) error {
-	err := m.eachFetcher(func(f *SplitFetcher[E, S]) error { return f.PauseOrResumeSplits(pause, resume) })
+	err := m.eachFetcher(func(f *splitFetcher[E, S]) error { return f.PauseOrResumeSplits(pause, resume) })
 	if err != nil || len(m.waiting) == 0 {
 		return err
 	}
@@ -229,15 +229,15 @@ func (m *SplitFetcherManager[E, S]) PauseOrResumeSplits(pause, resume []string) 
 	return nil
 }
 
-// RunOnFetchers queues fn on every running fetcher; see SplitFetcher.RunTask.
+// RunOnFetchers queues fn on every running fetcher; see splitFetcher.RunTask.
 func (m *SplitFetcherManager[E, S]) RunOnFetchers(fn func(SplitReader[E, S]) error) error {
-	return m.eachFetcher(func(f *SplitFetcher[E, S]) error { return f.RunTask(fn) })
+	return m.eachFetcher(func(f *splitFetcher[E, S]) error { return f.RunTask(fn) })
 }
 
 // eachFetcher calls fn for every running fetcher, skipping those that shut
 // down or failed meanwhile (their ErrClosed): a failure surfaces through Err
 // instead.
-func (m *SplitFetcherManager[E, S]) eachFetcher(fn func(*SplitFetcher[E, S]) error) error {
+func (m *SplitFetcherManager[E, S]) eachFetcher(fn func(*splitFetcher[E, S]) error) error {
 	if m.closed {
 		return ErrClosed
 	}
@@ -255,7 +255,7 @@ func (m *SplitFetcherManager[E, S]) eachFetcher(fn func(*SplitFetcher[E, S]) err
 // failure cannot pass for the end of the input. If starting a fetcher fails,
 // the error is kept like a fetcher's and returned by Err.
 func (m *SplitFetcherManager[E, S]) MaybeShutdownFinishedFetchers() bool {
-	m.fetchers = slices.DeleteFunc(m.fetchers, (*SplitFetcher[E, S]).shutdownIfIdle)
+	m.fetchers = slices.DeleteFunc(m.fetchers, (*splitFetcher[E, S]).shutdownIfIdle)
 	if len(m.waiting) > 0 && !m.closed {
 		if err := m.startWaiting(); err != nil {
 			m.report(err)
@@ -269,10 +269,9 @@ func (m *SplitFetcherManager[E, S]) hasWaiting() bool {
 	return len(m.waiting) > 0
 }
 
-// Fetchers returns the fetchers not yet shut down as finished, in creation
-// order, for connectors that address one fetcher in particular. The slice is
-// the caller's; the fetchers are not.
-func (m *SplitFetcherManager[E, S]) Fetchers() []*SplitFetcher[E, S] {
+// liveFetchers returns the fetchers not yet shut down as finished, in
+// creation order. The slice is the caller's; the fetchers are not.
+func (m *SplitFetcherManager[E, S]) liveFetchers() []*splitFetcher[E, S] {
 	return slices.Clone(m.fetchers)
 }
 

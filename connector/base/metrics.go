@@ -9,7 +9,7 @@ import (
 // queue's own lock, taken once per scrape, guards them). g may be nil (a
 // context without metrics): nothing is exported then. The returned
 // function removes the metrics; Close calls it.
-func registerQueueMetrics[B any](g *metrics.Group, q *ElementsQueue[B]) func() {
+func registerQueueMetrics[B any](g *metrics.Group, q *elementsQueue[B]) func() {
 	rmFill := g.Func(metrics.GaugeKind, "source_elements_queue_batches",
 		"Batches waiting in a source reader's elements queue, between its fetchers and its task.",
 		nil, func(emit func(float64, ...string)) { emit(float64(q.Len())) })

@@ -63,7 +63,7 @@ func TestQueueMetricsShowBackpressure(t *testing.T) {
 // included, and nothing for a Put that found room.
 func TestQueueBlockedTime(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		q := NewElementsQueue[int](1)
+		q := newElementsQueue[int](1)
 		q.Put(0, 1) // room: no wait
 		if d := q.BlockedTime(); d != 0 {
 			t.Fatalf("blocked %v after a Put that found room", d)

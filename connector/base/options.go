@@ -8,7 +8,7 @@ import (
 // Defaults of the options below.
 const (
 	// DefaultElementQueueCapacity is the default number of batches the
-	// ElementsQueue holds (Flink: source.reader.element.queue.capacity).
+	// elementsQueue holds (Flink: source.reader.element.queue.capacity).
 	DefaultElementQueueCapacity = 2
 	// DefaultCloseTimeout is how long Close waits for fetcher goroutines
 	// by default (Flink: source.reader.close.timeout).

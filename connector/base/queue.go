@@ -5,7 +5,7 @@ import (
 	"time"
 )
 
-// ElementsQueue is the bounded hand-off between fetcher goroutines and the
+// elementsQueue is the bounded hand-off between fetcher goroutines and the
 // task goroutine. It holds at most Cap() batches; a fetcher that finds it
 // full blocks in Put and therefore stops calling Fetch, which is how a slow
 // consumer slows the external system down (the backpressure rule of
@@ -15,7 +15,7 @@ import (
 // putter ID so that it alone can be woken. Poll, Available and the other
 // methods may be called from any goroutine too, but the design has one
 // consumer, the task goroutine.
-type ElementsQueue[B any] struct {
+type elementsQueue[B any] struct {
 	mu      sync.Mutex
 	notFull sync.Cond // signalled when space frees up, on wake-ups and on close
 	buf     []B       // ring buffer; len(buf) is the capacity
@@ -37,14 +37,14 @@ type ElementsQueue[B any] struct {
 	waitSum   int64
 }
 
-// NewElementsQueue returns an empty queue that holds up to capacity batches.
+// newElementsQueue returns an empty queue that holds up to capacity batches.
 // It panics if capacity < 1, like make does for a negative size: a queue
 // that can hold nothing would block every fetcher forever.
-func NewElementsQueue[B any](capacity int) *ElementsQueue[B] {
+func newElementsQueue[B any](capacity int) *elementsQueue[B] {
 	if capacity < 1 {
 		panic("base: elements queue capacity must be at least 1")
 	}
-	q := &ElementsQueue[B]{
+	q := &elementsQueue[B]{
 		buf:   make([]B, capacity),
 		woken: make(map[int]struct{}),
 		avail: make(chan struct{}, 1),
@@ -62,7 +62,7 @@ func NewElementsQueue[B any](capacity int) *ElementsQueue[B] {
 // and makes its next Put return false at once. That is what lets a fetcher
 // decide to put, release its lock, and call Put without a window in which a
 // wake-up could be lost.
-func (q *ElementsQueue[B]) Put(putter int, batch B) bool {
+func (q *elementsQueue[B]) Put(putter int, batch B) bool {
 	q.mu.Lock()
 	var since int64 = -1 // offset from born when this Put started to wait
 	for {
@@ -97,7 +97,7 @@ func (q *ElementsQueue[B]) Put(putter int, batch B) bool {
 
 // Poll removes and returns the oldest batch without blocking. It returns
 // false when the queue is empty.
-func (q *ElementsQueue[B]) Poll() (B, bool) {
+func (q *elementsQueue[B]) Poll() (B, bool) {
 	var zero B
 	q.mu.Lock()
 	if q.n == 0 {
@@ -129,13 +129,13 @@ func (q *ElementsQueue[B]) Poll() (B, bool) {
 //
 // The channel is the same for the life of the queue, and sending a token
 // allocates nothing.
-func (q *ElementsQueue[B]) Available() <-chan struct{} {
+func (q *elementsQueue[B]) Available() <-chan struct{} {
 	return q.avail
 }
 
 // NotifyAvailable makes the consumer poll again although nothing was put,
 // for example because a fetcher failed or finished its last split.
-func (q *ElementsQueue[B]) NotifyAvailable() {
+func (q *elementsQueue[B]) NotifyAvailable() {
 	select {
 	case q.avail <- struct{}{}:
 	default:
@@ -144,7 +144,7 @@ func (q *ElementsQueue[B]) NotifyAvailable() {
 
 // WakeUpPutter makes a Put by putter that is blocked now, or the next one it
 // makes, return false.
-func (q *ElementsQueue[B]) WakeUpPutter(putter int) {
+func (q *elementsQueue[B]) WakeUpPutter(putter int) {
 	q.mu.Lock()
 	q.woken[putter] = struct{}{}
 	q.mu.Unlock()
@@ -153,7 +153,7 @@ func (q *ElementsQueue[B]) WakeUpPutter(putter int) {
 
 // forgetPutter drops a pending wake-up of a putter that will not put again,
 // so the set of wake-ups stays as small as the set of live fetchers.
-func (q *ElementsQueue[B]) forgetPutter(putter int) {
+func (q *elementsQueue[B]) forgetPutter(putter int) {
 	q.mu.Lock()
 	delete(q.woken, putter)
 	q.mu.Unlock()
@@ -161,7 +161,7 @@ func (q *ElementsQueue[B]) forgetPutter(putter int) {
 
 // Close makes every blocked and future Put return false, and notifies the
 // consumer. Batches already queued can still be polled.
-func (q *ElementsQueue[B]) Close() {
+func (q *elementsQueue[B]) Close() {
 	q.mu.Lock()
 	q.closed = true
 	q.mu.Unlock()
@@ -170,7 +170,7 @@ func (q *ElementsQueue[B]) Close() {
 }
 
 // Len is the number of batches in the queue.
-func (q *ElementsQueue[B]) Len() int {
+func (q *elementsQueue[B]) Len() int {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	return q.n
@@ -178,7 +178,7 @@ func (q *ElementsQueue[B]) Len() int {
 
 // endWait books the wait of a Put that started waiting at since (-1: it
 // did not wait). Called with mu held.
-func (q *ElementsQueue[B]) endWait(since int64) {
+func (q *elementsQueue[B]) endWait(since int64) {
 	if since < 0 {
 		return
 	}
@@ -190,7 +190,7 @@ func (q *ElementsQueue[B]) endWait(since int64) {
 // BlockedTime is the total time putters spent blocked in Put on a full
 // queue, waits under way included: how long the fetchers were held back
 // by backpressure.
-func (q *ElementsQueue[B]) BlockedTime() time.Duration {
+func (q *elementsQueue[B]) BlockedTime() time.Duration {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	now := int64(time.Since(q.born))
@@ -198,6 +198,6 @@ func (q *ElementsQueue[B]) BlockedTime() time.Duration {
 }
 
 // Cap is the number of batches the queue holds before Put blocks.
-func (q *ElementsQueue[B]) Cap() int {
+func (q *elementsQueue[B]) Cap() int {
 	return len(q.buf)
 }

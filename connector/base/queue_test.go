@@ -12,17 +12,17 @@ import (
 func TestElementsQueuePut(t *testing.T) {
 	tests := []struct {
 		name      string
-		unblock   func(q *ElementsQueue[int])
+		unblock   func(q *elementsQueue[int])
 		wantTaken bool
 	}{
-		{"poll frees a slot", func(q *ElementsQueue[int]) { q.Poll() }, true},
-		{"putter woken", func(q *ElementsQueue[int]) { q.WakeUpPutter(7) }, false},
-		{"queue closed", func(q *ElementsQueue[int]) { q.Close() }, false},
+		{"poll frees a slot", func(q *elementsQueue[int]) { q.Poll() }, true},
+		{"putter woken", func(q *elementsQueue[int]) { q.WakeUpPutter(7) }, false},
+		{"queue closed", func(q *elementsQueue[int]) { q.Close() }, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				q := NewElementsQueue[int](2)
+				q := newElementsQueue[int](2)
 				if !q.Put(7, 1) || !q.Put(7, 2) {
 					t.Fatal("Put into a queue with room was refused")
 				}
@@ -78,7 +78,7 @@ func TestElementsQueuePut(t *testing.T) {
 // blocks is not lost: the fetcher releases its lock before calling Put, and
 // a task queued in between must still interrupt it.
 func TestElementsQueueEarlyWakeUp(t *testing.T) {
-	q := NewElementsQueue[int](1)
+	q := newElementsQueue[int](1)
 	q.Put(1, 10)
 	q.WakeUpPutter(1)
 	if q.Put(1, 11) {
@@ -95,7 +95,7 @@ func TestElementsQueueEarlyWakeUp(t *testing.T) {
 // announced by a token, several notifications merge into one, and a poll on
 // an empty queue does not block.
 func TestElementsQueueAvailability(t *testing.T) {
-	q := NewElementsQueue[int](3)
+	q := newElementsQueue[int](3)
 	if _, ok := q.Poll(); ok {
 		t.Fatal("Poll on an empty queue returned a batch")
 	}

@@ -77,8 +77,8 @@ var readyChan = func() chan struct{} {
 // SourceReaderBase is a connector.SourceReader built from a SplitReader with
 // a blocking client:
 //
-//	fetcher goroutine(s):  SplitReader.Fetch -> ElementsQueue.Put (blocks while full)
-//	task goroutine:        PollNext -> ElementsQueue.Poll -> RecordEmitter.Emit -> output
+//	fetcher goroutine(s):  SplitReader.Fetch -> elementsQueue.Put (blocks while full)
+//	task goroutine:        PollNext -> elementsQueue.Poll -> RecordEmitter.Emit -> output
 //
 // It keeps the two invariants connectors most easily get wrong:
 //
@@ -108,7 +108,7 @@ type SourceReaderBase[E, T any, S connector.Split, SS any] struct {
 	cfg      readerConfig
 	ctx      connector.SourceReaderContext
 	fetchers *SplitFetcherManager[E, S]
-	queue    *ElementsQueue[RecordsWithSplitIDs[E]]
+	queue    *elementsQueue[RecordsWithSplitIDs[E]]
 	emitter  RecordEmitter[E, T, SS]
 	hooks    SplitStateHooks[S, SS]
 
@@ -166,7 +166,7 @@ func NewSourceReaderBase[E, T any, S connector.Split, SS any](
 		cfg:      cfg,
 		ctx:      ctx,
 		fetchers: fetchers,
-		queue:    fetchers.Queue(),
+		queue:    fetchers.elements(),
 		emitter:  emitter,
 		hooks:    hooks,
 		splits:   make(map[string]*splitContext[T, SS]),
@@ -376,7 +376,7 @@ func (r *SourceReaderBase[E, T, S, SS]) finishedOrAvailableLater() (connector.In
 
 // Available implements connector.SourceReader. The returned channel is ready
 // at once when a batch is being emitted or a fetcher failed; otherwise it is
-// the queue's token channel (see ElementsQueue.Available).
+// the queue's token channel (see elementsQueue.Available).
 func (r *SourceReaderBase[E, T, S, SS]) Available() <-chan struct{} {
 	if r.cur != nil || r.closed || r.failed != nil || r.fetchers.Err() != nil {
 		return readyChan

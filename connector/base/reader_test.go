@@ -607,7 +607,7 @@ func TestRunOnFetchers(t *testing.T) {
 		if got := <-ran; got != SplitReader[int64, testSplit](fac.all()[0]) {
 			t.Fatal("task ran with another SplitReader")
 		}
-		if fs := r.FetcherManager().Fetchers(); len(fs) != 1 || fs[0].ID() != 0 {
+		if fs := r.FetcherManager().liveFetchers(); len(fs) != 1 || fs[0].ID() != 0 {
 			t.Fatalf("Fetchers() = %v, want the one fetcher 0", fs)
 		}
 		synctest.Wait()

@@ -4,7 +4,7 @@ package base
 // grouped by split, plus the IDs of splits that reached their end.
 //
 // A batch is filled on a fetcher goroutine and, once the fetcher has put it
-// in the ElementsQueue, belongs to the task goroutine, which iterates it and
+// in the elementsQueue, belongs to the task goroutine, which iterates it and
 // finally calls Recycle. Iteration is one pass: NextSplit moves to the next
 // split that has records, NextRecordFromSplit walks that split's records.
 type RecordsWithSplitIDs[E any] interface {

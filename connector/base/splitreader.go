@@ -23,7 +23,7 @@ type SplitsChange[S connector.Split] struct {
 // fetcher goroutines, the bounded queue, backpressure and checkpointing from
 // SourceReaderBase.
 //
-// A SplitReader is owned by one SplitFetcher. Every method except WakeUp is
+// A SplitReader is owned by one splitFetcher. Every method except WakeUp is
 // called on that fetcher's goroutine, one at a time, so the reader's own
 // state needs no lock unless WakeUp touches it.
 type SplitReader[E any, S connector.Split] interface {
