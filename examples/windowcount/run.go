@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -53,6 +54,11 @@ func run(ctx context.Context, o options, stdout io.Writer, logger *slog.Logger) 
 	}
 	fmt.Fprintf(stdout, "job finished in %s: %d events read, %d window counts written (both counting replays after restarts), %d checkpoints, %d injected failures, %d restarts\n",
 		time.Since(began).Round(time.Millisecond), p.events.Load(), p.emissions.Load(), p.checkpoints.Load(), p.failures.Load(), p.restarts.Load())
+	if ctx.Err() != nil {
+		// Execute returns nil after a stop too; what was committed until
+		// then is a prefix of the output, which the model does not cover.
+		return 1, errors.New("interrupted before the end of the input: the output is not verified")
+	}
 
 	rctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
