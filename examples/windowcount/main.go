@@ -142,11 +142,11 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	}
 	wholeMs := func(name string, d time.Duration, positive bool) {
 		if d < 0 || positive && d == 0 || d%time.Millisecond != 0 {
-			kind := "zero or positive"
+			kind := "zero or a positive"
 			if positive {
-				kind = "positive"
+				kind = "a positive"
 			}
-			bad("--%s must be a %s whole number of milliseconds, not %s", name, kind, d)
+			bad("--%s must be %s whole number of milliseconds, not %s", name, kind, d)
 		}
 	}
 	wholeMs("window", o.window, true)
