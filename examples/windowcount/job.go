@@ -1,0 +1,134 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync/atomic"
+	"time"
+
+	"github.com/splitflow/splitflow/connector/kafka"
+	"github.com/splitflow/splitflow/runtime"
+)
+
+// windowCount is one output record: a user's count in one window.
+type windowCount = runtime.WindowResult[string, int64]
+
+// lateEvents is the window's side output of the events later than the
+// allowed lateness.
+var lateEvents = runtime.NewOutputTag[event]("late-events")
+
+// boundedPerEvent is runtime.ForBoundedOutOfOrderness's watermark (the
+// largest event time seen minus the bound minus 1 ms), emitted after
+// every event that advances it instead of every auto-watermark interval.
+// The engine's strategy emits on a wall-clock period, so the watermark an
+// event meets depends on how far the reader got between two periods: a
+// whole bounded input can be read before the first one, and no event is
+// late. Emitted per event, it depends on the order of the events alone,
+// which is what lets the verifier say which events are late. The cost is
+// a watermark, and so a network batch, per event that advances it.
+type boundedPerEvent struct {
+	delay int64
+	max   int64
+	seen  bool
+}
+
+func (g *boundedPerEvent) OnEvent(_ event, ts int64, out runtime.WatermarkOutput) {
+	if !g.seen || ts > g.max {
+		g.max, g.seen = ts, true
+		out.EmitWatermark(ts - g.delay - 1)
+	}
+}
+
+func (g *boundedPerEvent) OnPeriodicEmit(runtime.WatermarkOutput) {}
+
+// runJob builds and runs the pipeline: KafkaSource (bounded at the input's
+// end offsets) -> keyBy user -> tumbling event-time windows -> count ->
+// KafkaSink, and the window's late events -> another KafkaSink, both
+// exactly-once. The source and the failure injection run with
+// sourcePar subtasks, at most the input's partitions: a source subtask
+// without a partition would hold the watermark back until it learns it
+// gets none, which makes lateness depend on timing.
+func runJob(ctx context.Context, o options, seeds []string, sourcePar int, p *progress, logger *slog.Logger) error {
+	ru := o.rules()
+	src, err := kafka.NewSource(kafka.ValueDeserializer(parseEvent), kafka.WithBrokers(seeds...), kafka.WithSecurity(o.security),
+		kafka.WithTopics(o.inputTopic), kafka.WithLogger(logger), kafka.WithBounded(kafka.LatestOffsets()), kafka.WithSkipBadRecords())
+	if err != nil {
+		return err
+	}
+	sinkOpts := func(suffix string) []kafka.SinkOpt {
+		return []kafka.SinkOpt{kafka.WithBrokers(seeds...), kafka.WithSecurity(o.security), kafka.WithLogger(logger),
+			kafka.WithDeliveryGuarantee(kafka.ExactlyOnce), kafka.WithTransactionalIDPrefix(o.txnPrefix + "-" + suffix)}
+	}
+	countsSink, err := kafka.NewSink(kafka.KeyValueSerializer(o.outputTopic, func(wc windowCount) ([]byte, []byte, error) {
+		return []byte(wc.Key), fmt.Appendf(nil, "%d %d %d", wc.Window.Start, wc.Window.End, wc.Value), nil
+	}), sinkOpts("counts")...)
+	if err != nil {
+		return err
+	}
+	lateSink, err := kafka.NewSink(kafka.KeyValueSerializer(o.lateTopic, func(e event) ([]byte, []byte, error) {
+		return []byte(e.User), []byte(e.Raw), nil
+	}), sinkOpts("late")...)
+	if err != nil {
+		return err
+	}
+
+	// An injected failure waits for a checkpoint completed since the
+	// previous one, so every restart resumes further along and the job
+	// always finishes.
+	var sinceFailure atomic.Bool
+	sinceFailure.Store(true)
+	envOpts := []runtime.Option{
+		runtime.WithParallelism(o.parallelism),
+		runtime.WithCheckpointInterval(o.checkpointInterval),
+		runtime.WithRestartStrategy(runtime.FixedDelayRestart(runtime.Unlimited, 100*time.Millisecond)),
+		runtime.WithLogger(logger),
+		runtime.WithJobListener(runtime.JobListener{
+			CheckpointCompleted: func(int64) {
+				p.checkpoints.Add(1)
+				sinceFailure.Store(true)
+			},
+			Restarting: func(int, error) { p.restarts.Add(1) },
+		}),
+	}
+	if o.checkpointDir != "" {
+		envOpts = append(envOpts, runtime.WithCheckpointDir(o.checkpointDir))
+	}
+	backend, err := runtime.ParseStateBackend(o.stateBackend)
+	if err != nil {
+		return err
+	}
+	envOpts = append(envOpts, runtime.WithStateBackend(backend))
+	if o.stateDir != "" {
+		envOpts = append(envOpts, runtime.WithStateDir(o.stateDir))
+	}
+	env := runtime.NewEnvironment(envOpts...)
+
+	watermarks := runtime.ForGenerator(func() runtime.WatermarkGenerator[event] {
+		return &boundedPerEvent{delay: ru.outOfOrderness}
+	}).WithTimestampAssigner(func(e event, _ int64) int64 { return e.At })
+	events := runtime.FromSource(env, src, "events", watermarks).UID("events").Parallelism(sourcePar)
+	var seen atomic.Int64
+	checked := runtime.Map(events, func(e event) (event, error) {
+		n := p.events.Add(1)
+		if o.failEvery > 0 && seen.Add(1)%o.failEvery == 0 && sinceFailure.CompareAndSwap(true, false) {
+			p.failures.Add(1)
+			return e, fmt.Errorf("injected failure at event %d (--fail-every %d)", n, o.failEvery)
+		}
+		return e, nil
+	}).Name("check").UID("check").Parallelism(sourcePar)
+
+	byUser := runtime.KeyBy(checked, func(e event) string { return e.User })
+	counts := runtime.WindowCount(runtime.Window(byUser, runtime.Tumbling(o.window),
+		runtime.WithAllowedLateness(o.allowedLateness), runtime.WithSideOutputLateData(lateEvents))).Name("window-count").UID("window-count")
+	written := runtime.Map(counts, func(wc windowCount) (windowCount, error) {
+		p.emissions.Add(1)
+		return wc, nil
+	}).Name("tally").UID("tally")
+	runtime.SinkTo(written, countsSink).Name("window-counts").UID("window-counts-sink")
+	runtime.SinkTo(runtime.SideOutput(counts, lateEvents), lateSink).Name("late-events").UID("late-events-sink")
+	if err := env.Execute(ctx, "windowcount"); err != nil {
+		return fmt.Errorf("%w", err)
+	}
+	return nil
+}
