@@ -4,14 +4,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/splitflow/splitflow/connector"
 	"log/slog"
 	"os"
 	"slices"
 	"sync"
 	"time"
 
+	"github.com/splitflow/splitflow/connector"
+
 	"github.com/splitflow/splitflow/runtime/checkpoint"
+	"github.com/splitflow/splitflow/runtime/internal/coordinator"
 )
 
 // execution is one run of a job graph: Flink's JobMaster reduced to one
@@ -52,7 +54,7 @@ type execution struct {
 	restarts int
 
 	// Checkpointing; cc is nil when it is off.
-	cc       *checkpoint.Coordinator
+	cc       *coordinator.Coordinator
 	storage  checkpoint.Storage
 	writers  map[int64]checkpoint.Writer
 	injected map[int64]checkpointBarrier
@@ -174,12 +176,12 @@ func newExecution(env *Environment, g *jobGraph, name string) (*execution, error
 			ids = append(ids, checkpoint.TaskID{UID: c.head().uid, Subtask: s})
 		}
 	}
-	ex.cc, err = checkpoint.NewCoordinator(ids,
-		checkpoint.WithInterval(cfg.cp.interval),
-		checkpoint.WithTimeout(cfg.cp.timeout),
-		checkpoint.WithMinPause(cfg.cp.minPause),
-		checkpoint.WithMaxConcurrent(1),
-		checkpoint.WithTolerableFailures(cfg.cp.tolerable))
+	ex.cc, err = coordinator.NewCoordinator(ids,
+		coordinator.WithInterval(cfg.cp.interval),
+		coordinator.WithTimeout(cfg.cp.timeout),
+		coordinator.WithMinPause(cfg.cp.minPause),
+		coordinator.WithMaxConcurrent(1),
+		coordinator.WithTolerableFailures(cfg.cp.tolerable))
 	if err != nil {
 		return nil, err
 	}
@@ -902,13 +904,13 @@ func (ex *execution) trigger(t *task, b checkpointBarrier) {
 }
 
 // perform carries out the checkpoint coordinator's actions in order.
-func (ex *execution) perform(acts []checkpoint.Action) {
+func (ex *execution) perform(acts []coordinator.Action) {
 	for _, a := range acts {
 		switch a := a.(type) {
-		case checkpoint.SnapshotCoordinators:
+		case coordinator.SnapshotCoordinators:
 			ex.obs.checkpointTriggered(a.ID, a.Timestamp)
 			ex.snapshotCoordinators(a.ID)
-		case checkpoint.InjectBarriers:
+		case coordinator.InjectBarriers:
 			b := checkpointBarrier{CheckpointID: a.ID, Timestamp: a.Timestamp.UnixMilli()}
 			ex.injected[a.ID] = b
 			if h := ex.env.hooks; h != nil && h.barrierInjected != nil {
@@ -919,7 +921,7 @@ func (ex *execution) perform(acts []checkpoint.Action) {
 					ex.trigger(t, b)
 				}
 			}
-		case checkpoint.PersistMetadata:
+		case coordinator.PersistMetadata:
 			w := ex.writers[a.ID]
 			delete(ex.writers, a.ID)
 			err := errors.New("no writer")
@@ -930,7 +932,7 @@ func (ex *execution) perform(acts []checkpoint.Action) {
 				ex.savepointPersisted(a.ID, a.Final, a.Timestamp)
 			}
 			ex.perform(ex.cc.Persisted(a.ID, err))
-		case checkpoint.NotifyComplete:
+		case coordinator.NotifyComplete:
 			delete(ex.injected, a.ID)
 			st := ex.obs.checkpointEnded(a.ID, nil)
 			ex.log.Info("splitflow: checkpoint completed", "id", a.ID, "duration", time.Duration(st.DurationMillis)*time.Millisecond,
@@ -942,7 +944,7 @@ func (ex *execution) perform(acts []checkpoint.Action) {
 				h.checkpointCompleted(a.ID, ex.storage)
 			}
 			ex.notifyComplete(a.ID, a.Final)
-		case checkpoint.NotifyAborted:
+		case coordinator.NotifyAborted:
 			if w := ex.writers[a.ID]; w != nil {
 				_ = w.Abort()
 				delete(ex.writers, a.ID)
@@ -963,7 +965,7 @@ func (ex *execution) perform(acts []checkpoint.Action) {
 			if !errors.Is(a.Err, checkpoint.ErrRestarted) && !errors.Is(a.Err, checkpoint.ErrSubsumed) {
 				ex.log.Warn("splitflow: checkpoint aborted", "id", a.ID, "err", a.Err)
 			}
-		case checkpoint.FailJob:
+		case coordinator.FailJob:
 			ex.failure(nil, a.Err)
 		}
 	}

@@ -173,14 +173,6 @@ func (e *AbortError) Unwrap() []error {
 	return []error{e.Reason, e.Err}
 }
 
-// countsAsFailure tells the tolerable-failure count which aborts are the
-// checkpoint's own fault. Subsumption and restarts are not: counting them
-// would fail a healthy job for being restarted (Flink's
-// CheckpointFailureManager ignores the same kinds of reasons).
-func (e *AbortError) countsAsFailure() bool {
-	return !errors.Is(e.Reason, ErrSubsumed) && !errors.Is(e.Reason, ErrRestarted) && !errors.Is(e.Reason, ErrJobFailing)
-}
-
 // TooManyFailuresError is the error of FailJob: Consecutive checkpoints
 // failed in a row, more than Tolerable, the last because of Last.
 type TooManyFailuresError struct {
@@ -196,3 +188,12 @@ func (e *TooManyFailuresError) Error() string {
 }
 
 func (e *TooManyFailuresError) Unwrap() []error { return []error{ErrTooManyFailures, e.Last} }
+
+// TaskID names one task: a chain of operators for one subtask, known by the
+// UID of its head operator.
+type TaskID struct {
+	UID     string
+	Subtask int
+}
+
+func (t TaskID) String() string { return fmt.Sprintf("task %s/%d", t.UID, t.Subtask) }

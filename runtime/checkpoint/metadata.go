@@ -226,7 +226,7 @@ func decodeMetadata(b []byte) (Metadata, error) {
 		}
 		m.States[i] = h
 	}
-	sorted := slices.IsSortedFunc(m.States, func(a, b StateHandle) int { return compareOwners(a.Owner, b.Owner) })
+	sorted := slices.IsSortedFunc(m.States, func(a, b StateHandle) int { return a.Owner.Compare(b.Owner) })
 	if !sorted {
 		return Metadata{}, fmt.Errorf("%w: states not sorted by owner", ErrCorrupt)
 	}

@@ -121,7 +121,7 @@ func TestS3MetadataPutStoredButAnsweredError(t *testing.T) {
 
 func sortedStates(m Metadata) Metadata {
 	m.States = slices.Clone(m.States)
-	slices.SortFunc(m.States, func(a, b StateHandle) int { return compareOwners(a.Owner, b.Owner) })
+	slices.SortFunc(m.States, func(a, b StateHandle) int { return a.Owner.Compare(b.Owner) })
 	return m
 }
 

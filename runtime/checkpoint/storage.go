@@ -51,7 +51,9 @@ func (o Owner) validate() error {
 	return nil
 }
 
-func compareOwners(a, b Owner) int {
+// Compare orders owners by UID, then subtask (a coordinator first), the
+// order of a checkpoint's states in its metadata.
+func (a Owner) Compare(b Owner) int {
 	return cmp.Or(cmp.Compare(a.UID, b.UID), cmp.Compare(a.Subtask, b.Subtask))
 }
 
@@ -322,7 +324,7 @@ func checkCommit(id int64, m Metadata, written map[Owner]StateHandle) (Metadata,
 		return m, fmt.Errorf("checkpoint %d: commit carries metadata of checkpoint %d", id, m.ID)
 	}
 	states := slices.Clone(m.States)
-	slices.SortFunc(states, func(a, b StateHandle) int { return compareOwners(a.Owner, b.Owner) })
+	slices.SortFunc(states, func(a, b StateHandle) int { return a.Owner.Compare(b.Owner) })
 	for i, h := range states {
 		if i > 0 && states[i-1].Owner == h.Owner {
 			return m, fmt.Errorf("checkpoint %d: state of %s listed twice", id, h.Owner)

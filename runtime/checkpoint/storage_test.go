@@ -86,7 +86,7 @@ func commit(t *testing.T, s Storage, id int64, b blobs) Metadata {
 	if err := w.Commit(m); err != nil {
 		t.Fatalf("Commit(%d): %v", id, err)
 	}
-	slices.SortFunc(m.States, func(a, b StateHandle) int { return compareOwners(a.Owner, b.Owner) })
+	slices.SortFunc(m.States, func(a, b StateHandle) int { return a.Owner.Compare(b.Owner) })
 	return m
 }
 

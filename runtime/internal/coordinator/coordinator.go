@@ -1,20 +1,13 @@
-package checkpoint
+package coordinator
 
 import (
 	"errors"
 	"fmt"
 	"slices"
 	"time"
+
+	"github.com/splitflow/splitflow/runtime/checkpoint"
 )
-
-// TaskID names one task: a chain of operators for one subtask, known by the
-// UID of its head operator.
-type TaskID struct {
-	UID     string
-	Subtask int
-}
-
-func (t TaskID) String() string { return fmt.Sprintf("task %s/%d", t.UID, t.Subtask) }
 
 // Action is something the Coordinator asks its driver to do. The driver
 // performs the actions of one step in order before it feeds the next event.
@@ -48,7 +41,7 @@ type PersistMetadata struct {
 	Final     bool
 	// States are the coordinators' and tasks' state handles, sorted by
 	// owner.
-	States []StateHandle
+	States []checkpoint.StateHandle
 }
 
 // NotifyComplete tells every task and operator coordinator that checkpoint
@@ -107,8 +100,8 @@ type pendingCheckpoint struct {
 	final     bool
 	phase     phase
 	// awaiting are the tasks whose acknowledgement is still missing.
-	awaiting map[TaskID]bool
-	states   []StateHandle
+	awaiting map[checkpoint.TaskID]bool
+	states   []checkpoint.StateHandle
 }
 
 // Coordinator is the checkpoint coordinator's deterministic core (Flink's
@@ -126,9 +119,9 @@ type pendingCheckpoint struct {
 type Coordinator struct {
 	cfg coordinatorConfig
 
-	tasks    []TaskID
-	known    map[TaskID]bool
-	finished map[TaskID]bool
+	tasks    []checkpoint.TaskID
+	known    map[checkpoint.TaskID]bool
+	finished map[checkpoint.TaskID]bool
 
 	nextID        int64
 	lastCompleted int64
@@ -155,7 +148,7 @@ type Coordinator struct {
 // NewCoordinator returns a coordinator for a job made of tasks, every one of
 // which must acknowledge each checkpoint until it finishes. The first
 // checkpoint is triggered one interval after the first Tick.
-func NewCoordinator(tasks []TaskID, opts ...CoordinatorOption) (*Coordinator, error) {
+func NewCoordinator(tasks []checkpoint.TaskID, opts ...CoordinatorOption) (*Coordinator, error) {
 	cfg := defaultCoordinatorConfig()
 	for _, o := range opts {
 		o.applyCoordinator(&cfg)
@@ -166,7 +159,7 @@ func NewCoordinator(tasks []TaskID, opts ...CoordinatorOption) (*Coordinator, er
 	if len(tasks) == 0 {
 		return nil, errors.New("checkpoint coordinator: no tasks; a job has at least one")
 	}
-	known := make(map[TaskID]bool, len(tasks))
+	known := make(map[checkpoint.TaskID]bool, len(tasks))
 	for _, t := range tasks {
 		if t.UID == "" || t.Subtask < 0 {
 			return nil, fmt.Errorf("checkpoint coordinator: invalid %s: need a UID and a subtask >= 0", t)
@@ -180,7 +173,7 @@ func NewCoordinator(tasks []TaskID, opts ...CoordinatorOption) (*Coordinator, er
 		cfg:      cfg,
 		tasks:    slices.Clone(tasks),
 		known:    known,
-		finished: map[TaskID]bool{},
+		finished: map[checkpoint.TaskID]bool{},
 		nextID:   1,
 	}, nil
 }
@@ -212,7 +205,7 @@ func (c *Coordinator) Tick(now time.Time) []Action {
 	var acts []Action
 	for _, p := range slices.Clone(c.pending) {
 		if p.phase != persisting && !now.Before(p.triggered.Add(c.cfg.timeout)) {
-			acts = c.abort(acts, p, &AbortError{ID: p.id, Reason: ErrTimeout, Err: fmt.Errorf("not complete %v after its trigger", c.cfg.timeout)})
+			acts = c.abort(acts, p, &checkpoint.AbortError{ID: p.id, Reason: checkpoint.ErrTimeout, Err: fmt.Errorf("not complete %v after its trigger", c.cfg.timeout)})
 			if c.failed {
 				return acts
 			}
@@ -274,13 +267,13 @@ func (c *Coordinator) TriggerNow(now time.Time) (int64, []Action) {
 // snapshotted checkpoint id (states are their handles), or that one failed
 // (err != nil, which aborts the checkpoint). On success barriers are
 // injected next.
-func (c *Coordinator) CoordinatorsSnapshotted(id int64, states []StateHandle, err error) []Action {
+func (c *Coordinator) CoordinatorsSnapshotted(id int64, states []checkpoint.StateHandle, err error) []Action {
 	p := c.find(id)
 	if c.failed || p == nil || p.phase != snapshotting {
 		return nil
 	}
 	if err != nil {
-		return c.abort(nil, p, &AbortError{ID: id, Reason: ErrCoordinatorSnapshotFailed, Err: err})
+		return c.abort(nil, p, &checkpoint.AbortError{ID: id, Reason: checkpoint.ErrCoordinatorSnapshotFailed, Err: err})
 	}
 	p.states = append(p.states, states...)
 	p.phase = acking
@@ -291,7 +284,7 @@ func (c *Coordinator) CoordinatorsSnapshotted(id int64, states []StateHandle, er
 // Ack records that task snapshotted checkpoint id; states are the handles
 // it wrote. When the last expected task acknowledges, the metadata is to be
 // persisted.
-func (c *Coordinator) Ack(id int64, task TaskID, states []StateHandle) []Action {
+func (c *Coordinator) Ack(id int64, task checkpoint.TaskID, states []checkpoint.StateHandle) []Action {
 	p := c.find(id)
 	if c.failed || p == nil || p.phase != acking || !p.awaiting[task] {
 		return nil
@@ -303,12 +296,12 @@ func (c *Coordinator) Ack(id int64, task TaskID, states []StateHandle) []Action 
 
 // Decline aborts checkpoint id because task could not take part in it
 // (Flink's DeclineCheckpoint); it counts as a checkpoint failure.
-func (c *Coordinator) Decline(id int64, task TaskID, reason error) []Action {
+func (c *Coordinator) Decline(id int64, task checkpoint.TaskID, reason error) []Action {
 	p := c.find(id)
 	if c.failed || p == nil || p.phase > acking || !p.awaiting[task] {
 		return nil
 	}
-	return c.abort(nil, p, &AbortError{ID: id, Reason: ErrDeclined, Task: task, Err: reason})
+	return c.abort(nil, p, &checkpoint.AbortError{ID: id, Reason: checkpoint.ErrDeclined, Task: task, Err: reason})
 }
 
 // Persisted reports the outcome of PersistMetadata for id. Only on success
@@ -323,7 +316,7 @@ func (c *Coordinator) Persisted(id int64, err error) []Action {
 	c.persistID = 0
 	var acts []Action
 	if err != nil {
-		acts = c.abort(acts, p, &AbortError{ID: id, Reason: ErrPersistFailed, Err: err})
+		acts = c.abort(acts, p, &checkpoint.AbortError{ID: id, Reason: checkpoint.ErrPersistFailed, Err: err})
 		if c.failed {
 			return acts
 		}
@@ -333,7 +326,7 @@ func (c *Coordinator) Persisted(id int64, err error) []Action {
 	// restore, id restores more recently.
 	for _, old := range slices.Clone(c.pending) {
 		if old.id < id {
-			acts = c.abort(acts, old, &AbortError{ID: old.id, Reason: ErrSubsumed})
+			acts = c.abort(acts, old, &checkpoint.AbortError{ID: old.id, Reason: checkpoint.ErrSubsumed})
 		}
 	}
 	c.remove(p)
@@ -351,7 +344,7 @@ func (c *Coordinator) Persisted(id int64, err error) []Action {
 // TaskFinished removes a task that reached the end of its input (a bounded
 // source and what it alone fed) from the tasks every checkpoint waits for,
 // including the pending ones.
-func (c *Coordinator) TaskFinished(task TaskID) []Action {
+func (c *Coordinator) TaskFinished(task checkpoint.TaskID) []Action {
 	if c.failed || !c.known[task] || c.finished[task] {
 		return nil
 	}
@@ -377,13 +370,13 @@ func (c *Coordinator) TaskFinished(task TaskID) []Action {
 func (c *Coordinator) Restore(lastCompletedID int64) []Action {
 	var acts []Action
 	for _, p := range slices.Clone(c.pending) {
-		acts = c.abort(acts, p, &AbortError{ID: p.id, Reason: ErrRestarted})
+		acts = c.abort(acts, p, &checkpoint.AbortError{ID: p.id, Reason: checkpoint.ErrRestarted})
 	}
 	c.pending = nil
 	c.persistID = 0
 	c.lastCompleted = lastCompletedID
 	c.nextID = max(c.nextID, lastCompletedID+1)
-	c.finished = map[TaskID]bool{}
+	c.finished = map[checkpoint.TaskID]bool{}
 	c.scheduled, c.ended, c.endUntimed = false, false, false
 	c.failures, c.failed = 0, false
 	c.finalRequested, c.finalDone = false, false
@@ -391,7 +384,7 @@ func (c *Coordinator) Restore(lastCompletedID int64) []Action {
 }
 
 func (c *Coordinator) trigger(acts []Action, now time.Time, final bool) []Action {
-	p := &pendingCheckpoint{id: c.nextID, triggered: now, final: final, awaiting: map[TaskID]bool{}}
+	p := &pendingCheckpoint{id: c.nextID, triggered: now, final: final, awaiting: map[checkpoint.TaskID]bool{}}
 	c.nextID++
 	for _, t := range c.tasks {
 		if !c.finished[t] {
@@ -425,7 +418,7 @@ func (c *Coordinator) persistNext(acts []Action) []Action {
 			p.phase = persisting
 			c.persistID = p.id
 			states := slices.Clone(p.states)
-			slices.SortStableFunc(states, func(a, b StateHandle) int { return compareOwners(a.Owner, b.Owner) })
+			slices.SortStableFunc(states, func(a, b checkpoint.StateHandle) int { return a.Owner.Compare(b.Owner) })
 			return append(acts, PersistMetadata{ID: p.id, Timestamp: p.triggered, Final: p.final, States: states})
 		}
 	}
@@ -434,11 +427,11 @@ func (c *Coordinator) persistNext(acts []Action) []Action {
 
 // abort ends p with NotifyAborted and counts the failure; past the
 // tolerable count it fails the job, aborting everything else pending.
-func (c *Coordinator) abort(acts []Action, p *pendingCheckpoint, why *AbortError) []Action {
+func (c *Coordinator) abort(acts []Action, p *pendingCheckpoint, why *checkpoint.AbortError) []Action {
 	c.remove(p)
 	c.endUntimed = true
 	acts = append(acts, NotifyAborted{ID: p.id, Final: p.final, Err: why})
-	if !why.countsAsFailure() {
+	if !countsAsFailure(why) {
 		return acts
 	}
 	c.failures++
@@ -448,9 +441,9 @@ func (c *Coordinator) abort(acts []Action, p *pendingCheckpoint, why *AbortError
 	c.failed = true
 	for _, other := range slices.Clone(c.pending) {
 		c.remove(other)
-		acts = append(acts, NotifyAborted{ID: other.id, Final: other.final, Err: &AbortError{ID: other.id, Reason: ErrJobFailing}})
+		acts = append(acts, NotifyAborted{ID: other.id, Final: other.final, Err: &checkpoint.AbortError{ID: other.id, Reason: checkpoint.ErrJobFailing}})
 	}
-	return append(acts, FailJob{Err: &TooManyFailuresError{Consecutive: c.failures, Tolerable: c.cfg.tolerable, Last: why}})
+	return append(acts, FailJob{Err: &checkpoint.TooManyFailuresError{Consecutive: c.failures, Tolerable: c.cfg.tolerable, Last: why}})
 }
 
 func (c *Coordinator) remove(p *pendingCheckpoint) {
@@ -569,4 +562,12 @@ func WithMaxConcurrent(n int) CoordinatorOption {
 // execution.checkpointing.tolerable-failed-checkpoints).
 func WithTolerableFailures(n int) CoordinatorOption {
 	return coordinatorOptionFunc(func(c *coordinatorConfig) { c.tolerable = n })
+}
+
+// countsAsFailure tells the tolerable-failure count which aborts are the
+// checkpoint's own fault. Subsumption and restarts are not: counting them
+// would fail a healthy job for being restarted (Flink's
+// CheckpointFailureManager ignores the same kinds of reasons).
+func countsAsFailure(e *checkpoint.AbortError) bool {
+	return !errors.Is(e.Reason, checkpoint.ErrSubsumed) && !errors.Is(e.Reason, checkpoint.ErrRestarted) && !errors.Is(e.Reason, checkpoint.ErrJobFailing)
 }

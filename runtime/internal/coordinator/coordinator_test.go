@@ -1,4 +1,4 @@
-package checkpoint
+package coordinator
 
 import (
 	"errors"
@@ -8,14 +8,16 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/splitflow/splitflow/runtime/checkpoint"
 )
 
 var (
 	t0      = time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
-	src0    = TaskID{UID: "source", Subtask: 0}
-	src1    = TaskID{UID: "source", Subtask: 1}
-	sink0   = TaskID{UID: "sink", Subtask: 0}
-	allTask = []TaskID{src0, src1, sink0}
+	src0    = checkpoint.TaskID{UID: "source", Subtask: 0}
+	src1    = checkpoint.TaskID{UID: "source", Subtask: 1}
+	sink0   = checkpoint.TaskID{UID: "sink", Subtask: 0}
+	allTask = []checkpoint.TaskID{src0, src1, sink0}
 )
 
 func newCoord(t *testing.T, opts ...CoordinatorOption) *Coordinator {
@@ -27,8 +29,8 @@ func newCoord(t *testing.T, opts ...CoordinatorOption) *Coordinator {
 	return c
 }
 
-func handle(uid string, s int) StateHandle {
-	return StateHandle{Owner: Owner{UID: uid, Subtask: s}, File: fmt.Sprintf("%s-%d", uid, s), Size: 1}
+func handle(uid string, s int) checkpoint.StateHandle {
+	return checkpoint.StateHandle{Owner: checkpoint.Owner{UID: uid, Subtask: s}, File: fmt.Sprintf("%s-%d", uid, s), Size: 1}
 }
 
 func want(t *testing.T, step string, got []Action, expect ...Action) {
@@ -65,12 +67,12 @@ func triggerAndAck(t *testing.T, c *Coordinator, now time.Time, id int64) {
 
 func ackAll(t *testing.T, c *Coordinator, trig time.Time, id int64) {
 	t.Helper()
-	coord := handle("source", CoordinatorSubtask)
-	want(t, "coordinators snapshotted", c.CoordinatorsSnapshotted(id, []StateHandle{coord}, nil), InjectBarriers{ID: id, Timestamp: trig})
-	want(t, "ack sink", c.Ack(id, sink0, []StateHandle{handle("sink", 0)}))
-	want(t, "ack src1", c.Ack(id, src1, []StateHandle{handle("source", 1)}))
-	want(t, "ack src0", c.Ack(id, src0, []StateHandle{handle("source", 0)}),
-		PersistMetadata{ID: id, Timestamp: trig, States: []StateHandle{handle("sink", 0), coord, handle("source", 0), handle("source", 1)}})
+	coord := handle("source", checkpoint.CoordinatorSubtask)
+	want(t, "coordinators snapshotted", c.CoordinatorsSnapshotted(id, []checkpoint.StateHandle{coord}, nil), InjectBarriers{ID: id, Timestamp: trig})
+	want(t, "ack sink", c.Ack(id, sink0, []checkpoint.StateHandle{handle("sink", 0)}))
+	want(t, "ack src1", c.Ack(id, src1, []checkpoint.StateHandle{handle("source", 1)}))
+	want(t, "ack src0", c.Ack(id, src0, []checkpoint.StateHandle{handle("source", 0)}),
+		PersistMetadata{ID: id, Timestamp: trig, States: []checkpoint.StateHandle{handle("sink", 0), coord, handle("source", 0), handle("source", 1)}})
 }
 
 func complete(t *testing.T, c *Coordinator, now time.Time, id int64) {
@@ -101,7 +103,7 @@ func TestCoordinatorSnapshotFailureAborts(t *testing.T) {
 	c.Tick(t0)
 	c.Tick(t0.Add(time.Second))
 	boom := errors.New("enumerator refused")
-	a := abortOf(t, "coordinator failed", c.CoordinatorsSnapshotted(1, nil, boom), 1, ErrCoordinatorSnapshotFailed)
+	a := abortOf(t, "coordinator failed", c.CoordinatorsSnapshotted(1, nil, boom), 1, checkpoint.ErrCoordinatorSnapshotFailed)
 	if !errors.Is(a.Err, boom) {
 		t.Fatalf("abort error %v does not carry the cause", a.Err)
 	}
@@ -132,10 +134,10 @@ func TestPersistFailureAborts(t *testing.T) {
 	if len(acts) != 2 {
 		t.Fatalf("persist failure: %#v, want NotifyAborted then FailJob", acts)
 	}
-	abortOf(t, "persist failure", acts[:1], 1, ErrPersistFailed)
+	abortOf(t, "persist failure", acts[:1], 1, checkpoint.ErrPersistFailed)
 	fj, ok := acts[1].(FailJob)
-	if !ok || !errors.Is(fj.Err, ErrTooManyFailures) || !errors.Is(fj.Err, disk) {
-		t.Fatalf("%#v, want FailJob matching ErrTooManyFailures and the disk error", acts[1])
+	if !ok || !errors.Is(fj.Err, checkpoint.ErrTooManyFailures) || !errors.Is(fj.Err, disk) {
+		t.Fatalf("%#v, want FailJob matching checkpoint.ErrTooManyFailures and the disk error", acts[1])
 	}
 }
 
@@ -150,8 +152,8 @@ func TestDeclineAbortsAndCounts(t *testing.T) {
 	c.Ack(1, src0, nil)
 	want(t, "decline from a task that acked is ignored", c.Decline(1, src0, errors.New("late")))
 	why := errors.New("operator not ready")
-	a := abortOf(t, "first decline", c.Decline(1, src1, why), 1, ErrDeclined)
-	var ae *AbortError
+	a := abortOf(t, "first decline", c.Decline(1, src1, why), 1, checkpoint.ErrDeclined)
+	var ae *checkpoint.AbortError
 	if !errors.As(a.Err, &ae) || ae.Task != src1 || !errors.Is(a.Err, why) {
 		t.Fatalf("abort %v does not name the task and the reason", a.Err)
 	}
@@ -163,7 +165,7 @@ func TestDeclineAbortsAndCounts(t *testing.T) {
 	if len(acts) != 2 {
 		t.Fatalf("second decline: %#v, want NotifyAborted and FailJob", acts)
 	}
-	var tm *TooManyFailuresError
+	var tm *checkpoint.TooManyFailuresError
 	if fj, ok := acts[1].(FailJob); !ok || !errors.As(fj.Err, &tm) || tm.Consecutive != 2 || tm.Tolerable != 1 {
 		t.Fatalf("%#v, want FailJob after 2 failures with 1 tolerable", acts[1])
 	}
@@ -180,10 +182,10 @@ func TestCompletionResetsFailureCount(t *testing.T) {
 	c := newCoord(t, WithTolerableFailures(1))
 	c.Tick(t0)
 	c.Tick(t0.Add(time.Second))
-	abortOf(t, "decline 1", c.Decline(1, src0, nil), 1, ErrDeclined)
+	abortOf(t, "decline 1", c.Decline(1, src0, nil), 1, checkpoint.ErrDeclined)
 	complete(t, c, t0.Add(2*time.Second), 2)
 	c.Tick(t0.Add(3 * time.Second))
-	abortOf(t, "decline 3 is again the first in a row", c.Decline(3, src0, nil), 3, ErrDeclined)
+	abortOf(t, "decline 3 is again the first in a row", c.Decline(3, src0, nil), 3, checkpoint.ErrDeclined)
 }
 
 // A checkpoint not complete within the timeout is aborted by Tick; one
@@ -197,7 +199,7 @@ func TestTimeoutAborts(t *testing.T) {
 	c.Ack(1, src0, nil)
 	want(t, "just before timeout", c.Tick(trig.Add(10*time.Second-time.Nanosecond)))
 	// The same Tick may trigger the next checkpoint: no pause is configured.
-	abortOf(t, "timeout", c.Tick(trig.Add(10 * time.Second))[:1], 1, ErrTimeout)
+	abortOf(t, "timeout", c.Tick(trig.Add(10 * time.Second))[:1], 1, checkpoint.ErrTimeout)
 	c.Restore(0) // ends checkpoint 2, which that Tick triggered
 
 	c.Tick(trig.Add(20 * time.Second))
@@ -224,7 +226,7 @@ func TestMinPauseAfterAbort(t *testing.T) {
 	c := newCoord(t, WithMinPause(5*time.Second), WithTolerableFailures(3))
 	c.Tick(t0)
 	c.Tick(t0.Add(time.Second))
-	abortOf(t, "decline", c.Decline(1, sink0, nil), 1, ErrDeclined)
+	abortOf(t, "decline", c.Decline(1, sink0, nil), 1, checkpoint.ErrDeclined)
 	ended := t0.Add(2 * time.Second)
 	want(t, "pause after abort", c.Tick(ended))
 	want(t, "pause over", c.Tick(ended.Add(5*time.Second)), SnapshotCoordinators{ID: 2, Timestamp: ended.Add(5 * time.Second)})
@@ -292,7 +294,7 @@ func TestCompletionSubsumesOlder(t *testing.T) {
 	if len(acts) != 2 {
 		t.Fatalf("%#v, want NotifyAborted{1} then NotifyComplete{2}", acts)
 	}
-	abortOf(t, "subsumed", acts[:1], 1, ErrSubsumed)
+	abortOf(t, "subsumed", acts[:1], 1, checkpoint.ErrSubsumed)
 	want(t, "complete", acts[1:], NotifyComplete{ID: 2})
 	// Tolerable is 0: a counted failure would have failed the job.
 	want(t, "still running", c.Tick(t0.Add(3*time.Second)), SnapshotCoordinators{ID: 3, Timestamp: t0.Add(3 * time.Second)})
@@ -310,7 +312,7 @@ func TestTaskFinished(t *testing.T) {
 	c.Ack(1, src0, nil)
 	want(t, "finish the last awaited task", c.TaskFinished(sink0), PersistMetadata{ID: 1, Timestamp: now})
 	want(t, "finish again ignored", c.TaskFinished(sink0))
-	want(t, "unknown task ignored", c.TaskFinished(TaskID{UID: "nope"}))
+	want(t, "unknown task ignored", c.TaskFinished(checkpoint.TaskID{UID: "nope"}))
 	want(t, "persisted", c.Persisted(1, nil), NotifyComplete{ID: 1})
 	now = now.Add(time.Second)
 	want(t, "next", c.Tick(now), SnapshotCoordinators{ID: 2, Timestamp: now})
@@ -327,7 +329,7 @@ func TestFinalCheckpoint(t *testing.T) {
 	now := t0.Add(1500 * time.Millisecond)
 	want(t, "final ignores interval and pause", c.TriggerFinal(now), SnapshotCoordinators{ID: 2, Timestamp: now, Final: true})
 	want(t, "second request while pending", c.TriggerFinal(now))
-	abortOf(t, "final declined", c.Decline(2, sink0, nil), 2, ErrDeclined)
+	abortOf(t, "final declined", c.Decline(2, sink0, nil), 2, checkpoint.ErrDeclined)
 	later := now.Add(time.Millisecond)
 	want(t, "retried at next tick", c.Tick(later), SnapshotCoordinators{ID: 3, Timestamp: later, Final: true})
 	want(t, "barriers", c.CoordinatorsSnapshotted(3, nil, nil), InjectBarriers{ID: 3, Timestamp: later, Final: true})
@@ -357,7 +359,7 @@ func TestFinalWhilePeriodicPending(t *testing.T) {
 	if len(acts) != 2 {
 		t.Fatalf("%#v, want 1 subsumed then final complete", acts)
 	}
-	abortOf(t, "subsumed", acts[:1], 1, ErrSubsumed)
+	abortOf(t, "subsumed", acts[:1], 1, checkpoint.ErrSubsumed)
 	want(t, "final", acts[1:], NotifyComplete{ID: 2, Final: true})
 }
 
@@ -368,7 +370,7 @@ func TestIDsMonotonicAcrossRestore(t *testing.T) {
 	complete(t, c, t0.Add(time.Second), 1)
 	c.Tick(t0.Add(2 * time.Second)) // triggers 2, left pending
 	acts := c.Restore(1)
-	abortOf(t, "restore aborts pending", acts, 2, ErrRestarted)
+	abortOf(t, "restore aborts pending", acts, 2, checkpoint.ErrRestarted)
 	want(t, "aborted checkpoint's ack ignored", c.Ack(2, src0, nil))
 	now := t0.Add(time.Minute)
 	c.Tick(now)
@@ -407,12 +409,12 @@ func TestStaleEventsIgnored(t *testing.T) {
 	now := t0.Add(2 * time.Second)
 	c.Tick(now)
 	c.CoordinatorsSnapshotted(2, nil, nil)
-	want(t, "ack unknown task", c.Ack(2, TaskID{UID: "ghost"}, nil))
-	want(t, "decline unknown task", c.Decline(2, TaskID{UID: "ghost"}, nil))
+	want(t, "ack unknown task", c.Ack(2, checkpoint.TaskID{UID: "ghost"}, nil))
+	want(t, "decline unknown task", c.Decline(2, checkpoint.TaskID{UID: "ghost"}, nil))
 	want(t, "persisted before asked", c.Persisted(2, nil))
 	c.Ack(2, src0, nil)
 	want(t, "duplicate ack", c.Ack(2, src0, nil))
-	abortOf(t, "decline", c.Decline(2, src1, nil), 2, ErrDeclined)
+	abortOf(t, "decline", c.Decline(2, src1, nil), 2, checkpoint.ErrDeclined)
 	want(t, "ack aborted", c.Ack(2, sink0, nil))
 	want(t, "persisted aborted", c.Persisted(2, nil))
 }
@@ -420,12 +422,12 @@ func TestStaleEventsIgnored(t *testing.T) {
 func TestCoordinatorOptionsValidated(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
-		tasks []TaskID
+		tasks []checkpoint.TaskID
 		opts  []CoordinatorOption
 	}{
 		{"no tasks", nil, nil},
-		{"duplicate task", []TaskID{src0, src0}, nil},
-		{"task without uid", []TaskID{{Subtask: 0}}, nil},
+		{"duplicate task", []checkpoint.TaskID{src0, src0}, nil},
+		{"task without uid", []checkpoint.TaskID{{Subtask: 0}}, nil},
 		{"zero interval", allTask, []CoordinatorOption{WithInterval(0)}},
 		{"zero timeout", allTask, []CoordinatorOption{WithTimeout(0)}},
 		{"negative pause", allTask, []CoordinatorOption{WithMinPause(-1)}},
@@ -476,7 +478,7 @@ func TestRandomizedEventOrder(t *testing.T) {
 	}
 	// The events must reach every outcome often, or the checks above prove
 	// little.
-	for _, kind := range []string{"checkpoint.NotifyComplete", "checkpoint.NotifyAborted", "checkpoint.FailJob", "checkpoint.PersistMetadata"} {
+	for _, kind := range []string{"coordinator.NotifyComplete", "coordinator.NotifyAborted", "coordinator.FailJob", "coordinator.PersistMetadata"} {
 		if seen[kind] < 100 {
 			t.Errorf("only %d %s over all seeds", seen[kind], kind)
 		}
@@ -561,7 +563,7 @@ func runRandom(t *testing.T, seed uint64, seen map[string]int) []string {
 				if l == nil || l.ended != "" {
 					fatal(step, "abort of %d that is unknown or already ended", a.ID)
 				}
-				var ae *AbortError
+				var ae *checkpoint.AbortError
 				if !errors.As(a.Err, &ae) || ae.ID != a.ID {
 					fatal(step, "abort of %d carries %v", a.ID, a.Err)
 				}
@@ -570,7 +572,7 @@ func runRandom(t *testing.T, seed uint64, seen map[string]int) []string {
 					persisting = 0
 				}
 			case FailJob:
-				if !errors.Is(a.Err, ErrTooManyFailures) {
+				if !errors.Is(a.Err, checkpoint.ErrTooManyFailures) {
 					fatal(step, "FailJob with %v", a.Err)
 				}
 				failed = true
@@ -584,9 +586,9 @@ func runRandom(t *testing.T, seed uint64, seen map[string]int) []string {
 		}
 		return int64(rng.IntN(len(ids) + 3))
 	}
-	pickTask := func() TaskID {
+	pickTask := func() checkpoint.TaskID {
 		if rng.IntN(20) == 0 {
-			return TaskID{UID: "ghost"}
+			return checkpoint.TaskID{UID: "ghost"}
 		}
 		return allTask[rng.IntN(len(allTask))]
 	}
@@ -610,7 +612,7 @@ func runRandom(t *testing.T, seed uint64, seen map[string]int) []string {
 			apply(fmt.Sprintf("CoordinatorsSnapshotted(%d, %v)", id, err), c.CoordinatorsSnapshotted(id, nil, err), 0, ok)
 		case r < 77:
 			id, task := pick(), pickTask()
-			apply(fmt.Sprintf("Ack(%d, %s)", id, task), c.Ack(id, task, []StateHandle{handle(task.UID, task.Subtask)}), 0, 0)
+			apply(fmt.Sprintf("Ack(%d, %s)", id, task), c.Ack(id, task, []checkpoint.StateHandle{handle(task.UID, task.Subtask)}), 0, 0)
 		case r < 79:
 			id, task := pick(), pickTask()
 			apply(fmt.Sprintf("Decline(%d, %s)", id, task), c.Decline(id, task, errors.New("no")), 0, 0)
