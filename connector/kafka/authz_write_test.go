@@ -260,7 +260,9 @@ func refuseOffsetCommits(c *kfake.Cluster) {
 		resp := rq.ResponseKind().(*kmsg.OffsetCommitResponse)
 		for _, rt := range rq.Topics {
 			st := kmsg.NewOffsetCommitResponseTopic()
-			st.Topic = rt.Topic
+			// v10+ names topics by ID: a response without it would be
+			// read as missing the partitions, not as refusing them.
+			st.Topic, st.TopicID = rt.Topic, rt.TopicID
 			for _, p := range rt.Partitions {
 				sp := kmsg.NewOffsetCommitResponseTopicPartition()
 				sp.Partition, sp.ErrorCode = p.Partition, kerr.GroupAuthorizationFailed.Code

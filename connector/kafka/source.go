@@ -309,7 +309,6 @@ func (r *Reader[T]) commitOffsets(cl *kgo.Client, c groupCommit) {
 		}
 		var refused error
 		if err != nil {
-			r.failed.Add(1)
 			r.cfg.logger.Warn("kafka source: committing offsets to the group failed (monitoring only; progress is in the checkpoint)",
 				"group", r.cfg.groupID, "checkpoint", c.checkpoint, "err", err)
 			if ae := authorizationOf(err, r.cfg.security, ResourceGroup, r.cfg.groupID, false, "Read", useSourceGroup); errors.Is(ae, ErrNotAuthorized) {
@@ -319,6 +318,11 @@ func (r *Reader[T]) commitOffsets(cl *kgo.Client, c groupCommit) {
 		r.commitMu.Lock()
 		if refused != nil && r.refused == nil {
 			r.refused = refused
+		}
+		if err != nil {
+			// Counted once its refusal is kept: a caller that saw the
+			// count sees the refusal at the next checkpoint completion.
+			r.failed.Add(1)
 		}
 		if r.commitNext == nil || r.commitCtx.Err() != nil {
 			r.commitBusy, r.commitNext = false, nil
