@@ -143,7 +143,10 @@ func TestTransactionTimedOutBeforeCommitIsDataLoss(t *testing.T) {
 		// The longest a transaction can stay open: max(200ms, 1s) + 1s +
 		// commit 500ms + restart 100ms = 2.6s, below the 3s timeout.
 		Parallelism: 1, CheckpointInterval: 200 * time.Millisecond, CheckpointTimeout: time.Second,
-		Restart: runtime.FixedDelayRestart(3, 100*time.Millisecond), TxnTimeout: 3 * time.Second, CommitTimeout: 500 * time.Millisecond,
+		// Restarts to spare: on a loaded machine a 1s checkpoint timeout
+		// can fail the job before the hold, and only the data loss may
+		// end it.
+		Restart: runtime.FixedDelayRestart(10, 100*time.Millisecond), TxnTimeout: 3 * time.Second, CommitTimeout: 500 * time.Millisecond,
 		Sink: hold,
 		Listener: runtime.JobListener{CheckpointCompleted: func(id int64) {
 			if id < 2 || !stall.CompareAndSwap(idle, armed) {
