@@ -15,9 +15,10 @@
 //	runtime.SinkTo(counts, sink)
 //	err := env.Execute(ctx, "wordcount")
 //
-// The runnable examples (FromSource, Count, Process, Window, SideOutput,
-// SinkTo, Environment.Execute) build whole jobs; docs/datastream.md in the
-// repository walks through the API.
+// The runnable examples (FromSource, Count, Reduce, Aggregate, Process,
+// Window, SideOutput, SinkTo, Environment.Execute, WithHTTP,
+// Environment.StopWithSavepoint, Environment.TriggerSavepoint) build whole
+// jobs; docs/datastream.md in the repository walks through the API.
 //
 // # Side outputs
 //
