@@ -60,12 +60,8 @@ func ExampleReduce() {
 }
 
 // avg is the accumulator of a running average. It lives in keyed state,
-// so its fields are exported for the state's serde; it carries the user
-// because a result is made from the accumulator alone.
-type avg struct {
-	User   string
-	Sum, N int64
-}
+// so its fields are exported for the state's serde.
+type avg struct{ Sum, N int64 }
 
 // A rolling aggregation per key: for every order, the average amount of
 // its user's orders so far. The accumulator is keyed state, checkpointed
@@ -79,13 +75,17 @@ func ExampleAggregate() {
 	env := runtime.NewEnvironment(runtime.WithParallelism(2), runtime.WithLogger(quiet))
 	in := runtime.FromSource(env, src, "orders").UID("orders")
 	averages := runtime.Aggregate(runtime.KeyBy(in, func(o order) string { return o.User }),
-		runtime.AggregateFuncs[order, avg, string]{
+		runtime.AggregateFuncs[order, avg, float64]{
 			Create:     func() avg { return avg{} },
-			Accumulate: func(o order, a avg) avg { return avg{User: o.User, Sum: a.Sum + o.Amount, N: a.N + 1} },
-			Result:     func(a avg) string { return fmt.Sprintf("%s %.1f", a.User, float64(a.Sum)/float64(a.N)) },
+			Accumulate: func(o order, a avg) avg { return avg{Sum: a.Sum + o.Amount, N: a.N + 1} },
+			Result:     func(a avg) float64 { return float64(a.Sum) / float64(a.N) },
 		}).UID("average")
+	// Each result comes with its key, as Count's does.
+	lines := runtime.Map(averages, func(kv runtime.KV[string, float64]) (string, error) {
+		return fmt.Sprintf("%s %.1f", kv.Key, kv.Value), nil
+	})
 	out := &collect{}
-	runtime.SinkTo(averages, out)
+	runtime.SinkTo(lines, out)
 	if err := env.Execute(context.Background(), "average"); err != nil {
 		fmt.Println(err)
 		return

@@ -137,11 +137,11 @@ func countingJobVia(api countingAPI, par int, src *rangeSrc, mapFn func(int64) (
 			return kv.Key*100000 + kv.Value, nil
 		})
 	case viaAggregate:
-		counts = Aggregate(KeyBy(ds, func(v int64) int64 { return v % 7 }), AggregateFuncs[int64, countAcc, int64]{
+		counts = Map(Aggregate(KeyBy(ds, func(v int64) int64 { return v % 7 }), AggregateFuncs[int64, countAcc, int64]{
 			Create:     func() countAcc { return countAcc{} },
 			Accumulate: func(v int64, a countAcc) countAcc { return countAcc{Key: v % 7, N: a.N + 1} },
-			Result:     func(a countAcc) int64 { return a.Key*100000 + a.N },
-		}).UID("counts")
+			Result:     func(a countAcc) int64 { return a.N },
+		}).UID("counts"), func(kv KV[int64, int64]) (int64, error) { return kv.Key*100000 + kv.Value, nil })
 	case viaReduce:
 		ones := Map(ds, func(v int64) (KV[int64, int64], error) { return KV[int64, int64]{Key: v % 7, Value: 1}, nil })
 		counts = Map(Reduce(KeyBy(ones, func(kv KV[int64, int64]) int64 { return kv.Key }), func(a, b KV[int64, int64]) KV[int64, int64] {

@@ -54,18 +54,20 @@ func Reduce[K comparable, T any](ks KeyedStream[K, T], fn func(a, b T) T) DataSt
 	return ds
 }
 
-// Aggregate emits, for every record, agg's result of its key's
-// accumulator after adding the record (Kafka Streams' aggregate of a
-// grouped stream; Flink keeps AggregateFunction for windows). The accumulator is keyed state, so A must follow
-// GetValueState's rule; it is checkpointed and restored on either state
-// backend, also at another parallelism.
-func Aggregate[K comparable, T, A, R any](ks KeyedStream[K, T], agg AggregateFunction[T, A, R]) DataStream[R] {
-	ds := rolling(ks, "Aggregate", "aggregate", func(acc A, has bool, v T) (A, R) {
+// Aggregate emits, for every record, its key and agg's result of the
+// key's accumulator after adding the record (Kafka Streams' aggregate of a
+// grouped stream, whose table keeps the key; Flink keeps
+// AggregateFunction for windows). The accumulator is keyed state, so A
+// must follow GetValueState's rule; it is checkpointed and restored on
+// either state backend, also at another parallelism.
+func Aggregate[K comparable, T, A, R any](ks KeyedStream[K, T], agg AggregateFunction[T, A, R]) DataStream[KV[K, R]] {
+	var key func(T) K = ks.keyFn
+	ds := rolling(ks, "Aggregate", "aggregate", func(acc A, has bool, v T) (A, KV[K, R]) {
 		if !has {
 			acc = agg.CreateAccumulator()
 		}
 		acc = agg.Add(v, acc)
-		return acc, agg.GetResult(acc)
+		return acc, KV[K, R]{Key: key(v), Value: agg.GetResult(acc)}
 	})
 	if agg == nil {
 		ds.node.errs = append(ds.node.errs, errNilFunction("aggregate function"))

@@ -76,12 +76,12 @@ func TestRollingAggregationsEmitRunningValues(t *testing.T) {
 			return Reduce(ks, func(a, b string) string { return a + b })
 		}, []string{"a", "aa", "aaa", "b", "bb", "c"}},
 		{"Aggregate", func(ks KeyedStream[string, string]) DataStream[string] {
-			return Aggregate(ks, AggregateFuncs[string, int, string]{
+			return Map(Aggregate(ks, AggregateFuncs[string, int, string]{
 				Create:     func() int { return 10 },
 				Accumulate: func(_ string, n int) int { return n + 1 },
 				Result:     func(n int) string { return fmt.Sprint(n) },
-			})
-		}, []string{"11", "11", "11", "12", "12", "13"}},
+			}), func(kv KV[string, string]) (string, error) { return kv.Key + "=" + kv.Value, nil })
+		}, []string{"a=11", "a=12", "a=13", "b=11", "b=12", "c=11"}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
