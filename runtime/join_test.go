@@ -278,6 +278,15 @@ func TestJoinMisuseIsRefused(t *testing.T) {
 		{"nil interval function", "join function is nil", func(a, b KeyedStream[int64, int64]) DataStream[int64] {
 			return IntervalJoin[int64, int64, int64, int64](a, b, 0, time.Millisecond, nil)
 		}},
+		{"nil window function", "join function is nil", func(a, b KeyedStream[int64, int64]) DataStream[int64] {
+			return WindowJoin[int64, int64, int64, int64](a, b, Tumbling(time.Second), nil)
+		}},
+		{"zero assigner", "zero WindowAssigner", func(a, b KeyedStream[int64, int64]) DataStream[int64] {
+			return WindowJoin(a, b, WindowAssigner{}, pair)
+		}},
+		{"late data side output", "WithSideOutputLateData does not apply to WindowJoin", func(a, b KeyedStream[int64, int64]) DataStream[int64] {
+			return WindowJoin(a, b, Tumbling(time.Second), pair, WithSideOutputLateData(NewOutputTag[int64]("late")))
+		}},
 		{"different hashes", "different hashes", func(a, b KeyedStream[int64, int64]) DataStream[int64] {
 			b = KeyByHashed(b.stream, key, func(v int64) uint32 { return uint32(v) })
 			return IntervalJoin(a, b, 0, time.Millisecond, pair)
