@@ -7,6 +7,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -429,4 +430,65 @@ func TestIntervalJoinRescaledOnRestore(t *testing.T) {
 			})
 		}
 	})
+}
+
+// BenchmarkIntervalJoin measures an interval join per record on each
+// backend, beside "keyed-count", a running count per key in a ValueState
+// through the same operator, in the same run: the ratio is what the join
+// costs over plain keyed state. Record i has key i%1000, timestamp i, and
+// is of the first input in even thousands and of the second in odd ones;
+// with bounds [0, 1000] each record of the first input meets the next
+// record of its key, and a watermark every 1000 records cleans the
+// buffers, so a key holds one or two timestamps. ns/op is per record.
+func BenchmarkIntervalJoin(b *testing.B) {
+	keys := make([]string, 1000)
+	for i := range keys {
+		keys[i] = "key-" + strconv.Itoa(i)
+	}
+	for _, backend := range stateBackends {
+		b.Run(string(backend)+"/interval-join", func(b *testing.B) {
+			w := openWin[string, either[jRec, jRec]](b, intervalStream(0, time.Second), benchStateConfig(b, backend), nil, 1, 0)
+			defer w.stop()
+			b.ReportAllocs()
+			i := int64(0)
+			for b.Loop() {
+				r := jRec{keys[i%1000], int(i)}
+				e := left[jRec, jRec](r)
+				if (i/1000)%2 == 1 {
+					e = right[jRec](r)
+				}
+				if err := w.p.collect(e, i); err != nil {
+					b.Fatal(err)
+				}
+				i++
+				if i%1000 == 0 {
+					if err := w.p.emitWatermark(i - 1); err != nil {
+						b.Fatal(err)
+					}
+					w.out.take()
+				}
+			}
+		})
+		b.Run(string(backend)+"/keyed-count", func(b *testing.B) {
+			var count ValueState[int64]
+			p, stop, err := openKeyedOn(b, benchStateConfig(b, backend), nil, 1, 0, benchCount(&count))
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer stop()
+			p.fn = KeyedProcessFuncs[string, string, string]{Element: func(*KeyedContext[string, string], string) error {
+				c, _ := count.Value()
+				count.Update(c + 1)
+				return nil
+			}}
+			b.ReportAllocs()
+			i := int64(0)
+			for b.Loop() {
+				if err := p.collect(keys[i%1000], i); err != nil {
+					b.Fatal(err)
+				}
+				i++
+			}
+		})
+	}
 }
