@@ -59,7 +59,10 @@ func IntervalJoin[K comparable, A, B, O any](first KeyedStream[K, A], second Key
 	ds := connected(Connect(first, second), "IntervalJoin", func() KeyedProcessFunction[K, either[A, B], O] { return nil })
 	n := ds.node
 	n.errs = append(n.errs, errs...)
-	n.state = fmt.Sprintf("KeyedProcess[key=%s] IntervalJoin[%s, %s]", typeName[K](), typeName[A](), typeName[B]())
+	// The bounds are in the signature: a cleanup timer finds its entry
+	// through them, so records buffered under other bounds would never
+	// be removed; a restore with other bounds is refused instead.
+	n.state = fmt.Sprintf("KeyedProcess[key=%s] IntervalJoin[%s, %s, %dms, %dms]", typeName[K](), typeName[A](), typeName[B](), lo, up)
 	build := n.build
 	n.build = func(info opInfo, par int, out any) (lifecycle, any) {
 		l, in := build(info, par, out)
