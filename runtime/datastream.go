@@ -76,8 +76,14 @@ func (d DataStream[T]) sideSetter(name string) {
 // key goes to the same subtask of the next operator.
 type KeyedStream[K comparable, T any] struct {
 	stream DataStream[T]
-	keyFn  func(T) K
-	hash   func(K) uint32
+	// also are further inputs of the same keyed stream, each partitioned
+	// by keyFn and hash as stream is: the tagged sides of two connected
+	// streams (connect.go).
+	also  []DataStream[T]
+	keyFn func(T) K
+	hash  func(K) uint32
+	// hashed: hash is the caller's (KeyByHashed), not the stable default.
+	hashed bool
 	err    error
 }
 
@@ -315,7 +321,7 @@ func KeyBy[K comparable, T any](ds DataStream[T], keyFn func(T) K) KeyedStream[K
 // stable across processes and releases (derive it from the key's bytes, for
 // instance with HashString); Go's map hash is not.
 func KeyByHashed[K comparable, T any](ds DataStream[T], keyFn func(T) K, hash func(K) uint32) KeyedStream[K, T] {
-	ks := KeyedStream[K, T]{stream: ds, keyFn: keyFn, hash: hash}
+	ks := KeyedStream[K, T]{stream: ds, keyFn: keyFn, hash: hash, hashed: true}
 	if hash == nil {
 		ks.err = errNilFunction("key hash function")
 	}
@@ -399,7 +405,9 @@ func ProcessPerSubtask[K comparable, I, O any](ks KeyedStream[K, I], newFn func(
 	n.state = stateformat.KeyedProcessSignature(typeName[K]())
 	n.sideCapable = true
 	ks.stream.env.addNode("KeyedProcess", n)
-	connect(ks.stream, n, partitionHash, true, keyHash)
+	for _, in := range append([]DataStream[I]{ks.stream}, ks.also...) {
+		connect(in, n, partitionHash, true, keyHash)
+	}
 	return DataStream[O]{env: ks.stream.env, node: n}
 }
 

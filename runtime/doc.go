@@ -16,9 +16,10 @@
 //	err := env.Execute(ctx, "wordcount")
 //
 // The runnable examples (FromSource, Count, Reduce, Aggregate, Process,
-// Window, SideOutput, SinkTo, Environment.Execute, WithHTTP,
-// Environment.StopWithSavepoint, Environment.TriggerSavepoint) build whole
-// jobs; docs/datastream.md in the repository walks through the API.
+// Window, SideOutput, CoProcess, IntervalJoin, WindowJoin, SinkTo,
+// Environment.Execute, WithHTTP, Environment.StopWithSavepoint,
+// Environment.TriggerSavepoint) build whole jobs; docs/datastream.md in the
+// repository walks through the API.
 //
 // # Side outputs
 //
@@ -45,6 +46,31 @@
 // refused when the job is built: a tag id with two types, an id declared
 // twice, side outputs declared on an operator without a context, a
 // SideOutput of a tag its operator does not declare.
+//
+// # Two inputs
+//
+// Connect pairs two keyed streams of one key type; CoProcess runs a
+// function per input with the key's state and timers shared by both
+// (Flink's KeyedCoProcessFunction), CoProcessPerSubtask a
+// KeyedCoProcessFunction made per subtask:
+//
+//	status := runtime.CoProcess(runtime.Connect(orders, payments),
+//		func(ctx *runtime.KeyedContext[int64, string], o Order) error { ... },
+//		func(ctx *runtime.KeyedContext[int64, string], p Payment) error { ... },
+//		runtime.OnTimer(onDeadline))
+//
+// IntervalJoin(orders, payments, lower, upper, fn) emits fn(o, p) for
+// every pair of one key with p's timestamp in [o's + lower, o's + upper]
+// (event time, bounds inclusive), at the larger timestamp, keeping each
+// side in keyed state only until the watermark passes what can still
+// match it; records at or behind the watermark are dropped and counted.
+// WindowJoin(orders, payments, assigner, fn) emits fn(o, p) for every
+// pair of one key in one window when the window fires. Each input's
+// records are tagged by a map chained to their producer and both reach
+// one keyed operator hash-partitioned by key, so the operator aligns
+// barriers over both inputs, takes the minimum of their watermarks, and
+// checkpoints, restores and rescales like any keyed operator. Both inputs
+// must be keyed with KeyBy, or both with KeyByHashed and one hash.
 //
 // # Running a job
 //

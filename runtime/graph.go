@@ -72,6 +72,10 @@ type node struct {
 	// with its parallelism.
 	sideOf *node
 	side   sideTag
+	// parOf is set on a node that takes the parallelism of the node it
+	// reads (the tagging maps of two-input operators, connect.go) unless
+	// one is set on it: chained to its producer, it adds no network hop.
+	parOf *node
 }
 
 // edge connects two nodes; kind is the partitioner.
@@ -128,6 +132,9 @@ func (n *node) par(cfg *config) int {
 	}
 	if n.parSet {
 		return n.parallelism
+	}
+	if n.parOf != nil {
+		return n.parOf.par(cfg)
 	}
 	return cfg.parallelism
 }

@@ -115,6 +115,7 @@ const (
 	viaCount                          // Count (rolling.go)
 	viaAggregate                      // Aggregate, the count in a struct accumulator
 	viaReduce                         // Reduce over records that carry a count of 1
+	viaCoProcess                      // CoProcessPerSubtask: evens on one input, odds on the other
 )
 
 func countingJob(par int, src *rangeSrc, mapFn func(int64) (int64, error), sink *txnSink2PC, opts ...Option) *Environment {
@@ -147,6 +148,12 @@ func countingJobVia(api countingAPI, par int, src *rangeSrc, mapFn func(int64) (
 		counts = Map(Reduce(KeyBy(ones, func(kv KV[int64, int64]) int64 { return kv.Key }), func(a, b KV[int64, int64]) KV[int64, int64] {
 			return KV[int64, int64]{Key: a.Key, Value: a.Value + b.Value}
 		}).UID("counts"), func(kv KV[int64, int64]) (int64, error) { return kv.Key*100000 + kv.Value, nil })
+	case viaCoProcess:
+		evens := KeyBy(Filter(ds, func(v int64) (bool, error) { return v%2 == 0, nil }), func(v int64) int64 { return v % 7 })
+		odds := KeyBy(Filter(ds, func(v int64) (bool, error) { return v%2 == 1, nil }), func(v int64) int64 { return v % 7 })
+		counts = CoProcessPerSubtask(Connect(evens, odds), func() KeyedCoProcessFunction[int64, int64, int64, int64] {
+			return coCounting{&counting{}}
+		}).UID("counts")
 	}
 	if api < viaCount {
 		counts = counts.UID("counts")

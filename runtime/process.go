@@ -746,6 +746,8 @@ func handlesTimers[K comparable, I, O any](fn KeyedProcessFunction[K, I, O]) boo
 		return f.Timer != nil
 	case *KeyedProcessFuncs[K, I, O]:
 		return f.Timer != nil
+	case interface{ handlesTimers() bool }:
+		return f.handlesTimers() // the adapter of CoProcess (connect.go)
 	}
 	return false
 }

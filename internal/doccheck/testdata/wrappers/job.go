@@ -50,11 +50,19 @@ type Order struct {
 	Amount int
 }
 
+// Payment pays an order, the second input of the two-input fragments.
+type Payment struct {
+	OrderID int64
+	Amount  int
+}
+
 func fragment(
 	ctx context.Context,
 	words runtime.DataStream[string], // single words
 	lines runtime.DataStream[string], // lines of text
 	byUser runtime.KeyedStream[string, Click],
+	ordersByID runtime.KeyedStream[int64, Order],
+	paymentsByOrder runtime.KeyedStream[int64, Payment],
 	sink connector.Sink[string],
 	deadLetters connector.Sink[string],
 	in *kafka.Source[string],
