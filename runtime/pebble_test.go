@@ -234,6 +234,33 @@ func TestPebbleStateDirNotUsableFailsAtStart(t *testing.T) {
 	}
 }
 
+// A state directory without write permission fails the job at start,
+// naming it. Root writes into it anyway, so the test is skipped there (it
+// checks that first, with a write of its own): a directory under a regular
+// file, above, stands in for it.
+func TestPebbleStateDirNotWritableFailsAtStart(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "read-only")
+	if err := os.Mkdir(dir, 0o555); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.Chmod(dir, 0o755) })
+	if f, err := os.CreateTemp(dir, "probe-"); err == nil {
+		_ = f.Close()
+		t.Skipf("%s has no write permission and is writable all the same (running as root?)", dir)
+	}
+	src := &rangeSrc{splits: 2, perSplit: 10, readerFailAt: -1}
+	env := countingJob(1, src, func(v int64) (int64, error) { return v, nil }, &txnSink2PC{store: newTxnStore()},
+		WithCheckpointInterval(5*time.Millisecond), WithStateBackend(PebbleStateBackend), WithStateDir(dir),
+		WithRestartStrategy(FixedDelayRestart(1000, time.Millisecond)))
+	err := env.Execute(testCtx(t), "read-only state dir")
+	if err == nil || !strings.Contains(err.Error(), dir) || !strings.Contains(err.Error(), "not writable") {
+		t.Fatalf("Execute: %v; want an error saying %s is not writable", err, dir)
+	}
+	if n := env.Status().Restarts; n != 0 {
+		t.Fatalf("the job restarted %d times", n)
+	}
+}
+
 // A storage that cannot take the state's files (a full disk) fails the
 // checkpoints it cannot complete, and loses nothing: the job goes on and
 // every count is emitted exactly once.
