@@ -29,7 +29,13 @@ import (
 // so lost state would count a word from 1 again and state ahead of its
 // checkpoint would skip counts. No state directory is left behind.
 func TestPebbleProcessKilledDuringCheckpointsIsExact(t *testing.T) {
-	killedDuringCheckpoints(t, t.TempDir())
+	killedDuringCheckpoints(t, t.TempDir(), "pebble")
+}
+
+// The same on the heap backend, whose snapshots are full and written off
+// the task goroutine from a copy-on-write view of the maps.
+func TestHeapProcessKilledDuringCheckpointsIsExact(t *testing.T) {
+	killedDuringCheckpoints(t, t.TempDir(), "heap")
 }
 
 // The same with checkpoints on S3: the S3 server runs in the test's
@@ -39,22 +45,28 @@ func TestPebbleProcessKilledDuringCheckpointsIsExact(t *testing.T) {
 func TestPebbleProcessKilledDuringCheckpointsOnS3IsExact(t *testing.T) {
 	srv := s3test.New(t)
 	srv.Env(t)
-	killedDuringCheckpoints(t, srv.URLOf("killed"))
+	killedDuringCheckpoints(t, srv.URLOf("killed"), "pebble")
 }
 
-// killedDuringCheckpoints is the test of the two above, on the checkpoint
-// location given (a directory or an s3:// URL).
-func killedDuringCheckpoints(t *testing.T, checkpointDir string) {
-	b := kafkatest.Get(t)
+// wordcountBinary builds the example into a directory of the test's.
+func wordcountBinary(t *testing.T) string {
+	t.Helper()
 	bin := filepath.Join(t.TempDir(), "wordcount")
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	if out, err := exec.CommandContext(ctx, "go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
+	return bin
+}
+
+// distinctWordsInput writes an input file of n distinct words, each 4
+// times, shuffled, 4 words a line.
+func distinctWordsInput(t *testing.T, n int) string {
+	t.Helper()
 	rng := rand.New(rand.NewPCG(5, 3))
 	var words []string
-	for i := range 30000 {
+	for i := range n {
 		for range 4 {
 			words = append(words, fmt.Sprintf("w%05d", i))
 		}
@@ -68,12 +80,26 @@ func killedDuringCheckpoints(t *testing.T, checkpointDir string) {
 	if err := os.WriteFile(input, []byte(text.String()), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	return input
+}
+
+// killedDuringCheckpoints is the test of the ones above, on the checkpoint
+// location given (a directory or an s3:// URL) and the state backend.
+func killedDuringCheckpoints(t *testing.T, checkpointDir, backend string) {
+	b := kafkatest.Get(t)
+	bin := wordcountBinary(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	rng := rand.New(rand.NewPCG(5, 3))
+	input := distinctWordsInput(t, 30000)
 	suffix := fmt.Sprint(time.Now().UnixNano())
 	stateDir := t.TempDir()
 	args := []string{"--brokers", b.Bootstrap(), "--input-topic", "pb-lines-" + suffix, "--output-topic", "pb-counts-" + suffix,
 		"--transactional-id-prefix", "pb-" + suffix, "--checkpoint-dir", checkpointDir, "--input-file", input,
-		"--checkpoint-interval", "100ms", "--state-backend", "pebble", "--state-dir", stateDir, "-v"}
-
+		"--checkpoint-interval", "100ms", "--state-backend", backend, "-v"}
+	if backend == "pebble" {
+		args = append(args, "--state-dir", stateDir)
+	}
 	kills := 0
 	for run := 1; run <= 8 && kills < 4; run++ {
 		cmd := exec.Command(bin, args...)
