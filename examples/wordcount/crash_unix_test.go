@@ -178,25 +178,26 @@ func killedDuringCheckpoints(t *testing.T, checkpointDir, backend string) {
 
 // The pebble backend's process SIGKILLed while it uploads a state file,
 // for certain: checkpoints go to S3 (an in-process server, as above)
-// through a handler that, once two checkpoints have completed, holds the
-// first upload of a shared file (an SST, under shared/) instead of storing
-// it, and tells the test, which kills the job there. The checkpoint that
-// was uploading is not complete: the storage's newest checkpoint is the
-// last one whose metadata was stored before the hold, no checkpoint uses
-// the file and it is not stored. The job started again resumes from that
-// checkpoint and goes to the end, its output exact: every word's counts
-// 1..4, none lost, none twice.
+// through a handler that, once a checkpoint completed after a shared file
+// (an SST, under shared/) was stored, holds the next upload of a shared
+// file instead of storing it, and tells the test, which kills the job
+// there. The checkpoint that was uploading is not complete: the storage's
+// newest checkpoint is the last one whose metadata was stored before the
+// hold, it uses shared files, none of them the held one, and that file is
+// not stored. The job started again resumes from that checkpoint and goes
+// to the end, its output exact: every word's counts 1..4, none lost, none
+// twice.
 func TestPebbleProcessKilledDuringUploadIsExact(t *testing.T) {
 	b := kafkatest.Get(t)
 	const prefix = "killed-upload"
-	hold := &uploadHold{bucketPrefix: "/checkpoints/" + prefix + "/", after: 2, held: make(chan string, 1), release: make(chan struct{})}
+	hold := &uploadHold{bucketPrefix: "/checkpoints/" + prefix + "/", held: make(chan string, 1), release: make(chan struct{})}
 	srv := s3test.NewWrapped(t, hold.wrap)
 	// Cleanups run last first: the held request is let go before the
 	// server's Close waits for its handlers.
 	t.Cleanup(func() { close(hold.release) })
 	srv.Env(t)
 	bin := wordcountBinary(t)
-	const words = 20000
+	const words = 30000
 	input := distinctWordsInput(t, words)
 	suffix := fmt.Sprint(time.Now().UnixNano())
 	url := srv.URLOf(prefix)
@@ -245,6 +246,9 @@ func TestPebbleProcessKilledDuringUploadIsExact(t *testing.T) {
 		if err != nil {
 			t.Fatalf("checkpoint %d after the kill: %v", id, err)
 		}
+		if id == last && len(chk.Files()) == 0 {
+			t.Fatalf("checkpoint %d, which the job resumes from, uses no shared file", id)
+		}
 		for _, f := range chk.Files() {
 			if f.Name == name {
 				t.Fatalf("checkpoint %d uses %s, whose upload never ended", id, name)
@@ -275,20 +279,24 @@ func TestPebbleProcessKilledDuringUploadIsExact(t *testing.T) {
 	}
 }
 
-// uploadHold sits in front of the S3 server. It counts the checkpoints
+// uploadHold sits in front of the S3 server. It notes the checkpoints
 // whose metadata (PUT chk-N/_metadata, answered 200) was stored under
-// bucketPrefix; once after of them were, it holds the next PUT of a shared
-// file (an object or a part of one) without passing it on, sends its key
-// to held and waits for the client to go away (a SIGKILL closes its
-// connections) or for release.
+// bucketPrefix, and the shared files stored there. Once a checkpoint's
+// metadata was stored after a shared file (which belongs to that
+// checkpoint or an earlier one: a checkpoint's files are stored before its
+// metadata, and the next checkpoint begins after that), it holds the next
+// PUT of a shared file (an object or a part of one) without passing it on,
+// sends its key to held and waits for the client to go away (a SIGKILL
+// closes its connections) or for release.
 type uploadHold struct {
 	bucketPrefix string // "/BUCKET/PREFIX/"
-	after        int
 	held         chan string
 	release      chan struct{}
 
 	mu        sync.Mutex
 	completed []int64
+	shared    bool // a shared file was stored
+	armed     bool // and a checkpoint completed after it
 	holding   bool
 }
 
@@ -311,21 +319,27 @@ func (h *uploadHold) wrap(next http.Handler) http.Handler {
 		}
 		sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
 		next.ServeHTTP(sw, r)
-		if m := metadataKey.FindStringSubmatch(key); m != nil && sw.status == http.StatusOK {
+		if sw.status != http.StatusOK {
+			return
+		}
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		if m := metadataKey.FindStringSubmatch(key); m != nil {
 			id, _ := strconv.ParseInt(m[1], 10, 64)
-			h.mu.Lock()
 			h.completed = append(h.completed, id)
-			h.mu.Unlock()
+			h.armed = h.armed || h.shared
+		}
+		if strings.HasPrefix(key, "shared/") {
+			h.shared = true
 		}
 	})
 }
 
-// hold says whether to hold this upload: the first after enough
-// checkpoints completed.
+// hold says whether to hold this upload: the first once armed.
 func (h *uploadHold) hold() bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if h.holding || len(h.completed) < h.after {
+	if h.holding || !h.armed {
 		return false
 	}
 	h.holding = true
