@@ -234,9 +234,37 @@ func TestPebbleStateDirNotUsableFailsAtStart(t *testing.T) {
 	}
 }
 
+// A state directory without write permission fails the job at start,
+// naming it. Root writes into it anyway, so the test is skipped there (it
+// checks that first, with a write of its own): a directory under a regular
+// file, above, stands in for it.
+func TestPebbleStateDirNotWritableFailsAtStart(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "read-only")
+	if err := os.Mkdir(dir, 0o555); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.Chmod(dir, 0o755) })
+	if f, err := os.CreateTemp(dir, "probe-"); err == nil {
+		_ = f.Close()
+		t.Skipf("%s has no write permission and is writable all the same (running as root?)", dir)
+	}
+	src := &rangeSrc{splits: 2, perSplit: 10, readerFailAt: -1}
+	env := countingJob(1, src, func(v int64) (int64, error) { return v, nil }, &txnSink2PC{store: newTxnStore()},
+		WithCheckpointInterval(5*time.Millisecond), WithStateBackend(PebbleStateBackend), WithStateDir(dir),
+		WithRestartStrategy(FixedDelayRestart(1000, time.Millisecond)))
+	err := env.Execute(testCtx(t), "read-only state dir")
+	if err == nil || !strings.Contains(err.Error(), dir) || !strings.Contains(err.Error(), "not writable") {
+		t.Fatalf("Execute: %v; want an error saying %s is not writable", err, dir)
+	}
+	if n := env.Status().Restarts; n != 0 {
+		t.Fatalf("the job restarted %d times", n)
+	}
+}
+
 // A storage that cannot take the state's files (a full disk) fails the
-// checkpoints it cannot complete, and loses nothing: the job goes on and
-// every count is emitted exactly once.
+// checkpoints it cannot complete, logging why with the local file it could
+// not store, and loses nothing: the job goes on and every count is emitted
+// exactly once.
 func TestPebbleStoreFailureDeclinesCheckpointLosesNothing(t *testing.T) {
 	mem, err := checkpoint.NewMemoryStorage()
 	if err != nil {
@@ -246,10 +274,12 @@ func TestPebbleStoreFailureDeclinesCheckpointLosesNothing(t *testing.T) {
 	store.failPuts.Store(5)
 	src := &rangeSrc{splits: 4, perSplit: 60, delay: 300 * time.Microsecond, readerFailAt: -1}
 	sink := &txnSink2PC{store: newTxnStore()}
+	sc := pebbleStateConfig(t)
+	var logs lockedBuffer
 	env := countingJob(2, src, failOnce(150), sink,
 		WithCheckpointInterval(3*time.Millisecond), WithCheckpointStorage(store), WithTolerableCheckpointFailures(100),
-		WithRestartStrategy(FixedDelayRestart(5, time.Millisecond)),
-		optionFunc(func(c *config) { c.state = pebbleStateConfig(t) }))
+		WithRestartStrategy(FixedDelayRestart(5, time.Millisecond)), WithLogger(slogText(&logs)),
+		optionFunc(func(c *config) { c.state = sc }))
 	if err := env.Execute(testCtx(t), "full disk"); err != nil {
 		t.Fatal(err)
 	}
@@ -258,6 +288,18 @@ func TestPebbleStoreFailureDeclinesCheckpointLosesNothing(t *testing.T) {
 	}
 	if env.Status().Checkpoints.Failed == 0 {
 		t.Fatal("no checkpoint failed")
+	}
+	var named bool
+	for line := range strings.Lines(logs.String()) {
+		if strings.Contains(line, "checkpoint aborted") && strings.Contains(line, "no space left on device (injected)") {
+			named = strings.Contains(line, "store "+sc.dir+string(filepath.Separator)) && strings.Contains(line, ".sst")
+			if !named {
+				t.Fatalf("the failed put is logged without the file it could not store (under %s): %s", sc.dir, line)
+			}
+		}
+	}
+	if !named {
+		t.Fatalf("no checkpoint aborted by the failed puts was logged:\n%s", logs.String())
 	}
 	checkCounts(t, sink.store, 240, 7)
 }

@@ -226,10 +226,11 @@ func (o *observer) status() JobStatus {
 	for _, r := range o.recent {
 		st := r.st
 		if st.Status == "in_progress" {
-			// Size and alignment are reported once complete; the
-			// duration so far is.
+			// Sizes, alignment and pause are reported once complete
+			// (the acknowledgements so far add to them); the duration
+			// so far is.
 			st.DurationMillis = time.Since(r.started).Milliseconds()
-			st.SizeBytes, st.AlignmentMillis = 0, 0
+			st.SizeBytes, st.FullSizeBytes, st.AlignmentMillis, st.SyncMicros = 0, 0, 0, 0
 		}
 		js.Checkpoints.Recent = append(js.Checkpoints.Recent, st)
 	}

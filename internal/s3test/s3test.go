@@ -4,6 +4,7 @@
 package s3test
 
 import (
+	"net/http"
 	"net/http/httptest"
 	"testing"
 
@@ -18,14 +19,25 @@ type Server struct {
 }
 
 // New starts a server with bucket "checkpoints", closed at the end of t.
-func New(t testing.TB) *Server {
+func New(t testing.TB) *Server { return NewWrapped(t, nil) }
+
+// NewWrapped is New with the server's handler wrapped by wrap (nil: none),
+// so that a test can watch, delay or hold requests on their way to the
+// S3 server: with path-style addressing, an object's request has the path
+// /BUCKET/KEY. The server's Close, at the end of t, waits for the
+// handlers: one that holds a request must let it go by then.
+func NewWrapped(t testing.TB, wrap func(http.Handler) http.Handler) *Server {
 	t.Helper()
 	backend := s3mem.New()
 	const bucket = "checkpoints"
 	if err := backend.CreateBucket(bucket); err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(gofakes3.New(backend, gofakes3.WithLogger(gofakes3.DiscardLog())).Server())
+	var h http.Handler = gofakes3.New(backend, gofakes3.WithLogger(gofakes3.DiscardLog())).Server()
+	if wrap != nil {
+		h = wrap(h)
+	}
+	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
 	return &Server{URL: srv.URL, Bucket: bucket}
 }
