@@ -7,11 +7,13 @@ import (
 	"math"
 	"math/rand/v2"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -235,10 +237,13 @@ func TestPebbleStateDirNotUsableFailsAtStart(t *testing.T) {
 }
 
 // A state directory without write permission fails the job at start,
-// naming it. Root writes into it anyway, so the test is skipped there (it
-// checks that first, with a write of its own): a directory under a regular
-// file, above, stands in for it.
+// naming it. Root writes into it anyway, so as root the test runs itself
+// again as user nobody, where the permission holds.
 func TestPebbleStateDirNotWritableFailsAtStart(t *testing.T) {
+	if os.Geteuid() == 0 && os.Getenv("SPLITFLOW_TEST_AS_NOBODY") == "" {
+		runAsNobody(t)
+		return
+	}
 	dir := filepath.Join(t.TempDir(), "read-only")
 	if err := os.Mkdir(dir, 0o555); err != nil {
 		t.Fatal(err)
@@ -246,7 +251,7 @@ func TestPebbleStateDirNotWritableFailsAtStart(t *testing.T) {
 	t.Cleanup(func() { _ = os.Chmod(dir, 0o755) })
 	if f, err := os.CreateTemp(dir, "probe-"); err == nil {
 		_ = f.Close()
-		t.Skipf("%s has no write permission and is writable all the same (running as root?)", dir)
+		t.Fatalf("%s has no write permission and is writable all the same (uid %d)", dir, os.Geteuid())
 	}
 	src := &rangeSrc{splits: 2, perSplit: 10, readerFailAt: -1}
 	env := countingJob(1, src, func(v int64) (int64, error) { return v, nil }, &txnSink2PC{store: newTxnStore()},
@@ -654,4 +659,37 @@ func TestPebbleRestoreThatCannotLayItsFilesRestarts(t *testing.T) {
 		t.Fatalf("%d restarts; want the failed restores to have restarted too", n)
 	}
 	checkCounts(t, store, 240, 7)
+}
+
+// runAsNobody runs the calling test alone in this test binary as user
+// nobody (65534), in a temporary directory it may write, and fails t
+// unless it passed there.
+func runAsNobody(t *testing.T) {
+	t.Helper()
+	// t.TempDir's parent is root's alone: a directory of its own.
+	tmp, err := os.MkdirTemp("", "as-nobody-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(tmp) })
+	if err := os.Chmod(tmp, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	// The binary's own directory is root's alone: run a copy.
+	bin, err := os.ReadFile(os.Args[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	self := filepath.Join(tmp, "runtime.test")
+	if err := os.WriteFile(self, bin, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(self, "-test.run=^"+t.Name()+"$", "-test.v", "-test.count=1")
+	cmd.Env = append(os.Environ(), "SPLITFLOW_TEST_AS_NOBODY=1", "TMPDIR="+tmp, "HOME="+tmp)
+	cmd.Dir = tmp
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+	out, err := cmd.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "--- PASS: "+t.Name()) {
+		t.Fatalf("as user nobody: %v\n%s", err, out)
+	}
 }
