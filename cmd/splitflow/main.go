@@ -351,7 +351,12 @@ func checkpointsLs(dir string, w io.Writer) error {
 			files += f.Size
 		}
 		status := "ok"
-		if lerr == nil && latest.ID == id {
+		switch {
+		case c.Savepoint:
+			// A job starts from it (WithRestoreFrom); no restart of a
+			// job resumes in a savepoint's storage.
+			status = "ok, savepoint: a job starts from it with --from-savepoint"
+		case lerr == nil && latest.ID == id:
 			status = "ok, latest: a restart resumes here"
 		}
 		fmt.Fprintf(tw, "chk-%d\t%s\t%d\t%d\t%d\t%d\t%s%s\n", id, c.Timestamp.Format(time.RFC3339), len(c.States), len(c.Files()), blobs+files, blobs+checkpoint.NewFileBytes(c.Metadata, prev), status, note)

@@ -3,10 +3,12 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -184,5 +186,73 @@ func TestCheckpointsLsShowsWhatARestartUses(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(dir, "chk-3", "_committing")); err != nil {
 		t.Fatalf("ls changed the directory: %v", err)
+	}
+}
+
+// Rule: checkpoints ls and show mark a savepoint as one, and ls never says
+// a restart resumes from it: a savepoint is where a job is started from
+// (--from-savepoint), no restart of a job resumes there.
+func TestCheckpointsLsAndShowMarkASavepoint(t *testing.T) {
+	dir := t.TempDir()
+	st, err := checkpoint.NewDirStorage(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := st.Begin(7)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := w.WriteState(checkpoint.OperatorOwner("lines", 0), []byte("state 7"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Commit(checkpoint.Metadata{ID: 7, Timestamp: time.Now(), Fingerprint: "wordcount", States: []checkpoint.StateHandle{h}}); err != nil {
+		t.Fatal(err)
+	}
+	chk, err := st.Load(7)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sp := checkpoint.SavepointPath(t.TempDir(), 7, time.Now())
+	if _, err := checkpoint.WriteSavepoint(chk, sp, ""); err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	if err := run(context.Background(), []string{"checkpoints", "ls", sp}, &out, &out); err != nil {
+		t.Fatal(err)
+	}
+	if ls := out.String(); !strings.Contains(ls, "chk-7") || !strings.Contains(ls, "savepoint") || strings.Contains(ls, "restart") {
+		t.Fatalf("ls of a savepoint says nothing of it or speaks of a restart:\n%s", ls)
+	}
+	out.Reset()
+	if err := run(context.Background(), []string{"checkpoints", "ls", dir}, &out, &out); err != nil {
+		t.Fatal(err)
+	}
+	if ls := out.String(); strings.Contains(ls, "savepoint") || !strings.Contains(ls, "a restart resumes here") {
+		t.Fatalf("ls of the job's own checkpoint:\n%s", ls)
+	}
+	out.Reset()
+	if err := run(context.Background(), []string{"checkpoints", "show", filepath.Join(sp, "chk-7")}, &out, &out); err != nil {
+		t.Fatal(err)
+	}
+	if show := out.String(); !regexp.MustCompile(`(?m)^savepoint +7$`).MatchString(show) {
+		t.Fatalf("show of a savepoint does not say it is one:\n%s", show)
+	}
+	out.Reset()
+	if err := run(context.Background(), []string{"checkpoints", "show", "--json", filepath.Join(sp, "chk-7")}, &out, &out); err != nil {
+		t.Fatal(err)
+	}
+	var r struct {
+		Savepoint bool `json:"savepoint"`
+	}
+	if err := json.Unmarshal(out.Bytes(), &r); err != nil || !r.Savepoint {
+		t.Fatalf("show --json of a savepoint: %v, savepoint %v:\n%s", err, r.Savepoint, out.String())
+	}
+	out.Reset()
+	if err := run(context.Background(), []string{"checkpoints", "show", filepath.Join(dir, "chk-7")}, &out, &out); err != nil {
+		t.Fatal(err)
+	}
+	if show := out.String(); strings.Contains(show, "savepoint") || !strings.Contains(show, "checkpoint 7") {
+		t.Fatalf("show of the job's own checkpoint:\n%s", show)
 	}
 }

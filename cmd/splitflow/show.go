@@ -33,10 +33,13 @@ const (
 )
 
 type showReport struct {
-	Checkpoint  int64      `json:"checkpoint"`
-	Taken       time.Time  `json:"taken"`
-	Fingerprint string     `json:"fingerprint"`
-	Files       []fileView `json:"files"`
+	Checkpoint  int64     `json:"checkpoint"`
+	Taken       time.Time `json:"taken"`
+	Fingerprint string    `json:"fingerprint"`
+	// Savepoint: the checkpoint is a savepoint (its metadata says so), a
+	// copy a job starts from, not one of a job's own checkpoints.
+	Savepoint bool       `json:"savepoint,omitempty"`
+	Files     []fileView `json:"files"`
 	// SharedFiles and SharedBytes count the distinct shared files the
 	// checkpoint uses; OnlyHereBytes is the size of those no other
 	// retained checkpoint uses.
@@ -274,7 +277,7 @@ func undecoded(data []byte, reason string, items, version *int) *undecodedView {
 // inspectCheckpoint decodes every state of c, and tells which of its
 // shared files the other retained checkpoints use too.
 func inspectCheckpoint(c *checkpoint.Checkpoint, others []checkpoint.Metadata) (showReport, error) {
-	r := showReport{Checkpoint: c.ID, Taken: c.Timestamp, Fingerprint: c.Fingerprint, Files: []fileView{}, Operators: []operatorView{}}
+	r := showReport{Checkpoint: c.ID, Taken: c.Timestamp, Fingerprint: c.Fingerprint, Savepoint: c.Savepoint, Files: []fileView{}, Operators: []operatorView{}}
 	sigs, _ := checkpoint.ParseSignatures(c.Fingerprint)
 	use := checkpoint.FileUse(others...)
 	for _, f := range c.Files() {
@@ -511,7 +514,11 @@ func writeJSON(w io.Writer, r showReport) error {
 // writeText prints r for people: the metadata and files as before, then
 // what each operator holds.
 func writeText(w io.Writer, r showReport) error {
-	fmt.Fprintf(w, "checkpoint %d\ntaken      %s\njob        %s\nstates     %d\n\n", r.Checkpoint, r.Taken.Format(time.RFC3339Nano), r.Fingerprint, len(r.Files))
+	kind := "checkpoint"
+	if r.Savepoint {
+		kind = "savepoint " // a copy a job starts from (--from-savepoint); the values stay aligned
+	}
+	fmt.Fprintf(w, "%s %d\ntaken      %s\njob        %s\nstates     %d\n\n", kind, r.Checkpoint, r.Taken.Format(time.RFC3339Nano), r.Fingerprint, len(r.Files))
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "OWNER\tFILE\tBYTES\tCRC32C")
 	for _, f := range r.Files {
