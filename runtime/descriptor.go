@@ -151,6 +151,7 @@ type ValueStateDescriptor[V any] struct {
 	id   int
 	name string
 	vals stateCodec[V]
+	ttl  *ttlConfig
 }
 
 // NewValueState describes the value state called name, whose values are
@@ -170,9 +171,12 @@ type ValueStateDescriptor[V any] struct {
 func NewValueState[V any](name string, opts ...StateOption) *ValueStateDescriptor[V] {
 	o := stateOptionsOf(name, opts)
 	d := &ValueStateDescriptor[V]{id: int(descriptorIDs.Add(1)) - 1, name: name,
-		vals: mustCodec[V](name, "value type", o.serde, "WithSerde")}
+		vals: mustCodec[V](name, "value type", o.serde, "WithSerde"), ttl: o.ttl}
 	if o.mapKeySerde != nil {
 		panic(fmt.Sprintf("state %q: WithMapKeySerde applies to a MapState", name))
+	}
+	if o.ttl != nil {
+		o.ttl.check(name)
 	}
 	return d
 }
@@ -235,33 +239,33 @@ func (d *ValueStateDescriptor[V]) declare(h keyedHost) (ValueState[V], error) {
 	}
 	switch ks := cs.(type) {
 	case *keyedState[string]:
-		return declareValue(ks, d.name, d.vals)
+		return declareValueTTL(ks, d.name, d.vals, d.ttl)
 	case *keyedState[bool]:
-		return declareValue(ks, d.name, d.vals)
+		return declareValueTTL(ks, d.name, d.vals, d.ttl)
 	case *keyedState[int]:
-		return declareValue(ks, d.name, d.vals)
+		return declareValueTTL(ks, d.name, d.vals, d.ttl)
 	case *keyedState[int8]:
-		return declareValue(ks, d.name, d.vals)
+		return declareValueTTL(ks, d.name, d.vals, d.ttl)
 	case *keyedState[int16]:
-		return declareValue(ks, d.name, d.vals)
+		return declareValueTTL(ks, d.name, d.vals, d.ttl)
 	case *keyedState[int32]:
-		return declareValue(ks, d.name, d.vals)
+		return declareValueTTL(ks, d.name, d.vals, d.ttl)
 	case *keyedState[int64]:
-		return declareValue(ks, d.name, d.vals)
+		return declareValueTTL(ks, d.name, d.vals, d.ttl)
 	case *keyedState[uint]:
-		return declareValue(ks, d.name, d.vals)
+		return declareValueTTL(ks, d.name, d.vals, d.ttl)
 	case *keyedState[uint8]:
-		return declareValue(ks, d.name, d.vals)
+		return declareValueTTL(ks, d.name, d.vals, d.ttl)
 	case *keyedState[uint16]:
-		return declareValue(ks, d.name, d.vals)
+		return declareValueTTL(ks, d.name, d.vals, d.ttl)
 	case *keyedState[uint32]:
-		return declareValue(ks, d.name, d.vals)
+		return declareValueTTL(ks, d.name, d.vals, d.ttl)
 	case *keyedState[uint64]:
-		return declareValue(ks, d.name, d.vals)
+		return declareValueTTL(ks, d.name, d.vals, d.ttl)
 	case *keyedState[float32]:
-		return declareValue(ks, d.name, d.vals)
+		return declareValueTTL(ks, d.name, d.vals, d.ttl)
 	case *keyedState[float64]:
-		return declareValue(ks, d.name, d.vals)
+		return declareValueTTL(ks, d.name, d.vals, d.ttl)
 	}
 	return nil, fmt.Errorf("state %q: no view of the keyed state as %T", d.name, cs)
 }
@@ -273,6 +277,7 @@ type MapStateDescriptor[UK comparable, UV any] struct {
 	name  string
 	ukeys stateCodec[UK]
 	uvals stateCodec[UV]
+	ttl   *ttlConfig
 }
 
 // NewMapState describes the map state called name, as NewValueState:
@@ -283,9 +288,12 @@ type MapStateDescriptor[UK comparable, UV any] struct {
 // bytes.
 func NewMapState[UK comparable, UV any](name string, opts ...StateOption) *MapStateDescriptor[UK, UV] {
 	o := stateOptionsOf(name, opts)
+	if o.ttl != nil {
+		o.ttl.check(name)
+	}
 	return &MapStateDescriptor[UK, UV]{id: int(descriptorIDs.Add(1)) - 1, name: name,
 		ukeys: mustCodec[UK](name, "map key type", o.mapKeySerde, "WithMapKeySerde"),
-		uvals: mustCodec[UV](name, "map value type", o.serde, "WithSerde")}
+		uvals: mustCodec[UV](name, "map value type", o.serde, "WithSerde"), ttl: o.ttl}
 }
 
 // Name is the state's name.
@@ -351,33 +359,33 @@ func (d *MapStateDescriptor[UK, UV]) declare(h keyedHost) (MapState[UK, UV], err
 	}
 	switch ks := cs.(type) {
 	case *keyedState[string]:
-		return declareMap(ks, d.name, d.ukeys, d.uvals)
+		return declareMapTTL(ks, d.name, d.ukeys, d.uvals, d.ttl)
 	case *keyedState[bool]:
-		return declareMap(ks, d.name, d.ukeys, d.uvals)
+		return declareMapTTL(ks, d.name, d.ukeys, d.uvals, d.ttl)
 	case *keyedState[int]:
-		return declareMap(ks, d.name, d.ukeys, d.uvals)
+		return declareMapTTL(ks, d.name, d.ukeys, d.uvals, d.ttl)
 	case *keyedState[int8]:
-		return declareMap(ks, d.name, d.ukeys, d.uvals)
+		return declareMapTTL(ks, d.name, d.ukeys, d.uvals, d.ttl)
 	case *keyedState[int16]:
-		return declareMap(ks, d.name, d.ukeys, d.uvals)
+		return declareMapTTL(ks, d.name, d.ukeys, d.uvals, d.ttl)
 	case *keyedState[int32]:
-		return declareMap(ks, d.name, d.ukeys, d.uvals)
+		return declareMapTTL(ks, d.name, d.ukeys, d.uvals, d.ttl)
 	case *keyedState[int64]:
-		return declareMap(ks, d.name, d.ukeys, d.uvals)
+		return declareMapTTL(ks, d.name, d.ukeys, d.uvals, d.ttl)
 	case *keyedState[uint]:
-		return declareMap(ks, d.name, d.ukeys, d.uvals)
+		return declareMapTTL(ks, d.name, d.ukeys, d.uvals, d.ttl)
 	case *keyedState[uint8]:
-		return declareMap(ks, d.name, d.ukeys, d.uvals)
+		return declareMapTTL(ks, d.name, d.ukeys, d.uvals, d.ttl)
 	case *keyedState[uint16]:
-		return declareMap(ks, d.name, d.ukeys, d.uvals)
+		return declareMapTTL(ks, d.name, d.ukeys, d.uvals, d.ttl)
 	case *keyedState[uint32]:
-		return declareMap(ks, d.name, d.ukeys, d.uvals)
+		return declareMapTTL(ks, d.name, d.ukeys, d.uvals, d.ttl)
 	case *keyedState[uint64]:
-		return declareMap(ks, d.name, d.ukeys, d.uvals)
+		return declareMapTTL(ks, d.name, d.ukeys, d.uvals, d.ttl)
 	case *keyedState[float32]:
-		return declareMap(ks, d.name, d.ukeys, d.uvals)
+		return declareMapTTL(ks, d.name, d.ukeys, d.uvals, d.ttl)
 	case *keyedState[float64]:
-		return declareMap(ks, d.name, d.ukeys, d.uvals)
+		return declareMapTTL(ks, d.name, d.ukeys, d.uvals, d.ttl)
 	}
 	return nil, fmt.Errorf("state %q: no view of the keyed state as %T", d.name, cs)
 }

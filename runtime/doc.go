@@ -124,6 +124,15 @@
 // on one that would not come back whole; a checkpoint records the serde
 // of every state, and a restore with another is refused.
 //
+// WithTTL gives a ValueState or MapState a time to live in processing
+// time, as Flink's StateTtlConfig: a value (a map entry) not written for
+// that long (TTLOnReadAndWrite: neither read nor written) is never
+// returned again, and is removed when read, from checkpoints of the heap
+// backend, and a few at a time as the state is used
+// (TTLCleanupPerAccess). Its values are stored with their timestamps, so
+// turning TTL on or off for a state refuses the restore of its
+// checkpoints, naming it.
+//
 // # State
 //
 //   - Source readers: their splits, as operator list state serialized with

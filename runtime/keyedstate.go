@@ -189,6 +189,10 @@ func (s *valueState[K, V]) kind() byte { return stateKindValue }
 func (s *valueState[K, V]) freeze() func(stop func() bool) (map[int][]byte, error) {
 	view, kc, vc, read := slices.Clone(s.m), s.ks.keys, s.vals, &s.read
 	read.Store(0)
+	var keep func(V) bool
+	if s.keep != nil {
+		keep = s.keep() // TTL: expired values stay out of the snapshot
+	}
 	enc := func(stop func() bool) (map[int][]byte, error) {
 		out := make(map[int][]byte)
 		for g := range len(view) / slotsPerKeyGroup {
@@ -198,6 +202,9 @@ func (s *valueState[K, V]) freeze() func(stop func() bool) (map[int][]byte, erro
 			keys, vals := column[K]{c: kc}, column[V]{c: vc}
 			for _, m := range view[g*slotsPerKeyGroup : (g+1)*slotsPerKeyGroup] {
 				for k, v := range m {
+					if keep != nil && !keep(v) {
+						continue
+					}
 					keys.add(k)
 					vals.add(v)
 				}
@@ -270,6 +277,10 @@ func (s *mapState[K, UK, UV]) kind() byte { return stateKindMap }
 func (s *mapState[K, UK, UV]) freeze() func(stop func() bool) (map[int][]byte, error) {
 	view, kc, ukc, uvc, read := slices.Clone(s.m), s.ks.keys, s.ukeys, s.uvals, &s.read
 	read.Store(0)
+	var keep func(UV) bool
+	if s.keep != nil {
+		keep = s.keep() // TTL: expired entries stay out of the snapshot
+	}
 	enc := func(stop func() bool) (map[int][]byte, error) {
 		out := make(map[int][]byte)
 		for g := range len(view) / slotsPerKeyGroup {
@@ -280,9 +291,24 @@ func (s *mapState[K, UK, UV]) freeze() func(stop func() bool) (map[int][]byte, e
 			var sizes []byte
 			for _, gm := range view[g*slotsPerKeyGroup : (g+1)*slotsPerKeyGroup] {
 				for k, in := range gm {
+					n := len(in.m)
+					if keep != nil {
+						n = 0
+						for _, uv := range in.m {
+							if keep(uv) {
+								n++
+							}
+						}
+						if n == 0 {
+							continue
+						}
+					}
 					keys.add(k)
-					sizes = binary.AppendUvarint(sizes, uint64(len(in.m)))
+					sizes = binary.AppendUvarint(sizes, uint64(n))
 					for uk, uv := range in.m {
+						if keep != nil && !keep(uv) {
+							continue
+						}
 						ukeys.add(uk)
 						uvals.add(uv)
 					}

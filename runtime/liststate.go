@@ -360,6 +360,9 @@ func NewListState[T any](name string, opts ...StateOption) *ListStateDescriptor[
 	if o.mapKeySerde != nil {
 		panic(fmt.Sprintf("state %q: WithMapKeySerde applies to a MapState", name))
 	}
+	if o.ttl != nil {
+		panic(fmt.Sprintf("state %q: WithTTL applies to a ValueState or a MapState; a ListState has no TTL yet", name))
+	}
 	return &ListStateDescriptor[T]{id: int(descriptorIDs.Add(1)) - 1, name: name,
 		elems: mustCodec[T](name, "element type", o.serde, "WithSerde")}
 }

@@ -308,6 +308,9 @@ func (pk *pebbleKeyed) declareID(name string, kind byte, codecs, defaults string
 	switch was := s.codecs; {
 	case restored && was == "" && codecs != defaults:
 		return 0, &unrecoverableError{fmt.Errorf("state %q was checkpointed with the default serdes of its types, before serdes were recorded, and is now declared with %s; restore it with the serdes that wrote it, or rename the state", name, describeCodecs(codecs))}
+	case was != "" && was != codecs && ttlChanged(strings.Contains(was, ttlSerdePrefix), strings.Contains(codecs, ttlSerdePrefix)) != "":
+		return 0, &unrecoverableError{fmt.Errorf("state %q was checkpointed with %s and is now declared with %s%s", name, describeCodecs(was), describeCodecs(codecs),
+			ttlChanged(strings.Contains(was, ttlSerdePrefix), strings.Contains(codecs, ttlSerdePrefix)))}
 	case was != "" && was != codecs:
 		return 0, &unrecoverableError{fmt.Errorf("state %q was checkpointed with %s and is now declared with %s; restore it with the serdes that wrote it, or rename the state", name, describeCodecs(was), describeCodecs(codecs))}
 	}

@@ -251,6 +251,9 @@ type keyedCommon struct {
 	// returned after the function's call.
 	pb  *pebbleKeyed
 	err error
+	// clock is the processing time in milliseconds for state TTL (ttl.go),
+	// nil for the wall clock; tests set it.
+	clock func() int64
 }
 
 // slotsPerKeyGroup is how many maps a key group's state is split into.
@@ -345,6 +348,9 @@ type valueState[K comparable, V any] struct {
 	deep bool
 	own  []map[K]struct{}
 	cp   copier[V]
+	// keep, set for a state with TTL, is called at the freeze and returns
+	// which values the snapshot keeps (ttl.go).
+	keep func() func(V) bool
 }
 
 func newValueState[K comparable, V any](ks *keyedState[K], name string, vals stateCodec[V]) *valueState[K, V] {
@@ -451,6 +457,7 @@ type mapState[K, UK comparable, UV any] struct {
 	// encoder reads (Get, All) copies it first.
 	deep bool
 	cp   copier[UV]
+	keep func() func(UV) bool // as valueState's, per map entry
 }
 
 // innerMap is one key's map and the epoch it was made in.
@@ -487,8 +494,10 @@ func (s *mapState[K, UK, UV]) readable() map[UK]UV {
 
 // writable returns the current key's map, creating it, and copying it and
 // its slot's map first if a snapshot reads them.
-func (s *mapState[K, UK, UV]) writable() map[UK]UV {
-	g := s.ks.slot
+func (s *mapState[K, UK, UV]) writable() map[UK]UV { return s.writableAt(s.ks.slot, s.ks.key) }
+
+// writableAt is writable for key k in slot g.
+func (s *mapState[K, UK, UV]) writableAt(g int, k K) map[UK]UV {
 	gm := s.m[g]
 	switch {
 	case gm == nil:
@@ -498,14 +507,14 @@ func (s *mapState[K, UK, UV]) writable() map[UK]UV {
 		gm = maps.Clone(gm)
 		s.m[g], s.ep[g] = gm, s.ks.epoch
 	}
-	in := gm[s.ks.key]
+	in := gm[k]
 	switch {
 	case in == nil:
 		in = &innerMap[UK, UV]{m: map[UK]UV{}, ep: s.ks.epoch}
-		gm[s.ks.key] = in
+		gm[k] = in
 	case in.ep < s.ks.frozen && int64(g) >= s.read.Load():
 		in = &innerMap[UK, UV]{m: s.clone(in.m), ep: s.ks.epoch}
-		gm[s.ks.key] = in
+		gm[k] = in
 	}
 	return in.m
 }

@@ -1,0 +1,472 @@
+package runtime
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"iter"
+	"strings"
+	"time"
+)
+
+// State time-to-live (Flink's StateTtlConfig): a ValueState or MapState
+// declared WithTTL keeps each value (each map entry) with the processing
+// time of its last write, and a value older than the TTL reads as absent
+// and is removed. The value is stored as a ttlValue, the timestamp
+// followed by the value, in the serde ttlSerde names after the value's
+// own (so a checkpoint of the state with TTL differs from one without,
+// and a restore that turns TTL on or off for a state is refused, naming
+// it). Expired values are removed:
+//
+//   - on access: a read of an expired value removes it;
+//   - at checkpoints, heap backend: the snapshot leaves expired values out
+//     (the encoder filters them with the time of the barrier);
+//   - incrementally: every access to the state checks a few more of its
+//     values, the current key's or not, in turn (heap: the next slot maps,
+//     sampled when a slot holds more than the budget; pebble: a cursor
+//     over the state's entries in the DB, one scan every
+//     pebbleSweepEvery accesses), so the values of keys never seen again
+//     go away while the state is in use.
+
+// TTLUpdateType says which accesses renew a value's time to live.
+type TTLUpdateType int
+
+const (
+	// TTLOnCreateAndWrite renews a value when it is written (the default).
+	TTLOnCreateAndWrite TTLUpdateType = iota
+	// TTLOnReadAndWrite renews a value when it is read too.
+	TTLOnReadAndWrite
+)
+
+func (u TTLUpdateType) applyTTL(c *ttlConfig) { c.update = u }
+
+// TTLOption configures a state's time to live (WithTTL).
+type TTLOption interface{ applyTTL(*ttlConfig) }
+
+type ttlOptionFunc func(*ttlConfig)
+
+func (f ttlOptionFunc) applyTTL(c *ttlConfig) { f(c) }
+
+// TTLCleanupPerAccess sets how many of the state's values an access to it
+// checks for expiry besides the one it reads (default 5, as Flink's
+// incremental cleanup); 0 turns the incremental cleanup off, leaving the
+// cleanup on read and (heap backend) at checkpoints.
+func TTLCleanupPerAccess(n int) TTLOption {
+	return ttlOptionFunc(func(c *ttlConfig) { c.perAccess = n })
+}
+
+// defaultTTLCleanupPerAccess is Flink's default cleanup size.
+const defaultTTLCleanupPerAccess = 5
+
+// pebbleSweepEvery: the pebble backend runs its incremental cleanup once
+// every so many accesses, over that many times the per-access budget, so
+// that the cost of a DB iterator is shared by many accesses.
+const pebbleSweepEvery = 32
+
+// WithTTL gives a ValueState or MapState a time to live: a value (a map
+// entry) not written for ttl of processing time, or with
+// TTLOnReadAndWrite neither read nor written, expires; it is then never
+// returned (Flink's NeverReturnExpired) and is removed on access, from
+// checkpoints of the heap backend, and incrementally as the state is
+// used (see TTLCleanupPerAccess). Timestamps are milliseconds, so ttl is
+// at least one millisecond; a shorter ttl makes the descriptor's
+// constructor panic, naming the state.
+//
+// Turning TTL on or off changes how the state's values are stored: a
+// checkpoint of the state with TTL does not restore into it without TTL,
+// nor the reverse (the restore is refused, naming the state). Changing
+// ttl itself is allowed: a restored value expires ttl after its last
+// write under the new setting.
+func WithTTL(ttl time.Duration, opts ...TTLOption) StateOption {
+	return stateOptionFunc(func(o *stateOptions) {
+		c := &ttlConfig{ttl: ttl, perAccess: defaultTTLCleanupPerAccess}
+		for _, opt := range opts {
+			if opt != nil {
+				opt.applyTTL(c)
+			}
+		}
+		o.ttl = c
+	})
+}
+
+type ttlConfig struct {
+	ttl       time.Duration
+	update    TTLUpdateType
+	perAccess int
+}
+
+// check refuses a config state name cannot use.
+func (c *ttlConfig) check(name string) {
+	switch {
+	case c.ttl < time.Millisecond:
+		panic(fmt.Sprintf("state %q: WithTTL(%v): the time to live must be at least 1ms", name, c.ttl))
+	case c.update != TTLOnCreateAndWrite && c.update != TTLOnReadAndWrite:
+		panic(fmt.Sprintf("state %q: WithTTL: unknown update type %d", name, c.update))
+	case c.perAccess < 0:
+		panic(fmt.Sprintf("state %q: TTLCleanupPerAccess(%d): want 0 or more", name, c.perAccess))
+	}
+}
+
+func (c *ttlConfig) String() string {
+	u := "on create and write"
+	if c.update == TTLOnReadAndWrite {
+		u = "on read and write"
+	}
+	return fmt.Sprintf("ttl %v %s", c.ttl, u)
+}
+
+// now is the processing time of the keyed operator, in milliseconds: its
+// clock when a test set one, the wall clock otherwise.
+func (c *keyedCommon) now() int64 {
+	if c.clock != nil {
+		return c.clock()
+	}
+	return time.Now().UnixMilli()
+}
+
+// ttlValue is a value of a state with TTL and the processing time (ms)
+// of its last renewal.
+type ttlValue[V any] struct {
+	ts int64
+	v  V
+}
+
+// ttlSerdePrefix starts the name of every TTL state's serde.
+const ttlSerdePrefix = "splitflow/ttl("
+
+// ttlSerde writes a ttlValue as varint(ts) and the value in its codec.
+type ttlSerde[V any] struct{ in stateCodec[V] }
+
+func (s ttlSerde[V]) Name() string { return ttlSerdePrefix + s.in.String() + ")" }
+
+func (s ttlSerde[V]) Append(dst []byte, v ttlValue[V]) ([]byte, error) {
+	return appendOne(binary.AppendVarint(dst, v.ts), s.in, v.v)
+}
+
+func (s ttlSerde[V]) Decode(b []byte) (ttlValue[V], error) {
+	ts, n := binary.Varint(b)
+	if n <= 0 {
+		return ttlValue[V]{}, errors.New("short TTL timestamp")
+	}
+	v, err := readOne(b[n:], s.in)
+	return ttlValue[V]{ts: ts, v: v}, err
+}
+
+// ttlCodec is the codec of a TTL state whose values have codec in.
+func ttlCodec[V any](in stateCodec[V]) stateCodec[ttlValue[V]] {
+	s := ttlSerde[V]{in: in}
+	return stateCodec[ttlValue[V]]{id: codecUser, ext: s, name: s.Name()}
+}
+
+// ttlStamp reads the timestamp of an encoded ttlValue.
+func ttlStamp(b []byte) (int64, bool) {
+	ts, n := binary.Varint(b)
+	return ts, n > 0
+}
+
+// isTTLCodec reports that a codec (id and Serde name) is a TTL state's.
+func isTTLCodec(id byte, name string) bool {
+	return id == codecUser && strings.HasPrefix(name, ttlSerdePrefix)
+}
+
+// ttlChanged explains a codec mismatch that is TTL turned on or off.
+func ttlChanged(wasTTL, nowTTL bool) string {
+	switch {
+	case wasTTL && !nowTTL:
+		return "; it was checkpointed with a TTL and is now declared without one (TTL values are stored with their timestamps): keep WithTTL, or rename the state"
+	case !wasTTL && nowTTL:
+		return "; it was checkpointed without a TTL and is now declared WithTTL (TTL values are stored with their timestamps): declare it without WithTTL, or rename the state"
+	}
+	return ""
+}
+
+// ttlClock is what TTL states share: the config and the operator's clock.
+type ttlClock struct {
+	cfg   *ttlConfig
+	ttlMs int64
+	c     *keyedCommon
+	// sweep checks up to n more values for expiry; nil without
+	// incremental cleanup.
+	sweep func(now int64, n int)
+	calls int
+}
+
+func newTTLClock(cfg *ttlConfig, c *keyedCommon) *ttlClock {
+	return &ttlClock{cfg: cfg, ttlMs: cfg.ttl.Milliseconds(), c: c}
+}
+
+func (t *ttlClock) expired(ts, now int64) bool { return now-ts >= t.ttlMs }
+
+// access runs the incremental cleanup's share of one access and returns
+// the time.
+func (t *ttlClock) access() int64 {
+	now := t.c.now()
+	if t.sweep != nil && t.cfg.perAccess > 0 {
+		t.sweep(now, t.cfg.perAccess)
+	}
+	return now
+}
+
+// keepAt is the snapshot filter of the heap backend: called at the
+// freeze, it returns what keeps a value at the barrier's time.
+func keepAt[V any](t *ttlClock) func() func(ttlValue[V]) bool {
+	return func() func(ttlValue[V]) bool {
+		now, ttl := t.c.now(), t.ttlMs
+		return func(v ttlValue[V]) bool { return now-v.ts < ttl }
+	}
+}
+
+// ttlValueState is a ValueState with TTL over a state of ttlValues.
+type ttlValueState[V any] struct {
+	in ValueState[ttlValue[V]]
+	t  *ttlClock
+}
+
+func (s *ttlValueState[V]) Value() (V, bool) {
+	now := s.t.access()
+	tv, ok := s.in.Value()
+	if !ok {
+		var zero V
+		return zero, false
+	}
+	if s.t.expired(tv.ts, now) {
+		s.in.Clear()
+		var zero V
+		return zero, false
+	}
+	if s.t.cfg.update == TTLOnReadAndWrite && tv.ts != now {
+		s.in.Update(ttlValue[V]{ts: now, v: tv.v})
+	}
+	return tv.v, true
+}
+
+func (s *ttlValueState[V]) Update(v V) {
+	s.in.Update(ttlValue[V]{ts: s.t.access(), v: v})
+}
+
+func (s *ttlValueState[V]) Clear() {
+	s.t.access()
+	s.in.Clear()
+}
+
+// ttlMapState is a MapState with TTL per entry over a map of ttlValues.
+type ttlMapState[UK comparable, UV any] struct {
+	in MapState[UK, ttlValue[UV]]
+	t  *ttlClock
+}
+
+func (s *ttlMapState[UK, UV]) get(k UK, now int64) (UV, bool) {
+	var zero UV
+	tv, ok := s.in.Get(k)
+	if !ok {
+		return zero, false
+	}
+	if s.t.expired(tv.ts, now) {
+		s.in.Remove(k)
+		return zero, false
+	}
+	if s.t.cfg.update == TTLOnReadAndWrite && tv.ts != now {
+		s.in.Put(k, ttlValue[UV]{ts: now, v: tv.v})
+	}
+	return tv.v, true
+}
+
+func (s *ttlMapState[UK, UV]) Get(k UK) (UV, bool) { return s.get(k, s.t.access()) }
+
+func (s *ttlMapState[UK, UV]) Put(k UK, v UV) {
+	s.in.Put(k, ttlValue[UV]{ts: s.t.access(), v: v})
+}
+
+func (s *ttlMapState[UK, UV]) Remove(k UK) {
+	s.t.access()
+	s.in.Remove(k)
+}
+
+func (s *ttlMapState[UK, UV]) Contains(k UK) bool {
+	_, ok := s.get(k, s.t.access())
+	return ok
+}
+
+func (s *ttlMapState[UK, UV]) Len() int {
+	n := 0
+	for range s.All() {
+		n++
+	}
+	return n
+}
+
+// All iterates the live entries; expired ones are removed (and, with
+// TTLOnReadAndWrite, the entries seen renewed) once the iteration ends.
+func (s *ttlMapState[UK, UV]) All() iter.Seq2[UK, UV] {
+	return func(yield func(UK, UV) bool) {
+		now := s.t.access()
+		var gone []UK
+		var seen []ttlEntry[UK, UV]
+		for k, tv := range s.in.All() {
+			if s.t.expired(tv.ts, now) {
+				gone = append(gone, k)
+				continue
+			}
+			if s.t.cfg.update == TTLOnReadAndWrite && tv.ts != now {
+				seen = append(seen, ttlEntry[UK, UV]{k, tv.v})
+			}
+			if !yield(k, tv.v) {
+				break
+			}
+		}
+		for _, k := range gone {
+			s.in.Remove(k)
+		}
+		for _, e := range seen {
+			s.in.Put(e.k, ttlValue[UV]{ts: now, v: e.v})
+		}
+	}
+}
+
+type ttlEntry[UK comparable, UV any] struct {
+	k UK
+	v UV
+}
+
+func (s *ttlMapState[UK, UV]) Clear() {
+	s.t.access()
+	s.in.Clear()
+}
+
+// declareValueTTL declares a value state, with TTL when cfg is set.
+func declareValueTTL[K comparable, V any](ks *keyedState[K], name string, vals stateCodec[V], cfg *ttlConfig) (ValueState[V], error) {
+	if cfg == nil {
+		return declareValue(ks, name, vals)
+	}
+	in, err := declareValue(ks, name, ttlCodec(vals))
+	if err != nil {
+		return nil, err
+	}
+	t := newTTLClock(cfg, ks.keyedCommon)
+	switch s := in.(type) {
+	case *valueState[K, ttlValue[V]]:
+		s.keep = keepAt[V](t)
+		var cur sweepCursor
+		t.sweep = func(now int64, n int) {
+			heapSweepValues(s, &cur, n, func(v ttlValue[V]) bool { return t.expired(v.ts, now) })
+		}
+	case *pebbleValueState[K, ttlValue[V]]:
+		sw := &pebbleSweep{pk: s.pk, id: s.id, name: name, fail: ks.fail, expired: t.expired}
+		t.sweep = sw.access
+	}
+	return &ttlValueState[V]{in: in, t: t}, nil
+}
+
+// declareMapTTL declares a map state, with TTL per entry when cfg is set.
+func declareMapTTL[K, UK comparable, UV any](ks *keyedState[K], name string, ukeys stateCodec[UK], uvals stateCodec[UV], cfg *ttlConfig) (MapState[UK, UV], error) {
+	if cfg == nil {
+		return declareMap(ks, name, ukeys, uvals)
+	}
+	in, err := declareMap(ks, name, ukeys, ttlCodec(uvals))
+	if err != nil {
+		return nil, err
+	}
+	t := newTTLClock(cfg, ks.keyedCommon)
+	switch s := in.(type) {
+	case *mapState[K, UK, ttlValue[UV]]:
+		s.keep = keepAt[UV](t)
+		var cur sweepCursor
+		t.sweep = func(now int64, n int) {
+			heapSweepMaps(s, &cur, n, func(v ttlValue[UV]) bool { return t.expired(v.ts, now) })
+		}
+	case *pebbleMapState[K, UK, ttlValue[UV]]:
+		sw := &pebbleSweep{pk: s.pk, id: s.id, name: name, isMap: true, fail: ks.fail, expired: t.expired}
+		t.sweep = sw.access
+	}
+	return &ttlMapState[UK, UV]{in: in, t: t}, nil
+}
+
+// sweepCursor is where a heap state's incremental cleanup goes on: the
+// next slot to check.
+type sweepCursor struct{ slot int }
+
+// sweepSlotsPerAccess bounds the slots, empty ones included, one access
+// looks at.
+const sweepSlotsPerAccess = 64
+
+// heapSweepValues checks up to n values of s, slot by slot from the
+// cursor, and removes the expired ones. A slot of more than n values is
+// sampled (a map's iteration starts at a random place) and left for the
+// next access.
+func heapSweepValues[K comparable, V any](s *valueState[K, V], cur *sweepCursor, n int, expired func(V) bool) {
+	slots := len(s.m)
+	var gone []K
+	for visited := 0; n > 0 && visited < sweepSlotsPerAccess && visited < slots; visited++ {
+		g := cur.slot % slots
+		m := s.m[g]
+		gone = gone[:0]
+		whole := true
+		for k, v := range m {
+			if n == 0 {
+				whole = false
+				break
+			}
+			n--
+			if expired(v) {
+				gone = append(gone, k)
+			}
+		}
+		if len(gone) > 0 {
+			w := s.writable(g)
+			for _, k := range gone {
+				delete(w, k)
+			}
+		}
+		if !whole {
+			return
+		}
+		cur.slot = (g + 1) % slots
+	}
+}
+
+// heapSweepMaps is heapSweepValues for a map state: it checks up to n
+// map entries and removes a key whose map it empties.
+func heapSweepMaps[K, UK comparable, UV any](s *mapState[K, UK, UV], cur *sweepCursor, n int, expired func(UV) bool) {
+	slots := len(s.m)
+	var gone []UK
+	for visited := 0; n > 0 && visited < sweepSlotsPerAccess && visited < slots; visited++ {
+		g := cur.slot % slots
+		whole := true
+		for k, in := range s.m[g] {
+			if n == 0 {
+				whole = false
+				break
+			}
+			gone = gone[:0]
+			for uk, uv := range in.m {
+				if n == 0 {
+					whole = false
+					break
+				}
+				n--
+				if expired(uv) {
+					gone = append(gone, uk)
+				}
+			}
+			if len(gone) > 0 {
+				s.removeEntries(g, k, gone)
+			}
+		}
+		if !whole {
+			return
+		}
+		cur.slot = (g + 1) % slots
+	}
+}
+
+// removeEntries removes map keys uks of key k in slot g, and k once its
+// map is empty, copying what a snapshot reads first.
+func (s *mapState[K, UK, UV]) removeEntries(g int, k K, uks []UK) {
+	inner := s.writableAt(g, k)
+	for _, uk := range uks {
+		delete(inner, uk)
+	}
+	if len(inner) == 0 {
+		delete(s.m[g], k) // writableAt made the slot's map the task's own
+	}
+}
