@@ -74,17 +74,11 @@ func keyedSavepointRoundTrip(t *testing.T, backend func() Option, from, to int, 
 	var restores []RestoreStatus
 	var mu sync.Mutex
 	var restarts int
-	// On heap the last record of every split fails once: late enough
-	// that the job has checkpoints of its own by then. Not on pebble:
-	// there a failover of a rescaled restore trips pebble's invariant
-	// checks under -race in Store.BuildFilter, with or without a
-	// savepoint (an open defect of its own); its own checkpoints are
-	// checked below instead.
+	// The last record of every split fails once: late enough that the
+	// job has checkpoints of its own by then.
 	var failAt []int64
-	if !pebble {
-		for s := range int64(splits) {
-			failAt = append(failAt, s*perSplit+perSplit-1)
-		}
+	for s := range int64(splits) {
+		failAt = append(failAt, s*perSplit+perSplit-1)
 	}
 	src2 := &rangeSrc{splits: splits, perSplit: perSplit, delay: 200 * time.Microsecond, readerFailAt: -1}
 	env := keyedSavepointJob(to, 16, src2, true, failAt, store, WithCheckpointDir(cpDir2), WithRestoreFrom(sp.Path),
@@ -107,7 +101,7 @@ func keyedSavepointRoundTrip(t *testing.T, backend func() Option, from, to int, 
 	for _, r := range restores[1:] {
 		own = own || r.Checkpoint > 0 && r.Path != sp.Path
 	}
-	if !pebble && (restarts == 0 || !own) {
+	if restarts == 0 || !own {
 		t.Fatalf("the second job restarted %d times, restores %+v: none from a checkpoint of its own; the test proves nothing of them", restarts, restores)
 	}
 	// The restored job's newest checkpoint stands on its own storage:
@@ -135,8 +129,8 @@ func keyedSavepointRoundTrip(t *testing.T, backend func() Option, from, to int, 
 // pebble, stopped with a savepoint, restores into a job with one more
 // operator at another parallelism (2->3 and 3->1) with the job's
 // checkpoints deleted and a new state directory; its own checkpoints
-// hold every file they name (on heap it goes on through a failover from
-// them); every count exactly once.
+// hold every file they name, and it goes on through a failover from them;
+// every count exactly once.
 func TestKeyedStateFromSavepointRescaledExactlyOnce(t *testing.T) {
 	for _, b := range stateBackends {
 		for _, pars := range [][2]int{{2, 3}, {3, 1}} {
