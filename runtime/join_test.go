@@ -9,8 +9,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -390,36 +388,9 @@ func TestIntervalJoinRescaledOnRestore(t *testing.T) {
 			t.Run(fmt.Sprintf("%d->%d", pars[0], pars[1]), func(t *testing.T) {
 				dir := t.TempDir()
 				store := newTxnStore()
-				died := make(chan struct{})
-				var once sync.Once
-				src1 := &rangeSrc{splits: 4, perSplit: 40, delay: 300 * time.Microsecond, readerFailAt: -1,
-					hold: func(v int64) bool { return v >= 40 && v%40 >= 20 }, release: died}
-				kill := func(v int64) (int64, error) {
-					select {
-					case <-died:
-						return 0, errors.New("process killed")
-					default:
-						return v, nil
-					}
-				}
-				env1 := intervalJob(pars[0], src1, kill, &txnSink2PC{store: store},
-					WithCheckpointInterval(3*time.Millisecond), WithCheckpointDir(dir), WithRestartStrategy(NoRestart()), backend)
-				var cover atomic.Int64
-				env1.hooks = &testHooks{
-					barrierInjected: func(id int64) {
-						if cover.Load() == 0 && src1.holding.Load() == int32(pars[0]) {
-							cover.Store(id)
-						}
-					},
-					checkpointCompleted: func(id int64, _ checkpoint.Storage) {
-						if c := cover.Load(); c != 0 && id >= c {
-							once.Do(func() { close(died) })
-						}
-					},
-				}
-				if err := env1.Execute(testCtx(t), "first"); err == nil {
-					t.Fatal("the job finished before it could be killed; the test proves nothing")
-				}
+				dieMidStream(t, pars[0], func(src *rangeSrc, kill func(int64) (int64, error), opts ...Option) *Environment {
+					return intervalJob(pars[0], src, kill, &txnSink2PC{store: store}, append(opts, WithCheckpointDir(dir), backend)...)
+				})
 				src2 := &rangeSrc{splits: 4, perSplit: 40, readerFailAt: -1}
 				env2 := intervalJob(pars[1], src2, func(v int64) (int64, error) { return v, nil }, &txnSink2PC{store: store},
 					WithCheckpointInterval(3*time.Millisecond), WithCheckpointDir(dir), backend)

@@ -227,41 +227,9 @@ func testRescale(t *testing.T, from, to int, toEnum bool, backend Option) {
 func testRescaleVia(t *testing.T, apis [2]countingAPI, from, to int, toEnum bool, backend Option) {
 	dir := t.TempDir()
 	store := newTxnStore()
-	died := make(chan struct{})
-	var once sync.Once
-	// The first job reads split 0 to its end and the others half-way, then
-	// its readers hold (each holds one split: there are more splits than
-	// readers) until it dies, after a checkpoint whose barrier came after
-	// every reader held: that checkpoint has a finished split and open
-	// ones, and the job dies mid-stream however long its checkpoints take.
-	src1 := &rangeSrc{splits: 4, perSplit: 40, delay: 300 * time.Microsecond, readerFailAt: -1,
-		hold: func(v int64) bool { return v >= 40 && v%40 >= 20 }, release: died}
-	kill := func(v int64) (int64, error) {
-		select {
-		case <-died:
-			return 0, errors.New("process killed")
-		default:
-			return v, nil
-		}
-	}
-	env1 := countingJobVia(apis[0], from, src1, kill, &txnSink2PC{store: store},
-		WithCheckpointInterval(3*time.Millisecond), WithCheckpointDir(dir), WithRestartStrategy(NoRestart()), backend)
-	var cover atomic.Int64
-	env1.hooks = &testHooks{
-		barrierInjected: func(id int64) {
-			if cover.Load() == 0 && src1.holding.Load() == int32(from) {
-				cover.Store(id)
-			}
-		},
-		checkpointCompleted: func(id int64, _ checkpoint.Storage) {
-			if c := cover.Load(); c != 0 && id >= c {
-				once.Do(func() { close(died) })
-			}
-		},
-	}
-	if err := env1.Execute(testCtx(t), "first"); err == nil {
-		t.Fatal("the job finished before it could be killed; the test proves nothing")
-	}
+	dieMidStream(t, from, func(src *rangeSrc, kill func(int64) (int64, error), opts ...Option) *Environment {
+		return countingJobVia(apis[0], from, src, kill, &txnSink2PC{store: store}, append(opts, WithCheckpointDir(dir), backend)...)
+	})
 	src2 := &rangeSrc{splits: 4, perSplit: 40, readerFailAt: -1}
 	var violations []error
 	opts2 := []Option{WithCheckpointInterval(3 * time.Millisecond), WithCheckpointDir(dir), backend}
@@ -312,4 +280,46 @@ func TestDescriptorsGiveEachOperatorSubtaskItsOwnState(t *testing.T) {
 		checkCounts(t, store7, 160, 7)
 		checkCounts(t, store5, 160, 5)
 	})
+}
+
+// dieMidStream runs a first job, made by build at parallelism par over a
+// source of 4 splits of 40 records, until it dies mid-stream: it reads
+// split 0 to its end and the others half-way, then its readers hold (each
+// holds one split: there are more splits than readers) until it dies,
+// after a checkpoint whose barrier came after every reader held. That
+// checkpoint has a finished split and open ones, and the job dies
+// mid-stream however long its checkpoints take. build gets the source,
+// the map that kills the job, and the checkpoint interval and restart
+// strategy to use.
+func dieMidStream(t *testing.T, par int, build func(src *rangeSrc, kill func(int64) (int64, error), opts ...Option) *Environment) {
+	t.Helper()
+	died := make(chan struct{})
+	var once sync.Once
+	src := &rangeSrc{splits: 4, perSplit: 40, delay: 300 * time.Microsecond, readerFailAt: -1,
+		hold: func(v int64) bool { return v >= 40 && v%40 >= 20 }, release: died}
+	kill := func(v int64) (int64, error) {
+		select {
+		case <-died:
+			return 0, errors.New("process killed")
+		default:
+			return v, nil
+		}
+	}
+	env := build(src, kill, WithCheckpointInterval(3*time.Millisecond), WithRestartStrategy(NoRestart()))
+	var cover atomic.Int64
+	env.hooks = &testHooks{
+		barrierInjected: func(id int64) {
+			if cover.Load() == 0 && src.holding.Load() == int32(par) {
+				cover.Store(id)
+			}
+		},
+		checkpointCompleted: func(id int64, _ checkpoint.Storage) {
+			if c := cover.Load(); c != 0 && id >= c {
+				once.Do(func() { close(died) })
+			}
+		},
+	}
+	if err := env.Execute(testCtx(t), "first"); err == nil {
+		t.Fatal("the job finished before it could be killed; the test proves nothing")
+	}
 }

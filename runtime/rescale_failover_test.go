@@ -1,13 +1,8 @@
 package runtime
 
 import (
-	"errors"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
-
-	"github.com/splitflow/splitflow/runtime/checkpoint"
 )
 
 // Keyed state rescaled on restore stays whole while the job runs on and
@@ -20,36 +15,9 @@ func TestKeyedStateRescaledThenFailedOverIsExact(t *testing.T) {
 		const from, to = 2, 3
 		dir := t.TempDir()
 		store := newTxnStore()
-		died := make(chan struct{})
-		var once sync.Once
-		src1 := &rangeSrc{splits: 4, perSplit: 40, delay: 300 * time.Microsecond, readerFailAt: -1,
-			hold: func(v int64) bool { return v >= 40 && v%40 >= 20 }, release: died}
-		kill := func(v int64) (int64, error) {
-			select {
-			case <-died:
-				return 0, errors.New("process killed")
-			default:
-				return v, nil
-			}
-		}
-		env1 := countingJobVia(viaHandles, from, src1, kill, &txnSink2PC{store: store},
-			WithCheckpointInterval(3*time.Millisecond), WithCheckpointDir(dir), WithRestartStrategy(NoRestart()), backend)
-		var cover atomic.Int64
-		env1.hooks = &testHooks{
-			barrierInjected: func(id int64) {
-				if cover.Load() == 0 && src1.holding.Load() == int32(from) {
-					cover.Store(id)
-				}
-			},
-			checkpointCompleted: func(id int64, _ checkpoint.Storage) {
-				if c := cover.Load(); c != 0 && id >= c {
-					once.Do(func() { close(died) })
-				}
-			},
-		}
-		if err := env1.Execute(testCtx(t), "first"); err == nil {
-			t.Fatal("the job finished before it could be killed; the test proves nothing")
-		}
+		dieMidStream(t, from, func(src *rangeSrc, kill func(int64) (int64, error), opts ...Option) *Environment {
+			return countingJobVia(viaHandles, from, src, kill, &txnSink2PC{store: store}, append(opts, WithCheckpointDir(dir), backend)...)
+		})
 		// Slow enough that the rescaled job runs on while its stores are
 		// read in the background, and fails over once on the way.
 		src2 := &rangeSrc{splits: 4, perSplit: 40, delay: 300 * time.Microsecond, readerFailAt: -1}
