@@ -1,7 +1,8 @@
 // Package slots holds the pieces of running one job over several
-// processes that decide who owns what, without any I/O of their own: the
-// slot mapping and naming, the slot ownership log and its epoch rules,
-// and the merge of watermark markers from upstream slots. The engine does
+// processes that decide who owns what: the slot mapping and naming, the
+// slot ownership log and its epoch rules, the merge of watermark markers
+// from upstream slots (deterministic cores without I/O of their own), and
+// the membership in the job's consumer group that assigns slots. The engine does
 // not use it yet: the distributed mode is being built (DESIGN.md,
 // "Scale-out (in progress)").
 //
@@ -45,4 +46,7 @@
 //     ownership of one slot.
 //   - watermark.go: Marker and Merge, the watermark of a downstream
 //     partition from the markers of its upstream slots.
+//   - membership.go: Membership, the job's consumer group over the topic
+//     <job>.slots (franz-go, cooperative-sticky), which reports the slots
+//     a process owns and their epochs on every rebalance.
 package slots
