@@ -148,7 +148,8 @@ type Membership struct {
 
 // Join joins the job's slot group, creating the topic <job>.slots with
 // one partition per slot if it is missing (an existing one must have
-// exactly that many partitions). Rebalances are reported on Changes.
+// exactly that many partitions); ctx bounds that check and creation. The
+// membership then runs until Close; rebalances are reported on Changes.
 func Join(ctx context.Context, job string, slots int, opts ...MembershipOption) (*Membership, error) {
 	if err := ValidateJob(job); err != nil {
 		return nil, err
@@ -241,8 +242,10 @@ func ensureSlotsTopic(ctx context.Context, kopts []kgo.Opt, topic string, slots 
 }
 
 // Changes delivers every rebalance that concerns this member, in order.
-// It is closed by Close. A Change with Revoked slots (not Lost) holds the
-// rebalance until its Done.
+// It is closed by Close. The group's callbacks wait for their Change to be
+// received, so one goroutine must read Changes for as long as the
+// membership runs; a Change with Revoked slots (not Lost) holds the
+// rebalance until its Done, for at most the rebalance timeout.
 func (m *Membership) Changes() <-chan Change { return m.changes }
 
 // Owned returns the slots this member owns now, with their epochs.
