@@ -46,9 +46,10 @@ type RecordStorage interface {
 	// ErrRecordExists when another writer created name first, in which
 	// case nothing was changed. A record this caller created, whose
 	// answer was lost and whose write was retried, counts as created by
-	// this caller (the stored bytes are compared). On a storage that
-	// cannot refuse an existing name it fails with ErrNoConditionalWrites
-	// and writes nothing.
+	// this caller (the stored bytes are compared). Any other error leaves
+	// it unknown whether the record was created: read it to know. On a
+	// storage that cannot refuse an existing name it fails with
+	// ErrNoConditionalWrites and writes nothing.
 	CreateRecord(name string, data []byte) error
 	// ListRecords returns the names of every record, sorted.
 	ListRecords() ([]string, error)
