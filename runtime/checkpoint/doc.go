@@ -69,6 +69,11 @@
 //     DIR/_lock, through internal/flock) the engine holds while a job runs.
 //   - metadata.go: the metadata file format and its verification.
 //   - memory.go: MemoryStorage, the same rules in memory.
+//   - records.go: RecordStorage, the optional capability (all three
+//     storages) to keep small records, each created once by a
+//     conditional write: link(2) of a fsynced temp file on a directory,
+//     If-None-Match: * on S3 (refused where the server ignores it). A
+//     distributed job's slot ownership log is made of them.
 //   - errors.go: sentinel and struct errors, those of the coordinator's
 //     aborts and failures among them (AbortError, TooManyFailuresError),
 //     which the engine's errors wrap.

@@ -25,6 +25,8 @@ type MemoryStorage struct {
 	complete map[int64]*memCheckpoint
 	open     map[int64]bool
 	files    map[string][]byte
+	// records are RecordStorage's, by name.
+	records map[string][]byte
 
 	book *fileBook
 	// filesWritten counts shared files actually stored (tests).

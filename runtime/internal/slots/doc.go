@@ -1,0 +1,52 @@
+// Package slots holds the pieces of running one job over several
+// processes that decide who owns what: the slot mapping and naming, the
+// slot ownership log and its epoch rules, the merge of watermark markers
+// from upstream slots (deterministic cores without I/O of their own), and
+// the membership in the job's consumer group that assigns slots. The engine does
+// not use it yet: the distributed mode is being built (DESIGN.md,
+// "Scale-out (in progress)").
+//
+// A job has S slots (DefaultSlots). Every stage runs with parallelism S
+// and slot i is subtask i of every stage; key group kg belongs to slot
+// kg*S/maxParallelism (ForKeyGroup), a partition of an input topic to a
+// slot by a stable rule (ForPartition). A slot's checkpoints and its
+// ownership log live in a storage of their own, <root>/<job>/slots/<i>
+// (StoragePath), so any process can restore any slot; its Kafka sinks use
+// transactional ids of their own (TransactionalID), so a new owner fences
+// the old one's producers.
+//
+// # Invariants kept here
+//
+//   - At most one owner can commit output or state for a slot (the
+//     shared design's invariant 12), on the storage side: an owner
+//     records its claim, under its epoch (the consumer group generation
+//     of the assignment), in the slot's log before restoring; a checkpoint
+//     is notified complete only once its record is in the log after that
+//     claim; the log is one order of claims and checkpoint records, each
+//     created once by a conditional write at the next position, so a
+//     zombie's record after a newer claim either cannot be written or does
+//     not count (Ownership, Decide).
+//   - The restore point is the latest checkpoint recorded under the claim
+//     governing the log at its position: the latest completed checkpoint
+//     of the highest epoch that has one; a checkpoint written under an
+//     older epoch after a newer claim is ignored (Decide).
+//   - Checkpoint ids of a slot are never reused: a new owner numbers its
+//     checkpoints above every id in the slot's storage and log.
+//   - A downstream partition's watermark is the minimum over its upstream
+//     slots, never goes back (also when an upstream slot changes owner and
+//     its new owner starts behind), and is held by an upstream slot never
+//     heard from until it reports a watermark or idleness (Merge).
+//
+// # Files
+//
+//   - layout.go: slots, key groups and partitions; names of the topic,
+//     group, storage paths and transactional ids.
+//   - log.go: the ownership log's records, their stored form, Decide.
+//   - ownership.go: Ownership, the deterministic core of one member's
+//     ownership of one slot.
+//   - watermark.go: Marker and Merge, the watermark of a downstream
+//     partition from the markers of its upstream slots.
+//   - membership.go: Membership, the job's consumer group over the topic
+//     <job>.slots (franz-go, cooperative-sticky), which reports the slots
+//     a process owns and their epochs on every rebalance.
+package slots

@@ -1,0 +1,337 @@
+package slots
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// Change is one step of a member's slot ownership, as the job's consumer
+// group decided it: a rebalance that assigned slots, revoked them, or
+// found them lost.
+type Change struct {
+	// Member is this process's member id in the group.
+	Member string
+	// Generation is the group generation of the step: the epoch of the
+	// slots in Assigned.
+	Generation int64
+	// Assigned are the slots newly assigned to this member, sorted; each
+	// is claimed under Generation (Ownership) before it is restored.
+	Assigned []int
+	// Revoked are the slots taken from this member, sorted. Unless Lost,
+	// the group waits for Done before another member may have them: the
+	// slots stop with a final checkpoint and commit first.
+	Revoked []int
+	// Lost: the member's session ended (it was expired or fenced) and the
+	// Revoked slots may already be another member's. They stop at once
+	// and commit nothing more; Done need not be called.
+	Lost bool
+	// Owned are the slots this member owns after the step, with the epoch
+	// of each (the generation in which it was assigned; a slot kept across
+	// rebalances keeps its epoch).
+	Owned map[int]int64
+
+	done chan struct{}
+	once *sync.Once
+}
+
+// Done tells the group that the Revoked slots are released. Safe to call
+// more than once and on any Change.
+func (c Change) Done() {
+	if c.once != nil {
+		c.once.Do(func() { close(c.done) })
+	}
+}
+
+// MembershipOption configures Join.
+type MembershipOption interface{ applyMembership(*membershipConfig) }
+
+type membershipOptionFunc func(*membershipConfig)
+
+func (f membershipOptionFunc) applyMembership(c *membershipConfig) { f(c) }
+
+type membershipConfig struct {
+	sessionTimeout   time.Duration
+	heartbeat        time.Duration
+	rebalanceTimeout time.Duration
+	kafka            []kgo.Opt
+	logger           *slog.Logger
+}
+
+func defaultMembershipConfig() membershipConfig {
+	return membershipConfig{
+		sessionTimeout:   10 * time.Second,
+		heartbeat:        3 * time.Second,
+		rebalanceTimeout: 60 * time.Second,
+		logger:           slog.Default(),
+	}
+}
+
+func (c *membershipConfig) validate() error {
+	switch {
+	case c.sessionTimeout <= 0:
+		return fmt.Errorf("slots: session timeout %v; it must be positive (default 10s)", c.sessionTimeout)
+	case c.heartbeat <= 0 || 3*c.heartbeat > c.sessionTimeout:
+		return fmt.Errorf("slots: heartbeat interval %v with session timeout %v; heartbeat at least three times per session timeout", c.heartbeat, c.sessionTimeout)
+	case c.rebalanceTimeout <= 0:
+		return fmt.Errorf("slots: rebalance timeout %v; it must be positive (default 60s)", c.rebalanceTimeout)
+	case c.logger == nil:
+		return errors.New("slots: nil logger; pass slog.New(slog.DiscardHandler) to drop logs")
+	}
+	return nil
+}
+
+// WithSessionTimeout is how long the group coordinator waits for a silent
+// member (crashed, paused, cut off) before it gives its slots to others
+// (default 10s, so a crash is noticed within about ten seconds; Kafka's
+// session.timeout.ms, which must lie within the broker's
+// group.min.session.timeout.ms (6s by default) and
+// group.max.session.timeout.ms).
+func WithSessionTimeout(d time.Duration) MembershipOption {
+	return membershipOptionFunc(func(c *membershipConfig) { c.sessionTimeout = d })
+}
+
+// WithHeartbeatInterval is how often the member heartbeats (default 3s;
+// Kafka's heartbeat.interval.ms); at most a third of the session timeout.
+func WithHeartbeatInterval(d time.Duration) MembershipOption {
+	return membershipOptionFunc(func(c *membershipConfig) { c.heartbeat = d })
+}
+
+// WithRebalanceTimeout bounds a rebalance, so also how long a revoked
+// slot may take to stop with its final checkpoint before Done (default
+// 60s; Kafka's max.poll.interval.ms for the group protocol).
+func WithRebalanceTimeout(d time.Duration) MembershipOption {
+	return membershipOptionFunc(func(c *membershipConfig) { c.rebalanceTimeout = d })
+}
+
+// WithKafka adds franz-go options for the membership's clients: the
+// seed brokers (required), security, a client id. Group, topic and
+// balancer options are the membership's own and must not be given.
+func WithKafka(opts ...kgo.Opt) MembershipOption {
+	return membershipOptionFunc(func(c *membershipConfig) { c.kafka = append(c.kafka, opts...) })
+}
+
+// WithMembershipLogger is where rebalances are logged (default
+// slog.Default()).
+func WithMembershipLogger(l *slog.Logger) MembershipOption {
+	return membershipOptionFunc(func(c *membershipConfig) { c.logger = l })
+}
+
+// Membership is this process's membership in the job's slot group: a
+// franz-go group consumer of the topic <job>.slots, one partition per
+// slot, with the cooperative-sticky balancer, which consumes nothing and
+// commits nothing. The group decides which member owns which slots; the
+// Kafka group coordinator expires members that stop heartbeating and
+// gives their slots to the others in a later generation.
+type Membership struct {
+	job     string
+	slots   int
+	cfg     membershipConfig
+	cl      *kgo.Client
+	changes chan Change
+	closing chan struct{}
+	stopped chan struct{}
+
+	mu    sync.Mutex
+	owned map[int]int64
+	once  sync.Once
+}
+
+// Join joins the job's slot group, creating the topic <job>.slots with
+// one partition per slot if it is missing (an existing one must have
+// exactly that many partitions); ctx bounds that check and creation. The
+// membership then runs until Close; rebalances are reported on Changes.
+func Join(ctx context.Context, job string, slots int, opts ...MembershipOption) (*Membership, error) {
+	if err := ValidateJob(job); err != nil {
+		return nil, err
+	}
+	if slots < 1 {
+		return nil, fmt.Errorf("slots: %d slots; a job has at least 1 (default %d)", slots, DefaultSlots)
+	}
+	cfg := defaultMembershipConfig()
+	for _, o := range opts {
+		o.applyMembership(&cfg)
+	}
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	if err := ensureSlotsTopic(ctx, cfg.kafka, Topic(job), slots); err != nil {
+		return nil, err
+	}
+	m := &Membership{
+		job: job, slots: slots, cfg: cfg,
+		changes: make(chan Change),
+		closing: make(chan struct{}),
+		stopped: make(chan struct{}),
+		owned:   map[int]int64{},
+	}
+	kopts := append(slices.Clone(cfg.kafka),
+		kgo.ConsumerGroup(Group(job)),
+		kgo.ConsumeTopics(Topic(job)),
+		kgo.Balancers(kgo.CooperativeStickyBalancer()),
+		kgo.SessionTimeout(cfg.sessionTimeout),
+		kgo.HeartbeatInterval(cfg.heartbeat),
+		kgo.RebalanceTimeout(cfg.rebalanceTimeout),
+		kgo.DisableAutoCommit(),
+		kgo.OnPartitionsAssigned(m.assigned),
+		kgo.OnPartitionsRevoked(m.revoked),
+		kgo.OnPartitionsLost(m.lost),
+	)
+	cl, err := kgo.NewClient(kopts...)
+	if err != nil {
+		return nil, fmt.Errorf("slots: job %s: group client: %w", job, err)
+	}
+	m.cl = cl
+	// The group runs while the client polls; the topic holds no records,
+	// so polling only keeps the consumer going.
+	go func() {
+		defer close(m.stopped)
+		for {
+			fs := cl.PollFetches(context.Background())
+			if fs.IsClientClosed() {
+				return
+			}
+			fs.EachError(func(topic string, p int32, err error) {
+				cfg.logger.Warn("slots: group consumer error", slog.String("topic", topic), slog.Int("partition", int(p)), slog.Any("error", err))
+			})
+		}
+	}()
+	return m, nil
+}
+
+func ensureSlotsTopic(ctx context.Context, kopts []kgo.Opt, topic string, slots int) error {
+	cl, err := kgo.NewClient(kopts...)
+	if err != nil {
+		return fmt.Errorf("slots: admin client: %w", err)
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	for attempt := 0; ; attempt++ {
+		details, err := adm.ListTopics(ctx, topic)
+		if err != nil {
+			return fmt.Errorf("slots: list topic %s: %w", topic, err)
+		}
+		if d, ok := details[topic]; ok && d.Err == nil {
+			if n := len(d.Partitions); n != slots {
+				return fmt.Errorf("slots: topic %s has %d partitions but the job has %d slots; a job's slot count is fixed: use that many slots, or a new job name", topic, n, slots)
+			}
+			return nil
+		}
+		resp, err := adm.CreateTopic(ctx, int32(slots), -1, nil, topic)
+		if err == nil {
+			err = resp.Err
+		}
+		switch {
+		case err == nil:
+			return nil
+		case errors.Is(err, kerr.TopicAlreadyExists) && attempt == 0:
+			continue // created by another member meanwhile: check it
+		default:
+			return fmt.Errorf("slots: create topic %s with %d partitions: %w", topic, slots, err)
+		}
+	}
+}
+
+// Changes delivers every rebalance that concerns this member, in order.
+// It is closed by Close. The group's callbacks wait for their Change to be
+// received, so one goroutine must read Changes for as long as the
+// membership runs; a Change with Revoked slots (not Lost) holds the
+// rebalance until its Done, for at most the rebalance timeout.
+func (m *Membership) Changes() <-chan Change { return m.changes }
+
+// Owned returns the slots this member owns now, with their epochs.
+func (m *Membership) Owned() map[int]int64 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return maps.Clone(m.owned)
+}
+
+// Close leaves the group, so that the other members take its slots at
+// once rather than after the session timeout. The driver stops the slots
+// (final checkpoints) before; revocations during Close are reported but
+// not waited for. Changes is closed once Close returns.
+func (m *Membership) Close() {
+	m.once.Do(func() {
+		close(m.closing)
+		m.cl.Close()
+		<-m.stopped
+		close(m.changes)
+	})
+}
+
+func slotsOf(parts map[string][]int32, topic string) []int {
+	var out []int
+	for _, p := range parts[topic] {
+		out = append(out, int(p))
+	}
+	slices.Sort(out)
+	return out
+}
+
+func (m *Membership) assigned(_ context.Context, cl *kgo.Client, parts map[string][]int32) {
+	slots := slotsOf(parts, Topic(m.job))
+	if len(slots) == 0 {
+		return
+	}
+	member, gen := cl.GroupMetadata()
+	m.mu.Lock()
+	for _, s := range slots {
+		m.owned[s] = int64(gen)
+	}
+	owned := maps.Clone(m.owned)
+	m.mu.Unlock()
+	m.cfg.logger.Info("slots: assigned", slog.String("job", m.job), slog.String("member", member), slog.Int("generation", int(gen)), slog.Any("slots", slots))
+	m.deliver(Change{Member: member, Generation: int64(gen), Assigned: slots, Owned: owned}, false)
+}
+
+func (m *Membership) revoked(_ context.Context, cl *kgo.Client, parts map[string][]int32) {
+	m.release(cl, parts, false)
+}
+
+func (m *Membership) lost(_ context.Context, cl *kgo.Client, parts map[string][]int32) {
+	m.release(cl, parts, true)
+}
+
+func (m *Membership) release(cl *kgo.Client, parts map[string][]int32, lost bool) {
+	slots := slotsOf(parts, Topic(m.job))
+	if len(slots) == 0 {
+		return
+	}
+	member, gen := cl.GroupMetadata()
+	m.mu.Lock()
+	for _, s := range slots {
+		delete(m.owned, s)
+	}
+	owned := maps.Clone(m.owned)
+	m.mu.Unlock()
+	m.cfg.logger.Info("slots: released", slog.String("job", m.job), slog.String("member", member), slog.Bool("lost", lost), slog.Any("slots", slots))
+	m.deliver(Change{Member: member, Generation: int64(gen), Revoked: slots, Lost: lost, Owned: owned}, !lost)
+}
+
+// deliver hands c to the reader of Changes and, when wait, holds the
+// group's callback until Done: the rebalance (and so the slots' next
+// owner) waits for the slots' final checkpoint. Close ends both waits.
+func (m *Membership) deliver(c Change, wait bool) {
+	c.done, c.once = make(chan struct{}), new(sync.Once)
+	select {
+	case m.changes <- c:
+	case <-m.closing:
+		return
+	}
+	if !wait {
+		return
+	}
+	select {
+	case <-c.done:
+	case <-m.closing:
+	}
+}

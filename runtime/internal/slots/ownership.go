@@ -1,0 +1,316 @@
+package slots
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/splitflow/splitflow/runtime/checkpoint"
+)
+
+// Ownership errors. Match them with errors.Is; they come wrapped in a
+// *ClaimError.
+var (
+	// ErrEpochTaken: the slot's log already holds a claim of the epoch
+	// asked for or of a newer one. The claimant lost a race for the epoch,
+	// or its assignment is stale: it must not touch the slot.
+	ErrEpochTaken = errors.New("slots: the slot is claimed under this epoch or a newer one")
+	// ErrSlotLost: a newer claim was recorded while this member owned the
+	// slot. It must stop the slot's work at once and commit nothing more:
+	// its later checkpoints will never be restored.
+	ErrSlotLost = errors.New("slots: a newer owner claimed the slot")
+	// ErrLogMissing: the slot's storage holds checkpoints but its log is
+	// empty. Starting the slot from scratch would replay or lose what
+	// those checkpoints' sinks committed, so the claim stops instead.
+	ErrLogMissing = errors.New("slots: the slot's storage holds checkpoints but no ownership log")
+)
+
+// ClaimError is an ownership that could not go on: which slot, whose
+// claim, and, where there is one, the claim in the way.
+type ClaimError struct {
+	Slot   int
+	Epoch  int64
+	Member string
+	// Holder is the claim in the way (ErrEpochTaken, ErrSlotLost); zero
+	// otherwise.
+	Holder Record
+	Err    error
+}
+
+func (e *ClaimError) Error() string {
+	s := fmt.Sprintf("slot %d, claim of epoch %d by %s: %v", e.Slot, e.Epoch, e.Member, e.Err)
+	if e.Holder.Seq != 0 {
+		s += fmt.Sprintf(" (log %v)", e.Holder)
+	}
+	return s
+}
+
+func (e *ClaimError) Unwrap() error { return e.Err }
+
+// Action is something an Ownership asks its driver to do. The driver
+// performs the actions of one step in order before it feeds the next
+// event.
+type Action interface{ isAction() }
+
+// ReadLog asks the driver to read the slot's whole log (slots.LoadLog)
+// and the ids of the checkpoints its storage holds (Storage.List), and to
+// report both with LogRead.
+type ReadLog struct{}
+
+// Append asks the driver to create Record at its position
+// (slots.StoreRecord) and report with Appended(Record.Seq, err).
+type Append struct{ Record Record }
+
+// Restore: the claim is recorded. The driver restores the slot from
+// Checkpoint (0: from scratch) and runs it, numbering the slot's next
+// checkpoints from NextCheckpointID: above every id in the storage and the
+// log, so that a zombie's checkpoint, recorded or not, is never
+// overwritten or mistaken for the new owner's. Restoring commits the
+// checkpoint's committables first, then registers the slot's
+// transactional ids, which fences the older owner's producers.
+type Restore struct {
+	Checkpoint       int64
+	Epoch            int64
+	NextCheckpointID int64
+	// Ignored are the log's checkpoint records that do not count, for the
+	// driver's log.
+	Ignored []Record
+}
+
+// NotifyComplete: checkpoint ID is recorded under this member's claim;
+// only now may the slot's sinks commit it.
+type NotifyComplete struct{ ID int64 }
+
+// Stop: the ownership is over, Err says why (*ClaimError wrapping
+// ErrEpochTaken, ErrSlotLost or ErrLogMissing). The driver stops the
+// slot's work without committing anything not yet notified, and drops
+// the Ownership. Checkpoints persisted but not notified are abandoned:
+// the new owner restores from the log, which does not count them.
+type Stop struct{ Err error }
+
+// Fail: reading or appending the log failed (Err). Whether the last
+// append took effect is unknown: the driver calls Start again, after a
+// pause of its choosing, which reads the log and goes on from what it
+// holds (an own claim found there is not made twice).
+type Fail struct{ Err error }
+
+func (ReadLog) isAction()        {}
+func (Append) isAction()         {}
+func (Restore) isAction()        {}
+func (NotifyComplete) isAction() {}
+func (Stop) isAction()           {}
+func (Fail) isAction()           {}
+
+type ownPhase int
+
+const (
+	// idle: created, or after Fail; waiting for Start.
+	idle ownPhase = iota
+	// claiming: reading the log to claim, or appending the claim.
+	claiming
+	// running: the claim is recorded; checkpoints are recorded in order.
+	running
+	// over: Stop was returned; every event is ignored.
+	over
+)
+
+// Ownership is the deterministic core of one member's ownership of one
+// slot: the claim, the choice of restore point and the recording of
+// completed checkpoints in the slot's log. Like the checkpoint coordinator
+// it reads no clock and does no I/O: the driver feeds it events and
+// performs the actions they return, in order. One goroutine owns it.
+//
+// The rules it keeps (Invariant 12, at most one owner can commit output or
+// state for a slot):
+//   - the claim is recorded before anything is restored, by a conditional
+//     write at the log's next position; a claim whose epoch is not above
+//     every claim in the log is never made;
+//   - a checkpoint is notified complete only once its record is in the log
+//     under this member's claim; a record that cannot be appended because
+//     a newer claim took the log's next position ends the ownership
+//     (ErrSlotLost) without notifying, so a zombie commits nothing after
+//     the new owner claimed;
+//   - the restore point is Decide's.
+type Ownership struct {
+	slot   int
+	member string
+	epoch  int64
+
+	phase ownPhase
+	// log is the log as far as this member knows it, in order.
+	log []Record
+	// claimed: this member's claim is in log.
+	claimed bool
+	// queue are checkpoints persisted and not yet recorded, in id order;
+	// queue[0]'s record is being appended when appending is set.
+	queue     []int64
+	appending bool
+	lastID    int64 // the highest checkpoint id persisted or recorded
+	// maxStored is the highest checkpoint id the storage held at the last
+	// LogRead.
+	maxStored int64
+}
+
+// NewOwnership is member's ownership of slot, assigned in group
+// generation epoch (>= 1). member must be unique among the processes of
+// the job (the group member id).
+func NewOwnership(slot int, member string, epoch int64) (*Ownership, error) {
+	switch {
+	case slot < 0:
+		return nil, fmt.Errorf("slots: slot %d; slots are numbered from 0", slot)
+	case member == "":
+		return nil, errors.New("slots: empty member id; use the consumer group member id")
+	case epoch < 1:
+		return nil, fmt.Errorf("slots: epoch %d; epochs are group generations, from 1", epoch)
+	}
+	return &Ownership{slot: slot, member: member, epoch: epoch}, nil
+}
+
+// Start begins the claim, or resumes after Fail: it asks for the log.
+func (o *Ownership) Start() []Action {
+	if o.phase == over {
+		return nil
+	}
+	if o.phase == idle {
+		o.phase = claiming
+	}
+	o.appending = false
+	return []Action{ReadLog{}}
+}
+
+// LogRead reports the slot's log (records in position order) and the ids
+// of the checkpoints its storage holds, or the error reading them.
+func (o *Ownership) LogRead(records []Record, stored []int64, err error) []Action {
+	if o.phase == idle || o.phase == over {
+		return nil
+	}
+	if err == nil {
+		err = checkLog(records)
+	}
+	if err != nil {
+		return o.fail(err)
+	}
+	o.log = slices.Clone(records)
+	for _, id := range stored {
+		o.maxStored = max(o.maxStored, id)
+	}
+	rp := Decide(o.log)
+	o.claimed = rp.Owner.Member == o.member && rp.Owner.Epoch == o.epoch
+	switch {
+	case o.phase == claiming && o.claimed:
+		// Our claim is there already: an append whose answer was lost.
+		return o.restore(rp)
+	case o.phase == claiming && len(o.log) == 0 && len(stored) > 0:
+		return o.stop(ErrLogMissing, Record{})
+	case o.phase == claiming && rp.Owner.Epoch >= o.epoch:
+		return o.stop(ErrEpochTaken, rp.Owner)
+	case o.phase == claiming:
+		return []Action{Append{Record{Seq: o.next(), Kind: Claim, Epoch: o.epoch, Member: o.member}}}
+	case !o.claimed:
+		// Running, and a newer claim governs the log.
+		return o.stop(ErrSlotLost, rp.Owner)
+	default:
+		// Running, still governing. Checkpoints whose records made it
+		// (an append that failed with its fate unknown) are notified, not
+		// recorded twice; whatever else took the position does not
+		// count: append again after it.
+		var acts []Action
+		for len(o.queue) > 0 && o.recorded(o.queue[0]) {
+			acts = append(acts, NotifyComplete{ID: o.queue[0]})
+			o.queue = o.queue[1:]
+		}
+		return o.appendNext(acts)
+	}
+}
+
+// Appended reports the append of the record at position seq: nil once it
+// is durable, an error wrapping checkpoint.ErrRecordExists when another
+// writer took the position, any other error when its fate is unknown.
+func (o *Ownership) Appended(seq int64, err error) []Action {
+	if o.phase == idle || o.phase == over {
+		return nil
+	}
+	if o.phase == running && !o.appending {
+		return nil
+	}
+	switch {
+	case errors.Is(err, checkpoint.ErrRecordExists):
+		o.appending = false
+		return []Action{ReadLog{}}
+	case err != nil:
+		return o.fail(err)
+	}
+	if seq != o.next() {
+		return nil // not the append asked for
+	}
+	if o.phase == claiming {
+		o.log = append(o.log, Record{Seq: seq, Kind: Claim, Epoch: o.epoch, Member: o.member})
+		o.claimed = true
+		return o.restore(Decide(o.log))
+	}
+	id := o.queue[0]
+	o.log = append(o.log, Record{Seq: seq, Kind: Completed, Epoch: o.epoch, Member: o.member, Checkpoint: id})
+	o.queue = o.queue[1:]
+	o.appending = false
+	return o.appendNext([]Action{NotifyComplete{ID: id}})
+}
+
+// Persisted reports that checkpoint id's metadata is durable in the slot's
+// storage (the coordinator's Persisted(id, nil)). Its record is appended
+// after those of earlier checkpoints; NotifyComplete follows once it is
+// in the log. An id not above every earlier one is ignored.
+func (o *Ownership) Persisted(id int64) []Action {
+	if o.phase != running || id <= o.lastID {
+		return nil
+	}
+	o.lastID = id
+	o.queue = append(o.queue, id)
+	return o.appendNext(nil)
+}
+
+// Owns reports whether the claim is recorded and not lost.
+func (o *Ownership) Owns() bool { return o.phase == running }
+
+// recorded reports whether the log holds checkpoint id's record by this
+// member under its epoch.
+func (o *Ownership) recorded(id int64) bool {
+	return slices.ContainsFunc(o.log, func(r Record) bool {
+		return r.Kind == Completed && r.Checkpoint == id && r.Epoch == o.epoch && r.Member == o.member
+	})
+}
+
+func (o *Ownership) next() int64 {
+	if len(o.log) == 0 {
+		return 1
+	}
+	return o.log[len(o.log)-1].Seq + 1
+}
+
+func (o *Ownership) restore(rp RestorePoint) []Action {
+	o.phase = running
+	next := max(rp.MaxCheckpoint, o.lastID, o.maxStored)
+	o.lastID = next
+	return []Action{Restore{Checkpoint: rp.Checkpoint, Epoch: rp.Epoch, NextCheckpointID: next + 1, Ignored: rp.Ignored}}
+}
+
+func (o *Ownership) appendNext(acts []Action) []Action {
+	if o.appending || len(o.queue) == 0 {
+		return acts
+	}
+	o.appending = true
+	return append(acts, Append{Record{Seq: o.next(), Kind: Completed, Epoch: o.epoch, Member: o.member, Checkpoint: o.queue[0]}})
+}
+
+func (o *Ownership) stop(err error, holder Record) []Action {
+	o.phase = over
+	o.queue = nil
+	return []Action{Stop{Err: &ClaimError{Slot: o.slot, Epoch: o.epoch, Member: o.member, Holder: holder, Err: err}}}
+}
+
+func (o *Ownership) fail(err error) []Action {
+	if o.phase == claiming {
+		o.phase = idle
+	}
+	o.appending = false
+	return []Action{Fail{Err: fmt.Errorf("slot %d: %w", o.slot, err)}}
+}

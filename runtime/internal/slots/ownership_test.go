@@ -1,0 +1,456 @@
+package slots
+
+import (
+	"errors"
+	"slices"
+	"testing"
+
+	"github.com/splitflow/splitflow/runtime/checkpoint"
+)
+
+// slotStorage is one slot's storage, shared by every member in a test: a
+// real MemoryStorage, whose records are the log and whose checkpoints are
+// what the members persisted.
+func slotStorage(t *testing.T) *checkpoint.MemoryStorage {
+	t.Helper()
+	s, err := checkpoint.NewMemoryStorage(checkpoint.WithRetained(100))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// member drives one Ownership against the shared storage, recording what
+// it was told: a test driver that does each action's I/O at once, so that
+// tests interleave members by choosing who steps next.
+type member struct {
+	t        *testing.T
+	name     string
+	o        *Ownership
+	st       *checkpoint.MemoryStorage
+	restored []Restore
+	notified []int64
+	stopped  error
+	failed   error
+	// appendFault, when set, is the answer to the next Append, after the
+	// record was stored (the answer lost).
+	appendFault error
+}
+
+func newMember(t *testing.T, st *checkpoint.MemoryStorage, name string, epoch int64) *member {
+	t.Helper()
+	o, err := NewOwnership(3, name, epoch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &member{t: t, name: name, o: o, st: st}
+}
+
+// step takes terminal actions into the record and performs the one I/O
+// action, returning the actions of the event it fed.
+func (m *member) step(acts []Action) []Action {
+	m.t.Helper()
+	for i, a := range acts {
+		switch a := a.(type) {
+		case Restore:
+			m.restored = append(m.restored, a)
+		case NotifyComplete:
+			m.notified = append(m.notified, a.ID)
+		case Stop:
+			m.stopped = a.Err
+		case Fail:
+			m.failed = a.Err
+		case ReadLog, Append:
+			if i != len(acts)-1 {
+				m.t.Fatalf("%s: I/O action %T is not the last of %v", m.name, a, acts)
+			}
+			return m.perform(a)
+		}
+	}
+	return nil
+}
+
+func (m *member) perform(a Action) []Action {
+	m.t.Helper()
+	switch a := a.(type) {
+	case ReadLog:
+		recs, err := LoadLog(m.st)
+		if err != nil {
+			m.t.Fatal(err)
+		}
+		ids, err := m.st.List()
+		if err != nil {
+			m.t.Fatal(err)
+		}
+		return m.o.LogRead(recs, ids, nil)
+	case Append:
+		err := StoreRecord(m.st, a.Record)
+		if err == nil && m.appendFault != nil {
+			err, m.appendFault = m.appendFault, nil
+		}
+		return m.o.Appended(a.Record.Seq, err)
+	}
+	m.t.Fatalf("%s: cannot perform %T", m.name, a)
+	return nil
+}
+
+// run steps until nothing is left to do.
+func (m *member) run(acts []Action) {
+	m.t.Helper()
+	for len(acts) > 0 {
+		acts = m.step(acts)
+	}
+}
+
+func (m *member) claim() { m.t.Helper(); m.run(m.o.Start()) }
+
+// checkpoint persists checkpoint id's metadata in the slot's storage and
+// reports it to the Ownership, as the coordinator's driver would.
+func (m *member) checkpoint(id int64) {
+	m.t.Helper()
+	w, err := m.st.Begin(id)
+	if err != nil {
+		m.t.Fatalf("%s: Begin(%d): %v", m.name, id, err)
+	}
+	if err := w.Commit(checkpoint.Metadata{ID: id, Fingerprint: m.name}); err != nil {
+		m.t.Fatalf("%s: Commit(%d): %v", m.name, id, err)
+	}
+	m.run(m.o.Persisted(id))
+}
+
+func (m *member) lastRestore() Restore {
+	m.t.Helper()
+	if len(m.restored) == 0 {
+		m.t.Fatalf("%s never restored (stopped: %v, failed: %v)", m.name, m.stopped, m.failed)
+	}
+	return m.restored[len(m.restored)-1]
+}
+
+func (m *member) wantRestore(checkpoint, epoch, next int64) {
+	m.t.Helper()
+	r := m.lastRestore()
+	if r.Checkpoint != checkpoint || r.Epoch != epoch || r.NextCheckpointID != next {
+		m.t.Fatalf("%s restores %+v; want checkpoint %d of epoch %d, next id %d", m.name, r, checkpoint, epoch, next)
+	}
+}
+
+func (m *member) wantNotified(ids ...int64) {
+	m.t.Helper()
+	if !slices.Equal(m.notified, ids) {
+		m.t.Fatalf("%s was told to commit %v; want %v", m.name, m.notified, ids)
+	}
+}
+
+func (m *member) wantStopped(target error, holder string) {
+	m.t.Helper()
+	var ce *ClaimError
+	if !errors.Is(m.stopped, target) || !errors.As(m.stopped, &ce) || ce.Holder.Member != holder {
+		m.t.Fatalf("%s stopped with %v; want %v with the claim of %q in the way", m.name, m.stopped, target, holder)
+	}
+	if m.o.Owns() {
+		m.t.Fatalf("%s still owns the slot after Stop", m.name)
+	}
+}
+
+func logOf(t *testing.T, st *checkpoint.MemoryStorage) []Record {
+	t.Helper()
+	recs, err := LoadLog(st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return recs
+}
+
+// A takeover: the new owner, of a higher epoch, claims and restores the
+// latest checkpoint completed under the claim it replaces, numbers its own
+// checkpoints after every id there is, and its successor restores its
+// checkpoints in turn.
+func TestTakeoverRestoresLatestCheckpointOfHighestEpoch(t *testing.T) {
+	st := slotStorage(t)
+	a := newMember(t, st, "a", 1)
+	a.claim()
+	a.wantRestore(0, 0, 1)
+	a.checkpoint(1)
+	a.checkpoint(2)
+	a.wantNotified(1, 2)
+
+	b := newMember(t, st, "b", 3)
+	b.claim()
+	b.wantRestore(2, 1, 3)
+	b.checkpoint(3)
+	b.wantNotified(3)
+
+	c := newMember(t, st, "c", 5)
+	c.claim()
+	c.wantRestore(3, 3, 4)
+	if n := len(logOf(t, st)); n != 6 {
+		t.Fatalf("log holds %d records; want 3 claims and 3 checkpoints", n)
+	}
+}
+
+// A zombie (a paused owner that lost its slot without knowing) persists a
+// checkpoint after the new owner's claim: its record cannot take the
+// log's next position (the claim holds it), so it learns it lost the slot
+// and is never told to commit; the checkpoint is in storage but no later
+// owner restores it, and none reuses its id.
+func TestZombieCheckpointAfterLosingSlotIsNeverCommittedNorRestored(t *testing.T) {
+	st := slotStorage(t)
+	a := newMember(t, st, "a", 1)
+	a.claim()
+	a.checkpoint(1)
+
+	b := newMember(t, st, "b", 2)
+	b.claim()
+	b.wantRestore(1, 1, 2)
+
+	a.checkpoint(2) // the zombie wakes up and completes checkpoint 2
+	a.wantNotified(1)
+	a.wantStopped(ErrSlotLost, "b")
+	a.run(a.o.Persisted(3)) // and anything after is ignored
+	a.wantNotified(1)
+
+	// b numbered from 2, but the zombie's 2 is in storage: its driver's
+	// Begin(2) fails with ErrExists and it takes the next id.
+	if _, err := st.Begin(2); !errors.Is(err, checkpoint.ErrExists) {
+		t.Fatalf("Begin(2) = %v; the zombie's checkpoint 2 should be stored", err)
+	}
+	b.checkpoint(3)
+	b.wantNotified(3)
+
+	c := newMember(t, st, "c", 4)
+	c.claim()
+	c.wantRestore(3, 2, 4)
+
+	// b dies before any checkpoint of its own: its successor still passes
+	// over the zombie's checkpoint 2 and takes 1, numbering from 3.
+	st2 := slotStorage(t)
+	a2 := newMember(t, st2, "a", 1)
+	a2.claim()
+	a2.checkpoint(1)
+	b2 := newMember(t, st2, "b", 2)
+	b2.claim()
+	a2.checkpoint(2)
+	a2.wantStopped(ErrSlotLost, "b")
+	c2 := newMember(t, st2, "c", 3)
+	c2.claim()
+	c2.wantRestore(1, 1, 3)
+}
+
+// Two claimants race for one epoch: both read the log, both try its next
+// position; one claim is recorded, the other meets it and stops without
+// restoring. A claimant whose epoch is older than the log's claim stops
+// without writing anything.
+func TestTwoClaimantsRacingForOneEpochHaveOneWinner(t *testing.T) {
+	st := slotStorage(t)
+	a := newMember(t, st, "a", 1)
+	a.claim()
+	a.checkpoint(1)
+
+	b := newMember(t, st, "b", 2)
+	c := newMember(t, st, "c", 2)
+	bActs := b.step(b.o.Start()) // both read the log
+	cActs := c.step(c.o.Start())
+	if len(bActs) != 1 || len(cActs) != 1 || bActs[0] != cActs[0].(Append).withMember("b") {
+		t.Fatalf("b would do %v, c %v; want both to append a claim at the same position", bActs, cActs)
+	}
+	b.run(bActs)
+	c.run(cActs)
+	b.wantRestore(1, 1, 2)
+	c.wantStopped(ErrEpochTaken, "b")
+	if len(c.restored) != 0 {
+		t.Fatalf("the losing claimant restored %v", c.restored)
+	}
+
+	before := len(logOf(t, st))
+	stale := newMember(t, st, "d", 1)
+	stale.claim()
+	stale.wantStopped(ErrEpochTaken, "b")
+	if after := len(logOf(t, st)); after != before {
+		t.Fatalf("a stale claimant wrote to the log: %d records, then %d", before, after)
+	}
+}
+
+func (a Append) withMember(m string) Action { a.Record.Member = m; return a }
+
+// Restarts with no checkpoint yet: the first claim of a slot starts from
+// scratch, and so does every later claim while no checkpoint was recorded,
+// even when one was persisted and never recorded (its owner died between
+// the two), whose id is still never reused.
+func TestRestartWithNoCheckpointYetStartsFromScratch(t *testing.T) {
+	st := slotStorage(t)
+	a := newMember(t, st, "a", 1)
+	a.claim()
+	a.wantRestore(0, 0, 1)
+
+	b := newMember(t, st, "b", 2)
+	b.claim()
+	b.wantRestore(0, 0, 1)
+	w, err := st.Begin(1) // b dies after persisting 1, before recording it
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Commit(checkpoint.Metadata{ID: 1}); err != nil {
+		t.Fatal(err)
+	}
+
+	c := newMember(t, st, "c", 3)
+	c.claim()
+	c.wantRestore(0, 0, 2)
+}
+
+// A storage that holds checkpoints but no log is refused: a fresh start
+// would replay or lose what those checkpoints' sinks committed.
+func TestClaimRefusesCheckpointsWithoutLog(t *testing.T) {
+	st := slotStorage(t)
+	w, err := st.Begin(7)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Commit(checkpoint.Metadata{ID: 7}); err != nil {
+		t.Fatal(err)
+	}
+	a := newMember(t, st, "a", 1)
+	a.claim()
+	if !errors.Is(a.stopped, ErrLogMissing) || len(a.restored) != 0 {
+		t.Fatalf("stopped %v, restored %v; want ErrLogMissing and no restore", a.stopped, a.restored)
+	}
+	if len(logOf(t, st)) != 0 {
+		t.Fatal("the refused claim wrote to the log")
+	}
+}
+
+// An append whose answer was lost (stored, then an error) fails; starting
+// again finds the member's own record and goes on from it: a claim is not
+// made twice, a checkpoint is not recorded twice and is notified once.
+func TestAppendWithLostAnswerIsNotMadeTwice(t *testing.T) {
+	st := slotStorage(t)
+	a := newMember(t, st, "a", 1)
+	a.appendFault = errors.New("connection reset")
+	a.claim()
+	if a.failed == nil || len(a.restored) != 0 {
+		t.Fatalf("failed %v, restored %v; want a failure and no restore yet", a.failed, a.restored)
+	}
+	a.failed = nil
+	a.claim()
+	a.wantRestore(0, 0, 1)
+
+	a.appendFault = errors.New("timeout")
+	a.checkpoint(1)
+	a.wantNotified()
+	a.run(a.o.Start())
+	a.wantNotified(1)
+	a.checkpoint(2)
+	a.wantNotified(1, 2)
+	var kinds []string
+	for _, r := range logOf(t, st) {
+		kinds = append(kinds, r.String())
+	}
+	if len(kinds) != 3 {
+		t.Fatalf("log %v; want one claim and two checkpoint records", kinds)
+	}
+}
+
+// Checkpoints are recorded one at a time in id order, each notified only
+// once its record is in the log; a position taken by a record that does
+// not count (a zombie's, written blind) is stepped over.
+func TestCheckpointsAreRecordedInOrderBeforeNotification(t *testing.T) {
+	st := slotStorage(t)
+	a := newMember(t, st, "a", 2)
+	a.claim()
+	acts := a.o.Persisted(1)
+	acts2 := a.o.Persisted(2)
+	if len(acts2) != 0 {
+		t.Fatalf("a second checkpoint was appended while the first was: %v", acts2)
+	}
+	// A zombie of epoch 1 writes a record at the position a asked for.
+	pos := acts[0].(Append).Record.Seq
+	if err := StoreRecord(st, Record{Seq: pos, Kind: Completed, Epoch: 1, Member: "zombie", Checkpoint: 9}); err != nil {
+		t.Fatal(err)
+	}
+	a.run(acts)
+	a.wantNotified(1, 2)
+	rp := Decide(logOf(t, st))
+	if rp.Checkpoint != 2 || len(rp.Ignored) != 1 || rp.Ignored[0].Member != "zombie" {
+		t.Fatalf("Decide = %+v; want checkpoint 2 with the zombie's record ignored", rp)
+	}
+}
+
+// Decide's rules on logs written by hand, including ones the Ownership
+// itself never writes (blind writers, older builds).
+func TestDecideTakesLatestCheckpointOfHighestEpoch(t *testing.T) {
+	claim := func(seq, epoch int64, m string) Record {
+		return Record{Seq: seq, Kind: Claim, Epoch: epoch, Member: m}
+	}
+	chk := func(seq, id, epoch int64, m string) Record {
+		return Record{Seq: seq, Kind: Completed, Epoch: epoch, Member: m, Checkpoint: id}
+	}
+	for _, c := range []struct {
+		name          string
+		log           []Record
+		owner         string
+		checkpoint    int64
+		epoch         int64
+		ignored       int
+		maxCheckpoint int64
+	}{
+		{"empty", nil, "", 0, 0, 0, 0},
+		{"one claim", []Record{claim(1, 1, "a")}, "a", 0, 0, 0, 0},
+		{"one owner", []Record{claim(1, 1, "a"), chk(2, 1, 1, "a"), chk(3, 2, 1, "a")}, "a", 2, 1, 0, 2},
+		{"takeover without checkpoint", []Record{claim(1, 1, "a"), chk(2, 1, 1, "a"), claim(3, 2, "b")}, "b", 1, 1, 0, 1},
+		{"zombie after newer claim", []Record{claim(1, 1, "a"), chk(2, 1, 1, "a"), claim(3, 2, "b"), chk(4, 2, 1, "a")}, "b", 1, 1, 1, 2},
+		{"newer owner's checkpoint", []Record{claim(1, 1, "a"), claim(2, 2, "b"), chk(3, 5, 2, "b"), chk(4, 6, 1, "a")}, "b", 5, 2, 1, 6},
+		{"same epoch claimed twice", []Record{claim(1, 2, "a"), claim(2, 2, "b"), chk(3, 1, 2, "b"), chk(4, 2, 2, "a")}, "a", 2, 2, 1, 2},
+		{"stale claim after newer", []Record{claim(1, 5, "a"), claim(2, 3, "b"), chk(3, 1, 3, "b"), chk(4, 2, 5, "a")}, "a", 2, 5, 1, 2},
+		{"checkpoint before any claim", []Record{chk(1, 1, 1, "a"), claim(2, 1, "a")}, "a", 0, 0, 1, 1},
+		{"older epochs' checkpoints kept across claims without one", []Record{claim(1, 1, "a"), chk(2, 4, 1, "a"), claim(3, 2, "b"), claim(4, 3, "c")}, "c", 4, 1, 0, 4},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			rp := Decide(c.log)
+			if rp.Owner.Member != c.owner || rp.Checkpoint != c.checkpoint || rp.Epoch != c.epoch || len(rp.Ignored) != c.ignored || rp.MaxCheckpoint != c.maxCheckpoint {
+				t.Fatalf("Decide = %+v; want owner %q, checkpoint %d of epoch %d, %d ignored, max id %d", rp, c.owner, c.checkpoint, c.epoch, c.ignored, c.maxCheckpoint)
+			}
+		})
+	}
+}
+
+// Records round-trip through their stored form; malformed ones and those
+// of another format version are refused, and the log is read in position
+// order whatever else the storage holds.
+func TestLogRecordsRoundTrip(t *testing.T) {
+	st := slotStorage(t)
+	want := []Record{
+		{Seq: 1, Kind: Claim, Epoch: 1, Member: "a"},
+		{Seq: 2, Kind: Completed, Epoch: 1, Member: "a", Checkpoint: 1},
+		{Seq: 10, Kind: Claim, Epoch: 4, Member: "b-7f3e"},
+	}
+	for _, r := range slices.Backward(want) {
+		if err := StoreRecord(st, r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := st.CreateRecord("not-a-log-entry", []byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	got := logOf(t, st)
+	if !slices.Equal(got, want) {
+		t.Fatalf("LoadLog = %v; want %v", got, want)
+	}
+	for _, bad := range []Record{
+		{Seq: 0, Kind: Claim, Epoch: 1, Member: "a"},
+		{Seq: 1, Kind: "lease", Epoch: 1, Member: "a"},
+		{Seq: 1, Kind: Claim, Epoch: 0, Member: "a"},
+		{Seq: 1, Kind: Claim, Epoch: 1},
+		{Seq: 1, Kind: Completed, Epoch: 1, Member: "a"},
+		{Seq: 1, Kind: Claim, Epoch: 1, Member: "a", Checkpoint: 3},
+	} {
+		if _, err := EncodeRecord(bad); err == nil {
+			t.Errorf("EncodeRecord(%+v) succeeded; want an error", bad)
+		}
+	}
+	if _, err := DecodeRecord(1, []byte(`{"version":2,"kind":"claim","epoch":1,"member":"a"}`)); err == nil {
+		t.Error("a record of format version 2 decoded")
+	}
+	if err := StoreRecord(st, Record{Seq: 2, Kind: Claim, Epoch: 9, Member: "x"}); !errors.Is(err, checkpoint.ErrRecordExists) {
+		t.Fatalf("StoreRecord at a taken position = %v; want ErrRecordExists", err)
+	}
+}

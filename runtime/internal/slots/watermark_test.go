@@ -1,0 +1,208 @@
+package slots
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+)
+
+// step is one input of a Merge and what the partition's watermark and
+// status must be after it.
+type step struct {
+	// exactly one of: a marker, or a record from slot record (>= 0)
+	marker *Marker
+	record int
+
+	wm       int64
+	advanced bool
+	idle     bool
+	changed  bool
+	ended    bool
+}
+
+func wmark(slot int, wm int64) *Marker {
+	return &Marker{Kind: WatermarkMarker, Slot: slot, Watermark: wm}
+}
+func idleMk(slot int) *Marker { return &Marker{Kind: IdleMarker, Slot: slot} }
+func end(slot int) *Marker    { return &Marker{Kind: EndMarker, Slot: slot} }
+
+// runMerge feeds steps to a merge of n upstream slots, checking each
+// output, and checks that the watermark it reports never goes back.
+func runMerge(t *testing.T, n int, steps []step) {
+	t.Helper()
+	m, err := NewMerge(n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	prev := NoWatermark
+	for i, s := range steps {
+		var out Output
+		var what string
+		if s.marker != nil {
+			out, err = m.Marker(*s.marker)
+			what = fmt.Sprintf("marker %+v", *s.marker)
+		} else {
+			out, err = m.Record(s.record)
+			what = fmt.Sprintf("record from slot %d", s.record)
+		}
+		if err != nil {
+			t.Fatalf("step %d (%s): %v", i, what, err)
+		}
+		if out.Watermark < prev {
+			t.Fatalf("step %d (%s): watermark went back from %d to %d", i, what, prev, out.Watermark)
+		}
+		prev = out.Watermark
+		want := Output{Watermark: s.wm, Advanced: s.advanced, Idle: s.idle, StatusChanged: s.changed, Ended: s.ended}
+		if out != want {
+			t.Fatalf("step %d (%s): %+v; want %+v", i, what, out, want)
+		}
+	}
+}
+
+// A downstream partition's watermark is the minimum over its upstream
+// slots, emitted only when it moves forward.
+func TestPartitionWatermarkIsMinimumOverUpstreamSlots(t *testing.T) {
+	runMerge(t, 3, []step{
+		{marker: wmark(0, 100), wm: NoWatermark},
+		{marker: wmark(1, 50), wm: NoWatermark},
+		{marker: wmark(2, 70), wm: 50, advanced: true},
+		{marker: wmark(1, 90), wm: 70, advanced: true},
+		{marker: wmark(2, 80), wm: 80, advanced: true},
+		{marker: wmark(0, 120), wm: 80},
+		{marker: wmark(1, 85), wm: 80}, // slot 1 back from 90 to 85: ignored
+		{marker: wmark(2, 200), wm: 90, advanced: true},
+	})
+}
+
+// An upstream slot never heard from holds the watermark back until it is
+// known (its first watermark) or says it is idle.
+func TestSlotNeverHeardFromHoldsBackUntilIdleOrKnown(t *testing.T) {
+	t.Run("until known", func(t *testing.T) {
+		runMerge(t, 2, []step{
+			{marker: wmark(0, 100), wm: NoWatermark},
+			{marker: wmark(0, 500), wm: NoWatermark},
+			{record: 1, wm: NoWatermark}, // a record says nothing of its watermark
+			{marker: wmark(1, 300), wm: 300, advanced: true},
+		})
+	})
+	t.Run("until idle", func(t *testing.T) {
+		runMerge(t, 2, []step{
+			{marker: wmark(0, 100), wm: NoWatermark},
+			{marker: idleMk(1), wm: 100, advanced: true},
+			{marker: wmark(0, 200), wm: 200, advanced: true},
+		})
+	})
+}
+
+// An idle slot stops holding the watermark back; the last active slot
+// going idle makes the partition idle, at the maximum watermark over the
+// slots; the next record or watermark of a slot makes it active again,
+// and a slot back behind the partition's watermark counts only once it
+// has caught up, so the watermark never goes back.
+func TestIdleSlotStopsHoldingBackAndReturnsOnItsNextRecordOrMarker(t *testing.T) {
+	runMerge(t, 3, []step{
+		{marker: wmark(0, 100), wm: NoWatermark},
+		{marker: wmark(1, 200), wm: NoWatermark},
+		{marker: wmark(2, 300), wm: 100, advanced: true},
+		{marker: idleMk(0), wm: 200, advanced: true},
+		{marker: wmark(1, 400), wm: 300, advanced: true},
+		{marker: idleMk(0), wm: 300}, // idle again: nothing changes
+		{record: 0, wm: 300},         // active again at 100, behind: left out
+		{marker: wmark(2, 500), wm: 400, advanced: true},
+		{marker: wmark(0, 350), wm: 400}, // still behind 400
+		{marker: wmark(0, 450), wm: 400}, // caught up, now slot 1 (400) holds it
+		{marker: idleMk(0), wm: 400},
+		{marker: idleMk(1), wm: 500, advanced: true},
+		{marker: idleMk(2), wm: 500, idle: true, changed: true},
+		{marker: wmark(1, 420), wm: 500, changed: true}, // active again, behind
+		{marker: wmark(1, 600), wm: 600, advanced: true},
+	})
+}
+
+// End of input: an ended slot no longer holds the watermark back and
+// anything it sends after is ignored; when every slot ended the
+// partition's input ended, at MaxWatermark; the remaining slots all idle
+// make the partition idle.
+func TestEndedSlotsLeaveTheMinimumAndAllEndedEndsThePartition(t *testing.T) {
+	runMerge(t, 3, []step{
+		{marker: wmark(0, 100), wm: NoWatermark},
+		{marker: wmark(1, 200), wm: NoWatermark},
+		{marker: wmark(2, 300), wm: 100, advanced: true},
+		{marker: end(0), wm: 200, advanced: true},
+		{marker: wmark(0, 50), wm: 200}, // after its end: ignored
+		{record: 0, wm: 200},
+		{marker: idleMk(1), wm: 300, advanced: true},
+		{marker: idleMk(2), wm: 300, idle: true, changed: true},
+		{marker: end(1), wm: 300, idle: true},
+		{marker: end(2), wm: MaxWatermark, advanced: true, changed: true, ended: true},
+	})
+}
+
+// Slots handed over mid-stream: the new owner of an upstream slot,
+// restored from an older checkpoint, writes lower watermarks than the old
+// owner did; the slot continues from where the partition last saw it, the
+// watermark never goes back, and moves on once the new owner passes the
+// old one. A slot idle when its owner died is active again with the new
+// owner's first marker and holds the watermark from where it stood.
+func TestHandedOverSlotContinuesItsWatermark(t *testing.T) {
+	runMerge(t, 2, []step{
+		{marker: wmark(0, 500), wm: NoWatermark},
+		{marker: wmark(1, 400), wm: 400, advanced: true},
+		// slot 0 changes owner; the new one restored a checkpoint at 300
+		{marker: wmark(0, 300), wm: 400},
+		{marker: wmark(1, 700), wm: 500, advanced: true}, // slot 0 still counts at 500
+		{marker: wmark(0, 450), wm: 500},
+		{marker: wmark(0, 650), wm: 650, advanced: true},
+		// slot 1 goes idle, its owner dies, the new owner starts behind
+		{marker: idleMk(1), wm: 650},
+		{marker: wmark(0, 900), wm: 900, advanced: true},
+		{marker: wmark(1, 600), wm: 900}, // active again, behind 900: left out
+		{marker: wmark(0, 1000), wm: 1000, advanced: true},
+		{marker: wmark(1, 950), wm: 1000},
+		{marker: wmark(1, 1100), wm: 1000}, // aligned again, holds at 1000 against slot 0
+		{marker: wmark(0, 1200), wm: 1100, advanced: true},
+	})
+}
+
+func TestMarkerFromUnknownSlotIsRefused(t *testing.T) {
+	m, err := NewMerge(2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.Marker(Marker{Kind: WatermarkMarker, Slot: 2, Watermark: 1}); !errors.Is(err, ErrUnknownSlot) {
+		t.Fatalf("marker from slot 2 of 2: %v; want ErrUnknownSlot", err)
+	}
+	if _, err := m.Record(-1); !errors.Is(err, ErrUnknownSlot) {
+		t.Fatalf("record from slot -1: %v; want ErrUnknownSlot", err)
+	}
+	if _, err := NewMerge(0); err == nil {
+		t.Fatal("NewMerge(0) succeeded")
+	}
+}
+
+func TestMarkersRoundTrip(t *testing.T) {
+	for _, mk := range []Marker{
+		{Kind: WatermarkMarker, Slot: 0, Watermark: 0},
+		{Kind: WatermarkMarker, Slot: 15, Watermark: 1733100000000},
+		{Kind: WatermarkMarker, Slot: 3, Watermark: NoWatermark},
+		{Kind: IdleMarker, Slot: 127},
+		{Kind: EndMarker, Slot: 1, Watermark: MaxWatermark},
+	} {
+		b, err := EncodeMarker(mk)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := DecodeMarker(b)
+		if err != nil || got != mk {
+			t.Fatalf("DecodeMarker(EncodeMarker(%+v)) = %+v, %v", mk, got, err)
+		}
+	}
+	for _, bad := range [][]byte{nil, {1}, {2, 1, 0, 0}, {1, 9, 0, 0}, {1, 1, 0}, {1, 1, 0, 0, 0}} {
+		if m, err := DecodeMarker(bad); err == nil {
+			t.Errorf("DecodeMarker(%x) = %+v; want an error", bad, m)
+		}
+	}
+	if _, err := EncodeMarker(Marker{Kind: 0}); err == nil {
+		t.Error("EncodeMarker of kind 0 succeeded")
+	}
+}
