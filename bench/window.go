@@ -44,10 +44,8 @@ type winKey struct {
 type windowSet struct {
 	size, bound int64 // ms
 	users       int
-	events      int   // events of the users (the end markers not included)
-	start       int64 // event time of the first event, ms
-	span        int64 // event time from the first event to the last, ms
-	disordered  int   // events written after a later one (within the bound)
+	events      int // events of the users (the end markers not included)
+	disordered  int // events written after a later one (within the bound)
 	expected    map[winKey]int64
 	markers     []int64 // event time of the end marker of each partition
 }
@@ -115,7 +113,7 @@ func eventValue(buf []byte, user int32, page string, ts int64) []byte {
 // expectWindows works out w's windows and their counts.
 func expectWindows(w windowWorkload, partitions int32) *windowSet {
 	ws := &windowSet{size: windowSize.Milliseconds(), bound: windowBound.Milliseconds(), users: w.users,
-		events: w.events, start: w.start, expected: map[winKey]int64{}}
+		events: w.events, expected: map[winKey]int64{}}
 	last := w.start
 	for i := 0; i < w.events; i++ {
 		u, ts, moved := w.eventAt(i)
@@ -125,7 +123,6 @@ func expectWindows(w windowWorkload, partitions int32) *windowSet {
 		ws.expected[winKey{u, windowFloor(ts, ws.size)}]++
 		last = max(last, ts)
 	}
-	ws.span = last - w.start
 	// A marker at (last window end) + bound + 1 s passes every window's
 	// end plus the bound in every partition. It stays within a few minutes
 	// of the input, so record timestamps Kafka Streams derives from it are
