@@ -110,6 +110,8 @@ func childMain(args []string) int {
 		fmt.Printf("sunk %d\n", sunk.Load())
 	case "splitflow-wordcount":
 		err = runSplitflowWordcount(ctx, seeds, *in, *out, *par, *guarantee, *checkpoint, ko)
+	case "splitflow-windowcount":
+		err = runSplitflowWindowcount(ctx, seeds, *in, *out, *par, *guarantee, *checkpoint)
 	default:
 		err = fmt.Errorf("unknown child kind %q", kind)
 	}

@@ -35,6 +35,8 @@ type dataset struct {
 	// uniqueWord(i)), for the unique-words workload; nil otherwise. Counts
 	// are small, so a byte each keeps 40M keys at 40 MB in the driver.
 	keys []uint8
+	// win is the windowcount input's windows and counts; nil otherwise.
+	win *windowSet
 }
 
 // splitmix64 is the word picker: fast, stateless, the same everywhere.
@@ -378,11 +380,15 @@ type tally struct {
 	matched    int
 	counted    int64 // word occurrences in the latest counts
 	totalWords int64 // word occurrences in the input
+
+	win *windowTally // windowcount
 }
 
 func newTally(ds *dataset, wordcount bool) tally {
 	t := tally{ds: ds, wordcount: wordcount}
-	if wordcount && ds.keys != nil {
+	if ds.win != nil {
+		t.win = newWindowTally(ds.win)
+	} else if wordcount && ds.keys != nil {
 		t.keyLatest = make([]uint8, len(ds.keys))
 		for _, c := range ds.keys {
 			t.totalWords += int64(c)
@@ -399,6 +405,10 @@ func newTally(ds *dataset, wordcount bool) tally {
 }
 
 func (t *tally) add(key, value []byte) {
+	if t.win != nil {
+		t.win.add(key, value)
+		return
+	}
 	if t.keyLatest != nil {
 		t.addKeyed(key, value)
 		return
@@ -437,6 +447,9 @@ func (t *tally) add(key, value []byte) {
 // covered is the input, in records, the output seen covers: for wordcount
 // the latest counts add up to the word occurrences processed so far.
 func (t *tally) covered() int64 {
+	if t.win != nil {
+		return t.win.covered(t.ds.records)
+	}
 	if !t.wordcount {
 		return t.distinct
 	}
@@ -468,6 +481,9 @@ func (t *tally) addKeyed(key, value []byte) {
 }
 
 func (t *tally) complete() bool {
+	if t.win != nil {
+		return t.win.complete()
+	}
 	if t.keyLatest != nil {
 		return t.matched == len(t.ds.keys)
 	}
@@ -515,10 +531,15 @@ type verdict struct {
 	// outOfStep counts unique-words updates whose count is not the word's
 	// previous count plus one: none for a system that writes every change.
 	outOfStep int64
-	exact     bool
+	// win is the windowcount verdict; nil for the other workloads.
+	win   *windowVerdict
+	exact bool
 }
 
 func (v verdict) String() string {
+	if v.win != nil {
+		return v.win.String()
+	}
 	if v.words > 0 {
 		if v.outOfStep > 0 {
 			return fmt.Sprintf("NOT exact: %d/%d word counts right, %d of %d updates out of step", v.wordsOK, v.words, v.outOfStep, v.total)
@@ -543,6 +564,9 @@ func (v verdict) String() string {
 func verify(ctx context.Context, seeds []string, topic string, ds *dataset, wordcount bool) (verdict, error) {
 	if ds.keys != nil {
 		return verifyUnique(ctx, seeds, topic, ds)
+	}
+	if ds.win != nil {
+		return verifyWindows(ctx, seeds, topic, ds)
 	}
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 	defer cancel()

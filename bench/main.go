@@ -65,6 +65,10 @@ type config struct {
 	changesFraction float64
 	changesDuration time.Duration
 
+	windowEvents  int // windowcount: events
+	windowUsers   int // windowcount: users
+	windowMinutes int // windowcount: event time the input spans
+
 	jvmOpts    string
 	runTimeout time.Duration
 	out        string
@@ -80,7 +84,7 @@ func parseFlags(args []string) (*config, error) {
 	fs.IntVar(&c.reps, "reps", 3, "repetitions of each run; the table shows medians")
 	fs.IntVar(&c.partitions, "partitions", 6, "partitions of every topic")
 	fs.IntVar(&c.parallelism, "parallelism", 2, "splitflow parallelism and Kafka Streams num.stream.threads")
-	fs.StringVar(&c.sections, "sections", "throughput,latency,memory,keyed", "which parts to run: throughput, latency, memory, and unique-words, unique-words-changes, unique-words-large, unique-words-restore (keyed: all four)")
+	fs.StringVar(&c.sections, "sections", "throughput,windowcount,latency,memory,keyed", "which parts to run: throughput, windowcount, latency, memory, and unique-words, unique-words-changes, unique-words-large, unique-words-restore (keyed: all four)")
 	sysRe := fs.String("systems", "", "regexp: run only systems whose label matches (rows of the others are left out)")
 	fs.DurationVar(&c.latDuration, "latency-duration", 60*time.Second, "length of the open-loop latency run")
 	fs.IntVar(&c.latRate, "latency-rate", 20_000, "records per second of the open-loop producer")
@@ -94,6 +98,9 @@ func parseFlags(args []string) (*config, error) {
 	fs.BoolVar(&c.largeKStreams, "unique-large-kstreams", false, "unique-words-large: run Kafka Streams there too")
 	fs.Float64Var(&c.changesFraction, "changes-fraction", 0.01, "unique-words-changes: fraction of the keys each checkpoint interval touches")
 	fs.DurationVar(&c.changesDuration, "changes-duration", 20*time.Second, "unique-words-changes: how long the changes run")
+	fs.IntVar(&c.windowEvents, "window-events", 2_000_000, "windowcount: input events (user page event_time_ms)")
+	fs.IntVar(&c.windowUsers, "window-users", 10_000, "windowcount: distinct users (the keys)")
+	fs.IntVar(&c.windowMinutes, "window-minutes", 30, "windowcount: minutes of event time the input spans (one-minute windows)")
 	fs.StringVar(&c.jvmOpts, "jvm-opts", "-Xmx1g", "JVM options of the Kafka Streams process")
 	fs.DurationVar(&c.runTimeout, "run-timeout", 15*time.Minute, "give up on one run after this long")
 	fs.StringVar(&c.out, "out", "", "results file (default bench/RESULTS.md in the repository)")
@@ -117,6 +124,8 @@ func parseFlags(args []string) (*config, error) {
 			"unique-lines":       func() { c.uniqueLines = 100_000 },
 			"unique-large-lines": func() { c.largeLines = 0 },
 			"changes-duration":   func() { c.changesDuration = 8 * time.Second },
+			"window-events":      func() { c.windowEvents = 200_000 },
+			"window-users":       func() { c.windowUsers = 2_000 },
 		}
 		for name, apply := range quick {
 			if !set[name] {
@@ -133,6 +142,9 @@ func parseFlags(args []string) (*config, error) {
 	}
 	if c.uniqueLines <= 0 || c.largeLines < 0 || c.changesFraction <= 0 || c.changesFraction > 1 {
 		return nil, errors.New("--unique-lines must be positive, --unique-large-lines not negative, --changes-fraction in (0, 1]")
+	}
+	if c.windowEvents <= 0 || c.windowUsers <= 0 || c.windowUsers > 99_999 || c.windowMinutes <= 0 {
+		return nil, errors.New("--window-events and --window-minutes must be positive, --window-users in 1..99999")
 	}
 	if c.records <= 0 || c.reps <= 0 || c.partitions <= 0 || c.parallelism <= 0 || c.latRate <= 0 || c.latSize < 40 {
 		return nil, errors.New("sizes, repetitions, partitions, parallelism and rates must be positive (latency size at least 40)")
@@ -241,6 +253,11 @@ func run(ctx context.Context, cfg *config) (*results, error) {
 
 	if cfg.section("throughput") {
 		if err := runThroughputSection(ctx, h, res); err != nil {
+			return nil, err
+		}
+	}
+	if cfg.section("windowcount") {
+		if err := runWindowSection(ctx, h, res); err != nil {
 			return nil, err
 		}
 	}

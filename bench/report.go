@@ -21,6 +21,7 @@ type results struct {
 	machine      machine
 	broker       string
 	throughput   []*throughputRow
+	windows      []*throughputRow
 	latency      []*latencyRow
 	memory       *memoryRow
 	unique       []*keyedRow
@@ -85,6 +86,9 @@ func (r *results) quick() bool {
 	c := r.cfg
 	keyed := len(r.unique) > 0 || len(r.changes) > 0 || r.restore != nil
 	if keyed && c.uniqueLines < 1_000_000 {
+		return true
+	}
+	if len(r.windows) > 0 && c.windowEvents < 2_000_000 {
 		return true
 	}
 	return c.quick || c.records < 2_000_000 || (c.records1k > 0 && c.records1k < 500_000) || c.reps < 3 || c.latDuration < 60*time.Second
@@ -159,6 +163,8 @@ func (r *results) markdown() string {
 		}
 		b.WriteString("wall s is from starting the process to complete output. CPU is utime+stime of the system's own process (/proc/<pid>/stat); peak RSS is its VmHWM. Wordcount runs on the 100 B input only. Its updates differ by design: splitflow's job writes every count change (about 17 per input line), Kafka Streams' record cache collapses each word's changes between commits into one, so it writes far fewer records.\n\n")
 	}
+
+	r.windowMarkdown(&b)
 
 	if len(r.latency) > 0 {
 		fmt.Fprintf(&b, "## Latency\n\nOpen-loop producer, %d records/s of %d B for %s; end-to-end visibility latency at a read_committed consumer of the output (receive time minus the intended send time in the payload; producer, system and consumer on one machine, one clock).\n\n", c.latRate, c.latSize, c.latDuration)
@@ -301,4 +307,59 @@ func joinInts(xs []int64) string {
 		s[i] = fmt.Sprint(x)
 	}
 	return strings.Join(s, ", ")
+}
+
+// windowMarkdown writes the windowcount table and the ratios of splitflow
+// to Kafka Streams at the same interval, from the same invocation.
+func (r *results) windowMarkdown(b *strings.Builder) {
+	if len(r.windows) == 0 {
+		return
+	}
+	c := r.cfg
+	ws := r.windows[0].ds.win
+	b.WriteString("## Windowed count (windowcount)\n\n")
+	fmt.Fprintf(b, "examples/windowcount's job beside Kafka Streams' `groupByKey().windowedBy(TimeWindows.ofSizeAndGrace(1 min, 5 s)).count()` "+
+		"with `suppress(untilWindowCloses)`: %d events (`user page event_time_ms`) of %d users over %d min of event time, "+
+		"%d of them out of order by up to the 5 s bound, none late; one-minute tumbling windows per user, %d windows in all, "+
+		"each to be emitted once, when it closes, with its count. An end marker per partition, a window and the bound after the last event, closes every window of the input in both systems. "+
+		"%d partitions, parallelism %d.\n\n",
+		ws.events, ws.users, c.windowMinutes, ws.disordered, len(ws.expected), c.partitions, c.parallelism)
+	b.WriteString("| system | events/s | CPU s / M events | peak RSS MB | wall s | output (read_committed drain) |\n")
+	b.WriteString("|---|--:|--:|--:|--:|---|\n")
+	type med struct{ rate, cpu float64 }
+	meds := map[string]med{}
+	whole := false
+	for _, row := range r.windows {
+		label := row.spec.Label()
+		if len(row.runs) == 0 {
+			fmt.Fprintf(b, "| %s | failed | | | | %s |\n", label, oneLine(row.err))
+			continue
+		}
+		rate, cpu := median(rates(row.runs)), median(cpus(row.runs))
+		meds[label] = med{rate, cpu}
+		mark := ""
+		for _, x := range row.runs {
+			if x.whole {
+				mark, whole = " †", true
+			}
+		}
+		ver := verdicts(row)
+		if row.err != nil {
+			ver += "; a later run failed: " + oneLine(row.err)
+		}
+		fmt.Fprintf(b, "| %s | %.0f%s | %.2f | %.0f | %.1f | %s |\n", label, rate, mark, cpu, median(rsss(row.runs))/(1<<20), median(walls(row.runs)), ver)
+	}
+	b.WriteString("\nMeasured as the throughput table is: from the first output the driver sees (the first windows to close) to complete output, over the events the windows visible at first sight do not hold. ")
+	if whole {
+		b.WriteString("† measured over the whole run, process start included. ")
+	}
+	b.WriteString("\n\n")
+	for _, iv := range []string{"100 ms", "1 s"} {
+		sf, ok1 := meds["splitflow exactly-once checkpoint "+iv]
+		ks, ok2 := meds["kafka-streams exactly_once_v2 commit "+iv]
+		if ok1 && ok2 && ks.rate > 0 && ks.cpu > 0 {
+			fmt.Fprintf(b, "- splitflow at checkpoint %s vs Kafka Streams at commit %s: %.2fx the events/s at %.2fx the CPU per event\n", iv, iv, sf.rate/ks.rate, sf.cpu/ks.cpu)
+		}
+	}
+	b.WriteString("\n")
 }

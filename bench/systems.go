@@ -16,6 +16,9 @@ const (
 	// uniqueWords is wordcount over words that each occur once: keyed state
 	// of high cardinality (see keyed.go).
 	uniqueWords = "unique-words"
+	// windowcount is examples/windowcount's job: per-user counts in
+	// tumbling event-time windows (see window.go).
+	windowcount = "windowcount"
 )
 
 // errNotAvailable marks a system whose splitflow feature has not landed yet

@@ -50,9 +50,15 @@ func runThroughputSection(ctx context.Context, h *harness, res *results) error {
 		}
 	}
 	res.throughput = rows
+	return runRows(ctx, h, rows, "throughput")
+}
+
+// runRows runs every row cfg.reps times. Repetitions alternate: every
+// repetition runs each system once, in reverse order every other time, so
+// drift on a shared machine is spread.
+func runRows(ctx context.Context, h *harness, rows []*throughputRow, section string) error {
+	cfg := h.cfg
 	for rep := 0; rep < cfg.reps; rep++ {
-		// Alternate: every repetition runs each system once, in reverse
-		// order every other time, so drift on a shared machine is spread.
 		order := make([]*throughputRow, len(rows))
 		copy(order, rows)
 		if rep%2 == 1 {
@@ -64,7 +70,7 @@ func runThroughputSection(ctx context.Context, h *harness, res *results) error {
 			if !row.sys.Available() || row.err != nil {
 				continue
 			}
-			logf("throughput rep %d/%d: %s %s on %s", rep+1, cfg.reps, row.spec.Label(), row.spec.Workload, row.ds.name)
+			logf("%s rep %d/%d: %s %s on %s", section, rep+1, cfg.reps, row.spec.Label(), row.spec.Workload, row.ds.name)
 			r, err := runThroughput(ctx, h, row.sys, row.ds)
 			if ctx.Err() != nil {
 				return ctx.Err()
