@@ -19,8 +19,12 @@
 //
 //   - At most one owner can commit output or state for a slot (the
 //     shared design's invariant 12), on the storage side: an owner
-//     records its claim, under its epoch (the consumer group generation
-//     of the assignment), in the slot's log before restoring; a checkpoint
+//     records its claim in the slot's log before restoring, under an
+//     epoch one above every claim there, once the group confirmed (an
+//     offset commit under its current generation) that it still assigns
+//     the slot to the owner; epochs are the log's own, so a group deleted
+//     and started again (generations from 1) does not lock a slot out; a
+//     checkpoint
 //     is notified complete only once its record is in the log after that
 //     claim; the log is one order of claims and checkpoint records, each
 //     created once by a conditional write at the next position, so a
@@ -48,5 +52,6 @@
 //     partition from the markers of its upstream slots.
 //   - membership.go: Membership, the job's consumer group over the topic
 //     <job>.slots (franz-go, cooperative-sticky), which reports the slots
-//     a process owns and their epochs on every rebalance.
+//     a process owns on every rebalance, and Confirm, the proof that the
+//     group assigns a slot to this member in its current generation.
 package slots

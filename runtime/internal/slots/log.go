@@ -16,8 +16,9 @@ import (
 type Kind string
 
 const (
-	// Claim: Member owns the slot from Epoch on. Recorded before the
-	// member restores anything.
+	// Claim: Member owns the slot from Epoch on, having been assigned it
+	// in group generation Generation. Recorded before the member restores
+	// anything.
 	Claim Kind = "claim"
 	// Completed: checkpoint Checkpoint of the slot, written by Member
 	// under Epoch, is complete. Recorded after its metadata is durable and
@@ -35,10 +36,15 @@ type Record struct {
 	// Seq is the record's position in the log, from 1.
 	Seq int64
 	Kind
-	// Epoch is the claim's epoch (the consumer group generation in which
-	// the slot was assigned to Member), or the epoch a checkpoint was
-	// written under.
+	// Epoch is the claim's epoch, or the epoch a checkpoint was written
+	// under. A claim's epoch is one above the highest claim in the log
+	// its claimant read: epochs belong to the log, not to the group, so
+	// they keep growing when the group's generations start again.
 	Epoch int64
+	// Generation is the consumer group generation in which Member was
+	// assigned the slot (Claim only): it tells a member its own claim,
+	// and tells a reader of the log who claimed when.
+	Generation int64
 	// Member is the owner: the claimant, or the checkpoint's writer.
 	Member string
 	// Checkpoint is the completed checkpoint's id (Completed only).
@@ -49,7 +55,7 @@ func (r Record) String() string {
 	if r.Kind == Completed {
 		return fmt.Sprintf("#%d checkpoint %d (epoch %d, %s)", r.Seq, r.Checkpoint, r.Epoch, r.Member)
 	}
-	return fmt.Sprintf("#%d claim of epoch %d by %s", r.Seq, r.Epoch, r.Member)
+	return fmt.Sprintf("#%d claim of epoch %d by %s (generation %d)", r.Seq, r.Epoch, r.Member, r.Generation)
 }
 
 const (
@@ -80,6 +86,7 @@ type wireRecord struct {
 	Version    int    `json:"version"`
 	Kind       Kind   `json:"kind"`
 	Epoch      int64  `json:"epoch"`
+	Generation int64  `json:"generation,omitempty"`
 	Member     string `json:"member"`
 	Checkpoint int64  `json:"checkpoint,omitempty"`
 }
@@ -91,13 +98,17 @@ func (r Record) validate() error {
 	case r.Kind != Claim && r.Kind != Completed:
 		return fmt.Errorf("slots: log record %d has kind %q; want %q or %q", r.Seq, r.Kind, Claim, Completed)
 	case r.Epoch < 1:
-		return fmt.Errorf("slots: log record %d has epoch %d; epochs (group generations) start at 1", r.Seq, r.Epoch)
+		return fmt.Errorf("slots: log record %d has epoch %d; epochs start at 1", r.Seq, r.Epoch)
 	case r.Member == "":
 		return fmt.Errorf("slots: log record %d names no member", r.Seq)
 	case r.Kind == Completed && r.Checkpoint < 1:
 		return fmt.Errorf("slots: log record %d completes checkpoint %d; ids start at 1", r.Seq, r.Checkpoint)
 	case r.Kind == Claim && r.Checkpoint != 0:
 		return fmt.Errorf("slots: claim %d carries checkpoint %d", r.Seq, r.Checkpoint)
+	case r.Kind == Claim && r.Generation < 1:
+		return fmt.Errorf("slots: claim %d has group generation %d; generations start at 1", r.Seq, r.Generation)
+	case r.Kind == Completed && r.Generation != 0:
+		return fmt.Errorf("slots: checkpoint record %d carries generation %d; only claims do", r.Seq, r.Generation)
 	}
 	return nil
 }
@@ -108,7 +119,7 @@ func EncodeRecord(r Record) ([]byte, error) {
 	if err := r.validate(); err != nil {
 		return nil, err
 	}
-	return json.Marshal(wireRecord{Version: logVersion, Kind: r.Kind, Epoch: r.Epoch, Member: r.Member, Checkpoint: r.Checkpoint})
+	return json.Marshal(wireRecord{Version: logVersion, Kind: r.Kind, Epoch: r.Epoch, Generation: r.Generation, Member: r.Member, Checkpoint: r.Checkpoint})
 }
 
 // DecodeRecord reads the record stored at position seq.
@@ -120,7 +131,7 @@ func DecodeRecord(seq int64, b []byte) (Record, error) {
 	if w.Version != logVersion {
 		return Record{}, fmt.Errorf("slots: log record %d has format version %d; this build reads %d (a newer build wrote it?)", seq, w.Version, logVersion)
 	}
-	r := Record{Seq: seq, Kind: w.Kind, Epoch: w.Epoch, Member: w.Member, Checkpoint: w.Checkpoint}
+	r := Record{Seq: seq, Kind: w.Kind, Epoch: w.Epoch, Generation: w.Generation, Member: w.Member, Checkpoint: w.Checkpoint}
 	return r, r.validate()
 }
 

@@ -2,6 +2,7 @@ package slots
 
 import (
 	"errors"
+	"fmt"
 	"slices"
 	"testing"
 
@@ -35,11 +36,19 @@ type member struct {
 	// appendFault, when set, is the answer to the next Append, after the
 	// record was stored (the answer lost).
 	appendFault error
+	// stale: the group no longer gives this member the slot, so Confirm
+	// is refused (ErrNotAssigned), as a stale generation's offset commit.
+	stale bool
+	// confirms counts the Confirms performed.
+	confirms int
+	// confirm, when set, answers Confirm instead of stale (a real
+	// Membership's Confirm).
+	confirm func() error
 }
 
-func newMember(t *testing.T, st *checkpoint.MemoryStorage, name string, epoch int64) *member {
+func newMember(t *testing.T, st *checkpoint.MemoryStorage, name string, generation int64) *member {
 	t.Helper()
-	o, err := NewOwnership(3, name, epoch)
+	o, err := NewOwnership(3, name, generation)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -60,7 +69,7 @@ func (m *member) step(acts []Action) []Action {
 			m.stopped = a.Err
 		case Fail:
 			m.failed = a.Err
-		case ReadLog, Append:
+		case ReadLog, Confirm, Append:
 			if i != len(acts)-1 {
 				m.t.Fatalf("%s: I/O action %T is not the last of %v", m.name, a, acts)
 			}
@@ -83,6 +92,15 @@ func (m *member) perform(a Action) []Action {
 			m.t.Fatal(err)
 		}
 		return m.o.LogRead(recs, ids, nil)
+	case Confirm:
+		m.confirms++
+		if m.confirm != nil {
+			return m.o.Confirmed(m.confirm())
+		}
+		if m.stale {
+			return m.o.Confirmed(fmt.Errorf("offset commit: ILLEGAL_GENERATION: %w", ErrNotAssigned))
+		}
+		return m.o.Confirmed(nil)
 	case Append:
 		err := StoreRecord(m.st, a.Record)
 		if err == nil && m.appendFault != nil {
@@ -182,7 +200,7 @@ func TestTakeoverRestoresLatestCheckpointOfHighestEpoch(t *testing.T) {
 
 	c := newMember(t, st, "c", 5)
 	c.claim()
-	c.wantRestore(3, 3, 4)
+	c.wantRestore(3, 2, 4)
 	if n := len(logOf(t, st)); n != 6 {
 		t.Fatalf("log holds %d records; want 3 claims and 3 checkpoints", n)
 	}
@@ -236,37 +254,71 @@ func TestZombieCheckpointAfterLosingSlotIsNeverCommittedNorRestored(t *testing.T
 	c2.wantRestore(1, 1, 3)
 }
 
-// Two claimants race for one epoch: both read the log, both try its next
-// position; one claim is recorded, the other meets it and stops without
-// restoring. A claimant whose epoch is older than the log's claim stops
-// without writing anything.
-func TestTwoClaimantsRacingForOneEpochHaveOneWinner(t *testing.T) {
-	st := slotStorage(t)
-	a := newMember(t, st, "a", 1)
-	a.claim()
-	a.checkpoint(1)
+// Two members each believe the group gave them the slot, one of them
+// stale (its generation is over): both read the log and race for its next
+// position. Whichever order the steps take, the member the group still
+// assigns the slot to ends up governing the log, and the stale one never
+// restores after the current one's claim nor is told to commit anything.
+func TestStaleAssignmentNeverWinsOverTheCurrentOne(t *testing.T) {
+	for _, order := range []string{"current claims first", "stale confirms too late", "stale wins the position then goes stale"} {
+		t.Run(order, func(t *testing.T) {
+			st := slotStorage(t)
+			a := newMember(t, st, "a", 1)
+			a.claim()
+			a.checkpoint(1)
 
-	b := newMember(t, st, "b", 2)
-	c := newMember(t, st, "c", 2)
-	bActs := b.step(b.o.Start()) // both read the log
-	cActs := c.step(c.o.Start())
-	if len(bActs) != 1 || len(cActs) != 1 || bActs[0] != cActs[0].(Append).withMember("b") {
-		t.Fatalf("b would do %v, c %v; want both to append a claim at the same position", bActs, cActs)
-	}
-	b.run(bActs)
-	c.run(cActs)
-	b.wantRestore(1, 1, 2)
-	c.wantStopped(ErrEpochTaken, "b")
-	if len(c.restored) != 0 {
-		t.Fatalf("the losing claimant restored %v", c.restored)
-	}
-
-	before := len(logOf(t, st))
-	stale := newMember(t, st, "d", 1)
-	stale.claim()
-	stale.wantStopped(ErrEpochTaken, "b")
-	if after := len(logOf(t, st)); after != before {
-		t.Fatalf("a stale claimant wrote to the log: %d records, then %d", before, after)
+			cur := newMember(t, st, "cur", 5)
+			old := newMember(t, st, "old", 4)
+			curActs := cur.step(cur.o.Start()) // both read the log
+			oldActs := old.step(old.o.Start())
+			if _, ok := curActs[0].(Confirm); !ok {
+				t.Fatalf("after reading the log the claimant does %v; want Confirm", curActs)
+			}
+			switch order {
+			case "current claims first":
+				// old confirmed while still assigned, then the group moved
+				// the slot and cur claimed: old's append meets cur's claim,
+				// and its second confirmation is refused.
+				oldActs = old.step(oldActs)
+				cur.run(curActs)
+				old.stale = true
+				old.run(oldActs)
+				old.wantStopped(ErrNotAssigned, "cur")
+			case "stale confirms too late":
+				old.stale = true
+				old.run(oldActs)
+				old.wantStopped(ErrNotAssigned, "a")
+				cur.run(curActs)
+			case "stale wins the position then goes stale":
+				// old was still assigned when it confirmed, and its claim
+				// takes the position; the group then moves the slot to cur,
+				// whose append meets old's claim: cur reads again, confirms
+				// again (later than old's claim) and claims above it.
+				oldActs = old.step(oldActs) // Confirmed: the Append
+				curActs = cur.step(curActs)
+				old.run(oldActs)
+				old.wantRestore(1, 1, 2)
+				old.stale = true
+				cur.run(curActs)
+				if cur.confirms != 2 {
+					t.Fatalf("cur confirmed %d times; want again after its lost race", cur.confirms)
+				}
+				old.checkpoint(2)
+				old.wantStopped(ErrSlotLost, "cur")
+				old.wantNotified()
+			}
+			cur.wantRestore(1, 1, 2)
+			cur.checkpoint(3)
+			cur.wantNotified(3)
+			if rp := Decide(logOf(t, st)); rp.Owner.Member != "cur" || rp.Checkpoint != 3 {
+				t.Fatalf("Decide = %+v; want cur governing with checkpoint 3", rp)
+			}
+			for _, r := range old.restored {
+				if r.Checkpoint > 1 {
+					t.Fatalf("the stale member restored %+v", r)
+				}
+			}
+		})
 	}
 }
 
@@ -419,9 +471,9 @@ func TestDecideTakesLatestCheckpointOfHighestEpoch(t *testing.T) {
 func TestLogRecordsRoundTrip(t *testing.T) {
 	st := slotStorage(t)
 	want := []Record{
-		{Seq: 1, Kind: Claim, Epoch: 1, Member: "a"},
+		{Seq: 1, Kind: Claim, Epoch: 1, Generation: 3, Member: "a"},
 		{Seq: 2, Kind: Completed, Epoch: 1, Member: "a", Checkpoint: 1},
-		{Seq: 10, Kind: Claim, Epoch: 4, Member: "b-7f3e"},
+		{Seq: 10, Kind: Claim, Epoch: 4, Generation: 1, Member: "b-7f3e"},
 	}
 	for _, r := range slices.Backward(want) {
 		if err := StoreRecord(st, r); err != nil {
@@ -436,12 +488,14 @@ func TestLogRecordsRoundTrip(t *testing.T) {
 		t.Fatalf("LoadLog = %v; want %v", got, want)
 	}
 	for _, bad := range []Record{
-		{Seq: 0, Kind: Claim, Epoch: 1, Member: "a"},
+		{Seq: 0, Kind: Claim, Epoch: 1, Generation: 1, Member: "a"},
 		{Seq: 1, Kind: "lease", Epoch: 1, Member: "a"},
-		{Seq: 1, Kind: Claim, Epoch: 0, Member: "a"},
-		{Seq: 1, Kind: Claim, Epoch: 1},
+		{Seq: 1, Kind: Claim, Epoch: 0, Generation: 1, Member: "a"},
+		{Seq: 1, Kind: Claim, Epoch: 1, Generation: 1},
 		{Seq: 1, Kind: Completed, Epoch: 1, Member: "a"},
-		{Seq: 1, Kind: Claim, Epoch: 1, Member: "a", Checkpoint: 3},
+		{Seq: 1, Kind: Claim, Epoch: 1, Generation: 1, Member: "a", Checkpoint: 3},
+		{Seq: 1, Kind: Claim, Epoch: 1, Member: "a"},
+		{Seq: 1, Kind: Completed, Epoch: 1, Generation: 2, Member: "a", Checkpoint: 3},
 	} {
 		if _, err := EncodeRecord(bad); err == nil {
 			t.Errorf("EncodeRecord(%+v) succeeded; want an error", bad)
@@ -450,7 +504,59 @@ func TestLogRecordsRoundTrip(t *testing.T) {
 	if _, err := DecodeRecord(1, []byte(`{"version":2,"kind":"claim","epoch":1,"member":"a"}`)); err == nil {
 		t.Error("a record of format version 2 decoded")
 	}
-	if err := StoreRecord(st, Record{Seq: 2, Kind: Claim, Epoch: 9, Member: "x"}); !errors.Is(err, checkpoint.ErrRecordExists) {
+	if err := StoreRecord(st, Record{Seq: 2, Kind: Claim, Epoch: 9, Generation: 9, Member: "x"}); !errors.Is(err, checkpoint.ErrRecordExists) {
 		t.Fatalf("StoreRecord at a taken position = %v; want ErrRecordExists", err)
+	}
+}
+
+// The job's consumer group was deleted (Kafka deletes an empty group once
+// its offsets expire) and its generations start again at 1: a member
+// assigned the slot in the new life of the group claims it above the log's
+// epoch 7 and restores the last owner's checkpoint. The old life's owner,
+// a zombie, is fenced by that claim; a stale member of the new life (its
+// generation over) claims nothing; the next owner claims above again.
+func TestClaimAfterGroupResetRestoresAboveTheLogsEpochs(t *testing.T) {
+	st := slotStorage(t)
+	// The group's old life: the slot's last owner, a, claimed it in
+	// generation 7 under epoch 7.
+	for _, r := range []Record{
+		{Seq: 1, Kind: Claim, Epoch: 7, Generation: 7, Member: "a"},
+		{Seq: 2, Kind: Completed, Epoch: 7, Member: "a", Checkpoint: 1},
+	} {
+		if err := StoreRecord(st, r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	a := newMember(t, st, "a", 7)
+	a.claim() // finds its own claim: a still runs, unaware
+	a.wantRestore(1, 7, 2)
+
+	b := newMember(t, st, "b", 1) // the group's new life
+	b.claim()
+	b.wantRestore(1, 7, 2)
+	b.checkpoint(2)
+	b.wantNotified(2)
+	if got := Decide(logOf(t, st)).Owner; got.Member != "b" || got.Epoch != 8 || got.Generation != 1 {
+		t.Fatalf("governing claim %v; want b's, of epoch 8, generation 1", got)
+	}
+
+	a.checkpoint(3)
+	a.wantStopped(ErrSlotLost, "b")
+	a.wantNotified()
+
+	before := len(logOf(t, st))
+	c := newMember(t, st, "c", 1)
+	c.stale = true
+	c.claim()
+	c.wantStopped(ErrNotAssigned, "b")
+	if after := len(logOf(t, st)); after != before {
+		t.Fatalf("a stale claimant wrote to the log: %d records, then %d", before, after)
+	}
+
+	d := newMember(t, st, "d", 2)
+	d.claim()
+	d.wantRestore(2, 8, 4)
+	if got := Decide(logOf(t, st)).Owner; got.Member != "d" || got.Epoch != 9 {
+		t.Fatalf("governing claim %v; want d's, of epoch 9", got)
 	}
 }
