@@ -86,6 +86,19 @@ type Restore struct {
 	Ignored []Record
 }
 
+// CheckFloor: the record at Seq was created. Before it counts, the driver
+// finds the highest floor marker in the slot's storage
+// (slots.HighestFloorMarker) and reports it with FloorChecked: a record
+// created below a floor was created again at a position compaction had
+// deleted (by a writer that read the log before), and is not in the log.
+type CheckFloor struct{ Seq int64 }
+
+// Compact: the floor at position Floor is in the log; the driver deletes
+// what it makes unneeded (slots.CompactLog) and reports nothing: a failure
+// leaves records a later compaction deletes, and readers never read below
+// the highest floor.
+type Compact struct{ Floor int64 }
+
 // NotifyComplete: checkpoint ID is recorded under this member's claim;
 // only now may the slot's sinks commit it.
 type NotifyComplete struct{ ID int64 }
@@ -106,6 +119,8 @@ type Fail struct{ Err error }
 func (ReadLog) isAction()        {}
 func (Confirm) isAction()        {}
 func (Append) isAction()         {}
+func (CheckFloor) isAction()     {}
+func (Compact) isAction()        {}
 func (Restore) isAction()        {}
 func (NotifyComplete) isAction() {}
 func (Stop) isAction()           {}
@@ -160,22 +175,47 @@ type Ownership struct {
 	log []Record
 	// claimed: this member's claim is in log.
 	claimed bool
-	// queue are checkpoints persisted and not yet recorded, in id order;
-	// queue[0]'s record is being appended when appending is set.
-	queue     []int64
-	appending bool
-	lastID    int64 // the highest checkpoint id persisted or recorded
+	// queue are checkpoints persisted and not yet recorded, in id order.
+	queue []int64
+	// pending is the record being appended (a claim, queue[0]'s record,
+	// or a floor); Seq 0 when none. checking: it was created, and
+	// CheckFloor is out.
+	pending  Record
+	checking bool
+	// compactAfter: a floor is appended once the log since the last one
+	// holds this many records.
+	compactAfter int
+	lastID       int64 // the highest checkpoint id persisted or recorded
 	// maxStored is the highest checkpoint id the storage held at the last
 	// LogRead.
 	maxStored int64
 }
 
+// DefaultCompactAfter is how many records the log holds since its floor
+// (or its start) before the owner compacts it (WithCompactAfter).
+const DefaultCompactAfter = 64
+
+// OwnershipOption configures NewOwnership.
+type OwnershipOption func(*Ownership)
+
+// WithCompactAfter: once the slot's log holds n records since its floor
+// (or its start), the owner appends a floor summing them up and deletes
+// them (default DefaultCompactAfter; at least 2). A claim reads the log
+// from its floor, so this bounds what a claim reads.
+func WithCompactAfter(n int) OwnershipOption { return func(o *Ownership) { o.compactAfter = n } }
+
 // NewOwnership is member's ownership of slot, assigned in group
 // generation generation (>= 1; Change.Generation). member must be unique
 // among the processes of the job and never reused (the group member id,
 // which the coordinator makes up for each membership).
-func NewOwnership(slot int, member string, generation int64) (*Ownership, error) {
+func NewOwnership(slot int, member string, generation int64, opts ...OwnershipOption) (*Ownership, error) {
+	o := &Ownership{slot: slot, member: member, generation: generation, compactAfter: DefaultCompactAfter}
+	for _, opt := range opts {
+		opt(o)
+	}
 	switch {
+	case o.compactAfter < 2:
+		return nil, fmt.Errorf("slots: compact after %d records; at least 2 (default %d)", o.compactAfter, DefaultCompactAfter)
 	case slot < 0:
 		return nil, fmt.Errorf("slots: slot %d; slots are numbered from 0", slot)
 	case member == "":
@@ -183,7 +223,7 @@ func NewOwnership(slot int, member string, generation int64) (*Ownership, error)
 	case generation < 1:
 		return nil, fmt.Errorf("slots: generation %d; group generations start at 1", generation)
 	}
-	return &Ownership{slot: slot, member: member, generation: generation}, nil
+	return o, nil
 }
 
 // Start begins the claim, or resumes after Fail: it asks for the log.
@@ -194,7 +234,7 @@ func (o *Ownership) Start() []Action {
 	if o.phase == idle {
 		o.phase = claiming
 	}
-	o.appending = false
+	o.pending, o.checking = Record{}, false
 	o.confirming = false
 	return []Action{ReadLog{}}
 }
@@ -268,39 +308,55 @@ func (o *Ownership) Confirmed(err error) []Action {
 	// its earlier life's, and the conditional write at the next position
 	// makes the epoch one claimant's.
 	o.epoch = Decide(o.log).Owner.Epoch + 1
-	return []Action{Append{Record{Seq: o.next(), Kind: Claim, Epoch: o.epoch, Generation: o.generation, Member: o.member}}}
+	return o.append(Record{Seq: o.next(), Kind: Claim, Epoch: o.epoch, Generation: o.generation, Member: o.member})
 }
 
 // Appended reports the append of the record at position seq: nil once it
 // is durable, an error wrapping checkpoint.ErrRecordExists when another
 // writer took the position, any other error when its fate is unknown.
 func (o *Ownership) Appended(seq int64, err error) []Action {
-	if o.phase == idle || o.phase == over {
-		return nil
-	}
-	if o.phase == running && !o.appending {
-		return nil
+	if o.phase == idle || o.phase == over || o.pending.Seq == 0 || o.checking || seq != o.pending.Seq {
+		return nil // not the append asked for
 	}
 	switch {
 	case errors.Is(err, checkpoint.ErrRecordExists):
-		o.appending = false
+		o.pending = Record{}
 		return []Action{ReadLog{}}
 	case err != nil:
 		return o.fail(err)
 	}
-	if seq != o.next() {
-		return nil // not the append asked for
+	o.checking = true
+	return []Action{CheckFloor{Seq: seq}}
+}
+
+// FloorChecked reports the highest floor marker in the slot's storage (0:
+// none) after the record at seq was created, or the error listing them.
+// Below the marker the record is not in the log: it is as if another
+// writer had taken the position, and the log is read again.
+func (o *Ownership) FloorChecked(seq, marker int64, err error) []Action {
+	if o.phase == idle || o.phase == over || !o.checking || seq != o.pending.Seq {
+		return nil
 	}
-	if o.phase == claiming {
-		o.log = append(o.log, Record{Seq: seq, Kind: Claim, Epoch: o.epoch, Generation: o.generation, Member: o.member})
+	if err != nil {
+		return o.fail(err)
+	}
+	r := o.pending
+	o.pending, o.checking = Record{}, false
+	if marker > seq {
+		return []Action{ReadLog{}}
+	}
+	o.log = append(o.log, r)
+	switch r.Kind {
+	case Claim:
 		o.claimed = true
 		return o.restore(Decide(o.log))
+	case Floor:
+		o.log = o.log[len(o.log)-1:]
+		return o.appendNext([]Action{Compact{Floor: seq}})
+	default:
+		o.queue = o.queue[1:]
+		return o.appendNext([]Action{NotifyComplete{ID: r.Checkpoint}})
 	}
-	id := o.queue[0]
-	o.log = append(o.log, Record{Seq: seq, Kind: Completed, Epoch: o.epoch, Member: o.member, Checkpoint: id})
-	o.queue = o.queue[1:]
-	o.appending = false
-	return o.appendNext([]Action{NotifyComplete{ID: id}})
 }
 
 // Persisted reports that checkpoint id's metadata is durable in the slot's
@@ -341,12 +397,26 @@ func (o *Ownership) restore(rp RestorePoint) []Action {
 	return []Action{Restore{Checkpoint: rp.Checkpoint, Epoch: rp.Epoch, NextCheckpointID: next + 1, Ignored: rp.Ignored}}
 }
 
+// appendNext appends the next record the log needs, if none is being
+// appended: the first queued checkpoint's, or else a floor once the log
+// since the last one is long enough.
 func (o *Ownership) appendNext(acts []Action) []Action {
-	if o.appending || len(o.queue) == 0 {
+	switch {
+	case o.pending.Seq != 0:
 		return acts
+	case len(o.queue) > 0:
+		return append(acts, o.append(Record{Seq: o.next(), Kind: Completed, Epoch: o.epoch, Member: o.member, Checkpoint: o.queue[0]})...)
+	case len(o.log) > o.compactAfter:
+		rp := Decide(o.log)
+		return append(acts, o.append(Record{Seq: o.next(), Kind: Floor, Epoch: o.epoch, Generation: o.generation, Member: o.member,
+			Checkpoint: rp.Checkpoint, RestoreEpoch: rp.Epoch, MaxCheckpoint: rp.MaxCheckpoint})...)
 	}
-	o.appending = true
-	return append(acts, Append{Record{Seq: o.next(), Kind: Completed, Epoch: o.epoch, Member: o.member, Checkpoint: o.queue[0]}})
+	return acts
+}
+
+func (o *Ownership) append(r Record) []Action {
+	o.pending = r
+	return []Action{Append{r}}
 }
 
 func (o *Ownership) stop(err error, holder Record) []Action {
@@ -359,7 +429,7 @@ func (o *Ownership) fail(err error) []Action {
 	if o.phase == claiming {
 		o.phase = idle
 	}
-	o.appending = false
+	o.pending, o.checking = Record{}, false
 	o.confirming = false
 	return []Action{Fail{Err: fmt.Errorf("slot %d: %w", o.slot, err)}}
 }

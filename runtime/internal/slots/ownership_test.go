@@ -1,9 +1,11 @@
 package slots
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 	"testing"
 
 	"github.com/splitflow/splitflow/runtime/checkpoint"
@@ -44,6 +46,20 @@ type member struct {
 	// confirm, when set, answers Confirm instead of stale (a real
 	// Membership's Confirm).
 	confirm func() error
+	// compactions counts Compact actions; skipCompact leaves them undone
+	// (a crash between the floor record and the deletions).
+	compactions int
+	skipCompact bool
+	// rs, when set, is the storage's records as this member sees them (a
+	// counting journal); st otherwise.
+	rs checkpoint.RecordStorage
+}
+
+func (m *member) records() checkpoint.RecordStorage {
+	if m.rs != nil {
+		return m.rs
+	}
+	return m.st
 }
 
 func newMember(t *testing.T, st *checkpoint.MemoryStorage, name string, generation int64) *member {
@@ -69,7 +85,14 @@ func (m *member) step(acts []Action) []Action {
 			m.stopped = a.Err
 		case Fail:
 			m.failed = a.Err
-		case ReadLog, Confirm, Append:
+		case Compact:
+			m.compactions++
+			if !m.skipCompact {
+				if err := CompactLog(m.records(), a.Floor); err != nil {
+					m.t.Fatalf("%s: CompactLog(%d): %v", m.name, a.Floor, err)
+				}
+			}
+		case ReadLog, Confirm, Append, CheckFloor:
 			if i != len(acts)-1 {
 				m.t.Fatalf("%s: I/O action %T is not the last of %v", m.name, a, acts)
 			}
@@ -83,7 +106,7 @@ func (m *member) perform(a Action) []Action {
 	m.t.Helper()
 	switch a := a.(type) {
 	case ReadLog:
-		recs, err := LoadLog(m.st)
+		recs, err := LoadLog(m.records())
 		if err != nil {
 			m.t.Fatal(err)
 		}
@@ -102,11 +125,14 @@ func (m *member) perform(a Action) []Action {
 		}
 		return m.o.Confirmed(nil)
 	case Append:
-		err := StoreRecord(m.st, a.Record)
+		err := StoreRecord(m.records(), a.Record)
 		if err == nil && m.appendFault != nil {
 			err, m.appendFault = m.appendFault, nil
 		}
 		return m.o.Appended(a.Record.Seq, err)
+	case CheckFloor:
+		top, err := HighestFloorMarker(m.records())
+		return m.o.FloorChecked(a.Seq, top, err)
 	}
 	m.t.Fatalf("%s: cannot perform %T", m.name, a)
 	return nil
@@ -436,6 +462,9 @@ func TestDecideTakesLatestCheckpointOfHighestEpoch(t *testing.T) {
 	chk := func(seq, id, epoch int64, m string) Record {
 		return Record{Seq: seq, Kind: Completed, Epoch: epoch, Member: m, Checkpoint: id}
 	}
+	floor := func(seq, epoch int64, m string, restore, restoreEpoch, maxID int64) Record {
+		return Record{Seq: seq, Kind: Floor, Epoch: epoch, Generation: 1, Member: m, Checkpoint: restore, RestoreEpoch: restoreEpoch, MaxCheckpoint: maxID}
+	}
 	for _, c := range []struct {
 		name          string
 		log           []Record
@@ -455,6 +484,10 @@ func TestDecideTakesLatestCheckpointOfHighestEpoch(t *testing.T) {
 		{"stale claim after newer", []Record{claim(1, 5, "a"), claim(2, 3, "b"), chk(3, 1, 3, "b"), chk(4, 2, 5, "a")}, "a", 2, 5, 1, 2},
 		{"checkpoint before any claim", []Record{chk(1, 1, 1, "a"), claim(2, 1, "a")}, "a", 0, 0, 1, 1},
 		{"older epochs' checkpoints kept across claims without one", []Record{claim(1, 1, "a"), chk(2, 4, 1, "a"), claim(3, 2, "b"), claim(4, 3, "c")}, "c", 4, 1, 0, 4},
+		{"log read from its floor", []Record{floor(9, 3, "b", 7, 2, 8), chk(10, 9, 3, "b")}, "b", 9, 3, 0, 9},
+		{"floor without checkpoint, then a takeover", []Record{floor(9, 3, "b", 0, 0, 4), claim(10, 4, "c")}, "c", 0, 0, 0, 4},
+		{"floor by the governing owner mid-log", []Record{claim(1, 1, "a"), chk(2, 1, 1, "a"), floor(3, 1, "a", 1, 1, 1), chk(4, 2, 1, "a")}, "a", 2, 1, 0, 2},
+		{"floor by a zombie after a newer claim", []Record{claim(1, 1, "a"), chk(2, 1, 1, "a"), claim(3, 2, "b"), floor(4, 1, "a", 9, 1, 9)}, "b", 1, 1, 1, 1},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			rp := Decide(c.log)
@@ -471,9 +504,10 @@ func TestDecideTakesLatestCheckpointOfHighestEpoch(t *testing.T) {
 func TestLogRecordsRoundTrip(t *testing.T) {
 	st := slotStorage(t)
 	want := []Record{
-		{Seq: 1, Kind: Claim, Epoch: 1, Generation: 3, Member: "a"},
-		{Seq: 2, Kind: Completed, Epoch: 1, Member: "a", Checkpoint: 1},
-		{Seq: 10, Kind: Claim, Epoch: 4, Generation: 1, Member: "b-7f3e"},
+		{Seq: 1, Kind: Floor, Epoch: 4, Generation: 1, Member: "b-7f3e", Checkpoint: 1, RestoreEpoch: 1, MaxCheckpoint: 2},
+		{Seq: 2, Kind: Claim, Epoch: 5, Generation: 3, Member: "a"},
+		{Seq: 3, Kind: Completed, Epoch: 5, Member: "a", Checkpoint: 3},
+		{Seq: 10, Kind: Claim, Epoch: 6, Generation: 1, Member: "c"},
 	}
 	for _, r := range slices.Backward(want) {
 		if err := StoreRecord(st, r); err != nil {
@@ -496,6 +530,11 @@ func TestLogRecordsRoundTrip(t *testing.T) {
 		{Seq: 1, Kind: Claim, Epoch: 1, Generation: 1, Member: "a", Checkpoint: 3},
 		{Seq: 1, Kind: Claim, Epoch: 1, Member: "a"},
 		{Seq: 1, Kind: Completed, Epoch: 1, Generation: 2, Member: "a", Checkpoint: 3},
+		{Seq: 1, Kind: Floor, Epoch: 2, Member: "a", Checkpoint: 3, RestoreEpoch: 1, MaxCheckpoint: 3},
+		{Seq: 1, Kind: Floor, Epoch: 2, Generation: 1, Member: "a", Checkpoint: 3, RestoreEpoch: 3, MaxCheckpoint: 3},
+		{Seq: 1, Kind: Floor, Epoch: 2, Generation: 1, Member: "a", Checkpoint: 3, RestoreEpoch: 1, MaxCheckpoint: 2},
+		{Seq: 1, Kind: Floor, Epoch: 2, Generation: 1, Member: "a", Checkpoint: 3, MaxCheckpoint: 3},
+		{Seq: 1, Kind: Completed, Epoch: 1, Member: "a", Checkpoint: 3, MaxCheckpoint: 3},
 	} {
 		if _, err := EncodeRecord(bad); err == nil {
 			t.Errorf("EncodeRecord(%+v) succeeded; want an error", bad)
@@ -559,4 +598,272 @@ func TestClaimAfterGroupResetRestoresAboveTheLogsEpochs(t *testing.T) {
 	if got := Decide(logOf(t, st)).Owner; got.Member != "d" || got.Epoch != 9 {
 		t.Fatalf("governing claim %v; want d's, of epoch 9", got)
 	}
+}
+
+// journal is a slot storage's records seen through a counter: it counts
+// reads and keeps every log record ever created, so that a test can
+// compare the compacted log with the whole one.
+type journal struct {
+	checkpoint.RecordStorage
+	mu    sync.Mutex
+	reads int
+	all   []Record
+}
+
+func (j *journal) ReadRecord(name string) ([]byte, error) {
+	j.mu.Lock()
+	j.reads++
+	j.mu.Unlock()
+	return j.RecordStorage.ReadRecord(name)
+}
+
+func (j *journal) CreateRecord(name string, data []byte) error {
+	err := j.RecordStorage.CreateRecord(name, data)
+	if seq, ok := parseRecordName(name); ok && err == nil {
+		r, derr := DecodeRecord(seq, data)
+		if derr != nil {
+			return derr
+		}
+		j.mu.Lock()
+		j.all = append(j.all, r)
+		j.mu.Unlock()
+	}
+	return err
+}
+
+func (j *journal) readCount() int { j.mu.Lock(); defer j.mu.Unlock(); return j.reads }
+
+// whole is the log as it would be without compaction: every record
+// created at a position nobody had before, floors left out.
+func (j *journal) whole() []Record {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	seen := map[int64]bool{}
+	var out []Record
+	for _, r := range j.all {
+		if r.Kind == Floor || seen[r.Seq] {
+			continue
+		}
+		seen[r.Seq] = true
+		out = append(out, r)
+	}
+	slices.SortFunc(out, func(a, b Record) int { return cmp.Compare(a.Seq, b.Seq) })
+	return out
+}
+
+func compactingMember(t *testing.T, st *checkpoint.MemoryStorage, j *journal, name string, generation int64, after int) *member {
+	t.Helper()
+	m := newMember(t, st, name, generation)
+	o, err := NewOwnership(3, name, generation, WithCompactAfter(after))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.o, m.rs = o, j
+	return m
+}
+
+// sameRestorePoint fails unless the compacted log and the whole one say
+// the same: owner, restore point and highest id.
+func sameRestorePoint(t *testing.T, j *journal) RestorePoint {
+	t.Helper()
+	recs, err := LoadLog(j)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, want := Decide(recs), Decide(j.whole())
+	if got.Owner.Member != want.Owner.Member || got.Owner.Epoch != want.Owner.Epoch || got.Owner.Generation != want.Owner.Generation ||
+		got.Checkpoint != want.Checkpoint || got.Epoch != want.Epoch || got.MaxCheckpoint != want.MaxCheckpoint {
+		t.Fatalf("compacted log decides %+v; the whole log %+v", got, want)
+	}
+	return got
+}
+
+func logRecordsStored(t *testing.T, st *checkpoint.MemoryStorage) int {
+	t.Helper()
+	names, err := st.ListRecords()
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, name := range names {
+		if _, ok := parseRecordName(name); ok {
+			n++
+		}
+	}
+	return n
+}
+
+// Compaction changes nothing a reader decides: through owners, takeovers
+// and a zombie's ignored record, the log read from its floor gives the
+// owner, restore point and highest id the whole log gives, and the
+// storage holds a bounded number of log records.
+func TestCompactionLeavesTheRestorePointUnchanged(t *testing.T) {
+	st := slotStorage(t)
+	j := &journal{RecordStorage: st}
+	const after = 4
+	a := compactingMember(t, st, j, "a", 1, after)
+	a.claim()
+	for id := int64(1); id <= 10; id++ {
+		a.checkpoint(id)
+		sameRestorePoint(t, j)
+		if n := logRecordsStored(t, st); n > after+2 {
+			t.Fatalf("after checkpoint %d the storage holds %d log records; compaction after %d should bound it", id, n, after)
+		}
+	}
+	a.wantNotified(1, 2, 3, 4, 5, 6, 7, 8, 9, 10)
+	if a.compactions == 0 {
+		t.Fatal("the log was never compacted")
+	}
+
+	b := compactingMember(t, st, j, "b", 2, after)
+	b.claim()
+	b.wantRestore(10, 1, 11)
+	a.checkpoint(11) // a zombie now
+	a.wantStopped(ErrSlotLost, "b")
+	for id := int64(12); id <= 20; id++ {
+		b.checkpoint(id)
+		sameRestorePoint(t, j)
+	}
+	c := compactingMember(t, st, j, "c", 3, after)
+	c.claim()
+	c.wantRestore(20, 2, 21)
+	if rp := sameRestorePoint(t, j); rp.Owner.Member != "c" {
+		t.Fatalf("owner %v; want c", rp.Owner)
+	}
+}
+
+// A claim reads the log from its floor: O(records since the floor), not
+// one read per checkpoint ever recorded.
+func TestClaimAfterCompactionReadsOnlySinceTheFloor(t *testing.T) {
+	for _, after := range []int{8, 1000} {
+		st := slotStorage(t)
+		j := &journal{RecordStorage: st}
+		a := compactingMember(t, st, j, "a", 1, after)
+		a.claim()
+		for id := int64(1); id <= 100; id++ {
+			a.checkpoint(id)
+		}
+		before := j.readCount()
+		b := compactingMember(t, st, j, "b", 2, after)
+		b.claim()
+		b.wantRestore(100, 1, 101)
+		reads := j.readCount() - before
+		if after == 1000 && reads != 101 {
+			t.Fatalf("an uncompacted log of 101 records took %d reads to claim; want 101", reads)
+		}
+		if after == 8 && reads > after+1 {
+			t.Fatalf("a claim read %d records; the log holds at most %d since its floor, and the floor", reads, after)
+		}
+	}
+}
+
+// A zombie (it read the log before a newer claim, and sleeps) appends at
+// the position after what it read, which compaction has deleted since:
+// the create succeeds, but the position is below a floor's marker, so the
+// record does not count: the zombie reads the log, finds it lost the
+// slot, and is never told to commit. A stale claimant that confirmed
+// before the compaction and claims at a deleted position is refused the
+// same way. Readers never see either record.
+func TestZombieAppendingWhileTheLogIsCompactedDoesNotCount(t *testing.T) {
+	st := slotStorage(t)
+	j := &journal{RecordStorage: st}
+	const after = 4
+	a := compactingMember(t, st, j, "a", 1, after)
+	a.claim()
+	a.checkpoint(1)
+
+	// d read the log and confirmed while still assigned; it sleeps before
+	// its append.
+	d := compactingMember(t, st, j, "d", 2, after)
+	dActs := d.step(d.step(d.o.Start()))
+	if ap, ok := dActs[0].(Append); !ok || ap.Record.Seq != 3 {
+		t.Fatalf("d would do %v; want its claim's append at position 3", dActs)
+	}
+
+	b := compactingMember(t, st, j, "b", 3, after)
+	b.claim() // position 3
+	for id := int64(2); id <= 9; id++ {
+		b.checkpoint(id)
+	}
+	if b.compactions == 0 {
+		t.Fatal("the log was never compacted")
+	}
+	if _, err := st.ReadRecord(RecordName(3)); !errors.Is(err, checkpoint.ErrNotFound) {
+		t.Fatalf("position 3 = %v; want it deleted by compaction", err)
+	}
+
+	a.checkpoint(10) // a's next position is 3: deleted, so free
+	a.wantNotified(1)
+	a.wantStopped(ErrSlotLost, "b")
+	if _, err := st.ReadRecord(RecordName(3)); err != nil {
+		t.Fatalf("the zombie's record at the deleted position 3 is not there (%v); the test shows nothing", err)
+	}
+	rp := sameRestorePointIgnoring(t, j, 3)
+	if rp.Owner.Member != "b" || rp.Checkpoint != 9 {
+		t.Fatalf("the log decides %+v; want b's checkpoint 9", rp)
+	}
+
+	d.stale = true
+	if err := st.DeleteRecord(RecordName(3)); err != nil { // free position 3 again
+		t.Fatal(err)
+	}
+	d.run(dActs)
+	d.wantStopped(ErrNotAssigned, "b")
+	if len(d.restored) != 0 {
+		t.Fatalf("the stale claimant restored %v", d.restored)
+	}
+
+	c := compactingMember(t, st, j, "c", 4, after)
+	c.claim()
+	c.wantRestore(9, 2, 11)
+}
+
+// sameRestorePointIgnoring is sameRestorePoint for a storage where records
+// were created again at deleted position seq: they are not in the log.
+func sameRestorePointIgnoring(t *testing.T, j *journal, seq int64) RestorePoint {
+	t.Helper()
+	j.mu.Lock()
+	j.all = slices.DeleteFunc(j.all, func(r Record) bool { return r.Seq == seq && r.Member != "b" })
+	j.mu.Unlock()
+	return sameRestorePoint(t, j)
+}
+
+// A crash between the floor record and its deletions (the marker not
+// written, nothing deleted) leaves a log that reads from the floor,
+// decides as before, and is cleaned up by the next compaction.
+func TestCrashBetweenFloorAndDeletionsLeavesTheLogWhole(t *testing.T) {
+	st := slotStorage(t)
+	j := &journal{RecordStorage: st}
+	const after = 4
+	a := compactingMember(t, st, j, "a", 1, after)
+	a.skipCompact = true
+	a.claim()
+	for id := int64(1); id <= 5; id++ {
+		a.checkpoint(id)
+	}
+	if a.compactions != 1 {
+		t.Fatalf("%d compactions; want the one floor", a.compactions)
+	}
+	if top, err := HighestFloorMarker(st); err != nil || top != 0 {
+		t.Fatalf("floor marker %d, %v; want none (crashed before it)", top, err)
+	}
+	total := logRecordsStored(t, st)
+	before := j.readCount()
+	b := compactingMember(t, st, j, "b", 2, after)
+	b.claim()
+	b.wantRestore(5, 1, 6)
+	if reads := j.readCount() - before; reads >= total {
+		t.Fatalf("the claim read %d records of %d; want it to stop at the floor", reads, total)
+	}
+	sameRestorePoint(t, j)
+	for id := int64(6); id <= 10; id++ {
+		b.checkpoint(id)
+	}
+	if b.compactions == 0 {
+		t.Fatal("b never compacted")
+	}
+	if n := logRecordsStored(t, st); n > after+2 {
+		t.Fatalf("after b's compaction the storage holds %d log records; the crashed one's should be gone", n)
+	}
+	sameRestorePoint(t, j)
 }
