@@ -131,7 +131,7 @@ func WithMembershipLogger(l *slog.Logger) MembershipOption {
 // Membership is this process's membership in the job's slot group: a
 // franz-go group consumer of the topic <job>.slots, one partition per
 // slot, with the cooperative-sticky balancer, which consumes nothing and
-// commits nothing. The group decides which member owns which slots; the
+// commits only Confirm's proofs. The group decides which member owns which slots; the
 // Kafka group coordinator expires members that stop heartbeating and
 // gives their slots to the others in a later generation.
 type Membership struct {
