@@ -36,6 +36,11 @@
 //     older epoch after a newer claim is ignored (Decide).
 //   - Checkpoint ids of a slot are never reused: a new owner numbers its
 //     checkpoints above every id in the slot's storage and log.
+//   - Compaction changes nothing a reader decides: the owner appends a
+//     floor summing up the log before it, and deletes below it only after
+//     the floor's marker exists; a record counts only if no floor marker
+//     is above its position, so a stale writer's record created again at
+//     a deleted position never counts (CompactLog, CheckFloor).
 //   - A downstream partition's watermark is the minimum over its upstream
 //     slots, never goes back (also when an upstream slot changes owner and
 //     its new owner starts behind), and is held by an upstream slot never
@@ -45,7 +50,8 @@
 //
 //   - layout.go: slots, key groups and partitions; names of the topic,
 //     group, storage paths and transactional ids.
-//   - log.go: the ownership log's records, their stored form, Decide.
+//   - log.go: the ownership log's records, their stored form, LoadLog
+//     (from the highest floor), Decide, CompactLog and floor markers.
 //   - ownership.go: Ownership, the deterministic core of one member's
 //     ownership of one slot.
 //   - watermark.go: Marker and Merge, the watermark of a downstream
