@@ -285,66 +285,89 @@ func TestZombieCheckpointAfterLosingSlotIsNeverCommittedNorRestored(t *testing.T
 // position. Whichever order the steps take, the member the group still
 // assigns the slot to ends up governing the log, and the stale one never
 // restores after the current one's claim nor is told to commit anything.
+// The same after a group reset: the log's epoch (7) is above both
+// members' generations (1 and 2).
 func TestStaleAssignmentNeverWinsOverTheCurrentOne(t *testing.T) {
-	for _, order := range []string{"current claims first", "stale confirms too late", "stale wins the position then goes stale"} {
-		t.Run(order, func(t *testing.T) {
-			st := slotStorage(t)
-			a := newMember(t, st, "a", 1)
-			a.claim()
-			a.checkpoint(1)
+	for _, reset := range []bool{false, true} {
+		for _, order := range []string{"current claims first", "stale confirms too late", "stale wins the position then goes stale"} {
+			name := order
+			if reset {
+				name += " after a group reset"
+			}
+			t.Run(name, func(t *testing.T) { staleAgainstCurrent(t, order, reset) })
+		}
+	}
+}
 
-			cur := newMember(t, st, "cur", 5)
-			old := newMember(t, st, "old", 4)
-			curActs := cur.step(cur.o.Start()) // both read the log
-			oldActs := old.step(old.o.Start())
-			if _, ok := curActs[0].(Confirm); !ok {
-				t.Fatalf("after reading the log the claimant does %v; want Confirm", curActs)
+func staleAgainstCurrent(t *testing.T, order string, reset bool) {
+	st := slotStorage(t)
+	aEpoch, oldGen, curGen := int64(1), int64(4), int64(5)
+	if reset {
+		aEpoch, oldGen, curGen = 7, 1, 2
+		for _, r := range []Record{
+			{Seq: 1, Kind: Claim, Epoch: 7, Generation: 7, Member: "a"},
+			{Seq: 2, Kind: Completed, Epoch: 7, Member: "a", Checkpoint: 1},
+		} {
+			if err := StoreRecord(st, r); err != nil {
+				t.Fatal(err)
 			}
-			switch order {
-			case "current claims first":
-				// old confirmed while still assigned, then the group moved
-				// the slot and cur claimed: old's append meets cur's claim,
-				// and its second confirmation is refused.
-				oldActs = old.step(oldActs)
-				cur.run(curActs)
-				old.stale = true
-				old.run(oldActs)
-				old.wantStopped(ErrNotAssigned, "cur")
-			case "stale confirms too late":
-				old.stale = true
-				old.run(oldActs)
-				old.wantStopped(ErrNotAssigned, "a")
-				cur.run(curActs)
-			case "stale wins the position then goes stale":
-				// old was still assigned when it confirmed, and its claim
-				// takes the position; the group then moves the slot to cur,
-				// whose append meets old's claim: cur reads again, confirms
-				// again (later than old's claim) and claims above it.
-				oldActs = old.step(oldActs) // Confirmed: the Append
-				curActs = cur.step(curActs)
-				old.run(oldActs)
-				old.wantRestore(1, 1, 2)
-				old.stale = true
-				cur.run(curActs)
-				if cur.confirms != 2 {
-					t.Fatalf("cur confirmed %d times; want again after its lost race", cur.confirms)
-				}
-				old.checkpoint(2)
-				old.wantStopped(ErrSlotLost, "cur")
-				old.wantNotified()
-			}
-			cur.wantRestore(1, 1, 2)
-			cur.checkpoint(3)
-			cur.wantNotified(3)
-			if rp := Decide(logOf(t, st)); rp.Owner.Member != "cur" || rp.Checkpoint != 3 {
-				t.Fatalf("Decide = %+v; want cur governing with checkpoint 3", rp)
-			}
-			for _, r := range old.restored {
-				if r.Checkpoint > 1 {
-					t.Fatalf("the stale member restored %+v", r)
-				}
-			}
-		})
+		}
+	} else {
+		a := newMember(t, st, "a", 1)
+		a.claim()
+		a.checkpoint(1)
+	}
+
+	cur := newMember(t, st, "cur", curGen)
+	old := newMember(t, st, "old", oldGen)
+	curActs := cur.step(cur.o.Start()) // both read the log
+	oldActs := old.step(old.o.Start())
+	if _, ok := curActs[0].(Confirm); !ok {
+		t.Fatalf("after reading the log the claimant does %v; want Confirm", curActs)
+	}
+	switch order {
+	case "current claims first":
+		// old confirmed while still assigned, then the group moved
+		// the slot and cur claimed: old's append meets cur's claim,
+		// and its second confirmation is refused.
+		oldActs = old.step(oldActs)
+		cur.run(curActs)
+		old.stale = true
+		old.run(oldActs)
+		old.wantStopped(ErrNotAssigned, "cur")
+	case "stale confirms too late":
+		old.stale = true
+		old.run(oldActs)
+		old.wantStopped(ErrNotAssigned, "a")
+		cur.run(curActs)
+	case "stale wins the position then goes stale":
+		// old was still assigned when it confirmed, and its claim
+		// takes the position; the group then moves the slot to cur,
+		// whose append meets old's claim: cur reads again, confirms
+		// again (later than old's claim) and claims above it.
+		oldActs = old.step(oldActs) // Confirmed: the Append
+		curActs = cur.step(curActs)
+		old.run(oldActs)
+		old.wantRestore(1, aEpoch, 2)
+		old.stale = true
+		cur.run(curActs)
+		if cur.confirms != 2 {
+			t.Fatalf("cur confirmed %d times; want again after its lost race", cur.confirms)
+		}
+		old.checkpoint(2)
+		old.wantStopped(ErrSlotLost, "cur")
+		old.wantNotified()
+	}
+	cur.wantRestore(1, aEpoch, 2)
+	cur.checkpoint(3)
+	cur.wantNotified(3)
+	if rp := Decide(logOf(t, st)); rp.Owner.Member != "cur" || rp.Owner.Epoch <= aEpoch || rp.Checkpoint != 3 {
+		t.Fatalf("Decide = %+v; want cur governing above epoch %d with checkpoint 3", rp, aEpoch)
+	}
+	for _, r := range old.restored {
+		if r.Checkpoint > 1 {
+			t.Fatalf("the stale member restored %+v", r)
+		}
 	}
 }
 
