@@ -38,6 +38,9 @@ type member struct {
 	// appendFault, when set, is the answer to the next Append, after the
 	// record was stored (the answer lost).
 	appendFault error
+	// faultOn, when set, keeps appendFault for the next append of a
+	// record of that kind.
+	faultOn Kind
 	// stale: the group no longer gives this member the slot, so Confirm
 	// is refused (ErrNotAssigned), as a stale generation's offset commit.
 	stale bool
@@ -126,7 +129,7 @@ func (m *member) perform(a Action) []Action {
 		return m.o.Confirmed(nil)
 	case Append:
 		err := StoreRecord(m.records(), a.Record)
-		if err == nil && m.appendFault != nil {
+		if err == nil && m.appendFault != nil && (m.faultOn == "" || m.faultOn == a.Record.Kind) {
 			err, m.appendFault = m.appendFault, nil
 		}
 		return m.o.Appended(a.Record.Seq, err)
@@ -890,4 +893,48 @@ func TestCrashBetweenFloorAndDeletionsLeavesTheLogWhole(t *testing.T) {
 		t.Fatalf("after b's compaction the storage holds %d log records; the crashed one's should be gone", n)
 	}
 	sameRestorePoint(t, j)
+}
+
+// A floor whose append's answer was lost: the owner fails, starts again,
+// reads the log from its own floor and goes on governing, without a
+// second floor; the records the floor replaced are deleted by the next
+// compaction.
+func TestFloorWithLostAnswerIsNotWrittenTwice(t *testing.T) {
+	st := slotStorage(t)
+	j := &journal{RecordStorage: st}
+	const after = 2
+	a := compactingMember(t, st, j, "a", 1, after)
+	a.claim()
+	a.checkpoint(1)
+	a.appendFault, a.faultOn = errors.New("connection reset"), Floor
+	a.checkpoint(2) // recorded and notified, then the floor's answer is lost
+	a.wantNotified(1, 2)
+	if a.failed == nil || a.compactions != 0 {
+		t.Fatalf("failed %v, %d compactions; want the failure and no compaction yet", a.failed, a.compactions)
+	}
+	a.failed = nil
+	a.run(a.o.Start())
+	if !a.o.Owns() || a.stopped != nil {
+		t.Fatalf("after starting again a owns the slot: %v (stopped %v)", a.o.Owns(), a.stopped)
+	}
+	floors := 0
+	for _, r := range j.all {
+		if r.Kind == Floor {
+			floors++
+		}
+	}
+	if floors != 1 {
+		t.Fatalf("%d floors written; want the one whose answer was lost", floors)
+	}
+	sameRestorePoint(t, j)
+	for id := int64(3); id <= 6; id++ {
+		a.checkpoint(id)
+	}
+	a.wantNotified(1, 2, 3, 4, 5, 6)
+	if n := logRecordsStored(t, st); n > after+2 {
+		t.Fatalf("the storage holds %d log records; the next compaction should have deleted the old ones", n)
+	}
+	b := compactingMember(t, st, j, "b", 2, after)
+	b.claim()
+	b.wantRestore(6, 1, 7)
 }
