@@ -72,8 +72,9 @@
 //   - records.go: RecordStorage, the optional capability (all three
 //     storages) to keep small records, each created once by a
 //     conditional write: link(2) of a fsynced temp file on a directory,
-//     If-None-Match: * on S3 (refused where the server ignores it). A
-//     distributed job's slot ownership log is made of them.
+//     If-None-Match: * on S3 (refused where the server ignores it), and
+//     deleted (a deleted name can be created again). A distributed job's
+//     slot ownership log is made of them.
 //   - errors.go: sentinel and struct errors, those of the coordinator's
 //     aborts and failures among them (AbortError, TooManyFailuresError),
 //     which the engine's errors wrap.

@@ -30,8 +30,8 @@ var (
 )
 
 // RecordStorage is the optional capability of a Storage to keep small
-// named records, each created once and never changed, beside its
-// checkpoints: a log whose entries are decided by conditional writes (the
+// named records, each created once and never changed (only deleted),
+// beside its checkpoints: a log whose entries are decided by conditional writes (the
 // slot ownership log of a distributed job is one). DirStorage,
 // MemoryStorage and S3Storage have it; find it with a type assertion.
 //
@@ -56,6 +56,11 @@ type RecordStorage interface {
 	// ReadRecord returns record name; an error wrapping ErrNotFound when
 	// there is none.
 	ReadRecord(name string) ([]byte, error)
+	// DeleteRecord removes record name, durably; a missing one is no
+	// error. The name may be created again afterwards: a log that deletes
+	// records must tell a recreated name from the original itself (the
+	// slot ownership log's floor does).
+	DeleteRecord(name string) error
 }
 
 var (
@@ -150,6 +155,25 @@ func (s *DirStorage) ReadRecord(name string) ([]byte, error) {
 	return b, nil
 }
 
+// DeleteRecord unlinks DIR/records/<name> and fsyncs the directory. See
+// RecordStorage.
+func (s *DirStorage) DeleteRecord(name string) error {
+	if err := validateRecordName(name); err != nil {
+		return err
+	}
+	dir := filepath.Join(s.root, recordsDir)
+	if err := os.Remove(filepath.Join(dir, name)); err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil
+		}
+		return fmt.Errorf("checkpoint storage %s: delete record %s: %w", s.root, name, err)
+	}
+	if err := syncDir(dir); err != nil {
+		return fmt.Errorf("checkpoint storage %s: delete record %s: %w", s.root, name, err)
+	}
+	return nil
+}
+
 // CreateRecord stores a copy of data. See RecordStorage.
 func (s *MemoryStorage) CreateRecord(name string, data []byte) error {
 	if err := validateRecordName(name); err != nil {
@@ -186,6 +210,17 @@ func (s *MemoryStorage) ReadRecord(name string) ([]byte, error) {
 		return nil, fmt.Errorf("checkpoint storage in memory: record %s: %w", name, ErrNotFound)
 	}
 	return bytes.Clone(b), nil
+}
+
+// DeleteRecord removes a record. See RecordStorage.
+func (s *MemoryStorage) DeleteRecord(name string) error {
+	if err := validateRecordName(name); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.records, name)
+	return nil
 }
 
 func s3RecordKey(name string) string { return recordsDir + "/" + name }
@@ -251,4 +286,15 @@ func (s *S3Storage) ReadRecord(name string) ([]byte, error) {
 		return nil, fmt.Errorf("checkpoint storage %s: read record %s: %w", s.where, name, err)
 	}
 	return b, nil
+}
+
+// DeleteRecord DELETEs <prefix>records/<name>. See RecordStorage.
+func (s *S3Storage) DeleteRecord(name string) error {
+	if err := validateRecordName(name); err != nil {
+		return err
+	}
+	if err := s.deleteKey(s.prefix + s3RecordKey(name)); err != nil {
+		return fmt.Errorf("checkpoint storage %s: delete record %s: %w", s.where, name, err)
+	}
+	return nil
 }

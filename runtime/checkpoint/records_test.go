@@ -272,3 +272,38 @@ func requestsOf(r RecordStorage) int64 {
 	}
 	return 0
 }
+
+// A deleted record is gone from the listing and from reads, deleting a
+// missing one is no error, and the name can be created again (the log
+// that deletes records tells a recreated name from the original itself).
+func TestStorageRecordDeleteThenRecreate(t *testing.T) {
+	storages(t, func(t *testing.T, open func(opts ...StorageOption) Storage) {
+		r := recordsOf(t, open())
+		for _, name := range []string{"log-0001", "log-0002"} {
+			if err := r.CreateRecord(name, []byte(name)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := r.DeleteRecord("log-0001"); err != nil {
+			t.Fatalf("DeleteRecord: %v", err)
+		}
+		if err := r.DeleteRecord("log-0001"); err != nil {
+			t.Fatalf("DeleteRecord of a missing record: %v", err)
+		}
+		if names, err := r.ListRecords(); err != nil || !slices.Equal(names, []string{"log-0002"}) {
+			t.Fatalf("ListRecords = %v, %v; want log-0002 only", names, err)
+		}
+		if _, err := r.ReadRecord("log-0001"); !errors.Is(err, ErrNotFound) {
+			t.Fatalf("ReadRecord of a deleted record = %v; want ErrNotFound", err)
+		}
+		if err := r.CreateRecord("log-0001", []byte("again")); err != nil {
+			t.Fatalf("CreateRecord of a deleted name: %v", err)
+		}
+		if b, err := r.ReadRecord("log-0001"); err != nil || string(b) != "again" {
+			t.Fatalf("ReadRecord = %q, %v; want the new bytes", b, err)
+		}
+		if err := r.DeleteRecord("../x"); err == nil {
+			t.Fatal("DeleteRecord of a bad name succeeded")
+		}
+	})
+}

@@ -19,8 +19,12 @@
 //
 //   - At most one owner can commit output or state for a slot (the
 //     shared design's invariant 12), on the storage side: an owner
-//     records its claim, under its epoch (the consumer group generation
-//     of the assignment), in the slot's log before restoring; a checkpoint
+//     records its claim in the slot's log before restoring, under an
+//     epoch one above every claim there, once the group confirmed (an
+//     offset commit under its current generation) that it still assigns
+//     the slot to the owner; epochs are the log's own, so a group deleted
+//     and started again (generations from 1) does not lock a slot out; a
+//     checkpoint
 //     is notified complete only once its record is in the log after that
 //     claim; the log is one order of claims and checkpoint records, each
 //     created once by a conditional write at the next position, so a
@@ -32,6 +36,11 @@
 //     older epoch after a newer claim is ignored (Decide).
 //   - Checkpoint ids of a slot are never reused: a new owner numbers its
 //     checkpoints above every id in the slot's storage and log.
+//   - Compaction changes nothing a reader decides: the owner appends a
+//     floor summing up the log before it, and deletes below it only after
+//     the floor's marker exists; a record counts only if no floor marker
+//     is above its position, so a stale writer's record created again at
+//     a deleted position never counts (CompactLog, CheckFloor).
 //   - A downstream partition's watermark is the minimum over its upstream
 //     slots, never goes back (also when an upstream slot changes owner and
 //     its new owner starts behind), and is held by an upstream slot never
@@ -41,12 +50,14 @@
 //
 //   - layout.go: slots, key groups and partitions; names of the topic,
 //     group, storage paths and transactional ids.
-//   - log.go: the ownership log's records, their stored form, Decide.
+//   - log.go: the ownership log's records, their stored form, LoadLog
+//     (from the highest floor), Decide, CompactLog and floor markers.
 //   - ownership.go: Ownership, the deterministic core of one member's
 //     ownership of one slot.
 //   - watermark.go: Marker and Merge, the watermark of a downstream
 //     partition from the markers of its upstream slots.
 //   - membership.go: Membership, the job's consumer group over the topic
 //     <job>.slots (franz-go, cooperative-sticky), which reports the slots
-//     a process owns and their epochs on every rebalance.
+//     a process owns on every rebalance, and Confirm, the proof that the
+//     group assigns a slot to this member in its current generation.
 package slots

@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // Change is one step of a member's slot ownership, as the job's consumer
@@ -21,11 +22,12 @@ import (
 type Change struct {
 	// Member is this process's member id in the group.
 	Member string
-	// Generation is the group generation of the step: the epoch of the
-	// slots in Assigned.
+	// Generation is the group generation of the step, in which the
+	// slots in Assigned were assigned.
 	Generation int64
 	// Assigned are the slots newly assigned to this member, sorted; each
-	// is claimed under Generation (Ownership) before it is restored.
+	// is claimed (Ownership, with Generation and Confirm) before it is
+	// restored.
 	Assigned []int
 	// Revoked are the slots taken from this member, sorted. Unless Lost,
 	// the group waits for Done before another member may have them: the
@@ -35,9 +37,9 @@ type Change struct {
 	// Revoked slots may already be another member's. They stop at once
 	// and commit nothing more; Done need not be called.
 	Lost bool
-	// Owned are the slots this member owns after the step, with the epoch
-	// of each (the generation in which it was assigned; a slot kept across
-	// rebalances keeps its epoch).
+	// Owned are the slots this member owns after the step, with the
+	// generation in which each was assigned (a slot kept across
+	// rebalances keeps it).
 	Owned map[int]int64
 
 	done chan struct{}
@@ -129,13 +131,16 @@ func WithMembershipLogger(l *slog.Logger) MembershipOption {
 // Membership is this process's membership in the job's slot group: a
 // franz-go group consumer of the topic <job>.slots, one partition per
 // slot, with the cooperative-sticky balancer, which consumes nothing and
-// commits nothing. The group decides which member owns which slots; the
+// commits only Confirm's proofs. The group decides which member owns which slots; the
 // Kafka group coordinator expires members that stop heartbeating and
 // gives their slots to the others in a later generation.
 type Membership struct {
-	job     string
-	slots   int
-	cfg     membershipConfig
+	job   string
+	slots int
+	cfg   membershipConfig
+	// topicID is <job>.slots's topic id, which offset commits from
+	// version 10 on name the topic by.
+	topicID [16]byte
 	cl      *kgo.Client
 	changes chan Change
 	closing chan struct{}
@@ -164,11 +169,12 @@ func Join(ctx context.Context, job string, slots int, opts ...MembershipOption) 
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	if err := ensureSlotsTopic(ctx, cfg.kafka, Topic(job), slots); err != nil {
+	topicID, err := ensureSlotsTopic(ctx, cfg.kafka, Topic(job), slots)
+	if err != nil {
 		return nil, err
 	}
 	m := &Membership{
-		job: job, slots: slots, cfg: cfg,
+		job: job, slots: slots, cfg: cfg, topicID: topicID,
 		changes: make(chan Change),
 		closing: make(chan struct{}),
 		stopped: make(chan struct{}),
@@ -208,35 +214,35 @@ func Join(ctx context.Context, job string, slots int, opts ...MembershipOption) 
 	return m, nil
 }
 
-func ensureSlotsTopic(ctx context.Context, kopts []kgo.Opt, topic string, slots int) error {
+func ensureSlotsTopic(ctx context.Context, kopts []kgo.Opt, topic string, slots int) ([16]byte, error) {
 	cl, err := kgo.NewClient(kopts...)
 	if err != nil {
-		return fmt.Errorf("slots: admin client: %w", err)
+		return [16]byte{}, fmt.Errorf("slots: admin client: %w", err)
 	}
 	defer cl.Close()
 	adm := kadm.NewClient(cl)
 	for attempt := 0; ; attempt++ {
 		details, err := adm.ListTopics(ctx, topic)
 		if err != nil {
-			return fmt.Errorf("slots: list topic %s: %w", topic, err)
+			return [16]byte{}, fmt.Errorf("slots: list topic %s: %w", topic, err)
 		}
 		if d, ok := details[topic]; ok && d.Err == nil {
 			if n := len(d.Partitions); n != slots {
-				return fmt.Errorf("slots: topic %s has %d partitions but the job has %d slots; a job's slot count is fixed: use that many slots, or a new job name", topic, n, slots)
+				return [16]byte{}, fmt.Errorf("slots: topic %s has %d partitions but the job has %d slots; a job's slot count is fixed: use that many slots, or a new job name", topic, n, slots)
 			}
-			return nil
+			return d.ID, nil
 		}
 		resp, err := adm.CreateTopic(ctx, int32(slots), -1, nil, topic)
 		if err == nil {
 			err = resp.Err
 		}
 		switch {
-		case err == nil:
-			return nil
-		case errors.Is(err, kerr.TopicAlreadyExists) && attempt == 0:
-			continue // created by another member meanwhile: check it
+		case err == nil && resp.ID != [16]byte{}:
+			return resp.ID, nil
+		case err == nil || errors.Is(err, kerr.TopicAlreadyExists) && attempt == 0:
+			continue // created (by another member meanwhile?): read its id
 		default:
-			return fmt.Errorf("slots: create topic %s with %d partitions: %w", topic, slots, err)
+			return [16]byte{}, fmt.Errorf("slots: create topic %s with %d partitions: %w", topic, slots, err)
 		}
 	}
 }
@@ -248,7 +254,91 @@ func ensureSlotsTopic(ctx context.Context, kopts []kgo.Opt, topic string, slots 
 // rebalance until its Done, for at most the rebalance timeout.
 func (m *Membership) Changes() <-chan Change { return m.changes }
 
-// Owned returns the slots this member owns now, with their epochs.
+// Confirm proves that the group gives this member (member: the
+// Change.Member of the slot's assignment) the slot in its current
+// generation, for Ownership's Confirm. The proof is an offset commit of
+// the slot's partition of <job>.slots under the member id and the
+// generation the member is in, which the group coordinator accepts only
+// from a member of its current generation (ILLEGAL_GENERATION otherwise),
+// and only outside the hand-out of a new generation's assignment: so at
+// the moment it is accepted the group's current assignment is the one
+// this member holds the slot in.
+//
+// It returns nil once a commit is accepted while the member holds the
+// slot; an error wrapping ErrNotAssigned when the member no longer holds
+// it (revoked, lost, or the member id is no longer this process's); and,
+// while the group is rebalancing or the coordinator moves, it tries again
+// until ctx ends, then returns ctx's error (Ownership's Fail: the driver
+// starts the claim again).
+//
+// The commit keeps the group from being deleted while its offsets are
+// retained (offsets.retention.minutes after it became empty); the log's
+// epochs do not depend on that.
+func (m *Membership) Confirm(ctx context.Context, slot int, member string) error {
+	for {
+		id, gen := m.cl.GroupMetadata()
+		m.mu.Lock()
+		_, holds := m.owned[slot]
+		m.mu.Unlock()
+		switch {
+		case !holds:
+			return fmt.Errorf("slots: job %s, slot %d: this member does not hold it: %w", m.job, slot, ErrNotAssigned)
+		case id != "" && id != member:
+			return fmt.Errorf("slots: job %s, slot %d: assigned to member %s, this process is now member %s: %w", m.job, slot, member, id, ErrNotAssigned)
+		}
+		var err error
+		if id != "" && gen >= 1 {
+			if err = m.prove(ctx, slot, id, gen); err == nil {
+				return nil
+			}
+			if !errors.Is(err, kerr.IllegalGeneration) && !errors.Is(err, kerr.RebalanceInProgress) &&
+				!errors.Is(err, kerr.UnknownMemberID) && !kerr.IsRetriable(err) {
+				return fmt.Errorf("slots: job %s, slot %d: confirm the assignment: %w", m.job, slot, err)
+			}
+		}
+		// Rebalancing, or between generations: the membership learns the
+		// new generation, or that the slot is gone, shortly.
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("slots: job %s, slot %d: confirm the assignment (last answer: %v): %w", m.job, slot, err, ctx.Err())
+		case <-m.closing:
+			return fmt.Errorf("slots: job %s, slot %d: membership closed: %w", m.job, slot, ErrNotAssigned)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// prove commits offset 0 of the slot's partition under member and
+// generation gen, returning the coordinator's error for it.
+func (m *Membership) prove(ctx context.Context, slot int, member string, gen int32) error {
+	req := kmsg.NewPtrOffsetCommitRequest()
+	req.Group = Group(m.job)
+	req.MemberID = member
+	req.Generation = gen
+	t := kmsg.NewOffsetCommitRequestTopic()
+	t.Topic = Topic(m.job)
+	t.TopicID = m.topicID
+	p := kmsg.NewOffsetCommitRequestTopicPartition()
+	p.Partition = int32(slot)
+	p.Offset = 0
+	t.Partitions = append(t.Partitions, p)
+	req.Topics = append(req.Topics, t)
+	resp, err := req.RequestWith(ctx, m.cl)
+	if err != nil {
+		return err
+	}
+	for _, t := range resp.Topics {
+		for _, p := range t.Partitions {
+			if p.Partition == int32(slot) {
+				return kerr.ErrorForCode(p.ErrorCode)
+			}
+		}
+	}
+	return fmt.Errorf("slots: offset commit answered without partition %d", slot)
+}
+
+// Owned returns the slots this member owns now, with the generation in
+// which each was assigned.
 func (m *Membership) Owned() map[int]int64 {
 	m.mu.Lock()
 	defer m.mu.Unlock()

@@ -2,6 +2,7 @@ package slots
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"maps"
@@ -14,6 +15,8 @@ import (
 	"time"
 
 	"github.com/splitflow/splitflow/integration/kafkatest"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/goleak"
@@ -255,10 +258,107 @@ func checkZombieFenced(t *testing.T, victim *watched, had map[int]int64, rest []
 	z.checkpoint(1)
 	n := newMember(t, st, owner.name, owner.slots()[slot])
 	n.claim()
-	n.wantRestore(1, had[slot], 2)
+	n.wantRestore(1, 1, 2)
 	z.checkpoint(2)
 	z.wantStopped(ErrSlotLost, owner.name)
 	z.wantNotified(1)
+}
+
+// Confirm on Kafka's group: a member's offset commit under its current
+// generation is accepted and one under a generation that is over is
+// refused (ILLEGAL_GENERATION: the coordinator, not this code, enforces
+// it); a slot the member no longer holds is not confirmed. Then the group
+// is deleted and joined again, its generations starting over: a member of
+// the new life confirms its slot and claims it above the epochs of the
+// old life's claims, restoring the old owner's checkpoint.
+func TestConfirmIsTheGroupsCurrentGenerationAndSurvivesAGroupReset(t *testing.T) {
+	brokers(t, func(t *testing.T, seeds []string, session time.Duration) {
+		job := fmt.Sprintf("confirm-%d-%d", time.Now().UnixNano(), jobSeq.Add(1))
+		const slots = 2
+		join := func(name string) *watched {
+			m, err := Join(context.Background(), job, slots,
+				WithKafka(kgo.SeedBrokers(seeds...), kgo.ClientID(name)),
+				WithSessionTimeout(session), WithHeartbeatInterval(session/10),
+				WithRebalanceTimeout(10*time.Second), WithMembershipLogger(slog.New(slog.DiscardHandler)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			return watch(t, name, m, &blackHole{})
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+		defer cancel()
+		st, err := checkpoint.NewMemoryStorage()
+		if err != nil {
+			t.Fatal(err)
+		}
+		claimer := func(w *watched, slot int) *member {
+			id, _ := w.m.cl.GroupMetadata()
+			o := newMember(t, st, id, w.slots()[slot])
+			o.confirm = func() error { return w.m.Confirm(ctx, slot, id) }
+			return o
+		}
+
+		a := join("a")
+		waitFor(t, "a owns both slots", func() bool { return partitioned(slots, a) })
+		aID, aGen := a.m.cl.GroupMetadata()
+		if err := a.m.Confirm(ctx, 0, aID); err != nil {
+			t.Fatalf("Confirm of a held slot: %v", err)
+		}
+		if err := a.m.Confirm(ctx, 0, "someone-else"); !errors.Is(err, ErrNotAssigned) {
+			t.Fatalf("Confirm for another member id = %v; want ErrNotAssigned", err)
+		}
+		// a claims slot 0 in the group's first life and checkpoints.
+		oa := claimer(a, 0)
+		oa.claim()
+		oa.checkpoint(1)
+		oa.wantNotified(1)
+		oldEpoch := Decide(logOf(t, st)).Owner.Epoch
+
+		b := join("b")
+		waitFor(t, "a and b share the slots", func() bool { return partitioned(slots, a, b) })
+		if err := a.m.prove(ctx, 0, aID, aGen); !errors.Is(err, kerr.IllegalGeneration) {
+			t.Fatalf("offset commit under a generation that is over = %v; want ILLEGAL_GENERATION", err)
+		}
+		for slot := range slots {
+			_, held := a.slots()[slot]
+			err := a.m.Confirm(ctx, slot, aID)
+			if held != (err == nil) || !held && !errors.Is(err, ErrNotAssigned) {
+				t.Fatalf("a holds slot %d: %v; Confirm = %v", slot, held, err)
+			}
+		}
+		b.close()
+		a.close()
+
+		// The group's new life: deleted (as Kafka does once an empty
+		// group's offsets expire) and joined again.
+		adm, admClose := kadmClient(t, seeds)
+		defer admClose()
+		waitFor(t, "the empty group is deleted", func() bool {
+			r, err := adm.DeleteGroup(ctx, Group(job))
+			return err == nil && r.Err == nil
+		})
+		c := join("c")
+		defer c.close()
+		waitFor(t, "c owns both slots", func() bool { return partitioned(slots, c) })
+		if _, gen := c.m.cl.GroupMetadata(); int64(gen) > oldEpoch {
+			t.Fatalf("the new life's generation %d is above the log's epoch %d; a claim under the generation would pass, the test shows nothing", gen, oldEpoch)
+		}
+		oc := claimer(c, 0)
+		oc.claim()
+		oc.wantRestore(1, oldEpoch, 2)
+		if got := Decide(logOf(t, st)).Owner.Epoch; got != oldEpoch+1 {
+			t.Fatalf("the new life's claim has epoch %d; want %d", got, oldEpoch+1)
+		}
+	})
+}
+
+func kadmClient(t *testing.T, seeds []string) (*kadm.Client, func()) {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return kadm.NewClient(cl), cl.Close
 }
 
 func TestJoinRefusesBadConfiguration(t *testing.T) {

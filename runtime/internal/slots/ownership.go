@@ -11,10 +11,10 @@ import (
 // Ownership errors. Match them with errors.Is; they come wrapped in a
 // *ClaimError.
 var (
-	// ErrEpochTaken: the slot's log already holds a claim of the epoch
-	// asked for or of a newer one. The claimant lost a race for the epoch,
-	// or its assignment is stale: it must not touch the slot.
-	ErrEpochTaken = errors.New("slots: the slot is claimed under this epoch or a newer one")
+	// ErrNotAssigned: the group does not give this member the slot in
+	// its current generation (Confirm was refused): its assignment is
+	// stale, and it must not touch the slot.
+	ErrNotAssigned = errors.New("slots: the group no longer assigns the slot to this member")
 	// ErrSlotLost: a newer claim was recorded while this member owned the
 	// slot. It must stop the slot's work at once and commit nothing more:
 	// its later checkpoints will never be restored.
@@ -28,17 +28,18 @@ var (
 // ClaimError is an ownership that could not go on: which slot, whose
 // claim, and, where there is one, the claim in the way.
 type ClaimError struct {
-	Slot   int
-	Epoch  int64
-	Member string
-	// Holder is the claim in the way (ErrEpochTaken, ErrSlotLost); zero
-	// otherwise.
+	Slot int
+	// Generation is the group generation of the member's assignment.
+	Generation int64
+	Member     string
+	// Holder is the claim governing the log when the ownership stopped
+	// (ErrNotAssigned, ErrSlotLost); zero when there is none.
 	Holder Record
 	Err    error
 }
 
 func (e *ClaimError) Error() string {
-	s := fmt.Sprintf("slot %d, claim of epoch %d by %s: %v", e.Slot, e.Epoch, e.Member, e.Err)
+	s := fmt.Sprintf("slot %d, claim by %s (generation %d): %v", e.Slot, e.Member, e.Generation, e.Err)
 	if e.Holder.Seq != 0 {
 		s += fmt.Sprintf(" (log %v)", e.Holder)
 	}
@@ -56,6 +57,14 @@ type Action interface{ isAction() }
 // and the ids of the checkpoints its storage holds (Storage.List), and to
 // report both with LogRead.
 type ReadLog struct{}
+
+// Confirm asks the driver to prove that the group gives this member the
+// slot now (Membership.Confirm: an offset commit under the member's
+// current generation, which the group coordinator accepts only from a
+// member of its current generation) and report with Confirmed. It comes
+// after every read of the log that precedes a claim, so the proof is later
+// than every claim the member read.
+type Confirm struct{}
 
 // Append asks the driver to create Record at its position
 // (slots.StoreRecord) and report with Appended(Record.Seq, err).
@@ -77,12 +86,25 @@ type Restore struct {
 	Ignored []Record
 }
 
+// CheckFloor: the record at Seq was created. Before it counts, the driver
+// finds the highest floor marker in the slot's storage
+// (slots.HighestFloorMarker) and reports it with FloorChecked: a record
+// created below a floor was created again at a position compaction had
+// deleted (by a writer that read the log before), and is not in the log.
+type CheckFloor struct{ Seq int64 }
+
+// Compact: the floor at position Floor is in the log; the driver deletes
+// what it makes unneeded (slots.CompactLog) and reports nothing: a failure
+// leaves records a later compaction deletes, and readers never read below
+// the highest floor.
+type Compact struct{ Floor int64 }
+
 // NotifyComplete: checkpoint ID is recorded under this member's claim;
 // only now may the slot's sinks commit it.
 type NotifyComplete struct{ ID int64 }
 
 // Stop: the ownership is over, Err says why (*ClaimError wrapping
-// ErrEpochTaken, ErrSlotLost or ErrLogMissing). The driver stops the
+// ErrNotAssigned, ErrSlotLost or ErrLogMissing). The driver stops the
 // slot's work without committing anything not yet notified, and drops
 // the Ownership. Checkpoints persisted but not notified are abandoned:
 // the new owner restores from the log, which does not count them.
@@ -95,7 +117,10 @@ type Stop struct{ Err error }
 type Fail struct{ Err error }
 
 func (ReadLog) isAction()        {}
+func (Confirm) isAction()        {}
 func (Append) isAction()         {}
+func (CheckFloor) isAction()     {}
+func (Compact) isAction()        {}
 func (Restore) isAction()        {}
 func (NotifyComplete) isAction() {}
 func (Stop) isAction()           {}
@@ -123,8 +148,12 @@ const (
 // The rules it keeps (Invariant 12, at most one owner can commit output or
 // state for a slot):
 //   - the claim is recorded before anything is restored, by a conditional
-//     write at the log's next position; a claim whose epoch is not above
-//     every claim in the log is never made;
+//     write at the log's next position, under an epoch one above every
+//     claim in the log as read, and only after the group confirmed, later
+//     than that read, that it gives the member the slot in its current
+//     generation (Confirm): so claims are in the log in the order of
+//     their confirmations, and the last claim is the member the group
+//     confirmed last;
 //   - a checkpoint is notified complete only once its record is in the log
 //     under this member's claim; a record that cannot be appended because
 //     a newer claim took the log's next position ends the ownership
@@ -132,38 +161,69 @@ const (
 //     the new owner claimed;
 //   - the restore point is Decide's.
 type Ownership struct {
-	slot   int
-	member string
-	epoch  int64
+	slot       int
+	member     string
+	generation int64
+	// epoch is the claim's epoch, known once the claim is recorded (or
+	// about to be appended).
+	epoch int64
 
 	phase ownPhase
+	// confirming: a Confirm is out, after the last read of the log.
+	confirming bool
 	// log is the log as far as this member knows it, in order.
 	log []Record
 	// claimed: this member's claim is in log.
 	claimed bool
-	// queue are checkpoints persisted and not yet recorded, in id order;
-	// queue[0]'s record is being appended when appending is set.
-	queue     []int64
-	appending bool
-	lastID    int64 // the highest checkpoint id persisted or recorded
+	// queue are checkpoints persisted and not yet recorded, in id order.
+	queue []int64
+	// pending is the record being appended (a claim, queue[0]'s record,
+	// or a floor); Seq 0 when none. checking: it was created, and
+	// CheckFloor is out.
+	pending  Record
+	checking bool
+	// compactAfter: a floor is appended once the log since the last one
+	// holds this many records.
+	compactAfter int
+	lastID       int64 // the highest checkpoint id persisted or recorded
 	// maxStored is the highest checkpoint id the storage held at the last
 	// LogRead.
 	maxStored int64
 }
 
+// DefaultCompactAfter is how many records the log holds since its floor
+// (or its start) before the owner compacts it (WithCompactAfter).
+const DefaultCompactAfter = 64
+
+// OwnershipOption configures NewOwnership.
+type OwnershipOption func(*Ownership)
+
+// WithCompactAfter: once the slot's log holds n records since its floor
+// (or its start), the owner appends a floor summing them up and deletes
+// them (default DefaultCompactAfter; at least 2). A claim reads the log
+// from its floor, so this bounds what a claim reads.
+func WithCompactAfter(n int) OwnershipOption { return func(o *Ownership) { o.compactAfter = n } }
+
 // NewOwnership is member's ownership of slot, assigned in group
-// generation epoch (>= 1). member must be unique among the processes of
-// the job (the group member id).
-func NewOwnership(slot int, member string, epoch int64) (*Ownership, error) {
+// generation generation (>= 1; Change.Generation). member must be unique
+// among the processes of the job and never reused (the group member id,
+// which the coordinator makes up for each membership).
+func NewOwnership(slot int, member string, generation int64, opts ...OwnershipOption) (*Ownership, error) {
+	o := &Ownership{slot: slot, member: member, generation: generation, compactAfter: DefaultCompactAfter}
+	for _, opt := range opts {
+		opt(o)
+	}
 	switch {
+	case o.compactAfter < 2:
+		return nil, fmt.Errorf("slots: compact after %d records; at least 2 (default %d)", o.compactAfter, DefaultCompactAfter)
 	case slot < 0:
 		return nil, fmt.Errorf("slots: slot %d; slots are numbered from 0", slot)
 	case member == "":
 		return nil, errors.New("slots: empty member id; use the consumer group member id")
-	case epoch < 1:
-		return nil, fmt.Errorf("slots: epoch %d; epochs are group generations, from 1", epoch)
+	case generation < 1:
+		return nil, fmt.Errorf("slots: generation %d; group generations start at 1", generation)
 	}
-	return &Ownership{slot: slot, member: member, epoch: epoch}, nil
+	return o, nil
 }
 
 // Start begins the claim, or resumes after Fail: it asks for the log.
@@ -174,7 +234,8 @@ func (o *Ownership) Start() []Action {
 	if o.phase == idle {
 		o.phase = claiming
 	}
-	o.appending = false
+	o.pending, o.checking = Record{}, false
+	o.confirming = false
 	return []Action{ReadLog{}}
 }
 
@@ -195,17 +256,21 @@ func (o *Ownership) LogRead(records []Record, stored []int64, err error) []Actio
 		o.maxStored = max(o.maxStored, id)
 	}
 	rp := Decide(o.log)
-	o.claimed = rp.Owner.Member == o.member && rp.Owner.Epoch == o.epoch
+	if o.phase == claiming {
+		// Our claim governs already when an append's answer was lost.
+		o.claimed = rp.Owner.Member == o.member && rp.Owner.Generation == o.generation
+	} else {
+		o.claimed = rp.Owner.Member == o.member && rp.Owner.Epoch == o.epoch
+	}
 	switch {
 	case o.phase == claiming && o.claimed:
-		// Our claim is there already: an append whose answer was lost.
+		o.epoch = rp.Owner.Epoch
 		return o.restore(rp)
 	case o.phase == claiming && len(o.log) == 0 && len(stored) > 0:
 		return o.stop(ErrLogMissing, Record{})
-	case o.phase == claiming && rp.Owner.Epoch >= o.epoch:
-		return o.stop(ErrEpochTaken, rp.Owner)
 	case o.phase == claiming:
-		return []Action{Append{Record{Seq: o.next(), Kind: Claim, Epoch: o.epoch, Member: o.member}}}
+		o.confirming = true
+		return []Action{Confirm{}}
 	case !o.claimed:
 		// Running, and a newer claim governs the log.
 		return o.stop(ErrSlotLost, rp.Owner)
@@ -223,36 +288,75 @@ func (o *Ownership) LogRead(records []Record, stored []int64, err error) []Actio
 	}
 }
 
+// Confirmed reports the answer to Confirm: nil when the group gives this
+// member the slot in its current generation, an error wrapping
+// ErrNotAssigned when it does not (the ownership stops), any other error
+// when it could not tell (Fail: the driver starts again).
+func (o *Ownership) Confirmed(err error) []Action {
+	if o.phase != claiming || !o.confirming {
+		return nil
+	}
+	o.confirming = false
+	switch {
+	case errors.Is(err, ErrNotAssigned):
+		return o.stop(ErrNotAssigned, Decide(o.log).Owner)
+	case err != nil:
+		return o.fail(err)
+	}
+	// One above every claim in the log: epochs are the log's own, so a
+	// group whose generations started again (it was deleted) claims above
+	// its earlier life's, and the conditional write at the next position
+	// makes the epoch one claimant's.
+	o.epoch = Decide(o.log).Owner.Epoch + 1
+	return o.append(Record{Seq: o.next(), Kind: Claim, Epoch: o.epoch, Generation: o.generation, Member: o.member})
+}
+
 // Appended reports the append of the record at position seq: nil once it
 // is durable, an error wrapping checkpoint.ErrRecordExists when another
 // writer took the position, any other error when its fate is unknown.
 func (o *Ownership) Appended(seq int64, err error) []Action {
-	if o.phase == idle || o.phase == over {
-		return nil
-	}
-	if o.phase == running && !o.appending {
-		return nil
+	if o.phase == idle || o.phase == over || o.pending.Seq == 0 || o.checking || seq != o.pending.Seq {
+		return nil // not the append asked for
 	}
 	switch {
 	case errors.Is(err, checkpoint.ErrRecordExists):
-		o.appending = false
+		o.pending = Record{}
 		return []Action{ReadLog{}}
 	case err != nil:
 		return o.fail(err)
 	}
-	if seq != o.next() {
-		return nil // not the append asked for
+	o.checking = true
+	return []Action{CheckFloor{Seq: seq}}
+}
+
+// FloorChecked reports the highest floor marker in the slot's storage (0:
+// none) after the record at seq was created, or the error listing them.
+// Below the marker the record is not in the log: it is as if another
+// writer had taken the position, and the log is read again.
+func (o *Ownership) FloorChecked(seq, marker int64, err error) []Action {
+	if o.phase == idle || o.phase == over || !o.checking || seq != o.pending.Seq {
+		return nil
 	}
-	if o.phase == claiming {
-		o.log = append(o.log, Record{Seq: seq, Kind: Claim, Epoch: o.epoch, Member: o.member})
+	if err != nil {
+		return o.fail(err)
+	}
+	r := o.pending
+	o.pending, o.checking = Record{}, false
+	if marker > seq {
+		return []Action{ReadLog{}}
+	}
+	o.log = append(o.log, r)
+	switch r.Kind {
+	case Claim:
 		o.claimed = true
 		return o.restore(Decide(o.log))
+	case Floor:
+		o.log = o.log[len(o.log)-1:]
+		return o.appendNext([]Action{Compact{Floor: seq}})
+	default:
+		o.queue = o.queue[1:]
+		return o.appendNext([]Action{NotifyComplete{ID: r.Checkpoint}})
 	}
-	id := o.queue[0]
-	o.log = append(o.log, Record{Seq: seq, Kind: Completed, Epoch: o.epoch, Member: o.member, Checkpoint: id})
-	o.queue = o.queue[1:]
-	o.appending = false
-	return o.appendNext([]Action{NotifyComplete{ID: id}})
 }
 
 // Persisted reports that checkpoint id's metadata is durable in the slot's
@@ -293,24 +397,39 @@ func (o *Ownership) restore(rp RestorePoint) []Action {
 	return []Action{Restore{Checkpoint: rp.Checkpoint, Epoch: rp.Epoch, NextCheckpointID: next + 1, Ignored: rp.Ignored}}
 }
 
+// appendNext appends the next record the log needs, if none is being
+// appended: the first queued checkpoint's, or else a floor once the log
+// since the last one is long enough.
 func (o *Ownership) appendNext(acts []Action) []Action {
-	if o.appending || len(o.queue) == 0 {
+	switch {
+	case o.pending.Seq != 0:
 		return acts
+	case len(o.queue) > 0:
+		return append(acts, o.append(Record{Seq: o.next(), Kind: Completed, Epoch: o.epoch, Member: o.member, Checkpoint: o.queue[0]})...)
+	case len(o.log) > o.compactAfter:
+		rp := Decide(o.log)
+		return append(acts, o.append(Record{Seq: o.next(), Kind: Floor, Epoch: o.epoch, Generation: o.generation, Member: o.member,
+			Checkpoint: rp.Checkpoint, RestoreEpoch: rp.Epoch, MaxCheckpoint: rp.MaxCheckpoint})...)
 	}
-	o.appending = true
-	return append(acts, Append{Record{Seq: o.next(), Kind: Completed, Epoch: o.epoch, Member: o.member, Checkpoint: o.queue[0]}})
+	return acts
+}
+
+func (o *Ownership) append(r Record) []Action {
+	o.pending = r
+	return []Action{Append{r}}
 }
 
 func (o *Ownership) stop(err error, holder Record) []Action {
 	o.phase = over
 	o.queue = nil
-	return []Action{Stop{Err: &ClaimError{Slot: o.slot, Epoch: o.epoch, Member: o.member, Holder: holder, Err: err}}}
+	return []Action{Stop{Err: &ClaimError{Slot: o.slot, Generation: o.generation, Member: o.member, Holder: holder, Err: err}}}
 }
 
 func (o *Ownership) fail(err error) []Action {
 	if o.phase == claiming {
 		o.phase = idle
 	}
-	o.appending = false
+	o.pending, o.checking = Record{}, false
+	o.confirming = false
 	return []Action{Fail{Err: fmt.Errorf("slot %d: %w", o.slot, err)}}
 }
