@@ -254,6 +254,12 @@ type keyedCommon struct {
 	// clock is the processing time in milliseconds for state TTL (ttl.go),
 	// nil for the wall clock; tests set it.
 	clock func() int64
+	// ttls says, per state name, the TTL of its first declaration
+	// ("no TTL" for none), for the error that refuses another
+	// (sameTTL); ttlStates holds the TTL handle of each state with one,
+	// so that every declaration of it shares one clock and one cleanup.
+	ttls      map[string]string
+	ttlStates map[string]any
 }
 
 // slotsPerKeyGroup is how many maps a key group's state is split into.
@@ -351,6 +357,12 @@ type valueState[K comparable, V any] struct {
 	// keep, set for a state with TTL, is called at the freeze and returns
 	// which values the snapshot keeps (ttl.go).
 	keep func() func(V) bool
+	// trim, set for a list state with TTL, is keep for values that
+	// expire in parts: called at the freeze, it returns what the
+	// snapshot writes of a value (a list without its expired elements,
+	// never the value itself changed in place) and whether anything is
+	// left.
+	trim func() func(V) (V, bool)
 }
 
 func newValueState[K comparable, V any](ks *keyedState[K], name string, vals stateCodec[V]) *valueState[K, V] {
@@ -610,7 +622,7 @@ func (s *mapState[K, UK, UV]) All() iter.Seq2[UK, UV] {
 // type) is refused here with a *StateTypeError naming the state, the type
 // and the field, and the job fails at once, without restarts.
 func GetValueState[V any, K comparable, O any](ctx *KeyedContext[K, O], name string) (ValueState[V], error) {
-	return declareValue(ctx.op, name, codecFor[V]())
+	return declareValueTTL(ctx.op, name, codecFor[V](), nil)
 }
 
 // GetMapState returns the map state called name, like GetValueState. The
@@ -619,7 +631,7 @@ func GetValueState[V any, K comparable, O any](ctx *KeyedContext[K, O], name str
 // rule; any other is refused here with a *StateTypeError, and the job
 // fails at once.
 func GetMapState[UK comparable, UV any, K comparable, O any](ctx *KeyedContext[K, O], name string) (MapState[UK, UV], error) {
-	return declareMap(ctx.op, name, codecFor[UK](), codecFor[UV]())
+	return declareMapTTL(ctx.op, name, codecFor[UK](), codecFor[UV](), nil)
 }
 
 // timerService holds an operator's event-time and processing-time timers

@@ -335,12 +335,18 @@ func (s *ttlMapState[UK, UV]) Clear() {
 
 // declareValueTTL declares a value state, with TTL when cfg is set.
 func declareValueTTL[K comparable, V any](ks *keyedState[K], name string, vals stateCodec[V], cfg *ttlConfig) (ValueState[V], error) {
+	if err := sameTTL(ks.keyedCommon, name, cfg); err != nil {
+		return nil, err
+	}
 	if cfg == nil {
 		return declareValue(ks, name, vals)
 	}
 	in, err := declareValue(ks, name, ttlCodec(vals))
 	if err != nil {
 		return nil, err
+	}
+	if h, ok := ks.ttlStates[name].(*ttlValueState[V]); ok {
+		return h, nil // one clock and one cleanup per state
 	}
 	t := newTTLClock(cfg, ks.keyedCommon)
 	switch s := in.(type) {
@@ -354,17 +360,25 @@ func declareValueTTL[K comparable, V any](ks *keyedState[K], name string, vals s
 		sw := &pebbleSweep{pk: s.pk, id: s.id, name: name, fail: ks.fail, expired: t.expired}
 		t.sweep = sw.access
 	}
-	return &ttlValueState[V]{in: in, t: t}, nil
+	h := &ttlValueState[V]{in: in, t: t}
+	ks.rememberTTL(name, h)
+	return h, nil
 }
 
 // declareMapTTL declares a map state, with TTL per entry when cfg is set.
 func declareMapTTL[K, UK comparable, UV any](ks *keyedState[K], name string, ukeys stateCodec[UK], uvals stateCodec[UV], cfg *ttlConfig) (MapState[UK, UV], error) {
+	if err := sameTTL(ks.keyedCommon, name, cfg); err != nil {
+		return nil, err
+	}
 	if cfg == nil {
 		return declareMap(ks, name, ukeys, uvals)
 	}
 	in, err := declareMap(ks, name, ukeys, ttlCodec(uvals))
 	if err != nil {
 		return nil, err
+	}
+	if h, ok := ks.ttlStates[name].(*ttlMapState[UK, UV]); ok {
+		return h, nil // one clock and one cleanup per state
 	}
 	t := newTTLClock(cfg, ks.keyedCommon)
 	switch s := in.(type) {
@@ -378,7 +392,9 @@ func declareMapTTL[K, UK comparable, UV any](ks *keyedState[K], name string, uke
 		sw := &pebbleSweep{pk: s.pk, id: s.id, name: name, isMap: true, fail: ks.fail, expired: t.expired}
 		t.sweep = sw.access
 	}
-	return &ttlMapState[UK, UV]{in: in, t: t}, nil
+	h := &ttlMapState[UK, UV]{in: in, t: t}
+	ks.rememberTTL(name, h)
+	return h, nil
 }
 
 // sweepCursor is where a heap state's incremental cleanup goes on: the
