@@ -19,10 +19,10 @@ import (
 // expired entries cannot be dropped by compactions as RocksDB's TTL
 // filter does for Flink.
 type pebbleSweep struct {
-	pk      *pebbleKeyed
-	id      uint16
-	name    string
-	isMap   bool
+	pk    *pebbleKeyed
+	id    uint16
+	name  string
+	isMap bool
 	// isList: the entries are a list's elements (ordered entries, out
 	// of the key filter), each with its own timestamp.
 	isList  bool
