@@ -133,9 +133,10 @@ func (c *KeyedContext[K, O]) sideOutputs() (*sideOutputs, int64, *error) {
 	return c.info.sides, c.ts, &c.err
 }
 
-// CurrentProcessingTime is the wall clock in milliseconds since the Unix
-// epoch.
-func (c *KeyedContext[K, O]) CurrentProcessingTime() int64 { return time.Now().UnixMilli() }
+// CurrentProcessingTime is the processing time, the wall clock in
+// milliseconds since the Unix epoch: the time processing-time timers fire
+// by and state TTL expires by.
+func (c *KeyedContext[K, O]) CurrentProcessingTime() int64 { return c.op.now() }
 
 // RegisterEventTimeTimer asks for OnTimer once the watermark reaches ts,
 // for the current key. Registering the same (key, ts) twice fires once.
@@ -251,8 +252,9 @@ type keyedCommon struct {
 	// returned after the function's call.
 	pb  *pebbleKeyed
 	err error
-	// clock is the processing time in milliseconds for state TTL (ttl.go),
-	// nil for the wall clock; tests set it.
+	// clock is the operator's processing time in milliseconds (the
+	// job's, config.clock), for its context, its processing-time timers
+	// and state TTL (ttl.go); nil for the wall clock.
 	clock func() int64
 	// ttls says, per state name, the TTL of its first declaration
 	// ("no TTL" for none), for the error that refuses another
@@ -643,6 +645,7 @@ type timerService[K comparable] struct {
 	processing timerQueue[K]
 	wake       *time.Timer
 	wakeAt     int64
+	now        func() int64 // the operator's processing time
 	ended      bool
 	// keyChecked: the key type was checked at the first registration;
 	// keyErr is the verdict.
@@ -659,7 +662,10 @@ func (s *timerService[K]) scheduleProcessing() {
 		return
 	}
 	s.wakeAt = next.ts
-	s.wake.Reset(time.Until(time.UnixMilli(next.ts)))
+	// A wait on the wall clock for the time left by the processing-time
+	// clock: the same with the wall clock; with a clock a test moves, a
+	// timer not due when the wait ends is waited for again.
+	s.wake.Reset(time.Duration(next.ts-s.now()) * time.Millisecond)
 }
 
 // keyedProcessOperator runs a KeyedProcessFunction.
@@ -702,7 +708,8 @@ func (p *keyedProcessOperator[K, I, O]) open(t *task) error {
 	if p.fn == nil {
 		return p.info.wrap(&unrecoverableError{errNilFunction("process function (from the factory)")})
 	}
-	p.state.keyedCommon = &keyedCommon{states: map[string]any{}, decls: map[string]string{}}
+	p.state.keyedCommon = &keyedCommon{states: map[string]any{}, decls: map[string]string{}, clock: t.cfg.clock}
+	p.timers.now = p.state.now
 	p.maxPar = t.cfg.maxParallelism
 	p.state.groups, p.state.keys = p.maxPar, codecFor[K]()
 	p.state.groupOf = func(k K) int { return KeyGroupForHash(p.hash(k), p.maxPar) }
@@ -878,7 +885,7 @@ func (p *keyedProcessOperator[K, I, O]) fireProcessingTimers() error {
 }
 
 func (p *keyedProcessOperator[K, I, O]) fireDueProcessingTimers() error {
-	now := time.Now().UnixMilli()
+	now := p.state.now()
 	for {
 		e, ok := p.timers.processing.peek()
 		if !ok || e.ts > now {

@@ -115,13 +115,13 @@ func (c *ttlConfig) String() string {
 	return fmt.Sprintf("ttl %v %s", c.ttl, u)
 }
 
-// now is the processing time of the keyed operator, in milliseconds: its
-// clock when a test set one, the wall clock otherwise.
+// now is the processing time of the keyed operator, in milliseconds: the
+// job's clock when a test set one, the wall clock otherwise.
 func (c *keyedCommon) now() int64 {
 	if c.clock != nil {
 		return c.clock()
 	}
-	return time.Now().UnixMilli()
+	return wallClock()
 }
 
 // ttlValue is a value of a state with TTL and the processing time (ms)
