@@ -29,7 +29,7 @@ type ListState[T any] interface {
 // operator, creating it on first use, like GetValueState: its element
 // type T and the stream's key type K must follow GetValueState's rule.
 // A ListStateDescriptor (NewListState) declares it once for every
-// subtask instead.
+// subtask instead, and is the way to give it a TTL (WithTTL).
 func GetListState[T any, K comparable, O any](ctx *KeyedContext[K, O], name string) (ListState[T], error) {
 	return declareListTTL(ctx.op, name, codecFor[T](), nil)
 }

@@ -604,8 +604,11 @@ func (s *mapState[K, UK, UV]) All() iter.Seq2[UK, UV] {
 // GetValueState returns the value state called name of the function's
 // operator, creating it on first use. Call it in Open and keep the handle:
 // the handle follows the current key. Asking for an existing name with
-// another value type is an error. A state descriptor (NewValueState)
-// declares the state once for every subtask instead; GetValueState is for
+// another value type is an error. The state has no time to live: a TTL
+// is declared with a descriptor (NewValueState with WithTTL), and a name
+// declared with one there is refused here. A state descriptor
+// (NewValueState) declares the state once for every subtask instead;
+// GetValueState is for
 // functions made per subtask (ProcessPerSubtask) and for key types that
 // descriptors do not take.
 //

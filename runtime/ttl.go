@@ -10,7 +10,8 @@ import (
 )
 
 // State time-to-live (Flink's StateTtlConfig): a ValueState or MapState
-// declared WithTTL keeps each value (each map entry) with the processing
+// (a ListState: ttllist.go) declared WithTTL keeps each value (each map
+// entry) with the processing
 // time of its last write, and a value older than the TTL reads as absent
 // and is removed. The value is stored as a ttlValue, the timestamp
 // followed by the value, in the serde ttlSerde names after the value's
@@ -63,8 +64,10 @@ const defaultTTLCleanupPerAccess = 5
 // that the cost of a DB iterator is shared by many accesses.
 const pebbleSweepEvery = 32
 
-// WithTTL gives a ValueState or MapState a time to live: a value (a map
-// entry) not written for ttl of processing time, or with
+// WithTTL gives a ValueState, MapState or ListState (and a
+// ReducingState or AggregatingState, a ValueState underneath) a time to
+// live: a value (a map entry, a list element) not written for ttl of
+// processing time, or with
 // TTLOnReadAndWrite neither read nor written, expires; it is then never
 // returned (Flink's NeverReturnExpired) and is removed on access, from
 // checkpoints of the heap backend, and incrementally as the state is
@@ -77,6 +80,12 @@ const pebbleSweepEvery = 32
 // nor the reverse (the restore is refused, naming the state). Changing
 // ttl itself is allowed: a restored value expires ttl after its last
 // write under the new setting.
+//
+// A state has one TTL: declaring its name again in the operator with
+// another TTL (another duration, update type or cleanup size), or without
+// one (GetValueState, GetMapState and GetListState have none), fails the
+// call with an error naming the state, which no restart mends. A TTL
+// needs a descriptor.
 func WithTTL(ttl time.Duration, opts ...TTLOption) StateOption {
 	return stateOptionFunc(func(o *stateOptions) {
 		c := &ttlConfig{ttl: ttl, perAccess: defaultTTLCleanupPerAccess}
