@@ -248,6 +248,9 @@ func heapSweepLists[K comparable, T any](s *valueState[K, []ttlValue[T]], cur *s
 					continue
 				}
 				w[c.k] = c.list
+				if !s.deep {
+					continue
+				}
 				if o := s.own[g]; o != nil {
 					o[c.k] = struct{}{} // a new slice: the task's own
 				}
