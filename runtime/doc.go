@@ -124,14 +124,19 @@
 // on one that would not come back whole; a checkpoint records the serde
 // of every state, and a restore with another is refused.
 //
-// WithTTL gives a ValueState or MapState a time to live in processing
-// time, as Flink's StateTtlConfig: a value (a map entry) not written for
-// that long (TTLOnReadAndWrite: neither read nor written) is never
-// returned again, and is removed when read, from checkpoints of the heap
-// backend, and a few at a time as the state is used
-// (TTLCleanupPerAccess). Its values are stored with their timestamps, so
-// turning TTL on or off for a state refuses the restore of its
-// checkpoints, naming it.
+// WithTTL gives a ValueState, MapState, ListState, ReducingState or
+// AggregatingState a time to live in processing time, as Flink's
+// StateTtlConfig: a value (a map entry, a list element: each on its own)
+// not written for that long (TTLOnReadAndWrite: neither read nor
+// written) is never returned again, and is removed when read, from
+// checkpoints of the heap backend, and a few at a time as the state is
+// used (TTLCleanupPerAccess). Its values are stored with their
+// timestamps, so turning TTL on or off for a state refuses the restore
+// of its checkpoints, naming it. A TTL is declared with a descriptor:
+// GetValueState, GetMapState and GetListState declare states without
+// one, and a state name declared twice in an operator with different
+// TTLs (or once with and once without) fails the call, naming the
+// state.
 //
 // # State
 //

@@ -32,6 +32,20 @@ type config struct {
 	state                 stateConfig   // options_state.go
 	http                  httpConfig    // http.go
 	metrics               metricsConfig // options_metrics.go
+	// clock is the job's processing time in milliseconds since the Unix
+	// epoch: what CurrentProcessingTime returns, what processing-time
+	// timers and windows fire by and what state TTL stamps and expires
+	// by. nil is the wall clock; tests set one they move by hand
+	// (processingTime reads it).
+	clock func() int64
+}
+
+// processingTime is the job's processing-time clock (config.clock).
+func (c *config) processingTime() func() int64 {
+	if c.clock != nil {
+		return c.clock
+	}
+	return wallClock
 }
 
 func defaultConfig() config {

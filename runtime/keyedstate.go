@@ -193,6 +193,10 @@ func (s *valueState[K, V]) freeze() func(stop func() bool) (map[int][]byte, erro
 	if s.keep != nil {
 		keep = s.keep() // TTL: expired values stay out of the snapshot
 	}
+	var trim func(V) (V, bool)
+	if s.trim != nil {
+		trim = s.trim() // list TTL: expired elements stay out
+	}
 	enc := func(stop func() bool) (map[int][]byte, error) {
 		out := make(map[int][]byte)
 		for g := range len(view) / slotsPerKeyGroup {
@@ -204,6 +208,12 @@ func (s *valueState[K, V]) freeze() func(stop func() bool) (map[int][]byte, erro
 				for k, v := range m {
 					if keep != nil && !keep(v) {
 						continue
+					}
+					if trim != nil {
+						var live bool
+						if v, live = trim(v); !live {
+							continue
+						}
 					}
 					keys.add(k)
 					vals.add(v)

@@ -29,9 +29,9 @@ type ListState[T any] interface {
 // operator, creating it on first use, like GetValueState: its element
 // type T and the stream's key type K must follow GetValueState's rule.
 // A ListStateDescriptor (NewListState) declares it once for every
-// subtask instead.
+// subtask instead, and is the way to give it a TTL (WithTTL).
 func GetListState[T any, K comparable, O any](ctx *KeyedContext[K, O], name string) (ListState[T], error) {
-	return declareList(ctx.op, name, codecFor[T]())
+	return declareListTTL(ctx.op, name, codecFor[T](), nil)
 }
 
 // The heap backend keeps a key's list as one value, a []T, in a value
@@ -349,22 +349,25 @@ type ListStateDescriptor[T any] struct {
 	id    int
 	name  string
 	elems stateCodec[T]
+	ttl   *ttlConfig
 }
 
 // NewListState describes the list state called name, as NewValueState:
 // WithSerde chooses the elements' serde (default DefaultSerde[T]), and a
 // type the chosen encoding would not bring back whole makes it panic
-// with a *StateTypeError.
+// with a *StateTypeError. WithTTL gives each element a time to live of
+// its own: an element expires ttl after it was added (or, with
+// TTLOnReadAndWrite, last read), and Get never returns expired elements.
 func NewListState[T any](name string, opts ...StateOption) *ListStateDescriptor[T] {
 	o := stateOptionsOf(name, opts)
 	if o.mapKeySerde != nil {
 		panic(fmt.Sprintf("state %q: WithMapKeySerde applies to a MapState", name))
 	}
 	if o.ttl != nil {
-		panic(fmt.Sprintf("state %q: WithTTL applies to a ValueState or a MapState; a ListState has no TTL yet", name))
+		o.ttl.check(name)
 	}
 	return &ListStateDescriptor[T]{id: int(descriptorIDs.Add(1)) - 1, name: name,
-		elems: mustCodec[T](name, "element type", o.serde, "WithSerde")}
+		elems: mustCodec[T](name, "element type", o.serde, "WithSerde"), ttl: o.ttl}
 }
 
 // Name is the state's name.
@@ -435,33 +438,33 @@ func (d *ListStateDescriptor[T]) declare(h keyedHost) (ListState[T], error) {
 	}
 	switch ks := cs.(type) {
 	case *keyedState[string]:
-		return declareList(ks, d.name, d.elems)
+		return declareListTTL(ks, d.name, d.elems, d.ttl)
 	case *keyedState[bool]:
-		return declareList(ks, d.name, d.elems)
+		return declareListTTL(ks, d.name, d.elems, d.ttl)
 	case *keyedState[int]:
-		return declareList(ks, d.name, d.elems)
+		return declareListTTL(ks, d.name, d.elems, d.ttl)
 	case *keyedState[int8]:
-		return declareList(ks, d.name, d.elems)
+		return declareListTTL(ks, d.name, d.elems, d.ttl)
 	case *keyedState[int16]:
-		return declareList(ks, d.name, d.elems)
+		return declareListTTL(ks, d.name, d.elems, d.ttl)
 	case *keyedState[int32]:
-		return declareList(ks, d.name, d.elems)
+		return declareListTTL(ks, d.name, d.elems, d.ttl)
 	case *keyedState[int64]:
-		return declareList(ks, d.name, d.elems)
+		return declareListTTL(ks, d.name, d.elems, d.ttl)
 	case *keyedState[uint]:
-		return declareList(ks, d.name, d.elems)
+		return declareListTTL(ks, d.name, d.elems, d.ttl)
 	case *keyedState[uint8]:
-		return declareList(ks, d.name, d.elems)
+		return declareListTTL(ks, d.name, d.elems, d.ttl)
 	case *keyedState[uint16]:
-		return declareList(ks, d.name, d.elems)
+		return declareListTTL(ks, d.name, d.elems, d.ttl)
 	case *keyedState[uint32]:
-		return declareList(ks, d.name, d.elems)
+		return declareListTTL(ks, d.name, d.elems, d.ttl)
 	case *keyedState[uint64]:
-		return declareList(ks, d.name, d.elems)
+		return declareListTTL(ks, d.name, d.elems, d.ttl)
 	case *keyedState[float32]:
-		return declareList(ks, d.name, d.elems)
+		return declareListTTL(ks, d.name, d.elems, d.ttl)
 	case *keyedState[float64]:
-		return declareList(ks, d.name, d.elems)
+		return declareListTTL(ks, d.name, d.elems, d.ttl)
 	}
 	return nil, fmt.Errorf("state %q: no view of the keyed state as %T", d.name, cs)
 }

@@ -133,9 +133,10 @@ func (c *KeyedContext[K, O]) sideOutputs() (*sideOutputs, int64, *error) {
 	return c.info.sides, c.ts, &c.err
 }
 
-// CurrentProcessingTime is the wall clock in milliseconds since the Unix
-// epoch.
-func (c *KeyedContext[K, O]) CurrentProcessingTime() int64 { return time.Now().UnixMilli() }
+// CurrentProcessingTime is the processing time, the wall clock in
+// milliseconds since the Unix epoch: the time processing-time timers fire
+// by and state TTL expires by.
+func (c *KeyedContext[K, O]) CurrentProcessingTime() int64 { return c.op.now() }
 
 // RegisterEventTimeTimer asks for OnTimer once the watermark reaches ts,
 // for the current key. Registering the same (key, ts) twice fires once.
@@ -251,9 +252,16 @@ type keyedCommon struct {
 	// returned after the function's call.
 	pb  *pebbleKeyed
 	err error
-	// clock is the processing time in milliseconds for state TTL (ttl.go),
-	// nil for the wall clock; tests set it.
+	// clock is the operator's processing time in milliseconds (the
+	// job's, config.clock), for its context, its processing-time timers
+	// and state TTL (ttl.go); nil for the wall clock.
 	clock func() int64
+	// ttls says, per state name, the TTL of its first declaration
+	// ("no TTL" for none), for the error that refuses another
+	// (sameTTL); ttlStates holds the TTL handle of each state with one,
+	// so that every declaration of it shares one clock and one cleanup.
+	ttls      map[string]string
+	ttlStates map[string]any
 }
 
 // slotsPerKeyGroup is how many maps a key group's state is split into.
@@ -351,6 +359,12 @@ type valueState[K comparable, V any] struct {
 	// keep, set for a state with TTL, is called at the freeze and returns
 	// which values the snapshot keeps (ttl.go).
 	keep func() func(V) bool
+	// trim, set for a list state with TTL, is keep for values that
+	// expire in parts: called at the freeze, it returns what the
+	// snapshot writes of a value (a list without its expired elements,
+	// never the value itself changed in place) and whether anything is
+	// left.
+	trim func() func(V) (V, bool)
 }
 
 func newValueState[K comparable, V any](ks *keyedState[K], name string, vals stateCodec[V]) *valueState[K, V] {
@@ -590,8 +604,11 @@ func (s *mapState[K, UK, UV]) All() iter.Seq2[UK, UV] {
 // GetValueState returns the value state called name of the function's
 // operator, creating it on first use. Call it in Open and keep the handle:
 // the handle follows the current key. Asking for an existing name with
-// another value type is an error. A state descriptor (NewValueState)
-// declares the state once for every subtask instead; GetValueState is for
+// another value type is an error. The state has no time to live: a TTL
+// is declared with a descriptor (NewValueState with WithTTL), and a name
+// declared with one there is refused here. A state descriptor
+// (NewValueState) declares the state once for every subtask instead;
+// GetValueState is for
 // functions made per subtask (ProcessPerSubtask) and for key types that
 // descriptors do not take.
 //
@@ -610,7 +627,7 @@ func (s *mapState[K, UK, UV]) All() iter.Seq2[UK, UV] {
 // type) is refused here with a *StateTypeError naming the state, the type
 // and the field, and the job fails at once, without restarts.
 func GetValueState[V any, K comparable, O any](ctx *KeyedContext[K, O], name string) (ValueState[V], error) {
-	return declareValue(ctx.op, name, codecFor[V]())
+	return declareValueTTL(ctx.op, name, codecFor[V](), nil)
 }
 
 // GetMapState returns the map state called name, like GetValueState. The
@@ -619,7 +636,7 @@ func GetValueState[V any, K comparable, O any](ctx *KeyedContext[K, O], name str
 // rule; any other is refused here with a *StateTypeError, and the job
 // fails at once.
 func GetMapState[UK comparable, UV any, K comparable, O any](ctx *KeyedContext[K, O], name string) (MapState[UK, UV], error) {
-	return declareMap(ctx.op, name, codecFor[UK](), codecFor[UV]())
+	return declareMapTTL(ctx.op, name, codecFor[UK](), codecFor[UV](), nil)
 }
 
 // timerService holds an operator's event-time and processing-time timers
@@ -631,6 +648,7 @@ type timerService[K comparable] struct {
 	processing timerQueue[K]
 	wake       *time.Timer
 	wakeAt     int64
+	now        func() int64 // the operator's processing time
 	ended      bool
 	// keyChecked: the key type was checked at the first registration;
 	// keyErr is the verdict.
@@ -647,7 +665,10 @@ func (s *timerService[K]) scheduleProcessing() {
 		return
 	}
 	s.wakeAt = next.ts
-	s.wake.Reset(time.Until(time.UnixMilli(next.ts)))
+	// A wait on the wall clock for the time left by the processing-time
+	// clock: the same with the wall clock; with a clock a test moves, a
+	// timer not due when the wait ends is waited for again.
+	s.wake.Reset(time.Duration(next.ts-s.now()) * time.Millisecond)
 }
 
 // keyedProcessOperator runs a KeyedProcessFunction.
@@ -690,7 +711,8 @@ func (p *keyedProcessOperator[K, I, O]) open(t *task) error {
 	if p.fn == nil {
 		return p.info.wrap(&unrecoverableError{errNilFunction("process function (from the factory)")})
 	}
-	p.state.keyedCommon = &keyedCommon{states: map[string]any{}, decls: map[string]string{}}
+	p.state.keyedCommon = &keyedCommon{states: map[string]any{}, decls: map[string]string{}, clock: t.cfg.clock}
+	p.timers.now = p.state.now
 	p.maxPar = t.cfg.maxParallelism
 	p.state.groups, p.state.keys = p.maxPar, codecFor[K]()
 	p.state.groupOf = func(k K) int { return KeyGroupForHash(p.hash(k), p.maxPar) }
@@ -866,7 +888,7 @@ func (p *keyedProcessOperator[K, I, O]) fireProcessingTimers() error {
 }
 
 func (p *keyedProcessOperator[K, I, O]) fireDueProcessingTimers() error {
-	now := time.Now().UnixMilli()
+	now := p.state.now()
 	for {
 		e, ok := p.timers.processing.peek()
 		if !ok || e.ts > now {

@@ -1,7 +1,5 @@
 package runtime
 
-import "time"
-
 // ProcessContext is what the function of ProcessStream sees: the current
 // record's timestamp, the watermark, an output and side outputs (Output).
 // It is valid only during the call it was passed to.
@@ -11,6 +9,7 @@ type ProcessContext[O any] struct {
 	err       error
 	info      *opInfo
 	watermark int64
+	clock     func() int64 // the job's processing time (config.clock)
 }
 
 // Timestamp is the current record's event timestamp
@@ -34,9 +33,14 @@ func (c *ProcessContext[O]) CollectWithTimestamp(v O, ts int64) {
 // the first one).
 func (c *ProcessContext[O]) CurrentWatermark() int64 { return c.watermark }
 
-// CurrentProcessingTime is the wall clock in milliseconds since the Unix
-// epoch.
-func (c *ProcessContext[O]) CurrentProcessingTime() int64 { return time.Now().UnixMilli() }
+// CurrentProcessingTime is the processing time, the wall clock in
+// milliseconds since the Unix epoch.
+func (c *ProcessContext[O]) CurrentProcessingTime() int64 {
+	if c.clock == nil {
+		return wallClock()
+	}
+	return c.clock()
+}
 
 func (c *ProcessContext[O]) sideOutputs() (*sideOutputs, int64, *error) {
 	return c.info.sides, c.ts, &c.err
@@ -69,6 +73,11 @@ type processOperator[I, O any] struct {
 	noLifecycle
 	fn  func(*ProcessContext[O], I) error
 	ctx ProcessContext[O]
+}
+
+func (p *processOperator[I, O]) open(t *task) error {
+	p.ctx.clock = t.cfg.processingTime()
+	return nil
 }
 
 func (p *processOperator[I, O]) collect(v I, ts int64) error {

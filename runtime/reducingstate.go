@@ -78,7 +78,7 @@ func GetReducingState[T any, K comparable, O any](ctx *KeyedContext[K, O], name 
 	if reduce == nil {
 		return nil, &unrecoverableError{fmt.Errorf("state %q: %w", name, errNilFunction("reduce function"))}
 	}
-	v, err := declareValue(ctx.op, name, codecFor[T]())
+	v, err := declareValueTTL(ctx.op, name, codecFor[T](), nil)
 	if err != nil {
 		return nil, err
 	}
@@ -92,7 +92,7 @@ func GetAggregatingState[IN, A, OUT any, K comparable, O any](ctx *KeyedContext[
 	if agg == nil {
 		return nil, &unrecoverableError{fmt.Errorf("state %q: %w", name, errNilFunction("aggregate function"))}
 	}
-	v, err := declareValue(ctx.op, name, codecFor[A]())
+	v, err := declareValueTTL(ctx.op, name, codecFor[A](), nil)
 	if err != nil {
 		return nil, err
 	}

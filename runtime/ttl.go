@@ -10,7 +10,8 @@ import (
 )
 
 // State time-to-live (Flink's StateTtlConfig): a ValueState or MapState
-// declared WithTTL keeps each value (each map entry) with the processing
+// (a ListState: ttllist.go) declared WithTTL keeps each value (each map
+// entry) with the processing
 // time of its last write, and a value older than the TTL reads as absent
 // and is removed. The value is stored as a ttlValue, the timestamp
 // followed by the value, in the serde ttlSerde names after the value's
@@ -63,8 +64,10 @@ const defaultTTLCleanupPerAccess = 5
 // that the cost of a DB iterator is shared by many accesses.
 const pebbleSweepEvery = 32
 
-// WithTTL gives a ValueState or MapState a time to live: a value (a map
-// entry) not written for ttl of processing time, or with
+// WithTTL gives a ValueState, MapState or ListState (and a
+// ReducingState or AggregatingState, a ValueState underneath) a time to
+// live: a value (a map entry, a list element) not written for ttl of
+// processing time, or with
 // TTLOnReadAndWrite neither read nor written, expires; it is then never
 // returned (Flink's NeverReturnExpired) and is removed on access, from
 // checkpoints of the heap backend, and incrementally as the state is
@@ -77,6 +80,12 @@ const pebbleSweepEvery = 32
 // nor the reverse (the restore is refused, naming the state). Changing
 // ttl itself is allowed: a restored value expires ttl after its last
 // write under the new setting.
+//
+// A state has one TTL: declaring its name again in the operator with
+// another TTL (another duration, update type or cleanup size), or without
+// one (GetValueState, GetMapState and GetListState have none), fails the
+// call with an error naming the state, which no restart mends. A TTL
+// needs a descriptor.
 func WithTTL(ttl time.Duration, opts ...TTLOption) StateOption {
 	return stateOptionFunc(func(o *stateOptions) {
 		c := &ttlConfig{ttl: ttl, perAccess: defaultTTLCleanupPerAccess}
@@ -115,13 +124,13 @@ func (c *ttlConfig) String() string {
 	return fmt.Sprintf("ttl %v %s", c.ttl, u)
 }
 
-// now is the processing time of the keyed operator, in milliseconds: its
-// clock when a test set one, the wall clock otherwise.
+// now is the processing time of the keyed operator, in milliseconds: the
+// job's clock when a test set one, the wall clock otherwise.
 func (c *keyedCommon) now() int64 {
 	if c.clock != nil {
 		return c.clock()
 	}
-	return time.Now().UnixMilli()
+	return wallClock()
 }
 
 // ttlValue is a value of a state with TTL and the processing time (ms)
@@ -335,12 +344,18 @@ func (s *ttlMapState[UK, UV]) Clear() {
 
 // declareValueTTL declares a value state, with TTL when cfg is set.
 func declareValueTTL[K comparable, V any](ks *keyedState[K], name string, vals stateCodec[V], cfg *ttlConfig) (ValueState[V], error) {
+	if err := sameTTL(ks.keyedCommon, name, cfg); err != nil {
+		return nil, err
+	}
 	if cfg == nil {
 		return declareValue(ks, name, vals)
 	}
 	in, err := declareValue(ks, name, ttlCodec(vals))
 	if err != nil {
 		return nil, err
+	}
+	if h, ok := ks.ttlStates[name].(*ttlValueState[V]); ok {
+		return h, nil // one clock and one cleanup per state
 	}
 	t := newTTLClock(cfg, ks.keyedCommon)
 	switch s := in.(type) {
@@ -354,17 +369,25 @@ func declareValueTTL[K comparable, V any](ks *keyedState[K], name string, vals s
 		sw := &pebbleSweep{pk: s.pk, id: s.id, name: name, fail: ks.fail, expired: t.expired}
 		t.sweep = sw.access
 	}
-	return &ttlValueState[V]{in: in, t: t}, nil
+	h := &ttlValueState[V]{in: in, t: t}
+	ks.rememberTTL(name, h)
+	return h, nil
 }
 
 // declareMapTTL declares a map state, with TTL per entry when cfg is set.
 func declareMapTTL[K, UK comparable, UV any](ks *keyedState[K], name string, ukeys stateCodec[UK], uvals stateCodec[UV], cfg *ttlConfig) (MapState[UK, UV], error) {
+	if err := sameTTL(ks.keyedCommon, name, cfg); err != nil {
+		return nil, err
+	}
 	if cfg == nil {
 		return declareMap(ks, name, ukeys, uvals)
 	}
 	in, err := declareMap(ks, name, ukeys, ttlCodec(uvals))
 	if err != nil {
 		return nil, err
+	}
+	if h, ok := ks.ttlStates[name].(*ttlMapState[UK, UV]); ok {
+		return h, nil // one clock and one cleanup per state
 	}
 	t := newTTLClock(cfg, ks.keyedCommon)
 	switch s := in.(type) {
@@ -378,7 +401,9 @@ func declareMapTTL[K, UK comparable, UV any](ks *keyedState[K], name string, uke
 		sw := &pebbleSweep{pk: s.pk, id: s.id, name: name, isMap: true, fail: ks.fail, expired: t.expired}
 		t.sweep = sw.access
 	}
-	return &ttlMapState[UK, UV]{in: in, t: t}, nil
+	h := &ttlMapState[UK, UV]{in: in, t: t}
+	ks.rememberTTL(name, h)
+	return h, nil
 }
 
 // sweepCursor is where a heap state's incremental cleanup goes on: the

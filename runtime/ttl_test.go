@@ -56,7 +56,7 @@ func setValue(t *testing.T, p *keyedProcessOperator[string, string, string], d *
 	}
 }
 
-// stateEntryCount is how many entries (values, or map entries) state
+// stateEntryCount is how many entries (values, map entries or list elements) state
 // name holds in p, expired or not: on the heap backend the entries of its
 // maps, on pebble the DB's entries of its id after a snapshot has applied
 // the write buffer to the DB.
@@ -97,6 +97,12 @@ func stateEntryCount(t *testing.T, p *keyedProcessOperator[string, string, strin
 		for _, gm := range s.m {
 			for _, in := range gm {
 				n += len(in.m)
+			}
+		}
+	case *listState[string, ttlValue[int64]]:
+		for _, m := range s.v.m {
+			for _, l := range m {
+				n += len(l)
 			}
 		}
 	default:
@@ -409,8 +415,8 @@ func TestTTLTurnedOnOrOffRefusesRestore(t *testing.T) {
 }
 
 // A ttl under a millisecond, or options that make no sense, stop the
-// program where the descriptor is made, naming the state; so does WithTTL
-// on a ListState, which has none yet.
+// program where the descriptor is made, naming the state, for every kind
+// of state.
 func TestWithTTLInvalidPanics(t *testing.T) {
 	for _, c := range []struct {
 		name string
@@ -421,7 +427,10 @@ func TestWithTTLInvalidPanics(t *testing.T) {
 		{"negative", func() { NewMapState[string, int64]("bad-neg", WithTTL(-time.Second)) }, `"bad-neg"`},
 		{"sub-millisecond", func() { NewValueState[int64]("bad-us", WithTTL(500*time.Microsecond)) }, "at least 1ms"},
 		{"cleanup size", func() { NewValueState[int64]("bad-n", WithTTL(time.Second, TTLCleanupPerAccess(-1))) }, `"bad-n"`},
-		{"list", func() { NewListState[int64]("bad-list", WithTTL(time.Second)) }, `"bad-list"`},
+		{"list", func() { NewListState[int64]("bad-list", WithTTL(time.Microsecond)) }, `"bad-list"`},
+		{"reducing", func() {
+			NewReducingState("bad-reduce", func(a, b int64) int64 { return a + b }, WithTTL(0))
+		}, `"bad-reduce"`},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			defer func() {

@@ -19,10 +19,13 @@ import (
 // expired entries cannot be dropped by compactions as RocksDB's TTL
 // filter does for Flink.
 type pebbleSweep struct {
-	pk      *pebbleKeyed
-	id      uint16
-	name    string
-	isMap   bool
+	pk    *pebbleKeyed
+	id    uint16
+	name  string
+	isMap bool
+	// isList: the entries are a list's elements (ordered entries, out
+	// of the key filter), each with its own timestamp.
+	isList  bool
 	fail    func(error)
 	expired func(ts, now int64) bool
 	calls   int
@@ -93,7 +96,7 @@ func (w *pebbleSweep) sweep(now int64, n int) error {
 // remove deletes entry k if the store's latest value of it has expired.
 func (w *pebbleSweep) remove(k []byte, now int64) error {
 	st := w.pk.store
-	if !w.isMap {
+	if !w.isMap && !w.isList {
 		v, ok, err := st.Get(k)
 		if err != nil || !ok {
 			return err
@@ -108,6 +111,18 @@ func (w *pebbleSweep) remove(k []byte, now int64) error {
 		return fmt.Errorf("map entry key %x is malformed", k)
 	}
 	prefix, ukey := k[:4+m+int(l)], k[4+m+int(l):]
+	if w.isList {
+		// A read with TTLOnReadAndWrite renews an element in place, so
+		// the buffer may hold a newer timestamp than the DB.
+		v, ok, err := st.OrderedGet(prefix, ukey)
+		if err != nil || !ok {
+			return err
+		}
+		if ts, ok := ttlStamp(v); ok && w.expired(ts, now) {
+			return st.OrderedDelete(prefix, ukey)
+		}
+		return nil
+	}
 	v, ok, err := st.MapGet(prefix, ukey)
 	if err != nil || !ok {
 		return err

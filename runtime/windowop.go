@@ -86,7 +86,7 @@ func windowed[K comparable, T, A, O any](ws WindowedStream[K, T], spec windowSpe
 		l, in := build(info, par, out)
 		op := l.(*keyedProcessOperator[K, T, O])
 		op.newFn = func() KeyedProcessFunction[K, T, O] {
-			return &windowFn[K, T, A, O]{op: op, a: a, lateness: opts.lateness, early: opts.early, spec: spec, now: wallClock,
+			return &windowFn[K, T, A, O]{op: op, a: a, lateness: opts.lateness, early: opts.early, spec: spec, now: func() int64 { return op.state.now() },
 				late: late, lateSet: lateSet}
 		}
 		return l, in
@@ -94,6 +94,8 @@ func windowed[K comparable, T, A, O any](ws WindowedStream[K, T], spec windowSpe
 	return ds
 }
 
+// wallClock is the processing time of a job without a clock of its own
+// (config.clock).
 func wallClock() int64 { return time.Now().UnixMilli() }
 
 // windowFn runs the windows of one operator subtask.

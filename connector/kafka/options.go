@@ -200,8 +200,10 @@ func WithStartingOffsets(o Offsets) SourceOpt {
 
 // WithBounded makes the source bounded: every partition found at the first
 // discovery is read up to the stopping offset o resolves, then the source
-// ends; no partition is discovered later (Flink: setBounded). Default:
-// unbounded.
+// ends; no partition is discovered later (Flink: setBounded). Splits
+// restored from a checkpoint or savepoint of an unbounded job have no
+// stopping offset: a bounded source gives them the one o resolves at the
+// restore, so the job reads up to there and ends. Default: unbounded.
 func WithBounded(o Offsets) SourceOpt {
 	return sourceOpt(func(c *sourceConfig) { c.bounded, c.stopping = true, o })
 }

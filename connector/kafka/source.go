@@ -414,6 +414,63 @@ func (r *Reader[T]) PollNext(out connector.ReaderOutput[T]) (connector.InputStat
 	return st, err
 }
 
+// AddSplits adds splits as SourceReaderBase does. A bounded source
+// (WithBounded) given splits without a stopping offset, which only a
+// checkpoint or savepoint of an unbounded job holds, first gives them the
+// stopping offsets its initializer resolves now, as of the restore: the
+// job reads the backlog up to there and ends, instead of reading on
+// forever, and its checkpoints record the stop, so a later restore ends
+// at the same place. The resolution asks the broker on the task
+// goroutine (bounded by restoreStopTimeout); a failure fails the task.
+func (r *Reader[T]) AddSplits(splits []Split) error {
+	if r.cfg.bounded {
+		var err error
+		if splits, err = r.boundRestored(splits); err != nil {
+			return err
+		}
+	}
+	return r.SourceReaderBase.AddSplits(splits)
+}
+
+// restoreStopTimeout bounds the stopping offset lookup of restored
+// unbounded splits in a bounded source.
+const restoreStopTimeout = time.Minute
+
+// boundRestored returns splits with a stopping offset for every split
+// that had none.
+func (r *Reader[T]) boundRestored(splits []Split) ([]Split, error) {
+	var open []TopicPartition
+	for _, s := range splits {
+		if !s.Bounded() {
+			open = append(open, s.TopicPartition)
+		}
+	}
+	if len(open) == 0 {
+		return splits, nil
+	}
+	r.commitMu.Lock()
+	cl, err := r.offsetsClient()
+	r.commitMu.Unlock()
+	if err != nil {
+		return nil, fmt.Errorf("kafka source: stopping offsets of restored unbounded splits: %w", err)
+	}
+	ctx, cancel := context.WithTimeout(r.Context().Context(), restoreStopTimeout)
+	defer cancel()
+	stops, err := r.cfg.stopping.resolve(ctx, kadm.NewClient(cl), r.cfg.groupID, r.cfg.readCommitted, open)
+	if err != nil {
+		return nil, fmt.Errorf("kafka source: the bounded source was restored with splits of an unbounded job (%v), and their stopping offsets could not be resolved: %w", open, err)
+	}
+	out := make([]Split, len(splits))
+	for i, s := range splits {
+		if !s.Bounded() {
+			s = NewSplit(s.TopicPartition, s.StartingOffset, stops[s.TopicPartition])
+			r.cfg.logger.Info("kafka source: restored unbounded split bounded at the stopping offset as of the restore", "split", s.SplitID(), "start", s.StartingOffset, "stop", s.StoppingOffset)
+		}
+		out[i] = s
+	}
+	return out, nil
+}
+
 // RemoveSplits stops reading splits as SourceReaderBase does, and drops
 // the lag of those it held. When the base reader fails, the lag stays: it
 // can no longer tell which splits are being read.

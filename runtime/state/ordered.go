@@ -31,6 +31,24 @@ func (s *Store) OrderedSet(prefix, ukey, val []byte) error {
 	return s.setEntry(prefix, ukey, entry{v: bytes.Clone(val)}, false)
 }
 
+// OrderedGet returns entry ukey of the ordered map under prefix: the
+// write buffers' version if they hold one, the DB's otherwise (ordered
+// entries are not in the key filter, so the DB is always asked).
+func (s *Store) OrderedGet(prefix, ukey []byte) ([]byte, bool, error) {
+	for _, b := range s.buffers() {
+		if g := b.groups[string(prefix)]; g != nil {
+			if e, ok := g.m[string(ukey)]; ok {
+				return e.v, !e.del, nil
+			}
+			if g.cleared {
+				return nil, false, nil
+			}
+		}
+	}
+	s.fk = append(append(s.fk[:0], prefix...), ukey...)
+	return s.dbGet(s.fk)
+}
+
 // OrderedDelete removes entry ukey of the ordered map under prefix.
 func (s *Store) OrderedDelete(prefix, ukey []byte) error {
 	return s.setEntry(prefix, ukey, entry{del: true}, false)

@@ -1,0 +1,301 @@
+package runtime
+
+import (
+	"bytes"
+	"fmt"
+	"iter"
+)
+
+// List state with TTL (Flink's TtlListState): every element carries the
+// processing time of its own last renewal, a ttlValue, and expires on its
+// own. The heap backend keeps a key's list as a []ttlValue[T] in the
+// list's value state, the pebble backend one DB entry per element whose
+// value starts with its timestamp, so both backends' list machinery
+// (snapshots, restore, rescaling, heap to pebble import) is unchanged and
+// the element codec recorded in checkpoints is the TTL codec: a restore
+// that turns TTL on or off is refused as for a ValueState.
+
+// ttlListState is a ListState with TTL per element over a list of
+// ttlValues. live returns the current key's live elements at now, having
+// removed the expired ones (and renewed the rest with TTLOnReadAndWrite).
+type ttlListState[T any] struct {
+	in   ListState[ttlValue[T]]
+	t    *ttlClock
+	live func(now int64) []ttlValue[T]
+}
+
+func (s *ttlListState[T]) Add(v T) {
+	s.in.Add(ttlValue[T]{ts: s.t.access(), v: v})
+}
+
+func (s *ttlListState[T]) AddAll(vs []T) {
+	now := s.t.access()
+	if len(vs) == 0 {
+		return
+	}
+	s.in.AddAll(stamped(vs, now))
+}
+
+// Get returns the current key's live elements in append order, as of the
+// call: expired elements are removed before it returns.
+func (s *ttlListState[T]) Get() iter.Seq[T] {
+	live := s.live(s.t.access())
+	return func(yield func(T) bool) {
+		for _, tv := range live {
+			if !yield(tv.v) {
+				return
+			}
+		}
+	}
+}
+
+func (s *ttlListState[T]) Update(vs []T) {
+	now := s.t.access()
+	if len(vs) == 0 {
+		s.in.Clear()
+		return
+	}
+	s.in.Update(stamped(vs, now))
+}
+
+func (s *ttlListState[T]) Clear() {
+	s.t.access()
+	s.in.Clear()
+}
+
+// Len is the number of live elements of the current key's list.
+func (s *ttlListState[T]) Len() int { return len(s.live(s.t.access())) }
+
+func stamped[T any](vs []T, now int64) []ttlValue[T] {
+	out := make([]ttlValue[T], len(vs))
+	for i, v := range vs {
+		out[i] = ttlValue[T]{ts: now, v: v}
+	}
+	return out
+}
+
+// liveElems returns the elements of list that are live at now, renewed
+// to now with renew, and whether that differs from list. list itself is
+// never changed: a snapshot may be reading it.
+func liveElems[T any](t *ttlClock, list []ttlValue[T], now int64, renew bool) ([]ttlValue[T], bool) {
+	changed := false
+	for _, tv := range list {
+		if t.expired(tv.ts, now) || (renew && tv.ts != now) {
+			changed = true
+			break
+		}
+	}
+	if !changed {
+		return list, false
+	}
+	out := make([]ttlValue[T], 0, len(list))
+	for _, tv := range list {
+		if t.expired(tv.ts, now) {
+			continue
+		}
+		if renew {
+			tv.ts = now
+		}
+		out = append(out, tv)
+	}
+	return out, true
+}
+
+// declareListTTL declares a list state, with TTL per element when cfg is
+// set.
+func declareListTTL[K comparable, T any](ks *keyedState[K], name string, elems stateCodec[T], cfg *ttlConfig) (ListState[T], error) {
+	if err := sameTTL(ks.keyedCommon, name, cfg); err != nil {
+		return nil, err
+	}
+	if cfg == nil {
+		return declareList(ks, name, elems)
+	}
+	in, err := declareList(ks, name, ttlCodec(elems))
+	if err != nil {
+		return nil, err
+	}
+	if h, ok := ks.ttlStates[name].(*ttlListState[T]); ok {
+		return h, nil // one clock and one cleanup per state
+	}
+	t := newTTLClock(cfg, ks.keyedCommon)
+	renew := cfg.update == TTLOnReadAndWrite
+	s := &ttlListState[T]{in: in, t: t}
+	switch l := in.(type) {
+	case *listState[K, ttlValue[T]]:
+		l.v.trim = func() func([]ttlValue[T]) ([]ttlValue[T], bool) {
+			now := t.c.now()
+			return func(list []ttlValue[T]) ([]ttlValue[T], bool) {
+				live, _ := liveElems(t, list, now, false)
+				return live, len(live) > 0
+			}
+		}
+		s.live = func(now int64) []ttlValue[T] {
+			cur, _ := l.v.Value()
+			live, changed := liveElems(t, cur, now, renew)
+			if changed {
+				if len(live) == 0 {
+					l.v.Clear()
+				} else {
+					l.v.Update(live)
+				}
+			}
+			return live
+		}
+		var cur sweepCursor
+		t.sweep = func(now int64, n int) {
+			heapSweepLists(l.v, &cur, n, func(list []ttlValue[T]) ([]ttlValue[T], bool) {
+				return liveElems(t, list, now, false)
+			})
+		}
+	case *pebbleListState[K, ttlValue[T]]:
+		s.live = func(now int64) []ttlValue[T] { return pebbleLiveElems(l, t, now, renew) }
+		sw := &pebbleSweep{pk: l.pk, id: l.id, name: name, isList: true, fail: ks.fail, expired: t.expired}
+		t.sweep = sw.access
+	default:
+		return nil, fmt.Errorf("state %q: list state of type %T has no TTL", name, in)
+	}
+	ks.rememberTTL(name, s)
+	return s, nil
+}
+
+// pebbleLiveElems reads the current key's list from the store, deleting
+// its expired elements and, with renew, rewriting the others with the
+// new time under their own keys (so their order stays).
+func pebbleLiveElems[K comparable, T any](l *pebbleListState[K, ttlValue[T]], t *ttlClock, now int64, renew bool) []ttlValue[T] {
+	p, ok := l.pfx()
+	if !ok {
+		return nil
+	}
+	p = bytes.Clone(p)
+	type renewal struct {
+		k  []byte
+		tv ttlValue[T]
+	}
+	var live []ttlValue[T]
+	var gone [][]byte
+	var renewed []renewal
+	err := l.pk.store.MapScanAfter(p, nil, func(k, vb []byte) bool {
+		tv, err := readOne(vb, l.elems)
+		if err != nil {
+			l.ks.fail(fmt.Errorf("state %q: decode list element: %w", l.name, err))
+			return false
+		}
+		if t.expired(tv.ts, now) {
+			gone = append(gone, bytes.Clone(k))
+			return true
+		}
+		if renew && tv.ts != now {
+			tv.ts = now
+			renewed = append(renewed, renewal{bytes.Clone(k), tv})
+		}
+		live = append(live, tv)
+		return true
+	})
+	if err != nil {
+		l.ks.fail(fmt.Errorf("state %q: %w", l.name, err))
+		return nil
+	}
+	for _, k := range gone {
+		if err := l.pk.store.OrderedDelete(p, k); err != nil {
+			l.ks.fail(fmt.Errorf("state %q: %w", l.name, err))
+			return nil
+		}
+	}
+	for _, r := range renewed {
+		b, err := appendOne(l.vb[:0], l.elems, r.tv)
+		if err == nil {
+			l.vb = b
+			err = l.pk.store.OrderedSet(p, r.k, b)
+		}
+		if err != nil {
+			l.ks.fail(fmt.Errorf("state %q: %w", l.name, err))
+			return nil
+		}
+	}
+	return live
+}
+
+// heapSweepLists is heapSweepValues for a list state with TTL: it checks
+// the elements of lists, up to about n, and replaces a list that has
+// expired elements by a new one without them (the old one may be read by
+// a snapshot), removing a key whose list it empties.
+func heapSweepLists[K comparable, T any](s *valueState[K, []ttlValue[T]], cur *sweepCursor, n int, live func([]ttlValue[T]) ([]ttlValue[T], bool)) {
+	slots := len(s.m)
+	type change struct {
+		k    K
+		list []ttlValue[T]
+	}
+	var changes []change
+	for visited := 0; n > 0 && visited < sweepSlotsPerAccess && visited < slots; visited++ {
+		g := cur.slot % slots
+		changes = changes[:0]
+		whole := true
+		for k, list := range s.m[g] {
+			if n <= 0 {
+				whole = false
+				break
+			}
+			n -= max(len(list), 1)
+			if l, changed := live(list); changed {
+				changes = append(changes, change{k, l})
+			}
+		}
+		if len(changes) > 0 {
+			w := s.writable(g)
+			for _, c := range changes {
+				if len(c.list) == 0 {
+					delete(w, c.k)
+					continue
+				}
+				w[c.k] = c.list
+				if !s.deep {
+					continue
+				}
+				if o := s.own[g]; o != nil {
+					o[c.k] = struct{}{} // a new slice: the task's own
+				}
+			}
+		}
+		if !whole {
+			return
+		}
+		cur.slot = (g + 1) % slots
+	}
+}
+
+// rememberTTL keeps the TTL handle of state name for its later
+// declarations.
+func (c *keyedCommon) rememberTTL(name string, h any) {
+	if c.ttlStates == nil {
+		c.ttlStates = map[string]any{}
+	}
+	c.ttlStates[name] = h
+}
+
+// sameTTL refuses a declaration of state name whose TTL (or its absence)
+// differs from the first declaration's in the operator: two handles of
+// one state with two clocks would expire its values by two rules.
+func sameTTL(c *keyedCommon, name string, cfg *ttlConfig) error {
+	desc := "no TTL"
+	if cfg != nil {
+		desc = cfg.describe()
+	}
+	if c.ttls == nil {
+		c.ttls = map[string]string{}
+	}
+	first, ok := c.ttls[name]
+	if !ok {
+		c.ttls[name] = desc
+		return nil
+	}
+	if first != desc {
+		return &unrecoverableError{fmt.Errorf("state %q is declared twice in one operator with different TTLs, %s and %s; declare it with one WithTTL everywhere (one descriptor), or give each state its own name", name, first, desc)}
+	}
+	return nil
+}
+
+// describe names everything of a TTL config that changes how values
+// expire, for sameTTL.
+func (c *ttlConfig) describe() string {
+	return fmt.Sprintf("%s, cleanup of %d per access", c, c.perAccess)
+}
