@@ -85,7 +85,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.outputTopic, "output-topic", "counts", "topic of (word, count) records")
 	fs.StringVar(&o.inputFile, "input-file", "", "text to write into the input topic (default: a built-in text); written only when the input topic is empty")
 	fs.StringVar(&o.checkpointDir, "checkpoint-dir", "", "directory (or s3://bucket/prefix, configured by the AWS environment) for checkpoints; a job restarted on the same one resumes from it")
-	fs.StringVar(&o.fromSavepoint, "from-savepoint", "", "start from this savepoint (splitflow savepoint trigger|stop) or checkpoint (DIR/chk-N), also with another --parallelism, while --checkpoint-dir holds no checkpoint of its own; needs --brokers (the cluster it was taken on) and --unbounded")
+	fs.StringVar(&o.fromSavepoint, "from-savepoint", "", "start from this savepoint (splitflow savepoint trigger|stop) or checkpoint (DIR/chk-N), also with another --parallelism, while --checkpoint-dir holds no checkpoint of its own; needs --brokers (the cluster it was taken on); without --unbounded the run ends at the input's end offsets as of its start")
 	fs.IntVar(&o.parallelism, "parallelism", 2, "subtasks per operator")
 	fs.DurationVar(&o.checkpointInterval, "checkpoint-interval", time.Second, "time between checkpoints (and so between output commits); 0: no checkpoints, the output is committed once, at the end of the input (not with --unbounded), and a failure starts over")
 	fs.StringVar(&o.txnPrefix, "transactional-id-prefix", "wordcount", "prefix of the sink's Kafka transactional ids; unique per job")
@@ -130,12 +130,6 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		// The savepoint holds the input's offsets and the counts up to
 		// them: only the cluster it was taken on has that input.
 		bad("--from-savepoint needs --brokers: the in-process Kafka is new in every run, so the savepoint's offsets and counts belong to a cluster that is gone; run the job on a broker of yours (--brokers) both times")
-	}
-	if o.fromSavepoint != "" && !o.unbounded {
-		// A savepoint is taken of a running --unbounded job: its Kafka
-		// splits carry no stopping offset, and a restored split keeps
-		// its own, so a bounded run would never end.
-		bad("--from-savepoint needs --unbounded: the savepoint's Kafka splits (of a running --unbounded job) have no end, and a restored split keeps reading to its own; stop the job with an interrupt or another savepoint")
 	}
 	if o.checkpointInterval == 0 && o.checkpointDir != "" {
 		bad("--checkpoint-dir needs --checkpoint-interval > 0")

@@ -79,6 +79,14 @@ func produceLines(ctx context.Context, t *testing.T, seeds []string, topic strin
 // over both runs is every word's counts 1..n exactly once, n its count in
 // the whole input.
 func TestStopWithSavepointThenRestoreAtAnotherParallelismIsExact(t *testing.T) {
+	t.Run("unbounded", func(t *testing.T) { stopWithSavepointThenRestore(t, false) })
+	// Rule: a bounded run from an unbounded job's savepoint reads the
+	// input up to its end offsets as of the restore and ends by itself
+	// (its splits from the savepoint have no end of their own).
+	t.Run("bounded", func(t *testing.T) { stopWithSavepointThenRestore(t, true) })
+}
+
+func stopWithSavepointThenRestore(t *testing.T, bounded bool) {
 	cluster, err := kfake.NewCluster(kfake.NumBrokers(1))
 	if err != nil {
 		t.Fatal(err)
@@ -142,8 +150,12 @@ func TestStopWithSavepointThenRestoreAtAnotherParallelismIsExact(t *testing.T) {
 	ctx2, stop2 := context.WithCancel(ctx)
 	defer stop2()
 	var out2 bytes.Buffer
-	_, done2 := startRun(ctx2, t, &out2, "--brokers", brokers, "--unbounded", "--from-savepoint", sp.Path,
-		"--checkpoint-interval", "100ms", "--parallelism", "3", "--checkpoint-dir", t.TempDir())
+	args := []string{"--brokers", brokers, "--from-savepoint", sp.Path,
+		"--checkpoint-interval", "100ms", "--parallelism", "3", "--checkpoint-dir", t.TempDir()}
+	if !bounded {
+		args = append(args, "--unbounded")
+	}
+	_, done2 := startRun(ctx2, t, &out2, args...)
 	want, err := inputCounts(ctx, seeds, "lines", nil)
 	if err != nil {
 		t.Fatal(err)
@@ -167,13 +179,18 @@ func TestStopWithSavepointThenRestoreAtAnotherParallelismIsExact(t *testing.T) {
 			t.Fatalf("the second run committed %d of %d updates in 90s; output:\n%s", r.updates, total, out2.String())
 		}
 	}
-	stop2()
+	if !bounded {
+		stop2()
+	}
 	select {
 	case r := <-done2:
 		if r.code != 0 || !strings.Contains(out2.String(), "exactly-once: OK") {
 			t.Fatalf("second run: exit %d (%v), output:\n%s", r.code, r.err, out2.String())
 		}
 	case <-time.After(60 * time.Second):
+		if bounded {
+			t.Fatalf("the bounded second run did not end by itself 60s after committing all %d updates", total)
+		}
 		t.Fatal("the second run did not end 60s after its interrupt")
 	}
 	if r, err = verify(ctx, seeds, "counts", want, false, nil); err != nil || !r.ok() || r.updates != total {
