@@ -89,7 +89,9 @@ func (a s3Counts) minus(b s3Counts) s3Counts {
 // does not shrink them): the synchronous freeze, the materialization, the
 // upload of the files the storage does not have, the blob and the commit
 // with its retention and collection. "full" is a first checkpoint into an
-// empty storage; "incremental" follows a change of 1% of the keys. Per
+// empty storage, once Pebble's compactions settled; "incremental" follows
+// a change of 1% of the keys (a checkpoint among them may carry the
+// rewrite of a compaction the changes started, as in a running job). Per
 // checkpoint: dir-ms and s3-ms and their ratio; on S3, the bytes of
 // request bodies, the objects created, the parts of multipart uploads and
 // the HTTP requests, counted by a handler in front of the server.
@@ -161,6 +163,31 @@ func benchPebbleCheckpointOnS3(b *testing.B, mb int) {
 		}
 		return time.Since(start)
 	}
+	// settle waits until Pebble's background compactions are done, so
+	// that every storage checkpoints the same files and a measured
+	// checkpoint does not carry the rewrite of a compaction still running
+	// from the writes before it: checkpoints into memory until two in a
+	// row, a quarter second apart, store no new file.
+	settle := func() {
+		mem, err := checkpoint.NewMemoryStorage(noLog)
+		if err != nil {
+			b.Fatal(err)
+		}
+		stored := map[string]checkpoint.FileHandle{}
+		checkpointTo(mem, stored)
+		for quiet, tries := 0, 0; quiet < 2; tries++ {
+			if tries == 600 {
+				b.Fatal("pebble's compactions did not settle in 150 s")
+			}
+			time.Sleep(250 * time.Millisecond)
+			checkpointTo(mem, stored)
+			if pk.lastSnapshot.newFiles == 0 {
+				quiet++
+			} else {
+				quiet = 0
+			}
+		}
+	}
 	type target struct {
 		st     checkpoint.Storage
 		stored map[string]checkpoint.FileHandle
@@ -187,6 +214,7 @@ func benchPebbleCheckpointOnS3(b *testing.B, mb int) {
 		b.ReportMetric(float64(c.requests)/n, "requests/ckpt")
 	}
 	b.Run("full", func(b *testing.B) {
+		settle()
 		var dirT, s3T time.Duration
 		var c s3Counts
 		n := 0
@@ -203,6 +231,7 @@ func benchPebbleCheckpointOnS3(b *testing.B, mb int) {
 		b.ReportMetric(float64(pk.lastSnapshot.bytes), "state-bytes")
 	})
 	b.Run("incremental", func(b *testing.B) {
+		settle()
 		dir, s3 := fresh(0)
 		checkpointTo(dir.st, dir.stored)
 		checkpointTo(s3.st, s3.stored)
@@ -229,6 +258,7 @@ func benchPebbleCheckpointOnS3(b *testing.B, mb int) {
 	// directory on the same kind of storage: what TriggerSavepoint waits
 	// for once its checkpoint is complete.
 	b.Run("savepoint", func(b *testing.B) {
+		settle()
 		dir, s3 := fresh(-1)
 		checkpointTo(dir.st, dir.stored)
 		checkpointTo(s3.st, s3.stored)
