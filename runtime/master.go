@@ -8,6 +8,7 @@ import (
 	"os"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/splitflow/splitflow/connector"
@@ -115,9 +116,11 @@ type execution struct {
 	savepointQueue []*savepointRequest
 	savepointFor   map[int64][]*savepointRequest
 	stopSavepoint  *savepointRequest
-	stopResult     *savepointResult
-	cancelRun      func()
-	done           chan struct{}
+	// stopResult is the stop's savepoint, set by its copy (off the
+	// master) and read once the copies have been waited for.
+	stopResult atomic.Pointer[savepointResult]
+	cancelRun  func()
+	done       chan struct{}
 
 	// obs is the Environment's metrics and status board; name the job's
 	// name for it.

@@ -217,42 +217,63 @@ func (ex *execution) triggerSavepoints(now time.Time) {
 
 // savepointPersisted runs once checkpoint id is durable in the job's
 // storage, before anything is notified: the savepoints waiting for it are
-// copied from it. It runs on the master goroutine, which waits for the
-// copy: savepoints are rare, and nothing of the job is lost meanwhile
-// (tasks keep running, their acknowledgements queue). A copy that fails
-// fails its request only: the checkpoint itself is complete.
+// copied from it. The copy runs off the master goroutine (savepoints of a
+// large state take a while), so the master keeps serving ticks,
+// acknowledgements, later checkpoints and stop requests meanwhile: the
+// storage holds checkpoint id (checkpoint.Holder) so that the retention of
+// those later checkpoints neither removes it nor collects its shared
+// files while the copy reads them. The copy goroutine is waited for
+// before Execute returns (snapWG), so a stop's savepoint is complete, or
+// has failed, by then. A storage that cannot hold a checkpoint is copied
+// from on the master goroutine, between commits, as nothing else keeps it.
+// A copy that fails fails its requests only: the checkpoint itself is
+// complete.
 func (ex *execution) savepointPersisted(id int64, final bool, taken time.Time) {
 	reqs := ex.savepointFor[id]
 	delete(ex.savepointFor, id)
-	if final && ex.stopSavepoint != nil {
-		reqs = append(reqs, ex.stopSavepoint)
+	stop := ex.stopSavepoint
+	if final && stop != nil {
+		reqs = append(reqs, stop)
 	}
 	if len(reqs) == 0 {
 		return
 	}
-	chk, err := ex.storage.Load(id)
-	for _, req := range reqs {
-		sp, werr := Savepoint{}, err
-		if werr == nil {
-			sp = Savepoint{Path: checkpoint.SavepointPath(req.target, id, taken), Checkpoint: id, TakenAt: taken}
-			_, werr = checkpoint.WriteSavepoint(chk, sp.Path, "", checkpoint.WithLogger(ex.log))
+	storage, log, obs, where := ex.storage, ex.log, ex.obs, ex.checkpointPath(id)
+	copyAll := func() {
+		chk, err := storage.Load(id)
+		for _, req := range reqs {
+			sp, werr := Savepoint{}, err
+			if werr == nil {
+				sp = Savepoint{Path: checkpoint.SavepointPath(req.target, id, taken), Checkpoint: id, TakenAt: taken}
+				_, werr = checkpoint.WriteSavepoint(chk, sp.Path, "", checkpoint.WithLogger(log))
+			}
+			if werr != nil {
+				werr = fmt.Errorf("savepoint of checkpoint %d (complete at %s): %w", id, where, werr)
+				log.Error("splitflow: savepoint failed", "checkpoint", id, "err", werr)
+			} else {
+				log.Info("splitflow: savepoint completed", "checkpoint", id, "path", sp.Path)
+				obs.savepointCompleted(sp)
+			}
+			if req == stop {
+				ex.stopResult.Store(&savepointResult{sp, werr})
+				continue // answered when the job has ended
+			}
+			req.reply(sp, werr)
 		}
-		if werr != nil {
-			werr = fmt.Errorf("savepoint of checkpoint %d (complete at %s): %w", id, ex.checkpointPath(id), werr)
-			ex.log.Error("splitflow: savepoint failed", "checkpoint", id, "err", werr)
-		} else {
-			ex.log.Info("splitflow: savepoint completed", "checkpoint", id, "path", sp.Path)
-			ex.obs.savepointCompleted(sp)
+		if chk != nil {
+			chk.DropVerified()
 		}
-		if req == ex.stopSavepoint {
-			ex.stopResult = &savepointResult{sp, werr}
-			continue // answered when the job has ended
-		}
-		req.reply(sp, werr)
 	}
-	if chk != nil {
-		chk.DropVerified()
+	h, ok := storage.(checkpoint.Holder)
+	if !ok {
+		copyAll()
+		return
 	}
+	release := h.Hold(id)
+	ex.snapWG.Go(func() {
+		defer release()
+		copyAll()
+	})
 }
 
 // savepointAborted fails the savepoints waiting for checkpoint id.
@@ -278,7 +299,7 @@ func (ex *execution) endSavepoints() {
 		ex.savepointAborted(id, gone)
 	}
 	if req := ex.stopSavepoint; req != nil {
-		switch r := ex.stopResult; {
+		switch r := ex.stopResult.Load(); {
 		case r == nil:
 			req.reply(Savepoint{}, fmt.Errorf("stop with savepoint: the job ended without a final checkpoint: %w", cmpErr(ex.err, errors.New("no checkpoint could complete"))))
 		case r.err == nil && ex.err != nil:

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/splitflow/splitflow/internal/s3test"
 	"github.com/splitflow/splitflow/runtime/checkpoint"
 )
 
@@ -284,4 +285,116 @@ func TestSavepointEndpoint(t *testing.T) {
 	if code, _ := post(``, testToken); code != http.StatusOK || gotTarget != "" {
 		t.Fatalf("empty body: %d, target %q", code, gotTarget)
 	}
+}
+
+// Rule (savepoint copy off the master): while a savepoint's copy is held
+// (its uploads to S3 wait), the master keeps serving: the job's
+// checkpoints go on completing with one retained, whose retention leaves
+// the copied checkpoint alone, and a stop with a savepoint is taken. Once
+// the uploads go on, both savepoints complete whole and the job ends.
+func TestSavepointCopyKeepsTheMasterServing(t *testing.T) {
+	held := make(chan struct{})
+	release := make(chan struct{})
+	var heldOnce, releaseOnce sync.Once
+	srv := s3test.NewWrapped(t, func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.Method == http.MethodPut && strings.HasPrefix(r.URL.Path, "/checkpoints/savepoints/") {
+				heldOnce.Do(func() { close(held) })
+				<-release
+			}
+			next.ServeHTTP(w, r)
+		})
+	})
+	srv.Env(t)
+	letGo := func() { releaseOnce.Do(func() { close(release) }) }
+	t.Cleanup(letGo) // before the server's Close, which waits for held requests
+
+	completed := make(chan int64, 10000)
+	j := &rangeJob{par: 2, splits: 2, perSplit: 1_000_000, delay: time.Millisecond}
+	j.opts = []Option{WithCheckpointInterval(50 * time.Millisecond), WithCheckpointDir(srv.URLOf("jobs/held")), WithCheckpointsRetained(1)}
+	env := savepointJob(j, false, "sink")
+	env.hooks = &testHooks{checkpointCompleted: func(id int64, _ checkpoint.Storage) {
+		select {
+		case completed <- id:
+		default:
+		}
+	}}
+	ctx, cancel := context.WithCancel(testCtx(t))
+	defer cancel()
+	execErr := make(chan error, 1)
+	go func() { execErr <- env.Execute(ctx, "job") }()
+	defer func() {
+		letGo()
+		cancel()
+		<-execErr
+	}()
+	waitCheckpoint := func(after int64, why string) int64 {
+		t.Helper()
+		timeout := time.After(60 * time.Second)
+		for {
+			select {
+			case id := <-completed:
+				if id > after {
+					return id
+				}
+			case <-timeout:
+				t.Fatalf("no checkpoint after %d completed within 60s %s", after, why)
+			}
+		}
+	}
+	waitCheckpoint(0, "of the job's start")
+
+	type result struct {
+		sp  Savepoint
+		err error
+	}
+	triggered := make(chan result, 1)
+	go func() {
+		sp, err := env.TriggerSavepoint(context.Background(), srv.URLOf("savepoints"))
+		triggered <- result{sp, err}
+	}()
+	select {
+	case <-held:
+	case r := <-triggered:
+		t.Fatalf("the savepoint returned before its copy reached S3: %+v, %v", r.sp, r.err)
+	case <-time.After(60 * time.Second):
+		t.Fatal("the savepoint's copy never reached S3")
+	}
+	last := waitCheckpoint(0, "")
+	last = waitCheckpoint(last+2, "while a savepoint copy was held: the master stopped serving")
+
+	stopTarget := t.TempDir()
+	stopped := make(chan result, 1)
+	go func() {
+		sp, err := env.StopWithSavepoint(context.Background(), stopTarget)
+		stopped <- result{sp, err}
+	}()
+	waitCheckpoint(last, "after a stop was asked while a savepoint copy was held")
+	letGo()
+
+	tr := <-triggered
+	if tr.err != nil {
+		t.Fatalf("the held savepoint: %v", tr.err)
+	}
+	st := <-stopped
+	if st.err != nil {
+		t.Fatalf("stop with savepoint: %v", st.err)
+	}
+	if err := <-execErr; err != nil {
+		t.Fatalf("Execute after a stop with savepoint: %v", err)
+	}
+	execErr <- nil // for the deferred wait
+	for _, sp := range []Savepoint{tr.sp, st.sp} {
+		c, err := checkpoint.OpenRestorePoint(sp.Path)
+		if err != nil {
+			t.Fatalf("savepoint %s: %v", sp.Path, err)
+		}
+		if !c.Savepoint || c.ID != sp.Checkpoint {
+			t.Fatalf("savepoint at %s: id %d savepoint %v, want %d", sp.Path, c.ID, c.Savepoint, sp.Checkpoint)
+		}
+	}
+	if tr.sp.Checkpoint >= st.sp.Checkpoint {
+		t.Fatalf("held savepoint of checkpoint %d, stop's of %d: want the stop's later", tr.sp.Checkpoint, st.sp.Checkpoint)
+	}
+	committedOnce(t, j.sink.store)
 }

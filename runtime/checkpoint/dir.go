@@ -76,6 +76,8 @@ type DirStorage struct {
 	mu sync.Mutex
 	// open holds the ids with a live Writer, which cleanup must not touch.
 	open map[int64]bool
+	// held are the completed checkpoints retention keeps (Hold).
+	held heldIDs
 	// lock is the locked lock file while Lock holds it.
 	lock *os.File
 
@@ -100,7 +102,7 @@ func NewDirStorage(root string, opts ...StorageOption) (*DirStorage, error) {
 	if err := os.MkdirAll(root, 0o755); err != nil {
 		return nil, fmt.Errorf("checkpoint storage: create %s: %w", root, err)
 	}
-	return &DirStorage{root: root, cfg: cfg, open: map[int64]bool{}, files: newFileBook()}, nil
+	return &DirStorage{root: root, cfg: cfg, open: map[int64]bool{}, held: heldIDs{}, files: newFileBook()}, nil
 }
 
 // Dir returns the checkpoint directory.
@@ -329,7 +331,7 @@ func (s *DirStorage) committed(id int64) {
 	}
 	var remove []int64
 	if n := len(complete) - s.cfg.retained; n > 0 {
-		remove = append(remove, complete[:n]...)
+		remove = append(remove, s.held.notHeld(complete[:n])...)
 	}
 	for _, old := range incomplete {
 		if old < id && !s.open[old] {
@@ -829,3 +831,6 @@ func syncDir(name string) error {
 	}
 	return err
 }
+
+// Hold keeps checkpoint id from retention until release (Holder).
+func (s *DirStorage) Hold(id int64) (release func()) { return s.held.hold(&s.mu, id) }

@@ -24,6 +24,7 @@ type MemoryStorage struct {
 	mu       sync.Mutex
 	complete map[int64]*memCheckpoint
 	open     map[int64]bool
+	held     heldIDs // completed checkpoints retention keeps (Hold)
 	files    map[string][]byte
 	// records are RecordStorage's, by name.
 	records map[string][]byte
@@ -46,7 +47,7 @@ func NewMemoryStorage(opts ...StorageOption) (*MemoryStorage, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &MemoryStorage{cfg: cfg, complete: map[int64]*memCheckpoint{}, open: map[int64]bool{}, files: map[string][]byte{}, book: newFileBook()}, nil
+	return &MemoryStorage{cfg: cfg, complete: map[int64]*memCheckpoint{}, open: map[int64]bool{}, held: heldIDs{}, files: map[string][]byte{}, book: newFileBook()}, nil
 }
 
 func (s *MemoryStorage) Begin(id int64) (Writer, error) {
@@ -136,7 +137,7 @@ func (w *memWriter) Commit(m Metadata) error {
 	}
 	s.complete[w.id] = &memCheckpoint{meta: m, blobs: blobs}
 	ids := slices.Sorted(maps.Keys(s.complete))
-	for _, old := range ids[:max(0, len(ids)-s.cfg.retained)] {
+	for _, old := range s.held.notHeld(ids[:max(0, len(ids)-s.cfg.retained)]) {
 		delete(s.complete, old)
 	}
 	// The rule of Storage: unused shared files go, except those put after
@@ -302,3 +303,6 @@ func (s *MemoryStorage) load(id int64) (*Checkpoint, error) {
 	}
 	return &Checkpoint{Metadata: m, read: read, copyFile: copyFile}, nil
 }
+
+// Hold keeps checkpoint id from retention until release (Holder).
+func (s *MemoryStorage) Hold(id int64) (release func()) { return s.held.hold(&s.mu, id) }

@@ -74,6 +74,8 @@ type S3Storage struct {
 
 	mu   sync.Mutex
 	open map[int64]bool
+	// held are the completed checkpoints retention keeps (Hold).
+	held heldIDs
 
 	files *fileBook
 	// sizes are the sizes of shared files this instance put or found
@@ -268,7 +270,7 @@ func NewS3Storage(location string, opts ...StorageOption) (*S3Storage, error) {
 		return nil, err
 	}
 	s := &S3Storage{bucket: bucket, prefix: prefix, where: "s3://" + bucket + "/" + prefix, cfg: cfg,
-		open: map[int64]bool{}, files: newFileBook(), sizes: map[string]int64{}}
+		open: map[int64]bool{}, held: heldIDs{}, files: newFileBook(), sizes: map[string]int64{}}
 	s.where = strings.TrimSuffix(s.where, "/")
 	client := cfg.s3.client
 	if client == nil {
@@ -802,7 +804,7 @@ func (s *S3Storage) committed(id int64) {
 	}
 	var remove []int64
 	if n := len(sc.complete) - s.cfg.retained; n > 0 {
-		remove = append(remove, sc.complete[:n]...)
+		remove = append(remove, s.held.notHeld(sc.complete[:n])...)
 	}
 	for _, old := range sc.incomplete {
 		if old < id && !s.open[old] {
@@ -1211,3 +1213,6 @@ func (s *S3Storage) DeleteFile(name string) error {
 	s.files.release(name, outcome)
 	return err
 }
+
+// Hold keeps checkpoint id from retention until release (Holder).
+func (s *S3Storage) Hold(id int64) (release func()) { return s.held.hold(&s.mu, id) }

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -21,10 +22,54 @@ import (
 // (WriteSavepoint): every state blob and every shared file is read from
 // the job's storage, verified, and written again, so deleting the job's
 // checkpoints leaves the savepoint whole, and no job's retention sees it.
-// Its completion is the completion of its one checkpoint (the metadata
-// written last, as in any storage), so a savepoint whose copy was
+// Files and then states are copied a few at a time
+// (savepointCopyConcurrency). Its completion is the completion of its one
+// checkpoint (the metadata written last, once every copy has returned, as
+// in any storage), so a savepoint whose copy was
 // interrupted is a directory without a completed checkpoint, which
 // OpenRestorePoint refuses naming the path.
+
+// savepointCopyConcurrency bounds the files (and then the states) one
+// savepoint copies at once: on S3 each is a GET and a PUT or two whose
+// round trips overlap those of the others, on a directory a read, a write
+// and an fsync; more than a few would only contend for the same bandwidth
+// and local disk.
+const savepointCopyConcurrency = 4
+
+// copyBounded runs copy(0..n-1), up to savepointCopyConcurrency at once.
+// After the first error no further copy starts; it returns that error
+// once every copy started has returned, so that nothing is still being
+// written when the caller aborts or reports.
+func copyBounded(n int, copy func(i int) error) error {
+	var (
+		mu    sync.Mutex
+		first error
+		wg    sync.WaitGroup
+	)
+	sem := make(chan struct{}, savepointCopyConcurrency)
+	for i := range n {
+		sem <- struct{}{}
+		mu.Lock()
+		failed := first != nil
+		mu.Unlock()
+		if failed {
+			<-sem
+			break
+		}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			if err := copy(i); err != nil {
+				mu.Lock()
+				if first == nil {
+					first = err
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	return first
+}
 
 // SavepointPath is where the savepoint of checkpoint id taken at t goes
 // under target (a directory or s3://bucket/prefix).
@@ -60,37 +105,50 @@ func WriteSavepoint(src *Checkpoint, path, tmp string, opts ...StorageOption) (M
 	}
 	defer os.RemoveAll(dir)
 	// Shared files first, each once, however many owners use it: they must
-	// be in the storage before a state that names them is written.
-	for i, f := range src.Files() {
+	// be in the storage before a state that names them is written. Up to
+	// savepointCopyConcurrency at once, each through its own local file.
+	files := src.Files()
+	err = copyBounded(len(files), func(i int) error {
+		f := files[i]
 		local := filepath.Join(dir, strconv.Itoa(i))
+		defer os.Remove(local) // at most savepointCopyConcurrency on the local disk
 		if err := src.CopyFile(f, local); err != nil {
-			return Metadata{}, fmt.Errorf("savepoint %s: read shared file %s of checkpoint %d: %w", path, f.Name, src.ID, err)
+			return fmt.Errorf("savepoint %s: read shared file %s of checkpoint %d: %w", path, f.Name, src.ID, err)
 		}
 		if _, err := dst.PutFile(f.Name, local); err != nil {
-			return Metadata{}, fmt.Errorf("savepoint %s: write shared file %s: %w", path, f.Name, err)
+			return fmt.Errorf("savepoint %s: write shared file %s: %w", path, f.Name, err)
 		}
-		_ = os.Remove(local) // one file at a time on the local disk
+		return nil
+	})
+	if err != nil {
+		return Metadata{}, err
 	}
 	w, err := dst.Begin(src.ID)
 	if err != nil {
 		return Metadata{}, fmt.Errorf("savepoint %s: %w", path, err)
 	}
 	m := Metadata{ID: src.ID, Timestamp: src.Timestamp, Fingerprint: src.Fingerprint, Savepoint: true}
-	for _, h := range src.States {
+	m.States = make([]StateHandle, len(src.States))
+	err = copyBounded(len(src.States), func(i int) error {
+		h := src.States[i]
 		data, ok, err := src.State(h.Owner)
 		if err == nil && !ok {
 			err = fmt.Errorf("%w: state of %s listed but not found", ErrCorrupt, h.Owner)
 		}
 		if err != nil {
-			_ = w.Abort()
-			return Metadata{}, fmt.Errorf("savepoint %s: read state of %s from checkpoint %d: %w", path, h.Owner, src.ID, err)
+			return fmt.Errorf("savepoint %s: read state of %s from checkpoint %d: %w", path, h.Owner, src.ID, err)
 		}
 		nh, err := w.WriteState(h.Owner, data, h.Files...)
 		if err != nil {
-			_ = w.Abort()
-			return Metadata{}, fmt.Errorf("savepoint %s: write state of %s: %w", path, h.Owner, err)
+			return fmt.Errorf("savepoint %s: write state of %s: %w", path, h.Owner, err)
 		}
-		m.States = append(m.States, nh)
+		m.States[i] = nh
+		return nil
+	})
+	if err != nil {
+		// Every WriteState has returned: Abort may run (Writer's contract).
+		_ = w.Abort()
+		return Metadata{}, err
 	}
 	if err := w.Commit(m); err != nil {
 		return Metadata{}, fmt.Errorf("savepoint %s: %w", path, err)

@@ -1,9 +1,12 @@
 package checkpoint
 
 import (
+	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -170,5 +173,155 @@ func TestSavepointMarkIsVersion3(t *testing.T) {
 		if err != nil || m.Savepoint != sp {
 			t.Fatalf("savepoint %v: decoded %v, %v", sp, m.Savepoint, err)
 		}
+	}
+}
+
+// writeManyFilesCheckpoint commits checkpoint id in s with one state
+// that uses n shared files and one coordinator blob.
+func writeManyFilesCheckpoint(t *testing.T, s Storage, id int64, n int) {
+	t.Helper()
+	var files []FileHandle
+	for i := range n {
+		local := filepath.Join(t.TempDir(), "f")
+		if err := os.WriteFile(local, []byte(fmt.Sprintf("shared file %d", i)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		fh, err := s.PutFile(fmt.Sprintf("sst-%d", i), local)
+		if err != nil {
+			t.Fatal(err)
+		}
+		files = append(files, fh)
+	}
+	w, err := s.Begin(id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h1, err := w.WriteState(CoordinatorOwner("src"), []byte("enumerator"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h2, err := w.WriteState(OperatorOwner("count", 0), []byte("keyed"), files...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Commit(Metadata{ID: id, States: []StateHandle{h1, h2}}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Rule (savepoint copy, bounded concurrency): a savepoint copies its
+// shared files several at a time, never more than
+// savepointCopyConcurrency, so that its time follows the bytes copied
+// rather than one round trip per file in turn. The first upload waits for
+// a second to arrive (a sequential copy never sends one).
+func TestSavepointCopiesFilesConcurrentlyWithinBound(t *testing.T) {
+	f := newFakeS3(t)
+	s := f.open(t, "job")
+	writeManyFilesCheckpoint(t, s, 3, 12)
+	src, err := s.Load(3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	inflight, most, waited := 0, 0, false
+	second := make(chan struct{})
+	var once sync.Once
+	f.setFault(func(w http.ResponseWriter, r *http.Request, next http.Handler) bool {
+		if r.Method != http.MethodPut || !strings.Contains(r.URL.Path, "/savepoints/") || !strings.Contains(r.URL.Path, "/shared/") {
+			return false
+		}
+		mu.Lock()
+		inflight++
+		most = max(most, inflight)
+		first := !waited
+		waited = true
+		if inflight >= 2 {
+			once.Do(func() { close(second) })
+		}
+		mu.Unlock()
+		if first {
+			select {
+			case <-second:
+			case <-time.After(10 * time.Second):
+			}
+		}
+		next.ServeHTTP(w, r)
+		mu.Lock()
+		inflight--
+		mu.Unlock()
+		return true
+	})
+	path := SavepointPath("s3://"+f.bucket+"/savepoints", 3, time.Unix(0, 0))
+	opts := []StorageOption{quiet, WithS3Client(f.client(5))}
+	if _, err := WriteSavepoint(src, path, "", opts...); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if most < 2 || most > savepointCopyConcurrency {
+		t.Fatalf("at most %d shared files were copied at once, want 2 to %d", most, savepointCopyConcurrency)
+	}
+	if inflight != 0 {
+		t.Fatalf("%d uploads still under way after WriteSavepoint returned", inflight)
+	}
+}
+
+// Rule (savepoint completion): a copy that fails half-way, on a shared
+// file or on a state, returns an error naming what failed once every copy
+// under way has returned, and leaves no metadata: the path reads as no
+// completed savepoint.
+func TestFailedSavepointCopyLeavesNoSavepoint(t *testing.T) {
+	for _, c := range []struct{ name, failing string }{
+		{"shared file", "/shared/sst-5"},
+		{"state", ".state"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			f := newFakeS3(t)
+			s := f.open(t, "job")
+			writeManyFilesCheckpoint(t, s, 3, 12)
+			src, err := s.Load(3)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var mu sync.Mutex
+			inflight := 0
+			f.setFault(func(w http.ResponseWriter, r *http.Request, next http.Handler) bool {
+				if r.Method != http.MethodPut || !strings.Contains(r.URL.Path, "/savepoints/") {
+					return false
+				}
+				if strings.Contains(r.URL.Path, c.failing) {
+					http.Error(w, "injected", http.StatusInternalServerError)
+					return true
+				}
+				mu.Lock()
+				inflight++
+				mu.Unlock()
+				next.ServeHTTP(w, r)
+				mu.Lock()
+				inflight--
+				mu.Unlock()
+				return true
+			})
+			path := SavepointPath("s3://"+f.bucket+"/savepoints", 3, time.Unix(0, 0))
+			opts := []StorageOption{quiet, WithS3Client(f.client(2))}
+			_, err = WriteSavepoint(src, path, "", opts...)
+			if err == nil || !strings.Contains(err.Error(), path) {
+				t.Fatalf("WriteSavepoint with a failing copy: %v, want an error naming %s", err, path)
+			}
+			mu.Lock()
+			if inflight != 0 {
+				t.Errorf("%d copies still under way after WriteSavepoint returned", inflight)
+			}
+			mu.Unlock()
+			f.setFault(nil)
+			for _, k := range f.keys(t, "savepoints/") {
+				if strings.HasSuffix(k, "/"+metadataFile) {
+					t.Errorf("a failed copy left metadata %s", k)
+				}
+			}
+			if _, err := OpenRestorePoint(path, opts...); err == nil || !strings.Contains(err.Error(), "no completed savepoint") {
+				t.Fatalf("restore from a failed savepoint: %v, want no completed savepoint", err)
+			}
+		})
 	}
 }

@@ -441,3 +441,34 @@ func TestStorageDamagedReportedCheckpointIsNotPassedOver(t *testing.T) {
 		t.Logf("refused: %v", err)
 	})
 }
+
+// Rule (held checkpoints): a checkpoint held (Holder.Hold) outlives
+// retention with its shared files while it is read, as a savepoint copy
+// does off the master while the job's checkpoints go on; once released,
+// the next commit's retention removes it.
+func TestHeldCheckpointOutlivesRetention(t *testing.T) {
+	storages(t, func(t *testing.T, open func(opts ...StorageOption) Storage) {
+		s := open(WithRetained(1))
+		writeSharedCheckpoint(t, s, 1)
+		h, ok := s.(Holder)
+		if !ok {
+			t.Fatalf("%T does not implement Holder", s)
+		}
+		release := h.Hold(1)
+		commit(t, s, 2, testBlobs(2))
+		commit(t, s, 3, testBlobs(3))
+		c, err := s.Load(1)
+		if err != nil {
+			t.Fatalf("held checkpoint 1 after two commits with one retained: %v", err)
+		}
+		if err := c.CopyFile(c.Files()[0], filepath.Join(t.TempDir(), "f")); err != nil {
+			t.Fatalf("shared file of held checkpoint 1: %v", err)
+		}
+		release()
+		release() // a second release is a no-op
+		commit(t, s, 4, testBlobs(4))
+		if ids, err := s.List(); err != nil || !slices.Equal(ids, []int64{4}) {
+			t.Fatalf("after release and a commit: %v %v, want [4]", ids, err)
+		}
+	})
+}
