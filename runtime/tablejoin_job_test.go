@@ -1,15 +1,14 @@
 package runtime
 
 import (
-	"context"
 	"fmt"
 	"math/rand/v2"
 	"testing"
 	"time"
 )
 
-// The table join in running jobs: exactly-once under failures, rescaled
-// on restore, and a quiet table side with idleness.
+// The table join in running jobs: exactly-once under failures and
+// rescaled on restore.
 
 // tableJobRow makes the table update of record v of tableJob: key v%7,
 // value v, a deletion for every fifth one.
@@ -130,57 +129,6 @@ func TestTableJoinRescaledOnRestore(t *testing.T) {
 				}
 				checkTableJoined(t, store, 160)
 			})
-		}
-	})
-}
-
-// Rule: a quiet table side with idleness does not hold the join back.
-// The table's source emits three rows and then has nothing to read (it
-// never ends, as a compacted topic's reader does not); with
-// WithIdleness it goes idle, the operator's watermark follows the stream
-// alone, and every stream record is joined while the table's source
-// still runs.
-func TestTableJoinIdleTableDoesNotStall(t *testing.T) {
-	forEachStateBackend(t, func(t *testing.T, backend Option) {
-		const n = 60
-		env := NewEnvironment(WithParallelism(2), WithFlushTimeout(time.Millisecond), WithLogger(discardLogger()),
-			WithAutoWatermarkInterval(time.Millisecond), backend)
-		quiet := &rangeSrc{splits: 1, perSplit: 10, readerFailAt: -1, hold: func(v int64) bool { return v >= 3 }}
-		rows := Map(FromSource(env, quiet, "table", ForMonotonousTimestamps[int64]().
-			WithTimestampAssigner(func(v, _ int64) int64 { return v }).WithIdleness(20*time.Millisecond)),
-			func(v int64) (TableUpdate[int64, int64], error) {
-				return TableUpdate[int64, int64]{Key: v, Value: 100 * v}, nil
-			})
-		records := FromSource(env, &rangeSrc{splits: 2, perSplit: n / 2, delay: 100 * time.Microsecond, readerFailAt: -1}, "stream",
-			ForMonotonousTimestamps[int64]().WithTimestampAssigner(func(v, _ int64) int64 { return 10 + v }))
-		joined := TableJoin(KeyBy(records, func(v int64) int64 { return v % 3 }), rows, func(y, x int64) (int64, error) {
-			return y*1000 + x, nil
-		})
-		sink := newCollectSink[int64]()
-		SinkTo(joined, sink)
-		ctx, cancel := context.WithCancel(testCtx(t))
-		errc := make(chan error, 1)
-		go func() { errc <- env.Execute(ctx, "quiet table") }()
-		for sink.count() < n {
-			select {
-			case err := <-errc:
-				cancel()
-				t.Fatalf("the job ended (%v) with %d of %d records joined", err, sink.count(), n)
-			case <-ctx.Done():
-				t.Fatalf("%d of %d records joined before the test's deadline: the quiet table holds the join back", sink.count(), n)
-			case <-time.After(5 * time.Millisecond):
-			}
-		}
-		cancel()
-		<-errc
-		got := map[int64]bool{}
-		for _, r := range sink.all() {
-			got[r] = true
-		}
-		for y := int64(0); y < n; y++ {
-			if !got[y*1000+100*(y%3)] {
-				t.Fatalf("record %d was not joined with its key's value %d; got %v", y, 100*(y%3), sink.all())
-			}
 		}
 	})
 }
