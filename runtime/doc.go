@@ -16,9 +16,10 @@
 //	err := env.Execute(ctx, "wordcount")
 //
 // The runnable examples (FromSource, Count, Reduce, Aggregate, Process,
-// Window, SideOutput, CoProcess, IntervalJoin, WindowJoin, SinkTo,
-// Environment.Execute, WithHTTP, Environment.StopWithSavepoint,
-// Environment.TriggerSavepoint) build whole jobs; docs/datastream.md in the
+// Window, SideOutput, CoProcess, IntervalJoin, WindowJoin,
+// LeftTableJoin, SinkTo, Environment.Execute, WithHTTP,
+// Environment.StopWithSavepoint, Environment.TriggerSavepoint) build
+// whole jobs; docs/datastream.md in the
 // repository walks through the API.
 //
 // # Side outputs
@@ -71,6 +72,14 @@
 // barriers over both inputs, takes the minimum of their watermarks, and
 // checkpoints, restores and rescales like any keyed operator. Both inputs
 // must be keyed with KeyBy, or both with KeyByHashed and one hash.
+//
+// TableJoin(stream, table, fn) enriches a keyed stream with a table kept
+// from a changelog of TableUpdates (a compacted topic read from the
+// beginning, tombstones as deletions): a record at time t joins its
+// key's value as of t and is emitted once the watermark reaches t, so
+// the result does not depend on which input is read first;
+// LeftTableJoin also emits the records without a value. A quiet table
+// source needs WithIdleness, or it holds the watermark back.
 //
 // # Running a job
 //

@@ -1,0 +1,134 @@
+package runtime
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"testing"
+	"time"
+)
+
+// The table join in running jobs: exactly-once under failures and
+// rescaled on restore.
+
+// tableJobRow makes the table update of record v of tableJob: key v%7,
+// value v, a deletion for every fifth one.
+func tableJobRow(v int64) TableUpdate[int64, int64] {
+	return TableUpdate[int64, int64]{Key: v % 7, Value: v, Deleted: (v/4)%5 == 3}
+}
+
+// tableJob left-joins the odd records of src (the stream, key v%7) with
+// a table made of the records that are multiples of 4 (tableJobRow),
+// each timestamped with its value, into the two-phase test sink as
+// y*1000+x, x the table's value as of y, or y*1000+999 without one. A
+// key's table value is up to 28 records old, so the table outlives
+// checkpoints and failovers.
+func tableJob(par int, src *rangeSrc, mapFn func(int64) (int64, error), sink *txnSink2PC, opts ...Option) *Environment {
+	env := NewEnvironment(append([]Option{WithParallelism(par), WithMaxParallelism(16), WithFlushTimeout(time.Millisecond), WithLogger(discardLogger()),
+		WithDrainTimeout(5 * time.Second), WithAutoWatermarkInterval(time.Millisecond)}, opts...)...)
+	ds := Map(FromSource(env, src, "range", ForMonotonousTimestamps[int64]().
+		WithTimestampAssigner(func(v, _ int64) int64 { return v })).UID("src"), mapFn).UID("map")
+	rows := Map(Filter(ds, func(v int64) (bool, error) { return v%4 == 0, nil }), func(v int64) (TableUpdate[int64, int64], error) {
+		return tableJobRow(v), nil
+	})
+	stream := KeyBy(Filter(ds, func(v int64) (bool, error) { return v%2 == 1, nil }), func(v int64) int64 { return v % 7 })
+	joined := LeftTableJoin(stream, rows, func(y, x int64, ok bool) (int64, error) {
+		if !ok {
+			x = 999
+		}
+		return y*1000 + x, nil
+	}).UID("join")
+	SinkToTwoPhase(joined, sink).UID("sink")
+	return env
+}
+
+// checkTableJoined: every odd record of tableJob over records 0..n-1 was
+// committed once, joined with its key's table value at its time, and
+// nothing else was.
+func checkTableJoined(t *testing.T, store *txnStore, n int64) {
+	t.Helper()
+	store.mu.Lock()
+	defer store.mu.Unlock()
+	seen := map[int64]int{}
+	for _, rs := range store.committed {
+		for _, r := range rs {
+			seen[r]++
+		}
+	}
+	want, withValue := 0, 0
+	for y := int64(1); y < n; y += 2 {
+		x := int64(999)
+		for v := y - 1; v >= 0; v-- {
+			if v%4 == 0 && v%7 == y%7 {
+				if !tableJobRow(v).Deleted {
+					x = v
+					withValue++
+				}
+				break
+			}
+		}
+		want++
+		if c := seen[y*1000+x]; c != 1 {
+			t.Fatalf("record %d joined with %d committed %d times, want once", y, x, c)
+		}
+	}
+	if len(seen) != want {
+		t.Fatalf("%d distinct results committed, want the %d records", len(seen), want)
+	}
+	if withValue == 0 || withValue == want {
+		t.Fatalf("%d of %d records have a table value: the job proves less than it says", withValue, want)
+	}
+}
+
+// Rule (exactly-once): a table join whose job fails at random records
+// and restarts from its checkpoints commits every stream record once,
+// joined with the table as of its time: the table, the records waiting
+// for the watermark and their timers are restored. Parallelism 1 to 3,
+// both backends.
+func TestTableJoinExactlyOnceUnderFailures(t *testing.T) {
+	forEachStateBackend(t, func(t *testing.T, backend Option) {
+		for seed := range 3 {
+			t.Run(fmt.Sprint(seed), func(t *testing.T) {
+				rng := rand.New(rand.NewPCG(uint64(seed), 9))
+				par, splits, per := 1+rng.IntN(3), 2+rng.IntN(3), 30+rng.IntN(30)
+				n := splits * per
+				fails := []int64{int64(rng.IntN(n)), int64(rng.IntN(n))}
+				src := &rangeSrc{splits: splits, perSplit: per, delay: time.Duration(rng.IntN(300)) * time.Microsecond, readerFailAt: -1}
+				store := newTxnStore()
+				env := tableJob(par, src, failOnce(fails...), &txnSink2PC{store: store},
+					WithCheckpointInterval(time.Duration(2+rng.IntN(5))*time.Millisecond), WithRestartStrategy(FixedDelayRestart(10, time.Millisecond)), backend)
+				if err := env.Execute(testCtx(t), "table join"); err != nil {
+					t.Fatalf("par %d fails=%v: %v", par, fails, err)
+				}
+				if env.Status().Restarts == 0 {
+					t.Fatal("the job never failed over; the test proves less than it says")
+				}
+				checkTableJoined(t, store, int64(n))
+			})
+		}
+	})
+}
+
+// The table join's table, waiting records and timers move with their key
+// groups: a job killed at parallelism 2 (3) after a checkpoint that holds
+// them goes on at 3 (1), and every record is committed once, joined with
+// the right value.
+func TestTableJoinRescaledOnRestore(t *testing.T) {
+	forEachStateBackend(t, func(t *testing.T, backend Option) {
+		for _, pars := range [][2]int{{2, 3}, {3, 1}} {
+			t.Run(fmt.Sprintf("%d->%d", pars[0], pars[1]), func(t *testing.T) {
+				dir := t.TempDir()
+				store := newTxnStore()
+				dieMidStream(t, pars[0], func(src *rangeSrc, kill func(int64) (int64, error), opts ...Option) *Environment {
+					return tableJob(pars[0], src, kill, &txnSink2PC{store: store}, append(opts, WithCheckpointDir(dir), backend)...)
+				})
+				src2 := &rangeSrc{splits: 4, perSplit: 40, readerFailAt: -1}
+				env2 := tableJob(pars[1], src2, func(v int64) (int64, error) { return v, nil }, &txnSink2PC{store: store},
+					WithCheckpointInterval(3*time.Millisecond), WithCheckpointDir(dir), backend)
+				if err := env2.Execute(testCtx(t), "second"); err != nil {
+					t.Fatal(err)
+				}
+				checkTableJoined(t, store, 160)
+			})
+		}
+	})
+}
