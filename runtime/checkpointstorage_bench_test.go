@@ -42,11 +42,20 @@ func benchStateSizesMB(b *testing.B) []int {
 // completion of a multipart upload; a part is not an object).
 type s3Traffic struct {
 	requests, bytes, objects, parts atomic.Int64
+	// latency is added before each request is served
+	// (SPLITFLOW_BENCH_S3_LATENCY, a Go duration, default none): the
+	// in-process server answers in microseconds, a remote S3 in tens of
+	// milliseconds, and only a delay per request shows what round trips
+	// would cost there.
+	latency time.Duration
 }
 
 func (c *s3Traffic) wrap(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		c.requests.Add(1)
+		if c.latency > 0 {
+			time.Sleep(c.latency)
+		}
 		q := r.URL.Query()
 		switch {
 		case r.Method == http.MethodPut && q.Has("partNumber"):
@@ -107,6 +116,13 @@ func benchPebbleCheckpointOnS3(b *testing.B, mb int) {
 	const valueSize = 1 << 10
 	keys := mb << 20 / valueSize
 	var traffic s3Traffic
+	if v := os.Getenv("SPLITFLOW_BENCH_S3_LATENCY"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d < 0 {
+			b.Fatalf("SPLITFLOW_BENCH_S3_LATENCY=%q: want a duration such as 20ms", v)
+		}
+		traffic.latency = d
+	}
 	srv := s3test.NewWrapped(b, traffic.wrap)
 	srv.Env(b)
 	noLog := checkpoint.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil)))

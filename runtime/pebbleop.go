@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"slices"
+	"sync"
 
 	"github.com/splitflow/splitflow/runtime/checkpoint"
 	"github.com/splitflow/splitflow/runtime/state"
@@ -235,6 +236,9 @@ func (p *keyedProcessOperator[K, I, O]) freezePebble(id int64) (func(stop func()
 		var handles []checkpoint.FileHandle
 		var st pebbleSnapshotInfo
 		live := map[string]bool{}
+		var immutable []pebbleStoredFile
+		var upload []int // indexes into immutable of the files to store
+		var paths []string
 		for _, f := range files {
 			if !f.Immutable {
 				data, err := os.ReadFile(f.Path)
@@ -247,21 +251,28 @@ func (p *keyedProcessOperator[K, I, O]) freezePebble(id int64) (func(stop func()
 			live[f.Name] = true
 			h, ok := pk.stored[f.Name]
 			if !ok {
-				if stop() {
-					return nil, nil, errSnapshotAbandoned
-				}
-				if h, err = pk.storage.PutFile(pk.instance+"-"+f.Name, f.Path); err != nil {
-					return nil, nil, info.wrap(fmt.Errorf("snapshot pebble state: store %s: %w", f.Path, err))
-				}
-				pk.stored[f.Name] = h
-				st.newFiles++
-				st.newBytes += h.Size
+				upload = append(upload, len(immutable))
+				paths = append(paths, f.Path)
 			}
-			st.files++
-			st.bytes += h.Size
-			blob.immutable = append(blob.immutable, pebbleStoredFile{name: f.Name, h: h})
-			handles = append(handles, h)
+			immutable = append(immutable, pebbleStoredFile{name: f.Name, h: h})
 		}
+		if err := putPebbleFiles(pk, immutable, upload, paths, stop); err != nil {
+			if errors.Is(err, errSnapshotAbandoned) {
+				return nil, nil, err
+			}
+			return nil, nil, info.wrap(err)
+		}
+		for _, i := range upload {
+			pk.stored[immutable[i].name] = immutable[i].h
+			st.newFiles++
+			st.newBytes += immutable[i].h.Size
+		}
+		for _, f := range immutable {
+			st.files++
+			st.bytes += f.h.Size
+			handles = append(handles, f.h)
+		}
+		blob.immutable = immutable
 		for n := range pk.stored {
 			if !live[n] {
 				delete(pk.stored, n) // compacted away: no later snapshot has it
@@ -305,4 +316,63 @@ func (p *keyedProcessOperator[K, I, O]) newFileBytes() int64 {
 		return 0
 	}
 	return p.state.pb.lastSnapshot.newBytes
+}
+
+// pebbleUploads is how many of a snapshot's new files are stored at once.
+// Against a remote S3 each file costs round trips (a HEAD, then a PUT) of
+// tens of milliseconds, which a sequential loop adds up: at 20 ms a
+// request, a 100 MB state's 211 files took 10 s one at a time
+// (BenchmarkPebbleCheckpointOnS3 with SPLITFLOW_BENCH_S3_LATENCY).
+const pebbleUploads = 8
+
+// putPebbleFiles stores the files immutable[upload[j]] from paths[j], up
+// to pebbleUploads at once, and sets their handles. It returns once every
+// upload it started has returned, so no PutFile runs after the snapshot is
+// given up or failed; stop is asked before each upload starts, and the
+// first error (errSnapshotAbandoned when stop said so) starts no more.
+func putPebbleFiles(pk *pebbleKeyed, immutable []pebbleStoredFile, upload []int, paths []string, stop func() bool) error {
+	var (
+		wg       sync.WaitGroup
+		mu       sync.Mutex
+		firstErr error
+	)
+	failed := func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return firstErr != nil
+	}
+	sem := make(chan struct{}, pebbleUploads)
+	for j, i := range upload {
+		sem <- struct{}{}
+		if failed() {
+			<-sem
+			break
+		}
+		if stop() {
+			<-sem
+			mu.Lock()
+			if firstErr == nil {
+				firstErr = errSnapshotAbandoned
+			}
+			mu.Unlock()
+			break
+		}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			f := &immutable[i]
+			h, err := pk.storage.PutFile(pk.instance+"-"+f.name, paths[j])
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				if firstErr == nil {
+					firstErr = fmt.Errorf("snapshot pebble state: store %s: %w", paths[j], err)
+				}
+				return
+			}
+			f.h = h
+		}()
+	}
+	wg.Wait()
+	return firstErr
 }
