@@ -1,6 +1,7 @@
 package runtime
 
 import (
+	"context"
 	"fmt"
 	"math/rand/v2"
 	"testing"
@@ -129,6 +130,78 @@ func TestTableJoinRescaledOnRestore(t *testing.T) {
 				}
 				checkTableJoined(t, store, 160)
 			})
+		}
+	})
+}
+
+// Rule: a quiet table side with idleness does not hold the join back.
+// The table's source emits three rows and then has nothing to read (it
+// never ends, as a compacted topic's reader does not); with
+// WithIdleness it goes idle, the operator's watermark follows the stream
+// alone, and every stream record is emitted (a left join) while the
+// table's source still runs. The stream is held until the table's reader has emitted
+// its rows: they then reach the join before the table's idle status (one
+// channel keeps its order), as a table loaded before the stream's
+// records catch up. Without the hold a loaded machine can start the
+// table's reader after the stream ended, and its rows are then late
+// updates, behind records already emitted without a value.
+func TestTableJoinIdleTableDoesNotStall(t *testing.T) {
+	forEachStateBackend(t, func(t *testing.T, backend Option) {
+		const n = 60
+		env := NewEnvironment(WithParallelism(2), WithFlushTimeout(time.Millisecond), WithLogger(discardLogger()),
+			WithAutoWatermarkInterval(time.Millisecond), backend)
+		quiet := &rangeSrc{splits: 1, perSplit: 10, readerFailAt: -1, hold: func(v int64) bool { return v >= 3 }}
+		rows := Map(FromSource(env, quiet, "table", ForMonotonousTimestamps[int64]().
+			WithTimestampAssigner(func(v, _ int64) int64 { return v }).WithIdleness(20*time.Millisecond)),
+			func(v int64) (TableUpdate[int64, int64], error) {
+				return TableUpdate[int64, int64]{Key: v, Value: 100 * v}, nil
+			})
+		release := make(chan struct{})
+		records := FromSource(env, &rangeSrc{splits: 2, perSplit: n / 2, delay: 100 * time.Microsecond, readerFailAt: -1,
+			hold: func(int64) bool { return true }, release: release}, "stream",
+			ForMonotonousTimestamps[int64]().WithTimestampAssigner(func(v, _ int64) int64 { return 10 + v }))
+		joined := LeftTableJoin(KeyBy(records, func(v int64) int64 { return v % 3 }), rows, func(y, x int64, ok bool) (int64, error) {
+			if !ok {
+				x = 999
+			}
+			return y*1000 + x, nil
+		})
+		sink := newCollectSink[int64]()
+		SinkTo(joined, sink)
+		ctx, cancel := context.WithCancel(testCtx(t))
+		errc := make(chan error, 1)
+		go func() { errc <- env.Execute(ctx, "quiet table") }()
+		released := false
+		for sink.count() < n {
+			if !released && quiet.holding.Load() > 0 {
+				close(release)
+				released = true
+			}
+			select {
+			case err := <-errc:
+				cancel()
+				t.Fatalf("the job ended (%v) with %d of %d records emitted", err, sink.count(), n)
+			case <-ctx.Done():
+				t.Fatalf("%d of %d records emitted before the test's deadline: the quiet table holds the join back", sink.count(), n)
+			case <-time.After(5 * time.Millisecond):
+			}
+		}
+		cancel()
+		<-errc
+		// Every record emitted once. Its value is not checked: with
+		// idleness which rows a record meets depends on timing (see
+		// TableJoin), and this test is about progress.
+		got := map[int64]int{}
+		for _, r := range sink.all() {
+			if x := r % 1000; x != 999 && x != 100*((r/1000)%3) {
+				t.Fatalf("record %d joined with %d, not its key's value", r/1000, x)
+			}
+			got[r/1000]++
+		}
+		for y := int64(0); y < n; y++ {
+			if got[y] != 1 {
+				t.Fatalf("record %d emitted %d times, want once", y, got[y])
+			}
 		}
 	})
 }

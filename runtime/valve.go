@@ -8,8 +8,8 @@ package runtime
 //     active, aligned and not ended, and it never goes back;
 //   - an idle channel does not hold time back; when the last active
 //     channel goes idle the task's input is idle, and the maximum watermark
-//     of all channels is emitted first so that time progresses as far as
-//     every channel allowed;
+//     of all channels, ended ones included, is emitted first so that time
+//     progresses as far as every channel allowed;
 //   - a channel that comes back from idleness behind the combined
 //     watermark is not aligned: it is left out of the minimum until it
 //     catches up, so its return cannot move time backwards;
@@ -150,10 +150,17 @@ func (v *watermarkValve) emitMin() error {
 	return v.out.emitWatermark(min)
 }
 
+// emitMaxAcrossChannels counts the ended channels too: a channel that
+// ended reached the end of its event time (a source emits MaxWatermark
+// before it ends) and holds nothing back. Were they left out, the last
+// open channel going idle behind them would leave their final watermark
+// unsent for good: a bounded stream joined with a quiet table whose
+// channel holds the minimum until it goes idle, after the stream ended,
+// would wait forever.
 func (v *watermarkValve) emitMaxAcrossChannels() error {
 	max := noWatermark
 	for i := range v.channels {
-		if c := &v.channels[i]; !c.ended && c.wm > max {
+		if c := &v.channels[i]; c.wm > max {
 			max = c.wm
 		}
 	}

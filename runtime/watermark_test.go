@@ -119,6 +119,37 @@ func TestValveEmitsMaxWhenAllIdle(t *testing.T) {
 	expectLog(t, "both idle", r.take(), "wm 50", "idle")
 }
 
+// Rule: a channel that ended after the end of event time lets the others
+// go on when the last open one goes idle: the maximum released then
+// counts the ended channels' watermarks. A bounded stream joined with a
+// quiet table (TableJoin with idleness) ends while the table's channel
+// still holds the minimum; when the table goes idle, the stream's final
+// watermark must pass, or every record waiting for it waits forever.
+func TestValveIdleAfterOthersEndedReleasesTheirWatermark(t *testing.T) {
+	r := &recorder[int]{}
+	v := newWatermarkValve(3, r)
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(v.inputWatermark(0, 1))
+	must(v.inputWatermark(1, 30))
+	must(v.inputWatermark(2, 40))
+	expectLog(t, "three channels", r.take(), "wm 1")
+	must(v.inputWatermark(1, MaxWatermark))
+	must(v.inputWatermark(2, MaxWatermark))
+	for ch := 1; ch <= 2; ch++ {
+		if _, err := v.endOfPartition(ch, false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	expectLog(t, "channels 1 and 2 end behind channel 0", r.take())
+	must(v.inputStatus(0, true))
+	expectLog(t, "channel 0 idle", r.take(), fmt.Sprintf("wm %d", MaxWatermark), "idle")
+}
+
 // Rule: a reader's watermark is the minimum over its active splits' outputs
 // (ReaderOutput.CreateOutputForSplit); an idle or released split does not
 // hold it back; with no active split the reader is idle.
