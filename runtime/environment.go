@@ -38,6 +38,8 @@ type config struct {
 	// by. nil is the wall clock; tests set one they move by hand
 	// (processingTime reads it).
 	clock func() int64
+	// dist is set for a distributed job (distributed.go).
+	dist *Distributed
 }
 
 // processingTime is the job's processing-time clock (config.clock).
@@ -90,7 +92,7 @@ func (c *config) validate() error {
 	if c.cancelTimeout < 0 {
 		bad("task cancellation timeout must be >= 0 (0 waits without end), got %v", c.cancelTimeout)
 	}
-	return errors.Join(append(errs, c.state.validate(), c.http.validate(), c.cp.validate())...)
+	return errors.Join(append(errs, c.state.validate(), c.http.validate(), c.cp.validate(), c.validateDistributed())...)
 }
 
 // WithParallelism sets the default parallelism of every operator (Flink's
@@ -244,9 +246,21 @@ func (env *Environment) Execute(ctx context.Context, name string) error {
 	if err := env.cfg.validate(); err != nil {
 		return fmt.Errorf("job %q: %w", name, err)
 	}
+	if env.cfg.dist != nil {
+		// Every operator runs one subtask per slot, and the keyed edges
+		// go through the shuffle, so that slot i is subtask i of every
+		// chain.
+		env.cfg.parallelism = env.cfg.dist.Slots
+		if err := env.cutShuffles(); err != nil {
+			return fmt.Errorf("job %q: %w", name, err)
+		}
+	}
 	g, err := buildJobGraph(env)
 	if err != nil {
 		return fmt.Errorf("job %q: %w", name, err)
+	}
+	if env.cfg.dist != nil && !g.pointwise() {
+		return fmt.Errorf("job %q: %w", name, invalidGraph("distributed: after the keyed edges are cut, the job is not made of forward pipelines of one parallelism; every operator must run one subtask per slot"))
 	}
 	// The job holds its metrics registry from here until it returns, so a
 	// registry shared with another job that is running is refused before
@@ -256,6 +270,18 @@ func (env *Environment) Execute(ctx context.Context, name string) error {
 		return fmt.Errorf("job %q: %w", name, err)
 	}
 	defer releaseMetrics()
+	if env.cfg.dist != nil {
+		ctx, stopJob := context.WithCancel(ctx)
+		defer stopJob()
+		srv, err := env.startHTTP(stopJob)
+		if err != nil {
+			return fmt.Errorf("job %q: %w", name, err)
+		}
+		if srv != nil {
+			defer env.stopHTTP(srv)
+		}
+		return env.runDistributed(ctx, g, name)
+	}
 	ex, err := newExecution(env, g, name)
 	if err != nil {
 		return fmt.Errorf("job %q: %w", name, err)

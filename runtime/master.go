@@ -126,6 +126,12 @@ type execution struct {
 	// name for it.
 	obs  *observer
 	name string
+
+	// slot is set when the execution runs one slot of a distributed job
+	// (slotrun.go): only the slot's subtask of every chain, restored from
+	// its ownership log's restore point, each checkpoint recorded in the
+	// log before it is notified.
+	slot *slotRun
 }
 
 // unrecoverableError is a failure no restart can help: the job fails with
@@ -136,8 +142,14 @@ func (e *unrecoverableError) Error() string { return e.err.Error() }
 func (e *unrecoverableError) Unwrap() error { return e.err }
 
 func newExecution(env *Environment, g *jobGraph, name string) (*execution, error) {
-	cfg := &env.cfg
+	return newExecutionWith(env, g, name, &env.cfg, nil)
+}
+
+// newExecutionWith is newExecution under cfg, for slot (nil: the whole
+// job).
+func newExecutionWith(env *Environment, g *jobGraph, name string, cfg *config, slot *slotRun) (*execution, error) {
 	ex := &execution{
+		slot:      slot,
 		env:       env,
 		cfg:       cfg,
 		g:         g,
@@ -176,7 +188,9 @@ func newExecution(env *Environment, g *jobGraph, name string) (*execution, error
 	var ids []checkpoint.TaskID
 	for _, c := range g.chains {
 		for s := range c.parallelism {
-			ids = append(ids, checkpoint.TaskID{UID: c.head().uid, Subtask: s})
+			if slot == nil || s == slot.index {
+				ids = append(ids, checkpoint.TaskID{UID: c.head().uid, Subtask: s})
+			}
 		}
 	}
 	ex.cc, err = coordinator.NewCoordinator(ids,
@@ -259,6 +273,9 @@ func (ex *execution) latest() (*restoredState, error) {
 		ex.reportRestore(nil)
 		return nil, nil
 	}
+	if ex.slot != nil {
+		return ex.slotLatest()
+	}
 	chk, err := ex.storage.Latest()
 	rs := &restoredState{chk: chk}
 	where := ex.storageName()
@@ -334,8 +351,12 @@ func (ex *execution) run(ctx context.Context) error {
 	defer ex.closePebble()
 	ex.started = time.Now()
 
-	ex.obs.jobStarted(ex)
-	defer func() { ex.obs.jobEnded(ctx, ex.err) }()
+	if ex.slot == nil {
+		// A slot's execution is one of many of the job: the distributed
+		// driver reports the job's start and end.
+		ex.obs.jobStarted(ex)
+		defer func() { ex.obs.jobEnded(ctx, ex.err) }()
+	}
 	if ex.cfg.state.backend == PebbleStateBackend {
 		// A state directory that cannot be used fails the job now, not
 		// each task after each restart.
@@ -360,6 +381,9 @@ func (ex *execution) run(ctx context.Context) error {
 		newest := rs.id()
 		if len(ids) > 0 {
 			newest = max(newest, slices.Max(ids))
+		}
+		if ex.slot != nil {
+			newest = max(newest, ex.slot.nextID-1)
 		}
 		ex.perform(ex.cc.Restore(newest))
 	}
@@ -527,7 +551,11 @@ func (ex *execution) startAttempt(rs *restoredState) {
 		ex.coords = append(ex.coords, c)
 		ex.coordUIDs = append(ex.coordUIDs, n.uid)
 	}
-	ex.tasks = ex.buildTasks(-1, rs)
+	region := -1
+	if ex.slot != nil {
+		region = ex.slot.index
+	}
+	ex.tasks = ex.buildTasks(region, rs)
 	for _, c := range ex.coords {
 		ex.coordWG.Go(func() { c.run(ex.coordCtx) })
 	}
@@ -930,6 +958,14 @@ func (ex *execution) perform(acts []coordinator.Action) {
 			err := errors.New("no writer")
 			if w != nil {
 				err = w.Commit(checkpoint.Metadata{ID: a.ID, Timestamp: a.Timestamp, Fingerprint: ex.g.fingerprint(), States: a.States})
+			}
+			if err == nil && ex.slot != nil {
+				// Not complete until the slot's log says so: a process
+				// that lost the slot must not commit.
+				if err := ex.slot.record(a.ID); err != nil {
+					ex.stop(&unrecoverableError{err})
+					return
+				}
 			}
 			if err == nil {
 				ex.savepointPersisted(a.ID, a.Final, a.Timestamp)

@@ -78,8 +78,11 @@ type Append struct{ Record Record }
 // checkpoint's committables first, then registers the slot's
 // transactional ids, which fences the older owner's producers.
 type Restore struct {
-	Checkpoint       int64
+	Checkpoint int64
+	// Epoch is the epoch Checkpoint was written under; ClaimEpoch is this
+	// member's claim's, under which its own checkpoints are written.
 	Epoch            int64
+	ClaimEpoch       int64
 	NextCheckpointID int64
 	// Ignored are the log's checkpoint records that do not count, for the
 	// driver's log.
@@ -394,7 +397,7 @@ func (o *Ownership) restore(rp RestorePoint) []Action {
 	o.phase = running
 	next := max(rp.MaxCheckpoint, o.lastID, o.maxStored)
 	o.lastID = next
-	return []Action{Restore{Checkpoint: rp.Checkpoint, Epoch: rp.Epoch, NextCheckpointID: next + 1, Ignored: rp.Ignored}}
+	return []Action{Restore{Checkpoint: rp.Checkpoint, Epoch: rp.Epoch, ClaimEpoch: o.epoch, NextCheckpointID: next + 1, Ignored: rp.Ignored}}
 }
 
 // appendNext appends the next record the log needs, if none is being

@@ -1,0 +1,267 @@
+package runtime
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/splitflow/splitflow/runtime/internal/slots"
+)
+
+// Distributed configures a job that runs over every process started with
+// the same Job name (WithDistributed). See "Distributed jobs" in the
+// package doc.
+type Distributed struct {
+	// Job names the job among the processes that share its Kafka cluster
+	// and checkpoint storage: letters, digits, '_' and '-', at most 120
+	// characters. Required.
+	Job string
+	// Slots is the number of slots the job is cut into (default 16): the
+	// unit of ownership, state, checkpoints and fencing, and the
+	// parallelism of every operator. Fixed for the life of the job's
+	// checkpoints; between 1 and the max parallelism.
+	Slots int
+	// Kafka are the client options (seed brokers, security) of the
+	// membership's consumer group.
+	Kafka []kgo.Opt
+	// Shuffle carries the keyed edges between processes
+	// (connector/kafka's NewShuffle). Required.
+	Shuffle Shuffle
+	// SessionTimeout is how long the group waits for a silent process
+	// before its slots go to the others (default 10s).
+	SessionTimeout time.Duration
+}
+
+// WithDistributed runs the job as one of many processes, each started
+// with the same Distributed.Job, the same job code and the same checkpoint
+// storage (WithCheckpointDir: a directory all of them reach, or an s3://
+// URL). Kafka assigns the job's slots to the processes through a consumer
+// group over the topic <job>.slots; each process runs the slots it is
+// assigned, each slot with checkpoints of its own under
+// <storage>/<job>/slots/<i>; every keyed edge is carried between slots by
+// Shuffle. A process that dies or stops answering loses its slots to the
+// others, which restore them from their last recorded checkpoints.
+func WithDistributed(d Distributed) Option {
+	return optionFunc(func(c *config) { c.dist = &d })
+}
+
+func (d *Distributed) withDefaults() {
+	if d.Slots == 0 {
+		d.Slots = slots.DefaultSlots
+	}
+	if d.SessionTimeout == 0 {
+		d.SessionTimeout = 10 * time.Second
+	}
+}
+
+// validateDistributed checks what a distributed job needs beyond the
+// options of any job.
+func (c *config) validateDistributed() error {
+	d := c.dist
+	if d == nil {
+		return nil
+	}
+	d.withDefaults()
+	var errs []error
+	bad := func(format string, args ...any) { errs = append(errs, invalidGraph("distributed: "+format, args...)) }
+	if err := slots.ValidateJob(d.Job); err != nil {
+		bad("%v", err)
+	}
+	if err := slots.ValidateSlots(d.Slots, c.maxParallelism); err != nil {
+		bad("%v", err)
+	}
+	if d.Shuffle == nil {
+		bad("no Shuffle; give the transport of the keyed edges (connector/kafka's NewShuffle)")
+	}
+	if d.SessionTimeout < 0 {
+		bad("session timeout %v; give a positive one (default 10s)", d.SessionTimeout)
+	}
+	switch {
+	case !c.cp.enabled():
+		bad("checkpoints are off; every slot restores from its checkpoints when it moves, so give WithCheckpointInterval")
+	case c.cp.storage != nil:
+		bad("WithCheckpointStorage is one process's storage; give WithCheckpointDir a directory every process reaches, or an s3:// URL")
+	case c.cp.dir == "":
+		bad("no checkpoint directory; give WithCheckpointDir a directory every process reaches, or an s3:// URL")
+	}
+	if c.cp.restoreFrom != "" {
+		bad("WithRestoreFrom is not supported for a distributed job yet")
+	}
+	return errors.Join(errs...)
+}
+
+// channelName is the shuffle channel of the i-th keyed input of to:
+// <job>.<uid>[-<i>], with the characters Kafka topic names refuse
+// replaced.
+func channelName(job string, to *node, i, of int) string {
+	uid := strings.Map(func(r rune) rune {
+		switch {
+		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9', r == '_', r == '-', r == '.':
+			return r
+		}
+		return '_'
+	}, to.uid)
+	if of > 1 {
+		uid = fmt.Sprintf("%s-%d", uid, i)
+	}
+	return job + "." + uid
+}
+
+// cutShuffles rewrites the stream graph for a distributed job: every hash
+// edge A -> K becomes A -> encode -> Shuffle sink and Shuffle source ->
+// decode -> K, the last edge forward. Subtask i of the decode reads the
+// key groups subtask i of K owns, so every stage becomes a forward
+// pipeline and slot i of the job is subtask i of every chain, which runs
+// and checkpoints alone. Other edges that move records between subtasks
+// (rebalance, broadcast) are refused: they are not carried yet.
+func (env *Environment) cutShuffles() error {
+	d := env.cfg.dist
+	// What feeds no sink is pruned later and gets no shuffle; uids are
+	// defaulted as buildJobGraph does, so that the channels are named
+	// after the uids the graph keeps.
+	keep := map[*node]bool{}
+	for i := len(env.nodes) - 1; i >= 0; i-- {
+		n := env.nodes[i]
+		keep[n] = keep[n] || n.isSink
+		for _, e := range n.outputs {
+			keep[n] = keep[n] || keep[e.to]
+		}
+	}
+	sameName := map[string]int{}
+	for _, n := range env.nodes {
+		sameName[n.name]++
+		if !n.uidSet {
+			n.uid = defaultUID(n.name, sameName[n.name])
+		}
+	}
+	nodes := append([]*node(nil), env.nodes...)
+	for _, n := range nodes {
+		if !keep[n] {
+			continue
+		}
+		if s, ok := n.source.(interface{ eventTime() bool }); ok && s.eventTime() {
+			return invalidGraph("distributed: source %s has a watermark strategy; event time is not carried across the shuffles of a distributed job yet", n)
+		}
+		if n.parSet && n.parallelism != d.Slots {
+			return invalidGraph("distributed: operator %s has parallelism %d; every operator of a distributed job runs with one subtask per slot (%d)", n, n.parallelism, d.Slots)
+		}
+	}
+	var errs []error
+	before, after := map[*node][]*node{}, map[*node][]*node{}
+	placed := 0
+	for _, n := range nodes {
+		if !keep[n] {
+			continue
+		}
+		var hashed []*edge
+		for _, e := range n.inputs {
+			switch e.kind {
+			case partitionHash:
+				hashed = append(hashed, e)
+			case partitionRebalance, partitionBroadcast:
+				errs = append(errs, invalidGraph("distributed: the %s edge %s -> %s is not carried between processes yet; only keyed (hash) and forward edges are", partitioningName(e.kind), e.from, e.to))
+			}
+		}
+		for i, e := range hashed {
+			ch := channelName(d.Job, n, i, len(hashed))
+			from := e.from
+			dec, err := e.from.out.cut(env, e, d.Shuffle, ch, env.cfg.maxParallelism)
+			if err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			// The nodes the cut added go after the producer (its
+			// writing side) and before the keyed operator (its reading
+			// side), so that the graph stays in topological order.
+			added := env.nodes[len(nodes)+placed:]
+			for k, a := range added {
+				if a == dec || a.source != nil {
+					after[from] = append(after[from], added[:k]...)
+					before[n] = append(before[n], added[k:]...)
+					break
+				}
+			}
+			placed += len(added)
+			// The keyed operator keeps its edge (and so the input's
+			// position): it now comes forward from the decode.
+			e.from.outputs = removeEdge(e.from.outputs, e)
+			e.from, e.kind, e.keyHash = dec, partitionForward, nil
+			dec.outputs = append(dec.outputs, e)
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	ordered := make([]*node, 0, len(env.nodes))
+	for _, n := range nodes {
+		ordered = append(ordered, before[n]...)
+		ordered = append(ordered, n)
+		ordered = append(ordered, after[n]...)
+	}
+	if len(ordered) != len(env.nodes) {
+		return fmt.Errorf("distributed: %d operators after the cut, %d placed", len(env.nodes), len(ordered))
+	}
+	for i, n := range ordered {
+		n.id = i
+	}
+	env.nodes = ordered
+	return nil
+}
+
+func removeEdge(es []*edge, e *edge) []*edge {
+	out := es[:0:0]
+	for _, x := range es {
+		if x != e {
+			out = append(out, x)
+		}
+	}
+	return out
+}
+
+// cut is typeOps' part of cutShuffles for records of type T: e is the
+// hash edge from a producer of T; it adds the encoding map and the
+// Shuffle's sink after e.from, the Shuffle's source and the decoding map,
+// and returns the decoding map's node.
+func (typeOpsFor[T]) cut(env *Environment, e *edge, sh Shuffle, channel string, maxParallelism int) (*node, error) {
+	keyHash, ok := e.keyHash.(func(T) uint32)
+	if !ok || keyHash == nil {
+		return nil, invalidGraph("distributed: the keyed edge %s -> %s has no key hash", e.from, e.to)
+	}
+	serde := DefaultSerde[T]()
+	var zero T
+	if _, err := serde.Append(nil, zero); err != nil {
+		return nil, invalidGraph("distributed: records of type %s into %s cannot cross the shuffle between processes (%v); give them exported fields encoding/gob can encode", typeName[T](), e.to, err)
+	}
+	up := DataStream[T]{env: env, node: e.from}
+	enc := Map(up, func(v T) (ShuffleRecord, error) {
+		b, err := serde.Append(nil, v)
+		if err != nil {
+			return ShuffleRecord{}, fmt.Errorf("shuffle %s: encode a %s: %w", channel, typeName[T](), err)
+		}
+		return ShuffleRecord{Partition: int32(KeyGroupForHash(keyHash(v), maxParallelism)), Value: b}, nil
+	}).Name("shuffle-encode " + channel).UID("shuffle-encode:" + channel)
+	sh.Sink(enc, channel, maxParallelism)
+	src := sh.Source(env, channel, maxParallelism, func(partition, parallelism int) int {
+		return SubtaskForKeyGroup(partition, parallelism, maxParallelism)
+	})
+	dec := Map(src, func(r ShuffleRecord) (T, error) {
+		v, err := serde.Decode(r.Value)
+		if err != nil {
+			return v, fmt.Errorf("shuffle %s: decode a %s from partition %d: %w", channel, typeName[T](), r.Partition, err)
+		}
+		return v, nil
+	}).Name("shuffle-decode " + channel).UID("shuffle-decode:" + channel)
+	return dec.node, nil
+}
+
+// distLogger is the logger of the distributed driver.
+func (c *config) distLogger() *slog.Logger {
+	if c.cp.logger != nil {
+		return c.cp.logger
+	}
+	return slog.Default()
+}

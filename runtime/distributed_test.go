@@ -1,0 +1,139 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+)
+
+// recordingShuffle is a Shuffle whose sides are test connectors, and which
+// remembers what it was asked for.
+type recordingShuffle struct {
+	sinks, sources []string
+	partitions     []int
+	owner          func(partition, parallelism int) int
+}
+
+func (s *recordingShuffle) Sink(ds DataStream[ShuffleRecord], channel string, partitions int) DataStreamSink {
+	s.sinks = append(s.sinks, channel)
+	s.partitions = append(s.partitions, partitions)
+	return SinkTo(ds, newCollectSink[ShuffleRecord]()).UID("sink:" + channel)
+}
+
+func (s *recordingShuffle) Source(env *Environment, channel string, partitions int, owner func(partition, parallelism int) int) DataStream[ShuffleRecord] {
+	s.sources = append(s.sources, channel)
+	s.owner = owner
+	src := &memSource[ShuffleRecord]{numSplits: 1, perSplit: 0, gen: func(_, i int) (ShuffleRecord, int64) { return ShuffleRecord{}, 0 }}
+	return FromSource(env, src, "shuffle "+channel).UID("source:" + channel)
+}
+
+func distEnv(t *testing.T, sh Shuffle, opts ...Option) *Environment {
+	return NewEnvironment(append([]Option{
+		WithCheckpointInterval(time.Second),
+		WithCheckpointDir(t.TempDir()),
+		WithDistributed(Distributed{Job: "orders", Slots: 4, Shuffle: sh}),
+	}, opts...)...)
+}
+
+func countJob(env *Environment) {
+	src := &memSource[int]{numSplits: 2, perSplit: 10, gen: func(_, i int) (int, int64) { return i, 0 }}
+	words := Map(FromSource(env, src, "numbers").UID("numbers"), func(i int) (string, error) { return string(rune('a' + i%5)), nil })
+	counts := Count(KeyBy(words, func(w string) string { return w })).UID("count")
+	SinkTo(counts, newCollectSink[KV[string, int64]]()).UID("out")
+}
+
+// A distributed job's keyed edges become shuffles: slot i is then subtask
+// i of every chain, a forward pipeline that runs and checkpoints alone.
+func TestDistributedCutsEveryKeyedEdgeIntoAShuffle(t *testing.T) {
+	sh := &recordingShuffle{}
+	env := distEnv(t, sh)
+	countJob(env)
+	env.cfg.parallelism = env.cfg.dist.Slots
+	if err := env.cfg.validate(); err != nil {
+		t.Fatal(err)
+	}
+	if err := env.cutShuffles(); err != nil {
+		t.Fatal(err)
+	}
+	g, err := buildJobGraph(env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !g.pointwise() {
+		t.Fatal("the cut job is not pointwise")
+	}
+	if len(sh.sinks) != 1 || sh.sinks[0] != "orders.count" || len(sh.sources) != 1 || sh.sources[0] != "orders.count" {
+		t.Fatalf("channels: sinks %v sources %v, want orders.count once each", sh.sinks, sh.sources)
+	}
+	if sh.partitions[0] != DefaultMaxParallelism {
+		t.Fatalf("%d partitions, want one per key group (%d)", sh.partitions[0], DefaultMaxParallelism)
+	}
+	for _, n := range g.nodes {
+		for _, e := range n.inputs {
+			if e.kind != partitionForward {
+				t.Fatalf("edge %s -> %s is %s", e.from, e.to, partitioningName(e.kind))
+			}
+		}
+		if n.uid == "count" && (len(n.inputs) != 1 || n.inputs[0].from.uid != "shuffle-decode:orders.count") {
+			t.Fatalf("the count reads %v, want the shuffle's decoding", n.inputs)
+		}
+		if n.par(&env.cfg) != 4 {
+			t.Fatalf("%s runs %d subtasks, want one per slot", n, n.par(&env.cfg))
+		}
+	}
+	// The source's subtask reads the partitions (key groups) its keyed
+	// operator owns.
+	for kg := range DefaultMaxParallelism {
+		if got, want := sh.owner(kg, 4), SubtaskForKeyGroup(kg, 4, DefaultMaxParallelism); got != want {
+			t.Fatalf("key group %d read by subtask %d, owned by %d", kg, got, want)
+		}
+	}
+}
+
+type unexportedOnly struct{ n int }
+
+// What a distributed job cannot carry yet is refused before anything
+// runs, each problem named.
+func TestDistributedRefusesWhatItCannotCarry(t *testing.T) {
+	src := func() *memSource[int] {
+		return &memSource[int]{numSplits: 1, perSplit: 1, gen: func(_, i int) (int, int64) { return i, 0 }}
+	}
+	for _, c := range []struct {
+		name string
+		opts []Option
+		job  func(env *Environment)
+		want string
+	}{
+		{"rebalance", nil, func(env *Environment) {
+			SinkTo(Rebalance(FromSource(env, src(), "s")), newCollectSink[int]())
+		}, "rebalance edge"},
+		{"event time", nil, func(env *Environment) {
+			SinkTo(FromSource(env, src(), "s", ForBoundedOutOfOrderness[int](time.Second)), newCollectSink[int]())
+		}, "event time is not carried"},
+		{"parallelism", nil, func(env *Environment) {
+			SinkTo(Map(FromSource(env, src(), "s"), func(i int) (int, error) { return i, nil }).Parallelism(2), newCollectSink[int]())
+		}, "one subtask per slot"},
+		{"type", nil, func(env *Environment) {
+			m := Map(FromSource(env, src(), "s"), func(i int) (unexportedOnly, error) { return unexportedOnly{i}, nil })
+			SinkTo(Count(KeyBy(m, func(u unexportedOnly) int { return u.n })), newCollectSink[KV[int, int64]]())
+		}, "cannot cross the shuffle"},
+		{"no dir", []Option{WithCheckpointDir("")}, countJob, "no checkpoint directory"},
+		{"no checkpoints", []Option{WithCheckpointInterval(0)}, countJob, "checkpoints are off"},
+		{"job name", []Option{WithDistributed(Distributed{Job: "a.b", Shuffle: &recordingShuffle{}})}, countJob, "job"},
+		{"no shuffle", []Option{WithDistributed(Distributed{Job: "x"})}, countJob, "no Shuffle"},
+		{"slots", []Option{WithDistributed(Distributed{Job: "x", Slots: 500, Shuffle: &recordingShuffle{}})}, countJob, "exceed the max parallelism"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			env := distEnv(t, &recordingShuffle{}, c.opts...)
+			c.job(env)
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			err := env.Execute(ctx, "refused")
+			if !errors.Is(err, ErrInvalidGraph) || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("Execute: %v, want an invalid graph naming %q", err, c.want)
+			}
+		})
+	}
+}

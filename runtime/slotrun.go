@@ -1,0 +1,459 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/splitflow/splitflow/runtime/checkpoint"
+	"github.com/splitflow/splitflow/runtime/internal/coordinator"
+	"github.com/splitflow/splitflow/runtime/internal/slots"
+)
+
+// ErrSlotLost is how a slot of a distributed job ends when another
+// process took it over: its ownership log holds a newer claim, or the
+// group no longer gives the slot to this process. Nothing the slot
+// checkpointed after that is committed.
+var ErrSlotLost = errors.New("the slot was taken over by another process")
+
+// slotRun is what an execution of one slot knows of its slot
+// (execution.slot).
+type slotRun struct {
+	index int
+	// restorePath is the checkpoint the slot's log names as its restore
+	// point (a chk-<id> under another claim's directory), "" for a fresh
+	// slot.
+	restorePath string
+	// nextID is the first checkpoint id the execution may take.
+	nextID int64
+	// recordFn records checkpoint id in the slot's log; recorded is the
+	// last id it recorded (master goroutine).
+	recordFn func(id int64) error
+	recorded int64
+}
+
+func (s *slotRun) record(id int64) error {
+	if err := s.recordFn(id); err != nil {
+		return err
+	}
+	s.recorded = id
+	return nil
+}
+
+// slotLatest is latest for a slot: the last checkpoint this execution
+// recorded in the slot's log (a restart within the claim), else the log's
+// restore point, else nothing. Never the storage's newest: a checkpoint
+// that was stored but not recorded must not be restored, since restoring
+// commits its transactions.
+func (ex *execution) slotLatest() (*restoredState, error) {
+	var rs *restoredState
+	where := ex.storageName()
+	switch {
+	case ex.slot.recorded > 0:
+		chk, err := ex.storage.Load(ex.slot.recorded)
+		if err != nil {
+			return nil, &unrecoverableError{fmt.Errorf("restore slot %d from its checkpoint %d: %w", ex.slot.index, ex.slot.recorded, err)}
+		}
+		rs = &restoredState{chk: chk}
+	case ex.slot.restorePath != "":
+		var err error
+		if rs, err = ex.restorePoint(); err != nil {
+			return nil, err
+		}
+		where = rs.path
+	default:
+		ex.reportRestore(nil)
+		return nil, nil
+	}
+	warnings, err := ex.g.checkRestore(rs.chk, where, ex.cfg.cp.allowNonRestored)
+	if err != nil {
+		return nil, &unrecoverableError{err}
+	}
+	for _, w := range warnings {
+		ex.log.Warn("splitflow: restore: " + w)
+	}
+	ex.reportRestore(rs)
+	return rs, nil
+}
+
+// runDistributed runs the slots Kafka assigns this process until ctx is
+// cancelled (every slot drains with a final checkpoint, and the process
+// leaves the group) or a slot fails for good (the error).
+func (env *Environment) runDistributed(ctx context.Context, g *jobGraph, name string) error {
+	d := env.cfg.dist
+	log := env.cfg.distLogger().With("job", d.Job)
+	obs := env.observer()
+	// The status board shows the job's graph; its checkpoints are the
+	// slots' (a coordinator of its own marks checkpointing on).
+	obs.jobStarted(&execution{g: g, cfg: &env.cfg, name: name, cc: new(coordinator.Coordinator)})
+	m, err := slots.Join(ctx, d.Job, d.Slots,
+		slots.WithKafka(d.Kafka...),
+		slots.WithSessionTimeout(d.SessionTimeout),
+		slots.WithHeartbeatInterval(min(3*time.Second, d.SessionTimeout/3)),
+		slots.WithMembershipLogger(log))
+	if err != nil {
+		err = fmt.Errorf("job %q: %w", name, err)
+		obs.jobEnded(ctx, err)
+		return err
+	}
+	dr := &distDriver{env: env, g: g, name: name, d: d, log: log, m: m,
+		runners: map[int]*slotRunner{}, ended: make(chan *slotRunner)}
+	err = dr.loop(ctx)
+	obs.jobEnded(ctx, err)
+	return err
+}
+
+type distDriver struct {
+	env  *Environment
+	g    *jobGraph
+	name string
+	d    *Distributed
+	log  *slog.Logger
+	m    *slots.Membership
+
+	runners map[int]*slotRunner
+	ended   chan *slotRunner
+	wg      sync.WaitGroup
+}
+
+func (dr *distDriver) loop(ctx context.Context) error {
+	var failed error
+	defer func() {
+		// Every slot drains (final checkpoint, commit) before the process
+		// leaves the group, so the next owners start from there.
+		for _, r := range dr.runners {
+			r.drain()
+		}
+		dr.awaitAll()
+		dr.m.Close()
+	}()
+	for {
+		select {
+		case <-ctx.Done():
+			return failed
+		case c, ok := <-dr.m.Changes():
+			if !ok {
+				return failed
+			}
+			dr.change(ctx, c)
+		case r := <-dr.ended:
+			if dr.runners[r.slot] == r {
+				delete(dr.runners, r.slot)
+			}
+			switch {
+			case r.err == nil:
+				dr.log.Info("splitflow: slot finished", "slot", r.slot)
+			case errors.Is(r.err, ErrSlotLost):
+				dr.log.Warn("splitflow: slot taken over by another process", "slot", r.slot, "err", r.err)
+			default:
+				dr.log.Error("splitflow: slot failed", "slot", r.slot, "err", r.err)
+				return fmt.Errorf("job %q: slot %d: %w", dr.name, r.slot, r.err)
+			}
+		}
+	}
+}
+
+// change applies one step of the group's assignment.
+func (dr *distDriver) change(ctx context.Context, c slots.Change) {
+	if len(c.Revoked) > 0 {
+		var stopping []*slotRunner
+		for _, s := range c.Revoked {
+			r := dr.runners[s]
+			if r == nil {
+				continue
+			}
+			if c.Lost {
+				r.kill()
+			} else {
+				r.drain()
+			}
+			stopping = append(stopping, r)
+		}
+		start := time.Now()
+		for _, r := range stopping {
+			dr.await(r)
+		}
+		dr.log.Info("splitflow: slots released", "slots", c.Revoked, "lost", c.Lost, "took", time.Since(start))
+		c.Done()
+	}
+	for _, s := range c.Assigned {
+		if old := dr.runners[s]; old != nil {
+			// Still stopping from an earlier revocation: it ends first.
+			old.kill()
+			dr.await(old)
+		}
+		r := &slotRunner{dr: dr, slot: s, member: c.Member, gen: c.Generation, done: make(chan struct{})}
+		r.ctx, r.cancel = context.WithCancel(ctx)
+		dr.runners[s] = r
+		dr.wg.Add(1)
+		go func() {
+			defer dr.wg.Done()
+			r.err = r.run()
+			close(r.done)
+			select {
+			case dr.ended <- r:
+			case <-r.forgotten():
+			}
+		}()
+		dr.log.Info("splitflow: slot assigned", "slot", s, "member", c.Member, "generation", c.Generation)
+	}
+}
+
+// await waits for r to end and forgets it, without reporting its end on
+// ended.
+func (dr *distDriver) await(r *slotRunner) {
+	<-r.done
+	r.forget()
+	if dr.runners[r.slot] == r {
+		delete(dr.runners, r.slot)
+	}
+	if r.err != nil && !errors.Is(r.err, ErrSlotLost) && !errors.Is(r.err, context.Canceled) {
+		dr.log.Warn("splitflow: slot ended with an error while it was released", "slot", r.slot, "err", r.err)
+	}
+}
+
+func (dr *distDriver) awaitAll() {
+	for _, r := range dr.runners {
+		r.forget()
+	}
+	dr.wg.Wait()
+}
+
+// slotRunner runs one slot this process was assigned: it claims the slot
+// in its ownership log, restores it, runs it, and records each of its
+// checkpoints in the log before the checkpoint is notified.
+type slotRunner struct {
+	dr     *distDriver
+	slot   int
+	member string
+	gen    int64
+
+	ctx    context.Context // cancelled: drain
+	cancel context.CancelFunc
+	// lost is set when the slot may be another process's already: no
+	// checkpoint is recorded from then on.
+	lost atomic.Bool
+
+	mu       sync.Mutex // the ownership and the log's storage
+	own      *slots.Ownership
+	logStore checkpoint.RecordStorage
+	holder   checkpoint.Holder
+	release  func()
+	ex       atomic.Pointer[execution]
+
+	done       chan struct{}
+	err        error
+	forgetC    chan struct{}
+	once       sync.Once
+	forgetOnce sync.Once
+}
+
+// forgotten is closed once the driver no longer wants to hear of the
+// runner's end on ended.
+func (r *slotRunner) forgotten() chan struct{} {
+	r.once.Do(func() { r.forgetC = make(chan struct{}) })
+	return r.forgetC
+}
+
+func (r *slotRunner) forget() {
+	r.forgetOnce.Do(func() { close(r.forgotten()) })
+}
+
+// drain stops the slot with a final checkpoint.
+func (r *slotRunner) drain() { r.cancel() }
+
+// kill stops the slot at once, committing nothing more.
+func (r *slotRunner) kill() {
+	r.lost.Store(true)
+	r.cancel()
+	if ex := r.ex.Load(); ex != nil {
+		ex.master.put(priorityUrgent, mail{name: "slot lost", run: func() error {
+			ex.stop(fmt.Errorf("slot %d: %w", r.slot, ErrSlotLost))
+			return nil
+		}})
+	}
+}
+
+// errClaimAgain: the log could not be read or written with a known
+// outcome; the slot is claimed again from the log.
+type errClaimAgain struct{ err error }
+
+func (e *errClaimAgain) Error() string { return e.err.Error() }
+func (e *errClaimAgain) Unwrap() error { return e.err }
+
+func (r *slotRunner) run() error {
+	root := slots.StoragePath(r.dr.env.cfg.cp.dir, r.dr.d.Job, r.slot)
+	st, err := checkpoint.OpenStorage(root+"/log", checkpoint.WithLogger(r.dr.log))
+	if err != nil {
+		return fmt.Errorf("open the slot's log: %w", err)
+	}
+	rs, ok := st.(checkpoint.RecordStorage)
+	if !ok {
+		return fmt.Errorf("the checkpoint storage %s cannot keep the slot's log (%T)", root, st)
+	}
+	r.logStore = rs
+	pause := 100 * time.Millisecond
+	for {
+		if r.ctx.Err() != nil || r.lost.Load() {
+			return nil
+		}
+		err := r.claimAndRun(root)
+		var again *errClaimAgain
+		if !errors.As(err, &again) {
+			return err
+		}
+		r.dr.log.Warn("splitflow: slot's log failed; claiming it again", "slot", r.slot, "err", err, "pause", pause)
+		select {
+		case <-r.ctx.Done():
+			return nil
+		case <-time.After(pause):
+		}
+		pause = min(2*pause, 5*time.Second)
+	}
+}
+
+// claimAndRun claims the slot, then runs it from the log's restore point
+// until it drains, fails, or the slot is lost.
+func (r *slotRunner) claimAndRun(root string) error {
+	own, err := slots.NewOwnership(r.slot, r.member, r.gen)
+	if err != nil {
+		return err
+	}
+	r.mu.Lock()
+	r.own = own
+	res := r.perform(own.Start())
+	r.mu.Unlock()
+	switch {
+	case res.stop != nil:
+		return fmt.Errorf("%w: %w", ErrSlotLost, res.stop)
+	case res.fail != nil:
+		return &errClaimAgain{res.fail}
+	case res.restore == nil:
+		return &errClaimAgain{errors.New("the claim ended without a restore point")}
+	}
+	rp := res.restore
+	cfg := r.dr.env.cfg
+	cfg.cp.dir = root + "/epoch-" + strconv.FormatInt(rp.ClaimEpoch, 10)
+	slot := &slotRun{index: r.slot, nextID: rp.NextCheckpointID, recordFn: r.record}
+	if rp.Checkpoint > 0 {
+		slot.restorePath = root + "/epoch-" + strconv.FormatInt(rp.Epoch, 10) + "/chk-" + strconv.FormatInt(rp.Checkpoint, 10)
+		cfg.cp.restoreFrom = slot.restorePath
+	}
+	r.dr.log.Info("splitflow: slot claimed", "slot", r.slot, "epoch", rp.ClaimEpoch, "restore", slot.restorePath, "ignored", len(rp.Ignored))
+	ex, err := newExecutionWith(r.dr.env, r.dr.g, r.dr.name, &cfg, slot)
+	if err != nil {
+		return err
+	}
+	defer ex.releaseStorage()
+	r.mu.Lock()
+	r.holder, _ = ex.storage.(checkpoint.Holder)
+	r.mu.Unlock()
+	defer func() {
+		r.mu.Lock()
+		if r.release != nil {
+			r.release()
+			r.release = nil
+		}
+		r.mu.Unlock()
+	}()
+	r.ex.Store(ex)
+	defer r.ex.Store(nil)
+	if r.lost.Load() {
+		return nil
+	}
+	err = ex.named(r.dr.name).run(r.ctx)
+	var again *errClaimAgain
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &again):
+		return again
+	case errors.Is(err, ErrSlotLost):
+		return err
+	}
+	return err
+}
+
+// record is the execution's slotRun.recordFn: it records checkpoint id
+// in the slot's log, on the master goroutine, and returns nil once the
+// checkpoint may be notified complete.
+func (r *slotRunner) record(id int64) error {
+	if r.lost.Load() {
+		return fmt.Errorf("slot %d, checkpoint %d: %w", r.slot, id, ErrSlotLost)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	res := r.perform(r.own.Persisted(id))
+	switch {
+	case res.stop != nil:
+		return fmt.Errorf("checkpoint %d: %w: %w", id, ErrSlotLost, res.stop)
+	case res.fail != nil:
+		return &errClaimAgain{fmt.Errorf("record checkpoint %d: %w", id, res.fail)}
+	case !slices.Contains(res.notified, id):
+		return &errClaimAgain{fmt.Errorf("checkpoint %d was not recorded", id)}
+	}
+	// The log's restore point stays until a newer one is recorded: a
+	// later checkpoint's retention must not delete it.
+	if r.holder != nil {
+		rel := r.holder.Hold(id)
+		if r.release != nil {
+			r.release()
+		}
+		r.release = rel
+	}
+	return nil
+}
+
+type ownershipResult struct {
+	restore  *slots.Restore
+	notified []int64
+	stop     error
+	fail     error
+}
+
+// perform carries out the ownership's actions, and those they lead to, in
+// order. r.mu is held.
+func (r *slotRunner) perform(acts []slots.Action) ownershipResult {
+	var res ownershipResult
+	for len(acts) > 0 {
+		a := acts[0]
+		acts = acts[1:]
+		var next []slots.Action
+		switch a := a.(type) {
+		case slots.ReadLog:
+			recs, err := slots.LoadLog(r.logStore)
+			next = r.own.LogRead(recs, nil, err)
+		case slots.Confirm:
+			ctx, cancel := context.WithTimeout(r.ctx, 30*time.Second)
+			err := r.dr.m.Confirm(ctx, r.slot, r.member)
+			cancel()
+			next = r.own.Confirmed(err)
+		case slots.Append:
+			err := slots.StoreRecord(r.logStore, a.Record)
+			next = r.own.Appended(a.Record.Seq, err)
+		case slots.CheckFloor:
+			marker, err := slots.HighestFloorMarker(r.logStore)
+			next = r.own.FloorChecked(a.Seq, marker, err)
+		case slots.Compact:
+			if err := slots.CompactLog(r.logStore, a.Floor); err != nil {
+				r.dr.log.Warn("splitflow: compacting the slot's log", "slot", r.slot, "err", err)
+			}
+		case slots.Restore:
+			res.restore = &a
+		case slots.NotifyComplete:
+			res.notified = append(res.notified, a.ID)
+		case slots.Stop:
+			res.stop = a.Err
+		case slots.Fail:
+			res.fail = a.Err
+		}
+		acts = append(acts, next...)
+	}
+	return res
+}
