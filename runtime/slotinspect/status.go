@@ -255,9 +255,6 @@ func (s Status) WriteText(w io.Writer) error {
 		fmt.Fprintf(w, " (%s)", s.Protocol)
 	}
 	fmt.Fprintf(w, ", %d member(s)\n", len(s.Members))
-	if s.GroupState != "Stable" && len(s.Members) > 0 {
-		fmt.Fprintln(w, "        rebalancing: the members' slots are shown once the group is stable")
-	}
 	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	if len(s.Members) > 0 {
@@ -268,9 +265,14 @@ func (s Status) WriteText(w io.Writer) error {
 		_ = tw.Flush()
 		fmt.Fprintln(w)
 	}
-	if len(s.Unowned) > 0 {
+	switch {
+	case s.GroupState != "Stable" && len(s.Members) > 0:
+		// The coordinator describes no assignment while it rebalances:
+		// every slot would read as owned by nobody.
+		fmt.Fprintf(w, "owners unknown until the group is stable\n\n")
+	case len(s.Unowned) > 0:
 		fmt.Fprintf(w, "owned by nobody: %s\n\n", slotList(s.Unowned))
-	} else {
+	default:
 		fmt.Fprintf(w, "every slot has an owner\n\n")
 	}
 	if s.CheckpointRoot != "" {
