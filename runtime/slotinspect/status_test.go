@@ -21,6 +21,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/splitflow/splitflow/internal/s3test"
 	"github.com/splitflow/splitflow/runtime/checkpoint"
 	"github.com/splitflow/splitflow/runtime/internal/slots"
 )
@@ -402,5 +403,52 @@ func TestReadSlotLogChangesNothing(t *testing.T) {
 	}
 	if _, err := ReadSlotLog(root, "a.b", 0); err == nil || !strings.Contains(err.Error(), "'.'") {
 		t.Fatalf("ReadSlotLog of job a.b: %v; want the job name refused", err)
+	}
+}
+
+// On S3 a slot's log is read as on a directory: the governing claim and
+// the restore point under it; a slot with no records was never claimed.
+func TestReadSlotLogOnS3(t *testing.T) {
+	srv := s3test.New(t)
+	srv.Env(t)
+	root := srv.URLOf("checkpoints")
+	st, err := checkpoint.OpenStorage(slots.LogPath(root, job, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range []slots.Record{
+		{Seq: 1, Kind: slots.Claim, Epoch: 1, Generation: 4, Member: "m-1"},
+		{Seq: 2, Kind: slots.Completed, Epoch: 1, Member: "m-1", Checkpoint: 8},
+	} {
+		if err := slots.StoreRecord(st.(checkpoint.RecordStorage), r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	l, err := ReadSlotLog(root, job, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := SlotLog{Slot: 0, Path: root + "/" + job + "/slots/0/log", Claim: &Claim{Epoch: 1, Member: "m-1", Generation: 4},
+		Checkpoint: 8, Epoch: 1, CheckpointPath: root + "/" + job + "/slots/0/epoch-1/chk-8", MaxCheckpoint: 8}
+	if !reflect.DeepEqual(l, want) {
+		t.Fatalf("ReadSlotLog on S3: %+v; want %+v", l, want)
+	}
+	if l, err = ReadSlotLog(root, job, 1); err != nil || l.Claim != nil || !l.Fresh {
+		t.Fatalf("ReadSlotLog of a slot without records on S3: %+v, %v", l, err)
+	}
+}
+
+// While the group rebalances the coordinator describes no assignment: the
+// text says the owners are unknown rather than listing every slot as
+// owned by nobody.
+func TestStatusTextWhileRebalancingSaysOwnersUnknown(t *testing.T) {
+	st := Status{Job: job, SlotsTopic: job + ".slots", SlotCount: 2, Group: job, GroupState: "PreparingRebalance",
+		Members: []Member{{MemberID: "m-1", ClientID: "proc-a", ClientHost: "/10.0.0.1", Slots: []int{}}}, Unowned: []int{0, 1}}
+	var out bytes.Buffer
+	if err := st.WriteText(&out); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "owners unknown until the group is stable") || strings.Contains(out.String(), "owned by nobody") {
+		t.Fatalf("status text while rebalancing:\n%s", out.String())
 	}
 }
