@@ -19,6 +19,10 @@ import (
 // were deleted.
 var ErrUnknownJob = errors.New("no such distributed job")
 
+// ErrBrokers marks a failure of the first request to the brokers: wrong
+// addresses, brokers down, or security settings they refuse.
+var ErrBrokers = errors.New("the brokers did not answer")
+
 // GroupNotEmptyError refuses to delete a job's topics while its group has
 // members: a running process would recreate <job>.slots and lose its
 // shuffle topics under it.
@@ -128,10 +132,6 @@ func listJobTopics(ctx context.Context, adm *kadm.Client, job string) (jobTopics
 	}
 	return out, nil
 }
-
-// ErrBrokers marks a failure of the first request to the brokers: wrong
-// addresses, brokers down, or security settings they refuse.
-var ErrBrokers = errors.New("the brokers did not answer")
 
 // describeGroup describes the job's group and decodes its members'
 // assignments of the slots topic. A group the coordinator does not know
