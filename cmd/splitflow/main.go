@@ -13,8 +13,21 @@
 //	                                               files (and which other checkpoints use them),
 //	                                               and what they hold: splits and offsets, enumerator
 //	                                               state, pending committables, keyed state sizes
+//	splitflow job status --brokers B --job NAME [--checkpoint-dir ROOT] [--json]
+//	                                               a distributed job: its group's members and the
+//	                                               slots each owns, slots owned by nobody, and with
+//	                                               ROOT each slot's governing claim and restore
+//	                                               point from its ownership log; its shuffle topics
+//	                                               with partitions and end offsets
+//	splitflow job delete-internal-topics --brokers B --job NAME [--yes]
+//	                                               lists, and with --yes deletes, the job's topics
+//	                                               <job>.slots and <job>.*.shuffle; refused while
+//	                                               the job's group has members
 //
-// The txn commands connect as the --kafka-tls* and --kafka-sasl-* flags and
+// The job commands give up after --timeout (default 30s), unreachable
+// brokers included.
+//
+// The txn and job commands connect as the --kafka-tls* and --kafka-sasl-* flags and
 // the SPLITFLOW_KAFKA_* variables say (package connector/kafka/kafkaflag);
 // the SASL password comes from SPLITFLOW_KAFKA_SASL_PASSWORD or
 // --kafka-sasl-password-file, never from a flag.
@@ -53,8 +66,10 @@ const usage = `usage:
   splitflow savepoint trigger --url http://host:port [--token-file F] [--path DIR|s3://...]
   splitflow savepoint stop --url http://host:port [--token-file F] [--path DIR|s3://...]
   splitflow checkpoints show [--json] DIR/chk-N|s3://bucket/prefix/chk-N
+  splitflow job status --brokers host:port[,..] --job NAME [--checkpoint-dir DIR|s3://...] [--json] [--timeout D]
+  splitflow job delete-internal-topics --brokers host:port[,..] --job NAME [--yes] [--timeout D]
 
-txn commands also take --kafka-tls, --kafka-tls-ca FILE, --kafka-tls-cert FILE,
+txn and job commands also take --kafka-tls, --kafka-tls-ca FILE, --kafka-tls-cert FILE,
 --kafka-tls-key FILE, --kafka-tls-server-name NAME, --kafka-sasl-mechanism M,
 --kafka-sasl-user U, --kafka-sasl-password-file FILE, --kafka-sasl-token-file FILE
 (or SPLITFLOW_KAFKA_TLS, SPLITFLOW_KAFKA_TLS_CA, ..., and the password in
@@ -93,6 +108,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return txnCmd(ctx, args[2:], stdout, stderr, false)
 	case "txn abort":
 		return txnCmd(ctx, args[2:], stdout, stderr, true)
+	case "job status":
+		return jobStatusCmd(ctx, args[2:], stdout, stderr)
+	case "job delete-internal-topics":
+		return jobDeleteTopicsCmd(ctx, args[2:], stdout, stderr)
 	case "savepoint trigger":
 		return savepointCmd(ctx, args[2:], stdout, stderr, false)
 	case "savepoint stop":

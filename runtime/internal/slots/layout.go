@@ -110,3 +110,17 @@ func TransactionalIDPrefix(job, stage string) string { return job + "." + stage 
 func TransactionalID(job, stage string, slot, n int) string {
 	return txn.TransactionalID(TransactionalIDPrefix(job, stage), slot, n)
 }
+
+// LogPath is the storage of slot's ownership log: <StoragePath>/log, a
+// storage of its own (checkpoint.OpenStorage) beside the claims'
+// checkpoint storages.
+func LogPath(root, job string, slot int) string {
+	return StoragePath(root, job, slot) + "/log"
+}
+
+// EpochPath is the storage of the checkpoints written under the claim of
+// epoch in slot: <StoragePath>/epoch-<epoch> (decimal, no padding), so an
+// owner's checkpoints never share a storage with an older owner's.
+func EpochPath(root, job string, slot int, epoch int64) string {
+	return StoragePath(root, job, slot) + "/epoch-" + strconv.FormatInt(epoch, 10)
+}

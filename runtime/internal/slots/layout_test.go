@@ -90,6 +90,12 @@ func TestSlotStoragePath(t *testing.T) {
 		if got := slots.StoragePath(c.root, c.job, c.slot); got != c.want {
 			t.Errorf("StoragePath(%q, %q, %d) = %q; want %q", c.root, c.job, c.slot, got, c.want)
 		}
+		if got := slots.LogPath(c.root, c.job, c.slot); got != c.want+"/log" {
+			t.Errorf("LogPath(%q, %q, %d) = %q; want %q", c.root, c.job, c.slot, got, c.want+"/log")
+		}
+		if got := slots.EpochPath(c.root, c.job, c.slot, 12); got != c.want+"/epoch-12" {
+			t.Errorf("EpochPath(%q, %q, %d, 12) = %q; want %q", c.root, c.job, c.slot, got, c.want+"/epoch-12")
+		}
 	}
 }
 
