@@ -2,9 +2,11 @@ package kafka
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -13,6 +15,8 @@ import (
 	"github.com/splitflow/splitflow/integration/committed"
 	"github.com/splitflow/splitflow/integration/kafkatest"
 	"github.com/splitflow/splitflow/runtime"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // keyGroupOwner is the engine's rule for key groups (contiguous ranges),
@@ -34,11 +38,12 @@ func shufflePartitionOf(v string, partitions int) int32 {
 // shuffleJob builds input -> shuffle.Sink, shuffle.Source -> tag ->
 // exactly-once Kafka sink into "out", each output value "vNNNN pP sS"
 // naming the shuffle partition P it crossed and the subtask S that read
-// it. fail, when set, is called by both sides for every record and fails
-// the record when it returns true.
-func shuffleJob(t *testing.T, env *runtime.Environment, seeds []string, sh *Shuffle, channel string, partitions int, fail func(side string, v string) bool) {
+// it. The input is topic "in", read with inOpts. fail, when set, is
+// called by both sides for every record and fails the record when it
+// returns true.
+func shuffleJob(t *testing.T, env *runtime.Environment, seeds []string, sh *Shuffle, channel string, partitions int, fail func(side string, v string) bool, inOpts ...SourceOpt) {
 	t.Helper()
-	src, err := NewSource(StringValues(), WithBrokers(seeds...), WithTopics("in"), WithBounded(LatestOffsets()))
+	src, err := NewSource(StringValues(), append([]SourceOpt{WithBrokers(seeds...), WithTopics("in"), WithLogger(quietLogger())}, inOpts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -105,8 +110,9 @@ func runUntilVisible(t *testing.T, env *runtime.Environment, seeds []string, wan
 // checkShuffleOutput checks the rules of runtime.Shuffle on what a
 // read_committed consumer sees: every input value once in the shuffle
 // topic, at its partition; every value once in the output, read by the
-// subtask owner gives its partition at parallelism par.
-func checkShuffleOutput(t *testing.T, seeds []string, channel string, n, partitions, par int) {
+// subtask owner gives its partition at the parallelism parOf gives the
+// value's index.
+func checkShuffleOutput(t *testing.T, seeds []string, channel string, n, partitions int, parOf func(i int) int) {
 	t.Helper()
 	owner := keyGroupOwner(partitions)
 	inShuffle := map[string]int{}
@@ -125,7 +131,11 @@ func checkShuffleOutput(t *testing.T, seeds []string, channel string, n, partiti
 			t.Fatalf("output %q: %v", r.Value, err)
 		}
 		got[v]++
-		if want := owner(p, par); s != want {
+		i, err := strconv.Atoi(strings.TrimPrefix(v, "v"))
+		if err != nil {
+			t.Fatalf("output %q: %v", r.Value, err)
+		}
+		if want := owner(p, parOf(i)); s != want {
 			t.Errorf("%s of partition %d read by subtask %d, its owner is %d", v, p, s, want)
 		}
 		if want := shufflePartitionOf(v, partitions); int32(p) != want {
@@ -183,12 +193,421 @@ func TestShuffleDeliversEveryRecordOnceToItsOwner(t *testing.T) {
 				runtime.WithCheckpointInterval(20*time.Millisecond), runtime.WithCheckpointTimeout(10*time.Second),
 				runtime.WithRestartStrategy(runtime.FixedDelayRestart(10, 10*time.Millisecond)), runtime.WithLogger(quietLogger()),
 				runtime.WithJobListener(runtime.JobListener{CheckpointCompleted: func(int64) { checkpoints.Add(1) }}))
-			shuffleJob(t, env, seeds, sh, "job.edge", partitions, fail)
+			shuffleJob(t, env, seeds, sh, "job.edge", partitions, fail, WithBounded(LatestOffsets()))
 			runUntilVisible(t, env, seeds, n)
 			if withFailures && failures.Load() != 2 {
 				t.Fatalf("%d failures injected, want 2 (one on each side)", failures.Load())
 			}
-			checkShuffleOutput(t, seeds, "job.edge", n, partitions, par)
+			checkShuffleOutput(t, seeds, "job.edge", n, partitions, func(int) int { return par })
 		})
+	}
+}
+
+// The shuffle's source assigns splits by the owner rule it is given, not
+// by ownerOf, on every path of the enumerator: pending splits of a
+// restored checkpoint handed to readers as they register, the splits of a
+// failed subtask given back (region restart), and splits given back by
+// the engine when the job restores at another parallelism
+// (WithRescaledSplitsToEnumerator); a rule answering outside the
+// parallelism fails the source.
+func TestShuffleEnumeratorAssignsByOwnerRule(t *testing.T) {
+	const partitions = 8
+	sh, err := NewShuffle(WithBrokers("127.0.0.1:1"), WithLogger(quietLogger())) // never dialled: Start is not called
+	if err != nil {
+		t.Fatal(err)
+	}
+	topic := ShuffleTopic("job.edge")
+	split := func(p int32) Split { return NewSplit(TopicPartition{topic, p}, int64(100+p), NoStoppingOffset) }
+	rule := keyGroupOwner(partitions)
+	differs := false
+	for p := range partitions {
+		differs = differs || rule(p, 2) != ownerOf(TopicPartition{topic, int32(p)}, 2)
+	}
+	if !differs {
+		t.Fatal("the test's owner rule agrees with ownerOf on every partition: it would show nothing")
+	}
+	// check asserts that every split assigned went to its owner at par,
+	// with the offset it had, and that want splits were assigned.
+	check := func(t *testing.T, ctx *enumCtx, par, want int) {
+		t.Helper()
+		n := 0
+		for sub, ss := range ctx.assigned {
+			for _, s := range ss {
+				n++
+				if o := rule(int(s.Partition), par); o != sub {
+					t.Errorf("%s went to subtask %d, the owner rule gives it to %d", s.TopicPartition, sub, o)
+				}
+				if s.StartingOffset != int64(100+s.Partition) {
+					t.Errorf("%s starts at %d, want its restored offset %d", s.TopicPartition, s.StartingOffset, 100+s.Partition)
+				}
+			}
+		}
+		if n != want {
+			t.Fatalf("%d splits assigned, want %d: %v", n, want, ctx.assigned)
+		}
+	}
+	newEnum := func(ctx *enumCtx, st EnumeratorState, owner func(int, int) int) *enumerator {
+		src, err := sh.newSource("job.edge", partitions, owner)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return newEnumerator(&src.cfg, ctx, st)
+	}
+	register := func(t *testing.T, e *enumerator, ctx *enumCtx, subs ...int) {
+		t.Helper()
+		for _, sub := range subs {
+			ctx.readers[sub] = connector.ReaderInfo{SubtaskIndex: sub}
+			if err := e.AddReader(sub); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+
+	t.Run("restore and region restart", func(t *testing.T) {
+		// Partitions 0 and 1 are in the readers' checkpoint; 2 to 7 were
+		// pending when it was taken.
+		st := EnumeratorState{InitialDiscoveryDone: true, Assigned: []TopicPartition{{topic, 0}, {topic, 1}}}
+		for p := int32(2); p < partitions; p++ {
+			st.Pending = append(st.Pending, split(p))
+		}
+		ctx := newEnumCtx(2)
+		e := newEnum(ctx, st, rule)
+		register(t, e, ctx, 1, 0)
+		check(t, ctx, 2, 6)
+		// Subtask 1 fails; its splits come back and go to it again, and
+		// to no other subtask, when it registers anew.
+		back := ctx.assigned[1]
+		ctx.assigned = map[int][]Split{}
+		delete(ctx.readers, 1)
+		if err := e.AddSplitsBack(back, 1); err != nil {
+			t.Fatal(err)
+		}
+		if err := e.AddReader(0); err != nil { // a registration of another subtask meanwhile
+			t.Fatal(err)
+		}
+		if len(ctx.assigned) != 0 {
+			t.Fatalf("splits of failed subtask 1 went elsewhere: %v", ctx.assigned)
+		}
+		register(t, e, ctx, 1)
+		check(t, ctx, 2, len(back))
+	})
+
+	t.Run("rescale to 4 through the enumerator", func(t *testing.T) {
+		// The engine restores the enumerator, then gives it back the
+		// splits of every old subtask (oldSubtask may be beyond the
+		// new parallelism).
+		st := EnumeratorState{InitialDiscoveryDone: true}
+		old := map[int][]Split{}
+		for p := int32(0); p < partitions; p++ {
+			st.Assigned = append(st.Assigned, TopicPartition{topic, p})
+			o := rule(int(p), 2)
+			old[o] = append(old[o], split(p))
+		}
+		ctx := newEnumCtx(4)
+		e := newEnum(ctx, st, rule)
+		for sub, ss := range old {
+			if err := e.AddSplitsBack(ss, sub); err != nil {
+				t.Fatal(err)
+			}
+		}
+		register(t, e, ctx, 3, 2, 1, 0)
+		check(t, ctx, 4, partitions)
+	})
+
+	t.Run("rule outside the parallelism", func(t *testing.T) {
+		st := EnumeratorState{InitialDiscoveryDone: true, Pending: []Split{split(0)}}
+		ctx := newEnumCtx(2)
+		e := newEnum(ctx, st, func(int, int) int { return 2 })
+		ctx.readers[0] = connector.ReaderInfo{}
+		err := e.AddReader(0)
+		if !errors.Is(err, connector.ErrInvalidConfiguration) || !strings.Contains(err.Error(), "subtask 2, outside [0, 2)") {
+			t.Fatalf("AddReader: %v, want an error wrapping connector.ErrInvalidConfiguration naming subtask 2 outside [0, 2)", err)
+		}
+	})
+}
+
+// A shuffle topic that exists with another number of partitions than the
+// channel needs (a topic left by a job with another max parallelism)
+// fails the job without restarts, from the writing side and from the
+// reading side, naming both numbers.
+func TestShuffleTopicPartitionMismatchFailsTheJob(t *testing.T) {
+	for _, side := range []string{"sink", "source"} {
+		t.Run(side, func(t *testing.T) {
+			seeds, _ := fakeTopic(t, 1, 10)
+			cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer cl.Close()
+			if resp, err := kadm.NewClient(cl).CreateTopic(context.Background(), 4, 1, nil, ShuffleTopic("job.edge")); err != nil || resp.Err != nil {
+				t.Fatalf("create topic: %v %v", err, resp.Err)
+			}
+			sh, err := NewShuffle(WithBrokers(seeds...), WithLogger(quietLogger()))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var restarts atomic.Int64
+			env := runtime.NewEnvironment(runtime.WithParallelism(2),
+				runtime.WithCheckpointInterval(20*time.Millisecond), runtime.WithCheckpointTimeout(10*time.Second),
+				runtime.WithRestartStrategy(runtime.FixedDelayRestart(10, 10*time.Millisecond)), runtime.WithLogger(quietLogger()),
+				runtime.WithJobListener(runtime.JobListener{Restarting: func(int, error) { restarts.Add(1) }}))
+			if side == "sink" {
+				src, err := NewSource(StringValues(), WithBrokers(seeds...), WithTopics("in"), WithBounded(LatestOffsets()))
+				if err != nil {
+					t.Fatal(err)
+				}
+				recs := runtime.Map(runtime.FromSource(env, src, "in").UID("in"), func(v string) (runtime.ShuffleRecord, error) {
+					return runtime.ShuffleRecord{Partition: 0, Value: []byte(v)}, nil
+				})
+				sh.Sink(recs, "job.edge", 8)
+			} else {
+				runtime.SinkTo(runtime.Map(sh.Source(env, "job.edge", 8, keyGroupOwner(8)), func(r runtime.ShuffleRecord) (string, error) {
+					return string(r.Value), nil
+				}), connector.Sink[string](&collectSink{got: map[string]int{}}))
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+			defer cancel()
+			err = env.Execute(ctx, "mismatch")
+			if ctx.Err() != nil {
+				t.Fatal("the job ran on")
+			}
+			if !errors.Is(err, connector.ErrInvalidConfiguration) || !strings.Contains(err.Error(), `topic "job.edge.shuffle" has 4 partitions, and the channel needs 8`) {
+				t.Fatalf("Execute: %v, want an error wrapping connector.ErrInvalidConfiguration naming 4 and 8 partitions", err)
+			}
+			if n := restarts.Load(); n != 0 {
+				t.Fatalf("%d restarts; a wrong partition count must not restart the job", n)
+			}
+		})
+	}
+}
+
+// Topic creation is idempotent and safe when several processes start at
+// once: every one of them succeeds, whether it created the topic, lost
+// the race (TOPIC_ALREADY_EXISTS) or found it made, and the topic has the
+// channel's partitions; a later start with another count is refused, and
+// so are channels that make no topic name.
+func TestShuffleTopicCreationIsSafeUnderConcurrentStarts(t *testing.T) {
+	seeds, _ := fakeTopic(t, 1, 0)
+	sh, err := NewShuffle(WithBrokers(seeds...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const starts, partitions = 8, 16
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	errs := make(chan error, starts)
+	var ready sync.WaitGroup
+	ready.Add(starts)
+	for range starts {
+		go func() {
+			// A client each, as in separate processes, created before
+			// the start so that the requests go out together.
+			cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...))
+			if err != nil {
+				ready.Done()
+				errs <- err
+				return
+			}
+			defer cl.Close()
+			ready.Done()
+			ready.Wait()
+			errs <- sh.prepare("job.edge", partitions)(ctx, cl)
+		}()
+	}
+	for range starts {
+		if err := <-errs; err != nil {
+			t.Fatalf("a concurrent start failed: %v", err)
+		}
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	if n, err := shuffleTopicPartitions(ctx, cl, ShuffleTopic("job.edge")); err != nil || n != partitions {
+		t.Fatalf("topic has %d partitions (%v), want %d", n, err, partitions)
+	}
+	err = sh.prepare("job.edge", 12)(ctx, cl)
+	if !errors.Is(err, connector.ErrInvalidConfiguration) || !strings.Contains(err.Error(), "has 16 partitions, and the channel needs 12") {
+		t.Fatalf("prepare with 12 partitions: %v, want the mismatch refused", err)
+	}
+	for _, tc := range []struct {
+		channel    string
+		partitions int
+		want       string
+	}{
+		{"", 8, "empty channel name"},
+		{"job/edge", 8, `has '/'`},
+		{"job:edge", 8, `has ':'`},
+		{strings.Repeat("x", 242), 8, "above Kafka's 249"},
+		{"job.edge", 0, "with 0 partitions"},
+	} {
+		err := sh.prepare(tc.channel, tc.partitions)(ctx, cl)
+		if !errors.Is(err, connector.ErrInvalidConfiguration) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("channel %q with %d partitions: %v, want an invalid configuration saying %q", tc.channel, tc.partitions, err, tc.want)
+		}
+	}
+}
+
+// NewShuffle checks its options once, as NewSource and NewSink do,
+// including those passed to its sinks and sources.
+func TestNewShuffleRefusesBadOptions(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		opts []ShuffleOpt
+		want string
+	}{
+		{"no brokers", nil, "no seed brokers"},
+		{"broker without port", []ShuffleOpt{WithBrokers("localhost")}, "has no port"},
+		{"replication 0", []ShuffleOpt{WithBrokers("localhost:9092"), WithShuffleReplicationFactor(0)}, "replication factor 0"},
+		{"sink option", []ShuffleOpt{WithBrokers("localhost:9092"), WithShuffleSinkOpts(WithTransactionalIDPoolSize(1))}, "pool size 1 is below 2"},
+		{"source option", []ShuffleOpt{WithBrokers("localhost:9092"), WithShuffleSourceOpts(WithCloseCommitTimeout(-time.Second))}, "negative close commit timeout"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := NewShuffle(tc.opts...)
+			if !errors.Is(err, connector.ErrInvalidConfiguration) || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("NewShuffle: %v, want an invalid configuration saying %q", err, tc.want)
+			}
+		})
+	}
+	if _, err := NewShuffle(WithBrokers("localhost:9092"), WithShuffleReplicationFactor(3),
+		WithShuffleTopicConfigs(map[string]string{"retention.ms": "-1"})); err != nil {
+		t.Fatalf("NewShuffle with good options: %v", err)
+	}
+}
+
+// A job restored at another parallelism keeps the owner rule: with
+// runtime.WithRescaledSplitsToEnumerator the shuffle's splits go back to
+// the enumerator, which assigns them by the rule at the new parallelism,
+// and every record, before and after the restore, reaches the output
+// once; without it the engine would deal them out round-robin, and the
+// reader refuses a split the rule gives another subtask, failing the job
+// without restarts and naming the option.
+func TestShuffleRestoredAtAnotherParallelismKeepsTheOwnerRule(t *testing.T) {
+	const n1, n2, partitions = 200, 200, 8
+	seeds, _ := fakeTopic(t, 3, n1)
+	dir := t.TempDir()
+	sh, err := NewShuffle(WithBrokers(seeds...), WithLogger(quietLogger()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	newEnv := func(par int, opts ...runtime.Option) *runtime.Environment {
+		return runtime.NewEnvironment(append([]runtime.Option{runtime.WithParallelism(par), runtime.WithCheckpointDir(dir),
+			runtime.WithCheckpointInterval(20 * time.Millisecond), runtime.WithCheckpointTimeout(10 * time.Second),
+			runtime.WithRestartStrategy(runtime.FixedDelayRestart(10, 10*time.Millisecond)), runtime.WithLogger(quietLogger())}, opts...)...)
+	}
+	env := newEnv(2)
+	shuffleJob(t, env, seeds, sh, "job.edge", partitions, nil)
+	runUntilVisible(t, env, seeds, n1)
+
+	// The owners of partitions at 3 differ from those at 2 and from a
+	// round-robin deal, so the restore without the option meets a split
+	// of another subtask.
+	var restarts atomic.Int64
+	env = newEnv(3, runtime.WithJobListener(runtime.JobListener{Restarting: func(int, error) { restarts.Add(1) }}))
+	shuffleJob(t, env, seeds, sh, "job.edge", partitions, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	err = env.Execute(ctx, "rescaled round-robin")
+	if ctx.Err() != nil {
+		t.Fatal("the job restored at parallelism 3 without WithRescaledSplitsToEnumerator ran on")
+	}
+	if !errors.Is(err, connector.ErrInvalidConfiguration) || !strings.Contains(err.Error(), "runtime.WithRescaledSplitsToEnumerator") {
+		t.Fatalf("Execute: %v, want an invalid configuration naming runtime.WithRescaledSplitsToEnumerator", err)
+	}
+	if restarts.Load() != 0 {
+		t.Fatalf("%d restarts, want none", restarts.Load())
+	}
+
+	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	for i := n1; i < n1+n2; i++ {
+		if err := cl.ProduceSync(context.Background(), &kgo.Record{Topic: "in", Partition: int32(i % 3), Value: fmt.Appendf(nil, "v%04d", i)}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	env = newEnv(3, runtime.WithRescaledSplitsToEnumerator())
+	shuffleJob(t, env, seeds, sh, "job.edge", partitions, nil)
+	runUntilVisible(t, env, seeds, n1+n2)
+	checkShuffleOutput(t, seeds, "job.edge", n1+n2, partitions, func(i int) int {
+		if i < n1 {
+			return 2
+		}
+		return 3
+	})
+}
+
+// What a shuffle sink writes is visible to the reading side only once
+// committed: while the job still holds its last record, the records
+// written so far are in the topic (a read_uncommitted consumer sees
+// them) and a read_committed consumer, as the shuffle's source reads,
+// sees none; after the end of input commits the transaction it sees
+// every record once.
+func TestShuffleRecordsVisibleOnlyAfterCommit(t *testing.T) {
+	const n, partitions = 50, 4
+	seeds, _ := fakeTopic(t, 1, n)
+	sh, err := NewShuffle(WithBrokers(seeds...), WithLogger(quietLogger()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	src, err := NewSource(StringValues(), WithBrokers(seeds...), WithTopics("in"), WithBounded(LatestOffsets()), WithLogger(quietLogger()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	release := make(chan struct{})
+	var seen atomic.Int64
+	// No checkpoints: a bounded job commits its one transaction at the
+	// end of input, which the last record holds back.
+	env := runtime.NewEnvironment(runtime.WithParallelism(1), runtime.WithLogger(quietLogger()))
+	recs := runtime.Map(runtime.FromSource(env, src, "in").UID("in"), func(v string) (runtime.ShuffleRecord, error) {
+		if seen.Add(1) == n {
+			<-release
+		}
+		return runtime.ShuffleRecord{Partition: shufflePartitionOf(v, partitions), Value: []byte(v)}, nil
+	})
+	sh.Sink(recs, "job.edge", partitions)
+	done := make(chan error, 1)
+	go func() { done <- env.Execute(context.Background(), "visibility") }()
+
+	uncommitted, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.ConsumeTopics(ShuffleTopic("job.edge")),
+		kgo.FetchIsolationLevel(kgo.ReadUncommitted()), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer uncommitted.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	for got := 0; got < n-1; {
+		fs := uncommitted.PollFetches(ctx)
+		if ctx.Err() != nil {
+			close(release)
+			t.Fatalf("%d of the %d records written before the last not in the topic", n-1-got, n-1)
+		}
+		got += fs.NumRecords()
+	}
+	visible, err := committed.Visible(ctx, seeds, ShuffleTopic("job.edge"), 100*time.Millisecond)
+	if err != nil {
+		close(release)
+		t.Fatal(err)
+	}
+	if len(visible) != 0 {
+		close(release)
+		t.Fatalf("a read_committed consumer sees %d records of a transaction not committed yet", len(visible))
+	}
+	close(release)
+	if err := <-done; err != nil {
+		t.Fatalf("execute: %v", err)
+	}
+	got := map[string]int{}
+	for _, r := range kafkatest.ReadCommitted(t, seeds, ShuffleTopic("job.edge"), 30*time.Second) {
+		got[string(r.Value)]++
+	}
+	for i := range n {
+		if v := fmt.Sprintf("v%04d", i); got[v] != 1 {
+			t.Errorf("%s %d times after the commit, want once", v, got[v])
+		}
 	}
 }
