@@ -158,7 +158,7 @@ func (e *enumerator) discover(ctx context.Context) discovered {
 	d := discovered{current: map[TopicPartition]bool{}, initial: !k.initialDone}
 	adm := kadm.NewClient(e.cl)
 	if e.cfg.prepare != nil && !e.prepared.Load() {
-		if err := e.cfg.prepare(ctx, e.cl); err != nil {
+		if err := e.cfg.prepare(ctx, e.cl, e.cfg.security); err != nil {
 			d.err = err
 			return d
 		}

@@ -51,7 +51,7 @@ type sourceConfig struct {
 	owner func(tp TopicPartition, parallelism int) int
 	// prepare, when set, runs once in the enumerator's discovery before
 	// the topics are listed (the shuffle creates its topic there).
-	prepare func(context.Context, *kgo.Client) error
+	prepare func(context.Context, *kgo.Client, Security) error
 }
 
 func defaultSourceConfig() sourceConfig {

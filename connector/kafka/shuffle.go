@@ -208,12 +208,12 @@ func (s *Shuffle) newSource(channel string, partitions int, owner func(partition
 // prepare returns the step both sides run before they touch the channel's
 // topic: check the channel and the partition count, and make sure the
 // topic exists with that many partitions.
-func (s *Shuffle) prepare(channel string, partitions int) func(context.Context, *kgo.Client) error {
-	return func(ctx context.Context, cl *kgo.Client) error {
+func (s *Shuffle) prepare(channel string, partitions int) func(context.Context, *kgo.Client, Security) error {
+	return func(ctx context.Context, cl *kgo.Client, sec Security) error {
 		if err := checkChannel(channel, partitions); err != nil {
 			return err
 		}
-		return ensureShuffleTopic(ctx, cl, ShuffleTopic(channel), partitions, s.cfg.replication, maps.Clone(s.cfg.topicCfg))
+		return ensureShuffleTopic(ctx, cl, sec, ShuffleTopic(channel), partitions, s.cfg.replication, maps.Clone(s.cfg.topicCfg))
 	}
 }
 
@@ -247,10 +247,14 @@ func checkChannel(channel string, partitions int) error {
 // Several processes may run it at once: the loser of a creation race gets
 // TOPIC_ALREADY_EXISTS and checks the winner's topic like any existing
 // one. An existing topic is looked at first, so a principal without the
-// right to create topics can use topics made beforehand.
-func ensureShuffleTopic(ctx context.Context, cl *kgo.Client, topic string, partitions int, replication int16, configs map[string]*string) error {
+// right to create topics can use topics made beforehand. A refused right
+// is an *AuthorizationError, which fails the job without restarts.
+func ensureShuffleTopic(ctx context.Context, cl *kgo.Client, sec Security, topic string, partitions int, replication int16, configs map[string]*string) error {
 	for {
 		n, err := shuffleTopicPartitions(ctx, cl, topic)
+		if err != nil {
+			err = authorizationOf(err, sec, ResourceTopic, topic, false, "Describe", useShuffleDesc)
+		}
 		switch {
 		case err != nil:
 			return err
@@ -276,7 +280,7 @@ func ensureShuffleTopic(ctx context.Context, cl *kgo.Client, topic string, parti
 			}
 		default:
 			return fmt.Errorf("kafka shuffle: create topic %q with %d partitions, replication factor %d: %w",
-				topic, partitions, replication, err)
+				topic, partitions, replication, authorizationOf(err, sec, ResourceTopic, topic, false, "Create", useShuffleMake))
 		}
 	}
 }

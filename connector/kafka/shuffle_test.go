@@ -16,7 +16,10 @@ import (
 	"github.com/splitflow/splitflow/integration/kafkatest"
 	"github.com/splitflow/splitflow/runtime"
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // keyGroupOwner is the engine's rule for key groups (contiguous ranges),
@@ -411,7 +414,7 @@ func TestShuffleTopicCreationIsSafeUnderConcurrentStarts(t *testing.T) {
 			defer cl.Close()
 			ready.Done()
 			ready.Wait()
-			errs <- sh.prepare("job.edge", partitions)(ctx, cl)
+			errs <- sh.prepare("job.edge", partitions)(ctx, cl, Security{})
 		}()
 	}
 	for range starts {
@@ -427,7 +430,7 @@ func TestShuffleTopicCreationIsSafeUnderConcurrentStarts(t *testing.T) {
 	if n, err := shuffleTopicPartitions(ctx, cl, ShuffleTopic("job.edge")); err != nil || n != partitions {
 		t.Fatalf("topic has %d partitions (%v), want %d", n, err, partitions)
 	}
-	err = sh.prepare("job.edge", 12)(ctx, cl)
+	err = sh.prepare("job.edge", 12)(ctx, cl, Security{})
 	if !errors.Is(err, connector.ErrInvalidConfiguration) || !strings.Contains(err.Error(), "has 16 partitions, and the channel needs 12") {
 		t.Fatalf("prepare with 12 partitions: %v, want the mismatch refused", err)
 	}
@@ -442,7 +445,7 @@ func TestShuffleTopicCreationIsSafeUnderConcurrentStarts(t *testing.T) {
 		{strings.Repeat("x", 242), 8, "above Kafka's 249"},
 		{"job.edge", 0, "with 0 partitions"},
 	} {
-		err := sh.prepare(tc.channel, tc.partitions)(ctx, cl)
+		err := sh.prepare(tc.channel, tc.partitions)(ctx, cl, Security{})
 		if !errors.Is(err, connector.ErrInvalidConfiguration) || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("channel %q with %d partitions: %v, want an invalid configuration saying %q", tc.channel, tc.partitions, err, tc.want)
 		}
@@ -609,5 +612,71 @@ func TestShuffleRecordsVisibleOnlyAfterCommit(t *testing.T) {
 		if v := fmt.Sprintf("v%04d", i); got[v] != 1 {
 			t.Errorf("%s %d times after the commit, want once", v, got[v])
 		}
+	}
+}
+
+// A principal the brokers do not let create the missing topic gets an
+// *AuthorizationError naming Create on the topic (a configuration error:
+// no restart grants the right), and one that may not describe it, naming
+// Describe.
+func TestShuffleTopicRefusedRightIsAuthorizationError(t *testing.T) {
+	for _, tc := range []struct {
+		key int16
+		op  string
+	}{
+		{kmsg.CreateTopics.Int16(), "Create"},
+		{kmsg.Metadata.Int16(), "Describe"},
+	} {
+		t.Run(tc.op, func(t *testing.T) {
+			f, err := kfake.NewCluster(kfake.NumBrokers(1))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.Close()
+			cl, err := kgo.NewClient(kgo.SeedBrokers(f.ListenAddrs()...))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer cl.Close()
+			sh, err := NewShuffle(WithBrokers(f.ListenAddrs()...))
+			if err != nil {
+				t.Fatal(err)
+			}
+			// Refuse only requests about the shuffle topic: the client's
+			// own metadata requests for brokers pass.
+			f.ControlKey(tc.key, func(req kmsg.Request) (kmsg.Response, error, bool) {
+				f.KeepControl()
+				switch r := req.(type) {
+				case *kmsg.CreateTopicsRequest:
+					resp := r.ResponseKind().(*kmsg.CreateTopicsResponse)
+					for _, t := range r.Topics {
+						rt := kmsg.NewCreateTopicsResponseTopic()
+						rt.Topic, rt.ErrorCode = t.Topic, kerr.TopicAuthorizationFailed.Code
+						resp.Topics = append(resp.Topics, rt)
+					}
+					return resp, nil, true
+				case *kmsg.MetadataRequest:
+					if len(r.Topics) != 1 || r.Topics[0].Topic == nil || *r.Topics[0].Topic != ShuffleTopic("job.edge") {
+						return nil, nil, false
+					}
+					resp := r.ResponseKind().(*kmsg.MetadataResponse)
+					rt := kmsg.NewMetadataResponseTopic()
+					rt.Topic, rt.ErrorCode = r.Topics[0].Topic, kerr.TopicAuthorizationFailed.Code
+					resp.Topics = append(resp.Topics, rt)
+					return resp, nil, true
+				}
+				return nil, nil, false
+			})
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			err = sh.prepare("job.edge", 8)(ctx, cl, Security{})
+			var ae *AuthorizationError
+			if !errors.As(err, &ae) || !errors.Is(err, connector.ErrInvalidConfiguration) {
+				t.Fatalf("prepare: %v, want an *AuthorizationError", err)
+			}
+			if ae.Resource != ResourceTopic || ae.Name != ShuffleTopic("job.edge") || ae.Operation != tc.op {
+				t.Fatalf("the error names %s on %s %q, want %s on topic %q", ae.Operation, ae.Resource, ae.Name, tc.op, ShuffleTopic("job.edge"))
+			}
+		})
 	}
 }

@@ -77,7 +77,7 @@ type sinkConfig struct {
 	noBrokerTimeoutCheck bool
 	// prepare, when set, runs when a writer is created, before anything
 	// else (the shuffle creates its topic there).
-	prepare func(context.Context, *kgo.Client) error
+	prepare func(context.Context, *kgo.Client, Security) error
 }
 
 func defaultSinkConfig() sinkConfig {
@@ -413,7 +413,7 @@ func (s *Sink[T]) prepareWriter(ctx context.Context) error {
 	defer cl.Close()
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
-	return s.cfg.prepare(ctx, cl)
+	return s.cfg.prepare(ctx, cl, s.cfg.security)
 }
 
 func (s *Sink[T]) abortLingering(ictx connector.SinkInitContext, keep []string, txns *prometheus.CounterVec) error {
