@@ -52,6 +52,9 @@ type sourceConfig struct {
 	// prepare, when set, runs once in the enumerator's discovery before
 	// the topics are listed (the shuffle creates its topic there).
 	prepare func(context.Context, *kgo.Client, Security) error
+	// timestampOf, when set, is the event time a record is emitted with,
+	// instead of its Kafka timestamp (the shuffle keeps "none").
+	timestampOf func(*kgo.Record) int64
 }
 
 func defaultSourceConfig() sourceConfig {

@@ -19,6 +19,12 @@ import (
 // <channel>.shuffle.
 const ShuffleTopicSuffix = ".shuffle"
 
+// noTimestampHeader marks a shuffle record written without an event
+// timestamp. Kafka gives every record one (the producer's clock when none
+// is set), and the reading side would otherwise hand the producer's
+// clock on as the record's event time.
+const noTimestampHeader = "splitflow-no-timestamp"
+
 // maxTopicName is Kafka's limit on a topic's name.
 const maxTopicName = 249
 
@@ -87,7 +93,8 @@ func WithShuffleSourceOpts(opts ...SourceOpt) ShuffleOpt {
 // c.shuffle with one partition per shuffle partition, written by the
 // exactly-once Sink with transactional ids c-<subtask>-<n> and read
 // read_committed by the Source from the earliest offsets, subtask i
-// reading the partitions the runtime's owner rule gives it.
+// reading the partitions the runtime's owner rule gives it. A record keeps
+// its event timestamp across, or its lack of one.
 //
 // Both sides create the topic when it is missing, when a writer starts
 // and when the source first lists its partitions, so any process may be
@@ -169,6 +176,8 @@ func (s *Shuffle) newSink(channel string, partitions int) (*Sink[runtime.Shuffle
 			rec := &kgo.Record{Topic: topic, Partition: r.Partition, Value: r.Value}
 			if ts != connector.NoTimestamp {
 				rec.Timestamp = time.UnixMilli(ts)
+			} else {
+				rec.Headers = []kgo.RecordHeader{{Key: noTimestampHeader}}
 			}
 			return rec, nil
 		})}
@@ -198,11 +207,23 @@ func (s *Shuffle) newSource(channel string, partitions int, owner func(partition
 		// partition added later would be one no writer targets.
 		c.discovery = 0
 		c.prepare = s.prepare(channel, partitions)
+		c.timestampOf = shuffleTimestamp
 		if owner != nil {
 			c.owner = func(tp TopicPartition, parallelism int) int { return owner(int(tp.Partition), parallelism) }
 		}
 	}))
 	return NewSource[runtime.ShuffleRecord](deser, opts...)
+}
+
+// shuffleTimestamp is the event time the sink was given for r:
+// connector.NoTimestamp if it was written without one.
+func shuffleTimestamp(r *kgo.Record) int64 {
+	for _, h := range r.Headers {
+		if h.Key == noTimestampHeader {
+			return connector.NoTimestamp
+		}
+	}
+	return r.Timestamp.UnixMilli()
 }
 
 // prepare returns the step both sides run before they touch the channel's

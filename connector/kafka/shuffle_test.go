@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"strconv"
 	"strings"
 	"sync"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	"github.com/splitflow/splitflow/connector"
+	"github.com/splitflow/splitflow/connector/datagen"
 	"github.com/splitflow/splitflow/integration/committed"
 	"github.com/splitflow/splitflow/integration/kafkatest"
 	"github.com/splitflow/splitflow/runtime"
@@ -678,5 +680,82 @@ func TestShuffleTopicRefusedRightIsAuthorizationError(t *testing.T) {
 				t.Fatalf("the error names %s on %s %q, want %s on topic %q", ae.Operation, ae.Resource, ae.Name, tc.op, ShuffleTopic("job.edge"))
 			}
 		})
+	}
+}
+
+// A record crosses the shuffle with its event timestamp, and one without
+// a timestamp arrives without one: Kafka stamps every record, and the
+// producer's clock must not become the record's event time.
+func TestShuffleKeepsEventTimestamps(t *testing.T) {
+	const n, partitions = 40, 4
+	seeds, _ := fakeTopic(t, 2, n)
+	// The input's timestamps, by value.
+	want := map[string]int64{}
+	for _, r := range kafkatest.ReadCommitted(t, seeds, "in", 30*time.Second) {
+		want[string(r.Value)] = r.Timestamp.UnixMilli()
+	}
+	sh, err := NewShuffle(WithBrokers(seeds...), WithLogger(quietLogger()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	src, err := NewSource(StringValues(), WithBrokers(seeds...), WithTopics("in"), WithBounded(LatestOffsets()), WithLogger(quietLogger()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	gen, err := datagen.NewSource(func(i int64, _ *rand.Rand) string { return fmt.Sprintf("g%04d", i) }, datagen.WithCount(n))
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := runtime.NewEnvironment(runtime.WithParallelism(2), runtime.WithLogger(quietLogger()),
+		runtime.WithCheckpointInterval(20*time.Millisecond), runtime.WithCheckpointTimeout(10*time.Second))
+	toRec := func(v string) (runtime.ShuffleRecord, error) {
+		return runtime.ShuffleRecord{Partition: int32(len(v) % partitions), Value: []byte(v)}, nil
+	}
+	sh.Sink(runtime.Map(runtime.FromSource(env, src, "in").UID("in"), toRec).UID("in-rec"), "job.stamped", partitions)
+	sh.Sink(runtime.Map(runtime.FromSource(env, gen, "gen").UID("gen"), toRec).UID("gen-rec"), "job.unstamped", partitions)
+	var mu sync.Mutex
+	got := map[string]int64{}
+	all := make(chan struct{})
+	for _, ch := range []string{"job.stamped", "job.unstamped"} {
+		runtime.SinkTo(runtime.ProcessStream(sh.Source(env, ch, partitions, keyGroupOwner(partitions)),
+			func(ctx *runtime.ProcessContext[string], r runtime.ShuffleRecord) error {
+				mu.Lock()
+				defer mu.Unlock()
+				got[string(r.Value)] = ctx.Timestamp()
+				if len(got) == 2*n {
+					select {
+					case <-all:
+					default:
+						close(all)
+					}
+				}
+				return nil
+			}).UID("read-"+ch), connector.Sink[string](&collectSink{got: map[string]int{}})).UID("collect-" + ch)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- env.Execute(ctx, "timestamps") }()
+	select {
+	case <-all:
+	case err := <-done:
+		t.Fatalf("the job ended first: %v", err)
+	case <-time.After(90 * time.Second):
+		t.Error("not every record arrived within 90s")
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("execute: %v", err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for v, ts := range want {
+		if got[v] != ts {
+			t.Errorf("%s arrived with timestamp %d, it was written with %d", v, got[v], ts)
+		}
+	}
+	for i := range n {
+		if v := fmt.Sprintf("g%04d", i); got[v] != connector.NoTimestamp {
+			t.Errorf("%s had no timestamp and arrived with %d", v, got[v])
+		}
 	}
 }

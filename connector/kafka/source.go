@@ -99,6 +99,7 @@ func (s *Source[T]) CreateReader(ctx connector.SourceReaderContext) (connector.S
 	r.bgCtx, r.bgCancel = context.WithCancel(context.Background())
 	r.em = &emitter[T]{deser: s.deser, skip: cfg.skipBadRecords, skipped: &r.skipped}
 	r.em.dead = dead
+	r.em.timestampOf = cfg.timestampOf
 	hooks := base.SplitStateFuncs[Split, splitState]{
 		Initialize: func(sp Split) splitState {
 			pl := lag.track(sp.TopicPartition, sp.StartingOffset, sp.StoppingOffset)
