@@ -40,15 +40,56 @@ func shufflePartitionOf(v string, partitions int) int32 {
 	return int32((i * 7) % partitions)
 }
 
+// shuffleTopics names what a shuffle test job uses on its cluster: the
+// input and output topics and the channel, unique on a shared broker.
+type shuffleTopics struct {
+	seeds            []string
+	in, out, channel string
+}
+
+// newShuffleTopics makes an input topic of 3 partitions holding values
+// v0000 to v<n-1> and an output topic, with names unique to the test.
+func newShuffleTopics(t *testing.T, c cluster, n int) shuffleTopics {
+	t.Helper()
+	id := time.Now().UnixNano()
+	st := shuffleTopics{seeds: c.seeds, in: fmt.Sprintf("in-%d", id), out: fmt.Sprintf("out-%d", id), channel: fmt.Sprintf("job-%d.edge", id)}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.seeds...), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	for _, topic := range []string{st.in, st.out} {
+		if resp, err := kadm.NewClient(cl).CreateTopic(context.Background(), 3, -1, nil, topic); err != nil || resp.Err != nil {
+			t.Fatalf("create topic %s: %v %v", topic, err, resp.Err)
+		}
+	}
+	st.produce(t, cl, 0, n)
+	return st
+}
+
+// produce writes values v<from> to v<to-1> to the input, round robin
+// over its partitions.
+func (st shuffleTopics) produce(t *testing.T, cl *kgo.Client, from, to int) {
+	t.Helper()
+	var rs []*kgo.Record
+	for i := from; i < to; i++ {
+		rs = append(rs, &kgo.Record{Topic: st.in, Partition: int32(i % 3), Value: fmt.Appendf(nil, "v%04d", i)})
+	}
+	if err := cl.ProduceSync(context.Background(), rs...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // shuffleJob builds input -> shuffle.Sink, shuffle.Source -> tag ->
-// exactly-once Kafka sink into "out", each output value "vNNNN pP sS"
-// naming the shuffle partition P it crossed and the subtask S that read
-// it. The input is topic "in", read with inOpts. fail, when set, is
+// exactly-once Kafka sink into the output, each output value
+// "vNNNN pP sS" naming the shuffle partition P it crossed and the subtask
+// S that read it. The input is read with inOpts. fail, when set, is
 // called by both sides for every record and fails the record when it
 // returns true.
-func shuffleJob(t *testing.T, env *runtime.Environment, seeds []string, sh *Shuffle, channel string, partitions int, fail func(side string, v string) bool, inOpts ...SourceOpt) {
+func shuffleJob(t *testing.T, env *runtime.Environment, st shuffleTopics, sh *Shuffle, partitions int, fail func(side string, v string) bool, inOpts ...SourceOpt) {
 	t.Helper()
-	src, err := NewSource(StringValues(), append([]SourceOpt{WithBrokers(seeds...), WithTopics("in"), WithLogger(quietLogger())}, inOpts...)...)
+	seeds, channel := st.seeds, st.channel
+	src, err := NewSource(StringValues(), append([]SourceOpt{WithBrokers(seeds...), WithTopics(st.in), WithLogger(quietLogger())}, inOpts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -69,17 +110,17 @@ func shuffleJob(t *testing.T, env *runtime.Environment, seeds []string, sh *Shuf
 		ctx.Collect(fmt.Sprintf("%s p%d s%d", v, r.Partition, ctx.SubtaskIndex()))
 		return nil
 	}).UID("tag")
-	out, err := NewSink(KeyValueSerializer("out", func(v string) ([]byte, []byte, error) { return nil, []byte(v), nil }),
-		WithBrokers(seeds...), WithDeliveryGuarantee(ExactlyOnce), WithTransactionalIDPrefix("out"))
+	out, err := NewSink(KeyValueSerializer(st.out, func(v string) ([]byte, []byte, error) { return nil, []byte(v), nil }),
+		WithBrokers(seeds...), WithDeliveryGuarantee(ExactlyOnce), WithTransactionalIDPrefix(st.out), WithLogger(quietLogger()))
 	if err != nil {
 		t.Fatal(err)
 	}
 	runtime.SinkTo(tagged, connector.Sink[string](out)).UID("out")
 }
 
-// runUntilVisible runs env until a read_committed consumer of "out" sees
-// want records, then stops the job gracefully.
-func runUntilVisible(t *testing.T, env *runtime.Environment, seeds []string, want int) {
+// runUntilVisible runs env until a read_committed consumer of the output
+// sees want records, then stops the job gracefully.
+func runUntilVisible(t *testing.T, env *runtime.Environment, st shuffleTopics, want int) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -97,7 +138,7 @@ func runUntilVisible(t *testing.T, env *runtime.Environment, seeds []string, wan
 		case <-time.After(50 * time.Millisecond):
 		}
 		rctx, rcancel := context.WithTimeout(context.Background(), 10*time.Second)
-		recs, err := committed.Visible(rctx, seeds, "out", 20*time.Millisecond)
+		recs, err := committed.Visible(rctx, st.seeds, st.out, 20*time.Millisecond)
 		rcancel()
 		if err != nil {
 			t.Fatalf("read out: %v", err)
@@ -117,11 +158,11 @@ func runUntilVisible(t *testing.T, env *runtime.Environment, seeds []string, wan
 // topic, at its partition; every value once in the output, read by the
 // subtask owner gives its partition at the parallelism parOf gives the
 // value's index.
-func checkShuffleOutput(t *testing.T, seeds []string, channel string, n, partitions int, parOf func(i int) int) {
+func checkShuffleOutput(t *testing.T, st shuffleTopics, n, partitions int, parOf func(i int) int) {
 	t.Helper()
 	owner := keyGroupOwner(partitions)
 	inShuffle := map[string]int{}
-	for _, r := range kafkatest.ReadCommitted(t, seeds, ShuffleTopic(channel), 30*time.Second) {
+	for _, r := range kafkatest.ReadCommitted(t, st.seeds, ShuffleTopic(st.channel), 30*time.Second) {
 		v := string(r.Value)
 		inShuffle[v]++
 		if want := shufflePartitionOf(v, partitions); r.Partition != want {
@@ -129,7 +170,7 @@ func checkShuffleOutput(t *testing.T, seeds []string, channel string, n, partiti
 		}
 	}
 	got := map[string]int{}
-	for _, r := range kafkatest.ReadCommitted(t, seeds, "out", 30*time.Second) {
+	for _, r := range kafkatest.ReadCommitted(t, st.seeds, st.out, 30*time.Second) {
 		var v string
 		var p, s int
 		if _, err := fmt.Sscanf(string(r.Value), "%s p%d s%d", &v, &p, &s); err != nil {
@@ -167,45 +208,47 @@ func checkShuffleOutput(t *testing.T, seeds []string, channel string, n, partiti
 // given, and reaches the subtask the owner rule names; with a failure on
 // each side after a checkpoint completed, the job restarts and a
 // read_committed consumer still sees every record once, in the shuffle
-// topic and in the output.
+// topic and in the output. On kfake and on the real broker.
 func TestShuffleDeliversEveryRecordOnceToItsOwner(t *testing.T) {
 	const n, partitions, par = 400, 8, 2
-	for _, withFailures := range []bool{false, true} {
-		t.Run(fmt.Sprintf("failures=%v", withFailures), func(t *testing.T) {
-			seeds, _ := fakeTopic(t, 3, n)
-			sh, err := NewShuffle(WithBrokers(seeds...), WithLogger(quietLogger()))
-			if err != nil {
-				t.Fatal(err)
-			}
-			var checkpoints, failures atomic.Int64
-			var failedUp, failedDown atomic.Bool
-			var seenUp, seenDown atomic.Int64
-			var fail func(side, v string) bool
-			if withFailures {
-				fail = func(side, v string) bool {
-					switch side {
-					case "up":
-						// Slow enough that checkpoints complete while
-						// the input is read.
-						time.Sleep(500 * time.Microsecond)
-						return seenUp.Add(1) >= n/3 && checkpoints.Load() > 0 && failedUp.CompareAndSwap(false, true) && failures.Add(1) > 0
-					default:
-						return seenDown.Add(1) >= n/2 && checkpoints.Load() > 1 && failedDown.CompareAndSwap(false, true) && failures.Add(1) > 0
+	onClusters(t, func(t *testing.T, c cluster) {
+		for _, withFailures := range []bool{false, true} {
+			t.Run(fmt.Sprintf("failures=%v", withFailures), func(t *testing.T) {
+				st := newShuffleTopics(t, c, n)
+				sh, err := NewShuffle(WithBrokers(st.seeds...), WithLogger(quietLogger()))
+				if err != nil {
+					t.Fatal(err)
+				}
+				var checkpoints, failures atomic.Int64
+				var failedUp, failedDown atomic.Bool
+				var seenUp, seenDown atomic.Int64
+				var fail func(side, v string) bool
+				if withFailures {
+					fail = func(side, v string) bool {
+						switch side {
+						case "up":
+							// Slow enough that checkpoints complete while
+							// the input is read.
+							time.Sleep(500 * time.Microsecond)
+							return seenUp.Add(1) >= n/3 && checkpoints.Load() > 0 && failedUp.CompareAndSwap(false, true) && failures.Add(1) > 0
+						default:
+							return seenDown.Add(1) >= n/2 && checkpoints.Load() > 1 && failedDown.CompareAndSwap(false, true) && failures.Add(1) > 0
+						}
 					}
 				}
-			}
-			env := runtime.NewEnvironment(runtime.WithParallelism(par),
-				runtime.WithCheckpointInterval(20*time.Millisecond), runtime.WithCheckpointTimeout(10*time.Second),
-				runtime.WithRestartStrategy(runtime.FixedDelayRestart(10, 10*time.Millisecond)), runtime.WithLogger(quietLogger()),
-				runtime.WithJobListener(runtime.JobListener{CheckpointCompleted: func(int64) { checkpoints.Add(1) }}))
-			shuffleJob(t, env, seeds, sh, "job.edge", partitions, fail, WithBounded(LatestOffsets()))
-			runUntilVisible(t, env, seeds, n)
-			if withFailures && failures.Load() != 2 {
-				t.Fatalf("%d failures injected, want 2 (one on each side)", failures.Load())
-			}
-			checkShuffleOutput(t, seeds, "job.edge", n, partitions, func(int) int { return par })
-		})
-	}
+				env := runtime.NewEnvironment(runtime.WithParallelism(par),
+					runtime.WithCheckpointInterval(20*time.Millisecond), runtime.WithCheckpointTimeout(10*time.Second),
+					runtime.WithRestartStrategy(runtime.FixedDelayRestart(10, 10*time.Millisecond)), runtime.WithLogger(quietLogger()),
+					runtime.WithJobListener(runtime.JobListener{CheckpointCompleted: func(int64) { checkpoints.Add(1) }}))
+				shuffleJob(t, env, st, sh, partitions, fail, WithBounded(LatestOffsets()))
+				runUntilVisible(t, env, st, n)
+				if withFailures && failures.Load() != 2 {
+					t.Fatalf("%d failures injected, want 2 (one on each side)", failures.Load())
+				}
+				checkShuffleOutput(t, st, n, partitions, func(int) int { return par })
+			})
+		}
+	})
 }
 
 // The shuffle's source assigns splits by the owner rule it is given, not
@@ -390,68 +433,72 @@ func TestShuffleTopicPartitionMismatchFailsTheJob(t *testing.T) {
 // once: every one of them succeeds, whether it created the topic, lost
 // the race (TOPIC_ALREADY_EXISTS) or found it made, and the topic has the
 // channel's partitions; a later start with another count is refused, and
-// so are channels that make no topic name.
+// so are channels that make no topic name. On kfake and on the real
+// broker.
 func TestShuffleTopicCreationIsSafeUnderConcurrentStarts(t *testing.T) {
-	seeds, _ := fakeTopic(t, 1, 0)
-	sh, err := NewShuffle(WithBrokers(seeds...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	const starts, partitions = 8, 16
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	errs := make(chan error, starts)
-	var ready sync.WaitGroup
-	ready.Add(starts)
-	for range starts {
-		go func() {
-			// A client each, as in separate processes, created before
-			// the start so that the requests go out together.
-			cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...))
-			if err != nil {
+	onClusters(t, func(t *testing.T, c cluster) {
+		seeds := c.seeds
+		channel := fmt.Sprintf("job-%d.edge", time.Now().UnixNano())
+		sh, err := NewShuffle(WithBrokers(seeds...))
+		if err != nil {
+			t.Fatal(err)
+		}
+		const starts, partitions = 8, 16
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		defer cancel()
+		errs := make(chan error, starts)
+		var ready sync.WaitGroup
+		ready.Add(starts)
+		for range starts {
+			go func() {
+				// A client each, as in separate processes, created before
+				// the start so that the requests go out together.
+				cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...))
+				if err != nil {
+					ready.Done()
+					errs <- err
+					return
+				}
+				defer cl.Close()
 				ready.Done()
-				errs <- err
-				return
+				ready.Wait()
+				errs <- sh.prepare(channel, partitions)(ctx, cl, Security{})
+			}()
+		}
+		for range starts {
+			if err := <-errs; err != nil {
+				t.Fatalf("a concurrent start failed: %v", err)
 			}
-			defer cl.Close()
-			ready.Done()
-			ready.Wait()
-			errs <- sh.prepare("job.edge", partitions)(ctx, cl, Security{})
-		}()
-	}
-	for range starts {
-		if err := <-errs; err != nil {
-			t.Fatalf("a concurrent start failed: %v", err)
 		}
-	}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	if n, err := shuffleTopicPartitions(ctx, cl, ShuffleTopic("job.edge")); err != nil || n != partitions {
-		t.Fatalf("topic has %d partitions (%v), want %d", n, err, partitions)
-	}
-	err = sh.prepare("job.edge", 12)(ctx, cl, Security{})
-	if !errors.Is(err, connector.ErrInvalidConfiguration) || !strings.Contains(err.Error(), "has 16 partitions, and the channel needs 12") {
-		t.Fatalf("prepare with 12 partitions: %v, want the mismatch refused", err)
-	}
-	for _, tc := range []struct {
-		channel    string
-		partitions int
-		want       string
-	}{
-		{"", 8, "empty channel name"},
-		{"job/edge", 8, `has '/'`},
-		{"job:edge", 8, `has ':'`},
-		{strings.Repeat("x", 242), 8, "above Kafka's 249"},
-		{"job.edge", 0, "with 0 partitions"},
-	} {
-		err := sh.prepare(tc.channel, tc.partitions)(ctx, cl, Security{})
-		if !errors.Is(err, connector.ErrInvalidConfiguration) || !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("channel %q with %d partitions: %v, want an invalid configuration saying %q", tc.channel, tc.partitions, err, tc.want)
+		cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...))
+		if err != nil {
+			t.Fatal(err)
 		}
-	}
+		defer cl.Close()
+		if n, err := shuffleTopicPartitions(ctx, cl, ShuffleTopic(channel)); err != nil || n != partitions {
+			t.Fatalf("topic has %d partitions (%v), want %d", n, err, partitions)
+		}
+		err = sh.prepare(channel, 12)(ctx, cl, Security{})
+		if !errors.Is(err, connector.ErrInvalidConfiguration) || !strings.Contains(err.Error(), "has 16 partitions, and the channel needs 12") {
+			t.Fatalf("prepare with 12 partitions: %v, want the mismatch refused", err)
+		}
+		for _, tc := range []struct {
+			channel    string
+			partitions int
+			want       string
+		}{
+			{"", 8, "empty channel name"},
+			{"job/edge", 8, `has '/'`},
+			{"job:edge", 8, `has ':'`},
+			{strings.Repeat("x", 242), 8, "above Kafka's 249"},
+			{"job.edge", 0, "with 0 partitions"},
+		} {
+			err := sh.prepare(tc.channel, tc.partitions)(ctx, cl, Security{})
+			if !errors.Is(err, connector.ErrInvalidConfiguration) || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("channel %q with %d partitions: %v, want an invalid configuration saying %q", tc.channel, tc.partitions, err, tc.want)
+			}
+		}
+	})
 }
 
 // NewShuffle checks its options once, as NewSource and NewSink do,
@@ -490,7 +537,13 @@ func TestNewShuffleRefusesBadOptions(t *testing.T) {
 // without restarts and naming the option.
 func TestShuffleRestoredAtAnotherParallelismKeepsTheOwnerRule(t *testing.T) {
 	const n1, n2, partitions = 200, 200, 8
-	seeds, _ := fakeTopic(t, 3, n1)
+	f, err := kfake.NewCluster(kfake.NumBrokers(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	st := newShuffleTopics(t, cluster{seeds: f.ListenAddrs(), fake: f}, n1)
+	seeds := st.seeds
 	dir := t.TempDir()
 	sh, err := NewShuffle(WithBrokers(seeds...), WithLogger(quietLogger()))
 	if err != nil {
@@ -502,15 +555,15 @@ func TestShuffleRestoredAtAnotherParallelismKeepsTheOwnerRule(t *testing.T) {
 			runtime.WithRestartStrategy(runtime.FixedDelayRestart(10, 10*time.Millisecond)), runtime.WithLogger(quietLogger())}, opts...)...)
 	}
 	env := newEnv(2)
-	shuffleJob(t, env, seeds, sh, "job.edge", partitions, nil)
-	runUntilVisible(t, env, seeds, n1)
+	shuffleJob(t, env, st, sh, partitions, nil)
+	runUntilVisible(t, env, st, n1)
 
 	// The owners of partitions at 3 differ from those at 2 and from a
 	// round-robin deal, so the restore without the option meets a split
 	// of another subtask.
 	var restarts atomic.Int64
 	env = newEnv(3, runtime.WithJobListener(runtime.JobListener{Restarting: func(int, error) { restarts.Add(1) }}))
-	shuffleJob(t, env, seeds, sh, "job.edge", partitions, nil)
+	shuffleJob(t, env, st, sh, partitions, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	err = env.Execute(ctx, "rescaled round-robin")
@@ -529,15 +582,11 @@ func TestShuffleRestoredAtAnotherParallelismKeepsTheOwnerRule(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cl.Close()
-	for i := n1; i < n1+n2; i++ {
-		if err := cl.ProduceSync(context.Background(), &kgo.Record{Topic: "in", Partition: int32(i % 3), Value: fmt.Appendf(nil, "v%04d", i)}).FirstErr(); err != nil {
-			t.Fatal(err)
-		}
-	}
+	st.produce(t, cl, n1, n1+n2)
 	env = newEnv(3, runtime.WithRescaledSplitsToEnumerator())
-	shuffleJob(t, env, seeds, sh, "job.edge", partitions, nil)
-	runUntilVisible(t, env, seeds, n1+n2)
-	checkShuffleOutput(t, seeds, "job.edge", n1+n2, partitions, func(i int) int {
+	shuffleJob(t, env, st, sh, partitions, nil)
+	runUntilVisible(t, env, st, n1+n2)
+	checkShuffleOutput(t, st, n1+n2, partitions, func(i int) int {
 		if i < n1 {
 			return 2
 		}
