@@ -156,7 +156,15 @@ func (s *Shuffle) Sink(ds runtime.DataStream[runtime.ShuffleRecord], channel str
 // Source adds the reading side of channel to env: a Source reading the
 // channel's topic with UID "shuffle-source:"+channel, subtask i of
 // parallelism p reading the partitions for which owner(partition, p) ==
-// i (nil: the Kafka source's own rule). Records carry no watermark.
+// i (nil: the Kafka source's own rule). owner must depend on its
+// arguments alone: the enumerator calls it on the coordinator goroutine
+// and each reader on its task goroutine. Records carry no watermark.
+//
+// A job restored at another parallelism must run with
+// runtime.WithRescaledSplitsToEnumerator, so that the restored splits
+// are assigned by owner; without it the engine deals them out
+// round-robin, and the first reader given a split owner does not give it
+// fails the job without restarts.
 func (s *Shuffle) Source(env *runtime.Environment, channel string, partitions int, owner func(partition, parallelism int) int) runtime.DataStream[runtime.ShuffleRecord] {
 	src, err := s.newSource(channel, partitions, owner)
 	if err != nil {
