@@ -325,6 +325,8 @@ const (
 	useSinkTopic   = "the sink writes the topic"
 	useSinkTxnIDs  = "the exactly-once sink registers, writes and commits its transactions under these ids"
 	useSinkConfigs = "the sink reads the brokers' transaction.max.timeout.ms at start; WithoutBrokerTimeoutCheck skips that"
+	useShuffleDesc = "the shuffle checks that its topic exists with the channel's partitions"
+	useShuffleMake = "the shuffle creates its topic when it is missing; or create it beforehand with the channel's partitions"
 )
 
 // listTopicsError explains a failed listing of the source's topics. Kafka

@@ -22,6 +22,15 @@
 // with an *AuthorizationError naming the principal, the resource and the
 // operation, which no restart can fix.
 //
+// NewShuffle (shuffle.go) carries runtime.Shuffle, the keyed edges of a
+// distributed job, over Kafka: channel c is the topic c.shuffle, created
+// by whichever side starts first with one partition per shuffle
+// partition (another count fails the job), written by the exactly-once
+// KafkaSink with c as transactional id prefix and each record's partition
+// as the Kafka partition, and read read_committed from the earliest
+// offsets by a KafkaSource whose enumerator gives partition p to the
+// subtask the runtime's owner rule names.
+//
 // Both export metrics (metrics.go) on the job's registry when the engine's
 // context provides a metric group: lag per partition, bytes read and
 // written, partitions discovered, transactions committed and aborted,

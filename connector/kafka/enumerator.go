@@ -72,6 +72,8 @@ type enumerator struct {
 	// principal's rights (probeSource); discoveries run off the
 	// coordinator goroutine.
 	probed atomic.Bool
+	// prepared is set once the configuration's prepare step succeeded.
+	prepared atomic.Bool
 
 	// discoveredMetric is splitflow_kafka_source_partitions_discovered_total
 	// of the source's coordinator; metrics for its client's kprom.
@@ -155,6 +157,13 @@ func (e *enumerator) discover(ctx context.Context) discovered {
 	k := e.snapshot.Load()
 	d := discovered{current: map[TopicPartition]bool{}, initial: !k.initialDone}
 	adm := kadm.NewClient(e.cl)
+	if e.cfg.prepare != nil && !e.prepared.Load() {
+		if err := e.cfg.prepare(ctx, e.cl, e.cfg.security); err != nil {
+			d.err = err
+			return d
+		}
+		e.prepared.Store(true)
+	}
 	var topics kadm.TopicDetails
 	var err error
 	if e.cfg.topicRegex != nil {
@@ -248,10 +257,13 @@ func (e *enumerator) handleDiscovery(d discovered) error {
 			// input must say so rather than wait silently.
 			return d.err
 		}
-		if errors.Is(d.err, ErrNotAuthorized) || errors.Is(d.err, ErrAuthenticationFailed) {
+		if errors.Is(d.err, ErrNotAuthorized) || errors.Is(d.err, ErrAuthenticationFailed) ||
+			errors.Is(d.err, connector.ErrInvalidConfiguration) {
 			// A missing right (found by a restored enumerator's probe, or
-			// revoked meanwhile) does not come back by waiting: every later
-			// discovery would fail the same way and assign nothing.
+			// revoked meanwhile) or a wrong configuration (a shuffle topic
+			// with another number of partitions) does not come back by
+			// waiting: every later discovery would fail the same way and
+			// assign nothing.
 			return d.err
 		}
 		log.Warn("kafka source: partition discovery failed; retrying at the next interval", "err", d.err)
@@ -302,10 +314,16 @@ func (e *enumerator) assignPending() error {
 	par := e.ctx.CurrentParallelism()
 	readers := e.ctx.RegisteredReaders()
 	batch := map[int][]Split{}
+	waiting := map[int]bool{} // owners of pending splits not assigned now
 	for tp, s := range e.pending {
-		owner := ownerOf(tp, par)
+		owner, err := e.owner(tp, par)
+		if err != nil {
+			return err
+		}
 		if _, ok := readers[owner]; ok {
 			batch[owner] = append(batch[owner], s)
+		} else {
+			waiting[owner] = true
 		}
 	}
 	if len(batch) > 0 {
@@ -325,7 +343,7 @@ func (e *enumerator) assignPending() error {
 	e.publish()
 	if e.cfg.bounded && e.initialDone {
 		for sub := range readers {
-			if !e.noMoreSent[sub] && !e.hasPendingFor(sub, par) {
+			if !e.noMoreSent[sub] && !waiting[sub] {
 				if err := e.ctx.SignalNoMoreSplits(sub); err != nil {
 					return fmt.Errorf("kafka source: signal no more splits to subtask %d: %w", sub, err)
 				}
@@ -336,13 +354,20 @@ func (e *enumerator) assignPending() error {
 	return nil
 }
 
-func (e *enumerator) hasPendingFor(subtask, par int) bool {
-	for tp := range e.pending {
-		if ownerOf(tp, par) == subtask {
-			return true
-		}
+// owner is the subtask that reads tp at parallelism par: the
+// configuration's owner rule if it has one, ownerOf otherwise. A rule
+// answering outside [0, par) fails the source: no reader could take the
+// split, and a job waiting for it would stall silently.
+func (e *enumerator) owner(tp TopicPartition, par int) (int, error) {
+	if e.cfg.owner == nil {
+		return ownerOf(tp, par), nil
 	}
-	return false
+	o := e.cfg.owner(tp, par)
+	if o < 0 || o >= par {
+		return 0, fmt.Errorf("kafka source: the split owner rule gives %s to subtask %d, outside [0, %d) at parallelism %d: %w",
+			tp, o, par, par, connector.ErrInvalidConfiguration)
+	}
+	return o, nil
 }
 
 // HandleSplitRequest is ignored: splits are pushed to their owners.

@@ -1,6 +1,7 @@
 package kafka
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -45,6 +46,15 @@ type sourceConfig struct {
 	// closeCommitTimeout bounds how long the reader's Close waits for
 	// the group offset commits under way.
 	closeCommitTimeout time.Duration
+	// owner, when set, replaces ownerOf as the rule that gives each
+	// split its subtask (the shuffle's owner rule, shuffle.go).
+	owner func(tp TopicPartition, parallelism int) int
+	// prepare, when set, runs once in the enumerator's discovery before
+	// the topics are listed (the shuffle creates its topic there).
+	prepare func(context.Context, *kgo.Client, Security) error
+	// timestampOf, when set, is the event time a record is emitted with,
+	// instead of its Kafka timestamp (the shuffle keeps "none").
+	timestampOf func(*kgo.Record) int64
 }
 
 func defaultSourceConfig() sourceConfig {
@@ -142,10 +152,11 @@ func checkBrokers(seeds []string) []error {
 	return errs
 }
 
-// Opt configures both a Source and a Sink.
+// Opt configures a Source, a Sink and a Shuffle's source and sink alike.
 type Opt interface {
 	SourceOpt
 	SinkOpt
+	ShuffleOpt
 }
 
 type commonOpt struct {
@@ -155,6 +166,10 @@ type commonOpt struct {
 
 func (o commonOpt) apply(c *sourceConfig)   { o.src(c) }
 func (o commonOpt) applySink(c *sinkConfig) { o.snk(c) }
+func (o commonOpt) applyShuffle(c *shuffleConfig) {
+	c.source = append(c.source, o)
+	c.sink = append(c.sink, o)
+}
 
 // WithBrokers sets the seed brokers, host:port each (Flink:
 // bootstrap.servers). Required; NewSource and NewSink refuse an empty list,

@@ -395,6 +395,8 @@ type emitter[T any] struct {
 	// dead emits a rejected record's DeadLetter (WithDeadLetterOutput);
 	// nil: none.
 	dead func(record any, timestamp int64)
+	// timestampOf is the configuration's; nil: the record's timestamp.
+	timestampOf func(*kgo.Record) int64
 
 	// Splits whose position moved since the last publication, and the
 	// records emitted since then; task goroutine only.
@@ -414,7 +416,11 @@ func (e *emitter[T]) Emit(rec *kgo.Record, out connector.SourceOutput[T], st *sp
 		}
 		e.skipped.Add(1)
 	} else {
-		out.CollectWithTimestamp(v, rec.Timestamp.UnixMilli())
+		ts := rec.Timestamp.UnixMilli()
+		if e.timestampOf != nil {
+			ts = e.timestampOf(rec)
+		}
+		out.CollectWithTimestamp(v, ts)
 	}
 	st.next = rec.Offset + 1
 	if !st.dirty {

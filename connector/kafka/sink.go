@@ -75,6 +75,9 @@ type sinkConfig struct {
 	optErrs      []error
 	// noBrokerTimeoutCheck is WithoutBrokerTimeoutCheck's (authz.go).
 	noBrokerTimeoutCheck bool
+	// prepare, when set, runs when a writer is created, before anything
+	// else (the shuffle creates its topic there).
+	prepare func(context.Context, *kgo.Client, Security) error
 }
 
 func defaultSinkConfig() sinkConfig {
@@ -321,6 +324,10 @@ func (s *Sink[T]) CreateWriter(ictx connector.SinkInitContext) (connector.SinkWr
 	w := &sinkWriter[T]{s: s, sub: ictx.SubtaskIndex(), bytesOut: g.BytesOut(), txns: transactionsCounter(g)}
 	w.task = ictx.Context()
 	w.ctx, w.cancel = context.WithCancel(w.task)
+	if err := s.prepareWriter(ictx.Context()); err != nil {
+		w.cancel()
+		return nil, err
+	}
 	if err := s.probeSink(ictx); err != nil {
 		w.cancel()
 		return nil, err
@@ -391,6 +398,22 @@ func (s *Sink[T]) CreateWriter(ictx connector.SinkInitContext) (connector.SinkWr
 	s.pools[w.sub] = pool
 	s.mu.Unlock()
 	return w, nil
+}
+
+// prepareWriter runs the configuration's prepare step, if any, with an
+// admin client of its own.
+func (s *Sink[T]) prepareWriter(ctx context.Context) error {
+	if s.cfg.prepare == nil {
+		return nil
+	}
+	cl, err := kgo.NewClient(s.clientOpts()...)
+	if err != nil {
+		return fmt.Errorf("kafka sink: client: %w", err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	return s.cfg.prepare(ctx, cl, s.cfg.security)
 }
 
 func (s *Sink[T]) abortLingering(ictx connector.SinkInitContext, keep []string, txns *prometheus.CounterVec) error {

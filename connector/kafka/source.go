@@ -95,9 +95,11 @@ func (s *Source[T]) CreateReader(ctx connector.SourceReaderContext) (connector.S
 	}
 	r := &Reader[T]{cfg: cfg, lag: lag, held: map[string]*partLag{}, offsets: map[int64]map[TopicPartition]int64{},
 		finishedAt: map[TopicPartition]int64{}, metrics: g}
+	r.subtask, r.parallelism = ctx.SubtaskIndex(), ctx.Parallelism()
 	r.bgCtx, r.bgCancel = context.WithCancel(context.Background())
 	r.em = &emitter[T]{deser: s.deser, skip: cfg.skipBadRecords, skipped: &r.skipped}
 	r.em.dead = dead
+	r.em.timestampOf = cfg.timestampOf
 	hooks := base.SplitStateFuncs[Split, splitState]{
 		Initialize: func(sp Split) splitState {
 			pl := lag.track(sp.TopicPartition, sp.StartingOffset, sp.StoppingOffset)
@@ -192,6 +194,10 @@ type Reader[T any] struct {
 
 	metrics    *metrics.Group
 	unregister func() // removes the reader's scrape-time metrics
+
+	// subtask and parallelism are the reader's, for the owner rule's
+	// check in AddSplits.
+	subtask, parallelism int
 }
 
 // SnapshotState returns the splits with their next offsets, and remembers
@@ -422,7 +428,24 @@ func (r *Reader[T]) PollNext(out connector.ReaderOutput[T]) (connector.InputStat
 // forever, and its checkpoints record the stop, so a later restore ends
 // at the same place. The resolution asks the broker on the task
 // goroutine (bounded by restoreStopTimeout); a failure fails the task.
+//
+// With an owner rule (the shuffle's source) it first checks that each
+// split is this subtask's: the enumerator assigns by the rule, but the
+// engine deals splits restored at another parallelism out round-robin
+// unless the job runs with runtime.WithRescaledSplitsToEnumerator, and a
+// partition read by another subtask breaks the rule that subtask i reads
+// exactly the partitions the owner rule gives it. Such a restore fails
+// without restarts, naming the option.
 func (r *Reader[T]) AddSplits(splits []Split) error {
+	if r.cfg.owner != nil {
+		for _, sp := range splits {
+			if o := r.cfg.owner(sp.TopicPartition, r.parallelism); o != r.subtask {
+				return fmt.Errorf("kafka source: split %s came to subtask %d of %d, and the owner rule gives it to subtask %d; "+
+					"a job restored at another parallelism must run with runtime.WithRescaledSplitsToEnumerator, so that the enumerator assigns the splits by the rule: %w",
+					sp.TopicPartition, r.subtask, r.parallelism, o, connector.ErrInvalidConfiguration)
+			}
+		}
+	}
 	if r.cfg.bounded {
 		var err error
 		if splits, err = r.boundRestored(splits); err != nil {

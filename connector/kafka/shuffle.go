@@ -1,0 +1,364 @@
+package kafka
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"time"
+
+	"github.com/splitflow/splitflow/connector"
+	"github.com/splitflow/splitflow/runtime"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// ShuffleTopicSuffix ends the name of every shuffle topic:
+// <channel>.shuffle.
+const ShuffleTopicSuffix = ".shuffle"
+
+// noTimestampHeader marks a shuffle record written without an event
+// timestamp. Kafka gives every record one (the producer's clock when none
+// is set), and the reading side would otherwise hand the producer's
+// clock on as the record's event time.
+const noTimestampHeader = "splitflow-no-timestamp"
+
+// maxTopicName is Kafka's limit on a topic's name.
+const maxTopicName = 249
+
+// ShuffleOpt configures a Shuffle. WithBrokers, WithClientOpts,
+// WithLogger and WithSecurity are ShuffleOpts: they apply to the
+// shuffle's sinks, sources and topic creation alike.
+type ShuffleOpt interface{ applyShuffle(*shuffleConfig) }
+
+type shuffleOpt func(*shuffleConfig)
+
+func (f shuffleOpt) applyShuffle(c *shuffleConfig) { f(c) }
+
+type shuffleConfig struct {
+	source      []SourceOpt
+	sink        []SinkOpt
+	replication int16
+	topicCfg    map[string]*string
+}
+
+func defaultShuffleConfig() shuffleConfig {
+	return shuffleConfig{replication: -1}
+}
+
+// WithShuffleReplicationFactor sets the replication factor of the topics
+// the shuffle creates (Kafka: replication.factor of CreateTopics). A topic
+// that exists already is used as it is. Default: -1, the brokers'
+// default.replication.factor.
+func WithShuffleReplicationFactor(n int16) ShuffleOpt {
+	return shuffleOpt(func(c *shuffleConfig) { c.replication = n })
+}
+
+// WithShuffleTopicConfigs sets configurations of the topics the shuffle
+// creates (retention.ms, min.insync.replicas, ...). Default: none, the
+// brokers' defaults. A reader's position lives in the job's checkpoints,
+// so a retention shorter than the longest a job may be down loses
+// records that were committed and not yet read.
+func WithShuffleTopicConfigs(configs map[string]string) ShuffleOpt {
+	return shuffleOpt(func(c *shuffleConfig) {
+		if c.topicCfg == nil {
+			c.topicCfg = map[string]*string{}
+		}
+		for k, v := range configs {
+			c.topicCfg[k] = &v
+		}
+	})
+}
+
+// WithShuffleSinkOpts passes options to the shuffle's sinks, such as
+// WithTransactionTimeout, WithCommitTimeout or
+// WithTransactionalIDPoolSize. The shuffle's own settings win over them:
+// exactly-once, the channel as transactional id prefix, and the manual
+// partitioner.
+func WithShuffleSinkOpts(opts ...SinkOpt) ShuffleOpt {
+	return shuffleOpt(func(c *shuffleConfig) { c.sink = append(c.sink, opts...) })
+}
+
+// WithShuffleSourceOpts passes options to the shuffle's sources, such as
+// WithGroupID for lag monitoring. The shuffle's own settings win over
+// them: its topic, read_committed, the earliest offsets, unbounded, no
+// partition discovery after the first, and the owner rule.
+func WithShuffleSourceOpts(opts ...SourceOpt) ShuffleOpt {
+	return shuffleOpt(func(c *shuffleConfig) { c.source = append(c.source, opts...) })
+}
+
+// Shuffle is runtime.Shuffle over Kafka: the channel c is the topic
+// c.shuffle with one partition per shuffle partition, written by the
+// exactly-once Sink with transactional ids c-<subtask>-<n> and read
+// read_committed by the Source from the earliest offsets, subtask i
+// reading the partitions the runtime's owner rule gives it. A record keeps
+// its event timestamp across, or its lack of one.
+//
+// Both sides create the topic when it is missing, when a writer starts
+// and when the source first lists its partitions, so any process may be
+// first; a topic that exists with another number of partitions fails the
+// job without restarts (it wraps connector.ErrInvalidConfiguration), as
+// does a channel that makes no valid topic name.
+type Shuffle struct {
+	cfg shuffleConfig
+}
+
+var _ runtime.Shuffle = (*Shuffle)(nil)
+
+// NewShuffle returns a Kafka shuffle. It checks the options as NewSource
+// and NewSink do (WithBrokers is required) and fails with every problem
+// it finds, in an error wrapping connector.ErrInvalidConfiguration.
+func NewShuffle(opts ...ShuffleOpt) (*Shuffle, error) {
+	cfg := defaultShuffleConfig()
+	for _, o := range opts {
+		o.applyShuffle(&cfg)
+	}
+	s := &Shuffle{cfg: cfg}
+	var errs []error
+	if cfg.replication == 0 || cfg.replication < -1 {
+		errs = append(errs, fmt.Errorf("kafka shuffle: replication factor %d: give a positive number, or -1 for the brokers' default (WithShuffleReplicationFactor): %w",
+			cfg.replication, connector.ErrInvalidConfiguration))
+	}
+	// The channel's options are those of any channel: build both sides
+	// once so that Sink and Source, which cannot return an error, meet
+	// none.
+	if _, err := s.newSink("check", 1); err != nil {
+		errs = append(errs, fmt.Errorf("kafka shuffle: %w", err))
+	}
+	if _, err := s.newSource("check", 1, nil); err != nil {
+		errs = append(errs, fmt.Errorf("kafka shuffle: %w", err))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// ShuffleTopic is the topic that carries channel.
+func ShuffleTopic(channel string) string { return channel + ShuffleTopicSuffix }
+
+// Sink adds the writing side of channel to ds: an exactly-once Sink
+// writing each record's value to partition Partition of the channel's
+// topic, with UID "shuffle-sink:"+channel. A record whose partition is
+// outside [0, partitions) fails the job.
+func (s *Shuffle) Sink(ds runtime.DataStream[runtime.ShuffleRecord], channel string, partitions int) runtime.DataStreamSink {
+	sink, err := s.newSink(channel, partitions)
+	if err != nil {
+		// NewShuffle built a sink with the same options.
+		panic(fmt.Sprintf("kafka shuffle: sink of channel %q: %v", channel, err))
+	}
+	return runtime.SinkTo(ds, connector.Sink[runtime.ShuffleRecord](sink)).
+		Name("shuffle-sink " + channel).UID("shuffle-sink:" + channel)
+}
+
+// Source adds the reading side of channel to env: a Source reading the
+// channel's topic with UID "shuffle-source:"+channel, subtask i of
+// parallelism p reading the partitions for which owner(partition, p) ==
+// i (nil: the Kafka source's own rule). owner must depend on its
+// arguments alone: the enumerator calls it on the coordinator goroutine
+// and each reader on its task goroutine. Records carry no watermark.
+//
+// A job restored at another parallelism must run with
+// runtime.WithRescaledSplitsToEnumerator, so that the restored splits
+// are assigned by owner; without it the engine deals them out
+// round-robin, and the first reader given a split owner does not give it
+// fails the job without restarts.
+func (s *Shuffle) Source(env *runtime.Environment, channel string, partitions int, owner func(partition, parallelism int) int) runtime.DataStream[runtime.ShuffleRecord] {
+	src, err := s.newSource(channel, partitions, owner)
+	if err != nil {
+		// NewShuffle built a source with the same options.
+		panic(fmt.Sprintf("kafka shuffle: source of channel %q: %v", channel, err))
+	}
+	return runtime.FromSource(env, src, "shuffle-source "+channel).UID("shuffle-source:" + channel)
+}
+
+func (s *Shuffle) newSink(channel string, partitions int) (*Sink[runtime.ShuffleRecord], error) {
+	topic := ShuffleTopic(channel)
+	ser := topicsSerializer[runtime.ShuffleRecord]{topics: []string{topic}, ser: RecordSerializerFunc[runtime.ShuffleRecord](
+		func(r runtime.ShuffleRecord, ts int64) (*kgo.Record, error) {
+			if r.Partition < 0 || int(r.Partition) >= partitions {
+				return nil, fmt.Errorf("kafka shuffle: record for partition %d of channel %q, which has partitions 0 to %d", r.Partition, channel, partitions-1)
+			}
+			rec := &kgo.Record{Topic: topic, Partition: r.Partition, Value: r.Value}
+			if ts != connector.NoTimestamp {
+				rec.Timestamp = time.UnixMilli(ts)
+			} else {
+				rec.Headers = []kgo.RecordHeader{{Key: noTimestampHeader}}
+			}
+			return rec, nil
+		})}
+	opts := append(append([]SinkOpt(nil), s.cfg.sink...),
+		WithDeliveryGuarantee(ExactlyOnce),
+		WithTransactionalIDPrefix(channel),
+		sinkOpt(func(c *sinkConfig) {
+			// After the user's client options, so the record's own
+			// partition is always the one written.
+			c.kgoOpts = append(c.kgoOpts, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+			c.prepare = s.prepare(channel, partitions)
+		}))
+	return NewSink[runtime.ShuffleRecord](ser, opts...)
+}
+
+func (s *Shuffle) newSource(channel string, partitions int, owner func(partition, parallelism int) int) (*Source[runtime.ShuffleRecord], error) {
+	topic := ShuffleTopic(channel)
+	deser := DeserializerFunc[runtime.ShuffleRecord](func(r *kgo.Record) (runtime.ShuffleRecord, error) {
+		return runtime.ShuffleRecord{Partition: r.Partition, Value: r.Value}, nil
+	})
+	opts := append(append([]SourceOpt(nil), s.cfg.source...), sourceOpt(func(c *sourceConfig) {
+		c.topics, c.topicRegex = []string{topic}, nil
+		c.starting = EarliestOffsets()
+		c.bounded, c.stopping = false, Offsets{}
+		c.readCommitted = true
+		// The topic is made with its partitions once and for all; a
+		// partition added later would be one no writer targets.
+		c.discovery = 0
+		c.prepare = s.prepare(channel, partitions)
+		c.timestampOf = shuffleTimestamp
+		if owner != nil {
+			c.owner = func(tp TopicPartition, parallelism int) int { return owner(int(tp.Partition), parallelism) }
+		}
+	}))
+	return NewSource[runtime.ShuffleRecord](deser, opts...)
+}
+
+// shuffleTimestamp is the event time the sink was given for r:
+// connector.NoTimestamp if it was written without one.
+func shuffleTimestamp(r *kgo.Record) int64 {
+	for _, h := range r.Headers {
+		if h.Key == noTimestampHeader {
+			return connector.NoTimestamp
+		}
+	}
+	return r.Timestamp.UnixMilli()
+}
+
+// prepare returns the step both sides run before they touch the channel's
+// topic: check the channel and the partition count, and make sure the
+// topic exists with that many partitions.
+func (s *Shuffle) prepare(channel string, partitions int) func(context.Context, *kgo.Client, Security) error {
+	return func(ctx context.Context, cl *kgo.Client, sec Security) error {
+		if err := checkChannel(channel, partitions); err != nil {
+			return err
+		}
+		return ensureShuffleTopic(ctx, cl, sec, ShuffleTopic(channel), partitions, s.cfg.replication, maps.Clone(s.cfg.topicCfg))
+	}
+}
+
+// checkChannel refuses a channel that makes no valid topic name (Kafka:
+// letters, digits, '.', '_' and '-', at most 249 characters) and a
+// partition count below 1.
+func checkChannel(channel string, partitions int) error {
+	var errs []error
+	if channel == "" {
+		errs = append(errs, errors.New("empty channel name"))
+	}
+	if n := len(ShuffleTopic(channel)); n > maxTopicName {
+		errs = append(errs, fmt.Errorf("channel %q makes a topic name of %d characters, above Kafka's %d", channel, n, maxTopicName))
+	}
+	for _, r := range channel {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '_' || r == '-') {
+			errs = append(errs, fmt.Errorf("channel %q has %q; a topic name takes letters, digits, '.', '_' and '-' only", channel, r))
+			break
+		}
+	}
+	if partitions < 1 {
+		errs = append(errs, fmt.Errorf("channel %q with %d partitions; it needs at least 1", channel, partitions))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("kafka shuffle: %w: %w", err, connector.ErrInvalidConfiguration)
+	}
+	return nil
+}
+
+// ensureShuffleTopic makes sure topic exists with partitions partitions.
+// Several processes may run it at once: the loser of a creation race gets
+// TOPIC_ALREADY_EXISTS and checks the winner's topic like any existing
+// one. An existing topic is looked at first, so a principal without the
+// right to create topics can use topics made beforehand. A refused right
+// is an *AuthorizationError, which fails the job without restarts.
+func ensureShuffleTopic(ctx context.Context, cl *kgo.Client, sec Security, topic string, partitions int, replication int16, configs map[string]*string) error {
+	for {
+		n, err := shuffleTopicPartitions(ctx, cl, topic)
+		if err != nil {
+			err = authorizationOf(err, sec, ResourceTopic, topic, false, "Describe", useShuffleDesc)
+		}
+		switch {
+		case err != nil:
+			return err
+		case n > 0 && n != partitions:
+			return fmt.Errorf("kafka shuffle: topic %q has %d partitions, and the channel needs %d (one per partition of the channel, its max parallelism for a keyed edge); "+
+				"a topic left by a job with another max parallelism: delete the topic or rename the job: %w",
+				topic, n, partitions, connector.ErrInvalidConfiguration)
+		case n > 0:
+			return nil
+		}
+		resp, err := kadm.NewClient(cl).CreateTopic(ctx, int32(partitions), replication, configs, topic)
+		if err == nil {
+			err = resp.Err
+		}
+		switch {
+		case err == nil:
+			return nil
+		case errors.Is(err, kerr.TopicAlreadyExists):
+			// Made by another process meanwhile: check its partitions.
+		case kerr.IsRetriable(err):
+			if err := sleepCtx(ctx, 100*time.Millisecond); err != nil {
+				return fmt.Errorf("kafka shuffle: create topic %q: %w", topic, err)
+			}
+		default:
+			return fmt.Errorf("kafka shuffle: create topic %q with %d partitions, replication factor %d: %w",
+				topic, partitions, replication, authorizationOf(err, sec, ResourceTopic, topic, false, "Create", useShuffleMake))
+		}
+	}
+}
+
+// shuffleTopicPartitions returns how many partitions topic has, 0 if it
+// does not exist. It asks a broker each time: kadm's listing answers from
+// the client's metadata cache (up to MetadataMinAge, 5s by default, old),
+// which after a lost creation race still says the topic does not exist.
+// A topic being created may be known to the broker answering before its
+// partitions are (LEADER_NOT_AVAILABLE); it asks again until they are or
+// ctx ends.
+func shuffleTopicPartitions(ctx context.Context, cl *kgo.Client, topic string) (int, error) {
+	for {
+		req := kmsg.NewPtrMetadataRequest()
+		rt := kmsg.NewMetadataRequestTopic()
+		rt.Topic = kmsg.StringPtr(topic)
+		req.Topics = append(req.Topics, rt)
+		resp, err := req.RequestWith(ctx, cl)
+		if err != nil {
+			return 0, fmt.Errorf("kafka shuffle: metadata of topic %q: %w", topic, err)
+		}
+		var terr error = kerr.UnknownTopicOrPartition
+		var n int
+		for _, t := range resp.Topics {
+			if t.Topic != nil && *t.Topic == topic {
+				terr, n = kerr.ErrorForCode(t.ErrorCode), len(t.Partitions)
+			}
+		}
+		switch {
+		case errors.Is(terr, kerr.UnknownTopicOrPartition):
+			return 0, nil
+		case terr == nil && n > 0:
+			return n, nil
+		case terr != nil && !kerr.IsRetriable(terr):
+			return 0, fmt.Errorf("kafka shuffle: topic %q: %w", topic, terr)
+		}
+		if err := sleepCtx(ctx, 100*time.Millisecond); err != nil {
+			return 0, fmt.Errorf("kafka shuffle: topic %q has no partitions yet: %w", topic, err)
+		}
+	}
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
