@@ -288,14 +288,14 @@ func (e *errClaimAgain) Error() string { return e.err.Error() }
 func (e *errClaimAgain) Unwrap() error { return e.err }
 
 func (r *slotRunner) run() error {
-	root := slots.StoragePath(r.dr.env.cfg.cp.dir, r.dr.d.Job, r.slot)
-	st, err := checkpoint.OpenStorage(root+"/log", checkpoint.WithLogger(r.dr.log))
+	root := r.dr.env.cfg.cp.dir
+	st, err := checkpoint.OpenStorage(slots.LogPath(root, r.dr.d.Job, r.slot), checkpoint.WithLogger(r.dr.log))
 	if err != nil {
 		return fmt.Errorf("open the slot's log: %w", err)
 	}
 	rs, ok := st.(checkpoint.RecordStorage)
 	if !ok {
-		return fmt.Errorf("the checkpoint storage %s cannot keep the slot's log (%T)", root, st)
+		return fmt.Errorf("the checkpoint storage %s cannot keep the slot's log (%T)", slots.LogPath(root, r.dr.d.Job, r.slot), st)
 	}
 	r.logStore = rs
 	pause := 100 * time.Millisecond
@@ -339,10 +339,10 @@ func (r *slotRunner) claimAndRun(root string) error {
 	}
 	rp := res.restore
 	cfg := r.dr.env.cfg
-	cfg.cp.dir = root + "/epoch-" + strconv.FormatInt(rp.ClaimEpoch, 10)
+	cfg.cp.dir = slots.EpochPath(root, r.dr.d.Job, r.slot, rp.ClaimEpoch)
 	slot := &slotRun{index: r.slot, nextID: rp.NextCheckpointID, recordFn: r.record}
 	if rp.Checkpoint > 0 {
-		slot.restorePath = root + "/epoch-" + strconv.FormatInt(rp.Epoch, 10) + "/chk-" + strconv.FormatInt(rp.Checkpoint, 10)
+		slot.restorePath = slots.EpochPath(root, r.dr.d.Job, r.slot, rp.Epoch) + "/chk-" + strconv.FormatInt(rp.Checkpoint, 10)
 		cfg.cp.restoreFrom = slot.restorePath
 	}
 	r.dr.log.Info("splitflow: slot claimed", "slot", r.slot, "epoch", rp.ClaimEpoch, "restore", slot.restorePath, "ignored", len(rp.Ignored))

@@ -46,7 +46,6 @@ func runJob(ctx context.Context, o options, seeds []string, p *progress, logger 
 	var sinceFailure atomic.Bool
 	sinceFailure.Store(true)
 	envOpts := []runtime.Option{
-		runtime.WithParallelism(o.parallelism),
 		runtime.WithCheckpointInterval(o.checkpointInterval),
 		runtime.WithRestartStrategy(runtime.FixedDelayRestart(runtime.Unlimited, 100*time.Millisecond)),
 		runtime.WithLogger(logger),
@@ -57,6 +56,15 @@ func runJob(ctx context.Context, o options, seeds []string, p *progress, logger 
 			},
 			Restarting: func(int, error) { p.restarts.Add(1) },
 		}),
+	}
+	if o.distributed {
+		d, err := distributedOption(o, seeds, logger)
+		if err != nil {
+			return err
+		}
+		envOpts = append(envOpts, d)
+	} else {
+		envOpts = append(envOpts, runtime.WithParallelism(o.parallelism))
 	}
 	if o.fromSavepoint != "" {
 		envOpts = append(envOpts, runtime.WithRestoreFrom(o.fromSavepoint))

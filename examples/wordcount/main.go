@@ -65,6 +65,12 @@ type options struct {
 	stateBackend       string
 	stateDir           string
 	noTimeoutCheck     bool // kafka.WithoutBrokerTimeoutCheck on the sink
+	// distributed: one of the processes of the job named jobName
+	// (runtime.WithDistributed), cut into slots slots.
+	distributed    bool
+	jobName        string
+	slots          int
+	sessionTimeout time.Duration
 	// security is how every Kafka client connects (TLS, SASL), from the
 	// --kafka-* flags and SPLITFLOW_KAFKA_* variables; clientOpts are its
 	// franz-go options, for the clients the job does not make itself.
@@ -97,6 +103,10 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	httpFlags := registerHTTPFlags(fs)
 	fs.StringVar(&o.stateBackend, "state-backend", "heap", "where the word counts live: heap (Go maps; fastest while they fit in memory, as the built-in text's do) or pebble (an on-disk LSM per subtask with incremental checkpoints; for many distinct words)")
 	fs.StringVar(&o.stateDir, "state-dir", "", "working directory of the pebble state backend (default: splitflow-state in the OS temp directory)")
+	fs.BoolVar(&o.distributed, "distributed", false, "run as one of the processes of the job --job-name: every process started with the same --job-name, --brokers and --checkpoint-dir (a directory all of them reach, or s3://) takes a share of the job's slots, and takes over the slots of a process that stops or dies; runs until interrupted, never writes the input (wordcount write-input does), and leaves the verification to wordcount verify")
+	fs.StringVar(&o.jobName, "job-name", "wordcount", "name of the distributed job (--distributed): its consumer group, its internal topics <name>.slots and <name>.*.shuffle, its checkpoints under --checkpoint-dir/<name>/ and, unless --transactional-id-prefix is given, its output's transactional ids")
+	fs.IntVar(&o.slots, "slots", 16, "slots of the distributed job (--distributed): the unit a process owns and the parallelism of every operator; the same in every process and for the life of the job's checkpoints")
+	fs.DurationVar(&o.sessionTimeout, "session-timeout", 10*time.Second, "how long the other processes of a distributed job wait for a silent one before taking over its slots")
 	secFlags := kafkaflag.Register(fs)
 	fs.BoolVar(&o.noTimeoutCheck, "no-broker-timeout-check", false, "do not read the brokers' transaction.max.timeout.ms at start, for a principal without DescribeConfigs on the cluster; the transaction timeout is then checked against the checkpoint settings only")
 	fs.Usage = func() {
@@ -169,6 +179,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 			errs = append(errs, err)
 		}
 	}
+	errs = append(errs, checkDistributed(fs, &o)...)
 	if err := errors.Join(errs...); err != nil {
 		return o, usageError(fs, "%w", err)
 	}
@@ -186,6 +197,9 @@ func usageError(fs *flag.FlagSet, format string, args ...any) error {
 }
 
 func main() {
+	if len(os.Args) > 1 && (os.Args[1] == "verify" || os.Args[1] == "write-input") {
+		os.Exit(subcommand(os.Args[1], os.Args[2:], os.Stdout, os.Stderr))
+	}
 	o, err := parseFlags(os.Args[1:], os.Stderr)
 	if err != nil {
 		os.Exit(2)

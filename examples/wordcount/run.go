@@ -60,9 +60,13 @@ func run(ctx context.Context, o options, stdout io.Writer, logger *slog.Logger) 
 	if err := ensureTopics(ctx, seeds, o); err != nil {
 		return 1, err
 	}
-	written, err := fillInput(ctx, seeds, o)
-	if err != nil {
-		return 1, err
+	var written int
+	if !o.distributed {
+		// Every process of a distributed job would write it: wordcount
+		// write-input does, once.
+		if written, err = fillInput(ctx, seeds, o); err != nil {
+			return 1, err
+		}
 	}
 	if written > 0 {
 		fmt.Fprintf(stdout, "wrote %d lines into %q\n", written, o.inputTopic)
@@ -82,6 +86,13 @@ func run(ctx context.Context, o options, stdout io.Writer, logger *slog.Logger) 
 	}
 	fmt.Fprintf(stdout, "job finished in %s: %d lines read, %d updates written (both counting replays after restarts), %d checkpoints, %d injected failures, %d restarts\n",
 		time.Since(began).Round(time.Millisecond), p.lines.Load(), p.updates.Load(), p.checkpoints.Load(), p.failures.Load(), p.restarts.Load())
+	if o.distributed {
+		// The other processes go on writing: wordcount verify waits for
+		// and checks the job's whole output.
+		fmt.Fprintf(stdout, "process of job %q stopped; check the job's output with: wordcount verify --brokers %s --input-topic %s --output-topic %s\n",
+			o.jobName, o.brokers, o.inputTopic, o.outputTopic)
+		return 0, nil
+	}
 
 	// An unbounded job ends by a stop, and a bounded one may (an
 	// interrupt, which cancelled ctx, or POST /api/v1/job/stop, which did
@@ -100,14 +111,7 @@ func run(ctx context.Context, o options, stdout io.Writer, logger *slog.Logger) 
 		return 1, fmt.Errorf("verify: %w", err)
 	}
 	if !r.ok() {
-		fmt.Fprintf(stdout, "exactly-once: FAILED words=%d updates=%d duplicates=%d missing=%d\n", r.words, r.updates, r.duplicates, r.missing)
-		for i, u := range r.unexpected {
-			if i == 10 {
-				fmt.Fprintf(stdout, "  ... and %d more\n", len(r.unexpected)-10)
-				break
-			}
-			fmt.Fprintf(stdout, "  unexpected: %s\n", u)
-		}
+		printFailure(stdout, r)
 		return 1, errNotExact
 	}
 	fmt.Fprintf(stdout, "exactly-once: OK words=%d updates=%d duplicates=0 missing=0\n", r.words, r.updates)

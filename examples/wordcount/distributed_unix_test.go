@@ -1,0 +1,391 @@
+//go:build unix
+
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/splitflow/splitflow/integration/committed"
+	"github.com/splitflow/splitflow/integration/kafkatest"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// The demonstrations of a distributed wordcount: processes of the
+// wordcount binary on the real broker, started with the same --job-name
+// and --checkpoint-dir, killed, stopped and added while they run, and the
+// job's whole output checked with read_committed against the input
+// (awaitExact, as wordcount verify does): every word's counts exactly
+// 1..n, none lost, none twice.
+
+// distJob is one distributed job's names and the processes it ran.
+type distJob struct {
+	t       *testing.T
+	b       *kafkatest.Broker
+	bin     string
+	args    []string
+	in, out string
+	job     string
+	procs   []*distProc
+	// lines are the input lines written so far.
+	lines int
+}
+
+func newDistJob(t *testing.T, slots int) *distJob {
+	t.Helper()
+	b := kafkatest.Get(t)
+	suffix := fmt.Sprint(time.Now().UnixNano())
+	j := &distJob{t: t, b: b, bin: wordcountBinary(t), in: "dl-" + suffix, out: "dc-" + suffix, job: "wc-" + suffix}
+	j.args = []string{"--distributed", "--brokers", b.Bootstrap(), "--job-name", j.job, "--slots", fmt.Sprint(slots),
+		"--input-topic", j.in, "--output-topic", j.out, "--checkpoint-dir", t.TempDir(), "--checkpoint-interval", "200ms",
+		"--session-timeout", "6s", "-v"}
+	adm := b.Admin(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for _, topic := range []string{j.in, j.out} {
+		if _, err := adm.CreateTopic(ctx, 4, -1, nil, topic); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Cleanup(func() {
+		for _, p := range j.procs {
+			p.kill()
+		}
+	})
+	return j
+}
+
+// write appends n lines of distinct words (each word 3 times in the
+// batch) to the input topic, spread over every partition it has now.
+func (j *distJob) write(n int) {
+	j.t.Helper()
+	cl := j.b.Client(j.t, kgo.DefaultProduceTopic(j.in), kgo.RecordPartitioner(kgo.RoundRobinPartitioner()))
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for i := range n {
+		w := fmt.Sprintf("b%dw%d", j.lines/1000, i/3)
+		cl.Produce(ctx, &kgo.Record{Value: []byte(w + " common")}, nil)
+	}
+	if err := cl.Flush(ctx); err != nil {
+		j.t.Fatal(err)
+	}
+	j.lines += n
+}
+
+// start starts one more process of the job.
+func (j *distJob) start() *distProc {
+	j.t.Helper()
+	p := &distProc{name: fmt.Sprintf("p%d", len(j.procs)+1), done: make(chan struct{})}
+	p.cmd = exec.Command(j.bin, j.args...)
+	p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	p.cmd.Stdout, p.cmd.Stderr = &p.log, &p.log
+	if err := p.cmd.Start(); err != nil {
+		j.t.Fatal(err)
+	}
+	go func() {
+		p.err = p.cmd.Wait()
+		close(p.done)
+	}()
+	j.procs = append(j.procs, p)
+	return p
+}
+
+// awaitOutput waits until the output holds at least n committed records.
+func (j *distJob) awaitOutput(n int) {
+	j.t.Helper()
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		recs, err := committed.Visible(ctx, j.b.Addrs(), j.out, time.Second)
+		cancel()
+		if err == nil && len(recs) >= n {
+			return
+		}
+		if time.Now().After(deadline) {
+			j.t.Fatalf("the output has %d records after 2m, want %d (err %v)\n%s", len(recs), n, err, j.logs())
+		}
+		time.Sleep(300 * time.Millisecond)
+	}
+}
+
+// exact waits for the job's whole output and fails the test unless it is
+// exactly-once.
+func (j *distJob) exact() report {
+	j.t.Helper()
+	o := options{inputTopic: j.in, outputTopic: j.out}
+	r, err := awaitExact(context.Background(), j.b.Addrs(), o, 3*time.Minute)
+	if err != nil {
+		j.t.Fatalf("verify: %v\n%s", err, j.logs())
+	}
+	if !r.ok() {
+		var w bytes.Buffer
+		printFailure(&w, r)
+		j.t.Fatalf("%s\n%s", w.String(), j.logs())
+	}
+	if want := j.lines * 2; r.updates != want {
+		j.t.Fatalf("%d updates, want %d", r.updates, want)
+	}
+	return r
+}
+
+// stopAll interrupts every live process and expects each to end cleanly.
+func (j *distJob) stopAll() {
+	j.t.Helper()
+	for _, p := range j.procs {
+		p.signal(syscall.SIGTERM)
+	}
+	for _, p := range j.procs {
+		p.wait(j.t, time.Minute)
+	}
+}
+
+func (j *distJob) logs() string {
+	var s strings.Builder
+	for _, p := range j.procs {
+		fmt.Fprintf(&s, "--- %s (%s)\n%s\n", p.name, p.state(), tail(p.log.String(), 60))
+	}
+	return s.String()
+}
+
+func tail(s string, n int) string {
+	lines := strings.Split(s, "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+type distProc struct {
+	name string
+	cmd  *exec.Cmd
+	log  syncBuffer
+	done chan struct{}
+	err  error
+}
+
+func (p *distProc) signal(s syscall.Signal) {
+	select {
+	case <-p.done:
+	default:
+		_ = p.cmd.Process.Signal(s)
+	}
+}
+
+func (p *distProc) kill() {
+	select {
+	case <-p.done:
+	default:
+		_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGCONT)
+		_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+		<-p.done
+	}
+}
+
+func (p *distProc) state() string {
+	select {
+	case <-p.done:
+		return fmt.Sprintf("exited: %v", p.err)
+	default:
+		return "running"
+	}
+}
+
+// wait expects the process to exit 0 within d.
+func (p *distProc) wait(t *testing.T, d time.Duration) {
+	t.Helper()
+	select {
+	case <-p.done:
+		if p.err != nil {
+			t.Fatalf("%s: %v\n%s", p.name, p.err, tail(p.log.String(), 80))
+		}
+	case <-time.After(d):
+		t.Fatalf("%s still running after %v\n%s", p.name, d, tail(p.log.String(), 80))
+	}
+}
+
+// claimed returns the slots the process claimed after since, from its log.
+func (p *distProc) claimed(since time.Time) []string {
+	var out []string
+	for _, line := range strings.Split(p.log.String(), "\n") {
+		m := claimLine.FindStringSubmatch(line)
+		if m == nil {
+			continue
+		}
+		at, err := time.Parse(time.RFC3339Nano, m[1])
+		if err == nil && at.After(since) {
+			out = append(out, m[2])
+		}
+	}
+	return out
+}
+
+var claimLine = regexp.MustCompile(`time=(\S+) level=INFO msg="splitflow: slot claimed" job=\S+ slot=(\d+)`)
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// 1. Three processes from the start.
+func TestDistributedThreeProcessesAreExact(t *testing.T) {
+	j := newDistJob(t, 6)
+	j.write(3000)
+	for range 3 {
+		j.start()
+	}
+	j.exact()
+	j.stopAll()
+}
+
+// 2. Three processes, one SIGKILLed mid-run: the others take over its
+// slots, restoring them from their last recorded checkpoints.
+func TestDistributedProcessKilledIsTakenOverExactly(t *testing.T) {
+	j := newDistJob(t, 6)
+	j.write(3000)
+	var ps []*distProc
+	for range 3 {
+		ps = append(ps, j.start())
+	}
+	j.awaitOutput(1000)
+	victim := ps[1]
+	killed := time.Now()
+	victim.kill()
+	j.write(3000)
+	j.exact()
+	var took []string
+	for _, p := range []*distProc{ps[0], ps[2]} {
+		took = append(took, p.claimed(killed)...)
+	}
+	if len(took) == 0 {
+		t.Fatalf("no slot was claimed after the kill\n%s", j.logs())
+	}
+	t.Logf("after the SIGKILL the other processes claimed slots %v; the whole output was exact %v after the kill", took, time.Since(killed).Round(time.Millisecond))
+	j.procs = []*distProc{ps[0], ps[2]}
+	j.stopAll()
+}
+
+// 3. A zombie: one process SIGSTOPped beyond the session timeout loses its
+// slots to the others; after SIGCONT it finds them taken, commits nothing
+// of what it did not record, and goes on with what the group gives it.
+func TestDistributedZombieIsFenced(t *testing.T) {
+	j := newDistJob(t, 6)
+	j.write(3000)
+	var ps []*distProc
+	for range 3 {
+		ps = append(ps, j.start())
+	}
+	j.awaitOutput(1000)
+	zombie := ps[2]
+	stopped := time.Now()
+	zombie.signal(syscall.SIGSTOP)
+	j.write(3000)
+	// The others notice after the session timeout (6s) and claim its slots.
+	deadline := time.Now().Add(time.Minute)
+	for len(ps[0].claimed(stopped))+len(ps[1].claimed(stopped)) == 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("nobody took over the stopped process's slots\n%s", j.logs())
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	time.Sleep(2 * time.Second)
+	zombie.signal(syscall.SIGCONT)
+	j.write(1000)
+	j.exact()
+	if !strings.Contains(zombie.log.String(), "taken over") && !strings.Contains(zombie.log.String(), "lost") {
+		t.Fatalf("the zombie never said it lost its slots\n%s", j.logs())
+	}
+	j.stopAll()
+}
+
+// 4. Rescaling while running: 1 -> 3 -> 2 processes.
+func TestDistributedRescaleOneThreeTwoIsExact(t *testing.T) {
+	j := newDistJob(t, 6)
+	j.write(2000)
+	first := j.start()
+	j.awaitOutput(500)
+	j.start()
+	j.start()
+	j.write(2000)
+	j.awaitOutput(4500)
+	first.signal(syscall.SIGTERM)
+	first.wait(t, time.Minute)
+	j.write(2000)
+	j.exact()
+	j.procs = j.procs[1:]
+	j.stopAll()
+}
+
+// 5. A partition added to the input topic while the job runs is read.
+func TestDistributedPartitionAddedIsRead(t *testing.T) {
+	j := newDistJob(t, 6)
+	j.write(1000)
+	j.start()
+	j.start()
+	j.awaitOutput(500)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if _, err := kadm.NewClient(j.b.Client(t)).CreatePartitions(ctx, 2, j.in); err != nil {
+		t.Fatal(err)
+	}
+	// Written round robin over all six partitions now.
+	time.Sleep(time.Second) // the producer's metadata sees the new partitions
+	j.write(3000)
+	j.exact()
+	j.stopAll()
+}
+
+// wordcountDistributedArgsRefused: --distributed's flags are checked
+// before anything runs.
+func TestDistributedFlagsAreChecked(t *testing.T) {
+	dir := t.TempDir()
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--distributed", "--checkpoint-dir", dir}, "--distributed needs --brokers"},
+		{[]string{"--distributed", "--brokers", "localhost:9092"}, "--distributed needs --checkpoint-dir"},
+		{[]string{"--distributed", "--brokers", "localhost:9092", "--checkpoint-dir", dir, "--parallelism", "3"}, "--parallelism does not apply"},
+		{[]string{"--distributed", "--brokers", "localhost:9092", "--checkpoint-dir", dir, "--slots", "0"}, "--slots must be positive"},
+		{[]string{"--job-name", "x"}, "--job-name applies to --distributed"},
+		{[]string{"--distributed", "--brokers", "localhost:9092", "--checkpoint-dir", dir, "--checkpoint-interval", "0"}, "--distributed needs --checkpoint-interval > 0"},
+	} {
+		var w bytes.Buffer
+		_, err := parseFlags(c.args, &w)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%q: %v, want %q", c.args, err, c.want)
+		}
+	}
+	o, err := parseFlags([]string{"--distributed", "--brokers", "localhost:9092", "--checkpoint-dir", dir, "--job-name", "orders"}, &bytes.Buffer{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !o.unbounded || o.txnPrefix != "orders.counts" {
+		t.Fatalf("unbounded %v, prefix %q; want a run until interrupted with ids named after the job", o.unbounded, o.txnPrefix)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "orders")); !os.IsNotExist(err) {
+		t.Fatalf("parsing flags touched the checkpoint directory: %v", err)
+	}
+}
