@@ -137,11 +137,16 @@ func runUntilVisible(t *testing.T, env *runtime.Environment, st shuffleTopics, w
 			t.Fatalf("output not visible within 90s")
 		case <-time.After(50 * time.Millisecond):
 		}
+		// This read only decides when to stop; the checks read after the
+		// job stopped. A read that does not settle while the job writes
+		// and restarts (it has once, on the real broker under load) is
+		// tried again.
 		rctx, rcancel := context.WithTimeout(context.Background(), 10*time.Second)
 		recs, err := committed.Visible(rctx, st.seeds, st.out, 20*time.Millisecond)
 		rcancel()
 		if err != nil {
-			t.Fatalf("read out: %v", err)
+			t.Logf("read out while the job runs: %v; trying again", err)
+			continue
 		}
 		if len(recs) >= want {
 			break
