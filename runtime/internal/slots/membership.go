@@ -222,15 +222,17 @@ func ensureSlotsTopic(ctx context.Context, kopts []kgo.Opt, topic string, slots 
 	defer cl.Close()
 	adm := kadm.NewClient(cl)
 	for attempt := 0; ; attempt++ {
-		details, err := adm.ListTopics(ctx, topic)
+		// Asked of a broker, not of the client's metadata cache: after a
+		// lost creation race the cache says "missing" for seconds.
+		n, id, err := describeTopic(ctx, cl, topic)
 		if err != nil {
-			return [16]byte{}, fmt.Errorf("slots: list topic %s: %w", topic, err)
+			return [16]byte{}, fmt.Errorf("slots: describe topic %s: %w", topic, err)
 		}
-		if d, ok := details[topic]; ok && d.Err == nil {
-			if n := len(d.Partitions); n != slots {
+		if n > 0 {
+			if n != slots {
 				return [16]byte{}, fmt.Errorf("slots: topic %s has %d partitions but the job has %d slots; a job's slot count is fixed: use that many slots, or a new job name", topic, n, slots)
 			}
-			return d.ID, nil
+			return id, nil
 		}
 		resp, err := adm.CreateTopic(ctx, int32(slots), -1, nil, topic)
 		if err == nil {
@@ -239,12 +241,44 @@ func ensureSlotsTopic(ctx context.Context, kopts []kgo.Opt, topic string, slots 
 		switch {
 		case err == nil && resp.ID != [16]byte{}:
 			return resp.ID, nil
-		case err == nil || errors.Is(err, kerr.TopicAlreadyExists) && attempt == 0:
-			continue // created (by another member meanwhile?): read its id
+		case (err == nil || errors.Is(err, kerr.TopicAlreadyExists)) && attempt < 50:
+			// Created, by another member meanwhile perhaps: read it once
+			// its metadata is out.
+			select {
+			case <-ctx.Done():
+				return [16]byte{}, fmt.Errorf("slots: topic %s: %w", topic, ctx.Err())
+			case <-time.After(100 * time.Millisecond):
+			}
 		default:
 			return [16]byte{}, fmt.Errorf("slots: create topic %s with %d partitions: %w", topic, slots, err)
 		}
 	}
+}
+
+// describeTopic asks a broker for topic's partition count and id; 0
+// partitions when it does not exist (yet).
+func describeTopic(ctx context.Context, cl *kgo.Client, topic string) (int, [16]byte, error) {
+	req := kmsg.NewPtrMetadataRequest()
+	rt := kmsg.NewMetadataRequestTopic()
+	rt.Topic = kmsg.StringPtr(topic)
+	req.Topics = append(req.Topics, rt)
+	resp, err := req.RequestWith(ctx, cl)
+	if err != nil {
+		return 0, [16]byte{}, err
+	}
+	for _, t := range resp.Topics {
+		if t.Topic == nil || *t.Topic != topic {
+			continue
+		}
+		switch err := kerr.ErrorForCode(t.ErrorCode); {
+		case errors.Is(err, kerr.UnknownTopicOrPartition), errors.Is(err, kerr.LeaderNotAvailable):
+			return 0, [16]byte{}, nil
+		case err != nil:
+			return 0, [16]byte{}, err
+		}
+		return len(t.Partitions), t.TopicID, nil
+	}
+	return 0, [16]byte{}, nil
 }
 
 // Changes delivers every rebalance that concerns this member, in order.

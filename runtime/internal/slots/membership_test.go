@@ -392,3 +392,36 @@ func TestJoinRefusesBadConfiguration(t *testing.T) {
 		})
 	}
 }
+
+// Processes of a new job start together: each finds <job>.slots missing
+// and creates it, and all but one are told it exists already. Every one
+// joins: the topic is the one the job needs whoever created it.
+func TestJoinConcurrentlyOnANewJobAllJoin(t *testing.T) {
+	brokers(t, func(t *testing.T, seeds []string, session time.Duration) {
+		job := fmt.Sprintf("conc%d", time.Now().UnixNano())
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		const n = 4
+		errs := make(chan error, n)
+		ms := make(chan *Membership, n)
+		for range n {
+			go func() {
+				m, err := Join(ctx, job, 3, WithKafka(kgo.SeedBrokers(seeds...)), WithSessionTimeout(session), WithHeartbeatInterval(session/4))
+				errs <- err
+				ms <- m
+			}()
+		}
+		for range n {
+			if err := <-errs; err != nil {
+				t.Error(err)
+			}
+			if m := <-ms; m != nil {
+				defer m.Close()
+				go func() {
+					for range m.Changes() {
+					}
+				}()
+			}
+		}
+	})
+}
