@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -330,4 +332,196 @@ func TestBoundedReadOfCompactedTailEnds(t *testing.T) {
 		t.Fatalf("copied %v, want every readable record once: %v", got, want)
 	}
 	t.Logf("bounded job over the compacted table ended in %s, %d records", time.Since(began).Round(time.Millisecond), len(got))
+}
+
+// streamRecord is a record of the stream joined with the table: an id
+// and the table's key it looks up.
+type streamRecord struct {
+	ID  int64
+	Key string
+}
+
+// tableValueAt is the table's value of key at time at, from the rows
+// read: the latest update at or before at (of two at one time, the later
+// in the partition), and whether there is one (none yet, or deleted).
+func tableValueAt(rows map[int32][]*kgo.Record, key string, at int64) (int, bool) {
+	var latest *kgo.Record
+	for _, recs := range rows {
+		for _, r := range recs {
+			if string(r.Key) == key && r.Timestamp.UnixMilli() <= at &&
+				(latest == nil || r.Timestamp.UnixMilli() >= latest.Timestamp.UnixMilli()) {
+				latest = r
+			}
+		}
+	}
+	if latest == nil || latest.Value == nil {
+		return 0, false
+	}
+	v, _ := strconv.Atoi(string(latest.Value))
+	return v, true
+}
+
+// The table join on a real broker, exactly once: the table is the
+// compacted topic of newCompactedTable (versions, deletions, a partition
+// compacted down to one row with its tail removed, one not compacted, a
+// transaction open), read from its earliest offsets to its end through
+// kafka.TableUpdates; the stream is a topic of ids, each looking up one of
+// the table's keys at its record's time, spread over the table's changes.
+// One job joins the stream with the table twice, inner (TableJoin) and
+// left (LeftTableJoin), into two topics through exactly-once sinks, with
+// checkpoints every 50 ms and a failure injected in the left join's
+// function. A read_committed consumer then finds every id of the stream
+// once in the left join's output with the value its key had at the id's
+// time, or none, and in the inner join's output exactly the ids that had
+// a value, with it. The job ends by itself: the bounded table source
+// ends although partition 0's last offsets before its stop are gone.
+func TestTableJoinOfCompactedTopicExactlyOnce(t *testing.T) {
+	b := kafkatest.Get(t)
+	table := newCompactedTable(t, b)
+	stream := b.CreateTopic(t, "table-stream", 2, nil)
+	innerOut := b.CreateTopic(t, "table-inner", 2, nil)
+	leftOut := b.CreateTopic(t, "table-left", 2, nil)
+
+	// Ids every 14 ms from the base time to 16.8 s: b, d and f change
+	// within the first second (partition 1), a holds 3 from 10 s on, c
+	// and e have no value after compaction.
+	const n = 1200
+	keys := []string{"a", "b", "c", "d", "e", "f"}
+	recs := make([]streamRecord, n)
+	at := func(id int64) int64 { return table.base + id*14 }
+	cl := b.Client(t, kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.DefaultProduceTopic(stream))
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	for i := range recs {
+		id := int64(i)
+		recs[i] = streamRecord{ID: id, Key: keys[i%len(keys)]}
+		cl.Produce(ctx, &kgo.Record{Partition: int32(id % 2), Key: []byte(recs[i].Key),
+			Value: strconv.AppendInt(nil, id, 10), Timestamp: time.UnixMilli(at(id))}, nil)
+	}
+	if err := cl.Flush(ctx); err != nil {
+		t.Fatalf("write the stream: %v", err)
+	}
+	wantLeft, wantInner := map[int64]string{}, map[int64]string{}
+	for _, r := range recs {
+		if v, ok := tableValueAt(table.rows, r.Key, at(r.ID)); ok {
+			wantLeft[r.ID] = strconv.Itoa(v)
+			wantInner[r.ID] = strconv.Itoa(v)
+		} else {
+			wantLeft[r.ID] = "none"
+		}
+	}
+	// The ids meet every version and deletion the table holds: none
+	// before a key's first version, each of b's, d's and f's versions,
+	// b deleted and set again, a only from its surviving version on.
+	met := map[string]bool{}
+	for _, r := range recs {
+		met[r.Key+"="+wantLeft[r.ID]] = true
+	}
+	for _, kv := range []string{"a=none", "a=3", "b=none", "b=1", "b=2", "b=3", "c=none", "d=1", "d=none", "e=none", "f=1", "f=2"} {
+		if !met[kv] {
+			t.Fatalf("no id meets %s: the stream misses the table's changes", kv)
+		}
+	}
+
+	logger := testLogger(t)
+	tableSrc, err := kafka.NewSource(kafka.TableUpdates(
+		func(k []byte) (string, error) { return string(k), nil },
+		func(v []byte) (int, error) { return strconv.Atoi(string(v)) }),
+		kafka.WithBrokers(b.Addrs()...), kafka.WithTopics(table.topic), kafka.WithLogger(logger),
+		kafka.WithStartingOffsets(kafka.EarliestOffsets()), kafka.WithBounded(kafka.LatestOffsets()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	streamSrc, err := kafka.NewSource(kafka.DeserializerFunc[streamRecord](func(r *kgo.Record) (streamRecord, error) {
+		id, err := strconv.ParseInt(string(r.Value), 10, 64)
+		return streamRecord{ID: id, Key: string(r.Key)}, err
+	}), kafka.WithBrokers(b.Addrs()...), kafka.WithTopics(stream), kafka.WithLogger(logger),
+		kafka.WithBounded(kafka.LatestOffsets()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sink := func(topic string) *kafka.Sink[string] {
+		s, err := kafka.NewSink(kafka.KeyValueSerializer(topic, func(v string) ([]byte, []byte, error) { return nil, []byte(v), nil }),
+			kafka.WithBrokers(b.Addrs()...), kafka.WithLogger(logger),
+			kafka.WithDeliveryGuarantee(kafka.ExactlyOnce), kafka.WithTransactionalIDPrefix(topic+"-txn"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+
+	var joined, failed, restarts, checkpoints atomic.Int64
+	failAt := int64(n / 2)
+	env := runtime.NewEnvironment(runtime.WithParallelism(2), runtime.WithLogger(logger),
+		runtime.WithCheckpointInterval(50*time.Millisecond),
+		runtime.WithRestartStrategy(runtime.FixedDelayRestart(3, 50*time.Millisecond)),
+		runtime.WithJobListener(runtime.JobListener{
+			CheckpointCompleted: func(int64) { checkpoints.Add(1) },
+			Restarting:          func(int, error) { restarts.Add(1) },
+		}))
+	rows := runtime.FromSource(env, tableSrc, "table", runtime.ForMonotonousTimestamps[runtime.TableUpdate[string, int]]()).UID("table")
+	ids := runtime.KeyBy(runtime.FromSource(env, streamSrc, "stream", runtime.ForMonotonousTimestamps[streamRecord]()).UID("stream"),
+		func(r streamRecord) string { return r.Key })
+	left := runtime.LeftTableJoin(ids, rows, func(r streamRecord, v int, ok bool) (string, error) {
+		if joined.Add(1) == failAt {
+			failed.Add(1)
+			return "", fmt.Errorf("injected failure at the %dth join (id %d)", failAt, r.ID)
+		}
+		if !ok {
+			return fmt.Sprintf("%d:none", r.ID), nil
+		}
+		return fmt.Sprintf("%d:%d", r.ID, v), nil
+	}).UID("left")
+	inner := runtime.TableJoin(ids, rows, func(r streamRecord, v int) (string, error) {
+		return fmt.Sprintf("%d:%d", r.ID, v), nil
+	}).UID("inner")
+	runtime.SinkTo(left, sink(leftOut)).UID("left-out")
+	runtime.SinkTo(inner, sink(innerOut)).UID("inner-out")
+
+	jobCtx, jobCancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer jobCancel()
+	began := time.Now()
+	if err := env.Execute(jobCtx, "table join"); err != nil || jobCtx.Err() != nil {
+		t.Fatalf("the job did not end by itself within 90s: %v (context: %v)", err, jobCtx.Err())
+	}
+	if failed.Load() != 1 || restarts.Load() != 1 {
+		t.Fatalf("%d injected failures and %d restarts, want 1 each", failed.Load(), restarts.Load())
+	}
+	for _, out := range []struct {
+		name  string
+		topic string
+		want  map[int64]string
+	}{{"left", leftOut, wantLeft}, {"inner", innerOut, wantInner}} {
+		got := map[int64]string{}
+		var dup, wrong int
+		recs := kafkatest.ReadCommitted(t, b.Addrs(), out.topic, 60*time.Second)
+		for _, r := range recs {
+			idStr, v, _ := strings.Cut(string(r.Value), ":")
+			id, err := strconv.ParseInt(idStr, 10, 64)
+			switch want, ok := out.want[id]; {
+			case err != nil || !ok:
+				wrong++
+				t.Errorf("%s join: unexpected output %q", out.name, r.Value)
+			case got[id] != "":
+				dup++
+			case v != want:
+				wrong++
+				t.Errorf("%s join: id %d joined with %s, want %s", out.name, id, v, want)
+			}
+			got[id] = v
+		}
+		lost := 0
+		for id := range out.want {
+			if _, ok := got[id]; !ok {
+				lost++
+			}
+		}
+		t.Logf("SUMMARY scenario=%q in=%d out=%d distinct=%d lost=%d duplicated=%d wrong=%d checkpoints=%d restarts=%d took=%s",
+			"table join of a compacted topic, "+out.name, n, len(recs), len(got), lost, dup, wrong, checkpoints.Load(), restarts.Load(),
+			time.Since(began).Round(time.Millisecond))
+		if lost != 0 || dup != 0 || wrong != 0 {
+			t.Errorf("%s join: not exactly once with the values as of each record's time: %d records, want %d; %d lost, %d duplicated, %d wrong",
+				out.name, len(recs), len(out.want), lost, dup, wrong)
+		}
+	}
 }
