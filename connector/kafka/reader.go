@@ -51,6 +51,9 @@ type partState struct {
 	// the partition, or when it was added.
 	next       int64
 	quietSince time.Time
+	// paused: PauseOrResumeSplits stopped its fetching, so its quiet
+	// says nothing.
+	paused bool
 }
 
 // boundedQuietProbe is how long a bounded split that has not reached its
@@ -124,6 +127,16 @@ func (r *splitReader) PauseOrResumeSplits(pause, resume []Split) error {
 	}
 	if len(resume) > 0 {
 		r.cl.ResumeFetchPartitions(tpMap(resume))
+	}
+	for _, s := range pause {
+		if ps := r.parts[s.TopicPartition]; ps != nil {
+			ps.paused = true
+		}
+	}
+	for _, s := range resume {
+		if ps := r.parts[s.TopicPartition]; ps != nil {
+			ps.paused, ps.quietSince = false, time.Now()
+		}
 	}
 	return nil
 }
@@ -245,7 +258,7 @@ func (r *splitReader) Fetch(ctx context.Context) (base.RecordsWithSplitIDs[*kgo.
 		}
 	})
 	for tp, ps := range r.parts {
-		if ps.stop == NoStoppingOffset || time.Since(ps.quietSince) < boundedQuietProbe || ctx.Err() != nil {
+		if ps.stop == NoStoppingOffset || ps.paused || time.Since(ps.quietSince) < boundedQuietProbe || ctx.Err() != nil {
 			continue
 		}
 		ended, err := r.probeEnded(ctx, tp, ps)
@@ -318,14 +331,15 @@ func (r *splitReader) probeEnded(ctx context.Context, tp TopicPartition, ps *par
 		iso = kgo.ReadCommitted()
 	}
 	from := ps.next
-	// A batch the leader returns may end before the stop and hold
-	// nothing the client would deliver (all aborted, or emptied by the
-	// cleaner); the next fetch goes on from its end. A few rounds at
-	// most: a later probe goes on from there.
+	// A byte at most: the leader still returns the first batch whole
+	// (KIP-74), which is all the answer needs. A batch may end before the
+	// stop and hold nothing the client would deliver (all aborted, or
+	// emptied by the cleaner); the next fetch goes on from its end. A few
+	// rounds at most: a later probe goes on from there.
 	for range 8 {
 		req := kmsg.NewPtrFetchRequest()
 		req.ReplicaID = -1
-		req.MaxBytes = 1 << 20
+		req.MaxBytes = 1
 		req.SessionEpoch = -1 // a full fetch outside any fetch session
 		if r.cfg.readCommitted {
 			req.IsolationLevel = 1
@@ -333,7 +347,7 @@ func (r *splitReader) probeEnded(ctx context.Context, tp TopicPartition, ps *par
 		rt := kmsg.NewFetchRequestTopic()
 		rt.Topic, rt.TopicID = tp.Topic, id
 		rp := kmsg.NewFetchRequestTopicPartition()
-		rp.Partition, rp.FetchOffset, rp.PartitionMaxBytes = tp.Partition, from, 1<<20
+		rp.Partition, rp.FetchOffset, rp.PartitionMaxBytes = tp.Partition, from, 1
 		rt.Partitions = append(rt.Partitions, rp)
 		req.Topics = append(req.Topics, rt)
 		resp, err := req.RequestWith(ctx, r.cl.Broker(int(leader)))

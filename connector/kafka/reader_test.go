@@ -378,3 +378,26 @@ func TestReaderBoundedEndsWhenTheOffsetsBeforeItsStopAreNeverDelivered(t *testin
 		t.Fatalf("bounded read ended with %v, %v after %q, want the end after 0, 1, 2", st, err, out.recs)
 	}
 }
+
+// Rule: a quiet bounded split whose partition ends before its stopping
+// offset goes on waiting: records may still come (a stop given past the
+// end, an open transaction). The probe that ends a split with nothing left
+// before its stop must not end this one.
+func TestReaderBoundedSplitWaitsForRecordsBeforeItsStop(t *testing.T) {
+	c, cl := fakeCluster(t, map[string]int32{"t": 1})
+	produceValues(t, cl, "t", 0, 0, 3)
+	r := newTestReader(t, newTestSource(t, StringValues(), c.ListenAddrs()), []Split{NewSplit(TopicPartition{"t", 0}, 0, 6)})
+	r.NotifyNoMoreSplits()
+	out := &collect[string]{}
+	if _, err := pollUntil(t, r, out, func() bool { return len(out.recs) == 3 }); err != nil {
+		t.Fatal(err)
+	}
+	// Quiet for more than two probe intervals: the fetcher probes the
+	// split, which must go on.
+	time.Sleep(2*boundedQuietProbe + 500*time.Millisecond)
+	produceValues(t, cl, "t", 0, 3, 6)
+	st, err := pollUntil(t, r, out, func() bool { return false })
+	if err != nil || st != connector.EndOfInput || !slices.Equal(out.recs, []string{"0", "1", "2", "3", "4", "5"}) {
+		t.Fatalf("bounded read ended with %v, %v after %q, want every record up to the stop", st, err, out.recs)
+	}
+}
