@@ -75,7 +75,8 @@
 //
 // TableJoin(stream, table, fn) enriches a keyed stream with a table kept
 // from a changelog of TableUpdates (a compacted topic read from the
-// beginning, tombstones as deletions): a record at time t joins its
+// beginning, tombstones as deletions: the Kafka source's
+// kafka.TableUpdates deserializer makes them): a record at time t joins its
 // key's value as of t and is emitted once the watermark reaches t, so
 // the result does not depend on which input is read first;
 // LeftTableJoin also emits the records without a value. A quiet table

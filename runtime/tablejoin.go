@@ -25,7 +25,8 @@ const (
 // joined by TableJoin or LeftTableJoin: Key's row becomes Value, or, if
 // Deleted, is removed (Value is then ignored). A changelog such as a
 // compacted Kafka topic maps onto it record by record: a record with a
-// nil value (a tombstone) is a deletion.
+// nil value (a tombstone) is a deletion, as the Kafka source's
+// TableUpdates deserializer reads it.
 type TableUpdate[K comparable, V any] struct {
 	Key     K
 	Value   V

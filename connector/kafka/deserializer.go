@@ -1,6 +1,11 @@
 package kafka
 
-import "github.com/twmb/franz-go/pkg/kgo"
+import (
+	"fmt"
+
+	"github.com/splitflow/splitflow/runtime"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
 
 // Deserializer turns a Kafka record into the source's record type (Flink:
 // KafkaRecordDeserializationSchema). It runs on the task goroutine. An error
@@ -33,4 +38,44 @@ func StringValues() Deserializer[string] {
 // partition and offset.
 func Records() Deserializer[*kgo.Record] {
 	return DeserializerFunc[*kgo.Record](func(r *kgo.Record) (*kgo.Record, error) { return r, nil })
+}
+
+// TableUpdates reads a changelog topic, such as a compacted one, as a
+// table's updates for runtime.TableJoin and runtime.LeftTableJoin: the
+// record's key, decoded by key, is the row's key; a record with a nil
+// value (a tombstone) deletes the row (Deleted true, Value the zero
+// value, and value is not called); any other record sets the row to its
+// value decoded by value. An empty but non-nil value is a value, not a
+// tombstone: Kafka tells the two apart, and so does compaction. The
+// source emits each update with its record's timestamp as event time, the
+// time the table join orders versions by.
+//
+// An error from either function rejects the record as any deserializer's
+// does: the job fails naming the record's topic, partition and offset,
+// unless WithSkipBadRecords or WithDeadLetterOutput is given. The error
+// says which of the two failed. A nil function is refused when the
+// deserializer is made (it panics): a table without keys cannot be
+// joined.
+func TableUpdates[K comparable, V any](key func([]byte) (K, error), value func([]byte) (V, error)) Deserializer[runtime.TableUpdate[K, V]] {
+	if key == nil || value == nil {
+		panic("kafka: TableUpdates needs a key and a value function")
+	}
+	return DeserializerFunc[runtime.TableUpdate[K, V]](func(r *kgo.Record) (runtime.TableUpdate[K, V], error) {
+		var u runtime.TableUpdate[K, V]
+		k, err := key(r.Key)
+		if err != nil {
+			return u, fmt.Errorf("table update key: %w", err)
+		}
+		u.Key = k
+		if r.Value == nil {
+			u.Deleted = true
+			return u, nil
+		}
+		v, err := value(r.Value)
+		if err != nil {
+			return u, fmt.Errorf("table update value of key %v: %w", k, err)
+		}
+		u.Value = v
+		return u, nil
+	})
 }

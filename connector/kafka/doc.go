@@ -9,7 +9,14 @@
 // the checkpoint's output. A bounded split that finished keeps its stopping
 // offset in later commits, and a reader's Close waits (WithCloseCommitTimeout,
 // default 5s) for the commit under way, so a finished or drained job
-// leaves the group at its last checkpoint's offsets.
+// leaves the group at its last checkpoint's offsets. A bounded split ends
+// at its stopping offset even when the offsets before it hold nothing to
+// read (a compacted partition's removed tail, aborted transactions): one
+// quiet for a second is checked with a fetch of the reader's own.
+//
+// Deserializers turn records into the source's type; TableUpdates reads a
+// changelog, such as a compacted topic, as the table of runtime.TableJoin,
+// a tombstone as a deletion.
 //
 // KafkaSink writes with a delivery guarantee of none, at-least-once (flush at
 // every checkpoint) or exactly-once: one Kafka transaction per checkpoint

@@ -16,6 +16,7 @@ import (
 	"github.com/splitflow/splitflow/metrics"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // splitReader reads the assigned partitions with one franz-go client using
@@ -29,6 +30,9 @@ type splitReader struct {
 	pool    *base.RecordsBySplitsPool[*kgo.Record]
 	lag     *lagTable
 	parts   map[TopicPartition]*partState // fetcher goroutine only
+	// topicIDs caches the ids of topics probed (probeEnded); fetcher
+	// goroutine only.
+	topicIDs map[string][16]byte
 	// finished holds splits that ended outside a fetch (empty bounded
 	// splits, deleted partitions); the next Fetch reports them.
 	finished []string
@@ -41,7 +45,23 @@ type splitReader struct {
 type partState struct {
 	id   string
 	stop int64
+	// next is the offset after the last record the client delivered,
+	// control records included (the split's starting offset before the
+	// first); quietSince is when the client last delivered records of
+	// the partition, or when it was added.
+	next       int64
+	quietSince time.Time
+	// paused: PauseOrResumeSplits stopped its fetching, so its quiet
+	// says nothing.
+	paused bool
 }
+
+// boundedQuietProbe is how long a bounded split that has not reached its
+// stopping offset may go without records before the reader asks the
+// partition's leader whether anything is left before the stop
+// (probeEnded). While a bounded split is read, Fetch waits at most this
+// long for records.
+const boundedQuietProbe = time.Second
 
 func newSplitReader(cfg *sourceConfig, lag *lagTable, g *metrics.Group) (*splitReader, error) {
 	// A partition assigned while a fetch waits on the broker is fetched only
@@ -78,7 +98,7 @@ func (r *splitReader) HandleSplitsChanges(ch base.SplitsChange[Split]) error {
 			r.finished = append(r.finished, s.SplitID()) // nothing to read
 			continue
 		}
-		r.parts[s.TopicPartition] = &partState{id: s.SplitID(), stop: s.StoppingOffset}
+		r.parts[s.TopicPartition] = &partState{id: s.SplitID(), stop: s.StoppingOffset, next: s.StartingOffset, quietSince: time.Now()}
 		if add[s.Topic] == nil {
 			add[s.Topic] = map[int32]kgo.Offset{}
 		}
@@ -107,6 +127,16 @@ func (r *splitReader) PauseOrResumeSplits(pause, resume []Split) error {
 	}
 	if len(resume) > 0 {
 		r.cl.ResumeFetchPartitions(tpMap(resume))
+	}
+	for _, s := range pause {
+		if ps := r.parts[s.TopicPartition]; ps != nil {
+			ps.paused = true
+		}
+	}
+	for _, s := range resume {
+		if ps := r.parts[s.TopicPartition]; ps != nil {
+			ps.paused, ps.quietSince = false, time.Now()
+		}
 	}
 	return nil
 }
@@ -137,6 +167,12 @@ func (r *splitReader) Fetch(ctx context.Context) (base.RecordsWithSplitIDs[*kgo.
 		return batch, nil
 	}
 	pollCtx, cancel := context.WithCancel(ctx)
+	if r.readsBounded() {
+		// The client delivers nothing for a partition whose remaining
+		// offsets before the stop hold no record it would deliver, so
+		// the wait is cut short to look at such partitions.
+		pollCtx, cancel = context.WithTimeout(ctx, boundedQuietProbe)
+	}
 	r.cancel = cancel
 	r.wakeMu.Unlock()
 	fetches := r.cl.PollFetches(pollCtx)
@@ -212,15 +248,182 @@ func (r *splitReader) Fetch(ctx context.Context) (base.RecordsWithSplitIDs[*kgo.
 			}
 			r.lag.fetched(tp, end, next, dataNext)
 		}
+		if next >= 0 {
+			ps.next, ps.quietSince = next, time.Now()
+		}
 		// A bounded split ends when the position reaches its stopping
 		// offset: a position, since markers take offsets too.
 		if ps.stop != NoStoppingOffset && next >= ps.stop {
-			batch.AddFinishedSplit(ps.id)
-			delete(r.parts, tp)
-			r.cl.RemoveConsumePartitions(map[string][]int32{tp.Topic: {tp.Partition}})
+			r.finish(batch, tp, ps)
 		}
 	})
+	for tp, ps := range r.parts {
+		if ps.stop == NoStoppingOffset || ps.paused || time.Since(ps.quietSince) < boundedQuietProbe || ctx.Err() != nil {
+			continue
+		}
+		ended, err := r.probeEnded(ctx, tp, ps)
+		ps.quietSince = time.Now()
+		switch {
+		case err != nil:
+			// The client's own fetches report lasting failures; a probe
+			// that failed is made again after the next quiet spell.
+			r.cfg.logger.Debug("kafka source: asking whether a bounded split has ended", "partition", tp.String(), "err", err)
+		case ended:
+			r.cfg.logger.Info("kafka source: no records left before the stopping offset; finishing the split",
+				"partition", tp.String(), "position", ps.next, "stop", ps.stop)
+			r.finish(batch, tp, ps)
+		}
+	}
 	return batch, nil
+}
+
+// readsBounded reports whether a bounded split is being read.
+func (r *splitReader) readsBounded() bool {
+	for _, ps := range r.parts {
+		if ps.stop != NoStoppingOffset {
+			return true
+		}
+	}
+	return false
+}
+
+// finish ends a bounded split: reported finished in batch, no longer
+// fetched.
+func (r *splitReader) finish(batch *base.RecordsBySplits[*kgo.Record], tp TopicPartition, ps *partState) {
+	batch.AddFinishedSplit(ps.id)
+	delete(r.parts, tp)
+	r.cl.RemoveConsumePartitions(map[string][]int32{tp.Topic: {tp.Partition}})
+}
+
+// probeEnded tells whether a bounded split has nothing left to read
+// before its stopping offset although its position has not reached it.
+//
+// The position moves with the records the client delivers, and the
+// client delivers none for offsets that hold nothing it would deliver:
+// the records at the end of a compacted partition that the cleaner
+// removed, or, under read_committed, a transaction's records aborted
+// after another transaction began, which leaves the abort marker past
+// the last stable offset and so past a stop taken there. Fetching from
+// such offsets returns nothing (or only later records), so the position
+// would never reach the stop. The client keeps the offset it has
+// fetched to to itself, so the reader asks the partition's leader with a
+// fetch of its own from the position, with the client's isolation: when
+// the partition's end (the high watermark, or the last stable offset
+// under read_committed) is at or past the stop and the answer holds no
+// record before the stop that the client would deliver, nothing is left
+// and the split ends. An end before the stop means records may still
+// come, and the split goes on waiting. Records deleted by retention up to
+// the stop or beyond (the position below the log start offset, which is
+// at or past the stop) end it too.
+func (r *splitReader) probeEnded(ctx context.Context, tp TopicPartition, ps *partState) (bool, error) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	id, err := r.topicID(ctx, tp.Topic)
+	if err != nil {
+		return false, err
+	}
+	leader, _, err := r.cl.PartitionLeader(tp.Topic, tp.Partition)
+	if err != nil {
+		return false, err
+	}
+	iso := kgo.ReadUncommitted()
+	if r.cfg.readCommitted {
+		iso = kgo.ReadCommitted()
+	}
+	from := ps.next
+	// A byte at most: the leader still returns the first batch whole
+	// (KIP-74), which is all the answer needs. A batch may end before the
+	// stop and hold nothing the client would deliver (all aborted, or
+	// emptied by the cleaner); the next fetch goes on from its end. A few
+	// rounds at most: a later probe goes on from there.
+	for range 8 {
+		req := kmsg.NewPtrFetchRequest()
+		req.ReplicaID = -1
+		req.MaxBytes = 1
+		req.SessionEpoch = -1 // a full fetch outside any fetch session
+		if r.cfg.readCommitted {
+			req.IsolationLevel = 1
+		}
+		rt := kmsg.NewFetchRequestTopic()
+		rt.Topic, rt.TopicID = tp.Topic, id
+		rp := kmsg.NewFetchRequestTopicPartition()
+		rp.Partition, rp.FetchOffset, rp.PartitionMaxBytes = tp.Partition, from, 1
+		rt.Partitions = append(rt.Partitions, rp)
+		req.Topics = append(req.Topics, rt)
+		resp, err := req.RequestWith(ctx, r.cl.Broker(int(leader)))
+		if err != nil {
+			return false, err
+		}
+		if err := kerr.ErrorForCode(resp.ErrorCode); err != nil {
+			return false, err
+		}
+		if len(resp.Topics) != 1 || len(resp.Topics[0].Partitions) != 1 {
+			return false, fmt.Errorf("fetch of %s answered for %d topics", tp, len(resp.Topics))
+		}
+		p := &resp.Topics[0].Partitions[0]
+		if err := kerr.ErrorForCode(p.ErrorCode); err != nil {
+			if errors.Is(err, kerr.OffsetOutOfRange) && p.LogStartOffset >= ps.stop {
+				return true, nil
+			}
+			return false, err
+		}
+		end := p.HighWatermark
+		if r.cfg.readCommitted {
+			end = p.LastStableOffset
+		}
+		if end < ps.stop {
+			return false, nil
+		}
+		if len(p.RecordBatches) == 0 {
+			return true, nil
+		}
+		fp, next := kgo.ProcessFetchPartition(kgo.ProcessFetchPartitionOpts{
+			KeepControlRecords: true, Offset: from, IsolationLevel: iso, Topic: tp.Topic, Partition: tp.Partition,
+		}, p, kgo.DefaultDecompressor(), nil)
+		if fp.Err != nil {
+			return false, fp.Err
+		}
+		for _, rec := range fp.Records {
+			if rec.Offset < ps.stop {
+				return false, nil // the client delivers it
+			}
+		}
+		if next >= ps.stop {
+			return true, nil
+		}
+		if next <= from {
+			return false, nil // a batch cut short: ask again later
+		}
+		from = next
+	}
+	return false, nil
+}
+
+// topicID returns topic's id, which fetch requests from version 13 on
+// name topics by.
+func (r *splitReader) topicID(ctx context.Context, topic string) ([16]byte, error) {
+	if id, ok := r.topicIDs[topic]; ok {
+		return id, nil
+	}
+	req := kmsg.NewPtrMetadataRequest()
+	rt := kmsg.NewMetadataRequestTopic()
+	rt.Topic = kmsg.StringPtr(topic)
+	req.Topics = append(req.Topics, rt)
+	resp, err := req.RequestWith(ctx, r.cl)
+	if err != nil {
+		return [16]byte{}, err
+	}
+	if len(resp.Topics) != 1 {
+		return [16]byte{}, fmt.Errorf("metadata of %s answered for %d topics", topic, len(resp.Topics))
+	}
+	if err := kerr.ErrorForCode(resp.Topics[0].ErrorCode); err != nil {
+		return [16]byte{}, err
+	}
+	if r.topicIDs == nil {
+		r.topicIDs = map[string][16]byte{}
+	}
+	r.topicIDs[topic] = resp.Topics[0].TopicID
+	return resp.Topics[0].TopicID, nil
 }
 
 // WakeUp makes a blocked Fetch return promptly, or the next one if none is

@@ -324,3 +324,80 @@ func TestOffsetsInitializers(t *testing.T) {
 		}
 	}
 }
+
+// Rule: a bounded split ends when nothing is left before its stopping
+// offset, even when the offsets just before it are never delivered. Here
+// they hold a transaction's records that another transaction, begun
+// before the first was aborted, left below the last stable offset: the
+// abort marker is past the stop, and a read_committed consumer drops the
+// aborted records, so no record the reader sees reaches the stop. On a
+// compacted topic the cleaner removing a partition's last records does
+// the same (integration: TestBoundedReadOfCompactedTailEnds).
+func TestReaderBoundedEndsWhenTheOffsetsBeforeItsStopAreNeverDelivered(t *testing.T) {
+	c, cl := fakeCluster(t, map[string]int32{"t": 1})
+	ctx := context.Background()
+	produceValues(t, cl, "t", 0, 0, 3)
+	txn := func(id string) *kgo.Client {
+		p, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.TransactionalID(id), kgo.DefaultProduceTopic("t"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(p.Close)
+		if err := p.BeginTransaction(); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	aborted, open := txn("aborted"), txn("open")
+	if err := aborted.ProduceSync(ctx, &kgo.Record{Value: []byte("aborted")}).FirstErr(); err != nil { // offset 3
+		t.Fatal(err)
+	}
+	if err := open.ProduceSync(ctx, &kgo.Record{Value: []byte("open")}).FirstErr(); err != nil { // offset 4
+		t.Fatal(err)
+	}
+	if err := aborted.EndTransaction(ctx, kgo.TryAbort); err != nil { // its marker at 5
+		t.Fatal(err)
+	}
+	adm := kadm.NewClient(cl)
+	for { // the last stable offset moves to the open transaction
+		lso, err := adm.ListCommittedOffsets(ctx, "t")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if o, _ := lso.Lookup("t", 0); o.Offset == 4 {
+			break
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+
+	r := newTestReader(t, newTestSource(t, StringValues(), c.ListenAddrs()), []Split{NewSplit(TopicPartition{"t", 0}, 0, 4)})
+	r.NotifyNoMoreSplits()
+	out := &collect[string]{}
+	st, err := pollUntil(t, r, out, func() bool { return false })
+	if err != nil || st != connector.EndOfInput || !slices.Equal(out.recs, []string{"0", "1", "2"}) {
+		t.Fatalf("bounded read ended with %v, %v after %q, want the end after 0, 1, 2", st, err, out.recs)
+	}
+}
+
+// Rule: a quiet bounded split whose partition ends before its stopping
+// offset goes on waiting: records may still come (a stop given past the
+// end, an open transaction). The probe that ends a split with nothing left
+// before its stop must not end this one.
+func TestReaderBoundedSplitWaitsForRecordsBeforeItsStop(t *testing.T) {
+	c, cl := fakeCluster(t, map[string]int32{"t": 1})
+	produceValues(t, cl, "t", 0, 0, 3)
+	r := newTestReader(t, newTestSource(t, StringValues(), c.ListenAddrs()), []Split{NewSplit(TopicPartition{"t", 0}, 0, 6)})
+	r.NotifyNoMoreSplits()
+	out := &collect[string]{}
+	if _, err := pollUntil(t, r, out, func() bool { return len(out.recs) == 3 }); err != nil {
+		t.Fatal(err)
+	}
+	// Quiet for more than two probe intervals: the fetcher probes the
+	// split, which must go on.
+	time.Sleep(2*boundedQuietProbe + 500*time.Millisecond)
+	produceValues(t, cl, "t", 0, 3, 6)
+	st, err := pollUntil(t, r, out, func() bool { return false })
+	if err != nil || st != connector.EndOfInput || !slices.Equal(out.recs, []string{"0", "1", "2", "3", "4", "5"}) {
+		t.Fatalf("bounded read ended with %v, %v after %q, want every record up to the stop", st, err, out.recs)
+	}
+}
