@@ -3,6 +3,7 @@ package runtime
 import (
 	"context"
 	"errors"
+	"github.com/splitflow/splitflow/runtime/checkpoint"
 	"strings"
 	"testing"
 	"time"
@@ -135,5 +136,43 @@ func TestDistributedRefusesWhatItCannotCarry(t *testing.T) {
 				t.Fatalf("Execute: %v, want an invalid graph naming %q", err, c.want)
 			}
 		})
+	}
+}
+
+// A slot's checkpoint holds its own subtask only. Restored, it is the
+// state of that subtask at the job's parallelism, not of a smaller job:
+// read as one, slot 1 of 3 had its source's splits dealt out to subtask 0
+// and never read them.
+func TestSlotCheckpointRestoresAtTheJobsParallelism(t *testing.T) {
+	st, err := checkpoint.NewMemoryStorage()
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := st.Begin(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	owner := checkpoint.OperatorOwner("lines", 1)
+	h, err := w.WriteState(owner, []byte("split of slot 1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Commit(checkpoint.Metadata{ID: 1, States: []checkpoint.StateHandle{h}}); err != nil {
+		t.Fatal(err)
+	}
+	chk, err := st.Load(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rs := &restoredState{chk: chk, parallelism: 3}
+	old, err := rs.subtasks("lines")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(old) != 3 || string(old[1]) != "split of slot 1" {
+		t.Fatalf("restored %d subtasks %q, want slot 1's state as subtask 1 of 3", len(old), old)
+	}
+	if got := forSubtask(old, 1, 3); len(got) != 1 || string(got[0]) != "split of slot 1" {
+		t.Fatalf("subtask 1 restores %q", got)
 	}
 }

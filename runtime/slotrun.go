@@ -71,6 +71,9 @@ func (ex *execution) slotLatest() (*restoredState, error) {
 		ex.reportRestore(nil)
 		return nil, nil
 	}
+	// The checkpoint holds the slot's subtask only, of a job that runs
+	// one subtask per slot.
+	rs.parallelism = ex.cfg.parallelism
 	warnings, err := ex.g.checkRestore(rs.chk, where, ex.cfg.cp.allowNonRestored)
 	if err != nil {
 		return nil, &unrecoverableError{err}

@@ -92,6 +92,10 @@ type restoredState struct {
 	// there again before a checkpoint of the job refers to them.
 	path    string
 	foreign bool
+	// parallelism is the parallelism chk was written at when it holds
+	// fewer subtasks than that: a slot's checkpoint holds its own
+	// subtask only (slotrun.go). 0: the highest subtask it holds + 1.
+	parallelism int
 	// opening counts the tasks built from it that have not opened yet.
 	opening atomic.Int64
 }
@@ -144,6 +148,7 @@ func (r *restoredState) subtasks(uid string) ([][]byte, error) {
 		return nil, nil
 	}
 	par := slices.MaxFunc(owners, func(a, b checkpoint.Owner) int { return a.Subtask - b.Subtask }).Subtask + 1
+	par = max(par, r.parallelism)
 	out := make([][]byte, par)
 	for _, o := range owners {
 		data, _, err := r.chk.State(o)

@@ -152,7 +152,15 @@ func (j *distJob) stopAll() {
 
 func (j *distJob) logs() string {
 	var s strings.Builder
+	// Whole logs for a look after the test; the message keeps their ends.
+	dir, err := os.MkdirTemp("", "wordcount-distributed-")
+	if err == nil {
+		fmt.Fprintf(&s, "whole logs in %s\n", dir)
+	}
 	for _, p := range j.procs {
+		if dir != "" {
+			_ = os.WriteFile(filepath.Join(dir, p.name+".log"), []byte(p.log.String()), 0o644)
+		}
 		fmt.Fprintf(&s, "--- %s (%s)\n%s\n", p.name, p.state(), tail(p.log.String(), 60))
 	}
 	return s.String()
