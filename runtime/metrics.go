@@ -68,6 +68,7 @@ type observer struct {
 	stateDisk  prometheus.GaugeFunc
 	stateCache prometheus.GaugeFunc
 	restartsC  prometheus.Counter
+	slotM      slotMetrics
 
 	// stateStats, set while a job's pebble backend is open, reports its
 	// disk and block cache use.
@@ -92,6 +93,8 @@ type observer struct {
 	lastFailure  *FailureStatus
 	restore      *RestoreStatus
 	savepoints   []Savepoint
+	// dist is a distributed job's share in this process (slotstatus.go).
+	dist *DistributedStatus
 }
 
 type checkpointRecord struct {
@@ -102,7 +105,7 @@ type checkpointRecord struct {
 }
 
 func newObserver(reg *prometheus.Registry) *observer {
-	o := &observer{prom: reg, state: "created"}
+	o := &observer{prom: reg, state: "created", slotM: newSlotMetrics()}
 	o.cpTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: metrics.Namespace, Name: "checkpoints_total",
 		Help: "Checkpoints that ended, by result (completed, failed).",
@@ -158,7 +161,7 @@ func (o *observer) attach(job string) (release func(), err error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w; run one job at a time on a registry, or give each Environment its own (WithMetricsRegistry)", err)
 	}
-	for _, c := range []prometheus.Collector{o.cpTotal, o.cpDuration, o.cpSize, o.cpAlign, o.cpFullSize, o.cpSync, o.stateDisk, o.stateCache, o.restartsC, (*taskCollector)(o)} {
+	for _, c := range append([]prometheus.Collector{o.cpTotal, o.cpDuration, o.cpSize, o.cpAlign, o.cpFullSize, o.cpSync, o.stateDisk, o.stateCache, o.restartsC, (*taskCollector)(o)}, o.slotM.collectors()...) {
 		reg.Register(c)
 	}
 	if err := reg.Err(); err != nil {

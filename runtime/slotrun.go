@@ -95,6 +95,7 @@ func (env *Environment) runDistributed(ctx context.Context, g *jobGraph, name st
 	// The status board shows the job's graph; its checkpoints are the
 	// slots' (a coordinator of its own marks checkpointing on).
 	obs.jobStarted(&execution{g: g, cfg: &env.cfg, name: name, cc: new(coordinator.Coordinator)})
+	obs.distStarted(d.Job)
 	m, err := slots.Join(ctx, d.Job, d.Slots,
 		slots.WithKafka(d.Kafka...),
 		slots.WithSessionTimeout(d.SessionTimeout),
@@ -148,6 +149,7 @@ func (dr *distDriver) loop(ctx context.Context) error {
 		case r := <-dr.ended:
 			if dr.runners[r.slot] == r {
 				delete(dr.runners, r.slot)
+				dr.env.observer().slotEnded(r.slot)
 			}
 			switch {
 			case r.err == nil:
@@ -184,6 +186,11 @@ func (dr *distDriver) change(ctx context.Context, c slots.Change) {
 		}
 		dr.log.Info("splitflow: slots released", "slots", c.Revoked, "lost", c.Lost, "took", time.Since(start))
 		c.Done()
+		dr.env.observer().slotsReleased(time.Since(start))
+		dr.env.observer().slotChange(c.Member, c.Generation, nil, c.Revoked)
+	}
+	if len(c.Assigned) > 0 {
+		dr.env.observer().slotChange(c.Member, c.Generation, c.Assigned, nil)
 	}
 	for _, s := range c.Assigned {
 		if old := dr.runners[s]; old != nil {
@@ -353,6 +360,7 @@ func (r *slotRunner) claimAndRun(root string) error {
 	if err != nil {
 		return err
 	}
+	r.dr.env.observer().slotRunning(r.slot, rp.ClaimEpoch, rp.Checkpoint)
 	defer ex.releaseStorage()
 	r.mu.Lock()
 	r.holder, _ = ex.storage.(checkpoint.Holder)

@@ -31,6 +31,9 @@ type JobStatus struct {
 	// Savepoints lists the savepoints the job completed, oldest first
 	// (at most the newest 10).
 	Savepoints []Savepoint `json:"savepoints,omitempty"`
+	// Distributed is this process's share of a distributed job
+	// (WithDistributed); absent for a job of one process.
+	Distributed *DistributedStatus `json:"distributed,omitempty"`
 }
 
 // RestoreStatus says where a run resumed: the checkpoint its newest start
@@ -188,7 +191,8 @@ func (o *observer) status() JobStatus {
 			Vertices: slices.Clone(o.graph.Vertices),
 			Edges:    slices.Clone(o.graph.Edges),
 		},
-		Tasks: make([]TaskStatus, 0, len(o.tasks)),
+		Tasks:       make([]TaskStatus, 0, len(o.tasks)),
+		Distributed: o.distStatus(),
 		Checkpoints: CheckpointsStatus{
 			Enabled:               o.cpEnabled,
 			IntervalMillis:        o.cpInterval.Milliseconds(),

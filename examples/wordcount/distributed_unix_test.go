@@ -5,11 +5,15 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -83,11 +87,11 @@ func (j *distJob) write(n int) {
 	j.lines += n
 }
 
-// start starts one more process of the job.
-func (j *distJob) start() *distProc {
+// start starts one more process of the job, with extra flags.
+func (j *distJob) start(extra ...string) *distProc {
 	j.t.Helper()
 	p := &distProc{name: fmt.Sprintf("p%d", len(j.procs)+1), done: make(chan struct{})}
-	p.cmd = exec.Command(j.bin, j.args...)
+	p.cmd = exec.Command(j.bin, append(slices.Clone(j.args), extra...)...)
 	p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	p.cmd.Stdout, p.cmd.Stderr = &p.log, &p.log
 	if err := p.cmd.Start(); err != nil {
@@ -257,15 +261,75 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
-// 1. Three processes from the start.
+// 1. Three processes from the start. The status server of one shows the
+// slots it runs, and its metrics count them.
 func TestDistributedThreeProcessesAreExact(t *testing.T) {
 	j := newDistJob(t, 6)
 	j.write(3000)
-	for range 3 {
-		j.start()
-	}
+	watched := j.start("--http", "127.0.0.1:0")
+	j.start()
+	j.start()
 	j.exact()
+
+	addr := regexp.MustCompile(`status page http://(\S+)/`).FindStringSubmatch(watched.log.String())
+	if addr == nil {
+		t.Fatalf("no status page address\n%s", j.logs())
+	}
+	var st struct {
+		Distributed struct {
+			Job   string `json:"job"`
+			Slots []struct {
+				Slot    int  `json:"slot"`
+				Running bool `json:"running"`
+			} `json:"slots"`
+		} `json:"distributed"`
+	}
+	getJSON(t, "http://"+addr[1]+"/api/v1/job", &st)
+	if st.Distributed.Job != j.job || len(st.Distributed.Slots) == 0 || len(st.Distributed.Slots) > 6 {
+		t.Fatalf("status of a process of %s: %+v", j.job, st.Distributed)
+	}
+	for _, s := range st.Distributed.Slots {
+		if !s.Running {
+			t.Fatalf("slot %d not running after the output was complete: %+v", s.Slot, st.Distributed)
+		}
+	}
+	metrics := get(t, "http://"+addr[1]+"/metrics")
+	owned := regexp.MustCompile(fmt.Sprintf(`(?m)^splitflow_slots_owned(\{[^}]*\})? %d$`, len(st.Distributed.Slots)))
+	if !owned.MatchString(metrics) || !strings.Contains(metrics, `splitflow_slot_handover_seconds_count{`) {
+		t.Fatalf("metrics lack the %d slots owned or the handovers:\n%s", len(st.Distributed.Slots), grepLines(metrics, "slot"))
+	}
 	j.stopAll()
+}
+
+func get(t *testing.T, url string) string {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = resp.Body.Close() }()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET %s: %d %v\n%s", url, resp.StatusCode, err, b)
+	}
+	return string(b)
+}
+
+func getJSON(t *testing.T, url string, v any) {
+	t.Helper()
+	if err := json.Unmarshal([]byte(get(t, url)), v); err != nil {
+		t.Fatalf("GET %s: %v", url, err)
+	}
+}
+
+func grepLines(s, sub string) string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		if strings.Contains(l, sub) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
 }
 
 // 2. Three processes, one SIGKILLed mid-run: the others take over its

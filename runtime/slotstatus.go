@@ -1,0 +1,141 @@
+package runtime
+
+import (
+	"slices"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/splitflow/splitflow/metrics"
+)
+
+// DistributedStatus is a process's share of a distributed job
+// (WithDistributed): the group member it is and the slots it runs.
+type DistributedStatus struct {
+	Job string `json:"job"`
+	// Member is the process's member id in the job's consumer group; ""
+	// before it joined.
+	Member string `json:"member,omitempty"`
+	// Slots are the slots the process runs now, by slot.
+	Slots []SlotStatus `json:"slots"`
+	// Rebalances counts the group's assignment changes this process took
+	// part in.
+	Rebalances int `json:"rebalances"`
+}
+
+// SlotStatus is one slot a process runs.
+type SlotStatus struct {
+	Slot int `json:"slot"`
+	// Generation is the group generation the slot was assigned in; Epoch
+	// the epoch of this process's claim in the slot's log (0 while it is
+	// being claimed).
+	Generation int64 `json:"generation"`
+	Epoch      int64 `json:"epoch,omitempty"`
+	// Restored is the checkpoint the slot was restored from (its log's
+	// restore point); 0 for a fresh slot or while it is being claimed.
+	Restored int64 `json:"restored,omitempty"`
+	// Since is when the slot was assigned to this process.
+	Since time.Time `json:"since"`
+	// Running: claimed and restored, its tasks run.
+	Running bool `json:"running"`
+}
+
+// slotMetrics are a distributed job's metrics; registered with the rest
+// (observer.attach), flat for a job of one process.
+type slotMetrics struct {
+	owned      prometheus.Gauge
+	rebalances prometheus.Counter
+	handover   *prometheus.HistogramVec
+}
+
+func newSlotMetrics() slotMetrics {
+	return slotMetrics{
+		owned: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: metrics.Namespace, Name: "slots_owned",
+			Help: "Slots of a distributed job this process runs now.",
+		}),
+		rebalances: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: metrics.Namespace, Name: "slot_rebalances_total",
+			Help: "Assignment changes of a distributed job's group that gave this process slots or took them.",
+		}),
+		handover: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: metrics.Namespace, Name: "slot_handover_seconds",
+			Help:    "Handover of slots: phase claim is from a slot's assignment to its tasks running (claim in its log, restore); phase release from a revocation to its slots stopped (final checkpoint, commit).",
+			Buckets: []float64{.01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120},
+		}, []string{"phase"}),
+	}
+}
+
+func (m slotMetrics) collectors() []prometheus.Collector {
+	return []prometheus.Collector{m.owned, m.rebalances, m.handover}
+}
+
+// distStarted marks the status as a distributed job's.
+func (o *observer) distStarted(job string) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.dist = &DistributedStatus{Job: job, Slots: []SlotStatus{}}
+}
+
+// slotChange records one rebalance step: member, the slots assigned (in
+// generation gen) and revoked.
+func (o *observer) slotChange(member string, gen int64, assigned, revoked []int) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.dist == nil {
+		return
+	}
+	o.dist.Member = member
+	o.dist.Rebalances++
+	o.dist.Slots = slices.DeleteFunc(o.dist.Slots, func(s SlotStatus) bool {
+		return slices.Contains(revoked, s.Slot) || slices.Contains(assigned, s.Slot)
+	})
+	now := time.Now()
+	for _, s := range assigned {
+		o.dist.Slots = append(o.dist.Slots, SlotStatus{Slot: s, Generation: gen, Since: now})
+	}
+	slices.SortFunc(o.dist.Slots, func(a, b SlotStatus) int { return a.Slot - b.Slot })
+	o.slotM.owned.Set(float64(len(o.dist.Slots)))
+	o.slotM.rebalances.Inc()
+}
+
+// slotRunning records that slot runs under the claim of epoch, restored
+// from checkpoint restored (0: fresh).
+func (o *observer) slotRunning(slot int, epoch, restored int64) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.dist == nil {
+		return
+	}
+	for i := range o.dist.Slots {
+		if s := &o.dist.Slots[i]; s.Slot == slot {
+			s.Epoch, s.Restored, s.Running = epoch, restored, true
+			o.slotM.handover.WithLabelValues("claim").Observe(time.Since(s.Since).Seconds())
+		}
+	}
+}
+
+// slotEnded drops slot, which ended by itself (lost, or its job ended).
+func (o *observer) slotEnded(slot int) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.dist == nil {
+		return
+	}
+	o.dist.Slots = slices.DeleteFunc(o.dist.Slots, func(s SlotStatus) bool { return s.Slot == slot })
+	o.slotM.owned.Set(float64(len(o.dist.Slots)))
+}
+
+// slotsReleased records how long releasing revoked slots took.
+func (o *observer) slotsReleased(d time.Duration) {
+	o.slotM.handover.WithLabelValues("release").Observe(d.Seconds())
+}
+
+func (o *observer) distStatus() *DistributedStatus {
+	if o.dist == nil {
+		return nil
+	}
+	d := *o.dist
+	d.Slots = slices.Clone(d.Slots)
+	return &d
+}
