@@ -123,6 +123,21 @@ func (j *distJob) awaitOutput(n int) {
 	}
 }
 
+// awaitSlots waits until every process in ps has claimed a slot: the
+// group has given each its share.
+func (j *distJob) awaitSlots(ps ...*distProc) {
+	j.t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for _, p := range ps {
+		for len(p.claimed(time.Time{})) == 0 {
+			if time.Now().After(deadline) {
+				j.t.Fatalf("%s has claimed no slot after a minute\n%s", p.name, j.logs())
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+}
+
 // exact waits for the job's whole output and fails the test unless it is
 // exactly-once.
 func (j *distJob) exact() report {
@@ -341,6 +356,7 @@ func TestDistributedProcessKilledIsTakenOverExactly(t *testing.T) {
 	for range 3 {
 		ps = append(ps, j.start())
 	}
+	j.awaitSlots(ps...)
 	j.awaitOutput(1000)
 	victim := ps[1]
 	killed := time.Now()
@@ -369,6 +385,7 @@ func TestDistributedZombieIsFenced(t *testing.T) {
 	for range 3 {
 		ps = append(ps, j.start())
 	}
+	j.awaitSlots(ps...)
 	j.awaitOutput(1000)
 	zombie := ps[2]
 	stopped := time.Now()
