@@ -34,6 +34,11 @@ type Distributed struct {
 	// SessionTimeout is how long the group waits for a silent process
 	// before its slots go to the others (default 10s).
 	SessionTimeout time.Duration
+	// ReplicationFactor is the replication factor of the topic
+	// <job>.slots when it is created (0: the broker's default). The
+	// Shuffle creates its own topics with its own setting
+	// (connector/kafka's WithShuffleReplicationFactor).
+	ReplicationFactor int16
 }
 
 // WithDistributed runs the job as one of many processes, each started
@@ -76,6 +81,9 @@ func (c *config) validateDistributed() error {
 	}
 	if d.Shuffle == nil {
 		bad("no Shuffle; give the transport of the keyed edges (connector/kafka's NewShuffle)")
+	}
+	if d.ReplicationFactor < -1 {
+		bad("replication factor %d; give 1 or more, or 0 for the broker's default", d.ReplicationFactor)
 	}
 	if d.SessionTimeout < 0 {
 		bad("session timeout %v; give a positive one (default 10s)", d.SessionTimeout)

@@ -96,8 +96,13 @@ func (env *Environment) runDistributed(ctx context.Context, g *jobGraph, name st
 	// slots' (a coordinator of its own marks checkpointing on).
 	obs.jobStarted(&execution{g: g, cfg: &env.cfg, name: name, cc: new(coordinator.Coordinator)})
 	obs.distStarted(d.Job)
+	replication := d.ReplicationFactor
+	if replication == 0 {
+		replication = -1
+	}
 	m, err := slots.Join(ctx, d.Job, d.Slots,
 		slots.WithKafka(d.Kafka...),
+		slots.WithReplicationFactor(replication),
 		slots.WithSessionTimeout(d.SessionTimeout),
 		slots.WithHeartbeatInterval(min(3*time.Second, d.SessionTimeout/3)),
 		slots.WithMembershipLogger(log))

@@ -28,7 +28,7 @@ func checkDistributed(fs *flag.FlagSet, o *options) []error {
 	var errs []error
 	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
 	if !o.distributed {
-		for _, f := range []string{"job-name", "slots", "session-timeout"} {
+		for _, f := range []string{"job-name", "slots", "session-timeout", "internal-topic-replication"} {
 			if set[f] {
 				bad("--%s applies to --distributed", f)
 			}
@@ -56,6 +56,9 @@ func checkDistributed(fs *flag.FlagSet, o *options) []error {
 	if o.slots <= 0 {
 		bad("--slots must be positive, not %d", o.slots)
 	}
+	if o.replication == 0 || o.replication < -1 || o.replication > 32767 {
+		bad("--internal-topic-replication must be 1 or more, or -1 for the broker's default, not %d", o.replication)
+	}
 	if o.sessionTimeout <= 0 {
 		bad("--session-timeout must be positive, not %s", o.sessionTimeout)
 	}
@@ -69,17 +72,19 @@ func checkDistributed(fs *flag.FlagSet, o *options) []error {
 // distributedOption is the job's runtime.WithDistributed.
 func distributedOption(o options, seeds []string, logger *slog.Logger) (runtime.Option, error) {
 	sh, err := kafka.NewShuffle(
+		kafka.WithShuffleReplicationFactor(int16(o.replication)),
 		kafka.WithShuffleSinkOpts(kafka.WithBrokers(seeds...), kafka.WithSecurity(o.security), kafka.WithLogger(logger)),
 		kafka.WithShuffleSourceOpts(kafka.WithBrokers(seeds...), kafka.WithSecurity(o.security), kafka.WithLogger(logger)))
 	if err != nil {
 		return nil, err
 	}
 	return runtime.WithDistributed(runtime.Distributed{
-		Job:            o.jobName,
-		Slots:          o.slots,
-		Kafka:          o.kafkaOpts(kgo.SeedBrokers(seeds...)),
-		Shuffle:        sh,
-		SessionTimeout: o.sessionTimeout,
+		Job:               o.jobName,
+		Slots:             o.slots,
+		Kafka:             o.kafkaOpts(kgo.SeedBrokers(seeds...)),
+		Shuffle:           sh,
+		SessionTimeout:    o.sessionTimeout,
+		ReplicationFactor: int16(o.replication),
 	}), nil
 }
 

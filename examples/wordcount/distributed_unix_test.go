@@ -478,6 +478,7 @@ func TestDistributedFlagsAreChecked(t *testing.T) {
 		{[]string{"--distributed", "--brokers", "localhost:9092", "--checkpoint-dir", dir, "--parallelism", "3"}, "--parallelism does not apply"},
 		{[]string{"--distributed", "--brokers", "localhost:9092", "--checkpoint-dir", dir, "--slots", "0"}, "--slots must be positive"},
 		{[]string{"--job-name", "x"}, "--job-name applies to --distributed"},
+		{[]string{"--distributed", "--brokers", "localhost:9092", "--checkpoint-dir", dir, "--internal-topic-replication", "0"}, "--internal-topic-replication must be 1 or more"},
 		{[]string{"--distributed", "--brokers", "localhost:9092", "--checkpoint-dir", dir, "--checkpoint-interval", "0"}, "--distributed needs --checkpoint-interval > 0"},
 	} {
 		var w bytes.Buffer

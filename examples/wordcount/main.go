@@ -71,6 +71,7 @@ type options struct {
 	jobName        string
 	slots          int
 	sessionTimeout time.Duration
+	replication    int
 	// security is how every Kafka client connects (TLS, SASL), from the
 	// --kafka-* flags and SPLITFLOW_KAFKA_* variables; clientOpts are its
 	// franz-go options, for the clients the job does not make itself.
@@ -106,6 +107,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.BoolVar(&o.distributed, "distributed", false, "run as one of the processes of the job --job-name: every process started with the same --job-name, --brokers and --checkpoint-dir (a directory all of them reach, or s3://) takes a share of the job's slots, and takes over the slots of a process that stops or dies; runs until interrupted, never writes the input (wordcount write-input does), and leaves the verification to wordcount verify")
 	fs.StringVar(&o.jobName, "job-name", "wordcount", "name of the distributed job (--distributed): its consumer group, its internal topics <name>.slots and <name>.*.shuffle, its checkpoints under --checkpoint-dir/<name>/ and, unless --transactional-id-prefix is given, its output's transactional ids")
 	fs.IntVar(&o.slots, "slots", 16, "slots of the distributed job (--distributed): the unit a process owns and the parallelism of every operator; the same in every process and for the life of the job's checkpoints")
+	fs.IntVar(&o.replication, "internal-topic-replication", -1, "replication factor of the internal topics a distributed job creates (<name>.slots, <name>.*.shuffle); -1: the broker's default")
 	fs.DurationVar(&o.sessionTimeout, "session-timeout", 10*time.Second, "how long the other processes of a distributed job wait for a silent one before taking over its slots")
 	secFlags := kafkaflag.Register(fs)
 	fs.BoolVar(&o.noTimeoutCheck, "no-broker-timeout-check", false, "do not read the brokers' transaction.max.timeout.ms at start, for a principal without DescribeConfigs on the cluster; the transaction timeout is then checked against the checkpoint settings only")

@@ -67,6 +67,9 @@ type membershipConfig struct {
 	rebalanceTimeout time.Duration
 	kafka            []kgo.Opt
 	logger           *slog.Logger
+	// replication is the replication factor <job>.slots is created with
+	// (-1: the broker's default).
+	replication int16
 }
 
 func defaultMembershipConfig() membershipConfig {
@@ -75,6 +78,7 @@ func defaultMembershipConfig() membershipConfig {
 		heartbeat:        3 * time.Second,
 		rebalanceTimeout: 60 * time.Second,
 		logger:           slog.Default(),
+		replication:      -1,
 	}
 }
 
@@ -88,6 +92,8 @@ func (c *membershipConfig) validate() error {
 		return fmt.Errorf("slots: rebalance timeout %v; it must be positive (default 60s)", c.rebalanceTimeout)
 	case c.logger == nil:
 		return errors.New("slots: nil logger; pass slog.New(slog.DiscardHandler) to drop logs")
+	case c.replication == 0 || c.replication < -1:
+		return fmt.Errorf("slots: replication factor %d; give 1 or more, or -1 for the broker's default", c.replication)
 	}
 	return nil
 }
@@ -120,6 +126,13 @@ func WithRebalanceTimeout(d time.Duration) MembershipOption {
 // balancer options are the membership's own and must not be given.
 func WithKafka(opts ...kgo.Opt) MembershipOption {
 	return membershipOptionFunc(func(c *membershipConfig) { c.kafka = append(c.kafka, opts...) })
+}
+
+// WithReplicationFactor is the replication factor the topic <job>.slots is
+// created with when it is missing (default -1: the broker's
+// default.replication.factor). An existing topic is used as it is.
+func WithReplicationFactor(n int16) MembershipOption {
+	return membershipOptionFunc(func(c *membershipConfig) { c.replication = n })
 }
 
 // WithMembershipLogger is where rebalances are logged (default
@@ -169,7 +182,7 @@ func Join(ctx context.Context, job string, slots int, opts ...MembershipOption) 
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	topicID, err := ensureSlotsTopic(ctx, cfg.kafka, Topic(job), slots)
+	topicID, err := ensureSlotsTopic(ctx, cfg.kafka, Topic(job), slots, cfg.replication)
 	if err != nil {
 		return nil, err
 	}
@@ -214,7 +227,7 @@ func Join(ctx context.Context, job string, slots int, opts ...MembershipOption) 
 	return m, nil
 }
 
-func ensureSlotsTopic(ctx context.Context, kopts []kgo.Opt, topic string, slots int) ([16]byte, error) {
+func ensureSlotsTopic(ctx context.Context, kopts []kgo.Opt, topic string, slots int, replication int16) ([16]byte, error) {
 	cl, err := kgo.NewClient(kopts...)
 	if err != nil {
 		return [16]byte{}, fmt.Errorf("slots: admin client: %w", err)
@@ -234,7 +247,7 @@ func ensureSlotsTopic(ctx context.Context, kopts []kgo.Opt, topic string, slots 
 			}
 			return id, nil
 		}
-		resp, err := adm.CreateTopic(ctx, int32(slots), -1, nil, topic)
+		resp, err := adm.CreateTopic(ctx, int32(slots), replication, nil, topic)
 		if err == nil {
 			err = resp.Err
 		}

@@ -379,6 +379,10 @@ func TestJoinRefusesBadConfiguration(t *testing.T) {
 		{"no slots", "job", 0, nil, "at least 1"},
 		{"heartbeat too slow", "job", 4, []MembershipOption{WithSessionTimeout(3 * time.Second), WithHeartbeatInterval(2 * time.Second)}, "three times"},
 		{"slot count changed", "taken", 6, nil, "has 4 partitions but the job has 6 slots"},
+		{"no replication", "job", 4, []MembershipOption{WithReplicationFactor(0)}, "replication factor 0"},
+		// The factor reaches the creation: one broker cannot hold three
+		// replicas.
+		{"replication above the brokers", "fresh", 4, []MembershipOption{WithReplicationFactor(3)}, "REPLICATION_FACTOR"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			m, err := Join(context.Background(), tc.job, tc.slots, append([]MembershipOption{seeds}, tc.opts...)...)
