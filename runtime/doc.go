@@ -382,6 +382,32 @@
 // checkpoint, split assignments and restarts; WithJobListener calls
 // functions of the program at the same points.
 //
+// # Distributed jobs
+//
+// WithDistributed runs one job over every process started with the same
+// Distributed.Job, the same job code and the same checkpoint root
+// (WithCheckpointDir: a directory all of them reach, or an s3:// URL).
+// The job is cut into Distributed.Slots slots (default 16): every
+// operator runs one subtask per slot, and slot i is subtask i of every
+// operator. Kafka's group protocol gives each process a share of the
+// slots (a consumer group named after the job over the topic
+// <job>.slots); each process runs the slots it owns, each with
+// checkpoints of its own under <root>/<job>/slots/<i>. Every keyed edge
+// (KeyBy, the keyed inputs of joins) goes through Distributed.Shuffle
+// (connector/kafka's NewShuffle: an internal topic written exactly-once
+// and read read_committed), so a slot never needs another process's
+// memory. A process that stops (Execute's context cancelled) drains its
+// slots with a final checkpoint and leaves the group; one that dies or
+// stops answering for the session timeout loses its slots, which the
+// others restore from their last recorded checkpoints. Every claim and
+// every completed checkpoint of a slot is recorded in an ownership log in
+// the slot's storage, and a checkpoint is committed only once recorded
+// under its owner's claim, so a paused process that lost its slots
+// commits nothing more and is never restored from. Environment.Status
+// shows the slots a process runs (JobStatus.Distributed). Not yet: event
+// time across a shuffle (a source with a watermark strategy is refused),
+// Rebalance and Broadcast edges, savepoints of a distributed job.
+//
 // # Inside the engine
 //
 // How a job runs, for the curious and for tuning: the sections below
