@@ -70,8 +70,8 @@ func TestParseVerify(t *testing.T) {
 func TestDistTallyCompletesOnFinalCounts(t *testing.T) {
 	tl := newDistTally(map[string]int64{"a": 2, "b": 1})
 	tl.add([]byte("a"), []byte("1"))
-	tl.add([]byte("zz"), []byte("1"))  // not in the input: ignored
-	tl.add([]byte("b"), []byte("x"))   // not a count: ignored
+	tl.add([]byte("zz"), []byte("1")) // not in the input: ignored
+	tl.add([]byte("b"), []byte("x"))  // not a count: ignored
 	if tl.complete() || tl.counted != 1 {
 		t.Fatalf("after a=1: complete %v, counted %d", tl.complete(), tl.counted)
 	}
