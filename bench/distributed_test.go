@@ -127,3 +127,54 @@ func TestDistRatesAndGoal(t *testing.T) {
 		}
 	}
 }
+
+func TestDistAddedLatencyPerStage(t *testing.T) {
+	msd := func(xs ...int) []time.Duration {
+		var out []time.Duration
+		for _, x := range xs {
+			out = append(out, time.Duration(x)*time.Millisecond)
+		}
+		return out
+	}
+	s := &distSection{words: 100, vocab: 10, par: 4, partitions: 4, checkpoint: time.Second}
+	for _, c := range distConfigs(4) {
+		s.rows = append(s.rows, &distRow{cfg: c})
+	}
+	one := distRun{wall: time.Second, peakRSS: []int64{1}}
+	two := distRun{wall: time.Second, peakRSS: []int64{1, 1}}
+	// Pooled over runs: in memory 400..800 (median 600), one process
+	// distributed median 1500, two processes median 1700.
+	s.rows[0].runs = []distRun{withVis(one, msd(400, 600)...), withVis(one, msd(800)...)}
+	s.rows[1].runs = []distRun{withVis(one, msd(1400, 1500, 1600)...)}
+	s.rows[2].runs = []distRun{withVis(two, msd(1700, 1900)...), withVis(two, msd(1600)...)}
+	for i, want := range []time.Duration{0, 900 * time.Millisecond, 1100 * time.Millisecond} {
+		if i == 0 {
+			continue
+		}
+		got, ok := s.addedPerStage(i, 1)
+		if !ok || got != want {
+			t.Fatalf("row %d: added %v (%v), want %v", i, got, ok, want)
+		}
+	}
+	if got, _ := s.addedPerStage(2, 2); got != 550*time.Millisecond {
+		t.Fatalf("over two stages: %v, want 550ms", got)
+	}
+	var b strings.Builder
+	(&results{dist: s}).distMarkdown(&b)
+	md := b.String()
+	for _, want := range []string{"| 600 / 800 / 800 (3) |", "1 process distributed (median visibility minus the in-memory process's; wordcount has one shuffle stage, the keyBy): 900 ms (goal: at most one checkpoint interval + 50 ms = 1050 ms; met)",
+		"2 processes distributed (median visibility minus the in-memory process's; wordcount has one shuffle stage, the keyBy): 1100 ms (goal: at most one checkpoint interval + 50 ms = 1050 ms; not met)"} {
+		if !strings.Contains(md, want) {
+			t.Fatalf("markdown lacks %q:\n%s", want, md)
+		}
+	}
+	s.rows[0].runs = []distRun{one}
+	if _, ok := s.addedPerStage(1, 1); ok {
+		t.Fatal("an added latency without probes of the in-memory process")
+	}
+}
+
+func withVis(r distRun, v ...time.Duration) distRun {
+	r.visibility = v
+	return r
+}

@@ -73,6 +73,7 @@ type config struct {
 	distVocab       int           // distributed: distinct words
 	distParallelism int           // distributed: total parallelism (slots)
 	distCheckpoint  time.Duration // distributed: checkpoint interval
+	distProbes      int           // distributed: visibility probes per run
 
 	jvmOpts    string
 	runTimeout time.Duration
@@ -106,10 +107,11 @@ func parseFlags(args []string) (*config, error) {
 	fs.IntVar(&c.windowEvents, "window-events", 2_000_000, "windowcount: input events (user page event_time_ms)")
 	fs.IntVar(&c.windowUsers, "window-users", 10_000, "windowcount: distinct users (the keys)")
 	fs.IntVar(&c.windowMinutes, "window-minutes", 30, "windowcount: minutes of event time the input spans (one-minute windows)")
-	fs.IntVar(&c.distWords, "dist-words", 1_500_000, "distributed: words of the wordcount input text")
+	fs.IntVar(&c.distWords, "dist-words", 4_000_000, "distributed: words of the wordcount input text")
 	fs.IntVar(&c.distVocab, "dist-vocabulary", 5_000, "distributed: distinct words of the input text")
 	fs.IntVar(&c.distParallelism, "dist-parallelism", 4, "distributed: total parallelism: --parallelism of the one process, --slots of the distributed job, partitions of its topics")
 	fs.DurationVar(&c.distCheckpoint, "dist-checkpoint-interval", time.Second, "distributed: checkpoint interval of every configuration")
+	fs.IntVar(&c.distProbes, "dist-probes", 10, "distributed: one-word lines appended one at a time after the input is counted, each timed to its count's visibility (0: none)")
 	fs.StringVar(&c.jvmOpts, "jvm-opts", "-Xmx1g", "JVM options of the Kafka Streams process")
 	fs.DurationVar(&c.runTimeout, "run-timeout", 15*time.Minute, "give up on one run after this long")
 	fs.StringVar(&c.out, "out", "", "results file (default bench/RESULTS.md in the repository)")
@@ -156,7 +158,7 @@ func parseFlags(args []string) (*config, error) {
 	if c.windowEvents <= 0 || c.windowUsers <= 0 || c.windowUsers > 99_999 || c.windowMinutes <= 0 {
 		return nil, errors.New("--window-events and --window-minutes must be positive, --window-users in 1..99999")
 	}
-	if c.distWords <= 0 || c.distVocab <= 0 || c.distVocab > 100_000 || c.distParallelism <= 0 || c.distCheckpoint < 10*time.Millisecond {
+	if c.distWords <= 0 || c.distVocab <= 0 || c.distVocab > 100_000 || c.distParallelism <= 0 || c.distCheckpoint < 10*time.Millisecond || c.distProbes < 0 {
 		return nil, errNoDistWords
 	}
 	if c.records <= 0 || c.reps <= 0 || c.partitions <= 0 || c.parallelism <= 0 || c.latRate <= 0 || c.latSize < 40 {
