@@ -107,7 +107,7 @@ func parseFlags(args []string) (*config, error) {
 	fs.IntVar(&c.windowEvents, "window-events", 2_000_000, "windowcount: input events (user page event_time_ms)")
 	fs.IntVar(&c.windowUsers, "window-users", 10_000, "windowcount: distinct users (the keys)")
 	fs.IntVar(&c.windowMinutes, "window-minutes", 30, "windowcount: minutes of event time the input spans (one-minute windows)")
-	fs.IntVar(&c.distWords, "dist-words", 4_000_000, "distributed: words of the wordcount input text")
+	fs.IntVar(&c.distWords, "dist-words", 8_000_000, "distributed: words of the wordcount input text")
 	fs.IntVar(&c.distVocab, "dist-vocabulary", 5_000, "distributed: distinct words of the input text")
 	fs.IntVar(&c.distParallelism, "dist-parallelism", 4, "distributed: total parallelism: --parallelism of the one process, --slots of the distributed job, partitions of its topics")
 	fs.DurationVar(&c.distCheckpoint, "dist-checkpoint-interval", time.Second, "distributed: checkpoint interval of every configuration")
