@@ -69,6 +69,12 @@ type config struct {
 	windowUsers   int // windowcount: users
 	windowMinutes int // windowcount: event time the input spans
 
+	distWords       int           // distributed: input words
+	distVocab       int           // distributed: distinct words
+	distParallelism int           // distributed: total parallelism (slots)
+	distCheckpoint  time.Duration // distributed: checkpoint interval
+	distProbes      int           // distributed: visibility probes per run
+
 	jvmOpts    string
 	runTimeout time.Duration
 	out        string
@@ -84,7 +90,7 @@ func parseFlags(args []string) (*config, error) {
 	fs.IntVar(&c.reps, "reps", 3, "repetitions of each run; the table shows medians")
 	fs.IntVar(&c.partitions, "partitions", 6, "partitions of every topic")
 	fs.IntVar(&c.parallelism, "parallelism", 2, "splitflow parallelism and Kafka Streams num.stream.threads")
-	fs.StringVar(&c.sections, "sections", "throughput,windowcount,latency,memory,keyed", "which parts to run: throughput, windowcount, latency, memory, and unique-words, unique-words-changes, unique-words-large, unique-words-restore (keyed: all four)")
+	fs.StringVar(&c.sections, "sections", "throughput,windowcount,latency,memory,keyed", "which parts to run: throughput, windowcount, latency, memory, and unique-words, unique-words-changes, unique-words-large, unique-words-restore (keyed: all four), and distributed (not in the default set)")
 	sysRe := fs.String("systems", "", "regexp: run only systems whose label matches (rows of the others are left out)")
 	fs.DurationVar(&c.latDuration, "latency-duration", 60*time.Second, "length of the open-loop latency run")
 	fs.IntVar(&c.latRate, "latency-rate", 20_000, "records per second of the open-loop producer")
@@ -101,6 +107,11 @@ func parseFlags(args []string) (*config, error) {
 	fs.IntVar(&c.windowEvents, "window-events", 2_000_000, "windowcount: input events (user page event_time_ms)")
 	fs.IntVar(&c.windowUsers, "window-users", 10_000, "windowcount: distinct users (the keys)")
 	fs.IntVar(&c.windowMinutes, "window-minutes", 30, "windowcount: minutes of event time the input spans (one-minute windows)")
+	fs.IntVar(&c.distWords, "dist-words", 8_000_000, "distributed: words of the wordcount input text")
+	fs.IntVar(&c.distVocab, "dist-vocabulary", 5_000, "distributed: distinct words of the input text")
+	fs.IntVar(&c.distParallelism, "dist-parallelism", 4, "distributed: total parallelism: --parallelism of the one process, --slots of the distributed job, partitions of its topics")
+	fs.DurationVar(&c.distCheckpoint, "dist-checkpoint-interval", time.Second, "distributed: checkpoint interval of every configuration")
+	fs.IntVar(&c.distProbes, "dist-probes", 10, "distributed: one-word lines appended one at a time after the input is counted, each timed to its count's visibility (0: none)")
 	fs.StringVar(&c.jvmOpts, "jvm-opts", "-Xmx1g", "JVM options of the Kafka Streams process")
 	fs.DurationVar(&c.runTimeout, "run-timeout", 15*time.Minute, "give up on one run after this long")
 	fs.StringVar(&c.out, "out", "", "results file (default bench/RESULTS.md in the repository)")
@@ -126,6 +137,7 @@ func parseFlags(args []string) (*config, error) {
 			"changes-duration":   func() { c.changesDuration = 8 * time.Second },
 			"window-events":      func() { c.windowEvents = 200_000 },
 			"window-users":       func() { c.windowUsers = 2_000 },
+			"dist-words":         func() { c.distWords = 100_000 },
 		}
 		for name, apply := range quick {
 			if !set[name] {
@@ -145,6 +157,9 @@ func parseFlags(args []string) (*config, error) {
 	}
 	if c.windowEvents <= 0 || c.windowUsers <= 0 || c.windowUsers > 99_999 || c.windowMinutes <= 0 {
 		return nil, errors.New("--window-events and --window-minutes must be positive, --window-users in 1..99999")
+	}
+	if c.distWords <= 0 || c.distVocab <= 0 || c.distVocab > 100_000 || c.distParallelism <= 0 || c.distCheckpoint < 10*time.Millisecond || c.distProbes < 0 {
+		return nil, errNoDistWords
 	}
 	if c.records <= 0 || c.reps <= 0 || c.partitions <= 0 || c.parallelism <= 0 || c.latRate <= 0 || c.latSize < 40 {
 		return nil, errors.New("sizes, repetitions, partitions, parallelism and rates must be positive (latency size at least 40)")
@@ -273,6 +288,11 @@ func run(ctx context.Context, cfg *config) (*results, error) {
 	}
 	if err := runKeyedSections(ctx, h, res); err != nil {
 		return nil, err
+	}
+	if cfg.section("distributed") {
+		if err := runDistributedSection(ctx, h, res); err != nil {
+			return nil, err
+		}
 	}
 	res.ended = time.Now().UTC()
 	return res, nil

@@ -28,6 +28,7 @@ type results struct {
 	changes      []*changesRow
 	large        []*keyedRow
 	restore      *restoreRow
+	dist         *distSection
 }
 
 type machine struct {
@@ -205,6 +206,7 @@ func (r *results) markdown() string {
 		b.WriteString("\n")
 	}
 	r.keyedMarkdown(&b)
+	r.distMarkdown(&b)
 	if r.unavailable() {
 		b.WriteString("Rows marked \"" + notAvailable + "\" are splitflow configurations that need the engine's checkpoints, which have not landed; they carry no numbers until they run.\n")
 	}
