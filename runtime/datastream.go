@@ -184,6 +184,12 @@ type sourceSpec[T any, S connector.Split, C any] struct {
 
 func (s *sourceSpec[T, S, C]) boundedness() connector.Boundedness { return s.src.Boundedness() }
 
+// ownedBySubtask reports whether the source is a SlotPartitionedSource.
+func (s *sourceSpec[T, S, C]) ownedBySubtask() bool {
+	p, ok := any(s.src).(SlotPartitionedSource)
+	return ok && p.SplitsOwnedBySubtask()
+}
+
 // eventTime reports whether the source generates watermarks.
 func (s *sourceSpec[T, S, C]) eventTime() bool { return s.strategy.newGenerator != nil }
 

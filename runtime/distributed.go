@@ -41,6 +41,17 @@ type Distributed struct {
 	ReplicationFactor int16
 }
 
+// SlotPartitionedSource is implemented by a source whose enumerator gives
+// every split to a subtask fixed by the split and the parallelism alone,
+// whatever order readers register in (the Kafka source: a partition's
+// owner rule), and answers true. In a distributed job every slot runs an
+// enumerator of its own over all the splits and only its own reader
+// registers, so only such a source has each split read by one slot; a
+// distributed job refuses the others.
+type SlotPartitionedSource interface {
+	SplitsOwnedBySubtask() bool
+}
+
 // WithDistributed runs the job as one of many processes, each started
 // with the same Distributed.Job, the same job code and the same checkpoint
 // storage (WithCheckpointDir: a directory all of them reach, or an s3://
@@ -150,6 +161,9 @@ func (env *Environment) cutShuffles() error {
 	for _, n := range nodes {
 		if !keep[n] {
 			continue
+		}
+		if s, ok := n.source.(interface{ ownedBySubtask() bool }); ok && !s.ownedBySubtask() {
+			return invalidGraph("distributed: source %s does not assign its splits to subtasks by a rule of the split and the parallelism alone (SlotPartitionedSource); every slot runs an enumerator of its own, so its splits would be read by several slots", n)
 		}
 		if s, ok := n.source.(interface{ eventTime() bool }); ok && s.eventTime() {
 			return invalidGraph("distributed: source %s has a watermark strategy; event time is not carried across the shuffles of a distributed job yet", n)

@@ -1,9 +1,17 @@
 package runtime
 
 import (
+	"log/slog"
+	"os"
+	"path/filepath"
+
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+
 	"context"
 	"errors"
 	"github.com/splitflow/splitflow/runtime/checkpoint"
+	"github.com/splitflow/splitflow/runtime/internal/slots"
 	"strings"
 	"testing"
 	"time"
@@ -26,7 +34,7 @@ func (s *recordingShuffle) Sink(ds DataStream[ShuffleRecord], channel string, pa
 func (s *recordingShuffle) Source(env *Environment, channel string, partitions int, owner func(partition, parallelism int) int) DataStream[ShuffleRecord] {
 	s.sources = append(s.sources, channel)
 	s.owner = owner
-	src := &memSource[ShuffleRecord]{numSplits: 1, perSplit: 0, gen: func(_, i int) (ShuffleRecord, int64) { return ShuffleRecord{}, 0 }}
+	src := ownedMem[ShuffleRecord]{&memSource[ShuffleRecord]{numSplits: 1, perSplit: 0, gen: func(_, i int) (ShuffleRecord, int64) { return ShuffleRecord{}, 0 }}}
 	return FromSource(env, src, "shuffle "+channel).UID("source:" + channel)
 }
 
@@ -38,8 +46,15 @@ func distEnv(t *testing.T, sh Shuffle, opts ...Option) *Environment {
 	}, opts...)...)
 }
 
+// ownedMem is a memory source that says its splits have fixed owners; the
+// tests that use it only build graphs or check refusals, and never read
+// its splits in two slots.
+type ownedMem[T any] struct{ *memSource[T] }
+
+func (ownedMem[T]) SplitsOwnedBySubtask() bool { return true }
+
 func countJob(env *Environment) {
-	src := &memSource[int]{numSplits: 2, perSplit: 10, gen: func(_, i int) (int, int64) { return i, 0 }}
+	src := ownedMem[int]{&memSource[int]{numSplits: 2, perSplit: 10, gen: func(_, i int) (int, int64) { return i, 0 }}}
 	words := Map(FromSource(env, src, "numbers").UID("numbers"), func(i int) (string, error) { return string(rune('a' + i%5)), nil })
 	counts := Count(KeyBy(words, func(w string) string { return w })).UID("count")
 	SinkTo(counts, newCollectSink[KV[string, int64]]()).UID("out")
@@ -101,23 +116,27 @@ func TestDistributedRefusesWhatItCannotCarry(t *testing.T) {
 	src := func() *memSource[int] {
 		return &memSource[int]{numSplits: 1, perSplit: 1, gen: func(_, i int) (int, int64) { return i, 0 }}
 	}
+	owned := func() ownedMem[int] { return ownedMem[int]{src()} }
 	for _, c := range []struct {
 		name string
 		opts []Option
 		job  func(env *Environment)
 		want string
 	}{
+		{"source", nil, func(env *Environment) {
+			SinkTo(FromSource(env, src(), "s"), newCollectSink[int]())
+		}, "splits to subtasks by a rule"},
 		{"rebalance", nil, func(env *Environment) {
-			SinkTo(Rebalance(FromSource(env, src(), "s")), newCollectSink[int]())
+			SinkTo(Rebalance(FromSource(env, owned(), "s")), newCollectSink[int]())
 		}, "rebalance edge"},
 		{"event time", nil, func(env *Environment) {
-			SinkTo(FromSource(env, src(), "s", ForBoundedOutOfOrderness[int](time.Second)), newCollectSink[int]())
+			SinkTo(FromSource(env, owned(), "s", ForBoundedOutOfOrderness[int](time.Second)), newCollectSink[int]())
 		}, "event time is not carried"},
 		{"parallelism", nil, func(env *Environment) {
-			SinkTo(Map(FromSource(env, src(), "s"), func(i int) (int, error) { return i, nil }).Parallelism(2), newCollectSink[int]())
+			SinkTo(Map(FromSource(env, owned(), "s"), func(i int) (int, error) { return i, nil }).Parallelism(2), newCollectSink[int]())
 		}, "one subtask per slot"},
 		{"type", nil, func(env *Environment) {
-			m := Map(FromSource(env, src(), "s"), func(i int) (unexportedOnly, error) { return unexportedOnly{i}, nil })
+			m := Map(FromSource(env, owned(), "s"), func(i int) (unexportedOnly, error) { return unexportedOnly{i}, nil })
 			SinkTo(Count(KeyBy(m, func(u unexportedOnly) int { return u.n })), newCollectSink[KV[int, int64]]())
 		}, "cannot cross the shuffle"},
 		{"no dir", []Option{WithCheckpointDir("")}, countJob, "no checkpoint directory"},
@@ -174,5 +193,79 @@ func TestSlotCheckpointRestoresAtTheJobsParallelism(t *testing.T) {
 	}
 	if got := forSubtask(old, 1, 3); len(got) != 1 || string(got[0]) != "split of slot 1" {
 		t.Fatalf("subtask 1 restores %q", got)
+	}
+}
+
+// ownedRange is the range source in push mode, whose enumerator gives
+// split K to subtask K mod parallelism.
+type ownedRange struct{ *rangeSrc }
+
+func (ownedRange) SplitsOwnedBySubtask() bool { return true }
+
+// distributedRun runs a job of 2 slots reading an unbounded source into
+// a sink, on the checkpoint root dir, as one process of job "logs" on the
+// Kafka at seeds, until ctx ends.
+func distributedRun(ctx context.Context, seeds []string, dir string) error {
+	env := NewEnvironment(
+		WithCheckpointInterval(50*time.Millisecond),
+		WithCheckpointDir(dir),
+		WithLogger(slog.New(slog.DiscardHandler)),
+		WithDistributed(Distributed{Job: "logs", Slots: 2, Shuffle: &recordingShuffle{},
+			Kafka: []kgo.Opt{kgo.SeedBrokers(seeds...)}, SessionTimeout: 2 * time.Second}))
+	// Pushed splits go to subtask K mod parallelism, a rule of the split
+	// and the parallelism alone. Readers hold after 100 records each: the
+	// job runs and checkpoints until ctx ends.
+	src := ownedRange{&rangeSrc{splits: 2, perSplit: 1000, push: true, readerFailAt: -1, hold: func(v int64) bool { return v%1000 >= 100 }, release: make(chan struct{})}}
+	SinkTo(FromSource(env, src, "numbers").UID("numbers"), newCollectSink[int64]()).UID("out")
+	return env.Execute(ctx, "logs")
+}
+
+// A slot whose ownership log is gone while its checkpoints remain is not
+// started afresh (that would replay or lose what they committed): the
+// process fails naming the slot. Before, the driver never told the
+// ownership which checkpoints the storage held, and the slot started from
+// nothing.
+func TestDistributedSlotWhoseLogIsGoneIsRefused(t *testing.T) {
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.GroupMinSessionTimeout(500*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	dir := t.TempDir()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- distributedRun(ctx, c.ListenAddrs(), dir) }()
+	// Both slots record checkpoints in their logs.
+	deadline := time.Now().Add(time.Minute)
+	for {
+		a, _ := filepath.Glob(filepath.Join(dir, "logs", "slots", "0", "log", "records", "log-*"))
+		b, _ := filepath.Glob(filepath.Join(dir, "logs", "slots", "1", "log", "records", "log-*"))
+		if len(a) >= 3 && len(b) >= 3 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("slots recorded %d and %d log records in a minute", len(a), len(b))
+		}
+		select {
+		case err := <-done:
+			t.Fatalf("the first run ended: %v", err)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("the first run: %v", err)
+	}
+	if err := os.RemoveAll(filepath.Join(dir, "logs", "slots", "1", "log")); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel = context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	err = distributedRun(ctx, c.ListenAddrs(), dir)
+	if !errors.Is(err, slots.ErrLogMissing) || !strings.Contains(err.Error(), "slot 1") {
+		t.Fatalf("second run: %v, want slot 1 refused with %v", err, slots.ErrLogMissing)
+	}
+	if ctx.Err() != nil {
+		t.Fatal("the second run ran into its deadline")
 	}
 }

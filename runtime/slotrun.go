@@ -5,8 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
+	"os"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -131,25 +134,32 @@ type distDriver struct {
 	wg      sync.WaitGroup
 }
 
-func (dr *distDriver) loop(ctx context.Context) error {
-	var failed error
+func (dr *distDriver) loop(ctx context.Context) (err error) {
 	defer func() {
 		// Every slot drains (final checkpoint, commit) before the process
-		// leaves the group, so the next owners start from there.
+		// leaves the group, so the next owners start from there; a slot
+		// that could not (its drain timed out, it failed meanwhile) is
+		// the process's error, as it would be a job's.
 		for _, r := range dr.runners {
 			r.drain()
 		}
+		live := slices.Collect(maps.Values(dr.runners))
 		dr.awaitAll()
 		dr.m.Close()
+		errs := []error{err}
+		for _, r := range live {
+			if r.err != nil && !errors.Is(r.err, ErrSlotLost) && !errors.Is(r.err, context.Canceled) {
+				dr.log.Error("splitflow: slot failed while the process stopped", "slot", r.slot, "err", r.err)
+				errs = append(errs, fmt.Errorf("job %q: slot %d: %w", dr.name, r.slot, r.err))
+			}
+		}
+		err = errors.Join(errs...)
 	}()
 	for {
 		select {
 		case <-ctx.Done():
-			return failed
-		case c, ok := <-dr.m.Changes():
-			if !ok {
-				return failed
-			}
+			return nil
+		case c := <-dr.m.Changes():
 			dr.change(ctx, c)
 		case r := <-dr.ended:
 			if dr.runners[r.slot] == r {
@@ -345,8 +355,12 @@ func (r *slotRunner) claimAndRun(root string) error {
 	res := r.perform(own.Start())
 	r.mu.Unlock()
 	switch {
-	case res.stop != nil:
+	case res.stop != nil && (errors.Is(res.stop, slots.ErrNotAssigned) || errors.Is(res.stop, slots.ErrSlotLost)):
 		return fmt.Errorf("%w: %w", ErrSlotLost, res.stop)
+	case res.stop != nil:
+		// The slot's log is gone while its checkpoints remain: starting
+		// it afresh would replay or lose what they committed.
+		return res.stop
 	case res.fail != nil:
 		return &errClaimAgain{res.fail}
 	case res.restore == nil:
@@ -369,6 +383,12 @@ func (r *slotRunner) claimAndRun(root string) error {
 	defer ex.releaseStorage()
 	r.mu.Lock()
 	r.holder, _ = ex.storage.(checkpoint.Holder)
+	if r.holder != nil && rp.Checkpoint > 0 && rp.Epoch == rp.ClaimEpoch {
+		// Claimed again after a log failure: the restore point is in
+		// this claim's storage, and the checkpoints the earlier run
+		// stored but did not record must not retain it away.
+		r.release = r.holder.Hold(rp.Checkpoint)
+	}
 	r.mu.Unlock()
 	defer func() {
 		r.mu.Lock()
@@ -406,13 +426,19 @@ func (r *slotRunner) record(id int64) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	res := r.perform(r.own.Persisted(id))
+	recorded := slices.Contains(res.notified, id)
 	switch {
-	case res.stop != nil:
+	case !recorded && res.stop != nil:
 		return fmt.Errorf("checkpoint %d: %w: %w", id, ErrSlotLost, res.stop)
-	case res.fail != nil:
+	case !recorded && res.fail != nil:
 		return &errClaimAgain{fmt.Errorf("record checkpoint %d: %w", id, res.fail)}
-	case !slices.Contains(res.notified, id):
+	case !recorded:
 		return &errClaimAgain{fmt.Errorf("checkpoint %d was not recorded", id)}
+	case res.stop != nil || res.fail != nil:
+		// The checkpoint is in the log; what failed after it (a floor
+		// record of the compaction) ends the run once this checkpoint
+		// is notified: the next checkpoint's record finds the same.
+		r.dr.log.Warn("splitflow: slot's log after recording a checkpoint", "slot", r.slot, "checkpoint", id, "stop", res.stop, "fail", res.fail)
 	}
 	// The log's restore point stays until a newer one is recorded: a
 	// later checkpoint's retention must not delete it.
@@ -424,6 +450,45 @@ func (r *slotRunner) record(id int64) error {
 		r.release = rel
 	}
 	return nil
+}
+
+// storedIDs lists the checkpoint ids the slot's claims' storages hold, so
+// that the ownership refuses a log that is gone while checkpoints remain
+// (ErrLogMissing) and numbers new checkpoints above them. A directory root
+// is listed; on S3 the epochs up to 16 above the log's highest claim are
+// looked at (an epoch whose owner never checkpointed has no objects).
+func (r *slotRunner) storedIDs(recs []slots.Record) ([]int64, error) {
+	root, job := r.dr.env.cfg.cp.dir, r.dr.d.Job
+	var epochs []int64
+	if checkpoint.IsS3URL(root) {
+		top := slots.Decide(recs).Owner.Epoch
+		for e := int64(1); e <= top+16; e++ {
+			epochs = append(epochs, e)
+		}
+	} else {
+		ents, err := os.ReadDir(slots.StoragePath(root, job, r.slot))
+		if err != nil && !os.IsNotExist(err) {
+			return nil, err
+		}
+		for _, ent := range ents {
+			if e, err := strconv.ParseInt(strings.TrimPrefix(ent.Name(), "epoch-"), 10, 64); err == nil && ent.IsDir() && strings.HasPrefix(ent.Name(), "epoch-") {
+				epochs = append(epochs, e)
+			}
+		}
+	}
+	var ids []int64
+	for _, e := range epochs {
+		st, err := checkpoint.OpenStorageForInspection(slots.EpochPath(root, job, r.slot, e), checkpoint.WithLogger(r.dr.log))
+		if err != nil {
+			return nil, err
+		}
+		got, err := st.List()
+		if err != nil {
+			return nil, fmt.Errorf("list the checkpoints of epoch %d: %w", e, err)
+		}
+		ids = append(ids, got...)
+	}
+	return ids, nil
 }
 
 type ownershipResult struct {
@@ -444,7 +509,11 @@ func (r *slotRunner) perform(acts []slots.Action) ownershipResult {
 		switch a := a.(type) {
 		case slots.ReadLog:
 			recs, err := slots.LoadLog(r.logStore)
-			next = r.own.LogRead(recs, nil, err)
+			var stored []int64
+			if err == nil {
+				stored, err = r.storedIDs(recs)
+			}
+			next = r.own.LogRead(recs, stored, err)
 		case slots.Confirm:
 			ctx, cancel := context.WithTimeout(r.ctx, 30*time.Second)
 			err := r.dr.m.Confirm(ctx, r.slot, r.member)

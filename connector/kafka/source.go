@@ -44,6 +44,12 @@ func NewSource[T any](deser Deserializer[T], opts ...SourceOpt) (*Source[T], err
 }
 
 // Boundedness is Bounded with WithBounded, ContinuousUnbounded otherwise.
+// SplitsOwnedBySubtask says that every partition goes to the subtask its
+// owner rule names, from the partition and the parallelism alone
+// (runtime.SlotPartitionedSource), so a distributed job reads each
+// partition in one slot.
+func (s *Source[T]) SplitsOwnedBySubtask() bool { return true }
+
 func (s *Source[T]) Boundedness() connector.Boundedness {
 	if s.cfg.bounded {
 		return connector.Bounded
