@@ -270,24 +270,15 @@ func (env *Environment) Execute(ctx context.Context, name string) error {
 		return fmt.Errorf("job %q: %w", name, err)
 	}
 	defer releaseMetrics()
-	if env.cfg.dist != nil {
-		ctx, stopJob := context.WithCancel(ctx)
-		defer stopJob()
-		srv, err := env.startHTTP(stopJob)
-		if err != nil {
+	// A distributed job makes an execution per slot it runs (slotrun.go).
+	var ex *execution
+	if env.cfg.dist == nil {
+		if ex, err = newExecution(env, g, name); err != nil {
 			return fmt.Errorf("job %q: %w", name, err)
 		}
-		if srv != nil {
-			defer env.stopHTTP(srv)
-		}
-		return env.runDistributed(ctx, g, name)
+		defer ex.releaseStorage()
+		g.warnDefaultUIDs(ex.log)
 	}
-	ex, err := newExecution(env, g, name)
-	if err != nil {
-		return fmt.Errorf("job %q: %w", name, err)
-	}
-	defer ex.releaseStorage()
-	g.warnDefaultUIDs(ex.log)
 	// The status server is up before the first task starts, so the whole
 	// run can be watched, and down before Execute returns, so nothing
 	// outlives the job. Its POST /api/v1/job/stop stops the job as a
@@ -300,6 +291,9 @@ func (env *Environment) Execute(ctx context.Context, name string) error {
 	}
 	if srv != nil {
 		defer env.stopHTTP(srv)
+	}
+	if ex == nil {
+		return env.runDistributed(ctx, g, name)
 	}
 	ex.cancelRun = stopJob
 	env.running.Store(ex)

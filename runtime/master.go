@@ -297,6 +297,12 @@ func (ex *execution) latest() (*restoredState, error) {
 		ex.log.Warn("splitflow: restore: the job's checkpoint storage holds checkpoints, so the job resumes from its newest one and WithRestoreFrom is not used; give a new checkpoint storage to start from the savepoint",
 			"storage", ex.storageName(), "checkpoint", chk.ID, "restoreFrom", ex.cfg.cp.restoreFrom)
 	}
+	return ex.checkedRestore(rs, where)
+}
+
+// checkedRestore checks that rs, loaded from where, fits the job (state by
+// uid, max parallelism), logs what it warns of, and reports it.
+func (ex *execution) checkedRestore(rs *restoredState, where string) (*restoredState, error) {
 	warnings, err := ex.g.checkRestore(rs.chk, where, ex.cfg.cp.allowNonRestored)
 	if err != nil {
 		return nil, &unrecoverableError{err}

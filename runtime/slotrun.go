@@ -77,15 +77,7 @@ func (ex *execution) slotLatest() (*restoredState, error) {
 	// The checkpoint holds the slot's subtask only, of a job that runs
 	// one subtask per slot.
 	rs.parallelism = ex.cfg.parallelism
-	warnings, err := ex.g.checkRestore(rs.chk, where, ex.cfg.cp.allowNonRestored)
-	if err != nil {
-		return nil, &unrecoverableError{err}
-	}
-	for _, w := range warnings {
-		ex.log.Warn("splitflow: restore: " + w)
-	}
-	ex.reportRestore(rs)
-	return rs, nil
+	return ex.checkedRestore(rs, where)
 }
 
 // runDistributed runs the slots Kafka assigns this process until ctx is
@@ -213,7 +205,7 @@ func (dr *distDriver) change(ctx context.Context, c slots.Change) {
 			old.kill()
 			dr.await(old)
 		}
-		r := &slotRunner{dr: dr, slot: s, member: c.Member, gen: c.Generation, done: make(chan struct{})}
+		r := &slotRunner{dr: dr, slot: s, member: c.Member, gen: c.Generation, done: make(chan struct{}), forgotten: make(chan struct{})}
 		r.ctx, r.cancel = context.WithCancel(ctx)
 		dr.runners[s] = r
 		dr.wg.Add(1)
@@ -223,7 +215,7 @@ func (dr *distDriver) change(ctx context.Context, c slots.Change) {
 			close(r.done)
 			select {
 			case dr.ended <- r:
-			case <-r.forgotten():
+			case <-r.forgotten:
 			}
 		}()
 		dr.log.Info("splitflow: slot assigned", "slot", s, "member", c.Member, "generation", c.Generation)
@@ -272,22 +264,16 @@ type slotRunner struct {
 	release  func()
 	ex       atomic.Pointer[execution]
 
-	done       chan struct{}
-	err        error
-	forgetC    chan struct{}
-	once       sync.Once
+	done chan struct{}
+	err  error
+	// forgotten is closed once the driver no longer wants to hear of the
+	// runner's end on ended.
+	forgotten  chan struct{}
 	forgetOnce sync.Once
 }
 
-// forgotten is closed once the driver no longer wants to hear of the
-// runner's end on ended.
-func (r *slotRunner) forgotten() chan struct{} {
-	r.once.Do(func() { r.forgetC = make(chan struct{}) })
-	return r.forgetC
-}
-
 func (r *slotRunner) forget() {
-	r.forgetOnce.Do(func() { close(r.forgotten()) })
+	r.forgetOnce.Do(func() { close(r.forgotten) })
 }
 
 // drain stops the slot with a final checkpoint.
@@ -403,17 +389,9 @@ func (r *slotRunner) claimAndRun(root string) error {
 	if r.lost.Load() {
 		return nil
 	}
-	err = ex.named(r.dr.name).run(r.ctx)
-	var again *errClaimAgain
-	switch {
-	case err == nil:
-		return nil
-	case errors.As(err, &again):
-		return again
-	case errors.Is(err, ErrSlotLost):
-		return err
-	}
-	return err
+	// A log failure while recording comes back as an *errClaimAgain
+	// inside the execution's error, which run claims again on.
+	return ex.named(r.dr.name).run(r.ctx)
 }
 
 // record is the execution's slotRun.recordFn: it records checkpoint id
