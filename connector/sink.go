@@ -211,6 +211,20 @@ type CommitterInfo interface {
 	CommitterRuns() bool
 }
 
+// ClaimInfo is an optional capability of a SinkInitContext: the claim
+// under which the subtask runs, in a distributed job, where every subtask
+// runs in a slot that one process at a time owns. A process whose slot
+// was taken over may run on for a while without knowing (it was paused);
+// a transactional sink names its transactions after the claim so that
+// such a process never aborts or fences the newer owner's transactions
+// (the Kafka sink: txn.ClaimTransactionalID).
+type ClaimInfo interface {
+	// ClaimEpoch is the epoch of this process's claim on the subtask's
+	// slot (>= 1; a newer owner has a higher one), or 0 outside a
+	// distributed job.
+	ClaimEpoch() int64
+}
+
 // CommitterRequired is an optional capability of a Sink whose writes become
 // visible only through its committer, such as a Kafka sink in exactly-once
 // mode. Go cannot recognise a TwoPhaseCommittingSink from a Sink[T] alone

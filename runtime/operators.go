@@ -244,6 +244,9 @@ type sinkInitContext struct {
 	// committer: the writer runs with its sink's committer (the
 	// two-phase sink operator), for connector.CommitterInfo.
 	committer bool
+	// claim is the epoch of the process's claim on the slot the subtask
+	// runs in (a distributed job), 0 otherwise: connector.ClaimInfo.
+	claim int64
 }
 
 func newSinkInitContext(t *task, info opInfo, par int) sinkInitContext {
@@ -262,6 +265,9 @@ func newSinkInitContext(t *task, info opInfo, par int) sinkInitContext {
 	}
 	if t.ex != nil {
 		c.cp.Unbounded = unboundedJob(t.ex.g)
+		if t.ex.slot != nil {
+			c.claim = t.ex.slot.epoch
+		}
 	}
 	return c
 }
@@ -287,6 +293,9 @@ func (c sinkInitContext) RestoredCheckpointID() (int64, bool) {
 }
 func (c sinkInitContext) CheckpointConfig() connector.CheckpointConfig { return c.cp }
 
+// ClaimEpoch makes the context a connector.ClaimInfo.
+func (c sinkInitContext) ClaimEpoch() int64 { return c.claim }
+
 // CommitterRuns makes the context a connector.CommitterInfo.
 func (c sinkInitContext) CommitterRuns() bool { return c.committer }
 
@@ -305,6 +314,7 @@ func (c sinkInitContext) MetricGroup() *metrics.Group { return c.metrics }
 var (
 	_ connector.CheckpointConfigProvider = sinkInitContext{}
 	_ connector.CommitterInfo            = sinkInitContext{}
+	_ connector.ClaimInfo                = sinkInitContext{}
 	_ metrics.GroupProvider              = sinkInitContext{}
 )
 

@@ -29,6 +29,8 @@ var ErrSlotLost = errors.New("the slot was taken over by another process")
 // (execution.slot).
 type slotRun struct {
 	index int
+	// epoch is the claim's (the sinks' connector.ClaimInfo).
+	epoch int64
 	// restorePath is the checkpoint the slot's log names as its restore
 	// point (a chk-<id> under another claim's directory), "" for a fresh
 	// slot.
@@ -355,7 +357,7 @@ func (r *slotRunner) claimAndRun(root string) error {
 	rp := res.restore
 	cfg := r.dr.env.cfg
 	cfg.cp.dir = slots.EpochPath(root, r.dr.d.Job, r.slot, rp.ClaimEpoch)
-	slot := &slotRun{index: r.slot, nextID: rp.NextCheckpointID, recordFn: r.record}
+	slot := &slotRun{index: r.slot, epoch: rp.ClaimEpoch, nextID: rp.NextCheckpointID, recordFn: r.record}
 	if rp.Checkpoint > 0 {
 		slot.restorePath = slots.EpochPath(root, r.dr.d.Job, r.slot, rp.Epoch) + "/chk-" + strconv.FormatInt(rp.Checkpoint, 10)
 		cfg.cp.restoreFrom = slot.restorePath

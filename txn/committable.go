@@ -33,23 +33,57 @@ func TransactionalID(prefix string, subtask, n int) string {
 	return prefix + "-" + strconv.Itoa(subtask) + "-" + strconv.Itoa(n)
 }
 
+// ClaimTransactionalID returns the transactional id of pooled transaction n
+// of a subtask that runs under a claim of epoch (a slot of a distributed
+// job): prefix-<subtask>-e<epoch>-<n>. Each claim of a slot has ids of its
+// own, so a process that still runs the slot under an older claim cannot
+// register, and so abort, a transaction of the newer owner. Epoch 0 is
+// TransactionalID's form.
+func ClaimTransactionalID(prefix string, subtask int, epoch int64, n int) string {
+	if epoch == 0 {
+		return TransactionalID(prefix, subtask, n)
+	}
+	return prefix + "-" + strconv.Itoa(subtask) + "-e" + strconv.FormatInt(epoch, 10) + "-" + strconv.Itoa(n)
+}
+
 // ParseTransactionalID is the inverse of TransactionalID. It reports false
 // for an id that is not prefix-<subtask>-<n> with non-negative numbers.
 func ParseTransactionalID(prefix, id string) (subtask, n int, ok bool) {
-	rest, found := strings.CutPrefix(id, prefix+"-")
-	if !found {
-		return 0, 0, false
-	}
-	s, nn, found := strings.Cut(rest, "-")
-	if !found {
-		return 0, 0, false
-	}
-	subtask, err1 := strconv.Atoi(s)
-	n, err2 := strconv.Atoi(nn)
-	if err1 != nil || err2 != nil || subtask < 0 || n < 0 || strconv.Itoa(subtask) != s || strconv.Itoa(n) != nn {
+	subtask, epoch, n, ok := ParseClaimTransactionalID(prefix, id)
+	if !ok || epoch != 0 {
 		return 0, 0, false
 	}
 	return subtask, n, true
+}
+
+// ParseClaimTransactionalID is the inverse of ClaimTransactionalID: it
+// parses both forms, prefix-<subtask>-<n> with epoch 0 and
+// prefix-<subtask>-e<epoch>-<n> with epoch >= 1.
+func ParseClaimTransactionalID(prefix, id string) (subtask int, epoch int64, n int, ok bool) {
+	rest, found := strings.CutPrefix(id, prefix+"-")
+	if !found {
+		return 0, 0, 0, false
+	}
+	parts := strings.Split(rest, "-")
+	switch {
+	case len(parts) == 2:
+	case len(parts) == 3 && strings.HasPrefix(parts[1], "e"):
+		e := parts[1][1:]
+		v, err := strconv.ParseInt(e, 10, 64)
+		if err != nil || v < 1 || strconv.FormatInt(v, 10) != e {
+			return 0, 0, 0, false
+		}
+		epoch = v
+		parts = []string{parts[0], parts[2]}
+	default:
+		return 0, 0, 0, false
+	}
+	subtask, err1 := strconv.Atoi(parts[0])
+	n, err2 := strconv.Atoi(parts[1])
+	if err1 != nil || err2 != nil || subtask < 0 || n < 0 || strconv.Itoa(subtask) != parts[0] || strconv.Itoa(n) != parts[1] {
+		return 0, 0, 0, false
+	}
+	return subtask, epoch, n, true
 }
 
 // DataLossError reports a prepared transaction that can no longer be

@@ -2,7 +2,11 @@
 // delivery needs, independent of the engine (it imports no runtime).
 //
 //   - Naming: transactional ids are prefix-<subtask>-<n>, n drawn from a small
-//     bounded pool per subtask (TransactionalID, ParseTransactionalID).
+//     bounded pool per subtask (TransactionalID, ParseTransactionalID). A
+//     subtask that runs in a slot of a distributed job under a claim of
+//     epoch e uses prefix-<subtask>-e<e>-<n> (ClaimTransactionalID,
+//     WithClaimEpoch): an older owner of the slot that lives on cannot
+//     register, and so abort, a newer owner's ids.
 //   - Pool: one franz-go client per pooled id, created on first use and kept:
 //     a transaction per checkpoint reuses a client instead of creating one.
 //     Begin opens a transaction, Txn.Prepare flushes it and hands back a
@@ -43,4 +47,13 @@
 //
 // A pool that a newer producer fenced stops for good (ErrFenced): it never
 // registers an id again, which would fence the newer attempt in turn.
+//
+// Registering an id is the one thing a stale writer can do to a newer one:
+// it aborts whatever the id has open, a prepared transaction whose
+// checkpoint completed too. Within one process, attempts are ordered, and
+// rule 2 keeps them apart. Across processes (a slot of a distributed job
+// whose old owner was paused and resumes) nothing orders a restart of the
+// old owner after the new owner's claim, so the two claims use different
+// ids, and a writer aborts lingering transactions only of its own and
+// older claims (Lingering.Epoch).
 package txn

@@ -23,6 +23,15 @@ type Lingering struct {
 	// Parallelism, left by a run with more subtasks. Each id has one owner,
 	// so no two subtasks race to abort it.
 	Subtask, Parallelism int
+	// Epoch is the claim the caller runs under (a slot of a distributed
+	// job; 0: none), whose pool names its ids ClaimTransactionalID. It owns
+	// the ids of its subtask under its own and every older claim: an
+	// older owner can no longer record a checkpoint, so its open
+	// transactions are never to be committed, except the restored ones
+	// (Keep). It never owns those of a newer claim: a process that still
+	// runs the slot under an older claim must not abort the transactions
+	// of the slot's newer owner.
+	Epoch int64
 	// Keep lists the restored committables of every subtask of the
 	// checkpoint restored from, not only this subtask's: their
 	// transactions are committed, never aborted, and their ids are not
@@ -33,7 +42,10 @@ type Lingering struct {
 	// Parallelism are owned by subtask 0, and subtasks start concurrently.
 	Keep []Committable
 	// ProbeIDs is how many pooled ids per subtask to probe where the broker
-	// cannot list transactions (before Kafka 3.0): the pool size.
+	// cannot list transactions (before Kafka 3.0): the pool size. Only the
+	// ids of the caller's own claim (Epoch) are probed: an older claim's
+	// open transactions are then left to the broker's transaction
+	// timeout.
 	ProbeIDs int
 	// ProbeSubtasks is, for subtask 0 when probing, how many subtask indexes
 	// to probe in all (covering an earlier, larger parallelism). Zero means
@@ -51,8 +63,8 @@ type Lingering struct {
 // Owns reports whether subtask l.Subtask is the one that aborts id and
 // registers it anew.
 func (l Lingering) Owns(id string) bool {
-	st, _, ok := ParseTransactionalID(l.Prefix, id)
-	if !ok {
+	st, epoch, _, ok := ParseClaimTransactionalID(l.Prefix, id)
+	if !ok || epoch > l.Epoch {
 		return false
 	}
 	return st == l.Subtask || (l.Subtask == 0 && st >= l.Parallelism)
@@ -74,8 +86,8 @@ func (l Lingering) kept(id string) bool {
 // attempt can no longer commit. It returns once every such abort is
 // complete, so read_committed consumers are no longer pinned by them.
 func AbortLingering(ctx context.Context, cl *kgo.Client, l Lingering) ([]string, error) {
-	if l.Prefix == "" || l.Parallelism <= 0 || l.Subtask < 0 || l.Subtask >= l.Parallelism {
-		return nil, fmt.Errorf("txn: abort lingering: bad prefix %q, subtask %d or parallelism %d", l.Prefix, l.Subtask, l.Parallelism)
+	if l.Prefix == "" || l.Parallelism <= 0 || l.Subtask < 0 || l.Subtask >= l.Parallelism || l.Epoch < 0 {
+		return nil, fmt.Errorf("txn: abort lingering: bad prefix %q, subtask %d, parallelism %d or epoch %d", l.Prefix, l.Subtask, l.Parallelism, l.Epoch)
 	}
 	var ids []string
 	listed := !l.ForceProbe
@@ -96,7 +108,7 @@ func AbortLingering(ctx context.Context, cl *kgo.Client, l Lingering) ([]string,
 			seen[id] = true
 		}
 		for i := 0; i < max(l.ProbeIDs, 1); i++ {
-			if id := TransactionalID(l.Prefix, l.Subtask, i); !seen[id] {
+			if id := ClaimTransactionalID(l.Prefix, l.Subtask, l.Epoch, i); !seen[id] {
 				ids = append(ids, id)
 			}
 		}
@@ -163,7 +175,7 @@ func (l Lingering) probeIDs() []string {
 	var ids []string
 	for _, s := range subtasks {
 		for i := 0; i < n; i++ {
-			ids = append(ids, TransactionalID(l.Prefix, s, i))
+			ids = append(ids, ClaimTransactionalID(l.Prefix, s, l.Epoch, i))
 		}
 	}
 	return ids

@@ -20,6 +20,7 @@ func (f optFunc) apply(c *poolConfig) { f(c) }
 
 type poolConfig struct {
 	size       int
+	epoch      int64
 	timeout    time.Duration
 	clientOpts []kgo.Opt
 }
@@ -32,6 +33,9 @@ func (c *poolConfig) validate() error {
 	if c.size < 2 {
 		return fmt.Errorf("txn: pool size %d: need at least 2 ids (one open transaction and one awaiting commit)", c.size)
 	}
+	if c.epoch < 0 {
+		return fmt.Errorf("txn: claim epoch %d is negative", c.epoch)
+	}
 	if c.timeout < time.Second {
 		return fmt.Errorf("txn: transaction timeout %s is below one second", c.timeout)
 	}
@@ -43,6 +47,12 @@ func (c *poolConfig) validate() error {
 // prepared awaiting its checkpoint, one committed awaiting release (rule 1
 // of the package doc). Raise it with concurrent checkpoints.
 func WithPoolSize(n int) Opt { return optFunc(func(c *poolConfig) { c.size = n }) }
+
+// WithClaimEpoch names the pool's ids after the claim of epoch under which
+// the subtask runs (ClaimTransactionalID): a slot of a distributed job,
+// whose every owner uses ids of its own. Default 0: no claim,
+// TransactionalID's ids.
+func WithClaimEpoch(epoch int64) Opt { return optFunc(func(c *poolConfig) { c.epoch = epoch }) }
 
 // WithTransactionTimeout sets the producers' transaction.timeout.ms (default 15
 // minutes, the broker's default transaction.max.timeout.ms). The broker
@@ -80,7 +90,8 @@ type slot struct {
 	releaseAfter int64
 }
 
-// Pool hands out the transactional ids prefix-<subtask>-<n> of one subtask,
+// Pool hands out the transactional ids prefix-<subtask>-<n> of one subtask
+// (prefix-<subtask>-e<epoch>-<n> with WithClaimEpoch),
 // each with its own franz-go client kept across transactions. It is safe for
 // concurrent use; the engine calls it from the subtask's task goroutine.
 type Pool struct {
@@ -121,7 +132,7 @@ func NewPool(prefix string, subtask int, opts ...Opt) (*Pool, error) {
 	}
 	p := &Pool{prefix: prefix, subtask: subtask, cfg: cfg}
 	for n := 0; n < cfg.size; n++ {
-		p.slots = append(p.slots, &slot{id: TransactionalID(prefix, subtask, n)})
+		p.slots = append(p.slots, &slot{id: ClaimTransactionalID(prefix, subtask, cfg.epoch, n)})
 	}
 	return p, nil
 }

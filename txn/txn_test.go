@@ -41,6 +41,66 @@ func TestTransactionalIDNaming(t *testing.T) {
 	}
 }
 
+func TestClaimTransactionalIDNaming(t *testing.T) {
+	for _, tc := range []struct {
+		id      string
+		subtask int
+		epoch   int64
+		n       int
+		ok      bool
+	}{
+		{"sink-0-0", 0, 0, 0, true},
+		{"sink-3-e1-0", 3, 1, 0, true},
+		{"sink-12-e40-7", 12, 40, 7, true},
+		{"sink-3-e0-0", 0, 0, 0, false},
+		{"sink-3-e01-0", 0, 0, 0, false},
+		{"sink-3-e-1-0", 0, 0, 0, false},
+		{"sink-3-x2-0", 0, 0, 0, false},
+		{"sink-3-e2", 0, 0, 0, false},
+		{"sink-3-e2-0-1", 0, 0, 0, false},
+	} {
+		st, e, n, ok := ParseClaimTransactionalID("sink", tc.id)
+		if ok != tc.ok || (ok && (st != tc.subtask || e != tc.epoch || n != tc.n)) {
+			t.Errorf("ParseClaimTransactionalID(sink, %q) = %d, %d, %d, %v; want %d, %d, %d, %v", tc.id, st, e, n, ok, tc.subtask, tc.epoch, tc.n, tc.ok)
+		}
+		if tc.ok && ClaimTransactionalID("sink", tc.subtask, tc.epoch, tc.n) != tc.id {
+			t.Errorf("ClaimTransactionalID(sink, %d, %d, %d) = %q, want %q", tc.subtask, tc.epoch, tc.n, ClaimTransactionalID("sink", tc.subtask, tc.epoch, tc.n), tc.id)
+		}
+		// A claim's id is never mistaken for an id of no claim.
+		if _, _, plain := ParseTransactionalID("sink", tc.id); plain != (tc.ok && tc.epoch == 0) {
+			t.Errorf("ParseTransactionalID(sink, %q) reports %v", tc.id, plain)
+		}
+	}
+}
+
+// A writer under a claim cleans up after its own and older claims of its
+// slot, never after a newer claim's.
+func TestLingeringOwnsOwnAndOlderClaimsOnly(t *testing.T) {
+	l := Lingering{Prefix: "sink", Subtask: 1, Parallelism: 4, Epoch: 3}
+	for id, want := range map[string]bool{
+		"sink-1-e3-0":  true,
+		"sink-1-e2-5":  true,
+		"sink-1-0":     true,
+		"sink-1-e4-0":  false,
+		"sink-2-e3-0":  false,
+		"sink-1-e30-0": false,
+	} {
+		if got := l.Owns(id); got != want {
+			t.Errorf("Owns(%q) under claim 3 = %v, want %v", id, got, want)
+		}
+	}
+	if _, err := NewPool("p", 0, WithClaimEpoch(-1)); err == nil {
+		t.Error("negative claim epoch accepted")
+	}
+	p, err := NewPool("p", 2, WithClaimEpoch(7))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if id := p.slots[0].id; id != "p-2-e7-0" {
+		t.Errorf("pool id %q, want p-2-e7-0", id)
+	}
+}
+
 func TestPoolConfigValidation(t *testing.T) {
 	if _, err := NewPool("", 0); err == nil {
 		t.Error("empty prefix accepted")

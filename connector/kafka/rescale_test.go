@@ -32,7 +32,7 @@ func (c subCtx) RestoredCheckpointID() (int64, bool) {
 // mine are mapped to this subtask: it creates the committer, tells it the
 // whole checkpoint's committables, commits its own, then creates the
 // writer. It returns the writer, the committer and the commit outcomes.
-func openSubtask(t *testing.T, s *Sink[string], ctx subCtx, all, mine []txn.Committable) (*sinkWriter[string], connector.Committer[txn.Committable], []*request) {
+func openSubtask(t *testing.T, s *Sink[string], ctx connector.SinkInitContext, all, mine []txn.Committable) (*sinkWriter[string], connector.Committer[txn.Committable], []*request) {
 	t.Helper()
 	cm, err := s.CreateCommitter(ctx)
 	if err != nil {
@@ -53,7 +53,7 @@ func openSubtask(t *testing.T, s *Sink[string], ctx subCtx, all, mine []txn.Comm
 	}
 	w, err := s.CreateWriter(ctx)
 	if err != nil {
-		t.Fatalf("writer of subtask %d of %d: %v", ctx.sub, ctx.par, err)
+		t.Fatalf("writer of subtask %d of %d: %v", ctx.SubtaskIndex(), ctx.Parallelism(), err)
 	}
 	return w.(*sinkWriter[string]), cm, out
 }

@@ -205,6 +205,13 @@ func KeyValueSerializer[T any](topic string, fn func(T) (key, value []byte, err 
 // otherwise abort them. A writer whose producer is fenced by a newer one
 // (another attempt, or another process using the same prefix) fails with
 // an error wrapping txn.ErrFenced and never registers its ids again.
+//
+// In a slot of a distributed job (the init context is a
+// connector.ClaimInfo) each claim of the slot has ids of its own
+// (txn.ClaimTransactionalID), and a writer aborts lingering transactions
+// of its own and older claims only: an older owner that lives on after a
+// newer one claimed the slot cannot register the newer owner's ids, which
+// would abort a transaction whose checkpoint it recorded.
 type Sink[T any] struct {
 	cfg sinkConfig
 	ser RecordSerializer[T]
@@ -351,7 +358,8 @@ func (s *Sink[T]) CreateWriter(ictx connector.SinkInitContext) (connector.SinkWr
 		w.cancel()
 		return nil, err
 	}
-	pool, err := txn.NewPool(s.cfg.prefix, w.sub, txn.WithPoolSize(s.cfg.poolSize),
+	epoch := claimEpoch(ictx)
+	pool, err := txn.NewPool(s.cfg.prefix, w.sub, txn.WithPoolSize(s.cfg.poolSize), txn.WithClaimEpoch(epoch),
 		txn.WithTransactionTimeout(s.cfg.txnTimeout), txn.WithClientOpts(s.clientOpts(clientMetricOpts(g, "sink-txn")...)...))
 	if err != nil {
 		w.cancel()
@@ -371,7 +379,7 @@ func (s *Sink[T]) CreateWriter(ictx connector.SinkInitContext) (connector.SinkWr
 	s.latest[w.sub]++
 	w.gen = s.latest[w.sub]
 	s.mu.Unlock()
-	if err := s.abortLingering(ictx, keep, w.txns); err != nil {
+	if err := s.abortLingering(ictx, epoch, keep, w.txns); err != nil {
 		// This writer will never exist, so it counts no abort: an older
 		// writer still closing is the latest again and counts its own.
 		s.mu.Lock()
@@ -385,7 +393,7 @@ func (s *Sink[T]) CreateWriter(ictx connector.SinkInitContext) (connector.SinkWr
 	pool.Reserve(keep...)
 	// The kept ids this subtask owns are registered anew once a checkpoint
 	// taken after this start completes (see fenceRestored).
-	own := txn.Lingering{Prefix: s.cfg.prefix, Subtask: w.sub, Parallelism: ictx.Parallelism()}
+	own := txn.Lingering{Prefix: s.cfg.prefix, Subtask: w.sub, Parallelism: ictx.Parallelism(), Epoch: epoch}
 	for _, id := range keep {
 		if own.Owns(id) {
 			w.fence = append(w.fence, id)
@@ -416,7 +424,16 @@ func (s *Sink[T]) prepareWriter(ctx context.Context) error {
 	return s.cfg.prepare(ctx, cl, s.cfg.security)
 }
 
-func (s *Sink[T]) abortLingering(ictx connector.SinkInitContext, keep []string, txns *prometheus.CounterVec) error {
+// claimEpoch is the claim the subtask runs under (connector.ClaimInfo), 0
+// outside a distributed job.
+func claimEpoch(ictx connector.SinkInitContext) int64 {
+	if ci, ok := ictx.(connector.ClaimInfo); ok {
+		return ci.ClaimEpoch()
+	}
+	return 0
+}
+
+func (s *Sink[T]) abortLingering(ictx connector.SinkInitContext, epoch int64, keep []string, txns *prometheus.CounterVec) error {
 	cl, err := kgo.NewClient(s.clientOpts(clientMetricOpts(metrics.GroupOf(ictx), "sink-admin")...)...)
 	if err != nil {
 		return fmt.Errorf("kafka sink: client: %w", err)
@@ -433,7 +450,7 @@ func (s *Sink[T]) abortLingering(ictx connector.SinkInitContext, keep []string, 
 		kept = append(kept, txn.Committable{TransactionalID: id})
 	}
 	aborted, err := txn.AbortLingering(ctx, cl, txn.Lingering{
-		Prefix: s.cfg.prefix, Subtask: ictx.SubtaskIndex(), Parallelism: ictx.Parallelism(), ProbeIDs: s.cfg.poolSize,
+		Prefix: s.cfg.prefix, Subtask: ictx.SubtaskIndex(), Parallelism: ictx.Parallelism(), Epoch: epoch, ProbeIDs: s.cfg.poolSize,
 		FenceAll: true, Keep: kept,
 	})
 	if err != nil {

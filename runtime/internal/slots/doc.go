@@ -2,18 +2,20 @@
 // processes that decide who owns what: the slot mapping and naming, the
 // slot ownership log and its epoch rules, the merge of watermark markers
 // from upstream slots (deterministic cores without I/O of their own), and
-// the membership in the job's consumer group that assigns slots. The engine does
-// not use it yet: the distributed mode is being built (DESIGN.md,
-// "Scale-out (in progress)").
+// the membership in the job's consumer group that assigns slots. The
+// engine's distributed driver (runtime/slotrun.go) performs what they
+// decide (DESIGN.md, "Scale-out (in progress)").
 //
 // A job has S slots (DefaultSlots). Every stage runs with parallelism S
 // and slot i is subtask i of every stage; key group kg belongs to slot
 // kg*S/maxParallelism (ForKeyGroup), a partition of an input topic to a
 // slot by a stable rule (ForPartition). A slot's checkpoints and its
 // ownership log live in a storage of their own, <root>/<job>/slots/<i>
-// (StoragePath), so any process can restore any slot; its Kafka sinks use
-// transactional ids of their own (TransactionalID), so a new owner fences
-// the old one's producers.
+// (StoragePath), so any process can restore any slot. Its Kafka sinks
+// name their transactional ids after the slot and the claim's epoch
+// (txn.ClaimTransactionalID): an old owner that lives on can neither
+// commit (its checkpoints are never recorded) nor abort the new owner's
+// transactions (it cannot register the new claim's ids).
 //
 // # Invariants kept here
 //
@@ -49,7 +51,7 @@
 // # Files
 //
 //   - layout.go: slots, key groups and partitions; names of the topic,
-//     group, storage paths and transactional ids.
+//     group and storage paths.
 //   - log.go: the ownership log's records, their stored form, LoadLog
 //     (from the highest floor), Decide, CompactLog and floor markers.
 //   - ownership.go: Ownership, the deterministic core of one member's

@@ -6,8 +6,6 @@ import (
 	"hash/fnv"
 	"strconv"
 	"strings"
-
-	"github.com/splitflow/splitflow/txn"
 )
 
 // DefaultSlots is the number of slots of a job when none is configured.
@@ -95,20 +93,6 @@ func Group(job string) string { return job }
 // its own.
 func StoragePath(root, job string, slot int) string {
 	return strings.TrimRight(root, "/") + "/" + job + "/slots/" + strconv.Itoa(slot)
-}
-
-// TransactionalIDPrefix is the prefix of the transactional ids of stage's
-// Kafka sink in the job: <job>.<stage>. The pool of slot's sink names its
-// ids TransactionalID(prefix, slot, n): the slot takes the subtask's place
-// in txn's <prefix>-<subtask>-<n>, so the lingering-transaction abort and
-// `splitflow txn` work on them unchanged, and a new owner of the slot
-// registers the very ids the old owner used, fencing it.
-func TransactionalIDPrefix(job, stage string) string { return job + "." + stage }
-
-// TransactionalID is transactional id n of slot's sink in stage:
-// <job>.<stage>-<slot>-<n>.
-func TransactionalID(job, stage string, slot, n int) string {
-	return txn.TransactionalID(TransactionalIDPrefix(job, stage), slot, n)
 }
 
 // LogPath is the storage of slot's ownership log: <StoragePath>/log, a

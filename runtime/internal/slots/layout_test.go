@@ -6,7 +6,6 @@ import (
 
 	"github.com/splitflow/splitflow/runtime"
 	"github.com/splitflow/splitflow/runtime/internal/slots"
-	"github.com/splitflow/splitflow/txn"
 )
 
 // Key group kg belongs to slot kg*S/maxParallelism: the engine's subtask
@@ -95,43 +94,6 @@ func TestSlotStoragePath(t *testing.T) {
 		}
 		if got := slots.EpochPath(c.root, c.job, c.slot, 12); got != c.want+"/epoch-12" {
 			t.Errorf("EpochPath(%q, %q, %d, 12) = %q; want %q", c.root, c.job, c.slot, got, c.want+"/epoch-12")
-		}
-	}
-}
-
-// Transactional ids are per slot, <job>.<stage>-<slot>-<n>, and txn's
-// parser reads the slot and n back; no two (stage, slot, n) share an id,
-// also for stage names that end like an id's numbers.
-func TestTransactionalIDsArePerSlot(t *testing.T) {
-	for _, c := range []struct {
-		job, stage string
-		slot, n    int
-		want       string
-	}{
-		{"wordcount", "sink", 3, 0, "wordcount.sink-3-0"},
-		{"wordcount", "counts.sink", 15, 2, "wordcount.counts.sink-15-2"},
-		{"j", "a-1", 2, 0, "j.a-1-2-0"},
-	} {
-		got := slots.TransactionalID(c.job, c.stage, c.slot, c.n)
-		if got != c.want {
-			t.Errorf("TransactionalID(%q, %q, %d, %d) = %q; want %q", c.job, c.stage, c.slot, c.n, got, c.want)
-		}
-		slot, n, ok := txn.ParseTransactionalID(slots.TransactionalIDPrefix(c.job, c.stage), got)
-		if !ok || slot != c.slot || n != c.n {
-			t.Errorf("ParseTransactionalID(%q) = %d, %d, %v; want %d, %d", got, slot, n, ok, c.slot, c.n)
-		}
-	}
-	ids := map[string]string{}
-	for _, stage := range []string{"a", "a-1", "a-1-2", "a.1", "a-"} {
-		for slot := range 4 {
-			for n := range 4 {
-				id := slots.TransactionalID("j", stage, slot, n)
-				key := stage + "|" + string(rune('0'+slot)) + "|" + string(rune('0'+n))
-				if other, dup := ids[id]; dup {
-					t.Fatalf("id %q names both %s and %s", id, other, key)
-				}
-				ids[id] = key
-			}
 		}
 	}
 }

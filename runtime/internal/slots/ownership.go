@@ -75,8 +75,9 @@ type Append struct{ Record Record }
 // checkpoints from NextCheckpointID: above every id in the storage and the
 // log, so that a zombie's checkpoint, recorded or not, is never
 // overwritten or mistaken for the new owner's. Restoring commits the
-// checkpoint's committables first, then registers the slot's
-// transactional ids, which fences the older owner's producers.
+// checkpoint's committables first; the slot's sinks then write under
+// transactional ids of the new claim (txn.ClaimTransactionalID) and abort
+// what older claims left open.
 type Restore struct {
 	Checkpoint int64
 	// Epoch is the epoch Checkpoint was written under; ClaimEpoch is this
