@@ -2,8 +2,14 @@ package runtime
 
 import (
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
+	"sync"
+	"sync/atomic"
+
+	"github.com/splitflow/splitflow/connector"
 
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -206,6 +212,10 @@ func (ownedRange) SplitsOwnedBySubtask() bool { return true }
 // a sink, on the checkpoint root dir, as one process of job "logs" on the
 // Kafka at seeds, until ctx ends.
 func distributedRun(ctx context.Context, seeds []string, dir string) error {
+	return distributedRunInto(ctx, seeds, dir, newCollectSink[int64]())
+}
+
+func distributedRunInto(ctx context.Context, seeds []string, dir string, sink connector.Sink[int64]) error {
 	env := NewEnvironment(
 		WithCheckpointInterval(50*time.Millisecond),
 		WithCheckpointDir(dir),
@@ -216,8 +226,73 @@ func distributedRun(ctx context.Context, seeds []string, dir string) error {
 	// and the parallelism alone. Readers hold after 100 records each: the
 	// job runs and checkpoints until ctx ends.
 	src := ownedRange{&rangeSrc{splits: 2, perSplit: 1000, push: true, readerFailAt: -1, hold: func(v int64) bool { return v%1000 >= 100 }, release: make(chan struct{})}}
-	SinkTo(FromSource(env, src, "numbers").UID("numbers"), newCollectSink[int64]()).UID("out")
+	SinkTo(FromSource(env, src, "numbers").UID("numbers"), sink).UID("out")
 	return env.Execute(ctx, "logs")
+}
+
+// claimSink records the claim epoch each writer was created under.
+type claimSink struct {
+	*collectSink[int64]
+	mu     sync.Mutex
+	epochs map[int][]int64 // by subtask
+}
+
+func (s *claimSink) CreateWriter(ctx connector.SinkInitContext) (connector.SinkWriter[int64], error) {
+	s.mu.Lock()
+	var e int64 = -1
+	if ci, ok := ctx.(connector.ClaimInfo); ok {
+		e = ci.ClaimEpoch()
+	}
+	s.epochs[ctx.SubtaskIndex()] = append(s.epochs[ctx.SubtaskIndex()], e)
+	s.mu.Unlock()
+	return s.collectSink.CreateWriter(ctx)
+}
+
+func (s *claimSink) seen() map[int][]int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return maps.Clone(s.epochs)
+}
+
+// A sink in a slot learns the claim it writes under (connector.ClaimInfo),
+// and a later owner's claim is newer: the Kafka sink names its
+// transactions after it, so that an older owner that lives on cannot
+// abort the newer one's.
+func TestSlotSinksWriteUnderTheirClaim(t *testing.T) {
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.GroupMinSessionTimeout(500*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	dir := t.TempDir()
+	run := func() map[int][]int64 {
+		sink := &claimSink{collectSink: newCollectSink[int64](), epochs: map[int][]int64{}}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- distributedRunInto(ctx, c.ListenAddrs(), dir, sink) }()
+		deadline := time.Now().Add(time.Minute)
+		for len(sink.seen()) < 2 {
+			if time.Now().After(deadline) {
+				t.Fatalf("writers created in a minute: %v", sink.seen())
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		cancel()
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+		return sink.seen()
+	}
+	first, second := run(), run()
+	for slot := range 2 {
+		if len(first[slot]) == 0 || len(second[slot]) == 0 {
+			t.Fatalf("slot %d: writers under claims %v, then %v", slot, first[slot], second[slot])
+		}
+		a, b := slices.Max(first[slot]), slices.Min(second[slot])
+		if a < 1 || b <= a {
+			t.Fatalf("slot %d: the first process wrote under claims %v, the next under %v; want claims >= 1, the next one's newer", slot, first[slot], second[slot])
+		}
+	}
 }
 
 // A slot whose ownership log is gone while its checkpoints remain is not
@@ -267,5 +342,91 @@ func TestDistributedSlotWhoseLogIsGoneIsRefused(t *testing.T) {
 	}
 	if ctx.Err() != nil {
 		t.Fatal("the second run ran into its deadline")
+	}
+}
+
+// A slot's execution that fails after another process claimed the slot
+// does not restart: it reads the slot's log first, finds the newer claim,
+// and the slot ends as taken over. Before, it restarted under its stale
+// claim: its writers registered their ids again and opened transactions
+// that nobody would commit, pinning read_committed readers until they
+// were aborted.
+func TestSlotRestartAfterANewerClaimEndsTheSlot(t *testing.T) {
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.GroupMinSessionTimeout(500*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	dir := t.TempDir()
+	var logs lockedBuffer
+	// No checkpoint is recorded meanwhile (the interval is long): only
+	// the restart can find the newer claim.
+	env := NewEnvironment(
+		WithCheckpointInterval(time.Hour),
+		WithCheckpointDir(dir),
+		WithLogger(slog.New(slog.NewTextHandler(&logs, nil))),
+		WithDistributed(Distributed{Job: "logs", Slots: 2, Shuffle: &recordingShuffle{},
+			Kafka: []kgo.Opt{kgo.SeedBrokers(c.ListenAddrs()...)}, SessionTimeout: 2 * time.Second}))
+	sink := newCollectSink[int64]()
+	var created [2]atomic.Int32
+	var fail atomic.Bool
+	var wrote atomic.Int64
+	sink.creating = func(sub int) error { created[sub].Add(1); return nil }
+	sink.writeFn = func(sub int, v int64, _ connector.WriteContext) error {
+		if sub != 1 {
+			return nil
+		}
+		wrote.Add(1)
+		if fail.CompareAndSwap(true, false) {
+			return errors.New("injected write failure")
+		}
+		return nil
+	}
+	src := ownedRange{&rangeSrc{splits: 2, perSplit: 1 << 30, push: true, readerFailAt: -1, delay: time.Millisecond}}
+	SinkTo(FromSource(env, src, "numbers").UID("numbers"), sink).UID("out")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- env.Execute(ctx, "logs") }()
+	deadline := time.Now().Add(time.Minute)
+	for created[1].Load() == 0 || wrote.Load() == 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("slot 1 wrote nothing in a minute\n%s", logs.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+
+	// Another process claims slot 1, as after this one was paused.
+	st, err := checkpoint.OpenStorage(slots.LogPath(dir, "logs", 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rs := st.(checkpoint.RecordStorage)
+	recs, err := slots.LoadLog(rs)
+	if err != nil || len(recs) == 0 {
+		t.Fatalf("slot 1's log: %v, %v", recs, err)
+	}
+	top := slots.Decide(recs).Owner
+	if err := slots.StoreRecord(rs, slots.Record{Seq: recs[len(recs)-1].Seq + 1, Kind: slots.Claim, Epoch: top.Epoch + 1, Generation: 1000, Member: "another"}); err != nil {
+		t.Fatal(err)
+	}
+	fail.Store(true)
+
+	deadline = time.Now().Add(30 * time.Second)
+	for !strings.Contains(logs.String(), "slot taken over") {
+		if n := created[1].Load(); n > 1 {
+			t.Fatalf("slot 1 restarted under its stale claim (%d writers)\n%s", n, logs.String())
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("slot 1 neither restarted nor ended in 30s\n%s", logs.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if n := created[1].Load(); n != 1 {
+		t.Fatalf("slot 1 had %d writers, want 1", n)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
 	}
 }

@@ -807,6 +807,17 @@ func (ex *execution) restart() {
 	if !ex.restarting || ex.stopped {
 		return
 	}
+	if ex.slot != nil && ex.slot.ownedFn != nil {
+		// The process may have been paused while another took the slot
+		// over: restarting would redo work whose output is never
+		// committed, its transactions pinning read_committed readers
+		// until its writers abort them.
+		if err := ex.slot.ownedFn(); err != nil {
+			ex.restarting = false
+			ex.stop(&unrecoverableError{err})
+			return
+		}
+	}
 	rs, err := ex.latest()
 	if err != nil {
 		ex.restarting = false

@@ -41,6 +41,9 @@ type slotRun struct {
 	// last id it recorded (master goroutine).
 	recordFn func(id int64) error
 	recorded int64
+	// ownedFn reads the slot's log before the execution restarts within
+	// the claim, and fails when a newer claim governs it.
+	ownedFn func() error
 }
 
 func (s *slotRun) record(id int64) error {
@@ -357,7 +360,7 @@ func (r *slotRunner) claimAndRun(root string) error {
 	rp := res.restore
 	cfg := r.dr.env.cfg
 	cfg.cp.dir = slots.EpochPath(root, r.dr.d.Job, r.slot, rp.ClaimEpoch)
-	slot := &slotRun{index: r.slot, epoch: rp.ClaimEpoch, nextID: rp.NextCheckpointID, recordFn: r.record}
+	slot := &slotRun{index: r.slot, epoch: rp.ClaimEpoch, nextID: rp.NextCheckpointID, recordFn: r.record, ownedFn: r.owned}
 	if rp.Checkpoint > 0 {
 		slot.restorePath = slots.EpochPath(root, r.dr.d.Job, r.slot, rp.Epoch) + "/chk-" + strconv.FormatInt(rp.Checkpoint, 10)
 		cfg.cp.restoreFrom = slot.restorePath
@@ -428,6 +431,25 @@ func (r *slotRunner) record(id int64) error {
 			r.release()
 		}
 		r.release = rel
+	}
+	return nil
+}
+
+// owned is the execution's slotRun.ownedFn: it reads the slot's log, and
+// fails with ErrSlotLost when a newer claim governs it (an *errClaimAgain
+// when the log cannot be read).
+func (r *slotRunner) owned() error {
+	if r.lost.Load() {
+		return fmt.Errorf("slot %d: %w", r.slot, ErrSlotLost)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	res := r.perform(r.own.Start())
+	switch {
+	case res.stop != nil:
+		return fmt.Errorf("%w: %w", ErrSlotLost, res.stop)
+	case res.fail != nil:
+		return &errClaimAgain{fmt.Errorf("read the log before a restart: %w", res.fail)}
 	}
 	return nil
 }

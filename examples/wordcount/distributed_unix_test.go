@@ -182,7 +182,19 @@ func (j *distJob) logs() string {
 		if dir != "" {
 			_ = os.WriteFile(filepath.Join(dir, p.name+".log"), []byte(p.log.String()), 0o644)
 		}
-		fmt.Fprintf(&s, "--- %s (%s)\n%s\n", p.name, p.state(), tail(p.log.String(), 60))
+		// Errors and warnings first, then the end of the log without the
+		// completed checkpoints, which would crowd out everything else.
+		var bad, rest []string
+		for _, line := range strings.Split(p.log.String(), "\n") {
+			switch {
+			case strings.Contains(line, "level=ERROR"), strings.Contains(line, "level=WARN"):
+				bad = append(bad, line)
+			case !strings.Contains(line, "checkpoint completed"):
+				rest = append(rest, line)
+			}
+		}
+		fmt.Fprintf(&s, "--- %s (%s)\n%s\n--- %s, the end of its log\n%s\n", p.name, p.state(),
+			tail(strings.Join(bad, "\n"), 20), p.name, tail(strings.Join(rest, "\n"), 30))
 	}
 	return s.String()
 }
