@@ -430,3 +430,62 @@ func TestSlotRestartAfterANewerClaimEndsTheSlot(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// Once a claim has recorded a checkpoint, the storages of the slot's
+// older claims are never read again, and the claim removes them: a job
+// whose slots change owners does not keep every owner's checkpoints.
+func TestOlderClaimsStoragesAreRemovedOnceANewerOneRecords(t *testing.T) {
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.GroupMinSessionTimeout(500*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	dir := t.TempDir()
+	epochs := func(slot int) []string {
+		names, err := checkpoint.Children(slots.StoragePath(dir, "logs", slot))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return names
+	}
+	run := func(until func() bool) {
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- distributedRun(ctx, c.ListenAddrs(), dir) }()
+		deadline := time.Now().Add(time.Minute)
+		for !until() {
+			if time.Now().After(deadline) {
+				t.Fatalf("not reached in a minute: slot 0 has %q, slot 1 %q", epochs(0), epochs(1))
+			}
+			select {
+			case err := <-done:
+				t.Fatalf("the run ended: %v", err)
+			case <-time.After(50 * time.Millisecond):
+			}
+		}
+		cancel()
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	}
+	recorded := func(epoch string) bool {
+		for slot := range 2 {
+			ids, err := checkpoint.OpenStorageForInspection(filepath.Join(slots.StoragePath(dir, "logs", slot), epoch))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got, _ := ids.List(); len(got) < 2 {
+				return false
+			}
+		}
+		return true
+	}
+	run(func() bool { return recorded("epoch-1") })
+	run(func() bool {
+		return slices.Equal(epochs(0), []string{"epoch-2", "log"}) && slices.Equal(epochs(1), []string{"epoch-2", "log"})
+	})
+	// The third owner restores from the second's checkpoints.
+	run(func() bool {
+		return slices.Equal(epochs(0), []string{"epoch-3", "log"}) && slices.Equal(epochs(1), []string{"epoch-3", "log"})
+	})
+}

@@ -6,10 +6,8 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
-	"os"
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -262,8 +260,12 @@ type slotRunner struct {
 	// checkpoint is recorded from then on.
 	lost atomic.Bool
 
-	mu       sync.Mutex // the ownership and the log's storage
-	own      *slots.Ownership
+	mu  sync.Mutex // the ownership and the log's storage
+	own *slots.Ownership
+	// epoch is the claim's; pruned is set once the storages of older
+	// claims are being removed (after the claim's first record).
+	epoch    int64
+	pruned   bool
 	logStore checkpoint.RecordStorage
 	holder   checkpoint.Holder
 	release  func()
@@ -358,6 +360,9 @@ func (r *slotRunner) claimAndRun(root string) error {
 		return &errClaimAgain{errors.New("the claim ended without a restore point")}
 	}
 	rp := res.restore
+	r.mu.Lock()
+	r.epoch = rp.ClaimEpoch
+	r.mu.Unlock()
 	cfg := r.dr.env.cfg
 	cfg.cp.dir = slots.EpochPath(root, r.dr.d.Job, r.slot, rp.ClaimEpoch)
 	slot := &slotRun{index: r.slot, epoch: rp.ClaimEpoch, nextID: rp.NextCheckpointID, recordFn: r.record, ownedFn: r.owned}
@@ -423,6 +428,17 @@ func (r *slotRunner) record(id int64) error {
 		// is notified: the next checkpoint's record finds the same.
 		r.dr.log.Warn("splitflow: slot's log after recording a checkpoint", "slot", r.slot, "checkpoint", id, "stop", res.stop, "fail", res.fail)
 	}
+	if !r.pruned {
+		// The restore point is in this claim's storage from now on, and
+		// a later owner restores from it or a newer one: the storages of
+		// older claims are never read again.
+		r.pruned = true
+		r.dr.wg.Add(1)
+		go func(epoch int64) {
+			defer r.dr.wg.Done()
+			r.pruneOlderClaims(epoch)
+		}(r.epoch)
+	}
 	// The log's restore point stays until a newer one is recorded: a
 	// later checkpoint's retention must not delete it.
 	if r.holder != nil {
@@ -433,6 +449,33 @@ func (r *slotRunner) record(id int64) error {
 		r.release = rel
 	}
 	return nil
+}
+
+// pruneOlderClaims removes the checkpoint storages of the slot's claims
+// older than epoch, once a checkpoint of epoch is recorded. A failure is
+// logged: the next claim's owner tries again.
+func (r *slotRunner) pruneOlderClaims(epoch int64) {
+	root, job := r.dr.env.cfg.cp.dir, r.dr.d.Job
+	names, err := checkpoint.Children(slots.StoragePath(root, job, r.slot), checkpoint.WithLogger(r.dr.log))
+	if err != nil {
+		r.dr.log.Warn("splitflow: listing the storages of the slot's older claims", "slot", r.slot, "err", err)
+		return
+	}
+	var removed []int64
+	for _, name := range names {
+		e, ok := slots.ParseEpochDir(name)
+		if !ok || e >= epoch {
+			continue
+		}
+		if err := checkpoint.RemoveAll(slots.EpochPath(root, job, r.slot, e), checkpoint.WithLogger(r.dr.log)); err != nil {
+			r.dr.log.Warn("splitflow: removing the storage of an older claim", "slot", r.slot, "epoch", e, "err", err)
+			continue
+		}
+		removed = append(removed, e)
+	}
+	if len(removed) > 0 {
+		r.dr.log.Info("splitflow: removed the checkpoints of the slot's older claims", "slot", r.slot, "epochs", removed, "claim", epoch)
+	}
 }
 
 // owned is the execution's slotRun.ownedFn: it reads the slot's log, and
@@ -456,26 +499,19 @@ func (r *slotRunner) owned() error {
 
 // storedIDs lists the checkpoint ids the slot's claims' storages hold, so
 // that the ownership refuses a log that is gone while checkpoints remain
-// (ErrLogMissing) and numbers new checkpoints above them. A directory root
-// is listed; on S3 the epochs up to 16 above the log's highest claim are
-// looked at (an epoch whose owner never checkpointed has no objects).
-func (r *slotRunner) storedIDs(recs []slots.Record) ([]int64, error) {
+// (ErrLogMissing) and numbers new checkpoints above them. The claims'
+// storages are the epoch-<E> children of the slot's storage path (on S3,
+// the key prefixes that hold objects).
+func (r *slotRunner) storedIDs() ([]int64, error) {
 	root, job := r.dr.env.cfg.cp.dir, r.dr.d.Job
+	names, err := checkpoint.Children(slots.StoragePath(root, job, r.slot), checkpoint.WithLogger(r.dr.log))
+	if err != nil {
+		return nil, err
+	}
 	var epochs []int64
-	if checkpoint.IsS3URL(root) {
-		top := slots.Decide(recs).Owner.Epoch
-		for e := int64(1); e <= top+16; e++ {
+	for _, name := range names {
+		if e, ok := slots.ParseEpochDir(name); ok {
 			epochs = append(epochs, e)
-		}
-	} else {
-		ents, err := os.ReadDir(slots.StoragePath(root, job, r.slot))
-		if err != nil && !os.IsNotExist(err) {
-			return nil, err
-		}
-		for _, ent := range ents {
-			if e, err := strconv.ParseInt(strings.TrimPrefix(ent.Name(), "epoch-"), 10, 64); err == nil && ent.IsDir() && strings.HasPrefix(ent.Name(), "epoch-") {
-				epochs = append(epochs, e)
-			}
 		}
 	}
 	var ids []int64
@@ -513,7 +549,7 @@ func (r *slotRunner) perform(acts []slots.Action) ownershipResult {
 			recs, err := slots.LoadLog(r.logStore)
 			var stored []int64
 			if err == nil {
-				stored, err = r.storedIDs(recs)
+				stored, err = r.storedIDs()
 			}
 			next = r.own.LogRead(recs, stored, err)
 		case slots.Confirm:

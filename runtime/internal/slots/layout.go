@@ -108,3 +108,17 @@ func LogPath(root, job string, slot int) string {
 func EpochPath(root, job string, slot int, epoch int64) string {
 	return StoragePath(root, job, slot) + "/epoch-" + strconv.FormatInt(epoch, 10)
 }
+
+// ParseEpochDir reads the epoch from the last element of an EpochPath
+// ("epoch-<epoch>"), and reports false for any other name.
+func ParseEpochDir(name string) (int64, bool) {
+	rest, ok := strings.CutPrefix(name, "epoch-")
+	if !ok {
+		return 0, false
+	}
+	e, err := strconv.ParseInt(rest, 10, 64)
+	if err != nil || e < 1 || strconv.FormatInt(e, 10) != rest {
+		return 0, false
+	}
+	return e, true
+}
