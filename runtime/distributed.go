@@ -259,24 +259,27 @@ func (typeOpsFor[T]) cut(env *Environment, e *edge, sh Shuffle, channel string, 
 		return nil, invalidGraph("distributed: records of type %s into %s cannot cross the shuffle between processes (%v); give them exported fields encoding/gob can encode", typeName[T](), e.to, err)
 	}
 	up := DataStream[T]{env: env, node: e.from}
-	enc := Map(up, func(v T) (ShuffleRecord, error) {
-		b, err := serde.Append(nil, v)
-		if err != nil {
-			return ShuffleRecord{}, fmt.Errorf("shuffle %s: encode a %s: %w", channel, typeName[T](), err)
-		}
-		return ShuffleRecord{Partition: int32(KeyGroupForHash(keyHash(v), maxParallelism)), Value: b}, nil
-	}).Name("shuffle-encode " + channel).UID("shuffle-encode:" + channel)
+	partition := func(v T) int32 { return int32(KeyGroupForHash(keyHash(v), maxParallelism)) }
+	encNode := &node{out: typeOpsFor[ShuffleRecord]{}, in: typeOpsFor[T]{}}
+	encNode.build = func(info opInfo, _ int, out any) (lifecycle, any) {
+		op := newShuffleBatchOperator(info, channel, maxParallelism, serde.Append, partition, out.(output[ShuffleRecord]))
+		return op, output[T](op)
+	}
+	env.addNode("ShuffleEncode", encNode)
+	connect(up, encNode, up.part, up.explicit, nil)
+	enc := DataStream[ShuffleRecord]{env: env, node: encNode}.Name("shuffle-encode " + channel).UID("shuffle-encode:" + channel)
 	sh.Sink(enc, channel, maxParallelism)
 	src := sh.Source(env, channel, maxParallelism, func(partition, parallelism int) int {
 		return SubtaskForKeyGroup(partition, parallelism, maxParallelism)
 	})
-	dec := Map(src, func(r ShuffleRecord) (T, error) {
-		v, err := serde.Decode(r.Value)
-		if err != nil {
-			return v, fmt.Errorf("shuffle %s: decode a %s from partition %d: %w", channel, typeName[T](), r.Partition, err)
-		}
-		return v, nil
-	}).Name("shuffle-decode " + channel).UID("shuffle-decode:" + channel)
+	decNode := &node{out: typeOpsFor[T]{}, in: typeOpsFor[ShuffleRecord]{}}
+	decNode.build = func(info opInfo, _ int, out any) (lifecycle, any) {
+		op := &shuffleUnbatchOperator[T]{noLifecycle: noLifecycle{info: info}, channel: channel, decode: serde.Decode, out: out.(output[T])}
+		return op, output[ShuffleRecord](op)
+	}
+	env.addNode("ShuffleDecode", decNode)
+	connect(src, decNode, src.part, src.explicit, nil)
+	dec := DataStream[T]{env: env, node: decNode}.Name("shuffle-decode " + channel).UID("shuffle-decode:" + channel)
 	return dec.node, nil
 }
 

@@ -1,12 +1,14 @@
 package runtime
 
-// ShuffleRecord is one record of a stream crossing a shuffle: the
-// record encoded by the runtime, and the partition of the shuffle's
-// channel it belongs to (a key group for a keyed edge).
+// ShuffleRecord is one record of a shuffle's channel: a batch of the
+// stream's records that belong to one partition of the channel (a key
+// group for a keyed edge), encoded by the runtime, and that partition.
 type ShuffleRecord struct {
 	// Partition is the channel's partition, in [0, partitions).
 	Partition int32
-	// Value is the record, encoded with the stream type's DefaultSerde.
+	// Value is the batch: records encoded with the stream type's
+	// DefaultSerde, each with its timestamp, in a format of the
+	// runtime's. A Shuffle carries it as it is, and hands it back once.
 	Value []byte
 }
 

@@ -206,7 +206,13 @@ func (s *Shuffle) newSource(channel string, partitions int, owner func(partition
 	deser := DeserializerFunc[runtime.ShuffleRecord](func(r *kgo.Record) (runtime.ShuffleRecord, error) {
 		return runtime.ShuffleRecord{Partition: r.Partition, Value: r.Value}, nil
 	})
-	opts := append(append([]SourceOpt(nil), s.cfg.source...), sourceOpt(func(c *sourceConfig) {
+	// A fetch is bounded in compressed bytes, and shuffle batches of
+	// small records compress well: franz-go's defaults (50 MiB a fetch)
+	// held hundreds of MiB of decompressed records per reader ahead of
+	// the operators. The user's options come after, and win.
+	fetch := WithClientOpts(kgo.FetchMaxBytes(shuffleFetchMaxBytes), kgo.FetchMaxPartitionBytes(shuffleFetchMaxPartitionBytes))
+	opts := append([]SourceOpt{fetch}, s.cfg.source...)
+	opts = append(opts, sourceOpt(func(c *sourceConfig) {
 		c.topics, c.topicRegex = []string{topic}, nil
 		c.starting = EarliestOffsets()
 		c.bounded, c.stopping = false, Offsets{}
@@ -222,6 +228,13 @@ func (s *Shuffle) newSource(channel string, partitions int, owner func(partition
 	}))
 	return NewSource[runtime.ShuffleRecord](deser, opts...)
 }
+
+// The shuffle source's fetch bounds (WithShuffleSourceOpts with
+// WithClientOpts overrides them).
+const (
+	shuffleFetchMaxBytes          = 4 << 20
+	shuffleFetchMaxPartitionBytes = 1 << 20
+)
 
 // shuffleTimestamp is the event time the sink was given for r:
 // connector.NoTimestamp if it was written without one.
