@@ -313,7 +313,22 @@ func ensureShuffleTopic(ctx context.Context, cl *kgo.Client, sec Security, topic
 		}
 		switch {
 		case err == nil:
-			return nil
+			// Made; the controller answered before the brokers know the
+			// topic. The source lists it right after this returns, so wait
+			// until a broker shows its partitions, as the losers of a
+			// creation race do.
+			for {
+				n, err := shuffleTopicPartitions(ctx, cl, topic)
+				switch {
+				case err != nil:
+					return err
+				case n > 0:
+					return nil
+				}
+				if err := sleepCtx(ctx, 50*time.Millisecond); err != nil {
+					return fmt.Errorf("kafka shuffle: topic %q was created and is not known yet: %w", topic, err)
+				}
+			}
 		case errors.Is(err, kerr.TopicAlreadyExists):
 			// Made by another process meanwhile: check its partitions.
 		case kerr.IsRetriable(err):

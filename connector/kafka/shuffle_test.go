@@ -813,3 +813,56 @@ func TestShuffleKeepsEventTimestamps(t *testing.T) {
 		}
 	}
 }
+
+// The start of a shuffle returns once the topic is there for the client
+// that started it: the source's enumerator lists the topic right after,
+// from the client's metadata cache, and a start that returned as soon as
+// CreateTopics answered made that listing fail with
+// UNKNOWN_TOPIC_OR_PARTITION, and the slot restart, on a fresh job.
+func TestShuffleTopicIsListedOnceItsStartReturns(t *testing.T) {
+	onClusters(t, func(t *testing.T, c cluster) {
+		seeds := c.seeds
+		channel := fmt.Sprintf("job-%d.listed", time.Now().UnixNano())
+		sh, err := NewShuffle(WithBrokers(seeds...))
+		if err != nil {
+			t.Fatal(err)
+		}
+		const starts, partitions = 8, 16
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		defer cancel()
+		errs := make(chan error, starts)
+		var ready sync.WaitGroup
+		ready.Add(starts)
+		for range starts {
+			go func() {
+				// As the enumerator's client: metadata cached up to 5s.
+				cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.MetadataMinAge(5*time.Second))
+				if err != nil {
+					ready.Done()
+					errs <- err
+					return
+				}
+				defer cl.Close()
+				ready.Done()
+				ready.Wait()
+				if err := sh.prepare(channel, partitions)(ctx, cl, Security{}); err != nil {
+					errs <- err
+					return
+				}
+				topics, err := kadm.NewClient(cl).ListTopics(ctx, ShuffleTopic(channel))
+				if err == nil {
+					t := topics[ShuffleTopic(channel)]
+					if err = t.Err; err == nil && len(t.Partitions) != partitions {
+						err = fmt.Errorf("listed with %d partitions", len(t.Partitions))
+					}
+				}
+				errs <- err
+			}()
+		}
+		for range starts {
+			if err := <-errs; err != nil {
+				t.Fatalf("the topic as listed right after its start: %v", err)
+			}
+		}
+	})
+}
