@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"log/slog"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -238,6 +239,10 @@ func (e *enumerator) discover(ctx context.Context) discovered {
 	return d
 }
 
+// maxDiscoveryLines is how many partitions one discovery run logs a line
+// each for at info level.
+const maxDiscoveryLines = 8
+
 func fullMatch(loc []int, s string) bool { return loc != nil && loc[0] == 0 && loc[1] == len(s) }
 
 func compareTP(a, b TopicPartition) int {
@@ -286,6 +291,7 @@ func (e *enumerator) handleDiscovery(d discovered) error {
 			log.Warn("kafka source: assigned partition disappeared", "partition", tp.String())
 		}
 	}
+	var fresh []Split
 	for _, s := range d.splits {
 		if e.assigned[s.TopicPartition] {
 			continue // a later run already handled it
@@ -296,11 +302,26 @@ func (e *enumerator) handleDiscovery(d discovered) error {
 		e.pending[s.TopicPartition] = s
 		e.discoveredCount.Add(1)
 		e.discoveredMetric.Inc()
+		fresh = append(fresh, s)
+	}
+	// A partition a line, unless one run finds many (a shuffle topic has
+	// one per key group, in every slot): then one line, the partitions at
+	// debug level.
+	level := slog.LevelInfo
+	if len(fresh) > maxDiscoveryLines {
+		level = slog.LevelDebug
+		topics := map[string]int{}
+		for _, s := range fresh {
+			topics[s.Topic]++
+		}
+		log.Info("kafka source: partitions discovered", "partitions", len(fresh), "by_topic", topics)
+	}
+	for _, s := range fresh {
 		var stop any = "unbounded"
 		if s.Bounded() {
 			stop = s.StoppingOffset
 		}
-		log.Info("kafka source: partition discovered", "partition", s.SplitID(), "start", s.StartingOffset, "stop", stop)
+		log.Log(context.Background(), level, "kafka source: partition discovered", "partition", s.SplitID(), "start", s.StartingOffset, "stop", stop)
 	}
 	if d.initial {
 		e.initialDone = true
