@@ -448,33 +448,12 @@ func TestShuffleTopicCreationIsSafeUnderConcurrentStarts(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		const starts, partitions = 8, 16
+		const partitions = 16
 		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 		defer cancel()
-		errs := make(chan error, starts)
-		var ready sync.WaitGroup
-		ready.Add(starts)
-		for range starts {
-			go func() {
-				// A client each, as in separate processes, created before
-				// the start so that the requests go out together.
-				cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...))
-				if err != nil {
-					ready.Done()
-					errs <- err
-					return
-				}
-				defer cl.Close()
-				ready.Done()
-				ready.Wait()
-				errs <- sh.prepare(channel, partitions)(ctx, cl, Security{})
-			}()
-		}
-		for range starts {
-			if err := <-errs; err != nil {
-				t.Fatalf("a concurrent start failed: %v", err)
-			}
-		}
+		concurrentStarts(t, seeds, 8, func(cl *kgo.Client) error {
+			return sh.prepare(channel, partitions)(ctx, cl, Security{})
+		})
 		cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...))
 		if err != nil {
 			t.Fatal(err)
@@ -827,42 +806,52 @@ func TestShuffleTopicIsListedOnceItsStartReturns(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		const starts, partitions = 8, 16
+		const partitions = 16
 		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 		defer cancel()
-		errs := make(chan error, starts)
-		var ready sync.WaitGroup
-		ready.Add(starts)
-		for range starts {
-			go func() {
-				// As the enumerator's client: metadata cached up to 5s.
-				cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.MetadataMinAge(5*time.Second))
-				if err != nil {
-					ready.Done()
-					errs <- err
-					return
-				}
-				defer cl.Close()
-				ready.Done()
-				ready.Wait()
-				if err := sh.prepare(channel, partitions)(ctx, cl, Security{}); err != nil {
-					errs <- err
-					return
-				}
-				topics, err := kadm.NewClient(cl).ListTopics(ctx, ShuffleTopic(channel))
-				if err == nil {
-					t := topics[ShuffleTopic(channel)]
-					if err = t.Err; err == nil && len(t.Partitions) != partitions {
-						err = fmt.Errorf("listed with %d partitions", len(t.Partitions))
-					}
-				}
-				errs <- err
-			}()
-		}
-		for range starts {
-			if err := <-errs; err != nil {
-				t.Fatalf("the topic as listed right after its start: %v", err)
+		// As the enumerator's client: metadata cached up to 5s.
+		concurrentStarts(t, seeds, 8, func(cl *kgo.Client) error {
+			if err := sh.prepare(channel, partitions)(ctx, cl, Security{}); err != nil {
+				return err
 			}
-		}
+			topics, err := kadm.NewClient(cl).ListTopics(ctx, ShuffleTopic(channel))
+			if err != nil {
+				return err
+			}
+			td := topics[ShuffleTopic(channel)]
+			if td.Err == nil && len(td.Partitions) != partitions {
+				return fmt.Errorf("listed with %d partitions", len(td.Partitions))
+			}
+			return td.Err
+		}, kgo.MetadataMinAge(5*time.Second))
 	})
+}
+
+// concurrentStarts runs start n times at once, each with a client of its
+// own (as in separate processes, created beforehand so that the requests
+// go out together), and fails the test with the first error.
+func concurrentStarts(t *testing.T, seeds []string, n int, start func(cl *kgo.Client) error, opts ...kgo.Opt) {
+	t.Helper()
+	errs := make(chan error, n)
+	var ready sync.WaitGroup
+	ready.Add(n)
+	for range n {
+		go func() {
+			cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(seeds...)}, opts...)...)
+			if err != nil {
+				ready.Done()
+				errs <- err
+				return
+			}
+			defer cl.Close()
+			ready.Done()
+			ready.Wait()
+			errs <- start(cl)
+		}()
+	}
+	for range n {
+		if err := <-errs; err != nil {
+			t.Fatalf("a concurrent start failed: %v", err)
+		}
+	}
 }

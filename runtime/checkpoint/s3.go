@@ -500,20 +500,34 @@ type s3Object struct {
 // prefix), all pages, each page a request under its own timeout.
 func (s *S3Storage) list(rel string) ([]s3Object, error) {
 	var out []s3Object
-	p := s3.NewListObjectsV2Paginator(s.client, &s3.ListObjectsV2Input{Bucket: &s.bucket, Prefix: aws.String(s.prefix + rel)})
+	err := s.listPages(rel, "", func(page *s3.ListObjectsV2Output) {
+		for _, o := range page.Contents {
+			out = append(out, s3Object{key: strings.TrimPrefix(aws.ToString(o.Key), s.prefix), size: aws.ToInt64(o.Size)})
+		}
+	})
+	return out, err
+}
+
+// listPages lists under prefix rel (relative to the storage's prefix),
+// grouping keys at delimiter when it is not "", and hands every page to
+// fn; each page is a request under its own timeout.
+func (s *S3Storage) listPages(rel, delimiter string, fn func(*s3.ListObjectsV2Output)) error {
+	in := &s3.ListObjectsV2Input{Bucket: &s.bucket, Prefix: aws.String(s.prefix + rel)}
+	if delimiter != "" {
+		in.Delimiter = aws.String(delimiter)
+	}
+	p := s3.NewListObjectsV2Paginator(s.client, in)
 	for p.HasMorePages() {
 		ctx, cancel := s.reqCtx(0)
 		s.requests.Add(1)
 		page, err := p.NextPage(ctx)
 		cancel()
 		if err != nil {
-			return nil, fmt.Errorf("list %s: %w", s.url(s.prefix+rel), err)
+			return fmt.Errorf("list %s: %w", s.url(s.prefix+rel), err)
 		}
-		for _, o := range page.Contents {
-			out = append(out, s3Object{key: strings.TrimPrefix(aws.ToString(o.Key), s.prefix), size: aws.ToInt64(o.Size)})
-		}
+		fn(page)
 	}
-	return out, nil
+	return nil
 }
 
 func s3StateKey(id int64, name string) string { return chkDir(id) + "/" + name }

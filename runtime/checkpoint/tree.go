@@ -40,21 +40,15 @@ func Children(location string, opts ...StorageOption) ([]string, error) {
 		return nil, err
 	}
 	var out []string
-	p := s3.NewListObjectsV2Paginator(s.client, &s3.ListObjectsV2Input{Bucket: &s.bucket, Prefix: aws.String(s.prefix), Delimiter: aws.String("/")})
-	for p.HasMorePages() {
-		ctx, cancel := s.reqCtx(0)
-		s.requests.Add(1)
-		page, err := p.NextPage(ctx)
-		cancel()
-		if err != nil {
-			return nil, fmt.Errorf("checkpoint storage: list %s: %w", s.where, err)
-		}
+	err = s.listPages("", "/", func(page *s3.ListObjectsV2Output) {
 		for _, cp := range page.CommonPrefixes {
-			name := strings.TrimSuffix(strings.TrimPrefix(aws.ToString(cp.Prefix), s.prefix), "/")
-			if name != "" {
+			if name := strings.TrimSuffix(strings.TrimPrefix(aws.ToString(cp.Prefix), s.prefix), "/"); name != "" {
 				out = append(out, name)
 			}
 		}
+	})
+	if err != nil {
+		return nil, fmt.Errorf("checkpoint storage: %w", err)
 	}
 	slices.Sort(out)
 	return out, nil
