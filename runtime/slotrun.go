@@ -262,9 +262,8 @@ type slotRunner struct {
 
 	mu  sync.Mutex // the ownership and the log's storage
 	own *slots.Ownership
-	// epoch is the claim's; pruned is set once the storages of older
-	// claims are being removed (after the claim's first record).
-	epoch    int64
+	// pruned is set once the storages of older claims are being removed
+	// (after the claim's first record).
 	pruned   bool
 	logStore checkpoint.RecordStorage
 	holder   checkpoint.Holder
@@ -360,9 +359,6 @@ func (r *slotRunner) claimAndRun(root string) error {
 		return &errClaimAgain{errors.New("the claim ended without a restore point")}
 	}
 	rp := res.restore
-	r.mu.Lock()
-	r.epoch = rp.ClaimEpoch
-	r.mu.Unlock()
 	cfg := r.dr.env.cfg
 	cfg.cp.dir = slots.EpochPath(root, r.dr.d.Job, r.slot, rp.ClaimEpoch)
 	slot := &slotRun{index: r.slot, epoch: rp.ClaimEpoch, nextID: rp.NextCheckpointID, recordFn: r.record, ownedFn: r.owned}
@@ -437,7 +433,7 @@ func (r *slotRunner) record(id int64) error {
 		go func(epoch int64) {
 			defer r.dr.wg.Done()
 			r.pruneOlderClaims(epoch)
-		}(r.epoch)
+		}(r.own.Epoch())
 	}
 	// The log's restore point stays until a newer one is recorded: a
 	// later checkpoint's retention must not delete it.
@@ -456,15 +452,14 @@ func (r *slotRunner) record(id int64) error {
 // logged: the next claim's owner tries again.
 func (r *slotRunner) pruneOlderClaims(epoch int64) {
 	root, job := r.dr.env.cfg.cp.dir, r.dr.d.Job
-	names, err := checkpoint.Children(slots.StoragePath(root, job, r.slot), checkpoint.WithLogger(r.dr.log))
+	epochs, err := r.claimEpochs()
 	if err != nil {
 		r.dr.log.Warn("splitflow: listing the storages of the slot's older claims", "slot", r.slot, "err", err)
 		return
 	}
 	var removed []int64
-	for _, name := range names {
-		e, ok := slots.ParseEpochDir(name)
-		if !ok || e >= epoch {
+	for _, e := range epochs {
+		if e >= epoch {
 			continue
 		}
 		if err := checkpoint.RemoveAll(slots.EpochPath(root, job, r.slot, e), checkpoint.WithLogger(r.dr.log)); err != nil {
@@ -497,14 +492,11 @@ func (r *slotRunner) owned() error {
 	return nil
 }
 
-// storedIDs lists the checkpoint ids the slot's claims' storages hold, so
-// that the ownership refuses a log that is gone while checkpoints remain
-// (ErrLogMissing) and numbers new checkpoints above them. The claims'
-// storages are the epoch-<E> children of the slot's storage path (on S3,
-// the key prefixes that hold objects).
-func (r *slotRunner) storedIDs() ([]int64, error) {
-	root, job := r.dr.env.cfg.cp.dir, r.dr.d.Job
-	names, err := checkpoint.Children(slots.StoragePath(root, job, r.slot), checkpoint.WithLogger(r.dr.log))
+// claimEpochs lists the epochs of the slot's claims that have a storage:
+// the epoch-<E> children of the slot's storage path (on S3, the key
+// prefixes that hold objects).
+func (r *slotRunner) claimEpochs() ([]int64, error) {
+	names, err := checkpoint.Children(slots.StoragePath(r.dr.env.cfg.cp.dir, r.dr.d.Job, r.slot), checkpoint.WithLogger(r.dr.log))
 	if err != nil {
 		return nil, err
 	}
@@ -513,6 +505,18 @@ func (r *slotRunner) storedIDs() ([]int64, error) {
 		if e, ok := slots.ParseEpochDir(name); ok {
 			epochs = append(epochs, e)
 		}
+	}
+	return epochs, nil
+}
+
+// storedIDs lists the checkpoint ids the slot's claims' storages hold, so
+// that the ownership refuses a log that is gone while checkpoints remain
+// (ErrLogMissing) and numbers new checkpoints above them.
+func (r *slotRunner) storedIDs() ([]int64, error) {
+	root, job := r.dr.env.cfg.cp.dir, r.dr.d.Job
+	epochs, err := r.claimEpochs()
+	if err != nil {
+		return nil, err
 	}
 	var ids []int64
 	for _, e := range epochs {

@@ -379,6 +379,9 @@ func (o *Ownership) Persisted(id int64) []Action {
 // Owns reports whether the claim is recorded and not lost.
 func (o *Ownership) Owns() bool { return o.phase == running }
 
+// Epoch is the claim's epoch, known once Restore was returned.
+func (o *Ownership) Epoch() int64 { return o.epoch }
+
 // recorded reports whether the log holds checkpoint id's record by this
 // member under its epoch.
 func (o *Ownership) recorded(id int64) bool {
