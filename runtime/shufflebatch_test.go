@@ -9,28 +9,13 @@ import (
 	"github.com/splitflow/splitflow/connector"
 )
 
-// recordingOutput keeps what an operator emits.
-type recordingOutput[T any] struct {
-	vals []T
-	ts   []int64
-	wms  []int64
-}
-
-func (o *recordingOutput[T]) collect(v T, ts int64) error {
-	o.vals = append(o.vals, v)
-	o.ts = append(o.ts, ts)
-	return nil
-}
-func (o *recordingOutput[T]) emitWatermark(wm int64) error { o.wms = append(o.wms, wm); return nil }
-func (o *recordingOutput[T]) emitStatus(bool) error        { return nil }
-
 // Records crossing a shuffle in batches come out as they went in: per
 // partition in emission order, each with its own timestamp (none
 // included), a batch emitted when full, at a barrier and at the end of
 // input, nothing left buffered at a barrier.
 func TestShuffleBatchesKeepEveryRecordOrderAndTimestamp(t *testing.T) {
 	serde := DefaultSerde[string]()
-	batches := &recordingOutput[ShuffleRecord]{}
+	batches := &winOut[ShuffleRecord]{}
 	part := func(v string) int32 { return int32(len(v) % 3) }
 	enc := newShuffleBatchOperator(opInfo{}, "c", 3, serde.Append, part, output[ShuffleRecord](batches))
 	var in []string
@@ -73,11 +58,11 @@ func TestShuffleBatchesKeepEveryRecordOrderAndTimestamp(t *testing.T) {
 		t.Fatalf("%d batches, %d full: the input should fill several", len(batches.vals), full)
 	}
 
-	got := map[int32]*recordingOutput[string]{}
+	got := map[int32]*winOut[string]{}
 	for _, b := range batches.vals {
 		o := got[b.Partition]
 		if o == nil {
-			o = &recordingOutput[string]{}
+			o = &winOut[string]{}
 			got[b.Partition] = o
 		}
 		dec := &shuffleUnbatchOperator[string]{channel: "c", decode: serde.Decode, out: o}
@@ -100,7 +85,7 @@ func TestShuffleBatchesKeepEveryRecordOrderAndTimestamp(t *testing.T) {
 	}
 
 	// Bytes that are not a batch fail the decoding, naming the channel.
-	dec := &shuffleUnbatchOperator[string]{channel: "c", decode: serde.Decode, out: &recordingOutput[string]{}}
+	dec := &shuffleUnbatchOperator[string]{channel: "c", decode: serde.Decode, out: &winOut[string]{}}
 	for _, bad := range [][]byte{nil, {9}, {shuffleBatchV1, 5}, {shuffleBatchV1, 5, 0, 'a'}} {
 		if err := dec.collect(ShuffleRecord{Value: bad}, 0); !errors.Is(err, errShuffleBatch) || !strings.Contains(err.Error(), "shuffle c") {
 			t.Errorf("%v decoded: %v", bad, err)
