@@ -111,12 +111,18 @@ func TestStartupFailureTimeoutSparesAJobThatGotGoing(t *testing.T) {
 	j := &rangeJob{par: 2, splits: 4, perSplit: 50, delay: 100 * time.Microsecond}
 	j.mapFn = func(v int64) (int64, error) {
 		// Fail three times, each time only once a checkpoint completed
-		// since the previous failure.
-		if failures.Load() < 3 && completed.Load() > failures.Load() {
-			failures.Add(1)
-			return 0, errors.New("injected failure")
+		// since the previous failure. Both subtasks run this at once: the
+		// count moves by compare-and-swap, or both could fail at the
+		// third.
+		for {
+			f := failures.Load()
+			if f >= 3 || completed.Load() <= f {
+				return v, nil
+			}
+			if failures.CompareAndSwap(f, f+1) {
+				return 0, errors.New("injected failure")
+			}
 		}
-		return v, nil
 	}
 	j.opts = []Option{WithCheckpointInterval(time.Millisecond), WithStartupFailureTimeout(time.Nanosecond),
 		WithRestartStrategy(FixedDelayRestart(Unlimited, time.Millisecond)),
