@@ -33,7 +33,9 @@ const (
 // Marker is what an upstream slot writes, as a record of its own, to
 // every partition of an internal topic it feeds: its watermark, its
 // idleness or its end. Downstream, the reader of a partition combines the
-// markers of every upstream slot with a Merge.
+// markers of every upstream slot with a Merge. The engine's shuffle
+// carries a marker as a record value of its own format
+// (runtime/shufflebatch.go), EncodeMarker's bytes after a format byte.
 type Marker struct {
 	Kind MarkerKind
 	// Slot is the upstream slot that wrote the marker.
@@ -42,13 +44,9 @@ type Marker struct {
 	Watermark int64
 }
 
-// MarkerHeader is the record header that makes a record of an internal
-// topic a marker; its value is EncodeMarker's.
-const MarkerHeader = "splitflow.marker"
-
 const markerVersion = 1
 
-// EncodeMarker is the header value of a marker record: a version byte,
+// EncodeMarker is a marker's bytes: a version byte,
 // the kind, the slot (uvarint) and the watermark (varint).
 func EncodeMarker(m Marker) ([]byte, error) {
 	if m.Kind < WatermarkMarker || m.Kind > EndMarker {
@@ -300,4 +298,77 @@ func (m *Merge) open() int {
 		}
 	}
 	return n
+}
+
+const mergeStateVersion = 1
+
+// AppendState appends the merge's state to b, for a checkpoint of the
+// reader that owns it: a version byte, the number of upstream slots, the
+// partition's watermark and status, then each slot's watermark and flags.
+// RestoreMerge reads it back.
+func (m *Merge) AppendState(b []byte) []byte {
+	b = append(b, mergeStateVersion)
+	b = binary.AppendUvarint(b, uint64(len(m.slots)))
+	b = binary.AppendVarint(b, m.last)
+	b = append(b, flags(m.idle, m.ended, false))
+	for _, s := range m.slots {
+		b = binary.AppendVarint(b, s.wm)
+		b = append(b, flags(s.idle, s.ended, s.aligned))
+	}
+	return b
+}
+
+func flags(idle, ended, aligned bool) byte {
+	var f byte
+	if idle {
+		f |= 1
+	}
+	if ended {
+		f |= 2
+	}
+	if aligned {
+		f |= 4
+	}
+	return f
+}
+
+// RestoreMerge reads a merge of n upstream slots from the front of b, as
+// AppendState wrote it, and returns the bytes after it. A state of
+// another slot count is refused: the upstream slots of a job are fixed
+// for the life of its checkpoints.
+func RestoreMerge(b []byte, n int) (*Merge, []byte, error) {
+	bad := func(what string) (*Merge, []byte, error) {
+		return nil, nil, fmt.Errorf("slots: watermark merge state: %s", what)
+	}
+	if len(b) < 1 || b[0] != mergeStateVersion {
+		return bad(fmt.Sprintf("not a version %d state", mergeStateVersion))
+	}
+	b = b[1:]
+	count, k := binary.Uvarint(b)
+	if k <= 0 {
+		return bad("bad slot count")
+	}
+	if count != uint64(n) {
+		return bad(fmt.Sprintf("of %d upstream slots, the job has %d", count, n))
+	}
+	b = b[k:]
+	m, err := NewMerge(n)
+	if err != nil {
+		return nil, nil, err
+	}
+	var f byte
+	if m.last, k = binary.Varint(b); k <= 0 || len(b) < k+1 {
+		return bad("cut short")
+	}
+	f, b = b[k], b[k+1:]
+	m.idle, m.ended = f&1 != 0, f&2 != 0
+	for i := range m.slots {
+		s := &m.slots[i]
+		if s.wm, k = binary.Varint(b); k <= 0 || len(b) < k+1 {
+			return bad("cut short")
+		}
+		f, b = b[k], b[k+1:]
+		s.idle, s.ended, s.aligned = f&1 != 0, f&2 != 0, f&4 != 0
+	}
+	return m, b, nil
 }

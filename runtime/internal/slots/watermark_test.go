@@ -3,6 +3,8 @@ package slots
 import (
 	"errors"
 	"fmt"
+	"math/rand/v2"
+	"strings"
 	"testing"
 )
 
@@ -204,5 +206,59 @@ func TestMarkersRoundTrip(t *testing.T) {
 	}
 	if _, err := EncodeMarker(Marker{Kind: 0}); err == nil {
 		t.Error("EncodeMarker of kind 0 succeeded")
+	}
+}
+
+// A merge restored from its state, as a reader's checkpoint keeps it,
+// goes on exactly as the merge it was taken from: random steps (markers
+// of every kind, records) fed to both, the copy replaced by a restore of
+// itself every few steps, give the same outputs.
+func TestMergeRestoredFromItsStateContinuesAsTheOriginal(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 11))
+	const n = 4
+	for run := range 200 {
+		orig, _ := NewMerge(n)
+		cp, _ := NewMerge(n)
+		for i := range 60 {
+			if rng.IntN(4) == 0 {
+				state := cp.AppendState([]byte("x"))
+				got, rest, err := RestoreMerge(state[1:], n)
+				if err != nil || len(rest) != 0 {
+					t.Fatalf("run %d step %d: restore: %v (%d bytes left)", run, i, err, len(rest))
+				}
+				cp = got
+			}
+			slot := rng.IntN(n)
+			var a, b Output
+			var errA, errB error
+			switch k := rng.IntN(10); {
+			case k < 5:
+				mk := Marker{Kind: WatermarkMarker, Slot: slot, Watermark: int64(rng.IntN(100))}
+				a, errA = orig.Marker(mk)
+				b, errB = cp.Marker(mk)
+			case k < 7:
+				a, errA = orig.Marker(Marker{Kind: IdleMarker, Slot: slot})
+				b, errB = cp.Marker(Marker{Kind: IdleMarker, Slot: slot})
+			case k < 8:
+				a, errA = orig.Marker(Marker{Kind: EndMarker, Slot: slot})
+				b, errB = cp.Marker(Marker{Kind: EndMarker, Slot: slot})
+			default:
+				a, errA = orig.Record(slot)
+				b, errB = cp.Record(slot)
+			}
+			if errA != nil || errB != nil || a != b {
+				t.Fatalf("run %d step %d: original %+v (%v), restored %+v (%v)", run, i, a, errA, b, errB)
+			}
+		}
+	}
+	m, _ := NewMerge(3)
+	state := m.AppendState(nil)
+	if _, _, err := RestoreMerge(state, 4); err == nil || !strings.Contains(err.Error(), "of 3 upstream slots, the job has 4") {
+		t.Errorf("a state of 3 slots restored as 4: %v", err)
+	}
+	for _, bad := range [][]byte{nil, {2}, state[:len(state)-1]} {
+		if _, _, err := RestoreMerge(bad, 3); err == nil {
+			t.Errorf("RestoreMerge(%x) succeeded", bad)
+		}
 	}
 }
