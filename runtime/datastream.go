@@ -190,9 +190,6 @@ func (s *sourceSpec[T, S, C]) ownedBySubtask() bool {
 	return ok && p.SplitsOwnedBySubtask()
 }
 
-// eventTime reports whether the source generates watermarks.
-func (s *sourceSpec[T, S, C]) eventTime() bool { return s.strategy.newGenerator != nil }
-
 func (s *sourceSpec[T, S, C]) newCoordinator(info opInfo, parallelism int, fail func(error), gate gateOptions, restored []byte, rescaled [][]byte, book bool) operatorCoordinator {
 	c := newSourceCoordinator(info, s.src, parallelism, fail, gate)
 	c.restored, c.rescaled = restored, rescaled

@@ -10,6 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/splitflow/splitflow/runtime/internal/slots"
+	"github.com/splitflow/splitflow/runtime/internal/stateformat"
 )
 
 // Distributed configures a job that runs over every process started with
@@ -165,9 +166,6 @@ func (env *Environment) cutShuffles() error {
 		if s, ok := n.source.(interface{ ownedBySubtask() bool }); ok && !s.ownedBySubtask() {
 			return invalidGraph("distributed: source %s does not assign its splits to subtasks by a rule of the split and the parallelism alone (SlotPartitionedSource); every slot runs an enumerator of its own, so its splits would be read by several slots", n)
 		}
-		if s, ok := n.source.(interface{ eventTime() bool }); ok && s.eventTime() {
-			return invalidGraph("distributed: source %s has a watermark strategy; event time is not carried across the shuffles of a distributed job yet", n)
-		}
 		if n.parSet && n.parallelism != d.Slots {
 			return invalidGraph("distributed: operator %s has parallelism %d; every operator of a distributed job runs with one subtask per slot (%d)", n, n.parallelism, d.Slots)
 		}
@@ -269,12 +267,13 @@ func (typeOpsFor[T]) cut(env *Environment, e *edge, sh Shuffle, channel string, 
 	connect(up, encNode, up.part, up.explicit, nil)
 	enc := DataStream[ShuffleRecord]{env: env, node: encNode}.Name("shuffle-encode " + channel).UID("shuffle-encode:" + channel)
 	sh.Sink(enc, channel, maxParallelism)
-	src := sh.Source(env, channel, maxParallelism, func(partition, parallelism int) int {
+	owner := func(partition, parallelism int) int {
 		return SubtaskForKeyGroup(partition, parallelism, maxParallelism)
-	})
-	decNode := &node{out: typeOpsFor[T]{}, in: typeOpsFor[ShuffleRecord]{}}
-	decNode.build = func(info opInfo, _ int, out any) (lifecycle, any) {
-		op := &shuffleUnbatchOperator[T]{noLifecycle: noLifecycle{info: info}, channel: channel, decode: serde.Decode, out: out.(output[T])}
+	}
+	src := sh.Source(env, channel, maxParallelism, owner)
+	decNode := &node{out: typeOpsFor[T]{}, in: typeOpsFor[ShuffleRecord]{}, state: stateformat.ShuffleDecodeSignature()}
+	decNode.build = func(info opInfo, par int, out any) (lifecycle, any) {
+		op := newShuffleUnbatchOperator(info, channel, serde.Decode, out.(output[T]), par, maxParallelism, owner)
 		return op, output[ShuffleRecord](op)
 	}
 	env.addNode("ShuffleDecode", decNode)

@@ -135,9 +135,6 @@ func TestDistributedRefusesWhatItCannotCarry(t *testing.T) {
 		{"rebalance", nil, func(env *Environment) {
 			SinkTo(Rebalance(FromSource(env, owned(), "s")), newCollectSink[int]())
 		}, "rebalance edge"},
-		{"event time", nil, func(env *Environment) {
-			SinkTo(FromSource(env, owned(), "s", ForBoundedOutOfOrderness[int](time.Second)), newCollectSink[int]())
-		}, "event time is not carried"},
 		{"parallelism", nil, func(env *Environment) {
 			SinkTo(Map(FromSource(env, owned(), "s"), func(i int) (int, error) { return i, nil }).Parallelism(2), newCollectSink[int]())
 		}, "one subtask per slot"},

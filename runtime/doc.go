@@ -404,9 +404,13 @@
 // the slot's storage, and a checkpoint is committed only once recorded
 // under its owner's claim, so a paused process that lost its slots
 // commits nothing more and is never restored from. Environment.Status
-// shows the slots a process runs (JobStatus.Distributed). Not yet: event
-// time across a shuffle (a source with a watermark strategy is refused),
-// Rebalance and Broadcast edges, savepoints of a distributed job.
+// shows the slots a process runs (JobStatus.Distributed). Event time
+// crosses a shuffle: each slot writes its watermark, or its idleness, to
+// the shuffle as markers, and the operator after it sees the minimum over
+// the slots that feed it, so windows and event-time timers work as in one
+// process (a slot whose source has no split holds event time back unless
+// the watermark strategy has WithIdleness). Not yet: Rebalance and
+// Broadcast edges, savepoints of a distributed job.
 //
 // # Inside the engine
 //

@@ -6,9 +6,11 @@ package runtime
 type ShuffleRecord struct {
 	// Partition is the channel's partition, in [0, partitions).
 	Partition int32
-	// Value is the batch: records encoded with the stream type's
-	// DefaultSerde, each with its timestamp, in a format of the
-	// runtime's. A Shuffle carries it as it is, and hands it back once.
+	// Value is a batch (records encoded with the stream type's
+	// DefaultSerde, each with its timestamp) or a watermark marker of
+	// the upstream subtask that wrote it, in formats of the runtime's. A
+	// Shuffle carries it as it is, and hands it back once, in its
+	// partition's order.
 	Value []byte
 }
 

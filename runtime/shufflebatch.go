@@ -4,8 +4,10 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 
 	"github.com/splitflow/splitflow/connector"
+	"github.com/splitflow/splitflow/runtime/internal/slots"
 )
 
 // A cut hash edge carries its records in batches: every Kafka record of a
@@ -18,12 +20,21 @@ import (
 // shuffle sink makes its records visible only when the checkpoint
 // completes.
 //
-// A batch is a format byte (shuffleBatchV1), then for each record, in
-// emission order: uvarint length of its encoding, varint timestamp (the
-// element's, connector.NoTimestamp included), its encoding with the
-// stream type's DefaultSerde.
+// A batch is a format byte (shuffleBatchV2), the upstream subtask (its
+// slot; uvarint), then for each record, in emission order: uvarint length
+// of its encoding, varint timestamp (the element's, connector.NoTimestamp
+// included), its encoding with the stream type's DefaultSerde.
+//
+// Event time crosses the cut as markers (slots.Marker): a value of format
+// shuffleMarkerV1 followed by slots.EncodeMarker's bytes, which every
+// upstream subtask writes to every partition of the channel after its
+// batches, before a barrier, when its watermark moved or its idleness
+// changed since its last marker, and once at the real end of its input.
+// Markers written before the barrier become visible with the batches of
+// the same checkpoint: writing them more often would show nothing sooner.
 const (
-	shuffleBatchV1    byte = 1
+	shuffleBatchV2    byte = 2
+	shuffleMarkerV1   byte = 3
 	shuffleBatchBytes      = 16 << 10
 )
 
@@ -41,6 +52,13 @@ type shuffleBatchOperator[T any] struct {
 	bufs    []shuffleBatch // by partition
 	pending []int32        // partitions with a batch begun, in order
 	scratch []byte
+
+	// wm and idle are the input's event time as last told; marked what
+	// the last markers said (markedAny: some were written, ended: the
+	// end marker was).
+	wm, markedWm     int64
+	idle, markedIdle bool
+	markedAny, ended bool
 }
 
 type shuffleBatch struct {
@@ -49,12 +67,25 @@ type shuffleBatch struct {
 }
 
 func newShuffleBatchOperator[T any](info opInfo, channel string, partitions int, encode func([]byte, T) ([]byte, error), partition func(T) int32, out output[ShuffleRecord]) *shuffleBatchOperator[T] {
-	return &shuffleBatchOperator[T]{info: info, channel: channel, encode: encode, partition: partition, out: out, bufs: make([]shuffleBatch, partitions)}
+	return &shuffleBatchOperator[T]{info: info, channel: channel, encode: encode, partition: partition, out: out, bufs: make([]shuffleBatch, partitions), wm: noWatermark}
 }
 
 func (s *shuffleBatchOperator[T]) operator() *opInfo { return &s.info }
 func (s *shuffleBatchOperator[T]) open(*task) error  { return nil }
-func (s *shuffleBatchOperator[T]) endInput() error   { return s.flushAll() }
+
+// endInput flushes, then marks the end of this subtask's input when its
+// event time reached the end (a source that ended emits MaxWatermark); a
+// source stopped without it (a slot handed over, a cancelled job) did not
+// end, and its next owner goes on.
+func (s *shuffleBatchOperator[T]) endInput() error {
+	if err := s.flushAll(); err != nil {
+		return err
+	}
+	if s.wm == MaxWatermark {
+		return s.mark(slots.Marker{Kind: slots.EndMarker})
+	}
+	return s.markChanges()
+}
 func (s *shuffleBatchOperator[T]) close() error {
 	s.bufs, s.pending = nil, nil
 	return nil
@@ -72,8 +103,9 @@ func (s *shuffleBatchOperator[T]) collect(v T, ts int64) error {
 	}
 	b := &s.bufs[p]
 	if len(b.b) == 0 {
-		b.b = make([]byte, 1, shuffleBatchBytes+len(s.scratch)+2*binary.MaxVarintLen64)
-		b.b[0] = shuffleBatchV1
+		b.b = make([]byte, 1, shuffleBatchBytes+len(s.scratch)+3*binary.MaxVarintLen64)
+		b.b[0] = shuffleBatchV2
+		b.b = binary.AppendUvarint(b.b, uint64(s.info.subtask))
 		b.maxTs = connector.NoTimestamp
 		s.pending = append(s.pending, p)
 	}
@@ -111,51 +143,297 @@ func (s *shuffleBatchOperator[T]) flushAll() error {
 	return nil
 }
 
-func (s *shuffleBatchOperator[T]) prepareSnapshotPreBarrier(int64) error { return s.flushAll() }
-
-func (s *shuffleBatchOperator[T]) emitWatermark(wm int64) error { return s.out.emitWatermark(wm) }
-func (s *shuffleBatchOperator[T]) emitStatus(idle bool) error   { return s.out.emitStatus(idle) }
-
-// shuffleUnbatchOperator decodes the batches a shuffle source reads back
-// into the records, each with its own timestamp.
-type shuffleUnbatchOperator[T any] struct {
-	noLifecycle
-	channel string
-	decode  func([]byte) (T, error)
-	out     output[T]
+func (s *shuffleBatchOperator[T]) prepareSnapshotPreBarrier(int64) error {
+	if err := s.flushAll(); err != nil {
+		return err
+	}
+	return s.markChanges()
 }
 
-var errShuffleBatch = errors.New("not a shuffle batch of this format")
+// markChanges writes a marker when the input's event time changed since
+// the last one: idle, or active with a watermark above the last marked
+// (or any watermark, after idleness or for the first marker). A subtask
+// that knows no watermark yet writes nothing: readers hold back for it,
+// as for one they never heard from.
+func (s *shuffleBatchOperator[T]) markChanges() error {
+	switch {
+	case s.ended:
+		return nil
+	case s.idle:
+		if !s.markedAny || !s.markedIdle {
+			return s.mark(slots.Marker{Kind: slots.IdleMarker})
+		}
+	case s.wm != noWatermark && (!s.markedAny || s.markedIdle || s.wm > s.markedWm):
+		return s.mark(slots.Marker{Kind: slots.WatermarkMarker, Watermark: s.wm})
+	}
+	return nil
+}
 
-func (s *shuffleUnbatchOperator[T]) collect(r ShuffleRecord, _ int64) error {
-	s.info.records++
-	b := r.Value
-	if len(b) == 0 || b[0] != shuffleBatchV1 {
-		return s.info.wrap(fmt.Errorf("shuffle %s: a record of partition %d: %w", s.channel, r.Partition, errShuffleBatch))
+// mark writes m, from this subtask, to every partition of the channel:
+// any of them may receive this subtask's records. One value serves them
+// all; nobody changes it.
+func (s *shuffleBatchOperator[T]) mark(m slots.Marker) error {
+	m.Slot = s.info.subtask
+	enc, err := slots.EncodeMarker(m)
+	if err != nil {
+		return s.info.wrap(fmt.Errorf("shuffle %s: %w", s.channel, err))
+	}
+	v := append([]byte{shuffleMarkerV1}, enc...)
+	for p := range s.bufs {
+		if err := s.out.collect(ShuffleRecord{Partition: int32(p), Value: v}, connector.NoTimestamp); err != nil {
+			return err
+		}
+	}
+	s.markedAny = true
+	switch m.Kind {
+	case slots.WatermarkMarker:
+		s.markedWm, s.markedIdle = m.Watermark, false
+	case slots.IdleMarker:
+		s.markedIdle = true
+	case slots.EndMarker:
+		s.ended = true
+	}
+	return nil
+}
+
+func (s *shuffleBatchOperator[T]) emitWatermark(wm int64) error {
+	s.wm = max(s.wm, wm)
+	return s.out.emitWatermark(wm)
+}
+
+func (s *shuffleBatchOperator[T]) emitStatus(idle bool) error {
+	s.idle = idle
+	return s.out.emitStatus(idle)
+}
+
+// shuffleUnbatchOperator decodes the batches a shuffle source reads back
+// into the records, each with its own timestamp, and makes the event time
+// of its subtask from the markers: per partition it owns, the minimum
+// over the upstream subtasks (slots) that write it (slots.Merge); over
+// its partitions, the minimum again, a second Merge whose "slots" are the
+// partitions. The source it reads from has no watermarks of its own (it
+// reads a topic without event time), so what it emits is dropped. The
+// merges are this operator's state: a restored subtask goes on from the
+// markers it had read, as its source goes on from its offsets, instead of
+// holding back for upstream subtasks whose event time stopped moving
+// before the checkpoint.
+type shuffleUnbatchOperator[T any] struct {
+	info     opInfo
+	channel  string
+	decode   func([]byte) (T, error)
+	out      output[T]
+	upstream int // upstream subtasks: the job's slots
+	// owned are the partitions this subtask reads, ascending; index
+	// their position in owned and in parts; top merges the partitions.
+	owned []int32
+	index map[int32]int
+	parts []*slots.Merge
+	top   *slots.Merge
+	// err is a construction error, returned by open.
+	err error
+}
+
+// newShuffleUnbatchOperator is subtask info.subtask of parallelism p of the
+// reading side of a channel of partitions partitions, each written by p
+// upstream subtasks; owner is the source's rule.
+func newShuffleUnbatchOperator[T any](info opInfo, channel string, decode func([]byte) (T, error), out output[T], p, partitions int, owner func(partition, parallelism int) int) *shuffleUnbatchOperator[T] {
+	u := &shuffleUnbatchOperator[T]{info: info, channel: channel, decode: decode, out: out, upstream: p, index: map[int32]int{}}
+	for q := range partitions {
+		if owner(q, p) == info.subtask {
+			u.index[int32(q)] = len(u.owned)
+			u.owned = append(u.owned, int32(q))
+		}
+	}
+	u.err = u.fresh()
+	return u
+}
+
+// fresh: every partition holds back until it hears from every upstream
+// subtask. A subtask that owns no partition never has event time to give.
+func (u *shuffleUnbatchOperator[T]) fresh() error {
+	u.parts = make([]*slots.Merge, len(u.owned))
+	for i := range u.parts {
+		m, err := slots.NewMerge(u.upstream)
+		if err != nil {
+			return err
+		}
+		u.parts[i] = m
+	}
+	if len(u.owned) == 0 {
+		return nil
+	}
+	top, err := slots.NewMerge(len(u.owned))
+	u.top = top
+	return err
+}
+
+func (u *shuffleUnbatchOperator[T]) operator() *opInfo { return &u.info }
+func (u *shuffleUnbatchOperator[T]) endInput() error   { return nil }
+func (u *shuffleUnbatchOperator[T]) close() error      { return nil }
+
+const shuffleDecodeStateV1 byte = 1
+
+// open restores the merges of this subtask from the checkpoint.
+func (u *shuffleUnbatchOperator[T]) open(t *task) error {
+	if u.err != nil {
+		return u.info.wrap(u.err)
+	}
+	old, err := t.restored.subtasks(u.info.uid)
+	if err != nil {
+		return u.info.wrap(err)
+	}
+	if u.info.subtask >= len(old) || old[u.info.subtask] == nil {
+		return nil
+	}
+	return u.info.wrap(u.restore(old[u.info.subtask]))
+}
+
+func (u *shuffleUnbatchOperator[T]) restore(b []byte) error {
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("shuffle %s: restore event time: "+format, append([]any{u.channel}, args...)...)
+	}
+	if len(b) < 1 || b[0] != shuffleDecodeStateV1 {
+		return bad("not a version %d state", shuffleDecodeStateV1)
 	}
 	b = b[1:]
+	n, k := binary.Uvarint(b)
+	if k <= 0 || n != uint64(len(u.owned)) {
+		return bad("a state of %d partitions; this subtask reads %d (the job's slots or max parallelism changed)", n, len(u.owned))
+	}
+	b = b[k:]
+	var err error
+	for i := range u.parts {
+		if u.parts[i], b, err = slots.RestoreMerge(b, u.upstream); err != nil {
+			return bad("partition %d: %w", u.owned[i], err)
+		}
+	}
+	if len(u.owned) > 0 {
+		if u.top, b, err = slots.RestoreMerge(b, len(u.owned)); err != nil {
+			return bad("%w", err)
+		}
+	}
+	if len(b) != 0 {
+		return bad("%d bytes left over", len(b))
+	}
+	return nil
+}
+
+func (u *shuffleUnbatchOperator[T]) snapshotState(int64) ([]byte, error) {
+	b := []byte{shuffleDecodeStateV1} // a new blob: the last may still be stored
+	b = binary.AppendUvarint(b, uint64(len(u.owned)))
+	for _, m := range u.parts {
+		b = m.AppendState(b)
+	}
+	if u.top != nil {
+		b = u.top.AppendState(b)
+	}
+	return b, nil
+}
+
+var errShuffleBatch = errors.New("not a shuffle batch or marker of this format")
+
+func (u *shuffleUnbatchOperator[T]) collect(r ShuffleRecord, _ int64) error {
+	u.info.records++
+	b := r.Value
+	if len(b) == 0 || (b[0] != shuffleBatchV2 && b[0] != shuffleMarkerV1) {
+		return u.info.wrap(fmt.Errorf("shuffle %s: a record of partition %d: %w", u.channel, r.Partition, errShuffleBatch))
+	}
+	i, ok := u.index[r.Partition]
+	if !ok {
+		return u.info.wrap(fmt.Errorf("shuffle %s: a record of partition %d, which subtask %d does not read", u.channel, r.Partition, u.info.subtask))
+	}
+	if b[0] == shuffleMarkerV1 {
+		m, err := slots.DecodeMarker(b[1:])
+		if err != nil {
+			return u.info.wrap(fmt.Errorf("shuffle %s: a marker of partition %d: %w: %w", u.channel, r.Partition, errShuffleBatch, err))
+		}
+		out, err := u.parts[i].Marker(m)
+		if err != nil {
+			return u.info.wrap(fmt.Errorf("shuffle %s: partition %d: %w", u.channel, r.Partition, err))
+		}
+		return u.partitionMoved(i, out)
+	}
+	slot, k := binary.Uvarint(b[1:])
+	if k <= 0 || slot > math.MaxInt32 {
+		return u.info.wrap(fmt.Errorf("shuffle %s: a batch of partition %d: bad upstream subtask: %w", u.channel, r.Partition, errShuffleBatch))
+	}
+	out, err := u.parts[i].Record(int(slot))
+	if err != nil {
+		return u.info.wrap(fmt.Errorf("shuffle %s: partition %d: %w", u.channel, r.Partition, err))
+	}
+	// A slot back from idleness makes its partition, and this subtask,
+	// active before its records go on.
+	if err := u.partitionMoved(i, out); err != nil {
+		return err
+	}
+	b = b[1+k:]
 	for len(b) > 0 {
 		n, k := binary.Uvarint(b)
 		if k <= 0 {
-			return s.info.wrap(fmt.Errorf("shuffle %s: a batch of partition %d: bad length: %w", s.channel, r.Partition, errShuffleBatch))
+			return u.info.wrap(fmt.Errorf("shuffle %s: a batch of partition %d: bad length: %w", u.channel, r.Partition, errShuffleBatch))
 		}
 		b = b[k:]
 		ts, k := binary.Varint(b)
 		if k <= 0 || uint64(len(b)-k) < n {
-			return s.info.wrap(fmt.Errorf("shuffle %s: a batch of partition %d: cut short: %w", s.channel, r.Partition, errShuffleBatch))
+			return u.info.wrap(fmt.Errorf("shuffle %s: a batch of partition %d: cut short: %w", u.channel, r.Partition, errShuffleBatch))
 		}
 		b = b[k:]
-		v, err := s.decode(b[:n])
+		v, err := u.decode(b[:n])
 		if err != nil {
-			return s.info.wrap(fmt.Errorf("shuffle %s: decode a %s from partition %d: %w", s.channel, typeName[T](), r.Partition, err))
+			return u.info.wrap(fmt.Errorf("shuffle %s: decode a %s from partition %d: %w", u.channel, typeName[T](), r.Partition, err))
 		}
 		b = b[n:]
-		if err := s.out.collect(v, ts); err != nil {
+		if err := u.out.collect(v, ts); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-func (s *shuffleUnbatchOperator[T]) emitWatermark(wm int64) error { return s.out.emitWatermark(wm) }
-func (s *shuffleUnbatchOperator[T]) emitStatus(idle bool) error   { return s.out.emitStatus(idle) }
+// partitionMoved passes what a step of partition i's merge changed on to
+// the merge over partitions, and what that changed downstream: an
+// activation before the watermark, idleness after it (the watermark an
+// idle input reached goes first).
+func (u *shuffleUnbatchOperator[T]) partitionMoved(i int, p slots.Output) error {
+	var steps []slots.Marker
+	switch {
+	case p.Ended:
+		// An ended partition leaves the minimum as an ended slot does;
+		// its MaxWatermark alone would end event time while the others
+		// are idle.
+		steps = append(steps, slots.Marker{Kind: slots.EndMarker, Slot: i})
+	default:
+		if p.Advanced || (p.StatusChanged && !p.Idle) {
+			steps = append(steps, slots.Marker{Kind: slots.WatermarkMarker, Slot: i, Watermark: p.Watermark})
+		}
+		if p.StatusChanged && p.Idle {
+			steps = append(steps, slots.Marker{Kind: slots.IdleMarker, Slot: i})
+		}
+	}
+	for _, m := range steps {
+		o, err := u.top.Marker(m)
+		if err != nil {
+			return u.info.wrap(err)
+		}
+		if o.StatusChanged && !o.Idle {
+			if err := u.out.emitStatus(false); err != nil {
+				return err
+			}
+		}
+		if o.Advanced {
+			if err := u.out.emitWatermark(o.Watermark); err != nil {
+				return err
+			}
+		}
+		if o.StatusChanged && o.Idle {
+			if err := u.out.emitStatus(true); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// The shuffle source's own event time means nothing (see above).
+func (u *shuffleUnbatchOperator[T]) emitWatermark(int64) error { return nil }
+func (u *shuffleUnbatchOperator[T]) emitStatus(bool) error     { return nil }

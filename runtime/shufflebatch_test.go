@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/splitflow/splitflow/connector"
+	"github.com/splitflow/splitflow/runtime/internal/slots"
 )
 
 // Records crossing a shuffle in batches come out as they went in: per
@@ -65,7 +66,7 @@ func TestShuffleBatchesKeepEveryRecordOrderAndTimestamp(t *testing.T) {
 			o = &winOut[string]{}
 			got[b.Partition] = o
 		}
-		dec := &shuffleUnbatchOperator[string]{channel: "c", decode: serde.Decode, out: o}
+		dec := newShuffleUnbatchOperator(opInfo{}, "c", serde.Decode, output[string](o), 1, 3, func(int, int) int { return 0 })
 		if err := dec.collect(b, 0); err != nil {
 			t.Fatal(err)
 		}
@@ -85,10 +86,261 @@ func TestShuffleBatchesKeepEveryRecordOrderAndTimestamp(t *testing.T) {
 	}
 
 	// Bytes that are not a batch fail the decoding, naming the channel.
-	dec := &shuffleUnbatchOperator[string]{channel: "c", decode: serde.Decode, out: &winOut[string]{}}
-	for _, bad := range [][]byte{nil, {9}, {shuffleBatchV1, 5}, {shuffleBatchV1, 5, 0, 'a'}} {
+	dec := newShuffleUnbatchOperator(opInfo{}, "c", serde.Decode, output[string](&winOut[string]{}), 1, 3, func(int, int) int { return 0 })
+	for _, bad := range [][]byte{nil, {9}, {shuffleBatchV2}, {shuffleBatchV2, 0, 5}, {shuffleBatchV2, 0, 5, 0, 'a'}, {shuffleMarkerV1, 1, 9, 0, 0}} {
 		if err := dec.collect(ShuffleRecord{Value: bad}, 0); !errors.Is(err, errShuffleBatch) || !strings.Contains(err.Error(), "shuffle c") {
 			t.Errorf("%v decoded: %v", bad, err)
 		}
+	}
+}
+
+// eventLog records what an operator emits, in order, as text.
+type eventLog[T any] struct{ events []string }
+
+func (l *eventLog[T]) collect(v T, ts int64) error {
+	l.events = append(l.events, fmt.Sprintf("%v@%d", v, ts))
+	return nil
+}
+func (l *eventLog[T]) emitWatermark(wm int64) error {
+	l.events = append(l.events, fmt.Sprintf("wm %d", wm))
+	return nil
+}
+func (l *eventLog[T]) emitStatus(idle bool) error {
+	l.events = append(l.events, map[bool]string{true: "idle", false: "active"}[idle])
+	return nil
+}
+func (l *eventLog[T]) take() string {
+	s := strings.Join(l.events, ", ")
+	l.events = nil
+	return s
+}
+
+// shuffleEvents describes what a shuffle's writing side emitted: a batch
+// as "p<partition>:batch", a marker as "p<partition>:<kind> <slot> <wm>".
+func shuffleEvents(t *testing.T, recs []ShuffleRecord) string {
+	t.Helper()
+	var out []string
+	for _, r := range recs {
+		switch r.Value[0] {
+		case shuffleBatchV2:
+			out = append(out, fmt.Sprintf("p%d:batch", r.Partition))
+		case shuffleMarkerV1:
+			m, err := slots.DecodeMarker(r.Value[1:])
+			if err != nil {
+				t.Fatal(err)
+			}
+			kind := map[slots.MarkerKind]string{slots.WatermarkMarker: "wm", slots.IdleMarker: "idle", slots.EndMarker: "end"}[m.Kind]
+			if m.Kind == slots.WatermarkMarker {
+				out = append(out, fmt.Sprintf("p%d:%s %d %d", r.Partition, kind, m.Slot, m.Watermark))
+			} else {
+				out = append(out, fmt.Sprintf("p%d:%s %d", r.Partition, kind, m.Slot))
+			}
+		default:
+			t.Fatalf("a record of format %d", r.Value[0])
+		}
+	}
+	return strings.Join(out, ", ")
+}
+
+// Every upstream subtask writes its event time to every partition of the
+// channel, after its batches, before a barrier, and only when it changed
+// since its last marker: a higher watermark, idleness, activity again;
+// nothing while it knows no watermark; an end marker only when its input
+// really ended (MaxWatermark), never when it was stopped.
+func TestShuffleMarkersFollowTheBatchesWhenEventTimeChanged(t *testing.T) {
+	serde := DefaultSerde[string]()
+	recs := &winOut[ShuffleRecord]{}
+	enc := newShuffleBatchOperator(opInfo{subtask: 2}, "c", 2, serde.Append, func(v string) int32 { return int32(len(v) % 2) }, output[ShuffleRecord](recs))
+	step := func(what string, do func() error, want string) {
+		t.Helper()
+		if err := do(); err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		if got := shuffleEvents(t, recs.take()); got != want {
+			t.Fatalf("%s: wrote %q; want %q", what, got, want)
+		}
+	}
+	barrier := func() error { return enc.prepareSnapshotPreBarrier(1) }
+	step("records, no watermark yet", func() error { return enc.collect("a", 1) }, "")
+	step("barrier, no watermark yet", barrier, "p1:batch")
+	step("watermark", func() error {
+		if err := enc.emitWatermark(100); err != nil {
+			return err
+		}
+		return enc.collect("bb", 120)
+	}, "")
+	if len(recs.wms) != 1 || recs.wms[0] != 100 {
+		t.Fatalf("watermarks passed on to the sink: %v", recs.wms)
+	}
+	step("barrier after a watermark", barrier, "p0:batch, p0:wm 2 100, p1:wm 2 100")
+	step("barrier, nothing changed", barrier, "")
+	step("same watermark again", func() error {
+		if err := enc.emitWatermark(100); err != nil {
+			return err
+		}
+		return barrier()
+	}, "")
+	step("higher watermark", func() error {
+		if err := enc.emitWatermark(150); err != nil {
+			return err
+		}
+		return barrier()
+	}, "p0:wm 2 150, p1:wm 2 150")
+	step("idle", func() error {
+		if err := enc.emitStatus(true); err != nil {
+			return err
+		}
+		return barrier()
+	}, "p0:idle 2, p1:idle 2")
+	step("still idle", barrier, "")
+	step("active again, same watermark", func() error {
+		if err := enc.emitStatus(false); err != nil {
+			return err
+		}
+		return barrier()
+	}, "p0:wm 2 150, p1:wm 2 150")
+	step("stopped: the end of input without MaxWatermark", enc.endInput, "")
+
+	ended := newShuffleBatchOperator(opInfo{subtask: 0}, "c", 2, serde.Append, func(string) int32 { return 0 }, output[ShuffleRecord](recs))
+	enc = ended
+	step("records then the end of event time", func() error {
+		if err := ended.collect("x", 5); err != nil {
+			return err
+		}
+		if err := ended.emitWatermark(MaxWatermark); err != nil {
+			return err
+		}
+		return ended.endInput()
+	}, "p0:batch, p0:end 0, p1:end 0")
+	step("the final barrier after the end", barrier, "")
+}
+
+// The reading side's event time is the minimum over the upstream slots of
+// each partition it reads, then over its partitions; idle slots and
+// partitions do not hold it back, a slot's batch makes it active before
+// its records, every slot ended is the end of event time; the source's
+// own event time is dropped; a partition it does not read, and a slot
+// the job does not have, fail it.
+func TestShuffleDecodeEventTimeIsMinimumOverSlotsAndPartitions(t *testing.T) {
+	serde := DefaultSerde[string]()
+	log := &eventLog[string]{}
+	// Upstream slots 0 and 1; subtask 0 of 2 reads partitions 0 and 2.
+	dec := newShuffleUnbatchOperator(opInfo{}, "c", serde.Decode, output[string](log), 2, 4, func(p, _ int) int { return p % 2 })
+	marker := func(p int32, m slots.Marker) ShuffleRecord {
+		b, err := slots.EncodeMarker(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ShuffleRecord{Partition: p, Value: append([]byte{shuffleMarkerV1}, b...)}
+	}
+	wm := func(p int32, slot int, w int64) ShuffleRecord {
+		return marker(p, slots.Marker{Kind: slots.WatermarkMarker, Slot: slot, Watermark: w})
+	}
+	idle := func(p int32, slot int) ShuffleRecord {
+		return marker(p, slots.Marker{Kind: slots.IdleMarker, Slot: slot})
+	}
+	end := func(p int32, slot int) ShuffleRecord {
+		return marker(p, slots.Marker{Kind: slots.EndMarker, Slot: slot})
+	}
+	batch := func(p int32, slot int, v string, ts int64) ShuffleRecord {
+		enc := newShuffleBatchOperator(opInfo{subtask: slot}, "c", 4, serde.Append, func(string) int32 { return p }, output[ShuffleRecord](&winOut[ShuffleRecord]{}))
+		out := &winOut[ShuffleRecord]{}
+		enc.out = out
+		if err := enc.collect(v, ts); err != nil {
+			t.Fatal(err)
+		}
+		if err := enc.flushAll(); err != nil {
+			t.Fatal(err)
+		}
+		return out.vals[0]
+	}
+	for i, c := range []struct {
+		in   ShuffleRecord
+		want string
+	}{
+		{wm(0, 0, 100), ""},
+		{wm(0, 1, 80), ""}, // partition 2 not heard from
+		{wm(2, 0, 90), ""},
+		{wm(2, 1, 120), "wm 80"},
+		{wm(0, 1, 200), "wm 90"},
+		{idle(2, 0), "wm 100"}, // partition 2 at 120 from slot 1 alone
+		{batch(2, 0, "late", 95), "late@95"},
+		{idle(2, 1), ""},       // slot 0 is active again, behind: not aligned
+		{idle(0, 0), "wm 120"}, // partition 0 at 200 from slot 1 alone
+		{idle(0, 1), ""},
+		{idle(2, 0), "wm 200, idle"}, // all idle: the highest each allowed
+		{batch(0, 1, "back", 300), "active, back@300"},
+		{wm(0, 1, 250), "wm 250"}, // partition 2 idle
+		{end(0, 0), ""},
+		{end(0, 1), "idle"}, // partition 0 ended, partition 2 idle
+		{end(2, 0), ""},
+		{end(2, 1), fmt.Sprintf("active, wm %d", MaxWatermark)},
+	} {
+		if err := dec.collect(c.in, 0); err != nil {
+			t.Fatalf("step %d: %v", i, err)
+		}
+		if got := log.take(); got != c.want {
+			t.Fatalf("step %d: emitted %q; want %q", i, got, c.want)
+		}
+	}
+	if err := dec.emitWatermark(999); err != nil || len(log.events) != 0 {
+		t.Fatalf("the source's watermark went on: %v %v", log.events, err)
+	}
+	if err := dec.collect(wm(1, 0, 5), 0); err == nil || !strings.Contains(err.Error(), "partition 1, which subtask 0 does not read") {
+		t.Errorf("a marker of another subtask's partition: %v", err)
+	}
+	if err := dec.collect(wm(0, 2, 5), 0); !errors.Is(err, slots.ErrUnknownSlot) {
+		t.Errorf("a marker of slot 2 of 2: %v", err)
+	}
+}
+
+// A reading subtask restored from its checkpoint goes on from the
+// markers it had read: an upstream slot whose event time stopped moving
+// before the checkpoint does not hold it back, as it would a fresh one.
+func TestShuffleDecodeRestoredGoesOnFromItsMarkers(t *testing.T) {
+	serde := DefaultSerde[string]()
+	owner := func(p, _ int) int { return p % 2 }
+	mk := func(p int32, slot int, w int64) ShuffleRecord {
+		b, _ := slots.EncodeMarker(slots.Marker{Kind: slots.WatermarkMarker, Slot: slot, Watermark: w})
+		return ShuffleRecord{Partition: p, Value: append([]byte{shuffleMarkerV1}, b...)}
+	}
+	log := &eventLog[string]{}
+	dec := newShuffleUnbatchOperator(opInfo{}, "c", serde.Decode, output[string](log), 2, 4, owner)
+	for _, r := range []ShuffleRecord{mk(0, 0, 100), mk(2, 0, 100), mk(0, 1, 50), mk(2, 1, 60)} {
+		if err := dec.collect(r, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := log.take(); got != "wm 50" {
+		t.Fatalf("before the checkpoint: %q", got)
+	}
+	state, err := dec.snapshotState(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	restored := newShuffleUnbatchOperator(opInfo{}, "c", serde.Decode, output[string](log), 2, 4, owner)
+	if err := restored.restore(state); err != nil {
+		t.Fatal(err)
+	}
+	fresh := newShuffleUnbatchOperator(opInfo{}, "c", serde.Decode, output[string](&eventLog[string]{}), 2, 4, owner)
+	for _, r := range []ShuffleRecord{mk(0, 1, 70), mk(2, 1, 80)} {
+		if err := restored.collect(r, 0); err != nil {
+			t.Fatal(err)
+		}
+		if err := fresh.collect(r, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got, want := log.take(), "wm 60, wm 70"; got != want {
+		t.Fatalf("restored: emitted %q; want %q (slot 0 at 100 from before the checkpoint)", got, want)
+	}
+	if fresh.top.Watermark() != slots.NoWatermark {
+		t.Fatalf("a fresh subtask moved to %d without hearing from slot 0", fresh.top.Watermark())
+	}
+	// A state of another partition count (the slots or max parallelism
+	// changed) is refused, not misread.
+	other := newShuffleUnbatchOperator(opInfo{}, "c", serde.Decode, output[string](log), 2, 8, owner)
+	if err := other.restore(state); err == nil || !strings.Contains(err.Error(), "a state of 2 partitions; this subtask reads 4") {
+		t.Fatalf("restored at another partition count: %v", err)
 	}
 }

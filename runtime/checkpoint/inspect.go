@@ -68,6 +68,9 @@ const (
 	KindSource       = stateformat.KindSource
 	KindKeyedProcess = stateformat.KindKeyedProcess
 	KindTwoPhaseSink = stateformat.KindTwoPhaseSink
+	// KindShuffleDecode is the reading side of a distributed job's cut
+	// edge: the event time of the partitions it reads.
+	KindShuffleDecode = stateformat.KindShuffleDecode
 )
 
 // ParseSignatures reads the per-operator signatures from a checkpoint's

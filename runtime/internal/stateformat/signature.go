@@ -16,14 +16,21 @@ import (
 //	KeyedProcess[key=K] Window[ASSIGNER, FUNCTION, acc=A]
 //	TwoPhaseSink[committable=C]
 //	TwoPhaseSink[committable=C writer=W]
+//	ShuffleDecode[format=1]
 //
 // S, C, K, A and W are Go type names as reflect writes them, which may
 // hold spaces, brackets and commas themselves (struct and map types).
 const (
-	KindSource       = "Source"
-	KindKeyedProcess = "KeyedProcess"
-	KindTwoPhaseSink = "TwoPhaseSink"
+	KindSource        = "Source"
+	KindKeyedProcess  = "KeyedProcess"
+	KindTwoPhaseSink  = "TwoPhaseSink"
+	KindShuffleDecode = "ShuffleDecode"
 )
+
+// ShuffleDecodeSignature is the reading side of a distributed job's cut
+// edge: the event time of its partitions (runtime/shufflebatch.go), in
+// the state format it names.
+func ShuffleDecodeSignature() string { return KindShuffleDecode + "[format=1]" }
 
 // SourceSignature is a source's: its split and enumerator state types.
 func SourceSignature(split, enum string) string {
