@@ -341,6 +341,8 @@ func inspectOperator(uid string, sig checkpoint.Signature, blobs map[int][]byte,
 			v = inspectSink(sig, data)
 		case checkpoint.KindKeyedProcess:
 			v = inspectKeyed(data)
+		case checkpoint.KindShuffleDecode:
+			v = stateView{Undecoded: undecoded(data, "the watermarks of the upstream slots per partition a distributed job's shuffle reader keeps; not decoded here", nil, nil)}
 		default:
 			v = stateView{Undecoded: undecoded(data, "no signature in the job fingerprint, and no known layout decodes it", nil, nil)}
 		}
@@ -357,6 +359,8 @@ func inspectOperator(uid string, sig checkpoint.Signature, blobs map[int][]byte,
 		op.Kind = "two-phase sink"
 	case checkpoint.KindKeyedProcess:
 		op.Kind = "keyed"
+	case checkpoint.KindShuffleDecode:
+		op.Kind = "shuffle reader"
 	default:
 		op.Kind = "unknown"
 	}
