@@ -131,13 +131,16 @@ func channelName(job string, to *node, i, of int) string {
 	return job + "." + uid
 }
 
-// cutShuffles rewrites the stream graph for a distributed job: every hash
-// edge A -> K becomes A -> encode -> Shuffle sink and Shuffle source ->
-// decode -> K, the last edge forward. Subtask i of the decode reads the
-// key groups subtask i of K owns, so every stage becomes a forward
-// pipeline and slot i of the job is subtask i of every chain, which runs
-// and checkpoints alone. Other edges that move records between subtasks
-// (rebalance, broadcast) are refused: they are not carried yet.
+// cutShuffles rewrites the stream graph for a distributed job: every edge
+// that moves records between subtasks (hash, rebalance, broadcast) A -> K
+// becomes A -> encode -> Shuffle sink and Shuffle source -> decode -> K,
+// the last edge forward. For a hash edge the channel has a partition per
+// key group and subtask i of the decode reads the key groups subtask i of
+// K owns; for a rebalance or broadcast edge it has a partition per slot,
+// which the encoding writes round robin or every record to all, and
+// subtask i reads partition i. Every stage becomes a forward pipeline and
+// slot i of the job is subtask i of every chain, which runs and
+// checkpoints alone.
 func (env *Environment) cutShuffles() error {
 	d := env.cfg.dist
 	// What feeds no sink is pruned later and gets no shuffle; uids are
@@ -177,19 +180,17 @@ func (env *Environment) cutShuffles() error {
 		if !keep[n] {
 			continue
 		}
-		var hashed []*edge
+		var cuts []*edge
 		for _, e := range n.inputs {
 			switch e.kind {
-			case partitionHash:
-				hashed = append(hashed, e)
-			case partitionRebalance, partitionBroadcast:
-				errs = append(errs, invalidGraph("distributed: the %s edge %s -> %s is not carried between processes yet; only keyed (hash) and forward edges are", partitioningName(e.kind), e.from, e.to))
+			case partitionHash, partitionRebalance, partitionBroadcast:
+				cuts = append(cuts, e)
 			}
 		}
-		for i, e := range hashed {
-			ch := channelName(d.Job, n, i, len(hashed))
+		for i, e := range cuts {
+			ch := channelName(d.Job, n, i, len(cuts))
 			from := e.from
-			dec, err := e.from.out.cut(env, e, d.Shuffle, ch, env.cfg.maxParallelism)
+			dec, err := e.from.out.cut(env, e, d.Shuffle, ch, env.cfg.maxParallelism, d.Slots)
 			if err != nil {
 				errs = append(errs, err)
 				continue
@@ -243,13 +244,50 @@ func removeEdge(es []*edge, e *edge) []*edge {
 }
 
 // cut is typeOps' part of cutShuffles for records of type T: e is the
-// hash edge from a producer of T; it adds the encoding map and the
-// Shuffle's sink after e.from, the Shuffle's source and the decoding map,
-// and returns the decoding map's node.
-func (typeOpsFor[T]) cut(env *Environment, e *edge, sh Shuffle, channel string, maxParallelism int) (*node, error) {
-	keyHash, ok := e.keyHash.(func(T) uint32)
-	if !ok || keyHash == nil {
-		return nil, invalidGraph("distributed: the keyed edge %s -> %s has no key hash", e.from, e.to)
+// hash, rebalance or broadcast edge from a producer of T; it adds the
+// encoding map and the Shuffle's sink after e.from, the Shuffle's source
+// and the decoding map, and returns the decoding map's node.
+func (typeOpsFor[T]) cut(env *Environment, e *edge, sh Shuffle, channel string, maxParallelism, slots int) (*node, error) {
+	// route makes the partition function of one encoding subtask (nil:
+	// every record to every partition).
+	var route func(subtask int) func(T) int32
+	var partitions int
+	var owner func(partition, parallelism int) int
+	switch e.kind {
+	case partitionHash:
+		keyHash, ok := e.keyHash.(func(T) uint32)
+		if !ok || keyHash == nil {
+			return nil, invalidGraph("distributed: the keyed edge %s -> %s has no key hash", e.from, e.to)
+		}
+		partitions = maxParallelism
+		route = func(int) func(T) int32 {
+			return func(v T) int32 { return int32(KeyGroupForHash(keyHash(v), maxParallelism)) }
+		}
+		owner = func(partition, parallelism int) int {
+			return SubtaskForKeyGroup(partition, parallelism, maxParallelism)
+		}
+	case partitionRebalance, partitionBroadcast:
+		partitions = slots
+		if e.kind == partitionRebalance {
+			// Round robin, each subtask starting after its own index
+			// (the in-process writer's rule), so that subtasks with a
+			// few records do not all send them to partition 0.
+			route = func(subtask int) func(T) int32 {
+				next := subtask
+				return func(T) int32 {
+					next++
+					if next >= partitions {
+						next = 0
+					}
+					return int32(next)
+				}
+			}
+		}
+		// Partition i to subtask i at the job's parallelism (one per
+		// slot); contiguous ranges at any other.
+		owner = func(partition, parallelism int) int { return partition * parallelism / partitions }
+	default:
+		return nil, invalidGraph("distributed: the %s edge %s -> %s is not carried between processes", partitioningName(e.kind), e.from, e.to)
 	}
 	serde := DefaultSerde[T]()
 	var zero T
@@ -257,23 +295,23 @@ func (typeOpsFor[T]) cut(env *Environment, e *edge, sh Shuffle, channel string, 
 		return nil, invalidGraph("distributed: records of type %s into %s cannot cross the shuffle between processes (%v); give them exported fields encoding/gob can encode", typeName[T](), e.to, err)
 	}
 	up := DataStream[T]{env: env, node: e.from}
-	partition := func(v T) int32 { return int32(KeyGroupForHash(keyHash(v), maxParallelism)) }
 	encNode := &node{out: typeOpsFor[ShuffleRecord]{}, in: typeOpsFor[T]{}}
 	encNode.build = func(info opInfo, _ int, out any) (lifecycle, any) {
-		op := newShuffleBatchOperator(info, channel, maxParallelism, serde.Append, partition, out.(output[ShuffleRecord]))
+		var partition func(T) int32
+		if route != nil {
+			partition = route(info.subtask)
+		}
+		op := newShuffleBatchOperator(info, channel, partitions, serde.Append, partition, out.(output[ShuffleRecord]))
 		return op, output[T](op)
 	}
 	env.addNode("ShuffleEncode", encNode)
 	connect(up, encNode, up.part, up.explicit, nil)
 	enc := DataStream[ShuffleRecord]{env: env, node: encNode}.Name("shuffle-encode " + channel).UID("shuffle-encode:" + channel)
-	sh.Sink(enc, channel, maxParallelism)
-	owner := func(partition, parallelism int) int {
-		return SubtaskForKeyGroup(partition, parallelism, maxParallelism)
-	}
-	src := sh.Source(env, channel, maxParallelism, owner)
+	sh.Sink(enc, channel, partitions)
+	src := sh.Source(env, channel, partitions, owner)
 	decNode := &node{out: typeOpsFor[T]{}, in: typeOpsFor[ShuffleRecord]{}, state: stateformat.ShuffleDecodeSignature()}
 	decNode.build = func(info opInfo, par int, out any) (lifecycle, any) {
-		op := newShuffleUnbatchOperator(info, channel, serde.Decode, out.(output[T]), par, maxParallelism, owner)
+		op := newShuffleUnbatchOperator(info, channel, serde.Decode, out.(output[T]), par, partitions, owner)
 		return op, output[ShuffleRecord](op)
 	}
 	env.addNode("ShuffleDecode", decNode)

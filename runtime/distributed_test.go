@@ -1,6 +1,7 @@
 package runtime
 
 import (
+	"fmt"
 	"log/slog"
 	"maps"
 	"os"
@@ -114,6 +115,106 @@ func TestDistributedCutsEveryKeyedEdgeIntoAShuffle(t *testing.T) {
 	}
 }
 
+// Rebalance and broadcast edges are cut too, each into a channel of one
+// partition per slot that subtask i reads partition i of; a node with
+// several cut inputs gets a channel for each.
+func TestDistributedCutsRebalanceAndBroadcastEdgesIntoShuffles(t *testing.T) {
+	sh := &recordingShuffle{}
+	env := distEnv(t, sh)
+	src := ownedMem[int]{&memSource[int]{numSplits: 2, perSplit: 10, gen: func(_, i int) (int, int64) { return i, 0 }}}
+	in := FromSource(env, src, "numbers").UID("numbers")
+	spread := Map(Rebalance(in), func(i int) (int, error) { return i, nil }).UID("spread")
+	everywhere := Map(Broadcast(in), func(i int) (int, error) { return i, nil }).UID("everywhere")
+	SinkTo(Union(spread, everywhere), newCollectSink[int]()).UID("out")
+	env.cfg.parallelism = env.cfg.dist.Slots
+	if err := env.cfg.validate(); err != nil {
+		t.Fatal(err)
+	}
+	if err := env.cutShuffles(); err != nil {
+		t.Fatal(err)
+	}
+	g, err := buildJobGraph(env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !g.pointwise() {
+		t.Fatal("the cut job is not pointwise")
+	}
+	if fmt.Sprint(sh.sinks) != "[orders.spread orders.everywhere]" || fmt.Sprint(sh.sources) != fmt.Sprint(sh.sinks) {
+		t.Fatalf("channels: sinks %v sources %v", sh.sinks, sh.sources)
+	}
+	for i, p := range sh.partitions {
+		if p != 4 {
+			t.Fatalf("channel %s has %d partitions, want one per slot", sh.sinks[i], p)
+		}
+	}
+	for p := range 4 {
+		if got := sh.owner(p, 4); got != p {
+			t.Fatalf("partition %d read by subtask %d, want %d", p, got, p)
+		}
+	}
+	for _, n := range g.nodes {
+		for _, e := range n.inputs {
+			if e.kind != partitionForward {
+				t.Fatalf("edge %s -> %s is %s", e.from, e.to, partitioningName(e.kind))
+			}
+		}
+	}
+}
+
+// A rebalance edge's encoding writes round robin, each subtask starting
+// after its own index; a broadcast edge's writes every record to every
+// partition.
+func TestShuffleRebalanceAndBroadcastRouting(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		edge partitionKind
+		want map[int32][]string
+	}{
+		{"rebalance", partitionRebalance, map[int32][]string{2: {"a", "d"}, 0: {"b", "e"}, 1: {"c"}}},
+		{"broadcast", partitionBroadcast, map[int32][]string{0: {"a", "b", "c", "d", "e"}, 1: {"a", "b", "c", "d", "e"}, 2: {"a", "b", "c", "d", "e"}}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			env := distEnv(t, &recordingShuffle{}, WithDistributed(Distributed{Job: "j", Slots: 3, Shuffle: &recordingShuffle{}}))
+			src := ownedMem[string]{&memSource[string]{numSplits: 1, perSplit: 1, gen: func(_, i int) (string, int64) { return "", 0 }}}
+			up := FromSource(env, src, "s")
+			e := &edge{from: up.node, to: up.node, kind: c.edge}
+			if _, err := (typeOpsFor[string]{}).cut(env, e, &recordingShuffle{}, "j.c", DefaultMaxParallelism, 3); err != nil {
+				t.Fatal(err)
+			}
+			var enc *node
+			for _, n := range env.nodes {
+				if n.uid == "shuffle-encode:j.c" {
+					enc = n
+				}
+			}
+			recs := &winOut[ShuffleRecord]{}
+			op, in := enc.build(opInfo{subtask: 1}, 3, output[ShuffleRecord](recs))
+			for _, v := range []string{"a", "b", "c", "d", "e"} {
+				if err := in.(output[string]).collect(v, 0); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := op.endInput(); err != nil {
+				t.Fatal(err)
+			}
+			got := map[int32][]string{}
+			for _, r := range recs.vals {
+				dec := newShuffleUnbatchOperator(opInfo{}, "j.c", DefaultSerde[string]().Decode, output[string](&winOut[string]{}), 3, 3, func(int, int) int { return 0 })
+				o := &winOut[string]{}
+				dec.out = o
+				if err := dec.collect(r, 0); err != nil {
+					t.Fatal(err)
+				}
+				got[r.Partition] = append(got[r.Partition], o.vals...)
+			}
+			if fmt.Sprint(got) != fmt.Sprint(c.want) {
+				t.Fatalf("partitions got %v, want %v", got, c.want)
+			}
+		})
+	}
+}
+
 type unexportedOnly struct{ n int }
 
 // What a distributed job cannot carry yet is refused before anything
@@ -132,9 +233,6 @@ func TestDistributedRefusesWhatItCannotCarry(t *testing.T) {
 		{"source", nil, func(env *Environment) {
 			SinkTo(FromSource(env, src(), "s"), newCollectSink[int]())
 		}, "splits to subtasks by a rule"},
-		{"rebalance", nil, func(env *Environment) {
-			SinkTo(Rebalance(FromSource(env, owned(), "s")), newCollectSink[int]())
-		}, "rebalance edge"},
 		{"parallelism", nil, func(env *Environment) {
 			SinkTo(Map(FromSource(env, owned(), "s"), func(i int) (int, error) { return i, nil }).Parallelism(2), newCollectSink[int]())
 		}, "one subtask per slot"},

@@ -409,8 +409,9 @@
 // the shuffle as markers, and the operator after it sees the minimum over
 // the slots that feed it, so windows and event-time timers work as in one
 // process (a slot whose source has no split holds event time back unless
-// the watermark strategy has WithIdleness). Not yet: Rebalance and
-// Broadcast edges, savepoints of a distributed job.
+// the watermark strategy has WithIdleness). Rebalance and Broadcast edges
+// go through the Shuffle too, in channels of one partition per slot. Not
+// yet: savepoints of a distributed job.
 //
 // # Inside the engine
 //

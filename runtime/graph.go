@@ -719,9 +719,9 @@ type typeOps interface {
 	// collectAny emits v, a T, to out, an output[T].
 	collectAny(out, v any, ts int64) error
 	newGateInput(t *task, gate any, head any, numChannels int) taskInput
-	// cut carries hash edge e through sh in a distributed job
-	// (distributed.go).
-	cut(env *Environment, e *edge, sh Shuffle, channel string, maxParallelism int) (*node, error)
+	// cut carries edge e (hash, rebalance or broadcast) through sh in a
+	// distributed job of slots slots (distributed.go).
+	cut(env *Environment, e *edge, sh Shuffle, channel string, maxParallelism, slots int) (*node, error)
 }
 
 type typeOpsFor[T any] struct{}

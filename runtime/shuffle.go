@@ -15,9 +15,9 @@ type ShuffleRecord struct {
 }
 
 // Shuffle carries the edges that a distributed job (WithDistributed)
-// cuts between processes: every keyed (hash) edge becomes a durable
-// channel that the upstream operator's subtasks write and the keyed
-// operator's subtasks read. A Shuffle is a transport only; what the
+// cuts between processes: every keyed (hash), rebalance and broadcast
+// edge becomes a durable channel that the upstream operator's subtasks
+// write and the downstream operator's subtasks read. A Shuffle is a transport only; what the
 // records mean and which partition each goes to is the runtime's.
 //
 // The rules an implementation keeps, on which exactly-once rests:

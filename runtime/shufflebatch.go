@@ -38,8 +38,9 @@ const (
 	shuffleBatchBytes      = 16 << 10
 )
 
-// shuffleBatchOperator encodes the records of a cut hash edge and gathers
-// them into one batch per partition, which it emits when the batch is
+// shuffleBatchOperator encodes the records of a cut edge and gathers
+// them into one batch per partition (the one partition gives a record,
+// or every partition when partition is nil: a broadcast edge), which it emits when the batch is
 // full, before every barrier (prepareSnapshotPreBarrier: nothing stays
 // buffered in a checkpoint) and at the end of input.
 type shuffleBatchOperator[T any] struct {
@@ -86,6 +87,7 @@ func (s *shuffleBatchOperator[T]) endInput() error {
 	}
 	return s.markChanges()
 }
+
 func (s *shuffleBatchOperator[T]) close() error {
 	s.bufs, s.pending = nil, nil
 	return nil
@@ -93,14 +95,29 @@ func (s *shuffleBatchOperator[T]) close() error {
 
 func (s *shuffleBatchOperator[T]) collect(v T, ts int64) error {
 	s.info.records++
-	p := s.partition(v)
-	if p < 0 || int(p) >= len(s.bufs) {
-		return s.info.wrap(fmt.Errorf("shuffle %s: partition %d outside [0, %d)", s.channel, p, len(s.bufs)))
+	var p int32
+	if s.partition != nil {
+		if p = s.partition(v); p < 0 || int(p) >= len(s.bufs) {
+			return s.info.wrap(fmt.Errorf("shuffle %s: partition %d outside [0, %d)", s.channel, p, len(s.bufs)))
+		}
 	}
 	var err error
 	if s.scratch, err = s.encode(s.scratch[:0], v); err != nil {
 		return s.info.wrap(fmt.Errorf("shuffle %s: encode a %s: %w", s.channel, typeName[T](), err))
 	}
+	if s.partition != nil {
+		return s.add(p, ts)
+	}
+	for p := range int32(len(s.bufs)) {
+		if err := s.add(p, ts); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// add appends the record encoded in scratch to partition p's batch.
+func (s *shuffleBatchOperator[T]) add(p int32, ts int64) error {
 	b := &s.bufs[p]
 	if len(b.b) == 0 {
 		b.b = make([]byte, 1, shuffleBatchBytes+len(s.scratch)+3*binary.MaxVarintLen64)
