@@ -29,7 +29,7 @@ type documentedACL = kafkatest.DocumentedACL
 // grants exactly what the documentation lists.
 func docACLs(t testing.TB) []documentedACL {
 	t.Helper()
-	return kafkatest.DocumentedACLs(t, "../docs/security.md")
+	return kafkatest.DocumentedACLs(t, "../docs/security.md", kafkatest.JobACLs)
 }
 
 // secureJob is one principal's job on the secure broker: its topics,

@@ -3,15 +3,18 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/splitflow/splitflow/connector"
 	"github.com/splitflow/splitflow/integration/kafkatest"
 )
 
@@ -77,14 +80,14 @@ func TestSecurityRunOverTLSAndSCRAMIsExact(t *testing.T) {
 // the output verified, by the super user: a job's principal needs no
 // Create, and no Read on what it writes.
 func TestSecurityExactlyOnceOnSecureBrokerWithDocumentedACLs(t *testing.T) {
-	runSecureWordcount(t, kafkatest.DocumentedACLs(t, "../../docs/security.md"))
+	runSecureWordcount(t, kafkatest.DocumentedACLs(t, "../../docs/security.md", kafkatest.JobACLs))
 }
 
 // A principal without DescribeConfigs on the cluster runs the same job
 // with --no-broker-timeout-check, as docs/security.md says: exact.
 func TestSecurityWithoutDescribeConfigsRunsWithNoBrokerTimeoutCheck(t *testing.T) {
 	var acls []kafkatest.DocumentedACL
-	for _, a := range kafkatest.DocumentedACLs(t, "../../docs/security.md") {
+	for _, a := range kafkatest.DocumentedACLs(t, "../../docs/security.md", kafkatest.JobACLs) {
 		if a.Resource != "cluster" {
 			acls = append(acls, a)
 		}
@@ -150,4 +153,132 @@ func runSecureWordcount(t *testing.T, acls []kafkatest.DocumentedACL, extra ...s
 	if !r.ok() || int64(r.updates) != words {
 		t.Fatalf("not exact: %d words, %d updates (want %d), %d duplicates, %d missing, unexpected %v", r.words, r.updates, words, r.duplicates, r.missing, r.unexpected)
 	}
+}
+
+// Two wordcount --distributed processes on the secure broker, as a
+// principal holding exactly the ACLs docs/security.md lists for any job
+// and for a distributed one: the slots group, the internal topics (made
+// by the processes themselves) and the shuffle's transactional ids need
+// nothing more, and the counts are exact. Without any one of the
+// distributed lines, the processes fail at once, naming the right, as a
+// job without one of its sink's or source's rights does (before, without
+// Read on the group or on the internal topics they waited for ever).
+func TestSecurityDistributedJobWithDocumentedACLs(t *testing.T) {
+	b := kafkatest.GetSecure(t)
+	jobACLs := kafkatest.DocumentedACLs(t, "../../docs/security.md", kafkatest.JobACLs)
+	dist := kafkatest.DocumentedACLs(t, "../../docs/security.md", kafkatest.DistributedACLs)
+	if err := runSecureDistributed(t, b, append(slices.Clone(jobACLs), dist...), 3*time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	for k, a := range dist {
+		t.Run("without "+a.Operation.String()+" on "+a.Resource+" "+a.Name, func(t *testing.T) {
+			acls := append(slices.Clone(jobACLs), dist[:k]...)
+			acls = append(acls, dist[k+1:]...)
+			err := runSecureDistributed(t, b, acls, time.Minute)
+			if err == nil || !strings.Contains(err.Error(), "not allowed to "+opName(a)) || !errors.Is(err, connector.ErrInvalidConfiguration) {
+				t.Fatalf("want a failure naming the missing right (%s), got %v", a.Line, err)
+			}
+			t.Logf("%v", err)
+		})
+	}
+}
+
+// opName is a documented line's operation as the refusals name it.
+func opName(a kafkatest.DocumentedACL) string {
+	op := strings.ToLower(a.Operation.String())
+	return strings.ToUpper(op[:1]) + op[1:]
+}
+
+// runSecureDistributed runs two wordcount --distributed processes as a new
+// principal holding acls until their output is exact (nil), or returns
+// the first error of a process, or a timeout's.
+func runSecureDistributed(t *testing.T, b *kafkatest.SecureBroker, acls []kafkatest.DocumentedACL, timeout time.Duration) error {
+	t.Helper()
+	user := fmt.Sprintf("wcdist-%d", time.Now().UnixNano())
+	password := b.CreateUser(t, user)
+	var text strings.Builder
+	for i := range 2000 {
+		fmt.Fprintf(&text, "the %d quick brown foxes jump over %d lazy dogs\n", i%17, i%5)
+	}
+	input := filepath.Join(t.TempDir(), "input.txt")
+	if err := os.WriteFile(input, []byte(text.String()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("SPLITFLOW_KAFKA_SASL_PASSWORD", password)
+	common := []string{"--brokers", strings.Join(b.Addrs(), ","), "--input-topic", user + "-lines", "--output-topic", user + "-counts",
+		"--checkpoint-interval", "100ms", "--partitions", "2",
+		"--kafka-tls-ca", b.CAFile, "--kafka-sasl-mechanism", "SCRAM-SHA-512", "--kafka-sasl-user", user}
+	admin, err := parseFlags(append([]string{"--input-file", input}, common...), io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	admin.clientOpts = b.ClientOpts(kafkatest.SecureAdminUser, b.AdminPassword)
+	o, err := parseFlags(append([]string{"--distributed", "--job-name", user, "--slots", "2", "--session-timeout", "6s",
+		"--checkpoint-dir", t.TempDir()}, common...), io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.Grant(t, "User:"+user, map[string]string{"$INPUT": o.inputTopic, "$OUTPUT": o.outputTopic, "$GROUP": user + "-group",
+		"$PREFIX": o.txnPrefix, "$JOB": user}, acls...)
+
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	seeds := b.Addrs()
+	if err := ensureTopics(ctx, seeds, admin); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := fillInput(ctx, seeds, admin); err != nil || n != 2000 {
+		t.Fatalf("fill the input: %d lines, %v", n, err)
+	}
+	want, err := inputCounts(ctx, seeds, o.inputTopic, admin.clientOpts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var words int64
+	for _, n := range want {
+		words += n
+	}
+	jobCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	done := make(chan error, 2)
+	for range 2 {
+		go func() {
+			var p progress
+			done <- runJob(jobCtx, o, seeds, &p, slog.New(slog.DiscardHandler), nil)
+		}()
+	}
+	running := 2
+	defer func() {
+		stop()
+		for ; running > 0; running-- {
+			<-done
+		}
+	}()
+	var r report
+	for {
+		select {
+		case err := <-done:
+			running--
+			return fmt.Errorf("a distributed process ended: %w", err)
+		case <-ctx.Done():
+			return fmt.Errorf("not exact within %s: %d words, %d updates (want %d), %d duplicates, %d missing", timeout, r.words, r.updates, words, r.duplicates, r.missing)
+		case <-time.After(500 * time.Millisecond):
+		}
+		if r, err = verify(ctx, seeds, o.outputTopic, want, false, admin.clientOpts); err != nil {
+			return err
+		}
+		if r.duplicates > 0 {
+			t.Fatalf("%d duplicates", r.duplicates)
+		}
+		if r.ok() && int64(r.updates) == words {
+			break
+		}
+	}
+	stop()
+	for ; running > 0; running-- {
+		if err := <-done; err != nil {
+			return fmt.Errorf("a distributed process stopped with %w", err)
+		}
+	}
+	return nil
 }

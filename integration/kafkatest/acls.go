@@ -23,10 +23,18 @@ type DocumentedACL struct {
 	Prefixed  bool
 }
 
-// DocumentedACLs reads the lines of path that start with kafka-acls.sh.
+// The sections of docs/security.md that list ACLs: those of any
+// exactly-once job, and those a distributed job needs besides.
+const (
+	JobACLs         = "The ACLs an exactly-once job needs"
+	DistributedACLs = "The ACLs a distributed job needs besides"
+)
+
+// DocumentedACLs reads the lines of path that start with kafka-acls.sh
+// in its section headed "## section" (up to the next "## " heading).
 // Each must grant $PRINCIPAL an operation on one resource; the test fails
 // on any other, and when there is none.
-func DocumentedACLs(t testing.TB, path string) []DocumentedACL {
+func DocumentedACLs(t testing.TB, path, section string) []DocumentedACL {
 	t.Helper()
 	f, err := os.Open(path)
 	if err != nil {
@@ -34,10 +42,15 @@ func DocumentedACLs(t testing.TB, path string) []DocumentedACL {
 	}
 	defer func() { _ = f.Close() }()
 	var out []DocumentedACL
+	in := false
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
 		line := strings.TrimSpace(sc.Text())
-		if !strings.HasPrefix(line, "kafka-acls.sh ") {
+		if h, ok := strings.CutPrefix(line, "## "); ok {
+			in = h == section
+			continue
+		}
+		if !in || !strings.HasPrefix(line, "kafka-acls.sh ") {
 			continue
 		}
 		a := DocumentedACL{Line: line}
@@ -79,7 +92,7 @@ func DocumentedACLs(t testing.TB, path string) []DocumentedACL {
 		t.Fatal(err)
 	}
 	if len(out) == 0 {
-		t.Fatalf("%s lists no kafka-acls.sh lines", path)
+		t.Fatalf("%s lists no kafka-acls.sh lines under ## %s", path, section)
 	}
 	return out
 }
