@@ -156,6 +156,9 @@ func (dr *distDriver) loop(ctx context.Context) (err error) {
 			return nil
 		case c := <-dr.m.Changes():
 			dr.change(ctx, c)
+		case err := <-dr.m.Failed():
+			dr.log.Error("splitflow: the job's group refused this process", "err", err)
+			return fmt.Errorf("job %q: %w", dr.name, err)
 		case r := <-dr.ended:
 			if dr.runners[r.slot] == r {
 				delete(dr.runners, r.slot)

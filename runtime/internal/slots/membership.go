@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/splitflow/splitflow/connector"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -158,6 +159,9 @@ type Membership struct {
 	changes chan Change
 	closing chan struct{}
 	stopped chan struct{}
+	// failed receives the refusal that ends the membership (a right
+	// missing), once.
+	failed chan error
 
 	mu    sync.Mutex
 	owned map[int]int64
@@ -182,7 +186,7 @@ func Join(ctx context.Context, job string, slots int, opts ...MembershipOption) 
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	topicID, err := ensureSlotsTopic(ctx, cfg.kafka, Topic(job), slots, cfg.replication)
+	topicID, err := ensureSlotsTopic(ctx, cfg.kafka, job, slots, cfg.replication)
 	if err != nil {
 		return nil, err
 	}
@@ -191,6 +195,7 @@ func Join(ctx context.Context, job string, slots int, opts ...MembershipOption) 
 		changes: make(chan Change),
 		closing: make(chan struct{}),
 		stopped: make(chan struct{}),
+		failed:  make(chan error, 1),
 		owned:   map[int]int64{},
 	}
 	kopts := append(slices.Clone(cfg.kafka),
@@ -211,7 +216,9 @@ func Join(ctx context.Context, job string, slots int, opts ...MembershipOption) 
 	}
 	m.cl = cl
 	// The group runs while the client polls; the topic holds no records,
-	// so polling only keeps the consumer going.
+	// so polling only keeps the consumer going. A refusal for want of a
+	// right ends it: the group would never assign a slot, and the client
+	// reports the refusal at every poll.
 	go func() {
 		defer close(m.stopped)
 		for {
@@ -219,15 +226,52 @@ func Join(ctx context.Context, job string, slots int, opts ...MembershipOption) 
 			if fs.IsClientClosed() {
 				return
 			}
+			var refused error
 			fs.EachError(func(topic string, p int32, err error) {
-				cfg.logger.Warn("slots: group consumer error", slog.String("topic", topic), slog.Int("partition", int(p)), slog.Any("error", err))
+				if refused == nil {
+					refused = m.refusal(err)
+				}
+				if refused == nil {
+					cfg.logger.Warn("slots: group consumer error", slog.String("topic", topic), slog.Int("partition", int(p)), slog.Any("error", err))
+				}
 			})
+			if refused != nil {
+				m.failed <- refused
+				<-m.closing
+				return
+			}
 		}
 	}()
 	return m, nil
 }
 
-func ensureSlotsTopic(ctx context.Context, kopts []kgo.Opt, topic string, slots int, replication int16) ([16]byte, error) {
+// refusal is the membership's error for err when err is a refusal for want
+// of a right, nil otherwise.
+func (m *Membership) refusal(err error) error {
+	switch {
+	case errors.Is(err, kerr.GroupAuthorizationFailed):
+		return NotAllowed(m.job, "Read", "group", Group(m.job), "every process joins the job's group, which assigns the slots", err)
+	case errors.Is(err, kerr.TopicAuthorizationFailed):
+		return NotAllowed(m.job, "Read", "topic", Topic(m.job), "every process consumes the slots topic in the job's group and commits to it to confirm its claims", err)
+	}
+	return nil
+}
+
+// NotAllowed is the error of a distributed job whose principal lacks a
+// right (docs/security.md lists them). It wraps
+// connector.ErrInvalidConfiguration, as the connectors' refusals do: the
+// job fails without restarts.
+func NotAllowed(job, operation, resource, name, why string, err error) error {
+	return fmt.Errorf("slots: job %s: not allowed to %s %s %q (%s); grant it as docs/security.md, \"The ACLs a distributed job needs besides\", says: %w: %w",
+		job, operation, resource, name, why, connector.ErrInvalidConfiguration, err)
+}
+
+// Failed receives the refusal that ended the membership, if one did: a
+// right the job needs is missing. The driver stops and Closes it.
+func (m *Membership) Failed() <-chan error { return m.failed }
+
+func ensureSlotsTopic(ctx context.Context, kopts []kgo.Opt, job string, slots int, replication int16) ([16]byte, error) {
+	topic := Topic(job)
 	cl, err := kgo.NewClient(kopts...)
 	if err != nil {
 		return [16]byte{}, fmt.Errorf("slots: admin client: %w", err)
@@ -238,6 +282,9 @@ func ensureSlotsTopic(ctx context.Context, kopts []kgo.Opt, topic string, slots 
 		// Asked of a broker, not of the client's metadata cache: after a
 		// lost creation race the cache says "missing" for seconds.
 		n, id, err := describeTopic(ctx, cl, topic)
+		if errors.Is(err, kerr.TopicAuthorizationFailed) {
+			return [16]byte{}, NotAllowed(job, "Describe", "topic", topic, "every process reads the slots topic's partitions at start", err)
+		}
 		if err != nil {
 			return [16]byte{}, fmt.Errorf("slots: describe topic %s: %w", topic, err)
 		}
@@ -262,6 +309,8 @@ func ensureSlotsTopic(ctx context.Context, kopts []kgo.Opt, topic string, slots 
 				return [16]byte{}, fmt.Errorf("slots: topic %s: %w", topic, ctx.Err())
 			case <-time.After(100 * time.Millisecond):
 			}
+		case errors.Is(err, kerr.TopicAuthorizationFailed), errors.Is(err, kerr.ClusterAuthorizationFailed):
+			return [16]byte{}, NotAllowed(job, "Create", "topic", topic, "every process creates the slots topic when it is missing", err)
 		default:
 			return [16]byte{}, fmt.Errorf("slots: create topic %s with %d partitions: %w", topic, slots, err)
 		}
@@ -337,6 +386,9 @@ func (m *Membership) Confirm(ctx context.Context, slot int, member string) error
 		if id != "" && gen >= 1 {
 			if err = m.prove(ctx, slot, id, gen); err == nil {
 				return nil
+			}
+			if refused := m.refusal(err); refused != nil {
+				return refused
 			}
 			if !errors.Is(err, kerr.IllegalGeneration) && !errors.Is(err, kerr.RebalanceInProgress) &&
 				!errors.Is(err, kerr.UnknownMemberID) && !kerr.IsRetriable(err) {
