@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/splitflow/splitflow/connector"
 	"github.com/splitflow/splitflow/runtime/checkpoint"
 	"github.com/splitflow/splitflow/runtime/internal/coordinator"
 	"github.com/splitflow/splitflow/runtime/internal/slots"
@@ -356,6 +357,10 @@ func (r *slotRunner) claimAndRun(root string) error {
 		// The slot's log is gone while its checkpoints remain: starting
 		// it afresh would replay or lose what they committed.
 		return res.stop
+	case res.fail != nil && errors.Is(res.fail, connector.ErrInvalidConfiguration):
+		// A right missing (slots.NotAllowed): claiming again is refused
+		// again.
+		return res.fail
 	case res.fail != nil:
 		return &errClaimAgain{res.fail}
 	case res.restore == nil:
