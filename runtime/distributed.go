@@ -114,7 +114,7 @@ func (c *config) validateDistributed() error {
 	return errors.Join(errs...)
 }
 
-// channelName is the shuffle channel of the i-th keyed input of to:
+// channelName is the shuffle channel of the i-th cut input of to:
 // <job>.<uid>[-<i>], with the characters Kafka topic names refuse
 // replaced.
 func channelName(job string, to *node, i, of int) string {

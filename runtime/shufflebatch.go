@@ -173,15 +173,22 @@ func (s *shuffleBatchOperator[T]) prepareSnapshotPreBarrier(int64) error {
 // that knows no watermark yet writes nothing: readers hold back for it,
 // as for one they never heard from.
 func (s *shuffleBatchOperator[T]) markChanges() error {
-	switch {
-	case s.ended:
+	if s.ended {
 		return nil
-	case s.idle:
-		if !s.markedAny || !s.markedIdle {
-			return s.mark(slots.Marker{Kind: slots.IdleMarker})
+	}
+	if s.idle && s.markedAny && s.markedIdle {
+		return nil
+	}
+	// The watermark goes first, also when the subtask went idle since the
+	// last marker: readers take the maximum over the slots when all are
+	// idle, as the in-process valve does with what its channels reached.
+	if s.wm != noWatermark && (!s.markedAny || s.markedIdle || s.wm > s.markedWm) {
+		if err := s.mark(slots.Marker{Kind: slots.WatermarkMarker, Watermark: s.wm}); err != nil {
+			return err
 		}
-	case s.wm != noWatermark && (!s.markedAny || s.markedIdle || s.wm > s.markedWm):
-		return s.mark(slots.Marker{Kind: slots.WatermarkMarker, Watermark: s.wm})
+	}
+	if s.idle {
+		return s.mark(slots.Marker{Kind: slots.IdleMarker})
 	}
 	return nil
 }
@@ -227,8 +234,15 @@ func (s *shuffleBatchOperator[T]) emitStatus(idle bool) error {
 // into the records, each with its own timestamp, and makes the event time
 // of its subtask from the markers: per partition it owns, the minimum
 // over the upstream subtasks (slots) that write it (slots.Merge); over
-// its partitions, the minimum again, a second Merge whose "slots" are the
-// partitions. The source it reads from has no watermarks of its own (it
+// its partitions, the minimum of every partition that has not ended,
+// idle ones included. Every slot writes each marker to every partition,
+// but the source reads the partitions at its own pace: a slot's marker
+// read in one partition says nothing of its records still unread in
+// another, which that partition's watermark (behind until it reads the
+// marker there, after those records) holds back. Leaving idle partitions
+// out would let a slot back from idleness move event time past its own
+// records in the partitions not read yet. The subtask is idle when every
+// open partition is. The source it reads from has no watermarks of its own (it
 // reads a topic without event time), so what it emits is dropped. The
 // merges are this operator's state: a restored subtask goes on from the
 // markers it had read, as its source goes on from its offsets, instead of
@@ -241,11 +255,13 @@ type shuffleUnbatchOperator[T any] struct {
 	out      output[T]
 	upstream int // upstream subtasks: the job's slots
 	// owned are the partitions this subtask reads, ascending; index
-	// their position in owned and in parts; top merges the partitions.
+	// their position in owned and in parts.
 	owned []int32
 	index map[int32]int
 	parts []*slots.Merge
-	top   *slots.Merge
+	// wm and idle are what the subtask emitted last.
+	wm   int64
+	idle bool
 	// err is a construction error, returned by open.
 	err error
 }
@@ -254,7 +270,7 @@ type shuffleUnbatchOperator[T any] struct {
 // reading side of a channel of partitions partitions, each written by p
 // upstream subtasks; owner is the source's rule.
 func newShuffleUnbatchOperator[T any](info opInfo, channel string, decode func([]byte) (T, error), out output[T], p, partitions int, owner func(partition, parallelism int) int) *shuffleUnbatchOperator[T] {
-	u := &shuffleUnbatchOperator[T]{info: info, channel: channel, decode: decode, out: out, upstream: p, index: map[int32]int{}}
+	u := &shuffleUnbatchOperator[T]{info: info, channel: channel, decode: decode, out: out, upstream: p, index: map[int32]int{}, wm: noWatermark}
 	for q := range partitions {
 		if owner(q, p) == info.subtask {
 			u.index[int32(q)] = len(u.owned)
@@ -276,12 +292,7 @@ func (u *shuffleUnbatchOperator[T]) fresh() error {
 		}
 		u.parts[i] = m
 	}
-	if len(u.owned) == 0 {
-		return nil
-	}
-	top, err := slots.NewMerge(len(u.owned))
-	u.top = top
-	return err
+	return nil
 }
 
 func (u *shuffleUnbatchOperator[T]) operator() *opInfo { return &u.info }
@@ -302,7 +313,26 @@ func (u *shuffleUnbatchOperator[T]) open(t *task) error {
 	if u.info.subtask >= len(old) || old[u.info.subtask] == nil {
 		return nil
 	}
-	return u.info.wrap(u.restore(old[u.info.subtask]))
+	if err := u.restore(old[u.info.subtask]); err != nil {
+		return u.info.wrap(err)
+	}
+	return u.announce()
+}
+
+// announce emits the event time a restore found: the operators after it
+// start from nothing (an input valve is not checkpointed), and upstream
+// slots whose event time stopped moving write no marker that would tell
+// them again.
+func (u *shuffleUnbatchOperator[T]) announce() error {
+	if u.wm != noWatermark {
+		if err := u.out.emitWatermark(u.wm); err != nil {
+			return err
+		}
+	}
+	if u.idle {
+		return u.out.emitStatus(true)
+	}
+	return nil
 }
 
 func (u *shuffleUnbatchOperator[T]) restore(b []byte) error {
@@ -324,14 +354,10 @@ func (u *shuffleUnbatchOperator[T]) restore(b []byte) error {
 			return bad("partition %d: %w", u.owned[i], err)
 		}
 	}
-	if len(u.owned) > 0 {
-		if u.top, b, err = slots.RestoreMerge(b, len(u.owned)); err != nil {
-			return bad("%w", err)
-		}
+	if u.wm, k = binary.Varint(b); k <= 0 || len(b) != k+1 {
+		return bad("not one watermark and one status after the partitions")
 	}
-	if len(b) != 0 {
-		return bad("%d bytes left over", len(b))
-	}
+	u.idle = b[k] == 1
 	return nil
 }
 
@@ -341,8 +367,11 @@ func (u *shuffleUnbatchOperator[T]) snapshotState(int64) ([]byte, error) {
 	for _, m := range u.parts {
 		b = m.AppendState(b)
 	}
-	if u.top != nil {
-		b = u.top.AppendState(b)
+	b = binary.AppendVarint(b, u.wm)
+	if u.idle {
+		b = append(b, 1)
+	} else {
+		b = append(b, 0)
 	}
 	return b, nil
 }
@@ -407,46 +436,38 @@ func (u *shuffleUnbatchOperator[T]) collect(r ShuffleRecord, _ int64) error {
 	return nil
 }
 
-// partitionMoved passes what a step of partition i's merge changed on to
-// the merge over partitions, and what that changed downstream: an
-// activation before the watermark, idleness after it (the watermark an
-// idle input reached goes first).
-func (u *shuffleUnbatchOperator[T]) partitionMoved(i int, p slots.Output) error {
-	var steps []slots.Marker
-	switch {
-	case p.Ended:
-		// An ended partition leaves the minimum as an ended slot does;
-		// its MaxWatermark alone would end event time while the others
-		// are idle.
-		steps = append(steps, slots.Marker{Kind: slots.EndMarker, Slot: i})
-	default:
-		if p.Advanced || (p.StatusChanged && !p.Idle) {
-			steps = append(steps, slots.Marker{Kind: slots.WatermarkMarker, Slot: i, Watermark: p.Watermark})
+// partitionMoved emits what a step of partition i's merge changed in the
+// subtask's event time: activity before the watermark, idleness after it
+// (the watermark an idle input reached goes first).
+func (u *shuffleUnbatchOperator[T]) partitionMoved(_ int, p slots.Output) error {
+	if !p.Advanced && !p.StatusChanged && !p.Ended {
+		return nil
+	}
+	wm, open, idle := MaxWatermark, 0, true
+	for _, m := range u.parts {
+		if m.Ended() {
+			continue
 		}
-		if p.StatusChanged && p.Idle {
-			steps = append(steps, slots.Marker{Kind: slots.IdleMarker, Slot: i})
+		open++
+		wm = min(wm, m.Watermark())
+		idle = idle && m.Idle()
+	}
+	idle = idle && open > 0
+	if !idle && u.idle {
+		u.idle = false
+		if err := u.out.emitStatus(false); err != nil {
+			return err
 		}
 	}
-	for _, m := range steps {
-		o, err := u.top.Marker(m)
-		if err != nil {
-			return u.info.wrap(err)
+	if wm > u.wm {
+		u.wm = wm
+		if err := u.out.emitWatermark(wm); err != nil {
+			return err
 		}
-		if o.StatusChanged && !o.Idle {
-			if err := u.out.emitStatus(false); err != nil {
-				return err
-			}
-		}
-		if o.Advanced {
-			if err := u.out.emitWatermark(o.Watermark); err != nil {
-				return err
-			}
-		}
-		if o.StatusChanged && o.Idle {
-			if err := u.out.emitStatus(true); err != nil {
-				return err
-			}
-		}
+	}
+	if idle && !u.idle {
+		u.idle = true
+		return u.out.emitStatus(true)
 	}
 	return nil
 }

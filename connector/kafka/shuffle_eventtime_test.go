@@ -2,6 +2,7 @@ package kafka
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"sort"
 	"strings"
@@ -88,6 +89,7 @@ func TestDistributedEventTimeWindowsFireOnMarkersExactly(t *testing.T) {
 	}
 
 	dir := t.TempDir()
+	var envs sync.Map // process name -> *runtime.Environment
 	run := func(ctx context.Context, name string) error {
 		sh, err := NewShuffle(WithShuffleSinkOpts(WithBrokers(seeds...), WithLogger(quietLogger())),
 			WithShuffleSourceOpts(WithBrokers(seeds...), WithLogger(quietLogger())))
@@ -114,6 +116,7 @@ func TestDistributedEventTimeWindowsFireOnMarkersExactly(t *testing.T) {
 			return err
 		}
 		runtime.SinkTo(counts, connector.Sink[runtime.WindowResult[string, int64]](sink)).UID("out")
+		envs.Store(name, env)
 		return env.Execute(ctx, job)
 	}
 	visible := func() int {
@@ -138,6 +141,11 @@ func TestDistributedEventTimeWindowsFireOnMarkersExactly(t *testing.T) {
 				}
 			}
 			if time.Now().After(deadline) {
+				envs.Range(func(k, v any) bool {
+					st, _ := json.MarshalIndent(v.(*runtime.Environment).Status(), "", " ")
+					t.Logf("process %s: %s", k, st)
+					return true
+				})
 				t.Fatalf("waiting for %s: not within 90s", what)
 			}
 			time.Sleep(100 * time.Millisecond)

@@ -163,6 +163,12 @@ func (m *Merge) slot(i int) (*upstreamSlot, error) {
 // Watermark is the partition's watermark now (NoWatermark before any).
 func (m *Merge) Watermark() int64 { return m.last }
 
+// Idle reports whether the partition is idle now.
+func (m *Merge) Idle() bool { return m.idle }
+
+// Ended reports whether every upstream slot of the partition ended.
+func (m *Merge) Ended() bool { return m.ended }
+
 // Marker applies a marker from an upstream slot.
 func (m *Merge) Marker(mk Marker) (Output, error) {
 	s, err := m.slot(mk.Slot)
