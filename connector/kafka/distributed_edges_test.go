@@ -23,23 +23,8 @@ import (
 // every slot once. Read with read_committed from the job's exactly-once
 // sinks, each value tagged with the slot that received it.
 func TestDistributedRebalanceAndBroadcastAreExact(t *testing.T) {
-	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.GroupMinSessionTimeout(500*time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	seeds := c.ListenAddrs()
 	const in, spreadOut, allOut, job, slots, n = "values", "spread", "everywhere", "edges", 3, 300
-	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.RecordPartitioner(kgo.ManualPartitioner()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	for _, topic := range []string{in, spreadOut, allOut} {
-		if resp, err := kadm.NewClient(cl).CreateTopic(context.Background(), 3, -1, nil, topic); err != nil || resp.Err != nil {
-			t.Fatalf("create topic %s: %v %v", topic, err, resp.Err)
-		}
-	}
+	seeds, cl := distributedCluster(t, in, spreadOut, allOut)
 	var rs []*kgo.Record
 	for i := range n {
 		rs = append(rs, &kgo.Record{Topic: in, Partition: int32(i % 3), Value: fmt.Appendf(nil, "v%03d", i)})
@@ -147,4 +132,28 @@ func TestDistributedRebalanceAndBroadcastAreExact(t *testing.T) {
 	if len(bad) > 0 {
 		t.Fatalf("%d problems (read_committed):\n%s", len(bad), strings.Join(bad[:min(len(bad), 20)], "\n"))
 	}
+}
+
+// distributedCluster starts kfake with a group session timeout low enough
+// for distributed jobs and creates topics of 3 partitions on it; the
+// client writes to the partitions its records name.
+func distributedCluster(t *testing.T, topics ...string) ([]string, *kgo.Client) {
+	t.Helper()
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.GroupMinSessionTimeout(500*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	seeds := c.ListenAddrs()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	for _, topic := range topics {
+		if resp, err := kadm.NewClient(cl).CreateTopic(context.Background(), 3, -1, nil, topic); err != nil || resp.Err != nil {
+			t.Fatalf("create topic %s: %v %v", topic, err, resp.Err)
+		}
+	}
+	return seeds, cl
 }

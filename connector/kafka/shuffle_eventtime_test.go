@@ -16,7 +16,6 @@ import (
 	"github.com/splitflow/splitflow/runtime"
 	"github.com/splitflow/splitflow/runtime/slotinspect"
 	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -37,28 +36,13 @@ import (
 // read_committed consumer sees every window once with its count, and
 // not the window the last event keeps open.
 func TestDistributedEventTimeWindowsFireOnMarkersExactly(t *testing.T) {
-	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.GroupMinSessionTimeout(500*time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	seeds := c.ListenAddrs()
 	// The input's partitions belong to slots 1, 2 and 3 (the partition
 	// rule on "views"): slot 0, idle, stays with the first process (the
 	// group's sticky assignment keeps slots 0 and 1 there) and writes its
 	// idle marker once, before the handover; the reading side of slots 2
 	// and 3 restored in the second process must keep it from its state.
 	const in, out, job = "views", "windows", "viewtime"
-	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.RecordPartitioner(kgo.ManualPartitioner()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	for _, topic := range []string{in, out} {
-		if resp, err := kadm.NewClient(cl).CreateTopic(context.Background(), 3, -1, nil, topic); err != nil || resp.Err != nil {
-			t.Fatalf("create topic %s: %v %v", topic, err, resp.Err)
-		}
-	}
+	seeds, cl := distributedCluster(t, in, out)
 
 	// Per partition, timestamps rise (monotonous watermarks), 50 ms
 	// apart: 10 one-second windows of 10 users on every partition, then

@@ -95,12 +95,10 @@ func TestSecurityWithoutDescribeConfigsRunsWithNoBrokerTimeoutCheck(t *testing.T
 	runSecureWordcount(t, acls, "--no-broker-timeout-check")
 }
 
-// runSecureWordcount runs wordcount's job on the secure broker as a new
-// principal holding acls, with extra flags, and checks its counts exact.
-func runSecureWordcount(t *testing.T, acls []kafkatest.DocumentedACL, extra ...string) {
+// secureUserAndInput creates user on b, sets its password for the
+// --kafka-sasl-* flags, and writes an input file of 2000 lines.
+func secureUserAndInput(t *testing.T, b *kafkatest.SecureBroker, user string) string {
 	t.Helper()
-	b := kafkatest.GetSecure(t)
-	user := fmt.Sprintf("wordcount-%d", time.Now().UnixNano())
 	password := b.CreateUser(t, user)
 	var text strings.Builder
 	for i := range 2000 {
@@ -111,6 +109,16 @@ func runSecureWordcount(t *testing.T, acls []kafkatest.DocumentedACL, extra ...s
 		t.Fatal(err)
 	}
 	t.Setenv("SPLITFLOW_KAFKA_SASL_PASSWORD", password)
+	return input
+}
+
+// runSecureWordcount runs wordcount's job on the secure broker as a new
+// principal holding acls, with extra flags, and checks its counts exact.
+func runSecureWordcount(t *testing.T, acls []kafkatest.DocumentedACL, extra ...string) {
+	t.Helper()
+	b := kafkatest.GetSecure(t)
+	user := fmt.Sprintf("wordcount-%d", time.Now().UnixNano())
+	input := secureUserAndInput(t, b, user)
 	o, err := parseFlags(append([]string{"--brokers", strings.Join(b.Addrs(), ","), "--input-file", input,
 		"--input-topic", user + "-lines", "--output-topic", user + "-counts", "--transactional-id-prefix", user + "-txn",
 		"--checkpoint-interval", "100ms", "--partitions", "2",
@@ -195,16 +203,7 @@ func opName(a kafkatest.DocumentedACL) string {
 func runSecureDistributed(t *testing.T, b *kafkatest.SecureBroker, acls []kafkatest.DocumentedACL, timeout time.Duration) error {
 	t.Helper()
 	user := fmt.Sprintf("wcdist-%d", time.Now().UnixNano())
-	password := b.CreateUser(t, user)
-	var text strings.Builder
-	for i := range 2000 {
-		fmt.Fprintf(&text, "the %d quick brown foxes jump over %d lazy dogs\n", i%17, i%5)
-	}
-	input := filepath.Join(t.TempDir(), "input.txt")
-	if err := os.WriteFile(input, []byte(text.String()), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	t.Setenv("SPLITFLOW_KAFKA_SASL_PASSWORD", password)
+	input := secureUserAndInput(t, b, user)
 	common := []string{"--brokers", strings.Join(b.Addrs(), ","), "--input-topic", user + "-lines", "--output-topic", user + "-counts",
 		"--checkpoint-interval", "100ms", "--partitions", "2",
 		"--kafka-tls-ca", b.CAFile, "--kafka-sasl-mechanism", "SCRAM-SHA-512", "--kafka-sasl-user", user}
