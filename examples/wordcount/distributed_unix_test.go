@@ -327,6 +327,11 @@ func TestDistributedThreeProcessesAreExact(t *testing.T) {
 	if !owned.MatchString(metrics) || !strings.Contains(metrics, `splitflow_slot_handover_seconds_count{`) {
 		t.Fatalf("metrics lack the %d slots owned or the handovers:\n%s", len(st.Distributed.Slots), grepLines(metrics, "slot"))
 	}
+	// The shuffle's lag is its Kafka source's, per partition of the
+	// shuffle topic.
+	if !regexp.MustCompile(`(?m)^splitflow_kafka_source_lag_records\{[^}]*topic="[^"]*\.shuffle"[^}]*\} \d+$`).MatchString(metrics) {
+		t.Fatalf("metrics lack the shuffle topic's lag:\n%s", grepLines(metrics, "lag"))
+	}
 	j.stopAll()
 }
 
