@@ -73,20 +73,7 @@ func TestDistributedCutsEveryKeyedEdgeIntoAShuffle(t *testing.T) {
 	sh := &recordingShuffle{}
 	env := distEnv(t, sh)
 	countJob(env)
-	env.cfg.parallelism = env.cfg.dist.Slots
-	if err := env.cfg.validate(); err != nil {
-		t.Fatal(err)
-	}
-	if err := env.cutShuffles(); err != nil {
-		t.Fatal(err)
-	}
-	g, err := buildJobGraph(env)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !g.pointwise() {
-		t.Fatal("the cut job is not pointwise")
-	}
+	g := cutPointwise(t, env)
 	if len(sh.sinks) != 1 || sh.sinks[0] != "orders.count" || len(sh.sources) != 1 || sh.sources[0] != "orders.count" {
 		t.Fatalf("channels: sinks %v sources %v, want orders.count once each", sh.sinks, sh.sources)
 	}
@@ -126,20 +113,7 @@ func TestDistributedCutsRebalanceAndBroadcastEdgesIntoShuffles(t *testing.T) {
 	spread := Map(Rebalance(in), func(i int) (int, error) { return i, nil }).UID("spread")
 	everywhere := Map(Broadcast(in), func(i int) (int, error) { return i, nil }).UID("everywhere")
 	SinkTo(Union(spread, everywhere), newCollectSink[int]()).UID("out")
-	env.cfg.parallelism = env.cfg.dist.Slots
-	if err := env.cfg.validate(); err != nil {
-		t.Fatal(err)
-	}
-	if err := env.cutShuffles(); err != nil {
-		t.Fatal(err)
-	}
-	g, err := buildJobGraph(env)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !g.pointwise() {
-		t.Fatal("the cut job is not pointwise")
-	}
+	g := cutPointwise(t, env)
 	if fmt.Sprint(sh.sinks) != "[orders.spread orders.everywhere]" || fmt.Sprint(sh.sources) != fmt.Sprint(sh.sinks) {
 		t.Fatalf("channels: sinks %v sources %v", sh.sinks, sh.sources)
 	}
@@ -213,6 +187,27 @@ func TestShuffleRebalanceAndBroadcastRouting(t *testing.T) {
 			}
 		})
 	}
+}
+
+// cutPointwise cuts env's job as Execute of a distributed job does and
+// builds its graph, which must be pointwise.
+func cutPointwise(t *testing.T, env *Environment) *jobGraph {
+	t.Helper()
+	env.cfg.parallelism = env.cfg.dist.Slots
+	if err := env.cfg.validate(); err != nil {
+		t.Fatal(err)
+	}
+	if err := env.cutShuffles(); err != nil {
+		t.Fatal(err)
+	}
+	g, err := buildJobGraph(env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !g.pointwise() {
+		t.Fatal("the cut job is not pointwise")
+	}
+	return g
 }
 
 type unexportedOnly struct{ n int }

@@ -397,7 +397,7 @@ func (u *shuffleUnbatchOperator[T]) collect(r ShuffleRecord, _ int64) error {
 		if err != nil {
 			return u.info.wrap(fmt.Errorf("shuffle %s: partition %d: %w", u.channel, r.Partition, err))
 		}
-		return u.partitionMoved(i, out)
+		return u.eventTimeMoved(out)
 	}
 	slot, k := binary.Uvarint(b[1:])
 	if k <= 0 || slot > math.MaxInt32 {
@@ -409,7 +409,7 @@ func (u *shuffleUnbatchOperator[T]) collect(r ShuffleRecord, _ int64) error {
 	}
 	// A slot back from idleness makes its partition, and this subtask,
 	// active before its records go on.
-	if err := u.partitionMoved(i, out); err != nil {
+	if err := u.eventTimeMoved(out); err != nil {
 		return err
 	}
 	b = b[1+k:]
@@ -436,10 +436,10 @@ func (u *shuffleUnbatchOperator[T]) collect(r ShuffleRecord, _ int64) error {
 	return nil
 }
 
-// partitionMoved emits what a step of partition i's merge changed in the
+// eventTimeMoved emits what a step of a partition's merge changed in the
 // subtask's event time: activity before the watermark, idleness after it
 // (the watermark an idle input reached goes first).
-func (u *shuffleUnbatchOperator[T]) partitionMoved(_ int, p slots.Output) error {
+func (u *shuffleUnbatchOperator[T]) eventTimeMoved(p slots.Output) error {
 	if !p.Advanced && !p.StatusChanged && !p.Ended {
 		return nil
 	}

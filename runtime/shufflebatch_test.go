@@ -116,6 +116,30 @@ func (l *eventLog[T]) take() string {
 	return s
 }
 
+// markerRecord is marker m as the writing side puts it in partition p.
+func markerRecord(t *testing.T, p int32, m slots.Marker) ShuffleRecord {
+	t.Helper()
+	b, err := slots.EncodeMarker(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ShuffleRecord{Partition: p, Value: append([]byte{shuffleMarkerV1}, b...)}
+}
+
+// restoreAndAnnounce opens a reading subtask 0 of 2 (4 partitions) from
+// state as a restore does, emitting to log.
+func restoreAndAnnounce(t *testing.T, state []byte, log *eventLog[string], owner func(p, par int) int) *shuffleUnbatchOperator[string] {
+	t.Helper()
+	u := newShuffleUnbatchOperator(opInfo{}, "c", DefaultSerde[string]().Decode, output[string](log), 2, 4, owner)
+	if err := u.restore(state); err != nil {
+		t.Fatal(err)
+	}
+	if err := u.announce(); err != nil {
+		t.Fatal(err)
+	}
+	return u
+}
+
 // shuffleEvents describes what a shuffle's writing side emitted: a batch
 // as "p<partition>:batch", a marker as "p<partition>:<kind> <slot> <wm>".
 func shuffleEvents(t *testing.T, recs []ShuffleRecord) string {
@@ -239,13 +263,7 @@ func TestShuffleDecodeEventTimeIsMinimumOverSlotsAndPartitions(t *testing.T) {
 	log := &eventLog[string]{}
 	// Upstream slots 0 and 1; subtask 0 of 2 reads partitions 0 and 2.
 	dec := newShuffleUnbatchOperator(opInfo{}, "c", serde.Decode, output[string](log), 2, 4, func(p, _ int) int { return p % 2 })
-	marker := func(p int32, m slots.Marker) ShuffleRecord {
-		b, err := slots.EncodeMarker(m)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return ShuffleRecord{Partition: p, Value: append([]byte{shuffleMarkerV1}, b...)}
-	}
+	marker := func(p int32, m slots.Marker) ShuffleRecord { return markerRecord(t, p, m) }
 	wm := func(p int32, slot int, w int64) ShuffleRecord {
 		return marker(p, slots.Marker{Kind: slots.WatermarkMarker, Slot: slot, Watermark: w})
 	}
@@ -316,8 +334,7 @@ func TestShuffleDecodeRestoredGoesOnFromItsMarkers(t *testing.T) {
 	serde := DefaultSerde[string]()
 	owner := func(p, _ int) int { return p % 2 }
 	mk := func(p int32, slot int, w int64) ShuffleRecord {
-		b, _ := slots.EncodeMarker(slots.Marker{Kind: slots.WatermarkMarker, Slot: slot, Watermark: w})
-		return ShuffleRecord{Partition: p, Value: append([]byte{shuffleMarkerV1}, b...)}
+		return markerRecord(t, p, slots.Marker{Kind: slots.WatermarkMarker, Slot: slot, Watermark: w})
 	}
 	log := &eventLog[string]{}
 	dec := newShuffleUnbatchOperator(opInfo{}, "c", serde.Decode, output[string](log), 2, 4, owner)
@@ -333,15 +350,9 @@ func TestShuffleDecodeRestoredGoesOnFromItsMarkers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	restored := newShuffleUnbatchOperator(opInfo{}, "c", serde.Decode, output[string](log), 2, 4, owner)
-	if err := restored.restore(state); err != nil {
-		t.Fatal(err)
-	}
 	// The operators after it start from nothing: it tells them what it
 	// restored.
-	if err := restored.announce(); err != nil {
-		t.Fatal(err)
-	}
+	restored := restoreAndAnnounce(t, state, log, owner)
 	if got := log.take(); got != "wm 50" {
 		t.Fatalf("restored, announced %q; want %q", got, "wm 50")
 	}
@@ -369,8 +380,7 @@ func TestShuffleDecodeRestoredGoesOnFromItsMarkers(t *testing.T) {
 	}
 	for _, p := range []int32{0, 2} {
 		for slot := range 2 {
-			b, _ := slots.EncodeMarker(slots.Marker{Kind: slots.IdleMarker, Slot: slot})
-			if err := idle.collect(ShuffleRecord{Partition: p, Value: append([]byte{shuffleMarkerV1}, b...)}, 0); err != nil {
+			if err := idle.collect(markerRecord(t, p, slots.Marker{Kind: slots.IdleMarker, Slot: slot}), 0); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -380,13 +390,7 @@ func TestShuffleDecodeRestoredGoesOnFromItsMarkers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	again := newShuffleUnbatchOperator(opInfo{}, "c", serde.Decode, output[string](log), 2, 4, owner)
-	if err := again.restore(idleState); err != nil {
-		t.Fatal(err)
-	}
-	if err := again.announce(); err != nil {
-		t.Fatal(err)
-	}
+	restoreAndAnnounce(t, idleState, log, owner)
 	if got, want := log.take(), "wm 95, idle"; got != want {
 		t.Fatalf("restored idle, announced %q; want %q", got, want)
 	}
@@ -409,13 +413,7 @@ func TestShuffleDecodeSlotMarkerInOnePartitionDoesNotPassItsRecordsInAnother(t *
 	serde := DefaultSerde[string]()
 	log := &eventLog[string]{}
 	dec := newShuffleUnbatchOperator(opInfo{}, "c", serde.Decode, output[string](log), 2, 4, func(p, _ int) int { return p % 2 })
-	marker := func(p int32, m slots.Marker) ShuffleRecord {
-		b, err := slots.EncodeMarker(m)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return ShuffleRecord{Partition: p, Value: append([]byte{shuffleMarkerV1}, b...)}
-	}
+	marker := func(p int32, m slots.Marker) ShuffleRecord { return markerRecord(t, p, m) }
 	var enc []byte
 	enc = append(enc, shuffleBatchV2, 0) // slot 0
 	v, _ := serde.Append(nil, "x")

@@ -112,6 +112,18 @@ func secureUserAndInput(t *testing.T, b *kafkatest.SecureBroker, user string) st
 	return input
 }
 
+// fillSecureInput creates the topics and writes secureUserAndInput's
+// 2000 lines, as admin.
+func fillSecureInput(ctx context.Context, t *testing.T, seeds []string, admin options) {
+	t.Helper()
+	if err := ensureTopics(ctx, seeds, admin); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := fillInput(ctx, seeds, admin); err != nil || n != 2000 {
+		t.Fatalf("fill the input: %d lines, %v", n, err)
+	}
+}
+
 // runSecureWordcount runs wordcount's job on the secure broker as a new
 // principal holding acls, with extra flags, and checks its counts exact.
 func runSecureWordcount(t *testing.T, acls []kafkatest.DocumentedACL, extra ...string) {
@@ -134,12 +146,7 @@ func runSecureWordcount(t *testing.T, acls []kafkatest.DocumentedACL, extra ...s
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	seeds := b.Addrs()
-	if err := ensureTopics(ctx, seeds, admin); err != nil {
-		t.Fatal(err)
-	}
-	if n, err := fillInput(ctx, seeds, admin); err != nil || n != 2000 {
-		t.Fatalf("fill the input: %d lines, %v", n, err)
-	}
+	fillSecureInput(ctx, t, seeds, admin)
 	var p progress
 	began := time.Now()
 	if err := runJob(ctx, o, seeds, &p, slog.New(slog.DiscardHandler), nil); err != nil {
@@ -223,12 +230,7 @@ func runSecureDistributed(t *testing.T, b *kafkatest.SecureBroker, acls []kafkat
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	seeds := b.Addrs()
-	if err := ensureTopics(ctx, seeds, admin); err != nil {
-		t.Fatal(err)
-	}
-	if n, err := fillInput(ctx, seeds, admin); err != nil || n != 2000 {
-		t.Fatalf("fill the input: %d lines, %v", n, err)
-	}
+	fillSecureInput(ctx, t, seeds, admin)
 	want, err := inputCounts(ctx, seeds, o.inputTopic, admin.clientOpts)
 	if err != nil {
 		t.Fatal(err)
