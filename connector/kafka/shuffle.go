@@ -305,7 +305,7 @@ func ensureShuffleTopic(ctx context.Context, cl *kgo.Client, sec Security, topic
 				"a topic left by a job with another max parallelism: delete the topic or rename the job: %w",
 				topic, n, partitions, connector.ErrInvalidConfiguration)
 		case n > 0:
-			return nil
+			return awaitLeaders(ctx, cl, sec, topic)
 		}
 		resp, err := kadm.NewClient(cl).CreateTopic(ctx, int32(partitions), replication, configs, topic)
 		if err == nil {
@@ -316,14 +316,14 @@ func ensureShuffleTopic(ctx context.Context, cl *kgo.Client, sec Security, topic
 			// Made; the controller answered before the brokers know the
 			// topic. The source lists it right after this returns, so wait
 			// until a broker shows its partitions, as the losers of a
-			// creation race do.
+			// creation race do, and then until they are led.
 			for {
 				n, err := shuffleTopicPartitions(ctx, cl, topic)
 				switch {
 				case err != nil:
 					return err
 				case n > 0:
-					return nil
+					return awaitLeaders(ctx, cl, sec, topic)
 				}
 				if err := sleepCtx(ctx, 50*time.Millisecond); err != nil {
 					return fmt.Errorf("kafka shuffle: topic %q was created and is not known yet: %w", topic, err)
@@ -378,6 +378,86 @@ func shuffleTopicPartitions(ctx context.Context, cl *kgo.Client, topic string) (
 			return 0, fmt.Errorf("kafka shuffle: topic %q has no partitions yet: %w", topic, err)
 		}
 	}
+}
+
+// awaitLeaders returns once every partition of topic answers ListOffsets
+// from the broker metadata names as its leader. A broker lists a new
+// topic's partitions before it has taken up their leadership, and the
+// first produce or fetch to a partition not yet led is refused
+// (NOT_LEADER_OR_FOLLOWER); franz-go then waits for a metadata refresh,
+// which it makes at most every MetadataMinAge (5s by default), so a fresh
+// job's first checkpoint waited about that long. For a topic that has
+// been up for a while this is two round trips. Each request goes to its
+// broker straight, since the client's own retries would hide a partition
+// not yet led.
+func awaitLeaders(ctx context.Context, cl *kgo.Client, sec Security, topic string) error {
+	var last error
+	for {
+		last = partitionsLed(ctx, cl, topic)
+		if last == nil {
+			return nil
+		}
+		if !kerr.IsRetriable(last) {
+			return fmt.Errorf("kafka shuffle: topic %q: %w", topic, authorizationOf(last, sec, ResourceTopic, topic, false, "Describe", useShuffleDesc))
+		}
+		if err := sleepCtx(ctx, 50*time.Millisecond); err != nil {
+			return fmt.Errorf("kafka shuffle: topic %q: its partitions are not led yet (last answer: %w): %w", topic, last, err)
+		}
+	}
+}
+
+// partitionsLed asks topic's metadata, then every leader for its
+// partitions' end offsets, and returns the first error met: a partition
+// without leader is LEADER_NOT_AVAILABLE.
+func partitionsLed(ctx context.Context, cl *kgo.Client, topic string) error {
+	meta := kmsg.NewPtrMetadataRequest()
+	mt := kmsg.NewMetadataRequestTopic()
+	mt.Topic = kmsg.StringPtr(topic)
+	meta.Topics = append(meta.Topics, mt)
+	mresp, err := meta.RequestWith(ctx, cl)
+	if err != nil {
+		return err
+	}
+	byLeader := map[int32][]int32{}
+	for _, t := range mresp.Topics {
+		if err := kerr.ErrorForCode(t.ErrorCode); err != nil {
+			return err
+		}
+		for _, p := range t.Partitions {
+			if err := kerr.ErrorForCode(p.ErrorCode); err != nil {
+				return err
+			}
+			if p.Leader < 0 {
+				return kerr.LeaderNotAvailable
+			}
+			byLeader[p.Leader] = append(byLeader[p.Leader], p.Partition)
+		}
+	}
+	for leader, ps := range byLeader {
+		req := kmsg.NewPtrListOffsetsRequest()
+		req.ReplicaID = -1
+		rt := kmsg.NewListOffsetsRequestTopic()
+		rt.Topic = topic
+		for _, p := range ps {
+			rp := kmsg.NewListOffsetsRequestTopicPartition()
+			rp.Partition = p
+			rp.Timestamp = -1 // the end
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		req.Topics = append(req.Topics, rt)
+		resp, err := cl.Broker(int(leader)).Request(ctx, req)
+		if err != nil {
+			return err
+		}
+		for _, t := range resp.(*kmsg.ListOffsetsResponse).Topics {
+			for _, p := range t.Partitions {
+				if err := kerr.ErrorForCode(p.ErrorCode); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	return nil
 }
 
 func sleepCtx(ctx context.Context, d time.Duration) error {

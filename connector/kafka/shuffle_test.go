@@ -855,3 +855,78 @@ func concurrentStarts(t *testing.T, seeds []string, n int, start func(cl *kgo.Cl
 		}
 	}
 }
+
+// The start of a shuffle returns once every partition of a topic it
+// created is led by the broker that metadata names: a writer's first
+// transaction goes out right after. A start that returned as soon as
+// metadata listed the partitions left the new leaders to take them up
+// after it, and the first produce to a partition not yet led is refused
+// (NOT_LEADER_OR_FOLLOWER), which franz-go answers with a metadata
+// refresh at most every MetadataMinAge (5s): every fresh distributed job
+// waited about 5s for its first checkpoint. ListOffsets is sent to each
+// leader straight, without the client's retries, so a partition not yet
+// led shows.
+func TestShuffleTopicIsLedOnEveryPartitionOnceItsStartReturns(t *testing.T) {
+	onClusters(t, func(t *testing.T, c cluster) {
+		channel := fmt.Sprintf("job-%d.led", time.Now().UnixNano())
+		sh, err := NewShuffle(WithBrokers(c.seeds...))
+		if err != nil {
+			t.Fatal(err)
+		}
+		const partitions = 128 // a keyed edge's, the default max parallelism
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		defer cancel()
+		cl, err := kgo.NewClient(kgo.SeedBrokers(c.seeds...))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cl.Close()
+		if err := sh.prepare(channel, partitions)(ctx, cl, Security{}); err != nil {
+			t.Fatal(err)
+		}
+		topic := ShuffleTopic(channel)
+		meta := kmsg.NewPtrMetadataRequest()
+		mt := kmsg.NewMetadataRequestTopic()
+		mt.Topic = kmsg.StringPtr(topic)
+		meta.Topics = append(meta.Topics, mt)
+		mresp, err := meta.RequestWith(ctx, cl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		byLeader := map[int32][]int32{}
+		for _, mt := range mresp.Topics {
+			for _, p := range mt.Partitions {
+				byLeader[p.Leader] = append(byLeader[p.Leader], p.Partition)
+			}
+		}
+		var asked int
+		for leader, ps := range byLeader {
+			req := kmsg.NewPtrListOffsetsRequest()
+			req.ReplicaID = -1
+			rt := kmsg.NewListOffsetsRequestTopic()
+			rt.Topic = topic
+			for _, p := range ps {
+				rp := kmsg.NewListOffsetsRequestTopicPartition()
+				rp.Partition = p
+				rp.Timestamp = -1
+				rt.Partitions = append(rt.Partitions, rp)
+			}
+			req.Topics = append(req.Topics, rt)
+			resp, err := cl.Broker(int(leader)).Request(ctx, req)
+			if err != nil {
+				t.Fatalf("ListOffsets to broker %d: %v", leader, err)
+			}
+			for _, rt := range resp.(*kmsg.ListOffsetsResponse).Topics {
+				for _, rp := range rt.Partitions {
+					asked++
+					if err := kerr.ErrorForCode(rp.ErrorCode); err != nil {
+						t.Errorf("partition %d, leader %d by metadata: %v", rp.Partition, leader, err)
+					}
+				}
+			}
+		}
+		if asked != partitions {
+			t.Fatalf("%d partitions answered, the topic has %d", asked, partitions)
+		}
+	})
+}
