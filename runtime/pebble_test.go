@@ -693,3 +693,62 @@ func runAsNobody(t *testing.T) {
 		t.Fatalf("as user nobody: %v\n%s", err, out)
 	}
 }
+
+// A state directory still being made (".new-", its lock file made but not
+// yet locked, or locked and about to be renamed) is never taken for an
+// abandoned one, whatever its lock file says, until it is a minute old:
+// another job starting meanwhile, or another slot of the same distributed
+// process, would remove it under its maker, whose rename then failed
+// ("pebble state: lock ...: rename ...: no such file or directory") and
+// failed the process. Many backends made at once in one work directory
+// all start.
+func TestStateDirBeingMadeIsNotRemovedByAnotherStart(t *testing.T) {
+	work := t.TempDir()
+	making := filepath.Join(work, ".new-job-999999997-c")
+	if err := os.MkdirAll(making, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(making, stateLockFile), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	removeAbandonedStateDirs(work)
+	if _, err := os.Stat(making); err != nil {
+		t.Fatalf("a directory being made, its lock file not yet locked, was removed: %v", err)
+	}
+	old := time.Now().Add(-2 * time.Minute)
+	if err := os.Chtimes(making, old, old); err != nil {
+		t.Fatal(err)
+	}
+	removeAbandonedStateDirs(work)
+	if _, err := os.Stat(making); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("a directory left half made two minutes ago was kept: %v", err)
+	}
+
+	sc := defaultStateConfig()
+	sc.backend, sc.dir, sc.dirSet = PebbleStateBackend, work, true
+	const n = 16
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	for range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range 20 {
+				b, err := newPebbleBackend(&sc)
+				if err != nil {
+					errs <- err
+					return
+				}
+				if err := b.close(); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+}

@@ -164,24 +164,33 @@ const stateLockFile = "_lock"
 // removeAbandonedStateDirs removes the directories of jobs whose process
 // is gone (killed before it could clean up): those whose lock file can be
 // locked. Where there are no file locks, those whose pid names no live
-// process. A directory without a lock file is being made by its job, or is
-// older than the lock file: it is removed once it is a minute old.
+// process. A directory without a lock file is older than the lock file: it
+// is removed once it is a minute old. A directory still being made
+// (".new-") is removed once it is a minute old, whatever its lock file
+// says: its maker creates the lock file, then locks it, then renames the
+// directory, and a directory removed between the first two failed the
+// rename (slots of a distributed process start their backends together).
 func removeAbandonedStateDirs(work string) {
 	es, err := os.ReadDir(work)
 	if err != nil {
 		return
 	}
 	for _, e := range es {
-		name := strings.TrimPrefix(e.Name(), ".new-")
+		name, making := strings.CutPrefix(e.Name(), ".new-")
 		rest, ok := strings.CutPrefix(name, "job-")
 		if !ok || !e.IsDir() {
 			continue
 		}
 		dir := filepath.Join(work, e.Name())
-		if abandonedStateDir(dir, rest) {
+		if making && olderThanAMinute(dir) || !making && abandonedStateDir(dir, rest) {
 			_ = os.RemoveAll(dir)
 		}
 	}
+}
+
+func olderThanAMinute(dir string) bool {
+	info, err := os.Stat(dir)
+	return err == nil && time.Since(info.ModTime()) > time.Minute
 }
 
 func abandonedStateDir(dir, rest string) bool {
@@ -192,8 +201,7 @@ func abandonedStateDir(dir, rest string) bool {
 	}
 	f, err := os.Open(filepath.Join(dir, stateLockFile))
 	if errors.Is(err, fs.ErrNotExist) {
-		info, err := os.Stat(dir)
-		return err == nil && time.Since(info.ModTime()) > time.Minute
+		return olderThanAMinute(dir)
 	}
 	if err != nil {
 		return false
