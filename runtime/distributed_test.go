@@ -579,3 +579,90 @@ func TestOlderClaimsStoragesAreRemovedOnceANewerOneRecords(t *testing.T) {
 		return slices.Equal(epochs(0), []string{"epoch-3", "log"}) && slices.Equal(epochs(1), []string{"epoch-3", "log"})
 	})
 }
+
+// A slot revoked before its claim recorded a checkpoint is released at
+// once, without waiting for a final checkpoint: it has nothing to hand
+// over that the slot's restore point does not hold already, and the
+// rebalance, so the process that joined, waits for the release. Here no
+// checkpoint of the first process can complete (its sink's flush before
+// every checkpoint blocks until the writer stops), as when a slot is
+// revoked while its writers still start; before, the release waited for
+// that final checkpoint, and the second process got no slot.
+func TestSlotRevokedBeforeItsFirstRecordIsReleasedAtOnce(t *testing.T) {
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.GroupMinSessionTimeout(500*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	dir := t.TempDir()
+	release := make(chan struct{})
+	var releaseOnce sync.Once
+	unblock := func() { releaseOnce.Do(func() { close(release) }) }
+	defer unblock()
+	first := newCollectSink[int64]()
+	first.flushFn = func(_ int, ctx context.Context) error {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-release:
+			return nil
+		}
+	}
+	ctxA, cancelA := context.WithCancel(context.Background())
+	defer cancelA()
+	doneA := make(chan error, 1)
+	go func() { doneA <- distributedRunInto(ctxA, c.ListenAddrs(), dir, first) }()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		first.mu.Lock()
+		both := len(first.bySub[0]) > 0 && len(first.bySub[1]) > 0
+		first.mu.Unlock()
+		if both {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the first process's slots wrote nothing in a minute")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+
+	second := newCollectSink[int64]()
+	ctxB, cancelB := context.WithCancel(context.Background())
+	defer cancelB()
+	doneB := make(chan error, 1)
+	go func() { doneB <- distributedRunInto(ctxB, c.ListenAddrs(), dir, second) }()
+	deadline = time.Now().Add(30 * time.Second)
+	for second.count() < 100 {
+		if time.Now().After(deadline) {
+			t.Fatalf("the second process wrote %d records in 30s: the revoked slot was not released", second.count())
+		}
+		select {
+		case err := <-doneA:
+			t.Fatalf("the first process ended: %v", err)
+		case err := <-doneB:
+			t.Fatalf("the second process ended: %v", err)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	// The slot the second process took starts from nothing, as the first
+	// process's copy did: its split's first 100 numbers again.
+	second.mu.Lock()
+	var got []int64
+	for _, vs := range second.bySub {
+		got = append(got, vs...)
+	}
+	second.mu.Unlock()
+	slices.Sort(got)
+	if len(got) != 100 || got[0]%1000 != 0 || got[99]%1000 != 99 {
+		t.Fatalf("the second process wrote %d records, %v to %v; want one split's first 100", len(got), got[0], got[len(got)-1])
+	}
+	unblock()
+	cancelB()
+	if err := <-doneB; err != nil {
+		t.Fatalf("the second process: %v", err)
+	}
+	cancelA()
+	if err := <-doneA; err != nil {
+		t.Fatalf("the first process: %v", err)
+	}
+}

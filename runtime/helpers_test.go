@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"runtime"
@@ -331,6 +332,9 @@ type collectSink[T any] struct {
 	writeFn  func(subtask int, v T, ctx connector.WriteContext) error // may block or fail
 	onWrite  chan T                                                   // if set, every element is also sent here
 	creating func(subtask int) error
+	// flushFn runs at every Flush before a checkpoint, with the writer's
+	// context; it may block.
+	flushFn func(subtask int, ctx context.Context) error
 }
 
 func newCollectSink[T any]() *collectSink[T] {
@@ -343,7 +347,7 @@ func (s *collectSink[T]) CreateWriter(ctx connector.SinkInitContext) (connector.
 			return nil, err
 		}
 	}
-	return &collectWriter[T]{s: s, sub: ctx.SubtaskIndex()}, nil
+	return &collectWriter[T]{s: s, sub: ctx.SubtaskIndex(), ctx: ctx.Context()}, nil
 }
 
 func (s *collectSink[T]) all() []T {
@@ -361,6 +365,7 @@ func (s *collectSink[T]) count() int {
 type collectWriter[T any] struct {
 	s   *collectSink[T]
 	sub int
+	ctx context.Context
 }
 
 func (w *collectWriter[T]) Write(v T, ctx connector.WriteContext) error {
@@ -381,6 +386,11 @@ func (w *collectWriter[T]) Write(v T, ctx connector.WriteContext) error {
 }
 
 func (w *collectWriter[T]) Flush(endOfInput bool) error {
+	if !endOfInput && w.s.flushFn != nil {
+		if err := w.s.flushFn(w.sub, w.ctx); err != nil {
+			return err
+		}
+	}
 	if endOfInput {
 		w.s.mu.Lock()
 		w.s.flushes[w.sub]++

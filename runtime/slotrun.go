@@ -103,7 +103,11 @@ func (env *Environment) runDistributed(ctx context.Context, g *jobGraph, name st
 		slots.WithKafka(d.Kafka...),
 		slots.WithReplicationFactor(replication),
 		slots.WithSessionTimeout(d.SessionTimeout),
-		slots.WithHeartbeatInterval(min(3*time.Second, d.SessionTimeout/3)),
+		// A member learns of a rebalance at its next heartbeat, and a
+		// slot moves in two (the revocation, then the assignment): a
+		// heartbeat a second keeps a process that joins from waiting
+		// up to twice Kafka's 3s default for its first slots.
+		slots.WithHeartbeatInterval(min(time.Second, d.SessionTimeout/3)),
 		slots.WithMembershipLogger(log))
 	if err != nil {
 		err = fmt.Errorf("job %q: %w", name, err)
@@ -187,9 +191,20 @@ func (dr *distDriver) change(ctx context.Context, c slots.Change) {
 			if r == nil {
 				continue
 			}
-			if c.Lost {
+			switch {
+			case c.Lost:
 				r.kill()
-			} else {
+			case !r.recorded.Load():
+				// Nothing recorded under this runner: the next owner
+				// restores the same point a final checkpoint would
+				// leave, less the work since the claim, which it does
+				// again. A slot revoked while it starts (its writers
+				// registering, a new shuffle topic not yet led) would
+				// hold the rebalance, and so the process that joined,
+				// until its first checkpoint completed.
+				dr.log.Info("splitflow: slot revoked before its first checkpoint; stopped without one", "slot", s)
+				r.kill()
+			default:
 				r.drain()
 			}
 			stopping = append(stopping, r)
@@ -266,9 +281,10 @@ type slotRunner struct {
 
 	mu  sync.Mutex // the ownership and the log's storage
 	own *slots.Ownership
-	// pruned is set once the storages of older claims are being removed
-	// (after the claim's first record).
-	pruned   bool
+	// recorded is set once a checkpoint of the runner is recorded in the
+	// slot's log: the storages of older claims are then being removed,
+	// and a revocation drains the slot with a final checkpoint.
+	recorded atomic.Bool
 	logStore checkpoint.RecordStorage
 	holder   checkpoint.Holder
 	release  func()
@@ -432,11 +448,10 @@ func (r *slotRunner) record(id int64) error {
 		// is notified: the next checkpoint's record finds the same.
 		r.dr.log.Warn("splitflow: slot's log after recording a checkpoint", "slot", r.slot, "checkpoint", id, "stop", res.stop, "fail", res.fail)
 	}
-	if !r.pruned {
+	if !r.recorded.Swap(true) {
 		// The restore point is in this claim's storage from now on, and
 		// a later owner restores from it or a newer one: the storages of
 		// older claims are never read again.
-		r.pruned = true
 		r.dr.wg.Add(1)
 		go func(epoch int64) {
 			defer r.dr.wg.Done()
