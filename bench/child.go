@@ -27,6 +27,15 @@ import (
 // startChild re-executes this binary in child mode kind, so a Go system
 // runs alone in its process and its CPU and RSS are measured alone.
 func (h *harness) startChild(name string, onLine func(string), kind string, job Job, extra ...string) (*Proc, error) {
+	argv, err := childArgv(kind, job, extra...)
+	if err != nil {
+		return nil, err
+	}
+	return startProc(name, argv, nil, onLine)
+}
+
+// childArgv is the command line of this binary in child mode kind.
+func childArgv(kind string, job Job, extra ...string) ([]string, error) {
 	exe, err := os.Executable()
 	if err != nil {
 		return nil, err
@@ -34,8 +43,7 @@ func (h *harness) startChild(name string, onLine func(string), kind string, job 
 	argv := []string{exe, "--child", kind,
 		"--bootstrap", job.Bootstrap, "--in", job.Input, "--out", job.Output,
 		"--parallelism", fmt.Sprint(job.Parallelism)}
-	argv = append(argv, extra...)
-	return startProc(name, argv, nil, onLine)
+	return append(argv, extra...), nil
 }
 
 // childMain runs one system until SIGTERM or SIGINT. Exit codes: 0 after a
@@ -57,9 +65,14 @@ func childMain(args []string) int {
 	var ko keyedOpts
 	fs.StringVar(&ko.backend, "state-backend", "", "wordcount: splitflow state backend, heap or pebble (default: the runtime's)")
 	fs.StringVar(&ko.stateDir, "state-dir", "", "wordcount: pebble working directory")
-	fs.StringVar(&ko.checkpointDir, "checkpoint-dir", "", "wordcount: checkpoint directory (default: in memory)")
+	fs.StringVar(&ko.checkpointDir, "checkpoint-dir", "", "wordcount and passthrough: checkpoint directory (default: in memory; required with --distributed-job)")
+	distJob := fs.String("distributed-job", "", "passthrough: run as one process of this distributed job, of --parallelism slots, checkpoints in --checkpoint-dir")
 	logCheckpoints := fs.Bool("log-checkpoints", false, "log at Info on stdout (checkpoint completed, restored from) and print \"bench: first record\" when the first element is counted")
 	if err := fs.Parse(args[1:]); err != nil {
+		return 2
+	}
+	if *distJob != "" && kind != "splitflow-passthrough" {
+		fmt.Fprintf(os.Stderr, "%s: --distributed-job applies to splitflow-passthrough\n", kind)
 		return 2
 	}
 	if dir := os.Getenv("BENCH_CPUPROFILE"); dir != "" {
@@ -91,7 +104,10 @@ func childMain(args []string) int {
 	case "franz-passthrough":
 		err = runFranzPassthrough(ctx, seeds, *in, *out, *par)
 	case "splitflow-passthrough":
-		err = runSplitflow(ctx, seeds, *in, *out, *par, *guarantee, *checkpoint, nil)
+		var opts []runtime.Option
+		if opts, err = passthroughOpts(seeds, *par, *distJob, ko.checkpointDir); err == nil {
+			err = runSplitflow(ctx, seeds, *in, *out, *par, *guarantee, *checkpoint, nil, opts...)
+		}
 	case "splitflow-slowsink":
 		var sunk atomic.Int64
 		go func() {
@@ -232,8 +248,9 @@ type slowSinkConf struct {
 
 // runSplitflow runs in -> out through the engine: KafkaSource (read_committed,
 // earliest, no offset commits) -> KafkaSink, with the guarantee sinkOpts
-// configures the sink with (exactly-once needs checkpoint > 0).
-func runSplitflow(ctx context.Context, seeds []string, in, out string, par int, guarantee string, checkpoint time.Duration, slow *slowSinkConf) error {
+// configures the sink with (exactly-once needs checkpoint > 0). extra are
+// added to the environment's options.
+func runSplitflow(ctx context.Context, seeds []string, in, out string, par int, guarantee string, checkpoint time.Duration, slow *slowSinkConf, extra ...runtime.Option) error {
 	src, err := kafka.NewSource(kafka.Records(), kafka.WithBrokers(seeds...), kafka.WithTopics(in),
 		kafka.WithStartingOffsets(kafka.EarliestOffsets()), kafka.WithoutOffsetCommits())
 	if err != nil {
@@ -247,7 +264,7 @@ func runSplitflow(ctx context.Context, seeds []string, in, out string, par int, 
 	if err != nil {
 		return err
 	}
-	env := runtime.NewEnvironment(envOpts(par, checkpoint)...)
+	env := runtime.NewEnvironment(append(envOpts(par, checkpoint), extra...)...)
 	records := runtime.FromSource(env, src, "kafka-in").UID("kafka-in")
 	var sink connector.Sink[*kgo.Record] = snk
 	if slow != nil {
@@ -255,6 +272,32 @@ func runSplitflow(ctx context.Context, seeds []string, in, out string, par int, 
 	}
 	runtime.SinkTo(records, sink).UID("kafka-out")
 	return env.Execute(ctx, "bench "+in+" -> "+out)
+}
+
+// passthroughOpts are the passthrough child's checkpoint directory and,
+// with job, what makes it one process of that distributed job, of slots
+// slots. The job has no keyed edge, so its shuffle never carries a
+// record; a distributed job needs one all the same. Every process of the
+// job names the sink's transactional ids after the output topic
+// (sinkOpts), so they share the prefix the runtime derives each slot's
+// and claim's ids from. The session timeout is the runtime's default,
+// as wordcount's --distributed has it, so the two jobs compare.
+func passthroughOpts(seeds []string, slots int, job, checkpointDir string) ([]runtime.Option, error) {
+	var opts []runtime.Option
+	if checkpointDir != "" {
+		opts = append(opts, runtime.WithCheckpointDir(checkpointDir))
+	}
+	if job == "" {
+		return opts, nil
+	}
+	sh, err := kafka.NewShuffle(kafka.WithShuffleSinkOpts(kafka.WithBrokers(seeds...)),
+		kafka.WithShuffleSourceOpts(kafka.WithBrokers(seeds...)))
+	if err != nil {
+		return nil, err
+	}
+	return append(opts, runtime.WithDistributed(runtime.Distributed{
+		Job: job, Slots: slots, Kafka: []kgo.Opt{kgo.SeedBrokers(seeds...)}, Shuffle: sh,
+	})), nil
 }
 
 func envOpts(par int, checkpoint time.Duration) []runtime.Option {

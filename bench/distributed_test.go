@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 	"unicode"
+
+	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // The distributed section's pure parts; no broker, no wordcount process.
@@ -83,48 +85,92 @@ func TestDistTallyCompletesOnFinalCounts(t *testing.T) {
 	}
 }
 
+// distWorkloadOf is a workload of the report alone, with a row per
+// configuration at parallelism 4.
+func distWorkloadOf(name, unit string, n, stages int) *distWorkload {
+	w := &distWorkload{name: name, unit: unit, n: n, stages: stages, staged: "the stages"}
+	for _, c := range distConfigs(4) {
+		w.rows = append(w.rows, &distRow{cfg: c})
+	}
+	return w
+}
+
 func TestDistRatesAndGoal(t *testing.T) {
 	run := func(wall, window time.Duration, windowIn int64) distRun {
 		return distRun{wall: wall, window: window, windowIn: windowIn, cpuWhole: 3 * time.Second, peakRSS: []int64{100 << 20}}
 	}
-	s := &distSection{words: 1_000_000, vocab: 10, par: 4, partitions: 4, checkpoint: time.Second}
-	for _, c := range distConfigs(4) {
-		s.rows = append(s.rows, &distRow{cfg: c})
-	}
-	s.rows[0].runs = []distRun{run(10*time.Second, 8*time.Second, 800_000), run(12*time.Second, 8*time.Second, 800_000), run(11*time.Second, 8*time.Second, 800_000)}
-	s.rows[2].runs = []distRun{run(20*time.Second, 100*time.Millisecond, 5)}
-	if r := s.rows[0].runs[0].rateWhole(s.words); r != 100_000 {
+	w := distWorkloadOf("wordcount", "words", 1_000_000, 1)
+	s := &distSection{words: 1_000_000, vocab: 10, par: 4, partitions: 4, checkpoint: time.Second, workloads: []*distWorkload{w}}
+	w.rows[0].runs = []distRun{run(10*time.Second, 8*time.Second, 800_000), run(12*time.Second, 8*time.Second, 800_000), run(11*time.Second, 8*time.Second, 800_000)}
+	w.rows[2].runs = []distRun{run(20*time.Second, 100*time.Millisecond, 5)}
+	w.rows[2].runs[0].peakRSS = []int64{60 << 20, 90 << 20}
+	if r := w.rows[0].runs[0].rateWhole(w.n); r != 100_000 {
 		t.Fatalf("whole rate %v, want 100000", r)
 	}
-	if r := s.rows[0].runs[0].rateWindow(); r != 100_000 {
+	if r := w.rows[0].runs[0].rateWindow(); r != 100_000 {
 		t.Fatalf("window rate %v, want 100000", r)
 	}
-	if r := s.rows[2].runs[0].rateWindow(); r != 0 {
+	if r := w.rows[2].runs[0].rateWindow(); r != 0 {
 		t.Fatalf("a window under minWindow gave rate %v, want 0 (n/a)", r)
 	}
-	if c := s.rows[0].runs[0].cpuPerMWhole(s.words); c != 3 {
+	if c := w.rows[0].runs[0].cpuPerMWhole(w.n); c != 3 {
 		t.Fatalf("CPU per M %v, want 3", c)
 	}
 	// Median of the one-process runs is 11 s: 1M/11 words/s; two
 	// processes took 20 s, 11/20 of that.
-	got, ok := s.ratio(2, func(x distRun) float64 { return x.rateWhole(s.words) })
+	got, ok := w.ratio(2, func(x distRun) float64 { return x.rateWhole(w.n) })
 	if !ok || got < 0.549 || got > 0.551 {
 		t.Fatalf("ratio %v (%v), want 0.55", got, ok)
 	}
-	if _, ok := s.ratio(1, func(x distRun) float64 { return x.rateWhole(s.words) }); ok {
+	if _, ok := w.ratio(1, func(x distRun) float64 { return x.rateWhole(w.n) }); ok {
 		t.Fatal("a configuration without runs has a ratio")
 	}
 	res := &results{dist: s}
 	var b strings.Builder
 	res.distMarkdown(&b)
 	md := b.String()
-	for _, want := range []string{"| 1 process, --parallelism 4 (in memory) | 90909 | 100000 |",
+	for _, want := range []string{"## Distributed wordcount (distributed)", "| 1 process, --parallelism 4 (in memory) | 90909 | 100000 |",
 		"| 1 process, --distributed --slots 4 | failed |",
-		"| 2 processes, --distributed --slots 4 | 50000 | n/a |",
-		"2 processes distributed vs 1 process in memory: 0.55x", "not met"} {
+		"| 2 processes, --distributed --slots 4 | 50000 | n/a | 3.00 | 60 + 90 |",
+		"2 processes distributed vs 1 process in memory: 0.55x the words/s start to complete, 1.00x the CPU per word, 1.50x the peak RSS (processes added up) (goal: at least 0.8x; not met"} {
 		if !strings.Contains(md, want) {
 			t.Fatalf("markdown lacks %q:\n%s", want, md)
 		}
+	}
+}
+
+// Each workload has its own table and its ratios to its own in-memory
+// process, in records for passthrough.
+func TestDistMarkdownPerWorkload(t *testing.T) {
+	run := func(wall time.Duration, cpu time.Duration) distRun {
+		return distRun{wall: wall, cpuWhole: cpu, peakRSS: []int64{100 << 20}, verdict: passVerdict{records: 10}}
+	}
+	wc := distWorkloadOf("wordcount", "words", 1_000_000, 1)
+	pt := distWorkloadOf("passthrough", "records", 100_000, 0)
+	for i, wall := range []time.Duration{10, 20, 25} {
+		wc.rows[i].runs = []distRun{run(wall*time.Second, 4*time.Second)}
+	}
+	for i, wall := range []time.Duration{2, 2, 4} {
+		pt.rows[i].runs = []distRun{run(wall*time.Second, time.Second)}
+	}
+	pt.rows[2].runs[0].cpuWhole = 3 * time.Second
+	s := &distSection{words: 1_000_000, vocab: 10, lines: 100_000, par: 4, partitions: 4, checkpoint: time.Second,
+		workloads: []*distWorkload{wc, pt}}
+	var b strings.Builder
+	(&results{dist: s}).distMarkdown(&b)
+	md := b.String()
+	for _, want := range []string{"## Distributed wordcount and passthrough (distributed)",
+		"### wordcount", "### passthrough", "| configuration | records/s, start to complete | records/s, first output to complete | CPU s / M records",
+		"| 1 process, --parallelism 4 (in memory) | 50000 | n/a | 10.00 | 100 | 2.0 | n/a | 1/1 runs: exact (10 records, 0 distinct, 0 duplicates, 0 missing) |",
+		"- 2 processes distributed vs 1 process in memory: 0.40x the words/s start to complete, 1.00x the CPU per word",
+		"- 1 process distributed vs 1 process in memory: 1.00x the records/s start to complete, 1.00x the CPU per record",
+		"- 2 processes distributed vs 1 process in memory: 0.50x the records/s start to complete, 3.00x the CPU per record"} {
+		if !strings.Contains(md, want) {
+			t.Fatalf("markdown lacks %q:\n%s", want, md)
+		}
+	}
+	if strings.Index(md, "### wordcount") > strings.Index(md, "### passthrough") {
+		t.Fatal("the workloads are not in the order measured")
 	}
 }
 
@@ -136,28 +182,24 @@ func TestDistAddedLatencyPerStage(t *testing.T) {
 		}
 		return out
 	}
-	s := &distSection{words: 100, vocab: 10, par: 4, partitions: 4, checkpoint: time.Second}
-	for _, c := range distConfigs(4) {
-		s.rows = append(s.rows, &distRow{cfg: c})
-	}
+	w := distWorkloadOf("wordcount", "words", 100, 1)
+	w.staged = "one shuffle stage, the keyBy"
+	s := &distSection{words: 100, vocab: 10, par: 4, partitions: 4, checkpoint: time.Second, workloads: []*distWorkload{w}}
 	one := distRun{wall: time.Second, peakRSS: []int64{1}}
 	two := distRun{wall: time.Second, peakRSS: []int64{1, 1}}
 	// Pooled over runs: in memory 400..800 (median 600), one process
 	// distributed median 1500, two processes median 1700.
-	s.rows[0].runs = []distRun{withVis(one, msd(400, 600)...), withVis(one, msd(800)...)}
-	s.rows[1].runs = []distRun{withVis(one, msd(1400, 1500, 1600)...)}
-	s.rows[2].runs = []distRun{withVis(two, msd(1700, 1900)...), withVis(two, msd(1600)...)}
+	w.rows[0].runs = []distRun{withVis(one, msd(400, 600)...), withVis(one, msd(800)...)}
+	w.rows[1].runs = []distRun{withVis(one, msd(1400, 1500, 1600)...)}
+	w.rows[2].runs = []distRun{withVis(two, msd(1700, 1900)...), withVis(two, msd(1600)...)}
 	for i, want := range []time.Duration{0, 900 * time.Millisecond, 1100 * time.Millisecond} {
 		if i == 0 {
 			continue
 		}
-		got, ok := s.addedPerStage(i, 1)
+		got, ok := w.addedVisibility(i)
 		if !ok || got != want {
 			t.Fatalf("row %d: added %v (%v), want %v", i, got, ok, want)
 		}
-	}
-	if got, _ := s.addedPerStage(2, 2); got != 550*time.Millisecond {
-		t.Fatalf("over two stages: %v, want 550ms", got)
 	}
 	var b strings.Builder
 	(&results{dist: s}).distMarkdown(&b)
@@ -168,8 +210,21 @@ func TestDistAddedLatencyPerStage(t *testing.T) {
 			t.Fatalf("markdown lacks %q:\n%s", want, md)
 		}
 	}
-	s.rows[0].runs = []distRun{one}
-	if _, ok := s.addedPerStage(1, 1); ok {
+	// Two stages share the added latency; none has no goal to meet.
+	w.stages = 2
+	b.Reset()
+	(&results{dist: s}).distMarkdown(&b)
+	if want := "per shuffle stage, 2 processes distributed (median visibility minus the in-memory process's; wordcount has one shuffle stage, the keyBy): 550 ms"; !strings.Contains(b.String(), want) {
+		t.Fatalf("markdown lacks %q:\n%s", want, b.String())
+	}
+	w.stages, w.name, w.staged = 0, "passthrough", "no shuffle stage"
+	b.Reset()
+	(&results{dist: s}).distMarkdown(&b)
+	if want := "- Added visibility latency, 2 processes distributed (median visibility minus the in-memory process's; passthrough has no shuffle stage): 1100 ms\n"; !strings.Contains(b.String(), want) {
+		t.Fatalf("markdown lacks %q:\n%s", want, b.String())
+	}
+	w.rows[0].runs = []distRun{one}
+	if _, ok := w.addedVisibility(1); ok {
 		t.Fatal("an added latency without probes of the in-memory process")
 	}
 }
@@ -177,4 +232,64 @@ func TestDistAddedLatencyPerStage(t *testing.T) {
 func withVis(r distRun, v ...time.Duration) distRun {
 	r.visibility = v
 	return r
+}
+
+// The passthrough tally counts values as multisets: a value twice in the
+// input is complete only when seen twice, a third copy is a duplicate.
+func TestPassTallyMultiset(t *testing.T) {
+	in := newPassTally()
+	for _, v := range []string{"a b", "c d", "a b", "e"} {
+		in.expect([]byte(v))
+	}
+	if in.inputs != 4 || in.inputDuplicates() != 1 {
+		t.Fatalf("inputs %d, repeated %d; want 4, 1", in.inputs, in.inputDuplicates())
+	}
+	tl := in.fresh()
+	for _, v := range []string{"a b", "c d", "zz", "e"} {
+		tl.addRecord(&kgo.Record{Value: []byte(v)})
+	}
+	if tl.complete() || tl.covered() != 3 {
+		t.Fatalf("with one \"a b\" of two: complete %v, covered %d", tl.complete(), tl.covered())
+	}
+	if v := tl.verdict(); v.exact() || v.missing != 1 || v.unexpected != 1 || v.duplicates != 0 || v.records != 4 || v.distinct != 3 {
+		t.Fatalf("verdict %+v", v)
+	}
+	tl.add([]byte("a b"))
+	if !tl.complete() || tl.covered() != 4 {
+		t.Fatalf("with both: complete %v, covered %d", tl.complete(), tl.covered())
+	}
+	tl.add([]byte("a b"))
+	tl.add([]byte("e"))
+	v := tl.verdict()
+	if v.exact() || v.duplicates != 2 || v.missing != 0 || v.records != 7 || v.distinct != 3 {
+		t.Fatalf("verdict %+v", v)
+	}
+	if want := "NOT exact (7 records, 3 distinct, 2 duplicates, 0 missing, 1 of no input record)"; v.String() != want {
+		t.Fatalf("verdict %q, want %q", v, want)
+	}
+	// fresh left the expectation it copied untouched.
+	if in.complete() || in.covered() != 0 || in.fresh().complete() {
+		t.Fatal("the expectation saw records")
+	}
+	exact := in.fresh()
+	for _, v := range []string{"e", "a b", "c d", "a b"} {
+		exact.add([]byte(v))
+	}
+	if v := exact.verdict(); !v.exact() || v.String() != "exact (4 records, 3 distinct, 0 duplicates, 0 missing)" {
+		t.Fatalf("verdict %s", v)
+	}
+}
+
+func TestDistWorkloadsFlag(t *testing.T) {
+	c, err := parseFlags(nil)
+	if err != nil || strings.Join(c.distWorkloads, ",") != "wordcount,passthrough" {
+		t.Fatalf("default: %v %v", c, err)
+	}
+	c, err = parseFlags([]string{"--dist-workloads", "passthrough, passthrough"})
+	if err != nil || strings.Join(c.distWorkloads, ",") != "passthrough" {
+		t.Fatalf("passthrough: %v %v", c.distWorkloads, err)
+	}
+	if _, err := parseFlags([]string{"--dist-workloads", "wordcount,grep"}); err == nil {
+		t.Fatal("an unknown workload was taken")
+	}
 }

@@ -22,6 +22,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -74,6 +75,7 @@ type config struct {
 	distParallelism int           // distributed: total parallelism (slots)
 	distCheckpoint  time.Duration // distributed: checkpoint interval
 	distProbes      int           // distributed: visibility probes per run
+	distWorkloads   []string      // distributed: jobs measured, in this order
 
 	jvmOpts    string
 	runTimeout time.Duration
@@ -111,7 +113,8 @@ func parseFlags(args []string) (*config, error) {
 	fs.IntVar(&c.distVocab, "dist-vocabulary", 5_000, "distributed: distinct words of the input text")
 	fs.IntVar(&c.distParallelism, "dist-parallelism", 4, "distributed: total parallelism: --parallelism of the one process, --slots of the distributed job, partitions of its topics")
 	fs.DurationVar(&c.distCheckpoint, "dist-checkpoint-interval", time.Second, "distributed: checkpoint interval of every configuration")
-	fs.IntVar(&c.distProbes, "dist-probes", 10, "distributed: one-word lines appended one at a time after the input is counted, each timed to its count's visibility (0: none)")
+	fs.IntVar(&c.distProbes, "dist-probes", 10, "distributed: one-word lines appended one at a time after the input is done, each timed to its output's visibility (0: none)")
+	distWorkloads := fs.String("dist-workloads", "wordcount,passthrough", "distributed: the jobs to measure, comma-separated: wordcount (examples/wordcount), passthrough (Kafka source -> exactly-once Kafka sink)")
 	fs.StringVar(&c.jvmOpts, "jvm-opts", "-Xmx1g", "JVM options of the Kafka Streams process")
 	fs.DurationVar(&c.runTimeout, "run-timeout", 15*time.Minute, "give up on one run after this long")
 	fs.StringVar(&c.out, "out", "", "results file (default bench/RESULTS.md in the repository)")
@@ -157,6 +160,14 @@ func parseFlags(args []string) (*config, error) {
 	}
 	if c.windowEvents <= 0 || c.windowUsers <= 0 || c.windowUsers > 99_999 || c.windowMinutes <= 0 {
 		return nil, errors.New("--window-events and --window-minutes must be positive, --window-users in 1..99999")
+	}
+	for _, w := range strings.Split(*distWorkloads, ",") {
+		switch w = strings.TrimSpace(w); {
+		case w != "wordcount" && w != "passthrough":
+			return nil, fmt.Errorf("--dist-workloads: %q is neither wordcount nor passthrough", w)
+		case !slices.Contains(c.distWorkloads, w):
+			c.distWorkloads = append(c.distWorkloads, w)
+		}
 	}
 	if c.distWords <= 0 || c.distVocab <= 0 || c.distVocab > 100_000 || c.distParallelism <= 0 || c.distCheckpoint < 10*time.Millisecond || c.distProbes < 0 {
 		return nil, errNoDistWords
