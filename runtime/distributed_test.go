@@ -666,3 +666,46 @@ func TestSlotRevokedBeforeItsFirstRecordIsReleasedAtOnce(t *testing.T) {
 		t.Fatalf("the first process: %v", err)
 	}
 }
+
+// A distributed job takes no savepoint yet, and says so: a request while
+// it runs is refused (ErrSavepointRefused, the status server's 409) naming
+// why and what to do instead. Before, it answered that no job was running
+// (ErrNoRunningJob, a 503), since a distributed process has no single
+// execution to take one.
+func TestDistributedSavepointIsRefusedNamingWhy(t *testing.T) {
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.GroupMinSessionTimeout(500*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	env := NewEnvironment(
+		WithCheckpointInterval(50*time.Millisecond),
+		WithCheckpointDir(t.TempDir()),
+		WithLogger(slog.New(slog.DiscardHandler)),
+		WithDistributed(Distributed{Job: "sp", Slots: 2, Shuffle: &recordingShuffle{},
+			Kafka: []kgo.Opt{kgo.SeedBrokers(c.ListenAddrs()...)}, SessionTimeout: 2 * time.Second}))
+	sink := newCollectSink[int64]()
+	src := ownedRange{&rangeSrc{splits: 2, perSplit: 1000, push: true, readerFailAt: -1, hold: func(v int64) bool { return v%1000 >= 100 }, release: make(chan struct{})}}
+	SinkTo(FromSource(env, src, "numbers").UID("numbers"), sink).UID("out")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- env.Execute(ctx, "sp") }()
+	deadline := time.Now().Add(time.Minute)
+	for sink.count() < 200 {
+		if time.Now().After(deadline) {
+			t.Fatal("the job wrote nothing in a minute")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	for _, stop := range []bool{false, true} {
+		_, err := env.savepoint(ctx, t.TempDir(), stop)
+		if !errors.Is(err, ErrSavepointRefused) || !strings.Contains(err.Error(), "distributed") {
+			t.Fatalf("savepoint (stop %v) of a running distributed job: %v; want it refused naming why", stop, err)
+		}
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}

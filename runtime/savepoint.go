@@ -18,8 +18,9 @@ var ErrNoRunningJob = errors.New("no job is running on this environment")
 
 // ErrSavepointRefused is wrapped by the errors of TriggerSavepoint and
 // StopWithSavepoint for a request the job cannot take in its state:
-// checkpoints off, the job stopping or restarting, no target given, or a
-// target inside the job's own checkpoint storage. Nothing was written.
+// checkpoints off, the job stopping or restarting, no target given, a
+// target inside the job's own checkpoint storage, or a distributed job
+// (WithDistributed), which takes none yet. Nothing was written.
 var ErrSavepointRefused = errors.New("savepoint refused")
 
 // Savepoint is a completed savepoint: where it is and which checkpoint of
@@ -116,6 +117,13 @@ func (r *savepointRequest) reply(sp Savepoint, err error) {
 }
 
 func (env *Environment) savepoint(ctx context.Context, target string, stop bool) (Savepoint, error) {
+	if d := env.cfg.dist; d != nil {
+		// Each slot checkpoints alone, in whichever process owns it; a
+		// savepoint would be one of every slot, which no process can
+		// take by itself.
+		return Savepoint{}, fmt.Errorf("%w: job %q is distributed, and a distributed job takes no savepoint yet; its slots' checkpoints under the checkpoint root are its restore points: stop every process (each slot ends with a final checkpoint) and start them again with the same job name and checkpoint root to go on from there",
+			ErrSavepointRefused, d.Job)
+	}
 	ex := env.running.Load()
 	if ex == nil {
 		return Savepoint{}, ErrNoRunningJob
