@@ -863,9 +863,9 @@ func concurrentStarts(t *testing.T, seeds []string, n int, start func(cl *kgo.Cl
 // after it, and the first produce to a partition not yet led is refused
 // (NOT_LEADER_OR_FOLLOWER), which franz-go answers with a metadata
 // refresh at most every MetadataMinAge (5s): every fresh distributed job
-// waited about 5s for its first checkpoint. ListOffsets is sent to each
-// leader straight, without the client's retries, so a partition not yet
-// led shows.
+// waited about 5s for its first checkpoint. The check is one round of
+// partitionsLed, which sends ListOffsets to each leader straight, without
+// the client's retries, so a partition not yet led shows.
 func TestShuffleTopicIsLedOnEveryPartitionOnceItsStartReturns(t *testing.T) {
 	onClusters(t, func(t *testing.T, c cluster) {
 		channel := fmt.Sprintf("job-%d.led", time.Now().UnixNano())
@@ -885,48 +885,11 @@ func TestShuffleTopicIsLedOnEveryPartitionOnceItsStartReturns(t *testing.T) {
 			t.Fatal(err)
 		}
 		topic := ShuffleTopic(channel)
-		meta := kmsg.NewPtrMetadataRequest()
-		mt := kmsg.NewMetadataRequestTopic()
-		mt.Topic = kmsg.StringPtr(topic)
-		meta.Topics = append(meta.Topics, mt)
-		mresp, err := meta.RequestWith(ctx, cl)
-		if err != nil {
-			t.Fatal(err)
+		if n, err := shuffleTopicPartitions(ctx, cl, topic); err != nil || n != partitions {
+			t.Fatalf("the topic has %d partitions (%v), want %d", n, err, partitions)
 		}
-		byLeader := map[int32][]int32{}
-		for _, mt := range mresp.Topics {
-			for _, p := range mt.Partitions {
-				byLeader[p.Leader] = append(byLeader[p.Leader], p.Partition)
-			}
-		}
-		var asked int
-		for leader, ps := range byLeader {
-			req := kmsg.NewPtrListOffsetsRequest()
-			req.ReplicaID = -1
-			rt := kmsg.NewListOffsetsRequestTopic()
-			rt.Topic = topic
-			for _, p := range ps {
-				rp := kmsg.NewListOffsetsRequestTopicPartition()
-				rp.Partition = p
-				rp.Timestamp = -1
-				rt.Partitions = append(rt.Partitions, rp)
-			}
-			req.Topics = append(req.Topics, rt)
-			resp, err := cl.Broker(int(leader)).Request(ctx, req)
-			if err != nil {
-				t.Fatalf("ListOffsets to broker %d: %v", leader, err)
-			}
-			for _, rt := range resp.(*kmsg.ListOffsetsResponse).Topics {
-				for _, rp := range rt.Partitions {
-					asked++
-					if err := kerr.ErrorForCode(rp.ErrorCode); err != nil {
-						t.Errorf("partition %d, leader %d by metadata: %v", rp.Partition, leader, err)
-					}
-				}
-			}
-		}
-		if asked != partitions {
-			t.Fatalf("%d partitions answered, the topic has %d", asked, partitions)
+		if err := partitionsLed(ctx, cl, topic); err != nil {
+			t.Fatalf("a partition does not answer from the leader metadata names: %v", err)
 		}
 	})
 }
