@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -316,12 +317,9 @@ func (t *distTally) complete() bool { return t.matched == len(t.want) }
 // lines of the same hash (about n²/2⁶⁵: 2e-7 at 2.4M lines) would share
 // their counts, so a duplicate of one could hide a loss of the other.
 func valueHash(v []byte) uint64 {
-	h := uint64(14695981039346656037)
-	for _, c := range v {
-		h ^= uint64(c)
-		h *= 1099511628211
-	}
-	return h
+	h := fnv.New64a()
+	_, _ = h.Write(v) // a hash.Hash never fails a Write
+	return h.Sum64()
 }
 
 // passCount is how often a value is in the input and in the output.
