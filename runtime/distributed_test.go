@@ -306,6 +306,11 @@ func distributedRun(ctx context.Context, seeds []string, dir string) error {
 }
 
 func distributedRunInto(ctx context.Context, seeds []string, dir string, sink connector.Sink[int64]) error {
+	return distributedJob(seeds, dir, sink).Execute(ctx, "logs")
+}
+
+// distributedJob is the job distributedRunInto runs, not yet executed.
+func distributedJob(seeds []string, dir string, sink connector.Sink[int64]) *Environment {
 	env := NewEnvironment(
 		WithCheckpointInterval(50*time.Millisecond),
 		WithCheckpointDir(dir),
@@ -317,7 +322,19 @@ func distributedRunInto(ctx context.Context, seeds []string, dir string, sink co
 	// job runs and checkpoints until ctx ends.
 	src := ownedRange{&rangeSrc{splits: 2, perSplit: 1000, push: true, readerFailAt: -1, hold: func(v int64) bool { return v%1000 >= 100 }, release: make(chan struct{})}}
 	SinkTo(FromSource(env, src, "numbers").UID("numbers"), sink).UID("out")
-	return env.Execute(ctx, "logs")
+	return env
+}
+
+// groupCluster is a kfake cluster whose groups accept the short session
+// timeouts of the distributed tests.
+func groupCluster(t *testing.T) *kfake.Cluster {
+	t.Helper()
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.GroupMinSessionTimeout(500*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	return c
 }
 
 // claimSink records the claim epoch each writer was created under.
@@ -349,11 +366,7 @@ func (s *claimSink) seen() map[int][]int64 {
 // transactions after it, so that an older owner that lives on cannot
 // abort the newer one's.
 func TestSlotSinksWriteUnderTheirClaim(t *testing.T) {
-	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.GroupMinSessionTimeout(500*time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := groupCluster(t)
 	dir := t.TempDir()
 	run := func() map[int][]int64 {
 		sink := &claimSink{collectSink: newCollectSink[int64](), epochs: map[int][]int64{}}
@@ -391,11 +404,7 @@ func TestSlotSinksWriteUnderTheirClaim(t *testing.T) {
 // ownership which checkpoints the storage held, and the slot started from
 // nothing.
 func TestDistributedSlotWhoseLogIsGoneIsRefused(t *testing.T) {
-	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.GroupMinSessionTimeout(500*time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := groupCluster(t)
 	dir := t.TempDir()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -426,7 +435,7 @@ func TestDistributedSlotWhoseLogIsGoneIsRefused(t *testing.T) {
 	}
 	ctx, cancel = context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	err = distributedRun(ctx, c.ListenAddrs(), dir)
+	err := distributedRun(ctx, c.ListenAddrs(), dir)
 	if !errors.Is(err, slots.ErrLogMissing) || !strings.Contains(err.Error(), "slot 1") {
 		t.Fatalf("second run: %v, want slot 1 refused with %v", err, slots.ErrLogMissing)
 	}
@@ -442,11 +451,7 @@ func TestDistributedSlotWhoseLogIsGoneIsRefused(t *testing.T) {
 // that nobody would commit, pinning read_committed readers until they
 // were aborted.
 func TestSlotRestartAfterANewerClaimEndsTheSlot(t *testing.T) {
-	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.GroupMinSessionTimeout(500*time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := groupCluster(t)
 	dir := t.TempDir()
 	var logs lockedBuffer
 	// No checkpoint is recorded meanwhile (the interval is long): only
@@ -525,11 +530,7 @@ func TestSlotRestartAfterANewerClaimEndsTheSlot(t *testing.T) {
 // older claims are never read again, and the claim removes them: a job
 // whose slots change owners does not keep every owner's checkpoints.
 func TestOlderClaimsStoragesAreRemovedOnceANewerOneRecords(t *testing.T) {
-	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.GroupMinSessionTimeout(500*time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := groupCluster(t)
 	dir := t.TempDir()
 	epochs := func(slot int) []string {
 		names, err := checkpoint.Children(slots.StoragePath(dir, "logs", slot))
@@ -589,11 +590,7 @@ func TestOlderClaimsStoragesAreRemovedOnceANewerOneRecords(t *testing.T) {
 // revoked while its writers still start; before, the release waited for
 // that final checkpoint, and the second process got no slot.
 func TestSlotRevokedBeforeItsFirstRecordIsReleasedAtOnce(t *testing.T) {
-	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.GroupMinSessionTimeout(500*time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := groupCluster(t)
 	dir := t.TempDir()
 	release := make(chan struct{})
 	var releaseOnce sync.Once
@@ -673,24 +670,13 @@ func TestSlotRevokedBeforeItsFirstRecordIsReleasedAtOnce(t *testing.T) {
 // (ErrNoRunningJob, a 503), since a distributed process has no single
 // execution to take one.
 func TestDistributedSavepointIsRefusedNamingWhy(t *testing.T) {
-	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.GroupMinSessionTimeout(500*time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	env := NewEnvironment(
-		WithCheckpointInterval(50*time.Millisecond),
-		WithCheckpointDir(t.TempDir()),
-		WithLogger(slog.New(slog.DiscardHandler)),
-		WithDistributed(Distributed{Job: "sp", Slots: 2, Shuffle: &recordingShuffle{},
-			Kafka: []kgo.Opt{kgo.SeedBrokers(c.ListenAddrs()...)}, SessionTimeout: 2 * time.Second}))
+	c := groupCluster(t)
 	sink := newCollectSink[int64]()
-	src := ownedRange{&rangeSrc{splits: 2, perSplit: 1000, push: true, readerFailAt: -1, hold: func(v int64) bool { return v%1000 >= 100 }, release: make(chan struct{})}}
-	SinkTo(FromSource(env, src, "numbers").UID("numbers"), sink).UID("out")
+	env := distributedJob(c.ListenAddrs(), t.TempDir(), sink)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	done := make(chan error, 1)
-	go func() { done <- env.Execute(ctx, "sp") }()
+	go func() { done <- env.Execute(ctx, "logs") }()
 	deadline := time.Now().Add(time.Minute)
 	for sink.count() < 200 {
 		if time.Now().After(deadline) {
