@@ -391,9 +391,8 @@ func shuffleTopicPartitions(ctx context.Context, cl *kgo.Client, topic string) (
 // broker straight, since the client's own retries would hide a partition
 // not yet led.
 func awaitLeaders(ctx context.Context, cl *kgo.Client, sec Security, topic string) error {
-	var last error
 	for {
-		last = partitionsLed(ctx, cl, topic)
+		last := partitionsLed(ctx, cl, topic)
 		if last == nil {
 			return nil
 		}
