@@ -108,11 +108,12 @@ func (c *config) validateDistributed() error {
 	case c.cp.dir == "":
 		bad("no checkpoint directory; give WithCheckpointDir a directory every process reaches, or an s3:// URL")
 	}
-	if c.cp.restoreFrom != "" {
-		bad("WithRestoreFrom is not supported for a distributed job yet")
-	}
 	return errors.Join(errs...)
 }
+
+// shuffleDecodeUIDPrefix begins the uid of a shuffle's decoding map, the
+// reading side's state, which only a slot's checkpoint holds.
+const shuffleDecodeUIDPrefix = "shuffle-decode:"
 
 // channelName is the shuffle channel of the i-th cut input of to:
 // <job>.<uid>[-<i>], with the characters Kafka topic names refuse
@@ -316,7 +317,7 @@ func (typeOpsFor[T]) cut(env *Environment, e *edge, sh Shuffle, channel string, 
 	}
 	env.addNode("ShuffleDecode", decNode)
 	connect(src, decNode, src.part, src.explicit, nil)
-	dec := DataStream[T]{env: env, node: decNode}.Name("shuffle-decode " + channel).UID("shuffle-decode:" + channel)
+	dec := DataStream[T]{env: env, node: decNode}.Name("shuffle-decode " + channel).UID(shuffleDecodeUIDPrefix + channel)
 	return dec.node, nil
 }
 

@@ -53,6 +53,17 @@ type Savepoint struct {
 // checkpoints resumes from them (with a warning that path is not used),
 // since they are newer than path and their output may be committed. Needs
 // WithCheckpointInterval. Default: none.
+//
+// In a distributed job (WithDistributed) path is a savepoint or
+// checkpoint of the job run in one process, and it applies to each slot
+// whose log names no checkpoint yet: the slot restores its share of it,
+// as subtask i of the job rescaled to one subtask per slot (the key
+// groups it owns, the input partitions the source's owner rule gives it,
+// the committables of old subtasks j with j mod slots = i). Start every
+// process with the same path until each slot has a checkpoint of its
+// own; a slot that has one goes on from it. A checkpoint of one slot of
+// a distributed job is refused (ErrIncompatibleCheckpoint): it holds that
+// slot's subtask alone.
 func WithRestoreFrom(path string) Option {
 	return optionFunc(func(c *config) { c.cp.restoreFrom = path })
 }

@@ -8,6 +8,7 @@ import (
 	"maps"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -31,9 +32,11 @@ type slotRun struct {
 	// epoch is the claim's (the sinks' connector.ClaimInfo).
 	epoch int64
 	// restorePath is the checkpoint the slot's log names as its restore
-	// point (a chk-<id> under another claim's directory), "" for a fresh
-	// slot.
-	restorePath string
+	// point (a chk-<id> under another claim's directory), or, for a slot
+	// whose log names none, WithRestoreFrom's savepoint (fromSavepoint);
+	// "" for a fresh slot.
+	restorePath   string
+	fromSavepoint bool
 	// nextID is the first checkpoint id the execution may take.
 	nextID int64
 	// recordFn records checkpoint id in the slot's log; recorded is the
@@ -78,10 +81,36 @@ func (ex *execution) slotLatest() (*restoredState, error) {
 		ex.reportRestore(nil)
 		return nil, nil
 	}
+	if ex.slot.fromSavepoint && ex.slot.recorded == 0 {
+		// A savepoint of a job in one process, at whatever parallelism:
+		// the slot takes its subtask's share of it, as subtask i of a
+		// job rescaled to one subtask per slot (key groups by range,
+		// splits by the source's owner rule, committables old subtask
+		// j to slot j mod slots).
+		if err := notASlotCheckpoint(rs, where); err != nil {
+			return nil, err
+		}
+		return ex.checkedRestore(rs, where)
+	}
 	// The checkpoint holds the slot's subtask only, of a job that runs
 	// one subtask per slot.
 	rs.parallelism = ex.cfg.parallelism
 	return ex.checkedRestore(rs, where)
+}
+
+// notASlotCheckpoint refuses a checkpoint of one slot of a distributed
+// job given as the savepoint to start from: it holds that slot's subtask
+// alone, so every other slot would start empty. Only a slot's checkpoint
+// holds state of a shuffle's reading side.
+func notASlotCheckpoint(rs *restoredState, where string) error {
+	for _, h := range rs.chk.States {
+		if strings.HasPrefix(h.Owner.UID, shuffleDecodeUIDPrefix) {
+			return &unrecoverableError{fmt.Errorf("%w: %s is a checkpoint of one slot of a distributed job (it holds the state of shuffle %q), not a savepoint of a whole job: "+
+				"the other slots would start without their state; a distributed job starts from a savepoint of a job run in one process, and goes on from its slots' own checkpoints without WithRestoreFrom",
+				ErrIncompatibleCheckpoint, where, strings.TrimPrefix(h.Owner.UID, shuffleDecodeUIDPrefix))}
+		}
+	}
+	return nil
 }
 
 // runDistributed runs the slots Kafka assigns this process until ctx is
@@ -386,10 +415,20 @@ func (r *slotRunner) claimAndRun(root string) error {
 	cfg := r.dr.env.cfg
 	cfg.cp.dir = slots.EpochPath(root, r.dr.d.Job, r.slot, rp.ClaimEpoch)
 	slot := &slotRun{index: r.slot, epoch: rp.ClaimEpoch, nextID: rp.NextCheckpointID, recordFn: r.record, ownedFn: r.owned}
-	if rp.Checkpoint > 0 {
+	switch {
+	case rp.Checkpoint > 0:
+		// WithRestoreFrom's savepoint is where the slot started; its log
+		// says where it is now.
 		slot.restorePath = slots.EpochPath(root, r.dr.d.Job, r.slot, rp.Epoch) + "/chk-" + strconv.FormatInt(rp.Checkpoint, 10)
-		cfg.cp.restoreFrom = slot.restorePath
+	case cfg.cp.restoreFrom != "":
+		slot.restorePath, slot.fromSavepoint = cfg.cp.restoreFrom, true
 	}
+	cfg.cp.restoreFrom = slot.restorePath
+	// A slot restores one subtask of a job with one per slot: splits of
+	// a checkpoint at another parallelism (a savepoint) go to its
+	// enumerator, which gives the slot's reader those the owner rule
+	// gives it, and keeps the rest, which no reader of it asks for.
+	cfg.cp.rescaledToEnumerator = true
 	r.dr.log.Info("splitflow: slot claimed", "slot", r.slot, "epoch", rp.ClaimEpoch, "restore", slot.restorePath, "ignored", len(rp.Ignored))
 	ex, err := newExecutionWith(r.dr.env, r.dr.g, r.dr.name, &cfg, slot)
 	if err != nil {

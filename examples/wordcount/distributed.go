@@ -47,9 +47,6 @@ func checkDistributed(fs *flag.FlagSet, o *options) []error {
 	if set["parallelism"] {
 		bad("--parallelism does not apply to --distributed: every operator runs one subtask per slot (--slots)")
 	}
-	if o.fromSavepoint != "" {
-		bad("--from-savepoint does not apply to --distributed yet")
-	}
 	if set["unbounded"] && !o.unbounded {
 		bad("--distributed runs until interrupted; --unbounded=false does not apply")
 	}
