@@ -482,6 +482,65 @@ func TestDistributedPartitionAddedIsRead(t *testing.T) {
 	j.stopAll()
 }
 
+// 6. A job run in one process moves to two distributed processes through
+// a savepoint: a wordcount at parallelism 2 stopped with a savepoint
+// through its status server, then two processes of --distributed with 4
+// slots started with --from-savepoint, each slot restoring its share.
+// Over both runs every word's counts are 1..n once each.
+func TestDistributedStartsFromASingleProcessSavepointExactly(t *testing.T) {
+	j := newDistJob(t, 4)
+	j.write(2000)
+	t.Setenv(EnvHTTPToken, wordcountToken)
+	single := &distProc{name: "single", done: make(chan struct{})}
+	single.cmd = exec.Command(j.bin, "--brokers", j.b.Bootstrap(), "--input-topic", j.in, "--output-topic", j.out,
+		"--transactional-id-prefix", j.job+".counts", "--unbounded", "--parallelism", "2",
+		"--checkpoint-dir", t.TempDir(), "--checkpoint-interval", "200ms", "--http", "127.0.0.1:0")
+	single.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	single.cmd.Stdout, single.cmd.Stderr = &single.log, &single.log
+	if err := single.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		single.err = single.cmd.Wait()
+		close(single.done)
+	}()
+	j.procs = append(j.procs, single)
+	j.awaitOutput(2000)
+	// More input while it runs, so the stop may come with records in
+	// flight.
+	j.write(1000)
+	addr := regexp.MustCompile(`status page http://(\S+)/`).FindStringSubmatch(single.log.String())
+	if addr == nil {
+		t.Fatalf("no status page address in the single process's output:\n%s", single.log.String())
+	}
+	body, _ := json.Marshal(map[string]any{"target": t.TempDir(), "stop": true})
+	req, _ := http.NewRequest(http.MethodPost, "http://"+addr[1]+"/api/v1/savepoints", bytes.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+wordcountToken)
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sp struct{ Path string }
+	err = json.NewDecoder(res.Body).Decode(&sp)
+	_ = res.Body.Close()
+	if err != nil || res.StatusCode != http.StatusOK || sp.Path == "" {
+		t.Fatalf("stop with savepoint: %d %v %+v\n%s", res.StatusCode, err, sp, single.log.String())
+	}
+	single.wait(t, time.Minute)
+	j.procs = nil
+	os.Unsetenv(EnvHTTPToken) // the distributed processes serve nothing; t.Setenv restores it
+
+	j.write(2000)
+	a := j.start("--from-savepoint", sp.Path)
+	b := j.start("--from-savepoint", sp.Path)
+	j.awaitSlots(a, b)
+	j.exact()
+	if !strings.Contains(a.log.String()+b.log.String(), "restore="+sp.Path) {
+		t.Fatalf("no slot was claimed from the savepoint %s\n%s", sp.Path, j.logs())
+	}
+	j.stopAll()
+}
+
 // wordcountDistributedArgsRefused: --distributed's flags are checked
 // before anything runs.
 func TestDistributedFlagsAreChecked(t *testing.T) {
