@@ -29,8 +29,10 @@
 //
 // The pieces it uses are there on their own too: StaticEnumerator hands
 // out a fixed set of splits, on request (pull, the default) or up front,
-// round robin or by a function (WithPushAssignment, WithSplitOwner), and
-// takes back the splits of a failed reader; StaticEnumeratorStateSerializer
+// round robin or by a function (WithPushAssignment, WithSplitOwner; with a
+// function the Source may run in a distributed job, see
+// Source.SplitsOwnedBySubtask), and takes back the splits of a failed
+// reader; StaticEnumeratorStateSerializer
 // checkpoints it; IdentitySplitState and NewSimpleReader make the reader
 // of a split that carries its own position. examples/csvsource is the
 // whole source above in 80 lines; connector/datagen and connector/file are

@@ -219,6 +219,16 @@ func NewSource[E, T any, S connector.Split](
 // Boundedness implements connector.Source: bounded unless WithUnbounded.
 func (s *Source[E, T, S]) Boundedness() connector.Boundedness { return s.cfg.boundedness }
 
+// SplitsOwnedBySubtask implements runtime.SlotPartitionedSource: true with
+// WithSplitOwner's function, which places every split by the split and the
+// parallelism alone, so a distributed job, whose every slot runs an
+// enumerator of its own, reads each split in the one slot the function
+// names. plan must then list the same splits for the same parallelism in
+// every process. Round robin (WithPushAssignment) places by the order of
+// the pending splits, which differs between the slots' enumerators once
+// they restore, and pull mode by the order readers ask: false.
+func (s *Source[E, T, S]) SplitsOwnedBySubtask() bool { return s.cfg.owner != nil }
+
 // CreateEnumerator implements connector.Source: it plans the splits.
 func (s *Source[E, T, S]) CreateEnumerator(ctx connector.SplitEnumeratorContext[S]) (connector.SplitEnumerator[S, StaticEnumeratorState[S]], error) {
 	splits, err := s.plan(ctx.CurrentParallelism())

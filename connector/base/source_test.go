@@ -236,3 +236,33 @@ func TestNewSourceReportsEveryProblem(t *testing.T) {
 }
 
 type seqSplitPtr struct{ seqSplit }
+
+// A source places each split by the split and the parallelism alone only
+// with WithSplitOwner's function: only then may a distributed job, whose
+// every slot runs an enumerator of its own, read it
+// (runtime.SlotPartitionedSource). Round robin places by the order of the
+// pending splits and pull mode by the order readers ask.
+func TestSourceIsSlotPartitionedOnlyWithASplitOwner(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		opts []base.SourceOption
+		want bool
+	}{
+		{"pull", nil, false},
+		{"round robin", []base.SourceOption{base.WithPushAssignment()}, false},
+		{"nil owner (round robin)", []base.SourceOption{base.WithSplitOwner[seqSplit](nil)}, false},
+		{"owner", []base.SourceOption{base.WithSplitOwner(func(s seqSplit, p int) int { return s.Next % p })}, true},
+	} {
+		src, err := base.NewSource(func(int) ([]seqSplit, error) { return nil, nil },
+			func() (base.SplitReader[int64, seqSplit], error) { return &seqReader{}, nil },
+			func(v int64, out connector.SourceOutput[int64], s *seqSplit) error { return nil },
+			base.JSONSerializer[seqSplit](), c.opts...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var slotted interface{ SplitsOwnedBySubtask() bool } = src
+		if got := slotted.SplitsOwnedBySubtask(); got != c.want {
+			t.Errorf("%s: SplitsOwnedBySubtask() = %v, want %v", c.name, got, c.want)
+		}
+	}
+}

@@ -15,7 +15,8 @@
 //     parallelism and after any failover, as long as the function uses only
 //     its arguments.
 //   - Exactly once: the index space is cut into ranges, one split each
-//     (WithSplits), assigned to readers up front, round robin. A split's
+//     (WithSplits), assigned to readers up front, split k to subtask k mod
+//     parallelism (so a distributed job reads each in one slot). A split's
 //     state is the next index to emit, advanced on the task goroutine as
 //     records are emitted, so a restored split resumes at the first index
 //     not yet emitted: across failovers an exactly-once job's output holds

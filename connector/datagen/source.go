@@ -131,10 +131,15 @@ func NewSource[T any](gen func(index int64, r *rand.Rand) T, opts ...Option) (*S
 	return &Source[T]{gen: gen, cfg: cfg}, nil
 }
 
-// enumOptions are the options of the base pieces: push assignment, round
-// robin, because an unbounded split never ends, so a pull-mode reader would
-// never ask for a second one.
-var enumOptions = []base.SourceOption{base.WithPushAssignment()}
+// enumOptions are the options of the base pieces: push assignment,
+// because an unbounded split never ends, so a pull-mode reader would never
+// ask for a second one; split k goes to subtask k mod parallelism, a rule
+// of the split alone, so a distributed job reads each split in one slot.
+var enumOptions = []base.SourceOption{base.WithSplitOwner(func(s Split, parallelism int) int { return s.Number % parallelism })}
+
+// SplitsOwnedBySubtask implements runtime.SlotPartitionedSource: split k
+// is read by subtask k mod parallelism, in a distributed job by that slot.
+func (s *Source[T]) SplitsOwnedBySubtask() bool { return true }
 
 // Boundedness implements connector.Source: bounded with WithCount.
 func (s *Source[T]) Boundedness() connector.Boundedness {
