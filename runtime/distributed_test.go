@@ -720,3 +720,50 @@ func TestSlotCheckpointGivenAsTheSavepointToStartFromIsRefused(t *testing.T) {
 		t.Fatalf("a single-process savepoint: %v", err)
 	}
 }
+
+// The status's checkpoint history of a distributed process names the slot
+// of every checkpoint: each slot numbers its own, so checkpoint N of two
+// slots is two entries, each with its own slot, never one entry that
+// both slots' acknowledgements and ends were folded into.
+func TestDistributedCheckpointHistoryIsPerSlot(t *testing.T) {
+	c := groupCluster(t)
+	sink := newCollectSink[int64]()
+	env := distributedJob(c.ListenAddrs(), t.TempDir(), sink)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- env.Execute(ctx, "logs") }()
+	perSlot := func() map[int][]int64 {
+		ids := map[int][]int64{}
+		for _, cp := range env.Status().Checkpoints.Recent {
+			s := -1
+			if cp.Slot != nil {
+				s = *cp.Slot
+			}
+			if cp.Status == "completed" {
+				ids[s] = append(ids[s], cp.ID)
+			}
+		}
+		return ids
+	}
+	deadline := time.Now().Add(time.Minute)
+	for ids := perSlot(); len(ids[0]) < 3 || len(ids[1]) < 3; ids = perSlot() {
+		if time.Now().After(deadline) {
+			t.Fatalf("completed checkpoints by slot after a minute: %v; want at least 3 of each of slots 0 and 1, and no entry without a slot", ids)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	ids := perSlot()
+	if len(ids[-1]) > 0 {
+		t.Fatalf("checkpoints %v have no slot", ids[-1])
+	}
+	for s, got := range ids {
+		if len(got) != len(slices.Compact(slices.Clone(got))) {
+			t.Fatalf("slot %d's checkpoints %v: an id listed twice", s, got)
+		}
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}

@@ -557,11 +557,7 @@ func (ex *execution) startAttempt(rs *restoredState) {
 		ex.coords = append(ex.coords, c)
 		ex.coordUIDs = append(ex.coordUIDs, n.uid)
 	}
-	region := -1
-	if ex.slot != nil {
-		region = ex.slot.index
-	}
-	ex.tasks = ex.buildTasks(region, rs)
+	ex.tasks = ex.buildTasks(ex.slotIndex(), rs)
 	for _, c := range ex.coords {
 		ex.coordWG.Go(func() { c.run(ex.coordCtx) })
 	}
@@ -926,7 +922,7 @@ func (ex *execution) onAck(t *task, id int64, blobs []ownedState, align, sync ti
 			full += int64(len(b.data))
 			files = append(files, b.files...)
 		}
-		ex.obs.checkpointProgress(id, checkpointSizes{written: size, full: full, files: files, align: align, sync: sync})
+		ex.obs.checkpointProgress(ex.slotIndex(), id, checkpointSizes{written: size, full: full, files: files, align: align, sync: sync})
 		ex.perform(ex.cc.Ack(id, t.id, hs))
 	})
 }
@@ -956,7 +952,7 @@ func (ex *execution) perform(acts []coordinator.Action) {
 	for _, a := range acts {
 		switch a := a.(type) {
 		case coordinator.SnapshotCoordinators:
-			ex.obs.checkpointTriggered(a.ID, a.Timestamp)
+			ex.obs.checkpointTriggered(ex.slotIndex(), a.ID, a.Timestamp)
 			ex.snapshotCoordinators(a.ID)
 		case coordinator.InjectBarriers:
 			b := checkpointBarrier{CheckpointID: a.ID, Timestamp: a.Timestamp.UnixMilli()}
@@ -990,7 +986,7 @@ func (ex *execution) perform(acts []coordinator.Action) {
 			ex.perform(ex.cc.Persisted(a.ID, err))
 		case coordinator.NotifyComplete:
 			delete(ex.injected, a.ID)
-			st := ex.obs.checkpointEnded(a.ID, nil)
+			st := ex.obs.checkpointEnded(ex.slotIndex(), a.ID, nil)
 			ex.log.Info("splitflow: checkpoint completed", "id", a.ID, "duration", time.Duration(st.DurationMillis)*time.Millisecond,
 				"sync", time.Duration(st.SyncMicros)*time.Microsecond, "size", st.SizeBytes, "full", st.FullSizeBytes)
 			if f := ex.cfg.cp.listener.CheckpointCompleted; f != nil {
@@ -1007,7 +1003,7 @@ func (ex *execution) perform(acts []coordinator.Action) {
 			}
 			delete(ex.injected, a.ID)
 			ex.savepointAborted(a.ID, a.Err)
-			ex.obs.checkpointEnded(a.ID, a.Err)
+			ex.obs.checkpointEnded(ex.slotIndex(), a.ID, a.Err)
 			for _, c := range ex.coords {
 				c.notifyCheckpointAborted(a.ID)
 			}
@@ -1045,7 +1041,7 @@ func (ex *execution) snapshotCoordinators(id int64) {
 			return // aborted meanwhile
 		}
 		if err == nil {
-			ex.obs.checkpointProgress(id, checkpointSizes{written: size, full: size})
+			ex.obs.checkpointProgress(ex.slotIndex(), id, checkpointSizes{written: size, full: size})
 		}
 		ex.perform(ex.cc.CoordinatorsSnapshotted(id, hs, err))
 	}

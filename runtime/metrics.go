@@ -452,22 +452,39 @@ func (o *observer) restarted(n int) {
 	o.mu.Unlock()
 }
 
-func (o *observer) checkpointTriggered(id int64, at time.Time) {
+// The checkpoint methods take the slot of a distributed job's execution
+// (-1: a job of one process), since every slot numbers its checkpoints
+// from its own log: a record is a slot's checkpoint id.
+
+func (o *observer) checkpointTriggered(slot int, id int64, at time.Time) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	if o.find(id) != nil {
+	if o.find(slot, id) != nil {
 		return
 	}
-	r := &checkpointRecord{st: CheckpointStatus{ID: id, Status: "in_progress", TriggerTime: at}, started: time.Now()}
+	o.addRecord(&checkpointRecord{st: CheckpointStatus{ID: id, Slot: slotOf(slot), Status: "in_progress", TriggerTime: at}, started: time.Now()})
+}
+
+// addRecord appends r to the history, dropping the oldest beyond
+// recentCheckpoints. o.mu is held.
+func (o *observer) addRecord(r *checkpointRecord) {
 	o.recent = append(o.recent, r)
 	if n := len(o.recent) - recentCheckpoints; n > 0 {
 		o.recent = slices.Delete(o.recent, 0, n)
 	}
 }
 
-func (o *observer) find(id int64) *checkpointRecord {
+func slotOf(slot int) *int {
+	if slot < 0 {
+		return nil
+	}
+	return &slot
+}
+
+func (o *observer) find(slot int, id int64) *checkpointRecord {
 	for i := len(o.recent) - 1; i >= 0; i-- {
-		if o.recent[i].st.ID == id {
+		st := &o.recent[i].st
+		if st.ID == id && (st.Slot == nil && slot < 0 || st.Slot != nil && *st.Slot == slot) {
 			return o.recent[i]
 		}
 	}
@@ -488,10 +505,10 @@ type checkpointSizes struct {
 }
 
 // checkpointProgress adds an acknowledgement to checkpoint id.
-func (o *observer) checkpointProgress(id int64, s checkpointSizes) {
+func (o *observer) checkpointProgress(slot int, id int64, s checkpointSizes) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	if r := o.find(id); r != nil {
+	if r := o.find(slot, id); r != nil {
 		r.st.SizeBytes += s.written
 		r.st.FullSizeBytes += s.full
 		for _, f := range s.files {
@@ -510,13 +527,13 @@ func (o *observer) checkpointProgress(id int64, s checkpointSizes) {
 
 // checkpointEnded records the end of checkpoint id and returns its
 // status; err nil means completed.
-func (o *observer) checkpointEnded(id int64, err error) CheckpointStatus {
+func (o *observer) checkpointEnded(slot int, id int64, err error) CheckpointStatus {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	r := o.find(id)
+	r := o.find(slot, id)
 	if r == nil {
-		r = &checkpointRecord{st: CheckpointStatus{ID: id, TriggerTime: time.Now()}, started: time.Now()}
-		o.recent = append(o.recent, r)
+		r = &checkpointRecord{st: CheckpointStatus{ID: id, Slot: slotOf(slot), TriggerTime: time.Now()}, started: time.Now()}
+		o.addRecord(r)
 	}
 	d := time.Since(r.started)
 	r.st.DurationMillis = d.Milliseconds()

@@ -56,6 +56,14 @@ func (s *slotRun) record(id int64) error {
 	return nil
 }
 
+// slotIndex is the slot the execution runs, -1 for a job of one process.
+func (ex *execution) slotIndex() int {
+	if ex.slot == nil {
+		return -1
+	}
+	return ex.slot.index
+}
+
 // slotLatest is latest for a slot: the last checkpoint this execution
 // recorded in the slot's log (a restart within the claim), else the log's
 // restore point, else nothing. Never the storage's newest: a checkpoint

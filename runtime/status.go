@@ -142,6 +142,9 @@ type CheckpointsStatus struct {
 // CheckpointStatus is one checkpoint, in progress or over.
 type CheckpointStatus struct {
 	ID int64 `json:"id"`
+	// Slot is the slot of a distributed job whose checkpoint this is
+	// (each slot numbers its own); absent in a job of one process.
+	Slot *int `json:"slot,omitempty"`
 	// Status is "in_progress", "completed" or "failed".
 	Status      string    `json:"status"`
 	TriggerTime time.Time `json:"triggerTime"`
