@@ -767,3 +767,35 @@ func TestDistributedCheckpointHistoryIsPerSlot(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// The job's start record keeps the savepoint its slots start from: the
+// first process given one records it (absolute, without a trailing
+// slash), a process given none takes it from there, the same one given
+// again is accepted, and another one is refused naming both.
+func TestStartPointIsRecordedOnceAndTakenByProcessesWithoutOne(t *testing.T) {
+	root := t.TempDir()
+	log := slog.New(slog.DiscardHandler)
+	if got, err := settleStartPoint(root, "orders", "", log); got != "" || err != nil {
+		t.Fatalf("a fresh job without a savepoint: %q, %v; want none", got, err)
+	}
+	t.Chdir(t.TempDir())
+	abs, err := filepath.Abs("savepoints/savepoint-7")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := settleStartPoint(root, "orders", "savepoints/savepoint-7/", log); got != abs || err != nil {
+		t.Fatalf("the first process's savepoint: %q, %v; want %q recorded", got, err, abs)
+	}
+	for _, given := range []string{"", abs, abs + "/"} {
+		if got, err := settleStartPoint(root, "orders", given, log); got != abs || err != nil {
+			t.Fatalf("a later process given %q: %q, %v; want the recorded %q", given, got, err, abs)
+		}
+	}
+	_, err = settleStartPoint(root, "orders", "/elsewhere/savepoint-9", log)
+	if !errors.Is(err, ErrIncompatibleCheckpoint) || !strings.Contains(err.Error(), abs) || !strings.Contains(err.Error(), "/elsewhere/savepoint-9") {
+		t.Fatalf("a process given another savepoint: %v; want ErrIncompatibleCheckpoint naming both", err)
+	}
+	if got, err := settleStartPoint(root, "billing", "", log); got != "" || err != nil {
+		t.Fatalf("another job: %q, %v; want none", got, err)
+	}
+}

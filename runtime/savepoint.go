@@ -59,11 +59,13 @@ type Savepoint struct {
 // whose log names no checkpoint yet: the slot restores its share of it,
 // as subtask i of the job rescaled to one subtask per slot (the key
 // groups it owns, the input partitions the source's owner rule gives it,
-// the committables of old subtasks j with j mod slots = i). Start every
-// process with the same path until each slot has a checkpoint of its
-// own; a slot that has one goes on from it. A checkpoint of one slot of
-// a distributed job is refused (ErrIncompatibleCheckpoint): it holds that
-// slot's subtask alone.
+// the committables of old subtasks j with j mod slots = i); a slot that
+// has a checkpoint goes on from it. The first process given path records
+// it in the job's checkpoint root (<root>/<job>/start), and processes
+// started later without WithRestoreFrom start their fresh slots from it
+// too; one given another path fails with ErrIncompatibleCheckpoint, as
+// does a checkpoint of one slot of a distributed job given as path (it
+// holds that slot's subtask alone).
 func WithRestoreFrom(path string) Option {
 	return optionFunc(func(c *config) { c.cp.restoreFrom = path })
 }

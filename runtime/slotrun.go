@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -136,6 +137,17 @@ func (env *Environment) runDistributed(ctx context.Context, g *jobGraph, name st
 	if replication == 0 {
 		replication = -1
 	}
+	// Before joining: no slot is claimed before the job's start point is
+	// settled.
+	startFrom, err := settleStartPoint(env.cfg.cp.dir, d.Job, env.cfg.cp.restoreFrom, log)
+	if err != nil {
+		err = fmt.Errorf("job %q: %w", name, err)
+		obs.jobEnded(ctx, err)
+		return err
+	}
+	if startFrom != "" && env.cfg.cp.restoreFrom == "" {
+		log.Info("splitflow: the job started from a savepoint; slots whose logs name no checkpoint start from it", "savepoint", startFrom)
+	}
 	m, err := slots.Join(ctx, d.Job, d.Slots,
 		slots.WithKafka(d.Kafka...),
 		slots.WithReplicationFactor(replication),
@@ -151,7 +163,7 @@ func (env *Environment) runDistributed(ctx context.Context, g *jobGraph, name st
 		obs.jobEnded(ctx, err)
 		return err
 	}
-	dr := &distDriver{env: env, g: g, name: name, d: d, log: log, m: m,
+	dr := &distDriver{env: env, g: g, name: name, d: d, log: log, m: m, startFrom: startFrom,
 		runners: map[int]*slotRunner{}, ended: make(chan *slotRunner)}
 	err = dr.loop(ctx)
 	obs.jobEnded(ctx, err)
@@ -165,6 +177,9 @@ type distDriver struct {
 	d    *Distributed
 	log  *slog.Logger
 	m    *slots.Membership
+	// startFrom is the savepoint a slot whose log names no checkpoint
+	// starts from (settleStartPoint); "" for a fresh start.
+	startFrom string
 
 	runners map[int]*slotRunner
 	ended   chan *slotRunner
@@ -354,6 +369,60 @@ func (r *slotRunner) kill() {
 	}
 }
 
+// startRecord is the record of the job's start storage
+// (slots.StartPath) that holds the savepoint its slots start from.
+const startRecord = "savepoint"
+
+// settleStartPoint returns the savepoint the job's slots start from when
+// their logs name no checkpoint: the one in the job's start record, which
+// given (WithRestoreFrom) creates when there is none, so that a process
+// started later without WithRestoreFrom starts a fresh slot from it too
+// instead of empty. A given savepoint other than the recorded one is
+// refused: slots started from the recorded one go on from there, and a
+// job half from one savepoint and half from another would be neither.
+// "" for a job started fresh.
+func settleStartPoint(root, job, given string, log *slog.Logger) (string, error) {
+	where := slots.StartPath(root, job)
+	st, err := checkpoint.OpenStorage(where, checkpoint.WithLogger(log))
+	if err != nil {
+		return "", fmt.Errorf("open the job's start record: %w", err)
+	}
+	rs, ok := st.(checkpoint.RecordStorage)
+	if !ok {
+		return "", fmt.Errorf("the checkpoint storage %s cannot keep the job's start record (%T)", where, st)
+	}
+	if given != "" && !checkpoint.IsS3URL(given) {
+		// Processes may run in other directories.
+		if abs, err := filepath.Abs(given); err == nil {
+			given = abs
+		}
+	}
+	given = strings.TrimRight(given, "/")
+	var createErr error
+	for range 3 {
+		data, err := rs.ReadRecord(startRecord)
+		switch {
+		case err == nil:
+			recorded := string(data)
+			if given != "" && given != recorded {
+				return "", fmt.Errorf("%w: the job started from the savepoint %s (recorded in %s), and its slots go on from it and from their own checkpoints; it cannot start from %s as well: give the same path or none, or start that savepoint under a new job name",
+					ErrIncompatibleCheckpoint, recorded, where, given)
+			}
+			return recorded, nil
+		case !errors.Is(err, checkpoint.ErrNotFound):
+			return "", fmt.Errorf("read the job's start record in %s: %w", where, err)
+		case given == "":
+			return "", nil
+		}
+		// Created by another process meanwhile, or with an unknown
+		// outcome: the next read says which.
+		if createErr = rs.CreateRecord(startRecord, []byte(given)); createErr == nil {
+			return given, nil
+		}
+	}
+	return "", fmt.Errorf("record the savepoint the job starts from in %s: %w", where, createErr)
+}
+
 // errClaimAgain: the log could not be read or written with a known
 // outcome; the slot is claimed again from the log.
 type errClaimAgain struct{ err error }
@@ -428,8 +497,8 @@ func (r *slotRunner) claimAndRun(root string) error {
 		// WithRestoreFrom's savepoint is where the slot started; its log
 		// says where it is now.
 		slot.restorePath = slots.EpochPath(root, r.dr.d.Job, r.slot, rp.Epoch) + "/chk-" + strconv.FormatInt(rp.Checkpoint, 10)
-	case cfg.cp.restoreFrom != "":
-		slot.restorePath, slot.fromSavepoint = cfg.cp.restoreFrom, true
+	case r.dr.startFrom != "":
+		slot.restorePath, slot.fromSavepoint = r.dr.startFrom, true
 	}
 	cfg.cp.restoreFrom = slot.restorePath
 	// A slot restores one subtask of a job with one per slot: splits of
@@ -442,7 +511,11 @@ func (r *slotRunner) claimAndRun(root string) error {
 	if err != nil {
 		return err
 	}
-	r.dr.env.observer().slotRunning(r.slot, rp.ClaimEpoch, rp.Checkpoint)
+	var savepoint string
+	if slot.fromSavepoint {
+		savepoint = slot.restorePath
+	}
+	r.dr.env.observer().slotRunning(r.slot, rp.ClaimEpoch, rp.Checkpoint, savepoint)
 	defer ex.releaseStorage()
 	r.mu.Lock()
 	r.holder, _ = ex.storage.(checkpoint.Holder)

@@ -34,6 +34,9 @@ type SlotStatus struct {
 	// Restored is the checkpoint the slot was restored from (its log's
 	// restore point); 0 for a fresh slot or while it is being claimed.
 	Restored int64 `json:"restored,omitempty"`
+	// Savepoint is the savepoint the slot took its share of, its log
+	// naming no checkpoint (WithRestoreFrom, or the job's start record).
+	Savepoint string `json:"savepoint,omitempty"`
 	// Since is when the slot was assigned to this process.
 	Since time.Time `json:"since"`
 	// Running: claimed and restored, its tasks run.
@@ -100,8 +103,8 @@ func (o *observer) slotChange(member string, gen int64, assigned, revoked []int)
 }
 
 // slotRunning records that slot runs under the claim of epoch, restored
-// from checkpoint restored (0: fresh).
-func (o *observer) slotRunning(slot int, epoch, restored int64) {
+// from checkpoint restored (0: fresh, or from savepoint).
+func (o *observer) slotRunning(slot int, epoch, restored int64, savepoint string) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if o.dist == nil {
@@ -109,7 +112,7 @@ func (o *observer) slotRunning(slot int, epoch, restored int64) {
 	}
 	for i := range o.dist.Slots {
 		if s := &o.dist.Slots[i]; s.Slot == slot {
-			s.Epoch, s.Restored, s.Running = epoch, restored, true
+			s.Epoch, s.Restored, s.Savepoint, s.Running = epoch, restored, savepoint, true
 			o.slotM.handover.WithLabelValues("claim").Observe(time.Since(s.Since).Seconds())
 		}
 	}

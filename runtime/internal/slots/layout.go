@@ -95,6 +95,15 @@ func StoragePath(root, job string, slot int) string {
 	return strings.TrimRight(root, "/") + "/" + job + "/slots/" + strconv.Itoa(slot)
 }
 
+// StartPath is the storage of the job's start record: the savepoint its
+// slots start from when their logs name no checkpoint
+// (runtime.WithRestoreFrom), recorded by the first process given one so
+// that processes started later without it start their fresh slots from
+// it too: <root>/<job>/start.
+func StartPath(root, job string) string {
+	return strings.TrimRight(root, "/") + "/" + job + "/start"
+}
+
 // LogPath is the storage of slot's ownership log: <StoragePath>/log, a
 // storage of its own (checkpoint.OpenStorage) beside the claims'
 // checkpoint storages.
