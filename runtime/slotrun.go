@@ -369,10 +369,6 @@ func (r *slotRunner) kill() {
 	}
 }
 
-// startRecord is the record of the job's start storage
-// (slots.StartPath) that holds the savepoint its slots start from.
-const startRecord = "savepoint"
-
 // settleStartPoint returns the savepoint the job's slots start from when
 // their logs name no checkpoint: the one in the job's start record, which
 // given (WithRestoreFrom) creates when there is none, so that a process
@@ -400,7 +396,7 @@ func settleStartPoint(root, job, given string, log *slog.Logger) (string, error)
 	given = strings.TrimRight(given, "/")
 	var createErr error
 	for range 3 {
-		data, err := rs.ReadRecord(startRecord)
+		data, err := rs.ReadRecord(slots.StartRecord)
 		switch {
 		case err == nil:
 			recorded := string(data)
@@ -416,7 +412,7 @@ func settleStartPoint(root, job, given string, log *slog.Logger) (string, error)
 		}
 		// Created by another process meanwhile, or with an unknown
 		// outcome: the next read says which.
-		if createErr = rs.CreateRecord(startRecord, []byte(given)); createErr == nil {
+		if createErr = rs.CreateRecord(slots.StartRecord, []byte(given)); createErr == nil {
 			return given, nil
 		}
 	}

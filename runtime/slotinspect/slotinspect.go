@@ -81,6 +81,40 @@ type SlotLog struct {
 // slot whose log directory does not exist was never claimed: a SlotLog
 // without claim. Nothing is created or written: on a directory, opening
 // a storage would create it, so a missing one is not opened.
+// ReadStartPoint returns the savepoint the job's slots start from when
+// their logs name no checkpoint (the job's start record, written by the
+// first process given runtime.WithRestoreFrom); "" for a job started
+// fresh. It writes nothing.
+func ReadStartPoint(root, job string) (string, error) {
+	if err := slots.ValidateJob(job); err != nil {
+		return "", err
+	}
+	path := slots.StartPath(root, job)
+	if !checkpoint.IsS3URL(path) {
+		if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
+			return "", nil
+		} else if err != nil {
+			return "", fmt.Errorf("start record: %w", err)
+		}
+	}
+	st, err := checkpoint.OpenStorageForInspection(path, checkpoint.WithLogger(slog.New(slog.DiscardHandler)))
+	if err != nil {
+		return "", fmt.Errorf("start record: %w", err)
+	}
+	rs, ok := st.(checkpoint.RecordStorage)
+	if !ok {
+		return "", fmt.Errorf("start record: storage %s keeps no records", path)
+	}
+	data, err := rs.ReadRecord(slots.StartRecord)
+	switch {
+	case errors.Is(err, checkpoint.ErrNotFound):
+		return "", nil
+	case err != nil:
+		return "", fmt.Errorf("start record in %s: %w", path, err)
+	}
+	return string(data), nil
+}
+
 func ReadSlotLog(root, job string, slot int) (SlotLog, error) {
 	if err := slots.ValidateJob(job); err != nil {
 		return SlotLog{}, err

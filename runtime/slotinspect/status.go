@@ -89,9 +89,14 @@ type Status struct {
 	// Unowned are the slots no member is assigned, sorted.
 	Unowned []int `json:"unowned_slots"`
 	// CheckpointRoot is the root the slot logs were read in, "" if none.
-	CheckpointRoot string  `json:"checkpoint_root,omitempty"`
-	Slots          []Slot  `json:"slots"`
-	Shuffle        []Topic `json:"shuffle_topics"`
+	CheckpointRoot string `json:"checkpoint_root,omitempty"`
+	// StartedFrom is the savepoint the job's slots start from when their
+	// logs name no checkpoint (ReadStartPoint), "" for a job started
+	// fresh or without a root; StartError says why it could not be read.
+	StartedFrom string  `json:"started_from,omitempty"`
+	StartError  string  `json:"start_error,omitempty"`
+	Slots       []Slot  `json:"slots"`
+	Shuffle     []Topic `json:"shuffle_topics"`
 }
 
 // LogErrors counts the slots whose ownership log could not be read.
@@ -206,6 +211,11 @@ func ReadStatus(ctx context.Context, adm *kadm.Client, job, root string) (Status
 			owner[s] = m.MemberID
 		}
 	}
+	if root != "" {
+		if st.StartedFrom, err = ReadStartPoint(root, job); err != nil {
+			st.StartError = err.Error()
+		}
+	}
 	for i := range st.SlotCount {
 		v := Slot{Slot: i, Owner: owner[i]}
 		if v.Owner == "" {
@@ -277,6 +287,12 @@ func (s Status) WriteText(w io.Writer) error {
 	}
 	if s.CheckpointRoot != "" {
 		fmt.Fprintf(w, "ownership logs in %s\n", s.CheckpointRoot)
+		switch {
+		case s.StartError != "":
+			fmt.Fprintf(w, "the savepoint the job started from is unknown: %s\n", s.StartError)
+		case s.StartedFrom != "":
+			fmt.Fprintf(w, "started from savepoint %s: a slot without a checkpoint starts from it\n", s.StartedFrom)
+		}
 		fmt.Fprintln(tw, "SLOT\tOWNER\tCLAIM EPOCH\tCLAIMED BY\tGENERATION\tRESTORE POINT")
 		for _, sl := range s.Slots {
 			own := sl.Owner
@@ -293,9 +309,12 @@ func (s Status) WriteText(w io.Writer) error {
 			default:
 				fmt.Fprintf(tw, "%d\t%s\t%d\t%s\t%d\t", sl.Slot, own, l.Claim.Epoch, l.Claim.Member, l.Claim.Generation)
 			}
-			if l.Fresh {
+			switch {
+			case l.Fresh && s.StartedFrom != "":
+				fmt.Fprintln(tw, "the savepoint")
+			case l.Fresh:
 				fmt.Fprintln(tw, "fresh")
-			} else {
+			default:
 				fmt.Fprintf(tw, "chk-%d of epoch %d\n", l.Checkpoint, l.Epoch)
 			}
 		}

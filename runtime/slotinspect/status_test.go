@@ -452,3 +452,38 @@ func TestStatusTextWhileRebalancingSaysOwnersUnknown(t *testing.T) {
 		t.Fatalf("status text while rebalancing:\n%s", out.String())
 	}
 }
+
+// The savepoint a job started from (its start record) is read without
+// writing anything, shown in the status, and a slot without a checkpoint
+// restores from it rather than fresh; a job started fresh shows none.
+func TestStatusShowsTheSavepointTheJobStartedFrom(t *testing.T) {
+	root := t.TempDir()
+	if sp, err := ReadStartPoint(root, job); sp != "" || err != nil {
+		t.Fatalf("a job without a start record: %q, %v", sp, err)
+	}
+	if _, err := os.Stat(slots.StartPath(root, job)); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("reading created the start record's storage: %v", err)
+	}
+	st, err := checkpoint.OpenStorage(slots.StartPath(root, job))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.(checkpoint.RecordStorage).CreateRecord(slots.StartRecord, []byte("/savepoints/savepoint-7")); err != nil {
+		t.Fatal(err)
+	}
+	sp, err := ReadStartPoint(root, job)
+	if sp != "/savepoints/savepoint-7" || err != nil {
+		t.Fatalf("the start record: %q, %v", sp, err)
+	}
+	s := Status{Job: job, GroupState: "Empty", CheckpointRoot: root, StartedFrom: sp,
+		Slots: []Slot{{Slot: 0, Log: &SlotLog{Fresh: true}}, {Slot: 1, Log: &SlotLog{Checkpoint: 4, Epoch: 2}}}}
+	var text strings.Builder
+	if err := s.WriteText(&text); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"started from savepoint /savepoints/savepoint-7", "the savepoint\n", "chk-4 of epoch 2"} {
+		if !strings.Contains(text.String(), want) {
+			t.Errorf("status text lacks %q:\n%s", want, text.String())
+		}
+	}
+}

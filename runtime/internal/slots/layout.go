@@ -104,6 +104,10 @@ func StartPath(root, job string) string {
 	return strings.TrimRight(root, "/") + "/" + job + "/start"
 }
 
+// StartRecord is the record of StartPath's storage that holds the
+// savepoint's path.
+const StartRecord = "savepoint"
+
 // LogPath is the storage of slot's ownership log: <StoragePath>/log, a
 // storage of its own (checkpoint.OpenStorage) beside the claims'
 // checkpoint storages.
