@@ -37,7 +37,8 @@ type StaticEnumeratorState[S connector.Split] struct {
 // started; in push mode to the subtask they came from, which gets them when
 // its restarted reader registers, or, for a subtask beyond the parallelism
 // (a restore at a lower one handing the old readers' splits to the
-// enumerator), to an owner placed as in Start. Together with the engine's
+// enumerator), to an owner placed as in Start; with an owner function
+// always to the subtask it names. Together with the engine's
 // booking of every assignment, a split is read once across failures (the
 // booking rule and the one-place rule of DESIGN.md).
 //
@@ -146,13 +147,18 @@ func (e *StaticEnumerator[S]) HandleSplitRequest(subtask int) error {
 // parallelism that hands the old readers' splits to the enumerator
 // (runtime.WithRescaledSplitsToEnumerator): no reader of it will
 // register, so its splits get owners among the subtasks there are, as in
-// Start.
+// Start. With WithSplitOwner's function every split given back goes
+// where the function says, so that a restore at another parallelism
+// places it by the rule of the split alone.
 func (e *StaticEnumerator[S]) AddSplitsBack(splits []S, subtask int) error {
 	if !e.cfg.push || !e.started {
 		e.pending = append(slices.Clone(splits), e.pending...)
 		return nil
 	}
-	if subtask < 0 || subtask >= e.ctx.CurrentParallelism() {
+	if subtask < 0 || subtask >= e.ctx.CurrentParallelism() || e.owner != nil {
+		// With an owner function the function places them, whoever gave
+		// them back: in a distributed job every slot's enumerator must
+		// agree on a split's reader.
 		return e.place(splits)
 	}
 	e.owned[subtask] = append(slices.Clone(splits), e.owned[subtask]...)

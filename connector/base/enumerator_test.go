@@ -243,6 +243,28 @@ func TestStaticEnumeratorSplitOwner(t *testing.T) {
 	}
 }
 
+// With an owner function, splits given back go to the subtask the
+// function names, whichever subtask gave them back: a restore at another
+// parallelism hands old subtask j's splits back as j, and in a
+// distributed job every slot's enumerator must place them alike (the
+// rule of the split alone), or a slot that keeps them pending and later
+// restores would place them elsewhere than the slot that read them.
+func TestStaticEnumeratorSplitOwnerPlacesSplitsGivenBackByTheFunction(t *testing.T) {
+	byLetter := func(s testSplit, parallelism int) int { return int(s.ID[0]-'a') % parallelism }
+	c := &enumCtx{parallelism: 2}
+	e, err := NewStaticEnumerator[testSplit](c, nil, WithSplitOwner(byLetter))
+	if err != nil {
+		t.Fatal(err)
+	}
+	runEnumSteps(t, e, c, []enumStep{
+		{"start", func(e *StaticEnumerator[testSplit]) error { return e.Start() }, nil, []string{}},
+		{"old subtask 0 gives back", giveBack(0, "a1", "b1"), nil, nil},
+		{"old subtask 1 gives back", giveBack(1, "c1", "d1"), nil, nil},
+		{"register 0", register(0), []string{"assign 0 [a1 c1]", "no-more 0"}, nil},
+		{"register 1", register(1), []string{"assign 1 [b1 d1]", "no-more 1"}, []string{}},
+	})
+}
+
 // Two splits with one ID would be read as one: refused.
 func TestStaticEnumeratorRefusesDuplicateSplitIDs(t *testing.T) {
 	_, err := NewStaticEnumerator[testSplit](&enumCtx{parallelism: 1}, splitsNamed("a", "b", "a"))
