@@ -20,8 +20,9 @@ type Lingering struct {
 	Prefix string
 	// Subtask and Parallelism identify the caller. A subtask owns the ids
 	// prefix-<Subtask>-*; subtask 0 also owns those of subtasks at or beyond
-	// Parallelism, left by a run with more subtasks. Each id has one owner,
-	// so no two subtasks race to abort it.
+	// Parallelism, left by a run with more subtasks (under a claim: the
+	// slot of that subtask mod Parallelism, see Owns). Each id has one
+	// owner, so no two subtasks race to abort it.
 	Subtask, Parallelism int
 	// Epoch is the claim the caller runs under (a slot of a distributed
 	// job; 0: none), whose pool names its ids ClaimTransactionalID. It owns
@@ -38,8 +39,9 @@ type Lingering struct {
 	// registered anew (their owner does so once a later checkpoint
 	// completes). Another subtask may still be about to commit one of
 	// them: after a parallelism change old subtask i's committables go to
-	// new subtask i % Parallelism, while the ids of old subtasks beyond
-	// Parallelism are owned by subtask 0, and subtasks start concurrently.
+	// new subtask i % Parallelism, while in one process the ids of old
+	// subtasks beyond Parallelism are owned by subtask 0, and subtasks
+	// start concurrently.
 	Keep []Committable
 	// ProbeIDs is how many pooled ids per subtask to probe where the broker
 	// cannot list transactions (before Kafka 3.0): the pool size. Only the
@@ -61,11 +63,20 @@ type Lingering struct {
 }
 
 // Owns reports whether subtask l.Subtask is the one that aborts id and
-// registers it anew.
+// registers it anew. Under a claim (a slot, Epoch > 0) the ids of subtask
+// st at or beyond the parallelism, a savepoint's of a job run in one
+// process at a higher one, are slot st mod Parallelism's: the slot that
+// commits that old subtask's committables, since slots start and
+// checkpoint each on its own and another slot could abort them before
+// it commits. In one process subtask 0 owns them: its subtasks commit
+// what they restored before any checkpoint completes.
 func (l Lingering) Owns(id string) bool {
 	st, epoch, _, ok := ParseClaimTransactionalID(l.Prefix, id)
 	if !ok || epoch > l.Epoch {
 		return false
+	}
+	if l.Epoch > 0 {
+		return st%l.Parallelism == l.Subtask
 	}
 	return st == l.Subtask || (l.Subtask == 0 && st >= l.Parallelism)
 }

@@ -101,6 +101,34 @@ func TestLingeringOwnsOwnAndOlderClaimsOnly(t *testing.T) {
 	}
 }
 
+// A slot of a distributed job started from a savepoint of a job run in
+// one process at a higher parallelism commits the committables of old
+// subtask j when j mod slots is its own, so the transactions of old
+// subtask j are that slot's to clean up, not slot 0's: slots start and
+// checkpoint on their own, and slot 0 aborting (or, after its first
+// checkpoint, registering anew) an id of old subtask 3 before slot 1
+// committed it would lose that transaction. One process keeps subtask 0
+// the owner of every id at or beyond the parallelism: its subtasks
+// commit what they restored before any checkpoint completes.
+func TestSlotOwnsTheOldSubtasksWhoseCommittablesItCommits(t *testing.T) {
+	for _, c := range []struct {
+		l    Lingering
+		id   string
+		want bool
+	}{
+		{Lingering{Prefix: "sink", Subtask: 1, Parallelism: 2, Epoch: 3}, "sink-3-0", true},
+		{Lingering{Prefix: "sink", Subtask: 0, Parallelism: 2, Epoch: 3}, "sink-3-0", false},
+		{Lingering{Prefix: "sink", Subtask: 0, Parallelism: 2, Epoch: 3}, "sink-2-4", true},
+		{Lingering{Prefix: "sink", Subtask: 1, Parallelism: 2, Epoch: 3}, "sink-1-e2-0", true},
+		{Lingering{Prefix: "sink", Subtask: 0, Parallelism: 2, Epoch: 0}, "sink-3-0", true},
+		{Lingering{Prefix: "sink", Subtask: 1, Parallelism: 2, Epoch: 0}, "sink-3-0", false},
+	} {
+		if got := c.l.Owns(c.id); got != c.want {
+			t.Errorf("subtask %d of %d under claim %d: Owns(%q) = %v, want %v", c.l.Subtask, c.l.Parallelism, c.l.Epoch, c.id, got, c.want)
+		}
+	}
+}
+
 func TestPoolConfigValidation(t *testing.T) {
 	if _, err := NewPool("", 0); err == nil {
 		t.Error("empty prefix accepted")
