@@ -769,33 +769,79 @@ func TestDistributedCheckpointHistoryIsPerSlot(t *testing.T) {
 }
 
 // The job's start record keeps the savepoint its slots start from: the
-// first process given one records it (absolute, without a trailing
-// slash), a process given none takes it from there, the same one given
-// again is accepted, and another one is refused naming both.
+// first process given one checks it and records the checkpoint it
+// resolves to (absolute, chk-N), a process given none takes it from
+// there, the same one given again is accepted, and another one is
+// refused naming both. A path holding no savepoint, or a slot's
+// checkpoint, is refused before anything is recorded. A job that ran
+// without a savepoint does not start from one.
 func TestStartPointIsRecordedOnceAndTakenByProcessesWithoutOne(t *testing.T) {
 	root := t.TempDir()
 	log := slog.New(slog.DiscardHandler)
-	if got, err := settleStartPoint(root, "orders", "", log); got != "" || err != nil {
-		t.Fatalf("a fresh job without a savepoint: %q, %v; want none", got, err)
-	}
 	t.Chdir(t.TempDir())
+	write := func(dir string, id int64, uids ...string) {
+		t.Helper()
+		st, err := checkpoint.NewDirStorage(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		w, err := st.Begin(id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var hs []checkpoint.StateHandle
+		for _, uid := range uids {
+			h, err := w.WriteState(checkpoint.OperatorOwner(uid, 0), []byte("state"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			hs = append(hs, h)
+		}
+		if err := w.Commit(checkpoint.Metadata{ID: id, Timestamp: time.Now(), States: hs}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("savepoints/savepoint-7", 7, "numbers", "count")
+	write("slot-1", 4, "numbers", shuffleDecodeUIDPrefix+"orders.count", "count")
 	abs, err := filepath.Abs("savepoints/savepoint-7")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, err := settleStartPoint(root, "orders", "savepoints/savepoint-7/", log); got != abs || err != nil {
-		t.Fatalf("the first process's savepoint: %q, %v; want %q recorded", got, err, abs)
+	resolved := abs + "/chk-7"
+
+	if got, err := settleStartPoint(root, "orders", 4, "", log); got != "" || err != nil {
+		t.Fatalf("a fresh job without a savepoint: %q, %v; want none", got, err)
 	}
-	for _, given := range []string{"", abs, abs + "/"} {
-		if got, err := settleStartPoint(root, "orders", given, log); got != abs || err != nil {
-			t.Fatalf("a later process given %q: %q, %v; want the recorded %q", given, got, err, abs)
+	for _, bad := range []string{"savepoints/missing", "slot-1"} {
+		if _, err := settleStartPoint(root, "orders", 4, bad, log); err == nil {
+			t.Fatalf("%s as the savepoint was accepted", bad)
 		}
 	}
-	_, err = settleStartPoint(root, "orders", "/elsewhere/savepoint-9", log)
-	if !errors.Is(err, ErrIncompatibleCheckpoint) || !strings.Contains(err.Error(), abs) || !strings.Contains(err.Error(), "/elsewhere/savepoint-9") {
+	if got, err := settleStartPoint(root, "orders", 4, "savepoints/savepoint-7/", log); got != resolved || err != nil {
+		t.Fatalf("the first process's savepoint: %q, %v; want %q recorded", got, err, resolved)
+	}
+	for _, given := range []string{"", abs, resolved, "savepoints/savepoint-7/chk-7/"} {
+		if got, err := settleStartPoint(root, "orders", 4, given, log); got != resolved || err != nil {
+			t.Fatalf("a later process given %q: %q, %v; want the recorded %q", given, got, err, resolved)
+		}
+	}
+	write("savepoints/savepoint-9", 9, "numbers", "count")
+	_, err = settleStartPoint(root, "orders", 4, "savepoints/savepoint-9", log)
+	if !errors.Is(err, ErrIncompatibleCheckpoint) || !strings.Contains(err.Error(), resolved) || !strings.Contains(err.Error(), "savepoint-9/chk-9") {
 		t.Fatalf("a process given another savepoint: %v; want ErrIncompatibleCheckpoint naming both", err)
 	}
-	if got, err := settleStartPoint(root, "billing", "", log); got != "" || err != nil {
-		t.Fatalf("another job: %q, %v; want none", got, err)
+
+	// Job "billing" ran without a savepoint: slot 2's log holds a claim.
+	logStore, err := checkpoint.OpenStorage(slots.LogPath(root, "billing", 2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := slots.StoreRecord(logStore.(checkpoint.RecordStorage), slots.Record{Seq: 1, Kind: slots.Claim, Epoch: 1, Generation: 1, Member: "m"}); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if got, err := settleStartPoint(root, "billing", 4, abs, log); got != "" || err != nil {
+			t.Fatalf("a job that ran without a savepoint, given one: %q, %v; want it not used", got, err)
+		}
 	}
 }

@@ -60,12 +60,14 @@ type Savepoint struct {
 // as subtask i of the job rescaled to one subtask per slot (the key
 // groups it owns, the input partitions the source's owner rule gives it,
 // the committables of old subtasks j with j mod slots = i); a slot that
-// has a checkpoint goes on from it. The first process given path records
-// it in the job's checkpoint root (<root>/<job>/start), and processes
-// started later without WithRestoreFrom start their fresh slots from it
-// too; one given another path fails with ErrIncompatibleCheckpoint, as
-// does a checkpoint of one slot of a distributed job given as path (it
-// holds that slot's subtask alone).
+// has a checkpoint goes on from it. The first process given path checks
+// it and records the checkpoint it names in the job's checkpoint root
+// (<root>/<job>/start), and processes started later without
+// WithRestoreFrom start their fresh slots from it too; one given another
+// path fails with ErrIncompatibleCheckpoint, as does a checkpoint of one
+// slot of a distributed job given as path (it holds that slot's subtask
+// alone). A distributed job that ran before without a savepoint does not
+// use path (a warning says so).
 func WithRestoreFrom(path string) Option {
 	return optionFunc(func(c *config) { c.cp.restoreFrom = path })
 }

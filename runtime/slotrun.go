@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -139,7 +140,7 @@ func (env *Environment) runDistributed(ctx context.Context, g *jobGraph, name st
 	}
 	// Before joining: no slot is claimed before the job's start point is
 	// settled.
-	startFrom, err := settleStartPoint(env.cfg.cp.dir, d.Job, env.cfg.cp.restoreFrom, log)
+	startFrom, err := settleStartPoint(env.cfg.cp.dir, d.Job, d.Slots, env.cfg.cp.restoreFrom, log)
 	if err != nil {
 		err = fmt.Errorf("job %q: %w", name, err)
 		obs.jobEnded(ctx, err)
@@ -373,11 +374,18 @@ func (r *slotRunner) kill() {
 // their logs name no checkpoint: the one in the job's start record, which
 // given (WithRestoreFrom) creates when there is none, so that a process
 // started later without WithRestoreFrom starts a fresh slot from it too
-// instead of empty. A given savepoint other than the recorded one is
-// refused: slots started from the recorded one go on from there, and a
-// job half from one savepoint and half from another would be neither.
-// "" for a job started fresh.
-func settleStartPoint(root, job, given string, log *slog.Logger) (string, error) {
+// instead of empty. given is checked before it is recorded (a path that
+// holds no savepoint, or a slot's checkpoint, would fail every later
+// process), and recorded as the checkpoint it resolves to, .../chk-N, so
+// that a storage given for its newest checkpoint gives every slot the
+// same one. A given savepoint that resolves to another than the recorded
+// one is refused: slots started from the recorded one go on from there,
+// and a job half from one savepoint and half from another would be
+// neither. A job that ran without a start record (a slot's log holds
+// records) ran without a savepoint: given is not used, as a job of one
+// process does not use it once its storage holds checkpoints, with a
+// warning. "" for a job started fresh.
+func settleStartPoint(root, job string, slotCount int, given string, log *slog.Logger) (string, error) {
 	where := slots.StartPath(root, job)
 	st, err := checkpoint.OpenStorage(where, checkpoint.WithLogger(log))
 	if err != nil {
@@ -387,13 +395,11 @@ func settleStartPoint(root, job, given string, log *slog.Logger) (string, error)
 	if !ok {
 		return "", fmt.Errorf("the checkpoint storage %s cannot keep the job's start record (%T)", where, st)
 	}
-	if given != "" && !checkpoint.IsS3URL(given) {
-		// Processes may run in other directories.
-		if abs, err := filepath.Abs(given); err == nil {
-			given = abs
+	if given != "" {
+		if given, err = resolveStartPoint(given, log); err != nil {
+			return "", err
 		}
 	}
-	given = strings.TrimRight(given, "/")
 	var createErr error
 	for range 3 {
 		data, err := rs.ReadRecord(slots.StartRecord)
@@ -401,13 +407,22 @@ func settleStartPoint(root, job, given string, log *slog.Logger) (string, error)
 		case err == nil:
 			recorded := string(data)
 			if given != "" && given != recorded {
-				return "", fmt.Errorf("%w: the job started from the savepoint %s (recorded in %s), and its slots go on from it and from their own checkpoints; it cannot start from %s as well: give the same path or none, or start that savepoint under a new job name",
+				return "", fmt.Errorf("%w: the job started from the savepoint %s (recorded in %s), and its slots go on from it and from their own checkpoints; it cannot start from %s as well: give the same savepoint or none, or start that one under a new job name",
 					ErrIncompatibleCheckpoint, recorded, where, given)
 			}
 			return recorded, nil
 		case !errors.Is(err, checkpoint.ErrNotFound):
 			return "", fmt.Errorf("read the job's start record in %s: %w", where, err)
 		case given == "":
+			return "", nil
+		}
+		ran, err := jobRan(root, job, slotCount, log)
+		if err != nil {
+			return "", err
+		}
+		if ran {
+			log.Warn("splitflow: restore: the job's slots ran before without a savepoint (their ownership logs hold records), so they go on from their own checkpoints and WithRestoreFrom is not used; start the savepoint under a new job name",
+				"restoreFrom", given, "root", root)
 			return "", nil
 		}
 		// Created by another process meanwhile, or with an unknown
@@ -417,6 +432,60 @@ func settleStartPoint(root, job, given string, log *slog.Logger) (string, error)
 		}
 	}
 	return "", fmt.Errorf("record the savepoint the job starts from in %s: %w", where, createErr)
+}
+
+// resolveStartPoint checks that path holds a savepoint or checkpoint of a
+// job run in one process and returns the checkpoint it names, absolute:
+// <path>/chk-N unless path is a chk-N already.
+func resolveStartPoint(path string, log *slog.Logger) (string, error) {
+	if !checkpoint.IsS3URL(path) {
+		// Processes may run in other directories.
+		if abs, err := filepath.Abs(path); err == nil {
+			path = abs
+		}
+	}
+	path = strings.TrimRight(path, "/")
+	chk, err := checkpoint.OpenRestorePoint(path, checkpoint.WithLogger(log))
+	if err != nil {
+		return "", &unrecoverableError{fmt.Errorf("%w (WithRestoreFrom)", err)}
+	}
+	if err := notASlotCheckpoint(&restoredState{chk: chk}, path); err != nil {
+		return "", err
+	}
+	name := "chk-" + strconv.FormatInt(chk.ID, 10)
+	if path[strings.LastIndex(path, "/")+1:] == name {
+		return path, nil
+	}
+	return path + "/" + name, nil
+}
+
+// jobRan reports whether a slot of the job was ever claimed: its
+// ownership log holds a record. Nothing is created to find out.
+func jobRan(root, job string, slotCount int, log *slog.Logger) (bool, error) {
+	for i := range slotCount {
+		path := slots.LogPath(root, job, i)
+		if !checkpoint.IsS3URL(path) {
+			if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
+				continue
+			}
+		}
+		st, err := checkpoint.OpenStorageForInspection(path, checkpoint.WithLogger(log))
+		if err != nil {
+			return false, fmt.Errorf("open the log of slot %d: %w", i, err)
+		}
+		rs, ok := st.(checkpoint.RecordStorage)
+		if !ok {
+			return false, fmt.Errorf("the checkpoint storage %s cannot keep the slot's log (%T)", path, st)
+		}
+		names, err := rs.ListRecords()
+		if err != nil {
+			return false, fmt.Errorf("list the log of slot %d: %w", i, err)
+		}
+		if len(names) > 0 {
+			return true, nil
+		}
+	}
+	return false, nil
 }
 
 // errClaimAgain: the log could not be read or written with a known

@@ -489,13 +489,30 @@ func TestDistributedPartitionAddedIsRead(t *testing.T) {
 // (the job's start record names it), each slot restoring its share.
 // Over both runs every word's counts are 1..n once each.
 func TestDistributedStartsFromASingleProcessSavepointExactly(t *testing.T) {
-	j := newDistJob(t, 4)
+	fromSingleProcess(t, false)
+}
+
+// 6b. The same from the checkpoints of a wordcount at parallelism 4
+// SIGKILLed mid-run, into 2 slots: its newest checkpoint's transactions
+// are still to commit, old subtasks 2 and 3's by slots 0 and 1, and its
+// later transactions are left open, which the slots abort.
+func TestDistributedStartsFromAKilledSingleProcessCheckpointExactly(t *testing.T) {
+	fromSingleProcess(t, true)
+}
+
+func fromSingleProcess(t *testing.T, kill bool) {
+	slotCount, parallelism := 4, 2
+	if kill {
+		slotCount, parallelism = 2, 4
+	}
+	j := newDistJob(t, slotCount)
 	j.write(2000)
 	t.Setenv(EnvHTTPToken, wordcountToken)
+	checkpoints := t.TempDir()
 	single := &distProc{name: "single", done: make(chan struct{})}
 	single.cmd = exec.Command(j.bin, "--brokers", j.b.Bootstrap(), "--input-topic", j.in, "--output-topic", j.out,
-		"--transactional-id-prefix", j.job+".counts", "--unbounded", "--parallelism", "2",
-		"--checkpoint-dir", t.TempDir(), "--checkpoint-interval", "200ms", "--http", "127.0.0.1:0")
+		"--transactional-id-prefix", j.job+".counts", "--unbounded", "--parallelism", fmt.Sprint(parallelism),
+		"--checkpoint-dir", checkpoints, "--checkpoint-interval", "200ms", "--http", "127.0.0.1:0")
 	single.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	single.cmd.Stdout, single.cmd.Stderr = &single.log, &single.log
 	if err := single.cmd.Start(); err != nil {
@@ -510,37 +527,44 @@ func TestDistributedStartsFromASingleProcessSavepointExactly(t *testing.T) {
 	// More input while it runs, so the stop may come with records in
 	// flight.
 	j.write(1000)
-	addr := regexp.MustCompile(`status page http://(\S+)/`).FindStringSubmatch(single.log.String())
-	if addr == nil {
-		t.Fatalf("no status page address in the single process's output:\n%s", single.log.String())
+	from := checkpoints // its newest checkpoint
+	if kill {
+		time.Sleep(300 * time.Millisecond)
+		single.kill()
+	} else {
+		addr := regexp.MustCompile(`status page http://(\S+)/`).FindStringSubmatch(single.log.String())
+		if addr == nil {
+			t.Fatalf("no status page address in the single process's output:\n%s", single.log.String())
+		}
+		body, _ := json.Marshal(map[string]any{"target": t.TempDir(), "stop": true})
+		req, _ := http.NewRequest(http.MethodPost, "http://"+addr[1]+"/api/v1/savepoints", bytes.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+wordcountToken)
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var sp struct{ Path string }
+		err = json.NewDecoder(res.Body).Decode(&sp)
+		_ = res.Body.Close()
+		if err != nil || res.StatusCode != http.StatusOK || sp.Path == "" {
+			t.Fatalf("stop with savepoint: %d %v %+v\n%s", res.StatusCode, err, sp, single.log.String())
+		}
+		single.wait(t, time.Minute)
+		from = sp.Path
 	}
-	body, _ := json.Marshal(map[string]any{"target": t.TempDir(), "stop": true})
-	req, _ := http.NewRequest(http.MethodPost, "http://"+addr[1]+"/api/v1/savepoints", bytes.NewReader(body))
-	req.Header.Set("Authorization", "Bearer "+wordcountToken)
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var sp struct{ Path string }
-	err = json.NewDecoder(res.Body).Decode(&sp)
-	_ = res.Body.Close()
-	if err != nil || res.StatusCode != http.StatusOK || sp.Path == "" {
-		t.Fatalf("stop with savepoint: %d %v %+v\n%s", res.StatusCode, err, sp, single.log.String())
-	}
-	single.wait(t, time.Minute)
 	j.procs = nil
 	os.Unsetenv(EnvHTTPToken) // the distributed processes serve nothing; t.Setenv restores it
 
 	j.write(2000)
-	a := j.start("--from-savepoint", sp.Path)
+	a := j.start("--from-savepoint", from)
 	j.awaitSlots(a)
 	// The first process recorded the savepoint for the job: the second
 	// needs no --from-savepoint.
 	b := j.start()
 	j.awaitSlots(b)
 	j.exact()
-	if !strings.Contains(a.log.String()+b.log.String(), "restore="+sp.Path) {
-		t.Fatalf("no slot was claimed from the savepoint %s\n%s", sp.Path, j.logs())
+	if !strings.Contains(a.log.String()+b.log.String(), "restore="+from+"/chk-") {
+		t.Fatalf("no slot was claimed from %s\n%s", from, j.logs())
 	}
 	j.stopAll()
 }
