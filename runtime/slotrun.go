@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
-	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -463,19 +462,12 @@ func resolveStartPoint(path string, log *slog.Logger) (string, error) {
 // ownership log holds a record. Nothing is created to find out.
 func jobRan(root, job string, slotCount int, log *slog.Logger) (bool, error) {
 	for i := range slotCount {
-		path := slots.LogPath(root, job, i)
-		if !checkpoint.IsS3URL(path) {
-			if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
-				continue
-			}
-		}
-		st, err := checkpoint.OpenStorageForInspection(path, checkpoint.WithLogger(log))
-		if err != nil {
+		rs, missing, err := slots.InspectRecords(slots.LogPath(root, job, i), log)
+		switch {
+		case err != nil:
 			return false, fmt.Errorf("open the log of slot %d: %w", i, err)
-		}
-		rs, ok := st.(checkpoint.RecordStorage)
-		if !ok {
-			return false, fmt.Errorf("the checkpoint storage %s cannot keep the slot's log (%T)", path, st)
+		case missing:
+			continue
 		}
 		names, err := rs.ListRecords()
 		if err != nil {

@@ -15,7 +15,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 	"strings"
 
 	"github.com/splitflow/splitflow/runtime/checkpoint"
@@ -90,20 +89,12 @@ func ReadStartPoint(root, job string) (string, error) {
 		return "", err
 	}
 	path := slots.StartPath(root, job)
-	if !checkpoint.IsS3URL(path) {
-		if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
-			return "", nil
-		} else if err != nil {
-			return "", fmt.Errorf("start record: %w", err)
-		}
-	}
-	st, err := checkpoint.OpenStorageForInspection(path, checkpoint.WithLogger(slog.New(slog.DiscardHandler)))
-	if err != nil {
+	rs, missing, err := slots.InspectRecords(path, slog.New(slog.DiscardHandler))
+	switch {
+	case err != nil:
 		return "", fmt.Errorf("start record: %w", err)
-	}
-	rs, ok := st.(checkpoint.RecordStorage)
-	if !ok {
-		return "", fmt.Errorf("start record: storage %s keeps no records", path)
+	case missing:
+		return "", nil
 	}
 	data, err := rs.ReadRecord(slots.StartRecord)
 	switch {
@@ -120,20 +111,12 @@ func ReadSlotLog(root, job string, slot int) (SlotLog, error) {
 		return SlotLog{}, err
 	}
 	out := SlotLog{Slot: slot, Path: slots.LogPath(root, job, slot), Fresh: true}
-	if !checkpoint.IsS3URL(out.Path) {
-		if _, err := os.Stat(out.Path); errors.Is(err, os.ErrNotExist) {
-			return out, nil
-		} else if err != nil {
-			return SlotLog{}, fmt.Errorf("slot %d: ownership log: %w", slot, err)
-		}
-	}
-	st, err := checkpoint.OpenStorageForInspection(out.Path, checkpoint.WithLogger(slog.New(slog.DiscardHandler)))
-	if err != nil {
+	rs, missing, err := slots.InspectRecords(out.Path, slog.New(slog.DiscardHandler))
+	switch {
+	case err != nil:
 		return SlotLog{}, fmt.Errorf("slot %d: ownership log: %w", slot, err)
-	}
-	rs, ok := st.(checkpoint.RecordStorage)
-	if !ok {
-		return SlotLog{}, fmt.Errorf("slot %d: ownership log: storage %s keeps no records", slot, out.Path)
+	case missing:
+		return out, nil
 	}
 	records, err := slots.LoadLog(rs)
 	if err != nil {

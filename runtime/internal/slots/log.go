@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -360,4 +362,27 @@ func checkLog(records []Record) error {
 		}
 	}
 	return nil
+}
+
+// InspectRecords opens the record storage at path (a slot's log, the
+// job's start record) to read it, writing nothing: a directory that does
+// not exist is never created, and reports missing (nothing was ever
+// recorded there).
+func InspectRecords(path string, log *slog.Logger) (rs checkpoint.RecordStorage, missing bool, err error) {
+	if !checkpoint.IsS3URL(path) {
+		if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
+			return nil, true, nil
+		} else if err != nil {
+			return nil, false, err
+		}
+	}
+	st, err := checkpoint.OpenStorageForInspection(path, checkpoint.WithLogger(log))
+	if err != nil {
+		return nil, false, err
+	}
+	rs, ok := st.(checkpoint.RecordStorage)
+	if !ok {
+		return nil, false, fmt.Errorf("storage %s keeps no records (%T)", path, st)
+	}
+	return rs, false, nil
 }
