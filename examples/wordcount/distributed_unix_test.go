@@ -463,12 +463,13 @@ func TestDistributedRescaleOneThreeTwoIsExact(t *testing.T) {
 	j.stopAll()
 }
 
-// 5. A partition added to the input topic while the job runs is read.
+// 5. A partition added to the input topic while the job runs is read,
+// found by the next discovery (every second here, not the default 30s).
 func TestDistributedPartitionAddedIsRead(t *testing.T) {
 	j := newDistJob(t, 6)
 	j.write(1000)
-	j.start()
-	j.start()
+	j.start("--partition-discovery-interval", "1s")
+	j.start("--partition-discovery-interval", "1s")
 	j.awaitOutput(500)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()

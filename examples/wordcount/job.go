@@ -21,7 +21,9 @@ type wordCount = runtime.KV[string, int64]
 // A non-nil statusLn serves the job's status (runtime.WithHTTPListener).
 func runJob(ctx context.Context, o options, seeds []string, p *progress, logger *slog.Logger, statusLn net.Listener) error {
 	srcOpts := []kafka.SourceOpt{kafka.WithBrokers(seeds...), kafka.WithSecurity(o.security), kafka.WithTopics(o.inputTopic), kafka.WithLogger(logger)}
-	if !o.unbounded {
+	if o.unbounded {
+		srcOpts = append(srcOpts, kafka.WithPartitionDiscoveryInterval(o.discovery))
+	} else {
 		srcOpts = append(srcOpts, kafka.WithBounded(kafka.LatestOffsets()))
 	}
 	src, err := kafka.NewSource(kafka.StringValues(), srcOpts...)

@@ -72,6 +72,9 @@ type options struct {
 	slots          int
 	sessionTimeout time.Duration
 	replication    int
+	// discovery is how often an unbounded input looks for new partitions
+	// (kafka.WithPartitionDiscoveryInterval).
+	discovery time.Duration
 	// security is how every Kafka client connects (TLS, SASL), from the
 	// --kafka-* flags and SPLITFLOW_KAFKA_* variables; clientOpts are its
 	// franz-go options, for the clients the job does not make itself.
@@ -97,6 +100,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.DurationVar(&o.checkpointInterval, "checkpoint-interval", time.Second, "time between checkpoints (and so between output commits); 0: no checkpoints, the output is committed once, at the end of the input (not with --unbounded), and a failure starts over")
 	fs.StringVar(&o.txnPrefix, "transactional-id-prefix", "wordcount", "prefix of the sink's Kafka transactional ids; unique per job")
 	fs.BoolVar(&o.unbounded, "unbounded", false, "keep running and pick up new input until interrupted")
+	fs.DurationVar(&o.discovery, "partition-discovery-interval", 30*time.Second, "how often a job that keeps running (--unbounded, --distributed) looks for partitions added to the input topic; 0: only at its start")
 	fs.Int64Var(&o.failEvery, "fail-every", 0, "inject a task failure every N records (0: never); the job restarts and must still be exact")
 	fs.IntVar(&o.partitions, "partitions", 4, "partitions of topics the job creates")
 	fs.BoolVar(&o.verbose, "v", false, "log every checkpoint, restart and assignment")
@@ -146,6 +150,9 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	if o.checkpointInterval == 0 && o.checkpointDir != "" {
 		bad("--checkpoint-dir needs --checkpoint-interval > 0")
 	}
+	if o.discovery < 0 {
+		bad("--partition-discovery-interval must not be negative, not %s", o.discovery)
+	}
 	if o.failEvery < 0 {
 		bad("--fail-every must not be negative")
 	}
@@ -182,6 +189,11 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		}
 	}
 	errs = append(errs, checkDistributed(fs, &o)...)
+	fs.Visit(func(f *flag.Flag) {
+		if f.Name == "partition-discovery-interval" && !o.unbounded {
+			bad("--partition-discovery-interval applies to a job that keeps running (--unbounded, --distributed); a bounded run reads the partitions there are at its start")
+		}
+	})
 	if err := errors.Join(errs...); err != nil {
 		return o, usageError(fs, "%w", err)
 	}
