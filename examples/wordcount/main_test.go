@@ -47,6 +47,23 @@ func TestDefaultRunIsExact(t *testing.T) {
 	}
 }
 
+// smallInput writes lines lines of four words each (w0..w90, counts in
+// the thousands) to a file of the test's, for --input-file: a smaller
+// input than the built-in text for the runs that do their work more
+// than once (restarts, replays), which run under -race.
+func smallInput(t *testing.T, lines int) string {
+	t.Helper()
+	var text strings.Builder
+	for i := range lines {
+		fmt.Fprintf(&text, "w%d w%d w%d w%d\n", i%50, i%7, i%91, i%13)
+	}
+	input := filepath.Join(t.TempDir(), "input.txt")
+	if err := os.WriteFile(input, []byte(text.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return input
+}
+
 // stateArgs chooses the state backend, with a state directory of the
 // test's own for pebble.
 func stateArgs(t *testing.T, backend string) []string {
@@ -58,11 +75,14 @@ func stateArgs(t *testing.T, backend string) []string {
 
 // Injected task failures with frequent checkpoints: the job restarts many
 // times from restored checkpoints and the output is still exact, on both
-// state backends.
+// state backends. The input is 40000 lines of 4 words (the built-in
+// text's run is TestDefaultRunIsExact's), with a failure every 8000
+// records read.
 func TestFailEveryIsExact(t *testing.T) {
+	input := smallInput(t, 40000)
 	for _, backend := range []string{"heap", "pebble"} {
 		t.Run(backend, func(t *testing.T) {
-			out, code := runWith(t, append(stateArgs(t, backend), "--fail-every", "10000", "--checkpoint-interval", "50ms", "--parallelism", "3")...)
+			out, code := runWith(t, append(stateArgs(t, backend), "--input-file", input, "--fail-every", "8000", "--checkpoint-interval", "50ms", "--parallelism", "3")...)
 			if code != 0 || !strings.Contains(out, "exactly-once: OK") {
 				t.Fatalf("exit %d, output:\n%s", code, out)
 			}
@@ -83,14 +103,7 @@ func TestFailEveryIsExact(t *testing.T) {
 func TestFailEveryOnS3IsExact(t *testing.T) {
 	srv := s3test.New(t)
 	srv.Env(t)
-	var text strings.Builder
-	for i := range 20000 {
-		fmt.Fprintf(&text, "w%d w%d w%d w%d\n", i%50, i%7, i%91, i%13)
-	}
-	input := filepath.Join(t.TempDir(), "input.txt")
-	if err := os.WriteFile(input, []byte(text.String()), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	input := smallInput(t, 20000)
 	for _, backend := range []string{"heap", "pebble"} {
 		t.Run(backend, func(t *testing.T) {
 			url := srv.URLOf("wordcount-" + backend)
@@ -119,14 +132,7 @@ func TestFailEveryOnS3IsExact(t *testing.T) {
 // The input is smaller than the built-in text: without checkpoints the
 // failed attempt's work is all done again, and the test runs with -race.
 func TestWithoutCheckpointsIsExact(t *testing.T) {
-	var text strings.Builder
-	for i := range 20000 {
-		fmt.Fprintf(&text, "w%d w%d w%d w%d\n", i%50, i%7, i%91, i%13)
-	}
-	input := filepath.Join(t.TempDir(), "input.txt")
-	if err := os.WriteFile(input, []byte(text.String()), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	input := smallInput(t, 20000)
 	out, code := runWith(t, "--input-file", input, "--checkpoint-interval", "0", "--fail-every", "12000")
 	if code != 0 || !strings.Contains(out, "exactly-once: OK") || !strings.Contains(out, " 0 checkpoints") {
 		t.Fatalf("exit %d, output:\n%s", code, out)
@@ -157,6 +163,8 @@ func TestBadFlags(t *testing.T) {
 		{"--unbounded", "--checkpoint-interval", "0"},
 		{"--checkpoint-dir", "/tmp/x", "--checkpoint-interval", "0"},
 		{"--input-topic", "x", "--output-topic", "x"},
+		{"--unbounded", "--partition-discovery-interval", "-1s"},
+		{"--partition-discovery-interval", "1s"}, // a bounded run discovers nothing
 		{"--no-such-flag"},
 		{"extra"},
 	} {
