@@ -253,19 +253,22 @@ func (typeOpsFor[T]) cut(env *Environment, e *edge, sh Shuffle, channel string, 
 	// every record to every partition).
 	var route func(subtask int) func(T) int32
 	var partitions int
-	var owner func(partition, parallelism int) int
 	switch e.kind {
 	case partitionHash:
 		keyHash, ok := e.keyHash.(func(T) uint32)
 		if !ok || keyHash == nil {
 			return nil, invalidGraph("distributed: the keyed edge %s -> %s has no key hash", e.from, e.to)
 		}
-		partitions = maxParallelism
+		// One partition per slot, which holds the key groups the slot
+		// owns: the slot count is the job's for life, and a partition per
+		// key group made the broker keep and index the max parallelism's
+		// partitions for every keyed edge, and every transaction touch
+		// them all (see DESIGN.md, "The driver").
+		partitions = slots
 		route = func(int) func(T) int32 {
-			return func(v T) int32 { return int32(KeyGroupForHash(keyHash(v), maxParallelism)) }
-		}
-		owner = func(partition, parallelism int) int {
-			return SubtaskForKeyGroup(partition, parallelism, maxParallelism)
+			return func(v T) int32 {
+				return int32(SubtaskForKeyGroup(KeyGroupForHash(keyHash(v), maxParallelism), slots, maxParallelism))
+			}
 		}
 	case partitionRebalance, partitionBroadcast:
 		partitions = slots
@@ -284,12 +287,12 @@ func (typeOpsFor[T]) cut(env *Environment, e *edge, sh Shuffle, channel string, 
 				}
 			}
 		}
-		// Partition i to subtask i at the job's parallelism (one per
-		// slot); contiguous ranges at any other.
-		owner = func(partition, parallelism int) int { return partition * parallelism / partitions }
 	default:
 		return nil, invalidGraph("distributed: the %s edge %s -> %s is not carried between processes", partitioningName(e.kind), e.from, e.to)
 	}
+	// Partition i to subtask i at the job's parallelism (one per slot);
+	// contiguous ranges at any other.
+	owner := func(partition, parallelism int) int { return partition * parallelism / partitions }
 	serde := DefaultSerde[T]()
 	var zero T
 	if _, err := serde.Append(nil, zero); err != nil {

@@ -69,17 +69,26 @@ func countJob(env *Environment) {
 
 // A distributed job's keyed edges become shuffles: slot i is then subtask
 // i of every chain, a forward pipeline that runs and checkpoints alone.
-func TestDistributedCutsEveryKeyedEdgeIntoAShuffle(t *testing.T) {
+// The channel of a keyed edge has one partition per slot: partition i
+// holds the records of the key groups slot i owns, and subtask i reads it.
+func TestDistributedCutsEveryKeyedEdgeIntoAShuffleOfAPartitionPerSlot(t *testing.T) {
 	sh := &recordingShuffle{}
 	env := distEnv(t, sh)
 	countJob(env)
+	var keyHash func(string) uint32
+	for _, n := range env.nodes {
+		if n.uid == "count" {
+			keyHash = n.inputs[0].keyHash.(func(string) uint32)
+		}
+	}
 	g := cutPointwise(t, env)
 	if len(sh.sinks) != 1 || sh.sinks[0] != "orders.count" || len(sh.sources) != 1 || sh.sources[0] != "orders.count" {
 		t.Fatalf("channels: sinks %v sources %v, want orders.count once each", sh.sinks, sh.sources)
 	}
-	if sh.partitions[0] != DefaultMaxParallelism {
-		t.Fatalf("%d partitions, want one per key group (%d)", sh.partitions[0], DefaultMaxParallelism)
+	if sh.partitions[0] != 4 {
+		t.Fatalf("%d partitions, want one per slot (4)", sh.partitions[0])
 	}
+	var enc *node
 	for _, n := range g.nodes {
 		for _, e := range n.inputs {
 			if e.kind != partitionForward {
@@ -92,12 +101,52 @@ func TestDistributedCutsEveryKeyedEdgeIntoAShuffle(t *testing.T) {
 		if n.par(&env.cfg) != 4 {
 			t.Fatalf("%s runs %d subtasks, want one per slot", n, n.par(&env.cfg))
 		}
+		if n.uid == "shuffle-encode:orders.count" {
+			enc = n
+		}
 	}
-	// The source's subtask reads the partitions (key groups) its keyed
-	// operator owns.
-	for kg := range DefaultMaxParallelism {
-		if got, want := sh.owner(kg, 4), SubtaskForKeyGroup(kg, 4, DefaultMaxParallelism); got != want {
-			t.Fatalf("key group %d read by subtask %d, owned by %d", kg, got, want)
+	for p := range 4 {
+		if got := sh.owner(p, 4); got != p {
+			t.Fatalf("partition %d read by subtask %d, want %d", p, got, p)
+		}
+	}
+	// Every key's records go to the partition of the slot that owns its
+	// key group, from whichever upstream subtask.
+	for subtask := range 4 {
+		batches := &winOut[ShuffleRecord]{}
+		op, in := enc.build(opInfo{subtask: subtask}, 4, output[ShuffleRecord](batches))
+		var keys []string
+		for i := range 200 {
+			k := fmt.Sprintf("key-%d-%d", subtask, i)
+			keys = append(keys, k)
+			if err := in.(output[string]).collect(k, 0); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := op.endInput(); err != nil {
+			t.Fatal(err)
+		}
+		u := newShuffleUnbatchOperator[string](opInfo{}, "orders.count", DefaultSerde[string]().Decode, &winOut[string]{}, 4, 4, func(int, int) int { return 0 })
+		seen := 0
+		for _, b := range batches.vals {
+			if b.Value[0] != shuffleBatchV2 {
+				continue
+			}
+			dec := &winOut[string]{}
+			u.out = dec
+			u.index = map[int32]int{b.Partition: 0}
+			if err := u.collect(b, 0); err != nil {
+				t.Fatal(err)
+			}
+			for _, k := range dec.vals {
+				seen++
+				if want := SubtaskForKeyGroup(KeyGroupForHash(keyHash(k), DefaultMaxParallelism), 4, DefaultMaxParallelism); int(b.Partition) != want {
+					t.Fatalf("key %q (key group %d) in partition %d, owned by slot %d", k, KeyGroupForHash(keyHash(k), DefaultMaxParallelism), b.Partition, want)
+				}
+			}
+		}
+		if seen != len(keys) {
+			t.Fatalf("subtask %d: %d of %d records in the batches", subtask, seen, len(keys))
 		}
 	}
 }

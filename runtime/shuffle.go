@@ -1,8 +1,9 @@
 package runtime
 
 // ShuffleRecord is one record of a shuffle's channel: a batch of the
-// stream's records that belong to one partition of the channel (a key
-// group for a keyed edge), encoded by the runtime, and that partition.
+// stream's records that belong to one partition of the channel (for a
+// keyed edge, the partition of the slot that owns their key groups),
+// encoded by the runtime, and that partition.
 type ShuffleRecord struct {
 	// Partition is the channel's partition, in [0, partitions).
 	Partition int32

@@ -12,13 +12,13 @@ import (
 
 // A cut hash edge carries its records in batches: every Kafka record of a
 // shuffle topic (ShuffleRecord.Value) holds the records of one partition
-// (key group) that one upstream subtask emitted between two barriers, up
-// to shuffleBatchBytes. Per-record costs of the transport (a produce
-// call, a record's headers and framing, a fetched record's allocation)
-// then fall on batches: the shuffle is read back exactly as written, and
-// buffering until the barrier delays nothing, since an exactly-once
-// shuffle sink makes its records visible only when the checkpoint
-// completes.
+// (the slot that owns their key groups) that one upstream subtask
+// emitted between two barriers, up to shuffleBatchBytes. Per-record
+// costs of the transport (a produce call, a record's headers and
+// framing, a fetched record's allocation) then fall on batches: the
+// shuffle is read back exactly as written, and buffering until the
+// barrier delays nothing, since an exactly-once shuffle sink makes its
+// records visible only when the checkpoint completes.
 //
 // A batch is a format byte (shuffleBatchV2), the upstream subtask (its
 // slot; uvarint), then for each record, in emission order: uvarint length

@@ -304,9 +304,8 @@ func (e *enumerator) handleDiscovery(d discovered) error {
 		e.discoveredMetric.Inc()
 		fresh = append(fresh, s)
 	}
-	// A partition a line, unless one run finds many (a shuffle topic has
-	// one per key group, in every slot): then one line, the partitions at
-	// debug level.
+	// A partition a line, unless one run finds many (a topic of many
+	// partitions): then one line, the partitions at debug level.
 	level := slog.LevelInfo
 	if len(fresh) > maxDiscoveryLines {
 		level = slog.LevelDebug

@@ -230,10 +230,11 @@ func (s *Shuffle) newSource(channel string, partitions int, owner func(partition
 }
 
 // The shuffle source's fetch bounds (WithShuffleSourceOpts with
-// WithClientOpts overrides them).
+// WithClientOpts overrides them). A slot reads one partition of a
+// channel, so that partition may fill the whole fetch.
 const (
 	shuffleFetchMaxBytes          = 4 << 20
-	shuffleFetchMaxPartitionBytes = 1 << 20
+	shuffleFetchMaxPartitionBytes = 4 << 20
 )
 
 // shuffleTimestamp is the event time the sink was given for r:
@@ -301,8 +302,9 @@ func ensureShuffleTopic(ctx context.Context, cl *kgo.Client, sec Security, topic
 		case err != nil:
 			return err
 		case n > 0 && n != partitions:
-			return fmt.Errorf("kafka shuffle: topic %q has %d partitions, and the channel needs %d (one per partition of the channel, its max parallelism for a keyed edge); "+
-				"a topic left by a job with another max parallelism: delete the topic or rename the job: %w",
+			return fmt.Errorf("kafka shuffle: topic %q has %d partitions, and the channel needs %d (one per partition of the channel: the job's slots); "+
+				"a topic left by a job of another slot count, or made by an earlier splitflow, which gave a keyed edge a partition per key group, cannot carry this job's records: "+
+				"finish the job with the splitflow that made it, or delete the topic or rename the job to start afresh: %w",
 				topic, n, partitions, connector.ErrInvalidConfiguration)
 		case n > 0:
 			return awaitLeaders(ctx, cl, sec, topic)

@@ -873,7 +873,7 @@ func TestShuffleTopicIsLedOnEveryPartitionOnceItsStartReturns(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		const partitions = 128 // a keyed edge's, the default max parallelism
+		const partitions = 128 // a channel of a job of 128 slots: many partitions made at once
 		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 		defer cancel()
 		cl, err := kgo.NewClient(kgo.SeedBrokers(c.seeds...))
