@@ -1,27 +1,27 @@
 package runtime
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"maps"
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
+	"testing"
+	"time"
 
-	"github.com/splitflow/splitflow/connector"
-
+	dto "github.com/prometheus/client_model/go"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"context"
-	"errors"
+	"github.com/splitflow/splitflow/connector"
 	"github.com/splitflow/splitflow/runtime/checkpoint"
 	"github.com/splitflow/splitflow/runtime/internal/slots"
-	"strings"
-	"testing"
-	"time"
 )
 
 // recordingShuffle is a Shuffle whose sides are test connectors, and which
@@ -814,6 +814,45 @@ func TestDistributedCheckpointHistoryIsPerSlot(t *testing.T) {
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A process whose job ended runs no slot: once Execute returned (its
+// slots drained, the process out of the group), its status lists none
+// and its owned-slots gauge is 0, while the job's state says it ended.
+func TestStoppedProcessListsNoSlots(t *testing.T) {
+	c := groupCluster(t)
+	env := distributedJob(c.ListenAddrs(), t.TempDir(), newCollectSink[int64]())
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- env.Execute(ctx, "logs") }()
+	deadline := time.Now().Add(time.Minute)
+	for running := 0; running < 2; {
+		if time.Now().After(deadline) {
+			t.Fatalf("slots running after a minute: %+v; want both", env.Status().Distributed)
+		}
+		time.Sleep(20 * time.Millisecond)
+		running = 0
+		if d := env.Status().Distributed; d != nil {
+			for _, s := range d.Slots {
+				if s.Running {
+					running++
+				}
+			}
+		}
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	st := env.Status()
+	if st.Distributed == nil || len(st.Distributed.Slots) != 0 {
+		t.Fatalf("the stopped process lists slots %+v (job state %q); want none", st.Distributed, st.State)
+	}
+	var g dto.Metric
+	if err := env.observer().slotM.owned.Write(&g); err != nil || g.GetGauge().GetValue() != 0 {
+		t.Fatalf("splitflow_slots_owned is %v after the process stopped (%v); want 0", g.GetGauge().GetValue(), err)
 	}
 }
 

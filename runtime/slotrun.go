@@ -198,6 +198,7 @@ func (dr *distDriver) loop(ctx context.Context) (err error) {
 		live := slices.Collect(maps.Values(dr.runners))
 		dr.awaitAll()
 		dr.m.Close()
+		dr.env.observer().slotsStopped()
 		errs := []error{err}
 		for _, r := range live {
 			if r.err != nil && !errors.Is(r.err, ErrSlotLost) && !errors.Is(r.err, context.Canceled) {

@@ -129,6 +129,18 @@ func (o *observer) slotEnded(slot int) {
 	o.slotM.owned.Set(float64(len(o.dist.Slots)))
 }
 
+// slotsStopped drops every slot: the process stopped them all and left
+// the group, so it runs none, whichever slots its last generation gave it.
+func (o *observer) slotsStopped() {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.dist == nil {
+		return
+	}
+	o.dist.Slots = o.dist.Slots[:0]
+	o.slotM.owned.Set(0)
+}
+
 // slotsReleased records how long releasing revoked slots took.
 func (o *observer) slotsReleased(d time.Duration) {
 	o.slotM.handover.WithLabelValues("release").Observe(d.Seconds())
