@@ -7,10 +7,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // Read returns every record of topic that a read_committed consumer sees,
@@ -86,45 +90,130 @@ func stableEnds(ctx context.Context, seeds []string, topic string, settle time.D
 
 // readTo reads every partition of topic as a read_committed consumer up to
 // ends, leaving out control records and anything at or past ends.
+//
+// It fetches by itself rather than through a consumer: a consumer's
+// position moves only with the records it delivers, and it delivers none
+// for a transaction aborted after another began, whose abort marker lies
+// past the last stable offset (past ends), so a reader counting delivered
+// records would wait for ever below ends. Each fetch answer says how far
+// it went (kgo.ProcessFetchPartition), delivered records or not.
 func readTo(ctx context.Context, seeds []string, topic string, ends map[int32]int64, opts []kgo.Opt) ([]*kgo.Record, error) {
-	cl, err := kgo.NewClient(append(append([]kgo.Opt(nil), opts...), kgo.SeedBrokers(seeds...), kgo.ConsumeTopics(topic),
-		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
-		kgo.KeepControlRecords())...)
+	cl, err := kgo.NewClient(append(append([]kgo.Opt(nil), opts...), kgo.SeedBrokers(seeds...))...)
 	if err != nil {
 		return nil, err
 	}
 	defer cl.Close()
-	pos := map[int32]int64{}
-	var out []*kgo.Record
-	for {
-		done := true
-		for p, end := range ends {
-			if pos[p] < end {
-				done = false
-			}
-		}
-		if done {
-			return out, nil
-		}
-		fs := cl.PollFetches(ctx)
-		if ctx.Err() != nil {
-			return nil, fmt.Errorf("read_committed consumer of %s stuck at %v, want %v: %w", topic, pos, ends, ctx.Err())
-		}
-		var ferr error
-		fs.EachError(func(_ string, p int32, err error) {
-			ferr = errors.Join(ferr, fmt.Errorf("fetch %s[%d]: %w", topic, p, err))
-		})
-		if ferr != nil {
-			return nil, ferr
-		}
-		fs.EachRecord(func(r *kgo.Record) {
-			if end, ok := ends[r.Partition]; !ok || r.Offset >= end {
-				return // written after the offsets were taken
-			}
-			pos[r.Partition] = r.Offset + 1
-			if !r.Attrs.IsControl() {
-				out = append(out, r)
-			}
-		})
+	adm := kadm.NewClient(cl)
+	starts, err := adm.ListStartOffsets(ctx, topic)
+	if err == nil {
+		err = starts.Error()
 	}
+	if err != nil {
+		return nil, fmt.Errorf("list start offsets of %s: %w", topic, err)
+	}
+	pos := map[int32]int64{}
+	starts.Each(func(o kadm.ListedOffset) { pos[o.Partition] = o.Offset })
+	parts := slices.Sorted(maps.Keys(ends))
+	var out []*kgo.Record
+	for _, p := range parts {
+		var (
+			at      *partitionAt
+			lastErr error
+		)
+		for pos[p] < ends[p] {
+			var recs []*kgo.Record
+			next := pos[p]
+			if at == nil {
+				at, err = leaderOf(ctx, adm, topic, p)
+			}
+			if err == nil {
+				recs, next, err = at.fetchCommitted(ctx, cl, pos[p])
+			}
+			if err != nil {
+				// A leader that moved or restarts: ask again, from
+				// the metadata on, until ctx ends.
+				at, lastErr = nil, err
+			}
+			for _, r := range recs {
+				if r.Offset >= ends[p] {
+					break // written after the offsets were taken
+				}
+				if !r.Attrs.IsControl() {
+					out = append(out, r)
+				}
+			}
+			if next > pos[p] {
+				pos[p] = next
+				continue
+			}
+			select {
+			case <-ctx.Done():
+				return nil, fmt.Errorf("read_committed consumer of %s stuck at %v, want %v (last error: %v): %w", topic, pos, ends, lastErr, ctx.Err())
+			case <-time.After(20 * time.Millisecond):
+			}
+		}
+	}
+	return out, nil
+}
+
+// partitionAt is where a partition is fetched from: its topic's id and
+// its leader.
+type partitionAt struct {
+	topic     string
+	id        [16]byte
+	partition int32
+	leader    int32
+}
+
+func leaderOf(ctx context.Context, adm *kadm.Client, topic string, p int32) (*partitionAt, error) {
+	td, err := adm.ListTopics(ctx, topic)
+	if err != nil {
+		return nil, err
+	}
+	t, ok := td[topic]
+	if !ok || t.Err != nil {
+		return nil, fmt.Errorf("metadata of %s: %v", topic, t.Err)
+	}
+	pd, ok := t.Partitions[p]
+	if !ok || pd.Err != nil {
+		return nil, fmt.Errorf("metadata of %s[%d]: %v", topic, p, pd.Err)
+	}
+	return &partitionAt{topic: topic, id: t.ID, partition: p, leader: pd.Leader}, nil
+}
+
+// fetchCommitted fetches the partition from offset from at its leader,
+// read_committed, and returns the records a consumer would deliver
+// (control records included) and the offset after the batches the answer
+// held.
+func (at *partitionAt) fetchCommitted(ctx context.Context, cl *kgo.Client, from int64) ([]*kgo.Record, int64, error) {
+	topic, p := at.topic, at.partition
+	req := kmsg.NewPtrFetchRequest()
+	req.ReplicaID = -1
+	req.MaxWaitMillis = 100
+	req.MaxBytes = 4 << 20
+	req.SessionEpoch = -1 // a full fetch outside any fetch session
+	req.IsolationLevel = 1
+	rt := kmsg.NewFetchRequestTopic()
+	rt.Topic, rt.TopicID = topic, at.id
+	rp := kmsg.NewFetchRequestTopicPartition()
+	rp.Partition, rp.FetchOffset, rp.PartitionMaxBytes = p, from, 4<<20
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	resp, err := req.RequestWith(ctx, cl.Broker(int(at.leader)))
+	if err != nil {
+		return nil, 0, err
+	}
+	if err := kerr.ErrorForCode(resp.ErrorCode); err != nil {
+		return nil, 0, err
+	}
+	if len(resp.Topics) != 1 || len(resp.Topics[0].Partitions) != 1 {
+		return nil, 0, fmt.Errorf("fetch answered for %d topics", len(resp.Topics))
+	}
+	fp, next := kgo.ProcessFetchPartition(kgo.ProcessFetchPartitionOpts{
+		KeepControlRecords: true, Offset: from, IsolationLevel: kgo.ReadCommitted(), Topic: topic, Partition: p,
+	}, &resp.Topics[0].Partitions[0], kgo.DefaultDecompressor(), nil)
+	if fp.Err != nil {
+		return nil, 0, fp.Err
+	}
+	return fp.Records, next, nil
 }
