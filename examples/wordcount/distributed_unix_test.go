@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -602,4 +603,47 @@ func TestDistributedFlagsAreChecked(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(dir, "orders")); !os.IsNotExist(err) {
 		t.Fatalf("parsing flags touched the checkpoint directory: %v", err)
 	}
+}
+
+// The broker stops and starts again while two processes run the job:
+// both ride it out (their clients reconnect, their slots restart or are
+// claimed again from their logs), neither exits, and the output stays
+// exact. The broker is the package's, so the test starts it again
+// whatever happens.
+func TestDistributedBrokerRestartIsExact(t *testing.T) {
+	j := newDistJob(t, 4)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		if err := j.b.Start(ctx); err != nil {
+			t.Errorf("start the broker again: %v", err)
+		}
+	})
+	j.write(3000)
+	ps := []*distProc{j.start(), j.start()}
+	j.awaitSlots(ps...)
+	j.awaitOutput(1000)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	stopped := time.Now()
+	switch err := j.b.Stop(ctx); {
+	case errors.Is(err, kafkatest.ErrNotControllable):
+		t.Skip("the broker (KAFKA_BOOTSTRAP_SERVERS) cannot be stopped from here")
+	case err != nil:
+		t.Fatalf("stop the broker: %v", err)
+	}
+	time.Sleep(5 * time.Second)
+	if err := j.b.Start(ctx); err != nil {
+		t.Fatalf("start the broker: %v", err)
+	}
+	t.Logf("broker down for %v", time.Since(stopped).Round(time.Millisecond))
+	j.write(3000)
+	j.exact()
+	for _, p := range ps {
+		if st := p.state(); st != "running" {
+			t.Fatalf("%s %s after the broker came back\n%s", p.name, st, j.logs())
+		}
+	}
+	t.Logf("exact %v after the broker stopped", time.Since(stopped).Round(time.Millisecond))
+	j.stopAll()
 }
