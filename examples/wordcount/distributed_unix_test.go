@@ -647,3 +647,25 @@ func TestDistributedBrokerRestartIsExact(t *testing.T) {
 	t.Logf("exact %v after the broker stopped", time.Since(stopped).Round(time.Millisecond))
 	j.stopAll()
 }
+
+// Every process of the job SIGKILLed at once, then the job started again
+// on other processes: each slot goes on from its last recorded
+// checkpoint (its claim's storage, its log), the transactions the killed
+// processes left prepared are committed or aborted by the new owners, and
+// the output is exact.
+func TestDistributedAllProcessesKilledAndStartedAgainIsExact(t *testing.T) {
+	j := newDistJob(t, 4)
+	j.write(3000)
+	ps := []*distProc{j.start(), j.start()}
+	j.awaitSlots(ps...)
+	j.awaitOutput(1000)
+	for _, p := range ps {
+		p.kill()
+	}
+	j.write(3000)
+	again := []*distProc{j.start(), j.start()}
+	j.awaitSlots(again...)
+	j.exact()
+	j.procs = again
+	j.stopAll()
+}
