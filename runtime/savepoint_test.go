@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -130,22 +131,38 @@ func TestTriggerSavepointIsNeverRetained(t *testing.T) {
 	j := &rangeJob{par: 2, splits: 2, perSplit: 2000, delay: time.Millisecond}
 	j.opts = []Option{WithCheckpointInterval(5 * time.Millisecond), WithCheckpointDir(dir), WithCheckpointsRetained(1), WithSavepointDir(target)}
 	env := savepointJob(j, false, "sink")
+	// The readers stop half-way until two checkpoints have completed
+	// after the savepoint: on a loaded machine the job could otherwise
+	// end before the savepoint is taken, or before retention runs again.
+	release := make(chan struct{})
+	var released sync.Once
+	releaseAll := func() { released.Do(func() { close(release) }) }
+	j.src.hold = func(v int64) bool { return v%2000 >= 1000 }
+	j.src.release = release
 	var sp Savepoint
 	var spErr error
-	var last int64
-	var mu sync.Mutex
+	var last, past atomic.Int64
 	started := make(chan struct{})
 	var once sync.Once
 	env.hooks = &testHooks{checkpointCompleted: func(id int64, _ checkpoint.Storage) {
-		mu.Lock()
-		last = id
-		mu.Unlock()
+		last.Store(id)
 		once.Do(func() { close(started) })
+		if p := past.Load(); p > 0 && id >= p {
+			releaseAll()
+		}
 	}}
 	var wg sync.WaitGroup
 	wg.Go(func() {
 		<-started
 		sp, spErr = env.TriggerSavepoint(context.Background(), "")
+		if spErr != nil {
+			releaseAll()
+			return
+		}
+		past.Store(sp.Checkpoint + 2)
+		if last.Load() >= sp.Checkpoint+2 {
+			releaseAll()
+		}
 	})
 	if err := env.Execute(testCtx(t), "job"); err != nil {
 		t.Fatal(err)
@@ -154,8 +171,8 @@ func TestTriggerSavepointIsNeverRetained(t *testing.T) {
 	if spErr != nil {
 		t.Fatal(spErr)
 	}
-	if last <= sp.Checkpoint+1 {
-		t.Fatalf("the job completed checkpoints up to %d, savepoint of %d: retention had nothing to remove after it", last, sp.Checkpoint)
+	if l := last.Load(); l <= sp.Checkpoint+1 {
+		t.Fatalf("the job completed checkpoints up to %d, savepoint of %d: retention had nothing to remove after it", l, sp.Checkpoint)
 	}
 	c, err := checkpoint.OpenRestorePoint(sp.Path)
 	if err != nil {
