@@ -51,7 +51,7 @@ func keyedSavepointRoundTrip(t *testing.T, backend func() Option, from, to int, 
 	const splits, perSplit, keys = 4, 300, 7
 	store := newTxnStore()
 	src1 := &rangeSrc{splits: splits, perSplit: perSplit, delay: time.Millisecond, readerFailAt: -1}
-	sp := stopAfter(t, keyedSavepointJob(from, 16, src1, false, nil, store, WithCheckpointDir(cpDir1), WithRestartStrategy(NoRestart()), backend()), target)
+	sp := stopAfter(t, keyedSavepointJob(from, 16, src1, false, nil, store, WithCheckpointDir(cpDir1), WithRestartStrategy(NoRestart()), backend()), src1, target)
 	before := len(committedOnce(t, store))
 	if before == 0 || before == splits*perSplit {
 		t.Fatalf("first job committed %d of %d counts; the test needs a stop half-way", before, splits*perSplit)
@@ -168,7 +168,7 @@ func TestSavepointWithChangedMaxParallelismRefused(t *testing.T) {
 	forEachStateBackend(t, func(t *testing.T, backend Option) {
 		store := newTxnStore()
 		src1 := &rangeSrc{splits: 4, perSplit: 300, delay: time.Millisecond, readerFailAt: -1}
-		sp := stopAfter(t, keyedSavepointJob(2, 16, src1, false, nil, store, WithRestartStrategy(NoRestart()), backend), t.TempDir())
+		sp := stopAfter(t, keyedSavepointJob(2, 16, src1, false, nil, store, WithRestartStrategy(NoRestart()), backend), src1, t.TempDir())
 		before := len(committedOnce(t, store))
 		src2 := &rangeSrc{splits: 4, perSplit: 300, readerFailAt: -1}
 		err := keyedSavepointJob(2, 32, src2, false, nil, store, WithRestoreFrom(sp.Path), WithRestartStrategy(NoRestart()), backend).

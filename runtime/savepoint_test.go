@@ -62,8 +62,15 @@ func committedOnce(t *testing.T, store *txnStore) map[int64]bool {
 
 // stopAfter runs env, stops it with a savepoint into target once
 // checkpoint 2 completed, and returns the savepoint.
-func stopAfter(t *testing.T, env *Environment, target string) Savepoint {
+func stopAfter(t *testing.T, env *Environment, src *rangeSrc, target string) Savepoint {
 	t.Helper()
+	// The readers stop half-way through their first split until the stop
+	// has returned: on a loaded machine the job could otherwise read all
+	// of its input before the second checkpoint, and end before the stop.
+	release := make(chan struct{})
+	defer close(release)
+	src.hold = func(v int64) bool { return v%int64(src.perSplit) >= int64(src.perSplit/2) }
+	src.release = release
 	second := make(chan struct{})
 	var once sync.Once
 	env.hooks = &testHooks{checkpointCompleted: func(id int64, _ checkpoint.Storage) {
@@ -98,7 +105,8 @@ func TestStopWithSavepointRestoresChangedJobExactlyOnce(t *testing.T) {
 	dir1, target := t.TempDir(), t.TempDir()
 	j1 := &rangeJob{par: 2, splits: splits, perSplit: perSplit, delay: time.Millisecond, sink: &txnSink2PC{store: store}}
 	j1.opts = []Option{WithCheckpointInterval(5 * time.Millisecond), WithCheckpointDir(dir1)}
-	sp := stopAfter(t, savepointJob(j1, false, "sink"), target)
+	env1 := savepointJob(j1, false, "sink")
+	sp := stopAfter(t, env1, j1.src, target)
 	if !strings.HasPrefix(sp.Path, target) || sp.Checkpoint < 2 {
 		t.Fatalf("savepoint %+v, want one under %s of checkpoint >= 2", sp, target)
 	}
@@ -194,7 +202,8 @@ func TestTriggerSavepointIsNeverRetained(t *testing.T) {
 func TestRestoreFromSavepointRefusesRemovedOperator(t *testing.T) {
 	j1 := &rangeJob{par: 2, splits: 2, perSplit: 2000, delay: time.Millisecond}
 	j1.opts = []Option{WithCheckpointInterval(5 * time.Millisecond)}
-	sp := stopAfter(t, savepointJob(j1, false, "sink"), t.TempDir())
+	env1 := savepointJob(j1, false, "sink")
+	sp := stopAfter(t, env1, j1.src, t.TempDir())
 	j2 := &rangeJob{par: 2, splits: 2, perSplit: 2000}
 	j2.opts = []Option{WithCheckpointInterval(5 * time.Millisecond), WithRestoreFrom(sp.Path)}
 	err := savepointJob(j2, false, "other-sink").Execute(testCtx(t), "refused")
