@@ -15,11 +15,13 @@ import (
 	"github.com/splitflow/splitflow/runtime"
 )
 
-// numbersJob is a job writing the numbers 0 to 999, generated at 2000 a
-// second, as lines into exactly-once part files in out.
+// numbersJob is a job writing the numbers 0 to 999, generated at 1000 a
+// second, as lines into exactly-once part files in out. A second of input
+// leaves the examples' savepoints, taken after the first checkpoint, time
+// to come before the end on a loaded machine.
 func numbersJob(out string, opts ...runtime.Option) (*runtime.Environment, error) {
 	src, err := datagen.NewSource(func(i int64, _ *rand.Rand) string { return strconv.FormatInt(i, 10) },
-		datagen.WithCount(1000), datagen.WithRecordsPerSecond(2000))
+		datagen.WithCount(1000), datagen.WithRecordsPerSecond(1000))
 	if err != nil {
 		return nil, err
 	}
