@@ -57,18 +57,6 @@ func TestPebbleProcessKilledDuringCheckpointsOnS3IsExact(t *testing.T) {
 	killedDuringCheckpoints(t, srv.URLOf("killed"), "pebble")
 }
 
-// wordcountBinary builds the example into a directory of the test's.
-func wordcountBinary(t *testing.T) string {
-	t.Helper()
-	bin := filepath.Join(t.TempDir(), "wordcount")
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	if out, err := exec.CommandContext(ctx, "go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	return bin
-}
-
 // distinctWordsInput writes an input file of n distinct words, each 4
 // times, shuffled, 4 words a line.
 func distinctWordsInput(t *testing.T, n int) string {

@@ -7,8 +7,10 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -17,7 +19,43 @@ import (
 	"github.com/splitflow/splitflow/runtime/checkpoint"
 )
 
-func TestMain(m *testing.M) { kafkatest.Main(m) }
+func TestMain(m *testing.M) {
+	code := kafkatest.Run(m)
+	if binDir != "" {
+		os.RemoveAll(binDir)
+	}
+	os.Exit(code)
+}
+
+// The wordcount binary the process tests run, built once for all of them:
+// each link of it takes seconds.
+var (
+	binOnce sync.Once
+	binDir  string
+	binPath string
+	binErr  error
+)
+
+// wordcountBinary builds the example once into a directory removed after
+// the package's tests, and returns the binary's path.
+func wordcountBinary(t *testing.T) string {
+	t.Helper()
+	binOnce.Do(func() {
+		if binDir, binErr = os.MkdirTemp("", "wordcount-test"); binErr != nil {
+			return
+		}
+		binPath = filepath.Join(binDir, "wordcount")
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		defer cancel()
+		if out, err := exec.CommandContext(ctx, "go", "build", "-o", binPath, ".").CombinedOutput(); err != nil {
+			binErr = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if binErr != nil {
+		t.Fatal(binErr)
+	}
+	return binPath
+}
 
 func runWith(t *testing.T, args ...string) (string, int) {
 	t.Helper()

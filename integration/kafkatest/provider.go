@@ -171,6 +171,12 @@ var (
 // Main runs the package's tests and then stops the broker, if one was
 // started, before exiting with the tests' code. Call it from TestMain.
 func Main(m *testing.M) {
+	os.Exit(Run(m))
+}
+
+// Run is Main without the exit, for a TestMain with clean-up of its own
+// to do after the tests: it returns the tests' code.
+func Run(m *testing.M) int {
 	code := m.Run()
 	pkgMu.Lock()
 	used := pkgUsed
@@ -181,7 +187,7 @@ func Main(m *testing.M) {
 		}
 	}
 	closeSecure()
-	os.Exit(code)
+	return code
 }
 
 // Get returns the package's broker, starting it on first use. When none can
