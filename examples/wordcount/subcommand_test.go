@@ -12,8 +12,10 @@ import (
 
 // wordcount write-input fills the input topic once; wordcount verify
 // passes on a complete exactly-once output and fails, after its timeout,
-// on an output with counts missing. Bad arguments are usage errors.
+// on an output with counts missing. Bad arguments are usage errors. The
+// input is 5000 lines of 4 words (--input-file), not the built-in text.
 func TestWriteInputAndVerify(t *testing.T) {
+	input := smallInput(t, 5000)
 	c, err := kfake.NewCluster(kfake.NumBrokers(1))
 	if err != nil {
 		t.Fatal(err)
@@ -30,10 +32,10 @@ func TestWriteInputAndVerify(t *testing.T) {
 		}
 		return code, out.String() + errs.String()
 	}
-	if code, out := sub("write-input", "--brokers", brokers, "--input-topic", "wi-lines", "--output-topic", "wi-counts"); code != 0 || !strings.Contains(out, "wrote") {
+	if code, out := sub("write-input", "--brokers", brokers, "--input-topic", "wi-lines", "--output-topic", "wi-counts", "--input-file", input); code != 0 || !strings.Contains(out, "wrote") {
 		t.Fatalf("write-input: %d %s", code, out)
 	}
-	if code, out := sub("write-input", "--brokers", brokers, "--input-topic", "wi-lines", "--output-topic", "wi-counts"); code != 0 || !strings.Contains(out, "nothing written") {
+	if code, out := sub("write-input", "--brokers", brokers, "--input-topic", "wi-lines", "--output-topic", "wi-counts", "--input-file", input); code != 0 || !strings.Contains(out, "nothing written") {
 		t.Fatalf("second write-input: %d %s", code, out)
 	}
 	// Nothing counted yet: counts missing until the timeout.
@@ -44,7 +46,7 @@ func TestWriteInputAndVerify(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "exactly-once: OK") {
 		t.Fatalf("the job: %d\n%s", code, out)
 	}
-	if code, out := sub("verify", "--brokers", brokers, "--input-topic", "wi-lines", "--output-topic", "wi-counts"); code != 0 || !strings.Contains(out, "exactly-once: OK words=96 updates=1025000") {
+	if code, out := sub("verify", "--brokers", brokers, "--input-topic", "wi-lines", "--output-topic", "wi-counts"); code != 0 || !strings.Contains(out, "exactly-once: OK words=91 updates=20000") {
 		t.Fatalf("verify: %d %s", code, out)
 	}
 	for _, args := range [][]string{{}, {"--brokers", brokers, "extra"}, {"--brokers", brokers, "--timeout", "0s"}} {
