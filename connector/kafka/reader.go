@@ -13,6 +13,7 @@ import (
 
 	"github.com/splitflow/splitflow/connector"
 	"github.com/splitflow/splitflow/connector/base"
+	"github.com/splitflow/splitflow/internal/kfetch"
 	"github.com/splitflow/splitflow/metrics"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -326,10 +327,7 @@ func (r *splitReader) probeEnded(ctx context.Context, tp TopicPartition, ps *par
 	if err != nil {
 		return false, err
 	}
-	iso := kgo.ReadUncommitted()
-	if r.cfg.readCommitted {
-		iso = kgo.ReadCommitted()
-	}
+	part := kfetch.Partition{Topic: tp.Topic, TopicID: id, Partition: tp.Partition}
 	from := ps.next
 	// A byte at most: the leader still returns the first batch whole
 	// (KIP-74), which is all the answer needs. A batch may end before the
@@ -337,30 +335,10 @@ func (r *splitReader) probeEnded(ctx context.Context, tp TopicPartition, ps *par
 	// emptied by the cleaner); the next fetch goes on from its end. A few
 	// rounds at most: a later probe goes on from there.
 	for range 8 {
-		req := kmsg.NewPtrFetchRequest()
-		req.ReplicaID = -1
-		req.MaxBytes = 1
-		req.SessionEpoch = -1 // a full fetch outside any fetch session
-		if r.cfg.readCommitted {
-			req.IsolationLevel = 1
-		}
-		rt := kmsg.NewFetchRequestTopic()
-		rt.Topic, rt.TopicID = tp.Topic, id
-		rp := kmsg.NewFetchRequestTopicPartition()
-		rp.Partition, rp.FetchOffset, rp.PartitionMaxBytes = tp.Partition, from, 1
-		rt.Partitions = append(rt.Partitions, rp)
-		req.Topics = append(req.Topics, rt)
-		resp, err := req.RequestWith(ctx, r.cl.Broker(int(leader)))
+		p, err := kfetch.Fetch(ctx, r.cl, leader, part, from, kfetch.Opts{MaxBytes: 1, ReadCommitted: r.cfg.readCommitted})
 		if err != nil {
 			return false, err
 		}
-		if err := kerr.ErrorForCode(resp.ErrorCode); err != nil {
-			return false, err
-		}
-		if len(resp.Topics) != 1 || len(resp.Topics[0].Partitions) != 1 {
-			return false, fmt.Errorf("fetch of %s answered for %d topics", tp, len(resp.Topics))
-		}
-		p := &resp.Topics[0].Partitions[0]
 		if err := kerr.ErrorForCode(p.ErrorCode); err != nil {
 			if errors.Is(err, kerr.OffsetOutOfRange) && p.LogStartOffset >= ps.stop {
 				return true, nil
@@ -377,13 +355,11 @@ func (r *splitReader) probeEnded(ctx context.Context, tp TopicPartition, ps *par
 		if len(p.RecordBatches) == 0 {
 			return true, nil
 		}
-		fp, next := kgo.ProcessFetchPartition(kgo.ProcessFetchPartitionOpts{
-			KeepControlRecords: true, Offset: from, IsolationLevel: iso, Topic: tp.Topic, Partition: tp.Partition,
-		}, p, kgo.DefaultDecompressor(), nil)
-		if fp.Err != nil {
-			return false, fp.Err
+		recs, next, err := kfetch.Records(part, from, r.cfg.readCommitted, p)
+		if err != nil {
+			return false, err
 		}
-		for _, rec := range fp.Records {
+		for _, rec := range recs {
 			if rec.Offset < ps.stop {
 				return false, nil // the client delivers it
 			}

@@ -11,10 +11,9 @@ import (
 	"slices"
 	"time"
 
+	"github.com/splitflow/splitflow/internal/kfetch"
 	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // Read returns every record of topic that a read_committed consumer sees,
@@ -156,13 +155,11 @@ func readTo(ctx context.Context, seeds []string, topic string, ends map[int32]in
 	return out, nil
 }
 
-// partitionAt is where a partition is fetched from: its topic's id and
-// its leader.
+// partitionAt is where a partition is fetched from: the partition, by
+// its topic's id, and its leader.
 type partitionAt struct {
-	topic     string
-	id        [16]byte
-	partition int32
-	leader    int32
+	kfetch.Partition
+	leader int32
 }
 
 func leaderOf(ctx context.Context, adm *kadm.Client, topic string, p int32) (*partitionAt, error) {
@@ -178,7 +175,7 @@ func leaderOf(ctx context.Context, adm *kadm.Client, topic string, p int32) (*pa
 	if !ok || pd.Err != nil {
 		return nil, fmt.Errorf("metadata of %s[%d]: %v", topic, p, pd.Err)
 	}
-	return &partitionAt{topic: topic, id: t.ID, partition: p, leader: pd.Leader}, nil
+	return &partitionAt{Partition: kfetch.Partition{Topic: topic, TopicID: t.ID, Partition: p}, leader: pd.Leader}, nil
 }
 
 // fetchCommitted fetches the partition from offset from at its leader,
@@ -186,34 +183,9 @@ func leaderOf(ctx context.Context, adm *kadm.Client, topic string, p int32) (*pa
 // (control records included) and the offset after the batches the answer
 // held.
 func (at *partitionAt) fetchCommitted(ctx context.Context, cl *kgo.Client, from int64) ([]*kgo.Record, int64, error) {
-	topic, p := at.topic, at.partition
-	req := kmsg.NewPtrFetchRequest()
-	req.ReplicaID = -1
-	req.MaxWaitMillis = 100
-	req.MaxBytes = 4 << 20
-	req.SessionEpoch = -1 // a full fetch outside any fetch session
-	req.IsolationLevel = 1
-	rt := kmsg.NewFetchRequestTopic()
-	rt.Topic, rt.TopicID = topic, at.id
-	rp := kmsg.NewFetchRequestTopicPartition()
-	rp.Partition, rp.FetchOffset, rp.PartitionMaxBytes = p, from, 4<<20
-	rt.Partitions = append(rt.Partitions, rp)
-	req.Topics = append(req.Topics, rt)
-	resp, err := req.RequestWith(ctx, cl.Broker(int(at.leader)))
+	answer, err := kfetch.Fetch(ctx, cl, at.leader, at.Partition, from, kfetch.Opts{MaxBytes: 4 << 20, MaxWait: 100 * time.Millisecond, ReadCommitted: true})
 	if err != nil {
 		return nil, 0, err
 	}
-	if err := kerr.ErrorForCode(resp.ErrorCode); err != nil {
-		return nil, 0, err
-	}
-	if len(resp.Topics) != 1 || len(resp.Topics[0].Partitions) != 1 {
-		return nil, 0, fmt.Errorf("fetch answered for %d topics", len(resp.Topics))
-	}
-	fp, next := kgo.ProcessFetchPartition(kgo.ProcessFetchPartitionOpts{
-		KeepControlRecords: true, Offset: from, IsolationLevel: kgo.ReadCommitted(), Topic: topic, Partition: p,
-	}, &resp.Topics[0].Partitions[0], kgo.DefaultDecompressor(), nil)
-	if fp.Err != nil {
-		return nil, 0, fp.Err
-	}
-	return fp.Records, next, nil
+	return kfetch.Records(at.Partition, from, true, answer)
 }
