@@ -17,7 +17,6 @@ import (
 	"github.com/splitflow/splitflow/metrics"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // splitReader reads the assigned partitions with one franz-go client using
@@ -381,25 +380,15 @@ func (r *splitReader) topicID(ctx context.Context, topic string) ([16]byte, erro
 	if id, ok := r.topicIDs[topic]; ok {
 		return id, nil
 	}
-	req := kmsg.NewPtrMetadataRequest()
-	rt := kmsg.NewMetadataRequestTopic()
-	rt.Topic = kmsg.StringPtr(topic)
-	req.Topics = append(req.Topics, rt)
-	resp, err := req.RequestWith(ctx, r.cl)
+	t, err := kfetch.Topic(ctx, r.cl, topic)
 	if err != nil {
-		return [16]byte{}, err
-	}
-	if len(resp.Topics) != 1 {
-		return [16]byte{}, fmt.Errorf("metadata of %s answered for %d topics", topic, len(resp.Topics))
-	}
-	if err := kerr.ErrorForCode(resp.Topics[0].ErrorCode); err != nil {
 		return [16]byte{}, err
 	}
 	if r.topicIDs == nil {
 		r.topicIDs = map[string][16]byte{}
 	}
-	r.topicIDs[topic] = resp.Topics[0].TopicID
-	return resp.Topics[0].TopicID, nil
+	r.topicIDs[topic] = t.TopicID
+	return t.TopicID, nil
 }
 
 // WakeUp makes a blocked Fetch return promptly, or the next one if none is

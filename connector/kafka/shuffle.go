@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/splitflow/splitflow/connector"
+	"github.com/splitflow/splitflow/internal/kfetch"
 	"github.com/splitflow/splitflow/runtime"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -353,20 +354,10 @@ func ensureShuffleTopic(ctx context.Context, cl *kgo.Client, sec Security, topic
 // ctx ends.
 func shuffleTopicPartitions(ctx context.Context, cl *kgo.Client, topic string) (int, error) {
 	for {
-		req := kmsg.NewPtrMetadataRequest()
-		rt := kmsg.NewMetadataRequestTopic()
-		rt.Topic = kmsg.StringPtr(topic)
-		req.Topics = append(req.Topics, rt)
-		resp, err := req.RequestWith(ctx, cl)
-		if err != nil {
-			return 0, fmt.Errorf("kafka shuffle: metadata of topic %q: %w", topic, err)
-		}
-		var terr error = kerr.UnknownTopicOrPartition
+		t, terr := kfetch.Topic(ctx, cl, topic)
 		var n int
-		for _, t := range resp.Topics {
-			if t.Topic != nil && *t.Topic == topic {
-				terr, n = kerr.ErrorForCode(t.ErrorCode), len(t.Partitions)
-			}
+		if t != nil {
+			n = len(t.Partitions)
 		}
 		switch {
 		case errors.Is(terr, kerr.UnknownTopicOrPartition):
@@ -374,7 +365,7 @@ func shuffleTopicPartitions(ctx context.Context, cl *kgo.Client, topic string) (
 		case terr == nil && n > 0:
 			return n, nil
 		case terr != nil && !kerr.IsRetriable(terr):
-			return 0, fmt.Errorf("kafka shuffle: topic %q: %w", topic, terr)
+			return 0, fmt.Errorf("kafka shuffle: %w", terr)
 		}
 		if err := sleepCtx(ctx, 100*time.Millisecond); err != nil {
 			return 0, fmt.Errorf("kafka shuffle: topic %q has no partitions yet: %w", topic, err)
@@ -411,28 +402,19 @@ func awaitLeaders(ctx context.Context, cl *kgo.Client, sec Security, topic strin
 // partitions' end offsets, and returns the first error met: a partition
 // without leader is LEADER_NOT_AVAILABLE.
 func partitionsLed(ctx context.Context, cl *kgo.Client, topic string) error {
-	meta := kmsg.NewPtrMetadataRequest()
-	mt := kmsg.NewMetadataRequestTopic()
-	mt.Topic = kmsg.StringPtr(topic)
-	meta.Topics = append(meta.Topics, mt)
-	mresp, err := meta.RequestWith(ctx, cl)
+	t, err := kfetch.Topic(ctx, cl, topic)
 	if err != nil {
 		return err
 	}
 	byLeader := map[int32][]int32{}
-	for _, t := range mresp.Topics {
-		if err := kerr.ErrorForCode(t.ErrorCode); err != nil {
+	for _, p := range t.Partitions {
+		if err := kerr.ErrorForCode(p.ErrorCode); err != nil {
 			return err
 		}
-		for _, p := range t.Partitions {
-			if err := kerr.ErrorForCode(p.ErrorCode); err != nil {
-				return err
-			}
-			if p.Leader < 0 {
-				return kerr.LeaderNotAvailable
-			}
-			byLeader[p.Leader] = append(byLeader[p.Leader], p.Partition)
+		if p.Leader < 0 {
+			return kerr.LeaderNotAvailable
 		}
+		byLeader[p.Leader] = append(byLeader[p.Leader], p.Partition)
 	}
 	for leader, ps := range byLeader {
 		req := kmsg.NewPtrListOffsetsRequest()

@@ -1,10 +1,17 @@
-// Package kfetch sends single fetch requests of one partition, outside
-// any consumer and fetch session, for the readers that must know how far
-// a fetch went even when it delivered nothing: a bounded split probing
-// whether anything is left before its stop (connector/kafka), and the
-// read_committed verifier reading to the last stable offsets
-// (integration/committed). A consumer's position moves only with the
-// records it delivers; a fetch answer says how far its batches went.
+// Package kfetch sends the raw requests whose answers must come from a
+// broker itself, not from a client's caches or consumer.
+//
+// Fetch sends one fetch of one partition, outside any consumer and fetch
+// session, for the readers that must know how far a fetch went even when
+// it delivered nothing: a bounded split probing whether anything is left
+// before its stop (connector/kafka), and the read_committed verifier
+// reading to the last stable offsets (integration/committed). A
+// consumer's position moves only with the records it delivers; a fetch
+// answer says how far its batches went.
+//
+// Topic asks for one topic's metadata: a client's metadata cache may be
+// up to MetadataMinAge (5s by default) old, which after a topic was just
+// created still says it does not exist.
 package kfetch
 
 import (
@@ -90,4 +97,30 @@ func Records(p Partition, from int64, readCommitted bool, answer *kmsg.FetchResp
 		return nil, 0, fp.Err
 	}
 	return fp.Records, next, nil
+}
+
+// Topic asks a broker for topic's metadata and returns the topic's entry
+// in the answer. The entry's error code is the error (an answer without
+// the topic is UNKNOWN_TOPIC_OR_PARTITION), so errors.Is tells a topic
+// that does not exist, or has no leaders yet, from a failed request.
+func Topic(ctx context.Context, cl *kgo.Client, topic string) (*kmsg.MetadataResponseTopic, error) {
+	req := kmsg.NewPtrMetadataRequest()
+	rt := kmsg.NewMetadataRequestTopic()
+	rt.Topic = kmsg.StringPtr(topic)
+	req.Topics = append(req.Topics, rt)
+	resp, err := req.RequestWith(ctx, cl)
+	if err != nil {
+		return nil, fmt.Errorf("metadata of topic %q: %w", topic, err)
+	}
+	for i := range resp.Topics {
+		t := &resp.Topics[i]
+		if t.Topic == nil || *t.Topic != topic {
+			continue
+		}
+		if err := kerr.ErrorForCode(t.ErrorCode); err != nil {
+			return t, fmt.Errorf("metadata of topic %q: %w", topic, err)
+		}
+		return t, nil
+	}
+	return nil, fmt.Errorf("metadata of topic %q: %w", topic, kerr.UnknownTopicOrPartition)
 }

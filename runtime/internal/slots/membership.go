@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/splitflow/splitflow/connector"
+	"github.com/splitflow/splitflow/internal/kfetch"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -320,27 +321,14 @@ func ensureSlotsTopic(ctx context.Context, kopts []kgo.Opt, job string, slots in
 // describeTopic asks a broker for topic's partition count and id; 0
 // partitions when it does not exist (yet).
 func describeTopic(ctx context.Context, cl *kgo.Client, topic string) (int, [16]byte, error) {
-	req := kmsg.NewPtrMetadataRequest()
-	rt := kmsg.NewMetadataRequestTopic()
-	rt.Topic = kmsg.StringPtr(topic)
-	req.Topics = append(req.Topics, rt)
-	resp, err := req.RequestWith(ctx, cl)
-	if err != nil {
+	t, err := kfetch.Topic(ctx, cl, topic)
+	switch {
+	case errors.Is(err, kerr.UnknownTopicOrPartition), errors.Is(err, kerr.LeaderNotAvailable):
+		return 0, [16]byte{}, nil
+	case err != nil:
 		return 0, [16]byte{}, err
 	}
-	for _, t := range resp.Topics {
-		if t.Topic == nil || *t.Topic != topic {
-			continue
-		}
-		switch err := kerr.ErrorForCode(t.ErrorCode); {
-		case errors.Is(err, kerr.UnknownTopicOrPartition), errors.Is(err, kerr.LeaderNotAvailable):
-			return 0, [16]byte{}, nil
-		case err != nil:
-			return 0, [16]byte{}, err
-		}
-		return len(t.Partitions), t.TopicID, nil
-	}
-	return 0, [16]byte{}, nil
+	return len(t.Partitions), t.TopicID, nil
 }
 
 // Changes delivers every rebalance that concerns this member, in order.
