@@ -189,6 +189,19 @@ func StringLines(s string, buf []byte) ([]byte, error) { return append(buf, s...
 // parallelism, left by a job that ran wider. So after a crash, hidden
 // files may remain until the job runs again; they are never visible.
 //
+// # Claims (distributed jobs)
+//
+// In a distributed job a subtask is a slot that one process at a time
+// owns, under a claim whose epoch grows with each new owner
+// (connector.ClaimInfo). A process paused past its slot's takeover may
+// restart its tasks within its stale claim and create a writer again,
+// beside the new owner's. So a writer under claim e names its hidden
+// files ".<prefix>-<subtask>-e<e>-<token>-<seq>.inprogress" and
+// ".<prefix>-<subtask>-e<e>-<N>-<token>-<seq>.pending", and deletes at
+// start only the files of its own and older claims (and files named
+// without a claim): never a newer claim's. Published names are the same
+// with or without a claim.
+//
 // # AtLeastOnce
 //
 // Files are published by the writer at each checkpoint barrier (Flush) and
@@ -283,18 +296,27 @@ func (s *Sink[T]) CreateWriter(ctx connector.SinkInitContext) (connector.SinkWri
 	if !ok {
 		restored = 0
 	}
-	if err := s.cleanup(ctx.SubtaskIndex(), ctx.Parallelism(), restored); err != nil {
+	var claim int64
+	if ci, ok := ctx.(connector.ClaimInfo); ok {
+		claim = ci.ClaimEpoch()
+	}
+	if err := s.cleanup(ctx.SubtaskIndex(), ctx.Parallelism(), restored, claim); err != nil {
 		return nil, err
 	}
 	var tok [6]byte
 	if _, err := rand.Read(tok[:]); err != nil {
 		return nil, fmt.Errorf("file sink: writer token: %w", err)
 	}
-	return &sinkWriter[T]{
+	w := &sinkWriter[T]{
 		sink:    s,
 		subtask: ctx.SubtaskIndex(),
 		token:   hex.EncodeToString(tok[:]),
-	}, nil
+	}
+	w.hidden = fmt.Sprintf(".%s-%d-", s.cfg.prefix, w.subtask)
+	if claim > 0 {
+		w.hidden += fmt.Sprintf("e%d-", claim)
+	}
+	return w, nil
 }
 
 // CreateCommitter implements connector.TwoPhaseCommittingSink.
@@ -310,12 +332,14 @@ func (s *Sink[T]) CommittableSerializer() connector.VersionedSerializer[Committa
 // hiddenName is the parsed name of an unpublished file of this sink.
 type hiddenName struct {
 	subtask    int
+	claim      int64 // 0: named without a claim
 	checkpoint int64 // pending files only
 	pending    bool
 }
 
 // parseHidden recognises ".<prefix>-<subtask>-<token>-<seq>.inprogress"
-// and ".<prefix>-<subtask>-<checkpoint>-<token>-<seq>.pending".
+// and ".<prefix>-<subtask>-<checkpoint>-<token>-<seq>.pending", each with
+// "e<claim>-" after the subtask when written under a claim.
 func (s *Sink[T]) parseHidden(name string) (hiddenName, bool) {
 	rest, ok := strings.CutPrefix(name, "."+s.cfg.prefix+"-")
 	if !ok {
@@ -332,6 +356,17 @@ func (s *Sink[T]) parseHidden(name string) (hiddenName, bool) {
 		return hiddenName{}, false
 	}
 	parts := strings.Split(rest, "-")
+	if len(parts) == want+1 {
+		// A token is hex and holds no '-': a name with one part
+		// more than one without a claim has the claim second.
+		e, ok := strings.CutPrefix(parts[1], "e")
+		c, err := strconv.ParseInt(e, 10, 64)
+		if !ok || err != nil || c <= 0 {
+			return hiddenName{}, false
+		}
+		h.claim = c
+		parts = append(parts[:1], parts[2:]...)
+	}
 	if len(parts) != want {
 		return hiddenName{}, false
 	}
@@ -350,9 +385,10 @@ func (s *Sink[T]) parseHidden(name string) (hiddenName, bool) {
 
 // cleanup deletes the unpublished files that belong to no restorable
 // checkpoint: in-progress files of subtask (no writer of it runs now),
-// and its pending files for checkpoints after restored. Subtask 0 also
-// cleans up for subtasks at or beyond parallelism.
-func (s *Sink[T]) cleanup(subtask, parallelism int, restored int64) error {
+// and its pending files for checkpoints after restored, of claims up to
+// claim: a newer claim's files are its new owner's. Subtask 0 also
+// cleans up for subtasks at or beyond parallelism, which no slot runs.
+func (s *Sink[T]) cleanup(subtask, parallelism int, restored, claim int64) error {
 	entries, err := os.ReadDir(s.dir)
 	if err != nil {
 		return fmt.Errorf("file sink: list %s: %w", s.dir, err)
@@ -362,7 +398,7 @@ func (s *Sink[T]) cleanup(subtask, parallelism int, restored int64) error {
 		if !ok {
 			continue
 		}
-		mine := h.subtask == subtask || (subtask == 0 && h.subtask >= parallelism)
+		mine := (h.subtask == subtask && h.claim <= claim) || (subtask == 0 && h.subtask >= parallelism)
 		if !mine || (h.pending && h.checkpoint <= restored) {
 			continue
 		}
@@ -389,10 +425,13 @@ type sinkWriter[T any] struct {
 	sink    *Sink[T]
 	subtask int
 	token   string
-	seq     int
-	cur     *partFile   // open, nil before the first record after a roll
-	closed  []*partFile // rolled, closed, not yet prepared or published
-	buf     []byte
+	// hidden begins the names of its unpublished files:
+	// ".<prefix>-<subtask>-", then "e<claim>-" under a claim.
+	hidden string
+	seq    int
+	cur    *partFile   // open, nil before the first record after a roll
+	closed []*partFile // rolled, closed, not yet prepared or published
+	buf    []byte
 }
 
 var _ connector.CommittingSinkWriter[string, Committable] = (*sinkWriter[string])(nil)
@@ -427,7 +466,7 @@ func (w *sinkWriter[T]) Write(record T, _ connector.WriteContext) error {
 
 func (w *sinkWriter[T]) open() error {
 	w.seq++
-	name := fmt.Sprintf(".%s-%d-%s-%d.inprogress", w.sink.cfg.prefix, w.subtask, w.token, w.seq)
+	name := fmt.Sprintf("%s%s-%d.inprogress", w.hidden, w.token, w.seq)
 	path := filepath.Join(w.sink.dir, name)
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
 	if err != nil {
@@ -523,7 +562,7 @@ func (w *sinkWriter[T]) PrepareCommit(checkpointID int64) ([]Committable, error)
 	var out []Committable
 	for len(w.closed) > 0 {
 		p := w.closed[0]
-		pending := filepath.Join(w.sink.dir, fmt.Sprintf(".%s-%d-%d-%s-%d.pending", w.sink.cfg.prefix, w.subtask, checkpointID, w.token, p.seq))
+		pending := filepath.Join(w.sink.dir, fmt.Sprintf("%s%d-%s-%d.pending", w.hidden, checkpointID, w.token, p.seq))
 		if err := os.Rename(p.path, pending); err != nil {
 			return nil, fmt.Errorf("file sink: prepare %s: %w", p.path, err)
 		}

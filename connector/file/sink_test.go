@@ -14,10 +14,12 @@ import (
 	"github.com/splitflow/splitflow/connector"
 )
 
-// sinkCtx is a connector.SinkInitContext.
+// sinkCtx is a connector.SinkInitContext, and a connector.ClaimInfo
+// (claim 0: outside a distributed job).
 type sinkCtx struct {
 	subtask, parallelism, attempt int
 	restored                      int64
+	claim                         int64
 }
 
 func (sinkCtx) Context() context.Context { return context.Background() }
@@ -27,6 +29,7 @@ func (c sinkCtx) AttemptNumber() int     { return c.attempt }
 func (c sinkCtx) RestoredCheckpointID() (int64, bool) {
 	return c.restored, c.restored > 0
 }
+func (c sinkCtx) ClaimEpoch() int64 { return c.claim }
 
 // commitReq is a connector.CommitRequest that records the signal given.
 type commitReq struct {
@@ -267,6 +270,65 @@ func TestSinkRestoreDeletesAbandonedFiles(t *testing.T) {
 	}
 	if got := published(t, dir); !slices.Equal(got, []string{"one", "two", "three", "four"}) {
 		t.Fatalf("published %q, want one to four", got)
+	}
+}
+
+// Rule (claims): in a distributed job a slot's writer cleans up only what
+// its own and older claims of the slot left, never a newer claim's files.
+// A process paused past its slot's takeover restarts its tasks within its
+// stale claim and creates a writer again; that writer must leave the new
+// owner's pending files (prepared for a checkpoint the new owner
+// recorded, to be committed) and its in-progress file alone. The new
+// owner's writer removes what the older claim left after the checkpoint it
+// restored, and keeps that checkpoint's pending files, which it commits.
+func TestSinkOlderClaimNeverRemovesANewerClaimsFiles(t *testing.T) {
+	dir := t.TempDir()
+	sink := newTestSink(t, dir)
+	older := newTestWriter(t, sink, sinkCtx{parallelism: 2, claim: 1})
+	write(t, older, "a")
+	chk5 := prepare(t, older, 5) // recorded: the new owner restores it
+	write(t, older, "lost 1")
+	chk6 := prepare(t, older, 6) // never recorded
+	write(t, older, "lost 2")
+	if err := older.Flush(false); err != nil {
+		t.Fatal(err)
+	}
+
+	newer := newTestWriter(t, sink, sinkCtx{parallelism: 2, claim: 2, restored: 5})
+	defer newer.Close()
+	if _, err := os.Stat(chk5[0].Pending); err != nil {
+		t.Fatalf("the new owner removed the pending file of the checkpoint it restored: %v", err)
+	}
+	for _, p := range []string{chk6[0].Pending, older.cur.path} {
+		if _, err := os.Stat(p); !errors.Is(err, os.ErrNotExist) {
+			t.Fatalf("the new owner kept %s, which the older claim left after the checkpoint restored (%v)", p, err)
+		}
+	}
+	write(t, newer, "b")
+	chk8 := prepare(t, newer, 8)
+	write(t, newer, "c")
+	if err := newer.Flush(false); err != nil {
+		t.Fatal(err)
+	}
+
+	// The paused process resumes and restarts within its stale claim.
+	zombie := newTestWriter(t, sink, sinkCtx{parallelism: 2, attempt: 1, claim: 1, restored: 5})
+	zombie.Close()
+	for _, p := range []string{chk8[0].Pending, newer.cur.path} {
+		if _, err := os.Stat(p); err != nil {
+			t.Fatalf("a writer of the older claim removed the newer claim's %s: %v", filepath.Base(p), err)
+		}
+	}
+	for _, r := range commit(t, sink, append(chk5, chk8...)...) {
+		if r.signal != "" {
+			t.Fatalf("commit signalled %s: %v", r.signal, r.err)
+		}
+	}
+	if r := commit(t, sink, prepare(t, newer, 9)...); len(r) != 1 || r[0].signal != "" {
+		t.Fatalf("the newer claim's in-progress file: %+v", r)
+	}
+	if got := published(t, dir); !slices.Equal(got, []string{"a", "b", "c"}) {
+		t.Fatalf("published %q, want a (checkpoint 5, older claim), b and c (newer claim)", got)
 	}
 }
 
