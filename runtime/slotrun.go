@@ -218,21 +218,40 @@ func (dr *distDriver) loop(ctx context.Context) (err error) {
 			dr.log.Error("splitflow: the job's group refused this process", "err", err)
 			return fmt.Errorf("job %q: %w", dr.name, err)
 		case r := <-dr.ended:
-			if dr.runners[r.slot] == r {
-				delete(dr.runners, r.slot)
-				dr.env.observer().slotEnded(r.slot)
-			}
-			switch {
-			case r.err == nil:
-				dr.log.Info("splitflow: slot finished", "slot", r.slot)
-			case errors.Is(r.err, ErrSlotLost):
-				dr.log.Warn("splitflow: slot taken over by another process", "slot", r.slot, "err", r.err)
-			default:
-				dr.log.Error("splitflow: slot failed", "slot", r.slot, "err", r.err)
-				return fmt.Errorf("job %q: slot %d: %w", dr.name, r.slot, r.err)
+			if err := dr.runnerEnded(r); err != nil {
+				return err
 			}
 		}
 	}
+}
+
+// runnerEnded handles the end of a runner reported on ended: the
+// process's error if the slot failed.
+func (dr *distDriver) runnerEnded(r *slotRunner) error {
+	select {
+	case <-r.forgotten:
+		// Released (await) or the process stopping: its end was handled
+		// there. The runner's select may still have sent it, since the
+		// driver can be back in its own select, ready to hear, by the
+		// time the runner gets to choose; only the driver's goroutine
+		// forgets, so this check cannot miss.
+		return nil
+	default:
+	}
+	if dr.runners[r.slot] == r {
+		delete(dr.runners, r.slot)
+		dr.env.observer().slotEnded(r.slot)
+	}
+	switch {
+	case r.err == nil:
+		dr.log.Info("splitflow: slot finished", "slot", r.slot)
+	case errors.Is(r.err, ErrSlotLost):
+		dr.log.Warn("splitflow: slot taken over by another process", "slot", r.slot, "err", r.err)
+	default:
+		dr.log.Error("splitflow: slot failed", "slot", r.slot, "err", r.err)
+		return fmt.Errorf("job %q: slot %d: %w", dr.name, r.slot, r.err)
+	}
+	return nil
 }
 
 // change applies one step of the group's assignment.
@@ -286,12 +305,7 @@ func (dr *distDriver) change(ctx context.Context, c slots.Change) {
 		dr.wg.Add(1)
 		go func() {
 			defer dr.wg.Done()
-			r.err = r.run()
-			close(r.done)
-			select {
-			case dr.ended <- r:
-			case <-r.forgotten:
-			}
+			r.ended(r.run())
 		}()
 		dr.log.Info("splitflow: slot assigned", "slot", s, "member", c.Member, "generation", c.Generation)
 	}
@@ -353,6 +367,17 @@ type slotRunner struct {
 
 func (r *slotRunner) forget() {
 	r.forgetOnce.Do(func() { close(r.forgotten) })
+}
+
+// ended reports the runner's end with err to the driver, unless the
+// driver forgot it.
+func (r *slotRunner) ended(err error) {
+	r.err = err
+	close(r.done)
+	select {
+	case r.dr.ended <- r:
+	case <-r.forgotten:
+	}
 }
 
 // drain stops the slot with a final checkpoint.
