@@ -33,6 +33,8 @@ type sourceConfig struct {
 	discovery      time.Duration
 	readCommitted  bool
 	skipBadRecords bool
+	// outOfRange is WithOutOfRangeReset's; ResetNone: fail.
+	outOfRange OffsetResetStrategy
 	// deadLetters is WithDeadLetterOutput's side output id; "": none.
 	deadLetters     string
 	deadLettersSet  bool
@@ -60,6 +62,7 @@ type sourceConfig struct {
 func defaultSourceConfig() sourceConfig {
 	return sourceConfig{
 		starting:        EarliestOffsets(),
+		outOfRange:      ResetNone,
 		discovery:       30 * time.Second,
 		readCommitted:   true,
 		commitOnCheckpt: true,
@@ -91,6 +94,9 @@ func (c *sourceConfig) validate() error {
 	}
 	if c.deadLettersSet && c.skipBadRecords {
 		errs = append(errs, errors.New("both WithSkipBadRecords and WithDeadLetterOutput; choose one"))
+	}
+	if c.outOfRange < ResetEarliest || c.outOfRange > ResetNone {
+		errs = append(errs, fmt.Errorf("unknown out-of-range reset strategy %d (WithOutOfRangeReset)", c.outOfRange))
 	}
 	if c.closeCommitTimeout < 0 {
 		errs = append(errs, fmt.Errorf("negative close commit timeout %s (WithCloseCommitTimeout)", c.closeCommitTimeout))
@@ -242,6 +248,22 @@ func WithReadUncommitted() SourceOpt {
 // its topic, partition and offset.
 func WithSkipBadRecords() SourceOpt {
 	return sourceOpt(func(c *sourceConfig) { c.skipBadRecords = true })
+}
+
+// WithOutOfRangeReset says what a split does when its next offset is no
+// longer in the partition's log (Kafka's auto.offset.reset, which the
+// source applies to this case only; starting offsets are
+// WithStartingOffsets'). That happens when retention or DeleteRecords
+// removed records before the source read them, to a split restored from
+// an old checkpoint or to a reader that fell behind, and when the topic
+// was deleted and created again. ResetEarliest resumes at the log start,
+// ResetLatest at the end; either logs the partition, the offset and the
+// log's range at error level, and the records in the gap never reach the
+// output. Default: ResetNone, the job fails with an
+// *OffsetOutOfRangeError naming the partition and the gap, and does not
+// restart (a restart would restore the same offset).
+func WithOutOfRangeReset(s OffsetResetStrategy) SourceOpt {
+	return sourceOpt(func(c *sourceConfig) { c.outOfRange = s })
 }
 
 // WithDeadLetterOutput sends every record the deserializer rejects to the

@@ -75,6 +75,13 @@ func newSplitReader(cfg *sourceConfig, lag *lagTable, g *metrics.Group) (*splitR
 	if cfg.readCommitted {
 		opts = append(opts, kgo.FetchIsolationLevel(kgo.ReadCommitted()))
 	}
+	// The client never moves a partition by itself when its offset is no
+	// longer in the log: it reports OFFSET_OUT_OF_RANGE, and Fetch fails
+	// the split or moves it as WithOutOfRangeReset says (outOfRange).
+	// franz-go's default would resume a restored split below the log
+	// start at the log start, skipping what retention deleted without a
+	// word. After the user's options, so that theirs cannot undo it.
+	opts = append(opts, kgo.ConsumeResetOffset(kgo.NoResetOffset()))
 	opts = append(opts, clientMetricOpts(g, "source-reader")...)
 	cl, err := kgo.NewClient(opts...)
 	if err != nil {
@@ -183,8 +190,21 @@ func (r *splitReader) Fetch(ctx context.Context) (base.RecordsWithSplitIDs[*kgo.
 	cancel()
 
 	var errs []error
+	fetches.EachPartition(func(fp kgo.FetchTopicPartition) {
+		if !errors.Is(fp.Err, kerr.OffsetOutOfRange) {
+			return
+		}
+		tp := TopicPartition{Topic: fp.Topic, Partition: fp.Partition}
+		if ps, ok := r.parts[tp]; ok {
+			if err := r.outOfRange(batch, tp, ps, fp.LogStartOffset, fp.HighWatermark); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	})
 	fetches.EachError(func(topic string, p int32, err error) {
 		switch {
+		case errors.Is(err, kerr.OffsetOutOfRange):
+			// Handled above, with the partition's log start and end.
 		case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 			// WakeUp or shutdown: return what we have.
 		case errors.Is(err, kgo.ErrClientClosed):
@@ -201,9 +221,13 @@ func (r *splitReader) Fetch(ctx context.Context) (base.RecordsWithSplitIDs[*kgo.
 		default:
 			var dl *kgo.ErrDataLoss
 			if errors.As(err, &dl) {
-				// Retention removed records before they were read; the
-				// client resets as Kafka's auto.offset.reset would.
-				r.cfg.logger.Error("kafka source: records were deleted before they were read", "topic", topic, "partition", p, "err", err)
+				// The broker lost records the client had already read
+				// (an unclean leader election truncated the log), and
+				// the client went back to where the log diverged:
+				// nothing unread is skipped, records read are gone.
+				// Offsets no longer in the log never come here: the
+				// client resets nothing by itself (NoResetOffset).
+				r.cfg.logger.Error("kafka source: the broker lost records that were already read", "topic", topic, "partition", p, "err", err)
 				return
 			}
 			// A right revoked while the job runs fails it as a missing
@@ -277,6 +301,41 @@ func (r *splitReader) Fetch(ctx context.Context) (base.RecordsWithSplitIDs[*kgo.
 	return batch, nil
 }
 
+// outOfRange handles a partition whose position is no longer in its log,
+// which starts at logStart and ends at end (-1: not known): retention or
+// DeleteRecords removed records before they were read (position below
+// the start), or the log holds less than was read (the topic was deleted
+// and created again, an unclean leader election). By default it returns
+// an *OffsetOutOfRangeError, which fails the job: the exactly-once
+// source never skips records by itself. Under WithOutOfRangeReset it logs
+// the gap and moves the split where the strategy says.
+func (r *splitReader) outOfRange(batch *base.RecordsBySplits[*kgo.Record], tp TopicPartition, ps *partState, logStart, end int64) error {
+	e := &OffsetOutOfRangeError{Topic: tp.Topic, Partition: tp.Partition, Offset: ps.next, LogStart: logStart, LogEnd: end}
+	to := logStart
+	switch r.cfg.outOfRange {
+	case ResetLatest:
+		to = end
+	case ResetEarliest:
+	default:
+		return e
+	}
+	if to < 0 {
+		return fmt.Errorf("%w; the broker did not say where the log starts and ends, so WithOutOfRangeReset cannot move the split", e)
+	}
+	r.cfg.logger.Error("kafka source: the split's offset is no longer in the log; moving it as WithOutOfRangeReset says, records are skipped or read again",
+		"partition", tp.String(), "offset", ps.next, "log_start", logStart, "log_end", end, "resumed_at", to, "err", e)
+	ps.next, ps.quietSince = to, time.Now()
+	if ps.stop != NoStoppingOffset && to >= ps.stop {
+		r.finish(batch, tp, ps)
+		return nil
+	}
+	// The client holds the partition as failed; taking it out and
+	// adding it again at the new offset makes it fetch anew.
+	r.cl.RemoveConsumePartitions(map[string][]int32{tp.Topic: {tp.Partition}})
+	r.cl.AddConsumePartitions(map[string]map[int32]kgo.Offset{tp.Topic: {tp.Partition: kgo.NewOffset().At(to)}})
+	return nil
+}
+
 // readsBounded reports whether a bounded split is being read.
 func (r *splitReader) readsBounded() bool {
 	for _, ps := range r.parts {
@@ -312,9 +371,9 @@ func (r *splitReader) finish(batch *base.RecordsBySplits[*kgo.Record], tp TopicP
 // under read_committed) is at or past the stop and the answer holds no
 // record before the stop that the client would deliver, nothing is left
 // and the split ends. An end before the stop means records may still
-// come, and the split goes on waiting. Records deleted by retention up to
-// the stop or beyond (the position below the log start offset, which is
-// at or past the stop) end it too.
+// come, and the split goes on waiting. A position below the log start
+// is no end: records were deleted before they were read, which the
+// client's own fetch reports (outOfRange).
 func (r *splitReader) probeEnded(ctx context.Context, tp TopicPartition, ps *partState) (bool, error) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
@@ -339,9 +398,9 @@ func (r *splitReader) probeEnded(ctx context.Context, tp TopicPartition, ps *par
 			return false, err
 		}
 		if err := kerr.ErrorForCode(p.ErrorCode); err != nil {
-			if errors.Is(err, kerr.OffsetOutOfRange) && p.LogStartOffset >= ps.stop {
-				return true, nil
-			}
+			// Out of range included: the client's own fetch reports
+			// it, with the partition's log start, and Fetch fails the
+			// split or moves it (outOfRange).
 			return false, err
 		}
 		end := p.HighWatermark
@@ -611,6 +670,46 @@ func (e *emitter[T]) publish() {
 	}
 	e.dirty = e.dirty[:0]
 	e.emitted = 0
+}
+
+// OffsetOutOfRangeError is a split whose next offset is no longer in its
+// partition's log. Offset below LogStart: records Offset to LogStart-1
+// were deleted (retention, DeleteRecords, deleted internal topics) before
+// the source read them. Offset past LogEnd: the log holds less than the
+// source read (the topic was deleted and created again, an unclean leader
+// election). It wraps connector.ErrInvalidConfiguration: a restart would
+// restore the same offset, so the job fails at once. WithOutOfRangeReset
+// accepts the loss instead.
+type OffsetOutOfRangeError struct {
+	Topic     string
+	Partition int32
+	// Offset is the split's next offset to read.
+	Offset int64
+	// LogStart and LogEnd are the partition's log start offset and high
+	// watermark as the broker reported them (-1: not reported).
+	LogStart, LogEnd int64
+}
+
+func (e *OffsetOutOfRangeError) Error() string {
+	const fix = "the job stops rather than skip records; WithOutOfRangeReset(ResetEarliest) accepts the loss and resumes at the log start"
+	switch {
+	case e.LogStart >= 0 && e.Offset < e.LogStart:
+		return fmt.Sprintf("kafka source: %s-%d: offset %d, where the split goes on, is no longer in the log, which starts at %d: "+
+			"records %d to %d (%d) were deleted before they were read (retention, DeleteRecords or a deleted topic); %s",
+			e.Topic, e.Partition, e.Offset, e.LogStart, e.Offset, e.LogStart-1, e.LogStart-e.Offset, fix)
+	case e.LogEnd >= 0 && e.Offset > e.LogEnd:
+		return fmt.Sprintf("kafka source: %s-%d: offset %d, where the split goes on, is past the end of the log (%d): "+
+			"the log holds less than the source read (the topic was deleted and created again, or an unclean leader election lost records); %s",
+			e.Topic, e.Partition, e.Offset, e.LogEnd, fix)
+	}
+	return fmt.Sprintf("kafka source: %s-%d: offset %d, where the split goes on, is out of range (log start %d, end %d); %s",
+		e.Topic, e.Partition, e.Offset, e.LogStart, e.LogEnd, fix)
+}
+
+// Unwrap makes the error match kerr.OffsetOutOfRange and
+// connector.ErrInvalidConfiguration.
+func (e *OffsetOutOfRangeError) Unwrap() []error {
+	return []error{kerr.OffsetOutOfRange, connector.ErrInvalidConfiguration}
 }
 
 // BadRecordError is a record the deserializer rejected.
