@@ -411,12 +411,36 @@ func WithoutBrokerTimeoutCheck() SinkOpt {
 // the principal may write the serializer's topics (TopicsSerializer). The
 // transactional ids are checked by their registration, and the cluster's
 // DescribeConfigs by the transaction-timeout check, which follow.
+//
+// First, a writer that restored nothing makes sure a seed broker can be
+// reached (reachSeeds): otherwise the job fails within seconds saying so,
+// rather than with a refused dial under "check the rights".
 func (s *Sink[T]) probeSink(ictx connector.SinkInitContext) error {
 	ts, ok := s.ser.(TopicsSerializer)
+	fresh := true
+	if r, isR := ictx.(interface{ RestoredCheckpointID() (int64, bool) }); isR {
+		_, restored := r.RestoredCheckpointID()
+		fresh = !restored
+	}
+	if !ok && !fresh {
+		return nil
+	}
+	cl, err := kgo.NewClient(s.clientOpts()...)
+	if err != nil {
+		return fmt.Errorf("kafka sink: client: %w", err)
+	}
+	defer cl.Close()
+	if fresh {
+		if err := reachSeeds(ictx.Context(), cl, s.cfg.seeds, true); err != nil {
+			return fmt.Errorf("kafka sink: %w", err)
+		}
+	}
 	if !ok {
 		return nil
 	}
-	if err := s.probeTopicsWrite(ictx.Context(), ts.Topics()); err != nil {
+	ctx, cancel := context.WithTimeout(ictx.Context(), 30*time.Second)
+	defer cancel()
+	if err := probeTopics(ctx, cl, s.cfg.security, ts.Topics(), "Write", useSinkTopic); err != nil {
 		return fmt.Errorf("kafka sink: %w", err)
 	}
 	return nil

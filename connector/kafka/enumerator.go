@@ -17,6 +17,7 @@ import (
 	"github.com/splitflow/splitflow/connector"
 	"github.com/splitflow/splitflow/metrics"
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -165,6 +166,15 @@ func (e *enumerator) discover(ctx context.Context) discovered {
 		}
 		e.prepared.Store(true)
 	}
+	if d.initial && !e.probed.Load() {
+		// A fresh job's first contact: an address no broker listens on
+		// is reported as such within seconds, not as a failed listing
+		// the job restarts on.
+		if err := reachSeeds(ctx, e.cl, e.cfg.seeds, true); err != nil {
+			d.err = fmt.Errorf("kafka source: %w", err)
+			return d
+		}
+	}
 	var topics kadm.TopicDetails
 	var err error
 	if e.cfg.topicRegex != nil {
@@ -183,6 +193,15 @@ func (e *enumerator) discover(ctx context.Context) discovered {
 			}
 		}
 		if t.Err != nil {
+			if e.cfg.topicRegex == nil && d.initial && e.cfg.prepare == nil && errors.Is(t.Err, kerr.UnknownTopicOrPartition) {
+				// A named input topic missing at the start is a
+				// configuration error: waiting and restarting do not
+				// create it. (The shuffle creates its topic in its
+				// prepare step, and a broker may not know it yet.)
+				d.err = fmt.Errorf("kafka source: topic %q does not exist; create it or correct WithTopics (WithTopicRegex reads topics created later): %w",
+					name, connector.ErrInvalidConfiguration)
+				return d
+			}
 			if e.cfg.topicRegex == nil && d.initial {
 				d.err = fmt.Errorf("kafka source: topic %q: %w", name,
 					authorizationOf(t.Err, e.cfg.security, ResourceTopic, name, false, "Read", useSourceTopic))

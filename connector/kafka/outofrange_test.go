@@ -166,6 +166,9 @@ func (s *syncBuffer) Write(p []byte) (int, error) {
 	return s.b.Write(p)
 }
 
+// textLogger logs text to w.
+func textLogger(w *syncBuffer) *slog.Logger { return slog.New(slog.NewTextHandler(w, nil)) }
+
 func (s *syncBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -176,7 +179,7 @@ func (s *syncBuffer) String() string {
 // what is left from the log start, and the gap is logged.
 func TestOutOfRangeResetAcceptsTheLossAndLogsIt(t *testing.T) {
 	var logs syncBuffer
-	sink, err := rangeJob(t, WithOutOfRangeReset(ResetEarliest), WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
+	sink, err := rangeJob(t, WithOutOfRangeReset(ResetEarliest), WithLogger(textLogger(&logs)))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -480,6 +480,11 @@ func (s *Sink[T]) checkBrokerMaxTimeout(ctx context.Context, cl *kgo.Client) err
 	if err := authorizationOf(err, s.cfg.security, ResourceCluster, "", false, "DescribeConfigs", useSinkConfigs); errors.Is(err, ErrNotAuthorized) || errors.Is(err, ErrAuthenticationFailed) {
 		return fmt.Errorf("kafka sink: %w", err)
 	}
+	if err != nil && ctx.Err() != nil {
+		// Cut short by the writer's cancellation: nothing was learned
+		// about the brokers, and the task is going away.
+		return fmt.Errorf("kafka sink: transaction timeout check: %w", context.Cause(ctx))
+	}
 	if err != nil {
 		s.cfg.logger.Warn("kafka sink: cannot read the brokers' transaction.max.timeout.ms; the transaction timeout is checked against the checkpoint configuration only",
 			"transaction_timeout", s.cfg.txnTimeout, "err", err)
