@@ -10,7 +10,11 @@ import (
 // Deserializer turns a Kafka record into the source's record type (Flink:
 // KafkaRecordDeserializationSchema). It runs on the task goroutine. An error
 // rejects the record: the job fails naming its topic, partition and offset,
-// or, with WithSkipBadRecords, the record is counted and dropped.
+// or, with WithSkipBadRecords, the record is counted and dropped, or, with
+// WithDeadLetterOutput, it goes to the side output. A panic rejects the
+// record the same way (its stack is logged at error level, its value is
+// the error), so a bug that panics on some input never makes the job
+// restart onto the same record forever.
 //
 // The record is the consumer's own: a deserializer may keep it or its byte
 // slices.

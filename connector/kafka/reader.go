@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	"runtime/debug"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -624,6 +626,8 @@ type emitter[T any] struct {
 	dead func(record any, timestamp int64)
 	// timestampOf is the configuration's; nil: the record's timestamp.
 	timestampOf func(*kgo.Record) int64
+	// logger logs a panicking deserializer's stack; nil: not logged.
+	logger *slog.Logger
 
 	// Splits whose position moved since the last publication, and the
 	// records emitted since then; task goroutine only.
@@ -632,7 +636,7 @@ type emitter[T any] struct {
 }
 
 func (e *emitter[T]) Emit(rec *kgo.Record, out connector.SourceOutput[T], st *splitState) error {
-	v, err := e.deser.Deserialize(rec)
+	v, err := e.deserialize(rec)
 	if err != nil {
 		switch {
 		case e.dead != nil:
@@ -658,6 +662,28 @@ func (e *emitter[T]) Emit(rec *kgo.Record, out connector.SourceOutput[T], st *sp
 		e.publish()
 	}
 	return nil
+}
+
+// deserialize runs the deserializer on rec. A panic in it rejects the
+// record as a returned error does, so that the bad-record policy
+// (WithSkipBadRecords, WithDeadLetterOutput, or failing with a
+// *BadRecordError) decides: failing the task with the panic would restart
+// it onto the same record forever, and neither option could help. The
+// stack goes to the log, where the code at fault is looked for; the
+// error, which reaches dead letters and the job's status, carries the
+// panic's value only.
+func (e *emitter[T]) deserialize(rec *kgo.Record) (v T, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			var zero T
+			v, err = zero, fmt.Errorf("the deserializer panicked: %v", p)
+			if e.logger != nil {
+				e.logger.Error("kafka source: the deserializer panicked; the record is handled as a bad record",
+					"topic", rec.Topic, "partition", rec.Partition, "offset", rec.Offset, "panic", fmt.Sprint(p), "stack", string(debug.Stack()))
+			}
+		}
+	}()
+	return e.deser.Deserialize(rec)
 }
 
 // publish makes the positions of the splits emitted from visible to the lag

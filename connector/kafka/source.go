@@ -106,6 +106,7 @@ func (s *Source[T]) CreateReader(ctx connector.SourceReaderContext) (connector.S
 	r.em = &emitter[T]{deser: s.deser, skip: cfg.skipBadRecords, skipped: &r.skipped}
 	r.em.dead = dead
 	r.em.timestampOf = cfg.timestampOf
+	r.em.logger = cfg.logger
 	hooks := base.SplitStateFuncs[Split, splitState]{
 		Initialize: func(sp Split) splitState {
 			pl := lag.track(sp.TopicPartition, sp.StartingOffset, sp.StoppingOffset)
