@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
-	"runtime/debug"
 	"sync"
 	"time"
 
@@ -116,7 +115,7 @@ func (c *sourceCoordinator[T, S, C]) run(ctx context.Context) {
 	c.asyncCtx, c.asyncCancel = context.WithCancel(ctx)
 	defer func() {
 		if r := recover(); r != nil {
-			c.fail(c.info.wrap(fmt.Errorf("panic: %v\n%s", r, debug.Stack())))
+			c.fail(c.info.wrap(newPanicError("panic", r)))
 		}
 		c.shutdown()
 	}()
@@ -199,7 +198,7 @@ func (c *sourceCoordinator[T, S, C]) shutdown() {
 func (c *sourceCoordinator[T, S, C]) closeEnumerator() (err error) {
 	defer func() {
 		if r := recover(); r != nil {
-			err = fmt.Errorf("panic: %v\n%s", r, debug.Stack())
+			err = newPanicError("panic", r)
 		}
 	}()
 	return c.enum.Close()
@@ -211,7 +210,7 @@ func (c *sourceCoordinator[T, S, C]) closeEnumerator() (err error) {
 func (c *sourceCoordinator[T, S, C]) runAsync(ctx context.Context, work connector.AsyncWork) (then func() error, ok bool) {
 	defer func() {
 		if r := recover(); r != nil {
-			c.fail(c.info.wrap(fmt.Errorf("async work: panic: %v\n%s", r, debug.Stack())))
+			c.fail(c.info.wrap(newPanicError("async work: panic", r)))
 			then, ok = nil, false
 		}
 	}()

@@ -3,6 +3,8 @@ package runtime
 import (
 	"errors"
 	"fmt"
+	"runtime/debug"
+	"strings"
 	"time"
 )
 
@@ -92,6 +94,37 @@ type TaskCancellationError struct {
 func (e *TaskCancellationError) Error() string {
 	return fmt.Sprintf("task %q (uid %s) subtask %d did not exit within %v of its cancellation (WithTaskCancellationTimeout): code in it ignores cancellation; its goroutine is left running, at:\n%s",
 		e.Operator, e.UID, e.Subtask, e.Timeout, e.Stack)
+}
+
+// panicError is a recovered panic. Its message carries the stack, for
+// Execute's error and the log, where the code at fault is looked for;
+// the job's status (statusText), which the status server shows without a
+// token, leaves the stack out.
+type panicError struct {
+	what  string // "panic", or where it happened, as "async work: panic"
+	value any
+	stack []byte
+}
+
+func newPanicError(what string, value any) *panicError {
+	return &panicError{what: what, value: value, stack: debug.Stack()}
+}
+
+func (e *panicError) Error() string { return fmt.Sprintf("%s: %v\n%s", e.what, e.value, e.stack) }
+
+// statusText is err's message without the stacks it carries (of a panic,
+// of a task that ignored its cancellation): what the job's status shows.
+func statusText(err error) string {
+	msg := err.Error()
+	var pe *panicError
+	if errors.As(err, &pe) {
+		msg = strings.Replace(msg, "\n"+string(pe.stack), "", 1)
+	}
+	var ce *TaskCancellationError
+	if errors.As(err, &ce) && ce.Stack != "" {
+		msg = strings.Replace(msg, ", at:\n"+ce.Stack, " (its stack is in the log)", 1)
+	}
+	return msg
 }
 
 // opInfo identifies one operator instance for errors and logs.

@@ -428,7 +428,7 @@ func (o *observer) setState(st string) {
 // failedWith records the newest failure: of task t, or of a coordinator or of
 // checkpointing when t is nil.
 func (o *observer) failedWith(t *task, err error) {
-	f := &FailureStatus{Time: time.Now(), Error: err.Error()}
+	f := &FailureStatus{Time: time.Now(), Error: statusText(err)}
 	var oe *OperatorError
 	switch {
 	case t != nil:
@@ -548,7 +548,7 @@ func (o *observer) checkpointEnded(slot int, id int64, err error) CheckpointStat
 		o.cpAlign.Set(float64(r.st.AlignmentMillis) / 1000)
 		o.cpSync.Set(float64(r.st.SyncMicros) / 1e6)
 	} else {
-		r.st.Status, r.st.Error = "failed", err.Error()
+		r.st.Status, r.st.Error = "failed", statusText(err)
 		r.st.SizeBytes, r.st.FullSizeBytes, r.st.AlignmentMillis, r.st.SyncMicros = 0, 0, 0, 0
 		o.failed++
 		o.cpTotal.WithLabelValues("failed").Inc()

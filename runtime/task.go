@@ -3,9 +3,7 @@ package runtime
 import (
 	"context"
 	"errors"
-	"fmt"
 	"math"
-	"runtime/debug"
 	"sync/atomic"
 	"time"
 
@@ -149,7 +147,7 @@ func (t *task) run(ctx context.Context) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			err = &OperatorError{Operator: t.name, UID: t.head.uid, Subtask: t.subtask,
-				Err: fmt.Errorf("panic: %v\n%s", r, debug.Stack())}
+				Err: newPanicError("panic", r)}
 		}
 		err = errors.Join(err, t.shutdown())
 		if err != nil && !errors.Is(err, errTaskCancelled) {
