@@ -296,9 +296,11 @@ func (s *ttlMapState[UK, UV]) Contains(k UK) bool {
 	return ok
 }
 
+// Len counts the live entries. It reads no value, so it renews none,
+// even with TTLOnReadAndWrite.
 func (s *ttlMapState[UK, UV]) Len() int {
 	n := 0
-	for range s.All() {
+	for range s.live(false) {
 		n++
 	}
 	return n
@@ -307,34 +309,43 @@ func (s *ttlMapState[UK, UV]) Len() int {
 // All iterates the live entries; expired ones are removed (and, with
 // TTLOnReadAndWrite, the entries seen renewed) once the iteration ends.
 func (s *ttlMapState[UK, UV]) All() iter.Seq2[UK, UV] {
+	return s.live(s.t.cfg.update == TTLOnReadAndWrite)
+}
+
+// live iterates the live entries, renewing those it yields when renew is
+// set. The removals and renewals wait for the end of the iteration and
+// then go by what the map holds, not by what the iteration read: the
+// loop's body may have written a key (a fresh value under an expired one
+// is not removed, a new value is not overwritten by the old one renewed)
+// or removed it (it is not written back).
+func (s *ttlMapState[UK, UV]) live(renew bool) iter.Seq2[UK, UV] {
 	return func(yield func(UK, UV) bool) {
 		now := s.t.access()
-		var gone []UK
-		var seen []ttlEntry[UK, UV]
+		var gone, seen []UK
 		for k, tv := range s.in.All() {
 			if s.t.expired(tv.ts, now) {
 				gone = append(gone, k)
 				continue
 			}
-			if s.t.cfg.update == TTLOnReadAndWrite && tv.ts != now {
-				seen = append(seen, ttlEntry[UK, UV]{k, tv.v})
+			if renew && tv.ts != now {
+				seen = append(seen, k)
 			}
 			if !yield(k, tv.v) {
 				break
 			}
 		}
 		for _, k := range gone {
-			s.in.Remove(k)
+			if tv, ok := s.in.Get(k); ok && s.t.expired(tv.ts, now) {
+				s.in.Remove(k)
+			}
 		}
-		for _, e := range seen {
-			s.in.Put(e.k, ttlValue[UV]{ts: now, v: e.v})
+		for _, k := range seen {
+			// A write in the loop stamped the entry with now or later.
+			if tv, ok := s.in.Get(k); ok && tv.ts < now && !s.t.expired(tv.ts, now) {
+				s.in.Put(k, ttlValue[UV]{ts: now, v: tv.v})
+			}
 		}
 	}
-}
-
-type ttlEntry[UK comparable, UV any] struct {
-	k UK
-	v UV
 }
 
 func (s *ttlMapState[UK, UV]) Clear() {
