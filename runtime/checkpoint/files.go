@@ -138,11 +138,32 @@ func checkFileAgreement(states []StateHandle) error {
 // checksum matches ErrCorrupt and names the file. On error dst is removed.
 // dst is not fsynced: a restore interrupted by a crash starts again. Safe
 // for concurrent use.
+//
+// The handle usually comes from a state blob, which a crafted checkpoint
+// may fill with anything: a handle that is not one of the shared files
+// the checkpoint's metadata lists, with the same size and checksum, is
+// refused as corrupt before any storage is read, so that a name such as
+// "../../etc/passwd" neither copies a file from outside the storage nor
+// tells whether one exists.
 func (c *Checkpoint) CopyFile(h FileHandle, dst string) error {
+	if !c.lists(h) {
+		return &CheckpointError{ID: c.ID, Err: fmt.Errorf("%w: a state names shared file %q (%d bytes, crc32c %08x), which the checkpoint's metadata does not list; the checkpoint is damaged or was crafted", ErrCorrupt, h.Name, h.Size, h.CRC32C)}
+	}
 	if c.copyFile == nil {
 		return &CheckpointError{ID: c.ID, File: h.Name, Err: fmt.Errorf("%w: the checkpoint was not loaded from a storage", ErrMissingFile)}
 	}
 	return c.copyFile(h, dst)
+}
+
+// lists reports that h is one of the shared files c's metadata lists
+// (whose names the metadata's decoder validated).
+func (c *Checkpoint) lists(h FileHandle) bool {
+	for _, st := range c.States {
+		if slices.Contains(st.Files, h) {
+			return true
+		}
+	}
+	return false
 }
 
 // copyVerified copies src to dst as shared file h of checkpoint id,

@@ -20,7 +20,9 @@
 //
 // Decoders take the serializer's bytes apart and check the framing only;
 // what the bytes mean is the caller's. Every decoding error wraps
-// ErrLayout.
+// ErrLayout. Blobs are untrusted input (a checkpoint may be crafted): a
+// count read from one is checked against the bytes that remain before it
+// sizes anything.
 package stateformat
 
 import (
@@ -158,6 +160,11 @@ const (
 	FormatColumns byte = 2
 )
 
+// minKeyedEntry is the fewest bytes a keyed entry takes: a byte each for
+// its name's length, its kind, its key group, its data's length and its
+// format byte (one less before KeyedVersionFormat).
+const minKeyedEntry = 5
+
 // maxKeyGroups bounds a key group: the engine's UpperBoundMaxParallelism.
 const maxKeyGroups = 1 << 15
 
@@ -212,10 +219,19 @@ func SplitKeyed(b []byte) (version int, entries []KeyedEntry, err error) {
 	}
 	b = b[n:]
 	count, n := binary.Uvarint(b)
-	if n <= 0 || count > uint64(len(b)) {
-		return 0, nil, fmt.Errorf("%w: bad entry count", ErrLayout)
+	if n <= 0 {
+		return 0, nil, fmt.Errorf("%w: no entry count", ErrLayout)
 	}
 	b = b[n:]
+	// The count sizes nothing before the bytes are known to hold that
+	// many entries: a crafted blob could ask for any amount of memory.
+	minEntry := uint64(minKeyedEntry)
+	if v < KeyedVersionFormat {
+		minEntry--
+	}
+	if count > uint64(len(b))/minEntry {
+		return 0, nil, fmt.Errorf("%w: entry count %d, but %d bytes hold at most %d entries", ErrLayout, count, len(b), uint64(len(b))/minEntry)
+	}
 	entries = make([]KeyedEntry, 0, count)
 	for i := range count {
 		name, rest, ok := next(b)
