@@ -99,7 +99,7 @@ func NewDirStorage(root string, opts ...StorageOption) (*DirStorage, error) {
 	if root == "" {
 		return nil, errors.New("checkpoint storage: empty directory; give the directory checkpoints are kept in")
 	}
-	if err := os.MkdirAll(root, 0o755); err != nil {
+	if err := os.MkdirAll(root, 0o700); err != nil {
 		return nil, fmt.Errorf("checkpoint storage: create %s: %w", root, err)
 	}
 	return &DirStorage{root: root, cfg: cfg, open: map[int64]bool{}, held: heldIDs{}, files: newFileBook()}, nil
@@ -131,7 +131,7 @@ func (s *DirStorage) Begin(id int64) (Writer, error) {
 	if err := os.RemoveAll(dir); err != nil {
 		return nil, &CheckpointError{ID: id, File: chkDir(id), Err: fmt.Errorf("remove leftovers: %w", err)}
 	}
-	if err := os.Mkdir(dir, 0o755); err != nil {
+	if err := os.Mkdir(dir, 0o700); err != nil {
 		return nil, &CheckpointError{ID: id, File: chkDir(id), Err: err}
 	}
 	// The new directory's entry must be durable before anything inside it
@@ -270,7 +270,7 @@ func (w *dirWriter) persist(m Metadata) error {
 	// Empty, so only its name must be durable: the directory fsync below
 	// makes it so, and the marker costs no fsync of its own.
 	marker := filepath.Join(w.dir, committingFile)
-	f, err := os.OpenFile(marker, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+	f, err := os.OpenFile(marker, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
 	if err == nil {
 		err = f.Close()
 	}
@@ -701,7 +701,7 @@ func (s *DirStorage) putFile(name, path string) (FileHandle, error) {
 	case !errors.Is(err, fs.ErrNotExist):
 		return fail(err)
 	}
-	switch err := os.Mkdir(dir, 0o755); {
+	switch err := os.Mkdir(dir, 0o700); {
 	case err == nil:
 		// The new directory's entry must be durable before anything
 		// inside it can be.
@@ -804,7 +804,7 @@ func verifyBlob(h StateHandle, data []byte) error {
 // writeFileSync creates name (which must not exist for state files; the
 // metadata temp file may be left from a failed attempt) and fsyncs it.
 func writeFileSync(name string, data []byte) error {
-	f, err := os.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+	f, err := os.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
 	if err != nil {
 		return err
 	}

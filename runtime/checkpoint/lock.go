@@ -64,7 +64,7 @@ func (s *DirStorage) Lock() error {
 		return fmt.Errorf("checkpoint storage %s: already locked by this storage", s.root)
 	}
 	path := filepath.Join(s.root, lockFile)
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
 		return fmt.Errorf("checkpoint storage %s: open lock file: %w", s.root, err)
 	}

@@ -87,7 +87,7 @@ func (s *DirStorage) CreateRecord(name string, data []byte) error {
 		return fmt.Errorf("checkpoint storage %s: create record %s: %w", s.root, name, err)
 	}
 	dir := filepath.Join(s.root, recordsDir)
-	switch err := os.Mkdir(dir, 0o755); {
+	switch err := os.Mkdir(dir, 0o700); {
 	case err == nil:
 		if err := syncDir(s.root); err != nil {
 			return fail(err)
