@@ -23,8 +23,8 @@ import (
 //   - at checkpoints, heap backend: the snapshot leaves expired values out
 //     (the encoder filters them with the time of the barrier);
 //   - incrementally: every access to the state checks a few more of its
-//     values, the current key's or not, in turn (heap: the next slot maps,
-//     sampled when a slot holds more than the budget; pebble: a cursor
+//     values, the current key's or not, in turn (heap: key after key of
+//     each slot, a slot's keys listed when the cleanup reaches it; pebble: a cursor
 //     over the state's entries in the DB, one scan every
 //     pebbleSweepEvery accesses), so the values of keys never seen again
 //     go away while the state is in use.
@@ -372,7 +372,7 @@ func declareValueTTL[K comparable, V any](ks *keyedState[K], name string, vals s
 	switch s := in.(type) {
 	case *valueState[K, ttlValue[V]]:
 		s.keep = keepAt[V](t)
-		var cur sweepCursor
+		var cur sweepCursor[K]
 		t.sweep = func(now int64, n int) {
 			heapSweepValues(s, &cur, n, func(v ttlValue[V]) bool { return t.expired(v.ts, now) })
 		}
@@ -404,7 +404,7 @@ func declareMapTTL[K, UK comparable, UV any](ks *keyedState[K], name string, uke
 	switch s := in.(type) {
 	case *mapState[K, UK, ttlValue[UV]]:
 		s.keep = keepAt[UV](t)
-		var cur sweepCursor
+		var cur mapSweepCursor[K, UK]
 		t.sweep = func(now int64, n int) {
 			heapSweepMaps(s, &cur, n, func(v ttlValue[UV]) bool { return t.expired(v.ts, now) })
 		}
@@ -418,80 +418,114 @@ func declareMapTTL[K, UK comparable, UV any](ks *keyedState[K], name string, uke
 }
 
 // sweepCursor is where a heap state's incremental cleanup goes on: the
-// next slot to check.
-type sweepCursor struct{ slot int }
+// slot it is in, that slot's keys as they were when the cleanup reached
+// it, and the next of them to check. A Go map cannot resume an
+// iteration, so the keys are listed once per slot and round; a slot
+// holding more values than one access's budget is then checked over
+// several accesses, key after key, instead of being sampled (which left
+// the cleanup on that slot for good, and the expired values of every
+// other slot in memory). Keys added to a slot after its listing wait for
+// the next round.
+type sweepCursor[K comparable] struct {
+	slot   int
+	listed bool
+	keys   []K
+	next   int
+}
+
+// listKeys lists the keys of m, slot g's map, when the cursor arrives there.
+func listKeys[K comparable, V any](c *sweepCursor[K], m map[K]V) {
+	if c.listed {
+		return
+	}
+	for k := range m {
+		c.keys = append(c.keys, k)
+	}
+	c.listed, c.next = true, 0
+}
+
+// done reports that every key listed in the slot has been checked.
+func (c *sweepCursor[K]) done() bool { return c.next >= len(c.keys) }
+
+// advance moves the cursor to the next slot.
+func (c *sweepCursor[K]) advance(slots int) {
+	clear(c.keys)
+	c.keys, c.listed, c.next = c.keys[:0], false, 0
+	c.slot = (c.slot + 1) % slots
+}
 
 // sweepSlotsPerAccess bounds the slots, empty ones included, one access
 // looks at.
 const sweepSlotsPerAccess = 64
 
-// heapSweepValues checks up to n values of s, slot by slot from the
-// cursor, and removes the expired ones. A slot of more than n values is
-// sampled (a map's iteration starts at a random place) and left for the
-// next access.
-func heapSweepValues[K comparable, V any](s *valueState[K, V], cur *sweepCursor, n int, expired func(V) bool) {
+// heapSweepValues checks up to n values of s, key by key from the
+// cursor, and removes the expired ones.
+func heapSweepValues[K comparable, V any](s *valueState[K, V], cur *sweepCursor[K], n int, expired func(V) bool) {
 	slots := len(s.m)
-	var gone []K
 	for visited := 0; n > 0 && visited < sweepSlotsPerAccess && visited < slots; visited++ {
 		g := cur.slot % slots
-		m := s.m[g]
-		gone = gone[:0]
-		whole := true
-		for k, v := range m {
-			if n == 0 {
-				whole = false
-				break
-			}
-			n--
-			if expired(v) {
-				gone = append(gone, k)
+		listKeys(cur, s.m[g])
+		for ; n > 0 && !cur.done(); n-- {
+			k := cur.keys[cur.next]
+			cur.next++
+			if v, ok := s.m[g][k]; ok && expired(v) {
+				delete(s.writable(g), k)
 			}
 		}
-		if len(gone) > 0 {
-			w := s.writable(g)
-			for _, k := range gone {
-				delete(w, k)
-			}
-		}
-		if !whole {
+		if !cur.done() {
 			return
 		}
-		cur.slot = (g + 1) % slots
+		cur.advance(slots)
 	}
+}
+
+// mapSweepCursor is a sweepCursor for a map state, which goes on inside
+// a key's map too: the map keys of the key at the cursor, listed when the
+// cleanup reaches it, and the next of them to check.
+type mapSweepCursor[K, UK comparable] struct {
+	sweepCursor[K]
+	inner sweepCursor[UK]
 }
 
 // heapSweepMaps is heapSweepValues for a map state: it checks up to n
 // map entries and removes a key whose map it empties.
-func heapSweepMaps[K, UK comparable, UV any](s *mapState[K, UK, UV], cur *sweepCursor, n int, expired func(UV) bool) {
+func heapSweepMaps[K, UK comparable, UV any](s *mapState[K, UK, UV], cur *mapSweepCursor[K, UK], n int, expired func(UV) bool) {
 	slots := len(s.m)
 	var gone []UK
 	for visited := 0; n > 0 && visited < sweepSlotsPerAccess && visited < slots; visited++ {
 		g := cur.slot % slots
-		whole := true
-		for k, in := range s.m[g] {
-			if n == 0 {
-				whole = false
-				break
-			}
-			gone = gone[:0]
-			for uk, uv := range in.m {
-				if n == 0 {
-					whole = false
-					break
-				}
+		listKeys(&cur.sweepCursor, s.m[g])
+		for n > 0 && !cur.done() {
+			k := cur.keys[cur.next]
+			in := s.m[g][k]
+			if in == nil { // removed since the listing
+				cur.inner.advance(1)
+				cur.next++
 				n--
-				if expired(uv) {
+				continue
+			}
+			listKeys(&cur.inner, in.m)
+			gone = gone[:0]
+			for ; n > 0 && !cur.inner.done(); n-- {
+				uk := cur.inner.keys[cur.inner.next]
+				cur.inner.next++
+				if uv, ok := in.m[uk]; ok && expired(uv) {
 					gone = append(gone, uk)
 				}
 			}
 			if len(gone) > 0 {
 				s.removeEntries(g, k, gone)
 			}
+			if !cur.inner.done() {
+				return
+			}
+			cur.inner.advance(1)
+			cur.next++
 		}
-		if !whole {
+		if !cur.done() {
 			return
 		}
-		cur.slot = (g + 1) % slots
+		cur.advance(slots)
 	}
 }
 

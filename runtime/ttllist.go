@@ -141,7 +141,7 @@ func declareListTTL[K comparable, T any](ks *keyedState[K], name string, elems s
 			}
 			return live
 		}
-		var cur sweepCursor
+		var cur sweepCursor[K]
 		t.sweep = func(now int64, n int) {
 			heapSweepLists(l.v, &cur, n, func(list []ttlValue[T]) ([]ttlValue[T], bool) {
 				return liveElems(t, list, now, false)
@@ -216,50 +216,43 @@ func pebbleLiveElems[K comparable, T any](l *pebbleListState[K, ttlValue[T]], t 
 }
 
 // heapSweepLists is heapSweepValues for a list state with TTL: it checks
-// the elements of lists, up to about n, and replaces a list that has
-// expired elements by a new one without them (the old one may be read by
-// a snapshot), removing a key whose list it empties.
-func heapSweepLists[K comparable, T any](s *valueState[K, []ttlValue[T]], cur *sweepCursor, n int, live func([]ttlValue[T]) ([]ttlValue[T], bool)) {
+// the elements of lists, up to about n (a list is checked whole), and
+// replaces a list that has expired elements by a new one without them
+// (the old one may be read by a snapshot), removing a key whose list it
+// empties.
+func heapSweepLists[K comparable, T any](s *valueState[K, []ttlValue[T]], cur *sweepCursor[K], n int, live func([]ttlValue[T]) ([]ttlValue[T], bool)) {
 	slots := len(s.m)
-	type change struct {
-		k    K
-		list []ttlValue[T]
-	}
-	var changes []change
 	for visited := 0; n > 0 && visited < sweepSlotsPerAccess && visited < slots; visited++ {
 		g := cur.slot % slots
-		changes = changes[:0]
-		whole := true
-		for k, list := range s.m[g] {
-			if n <= 0 {
-				whole = false
-				break
+		listKeys(cur, s.m[g])
+		for n > 0 && !cur.done() {
+			k := cur.keys[cur.next]
+			cur.next++
+			old, ok := s.m[g][k]
+			n -= max(len(old), 1)
+			if !ok {
+				continue
 			}
-			n -= max(len(list), 1)
-			if l, changed := live(list); changed {
-				changes = append(changes, change{k, l})
+			l, changed := live(old)
+			if !changed {
+				continue
 			}
-		}
-		if len(changes) > 0 {
 			w := s.writable(g)
-			for _, c := range changes {
-				if len(c.list) == 0 {
-					delete(w, c.k)
-					continue
-				}
-				w[c.k] = c.list
-				if !s.deep {
-					continue
-				}
+			if len(l) == 0 {
+				delete(w, k)
+				continue
+			}
+			w[k] = l
+			if s.deep {
 				if o := s.own[g]; o != nil {
-					o[c.k] = struct{}{} // a new slice: the task's own
+					o[k] = struct{}{} // a new slice: the task's own
 				}
 			}
 		}
-		if !whole {
+		if !cur.done() {
 			return
 		}
-		cur.slot = (g + 1) % slots
+		cur.advance(slots)
 	}
 }
 
