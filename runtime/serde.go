@@ -536,6 +536,12 @@ func readColumn[T any](b []byte, n int, c stateCodec[T]) ([]T, []byte, error) {
 	if n == 0 {
 		return nil, rest, nil
 	}
+	// A value takes a byte at least in a binary codec or a Serde's
+	// framing: a count beyond the column's bytes is a damaged or crafted
+	// checkpoint, refused before it sizes anything.
+	if (c.s != nil || c.ext != nil) && n > len(data) {
+		return nil, nil, fmt.Errorf("%w: a column of %d values holds %d bytes", errShortState, n, len(data))
+	}
 	if c.ext != nil {
 		vs := make([]T, n)
 		for i := range vs {

@@ -1,0 +1,57 @@
+package runtime
+
+import (
+	"errors"
+	goruntime "runtime"
+	"testing"
+)
+
+// heapAllocated is how many bytes f allocates on the heap.
+func heapAllocated(f func()) uint64 {
+	var before, after goruntime.MemStats
+	goruntime.GC()
+	goruntime.ReadMemStats(&before)
+	f()
+	goruntime.ReadMemStats(&after)
+	return after.TotalAlloc - before.TotalAlloc
+}
+
+// Rule: a checkpoint is untrusted input. A column of a keyed entry holds
+// a byte at least for each of its values, so a count beyond its bytes is
+// refused as a damaged blob before it sizes anything. Before, a crafted
+// entry claiming a million values over a column of a few bytes had the
+// decoder allocate room for all of them (16 MiB of strings here) before
+// it found the column short.
+func TestColumnCountBeyondItsBytesRefusedBeforeAllocating(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		read func(b []byte, n int) error
+		col  func() []byte
+	}{
+		{"string", func(b []byte, n int) error { _, _, err := readColumn(b, n, codecFor[string]()); return err }, func() []byte {
+			w := column[string]{c: codecFor[string]()}
+			w.add("x")
+			b, _ := w.appendTo(nil)
+			return b
+		}},
+		{"serde", func(b []byte, n int) error { _, _, err := readColumn(b, n, codecOf(JSONSerde[string]())); return err }, func() []byte {
+			w := column[string]{c: codecOf(JSONSerde[string]())}
+			w.add("x")
+			b, _ := w.appendTo(nil)
+			return b
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			col := c.col()
+			const claimed = 1 << 20
+			var err error
+			n := heapAllocated(func() { err = c.read(col, claimed) })
+			if !errors.Is(err, errShortState) {
+				t.Fatalf("a column of %d bytes read as %d values: %v; want an error matching errShortState", len(col), claimed, err)
+			}
+			if n > 1<<20 {
+				t.Fatalf("reading a %d-byte column claimed to hold %d values allocated %d bytes; want the claim refused first", len(col), claimed, n)
+			}
+		})
+	}
+}
