@@ -3,8 +3,6 @@ package runtime
 import (
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 )
 
 // StateBackend says where a job's keyed state lives (Flink's
@@ -78,7 +76,7 @@ func (c *stateConfig) workDir() string {
 	if c.dirSet {
 		return c.dir
 	}
-	return filepath.Join(os.TempDir(), "splitflow-state")
+	return defaultStateDir()
 }
 
 // WithStateBackend chooses where keyed state lives. Default
@@ -94,8 +92,9 @@ func WithStateBackend(b StateBackend) Option {
 // directory of its own inside it and removes it when it ends; one left by
 // a process that was killed is removed by the next job that starts with
 // the same directory. Checkpoints never read it: a restore makes the DBs
-// anew from checkpoint storage. Default: splitflow-state in the OS temp
-// directory.
+// anew from checkpoint storage. Default: splitflow-state-<uid> in the OS
+// temp directory, one per user; a job refuses it when it is a link or
+// another user's directory, and closes it to group and others.
 func WithStateDir(dir string) Option {
 	return optionFunc(func(c *config) { c.state.dir, c.state.dirSet = dir, true })
 }

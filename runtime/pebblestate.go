@@ -130,8 +130,13 @@ func (ex *execution) pebbleFor(cfg *stateConfig) (*pebbleBackend, error) {
 
 func newPebbleBackend(cfg *stateConfig) (*pebbleBackend, error) {
 	work := cfg.workDir()
-	if err := os.MkdirAll(work, 0o755); err != nil {
+	if err := os.MkdirAll(work, 0o700); err != nil {
 		return nil, fmt.Errorf("pebble state: create the state directory %s: %w", work, err)
+	}
+	if !cfg.dirSet {
+		if err := checkPrivateDir(work); err != nil {
+			return nil, fmt.Errorf("pebble state: the default state directory is not this user's own: %w; remove it, or give a directory with WithStateDir", err)
+		}
 	}
 	removeAbandonedStateDirs(work)
 	// The directory is made and locked under a name no other job looks

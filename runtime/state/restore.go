@@ -16,11 +16,11 @@ func Lay(dir string, small map[string][]byte, immutable []string, fetch func(nam
 	if _, err := os.Stat(dir); err == nil {
 		return fmt.Errorf("state: %s exists already", dir)
 	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return fmt.Errorf("state: create %s: %w", dir, err)
 	}
 	for name, data := range small {
-		if err := os.WriteFile(filepath.Join(dir, filepath.Base(name)), data, 0o644); err != nil {
+		if err := os.WriteFile(filepath.Join(dir, filepath.Base(name)), data, 0o600); err != nil {
 			return fmt.Errorf("state: write %s: %w", filepath.Join(dir, name), err)
 		}
 	}
