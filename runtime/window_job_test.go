@@ -185,3 +185,68 @@ func BenchmarkWindowTimersOnce(b *testing.B) {
 		}
 	}
 }
+
+// Rule (exactly-once, invariant of the two-phase sink): a window join
+// that fails at random records and restarts from its checkpoints commits
+// every pair once. Its windows fire many times (early every millisecond,
+// and again for each record a restart makes late, within the allowed
+// lateness), and each firing emits only the pairs no committed firing
+// emitted: the marks of what fired are checkpointed with the records.
+func TestWindowJoinPairsExactlyOnceUnderFailures(t *testing.T) {
+	for seed := range 4 {
+		t.Run(strconv.Itoa(seed), func(t *testing.T) {
+			rng := rand.New(rand.NewPCG(uint64(seed), 23))
+			j := &rangeJob{par: 1 + rng.IntN(3), splits: 2 + rng.IntN(3), perSplit: 20 + rng.IntN(30),
+				delay: time.Duration(rng.IntN(300)) * time.Microsecond}
+			n := j.records()
+			var fails []int64
+			for range 1 + rng.IntN(2) {
+				fails = append(fails, int64(rng.IntN(n)))
+			}
+			j.sink = &txnSink2PC{store: newTxnStore()}
+			j.src = &rangeSrc{splits: j.splits, perSplit: j.perSplit, delay: j.delay, readerFailAt: -1}
+			env := NewEnvironment(WithParallelism(j.par), WithFlushTimeout(time.Millisecond),
+				WithRestartStrategy(FixedDelayRestart(10, time.Millisecond)), WithLogger(discardLogger()),
+				WithDrainTimeout(5*time.Second), WithCheckpointInterval(time.Duration(2+rng.IntN(6))*time.Millisecond),
+				WithAutoWatermarkInterval(time.Millisecond))
+			src := FromSource(env, j.src, "range", ForMonotonousTimestamps[int64]().
+				WithTimestampAssigner(func(v, _ int64) int64 { return v })).UID("src")
+			vals := Map(src, failOnce(fails...)).UID("map")
+			key := func(v int64) int64 { return v % 3 }
+			evens := KeyBy(Filter(vals, func(v int64) (bool, error) { return v%2 == 0, nil }).UID("evens"), key)
+			odds := KeyBy(Filter(vals, func(v int64) (bool, error) { return v%2 == 1, nil }).UID("odds"), key)
+			joined := WindowJoin(evens, odds, Tumbling(10*time.Millisecond), func(x, y int64) (int64, error) {
+				return x*10000 + y, nil
+			}, WithAllowedLateness(time.Hour), WithEarlyFiring(time.Millisecond)).UID("join")
+			SinkToTwoPhase(joined, j.sink).UID("sink")
+			if err := env.Execute(testCtx(t), "window join"); err != nil {
+				t.Fatalf("%+v fails=%v: %v", j, fails, err)
+			}
+			want := map[int64]bool{}
+			for x := int64(0); x < int64(n); x += 2 {
+				for y := x/10*10 + 1; y < x/10*10+10 && y < int64(n); y += 2 {
+					if x%3 == y%3 {
+						want[x*10000+y] = true
+					}
+				}
+			}
+			j.sink.store.mu.Lock()
+			defer j.sink.store.mu.Unlock()
+			seen := map[int64]bool{}
+			for _, rs := range j.sink.store.committed {
+				for _, r := range rs {
+					if seen[r] {
+						t.Fatalf("%+v fails=%v: pair (%d, %d) committed twice", j, fails, r/10000, r%10000)
+					}
+					if !want[r] {
+						t.Fatalf("%+v fails=%v: pair (%d, %d) is no pair of the join", j, fails, r/10000, r%10000)
+					}
+					seen[r] = true
+				}
+			}
+			if len(seen) != len(want) {
+				t.Fatalf("%+v fails=%v: %d pairs committed, want %d", j, fails, len(seen), len(want))
+			}
+		})
+	}
+}

@@ -11,11 +11,18 @@ import "errors"
 // a record x of first and a record y of second of that key in that
 // window, at the window's MaxTimestamp (Flink's window join). A window
 // with records of one side only emits nothing. It is the window operator
-// (Window with WindowProcess) over both inputs, so assigners and options
-// (WithAllowedLateness: a late record fires the window's pairs again,
-// all of them) follow Window's rules, and the records of both sides are
-// kept as the window's list until it is cleaned. Its default name (and
-// so its default UID) is "WindowJoin".
+// over both inputs, so assigners and options follow Window's rules, and
+// the records of both sides are kept as the window's list until it is
+// cleaned.
+//
+// Each pair is emitted once, at the first firing of a window that holds
+// both its records, also across failures and restores (which firings
+// emitted what is checkpointed with the records): a window that fires
+// again (a late record within WithAllowedLateness, the on-time firing
+// after WithEarlyFiring, a session merged with another that fired early)
+// emits only the pairs it did not emit before, so fn never sees a pair
+// twice. Unlike Flink, whose window join emits every pair again at each
+// firing. Its default name (and so its default UID) is "WindowJoin".
 func WindowJoin[K comparable, A, B, O any](first KeyedStream[K, A], second KeyedStream[K, B], assigner WindowAssigner, fn func(x A, y B) (O, error), opts ...WindowOption) DataStream[O] {
 	cs := Connect(first, second)
 	var kept []WindowOption
@@ -32,24 +39,34 @@ func WindowJoin[K comparable, A, B, O any](first KeyedStream[K, A], second Keyed
 		}
 		kept = append(kept, o)
 	}
-	ds := WindowProcess(Window(cs.tagged("WindowJoin"), assigner, kept...), func(_ WindowInfo[K], records []either[A, B], out Collector[O]) error {
-		for _, x := range records {
-			if x.Second {
-				continue
-			}
-			for _, y := range records {
-				if !y.Second {
+	// The window's accumulator counts its records, as WindowProcess's;
+	// the records are kept marked with where they last fired, so that a
+	// firing emits only the pairs no earlier firing emitted.
+	spec := windowSpec[K, either[A, B], int64, O]{
+		kind:   "join",
+		create: func() int64 { return 0 },
+		add:    func(n int64, _ either[A, B]) (int64, error) { return n + 1, nil },
+		merge:  func(a, b int64) (int64, error) { return a + b, nil },
+		emitMarked: func(ctx *KeyedContext[K, O], _ WindowInfo[K], records []either[A, B], fired []firedIn, ts int64) error {
+			for i, x := range records {
+				if x.Second {
 					continue
 				}
-				o, err := fn(x.L, y.R)
-				if err != nil {
-					return err
+				for j, y := range records {
+					if !y.Second || fired[i].Set && fired[i] == fired[j] {
+						continue
+					}
+					o, err := fn(x.L, y.R)
+					if err != nil {
+						return err
+					}
+					ctx.CollectWithTimestamp(o, ts)
 				}
-				out.Collect(o)
 			}
-		}
-		return nil
-	})
+			return nil
+		},
+	}
+	ds := windowed(Window(cs.tagged("WindowJoin"), assigner, kept...), spec)
 	ds.node.errs = append(ds.node.errs, cs.errs...)
 	ds.node.errs = append(ds.node.errs, errs...)
 	if fn == nil {

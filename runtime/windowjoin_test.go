@@ -173,3 +173,57 @@ func TestWindowJoinSessionsMergeAcrossInputs(t *testing.T) {
 		})
 	}
 }
+
+// Rule: a window join emits each pair once. A record that arrives within
+// the allowed lateness after its window fired pairs only with the other
+// side's records, not again every pair the window emitted before; an
+// early firing's pairs are not repeated on time; sessions that fired
+// early and then merge emit the pairs across them, and only those. Both
+// backends.
+func TestWindowJoinEmitsEachPairOnce(t *testing.T) {
+	for _, b := range stateBackends {
+		t.Run(string(b)+"/lateness", func(t *testing.T) {
+			w := openWin[string, either[jRec, jRec]](t, windowJoinStream(Tumbling(10*time.Millisecond), WithAllowedLateness(100*time.Millisecond)), unitStateConfig(t, b), nil, 1, 0)
+			defer w.stop()
+			w.add(t, left[jRec, jRec](jRec{"k", 1}), 1)
+			w.add(t, right[jRec](jRec{"k", 2}), 2)
+			w.watermark(t, 9)
+			if got, want := sortedPairs(pairs(w)), []jPair{{1, 2, 9}}; !slices.Equal(got, want) {
+				t.Fatalf("on time: emitted %v, want %v", got, want)
+			}
+			w.add(t, right[jRec](jRec{"k", 3}), 3) // late, within the lateness
+			if got, want := sortedPairs(pairs(w)), []jPair{{1, 3, 9}}; !slices.Equal(got, want) {
+				t.Fatalf("a late right record: emitted %v, want %v (only its own pairs)", got, want)
+			}
+			w.add(t, left[jRec, jRec](jRec{"k", 4}), 4)
+			if got, want := sortedPairs(pairs(w)), []jPair{{4, 2, 9}, {4, 3, 9}}; !slices.Equal(got, want) {
+				t.Fatalf("a late left record: emitted %v, want %v (only its own pairs)", got, want)
+			}
+			w.watermark(t, MaxWatermark)
+			if got := pairs(w); len(got) != 0 {
+				t.Fatalf("the cleanup emitted %v", got)
+			}
+			if n := w.keysInState(t, []string{"k"}); n != 0 {
+				t.Fatalf("%d keys keep window state", n)
+			}
+		})
+		t.Run(string(b)+"/early", func(t *testing.T) {
+			w := openWin[string, either[jRec, jRec]](t, windowJoinStream(Session(5*time.Millisecond), WithEarlyFiring(100*time.Millisecond)), unitStateConfig(t, b), nil, 1, 0)
+			defer w.stop()
+			w.add(t, left[jRec, jRec](jRec{"k", 1}), 0)  // [0,5)
+			w.add(t, right[jRec](jRec{"k", 2}), 1)       // [0,6)
+			w.add(t, left[jRec, jRec](jRec{"k", 3}), 10) // [10,15)
+			w.add(t, right[jRec](jRec{"k", 4}), 11)      // [10,16)
+			w.advance(t, w.clock+100)                    // the next early-firing period
+			if got, want := sortedPairs(pairs(w)), []jPair{{1, 2, 5}, {3, 4, 15}}; !slices.Equal(got, want) {
+				t.Fatalf("early: emitted %v, want %v", got, want)
+			}
+			w.add(t, right[jRec](jRec{"k", 5}), 5) // [5,10) bridges: [0,16)
+			w.watermark(t, MaxWatermark)
+			want := []jPair{{1, 4, 15}, {1, 5, 15}, {3, 2, 15}, {3, 5, 15}}
+			if got := sortedPairs(pairs(w)); !slices.Equal(got, want) {
+				t.Fatalf("on time after the merge: emitted %v, want %v (the pairs across the merged sessions and the new record's)", got, want)
+			}
+		})
+	}
+}

@@ -61,6 +61,20 @@ type windowSpec[K comparable, T, A, O any] struct {
 	// emitList, set instead of emit, emits from the window's records,
 	// which the operator then keeps in the "window-records" list.
 	emitList func(ctx *KeyedContext[K, O], w WindowInfo[K], records []T, ts int64) error
+	// emitMarked, set instead of emit and emitList, is emitList that also
+	// gets, for each record, where it was when it last fired (firedIn):
+	// the operator marks the window's records after each firing, so that
+	// a function can tell what it emitted before (WindowJoin's pairs).
+	emitMarked func(ctx *KeyedContext[K, O], w WindowInfo[K], records []T, fired []firedIn, ts int64) error
+}
+
+// firedIn says where a record of a window last fired: in the window that
+// then started at Start, if Set. Two records that fired last in the same
+// start were both in that window at that firing (see markFired), so
+// whatever the function made of the two together was emitted then.
+type firedIn struct {
+	Start int64
+	Set   bool
 }
 
 // windowed adds the window operator of ws and spec: a keyed operator
@@ -144,8 +158,8 @@ func (f *windowFn[K, T, A, O]) Open(ctx *KeyedContext[K, O]) error {
 			return err
 		}
 	}
-	if f.spec.emitList != nil {
-		if f.records, err = declareList(ctx.op, windowRecordsState, windowRecordCodec[T]()); err != nil {
+	if f.spec.emitList != nil || f.spec.emitMarked != nil {
+		if f.records, err = declareList(ctx.op, windowRecordsState, windowRecordCodec[T](f.spec.emitMarked != nil)); err != nil {
 			return err
 		}
 	}
@@ -269,30 +283,59 @@ func (f *windowFn[K, T, A, O]) emit(ctx *KeyedContext[K, O], w TimeWindow, acc A
 }
 
 func (f *windowFn[K, T, A, O]) emitInfo(ctx *KeyedContext[K, O], info WindowInfo[K], acc A, ts int64) error {
-	if f.spec.emitList == nil {
+	if f.spec.emitList == nil && f.spec.emitMarked == nil {
 		return f.spec.emit(ctx, info, acc, ts)
 	}
 	var rs []T
+	var fired []firedIn
 	for r := range f.records.Get() {
 		if r.Start == info.Window.Start {
 			rs = append(rs, r.V)
+			fired = append(fired, r.Fired)
 		}
 	}
-	return f.spec.emitList(ctx, info, rs, ts)
+	if f.spec.emitList != nil {
+		return f.spec.emitList(ctx, info, rs, ts)
+	}
+	if err := f.spec.emitMarked(ctx, info, rs, fired, ts); err != nil {
+		return err
+	}
+	f.markFired(info.Window.Start)
+	return nil
+}
+
+// markFired marks the records of the window starting at start as fired
+// in it. The marks are exact across session merges: a merged session's
+// start is the least of its parts', and the starts its records fired in
+// before lie within their own part, so records of two parts never share
+// a mark they did not get from one firing together.
+func (f *windowFn[K, T, A, O]) markFired(start int64) {
+	var out []windowRecord[T]
+	changed := false
+	for r := range f.records.Get() {
+		if r.Start == start && r.Fired != (firedIn{start, true}) {
+			r.Fired, changed = firedIn{start, true}, true
+		}
+		out = append(out, r)
+	}
+	if changed {
+		f.records.Update(out)
+	}
 }
 
 // windowRecord is a record of WindowProcess's list, with the start of
-// its window.
+// its window and, for emitMarked, where it last fired.
 type windowRecord[T any] struct {
 	Start int64
 	V     T
+	Fired firedIn
 }
 
 // record keeps v as a record of the window starting at start, for
 // WindowProcess.
 func (f *windowFn[K, T, A, O]) record(start int64, v T) {
 	if f.records != nil {
-		f.records.Add(windowRecord[T]{start, v})
+		f.records.Add(windowRecord[T]{Start: start, V: v})
 	}
 }
 
@@ -307,7 +350,7 @@ func (f *windowFn[K, T, A, O]) rewriteRecords(keep func(start int64) (int64, boo
 	for r := range f.records.Get() {
 		s, ok := keep(r.Start)
 		if ok {
-			out = append(out, windowRecord[T]{s, r.V})
+			out = append(out, windowRecord[T]{Start: s, V: r.V, Fired: r.Fired})
 		}
 		changed = changed || !ok || s != r.Start
 	}
@@ -317,18 +360,35 @@ func (f *windowFn[K, T, A, O]) rewriteRecords(keep func(start int64) (int64, boo
 }
 
 // windowRecordCodec writes a windowRecord as varint(start) and the record
-// in its type's default codec.
-func windowRecordCodec[T any]() stateCodec[windowRecord[T]] {
-	s := windowRecordSerde[T]{c: codecFor[T]()}
+// in its type's default codec; marked, with its firedIn between them: a
+// byte 0, or 1 and varint(start it fired in).
+func windowRecordCodec[T any](marked bool) stateCodec[windowRecord[T]] {
+	s := windowRecordSerde[T]{c: codecFor[T](), marked: marked}
 	return stateCodec[windowRecord[T]]{id: codecUser, ext: s, name: s.Name()}
 }
 
-type windowRecordSerde[T any] struct{ c stateCodec[T] }
+type windowRecordSerde[T any] struct {
+	c      stateCodec[T]
+	marked bool
+}
 
-func (s windowRecordSerde[T]) Name() string { return "window record of " + s.c.String() }
+func (s windowRecordSerde[T]) Name() string {
+	if s.marked {
+		return "marked window record of " + s.c.String()
+	}
+	return "window record of " + s.c.String()
+}
 
 func (s windowRecordSerde[T]) Append(dst []byte, r windowRecord[T]) ([]byte, error) {
-	return appendOne(binary.AppendVarint(dst, r.Start), s.c, r.V)
+	dst = binary.AppendVarint(dst, r.Start)
+	if s.marked {
+		if r.Fired.Set {
+			dst = binary.AppendVarint(append(dst, 1), r.Fired.Start)
+		} else {
+			dst = append(dst, 0)
+		}
+	}
+	return appendOne(dst, s.c, r.V)
 }
 
 func (s windowRecordSerde[T]) Decode(b []byte) (windowRecord[T], error) {
@@ -336,8 +396,27 @@ func (s windowRecordSerde[T]) Decode(b []byte) (windowRecord[T], error) {
 	if n <= 0 {
 		return windowRecord[T]{}, errShortState
 	}
-	v, err := readOne(b[n:], s.c)
-	return windowRecord[T]{start, v}, err
+	r := windowRecord[T]{Start: start}
+	b = b[n:]
+	if s.marked {
+		switch {
+		case len(b) == 0:
+			return r, errShortState
+		case b[0] == 1:
+			fs, m := binary.Varint(b[1:])
+			if m <= 0 {
+				return r, errShortState
+			}
+			r.Fired, b = firedIn{fs, true}, b[1+m:]
+		case b[0] == 0:
+			b = b[1:]
+		default:
+			return r, fmt.Errorf("window record: fired mark %d, want 0 or 1", b[0])
+		}
+	}
+	var err error
+	r.V, err = readOne(b, s.c)
+	return r, err
 }
 
 // addSession adds v at ts to the key's session that [ts, ts+gap) joins,
