@@ -142,6 +142,47 @@ func AbortLingering(ctx context.Context, cl *kgo.Client, l Lingering) ([]string,
 	return aborted, nil
 }
 
+// AbortOlderClaims aborts the open transactions of l's subtask under
+// claims older than l.Epoch (l.Epoch >= 1), sparing l.Keep, and returns
+// their ids. A writer runs AbortLingering when it starts; this is for
+// later, at each completed checkpoint: a process that still runs the
+// slot under an older claim (it was paused past the takeover) may open a
+// transaction on one of its ids after that start, which found nothing
+// open on the id and so neither aborted nor fenced it. Nothing of an
+// older claim is ever committed once a newer claim recorded a checkpoint
+// (the older owner's checkpoints are never recorded), but if that
+// process dies the transaction stays open until the broker's transaction
+// timeout and pins every read_committed reader of its partitions. Its
+// own claim's ids are never touched: they are the caller's live ones.
+// Where the brokers cannot list transactions (before Kafka 3.0) it does
+// nothing, as AbortLingering probes only the own claim's ids there.
+func AbortOlderClaims(ctx context.Context, cl *kgo.Client, l Lingering) ([]string, error) {
+	if l.Prefix == "" || l.Parallelism <= 0 || l.Subtask < 0 || l.Subtask >= l.Parallelism || l.Epoch < 1 {
+		return nil, fmt.Errorf("txn: abort older claims' transactions: bad prefix %q, subtask %d, parallelism %d or epoch %d", l.Prefix, l.Subtask, l.Parallelism, l.Epoch)
+	}
+	ids, err := listOpen(ctx, cl, l)
+	if errors.Is(err, kerr.UnsupportedVersion) || errors.Is(err, errNoListing) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("txn: list open transactions under %q: %w", l.Prefix, err)
+	}
+	var aborted []string
+	for _, id := range ids {
+		if _, epoch, _, _ := ParseClaimTransactionalID(l.Prefix, id); epoch >= l.Epoch || l.kept(id) {
+			continue
+		}
+		wasOpen, err := registerID(ctx, cl, id)
+		if err != nil {
+			return aborted, fmt.Errorf("txn: abort older claim's transaction %s: %w", id, err)
+		}
+		if wasOpen {
+			aborted = append(aborted, id)
+		}
+	}
+	return aborted, nil
+}
+
 var errNoListing = errors.New("broker does not support ListTransactions")
 
 func listOpen(ctx context.Context, cl *kgo.Client, l Lingering) ([]string, error) {

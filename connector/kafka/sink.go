@@ -401,6 +401,7 @@ func (s *Sink[T]) CreateWriter(ictx connector.SinkInitContext) (connector.SinkWr
 	}
 	w.fenceAfter = -1
 	w.metrics = g
+	w.claim, w.par = epoch, ictx.Parallelism()
 	w.pool = pool
 	s.mu.Lock()
 	s.pools[w.sub] = pool
@@ -614,6 +615,13 @@ type sinkWriter[T any] struct {
 	fence      []string
 	fenceAfter int64
 	metrics    *metrics.Group
+	// claim is the epoch of the slot's claim the writer runs under (0:
+	// none) and par its parallelism; adm is the client that aborts older
+	// claims' transactions at completed checkpoints (abortOlderClaims),
+	// made at first use. Task goroutine only.
+	claim int64
+	par   int
+	adm   *kgo.Client
 
 	mu     sync.Mutex
 	errOut error // first failed produce of AtLeastOnce and None
@@ -779,7 +787,50 @@ func (w *sinkWriter[T]) NotifyCheckpointComplete(checkpointID int64) error {
 		return err
 	}
 	w.pool.CheckpointComplete(checkpointID)
+	w.abortOlderClaims(checkpointID)
 	return nil
+}
+
+// abortOlderClaims aborts what older claims of the writer's slot opened
+// after this writer's start (txn.AbortOlderClaims), at every completed
+// checkpoint of a claim above the first. The start aborted what they had
+// open then and fenced nothing else of theirs; an older owner still
+// running (paused past the takeover, resumed) can open a transaction on
+// another of its ids until it learns it lost the slot, and if it dies
+// first the transaction pins every read_committed reader of its
+// partitions until the broker's transaction timeout. The checkpoint is
+// complete and recorded under this claim, so nothing an older claim has
+// open is to be committed: the restored committables were committed
+// before this writer started. A failure costs only the wait it would
+// have spared, so it is logged and the next checkpoint tries again.
+func (w *sinkWriter[T]) abortOlderClaims(checkpointID int64) {
+	if w.claim <= 1 || w.fenceAfter < 0 || checkpointID < w.fenceAfter {
+		// The first claim of a slot has no older one.
+		return
+	}
+	if w.adm == nil {
+		cl, err := kgo.NewClient(w.s.clientOpts(clientMetricOpts(w.metrics, "sink-admin")...)...)
+		if err != nil {
+			w.s.cfg.logger.Warn("kafka sink: client to abort older claims' transactions", "subtask", w.sub, "err", err)
+			return
+		}
+		w.adm = cl
+	}
+	ctx, cancel := context.WithTimeout(w.ctx, 30*time.Second)
+	defer cancel()
+	aborted, err := txn.AbortOlderClaims(ctx, w.adm, txn.Lingering{Prefix: w.s.cfg.prefix, Subtask: w.sub, Parallelism: w.par, Epoch: w.claim})
+	if len(aborted) > 0 {
+		if w.s.isLatest(w.sub, w.gen) {
+			w.txns.WithLabelValues("aborted").Add(float64(len(aborted)))
+		}
+		w.s.cfg.logger.Info("kafka sink: aborted transactions an older owner of the slot opened after this claim started", "subtask", w.sub,
+			"claim", w.claim, "checkpoint", checkpointID, "transactional_ids", aborted)
+	}
+	if err != nil && w.ctx.Err() == nil {
+		w.s.cfg.logger.Warn("kafka sink: aborting older claims' open transactions failed; the next checkpoint tries again, and the broker aborts them at their transaction timeout", "subtask", w.sub,
+			"claim", w.claim, "checkpoint", checkpointID, "err",
+			authorizationOf(err, w.s.cfg.security, ResourceTransactionalID, w.s.txnIDACLPrefix(), true, "Write", useSinkTxnIDs))
+	}
 }
 
 // fenceRestored registers anew the ids of the restored committables this
@@ -850,6 +901,9 @@ func (w *sinkWriter[T]) Close() error {
 	}
 	open := w.tx != nil
 	w.s.dropPool(w.sub, w.pool)
+	if w.adm != nil {
+		w.adm.Close()
+	}
 	// Aborting the open transaction waits for the broker, a bounded time
 	// even after a failover or a hard stop: a job that fails for good has
 	// no next attempt to abort what is left open, and an open transaction
