@@ -211,13 +211,16 @@ type CommitterInfo interface {
 	CommitterRuns() bool
 }
 
-// ClaimInfo is an optional capability of a SinkInitContext: the claim
-// under which the subtask runs, in a distributed job, where every subtask
-// runs in a slot that one process at a time owns. A process whose slot
-// was taken over may run on for a while without knowing (it was paused);
-// a transactional sink names its transactions after the claim so that
-// such a process never aborts or fences the newer owner's transactions
-// (the Kafka sink: txn.ClaimTransactionalID).
+// ClaimInfo is an optional capability of a SinkInitContext and a
+// SourceReaderContext: the claim under which the subtask runs, in a
+// distributed job, where every subtask runs in a slot that one process
+// at a time owns. A process whose slot was taken over may run on for a
+// while without knowing (it was paused); a transactional sink names its
+// transactions after the claim so that such a process never aborts or
+// fences the newer owner's transactions (the Kafka sink:
+// txn.ClaimTransactionalID). A reader learns from it that only its
+// slot's log names what is restored (the Kafka shuffle purges below its
+// completed checkpoints).
 type ClaimInfo interface {
 	// ClaimEpoch is the epoch of this process's claim on the subtask's
 	// slot (>= 1; a newer owner has a higher one), or 0 outside a

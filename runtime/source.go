@@ -335,6 +335,16 @@ func (c readerContext[T, S, C]) SideOutput(id string, typ reflect.Type) (func(re
 	}, nil
 }
 
+// ClaimEpoch makes the context a connector.ClaimInfo: the epoch of the
+// process's claim on the slot the subtask runs in, 0 outside a
+// distributed job.
+func (c readerContext[T, S, C]) ClaimEpoch() int64 {
+	if t := c.op.t; t != nil && t.ex != nil && t.ex.slot != nil {
+		return t.ex.slot.epoch
+	}
+	return 0
+}
+
 // Context is the task's: cancelled on failover and hard stop, and when the
 // task ends.
 func (c readerContext[T, S, C]) Context() context.Context {

@@ -43,11 +43,18 @@ type shuffleConfig struct {
 	sink        []SinkOpt
 	replication int16
 	topicCfg    map[string]*string
+	purgeEvery  time.Duration
 }
 
 func defaultShuffleConfig() shuffleConfig {
-	return shuffleConfig{replication: -1}
+	return shuffleConfig{replication: -1, purgeEvery: DefaultShufflePurgeInterval}
 }
+
+// DefaultShufflePurgeInterval is how often, at most, a slot's shuffle
+// reader deletes the records below its completed checkpoint
+// (WithShufflePurgeInterval); Kafka Streams' repartition.purge.interval.ms
+// has the same default.
+const DefaultShufflePurgeInterval = 30 * time.Second
 
 // WithShuffleReplicationFactor sets the replication factor of the topics
 // the shuffle creates (Kafka: replication.factor of CreateTopics). A topic
@@ -58,10 +65,13 @@ func WithShuffleReplicationFactor(n int16) ShuffleOpt {
 }
 
 // WithShuffleTopicConfigs sets configurations of the topics the shuffle
-// creates (retention.ms, min.insync.replicas, ...). Default: none, the
-// brokers' defaults. A reader's position lives in the job's checkpoints,
-// so a retention shorter than the longest a job may be down loses
-// records that were committed and not yet read.
+// creates (min.insync.replicas, ...). Default: retention.ms and
+// retention.bytes -1 (no retention), the brokers' defaults for the rest.
+// A reader's position lives in the job's checkpoints, so a retention
+// shorter than the longest a job may be down loses records that were
+// committed and not yet read; the readers delete what they no longer
+// need instead (WithShufflePurgeInterval). Setting retention.ms or
+// retention.bytes here replaces the default.
 func WithShuffleTopicConfigs(configs map[string]string) ShuffleOpt {
 	return shuffleOpt(func(c *shuffleConfig) {
 		if c.topicCfg == nil {
@@ -71,6 +81,21 @@ func WithShuffleTopicConfigs(configs map[string]string) ShuffleOpt {
 			c.topicCfg[k] = &v
 		}
 	})
+}
+
+// WithShufflePurgeInterval sets how often, at most, the reader of a
+// shuffle partition in a slot of a distributed job deletes the records
+// below the offset its latest completed checkpoint holds (Kafka:
+// DeleteRecords, which needs Delete on the topic), as Kafka Streams
+// purges its repartition topics. Zero purges at every completed
+// checkpoint; a negative interval never purges, and the topics grow for
+// as long as the job runs (their retention is off by default). A
+// failed or refused purge is logged, never fatal. Outside a distributed
+// job nothing is purged: a retained checkpoint or a savepoint may be
+// restored there, and needs the records after its own offsets. Default:
+// DefaultShufflePurgeInterval.
+func WithShufflePurgeInterval(d time.Duration) ShuffleOpt {
+	return shuffleOpt(func(c *shuffleConfig) { c.purgeEvery = d })
 }
 
 // WithShuffleSinkOpts passes options to the shuffle's sinks, such as
@@ -172,7 +197,8 @@ func (s *Shuffle) Source(env *runtime.Environment, channel string, partitions in
 		// NewShuffle built a source with the same options.
 		panic(fmt.Sprintf("kafka shuffle: source of channel %q: %v", channel, err))
 	}
-	return runtime.FromSource(env, src, "shuffle-source "+channel).UID("shuffle-source:" + channel)
+	return runtime.FromSource(env, connector.Source[runtime.ShuffleRecord, Split, EnumeratorState](&shuffleSource{Source: src, purgeEvery: s.cfg.purgeEvery}),
+		"shuffle-source "+channel).UID("shuffle-source:" + channel)
 }
 
 func (s *Shuffle) newSink(channel string, partitions int) (*Sink[runtime.ShuffleRecord], error) {
@@ -257,8 +283,27 @@ func (s *Shuffle) prepare(channel string, partitions int) func(context.Context, 
 		if err := checkChannel(channel, partitions); err != nil {
 			return err
 		}
-		return ensureShuffleTopic(ctx, cl, sec, ShuffleTopic(channel), partitions, s.cfg.replication, maps.Clone(s.cfg.topicCfg))
+		return ensureShuffleTopic(ctx, cl, sec, ShuffleTopic(channel), partitions, s.cfg.replication, s.topicConfigs())
 	}
+}
+
+// topicConfigs are the configurations a shuffle topic is created with:
+// the user's, and retention off unless the user set it. A stopped job's
+// records committed to a shuffle topic and not yet read are needed when
+// it starts again, however long it was stopped; the broker's default
+// retention (7 days) would delete them. The readers purge what no
+// restore can need instead (shufflePurger).
+func (s *Shuffle) topicConfigs() map[string]*string {
+	configs := maps.Clone(s.cfg.topicCfg)
+	if configs == nil {
+		configs = map[string]*string{}
+	}
+	for _, k := range []string{"retention.ms", "retention.bytes"} {
+		if _, ok := configs[k]; !ok {
+			configs[k] = kmsg.StringPtr("-1")
+		}
+	}
+	return configs
 }
 
 // checkChannel refuses a channel that makes no valid topic name (Kafka:
