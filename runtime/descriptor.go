@@ -152,6 +152,8 @@ type ValueStateDescriptor[V any] struct {
 	name string
 	vals stateCodec[V]
 	ttl  *ttlConfig
+	// dropped: AllowDroppedFields.
+	dropped []string
 }
 
 // NewValueState describes the value state called name, whose values are
@@ -171,7 +173,7 @@ type ValueStateDescriptor[V any] struct {
 func NewValueState[V any](name string, opts ...StateOption) *ValueStateDescriptor[V] {
 	o := stateOptionsOf(name, opts)
 	d := &ValueStateDescriptor[V]{id: int(descriptorIDs.Add(1)) - 1, name: name,
-		vals: mustCodec[V](name, "value type", o.serde, "WithSerde"), ttl: o.ttl}
+		vals: mustCodec[V](name, "value type", o.serde, "WithSerde"), ttl: o.ttl, dropped: o.dropped}
 	if o.mapKeySerde != nil {
 		panic(fmt.Sprintf("state %q: WithMapKeySerde applies to a MapState", name))
 	}
@@ -233,6 +235,7 @@ func (d *ValueStateDescriptor[V]) Handle(ctx StateContext) (ValueState[V], error
 }
 
 func (d *ValueStateDescriptor[V]) declare(h keyedHost) (ValueState[V], error) {
+	h.common().allowDropped(d.name, d.dropped)
 	cs, err := h.canonicalState()
 	if err != nil {
 		return nil, err
@@ -278,6 +281,8 @@ type MapStateDescriptor[UK comparable, UV any] struct {
 	ukeys stateCodec[UK]
 	uvals stateCodec[UV]
 	ttl   *ttlConfig
+	// dropped: AllowDroppedFields.
+	dropped []string
 }
 
 // NewMapState describes the map state called name, as NewValueState:
@@ -293,7 +298,7 @@ func NewMapState[UK comparable, UV any](name string, opts ...StateOption) *MapSt
 	}
 	return &MapStateDescriptor[UK, UV]{id: int(descriptorIDs.Add(1)) - 1, name: name,
 		ukeys: mustCodec[UK](name, "map key type", o.mapKeySerde, "WithMapKeySerde"),
-		uvals: mustCodec[UV](name, "map value type", o.serde, "WithSerde"), ttl: o.ttl}
+		uvals: mustCodec[UV](name, "map value type", o.serde, "WithSerde"), ttl: o.ttl, dropped: o.dropped}
 }
 
 // Name is the state's name.
@@ -353,6 +358,7 @@ func (d *MapStateDescriptor[UK, UV]) Clear(ctx StateContext) error {
 }
 
 func (d *MapStateDescriptor[UK, UV]) declare(h keyedHost) (MapState[UK, UV], error) {
+	h.common().allowDropped(d.name, d.dropped)
 	cs, err := h.canonicalState()
 	if err != nil {
 		return nil, err
@@ -415,18 +421,21 @@ func declareValue[K comparable, V any](ks *keyedState[K], name string, vals stat
 		}
 	}
 	ks.decls[name] = decl
+	var shape declaredShape
+	shapeRole(&shape, "key type", ks.keys)
+	shapeRole(&shape, "value type", vals)
 	if ks.pb != nil {
 		ps, err := newPebbleValueState[K, V](ks, name, vals)
 		if err != nil {
 			return nil, err
 		}
-		if err := ks.createPebble(name, ps); err != nil {
+		if err := ks.createPebble(name, ps, shape); err != nil {
 			return nil, err
 		}
 		return ps, nil
 	}
 	vs := newValueState[K, V](ks, name, vals)
-	if err := ks.create(name, vs); err != nil {
+	if err := ks.create(name, vs, shape); err != nil {
 		return nil, err
 	}
 	return vs, nil
@@ -458,18 +467,22 @@ func declareMap[K, UK comparable, UV any](ks *keyedState[K], name string, ukeys 
 		return nil, err
 	}
 	ks.decls[name] = decl
+	var shape declaredShape
+	shapeRole(&shape, "key type", ks.keys)
+	shapeRole(&shape, "map key type", ukeys)
+	shapeRole(&shape, "map value type", uvals)
 	if ks.pb != nil {
 		ps, err := newPebbleMapState[K, UK, UV](ks, name, ukeys, uvals)
 		if err != nil {
 			return nil, err
 		}
-		if err := ks.createPebble(name, ps); err != nil {
+		if err := ks.createPebble(name, ps, shape); err != nil {
 			return nil, err
 		}
 		return ps, nil
 	}
 	ms := newMapState[K, UK, UV](ks, name, ukeys, uvals)
-	if err := ks.create(name, ms); err != nil {
+	if err := ks.create(name, ms, shape); err != nil {
 		return nil, err
 	}
 	return ms, nil

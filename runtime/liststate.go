@@ -327,18 +327,21 @@ func declareList[K comparable, T any](ks *keyedState[K], name string, elems stat
 		}
 	}
 	ks.decls[name] = decl
+	var shape declaredShape
+	shapeRole(&shape, "key type", ks.keys)
+	shapeRole(&shape, "element type", elems)
 	if ks.pb != nil {
 		ps, err := newPebbleListState[K, T](ks, name, elems)
 		if err != nil {
 			return nil, err
 		}
-		if err := ks.createPebble(name, ps); err != nil {
+		if err := ks.createPebble(name, ps, shape); err != nil {
 			return nil, err
 		}
 		return ps, nil
 	}
 	ls := newListState[K, T](ks, name, elems)
-	if err := ks.create(name, ls); err != nil {
+	if err := ks.create(name, ls, shape); err != nil {
 		return nil, err
 	}
 	return ls, nil
@@ -350,6 +353,8 @@ type ListStateDescriptor[T any] struct {
 	name  string
 	elems stateCodec[T]
 	ttl   *ttlConfig
+	// dropped: AllowDroppedFields.
+	dropped []string
 }
 
 // NewListState describes the list state called name, as NewValueState:
@@ -367,7 +372,7 @@ func NewListState[T any](name string, opts ...StateOption) *ListStateDescriptor[
 		o.ttl.check(name)
 	}
 	return &ListStateDescriptor[T]{id: int(descriptorIDs.Add(1)) - 1, name: name,
-		elems: mustCodec[T](name, "element type", o.serde, "WithSerde"), ttl: o.ttl}
+		elems: mustCodec[T](name, "element type", o.serde, "WithSerde"), ttl: o.ttl, dropped: o.dropped}
 }
 
 // Name is the state's name.
@@ -432,6 +437,7 @@ func (d *ListStateDescriptor[T]) Clear(ctx StateContext) error {
 }
 
 func (d *ListStateDescriptor[T]) declare(h keyedHost) (ListState[T], error) {
+	h.common().allowDropped(d.name, d.dropped)
 	cs, err := h.canonicalState()
 	if err != nil {
 		return nil, err

@@ -1,6 +1,7 @@
 package runtime
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"os"
@@ -128,8 +129,10 @@ func (p *keyedProcessOperator[K, I, O]) mergePebble(t *task, old pebbleBlob, lo,
 		if err != nil {
 			return err
 		}
-		if c := pk.ids[name]; c.codecs == "" {
-			c.codecs = s.codecs // one job's subtasks wrote the same codecs
+		if c := pk.ids[name]; c.codecs == "" || c.shape == "" {
+			// One job's subtasks wrote the same codecs and shapes.
+			c.codecs = cmp.Or(c.codecs, s.codecs)
+			c.shape = cmp.Or(c.shape, s.shape)
 			pk.ids[name] = c
 		}
 		translate[s.id] = id

@@ -49,7 +49,8 @@ import (
 // uvarint):
 //
 //	uvarint(version) uvarint(maxParallelism) uvarint(firstKeyGroup) uvarint(lastKeyGroup)
-//	uvarint(n) n x (uvarint(len) name, kind, uvarint(id))      the states
+//	uvarint(n) n x (uvarint(len) name, kind, uvarint(id),      the states
+//	  uvarint(len) codecs, uvarint(len) shape)
 //	uvarint(len) entries                                        heap state not yet claimed (keyedstate.go's layout)
 //	uvarint(n) n x (uvarint(len) name, uvarint(len) data)       the checkpoint's small files
 //	uvarint(n) n x (uvarint(len) name, uvarint(len) stored, uvarint(size), uvarint(crc))  its immutable files, stored shared
@@ -60,9 +61,12 @@ import (
 // restoring no timers. Layout 102 adds, after each state's id,
 // uvarint(len) codecs: the codecs that wrote it (pebbleStateID.codecs);
 // 100 and 101, without them, still restore, their states taken as
-// written by default codecs.
+// written by default codecs. Layout 103 adds, after the codecs,
+// uvarint(len) shape: the record of the state's types (stateshape.go);
+// 102 and before restore unchecked.
 const (
-	pebbleLayoutVersion         = 102
+	pebbleLayoutVersion         = 103
+	pebbleLayoutVersionNoShapes = 102
 	pebbleLayoutVersionNoCodecs = 101
 	pebbleLayoutVersionTimers0  = 100
 )
@@ -263,6 +267,10 @@ type pebbleStateID struct {
 	// map key, map value), "" when unknown: restored from a blob of
 	// version pebbleLayoutVersionNoCodecs, written by default codecs.
 	codecs string
+	// shape is the record of its types' shapes (stateshape.go), ""
+	// when none was recorded: a state of types without one, or restored
+	// from a blob before version pebbleLayoutVersion.
+	shape string
 }
 
 // pebbleKeyed is one keyed operator subtask's pebble state.
@@ -762,8 +770,8 @@ type heapImporter interface {
 
 // createPebble registers a pebble state and loads what a heap checkpoint
 // restored for it.
-func (ks *keyedState[K]) createPebble(name string, s heapImporter) error {
-	entries, err := ks.claim(name, s, s.kind())
+func (ks *keyedState[K]) createPebble(name string, s heapImporter, shape declaredShape) error {
+	entries, err := ks.claim(name, s, s.kind(), shape)
 	if err != nil {
 		return err
 	}
@@ -818,7 +826,7 @@ type pebbleStoredFile struct {
 
 func isPebbleBlob(b []byte) bool {
 	v, n := binary.Uvarint(b)
-	return n > 0 && (v == pebbleLayoutVersion || v == pebbleLayoutVersionNoCodecs || v == pebbleLayoutVersionTimers0)
+	return n > 0 && v >= pebbleLayoutVersionTimers0 && v <= pebbleLayoutVersion
 }
 
 func encodePebbleBlob(p pebbleBlob) []byte {
@@ -842,6 +850,7 @@ func encodePebbleBlob(p pebbleBlob) []byte {
 		out = append(out, p.ids[n].kind)
 		out = binary.AppendUvarint(out, uint64(p.ids[n].id))
 		out = appendStr(out, []byte(p.ids[n].codecs))
+		out = appendStr(out, []byte(p.ids[n].shape))
 	}
 	out = appendStr(out, p.entries)
 	smallNames := slices.Sorted(func(yield func(string) bool) {
@@ -870,7 +879,7 @@ func decodePebbleBlob(b []byte) (pebbleBlob, error) {
 	var p pebbleBlob
 	r := blobReader{b: b}
 	v := r.uvarint()
-	if v != pebbleLayoutVersion && v != pebbleLayoutVersionNoCodecs && v != pebbleLayoutVersionTimers0 {
+	if v < pebbleLayoutVersionTimers0 || v > pebbleLayoutVersion {
 		return p, fmt.Errorf("pebble state layout version %d is unknown to this build", v)
 	}
 	p.maxPar, p.kgLo, p.kgHi = int(r.uvarint()), int(r.uvarint()), int(r.uvarint())
@@ -883,11 +892,14 @@ func decodePebbleBlob(b []byte) (pebbleBlob, error) {
 		if id == 0 || id > 0xffff {
 			r.err = errShortState
 		}
-		var codecs string
-		if v >= pebbleLayoutVersion {
+		var codecs, shape string
+		if v >= pebbleLayoutVersionNoShapes {
 			codecs = string(r.bytes()) // "" for a state carried over from version 100
 		}
-		p.ids[name] = pebbleStateID{id: uint16(id), kind: kind, codecs: codecs}
+		if v >= pebbleLayoutVersion {
+			shape = string(r.bytes()) // "" for a state without one
+		}
+		p.ids[name] = pebbleStateID{id: uint16(id), kind: kind, codecs: codecs, shape: shape}
 	}
 	p.entries = r.bytes()
 	n = r.count()

@@ -262,6 +262,11 @@ type keyedCommon struct {
 	// so that every declaration of it shares one clock and one cleanup.
 	ttls      map[string]string
 	ttlStates map[string]any
+	// shapes holds, per declared state, the record of its types' shapes
+	// its checkpoints write (stateshape.go); dropped the fields its
+	// descriptor's AllowDroppedFields lets a restore drop.
+	shapes  map[string][]byte
+	dropped map[string][]string
 }
 
 // slotsPerKeyGroup is how many maps a key group's state is split into.
@@ -277,18 +282,19 @@ func (ks *keyedState[K]) setKey(k K) {
 	}
 }
 
-// claim registers state s of the kind under name and takes what was
-// restored for it, refusing entries of another kind.
-func (ks *keyedState[K]) claim(name string, s any, kind byte) ([]stateEntry, error) {
+// claim registers state s of the kind, declared with shape, under name
+// and takes what was restored for it, refusing entries of another kind
+// and types that lost a field (checkShape).
+func (ks *keyedState[K]) claim(name string, s any, kind byte, shape declaredShape) ([]stateEntry, error) {
 	ks.states[name] = s
 	entries := ks.restored[name]
 	delete(ks.restored, name)
 	for _, e := range entries {
-		if e.kind != kind {
+		if e.kind != kind && e.kind != stateKindShape {
 			return nil, errKindChanged(name)
 		}
 	}
-	return entries, nil
+	return ks.claimShape(name, entries, shape)
 }
 
 // errKindChanged refuses a restore whose state changed kind.
@@ -297,8 +303,8 @@ func errKindChanged(name string) error {
 }
 
 // create registers a new state and merges what was restored for it.
-func (ks *keyedState[K]) create(name string, s snapshotableState) error {
-	entries, err := ks.claim(name, s, s.kind())
+func (ks *keyedState[K]) create(name string, s snapshotableState, shape declaredShape) error {
+	entries, err := ks.claim(name, s, s.kind(), shape)
 	if err != nil {
 		return err
 	}
@@ -1058,14 +1064,15 @@ func (p *keyedProcessOperator[K, I, O]) freezeState(id int64) (func(stop func() 
 	p.state.epoch++
 	p.state.frozen = p.state.epoch
 	type part struct {
-		name string
-		kind byte
-		enc  func(stop func() bool) (map[int][]byte, error)
+		name  string
+		kind  byte
+		shape []byte
+		enc   func(stop func() bool) (map[int][]byte, error)
 	}
 	var parts []part
 	for name, st := range p.state.states {
 		if s, ok := st.(snapshotableState); ok {
-			parts = append(parts, part{name, s.kind(), s.freeze()})
+			parts = append(parts, part{name, s.kind(), p.state.shapes[name], s.freeze()})
 		}
 	}
 	var carried []stateEntry
@@ -1074,8 +1081,8 @@ func (p *keyedProcessOperator[K, I, O]) freezeState(id int64) (func(stop func() 
 	}
 	carried = append(carried, p.watermarkEntries()...)
 	parts = append(parts,
-		part{eventTimersName, stateKindEventTimers, p.timers.event.sets.(*heapTimerSets[K]).freeze()},
-		part{processingTimersName, stateKindProcessingTimers, p.timers.processing.sets.(*heapTimerSets[K]).freeze()})
+		part{eventTimersName, stateKindEventTimers, nil, p.timers.event.sets.(*heapTimerSets[K]).freeze()},
+		part{processingTimersName, stateKindProcessingTimers, nil, p.timers.processing.sets.(*heapTimerSets[K]).freeze()})
 	info := &p.info
 	return func(stop func() bool) ([]byte, []checkpoint.FileHandle, error) {
 		entries := carried
@@ -1087,6 +1094,7 @@ func (p *keyedProcessOperator[K, I, O]) freezeState(id int64) (func(stop func() 
 			for g, data := range groups {
 				entries = append(entries, stateEntry{name: pt.name, kind: pt.kind, format: formatColumns, keyGroup: g, data: data})
 			}
+			entries = append(entries, shapeEntries(pt.name, pt.shape, groups)...)
 		}
 		return encodeStateEntries(entries), nil, nil
 	}, nil

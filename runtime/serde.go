@@ -222,6 +222,7 @@ type StateOption interface{ applyState(*stateOptions) }
 type stateOptions struct {
 	serde, mapKeySerde any
 	ttl                *ttlConfig // WithTTL (ttl.go)
+	dropped            []string   // AllowDroppedFields (stateshape.go)
 }
 
 type stateOptionFunc func(*stateOptions)

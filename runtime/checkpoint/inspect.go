@@ -168,8 +168,9 @@ type KeyedEntry struct {
 	// Name is the state's name; timers are "timers/event-time" and
 	// "timers/processing-time".
 	Name string
-	// Kind is "value", "map", "event-time timers", "processing-time
-	// timers", or "kind N" for one this build does not know.
+	// Kind is "value", "map", "list", "event-time timers",
+	// "processing-time timers", "watermark", "shape" (the record of a
+	// state's types), or "kind N" for one this build does not know.
 	Kind     string
 	KeyGroup int
 	// Size is the length of the encoded data in bytes, its format byte
@@ -211,6 +212,8 @@ func keyedKind(k byte) string {
 		return "watermark"
 	case stateformat.KindList:
 		return "list"
+	case stateformat.KindShape:
+		return "shape"
 	}
 	return fmt.Sprintf("kind %d", k)
 }

@@ -134,9 +134,10 @@ func SplitFrames(b []byte, n int) ([][]byte, error) {
 // starts every entry's data with a format byte (Format*) and encodes keys
 // and values with the codecs of their types (runtime/serde.go); version 4
 // adds the operator's watermark, an entry per key group (KindWatermark,
-// data varint(watermark)).
+// data varint(watermark)); version 5 adds each state's shape (KindShape,
+// shape.go).
 const (
-	KeyedVersion    = 4
+	KeyedVersion    = 5
 	KeyedVersionMin = 1
 	// KeyedVersionFormat is the first version with a format byte.
 	KeyedVersionFormat = 3
