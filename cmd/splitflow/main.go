@@ -1,7 +1,10 @@
 // Command splitflow is the operator's tool for splitflow jobs:
 //
-//	splitflow txn list --brokers B --prefix P      open transactions under a prefix, with age
-//	splitflow txn abort --brokers B --prefix P     abort (and fence) them
+//	splitflow txn list --brokers B --prefix P      open transactions of the sink whose
+//	                                               transactional id prefix is P, with age
+//	splitflow txn abort --brokers B --prefix P [--older-than D] [--yes]
+//	                                               lists them, and with --yes aborts (and
+//	                                               fences) them
 //	splitflow checkpoints ls DIR                   checkpoints in a directory (or s3://bucket/prefix),
 //	                                               verified, with their sizes and what each added
 //	splitflow savepoint trigger --url U [--token-file F] [--path P]
@@ -159,7 +162,7 @@ func txnCmd(ctx context.Context, args []string, stdout, stderr io.Writer, abort 
 	brokers := fs.String("brokers", "", "Kafka seed brokers")
 	prefix := fs.String("prefix", "", "transactional id prefix")
 	olderThan := fs.Duration("older-than", 0, "abort only transactions open longer than this")
-	yes := fs.Bool("yes", false, "abort without listing first (abort only)")
+	yes := fs.Bool("yes", false, "abort; without it the transactions are only listed (abort only)")
 	secFlags := kafkaflag.Register(fs)
 	if err := fs.Parse(args); err != nil {
 		return fmt.Errorf("%w: %w", errUsage, err)
@@ -202,14 +205,31 @@ func txnCmd(ctx context.Context, args []string, stdout, stderr io.Writer, abort 
 		printTxns(stdout, open)
 		return nil
 	}
+	var chosen []openTxn
+	for _, t := range open {
+		if t.age >= *olderThan {
+			chosen = append(chosen, t)
+		}
+	}
 	if !*yes {
-		printTxns(stdout, open)
+		// A destructive command shows what it would do and does it only
+		// when asked twice: a prefix typed one character wrong would
+		// otherwise abort another job's transactions at once.
+		if len(chosen) == 0 {
+			fmt.Fprintf(stdout, "no open transactions under prefix %s", *prefix)
+			if *olderThan > 0 {
+				fmt.Fprintf(stdout, " open longer than %s", *olderThan)
+			}
+			fmt.Fprintln(stdout, "; nothing to abort")
+			return nil
+		}
+		fmt.Fprintf(stdout, "--yes aborts and fences these transactions:\n")
+		printTxns(stdout, chosen)
+		fmt.Fprintln(stdout, "nothing aborted: run again with --yes to abort them")
+		return nil
 	}
 	n := 0
-	for _, t := range open {
-		if t.age < *olderThan {
-			continue
-		}
+	for _, t := range chosen {
 		wasOpen, err := txn.AbortAndFence(ctx, cl, t.id)
 		if err != nil {
 			return fmt.Errorf("abort %s: %w", t.id, err)
@@ -223,8 +243,11 @@ func txnCmd(ctx context.Context, args []string, stdout, stderr io.Writer, abort 
 	return nil
 }
 
-// listOpen lists the transactions under prefix that are open (Ongoing, or
-// on their way to an end), with their age from DescribeTransactions.
+// listOpen lists the transactions of the sink whose prefix is prefix that
+// are open (Ongoing, or on their way to an end), with their age from
+// DescribeTransactions. An id is the prefix's only if it parses as the
+// sink names its ids (txn.ParseClaimTransactionalID): job orders-eu's
+// orders-eu-0-1 begins with "orders-" but is not job orders'.
 func listOpen(ctx context.Context, cl *kgo.Client, prefix string) ([]openTxn, error) {
 	adm := kadm.NewClient(cl)
 	listed, err := adm.ListTransactions(ctx, nil, nil)
@@ -233,7 +256,7 @@ func listOpen(ctx context.Context, cl *kgo.Client, prefix string) ([]openTxn, er
 	}
 	var ids []string
 	for id, t := range listed {
-		if strings.HasPrefix(id, prefix+"-") && isOpen(t.State) {
+		if _, _, _, ok := txn.ParseClaimTransactionalID(prefix, id); ok && isOpen(t.State) {
 			ids = append(ids, id)
 		}
 	}

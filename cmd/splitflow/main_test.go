@@ -256,3 +256,73 @@ func TestCheckpointsLsAndShowMarkASavepoint(t *testing.T) {
 		t.Fatalf("show of the job's own checkpoint:\n%s", show)
 	}
 }
+
+// The txn commands select ids by the sink's id layout, never by a string
+// prefix: --prefix orders takes orders-<subtask>-<n> and
+// orders-<subtask>-e<epoch>-<n>, and leaves job orders-eu's
+// orders-eu-<subtask>-<n>, which begins with "orders-" too. And txn abort,
+// like every command that destroys, lists what it would do and does
+// nothing without --yes.
+func TestTxnCommandsSelectOnlyThePrefixsIDsAndAbortOnlyWithYes(t *testing.T) {
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "out"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	seeds := c.ListenAddrs()
+	brokers := strings.Join(seeds, ",")
+	ctx := context.Background()
+	for _, id := range []string{"orders-0-1", "orders-1-e3-0", "orders-eu-0-1", "orders-eu-1-e2-0"} {
+		p, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.TransactionalID(id), kgo.DefaultProduceTopic("out"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := p.BeginTransaction(); err != nil {
+			t.Fatal(err)
+		}
+		if err := p.ProduceSync(ctx, &kgo.Record{Value: []byte(id)}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+		p.Close() // abandoned: the transaction stays open
+	}
+	cmd := func(args ...string) string {
+		t.Helper()
+		var out, errOut bytes.Buffer
+		if err := run(ctx, append(args, "--brokers", brokers), &out, &errOut); err != nil {
+			t.Fatalf("%s: %v %s", strings.Join(args, " "), err, errOut.String())
+		}
+		return out.String()
+	}
+	mine, theirs := []string{"orders-0-1", "orders-1-e3-0"}, []string{"orders-eu-0-1", "orders-eu-1-e2-0"}
+	check := func(what, out string, want, unwanted []string) {
+		t.Helper()
+		for _, id := range want {
+			if !strings.Contains(out, id) {
+				t.Errorf("%s does not name %s:\n%s", what, id, out)
+			}
+		}
+		for _, id := range unwanted {
+			if strings.Contains(out, id) {
+				t.Errorf("%s names %s, another job's transaction:\n%s", what, id, out)
+			}
+		}
+	}
+	check("txn list --prefix orders", cmd("txn", "list", "--prefix", "orders"), mine, theirs)
+
+	out := cmd("txn", "abort", "--prefix", "orders")
+	check("txn abort --prefix orders without --yes", out, mine, theirs)
+	if strings.Contains(out, "aborted orders") || !strings.Contains(out, "nothing aborted: run again with --yes") {
+		t.Errorf("txn abort without --yes did not stop at the listing:\n%s", out)
+	}
+	check("txn list after txn abort without --yes", cmd("txn", "list", "--prefix", "orders"), mine, theirs)
+
+	out = cmd("txn", "abort", "--prefix", "orders", "--yes")
+	check("txn abort --prefix orders --yes", out, mine, theirs)
+	if !strings.Contains(out, "2 transaction(s) aborted") {
+		t.Errorf("txn abort --yes:\n%s", out)
+	}
+	if out := cmd("txn", "list", "--prefix", "orders"); !strings.Contains(out, "no open transactions") {
+		t.Errorf("orders' transactions still open after the abort:\n%s", out)
+	}
+	check("txn list --prefix orders-eu after aborting orders", cmd("txn", "list", "--prefix", "orders-eu"), theirs, mine)
+}
