@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"crypto/subtle"
@@ -16,6 +17,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -26,10 +28,12 @@ import (
 // empty means no server), the token that allows the endpoints that change
 // the job, and the server's TLS.
 type httpConfig struct {
-	addr     string
-	listener net.Listener
-	token    string      // WithHTTPToken; "" disables the endpoints that change the job
-	tls      *tls.Config // WithHTTPTLS; nil serves plain HTTP
+	addr        string
+	listener    net.Listener
+	token       string        // WithHTTPToken; "" disables the endpoints that change the job
+	tls         *tls.Config   // WithHTTPTLS; nil serves plain HTTP
+	readTimeout time.Duration // WithHTTPReadTimeout; 0: defaultHTTPReadTimeout
+	maxConns    int           // WithHTTPMaxConns; 0: defaultHTTPMaxConns
 }
 
 // minHTTPTokenLen is the shortest token WithHTTPToken takes: 16 random
@@ -44,6 +48,10 @@ func (h *httpConfig) validate() error {
 		return invalidGraph("WithHTTPToken without WithHTTP or WithHTTPListener: there is no status server to protect")
 	case h.tls != nil && !serves:
 		return invalidGraph("WithHTTPTLS without WithHTTP or WithHTTPListener: there is no status server to encrypt")
+	case h.readTimeout < 0:
+		return invalidGraph("WithHTTPReadTimeout(%s): the read timeout must be positive (or 0 for the default, %s)", h.readTimeout, defaultHTTPReadTimeout)
+	case h.maxConns < 0:
+		return invalidGraph("WithHTTPMaxConns(%d): the cap must be positive (or 0 for the default, %d)", h.maxConns, defaultHTTPMaxConns)
 	}
 	// The token and the certificate are checked each on its own: a good
 	// token does not make a TLS config without a certificate servable.
@@ -170,6 +178,41 @@ func WithHTTPTLS(cfg *tls.Config) Option {
 	})
 }
 
+// WithHTTPReadTimeout bounds how long the status server waits for one
+// whole request, headers and body (its headers alone: the shorter of d
+// and 5s); a client slower than that is cut off. A client that trickles
+// a request a byte at a time (slowloris) would otherwise hold its
+// connection for as long as it likes. Every request the server takes is
+// small (a savepoint request's body is at most 64 KiB), so a client on a
+// working network sends it in well under a second. Default: 10s.
+func WithHTTPReadTimeout(d time.Duration) Option {
+	return optionFunc(func(c *config) { c.http.readTimeout = d })
+}
+
+// WithHTTPMaxConns caps the connections the status server holds at once,
+// idle keep-alive ones included. A connection beyond the cap is closed as
+// soon as it is accepted, unanswered, and the refusal logged (at most
+// once a minute): clients that open many connections would otherwise take
+// the file handles the job needs for Kafka and its checkpoints. A
+// Prometheus scraper, a probe or two and a few browsers need a handful.
+// Default: 64.
+func WithHTTPMaxConns(n int) Option {
+	return optionFunc(func(c *config) { c.http.maxConns = n })
+}
+
+// The status server's limits besides WithHTTPReadTimeout and
+// WithHTTPMaxConns: no request of it needs more.
+const (
+	defaultHTTPReadTimeout = 10 * time.Second
+	defaultHTTPMaxConns    = 64
+	// httpMaxHeaderBytes bounds a request's headers (net/http allows a
+	// little more for its own bookkeeping).
+	httpMaxHeaderBytes = 16 << 10
+	// httpMaxBodyBytes bounds a request's body; a savepoint request is
+	// the only one with a body.
+	httpMaxBodyBytes = 64 << 10
+)
+
 // HTTPAddr returns the address the status server listens on (the port
 // resolved when WithHTTP was given port 0), or "" when no server is
 // running: before Execute has bound it, after Execute has returned, or
@@ -209,20 +252,27 @@ func (env *Environment) startHTTP(stop func()) (*statusServer, error) {
 		log = slog.Default()
 	}
 	addr := ln.Addr()
+	// The cap counts TCP connections, below TLS: a client that never
+	// finishes its handshake holds one too.
+	ln = newCappedListener(ln, cmp.Or(hc.maxConns, defaultHTTPMaxConns), log)
 	if hc.tls != nil {
 		ln = tls.NewListener(ln, hc.tls)
 	} else if hc.token != "" && !isLoopback(addr) {
 		log.Warn("splitflow: the status server takes its token over plain HTTP on an address other hosts reach; anyone on the path can read it (serve with WithHTTPTLS or bind loopback)",
 			"addr", addr.String())
 	}
+	readTimeout := cmp.Or(hc.readTimeout, defaultHTTPReadTimeout)
 	s := &statusServer{
 		srv: &http.Server{
 			Handler: newStatusHandler(env.Status, env.gatherer(), jobControl{token: hc.token, stop: stop, savepoint: env.savepoint, log: log}),
 			// Bounds what a slow or idle client can hold; every response
-			// is small and computed at once.
-			ReadHeaderTimeout: 5 * time.Second,
+			// is small and computed at once (a savepoint's answer lifts
+			// its deadlines, see serveSavepoint).
+			ReadHeaderTimeout: min(5*time.Second, readTimeout),
+			ReadTimeout:       readTimeout,
 			WriteTimeout:      30 * time.Second,
 			IdleTimeout:       time.Minute,
+			MaxHeaderBytes:    httpMaxHeaderBytes,
 			// A failed TLS handshake (a plain-HTTP client, an untrusted
 			// certificate) is the client's problem: a debug line, not a
 			// line per try on the process's stderr.
@@ -242,6 +292,56 @@ func (env *Environment) startHTTP(stop func()) (*statusServer, error) {
 	}()
 	env.httpServer.Store(s)
 	return s, nil
+}
+
+// cappedListener holds at most cap connections at once: a connection
+// accepted beyond them is closed at once. Closing rather than leaving it
+// in the kernel's backlog answers the client (its connection ends) and
+// keeps the backlog for the connections to come once one is freed.
+type cappedListener struct {
+	net.Listener
+	slots chan struct{} // one token per open connection
+	log   *slog.Logger
+	// lastWarned is when a refusal was last logged; only Accept, on the
+	// server's one accepting goroutine, touches it.
+	lastWarned time.Time
+}
+
+func newCappedListener(ln net.Listener, n int, log *slog.Logger) *cappedListener {
+	return &cappedListener{Listener: ln, slots: make(chan struct{}, n), log: log}
+}
+
+func (l *cappedListener) Accept() (net.Conn, error) {
+	for {
+		c, err := l.Listener.Accept()
+		if err != nil {
+			return nil, err
+		}
+		select {
+		case l.slots <- struct{}{}:
+			return &cappedConn{Conn: c, release: func() { <-l.slots }}, nil
+		default:
+		}
+		_ = c.Close()
+		if now := time.Now(); now.Sub(l.lastWarned) >= time.Minute {
+			l.lastWarned = now
+			l.log.Warn("splitflow: the status server holds as many connections as it may (WithHTTPMaxConns) and closed a new one; further refusals within a minute are not logged",
+				"max", cap(l.slots), "remote", c.RemoteAddr().String())
+		}
+	}
+}
+
+// cappedConn gives its slot back when it is first closed.
+type cappedConn struct {
+	net.Conn
+	once    sync.Once
+	release func()
+}
+
+func (c *cappedConn) Close() error {
+	err := c.Conn.Close()
+	c.once.Do(c.release)
+	return err
 }
 
 // isLoopback says whether a listens on a loopback address only.
@@ -391,6 +491,9 @@ func bearerToken(h string) (string, bool) {
 func hardened(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("X-Content-Type-Options", "nosniff")
+		// No route reads more; a body beyond is an error to whoever
+		// reads it, and the connection closes after the answer.
+		r.Body = http.MaxBytesReader(w, r.Body, httpMaxBodyBytes)
 		h.ServeHTTP(w, r)
 	})
 }
@@ -487,13 +590,20 @@ func serveSavepoint(w http.ResponseWriter, r *http.Request, ctl jobControl) {
 		return
 	}
 	var body savepointRequestBody
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 64<<10))
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, httpMaxBodyBytes))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&body); err != nil && !errors.Is(err, io.EOF) {
 		fail(http.StatusBadRequest, fmt.Errorf("body: %w; send {\"target\": \"DIR or s3://bucket/prefix\", \"stop\": false} or nothing", err))
 		return
 	}
-	_ = http.NewResponseController(w).SetWriteDeadline(time.Time{}) // a server without deadlines: nothing to lift
+	// The answer waits for the savepoint, however long it takes: lift the
+	// write deadline, and the read deadline too, since the server's
+	// watch for the client going away reads under it and, once it
+	// passed, would cancel r.Context() and so the wait. A server without
+	// deadlines has nothing to lift.
+	rc := http.NewResponseController(w)
+	_ = rc.SetWriteDeadline(time.Time{})
+	_ = rc.SetReadDeadline(time.Time{})
 	sp, err := ctl.savepoint(r.Context(), body.Target, body.Stop)
 	switch {
 	case err == nil:
