@@ -253,9 +253,11 @@ func validateBucket(b string) error {
 //
 // It fails at once, with an error saying what to fix, on a bad URL, no
 // credentials, an unreachable endpoint or a missing bucket: it lists the
-// prefix, and (unless opened for inspection) puts a probe object twice
-// with If-None-Match: * to learn whether the server honours conditional
-// writes (ConditionalWrites), then deletes it. Every request is bounded by
+// prefix, and (unless opened for inspection) puts a probe object, lists
+// it (a server whose LIST does not show it is refused,
+// ErrInconsistentListings), puts it again with If-None-Match: * to learn
+// whether the server honours conditional writes (ConditionalWrites), then
+// deletes it. Every request is bounded by
 // WithS3RequestTimeout.
 func NewS3Storage(location string, opts ...StorageOption) (*S3Storage, error) {
 	cfg, err := newStorageConfig(opts)
@@ -347,6 +349,10 @@ func (s *S3Storage) check() error {
 	body := []byte("splitflow conditional write probe")
 	if err := s.put(probe, body, true); err != nil {
 		return fmt.Errorf("checkpoint storage %s: cannot write (may these credentials put objects?): %w", s.where, err)
+	}
+	if err := s.probeListing(probe); err != nil {
+		_ = s.deleteKey(probe)
+		return err
 	}
 	err = s.put(probe, body, true)
 	switch {
