@@ -856,50 +856,49 @@ func TestStoppedProcessListsNoSlots(t *testing.T) {
 	}
 }
 
+// writeTestCheckpoint writes checkpoint id in a directory storage at dir,
+// with a small state for each uid.
+func writeTestCheckpoint(t *testing.T, dir string, id int64, uids ...string) {
+	t.Helper()
+	st, err := checkpoint.NewDirStorage(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := st.Begin(id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var hs []checkpoint.StateHandle
+	for _, uid := range uids {
+		h, err := w.WriteState(checkpoint.OperatorOwner(uid, 0), []byte("state"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		hs = append(hs, h)
+	}
+	if err := w.Commit(checkpoint.Metadata{ID: id, Timestamp: time.Now(), States: hs}); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // The job's start record keeps the savepoint its slots start from: the
 // first process given one checks it and records the checkpoint it
 // resolves to (absolute, chk-N), a process given none takes it from
 // there, the same one given again is accepted, and another one is
 // refused naming both. A path holding no savepoint, or a slot's
-// checkpoint, is refused before anything is recorded. A job that ran
-// without a savepoint does not start from one.
+// checkpoint, is refused before anything is recorded.
 func TestStartPointIsRecordedOnceAndTakenByProcessesWithoutOne(t *testing.T) {
 	root := t.TempDir()
 	log := slog.New(slog.DiscardHandler)
 	t.Chdir(t.TempDir())
-	write := func(dir string, id int64, uids ...string) {
-		t.Helper()
-		st, err := checkpoint.NewDirStorage(dir)
-		if err != nil {
-			t.Fatal(err)
-		}
-		w, err := st.Begin(id)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var hs []checkpoint.StateHandle
-		for _, uid := range uids {
-			h, err := w.WriteState(checkpoint.OperatorOwner(uid, 0), []byte("state"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			hs = append(hs, h)
-		}
-		if err := w.Commit(checkpoint.Metadata{ID: id, Timestamp: time.Now(), States: hs}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	write("savepoints/savepoint-7", 7, "numbers", "count")
-	write("slot-1", 4, "numbers", shuffleDecodeUIDPrefix+"orders.count", "count")
+	writeTestCheckpoint(t, "savepoints/savepoint-7", 7, "numbers", "count")
+	writeTestCheckpoint(t, "slot-1", 4, "numbers", shuffleDecodeUIDPrefix+"orders.count", "count")
 	abs, err := filepath.Abs("savepoints/savepoint-7")
 	if err != nil {
 		t.Fatal(err)
 	}
 	resolved := abs + "/chk-7"
 
-	if got, err := settleStartPoint(root, "orders", 4, "", log); got != "" || err != nil {
-		t.Fatalf("a fresh job without a savepoint: %q, %v; want none", got, err)
-	}
 	for _, bad := range []string{"savepoints/missing", "slot-1"} {
 		if _, err := settleStartPoint(root, "orders", 4, bad, log); err == nil {
 			t.Fatalf("%s as the savepoint was accepted", bad)
@@ -913,13 +912,53 @@ func TestStartPointIsRecordedOnceAndTakenByProcessesWithoutOne(t *testing.T) {
 			t.Fatalf("a later process given %q: %q, %v; want the recorded %q", given, got, err, resolved)
 		}
 	}
-	write("savepoints/savepoint-9", 9, "numbers", "count")
+	writeTestCheckpoint(t, "savepoints/savepoint-9", 9, "numbers", "count")
 	_, err = settleStartPoint(root, "orders", 4, "savepoints/savepoint-9", log)
 	if !errors.Is(err, ErrIncompatibleCheckpoint) || !strings.Contains(err.Error(), resolved) || !strings.Contains(err.Error(), "savepoint-9/chk-9") {
 		t.Fatalf("a process given another savepoint: %v; want ErrIncompatibleCheckpoint naming both", err)
 	}
+}
 
-	// Job "billing" ran without a savepoint: slot 2's log holds a claim.
+// The first process to settle the job's start point binds every other:
+// a process started without a savepoint records the fresh start with the
+// same conditional create as a savepoint, and a process given a savepoint
+// afterwards fails with ErrIncompatibleCheckpoint naming the savepoint
+// and the recorded fresh start, as it does when the slots' logs already
+// hold records (a job that ran without a start record). Processes that
+// settle at once, some with the savepoint and some without, all agree
+// with whichever settled first: none starts its slots otherwise. Before,
+// a process without the savepoint decided "fresh" without recording it,
+// and one with it that settled a moment later dropped its savepoint with
+// a warning (the job counted again what the savepoint's job had
+// committed), or started its slots from it while the first process
+// started its own from nothing.
+func TestFirstStartPointDecisionBindsEveryProcess(t *testing.T) {
+	root := t.TempDir()
+	log := slog.New(slog.DiscardHandler)
+	t.Chdir(t.TempDir())
+	writeTestCheckpoint(t, "savepoints/savepoint-7", 7, "numbers", "count")
+	abs, err := filepath.Abs("savepoints/savepoint-7")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resolved := abs + "/chk-7"
+
+	// The process without the savepoint settles first.
+	if got, err := settleStartPoint(root, "orders", 4, "", log); got != "" || err != nil {
+		t.Fatalf("the first process, without a savepoint: %q, %v; want a fresh start", got, err)
+	}
+	for range 2 {
+		got, err := settleStartPoint(root, "orders", 4, "savepoints/savepoint-7", log)
+		if !errors.Is(err, ErrIncompatibleCheckpoint) || !strings.Contains(err.Error(), resolved) ||
+			!strings.Contains(err.Error(), "fresh") || !strings.Contains(err.Error(), slots.StartPath(root, "orders")) {
+			t.Fatalf("a process given the savepoint after a fresh start was settled: %q, %v; want ErrIncompatibleCheckpoint naming the savepoint and the recorded fresh start", got, err)
+		}
+	}
+	if got, err := settleStartPoint(root, "orders", 4, "", log); got != "" || err != nil {
+		t.Fatalf("a later process without a savepoint: %q, %v; want the recorded fresh start", got, err)
+	}
+
+	// Job "billing" ran without a start record: slot 2's log holds a claim.
 	logStore, err := checkpoint.OpenStorage(slots.LogPath(root, "billing", 2))
 	if err != nil {
 		t.Fatal(err)
@@ -928,8 +967,45 @@ func TestStartPointIsRecordedOnceAndTakenByProcessesWithoutOne(t *testing.T) {
 		t.Fatal(err)
 	}
 	for range 2 {
-		if got, err := settleStartPoint(root, "billing", 4, abs, log); got != "" || err != nil {
-			t.Fatalf("a job that ran without a savepoint, given one: %q, %v; want it not used", got, err)
+		got, err := settleStartPoint(root, "billing", 4, abs, log)
+		if !errors.Is(err, ErrIncompatibleCheckpoint) || !strings.Contains(err.Error(), resolved) || !strings.Contains(err.Error(), slots.LogPath(root, "billing", 2)) {
+			t.Fatalf("a job that ran without a savepoint, given one: %q, %v; want ErrIncompatibleCheckpoint naming the savepoint and slot 2's log", got, err)
+		}
+	}
+
+	// Processes settling at once: every one that starts agrees with the
+	// first decision, and only those given the savepoint may be refused.
+	for job := range 6 {
+		name := fmt.Sprintf("race-%d", job)
+		type result struct {
+			given, got string
+			err        error
+		}
+		results := make(chan result, 8)
+		var wg sync.WaitGroup
+		for p := range 8 {
+			given := ""
+			if p%2 == job%2 {
+				given = "savepoints/savepoint-7"
+			}
+			wg.Go(func() {
+				got, err := settleStartPoint(root, name, 4, given, log)
+				results <- result{given, got, err}
+			})
+		}
+		wg.Wait()
+		close(results)
+		starts := map[string]int{}
+		for r := range results {
+			switch {
+			case r.err == nil:
+				starts[r.got]++
+			case r.given == "" || !errors.Is(r.err, ErrIncompatibleCheckpoint):
+				t.Fatalf("job %s: a process given %q failed: %v", name, r.given, r.err)
+			}
+		}
+		if len(starts) != 1 {
+			t.Fatalf("job %s: processes settled at once start from %v; want one start point", name, starts)
 		}
 	}
 }

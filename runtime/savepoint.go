@@ -66,8 +66,10 @@ type Savepoint struct {
 // WithRestoreFrom start their fresh slots from it too; one given another
 // path fails with ErrIncompatibleCheckpoint, as does a checkpoint of one
 // slot of a distributed job given as path (it holds that slot's subtask
-// alone). A distributed job that ran before without a savepoint does not
-// use path (a warning says so).
+// alone). The first process to start decides for the job: one started
+// without WithRestoreFrom records a fresh start, and a process given path
+// after that, or in a job whose slots ran before without a savepoint,
+// fails with ErrIncompatibleCheckpoint naming both.
 func WithRestoreFrom(path string) Option {
 	return optionFunc(func(c *config) { c.cp.restoreFrom = path })
 }

@@ -401,20 +401,24 @@ func (r *slotRunner) kill() {
 }
 
 // settleStartPoint returns the savepoint the job's slots start from when
-// their logs name no checkpoint: the one in the job's start record, which
-// given (WithRestoreFrom) creates when there is none, so that a process
-// started later without WithRestoreFrom starts a fresh slot from it too
-// instead of empty. given is checked before it is recorded (a path that
-// holds no savepoint, or a slot's checkpoint, would fail every later
-// process), and recorded as the checkpoint it resolves to, .../chk-N, so
-// that a storage given for its newest checkpoint gives every slot the
-// same one. A given savepoint that resolves to another than the recorded
-// one is refused: slots started from the recorded one go on from there,
-// and a job half from one savepoint and half from another would be
-// neither. A job that ran without a start record (a slot's log holds
-// records) ran without a savepoint: given is not used, as a job of one
-// process does not use it once its storage holds checkpoints, with a
-// warning. "" for a job started fresh.
+// their logs name no checkpoint, "" for a fresh start: the one in the
+// job's start record, which the first process to settle creates. The
+// first decision binds every process, so a process started without
+// WithRestoreFrom records the fresh start (an empty record) with the same
+// conditional create as a savepoint: otherwise a process given a
+// savepoint that settled a moment later would start its slots from it
+// while the first process started its own from nothing. given is checked
+// before it is recorded (a path that holds no savepoint, or a slot's
+// checkpoint, would fail every later process), and recorded as the
+// checkpoint it resolves to, .../chk-N, so that a storage given for its
+// newest checkpoint gives every slot the same one. A process without
+// WithRestoreFrom takes the recorded savepoint, so that one started later
+// starts a fresh slot from it too instead of empty. A given savepoint
+// that meets another start point is refused naming both: a recorded
+// fresh start or another savepoint (slots started from it go on from
+// there, and a job half from one start and half from another would be
+// neither), or slot logs that hold records without a start record (a job
+// that ran without a savepoint, on a build that recorded none).
 func settleStartPoint(root, job string, slotCount int, given string, log *slog.Logger) (string, error) {
 	where := slots.StartPath(root, job)
 	st, err := checkpoint.OpenStorage(where, checkpoint.WithLogger(log))
@@ -436,24 +440,29 @@ func settleStartPoint(root, job string, slotCount int, given string, log *slog.L
 		switch {
 		case err == nil:
 			recorded := string(data)
-			if given != "" && given != recorded {
-				return "", fmt.Errorf("%w: the job started from the savepoint %s (recorded in %s), and its slots go on from it and from their own checkpoints; it cannot start from %s as well: give the same savepoint or none, or start that one under a new job name",
-					ErrIncompatibleCheckpoint, recorded, where, given)
+			switch {
+			case given == "" || given == recorded:
+				return recorded, nil
+			case recorded == "":
+				return "", &unrecoverableError{fmt.Errorf("%w: the job started fresh, without a savepoint (recorded in %s by the process that settled its start first), and its slots go on from there; it cannot start from %s as well: "+
+					"start every process of a job from a savepoint with the same WithRestoreFrom (--from-savepoint), or start the savepoint under a new job name",
+					ErrIncompatibleCheckpoint, where, given)}
+			default:
+				return "", &unrecoverableError{fmt.Errorf("%w: the job started from the savepoint %s (recorded in %s), and its slots go on from it and from their own checkpoints; it cannot start from %s as well: give the same savepoint or none, or start that one under a new job name",
+					ErrIncompatibleCheckpoint, recorded, where, given)}
 			}
-			return recorded, nil
 		case !errors.Is(err, checkpoint.ErrNotFound):
 			return "", fmt.Errorf("read the job's start record in %s: %w", where, err)
-		case given == "":
-			return "", nil
 		}
-		ran, err := jobRan(root, job, slotCount, log)
-		if err != nil {
-			return "", err
-		}
-		if ran {
-			log.Warn("splitflow: restore: the job's slots ran before without a savepoint (their ownership logs hold records), so they go on from their own checkpoints and WithRestoreFrom is not used; start the savepoint under a new job name",
-				"restoreFrom", given, "root", root)
-			return "", nil
+		if given != "" {
+			ran, err := jobRan(root, job, slotCount, log)
+			if err != nil {
+				return "", err
+			}
+			if ran != "" {
+				return "", &unrecoverableError{fmt.Errorf("%w: the job's slots ran before without a savepoint (%s holds records, and %s records no start point), so they go on from their own checkpoints; it cannot start from %s as well: start the savepoint under a new job name",
+					ErrIncompatibleCheckpoint, ran, where, given)}
+			}
 		}
 		// Created by another process meanwhile, or with an unknown
 		// outcome: the next read says which.
@@ -461,7 +470,7 @@ func settleStartPoint(root, job string, slotCount int, given string, log *slog.L
 			return given, nil
 		}
 	}
-	return "", fmt.Errorf("record the savepoint the job starts from in %s: %w", where, createErr)
+	return "", fmt.Errorf("record the job's start point in %s: %w", where, createErr)
 }
 
 // resolveStartPoint checks that path holds a savepoint or checkpoint of a
@@ -489,26 +498,26 @@ func resolveStartPoint(path string, log *slog.Logger) (string, error) {
 	return path + "/" + name, nil
 }
 
-// jobRan reports whether a slot of the job was ever claimed: its
-// ownership log holds a record. Nothing is created to find out.
-func jobRan(root, job string, slotCount int, log *slog.Logger) (bool, error) {
+// jobRan returns the ownership log of a slot of the job that was claimed
+// (it holds a record), "" when none was. Nothing is created to find out.
+func jobRan(root, job string, slotCount int, log *slog.Logger) (string, error) {
 	for i := range slotCount {
 		rs, missing, err := slots.InspectRecords(slots.LogPath(root, job, i), log)
 		switch {
 		case err != nil:
-			return false, fmt.Errorf("open the log of slot %d: %w", i, err)
+			return "", fmt.Errorf("open the log of slot %d: %w", i, err)
 		case missing:
 			continue
 		}
 		names, err := rs.ListRecords()
 		if err != nil {
-			return false, fmt.Errorf("list the log of slot %d: %w", i, err)
+			return "", fmt.Errorf("list the log of slot %d: %w", i, err)
 		}
 		if len(names) > 0 {
-			return true, nil
+			return slots.LogPath(root, job, i), nil
 		}
 	}
-	return false, nil
+	return "", nil
 }
 
 // errClaimAgain: the log could not be read or written with a known
