@@ -161,7 +161,7 @@ func TestRescaledSplitsToEnumeratorAreReadAtALowerParallelism(t *testing.T) {
 	runtime.SinkTo(mapped1, connector.Sink[int64](first)).UID("out")
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	if err := env1.Execute(ctx, "first"); err == nil {
+	if err := env1.Execute(ctx, "rescaled"); err == nil {
 		t.Fatal("the first run ended before it was killed; the test proves nothing")
 	}
 
@@ -173,7 +173,7 @@ func TestRescaledSplitsToEnumeratorAreReadAtALowerParallelism(t *testing.T) {
 	mapped2 := runtime.Map(in2, func(v int64) (int64, error) { return v, nil }).UID("map")
 	second := &collectSink{}
 	runtime.SinkTo(mapped2, connector.Sink[int64](second)).UID("out")
-	if err := env2.Execute(ctx, "second"); err != nil {
+	if err := env2.Execute(ctx, "rescaled"); err != nil {
 		t.Fatal(err)
 	}
 	if len(second.got) == count {

@@ -550,7 +550,7 @@ func TestShuffleRestoredAtAnotherParallelismKeepsTheOwnerRule(t *testing.T) {
 	shuffleJob(t, env, st, sh, partitions, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	err = env.Execute(ctx, "rescaled round-robin")
+	err = env.Execute(ctx, "shuffle")
 	if ctx.Err() != nil {
 		t.Fatal("the job restored at parallelism 3 without WithRescaledSplitsToEnumerator ran on")
 	}
