@@ -119,8 +119,15 @@ type execution struct {
 	// stopResult is the stop's savepoint, set by its copy (off the
 	// master) and read once the copies have been waited for.
 	stopResult atomic.Pointer[savepointResult]
-	cancelRun  func()
-	done       chan struct{}
+	// outputCommitted is the newest checkpoint whose output every sink
+	// task has committed (in some attempt), set on the master by release
+	// and read by savepoint copies; unmarked holds the savepoints copied
+	// whose checkpoint is not that far yet, to be marked committed when
+	// it is (markCommitted).
+	outputCommitted atomic.Int64
+	unmarked        []copiedSavepoint
+	cancelRun       func()
+	done            chan struct{}
 
 	// obs is the Environment's metrics and status board; name the job's
 	// name for it.

@@ -125,6 +125,7 @@ func (ex *execution) committed(t *task, id int64) {
 // checkpoint that all of the region's sink tasks committed, and, once that
 // is the final checkpoint, finish.
 func (ex *execution) release() {
+	ex.noteOutputCommitted()
 	upTo := map[int]int64{}
 	for _, t := range ex.tasks {
 		r := ex.notifyRegion(t)
@@ -150,6 +151,34 @@ func (ex *execution) release() {
 			}})
 		}
 	}
+}
+
+// noteOutputCommitted moves outputCommitted to the newest checkpoint
+// every sink task has committed (the newest completed one in a job without
+// sinks that commit), and marks the savepoints of checkpoints up to it.
+// The minimum is over the tasks of this attempt; outputCommitted keeps the
+// highest it reached, since a checkpoint whose output was committed stays
+// so when a restart builds new tasks.
+func (ex *execution) noteOutputCommitted() {
+	upTo := ex.completedID
+	for _, t := range ex.tasks {
+		if t.hasOutputCommitter() {
+			upTo = min(upTo, t.committedID)
+		}
+	}
+	if upTo <= ex.outputCommitted.Load() {
+		return
+	}
+	ex.outputCommitted.Store(upTo)
+	keep := ex.unmarked[:0]
+	for _, sp := range ex.unmarked {
+		if sp.id > upTo {
+			keep = append(keep, sp)
+			continue
+		}
+		ex.snapWG.Go(func() { sp.markCommitted(ex.log) })
+	}
+	ex.unmarked = keep
 }
 
 // notifyRegion is the failover region of t for phase 2: its subtask in a

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"path/filepath"
 	"strings"
 	"time"
@@ -92,7 +93,10 @@ func WithSavepointDir(dir string) Option {
 // the savepoint. The checkpoint counts as any other (its transactions
 // commit), so a job started from the savepoint later resumes after the
 // output committed up to it; whatever the job commits after it, a job
-// started from it writes again. Safe from any goroutine while Execute
+// started from it writes again. Once the checkpoint's transactions are
+// committed, the job records so in the savepoint, and a job started from
+// it commits none of them again (this job may have reused their ids by
+// then). Safe from any goroutine while Execute
 // runs. ctx bounds the wait, not the savepoint: one already triggered
 // completes. Errors: ErrNoRunningJob, ErrSavepointRefused, or the failure
 // of the checkpoint or of its copy.
@@ -264,7 +268,8 @@ func (ex *execution) savepointPersisted(id int64, final bool, taken time.Time) {
 		return
 	}
 	storage, log, obs, where := ex.storage, ex.log, ex.obs, ex.checkpointPath(id)
-	copyAll := func() {
+	copyAll := func() (copied copiedSavepoint) {
+		copied.id = id
 		chk, err := storage.Load(id)
 		for _, req := range reqs {
 			sp, werr := Savepoint{}, err
@@ -278,6 +283,7 @@ func (ex *execution) savepointPersisted(id int64, final bool, taken time.Time) {
 			} else {
 				log.Info("splitflow: savepoint completed", "checkpoint", id, "path", sp.Path)
 				obs.savepointCompleted(sp)
+				copied.paths = append(copied.paths, sp.Path)
 			}
 			if req == stop {
 				ex.stopResult.Store(&savepointResult{sp, werr})
@@ -288,17 +294,65 @@ func (ex *execution) savepointPersisted(id int64, final bool, taken time.Time) {
 		if chk != nil {
 			chk.DropVerified()
 		}
+		return copied
 	}
 	h, ok := storage.(checkpoint.Holder)
 	if !ok {
-		copyAll()
+		ex.markWhenCommitted(copyAll())
 		return
 	}
 	release := h.Hold(id)
 	ex.snapWG.Go(func() {
 		defer release()
-		copyAll()
+		copied := copyAll()
+		switch {
+		case len(copied.paths) == 0:
+		case ex.outputCommitted.Load() >= id:
+			// Also after the master has stopped serving: a stop's
+			// final checkpoint is committed before the job ends.
+			copied.markCommitted(log)
+		default:
+			ex.master.put(priorityDefault, mail{name: "savepoint copied", run: func() error {
+				ex.markWhenCommitted(copied)
+				return nil
+			}})
+		}
 	})
+}
+
+// copiedSavepoint is the savepoints copied from checkpoint id.
+type copiedSavepoint struct {
+	id    int64
+	paths []string
+}
+
+// markCommitted records in each savepoint that the job committed the
+// output of its checkpoint, so that a job started from one does not
+// commit it again: this job goes on and reuses the transactional ids of
+// those committables, and a commit on a reused Kafka id is refused as
+// PRODUCER_FENCED, which would read as lost records. A mark that cannot
+// be written leaves the savepoint as it was (a job started from it
+// commits its committables again), with a warning.
+func (c copiedSavepoint) markCommitted(log *slog.Logger) {
+	for _, path := range c.paths {
+		if err := checkpoint.MarkSavepointCommitted(path, c.id, checkpoint.WithLogger(log)); err != nil {
+			log.Warn("splitflow: the savepoint's output is committed, but the savepoint could not record it: a job started from it commits its transactions again, and reports them lost if this job has reused their transactional ids by then",
+				"checkpoint", c.id, "path", path, "err", err)
+		}
+	}
+}
+
+// markWhenCommitted marks the savepoints copied once every sink task has
+// committed the output of their checkpoint: now, or in release when it
+// comes. On the master goroutine.
+func (ex *execution) markWhenCommitted(c copiedSavepoint) {
+	switch {
+	case len(c.paths) == 0:
+	case ex.outputCommitted.Load() >= c.id:
+		ex.snapWG.Go(func() { c.markCommitted(ex.log) })
+	default:
+		ex.unmarked = append(ex.unmarked, c)
+	}
 }
 
 // savepointAborted fails the savepoints waiting for checkpoint id.

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/splitflow/splitflow/connector"
 	"github.com/splitflow/splitflow/internal/s3test"
 	"github.com/splitflow/splitflow/runtime/checkpoint"
 )
@@ -423,4 +424,106 @@ func TestSavepointCopyKeepsTheMasterServing(t *testing.T) {
 		t.Fatalf("held savepoint of checkpoint %d, stop's of %d: want the stop's later", tr.sp.Checkpoint, st.sp.Checkpoint)
 	}
 	committedOnce(t, j.sink.store)
+}
+
+// A savepoint stays restorable after the job that took it went on: that
+// job commits the savepoint's transactions, records in the savepoint that
+// it did, and reuses their ids, so committing them again would be refused
+// (as Kafka answers PRODUCER_FENCED). A job started from the savepoint,
+// at another parallelism, commits none of them and reports no loss; its
+// output and the savepoint job's output up to the savepoint hold every
+// record once. A savepoint without the record still reports the refused
+// commit as lost data. Before, every start from such a savepoint failed
+// with "its data is lost" though nothing was.
+func TestRestoringASavepointNeverReportsLossOfWhatItsJobCommitted(t *testing.T) {
+	target := t.TempDir()
+	j := &rangeJob{par: 2, splits: 2, perSplit: 2000, delay: time.Millisecond}
+	j.opts = []Option{WithCheckpointInterval(5 * time.Millisecond), WithCheckpointDir(t.TempDir()), WithSavepointDir(target)}
+	env := savepointJob(j, false, "sink")
+	// The readers stop half-way until two checkpoints have completed
+	// after the savepoint, so that the savepoint is taken while input
+	// flows and the job goes on past it.
+	release := make(chan struct{})
+	var released sync.Once
+	releaseAll := func() { released.Do(func() { close(release) }) }
+	j.src.hold = func(v int64) bool { return v%2000 >= 1000 }
+	j.src.release = release
+	var sp Savepoint
+	var spErr error
+	var last, past atomic.Int64
+	started := make(chan struct{})
+	var once sync.Once
+	env.hooks = &testHooks{checkpointCompleted: func(id int64, _ checkpoint.Storage) {
+		last.Store(id)
+		once.Do(func() { close(started) })
+		if p := past.Load(); p > 0 && id >= p {
+			releaseAll()
+		}
+	}}
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		<-started
+		sp, spErr = env.TriggerSavepoint(context.Background(), "")
+		if spErr != nil {
+			releaseAll()
+			return
+		}
+		past.Store(sp.Checkpoint + 2)
+		if last.Load() >= sp.Checkpoint+2 {
+			releaseAll()
+		}
+	})
+	if err := env.Execute(testCtx(t), "job"); err != nil {
+		t.Fatal(err)
+	}
+	wg.Wait()
+	if spErr != nil {
+		t.Fatal(spErr)
+	}
+
+	// The savepoint's job committed its transactions and went on, reusing
+	// their ids: a commit of one of them is refused now.
+	errFenced := errors.New("PRODUCER_FENCED: the transactional id was used again since")
+	restore := func() (*txnStore, error) {
+		r := &rangeJob{par: 3, splits: 2, perSplit: 2000}
+		r.sink = &txnSink2PC{store: newTxnStore(), onCommit: func(req connector.CommitRequest[tTxn]) bool {
+			if req.Committable().Checkpoint <= sp.Checkpoint {
+				req.SignalFailedWithKnownReason(errFenced)
+				return false
+			}
+			return true
+		}}
+		r.opts = []Option{WithCheckpointInterval(5 * time.Millisecond), WithCheckpointDir(t.TempDir()), WithRestoreFrom(sp.Path)}
+		return r.sink.store, savepointJob(r, false, "sink").Execute(testCtx(t), "restored")
+	}
+	restored, err := restore()
+	if err != nil {
+		t.Fatalf("a job started from the savepoint after its job committed it and went on: %v; want no loss reported", err)
+	}
+	// The first job's output up to the savepoint, then the restored job's.
+	j.sink.store.mu.Lock()
+	restored.mu.Lock()
+	for id, rs := range j.sink.store.committed {
+		if j.sink.store.checkpointOf[id] <= sp.Checkpoint {
+			restored.committed["first-"+id] = rs
+		}
+	}
+	restored.mu.Unlock()
+	j.sink.store.mu.Unlock()
+	if err := restored.verify(2 * 2000); err != nil {
+		t.Fatalf("output up to the savepoint and after it: %v", err)
+	}
+
+	// Without the savepoint's record that its job committed it, the
+	// refused commit is lost data, as before.
+	st, err := checkpoint.OpenStorage(sp.Path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.(checkpoint.RecordStorage).DeleteRecord("committed"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := restore(); !errors.Is(err, errFenced) || !strings.Contains(err.Error(), "data is lost") {
+		t.Fatalf("a job started from a savepoint whose committed transactions are not recorded as such, its commits refused: %v; want the loss reported", err)
+	}
 }

@@ -115,6 +115,12 @@ func (r *restoredState) opened() {
 	}
 }
 
+// outputCommitted reports whether r is a savepoint whose job committed
+// every committable of its checkpoint (checkpoint.MarkSavepointCommitted).
+func (r *restoredState) outputCommitted() bool {
+	return r != nil && r.chk != nil && r.chk.OutputCommitted
+}
+
 func (r *restoredState) id() int64 {
 	if r == nil || r.chk == nil {
 		return 0

@@ -199,7 +199,11 @@ func (s *twoPhaseSinkOperator[T, C]) open(t *task) error {
 	if err != nil {
 		return s.info.wrap(err)
 	}
-	if l, ok := committer.(connector.RestoredCommittablesListener[C]); ok && t.restored.id() > 0 {
+	// A savepoint whose job committed its output (and may have reused
+	// the committables' transactional ids since) hands over none: they
+	// are neither committed again nor spared by a writer's cleanup.
+	restoreCommittables := !t.restored.outputCommitted()
+	if l, ok := committer.(connector.RestoredCommittablesListener[C]); ok && t.restored.id() > 0 && restoreCommittables {
 		all, err := s.restoredCommittables(old)
 		if err != nil {
 			return err
@@ -215,6 +219,9 @@ func (s *twoPhaseSinkOperator[T, C]) open(t *task) error {
 		b := parts[0]
 		if len(parts[1]) > 0 {
 			writerBlobs = append(writerBlobs, parts[1])
+		}
+		if !restoreCommittables {
+			continue
 		}
 		cs, err := decodeList(b, s.sink.CommittableSerializer())
 		if err != nil {

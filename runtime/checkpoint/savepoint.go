@@ -27,7 +27,9 @@ import (
 // checkpoint (the metadata written last, once every copy has returned, as
 // in any storage), so a savepoint whose copy was
 // interrupted is a directory without a completed checkpoint, which
-// OpenRestorePoint refuses naming the path.
+// OpenRestorePoint refuses naming the path. Once the job that took it has
+// committed the checkpoint's output, it adds the record "committed"
+// (MarkSavepointCommitted), which OpenRestorePoint reads.
 
 // savepointCopyConcurrency bounds the files (and then the states) one
 // savepoint copies at once: on S3 each is a GET and a PUT or two whose
@@ -156,6 +158,53 @@ func WriteSavepoint(src *Checkpoint, path, tmp string, opts ...StorageOption) (M
 	return m, nil
 }
 
+// savepointCommittedRecord is the record (RecordStorage) of a savepoint
+// that says the job which took it committed the output of its checkpoint:
+// its data is the checkpoint's id.
+const savepointCommittedRecord = "committed"
+
+// MarkSavepointCommitted records in the savepoint at path that the job
+// which took it committed every committable of its checkpoint id: every
+// sink of the job committed the transactions of id and of every earlier
+// checkpoint. That job then goes on and may reuse the transactional ids
+// of those committables, so a job started from the savepoint must not
+// commit them again (a reused Kafka id answers PRODUCER_FENCED, which
+// would read as lost records); OpenRestorePoint reads the mark into
+// Checkpoint.OutputCommitted. The mark is created once (a conditional
+// create); one that exists already is no error. opts configure the
+// storage at path, as for WriteSavepoint.
+func MarkSavepointCommitted(path string, id int64, opts ...StorageOption) error {
+	st, err := OpenStorage(path, opts...)
+	if err != nil {
+		return fmt.Errorf("savepoint %s: mark checkpoint %d committed: %w", path, id, err)
+	}
+	rs, ok := st.(RecordStorage)
+	if !ok {
+		return fmt.Errorf("savepoint %s: mark checkpoint %d committed: the storage keeps no records (%T)", path, id, st)
+	}
+	if err := rs.CreateRecord(savepointCommittedRecord, []byte(strconv.FormatInt(id, 10))); err != nil && !errors.Is(err, ErrRecordExists) {
+		return fmt.Errorf("savepoint %s: mark checkpoint %d committed: %w", path, id, err)
+	}
+	return nil
+}
+
+// savepointCommitted reports whether st holds the mark that the output of
+// its checkpoint id was committed by the job that took it.
+func savepointCommitted(st Storage, id int64) (bool, error) {
+	rs, ok := st.(RecordStorage)
+	if !ok {
+		return false, nil
+	}
+	data, err := rs.ReadRecord(savepointCommittedRecord)
+	switch {
+	case errors.Is(err, ErrNotFound):
+		return false, nil
+	case err != nil:
+		return false, fmt.Errorf("read the savepoint's mark that its output was committed: %w", err)
+	}
+	return string(data) == strconv.FormatInt(id, 10), nil
+}
+
 // OpenRestorePoint loads, verified, the checkpoint a job is to start from:
 // path is a savepoint (a storage holding one checkpoint, as WriteSavepoint
 // writes it), any checkpoint storage (its newest checkpoint, as a restart
@@ -206,6 +255,11 @@ func OpenRestorePoint(path string, opts ...StorageOption) (*Checkpoint, error) {
 		return nil, fmt.Errorf("restore from %s: no completed savepoint or checkpoint there (a savepoint whose copy did not finish has none): %w", path, err)
 	case err != nil:
 		return nil, fmt.Errorf("restore from %s: %w", path, err)
+	}
+	if chk.Savepoint {
+		if chk.OutputCommitted, err = savepointCommitted(st, chk.ID); err != nil {
+			return nil, fmt.Errorf("restore from %s: %w", path, err)
+		}
 	}
 	return chk, nil
 }

@@ -109,6 +109,11 @@ type Checkpoint struct {
 	// Skipped lists the newer checkpoints Latest found invalid and passed
 	// over to reach this one, newest first. Empty from Load.
 	Skipped []error
+	// OutputCommitted is set by OpenRestorePoint for a savepoint whose
+	// job recorded that it committed every committable of this checkpoint
+	// (MarkSavepointCommitted): a job started from it commits none of
+	// them again, since their transactional ids may have been reused.
+	OutputCommitted bool
 
 	read     func(StateHandle) ([]byte, error)
 	copyFile func(h FileHandle, dst string) error
