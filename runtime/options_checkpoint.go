@@ -138,11 +138,9 @@ func WithTolerableCheckpointFailures(n int) Option {
 // S3-compatible server (checkpoint.NewS3Storage: credentials, region and
 // AWS_ENDPOINT_URL the standard way of the AWS SDK), checked when the job
 // starts (a bad URL, a missing bucket, no credentials or an unreachable
-// endpoint fail Execute with an error saying so). S3 has no lock, but a
-// root belongs to the job that first ran on it (its owner record,
-// checkpoint.ClaimOwner): a job of another name fails at start with a
-// *checkpoint.OwnedError, in any process, and a second job of this process
-// on a prefix in use with a *checkpoint.LockedError.
+// endpoint fail Execute with an error saying so). S3 has no lock: run one
+// job per prefix (a second job of this process on a prefix in use fails
+// at start with a *checkpoint.LockedError; other processes are not seen).
 // Default: checkpoints in memory, lost with the process.
 func WithCheckpointDir(dir string) Option {
 	return optionFunc(func(c *config) { c.cp.dir = dir })
