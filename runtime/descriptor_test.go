@@ -492,8 +492,8 @@ func asPebbleBlob100(t *testing.T, chk *checkpoint.Checkpoint) *checkpoint.Check
 		t.Fatal(err)
 	}
 	enc := encodePebbleBlob(b)
-	// Drop every state's codecs from the table: version, 3 uvarints, the
-	// count, then name, kind, id, codecs per state.
+	// Drop every state's codecs and shape from the table: version, 3
+	// uvarints, the count, then name, kind, id, codecs, shape per state.
 	r := blobReader{b: enc}
 	r.uvarint()
 	head := len(enc) - len(r.b)
@@ -509,6 +509,7 @@ func asPebbleBlob100(t *testing.T, chk *checkpoint.Checkpoint) *checkpoint.Check
 		r.byte()
 		r.uvarint()
 		out = append(out, enc[start:len(enc)-len(r.b)]...)
+		r.bytes()
 		r.bytes()
 	}
 	out = append(out, r.b...)
