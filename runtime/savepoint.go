@@ -409,3 +409,77 @@ func (ex *execution) restorePoint() (*restoredState, error) {
 	}
 	return &restoredState{chk: chk, path: path, foreign: true}, nil
 }
+
+// WithSavepointTargetsAnywhere lets POST /api/v1/savepoints name any
+// directory or s3://bucket/prefix as its target, with the job's own
+// rights on the file system and its S3 credentials. Without it a request's
+// target is confined to WithSavepointDir (see there). The Go calls
+// TriggerSavepoint and StopWithSavepoint, made by the program itself, are
+// never confined. Default: confined.
+func WithSavepointTargetsAnywhere() Option {
+	return optionFunc(func(c *config) { c.cp.savepointAnywhere = true })
+}
+
+// ErrSavepointTarget is wrapped by the error of a savepoint request over
+// the status server whose target lies outside the savepoint root
+// (WithSavepointDir) of a job that confines them: POST /api/v1/savepoints
+// answers it with 400 Bad Request. Nothing was written.
+var ErrSavepointTarget = errors.New("savepoint target refused")
+
+// confineSavepointTarget resolves the target of a savepoint requested over
+// the status server against root, the job's WithSavepointDir: a relative
+// target is a directory under root; an absolute path or s3:// URL must lie
+// under root (the same bucket, under its prefix). No target may hold a ".."
+// segment, which could climb out of root however it is joined. "" stays ""
+// (the savepoint goes into root itself). The token of the status server
+// lets a client trigger savepoints, not choose where the job writes with
+// its rights: without confinement a client could write a savepoint over any
+// directory the process may write, or into any bucket its credentials
+// reach.
+func confineSavepointTarget(root, target string) (string, error) {
+	if target == "" {
+		return "", nil
+	}
+	refuse := func(why string) (string, error) {
+		return "", fmt.Errorf("%w: target %q %s", ErrSavepointTarget, target, why)
+	}
+	if root == "" {
+		return refuse("names a place, but the job sets no savepoint root (WithSavepointDir) to confine it to: send no target, or set WithSavepointDir (or WithSavepointTargetsAnywhere to allow any target)")
+	}
+	for _, seg := range strings.FieldsFunc(target, func(r rune) bool { return r == '/' || r == filepath.Separator }) {
+		if seg == ".." {
+			return refuse("holds a \"..\" segment; name a directory under the savepoint root " + root)
+		}
+	}
+	outside := func() (string, error) {
+		return refuse("lies outside the job's savepoint root " + root + " (WithSavepointDir); give a path relative to it, or one under it")
+	}
+	if checkpoint.IsS3URL(root) {
+		r := strings.TrimSuffix(root, "/")
+		switch {
+		case checkpoint.IsS3URL(target):
+			if t := strings.TrimSuffix(target, "/"); t != r && !strings.HasPrefix(t, r+"/") {
+				return outside()
+			}
+			return target, nil
+		case strings.Contains(target, "://") || strings.HasPrefix(target, "/") || filepath.IsAbs(target):
+			return outside()
+		}
+		return r + "/" + strings.TrimPrefix(target, "./"), nil
+	}
+	if checkpoint.IsS3URL(target) || strings.Contains(target, "://") {
+		return outside()
+	}
+	if !filepath.IsAbs(target) {
+		return filepath.Join(root, target), nil
+	}
+	absRoot, err := filepath.Abs(root)
+	if err != nil {
+		return "", fmt.Errorf("%w: the savepoint root %s: %w", ErrSavepointTarget, root, err)
+	}
+	rel, err := filepath.Rel(absRoot, filepath.Clean(target))
+	if err != nil || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
+		return outside()
+	}
+	return target, nil
+}
