@@ -34,9 +34,6 @@ type checkpointConfig struct {
 	// restoreFrom is WithRestoreFrom's path; savepointDir the default
 	// target of savepoints (savepoint.go).
 	restoreFrom, savepointDir string
-	// savepointAnywhere is WithSavepointTargetsAnywhere: a savepoint
-	// requested over the status server may go anywhere.
-	savepointAnywhere bool
 }
 
 func defaultCheckpointConfig() checkpointConfig {

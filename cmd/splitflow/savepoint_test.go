@@ -39,7 +39,7 @@ func runningJob(t *testing.T) (string, <-chan error) {
 		t.Fatal(err)
 	}
 	env := runtime.NewEnvironment(runtime.WithParallelism(2), runtime.WithCheckpointInterval(20*time.Millisecond),
-		runtime.WithCheckpointDir(t.TempDir()), runtime.WithHTTPListener(ln), runtime.WithHTTPToken(savepointTestToken), runtime.WithSavepointTargetsAnywhere(),
+		runtime.WithCheckpointDir(t.TempDir()), runtime.WithHTTPListener(ln), runtime.WithHTTPToken(savepointTestToken),
 		runtime.WithLogger(slog.New(slog.DiscardHandler)))
 	ds := runtime.Map(runtime.FromSource(env, src, "gen").UID("gen"), func(s string) (string, error) { return s, nil }).UID("map")
 	runtime.SinkTo(ds, &discardSink{}).UID("sink")
