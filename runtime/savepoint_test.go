@@ -143,45 +143,9 @@ func TestTriggerSavepointIsNeverRetained(t *testing.T) {
 	// The readers stop half-way until two checkpoints have completed
 	// after the savepoint: on a loaded machine the job could otherwise
 	// end before the savepoint is taken, or before retention runs again.
-	release := make(chan struct{})
-	var released sync.Once
-	releaseAll := func() { released.Do(func() { close(release) }) }
-	j.src.hold = func(v int64) bool { return v%2000 >= 1000 }
-	j.src.release = release
-	var sp Savepoint
-	var spErr error
-	var last, past atomic.Int64
-	started := make(chan struct{})
-	var once sync.Once
-	env.hooks = &testHooks{checkpointCompleted: func(id int64, _ checkpoint.Storage) {
-		last.Store(id)
-		once.Do(func() { close(started) })
-		if p := past.Load(); p > 0 && id >= p {
-			releaseAll()
-		}
-	}}
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		<-started
-		sp, spErr = env.TriggerSavepoint(context.Background(), "")
-		if spErr != nil {
-			releaseAll()
-			return
-		}
-		past.Store(sp.Checkpoint + 2)
-		if last.Load() >= sp.Checkpoint+2 {
-			releaseAll()
-		}
-	})
-	if err := env.Execute(testCtx(t), "job"); err != nil {
-		t.Fatal(err)
-	}
-	wg.Wait()
-	if spErr != nil {
-		t.Fatal(spErr)
-	}
-	if l := last.Load(); l <= sp.Checkpoint+1 {
-		t.Fatalf("the job completed checkpoints up to %d, savepoint of %d: retention had nothing to remove after it", l, sp.Checkpoint)
+	sp, last := runWithSavepointMidFlow(t, j, env)
+	if last <= sp.Checkpoint+1 {
+		t.Fatalf("the job completed checkpoints up to %d, savepoint of %d: retention had nothing to remove after it", last, sp.Checkpoint)
 	}
 	c, err := checkpoint.OpenRestorePoint(sp.Path)
 	if err != nil {
@@ -440,46 +404,8 @@ func TestRestoringASavepointNeverReportsLossOfWhatItsJobCommitted(t *testing.T) 
 	j := &rangeJob{par: 2, splits: 2, perSplit: 2000, delay: time.Millisecond}
 	j.opts = []Option{WithCheckpointInterval(5 * time.Millisecond), WithCheckpointDir(t.TempDir()), WithSavepointDir(target)}
 	env := savepointJob(j, false, "sink")
-	// The readers stop half-way until two checkpoints have completed
-	// after the savepoint, so that the savepoint is taken while input
-	// flows and the job goes on past it.
-	release := make(chan struct{})
-	var released sync.Once
-	releaseAll := func() { released.Do(func() { close(release) }) }
-	j.src.hold = func(v int64) bool { return v%2000 >= 1000 }
-	j.src.release = release
-	var sp Savepoint
-	var spErr error
-	var last, past atomic.Int64
-	started := make(chan struct{})
-	var once sync.Once
-	env.hooks = &testHooks{checkpointCompleted: func(id int64, _ checkpoint.Storage) {
-		last.Store(id)
-		once.Do(func() { close(started) })
-		if p := past.Load(); p > 0 && id >= p {
-			releaseAll()
-		}
-	}}
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		<-started
-		sp, spErr = env.TriggerSavepoint(context.Background(), "")
-		if spErr != nil {
-			releaseAll()
-			return
-		}
-		past.Store(sp.Checkpoint + 2)
-		if last.Load() >= sp.Checkpoint+2 {
-			releaseAll()
-		}
-	})
-	if err := env.Execute(testCtx(t), "job"); err != nil {
-		t.Fatal(err)
-	}
-	wg.Wait()
-	if spErr != nil {
-		t.Fatal(spErr)
-	}
+	// The savepoint is taken while input flows, and the job goes on past it.
+	sp, _ := runWithSavepointMidFlow(t, j, env)
 
 	// The savepoint's job committed its transactions and went on, reusing
 	// their ids: a commit of one of them is refused now.
@@ -526,4 +452,52 @@ func TestRestoringASavepointNeverReportsLossOfWhatItsJobCommitted(t *testing.T) 
 	if _, err := restore(); !errors.Is(err, errFenced) || !strings.Contains(err.Error(), "data is lost") {
 		t.Fatalf("a job started from a savepoint whose committed transactions are not recorded as such, its commits refused: %v; want the loss reported", err)
 	}
+}
+
+// runWithSavepointMidFlow runs env (built from j by savepointJob) to its
+// end, taking a savepoint once its first checkpoint completed. j's readers
+// stop half-way through each split until two checkpoints have completed
+// after the savepoint, so the savepoint is taken while input flows and the
+// job goes on past it. It returns the savepoint and the newest checkpoint
+// the job completed.
+func runWithSavepointMidFlow(t *testing.T, j *rangeJob, env *Environment) (Savepoint, int64) {
+	t.Helper()
+	release := make(chan struct{})
+	var released sync.Once
+	releaseAll := func() { released.Do(func() { close(release) }) }
+	j.src.hold = func(v int64) bool { return v%2000 >= 1000 }
+	j.src.release = release
+	var sp Savepoint
+	var spErr error
+	var last, past atomic.Int64
+	started := make(chan struct{})
+	var once sync.Once
+	env.hooks = &testHooks{checkpointCompleted: func(id int64, _ checkpoint.Storage) {
+		last.Store(id)
+		once.Do(func() { close(started) })
+		if p := past.Load(); p > 0 && id >= p {
+			releaseAll()
+		}
+	}}
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		<-started
+		sp, spErr = env.TriggerSavepoint(context.Background(), "")
+		if spErr != nil {
+			releaseAll()
+			return
+		}
+		past.Store(sp.Checkpoint + 2)
+		if last.Load() >= sp.Checkpoint+2 {
+			releaseAll()
+		}
+	})
+	if err := env.Execute(testCtx(t), "job"); err != nil {
+		t.Fatal(err)
+	}
+	wg.Wait()
+	if spErr != nil {
+		t.Fatal(spErr)
+	}
+	return sp, last.Load()
 }
