@@ -1,0 +1,197 @@
+package registrytest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// localRegistry is Apicurio Registry in one JVM on a loopback port, its
+// storage an in-memory H2 database: every start begins empty.
+type localRegistry struct {
+	java, home string
+	dir        string // temporary: working directory, tmpdir and log
+	port       int
+
+	mu   sync.Mutex
+	proc *os.Process
+	done chan struct{} // closed when the process has exited
+}
+
+// jvmArgs keep the registry small on a shared machine: a 512 MiB heap, the
+// serial collector (no GC threads per core), and C1 only, which starts
+// Quarkus faster and is fast enough for tests.
+var jvmArgs = []string{"-Xms64m", "-Xmx512m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Djava.awt.headless=true"}
+
+func startLocal(ctx context.Context) (*Registry, error) {
+	java, err := findJava()
+	if err != nil {
+		return nil, err
+	}
+	home, err := apicurioHome()
+	if err != nil {
+		return nil, err
+	}
+	dir, err := os.MkdirTemp("", "splitflow-registry-")
+	if err != nil {
+		return nil, err
+	}
+	lr := &localRegistry{java: java, home: home, dir: dir}
+	if lr.port, err = freePort(); err != nil {
+		_ = os.RemoveAll(dir)
+		return nil, fmt.Errorf("registrytest: find a free port: %w", err)
+	}
+	if err := lr.start(ctx); err != nil {
+		_ = lr.close()
+		return nil, err
+	}
+	return &Registry{url: lr.url(), local: lr}, nil
+}
+
+func (lr *localRegistry) url() string {
+	return "http://127.0.0.1:" + strconv.Itoa(lr.port) + CompatPath
+}
+
+func (lr *localRegistry) logPath() string { return filepath.Join(lr.dir, "registry.log") }
+
+// start launches the registry and waits until its compatibility API
+// answers.
+func (lr *localRegistry) start(ctx context.Context) error {
+	l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(lr.port))
+	if err != nil {
+		return fmt.Errorf("registrytest: port 127.0.0.1:%d is taken, the registry cannot listen on it: %w", lr.port, err)
+	}
+	_ = l.Close()
+	logf, err := os.OpenFile(lr.logPath(), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
+	}
+	args := append(append([]string(nil), jvmArgs...),
+		"-Djava.io.tmpdir="+lr.dir,
+		"-Dquarkus.http.host=127.0.0.1",
+		"-Dquarkus.http.port="+strconv.Itoa(lr.port),
+		// The management interface (health, metrics) would take a fixed
+		// port, 9000, which parallel test packages would fight over.
+		"-Dquarkus.management.enabled=false",
+		"-Dapicurio.storage.snapshot.location="+lr.dir,
+		"-jar", filepath.Join(lr.home, "quarkus-run.jar"))
+	cmd := exec.Command(lr.java, args...)
+	cmd.Dir = lr.dir
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.SysProcAttr = childProcAttr()
+
+	// The JVM must die with this process even on a panic, a test timeout or
+	// SIGKILL, when no deferred Close runs. childProcAttr asks the kernel
+	// to kill the child when the thread that forked it exits, so the fork
+	// happens on a goroutine locked to its thread that lives until the
+	// child is reaped.
+	started := make(chan error, 1)
+	done := make(chan struct{})
+	go func() {
+		runtime.LockOSThread() // never unlocked: the thread ends with the goroutine, after the child
+		defer close(done)
+		defer func() { _ = logf.Close() }()
+		if err := cmd.Start(); err != nil {
+			started <- err
+			return
+		}
+		started <- nil
+		_ = cmd.Wait() // the exit status of a killed registry says nothing useful
+	}()
+	if err := <-started; err != nil {
+		return fmt.Errorf("registrytest: start %s: %w", lr.java, err)
+	}
+	lr.mu.Lock()
+	lr.proc, lr.done = cmd.Process, done
+	lr.mu.Unlock()
+
+	err = waitReady(ctx, lr.url(), startTimeout(), done)
+	if errors.Is(err, errExited) {
+		lr.kill()
+		return fmt.Errorf("registrytest: the registry process exited during start-up:\n%s", lr.logTail(20))
+	}
+	if err != nil {
+		lr.kill()
+		return fmt.Errorf("registrytest: %w\n--- last lines of the registry log ---\n%s", err, lr.logTail(20))
+	}
+	return nil
+}
+
+var errExited = errors.New("the process exited")
+
+// waitReady polls GET {url}/subjects until it answers 200, the timeout
+// passes, or exited (when not nil) closes.
+func waitReady(ctx context.Context, url string, timeout time.Duration, exited <-chan struct{}) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	hc := &http.Client{Timeout: 2 * time.Second}
+	var last error
+	for {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url+"/subjects", nil)
+		if err != nil {
+			return err
+		}
+		resp, err := hc.Do(req)
+		if err == nil {
+			_ = resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+			err = fmt.Errorf("GET %s/subjects: %s", url, resp.Status)
+		}
+		last = err
+		select {
+		case <-exited:
+			return errExited
+		case <-ctx.Done():
+			return fmt.Errorf("registry at %s not ready within %s (last error: %v)", url, timeout, last)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// kill ends the registry's process group at once and waits for the reaper.
+// The registry keeps nothing worth a graceful stop: its storage is memory.
+func (lr *localRegistry) kill() {
+	lr.mu.Lock()
+	proc, done := lr.proc, lr.done
+	lr.proc = nil
+	lr.mu.Unlock()
+	if proc == nil {
+		return
+	}
+	syscall.Kill(-proc.Pid, syscall.SIGKILL) //nolint:errcheck // already gone is fine
+	<-done
+}
+
+func (lr *localRegistry) close() error {
+	lr.kill()
+	return os.RemoveAll(lr.dir)
+}
+
+func (lr *localRegistry) logTail(n int) string {
+	b, err := os.ReadFile(lr.logPath())
+	if err != nil {
+		return "(no registry log: " + err.Error() + ")"
+	}
+	return lastLines(string(b), n)
+}
+
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer func() { _ = l.Close() }()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
