@@ -1,6 +1,7 @@
 package kafka
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/splitflow/splitflow/runtime"
@@ -14,13 +15,24 @@ import (
 // WithDeadLetterOutput, it goes to the side output. A panic rejects the
 // record the same way (its stack is logged at error level, its value is
 // the error), so a bug that panics on some input never makes the job
-// restart onto the same record forever.
+// restart onto the same record forever. An error wrapping
+// ErrDeserializerUnavailable is not the record's fault and fails the job
+// under every policy.
 //
 // The record is the consumer's own: a deserializer may keep it or its byte
 // slices.
 type Deserializer[T any] interface {
 	Deserialize(r *kgo.Record) (T, error)
 }
+
+// ErrDeserializerUnavailable, wrapped in a Deserializer's error, says that
+// the record is not at fault: what the deserializer needs to judge it,
+// such as a schema registry, cannot be reached (after the deserializer's
+// own retries). No bad-record policy applies to such an error: the job
+// fails with it under WithSkipBadRecords and WithDeadLetterOutput too, for
+// dropping or dead-lettering would lose good records without a word; a
+// restart reads the record again.
+var ErrDeserializerUnavailable = errors.New("the deserializer cannot judge the record: what it depends on is unavailable")
 
 // DeserializerFunc adapts a function to Deserializer.
 type DeserializerFunc[T any] func(r *kgo.Record) (T, error)

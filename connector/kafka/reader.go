@@ -639,6 +639,10 @@ func (e *emitter[T]) Emit(rec *kgo.Record, out connector.SourceOutput[T], st *sp
 	v, err := e.deserialize(rec)
 	if err != nil {
 		switch {
+		case errors.Is(err, ErrDeserializerUnavailable):
+			// Not the record's fault: no policy may drop it.
+			return fmt.Errorf("kafka source: cannot deserialize the record at %s-%d offset %d, which is not at fault: %w",
+				rec.Topic, rec.Partition, rec.Offset, err)
 		case e.dead != nil:
 			e.dead(DeadLetter{Topic: rec.Topic, Partition: rec.Partition, Offset: rec.Offset, Key: rec.Key, Value: rec.Value,
 				Headers: rec.Headers, Timestamp: rec.Timestamp, Err: err.Error()}, rec.Timestamp.UnixMilli())
