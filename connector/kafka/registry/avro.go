@@ -1,0 +1,273 @@
+package registry
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/hamba/avro/v2"
+	"github.com/splitflow/splitflow/connector/kafka"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/sr"
+)
+
+// SerdeOpt configures a serializer.
+type SerdeOpt interface{ apply(*serdeConfig) }
+
+type serdeOpt func(*serdeConfig)
+
+func (f serdeOpt) apply(c *serdeConfig) { f(c) }
+
+type serdeConfig struct {
+	key          bool
+	strategy     SubjectNameStrategy
+	autoRegister bool
+}
+
+// ForKeys makes the serializer's subject the key's (with TopicName,
+// "<topic>-key"). Default: the value's.
+func ForKeys() SerdeOpt { return serdeOpt(func(c *serdeConfig) { c.key = true }) }
+
+// WithSubjectNameStrategy sets how the subject is named (Confluent:
+// key.subject.name.strategy, value.subject.name.strategy). Default:
+// TopicName.
+func WithSubjectNameStrategy(s SubjectNameStrategy) SerdeOpt {
+	return serdeOpt(func(c *serdeConfig) { c.strategy = s })
+}
+
+// WithAutoRegister registers the serializer's schema under its subject
+// when it is not there yet (Confluent: auto.register.schemas), where the
+// registry checks it against the subject's compatibility rule. Default:
+// off, as production deployments want: the schema must have been
+// registered beforehand (by a CI step, say), and the serializer only
+// looks up its id.
+func WithAutoRegister() SerdeOpt { return serdeOpt(func(c *serdeConfig) { c.autoRegister = true }) }
+
+// header is the Confluent wire format: magic byte 0, then the schema id
+// as a big-endian uint32.
+var header sr.ConfluentHeader
+
+// AvroSerializer writes values of T as Avro in the Confluent wire format,
+// with the id of its schema, which it resolved once, when it was made:
+// it never calls the registry per record. It is safe for concurrent use.
+type AvroSerializer[T any] struct {
+	schema  avro.Schema
+	topic   string
+	subject string
+	id      int
+}
+
+// NewAvroSerializer resolves the id of schema under the subject of topic
+// (TopicName by default): it looks the schema up, or with WithAutoRegister
+// registers it, retrying a registry it cannot reach as WithRetries says.
+// It fails with an *Error naming the registry and subject when the
+// schema is not registered (and auto-registration is off), when the
+// registry refuses it (an incompatible schema: HTTP 409), or when the
+// registry cannot be reached (the error wraps ErrUnavailable). T is what
+// hamba/avro marshals with schema: a struct with `avro` field tags, or a
+// map[string]any for a generic record.
+func NewAvroSerializer[T any](ctx context.Context, c *Client, topic string, schema avro.Schema, opts ...SerdeOpt) (*AvroSerializer[T], error) {
+	cfg := serdeConfig{strategy: TopicName}
+	for _, o := range opts {
+		o.apply(&cfg)
+	}
+	if c == nil || schema == nil || topic == "" || cfg.strategy == nil {
+		return nil, errors.New("registry: NewAvroSerializer needs a client, a topic, a schema and a subject name strategy")
+	}
+	name := ""
+	if n, ok := schema.(avro.NamedSchema); ok {
+		name = n.FullName()
+	}
+	subject := cfg.strategy(topic, cfg.key, name)
+	if subject == "" {
+		return nil, fmt.Errorf("registry: the subject name strategy gave no subject for topic %q and schema %s (record strategies need a named schema)", topic, schema.Type())
+	}
+	s := sr.Schema{Schema: schema.String(), Type: sr.TypeAvro}
+	var id int
+	var err error
+	if cfg.autoRegister {
+		id, err = c.register(ctx, subject, s)
+	} else {
+		id, err = c.lookUp(ctx, subject, s)
+		var re *Error
+		if errors.As(err, &re) && re.NotFound() {
+			err = fmt.Errorf("%w; register it first (or give WithAutoRegister)", err)
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &AvroSerializer[T]{schema: schema, topic: topic, subject: subject, id: id}, nil
+}
+
+// ID returns the schema id the serializer writes.
+func (s *AvroSerializer[T]) ID() int { return s.id }
+
+// Subject returns the subject the schema was resolved under.
+func (s *AvroSerializer[T]) Subject() string { return s.subject }
+
+// Encode returns v in the wire format: the 5-byte header, then v's Avro
+// binary encoding.
+func (s *AvroSerializer[T]) Encode(v T) ([]byte, error) {
+	b, err := header.AppendEncode(make([]byte, 0, 64), s.id, nil)
+	if err != nil {
+		return nil, err
+	}
+	body, err := avro.Marshal(s.schema, v)
+	if err != nil {
+		return nil, fmt.Errorf("registry: encode a value as schema id %d of subject %q: %w", s.id, s.subject, err)
+	}
+	return append(b, body...), nil
+}
+
+// Values returns the record serializer of kafka.NewSink that writes each
+// element, encoded, as the value of a record to the serializer's topic,
+// with no key and the element's timestamp.
+func (s *AvroSerializer[T]) Values() kafka.RecordSerializer[T] {
+	return kafka.KeyValueSerializer(s.topic, func(v T) ([]byte, []byte, error) {
+		b, err := s.Encode(v)
+		return nil, b, err
+	})
+}
+
+// Records returns the record serializer of kafka.NewSink that writes each
+// element to values' topic with keyOf(element) encoded by keys as the key
+// and the element encoded by values as the value.
+func Records[T, K any](keys *AvroSerializer[K], keyOf func(T) K, values *AvroSerializer[T]) kafka.RecordSerializer[T] {
+	return kafka.KeyValueSerializer(values.topic, func(v T) ([]byte, []byte, error) {
+		k, err := keys.Encode(keyOf(v))
+		if err != nil {
+			return nil, nil, err
+		}
+		b, err := values.Encode(v)
+		return k, b, err
+	})
+}
+
+// AvroDeserializer reads Avro in the Confluent wire format into T. It
+// resolves each writer's schema by the id in the record, once per id,
+// and reads it into the reader schema by Avro's resolution rules: a
+// field the writer has and the reader lacks is skipped, a field the
+// reader has and the writer lacks takes its default, numbers widen. So a
+// producer that moved to a compatible newer (or older) schema is read
+// correctly mid-stream. It is safe for concurrent use.
+//
+// A record it cannot read (not in the wire format, an id the registry
+// does not know, a writer schema that is not Avro or that the reader
+// cannot resolve, bytes that do not decode) gives an error that the
+// source's bad-record policy handles. A registry it cannot reach is
+// retried (WithRetries), then gives an error wrapping ErrUnavailable,
+// which fails the job under every policy.
+type AvroDeserializer[T any] struct {
+	c      *Client
+	reader avro.Schema
+
+	mu   sync.Mutex
+	byID map[int]resolved // guarded by mu; the cache of every id met, failures included
+}
+
+// resolved is a writer id's schema resolved against the reader, or why
+// it cannot be.
+type resolved struct {
+	schema avro.Schema
+	err    error
+}
+
+// NewAvroDeserializer returns a deserializer that reads into T with the
+// reader schema. A nil reader schema reads each record with its writer's
+// schema, for a generic T (map[string]any, any). It does not contact the
+// registry until a record needs it.
+func NewAvroDeserializer[T any](c *Client, reader avro.Schema) *AvroDeserializer[T] {
+	return &AvroDeserializer[T]{c: c, reader: reader, byID: map[int]resolved{}}
+}
+
+// Decode reads one value in the wire format.
+func (d *AvroDeserializer[T]) Decode(b []byte) (T, error) {
+	var v T
+	if b == nil {
+		return v, errors.New("registry: a null value (a tombstone) holds no Avro")
+	}
+	id, payload, err := header.DecodeID(b)
+	if err != nil {
+		if len(b) > 0 {
+			return v, fmt.Errorf("registry: not in the schema registry wire format (first byte 0x%02x, %d bytes): %w", b[0], len(b), err)
+		}
+		return v, fmt.Errorf("registry: an empty value is not in the schema registry wire format: %w", err)
+	}
+	sch, err := d.schemaOf(id)
+	if err != nil {
+		return v, err
+	}
+	// A Reader, not avro.Unmarshal: running out of bytes (io.EOF, which
+	// Unmarshal forgives) means the record was cut short.
+	r := avro.NewReader(nil, 0).Reset(payload)
+	r.ReadVal(sch, &v)
+	if r.Error != nil {
+		var zero T
+		return zero, fmt.Errorf("registry: the bytes do not decode as schema id %d of %s: %w", id, d.c, r.Error)
+	}
+	return v, nil
+}
+
+// schemaOf returns id's writer schema resolved against the reader,
+// fetching it on the first record that carries id. A failure the
+// registry meant (unknown id, not Avro, unresolvable) is kept, so a
+// stream of such records does not call the registry once each; an
+// unreachable registry is not, so the restarted job asks again.
+func (d *AvroDeserializer[T]) schemaOf(id int) (avro.Schema, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if r, ok := d.byID[id]; ok {
+		return r.schema, r.err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(d.c.cfg.attempts)*(d.c.cfg.requestTimeout+d.c.cfg.maxBackoff))
+	defer cancel()
+	s, err := d.c.schemaByID(ctx, id)
+	if err != nil {
+		if errors.Is(err, ErrUnavailable) {
+			return nil, err
+		}
+		d.byID[id] = resolved{err: err}
+		return nil, err
+	}
+	r := d.resolve(id, s)
+	d.byID[id] = r
+	return r.schema, r.err
+}
+
+func (d *AvroDeserializer[T]) resolve(id int, s sr.Schema) resolved {
+	if s.Type != sr.TypeAvro {
+		return resolved{err: fmt.Errorf("registry: %s: schema id %d is %s, not Avro", d.c, id, s.Type)}
+	}
+	if len(s.References) > 0 {
+		return resolved{err: fmt.Errorf("registry: %s: schema id %d references other schemas, which the Avro deserializer does not read yet", d.c, id)}
+	}
+	// A cache of its own: the shared one would hold one definition per
+	// name, and a writer's v1 and v2 of a record share the name.
+	writer, err := avro.ParseWithCache(s.Schema, "", &avro.SchemaCache{})
+	if err != nil {
+		return resolved{err: fmt.Errorf("registry: %s: schema id %d does not parse as Avro: %w", d.c, id, err)}
+	}
+	if d.reader == nil {
+		return resolved{schema: writer}
+	}
+	r, err := avro.NewSchemaCompatibility().Resolve(d.reader, writer)
+	if err != nil {
+		return resolved{err: fmt.Errorf("registry: %s: the writer's schema id %d cannot be read as the reader's schema: %w", d.c, id, err)}
+	}
+	return resolved{schema: r}
+}
+
+// Values returns the deserializer of kafka.NewSource that reads each
+// record's value.
+func (d *AvroDeserializer[T]) Values() kafka.Deserializer[T] {
+	return kafka.DeserializerFunc[T](func(r *kgo.Record) (T, error) { return d.Decode(r.Value) })
+}
+
+// Keys returns the deserializer of kafka.NewSource that reads each
+// record's key.
+func (d *AvroDeserializer[T]) Keys() kafka.Deserializer[T] {
+	return kafka.DeserializerFunc[T](func(r *kgo.Record) (T, error) { return d.Decode(r.Key) })
+}
