@@ -59,7 +59,8 @@ type AvroSerializer[T any] struct {
 	id      int
 }
 
-// NewAvroSerializer resolves the id of schema under the subject of topic
+// NewAvroSerializer parses schema, the Avro schema's JSON text, and
+// resolves its id under the subject of topic
 // (TopicName by default): it looks the schema up, or with WithAutoRegister
 // registers it, retrying a registry it cannot reach as WithRetries says.
 // It fails with an *Error naming the registry and subject when the
@@ -68,13 +69,22 @@ type AvroSerializer[T any] struct {
 // registry cannot be reached (the error wraps ErrUnavailable). T is what
 // hamba/avro marshals with schema: a struct with `avro` field tags, or a
 // map[string]any for a generic record.
-func NewAvroSerializer[T any](ctx context.Context, c *Client, topic string, schema avro.Schema, opts ...SerdeOpt) (*AvroSerializer[T], error) {
+//
+// The text is registered as given, not in Avro's canonical form, which
+// drops field defaults: the registry judges compatibility by them.
+func NewAvroSerializer[T any](ctx context.Context, c *Client, topic, schemaText string, opts ...SerdeOpt) (*AvroSerializer[T], error) {
 	cfg := serdeConfig{strategy: TopicName}
 	for _, o := range opts {
 		o.apply(&cfg)
 	}
-	if c == nil || schema == nil || topic == "" || cfg.strategy == nil {
-		return nil, errors.New("registry: NewAvroSerializer needs a client, a topic, a schema and a subject name strategy")
+	if c == nil || topic == "" || cfg.strategy == nil {
+		return nil, errors.New("registry: NewAvroSerializer needs a client, a topic and a subject name strategy")
+	}
+	// A cache of its own: the shared one would keep one definition per
+	// name, and a program may hold a record's v1 and v2.
+	schema, err := avro.ParseWithCache(schemaText, "", &avro.SchemaCache{})
+	if err != nil {
+		return nil, fmt.Errorf("registry: the serializer's schema for topic %q does not parse as Avro: %w", topic, err)
 	}
 	name := ""
 	if n, ok := schema.(avro.NamedSchema); ok {
@@ -84,9 +94,8 @@ func NewAvroSerializer[T any](ctx context.Context, c *Client, topic string, sche
 	if subject == "" {
 		return nil, fmt.Errorf("registry: the subject name strategy gave no subject for topic %q and schema %s (record strategies need a named schema)", topic, schema.Type())
 	}
-	s := sr.Schema{Schema: schema.String(), Type: sr.TypeAvro}
+	s := sr.Schema{Schema: schemaText, Type: sr.TypeAvro}
 	var id int
-	var err error
 	if cfg.autoRegister {
 		id, err = c.register(ctx, subject, s)
 	} else {

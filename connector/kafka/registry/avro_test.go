@@ -68,11 +68,11 @@ func TestReaderResolvesEveryCompatibleWriterSchema(t *testing.T) {
 	_, c := fakeRegistry(t)
 	ctx := context.Background()
 	v1, v2 := parse(t, orderV1Text), parse(t, orderV2Text)
-	w1, err := NewAvroSerializer[OrderV1](ctx, c, "orders", v1, WithAutoRegister())
+	w1, err := NewAvroSerializer[OrderV1](ctx, c, "orders", orderV1Text, WithAutoRegister())
 	if err != nil {
 		t.Fatal(err)
 	}
-	w2, err := NewAvroSerializer[OrderV2](ctx, c, "orders", v2, WithAutoRegister())
+	w2, err := NewAvroSerializer[OrderV2](ctx, c, "orders", orderV2Text, WithAutoRegister())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -124,8 +124,7 @@ func TestSerializerCallsTheRegistryOnceAndRegistersOnlyWhenAsked(t *testing.T) {
 	var calls atomic.Int64
 	reg.Intercept(func(w http.ResponseWriter, r *http.Request) bool { calls.Add(1); return false })
 	ctx := context.Background()
-	v1 := parse(t, orderV1Text)
-	_, err := NewAvroSerializer[OrderV1](ctx, c, "orders", v1)
+	_, err := NewAvroSerializer[OrderV1](ctx, c, "orders", orderV1Text)
 	var re *Error
 	if !errors.As(err, &re) || !re.NotFound() || !strings.Contains(err.Error(), `subject "orders-value"`) ||
 		!strings.Contains(err.Error(), reg.URL()) || !strings.Contains(err.Error(), "WithAutoRegister") {
@@ -134,10 +133,10 @@ func TestSerializerCallsTheRegistryOnceAndRegistersOnlyWhenAsked(t *testing.T) {
 	if reg.SubjectExists("orders-value") {
 		t.Fatal("a look-up registered the schema")
 	}
-	if _, err := NewAvroSerializer[OrderV1](ctx, c, "orders", v1, WithAutoRegister()); err != nil {
+	if _, err := NewAvroSerializer[OrderV1](ctx, c, "orders", orderV1Text, WithAutoRegister()); err != nil {
 		t.Fatal(err)
 	}
-	w, err := NewAvroSerializer[OrderV1](ctx, c, "orders", v1)
+	w, err := NewAvroSerializer[OrderV1](ctx, c, "orders", orderV1Text)
 	if err != nil {
 		t.Fatalf("look-up of a registered schema: %v", err)
 	}
@@ -160,7 +159,7 @@ func TestSerializerCallsTheRegistryOnceAndRegistersOnlyWhenAsked(t *testing.T) {
 func TestUndecodableRecordsAreBadRecords(t *testing.T) {
 	reg, c := fakeRegistry(t)
 	ctx := context.Background()
-	w, err := NewAvroSerializer[OrderV1](ctx, c, "orders", parse(t, orderV1Text), WithAutoRegister())
+	w, err := NewAvroSerializer[OrderV1](ctx, c, "orders", orderV1Text, WithAutoRegister())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -200,7 +199,7 @@ func TestUndecodableRecordsAreBadRecords(t *testing.T) {
 // bad-record policy; server errors are retried too.
 func TestUnreachableRegistryIsRetriedThenUnavailable(t *testing.T) {
 	reg, c := fakeRegistry(t)
-	w, err := NewAvroSerializer[OrderV1](context.Background(), c, "orders", parse(t, orderV1Text), WithAutoRegister())
+	w, err := NewAvroSerializer[OrderV1](context.Background(), c, "orders", orderV1Text, WithAutoRegister())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -227,7 +226,7 @@ func TestUnreachableRegistryIsRetriedThenUnavailable(t *testing.T) {
 	if !errors.Is(err, kafka.ErrDeserializerUnavailable) || !strings.Contains(err.Error(), "schema registry http://127.0.0.1:1") {
 		t.Fatalf("registry not listening: %v; want ErrUnavailable naming it", err)
 	}
-	_, err = NewAvroSerializer[OrderV1](context.Background(), down, "orders", parse(t, orderV1Text))
+	_, err = NewAvroSerializer[OrderV1](context.Background(), down, "orders", orderV1Text)
 	if !errors.Is(err, ErrUnavailable) || !strings.Contains(err.Error(), `subject "orders-value"`) {
 		t.Fatalf("serializer against a registry not listening: %v; want ErrUnavailable naming the subject", err)
 	}
@@ -244,14 +243,14 @@ func TestCredentialsStayOutOfMessages(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := NewAvroSerializer[OrderV1](context.Background(), good, "orders", parse(t, orderV1Text), WithAutoRegister()); err != nil {
+	if _, err := NewAvroSerializer[OrderV1](context.Background(), good, "orders", orderV1Text, WithAutoRegister()); err != nil {
 		t.Fatalf("with the right token: %v", err)
 	}
 	bad, err := NewClient(WithURLs(reg.URL()), WithBasicAuth("user", secret))
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = NewAvroSerializer[OrderV1](context.Background(), bad, "orders", parse(t, orderV1Text))
+	_, err = NewAvroSerializer[OrderV1](context.Background(), bad, "orders", orderV1Text)
 	if err == nil {
 		t.Fatal("the wrong credentials were accepted")
 	}
@@ -287,7 +286,7 @@ func TestSubjectNameStrategies(t *testing.T) {
 		}
 	}
 	_, c := fakeRegistry(t)
-	w, err := NewAvroSerializer[OrderV1](context.Background(), c, "orders", parse(t, orderV1Text),
+	w, err := NewAvroSerializer[OrderV1](context.Background(), c, "orders", orderV1Text,
 		WithAutoRegister(), ForKeys(), WithSubjectNameStrategy(TopicRecordName))
 	if err != nil || w.Subject() != "orders-splitflow.test.Order" {
 		t.Fatalf("subject %q, %v", w.Subject(), err)

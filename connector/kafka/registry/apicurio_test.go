@@ -1,0 +1,321 @@
+package registry
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/splitflow/splitflow/connector"
+	"github.com/splitflow/splitflow/connector/kafka"
+	"github.com/splitflow/splitflow/integration/registrytest"
+	"github.com/splitflow/splitflow/runtime"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/sr"
+)
+
+// The tests in this file run against a real registry (Apicurio Registry,
+// integration/registrytest) and an in-process Kafka (kfake).
+
+func TestMain(m *testing.M) { registrytest.Main(m) }
+
+func quiet() *slog.Logger { return slog.New(slog.DiscardHandler) }
+
+// realRegistry returns a client of the package's registry and a topic
+// name unique to the test, whose value subject is set to BACKWARD.
+func realRegistry(t *testing.T, prefix string) (*Client, string) {
+	t.Helper()
+	reg := registrytest.Get(t)
+	topic := registrytest.Subject(prefix)
+	res := reg.Client(t).SetCompatibility(context.Background(), sr.SetCompatibility{Level: sr.CompatBackward}, topic+"-value")
+	if err := res[0].Err; err != nil {
+		t.Fatalf("set BACKWARD on %s-value: %v", topic, err)
+	}
+	c, err := NewClient(WithURLs(reg.URL()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c, topic
+}
+
+func kafkaCluster(t *testing.T, topics ...string) ([]string, *kgo.Client) {
+	t.Helper()
+	f, err := kfake.NewCluster(kfake.NumBrokers(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(f.Close)
+	seeds := f.ListenAddrs()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	for _, tp := range topics {
+		if resp, err := kadm.NewClient(cl).CreateTopic(context.Background(), 2, 1, nil, tp); err != nil || resp.Err != nil {
+			t.Fatalf("create topic %s: %v %v", tp, err, resp.Err)
+		}
+	}
+	return seeds, cl
+}
+
+func produce(t *testing.T, cl *kgo.Client, topic string, partition int32, value []byte) {
+	t.Helper()
+	if err := cl.ProduceSync(context.Background(), &kgo.Record{Topic: topic, Partition: partition, Value: value}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// readCommitted returns every committed record of topic: it polls until
+// a poll of a few seconds brings nothing more.
+func readCommitted(t *testing.T, seeds []string, topic string) []*kgo.Record {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.ConsumeTopics(topic), kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	var out []*kgo.Record
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+		fs := cl.PollFetches(ctx)
+		cancel()
+		if fs.NumRecords() == 0 {
+			return out
+		}
+		fs.EachRecord(func(r *kgo.Record) { out = append(out, r) })
+	}
+}
+
+// Rule: an exactly-once job reads a stream whose producer moved from v1
+// to a compatible v2 of its schema mid-stream into the reader's v2 type
+// (v1 records take the new field's default), through a failure and a
+// restart, and its read_committed output holds every id exactly once;
+// the registry is real and the serializers resolve their ids when made.
+func TestEvolvedWriterIsReadExactlyOnceMidStream(t *testing.T) {
+	c, in := realRegistry(t, "orders")
+	seeds, cl := kafkaCluster(t, in, in+"-out")
+	ctx := context.Background()
+	v2 := parse(t, orderV2Text)
+	w1, err := NewAvroSerializer[OrderV1](ctx, c, in, orderV1Text, WithAutoRegister())
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 400
+	for i := range n / 2 {
+		b, err := w1.Encode(OrderV1{ID: int64(i), Amount: int64(i), Note: "v1"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		produce(t, cl, in, int32(i%2), b)
+	}
+	// The producer moves to v2, which the registry takes under BACKWARD.
+	w2, err := NewAvroSerializer[OrderV2](ctx, c, in, orderV2Text, WithAutoRegister())
+	if err != nil {
+		t.Fatalf("register the compatible v2: %v", err)
+	}
+	for i := n / 2; i < n; i++ {
+		b, err := w2.Encode(OrderV2{ID: int64(i), Amount: int64(i), Currency: "USD"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		produce(t, cl, in, int32(i%2), b)
+	}
+
+	src, err := kafka.NewSource(NewAvroDeserializer[OrderV2](c, v2).Values(), kafka.WithBrokers(seeds...), kafka.WithTopics(in),
+		kafka.WithBounded(kafka.LatestOffsets()), kafka.WithLogger(quiet()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := NewAvroSerializer[OrderV2](ctx, c, in+"-out", orderV2Text, WithAutoRegister())
+	if err != nil {
+		t.Fatal(err)
+	}
+	sink, err := kafka.NewSink(out.Values(), kafka.WithBrokers(seeds...), kafka.WithDeliveryGuarantee(kafka.ExactlyOnce),
+		kafka.WithTransactionalIDPrefix(in), kafka.WithLogger(quiet()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := runtime.NewEnvironment(runtime.WithParallelism(2), runtime.WithLogger(quiet()),
+		runtime.WithCheckpointInterval(20*time.Millisecond), runtime.WithCheckpointTimeout(10*time.Second),
+		runtime.WithRestartStrategy(runtime.FixedDelayRestart(3, 10*time.Millisecond)))
+	var failed atomic.Bool
+	orders := runtime.Map(runtime.FromSource(env, src, "orders").UID("in"), func(o OrderV2) (OrderV2, error) {
+		if o.ID == n*3/4 && failed.CompareAndSwap(false, true) {
+			return o, errors.New("injected failure after the schema moved")
+		}
+		return o, nil
+	})
+	runtime.SinkToTwoPhase(orders.UID("map"), sink).UID("out")
+	rctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	if err := env.Execute(rctx, "evolution"); err != nil {
+		t.Fatal(err)
+	}
+	if !failed.Load() {
+		t.Fatal("the injected failure never happened")
+	}
+
+	recs := readCommitted(t, seeds, in+"-out")
+	read := NewAvroDeserializer[OrderV2](c, v2)
+	seen := map[int64]int{}
+	for _, r := range recs {
+		o, err := read.Decode(r.Value)
+		if err != nil {
+			t.Fatalf("output record at offset %d: %v", r.Offset, err)
+		}
+		seen[o.ID]++
+		want := "EUR" // v1's records take v2's default
+		if o.ID >= n/2 {
+			want = "USD"
+		}
+		if o.Currency != want || o.Amount != o.ID {
+			t.Fatalf("output %+v; want amount %d and currency %s", o, o.ID, want)
+		}
+	}
+	for i := range int64(n) {
+		if seen[i] != 1 {
+			t.Fatalf("id %d written %d times under read_committed; want once (%d records in all)", i, seen[i], len(recs))
+		}
+	}
+}
+
+// Rule: a schema the subject's compatibility rule forbids is refused by
+// the registry when the serializer registers it, with an error naming the
+// registry, the subject and the registry's reason; nothing is registered.
+func TestIncompatibleSchemaIsRefusedAtRegistration(t *testing.T) {
+	c, topic := realRegistry(t, "refused")
+	ctx := context.Background()
+	for _, text := range []string{orderV1Text, orderV2Text} {
+		if _, err := NewAvroSerializer[map[string]any](ctx, c, topic, text, WithAutoRegister()); err != nil {
+			t.Fatalf("register a compatible version: %v", err)
+		}
+	}
+	_, err := NewAvroSerializer[map[string]any](ctx, c, topic, orderV3Text, WithAutoRegister())
+	var re *Error
+	if !errors.As(err, &re) || re.Status != http.StatusConflict || re.Unavailable ||
+		!strings.Contains(err.Error(), `subject "`+topic+`-value"`) || !strings.Contains(err.Error(), c.cfg.urls[0]) {
+		t.Fatalf("register the incompatible v3 = %v; want a 409 *Error naming the registry and subject", err)
+	}
+	versions, err := registrytest.Get(t).Client(t).SubjectVersions(ctx, topic+"-value")
+	if err != nil || len(versions) != 2 {
+		t.Fatalf("subject versions %v, %v; want v1 and v2 only", versions, err)
+	}
+}
+
+// Rule: records the deserializer cannot read (a wrong magic byte, a
+// schema id the registry does not know, bytes cut short) go to the
+// dead-letter topic with the reason, exactly once, and the good records
+// to the output; with WithSkipBadRecords they are counted and dropped.
+func TestUndecodableRecordsGoToTheDeadLetterTopic(t *testing.T) {
+	c, in := realRegistry(t, "dlq")
+	seeds, cl := kafkaCluster(t, in, in+"-out", in+"-dlq")
+	ctx := context.Background()
+	v1 := parse(t, orderV1Text)
+	w, err := NewAvroSerializer[OrderV1](ctx, c, in, orderV1Text, WithAutoRegister())
+	if err != nil {
+		t.Fatal(err)
+	}
+	const good = 20
+	var sample []byte
+	for i := range good {
+		b, err := w.Encode(OrderV1{ID: int64(i), Note: "a note long enough to cut"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		sample = b
+		produce(t, cl, in, int32(i%2), b)
+	}
+	bad := map[string][]byte{
+		"first byte 0x01": append([]byte{1}, sample[1:]...),
+		"schema id":       append([]byte{0, 0x7f, 0xff, 0xff, 0x00}, sample[5:]...),
+		"do not decode":   sample[:len(sample)-5],
+	}
+	for _, b := range bad {
+		produce(t, cl, in, 0, b)
+	}
+
+	for _, policy := range []string{"dead letters", "skip"} {
+		t.Run(policy, func(t *testing.T) {
+			opts := []kafka.SourceOpt{kafka.WithBrokers(seeds...), kafka.WithTopics(in), kafka.WithBounded(kafka.LatestOffsets()), kafka.WithLogger(quiet())}
+			if policy == "skip" {
+				opts = append(opts, kafka.WithSkipBadRecords())
+			} else {
+				opts = append(opts, kafka.WithDeadLetterOutput("dead"))
+			}
+			src, err := kafka.NewSource(NewAvroDeserializer[OrderV1](c, v1).Values(), opts...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			env := runtime.NewEnvironment(runtime.WithParallelism(2), runtime.WithLogger(quiet()),
+				runtime.WithCheckpointInterval(20*time.Millisecond), runtime.WithRestartStrategy(runtime.NoRestart()))
+			orders := runtime.FromSource(env, src, "orders")
+			prefix := in + "-" + strings.ReplaceAll(policy, " ", "")
+			if policy == "dead letters" {
+				dead := runtime.NewOutputTag[kafka.DeadLetter]("dead")
+				orders = orders.DeclareSideOutputs(dead)
+				dlq, err := kafka.NewSink(kafka.DeadLetterSerializer(in+"-dlq"), kafka.WithBrokers(seeds...),
+					kafka.WithDeliveryGuarantee(kafka.ExactlyOnce), kafka.WithTransactionalIDPrefix(prefix+"-dlq"), kafka.WithLogger(quiet()))
+				if err != nil {
+					t.Fatal(err)
+				}
+				runtime.SinkToTwoPhase(runtime.SideOutput(orders, dead), dlq)
+			}
+			count := &countSink{}
+			runtime.SinkTo(orders, connector.Sink[OrderV1](count))
+			rctx, cancel := context.WithTimeout(ctx, time.Minute)
+			defer cancel()
+			if err := env.Execute(rctx, "bad records"); err != nil {
+				t.Fatalf("Execute: %v", err)
+			}
+			if got := count.n.Load(); got != good {
+				t.Fatalf("%d good records reached the sink, want %d", got, good)
+			}
+			if policy == "skip" {
+				return
+			}
+			dead := readCommitted(t, seeds, in+"-dlq")
+			if len(dead) != len(bad) {
+				t.Fatalf("%d dead letters, want %d", len(dead), len(bad))
+			}
+			reasons := map[string]bool{}
+			for _, r := range dead {
+				for _, h := range r.Headers {
+					if h.Key == kafka.DeadLetterErrorHeader {
+						for want := range bad {
+							if strings.Contains(string(h.Value), want) {
+								reasons[want] = true
+							}
+						}
+					}
+					if h.Key == kafka.DeadLetterOffsetHeader {
+						if off, _ := strconv.Atoi(string(h.Value)); off < good/2 {
+							t.Fatalf("dead letter from offset %d, a good record's", off)
+						}
+					}
+				}
+			}
+			if len(reasons) != len(bad) {
+				t.Fatalf("dead-letter reasons %v; want one for each of %d kinds", reasons, len(bad))
+			}
+		})
+	}
+}
+
+// countSink counts what every subtask writes.
+type countSink struct{ n atomic.Int64 }
+
+func (s *countSink) CreateWriter(connector.SinkInitContext) (connector.SinkWriter[OrderV1], error) {
+	return s, nil
+}
+func (s *countSink) Write(OrderV1, connector.WriteContext) error { s.n.Add(1); return nil }
+func (s *countSink) Flush(bool) error                            { return nil }
+func (s *countSink) Close() error                                { return nil }
