@@ -11,12 +11,14 @@ TEST_TIMEOUT ?= 30m
 # All unit and integration tests, with the race detector, after the checks
 # that keep the tree clean and after installing what the tests need. deps
 # installs the broker's needs, so a broker that still cannot start fails
-# the broker tests instead of skipping them (SPLITFLOW_REQUIRE_KAFKA).
+# the broker tests instead of skipping them (SPLITFLOW_REQUIRE_KAFKA; the
+# schema registry tests of integration/registrytest honour it too).
 test: deps check
 	SPLITFLOW_REQUIRE_KAFKA=1 $(GO) test -race -shuffle=on -count=1 -timeout $(TEST_TIMEOUT) ./...
 
-# A JDK and Maven (the local Kafka broker) and Chromium (the status page
-# tests), installed with apt-get where missing and possible.
+# A JDK and Maven (the local Kafka broker), a JDK 21+ (the local schema
+# registry, Apicurio) and Chromium (the status page tests), installed with
+# apt-get where missing and possible.
 deps:
 	@bash scripts/install-deps.sh
 
