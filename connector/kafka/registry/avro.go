@@ -166,9 +166,10 @@ func Records[T, K any](keys *AvroSerializer[K], keyOf func(T) K, values *AvroSer
 // A record it cannot read (not in the wire format, an id the registry
 // does not know, a writer schema that is not Avro or that the reader
 // cannot resolve, bytes that do not decode) gives an error that the
-// source's bad-record policy handles. A registry it cannot reach is
-// retried (WithRetries), then gives an error wrapping ErrUnavailable,
-// which fails the job under every policy.
+// source's bad-record policy handles. So do bytes left over after the
+// value: it was not written with the schema its id names. A registry it
+// cannot reach is retried (WithRetries), then gives an error wrapping
+// ErrUnavailable, which fails the job under every policy.
 type AvroDeserializer[T any] struct {
 	c      *Client
 	reader avro.Schema
@@ -216,6 +217,13 @@ func (d *AvroDeserializer[T]) Decode(b []byte) (T, error) {
 	if r.Error != nil {
 		var zero T
 		return zero, fmt.Errorf("registry: the bytes do not decode as schema id %d of %s: %w", id, d.c, r.Error)
+	}
+	// Bytes left over mean the value was not written with that schema
+	// (or carries garbage): reading it "successfully" would hide that.
+	var one [1]byte
+	if r.Read(one[:]); r.Error == nil {
+		var zero T
+		return zero, fmt.Errorf("registry: the bytes do not decode as schema id %d of %s: bytes are left over after the value", id, d.c)
 	}
 	return v, nil
 }

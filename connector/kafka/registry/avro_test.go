@@ -2,16 +2,23 @@ package registry
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
+	"io"
+	"log"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/hamba/avro/v2"
+	"github.com/splitflow/splitflow/connector"
 	"github.com/splitflow/splitflow/connector/kafka"
+	"github.com/splitflow/splitflow/runtime"
 	"github.com/twmb/franz-go/pkg/sr/srfake"
 )
 
@@ -181,6 +188,7 @@ func TestUndecodableRecordsAreBadRecords(t *testing.T) {
 		{"unknown id", unknown, "schema id 12345"},
 		{"unknown id again", unknown, "schema id 12345"},
 		{"truncated", good[:len(good)-4], "do not decode"},
+		{"left over bytes", append(append([]byte(nil), good...), 0, 0), "left over"},
 		{"tombstone", nil, "tombstone"},
 	} {
 		_, err := d.Decode(tc.b)
@@ -290,5 +298,105 @@ func TestSubjectNameStrategies(t *testing.T) {
 		WithAutoRegister(), ForKeys(), WithSubjectNameStrategy(TopicRecordName))
 	if err != nil || w.Subject() != "orders-splitflow.test.Order" {
 		t.Fatalf("subject %q, %v", w.Subject(), err)
+	}
+}
+
+// Rule: WithTLS's configuration is the one https requests use: a client
+// that trusts the registry's CA reaches it, one without it does not.
+func TestTLSConfigurationReachesTheRegistry(t *testing.T) {
+	fake := srfake.New()
+	t.Cleanup(fake.Close)
+	srv := httptest.NewUnstartedServer(fake.Handler())
+	srv.Config.ErrorLog = log.New(io.Discard, "", 0) // the refused handshake is expected
+	srv.StartTLS()
+	t.Cleanup(srv.Close)
+	pool := x509.NewCertPool()
+	pool.AddCert(srv.Certificate())
+	trusting, err := NewClient(WithURLs(srv.URL), WithTLS(&tls.Config{RootCAs: pool}), WithRetries(1, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := NewAvroSerializer[OrderV1](context.Background(), trusting, "orders", orderV1Text, WithAutoRegister()); err != nil {
+		t.Fatalf("with the registry's CA: %v", err)
+	}
+	system, err := NewClient(WithURLs(srv.URL), WithRetries(1, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = NewAvroSerializer[OrderV1](context.Background(), system, "orders", orderV1Text)
+	if err == nil || !strings.Contains(err.Error(), "certificate") {
+		t.Fatalf("without the registry's CA: %v; want a certificate error", err)
+	}
+}
+
+// Rule: Records writes each element to the values' topic with its key
+// and its value, each in the wire format of its own schema.
+func TestRecordsWriteKeyAndValue(t *testing.T) {
+	_, c := fakeRegistry(t)
+	ctx := context.Background()
+	const keyText = `{"type":"long"}`
+	keys, err := NewAvroSerializer[int64](ctx, c, "orders", keyText, ForKeys(), WithAutoRegister())
+	if err != nil {
+		t.Fatal(err)
+	}
+	values, err := NewAvroSerializer[OrderV1](ctx, c, "orders", orderV1Text, WithAutoRegister())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if keys.Subject() != "orders-key" || keys.ID() == values.ID() {
+		t.Fatalf("key subject %q id %d, value id %d", keys.Subject(), keys.ID(), values.ID())
+	}
+	ser := Records(keys, func(o OrderV1) int64 { return o.ID }, values)
+	r, err := ser.Serialize(OrderV1{ID: 7, Amount: 3}, 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Topic != "orders" || r.Timestamp.UnixMilli() != 1000 {
+		t.Fatalf("record to %q at %v", r.Topic, r.Timestamp)
+	}
+	k, err := NewAvroDeserializer[int64](c, avro.MustParse(keyText)).Keys().Deserialize(r)
+	if err != nil || k != 7 {
+		t.Fatalf("key %d, %v; want 7", k, err)
+	}
+	v, err := NewAvroDeserializer[OrderV1](c, parse(t, orderV1Text)).Values().Deserialize(r)
+	if err != nil || v.ID != 7 || v.Amount != 3 {
+		t.Fatalf("value %+v, %v", v, err)
+	}
+}
+
+// Rule: a job whose deserializer cannot reach the registry fails, naming
+// the registry, even under WithSkipBadRecords: its records are not
+// dropped as bad ones.
+func TestUnreachableRegistryFailsTheJobUnderSkipPolicy(t *testing.T) {
+	_, c := fakeRegistry(t)
+	w, err := NewAvroSerializer[OrderV1](context.Background(), c, "in", orderV1Text, WithAutoRegister())
+	if err != nil {
+		t.Fatal(err)
+	}
+	seeds, cl := kafkaCluster(t, "in")
+	for i := range 10 {
+		b, _ := w.Encode(OrderV1{ID: int64(i)})
+		produce(t, cl, "in", int32(i%2), b)
+	}
+	down, err := NewClient(WithURLs("http://127.0.0.1:1"), WithRetries(2, time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	src, err := kafka.NewSource(NewAvroDeserializer[OrderV1](down, nil).Values(), kafka.WithBrokers(seeds...), kafka.WithTopics("in"),
+		kafka.WithBounded(kafka.LatestOffsets()), kafka.WithSkipBadRecords(), kafka.WithLogger(quiet()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := runtime.NewEnvironment(runtime.WithParallelism(1), runtime.WithLogger(quiet()), runtime.WithRestartStrategy(runtime.NoRestart()))
+	count := &countSink{}
+	runtime.SinkTo(runtime.FromSource(env, src, "in"), connector.Sink[OrderV1](count))
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	err = env.Execute(ctx, "registry down")
+	if !errors.Is(err, ErrUnavailable) || !strings.Contains(err.Error(), "schema registry http://127.0.0.1:1") {
+		t.Fatalf("Execute = %v; want the job failed with ErrUnavailable naming the registry", err)
+	}
+	if n := count.n.Load(); n != 0 {
+		t.Fatalf("%d records passed without their schema", n)
 	}
 }
