@@ -21,7 +21,7 @@ import (
 type localRegistry struct {
 	java, home string
 	dir        string // temporary: working directory, tmpdir and log
-	port       int
+	port, mgmt int // the API's port and the management interface's
 
 	mu   sync.Mutex
 	proc *os.Process
@@ -47,7 +47,10 @@ func startLocal(ctx context.Context) (*Registry, error) {
 		return nil, err
 	}
 	lr := &localRegistry{java: java, home: home, dir: dir}
-	if lr.port, err = freePort(); err != nil {
+	if lr.port, err = freePort(); err == nil {
+		lr.mgmt, err = freePort()
+	}
+	if err != nil {
 		_ = os.RemoveAll(dir)
 		return nil, fmt.Errorf("registrytest: find a free port: %w", err)
 	}
@@ -67,11 +70,13 @@ func (lr *localRegistry) logPath() string { return filepath.Join(lr.dir, "regist
 // start launches the registry and waits until its compatibility API
 // answers.
 func (lr *localRegistry) start(ctx context.Context) error {
-	l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(lr.port))
-	if err != nil {
-		return fmt.Errorf("registrytest: port 127.0.0.1:%d is taken, the registry cannot listen on it: %w", lr.port, err)
+	for _, p := range []int{lr.port, lr.mgmt} {
+		l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(p))
+		if err != nil {
+			return fmt.Errorf("registrytest: port 127.0.0.1:%d is taken, the registry cannot listen on it: %w", p, err)
+		}
+		_ = l.Close()
 	}
-	_ = l.Close()
 	logf, err := os.OpenFile(lr.logPath(), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return err
@@ -80,9 +85,11 @@ func (lr *localRegistry) start(ctx context.Context) error {
 		"-Djava.io.tmpdir="+lr.dir,
 		"-Dquarkus.http.host=127.0.0.1",
 		"-Dquarkus.http.port="+strconv.Itoa(lr.port),
-		// The management interface (health, metrics) would take a fixed
-		// port, 9000, which parallel test packages would fight over.
-		"-Dquarkus.management.enabled=false",
+		// The management interface (health, metrics) is built in and
+		// would take port 9000 on every interface, which parallel test
+		// packages would fight over: it gets a free loopback port too.
+		"-Dquarkus.management.host=127.0.0.1",
+		"-Dquarkus.management.port="+strconv.Itoa(lr.mgmt),
 		"-Dapicurio.storage.snapshot.location="+lr.dir,
 		"-jar", filepath.Join(lr.home, "quarkus-run.jar"))
 	cmd := exec.Command(lr.java, args...)
