@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hamba/avro/v2"
@@ -174,8 +176,12 @@ type AvroDeserializer[T any] struct {
 	c      *Client
 	reader avro.Schema
 
-	mu   sync.Mutex
-	byID map[int]resolved // guarded by mu; the cache of every id met, failures included
+	// byID caches every id met, failures included: read without a lock
+	// on every record, replaced whole (under mu) when an id is added.
+	byID atomic.Pointer[map[int]resolved]
+	// mu serializes fetches, so subtasks that meet a new id at once ask
+	// the registry once.
+	mu sync.Mutex
 }
 
 // resolved is a writer id's schema resolved against the reader, or why
@@ -188,9 +194,14 @@ type resolved struct {
 // NewAvroDeserializer returns a deserializer that reads into T with the
 // reader schema. A nil reader schema reads each record with its writer's
 // schema, for a generic T (map[string]any, any). It does not contact the
-// registry until a record needs it.
+// registry until a record needs it. A nil client is refused (it panics).
 func NewAvroDeserializer[T any](c *Client, reader avro.Schema) *AvroDeserializer[T] {
-	return &AvroDeserializer[T]{c: c, reader: reader, byID: map[int]resolved{}}
+	if c == nil {
+		panic("registry: NewAvroDeserializer needs a client")
+	}
+	d := &AvroDeserializer[T]{c: c, reader: reader}
+	d.byID.Store(&map[int]resolved{})
+	return d
 }
 
 // Decode reads one value in the wire format.
@@ -234,9 +245,12 @@ func (d *AvroDeserializer[T]) Decode(b []byte) (T, error) {
 // stream of such records does not call the registry once each; an
 // unreachable registry is not, so the restarted job asks again.
 func (d *AvroDeserializer[T]) schemaOf(id int) (avro.Schema, error) {
+	if r, ok := (*d.byID.Load())[id]; ok {
+		return r.schema, r.err
+	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if r, ok := d.byID[id]; ok {
+	if r, ok := (*d.byID.Load())[id]; ok { // fetched while we waited
 		return r.schema, r.err
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(d.c.cfg.attempts)*(d.c.cfg.requestTimeout+d.c.cfg.maxBackoff))
@@ -246,12 +260,19 @@ func (d *AvroDeserializer[T]) schemaOf(id int) (avro.Schema, error) {
 		if errors.Is(err, ErrUnavailable) {
 			return nil, err
 		}
-		d.byID[id] = resolved{err: err}
+		d.add(id, resolved{err: err})
 		return nil, err
 	}
 	r := d.resolve(id, s)
-	d.byID[id] = r
+	d.add(id, r)
 	return r.schema, r.err
+}
+
+// add publishes a copy of the cache with id's entry; under mu.
+func (d *AvroDeserializer[T]) add(id int, r resolved) {
+	m := maps.Clone(*d.byID.Load())
+	m[id] = r
+	d.byID.Store(&m)
 }
 
 func (d *AvroDeserializer[T]) resolve(id int, s sr.Schema) resolved {
