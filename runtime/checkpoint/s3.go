@@ -69,6 +69,11 @@ type S3Storage struct {
 	prefix   string // "" or ending in "/"
 	where    string // s3://bucket/prefix, for messages
 	cfg      storageConfig
+	// endpoint is the endpoint URL the client was configured with, and
+	// endpointFrom where it came from; both "" for the SDK's default (AWS)
+	// or a client given with WithS3Client. The URL may hold a user,
+	// password or query: messages show it through redactEndpoint only.
+	endpoint, endpointFrom string
 
 	conditional bool
 
@@ -310,9 +315,17 @@ func (s *S3Storage) newClient() (*s3.Client, error) {
 	if awsCfg.Region == "" {
 		awsCfg.Region = "us-east-1"
 	}
-	endpoint := os.Getenv("AWS_ENDPOINT_URL_S3")
+	endpoint, from := os.Getenv("AWS_ENDPOINT_URL_S3"), "AWS_ENDPOINT_URL_S3"
 	if endpoint == "" && awsCfg.BaseEndpoint != nil {
-		endpoint = *awsCfg.BaseEndpoint
+		endpoint, from = *awsCfg.BaseEndpoint, "AWS_ENDPOINT_URL or the shared config's endpoint_url"
+	}
+	if endpoint != "" {
+		s.endpoint, s.endpointFrom = endpoint, from
+		// The SDK refuses such an endpoint at the first request, quoting
+		// it whole; say why here, without the query.
+		if u, err := url.Parse(endpoint); err == nil && (u.RawQuery != "" || u.ForceQuery || u.Fragment != "") {
+			return nil, fmt.Errorf("checkpoint storage %s: the S3 endpoint %s from %s has a query or fragment (not shown here), which the AWS SDK cannot use: give the scheme, host and port only (credentials go in AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY or a profile)", s.where, redactEndpoint(endpoint), from)
+		}
 	}
 	pathStyle := endpoint != ""
 	if p := s.cfg.s3.pathStyle; p != nil {
@@ -340,7 +353,7 @@ func (s *S3Storage) check() error {
 	s.requests.Add(1)
 	_, err := s.client.ListObjectsV2(ctx, &s3.ListObjectsV2Input{Bucket: &s.bucket, Prefix: aws.String(s.prefix), MaxKeys: aws.Int32(1)})
 	if err != nil {
-		return fmt.Errorf("checkpoint storage %s: cannot list the bucket (is the bucket there, the endpoint right, AWS_ENDPOINT_URL=%q, and may these credentials list it?): %w", s.where, os.Getenv("AWS_ENDPOINT_URL"), err)
+		return fmt.Errorf("checkpoint storage %s: cannot list the bucket (is the bucket there, the endpoint right, %s, and may these credentials list it?): %w", s.where, s.endpointForMessages(), redactEndpointIn(err, s.endpoint))
 	}
 	if s.cfg.s3.inspectOnly {
 		return nil
@@ -348,7 +361,7 @@ func (s *S3Storage) check() error {
 	probe := s.prefix + "_probe-" + token()
 	body := []byte("splitflow conditional write probe")
 	if err := s.put(probe, body, true); err != nil {
-		return fmt.Errorf("checkpoint storage %s: cannot write (may these credentials put objects?): %w", s.where, err)
+		return fmt.Errorf("checkpoint storage %s: cannot write (may these credentials put objects?): %w", s.where, redactEndpointIn(err, s.endpoint))
 	}
 	if err := s.probeListing(probe); err != nil {
 		_ = s.deleteKey(probe)
@@ -370,6 +383,15 @@ func (s *S3Storage) check() error {
 		return fmt.Errorf("checkpoint storage %s: cannot delete (may these credentials delete objects?): %w", s.where, err)
 	}
 	return nil
+}
+
+// endpointForMessages names the endpoint for an error: where it came
+// from and its URL without user, password or query.
+func (s *S3Storage) endpointForMessages() string {
+	if s.endpoint == "" {
+		return "the default AWS endpoint (no AWS_ENDPOINT_URL)"
+	}
+	return fmt.Sprintf("endpoint %s from %s", redactEndpoint(s.endpoint), s.endpointFrom)
 }
 
 // ConditionalWrites reports whether the server honoured If-None-Match: *

@@ -5,8 +5,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
@@ -746,5 +748,80 @@ func TestS3InterruptedRetentionKeepsRetainedFiles(t *testing.T) {
 	runScript(t, again, "put b; begin 3; write 3 b; commit 3; want b; load 3")
 	if keys := f.keys(t, "job/chk-1/"); len(keys) != 0 {
 		t.Fatalf("the next commit left %v of the half-removed checkpoint 1", keys)
+	}
+}
+
+// An endpoint URL may carry credentials (http://user:password@host) or
+// tokens in its query: an error or a log line about the storage names the
+// endpoint's scheme, host and path only. The error of a failed request
+// (the SDK's, quoting the URL it sent) is redacted the same way, and stays
+// reachable with errors.As.
+func TestS3ErrorsNeverEchoEndpointCredentials(t *testing.T) {
+	closed := httptest.NewServer(http.NotFoundHandler())
+	closed.Close()
+	host := strings.TrimPrefix(closed.URL, "http://")
+	home := t.TempDir()
+	for k, v := range map[string]string{
+		"HOME": home, "AWS_CONFIG_FILE": filepath.Join(home, "none"), "AWS_SHARED_CREDENTIALS_FILE": filepath.Join(home, "none"),
+		"AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test", "AWS_SESSION_TOKEN": "", "AWS_PROFILE": "",
+		"AWS_EC2_METADATA_DISABLED": "true", "AWS_REGION": "",
+	} {
+		t.Setenv(k, v)
+	}
+	secrets := []string{"minio-admin", "hunter2", "sig=abc123"}
+	for _, c := range []struct {
+		env, endpoint string
+		sent          bool // a request was sent (the SDK takes the endpoint)
+	}{
+		{"AWS_ENDPOINT_URL", "http://minio-admin:hunter2@" + host + "/?sig=abc123", false},
+		{"AWS_ENDPOINT_URL", "http://minio-admin@" + host + "?sig=abc123", false},
+		{"AWS_ENDPOINT_URL", "http://minio-admin:hunter2@" + host, true},
+		{"AWS_ENDPOINT_URL_S3", "http://minio-admin:hunter2@" + host, true},
+	} {
+		t.Run(c.env, func(t *testing.T) {
+			t.Setenv("AWS_ENDPOINT_URL", "")
+			t.Setenv("AWS_ENDPOINT_URL_S3", "")
+			t.Setenv(c.env, c.endpoint)
+			var logs bytes.Buffer
+			_, err := NewS3Storage("s3://checkpoints/x", WithLogger(slog.New(slog.NewTextHandler(&logs, nil))),
+				WithS3MaxAttempts(1), WithS3RequestTimeout(2*time.Second))
+			if err == nil {
+				t.Fatal("an unreachable endpoint was accepted")
+			}
+			for _, s := range secrets {
+				if strings.Contains(err.Error(), s) {
+					t.Errorf("the error echoes %q of the endpoint %s: %v", s, c.endpoint, err)
+				}
+				if strings.Contains(logs.String(), s) {
+					t.Errorf("the log echoes %q of the endpoint %s: %s", s, c.endpoint, logs.String())
+				}
+			}
+			if !strings.Contains(err.Error(), "http://"+host) {
+				t.Errorf("the error does not name the endpoint http://%s: %v", host, err)
+			}
+			if !strings.Contains(err.Error(), c.env) {
+				t.Errorf("the error does not say the endpoint came from %s: %v", c.env, err)
+			}
+			var ue *url.Error
+			if c.sent && !errors.As(err, &ue) {
+				t.Errorf("the request's error is no longer reachable with errors.As: %v", err)
+			}
+		})
+	}
+}
+
+// redactEndpoint keeps what tells an operator which server was meant and
+// nothing that could let another use it, also from a URL that does not
+// parse.
+func TestS3EndpointRedactedKeepsSchemeHostAndPath(t *testing.T) {
+	for raw, want := range map[string]string{
+		"http://minio:9000":                           "http://minio:9000",
+		"https://user:pass@s3.internal:9000/base?x=y": "https://s3.internal:9000/base",
+		"http://token@host#frag":                      "http://host",
+		"http://us%zzer:pa ss@host:9000/?sig=1":       "http://host:9000/",
+	} {
+		if got := redactEndpoint(raw); got != want {
+			t.Errorf("redactEndpoint(%q) = %q, want %q", raw, got, want)
+		}
 	}
 }
