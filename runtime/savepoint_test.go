@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/splitflow/splitflow/connector"
+	"github.com/splitflow/splitflow/connector/file"
 	"github.com/splitflow/splitflow/internal/s3test"
 	"github.com/splitflow/splitflow/runtime/checkpoint"
 )
@@ -500,4 +502,114 @@ func runWithSavepointMidFlow(t *testing.T, j *rangeJob, env *Environment) (Savep
 		t.Fatal(spErr)
 	}
 	return sp, last.Load()
+}
+
+// The same holds for the file sink, whose committer reports a committed
+// file lost when neither its pending nor its published name exists
+// (file.ErrCommittedFileLost). A consumer may move published files away
+// as soon as they appear; a savepoint taken while input flows, whose job
+// committed its files and went on, still restores: the job started from
+// it publishes the records after the savepoint, and with the files the
+// consumer took up to the savepoint, every record is there once. A
+// savepoint without the record that its job committed it fails the start
+// as before, naming the lost file.
+func TestRestoringASavepointOfTheFileSinkNeverReportsLossOfFilesItsJobPublished(t *testing.T) {
+	out, consumed, target := t.TempDir(), t.TempDir(), t.TempDir()
+	fileJob := func(j *rangeJob, opts ...Option) *Environment {
+		sink, err := file.NewLineSink(out, file.WithMaxFileBytes(2048), file.WithoutSync())
+		if err != nil {
+			t.Fatal(err)
+		}
+		j.src = &rangeSrc{splits: j.splits, perSplit: j.perSplit, delay: j.delay, readerFailAt: -1}
+		env := NewEnvironment(append([]Option{
+			WithParallelism(j.par), WithFlushTimeout(time.Millisecond), WithRestartStrategy(NoRestart()),
+			WithLogger(discardLogger()), WithDrainTimeout(5 * time.Second), WithCheckpointInterval(5 * time.Millisecond),
+			WithCheckpointDir(t.TempDir()),
+		}, opts...)...)
+		lines := Map(FromSource(env, j.src, "range").UID("src"), func(v int64) (string, error) { return strconv.FormatInt(v, 10), nil }).UID("map")
+		SinkTo(lines, connector.Sink[string](sink)).UID("sink")
+		return env
+	}
+	j := &rangeJob{par: 2, splits: 2, perSplit: 2000, delay: time.Millisecond}
+	sp, last := runWithSavepointMidFlow(t, j, fileJob(j, WithSavepointDir(target)))
+	if last <= sp.Checkpoint {
+		t.Fatalf("the job completed no checkpoint after its savepoint %d; the test proves nothing", sp.Checkpoint)
+	}
+
+	// The consumer takes every published file; it keeps the lines of the
+	// files published up to the savepoint (part-<subtask>-<checkpoint>-...).
+	published, err := file.CommittedFiles(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var upToSavepoint []string
+	for _, f := range published {
+		dst := filepath.Join(consumed, filepath.Base(f))
+		if err := os.Rename(f, dst); err != nil {
+			t.Fatal(err)
+		}
+		parts := strings.Split(filepath.Base(f), "-")
+		id, err := strconv.ParseInt(parts[2], 10, 64)
+		if err != nil {
+			t.Fatalf("published file %s: no checkpoint id in its name: %v", f, err)
+		}
+		if id <= sp.Checkpoint {
+			upToSavepoint = append(upToSavepoint, linesIn(t, dst)...)
+		}
+	}
+	if len(upToSavepoint) == 0 || len(upToSavepoint) >= j.records() {
+		t.Fatalf("%d lines published up to the savepoint, of %d: the savepoint was not taken while input flowed", len(upToSavepoint), j.records())
+	}
+
+	restore := func() error {
+		r := &rangeJob{par: 3, splits: 2, perSplit: 2000}
+		return fileJob(r, WithRestoreFrom(sp.Path)).Execute(testCtx(t), "restored")
+	}
+	if err := restore(); err != nil {
+		t.Fatalf("a job started from the savepoint after its job published the files and a consumer moved them: %v; want no loss reported", err)
+	}
+	restoredFiles, err := file.CommittedFiles(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]int{}
+	for _, l := range upToSavepoint {
+		seen[l]++
+	}
+	for _, f := range restoredFiles {
+		for _, l := range linesIn(t, f) {
+			seen[l]++
+		}
+	}
+	for v := range int64(j.records()) {
+		if n := seen[strconv.FormatInt(v, 10)]; n != 1 {
+			t.Errorf("record %d published %d times up to the savepoint and by the job started from it, want once", v, n)
+		}
+	}
+	if len(seen) != j.records() {
+		t.Errorf("%d distinct lines published, want %d", len(seen), j.records())
+	}
+
+	// Without the record that its job committed it, the savepoint's files
+	// that are gone are lost data, as before.
+	st, err := checkpoint.OpenStorage(sp.Path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.(checkpoint.RecordStorage).DeleteRecord("committed"); err != nil {
+		t.Fatal(err)
+	}
+	if err := restore(); !errors.Is(err, file.ErrCommittedFileLost) {
+		t.Fatalf("a job started from a savepoint whose published files are gone and not recorded as committed: %v; want file.ErrCommittedFileLost", err)
+	}
+}
+
+// linesIn is the lines of a published file.
+func linesIn(t *testing.T, path string) []string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.Fields(string(b))
 }

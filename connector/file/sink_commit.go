@@ -37,7 +37,10 @@ type Committable struct {
 // completes, so a consumer that moves or deletes published files as soon
 // as they appear can make the latest checkpoint impossible to restore;
 // consumers should leave published files in place, or the job must be
-// started afresh (without the checkpoint) and its output reconciled.
+// started afresh (without the checkpoint) and its output reconciled. A
+// savepoint is safe from this once its job has committed its checkpoint:
+// the savepoint then records so, and a job started from it hands the
+// committer none of its committables.
 var ErrCommittedFileLost = errors.New("file sink: file of a completed checkpoint lost")
 
 // committer publishes pending files. It has no state: every committable
