@@ -418,7 +418,7 @@ func TestRestoreFromDirectoryInNewEnvironment(t *testing.T) {
 			inits := make(chan connector.SinkInitContext, 16)
 			j2 := &rangeJob{par: 2, splits: splits, perSplit: perSplit, sink: &txnSink2PC{store: store, inits: inits}}
 			j2.opts = []Option{WithCheckpointInterval(5 * time.Millisecond), WithCheckpointDir(dir), WithLogger(discardLogger())}
-			err := j2.env().Execute(testCtx(t), "second")
+			err := j2.env().Execute(testCtx(t), "first")
 			close(inits)
 			if unreadable != "" {
 				var ue *checkpoint.UnreadableCheckpointError

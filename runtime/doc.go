@@ -294,8 +294,12 @@
 // lock) is refused at start too, with a *checkpoint.LockedError naming
 // the running job. WithCheckpointDir("s3://bucket/prefix") keeps
 // checkpoints in S3 or an S3-compatible server (checkpoint.S3Storage),
-// with the same rules of completion and restore; S3 has no lock, so one
-// job per prefix is the user's to ensure.
+// with the same rules of completion and restore. A checkpoint root, a
+// directory or a prefix, belongs to the first job that ran on it (its
+// name; for a distributed job, also its Kafka cluster's id), recorded in
+// its owner record (checkpoint.ClaimOwner): a job of another name is
+// refused at start with a *checkpoint.OwnedError, whenever it starts;
+// WithRenamedFrom hands the root to the job under a new name.
 //
 // # Two-phase commit sinks
 //

@@ -54,7 +54,7 @@ func TestRestoreRefusesCheckpointOfAnotherJobGraph(t *testing.T) {
 	other := Map(ds, func(v int64) (int64, error) { return v, nil }).UID("counts")
 	created := false
 	SinkToTwoPhase(other, &txnSink2PC{store: newTxnStore(), writerOf: func(int) { created = true }}).UID("sink")
-	err := env.Execute(testCtx(t), "changed")
+	err := env.Execute(testCtx(t), "first")
 	if err == nil {
 		t.Fatal("a checkpoint of another job graph was restored")
 	}
@@ -81,7 +81,7 @@ func TestRestoreRefusesCheckpointOfAnotherJobGraph(t *testing.T) {
 		func(v int64) (int64, error) { return v, nil }).UID("map")
 	strKeyed := Process(KeyBy(ds, func(v int64) string { return "k" }), func(*KeyedContext[string, int64], int64) error { return nil }).UID("counts")
 	SinkToTwoPhase(strKeyed, &txnSink2PC{store: newTxnStore()}).UID("sink")
-	if err := env.Execute(testCtx(t), "rekeyed"); err == nil || !strings.Contains(err.Error(), "KeyedProcess[key=string]") {
+	if err := env.Execute(testCtx(t), "first"); err == nil || !strings.Contains(err.Error(), "KeyedProcess[key=string]") {
 		t.Fatalf("restore into another key type: err = %v", err)
 	}
 
@@ -93,7 +93,7 @@ func TestRestoreRefusesCheckpointOfAnotherJobGraph(t *testing.T) {
 	ds = Filter(ds, func(int64) (bool, error) { return true, nil }).UID("added")
 	counts := ProcessPerSubtask(KeyBy(ds, func(v int64) int64 { return v % 7 }), func() KeyedProcessFunction[int64, int64, int64] { return &counting{} }).UID("counts")
 	SinkToTwoPhase(counts, &txnSink2PC{store: store}).UID("sink")
-	if err := env.Execute(testCtx(t), "rescaled"); err != nil {
+	if err := env.Execute(testCtx(t), "first"); err != nil {
 		t.Fatal(err)
 	}
 	checkCounts(t, store, 400, 7)

@@ -243,7 +243,7 @@ func testRescaleVia(t *testing.T, apis [2]countingAPI, from, to int, toEnum bool
 		}
 	}}
 	ctx := testCtx(t)
-	if err := env2.Execute(ctx, "second"); err != nil {
+	if err := env2.Execute(ctx, "first"); err != nil {
 		t.Fatal(err)
 	}
 	if ctx.Err() != nil {

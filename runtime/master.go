@@ -221,7 +221,38 @@ func newExecutionWith(env *Environment, g *jobGraph, name string, cfg *config, s
 			return nil, err
 		}
 	}
+	if slot == nil {
+		if err := claimOwner(ex.storage, checkpoint.StorageOwner{Job: name}, cfg.cp.renamedFrom, ex.log); err != nil {
+			ex.releaseStorage()
+			return nil, err
+		}
+	}
 	return ex, nil
+}
+
+// claimOwner makes the job the owner of its checkpoint root (a directory
+// or an S3 prefix; checkpoint.ClaimOwner), which refuses a job of another
+// name, or of one name on another Kafka cluster, whenever it starts: the
+// directory's lock only excludes jobs running at the same time, and S3
+// has none. renamedFrom (WithRenamedFrom) hands over a root of that job.
+// Checkpoints in memory have no owner. A server without conditional
+// writes cannot record an owner safely; the job runs, with a warning, as
+// it did before owners were recorded.
+func claimOwner(st checkpoint.Storage, me checkpoint.StorageOwner, renamedFrom string, log *slog.Logger) error {
+	switch st.(type) {
+	case *checkpoint.DirStorage, *checkpoint.S3Storage:
+	default:
+		return nil
+	}
+	from, err := checkpoint.ClaimOwner(st, me, renamedFrom)
+	if errors.Is(err, checkpoint.ErrNoConditionalWrites) {
+		log.Warn("splitflow: the checkpoint storage cannot record the job as its owner (no conditional writes): another job on it is not refused; run one job per root", "err", err)
+		return nil
+	}
+	if from != nil {
+		log.Info("splitflow: the checkpoint root of the job's previous name is now the job's (WithRenamedFrom); it resumes from its checkpoints", "previous", from.String(), "job", me.String())
+	}
+	return err
 }
 
 // dirsInUse maps each DirStorage that a running job of this process uses

@@ -34,6 +34,8 @@ type checkpointConfig struct {
 	// restoreFrom is WithRestoreFrom's path; savepointDir the default
 	// target of savepoints (savepoint.go).
 	restoreFrom, savepointDir string
+	// renamedFrom is WithRenamedFrom's name.
+	renamedFrom string
 }
 
 func defaultCheckpointConfig() checkpointConfig {
@@ -138,12 +140,34 @@ func WithTolerableCheckpointFailures(n int) Option {
 // S3-compatible server (checkpoint.NewS3Storage: credentials, region and
 // AWS_ENDPOINT_URL the standard way of the AWS SDK), checked when the job
 // starts (a bad URL, a missing bucket, no credentials or an unreachable
-// endpoint fail Execute with an error saying so). S3 has no lock: run one
-// job per prefix (a second job of this process on a prefix in use fails
-// at start with a *checkpoint.LockedError; other processes are not seen).
+// endpoint fail Execute with an error saying so). S3 has no lock, but a
+// root belongs to the job that first ran on it (its owner record,
+// checkpoint.ClaimOwner): a job of another name fails at start with a
+// *checkpoint.OwnedError, in any process (WithRenamedFrom hands the root
+// to a job renamed), and a second job of this process on a prefix in use
+// with a *checkpoint.LockedError.
 // Default: checkpoints in memory, lost with the process.
 func WithCheckpointDir(dir string) Option {
 	return optionFunc(func(c *config) { c.cp.dir = dir })
+}
+
+// WithRenamedFrom says the job was called previous before, and takes over
+// the checkpoint root (WithCheckpointDir, WithCheckpointStorage) that
+// belongs to previous: the root's owner record (checkpoint.ClaimOwner)
+// then names this job, and the job resumes from previous's checkpoints
+// as a restart of it would. A checkpoint root belongs to the first job
+// that ran on it, by name, and a job of another name is refused at start
+// (*checkpoint.OwnedError): two jobs on one root delete each other's
+// checkpoints and resume from each other's newest. Stop the job under its
+// old name first; once the root is this job's, the option changes nothing
+// and may stay set, and the old name is refused like any other. A root
+// that belongs to neither previous nor this job is refused all the same.
+// A distributed job keeps its checkpoints under <root>/<job>, so a
+// distributed job renamed takes the root over but starts without the old
+// name's checkpoints (restore it from a savepoint, WithRestoreFrom).
+// Default: "" (a root of another job is refused).
+func WithRenamedFrom(previous string) Option {
+	return optionFunc(func(c *config) { c.cp.renamedFrom = previous })
 }
 
 // WithCheckpointStorage keeps checkpoints in s instead of memory or a

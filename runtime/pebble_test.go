@@ -348,7 +348,7 @@ func TestPebbleCheckpointMissingAFileIsNeverPassedOver(t *testing.T) {
 	env2 := countingJob(1, &rangeSrc{splits: 2, perSplit: 50, readerFailAt: -1}, func(v int64) (int64, error) { return v, nil }, &txnSink2PC{store: store},
 		WithCheckpointInterval(5*time.Millisecond), WithCheckpointDir(dir),
 		optionFunc(func(c *config) { c.state = pebbleStateConfig(t) }))
-	err = env2.Execute(testCtx(t), "second")
+	err = env2.Execute(testCtx(t), "first")
 	if err == nil || !strings.Contains(err.Error(), gone) {
 		t.Fatalf("Execute: %v; want an error naming %s", err, gone)
 	}

@@ -24,7 +24,7 @@ func TestKeyedStateRescaledThenFailedOverIsExact(t *testing.T) {
 		env2 := countingJobVia(viaHandles, to, src2, failOnce(150), &txnSink2PC{store: store},
 			WithCheckpointInterval(3*time.Millisecond), WithCheckpointDir(dir), backend,
 			WithRestartStrategy(FixedDelayRestart(5, time.Millisecond)))
-		if err := env2.Execute(testCtx(t), "second"); err != nil {
+		if err := env2.Execute(testCtx(t), "first"); err != nil {
 			t.Fatal(err)
 		}
 		if n := env2.Status().Restarts; n != 1 {

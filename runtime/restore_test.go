@@ -61,7 +61,7 @@ func TestRestoreRefusesChangedMaxParallelism(t *testing.T) {
 	env := countingJob(2, &rangeSrc{splits: 4, perSplit: 100, readerFailAt: -1}, identity,
 		&txnSink2PC{store: store, writerOf: func(int) { created = true }},
 		WithMaxParallelism(32), WithCheckpointInterval(3*time.Millisecond), WithCheckpointDir(dir))
-	err := env.Execute(testCtx(t), "max parallelism 32")
+	err := env.Execute(testCtx(t), "first")
 	if err == nil {
 		t.Fatalf("a checkpoint written at max parallelism 16 was restored at 32 (%v)", countsError(store, 400, 7))
 	}
@@ -80,7 +80,7 @@ func TestRestoreRefusesChangedMaxParallelism(t *testing.T) {
 
 	env = countingJob(2, &rangeSrc{splits: 4, perSplit: 100, readerFailAt: -1}, identity, &txnSink2PC{store: store},
 		WithCheckpointInterval(3*time.Millisecond), WithCheckpointDir(dir))
-	if err := env.Execute(testCtx(t), "max parallelism 16"); err != nil {
+	if err := env.Execute(testCtx(t), "first"); err != nil {
 		t.Fatal(err)
 	}
 	checkCounts(t, store, 400, 7)
@@ -154,7 +154,7 @@ func TestRestoreRefusesUnclaimedState(t *testing.T) {
 		SinkToTwoPhase(counts, &txnSink2PC{store: newTxnStore()}).UID("sink")
 		return env
 	}
-	err := job().Execute(testCtx(t), "renamed")
+	err := job().Execute(testCtx(t), "first")
 	if err == nil {
 		t.Fatal("a restore that drops the keyed state of uid \"counts\" went ahead")
 	}
@@ -168,7 +168,7 @@ func TestRestoreRefusesUnclaimedState(t *testing.T) {
 		}
 	}
 	var logs lockedBuffer
-	if err := job(WithAllowNonRestoredState(), WithLogger(slogText(&logs))).Execute(testCtx(t), "allowed"); err != nil {
+	if err := job(WithAllowNonRestoredState(), WithLogger(slogText(&logs))).Execute(testCtx(t), "first"); err != nil {
 		t.Fatalf("with WithAllowNonRestoredState: %v", err)
 	}
 	if !strings.Contains(logs.String(), "not restored") || !strings.Contains(logs.String(), "counts") {
@@ -240,7 +240,7 @@ func TestDefaultUIDStableUnderInsertion(t *testing.T) {
 	var logs lockedBuffer
 	env = defaultUIDJob(true, &rangeSrc{splits: 4, perSplit: 100, readerFailAt: -1}, identity, &txnSink2PC{store: store},
 		WithCheckpointInterval(3*time.Millisecond), WithCheckpointDir(dir), WithLogger(slogText(&logs)))
-	if err := env.Execute(testCtx(t), "inserted"); err != nil {
+	if err := env.Execute(testCtx(t), "first"); err != nil {
 		t.Fatal(err)
 	}
 	if err := countsError(store, 400, 7); err != nil {
@@ -279,7 +279,8 @@ func TestRestoreNamesDefaultUIDsOfEarlierVersions(t *testing.T) {
 // Two processes must not run the same job from one checkpoint directory:
 // the directory is locked while a job runs, so a second job on it fails at
 // start, naming the directory and the holder's pid, and runs nothing; once
-// the first job has ended, the directory is free again.
+// the first job has ended, the directory is free again (for that job: a
+// root is its first job's, see TestSecondJobOnOneDirectoryRefusedByOwnerRecord).
 func TestSecondJobOnOneCheckpointDirFailsAtStart(t *testing.T) {
 	dir := t.TempDir()
 	running := make(chan struct{})
@@ -326,8 +327,8 @@ func TestSecondJobOnOneCheckpointDirFailsAtStart(t *testing.T) {
 	}
 	env = countingJob(1, &rangeSrc{splits: 2, perSplit: 10, readerFailAt: -1}, identity, &txnSink2PC{store: newTxnStore()},
 		WithCheckpointInterval(time.Hour), WithCheckpointDir(dir))
-	if err := env.Execute(testCtx(t), "third"); err != nil {
-		t.Fatalf("after the first job ended: %v", err)
+	if err := env.Execute(testCtx(t), "first"); err != nil {
+		t.Fatalf("the first job restarting after it ended: %v", err)
 	}
 }
 
@@ -335,7 +336,8 @@ func TestSecondJobOnOneCheckpointDirFailsAtStart(t *testing.T) {
 // one *checkpoint.DirStorage (WithCheckpointStorage): the second Execute on
 // it while the first runs fails at start with a *checkpoint.LockedError
 // naming the directory and the running job, and runs nothing; the first
-// keeps the lock until it ends, and the storage is free again then.
+// keeps the lock until it ends, and the storage is free again then (for
+// that job, the root's owner).
 func TestSharedDirStorageRunsOneJobAtATime(t *testing.T) {
 	dir := t.TempDir()
 	d, err := checkpoint.NewDirStorage(dir)
@@ -392,8 +394,8 @@ func TestSharedDirStorageRunsOneJobAtATime(t *testing.T) {
 	}
 	env = countingJob(1, &rangeSrc{splits: 2, perSplit: 10, readerFailAt: -1}, identity, &txnSink2PC{store: newTxnStore()},
 		WithCheckpointInterval(time.Hour), WithCheckpointStorage(d))
-	if err := env.Execute(testCtx(t), "third"); err != nil {
-		t.Fatalf("after the first job ended: %v", err)
+	if err := env.Execute(testCtx(t), "first"); err != nil {
+		t.Fatalf("the first job restarting after it ended: %v", err)
 	}
 }
 
@@ -521,7 +523,7 @@ func TestRestoreIsReported(t *testing.T) {
 			}
 		}},
 		WithCheckpointInterval(3*time.Millisecond), WithCheckpointDir(dir), WithLogger(slogText(&logs)), listener)
-	if err := env.Execute(testCtx(t), "second"); err != nil {
+	if err := env.Execute(testCtx(t), "first"); err != nil {
 		t.Fatal(err)
 	}
 	checkCounts(t, store, 400, 7)

@@ -39,7 +39,8 @@ func TestS3CheckpointLocationCheckedAtStart(t *testing.T) {
 // S3 has no lock, but two jobs of one process on one S3 prefix are refused
 // as on a directory: the second fails at start with a *LockedError naming
 // the prefix and the running job, and the prefix is free once the first
-// ends.
+// ends (for that job: the prefix is its own, see
+// TestSecondJobOnOneS3RootRefusedByOwnerRecord).
 func TestSecondJobOnOneS3PrefixInProcessFailsAtStart(t *testing.T) {
 	srv := s3test.New(t)
 	srv.Env(t)
@@ -88,7 +89,7 @@ func TestSecondJobOnOneS3PrefixInProcessFailsAtStart(t *testing.T) {
 	}
 	env := countingJob(1, &rangeSrc{splits: 2, perSplit: 10, readerFailAt: -1}, identity, &txnSink2PC{store: newTxnStore()},
 		WithCheckpointInterval(time.Hour), WithCheckpointDir(url))
-	if err := env.Execute(testCtx(t), "third"); err != nil {
-		t.Fatalf("after the first job ended: %v", err)
+	if err := env.Execute(testCtx(t), "first"); err != nil {
+		t.Fatalf("the first job restarting after it ended: %v", err)
 	}
 }

@@ -199,7 +199,7 @@ func TestSinkToAndSinkToTwoPhaseRestoreEachOther(t *testing.T) {
 			inits := make(chan connector.SinkInitContext, 16)
 			j2 := &rangeJob{par: 2, splits: splits, perSplit: perSplit, sink: &txnSink2PC{store: store, inits: inits}, viaSinkTo: !first}
 			j2.opts = []Option{WithCheckpointInterval(5 * time.Millisecond), WithCheckpointDir(dir), WithLogger(discardLogger())}
-			if err := j2.env().Execute(testCtx(t), "second"); err != nil {
+			if err := j2.env().Execute(testCtx(t), "first"); err != nil {
 				t.Fatal(err)
 			}
 			close(inits)

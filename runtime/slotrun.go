@@ -137,6 +137,11 @@ func (env *Environment) runDistributed(ctx context.Context, g *jobGraph, name st
 	if replication == 0 {
 		replication = -1
 	}
+	if err := claimDistributedRoot(ctx, env.cfg.cp.dir, d, env.cfg.cp.renamedFrom, log); err != nil {
+		err = fmt.Errorf("job %q: %w", name, err)
+		obs.jobEnded(ctx, err)
+		return err
+	}
 	// Before joining: no slot is claimed before the job's start point is
 	// settled.
 	startFrom, err := settleStartPoint(env.cfg.cp.dir, d.Job, d.Slots, env.cfg.cp.restoreFrom, log)

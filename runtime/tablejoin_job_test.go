@@ -125,7 +125,7 @@ func TestTableJoinRescaledOnRestore(t *testing.T) {
 				src2 := &rangeSrc{splits: 4, perSplit: 40, readerFailAt: -1}
 				env2 := tableJob(pars[1], src2, func(v int64) (int64, error) { return v, nil }, &txnSink2PC{store: store},
 					WithCheckpointInterval(3*time.Millisecond), WithCheckpointDir(dir), backend)
-				if err := env2.Execute(testCtx(t), "second"); err != nil {
+				if err := env2.Execute(testCtx(t), "first"); err != nil {
 					t.Fatal(err)
 				}
 				checkTableJoined(t, store, 160)

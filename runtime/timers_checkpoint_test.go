@@ -221,7 +221,7 @@ func TestEventTimeTimersRescaledOnRestore(t *testing.T) {
 		env2 := timerJob(3, src2, perSplit, regPer, EventTime, keyOf, nil, emit, probe2,
 			func(v int64) (int64, error) { return v, nil }, &txnSink2PC{store: store},
 			WithCheckpointInterval(3*time.Millisecond), WithCheckpointDir(dir), backend)
-		if err := env2.Execute(testCtx(t), "second"); err != nil {
+		if err := env2.Execute(testCtx(t), "first"); err != nil {
 			t.Fatal(err)
 		}
 		checkTimerOutput(t, store, registeringRecords(splits, perSplit, regPer), keyOf)
