@@ -41,6 +41,11 @@ type operatorCoordinator interface {
 	// observe gives the coordinator its metric group and the job's
 	// logger; called before run.
 	observe(g *metrics.Group, log *slog.Logger)
+	// startShufflesAt gives the coordinator of a slot of a distributed
+	// job the positions its job's start record holds, which the
+	// enumerator's context offers as ShuffleStarts; called before run,
+	// never outside a slot.
+	startShufflesAt(starts map[string][]int64)
 }
 
 // sourceCoordinator runs a source's SplitEnumerator on one goroutine of its
@@ -79,6 +84,19 @@ type sourceCoordinator[T any, S connector.Split, C any] struct {
 	// by hand.
 	metrics *metrics.Group
 	log     *slog.Logger
+	// shuffleStarts is set by startShufflesAt before run; read only.
+	shuffleStarts map[string][]int64
+}
+
+func (c *sourceCoordinator[T, S, C]) startShufflesAt(starts map[string][]int64) {
+	c.shuffleStarts = starts
+}
+
+// ShuffleStart makes the enumerator's context a ShuffleStarts: the
+// positions the job's start record holds for channel, nil outside a slot
+// of a distributed job.
+func (c *sourceCoordinator[T, S, C]) ShuffleStart(channel string) []int64 {
+	return c.shuffleStarts[channel]
 }
 
 func (c *sourceCoordinator[T, S, C]) observe(g *metrics.Group, log *slog.Logger) {

@@ -196,6 +196,11 @@ func (env *Environment) cutShuffles() error {
 				errs = append(errs, err)
 				continue
 			}
+			if env.shuffleChannels == nil {
+				env.shuffleChannels = map[string]int{}
+			}
+			// Every channel has a partition per slot.
+			env.shuffleChannels[ch] = d.Slots
 			// The nodes the cut added go after the producer (its
 			// writing side) and before the keyed operator (its reading
 			// side), so that the graph stays in topological order.

@@ -881,6 +881,13 @@ func writeTestCheckpoint(t *testing.T, dir string, id int64, uids ...string) {
 	}
 }
 
+// settleSavepoint is settleStartPoint of a job whose Shuffle tells no
+// ends: the savepoint it settles.
+func settleSavepoint(root, job string, slotCount int, given string, log *slog.Logger) (string, error) {
+	sp, err := settleStartPoint(root, job, slotCount, given, nil, log)
+	return sp.Savepoint, err
+}
+
 // The job's start record keeps the savepoint its slots start from: the
 // first process given one checks it and records the checkpoint it
 // resolves to (absolute, chk-N), a process given none takes it from
@@ -900,20 +907,20 @@ func TestStartPointIsRecordedOnceAndTakenByProcessesWithoutOne(t *testing.T) {
 	resolved := abs + "/chk-7"
 
 	for _, bad := range []string{"savepoints/missing", "slot-1"} {
-		if _, err := settleStartPoint(root, "orders", 4, bad, log); err == nil {
+		if _, err := settleSavepoint(root, "orders", 4, bad, log); err == nil {
 			t.Fatalf("%s as the savepoint was accepted", bad)
 		}
 	}
-	if got, err := settleStartPoint(root, "orders", 4, "savepoints/savepoint-7/", log); got != resolved || err != nil {
+	if got, err := settleSavepoint(root, "orders", 4, "savepoints/savepoint-7/", log); got != resolved || err != nil {
 		t.Fatalf("the first process's savepoint: %q, %v; want %q recorded", got, err, resolved)
 	}
 	for _, given := range []string{"", abs, resolved, "savepoints/savepoint-7/chk-7/"} {
-		if got, err := settleStartPoint(root, "orders", 4, given, log); got != resolved || err != nil {
+		if got, err := settleSavepoint(root, "orders", 4, given, log); got != resolved || err != nil {
 			t.Fatalf("a later process given %q: %q, %v; want the recorded %q", given, got, err, resolved)
 		}
 	}
 	writeTestCheckpoint(t, "savepoints/savepoint-9", 9, "numbers", "count")
-	_, err = settleStartPoint(root, "orders", 4, "savepoints/savepoint-9", log)
+	_, err = settleSavepoint(root, "orders", 4, "savepoints/savepoint-9", log)
 	if !errors.Is(err, ErrIncompatibleCheckpoint) || !strings.Contains(err.Error(), resolved) || !strings.Contains(err.Error(), "savepoint-9/chk-9") {
 		t.Fatalf("a process given another savepoint: %v; want ErrIncompatibleCheckpoint naming both", err)
 	}
@@ -944,17 +951,17 @@ func TestFirstStartPointDecisionBindsEveryProcess(t *testing.T) {
 	resolved := abs + "/chk-7"
 
 	// The process without the savepoint settles first.
-	if got, err := settleStartPoint(root, "orders", 4, "", log); got != "" || err != nil {
+	if got, err := settleSavepoint(root, "orders", 4, "", log); got != "" || err != nil {
 		t.Fatalf("the first process, without a savepoint: %q, %v; want a fresh start", got, err)
 	}
 	for range 2 {
-		got, err := settleStartPoint(root, "orders", 4, "savepoints/savepoint-7", log)
+		got, err := settleSavepoint(root, "orders", 4, "savepoints/savepoint-7", log)
 		if !errors.Is(err, ErrIncompatibleCheckpoint) || !strings.Contains(err.Error(), resolved) ||
 			!strings.Contains(err.Error(), "fresh") || !strings.Contains(err.Error(), slots.StartPath(root, "orders")) {
 			t.Fatalf("a process given the savepoint after a fresh start was settled: %q, %v; want ErrIncompatibleCheckpoint naming the savepoint and the recorded fresh start", got, err)
 		}
 	}
-	if got, err := settleStartPoint(root, "orders", 4, "", log); got != "" || err != nil {
+	if got, err := settleSavepoint(root, "orders", 4, "", log); got != "" || err != nil {
 		t.Fatalf("a later process without a savepoint: %q, %v; want the recorded fresh start", got, err)
 	}
 
@@ -967,7 +974,7 @@ func TestFirstStartPointDecisionBindsEveryProcess(t *testing.T) {
 		t.Fatal(err)
 	}
 	for range 2 {
-		got, err := settleStartPoint(root, "billing", 4, abs, log)
+		got, err := settleSavepoint(root, "billing", 4, abs, log)
 		if !errors.Is(err, ErrIncompatibleCheckpoint) || !strings.Contains(err.Error(), resolved) || !strings.Contains(err.Error(), slots.LogPath(root, "billing", 2)) {
 			t.Fatalf("a job that ran without a savepoint, given one: %q, %v; want ErrIncompatibleCheckpoint naming the savepoint and slot 2's log", got, err)
 		}
@@ -989,7 +996,7 @@ func TestFirstStartPointDecisionBindsEveryProcess(t *testing.T) {
 				given = "savepoints/savepoint-7"
 			}
 			wg.Go(func() {
-				got, err := settleStartPoint(root, name, 4, given, log)
+				got, err := settleSavepoint(root, name, 4, given, log)
 				results <- result{given, got, err}
 			})
 		}

@@ -167,6 +167,10 @@ type Environment struct {
 	cfg      config
 	nodes    []*node
 	executed bool
+	// shuffleChannels are the channels a distributed job's cut made,
+	// with their partition counts (cutShuffles), whose ends a fresh
+	// start records.
+	shuffleChannels map[string]int
 
 	// hooks lets tests observe tasks; nil in production.
 	hooks *testHooks

@@ -591,6 +591,9 @@ func (ex *execution) startAttempt(rs *restoredState) {
 		}
 		c := n.source.newCoordinator(info, n.par(ex.cfg), fail, ex.cfg.cp.gate, state, rescaled, ex.canRestart())
 		c.observe(ex.obs.reg.Group(n.name, n.uid, -1), ex.log)
+		if ex.slot != nil {
+			c.startShufflesAt(ex.slot.shuffleStarts)
+		}
 		ex.coordOf[n] = c
 		ex.coords = append(ex.coords, c)
 		ex.coordUIDs = append(ex.coordUIDs, n.uid)

@@ -47,6 +47,23 @@ type slotRun struct {
 	// ownedFn reads the slot's log before the execution restarts within
 	// the claim, and fails when a newer claim governs it.
 	ownedFn func() error
+	// shuffleStarts are the job's recorded shuffle positions by channel
+	// (ShuffleStarts); read only.
+	shuffleStarts map[string][]int64
+}
+
+// shuffleEnds is settleStartPoint's ends for the job's Shuffle: nil when
+// it cannot tell them (not a ShuffleEnds) or the job cuts no edge.
+func (env *Environment) shuffleEnds(ctx context.Context) func() (map[string][]int64, error) {
+	se, ok := env.cfg.dist.Shuffle.(ShuffleEnds)
+	if !ok || len(env.shuffleChannels) == 0 {
+		return nil
+	}
+	return func() (map[string][]int64, error) {
+		ctx, cancel := context.WithTimeout(ctx, time.Minute)
+		defer cancel()
+		return se.Ends(ctx, maps.Clone(env.shuffleChannels))
+	}
 }
 
 func (s *slotRun) record(id int64) error {
@@ -144,12 +161,13 @@ func (env *Environment) runDistributed(ctx context.Context, g *jobGraph, name st
 	}
 	// Before joining: no slot is claimed before the job's start point is
 	// settled.
-	startFrom, err := settleStartPoint(env.cfg.cp.dir, d.Job, d.Slots, env.cfg.cp.restoreFrom, log)
+	start, err := settleStartPoint(env.cfg.cp.dir, d.Job, d.Slots, env.cfg.cp.restoreFrom, env.shuffleEnds(ctx), log)
 	if err != nil {
 		err = fmt.Errorf("job %q: %w", name, err)
 		obs.jobEnded(ctx, err)
 		return err
 	}
+	startFrom := start.Savepoint
 	if startFrom != "" && env.cfg.cp.restoreFrom == "" {
 		log.Info("splitflow: the job started from a savepoint; slots whose logs name no checkpoint start from it", "savepoint", startFrom)
 	}
@@ -168,7 +186,7 @@ func (env *Environment) runDistributed(ctx context.Context, g *jobGraph, name st
 		obs.jobEnded(ctx, err)
 		return err
 	}
-	dr := &distDriver{env: env, g: g, name: name, d: d, log: log, m: m, startFrom: startFrom,
+	dr := &distDriver{env: env, g: g, name: name, d: d, log: log, m: m, startFrom: startFrom, shuffleStarts: start.Shuffles,
 		runners: map[int]*slotRunner{}, ended: make(chan *slotRunner)}
 	err = dr.loop(ctx)
 	obs.jobEnded(ctx, err)
@@ -185,6 +203,9 @@ type distDriver struct {
 	// startFrom is the savepoint a slot whose log names no checkpoint
 	// starts from (settleStartPoint); "" for a fresh start.
 	startFrom string
+	// shuffleStarts are the positions the job's start record holds, where
+	// a shuffle reader that restores none of its own starts.
+	shuffleStarts map[string][]int64
 
 	runners map[int]*slotRunner
 	ended   chan *slotRunner
@@ -400,77 +421,99 @@ func (r *slotRunner) kill() {
 	}
 }
 
-// settleStartPoint returns the savepoint the job's slots start from when
-// their logs name no checkpoint, "" for a fresh start: the one in the
-// job's start record, which the first process to settle creates. The
-// first decision binds every process, so a process started without
-// WithRestoreFrom records the fresh start (an empty record) with the same
-// conditional create as a savepoint: otherwise a process given a
-// savepoint that settled a moment later would start its slots from it
-// while the first process started its own from nothing. given is checked
-// before it is recorded (a path that holds no savepoint, or a slot's
-// checkpoint, would fail every later process), and recorded as the
-// checkpoint it resolves to, .../chk-N, so that a storage given for its
-// newest checkpoint gives every slot the same one. A process without
-// WithRestoreFrom takes the recorded savepoint, so that one started later
-// starts a fresh slot from it too instead of empty. A given savepoint
-// that meets another start point is refused naming both: a recorded
-// fresh start or another savepoint (slots started from it go on from
-// there, and a job half from one start and half from another would be
-// neither), or slot logs that hold records without a start record (a job
-// that ran without a savepoint, on a build that recorded none).
-func settleStartPoint(root, job string, slotCount int, given string, log *slog.Logger) (string, error) {
+// settleStartPoint returns where the job's slots start when their logs
+// name no checkpoint: the job's start record, which the first process to
+// settle creates. Its Savepoint is "" for a fresh start. The first
+// decision binds every process, so a process started without
+// WithRestoreFrom records the fresh start with the same conditional
+// create as a savepoint: otherwise a process given a savepoint that
+// settled a moment later would start its slots from it while the first
+// process started its own from nothing. given is checked before it is
+// recorded (a path that holds no savepoint, or a slot's checkpoint, would
+// fail every later process), and recorded as the checkpoint it resolves
+// to, .../chk-N, so that a storage given for its newest checkpoint gives
+// every slot the same one. A process without WithRestoreFrom takes the
+// recorded savepoint, so that one started later starts a fresh slot from
+// it too instead of empty. A given savepoint that meets another start
+// point is refused naming both: a recorded fresh start or another
+// savepoint (slots started from it go on from there, and a job half from
+// one start and half from another would be neither), or slot logs that
+// hold records without a start record (a job that ran without a
+// savepoint, on a build that recorded none).
+//
+// The process that creates the record also records ends (nil: none), the
+// shuffle channels' ends as they are before any slot of the job runs:
+// the channels of a job name outlive its checkpoint root, and a slot that
+// restores no position of its own starts reading there, not at records
+// an earlier run under the name left (see ShuffleEnds).
+func settleStartPoint(root, job string, slotCount int, given string, ends func() (map[string][]int64, error), log *slog.Logger) (slots.StartPoint, error) {
 	where := slots.StartPath(root, job)
 	st, err := checkpoint.OpenStorage(where, checkpoint.WithLogger(log))
 	if err != nil {
-		return "", fmt.Errorf("open the job's start record: %w", err)
+		return slots.StartPoint{}, fmt.Errorf("open the job's start record: %w", err)
 	}
 	rs, ok := st.(checkpoint.RecordStorage)
 	if !ok {
-		return "", fmt.Errorf("the checkpoint storage %s cannot keep the job's start record (%T)", where, st)
+		return slots.StartPoint{}, fmt.Errorf("the checkpoint storage %s cannot keep the job's start record (%T)", where, st)
 	}
 	if given != "" {
 		if given, err = resolveStartPoint(given, log); err != nil {
-			return "", err
+			return slots.StartPoint{}, err
 		}
 	}
 	var createErr error
+	var shuffles map[string][]int64
+	endsTaken := false
 	for range 3 {
 		data, err := rs.ReadRecord(slots.StartRecord)
 		switch {
 		case err == nil:
-			recorded := string(data)
+			sp, err := slots.DecodeStartPoint(data)
+			if err != nil {
+				return slots.StartPoint{}, &unrecoverableError{fmt.Errorf("the job's start record in %s: %w", where, err)}
+			}
+			recorded := sp.Savepoint
 			switch {
 			case given == "" || given == recorded:
-				return recorded, nil
+				return sp, nil
 			case recorded == "":
-				return "", &unrecoverableError{fmt.Errorf("%w: the job started fresh, without a savepoint (recorded in %s by the process that settled its start first), and its slots go on from there; it cannot start from %s as well: "+
+				return slots.StartPoint{}, &unrecoverableError{fmt.Errorf("%w: the job started fresh, without a savepoint (recorded in %s by the process that settled its start first), and its slots go on from there; it cannot start from %s as well: "+
 					"start every process of a job from a savepoint with the same WithRestoreFrom (--from-savepoint), or start the savepoint under a new job name",
 					ErrIncompatibleCheckpoint, where, given)}
 			default:
-				return "", &unrecoverableError{fmt.Errorf("%w: the job started from the savepoint %s (recorded in %s), and its slots go on from it and from their own checkpoints; it cannot start from %s as well: give the same savepoint or none, or start that one under a new job name",
+				return slots.StartPoint{}, &unrecoverableError{fmt.Errorf("%w: the job started from the savepoint %s (recorded in %s), and its slots go on from it and from their own checkpoints; it cannot start from %s as well: give the same savepoint or none, or start that one under a new job name",
 					ErrIncompatibleCheckpoint, recorded, where, given)}
 			}
 		case !errors.Is(err, checkpoint.ErrNotFound):
-			return "", fmt.Errorf("read the job's start record in %s: %w", where, err)
+			return slots.StartPoint{}, fmt.Errorf("read the job's start record in %s: %w", where, err)
 		}
 		if given != "" {
 			ran, err := jobRan(root, job, slotCount, log)
 			if err != nil {
-				return "", err
+				return slots.StartPoint{}, err
 			}
 			if ran != "" {
-				return "", &unrecoverableError{fmt.Errorf("%w: the job's slots ran before without a savepoint (%s holds records, and %s records no start point), so they go on from their own checkpoints; it cannot start from %s as well: start the savepoint under a new job name",
+				return slots.StartPoint{}, &unrecoverableError{fmt.Errorf("%w: the job's slots ran before without a savepoint (%s holds records, and %s records no start point), so they go on from their own checkpoints; it cannot start from %s as well: start the savepoint under a new job name",
 					ErrIncompatibleCheckpoint, ran, where, given)}
 			}
 		}
+		if ends != nil && !endsTaken {
+			// Before the record exists no slot of this run has run (every
+			// process settles before it joins), so nothing in the
+			// channels is this run's yet.
+			if shuffles, err = ends(); err != nil {
+				return slots.StartPoint{}, fmt.Errorf("read where the job's shuffle channels end, for its start record: %w", err)
+			}
+			endsTaken = true
+		}
 		// Created by another process meanwhile, or with an unknown
 		// outcome: the next read says which.
-		if createErr = rs.CreateRecord(slots.StartRecord, []byte(given)); createErr == nil {
-			return given, nil
+		sp := slots.StartPoint{Savepoint: given, Shuffles: shuffles}
+		if createErr = rs.CreateRecord(slots.StartRecord, slots.EncodeStartPoint(sp)); createErr == nil {
+			return sp, nil
 		}
 	}
-	return "", fmt.Errorf("record the job's start point in %s: %w", where, createErr)
+	return slots.StartPoint{}, fmt.Errorf("record the job's start point in %s: %w", where, createErr)
 }
 
 // resolveStartPoint checks that path holds a savepoint or checkpoint of a
@@ -588,7 +631,8 @@ func (r *slotRunner) claimAndRun(root string) error {
 	rp := res.restore
 	cfg := r.dr.env.cfg
 	cfg.cp.dir = slots.EpochPath(root, r.dr.d.Job, r.slot, rp.ClaimEpoch)
-	slot := &slotRun{index: r.slot, epoch: rp.ClaimEpoch, nextID: rp.NextCheckpointID, recordFn: r.record, ownedFn: r.owned}
+	slot := &slotRun{index: r.slot, epoch: rp.ClaimEpoch, nextID: rp.NextCheckpointID, recordFn: r.record, ownedFn: r.owned,
+		shuffleStarts: r.dr.shuffleStarts}
 	switch {
 	case rp.Checkpoint > 0:
 		// WithRestoreFrom's savepoint is where the slot started; its log

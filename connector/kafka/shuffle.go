@@ -197,8 +197,83 @@ func (s *Shuffle) Source(env *runtime.Environment, channel string, partitions in
 		// NewShuffle built a source with the same options.
 		panic(fmt.Sprintf("kafka shuffle: source of channel %q: %v", channel, err))
 	}
-	return runtime.FromSource(env, connector.Source[runtime.ShuffleRecord, Split, EnumeratorState](&shuffleSource{Source: src, purgeEvery: s.cfg.purgeEvery}),
+	return runtime.FromSource(env, connector.Source[runtime.ShuffleRecord, Split, EnumeratorState](&shuffleSource{Source: src, channel: channel, purgeEvery: s.cfg.purgeEvery}),
 		"shuffle-source "+channel).UID("shuffle-source:" + channel)
+}
+
+var _ runtime.ShuffleEnds = (*Shuffle)(nil)
+
+// Ends makes the Shuffle a runtime.ShuffleEnds: the high watermark of
+// every partition of each channel's topic, leaving out channels whose
+// topic does not exist. The high watermark, not the last stable offset:
+// it lies past the records of transactions still open, which an earlier
+// run may commit or abort later, and a reader starting there reads
+// neither. It asks with the clients' options of the shuffle's sources
+// (WithShuffleSourceOpts), which need Describe on the topics.
+func (s *Shuffle) Ends(ctx context.Context, channels map[string]int) (map[string][]int64, error) {
+	src, err := s.newSource("ends", 1, nil)
+	if err != nil {
+		// NewShuffle built a source with the same options.
+		return nil, fmt.Errorf("kafka shuffle: %w", err)
+	}
+	cfg := &src.cfg
+	cl, err := kgo.NewClient(append(append([]kgo.Opt(nil), cfg.kgoOpts...), kgo.SeedBrokers(cfg.seeds...))...)
+	if err != nil {
+		return nil, fmt.Errorf("kafka shuffle: client to list the channels' ends: %w", err)
+	}
+	defer cl.Close()
+	topics := make([]string, 0, len(channels))
+	for ch := range channels {
+		topics = append(topics, ShuffleTopic(ch))
+	}
+	for {
+		ends, err := listEnds(ctx, kadm.NewClient(cl), topics)
+		if err == nil {
+			out := make(map[string][]int64, len(ends))
+			for ch := range channels {
+				if e, ok := ends[ShuffleTopic(ch)]; ok {
+					out[ch] = e
+				}
+			}
+			return out, nil
+		}
+		if !kerr.IsRetriable(err) {
+			return nil, fmt.Errorf("kafka shuffle: list the ends of %v: %w", topics, authorizationOf(err, cfg.security, ResourceTopic, topics[0], false, "Describe", useShuffleDesc))
+		}
+		if err := sleepCtx(ctx, 100*time.Millisecond); err != nil {
+			return nil, fmt.Errorf("kafka shuffle: list the ends of %v (last answer: %w): %w", topics, err, ctx.Err())
+		}
+	}
+}
+
+// listEnds returns the high watermark of every partition of topics, by
+// partition; a topic that does not exist is left out.
+func listEnds(ctx context.Context, adm *kadm.Client, topics []string) (map[string][]int64, error) {
+	listed, err := adm.ListEndOffsets(ctx, topics...)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string][]int64{}
+	for topic, ps := range listed {
+		if p, ok := ps[-1]; ok {
+			if errors.Is(p.Err, kerr.UnknownTopicOrPartition) {
+				continue
+			}
+			return nil, fmt.Errorf("topic %s: %w", topic, p.Err)
+		}
+		ends := make([]int64, len(ps))
+		for _, p := range ps {
+			if p.Err != nil {
+				return nil, fmt.Errorf("topic %s partition %d: %w", topic, p.Partition, p.Err)
+			}
+			if p.Partition < 0 || int(p.Partition) >= len(ps) {
+				return nil, fmt.Errorf("topic %s: partition %d listed among %d", topic, p.Partition, len(ps))
+			}
+			ends[p.Partition] = p.Offset
+		}
+		out[topic] = ends
+	}
+	return out, nil
 }
 
 func (s *Shuffle) newSink(channel string, partitions int) (*Sink[runtime.ShuffleRecord], error) {

@@ -19,7 +19,45 @@ import (
 // partitions of what no restore can need.
 type shuffleSource struct {
 	*Source[runtime.ShuffleRecord]
+	channel    string
 	purgeEvery time.Duration // < 0: never
+}
+
+// CreateEnumerator returns the Kafka source's enumerator, which in a slot
+// of a distributed job starts its splits where the job's start record
+// says (runtime.ShuffleStarts), not at the channel's earliest offsets:
+// records there before the job started are an earlier run's.
+func (s *shuffleSource) CreateEnumerator(ctx connector.SplitEnumeratorContext[Split]) (connector.SplitEnumerator[Split, EnumeratorState], error) {
+	return newEnumerator(s.startingAt(ctx), ctx, EnumeratorState{}), nil
+}
+
+// RestoreEnumerator is CreateEnumerator's restored form: an enumerator
+// checkpointed before its first discovery resolves its splits' starts
+// then, from the same positions.
+func (s *shuffleSource) RestoreEnumerator(ctx connector.SplitEnumeratorContext[Split], st EnumeratorState) (connector.SplitEnumerator[Split, EnumeratorState], error) {
+	return newEnumerator(s.startingAt(ctx), ctx, st), nil
+}
+
+// startingAt is the source's configuration with the starting offsets the
+// enumerator's context gives the channel, if it gives any; partitions it
+// gives none start at the earliest offset.
+func (s *shuffleSource) startingAt(ctx connector.SplitEnumeratorContext[Split]) *sourceConfig {
+	ss, ok := ctx.(runtime.ShuffleStarts)
+	if !ok {
+		return &s.Source.cfg
+	}
+	starts := ss.ShuffleStart(s.channel)
+	if starts == nil {
+		return &s.Source.cfg
+	}
+	topic := ShuffleTopic(s.channel)
+	specific := make(map[TopicPartition]int64, len(starts))
+	for p, o := range starts {
+		specific[TopicPartition{Topic: topic, Partition: int32(p)}] = o
+	}
+	cfg := s.Source.cfg
+	cfg.starting = SpecificOffsets(specific, ResetEarliest)
+	return &cfg
 }
 
 // CreateReader returns the Kafka source's reader, which in a slot of a

@@ -103,7 +103,11 @@ func ReadStartPoint(root, job string) (string, error) {
 	case err != nil:
 		return "", fmt.Errorf("start record in %s: %w", path, err)
 	}
-	return string(data), nil
+	sp, err := slots.DecodeStartPoint(data)
+	if err != nil {
+		return "", fmt.Errorf("start record in %s: %w", path, err)
+	}
+	return sp.Savepoint, nil
 }
 
 func ReadSlotLog(root, job string, slot int) (SlotLog, error) {
