@@ -414,8 +414,14 @@
 // the slots that feed it, so windows and event-time timers work as in one
 // process (a slot whose source has no split holds event time back unless
 // the watermark strategy has WithIdleness). Rebalance and Broadcast edges
-// go through the Shuffle too, in channels of one partition per slot. Not
-// yet: savepoints of a distributed job.
+// go through the Shuffle too, in channels of one partition per slot. A
+// process whose job differs from the one the group's members run
+// (another stateful graph, slot count or max parallelism) is refused
+// before it gets a slot (ErrDifferentJob); upgrade a distributed job by
+// stopping all its processes first. A job started fresh under a name an
+// earlier run used reads none of that run's shuffle records: the first
+// process records where the shuffles end (ShuffleEnds) and fresh slots
+// start reading there. Not yet: savepoints of a distributed job.
 //
 // # Inside the engine
 //

@@ -6,6 +6,8 @@ import (
 	"runtime/debug"
 	"strings"
 	"time"
+
+	"github.com/splitflow/splitflow/runtime/internal/slots"
 )
 
 // ErrInvalidGraph is wrapped by every error Execute returns for a job graph
@@ -43,6 +45,16 @@ var ErrAlreadyExecuted = errors.New("environment already executed")
 // does not fit this one (a stateful UID now names another kind of operator
 // or another state type; see the fingerprint in graph.go).
 var ErrIncompatibleCheckpoint = errors.New("incompatible checkpoint")
+
+// ErrDifferentJob is wrapped by the error Execute returns for a process
+// of a distributed job refused by the job's group because the processes
+// already in it run another job: another graph (a stateful operator
+// added, removed, or of another kind or state, such as another window
+// size under the same uid), slot count or max parallelism. The error
+// names what differs. Every process of a distributed job runs the same
+// job; an upgrade stops them all before the new version starts
+// (docs/operations.md, "Upgrading a distributed job").
+var ErrDifferentJob = slots.ErrDifferentJob
 
 // OperatorError is how a job fails because of one operator: a user
 // function, a source reader, a sink writer or the source's split enumerator

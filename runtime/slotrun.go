@@ -180,7 +180,11 @@ func (env *Environment) runDistributed(ctx context.Context, g *jobGraph, name st
 		// heartbeat a second keeps a process that joins from waiting
 		// up to twice Kafka's 3s default for its first slots.
 		slots.WithHeartbeatInterval(min(time.Second, d.SessionTimeout/3)),
-		slots.WithMembershipLogger(log))
+		slots.WithMembershipLogger(log),
+		// A process of another job (another graph, slot count or max
+		// parallelism) is refused by the group before it gets a slot,
+		// whether the job starts fresh or goes on from checkpoints.
+		slots.WithIdentity(slots.Identity{Fingerprint: g.fingerprint(), Slots: d.Slots, MaxParallelism: env.cfg.maxParallelism}))
 	if err != nil {
 		err = fmt.Errorf("job %q: %w", name, err)
 		obs.jobEnded(ctx, err)
@@ -241,6 +245,10 @@ func (dr *distDriver) loop(ctx context.Context) (err error) {
 		case c := <-dr.m.Changes():
 			dr.change(ctx, c)
 		case err := <-dr.m.Failed():
+			var other *slots.DifferentJobError
+			if errors.As(err, &other) {
+				err = differentJob(other)
+			}
 			dr.log.Error("splitflow: the job's group refused this process", "err", err)
 			return fmt.Errorf("job %q: %w", dr.name, err)
 		case r := <-dr.ended:
@@ -419,6 +427,68 @@ func (r *slotRunner) kill() {
 			return nil
 		}})
 	}
+}
+
+// differentJob is the error of a process the job's group refused for
+// running another job than its members: what differs, read from the
+// fingerprints as a restore reads them, and what to do.
+func differentJob(e *slots.DifferentJobError) error {
+	var diffs []string
+	if theirs := e.Theirs; theirs == nil {
+		diffs = append(diffs, "what they run could not be read (the group kept rebalancing, or they run an earlier splitflow)")
+	} else {
+		if e.Ours.Slots != theirs.Slots {
+			diffs = append(diffs, fmt.Sprintf("%d slots here, %d in the running job", e.Ours.Slots, theirs.Slots))
+		}
+		if e.Ours.MaxParallelism != theirs.MaxParallelism {
+			diffs = append(diffs, fmt.Sprintf("max parallelism %d here, %d in the running job", e.Ours.MaxParallelism, theirs.MaxParallelism))
+		}
+		diffs = append(diffs, graphDifferences(e.Ours.Fingerprint, theirs.Fingerprint)...)
+	}
+	members := "none listed"
+	if len(e.Members) > 0 {
+		members = strings.Join(e.Members, ", ")
+	}
+	return fmt.Errorf("%w: the group %s of job %s runs it with processes whose job differs from this one's (%s); its members: %s. "+
+		"Every process of a distributed job runs the same job: start this one with the running processes' code and settings, "+
+		"or upgrade the job by stopping all of its processes before the new version starts (docs/operations.md, \"Upgrading a distributed job\")",
+		ErrDifferentJob, slots.Group(e.Job), e.Job, strings.Join(diffs, "; "), members)
+}
+
+// graphDifferences names the stateful operators two job fingerprints
+// disagree on.
+func graphDifferences(ours, theirs string) []string {
+	if ours == theirs {
+		return nil
+	}
+	a, _, errA := parseFingerprint(ours)
+	b, _, errB := parseFingerprint(theirs)
+	if errA != nil || errB != nil || a == nil || b == nil {
+		return []string{fmt.Sprintf("job graph %s here, %s in the running job", ours, theirs)}
+	}
+	uids := slices.Sorted(maps.Keys(a))
+	for uid := range b {
+		if _, ok := a[uid]; !ok {
+			uids = append(uids, uid)
+		}
+	}
+	slices.Sort(uids)
+	var out []string
+	for _, uid := range uids {
+		pa, here := a[uid]
+		pb, there := b[uid]
+		switch {
+		case !there:
+			out = append(out, fmt.Sprintf("operator uid %q (%s) only here", uid, pa.State))
+		case !here:
+			out = append(out, fmt.Sprintf("operator uid %q (%s) only in the running job", uid, pb.State))
+		case pa.State != pb.State:
+			out = append(out, fmt.Sprintf("operator uid %q is %s here, %s in the running job", uid, pa.State, pb.State))
+		case pa.MaxParallelism != pb.MaxParallelism:
+			out = append(out, fmt.Sprintf("operator uid %q places its keyed state by max parallelism %d here, %d in the running job", uid, pa.MaxParallelism, pb.MaxParallelism))
+		}
+	}
+	return out
 }
 
 // settleStartPoint returns where the job's slots start when their logs

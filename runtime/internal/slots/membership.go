@@ -72,6 +72,9 @@ type membershipConfig struct {
 	// replication is the replication factor <job>.slots is created with
 	// (-1: the broker's default).
 	replication int16
+	// identity is the job every member must run (WithIdentity); nil:
+	// any.
+	identity *Identity
 }
 
 func defaultMembershipConfig() membershipConfig {
@@ -199,10 +202,14 @@ func Join(ctx context.Context, job string, slots int, opts ...MembershipOption) 
 		failed:  make(chan error, 1),
 		owned:   map[int]int64{},
 	}
+	balancer := kgo.CooperativeStickyBalancer()
+	if cfg.identity != nil {
+		balancer = newJobBalancer(*cfg.identity)
+	}
 	kopts := append(slices.Clone(cfg.kafka),
 		kgo.ConsumerGroup(Group(job)),
 		kgo.ConsumeTopics(Topic(job)),
-		kgo.Balancers(kgo.CooperativeStickyBalancer()),
+		kgo.Balancers(balancer),
 		kgo.SessionTimeout(cfg.sessionTimeout),
 		kgo.HeartbeatInterval(cfg.heartbeat),
 		kgo.RebalanceTimeout(cfg.rebalanceTimeout),
@@ -247,9 +254,12 @@ func Join(ctx context.Context, job string, slots int, opts ...MembershipOption) 
 }
 
 // refusal is the membership's error for err when err is a refusal for want
-// of a right, nil otherwise.
+// of a right, or of the group's members running another job, nil
+// otherwise.
 func (m *Membership) refusal(err error) error {
 	switch {
+	case errors.Is(err, kerr.InconsistentGroupProtocol) && m.cfg.identity != nil:
+		return m.differentJob()
 	case errors.Is(err, kerr.GroupAuthorizationFailed):
 		return NotAllowed(m.job, "Read", "group", Group(m.job), "every process joins the job's group, which assigns the slots", err)
 	case errors.Is(err, kerr.TopicAuthorizationFailed):
