@@ -186,6 +186,32 @@ type CheckpointConfig struct {
 	MaxRestartDelay time.Duration
 	// Unbounded reports whether some source of the job never ends.
 	Unbounded bool
+	// Takeover is, in a slot of a distributed job, what a takeover of the
+	// slot may take; zero outside a slot.
+	Takeover Takeover
+}
+
+// Takeover is what delays the commit of a prepared transaction whose
+// process died in a slot of a distributed job: the slot's next owner
+// commits it, once the job's group noticed the death, gave the slot to
+// another process, and that process claimed and restored it.
+type Takeover struct {
+	// SessionTimeout is how long the group waits for a silent process
+	// (runtime.Distributed.SessionTimeout).
+	SessionTimeout time.Duration
+	// RebalanceTimeout bounds the rebalance that gives the slot away.
+	RebalanceTimeout time.Duration
+	// Claim bounds the new owner's confirmation of its claim.
+	Claim time.Duration
+	// Restore is what the restore of the slot is allowed: the checkpoint
+	// timeout, within which a checkpoint wrote what the restore reads.
+	// Nothing bounds a restore; this is an estimate.
+	Restore time.Duration
+}
+
+// Total is the longest a takeover may take.
+func (t Takeover) Total() time.Duration {
+	return t.SessionTimeout + t.RebalanceTimeout + t.Claim + t.Restore
 }
 
 // CheckpointConfigProvider is an optional capability of a SinkInitContext:

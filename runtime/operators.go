@@ -6,6 +6,7 @@ import (
 
 	"github.com/splitflow/splitflow/connector"
 	"github.com/splitflow/splitflow/metrics"
+	"github.com/splitflow/splitflow/runtime/internal/slots"
 )
 
 // output is where an operator emits: the input of the next operator in its
@@ -267,9 +268,23 @@ func newSinkInitContext(t *task, info opInfo, par int) sinkInitContext {
 		c.cp.Unbounded = unboundedJob(t.ex.g)
 		if t.ex.slot != nil {
 			c.claim = t.ex.slot.epoch
+			c.cp.Takeover = takeoverOf(t.cfg)
 		}
 	}
 	return c
+}
+
+// takeoverOf is what a takeover of a slot of the distributed job cfg
+// runs may take: the membership's session and rebalance timeouts, the
+// claim's confirmation, and one checkpoint timeout for the restore.
+func takeoverOf(cfg *config) connector.Takeover {
+	if cfg.dist == nil {
+		return connector.Takeover{}
+	}
+	d := *cfg.dist
+	d.withDefaults()
+	return connector.Takeover{SessionTimeout: d.SessionTimeout, RebalanceTimeout: slots.DefaultRebalanceTimeout,
+		Claim: claimConfirmTimeout, Restore: cfg.cp.timeout}
 }
 
 // unboundedJob reports whether some source of g never ends.

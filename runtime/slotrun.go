@@ -887,6 +887,10 @@ func (r *slotRunner) storedIDs() ([]int64, error) {
 	return ids, nil
 }
 
+// claimConfirmTimeout bounds the confirmation of a slot's claim, a part
+// of a takeover (connector.Takeover).
+const claimConfirmTimeout = 30 * time.Second
+
 type ownershipResult struct {
 	restore  *slots.Restore
 	notified []int64
@@ -911,7 +915,7 @@ func (r *slotRunner) perform(acts []slots.Action) ownershipResult {
 			}
 			next = r.own.LogRead(recs, stored, err)
 		case slots.Confirm:
-			ctx, cancel := context.WithTimeout(r.ctx, 30*time.Second)
+			ctx, cancel := context.WithTimeout(r.ctx, claimConfirmTimeout)
 			err := r.dr.m.Confirm(ctx, r.slot, r.member)
 			cancel()
 			next = r.own.Confirmed(err)

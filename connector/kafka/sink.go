@@ -132,8 +132,9 @@ func WithTransactionalIDPrefix(prefix string) SinkOpt {
 // broker aborts a transaction open longer than this, so it must exceed the
 // longest a transaction can stay open, (1 + tolerable checkpoint failures)
 // x (max(checkpoint interval, checkpoint timeout + min pause) + checkpoint
-// timeout) + commit timeout + restart delay, which the sink checks at
-// start; and it must not exceed the brokers' transaction.max.timeout.ms
+// timeout) + commit timeout + restart delay, plus in a slot of a
+// distributed job the takeover of the slot by another process
+// (connector.Takeover), which the sink checks at start; and it must not exceed the brokers' transaction.max.timeout.ms
 // (default 15 minutes), which the sink reads at start where it may.
 // Default: 15 minutes.
 func WithTransactionTimeout(d time.Duration) SinkOpt {
@@ -295,8 +296,11 @@ func (s *Sink[T]) clientOpts(extra ...kgo.Opt) []kgo.Opt {
 // prepared transaction to the next, so each tolerated failure adds one
 // such cycle. Then a commit attempt takes up to the commit timeout, and a
 // failure meanwhile restarts the job, which commits the restored
-// transaction after the restart delay. Writing the checkpoint's metadata is not bounded by
-// the configuration and is not counted (milliseconds for a directory).
+// transaction after the restart delay. In a slot of a distributed job the
+// process may die instead, and the slot's next owner commits the
+// transaction after a takeover (connector.Takeover). Writing the
+// checkpoint's metadata is not bounded by the configuration and is not
+// counted (milliseconds for a directory).
 func (s *Sink[T]) checkTimings(ctx connector.SinkInitContext) error {
 	p, ok := ctx.(connector.CheckpointConfigProvider)
 	if !ok {
@@ -315,12 +319,27 @@ func (s *Sink[T]) checkTimings(ctx connector.SinkInitContext) error {
 	}
 	cycle := max(cc.Interval, cc.Timeout+cc.MinPause) + cc.Timeout
 	need := time.Duration(1+cc.TolerableFailures)*cycle + s.cfg.commitTimeout + cc.MaxRestartDelay
+	// In a slot, the process holding a prepared transaction may die
+	// instead: the slot's next owner commits it after the takeover. A
+	// slot may also restart first and its process die before the commit,
+	// so the takeover adds to the restart delay.
+	tk := cc.Takeover
+	takeover := ""
+	if tk != (connector.Takeover{}) {
+		need += tk.Total()
+		takeover = fmt.Sprintf(" + takeover of the slot by another process (session timeout %s + rebalance timeout %s + claim %s + restore %s, counted as one checkpoint timeout)",
+			tk.SessionTimeout, tk.RebalanceTimeout, tk.Claim, tk.Restore)
+	}
 	if s.cfg.txnTimeout <= need {
+		shorten := "shorten the checkpoint timings"
+		if takeover != "" {
+			shorten += " or the distributed job's session timeout"
+		}
 		return fmt.Errorf("kafka sink: transaction.timeout.ms (%s) must exceed the longest a transaction can stay open, "+
-			"(1 + tolerable checkpoint failures %d) x (max(interval %s, checkpoint timeout %s + min pause %s) + checkpoint timeout %s) + commit timeout %s + restart delay %s = %s, "+
-			"or the broker aborts prepared transactions and their records are lost; raise it with WithTransactionTimeout (and the broker's transaction.max.timeout.ms if needed) or shorten the checkpoint timings: %w",
-			s.cfg.txnTimeout, cc.TolerableFailures, cc.Interval, cc.Timeout, cc.MinPause, cc.Timeout, s.cfg.commitTimeout, cc.MaxRestartDelay, need,
-			connector.ErrInvalidConfiguration)
+			"(1 + tolerable checkpoint failures %d) x (max(interval %s, checkpoint timeout %s + min pause %s) + checkpoint timeout %s) + commit timeout %s + restart delay %s%s = %s, "+
+			"or the broker aborts prepared transactions and their records are lost; raise it with WithTransactionTimeout (and the broker's transaction.max.timeout.ms if needed) or %s: %w",
+			s.cfg.txnTimeout, cc.TolerableFailures, cc.Interval, cc.Timeout, cc.MinPause, cc.Timeout, s.cfg.commitTimeout, cc.MaxRestartDelay, takeover, need,
+			shorten, connector.ErrInvalidConfiguration)
 	}
 	return nil
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/splitflow/splitflow/runtime"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -192,5 +193,57 @@ func TestExactlyOnceUnboundedWithoutCheckpointsIsRefused(t *testing.T) {
 	}
 	if !errors.Is(err, connector.ErrInvalidConfiguration) || !strings.Contains(err.Error(), "needs checkpoints") {
 		t.Fatalf("Execute: %v, want an error wrapping connector.ErrInvalidConfiguration saying exactly-once needs checkpoints", err)
+	}
+}
+
+// In a slot of a distributed job a prepared transaction whose process dies
+// is committed by the process that takes the slot over, and only after
+// the group noticed the death (the session timeout), gave the slot away
+// (a rebalance, bounded by the rebalance timeout), the new owner claimed
+// it (the claim's confirmation) and restored it (counted as one
+// checkpoint timeout: a restore reads what a checkpoint wrote). A
+// transaction timeout that covers a single process's worst case but not
+// a takeover is refused at start, with the numbers named. Before, the
+// check counted no takeover: the job ran, and the first process that died
+// with a prepared transaction lost its records.
+func TestDistributedSinkTransactionTimeoutCoversATakeover(t *testing.T) {
+	const in, out, job = "takeover-in", "takeover-out", "takeover"
+	seeds, _ := distributedCluster(t, in, out)
+	sh, err := NewShuffle(WithShuffleSinkOpts(WithBrokers(seeds...), WithLogger(quietLogger())),
+		WithShuffleSourceOpts(WithBrokers(seeds...), WithLogger(quietLogger())))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// One process: max(100ms, 20s) + 20s + commit 30s + restart 1s = 71s,
+	// within 2m. A takeover adds session 2s + rebalance 1m + claim 30s +
+	// restore 20s = 1m52s: 3m3s.
+	env := runtime.NewEnvironment(
+		runtime.WithCheckpointInterval(100*time.Millisecond),
+		runtime.WithCheckpointTimeout(20*time.Second),
+		runtime.WithCheckpointDir(t.TempDir()),
+		runtime.WithLogger(quietLogger()),
+		runtime.WithDistributed(runtime.Distributed{Job: job, Slots: 2, Shuffle: sh,
+			Kafka: []kgo.Opt{kgo.SeedBrokers(seeds...)}, SessionTimeout: 2 * time.Second}))
+	src, err := NewSource(StringValues(), WithBrokers(seeds...), WithTopics(in), WithLogger(quietLogger()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sink, err := NewSink(KeyValueSerializer(out, func(v string) ([]byte, []byte, error) { return nil, []byte(v), nil }),
+		WithBrokers(seeds...), WithDeliveryGuarantee(ExactlyOnce), WithTransactionalIDPrefix(out),
+		WithTransactionTimeout(2*time.Minute), WithLogger(quietLogger()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	runtime.SinkTo(runtime.FromSource(env, src, "in").UID("in"), connector.Sink[string](sink)).UID("out")
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	err = env.Execute(ctx, job)
+	if ctx.Err() != nil {
+		t.Fatalf("the job ran for 60s with a transaction timeout of 2m that a takeover outlasts (3m3s); it ended with %v", err)
+	}
+	for _, want := range []string{"session timeout 2s", "rebalance timeout 1m0s", "claim 30s", "restore 20s", "= 3m3s"} {
+		if err == nil || !strings.Contains(err.Error(), want) || !errors.Is(err, connector.ErrInvalidConfiguration) {
+			t.Fatalf("got %v; want an error wrapping connector.ErrInvalidConfiguration naming %q", err, want)
+		}
 	}
 }

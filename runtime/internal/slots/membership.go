@@ -81,7 +81,7 @@ func defaultMembershipConfig() membershipConfig {
 	return membershipConfig{
 		sessionTimeout:   10 * time.Second,
 		heartbeat:        3 * time.Second,
-		rebalanceTimeout: 60 * time.Second,
+		rebalanceTimeout: DefaultRebalanceTimeout,
 		logger:           slog.Default(),
 		replication:      -1,
 	}
@@ -118,6 +118,9 @@ func WithSessionTimeout(d time.Duration) MembershipOption {
 func WithHeartbeatInterval(d time.Duration) MembershipOption {
 	return membershipOptionFunc(func(c *membershipConfig) { c.heartbeat = d })
 }
+
+// DefaultRebalanceTimeout is WithRebalanceTimeout's default.
+const DefaultRebalanceTimeout = 60 * time.Second
 
 // WithRebalanceTimeout bounds a rebalance, so also how long a revoked
 // slot may take to stop with its final checkpoint before Done (default
