@@ -254,6 +254,20 @@ type ClaimInfo interface {
 	ClaimEpoch() int64
 }
 
+// JobInfo is an optional capability of a SinkInitContext: the job the
+// subtask runs in. A sink that keeps a resource for one job (the Kafka
+// sink its transactional id prefix) tells the job's processes from
+// another job's by it.
+type JobInfo interface {
+	// JobName is the job's name: Distributed.Job in a distributed job,
+	// else the name the job was executed under.
+	JobName() string
+	// DistributedJob reports whether the job runs over many processes
+	// (runtime.WithDistributed), every one of which runs the same sinks:
+	// what one job holds, all of them share.
+	DistributedJob() bool
+}
+
 // CommitterRequired is an optional capability of a Sink whose writes become
 // visible only through its committer, such as a Kafka sink in exactly-once
 // mode. Go cannot recognise a TwoPhaseCommittingSink from a Sink[T] alone

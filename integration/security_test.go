@@ -18,7 +18,9 @@ import (
 	"github.com/splitflow/splitflow/integration/idjob"
 	"github.com/splitflow/splitflow/integration/kafkatest"
 	"github.com/splitflow/splitflow/runtime"
+	"github.com/splitflow/splitflow/txn"
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -295,7 +297,7 @@ func TestSecurityRevokedACLFailsRunningJob(t *testing.T) {
 		{"input read", kafka.ResourceTopic, "$INPUT", "Read", 0},
 		{"output write", kafka.ResourceTopic, "$OUTPUT", "Write", 0},
 		{"group read", kafka.ResourceGroup, "$GROUP", "Read", 0},
-		{"transactional id write", kafka.ResourceTransactionalID, "$PREFIX-", "Write", 0},
+		{"transactional id write", kafka.ResourceTransactionalID, "$PREFIX:", "Write", 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			j := newSecureJob(t, b, "revoke", 100)
@@ -366,5 +368,60 @@ func TestSecurityRevokedACLFailsRunningJob(t *testing.T) {
 				t.Errorf("the job restarted %d times, want at most %d", n, tc.maxRestarts)
 			}
 		})
+	}
+}
+
+// The documented ACL on a job's transactional ids covers that job's ids
+// and none of another job's whose prefix begins with the first one's:
+// job P's principal, with exactly the documented ACLs, may register its
+// own ids and the lease group P:lease, and is refused job P-b's ids (of
+// no claim and of a claim) and P-b:lease. Before, the ids were
+// P-<subtask>-<n> and the documented ACL $PREFIX- also matched P-b-0-0.
+func TestSecurityDocumentedTransactionalIDACLCoversOneJobsIDsAlone(t *testing.T) {
+	b := kafkatest.GetSecure(t)
+	a := newSecureJob(t, b, "acla", 1)
+	other := newSecureJob(t, b, "aclb", 1)
+	other.prefix = a.prefix + "-b"
+	other.vars["$PREFIX"] = other.prefix
+	a.grant(t, docACLs(t))
+	other.grant(t, docACLs(t))
+	secOpts, err := a.security(a.password).ClientOpts()
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts := append(secOpts, kgo.SeedBrokers(b.Addrs()...))
+	cl, err := kgo.NewClient(opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	for _, id := range []string{txn.TransactionalID(a.prefix, 0, 0), txn.ClaimTransactionalID(a.prefix, 1, 2, 3)} {
+		if _, err := txn.AbortAndFence(ctx, cl, id); err != nil {
+			t.Errorf("job %s's principal may not register its own id %s: %v", a.prefix, id, err)
+		}
+	}
+	for _, id := range []string{txn.TransactionalID(other.prefix, 0, 0), txn.ClaimTransactionalID(other.prefix, 1, 2, 3)} {
+		if _, err := txn.AbortAndFence(ctx, cl, id); !errors.Is(err, kerr.TransactionalIDAuthorizationFailed) {
+			t.Errorf("job %s's principal registered job %s's id %s (or failed otherwise): %v; want TRANSACTIONAL_ID_AUTHORIZATION_FAILED", a.prefix, other.prefix, id, err)
+		}
+	}
+	lease := func(prefix string) error {
+		lcl, err := kgo.NewClient(opts...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		l, err := txn.AcquireLease(ctx, lcl, txn.LeaseConfig{Prefix: prefix, Holder: "acl test", SessionTimeout: 6 * time.Second})
+		if err == nil {
+			l.Release()
+		}
+		return err
+	}
+	if err := lease(a.prefix); err != nil {
+		t.Errorf("job %s's principal may not take its own prefix's lease: %v", a.prefix, err)
+	}
+	if err := lease(other.prefix); !errors.Is(err, kerr.GroupAuthorizationFailed) {
+		t.Errorf("job %s's principal took job %s's lease (or failed otherwise): %v; want GROUP_AUTHORIZATION_FAILED", a.prefix, other.prefix, err)
 	}
 }

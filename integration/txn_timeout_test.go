@@ -61,7 +61,7 @@ func ongoing(ctx context.Context, adm *kadm.Client, prefix string) (map[string]b
 	}
 	out := map[string]bool{}
 	for _, id := range listed.TransactionalIDs() {
-		if strings.HasPrefix(id, prefix+"-") {
+		if strings.HasPrefix(id, txn.IDPrefix(prefix)) {
 			out[id] = true
 		}
 	}

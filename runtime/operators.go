@@ -248,6 +248,9 @@ type sinkInitContext struct {
 	// claim is the epoch of the process's claim on the slot the subtask
 	// runs in (a distributed job), 0 otherwise: connector.ClaimInfo.
 	claim int64
+	// job and distributed are connector.JobInfo's.
+	job         string
+	distributed bool
 }
 
 func newSinkInitContext(t *task, info opInfo, par int) sinkInitContext {
@@ -264,7 +267,13 @@ func newSinkInitContext(t *task, info opInfo, par int) sinkInitContext {
 		Interval: cp.interval, Timeout: cp.timeout, MinPause: cp.minPause, TolerableFailures: cp.tolerable,
 		MaxRestartDelay: maxRestartDelay(cp.restartStrategy()),
 	}
+	if t.cfg.dist != nil {
+		c.job, c.distributed = t.cfg.dist.Job, true
+	}
 	if t.ex != nil {
+		if !c.distributed {
+			c.job = t.ex.name
+		}
 		c.cp.Unbounded = unboundedJob(t.ex.g)
 		if t.ex.slot != nil {
 			c.claim = t.ex.slot.epoch
@@ -310,6 +319,10 @@ func (c sinkInitContext) CheckpointConfig() connector.CheckpointConfig { return 
 
 // ClaimEpoch makes the context a connector.ClaimInfo.
 func (c sinkInitContext) ClaimEpoch() int64 { return c.claim }
+
+// JobName and DistributedJob make the context a connector.JobInfo.
+func (c sinkInitContext) JobName() string      { return c.job }
+func (c sinkInitContext) DistributedJob() bool { return c.distributed }
 
 // CommitterRuns makes the context a connector.CommitterInfo.
 func (c sinkInitContext) CommitterRuns() bool { return c.committer }

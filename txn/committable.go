@@ -27,15 +27,41 @@ func (c Committable) String() string {
 	return fmt.Sprintf("%s (producer id %d, epoch %d, checkpoint %d)", c.TransactionalID, c.ProducerID, c.Epoch, c.CheckpointID)
 }
 
+// Terminator ends the prefix in every transactional id: prefix:<...>. A
+// prefix may not hold it (ValidatePrefix), so the ids of prefix "a" are
+// exactly those that begin with "a:", and an ACL on the transactional ids
+// prefixed "a:" (kafka-acls.sh --resource-pattern-type prefixed) grants
+// none of job "a-b"'s, which begin with "a-b:". With a terminator that a
+// prefix may hold, such as the dash before the subtask, "a-" also matched
+// "a-b-0-0".
+const Terminator = ':'
+
+// ValidatePrefix checks that prefix can name transactional ids: it is not
+// empty and does not hold Terminator.
+func ValidatePrefix(prefix string) error {
+	if prefix == "" {
+		return errors.New("txn: empty transactional id prefix")
+	}
+	if strings.ContainsRune(prefix, Terminator) {
+		return fmt.Errorf("txn: transactional id prefix %q holds %q, which ends the prefix in every id (prefix%c<subtask>-<n>), so that an ACL on the ids prefixed %q covers this prefix's ids alone; choose a prefix without it",
+			prefix, Terminator, Terminator, "prefix"+string(Terminator))
+	}
+	return nil
+}
+
+// IDPrefix is the beginning every transactional id of prefix shares and
+// no other prefix's id has: prefix:. It is what an ACL on the ids names.
+func IDPrefix(prefix string) string { return prefix + string(Terminator) }
+
 // TransactionalID returns the transactional id of pooled transaction n of a
-// subtask: prefix-<subtask>-<n>.
+// subtask: prefix:<subtask>-<n>.
 func TransactionalID(prefix string, subtask, n int) string {
-	return prefix + "-" + strconv.Itoa(subtask) + "-" + strconv.Itoa(n)
+	return IDPrefix(prefix) + strconv.Itoa(subtask) + "-" + strconv.Itoa(n)
 }
 
 // ClaimTransactionalID returns the transactional id of pooled transaction n
 // of a subtask that runs under a claim of epoch (a slot of a distributed
-// job): prefix-<subtask>-e<epoch>-<n>. Each claim of a slot has ids of its
+// job): prefix:<subtask>-e<epoch>-<n>. Each claim of a slot has ids of its
 // own, so a process that still runs the slot under an older claim cannot
 // register, and so abort, a transaction of the newer owner. Epoch 0 is
 // TransactionalID's form.
@@ -43,11 +69,13 @@ func ClaimTransactionalID(prefix string, subtask int, epoch int64, n int) string
 	if epoch == 0 {
 		return TransactionalID(prefix, subtask, n)
 	}
-	return prefix + "-" + strconv.Itoa(subtask) + "-e" + strconv.FormatInt(epoch, 10) + "-" + strconv.Itoa(n)
+	return IDPrefix(prefix) + strconv.Itoa(subtask) + "-e" + strconv.FormatInt(epoch, 10) + "-" + strconv.Itoa(n)
 }
 
 // ParseTransactionalID is the inverse of TransactionalID. It reports false
-// for an id that is not prefix-<subtask>-<n> with non-negative numbers.
+// for an id that is not prefix:<subtask>-<n> (or the legacy
+// prefix-<subtask>-<n>, see ParseClaimTransactionalID) with non-negative
+// numbers.
 func ParseTransactionalID(prefix, id string) (subtask, n int, ok bool) {
 	subtask, epoch, n, ok := ParseClaimTransactionalID(prefix, id)
 	if !ok || epoch != 0 {
@@ -57,12 +85,17 @@ func ParseTransactionalID(prefix, id string) (subtask, n int, ok bool) {
 }
 
 // ParseClaimTransactionalID is the inverse of ClaimTransactionalID: it
-// parses both forms, prefix-<subtask>-<n> with epoch 0 and
-// prefix-<subtask>-e<epoch>-<n> with epoch >= 1.
-func ParseClaimTransactionalID(prefix, id string) (subtask int, epoch int64, n int, ok bool) {
-	rest, found := strings.CutPrefix(id, prefix+"-")
+// parses both forms, prefix:<subtask>-<n> with epoch 0 and
+// prefix:<subtask>-e<epoch>-<n> with epoch >= 1. It also parses the
+// legacy layout, the same with a dash for the colon (IsLegacyID), which
+// checkpoints written before the colon may still name: their prepared
+// transactions are committed, and their open ones aborted, on restore.
+func ParseClaimTransactionalID(prefix string, id string) (subtask int, epoch int64, n int, ok bool) {
+	rest, found := strings.CutPrefix(id, IDPrefix(prefix))
 	if !found {
-		return 0, 0, 0, false
+		if rest, found = strings.CutPrefix(id, prefix+"-"); !found {
+			return 0, 0, 0, false
+		}
 	}
 	parts := strings.Split(rest, "-")
 	switch {
@@ -84,6 +117,15 @@ func ParseClaimTransactionalID(prefix, id string) (subtask int, epoch int64, n i
 		return 0, 0, 0, false
 	}
 	return subtask, epoch, n, true
+}
+
+// IsLegacyID reports whether id, one of prefix's (ParseClaimTransactionalID),
+// has the layout before Terminator: prefix-<subtask>-<n> or
+// prefix-<subtask>-e<epoch>-<n>. An ACL on IDPrefix(prefix) does not cover
+// it; the ACL on the ids prefixed "prefix-" does, so a job restored from
+// such a checkpoint needs that one until a checkpoint of its own completed.
+func IsLegacyID(prefix, id string) bool {
+	return !strings.HasPrefix(id, IDPrefix(prefix))
 }
 
 // DataLossError reports a prepared transaction that can no longer be

@@ -1,12 +1,18 @@
 // Package txn holds the Kafka transaction mechanics that exactly-once
 // delivery needs, independent of the engine (it imports no runtime).
 //
-//   - Naming: transactional ids are prefix-<subtask>-<n>, n drawn from a small
+//   - Naming: transactional ids are prefix:<subtask>-<n>, n drawn from a small
 //     bounded pool per subtask (TransactionalID, ParseTransactionalID). A
 //     subtask that runs in a slot of a distributed job under a claim of
-//     epoch e uses prefix-<subtask>-e<e>-<n> (ClaimTransactionalID,
+//     epoch e uses prefix:<subtask>-e<e>-<n> (ClaimTransactionalID,
 //     WithClaimEpoch): an older owner of the slot that lives on cannot
-//     register, and so abort, a newer owner's ids.
+//     register, and so abort, a newer owner's ids. A prefix may not hold
+//     the colon (Terminator), so the ids beginning with prefix: are this
+//     prefix's alone, for ACLs; the parsers also take the legacy layout
+//     with a dash for the colon, which older checkpoints name.
+//   - Lease: a prefix belongs to one job, which holds the consumer group
+//     prefix:lease (AcquireLease); another job is refused with a
+//     *PrefixHeldError.
 //   - Pool: one franz-go client per pooled id, created on first use and kept:
 //     a transaction per checkpoint reuses a client instead of creating one.
 //     Begin opens a transaction, Txn.Prepare flushes it and hands back a

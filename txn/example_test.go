@@ -72,9 +72,9 @@ func ExampleNewPool() {
 	}
 	fmt.Println("read_committed:", committed, "read_uncommitted:", uncommitted)
 	// Output:
-	// prepared: orders-0-0 checkpoint 1
+	// prepared: orders:0-0 checkpoint 1
 	// commit: <nil> again: <nil>
-	// aborted: orders-0-1 <nil>
+	// aborted: orders:0-1 <nil>
 	// read_committed: [a b] read_uncommitted: [a b c]
 }
 

@@ -90,8 +90,8 @@ type slot struct {
 	releaseAfter int64
 }
 
-// Pool hands out the transactional ids prefix-<subtask>-<n> of one subtask
-// (prefix-<subtask>-e<epoch>-<n> with WithClaimEpoch),
+// Pool hands out the transactional ids prefix:<subtask>-<n> of one subtask
+// (prefix:<subtask>-e<epoch>-<n> with WithClaimEpoch),
 // each with its own franz-go client kept across transactions. It is safe for
 // concurrent use; the engine calls it from the subtask's task goroutine.
 type Pool struct {
@@ -117,8 +117,8 @@ var ErrPoolClosed = errors.New("txn: pool closed")
 // NewPool returns the pool of one subtask. It connects to nothing until
 // Begin or Commit needs a client.
 func NewPool(prefix string, subtask int, opts ...Opt) (*Pool, error) {
-	if prefix == "" {
-		return nil, errors.New("txn: empty transactional id prefix")
+	if err := ValidatePrefix(prefix); err != nil {
+		return nil, err
 	}
 	if subtask < 0 {
 		return nil, fmt.Errorf("txn: negative subtask %d", subtask)

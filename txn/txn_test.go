@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -20,23 +21,69 @@ func TestTransactionalIDNaming(t *testing.T) {
 		subtask int
 		n       int
 		ok      bool
+		legacy  bool // parsed, but the layout before the colon
 	}{
-		{"sink", "sink-0-0", 0, 0, true},
-		{"sink", "sink-12-7", 12, 7, true},
-		{"my-sink", "my-sink-3-1", 3, 1, true},
-		{"sink", "sink-1", 0, 0, false},
-		{"sink", "sinks-1-1", 0, 0, false},
-		{"sink", "sink-a-1", 0, 0, false},
-		{"sink", "sink-1-01", 0, 0, false},
-		{"sink", "sink--1-1", 0, 0, false},
-		{"sink", "other-1-1", 0, 0, false},
+		{"sink", "sink:0-0", 0, 0, true, false},
+		{"sink", "sink:12-7", 12, 7, true, false},
+		{"my-sink", "my-sink:3-1", 3, 1, true, false},
+		{"sink", "sink-0-0", 0, 0, true, true},
+		{"my-sink", "my-sink-3-1", 3, 1, true, true},
+		{"sink", "sink:1", 0, 0, false, false},
+		{"sink", "sinks:1-1", 0, 0, false, false},
+		{"sink", "sink:a-1", 0, 0, false, false},
+		{"sink", "sink:1-01", 0, 0, false, false},
+		{"sink", "sink:-1-1", 0, 0, false, false},
+		{"sink", "sink-1", 0, 0, false, false},
+		{"sink", "sink-a-1", 0, 0, false, false},
+		{"sink", "other:1-1", 0, 0, false, false},
+		{"sink", "sink-x:1-1", 0, 0, false, false},
 	} {
 		st, n, ok := ParseTransactionalID(tc.prefix, tc.id)
 		if ok != tc.ok || (ok && (st != tc.subtask || n != tc.n)) {
 			t.Errorf("ParseTransactionalID(%q, %q) = %d, %d, %v; want %d, %d, %v", tc.prefix, tc.id, st, n, ok, tc.subtask, tc.n, tc.ok)
 		}
-		if tc.ok && TransactionalID(tc.prefix, tc.subtask, tc.n) != tc.id {
+		if tc.ok && !tc.legacy && TransactionalID(tc.prefix, tc.subtask, tc.n) != tc.id {
 			t.Errorf("TransactionalID(%q, %d, %d) = %q, want %q", tc.prefix, tc.subtask, tc.n, TransactionalID(tc.prefix, tc.subtask, tc.n), tc.id)
+		}
+		if tc.ok && IsLegacyID(tc.prefix, tc.id) != tc.legacy {
+			t.Errorf("IsLegacyID(%q, %q) = %v", tc.prefix, tc.id, !tc.legacy)
+		}
+	}
+}
+
+// Every id of a prefix begins with IDPrefix(prefix), and no id of another
+// prefix does, so an ACL on the ids prefixed IDPrefix(prefix) grants one
+// job's ids alone. With the dash as the prefix's end, "a-" also matched
+// job "a-b"'s "a-b-0-0". A prefix holding the terminator is refused. A
+// legacy id (a checkpoint's from before the colon) is still its own
+// prefix's, and never another's.
+func TestOneJobsIDPrefixCoversNoOtherJobsIDs(t *testing.T) {
+	prefixes := []string{"a", "a-b", "a-1", "a-e2", "orders", "orders-eu", "job.counts", "job.counts-1"}
+	for _, p := range prefixes {
+		for _, q := range prefixes {
+			for _, id := range []string{TransactionalID(q, 0, 0), TransactionalID(q, 12, 3), ClaimTransactionalID(q, 1, 2, 0), ClaimTransactionalID(q, 0, 40, 7)} {
+				if mine := strings.HasPrefix(id, IDPrefix(p)); mine != (p == q) {
+					t.Errorf("id %q of prefix %q begins with %q (the ids of prefix %q): %v", id, q, IDPrefix(p), p, mine)
+				}
+				if _, _, _, ok := ParseClaimTransactionalID(p, id); ok != (p == q) {
+					t.Errorf("ParseClaimTransactionalID(%q, %q) = %v", p, id, ok)
+				}
+				legacy := strings.Replace(id, IDPrefix(q), q+"-", 1)
+				if _, _, _, ok := ParseClaimTransactionalID(p, legacy); ok != (p == q) {
+					t.Errorf("legacy id %q of prefix %q: ParseClaimTransactionalID(%q) = %v", legacy, q, p, ok)
+				}
+			}
+		}
+		if err := ValidatePrefix(p); err != nil {
+			t.Errorf("ValidatePrefix(%q): %v", p, err)
+		}
+	}
+	for _, bad := range []string{"", "a:b", "a:"} {
+		if err := ValidatePrefix(bad); err == nil {
+			t.Errorf("ValidatePrefix(%q) accepted it", bad)
+		}
+		if _, err := NewPool(bad, 0); err == nil {
+			t.Errorf("NewPool(%q) accepted it", bad)
 		}
 	}
 }
@@ -49,26 +96,28 @@ func TestClaimTransactionalIDNaming(t *testing.T) {
 		n       int
 		ok      bool
 	}{
-		{"sink-0-0", 0, 0, 0, true},
-		{"sink-3-e1-0", 3, 1, 0, true},
-		{"sink-12-e40-7", 12, 40, 7, true},
-		{"sink-3-e0-0", 0, 0, 0, false},
-		{"sink-3-e01-0", 0, 0, 0, false},
-		{"sink-3-e-1-0", 0, 0, 0, false},
-		{"sink-3-x2-0", 0, 0, 0, false},
-		{"sink-3-e2", 0, 0, 0, false},
-		{"sink-3-e2-0-1", 0, 0, 0, false},
+		{"sink:0-0", 0, 0, 0, true},
+		{"sink:3-e1-0", 3, 1, 0, true},
+		{"sink:12-e40-7", 12, 40, 7, true},
+		{"sink:3-e0-0", 0, 0, 0, false},
+		{"sink:3-e01-0", 0, 0, 0, false},
+		{"sink:3-e-1-0", 0, 0, 0, false},
+		{"sink:3-x2-0", 0, 0, 0, false},
+		{"sink:3-e2", 0, 0, 0, false},
+		{"sink:3-e2-0-1", 0, 0, 0, false},
 	} {
-		st, e, n, ok := ParseClaimTransactionalID("sink", tc.id)
-		if ok != tc.ok || (ok && (st != tc.subtask || e != tc.epoch || n != tc.n)) {
-			t.Errorf("ParseClaimTransactionalID(sink, %q) = %d, %d, %d, %v; want %d, %d, %d, %v", tc.id, st, e, n, ok, tc.subtask, tc.epoch, tc.n, tc.ok)
+		for _, id := range []string{tc.id, strings.Replace(tc.id, ":", "-", 1)} {
+			st, e, n, ok := ParseClaimTransactionalID("sink", id)
+			if ok != tc.ok || (ok && (st != tc.subtask || e != tc.epoch || n != tc.n)) {
+				t.Errorf("ParseClaimTransactionalID(sink, %q) = %d, %d, %d, %v; want %d, %d, %d, %v", id, st, e, n, ok, tc.subtask, tc.epoch, tc.n, tc.ok)
+			}
+			// A claim's id is never mistaken for an id of no claim.
+			if _, _, plain := ParseTransactionalID("sink", id); plain != (tc.ok && tc.epoch == 0) {
+				t.Errorf("ParseTransactionalID(sink, %q) reports %v", id, plain)
+			}
 		}
 		if tc.ok && ClaimTransactionalID("sink", tc.subtask, tc.epoch, tc.n) != tc.id {
 			t.Errorf("ClaimTransactionalID(sink, %d, %d, %d) = %q, want %q", tc.subtask, tc.epoch, tc.n, ClaimTransactionalID("sink", tc.subtask, tc.epoch, tc.n), tc.id)
-		}
-		// A claim's id is never mistaken for an id of no claim.
-		if _, _, plain := ParseTransactionalID("sink", tc.id); plain != (tc.ok && tc.epoch == 0) {
-			t.Errorf("ParseTransactionalID(sink, %q) reports %v", tc.id, plain)
 		}
 	}
 }
@@ -78,12 +127,16 @@ func TestClaimTransactionalIDNaming(t *testing.T) {
 func TestLingeringOwnsOwnAndOlderClaimsOnly(t *testing.T) {
 	l := Lingering{Prefix: "sink", Subtask: 1, Parallelism: 4, Epoch: 3}
 	for id, want := range map[string]bool{
-		"sink-1-e3-0":  true,
-		"sink-1-e2-5":  true,
-		"sink-1-0":     true,
-		"sink-1-e4-0":  false,
-		"sink-2-e3-0":  false,
-		"sink-1-e30-0": false,
+		"sink:1-e3-0":  true,
+		"sink:1-e2-5":  true,
+		"sink:1-0":     true,
+		"sink:1-e4-0":  false,
+		"sink:2-e3-0":  false,
+		"sink:1-e30-0": false,
+		// legacy ids, of a checkpoint from before the colon
+		"sink-1-e2-5": true,
+		"sink-1-0":    true,
+		"sink-1-e4-0": false,
 	} {
 		if got := l.Owns(id); got != want {
 			t.Errorf("Owns(%q) under claim 3 = %v, want %v", id, got, want)
@@ -96,8 +149,8 @@ func TestLingeringOwnsOwnAndOlderClaimsOnly(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if id := p.slots[0].id; id != "p-2-e7-0" {
-		t.Errorf("pool id %q, want p-2-e7-0", id)
+	if id := p.slots[0].id; id != "p:2-e7-0" {
+		t.Errorf("pool id %q, want p:2-e7-0", id)
 	}
 }
 

@@ -258,9 +258,11 @@ func TestCheckpointsLsAndShowMarkASavepoint(t *testing.T) {
 }
 
 // The txn commands select ids by the sink's id layout, never by a string
-// prefix: --prefix orders takes orders-<subtask>-<n> and
-// orders-<subtask>-e<epoch>-<n>, and leaves job orders-eu's
-// orders-eu-<subtask>-<n>, which begins with "orders-" too. And txn abort,
+// prefix: --prefix orders takes orders:<subtask>-<n> and
+// orders:<subtask>-e<epoch>-<n>, and the legacy orders-<subtask>-<n> and
+// orders-<subtask>-e<epoch>-<n> of checkpoints from before the colon, and
+// leaves job orders-eu's legacy orders-eu-<subtask>-<n>, which begins with
+// "orders-" too. And txn abort,
 // like every command that destroys, lists what it would do and does
 // nothing without --yes.
 func TestTxnCommandsSelectOnlyThePrefixsIDsAndAbortOnlyWithYes(t *testing.T) {
@@ -272,7 +274,11 @@ func TestTxnCommandsSelectOnlyThePrefixsIDsAndAbortOnlyWithYes(t *testing.T) {
 	seeds := c.ListenAddrs()
 	brokers := strings.Join(seeds, ",")
 	ctx := context.Background()
-	for _, id := range []string{"orders-0-1", "orders-1-e3-0", "orders-eu-0-1", "orders-eu-1-e2-0"} {
+	// Legacy ids (before the colon: orders-<subtask>-<n>), which a
+	// checkpoint of an older version may have left open, are still the
+	// prefix's.
+	mine, theirs := []string{"orders:0-1", "orders:1-e3-0", "orders-0-2", "orders-1-e2-0"}, []string{"orders-eu:0-1", "orders-eu:1-e2-0", "orders-eu-0-1"}
+	for _, id := range append(append([]string(nil), mine...), theirs...) {
 		p, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.TransactionalID(id), kgo.DefaultProduceTopic("out"))
 		if err != nil {
 			t.Fatal(err)
@@ -293,7 +299,6 @@ func TestTxnCommandsSelectOnlyThePrefixsIDsAndAbortOnlyWithYes(t *testing.T) {
 		}
 		return out.String()
 	}
-	mine, theirs := []string{"orders-0-1", "orders-1-e3-0"}, []string{"orders-eu-0-1", "orders-eu-1-e2-0"}
 	check := func(what, out string, want, unwanted []string) {
 		t.Helper()
 		for _, id := range want {
@@ -318,7 +323,7 @@ func TestTxnCommandsSelectOnlyThePrefixsIDsAndAbortOnlyWithYes(t *testing.T) {
 
 	out = cmd("txn", "abort", "--prefix", "orders", "--yes")
 	check("txn abort --prefix orders --yes", out, mine, theirs)
-	if !strings.Contains(out, "2 transaction(s) aborted") {
+	if !strings.Contains(out, "4 transaction(s) aborted") {
 		t.Errorf("txn abort --yes:\n%s", out)
 	}
 	if out := cmd("txn", "list", "--prefix", "orders"); !strings.Contains(out, "no open transactions") {

@@ -179,7 +179,7 @@ func TestShowKafkaSourceAndExactlyOnceSink(t *testing.T) {
 		regexp.MustCompile(`(?m)^    in +1 +10 +none \(unbounded\)$`),
 		regexp.MustCompile(`(?m)^kafka-out: two-phase sink TwoPhaseSink\[committable=txn.Committable\]$`),
 		regexp.MustCompile(`(?m)^      TRANSACTIONAL ID +PRODUCER ID +EPOCH +CHECKPOINT$`),
-		regexp.MustCompile(`(?m)^      showjob-\d-\d+ +\d+ +\d+ +` + strconv.FormatInt(id, 10) + `$`),
+		regexp.MustCompile(`(?m)^      showjob:\d-\d+ +\d+ +\d+ +` + strconv.FormatInt(id, 10) + `$`),
 		regexp.MustCompile(`(?m)^counts: keyed KeyedProcess\[key=string\] max parallelism 128$`),
 		regexp.MustCompile(`(?m)^      count +value +\d+ +\d+$`),
 	} {
@@ -204,7 +204,7 @@ func TestShowKafkaSourceAndExactlyOnceSink(t *testing.T) {
 			ids = append(ids, c.TransactionalID)
 		}
 	}
-	if len(ids) == 0 || !strings.HasPrefix(ids[0], "showjob-") {
+	if len(ids) == 0 || !strings.HasPrefix(ids[0], "showjob:") {
 		t.Errorf("json: transactional ids %q", ids)
 	}
 	if got := len(readerSplits(operator(r, "kafka-in"))); got != 2 {
@@ -220,7 +220,7 @@ func TestShowKafkaSourceAndExactlyOnceSink(t *testing.T) {
 		regexp.MustCompile(`(?m)^  subtask \d: \d+ bytes, kafka split v1 \(recognised by trial decoding\)$`),
 		regexp.MustCompile(`(?m)^    in +0 +20 +none \(unbounded\)$`),
 		regexp.MustCompile(`(?m)^kafka-out: two-phase sink \(no signature in the job fingerprint\)$`),
-		regexp.MustCompile(`(?m)^      showjob-\d-\d+ +\d+ +\d+ +` + strconv.FormatInt(id, 10) + `$`),
+		regexp.MustCompile(`(?m)^      showjob:\d-\d+ +\d+ +\d+ +` + strconv.FormatInt(id, 10) + `$`),
 		regexp.MustCompile(`(?m)^counts: keyed \(no signature in the job fingerprint\)$`),
 		regexp.MustCompile(`keyed state layout v\d \(recognised by trial decoding\)`),
 	} {

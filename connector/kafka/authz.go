@@ -324,6 +324,7 @@ const (
 	useGroupFetch  = "the source starts from the group's committed offsets"
 	useSinkTopic   = "the sink writes the topic"
 	useSinkTxnIDs  = "the exactly-once sink registers, writes and commits its transactions under these ids"
+	useSinkLease   = "the exactly-once sink joins the group to keep its transactional id prefix to one job"
 	useSinkConfigs = "the sink reads the brokers' transaction.max.timeout.ms at start; WithoutBrokerTimeoutCheck skips that"
 	useShuffleDesc = "the shuffle checks that its topic exists with the channel's partitions"
 	useShuffleMake = "the shuffle creates its topic when it is missing; or create it beforehand with the channel's partitions"

@@ -87,8 +87,8 @@ func TestSinkRefusedTransactionalWriteIsAuthorizationError(t *testing.T) {
 	if !errors.As(err, &ae) || !errors.Is(err, connector.ErrInvalidConfiguration) {
 		t.Fatalf("got %v; want an *AuthorizationError, a configuration error", err)
 	}
-	if ae.Resource != ResourceTransactionalID || ae.Name != "refusedid-" || !ae.Prefixed || ae.Operation != "Write" {
-		t.Errorf("the error names %s %s %q (prefixed %v); want Write on the transactional ids with the prefix \"refusedid-\"", ae.Operation, ae.Resource, ae.Name, ae.Prefixed)
+	if ae.Resource != ResourceTransactionalID || ae.Name != "refusedid:" || !ae.Prefixed || ae.Operation != "Write" {
+		t.Errorf("the error names %s %s %q (prefixed %v); want Write on the transactional ids with the prefix \"refusedid:\"", ae.Operation, ae.Resource, ae.Name, ae.Prefixed)
 	}
 }
 
@@ -187,7 +187,7 @@ func TestSinkRefusedCommitIsAuthorizationError(t *testing.T) {
 			if !errors.As(r.err, &ae) || !errors.Is(r.err, connector.ErrInvalidConfiguration) {
 				t.Fatalf("commit outcome %s: %v; want an *AuthorizationError, a configuration error", r.outcome, r.err)
 			}
-			if ae.Resource != ResourceTransactionalID || ae.Name != "refusedcommit-" || !ae.Prefixed || ae.Operation != "Write" {
+			if ae.Resource != ResourceTransactionalID || ae.Name != "refusedcommit:" || !ae.Prefixed || ae.Operation != "Write" {
 				t.Errorf("the error names %s %s %q (prefixed %v); want Write on the transactional ids with the prefix", ae.Operation, ae.Resource, ae.Name, ae.Prefixed)
 			}
 		})
@@ -309,8 +309,8 @@ func TestSinkRefusedBeginIsAuthorizationError(t *testing.T) {
 	if !errors.As(err, &ae) || !errors.Is(err, connector.ErrInvalidConfiguration) {
 		t.Fatalf("got %v; want an *AuthorizationError, a configuration error", err)
 	}
-	if ae.Resource != ResourceTransactionalID || ae.Name != "refusedbegin-" || !ae.Prefixed || ae.Operation != "Write" {
-		t.Errorf("the error names %s %s %q (prefixed %v); want Write on the transactional ids with the prefix \"refusedbegin-\"", ae.Operation, ae.Resource, ae.Name, ae.Prefixed)
+	if ae.Resource != ResourceTransactionalID || ae.Name != "refusedbegin:" || !ae.Prefixed || ae.Operation != "Write" {
+		t.Errorf("the error names %s %s %q (prefixed %v); want Write on the transactional ids with the prefix \"refusedbegin:\"", ae.Operation, ae.Resource, ae.Name, ae.Prefixed)
 	}
 }
 

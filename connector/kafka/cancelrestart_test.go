@@ -58,7 +58,7 @@ func TestCancelDuringRestartCommitsRestoredTransactions(t *testing.T) {
 	var heldOnce sync.Once
 	f.ControlKey(kmsg.EndTxn.Int16(), func(req kmsg.Request) (kmsg.Response, error, bool) {
 		r := req.(*kmsg.EndTxnRequest)
-		if !r.Commit || !strings.HasPrefix(r.TransactionalID, "cancel-") || released.Load() {
+		if !r.Commit || !strings.HasPrefix(r.TransactionalID, "cancel:") || released.Load() {
 			return nil, nil, false
 		}
 		f.KeepControl()

@@ -299,6 +299,9 @@ func (s *Shuffle) newSink(channel string, partitions int) (*Sink[runtime.Shuffle
 			// partition is always the one written.
 			c.kgoOpts = append(c.kgoOpts, kgo.RecordPartitioner(kgo.ManualPartitioner()))
 			c.prepare = s.prepare(channel, partitions)
+			// The channel's prefix begins with the job's name, which
+			// the job's group keeps to one job.
+			c.noLease = true
 		}))
 	return NewSink[runtime.ShuffleRecord](ser, opts...)
 }

@@ -78,6 +78,11 @@ type sinkConfig struct {
 	// prepare, when set, runs when a writer is created, before anything
 	// else (the shuffle creates its topic there).
 	prepare func(context.Context, *kgo.Client, Security) error
+	// leaseSession is WithPrefixLeaseSessionTimeout's; noLease skips the
+	// lease (the shuffle's sinks, whose prefix the job's name keeps to
+	// one job).
+	leaseSession time.Duration
+	noLease      bool
 }
 
 func defaultSinkConfig() sinkConfig {
@@ -87,6 +92,7 @@ func defaultSinkConfig() sinkConfig {
 		poolSize:      8,
 		commitTimeout: 30 * time.Second,
 		logger:        slog.Default(),
+		leaseSession:  10 * time.Second,
 	}
 }
 
@@ -94,12 +100,19 @@ func (c *sinkConfig) validate() error {
 	errs := checkBrokers(c.seeds)
 	if c.guarantee == ExactlyOnce && c.prefix == "" {
 		errs = append(errs, errors.New("exactly-once needs a transactional id prefix unique to this sink (WithTransactionalIDPrefix)"))
+	} else if c.guarantee == ExactlyOnce {
+		if err := txn.ValidatePrefix(c.prefix); err != nil {
+			errs = append(errs, fmt.Errorf("%w (WithTransactionalIDPrefix)", err))
+		}
 	}
 	if c.guarantee < AtLeastOnce || c.guarantee > None {
 		errs = append(errs, fmt.Errorf("unknown delivery guarantee %d", c.guarantee))
 	}
 	if c.commitTimeout <= 0 {
 		errs = append(errs, fmt.Errorf("commit timeout %s is not positive (WithCommitTimeout)", c.commitTimeout))
+	}
+	if c.leaseSession <= 0 {
+		errs = append(errs, fmt.Errorf("prefix lease session timeout %s is not positive (WithPrefixLeaseSessionTimeout)", c.leaseSession))
 	}
 	if c.poolSize < 2 {
 		errs = append(errs, fmt.Errorf("transactional id pool size %d is below 2", c.poolSize))
@@ -120,8 +133,10 @@ func WithDeliveryGuarantee(g DeliveryGuarantee) SinkOpt {
 }
 
 // WithTransactionalIDPrefix sets the prefix of the sink's transactional ids,
-// prefix-<subtask>-<n> (Flink: setTransactionalIdPrefix). Required for
-// ExactlyOnce, and it must be unique to this sink across every job writing
+// prefix:<subtask>-<n> (Flink: setTransactionalIdPrefix). Required for
+// ExactlyOnce; it may not hold ':' (txn.Terminator), which ends it in
+// every id, so that an ACL on the ids prefixed "prefix:" covers this
+// sink's alone. It must be unique to this sink across every job writing
 // to the cluster: a restarted job uses it to find and abort what its
 // previous run left open.
 func WithTransactionalIDPrefix(prefix string) SinkOpt {
@@ -149,6 +164,21 @@ func WithTransactionTimeout(d time.Duration) SinkOpt {
 // Default: 30s.
 func WithCommitTimeout(d time.Duration) SinkOpt {
 	return sinkOpt(func(c *sinkConfig) { c.commitTimeout = d })
+}
+
+// WithPrefixLeaseSessionTimeout sets the session timeout of the lease
+// that keeps the transactional id prefix to one job (default 10s;
+// Kafka's session.timeout.ms, within the brokers'
+// group.min.session.timeout.ms and group.max.session.timeout.ms). In
+// exactly-once mode the sink's first writer joins the consumer group
+// prefix:lease before it touches an id, and the sink holds it while it
+// has writers; a start that finds another job there waits this long for
+// it to expire (a process killed without leaving holds it that long) and
+// is then refused with a *txn.PrefixHeldError. Every process of one job
+// shares the lease: in a distributed job all processes of the job, in
+// another job the sink of one process.
+func WithPrefixLeaseSessionTimeout(d time.Duration) SinkOpt {
+	return sinkOpt(func(c *sinkConfig) { c.leaseSession = d })
 }
 
 // WithTransactionalIDPoolSize sets how many transactional ids each subtask
@@ -204,8 +234,11 @@ func KeyValueSerializer[T any](topic string, fn func(T) (key, value []byte, err 
 // committables before it creates the writer of the same subtask, as Flink
 // does by initializing a chain from its tail: registering the ids would
 // otherwise abort them. A writer whose producer is fenced by a newer one
-// (another attempt, or another process using the same prefix) fails with
-// an error wrapping txn.ErrFenced and never registers its ids again.
+// (another attempt) fails with an error wrapping txn.ErrFenced and never
+// registers its ids again. The prefix belongs to one job: the first
+// writer takes its lease (txn.AcquireLease, the group prefix:lease)
+// before it touches an id, and a writer of another job is refused
+// (WithPrefixLeaseSessionTimeout).
 //
 // In a slot of a distributed job (the init context is a
 // connector.ClaimInfo) each claim of the slot has ids of its own
@@ -234,6 +267,14 @@ type Sink[T any] struct {
 	// latest numbers the exactly-once writers of each subtask, to tell the
 	// newest from writers of older attempts still closing (writerGen).
 	latest map[int]uint64
+
+	// leaseMu orders the lease's acquisition and release; lease is held
+	// while leaseUsers writers live (see acquireLease). instance tells
+	// this sink from another job's in the same prefix's lease.
+	leaseMu    sync.Mutex
+	lease      *txn.Lease
+	leaseUsers int
+	instance   string
 }
 
 var (
@@ -256,7 +297,8 @@ func NewSink[T any](ser RecordSerializer[T], opts ...SinkOpt) (*Sink[T], error) 
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	return &Sink[T]{cfg: cfg, ser: ser, pools: map[int]*txn.Pool{}, restored: map[int][]string{}, spare: map[int][]string{}, latest: map[int]uint64{}}, nil
+	return &Sink[T]{cfg: cfg, ser: ser, pools: map[int]*txn.Pool{}, restored: map[int][]string{}, spare: map[int][]string{}, latest: map[int]uint64{},
+		instance: newInstanceID()}, nil
 }
 
 // TwoPhase implements connector.TwoPhaseCapable: in exactly-once mode the
@@ -377,10 +419,20 @@ func (s *Sink[T]) CreateWriter(ictx connector.SinkInitContext) (connector.SinkWr
 		w.cancel()
 		return nil, err
 	}
+	// Before any id is touched: another job's are not this one's to abort.
+	lease, err := s.acquireLease(ictx)
+	if err != nil {
+		w.cancel()
+		return nil, err
+	}
+	w.lease = lease
 	epoch := claimEpoch(ictx)
 	pool, err := txn.NewPool(s.cfg.prefix, w.sub, txn.WithPoolSize(s.cfg.poolSize), txn.WithClaimEpoch(epoch),
 		txn.WithTransactionTimeout(s.cfg.txnTimeout), txn.WithClientOpts(s.clientOpts(clientMetricOpts(g, "sink-txn")...)...))
 	if err != nil {
+		if lease != nil {
+			s.releaseLease()
+		}
 		w.cancel()
 		return nil, fmt.Errorf("kafka sink: %w", err)
 	}
@@ -406,6 +458,9 @@ func (s *Sink[T]) CreateWriter(ictx connector.SinkInitContext) (connector.SinkWr
 			s.latest[w.sub]--
 		}
 		s.mu.Unlock()
+		if lease != nil {
+			s.releaseLease()
+		}
 		w.cancel()
 		return nil, err
 	}
@@ -575,10 +630,20 @@ func (s *Sink[T]) isLatest(subtask int, gen uint64) bool {
 }
 
 // txnIDACLPrefix is the narrowest prefix of the sink's transactional ids
-// (txn.TransactionalID: prefix-subtask-n), the one the documented ACL and
-// an AuthorizationError name: with the bare prefix, job "a" could also use
-// the ids of job "a-b".
-func (s *Sink[T]) txnIDACLPrefix() string { return s.cfg.prefix + "-" }
+// (txn.IDPrefix: prefix:, which no other prefix's ids begin with), the one
+// the documented ACL and an AuthorizationError name.
+func (s *Sink[T]) txnIDACLPrefix() string { return txn.IDPrefix(s.cfg.prefix) }
+
+// txnIDACLPrefixOf is txnIDACLPrefix for id, which may have the legacy
+// layout of a restored checkpoint (txn.IsLegacyID): those are covered by
+// the ACL on the ids prefixed prefix-, which the job needs until it
+// completed a checkpoint of its own.
+func (s *Sink[T]) txnIDACLPrefixOf(id string) string {
+	if txn.IsLegacyID(s.cfg.prefix, id) {
+		return s.cfg.prefix + "-"
+	}
+	return s.txnIDACLPrefix()
+}
 
 func (s *Sink[T]) pool(subtask int) *txn.Pool {
 	s.mu.Lock()
@@ -624,9 +689,10 @@ type sinkWriter[T any] struct {
 
 	cl *kgo.Client // AtLeastOnce and None
 
-	pool *txn.Pool // ExactlyOnce
-	tx   *txn.Txn
-	gen  uint64 // see Sink.isLatest
+	pool  *txn.Pool  // ExactlyOnce
+	lease *txn.Lease // the sink's, counted for this writer until Close
+	tx    *txn.Txn
+	gen   uint64 // see Sink.isLatest
 	// fence lists the ids of restored committables this subtask owns,
 	// which its start did not register anew; fenceAfter is the first
 	// checkpoint this writer prepared (-1 before), whose completion
@@ -694,6 +760,9 @@ func (w *sinkWriter[T]) Write(v T, wc connector.WriteContext) error {
 		return nil
 	}
 	if w.tx == nil {
+		if err := w.leaseErr(); err != nil {
+			return err
+		}
 		if w.tx, err = w.pool.Begin(); err != nil {
 			// A pooled id's client loads its producer id here, the first
 			// request that a right revoked on the ids refuses.
@@ -778,6 +847,13 @@ func (w *sinkWriter[T]) PrepareCommit(checkpointID int64) ([]txn.Committable, er
 	}
 	if w.tx == nil {
 		return nil, nil
+	}
+	if err := w.leaseErr(); err != nil {
+		// Another job holds the prefix now and may abort the
+		// transaction at any time: it is not handed to a checkpoint.
+		_ = w.tx.Abort(w.ctx)
+		w.tx, w.txTopics, w.lastTopic = nil, nil, ""
+		return nil, err
 	}
 	tx, topics := w.tx, w.txTopics
 	w.tx, w.txTopics, w.lastTopic = nil, nil, ""
@@ -897,7 +973,7 @@ func (w *sinkWriter[T]) fenceRestored(checkpointID int64) error {
 		id := w.fence[0]
 		if _, err := txn.AbortAndFence(ctx, cl, id); err != nil {
 			return fmt.Errorf("kafka sink: register transactional id %s anew after checkpoint %d, to fence the producers of earlier attempts: %w",
-				id, checkpointID, err)
+				id, checkpointID, authorizationOf(err, w.s.cfg.security, ResourceTransactionalID, w.s.txnIDACLPrefixOf(id), true, "Write", useSinkTxnIDs))
 		}
 		w.fence = w.fence[1:]
 	}
@@ -920,6 +996,9 @@ func (w *sinkWriter[T]) Close() error {
 	}
 	open := w.tx != nil
 	w.s.dropPool(w.sub, w.pool)
+	if w.lease != nil {
+		defer w.s.releaseLease()
+	}
 	if w.adm != nil {
 		w.adm.Close()
 	}
@@ -1011,7 +1090,7 @@ func (c *committer[T]) Commit(ctx context.Context, reqs []connector.CommitReques
 			// with the right named, without restarts: the restarted
 			// writer's check would only refuse it again. The transaction
 			// stays open, so a restart once the right is back commits it.
-			err = authorizationOf(err, c.s.cfg.security, ResourceTransactionalID, c.s.txnIDACLPrefix(), true, "Write", useSinkTxnIDs)
+			err = authorizationOf(err, c.s.cfg.security, ResourceTransactionalID, c.s.txnIDACLPrefixOf(cm.TransactionalID), true, "Write", useSinkTxnIDs)
 			req.SignalFailedWithUnknownReason(fmt.Errorf("kafka sink: commit %s: %w", cm, err))
 		}
 	}
