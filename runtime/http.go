@@ -120,7 +120,10 @@ func isBearerToken(s string) bool {
 //   - POST /api/v1/savepoints: takes a savepoint (Environment.TriggerSavepoint),
 //     or with {"stop": true} stops the job with one (StopWithSavepoint);
 //     body {"target": "DIR or s3://bucket/prefix", "stop": false}, empty
-//     for WithSavepointDir. It answers when the savepoint is complete
+//     for WithSavepointDir. The target must lie under WithSavepointDir
+//     (a relative one is taken under it) unless the job sets
+//     WithSavepointTargetsAnywhere; one outside, or with a ".." segment,
+//     is refused with 400. It answers when the savepoint is complete
 //     (a stop: when the job has ended), 200 with {"path", "checkpoint",
 //     "takenAt"}; errors as {"error": "..."} with 400 (bad body), 409
 //     (refused: checkpoints off, stopping, restarting, no target), 503 (no
@@ -264,7 +267,8 @@ func (env *Environment) startHTTP(stop func()) (*statusServer, error) {
 	readTimeout := cmp.Or(hc.readTimeout, defaultHTTPReadTimeout)
 	s := &statusServer{
 		srv: &http.Server{
-			Handler: newStatusHandler(env.Status, env.gatherer(), jobControl{token: hc.token, stop: stop, savepoint: env.savepoint, log: log}),
+			Handler: newStatusHandler(env.Status, env.gatherer(), jobControl{token: hc.token, stop: stop, savepoint: env.savepoint, log: log,
+				savepointRoot: env.cfg.cp.savepointDir, savepointAnywhere: env.cfg.cp.savepointAnywhere}),
 			// Bounds what a slow or idle client can hold; every response
 			// is small and computed at once (a savepoint's answer lifts
 			// its deadlines, see serveSavepoint).
@@ -372,6 +376,10 @@ type jobControl struct {
 	// savepoint takes a savepoint (stop: and stops the job with it),
 	// Environment.TriggerSavepoint and StopWithSavepoint.
 	savepoint func(ctx context.Context, target string, stop bool) (Savepoint, error)
+	// savepointRoot is WithSavepointDir, under which a requested target
+	// must lie unless savepointAnywhere (WithSavepointTargetsAnywhere).
+	savepointRoot     string
+	savepointAnywhere bool
 }
 
 // newStatusHandler serves the endpoints of WithHTTP from status and
@@ -595,6 +603,14 @@ func serveSavepoint(w http.ResponseWriter, r *http.Request, ctl jobControl) {
 	if err := dec.Decode(&body); err != nil && !errors.Is(err, io.EOF) {
 		fail(http.StatusBadRequest, fmt.Errorf("body: %w; send {\"target\": \"DIR or s3://bucket/prefix\", \"stop\": false} or nothing", err))
 		return
+	}
+	if !ctl.savepointAnywhere {
+		t, err := confineSavepointTarget(ctl.savepointRoot, body.Target)
+		if err != nil {
+			fail(http.StatusBadRequest, err)
+			return
+		}
+		body.Target = t
 	}
 	// The answer waits for the savepoint, however long it takes: lift the
 	// write deadline, and the read deadline too, since the server's

@@ -36,6 +36,9 @@ type checkpointConfig struct {
 	restoreFrom, savepointDir string
 	// renamedFrom is WithRenamedFrom's name.
 	renamedFrom string
+	// savepointAnywhere is WithSavepointTargetsAnywhere: a savepoint
+	// requested over the status server may go anywhere.
+	savepointAnywhere bool
 }
 
 func defaultCheckpointConfig() checkpointConfig {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -78,8 +79,11 @@ func WithRestoreFrom(path string) Option {
 // WithSavepointDir is where savepoints go when TriggerSavepoint,
 // StopWithSavepoint or POST /api/v1/savepoints name no target (Flink's
 // state.savepoints.dir): a directory or s3://bucket/prefix. Each savepoint
-// is a new directory in it, savepoint-<checkpoint id>-<UTC time>. Default:
-// none, so every request must name its target.
+// is a new directory in it, savepoint-<checkpoint id>-<UTC time>. It is
+// also the savepoint root: a target named in POST /api/v1/savepoints must
+// lie under it (a relative one is taken under it), unless
+// WithSavepointTargetsAnywhere. Default: none, so every call must name its
+// target and a request over the status server may name none.
 func WithSavepointDir(dir string) Option {
 	return optionFunc(func(c *config) { c.cp.savepointDir = dir })
 }
@@ -408,4 +412,92 @@ func (ex *execution) restorePoint() (*restoredState, error) {
 		return nil, &unrecoverableError{fmt.Errorf("%w (WithRestoreFrom)", err)}
 	}
 	return &restoredState{chk: chk, path: path, foreign: true}, nil
+}
+
+// WithSavepointTargetsAnywhere lets POST /api/v1/savepoints name any
+// directory or s3://bucket/prefix as its target, with the job's own
+// rights on the file system and its S3 credentials. Without it a request's
+// target is confined to WithSavepointDir (see there). The Go calls
+// TriggerSavepoint and StopWithSavepoint, made by the program itself, are
+// never confined. Default: confined.
+func WithSavepointTargetsAnywhere() Option {
+	return optionFunc(func(c *config) { c.cp.savepointAnywhere = true })
+}
+
+// ErrSavepointTarget is wrapped by the error of a savepoint request over
+// the status server whose target lies outside the savepoint root
+// (WithSavepointDir) of a job that confines them: POST /api/v1/savepoints
+// answers it with 400 Bad Request. Nothing was written.
+var ErrSavepointTarget = errors.New("savepoint target refused")
+
+// confineSavepointTarget resolves the target of a savepoint requested over
+// the status server against root, the job's WithSavepointDir: a relative
+// target is a directory under root; an absolute path or s3:// URL must lie
+// under root (the same bucket, under its prefix). No target may hold a ".."
+// segment, which could climb out of root however it is joined. "" stays ""
+// (the savepoint goes into root itself). The token of the status server
+// lets a client trigger savepoints, not choose where the job writes with
+// its rights: without confinement a client could write a savepoint over any
+// directory the process may write, or into any bucket its credentials
+// reach.
+func confineSavepointTarget(root, target string) (string, error) {
+	if target == "" {
+		return "", nil
+	}
+	refuse := func(why string) (string, error) {
+		return "", fmt.Errorf("%w: target %q %s", ErrSavepointTarget, target, why)
+	}
+	if root == "" {
+		return refuse("names a place, but the job sets no savepoint root (WithSavepointDir) to confine it to: send no target, or set WithSavepointDir (or WithSavepointTargetsAnywhere to allow any target)")
+	}
+	for _, seg := range strings.FieldsFunc(target, func(r rune) bool { return r == '/' || r == filepath.Separator }) {
+		if seg == ".." {
+			return refuse("holds a \"..\" segment; name a directory under the savepoint root " + root)
+		}
+	}
+	outside := func() (string, error) {
+		return refuse("lies outside the job's savepoint root " + root + " (WithSavepointDir); give a path relative to it, or one under it")
+	}
+	if checkpoint.IsS3URL(root) {
+		resolved := target
+		switch {
+		case checkpoint.IsS3URL(target):
+		case strings.Contains(target, "://") || strings.HasPrefix(target, "/") || filepath.IsAbs(target):
+			return outside()
+		default:
+			resolved = strings.TrimSuffix(root, "/") + "/" + strings.TrimPrefix(target, "./")
+		}
+		// Compared as the storage will read them: ParseS3URL decodes the
+		// path, so "%2e%2e" is a ".." segment and "%2F" a slash there.
+		rb, rp, err := checkpoint.ParseS3URL(root)
+		if err != nil {
+			return "", fmt.Errorf("%w: the savepoint root: %w", ErrSavepointTarget, err)
+		}
+		tb, tp, err := checkpoint.ParseS3URL(resolved)
+		if err != nil {
+			return refuse(fmt.Sprintf("is no place under the savepoint root %s: %v", root, err))
+		}
+		if slices.Contains(strings.Split(tp, "/"), "..") {
+			return refuse("holds a \"..\" segment; name a directory under the savepoint root " + root)
+		}
+		if tb != rb || !strings.HasPrefix(tp, rp) {
+			return outside()
+		}
+		return resolved, nil
+	}
+	if checkpoint.IsS3URL(target) || strings.Contains(target, "://") {
+		return outside()
+	}
+	if !filepath.IsAbs(target) {
+		return filepath.Join(root, target), nil
+	}
+	absRoot, err := filepath.Abs(root)
+	if err != nil {
+		return "", fmt.Errorf("%w: the savepoint root %s: %w", ErrSavepointTarget, root, err)
+	}
+	rel, err := filepath.Rel(absRoot, filepath.Clean(target))
+	if err != nil || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
+		return outside()
+	}
+	return target, nil
 }

@@ -239,7 +239,7 @@ func TestSavepointRefusals(t *testing.T) {
 func TestSavepointEndpoint(t *testing.T) {
 	var gotTarget string
 	var gotStop bool
-	ctl := jobControl{token: testToken, log: discardLogger(), savepoint: func(_ context.Context, target string, stop bool) (Savepoint, error) {
+	ctl := jobControl{token: testToken, log: discardLogger(), savepointAnywhere: true, savepoint: func(_ context.Context, target string, stop bool) (Savepoint, error) {
 		gotTarget, gotStop = target, stop
 		if target == "conflict" {
 			return Savepoint{}, ErrSavepointRefused

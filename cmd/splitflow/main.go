@@ -10,7 +10,9 @@
 //	splitflow savepoint trigger --url U [--token-file F] [--path P]
 //	                                               a savepoint of the job whose status server is at
 //	                                               U (its token from F or SPLITFLOW_HTTP_TOKEN),
-//	                                               under P; prints its path once complete
+//	                                               under P (a place under the job's savepoint
+//	                                               root, or relative to it; default the root);
+//	                                               prints its path once complete
 //	splitflow savepoint stop --url U ...           the same, and the job stops with it
 //	splitflow checkpoints show [--json] DIR/chk-N  one checkpoint's metadata, state files, shared
 //	                                               files (and which other checkpoints use them),

@@ -24,7 +24,7 @@ func savepointCmd(ctx context.Context, args []string, stdout, stderr io.Writer, 
 	fs.SetOutput(stderr)
 	base := fs.String("url", "", "the job's status server, http(s)://host:port")
 	tokenFile := fs.String("token-file", "", "file holding the status server's token (default: $SPLITFLOW_HTTP_TOKEN)")
-	path := fs.String("path", "", "directory or s3://bucket/prefix the savepoint goes under (default: the job's WithSavepointDir)")
+	path := fs.String("path", "", "directory or s3://bucket/prefix the savepoint goes under: a place under the job's savepoint root (WithSavepointDir), or relative to it; the job refuses one outside unless it allows any (WithSavepointTargetsAnywhere) (default: the root itself)")
 	if err := fs.Parse(args); err != nil {
 		return fmt.Errorf("%w: %w", errUsage, err)
 	}

@@ -24,10 +24,10 @@ import (
 const savepointTestToken = "a-token-of-the-status-server"
 
 // runningJob starts an unbounded job (generated records, checkpoints every
-// 20ms) whose status server has the token, and returns its URL and the
-// channel Execute's error arrives on, once it is ready (a checkpoint
-// completed).
-func runningJob(t *testing.T) (string, <-chan error) {
+// 20ms) whose status server has the token and whose savepoints go under
+// savepointRoot, and returns its URL and the channel Execute's error
+// arrives on, once it is ready (a checkpoint completed).
+func runningJob(t *testing.T, savepointRoot string) (string, <-chan error) {
 	t.Helper()
 	src, err := datagen.NewSource(func(i int64, _ *rand.Rand) string { return strconv.FormatInt(i, 10) },
 		datagen.WithRecordsPerSecond(2000), datagen.WithSplits(2))
@@ -39,7 +39,7 @@ func runningJob(t *testing.T) (string, <-chan error) {
 		t.Fatal(err)
 	}
 	env := runtime.NewEnvironment(runtime.WithParallelism(2), runtime.WithCheckpointInterval(20*time.Millisecond),
-		runtime.WithCheckpointDir(t.TempDir()), runtime.WithHTTPListener(ln), runtime.WithHTTPToken(savepointTestToken),
+		runtime.WithCheckpointDir(t.TempDir()), runtime.WithHTTPListener(ln), runtime.WithHTTPToken(savepointTestToken), runtime.WithSavepointDir(savepointRoot),
 		runtime.WithLogger(slog.New(slog.DiscardHandler)))
 	ds := runtime.Map(runtime.FromSource(env, src, "gen").UID("gen"), func(s string) (string, error) { return s, nil }).UID("map")
 	runtime.SinkTo(ds, &discardSink{}).UID("sink")
@@ -96,10 +96,11 @@ func savepointAt(t *testing.T, out, target string) string {
 // through its status server and prints its path once complete, the job
 // going on; savepoint stop takes one and the job ends with it. The token
 // comes from SPLITFLOW_HTTP_TOKEN or --token-file; without it the server's
-// refusal is the command's error, and nothing is written.
+// refusal is the command's error, and nothing is written. --path names a
+// place under the job's savepoint root; one outside it is refused.
 func TestSavepointCommandsOnARunningJob(t *testing.T) {
-	base, done := runningJob(t)
 	target := t.TempDir()
+	base, done := runningJob(t, target)
 	getenv = func(string) string { return "" }
 	t.Cleanup(func() { getenv = os.Getenv })
 
@@ -123,6 +124,19 @@ func TestSavepointCommandsOnARunningJob(t *testing.T) {
 		t.Fatalf("trigger: %v\n%s", err, out.String())
 	}
 	first := savepointAt(t, out.String(), target)
+	out.Reset()
+	if err := run(context.Background(), []string{"savepoint", "trigger", "--url", base, "--path", "nightly"}, &out, &out); err != nil {
+		t.Fatalf("trigger --path nightly: %v\n%s", err, out.String())
+	}
+	savepointAt(t, out.String(), filepath.Join(target, "nightly"))
+	outside := t.TempDir()
+	err = run(context.Background(), []string{"savepoint", "trigger", "--url", base, "--path", outside}, &out, &out)
+	if err == nil || !strings.Contains(err.Error(), "400") || !strings.Contains(err.Error(), "outside the job's savepoint root") {
+		t.Fatalf("trigger --path outside the savepoint root: %v, want the server's 400", err)
+	}
+	if entries, _ := os.ReadDir(outside); len(entries) != 0 {
+		t.Fatalf("a refused trigger wrote %d entries under %s", len(entries), outside)
+	}
 	select {
 	case err := <-done:
 		t.Fatalf("the job ended after a trigger: %v", err)

@@ -511,10 +511,11 @@ func fromSingleProcess(t *testing.T, kill bool) {
 	j.write(2000)
 	t.Setenv(EnvHTTPToken, wordcountToken)
 	checkpoints := t.TempDir()
+	savepoints := t.TempDir()
 	single := &distProc{name: "single", done: make(chan struct{})}
 	single.cmd = exec.Command(j.bin, "--brokers", j.b.Bootstrap(), "--input-topic", j.in, "--output-topic", j.out,
 		"--transactional-id-prefix", j.job+".counts", "--unbounded", "--parallelism", fmt.Sprint(parallelism),
-		"--checkpoint-dir", checkpoints, "--checkpoint-interval", "200ms", "--http", "127.0.0.1:0")
+		"--checkpoint-dir", checkpoints, "--checkpoint-interval", "200ms", "--http", "127.0.0.1:0", "--savepoint-dir", savepoints)
 	single.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	single.cmd.Stdout, single.cmd.Stderr = &single.log, &single.log
 	if err := single.cmd.Start(); err != nil {
@@ -538,7 +539,7 @@ func fromSingleProcess(t *testing.T, kill bool) {
 		if addr == nil {
 			t.Fatalf("no status page address in the single process's output:\n%s", single.log.String())
 		}
-		body, _ := json.Marshal(map[string]any{"target": t.TempDir(), "stop": true})
+		body, _ := json.Marshal(map[string]any{"stop": true}) // under --savepoint-dir
 		req, _ := http.NewRequest(http.MethodPost, "http://"+addr[1]+"/api/v1/savepoints", bytes.NewReader(body))
 		req.Header.Set("Authorization", "Bearer "+wordcountToken)
 		res, err := http.DefaultClient.Do(req)

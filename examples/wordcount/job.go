@@ -71,6 +71,9 @@ func runJob(ctx context.Context, o options, seeds []string, p *progress, logger 
 	if o.fromSavepoint != "" {
 		envOpts = append(envOpts, runtime.WithRestoreFrom(o.fromSavepoint))
 	}
+	if o.savepointDir != "" {
+		envOpts = append(envOpts, runtime.WithSavepointDir(o.savepointDir))
+	}
 	if o.checkpointDir != "" {
 		envOpts = append(envOpts, runtime.WithCheckpointDir(o.checkpointDir))
 	}

@@ -52,6 +52,7 @@ type options struct {
 	inputFile          string
 	checkpointDir      string
 	fromSavepoint      string
+	savepointDir       string
 	parallelism        int
 	checkpointInterval time.Duration
 	txnPrefix          string
@@ -95,6 +96,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.outputTopic, "output-topic", "counts", "topic of (word, count) records")
 	fs.StringVar(&o.inputFile, "input-file", "", "text to write into the input topic (default: a built-in text); written only when the input topic is empty")
 	fs.StringVar(&o.checkpointDir, "checkpoint-dir", "", "directory (or s3://bucket/prefix, configured by the AWS environment) for checkpoints; a job restarted on the same one resumes from it")
+	fs.StringVar(&o.savepointDir, "savepoint-dir", "", "directory or s3://bucket/prefix that savepoints requested over the status server go under (POST /api/v1/savepoints, splitflow savepoint trigger|stop); their targets must lie in it")
 	fs.StringVar(&o.fromSavepoint, "from-savepoint", "", "start from this savepoint (splitflow savepoint trigger|stop) or checkpoint (DIR/chk-N), also with another --parallelism, while --checkpoint-dir holds no checkpoint of its own; needs --brokers (the cluster it was taken on); without --unbounded the run ends at the input's end offsets as of its start; with --distributed, a savepoint of a run in one process, which each slot whose log names no checkpoint yet takes its share of; the first process given it records it for the job, and later ones may leave it out")
 	fs.IntVar(&o.parallelism, "parallelism", 2, "subtasks per operator")
 	fs.DurationVar(&o.checkpointInterval, "checkpoint-interval", time.Second, "time between checkpoints (and so between output commits); 0: no checkpoints, the output is committed once, at the end of the input (not with --unbounded), and a failure starts over")

@@ -120,8 +120,9 @@ func stopWithSavepointThenRestore(t *testing.T, mode int) {
 	}
 	t.Setenv(EnvHTTPToken, wordcountToken)
 	var out1 bytes.Buffer
+	savepoints := t.TempDir()
 	base, done1 := startRun(ctx, t, &out1, "--brokers", brokers, "--input-file", input, "--unbounded", "--http", "127.0.0.1:0",
-		"--checkpoint-interval", "100ms", "--parallelism", "2", "--checkpoint-dir", t.TempDir())
+		"--checkpoint-interval", "100ms", "--parallelism", "2", "--checkpoint-dir", t.TempDir(), "--savepoint-dir", savepoints)
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
 		if code, _ := fetch(t, base+"/readyz"); code == http.StatusOK {
 			break
@@ -133,8 +134,10 @@ func stopWithSavepointThenRestore(t *testing.T, mode int) {
 	// More input while it runs, so the stop may come with records in
 	// flight.
 	produceLines(ctx, t, seeds, "lines", 20000, 5000)
-	target := t.TempDir()
-	body, _ := json.Marshal(map[string]any{"target": target, "stop": true})
+	// A target relative to --savepoint-dir, the only place a request
+	// may name.
+	target := filepath.Join(savepoints, "stopped")
+	body, _ := json.Marshal(map[string]any{"target": "stopped", "stop": true})
 	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, base+"/api/v1/savepoints", bytes.NewReader(body))
 	req.Header.Set("Authorization", "Bearer "+wordcountToken)
 	res, err := http.DefaultClient.Do(req)
@@ -144,7 +147,7 @@ func stopWithSavepointThenRestore(t *testing.T, mode int) {
 	var sp runtime.Savepoint
 	err = json.NewDecoder(res.Body).Decode(&sp)
 	_ = res.Body.Close()
-	if err != nil || res.StatusCode != http.StatusOK || !strings.HasPrefix(sp.Path, target) {
+	if err != nil || res.StatusCode != http.StatusOK || !strings.HasPrefix(sp.Path, target+string(filepath.Separator)) {
 		t.Fatalf("stop with savepoint: %d %v %+v", res.StatusCode, err, sp)
 	}
 	select {

@@ -1,0 +1,91 @@
+package runtime
+
+import (
+	"encoding/json"
+	"errors"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// Rule: a savepoint requested over the status server goes under the job's
+// savepoint root (WithSavepointDir): a target with a ".." segment, an
+// absolute path outside the root, or an s3:// URL outside it is refused
+// with 400 and a reason, before the job is asked; a target under the
+// root, or relative to it, reaches the job. Before, the token let a
+// client write a savepoint wherever the process or its S3 credentials
+// could.
+func TestHTTPSavepointTargetIsConfinedToTheSavepointRoot(t *testing.T) {
+	root := t.TempDir()
+	addr := startTestHTTP(t, WithSavepointDir(root), WithHTTPToken(testToken))
+	post := func(target string) (int, string) {
+		t.Helper()
+		b, _ := json.Marshal(map[string]string{"target": target})
+		req, _ := http.NewRequest(http.MethodPost, "http://"+addr+"/api/v1/savepoints", strings.NewReader(string(b)))
+		req.Header.Set("Authorization", "Bearer "+testToken)
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		var out map[string]string
+		_ = json.NewDecoder(res.Body).Decode(&out)
+		return res.StatusCode, out["error"]
+	}
+	for _, tc := range []struct{ target, why string }{
+		{"../elsewhere", `".."`},
+		{root + "/../x", `".."`},
+		{"/etc/splitflow", "outside the job's savepoint root"},
+		{filepath.Dir(root), "outside the job's savepoint root"},
+		{"s3://another-bucket/savepoints", "outside the job's savepoint root"},
+	} {
+		code, msg := post(tc.target)
+		if code != http.StatusBadRequest || !strings.Contains(msg, tc.why) {
+			t.Errorf("target %q: %d %q, want 400 saying %s", tc.target, code, msg, tc.why)
+		}
+	}
+	// Under the root the request reaches the job (none runs here: 503).
+	for _, target := range []string{"", "nightly", filepath.Join(root, "weekly")} {
+		if code, msg := post(target); code != http.StatusServiceUnavailable {
+			t.Errorf("target %q under the root: %d %q, want the job's 503", target, code, msg)
+		}
+	}
+}
+
+// Rule: under an s3:// savepoint root a target stays in the root's bucket
+// and under its prefix, compared as the storage reads the URL (decoded):
+// an escaped ".." or another prefix that merely starts with the root's is
+// refused; a relative target is taken under the root.
+func TestS3SavepointTargetIsConfinedToTheSavepointRoot(t *testing.T) {
+	const root = "s3://jobs/savepoints"
+	for _, tc := range []struct {
+		target, want string // want "" : refused
+	}{
+		{"", ""},
+		{"nightly", root + "/nightly"},
+		{"./nightly/", root + "/nightly/"},
+		{root, root},
+		{root + "/weekly", root + "/weekly"},
+		{"s3://jobs/savepoints-other/x", ""},
+		{"s3://jobs/other", ""},
+		{"s3://another-bucket/savepoints/x", ""},
+		{"s3://jobs/savepoints/%2e%2e/other", ""},
+		{"%2e%2e/other", ""},
+		{"s3://jobs/savepoints/x?versionId=1", ""},
+		{"/tmp/x", ""},
+		{"file:///tmp/x", ""},
+	} {
+		got, err := confineSavepointTarget(root, tc.target)
+		switch {
+		case tc.target == "":
+			if got != "" || err != nil {
+				t.Errorf("no target: %q %v, want the root's default", got, err)
+			}
+		case tc.want == "" && !errors.Is(err, ErrSavepointTarget):
+			t.Errorf("target %q: %q %v, want refused with ErrSavepointTarget", tc.target, got, err)
+		case tc.want != "" && (got != tc.want || err != nil):
+			t.Errorf("target %q: %q %v, want %q", tc.target, got, err, tc.want)
+		}
+	}
+}
