@@ -45,10 +45,16 @@ func wordcountBinary(t *testing.T) string {
 			return
 		}
 		binPath = filepath.Join(binDir, "wordcount")
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		// A build from a cold cache on a loaded machine compiles every
+		// dependency and can take minutes; the bound only catches a hang.
+		const patience = 15 * time.Minute
+		ctx, cancel := context.WithTimeout(context.Background(), patience)
 		defer cancel()
 		if out, err := exec.CommandContext(ctx, "go", "build", "-o", binPath, ".").CombinedOutput(); err != nil {
-			binErr = fmt.Errorf("go build: %v\n%s", err, out)
+			if ctx.Err() != nil {
+				err = fmt.Errorf("not done after %s, killed (%w)", patience, err)
+			}
+			binErr = fmt.Errorf("go build of the wordcount binary: %w\n%s", err, out)
 		}
 	})
 	if binErr != nil {
