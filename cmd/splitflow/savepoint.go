@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"os"
 	"strings"
@@ -43,6 +44,9 @@ func savepointCmd(ctx context.Context, args []string, stdout, stderr io.Writer, 
 		}
 		token = strings.TrimSpace(string(b))
 	}
+	if token != "" && u.Scheme == "http" && !isLoopbackHost(u.Hostname()) {
+		fmt.Fprintf(stderr, "splitflow: warning: %s sends the status server's token over plain HTTP to %s; anyone on the path can read it and use it to stop the job or take savepoints: serve the status server with TLS (runtime.WithHTTPTLS, wordcount --http-tls-cert) and give an https:// --url\n", name, u.Host)
+	}
 	body, _ := json.Marshal(map[string]any{"target": *path, "stop": stop}) // a string and a bool always marshal
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimSuffix(u.String(), "/")+"/api/v1/savepoints", strings.NewReader(string(body)))
 	if err != nil {
@@ -74,4 +78,15 @@ func savepointCmd(ctx context.Context, args []string, stdout, stderr io.Writer, 
 	}
 	fmt.Fprintf(stdout, "savepoint of checkpoint %d: %s\n", out.Checkpoint, out.Path)
 	return nil
+}
+
+// isLoopbackHost says whether host (a URL's host, without port or
+// brackets) reaches this machine only: a loopback address, or localhost
+// and its subdomains, which resolve to loopback (RFC 6761).
+func isLoopbackHost(host string) bool {
+	if ip, err := netip.ParseAddr(host); err == nil {
+		return ip.IsLoopback()
+	}
+	host = strings.TrimSuffix(strings.ToLower(host), ".")
+	return host == "localhost" || strings.HasSuffix(host, ".localhost")
 }
