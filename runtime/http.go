@@ -16,8 +16,10 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -34,6 +36,9 @@ type httpConfig struct {
 	tls         *tls.Config   // WithHTTPTLS; nil serves plain HTTP
 	readTimeout time.Duration // WithHTTPReadTimeout; 0: defaultHTTPReadTimeout
 	maxConns    int           // WithHTTPMaxConns; 0: defaultHTTPMaxConns
+	// allowedHosts is WithHTTPAllowedHosts: Host names answered besides
+	// loopback names, IP addresses and the host of addr.
+	allowedHosts []string
 }
 
 // minHTTPTokenLen is the shortest token WithHTTPToken takes: 16 random
@@ -52,6 +57,13 @@ func (h *httpConfig) validate() error {
 		return invalidGraph("WithHTTPReadTimeout(%s): the read timeout must be positive (or 0 for the default, %s)", h.readTimeout, defaultHTTPReadTimeout)
 	case h.maxConns < 0:
 		return invalidGraph("WithHTTPMaxConns(%d): the cap must be positive (or 0 for the default, %d)", h.maxConns, defaultHTTPMaxConns)
+	case len(h.allowedHosts) > 0 && !serves:
+		return invalidGraph("WithHTTPAllowedHosts without WithHTTP or WithHTTPListener: there is no status server to name")
+	}
+	for _, n := range h.allowedHosts {
+		if n == "" || strings.ContainsAny(n, ":/[]@ *") {
+			return invalidGraph("WithHTTPAllowedHosts(%q): give a host name alone, such as status.example.com (no scheme, port or wildcard; IP addresses need no entry)", n)
+		}
 	}
 	// The token and the certificate are checked each on its own: a good
 	// token does not make a TLS config without a certificate servable.
@@ -129,6 +141,13 @@ func isBearerToken(s string) bool {
 //     (refused: checkpoints off, stopping, restarting, no target), 503 (no
 //     job) or 500 (failed). It needs the token, as stop does.
 //
+// Every route answers only a request whose Host names the server
+// (localhost, an IP address, addr's host, WithHTTPAllowedHosts); any other
+// gets 421 Misdirected Request, which keeps a page of another site from
+// reading the status through DNS rebinding. Once bound, the server logs
+// the address it listens on ("status server listening", the port
+// resolved when addr asked for port 0).
+//
 // The GET endpoints are read-only and open to whoever reaches the address.
 // Every other endpoint changes the job and is refused unless the server
 // has a token (WithHTTPToken) and the request carries it; see there. The
@@ -203,6 +222,22 @@ func WithHTTPMaxConns(n int) Option {
 	return optionFunc(func(c *config) { c.http.maxConns = n })
 }
 
+// WithHTTPAllowedHosts adds host names the status server answers to. A
+// request is answered only when its Host header names the server: a
+// loopback name (localhost, *.localhost), an IP address (an address in
+// the URL cannot be rebound), the host given to WithHTTP, or one of names
+// (compared without case, port or trailing dot). Any other Host is answered
+// 421 Misdirected Request on every route, GET included: a web page on
+// another site that points its own name at this address (DNS rebinding)
+// sends its own name, and would otherwise read the job's status and
+// metrics from a browser that reaches a server the attacker does not. Add
+// the names clients use: a DNS name or Kubernetes Service name of the
+// server, the name a reverse proxy forwards. Default: none, so only
+// loopback names, IP addresses and WithHTTP's host are answered.
+func WithHTTPAllowedHosts(names ...string) Option {
+	return optionFunc(func(c *config) { c.http.allowedHosts = append(c.http.allowedHosts, names...) })
+}
+
 // The status server's limits besides WithHTTPReadTimeout and
 // WithHTTPMaxConns: no request of it needs more.
 const (
@@ -258,6 +293,13 @@ func (env *Environment) startHTTP(stop func()) (*statusServer, error) {
 	// The cap counts TCP connections, below TLS: a client that never
 	// finishes its handshake holds one too.
 	ln = newCappedListener(ln, cmp.Or(hc.maxConns, defaultHTTPMaxConns), log)
+	// The bound address, not the one asked for: with port 0 the log is
+	// where an operator learns the port.
+	scheme := "http"
+	if hc.tls != nil {
+		scheme = "https"
+	}
+	log.Info("splitflow: status server listening", "addr", addr.String(), "url", scheme+"://"+addr.String()+"/")
 	if hc.tls != nil {
 		ln = tls.NewListener(ln, hc.tls)
 	} else if hc.token != "" && !isLoopback(addr) {
@@ -267,8 +309,8 @@ func (env *Environment) startHTTP(stop func()) (*statusServer, error) {
 	readTimeout := cmp.Or(hc.readTimeout, defaultHTTPReadTimeout)
 	s := &statusServer{
 		srv: &http.Server{
-			Handler: newStatusHandler(env.Status, env.gatherer(), jobControl{token: hc.token, stop: stop, savepoint: env.savepoint, log: log,
-				savepointRoot: env.cfg.cp.savepointDir, savepointAnywhere: env.cfg.cp.savepointAnywhere}),
+			Handler: hostChecked(newStatusHandler(env.Status, env.gatherer(), jobControl{token: hc.token, stop: stop, savepoint: env.savepoint, log: log,
+				savepointRoot: env.cfg.cp.savepointDir, savepointAnywhere: env.cfg.cp.savepointAnywhere}), newHostPolicy(hc), log),
 			// Bounds what a slow or idle client can hold; every response
 			// is small and computed at once (a savepoint's answer lifts
 			// its deadlines, see serveSavepoint).
@@ -346,6 +388,67 @@ func (c *cappedConn) Close() error {
 	err := c.Conn.Close()
 	c.once.Do(c.release)
 	return err
+}
+
+// hostPolicy is the set of host names, lower case and without a trailing
+// dot, the status server answers to besides loopback names and IP
+// addresses.
+type hostPolicy map[string]bool
+
+// newHostPolicy holds the host of hc.addr, when it is a name, and the
+// names of WithHTTPAllowedHosts.
+func newHostPolicy(hc httpConfig) hostPolicy {
+	p := hostPolicy{}
+	if host, _, err := net.SplitHostPort(hc.addr); err == nil && host != "" {
+		p[normalHost(host)] = true
+	}
+	for _, n := range hc.allowedHosts {
+		p[normalHost(n)] = true
+	}
+	return p
+}
+
+func normalHost(h string) string { return strings.TrimSuffix(strings.ToLower(h), ".") }
+
+// allows says whether a request with Host header host is for this server.
+// No Host at all (an HTTP/1.0 client) is allowed: every browser sends one.
+// An IP address is allowed whatever it is: DNS rebinding needs a name the
+// attacker controls in the browser's URL, and an address is no name, so a
+// request for one was sent by a client that chose this server's address.
+// A loopback name resolves to this machine alone (RFC 6761), whatever DNS
+// says. Anything else must be a name the job was given.
+func (p hostPolicy) allows(host string) bool {
+	if host == "" {
+		return true
+	}
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
+	} else if strings.HasPrefix(host, "[") && strings.HasSuffix(host, "]") {
+		host = host[1 : len(host)-1]
+	}
+	host = normalHost(host)
+	if _, err := netip.ParseAddr(host); err == nil {
+		return true
+	}
+	return host == "localhost" || strings.HasSuffix(host, ".localhost") || p[host]
+}
+
+// hostChecked answers 421 Misdirected Request to a request whose Host is
+// not one of the server's (hostPolicy), before any route, and logs the
+// refusal at most once a minute (a rebinding page may send many).
+func hostChecked(h http.Handler, p hostPolicy, log *slog.Logger) http.Handler {
+	var lastWarned atomic.Int64 // unix nanoseconds
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if p.allows(r.Host) {
+			h.ServeHTTP(w, r)
+			return
+		}
+		if now, last := time.Now().UnixNano(), lastWarned.Load(); now-last >= int64(time.Minute) && lastWarned.CompareAndSwap(last, now) {
+			log.Warn("splitflow: the status server refused a request for a host that is not its own (WithHTTPAllowedHosts); further refusals within a minute are not logged",
+				"host", r.Host, "method", r.Method, "path", r.URL.Path, "remote", r.RemoteAddr)
+		}
+		writeText(w, http.StatusMisdirectedRequest, fmt.Sprintf("this status server does not answer for host %q: it answers for localhost, its IP addresses and the names given with WithHTTPAllowedHosts (wordcount --http-allowed-hosts); add the name you reach it by there", r.Host))
+	})
 }
 
 // isLoopback says whether a listens on a loopback address only.

@@ -20,6 +20,7 @@ const EnvHTTPToken = "SPLITFLOW_HTTP_TOKEN"
 // httpFlags are the status server's settings beside --http.
 type httpFlags struct {
 	tokenFile, certFile, keyFile string
+	allowedHosts                 string
 }
 
 func registerHTTPFlags(fs *flag.FlagSet) *httpFlags {
@@ -27,6 +28,7 @@ func registerHTTPFlags(fs *flag.FlagSet) *httpFlags {
 	fs.StringVar(&h.tokenFile, "http-token-file", "", "`file` holding the status server's token (one line, 16 or more characters); requests that change the job (POST /api/v1/job/stop) must send it as Authorization: Bearer TOKEN (or set "+EnvHTTPToken+"; default: no token, those requests are refused)")
 	fs.StringVar(&h.certFile, "http-tls-cert", "", "PEM `file` of the status server's certificate, with --http-tls-key: serve HTTPS (default: plain HTTP)")
 	fs.StringVar(&h.keyFile, "http-tls-key", "", "PEM `file` of the status server certificate's key")
+	fs.StringVar(&h.allowedHosts, "http-allowed-hosts", "", "comma-separated host `names` the status server answers to besides localhost, IP addresses and --http's host; a request for any other Host is refused (421) so that a web page cannot reach it by DNS rebinding (default: none)")
 	return h
 }
 
@@ -45,6 +47,13 @@ func (h *httpFlags) resolve(o *options, getenv func(string) string) []error {
 			// name topics and show errors, and reaching them from other
 			// hosts should be asked for by name (0.0.0.0, [::], a host).
 			o.httpAddr = net.JoinHostPort("127.0.0.1", port)
+		case net.ParseIP(host) == nil:
+			o.httpAllowedHosts = append(o.httpAllowedHosts, host)
+		}
+	}
+	for _, n := range strings.Split(h.allowedHosts, ",") {
+		if n = strings.TrimSpace(n); n != "" {
+			o.httpAllowedHosts = append(o.httpAllowedHosts, n)
 		}
 	}
 	token := getenv(EnvHTTPToken)
@@ -75,8 +84,8 @@ func (h *httpFlags) resolve(o *options, getenv func(string) string) []error {
 	case h.certFile != "" || h.keyFile != "":
 		errs = append(errs, fmt.Errorf("--http-tls-cert and --http-tls-key go together"))
 	}
-	if o.httpAddr == "" && (token != "" || h.certFile != "" || h.keyFile != "") {
-		errs = append(errs, fmt.Errorf("the status server's token and TLS settings need --http"))
+	if o.httpAddr == "" && (token != "" || h.certFile != "" || h.keyFile != "" || h.allowedHosts != "") {
+		errs = append(errs, fmt.Errorf("the status server's token, TLS and allowed hosts settings need --http"))
 	}
 	return errs
 }

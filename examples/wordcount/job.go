@@ -95,6 +95,9 @@ func runJob(ctx context.Context, o options, seeds []string, p *progress, logger 
 		if o.httpTLS != nil {
 			envOpts = append(envOpts, runtime.WithHTTPTLS(o.httpTLS))
 		}
+		if len(o.httpAllowedHosts) > 0 {
+			envOpts = append(envOpts, runtime.WithHTTPAllowedHosts(o.httpAllowedHosts...))
+		}
 	}
 	env := runtime.NewEnvironment(envOpts...)
 	lines := runtime.FromSource(env, src, "lines").UID("lines")

@@ -63,6 +63,7 @@ type options struct {
 	httpAddr           string // resolved: a port alone is on loopback
 	httpToken          string // --http-token-file / SPLITFLOW_HTTP_TOKEN
 	httpTLS            *tls.Config
+	httpAllowedHosts   []string // --http-allowed-hosts, and --http's host when a name
 	stateBackend       string
 	stateDir           string
 	noTimeoutCheck     bool // kafka.WithoutBrokerTimeoutCheck on the sink
