@@ -212,7 +212,9 @@
 // Sources assign timestamps and generate watermarks per split (each split
 // output has its own WatermarkGenerator); a reader's watermark is the
 // minimum over its active splits. Idle splits (WithIdleness, MarkIdle) do
-// not hold time back; a reader with no active split is idle. The idleness
+// not hold time back; a reader with no active split is idle and keeps its
+// watermark (it does not jump to its fastest split's, whose lead would make
+// a lagging split's records late when it comes back). The idleness
 // timeout runs on the source task's activity clock, which stands still
 // while the task's output is full: a backpressured source is not idle. A task with
 // several input channels takes the minimum over active, aligned channels

@@ -2,7 +2,9 @@ package runtime
 
 import (
 	"context"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -64,4 +66,159 @@ func TestBackpressuredSourceIsNotIdle(t *testing.T) {
 			t.Fatal(err)
 		}
 	})
+}
+
+// Rule (Flink's CombinedWatermarkStatus): a reader whose splits are all
+// idle is idle and keeps the watermark it had; it does not jump to its
+// fastest split's watermark. The lagging split may come back with records
+// that are on time for it, and a reader at the fastest split's watermark
+// would have made them late downstream.
+func TestReaderWithAllSplitsIdleKeepsItsWatermark(t *testing.T) {
+	r := &recorder[string]{}
+	out := newReaderOutput(NoWatermarks[string](), output[string](r))
+	out.mux.started = true
+	lagging := out.CreateOutputForSplit("lagging")
+	fast := out.CreateOutputForSplit("fast")
+	lagging.EmitWatermark(connector.Watermark{Timestamp: 99})
+	fast.EmitWatermark(connector.Watermark{Timestamp: 999})
+	expectLog(t, "both active", r.take(), "wm 99")
+	fast.MarkIdle()
+	expectLog(t, "fast idle: the lagging split holds time", r.take())
+	lagging.MarkIdle()
+	expectLog(t, "all idle: idle at the watermark it had", r.take(), "idle")
+	lagging.CollectWithTimestamp("x", 150)
+	lagging.EmitWatermark(connector.Watermark{Timestamp: 150})
+	expectLog(t, "the lagging split comes back in order", r.take(), "active", "rec x@150", "wm 150")
+	if out.err != nil {
+		t.Fatal(out.err)
+	}
+}
+
+// The same rule in a job: one reader holds a lagging split (event time
+// 100) and a fast one (event time 1000); both go quiet for longer than
+// the idleness timeout, then the lagging split goes on in order with
+// records at 150 and 160. They belong to the window [100,200) and must be
+// counted in it, not dropped as late.
+func TestLaggingSplitBackFromIdlenessIsNotLate(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		env := NewEnvironment(WithParallelism(1), WithAutoWatermarkInterval(100*time.Millisecond),
+			WithLogger(discardLogger()))
+		src := &stepSource{wake: make(chan struct{}, 1)}
+		late := NewOutputTag[ev]("late")
+		ds := FromSource(env, src, "steps", ForMonotonousTimestamps[ev]().WithIdleness(time.Second))
+		counts := WindowCount(Window(KeyBy(ds, func(ev) string { return "all" }),
+			Tumbling(100*time.Millisecond), WithSideOutputLateData(late)))
+		sink := newCollectSink[WindowResult[string, int64]]()
+		SinkTo(counts, sink)
+		lateSink := newCollectSink[ev]()
+		SinkTo(SideOutput(counts, late), lateSink)
+		errc := make(chan error, 1)
+		go func() { errc <- env.Execute(context.Background(), "lagging split") }()
+
+		src.push(ev{Split: 0, TS: 100}, ev{Split: 1, TS: 1000})
+		time.Sleep(500 * time.Millisecond) // a few periodic emits: watermark 99
+		synctest.Wait()
+		time.Sleep(5 * time.Second) // both splits quiet: both idle
+		synctest.Wait()
+		src.push(ev{Split: 0, TS: 150}, ev{Split: 0, TS: 160})
+		time.Sleep(500 * time.Millisecond)
+		synctest.Wait()
+		src.finish()
+		if err := <-errc; err != nil {
+			t.Fatal(err)
+		}
+		if got := lateSink.all(); len(got) != 0 {
+			t.Errorf("records of the lagging split dropped as late: %+v", got)
+		}
+		counted := map[TimeWindow]int64{}
+		for _, r := range sink.all() {
+			counted[r.Window] += r.Value
+		}
+		if c := counted[TimeWindow{Start: 100, End: 200}]; c != 3 {
+			t.Errorf("window [100,200) counted %d records, want 3 (results %v)", c, sink.all())
+		}
+	})
+}
+
+// stepSource is one reader's source of two splits, split-0 and split-1,
+// whose records the test hands over (push) as it goes; finish ends it.
+type stepSource struct {
+	*memSource[ev]
+	mu     sync.Mutex
+	queue  []ev
+	done   bool
+	wake   chan struct{}
+	inited sync.Once
+}
+
+func (s *stepSource) init() {
+	s.inited.Do(func() { s.memSource = &memSource[ev]{numSplits: 2, perSplit: -1} })
+}
+
+func (s *stepSource) Boundedness() connector.Boundedness { return connector.Bounded }
+
+func (s *stepSource) CreateEnumerator(ctx connector.SplitEnumeratorContext[*memSplit]) (connector.SplitEnumerator[*memSplit, int], error) {
+	s.init()
+	return s.memSource.CreateEnumerator(ctx)
+}
+
+func (s *stepSource) CreateReader(ctx connector.SourceReaderContext) (connector.SourceReader[ev, *memSplit], error) {
+	s.init()
+	return &stepReader{memReader: &memReader[ev]{src: s.memSource, ctx: ctx}, src: s}, nil
+}
+
+func (s *stepSource) push(evs ...ev) {
+	s.mu.Lock()
+	s.queue = append(s.queue, evs...)
+	s.mu.Unlock()
+	s.signal()
+}
+
+func (s *stepSource) finish() {
+	s.mu.Lock()
+	s.done = true
+	s.mu.Unlock()
+	s.signal()
+}
+
+func (s *stepSource) signal() {
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
+type stepReader struct {
+	*memReader[ev]
+	src *stepSource
+}
+
+func (r *stepReader) Available() <-chan struct{} { return r.src.wake }
+
+func (r *stepReader) PollNext(out connector.ReaderOutput[ev]) (connector.InputStatus, error) {
+	if r.outs == nil {
+		r.outs = map[string]connector.SourceOutput[ev]{}
+	}
+	for _, sp := range r.splits {
+		if _, ok := r.outs[sp.id]; !ok {
+			r.outs[sp.id] = out.CreateOutputForSplit(sp.id)
+		}
+	}
+	if len(r.outs) < 2 {
+		return connector.NothingAvailable, nil // AddSplits wakes the task
+	}
+	r.src.mu.Lock()
+	queue, done := r.src.queue, r.src.done
+	r.src.queue = nil
+	r.src.mu.Unlock()
+	for _, e := range queue {
+		r.outs["split-"+strconv.Itoa(e.Split)].CollectWithTimestamp(e, e.TS)
+	}
+	if done && len(queue) == 0 {
+		return connector.EndOfInput, nil
+	}
+	if len(queue) > 0 {
+		return connector.MoreAvailable, nil
+	}
+	return connector.NothingAvailable, nil
 }

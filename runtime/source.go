@@ -467,6 +467,7 @@ func (r *readerOutput[T]) ReleaseOutputForSplit(splitID string) {
 }
 
 func (r *readerOutput[T]) periodicEmit() {
+	r.mux.deferred = true
 	if r.main != nil && r.main.gen != nil {
 		r.main.gen.OnPeriodicEmit(r.main.mo)
 	}
@@ -475,6 +476,8 @@ func (r *readerOutput[T]) periodicEmit() {
 			o.gen.OnPeriodicEmit(o.mo)
 		}
 	}
+	r.mux.deferred = false
+	r.mux.update()
 	r.noteErr()
 }
 

@@ -183,7 +183,10 @@ func (g *idlenessGenerator[T]) OnPeriodicEmit(out WatermarkOutput) {
 //
 // When no output is active (all idle, or all splits finished and released)
 // the reader is idle, so that it does not hold back event time downstream,
-// and the maximum over its outputs is emitted first. A reader that has not
+// and its watermark stays where the active outputs last put it: it does
+// not jump to the fastest split's, so a lagging split that comes back in
+// order is not late (Flink's CombinedWatermarkStatus marks the combined
+// output idle the same way). A reader that has not
 // received its first split yet is different: it holds time back (it is
 // active without a watermark), because its first split may start behind
 // the other readers and its records would otherwise all be late. It stops
@@ -205,6 +208,12 @@ type watermarkMux struct {
 	emitWM        func(int64) error
 	emitIdle      func(bool) error
 	err           error
+	// deferred: a periodic emit is under way, and the outputs' changes are
+	// combined once it is over (Flink's deferred outputs): splits that go
+	// idle in one pass go idle together, so none of them takes the reader
+	// to a faster one's watermark in between, whatever order they are
+	// asked in.
+	deferred bool
 }
 
 type muxOutput struct {
@@ -288,7 +297,7 @@ func (m *watermarkMux) release(o *muxOutput) {
 }
 
 func (m *watermarkMux) update() {
-	if m.err != nil || !m.started {
+	if m.err != nil || !m.started || m.deferred {
 		return
 	}
 	min, active := noWatermark, m.awaitingSplits || len(m.pendingSplits) > 0
@@ -302,21 +311,12 @@ func (m *watermarkMux) update() {
 		active = true
 	}
 	if !active {
+		// The reader goes idle where it stands. Taking time on to the
+		// fastest split's watermark first would make late everything the
+		// slower splits still hold: a lagging partition that goes quiet and
+		// comes back with records in its own order would have them dropped
+		// downstream. Downstream, an idle reader holds nothing back.
 		if !m.idle {
-			// Before going idle, let time advance as far as every output
-			// allowed, as the watermark valve does for channels.
-			max := noWatermark
-			for _, o := range m.outs {
-				if o.wm > max {
-					max = o.wm
-				}
-			}
-			if max > m.last {
-				m.last = max
-				if m.err = m.emitWM(max); m.err != nil {
-					return
-				}
-			}
 			m.idle = true
 			m.err = m.emitIdle(true)
 		}

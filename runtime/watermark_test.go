@@ -327,12 +327,16 @@ func TestEventTimeTimersFireWhenWatermarkPasses(t *testing.T) {
 func TestIdleSplitDoesNotHoldBackEventTime(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		env := NewEnvironment(WithParallelism(1), WithAutoWatermarkInterval(100*time.Millisecond))
-		// Split 0 emits 100 records then nothing; split 1 never emits.
+		// Split 0 emits records all along, 100 every 10ms; split 1,
+		// read after split 0 ends, never emits. Were split 0 quiet too,
+		// the reader would go idle where it was, behind split 0: split 1
+		// might come back with earlier records.
 		src := &memSource[ev]{numSplits: 2, perSplit: -1, gen: genEv(1), perPoll: 100}
-		src.onPoll = func(int) error { return nil }
-		r := &silentAfter{limit: 100}
-		ds := FromSource(env, &gatedSource{memSource: src, gate: r}, "mem",
-			ForMonotonousTimestamps[ev]().WithIdleness(time.Second))
+		src.onPoll = func(int) error {
+			time.Sleep(10 * time.Millisecond)
+			return nil
+		}
+		ds := FromSource(env, src, "mem", ForMonotonousTimestamps[ev]().WithIdleness(time.Second))
 		res := Process(KeyBy(ds, func(e ev) string { return e.Key }), func(ctx *KeyedContext[string, int64], e ev) error {
 			if e.Seq == 0 {
 				ctx.RegisterEventTimeTimer(50)
