@@ -450,8 +450,10 @@ func WindowCount[K comparable, T any](ws WindowedStream[K, T]) DataStream[Window
 }
 
 // WindowProcess calls fn with all the records of a window when it fires,
-// in their order of arrival (those of merged sessions by session start),
-// and the window's key, bounds and firing. What fn collects carries the
+// in their order of arrival at the operator subtask, and the window's key,
+// bounds and firing. A merged session's records too keep their order of
+// arrival: a merge renames the window its parts' records belong to and
+// moves none, so they are not grouped part by part. What fn collects carries the
 // window's MaxTimestamp. The records are kept as keyed state, a list per
 // window checkpointed in the encoding GetValueState uses for []T: for
 // results that need only a fold of the records, WindowAggregate keeps far

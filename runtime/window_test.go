@@ -67,7 +67,7 @@ func TestSessionRecordBridgingTwoSessionsMergesThem(t *testing.T) {
 			if got := agg.out.take(); !slices.Equal(got, []WindowResult[string, int64]{want}) {
 				t.Fatalf("aggregate: %v, want %v", got, want)
 			}
-			// The sessions' records by session start, then the bridging one.
+			// Arrival order, which here is also the sessions' order.
 			if got := proc.out.take(); !slices.Equal(got, []string{"a [0,30) on-time 1,2,4"}) {
 				t.Fatalf("process: %q", got)
 			}
@@ -77,6 +77,37 @@ func TestSessionRecordBridgingTwoSessionsMergesThem(t *testing.T) {
 				if n := w.keysInState(t, []string{"a"}); n != 0 {
 					t.Fatalf("%d keys keep session state after the session fired", n)
 				}
+			}
+		})
+	}
+}
+
+// Rule: WindowProcess gets a window's records in their order of arrival,
+// a merged session's too: merging two sessions renames their records'
+// window and moves none of them, so the records of the later session that
+// arrived first come first, not part by part.
+func TestMergedSessionRecordsReachProcessInArrivalOrder(t *testing.T) {
+	for _, b := range stateBackends {
+		t.Run(string(b), func(t *testing.T) {
+			proc := openWin[string, kv](t, winStream(kvKey, func(ks KeyedStream[string, kv]) DataStream[string] {
+				return WindowProcess(Window(ks, Session(10*time.Millisecond)), func(w WindowInfo[string], rs []kv, out Collector[string]) error {
+					var vs []string
+					for _, r := range rs {
+						vs = append(vs, fmt.Sprint(r.V))
+					}
+					out.Collect(fmt.Sprintf("%v %s", w.Window, strings.Join(vs, ",")))
+					return nil
+				})
+			}), unitStateConfig(t, b), nil, 1, 0)
+			defer proc.stop()
+			// [20,30) first, then [0,10), then [20,32) grows the first,
+			// and 4 at 10 bridges [0,10) and [20,32) into [0,32).
+			for _, r := range []struct{ v, ts int64 }{{1, 20}, {2, 0}, {3, 22}, {4, 10}, {5, 5}} {
+				proc.add(t, kv{"a", r.v}, r.ts)
+			}
+			proc.watermark(t, 31)
+			if got := proc.out.take(); !slices.Equal(got, []string{"[0,32) 1,2,3,4,5"}) {
+				t.Fatalf("merged session fired %q, want its records in arrival order: [0,32) 1,2,3,4,5", got)
 			}
 		})
 	}
