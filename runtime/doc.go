@@ -223,7 +223,10 @@
 // (with a stream status that arrived meanwhile after it); a watermark that
 // does not advance an operator's is ignored, so watermarks never go back.
 // A deleted timer leaves the timer heap at once. A bounded source emits
-// MaxWatermark when it ends, which fires the rest. A graceful cancel does
+// MaxWatermark when it ends, which fires the rest, and the timers those
+// register; a timer registered by one of the latter is dropped (logged), so
+// that a timer registering itself again cannot keep the input from ending.
+// A graceful cancel does
 // not emit it, and moves no watermark at all: the job did not reach the
 // end of event time. A stopped source's end of partition says it was
 // stopped, and a channel that ends so keeps holding the valve's minimum

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"iter"
+	"log/slog"
 	"maps"
 	"math"
 	"sync/atomic"
@@ -146,8 +147,21 @@ func (c *KeyedContext[K, O]) CurrentProcessingTime() int64 { return c.op.now() }
 // also have a binary encoding (see GetValueState); a KeyedProcessFuncs
 // with a Timer (Process with OnTimer) over one without is refused when its
 // operator opens, and any other function fails at its first registration.
+//
+// At the end of event time (the final watermark, MaxWatermark, which a
+// bounded input sends when it ends) every pending timer fires, and so does
+// every timer registered while they fire; a timer registered by one of
+// those is dropped, so that a timer that registers itself again lets the
+// input end (see timerService.final).
 func (c *KeyedContext[K, O]) RegisterEventTimeTimer(ts int64) {
 	c.checkTimerKey(eventTimersName)
+	if s := c.timers; s.final {
+		if s.firingFinal {
+			s.droppedFinal++
+			return
+		}
+		s.registeredFinal[timerEntry[K]{ts: ts, key: c.op.key}] = struct{}{}
+	}
 	c.timers.event.add(c.op.key, ts)
 }
 
@@ -656,6 +670,17 @@ type timerService[K comparable] struct {
 	wakeAt     int64
 	now        func() int64 // the operator's processing time
 	ended      bool
+	// final: the final watermark (MaxWatermark) came. Every timer is due
+	// then, so a timer whose OnTimer registers one at a later time (a
+	// periodic timer) would keep the firing going forever and the input
+	// would never end. The firing at the end goes one step past the
+	// timers pending when it begins: those fire, then the timers they
+	// register (registeredFinal), and what those register is dropped
+	// (firingFinal while one of them fires; droppedFinal counts them).
+	final           bool
+	registeredFinal map[timerEntry[K]]struct{}
+	firingFinal     bool
+	droppedFinal    int64
 	// keyChecked: the key type was checked at the first registration;
 	// keyErr is the verdict.
 	keyChecked bool
@@ -814,6 +839,10 @@ func (p *keyedProcessOperator[K, I, O]) emitWatermark(wm int64) error {
 	}
 	p.ctx.watermark = wm
 	p.wmPending = true
+	if wm == MaxWatermark {
+		p.timers.final = true
+		p.timers.registeredFinal = map[timerEntry[K]]struct{}{}
+	}
 	return p.fireEventTimers()
 }
 
@@ -828,11 +857,22 @@ func (p *keyedProcessOperator[K, I, O]) fireEventTimers() error {
 			return nil
 		}
 		p.timers.event.pop()
-		if err := p.fire(e, EventTime, e.ts); err != nil {
+		if p.timers.final {
+			_, p.timers.firingFinal = p.timers.registeredFinal[e]
+			delete(p.timers.registeredFinal, e)
+		}
+		err := p.fire(e, EventTime, e.ts)
+		p.timers.firingFinal = false
+		if err != nil {
 			return err
 		}
 	}
 	p.wmPending = false
+	if p.timers.final && p.timers.droppedFinal > 0 {
+		p.logger().Warn("event-time timers registered at the end of input by timers that fire there were dropped: a timer that registers another forever would never let the input end",
+			"operator", p.info.name, "subtask", p.info.subtask, "dropped", p.timers.droppedFinal)
+		p.timers.droppedFinal = 0
+	}
 	if err := p.out.emitWatermark(p.ctx.watermark); err != nil {
 		return err
 	}
@@ -841,6 +881,14 @@ func (p *keyedProcessOperator[K, I, O]) fireEventTimers() error {
 		return p.out.emitStatus(p.heldIdle)
 	}
 	return nil
+}
+
+// logger is the job's logger (WithLogger), or slog's default.
+func (p *keyedProcessOperator[K, I, O]) logger() *slog.Logger {
+	if p.t != nil && p.t.cfg != nil && p.t.cfg.cp.logger != nil {
+		return p.t.cfg.cp.logger
+	}
+	return slog.Default()
 }
 
 // mustYield reports that the task's output cannot take more now.
