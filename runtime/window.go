@@ -187,13 +187,19 @@ func (a WindowAssigner) String() string {
 	return s + " " + a.domain.String()
 }
 
-// windowStart is the start of the window of size and offset that holds ts.
-func windowStart(ts, offset, size int64) int64 {
-	r := (ts - offset) % size
+// windowStart is the start of the window of size and offset that holds ts;
+// ok is false when that start lies below math.MinInt64. It never computes
+// ts - offset, which wraps around near the limits: |offset| < size, so
+// the two remainders differ by less than 2*size.
+func windowStart(ts, offset, size int64) (start int64, ok bool) {
+	r := (ts%size - offset%size) % size
 	if r < 0 {
 		r += size
 	}
-	return ts - r
+	if ts < math.MinInt64+r {
+		return 0, false
+	}
+	return ts - r, true
 }
 
 // windowAt is the window starting at start of the assigner's size, its end
@@ -206,16 +212,38 @@ func (a *WindowAssigner) windowAt(start int64) TimeWindow {
 	return TimeWindow{Start: start, End: end}
 }
 
-// assign appends the tumbling or sliding windows of ts to buf.
-func (a *WindowAssigner) assign(ts int64, buf []TimeWindow) []TimeWindow {
-	last := windowStart(ts, a.offset, a.slide)
-	for s := last; s > ts-a.size; s -= a.slide {
-		buf = append(buf, a.windowAt(s))
+// assign appends the tumbling or sliding windows of ts to buf. It fails
+// when one of them would start before math.MinInt64 or end after
+// math.MaxInt64: such a window has no bounds to name it by, and one cut
+// short at the limit would be another window than its assigner's.
+func (a *WindowAssigner) assign(ts int64, buf []TimeWindow) ([]TimeWindow, error) {
+	s, ok := windowStart(ts, a.offset, a.slide)
+	if !ok {
+		return buf, a.outOfRange(ts)
+	}
+	// A window starting at s holds ts while ts - s < size (ts - s stays
+	// below size + slide, so it does not overflow where ts - size would).
+	for ts-s < a.size {
+		if s > math.MaxInt64-a.size {
+			return buf, a.outOfRange(ts)
+		}
+		buf = append(buf, TimeWindow{Start: s, End: s + a.size})
 		if s < math.MinInt64+a.slide {
+			if ts-s+a.slide < a.size {
+				return buf, a.outOfRange(ts) // the next one starts below the limit
+			}
 			break
 		}
+		s -= a.slide
 	}
-	return buf
+	return buf, nil
+}
+
+// outOfRange is the error of a record at ts whose window does not fit in
+// int64 milliseconds. The record fails again when replayed, so the job
+// fails rather than restarts.
+func (a *WindowAssigner) outOfRange(ts int64) error {
+	return &unrecoverableError{fmt.Errorf("window (%s): the record at %d belongs to a window that would start before math.MinInt64 or end after math.MaxInt64; timestamps are milliseconds since the Unix epoch: check the source's timestamp assigner, or filter such records out before the window", a, ts)}
 }
 
 // WindowOption configures Window.

@@ -186,7 +186,10 @@ func (f *windowFn[K, T, A, O]) ProcessElement(ctx *KeyedContext[K, O], v T) erro
 	if f.a.shape == shapeSession {
 		return f.addSession(ctx, v, ts)
 	}
-	f.buf = f.a.assign(ts, f.buf[:0])
+	var err error
+	if f.buf, err = f.a.assign(ts, f.buf[:0]); err != nil {
+		return err
+	}
 	placed := false
 	for _, w := range f.buf {
 		if f.isLate(ctx, w) {
@@ -275,7 +278,8 @@ func (f *windowFn[K, T, A, O]) added(ctx *KeyedContext[K, O], w TimeWindow, acc 
 
 // nextEarly is the first early-firing instant after now.
 func (f *windowFn[K, T, A, O]) nextEarly(now int64) int64 {
-	return windowStart(now, 0, f.early) + f.early
+	s, _ := windowStart(now, 0, f.early) // processing time: nowhere near math.MinInt64
+	return s + f.early
 }
 
 func (f *windowFn[K, T, A, O]) emit(ctx *KeyedContext[K, O], w TimeWindow, acc A, firing WindowFiring) error {
@@ -547,8 +551,10 @@ func (f *windowFn[K, T, A, O]) OnTimer(ctx *KeyedContext[K, O], t Timer) error {
 		}
 		if f.lateness == 0 {
 			clean = append(clean, fired...)
-		} else if w, ok := f.fixedEndingAt(t.Timestamp - f.lateness); ok && f.cleanupAt(w) == t.Timestamp {
-			clean = append(clean, w)
+		} else if t.Timestamp >= math.MinInt64+f.lateness {
+			if w, ok := f.fixedEndingAt(t.Timestamp - f.lateness); ok && f.cleanupAt(w) == t.Timestamp {
+				clean = append(clean, w)
+			}
 		}
 	}
 	f.fired, f.clean = fired, clean
@@ -583,12 +589,16 @@ func (f *windowFn[K, T, A, O]) OnTimer(ctx *KeyedContext[K, O], t Timer) error {
 // fixedEndingAt is the tumbling or sliding window whose MaxTimestamp is
 // maxTs, if the assigner has one.
 func (f *windowFn[K, T, A, O]) fixedEndingAt(maxTs int64) (TimeWindow, bool) {
-	start := maxTs + 1 - f.a.size
-	if start > maxTs || windowStart(start, f.a.offset, f.a.slide) != start {
+	// No window ends after math.MaxInt64 or starts before math.MinInt64
+	// (assign refuses their records), and maxTs+1-size must not wrap.
+	if maxTs == math.MaxInt64 || maxTs+1 < math.MinInt64+f.a.size {
 		return TimeWindow{}, false
 	}
-	w := f.a.windowAt(start)
-	return w, w.MaxTimestamp() == maxTs
+	start := maxTs + 1 - f.a.size
+	if s, ok := windowStart(start, f.a.offset, f.a.slide); !ok || s != start {
+		return TimeWindow{}, false
+	}
+	return TimeWindow{Start: start, End: maxTs + 1}, true
 }
 
 // fireEarly emits the partial result of every window of the key that has
