@@ -717,6 +717,9 @@ func (r *slotRunner) claimAndRun(root string) error {
 	// enumerator, which gives the slot's reader those the owner rule
 	// gives it, and keeps the rest, which no reader of it asks for.
 	cfg.cp.rescaledToEnumerator = true
+	// The execution's lines (checkpoints, restores, splits) name the job
+	// and the slot, once each: the driver's logger carries the job.
+	cfg.cp.logger = r.dr.log.With("slot", r.slot)
 	r.dr.log.Info("splitflow: slot claimed", "slot", r.slot, "epoch", rp.ClaimEpoch, "restore", slot.restorePath, "ignored", len(rp.Ignored))
 	ex, err := newExecutionWith(r.dr.env, r.dr.g, r.dr.name, &cfg, slot)
 	if err != nil {

@@ -68,7 +68,10 @@ type membershipConfig struct {
 	heartbeat        time.Duration
 	rebalanceTimeout time.Duration
 	kafka            []kgo.Opt
-	logger           *slog.Logger
+	// logger is WithMembershipLogger's; nil when none was given (Join
+	// then logs to slog.Default() with job=<job>).
+	logger      *slog.Logger
+	loggerGiven bool
 	// replication is the replication factor <job>.slots is created with
 	// (-1: the broker's default).
 	replication int16
@@ -82,7 +85,6 @@ func defaultMembershipConfig() membershipConfig {
 		sessionTimeout:   10 * time.Second,
 		heartbeat:        3 * time.Second,
 		rebalanceTimeout: DefaultRebalanceTimeout,
-		logger:           slog.Default(),
 		replication:      -1,
 	}
 }
@@ -95,7 +97,7 @@ func (c *membershipConfig) validate() error {
 		return fmt.Errorf("slots: heartbeat interval %v with session timeout %v; heartbeat at least three times per session timeout", c.heartbeat, c.sessionTimeout)
 	case c.rebalanceTimeout <= 0:
 		return fmt.Errorf("slots: rebalance timeout %v; it must be positive (default 60s)", c.rebalanceTimeout)
-	case c.logger == nil:
+	case c.loggerGiven && c.logger == nil:
 		return errors.New("slots: nil logger; pass slog.New(slog.DiscardHandler) to drop logs")
 	case c.replication == 0 || c.replication < -1:
 		return fmt.Errorf("slots: replication factor %d; give 1 or more, or -1 for the broker's default", c.replication)
@@ -144,9 +146,13 @@ func WithReplicationFactor(n int16) MembershipOption {
 }
 
 // WithMembershipLogger is where rebalances are logged (default
-// slog.Default()).
+// slog.Default() with the attribute job=<job>). A given logger is used as
+// it is, its lines with no job attribute of the membership's own: the
+// runtime's names the job already, and a line that names it twice
+// (job=clicks job=clicks) is one a log pipeline keeps the first or the
+// last of, or refuses.
 func WithMembershipLogger(l *slog.Logger) MembershipOption {
-	return membershipOptionFunc(func(c *membershipConfig) { c.logger = l })
+	return membershipOptionFunc(func(c *membershipConfig) { c.logger, c.loggerGiven = l, true })
 }
 
 // Membership is this process's membership in the job's slot group: a
@@ -192,6 +198,9 @@ func Join(ctx context.Context, job string, slots int, opts ...MembershipOption) 
 	}
 	if err := cfg.validate(); err != nil {
 		return nil, err
+	}
+	if !cfg.loggerGiven {
+		cfg.logger = slog.Default().With(slog.String("job", job))
 	}
 	topicID, err := ensureSlotsTopic(ctx, cfg.kafka, job, slots, cfg.replication)
 	if err != nil {
@@ -479,7 +488,7 @@ func (m *Membership) assigned(_ context.Context, cl *kgo.Client, parts map[strin
 	}
 	owned := maps.Clone(m.owned)
 	m.mu.Unlock()
-	m.cfg.logger.Info("slots: assigned", slog.String("job", m.job), slog.String("member", member), slog.Int("generation", int(gen)), slog.Any("slots", slots))
+	m.cfg.logger.Info("slots: assigned", slog.String("member", member), slog.Int("generation", int(gen)), slog.Any("slots", slots))
 	m.deliver(Change{Member: member, Generation: int64(gen), Assigned: slots, Owned: owned}, false)
 }
 
@@ -503,7 +512,7 @@ func (m *Membership) release(cl *kgo.Client, parts map[string][]int32, lost bool
 	}
 	owned := maps.Clone(m.owned)
 	m.mu.Unlock()
-	m.cfg.logger.Info("slots: released", slog.String("job", m.job), slog.String("member", member), slog.Bool("lost", lost), slog.Any("slots", slots))
+	m.cfg.logger.Info("slots: released", slog.String("member", member), slog.Bool("lost", lost), slog.Any("slots", slots))
 	m.deliver(Change{Member: member, Generation: int64(gen), Revoked: slots, Lost: lost, Owned: owned}, !lost)
 }
 
