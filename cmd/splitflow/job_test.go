@@ -133,7 +133,7 @@ func TestJobStatusAndDeleteInternalTopics(t *testing.T) {
 	text := out.String()
 	t.Logf("job status:\n%s", text)
 	for _, re := range []string{
-		`(?m)^` + regexp.QuoteMeta(id) + ` +proc-a +\S+ +0,1,2$`,
+		`(?m)^` + regexp.QuoteMeta(id) + ` +- +proc-a +\S+ +0,1,2$`,
 		`(?m)^0 +` + regexp.QuoteMeta(id) + ` +- +- +- +fresh$`,
 		`(?m)^2 +` + regexp.QuoteMeta(id) + ` +- +- +- +fresh$`,
 		`(?m)^wc\.count\.shuffle +2 +4$`,

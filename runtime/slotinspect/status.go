@@ -12,6 +12,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/splitflow/splitflow/runtime/internal/slots"
 )
 
 // ErrUnknownJob: the brokers hold none of the job's internal topics (no
@@ -35,9 +37,15 @@ func (e *GroupNotEmptyError) Error() string {
 	who := make([]string, len(e.Members))
 	for i, m := range e.Members {
 		who[i] = fmt.Sprintf("%s (client %s, host %s)", m.MemberID, m.ClientID, m.ClientHost)
+		if m.Process != nil {
+			who[i] = fmt.Sprintf("%s (%s; client %s, address %s)", m.MemberID, m.Process, m.ClientID, m.ClientHost)
+		}
 	}
 	return fmt.Sprintf("group %s has %d member(s): %s; stop the job's processes first", e.Group, len(e.Members), strings.Join(who, ", "))
 }
+
+// Process names the OS process behind a member: its host name and pid.
+type Process = slots.Process
 
 // Member is a member of the job's group and the slots the group's current
 // assignment gives it.
@@ -45,7 +53,13 @@ type Member struct {
 	MemberID   string `json:"member_id"`
 	InstanceID string `json:"instance_id,omitempty"`
 	ClientID   string `json:"client_id"`
+	// ClientHost is the address the broker saw the member connect from.
 	ClientHost string `json:"client_host"`
+	// Process is the process the member is, as the proof of a slot it
+	// holds names it (the metadata of its offset commit of the slot's
+	// partition); nil until it proved one, or for a build that
+	// published none.
+	Process *Process `json:"process,omitempty"`
 	// Slots are sorted; empty while the group rebalances (the coordinator
 	// describes assignments of a stable group only).
 	Slots []int `json:"slots"`
@@ -57,6 +71,8 @@ type Slot struct {
 	Slot int `json:"slot"`
 	// Owner is the member id the group assigns the slot to, "" for none.
 	Owner string `json:"owner"`
+	// Process is the owner's process (Member.Process), nil when unknown.
+	Process *Process `json:"process,omitempty"`
 	// Log is nil without a checkpoint root, or when it could not be read
 	// (LogError says why).
 	Log      *SlotLog `json:"log,omitempty"`
@@ -177,7 +193,42 @@ func describeGroup(ctx context.Context, adm *kadm.Client, job string) (state, pr
 		slices.Sort(v.Slots)
 		members = append(members, v)
 	}
+	if len(members) > 0 {
+		procs, err := readProofs(ctx, adm, job)
+		if err != nil {
+			return "", "", nil, err
+		}
+		for i := range members {
+			if p, ok := procs[members[i].MemberID]; ok {
+				members[i].Process = &p
+			}
+		}
+	}
 	return d.State, d.Protocol, members, nil
+}
+
+// readProofs reads the proofs the group keeps for the job's slots (the
+// metadata of their committed offsets, slots.Proof) and returns the
+// process each member that proved a slot named. A member proves every
+// slot it is assigned before it restores it, so a member that runs a slot
+// is there; a member that proved none yet (it holds no slot, or is
+// claiming its first), or a process of a build that published no proof,
+// is not.
+func readProofs(ctx context.Context, adm *kadm.Client, job string) (map[string]Process, error) {
+	offsets, err := adm.FetchOffsets(ctx, Group(job))
+	if err != nil {
+		return nil, fmt.Errorf("fetch the committed offsets of group %s: %w", Group(job), err)
+	}
+	out := map[string]Process{}
+	for _, o := range offsets[SlotsTopic(job)] {
+		if o.Err != nil {
+			continue
+		}
+		if p, ok := slots.ParseProof(o.Metadata); ok {
+			out[p.Member] = p.Process
+		}
+	}
+	return out, nil
 }
 
 // ReadStatus reads job's status: the group's state and members with the
@@ -205,10 +256,10 @@ func ReadStatus(ctx context.Context, adm *kadm.Client, job, root string) (Status
 	if st.Members == nil {
 		st.Members = []Member{}
 	}
-	owner := map[int]string{}
+	owner := map[int]Member{}
 	for _, m := range st.Members {
 		for _, s := range m.Slots {
-			owner[s] = m.MemberID
+			owner[s] = m
 		}
 	}
 	if root != "" {
@@ -217,7 +268,7 @@ func ReadStatus(ctx context.Context, adm *kadm.Client, job, root string) (Status
 		}
 	}
 	for i := range st.SlotCount {
-		v := Slot{Slot: i, Owner: owner[i]}
+		v := Slot{Slot: i, Owner: owner[i].MemberID, Process: owner[i].Process}
 		if v.Owner == "" {
 			st.Unowned = append(st.Unowned, i)
 		}
@@ -268,9 +319,9 @@ func (s Status) WriteText(w io.Writer) error {
 	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	if len(s.Members) > 0 {
-		fmt.Fprintln(tw, "MEMBER\tCLIENT ID\tHOST\tSLOTS")
+		fmt.Fprintln(tw, "MEMBER\tPROCESS\tCLIENT ID\tADDRESS\tSLOTS")
 		for _, m := range s.Members {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", m.MemberID, m.ClientID, m.ClientHost, slotList(m.Slots))
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", m.MemberID, processText(m.Process), m.ClientID, m.ClientHost, slotList(m.Slots))
 		}
 		_ = tw.Flush()
 		fmt.Fprintln(w)
@@ -296,8 +347,11 @@ func (s Status) WriteText(w io.Writer) error {
 		fmt.Fprintln(tw, "SLOT\tOWNER\tCLAIM EPOCH\tCLAIMED BY\tGENERATION\tRESTORE POINT")
 		for _, sl := range s.Slots {
 			own := sl.Owner
-			if own == "" {
+			switch {
+			case own == "":
 				own = "-"
+			case sl.Process != nil:
+				own += " (" + sl.Process.String() + ")"
 			}
 			l := sl.Log
 			switch {
@@ -330,6 +384,14 @@ func (s Status) WriteText(w io.Writer) error {
 		fmt.Fprintf(tw, "%s\t%d\t%d\n", t.Topic, t.Partitions, t.EndOffsets)
 	}
 	return tw.Flush()
+}
+
+// processText prints a member's process, "-" when unknown.
+func processText(p *Process) string {
+	if p == nil {
+		return "-"
+	}
+	return p.String()
 }
 
 // slotList prints slots as 0,1,2; "-" for none.

@@ -254,8 +254,8 @@ func TestStatusNamesMembersSlotsClaimsAndRestorePoints(t *testing.T) {
 	out := text.String()
 	t.Logf("status:\n%s", out)
 	rows := []string{
-		fmt.Sprintf(`(?m)^%s +proc-a +\S+ +%s$`, regexp.QuoteMeta(ma.MemberID), slotList(ma.Slots)),
-		fmt.Sprintf(`(?m)^%s +proc-b +\S+ +%s$`, regexp.QuoteMeta(mb.MemberID), slotList(mb.Slots)),
+		fmt.Sprintf(`(?m)^%s +- +proc-a +\S+ +%s$`, regexp.QuoteMeta(ma.MemberID), slotList(ma.Slots)),
+		fmt.Sprintf(`(?m)^%s +- +proc-b +\S+ +%s$`, regexp.QuoteMeta(mb.MemberID), slotList(mb.Slots)),
 		fmt.Sprintf(`(?m)^%d +%s +2 +%s +%d +chk-5 of epoch 2$`, sa, regexp.QuoteMeta(ma.MemberID), regexp.QuoteMeta(ma.MemberID), genA[sa]),
 		fmt.Sprintf(`(?m)^%d +%s +1 +%s +%d +fresh$`, sb, regexp.QuoteMeta(mb.MemberID), regexp.QuoteMeta(mb.MemberID), genB[sb]),
 		fmt.Sprintf(`(?m)^%d +\S+ +- +- +- +unreadable: .*format version 99`, broken),

@@ -2,10 +2,12 @@ package slots
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"maps"
+	"os"
 	"slices"
 	"sync"
 	"time"
@@ -78,6 +80,8 @@ type membershipConfig struct {
 	// identity is the job every member must run (WithIdentity); nil:
 	// any.
 	identity *Identity
+	// process is what the proofs of this member's slots name it by.
+	process Process
 }
 
 func defaultMembershipConfig() membershipConfig {
@@ -86,6 +90,7 @@ func defaultMembershipConfig() membershipConfig {
 		heartbeat:        3 * time.Second,
 		rebalanceTimeout: DefaultRebalanceTimeout,
 		replication:      -1,
+		process:          ThisProcess(),
 	}
 }
 
@@ -153,6 +158,74 @@ func WithReplicationFactor(n int16) MembershipOption {
 // last of, or refuses.
 func WithMembershipLogger(l *slog.Logger) MembershipOption {
 	return membershipOptionFunc(func(c *membershipConfig) { c.logger, c.loggerGiven = l, true })
+}
+
+// WithProcess is what this member's proofs (Confirm) name the process
+// by (default ThisProcess(): the host name and the pid), for tools that
+// tell which process holds which slot.
+func WithProcess(p Process) MembershipOption {
+	return membershipOptionFunc(func(c *membershipConfig) { c.process = p })
+}
+
+// Process names the OS process behind a member of the job's group. The
+// group knows a member by its member id (kgo-<uuid>: franz-go's client id
+// and a random suffix) and the address the broker saw it connect from,
+// neither of which tells an operator which process on which host it is.
+type Process struct {
+	Host string `json:"host"`
+	PID  int    `json:"pid"`
+}
+
+// ThisProcess is the running process: os.Hostname() ("" if it fails) and
+// os.Getpid().
+func ThisProcess() Process {
+	host, _ := os.Hostname()
+	return Process{Host: host, PID: os.Getpid()}
+}
+
+// String is "pid N on HOST".
+func (p Process) String() string {
+	host := p.Host
+	if host == "" {
+		host = "an unknown host"
+	}
+	return fmt.Sprintf("pid %d on %s", p.PID, host)
+}
+
+// Proof is what a member publishes when it proves its assignment of a
+// slot (Confirm): the metadata of its offset commit of the slot's
+// partition of <job>.slots, which the group keeps for each slot and
+// anyone allowed to describe the group reads back (kadm's FetchOffsets).
+// So the group holds, for every slot, the member that last proved it and
+// the process that member is.
+type Proof struct {
+	// V is the form's version, 1.
+	V       int    `json:"v"`
+	Member  string `json:"member"`
+	Process `json:"process"`
+}
+
+// proofVersion is the version of Proof's form this build writes.
+const proofVersion = 1
+
+// encode is the proof as an offset commit's metadata: compact JSON, far
+// below the broker's offset.metadata.max.bytes (4096 by default) for any
+// host name.
+func (p Proof) encode() string {
+	p.V = proofVersion
+	b, _ := json.Marshal(p)
+	return string(b)
+}
+
+// ParseProof reads the metadata of a slot's committed offset. It reports
+// false for what is not a proof: the empty metadata of a build that
+// published none, or a form it does not know.
+func ParseProof(metadata string) (Proof, bool) {
+	var p Proof
+	if err := json.Unmarshal([]byte(metadata), &p); err != nil || p.V != proofVersion || p.Member == "" {
+		return Proof{}, false
+	}
+	return p, true
 }
 
 // Membership is this process's membership in the job's slot group: a
@@ -377,6 +450,9 @@ func (m *Membership) Changes() <-chan Change { return m.changes }
 // until ctx ends, then returns ctx's error (Ownership's Fail: the driver
 // starts the claim again).
 //
+// The commit's metadata is a Proof naming the member and its process
+// (WithProcess), which `splitflow job status` reads back for each slot.
+//
 // The commit keeps the group from being deleted while its offsets are
 // retained (offsets.retention.minutes after it became empty); the log's
 // epochs do not depend on that.
@@ -418,7 +494,8 @@ func (m *Membership) Confirm(ctx context.Context, slot int, member string) error
 }
 
 // prove commits offset 0 of the slot's partition under member and
-// generation gen, returning the coordinator's error for it.
+// generation gen, with the member's Proof as metadata, returning the
+// coordinator's error for it.
 func (m *Membership) prove(ctx context.Context, slot int, member string, gen int32) error {
 	req := kmsg.NewPtrOffsetCommitRequest()
 	req.Group = Group(m.job)
@@ -430,6 +507,8 @@ func (m *Membership) prove(ctx context.Context, slot int, member string, gen int
 	p := kmsg.NewOffsetCommitRequestTopicPartition()
 	p.Partition = int32(slot)
 	p.Offset = 0
+	meta := Proof{Member: member, Process: m.cfg.process}.encode()
+	p.Metadata = &meta
 	t.Partitions = append(t.Partitions, p)
 	req.Topics = append(req.Topics, t)
 	resp, err := req.RequestWith(ctx, m.cl)
