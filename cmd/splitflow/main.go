@@ -7,6 +7,8 @@
 //	                                               fences) them
 //	splitflow checkpoints ls DIR                   checkpoints in a directory (or s3://bucket/prefix),
 //	                                               verified, with their sizes and what each added
+//	                                               (a distributed job's root: each slot's restore
+//	                                               point and its claims' checkpoints)
 //	splitflow savepoint trigger --url U [--token-file F] [--path P]
 //	                                               a savepoint of the job whose status server is at
 //	                                               U (its token from F or SPLITFLOW_HTTP_TOKEN),
@@ -59,6 +61,7 @@ import (
 	"github.com/splitflow/splitflow/connector/kafka"
 	"github.com/splitflow/splitflow/connector/kafka/kafkaflag"
 	"github.com/splitflow/splitflow/runtime/checkpoint"
+	"github.com/splitflow/splitflow/runtime/slotinspect"
 	"github.com/splitflow/splitflow/txn"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -337,6 +340,15 @@ func checkpointsLs(dir string, w io.Writer) error {
 		return err
 	}
 	if len(ids) == 0 {
+		// A distributed job's root holds its slots' storages, not
+		// checkpoints of its own.
+		jobs, err := slotinspect.FindJobs(dir)
+		if err != nil {
+			return err
+		}
+		if len(jobs) > 0 {
+			return lsDistributed(jobs, w)
+		}
 		fmt.Fprintf(w, "no checkpoints in %s\n", dir)
 		return nil
 	}
