@@ -478,6 +478,9 @@ func checkpointsShow(path string, w io.Writer, asJSON bool) error {
 	if r.SharedFiles > 0 {
 		r.SharingUnknown = unknown
 	}
+	if sc, ok := slotinspect.ParseSlotCheckpoint(parent); ok {
+		placeInSlot(&r, sc)
+	}
 	if asJSON {
 		return writeJSON(w, r)
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/splitflow/splitflow/connector/file"
 	"github.com/splitflow/splitflow/connector/kafka"
 	"github.com/splitflow/splitflow/runtime/checkpoint"
+	"github.com/splitflow/splitflow/runtime/slotinspect"
 	"github.com/splitflow/splitflow/txn"
 )
 
@@ -48,8 +49,21 @@ type showReport struct {
 	OnlyHereBytes int64 `json:"only_here_bytes,omitempty"`
 	// SharingUnknown names the retained checkpoints whose metadata could
 	// not be read, so what they share is not known.
-	SharingUnknown []string       `json:"sharing_unknown,omitempty"`
-	Operators      []operatorView `json:"operators"`
+	SharingUnknown []string `json:"sharing_unknown,omitempty"`
+	// Slot is set for a checkpoint of one slot of a distributed job
+	// (<root>/<job>/slots/<slot>/epoch-<epoch>/chk-N).
+	Slot      *slotView      `json:"slot,omitempty"`
+	Operators []operatorView `json:"operators"`
+}
+
+// slotView places a slot's checkpoint in its job.
+type slotView struct {
+	Job   string `json:"job"`
+	Slot  int    `json:"slot"`
+	Epoch int64  `json:"claim_epoch"`
+	// Slots is the job's slot count as its root shows it (one above the
+	// highest slot with a storage there).
+	Slots int `json:"slots"`
 }
 
 // fileView is one owner's state blob and the shared files it uses.
@@ -101,6 +115,8 @@ type stateView struct {
 
 type splitView struct {
 	Connector string `json:"connector"` // "kafka" or "file"
+	// Slot is the slot that reads the split (enumView.OtherSlots only).
+	Slot      *int   `json:"slot,omitempty"`
 	ID        string `json:"id"`
 	Topic     string `json:"topic,omitempty"`
 	Partition *int32 `json:"partition,omitempty"`
@@ -118,6 +134,11 @@ type enumView struct {
 	InitialDiscoveryDone *bool       `json:"initial_discovery_done,omitempty"`
 	Assigned             []string    `json:"assigned,omitempty"`
 	Pending              []splitView `json:"pending"`
+	// OtherSlots, in a slot's checkpoint, are the splits the owner rule
+	// gives other slots: every slot's enumerator knows all of them, and
+	// only the slot's own reader asks, so these are read by their own
+	// slots, not waiting here. Each has its Slot.
+	OtherSlots []splitView `json:"other_slots,omitempty"`
 }
 
 type committableView struct {
@@ -149,6 +170,33 @@ type undecodedView struct {
 	Items   *int   `json:"items,omitempty"`
 	Version *int   `json:"serializer_version,omitempty"`
 	Head    string `json:"head_hex"`
+}
+
+// placeInSlot marks r as slot sc's checkpoint and moves the pending
+// Kafka splits the owner rule gives other slots out of Pending: a slot's
+// enumerator holds every split of its sources, and only the slot's own
+// reader registers, so the others' stay in its state for good.
+func placeInSlot(r *showReport, sc slotinspect.SlotCheckpoint) {
+	r.Slot = &slotView{Job: sc.Job, Slot: sc.Slot, Epoch: sc.Epoch, Slots: sc.Slots}
+	for i := range r.Operators {
+		op := r.Operators[i].Enumerator
+		if op == nil || op.Enumerator == nil {
+			continue
+		}
+		e := op.Enumerator
+		pending := e.Pending[:0:0]
+		for _, sp := range e.Pending {
+			if sp.Connector == "kafka" && sp.Partition != nil {
+				if owner := slotinspect.SlotOfPartition(sc.Job, sp.Topic, *sp.Partition, sc.Slots); owner != sc.Slot {
+					sp.Slot = &owner
+					e.OtherSlots = append(e.OtherSlots, sp)
+					continue
+				}
+			}
+			pending = append(pending, sp)
+		}
+		e.Pending = pending
+	}
 }
 
 // format is one serializer of a connector: its name in the output, the Go
@@ -522,7 +570,11 @@ func writeText(w io.Writer, r showReport) error {
 	if r.Savepoint {
 		kind = "savepoint " // a copy a job starts from (--from-savepoint); the values stay aligned
 	}
-	fmt.Fprintf(w, "%s %d\ntaken      %s\njob        %s\nstates     %d\n\n", kind, r.Checkpoint, r.Taken.Format(time.RFC3339Nano), r.Fingerprint, len(r.Files))
+	fmt.Fprintf(w, "%s %d\ntaken      %s\njob        %s\nstates     %d\n", kind, r.Checkpoint, r.Taken.Format(time.RFC3339Nano), r.Fingerprint, len(r.Files))
+	if r.Slot != nil {
+		fmt.Fprintf(w, "slot       %d of %d of distributed job %s, claim epoch %d\n", r.Slot.Slot, r.Slot.Slots, r.Slot.Job, r.Slot.Epoch)
+	}
+	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "OWNER\tFILE\tBYTES\tCRC32C")
 	for _, f := range r.Files {
@@ -616,6 +668,15 @@ func writeState(w io.Writer, who string, s stateView) {
 		}
 		fmt.Fprintln(w)
 		writeSplits(w, indent+"  ", e.Pending)
+		if len(e.OtherSlots) > 0 {
+			fmt.Fprintf(w, "%sother slots' (%d), read by those slots:\n", indent, len(e.OtherSlots))
+			tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+			fmt.Fprintf(tw, "%s  TOPIC\tPARTITION\tSLOT\n", indent)
+			for _, sp := range e.OtherSlots {
+				fmt.Fprintf(tw, "%s  %s\t%d\t%d\n", indent, sp.Topic, *sp.Partition, *sp.Slot)
+			}
+			_ = tw.Flush()
+		}
 	case s.Committables != nil:
 		if len(s.Committables) == 0 {
 			fmt.Fprintf(w, "%sno pending committables\n", indent)
