@@ -21,7 +21,7 @@ import (
 type localRegistry struct {
 	java, home string
 	dir        string // temporary: working directory, tmpdir and log
-	port, mgmt int // the API's port and the management interface's
+	port, mgmt int    // the API's port and the management interface's
 
 	mu   sync.Mutex
 	proc *os.Process
