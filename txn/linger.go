@@ -19,9 +19,10 @@ type Lingering struct {
 	// Prefix is the sink's transactional id prefix.
 	Prefix string
 	// Subtask and Parallelism identify the caller. A subtask owns the ids
-	// prefix-<Subtask>-*; subtask 0 also owns those of subtasks at or beyond
-	// Parallelism, left by a run with more subtasks (under a claim: the
-	// slot of that subtask mod Parallelism, see Owns). Each id has one
+	// prefix:<Subtask>-* (and, from older checkpoints, prefix-<Subtask>-*);
+	// subtask 0 also owns those of subtasks at or beyond Parallelism, left
+	// by a run with more subtasks (under a claim: the slot of that subtask
+	// mod Parallelism, see Owns). Each id has one
 	// owner, so no two subtasks race to abort it.
 	Subtask, Parallelism int
 	// Epoch is the claim the caller runs under (a slot of a distributed
