@@ -316,7 +316,7 @@ func TestDistributedThreeProcessesAreExact(t *testing.T) {
 	}
 	getJSON(t, "http://"+addr[1]+"/api/v1/job", &st)
 	if st.Distributed.Job != j.job || len(st.Distributed.Slots) == 0 || len(st.Distributed.Slots) > 6 {
-		t.Fatalf("status of a process of %s: %+v", j.job, st.Distributed)
+		t.Fatalf("status of a process of %s: %+v\n%s", j.job, st.Distributed, j.logs())
 	}
 	for _, s := range st.Distributed.Slots {
 		if !s.Running {
