@@ -305,12 +305,7 @@ func TestDistributedThreeProcessesAreExact(t *testing.T) {
 	if addr == nil {
 		t.Fatalf("no status page address\n%s", j.logs())
 	}
-	// The output can be complete before the group has handed the watched
-	// process its share: the processes start together, and the others may
-	// have joined first and read everything. So wait (within a minute) for
-	// the rebalance to give it slots, then check what its status and its
-	// metrics say of them.
-	type status struct {
+	var st struct {
 		Distributed struct {
 			Job   string `json:"job"`
 			Slots []struct {
@@ -319,31 +314,19 @@ func TestDistributedThreeProcessesAreExact(t *testing.T) {
 			} `json:"slots"`
 		} `json:"distributed"`
 	}
-	var st status
-	var metrics string
-	for deadline := time.Now().Add(time.Minute); ; {
-		st = status{}
-		getJSON(t, "http://"+addr[1]+"/api/v1/job", &st)
-		metrics = get(t, "http://"+addr[1]+"/metrics")
-		running := len(st.Distributed.Slots) > 0
-		for _, s := range st.Distributed.Slots {
-			running = running && s.Running
-		}
-		owned := regexp.MustCompile(fmt.Sprintf(`(?m)^splitflow_slots_owned(\{[^}]*\})? %d$`, len(st.Distributed.Slots)))
-		if running && owned.MatchString(metrics) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("status of a process of %s a minute after the output was complete: %+v; metrics:\n%s\n%s",
-				j.job, st.Distributed, grepLines(metrics, "slot"), j.logs())
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	if st.Distributed.Job != j.job || len(st.Distributed.Slots) > 6 {
+	getJSON(t, "http://"+addr[1]+"/api/v1/job", &st)
+	if st.Distributed.Job != j.job || len(st.Distributed.Slots) == 0 || len(st.Distributed.Slots) > 6 {
 		t.Fatalf("status of a process of %s: %+v\n%s", j.job, st.Distributed, j.logs())
 	}
-	if !strings.Contains(metrics, `splitflow_slot_handover_seconds_count{`) {
-		t.Fatalf("metrics lack the handovers:\n%s", grepLines(metrics, "slot"))
+	for _, s := range st.Distributed.Slots {
+		if !s.Running {
+			t.Fatalf("slot %d not running after the output was complete: %+v", s.Slot, st.Distributed)
+		}
+	}
+	metrics := get(t, "http://"+addr[1]+"/metrics")
+	owned := regexp.MustCompile(fmt.Sprintf(`(?m)^splitflow_slots_owned(\{[^}]*\})? %d$`, len(st.Distributed.Slots)))
+	if !owned.MatchString(metrics) || !strings.Contains(metrics, `splitflow_slot_handover_seconds_count{`) {
+		t.Fatalf("metrics lack the %d slots owned or the handovers:\n%s", len(st.Distributed.Slots), grepLines(metrics, "slot"))
 	}
 	// The shuffle's lag is its Kafka source's, per partition of the
 	// shuffle topic.
