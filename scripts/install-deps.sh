@@ -32,6 +32,22 @@ have_java21() {
   return 1
 }
 
+# A -race build of every test package writes several GiB to Go's build
+# cache, which Go trims only of entries unused for days; on a machine that
+# builds all day the cache can fill the disk and every later test binary
+# then fails to link. Below 8 GiB free, empty it (the next build is slower,
+# nothing else changes).
+if command -v go >/dev/null 2>&1; then
+  cache=$(go env GOCACHE 2>/dev/null || true)
+  if [[ -n $cache && -d $cache ]]; then
+    free_kib=$(df -Pk "$cache" | awk 'NR == 2 { print $4 }')
+    if [[ -n $free_kib && $free_kib -lt $((8 * 1024 * 1024)) ]]; then
+      echo "install-deps: $((free_kib / 1024)) MiB free beside the Go build cache $cache ($(du -sh "$cache" | cut -f1)); emptying it" >&2
+      go clean -cache
+    fi
+  fi
+fi
+
 packages=()
 if ! command -v java >/dev/null 2>&1 || ! command -v mvn >/dev/null 2>&1; then
   packages+=(openjdk-17-jre-headless maven)
