@@ -100,7 +100,7 @@ func TestNoOrphanJVMAfterKill(t *testing.T) {
 			os.Exit(1)
 		}
 		lb := b.be.(*localBroker)
-		fmt.Println("PID", lb.proc.Pid)
+		fmt.Println("PID", lb.proc.Pid())
 		select {}
 	}
 	cmd := exec.Command(os.Args[0], "-test.run=^TestNoOrphanJVMAfterKill$", "-test.timeout=5m")

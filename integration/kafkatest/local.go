@@ -7,16 +7,15 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
+
+	"github.com/splitflow/splitflow/internal/jvmproc"
 )
 
 // localBroker is an Apache Kafka broker in KRaft combined mode (broker and
@@ -28,8 +27,7 @@ type localBroker struct {
 	extra      []int // further listeners' ports (secure.go)
 
 	mu   sync.Mutex
-	proc *os.Process
-	done chan struct{} // closed when the running process has exited
+	proc *jvmproc.Proc // the running broker; nil when stopped
 }
 
 // serverProperties are the single-node settings: everything that defaults
@@ -171,7 +169,7 @@ func (lb *localBroker) format(ctx context.Context, extra ...string) error {
 		"--cluster-id=" + clusterID(), "--config=" + lb.path("server.properties")}, extra...)...)
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := runWithContext(ctx, cmd); err != nil {
+	if err := jvmproc.RunWithContext(ctx, cmd); err != nil {
 		return fmt.Errorf("kafkatest: format the broker's storage (%s) failed (%w):\n%s", lb.dir, err, lastLines(out.String(), 20))
 	}
 	return nil
@@ -179,45 +177,19 @@ func (lb *localBroker) format(ctx context.Context, extra ...string) error {
 
 // start launches the broker and waits until it serves metadata.
 func (lb *localBroker) start(ctx context.Context) error {
-	for _, p := range append([]int{lb.port, lb.ctrl}, lb.extra...) {
-		l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(p))
-		if err != nil {
-			return fmt.Errorf("kafkatest: port 127.0.0.1:%d is taken, the broker cannot listen on it: %w", p, err)
-		}
-		_ = l.Close()
+	if err := jvmproc.PortsFree("the broker", append([]int{lb.port, lb.ctrl}, lb.extra...)...); err != nil {
+		return fmt.Errorf("kafkatest: %w", err)
 	}
-	logf, err := os.OpenFile(lb.path("broker.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	// The JVM dies with this process even on a panic, a test timeout or
+	// SIGKILL, when no deferred Stop runs (jvmproc.Start).
+	proc, err := jvmproc.Start(lb.javaCmd("kafka.Kafka", lb.path("server.properties")), lb.path("broker.log"))
 	if err != nil {
-		return err
-	}
-	cmd := lb.javaCmd("kafka.Kafka", lb.path("server.properties"))
-	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.SysProcAttr = childProcAttr()
-
-	// The JVM must die with this process even on a panic, a test timeout or
-	// SIGKILL, when no deferred Stop runs. childProcAttr asks the kernel to
-	// kill the child when the thread that forked it exits, so the fork
-	// happens on a goroutine locked to its thread that lives until the child
-	// is reaped.
-	started := make(chan error, 1)
-	done := make(chan struct{})
-	go func() {
-		runtime.LockOSThread() // never unlocked: the thread ends with the goroutine, after the child
-		defer close(done)
-		defer func() { _ = logf.Close() }()
-		if err := cmd.Start(); err != nil {
-			started <- err
-			return
-		}
-		started <- nil
-		_ = cmd.Wait() // the exit status of a stopped or killed broker says nothing useful
-	}()
-	if err := <-started; err != nil {
 		return fmt.Errorf("kafkatest: start java: %w", err)
 	}
 	lb.mu.Lock()
-	lb.proc, lb.done = cmd.Process, done
+	lb.proc = proc
 	lb.mu.Unlock()
+	done := proc.Done()
 
 	exited := make(chan struct{})
 	readyCtx, cancel := context.WithCancel(ctx)
@@ -248,16 +220,16 @@ func (lb *localBroker) start(ctx context.Context) error {
 // and falls back to killing its process group.
 func (lb *localBroker) stop(ctx context.Context) error {
 	lb.mu.Lock()
-	proc, done := lb.proc, lb.done
+	proc := lb.proc
 	lb.mu.Unlock()
 	if proc == nil {
 		return nil
 	}
-	syscall.Kill(-proc.Pid, syscall.SIGTERM) //nolint:errcheck // already gone is fine
+	proc.Terminate()
 	t := time.NewTimer(30 * time.Second)
 	defer t.Stop()
 	select {
-	case <-done:
+	case <-proc.Done():
 	case <-t.C:
 		lb.kill()
 	case <-ctx.Done():
@@ -272,14 +244,12 @@ func (lb *localBroker) stop(ctx context.Context) error {
 // kill ends the broker's process group at once and waits for the reaper.
 func (lb *localBroker) kill() {
 	lb.mu.Lock()
-	proc, done := lb.proc, lb.done
+	proc := lb.proc
 	lb.proc = nil
 	lb.mu.Unlock()
-	if proc == nil {
-		return
+	if proc != nil {
+		proc.Kill()
 	}
-	syscall.Kill(-proc.Pid, syscall.SIGKILL) //nolint:errcheck // already gone is fine
-	<-done
 }
 
 func (lb *localBroker) close() error {
@@ -303,29 +273,4 @@ var clusterID = func() string {
 	return base64.RawURLEncoding.EncodeToString(b[:])
 }
 
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer func() { _ = l.Close() }()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
-
-// runWithContext runs a short-lived child, killing its group when ctx ends.
-func runWithContext(ctx context.Context, cmd *exec.Cmd) error {
-	cmd.SysProcAttr = childProcAttr()
-	if err := cmd.Start(); err != nil {
-		return err
-	}
-	waited := make(chan error, 1)
-	go func() { waited <- cmd.Wait() }()
-	select {
-	case err := <-waited:
-		return err
-	case <-ctx.Done():
-		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) // gone already is fine
-		<-waited                                            //nolint:errcheck // killed on purpose: its exit status says nothing
-		return ctx.Err()
-	}
-}
+func freePort() (int, error) { return jvmproc.FreePort() }

@@ -11,8 +11,9 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"time"
+
+	"github.com/splitflow/splitflow/internal/jvmproc"
 )
 
 // ApicurioVersion is the Apicurio Registry release the local registry runs.
@@ -25,25 +26,6 @@ const apicurioArtifact = "io.apicurio:apicurio-registry-app:" + ApicurioVersion 
 // copyGoal is pinned so a fresh machine resolves the same plugin.
 const copyGoal = "org.apache.maven.plugins:maven-dependency-plugin:3.8.1:copy"
 
-// repoRoot walks up from the working directory to the directory holding
-// go.mod: tests run in their package directory.
-func repoRoot() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", errors.New("registrytest: no go.mod above the working directory; run from inside the splitflow repository or set " + EnvCache)
-		}
-		dir = parent
-	}
-}
-
 // apicurioHome returns a directory holding the unpacked distribution,
 // fetching it with Maven the first time. Test packages run in parallel,
 // so the fetch is serialized with a file lock and published with a
@@ -51,61 +33,46 @@ func repoRoot() (string, error) {
 func apicurioHome() (string, error) {
 	cache := os.Getenv(EnvCache)
 	if cache == "" {
-		root, err := repoRoot()
+		root, err := jvmproc.RepoRoot()
+		if errors.Is(err, jvmproc.ErrNoRepo) {
+			return "", errors.New("registrytest: no go.mod above the working directory; run from inside the splitflow repository or set " + EnvCache)
+		}
 		if err != nil {
 			return "", err
 		}
 		cache = filepath.Join(root, ".cache", "registry")
 	}
 	home := filepath.Join(cache, "apicurio-"+ApicurioVersion)
-	if complete(home) {
-		return home, nil
-	}
-	if err := os.MkdirAll(cache, 0o755); err != nil {
-		return "", fmt.Errorf("registrytest: create the cache %s: %w", cache, err)
-	}
-	lock, err := os.OpenFile(filepath.Join(cache, "apicurio-"+ApicurioVersion+".lock"), os.O_CREATE|os.O_RDWR, 0o644)
-	if err != nil {
-		return "", fmt.Errorf("registrytest: cache lock: %w", err)
-	}
-	defer func() { _ = lock.Close() }()
-	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX); err != nil {
-		return "", fmt.Errorf("registrytest: cache lock: %w", err)
-	}
-	defer syscall.Flock(int(lock.Fd()), syscall.LOCK_UN) //nolint:errcheck // closing the file drops the lock anyway
-	if complete(home) {                                  // another package fetched while we waited
-		return home, nil
-	}
-	mvn, err := exec.LookPath("mvn")
-	if err != nil {
-		return "", errors.New("registrytest: no `mvn` on PATH to fetch " + apicurioArtifact + ": install Maven (scripts/install-deps.sh), or set " + EnvURL)
-	}
-	tmp, err := os.MkdirTemp(cache, "fetch-")
+	began := time.Now()
+	fetched, err := jvmproc.Artifact{Who: "registrytest", Cache: cache, Lock: filepath.Join(cache, "apicurio-"+ApicurioVersion+".lock"), Dest: home, Complete: complete, Fetch: func(tmp string) (string, error) {
+		mvn, err := exec.LookPath("mvn")
+		if err != nil {
+			return "", errors.New("registrytest: no `mvn` on PATH to fetch " + apicurioArtifact + ": install Maven (scripts/install-deps.sh), or set " + EnvURL)
+		}
+		dl := filepath.Join(tmp, "download")
+		cmd := exec.Command(mvn, "-q", "-B", copyGoal, "-Dartifact="+apicurioArtifact, "-DoutputDirectory="+dl)
+		cmd.Dir = tmp // no pom here: the goal needs none
+		var out bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &out
+		if err := cmd.Run(); err != nil {
+			return "", fmt.Errorf("registrytest: Maven download of %s failed (%w):\n%s", apicurioArtifact, err, lastLines(out.String(), 20))
+		}
+		archive := filepath.Join(dl, "apicurio-registry-app-"+ApicurioVersion+"-all.tar.gz")
+		unpacked := filepath.Join(tmp, "home")
+		if err := untar(archive, unpacked); err != nil {
+			return "", fmt.Errorf("registrytest: unpack %s: %w", archive, err)
+		}
+		if !complete(unpacked) {
+			return "", fmt.Errorf("registrytest: %s holds no quarkus-run.jar", archive)
+		}
+		return unpacked, nil
+	}}.Get()
 	if err != nil {
 		return "", err
 	}
-	defer func() { _ = os.RemoveAll(tmp) }() // gone after the rename on success
-	began := time.Now()
-	dl := filepath.Join(tmp, "download")
-	cmd := exec.Command(mvn, "-q", "-B", copyGoal, "-Dartifact="+apicurioArtifact, "-DoutputDirectory="+dl)
-	cmd.Dir = tmp // no pom here: the goal needs none
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Run(); err != nil {
-		return "", fmt.Errorf("registrytest: Maven download of %s failed (%w):\n%s", apicurioArtifact, err, lastLines(out.String(), 20))
+	if fetched {
+		fmt.Fprintf(os.Stderr, "registrytest: fetched Apicurio Registry %s with Maven in %s\n", ApicurioVersion, time.Since(began).Round(time.Millisecond))
 	}
-	archive := filepath.Join(dl, "apicurio-registry-app-"+ApicurioVersion+"-all.tar.gz")
-	unpacked := filepath.Join(tmp, "home")
-	if err := untar(archive, unpacked); err != nil {
-		return "", fmt.Errorf("registrytest: unpack %s: %w", archive, err)
-	}
-	if !complete(unpacked) {
-		return "", fmt.Errorf("registrytest: %s holds no quarkus-run.jar", archive)
-	}
-	if err := os.Rename(unpacked, home); err != nil {
-		return "", fmt.Errorf("registrytest: publish %s: %w", home, err)
-	}
-	fmt.Fprintf(os.Stderr, "registrytest: fetched Apicurio Registry %s with Maven in %s\n", ApicurioVersion, time.Since(began).Round(time.Millisecond))
 	return home, nil
 }
 
@@ -164,10 +131,4 @@ func untar(archive, dir string) error {
 	}
 }
 
-func lastLines(s string, n int) string {
-	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
-}
+func lastLines(s string, n int) string { return jvmproc.LastLines(s, n) }

@@ -4,16 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"sync"
-	"syscall"
 	"time"
+
+	"github.com/splitflow/splitflow/internal/jvmproc"
 )
 
 // localRegistry is Apicurio Registry in one JVM on a loopback port, its
@@ -24,8 +23,7 @@ type localRegistry struct {
 	port, mgmt int    // the API's port and the management interface's
 
 	mu   sync.Mutex
-	proc *os.Process
-	done chan struct{} // closed when the process has exited
+	proc *jvmproc.Proc // nil once killed
 }
 
 // jvmArgs keep the registry small on a shared machine: a 512 MiB heap, the
@@ -70,16 +68,8 @@ func (lr *localRegistry) logPath() string { return filepath.Join(lr.dir, "regist
 // start launches the registry and waits until its compatibility API
 // answers.
 func (lr *localRegistry) start(ctx context.Context) error {
-	for _, p := range []int{lr.port, lr.mgmt} {
-		l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(p))
-		if err != nil {
-			return fmt.Errorf("registrytest: port 127.0.0.1:%d is taken, the registry cannot listen on it: %w", p, err)
-		}
-		_ = l.Close()
-	}
-	logf, err := os.OpenFile(lr.logPath(), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		return err
+	if err := jvmproc.PortsFree("the registry", lr.port, lr.mgmt); err != nil {
+		return fmt.Errorf("registrytest: %w", err)
 	}
 	args := append(append([]string(nil), jvmArgs...),
 		"-Djava.io.tmpdir="+lr.dir,
@@ -94,35 +84,17 @@ func (lr *localRegistry) start(ctx context.Context) error {
 		"-jar", filepath.Join(lr.home, "quarkus-run.jar"))
 	cmd := exec.Command(lr.java, args...)
 	cmd.Dir = lr.dir
-	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.SysProcAttr = childProcAttr()
-
-	// The JVM must die with this process even on a panic, a test timeout or
-	// SIGKILL, when no deferred Close runs. childProcAttr asks the kernel
-	// to kill the child when the thread that forked it exits, so the fork
-	// happens on a goroutine locked to its thread that lives until the
-	// child is reaped.
-	started := make(chan error, 1)
-	done := make(chan struct{})
-	go func() {
-		runtime.LockOSThread() // never unlocked: the thread ends with the goroutine, after the child
-		defer close(done)
-		defer func() { _ = logf.Close() }()
-		if err := cmd.Start(); err != nil {
-			started <- err
-			return
-		}
-		started <- nil
-		_ = cmd.Wait() // the exit status of a killed registry says nothing useful
-	}()
-	if err := <-started; err != nil {
+	// The JVM dies with this process even on a panic, a test timeout or
+	// SIGKILL, when no deferred Close runs (jvmproc.Start).
+	proc, err := jvmproc.Start(cmd, lr.logPath())
+	if err != nil {
 		return fmt.Errorf("registrytest: start %s: %w", lr.java, err)
 	}
 	lr.mu.Lock()
-	lr.proc, lr.done = cmd.Process, done
+	lr.proc = proc
 	lr.mu.Unlock()
 
-	err = waitReady(ctx, lr.url(), startTimeout(), done)
+	err = waitReady(ctx, lr.url(), startTimeout(), proc.Done())
 	if errors.Is(err, errExited) {
 		lr.kill()
 		return fmt.Errorf("registrytest: the registry process exited during start-up:\n%s", lr.logTail(20))
@@ -171,14 +143,12 @@ func waitReady(ctx context.Context, url string, timeout time.Duration, exited <-
 // The registry keeps nothing worth a graceful stop: its storage is memory.
 func (lr *localRegistry) kill() {
 	lr.mu.Lock()
-	proc, done := lr.proc, lr.done
+	proc := lr.proc
 	lr.proc = nil
 	lr.mu.Unlock()
-	if proc == nil {
-		return
+	if proc != nil {
+		proc.Kill()
 	}
-	syscall.Kill(-proc.Pid, syscall.SIGKILL) //nolint:errcheck // already gone is fine
-	<-done
 }
 
 func (lr *localRegistry) close() error {
@@ -194,11 +164,4 @@ func (lr *localRegistry) logTail(n int) string {
 	return lastLines(string(b), n)
 }
 
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer func() { _ = l.Close() }()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
+func freePort() (int, error) { return jvmproc.FreePort() }
