@@ -25,6 +25,7 @@ import (
 	"github.com/splitflow/splitflow/integration/kafkatest"
 	"github.com/splitflow/splitflow/internal/s3test"
 	"github.com/splitflow/splitflow/runtime/checkpoint"
+	"github.com/splitflow/splitflow/txn"
 )
 
 // The pebble backend on a real broker, its process SIGKILLed at random
@@ -91,8 +92,9 @@ func killedDuringCheckpoints(t *testing.T, checkpointDir, backend string) {
 	input := distinctWordsInput(t, 30000)
 	suffix := fmt.Sprint(time.Now().UnixNano())
 	stateDir := t.TempDir()
+	prefix := "pb-" + suffix
 	args := []string{"--brokers", b.Bootstrap(), "--input-topic", "pb-lines-" + suffix, "--output-topic", "pb-counts-" + suffix,
-		"--transactional-id-prefix", "pb-" + suffix, "--checkpoint-dir", checkpointDir, "--input-file", input,
+		"--transactional-id-prefix", prefix, "--checkpoint-dir", checkpointDir, "--input-file", input,
 		"--checkpoint-interval", "100ms", "--state-backend", backend, "-v"}
 	if backend == "pebble" {
 		args = append(args, "--state-dir", stateDir)
@@ -150,6 +152,12 @@ func killedDuringCheckpoints(t *testing.T, checkpointDir, backend string) {
 		<-exited
 		<-logDone
 		kills++
+		// The killed run holds its sink's prefix lease until its session
+		// expires (10s); the next run would wait that out, four times a
+		// test. Its members leave at once instead: what is tested is the
+		// restart from the checkpoints. TestPebbleProcessKilledDuringUploadIsExact
+		// waits the expiry out.
+		b.RemoveGroupMembers(t, txn.LeaseGroup(prefix))
 		t.Logf("run %d: SIGKILL %s after its first checkpoint", run, after)
 	}
 	if kills < 2 {
