@@ -305,7 +305,16 @@ func TestDistributedThreeProcessesAreExact(t *testing.T) {
 	if addr == nil {
 		t.Fatalf("no status page address\n%s", j.logs())
 	}
-	var st struct {
+	// The output can be complete before the watched process has what the
+	// assertions read: the processes start together, the other two may
+	// join first and read everything, and the group gives the watched one
+	// its share only at a later rebalance (seen under load: Slots:[]); its
+	// shuffle lag exists once its slots' readers hold the shuffle's
+	// partitions (a scrape asks the broker for their ends, the next one
+	// reports them). So poll, within a minute, until its status and
+	// metrics show its slots running and the shuffle's lag; then check
+	// what they say.
+	type status struct {
 		Distributed struct {
 			Job   string `json:"job"`
 			Slots []struct {
@@ -314,7 +323,29 @@ func TestDistributedThreeProcessesAreExact(t *testing.T) {
 			} `json:"slots"`
 		} `json:"distributed"`
 	}
-	getJSON(t, "http://"+addr[1]+"/api/v1/job", &st)
+	shuffleLag := regexp.MustCompile(`(?m)^splitflow_kafka_source_lag_records\{[^}]*topic="[^"]*\.shuffle"[^}]*\} \d+$`)
+	ownedRE := func(n int) *regexp.Regexp {
+		return regexp.MustCompile(fmt.Sprintf(`(?m)^splitflow_slots_owned(\{[^}]*\})? %d$`, n))
+	}
+	var st status
+	var metrics string
+	for deadline := time.Now().Add(time.Minute); ; {
+		st = status{}
+		getJSON(t, "http://"+addr[1]+"/api/v1/job", &st)
+		metrics = get(t, "http://"+addr[1]+"/metrics")
+		ready := len(st.Distributed.Slots) > 0 && ownedRE(len(st.Distributed.Slots)).MatchString(metrics) &&
+			strings.Contains(metrics, `splitflow_slot_handover_seconds_count{`) && shuffleLag.MatchString(metrics)
+		for _, s := range st.Distributed.Slots {
+			ready = ready && s.Running
+		}
+		if ready {
+			break
+		}
+		if time.Now().After(deadline) {
+			break // the assertions below say what is missing
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
 	if st.Distributed.Job != j.job || len(st.Distributed.Slots) == 0 || len(st.Distributed.Slots) > 6 {
 		t.Fatalf("status of a process of %s: %+v\n%s", j.job, st.Distributed, j.logs())
 	}
@@ -323,14 +354,12 @@ func TestDistributedThreeProcessesAreExact(t *testing.T) {
 			t.Fatalf("slot %d not running after the output was complete: %+v", s.Slot, st.Distributed)
 		}
 	}
-	metrics := get(t, "http://"+addr[1]+"/metrics")
-	owned := regexp.MustCompile(fmt.Sprintf(`(?m)^splitflow_slots_owned(\{[^}]*\})? %d$`, len(st.Distributed.Slots)))
-	if !owned.MatchString(metrics) || !strings.Contains(metrics, `splitflow_slot_handover_seconds_count{`) {
+	if !ownedRE(len(st.Distributed.Slots)).MatchString(metrics) || !strings.Contains(metrics, `splitflow_slot_handover_seconds_count{`) {
 		t.Fatalf("metrics lack the %d slots owned or the handovers:\n%s", len(st.Distributed.Slots), grepLines(metrics, "slot"))
 	}
 	// The shuffle's lag is its Kafka source's, per partition of the
 	// shuffle topic.
-	if !regexp.MustCompile(`(?m)^splitflow_kafka_source_lag_records\{[^}]*topic="[^"]*\.shuffle"[^}]*\} \d+$`).MatchString(metrics) {
+	if !shuffleLag.MatchString(metrics) {
 		t.Fatalf("metrics lack the shuffle topic's lag:\n%s", grepLines(metrics, "lag"))
 	}
 	j.stopAll()
