@@ -76,6 +76,7 @@ func TestUnreachableBrokersFailTheJobInSeconds(t *testing.T) {
 		}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
+			t.Parallel() // each waits about 10s on a dead address
 			began := time.Now()
 			err, _ := runFresh(t, c.build)
 			took := time.Since(began)
