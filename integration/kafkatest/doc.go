@@ -30,6 +30,13 @@
 // download, a port already taken, or a broker that did not become ready (with
 // the tail of its log).
 //
+// A broker this package starts (a container or a local JVM) lets group
+// members have sessions as short as 500ms, where Kafka's default minimum
+// is 6s, and aborts a transaction within 2s of its timeout, not 10s: a
+// test of a member that died or of a transaction timeout need not wait
+// long for the broker. An external broker keeps its own settings (Kind
+// says which broker it is).
+//
 // GetSecure returns a second broker of the package, started on first use
 // from the same jars, whose clients' listener is SASL_SSL (SCRAM-SHA-512,
 // a CA made at start, see NewCA) and whose requests pass the standard

@@ -31,7 +31,11 @@ type localBroker struct {
 }
 
 // serverProperties are the single-node settings: everything that defaults
-// to three replicas is set to one, and consumer groups rebalance at once.
+// to three replicas is set to one, consumer groups rebalance at once, a
+// group member's session may be as short as 500ms (Kafka's minimum is 6s)
+// and timed-out transactions are looked for every 2s (Kafka's default is
+// 10s), so that tests of a member that died or of a transaction timeout
+// wait seconds, not ten.
 const serverProperties = `process.roles=broker,controller
 node.id=1
 controller.quorum.voters=1@127.0.0.1:{{CTRL}}
@@ -51,6 +55,8 @@ transaction.state.log.num.partitions=1
 share.coordinator.state.topic.replication.factor=1
 share.coordinator.state.topic.min.isr=1
 group.initial.rebalance.delay.ms=0
+group.min.session.timeout.ms=500
+transaction.abort.timed.out.transaction.cleanup.interval.ms=2000
 auto.create.topics.enable=true
 `
 

@@ -65,6 +65,8 @@ transaction.state.log.num.partitions=1
 share.coordinator.state.topic.replication.factor=1
 share.coordinator.state.topic.min.isr=1
 group.initial.rebalance.delay.ms=0
+group.min.session.timeout.ms=500
+transaction.abort.timed.out.transaction.cleanup.interval.ms=2000
 auto.create.topics.enable=false
 `
 
