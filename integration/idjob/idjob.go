@@ -44,6 +44,10 @@ type Config struct {
 	TxnTimeout time.Duration
 	// CommitTimeout is the sink's commit timeout (0: the default).
 	CommitTimeout time.Duration
+	// LeaseSessionTimeout is the session timeout of the sink's prefix
+	// lease (0: the default, 10s), which a run started after a killed one
+	// waits out.
+	LeaseSessionTimeout time.Duration
 	// SkipBad drops records whose value is not an id.
 	SkipBad bool
 	// Rebalance shuffles with a rebalance instead of a keyBy on the id.
@@ -109,6 +113,9 @@ func Run(ctx context.Context, c Config) error {
 	}
 	if c.CommitTimeout > 0 {
 		sinkOpts = append(sinkOpts, kafka.WithCommitTimeout(c.CommitTimeout))
+	}
+	if c.LeaseSessionTimeout > 0 {
+		sinkOpts = append(sinkOpts, kafka.WithPrefixLeaseSessionTimeout(c.LeaseSessionTimeout))
 	}
 	sink, err := kafka.NewSink(kafka.KeyValueSerializer(c.Output, func(id int64) ([]byte, []byte, error) {
 		return nil, strconv.AppendInt(nil, id, 10), nil

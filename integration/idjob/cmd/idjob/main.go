@@ -40,6 +40,7 @@ func main() {
 	flag.StringVar(&c.TxnPrefix, "transactional-id-prefix", "idjob", "the sink's transactional id prefix")
 	flag.StringVar(&c.CheckpointDir, "checkpoint-dir", "", "checkpoint directory")
 	flag.DurationVar(&c.CheckpointInterval, "checkpoint-interval", 100*time.Millisecond, "checkpoint interval")
+	flag.DurationVar(&c.LeaseSessionTimeout, "prefix-lease-session-timeout", 0, "session timeout of the sink's prefix lease, which a run after a killed one waits out (0: the sink's default, 10s)")
 	flag.IntVar(&c.Parallelism, "parallelism", 2, "parallelism")
 	flag.BoolVar(&c.Unbounded, "unbounded", false, "keep reading until interrupted")
 	flag.Int64Var(&pace, "pace", 0, "sleep 1ms after every n records (0: never), to slow the job down")
