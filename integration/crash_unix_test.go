@@ -16,6 +16,7 @@ import (
 // and started again with the same checkpoint directory and flags; a last
 // run goes to the end. The committed output holds every id once.
 func TestProcessKilledAndRestarted(t *testing.T) {
+	t.Parallel() // its runs mostly wait on the broker and their lease, on topics of their own
 	b := kafkatest.Get(t)
 	bin := buildIDJob(t)
 	const n, kills = 60000, 5

@@ -17,6 +17,7 @@ import (
 // failure injected once per seed at a seeded record: the job restarts from
 // its latest checkpoint and every id is in the committed output once.
 func TestExactlyOnceUnderInjectedTaskFailures(t *testing.T) {
+	t.Parallel() // its seeds mostly wait on checkpoints and restarts, on topics of their own
 	b := kafkatest.Get(t)
 	const seeds = 20
 	var in, restarts int

@@ -20,6 +20,7 @@ import (
 // restored transaction must still commit, and the output hold every id
 // once.
 func TestScaleDownCommitsEveryRestoredTransaction(t *testing.T) {
+	t.Parallel() // its runs mostly wait on checkpoints and their lease, on topics of their own
 	b := kafkatest.Get(t)
 	bin := buildIDJob(t)
 	for _, pars := range [][]int{{4, 2}, {4, 3, 1}} {
