@@ -33,6 +33,12 @@ import (
 // job's whole output checked with read_committed against the input
 // (awaitExact, as wordcount verify does): every word's counts exactly
 // 1..n, none lost, none twice.
+//
+// Most of them wait, on rebalances and session timeouts, more than they
+// compute, each on topics and a job of its own: they run in parallel
+// (t.Parallel), after the package's serial tests. Those that set the
+// environment the processes inherit (fromSingleProcess) or stop the
+// broker (TestDistributedBrokerRestartIsExact) stay serial.
 
 // distJob is one distributed job's names and the processes it ran.
 type distJob struct {
@@ -294,6 +300,7 @@ func (s *syncBuffer) String() string {
 // 1. Three processes from the start. The status server of one shows the
 // slots it runs, and its metrics count them.
 func TestDistributedThreeProcessesAreExact(t *testing.T) {
+	t.Parallel()
 	j := newDistJob(t, 6)
 	j.write(3000)
 	watched := j.start("--http", "127.0.0.1:0")
@@ -399,6 +406,7 @@ func grepLines(s, sub string) string {
 // 2. Three processes, one SIGKILLed mid-run: the others take over its
 // slots, restoring them from their last recorded checkpoints.
 func TestDistributedProcessKilledIsTakenOverExactly(t *testing.T) {
+	t.Parallel()
 	killedProcessTakenOver(t, nil)
 }
 
@@ -406,6 +414,7 @@ func TestDistributedProcessKilledIsTakenOverExactly(t *testing.T) {
 // its own: a slot moves as a checkpoint of another claim's storage, whose
 // files the new owner puts into its own.
 func TestDistributedPebbleProcessKilledIsTakenOverExactly(t *testing.T) {
+	t.Parallel()
 	killedProcessTakenOver(t, func() []string {
 		return []string{"--state-backend", "pebble", "--state-dir", t.TempDir()}
 	})
@@ -445,6 +454,7 @@ func killedProcessTakenOver(t *testing.T, extra func() []string) {
 // slots to the others; after SIGCONT it finds them taken, commits nothing
 // of what it did not record, and goes on with what the group gives it.
 func TestDistributedZombieIsFenced(t *testing.T) {
+	t.Parallel()
 	j := newDistJob(t, 6)
 	j.write(3000)
 	var ps []*distProc
@@ -477,6 +487,7 @@ func TestDistributedZombieIsFenced(t *testing.T) {
 
 // 4. Rescaling while running: 1 -> 3 -> 2 processes.
 func TestDistributedRescaleOneThreeTwoIsExact(t *testing.T) {
+	t.Parallel()
 	j := newDistJob(t, 6)
 	j.write(2000)
 	first := j.start()
@@ -496,6 +507,7 @@ func TestDistributedRescaleOneThreeTwoIsExact(t *testing.T) {
 // 5. A partition added to the input topic while the job runs is read,
 // found by the next discovery (every second here, not the default 30s).
 func TestDistributedPartitionAddedIsRead(t *testing.T) {
+	t.Parallel()
 	j := newDistJob(t, 6)
 	j.write(1000)
 	j.start("--partition-discovery-interval", "1s")
@@ -684,6 +696,7 @@ func TestDistributedBrokerRestartIsExact(t *testing.T) {
 // processes left prepared are committed or aborted by the new owners, and
 // the output is exact.
 func TestDistributedAllProcessesKilledAndStartedAgainIsExact(t *testing.T) {
+	t.Parallel()
 	j := newDistJob(t, 4)
 	j.write(3000)
 	ps := []*distProc{j.start(), j.start()}
