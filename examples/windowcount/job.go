@@ -4,10 +4,9 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"sync/atomic"
-	"time"
 
 	"github.com/splitflow/splitflow/connector/kafka"
+	"github.com/splitflow/splitflow/examples/internal/examplejob"
 	"github.com/splitflow/splitflow/runtime"
 )
 
@@ -51,14 +50,16 @@ func (g *boundedPerEvent) OnPeriodicEmit(runtime.WatermarkOutput) {}
 // gets none, which makes lateness depend on timing.
 func runJob(ctx context.Context, o options, seeds []string, sourcePar int, p *progress, logger *slog.Logger) error {
 	ru := o.rules()
-	src, err := kafka.NewSource(kafka.ValueDeserializer(parseEvent), kafka.WithBrokers(seeds...), kafka.WithSecurity(o.security),
-		kafka.WithTopics(o.inputTopic), kafka.WithLogger(logger), kafka.WithBounded(kafka.LatestOffsets()), kafka.WithSkipBadRecords())
+	job := *o.job
+	job.Brokers = seeds
+	src, err := kafka.NewSource(kafka.ValueDeserializer(parseEvent), job.SourceOpts(
+		kafka.WithTopics(o.inputTopic), kafka.WithLogger(logger), kafka.WithBounded(kafka.LatestOffsets()), kafka.WithSkipBadRecords())...)
 	if err != nil {
 		return err
 	}
 	sinkOpts := func(suffix string) []kafka.SinkOpt {
-		return []kafka.SinkOpt{kafka.WithBrokers(seeds...), kafka.WithSecurity(o.security), kafka.WithLogger(logger),
-			kafka.WithDeliveryGuarantee(kafka.ExactlyOnce), kafka.WithTransactionalIDPrefix(o.txnPrefix + "-" + suffix)}
+		return job.SinkOpts(kafka.WithLogger(logger),
+			kafka.WithDeliveryGuarantee(kafka.ExactlyOnce), kafka.WithTransactionalIDPrefix(o.txnPrefix+"-"+suffix))
 	}
 	countsSink, err := kafka.NewSink(kafka.KeyValueSerializer(o.outputTopic, func(wc windowCount) ([]byte, []byte, error) {
 		return []byte(wc.Key), fmt.Appendf(nil, "%d %d %d", wc.Window.Start, wc.Window.End, wc.Value), nil
@@ -73,34 +74,9 @@ func runJob(ctx context.Context, o options, seeds []string, sourcePar int, p *pr
 		return err
 	}
 
-	// An injected failure waits for a checkpoint completed since the
-	// previous one, so every restart resumes further along and the job
-	// always finishes.
-	var sinceFailure atomic.Bool
-	sinceFailure.Store(true)
-	envOpts := []runtime.Option{
-		runtime.WithParallelism(o.parallelism),
-		runtime.WithCheckpointInterval(o.checkpointInterval),
-		runtime.WithRestartStrategy(runtime.FixedDelayRestart(runtime.Unlimited, 100*time.Millisecond)),
-		runtime.WithLogger(logger),
-		runtime.WithJobListener(runtime.JobListener{
-			CheckpointCompleted: func(int64) {
-				p.checkpoints.Add(1)
-				sinceFailure.Store(true)
-			},
-			Restarting: func(int, error) { p.restarts.Add(1) },
-		}),
-	}
-	if o.checkpointDir != "" {
-		envOpts = append(envOpts, runtime.WithCheckpointDir(o.checkpointDir))
-	}
-	backend, err := runtime.ParseStateBackend(o.stateBackend)
+	envOpts, err := examplejob.EnvOptions(&job, logger, p.failures, &p.checkpoints, &p.restarts)
 	if err != nil {
 		return err
-	}
-	envOpts = append(envOpts, runtime.WithStateBackend(backend))
-	if o.stateDir != "" {
-		envOpts = append(envOpts, runtime.WithStateDir(o.stateDir))
 	}
 	env := runtime.NewEnvironment(envOpts...)
 
@@ -108,11 +84,9 @@ func runJob(ctx context.Context, o options, seeds []string, sourcePar int, p *pr
 		return &boundedPerEvent{delay: ru.outOfOrderness}
 	}).WithTimestampAssigner(func(e event, _ int64) int64 { return e.At })
 	events := runtime.FromSource(env, src, "events", watermarks).UID("events").Parallelism(sourcePar)
-	var seen atomic.Int64
 	checked := runtime.Map(events, func(e event) (event, error) {
 		n := p.events.Add(1)
-		if o.failEvery > 0 && seen.Add(1)%o.failEvery == 0 && sinceFailure.CompareAndSwap(true, false) {
-			p.failures.Add(1)
+		if p.failures.Fail() {
 			return e, fmt.Errorf("injected failure at event %d (--fail-every %d)", n, o.failEvery)
 		}
 		return e, nil

@@ -43,40 +43,31 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"os/signal"
-	"strings"
-	"syscall"
 	"time"
 
-	"github.com/splitflow/splitflow/connector/kafka"
-	"github.com/splitflow/splitflow/connector/kafka/kafkaflag"
-	"github.com/splitflow/splitflow/runtime"
+	"github.com/splitflow/splitflow/examples/internal/examplejob"
+	"github.com/splitflow/splitflow/jobflag"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 type options struct {
-	brokers            string
-	inputTopic         string
-	outputTopic        string
-	lateTopic          string
-	checkpointDir      string
-	parallelism        int
-	checkpointInterval time.Duration
-	txnPrefix          string
-	failEvery          int64
-	partitions         int
-	window             time.Duration
-	outOfOrderness     time.Duration
-	allowedLateness    time.Duration
-	events             int
-	seed               uint64
-	verbose            bool
-	stateBackend       string
-	stateDir           string
-	// security is how every Kafka client connects (TLS, SASL), from the
-	// --kafka-* flags; clientOpts are its franz-go options, for the
-	// clients the job does not make itself.
-	security   kafka.Security
+	// job is what the common flags say (package jobflag): brokers,
+	// checkpoints, state backend, the --kafka-* security settings.
+	job             *jobflag.Job
+	inputTopic      string
+	outputTopic     string
+	lateTopic       string
+	txnPrefix       string
+	failEvery       int64
+	partitions      int
+	window          time.Duration
+	outOfOrderness  time.Duration
+	allowedLateness time.Duration
+	events          int
+	seed            uint64
+	verbose         bool
+	// clientOpts are the franz-go options of the job's security settings,
+	// for the clients the job does not make itself.
 	clientOpts []kgo.Opt
 }
 
@@ -94,13 +85,14 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	var o options
 	fs := flag.NewFlagSet("windowcount", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.StringVar(&o.brokers, "brokers", "", "Kafka seed brokers host:port[,host:port] (default: an in-process Kafka)")
+	// No status server, savepoints or distributed runs: the verifier
+	// models one whole bounded run.
+	common := jobflag.Register(fs, jobflag.BrokersOptional("an in-process Kafka"), jobflag.DefaultParallelism(2),
+		jobflag.Without(jobflag.StatusServer, jobflag.Savepoints, jobflag.Distributed))
+	fs.Lookup("parallelism").Usage += " (the source's: at most the input topic's partitions)"
 	fs.StringVar(&o.inputTopic, "input-topic", "events", `topic of input events, values "user page event_time_ms"`)
 	fs.StringVar(&o.outputTopic, "output-topic", "window-counts", `topic of window counts: key user, value "window_start_ms window_end_ms count"`)
 	fs.StringVar(&o.lateTopic, "late-topic", "late-events", "topic of the events later than the allowed lateness, as they came")
-	fs.StringVar(&o.checkpointDir, "checkpoint-dir", "", "directory (or s3://bucket/prefix) for checkpoints; a job restarted on the same one resumes from it")
-	fs.IntVar(&o.parallelism, "parallelism", 2, "subtasks per operator (the source's: at most the input topic's partitions)")
-	fs.DurationVar(&o.checkpointInterval, "checkpoint-interval", time.Second, "time between checkpoints (and so between output commits); 0: no checkpoints, the output is committed once, at the end of the input, and a failure starts over")
 	fs.StringVar(&o.txnPrefix, "transactional-id-prefix", "windowcount", "prefix of the sinks' Kafka transactional ids; unique per job")
 	fs.Int64Var(&o.failEvery, "fail-every", 0, "inject a task failure every N events (0: never); the job restarts and must still be exact")
 	fs.IntVar(&o.partitions, "partitions", 4, "partitions of the output topics the job creates (the input topic it creates has one; see the package doc)")
@@ -110,9 +102,6 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.events, "events", 20000, "events to generate into an empty input topic")
 	fs.Uint64Var(&o.seed, "seed", 1, "seed of the generated input")
 	fs.BoolVar(&o.verbose, "v", false, "log every checkpoint, restart and assignment")
-	fs.StringVar(&o.stateBackend, "state-backend", "heap", "where the windows live: heap or pebble")
-	fs.StringVar(&o.stateDir, "state-dir", "", "working directory of the pebble state backend (default: splitflow-state in the OS temp directory)")
-	secFlags := kafkaflag.Register(fs)
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "usage: windowcount [flags]\n\nCounts events per user in event-time windows of a Kafka topic, exactly-once. Flags:\n")
 		fs.PrintDefaults()
@@ -120,20 +109,9 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
-	var errs []error
+	job, err := common.Job(os.Getenv)
+	errs := []error{examplejob.CheckArgs(fs), err}
 	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
-	if fs.NArg() > 0 {
-		bad("unexpected arguments: %s", strings.Join(fs.Args(), " "))
-	}
-	if o.parallelism <= 0 {
-		bad("--parallelism must be positive, not %d", o.parallelism)
-	}
-	if o.checkpointInterval < 0 {
-		bad("--checkpoint-interval must not be negative, not %s", o.checkpointInterval)
-	}
-	if o.checkpointInterval == 0 && o.checkpointDir != "" {
-		bad("--checkpoint-dir needs --checkpoint-interval > 0")
-	}
 	if o.failEvery < 0 {
 		bad("--fail-every must not be negative")
 	}
@@ -161,36 +139,11 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	if o.txnPrefix == "" {
 		bad("--transactional-id-prefix must not be empty")
 	}
-	if o.stateDir != "" && o.stateBackend != string(runtime.PebbleStateBackend) {
-		bad("--state-dir applies to --state-backend pebble")
-	}
-	if _, err := runtime.ParseStateBackend(o.stateBackend); err != nil {
-		bad("--state-backend: %v", err)
-	}
-	if o.brokers != "" {
-		if err := kafka.CheckBrokers(strings.Split(o.brokers, ",")...); err != nil {
-			bad("--brokers: %w", err)
-		}
-	}
-	sec, err := secFlags.Security(os.Getenv)
-	if err != nil {
-		errs = append(errs, err)
-	} else if sec.TLS != nil || sec.SASL != nil {
-		if o.brokers == "" {
-			bad("the --kafka-tls and --kafka-sasl settings need --brokers (the in-process Kafka is plaintext)")
-		}
-		if o.clientOpts, err = sec.ClientOpts(); err != nil {
-			errs = append(errs, err)
-		}
-	}
 	if err := errors.Join(errs...); err != nil {
-		for _, line := range strings.Split(err.Error(), "\n") {
-			fmt.Fprintln(fs.Output(), "windowcount:", line)
-		}
-		fs.Usage()
-		return o, err
+		return o, examplejob.UsageError(fs, "windowcount", err)
 	}
-	o.security = sec
+	o.job = job
+	o.clientOpts = job.ClientOpts()
 	return o, nil
 }
 
@@ -199,24 +152,8 @@ func main() {
 	if err != nil {
 		os.Exit(2)
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	level := slog.LevelWarn
-	if o.verbose {
-		level = slog.LevelInfo
-	}
-	if os.Getenv("SPLITFLOW_DEBUG") != "" {
-		level = slog.LevelDebug
-	}
-	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
-	code, err := run(ctx, o, os.Stdout, logger)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "windowcount:", err)
-		if code == 0 {
-			code = 1
-		}
-	}
-	os.Exit(code)
+	os.Exit(examplejob.Main("windowcount", "draining the job; its output is not verified; interrupt again to quit at once", o.verbose,
+		func(ctx context.Context, logger *slog.Logger) (int, error) { return run(ctx, o, os.Stdout, logger) }))
 }
 
 // errNotExact is returned when verification finds the output wrong.

@@ -10,21 +10,21 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/splitflow/splitflow/examples/internal/examplejob"
 	"github.com/splitflow/splitflow/integration/committed"
-	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kerr"
-	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // progress counts what the job did, for the terminal.
 type progress struct {
-	events, emissions, failures, checkpoints, restarts atomic.Int64
+	events, emissions, checkpoints, restarts atomic.Int64
+	// failures injects --fail-every's failures; nil: none.
+	failures *examplejob.Failures
 }
 
 func run(ctx context.Context, o options, stdout io.Writer, logger *slog.Logger) (int, error) {
 	began := time.Now()
-	seeds, closeCluster, err := connect(ctx, o)
+	seeds, closeCluster, err := examplejob.Connect(ctx, o.job.Brokers, o.clientOpts)
 	if err != nil {
 		return 1, err
 	}
@@ -40,20 +40,18 @@ func run(ctx context.Context, o options, stdout io.Writer, logger *slog.Logger) 
 		fmt.Fprintf(stdout, "wrote %d events into %q (seed %d)\n", written, o.inputTopic, o.seed)
 	}
 
-	var p progress
-	done, stopped := make(chan struct{}), make(chan struct{})
-	go func() {
-		defer close(stopped)
-		showProgress(stdout, &p, done)
-	}()
-	err = runJob(ctx, o, seeds, min(o.parallelism, partitions), &p, logger)
-	close(done)
-	<-stopped // stdout is ours again
+	p := progress{failures: examplejob.NewFailures(o.failEvery)}
+	stopProgress := examplejob.ShowProgress(stdout, func(secs int) string {
+		return fmt.Sprintf("  %4ds  events read %d  window counts written %d  checkpoints %d  restarts %d",
+			secs, p.events.Load(), p.emissions.Load(), p.checkpoints.Load(), p.restarts.Load())
+	})
+	err = runJob(ctx, o, seeds, min(o.job.Parallelism, partitions), &p, logger)
+	stopProgress() // stdout is ours again
 	if err != nil {
 		return 1, fmt.Errorf("job failed: %w", err)
 	}
 	fmt.Fprintf(stdout, "job finished in %s: %d events read, %d window counts written (both counting replays after restarts), %d checkpoints, %d injected failures, %d restarts\n",
-		time.Since(began).Round(time.Millisecond), p.events.Load(), p.emissions.Load(), p.checkpoints.Load(), p.failures.Load(), p.restarts.Load())
+		time.Since(began).Round(time.Millisecond), p.events.Load(), p.emissions.Load(), p.checkpoints.Load(), p.failures.Count(), p.restarts.Load())
 	if ctx.Err() != nil {
 		// Execute returns nil after a stop too; what was committed until
 		// then is a prefix of the output, which the model does not cover.
@@ -92,58 +90,22 @@ func run(ctx context.Context, o options, stdout io.Writer, logger *slog.Logger) 
 	return 0, nil
 }
 
-// kafkaOpts are the security options (--kafka-*) and then opts, for a
-// client of the example's own.
-func (o options) kafkaOpts(opts ...kgo.Opt) []kgo.Opt {
-	return append(append([]kgo.Opt(nil), o.clientOpts...), opts...)
-}
-
-// connect returns the seed brokers: an in-process cluster when no --brokers
-// is given, else the given ones once they answer.
-func connect(ctx context.Context, o options) ([]string, func(), error) {
-	if o.brokers == "" {
-		c, err := kfake.NewCluster(kfake.NumBrokers(1))
-		if err != nil {
-			return nil, nil, fmt.Errorf("start the in-process Kafka: %w", err)
-		}
-		return c.ListenAddrs(), c.Close, nil
-	}
-	seeds := strings.Split(o.brokers, ",")
-	cl, err := kgo.NewClient(o.kafkaOpts(kgo.SeedBrokers(seeds...), kgo.DialTimeout(3*time.Second))...)
-	if err != nil {
-		return nil, nil, fmt.Errorf("--brokers %q: %w", o.brokers, err)
-	}
-	defer cl.Close()
-	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	if err := cl.Ping(pctx); err != nil {
-		return nil, nil, fmt.Errorf("cannot reach Kafka at %s within 10s: %w", o.brokers, err)
-	}
-	return seeds, func() {}, nil
+// client is a client of the example's own on seeds, with the security
+// options (--kafka-*).
+func (o options) client(seeds []string, opts ...kgo.Opt) (*kgo.Client, error) {
+	return kgo.NewClient(append(append(append([]kgo.Opt(nil), o.clientOpts...), kgo.SeedBrokers(seeds...)), opts...)...)
 }
 
 // ensureTopics creates the topics that are missing: the input with one
 // partition (see the package doc), the outputs with --partitions.
 func ensureTopics(ctx context.Context, seeds []string, o options) error {
-	cl, err := kgo.NewClient(o.kafkaOpts(kgo.SeedBrokers(seeds...))...)
+	cl, err := o.client(seeds)
 	if err != nil {
 		return err
 	}
 	defer cl.Close()
-	adm := kadm.NewClient(cl)
-	for _, t := range []struct {
-		name       string
-		partitions int
-	}{{o.inputTopic, 1}, {o.outputTopic, o.partitions}, {o.lateTopic, o.partitions}} {
-		resp, err := adm.CreateTopic(ctx, int32(t.partitions), -1, nil, t.name)
-		if err == nil {
-			err = resp.Err
-		}
-		if err != nil && !strings.Contains(err.Error(), kerr.TopicAlreadyExists.Message) {
-			return fmt.Errorf("create topic %q: %w", t.name, err)
-		}
-	}
-	return nil
+	return examplejob.EnsureTopics(ctx, cl, examplejob.Topic{Name: o.inputTopic, Partitions: 1},
+		examplejob.Topic{Name: o.outputTopic, Partitions: o.partitions}, examplejob.Topic{Name: o.lateTopic, Partitions: o.partitions})
 }
 
 // fillInput writes the generated events into the input topic if that
@@ -152,25 +114,15 @@ func ensureTopics(ctx context.Context, seeds []string, o options) error {
 // partitions (one that existed before) each user's events go to one
 // partition, by key.
 func fillInput(ctx context.Context, seeds []string, o options) (int, int, error) {
-	cl, err := kgo.NewClient(o.kafkaOpts(kgo.SeedBrokers(seeds...), kgo.DefaultProduceTopic(o.inputTopic))...)
+	cl, err := o.client(seeds, kgo.DefaultProduceTopic(o.inputTopic))
 	if err != nil {
 		return 0, 0, err
 	}
 	defer cl.Close()
-	ends, err := kadm.NewClient(cl).ListEndOffsets(ctx, o.inputTopic)
-	if err == nil {
-		err = ends.Error()
-	}
+	partitions, empty, err := examplejob.Partitions(ctx, cl, o.inputTopic)
 	if err != nil {
-		return 0, 0, fmt.Errorf("list offsets of %q: %w", o.inputTopic, err)
+		return 0, 0, err
 	}
-	partitions, empty := 0, true
-	ends.Each(func(l kadm.ListedOffset) {
-		partitions++
-		if l.Offset > 0 {
-			empty = false
-		}
-	})
 	if partitions == 0 {
 		return 0, 0, fmt.Errorf("input topic %q has no partitions", o.inputTopic)
 	}
@@ -186,19 +138,4 @@ func fillInput(ctx context.Context, seeds []string, o options) (int, int, error)
 		return 0, 0, fmt.Errorf("write input: %w", err)
 	}
 	return len(lines), partitions, nil
-}
-
-func showProgress(w io.Writer, p *progress, done <-chan struct{}) {
-	t := time.NewTicker(time.Second)
-	defer t.Stop()
-	began := time.Now()
-	for {
-		select {
-		case <-done:
-			return
-		case <-t.C:
-			fmt.Fprintf(w, "  %4ds  events read %d  window counts written %d  checkpoints %d  restarts %d\n",
-				int(time.Since(began).Seconds()), p.events.Load(), p.emissions.Load(), p.checkpoints.Load(), p.restarts.Load())
-		}
-	}
 }

@@ -6,7 +6,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"log/slog"
 	"os"
 	"os/signal"
 	"strings"
@@ -15,75 +14,10 @@ import (
 
 	"github.com/splitflow/splitflow/connector/kafka"
 	"github.com/splitflow/splitflow/connector/kafka/kafkaflag"
+	"github.com/splitflow/splitflow/examples/internal/examplejob"
 	"github.com/splitflow/splitflow/integration/committed"
-	"github.com/splitflow/splitflow/runtime"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
-
-// checkDistributed checks the flags of --distributed and settles what it
-// implies: an unbounded run, and transactional ids named after the job.
-func checkDistributed(fs *flag.FlagSet, o *options) []error {
-	set := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-	var errs []error
-	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
-	if !o.distributed {
-		for _, f := range []string{"job-name", "slots", "session-timeout", "internal-topic-replication"} {
-			if set[f] {
-				bad("--%s applies to --distributed", f)
-			}
-		}
-		return errs
-	}
-	if o.brokers == "" {
-		bad("--distributed needs --brokers: the processes of a job meet in a Kafka cluster they all reach, not in an in-process one")
-	}
-	if o.checkpointDir == "" {
-		bad("--distributed needs --checkpoint-dir: a directory every process reaches, or s3://bucket/prefix, where each slot's checkpoints are kept for whichever process takes it next")
-	}
-	if o.checkpointInterval == 0 {
-		bad("--distributed needs --checkpoint-interval > 0")
-	}
-	if set["parallelism"] {
-		bad("--parallelism does not apply to --distributed: every operator runs one subtask per slot (--slots)")
-	}
-	if set["unbounded"] && !o.unbounded {
-		bad("--distributed runs until interrupted; --unbounded=false does not apply")
-	}
-	if o.slots <= 0 {
-		bad("--slots must be positive, not %d", o.slots)
-	}
-	if o.replication == 0 || o.replication < -1 || o.replication > 32767 {
-		bad("--internal-topic-replication must be 1 or more, or -1 for the broker's default, not %d", o.replication)
-	}
-	if o.sessionTimeout <= 0 {
-		bad("--session-timeout must be positive, not %s", o.sessionTimeout)
-	}
-	o.unbounded = true
-	if !set["transactional-id-prefix"] {
-		o.txnPrefix = o.jobName + ".counts"
-	}
-	return errs
-}
-
-// distributedOption is the job's runtime.WithDistributed.
-func distributedOption(o options, seeds []string, logger *slog.Logger) (runtime.Option, error) {
-	sh, err := kafka.NewShuffle(
-		kafka.WithShuffleReplicationFactor(int16(o.replication)),
-		kafka.WithShuffleSinkOpts(kafka.WithBrokers(seeds...), kafka.WithSecurity(o.security), kafka.WithLogger(logger)),
-		kafka.WithShuffleSourceOpts(kafka.WithBrokers(seeds...), kafka.WithSecurity(o.security), kafka.WithLogger(logger)))
-	if err != nil {
-		return nil, err
-	}
-	return runtime.WithDistributed(runtime.Distributed{
-		Job:               o.jobName,
-		Slots:             o.slots,
-		Kafka:             o.kafkaOpts(kgo.SeedBrokers(seeds...)),
-		Shuffle:           sh,
-		SessionTimeout:    o.sessionTimeout,
-		ReplicationFactor: int16(o.replication),
-	}), nil
-}
 
 // subcommand runs wordcount write-input or wordcount verify, for a
 // distributed job, and returns the exit code.
@@ -154,9 +88,9 @@ func runSubcommand(ctx context.Context, name string, args []string, stdout, stde
 		fs.Usage()
 		return 2, nil
 	}
-	o := options{brokers: so.brokers, inputTopic: so.inputTopic, outputTopic: so.outputTopic, inputFile: so.inputFile,
+	o := options{inputTopic: so.inputTopic, outputTopic: so.outputTopic, inputFile: so.inputFile,
 		partitions: so.partitions, clientOpts: so.clientOpts}
-	seeds, _, err := connect(ctx, o)
+	seeds, _, err := examplejob.Connect(ctx, strings.Split(so.brokers, ","), so.clientOpts)
 	if err != nil {
 		return 1, err
 	}

@@ -37,8 +37,8 @@ func TestHTTPPortAloneMeansLoopback(t *testing.T) {
 		if err != nil {
 			t.Fatalf("--http %s: %v", flag, err)
 		}
-		if o.httpAddr != want {
-			t.Errorf("--http %s listens on %q, want %q", flag, o.httpAddr, want)
+		if o.job.HTTP.Addr != want {
+			t.Errorf("--http %s listens on %q, want %q", flag, o.job.HTTP.Addr, want)
 		}
 	}
 }
@@ -82,8 +82,8 @@ func TestHTTPTokenAndTLSFlags(t *testing.T) {
 		t.Fatal(err)
 	}
 	o, err := parseFlags([]string{"--http", ":0", "--http-token-file", tokenFile}, io.Discard)
-	if err != nil || o.httpToken != wordcountToken {
-		t.Fatalf("--http-token-file: %v, token read %v", err, o.httpToken == wordcountToken)
+	if err != nil || o.job.HTTP.Token != wordcountToken {
+		t.Fatalf("--http-token-file: %v, token read %v", err, o.job.HTTP.Token == wordcountToken)
 	}
 	for _, tc := range []struct {
 		env  string

@@ -12,39 +12,37 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/splitflow/splitflow/examples/internal/examplejob"
 	"github.com/splitflow/splitflow/integration/committed"
-	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kerr"
-	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // progress counts what the job did, for the terminal.
 type progress struct {
-	lines, updates, failures, checkpoints, restarts atomic.Int64
+	lines, updates, checkpoints, restarts atomic.Int64
 	// stopped: the job ended by a stop (an interrupt, POST
 	// /api/v1/job/stop) rather than at the end of its input, so its
 	// output is a prefix of the input's counts.
 	stopped atomic.Bool
+	// failures injects --fail-every's failures; nil: none.
+	failures *examplejob.Failures
 }
 
 func run(ctx context.Context, o options, stdout io.Writer, logger *slog.Logger) (int, error) {
 	began := time.Now()
 	// Bound first, so that a port in use is reported before any Kafka
 	// work; the job's Execute serves on it and closes it.
-	var statusLn net.Listener
-	if o.httpAddr != "" {
-		ln, err := net.Listen("tcp", o.httpAddr)
-		if err != nil {
-			return 1, fmt.Errorf("--http %s: %w", o.httpAddr, err)
-		}
+	ln, err := o.job.Listen()
+	if err != nil {
+		return 1, err
+	}
+	if ln != nil {
 		defer func() { _ = ln.Close() }() // also when the job never starts
-		statusLn = ln
 		scheme, stop := "http", "no token: POST /api/v1/job/stop is refused"
-		if o.httpTLS != nil {
+		if o.job.HTTP.TLS != nil {
 			scheme = "https"
 		}
-		if o.httpToken != "" {
+		if o.job.HTTP.Token != "" {
 			stop = "POST /api/v1/job/stop with the token stops the job"
 		}
 		fmt.Fprintf(stdout, "status page %s://%s/ (metrics at /metrics, job at /api/v1/job; %s)\n", scheme, displayAddr(ln.Addr()), stop)
@@ -52,7 +50,7 @@ func run(ctx context.Context, o options, stdout io.Writer, logger *slog.Logger) 
 			o.onHTTP(ln.Addr().String())
 		}
 	}
-	seeds, closeCluster, err := connect(ctx, o)
+	seeds, closeCluster, err := examplejob.Connect(ctx, o.job.Brokers, o.clientOpts)
 	if err != nil {
 		return 1, err
 	}
@@ -61,7 +59,7 @@ func run(ctx context.Context, o options, stdout io.Writer, logger *slog.Logger) 
 		return 1, err
 	}
 	var written int
-	if !o.distributed {
+	if o.job.Distributed == nil {
 		// Every process of a distributed job would write it: wordcount
 		// write-input does, once.
 		if written, err = fillInput(ctx, seeds, o); err != nil {
@@ -72,25 +70,23 @@ func run(ctx context.Context, o options, stdout io.Writer, logger *slog.Logger) 
 		fmt.Fprintf(stdout, "wrote %d lines into %q\n", written, o.inputTopic)
 	}
 
-	var p progress
-	done, stopped := make(chan struct{}), make(chan struct{})
-	go func() {
-		defer close(stopped)
-		showProgress(stdout, &p, done)
-	}()
-	err = runJob(ctx, o, seeds, &p, logger, statusLn)
-	close(done)
-	<-stopped // stdout is ours again
+	p := progress{failures: examplejob.NewFailures(o.failEvery)}
+	stopProgress := examplejob.ShowProgress(stdout, func(secs int) string {
+		return fmt.Sprintf("  %4ds  lines read %d  updates written %d  checkpoints %d  restarts %d",
+			secs, p.lines.Load(), p.updates.Load(), p.checkpoints.Load(), p.restarts.Load())
+	})
+	err = runJob(ctx, o, seeds, &p, logger, ln)
+	stopProgress() // stdout is ours again
 	if err != nil {
 		return 1, fmt.Errorf("job failed: %w", err)
 	}
 	fmt.Fprintf(stdout, "job finished in %s: %d lines read, %d updates written (both counting replays after restarts), %d checkpoints, %d injected failures, %d restarts\n",
-		time.Since(began).Round(time.Millisecond), p.lines.Load(), p.updates.Load(), p.checkpoints.Load(), p.failures.Load(), p.restarts.Load())
-	if o.distributed {
+		time.Since(began).Round(time.Millisecond), p.lines.Load(), p.updates.Load(), p.checkpoints.Load(), p.failures.Count(), p.restarts.Load())
+	if o.job.Distributed != nil {
 		// The other processes go on writing: wordcount verify waits for
 		// and checks the job's whole output.
 		fmt.Fprintf(stdout, "process of job %q stopped; check the job's output with: wordcount verify --brokers %s --input-topic %s --output-topic %s\n",
-			o.jobName, o.brokers, o.inputTopic, o.outputTopic)
+			o.job.Name, strings.Join(o.job.Brokers, ","), o.inputTopic, o.outputTopic)
 		return 0, nil
 	}
 
@@ -131,79 +127,31 @@ func displayAddr(a net.Addr) string {
 	return net.JoinHostPort(host, port)
 }
 
-// kafkaOpts are the security options (--kafka-*) and then opts, for a
-// client of the example's own.
-func (o options) kafkaOpts(opts ...kgo.Opt) []kgo.Opt {
-	return append(append([]kgo.Opt(nil), o.clientOpts...), opts...)
-}
-
-// connect returns the seed brokers: an in-process cluster when no --brokers
-// is given, else the given ones once they answer.
-func connect(ctx context.Context, o options) ([]string, func(), error) {
-	if o.brokers == "" {
-		c, err := kfake.NewCluster(kfake.NumBrokers(1))
-		if err != nil {
-			return nil, nil, fmt.Errorf("start the in-process Kafka: %w", err)
-		}
-		return c.ListenAddrs(), c.Close, nil
-	}
-	seeds := strings.Split(o.brokers, ",")
-	cl, err := kgo.NewClient(o.kafkaOpts(kgo.SeedBrokers(seeds...), kgo.DialTimeout(3*time.Second))...)
-	if err != nil {
-		return nil, nil, fmt.Errorf("--brokers %q: %w", o.brokers, err)
-	}
-	defer cl.Close()
-	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	if err := cl.Ping(pctx); err != nil {
-		return nil, nil, fmt.Errorf("cannot reach Kafka at %s within 10s: %w", o.brokers, err)
-	}
-	return seeds, func() {}, nil
+// client is a client of the example's own on seeds, with the security
+// options (--kafka-*).
+func (o options) client(seeds []string, opts ...kgo.Opt) (*kgo.Client, error) {
+	return kgo.NewClient(append(append(append([]kgo.Opt(nil), o.clientOpts...), kgo.SeedBrokers(seeds...)), opts...)...)
 }
 
 func ensureTopics(ctx context.Context, seeds []string, o options) error {
-	cl, err := kgo.NewClient(o.kafkaOpts(kgo.SeedBrokers(seeds...))...)
+	cl, err := o.client(seeds)
 	if err != nil {
 		return err
 	}
 	defer cl.Close()
-	adm := kadm.NewClient(cl)
-	for _, t := range []string{o.inputTopic, o.outputTopic} {
-		resp, err := adm.CreateTopic(ctx, int32(o.partitions), -1, nil, t)
-		if err == nil {
-			err = resp.Err
-		}
-		if err != nil && !errorsIsTopicExists(err) {
-			return fmt.Errorf("create topic %q: %w", t, err)
-		}
-	}
-	return nil
-}
-
-func errorsIsTopicExists(err error) bool {
-	return err != nil && strings.Contains(err.Error(), kerr.TopicAlreadyExists.Message)
+	return examplejob.EnsureTopics(ctx, cl, examplejob.Topic{Name: o.inputTopic, Partitions: o.partitions}, examplejob.Topic{Name: o.outputTopic, Partitions: o.partitions})
 }
 
 // fillInput writes the input text into the input topic if that topic is
 // empty, so a restarted run never writes it twice.
 func fillInput(ctx context.Context, seeds []string, o options) (int, error) {
-	cl, err := kgo.NewClient(o.kafkaOpts(kgo.SeedBrokers(seeds...), kgo.DefaultProduceTopic(o.inputTopic))...)
+	cl, err := o.client(seeds, kgo.DefaultProduceTopic(o.inputTopic))
 	if err != nil {
 		return 0, err
 	}
 	defer cl.Close()
-	ends, err := kadm.NewClient(cl).ListEndOffsets(ctx, o.inputTopic)
-	if err != nil {
-		return 0, fmt.Errorf("list offsets of %q: %w", o.inputTopic, err)
-	}
-	empty := true
-	ends.Each(func(l kadm.ListedOffset) {
-		if l.Offset > 0 {
-			empty = false
-		}
-	})
-	if !empty {
-		return 0, nil
+	if _, empty, err := examplejob.Partitions(ctx, cl, o.inputTopic); err != nil || !empty {
+		return 0, err
 	}
 	lines, err := inputLines(o.inputFile)
 	if err != nil {
@@ -260,19 +208,4 @@ func inputCounts(ctx context.Context, seeds []string, topic string, opts []kgo.O
 		lines[i] = string(r.Value)
 	}
 	return expectedCounts(lines), nil
-}
-
-func showProgress(w io.Writer, p *progress, done <-chan struct{}) {
-	t := time.NewTicker(time.Second)
-	defer t.Stop()
-	began := time.Now()
-	for {
-		select {
-		case <-done:
-			return
-		case <-t.C:
-			fmt.Fprintf(w, "  %4ds  lines read %d  updates written %d  checkpoints %d  restarts %d\n",
-				int(time.Since(began).Seconds()), p.lines.Load(), p.updates.Load(), p.checkpoints.Load(), p.restarts.Load())
-		}
-	}
 }

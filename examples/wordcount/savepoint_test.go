@@ -41,7 +41,7 @@ func startRun(ctx context.Context, t *testing.T, out *bytes.Buffer, args ...stri
 		code, err := run(ctx, o, out, slog.New(slog.DiscardHandler))
 		done <- runResult{code, err}
 	}()
-	if o.httpAddr == "" {
+	if o.job.HTTP.Addr == "" {
 		return "", done
 	}
 	select {

@@ -46,8 +46,8 @@ func TestSecurityFlags(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if o.security.SASL == nil || o.security.SASL.User != "u" || string(o.security.SASL.Password) != "pw-wordcount-secret" || len(o.clientOpts) != 1 {
-		t.Fatalf("options %+v, %d client options; want SCRAM-SHA-512 as u with the password from the environment", o.security.SASL, len(o.clientOpts))
+	if o.job.Security.SASL == nil || o.job.Security.SASL.User != "u" || string(o.job.Security.SASL.Password) != "pw-wordcount-secret" || len(o.clientOpts) != 1 {
+		t.Fatalf("options %+v, %d client options; want SCRAM-SHA-512 as u with the password from the environment", o.job.Security.SASL, len(o.clientOpts))
 	}
 }
 
