@@ -96,7 +96,6 @@ type Flags struct {
 	fs  *flag.FlagSet
 	cfg cfg
 
-	brokers                     string
 	checkpointDir               string
 	interval                    time.Duration
 	parallelism                 int
@@ -111,7 +110,7 @@ type Flags struct {
 	sessionTimeout time.Duration
 	replication    int
 
-	sec *kafkaflag.Flags
+	cluster *Cluster
 }
 
 // Register adds the common flags to fs, with the defaults opts give (see
@@ -128,7 +127,7 @@ func Register(fs *flag.FlagSet, opts ...Opt) *Flags {
 	} else {
 		brokersUsage += " (required)"
 	}
-	fs.StringVar(&f.brokers, "brokers", "", brokersUsage)
+	f.cluster = registerCluster(fs, brokersUsage)
 	fs.IntVar(&f.parallelism, "parallelism", c.parallelism, "subtasks per operator")
 	fs.DurationVar(&f.interval, "checkpoint-interval", c.interval, "time between checkpoints (and so between commits of exactly-once output); 0: no checkpoints, the output is committed once, at the end of a bounded input, and a failure starts over")
 	fs.StringVar(&f.checkpointDir, "checkpoint-dir", "", "directory (or s3://bucket/prefix, configured by the AWS environment) for checkpoints; a job restarted on the same one resumes from it (default: in memory, lost with the process)")
@@ -159,7 +158,6 @@ func Register(fs *flag.FlagSet, opts ...Opt) *Flags {
 		fs.DurationVar(&f.sessionTimeout, "session-timeout", 10*time.Second, "how long the other processes of a distributed job wait for a silent one before taking over its slots")
 		fs.IntVar(&f.replication, "internal-topic-replication", -1, "replication factor of the internal topics a distributed job creates (<name>.slots, <name>.*.shuffle); -1: the broker's default")
 	}
-	f.sec = kafkaflag.Register(fs)
 	return f
 }
 
@@ -189,8 +187,9 @@ func (f *Flags) Job(getenv func(string) string) (*Job, error) {
 	if j.Name == "" {
 		j.Name = f.cfg.jobName
 	}
-	if f.brokers != "" {
-		j.Brokers = strings.Split(f.brokers, ",")
+	brokers := f.cluster.brokers
+	if brokers != "" {
+		j.Brokers = strings.Split(brokers, ",")
 		if err := kafka.CheckBrokers(j.Brokers...); err != nil {
 			bad("--brokers: %w", err)
 		}
@@ -209,7 +208,7 @@ func (f *Flags) Job(getenv func(string) string) (*Job, error) {
 	if f.interval == 0 && f.fromSavepoint != "" {
 		bad("--from-savepoint needs --checkpoint-interval > 0")
 	}
-	if f.fromSavepoint != "" && f.brokers == "" {
+	if f.fromSavepoint != "" && brokers == "" {
 		// The savepoint holds the input's offsets and the state up to
 		// them: only the cluster it was taken on has that input.
 		bad("--from-savepoint needs --brokers: a savepoint's offsets and state belong to the cluster it was taken on, and %s is not that cluster; run the job on a broker of yours (--brokers) both times", f.cfg.instead)
@@ -223,11 +222,11 @@ func (f *Flags) Job(getenv func(string) string) (*Job, error) {
 		bad("--state-dir applies to --state-backend pebble")
 	}
 	errs = append(errs, f.resolveHTTP(j, getenv)...)
-	sec, err := f.sec.Security(getenv)
+	sec, err := f.cluster.sec.Security(getenv)
 	if err != nil {
 		errs = append(errs, err)
 	} else if sec.TLS != nil || sec.SASL != nil {
-		if f.brokers == "" {
+		if brokers == "" {
 			bad("the --kafka-tls and --kafka-sasl settings need --brokers: they say how to reach the brokers it names")
 		}
 		j.Security = sec
@@ -235,7 +234,7 @@ func (f *Flags) Job(getenv func(string) string) (*Job, error) {
 			errs = append(errs, err)
 		}
 	}
-	errs = append(errs, f.resolveDistributed(j, set)...)
+	errs = append(errs, f.resolveDistributed(j, set, brokers)...)
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
@@ -244,7 +243,7 @@ func (f *Flags) Job(getenv func(string) string) (*Job, error) {
 
 // resolveDistributed checks the flags of --distributed and fills
 // j.Distributed.
-func (f *Flags) resolveDistributed(j *Job, set map[string]bool) []error {
+func (f *Flags) resolveDistributed(j *Job, set map[string]bool, brokers string) []error {
 	var errs []error
 	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
 	if !f.distributed {
@@ -255,7 +254,7 @@ func (f *Flags) resolveDistributed(j *Job, set map[string]bool) []error {
 		}
 		return errs
 	}
-	if f.brokers == "" {
+	if brokers == "" {
 		bad("--distributed needs --brokers: the processes of a job meet in a Kafka cluster they all reach, not in %s", f.cfg.instead)
 	}
 	if f.checkpointDir == "" {
@@ -500,4 +499,52 @@ func (j *Job) RuntimeOptions(logger *slog.Logger) ([]runtime.Option, error) {
 		}
 	}
 	return opts, nil
+}
+
+// Cluster are --brokers and the --kafka-* security flags alone: how a
+// tool that runs no job reaches a job's cluster (cmd/splitflow's txn and
+// job commands). Register registers them as part of the common flags.
+type Cluster struct {
+	brokers string
+	sec     *kafkaflag.Flags
+}
+
+// RegisterCluster adds --brokers and the --kafka-* flags to fs.
+func RegisterCluster(fs *flag.FlagSet) *Cluster {
+	return registerCluster(fs, "Kafka seed brokers host:port[,host:port] (required)")
+}
+
+func registerCluster(fs *flag.FlagSet, brokersUsage string) *Cluster {
+	c := &Cluster{}
+	fs.StringVar(&c.brokers, "brokers", "", brokersUsage)
+	c.sec = kafkaflag.Register(fs)
+	return c
+}
+
+// Brokers is --brokers as given; "" when left out.
+func (c *Cluster) Brokers() string { return c.brokers }
+
+// ClientOpts checks the parsed flags and returns the franz-go options they
+// say: the security settings (getenv, os.Getenv when nil, reads the
+// SPLITFLOW_KAFKA_* variables) and the seed brokers. The error joins every
+// problem, each naming its flag or variable.
+func (c *Cluster) ClientOpts(getenv func(string) string) ([]kgo.Opt, error) {
+	var errs []error
+	if c.brokers == "" {
+		errs = append(errs, errors.New("--brokers is required"))
+	} else if err := kafka.CheckBrokers(strings.Split(c.brokers, ",")...); err != nil {
+		errs = append(errs, fmt.Errorf("--brokers: %w", err))
+	}
+	var opts []kgo.Opt
+	sec, err := c.sec.Security(getenv)
+	if err == nil {
+		opts, err = sec.ClientOpts()
+	}
+	if err != nil {
+		errs = append(errs, err)
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	return append(opts, kgo.SeedBrokers(strings.Split(c.brokers, ",")...)), nil
 }

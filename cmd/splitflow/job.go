@@ -12,8 +12,7 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/splitflow/splitflow/connector/kafka"
-	"github.com/splitflow/splitflow/connector/kafka/kafkaflag"
+	"github.com/splitflow/splitflow/jobflag"
 	"github.com/splitflow/splitflow/runtime/checkpoint"
 	"github.com/splitflow/splitflow/runtime/slotinspect"
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -33,10 +32,9 @@ const defaultJobTimeout = 30 * time.Second
 // jobFlags are the flags every job command takes.
 type jobFlags struct {
 	fs      *flag.FlagSet
-	brokers *string
+	cluster *jobflag.Cluster
 	job     *string
 	timeout *time.Duration
-	sec     *kafkaflag.Flags
 }
 
 func newJobFlags(name string, stderr io.Writer) jobFlags {
@@ -44,10 +42,9 @@ func newJobFlags(name string, stderr io.Writer) jobFlags {
 	fs.SetOutput(stderr)
 	return jobFlags{
 		fs:      fs,
-		brokers: fs.String("brokers", "", "Kafka seed brokers"),
+		cluster: jobflag.RegisterCluster(fs),
 		job:     fs.String("job", "", "the job's name, as its processes were started with"),
 		timeout: fs.Duration("timeout", defaultJobTimeout, "give up after this long (unreachable brokers included)"),
-		sec:     kafkaflag.Register(fs),
 	}
 }
 
@@ -61,7 +58,7 @@ func (f jobFlags) client(ctx context.Context, args []string) (*kgo.Client, conte
 	if f.fs.NArg() > 0 {
 		return nil, nil, nil, fmt.Errorf("%w: unexpected arguments: %s", errUsage, strings.Join(f.fs.Args(), " "))
 	}
-	if *f.brokers == "" || *f.job == "" {
+	if f.cluster.Brokers() == "" || *f.job == "" {
 		return nil, nil, nil, fmt.Errorf("%w: --brokers and --job are required", errUsage)
 	}
 	var errs []error
@@ -71,18 +68,9 @@ func (f jobFlags) client(ctx context.Context, args []string) (*kgo.Client, conte
 	if *f.timeout <= 0 {
 		errs = append(errs, fmt.Errorf("--timeout %v: it must be positive (default %v)", *f.timeout, defaultJobTimeout))
 	}
-	if err := kafka.CheckBrokers(strings.Split(*f.brokers, ",")...); err != nil {
-		errs = append(errs, fmt.Errorf("--brokers: %w", err))
-	}
-	sec, err := f.sec.Security(getenv)
+	opts, err := f.cluster.ClientOpts(getenv)
 	if err != nil {
 		errs = append(errs, err)
-	}
-	var secOpts []kgo.Opt
-	if err == nil {
-		if secOpts, err = sec.ClientOpts(); err != nil {
-			errs = append(errs, err)
-		}
 	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, nil, nil, fmt.Errorf("%w: %w", errUsage, err)
@@ -90,7 +78,7 @@ func (f jobFlags) client(ctx context.Context, args []string) (*kgo.Client, conte
 	// Retries stop with the command: a broker that never answers is an
 	// error after --timeout, not a hang.
 	dial := min(5*time.Second, *f.timeout)
-	cl, err := kgo.NewClient(append(secOpts, kgo.SeedBrokers(strings.Split(*f.brokers, ",")...), kgo.DialTimeout(dial), kgo.RetryTimeout(*f.timeout))...)
+	cl, err := kgo.NewClient(append(opts, kgo.DialTimeout(dial), kgo.RetryTimeout(*f.timeout))...)
 	if err != nil {
 		return nil, nil, nil, err
 	}
@@ -101,7 +89,7 @@ func (f jobFlags) client(ctx context.Context, args []string) (*kgo.Client, conte
 // brokersErr explains a failure to reach the brokers.
 func brokersErr(f jobFlags, err error) error {
 	if errors.Is(err, slotinspect.ErrBrokers) {
-		return fmt.Errorf("brokers %s: %w; check --brokers, that the brokers are up, and the --kafka-tls*/--kafka-sasl-* settings (--timeout %v bounds the wait)", *f.brokers, err, *f.timeout)
+		return fmt.Errorf("brokers %s: %w; check --brokers, that the brokers are up, and the --kafka-tls*/--kafka-sasl-* settings (--timeout %v bounds the wait)", f.cluster.Brokers(), err, *f.timeout)
 	}
 	return err
 }

@@ -35,7 +35,8 @@
 // brokers included.
 //
 // The txn and job commands connect as the --kafka-tls* and --kafka-sasl-* flags and
-// the SPLITFLOW_KAFKA_* variables say (package connector/kafka/kafkaflag);
+// the SPLITFLOW_KAFKA_* variables say (jobflag.RegisterCluster, the
+// same settings every splitflow program takes);
 // the SASL password comes from SPLITFLOW_KAFKA_SASL_PASSWORD or
 // --kafka-sasl-password-file, never from a flag.
 //
@@ -58,8 +59,7 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/splitflow/splitflow/connector/kafka"
-	"github.com/splitflow/splitflow/connector/kafka/kafkaflag"
+	"github.com/splitflow/splitflow/jobflag"
 	"github.com/splitflow/splitflow/runtime/checkpoint"
 	"github.com/splitflow/splitflow/runtime/slotinspect"
 	"github.com/splitflow/splitflow/txn"
@@ -164,38 +164,24 @@ type openTxn struct {
 func txnCmd(ctx context.Context, args []string, stdout, stderr io.Writer, abort bool) error {
 	fs := flag.NewFlagSet("txn", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	brokers := fs.String("brokers", "", "Kafka seed brokers")
+	cluster := jobflag.RegisterCluster(fs)
 	prefix := fs.String("prefix", "", "transactional id prefix")
 	olderThan := fs.Duration("older-than", 0, "abort only transactions open longer than this")
 	yes := fs.Bool("yes", false, "abort; without it the transactions are only listed (abort only)")
-	secFlags := kafkaflag.Register(fs)
 	if err := fs.Parse(args); err != nil {
 		return fmt.Errorf("%w: %w", errUsage, err)
 	}
-	if *brokers == "" || *prefix == "" {
+	if cluster.Brokers() == "" || *prefix == "" {
 		return fmt.Errorf("%w: --brokers and --prefix are required", errUsage)
 	}
 	// Every bad setting in one error, before anything is dialled: a
 	// malformed address would otherwise be a dial error after the retry
 	// timeout.
-	var errs []error
-	if err := kafka.CheckBrokers(strings.Split(*brokers, ",")...); err != nil {
-		errs = append(errs, fmt.Errorf("--brokers: %w", err))
-	}
-	sec, err := secFlags.Security(getenv)
+	opts, err := cluster.ClientOpts(getenv)
 	if err != nil {
-		errs = append(errs, err)
-	}
-	var secOpts []kgo.Opt
-	if err == nil {
-		if secOpts, err = sec.ClientOpts(); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("%w: %w", errUsage, err)
 	}
-	cl, err := kgo.NewClient(append(secOpts, kgo.SeedBrokers(strings.Split(*brokers, ",")...), kgo.DialTimeout(5*time.Second), kgo.RetryTimeout(10*time.Second))...)
+	cl, err := kgo.NewClient(append(opts, kgo.DialTimeout(5*time.Second), kgo.RetryTimeout(10*time.Second))...)
 	if err != nil {
 		return err
 	}
