@@ -12,11 +12,9 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/splitflow/splitflow/connector/kafka"
-	"github.com/splitflow/splitflow/connector/kafka/kafkaflag"
 	"github.com/splitflow/splitflow/examples/internal/examplejob"
 	"github.com/splitflow/splitflow/integration/committed"
-	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/splitflow/splitflow/jobflag"
 )
 
 // subcommand runs wordcount write-input or wordcount verify, for a
@@ -32,17 +30,16 @@ func subcommand(name string, args []string, stdout, stderr io.Writer) int {
 }
 
 type subOptions struct {
-	brokers, inputTopic, outputTopic, inputFile string
-	partitions                                  int
-	timeout                                     time.Duration
-	clientOpts                                  []kgo.Opt
+	inputTopic, outputTopic, inputFile string
+	partitions                         int
+	timeout                            time.Duration
 }
 
 func runSubcommand(ctx context.Context, name string, args []string, stdout, stderr io.Writer) (int, error) {
 	fs := flag.NewFlagSet("wordcount "+name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var so subOptions
-	fs.StringVar(&so.brokers, "brokers", "", "Kafka seed brokers host:port[,host:port] (required)")
+	cluster := jobflag.RegisterCluster(fs)
 	fs.StringVar(&so.inputTopic, "input-topic", "lines", "topic of input lines")
 	fs.StringVar(&so.outputTopic, "output-topic", "counts", "topic of (word, count) records")
 	if name == "write-input" {
@@ -51,7 +48,6 @@ func runSubcommand(ctx context.Context, name string, args []string, stdout, stde
 	} else {
 		fs.DurationVar(&so.timeout, "timeout", 2*time.Minute, "how long to wait for the output to be complete")
 	}
-	secFlags := kafkaflag.Register(fs)
 	fs.Usage = func() {
 		switch name {
 		case "write-input":
@@ -64,24 +60,10 @@ func runSubcommand(ctx context.Context, name string, args []string, stdout, stde
 	if err := fs.Parse(args); err != nil {
 		return 2, nil
 	}
-	var errs []error
-	if fs.NArg() > 0 {
-		errs = append(errs, fmt.Errorf("unexpected arguments: %s", strings.Join(fs.Args(), " ")))
-	}
-	if so.brokers == "" {
-		errs = append(errs, errors.New("--brokers is required"))
-	} else if err := kafka.CheckBrokers(strings.Split(so.brokers, ",")...); err != nil {
-		errs = append(errs, fmt.Errorf("--brokers: %w", err))
-	}
+	clientOpts, err := cluster.ClientOpts(os.Getenv)
+	errs := []error{examplejob.CheckArgs(fs), err}
 	if name == "verify" && so.timeout <= 0 {
 		errs = append(errs, fmt.Errorf("--timeout must be positive, not %s", so.timeout))
-	}
-	sec, err := secFlags.Security(os.Getenv)
-	if err == nil && (sec.TLS != nil || sec.SASL != nil) {
-		so.clientOpts, err = sec.ClientOpts()
-	}
-	if err != nil {
-		errs = append(errs, err)
 	}
 	if err := errors.Join(errs...); err != nil {
 		fmt.Fprintf(fs.Output(), "wordcount %s: %v\n", name, err)
@@ -89,8 +71,8 @@ func runSubcommand(ctx context.Context, name string, args []string, stdout, stde
 		return 2, nil
 	}
 	o := options{inputTopic: so.inputTopic, outputTopic: so.outputTopic, inputFile: so.inputFile,
-		partitions: so.partitions, clientOpts: so.clientOpts}
-	seeds, _, err := examplejob.Connect(ctx, strings.Split(so.brokers, ","), so.clientOpts)
+		partitions: so.partitions, clientOpts: clientOpts}
+	seeds, _, err := examplejob.Connect(ctx, strings.Split(cluster.Brokers(), ","), clientOpts)
 	if err != nil {
 		return 1, err
 	}
