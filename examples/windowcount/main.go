@@ -36,12 +36,10 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
-	"log/slog"
 	"os"
 	"time"
 
@@ -148,12 +146,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 }
 
 func main() {
-	o, err := parseFlags(os.Args[1:], os.Stderr)
-	if err != nil {
-		os.Exit(2)
-	}
-	os.Exit(examplejob.Main("windowcount", "draining the job; its output is not verified; interrupt again to quit at once", o.verbose,
-		func(ctx context.Context, logger *slog.Logger) (int, error) { return run(ctx, o, os.Stdout, logger) }))
+	examplejob.Main("windowcount", "draining the job; its output is not verified; interrupt again to quit at once", parseFlags, func(o options) bool { return o.verbose }, run)
 }
 
 // errNotExact is returned when verification finds the output wrong.

@@ -29,7 +29,10 @@ func run(ctx context.Context, o options, stdout io.Writer, logger *slog.Logger) 
 		return 1, err
 	}
 	defer closeCluster()
-	if err := ensureTopics(ctx, seeds, o); err != nil {
+	// The input with one partition (see the package doc), the outputs
+	// with --partitions.
+	if err := examplejob.EnsureTopics(ctx, seeds, o.clientOpts, examplejob.Topic{Name: o.inputTopic, Partitions: 1},
+		examplejob.Topic{Name: o.outputTopic, Partitions: o.partitions}, examplejob.Topic{Name: o.lateTopic, Partitions: o.partitions}); err != nil {
 		return 1, err
 	}
 	written, partitions, err := fillInput(ctx, seeds, o)
@@ -90,31 +93,13 @@ func run(ctx context.Context, o options, stdout io.Writer, logger *slog.Logger) 
 	return 0, nil
 }
 
-// client is a client of the example's own on seeds, with the security
-// options (--kafka-*).
-func (o options) client(seeds []string, opts ...kgo.Opt) (*kgo.Client, error) {
-	return kgo.NewClient(append(append(append([]kgo.Opt(nil), o.clientOpts...), kgo.SeedBrokers(seeds...)), opts...)...)
-}
-
-// ensureTopics creates the topics that are missing: the input with one
-// partition (see the package doc), the outputs with --partitions.
-func ensureTopics(ctx context.Context, seeds []string, o options) error {
-	cl, err := o.client(seeds)
-	if err != nil {
-		return err
-	}
-	defer cl.Close()
-	return examplejob.EnsureTopics(ctx, cl, examplejob.Topic{Name: o.inputTopic, Partitions: 1},
-		examplejob.Topic{Name: o.outputTopic, Partitions: o.partitions}, examplejob.Topic{Name: o.lateTopic, Partitions: o.partitions})
-}
-
 // fillInput writes the generated events into the input topic if that
 // topic is empty, so a restarted run never writes them twice, and returns
 // how many it wrote and the topic's partitions. Into a topic of several
 // partitions (one that existed before) each user's events go to one
 // partition, by key.
 func fillInput(ctx context.Context, seeds []string, o options) (int, int, error) {
-	cl, err := o.client(seeds, kgo.DefaultProduceTopic(o.inputTopic))
+	cl, err := examplejob.Client(seeds, o.clientOpts, kgo.DefaultProduceTopic(o.inputTopic))
 	if err != nil {
 		return 0, 0, err
 	}

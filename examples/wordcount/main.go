@@ -26,12 +26,10 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
-	"log/slog"
 	"os"
 	"time"
 
@@ -144,12 +142,7 @@ func main() {
 	if len(os.Args) > 1 && (os.Args[1] == "verify" || os.Args[1] == "write-input") {
 		os.Exit(subcommand(os.Args[1], os.Args[2:], os.Stdout, os.Stderr))
 	}
-	o, err := parseFlags(os.Args[1:], os.Stderr)
-	if err != nil {
-		os.Exit(2)
-	}
-	os.Exit(examplejob.Main("wordcount", "draining the job, then verifying what it committed; interrupt again to quit at once", o.verbose,
-		func(ctx context.Context, logger *slog.Logger) (int, error) { return run(ctx, o, os.Stdout, logger) }))
+	examplejob.Main("wordcount", "draining the job, then verifying what it committed; interrupt again to quit at once", parseFlags, func(o options) bool { return o.verbose }, run)
 }
 
 // errNotExact is returned when verification finds the output wrong.

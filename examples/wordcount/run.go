@@ -127,25 +127,16 @@ func displayAddr(a net.Addr) string {
 	return net.JoinHostPort(host, port)
 }
 
-// client is a client of the example's own on seeds, with the security
-// options (--kafka-*).
-func (o options) client(seeds []string, opts ...kgo.Opt) (*kgo.Client, error) {
-	return kgo.NewClient(append(append(append([]kgo.Opt(nil), o.clientOpts...), kgo.SeedBrokers(seeds...)), opts...)...)
-}
-
+// ensureTopics creates the input and output topics when missing.
 func ensureTopics(ctx context.Context, seeds []string, o options) error {
-	cl, err := o.client(seeds)
-	if err != nil {
-		return err
-	}
-	defer cl.Close()
-	return examplejob.EnsureTopics(ctx, cl, examplejob.Topic{Name: o.inputTopic, Partitions: o.partitions}, examplejob.Topic{Name: o.outputTopic, Partitions: o.partitions})
+	return examplejob.EnsureTopics(ctx, seeds, o.clientOpts,
+		examplejob.Topic{Name: o.inputTopic, Partitions: o.partitions}, examplejob.Topic{Name: o.outputTopic, Partitions: o.partitions})
 }
 
 // fillInput writes the input text into the input topic if that topic is
 // empty, so a restarted run never writes it twice.
 func fillInput(ctx context.Context, seeds []string, o options) (int, error) {
-	cl, err := o.client(seeds, kgo.DefaultProduceTopic(o.inputTopic))
+	cl, err := examplejob.Client(seeds, o.clientOpts, kgo.DefaultProduceTopic(o.inputTopic))
 	if err != nil {
 		return 0, err
 	}

@@ -35,32 +35,37 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
-// Main runs a program whose flags are parsed: run gets a context that
-// SIGINT and SIGTERM cancel and a logger on stderr (warnings; with
-// verbose, info; with SPLITFLOW_DEBUG set, debug). After the first
-// signal, "<name>: interrupted: <note>" is printed. Main returns the exit
-// code: run's, and 1 for an error with code 0; the error is printed as
-// "<name>: <error>".
-func Main(name, note string, verbose bool, run func(context.Context, *slog.Logger) (int, error)) int {
+// Main runs a program and exits: parse reads the command line (an error
+// exits 2; parse has printed it), then run gets a context that SIGINT and
+// SIGTERM cancel and a logger on stderr (warnings; with verbose(o), info;
+// with SPLITFLOW_DEBUG set, debug). After the first signal,
+// "<name>: interrupted: <note>" is printed. The exit code is run's, and 1
+// for an error with code 0; the error is printed as "<name>: <error>".
+func Main[O any](name, note string, parse func([]string, io.Writer) (O, error), verbose func(O) bool,
+	run func(context.Context, O, io.Writer, *slog.Logger) (int, error)) {
+	o, err := parse(os.Args[1:], os.Stderr)
+	if err != nil {
+		os.Exit(2)
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
 	go AfterInterrupt(ctx, stop, os.Stderr, name+": interrupted: "+note)
 	level := slog.LevelWarn
-	if verbose {
+	if verbose(o) {
 		level = slog.LevelInfo
 	}
 	if os.Getenv("SPLITFLOW_DEBUG") != "" {
 		level = slog.LevelDebug
 	}
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
-	code, err := run(ctx, logger)
+	code, err := run(ctx, o, os.Stdout, logger)
+	stop()
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "%s: %v\n", name, err)
 		if code == 0 {
 			code = 1
 		}
 	}
-	return code
+	os.Exit(code)
 }
 
 // AfterInterrupt waits for the first interrupt (ctx cancelled), then gives
@@ -116,6 +121,12 @@ func Connect(ctx context.Context, brokers []string, clientOpts []kgo.Opt) ([]str
 	return brokers, func() {}, nil
 }
 
+// Client is a client on seeds with clientOpts (the security settings),
+// then opts.
+func Client(seeds []string, clientOpts []kgo.Opt, opts ...kgo.Opt) (*kgo.Client, error) {
+	return kgo.NewClient(append(append(append([]kgo.Opt(nil), clientOpts...), kgo.SeedBrokers(seeds...)), opts...)...)
+}
+
 // Topic is a topic to create when missing.
 type Topic struct {
 	Name       string
@@ -123,8 +134,13 @@ type Topic struct {
 }
 
 // EnsureTopics creates the topics that are missing, with the broker's
-// default replication.
-func EnsureTopics(ctx context.Context, cl *kgo.Client, topics ...Topic) error {
+// default replication, through a client on seeds with clientOpts.
+func EnsureTopics(ctx context.Context, seeds []string, clientOpts []kgo.Opt, topics ...Topic) error {
+	cl, err := Client(seeds, clientOpts)
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
 	adm := kadm.NewClient(cl)
 	for _, t := range topics {
 		resp, err := adm.CreateTopic(ctx, int32(t.Partitions), -1, nil, t.Name)
