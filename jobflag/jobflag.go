@@ -187,7 +187,11 @@ func (f *Flags) Job(getenv func(string) string) (*Job, error) {
 	if j.Name == "" {
 		j.Name = f.cfg.jobName
 	}
+	// Without --brokers, only a program that runs on something else
+	// (BrokersOptional) goes on; what needs a cluster of the user's is
+	// refused below, naming what it needs.
 	brokers := f.cluster.brokers
+	noCluster := brokers == "" && f.cfg.instead != ""
 	if brokers != "" {
 		j.Brokers = strings.Split(brokers, ",")
 		if err := kafka.CheckBrokers(j.Brokers...); err != nil {
@@ -208,7 +212,7 @@ func (f *Flags) Job(getenv func(string) string) (*Job, error) {
 	if f.interval == 0 && f.fromSavepoint != "" {
 		bad("--from-savepoint needs --checkpoint-interval > 0")
 	}
-	if f.fromSavepoint != "" && brokers == "" {
+	if f.fromSavepoint != "" && noCluster {
 		// The savepoint holds the input's offsets and the state up to
 		// them: only the cluster it was taken on has that input.
 		bad("--from-savepoint needs --brokers: a savepoint's offsets and state belong to the cluster it was taken on, and %s is not that cluster; run the job on a broker of yours (--brokers) both times", f.cfg.instead)
@@ -226,7 +230,7 @@ func (f *Flags) Job(getenv func(string) string) (*Job, error) {
 	if err != nil {
 		errs = append(errs, err)
 	} else if sec.TLS != nil || sec.SASL != nil {
-		if brokers == "" {
+		if noCluster {
 			bad("the --kafka-tls and --kafka-sasl settings need --brokers: they say how to reach the brokers it names")
 		}
 		j.Security = sec
@@ -234,7 +238,7 @@ func (f *Flags) Job(getenv func(string) string) (*Job, error) {
 			errs = append(errs, err)
 		}
 	}
-	errs = append(errs, f.resolveDistributed(j, set, brokers)...)
+	errs = append(errs, f.resolveDistributed(j, set, noCluster)...)
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
@@ -243,7 +247,7 @@ func (f *Flags) Job(getenv func(string) string) (*Job, error) {
 
 // resolveDistributed checks the flags of --distributed and fills
 // j.Distributed.
-func (f *Flags) resolveDistributed(j *Job, set map[string]bool, brokers string) []error {
+func (f *Flags) resolveDistributed(j *Job, set map[string]bool, noCluster bool) []error {
 	var errs []error
 	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
 	if !f.distributed {
@@ -254,7 +258,7 @@ func (f *Flags) resolveDistributed(j *Job, set map[string]bool, brokers string) 
 		}
 		return errs
 	}
-	if brokers == "" {
+	if noCluster {
 		bad("--distributed needs --brokers: the processes of a job meet in a Kafka cluster they all reach, not in %s", f.cfg.instead)
 	}
 	if f.checkpointDir == "" {

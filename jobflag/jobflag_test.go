@@ -56,6 +56,7 @@ func TestEveryProblemNamesItsFlag(t *testing.T) {
 		want []string
 	}{
 		{nil, nil, nil, []string{"--brokers is required"}},
+		{[]string{"--from-savepoint", dir, "--distributed", "--checkpoint-dir", dir, "--kafka-tls"}, nil, nil, []string{"--brokers is required"}},
 		{[]string{"--brokers", "kafka1", "--parallelism", "0", "--checkpoint-interval", "-1s"}, nil, nil,
 			[]string{"--brokers:", `"kafka1" has no port`, "--parallelism must be positive", "--checkpoint-interval must not be negative"}},
 		{[]string{"--brokers", "a:1", "--checkpoint-interval", "0", "--checkpoint-dir", dir, "--from-savepoint", dir}, nil, nil,
@@ -86,6 +87,9 @@ func TestEveryProblemNamesItsFlag(t *testing.T) {
 			if !strings.Contains(err.Error(), w) {
 				t.Errorf("%q: the error does not say %q:\n%v", tc.args, w, err)
 			}
+		}
+		if len(tc.opts) == 0 && strings.Count(err.Error(), "--brokers") > 1 {
+			t.Errorf("%q: --brokers named more than once:\n%v", tc.args, err)
 		}
 		for _, secret := range []string{"pw-jobflag-secret", "a-token-long-enough-1234"} {
 			if strings.Contains(err.Error(), secret) {
