@@ -290,8 +290,8 @@ func passthroughOpts(seeds []string, slots int, job, checkpointDir string) ([]ru
 	if job == "" {
 		return opts, nil
 	}
-	sh, err := kafka.NewShuffle(kafka.WithShuffleSinkOpts(kafka.WithBrokers(seeds...)),
-		kafka.WithShuffleSourceOpts(kafka.WithBrokers(seeds...)))
+	sh, err := kafka.NewShuffle(kafka.WithShuffleSinkOptions(kafka.WithBrokers(seeds...)),
+		kafka.WithShuffleSourceOptions(kafka.WithBrokers(seeds...)))
 	if err != nil {
 		return nil, err
 	}
@@ -308,8 +308,8 @@ func envOpts(par int, checkpoint time.Duration) []runtime.Option {
 	return opts
 }
 
-func sinkOpts(seeds []string, out, guarantee string) []kafka.SinkOpt {
-	opts := []kafka.SinkOpt{kafka.WithBrokers(seeds...)}
+func sinkOpts(seeds []string, out, guarantee string) []kafka.SinkOption {
+	opts := []kafka.SinkOption{kafka.WithBrokers(seeds...)}
 	if guarantee == "exactly-once" {
 		return append(opts, kafka.WithDeliveryGuarantee(kafka.ExactlyOnce), kafka.WithTransactionalIDPrefix("bench-"+out))
 	}

@@ -402,14 +402,14 @@ type DistributedJob struct {
 
 // SourceOpts are the seed brokers and the security settings, then opts:
 // the options of a Kafka source of the job.
-func (j *Job) SourceOpts(opts ...kafka.SourceOpt) []kafka.SourceOpt {
-	return append([]kafka.SourceOpt{kafka.WithBrokers(j.Brokers...), kafka.WithSecurity(j.Security)}, opts...)
+func (j *Job) SourceOpts(opts ...kafka.SourceOption) []kafka.SourceOption {
+	return append([]kafka.SourceOption{kafka.WithBrokers(j.Brokers...), kafka.WithSecurity(j.Security)}, opts...)
 }
 
 // SinkOpts are the seed brokers and the security settings, then opts: the
 // options of a Kafka sink of the job.
-func (j *Job) SinkOpts(opts ...kafka.SinkOpt) []kafka.SinkOpt {
-	return append([]kafka.SinkOpt{kafka.WithBrokers(j.Brokers...), kafka.WithSecurity(j.Security)}, opts...)
+func (j *Job) SinkOpts(opts ...kafka.SinkOption) []kafka.SinkOption {
+	return append([]kafka.SinkOption{kafka.WithBrokers(j.Brokers...), kafka.WithSecurity(j.Security)}, opts...)
 }
 
 // ClientOpts are the franz-go options of the security settings, then
@@ -459,7 +459,7 @@ func (j *Job) RuntimeOptions(logger *slog.Logger) ([]runtime.Option, error) {
 			sinkOpts, sourceOpts = append(sinkOpts, kafka.WithLogger(logger)), append(sourceOpts, kafka.WithLogger(logger))
 		}
 		sh, err := kafka.NewShuffle(kafka.WithShuffleReplicationFactor(d.ReplicationFactor),
-			kafka.WithShuffleSinkOpts(sinkOpts...), kafka.WithShuffleSourceOpts(sourceOpts...))
+			kafka.WithShuffleSinkOptions(sinkOpts...), kafka.WithShuffleSourceOptions(sourceOpts...))
 		if err != nil {
 			return nil, err
 		}

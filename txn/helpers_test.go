@@ -67,9 +67,9 @@ func (be backend) topic(t *testing.T, partitions int32) string {
 	return name
 }
 
-func (be backend) pool(t *testing.T, prefix string, subtask int, opts ...Opt) *Pool {
+func (be backend) pool(t *testing.T, prefix string, subtask int, opts ...Option) *Pool {
 	t.Helper()
-	p, err := NewPool(prefix, subtask, append([]Opt{WithClientOpts(kgo.SeedBrokers(be.seeds...))}, opts...)...)
+	p, err := NewPool(prefix, subtask, append([]Option{WithClientOpts(kgo.SeedBrokers(be.seeds...))}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,12 +11,12 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
-// Opt configures a Pool.
-type Opt interface{ apply(*poolConfig) }
+// Option configures a Pool.
+type Option interface{ apply(*poolConfig) }
 
-type optFunc func(*poolConfig)
+type optionFunc func(*poolConfig)
 
-func (f optFunc) apply(c *poolConfig) { f(c) }
+func (f optionFunc) apply(c *poolConfig) { f(c) }
 
 type poolConfig struct {
 	size       int
@@ -46,29 +46,29 @@ func (c *poolConfig) validate() error {
 // With one checkpoint at a time a subtask holds about three: one open, one
 // prepared awaiting its checkpoint, one committed awaiting release (rule 1
 // of the package doc). Raise it with concurrent checkpoints.
-func WithPoolSize(n int) Opt { return optFunc(func(c *poolConfig) { c.size = n }) }
+func WithPoolSize(n int) Option { return optionFunc(func(c *poolConfig) { c.size = n }) }
 
 // WithClaimEpoch names the pool's ids after the claim of epoch under which
 // the subtask runs (ClaimTransactionalID): a slot of a distributed job,
 // whose every owner uses ids of its own. Default 0: no claim,
 // TransactionalID's ids.
-func WithClaimEpoch(epoch int64) Opt { return optFunc(func(c *poolConfig) { c.epoch = epoch }) }
+func WithClaimEpoch(epoch int64) Option { return optionFunc(func(c *poolConfig) { c.epoch = epoch }) }
 
 // WithTransactionTimeout sets the producers' transaction.timeout.ms (default 15
 // minutes, the broker's default transaction.max.timeout.ms). The broker
 // aborts a transaction open longer than this, so it must exceed the longest
 // a transaction can wait for its commit (the Kafka sink computes it from
 // the job's checkpoint configuration at start).
-func WithTransactionTimeout(d time.Duration) Opt {
-	return optFunc(func(c *poolConfig) { c.timeout = d })
+func WithTransactionTimeout(d time.Duration) Option {
+	return optionFunc(func(c *poolConfig) { c.timeout = d })
 }
 
 // WithClientOpts adds franz-go options to every client of the pool, seed brokers
 // first among them; for a secured cluster, the TLS and SASL options of
 // kafka.Security.ClientOpts (package connector/kafka, which this package
 // does not import). The pool sets the transactional id and timeout itself.
-func WithClientOpts(opts ...kgo.Opt) Opt {
-	return optFunc(func(c *poolConfig) { c.clientOpts = append(c.clientOpts, opts...) })
+func WithClientOpts(opts ...kgo.Opt) Option {
+	return optionFunc(func(c *poolConfig) { c.clientOpts = append(c.clientOpts, opts...) })
 }
 
 type slotState int
@@ -116,7 +116,7 @@ var ErrPoolClosed = errors.New("txn: pool closed")
 
 // NewPool returns the pool of one subtask. It connects to nothing until
 // Begin or Commit needs a client.
-func NewPool(prefix string, subtask int, opts ...Opt) (*Pool, error) {
+func NewPool(prefix string, subtask int, opts ...Option) (*Pool, error) {
 	if err := ValidatePrefix(prefix); err != nil {
 		return nil, err
 	}

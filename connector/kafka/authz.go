@@ -404,8 +404,8 @@ func (s topicsSerializer[T]) Topics() []string { return append([]string(nil), s.
 // configuration only, and a timeout above the brokers' maximum shows as
 // INVALID_TRANSACTION_TIMEOUT when the ids are registered. Default: the
 // check runs, and a principal without the right fails the start.
-func WithoutBrokerTimeoutCheck() SinkOpt {
-	return sinkOpt(func(c *sinkConfig) { c.noBrokerTimeoutCheck = true })
+func WithoutBrokerTimeoutCheck() SinkOption {
+	return sinkOptionFunc(func(c *sinkConfig) { c.noBrokerTimeoutCheck = true })
 }
 
 // probeSink checks, when a writer is created and before it writes, that

@@ -30,11 +30,11 @@ func TestBrokerListIsConfigurationError(t *testing.T) {
 		{"no host", []string{":9092"}, `broker address ":9092" has no host`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			opts := []Opt{}
+			opts := []Option{}
 			if tc.brokers != nil {
 				opts = append(opts, WithBrokers(tc.brokers...))
 			}
-			srcOpts := []SourceOpt{WithTopics("t")}
+			srcOpts := []SourceOption{WithTopics("t")}
 			for _, o := range opts {
 				srcOpts = append(srcOpts, o)
 			}
@@ -42,7 +42,7 @@ func TestBrokerListIsConfigurationError(t *testing.T) {
 			if err == nil || !strings.Contains(err.Error(), tc.want) || !errors.Is(err, connector.ErrInvalidConfiguration) {
 				t.Errorf("NewSource: %v, want an error wrapping connector.ErrInvalidConfiguration with %q", err, tc.want)
 			}
-			var sinkOpts []SinkOpt
+			var sinkOpts []SinkOption
 			for _, o := range opts {
 				sinkOpts = append(sinkOpts, o)
 			}

@@ -149,13 +149,13 @@ func TestUndeclaredDeadLetterOutputFailsTheJob(t *testing.T) {
 // Rule: WithDeadLetterOutput needs an id and excludes WithSkipBadRecords.
 func TestDeadLetterOutputOptionsAreChecked(t *testing.T) {
 	for _, c := range []struct {
-		opts []SourceOpt
+		opts []SourceOption
 		want string
 	}{
-		{[]SourceOpt{WithDeadLetterOutput("")}, "empty side output id"},
-		{[]SourceOpt{WithDeadLetterOutput("d"), WithSkipBadRecords()}, "choose one"},
+		{[]SourceOption{WithDeadLetterOutput("")}, "empty side output id"},
+		{[]SourceOption{WithDeadLetterOutput("d"), WithSkipBadRecords()}, "choose one"},
 	} {
-		_, err := NewSource(StringValues(), append([]SourceOpt{WithBrokers("localhost:9092"), WithTopics("t")}, c.opts...)...)
+		_, err := NewSource(StringValues(), append([]SourceOption{WithBrokers("localhost:9092"), WithTopics("t")}, c.opts...)...)
 		if err == nil || !strings.Contains(err.Error(), c.want) || !errors.Is(err, connector.ErrInvalidConfiguration) {
 			t.Errorf("error %v, want an invalid configuration saying %q", err, c.want)
 		}

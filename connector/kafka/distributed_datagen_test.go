@@ -34,8 +34,8 @@ func TestDistributedJobReadsABaseSourceWithAnOwnerRuleOnce(t *testing.T) {
 	for p := range 2 {
 		wg.Go(func() {
 			errs <- func() error {
-				sh, err := NewShuffle(WithShuffleSinkOpts(WithBrokers(seeds...), WithLogger(quietLogger())),
-					WithShuffleSourceOpts(WithBrokers(seeds...), WithLogger(quietLogger())))
+				sh, err := NewShuffle(WithShuffleSinkOptions(WithBrokers(seeds...), WithLogger(quietLogger())),
+					WithShuffleSourceOptions(WithBrokers(seeds...), WithLogger(quietLogger())))
 				if err != nil {
 					return err
 				}

@@ -33,8 +33,8 @@ func TestDistributedRebalanceAndBroadcastAreExact(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	sh, err := NewShuffle(WithShuffleSinkOpts(WithBrokers(seeds...), WithLogger(quietLogger())),
-		WithShuffleSourceOpts(WithBrokers(seeds...), WithLogger(quietLogger())))
+	sh, err := NewShuffle(WithShuffleSinkOptions(WithBrokers(seeds...), WithLogger(quietLogger())),
+		WithShuffleSourceOptions(WithBrokers(seeds...), WithLogger(quietLogger())))
 	if err != nil {
 		t.Fatal(err)
 	}

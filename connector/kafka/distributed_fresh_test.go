@@ -22,7 +22,7 @@ import (
 // words into their keyed state, and every count went above 30.
 func TestFreshDistributedJobNeverReadsAnEarlierRunsShuffleRecords(t *testing.T) {
 	m := newMigration(t)
-	m.shuffleOpts = []ShuffleOpt{WithShufflePurgeInterval(-1)}
+	m.shuffleOpts = []ShuffleOption{WithShufflePurgeInterval(-1)}
 	m.produce(0)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()

@@ -33,8 +33,8 @@ func TestProcessesOfADistributedJobMustRunTheSameJob(t *testing.T) {
 	}
 	start := func(ctx context.Context, job, dir string, size time.Duration, maxPar int) proc {
 		t.Helper()
-		sh, err := NewShuffle(WithShuffleSinkOpts(WithBrokers(seeds...), WithLogger(quietLogger())),
-			WithShuffleSourceOpts(WithBrokers(seeds...), WithLogger(quietLogger())))
+		sh, err := NewShuffle(WithShuffleSinkOptions(WithBrokers(seeds...), WithLogger(quietLogger())),
+			WithShuffleSourceOptions(WithBrokers(seeds...), WithLogger(quietLogger())))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -161,7 +161,7 @@ type migration struct {
 	in, out string
 	// shuffleOpts are the processes' shuffle options besides the brokers
 	// and the logger; batches counts the halves produced.
-	shuffleOpts []ShuffleOpt
+	shuffleOpts []ShuffleOption
 	batches     int
 }
 
@@ -258,8 +258,8 @@ func (m *migration) savepoint(parallelism int) string {
 }
 
 func (m *migration) shuffle() *Shuffle {
-	sh, err := NewShuffle(append([]ShuffleOpt{WithShuffleSinkOpts(WithBrokers(m.seeds...), WithLogger(quietLogger())),
-		WithShuffleSourceOpts(WithBrokers(m.seeds...), WithLogger(quietLogger()))}, m.shuffleOpts...)...)
+	sh, err := NewShuffle(append([]ShuffleOption{WithShuffleSinkOptions(WithBrokers(m.seeds...), WithLogger(quietLogger())),
+		WithShuffleSourceOptions(WithBrokers(m.seeds...), WithLogger(quietLogger()))}, m.shuffleOpts...)...)
 	if err != nil {
 		m.t.Fatal(err)
 	}

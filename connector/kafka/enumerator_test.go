@@ -117,7 +117,7 @@ func produceN(t *testing.T, cl *kgo.Client, topic string, partition int32, n int
 	}
 }
 
-func testConfig(seeds []string, opts ...SourceOpt) *sourceConfig {
+func testConfig(seeds []string, opts ...SourceOption) *sourceConfig {
 	cfg := defaultSourceConfig()
 	cfg.logger = slog.New(slog.DiscardHandler)
 	WithBrokers(seeds...).apply(&cfg)
@@ -374,13 +374,13 @@ func TestEnumeratorMissingTopicFailsFirstDiscovery(t *testing.T) {
 func TestSourceConfigValidation(t *testing.T) {
 	for _, tc := range []struct {
 		name string
-		opts []SourceOpt
+		opts []SourceOption
 		want string
 	}{
-		{"no brokers", []SourceOpt{WithTopics("t")}, "no seed brokers"},
-		{"no topics", []SourceOpt{WithBrokers("x:1")}, "no topics"},
-		{"both", []SourceOpt{WithBrokers("x:1"), WithTopics("t"), WithTopicRegex(regexp.MustCompile("t"))}, "choose one"},
-		{"committed without group", []SourceOpt{WithBrokers("x:1"), WithTopics("t"), WithStartingOffsets(CommittedOffsets(ResetEarliest))}, "group id"},
+		{"no brokers", []SourceOption{WithTopics("t")}, "no seed brokers"},
+		{"no topics", []SourceOption{WithBrokers("x:1")}, "no topics"},
+		{"both", []SourceOption{WithBrokers("x:1"), WithTopics("t"), WithTopicRegex(regexp.MustCompile("t"))}, "choose one"},
+		{"committed without group", []SourceOption{WithBrokers("x:1"), WithTopics("t"), WithStartingOffsets(CommittedOffsets(ResetEarliest))}, "group id"},
 	} {
 		cfg := defaultSourceConfig()
 		for _, o := range tc.opts {

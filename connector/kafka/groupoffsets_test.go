@@ -573,7 +573,7 @@ func TestCloseWaitsForTheLastGroupOffsetCommit(t *testing.T) {
 			f, seeds := groupOffsetsJob(t, n)
 			log := newCommitLog(n)
 			watch := watchGroupOffsets(f, "g", log)
-			opts := []SourceOpt{WithBrokers(seeds...), WithTopics("in"), WithGroupID("g"), WithLogger(quietLogger())}
+			opts := []SourceOption{WithBrokers(seeds...), WithTopics("in"), WithGroupID("g"), WithLogger(quietLogger())}
 			if bounded {
 				opts = append(opts, WithBounded(LatestOffsets()))
 			}
@@ -619,10 +619,10 @@ func TestCloseWaitsForTheLastGroupOffsetCommit(t *testing.T) {
 
 // closeReaderWith returns a reader of "t" (one partition) committing to
 // group "g", whose task context is ctx.
-func closeReaderWith(t *testing.T, ctx context.Context, opts ...SourceOpt) (*kfake.Cluster, *Reader[string]) {
+func closeReaderWith(t *testing.T, ctx context.Context, opts ...SourceOption) (*kfake.Cluster, *Reader[string]) {
 	t.Helper()
 	c, _ := fakeCluster(t, map[string]int32{"t": 1})
-	src := newTestSource(t, StringValues(), c.ListenAddrs(), append([]SourceOpt{WithGroupID("g"), WithLogger(quietLogger())}, opts...)...)
+	src := newTestSource(t, StringValues(), c.ListenAddrs(), append([]SourceOption{WithGroupID("g"), WithLogger(quietLogger())}, opts...)...)
 	rd, err := src.CreateReader(&readerCtx{ctx: ctx})
 	if err != nil {
 		t.Fatal(err)

@@ -15,12 +15,12 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
-// SourceOpt configures a Source.
-type SourceOpt interface{ apply(*sourceConfig) }
+// SourceOption configures a Source.
+type SourceOption interface{ apply(*sourceConfig) }
 
-type sourceOpt func(*sourceConfig)
+type sourceOptionFunc func(*sourceConfig)
 
-func (f sourceOpt) apply(c *sourceConfig) { f(c) }
+func (f sourceOptionFunc) apply(c *sourceConfig) { f(c) }
 
 type sourceConfig struct {
 	seeds          []string
@@ -158,21 +158,21 @@ func checkBrokers(seeds []string) []error {
 	return errs
 }
 
-// Opt configures a Source, a Sink and a Shuffle's source and sink alike.
-type Opt interface {
-	SourceOpt
-	SinkOpt
-	ShuffleOpt
+// Option configures a Source, a Sink and a Shuffle's source and sink alike.
+type Option interface {
+	SourceOption
+	SinkOption
+	ShuffleOption
 }
 
-type commonOpt struct {
+type commonOption struct {
 	src func(*sourceConfig)
 	snk func(*sinkConfig)
 }
 
-func (o commonOpt) apply(c *sourceConfig)   { o.src(c) }
-func (o commonOpt) applySink(c *sinkConfig) { o.snk(c) }
-func (o commonOpt) applyShuffle(c *shuffleConfig) {
+func (o commonOption) apply(c *sourceConfig)   { o.src(c) }
+func (o commonOption) applySink(c *sinkConfig) { o.snk(c) }
+func (o commonOption) applyShuffle(c *shuffleConfig) {
 	c.source = append(c.source, o)
 	c.sink = append(c.sink, o)
 }
@@ -180,8 +180,8 @@ func (o commonOpt) applyShuffle(c *shuffleConfig) {
 // WithBrokers sets the seed brokers, host:port each (Flink:
 // bootstrap.servers). Required; NewSource and NewSink refuse an empty list,
 // an empty address and an address without a valid port.
-func WithBrokers(seeds ...string) Opt {
-	return commonOpt{
+func WithBrokers(seeds ...string) Option {
+	return commonOption{
 		src: func(c *sourceConfig) { c.seeds = append(c.seeds, seeds...) },
 		snk: func(c *sinkConfig) { c.seeds = append(c.seeds, seeds...) },
 	}
@@ -189,15 +189,15 @@ func WithBrokers(seeds ...string) Opt {
 
 // WithTopics reads these topics (Flink: setTopics). Exactly one of
 // WithTopics and WithTopicRegex is required.
-func WithTopics(topics ...string) SourceOpt {
-	return sourceOpt(func(c *sourceConfig) { c.topics = append(c.topics, topics...) })
+func WithTopics(topics ...string) SourceOption {
+	return sourceOptionFunc(func(c *sourceConfig) { c.topics = append(c.topics, topics...) })
 }
 
 // WithTopicRegex reads every topic whose whole name matches re, including
 // topics created while the job runs (Flink: setTopicPattern). Internal topics
 // (names beginning with "__") are never matched.
-func WithTopicRegex(re *regexp.Regexp) SourceOpt {
-	return sourceOpt(func(c *sourceConfig) { c.topicRegex = re })
+func WithTopicRegex(re *regexp.Regexp) SourceOption {
+	return sourceOptionFunc(func(c *sourceConfig) { c.topicRegex = re })
 }
 
 // WithGroupID sets a consumer group id. A checkpoint's offsets are
@@ -207,16 +207,16 @@ func WithTopicRegex(re *regexp.Regexp) SourceOpt {
 // CommittedOffsets, which then skips nothing; progress itself lives in
 // checkpoints and never depends on the group (Flink: group.id with
 // commit.offsets.on.checkpoint). Default: none, nothing committed.
-func WithGroupID(group string) SourceOpt {
-	return sourceOpt(func(c *sourceConfig) { c.groupID = group })
+func WithGroupID(group string) SourceOption {
+	return sourceOptionFunc(func(c *sourceConfig) { c.groupID = group })
 }
 
 // WithStartingOffsets sets where partitions found at the first discovery
 // start (Flink: setStartingOffsets). Partitions found later always start at
 // the earliest offset, since their records were all written after the job
 // started. Default: EarliestOffsets().
-func WithStartingOffsets(o Offsets) SourceOpt {
-	return sourceOpt(func(c *sourceConfig) { c.starting = o })
+func WithStartingOffsets(o Offsets) SourceOption {
+	return sourceOptionFunc(func(c *sourceConfig) { c.starting = o })
 }
 
 // WithBounded makes the source bounded: every partition found at the first
@@ -225,29 +225,29 @@ func WithStartingOffsets(o Offsets) SourceOpt {
 // restored from a checkpoint or savepoint of an unbounded job have no
 // stopping offset: a bounded source gives them the one o resolves at the
 // restore, so the job reads up to there and ends. Default: unbounded.
-func WithBounded(o Offsets) SourceOpt {
-	return sourceOpt(func(c *sourceConfig) { c.bounded, c.stopping = true, o })
+func WithBounded(o Offsets) SourceOption {
+	return sourceOptionFunc(func(c *sourceConfig) { c.bounded, c.stopping = true, o })
 }
 
 // WithPartitionDiscoveryInterval sets how often an unbounded source looks for
 // new partitions and topics (Flink: partition.discovery.interval.ms);
 // zero turns discovery after the first off. Default: 30s.
-func WithPartitionDiscoveryInterval(d time.Duration) SourceOpt {
-	return sourceOpt(func(c *sourceConfig) { c.discovery = d })
+func WithPartitionDiscoveryInterval(d time.Duration) SourceOption {
+	return sourceOptionFunc(func(c *sourceConfig) { c.discovery = d })
 }
 
 // WithReadUncommitted reads records of open and aborted transactions too
 // (Flink: isolation.level=read_uncommitted). Default: read_committed, which
 // exactly-once pipelines need.
-func WithReadUncommitted() SourceOpt {
-	return sourceOpt(func(c *sourceConfig) { c.readCommitted = false })
+func WithReadUncommitted() SourceOption {
+	return sourceOptionFunc(func(c *sourceConfig) { c.readCommitted = false })
 }
 
 // WithSkipBadRecords drops records the deserializer rejects, counting them,
 // instead of failing the job. Default: a rejected record fails the job with
 // its topic, partition and offset.
-func WithSkipBadRecords() SourceOpt {
-	return sourceOpt(func(c *sourceConfig) { c.skipBadRecords = true })
+func WithSkipBadRecords() SourceOption {
+	return sourceOptionFunc(func(c *sourceConfig) { c.skipBadRecords = true })
 }
 
 // WithOutOfRangeReset says what a split does when its next offset is no
@@ -262,8 +262,8 @@ func WithSkipBadRecords() SourceOpt {
 // output. Default: ResetNone, the job fails with an
 // *OffsetOutOfRangeError naming the partition and the gap, and does not
 // restart (a restart would restore the same offset).
-func WithOutOfRangeReset(s OffsetResetStrategy) SourceOpt {
-	return sourceOpt(func(c *sourceConfig) { c.outOfRange = s })
+func WithOutOfRangeReset(s OffsetResetStrategy) SourceOption {
+	return sourceOptionFunc(func(c *sourceConfig) { c.outOfRange = s })
 }
 
 // WithDeadLetterOutput sends every record the deserializer rejects to the
@@ -281,14 +281,14 @@ func WithOutOfRangeReset(s OffsetResetStrategy) SourceOpt {
 // output of the checkpoint it was read in. A reader whose stream does not
 // declare id, or declares it with another type, fails the job without
 // restarts. Not with WithSkipBadRecords. Default: none.
-func WithDeadLetterOutput(id string) SourceOpt {
-	return sourceOpt(func(c *sourceConfig) { c.deadLetters, c.deadLettersSet = id, true })
+func WithDeadLetterOutput(id string) SourceOption {
+	return sourceOptionFunc(func(c *sourceConfig) { c.deadLetters, c.deadLettersSet = id, true })
 }
 
 // WithoutOffsetCommits stops committing offsets to the group on checkpoint
 // completion (Flink: commit.offsets.on.checkpoint=false).
-func WithoutOffsetCommits() SourceOpt {
-	return sourceOpt(func(c *sourceConfig) { c.commitOnCheckpt = false })
+func WithoutOffsetCommits() SourceOption {
+	return sourceOptionFunc(func(c *sourceConfig) { c.commitOnCheckpt = false })
 }
 
 // WithCloseCommitTimeout bounds how long a reader, when its task ends (a
@@ -298,8 +298,8 @@ func WithoutOffsetCommits() SourceOpt {
 // cancels them and logs it, and the group stays one checkpoint or more
 // behind, so such a job writes that output again. A failover or hard stop
 // cancels them at once. 0 does not wait. Default: 5s.
-func WithCloseCommitTimeout(d time.Duration) SourceOpt {
-	return sourceOpt(func(c *sourceConfig) { c.closeCommitTimeout = d })
+func WithCloseCommitTimeout(d time.Duration) SourceOption {
+	return sourceOptionFunc(func(c *sourceConfig) { c.closeCommitTimeout = d })
 }
 
 // WithClientOpts passes franz-go options to the clients (fetch and batch
@@ -307,16 +307,16 @@ func WithCloseCommitTimeout(d time.Duration) SourceOpt {
 // the principal in authorization errors). Options that decide what is consumed (kgo.ConsumeTopics)
 // or how transactions run (kgo.TransactionalID) must not be given: the
 // source assigns partitions and the sink names transactions itself.
-func WithClientOpts(opts ...kgo.Opt) Opt {
-	return commonOpt{
+func WithClientOpts(opts ...kgo.Opt) Option {
+	return commonOption{
 		src: func(c *sourceConfig) { c.kgoOpts = append(c.kgoOpts, opts...) },
 		snk: func(c *sinkConfig) { c.kgoOpts = append(c.kgoOpts, opts...) },
 	}
 }
 
 // WithLogger sets the logger. Default: slog.Default().
-func WithLogger(l *slog.Logger) Opt {
-	return commonOpt{
+func WithLogger(l *slog.Logger) Option {
+	return commonOption{
 		src: func(c *sourceConfig) { c.logger = l },
 		snk: func(c *sinkConfig) { c.logger = l },
 	}

@@ -118,12 +118,12 @@ func seedsOf(cl *kgo.Client) []string { return cl.OptValue(kgo.SeedBrokers).([]s
 // rangeJob runs a bounded job on t-0 from offset 0 after the records
 // below 50 of its 200 were deleted, with checkpoints and the default
 // restart strategy, and returns what it wrote and Execute's error.
-func rangeJob(t *testing.T, opts ...SourceOpt) (*collectSink, error) {
+func rangeJob(t *testing.T, opts ...SourceOption) (*collectSink, error) {
 	t.Helper()
 	_, cl := fakeCluster(t, map[string]int32{"t": 1})
 	produceValues(t, cl, "t", 0, 0, 200)
 	deleteRecordsBefore(t, cl, 50)
-	src := newTestSource(t, StringValues(), seedsOf(cl), append([]SourceOpt{
+	src := newTestSource(t, StringValues(), seedsOf(cl), append([]SourceOption{
 		WithStartingOffsets(SpecificOffsets(map[TopicPartition]int64{{"t", 0}: 0}, ResetNone)),
 		WithBounded(LatestOffsets()), WithLogger(quietLogger())}, opts...)...)
 	sink := &collectSink{got: map[string]int{}}

@@ -57,15 +57,15 @@ func TestPanickingDeserializerIsABadRecord(t *testing.T) {
 	good := n - (n+6)/7
 	for _, c := range []struct {
 		name string
-		opts []SourceOpt
+		opts []SourceOption
 	}{
 		{"fail", nil},
-		{"skip", []SourceOpt{WithSkipBadRecords()}},
-		{"dead letters", []SourceOpt{WithDeadLetterOutput("dead")}},
+		{"skip", []SourceOption{WithSkipBadRecords()}},
+		{"dead letters", []SourceOption{WithDeadLetterOutput("dead")}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			seeds, topic := fakeTopic(t, 2, n)
-			src, err := NewSource(panicOnSevens(), append([]SourceOpt{WithBrokers(seeds...), WithTopics(topic),
+			src, err := NewSource(panicOnSevens(), append([]SourceOption{WithBrokers(seeds...), WithTopics(topic),
 				WithBounded(LatestOffsets()), WithLogger(quietLogger())}, c.opts...)...)
 			if err != nil {
 				t.Fatal(err)

@@ -68,9 +68,9 @@ func pollUntil[T any](t *testing.T, r connector.SourceReader[T, Split], out *col
 	return connector.MoreAvailable, nil
 }
 
-func newTestSource[T any](t *testing.T, deser Deserializer[T], seeds []string, opts ...SourceOpt) *Source[T] {
+func newTestSource[T any](t *testing.T, deser Deserializer[T], seeds []string, opts ...SourceOption) *Source[T] {
 	t.Helper()
-	src, err := NewSource(deser, append([]SourceOpt{WithBrokers(seeds...), WithTopics("t")}, opts...)...)
+	src, err := NewSource(deser, append([]SourceOption{WithBrokers(seeds...), WithTopics("t")}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -245,7 +245,7 @@ func (a *SASL) mechanism() (sasl.Mechanism, error) {
 // overlap; a later WithSecurity replaces an earlier one. The principal it
 // names (Security.Principal) is the one authorization errors report.
 // Default: plaintext, no authentication.
-func WithSecurity(sec Security) Opt {
+func WithSecurity(sec Security) Option {
 	apply := func(opts *[]kgo.Opt, errs *[]error, sec *Security) {
 		o, err := sec.ClientOpts()
 		if err != nil {
@@ -254,7 +254,7 @@ func WithSecurity(sec Security) Opt {
 		}
 		*opts = o // a later WithSecurity replaces an earlier one
 	}
-	return commonOpt{
+	return commonOption{
 		src: func(c *sourceConfig) { c.security = sec; apply(&c.securityOpts, &c.optErrs, &sec) },
 		snk: func(c *sinkConfig) { c.security = sec; apply(&c.securityOpts, &c.optErrs, &sec) },
 	}

@@ -29,18 +29,18 @@ const noTimestampHeader = "splitflow-no-timestamp"
 // maxTopicName is Kafka's limit on a topic's name.
 const maxTopicName = 249
 
-// ShuffleOpt configures a Shuffle. WithBrokers, WithClientOpts,
-// WithLogger and WithSecurity are ShuffleOpts: they apply to the
+// ShuffleOption configures a Shuffle. WithBrokers, WithClientOpts,
+// WithLogger and WithSecurity are ShuffleOptions: they apply to the
 // shuffle's sinks, sources and topic creation alike.
-type ShuffleOpt interface{ applyShuffle(*shuffleConfig) }
+type ShuffleOption interface{ applyShuffle(*shuffleConfig) }
 
-type shuffleOpt func(*shuffleConfig)
+type shuffleOptionFunc func(*shuffleConfig)
 
-func (f shuffleOpt) applyShuffle(c *shuffleConfig) { f(c) }
+func (f shuffleOptionFunc) applyShuffle(c *shuffleConfig) { f(c) }
 
 type shuffleConfig struct {
-	source      []SourceOpt
-	sink        []SinkOpt
+	source      []SourceOption
+	sink        []SinkOption
 	replication int16
 	topicCfg    map[string]*string
 	purgeEvery  time.Duration
@@ -60,8 +60,8 @@ const DefaultShufflePurgeInterval = 30 * time.Second
 // the shuffle creates (Kafka: replication.factor of CreateTopics). A topic
 // that exists already is used as it is. Default: -1, the brokers'
 // default.replication.factor.
-func WithShuffleReplicationFactor(n int16) ShuffleOpt {
-	return shuffleOpt(func(c *shuffleConfig) { c.replication = n })
+func WithShuffleReplicationFactor(n int16) ShuffleOption {
+	return shuffleOptionFunc(func(c *shuffleConfig) { c.replication = n })
 }
 
 // WithShuffleTopicConfigs sets configurations of the topics the shuffle
@@ -72,8 +72,8 @@ func WithShuffleReplicationFactor(n int16) ShuffleOpt {
 // committed and not yet read; the readers delete what they no longer
 // need instead (WithShufflePurgeInterval). Setting retention.ms or
 // retention.bytes here replaces the default.
-func WithShuffleTopicConfigs(configs map[string]string) ShuffleOpt {
-	return shuffleOpt(func(c *shuffleConfig) {
+func WithShuffleTopicConfigs(configs map[string]string) ShuffleOption {
+	return shuffleOptionFunc(func(c *shuffleConfig) {
 		if c.topicCfg == nil {
 			c.topicCfg = map[string]*string{}
 		}
@@ -94,25 +94,25 @@ func WithShuffleTopicConfigs(configs map[string]string) ShuffleOpt {
 // job nothing is purged: a retained checkpoint or a savepoint may be
 // restored there, and needs the records after its own offsets. Default:
 // DefaultShufflePurgeInterval.
-func WithShufflePurgeInterval(d time.Duration) ShuffleOpt {
-	return shuffleOpt(func(c *shuffleConfig) { c.purgeEvery = d })
+func WithShufflePurgeInterval(d time.Duration) ShuffleOption {
+	return shuffleOptionFunc(func(c *shuffleConfig) { c.purgeEvery = d })
 }
 
-// WithShuffleSinkOpts passes options to the shuffle's sinks, such as
+// WithShuffleSinkOptions passes options to the shuffle's sinks, such as
 // WithTransactionTimeout, WithCommitTimeout or
 // WithTransactionalIDPoolSize. The shuffle's own settings win over them:
 // exactly-once, the channel as transactional id prefix, and the manual
 // partitioner.
-func WithShuffleSinkOpts(opts ...SinkOpt) ShuffleOpt {
-	return shuffleOpt(func(c *shuffleConfig) { c.sink = append(c.sink, opts...) })
+func WithShuffleSinkOptions(opts ...SinkOption) ShuffleOption {
+	return shuffleOptionFunc(func(c *shuffleConfig) { c.sink = append(c.sink, opts...) })
 }
 
-// WithShuffleSourceOpts passes options to the shuffle's sources, such as
+// WithShuffleSourceOptions passes options to the shuffle's sources, such as
 // WithGroupID for lag monitoring. The shuffle's own settings win over
 // them: its topic, read_committed, the earliest offsets, unbounded, no
 // partition discovery after the first, and the owner rule.
-func WithShuffleSourceOpts(opts ...SourceOpt) ShuffleOpt {
-	return shuffleOpt(func(c *shuffleConfig) { c.source = append(c.source, opts...) })
+func WithShuffleSourceOptions(opts ...SourceOption) ShuffleOption {
+	return shuffleOptionFunc(func(c *shuffleConfig) { c.source = append(c.source, opts...) })
 }
 
 // Shuffle is runtime.Shuffle over Kafka: the channel c is the topic
@@ -136,7 +136,7 @@ var _ runtime.Shuffle = (*Shuffle)(nil)
 // NewShuffle returns a Kafka shuffle. It checks the options as NewSource
 // and NewSink do (WithBrokers is required) and fails with every problem
 // it finds, in an error wrapping connector.ErrInvalidConfiguration.
-func NewShuffle(opts ...ShuffleOpt) (*Shuffle, error) {
+func NewShuffle(opts ...ShuffleOption) (*Shuffle, error) {
 	cfg := defaultShuffleConfig()
 	for _, o := range opts {
 		o.applyShuffle(&cfg)
@@ -209,7 +209,7 @@ var _ runtime.ShuffleEnds = (*Shuffle)(nil)
 // it lies past the records of transactions still open, which an earlier
 // run may commit or abort later, and a reader starting there reads
 // neither. It asks with the clients' options of the shuffle's sources
-// (WithShuffleSourceOpts), which need Describe on the topics.
+// (WithShuffleSourceOptions), which need Describe on the topics.
 func (s *Shuffle) Ends(ctx context.Context, channels map[string]int) (map[string][]int64, error) {
 	src, err := s.newSource("ends", 1, nil)
 	if err != nil {
@@ -291,10 +291,10 @@ func (s *Shuffle) newSink(channel string, partitions int) (*Sink[runtime.Shuffle
 			}
 			return rec, nil
 		})}
-	opts := append(append([]SinkOpt(nil), s.cfg.sink...),
+	opts := append(append([]SinkOption(nil), s.cfg.sink...),
 		WithDeliveryGuarantee(ExactlyOnce),
 		WithTransactionalIDPrefix(channel),
-		sinkOpt(func(c *sinkConfig) {
+		sinkOptionFunc(func(c *sinkConfig) {
 			// After the user's client options, so the record's own
 			// partition is always the one written.
 			c.kgoOpts = append(c.kgoOpts, kgo.RecordPartitioner(kgo.ManualPartitioner()))
@@ -316,8 +316,8 @@ func (s *Shuffle) newSource(channel string, partitions int, owner func(partition
 	// held hundreds of MiB of decompressed records per reader ahead of
 	// the operators. The user's options come after, and win.
 	fetch := WithClientOpts(kgo.FetchMaxBytes(shuffleFetchMaxBytes), kgo.FetchMaxPartitionBytes(shuffleFetchMaxPartitionBytes))
-	opts := append([]SourceOpt{fetch}, s.cfg.source...)
-	opts = append(opts, sourceOpt(func(c *sourceConfig) {
+	opts := append([]SourceOption{fetch}, s.cfg.source...)
+	opts = append(opts, sourceOptionFunc(func(c *sourceConfig) {
 		c.topics, c.topicRegex = []string{topic}, nil
 		c.starting = EarliestOffsets()
 		c.bounded, c.stopping = false, Offsets{}
@@ -334,7 +334,7 @@ func (s *Shuffle) newSource(channel string, partitions int, owner func(partition
 	return NewSource[runtime.ShuffleRecord](deser, opts...)
 }
 
-// The shuffle source's fetch bounds (WithShuffleSourceOpts with
+// The shuffle source's fetch bounds (WithShuffleSourceOptions with
 // WithClientOpts overrides them). A slot reads one partition of a
 // channel, so that partition may fill the whole fetch.
 const (

@@ -75,8 +75,8 @@ func TestDistributedEventTimeWindowsFireOnMarkersExactly(t *testing.T) {
 	dir := t.TempDir()
 	var envs sync.Map // process name -> *runtime.Environment
 	run := func(ctx context.Context, name string) error {
-		sh, err := NewShuffle(WithShuffleSinkOpts(WithBrokers(seeds...), WithLogger(quietLogger())),
-			WithShuffleSourceOpts(WithBrokers(seeds...), WithLogger(quietLogger())))
+		sh, err := NewShuffle(WithShuffleSinkOptions(WithBrokers(seeds...), WithLogger(quietLogger())),
+			WithShuffleSourceOptions(WithBrokers(seeds...), WithLogger(quietLogger())))
 		if err != nil {
 			return err
 		}

@@ -41,7 +41,7 @@ func TestShuffleTopicsKeepWhatAStoppedJobNeedsAndArePurgedOfTheRest(t *testing.T
 	}
 	t.Cleanup(fake.Close)
 	m := &migration{t: t, in: "words", out: "counts", dir: t.TempDir(), errs: make(chan error, 8),
-		seeds: fake.ListenAddrs(), shuffleOpts: []ShuffleOpt{WithShufflePurgeInterval(0)}}
+		seeds: fake.ListenAddrs(), shuffleOpts: []ShuffleOption{WithShufflePurgeInterval(0)}}
 	m.cl, err = kgo.NewClient(kgo.SeedBrokers(m.seeds...), kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	if err != nil {
 		t.Fatal(err)

@@ -86,10 +86,10 @@ func (st shuffleTopics) produce(t *testing.T, cl *kgo.Client, from, to int) {
 // S that read it. The input is read with inOpts. fail, when set, is
 // called by both sides for every record and fails the record when it
 // returns true.
-func shuffleJob(t *testing.T, env *runtime.Environment, st shuffleTopics, sh *Shuffle, partitions int, fail func(side string, v string) bool, inOpts ...SourceOpt) {
+func shuffleJob(t *testing.T, env *runtime.Environment, st shuffleTopics, sh *Shuffle, partitions int, fail func(side string, v string) bool, inOpts ...SourceOption) {
 	t.Helper()
 	seeds, channel := st.seeds, st.channel
-	src, err := NewSource(StringValues(), append([]SourceOpt{WithBrokers(seeds...), WithTopics(st.in), WithLogger(quietLogger())}, inOpts...)...)
+	src, err := NewSource(StringValues(), append([]SourceOption{WithBrokers(seeds...), WithTopics(st.in), WithLogger(quietLogger())}, inOpts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -490,14 +490,14 @@ func TestShuffleTopicCreationIsSafeUnderConcurrentStarts(t *testing.T) {
 func TestNewShuffleRefusesBadOptions(t *testing.T) {
 	for _, tc := range []struct {
 		name string
-		opts []ShuffleOpt
+		opts []ShuffleOption
 		want string
 	}{
 		{"no brokers", nil, "no seed brokers"},
-		{"broker without port", []ShuffleOpt{WithBrokers("localhost")}, "has no port"},
-		{"replication 0", []ShuffleOpt{WithBrokers("localhost:9092"), WithShuffleReplicationFactor(0)}, "replication factor 0"},
-		{"sink option", []ShuffleOpt{WithBrokers("localhost:9092"), WithShuffleSinkOpts(WithTransactionalIDPoolSize(1))}, "pool size 1 is below 2"},
-		{"source option", []ShuffleOpt{WithBrokers("localhost:9092"), WithShuffleSourceOpts(WithCloseCommitTimeout(-time.Second))}, "negative close commit timeout"},
+		{"broker without port", []ShuffleOption{WithBrokers("localhost")}, "has no port"},
+		{"replication 0", []ShuffleOption{WithBrokers("localhost:9092"), WithShuffleReplicationFactor(0)}, "replication factor 0"},
+		{"sink option", []ShuffleOption{WithBrokers("localhost:9092"), WithShuffleSinkOptions(WithTransactionalIDPoolSize(1))}, "pool size 1 is below 2"},
+		{"source option", []ShuffleOption{WithBrokers("localhost:9092"), WithShuffleSourceOptions(WithCloseCommitTimeout(-time.Second))}, "negative close commit timeout"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := NewShuffle(tc.opts...)

@@ -53,12 +53,12 @@ func (g DeliveryGuarantee) String() string {
 	}
 }
 
-// SinkOpt configures a Sink.
-type SinkOpt interface{ applySink(*sinkConfig) }
+// SinkOption configures a Sink.
+type SinkOption interface{ applySink(*sinkConfig) }
 
-type sinkOpt func(*sinkConfig)
+type sinkOptionFunc func(*sinkConfig)
 
-func (f sinkOpt) applySink(c *sinkConfig) { f(c) }
+func (f sinkOptionFunc) applySink(c *sinkConfig) { f(c) }
 
 type sinkConfig struct {
 	seeds         []string
@@ -128,8 +128,8 @@ func (c *sinkConfig) validate() error {
 // WithDeliveryGuarantee sets the guarantee (Flink: setDeliveryGuarantee).
 // Default: AtLeastOnce. (Flink defaults to none; splitflow defaults to the
 // strongest guarantee that needs no transactional id.)
-func WithDeliveryGuarantee(g DeliveryGuarantee) SinkOpt {
-	return sinkOpt(func(c *sinkConfig) { c.guarantee = g })
+func WithDeliveryGuarantee(g DeliveryGuarantee) SinkOption {
+	return sinkOptionFunc(func(c *sinkConfig) { c.guarantee = g })
 }
 
 // WithTransactionalIDPrefix sets the prefix of the sink's transactional ids,
@@ -139,8 +139,8 @@ func WithDeliveryGuarantee(g DeliveryGuarantee) SinkOpt {
 // sink's alone. It must be unique to this sink across every job writing
 // to the cluster: a restarted job uses it to find and abort what its
 // previous run left open.
-func WithTransactionalIDPrefix(prefix string) SinkOpt {
-	return sinkOpt(func(c *sinkConfig) { c.prefix = prefix })
+func WithTransactionalIDPrefix(prefix string) SinkOption {
+	return sinkOptionFunc(func(c *sinkConfig) { c.prefix = prefix })
 }
 
 // WithTransactionTimeout sets the producers' transaction.timeout.ms. The
@@ -152,8 +152,8 @@ func WithTransactionalIDPrefix(prefix string) SinkOpt {
 // (connector.Takeover), which the sink checks at start; and it must not exceed the brokers' transaction.max.timeout.ms
 // (default 15 minutes), which the sink reads at start where it may.
 // Default: 15 minutes.
-func WithTransactionTimeout(d time.Duration) SinkOpt {
-	return sinkOpt(func(c *sinkConfig) { c.txnTimeout = d })
+func WithTransactionTimeout(d time.Duration) SinkOption {
+	return sinkOptionFunc(func(c *sinkConfig) { c.txnTimeout = d })
 }
 
 // WithCommitTimeout bounds one attempt to commit a transaction after its
@@ -162,8 +162,8 @@ func WithTransactionTimeout(d time.Duration) SinkOpt {
 // task reacts to cancellation meanwhile. It counts in the longest a
 // transaction can stay open, which the transaction timeout must exceed.
 // Default: 30s.
-func WithCommitTimeout(d time.Duration) SinkOpt {
-	return sinkOpt(func(c *sinkConfig) { c.commitTimeout = d })
+func WithCommitTimeout(d time.Duration) SinkOption {
+	return sinkOptionFunc(func(c *sinkConfig) { c.commitTimeout = d })
 }
 
 // WithPrefixLeaseSessionTimeout sets the session timeout of the lease
@@ -177,14 +177,14 @@ func WithCommitTimeout(d time.Duration) SinkOpt {
 // is then refused with a *txn.PrefixHeldError. Every process of one job
 // shares the lease: in a distributed job all processes of the job, in
 // another job the sink of one process.
-func WithPrefixLeaseSessionTimeout(d time.Duration) SinkOpt {
-	return sinkOpt(func(c *sinkConfig) { c.leaseSession = d })
+func WithPrefixLeaseSessionTimeout(d time.Duration) SinkOption {
+	return sinkOptionFunc(func(c *sinkConfig) { c.leaseSession = d })
 }
 
 // WithTransactionalIDPoolSize sets how many transactional ids each subtask
 // may use (default 8); see txn.WithPoolSize.
-func WithTransactionalIDPoolSize(n int) SinkOpt {
-	return sinkOpt(func(c *sinkConfig) { c.poolSize = n })
+func WithTransactionalIDPoolSize(n int) SinkOption {
+	return sinkOptionFunc(func(c *sinkConfig) { c.poolSize = n })
 }
 
 // RecordSerializer turns an element into the Kafka record to write: topic,
@@ -286,7 +286,7 @@ var (
 // the options and fails with every problem it finds (no brokers, an empty
 // broker address or one without a valid port among them), in an error
 // wrapping connector.ErrInvalidConfiguration.
-func NewSink[T any](ser RecordSerializer[T], opts ...SinkOpt) (*Sink[T], error) {
+func NewSink[T any](ser RecordSerializer[T], opts ...SinkOption) (*Sink[T], error) {
 	if ser == nil {
 		return nil, errors.New("kafka sink: nil serializer")
 	}

@@ -87,7 +87,7 @@ func BenchmarkKafkaSink(b *testing.B) {
 func benchSink(b *testing.B, seeds []string, g DeliveryGuarantee, interval time.Duration, size int) {
 	topic := sinkBenchTopic(b, seeds)
 	v := make([]byte, size)
-	opts := []SinkOpt{WithBrokers(seeds...), WithDeliveryGuarantee(g), WithLogger(slog.New(slog.DiscardHandler))}
+	opts := []SinkOption{WithBrokers(seeds...), WithDeliveryGuarantee(g), WithLogger(slog.New(slog.DiscardHandler))}
 	if g == ExactlyOnce {
 		opts = append(opts, WithTransactionalIDPrefix(topic))
 	}

@@ -112,10 +112,10 @@ func commit(t *testing.T, s *Sink[string], cs []txn.Committable) []*request {
 	return out
 }
 
-func stringSink(t *testing.T, c cluster, topic, prefix string, opts ...SinkOpt) *Sink[string] {
+func stringSink(t *testing.T, c cluster, topic, prefix string, opts ...SinkOption) *Sink[string] {
 	t.Helper()
 	ser := KeyValueSerializer(topic, func(v string) ([]byte, []byte, error) { return nil, []byte(v), nil })
-	all := append([]SinkOpt{WithBrokers(c.seeds...), WithDeliveryGuarantee(ExactlyOnce), WithTransactionalIDPrefix(prefix)}, opts...)
+	all := append([]SinkOption{WithBrokers(c.seeds...), WithDeliveryGuarantee(ExactlyOnce), WithTransactionalIDPrefix(prefix)}, opts...)
 	s, err := NewSink[string](ser, all...)
 	if err != nil {
 		t.Fatal(err)
@@ -376,12 +376,12 @@ func TestSinkValidatesTransactionTimeout(t *testing.T) {
 func TestSinkConfigValidation(t *testing.T) {
 	ser := KeyValueSerializer("t", func(v string) ([]byte, []byte, error) { return nil, []byte(v), nil })
 	for _, tc := range []struct {
-		opts []SinkOpt
+		opts []SinkOption
 		want string
 	}{
-		{[]SinkOpt{WithDeliveryGuarantee(AtLeastOnce)}, "no seed brokers"},
-		{[]SinkOpt{WithBrokers("x:1"), WithDeliveryGuarantee(ExactlyOnce)}, "transactional id prefix"},
-		{[]SinkOpt{WithBrokers("x:1"), WithTransactionalIDPoolSize(1)}, "pool size"},
+		{[]SinkOption{WithDeliveryGuarantee(AtLeastOnce)}, "no seed brokers"},
+		{[]SinkOption{WithBrokers("x:1"), WithDeliveryGuarantee(ExactlyOnce)}, "transactional id prefix"},
+		{[]SinkOption{WithBrokers("x:1"), WithTransactionalIDPoolSize(1)}, "pool size"},
 	} {
 		if _, err := NewSink[string](ser, tc.opts...); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("got %v, want an error with %q", err, tc.want)

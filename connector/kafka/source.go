@@ -29,7 +29,7 @@ var _ connector.Source[string, Split, EnumeratorState] = (*Source[string])(nil)
 // checks the options and fails with every problem it finds (no brokers, an
 // empty broker address or one without a valid port among them), in an
 // error wrapping connector.ErrInvalidConfiguration.
-func NewSource[T any](deser Deserializer[T], opts ...SourceOpt) (*Source[T], error) {
+func NewSource[T any](deser Deserializer[T], opts ...SourceOption) (*Source[T], error) {
 	if deser == nil {
 		return nil, errors.New("kafka source: nil deserializer")
 	}

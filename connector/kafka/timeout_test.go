@@ -209,8 +209,8 @@ func TestExactlyOnceUnboundedWithoutCheckpointsIsRefused(t *testing.T) {
 func TestDistributedSinkTransactionTimeoutCoversATakeover(t *testing.T) {
 	const in, out, job = "takeover-in", "takeover-out", "takeover"
 	seeds, _ := distributedCluster(t, in, out)
-	sh, err := NewShuffle(WithShuffleSinkOpts(WithBrokers(seeds...), WithLogger(quietLogger())),
-		WithShuffleSourceOpts(WithBrokers(seeds...), WithLogger(quietLogger())))
+	sh, err := NewShuffle(WithShuffleSinkOptions(WithBrokers(seeds...), WithLogger(quietLogger())),
+		WithShuffleSourceOptions(WithBrokers(seeds...), WithLogger(quietLogger())))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -35,15 +35,15 @@ func TestUnavailableDeserializerFailsTheJobUnderEveryPolicy(t *testing.T) {
 	const n = 20
 	for _, c := range []struct {
 		name string
-		opts []SourceOpt
+		opts []SourceOption
 	}{
 		{"fail", nil},
-		{"skip", []SourceOpt{WithSkipBadRecords()}},
-		{"dead letters", []SourceOpt{WithDeadLetterOutput("dead")}},
+		{"skip", []SourceOption{WithSkipBadRecords()}},
+		{"dead letters", []SourceOption{WithDeadLetterOutput("dead")}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			seeds, topic := fakeTopic(t, 1, n)
-			src, err := NewSource(unavailableOnSevens(), append([]SourceOpt{WithBrokers(seeds...), WithTopics(topic),
+			src, err := NewSource(unavailableOnSevens(), append([]SourceOption{WithBrokers(seeds...), WithTopics(topic),
 				WithBounded(LatestOffsets()), WithLogger(quietLogger())}, c.opts...)...)
 			if err != nil {
 				t.Fatal(err)

@@ -57,7 +57,7 @@ func runJob(ctx context.Context, o options, seeds []string, sourcePar int, p *pr
 	if err != nil {
 		return err
 	}
-	sinkOpts := func(suffix string) []kafka.SinkOpt {
+	sinkOpts := func(suffix string) []kafka.SinkOption {
 		return job.SinkOpts(kafka.WithLogger(logger),
 			kafka.WithDeliveryGuarantee(kafka.ExactlyOnce), kafka.WithTransactionalIDPrefix(o.txnPrefix+"-"+suffix))
 	}

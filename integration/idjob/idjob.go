@@ -89,7 +89,7 @@ func Run(ctx context.Context, c Config) error {
 		}
 		return id, nil
 	})
-	srcOpts := []kafka.SourceOpt{kafka.WithBrokers(c.Brokers...), kafka.WithSecurity(c.Security), kafka.WithTopics(c.Input), kafka.WithLogger(logger)}
+	srcOpts := []kafka.SourceOption{kafka.WithBrokers(c.Brokers...), kafka.WithSecurity(c.Security), kafka.WithTopics(c.Input), kafka.WithLogger(logger)}
 	if !c.Unbounded {
 		srcOpts = append(srcOpts, kafka.WithBounded(kafka.LatestOffsets()))
 	}
@@ -106,7 +106,7 @@ func Run(ctx context.Context, c Config) error {
 	if err != nil {
 		return err
 	}
-	sinkOpts := []kafka.SinkOpt{kafka.WithBrokers(c.Brokers...), kafka.WithSecurity(c.Security), kafka.WithLogger(logger),
+	sinkOpts := []kafka.SinkOption{kafka.WithBrokers(c.Brokers...), kafka.WithSecurity(c.Security), kafka.WithLogger(logger),
 		kafka.WithDeliveryGuarantee(kafka.ExactlyOnce), kafka.WithTransactionalIDPrefix(c.TxnPrefix)}
 	if c.TxnTimeout > 0 {
 		sinkOpts = append(sinkOpts, kafka.WithTransactionTimeout(c.TxnTimeout))

@@ -245,7 +245,7 @@ func TestUndecodableRecordsGoToTheDeadLetterTopic(t *testing.T) {
 
 	for _, policy := range []string{"dead letters", "skip"} {
 		t.Run(policy, func(t *testing.T) {
-			opts := []kafka.SourceOpt{kafka.WithBrokers(seeds...), kafka.WithTopics(in), kafka.WithBounded(kafka.LatestOffsets()), kafka.WithLogger(quiet())}
+			opts := []kafka.SourceOption{kafka.WithBrokers(seeds...), kafka.WithTopics(in), kafka.WithBounded(kafka.LatestOffsets()), kafka.WithLogger(quiet())}
 			if policy == "skip" {
 				opts = append(opts, kafka.WithSkipBadRecords())
 			} else {

@@ -15,12 +15,12 @@ import (
 	"github.com/twmb/franz-go/pkg/sr"
 )
 
-// SerdeOpt configures a serializer.
-type SerdeOpt interface{ apply(*serdeConfig) }
+// SerdeOption configures a serializer.
+type SerdeOption interface{ apply(*serdeConfig) }
 
-type serdeOpt func(*serdeConfig)
+type serdeOptionFunc func(*serdeConfig)
 
-func (f serdeOpt) apply(c *serdeConfig) { f(c) }
+func (f serdeOptionFunc) apply(c *serdeConfig) { f(c) }
 
 type serdeConfig struct {
 	key          bool
@@ -30,13 +30,13 @@ type serdeConfig struct {
 
 // ForKeys makes the serializer's subject the key's (with TopicName,
 // "<topic>-key"). Default: the value's.
-func ForKeys() SerdeOpt { return serdeOpt(func(c *serdeConfig) { c.key = true }) }
+func ForKeys() SerdeOption { return serdeOptionFunc(func(c *serdeConfig) { c.key = true }) }
 
 // WithSubjectNameStrategy sets how the subject is named (Confluent:
 // key.subject.name.strategy, value.subject.name.strategy). Default:
 // TopicName.
-func WithSubjectNameStrategy(s SubjectNameStrategy) SerdeOpt {
-	return serdeOpt(func(c *serdeConfig) { c.strategy = s })
+func WithSubjectNameStrategy(s SubjectNameStrategy) SerdeOption {
+	return serdeOptionFunc(func(c *serdeConfig) { c.strategy = s })
 }
 
 // WithAutoRegister registers the serializer's schema under its subject
@@ -45,7 +45,9 @@ func WithSubjectNameStrategy(s SubjectNameStrategy) SerdeOpt {
 // off, as production deployments want: the schema must have been
 // registered beforehand (by a CI step, say), and the serializer only
 // looks up its id.
-func WithAutoRegister() SerdeOpt { return serdeOpt(func(c *serdeConfig) { c.autoRegister = true }) }
+func WithAutoRegister() SerdeOption {
+	return serdeOptionFunc(func(c *serdeConfig) { c.autoRegister = true })
+}
 
 // header is the Confluent wire format: magic byte 0, then the schema id
 // as a big-endian uint32.
@@ -74,7 +76,7 @@ type AvroSerializer[T any] struct {
 //
 // The text is registered as given, not in Avro's canonical form, which
 // drops field defaults: the registry judges compatibility by them.
-func NewAvroSerializer[T any](ctx context.Context, c *Client, topic, schemaText string, opts ...SerdeOpt) (*AvroSerializer[T], error) {
+func NewAvroSerializer[T any](ctx context.Context, c *Client, topic, schemaText string, opts ...SerdeOption) (*AvroSerializer[T], error) {
 	cfg := serdeConfig{strategy: TopicName}
 	for _, o := range opts {
 		o.apply(&cfg)

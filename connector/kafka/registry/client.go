@@ -26,12 +26,12 @@ type Client struct {
 	cfg  clientConfig
 }
 
-// ClientOpt configures a Client.
-type ClientOpt interface{ apply(*clientConfig) }
+// ClientOption configures a Client.
+type ClientOption interface{ apply(*clientConfig) }
 
-type clientOpt func(*clientConfig)
+type clientOptionFunc func(*clientConfig)
 
-func (f clientOpt) apply(c *clientConfig) { f(c) }
+func (f clientOptionFunc) apply(c *clientConfig) { f(c) }
 
 type clientConfig struct {
 	urls           []string
@@ -54,33 +54,33 @@ func defaultClientConfig() clientConfig {
 // Confluent-compatible API (Apicurio Registry serves it at
 // /apis/ccompat/v7). A URL may not carry credentials (user:pass@): they
 // would reach logs and errors; use WithBasicAuth. Required.
-func WithURLs(urls ...string) ClientOpt {
-	return clientOpt(func(c *clientConfig) { c.urls = append(c.urls, urls...) })
+func WithURLs(urls ...string) ClientOption {
+	return clientOptionFunc(func(c *clientConfig) { c.urls = append(c.urls, urls...) })
 }
 
 // WithBasicAuth authenticates every request with HTTP basic auth
 // (Confluent: basic.auth.user.info). Default: none. Excludes
 // WithBearerToken.
-func WithBasicAuth(user, password string) ClientOpt {
-	return clientOpt(func(c *clientConfig) { c.user, c.pass, c.basic = user, password, true })
+func WithBasicAuth(user, password string) ClientOption {
+	return clientOptionFunc(func(c *clientConfig) { c.user, c.pass, c.basic = user, password, true })
 }
 
 // WithBearerToken authenticates every request with an OAuth bearer token
 // (Confluent: bearer.auth.token). Default: none. Excludes WithBasicAuth.
-func WithBearerToken(token string) ClientOpt {
-	return clientOpt(func(c *clientConfig) { c.bearer = token })
+func WithBearerToken(token string) ClientOption {
+	return clientOptionFunc(func(c *clientConfig) { c.bearer = token })
 }
 
 // WithTLS sets the TLS configuration of https URLs: the CAs to trust
 // (RootCAs), a client certificate for mutual TLS (Certificates). Default:
 // the system's roots, no client certificate.
-func WithTLS(cfg *tls.Config) ClientOpt {
-	return clientOpt(func(c *clientConfig) { c.tls = cfg })
+func WithTLS(cfg *tls.Config) ClientOption {
+	return clientOptionFunc(func(c *clientConfig) { c.tls = cfg })
 }
 
 // WithRequestTimeout bounds each HTTP request. Default: 10s.
-func WithRequestTimeout(d time.Duration) ClientOpt {
-	return clientOpt(func(c *clientConfig) { c.requestTimeout = d })
+func WithRequestTimeout(d time.Duration) ClientOption {
+	return clientOptionFunc(func(c *clientConfig) { c.requestTimeout = d })
 }
 
 // WithRetries sets how often a request that could not reach the registry,
@@ -89,8 +89,8 @@ func WithRequestTimeout(d time.Duration) ClientOpt {
 // 4s. Default: 5 attempts, 250ms. A request the registry refused (4xx) is
 // not retried. When the attempts run out the error names the registry and
 // wraps ErrUnavailable.
-func WithRetries(attempts int, backoff time.Duration) ClientOpt {
-	return clientOpt(func(c *clientConfig) { c.attempts, c.backoff = attempts, backoff })
+func WithRetries(attempts int, backoff time.Duration) ClientOption {
+	return clientOptionFunc(func(c *clientConfig) { c.attempts, c.backoff = attempts, backoff })
 }
 
 func (c *clientConfig) validate() error {
@@ -128,7 +128,7 @@ func (c *clientConfig) validate() error {
 // NewClient returns a client of the registry the options name. It checks
 // the options and fails with every problem it finds, in an error wrapping
 // connector.ErrInvalidConfiguration; it does not contact the registry.
-func NewClient(opts ...ClientOpt) (*Client, error) {
+func NewClient(opts ...ClientOption) (*Client, error) {
 	cfg := defaultClientConfig()
 	for _, o := range opts {
 		o.apply(&cfg)
