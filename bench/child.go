@@ -311,9 +311,9 @@ func envOpts(par int, checkpoint time.Duration) []runtime.Option {
 func sinkOpts(seeds []string, out, guarantee string) []kafka.SinkOption {
 	opts := []kafka.SinkOption{kafka.WithBrokers(seeds...)}
 	if guarantee == "exactly-once" {
-		return append(opts, kafka.WithDeliveryGuarantee(kafka.ExactlyOnce), kafka.WithTransactionalIDPrefix("bench-"+out))
+		return append(opts, kafka.WithExactlyOnce("bench-"+out))
 	}
-	return append(opts, kafka.WithDeliveryGuarantee(kafka.AtLeastOnce))
+	return append(opts, kafka.WithAtLeastOnce())
 }
 
 // keyedOpts are the wordcount child's state and checkpoint settings.

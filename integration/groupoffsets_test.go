@@ -97,7 +97,7 @@ func TestFreshJobFromGroupOffsetsSkipsNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	ks, err := kafka.NewSink(kafka.KeyValueSerializer(out, func(v string) ([]byte, []byte, error) { return nil, []byte(v), nil }),
-		kafka.WithBrokers(b.Addrs()...), kafka.WithDeliveryGuarantee(kafka.ExactlyOnce), kafka.WithTransactionalIDPrefix(out),
+		kafka.WithBrokers(b.Addrs()...), kafka.WithExactlyOnce(out),
 		kafka.WithTransactionTimeout(10*time.Minute))
 	if err != nil {
 		t.Fatal(err)

@@ -316,7 +316,7 @@ func TestBoundedReadOfCompactedTailEnds(t *testing.T) {
 	}
 	sink, err := kafka.NewSink(kafka.KeyValueSerializer(output, func(r *kgo.Record) ([]byte, []byte, error) {
 		return r.Key, []byte(fmt.Sprintf("%d/%d", r.Partition, r.Offset)), nil
-	}), kafka.WithBrokers(b.Addrs()...), kafka.WithLogger(testLogger(t)), kafka.WithDeliveryGuarantee(kafka.AtLeastOnce))
+	}), kafka.WithBrokers(b.Addrs()...), kafka.WithLogger(testLogger(t)), kafka.WithAtLeastOnce())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -456,7 +456,7 @@ func TestTableJoinOfCompactedTopicExactlyOnce(t *testing.T) {
 	sink := func(topic string) *kafka.Sink[string] {
 		s, err := kafka.NewSink(kafka.KeyValueSerializer(topic, func(v string) ([]byte, []byte, error) { return nil, []byte(v), nil }),
 			kafka.WithBrokers(b.Addrs()...), kafka.WithLogger(logger),
-			kafka.WithDeliveryGuarantee(kafka.ExactlyOnce), kafka.WithTransactionalIDPrefix(topic+"-txn"))
+			kafka.WithExactlyOnce(topic+"-txn"))
 		if err != nil {
 			t.Fatal(err)
 		}

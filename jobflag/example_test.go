@@ -57,7 +57,7 @@ func run(job *jobflag.Job, in, out string) error {
 		return err
 	}
 	sink, err := kafka.NewSink(kafka.KeyValueSerializer(out, func(s string) ([]byte, []byte, error) { return nil, []byte(s), nil }),
-		job.SinkOpts(kafka.WithDeliveryGuarantee(kafka.ExactlyOnce), kafka.WithTransactionalIDPrefix(job.Name))...)
+		job.SinkOpts(kafka.WithExactlyOnce(job.Name))...)
 	if err != nil {
 		return err
 	}

@@ -96,7 +96,7 @@
 // anything runs, with ErrInvalidGraph.
 //
 // Exactly-once output takes checkpoints and a sink configured exactly-once
-// (a Kafka or file sink with WithDeliveryGuarantee(ExactlyOnce)); SinkTo
+// (a Kafka sink with kafka.WithExactlyOnce, a file sink by default); SinkTo
 // runs it with its committer:
 //
 //	env := runtime.NewEnvironment(runtime.WithCheckpointInterval(time.Second),

@@ -141,7 +141,7 @@ func TestShowKafkaSourceAndExactlyOnceSink(t *testing.T) {
 			t.Fatal(err)
 		}
 		sink, err := kafka.NewSink(kafka.KeyValueSerializer("out", func(v string) ([]byte, []byte, error) { return nil, []byte(v), nil }),
-			kafka.WithBrokers(seeds...), kafka.WithDeliveryGuarantee(kafka.ExactlyOnce), kafka.WithTransactionalIDPrefix("showjob"),
+			kafka.WithBrokers(seeds...), kafka.WithExactlyOnce("showjob"),
 			kafka.WithTransactionTimeout(time.Minute))
 		if err != nil {
 			t.Fatal(err)

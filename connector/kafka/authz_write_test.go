@@ -43,14 +43,14 @@ func refuseProduce(f *kfake.Cluster, code int16) {
 // error: the job fails at once instead of restarting to meet the start-up
 // check. So for every delivery guarantee.
 func TestSinkRefusedWriteIsAuthorizationError(t *testing.T) {
-	for _, g := range []DeliveryGuarantee{ExactlyOnce, AtLeastOnce, None} {
+	for _, g := range []DeliveryGuarantee{ExactlyOnce, AtLeastOnce, NoGuarantee} {
 		t.Run(g.String(), func(t *testing.T) {
 			f, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "out"))
 			if err != nil {
 				t.Fatal(err)
 			}
 			t.Cleanup(f.Close)
-			s := stringSink(t, cluster{seeds: f.ListenAddrs(), fake: f}, "out", "refused", WithDeliveryGuarantee(g))
+			s := stringSink(t, cluster{seeds: f.ListenAddrs(), fake: f}, "out", "", withGuarantee(g, "refused"))
 			w := writer(t, s)
 			defer func() { _ = w.Close() }()
 			refuseProduce(f, kerr.TopicAuthorizationFailed.Code)

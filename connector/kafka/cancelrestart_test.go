@@ -74,7 +74,7 @@ func TestCancelDuringRestartCommitsRestoredTransactions(t *testing.T) {
 		t.Fatal(err)
 	}
 	sink, err := NewSink(KeyValueSerializer("out", func(v string) ([]byte, []byte, error) { return nil, []byte(v), nil }),
-		WithBrokers(seeds...), WithDeliveryGuarantee(ExactlyOnce), WithTransactionalIDPrefix("cancel"),
+		WithBrokers(seeds...), WithExactlyOnce("cancel"),
 		WithTransactionTimeout(14*time.Minute), WithLogger(quietLogger()))
 	if err != nil {
 		t.Fatal(err)

@@ -50,13 +50,13 @@ func TestDeadLettersReachTheirTopicOnceAcrossFailures(t *testing.T) {
 		t.Fatal(err)
 	}
 	sink := func(ser RecordSerializer[string], prefix string) *Sink[string] {
-		s, err := NewSink(ser, WithBrokers(seeds...), WithDeliveryGuarantee(ExactlyOnce), WithTransactionalIDPrefix(prefix))
+		s, err := NewSink(ser, WithBrokers(seeds...), WithExactlyOnce(prefix))
 		if err != nil {
 			t.Fatal(err)
 		}
 		return s
 	}
-	dlqSink, err := NewSink(DeadLetterSerializer("dlq"), WithBrokers(seeds...), WithDeliveryGuarantee(ExactlyOnce), WithTransactionalIDPrefix("dlq"))
+	dlqSink, err := NewSink(DeadLetterSerializer("dlq"), WithBrokers(seeds...), WithExactlyOnce("dlq"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -54,7 +54,7 @@ func TestDistributedJobReadsABaseSourceWithAnOwnerRuleOnce(t *testing.T) {
 				counts := runtime.Count(keyed).UID("count")
 				sink, err := NewSink(KeyValueSerializer(out, func(kv runtime.KV[string, int64]) ([]byte, []byte, error) {
 					return nil, fmt.Appendf(nil, "%s %d", kv.Key, kv.Value), nil
-				}), WithBrokers(seeds...), WithDeliveryGuarantee(ExactlyOnce), WithTransactionalIDPrefix(out), WithLogger(quietLogger()))
+				}), WithBrokers(seeds...), WithExactlyOnce(out), WithLogger(quietLogger()))
 				if err != nil {
 					return err
 				}

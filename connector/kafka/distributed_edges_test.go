@@ -55,7 +55,7 @@ func TestDistributedRebalanceAndBroadcastAreExact(t *testing.T) {
 			return nil
 		}).UID(uid)
 		sink, err := NewSink(KeyValueSerializer(topic, func(v string) ([]byte, []byte, error) { return nil, []byte(v), nil }),
-			WithBrokers(seeds...), WithDeliveryGuarantee(ExactlyOnce), WithTransactionalIDPrefix(topic), WithLogger(quietLogger()))
+			WithBrokers(seeds...), WithExactlyOnce(topic), WithLogger(quietLogger()))
 		if err != nil {
 			t.Fatal(err)
 		}

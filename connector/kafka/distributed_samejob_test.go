@@ -51,7 +51,7 @@ func TestProcessesOfADistributedJobMustRunTheSameJob(t *testing.T) {
 			runtime.Tumbling(size).ProcessingTime())).UID("totals")
 		sink, err := NewSink(KeyValueSerializer("totals", func(r runtime.WindowResult[string, int64]) ([]byte, []byte, error) {
 			return []byte(r.Key), fmt.Appendf(nil, "%v %d", r.Window, r.Value), nil
-		}), WithBrokers(seeds...), WithDeliveryGuarantee(ExactlyOnce), WithTransactionalIDPrefix(job+".totals"), WithLogger(quietLogger()))
+		}), WithBrokers(seeds...), WithExactlyOnce(job+".totals"), WithLogger(quietLogger()))
 		if err != nil {
 			t.Fatal(err)
 		}

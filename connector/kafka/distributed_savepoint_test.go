@@ -195,7 +195,7 @@ func (m *migration) build(env *runtime.Environment) error {
 	counts := runtime.Count(runtime.KeyBy(ws, func(w string) string { return w })).UID("count")
 	sink, err := NewSink(KeyValueSerializer(m.out, func(kv runtime.KV[string, int64]) ([]byte, []byte, error) {
 		return nil, fmt.Appendf(nil, "%s %d", kv.Key, kv.Value), nil
-	}), WithBrokers(m.seeds...), WithDeliveryGuarantee(ExactlyOnce), WithTransactionalIDPrefix(m.out), WithLogger(quietLogger()))
+	}), WithBrokers(m.seeds...), WithExactlyOnce(m.out), WithLogger(quietLogger()))
 	if err != nil {
 		return err
 	}

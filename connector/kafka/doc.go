@@ -18,10 +18,12 @@
 // changelog, such as a compacted topic, as the table of runtime.TableJoin,
 // a tombstone as a deletion.
 //
-// KafkaSink writes with a delivery guarantee of none, at-least-once (flush at
-// every checkpoint) or exactly-once: one Kafka transaction per checkpoint
-// per subtask, prepared at the barrier and committed, through package txn,
-// only after the checkpoint completes.
+// KafkaSink writes with the delivery guarantee one option chooses:
+// WithAtLeastOnce, the default (flush at every checkpoint),
+// WithExactlyOnce(prefix) (one Kafka transaction per checkpoint per
+// subtask, its id under prefix, prepared at the barrier and committed,
+// through package txn, only after the checkpoint completes), or
+// WithNoGuarantee (flush at the end of input).
 //
 // Both connect as WithSecurity says (security.go: TLS, SASL) and check,
 // before the first record is read or written, that their principal has

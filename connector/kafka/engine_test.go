@@ -129,7 +129,7 @@ func TestSinkToExactlyOnceKafkaSinkWritesEveryRecordOnce(t *testing.T) {
 				t.Fatal(err)
 			}
 			sink, err := NewSink(KeyValueSerializer("out", func(v string) ([]byte, []byte, error) { return nil, []byte(v), nil }),
-				WithBrokers(seeds...), WithDeliveryGuarantee(g), WithTransactionalIDPrefix("sinkto"))
+				WithBrokers(seeds...), withGuarantee(g, "sinkto"))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -206,7 +206,7 @@ func TestExactlyOnceSinkToWithoutCheckpointsIsRefusedAtExecute(t *testing.T) {
 		t.Fatal(err)
 	}
 	sink, err := NewSink(KeyValueSerializer("out", func(v string) ([]byte, []byte, error) { return nil, []byte(v), nil }),
-		WithBrokers("127.0.0.1:1"), WithDeliveryGuarantee(ExactlyOnce), WithTransactionalIDPrefix("p"))
+		WithBrokers("127.0.0.1:1"), WithExactlyOnce("p"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -244,7 +244,7 @@ func TestExactlyOnceKafkaSinkRefusesToRunWithoutItsCommitter(t *testing.T) {
 		t.Fatal(err)
 	}
 	sink, err := NewSink(KeyValueSerializer("out", func(v string) ([]byte, []byte, error) { return nil, []byte(v), nil }),
-		WithBrokers(seeds...), WithDeliveryGuarantee(ExactlyOnce), WithTransactionalIDPrefix("wrapped"))
+		WithBrokers(seeds...), WithExactlyOnce("wrapped"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -24,7 +24,7 @@ func ExampleWithSecurity() {
 	}
 	sink, err := kafka.NewSink(kafka.KeyValueSerializer("counts", func(s string) ([]byte, []byte, error) { return nil, []byte(s), nil }),
 		kafka.WithBrokers(brokers...), kafka.WithSecurity(sec),
-		kafka.WithDeliveryGuarantee(kafka.ExactlyOnce), kafka.WithTransactionalIDPrefix("wordcount"))
+		kafka.WithExactlyOnce("wordcount"))
 	if err != nil {
 		return
 	}

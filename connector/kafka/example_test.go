@@ -45,7 +45,7 @@ func Example() {
 	sink, err := kafka.NewSink(kafka.KeyValueSerializer("out", func(s string) (key, value []byte, err error) {
 		return nil, []byte(s), nil
 	}), kafka.WithBrokers(brokers...), kafka.WithLogger(quiet),
-		kafka.WithDeliveryGuarantee(kafka.ExactlyOnce), kafka.WithTransactionalIDPrefix("upper"))
+		kafka.WithExactlyOnce("upper"))
 	if err != nil {
 		fmt.Println(err)
 		return

@@ -68,7 +68,7 @@ func TestUnreachableBrokersFailTheJobInSeconds(t *testing.T) {
 				t.Fatal(err)
 			}
 			snk, err := NewSink(KeyValueSerializer("out", func(v string) ([]byte, []byte, error) { return nil, []byte(v), nil }),
-				WithBrokers(addr), WithDeliveryGuarantee(ExactlyOnce), WithTransactionalIDPrefix("ff"), WithLogger(quietLogger()))
+				WithBrokers(addr), WithExactlyOnce("ff"), WithLogger(quietLogger()))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -120,7 +120,7 @@ func TestCancelledTimeoutCheckIsNotAWarning(t *testing.T) {
 	seeds, _ := fakeTopic(t, 1, 1)
 	var logs syncBuffer
 	snk, err := NewSink(KeyValueSerializer("out", func(v string) ([]byte, []byte, error) { return nil, []byte(v), nil }),
-		WithBrokers(seeds...), WithDeliveryGuarantee(ExactlyOnce), WithTransactionalIDPrefix("ff"), WithLogger(textLogger(&logs)))
+		WithBrokers(seeds...), WithExactlyOnce("ff"), WithLogger(textLogger(&logs)))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -140,7 +140,7 @@ func TestSecondJobOnATransactionalIDPrefixIsRefusedAtStart(t *testing.T) {
 
 	t.Run("prefix with the terminator", func(t *testing.T) {
 		_, err := NewSink[string](KeyValueSerializer("out", func(v string) ([]byte, []byte, error) { return nil, []byte(v), nil }),
-			WithBrokers(c.seeds...), WithDeliveryGuarantee(ExactlyOnce), WithTransactionalIDPrefix("a:b"))
+			WithBrokers(c.seeds...), WithExactlyOnce("a:b"))
 		if err == nil || !errors.Is(err, connector.ErrInvalidConfiguration) || !strings.Contains(err.Error(), `"a:b" holds ':'`) {
 			t.Fatalf("got %v; want the prefix refused for its ':'", err)
 		}

@@ -65,7 +65,7 @@ func TestMetricsOfExactlyOnceJob(t *testing.T) {
 		t.Fatal(err)
 	}
 	sink, err := NewSink(KeyValueSerializer("out", func(v string) ([]byte, []byte, error) { return nil, []byte(v), nil }),
-		WithBrokers(seeds...), WithDeliveryGuarantee(ExactlyOnce), WithTransactionalIDPrefix("metrics"))
+		WithBrokers(seeds...), WithExactlyOnce("metrics"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -89,7 +89,7 @@ func secureJob(t *testing.T, seeds []string, sec Security, in, out, dir string, 
 	}
 	sink, err := NewSink(KeyValueSerializer(out, func(v string) ([]byte, []byte, error) { return nil, []byte(v), nil }),
 		WithBrokers(seeds...), WithSecurity(sec), WithLogger(logger),
-		WithDeliveryGuarantee(ExactlyOnce), WithTransactionalIDPrefix(out), WithTransactionTimeout(time.Minute))
+		WithExactlyOnce(out), WithTransactionTimeout(time.Minute))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -292,8 +292,10 @@ func (s *Shuffle) newSink(channel string, partitions int) (*Sink[runtime.Shuffle
 			return rec, nil
 		})}
 	opts := append(append([]SinkOption(nil), s.cfg.sink...),
-		WithDeliveryGuarantee(ExactlyOnce),
-		WithTransactionalIDPrefix(channel),
+		// The shuffle's guarantee wins over one the user gave, as its
+		// other settings do, rather than conflicting with it.
+		sinkOptionFunc(func(c *sinkConfig) { c.chosen = nil }),
+		WithExactlyOnce(channel),
 		sinkOptionFunc(func(c *sinkConfig) {
 			// After the user's client options, so the record's own
 			// partition is always the one written.

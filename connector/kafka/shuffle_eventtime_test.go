@@ -95,7 +95,7 @@ func TestDistributedEventTimeWindowsFireOnMarkersExactly(t *testing.T) {
 		counts := runtime.WindowCount(runtime.Window(byUser, runtime.Tumbling(time.Second))).UID("per-second")
 		sink, err := NewSink(KeyValueSerializer(out, func(r runtime.WindowResult[string, int64]) ([]byte, []byte, error) {
 			return nil, fmt.Appendf(nil, "%s %d %d", r.Key, r.Window.Start, r.Value), nil
-		}), WithBrokers(seeds...), WithDeliveryGuarantee(ExactlyOnce), WithTransactionalIDPrefix(out), WithLogger(quietLogger()))
+		}), WithBrokers(seeds...), WithExactlyOnce(out), WithLogger(quietLogger()))
 		if err != nil {
 			return err
 		}

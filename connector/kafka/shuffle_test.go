@@ -111,7 +111,7 @@ func shuffleJob(t *testing.T, env *runtime.Environment, st shuffleTopics, sh *Sh
 		return nil
 	}).UID("tag")
 	out, err := NewSink(KeyValueSerializer(st.out, func(v string) ([]byte, []byte, error) { return nil, []byte(v), nil }),
-		WithBrokers(seeds...), WithDeliveryGuarantee(ExactlyOnce), WithTransactionalIDPrefix(st.out), WithLogger(quietLogger()))
+		WithBrokers(seeds...), WithExactlyOnce(st.out), WithLogger(quietLogger()))
 	if err != nil {
 		t.Fatal(err)
 	}

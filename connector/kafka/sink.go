@@ -23,21 +23,22 @@ import (
 )
 
 // DeliveryGuarantee is what a Sink promises about records written before a
-// failure.
+// failure (Sink.Guarantee). One option chooses it: WithExactlyOnce,
+// WithAtLeastOnce or WithNoGuarantee; without one a sink is AtLeastOnce.
 type DeliveryGuarantee int
 
 const (
 	// AtLeastOnce flushes at every checkpoint: nothing acknowledged by a
 	// checkpoint is lost; records after it may be written twice on
-	// recovery.
+	// recovery (WithAtLeastOnce, the default).
 	AtLeastOnce DeliveryGuarantee = iota
 	// ExactlyOnce writes each checkpoint's records in one Kafka transaction
 	// per subtask, committed after the checkpoint completes: read_committed
-	// consumers see every record once.
+	// consumers see every record once (WithExactlyOnce).
 	ExactlyOnce
-	// None flushes only at the end of input: records may be lost or
-	// duplicated on failure.
-	None
+	// NoGuarantee flushes only at the end of input: records may be lost
+	// or duplicated on failure (WithNoGuarantee).
+	NoGuarantee
 )
 
 func (g DeliveryGuarantee) String() string {
@@ -46,7 +47,7 @@ func (g DeliveryGuarantee) String() string {
 		return "at-least-once"
 	case ExactlyOnce:
 		return "exactly-once"
-	case None:
+	case NoGuarantee:
 		return "none"
 	default:
 		return "unknown"
@@ -61,9 +62,13 @@ type sinkOptionFunc func(*sinkConfig)
 func (f sinkOptionFunc) applySink(c *sinkConfig) { f(c) }
 
 type sinkConfig struct {
-	seeds         []string
-	guarantee     DeliveryGuarantee
-	prefix        string
+	seeds     []string
+	guarantee DeliveryGuarantee
+	prefix    string
+	// chosen holds the guarantee options given, in order, so that
+	// validate refuses two different ones instead of letting the last
+	// win silently.
+	chosen        []guaranteeChoice
 	txnTimeout    time.Duration
 	poolSize      int
 	commitTimeout time.Duration
@@ -98,15 +103,8 @@ func defaultSinkConfig() sinkConfig {
 
 func (c *sinkConfig) validate() error {
 	errs := checkBrokers(c.seeds)
-	if c.guarantee == ExactlyOnce && c.prefix == "" {
-		errs = append(errs, errors.New("exactly-once needs a transactional id prefix unique to this sink (WithTransactionalIDPrefix)"))
-	} else if c.guarantee == ExactlyOnce {
-		if err := txn.ValidatePrefix(c.prefix); err != nil {
-			errs = append(errs, fmt.Errorf("%w (WithTransactionalIDPrefix)", err))
-		}
-	}
-	if c.guarantee < AtLeastOnce || c.guarantee > None {
-		errs = append(errs, fmt.Errorf("unknown delivery guarantee %d", c.guarantee))
+	if err := c.checkGuarantee(); err != nil {
+		errs = append(errs, err)
 	}
 	if c.commitTimeout <= 0 {
 		errs = append(errs, fmt.Errorf("commit timeout %s is not positive (WithCommitTimeout)", c.commitTimeout))
@@ -125,22 +123,78 @@ func (c *sinkConfig) validate() error {
 	return nil
 }
 
-// WithDeliveryGuarantee sets the guarantee (Flink: setDeliveryGuarantee).
-// Default: AtLeastOnce. (Flink defaults to none; splitflow defaults to the
-// strongest guarantee that needs no transactional id.)
-func WithDeliveryGuarantee(g DeliveryGuarantee) SinkOption {
-	return sinkOptionFunc(func(c *sinkConfig) { c.guarantee = g })
+// checkGuarantee refuses two different guarantee options, two prefixes,
+// and an exactly-once prefix no transactional id could carry.
+func (c *sinkConfig) checkGuarantee() error {
+	for i := 1; i < len(c.chosen); i++ {
+		first, o := c.chosen[0], c.chosen[i]
+		switch {
+		case o.guarantee != first.guarantee && (o.guarantee == ExactlyOnce || first.guarantee == ExactlyOnce):
+			return fmt.Errorf("both %s and %s; give one: a transactional id prefix is for exactly-once alone, at-least-once and no guarantee write without transactions",
+				first.option, o.option)
+		case o.guarantee != first.guarantee:
+			return fmt.Errorf("both %s and %s; a sink has one delivery guarantee, give one of them", first.option, o.option)
+		case o.prefix != first.prefix:
+			return fmt.Errorf("both %s and %s; give the sink one transactional id prefix", first.option, o.option)
+		}
+	}
+	if c.guarantee != ExactlyOnce {
+		return nil
+	}
+	if c.prefix == "" {
+		return errors.New(`WithExactlyOnce("") has no transactional id prefix; give one unique to this sink in the cluster`)
+	}
+	if err := txn.ValidatePrefix(c.prefix); err != nil {
+		return fmt.Errorf("%w (WithExactlyOnce)", err)
+	}
+	return nil
 }
 
-// WithTransactionalIDPrefix sets the prefix of the sink's transactional ids,
-// prefix:<subtask>-<n> (Flink: setTransactionalIdPrefix). Required for
-// ExactlyOnce; it may not hold ':' (txn.Terminator), which ends it in
-// every id, so that an ACL on the ids prefixed "prefix:" covers this
-// sink's alone. It must be unique to this sink across every job writing
-// to the cluster: a restarted job uses it to find and abort what its
-// previous run left open.
-func WithTransactionalIDPrefix(prefix string) SinkOption {
-	return sinkOptionFunc(func(c *sinkConfig) { c.prefix = prefix })
+// guaranteeChoice is one guarantee option given, for checkGuarantee.
+type guaranteeChoice struct {
+	guarantee DeliveryGuarantee
+	prefix    string
+	option    string // as the user wrote it: WithExactlyOnce("orders")
+}
+
+func (c *sinkConfig) choose(g DeliveryGuarantee, prefix, option string) {
+	c.guarantee, c.prefix = g, prefix
+	c.chosen = append(c.chosen, guaranteeChoice{g, prefix, option})
+}
+
+// WithExactlyOnce makes the sink exactly-once (ExactlyOnce; Flink:
+// setDeliveryGuarantee(EXACTLY_ONCE) with setTransactionalIdPrefix): each
+// subtask writes a checkpoint's records in one Kafka transaction, which
+// its committer commits once the checkpoint completes. The transactional
+// ids are transactionalIDPrefix:<subtask>-<n>. The prefix is required (an
+// empty one is refused) and may not hold ':' (txn.Terminator), which ends
+// it in every id, so that an ACL on the ids prefixed "prefix:" covers
+// this sink's alone. It must be unique to this sink across every job
+// writing to the cluster: a restarted job uses it to find and abort what
+// its previous run left open. Not with WithAtLeastOnce or
+// WithNoGuarantee. Default: AtLeastOnce.
+func WithExactlyOnce(transactionalIDPrefix string) SinkOption {
+	return sinkOptionFunc(func(c *sinkConfig) {
+		c.choose(ExactlyOnce, transactionalIDPrefix, fmt.Sprintf("WithExactlyOnce(%q)", transactionalIDPrefix))
+	})
+}
+
+// WithAtLeastOnce makes the sink at-least-once (AtLeastOnce; Flink:
+// setDeliveryGuarantee(AT_LEAST_ONCE)), the default: every checkpoint
+// waits for the records written before it to be acknowledged, and a
+// recovery may write the records after it again. Not with
+// WithExactlyOnce or WithNoGuarantee. (Flink defaults to none; splitflow
+// defaults to the strongest guarantee that needs no transactional id.)
+func WithAtLeastOnce() SinkOption {
+	return sinkOptionFunc(func(c *sinkConfig) { c.choose(AtLeastOnce, "", "WithAtLeastOnce()") })
+}
+
+// WithNoGuarantee makes the sink promise nothing on failure (NoGuarantee;
+// Flink: setDeliveryGuarantee(NONE)): it flushes only at the end of input,
+// and records may be lost or written twice on failure. Not with
+// WithExactlyOnce or WithAtLeastOnce. Default: AtLeastOnce.
+func WithNoGuarantee() SinkOption {
+	return sinkOptionFunc(func(c *sinkConfig) { c.choose(NoGuarantee, "", "WithNoGuarantee()") })
 }
 
 // WithTransactionTimeout sets the producers' transaction.timeout.ms. The
@@ -223,7 +277,7 @@ func KeyValueSerializer[T any](topic string, fn func(T) (key, value []byte, err 
 // runtime.SinkTo runs it with that guarantee: in ExactlyOnce mode with its
 // committer (it is connector.TwoPhaseCapable), otherwise as a plain sink.
 // It is also a connector.TwoPhaseCommittingSink of txn.Committable for
-// runtime.SinkToTwoPhase; with AtLeastOnce or None its writers produce no
+// runtime.SinkToTwoPhase; with AtLeastOnce or NoGuarantee its writers produce no
 // committables there.
 //
 // Exactly-once follows the rules of package txn. At start every writer
@@ -351,7 +405,7 @@ func (s *Sink[T]) checkTimings(ctx connector.SinkInitContext) error {
 	cc := p.CheckpointConfig()
 	if cc.Interval <= 0 {
 		if cc.Unbounded {
-			return fmt.Errorf("kafka sink: exactly-once in an unbounded job needs checkpoints: without them the writer's one transaction commits only at the end of input, which never comes; turn checkpoints on (runtime.WithCheckpointInterval) or use WithDeliveryGuarantee(AtLeastOnce): %w",
+			return fmt.Errorf("kafka sink: exactly-once in an unbounded job needs checkpoints: without them the writer's one transaction commits only at the end of input, which never comes; turn checkpoints on (runtime.WithCheckpointInterval) or use WithAtLeastOnce(): %w",
 				connector.ErrInvalidConfiguration)
 		}
 		// A bounded job without checkpoints runs in one transaction,
@@ -413,7 +467,7 @@ func (s *Sink[T]) CreateWriter(ictx connector.SinkInitContext) (connector.SinkWr
 		w.cancel()
 		return nil, fmt.Errorf("kafka sink: exactly-once makes records visible only through its committer, and this writer runs without one, so nothing it writes would be committed: "+
 			"the sink was added as a plain one (a wrapper around it passes on neither connector.TwoPhaseCapable nor connector.CommitterRequired to runtime.SinkTo); "+
-			"pass TwoPhase on from the wrapper, add the sink with runtime.SinkToTwoPhase, or use WithDeliveryGuarantee(AtLeastOnce): %w", connector.ErrInvalidConfiguration)
+			"pass TwoPhase on from the wrapper, add the sink with runtime.SinkToTwoPhase, or use WithAtLeastOnce(): %w", connector.ErrInvalidConfiguration)
 	}
 	if err := s.checkTimings(ictx); err != nil {
 		w.cancel()
@@ -687,7 +741,7 @@ type sinkWriter[T any] struct {
 	cancel context.CancelFunc
 	task   context.Context
 
-	cl *kgo.Client // AtLeastOnce and None
+	cl *kgo.Client // AtLeastOnce and NoGuarantee
 
 	pool  *txn.Pool  // ExactlyOnce
 	lease *txn.Lease // the sink's, counted for this writer until Close
@@ -709,7 +763,7 @@ type sinkWriter[T any] struct {
 	adm   *kgo.Client
 
 	mu     sync.Mutex
-	errOut error // first failed produce of AtLeastOnce and None
+	errOut error // first failed produce of AtLeastOnce and NoGuarantee
 
 	// txTopics are the topics written in the open transaction (ExactlyOnce,
 	// task goroutine only), lastTopic the latest of them: a refused write
@@ -821,10 +875,10 @@ func (w *sinkWriter[T]) err() error {
 }
 
 // Flush waits for buffered records: at every checkpoint for AtLeastOnce, at
-// the end of input for None. Exactly-once flushes in PrepareCommit.
+// the end of input for NoGuarantee. Exactly-once flushes in PrepareCommit.
 func (w *sinkWriter[T]) Flush(endOfInput bool) error {
 	w.publishBytes()
-	if w.pool != nil || (w.s.cfg.guarantee == None && !endOfInput) {
+	if w.pool != nil || (w.s.cfg.guarantee == NoGuarantee && !endOfInput) {
 		return nil
 	}
 	if err := w.cl.Flush(w.ctx); err != nil {

@@ -87,10 +87,7 @@ func BenchmarkKafkaSink(b *testing.B) {
 func benchSink(b *testing.B, seeds []string, g DeliveryGuarantee, interval time.Duration, size int) {
 	topic := sinkBenchTopic(b, seeds)
 	v := make([]byte, size)
-	opts := []SinkOption{WithBrokers(seeds...), WithDeliveryGuarantee(g), WithLogger(slog.New(slog.DiscardHandler))}
-	if g == ExactlyOnce {
-		opts = append(opts, WithTransactionalIDPrefix(topic))
-	}
+	opts := []SinkOption{WithBrokers(seeds...), withGuarantee(g, topic), WithLogger(slog.New(slog.DiscardHandler))}
 	s, err := NewSink(KeyValueSerializer(topic, func(v []byte) ([]byte, []byte, error) { return nil, v, nil }), opts...)
 	if err != nil {
 		b.Fatal(err)

@@ -112,10 +112,16 @@ func commit(t *testing.T, s *Sink[string], cs []txn.Committable) []*request {
 	return out
 }
 
+// stringSink is an exactly-once sink of prefix writing strings to topic;
+// with prefix "" opts choose its guarantee.
 func stringSink(t *testing.T, c cluster, topic, prefix string, opts ...SinkOption) *Sink[string] {
 	t.Helper()
 	ser := KeyValueSerializer(topic, func(v string) ([]byte, []byte, error) { return nil, []byte(v), nil })
-	all := append([]SinkOption{WithBrokers(c.seeds...), WithDeliveryGuarantee(ExactlyOnce), WithTransactionalIDPrefix(prefix)}, opts...)
+	all := []SinkOption{WithBrokers(c.seeds...)}
+	if prefix != "" {
+		all = append(all, WithExactlyOnce(prefix))
+	}
+	all = append(all, opts...)
 	s, err := NewSink[string](ser, all...)
 	if err != nil {
 		t.Fatal(err)
@@ -379,13 +385,79 @@ func TestSinkConfigValidation(t *testing.T) {
 		opts []SinkOption
 		want string
 	}{
-		{[]SinkOption{WithDeliveryGuarantee(AtLeastOnce)}, "no seed brokers"},
-		{[]SinkOption{WithBrokers("x:1"), WithDeliveryGuarantee(ExactlyOnce)}, "transactional id prefix"},
+		{[]SinkOption{WithAtLeastOnce()}, "no seed brokers"},
+		{[]SinkOption{WithBrokers("x:1"), WithExactlyOnce("")}, "transactional id prefix"},
 		{[]SinkOption{WithBrokers("x:1"), WithTransactionalIDPoolSize(1)}, "pool size"},
 	} {
 		if _, err := NewSink[string](ser, tc.opts...); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("got %v, want an error with %q", err, tc.want)
 		}
+	}
+}
+
+// A sink's delivery guarantee is one option, and exactly-once carries its
+// transactional id prefix: without options a sink is at-least-once; two
+// different guarantee options, or two prefixes, are refused with an error
+// that names both options, rather than the last one winning; a prefix
+// given with another guarantee is refused saying that only exactly-once
+// uses one; exactly-once cannot be chosen without a prefix.
+func TestSinkGuaranteeIsOneOptionAndExactlyOnceCarriesItsPrefix(t *testing.T) {
+	ser := KeyValueSerializer("t", func(v string) ([]byte, []byte, error) { return nil, []byte(v), nil })
+	for _, tc := range []struct {
+		name string
+		opts []SinkOption
+		want DeliveryGuarantee
+	}{
+		{"default", nil, AtLeastOnce},
+		{"exactly-once", []SinkOption{WithExactlyOnce("orders")}, ExactlyOnce},
+		{"at-least-once", []SinkOption{WithAtLeastOnce()}, AtLeastOnce},
+		{"no guarantee", []SinkOption{WithNoGuarantee()}, NoGuarantee},
+		{"one option twice", []SinkOption{WithExactlyOnce("orders"), WithExactlyOnce("orders")}, ExactlyOnce},
+	} {
+		s, err := NewSink[string](ser, append(tc.opts, WithBrokers("x:1"))...)
+		if err != nil {
+			t.Errorf("%s: %v", tc.name, err)
+			continue
+		}
+		if s.Guarantee() != tc.want || s.CommitterRequired() != (tc.want == ExactlyOnce) {
+			t.Errorf("%s: guarantee %v, committer required %v; want %v", tc.name, s.Guarantee(), s.CommitterRequired(), tc.want)
+		}
+	}
+	for _, tc := range []struct {
+		name string
+		opts []SinkOption
+		want []string
+	}{
+		{"at-least-once with a prefix", []SinkOption{WithExactlyOnce("orders"), WithAtLeastOnce()},
+			[]string{`WithExactlyOnce("orders")`, "WithAtLeastOnce()", "prefix is for exactly-once alone"}},
+		{"no guarantee with a prefix", []SinkOption{WithNoGuarantee(), WithExactlyOnce("orders")},
+			[]string{"WithNoGuarantee()", `WithExactlyOnce("orders")`, "prefix is for exactly-once alone"}},
+		{"two guarantees", []SinkOption{WithAtLeastOnce(), WithNoGuarantee()},
+			[]string{"WithAtLeastOnce()", "WithNoGuarantee()", "one delivery guarantee"}},
+		{"two prefixes", []SinkOption{WithExactlyOnce("a"), WithExactlyOnce("b")},
+			[]string{`WithExactlyOnce("a")`, `WithExactlyOnce("b")`, "one transactional id prefix"}},
+		{"empty prefix", []SinkOption{WithExactlyOnce("")}, []string{`WithExactlyOnce("")`, "no transactional id prefix"}},
+		{"prefix with the terminator", []SinkOption{WithExactlyOnce("a:b")}, []string{`"a:b"`, "WithExactlyOnce"}},
+	} {
+		_, err := NewSink[string](ser, append(tc.opts, WithBrokers("x:1"))...)
+		if !errors.Is(err, connector.ErrInvalidConfiguration) {
+			t.Errorf("%s: got %v, want an error wrapping connector.ErrInvalidConfiguration", tc.name, err)
+			continue
+		}
+		for _, w := range tc.want {
+			if !strings.Contains(err.Error(), w) {
+				t.Errorf("%s: %q does not say %q", tc.name, err, w)
+			}
+		}
+	}
+	// The shuffle's sinks are exactly-once on their channel whatever
+	// guarantee the user passes them, as documented: no conflict.
+	sh, err := NewShuffle(WithBrokers("x:1"), WithShuffleSinkOptions(WithAtLeastOnce()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if snk, err := sh.newSink("c", 1); err != nil || snk.Guarantee() != ExactlyOnce || snk.cfg.prefix != "c" {
+		t.Fatalf("shuffle sink: %v; want exactly-once on prefix c", err)
 	}
 }
 
@@ -448,4 +520,16 @@ func TestResumeSinkRestoredTwiceFromOneCheckpoint(t *testing.T) {
 			t.Fatalf("read_committed sees %q, want [a b]", got)
 		}
 	})
+}
+
+// withGuarantee is the option that chooses g, exactly-once with prefix.
+func withGuarantee(g DeliveryGuarantee, prefix string) SinkOption {
+	switch g {
+	case ExactlyOnce:
+		return WithExactlyOnce(prefix)
+	case NoGuarantee:
+		return WithNoGuarantee()
+	default:
+		return WithAtLeastOnce()
+	}
 }

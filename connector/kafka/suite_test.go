@@ -74,8 +74,7 @@ func suiteSink(t *testing.T) (connector.TwoPhaseCommittingSink[string, txn.Commi
 	const topic = "suite-out"
 	seeds := suiteCluster(t, topic, 2, nil)
 	ser := KeyValueSerializer(topic, func(v string) ([]byte, []byte, error) { return nil, []byte(v), nil })
-	sink, err := NewSink[string](ser, WithBrokers(seeds...), WithDeliveryGuarantee(ExactlyOnce),
-		WithTransactionalIDPrefix("suite-"+strconv.FormatInt(time.Now().UnixNano(), 36)))
+	sink, err := NewSink[string](ser, WithBrokers(seeds...), WithExactlyOnce("suite-"+strconv.FormatInt(time.Now().UnixNano(), 36)))
 	if err != nil {
 		t.Fatal(err)
 	}

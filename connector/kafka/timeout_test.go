@@ -229,7 +229,7 @@ func TestDistributedSinkTransactionTimeoutCoversATakeover(t *testing.T) {
 		t.Fatal(err)
 	}
 	sink, err := NewSink(KeyValueSerializer(out, func(v string) ([]byte, []byte, error) { return nil, []byte(v), nil }),
-		WithBrokers(seeds...), WithDeliveryGuarantee(ExactlyOnce), WithTransactionalIDPrefix(out),
+		WithBrokers(seeds...), WithExactlyOnce(out),
 		WithTransactionTimeout(2*time.Minute), WithLogger(quietLogger()))
 	if err != nil {
 		t.Fatal(err)

@@ -59,7 +59,7 @@ func runJob(ctx context.Context, o options, seeds []string, sourcePar int, p *pr
 	}
 	sinkOpts := func(suffix string) []kafka.SinkOption {
 		return job.SinkOpts(kafka.WithLogger(logger),
-			kafka.WithDeliveryGuarantee(kafka.ExactlyOnce), kafka.WithTransactionalIDPrefix(o.txnPrefix+"-"+suffix))
+			kafka.WithExactlyOnce(o.txnPrefix+"-"+suffix))
 	}
 	countsSink, err := kafka.NewSink(kafka.KeyValueSerializer(o.outputTopic, func(wc windowCount) ([]byte, []byte, error) {
 		return []byte(wc.Key), fmt.Appendf(nil, "%d %d %d", wc.Window.Start, wc.Window.End, wc.Value), nil

@@ -33,7 +33,7 @@ func runJob(ctx context.Context, o options, seeds []string, p *progress, logger 
 	if err != nil {
 		return err
 	}
-	sinkOpts := job.SinkOpts(kafka.WithLogger(logger), kafka.WithDeliveryGuarantee(kafka.ExactlyOnce), kafka.WithTransactionalIDPrefix(o.txnPrefix))
+	sinkOpts := job.SinkOpts(kafka.WithLogger(logger), kafka.WithExactlyOnce(o.txnPrefix))
 	if o.noTimeoutCheck {
 		sinkOpts = append(sinkOpts, kafka.WithoutBrokerTimeoutCheck())
 	}

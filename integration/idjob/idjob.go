@@ -107,7 +107,7 @@ func Run(ctx context.Context, c Config) error {
 		return err
 	}
 	sinkOpts := []kafka.SinkOption{kafka.WithBrokers(c.Brokers...), kafka.WithSecurity(c.Security), kafka.WithLogger(logger),
-		kafka.WithDeliveryGuarantee(kafka.ExactlyOnce), kafka.WithTransactionalIDPrefix(c.TxnPrefix)}
+		kafka.WithExactlyOnce(c.TxnPrefix)}
 	if c.TxnTimeout > 0 {
 		sinkOpts = append(sinkOpts, kafka.WithTransactionTimeout(c.TxnTimeout))
 	}

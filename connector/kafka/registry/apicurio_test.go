@@ -139,8 +139,7 @@ func TestEvolvedWriterIsReadExactlyOnceMidStream(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sink, err := kafka.NewSink(out.Values(), kafka.WithBrokers(seeds...), kafka.WithDeliveryGuarantee(kafka.ExactlyOnce),
-		kafka.WithTransactionalIDPrefix(in), kafka.WithLogger(quiet()))
+	sink, err := kafka.NewSink(out.Values(), kafka.WithBrokers(seeds...), kafka.WithExactlyOnce(in), kafka.WithLogger(quiet()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -263,7 +262,7 @@ func TestUndecodableRecordsGoToTheDeadLetterTopic(t *testing.T) {
 				dead := runtime.NewOutputTag[kafka.DeadLetter]("dead")
 				orders = orders.DeclareSideOutputs(dead)
 				dlq, err := kafka.NewSink(kafka.DeadLetterSerializer(in+"-dlq"), kafka.WithBrokers(seeds...),
-					kafka.WithDeliveryGuarantee(kafka.ExactlyOnce), kafka.WithTransactionalIDPrefix(prefix+"-dlq"), kafka.WithLogger(quiet()))
+					kafka.WithExactlyOnce(prefix+"-dlq"), kafka.WithLogger(quiet()))
 				if err != nil {
 					t.Fatal(err)
 				}
