@@ -14,6 +14,7 @@ import (
 	"github.com/splitflow/splitflow/connector/kafka"
 	"github.com/splitflow/splitflow/connector/kafka/kafkaflag"
 	"github.com/splitflow/splitflow/runtime"
+	"github.com/splitflow/splitflow/runtime/status"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -323,7 +324,7 @@ func (f *Flags) resolveHTTP(j *Job, getenv func(string) string) []error {
 		token = strings.TrimRight(string(b), "\r\n")
 	}
 	if token != "" {
-		if err := runtime.CheckHTTPToken(token); err != nil {
+		if err := status.CheckToken(token); err != nil {
 			errs = append(errs, err)
 		}
 		h.Token = token
@@ -487,20 +488,22 @@ func (j *Job) RuntimeOptions(logger *slog.Logger) ([]runtime.Option, error) {
 		opts = append(opts, runtime.WithStateDir(j.StateDir))
 	}
 	if h := j.HTTP; h.Addr != "" {
+		var sopts []status.Option
+		addr := h.Addr
 		if j.listener != nil {
-			opts = append(opts, runtime.WithHTTPListener(j.listener))
-		} else {
-			opts = append(opts, runtime.WithHTTP(h.Addr))
+			addr = ""
+			sopts = append(sopts, status.WithListener(j.listener))
 		}
 		if h.Token != "" {
-			opts = append(opts, runtime.WithHTTPToken(h.Token))
+			sopts = append(sopts, status.WithToken(h.Token))
 		}
 		if h.TLS != nil {
-			opts = append(opts, runtime.WithHTTPTLS(h.TLS))
+			sopts = append(sopts, status.WithTLS(h.TLS))
 		}
 		if len(h.AllowedHosts) > 0 {
-			opts = append(opts, runtime.WithHTTPAllowedHosts(h.AllowedHosts...))
+			sopts = append(sopts, status.WithAllowedHosts(h.AllowedHosts...))
 		}
+		opts = append(opts, runtime.WithHTTP(addr, sopts...))
 	}
 	return opts, nil
 }

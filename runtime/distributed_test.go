@@ -22,6 +22,7 @@ import (
 	"github.com/splitflow/splitflow/connector"
 	"github.com/splitflow/splitflow/runtime/checkpoint"
 	"github.com/splitflow/splitflow/runtime/internal/slots"
+	"github.com/splitflow/splitflow/runtime/status"
 )
 
 // recordingShuffle is a Shuffle whose sides are test connectors, and which
@@ -714,9 +715,9 @@ func TestSlotRevokedBeforeItsFirstRecordIsReleasedAtOnce(t *testing.T) {
 }
 
 // A distributed job takes no savepoint yet, and says so: a request while
-// it runs is refused (ErrSavepointRefused, the status server's 409) naming
+// it runs is refused (status.ErrSavepointRefused, the status server's 409) naming
 // why and what to do instead. Before, it answered that no job was running
-// (ErrNoRunningJob, a 503), since a distributed process has no single
+// (status.ErrNoRunningJob, a 503), since a distributed process has no single
 // execution to take one.
 func TestDistributedSavepointIsRefusedNamingWhy(t *testing.T) {
 	c := groupCluster(t)
@@ -735,7 +736,7 @@ func TestDistributedSavepointIsRefusedNamingWhy(t *testing.T) {
 	}
 	for _, stop := range []bool{false, true} {
 		_, err := env.savepoint(ctx, t.TempDir(), stop)
-		if !errors.Is(err, ErrSavepointRefused) || !strings.Contains(err.Error(), "distributed") {
+		if !errors.Is(err, status.ErrSavepointRefused) || !strings.Contains(err.Error(), "distributed") {
 			t.Fatalf("savepoint (stop %v) of a running distributed job: %v; want it refused naming why", stop, err)
 		}
 	}

@@ -382,11 +382,13 @@
 // WithHTTP serves the job's status while Execute runs: Prometheus metrics
 // at /metrics (WithMetricsRegistry to use a registry of your own),
 // /healthz, /readyz (ready once a checkpoint completed since the newest
-// restart), the job as JSON at /api/v1/job (the same JobStatus that
+// restart), the job as JSON at /api/v1/job (the same status.Job that
 // Environment.Status returns from any goroutine) and a live page of the
-// job graph at /. What only reads is open to whoever reaches the address;
-// POST /api/v1/job/stop, a graceful stop, needs the token of
-// WithHTTPToken, and WithHTTPTLS serves HTTPS. The job logs on WithLogger
+// job graph at /. The server, its options and its JSON types are package
+// runtime/status's. What only reads is open to whoever reaches the
+// address; POST /api/v1/job/stop, a graceful stop, and POST
+// /api/v1/savepoints need the token of status.WithToken, and
+// status.WithTLS serves HTTPS. The job logs on WithLogger
 // (default slog.Default()) where each run resumed, every completed
 // checkpoint, split assignments and restarts; WithJobListener calls
 // functions of the program at the same points.
@@ -413,7 +415,7 @@
 // the slot's storage, and a checkpoint is committed only once recorded
 // under its owner's claim, so a paused process that lost its slots
 // commits nothing more and is never restored from. Environment.Status
-// shows the slots a process runs (JobStatus.Distributed). Event time
+// shows the slots a process runs (status.Job's Distributed). Event time
 // crosses a shuffle: each slot writes its watermark, or its idleness, to
 // the shuffle as markers, and the operator after it sees the minimum over
 // the slots that feed it, so windows and event-time timers work as in one

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/splitflow/splitflow/runtime/checkpoint"
+	"github.com/splitflow/splitflow/runtime/status"
 )
 
 // Option configures an Environment.
@@ -92,7 +93,7 @@ func (c *config) validate() error {
 	if c.cancelTimeout < 0 {
 		bad("task cancellation timeout must be >= 0 (0 waits without end), got %v", c.cancelTimeout)
 	}
-	return errors.Join(append(errs, c.state.validate(), c.http.validate(), c.cp.validate(), c.validateDistributed())...)
+	return errors.Join(append(errs, c.state.validate(), c.cp.validate(), c.validateDistributed())...)
 }
 
 // WithParallelism sets the default parallelism of every operator (Flink's
@@ -177,7 +178,7 @@ type Environment struct {
 
 	// httpServer is the WithHTTP server while Execute runs; HTTPAddr
 	// reads it from other goroutines.
-	httpServer atomic.Pointer[statusServer]
+	httpServer atomic.Pointer[status.Server]
 	// running is the execution while Execute runs it, for
 	// TriggerSavepoint and StopWithSavepoint from other goroutines.
 	running atomic.Pointer[execution]
@@ -242,12 +243,15 @@ func (env *Environment) Execute(ctx context.Context, name string) error {
 		return ErrAlreadyExecuted
 	}
 	env.executed = true
-	if l := env.cfg.http.listener; l != nil {
-		// Closed on every path, also when the job is refused before the
-		// server starts; a second Close after the server's is harmless.
-		defer func() { _ = l.Close() }()
+	// The status server holds a status.WithListener listener from here
+	// and closes it on every path, also when the job is refused before
+	// the server starts (Close is once; a started server is stopped
+	// below, earlier).
+	srv, httpErr := env.newHTTP()
+	if srv != nil {
+		defer srv.Close()
 	}
-	if err := env.cfg.validate(); err != nil {
+	if err := errors.Join(env.cfg.validate(), httpErr); err != nil {
 		return fmt.Errorf("job %q: %w", name, err)
 	}
 	if env.cfg.dist != nil {
@@ -289,11 +293,10 @@ func (env *Environment) Execute(ctx context.Context, name string) error {
 	// cancel of ctx would.
 	ctx, stopJob := context.WithCancel(ctx)
 	defer stopJob()
-	srv, err := env.startHTTP(stopJob)
-	if err != nil {
-		return fmt.Errorf("job %q: %w", name, err)
-	}
 	if srv != nil {
+		if err := env.startHTTP(srv, stopJob); err != nil {
+			return fmt.Errorf("job %q: %w", name, err)
+		}
 		defer env.stopHTTP(srv)
 	}
 	if ex == nil {

@@ -10,6 +10,7 @@ import (
 	"github.com/splitflow/splitflow/connector"
 	"github.com/splitflow/splitflow/connector/datagen"
 	"github.com/splitflow/splitflow/runtime"
+	"github.com/splitflow/splitflow/runtime/status"
 )
 
 // The status server: while the job runs, GET /api/v1/job answers with
@@ -26,7 +27,7 @@ func ExampleWithHTTP() {
 	running := make(chan struct{})
 	env := runtime.NewEnvironment(runtime.WithParallelism(2), runtime.WithLogger(quiet),
 		runtime.WithHTTP("127.0.0.1:0"),
-		runtime.WithJobListener(runtime.JobListener{Restored: func(runtime.RestoreStatus) { close(running) }}))
+		runtime.WithJobListener(runtime.JobListener{Restored: func(status.Restore) { close(running) }}))
 	numbers := runtime.FromSource(env, src, "numbers").UID("numbers")
 	runtime.SinkTo(numbers, &discard[int64]{})
 
@@ -41,18 +42,15 @@ func ExampleWithHTTP() {
 		fmt.Println(err)
 		return
 	}
-	var status struct {
-		Name  string `json:"name"`
-		State string `json:"state"`
-	}
-	err = json.NewDecoder(resp.Body).Decode(&status)
+	var job status.Job
+	err = json.NewDecoder(resp.Body).Decode(&job)
 	resp.Body.Close()
 	http.DefaultClient.CloseIdleConnections()
 	if err != nil {
 		fmt.Println(err)
 		return
 	}
-	fmt.Println(resp.Status, status.Name, status.State)
+	fmt.Println(resp.Status, job.Name, job.State)
 
 	stop()
 	fmt.Println("Execute:", <-done, env.Status().State)

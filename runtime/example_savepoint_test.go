@@ -13,6 +13,7 @@ import (
 	"github.com/splitflow/splitflow/connector/datagen"
 	"github.com/splitflow/splitflow/connector/file"
 	"github.com/splitflow/splitflow/runtime"
+	"github.com/splitflow/splitflow/runtime/status"
 )
 
 // numbersJob is a job writing the numbers 0 to 999, generated at 1000 a
@@ -82,7 +83,7 @@ func ExampleEnvironment_StopWithSavepoint() {
 		fmt.Println(err)
 		return
 	}
-	stopped := make(chan runtime.Savepoint, 1)
+	stopped := make(chan status.Savepoint, 1)
 	go func() {
 		<-checkpointed // the job runs: stop it with a savepoint
 		sp, err := first.StopWithSavepoint(context.Background(), savepoints)
@@ -141,7 +142,7 @@ func ExampleEnvironment_TriggerSavepoint() {
 		fmt.Println(err)
 		return
 	}
-	taken := make(chan runtime.Savepoint, 1)
+	taken := make(chan status.Savepoint, 1)
 	go func() {
 		<-checkpointed
 		sp, err := env.TriggerSavepoint(context.Background(), "") // into WithSavepointDir

@@ -15,6 +15,7 @@ import (
 
 	"github.com/splitflow/splitflow/runtime/checkpoint"
 	"github.com/splitflow/splitflow/runtime/internal/coordinator"
+	"github.com/splitflow/splitflow/runtime/status"
 )
 
 // execution is one run of a job graph: Flink's JobMaster reduced to one
@@ -863,7 +864,7 @@ func (ex *execution) restart() {
 	}
 	ex.attempt++
 	ex.restarting = false
-	ex.obs.setState("running")
+	ex.obs.setState(status.StateRunning)
 	var tasks []*task
 	if ex.restartRegion < 0 {
 		ex.startAttempt(rs)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/splitflow/splitflow/metrics"
 	"github.com/splitflow/splitflow/runtime/checkpoint"
+	"github.com/splitflow/splitflow/runtime/status"
 )
 
 // What the engine measures, and how it stays off the hot path:
@@ -77,9 +78,9 @@ type observer struct {
 
 	mu         sync.Mutex
 	name       string
-	state      string
+	state      status.State
 	start      time.Time
-	graph      GraphStatus
+	graph      status.Graph
 	tasks      []*taskStats // current attempt, by vertex then subtask
 	cpEnabled  bool
 	cpInterval time.Duration
@@ -90,22 +91,22 @@ type observer struct {
 	sinceRestart int64
 	recent       []*checkpointRecord // oldest first, at most recentCheckpoints
 	restarts     int
-	lastFailure  *FailureStatus
-	restore      *RestoreStatus
-	savepoints   []Savepoint
+	lastFailure  *status.Failure
+	restore      *status.Restore
+	savepoints   []status.Savepoint
 	// dist is a distributed job's share in this process (slotstatus.go).
-	dist *DistributedStatus
+	dist *status.Distributed
 }
 
 type checkpointRecord struct {
-	st      CheckpointStatus
+	st      status.Checkpoint
 	started time.Time // monotonic, for the duration
 	// files are the shared files counted into st.FullSizeBytes.
 	files map[string]bool
 }
 
 func newObserver(reg *prometheus.Registry) *observer {
-	o := &observer{prom: reg, state: "created", slotM: newSlotMetrics()}
+	o := &observer{prom: reg, state: status.StateCreated, slotM: newSlotMetrics()}
 	o.cpTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: metrics.Namespace, Name: "checkpoints_total",
 		Help: "Checkpoints that ended, by result (completed, failed).",
@@ -339,20 +340,20 @@ func newTaskStats(t *task, vertex int, prev *taskStats) *taskStats {
 // Observer updates, from the master goroutine.
 
 func (o *observer) jobStarted(ex *execution) {
-	g := GraphStatus{}
+	g := status.Graph{}
 	for _, c := range ex.g.chains {
-		v := VertexStatus{ID: c.id, Name: c.name(), Parallelism: c.parallelism}
+		v := status.Vertex{ID: c.id, Name: c.name(), Parallelism: c.parallelism}
 		for _, n := range c.nodes {
 			v.Operators = append(v.Operators, n.name)
 		}
 		g.Vertices = append(g.Vertices, v)
 		for _, e := range c.inEdges {
-			g.Edges = append(g.Edges, EdgeStatus{From: ex.g.chain[e.from].id, To: c.id, Partitioning: partitioningName(e.kind)})
+			g.Edges = append(g.Edges, status.Edge{From: ex.g.chain[e.from].id, To: c.id, Partitioning: partitioningName(e.kind)})
 		}
 	}
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	o.state, o.start, o.graph = "running", time.Now(), g
+	o.state, o.start, o.graph = status.StateRunning, time.Now(), g
 	if ex.name != "" {
 		o.name = ex.name
 	}
@@ -419,7 +420,7 @@ func (o *observer) taskExited(s *taskStats, err error) {
 	o.mu.Unlock()
 }
 
-func (o *observer) setState(st string) {
+func (o *observer) setState(st status.State) {
 	o.mu.Lock()
 	o.state = st
 	o.mu.Unlock()
@@ -428,7 +429,7 @@ func (o *observer) setState(st string) {
 // failedWith records the newest failure: of task t, or of a coordinator or of
 // checkpointing when t is nil.
 func (o *observer) failedWith(t *task, err error) {
-	f := &FailureStatus{Time: time.Now(), Error: statusText(err)}
+	f := &status.Failure{Time: time.Now(), Error: statusText(err)}
 	var oe *OperatorError
 	switch {
 	case t != nil:
@@ -448,7 +449,7 @@ func (o *observer) failedWith(t *task, err error) {
 func (o *observer) restarted(n int) {
 	o.restartsC.Inc()
 	o.mu.Lock()
-	o.restarts, o.state, o.sinceRestart = n, "restarting", 0
+	o.restarts, o.state, o.sinceRestart = n, status.StateRestarting, 0
 	o.mu.Unlock()
 }
 
@@ -462,7 +463,7 @@ func (o *observer) checkpointTriggered(slot int, id int64, at time.Time) {
 	if o.find(slot, id) != nil {
 		return
 	}
-	o.addRecord(&checkpointRecord{st: CheckpointStatus{ID: id, Slot: slotOf(slot), Status: "in_progress", TriggerTime: at}, started: time.Now()})
+	o.addRecord(&checkpointRecord{st: status.Checkpoint{ID: id, Slot: slotOf(slot), Status: "in_progress", TriggerTime: at}, started: time.Now()})
 }
 
 // addRecord appends r to the history, dropping the oldest beyond
@@ -527,12 +528,12 @@ func (o *observer) checkpointProgress(slot int, id int64, s checkpointSizes) {
 
 // checkpointEnded records the end of checkpoint id and returns its
 // status; err nil means completed.
-func (o *observer) checkpointEnded(slot int, id int64, err error) CheckpointStatus {
+func (o *observer) checkpointEnded(slot int, id int64, err error) status.Checkpoint {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	r := o.find(slot, id)
 	if r == nil {
-		r = &checkpointRecord{st: CheckpointStatus{ID: id, Slot: slotOf(slot), TriggerTime: time.Now()}, started: time.Now()}
+		r = &checkpointRecord{st: status.Checkpoint{ID: id, Slot: slotOf(slot), TriggerTime: time.Now()}, started: time.Now()}
 		o.addRecord(r)
 	}
 	d := time.Since(r.started)
@@ -628,12 +629,12 @@ func (t *task) metricGroup(info opInfo) *metrics.Group {
 // jobEnded sets the final state: failed with an error, cancelled when ctx
 // was cancelled, finished otherwise.
 func (o *observer) jobEnded(ctx context.Context, err error) {
-	st := "finished"
+	st := status.StateFinished
 	switch {
 	case err != nil:
-		st = "failed"
+		st = status.StateFailed
 	case ctx.Err() != nil:
-		st = "cancelled"
+		st = status.StateCancelled
 	}
 	o.setState(st)
 }

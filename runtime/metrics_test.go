@@ -14,6 +14,8 @@ import (
 	"github.com/splitflow/splitflow/metrics/metricstest"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/splitflow/splitflow/runtime/status"
 )
 
 // The records counters of every operator equal the records that flowed
@@ -196,7 +198,7 @@ func TestStatusWhileRunning(t *testing.T) {
 	}
 
 	deadline := time.Now().Add(10 * time.Second)
-	var st JobStatus
+	var st status.Job
 	for {
 		st = env.Status()
 		if st.State == "running" && st.Checkpoints.Completed > 0 && liveTasks(st) {
@@ -248,7 +250,7 @@ func TestStatusWhileRunning(t *testing.T) {
 
 // liveTasks reports that every task moved records, and that each source
 // task holds its split and has a watermark.
-func liveTasks(st JobStatus) bool {
+func liveTasks(st status.Job) bool {
 	if len(st.Tasks) != 4 {
 		return false
 	}

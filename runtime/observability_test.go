@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/splitflow/splitflow/metrics/metricstest"
+	"github.com/splitflow/splitflow/runtime/status"
 )
 
 // loggedCheckpoint is one "checkpoint completed" line of the job log.
@@ -118,7 +119,7 @@ func TestCheckpointObservability(t *testing.T) {
 		// of the files it replaced, so the cache may be empty again at
 		// the end.
 		var maxCache float64
-		status := func() CheckpointsStatus {
+		checkpoints := func() status.Checkpoints {
 			cache, _ := metricstest.Sum(t, reg, "splitflow_state_block_cache_bytes", nil)
 			maxCache = max(maxCache, cache)
 			if cache > DefaultStateBlockCacheSize {
@@ -136,15 +137,15 @@ func TestCheckpointObservability(t *testing.T) {
 		// change, then read the state metrics of the running job.
 		for deadline := time.Now().Add(20 * time.Second); src.holding.Load() == 0; {
 			if time.Now().After(deadline) {
-				t.Fatalf("the source never reached its last record: %+v", status())
+				t.Fatalf("the source never reached its last record: %+v", checkpoints())
 			}
-			status()
+			checkpoints()
 			time.Sleep(time.Millisecond)
 		}
-		held := status().Completed
-		for deadline := time.Now().Add(20 * time.Second); status().Completed < held+3; {
+		held := checkpoints().Completed
+		for deadline := time.Now().Add(20 * time.Second); checkpoints().Completed < held+3; {
 			if time.Now().After(deadline) {
-				t.Fatalf("no checkpoints while the last record is held: %+v", status())
+				t.Fatalf("no checkpoints while the last record is held: %+v", checkpoints())
 			}
 			time.Sleep(time.Millisecond)
 		}
@@ -170,7 +171,7 @@ func TestCheckpointObservability(t *testing.T) {
 			t.Fatalf("%d checkpoints logged as completed, status says %d; want equal and at least 5", len(logged), st.Checkpoints.Completed)
 		}
 		// The status's recent checkpoints say what their log lines say.
-		var newest *CheckpointStatus
+		var newest *status.Checkpoint
 		for i, c := range st.Checkpoints.Recent {
 			if c.Status != "completed" {
 				continue

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/splitflow/splitflow/runtime/checkpoint"
+	"github.com/splitflow/splitflow/runtime/status"
 )
 
 // checkpointConfig holds the checkpointing and failover options.
@@ -350,7 +351,7 @@ type JobListener struct {
 	// (r.Checkpoint > 0, with its path, time and the sources' positions)
 	// or a fresh start (r.Checkpoint == 0). It comes before any task of
 	// the attempt starts.
-	Restored func(r RestoreStatus)
+	Restored func(r status.Restore)
 }
 
 // WithJobListener sets the job's listener (default: none).

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/splitflow/splitflow/runtime/checkpoint"
+	"github.com/splitflow/splitflow/runtime/status"
 )
 
 // reportRestore says where an attempt resumes, once it is decided: in the
@@ -16,7 +17,7 @@ import (
 // to the job listener (Restored). rs is nil for a fresh start. Called on
 // the master goroutine at the start and at every restart.
 func (ex *execution) reportRestore(rs *restoredState) {
-	st := RestoreStatus{Time: time.Now()}
+	st := status.Restore{Time: time.Now()}
 	if rs == nil || rs.chk == nil {
 		st.Message = "no checkpoint: fresh start"
 		if ex.storage == nil {
@@ -37,7 +38,7 @@ func (ex *execution) reportRestore(rs *restoredState) {
 			if n.source == nil {
 				continue
 			}
-			pos := SourcePosition{Operator: n.name, UID: n.uid, Splits: []string{}}
+			pos := status.SourcePosition{Operator: n.name, UID: n.uid, Splits: []string{}}
 			old, err := rs.subtasks(n.uid)
 			if err == nil {
 				var splits []string
@@ -80,7 +81,7 @@ func (ex *execution) checkpointPath(id int64) string {
 }
 
 // savepointCompleted adds sp to the status, keeping the newest 10.
-func (o *observer) savepointCompleted(sp Savepoint) {
+func (o *observer) savepointCompleted(sp status.Savepoint) {
 	o.mu.Lock()
 	o.savepoints = append(o.savepoints, sp)
 	if n := len(o.savepoints); n > 10 {
@@ -90,13 +91,14 @@ func (o *observer) savepointCompleted(sp Savepoint) {
 }
 
 // restored records where the current attempt resumed.
-func (o *observer) restored(st RestoreStatus) {
+func (o *observer) restored(st status.Restore) {
 	o.mu.Lock()
 	o.restore = &st
 	o.mu.Unlock()
 }
 
-func (st *RestoreStatus) clone() *RestoreStatus {
+// cloneRestore is a deep copy of st, nil for nil.
+func cloneRestore(st *status.Restore) *status.Restore {
 	if st == nil {
 		return nil
 	}

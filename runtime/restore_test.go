@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/splitflow/splitflow/runtime/checkpoint"
+	"github.com/splitflow/splitflow/runtime/status"
 )
 
 func identity(v int64) (int64, error) { return v, nil }
@@ -478,8 +479,8 @@ func TestStateWritesRunOffTheMasterGoroutine(t *testing.T) {
 func TestRestoreIsReported(t *testing.T) {
 	dir := t.TempDir()
 	store := newTxnStore()
-	var events []RestoreStatus
-	listener := WithJobListener(JobListener{Restored: func(r RestoreStatus) { events = append(events, r) }})
+	var events []status.Restore
+	listener := WithJobListener(JobListener{Restored: func(r status.Restore) { events = append(events, r) }})
 
 	died := make(chan struct{})
 	var once sync.Once

@@ -11,31 +11,8 @@ import (
 	"time"
 
 	"github.com/splitflow/splitflow/runtime/checkpoint"
+	"github.com/splitflow/splitflow/runtime/status"
 )
-
-// ErrNoRunningJob is returned by TriggerSavepoint and StopWithSavepoint
-// when no Execute of the Environment is running (not started yet, or
-// ended).
-var ErrNoRunningJob = errors.New("no job is running on this environment")
-
-// ErrSavepointRefused is wrapped by the errors of TriggerSavepoint and
-// StopWithSavepoint for a request the job cannot take in its state:
-// checkpoints off, the job stopping or restarting, no target given, a
-// target inside the job's own checkpoint storage, or a distributed job
-// (WithDistributed), which takes none yet. Nothing was written.
-var ErrSavepointRefused = errors.New("savepoint refused")
-
-// Savepoint is a completed savepoint: where it is and which checkpoint of
-// the job it copies.
-type Savepoint struct {
-	// Path is the savepoint's directory or s3:// URL, what
-	// WithRestoreFrom takes.
-	Path string `json:"path"`
-	// Checkpoint is the id of the job's checkpoint it copies.
-	Checkpoint int64 `json:"checkpoint"`
-	// TakenAt is when that checkpoint was triggered.
-	TakenAt time.Time `json:"takenAt"`
-}
 
 // WithRestoreFrom starts the job from a savepoint or checkpoint at path
 // (Flink's --fromSavepoint): a savepoint's directory or s3:// URL
@@ -102,9 +79,9 @@ func WithSavepointDir(dir string) Option {
 // it commits none of them again (this job may have reused their ids by
 // then). Safe from any goroutine while Execute
 // runs. ctx bounds the wait, not the savepoint: one already triggered
-// completes. Errors: ErrNoRunningJob, ErrSavepointRefused, or the failure
+// completes. Errors: status.ErrNoRunningJob, status.ErrSavepointRefused, or the failure
 // of the checkpoint or of its copy.
-func (env *Environment) TriggerSavepoint(ctx context.Context, target string) (Savepoint, error) {
+func (env *Environment) TriggerSavepoint(ctx context.Context, target string) (status.Savepoint, error) {
 	return env.savepoint(ctx, target, false)
 }
 
@@ -117,7 +94,7 @@ func (env *Environment) TriggerSavepoint(ctx context.Context, target string) (Sa
 // job has ended, with the savepoint; if the job failed after the savepoint
 // was complete, both (the savepoint is whole: a job started from it
 // commits what it prepared). Errors as TriggerSavepoint's.
-func (env *Environment) StopWithSavepoint(ctx context.Context, target string) (Savepoint, error) {
+func (env *Environment) StopWithSavepoint(ctx context.Context, target string) (status.Savepoint, error) {
 	return env.savepoint(ctx, target, true)
 }
 
@@ -130,41 +107,41 @@ type savepointRequest struct {
 }
 
 type savepointResult struct {
-	sp  Savepoint
+	sp  status.Savepoint
 	err error
 }
 
-func (r *savepointRequest) reply(sp Savepoint, err error) {
+func (r *savepointRequest) reply(sp status.Savepoint, err error) {
 	select {
 	case r.done <- savepointResult{sp, err}:
 	default: // answered already
 	}
 }
 
-func (env *Environment) savepoint(ctx context.Context, target string, stop bool) (Savepoint, error) {
+func (env *Environment) savepoint(ctx context.Context, target string, stop bool) (status.Savepoint, error) {
 	if d := env.cfg.dist; d != nil {
 		// Each slot checkpoints alone, in whichever process owns it; a
 		// savepoint would be one of every slot, which no process can
 		// take by itself.
-		return Savepoint{}, fmt.Errorf("%w: job %q is distributed, and a distributed job takes no savepoint yet; its slots' checkpoints under the checkpoint root are its restore points: stop every process (each slot ends with a final checkpoint) and start them again with the same job name and checkpoint root to go on from there",
-			ErrSavepointRefused, d.Job)
+		return status.Savepoint{}, fmt.Errorf("%w: job %q is distributed, and a distributed job takes no savepoint yet; its slots' checkpoints under the checkpoint root are its restore points: stop every process (each slot ends with a final checkpoint) and start them again with the same job name and checkpoint root to go on from there",
+			status.ErrSavepointRefused, d.Job)
 	}
 	ex := env.running.Load()
 	if ex == nil {
-		return Savepoint{}, ErrNoRunningJob
+		return status.Savepoint{}, status.ErrNoRunningJob
 	}
 	if target == "" {
 		target = env.cfg.cp.savepointDir
 	}
 	if target == "" {
-		return Savepoint{}, fmt.Errorf("%w: no target: name a directory or s3://bucket/prefix, or set WithSavepointDir", ErrSavepointRefused)
+		return status.Savepoint{}, fmt.Errorf("%w: no target: name a directory or s3://bucket/prefix, or set WithSavepointDir", status.ErrSavepointRefused)
 	}
 	req := &savepointRequest{target: target, stop: stop, done: make(chan savepointResult, 1)}
 	if !ex.master.put(priorityDefault, mail{name: "savepoint", run: func() error {
 		ex.requestSavepoint(req)
 		return nil
 	}}) {
-		return Savepoint{}, ErrNoRunningJob
+		return status.Savepoint{}, status.ErrNoRunningJob
 	}
 	select {
 	case r := <-req.done:
@@ -174,10 +151,10 @@ func (env *Environment) savepoint(ctx context.Context, target string, stop bool)
 		case r := <-req.done:
 			return r.sp, r.err
 		default:
-			return Savepoint{}, fmt.Errorf("savepoint: the job ended before it was taken: %w", ErrNoRunningJob)
+			return status.Savepoint{}, fmt.Errorf("savepoint: the job ended before it was taken: %w", status.ErrNoRunningJob)
 		}
 	case <-ctx.Done():
-		return Savepoint{}, ctx.Err()
+		return status.Savepoint{}, ctx.Err()
 	}
 }
 
@@ -186,7 +163,7 @@ func (env *Environment) savepoint(ctx context.Context, target string, stop bool)
 // final checkpoint is the savepoint.
 func (ex *execution) requestSavepoint(req *savepointRequest) {
 	refuse := func(format string, args ...any) {
-		req.reply(Savepoint{}, fmt.Errorf("%w: %s", ErrSavepointRefused, fmt.Sprintf(format, args...)))
+		req.reply(status.Savepoint{}, fmt.Errorf("%w: %s", status.ErrSavepointRefused, fmt.Sprintf(format, args...)))
 	}
 	switch {
 	case ex.cc == nil:
@@ -276,9 +253,9 @@ func (ex *execution) savepointPersisted(id int64, final bool, taken time.Time) {
 		copied.id = id
 		chk, err := storage.Load(id)
 		for _, req := range reqs {
-			sp, werr := Savepoint{}, err
+			sp, werr := status.Savepoint{}, err
 			if werr == nil {
-				sp = Savepoint{Path: checkpoint.SavepointPath(req.target, id, taken), Checkpoint: id, TakenAt: taken}
+				sp = status.Savepoint{Path: checkpoint.SavepointPath(req.target, id, taken), Checkpoint: id, TakenAt: taken}
 				_, werr = checkpoint.WriteSavepoint(chk, sp.Path, "", checkpoint.WithLogger(log))
 			}
 			if werr != nil {
@@ -362,7 +339,7 @@ func (ex *execution) markWhenCommitted(c copiedSavepoint) {
 // savepointAborted fails the savepoints waiting for checkpoint id.
 func (ex *execution) savepointAborted(id int64, err error) {
 	for _, req := range ex.savepointFor[id] {
-		req.reply(Savepoint{}, fmt.Errorf("savepoint: checkpoint %d aborted: %w", id, err))
+		req.reply(status.Savepoint{}, fmt.Errorf("savepoint: checkpoint %d aborted: %w", id, err))
 	}
 	delete(ex.savepointFor, id)
 }
@@ -370,12 +347,12 @@ func (ex *execution) savepointAborted(id int64, err error) {
 // endSavepoints answers every request left when the job has ended; the
 // stop's with its savepoint and how the job ended after it.
 func (ex *execution) endSavepoints() {
-	gone := fmt.Errorf("savepoint: the job ended before it was taken: %w", ErrNoRunningJob)
+	gone := fmt.Errorf("savepoint: the job ended before it was taken: %w", status.ErrNoRunningJob)
 	if ex.err != nil {
 		gone = fmt.Errorf("savepoint: the job ended before it was taken: %w", ex.err)
 	}
 	for _, req := range ex.savepointQueue {
-		req.reply(Savepoint{}, gone)
+		req.reply(status.Savepoint{}, gone)
 	}
 	ex.savepointQueue = nil
 	for id := range ex.savepointFor {
@@ -384,7 +361,7 @@ func (ex *execution) endSavepoints() {
 	if req := ex.stopSavepoint; req != nil {
 		switch r := ex.stopResult.Load(); {
 		case r == nil:
-			req.reply(Savepoint{}, fmt.Errorf("stop with savepoint: the job ended without a final checkpoint: %w", cmpErr(ex.err, errors.New("no checkpoint could complete"))))
+			req.reply(status.Savepoint{}, fmt.Errorf("stop with savepoint: the job ended without a final checkpoint: %w", cmpErr(ex.err, errors.New("no checkpoint could complete"))))
 		case r.err == nil && ex.err != nil:
 			req.reply(r.sp, fmt.Errorf("stop with savepoint: the savepoint at %s is complete, but the job failed after it: %w", r.sp.Path, ex.err))
 		default:
@@ -424,12 +401,6 @@ func WithSavepointTargetsAnywhere() Option {
 	return optionFunc(func(c *config) { c.cp.savepointAnywhere = true })
 }
 
-// ErrSavepointTarget is wrapped by the error of a savepoint request over
-// the status server whose target lies outside the savepoint root
-// (WithSavepointDir) of a job that confines them: POST /api/v1/savepoints
-// answers it with 400 Bad Request. Nothing was written.
-var ErrSavepointTarget = errors.New("savepoint target refused")
-
 // confineSavepointTarget resolves the target of a savepoint requested over
 // the status server against root, the job's WithSavepointDir: a relative
 // target is a directory under root; an absolute path or s3:// URL must lie
@@ -445,7 +416,7 @@ func confineSavepointTarget(root, target string) (string, error) {
 		return "", nil
 	}
 	refuse := func(why string) (string, error) {
-		return "", fmt.Errorf("%w: target %q %s", ErrSavepointTarget, target, why)
+		return "", fmt.Errorf("%w: target %q %s", status.ErrSavepointTarget, target, why)
 	}
 	if root == "" {
 		return refuse("names a place, but the job sets no savepoint root (WithSavepointDir) to confine it to: send no target, or set WithSavepointDir (or WithSavepointTargetsAnywhere to allow any target)")
@@ -471,7 +442,7 @@ func confineSavepointTarget(root, target string) (string, error) {
 		// path, so "%2e%2e" is a ".." segment and "%2F" a slash there.
 		rb, rp, err := checkpoint.ParseS3URL(root)
 		if err != nil {
-			return "", fmt.Errorf("%w: the savepoint root: %w", ErrSavepointTarget, err)
+			return "", fmt.Errorf("%w: the savepoint root: %w", status.ErrSavepointTarget, err)
 		}
 		tb, tp, err := checkpoint.ParseS3URL(resolved)
 		if err != nil {
@@ -493,7 +464,7 @@ func confineSavepointTarget(root, target string) (string, error) {
 	}
 	absRoot, err := filepath.Abs(root)
 	if err != nil {
-		return "", fmt.Errorf("%w: the savepoint root %s: %w", ErrSavepointTarget, root, err)
+		return "", fmt.Errorf("%w: the savepoint root %s: %w", status.ErrSavepointTarget, root, err)
 	}
 	rel, err := filepath.Rel(absRoot, filepath.Clean(target))
 	if err != nil || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/splitflow/splitflow/internal/s3test"
 	"github.com/splitflow/splitflow/runtime/checkpoint"
+	"github.com/splitflow/splitflow/runtime/status"
 )
 
 // keyedSavepointJob is a running count per key (v % 7) on the chosen
@@ -71,7 +72,7 @@ func keyedSavepointRoundTrip(t *testing.T, backend func() Option, from, to int, 
 			t.Fatalf("pebble savepoint %s holds no shared files; the test would not restore any", sp.Path)
 		}
 	}
-	var restores []RestoreStatus
+	var restores []status.Restore
 	var mu sync.Mutex
 	var restarts int
 	// The last record of every split fails once: late enough that the
@@ -84,7 +85,7 @@ func keyedSavepointRoundTrip(t *testing.T, backend func() Option, from, to int, 
 	env := keyedSavepointJob(to, 16, src2, true, failAt, store, WithCheckpointDir(cpDir2), WithRestoreFrom(sp.Path),
 		WithRestartStrategy(FixedDelayRestart(10, time.Millisecond)), backend(),
 		WithJobListener(JobListener{
-			Restored: func(r RestoreStatus) {
+			Restored: func(r status.Restore) {
 				mu.Lock()
 				defer mu.Unlock()
 				restores = append(restores, r)

@@ -7,7 +7,26 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/splitflow/splitflow/runtime/status"
 )
+
+// startTestHTTP serves the status server of an Environment built with
+// opts (WithHTTP among them), without a job, until the test ends, and
+// returns its address.
+func startTestHTTP(t *testing.T, opts ...Option) string {
+	t.Helper()
+	env := NewEnvironment(append([]Option{WithLogger(discardLogger())}, opts...)...)
+	s, err := env.newHTTP()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := env.startHTTP(s, func() {}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { env.stopHTTP(s) })
+	return env.HTTPAddr()
+}
 
 // Rule: a savepoint requested over the status server goes under the job's
 // savepoint root (WithSavepointDir): a target with a ".." segment, an
@@ -18,7 +37,7 @@ import (
 // could.
 func TestHTTPSavepointTargetIsConfinedToTheSavepointRoot(t *testing.T) {
 	root := t.TempDir()
-	addr := startTestHTTP(t, WithSavepointDir(root), WithHTTPToken(testToken))
+	addr := startTestHTTP(t, WithSavepointDir(root), WithHTTP("127.0.0.1:0", status.WithToken(testToken)))
 	post := func(target string) (int, string) {
 		t.Helper()
 		b, _ := json.Marshal(map[string]string{"target": target})
@@ -82,8 +101,8 @@ func TestS3SavepointTargetIsConfinedToTheSavepointRoot(t *testing.T) {
 			if got != "" || err != nil {
 				t.Errorf("no target: %q %v, want the root's default", got, err)
 			}
-		case tc.want == "" && !errors.Is(err, ErrSavepointTarget):
-			t.Errorf("target %q: %q %v, want refused with ErrSavepointTarget", tc.target, got, err)
+		case tc.want == "" && !errors.Is(err, status.ErrSavepointTarget):
+			t.Errorf("target %q: %q %v, want refused with status.ErrSavepointTarget", tc.target, got, err)
 		case tc.want != "" && (got != tc.want || err != nil):
 			t.Errorf("target %q: %q %v, want %q", tc.target, got, err, tc.want)
 		}

@@ -2,10 +2,8 @@ package runtime
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -15,11 +13,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/splitflow/splitflow/connector"
 	"github.com/splitflow/splitflow/connector/file"
 	"github.com/splitflow/splitflow/internal/s3test"
 	"github.com/splitflow/splitflow/runtime/checkpoint"
+	"github.com/splitflow/splitflow/runtime/status"
 )
 
 // savepointJob is rangeJob's graph, optionally with one more (stateless)
@@ -65,7 +63,7 @@ func committedOnce(t *testing.T, store *txnStore) map[int64]bool {
 
 // stopAfter runs env, stops it with a savepoint into target once
 // checkpoint 2 completed, and returns the savepoint.
-func stopAfter(t *testing.T, env *Environment, src *rangeSrc, target string) Savepoint {
+func stopAfter(t *testing.T, env *Environment, src *rangeSrc, target string) status.Savepoint {
 	t.Helper()
 	// The readers stop half-way through their first split until the stop
 	// has returned: on a loaded machine the job could otherwise read all
@@ -81,7 +79,7 @@ func stopAfter(t *testing.T, env *Environment, src *rangeSrc, target string) Sav
 			once.Do(func() { close(second) })
 		}
 	}}
-	var sp Savepoint
+	var sp status.Savepoint
 	var spErr error
 	var wg sync.WaitGroup
 	wg.Go(func() {
@@ -120,10 +118,10 @@ func TestStopWithSavepointRestoresChangedJobExactlyOnce(t *testing.T) {
 	if err := os.RemoveAll(dir1); err != nil {
 		t.Fatal(err)
 	}
-	var restored RestoreStatus
+	var restored status.Restore
 	j2 := &rangeJob{par: 3, splits: splits, perSplit: perSplit, sink: &txnSink2PC{store: store}}
 	j2.opts = []Option{WithCheckpointInterval(5 * time.Millisecond), WithCheckpointDir(t.TempDir()), WithRestoreFrom(sp.Path),
-		WithJobListener(JobListener{Restored: func(r RestoreStatus) { restored = r }})}
+		WithJobListener(JobListener{Restored: func(r status.Restore) { restored = r }})}
 	if err := savepointJob(j2, true, "sink").Execute(testCtx(t), "second"); err != nil {
 		t.Fatal(err)
 	}
@@ -203,7 +201,7 @@ func TestRestoreFromMissingSavepointFails(t *testing.T) {
 // no job running says so.
 func TestSavepointRefusals(t *testing.T) {
 	env := NewEnvironment()
-	if _, err := env.TriggerSavepoint(context.Background(), t.TempDir()); !errors.Is(err, ErrNoRunningJob) {
+	if _, err := env.TriggerSavepoint(context.Background(), t.TempDir()); !errors.Is(err, status.ErrNoRunningJob) {
 		t.Fatalf("no job: %v", err)
 	}
 	dir := t.TempDir()
@@ -227,56 +225,9 @@ func TestSavepointRefusals(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, want := range []string{"no target", "inside the job's checkpoint storage"} {
-		if err := <-errs; !errors.Is(err, ErrSavepointRefused) || !strings.Contains(err.Error(), want) {
+		if err := <-errs; !errors.Is(err, status.ErrSavepointRefused) || !strings.Contains(err.Error(), want) {
 			t.Fatalf("%v, want a refusal saying %q", err, want)
 		}
-	}
-}
-
-// Rule: POST /api/v1/savepoints changes the job, so it needs the token;
-// with it, it answers the savepoint as JSON, and errors as JSON with a
-// status code.
-func TestSavepointEndpoint(t *testing.T) {
-	var gotTarget string
-	var gotStop bool
-	ctl := jobControl{token: testToken, log: discardLogger(), savepointAnywhere: true, savepoint: func(_ context.Context, target string, stop bool) (Savepoint, error) {
-		gotTarget, gotStop = target, stop
-		if target == "conflict" {
-			return Savepoint{}, ErrSavepointRefused
-		}
-		return Savepoint{Path: target + "/savepoint-3-t", Checkpoint: 3}, nil
-	}}
-	srv := httptest.NewServer(newStatusHandler(fakeStatus(time.Now()), prometheus.NewRegistry(), ctl))
-	defer srv.Close()
-	post := func(body, token string) (int, map[string]any) {
-		req, _ := http.NewRequest(http.MethodPost, srv.URL+"/api/v1/savepoints", strings.NewReader(body))
-		if token != "" {
-			req.Header.Set("Authorization", "Bearer "+token)
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		var out map[string]any
-		_ = json.NewDecoder(resp.Body).Decode(&out)
-		return resp.StatusCode, out
-	}
-	if code, _ := post(`{"target":"/sp"}`, ""); code != http.StatusUnauthorized || gotTarget != "" {
-		t.Fatalf("without token: %d (target reached: %q)", code, gotTarget)
-	}
-	code, out := post(`{"target":"/sp","stop":true}`, testToken)
-	if code != http.StatusOK || out["path"] != "/sp/savepoint-3-t" || out["checkpoint"] != float64(3) || !gotStop {
-		t.Fatalf("with token: %d %v (stop %v)", code, out, gotStop)
-	}
-	if code, out := post(`{"target":"conflict"}`, testToken); code != http.StatusConflict || out["error"] == nil {
-		t.Fatalf("refused: %d %v", code, out)
-	}
-	if code, out := post(`{"targt":"x"}`, testToken); code != http.StatusBadRequest || out["error"] == nil {
-		t.Fatalf("bad body: %d %v", code, out)
-	}
-	if code, _ := post(``, testToken); code != http.StatusOK || gotTarget != "" {
-		t.Fatalf("empty body: %d, target %q", code, gotTarget)
 	}
 }
 
@@ -338,7 +289,7 @@ func TestSavepointCopyKeepsTheMasterServing(t *testing.T) {
 	waitCheckpoint(0, "of the job's start")
 
 	type result struct {
-		sp  Savepoint
+		sp  status.Savepoint
 		err error
 	}
 	triggered := make(chan result, 1)
@@ -377,7 +328,7 @@ func TestSavepointCopyKeepsTheMasterServing(t *testing.T) {
 		t.Fatalf("Execute after a stop with savepoint: %v", err)
 	}
 	execErr <- nil // for the deferred wait
-	for _, sp := range []Savepoint{tr.sp, st.sp} {
+	for _, sp := range []status.Savepoint{tr.sp, st.sp} {
 		c, err := checkpoint.OpenRestorePoint(sp.Path)
 		if err != nil {
 			t.Fatalf("savepoint %s: %v", sp.Path, err)
@@ -462,14 +413,14 @@ func TestRestoringASavepointNeverReportsLossOfWhatItsJobCommitted(t *testing.T) 
 // after the savepoint, so the savepoint is taken while input flows and the
 // job goes on past it. It returns the savepoint and the newest checkpoint
 // the job completed.
-func runWithSavepointMidFlow(t *testing.T, j *rangeJob, env *Environment) (Savepoint, int64) {
+func runWithSavepointMidFlow(t *testing.T, j *rangeJob, env *Environment) (status.Savepoint, int64) {
 	t.Helper()
 	release := make(chan struct{})
 	var released sync.Once
 	releaseAll := func() { released.Do(func() { close(release) }) }
 	j.src.hold = func(v int64) bool { return v%2000 >= 1000 }
 	j.src.release = release
-	var sp Savepoint
+	var sp status.Savepoint
 	var spErr error
 	var last, past atomic.Int64
 	started := make(chan struct{})

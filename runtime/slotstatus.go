@@ -7,41 +7,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/splitflow/splitflow/metrics"
+	"github.com/splitflow/splitflow/runtime/status"
 )
-
-// DistributedStatus is a process's share of a distributed job
-// (WithDistributed): the group member it is and the slots it runs.
-type DistributedStatus struct {
-	Job string `json:"job"`
-	// Member is the process's member id in the job's consumer group; ""
-	// before it joined.
-	Member string `json:"member,omitempty"`
-	// Slots are the slots the process runs now, by slot.
-	Slots []SlotStatus `json:"slots"`
-	// Rebalances counts the group's assignment changes this process took
-	// part in.
-	Rebalances int `json:"rebalances"`
-}
-
-// SlotStatus is one slot a process runs.
-type SlotStatus struct {
-	Slot int `json:"slot"`
-	// Generation is the group generation the slot was assigned in; Epoch
-	// the epoch of this process's claim in the slot's log (0 while it is
-	// being claimed).
-	Generation int64 `json:"generation"`
-	Epoch      int64 `json:"epoch,omitempty"`
-	// Restored is the checkpoint the slot was restored from (its log's
-	// restore point); 0 for a fresh slot or while it is being claimed.
-	Restored int64 `json:"restored,omitempty"`
-	// Savepoint is the savepoint the slot took its share of, its log
-	// naming no checkpoint (WithRestoreFrom, or the job's start record).
-	Savepoint string `json:"savepoint,omitempty"`
-	// Since is when the slot was assigned to this process.
-	Since time.Time `json:"since"`
-	// Running: claimed and restored, its tasks run.
-	Running bool `json:"running"`
-}
 
 // slotMetrics are a distributed job's metrics; registered with the rest
 // (observer.attach), flat for a job of one process.
@@ -77,7 +44,7 @@ func (m slotMetrics) collectors() []prometheus.Collector {
 func (o *observer) distStarted(job string) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	o.dist = &DistributedStatus{Job: job, Slots: []SlotStatus{}}
+	o.dist = &status.Distributed{Job: job, Slots: []status.Slot{}}
 }
 
 // slotChange records one rebalance step: member, the slots assigned (in
@@ -90,14 +57,14 @@ func (o *observer) slotChange(member string, gen int64, assigned, revoked []int)
 	}
 	o.dist.Member = member
 	o.dist.Rebalances++
-	o.dist.Slots = slices.DeleteFunc(o.dist.Slots, func(s SlotStatus) bool {
+	o.dist.Slots = slices.DeleteFunc(o.dist.Slots, func(s status.Slot) bool {
 		return slices.Contains(revoked, s.Slot) || slices.Contains(assigned, s.Slot)
 	})
 	now := time.Now()
 	for _, s := range assigned {
-		o.dist.Slots = append(o.dist.Slots, SlotStatus{Slot: s, Generation: gen, Since: now})
+		o.dist.Slots = append(o.dist.Slots, status.Slot{Slot: s, Generation: gen, Since: now})
 	}
-	slices.SortFunc(o.dist.Slots, func(a, b SlotStatus) int { return a.Slot - b.Slot })
+	slices.SortFunc(o.dist.Slots, func(a, b status.Slot) int { return a.Slot - b.Slot })
 	o.slotM.owned.Set(float64(len(o.dist.Slots)))
 	o.slotM.rebalances.Inc()
 }
@@ -125,7 +92,7 @@ func (o *observer) slotEnded(slot int) {
 	if o.dist == nil {
 		return
 	}
-	o.dist.Slots = slices.DeleteFunc(o.dist.Slots, func(s SlotStatus) bool { return s.Slot == slot })
+	o.dist.Slots = slices.DeleteFunc(o.dist.Slots, func(s status.Slot) bool { return s.Slot == slot })
 	o.slotM.owned.Set(float64(len(o.dist.Slots)))
 }
 
@@ -146,7 +113,7 @@ func (o *observer) slotsReleased(d time.Duration) {
 	o.slotM.handover.WithLabelValues("release").Observe(d.Seconds())
 }
 
-func (o *observer) distStatus() *DistributedStatus {
+func (o *observer) distStatus() *status.Distributed {
 	if o.dist == nil {
 		return nil
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/splitflow/splitflow/internal/s3test"
 	"github.com/splitflow/splitflow/runtime/checkpoint"
+	"github.com/splitflow/splitflow/runtime/status"
 )
 
 // A checkpoint root on S3 belongs to the first job that ran on it: a job
@@ -144,11 +145,11 @@ func TestRenamedJobTakesItsCheckpointRootOverOnlyWithRenamedFrom(t *testing.T) {
 	srv.Env(t)
 	for _, root := range []string{t.TempDir(), srv.URLOf("jobs/renamed")} {
 		t.Run(strings.SplitN(root, ":", 2)[0], func(t *testing.T) {
-			run := func(name string, opts ...Option) (RestoreStatus, error) {
-				var restored RestoreStatus
+			run := func(name string, opts ...Option) (status.Restore, error) {
+				var restored status.Restore
 				env := countingJob(1, &rangeSrc{splits: 2, perSplit: 10, readerFailAt: -1}, identity, &txnSink2PC{store: newTxnStore()},
 					append([]Option{WithCheckpointInterval(time.Hour), WithCheckpointDir(root),
-						WithJobListener(JobListener{Restored: func(r RestoreStatus) { restored = r }})}, opts...)...)
+						WithJobListener(JobListener{Restored: func(r status.Restore) { restored = r }})}, opts...)...)
 				err := env.Execute(testCtx(t), name)
 				return restored, err
 			}

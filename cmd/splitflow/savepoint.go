@@ -11,6 +11,8 @@ import (
 	"net/url"
 	"os"
 	"strings"
+
+	"github.com/splitflow/splitflow/runtime/status"
 )
 
 // savepointCmd is `splitflow savepoint trigger|stop`: POST
@@ -45,7 +47,7 @@ func savepointCmd(ctx context.Context, args []string, stdout, stderr io.Writer, 
 		token = strings.TrimSpace(string(b))
 	}
 	if token != "" && u.Scheme == "http" && !isLoopbackHost(u.Hostname()) {
-		fmt.Fprintf(stderr, "splitflow: warning: %s sends the status server's token over plain HTTP to %s; anyone on the path can read it and use it to stop the job or take savepoints: serve the status server with TLS (runtime.WithHTTPTLS, wordcount --http-tls-cert) and give an https:// --url\n", name, u.Host)
+		fmt.Fprintf(stderr, "splitflow: warning: %s sends the status server's token over plain HTTP to %s; anyone on the path can read it and use it to stop the job or take savepoints: serve the status server with TLS (status.WithTLS, wordcount --http-tls-cert) and give an https:// --url\n", name, u.Host)
 	}
 	body, _ := json.Marshal(map[string]any{"target": *path, "stop": stop}) // a string and a bool always marshal
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimSuffix(u.String(), "/")+"/api/v1/savepoints", strings.NewReader(string(body)))
@@ -65,10 +67,10 @@ func savepointCmd(ctx context.Context, args []string, stdout, stderr io.Writer, 
 	if err != nil {
 		return fmt.Errorf("%s: read the answer: %w", name, err)
 	}
+	// The answer is a status.Savepoint, or {"error": "..."}.
 	var out struct {
-		Path       string `json:"path"`
-		Checkpoint int64  `json:"checkpoint"`
-		Error      string `json:"error"`
+		status.Savepoint
+		Error string `json:"error"`
 	}
 	if err := json.Unmarshal(b, &out); err != nil {
 		return fmt.Errorf("%s: %s: %s", name, resp.Status, strings.TrimSpace(string(b)))

@@ -19,6 +19,7 @@ import (
 	"github.com/splitflow/splitflow/connector/datagen"
 	"github.com/splitflow/splitflow/runtime"
 	"github.com/splitflow/splitflow/runtime/checkpoint"
+	"github.com/splitflow/splitflow/runtime/status"
 )
 
 const savepointTestToken = "a-token-of-the-status-server"
@@ -39,7 +40,7 @@ func runningJob(t *testing.T, savepointRoot string) (string, <-chan error) {
 		t.Fatal(err)
 	}
 	env := runtime.NewEnvironment(runtime.WithParallelism(2), runtime.WithCheckpointInterval(20*time.Millisecond),
-		runtime.WithCheckpointDir(t.TempDir()), runtime.WithHTTPListener(ln), runtime.WithHTTPToken(savepointTestToken), runtime.WithSavepointDir(savepointRoot),
+		runtime.WithCheckpointDir(t.TempDir()), runtime.WithHTTP("", status.WithListener(ln), status.WithToken(savepointTestToken)), runtime.WithSavepointDir(savepointRoot),
 		runtime.WithLogger(slog.New(slog.DiscardHandler)))
 	ds := runtime.Map(runtime.FromSource(env, src, "gen").UID("gen"), func(s string) (string, error) { return s, nil }).UID("map")
 	runtime.SinkTo(ds, &discardSink{}).UID("sink")

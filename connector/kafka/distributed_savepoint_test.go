@@ -16,6 +16,7 @@ import (
 	"github.com/splitflow/splitflow/integration/committed"
 	"github.com/splitflow/splitflow/integration/kafkatest"
 	"github.com/splitflow/splitflow/runtime"
+	"github.com/splitflow/splitflow/runtime/status"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -62,12 +63,12 @@ func TestDistributedProcessWithoutTheSavepointStartsFreshSlotsFromIt(t *testing.
 	firstCtx, stopFirst := context.WithCancel(ctx)
 	defer stopFirst()
 	first := m.process(firstCtx, 0, runtime.WithRestoreFrom(sp), runtime.WithCheckpointInterval(time.Minute))
-	running := func(env *runtime.Environment) []runtime.SlotStatus {
+	running := func(env *runtime.Environment) []status.Slot {
 		d := env.Status().Distributed
 		if d == nil {
 			return nil
 		}
-		return slices.DeleteFunc(d.Slots, func(s runtime.SlotStatus) bool { return !s.Running })
+		return slices.DeleteFunc(d.Slots, func(s status.Slot) bool { return !s.Running })
 	}
 	deadline := time.Now().Add(time.Minute)
 	for len(running(first)) < 3 {
@@ -111,7 +112,7 @@ func TestDistributedProcessWithoutTheSavepointStartsFreshSlotsFromIt(t *testing.
 		time.Sleep(20 * time.Millisecond)
 	}
 	took := running(second)
-	if len(took) == 0 || !slices.ContainsFunc(took, func(s runtime.SlotStatus) bool { return strings.HasPrefix(s.Savepoint, sp+"/chk-") }) {
+	if len(took) == 0 || !slices.ContainsFunc(took, func(s status.Slot) bool { return strings.HasPrefix(s.Savepoint, sp+"/chk-") }) {
 		t.Fatalf("the second process runs %+v; want a slot started from the savepoint %s", took, sp)
 	}
 

@@ -10,6 +10,7 @@ import (
 
 	"github.com/splitflow/splitflow/connector"
 	"github.com/splitflow/splitflow/runtime"
+	"github.com/splitflow/splitflow/runtime/status"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -29,7 +30,7 @@ func closedAddr(t *testing.T) string {
 // strategy (restart forever), which fails only on an error no restart can
 // fix, and returns Execute's error; the test fails if the job is still
 // restarting after 40s.
-func runFresh(t *testing.T, build func(env *runtime.Environment)) (error, runtime.JobStatus) {
+func runFresh(t *testing.T, build func(env *runtime.Environment)) (error, status.Job) {
 	t.Helper()
 	env := runtime.NewEnvironment(runtime.WithCheckpointInterval(100*time.Millisecond), runtime.WithCheckpointDir(t.TempDir()),
 		runtime.WithLogger(quietLogger()))

@@ -14,9 +14,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/splitflow/splitflow/runtime"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/splitflow/splitflow/runtime/status"
 )
 
 // fetch gets url without keep-alive; it fails the test on a transport
@@ -141,7 +142,7 @@ func TestHTTPServesWhileTheJobRuns(t *testing.T) {
 	}
 
 	code, body = fetch(t, base+"/api/v1/job")
-	var st runtime.JobStatus
+	var st status.Job
 	if err := json.Unmarshal([]byte(body), &st); code != http.StatusOK || err != nil {
 		t.Fatalf("/api/v1/job: %d %v\n%s", code, err, body)
 	}

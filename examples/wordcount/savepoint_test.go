@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/splitflow/splitflow/runtime"
+	"github.com/splitflow/splitflow/runtime/status"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -144,7 +144,7 @@ func stopWithSavepointThenRestore(t *testing.T, mode int) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var sp runtime.Savepoint
+	var sp status.Savepoint
 	err = json.NewDecoder(res.Body).Decode(&sp)
 	_ = res.Body.Close()
 	if err != nil || res.StatusCode != http.StatusOK || !strings.HasPrefix(sp.Path, target+string(filepath.Separator)) {

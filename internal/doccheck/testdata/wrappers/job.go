@@ -18,6 +18,7 @@ import (
 	"github.com/splitflow/splitflow/connector/file"
 	"github.com/splitflow/splitflow/connector/kafka"
 	"github.com/splitflow/splitflow/runtime"
+	"github.com/splitflow/splitflow/runtime/status"
 )
 
 // Each import used once, so that a fragment need not use them all.
@@ -36,6 +37,7 @@ var (
 	_ = file.NewSource
 	_ = kafka.StringValues
 	_ = runtime.NewEnvironment
+	_ = status.WithToken
 )
 
 // Click is a user's click, the record of the windows' fragments.

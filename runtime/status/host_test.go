@@ -1,4 +1,4 @@
-package runtime
+package status
 
 import (
 	"io"
@@ -10,14 +10,14 @@ import (
 
 // Rule: the status server answers a request only when its Host names the
 // server: a loopback name (localhost), an IP address (the bound one among
-// them), the host WithHTTP was given, or a name of WithHTTPAllowedHosts.
-// Any other Host is answered 421 Misdirected Request, naming the option,
+// them), the host of the server's address (runtime.WithHTTP's), or a name
+// of WithAllowedHosts. Any other Host is answered 421 Misdirected Request, naming the option,
 // on every route. A browser reaching the server through DNS rebinding (a
 // page of evil.example whose name the attacker then points at 127.0.0.1)
 // sends its own name as Host: before, the server answered it, and the
 // page read the job's status and metrics.
 func TestHTTPRequestForAnotherHostIsRefused(t *testing.T) {
-	addr := startTestHTTP(t, WithHTTPAllowedHosts("status.internal"))
+	addr := startTestHTTP(t, WithAllowedHosts("status.internal"))
 	_, port, err := net.SplitHostPort(addr)
 	if err != nil {
 		t.Fatal(err)
@@ -36,8 +36,8 @@ func TestHTTPRequestForAnotherHostIsRefused(t *testing.T) {
 	}
 	for _, host := range []string{"evil.example", "evil.example:" + port, "localhost.evil.example", "status.internal.evil.example", "127.0.0.1.nip.io:" + port} {
 		for _, path := range []string{"/healthz", "/api/v1/job", "/metrics", "/"} {
-			if code, body := get(host, path); code != http.StatusMisdirectedRequest || !strings.Contains(body, "WithHTTPAllowedHosts") {
-				t.Errorf("GET %s with Host %s: %d %q, want 421 naming WithHTTPAllowedHosts", path, host, code, body)
+			if code, body := get(host, path); code != http.StatusMisdirectedRequest || !strings.Contains(body, "WithAllowedHosts") {
+				t.Errorf("GET %s with Host %s: %d %q, want 421 naming WithAllowedHosts", path, host, code, body)
 			}
 		}
 	}
@@ -49,11 +49,11 @@ func TestHTTPRequestForAnotherHostIsRefused(t *testing.T) {
 	}
 }
 
-// Rule: the host WithHTTP was given is one of the server's names, as
-// are the names of WithHTTPAllowedHosts, compared without case, port or
-// trailing dot; nothing else is.
+// Rule: the host of the server's address (runtime.WithHTTP's) is one of
+// the server's names, as are the names of WithAllowedHosts, compared
+// without case, port or trailing dot; nothing else is.
 func TestHTTPHostPolicy(t *testing.T) {
-	p := newHostPolicy(httpConfig{addr: "status.example:8081", allowedHosts: []string{"Metrics.Internal"}})
+	p := newHostPolicy("status.example:8081", []string{"Metrics.Internal"})
 	for host, want := range map[string]bool{
 		"status.example:8081": true, "STATUS.example.": true, "metrics.internal": true, "metrics.internal:9": true,
 		"[::1]": true, "": true,

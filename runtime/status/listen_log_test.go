@@ -1,6 +1,7 @@
-package runtime
+package status
 
 import (
+	"log/slog"
 	"net"
 	"strings"
 	"testing"
@@ -12,15 +13,17 @@ import (
 // called Environment.HTTPAddr knew.
 func TestHTTPServerLogsItsBoundAddress(t *testing.T) {
 	var logs lockedBuffer
-	env := NewEnvironment(WithHTTP("127.0.0.1:0"), WithLogger(slogText(&logs)))
-	s, err := env.startHTTP(func() {})
+	s, err := New("127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer env.stopHTTP(s)
-	addr := env.HTTPAddr()
+	if err := s.Start(&fakeRunner{}, slog.New(slog.NewTextHandler(&logs, nil))); err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	addr := s.Addr()
 	if _, port, _ := net.SplitHostPort(addr); port == "" || port == "0" {
-		t.Fatalf("HTTPAddr %q: no port resolved", addr)
+		t.Fatalf("Addr %q: no port resolved", addr)
 	}
 	want := "url=http://" + addr + "/"
 	if got := logs.String(); !strings.Contains(got, "status server listening") || !strings.Contains(got, "addr="+addr) || !strings.Contains(got, want) {

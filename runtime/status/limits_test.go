@@ -1,8 +1,9 @@
-package runtime
+package status
 
 import (
 	"errors"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -11,17 +12,19 @@ import (
 	"time"
 )
 
-// startTestHTTP serves env's status server, without a job, until the test
-// ends.
+// startTestHTTP serves a status server on a loopback port, for a job
+// that does not run, until the test ends.
 func startTestHTTP(t *testing.T, opts ...Option) string {
 	t.Helper()
-	env := NewEnvironment(append([]Option{WithHTTP("127.0.0.1:0"), WithLogger(discardLogger())}, opts...)...)
-	s, err := env.startHTTP(func() {})
+	s, err := New("127.0.0.1:0", opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { env.stopHTTP(s) })
-	return s.ln.Addr().String()
+	if err := s.Start(&fakeRunner{}, slog.New(slog.DiscardHandler)); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	return s.Addr()
 }
 
 // closedByServer reads c until the server closes it, and fails the test
@@ -49,12 +52,12 @@ func trickle(c net.Conn, s string, interval time.Duration) {
 
 // Rule: a client that trickles its request (slowloris) holds a connection
 // of the status server no longer than the read timeout
-// (WithHTTPReadTimeout): headers sent a byte at a time, or a body sent a
+// (WithReadTimeout): headers sent a byte at a time, or a body sent a
 // byte at a time after complete headers, to a route that does not read
 // it. Without a read timeout the server waited for the body as long as
 // the client kept sending, and answered nothing meanwhile.
 func TestHTTPSlowClientIsCutAtTheReadTimeout(t *testing.T) {
-	addr := startTestHTTP(t, WithHTTPReadTimeout(300*time.Millisecond))
+	addr := startTestHTTP(t, WithReadTimeout(300*time.Millisecond))
 	const patience = 10 * time.Second // the timeout, with room for a loaded machine
 	for _, tc := range []struct {
 		name, head, trickled string
@@ -79,13 +82,13 @@ func TestHTTPSlowClientIsCutAtTheReadTimeout(t *testing.T) {
 	}
 }
 
-// Rule: the status server holds at most WithHTTPMaxConns connections; one
+// Rule: the status server holds at most WithMaxConns connections; one
 // beyond is closed at once, unanswered, and a connection is served again
 // once one of those held has closed. Without a cap, clients that hold
 // connections open took the file handles the job needs for Kafka and
 // checkpoints.
 func TestHTTPConnectionsBeyondTheCapAreClosed(t *testing.T) {
-	addr := startTestHTTP(t, WithHTTPMaxConns(2), WithHTTPReadTimeout(time.Minute))
+	addr := startTestHTTP(t, WithMaxConns(2), WithReadTimeout(time.Minute))
 	var held []net.Conn
 	for range 2 {
 		c, err := net.Dial("tcp", addr)
