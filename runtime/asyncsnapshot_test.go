@@ -209,7 +209,7 @@ func TestTaskProcessesWhileSnapshotEncodes(t *testing.T) {
 	env := NewEnvironment(WithParallelism(1), WithMaxParallelism(16), WithFlushTimeout(time.Millisecond), WithLogger(discardLogger()),
 		WithDrainTimeout(5*time.Second), WithCheckpointInterval(2*time.Millisecond))
 	ds := FromSource(env, src, "range").UID("src")
-	counts := ProcessPerSubtask(KeyBy(ds, func(v int64) int64 { return v % 7 }), func() KeyedProcessFunction[int64, int64, int64] {
+	counts := KeyedProcessPerSubtask(KeyBy(ds, func(v int64) int64 { return v % 7 }), func() KeyedProcessFunction[int64, int64, int64] {
 		return &heldCounting{held: held, onAfter: func(n int64) {
 			if n == 100 {
 				releaseOnce.Do(func() { released.Store(true); close(release) })

@@ -209,7 +209,7 @@ func BenchmarkKeyByShuffle(b *testing.B) {
 	var total int64
 	env := NewEnvironment(WithParallelism(2), WithLogger(discardLogger()))
 	ds := FromSource(env, &countSource{total: b.N}, "count")
-	counted := ProcessPerSubtask(KeyBy(ds, func(v int) int { return v % 1000 }),
+	counted := KeyedProcessPerSubtask(KeyBy(ds, func(v int) int { return v % 1000 }),
 		func() KeyedProcessFunction[int, int, int] { return &keyedCount{} })
 	SinkTo(counted, countingSink[int]{total: &total})
 	b.ResetTimer()

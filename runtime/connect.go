@@ -26,7 +26,7 @@ type either[A, B any] struct {
 }
 
 // ConnectedStreams are two keyed streams with the same key type, made by
-// Connect, to be processed together by CoProcess, CoProcessPerSubtask,
+// Connect, to be processed together by KeyedCoProcess, KeyedCoProcessPerSubtask,
 // IntervalJoin or WindowJoin: records of both with equal keys reach the
 // same subtask and see the same keyed state and timers.
 type ConnectedStreams[K comparable, A, B any] struct {
@@ -95,7 +95,7 @@ func (cs ConnectedStreams[K, A, B]) tagged(name string) KeyedStream[K, either[A,
 // connected adds the keyed operator of cs named name, running the
 // function newFn makes per subtask over the tagged inputs.
 func connected[K comparable, A, B, O any](cs ConnectedStreams[K, A, B], name string, newFn func() KeyedProcessFunction[K, either[A, B], O]) DataStream[O] {
-	ds := ProcessPerSubtask(cs.tagged(name), newFn)
+	ds := KeyedProcessPerSubtask(cs.tagged(name), newFn)
 	ds.node.errs = append(ds.node.errs, cs.errs...)
 	ds.node.name = name
 	return ds
@@ -114,10 +114,10 @@ type KeyedCoProcessFunction[K comparable, A, B, O any] interface {
 	OnTimer(ctx *KeyedContext[K, O], timer Timer) error
 }
 
-// CoProcessFuncs adapts plain functions to KeyedCoProcessFunction.
+// KeyedCoProcessFuncs adapts plain functions to KeyedCoProcessFunction.
 // Element1 and Element2 are required; Setup (called by Open, once per
 // subtask) and Timer may be nil.
-type CoProcessFuncs[K comparable, A, B, O any] struct {
+type KeyedCoProcessFuncs[K comparable, A, B, O any] struct {
 	Setup    func(ctx *KeyedContext[K, O]) error
 	Element1 func(ctx *KeyedContext[K, O], value A) error
 	Element2 func(ctx *KeyedContext[K, O], value B) error
@@ -125,22 +125,22 @@ type CoProcessFuncs[K comparable, A, B, O any] struct {
 }
 
 // Open calls Setup, if any.
-func (f CoProcessFuncs[K, A, B, O]) Open(ctx *KeyedContext[K, O]) error {
+func (f KeyedCoProcessFuncs[K, A, B, O]) Open(ctx *KeyedContext[K, O]) error {
 	if f.Setup == nil {
 		return nil
 	}
 	return f.Setup(ctx)
 }
 
-func (f CoProcessFuncs[K, A, B, O]) ProcessElement1(ctx *KeyedContext[K, O], v A) error {
+func (f KeyedCoProcessFuncs[K, A, B, O]) ProcessElement1(ctx *KeyedContext[K, O], v A) error {
 	return f.Element1(ctx, v)
 }
 
-func (f CoProcessFuncs[K, A, B, O]) ProcessElement2(ctx *KeyedContext[K, O], v B) error {
+func (f KeyedCoProcessFuncs[K, A, B, O]) ProcessElement2(ctx *KeyedContext[K, O], v B) error {
 	return f.Element2(ctx, v)
 }
 
-func (f CoProcessFuncs[K, A, B, O]) OnTimer(ctx *KeyedContext[K, O], t Timer) error {
+func (f KeyedCoProcessFuncs[K, A, B, O]) OnTimer(ctx *KeyedContext[K, O], t Timer) error {
 	if f.Timer == nil {
 		return nil
 	}
@@ -171,35 +171,36 @@ func (c coProcessFn[K, A, B, O]) OnTimer(ctx *KeyedContext[K, O], t Timer) error
 	return c.f.OnTimer(ctx, t)
 }
 
-// handlesTimers: CoProcess with OnTimer says it handles timers, as
-// Process with OnTimer does (handlesTimers in process.go).
+// handlesTimers: KeyedCoProcess with OnTimer says it handles timers, as
+// KeyedProcess with OnTimer does (handlesTimers in process.go).
 func (c coProcessFn[K, A, B, O]) handlesTimers() bool {
-	f, ok := c.f.(CoProcessFuncs[K, A, B, O])
+	f, ok := c.f.(KeyedCoProcessFuncs[K, A, B, O])
 	return ok && f.Timer != nil
 }
 
-// CoProcess runs fn1 on every record of the first connected stream and
+// KeyedCoProcess runs fn1 on every record of the first connected stream and
 // fn2 on every record of the second, with the record's key current
 // (ctx.Key()), per-key state reached through state descriptors
 // (NewValueState, NewMapState, NewListState) or GetValueState and its
 // kin, and event- and processing-time timers that fire the function
 // OnTimer gives. State and timers belong to the key, not to the side: a
-// value fn1 stores, fn2 reads for the same key. Like Process's function,
+// value fn1 stores, fn2 reads for the same key. Like KeyedProcess's function,
 // fn1 and fn2 are shared by every subtask and must keep nothing of their
-// own between calls; a function with fields needs CoProcessPerSubtask.
+// own between calls; a function with fields needs KeyedCoProcessPerSubtask.
 //
-// The operator's default name (and so its default UID) is "CoProcess";
-// the two maps that tag the inputs run chained to the operators that
+// The operator's default name (and so its default UID) is "CoProcess",
+// not the function's name: default UIDs are written in checkpoints; the
+// two maps that tag the inputs run chained to the operators that
 // produce them.
-func CoProcess[K comparable, A, B, O any](cs ConnectedStreams[K, A, B], fn1 func(ctx *KeyedContext[K, O], value A) error, fn2 func(ctx *KeyedContext[K, O], value B) error, opts ...ProcessOption[K, O]) DataStream[O] {
+func KeyedCoProcess[K comparable, A, B, O any](cs ConnectedStreams[K, A, B], fn1 func(ctx *KeyedContext[K, O], value A) error, fn2 func(ctx *KeyedContext[K, O], value B) error, opts ...KeyedProcessOption[K, O]) DataStream[O] {
 	var o processOptions[K, O]
 	for _, opt := range opts {
 		if opt != nil {
 			opt.applyProcess(&o)
 		}
 	}
-	funcs := CoProcessFuncs[K, A, B, O]{Element1: fn1, Element2: fn2, Timer: o.onTimer}
-	ds := CoProcessPerSubtask(cs, func() KeyedCoProcessFunction[K, A, B, O] { return funcs })
+	funcs := KeyedCoProcessFuncs[K, A, B, O]{Element1: fn1, Element2: fn2, Timer: o.onTimer}
+	ds := KeyedCoProcessPerSubtask(cs, func() KeyedCoProcessFunction[K, A, B, O] { return funcs })
 	if fn1 == nil {
 		ds.node.errs = append(ds.node.errs, errNilFunction("process function of input 1"))
 	}
@@ -214,11 +215,11 @@ func CoProcess[K comparable, A, B, O any](cs ConnectedStreams[K, A, B], fn1 func
 	return ds
 }
 
-// CoProcessPerSubtask runs a KeyedCoProcessFunction made per subtask:
+// KeyedCoProcessPerSubtask runs a KeyedCoProcessFunction made per subtask:
 // newFn is called once by each subtask, on its task goroutine, before
 // Open, so the function may keep fields of its own (state handles,
 // counters) that no other subtask sees.
-func CoProcessPerSubtask[K comparable, A, B, O any](cs ConnectedStreams[K, A, B], newFn func() KeyedCoProcessFunction[K, A, B, O]) DataStream[O] {
+func KeyedCoProcessPerSubtask[K comparable, A, B, O any](cs ConnectedStreams[K, A, B], newFn func() KeyedCoProcessFunction[K, A, B, O]) DataStream[O] {
 	ds := connected(cs, "CoProcess", func() KeyedProcessFunction[K, either[A, B], O] {
 		if newFn == nil {
 			return nil

@@ -9,7 +9,7 @@ import (
 	"time"
 )
 
-// coCounting is counting on both inputs of a CoProcess: one running
+// coCounting is counting on both inputs of a KeyedCoProcess: one running
 // count per key over the records of both.
 type coCounting struct{ *counting }
 
@@ -28,7 +28,7 @@ func (c coProcessFn[K, A, B, O]) lateDropped() int64    { return 0 }
 func left[A, B any](v A) either[A, B]  { return either[A, B]{L: v} }
 func right[A, B any](v B) either[A, B] { return either[A, B]{R: v, Second: true} }
 
-// Rule: the two functions of a CoProcess share the key's state and
+// Rule: the two functions of a KeyedCoProcess share the key's state and
 // timers: what the first input's function stores for a key the second's
 // reads, a timer either registers fires OnTimer once for that key (the
 // same time registered from both sides fires once), and OnTimer sees and
@@ -44,7 +44,7 @@ func TestCoProcessSharesStateAndTimersAcrossInputs(t *testing.T) {
 		env := NewEnvironment()
 		orders := DataStream[KV[string, int64]]{env: env, node: env.addNode("Source", &node{out: typeOpsFor[KV[string, int64]]{}})}
 		queries := DataStream[string]{env: env, node: env.addNode("Source", &node{out: typeOpsFor[string]{}})}
-		return CoProcess(Connect(KeyBy(orders, func(o KV[string, int64]) string { return o.Key }), KeyBy(queries, func(q string) string { return q })),
+		return KeyedCoProcess(Connect(KeyBy(orders, func(o KV[string, int64]) string { return o.Key }), KeyBy(queries, func(q string) string { return q })),
 			func(ctx *KeyedContext[string, string], o KV[string, int64]) error {
 				n, _, err := total.Get(ctx)
 				if err != nil {
@@ -125,7 +125,7 @@ func TestCoProcessSharesStateAndTimersAcrossInputs(t *testing.T) {
 }
 
 // Rule (exactly-once over two inputs): a running count per key over two
-// sources connected into one CoProcess, with injected failures on one
+// sources connected into one KeyedCoProcess, with injected failures on one
 // input and global restarts from checkpoints, commits every count of
 // every key once: both inputs' records of a key reach one subtask, and
 // the barriers align over both inputs. Parallelism 2 and 3, both
@@ -142,7 +142,7 @@ func TestCoProcessExactlyOnceUnderFailures(t *testing.T) {
 				a := Map(FromSource(env, src1, "first", NoWatermarks[int64]()).UID("src1"), failOnce(40, 90)).UID("map1")
 				b := Map(FromSource(env, src2, "second", NoWatermarks[int64]()).UID("src2").Parallelism(1),
 					func(v int64) (int64, error) { return v + 120, nil }).UID("map2")
-				counts := CoProcessPerSubtask(Connect(KeyBy(a, func(v int64) int64 { return v % 7 }), KeyBy(b, func(v int64) int64 { return v % 7 })),
+				counts := KeyedCoProcessPerSubtask(Connect(KeyBy(a, func(v int64) int64 { return v % 7 }), KeyBy(b, func(v int64) int64 { return v % 7 })),
 					func() KeyedCoProcessFunction[int64, int64, int64, int64] { return coCounting{&counting{}} }).UID("counts")
 				store := newTxnStore()
 				SinkToTwoPhase(counts, &txnSink2PC{store: store}).UID("sink")
@@ -158,7 +158,7 @@ func TestCoProcessExactlyOnceUnderFailures(t *testing.T) {
 	})
 }
 
-// The state of a CoProcess moves with its key groups like any keyed
+// The state of a KeyedCoProcess moves with its key groups like any keyed
 // state: killed at parallelism 2 (or 3) after a checkpoint, resumed at 3
 // (or 1), every running count over both inputs is emitted once.
 func TestCoProcessRescaledOnRestore(t *testing.T) {
@@ -171,7 +171,7 @@ func TestCoProcessRescaledOnRestore(t *testing.T) {
 	})
 }
 
-// The graph of a CoProcess: the tagging maps chain to their inputs'
+// The graph of a KeyedCoProcess: the tagging maps chain to their inputs'
 // operators (a source of parallelism 1 keeps its map at 1), the operator
 // has its default name and UID, a UID given to it is kept, and it is one
 // hash exchange away from its inputs.
@@ -181,8 +181,8 @@ func TestCoProcessGraph(t *testing.T) {
 	b := FromSource(env, &rangeSrc{splits: 1, perSplit: 1, readerFailAt: -1}, "b")
 	key := func(v int64) int64 { return v }
 	fn := func(*KeyedContext[int64, int64], int64) error { return nil }
-	c1 := CoProcess(Connect(KeyBy(a, key), KeyBy(b, key)), fn, fn)
-	c2 := CoProcess(Connect(KeyBy(a, key), KeyBy(b, key)), fn, fn).UID("mine")
+	c1 := KeyedCoProcess(Connect(KeyBy(a, key), KeyBy(b, key)), fn, fn)
+	c2 := KeyedCoProcess(Connect(KeyBy(a, key), KeyBy(b, key)), fn, fn).UID("mine")
 	SinkTo(Union(c1, c2), newCollectSink[int64]())
 	g, err := buildJobGraph(env)
 	if err != nil {
@@ -209,7 +209,7 @@ func TestCoProcessGraph(t *testing.T) {
 	}
 }
 
-// Build-time refusals of Connect and CoProcess.
+// Build-time refusals of Connect and KeyedCoProcess.
 func TestConnectMisuseIsRefused(t *testing.T) {
 	fn := func(*KeyedContext[int64, int64], int64) error { return nil }
 	key := func(v int64) int64 { return v }
@@ -220,24 +220,24 @@ func TestConnectMisuseIsRefused(t *testing.T) {
 		build      func(env *Environment, a, b DataStream[int64]) DataStream[int64]
 	}{
 		{"KeyBy and KeyByHashed", "different hashes", func(_ *Environment, a, b DataStream[int64]) DataStream[int64] {
-			return CoProcess(Connect(KeyBy(a, key), KeyByHashed(b, key, h1)), fn, fn)
+			return KeyedCoProcess(Connect(KeyBy(a, key), KeyByHashed(b, key, h1)), fn, fn)
 		}},
 		{"two hash functions", "different hash functions", func(_ *Environment, a, b DataStream[int64]) DataStream[int64] {
-			return CoProcess(Connect(KeyByHashed(a, key, h1), KeyByHashed(b, key, h2)), fn, fn)
+			return KeyedCoProcess(Connect(KeyByHashed(a, key, h1), KeyByHashed(b, key, h2)), fn, fn)
 		}},
 		{"nil key selector", "key selector of input 2 is nil", func(_ *Environment, a, b DataStream[int64]) DataStream[int64] {
-			return CoProcess(Connect(KeyBy(a, key), KeyBy[int64](b, nil)), fn, fn)
+			return KeyedCoProcess(Connect(KeyBy(a, key), KeyBy[int64](b, nil)), fn, fn)
 		}},
 		{"nil function", "process function of input 1 is nil", func(_ *Environment, a, b DataStream[int64]) DataStream[int64] {
-			return CoProcess(Connect(KeyBy(a, key), KeyBy(b, key)), nil, fn)
+			return KeyedCoProcess(Connect(KeyBy(a, key), KeyBy(b, key)), nil, fn)
 		}},
 		{"nil factory", "co-process function factory is nil", func(_ *Environment, a, b DataStream[int64]) DataStream[int64] {
-			return CoProcessPerSubtask[int64, int64, int64, int64](Connect(KeyBy(a, key), KeyBy(b, key)), nil)
+			return KeyedCoProcessPerSubtask[int64, int64, int64, int64](Connect(KeyBy(a, key), KeyBy(b, key)), nil)
 		}},
 		{"two environments", "different environments", func(_ *Environment, a, _ DataStream[int64]) DataStream[int64] {
 			other := NewEnvironment()
 			b := FromSource(other, &rangeSrc{splits: 1, perSplit: 1, readerFailAt: -1}, "other")
-			return CoProcess(Connect(KeyBy(a, key), KeyBy(b, key)), fn, fn)
+			return KeyedCoProcess(Connect(KeyBy(a, key), KeyBy(b, key)), fn, fn)
 		}},
 	} {
 		t.Run(c.name, func(t *testing.T) {

@@ -334,7 +334,7 @@ func KeyByHashed[K comparable, T any](ds DataStream[T], keyFn func(T) K, hash fu
 	return ks
 }
 
-// Process runs fn on every record of a keyed stream, with the record's
+// KeyedProcess runs fn on every record of a keyed stream, with the record's
 // key current (ctx.Key()), per-key state reached through state
 // descriptors (NewValueState, NewMapState), and event- and
 // processing-time timers (ctx.RegisterEventTimeTimer, ...), which fire
@@ -342,8 +342,8 @@ func KeyByHashed[K comparable, T any](ds DataStream[T], keyFn func(T) K, hash fu
 // goroutine, each with its own keyed state and timers, so fn must keep
 // nothing of its own between calls: state belongs in descriptors. A
 // function that keeps fields (state handles made in Open, as in Flink)
-// needs an instance per subtask: ProcessPerSubtask.
-func Process[K comparable, I, O any](ks KeyedStream[K, I], fn func(ctx *KeyedContext[K, O], value I) error, opts ...ProcessOption[K, O]) DataStream[O] {
+// needs an instance per subtask: KeyedProcessPerSubtask.
+func KeyedProcess[K comparable, I, O any](ks KeyedStream[K, I], fn func(ctx *KeyedContext[K, O], value I) error, opts ...KeyedProcessOption[K, O]) DataStream[O] {
 	var o processOptions[K, O]
 	for _, opt := range opts {
 		if opt != nil {
@@ -351,7 +351,7 @@ func Process[K comparable, I, O any](ks KeyedStream[K, I], fn func(ctx *KeyedCon
 		}
 	}
 	funcs := KeyedProcessFuncs[K, I, O]{Element: fn, Timer: o.onTimer}
-	ds := ProcessPerSubtask(ks, func() KeyedProcessFunction[K, I, O] { return funcs })
+	ds := KeyedProcessPerSubtask(ks, func() KeyedProcessFunction[K, I, O] { return funcs })
 	if fn == nil {
 		ds.node.errs = append(ds.node.errs, errNilFunction("process function"))
 	}
@@ -363,8 +363,8 @@ func Process[K comparable, I, O any](ks KeyedStream[K, I], fn func(ctx *KeyedCon
 	return ds
 }
 
-// ProcessOption configures Process.
-type ProcessOption[K comparable, O any] interface {
+// KeyedProcessOption configures KeyedProcess.
+type KeyedProcessOption[K comparable, O any] interface {
 	applyProcess(*processOptions[K, O])
 }
 
@@ -378,17 +378,17 @@ func (f processOptionFunc[K, O]) applyProcess(o *processOptions[K, O]) { f(o) }
 
 // OnTimer sets the function called when a timer of the current key
 // (ctx.Key()) fires; without it, timers fire nothing. Like the function
-// of Process, it is shared by every subtask.
-func OnTimer[K comparable, O any](fn func(ctx *KeyedContext[K, O], timer Timer) error) ProcessOption[K, O] {
+// of KeyedProcess, it is shared by every subtask.
+func OnTimer[K comparable, O any](fn func(ctx *KeyedContext[K, O], timer Timer) error) KeyedProcessOption[K, O] {
 	return processOptionFunc[K, O](func(o *processOptions[K, O]) { o.onTimer = fn })
 }
 
-// ProcessPerSubtask runs a KeyedProcessFunction made per subtask: newFn
+// KeyedProcessPerSubtask runs a KeyedProcessFunction made per subtask: newFn
 // is called once by each subtask, on its task goroutine, before Open, so
 // the function may keep fields of its own (state handles from
 // GetValueState, counters) that no other subtask sees. A function without
-// fields is simpler with Process.
-func ProcessPerSubtask[K comparable, I, O any](ks KeyedStream[K, I], newFn func() KeyedProcessFunction[K, I, O]) DataStream[O] {
+// fields is simpler with KeyedProcess.
+func KeyedProcessPerSubtask[K comparable, I, O any](ks KeyedStream[K, I], newFn func() KeyedProcessFunction[K, I, O]) DataStream[O] {
 	n := &node{out: typeOpsFor[O]{}, in: typeOpsFor[I]{}}
 	if ks.keyFn == nil {
 		n.errs = append(n.errs, errNilFunction("key selector"))

@@ -27,7 +27,7 @@ import (
 // under either type. Other key types use GetValueState and GetMapState.
 
 // StateContext is the context a descriptor's state is reached through:
-// the *KeyedContext of a keyed function (Process, ProcessPerSubtask), in
+// the *KeyedContext of a keyed function (KeyedProcess, KeyedProcessPerSubtask), in
 // ProcessElement, OnTimer or Open. It is implemented by KeyedContext only.
 type StateContext interface {
 	keyedHost() keyedHost

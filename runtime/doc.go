@@ -11,12 +11,12 @@
 //	env := runtime.NewEnvironment(runtime.WithParallelism(4))
 //	lines := runtime.FromSource(env, src, "lines")
 //	words := runtime.FlatMap(lines, splitWords)
-//	counts := runtime.Process(runtime.KeyBy(words, byWord), countWord).UID("counts")
+//	counts := runtime.KeyedProcess(runtime.KeyBy(words, byWord), countWord).UID("counts")
 //	runtime.SinkTo(counts, sink)
 //	err := env.Execute(ctx, "wordcount")
 //
-// The runnable examples (FromSource, Count, Reduce, Aggregate, Process,
-// Window, SideOutput, CoProcess, IntervalJoin, WindowJoin,
+// The runnable examples (FromSource, Count, Reduce, Aggregate, KeyedProcess,
+// Window, SideOutput, KeyedCoProcess, IntervalJoin, WindowJoin,
 // LeftTableJoin, SinkTo, Environment.Execute, WithHTTP,
 // Environment.StopWithSavepoint, Environment.TriggerSavepoint) build
 // whole jobs; docs/datastream.md in the
@@ -24,14 +24,14 @@
 //
 // # Side outputs
 //
-// A function with a context (Process, ProcessPerSubtask, ProcessStream)
+// A function with a context (KeyedProcess, KeyedProcessPerSubtask, Process)
 // may emit records of another type beside its main output: to a side
 // output named by an OutputTag, which its operator declares, and which
 // SideOutput turns into a stream of its own:
 //
 //	var late = runtime.NewOutputTag[Click]("late")
 //
-//	clicks := runtime.Process(keyed, func(ctx *runtime.KeyedContext[string, Click], c Click) error {
+//	clicks := runtime.KeyedProcess(keyed, func(ctx *runtime.KeyedContext[string, Click], c Click) error {
 //		if c.TS < ctx.CurrentWatermark() {
 //			runtime.Output(ctx, late, c)
 //			return nil
@@ -50,12 +50,12 @@
 //
 // # Two inputs
 //
-// Connect pairs two keyed streams of one key type; CoProcess runs a
+// Connect pairs two keyed streams of one key type; KeyedCoProcess runs a
 // function per input with the key's state and timers shared by both
-// (Flink's KeyedCoProcessFunction), CoProcessPerSubtask a
+// (Flink's KeyedCoProcessFunction), KeyedCoProcessPerSubtask a
 // KeyedCoProcessFunction made per subtask:
 //
-//	status := runtime.CoProcess(runtime.Connect(orders, payments),
+//	status := runtime.KeyedCoProcess(runtime.Connect(orders, payments),
 //		func(ctx *runtime.KeyedContext[int64, string], o Order) error { ... },
 //		func(ctx *runtime.KeyedContext[int64, string], p Payment) error { ... },
 //		runtime.OnTimer(onDeadline))
@@ -120,9 +120,9 @@
 // Every subtask of every operator that uses a descriptor gets a state of
 // its own, declared on first use and checkpointed by key group under the
 // descriptor's name; the descriptor itself holds nothing and may be
-// shared freely. NewMapState declares a map per key. Process runs a
+// shared freely. NewMapState declares a map per key. KeyedProcess runs a
 // plain function on a keyed stream (OnTimer adds the function timers
-// fire); ProcessPerSubtask runs a KeyedProcessFunction made per subtask,
+// fire); KeyedProcessPerSubtask runs a KeyedProcessFunction made per subtask,
 // for a function with fields of its own (handles from GetValueState,
 // which works on any key type, where descriptors need a key of a basic
 // kind).

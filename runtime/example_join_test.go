@@ -41,12 +41,12 @@ func twoInputs(env *runtime.Environment) (runtime.KeyedStream[int64, Order], run
 // at most two seconds of event time after it, and "unpaid" once the
 // watermark passes that deadline without one: keyed state and a timer
 // per order, shared by both inputs.
-func ExampleCoProcess() {
+func ExampleKeyedCoProcess() {
 	env := runtime.NewEnvironment(runtime.WithParallelism(2))
 	orders, payments := twoInputs(env)
 	placed := runtime.NewValueState[int64]("placed") // the order's time, while unpaid
 	paidAt := runtime.NewValueState[int64]("paid")   // a payment that came before its order
-	status := runtime.CoProcess(runtime.Connect(orders, payments),
+	status := runtime.KeyedCoProcess(runtime.Connect(orders, payments),
 		func(ctx *runtime.KeyedContext[int64, string], o Order) error {
 			if at, ok, err := paidAt.Get(ctx); err != nil || (ok && at-o.At <= 2000) {
 				ctx.Collect(fmt.Sprintf("order %d paid", o.ID))

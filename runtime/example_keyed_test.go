@@ -19,10 +19,10 @@ import (
 // subtask: each has the state of the keys it owns.
 var count = runtime.NewValueState[int64]("count")
 
-// A running count per word: Process runs a plain function on the keyed
+// A running count per word: KeyedProcess runs a plain function on the keyed
 // stream, and the descriptor reaches the current key's state through the
 // call's context.
-func ExampleProcess() {
+func ExampleKeyedProcess() {
 	dir, _ := os.MkdirTemp("", "example")
 	defer os.RemoveAll(dir)
 	path := filepath.Join(dir, "lines.txt")
@@ -37,7 +37,7 @@ func ExampleProcess() {
 		}
 		return nil
 	})
-	counts := runtime.Process(runtime.KeyBy(words, func(w string) string { return w }), func(ctx *runtime.KeyedContext[string, string], w string) error {
+	counts := runtime.KeyedProcess(runtime.KeyBy(words, func(w string) string { return w }), func(ctx *runtime.KeyedContext[string, string], w string) error {
 		n, _, err := count.Get(ctx)
 		ctx.Collect(fmt.Sprintf("%s=%d", w, n+1))
 		return errors.Join(err, count.Set(ctx, n+1))
@@ -73,7 +73,7 @@ func ExampleNewValueState() {
 	env := runtime.NewEnvironment(runtime.WithParallelism(2))
 	events := runtime.FromSource(env, src, "events", runtime.NoWatermarks[string]()).UID("events")
 	byKey := runtime.KeyBy(events, func(e string) string { k, _, _ := strings.Cut(e, " "); return k })
-	expired := runtime.Process(byKey, func(ctx *runtime.KeyedContext[string, string], e string) error {
+	expired := runtime.KeyedProcess(byKey, func(ctx *runtime.KeyedContext[string, string], e string) error {
 		_, v, _ := strings.Cut(e, " ")
 		ctx.RegisterEventTimeTimer(100) // fires at the end of input
 		return seen.Set(ctx, lastSeen{Value: v, At: ctx.Timestamp()})

@@ -27,7 +27,7 @@ func ExampleSideOutput() {
 
 	env := runtime.NewEnvironment()
 	lines := runtime.FromSource(env, src, "lines").UID("lines")
-	numbers := runtime.ProcessStream(lines, func(ctx *runtime.ProcessContext[int], line string) error {
+	numbers := runtime.Process(lines, func(ctx *runtime.ProcessContext[int], line string) error {
 		n, err := strconv.Atoi(strings.TrimSpace(line))
 		if err != nil {
 			runtime.Output(ctx, malformed, line)

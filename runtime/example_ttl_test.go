@@ -49,7 +49,7 @@ func ExampleWithTTL() {
 		return nil
 	})
 	byUser := runtime.KeyBy(items, func(e string) string { u, _, _ := strings.Cut(e, " "); return u })
-	expired := runtime.Process(byUser, func(ctx *runtime.KeyedContext[string, string], e string) error {
+	expired := runtime.KeyedProcess(byUser, func(ctx *runtime.KeyedContext[string, string], e string) error {
 		_, item, _ := strings.Cut(e, " ")
 		n, _, err := visits.Get(ctx)
 		if err != nil {

@@ -79,7 +79,7 @@ func TestRestoreRefusesCheckpointOfAnotherJobGraph(t *testing.T) {
 		WithCheckpointInterval(3*time.Millisecond), WithCheckpointDir(dir))
 	ds = Map(FromSource(env, &rangeSrc{splits: 4, perSplit: 100, readerFailAt: -1}, "range").UID("src"),
 		func(v int64) (int64, error) { return v, nil }).UID("map")
-	strKeyed := Process(KeyBy(ds, func(v int64) string { return "k" }), func(*KeyedContext[string, int64], int64) error { return nil }).UID("counts")
+	strKeyed := KeyedProcess(KeyBy(ds, func(v int64) string { return "k" }), func(*KeyedContext[string, int64], int64) error { return nil }).UID("counts")
 	SinkToTwoPhase(strKeyed, &txnSink2PC{store: newTxnStore()}).UID("sink")
 	if err := env.Execute(testCtx(t), "first"); err == nil || !strings.Contains(err.Error(), "KeyedProcess[key=string]") {
 		t.Fatalf("restore into another key type: err = %v", err)
@@ -91,7 +91,7 @@ func TestRestoreRefusesCheckpointOfAnotherJobGraph(t *testing.T) {
 	ds = Map(FromSource(env, &rangeSrc{splits: 4, perSplit: 100, readerFailAt: -1}, "range").UID("src"),
 		func(v int64) (int64, error) { return v, nil }).UID("map")
 	ds = Filter(ds, func(int64) (bool, error) { return true, nil }).UID("added")
-	counts := ProcessPerSubtask(KeyBy(ds, func(v int64) int64 { return v % 7 }), func() KeyedProcessFunction[int64, int64, int64] { return &counting{} }).UID("counts")
+	counts := KeyedProcessPerSubtask(KeyBy(ds, func(v int64) int64 { return v % 7 }), func() KeyedProcessFunction[int64, int64, int64] { return &counting{} }).UID("counts")
 	SinkToTwoPhase(counts, &txnSink2PC{store: store}).UID("sink")
 	if err := env.Execute(testCtx(t), "first"); err != nil {
 		t.Fatal(err)

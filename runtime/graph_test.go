@@ -48,7 +48,7 @@ func TestChainingDecisions(t *testing.T) {
 			name: "keyBy (hash) breaks the chain",
 			build: func(env *Environment) {
 				ds := FromSource(env, src(), "s")
-				p := Process(KeyBy(ds, func(v int) int { return v }), func(*KeyedContext[int, int], int) error { return nil }).Name("p")
+				p := KeyedProcess(KeyBy(ds, func(v int) int { return v }), func(*KeyedContext[int, int], int) error { return nil }).Name("p")
 				SinkTo(p, newCollectSink[int]()).Name("k")
 			},
 			want: [][]string{{"Source: s"}, {"p", "k"}},
@@ -175,15 +175,15 @@ func TestInvalidGraphsAreRejected(t *testing.T) {
 		}, "filter function is nil"},
 		{"nil process function", nil, func(env *Environment) {
 			ks := KeyBy(FromSource(env, src(), "s"), func(v int) int { return v })
-			SinkTo(Process[int, int, int](ks, nil), newCollectSink[int]())
+			SinkTo(KeyedProcess[int, int, int](ks, nil), newCollectSink[int]())
 		}, "process function is nil"},
 		{"nil key selector", nil, func(env *Environment) {
 			ks := KeyBy[int, int](FromSource(env, src(), "s"), nil)
-			SinkTo(Process(ks, func(*KeyedContext[int, int], int) error { return nil }), newCollectSink[int]())
+			SinkTo(KeyedProcess(ks, func(*KeyedContext[int, int], int) error { return nil }), newCollectSink[int]())
 		}, "key selector is nil"},
 		{"key type without stable hash", nil, func(env *Environment) {
 			ks := KeyBy(FromSource(env, src(), "s"), func(v int) point { return point{v, v} })
-			SinkTo(Process(ks, func(*KeyedContext[point, int], int) error { return nil }), newCollectSink[int]())
+			SinkTo(KeyedProcess(ks, func(*KeyedContext[point, int], int) error { return nil }), newCollectSink[int]())
 		}, "use KeyByHashed"},
 		{"nil sink", nil, func(env *Environment) {
 			SinkTo[int](FromSource(env, src(), "s"), nil)

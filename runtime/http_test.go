@@ -113,7 +113,7 @@ func startLiveJob(t *testing.T, opts ...Option) *liveJob {
 	src := &rangeSrc{splits: 2, perSplit: 1 << 40, readerFailAt: -1}
 	nums := FromSource(env, src, "numbers").UID("numbers")
 	squares := Map(nums, func(n int64) (int64, error) { return n * n % 1000003, nil }).Name("square").UID("square")
-	sums := ProcessPerSubtask(KeyBy(squares, func(n int64) int64 { return n % 16 }), func() KeyedProcessFunction[int64, int64, int64] {
+	sums := KeyedProcessPerSubtask(KeyBy(squares, func(n int64) int64 { return n % 16 }), func() KeyedProcessFunction[int64, int64, int64] {
 		var sum ValueState[int64]
 		return KeyedProcessFuncs[int64, int64, int64]{
 			Setup: func(ctx *KeyedContext[int64, int64]) (err error) {

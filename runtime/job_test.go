@@ -27,7 +27,7 @@ func TestBoundedJobDeliversEveryRecordExactlyOnce(t *testing.T) {
 					ds = Map(Rebalance(ds), func(e ev) (ev, error) { return e, nil }).Parallelism(max(1, par-1))
 					sinkPar = max(1, par-1)
 				case "keyBy":
-					ds = Process(KeyBy(ds, func(e ev) string { return e.Key }), func(ctx *KeyedContext[string, ev], e ev) error { ctx.Collect(e); return nil })
+					ds = KeyedProcess(KeyBy(ds, func(e ev) string { return e.Key }), func(ctx *KeyedContext[string, ev], e ev) error { ctx.Collect(e); return nil })
 				case "broadcast":
 					ds = Map(Broadcast(ds), func(e ev) (ev, error) { return e, nil })
 				}
@@ -78,7 +78,7 @@ func TestEveryKeyLandsOnOneSubtask(t *testing.T) {
 	env := NewEnvironment(WithParallelism(par))
 	src := &memSource[ev]{numSplits: 4, perSplit: 500, gen: genEv(101)}
 	keyed := KeyBy(FromSource(env, src, "mem"), func(e ev) string { return e.Key })
-	res := Process(keyed, func(ctx *KeyedContext[string, out], e ev) error {
+	res := KeyedProcess(keyed, func(ctx *KeyedContext[string, out], e ev) error {
 		ctx.Collect(out{Key: ctx.Key(), Subtask: ctx.SubtaskIndex()})
 		return nil
 	})
@@ -110,7 +110,7 @@ func TestOrderIsKeptPerChannel(t *testing.T) {
 	env := NewEnvironment(WithParallelism(4), WithBufferSize(16))
 	src := &memSource[ev]{numSplits: 8, perSplit: 2000, gen: genEv(13), perPoll: 7}
 	keyed := KeyBy(FromSource(env, src, "mem"), func(e ev) string { return e.Key })
-	res := Process(keyed, func(ctx *KeyedContext[string, ev], e ev) error { ctx.Collect(e); return nil })
+	res := KeyedProcess(keyed, func(ctx *KeyedContext[string, ev], e ev) error { ctx.Collect(e); return nil })
 	sink := newCollectSink[ev]()
 	SinkTo(res, sink)
 	if err := env.Execute(context.Background(), "order"); err != nil {

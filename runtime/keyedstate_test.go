@@ -115,7 +115,7 @@ const (
 	viaCount                          // Count (rolling.go)
 	viaAggregate                      // Aggregate, the count in a struct accumulator
 	viaReduce                         // Reduce over records that carry a count of 1
-	viaCoProcess                      // CoProcessPerSubtask: evens on one input, odds on the other
+	viaCoProcess                      // KeyedCoProcessPerSubtask: evens on one input, odds on the other
 )
 
 func countingJob(par int, src *rangeSrc, mapFn func(int64) (int64, error), sink *txnSink2PC, opts ...Option) *Environment {
@@ -128,11 +128,11 @@ func countingJobVia(api countingAPI, par int, src *rangeSrc, mapFn func(int64) (
 	var counts DataStream[int64]
 	switch api {
 	case viaHandles:
-		counts = ProcessPerSubtask(KeyBy(ds, func(v int64) int64 { return v % 7 }), func() KeyedProcessFunction[int64, int64, int64] { return &counting{} })
+		counts = KeyedProcessPerSubtask(KeyBy(ds, func(v int64) int64 { return v % 7 }), func() KeyedProcessFunction[int64, int64, int64] { return &counting{} })
 	case viaDescriptors:
-		counts = Process(KeyBy(ds, func(v int64) int64 { return v % 7 }), countWithDescriptors[int64])
+		counts = KeyedProcess(KeyBy(ds, func(v int64) int64 { return v % 7 }), countWithDescriptors[int64])
 	case viaNamedKey:
-		counts = Process(KeyBy(ds, func(v int64) bucket { return bucket(v % 7) }), countWithDescriptors[bucket])
+		counts = KeyedProcess(KeyBy(ds, func(v int64) bucket { return bucket(v % 7) }), countWithDescriptors[bucket])
 	case viaCount:
 		counts = Map(Count(KeyBy(ds, func(v int64) int64 { return v % 7 })).UID("counts"), func(kv KV[int64, int64]) (int64, error) {
 			return kv.Key*100000 + kv.Value, nil
@@ -151,7 +151,7 @@ func countingJobVia(api countingAPI, par int, src *rangeSrc, mapFn func(int64) (
 	case viaCoProcess:
 		evens := KeyBy(Filter(ds, func(v int64) (bool, error) { return v%2 == 0, nil }), func(v int64) int64 { return v % 7 })
 		odds := KeyBy(Filter(ds, func(v int64) (bool, error) { return v%2 == 1, nil }), func(v int64) int64 { return v % 7 })
-		counts = CoProcessPerSubtask(Connect(evens, odds), func() KeyedCoProcessFunction[int64, int64, int64, int64] {
+		counts = KeyedCoProcessPerSubtask(Connect(evens, odds), func() KeyedCoProcessFunction[int64, int64, int64, int64] {
 			return coCounting{&counting{}}
 		}).UID("counts")
 	}
@@ -266,8 +266,8 @@ func TestDescriptorsGiveEachOperatorSubtaskItsOwnState(t *testing.T) {
 			WithCheckpointInterval(3*time.Millisecond), WithRestartStrategy(FixedDelayRestart(5, time.Millisecond)), backend)
 		src := &rangeSrc{splits: 4, perSplit: 40, delay: 200 * time.Microsecond, readerFailAt: -1}
 		ds := Map(FromSource(env, src, "range", NoWatermarks[int64]()).UID("src"), failOnce(70)).UID("map")
-		by7 := Process(KeyBy(ds, func(v int64) int64 { return v % 7 }), countWithDescriptors[int64]).UID("by7")
-		by5 := Process(KeyBy(ds, func(v int64) bucket { return bucket(v % 5) }), countWithDescriptors[bucket]).UID("by5")
+		by7 := KeyedProcess(KeyBy(ds, func(v int64) int64 { return v % 7 }), countWithDescriptors[int64]).UID("by7")
+		by5 := KeyedProcess(KeyBy(ds, func(v int64) bucket { return bucket(v % 5) }), countWithDescriptors[bucket]).UID("by5")
 		store7, store5 := newTxnStore(), newTxnStore()
 		SinkToTwoPhase(by7, &txnSink2PC{store: store7}).UID("sink7")
 		SinkToTwoPhase(by5, &txnSink2PC{store: store5}).UID("sink5")

@@ -27,7 +27,7 @@ func TestMetricsCountRecordsThatFlowed(t *testing.T) {
 	src := FromSource(env, &rangeSrc{splits: 4, perSplit: 250, readerFailAt: -1}, "range").UID("src")
 	even := Filter(src, func(v int64) (bool, error) { return v%2 == 0, nil }).UID("even")
 	half := Map(even, func(v int64) (int64, error) { return v / 2, nil }).UID("half")
-	counted := ProcessPerSubtask(KeyBy(half, func(v int64) int64 { return v % 5 }), func() KeyedProcessFunction[int64, int64, int64] { return &counting{} }).UID("counts")
+	counted := KeyedProcessPerSubtask(KeyBy(half, func(v int64) int64 { return v % 5 }), func() KeyedProcessFunction[int64, int64, int64] { return &counting{} }).UID("counts")
 	sink := newCollectSink[int64]()
 	SinkTo(counted, sink).UID("sink")
 	if err := env.Execute(testCtx(t), "records"); err != nil {

@@ -65,7 +65,7 @@ type keyedOpener[K comparable, O any] interface {
 // is required; Setup and Timer may be nil. Setup is called by Open, once per
 // subtask: state handles it keeps in variables shared by all subtasks would
 // be shared too, so a function with per-subtask handles belongs in
-// ProcessPerSubtask, which builds one KeyedProcessFuncs per subtask.
+// KeyedProcessPerSubtask, which builds one KeyedProcessFuncs per subtask.
 type KeyedProcessFuncs[K comparable, I, O any] struct {
 	Setup   func(ctx *KeyedContext[K, O]) error
 	Element func(ctx *KeyedContext[K, O], value I) error
@@ -145,7 +145,7 @@ func (c *KeyedContext[K, O]) CurrentProcessingTime() int64 { return c.op.now() }
 // GetValueState's rule; the first registration checks it, and a key type
 // that does not fails the job. With the pebble backend the key type must
 // also have a binary encoding (see GetValueState); a KeyedProcessFuncs
-// with a Timer (Process with OnTimer) over one without is refused when its
+// with a Timer (KeyedProcess with OnTimer) over one without is refused when its
 // operator opens, and any other function fails at its first registration.
 //
 // At the end of event time (the final watermark, MaxWatermark, which a
@@ -629,7 +629,7 @@ func (s *mapState[K, UK, UV]) All() iter.Seq2[UK, UV] {
 // declared with one there is refused here. A state descriptor
 // (NewValueState) declares the state once for every subtask instead;
 // GetValueState is for
-// functions made per subtask (ProcessPerSubtask) and for key types that
+// functions made per subtask (KeyedProcessPerSubtask) and for key types that
 // descriptors do not take.
 //
 // State is checkpointed in a compact binary encoding when a type is a
@@ -798,7 +798,7 @@ func (p *keyedProcessOperator[K, I, O]) open(t *task) error {
 }
 
 // handlesTimers reports that fn is a KeyedProcessFuncs with a Timer
-// (Process with OnTimer): a function that says it handles timers. A
+// (KeyedProcess with OnTimer): a function that says it handles timers. A
 // KeyedProcessFunction of its own type has an OnTimer whether or not it
 // sets timers (the interface requires one), so it is not refused at open;
 // its first registration fails instead.
@@ -809,7 +809,7 @@ func handlesTimers[K comparable, I, O any](fn KeyedProcessFunction[K, I, O]) boo
 	case *KeyedProcessFuncs[K, I, O]:
 		return f.Timer != nil
 	case interface{ handlesTimers() bool }:
-		return f.handlesTimers() // the adapter of CoProcess (connect.go)
+		return f.handlesTimers() // the adapter of KeyedCoProcess (connect.go)
 	}
 	return false
 }

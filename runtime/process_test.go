@@ -44,7 +44,7 @@ func (c *countPerKey) OnTimer(*KeyedContext[string, keyCount], Timer) error { re
 
 // Rule: keyed state is scoped to the current key: each key's ValueState
 // counts only its own records and its MapState holds only its own entries,
-// at any parallelism; with ProcessPerSubtask each subtask has its own
+// at any parallelism; with KeyedProcessPerSubtask each subtask has its own
 // function instance (the race detector checks they share nothing).
 func TestKeyedStateIsPerKey(t *testing.T) {
 	for _, par := range []int{1, 3} {
@@ -52,7 +52,7 @@ func TestKeyedStateIsPerKey(t *testing.T) {
 		src := &memSource[ev]{numSplits: 3, perSplit: 400, gen: genEv(10)}
 		ks := KeyBy(FromSource(env, src, "mem", NoWatermarks[ev]()), func(e ev) string { return e.Key })
 		sink := newCollectSink[keyCount]()
-		SinkTo(ProcessPerSubtask(ks, func() KeyedProcessFunction[string, ev, keyCount] { return &countPerKey{} }).UID("counter"), sink)
+		SinkTo(KeyedProcessPerSubtask(ks, func() KeyedProcessFunction[string, ev, keyCount] { return &countPerKey{} }).UID("counter"), sink)
 		if err := env.Execute(context.Background(), "state"); err != nil {
 			t.Fatal(err)
 		}
@@ -94,7 +94,7 @@ func TestProcessingTimeTimersFireOnTheClock(t *testing.T) {
 		src := &memSource[ev]{numSplits: 1, perSplit: -1, gen: genEv(3)}
 		ds := FromSource(env, &gatedSource{memSource: src, gate: &silentAfter{limit: 9}}, "mem", NoWatermarks[ev]())
 		start := time.Now()
-		res := Process(KeyBy(ds, func(e ev) string { return e.Key }), func(ctx *KeyedContext[string, fired], e ev) error {
+		res := KeyedProcess(KeyBy(ds, func(e ev) string { return e.Key }), func(ctx *KeyedContext[string, fired], e ev) error {
 			// three records per key register the same timer: it fires once
 			ctx.RegisterProcessingTimeTimer(start.Add(5 * time.Second).UnixMilli())
 			if e.Seq == 0 {
@@ -149,7 +149,7 @@ func TestKeyedProcessFuncsSetup(t *testing.T) {
 	env := NewEnvironment(WithParallelism(2))
 	src := &memSource[ev]{numSplits: 2, perSplit: 100, gen: genEv(4)}
 	ks := KeyBy(FromSource(env, src, "mem", NoWatermarks[ev]()), func(e ev) string { return e.Key })
-	res := ProcessPerSubtask(ks, func() KeyedProcessFunction[string, ev, int] {
+	res := KeyedProcessPerSubtask(ks, func() KeyedProcessFunction[string, ev, int] {
 		var count ValueState[int]
 		return KeyedProcessFuncs[string, ev, int]{
 			Setup: func(ctx *KeyedContext[string, int]) (err error) {
@@ -187,7 +187,7 @@ func TestKeyedOperatorThatNeverOpenedClosesCleanly(t *testing.T) {
 	forEachStateBackend(t, func(t *testing.T, backend Option) {
 		env := NewEnvironment(backend, WithParallelism(2), WithLogger(discardLogger()), WithRestartStrategy(NoRestart()))
 		src := &rangeSrc{splits: 2, perSplit: 10, readerFailAt: -1}
-		counts := Process(KeyBy(FromSource(env, src, "range"), func(v int64) int64 { return v % 3 }),
+		counts := KeyedProcess(KeyBy(FromSource(env, src, "range"), func(v int64) int64 { return v % 3 }),
 			func(ctx *KeyedContext[int64, int64], v int64) error { ctx.Collect(v); return nil })
 		refused := errors.New("writer refused")
 		sink := newCollectSink[int64]()

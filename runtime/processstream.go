@@ -1,6 +1,6 @@
 package runtime
 
-// ProcessContext is what the function of ProcessStream sees: the current
+// ProcessContext is what the function of Process sees: the current
 // record's timestamp, the watermark, an output and side outputs (Output).
 // It is valid only during the call it was passed to.
 type ProcessContext[O any] struct {
@@ -46,14 +46,14 @@ func (c *ProcessContext[O]) sideOutputs() (*sideOutputs, int64, *error) {
 	return c.info.sides, c.ts, &c.err
 }
 
-// ProcessStream runs fn on every record of a stream that is not keyed
+// Process runs fn on every record of a stream that is not keyed
 // (Flink's ProcessFunction): it emits zero or more records with
 // ctx.Collect, and side outputs with Output, which FlatMap cannot. It has
-// no keyed state and no timers; a keyed stream has Process. Like FlatMap's
+// no keyed state and no timers; a keyed stream has KeyedProcess. Like FlatMap's
 // function, fn is shared by every subtask and runs on each subtask's task
 // goroutine, so it must keep nothing of its own between calls. An error
 // from fn fails the job.
-func ProcessStream[I, O any](ds DataStream[I], fn func(ctx *ProcessContext[O], v I) error) DataStream[O] {
+func Process[I, O any](ds DataStream[I], fn func(ctx *ProcessContext[O], v I) error) DataStream[O] {
 	n := &node{out: typeOpsFor[O]{}, in: typeOpsFor[I]{}, sideCapable: true}
 	if fn == nil {
 		n.errs = append(n.errs, errNilFunction("process function"))
@@ -68,7 +68,7 @@ func ProcessStream[I, O any](ds DataStream[I], fn func(ctx *ProcessContext[O], v
 	return DataStream[O]{env: ds.env, node: n}
 }
 
-// processOperator runs the function of ProcessStream.
+// processOperator runs the function of Process.
 type processOperator[I, O any] struct {
 	noLifecycle
 	fn  func(*ProcessContext[O], I) error

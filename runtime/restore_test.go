@@ -94,7 +94,7 @@ func TestRestoreRefusesChangedMaxParallelism(t *testing.T) {
 func TestRestoreOfCheckpointWithoutMaxParallelism(t *testing.T) {
 	env := NewEnvironment(WithMaxParallelism(16))
 	ds := FromSource(env, &rangeSrc{splits: 1, perSplit: 1, readerFailAt: -1}, "range").UID("src")
-	counts := ProcessPerSubtask(KeyBy(ds, func(v int64) int64 { return v }), func() KeyedProcessFunction[int64, int64, int64] { return &counting{} }).UID("counts")
+	counts := KeyedProcessPerSubtask(KeyBy(ds, func(v int64) int64 { return v }), func() KeyedProcessFunction[int64, int64, int64] { return &counting{} }).UID("counts")
 	SinkTo(counts, newCollectSink[int64]()).UID("sink")
 	g, err := buildJobGraph(env)
 	if err != nil {
@@ -151,7 +151,7 @@ func TestRestoreRefusesUnclaimedState(t *testing.T) {
 		env := NewEnvironment(append([]Option{WithParallelism(2), WithMaxParallelism(16), WithFlushTimeout(time.Millisecond), WithLogger(discardLogger()),
 			WithCheckpointInterval(3 * time.Millisecond), WithCheckpointDir(dir)}, opts...)...)
 		ds := Map(FromSource(env, &rangeSrc{splits: 4, perSplit: 100, readerFailAt: -1}, "range").UID("src"), identity).UID("map")
-		counts := ProcessPerSubtask(KeyBy(ds, func(v int64) int64 { return v % 7 }), func() KeyedProcessFunction[int64, int64, int64] { return &counting{} }).UID("counts-v2")
+		counts := KeyedProcessPerSubtask(KeyBy(ds, func(v int64) int64 { return v % 7 }), func() KeyedProcessFunction[int64, int64, int64] { return &counting{} }).UID("counts-v2")
 		SinkToTwoPhase(counts, &txnSink2PC{store: newTxnStore()}).UID("sink")
 		return env
 	}
@@ -186,7 +186,7 @@ func defaultUIDJob(extra bool, src *rangeSrc, mapFn func(int64) (int64, error), 
 		ds = Filter(ds, func(int64) (bool, error) { return true, nil }).Name("inserted")
 		ds = Map(ds, identity)
 	}
-	counts := ProcessPerSubtask(KeyBy(ds, func(v int64) int64 { return v % 7 }), func() KeyedProcessFunction[int64, int64, int64] { return &counting{} })
+	counts := KeyedProcessPerSubtask(KeyBy(ds, func(v int64) int64 { return v % 7 }), func() KeyedProcessFunction[int64, int64, int64] { return &counting{} })
 	SinkToTwoPhase(counts, sink)
 	return env
 }

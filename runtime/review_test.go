@@ -226,7 +226,7 @@ func TestTimerBurstRespectsBackpressure(t *testing.T) {
 		return ev{Seq: i, Key: strconv.Itoa(i)}, int64(i)
 	}}
 	var fired, written atomic.Int64
-	res := Process(KeyBy(FromSource(env, src, "keys"), func(e ev) string { return e.Key }),
+	res := KeyedProcess(KeyBy(FromSource(env, src, "keys"), func(e ev) string { return e.Key }),
 		func(ctx *KeyedContext[string, int64], e ev) error {
 			ctx.RegisterEventTimeTimer(1 << 40) // beyond the input: fires at the end
 			return nil

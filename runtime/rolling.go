@@ -93,10 +93,10 @@ func Count[K comparable, T any](ks KeyedStream[K, T]) DataStream[KV[K, int64]] {
 // and the record, and returns the new value and the record to emit. The
 // node is a KeyedProcess (its state signature and restore rules are those
 // of a keyed process function) named after the aggregation. Count's state
-// is "count", an int64 per key: the state of a Process that counted into
+// is "count", an int64 per key: the state of a KeyedProcess that counted into
 // NewValueState[int64]("count") restores into Count under the same UID.
 func rolling[K comparable, T, A, O any](ks KeyedStream[K, T], name, state string, step func(acc A, has bool, v T) (A, O)) DataStream[O] {
-	ds := ProcessPerSubtask(ks, func() KeyedProcessFunction[K, T, O] { return &rollingFunc[K, T, A, O]{name: state, step: step} })
+	ds := KeyedProcessPerSubtask(ks, func() KeyedProcessFunction[K, T, O] { return &rollingFunc[K, T, A, O]{name: state, step: step} })
 	ds.node.name = name
 	return ds
 }

@@ -46,7 +46,7 @@ type sideTag struct {
 
 // DeclareSideOutputs declares the side outputs the operator producing
 // this stream emits. Only sources and operators that run user functions
-// with a context (Process, ProcessPerSubtask, ProcessStream) have side
+// with a context (KeyedProcess, KeyedProcessPerSubtask, Process) have side
 // outputs;
 // declaring them on another is refused when the job is built, as is an id
 // declared twice. A declared side output nobody takes with SideOutput is
@@ -111,7 +111,7 @@ func checkSideOutputs(nodes []*node) error {
 			continue
 		}
 		if !n.sideCapable {
-			return invalidGraph("operator %q declares side outputs, but only sources, Process, ProcessPerSubtask and ProcessStream emit them: declare them on one of those", n.name)
+			return invalidGraph("operator %q declares side outputs, but only sources, Process, KeyedProcess and KeyedProcessPerSubtask emit them: declare them on one of those", n.name)
 		}
 		seen := map[string]bool{}
 		for _, t := range n.sideTags {

@@ -24,7 +24,7 @@ func TestSideOutputUnitedWithItsMainIsExactlyOnce(t *testing.T) {
 				WithCheckpointInterval(time.Duration(2+rng.IntN(8))*time.Millisecond))
 			odd := NewOutputTag[int64]("odd")
 			ds := Map(FromSource(env, src, "range").UID("src"), failOnce(int64(rng.IntN(n)), int64(rng.IntN(n)))).UID("map")
-			main := ProcessStream(ds, func(ctx *ProcessContext[int64], v int64) error {
+			main := Process(ds, func(ctx *ProcessContext[int64], v int64) error {
 				if v%2 == 0 {
 					ctx.Collect(v)
 				} else {
@@ -54,16 +54,16 @@ func TestSideOutputUnitedWithItsMainIsExactlyOnce(t *testing.T) {
 	}
 }
 
-// A ProcessStream reading a side stream may declare side outputs of its
+// A Process reading a side stream may declare side outputs of its
 // own: they chain into the same task and get their records.
 func TestSideOutputOfAnOperatorOnASideStream(t *testing.T) {
 	for _, chained := range []bool{true, false} {
 		t.Run(fmt.Sprint(chained), func(t *testing.T) {
 			env := NewEnvironment(WithParallelism(2), WithLogger(discardLogger()))
 			src := &memSource[ev]{numSplits: 2, perSplit: 200, gen: genEv(3), perPoll: 20}
-			main := Process(KeyBy(FromSource(env, src, "mem"), func(e ev) string { return e.Key }), splitByParity[string]).DeclareSideOutputs(oddTag)
+			main := KeyedProcess(KeyBy(FromSource(env, src, "mem"), func(e ev) string { return e.Key }), splitByParity[string]).DeclareSideOutputs(oddTag)
 			three := NewOutputTag[ev]("three")
-			inner := ProcessStream(SideOutput(main, oddTag), func(ctx *ProcessContext[ev], e ev) error {
+			inner := Process(SideOutput(main, oddTag), func(ctx *ProcessContext[ev], e ev) error {
 				if e.Seq%4 == 3 {
 					Output(ctx, three, e)
 				} else {

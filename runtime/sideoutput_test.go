@@ -81,9 +81,9 @@ func TestSideOutputIsAStreamLikeAnyOther(t *testing.T) {
 					ds := FromSource(env, src, "mem")
 					var main DataStream[ev]
 					if producer == "Process" {
-						main = Process(KeyBy(ds, func(e ev) string { return e.Key }), splitByParity[string])
+						main = KeyedProcess(KeyBy(ds, func(e ev) string { return e.Key }), splitByParity[string])
 					} else {
-						main = ProcessStream(ds, func(ctx *ProcessContext[ev], e ev) error {
+						main = Process(ds, func(ctx *ProcessContext[ev], e ev) error {
 							if e.Seq%2 == 0 {
 								ctx.Collect(e)
 							} else {
@@ -96,7 +96,7 @@ func TestSideOutputIsAStreamLikeAnyOther(t *testing.T) {
 					side := SideOutput(main, oddTag)
 					switch shape {
 					case "keyBy":
-						side = Process(KeyBy(side, func(e ev) string { return e.Key }), func(ctx *KeyedContext[string, ev], e ev) error {
+						side = KeyedProcess(KeyBy(side, func(e ev) string { return e.Key }), func(ctx *KeyedContext[string, ev], e ev) error {
 							ctx.Collect(e)
 							return nil
 						})
@@ -138,9 +138,9 @@ func TestSideOutputCarriesWatermarks(t *testing.T) {
 			env := NewEnvironment(WithParallelism(par), WithLogger(discardLogger()), WithAutoWatermarkInterval(time.Millisecond))
 			src := &memSource[ev]{numSplits: splits, perSplit: perSplit, gen: genEv(5), perPoll: 20}
 			ds := FromSource(env, src, "mem", ForMonotonousTimestamps[ev]())
-			main := Process(KeyBy(ds, func(e ev) string { return e.Key }), splitByParity[string]).DeclareSideOutputs(oddTag)
+			main := KeyedProcess(KeyBy(ds, func(e ev) string { return e.Key }), splitByParity[string]).DeclareSideOutputs(oddTag)
 			side := SideOutput(main, oddTag)
-			fired := Process(KeyBy(side, func(e ev) int { return e.Split*perSplit + e.Seq }),
+			fired := KeyedProcess(KeyBy(side, func(e ev) int { return e.Split*perSplit + e.Seq }),
 				func(ctx *KeyedContext[int, int], e ev) error {
 					ctx.RegisterEventTimeTimer(ctx.Timestamp())
 					return nil
@@ -198,7 +198,7 @@ func TestSideOutputIsExactlyOnceThroughFailover(t *testing.T) {
 				WithCheckpointInterval(time.Duration(2+rng.IntN(8))*time.Millisecond))
 			odd := NewOutputTag[int64]("odd")
 			ds := Map(FromSource(env, src, "range").UID("src"), failOnce(fails...)).UID("map")
-			main := Process(KeyBy(ds, func(v int64) int64 { return v % 7 }), func(ctx *KeyedContext[int64, int64], v int64) error {
+			main := KeyedProcess(KeyBy(ds, func(v int64) int64 { return v % 7 }), func(ctx *KeyedContext[int64, int64], v int64) error {
 				if v%2 == 0 {
 					ctx.Collect(v)
 				} else {
@@ -254,7 +254,7 @@ func TestSideOutputIsExactlyOnceThroughFailover(t *testing.T) {
 func TestSideOutputMisuseIsRefused(t *testing.T) {
 	keyed := func(env *Environment) DataStream[ev] {
 		src := &memSource[ev]{numSplits: 1, perSplit: 10, gen: genEv(3)}
-		return Process(KeyBy(FromSource(env, src, "mem"), func(e ev) string { return e.Key }), splitByParity[string])
+		return KeyedProcess(KeyBy(FromSource(env, src, "mem"), func(e ev) string { return e.Key }), splitByParity[string])
 	}
 	cases := []struct {
 		name  string
@@ -281,7 +281,7 @@ func TestSideOutputMisuseIsRefused(t *testing.T) {
 		{"declared on a Map", func(env *Environment) {
 			m := Map(keyed(env), func(e ev) (ev, error) { return e, nil }).DeclareSideOutputs(oddTag)
 			SinkTo(SideOutput(m, oddTag), newCollectSink[ev]())
-		}, `only sources, Process, ProcessPerSubtask and ProcessStream emit them`},
+		}, `only sources, Process, KeyedProcess and KeyedProcessPerSubtask emit them`},
 		{"tag without an id", func(env *Environment) {
 			p := keyed(env).DeclareSideOutputs(OutputTag[ev]{})
 			SinkTo(SideOutput(p, OutputTag[ev]{}), newCollectSink[ev]())
@@ -336,7 +336,7 @@ func BenchmarkSideOutputMainPath(b *testing.B) {
 			env := NewEnvironment(WithLogger(discardLogger()))
 			ds := FromSource(env, &countSource{total: b.N}, "count")
 			ds = Map(ds, func(v int) (int, error) { return v + 1, nil })
-			ds = ProcessStream(ds, func(ctx *ProcessContext[int], v int) error {
+			ds = Process(ds, func(ctx *ProcessContext[int], v int) error {
 				if mode == "half" && v%2 == 0 {
 					Output(ctx, side, v)
 					return nil

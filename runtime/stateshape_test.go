@@ -34,7 +34,7 @@ func wordTotalJob[V any](src *rangeSrc, store *txnStore, total func(*V) (*string
 		WithLogger(discardLogger()), WithDrainTimeout(5 * time.Second), WithCheckpointInterval(5 * time.Millisecond)}, opts...)...)
 	desc := NewValueState[V]("word-total", stateOpts...)
 	ds := FromSource(env, src, "range", NoWatermarks[int64]()).UID("src")
-	counts := Process(KeyBy(ds, func(v int64) int64 { return v % 7 }), func(ctx *KeyedContext[int64, int64], v int64) error {
+	counts := KeyedProcess(KeyBy(ds, func(v int64) int64 { return v % 7 }), func(ctx *KeyedContext[int64, int64], v int64) error {
 		st, ok, err := desc.Get(ctx)
 		if err != nil {
 			return err

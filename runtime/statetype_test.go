@@ -51,7 +51,7 @@ func stateTypeJob[K comparable](t *testing.T, key func(int64) K, declare func(*K
 	env := NewEnvironment(WithParallelism(1), WithCheckpointInterval(5*time.Millisecond),
 		WithRestartStrategy(FixedDelayRestart(Unlimited, time.Millisecond)), WithLogger(discardLogger()))
 	src := &rangeSrc{splits: 1, perSplit: 50, delay: time.Millisecond, readerFailAt: -1}
-	res := ProcessPerSubtask(KeyByHashed(FromSource(env, src, "range"), key, func(K) uint32 { return 0 }), func() KeyedProcessFunction[K, int64, int] {
+	res := KeyedProcessPerSubtask(KeyByHashed(FromSource(env, src, "range"), key, func(K) uint32 { return 0 }), func() KeyedProcessFunction[K, int64, int] {
 		return KeyedProcessFuncs[K, int64, int]{
 			Setup: func(ctx *KeyedContext[K, int]) error {
 				opens.Add(1)

@@ -73,7 +73,7 @@ func TestGracefulStopDoesNotAdvanceEventTime(t *testing.T) {
 		slow := FromSource(env, &gatedSource{memSource: &memSource[ev]{numSplits: 1, perSplit: -1, gen: genEv(1)}, gate: &silentAfter{limit: 101}}, "slow", strategy)
 		fastDS := FromSource(env, &gatedSource{memSource: &memSource[ev]{numSplits: 1, perSplit: -1, gen: genEv(1)}, gate: &silentAfter{limit: 501}}, "fast", strategy)
 		type fired struct{ Timer, Watermark int64 }
-		res := Process(KeyBy(Union(slow, fastDS), func(e ev) string { return e.Key }), func(ctx *KeyedContext[string, fired], e ev) error {
+		res := KeyedProcess(KeyBy(Union(slow, fastDS), func(e ev) string { return e.Key }), func(ctx *KeyedContext[string, fired], e ev) error {
 			ctx.RegisterEventTimeTimer(100)
 			ctx.RegisterEventTimeTimer(500)
 			return nil

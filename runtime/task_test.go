@@ -244,7 +244,7 @@ func TestOperatorErrorsNameOperatorAndSubtask(t *testing.T) {
 				if sub != 1 {
 					panic("test assumes alice lives on subtask 1")
 				}
-				SinkTo(Process(ks, func(*KeyedContext[string, ev], ev) error { return errBoom }).Name("proc"), j.sink)
+				SinkTo(KeyedProcess(ks, func(*KeyedContext[string, ev], ev) error { return errBoom }).Name("proc"), j.sink)
 			},
 			operator: "proc", subtask: 1,
 		},

@@ -69,7 +69,7 @@ func timerJob(par int, src *rangeSrc, perSplit, regPer int64, domain TimeDomain,
 	env := NewEnvironment(append([]Option{WithParallelism(par), WithMaxParallelism(16), WithFlushTimeout(time.Millisecond), WithLogger(discardLogger()), WithDrainTimeout(5 * time.Second)}, opts...)...)
 	wm := ForMonotonousTimestamps[int64]().WithTimestampAssigner(func(v int64, _ int64) int64 { return v })
 	ds := Map(FromSource(env, src, "range", wm).UID("src"), mapFn).UID("map")
-	timers := Process(KeyBy(ds, keyFn), func(ctx *KeyedContext[int64, int64], v int64) error {
+	timers := KeyedProcess(KeyBy(ds, keyFn), func(ctx *KeyedContext[int64, int64], v int64) error {
 		if v%perSplit >= regPer {
 			return nil
 		}
@@ -328,7 +328,7 @@ func TestTimerDrivenJobExactlyOnceAcrossFailures(t *testing.T) {
 				wm := ForMonotonousTimestamps[int64]().WithTimestampAssigner(func(v int64, _ int64) int64 { return v % int64(perSplit) * 1000 })
 				var midStream atomic.Int64
 				ds := Map(FromSource(env, src, "range", wm).UID("src"), failOnce(fails...)).UID("map")
-				out := Process(KeyBy(ds, keyOf), func(ctx *KeyedContext[int64, int64], v int64) error {
+				out := KeyedProcess(KeyBy(ds, keyOf), func(ctx *KeyedContext[int64, int64], v int64) error {
 					ts := v%int64(perSplit) + due
 					ctx.RegisterEventTimeTimer(ts*1000 + v%1000)
 					ctx.RegisterEventTimeTimer(ts*1000 + 999) // the decoy

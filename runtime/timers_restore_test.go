@@ -76,7 +76,7 @@ func openPairKeyed(t *testing.T, fn KeyedProcessFunction[pairKey, pairKey, strin
 }
 
 // With the pebble backend, a function that handles timers (a Timer in
-// KeyedProcessFuncs, OnTimer given to Process) over a key type without a
+// KeyedProcessFuncs, OnTimer given to KeyedProcess) over a key type without a
 // binary encoding is refused when its operator opens, before any record,
 // with an error naming the operator and the type that no restart mends; a
 // function without a timer handler, or of its own type (see

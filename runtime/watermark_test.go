@@ -256,7 +256,7 @@ func TestEventTimeTimersFireWhenWatermarkPasses(t *testing.T) {
 	env := NewEnvironment(WithParallelism(2), WithBufferSize(8))
 	src := &memSource[ev]{numSplits: 2, perSplit: 300, gen: genEv(3), perPoll: 5}
 	ds := FromSource(env, src, "mem", ForGenerator(func() WatermarkGenerator[ev] { return punctuated{} }))
-	res := Process(KeyBy(ds, func(e ev) string { return e.Key }), func(ctx *KeyedContext[string, fired], e ev) error {
+	res := KeyedProcess(KeyBy(ds, func(e ev) string { return e.Key }), func(ctx *KeyedContext[string, fired], e ev) error {
 		ctx.RegisterEventTimeTimer(e.TS + 50)
 		if e.Seq == 0 {
 			ctx.RegisterEventTimeTimer(1_000_000) // beyond the input's end
@@ -337,7 +337,7 @@ func TestIdleSplitDoesNotHoldBackEventTime(t *testing.T) {
 			return nil
 		}
 		ds := FromSource(env, src, "mem", ForMonotonousTimestamps[ev]().WithIdleness(time.Second))
-		res := Process(KeyBy(ds, func(e ev) string { return e.Key }), func(ctx *KeyedContext[string, int64], e ev) error {
+		res := KeyedProcess(KeyBy(ds, func(e ev) string { return e.Key }), func(ctx *KeyedContext[string, int64], e ev) error {
 			if e.Seq == 0 {
 				ctx.RegisterEventTimeTimer(50)
 			}
@@ -422,7 +422,7 @@ func TestMultiInputWatermarkIsMinimumOverActiveInputs(t *testing.T) {
 			slow := FromSource(env, &gatedSource{memSource: &memSource[ev]{numSplits: 1, perSplit: -1, gen: genEv(1)}, gate: &silentAfter{limit: 100}}, "slow", slowStrategy)
 			fast := FromSource(env, &gatedSource{memSource: &memSource[ev]{numSplits: 1, perSplit: -1, gen: genEv(1)}, gate: &silentAfter{limit: 2000}}, "fast",
 				ForGenerator(func() WatermarkGenerator[ev] { return punctuated{} }))
-			res := Process(KeyBy(Union(slow, fast), func(e ev) string { return e.Key }), func(ctx *KeyedContext[string, int64], e ev) error {
+			res := KeyedProcess(KeyBy(Union(slow, fast), func(e ev) string { return e.Key }), func(ctx *KeyedContext[string, int64], e ev) error {
 				ctx.RegisterEventTimeTimer(500)
 				return nil
 			}, OnTimer(func(ctx *KeyedContext[string, int64], tm Timer) error {

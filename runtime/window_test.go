@@ -25,7 +25,7 @@ const clockBase = int64(1<<50) / 1000 * 1000 // a processing time the wall clock
 
 // Rule (Flink's merging windows): a record that reaches two sessions of
 // its key merges them, and their contents, into one session; Aggregate
-// merges accumulators with Merge, Process keeps every record.
+// merges accumulators with Merge, WindowProcess keeps every record.
 func TestSessionRecordBridgingTwoSessionsMergesThem(t *testing.T) {
 	for _, b := range stateBackends {
 		t.Run(string(b), func(t *testing.T) {

@@ -81,7 +81,7 @@ type firedIn struct {
 // whose function, one per subtask, is a windowFn.
 func windowed[K comparable, T, A, O any](ws WindowedStream[K, T], spec windowSpec[K, T, A, O], errs ...error) DataStream[O] {
 	a, opts := ws.assigner, ws.opts
-	ds := ProcessPerSubtask(ws.keyed, func() KeyedProcessFunction[K, T, O] { return nil })
+	ds := KeyedProcessPerSubtask(ws.keyed, func() KeyedProcessFunction[K, T, O] { return nil })
 	n := ds.node
 	n.errs = append(n.errs, opts.errs...)
 	n.errs = append(n.errs, errs...)

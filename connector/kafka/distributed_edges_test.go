@@ -50,7 +50,7 @@ func TestDistributedRebalanceAndBroadcastAreExact(t *testing.T) {
 	}
 	values := runtime.FromSource(env, src, "values").UID("values")
 	tag := func(ds runtime.DataStream[string], uid, topic string) {
-		tagged := runtime.ProcessStream(ds, func(ctx *runtime.ProcessContext[string], v string) error {
+		tagged := runtime.Process(ds, func(ctx *runtime.ProcessContext[string], v string) error {
 			ctx.Collect(fmt.Sprintf("%s s%d", v, ctx.SubtaskIndex()))
 			return nil
 		}).UID(uid)

@@ -102,7 +102,7 @@ func shuffleJob(t *testing.T, env *runtime.Environment, st shuffleTopics, sh *Sh
 	}).UID("to-shuffle")
 	sh.Sink(recs, channel, partitions)
 	back := sh.Source(env, channel, partitions, keyGroupOwner(partitions))
-	tagged := runtime.ProcessStream(back, func(ctx *runtime.ProcessContext[string], r runtime.ShuffleRecord) error {
+	tagged := runtime.Process(back, func(ctx *runtime.ProcessContext[string], r runtime.ShuffleRecord) error {
 		v := string(r.Value)
 		if fail != nil && fail("down", v) {
 			return fmt.Errorf("injected failure downstream at %s", v)
@@ -750,7 +750,7 @@ func TestShuffleKeepsEventTimestamps(t *testing.T) {
 	got := map[string]int64{}
 	all := make(chan struct{})
 	for _, ch := range []string{"job.stamped", "job.unstamped"} {
-		runtime.SinkTo(runtime.ProcessStream(sh.Source(env, ch, partitions, keyGroupOwner(partitions)),
+		runtime.SinkTo(runtime.Process(sh.Source(env, ch, partitions, keyGroupOwner(partitions)),
 			func(ctx *runtime.ProcessContext[string], r runtime.ShuffleRecord) error {
 				mu.Lock()
 				defer mu.Unlock()

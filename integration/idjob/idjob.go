@@ -163,7 +163,7 @@ func Run(ctx context.Context, c Config) error {
 			return id, nil
 		}).Name("rebalanced").UID("rebalanced")
 	} else {
-		shuffled = runtime.Process(runtime.KeyBy(mapped, func(id int64) int64 { return id }), func(ctx *runtime.KeyedContext[int64, int64], id int64) error {
+		shuffled = runtime.KeyedProcess(runtime.KeyBy(mapped, func(id int64) int64 { return id }), func(ctx *runtime.KeyedContext[int64, int64], id int64) error {
 			if c.Sink != nil {
 				if err := c.Sink(id); err != nil {
 					return err
