@@ -107,7 +107,7 @@ func TestLaggingSplitBackFromIdlenessIsNotLate(t *testing.T) {
 		late := NewOutputTag[ev]("late")
 		ds := FromSource(env, src, "steps", ForMonotonousTimestamps[ev]().WithIdleness(time.Second))
 		counts := WindowCount(Window(KeyBy(ds, func(ev) string { return "all" }),
-			Tumbling(100*time.Millisecond), WithSideOutputLateData(late)))
+			Tumbling(100*time.Millisecond), WithSideOutputLateRecords(late)))
 		sink := newCollectSink[WindowResult[string, int64]]()
 		SinkTo(counts, sink)
 		lateSink := newCollectSink[ev]()

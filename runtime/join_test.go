@@ -283,8 +283,8 @@ func TestJoinMisuseIsRefused(t *testing.T) {
 		{"zero assigner", "zero WindowAssigner", func(a, b KeyedStream[int64, int64]) DataStream[int64] {
 			return WindowJoin(a, b, WindowAssigner{}, pair)
 		}},
-		{"late data side output", "WithSideOutputLateData does not apply to WindowJoin", func(a, b KeyedStream[int64, int64]) DataStream[int64] {
-			return WindowJoin(a, b, Tumbling(time.Second), pair, WithSideOutputLateData(NewOutputTag[int64]("late")))
+		{"late data side output", "WithSideOutputLateRecords does not apply to WindowJoin", func(a, b KeyedStream[int64, int64]) DataStream[int64] {
+			return WindowJoin(a, b, Tumbling(time.Second), pair, WithSideOutputLateRecords(NewOutputTag[int64]("late")))
 		}},
 		{"different hashes", "different hashes", func(a, b KeyedStream[int64, int64]) DataStream[int64] {
 			b = KeyByHashed(b.stream, key, func(v int64) uint32 { return uint32(v) })

@@ -44,6 +44,45 @@ type sideTag struct {
 	ops typeOps
 }
 
+// LateRecordsOption is an option of every operator that drops records as
+// late: Window (WindowOption) and TableJoin and LeftTableJoin
+// (TableJoinOption). WithSideOutputLateRecords makes the one there is.
+type LateRecordsOption interface {
+	WindowOption
+	TableJoinOption
+}
+
+// WithSideOutputLateRecords sends the records an operator drops as late,
+// as they came and with their own timestamps, to the side output tag of
+// the operator (Flink's sideOutputLateData), where SideOutput takes them:
+// for a dead-letter topic, or a correction job. They are counted as
+// dropped all the same. Default: late records are only dropped and
+// counted. The tag's type must be the type of the records that can be
+// late (the windowed stream's, the table join's stream side), which the
+// operator checks when the job is built; the operator declares the tag
+// itself, so it must not also be given to DeclareSideOutputs.
+//
+// What is late: for Window, a record later than the allowed lateness
+// (WithAllowedLateness) of an event-time window (processing-time windows
+// have none); for a table join, a stream record at or behind the
+// operator's watermark. WindowJoin, whose two inputs have two types,
+// refuses it.
+func WithSideOutputLateRecords[T any](tag OutputTag[T]) LateRecordsOption {
+	return lateRecordsOption{tag: tag, typ: typeName[T]()}
+}
+
+// lateRecordsOption is the option of WithSideOutputLateRecords: the tag,
+// an OutputTag[T], and the name of T, which each operator compares with
+// the type of its late records.
+type lateRecordsOption struct {
+	tag any
+	typ string
+}
+
+func (o lateRecordsOption) applyWindow(w *windowOptions) { w.late, w.lateType = o.tag, o.typ }
+
+func (o lateRecordsOption) applyTableJoin(t *tableJoinOptions) { t.late, t.lateType = o.tag, o.typ }
+
 // DeclareSideOutputs declares the side outputs the operator producing
 // this stream emits. Only sources and operators that run user functions
 // with a context (KeyedProcess, KeyedProcessPerSubtask, Process) have side

@@ -49,20 +49,6 @@ type tableJoinOptionFunc func(*tableJoinOptions)
 
 func (f tableJoinOptionFunc) applyTableJoin(o *tableJoinOptions) { f(o) }
 
-// WithSideOutputLateRecords sends the stream records a table join drops
-// as late (at or behind its watermark), as they came and with their own
-// timestamps, to the side output tag of the join's operator, where
-// SideOutput takes them: to join them some other way, or to a dead-letter
-// topic. They are counted as dropped all the same. Default: late records
-// are only dropped and counted. The tag's type must be the stream's
-// record type; the join declares the tag itself, so it must not also be
-// given to DeclareSideOutputs.
-func WithSideOutputLateRecords[A any](tag OutputTag[A]) TableJoinOption {
-	return tableJoinOptionFunc(func(o *tableJoinOptions) {
-		o.late, o.lateType = tag, typeName[A]()
-	})
-}
-
 // TableJoin joins each record of stream with the value its key had in
 // table at the record's event time (an inner join): a record x at time t
 // is joined with the value of the latest update of its key with a

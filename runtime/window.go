@@ -16,7 +16,7 @@ import (
 // either state backend like any keyed state (windowop.go).
 
 // TimeWindow is the interval [Start, End) of a window, in milliseconds of
-// the assigner's time domain. The global window of GlobalCount is
+// the assigner's time domain. The global window of CountWindow is
 // [math.MinInt64, math.MaxInt64).
 type TimeWindow struct {
 	Start, End int64
@@ -68,13 +68,13 @@ const (
 )
 
 // WindowAssigner chooses the windows of a record: Tumbling, Sliding,
-// Session or GlobalCount. Time windows follow event time (the records'
+// Session or CountWindow. Time windows follow event time (the records'
 // timestamps and the watermark) unless ProcessingTime says otherwise. The
 // zero value is invalid.
 type WindowAssigner struct {
 	shape  windowShape
 	domain TimeDomain
-	// size, slide, offset and gap in milliseconds; count for GlobalCount.
+	// size, slide, offset and gap in milliseconds; count for CountWindow.
 	size, slide, offset, gap int64
 	count                    int64
 	err                      error
@@ -117,12 +117,13 @@ func Session(gap time.Duration) WindowAssigner {
 	return WindowAssigner{shape: shapeSession, domain: EventTime, gap: ms, err: err}
 }
 
-// GlobalCount puts all the records of a key in one window that fires every
-// n records and then starts empty (Flink's countWindow(n)): a key's last
+// CountWindow puts all the records of a key in one window that fires every
+// n records and then starts empty (Flink's countWindow(n), a tumbling
+// count window over Flink's GlobalWindows): a key's last
 // records, fewer than n, are never emitted, also not at the end of input.
 // Its results carry the timestamp of the record that completed the count;
 // their window is [math.MinInt64, math.MaxInt64).
-func GlobalCount(n int) WindowAssigner {
+func CountWindow(n int) WindowAssigner {
 	a := WindowAssigner{shape: shapeGlobal, count: int64(n)}
 	if n < 1 {
 		a.err = fmt.Errorf("window count %d: must be at least 1", n)
@@ -160,7 +161,7 @@ func (a WindowAssigner) WithOffset(offset time.Duration) WindowAssigner {
 // timers do not fire after the end of input.
 func (a WindowAssigner) ProcessingTime() WindowAssigner {
 	if a.shape == shapeGlobal {
-		a.err = errors.Join(a.err, errors.New("ProcessingTime applies to time windows, not to GlobalCount"))
+		a.err = errors.Join(a.err, errors.New("ProcessingTime applies to time windows, not to CountWindow"))
 		return a
 	}
 	a.domain = ProcessingTime
@@ -177,6 +178,8 @@ func (a WindowAssigner) String() string {
 	case shapeSession:
 		s = fmt.Sprintf("session gap %dms", a.gap)
 	case shapeGlobal:
+		// "global count": the signature of the operator's state holds
+		// this string, so it stays what checkpoints already name.
 		return fmt.Sprintf("global count %d", a.count)
 	default:
 		return "invalid assigner"
@@ -254,8 +257,8 @@ type WindowOption interface {
 type windowOptions struct {
 	// lateness and early in milliseconds; 0: none.
 	lateness, early int64
-	// late is the OutputTag[T] of WithSideOutputLateData, nil if none; Window
-	// checks its T against the stream's.
+	// late is the OutputTag[T] of WithSideOutputLateRecords, nil if none;
+	// Window checks its T against the stream's.
 	late     any
 	lateType string
 	errs     []error
@@ -270,7 +273,7 @@ func (f windowOptionFunc) applyWindow(o *windowOptions) { f(o) }
 // that time adds to the window, which fires again at once with the
 // updated result (WindowLate); a record later than that is dropped and
 // counted in the metric splitflow_window_late_records_dropped_total (and
-// sent to the side output of WithSideOutputLateData, if given). The window's
+// sent to the side output of WithSideOutputLateRecords, if given). The window's
 // state is removed once the watermark passes end-1+d.
 func WithAllowedLateness(d time.Duration) WindowOption {
 	return windowOptionFunc(func(o *windowOptions) {
@@ -280,21 +283,6 @@ func WithAllowedLateness(d time.Duration) WindowOption {
 		default:
 			o.lateness = d.Milliseconds()
 		}
-	})
-}
-
-// WithSideOutputLateData sends every record later than the allowed lateness,
-// as it came and with its own timestamp, to the side output tag of the
-// window operator (Flink's sideOutputLateData), where SideOutput takes
-// it: for a dead-letter topic, or a correction job. The records are
-// counted as dropped late all the same. Default: late records are only
-// dropped and counted. The tag's type must be the windowed stream's
-// record type; the window operator declares the tag itself, so it must
-// not also be given to DeclareSideOutputs. Processing-time windows have
-// no late records.
-func WithSideOutputLateData[T any](tag OutputTag[T]) WindowOption {
-	return windowOptionFunc(func(o *windowOptions) {
-		o.late, o.lateType = tag, typeName[T]()
 	})
 }
 
@@ -320,7 +308,7 @@ type WindowedStream[K comparable, T any] struct {
 	keyed    KeyedStream[K, T]
 	assigner WindowAssigner
 	opts     windowOptions
-	// late is the tag of WithSideOutputLateData, if lateSet.
+	// late is the tag of WithSideOutputLateRecords, if lateSet.
 	late    OutputTag[T]
 	lateSet bool
 }
@@ -340,7 +328,7 @@ func Window[K comparable, T any](ks KeyedStream[K, T], assigner WindowAssigner, 
 	a := assigner
 	switch {
 	case a.shape == 0:
-		ws.opts.errs = append(ws.opts.errs, errors.New("window assigner is the zero WindowAssigner; make one with Tumbling, Sliding, Session or GlobalCount"))
+		ws.opts.errs = append(ws.opts.errs, errors.New("window assigner is the zero WindowAssigner; make one with Tumbling, Sliding, Session or CountWindow"))
 	case a.err != nil:
 		ws.opts.errs = append(ws.opts.errs, a.err)
 	}
@@ -351,7 +339,7 @@ func Window[K comparable, T any](ks KeyedStream[K, T], assigner WindowAssigner, 
 		if tag, ok := ws.opts.late.(OutputTag[T]); ok {
 			ws.late, ws.lateSet = tag, true
 		} else {
-			ws.opts.errs = append(ws.opts.errs, fmt.Errorf("WithSideOutputLateData: the tag carries %s, but the window's records are %s: make the tag with NewOutputTag[%s]", ws.opts.lateType, typeName[T](), typeName[T]()))
+			ws.opts.errs = append(ws.opts.errs, fmt.Errorf("WithSideOutputLateRecords: the tag carries %s, but the window's records are %s: make the tag with NewOutputTag[%s]", ws.opts.lateType, typeName[T](), typeName[T]()))
 		}
 	}
 	if ws.opts.early > 0 && a.domain != EventTime {

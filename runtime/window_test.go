@@ -137,10 +137,10 @@ func TestInvalidWindowConfigurationIsRefused(t *testing.T) {
 		{Tumbling(1500 * time.Microsecond), nil, "whole number of milliseconds"},
 		{Sliding(time.Second, 0), nil, "slide 0s"},
 		{Session(-time.Second), nil, "gap -1s"},
-		{GlobalCount(0), nil, "at least 1"},
+		{CountWindow(0), nil, "at least 1"},
 		{Tumbling(time.Second).WithOffset(time.Second), nil, "below the window's slide"},
 		{Session(time.Second).WithOffset(time.Millisecond), nil, "WithOffset applies"},
-		{GlobalCount(2).ProcessingTime(), nil, "ProcessingTime applies"},
+		{CountWindow(2).ProcessingTime(), nil, "ProcessingTime applies"},
 		{Tumbling(time.Second).ProcessingTime(), []WindowOption{WithAllowedLateness(time.Second)}, "WithAllowedLateness applies"},
 		{Tumbling(time.Second).ProcessingTime(), []WindowOption{WithEarlyFiring(time.Second)}, "WithEarlyFiring applies"},
 		{Tumbling(time.Second), []WindowOption{WithAllowedLateness(-time.Second)}, "allowed lateness -1s"},
@@ -267,13 +267,13 @@ func TestEarlyFiringEmitsPartialResultsUntilTheWindowFires(t *testing.T) {
 	}
 }
 
-// Rule (Flink's countWindow): GlobalCount fires every n records of a key,
+// Rule (Flink's countWindow): CountWindow fires every n records of a key,
 // with the timestamp of the record that completed the count, and starts
 // over; fewer than n records wait.
 func TestGlobalCountFiresEveryNRecords(t *testing.T) {
 	for _, b := range stateBackends {
 		t.Run(string(b), func(t *testing.T) {
-			w := openWin[string, string](t, countStream(GlobalCount(3)), unitStateConfig(t, b), nil, 1, 0)
+			w := openWin[string, string](t, countStream(CountWindow(3)), unitStateConfig(t, b), nil, 1, 0)
 			defer w.stop()
 			for i := range 7 {
 				w.add(t, "a", int64(i))
@@ -392,7 +392,7 @@ func runWindowRestore(t *testing.T, b StateBackend, a WindowAssigner, par int, k
 
 var lateTag = NewOutputTag[string]("late")
 
-// Rule (Flink's sideOutputLateData): with WithSideOutputLateData, a record
+// Rule (Flink's sideOutputLateData): with WithSideOutputLateRecords, a record
 // later than the allowed lateness goes, as it came and with its own
 // timestamp, to the side output the user named; it is counted as dropped
 // late all the same, and records within the lateness stay in the window.
@@ -400,7 +400,7 @@ func TestRecordsBeyondLatenessGoToTheLateDataSideOutput(t *testing.T) {
 	for _, b := range stateBackends {
 		for _, a := range []WindowAssigner{Tumbling(10 * time.Millisecond), Session(10 * time.Millisecond)} {
 			t.Run(fmt.Sprintf("%s/%s", b, a), func(t *testing.T) {
-				ds := countStream(a, WithAllowedLateness(5*time.Millisecond), WithSideOutputLateData(lateTag))
+				ds := countStream(a, WithAllowedLateness(5*time.Millisecond), WithSideOutputLateRecords(lateTag))
 				if len(ds.node.sideTags) != 1 || ds.node.sideTags[0].id != "late" {
 					t.Fatalf("the window declares side outputs %v, want the late-data tag", ds.node.sideTags)
 				}
@@ -429,7 +429,7 @@ func TestRecordsBeyondLatenessGoToTheLateDataSideOutput(t *testing.T) {
 // Rule: the late-data tag carries the window's record type; another type
 // is refused when the job is built, naming both.
 func TestLateDataTagOfAnotherTypeIsRefused(t *testing.T) {
-	ds := countStream(Tumbling(time.Second), WithSideOutputLateData(NewOutputTag[int]("late")))
+	ds := countStream(Tumbling(time.Second), WithSideOutputLateRecords(NewOutputTag[int]("late")))
 	err := errors.Join(ds.node.errs...)
 	if err == nil || !strings.Contains(err.Error(), "int") || !strings.Contains(err.Error(), "string") {
 		t.Fatalf("error %v, want one naming the tag's type int and the records' type string", err)

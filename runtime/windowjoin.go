@@ -33,7 +33,7 @@ func WindowJoin[K comparable, A, B, O any](first KeyedStream[K, A], second Keyed
 			if o.applyWindow(&w); w.late != nil {
 				// The window's records are the tagged sides, of a type
 				// the caller cannot name.
-				errs = append(errs, errors.New("WithSideOutputLateData does not apply to WindowJoin: its late records are dropped and counted"))
+				errs = append(errs, errors.New("WithSideOutputLateRecords does not apply to WindowJoin: its late records are dropped and counted"))
 				continue
 			}
 		}

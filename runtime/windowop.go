@@ -23,7 +23,7 @@ import (
 //   - session ends: MapState "window-session-ends", start -> end, for
 //     session windows, whose sizes vary. Sessions of a key never overlap,
 //     so the start names one;
-//   - the count of GlobalCount: ValueState "window-count";
+//   - the count of CountWindow: ValueState "window-count";
 //   - for WindowProcess, the records: ListState "window-records" of
 //     (window start, record), appended to one record at a time (with the
 //     pebble backend one DB entry each, where a list as one value would
@@ -124,7 +124,7 @@ type windowFn[K comparable, T, A, O any] struct {
 	// alwaysRegister registers a window's timers on every record, as
 	// before they were registered once: for the benchmark's baseline.
 	alwaysRegister bool
-	// late is the late-data side output, if lateSet (WithSideOutputLateData).
+	// late is the late records' side output, if lateSet (WithSideOutputLateRecords).
 	late    OutputTag[T]
 	lateSet bool
 

@@ -94,7 +94,7 @@ func runJob(ctx context.Context, o options, seeds []string, sourcePar int, p *pr
 
 	byUser := runtime.KeyBy(checked, func(e event) string { return e.User })
 	counts := runtime.WindowCount(runtime.Window(byUser, runtime.Tumbling(o.window),
-		runtime.WithAllowedLateness(o.allowedLateness), runtime.WithSideOutputLateData(lateEvents))).Name("window-count").UID("window-count")
+		runtime.WithAllowedLateness(o.allowedLateness), runtime.WithSideOutputLateRecords(lateEvents))).Name("window-count").UID("window-count")
 	written := runtime.Map(counts, func(wc windowCount) (windowCount, error) {
 		p.emissions.Add(1)
 		return wc, nil
