@@ -89,10 +89,13 @@
 // drains the job gracefully: sources stop at their next poll, in-flight
 // records flow to the sinks, sinks are flushed with Flush(true) and closed,
 // and Execute returns nil (ErrDrainTimeout if draining outlasts
-// WithDrainTimeout). A failure restarts the job (or only the failed
-// pipeline) from its latest checkpoint as the restart strategy allows;
-// otherwise it stops everything and is returned as an *OperatorError
-// naming the operator and subtask. Invalid graphs are refused before
+// WithDrainTimeout). A job stopped while it runs (StopWithSavepoint, or
+// POST /api/v1/job/stop of the status server) drains the same way, and
+// Execute returns ErrStopped, so that a stop is told from the end of the
+// input; a program that stops its own job treats it as success. A
+// failure restarts the job (or only the failed pipeline) from its latest
+// checkpoint as the restart strategy allows; otherwise it stops everything
+// and is returned as an *OperatorError naming the operator and subtask. Invalid graphs are refused before
 // anything runs, with ErrInvalidGraph.
 //
 // Exactly-once output takes checkpoints and a sink configured exactly-once

@@ -209,7 +209,7 @@ func NewEnvironment(opts ...Option) *Environment {
 	return env
 }
 
-// Execute runs the job until it finishes or ctx is cancelled.
+// Execute runs the job until it finishes, is stopped, or ctx is cancelled.
 //
 //   - When every source is bounded and has ended, and everything they
 //     produced has reached the sinks (each sink was flushed with
@@ -218,8 +218,14 @@ func NewEnvironment(opts ...Option) *Environment {
 //     at their next step (no final watermark is emitted, and no watermark
 //     moves because of the stop: see Event time in the package doc), the
 //     records in flight drain through the job, sinks are flushed and
-//     closed, and Execute returns nil. If draining takes longer than the drain timeout,
-//     the job is stopped hard and Execute returns ErrDrainTimeout.
+//     closed, and Execute returns nil: the caller asked for the end. If
+//     draining takes longer than the drain timeout, the job is stopped
+//     hard and Execute returns ErrDrainTimeout.
+//   - When the job is stopped while it runs, by StopWithSavepoint or by
+//     POST /api/v1/job/stop of the status server, it ends as on a cancel
+//     of ctx, and Execute returns ErrStopped (or ErrDrainTimeout), so
+//     that its caller tells a stop from the end of the input; a program
+//     that stops its own job treats ErrStopped as success.
 //   - When ctx is cancelled while the job waits to restart after a
 //     failure, the restart runs at once as such a drain (its sinks commit
 //     the transactions restored from the last completed checkpoint, its
@@ -290,9 +296,15 @@ func (env *Environment) Execute(ctx context.Context, name string) error {
 	// The status server is up before the first task starts, so the whole
 	// run can be watched, and down before Execute returns, so nothing
 	// outlives the job. Its POST /api/v1/job/stop stops the job as a
-	// cancel of ctx would.
-	ctx, stopJob := context.WithCancel(ctx)
-	defer stopJob()
+	// cancel of ctx would, and so does StopWithSavepoint; both mark the
+	// job stopped, which turns Execute's nil into ErrStopped.
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var stopped atomic.Bool
+	stopJob := func() {
+		stopped.Store(true)
+		cancel()
+	}
 	if srv != nil {
 		if err := env.startHTTP(srv, stopJob); err != nil {
 			return fmt.Errorf("job %q: %w", name, err)
@@ -300,10 +312,19 @@ func (env *Environment) Execute(ctx context.Context, name string) error {
 		defer env.stopHTTP(srv)
 	}
 	if ex == nil {
-		return env.runDistributed(ctx, g, name)
+		return stoppedResult(env.runDistributed(ctx, g, name), &stopped)
 	}
 	ex.cancelRun = stopJob
 	env.running.Store(ex)
 	defer env.running.Store(nil)
-	return ex.named(name).run(ctx)
+	return stoppedResult(ex.named(name).run(ctx), &stopped)
+}
+
+// stoppedResult is Execute's result for a job that ended with err: a job
+// that ended without an error after a stop ended because of it.
+func stoppedResult(err error, stopped *atomic.Bool) error {
+	if err == nil && stopped.Load() {
+		return ErrStopped
+	}
+	return err
 }

@@ -20,6 +20,17 @@ var ErrInvalidGraph = errors.New("invalid job graph")
 // WithDrainTimeout) and was stopped hard.
 var ErrDrainTimeout = errors.New("job did not drain before the drain timeout")
 
+// ErrStopped is returned by Execute when the job ended because it was
+// stopped while it ran: by StopWithSavepoint, or by POST /api/v1/job/stop
+// of the status server (WithHTTP). The job ended as a cancel of Execute's
+// context ends it (sources stopped, the records in flight drained, sinks
+// flushed and what they prepared committed), but the caller of Execute
+// did not ask for it, and its input had not ended. Like
+// http.ErrServerClosed, it says how the job ended, not that it failed: a
+// program that stops its own job treats it as success. Match it with
+// errors.Is.
+var ErrStopped = errors.New("job stopped")
+
 // ErrCancelledWhileRestarting is wrapped by the error Execute returns when
 // its context was cancelled while the job was restarting after a failure;
 // that error wraps the failure too. Before returning, Execute runs the

@@ -31,8 +31,8 @@ type httpConfig struct {
 //     throughput and backpressure, the checkpoint history, restarts and the
 //     last failure, refreshed every second from /api/v1/job.
 //   - POST /api/v1/job/stop: stops the job gracefully, as cancelling
-//     Execute's context does (202 Accepted; Execute then returns nil once
-//     the job has drained). It changes the job, so it needs the token of
+//     Execute's context does (202 Accepted; Execute then returns
+//     ErrStopped once the job has drained). It changes the job, so it needs the token of
 //     status.WithToken.
 //   - POST /api/v1/savepoints: takes a savepoint (Environment.TriggerSavepoint),
 //     or with {"stop": true} stops the job with one (StopWithSavepoint);

@@ -117,7 +117,7 @@ func selfSignedTLSAndPool(t *testing.T) (*tls.Config, *x509.CertPool) {
 // A running job with status.WithTLS and status.WithToken: the server speaks
 // only HTTPS; the page and the metrics need no token; POST
 // /api/v1/job/stop is refused without the token and with it stops the job
-// gracefully, Execute returning nil.
+// gracefully, Execute returning ErrStopped.
 func TestHTTPTLSServerStopsJobWithToken(t *testing.T) {
 	cfg, pool := selfSignedTLSAndPool(t)
 	j := startLiveJob(t, WithHTTP("127.0.0.1:0", status.WithTLS(cfg), status.WithToken(testToken)))
@@ -150,8 +150,8 @@ func TestHTTPTLSServerStopsJobWithToken(t *testing.T) {
 	}
 	select {
 	case err := <-j.done:
-		if err != nil {
-			t.Fatalf("Execute after the stop endpoint: %v, want nil (a graceful stop)", err)
+		if !errors.Is(err, ErrStopped) {
+			t.Fatalf("Execute after the stop endpoint: %v, want ErrStopped (a graceful stop)", err)
 		}
 	case <-time.After(20 * time.Second):
 		t.Fatal("the job still ran 20s after POST /api/v1/job/stop")

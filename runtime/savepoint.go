@@ -90,10 +90,10 @@ func (env *Environment) TriggerSavepoint(ctx context.Context, target string) (st
 // moving event time (no final watermark, so no window fires because of the
 // stop), the records in flight drain, the final checkpoint is copied into
 // a savepoint under target (WithSavepointDir when ""), its transactions
-// commit, and the job ends; Execute then returns nil. It returns once the
-// job has ended, with the savepoint; if the job failed after the savepoint
-// was complete, both (the savepoint is whole: a job started from it
-// commits what it prepared). Errors as TriggerSavepoint's.
+// commit, and the job ends; Execute then returns ErrStopped. It returns
+// once the job has ended, with the savepoint; if the job failed after the
+// savepoint was complete, both (the savepoint is whole: a job started
+// from it commits what it prepared). Errors as TriggerSavepoint's.
 func (env *Environment) StopWithSavepoint(ctx context.Context, target string) (status.Savepoint, error) {
 	return env.savepoint(ctx, target, true)
 }

@@ -86,8 +86,8 @@ func stopAfter(t *testing.T, env *Environment, src *rangeSrc, target string) sta
 		<-second
 		sp, spErr = env.StopWithSavepoint(context.Background(), target)
 	})
-	if err := env.Execute(testCtx(t), "first"); err != nil {
-		t.Fatal(err)
+	if err := env.Execute(testCtx(t), "first"); !errors.Is(err, ErrStopped) {
+		t.Fatalf("Execute of a job stopped with a savepoint: %v, want ErrStopped", err)
 	}
 	wg.Wait()
 	if spErr != nil {
@@ -324,8 +324,8 @@ func TestSavepointCopyKeepsTheMasterServing(t *testing.T) {
 	if st.err != nil {
 		t.Fatalf("stop with savepoint: %v", st.err)
 	}
-	if err := <-execErr; err != nil {
-		t.Fatalf("Execute after a stop with savepoint: %v", err)
+	if err := <-execErr; !errors.Is(err, ErrStopped) {
+		t.Fatalf("Execute after a stop with savepoint: %v, want ErrStopped", err)
 	}
 	execErr <- nil // for the deferred wait
 	for _, sp := range []status.Savepoint{tr.sp, st.sp} {

@@ -158,8 +158,8 @@ func TestSavepointCommandsOnARunningJob(t *testing.T) {
 	}
 	select {
 	case err := <-done:
-		if err != nil {
-			t.Fatalf("the job stopped with a savepoint ended with %v", err)
+		if !errors.Is(err, runtime.ErrStopped) {
+			t.Fatalf("the job stopped with a savepoint ended with %v, want runtime.ErrStopped", err)
 		}
 	case <-time.After(30 * time.Second):
 		t.Fatal("the job still runs 30s after savepoint stop answered")

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -69,12 +70,18 @@ func runJob(ctx context.Context, o options, seeds []string, p *progress, logger 
 		return wc, nil
 	}).Name("tally").UID("tally")
 	runtime.SinkTo(written, sink).Name("counts").UID("counts-sink")
-	if err := env.Execute(ctx, "wordcount"); err != nil {
+	err = env.Execute(ctx, "wordcount")
+	if errors.Is(err, runtime.ErrStopped) {
+		// Stopped over the status server (POST /api/v1/job/stop, or
+		// splitflow savepoint stop): an end the operator asked for.
+		err = nil
+	}
+	if err != nil {
 		return fmt.Errorf("%w", err)
 	}
-	// Execute returns nil both at the end of the input and after a stop;
-	// the job's final state tells them apart (the stop endpoint cancels a
-	// context of Execute's own, which ctx does not show).
+	// Execute returns nil both at the end of the input and after an
+	// interrupt, which cancelled ctx, and ErrStopped after a stop; the
+	// job's final state says whether it was cut short.
 	p.stopped.Store(env.Status().State == "cancelled")
 	return nil
 }
