@@ -323,9 +323,11 @@ func KeyBy[K comparable, T any](ds DataStream[T], keyFn func(T) K) KeyedStream[K
 	return KeyedStream[K, T]{stream: ds, keyFn: keyFn, hash: h, err: err}
 }
 
-// KeyByHashed is KeyBy with a caller-supplied key hash. The hash must be
-// stable across processes and releases (derive it from the key's bytes, for
-// instance with HashString); Go's map hash is not.
+// KeyByHashed is KeyBy with a caller-supplied key hash, for key types that
+// have no stable hash of their own (structs, arrays, floats). The hash
+// must be the same in every process and release: derive it from the key's
+// bytes, with hash/fnv for instance; Go's map hash (hash/maphash) is
+// seeded per process and is not.
 func KeyByHashed[K comparable, T any](ds DataStream[T], keyFn func(T) K, hash func(K) uint32) KeyedStream[K, T] {
 	ks := KeyedStream[K, T]{stream: ds, keyFn: keyFn, hash: hash, hashed: true}
 	if hash == nil {

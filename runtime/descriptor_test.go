@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/splitflow/splitflow/runtime/checkpoint"
+	"github.com/splitflow/splitflow/runtime/internal/keygroup"
 )
 
 // forEachUnitBackend runs f with a heap and a pebble state configuration,
@@ -31,7 +32,7 @@ func openStringKeyed(t *testing.T, sc stateConfig, chk *checkpoint.Checkpoint) (
 		tk.restored = &restoredState{chk: chk}
 	}
 	p := &keyedProcessOperator[string, string, string]{info: opInfo{name: "p", uid: "op"}, keyFn: func(k string) string { return k },
-		hash: HashString, par: 1, out: output[string](&recorder[string]{}),
+		hash: keygroup.HashString, par: 1, out: output[string](&recorder[string]{}),
 		newFn: func() KeyedProcessFunction[string, string, string] {
 			return KeyedProcessFuncs[string, string, string]{Element: func(*KeyedContext[string, string], string) error { return nil }}
 		}}

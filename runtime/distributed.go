@@ -9,6 +9,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/splitflow/splitflow/runtime/internal/keygroup"
 	"github.com/splitflow/splitflow/runtime/internal/slots"
 	"github.com/splitflow/splitflow/runtime/internal/stateformat"
 )
@@ -272,7 +273,7 @@ func (typeOpsFor[T]) cut(env *Environment, e *edge, sh Shuffle, channel string, 
 		partitions = slots
 		route = func(int) func(T) int32 {
 			return func(v T) int32 {
-				return int32(SubtaskForKeyGroup(KeyGroupForHash(keyHash(v), maxParallelism), slots, maxParallelism))
+				return int32(keygroup.Subtask(keygroup.ForHash(keyHash(v), maxParallelism), slots, maxParallelism))
 			}
 		}
 	case partitionRebalance, partitionBroadcast:

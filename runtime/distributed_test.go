@@ -21,6 +21,7 @@ import (
 
 	"github.com/splitflow/splitflow/connector"
 	"github.com/splitflow/splitflow/runtime/checkpoint"
+	"github.com/splitflow/splitflow/runtime/internal/keygroup"
 	"github.com/splitflow/splitflow/runtime/internal/slots"
 	"github.com/splitflow/splitflow/runtime/status"
 )
@@ -141,8 +142,8 @@ func TestDistributedCutsEveryKeyedEdgeIntoAShuffleOfAPartitionPerSlot(t *testing
 			}
 			for _, k := range dec.vals {
 				seen++
-				if want := SubtaskForKeyGroup(KeyGroupForHash(keyHash(k), DefaultMaxParallelism), 4, DefaultMaxParallelism); int(b.Partition) != want {
-					t.Fatalf("key %q (key group %d) in partition %d, owned by slot %d", k, KeyGroupForHash(keyHash(k), DefaultMaxParallelism), b.Partition, want)
+				if want := keygroup.Subtask(keygroup.ForHash(keyHash(k), keygroup.DefaultMaxParallelism), 4, keygroup.DefaultMaxParallelism); int(b.Partition) != want {
+					t.Fatalf("key %q (key group %d) in partition %d, owned by slot %d", k, keygroup.ForHash(keyHash(k), keygroup.DefaultMaxParallelism), b.Partition, want)
 				}
 			}
 		}
@@ -203,7 +204,7 @@ func TestShuffleRebalanceAndBroadcastRouting(t *testing.T) {
 			src := ownedMem[string]{&memSource[string]{numSplits: 1, perSplit: 1, gen: func(_, i int) (string, int64) { return "", 0 }}}
 			up := FromSource(env, src, "s")
 			e := &edge{from: up.node, to: up.node, kind: c.edge}
-			if _, err := (typeOpsFor[string]{}).cut(env, e, &recordingShuffle{}, "j.c", DefaultMaxParallelism, 3); err != nil {
+			if _, err := (typeOpsFor[string]{}).cut(env, e, &recordingShuffle{}, "j.c", keygroup.DefaultMaxParallelism, 3); err != nil {
 				t.Fatal(err)
 			}
 			var enc *node

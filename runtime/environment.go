@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/splitflow/splitflow/runtime/checkpoint"
+	"github.com/splitflow/splitflow/runtime/internal/keygroup"
 	"github.com/splitflow/splitflow/runtime/status"
 )
 
@@ -54,7 +55,7 @@ func (c *config) processingTime() func() int64 {
 func defaultConfig() config {
 	return config{
 		parallelism:           1,
-		maxParallelism:        DefaultMaxParallelism,
+		maxParallelism:        keygroup.DefaultMaxParallelism,
 		bufferSize:            512,
 		buffersPerChannel:     2,
 		flushTimeout:          100 * time.Millisecond,
@@ -76,8 +77,8 @@ func (c *config) validate() error {
 	if c.parallelism <= 0 {
 		bad("parallelism must be > 0, got %d", c.parallelism)
 	}
-	if c.maxParallelism <= 0 || c.maxParallelism > UpperBoundMaxParallelism {
-		bad("max parallelism must be in [1, %d], got %d", UpperBoundMaxParallelism, c.maxParallelism)
+	if c.maxParallelism <= 0 || c.maxParallelism > keygroup.UpperBoundMaxParallelism {
+		bad("max parallelism must be in [1, %d], got %d", keygroup.UpperBoundMaxParallelism, c.maxParallelism)
 	} else if c.maxParallelism < c.parallelism {
 		bad("max parallelism %d is below the parallelism %d; raise WithMaxParallelism (it is the number of key groups)", c.maxParallelism, c.parallelism)
 	}
@@ -104,7 +105,7 @@ func WithParallelism(n int) Option { return optionFunc(func(c *config) { c.paral
 // operator's parallelism and the unit in which keyed state will be
 // redistributed (Flink's pipeline.max-parallelism). Changing it changes
 // which subtask owns which key, so keep it fixed for the life of a job.
-// Default DefaultMaxParallelism (128).
+// Default 128, at most 32768 (Flink's upper bound, 2^15).
 func WithMaxParallelism(n int) Option { return optionFunc(func(c *config) { c.maxParallelism = n }) }
 
 // WithBufferSize sets how many records a network buffer (a batch between

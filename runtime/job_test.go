@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"testing"
 	"time"
+
+	"github.com/splitflow/splitflow/runtime/internal/keygroup"
 )
 
 // Rule: a bounded job terminates by itself, and every record the sources
@@ -93,7 +95,7 @@ func TestEveryKeyLandsOnOneSubtask(t *testing.T) {
 			t.Fatalf("key %q processed by subtasks %d and %d", o.Key, prev, o.Subtask)
 		}
 		owner[o.Key] = o.Subtask
-		want := SubtaskForKeyGroup(KeyGroupForHash(HashString(o.Key), DefaultMaxParallelism), par, DefaultMaxParallelism)
+		want := keygroup.Subtask(keygroup.ForHash(keygroup.HashString(o.Key), keygroup.DefaultMaxParallelism), par, keygroup.DefaultMaxParallelism)
 		if o.Subtask != want {
 			t.Fatalf("key %q on subtask %d, its key group maps to %d", o.Key, o.Subtask, want)
 		}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/splitflow/splitflow/runtime/checkpoint"
+	"github.com/splitflow/splitflow/runtime/internal/keygroup"
 )
 
 // point is a state value type that has no built-in encoding.
@@ -206,7 +207,7 @@ func TestKeyedStateVersion2Rescales(t *testing.T) {
 		}
 		blobs = append(blobs, b)
 		for k := range p.state.states["count"].(*valueState[string, int64]).flat() {
-			if g := p.state.groupOf(k); SubtaskForKeyGroup(g, 2, 128) != sub {
+			if g := p.state.groupOf(k); keygroup.Subtask(g, 2, 128) != sub {
 				t.Errorf("subtask %d of 2 restored key %q of key group %d", sub, k, g)
 			}
 		}

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/splitflow/splitflow/runtime/checkpoint"
+	"github.com/splitflow/splitflow/runtime/internal/keygroup"
 )
 
 func listOf[T any](l ListState[T]) []T { return slices.Collect(l.Get()) }
@@ -191,7 +192,7 @@ func TestListStateRescaled(t *testing.T) {
 			for sub := range pars[0] {
 				p, stop := openKeyedFromStop(t, sc, nil, pars[0], sub, noopStringFn)
 				for _, k := range keys {
-					if SubtaskForKeyGroup(p.state.groupOf(k), pars[0], 128) != sub {
+					if keygroup.Subtask(p.state.groupOf(k), pars[0], 128) != sub {
 						continue
 					}
 					p.state.setKey(k)
@@ -210,7 +211,7 @@ func TestListStateRescaled(t *testing.T) {
 			for sub := range pars[1] {
 				q, stop := openKeyedFromStop(t, sc, chk, pars[1], sub, noopStringFn)
 				for _, k := range keys {
-					if SubtaskForKeyGroup(q.state.groupOf(k), pars[1], 128) != sub {
+					if keygroup.Subtask(q.state.groupOf(k), pars[1], 128) != sub {
 						continue
 					}
 					seen++

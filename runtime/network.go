@@ -1,6 +1,10 @@
 package runtime
 
-import "sync"
+import (
+	"sync"
+
+	"github.com/splitflow/splitflow/runtime/internal/keygroup"
+)
 
 // This file holds what connects two tasks: the input gate of the consuming
 // subtask, with one bounded input channel per producing subtask, and the
@@ -296,8 +300,8 @@ func (w *recordWriter[T]) collect(v T, ts int64) error {
 		}
 		w.add(w.rr, v, ts)
 	case partitionHash:
-		kg := KeyGroupForHash(w.keyHash(v), w.maxParallelism)
-		w.add(SubtaskForKeyGroup(kg, len(w.gates), w.maxParallelism), v, ts)
+		kg := keygroup.ForHash(w.keyHash(v), w.maxParallelism)
+		w.add(keygroup.Subtask(kg, len(w.gates), w.maxParallelism), v, ts)
 	case partitionBroadcast:
 		for t := range w.gates {
 			w.add(t, v, ts)

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/splitflow/splitflow/runtime/checkpoint"
+	"github.com/splitflow/splitflow/runtime/internal/keygroup"
 )
 
 // putCounting counts the shared files put into a storage, and fails puts
@@ -187,7 +188,7 @@ func restoredCounts(t *testing.T, chk *checkpoint.Checkpoint) map[int64]int64 {
 		restored: &restoredState{chk: chk}}
 	var count ValueState[int64]
 	p := &keyedProcessOperator[int64, int64, string]{info: opInfo{name: "counts", uid: "counts"}, keyFn: func(k int64) int64 { return k },
-		hash: HashInt64, par: 1, out: output[string](&recorder[string]{}),
+		hash: keygroup.HashInt64, par: 1, out: output[string](&recorder[string]{}),
 		newFn: func() KeyedProcessFunction[int64, int64, string] {
 			return KeyedProcessFuncs[int64, int64, string]{
 				Setup: func(ctx *KeyedContext[int64, string]) (err error) {
@@ -408,7 +409,7 @@ func TestHeapCheckpointRestoresIntoPebble(t *testing.T) {
 			lo, hi := keyGroupRange(sub, par, 128)
 			for i := range 300 {
 				k := fmt.Sprint("k", i)
-				if g := KeyGroupForHash(HashString(k), 128); g < lo || g > hi {
+				if g := keygroup.ForHash(keygroup.HashString(k), 128); g < lo || g > hi {
 					continue
 				}
 				p.state.setKey(k)

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/splitflow/splitflow/runtime/checkpoint"
+	"github.com/splitflow/splitflow/runtime/internal/keygroup"
 )
 
 // TimeDomain says which clock a timer follows.
@@ -746,10 +747,10 @@ func (p *keyedProcessOperator[K, I, O]) open(t *task) error {
 	p.timers.now = p.state.now
 	p.maxPar = t.cfg.maxParallelism
 	p.state.groups, p.state.keys = p.maxPar, codecFor[K]()
-	p.state.groupOf = func(k K) int { return KeyGroupForHash(p.hash(k), p.maxPar) }
+	p.state.groupOf = func(k K) int { return keygroup.ForHash(p.hash(k), p.maxPar) }
 	p.state.slotOf = func(k K) int {
 		h := p.hash(k)
-		return KeyGroupForHash(h, p.maxPar)*slotsPerKeyGroup + int(h/uint32(p.maxPar)%slotsPerKeyGroup)
+		return keygroup.ForHash(h, p.maxPar)*slotsPerKeyGroup + int(h/uint32(p.maxPar)%slotsPerKeyGroup)
 	}
 	if t.cfg.state.backend == PebbleStateBackend {
 		pk, err := newPebbleKeyed(t, p.info.uid, p.info.subtask, p.par, p.maxPar)
@@ -1051,7 +1052,7 @@ func (p *keyedProcessOperator[K, I, O]) restoreState(t *task) error {
 			return fmt.Errorf("restore keyed state: %w", err)
 		}
 		for _, e := range entries {
-			if SubtaskForKeyGroup(e.keyGroup, p.par, p.maxPar) != p.info.subtask {
+			if keygroup.Subtask(e.keyGroup, p.par, p.maxPar) != p.info.subtask {
 				continue
 			}
 			if e.kind == stateKindWatermark {

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/splitflow/splitflow/connector"
+	"github.com/splitflow/splitflow/runtime/internal/keygroup"
 )
 
 // mainSource wraps memSource with a reader that emits every split's records
@@ -109,7 +110,7 @@ func TestKeyedOperatorIgnoresWatermarkThatDoesNotAdvance(t *testing.T) {
 	tk := &task{name: "p", head: &opInfo{name: "p"}, cfg: &config{maxParallelism: 128}, mb: newMailbox()}
 	defer func() { _ = tk.shutdown() }()
 	p := &keyedProcessOperator[string, string, string]{info: opInfo{name: "p"}, keyFn: func(s string) string { return s },
-		hash: HashString, par: 1, out: output[string](rec),
+		hash: keygroup.HashString, par: 1, out: output[string](rec),
 		newFn: func() KeyedProcessFunction[string, string, string] {
 			return KeyedProcessFuncs[string, string, string]{Element: func(*KeyedContext[string, string], string) error { return nil }}
 		}}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/splitflow/splitflow/connector"
+	"github.com/splitflow/splitflow/runtime/internal/keygroup"
 )
 
 // backpressureJob is an endless source chained with a map, feeding a sink in
@@ -240,7 +241,7 @@ func TestOperatorErrorsNameOperatorAndSubtask(t *testing.T) {
 			name: "keyed process function",
 			build: func(env *Environment, j *job) {
 				ks := KeyBy(FromSource(env, j.src, "mem"), func(e ev) string { return "alice" })
-				sub := SubtaskForKeyGroup(KeyGroupForHash(HashString("alice"), DefaultMaxParallelism), 2, DefaultMaxParallelism)
+				sub := keygroup.Subtask(keygroup.ForHash(keygroup.HashString("alice"), keygroup.DefaultMaxParallelism), 2, keygroup.DefaultMaxParallelism)
 				if sub != 1 {
 					panic("test assumes alice lives on subtask 1")
 				}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/splitflow/splitflow/runtime/checkpoint"
+	"github.com/splitflow/splitflow/runtime/internal/keygroup"
 )
 
 // Timers are keyed state: they are checkpointed by key group and restored
@@ -228,7 +229,7 @@ func TestEventTimeTimersRescaledOnRestore(t *testing.T) {
 		probe2.mu.Lock()
 		defer probe2.mu.Unlock()
 		for out, subtasks := range probe2.firedOn {
-			owner := SubtaskForKeyGroup(KeyGroupForHash(HashInt64(keyOf(out)), 16), 3, 16)
+			owner := keygroup.Subtask(keygroup.ForHash(keygroup.HashInt64(keyOf(out)), 16), 3, 16)
 			if len(subtasks) != 1 || subtasks[0] != owner {
 				t.Fatalf("timer %d (key %d) fired on subtasks %v, want once on %d", out, keyOf(out), subtasks, owner)
 			}

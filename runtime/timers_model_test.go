@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/splitflow/splitflow/runtime/checkpoint"
+	"github.com/splitflow/splitflow/runtime/internal/keygroup"
 )
 
 // timerModel is the set of pending timers of one operator, by domain, as
@@ -21,7 +22,7 @@ func (m timerModel) clone() timerModel {
 	return timerModel{event: maps.Clone(m.event), processing: maps.Clone(m.processing)}
 }
 
-func modelGroup(k int64) int { return KeyGroupForHash(HashInt64(k), 128) }
+func modelGroup(k int64) int { return keygroup.ForHash(keygroup.HashInt64(k), 128) }
 
 // checkNext fails unless e is a timer of set that may fire now: pending,
 // of the smallest timestamp, and of the smallest key group among those.

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/splitflow/splitflow/runtime/checkpoint"
+	"github.com/splitflow/splitflow/runtime/internal/keygroup"
 )
 
 // A restore whose checkpointed DB holds a timer that does not decode fails
@@ -67,7 +68,7 @@ type pairKey struct{ A, B int }
 func openPairKeyed(t *testing.T, fn KeyedProcessFunction[pairKey, pairKey, string]) error {
 	tk := &task{name: "p", head: &opInfo{name: "counter"}, cfg: &config{maxParallelism: 128, state: pebbleStateConfig(t)}, mb: newMailbox()}
 	p := &keyedProcessOperator[pairKey, pairKey, string]{info: opInfo{name: "counter", uid: "op"}, keyFn: func(k pairKey) pairKey { return k },
-		hash: func(k pairKey) uint32 { return HashInt64(int64(k.A)) }, par: 1, out: output[string](&recorder[string]{}),
+		hash: func(k pairKey) uint32 { return keygroup.HashInt64(int64(k.A)) }, par: 1, out: output[string](&recorder[string]{}),
 		newFn: func() KeyedProcessFunction[pairKey, pairKey, string] { return fn }}
 	err := p.open(tk)
 	_ = tk.shutdown()
@@ -121,7 +122,7 @@ func TestPebbleTimerOfKeyWithoutBinaryEncodingFailsClearly(t *testing.T) {
 		}
 		tk := &task{name: "p", head: &opInfo{name: "p"}, cfg: &config{maxParallelism: 128, state: pebbleStateConfig(t)}, mb: newMailbox()}
 		p := &keyedProcessOperator[pairKey, pairKey, string]{info: opInfo{name: "p", uid: "op"}, keyFn: func(k pairKey) pairKey { return k },
-			hash: func(k pairKey) uint32 { return HashInt64(int64(k.A)) }, par: 1, out: output[string](&recorder[string]{}),
+			hash: func(k pairKey) uint32 { return keygroup.HashInt64(int64(k.A)) }, par: 1, out: output[string](&recorder[string]{}),
 			newFn: func() KeyedProcessFunction[pairKey, pairKey, string] { return fn }}
 		if err := p.open(tk); err != nil {
 			t.Fatal(err)
@@ -164,7 +165,7 @@ func TestPebbleOwnFunctionTypeWithoutTimersOverGobKeyRuns(t *testing.T) {
 	tk := &task{name: "p", head: &opInfo{name: "p"}, cfg: &config{maxParallelism: 128, state: pebbleStateConfig(t)}, mb: newMailbox()}
 	rec := &recorder[string]{}
 	p := &keyedProcessOperator[pairKey, pairKey, string]{info: opInfo{name: "p", uid: "op"}, keyFn: func(k pairKey) pairKey { return k },
-		hash: func(k pairKey) uint32 { return HashInt64(int64(k.A)) }, par: 1, out: output[string](rec),
+		hash: func(k pairKey) uint32 { return keygroup.HashInt64(int64(k.A)) }, par: 1, out: output[string](rec),
 		newFn: func() KeyedProcessFunction[pairKey, pairKey, string] { return pairEcho{} }}
 	defer func() { _ = tk.shutdown(); _ = p.close() }()
 	if err := p.open(tk); err != nil {

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/splitflow/splitflow/runtime/checkpoint"
+	"github.com/splitflow/splitflow/runtime/internal/keygroup"
 )
 
 // all lists the queue's timers, in no particular order.
@@ -153,7 +154,7 @@ func TestTimersRestoredInOrderAfterRescale(t *testing.T) {
 			return nil
 		},
 	}
-	groupOf := func(k int64) int { return KeyGroupForHash(HashInt64(k), 128) }
+	groupOf := func(k int64) int { return keygroup.ForHash(keygroup.HashInt64(k), 128) }
 	for _, b := range stateBackends {
 		t.Run(string(b), func(t *testing.T) {
 			mem, err := checkpoint.NewMemoryStorage()
@@ -502,7 +503,7 @@ func TestPebbleLayout100TimersRestoreIntoTheDB(t *testing.T) {
 		lo, hi := keyGroupRange(sub, 2, 128)
 		inDB := q.timers.event.all() // read from the DB
 		for _, e := range inDB {
-			if g := KeyGroupForHash(HashInt64(e.key), 128); g < lo || g > hi || e.ts != 100+e.key {
+			if g := keygroup.ForHash(keygroup.HashInt64(e.key), 128); g < lo || g > hi || e.ts != 100+e.key {
 				t.Fatalf("subtask %d: timer %v", sub, e)
 			}
 		}

@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/splitflow/splitflow/runtime"
+	"github.com/splitflow/splitflow/runtime/internal/keygroup"
 	"github.com/splitflow/splitflow/runtime/internal/slots"
 )
 
@@ -25,7 +25,7 @@ func TestKeyGroupBelongsToSlotKgTimesSOverMaxParallelism(t *testing.T) {
 				if got := slots.ForKeyGroup(kg, c.slots, c.maxPar); got != slot {
 					t.Fatalf("S=%d maxPar=%d: ForKeyGroup(%d) = %d; want %d", c.slots, c.maxPar, kg, got, slot)
 				}
-				if want := runtime.SubtaskForKeyGroup(kg, c.slots, c.maxPar); want != slot {
+				if want := keygroup.Subtask(kg, c.slots, c.maxPar); want != slot {
 					t.Fatalf("S=%d maxPar=%d: key group %d is in slot %d but the engine's subtask %d", c.slots, c.maxPar, kg, slot, want)
 				}
 			}

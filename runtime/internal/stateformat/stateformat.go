@@ -29,6 +29,8 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+
+	"github.com/splitflow/splitflow/runtime/internal/keygroup"
 )
 
 // ErrLayout is wrapped by every decoder here for bytes that do not have the
@@ -166,8 +168,9 @@ const (
 // format byte (one less before KeyedVersionFormat).
 const minKeyedEntry = 5
 
-// maxKeyGroups bounds a key group: the engine's UpperBoundMaxParallelism.
-const maxKeyGroups = 1 << 15
+// maxKeyGroups bounds a key group: the engine's upper bound of the max
+// parallelism.
+const maxKeyGroups = keygroup.UpperBoundMaxParallelism
 
 // KeyedEntry is one state's (or one time domain's timers') data for one
 // key group.

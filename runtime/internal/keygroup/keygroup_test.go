@@ -1,4 +1,4 @@
-package runtime
+package keygroup
 
 import "testing"
 
@@ -38,11 +38,11 @@ func TestKeyGroupAssignmentIsPinned(t *testing.T) {
 		{"k1", 42, 1},
 	}
 	for _, c := range strs {
-		kg := KeyGroupForHash(HashString(c.key), 128)
+		kg := ForHash(HashString(c.key), 128)
 		if kg != c.keyGroup {
 			t.Errorf("key group of %q = %d, want %d", c.key, kg, c.keyGroup)
 		}
-		if s := SubtaskForKeyGroup(kg, 4, 128); s != c.subtask {
+		if s := Subtask(kg, 4, 128); s != c.subtask {
 			t.Errorf("subtask of %q = %d, want %d", c.key, s, c.subtask)
 		}
 	}
@@ -50,7 +50,7 @@ func TestKeyGroupAssignmentIsPinned(t *testing.T) {
 		key      int64
 		keyGroup int
 	}{{0, 124}, {1, 68}, {42, 62}, {-1, 104}} {
-		if kg := KeyGroupForHash(HashInt64(c.key), 128); kg != c.keyGroup {
+		if kg := ForHash(HashInt64(c.key), 128); kg != c.keyGroup {
 			t.Errorf("key group of %d = %d, want %d", c.key, kg, c.keyGroup)
 		}
 	}
@@ -60,18 +60,18 @@ func TestKeyGroupAssignmentIsPinned(t *testing.T) {
 // hash like their underlying type; unsupported key types are refused.
 func TestStableHasherByKind(t *testing.T) {
 	type userID string
-	hs, _ := stableHasher[string]()
-	hu, _ := stableHasher[userID]()
+	hs, _ := StableHasher[string]()
+	hu, _ := StableHasher[userID]()
 	if hs("alice") != hu(userID("alice")) {
 		t.Error("a named string type must hash like string")
 	}
-	h32, _ := stableHasher[int32]()
-	h64, _ := stableHasher[int64]()
-	hu8, _ := stableHasher[uint8]()
+	h32, _ := StableHasher[int32]()
+	h64, _ := StableHasher[int64]()
+	hu8, _ := StableHasher[uint8]()
 	if h32(7) != h64(7) || hu8(7) != h64(7) {
 		t.Error("integer kinds must hash alike after widening")
 	}
-	if _, err := stableHasher[struct{ A int }](); err == nil {
+	if _, err := StableHasher[struct{ A int }](); err == nil {
 		t.Error("a struct key must be refused: it has no stable byte form")
 	}
 }
@@ -83,7 +83,7 @@ func TestKeyGroupRangesAreContiguous(t *testing.T) {
 		count := make([]int, c.par)
 		prev := 0
 		for kg := 0; kg < c.maxPar; kg++ {
-			s := SubtaskForKeyGroup(kg, c.par, c.maxPar)
+			s := Subtask(kg, c.par, c.maxPar)
 			if s < prev || s >= c.par {
 				t.Fatalf("par %d max %d: key group %d -> subtask %d after %d", c.par, c.maxPar, kg, s, prev)
 			}
