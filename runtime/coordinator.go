@@ -43,8 +43,8 @@ type operatorCoordinator interface {
 	observe(g *metrics.Group, log *slog.Logger)
 	// startShufflesAt gives the coordinator of a slot of a distributed
 	// job the positions its job's start record holds, which the
-	// enumerator's context offers as ShuffleStarts; called before run,
-	// never outside a slot.
+	// enumerator's context offers as connector.ShuffleStarts; called
+	// before run, never outside a slot.
 	startShufflesAt(starts map[string][]int64)
 }
 
@@ -92,9 +92,9 @@ func (c *sourceCoordinator[T, S, C]) startShufflesAt(starts map[string][]int64) 
 	c.shuffleStarts = starts
 }
 
-// ShuffleStart makes the enumerator's context a ShuffleStarts: the
-// positions the job's start record holds for channel, nil outside a slot
-// of a distributed job.
+// ShuffleStart makes the enumerator's context a connector.ShuffleStarts:
+// the positions the job's start record holds for channel, nil outside a
+// slot of a distributed job.
 func (c *sourceCoordinator[T, S, C]) ShuffleStart(channel string) []int64 {
 	return c.shuffleStarts[channel]
 }

@@ -184,9 +184,10 @@ type sourceSpec[T any, S connector.Split, C any] struct {
 
 func (s *sourceSpec[T, S, C]) boundedness() connector.Boundedness { return s.src.Boundedness() }
 
-// ownedBySubtask reports whether the source is a SlotPartitionedSource.
+// ownedBySubtask reports whether the source is a
+// connector.SlotPartitionedSource.
 func (s *sourceSpec[T, S, C]) ownedBySubtask() bool {
-	p, ok := any(s.src).(SlotPartitionedSource)
+	p, ok := any(s.src).(connector.SlotPartitionedSource)
 	return ok && p.SplitsOwnedBySubtask()
 }
 

@@ -9,6 +9,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/splitflow/splitflow/connector"
 	"github.com/splitflow/splitflow/runtime/internal/keygroup"
 	"github.com/splitflow/splitflow/runtime/internal/slots"
 	"github.com/splitflow/splitflow/runtime/internal/stateformat"
@@ -41,17 +42,6 @@ type Distributed struct {
 	// Shuffle creates its own topics with its own setting
 	// (connector/kafka's WithShuffleReplicationFactor).
 	ReplicationFactor int16
-}
-
-// SlotPartitionedSource is implemented by a source whose enumerator gives
-// every split to a subtask fixed by the split and the parallelism alone,
-// whatever order readers register in (the Kafka source: a partition's
-// owner rule), and answers true. In a distributed job every slot runs an
-// enumerator of its own over all the splits and only its own reader
-// registers, so only such a source has each split read by one slot; a
-// distributed job refuses the others.
-type SlotPartitionedSource interface {
-	SplitsOwnedBySubtask() bool
 }
 
 // WithDistributed runs the job as one of many processes, each started
@@ -169,7 +159,7 @@ func (env *Environment) cutShuffles() error {
 			continue
 		}
 		if s, ok := n.source.(interface{ ownedBySubtask() bool }); ok && !s.ownedBySubtask() {
-			return invalidGraph("distributed: source %s does not assign its splits to subtasks by a rule of the split and the parallelism alone (SlotPartitionedSource); every slot runs an enumerator of its own, so its splits would be read by several slots", n)
+			return invalidGraph("distributed: source %s does not assign its splits to subtasks by a rule of the split and the parallelism alone (connector.SlotPartitionedSource); every slot runs an enumerator of its own, so its splits would be read by several slots", n)
 		}
 		if n.parSet && n.parallelism != d.Slots {
 			return invalidGraph("distributed: operator %s has parallelism %d; every operator of a distributed job runs with one subtask per slot (%d)", n, n.parallelism, d.Slots)
@@ -305,24 +295,24 @@ func (typeOpsFor[T]) cut(env *Environment, e *edge, sh Shuffle, channel string, 
 		return nil, invalidGraph("distributed: records of type %s into %s cannot cross the shuffle between processes (%v); give them exported fields encoding/gob can encode", typeName[T](), e.to, err)
 	}
 	up := DataStream[T]{env: env, node: e.from}
-	encNode := &node{out: typeOpsFor[ShuffleRecord]{}, in: typeOpsFor[T]{}}
+	encNode := &node{out: typeOpsFor[connector.ShuffleRecord]{}, in: typeOpsFor[T]{}}
 	encNode.build = func(info opInfo, _ int, out any) (lifecycle, any) {
 		var partition func(T) int32
 		if route != nil {
 			partition = route(info.subtask)
 		}
-		op := newShuffleBatchOperator(info, channel, partitions, serde.Append, partition, out.(output[ShuffleRecord]))
+		op := newShuffleBatchOperator(info, channel, partitions, serde.Append, partition, out.(output[connector.ShuffleRecord]))
 		return op, output[T](op)
 	}
 	env.addNode("ShuffleEncode", encNode)
 	connect(up, encNode, up.part, up.explicit, nil)
-	enc := DataStream[ShuffleRecord]{env: env, node: encNode}.Name("shuffle-encode " + channel).UID("shuffle-encode:" + channel)
+	enc := DataStream[connector.ShuffleRecord]{env: env, node: encNode}.Name("shuffle-encode " + channel).UID("shuffle-encode:" + channel)
 	sh.Sink(enc, channel, partitions)
 	src := sh.Source(env, channel, partitions, owner)
-	decNode := &node{out: typeOpsFor[T]{}, in: typeOpsFor[ShuffleRecord]{}, state: stateformat.ShuffleDecodeSignature()}
+	decNode := &node{out: typeOpsFor[T]{}, in: typeOpsFor[connector.ShuffleRecord]{}, state: stateformat.ShuffleDecodeSignature()}
 	decNode.build = func(info opInfo, par int, out any) (lifecycle, any) {
 		op := newShuffleUnbatchOperator(info, channel, serde.Decode, out.(output[T]), par, partitions, owner)
-		return op, output[ShuffleRecord](op)
+		return op, output[connector.ShuffleRecord](op)
 	}
 	env.addNode("ShuffleDecode", decNode)
 	connect(src, decNode, src.part, src.explicit, nil)

@@ -34,16 +34,16 @@ type recordingShuffle struct {
 	owner          func(partition, parallelism int) int
 }
 
-func (s *recordingShuffle) Sink(ds DataStream[ShuffleRecord], channel string, partitions int) DataStreamSink {
+func (s *recordingShuffle) Sink(ds DataStream[connector.ShuffleRecord], channel string, partitions int) DataStreamSink {
 	s.sinks = append(s.sinks, channel)
 	s.partitions = append(s.partitions, partitions)
-	return SinkTo(ds, newCollectSink[ShuffleRecord]()).UID("sink:" + channel)
+	return SinkTo(ds, newCollectSink[connector.ShuffleRecord]()).UID("sink:" + channel)
 }
 
-func (s *recordingShuffle) Source(env *Environment, channel string, partitions int, owner func(partition, parallelism int) int) DataStream[ShuffleRecord] {
+func (s *recordingShuffle) Source(env *Environment, channel string, partitions int, owner func(partition, parallelism int) int) DataStream[connector.ShuffleRecord] {
 	s.sources = append(s.sources, channel)
 	s.owner = owner
-	src := ownedMem[ShuffleRecord]{&memSource[ShuffleRecord]{numSplits: 1, perSplit: 0, gen: func(_, i int) (ShuffleRecord, int64) { return ShuffleRecord{}, 0 }}}
+	src := ownedMem[connector.ShuffleRecord]{&memSource[connector.ShuffleRecord]{numSplits: 1, perSplit: 0, gen: func(_, i int) (connector.ShuffleRecord, int64) { return connector.ShuffleRecord{}, 0 }}}
 	return FromSource(env, src, "shuffle "+channel).UID("source:" + channel)
 }
 
@@ -115,8 +115,8 @@ func TestDistributedCutsEveryKeyedEdgeIntoAShuffleOfAPartitionPerSlot(t *testing
 	// Every key's records go to the partition of the slot that owns its
 	// key group, from whichever upstream subtask.
 	for subtask := range 4 {
-		batches := &winOut[ShuffleRecord]{}
-		op, in := enc.build(opInfo{subtask: subtask}, 4, output[ShuffleRecord](batches))
+		batches := &winOut[connector.ShuffleRecord]{}
+		op, in := enc.build(opInfo{subtask: subtask}, 4, output[connector.ShuffleRecord](batches))
 		var keys []string
 		for i := range 200 {
 			k := fmt.Sprintf("key-%d-%d", subtask, i)
@@ -213,8 +213,8 @@ func TestShuffleRebalanceAndBroadcastRouting(t *testing.T) {
 					enc = n
 				}
 			}
-			recs := &winOut[ShuffleRecord]{}
-			op, in := enc.build(opInfo{subtask: 1}, 3, output[ShuffleRecord](recs))
+			recs := &winOut[connector.ShuffleRecord]{}
+			op, in := enc.build(opInfo{subtask: 1}, 3, output[connector.ShuffleRecord](recs))
 			for _, v := range []string{"a", "b", "c", "d", "e"} {
 				if err := in.(output[string]).collect(v, 0); err != nil {
 					t.Fatal(err)

@@ -430,8 +430,8 @@
 // before it gets a slot (ErrDifferentJob); upgrade a distributed job by
 // stopping all its processes first. A job started fresh under a name an
 // earlier run used reads none of that run's shuffle records: the first
-// process records where the shuffles end (ShuffleEnds) and fresh slots
-// start reading there. Not yet: savepoints of a distributed job.
+// process records where the shuffles end (connector.ShuffleEnds) and
+// fresh slots start reading there. Not yet: savepoints of a distributed job.
 //
 // # Inside the engine
 //

@@ -11,7 +11,7 @@ import (
 )
 
 // A cut hash edge carries its records in batches: every Kafka record of a
-// shuffle topic (ShuffleRecord.Value) holds the records of one partition
+// shuffle topic (connector.ShuffleRecord.Value) holds the records of one partition
 // (the slot that owns their key groups) that one upstream subtask
 // emitted between two barriers, up to shuffleBatchBytes. Per-record
 // costs of the transport (a produce call, a record's headers and
@@ -48,7 +48,7 @@ type shuffleBatchOperator[T any] struct {
 	channel   string
 	encode    func(dst []byte, v T) ([]byte, error)
 	partition func(T) int32
-	out       output[ShuffleRecord]
+	out       output[connector.ShuffleRecord]
 
 	bufs    []shuffleBatch // by partition
 	pending []int32        // partitions with a batch begun, in order
@@ -67,7 +67,7 @@ type shuffleBatch struct {
 	maxTs int64
 }
 
-func newShuffleBatchOperator[T any](info opInfo, channel string, partitions int, encode func([]byte, T) ([]byte, error), partition func(T) int32, out output[ShuffleRecord]) *shuffleBatchOperator[T] {
+func newShuffleBatchOperator[T any](info opInfo, channel string, partitions int, encode func([]byte, T) ([]byte, error), partition func(T) int32, out output[connector.ShuffleRecord]) *shuffleBatchOperator[T] {
 	return &shuffleBatchOperator[T]{info: info, channel: channel, encode: encode, partition: partition, out: out, bufs: make([]shuffleBatch, partitions), wm: noWatermark}
 }
 
@@ -140,7 +140,7 @@ func (s *shuffleBatchOperator[T]) add(p int32, ts int64) error {
 // reused: the sink may still hold them.
 func (s *shuffleBatchOperator[T]) flush(p int32) error {
 	b := &s.bufs[p]
-	rec, ts := ShuffleRecord{Partition: p, Value: b.b}, b.maxTs
+	rec, ts := connector.ShuffleRecord{Partition: p, Value: b.b}, b.maxTs
 	*b = shuffleBatch{}
 	for i, q := range s.pending {
 		if q == p {
@@ -204,7 +204,7 @@ func (s *shuffleBatchOperator[T]) mark(m slots.Marker) error {
 	}
 	v := append([]byte{shuffleMarkerV1}, enc...)
 	for p := range s.bufs {
-		if err := s.out.collect(ShuffleRecord{Partition: int32(p), Value: v}, connector.NoTimestamp); err != nil {
+		if err := s.out.collect(connector.ShuffleRecord{Partition: int32(p), Value: v}, connector.NoTimestamp); err != nil {
 			return err
 		}
 	}
@@ -378,7 +378,7 @@ func (u *shuffleUnbatchOperator[T]) snapshotState(int64) ([]byte, error) {
 
 var errShuffleBatch = errors.New("not a shuffle batch or marker of this format")
 
-func (u *shuffleUnbatchOperator[T]) collect(r ShuffleRecord, _ int64) error {
+func (u *shuffleUnbatchOperator[T]) collect(r connector.ShuffleRecord, _ int64) error {
 	u.info.records++
 	b := r.Value
 	if len(b) == 0 || (b[0] != shuffleBatchV2 && b[0] != shuffleMarkerV1) {

@@ -17,9 +17,9 @@ import (
 // input, nothing left buffered at a barrier.
 func TestShuffleBatchesKeepEveryRecordOrderAndTimestamp(t *testing.T) {
 	serde := DefaultSerde[string]()
-	batches := &winOut[ShuffleRecord]{}
+	batches := &winOut[connector.ShuffleRecord]{}
 	part := func(v string) int32 { return int32(len(v) % 3) }
-	enc := newShuffleBatchOperator(opInfo{}, "c", 3, serde.Append, part, output[ShuffleRecord](batches))
+	enc := newShuffleBatchOperator(opInfo{}, "c", 3, serde.Append, part, output[connector.ShuffleRecord](batches))
 	var in []string
 	var ts []int64
 	for i := range 20000 {
@@ -89,7 +89,7 @@ func TestShuffleBatchesKeepEveryRecordOrderAndTimestamp(t *testing.T) {
 	// Bytes that are not a batch fail the decoding, naming the channel.
 	dec := newShuffleUnbatchOperator(opInfo{}, "c", serde.Decode, output[string](&winOut[string]{}), 1, 3, func(int, int) int { return 0 })
 	for _, bad := range [][]byte{nil, {9}, {shuffleBatchV2}, {shuffleBatchV2, 0, 5}, {shuffleBatchV2, 0, 5, 0, 'a'}, {shuffleMarkerV1, 1, 9, 0, 0}} {
-		if err := dec.collect(ShuffleRecord{Value: bad}, 0); !errors.Is(err, errShuffleBatch) || !strings.Contains(err.Error(), "shuffle c") {
+		if err := dec.collect(connector.ShuffleRecord{Value: bad}, 0); !errors.Is(err, errShuffleBatch) || !strings.Contains(err.Error(), "shuffle c") {
 			t.Errorf("%v decoded: %v", bad, err)
 		}
 	}
@@ -117,13 +117,13 @@ func (l *eventLog[T]) take() string {
 }
 
 // markerRecord is marker m as the writing side puts it in partition p.
-func markerRecord(t *testing.T, p int32, m slots.Marker) ShuffleRecord {
+func markerRecord(t *testing.T, p int32, m slots.Marker) connector.ShuffleRecord {
 	t.Helper()
 	b, err := slots.EncodeMarker(m)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return ShuffleRecord{Partition: p, Value: append([]byte{shuffleMarkerV1}, b...)}
+	return connector.ShuffleRecord{Partition: p, Value: append([]byte{shuffleMarkerV1}, b...)}
 }
 
 // restoreAndAnnounce opens a reading subtask 0 of 2 (4 partitions) from
@@ -142,7 +142,7 @@ func restoreAndAnnounce(t *testing.T, state []byte, log *eventLog[string], owner
 
 // shuffleEvents describes what a shuffle's writing side emitted: a batch
 // as "p<partition>:batch", a marker as "p<partition>:<kind> <slot> <wm>".
-func shuffleEvents(t *testing.T, recs []ShuffleRecord) string {
+func shuffleEvents(t *testing.T, recs []connector.ShuffleRecord) string {
 	t.Helper()
 	var out []string
 	for _, r := range recs {
@@ -174,8 +174,8 @@ func shuffleEvents(t *testing.T, recs []ShuffleRecord) string {
 // really ended (MaxWatermark), never when it was stopped.
 func TestShuffleMarkersFollowTheBatchesWhenEventTimeChanged(t *testing.T) {
 	serde := DefaultSerde[string]()
-	recs := &winOut[ShuffleRecord]{}
-	enc := newShuffleBatchOperator(opInfo{subtask: 2}, "c", 2, serde.Append, func(v string) int32 { return int32(len(v) % 2) }, output[ShuffleRecord](recs))
+	recs := &winOut[connector.ShuffleRecord]{}
+	enc := newShuffleBatchOperator(opInfo{subtask: 2}, "c", 2, serde.Append, func(v string) int32 { return int32(len(v) % 2) }, output[connector.ShuffleRecord](recs))
 	step := func(what string, do func() error, want string) {
 		t.Helper()
 		if err := do(); err != nil {
@@ -238,7 +238,7 @@ func TestShuffleMarkersFollowTheBatchesWhenEventTimeChanged(t *testing.T) {
 	}, "p0:wm 2 170, p1:wm 2 170, p0:idle 2, p1:idle 2")
 	step("stopped: the end of input without MaxWatermark", enc.endInput, "")
 
-	ended := newShuffleBatchOperator(opInfo{subtask: 0}, "c", 2, serde.Append, func(string) int32 { return 0 }, output[ShuffleRecord](recs))
+	ended := newShuffleBatchOperator(opInfo{subtask: 0}, "c", 2, serde.Append, func(string) int32 { return 0 }, output[connector.ShuffleRecord](recs))
 	enc = ended
 	step("records then the end of event time", func() error {
 		if err := ended.collect("x", 5); err != nil {
@@ -263,19 +263,19 @@ func TestShuffleDecodeEventTimeIsMinimumOverSlotsAndPartitions(t *testing.T) {
 	log := &eventLog[string]{}
 	// Upstream slots 0 and 1; subtask 0 of 2 reads partitions 0 and 2.
 	dec := newShuffleUnbatchOperator(opInfo{}, "c", serde.Decode, output[string](log), 2, 4, func(p, _ int) int { return p % 2 })
-	marker := func(p int32, m slots.Marker) ShuffleRecord { return markerRecord(t, p, m) }
-	wm := func(p int32, slot int, w int64) ShuffleRecord {
+	marker := func(p int32, m slots.Marker) connector.ShuffleRecord { return markerRecord(t, p, m) }
+	wm := func(p int32, slot int, w int64) connector.ShuffleRecord {
 		return marker(p, slots.Marker{Kind: slots.WatermarkMarker, Slot: slot, Watermark: w})
 	}
-	idle := func(p int32, slot int) ShuffleRecord {
+	idle := func(p int32, slot int) connector.ShuffleRecord {
 		return marker(p, slots.Marker{Kind: slots.IdleMarker, Slot: slot})
 	}
-	end := func(p int32, slot int) ShuffleRecord {
+	end := func(p int32, slot int) connector.ShuffleRecord {
 		return marker(p, slots.Marker{Kind: slots.EndMarker, Slot: slot})
 	}
-	batch := func(p int32, slot int, v string, ts int64) ShuffleRecord {
-		enc := newShuffleBatchOperator(opInfo{subtask: slot}, "c", 4, serde.Append, func(string) int32 { return p }, output[ShuffleRecord](&winOut[ShuffleRecord]{}))
-		out := &winOut[ShuffleRecord]{}
+	batch := func(p int32, slot int, v string, ts int64) connector.ShuffleRecord {
+		enc := newShuffleBatchOperator(opInfo{subtask: slot}, "c", 4, serde.Append, func(string) int32 { return p }, output[connector.ShuffleRecord](&winOut[connector.ShuffleRecord]{}))
+		out := &winOut[connector.ShuffleRecord]{}
 		enc.out = out
 		if err := enc.collect(v, ts); err != nil {
 			t.Fatal(err)
@@ -286,7 +286,7 @@ func TestShuffleDecodeEventTimeIsMinimumOverSlotsAndPartitions(t *testing.T) {
 		return out.vals[0]
 	}
 	for i, c := range []struct {
-		in   ShuffleRecord
+		in   connector.ShuffleRecord
 		want string
 	}{
 		{wm(0, 0, 100), ""},
@@ -333,12 +333,12 @@ func TestShuffleDecodeEventTimeIsMinimumOverSlotsAndPartitions(t *testing.T) {
 func TestShuffleDecodeRestoredGoesOnFromItsMarkers(t *testing.T) {
 	serde := DefaultSerde[string]()
 	owner := func(p, _ int) int { return p % 2 }
-	mk := func(p int32, slot int, w int64) ShuffleRecord {
+	mk := func(p int32, slot int, w int64) connector.ShuffleRecord {
 		return markerRecord(t, p, slots.Marker{Kind: slots.WatermarkMarker, Slot: slot, Watermark: w})
 	}
 	log := &eventLog[string]{}
 	dec := newShuffleUnbatchOperator(opInfo{}, "c", serde.Decode, output[string](log), 2, 4, owner)
-	for _, r := range []ShuffleRecord{mk(0, 0, 100), mk(2, 0, 100), mk(0, 1, 50), mk(2, 1, 60)} {
+	for _, r := range []connector.ShuffleRecord{mk(0, 0, 100), mk(2, 0, 100), mk(0, 1, 50), mk(2, 1, 60)} {
 		if err := dec.collect(r, 0); err != nil {
 			t.Fatal(err)
 		}
@@ -357,7 +357,7 @@ func TestShuffleDecodeRestoredGoesOnFromItsMarkers(t *testing.T) {
 		t.Fatalf("restored, announced %q; want %q", got, "wm 50")
 	}
 	fresh := newShuffleUnbatchOperator(opInfo{}, "c", serde.Decode, output[string](&eventLog[string]{}), 2, 4, owner)
-	for _, r := range []ShuffleRecord{mk(0, 1, 70), mk(2, 1, 80)} {
+	for _, r := range []connector.ShuffleRecord{mk(0, 1, 70), mk(2, 1, 80)} {
 		if err := restored.collect(r, 0); err != nil {
 			t.Fatal(err)
 		}
@@ -373,7 +373,7 @@ func TestShuffleDecodeRestoredGoesOnFromItsMarkers(t *testing.T) {
 	}
 	// An idle subtask restored says so, after its watermark.
 	idle := newShuffleUnbatchOperator(opInfo{}, "c", serde.Decode, output[string](log), 2, 4, owner)
-	for _, r := range []ShuffleRecord{mk(0, 0, 100), mk(0, 1, 90), mk(2, 0, 80), mk(2, 1, 95)} {
+	for _, r := range []connector.ShuffleRecord{mk(0, 0, 100), mk(0, 1, 90), mk(2, 0, 80), mk(2, 1, 95)} {
 		if err := idle.collect(r, 0); err != nil {
 			t.Fatal(err)
 		}
@@ -413,7 +413,7 @@ func TestShuffleDecodeSlotMarkerInOnePartitionDoesNotPassItsRecordsInAnother(t *
 	serde := DefaultSerde[string]()
 	log := &eventLog[string]{}
 	dec := newShuffleUnbatchOperator(opInfo{}, "c", serde.Decode, output[string](log), 2, 4, func(p, _ int) int { return p % 2 })
-	marker := func(p int32, m slots.Marker) ShuffleRecord { return markerRecord(t, p, m) }
+	marker := func(p int32, m slots.Marker) connector.ShuffleRecord { return markerRecord(t, p, m) }
 	var enc []byte
 	enc = append(enc, shuffleBatchV2, 0) // slot 0
 	v, _ := serde.Append(nil, "x")
@@ -421,7 +421,7 @@ func TestShuffleDecodeSlotMarkerInOnePartitionDoesNotPassItsRecordsInAnother(t *
 	enc = binary.AppendVarint(enc, 300)
 	enc = append(enc, v...)
 	for i, c := range []struct {
-		in   ShuffleRecord
+		in   connector.ShuffleRecord
 		want string
 	}{
 		{marker(0, slots.Marker{Kind: slots.WatermarkMarker, Slot: 0, Watermark: 100}), ""},
@@ -435,7 +435,7 @@ func TestShuffleDecodeSlotMarkerInOnePartitionDoesNotPassItsRecordsInAnother(t *
 		// Slot 0 resumes: its record at 300 went to partition 2, then its
 		// marker at 500 to both; partition 0's marker is read first.
 		{marker(0, slots.Marker{Kind: slots.WatermarkMarker, Slot: 0, Watermark: 500}), "active"},
-		{ShuffleRecord{Partition: 2, Value: enc}, "x@300"},
+		{connector.ShuffleRecord{Partition: 2, Value: enc}, "x@300"},
 		{marker(2, slots.Marker{Kind: slots.WatermarkMarker, Slot: 0, Watermark: 500}), "wm 500"},
 	} {
 		if err := dec.collect(c.in, 0); err != nil {

@@ -48,14 +48,14 @@ type slotRun struct {
 	// the claim, and fails when a newer claim governs it.
 	ownedFn func() error
 	// shuffleStarts are the job's recorded shuffle positions by channel
-	// (ShuffleStarts); read only.
+	// (connector.ShuffleStarts); read only.
 	shuffleStarts map[string][]int64
 }
 
 // shuffleEnds is settleStartPoint's ends for the job's Shuffle: nil when
-// it cannot tell them (not a ShuffleEnds) or the job cuts no edge.
+// it cannot tell them (not a connector.ShuffleEnds) or the job cuts no edge.
 func (env *Environment) shuffleEnds(ctx context.Context) func() (map[string][]int64, error) {
-	se, ok := env.cfg.dist.Shuffle.(ShuffleEnds)
+	se, ok := env.cfg.dist.Shuffle.(connector.ShuffleEnds)
 	if !ok || len(env.shuffleChannels) == 0 {
 		return nil
 	}
@@ -515,7 +515,7 @@ func graphDifferences(ours, theirs string) []string {
 // shuffle channels' ends as they are before any slot of the job runs:
 // the channels of a job name outlive its checkpoint root, and a slot that
 // restores no position of its own starts reading there, not at records
-// an earlier run under the name left (see ShuffleEnds).
+// an earlier run under the name left (see connector.ShuffleEnds).
 func settleStartPoint(root, job string, slotCount int, given string, ends func() (map[string][]int64, error), log *slog.Logger) (slots.StartPoint, error) {
 	where := slots.StartPath(root, job)
 	st, err := checkpoint.OpenStorage(where, checkpoint.WithLogger(log))

@@ -219,7 +219,7 @@ func NewSource[E, T any, S connector.Split](
 // Boundedness implements connector.Source: bounded unless WithUnbounded.
 func (s *Source[E, T, S]) Boundedness() connector.Boundedness { return s.cfg.boundedness }
 
-// SplitsOwnedBySubtask implements runtime.SlotPartitionedSource: true with
+// SplitsOwnedBySubtask implements connector.SlotPartitionedSource: true with
 // WithSplitOwner's function, which places every split by the split and the
 // parallelism alone, so a distributed job, whose every slot runs an
 // enumerator of its own, reads each split in the one slot the function

@@ -240,7 +240,7 @@ type seqSplitPtr struct{ seqSplit }
 // A source places each split by the split and the parallelism alone only
 // with WithSplitOwner's function: only then may a distributed job, whose
 // every slot runs an enumerator of its own, read it
-// (runtime.SlotPartitionedSource). Round robin places by the order of the
+// (connector.SlotPartitionedSource). Round robin places by the order of the
 // pending splits and pull mode by the order readers ask.
 func TestSourceIsSlotPartitionedOnlyWithASplitOwner(t *testing.T) {
 	for _, c := range []struct {

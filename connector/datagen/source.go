@@ -137,7 +137,7 @@ func NewSource[T any](gen func(index int64, r *rand.Rand) T, opts ...Option) (*S
 // of the split alone, so a distributed job reads each split in one slot.
 var enumOptions = []base.SourceOption{base.WithSplitOwner(func(s Split, parallelism int) int { return s.Number % parallelism })}
 
-// SplitsOwnedBySubtask implements runtime.SlotPartitionedSource: split k
+// SplitsOwnedBySubtask implements connector.SlotPartitionedSource: split k
 // is read by subtask k mod parallelism, in a distributed job by that slot.
 func (s *Source[T]) SplitsOwnedBySubtask() bool { return true }
 

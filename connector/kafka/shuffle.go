@@ -169,13 +169,13 @@ func ShuffleTopic(channel string) string { return channel + ShuffleTopicSuffix }
 // writing each record's value to partition Partition of the channel's
 // topic, with UID "shuffle-sink:"+channel. A record whose partition is
 // outside [0, partitions) fails the job.
-func (s *Shuffle) Sink(ds runtime.DataStream[runtime.ShuffleRecord], channel string, partitions int) runtime.DataStreamSink {
+func (s *Shuffle) Sink(ds runtime.DataStream[connector.ShuffleRecord], channel string, partitions int) runtime.DataStreamSink {
 	sink, err := s.newSink(channel, partitions)
 	if err != nil {
 		// NewShuffle built a sink with the same options.
 		panic(fmt.Sprintf("kafka shuffle: sink of channel %q: %v", channel, err))
 	}
-	return runtime.SinkTo(ds, connector.Sink[runtime.ShuffleRecord](sink)).
+	return runtime.SinkTo(ds, connector.Sink[connector.ShuffleRecord](sink)).
 		Name("shuffle-sink " + channel).UID("shuffle-sink:" + channel)
 }
 
@@ -191,19 +191,19 @@ func (s *Shuffle) Sink(ds runtime.DataStream[runtime.ShuffleRecord], channel str
 // are assigned by owner; without it the engine deals them out
 // round-robin, and the first reader given a split owner does not give it
 // fails the job without restarts.
-func (s *Shuffle) Source(env *runtime.Environment, channel string, partitions int, owner func(partition, parallelism int) int) runtime.DataStream[runtime.ShuffleRecord] {
+func (s *Shuffle) Source(env *runtime.Environment, channel string, partitions int, owner func(partition, parallelism int) int) runtime.DataStream[connector.ShuffleRecord] {
 	src, err := s.newSource(channel, partitions, owner)
 	if err != nil {
 		// NewShuffle built a source with the same options.
 		panic(fmt.Sprintf("kafka shuffle: source of channel %q: %v", channel, err))
 	}
-	return runtime.FromSource(env, connector.Source[runtime.ShuffleRecord, Split, EnumeratorState](&shuffleSource{Source: src, channel: channel, purgeEvery: s.cfg.purgeEvery}),
+	return runtime.FromSource(env, connector.Source[connector.ShuffleRecord, Split, EnumeratorState](&shuffleSource{Source: src, channel: channel, purgeEvery: s.cfg.purgeEvery}),
 		"shuffle-source "+channel).UID("shuffle-source:" + channel)
 }
 
-var _ runtime.ShuffleEnds = (*Shuffle)(nil)
+var _ connector.ShuffleEnds = (*Shuffle)(nil)
 
-// Ends makes the Shuffle a runtime.ShuffleEnds: the high watermark of
+// Ends makes the Shuffle a connector.ShuffleEnds: the high watermark of
 // every partition of each channel's topic, leaving out channels whose
 // topic does not exist. The high watermark, not the last stable offset:
 // it lies past the records of transactions still open, which an earlier
@@ -276,10 +276,10 @@ func listEnds(ctx context.Context, adm *kadm.Client, topics []string) (map[strin
 	return out, nil
 }
 
-func (s *Shuffle) newSink(channel string, partitions int) (*Sink[runtime.ShuffleRecord], error) {
+func (s *Shuffle) newSink(channel string, partitions int) (*Sink[connector.ShuffleRecord], error) {
 	topic := ShuffleTopic(channel)
-	ser := topicsSerializer[runtime.ShuffleRecord]{topics: []string{topic}, ser: RecordSerializerFunc[runtime.ShuffleRecord](
-		func(r runtime.ShuffleRecord, ts int64) (*kgo.Record, error) {
+	ser := topicsSerializer[connector.ShuffleRecord]{topics: []string{topic}, ser: RecordSerializerFunc[connector.ShuffleRecord](
+		func(r connector.ShuffleRecord, ts int64) (*kgo.Record, error) {
 			if r.Partition < 0 || int(r.Partition) >= partitions {
 				return nil, fmt.Errorf("kafka shuffle: record for partition %d of channel %q, which has partitions 0 to %d", r.Partition, channel, partitions-1)
 			}
@@ -305,13 +305,13 @@ func (s *Shuffle) newSink(channel string, partitions int) (*Sink[runtime.Shuffle
 			// the job's group keeps to one job.
 			c.noLease = true
 		}))
-	return NewSink[runtime.ShuffleRecord](ser, opts...)
+	return NewSink[connector.ShuffleRecord](ser, opts...)
 }
 
-func (s *Shuffle) newSource(channel string, partitions int, owner func(partition, parallelism int) int) (*Source[runtime.ShuffleRecord], error) {
+func (s *Shuffle) newSource(channel string, partitions int, owner func(partition, parallelism int) int) (*Source[connector.ShuffleRecord], error) {
 	topic := ShuffleTopic(channel)
-	deser := DeserializerFunc[runtime.ShuffleRecord](func(r *kgo.Record) (runtime.ShuffleRecord, error) {
-		return runtime.ShuffleRecord{Partition: r.Partition, Value: r.Value}, nil
+	deser := DeserializerFunc[connector.ShuffleRecord](func(r *kgo.Record) (connector.ShuffleRecord, error) {
+		return connector.ShuffleRecord{Partition: r.Partition, Value: r.Value}, nil
 	})
 	// A fetch is bounded in compressed bytes, and shuffle batches of
 	// small records compress well: franz-go's defaults (50 MiB a fetch)
@@ -333,7 +333,7 @@ func (s *Shuffle) newSource(channel string, partitions int, owner func(partition
 			c.owner = func(tp TopicPartition, parallelism int) int { return owner(int(tp.Partition), parallelism) }
 		}
 	}))
-	return NewSource[runtime.ShuffleRecord](deser, opts...)
+	return NewSource[connector.ShuffleRecord](deser, opts...)
 }
 
 // The shuffle source's fetch bounds (WithShuffleSourceOptions with

@@ -94,15 +94,15 @@ func shuffleJob(t *testing.T, env *runtime.Environment, st shuffleTopics, sh *Sh
 		t.Fatal(err)
 	}
 	in := runtime.FromSource(env, src, "in").UID("in")
-	recs := runtime.Map(in, func(v string) (runtime.ShuffleRecord, error) {
+	recs := runtime.Map(in, func(v string) (connector.ShuffleRecord, error) {
 		if fail != nil && fail("up", v) {
-			return runtime.ShuffleRecord{}, fmt.Errorf("injected failure upstream at %s", v)
+			return connector.ShuffleRecord{}, fmt.Errorf("injected failure upstream at %s", v)
 		}
-		return runtime.ShuffleRecord{Partition: shufflePartitionOf(v, partitions), Value: []byte(v)}, nil
+		return connector.ShuffleRecord{Partition: shufflePartitionOf(v, partitions), Value: []byte(v)}, nil
 	}).UID("to-shuffle")
 	sh.Sink(recs, channel, partitions)
 	back := sh.Source(env, channel, partitions, keyGroupOwner(partitions))
-	tagged := runtime.Process(back, func(ctx *runtime.ProcessContext[string], r runtime.ShuffleRecord) error {
+	tagged := runtime.Process(back, func(ctx *runtime.ProcessContext[string], r connector.ShuffleRecord) error {
 		v := string(r.Value)
 		if fail != nil && fail("down", v) {
 			return fmt.Errorf("injected failure downstream at %s", v)
@@ -409,12 +409,12 @@ func TestShuffleTopicPartitionMismatchFailsTheJob(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				recs := runtime.Map(runtime.FromSource(env, src, "in").UID("in"), func(v string) (runtime.ShuffleRecord, error) {
-					return runtime.ShuffleRecord{Partition: 0, Value: []byte(v)}, nil
+				recs := runtime.Map(runtime.FromSource(env, src, "in").UID("in"), func(v string) (connector.ShuffleRecord, error) {
+					return connector.ShuffleRecord{Partition: 0, Value: []byte(v)}, nil
 				})
 				sh.Sink(recs, "job.edge", 8)
 			} else {
-				runtime.SinkTo(runtime.Map(sh.Source(env, "job.edge", 8, keyGroupOwner(8)), func(r runtime.ShuffleRecord) (string, error) {
+				runtime.SinkTo(runtime.Map(sh.Source(env, "job.edge", 8, keyGroupOwner(8)), func(r connector.ShuffleRecord) (string, error) {
 					return string(r.Value), nil
 				}), connector.Sink[string](&collectSink{got: map[string]int{}}))
 			}
@@ -600,11 +600,11 @@ func TestShuffleRecordsVisibleOnlyAfterCommit(t *testing.T) {
 	// No checkpoints: a bounded job commits its one transaction at the
 	// end of input, which the last record holds back.
 	env := runtime.NewEnvironment(runtime.WithParallelism(1), runtime.WithLogger(quietLogger()))
-	recs := runtime.Map(runtime.FromSource(env, src, "in").UID("in"), func(v string) (runtime.ShuffleRecord, error) {
+	recs := runtime.Map(runtime.FromSource(env, src, "in").UID("in"), func(v string) (connector.ShuffleRecord, error) {
 		if seen.Add(1) == n {
 			<-release
 		}
-		return runtime.ShuffleRecord{Partition: shufflePartitionOf(v, partitions), Value: []byte(v)}, nil
+		return connector.ShuffleRecord{Partition: shufflePartitionOf(v, partitions), Value: []byte(v)}, nil
 	})
 	sh.Sink(recs, "job.edge", partitions)
 	done := make(chan error, 1)
@@ -741,8 +741,8 @@ func TestShuffleKeepsEventTimestamps(t *testing.T) {
 	}
 	env := runtime.NewEnvironment(runtime.WithParallelism(2), runtime.WithLogger(quietLogger()),
 		runtime.WithCheckpointInterval(20*time.Millisecond), runtime.WithCheckpointTimeout(10*time.Second))
-	toRec := func(v string) (runtime.ShuffleRecord, error) {
-		return runtime.ShuffleRecord{Partition: int32(len(v) % partitions), Value: []byte(v)}, nil
+	toRec := func(v string) (connector.ShuffleRecord, error) {
+		return connector.ShuffleRecord{Partition: int32(len(v) % partitions), Value: []byte(v)}, nil
 	}
 	sh.Sink(runtime.Map(runtime.FromSource(env, src, "in").UID("in"), toRec).UID("in-rec"), "job.stamped", partitions)
 	sh.Sink(runtime.Map(runtime.FromSource(env, gen, "gen").UID("gen"), toRec).UID("gen-rec"), "job.unstamped", partitions)
@@ -751,7 +751,7 @@ func TestShuffleKeepsEventTimestamps(t *testing.T) {
 	all := make(chan struct{})
 	for _, ch := range []string{"job.stamped", "job.unstamped"} {
 		runtime.SinkTo(runtime.Process(sh.Source(env, ch, partitions, keyGroupOwner(partitions)),
-			func(ctx *runtime.ProcessContext[string], r runtime.ShuffleRecord) error {
+			func(ctx *runtime.ProcessContext[string], r connector.ShuffleRecord) error {
 				mu.Lock()
 				defer mu.Unlock()
 				got[string(r.Value)] = ctx.Timestamp()

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/splitflow/splitflow/connector"
-	"github.com/splitflow/splitflow/runtime"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -18,14 +17,14 @@ import (
 // source, whose readers in a slot of a distributed job purge their
 // partitions of what no restore can need.
 type shuffleSource struct {
-	*Source[runtime.ShuffleRecord]
+	*Source[connector.ShuffleRecord]
 	channel    string
 	purgeEvery time.Duration // < 0: never
 }
 
 // CreateEnumerator returns the Kafka source's enumerator, which in a slot
 // of a distributed job starts its splits where the job's start record
-// says (runtime.ShuffleStarts), not at the channel's earliest offsets:
+// says (connector.ShuffleStarts), not at the channel's earliest offsets:
 // records there before the job started are an earlier run's.
 func (s *shuffleSource) CreateEnumerator(ctx connector.SplitEnumeratorContext[Split]) (connector.SplitEnumerator[Split, EnumeratorState], error) {
 	return newEnumerator(s.startingAt(ctx), ctx, EnumeratorState{}), nil
@@ -42,7 +41,7 @@ func (s *shuffleSource) RestoreEnumerator(ctx connector.SplitEnumeratorContext[S
 // enumerator's context gives the channel, if it gives any; partitions it
 // gives none start at the earliest offset.
 func (s *shuffleSource) startingAt(ctx connector.SplitEnumeratorContext[Split]) *sourceConfig {
-	ss, ok := ctx.(runtime.ShuffleStarts)
+	ss, ok := ctx.(connector.ShuffleStarts)
 	if !ok {
 		return &s.Source.cfg
 	}
@@ -84,7 +83,7 @@ func (s *shuffleSource) startingAt(ctx connector.SplitEnumeratorContext[Split]) 
 // restored, at offsets below the latest completed checkpoint's, so
 // nothing is purged. Should distributed jobs take savepoints one day, a
 // purge must stay below the offsets of every savepoint still wanted.
-func (s *shuffleSource) CreateReader(ctx connector.SourceReaderContext) (connector.SourceReader[runtime.ShuffleRecord, Split], error) {
+func (s *shuffleSource) CreateReader(ctx connector.SourceReaderContext) (connector.SourceReader[connector.ShuffleRecord, Split], error) {
 	r, err := s.Source.CreateReader(ctx)
 	if err != nil {
 		return nil, err
@@ -93,7 +92,7 @@ func (s *shuffleSource) CreateReader(ctx connector.SourceReaderContext) (connect
 	if s.purgeEvery < 0 || !ok || ci.ClaimEpoch() == 0 {
 		return r, nil
 	}
-	kr, ok := r.(*Reader[runtime.ShuffleRecord])
+	kr, ok := r.(*Reader[connector.ShuffleRecord])
 	if !ok {
 		return r, nil
 	}
@@ -106,7 +105,7 @@ func (s *shuffleSource) CreateReader(ctx connector.SourceReaderContext) (connect
 // purgingReader is a shuffle reader of a slot that hands each completed
 // checkpoint's offsets to its purger.
 type purgingReader struct {
-	*Reader[runtime.ShuffleRecord]
+	*Reader[connector.ShuffleRecord]
 	// offsets holds the next offset of every split at each snapshot not
 	// yet completed; task goroutine only.
 	offsets map[int64]map[TopicPartition]int64

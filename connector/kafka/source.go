@@ -46,7 +46,7 @@ func NewSource[T any](deser Deserializer[T], opts ...SourceOption) (*Source[T], 
 // Boundedness is Bounded with WithBounded, ContinuousUnbounded otherwise.
 // SplitsOwnedBySubtask says that every partition goes to the subtask its
 // owner rule names, from the partition and the parallelism alone
-// (runtime.SlotPartitionedSource), so a distributed job reads each
+// (connector.SlotPartitionedSource), so a distributed job reads each
 // partition in one slot.
 func (s *Source[T]) SplitsOwnedBySubtask() bool { return true }
 
