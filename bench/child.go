@@ -327,15 +327,17 @@ type keyedOpts struct {
 func (k keyedOpts) envOpts() ([]runtime.Option, error) {
 	var opts []runtime.Option
 	if k.backend != "" {
-		b, err := runtime.ParseStateBackend(k.backend)
+		// The driver gives every run a state directory; only pebble has
+		// one.
+		dir := ""
+		if k.backend == runtime.PebbleState("").String() {
+			dir = k.stateDir
+		}
+		b, err := runtime.ParseStateBackend(k.backend, dir)
 		if err != nil {
 			return nil, err
 		}
 		opts = append(opts, runtime.WithStateBackend(b))
-	}
-	// The driver gives every run a state directory; only pebble has one.
-	if k.stateDir != "" && k.backend == string(runtime.PebbleStateBackend) {
-		opts = append(opts, runtime.WithStateDir(k.stateDir))
 	}
 	if k.checkpointDir != "" {
 		opts = append(opts, runtime.WithCheckpointDir(k.checkpointDir))

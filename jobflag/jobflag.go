@@ -132,7 +132,7 @@ func Register(fs *flag.FlagSet, opts ...Opt) *Flags {
 	fs.IntVar(&f.parallelism, "parallelism", c.parallelism, "subtasks per operator")
 	fs.DurationVar(&f.interval, "checkpoint-interval", c.interval, "time between checkpoints (and so between commits of exactly-once output); 0: no checkpoints, the output is committed once, at the end of a bounded input, and a failure starts over")
 	fs.StringVar(&f.checkpointDir, "checkpoint-dir", "", "directory (or s3://bucket/prefix, configured by the AWS environment) for checkpoints; a job restarted on the same one resumes from it (default: in memory, lost with the process)")
-	fs.StringVar(&f.stateBackend, "state-backend", string(runtime.HeapStateBackend), "where keyed state lives: heap (Go maps; fastest while it fits in memory) or pebble (an on-disk LSM per subtask with incremental checkpoints; for state larger than memory)")
+	fs.StringVar(&f.stateBackend, "state-backend", "heap", "where keyed state lives: heap (Go maps; fastest while it fits in memory) or pebble (an on-disk LSM per subtask with incremental checkpoints; for state larger than memory)")
 	fs.StringVar(&f.stateDir, "state-dir", "", "working directory of the pebble state backend (default: splitflow-state in the OS temp directory)")
 	if !c.without[Savepoints] {
 		usage := "start from this savepoint (splitflow savepoint trigger|stop) or checkpoint (DIR/chk-N), also with another --parallelism, while --checkpoint-dir holds no checkpoint of its own"
@@ -183,7 +183,6 @@ func (f *Flags) Job(getenv func(string) string) (*Job, error) {
 		CheckpointDir:      f.checkpointDir,
 		FromSavepoint:      f.fromSavepoint,
 		SavepointDir:       f.savepointDir,
-		StateDir:           f.stateDir,
 	}
 	if j.Name == "" {
 		j.Name = f.cfg.jobName
@@ -218,13 +217,15 @@ func (f *Flags) Job(getenv func(string) string) (*Job, error) {
 		// them: only the cluster it was taken on has that input.
 		bad("--from-savepoint needs --brokers: a savepoint's offsets and state belong to the cluster it was taken on, and %s is not that cluster; run the job on a broker of yours (--brokers) both times", f.cfg.instead)
 	}
-	if b, err := runtime.ParseStateBackend(f.stateBackend); err != nil {
+	stateDir := f.stateDir
+	if stateDir != "" && f.stateBackend != "pebble" {
+		bad("--state-dir applies to --state-backend pebble")
+		stateDir = ""
+	}
+	if b, err := runtime.ParseStateBackend(f.stateBackend, stateDir); err != nil {
 		bad("--state-backend: %v", err)
 	} else {
 		j.StateBackend = b
-	}
-	if f.stateDir != "" && f.stateBackend != string(runtime.PebbleStateBackend) {
-		bad("--state-dir applies to --state-backend pebble")
 	}
 	errs = append(errs, f.resolveHTTP(j, getenv)...)
 	sec, err := f.cluster.sec.Security(getenv)
@@ -367,9 +368,8 @@ type Job struct {
 	FromSavepoint string
 	// SavepointDir is --savepoint-dir; "": none.
 	SavepointDir string
-	// StateBackend is --state-backend; StateDir --state-dir.
+	// StateBackend is --state-backend, with --state-dir for pebble.
 	StateBackend runtime.StateBackend
-	StateDir     string
 	// HTTP is the status server's settings; its Addr is "" without
 	// --http.
 	HTTP HTTP
@@ -483,9 +483,6 @@ func (j *Job) RuntimeOptions(logger *slog.Logger) ([]runtime.Option, error) {
 	}
 	if j.SavepointDir != "" {
 		opts = append(opts, runtime.WithSavepointDir(j.SavepointDir))
-	}
-	if j.StateDir != "" {
-		opts = append(opts, runtime.WithStateDir(j.StateDir))
 	}
 	if h := j.HTTP; h.Addr != "" {
 		var sopts []status.Option

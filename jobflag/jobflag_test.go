@@ -27,7 +27,7 @@ func TestDefaultsAreTheDocumentedOnes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if j.Name != "orders" || j.Parallelism != 1 || j.CheckpointInterval != time.Second || j.StateBackend != runtime.HeapStateBackend ||
+	if j.Name != "orders" || j.Parallelism != 1 || j.CheckpointInterval != time.Second || j.StateBackend != runtime.HeapState() ||
 		j.CheckpointDir != "" || j.Distributed != nil || j.HTTP.Addr != "" || j.Security.TLS != nil || j.Security.SASL != nil {
 		t.Fatalf("defaults: %+v", j)
 	}

@@ -27,16 +27,16 @@ type deepStates struct {
 func (d *deepStates) funcs() KeyedProcessFuncs[string, string, string] {
 	return KeyedProcessFuncs[string, string, string]{
 		Setup: func(ctx *KeyedContext[string, string]) (err error) {
-			if d.raw, err = GetValueState[[]byte](ctx, "raw"); err != nil {
+			if d.raw, err = NewValueState[[]byte]("raw").Handle(ctx); err != nil {
 				return err
 			}
-			if d.tally, err = GetValueState[map[string]int](ctx, "tally"); err != nil {
+			if d.tally, err = NewValueState[map[string]int]("tally").Handle(ctx); err != nil {
 				return err
 			}
-			if d.pt, err = GetValueState[*deepPoint](ctx, "pt"); err != nil {
+			if d.pt, err = NewValueState[*deepPoint]("pt").Handle(ctx); err != nil {
 				return err
 			}
-			d.parts, err = GetMapState[string, []int](ctx, "parts")
+			d.parts, err = NewMapState[string, []int]("parts").Handle(ctx)
 			return err
 		},
 		Element: func(*KeyedContext[string, string], string) error { return nil },

@@ -26,13 +26,13 @@ type asyncStates struct {
 func (a *asyncStates) funcs() KeyedProcessFuncs[string, string, string] {
 	return KeyedProcessFuncs[string, string, string]{
 		Setup: func(ctx *KeyedContext[string, string]) (err error) {
-			if a.count, err = GetValueState[int64](ctx, "count"); err != nil {
+			if a.count, err = NewValueState[int64]("count").Handle(ctx); err != nil {
 				return err
 			}
-			if a.seen, err = GetMapState[string, int64](ctx, "seen"); err != nil {
+			if a.seen, err = NewMapState[string, int64]("seen").Handle(ctx); err != nil {
 				return err
 			}
-			a.raw, err = GetValueState[[]byte](ctx, "raw")
+			a.raw, err = NewValueState[[]byte]("raw").Handle(ctx)
 			return err
 		},
 		Element: func(*KeyedContext[string, string], string) error { return nil },

@@ -188,7 +188,7 @@ type keyedCount struct{ count ValueState[int] }
 
 func (k *keyedCount) Open(ctx *KeyedContext[int, int]) error {
 	var err error
-	k.count, err = GetValueState[int](ctx, "count")
+	k.count, err = NewValueState[int]("count").Handle(ctx)
 	return err
 }
 

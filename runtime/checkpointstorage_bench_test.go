@@ -128,10 +128,10 @@ func benchPebbleCheckpointOnS3(b *testing.B, mb int) {
 	noLog := checkpoint.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil)))
 
 	var value ValueState[string]
-	p, stop, err := openKeyedOn(b, benchStateConfig(b, PebbleStateBackend), nil, 1, 0, KeyedProcessFuncs[string, string, string]{
+	p, stop, err := openKeyedOn(b, benchStateConfig(b, kindPebble), nil, 1, 0, KeyedProcessFuncs[string, string, string]{
 		Setup: func(ctx *KeyedContext[string, string]) error {
 			var err error
-			value, err = GetValueState[string](ctx, "value")
+			value, err = NewValueState[string]("value").Handle(ctx)
 			return err
 		},
 		Element: func(*KeyedContext[string, string], string) error { return nil },

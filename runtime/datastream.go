@@ -388,8 +388,8 @@ func OnTimer[K comparable, O any](fn func(ctx *KeyedContext[K, O], timer Timer) 
 
 // KeyedProcessPerSubtask runs a KeyedProcessFunction made per subtask: newFn
 // is called once by each subtask, on its task goroutine, before Open, so
-// the function may keep fields of its own (state handles from
-// GetValueState, counters) that no other subtask sees. A function without
+// the function may keep fields of its own (state handles a descriptor's
+// Handle returns in Open, counters) that no other subtask sees. A function without
 // fields is simpler with KeyedProcess.
 func KeyedProcessPerSubtask[K comparable, I, O any](ks KeyedStream[K, I], newFn func() KeyedProcessFunction[K, I, O]) DataStream[O] {
 	n := &node{out: typeOpsFor[O]{}, in: typeOpsFor[I]{}}

@@ -10,21 +10,24 @@ import (
 // State descriptors: keyed state declared once, in a package variable,
 // and used from any keyed function's context. A descriptor holds no
 // state: on its first use in an operator subtask it declares the state
-// there (as GetValueState does: registered by name with the operator, so
-// checkpoints, restore, rescaling and both backends see it like any
-// other), and keeps the subtask's handle in the subtask, found again by
+// there (registered by name with the operator, so checkpoints, restore,
+// rescaling and both backends see it like the operator's own states),
+// and keeps the subtask's handle in the subtask, found again by
 // the descriptor's id. So one descriptor serves every subtask and every
 // operator that uses it, each with a state of its own, and may be used
 // from any number of goroutines.
 //
 // Go methods take no type parameters, so a descriptor's methods cannot
-// name the stream's key type K: the state they reach is declared over the
-// basic type under K (string for `type word string`), a view of the
-// operator's keyed state with the same current key, key groups and
-// entries (canonicalState). Hence descriptors need a key type of a basic
-// kind: a string, an integer, a float or a bool, or a named type over one
-// that does not encode itself, whose checkpointed bytes are the same
-// under either type. Other key types use GetValueState and GetMapState.
+// name the stream's key type K: the state they reach is declared over a
+// key type the runtime knows, a view of the operator's keyed state with
+// the same current key, key groups and entries (canonicalState). For a
+// key of a basic kind (a string, an integer, a float or a bool, or a
+// named type over one that does not encode itself) that is the basic
+// type under K (string for `type word string`); for any other key type
+// (a struct, an array, a type that encodes itself) it is any, holding
+// K's values, whose checkpoint columns and pebble keys are written in
+// K's own encoding (viewBoxed). Either way the checkpointed bytes are
+// those a state declared over K itself would have.
 
 // StateContext is the context a descriptor's state is reached through:
 // the *KeyedContext of a keyed function (KeyedProcess, KeyedProcessPerSubtask), in
@@ -58,7 +61,7 @@ func (ks *keyedState[K]) canonicalState() (any, error) {
 func canonicalOf[K comparable](ks *keyedState[K]) (any, error) {
 	t := reflect.TypeFor[K]()
 	if ks.keys.s == nil {
-		return nil, &unrecoverableError{fmt.Errorf("state descriptors need a key type of a basic kind (string, integer, float, bool, or a named type over one that does not encode itself); the stream's key type %s is encoded with encoding/gob: declare its states with GetValueState or GetMapState instead", t)}
+		return viewBoxed(ks), nil // encoded with gob
 	}
 	switch t.Kind() {
 	case reflect.String:
@@ -90,7 +93,7 @@ func canonicalOf[K comparable](ks *keyedState[K]) (any, error) {
 	case reflect.Float64:
 		return viewAs[K, float64](ks), nil
 	}
-	return nil, &unrecoverableError{fmt.Errorf("state descriptors need a key type of a basic kind; the stream's key type is %s: declare its states with GetValueState or GetMapState instead", t)}
+	return viewBoxed(ks), nil
 }
 
 // viewAs returns ks seen as a keyed state over C, K's underlying type,
@@ -111,6 +114,30 @@ func viewAs[K, C comparable](ks *keyedState[K]) *keyedState[C] {
 	v.key, v.slot = *(*C)(unsafe.Pointer(&ks.key)), ks.slot
 	ks.follow = func(k K, slot int) {
 		v.key, v.slot, v.pbKeyOK = *(*C)(unsafe.Pointer(&k)), slot, false
+	}
+	return v
+}
+
+// viewBoxed returns ks seen as a keyed state over any, each key a K:
+// the view of a key type not of a basic kind. Its keys are written in
+// checkpoints as a gob column of K (boxedGob) and in the pebble backend
+// in K's key encoding (boxedKeys), so its entries are those of a state
+// over K.
+func viewBoxed[K comparable](ks *keyedState[K]) *keyedState[any] {
+	if v, ok := any(ks).(*keyedState[any]); ok {
+		return v
+	}
+	v := &keyedState[any]{keyedCommon: ks.keyedCommon, groups: ks.groups, keyT: typeOf[K](),
+		keys: stateCodec[any]{id: ks.keys.id, name: ks.keys.name, boxed: boxedGob[K]{}}}
+	v.groupOf = func(a any) int { return ks.groupOf(a.(K)) }
+	v.slotOf = func(a any) int { return ks.slotOf(a.(K)) }
+	if ks.pb != nil {
+		kb, err := keyBytesFor[K]("key type")
+		v.pbKeys, v.pbKeysErr = keyBytes[any]{boxed: boxedKeys[K]{kb}}, err
+	}
+	v.key, v.slot = any(ks.key), ks.slot
+	ks.follow = func(k K, slot int) {
+		v.key, v.slot, v.pbKeyOK = k, slot, false
 	}
 	return v
 }
@@ -162,8 +189,8 @@ type ValueStateDescriptor[V any] struct {
 // for strings, byte slices, integers, floats and bools, encoding/gob for
 // other types.
 //
-// The value type is checked here, once, as GetValueState checks it: a
-// type the chosen encoding would not bring back whole (for gob: an
+// The value type is checked here, once: a type the chosen encoding would
+// not bring back whole (for gob, DefaultSerde's rule: an
 // unexported, func or chan field at any depth, unless the type encodes
 // itself; for JSON see JSONSerde) makes NewValueState panic with a
 // *StateTypeError, as regexp.MustCompile panics on a bad expression:
@@ -268,6 +295,8 @@ func (d *ValueStateDescriptor[V]) declare(h keyedHost) (ValueState[V], error) {
 	case *keyedState[float32]:
 		return declareValueTTL(ks, d.name, d.vals, d.ttl)
 	case *keyedState[float64]:
+		return declareValueTTL(ks, d.name, d.vals, d.ttl)
+	case *keyedState[any]:
 		return declareValueTTL(ks, d.name, d.vals, d.ttl)
 	}
 	return nil, fmt.Errorf("state %q: no view of the keyed state as %T", d.name, cs)
@@ -392,6 +421,8 @@ func (d *MapStateDescriptor[UK, UV]) declare(h keyedHost) (MapState[UK, UV], err
 		return declareMapTTL(ks, d.name, d.ukeys, d.uvals, d.ttl)
 	case *keyedState[float64]:
 		return declareMapTTL(ks, d.name, d.ukeys, d.uvals, d.ttl)
+	case *keyedState[any]:
+		return declareMapTTL(ks, d.name, d.ukeys, d.uvals, d.ttl)
 	}
 	return nil, fmt.Errorf("state %q: no view of the keyed state as %T", d.name, cs)
 }
@@ -410,9 +441,9 @@ func declareValue[K comparable, V any](ks *keyedState[K], name string, vals stat
 		case *valueState[K, V]:
 			return s, nil
 		}
-		return nil, &unrecoverableError{fmt.Errorf("state %q is declared both with GetValueState and with a descriptor, over key types of different names; use one of them", name)}
+		return nil, errDeclaredOverOtherKey(name)
 	}
-	if err := checkStateTypes(name, stateType{"key type", typeOf[K]()}); err != nil {
+	if err := checkStateTypes(name, stateType{"key type", ks.keyType()}); err != nil {
 		return nil, err
 	}
 	if vals.s == nil && vals.ext == nil {
@@ -454,9 +485,9 @@ func declareMap[K, UK comparable, UV any](ks *keyedState[K], name string, ukeys 
 		case *mapState[K, UK, UV]:
 			return s, nil
 		}
-		return nil, &unrecoverableError{fmt.Errorf("state %q is declared both with GetMapState and with a descriptor, over key types of different names; use one of them", name)}
+		return nil, errDeclaredOverOtherKey(name)
 	}
-	types := []stateType{{"key type", typeOf[K]()}}
+	types := []stateType{{"key type", ks.keyType()}}
 	if ukeys.s == nil && ukeys.ext == nil {
 		types = append(types, stateType{"map key type", typeOf[UK]()})
 	}
@@ -486,6 +517,13 @@ func declareMap[K, UK comparable, UV any](ks *keyedState[K], name string, ukeys 
 		return nil, err
 	}
 	return ms, nil
+}
+
+// errDeclaredOverOtherKey refuses a descriptor's state of the name of
+// one the operator declared itself (a window's contents), over the
+// stream's key type rather than the descriptor's view of it.
+func errDeclaredOverOtherKey(name string) error {
+	return &unrecoverableError{fmt.Errorf("state %q is a state of the operator itself; give the descriptor's state another name", name)}
 }
 
 // sameDecl refuses a second declaration of state name with other types

@@ -18,7 +18,7 @@ import (
 // forEachUnitBackend runs f with a heap and a pebble state configuration,
 // for tests that drive a keyed operator by hand.
 func forEachUnitBackend(t *testing.T, f func(t *testing.T, sc stateConfig)) {
-	t.Run("heap", func(t *testing.T) { f(t, stateConfig{backend: HeapStateBackend}) })
+	t.Run("heap", func(t *testing.T) { f(t, stateConfig{backend: kindHeap}) })
 	t.Run("pebble", func(t *testing.T) { f(t, pebbleStateConfig(t)) })
 }
 
@@ -40,9 +40,25 @@ func openStringKeyed(t *testing.T, sc stateConfig, chk *checkpoint.Checkpoint) (
 	return p, func() { _ = tk.shutdown(); _ = p.close() }, err
 }
 
+// openKeyedOf is openStringKeyed over keys of type K.
+func openKeyedOf[K comparable](t *testing.T, sc stateConfig, chk *checkpoint.Checkpoint) (*keyedProcessOperator[K, K, string], func(), error) {
+	t.Helper()
+	tk := &task{name: "p", head: &opInfo{name: "p"}, cfg: &config{maxParallelism: 128, state: sc}, mb: newMailbox()}
+	if chk != nil {
+		tk.restored = &restoredState{chk: chk}
+	}
+	p := &keyedProcessOperator[K, K, string]{info: opInfo{name: "p", uid: "op"}, keyFn: func(k K) K { return k },
+		hash: func(k K) uint32 { return keygroup.HashString(fmt.Sprint(k)) }, par: 1, out: output[string](&recorder[string]{}),
+		newFn: func() KeyedProcessFunction[K, K, string] {
+			return KeyedProcessFuncs[K, K, string]{Element: func(*KeyedContext[K, string], K) error { return nil }}
+		}}
+	err := p.open(tk)
+	return p, func() { _ = tk.shutdown(); _ = p.close() }, err
+}
+
 // checkpointOf snapshots p into a checkpoint of its own (its blob, and
 // the pebble backend's files).
-func checkpointOf(t *testing.T, p *keyedProcessOperator[string, string, string]) *checkpoint.Checkpoint {
+func checkpointOf[K comparable](t *testing.T, p *keyedProcessOperator[K, K, string]) *checkpoint.Checkpoint {
 	t.Helper()
 	mem, err := checkpoint.NewMemoryStorage()
 	if err != nil {
@@ -278,8 +294,8 @@ func TestDescriptorSameNameOtherTypeRefused(t *testing.T) {
 				_, _, err := NewValueState[point]("x", WithSerde(JSONSerde[point]())).Get(ctx)
 				return err
 			}, []string{"ValueState[runtime.point] (values encoding/gob)", "ValueState[runtime.point] (values encoding/json)"}},
-			{"GetValueState then a descriptor", func(ctx StateContext) error {
-				_, err := GetValueState[int64](ctx.(*KeyedContext[string, string]), "x")
+			{"a handle then a descriptor", func(ctx StateContext) error {
+				_, err := NewValueState[int64]("x").Handle(ctx)
 				return err
 			}, func(ctx StateContext) error {
 				_, _, err := NewValueState[bool]("x").Get(ctx)
@@ -309,7 +325,7 @@ func TestDescriptorSameNameOtherTypeRefused(t *testing.T) {
 
 // Two descriptors of one name, type and serde are one state.
 func TestDescriptorsOfOneNameShareTheState(t *testing.T) {
-	p, stop, err := openStringKeyed(t, stateConfig{backend: HeapStateBackend}, nil)
+	p, stop, err := openStringKeyed(t, stateConfig{backend: kindHeap}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -385,17 +401,84 @@ func TestDescriptorBadTypePanicsAtDeclaration(t *testing.T) {
 // keyPoint is a key type without a basic kind.
 type keyPoint struct{ X, Y int }
 
-// A descriptor on a stream whose key type has no basic kind fails the
-// call with an error that says what to use instead.
-func TestDescriptorOnStructKeyIsRefused(t *testing.T) {
-	ks := &keyedState[keyPoint]{keyedCommon: &keyedCommon{states: map[string]any{}, decls: map[string]string{}}, keys: codecFor[keyPoint]()}
-	ctx := &KeyedContext[keyPoint, string]{op: ks}
-	_, _, err := NewValueState[int64]("n").Get(ctx)
-	if err == nil || !strings.Contains(err.Error(), "GetValueState") {
-		t.Fatalf("Get: %v; want an error pointing at GetValueState", err)
+// Rule: descriptors take a key type of any kind. On a stream keyed by a
+// struct (written with gob) or by a type that encodes itself, a
+// descriptor's state is the state the operator would declare over the key
+// type itself: one per key, checkpointed in the key type's own encoding,
+// so a checkpoint written through descriptors restores into the
+// operator's own state over the key type, and back.
+func TestDescriptorOnAnyKeyTypeIsTheKeyTypesState(t *testing.T) {
+	t.Run("gob struct/heap", func(t *testing.T) {
+		descriptorOverKey(t, stateConfig{backend: kindHeap}, keyPoint{1, 2}, keyPoint{3, 4})
+	})
+	t.Run("self-encoding struct", func(t *testing.T) {
+		forEachUnitBackend(t, func(t *testing.T, sc stateConfig) {
+			descriptorOverKey(t, sc, binKey{1, 2}, binKey{3, 4})
+		})
+	})
+}
+
+func descriptorOverKey[K comparable](t *testing.T, sc stateConfig, a, b K) {
+	n := NewValueState[int64]("n")
+	m := NewMapState[string, int64]("m")
+	p, stop, err := openKeyedOf[K](t, sc, nil)
+	if err != nil {
+		t.Fatal(err)
 	}
-	if ks.err == nil {
-		t.Fatal("the refused declaration does not fail the call")
+	defer stop()
+	p.state.setKey(a)
+	if err := n.Set(&p.ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Put(&p.ctx, "x", 10); err != nil {
+		t.Fatal(err)
+	}
+	p.state.setKey(b)
+	if err := n.Set(&p.ctx, 2); err != nil {
+		t.Fatal(err)
+	}
+	p.state.setKey(a)
+	if v, ok, err := n.Get(&p.ctx); err != nil || !ok || v != 1 {
+		t.Fatalf("n of %v = %d, %v, %v; want 1", a, v, ok, err)
+	}
+	chk := checkpointOf(t, p)
+
+	// Into the operator's own state over K.
+	q, stopQ, err := openKeyedOf[K](t, sc, chk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stopQ()
+	own, err := declareValueTTL(q.ctx.op, "n", codecFor[int64](), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, want := range map[K]int64{a: 1, b: 2} {
+		q.state.setKey(k)
+		if v, ok := own.Value(); !ok || v != want {
+			t.Fatalf("restored over the key type: n of %v = %d, %v; want %d", k, v, ok, want)
+		}
+	}
+	q.state.setKey(a)
+	own.Update(5)
+	chk = checkpointOf(t, q)
+
+	// And back through the descriptors.
+	r, stopR, err := openKeyedOf[K](t, sc, chk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stopR()
+	r.state.setKey(a)
+	if v, ok, err := n.Get(&r.ctx); err != nil || !ok || v != 5 {
+		t.Fatalf("restored through the descriptor: n of %v = %d, %v, %v; want 5", a, v, ok, err)
+	}
+	if v, ok, err := m.Get(&r.ctx, "x"); err != nil || !ok || v != 10 {
+		t.Fatalf("restored through the descriptor: m[x] of %v = %d, %v, %v; want 10", a, v, ok, err)
+	}
+	r.state.setKey(b)
+	if v, ok, err := n.Get(&r.ctx); err != nil || !ok || v != 2 {
+		t.Fatalf("restored through the descriptor: n of %v = %d, %v, %v; want 2", b, v, ok, err)
 	}
 }
 

@@ -126,9 +126,11 @@
 // shared freely. NewMapState declares a map per key. KeyedProcess runs a
 // plain function on a keyed stream (OnTimer adds the function timers
 // fire); KeyedProcessPerSubtask runs a KeyedProcessFunction made per subtask,
-// for a function with fields of its own (handles from GetValueState,
-// which works on any key type, where descriptors need a key of a basic
-// kind).
+// for a function with fields of its own (a descriptor's Handle, taken
+// in Open). Descriptors take any key type: a key of a basic kind
+// (string, integer, float, bool, or a named type over one) and any other
+// comparable type (a struct, an array, a type that encodes itself) alike,
+// checkpointed in the key type's own encoding.
 //
 // Values are written in checkpoints (and held, with the pebble backend)
 // by a Serde: DefaultSerde of the type unless WithSerde gives another (a
@@ -145,11 +147,9 @@
 // checkpoints of the heap backend, and a few at a time as the state is
 // used (TTLCleanupPerAccess). Its values are stored with their
 // timestamps, so turning TTL on or off for a state refuses the restore
-// of its checkpoints, naming it. A TTL is declared with a descriptor:
-// GetValueState, GetMapState and GetListState declare states without
-// one, and a state name declared twice in an operator with different
-// TTLs (or once with and once without) fails the call, naming the
-// state.
+// of its checkpoints, naming it. A state name declared twice in an
+// operator with different TTLs (or once with and once without) fails
+// the call, naming the state.
 //
 // # State
 //
@@ -172,8 +172,8 @@
 //     checkpointed restore with none; a state whose type changed to one
 //     encoded otherwise fails the restore naming the state and both
 //     encodings. Key, value and map types are checked when a state is
-//     declared (NewValueState and NewMapState, which panic; GetValueState,
-//     GetMapState) and when the first timer is
+//     described (NewValueState, NewMapState and the others panic), the
+//     key type when a state is first used, and when the first timer is
 //     registered: a type gob cannot encode, or would encode only in part
 //     (an unexported, func or chan field at any depth, unless the type
 //     marshals itself), fails the job at once with a *StateTypeError. Restored by

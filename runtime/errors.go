@@ -192,7 +192,7 @@ func errBadInputStatus(st fmt.Stringer) error {
 
 // StateTypeError is why a keyed state cannot be declared: its key, value
 // or map type is one that encoding/gob, which checkpoints keyed state,
-// cannot encode, or would encode only in part (see GetValueState), or
+// cannot encode, or would encode only in part (see DefaultSerde), or
 // that the JSON serde would not bring back whole (JSONSerde). Execute
 // fails with it at once, whatever the restart strategy: no restart can
 // change a type. Match it with errors.As. NewValueState and NewMapState

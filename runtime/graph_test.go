@@ -226,7 +226,7 @@ func TestInvalidGraphsAreRejected(t *testing.T) {
 // first bad option, then the first bad operator.
 func TestEveryConfigurationErrorIsReportedAtOnce(t *testing.T) {
 	t.Run("options", func(t *testing.T) {
-		env := NewEnvironment(WithLogger(discardLogger()), WithBufferSize(0), WithCheckpointsRetained(0), WithStateBlockCacheSize(-1))
+		env := NewEnvironment(WithLogger(discardLogger()), WithBufferSize(0), WithCheckpointsRetained(0), WithStateBackend(PebbleState("", PebbleBlockCacheSize(-1))))
 		SinkTo(FromSource(env, &rangeSrc{splits: 1, perSplit: 1, readerFailAt: -1}, "range"), newCollectSink[int64]())
 		err := env.Execute(testCtx(t), "bad options")
 		if !errors.Is(err, ErrInvalidGraph) {

@@ -117,7 +117,7 @@ func startLiveJob(t *testing.T, opts ...Option) *liveJob {
 		var sum ValueState[int64]
 		return KeyedProcessFuncs[int64, int64, int64]{
 			Setup: func(ctx *KeyedContext[int64, int64]) (err error) {
-				sum, err = GetValueState[int64](ctx, "sum")
+				sum, err = NewValueState[int64]("sum").Handle(ctx)
 				return err
 			},
 			Element: func(ctx *KeyedContext[int64, int64], n int64) error {

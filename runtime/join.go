@@ -42,8 +42,8 @@ const (
 // lower and upper must be whole milliseconds with lower <= upper; either
 // may be negative. Other values fail the job's Execute with
 // ErrInvalidGraph. The operator's default name (and so its default UID)
-// is "IntervalJoin"; its records are kept in the encoding GetValueState
-// uses for A and B, so they must be types it takes.
+// is "IntervalJoin"; its records are kept in the encoding DefaultSerde
+// gives A and B, so they must follow its rule.
 func IntervalJoin[K comparable, A, B, O any](first KeyedStream[K, A], second KeyedStream[K, B], lower, upper time.Duration, fn func(x A, y B) (O, error)) DataStream[O] {
 	var errs []error
 	if fn == nil {

@@ -48,7 +48,7 @@ func intervalStream(lower, upper time.Duration) DataStream[jPair] {
 
 type jOp = winOp[string, either[jRec, jRec], jPair]
 
-func openInterval(t testing.TB, lower, upper time.Duration, b StateBackend, chk *checkpoint.Checkpoint, par, sub int) *jOp {
+func openInterval(t testing.TB, lower, upper time.Duration, b backendKind, chk *checkpoint.Checkpoint, par, sub int) *jOp {
 	t.Helper()
 	return openWin[string, either[jRec, jRec]](t, intervalStream(lower, upper), unitStateConfig(t, b), chk, par, sub)
 }
@@ -205,12 +205,12 @@ func TestIntervalJoinFollowsTheModel(t *testing.T) {
 // watermark passes what can still match: bounds [-2, 3] (a record of
 // the second side 2 ms before to 3 ms after one of the first).
 func TestIntervalJoinBoundsAndCleanup(t *testing.T) {
-	forEachBackend := func(f func(t *testing.T, b StateBackend)) {
+	forEachBackend := func(f func(t *testing.T, b backendKind)) {
 		for _, b := range stateBackends {
 			t.Run(string(b), func(t *testing.T) { f(t, b) })
 		}
 	}
-	forEachBackend(func(t *testing.T, b StateBackend) {
+	forEachBackend(func(t *testing.T, b backendKind) {
 		w := openInterval(t, -2*time.Millisecond, 3*time.Millisecond, b, nil, 1, 0)
 		defer w.stop()
 		type step struct {

@@ -77,7 +77,7 @@ func BenchmarkKeyedRestore(b *testing.B) {
 func benchCount(v *ValueState[int64]) KeyedProcessFuncs[string, string, string] {
 	return KeyedProcessFuncs[string, string, string]{
 		Setup: func(ctx *KeyedContext[string, string]) error {
-			s, err := GetValueState[int64](ctx, "count")
+			s, err := NewValueState[int64]("count").Handle(ctx)
 			if v != nil {
 				*v = s
 			}
@@ -210,10 +210,10 @@ func BenchmarkStateBackendCount(b *testing.B) {
 	}
 }
 
-func benchStateConfig(b *testing.B, backend StateBackend) stateConfig {
+func benchStateConfig(b *testing.B, backend backendKind) stateConfig {
 	sc := defaultStateConfig()
 	sc.backend = backend
-	if backend == PebbleStateBackend {
+	if backend == kindPebble {
 		sc.dir, sc.dirSet = b.TempDir(), true
 	}
 	return sc
@@ -227,7 +227,7 @@ func benchStateConfig(b *testing.B, backend StateBackend) stateConfig {
 func BenchmarkPebbleSnapshotSync(b *testing.B) {
 	for _, keys := range []int{10_000, 1_000_000} {
 		var count ValueState[int64]
-		p, stop, err := openKeyedOn(b, benchStateConfig(b, PebbleStateBackend), nil, 1, 0, benchCount(&count))
+		p, stop, err := openKeyedOn(b, benchStateConfig(b, kindPebble), nil, 1, 0, benchCount(&count))
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -278,7 +278,7 @@ func BenchmarkPebbleSnapshotSync(b *testing.B) {
 func BenchmarkPebbleCheckpointIncrement(b *testing.B) {
 	const keys = 500_000
 	var count ValueState[int64]
-	p, stop, err := openKeyedOn(b, benchStateConfig(b, PebbleStateBackend), nil, 1, 0, benchCount(&count))
+	p, stop, err := openKeyedOn(b, benchStateConfig(b, kindPebble), nil, 1, 0, benchCount(&count))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -330,8 +330,8 @@ func BenchmarkPebbleCheckpointIncrement(b *testing.B) {
 }
 
 // BenchmarkDescriptorCount is BenchmarkStateBackendCount's hot keys on the
-// heap backend three ways, for their ratios: the handle GetValueState
-// returns, a descriptor over string keys, and a descriptor over a named
+// heap backend three ways, for their ratios: the handle a descriptor's
+// Handle returns, a descriptor over string keys, and a descriptor over a named
 // string key type (through the view over string).
 func BenchmarkDescriptorCount(b *testing.B) {
 	keys := make([]string, 1000)
@@ -537,7 +537,7 @@ func BenchmarkKeyedSnapshotSyncDeep(b *testing.B) {
 		var raw ValueState[[]byte]
 		fn := KeyedProcessFuncs[string, string, string]{
 			Setup: func(ctx *KeyedContext[string, string]) (err error) {
-				raw, err = GetValueState[[]byte](ctx, "raw")
+				raw, err = NewValueState[[]byte]("raw").Handle(ctx)
 				return err
 			},
 			Element: func(*KeyedContext[string, string], string) error { return nil },

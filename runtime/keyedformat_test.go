@@ -34,7 +34,7 @@ func openKeyed[K comparable](t testing.TB, blobs [][]byte, par, subtask int, fn 
 
 // openKeyedErr is openKeyed returning the operator's open error.
 func openKeyedErr[K comparable](t testing.TB, blobs [][]byte, par, subtask int, fn KeyedProcessFuncs[K, K, string]) (*keyedProcessOperator[K, K, string], func(), error) {
-	return openKeyedOn(t, stateConfig{backend: HeapStateBackend}, blobs, par, subtask, fn)
+	return openKeyedOn(t, stateConfig{backend: kindHeap}, blobs, par, subtask, fn)
 }
 
 // openKeyedOn is openKeyedErr with the state backend of sc.
@@ -84,15 +84,15 @@ func openKeyedOn[K comparable](t testing.TB, sc stateConfig, blobs [][]byte, par
 func fixtureStates(withPoint bool) KeyedProcessFuncs[string, string, string] {
 	return KeyedProcessFuncs[string, string, string]{
 		Setup: func(ctx *KeyedContext[string, string]) error {
-			if _, err := GetValueState[int64](ctx, "count"); err != nil {
+			if _, err := NewValueState[int64]("count").Handle(ctx); err != nil {
 				return err
 			}
 			if withPoint {
-				if _, err := GetValueState[point](ctx, "point"); err != nil {
+				if _, err := NewValueState[point]("point").Handle(ctx); err != nil {
 					return err
 				}
 			}
-			_, err := GetMapState[string, int64](ctx, "seen")
+			_, err := NewMapState[string, int64]("seen").Handle(ctx)
 			return err
 		},
 		Element: func(*KeyedContext[string, string], string) error { return nil },
@@ -253,7 +253,9 @@ func TestBuiltinStateEncodingsRoundTrip(t *testing.T) {
 func roundTrip[T comparable](t *testing.T, vs []T) {
 	t.Helper()
 	roundTripValues(t, vs)
-	declare := func(ctx *KeyedContext[string, string]) (MapState[T, T], error) { return GetMapState[T, T](ctx, "m") }
+	declare := func(ctx *KeyedContext[string, string]) (MapState[T, T], error) {
+		return NewMapState[T, T]("m").Handle(ctx)
+	}
 	var m MapState[T, T]
 	fn := KeyedProcessFuncs[string, string, string]{
 		Setup:   func(ctx *KeyedContext[string, string]) (err error) { m, err = declare(ctx); return err },
@@ -286,7 +288,10 @@ func roundTripValues[T any](t *testing.T, vs []T) {
 	t.Helper()
 	var v ValueState[T]
 	fn := KeyedProcessFuncs[string, string, string]{
-		Setup:   func(ctx *KeyedContext[string, string]) (err error) { v, err = GetValueState[T](ctx, "v"); return err },
+		Setup: func(ctx *KeyedContext[string, string]) (err error) {
+			v, err = NewValueState[T]("v").Handle(ctx)
+			return err
+		},
 		Element: func(*KeyedContext[string, string], string) error { return nil },
 	}
 	p, stop := openKeyed(t, nil, 1, 0, fn)
@@ -332,7 +337,10 @@ func roundTripKeys[K comparable](t *testing.T, ks []K) {
 	t.Helper()
 	var v ValueState[int]
 	fn := KeyedProcessFuncs[K, K, string]{
-		Setup: func(ctx *KeyedContext[K, string]) (err error) { v, err = GetValueState[int](ctx, "v"); return err },
+		Setup: func(ctx *KeyedContext[K, string]) (err error) {
+			v, err = NewValueState[int]("v").Handle(ctx)
+			return err
+		},
 		Element: func(ctx *KeyedContext[K, string], _ K) error {
 			n, _ := v.Value()
 			v.Update(n + 1)
@@ -426,7 +434,7 @@ func TestChangedStateTypeFailsRestoreNamingIt(t *testing.T) {
 	}
 	var count ValueState[int64]
 	p, stop := openKeyed(t, nil, 1, 0, declare(func(ctx *KeyedContext[string, string]) (err error) {
-		count, err = GetValueState[int64](ctx, "count")
+		count, err = NewValueState[int64]("count").Handle(ctx)
 		return err
 	}))
 	defer stop()
@@ -437,7 +445,7 @@ func TestChangedStateTypeFailsRestoreNamingIt(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, stop2, err := openKeyedErr(t, [][]byte{b}, 1, 0, declare(func(ctx *KeyedContext[string, string]) error {
-		_, err := GetValueState[string](ctx, "count")
+		_, err := NewValueState[string]("count").Handle(ctx)
 		return err
 	}))
 	defer stop2()

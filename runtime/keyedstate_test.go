@@ -22,10 +22,10 @@ type counting struct {
 
 func (c *counting) Open(ctx *KeyedContext[int64, int64]) error {
 	var err error
-	if c.count, err = GetValueState[int64](ctx, "count"); err != nil {
+	if c.count, err = NewValueState[int64]("count").Handle(ctx); err != nil {
 		return err
 	}
-	c.seen, err = GetMapState[int64, bool](ctx, "seen")
+	c.seen, err = NewMapState[int64, bool]("seen").Handle(ctx)
 	return err
 }
 
@@ -109,7 +109,7 @@ type bucket int64
 type countingAPI int
 
 const (
-	viaHandles     countingAPI = iota // GetValueState in Open, a function per subtask
+	viaHandles     countingAPI = iota // a descriptor's Handle in Open, a function per subtask
 	viaDescriptors                    // descriptors in a plain function, key int64
 	viaNamedKey                       // descriptors, key bucket
 	viaCount                          // Count (rolling.go)
@@ -206,8 +206,8 @@ func TestKeyedStateRescaledOnRestore(t *testing.T) {
 }
 
 // Descriptors' state rescales like any other: a job counting through
-// GetValueState restores into one counting through descriptors (the same
-// states), and a job on a named key type, whose descriptors reach the
+// handles kept by a function per subtask restores into one counting
+// through descriptors' methods (the same states), and a job on a named key type, whose descriptors reach the
 // state through the view over int64, rescales down.
 func TestDescriptorStateRescaledOnRestore(t *testing.T) {
 	forEachStateBackend(t, func(t *testing.T, backend Option) {

@@ -25,15 +25,6 @@ type ListState[T any] interface {
 	Clear()
 }
 
-// GetListState returns the list state called name of the function's
-// operator, creating it on first use, like GetValueState: its element
-// type T and the stream's key type K must follow GetValueState's rule.
-// A ListStateDescriptor (NewListState) declares it once for every
-// subtask instead, and is the way to give it a TTL (WithTTL).
-func GetListState[T any, K comparable, O any](ctx *KeyedContext[K, O], name string) (ListState[T], error) {
-	return declareListTTL(ctx.op, name, codecFor[T](), nil)
-}
-
 // The heap backend keeps a key's list as one value, a []T, in a value
 // state (so the copy-on-write of snapshots is the value state's: a list
 // the encoder reads is copied before an append changes it); checkpoints
@@ -316,9 +307,9 @@ func declareList[K comparable, T any](ks *keyedState[K], name string, elems stat
 		case *listState[K, T]:
 			return s, nil
 		}
-		return nil, &unrecoverableError{fmt.Errorf("state %q is declared both with GetListState and with a descriptor, over key types of different names; use one of them", name)}
+		return nil, errDeclaredOverOtherKey(name)
 	}
-	if err := checkStateTypes(name, stateType{"key type", typeOf[K]()}); err != nil {
+	if err := checkStateTypes(name, stateType{"key type", ks.keyType()}); err != nil {
 		return nil, err
 	}
 	if elems.s == nil && elems.ext == nil {
@@ -470,6 +461,8 @@ func (d *ListStateDescriptor[T]) declare(h keyedHost) (ListState[T], error) {
 	case *keyedState[float32]:
 		return declareListTTL(ks, d.name, d.elems, d.ttl)
 	case *keyedState[float64]:
+		return declareListTTL(ks, d.name, d.elems, d.ttl)
+	case *keyedState[any]:
 		return declareListTTL(ks, d.name, d.elems, d.ttl)
 	}
 	return nil, fmt.Errorf("state %q: no view of the keyed state as %T", d.name, cs)

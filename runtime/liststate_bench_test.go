@@ -21,11 +21,11 @@ func BenchmarkListAppend(b *testing.B) {
 					b.Fatal(err)
 				}
 				defer stop()
-				l, err := GetListState[int64](&p.ctx, "l")
+				l, err := NewListState[int64]("l").Handle(&p.ctx)
 				if err != nil {
 					b.Fatal(err)
 				}
-				v, err := GetValueState[[]int64](&p.ctx, "v")
+				v, err := NewValueState[[]int64]("v").Handle(&p.ctx)
 				if err != nil {
 					b.Fatal(err)
 				}

@@ -114,7 +114,7 @@ func TestListStateFollowsModel(t *testing.T) {
 	})
 }
 
-// GetListState and the descriptor reach one state; elements of a type
+// A handle and the descriptor reach one state; elements of a type
 // without a built-in encoding (gob) and of a job's own serde survive a
 // checkpoint.
 func TestListStateElementCodecs(t *testing.T) {
@@ -130,7 +130,7 @@ func TestListStateElementCodecs(t *testing.T) {
 		}
 		defer stop()
 		p.state.setKey("k")
-		recs, err := GetListState[rec](&p.ctx, "recs")
+		recs, err := NewListState[rec]("recs").Handle(&p.ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -146,7 +146,7 @@ func TestListStateElementCodecs(t *testing.T) {
 		}
 		defer stopQ()
 		q.state.setKey("k")
-		r, err := GetListState[rec](&q.ctx, "recs")
+		r, err := NewListState[rec]("recs").Handle(&q.ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -238,7 +238,7 @@ func TestListStateRescaled(t *testing.T) {
 
 // A heap checkpoint's lists restore into the pebble backend.
 func TestListStateHeapCheckpointIntoPebble(t *testing.T) {
-	p, stop, err := openStringKeyed(t, stateConfig{backend: HeapStateBackend}, nil)
+	p, stop, err := openStringKeyed(t, stateConfig{backend: kindHeap}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -294,10 +294,10 @@ func TestListStateKindChangeRefused(t *testing.T) {
 		}
 		defer stopQ()
 		q.state.setKey("a")
-		if _, err := GetListState[string](&q.ctx, "x"); err == nil || !strings.Contains(err.Error(), "another kind") {
+		if _, err := NewListState[string]("x").Handle(&q.ctx); err == nil || !strings.Contains(err.Error(), "another kind") {
 			t.Fatalf("a value state declared as a list: %v", err)
 		}
-		if _, err := GetValueState[string](&q.ctx, "y"); err == nil || !strings.Contains(err.Error(), "another kind") {
+		if _, err := NewValueState[string]("y").Handle(&q.ctx); err == nil || !strings.Contains(err.Error(), "another kind") {
 			t.Fatalf("a list state declared as a value: %v", err)
 		}
 	})

@@ -402,7 +402,7 @@ func (ex *execution) run(ctx context.Context) error {
 		ex.obs.jobStarted(ex)
 		defer func() { ex.obs.jobEnded(ctx, ex.err) }()
 	}
-	if ex.cfg.state.backend == PebbleStateBackend {
+	if ex.cfg.state.backend == kindPebble {
 		// A state directory that cannot be used fails the job now, not
 		// each task after each restart.
 		if _, err := ex.pebbleFor(&ex.cfg.state); err != nil {

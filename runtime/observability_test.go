@@ -77,7 +77,7 @@ func loggedCheckpoints(t *testing.T, log string) map[int64]loggedCheckpoint {
 // The metrics of the last checkpoint are the newest one's.
 func TestCheckpointObservability(t *testing.T) {
 	forEachStateBackend(t, func(t *testing.T, backend Option) {
-		pebble := strings.HasSuffix(t.Name(), "/"+string(PebbleStateBackend))
+		pebble := strings.HasSuffix(t.Name(), "/"+string(kindPebble))
 		const unique, changing, trickle = 20000, 10, 300
 		reg := prometheus.NewRegistry()
 		var logs lockedBuffer
@@ -122,8 +122,8 @@ func TestCheckpointObservability(t *testing.T) {
 		checkpoints := func() status.Checkpoints {
 			cache, _ := metricstest.Sum(t, reg, "splitflow_state_block_cache_bytes", nil)
 			maxCache = max(maxCache, cache)
-			if cache > DefaultStateBlockCacheSize {
-				t.Fatalf("block cache bytes %v, above the cache's %d", cache, DefaultStateBlockCacheSize)
+			if cache > defaultPebbleBlockCacheSize {
+				t.Fatalf("block cache bytes %v, above the cache's %d", cache, defaultPebbleBlockCacheSize)
 			}
 			cs := env.Status().Checkpoints
 			for _, c := range cs.Recent {
@@ -262,7 +262,7 @@ func TestJobMetricsAreDocumented(t *testing.T) {
 	wm := ForMonotonousTimestamps[int64]().WithTimestampAssigner(func(v int64, _ int64) int64 { return v })
 	sink := &txnSink2PC{store: newTxnStore()}
 	env := NewEnvironment(WithParallelism(1), WithLogger(discardLogger()), WithMetricsRegistry(reg),
-		WithCheckpointInterval(5*time.Millisecond), WithStateBackend(PebbleStateBackend), WithStateDir(t.TempDir()))
+		WithCheckpointInterval(5*time.Millisecond), WithStateBackend(PebbleState(t.TempDir())))
 	src := FromSource(env, &rangeSrc{splits: 1, perSplit: 1 << 40, delay: 100 * time.Microsecond, readerFailAt: -1}, "range", wm).UID("src")
 	counts := Map(Count(KeyBy(src, func(v int64) int64 { return v % 7 })).UID("counts"), func(kv KV[int64, int64]) (int64, error) { return kv.Value, nil })
 	SinkToTwoPhase(counts, sink).UID("sink")

@@ -5,46 +5,98 @@ import (
 	"fmt"
 )
 
-// StateBackend says where a job's keyed state lives (Flink's
-// state.backend.type).
-type StateBackend string
-
-const (
-	// HeapStateBackend keeps keyed state in Go maps: the fastest for state
-	// that fits in memory with room to spare. Snapshots are asynchronous
-	// (copy-on-write) and full: every checkpoint writes all of it.
-	HeapStateBackend StateBackend = "heap"
-	// PebbleStateBackend keeps keyed state in one Pebble DB per keyed
-	// subtask in a local working directory (WithStateDir), with a bounded
-	// block cache (WithStateBlockCacheSize): state may be larger than
-	// memory. Checkpoints are incremental: a checkpoint uploads only the
-	// files written since the last one.
-	PebbleStateBackend StateBackend = "pebble"
-)
-
-// ParseStateBackend reads a backend name as flags give it: "heap" or
-// "pebble".
-func ParseStateBackend(s string) (StateBackend, error) {
-	switch b := StateBackend(s); b {
-	case HeapStateBackend, PebbleStateBackend:
-		return b, nil
-	}
-	return "", fmt.Errorf("unknown state backend %q; use %q or %q", s, HeapStateBackend, PebbleStateBackend)
+// StateBackend is where a job's keyed state lives (Flink's
+// state.backend.type), with its settings: HeapState or PebbleState, given
+// to WithStateBackend. The zero StateBackend is HeapState.
+type StateBackend struct {
+	kind      backendKind
+	dir       string
+	cacheSize int64
 }
 
-// Defaults of the state options.
+// backendKind names a backend as flags, test names and errors give it.
+type backendKind string
+
 const (
-	// DefaultStateBlockCacheSize is the pebble backend's block cache, shared
-	// by every keyed subtask of the job.
-	DefaultStateBlockCacheSize = 64 << 20
+	kindHeap   backendKind = "heap"
+	kindPebble backendKind = "pebble"
 )
 
+// defaultPebbleBlockCacheSize is the pebble backend's block cache unless
+// PebbleBlockCacheSize says otherwise.
+const defaultPebbleBlockCacheSize = 64 << 20
+
+// HeapState keeps keyed state in Go maps: the fastest for state that fits
+// in memory with room to spare. Snapshots are asynchronous (copy-on-write)
+// and full: every checkpoint writes all of it. It is the default.
+func HeapState() StateBackend { return StateBackend{kind: kindHeap} }
+
+// PebbleState keeps keyed state in one Pebble DB per keyed subtask in the
+// local working directory dir (Flink's state.backend.rocksdb.localdir),
+// with a bounded block cache: state may be larger than memory.
+// Checkpoints are incremental: a checkpoint uploads only the files written
+// since the last one.
+//
+// Each run of a job makes a directory of its own inside dir and removes
+// it when it ends; one left by a process that was killed is removed by
+// the next job that starts with the same directory. Checkpoints never
+// read it: a restore makes the DBs anew from checkpoint storage. An empty
+// dir is the default: splitflow-state-<uid> in the OS temp directory, one
+// per user; a job refuses it when it is a link or another user's
+// directory, and closes it to group and others.
+func PebbleState(dir string, opts ...PebbleOption) StateBackend {
+	b := StateBackend{kind: kindPebble, dir: dir, cacheSize: defaultPebbleBlockCacheSize}
+	for _, o := range opts {
+		o(&b)
+	}
+	return b
+}
+
+// PebbleOption is a setting of PebbleState.
+type PebbleOption func(*StateBackend)
+
+// PebbleBlockCacheSize sets the size in bytes of the pebble backend's
+// block cache, shared by all the job's keyed subtasks (Flink's
+// state.backend.rocksdb.block.cache-size, shared as with managed memory).
+// With the memtables (16 MiB each, at most two per subtask) and the write
+// buffers it bounds the backend's memory whatever the size of the state.
+// Default 64 MiB.
+func PebbleBlockCacheSize(bytes int64) PebbleOption {
+	return func(b *StateBackend) { b.cacheSize = bytes }
+}
+
+// String is the backend's name, as ParseStateBackend reads it.
+func (b StateBackend) String() string { return string(b.backendKind()) }
+
+func (b StateBackend) backendKind() backendKind {
+	if b.kind == "" {
+		return kindHeap
+	}
+	return b.kind
+}
+
+// ParseStateBackend reads a backend name as flags give it, "heap" or
+// "pebble", into HeapState or PebbleState(dir, opts...). dir and opts
+// apply to pebble: given with "heap" they are refused, so a flag for
+// them is never silently ignored.
+func ParseStateBackend(name, dir string, opts ...PebbleOption) (StateBackend, error) {
+	switch backendKind(name) {
+	case kindHeap:
+		if dir != "" || len(opts) > 0 {
+			return StateBackend{}, fmt.Errorf("a state directory and block cache size apply to the pebble state backend, not to %q; choose pebble or drop them", name)
+		}
+		return HeapState(), nil
+	case kindPebble:
+		return PebbleState(dir, opts...), nil
+	}
+	return StateBackend{}, fmt.Errorf("unknown state backend %q; use %q or %q", name, kindHeap, kindPebble)
+}
+
 type stateConfig struct {
-	backend   StateBackend
+	backend   backendKind
 	dir       string
 	dirSet    bool
 	cacheSize int64
-	cacheSet  bool
 	// memTable and bufferEntries are the pebble DB's memtable size and
 	// write buffer bound (0: the state package's defaults); set by tests.
 	memTable      uint64
@@ -52,21 +104,19 @@ type stateConfig struct {
 }
 
 func defaultStateConfig() stateConfig {
-	return stateConfig{backend: HeapStateBackend, cacheSize: DefaultStateBlockCacheSize}
+	return stateConfig{backend: kindHeap, cacheSize: defaultPebbleBlockCacheSize}
 }
 
 func (c *stateConfig) validate() error {
 	var errs []error
-	if _, err := ParseStateBackend(string(c.backend)); err != nil {
-		errs = append(errs, invalidGraph("%v", err))
-	} else if c.backend != PebbleStateBackend && (c.dirSet || c.cacheSet) {
-		errs = append(errs, invalidGraph("WithStateDir and WithStateBlockCacheSize apply to the pebble state backend; add WithStateBackend(PebbleStateBackend) or drop them"))
-	}
-	if c.dirSet && c.dir == "" {
-		errs = append(errs, invalidGraph("state directory is empty; give a local directory or drop WithStateDir"))
-	}
-	if c.cacheSize <= 0 {
-		errs = append(errs, invalidGraph("state block cache size must be > 0 bytes, got %d", c.cacheSize))
+	switch c.backend {
+	case kindHeap:
+	case kindPebble:
+		if c.cacheSize <= 0 {
+			errs = append(errs, invalidGraph("state block cache size must be > 0 bytes, got %d (PebbleBlockCacheSize)", c.cacheSize))
+		}
+	default:
+		errs = append(errs, invalidGraph("unknown state backend %q; use HeapState or PebbleState", c.backend))
 	}
 	return errors.Join(errs...)
 }
@@ -79,32 +129,15 @@ func (c *stateConfig) workDir() string {
 	return defaultStateDir()
 }
 
-// WithStateBackend chooses where keyed state lives. Default
-// HeapStateBackend. A checkpoint taken with the heap backend restores into
-// the pebble backend (the state is loaded into the DB as each state is
-// declared); one taken with pebble restores only into pebble.
+// WithStateBackend chooses where keyed state lives, and its settings.
+// Default HeapState(). A checkpoint taken with the heap backend restores
+// into the pebble backend (the state is loaded into the DB as each state
+// is declared); one taken with pebble restores only into pebble.
 func WithStateBackend(b StateBackend) Option {
-	return optionFunc(func(c *config) { c.state.backend = b })
-}
-
-// WithStateDir sets the local working directory of the pebble backend
-// (Flink's state.backend.rocksdb.localdir). Each run of a job makes a
-// directory of its own inside it and removes it when it ends; one left by
-// a process that was killed is removed by the next job that starts with
-// the same directory. Checkpoints never read it: a restore makes the DBs
-// anew from checkpoint storage. Default: splitflow-state-<uid> in the OS
-// temp directory, one per user; a job refuses it when it is a link or
-// another user's directory, and closes it to group and others.
-func WithStateDir(dir string) Option {
-	return optionFunc(func(c *config) { c.state.dir, c.state.dirSet = dir, true })
-}
-
-// WithStateBlockCacheSize sets the size in bytes of the pebble backend's
-// block cache, shared by all the job's keyed subtasks (Flink's
-// state.backend.rocksdb.block.cache-size, shared as with managed memory).
-// With the memtables (16 MiB each, at most two per subtask) and the write
-// buffers it bounds the backend's memory whatever the size of the state.
-// Default DefaultStateBlockCacheSize (64 MiB).
-func WithStateBlockCacheSize(bytes int64) Option {
-	return optionFunc(func(c *config) { c.state.cacheSize, c.state.cacheSet = bytes, true })
+	return optionFunc(func(c *config) {
+		c.state.backend, c.state.dir, c.state.dirSet, c.state.cacheSize = b.backendKind(), b.dir, b.dir != "", b.cacheSize
+		if b.backendKind() == kindHeap {
+			c.state.cacheSize = defaultPebbleBlockCacheSize
+		}
+	})
 }

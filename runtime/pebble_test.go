@@ -56,7 +56,7 @@ func (s *putCounting) total() int {
 
 func pebbleStateConfig(t testing.TB) stateConfig {
 	sc := defaultStateConfig()
-	sc.backend, sc.dir, sc.dirSet, sc.bufferEntries = PebbleStateBackend, t.TempDir(), true, 16
+	sc.backend, sc.dir, sc.dirSet, sc.bufferEntries = kindPebble, t.TempDir(), true, 16
 	return sc
 }
 
@@ -192,7 +192,7 @@ func restoredCounts(t *testing.T, chk *checkpoint.Checkpoint) map[int64]int64 {
 		newFn: func() KeyedProcessFunction[int64, int64, string] {
 			return KeyedProcessFuncs[int64, int64, string]{
 				Setup: func(ctx *KeyedContext[int64, string]) (err error) {
-					count, err = GetValueState[int64](ctx, "count")
+					count, err = NewValueState[int64]("count").Handle(ctx)
 					return err
 				},
 				Element: func(*KeyedContext[int64, string], int64) error { return nil },
@@ -226,7 +226,7 @@ func TestPebbleStateDirNotUsableFailsAtStart(t *testing.T) {
 	bad := filepath.Join(file, "state")
 	src := &rangeSrc{splits: 2, perSplit: 10, readerFailAt: -1}
 	env := countingJob(1, src, func(v int64) (int64, error) { return v, nil }, &txnSink2PC{store: newTxnStore()},
-		WithCheckpointInterval(5*time.Millisecond), WithStateBackend(PebbleStateBackend), WithStateDir(bad),
+		WithCheckpointInterval(5*time.Millisecond), WithStateBackend(PebbleState(bad)),
 		WithRestartStrategy(FixedDelayRestart(1000, time.Millisecond)))
 	err := env.Execute(testCtx(t), "bad state dir")
 	if err == nil || !strings.Contains(err.Error(), bad) {
@@ -256,7 +256,7 @@ func TestPebbleStateDirNotWritableFailsAtStart(t *testing.T) {
 	}
 	src := &rangeSrc{splits: 2, perSplit: 10, readerFailAt: -1}
 	env := countingJob(1, src, func(v int64) (int64, error) { return v, nil }, &txnSink2PC{store: newTxnStore()},
-		WithCheckpointInterval(5*time.Millisecond), WithStateBackend(PebbleStateBackend), WithStateDir(dir),
+		WithCheckpointInterval(5*time.Millisecond), WithStateBackend(PebbleState(dir)),
 		WithRestartStrategy(FixedDelayRestart(1000, time.Millisecond)))
 	err := env.Execute(testCtx(t), "read-only state dir")
 	if err == nil || !strings.Contains(err.Error(), dir) || !strings.Contains(err.Error(), "not writable") {
@@ -372,10 +372,10 @@ func TestHeapCheckpointRestoresIntoPebble(t *testing.T) {
 	fn := func(count *ValueState[int64], seen *MapState[string, int64]) KeyedProcessFuncs[string, string, string] {
 		return KeyedProcessFuncs[string, string, string]{
 			Setup: func(ctx *KeyedContext[string, string]) (err error) {
-				if *count, err = GetValueState[int64](ctx, "count"); err != nil {
+				if *count, err = NewValueState[int64]("count").Handle(ctx); err != nil {
 					return err
 				}
-				*seen, err = GetMapState[string, int64](ctx, "seen")
+				*seen, err = NewMapState[string, int64]("seen").Handle(ctx)
 				return err
 			},
 			Element: func(*KeyedContext[string, string], string) error { return nil },
@@ -499,7 +499,7 @@ func TestAbandonedStateDirRemovedInUseKept(t *testing.T) {
 	abandoned := mk("job-999999999-a", true)
 	fresh := mk("job-999999998-b", false)
 	sc := defaultStateConfig()
-	sc.backend, sc.dir, sc.dirSet = PebbleStateBackend, work, true
+	sc.backend, sc.dir, sc.dirSet = kindPebble, work, true
 	running, err := newPebbleBackend(&sc)
 	if err != nil {
 		t.Fatal(err)
@@ -552,9 +552,9 @@ func TestPebbleKeysHaveTheSameBytesInEveryProcess(t *testing.T) {
 			Setup: func(ctx *KeyedContext[pointKey, string]) error {
 				var err error
 				if valueKey {
-					_, err = GetValueState[int64](ctx, "v")
+					_, err = NewValueState[int64]("v").Handle(ctx)
 				} else {
-					_, err = GetMapState[string, int64](ctx, "m")
+					_, err = NewMapState[string, int64]("m").Handle(ctx)
 				}
 				return err
 			},
@@ -577,7 +577,7 @@ func TestPebbleKeysHaveTheSameBytesInEveryProcess(t *testing.T) {
 	}
 	mapKeyed := KeyedProcessFuncs[string, string, string]{
 		Setup: func(ctx *KeyedContext[string, string]) error {
-			_, err := GetMapState[pointKey, int64](ctx, "m")
+			_, err := NewMapState[pointKey, int64]("m").Handle(ctx)
 			return err
 		},
 		Element: func(*KeyedContext[string, string], string) error { return nil },
@@ -592,10 +592,10 @@ func TestPebbleKeysHaveTheSameBytesInEveryProcess(t *testing.T) {
 	var floats MapState[float64, int64]
 	p, stop, err := openKeyedOn(t, pebbleStateConfig(t), nil, 1, 0, KeyedProcessFuncs[string, string, string]{
 		Setup: func(ctx *KeyedContext[string, string]) (err error) {
-			if bins, err = GetMapState[binKey, int64](ctx, "bins"); err != nil {
+			if bins, err = NewMapState[binKey, int64]("bins").Handle(ctx); err != nil {
 				return err
 			}
-			floats, err = GetMapState[float64, int64](ctx, "floats")
+			floats, err = NewMapState[float64, int64]("floats").Handle(ctx)
 			return err
 		},
 		Element: func(*KeyedContext[string, string], string) error { return nil },
@@ -726,7 +726,7 @@ func TestStateDirBeingMadeIsNotRemovedByAnotherStart(t *testing.T) {
 	}
 
 	sc := defaultStateConfig()
-	sc.backend, sc.dir, sc.dirSet = PebbleStateBackend, work, true
+	sc.backend, sc.dir, sc.dirSet = kindPebble, work, true
 	const n = 16
 	var wg sync.WaitGroup
 	errs := make(chan error, n)

@@ -139,7 +139,7 @@ func newPebbleBackend(cfg *stateConfig) (*pebbleBackend, error) {
 	}
 	if !cfg.dirSet {
 		if err := checkPrivateDir(work); err != nil {
-			return nil, fmt.Errorf("pebble state: the default state directory is not this user's own: %w; remove it, or give a directory with WithStateDir", err)
+			return nil, fmt.Errorf("pebble state: the default state directory is not this user's own: %w; remove it, or give a directory to PebbleState", err)
 		}
 	}
 	removeAbandonedStateDirs(work)
@@ -411,7 +411,23 @@ type keyBytes[T any] struct {
 	c stateCodec[T]
 	// floatKind: T is a float kind, whose -0 is made +0.
 	floatKind bool
+	// boxed, for the key view of descriptors (viewBoxed, T being any), is
+	// the key type's own encoding.
+	boxed boxedKeyBytes
 }
+
+// boxedKeyBytes is a key type's encoding, given and taking its values as
+// any.
+type boxedKeyBytes interface {
+	appendKey(dst []byte, v any) ([]byte, error)
+	readKey(b []byte) (any, error)
+}
+
+// boxedKeys is the boxedKeyBytes of key type K.
+type boxedKeys[K any] struct{ k keyBytes[K] }
+
+func (b boxedKeys[K]) appendKey(dst []byte, v any) ([]byte, error) { return b.k.append(dst, v.(K)) }
+func (b boxedKeys[K]) readKey(data []byte) (any, error)            { return b.k.read(data) }
 
 var (
 	binaryMarshalerType   = reflect.TypeFor[encoding.BinaryMarshaler]()
@@ -440,6 +456,9 @@ func keyBytesOf[T any](c stateCodec[T], what string) (keyBytes[T], error) {
 }
 
 func (k keyBytes[T]) append(dst []byte, v T) ([]byte, error) {
+	if k.boxed != nil {
+		return k.boxed.appendKey(dst, any(v))
+	}
 	if k.c.ext != nil {
 		return k.c.ext.Append(dst, v)
 	}
@@ -466,6 +485,11 @@ func (k keyBytes[T]) append(dst []byte, v T) ([]byte, error) {
 }
 
 func (k keyBytes[T]) read(b []byte) (T, error) {
+	if k.boxed != nil {
+		a, err := k.boxed.readKey(b)
+		v, _ := a.(T)
+		return v, err
+	}
 	if k.c.ext != nil {
 		return k.c.ext.Decode(b)
 	}

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"maps"
 	"math"
+	"reflect"
 	"sync/atomic"
 	"time"
 
@@ -143,9 +144,9 @@ func (c *KeyedContext[K, O]) CurrentProcessingTime() int64 { return c.op.now() }
 // RegisterEventTimeTimer asks for OnTimer once the watermark reaches ts,
 // for the current key. Registering the same (key, ts) twice fires once.
 // Timers are checkpointed with their keys, so the key type must follow
-// GetValueState's rule; the first registration checks it, and a key type
+// DefaultSerde's rule; the first registration checks it, and a key type
 // that does not fails the job. With the pebble backend the key type must
-// also have a binary encoding (see GetValueState); a KeyedProcessFuncs
+// also have a binary encoding (see PebbleState); a KeyedProcessFuncs
 // with a Timer (KeyedProcess with OnTimer) over one without is refused when its
 // operator opens, and any other function fails at its first registration.
 //
@@ -226,6 +227,10 @@ type keyedState[K comparable] struct {
 	slotOf  func(K) int
 	groups  int
 	keys    stateCodec[K]
+	// keyT is the stream's key type when it is not K: in the view over
+	// any that descriptors use for a key type not of a basic kind
+	// (viewBoxed). The type checks and errors name it.
+	keyT reflect.Type
 
 	// pbKeys is the pebble backend's key encoding; pbKeyBuf the current
 	// key's encoding once pbKeyOK.
@@ -282,6 +287,14 @@ type keyedCommon struct {
 	// descriptor's AllowDroppedFields lets a restore drop.
 	shapes  map[string][]byte
 	dropped map[string][]string
+}
+
+// keyType is the stream's key type.
+func (ks *keyedState[K]) keyType() reflect.Type {
+	if ks.keyT != nil {
+		return ks.keyT
+	}
+	return typeOf[K]()
 }
 
 // slotsPerKeyGroup is how many maps a key group's state is split into.
@@ -622,44 +635,6 @@ func (s *mapState[K, UK, UV]) All() iter.Seq2[UK, UV] {
 	}
 }
 
-// GetValueState returns the value state called name of the function's
-// operator, creating it on first use. Call it in Open and keep the handle:
-// the handle follows the current key. Asking for an existing name with
-// another value type is an error. The state has no time to live: a TTL
-// is declared with a descriptor (NewValueState with WithTTL), and a name
-// declared with one there is refused here. A state descriptor
-// (NewValueState) declares the state once for every subtask instead;
-// GetValueState is for
-// functions made per subtask (KeyedProcessPerSubtask) and for key types that
-// descriptors do not take.
-//
-// State is checkpointed in a compact binary encoding when a type is a
-// string, a byte slice, an integer, a float or a bool (or a named type
-// over one that does not marshal itself), and with encoding/gob
-// otherwise, so the value type V and the stream's key type K must be
-// types gob encodes whole: basic types, slices, arrays, maps and pointers
-// of such, and structs whose fields are all exported and of such types,
-// at any depth; interface values need
-// their concrete types registered with gob.Register. A type that encodes
-// itself (encoding.BinaryMarshaler with BinaryUnmarshaler, or
-// gob.GobEncoder with GobDecoder) is taken as it is. Anything else (an
-// unexported field, which gob would silently drop so that a restore
-// brings it back as its zero value; a func or chan field; a chan or func
-// type) is refused here with a *StateTypeError naming the state, the type
-// and the field, and the job fails at once, without restarts.
-func GetValueState[V any, K comparable, O any](ctx *KeyedContext[K, O], name string) (ValueState[V], error) {
-	return declareValueTTL(ctx.op, name, codecFor[V](), nil)
-}
-
-// GetMapState returns the map state called name, like GetValueState. The
-// map's key and value types UK and UV, and the stream's key type K, must
-// be built-in or types encoding/gob encodes whole, by GetValueState's
-// rule; any other is refused here with a *StateTypeError, and the job
-// fails at once.
-func GetMapState[UK comparable, UV any, K comparable, O any](ctx *KeyedContext[K, O], name string) (MapState[UK, UV], error) {
-	return declareMapTTL(ctx.op, name, codecFor[UK](), codecFor[UV](), nil)
-}
-
 // timerService holds an operator's event-time and processing-time timers
 // (Flink's InternalTimerService). Processing-time timers are driven by one
 // task timer set to the earliest of them; when it expires a mail fires the
@@ -752,7 +727,7 @@ func (p *keyedProcessOperator[K, I, O]) open(t *task) error {
 		h := p.hash(k)
 		return keygroup.ForHash(h, p.maxPar)*slotsPerKeyGroup + int(h/uint32(p.maxPar)%slotsPerKeyGroup)
 	}
-	if t.cfg.state.backend == PebbleStateBackend {
+	if t.cfg.state.backend == kindPebble {
 		pk, err := newPebbleKeyed(t, p.info.uid, p.info.subtask, p.par, p.maxPar)
 		if err != nil {
 			return p.info.wrap(err)
@@ -1030,7 +1005,7 @@ func (p *keyedProcessOperator[K, I, O]) restoreState(t *task) error {
 		}
 		if isPebbleBlob(b) {
 			if p.state.pb == nil {
-				return fmt.Errorf("restore keyed state: the checkpoint was taken with the pebble state backend and this job uses the heap backend; run it with WithStateBackend(PebbleStateBackend) (state moves from heap to pebble, not back)")
+				return fmt.Errorf("restore keyed state: the checkpoint was taken with the pebble state backend and this job uses the heap backend; run it with WithStateBackend(PebbleState(dir)) (state moves from heap to pebble, not back)")
 			}
 			pbl, err := decodePebbleBlob(b)
 			if err != nil {

@@ -25,10 +25,10 @@ type keyCount struct {
 
 func (c *countPerKey) Open(ctx *KeyedContext[string, keyCount]) error {
 	var err error
-	if c.count, err = GetValueState[int](ctx, "count"); err != nil {
+	if c.count, err = NewValueState[int]("count").Handle(ctx); err != nil {
 		return err
 	}
-	c.seqs, err = GetMapState[int, bool](ctx, "seqs")
+	c.seqs, err = NewMapState[int, bool]("seqs").Handle(ctx)
 	return err
 }
 
@@ -153,7 +153,7 @@ func TestKeyedProcessFuncsSetup(t *testing.T) {
 		var count ValueState[int]
 		return KeyedProcessFuncs[string, ev, int]{
 			Setup: func(ctx *KeyedContext[string, int]) (err error) {
-				count, err = GetValueState[int](ctx, "count")
+				count, err = NewValueState[int]("count").Handle(ctx)
 				return err
 			},
 			Element: func(ctx *KeyedContext[string, int], _ ev) error {

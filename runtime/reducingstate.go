@@ -72,33 +72,6 @@ func (s aggregatingState[IN, A, OUT]) Get() (OUT, bool) {
 
 func (s aggregatingState[IN, A, OUT]) Clear() { s.v.Clear() }
 
-// GetReducingState returns the reducing state called name, reducing with
-// reduce, like GetValueState (whose rule T follows).
-func GetReducingState[T any, K comparable, O any](ctx *KeyedContext[K, O], name string, reduce func(a, b T) T) (ReducingState[T], error) {
-	if reduce == nil {
-		return nil, &unrecoverableError{fmt.Errorf("state %q: %w", name, errNilFunction("reduce function"))}
-	}
-	v, err := declareValueTTL(ctx.op, name, codecFor[T](), nil)
-	if err != nil {
-		return nil, err
-	}
-	return reducingState[T]{v: v, reduce: reduce}, nil
-}
-
-// GetAggregatingState returns the aggregating state called name, whose
-// accumulators (of type A, following GetValueState's rule) agg makes and
-// folds, like GetValueState.
-func GetAggregatingState[IN, A, OUT any, K comparable, O any](ctx *KeyedContext[K, O], name string, agg AggregateFunction[IN, A, OUT]) (AggregatingState[IN, OUT], error) {
-	if agg == nil {
-		return nil, &unrecoverableError{fmt.Errorf("state %q: %w", name, errNilFunction("aggregate function"))}
-	}
-	v, err := declareValueTTL(ctx.op, name, codecFor[A](), nil)
-	if err != nil {
-		return nil, err
-	}
-	return aggregatingState[IN, A, OUT]{v: v, agg: agg}, nil
-}
-
 // ReducingStateDescriptor declares a ReducingState, like
 // ValueStateDescriptor.
 type ReducingStateDescriptor[T any] struct {

@@ -38,7 +38,7 @@ func TestReducingAndAggregatingState(t *testing.T) {
 			}
 		}
 		p.state.setKey("b")
-		sum, err := GetReducingState[int64](ctx, "sum", func(a, b int64) int64 { return a + b })
+		sum, err := NewReducingState[int64]("sum", func(a, b int64) int64 { return a + b }).Handle(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -65,11 +65,11 @@ func TestReducingAndAggregatingState(t *testing.T) {
 		if v, ok, err := mean.Get(ctx); err != nil || !ok || v != 16.0/3 {
 			t.Fatalf("restored mean of a = %v, %v, %v; want 16/3", v, ok, err)
 		}
-		agg, err := GetAggregatingState[int64, avg, float64](ctx, "mean", AggregateFuncs[int64, avg, float64]{
+		agg, err := NewAggregatingState[int64, avg, float64]("mean", AggregateFuncs[int64, avg, float64]{
 			Create:     func() avg { return avg{} },
 			Accumulate: func(v int64, a avg) avg { return avg{a.Sum + v, a.N + 1} },
 			Result:     func(a avg) float64 { return float64(a.Sum) / float64(a.N) },
-		})
+		}).Handle(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -38,7 +38,7 @@ func (f AggregateFuncs[T, A, R]) GetResult(acc A) R    { return f.Result(acc) }
 // Reduce emits, for every record, the running reduction of its key's
 // records so far: the first record itself, then fn(previous, record)
 // (Flink's KeyedStream#reduce, without windows). The reduction is keyed
-// state, so T must follow GetValueState's rule; it is checkpointed and
+// state, so T must follow DefaultSerde's rule; it is checkpointed and
 // restored on either state backend, also at another parallelism. Records
 // keep their timestamps.
 func Reduce[K comparable, T any](ks KeyedStream[K, T], fn func(a, b T) T) DataStream[T] {
@@ -58,7 +58,7 @@ func Reduce[K comparable, T any](ks KeyedStream[K, T], fn func(a, b T) T) DataSt
 // key's accumulator after adding the record (Kafka Streams' aggregate of a
 // grouped stream, whose table keeps the key; Flink keeps
 // AggregateFunction for windows). The accumulator is keyed state, so A
-// must follow GetValueState's rule; it is checkpointed and restored on
+// must follow DefaultSerde's rule; it is checkpointed and restored on
 // either state backend, also at another parallelism.
 func Aggregate[K comparable, T, A, R any](ks KeyedStream[K, T], agg AggregateFunction[T, A, R]) DataStream[KV[K, R]] {
 	var key func(T) K = ks.keyFn
@@ -111,7 +111,7 @@ type rollingFunc[K comparable, T, A, O any] struct {
 
 func (f *rollingFunc[K, T, A, O]) Open(ctx *KeyedContext[K, O]) error {
 	var err error
-	f.state, err = GetValueState[A](ctx, f.name)
+	f.state, err = declareValueTTL(ctx.op, f.name, codecFor[A](), nil)
 	return err
 }
 

@@ -34,7 +34,7 @@ func keyedSavepointJob(par, maxPar int, src *rangeSrc, extra bool, failAt []int6
 // pebbleIn is the pebble backend working in dir.
 func pebbleIn(dir string) Option {
 	return optionFunc(func(c *config) {
-		c.state.backend = PebbleStateBackend
+		c.state.backend = kindPebble
 		c.state.dir, c.state.dirSet = dir, true
 		c.state.bufferEntries = 8
 	})
@@ -137,10 +137,10 @@ func TestKeyedStateFromSavepointRescaledExactlyOnce(t *testing.T) {
 		for _, pars := range [][2]int{{2, 3}, {3, 1}} {
 			t.Run(fmt.Sprintf("%s/%d->%d", b, pars[0], pars[1]), func(t *testing.T) {
 				backend := func() Option {
-					if b == PebbleStateBackend {
+					if b == kindPebble {
 						return pebbleIn(t.TempDir())
 					}
-					return WithStateBackend(b)
+					return withBackend(b)
 				}
 				keyedSavepointRoundTrip(t, backend, pars[0], pars[1], t.TempDir(), t.TempDir(), t.TempDir(), true)
 			})
@@ -187,5 +187,5 @@ func TestSavepointWithChangedMaxParallelismRefused(t *testing.T) {
 func isPebble(opt Option) bool {
 	var c config
 	opt.apply(&c)
-	return c.state.backend == PebbleStateBackend
+	return c.state.backend == kindPebble
 }

@@ -93,7 +93,50 @@ type stateCodec[T any] struct {
 	s    serde[T]
 	ext  Serde[T]
 	name string
+	// boxed, for the key view of descriptors over a key type not of a
+	// basic kind (viewBoxed, T being any), writes and reads a gob column
+	// of the key type itself, so that the view's checkpoints hold the
+	// bytes the key type's own column would.
+	boxed boxedColumn
 }
+
+// boxedColumn is a gob column of one key type, given and taken as a
+// []any of its values.
+type boxedColumn interface {
+	encodeColumn(vs []any) ([]byte, error)
+	decodeColumn(data []byte) ([]any, error)
+	// elem is the key type, for the shape a checkpoint records.
+	elem() reflect.Type
+}
+
+// boxedGob is the boxedColumn of key type K.
+type boxedGob[K any] struct{}
+
+func (boxedGob[K]) encodeColumn(vs []any) ([]byte, error) {
+	ks := make([]K, len(vs))
+	for i, v := range vs {
+		ks[i] = v.(K)
+	}
+	var buf bytes.Buffer
+	if err := gob.NewEncoder(&buf).Encode(ks); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}
+
+func (boxedGob[K]) decodeColumn(data []byte) ([]any, error) {
+	var ks []K
+	if err := gob.NewDecoder(bytes.NewReader(data)).Decode(&ks); err != nil {
+		return nil, err
+	}
+	vs := make([]any, len(ks))
+	for i, k := range ks {
+		vs[i] = k
+	}
+	return vs, nil
+}
+
+func (boxedGob[K]) elem() reflect.Type { return reflect.TypeFor[K]() }
 
 // String names the codec in errors and declarations.
 func (c stateCodec[T]) String() string {
@@ -159,11 +202,25 @@ func (b builtinSerde[T]) codec() stateCodec[T]                   { return b.c }
 // compact binary encoding for strings, byte slices, integers (varints),
 // floats (IEEE 754 bits) and bools, and named types over them that do
 // not encode themselves; encoding/gob for every other type.
+//
+// The gob rule: a type written with gob must be one gob encodes whole:
+// basic types, slices, arrays, maps and pointers of such, and structs
+// whose fields are all exported and of such types, at any depth;
+// interface values need their concrete types registered with
+// gob.Register. A type that encodes itself (encoding.BinaryMarshaler
+// with BinaryUnmarshaler, or gob.GobEncoder with GobDecoder) is taken as
+// it is. Anything else (an unexported field, which gob would silently
+// drop so that a restore brings it back as its zero value; a func or
+// chan field; a chan or func type) is refused with a *StateTypeError
+// naming the state, the type and the field: a descriptor's value, map
+// and element types when it is made (it panics), the stream's key type
+// when the state is first used (the job fails at once, without
+// restarts).
 func DefaultSerde[T any]() Serde[T] { return builtinSerde[T]{codecFor[T]()} }
 
 // GobSerde writes values with encoding/gob, the default for types without
 // a built-in binary encoding; gob's rules are checked when the state is
-// declared (see GetValueState).
+// declared (see DefaultSerde).
 func GobSerde[T any]() Serde[T] { return builtinSerde[T]{stateCodec[T]{id: codecGob}} }
 
 // The built-in binary serdes of the basic types; DefaultSerde gives the
@@ -500,7 +557,13 @@ func (w *column[T]) appendTo(dst []byte) ([]byte, error) {
 		dst = append(binary.AppendUvarint(dst, uint64(len(w.c.name))), w.c.name...)
 	}
 	data := w.buf
-	if w.c.s == nil && w.c.ext == nil && len(w.vs) > 0 {
+	if w.c.boxed != nil && len(w.vs) > 0 {
+		b, err := w.c.boxed.encodeColumn(any(w.vs).([]any))
+		if err != nil {
+			return nil, err
+		}
+		data = b
+	} else if w.c.s == nil && w.c.ext == nil && len(w.vs) > 0 {
 		var buf bytes.Buffer
 		if err := gob.NewEncoder(&buf).Encode(w.vs); err != nil {
 			return nil, err
@@ -560,6 +623,16 @@ func readColumn[T any](b []byte, n int, c stateCodec[T]) ([]T, []byte, error) {
 			return nil, nil, fmt.Errorf("%d bytes after the last of %d values", len(data), n)
 		}
 		return vs, rest, nil
+	}
+	if c.boxed != nil {
+		vs, err := c.boxed.decodeColumn(data)
+		if err != nil {
+			return nil, nil, err
+		}
+		if len(vs) != n {
+			return nil, nil, fmt.Errorf("column holds %d values, want %d", len(vs), n)
+		}
+		return any(vs).([]T), rest, nil
 	}
 	if c.s == nil {
 		var vs []T

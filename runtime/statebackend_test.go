@@ -3,17 +3,26 @@ package runtime
 import "testing"
 
 // stateBackends are the backends every keyed-state test runs against.
-var stateBackends = []StateBackend{HeapStateBackend, PebbleStateBackend}
+var stateBackends = []backendKind{kindHeap, kindPebble}
 
 // forEachStateBackend runs f once per backend, with the option that
 // chooses it (and, for pebble, a working directory of the test's own with
 // a small write buffer, so that tests reach the DB and not only the
 // buffer).
+// withBackend is the option that chooses backend kind k, with its
+// defaults.
+func withBackend(k backendKind) Option {
+	if k == kindPebble {
+		return WithStateBackend(PebbleState(""))
+	}
+	return WithStateBackend(HeapState())
+}
+
 func forEachStateBackend(t *testing.T, f func(t *testing.T, backend Option)) {
 	for _, b := range stateBackends {
 		t.Run(string(b), func(t *testing.T) {
-			opt := WithStateBackend(b)
-			if b == PebbleStateBackend {
+			opt := withBackend(b)
+			if b == kindPebble {
 				dir := t.TempDir()
 				opt = optionFunc(func(c *config) {
 					c.state.backend = b

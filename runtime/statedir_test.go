@@ -18,7 +18,7 @@ func TestDefaultStateDirIsTheUsersOwn(t *testing.T) {
 	tmp := t.TempDir()
 	t.Setenv("TMPDIR", tmp)
 	sc := defaultStateConfig()
-	sc.backend = PebbleStateBackend
+	sc.backend = kindPebble
 	dir := sc.workDir()
 	if dir == filepath.Join(tmp, "splitflow-state") || filepath.Dir(dir) != tmp {
 		t.Fatalf("default state directory %s; want one per user in %s", dir, tmp)
@@ -32,8 +32,8 @@ func TestDefaultStateDirIsTheUsersOwn(t *testing.T) {
 	if b, err := newPebbleBackend(&sc); err == nil {
 		_ = b.close()
 		t.Fatalf("a default state directory linked to %s was used", elsewhere)
-	} else if !strings.Contains(err.Error(), dir) || !strings.Contains(err.Error(), "WithStateDir") {
-		t.Fatalf("refusal %q does not name %s and WithStateDir", err, dir)
+	} else if !strings.Contains(err.Error(), dir) || !strings.Contains(err.Error(), "PebbleState") {
+		t.Fatalf("refusal %q does not name %s and PebbleState", err, dir)
 	}
 	if err := os.Remove(dir); err != nil {
 		t.Fatal(err)

@@ -178,6 +178,8 @@ func codecShape[T any](c stateCodec[T]) (string, *stateformat.Shape) {
 		return w.wrappedShape()
 	}
 	switch {
+	case c.boxed != nil:
+		return gobShapes.encoding, gobShapes.shapeOf(c.boxed.elem())
 	case c.id == codecGob && c.s == nil && c.ext == nil:
 		return gobShapes.encoding, gobShapes.shapeOf(typeOf[T]())
 	case c.id == codecJSON:

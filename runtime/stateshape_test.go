@@ -67,10 +67,10 @@ func TestRenamedStateFieldRefusesRestoreAddedFieldRestoresExactly(t *testing.T) 
 	for _, b := range stateBackends {
 		t.Run(string(b), func(t *testing.T) {
 			backend := func() Option {
-				if b == PebbleStateBackend {
+				if b == kindPebble {
 					return pebbleIn(t.TempDir())
 				}
-				return WithStateBackend(HeapStateBackend)
+				return WithStateBackend(HeapState())
 			}
 			const splits, perSplit, keys = 4, 300, 7
 			store := newTxnStore()

@@ -87,8 +87,8 @@ func (f tableJoinOptionFunc) applyTableJoin(o *tableJoinOptions) { f(o) }
 // table is keyed by TableUpdate.Key with the stream's key hash (KeyBy's,
 // or the function of KeyByHashed). The operator's default name (and so
 // its default UID) is "TableJoin"; its records and values are kept in
-// the encoding GetValueState uses for A and V, so they must be types it
-// takes.
+// the encoding DefaultSerde gives A and V, so they must follow its
+// rule.
 func TableJoin[K comparable, A, V, O any](stream KeyedStream[K, A], table DataStream[TableUpdate[K, V]], fn func(x A, v V) (O, error), opts ...TableJoinOption) DataStream[O] {
 	var join func(A, V, bool) (O, error)
 	if fn != nil {

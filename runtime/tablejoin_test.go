@@ -51,7 +51,7 @@ func tjPairs(w *tjOp) []jPair {
 	return out
 }
 
-func openTableJoin(t testing.TB, outer bool, b StateBackend) *tjOp {
+func openTableJoin(t testing.TB, outer bool, b backendKind) *tjOp {
 	t.Helper()
 	return openWin[string, either[jRec, tjRow]](t, tableJoinStream(outer), unitStateConfig(t, b), nil, 1, 0)
 }
@@ -79,7 +79,7 @@ func innerOnly(ps []jPair) []jPair {
 	return slices.DeleteFunc(slices.Clone(ps), func(p jPair) bool { return p.Y == noValue })
 }
 
-func forJoinKinds(t *testing.T, f func(t *testing.T, b StateBackend, outer bool)) {
+func forJoinKinds(t *testing.T, f func(t *testing.T, b backendKind, outer bool)) {
 	for _, b := range stateBackends {
 		for _, outer := range []bool{false, true} {
 			t.Run(fmt.Sprintf("%s/left=%t", b, outer), func(t *testing.T) { f(t, b, outer) })
@@ -98,7 +98,7 @@ func forJoinKinds(t *testing.T, f func(t *testing.T, b StateBackend, outer bool)
 // and counted. A table update behind the watermark replaces the current
 // value unless that is newer.
 func TestTableJoinJoinsTheValueAsOfTheRecordsTime(t *testing.T) {
-	forJoinKinds(t, func(t *testing.T, b StateBackend, outer bool) {
+	forJoinKinds(t, func(t *testing.T, b backendKind, outer bool) {
 		w := openTableJoin(t, outer, b)
 		defer w.stop()
 		type step struct {
@@ -256,7 +256,7 @@ func tjExpected(stream, table []tjEvent) []jPair {
 // current value, and no timer is left.
 func TestTableJoinOutputDoesNotDependOnInterleaving(t *testing.T) {
 	keys := []string{"a", "b", "c", "d"}
-	forJoinKinds(t, func(t *testing.T, b StateBackend, outer bool) {
+	forJoinKinds(t, func(t *testing.T, b backendKind, outer bool) {
 		for seed := range uint64(4) {
 			rng := rand.New(rand.NewPCG(seed, 11))
 			stream := tjInput(rng, false, 300, keys, 6, 0)

@@ -71,7 +71,7 @@ func TestTimersFollowTheModelAcrossSnapshotsAndRestores(t *testing.T) {
 	}
 }
 
-func runTimerModel(t *testing.T, b StateBackend, seed uint64, keys []int64, far int64) {
+func runTimerModel(t *testing.T, b backendKind, seed uint64, keys []int64, far int64) {
 	rng := rand.New(rand.NewPCG(seed, 17))
 	model := timerModel{event: map[timerEntry[int64]]bool{}, processing: map[timerEntry[int64]]bool{}}
 	wm := int64(-1 << 40)
@@ -115,7 +115,7 @@ func runTimerModel(t *testing.T, b StateBackend, seed uint64, keys []int64, far 
 		},
 	}
 	sc := unitStateConfig(t, b)
-	if b == PebbleStateBackend {
+	if b == kindPebble {
 		sc.bufferEntries = 8 + rng.IntN(40)
 	}
 	mem, err := checkpoint.NewMemoryStorage()
@@ -202,7 +202,7 @@ func runTimerModel(t *testing.T, b StateBackend, seed uint64, keys []int64, far 
 	// for every file-cache reference), which makes a step about ten
 	// times slower than without; its runs take half the steps.
 	steps := 800
-	if b == PebbleStateBackend {
+	if b == kindPebble {
 		steps = 400
 	}
 	for step := range steps {

@@ -48,11 +48,11 @@ func newTestTimerQueue[K comparable]() *timerQueue[K] {
 }
 
 // unitStateConfig is the state config of an operator opened by hand.
-func unitStateConfig(t testing.TB, b StateBackend) stateConfig {
-	if b == PebbleStateBackend {
+func unitStateConfig(t testing.TB, b backendKind) stateConfig {
+	if b == kindPebble {
 		return pebbleStateConfig(t)
 	}
-	return stateConfig{backend: HeapStateBackend}
+	return stateConfig{backend: kindHeap}
 }
 
 // snapshotInto takes a snapshot of p as a task does, a pebble operator's
@@ -248,7 +248,7 @@ func TestSnapshotFreezeDoesNotCopyTimers(t *testing.T) {
 	for _, b := range stateBackends {
 		t.Run(string(b), func(t *testing.T) {
 			timers := int64(100_000)
-			if b == PebbleStateBackend {
+			if b == kindPebble {
 				timers = 20_000
 			}
 			timersBytes := uint64(timers) * 16 // a timerEntry[int64]

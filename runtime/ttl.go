@@ -83,9 +83,8 @@ const pebbleSweepEvery = 32
 //
 // A state has one TTL: declaring its name again in the operator with
 // another TTL (another duration, update type or cleanup size), or without
-// one (GetValueState, GetMapState and GetListState have none), fails the
-// call with an error naming the state, which no restart mends. A TTL
-// needs a descriptor.
+// one, fails the call with an error naming the state, which no restart
+// mends.
 func WithTTL(ttl time.Duration, opts ...TTLOption) StateOption {
 	return stateOptionFunc(func(o *stateOptions) {
 		c := &ttlConfig{ttl: ttl, perAccess: defaultTTLCleanupPerAccess}

@@ -19,7 +19,7 @@ func BenchmarkTTLValueState(b *testing.B) {
 		for _, ttl := range []bool{false, true} {
 			name := backend + "/ttl=" + strconv.FormatBool(ttl)
 			b.Run(name, func(b *testing.B) {
-				sc := stateConfig{backend: HeapStateBackend}
+				sc := stateConfig{backend: kindHeap}
 				if backend == "pebble" {
 					sc = pebbleStateConfig(b)
 					sc.bufferEntries = 0 // the default buffer

@@ -97,7 +97,7 @@ func TestTTLMapLenRenewsNothing(t *testing.T) {
 // memory, and one key with many live map entries held the cleanup on its
 // slot for good.
 func TestTTLHeapCleanupReachesEveryKey(t *testing.T) {
-	sc := stateConfig{backend: HeapStateBackend}
+	sc := stateConfig{backend: kindHeap}
 	const live, old, accesses = 20000, 2000, 20000
 	t.Run("value", func(t *testing.T) {
 		d := NewValueState[int64]("reach-v", WithTTL(time.Minute))

@@ -249,7 +249,7 @@ func TestTTLCheckpointAndRestore(t *testing.T) {
 
 		q, stopQ := openTTL(t, sc, chk, clock)
 		defer stopQ()
-		if sc.backend == HeapStateBackend {
+		if sc.backend == kindHeap {
 			getValue(t, q, d, "k9") // declares the states
 			q.state.setKey("k9")
 			if _, _, err := md.Get(&q.ctx, "e"); err != nil {
@@ -450,7 +450,7 @@ func TestWithTTLInvalidPanics(t *testing.T) {
 func TestTTLSnapshotWhileCleaning(t *testing.T) {
 	d := NewValueState[int64]("ttl-race", WithTTL(time.Minute))
 	clock := &fakeClock{}
-	p, stop := openTTL(t, stateConfig{backend: HeapStateBackend}, nil, clock)
+	p, stop := openTTL(t, stateConfig{backend: kindHeap}, nil, clock)
 	defer stop()
 	for i := range 500 {
 		if i == 250 {
@@ -511,5 +511,5 @@ func openKeyedBlob(t *testing.T, blob []byte, clock *fakeClock) (*keyedProcessOp
 	if err != nil {
 		t.Fatal(err)
 	}
-	return openTTL(t, stateConfig{backend: HeapStateBackend}, chk, clock)
+	return openTTL(t, stateConfig{backend: kindHeap}, chk, clock)
 }

@@ -125,7 +125,7 @@ func TestTTLListCheckpointAndRestore(t *testing.T) {
 
 		q, stopQ := openTTL(t, sc, chk, clock)
 		defer stopQ()
-		if sc.backend == HeapStateBackend {
+		if sc.backend == kindHeap {
 			ttlListOf(t, q, d, "k0") // declares the state, removes k0's expired element
 			if n := stateEntryCount(t, q, "ttl-l"); n != 10 {
 				t.Fatalf("the heap snapshot restored %d elements; want the 10 live ones", n)
@@ -263,8 +263,8 @@ func (avgOf) Merge(a, b avgAcc) avgAcc     { return avgAcc{a.Sum + b.Sum, a.N + 
 // Rule: one state has one TTL. The same name declared twice in one
 // operator with another TTL, or once with and once without one, is
 // refused with an error naming the state, for every kind of state and
-// whether the second declaration is a descriptor or GetValueState,
-// GetMapState or GetListState; the same TTL twice is one state.
+// whether the state is reached through a descriptor's methods or its
+// Handle; the same TTL twice is one state.
 func TestStateDeclaredTwiceWithOtherTTLRefused(t *testing.T) {
 	forEachUnitBackend(t, func(t *testing.T, sc stateConfig) {
 		for _, c := range []struct {
@@ -283,14 +283,14 @@ func TestStateDeclaredTwiceWithOtherTTLRefused(t *testing.T) {
 				_, _, err := NewValueState[int64]("v2", WithTTL(time.Minute, TTLOnReadAndWrite)).Get(ctx)
 				return err
 			}},
-			{"value: GetValueState without ttl", "v3", func(ctx *KeyedContext[string, string]) error {
+			{"value: a handle without ttl", "v3", func(ctx *KeyedContext[string, string]) error {
 				return NewValueState[int64]("v3", WithTTL(time.Minute)).Set(ctx, 1)
 			}, func(ctx *KeyedContext[string, string]) error {
-				_, err := GetValueState[int64](ctx, "v3")
+				_, err := NewValueState[int64]("v3").Handle(ctx)
 				return err
 			}},
-			{"value: descriptor with ttl after GetValueState", "v4", func(ctx *KeyedContext[string, string]) error {
-				_, err := GetValueState[int64](ctx, "v4")
+			{"value: descriptor with ttl after a handle without", "v4", func(ctx *KeyedContext[string, string]) error {
+				_, err := NewValueState[int64]("v4").Handle(ctx)
 				return err
 			}, func(ctx *KeyedContext[string, string]) error {
 				_, _, err := NewValueState[int64]("v4", WithTTL(time.Minute)).Get(ctx)
@@ -299,7 +299,7 @@ func TestStateDeclaredTwiceWithOtherTTLRefused(t *testing.T) {
 			{"map: other ttl", "m1", func(ctx *KeyedContext[string, string]) error {
 				return NewMapState[string, int64]("m1", WithTTL(time.Minute)).Put(ctx, "k", 1)
 			}, func(ctx *KeyedContext[string, string]) error {
-				_, err := GetMapState[string, int64](ctx, "m1")
+				_, err := NewMapState[string, int64]("m1").Handle(ctx)
 				return err
 			}},
 			{"list: other ttl", "l1", func(ctx *KeyedContext[string, string]) error {
@@ -307,16 +307,16 @@ func TestStateDeclaredTwiceWithOtherTTLRefused(t *testing.T) {
 			}, func(ctx *KeyedContext[string, string]) error {
 				return NewListState[int64]("l1", WithTTL(2*time.Minute)).Add(ctx, 1)
 			}},
-			{"list: GetListState without ttl", "l2", func(ctx *KeyedContext[string, string]) error {
+			{"list: a handle without ttl", "l2", func(ctx *KeyedContext[string, string]) error {
 				return NewListState[int64]("l2", WithTTL(time.Minute)).Add(ctx, 1)
 			}, func(ctx *KeyedContext[string, string]) error {
-				_, err := GetListState[int64](ctx, "l2")
+				_, err := NewListState[int64]("l2").Handle(ctx)
 				return err
 			}},
 			{"reducing: other ttl than its value state", "r1", func(ctx *KeyedContext[string, string]) error {
 				return NewValueState[int64]("r1", WithTTL(time.Minute)).Set(ctx, 1)
 			}, func(ctx *KeyedContext[string, string]) error {
-				_, err := GetReducingState(ctx, "r1", func(a, b int64) int64 { return a + b })
+				_, err := NewReducingState("r1", func(a, b int64) int64 { return a + b }).Handle(ctx)
 				return err
 			}},
 		} {

@@ -369,7 +369,7 @@ type WindowInfo[K comparable] struct {
 // Add and Result are required; Merge, which combines the accumulators of
 // two sessions that a record joins, is required for Session windows only.
 // Accumulators are keyed state, checkpointed in the encoding
-// GetValueState uses for A. Add may return its argument changed or a new
+// DefaultSerde gives A. Add may return its argument changed or a new
 // value; Merge may return either of its arguments changed.
 type Aggregator[T, A, R any] struct {
 	Create func() A
@@ -471,7 +471,7 @@ func WindowCount[K comparable, T any](ws WindowedStream[K, T]) DataStream[Window
 // arrival: a merge renames the window its parts' records belong to and
 // moves none, so they are not grouped part by part. What fn collects carries the
 // window's MaxTimestamp. The records are kept as keyed state, a list per
-// window checkpointed in the encoding GetValueState uses for []T: for
+// window checkpointed in the encoding DefaultSerde gives []T: for
 // results that need only a fold of the records, WindowAggregate keeps far
 // less.
 func WindowProcess[K comparable, T, O any](ws WindowedStream[K, T], fn func(w WindowInfo[K], records []T, out Collector[O]) error) DataStream[O] {

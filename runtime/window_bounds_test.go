@@ -41,7 +41,7 @@ func TestWindowBoundsNearInt64LimitsDoNotOverflow(t *testing.T) {
 		{"session at the bottom", Session(sec), lo + 1, []TimeWindow{{lo + 1, lo + 1001}}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			w := openWin[string, string](t, countStream(c.a), unitStateConfig(t, HeapStateBackend), nil, 1, 0)
+			w := openWin[string, string](t, countStream(c.a), unitStateConfig(t, kindHeap), nil, 1, 0)
 			defer w.stop()
 			err := w.p.collect("k", c.ts)
 			if c.want == nil {

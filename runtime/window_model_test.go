@@ -182,7 +182,7 @@ func TestWindowsFollowTheModel(t *testing.T) {
 	}
 }
 
-func runWindowModel(t *testing.T, b StateBackend, a WindowAssigner, lateness int64, seed uint64, keys []string) {
+func runWindowModel(t *testing.T, b backendKind, a WindowAssigner, lateness int64, seed uint64, keys []string) {
 	rng := rand.New(rand.NewPCG(seed, 99))
 	w := openWin[string, string](t, countStream(a, WithAllowedLateness(time.Duration(lateness)*time.Millisecond)), unitStateConfig(t, b), nil, 1, 0)
 	defer w.stop()

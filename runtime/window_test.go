@@ -315,7 +315,7 @@ type winStep struct {
 	ts, wm int64 // wm > 0: a watermark
 }
 
-func runWindowRestore(t *testing.T, b StateBackend, a WindowAssigner, par int, keys []string) {
+func runWindowRestore(t *testing.T, b backendKind, a WindowAssigner, par int, keys []string) {
 	rng := rand.New(rand.NewPCG(uint64(par), 5))
 	ds := func() DataStream[WindowResult[string, int64]] {
 		return countStream(a, WithAllowedLateness(4*time.Millisecond))

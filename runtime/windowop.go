@@ -145,16 +145,16 @@ type windowFn[K comparable, T, A, O any] struct {
 
 func (f *windowFn[K, T, A, O]) Open(ctx *KeyedContext[K, O]) error {
 	var err error
-	if f.contents, err = GetMapState[int64, A](ctx, windowContentsState); err != nil {
+	if f.contents, err = declareMapTTL(ctx.op, windowContentsState, codecFor[int64](), codecFor[A](), nil); err != nil {
 		return err
 	}
 	switch f.a.shape {
 	case shapeSession:
-		if f.ends, err = GetMapState[int64, int64](ctx, windowEndsState); err != nil {
+		if f.ends, err = declareMapTTL(ctx.op, windowEndsState, codecFor[int64](), codecFor[int64](), nil); err != nil {
 			return err
 		}
 	case shapeGlobal:
-		if f.counts, err = GetValueState[int64](ctx, windowCountState); err != nil {
+		if f.counts, err = declareValueTTL(ctx.op, windowCountState, codecFor[int64](), nil); err != nil {
 			return err
 		}
 	}
