@@ -337,8 +337,10 @@ func roundTripKeys[K comparable](t *testing.T, ks []K) {
 	t.Helper()
 	var v ValueState[int]
 	fn := KeyedProcessFuncs[K, K, string]{
+		// Declared over K itself, as the engine's own states are, to
+		// read its map by K below.
 		Setup: func(ctx *KeyedContext[K, string]) (err error) {
-			v, err = NewValueState[int]("v").Handle(ctx)
+			v, err = declareValueTTL(ctx.op, "v", codecFor[int](), nil)
 			return err
 		},
 		Element: func(ctx *KeyedContext[K, string], _ K) error {
