@@ -12,6 +12,7 @@ import (
 	"github.com/splitflow/splitflow/connector/kafka"
 	"github.com/splitflow/splitflow/integration/committed"
 	"github.com/splitflow/splitflow/runtime"
+	"github.com/splitflow/splitflow/runtime/watermark"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -374,9 +375,9 @@ func runSplitflowWindowcount(ctx context.Context, seeds []string, in, out string
 		return err
 	}
 	env := runtime.NewEnvironment(envOpts(par, checkpoint)...)
-	wm := runtime.ForBoundedOutOfOrderness[windowEvent](windowBound).
+	wm := watermark.ForBoundedOutOfOrderness[windowEvent](windowBound).
 		WithTimestampAssigner(func(e windowEvent, _ int64) int64 { return e.at })
-	events := runtime.FromSource(env, src, "events", wm).UID("events")
+	events := runtime.FromSource(env, src, "events", runtime.WithWatermarks(wm)).UID("events")
 	byUser := runtime.KeyBy(events, func(e windowEvent) string { return e.user })
 	counts := runtime.WindowCount(runtime.Window(byUser, runtime.Tumbling(windowSize))).Name("window-count").UID("window-count")
 	runtime.SinkTo(counts, snk).Name("window-counts").UID("window-counts-sink")

@@ -9,6 +9,7 @@ import (
 	"github.com/splitflow/splitflow/integration/idjob"
 	"github.com/splitflow/splitflow/integration/kafkatest"
 	"github.com/splitflow/splitflow/runtime"
+	"github.com/splitflow/splitflow/runtime/restart"
 )
 
 // The broker stops and starts again while a job runs: the job recovers by
@@ -36,7 +37,7 @@ func TestBrokerRestartMidJob(t *testing.T) {
 	cfg := idjob.Config{
 		Brokers: b.Addrs(), Input: input, Output: output, TxnPrefix: output + "-txn",
 		Parallelism: 2, CheckpointInterval: 100 * time.Millisecond,
-		Restart: runtime.FixedDelayRestart(100, 500*time.Millisecond),
+		Restart: restart.FixedDelay(100, 500*time.Millisecond),
 		Map: func(int64) error {
 			if seen.Add(1)%5 == 0 {
 				time.Sleep(time.Millisecond) // a slow job: the broker goes away mid-way

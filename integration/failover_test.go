@@ -11,6 +11,7 @@ import (
 	"github.com/splitflow/splitflow/integration/idjob"
 	"github.com/splitflow/splitflow/integration/kafkatest"
 	"github.com/splitflow/splitflow/runtime"
+	"github.com/splitflow/splitflow/runtime/restart"
 )
 
 // Kafka -> map -> keyBy or rebalance -> exactly-once Kafka sink, with a task
@@ -43,7 +44,7 @@ func TestExactlyOnceUnderInjectedTaskFailures(t *testing.T) {
 			Brokers: b.Addrs(), Input: input, Output: output,
 			TxnPrefix:   fmt.Sprintf("%s-txn", output),
 			Parallelism: 2, CheckpointInterval: interval,
-			Restart:   runtime.FixedDelayRestart(3, 50*time.Millisecond),
+			Restart:   restart.FixedDelay(3, 50*time.Millisecond),
 			Rebalance: rebalance,
 			Map: func(id int64) error {
 				if seen.Add(1) == failAt {

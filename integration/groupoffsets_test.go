@@ -14,6 +14,7 @@ import (
 	"github.com/splitflow/splitflow/integration/committed"
 	"github.com/splitflow/splitflow/integration/kafkatest"
 	"github.com/splitflow/splitflow/runtime"
+	"github.com/splitflow/splitflow/runtime/restart"
 	"github.com/splitflow/splitflow/txn"
 )
 
@@ -105,7 +106,7 @@ func TestFreshJobFromGroupOffsetsSkipsNothing(t *testing.T) {
 	var completed atomic.Int64
 	sink := &failingFirstCommitSink{Sink: ks, completed: &completed, holdFor: 10}
 	env := runtime.NewEnvironment(runtime.WithParallelism(2), runtime.WithCheckpointInterval(50*time.Millisecond), runtime.WithCheckpointTimeout(10*time.Second),
-		runtime.WithRestartStrategy(runtime.NoRestart()), runtime.WithLogger(testLogger(t)),
+		runtime.WithRestartStrategy(restart.None()), runtime.WithLogger(testLogger(t)),
 		runtime.WithJobListener(runtime.JobListener{CheckpointCompleted: func(int64) { completed.Add(1) }}))
 	lines := runtime.FromSource(env, src, "in").UID("in")
 	runtime.SinkToTwoPhase[string, txn.Committable](runtime.Rebalance(lines), sink).UID("out")

@@ -8,7 +8,7 @@ import (
 
 	"github.com/splitflow/splitflow/integration/idjob"
 	"github.com/splitflow/splitflow/integration/kafkatest"
-	"github.com/splitflow/splitflow/runtime"
+	"github.com/splitflow/splitflow/runtime/restart"
 )
 
 // Transactions left open under the sink's prefix by producers that are gone
@@ -40,7 +40,7 @@ func TestLingeringTransactionsOfAbandonedProducers(t *testing.T) {
 	go func() {
 		done <- idjob.Run(ctx, idjob.Config{
 			Brokers: b.Addrs(), Input: input, Output: output, TxnPrefix: prefix,
-			Parallelism: 2, CheckpointInterval: 100 * time.Millisecond, Restart: runtime.NoRestart(),
+			Parallelism: 2, CheckpointInterval: 100 * time.Millisecond, Restart: restart.None(),
 		})
 	}()
 	var unpinned time.Duration

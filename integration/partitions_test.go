@@ -9,7 +9,7 @@ import (
 	"github.com/splitflow/splitflow/integration/committed"
 	"github.com/splitflow/splitflow/integration/idjob"
 	"github.com/splitflow/splitflow/integration/kafkatest"
-	"github.com/splitflow/splitflow/runtime"
+	"github.com/splitflow/splitflow/runtime/restart"
 )
 
 // waitCommitted polls topic with read_committed until it holds at least n
@@ -53,7 +53,7 @@ func TestPartitionsAddedWhileRunning(t *testing.T) {
 		done <- idjob.Run(ctx, idjob.Config{
 			Brokers: b.Addrs(), Input: input, Output: output, TxnPrefix: output + "-txn",
 			Parallelism: 2, CheckpointInterval: 100 * time.Millisecond, Unbounded: true,
-			Discovery: 200 * time.Millisecond, Restart: runtime.NoRestart(), Logger: testLogger(t),
+			Discovery: 200 * time.Millisecond, Restart: restart.None(), Logger: testLogger(t),
 		})
 	}()
 	waitCommitted(t, b, output, n, 60*time.Second)

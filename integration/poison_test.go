@@ -12,7 +12,7 @@ import (
 	"github.com/splitflow/splitflow/connector/kafka"
 	"github.com/splitflow/splitflow/integration/idjob"
 	"github.com/splitflow/splitflow/integration/kafkatest"
-	"github.com/splitflow/splitflow/runtime"
+	"github.com/splitflow/splitflow/runtime/restart"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -49,7 +49,7 @@ func TestPoisonRecordFailsTheJob(t *testing.T) {
 	err := idjob.Run(ctx, idjob.Config{
 		Brokers: b.Addrs(), Input: input, Output: output, TxnPrefix: output + "-txn",
 		Parallelism: 2, CheckpointInterval: 50 * time.Millisecond,
-		Restart: runtime.FixedDelayRestart(1, 50*time.Millisecond),
+		Restart: restart.FixedDelay(1, 50*time.Millisecond),
 	})
 	if ctx.Err() != nil {
 		t.Fatalf("the job did not fail by itself: %v", err)
@@ -83,7 +83,7 @@ func TestPoisonRecordSkipped(t *testing.T) {
 	err := idjob.Run(ctx, idjob.Config{
 		Brokers: b.Addrs(), Input: input, Output: output, TxnPrefix: output + "-txn",
 		Parallelism: 2, CheckpointInterval: 50 * time.Millisecond, SkipBad: true, Rejected: &rejected,
-		Restart: runtime.NoRestart(),
+		Restart: restart.None(),
 	})
 	if err != nil || ctx.Err() != nil {
 		t.Fatalf("job: %v (context: %v)", err, ctx.Err())

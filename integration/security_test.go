@@ -18,6 +18,7 @@ import (
 	"github.com/splitflow/splitflow/integration/idjob"
 	"github.com/splitflow/splitflow/integration/kafkatest"
 	"github.com/splitflow/splitflow/runtime"
+	"github.com/splitflow/splitflow/runtime/restart"
 	"github.com/splitflow/splitflow/txn"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -98,7 +99,7 @@ func (j *secureJob) config(t *testing.T, password string) idjob.Config {
 	return idjob.Config{
 		Brokers: j.b.Addrs(), Input: j.input, Output: j.output, TxnPrefix: j.prefix, GroupID: j.group,
 		Parallelism: 2, CheckpointInterval: 100 * time.Millisecond,
-		Restart:  runtime.FixedDelayRestart(3, 100*time.Millisecond),
+		Restart:  restart.FixedDelay(3, 100*time.Millisecond),
 		Security: j.security(password), Logger: testLogger(t),
 	}
 }
@@ -146,7 +147,7 @@ func TestSecurityExactlyOnceOverSASLSSLWithDocumentedACLs(t *testing.T) {
 func securityFailure(t *testing.T, cfg idjob.Config) (err error, restarts, processed int64, took time.Duration) {
 	t.Helper()
 	var r, p atomic.Int64
-	cfg.Restart = runtime.FixedDelayRestart(1000, 100*time.Millisecond)
+	cfg.Restart = restart.FixedDelay(1000, 100*time.Millisecond)
 	cfg.Listener = runtime.JobListener{Restarting: func(n int, err error) {
 		if r.Add(1) <= 3 {
 			t.Logf("restart %d after: %v", n, err)
@@ -316,7 +317,7 @@ func TestSecurityRevokedACLFailsRunningJob(t *testing.T) {
 			cfg.Discovery = 500 * time.Millisecond
 			var restarts atomic.Int64
 			checkpoints := make(chan int64, 100)
-			cfg.Restart = runtime.FixedDelayRestart(1000, 100*time.Millisecond)
+			cfg.Restart = restart.FixedDelay(1000, 100*time.Millisecond)
 			cfg.Listener = runtime.JobListener{
 				Restarting: func(n int, err error) {
 					if restarts.Add(1) <= 3 {

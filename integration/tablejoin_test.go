@@ -14,6 +14,8 @@ import (
 	"github.com/splitflow/splitflow/connector/kafka"
 	"github.com/splitflow/splitflow/integration/kafkatest"
 	"github.com/splitflow/splitflow/runtime"
+	"github.com/splitflow/splitflow/runtime/restart"
+	"github.com/splitflow/splitflow/runtime/watermark"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -467,13 +469,13 @@ func TestTableJoinOfCompactedTopicExactlyOnce(t *testing.T) {
 	failAt := int64(n / 2)
 	env := runtime.NewEnvironment(runtime.WithParallelism(2), runtime.WithLogger(logger),
 		runtime.WithCheckpointInterval(50*time.Millisecond),
-		runtime.WithRestartStrategy(runtime.FixedDelayRestart(3, 50*time.Millisecond)),
+		runtime.WithRestartStrategy(restart.FixedDelay(3, 50*time.Millisecond)),
 		runtime.WithJobListener(runtime.JobListener{
 			CheckpointCompleted: func(int64) { checkpoints.Add(1) },
 			Restarting:          func(int, error) { restarts.Add(1) },
 		}))
-	rows := runtime.FromSource(env, tableSrc, "table", runtime.ForMonotonousTimestamps[runtime.TableUpdate[string, int]]()).UID("table")
-	ids := runtime.KeyBy(runtime.FromSource(env, streamSrc, "stream", runtime.ForMonotonousTimestamps[streamRecord]()).UID("stream"),
+	rows := runtime.FromSource(env, tableSrc, "table", runtime.WithWatermarks(watermark.ForMonotonousTimestamps[runtime.TableUpdate[string, int]]())).UID("table")
+	ids := runtime.KeyBy(runtime.FromSource(env, streamSrc, "stream", runtime.WithWatermarks(watermark.ForMonotonousTimestamps[streamRecord]())).UID("stream"),
 		func(r streamRecord) string { return r.Key })
 	left := runtime.LeftTableJoin(ids, rows, func(r streamRecord, v int, ok bool) (string, error) {
 		if joined.Add(1) == failAt {

@@ -13,6 +13,7 @@ import (
 	"github.com/splitflow/splitflow/integration/idjob"
 	"github.com/splitflow/splitflow/integration/kafkatest"
 	"github.com/splitflow/splitflow/runtime"
+	"github.com/splitflow/splitflow/runtime/restart"
 	"github.com/splitflow/splitflow/txn"
 	"github.com/twmb/franz-go/pkg/kadm"
 )
@@ -32,7 +33,7 @@ func TestTransactionTimeoutValidatedAtStart(t *testing.T) {
 		Listener: runtime.JobListener{Restarting: func(int, error) { restarts.Add(1) }},
 		Brokers:  b.Addrs(), Input: input, Output: output, TxnPrefix: output + "-txn",
 		Parallelism: 2, CheckpointInterval: 500 * time.Millisecond, CheckpointTimeout: 2 * time.Second,
-		Restart: runtime.FixedDelayRestart(1_000_000, time.Second), TxnTimeout: 3 * time.Second,
+		Restart: restart.FixedDelay(1_000_000, time.Second), TxnTimeout: 3 * time.Second,
 	})
 	want := "transaction.timeout.ms (3s) must exceed the longest a transaction can stay open, (1 + tolerable checkpoint failures 0) x (max(interval 500ms, checkpoint timeout 2s + min pause 0s) + checkpoint timeout 2s) + commit timeout 30s + restart delay 1s = 35s"
 	if err == nil || !strings.Contains(err.Error(), want) {
@@ -173,7 +174,7 @@ func prepareAbortedBeforeCommit(t *testing.T, b *kafkatest.Broker) ([]int64, str
 		// Restarts to spare: on a loaded machine a 1s checkpoint timeout
 		// can fail the job before the hold, and only the data loss may
 		// end it.
-		Restart: runtime.FixedDelayRestart(10, 100*time.Millisecond), TxnTimeout: 3 * time.Second, CommitTimeout: 500 * time.Millisecond,
+		Restart: restart.FixedDelay(10, 100*time.Millisecond), TxnTimeout: 3 * time.Second, CommitTimeout: 500 * time.Millisecond,
 		Sink: hold,
 		Listener: runtime.JobListener{CheckpointCompleted: func(id int64) {
 			if id < 2 || !stall.CompareAndSwap(idle, armed) {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/splitflow/splitflow/connector"
 	"github.com/splitflow/splitflow/runtime/checkpoint"
+	"github.com/splitflow/splitflow/runtime/restart"
 )
 
 // rangeJob is source -> map -> 2PC sink over a rangeSrc. With global set
@@ -45,7 +46,7 @@ func (j *rangeJob) env() *Environment {
 	opts := append([]Option{
 		WithParallelism(j.par),
 		WithFlushTimeout(time.Millisecond),
-		WithRestartStrategy(FixedDelayRestart(10, time.Millisecond)),
+		WithRestartStrategy(restart.FixedDelay(10, time.Millisecond)),
 		WithLogger(discardLogger()),
 		WithDrainTimeout(5 * time.Second),
 	}, j.opts...)
@@ -167,7 +168,7 @@ func TestGateKeepsAssignmentsOnOneSideOfTheBarrier(t *testing.T) {
 			}
 		}
 		j := &rangeJob{par: 2, splits: 6, perSplit: 20, delay: 500 * time.Microsecond}
-		j.opts = []Option{WithCheckpointInterval(5 * time.Millisecond), withEventDelay(delay), WithRestartStrategy(NoRestart())}
+		j.opts = []Option{WithCheckpointInterval(5 * time.Millisecond), withEventDelay(delay), WithRestartStrategy(restart.None())}
 		if !gateOn {
 			j.opts = append(j.opts, withGateDisabled())
 		}
@@ -246,9 +247,9 @@ func TestSplitAssignmentTrackerBooksOnlyWhatARestartNeeds(t *testing.T) {
 			var mu sync.Mutex
 			var ops []*sourceOperator[int64, *rSplit, []*rSplit]
 			j := &rangeJob{par: 2, splits: 20, perSplit: 10}
-			strategy := NoRestart()
+			strategy := restart.None()
 			if restarts {
-				strategy = FixedDelayRestart(3, time.Millisecond)
+				strategy = restart.FixedDelay(3, time.Millisecond)
 			}
 			j.opts = []Option{WithRestartStrategy(strategy)}
 			env := j.env()
@@ -329,7 +330,7 @@ func TestRestoreFromDirectoryInNewEnvironment(t *testing.T) {
 				}
 				return v, nil
 			}
-			j1.opts = []Option{WithCheckpointInterval(5 * time.Millisecond), WithCheckpointDir(dir), WithCheckpointsRetained(5), WithRestartStrategy(NoRestart())}
+			j1.opts = []Option{WithCheckpointInterval(5 * time.Millisecond), WithCheckpointDir(dir), WithCheckpointsRetained(5), WithRestartStrategy(restart.None())}
 			env1 := j1.env()
 			env1.hooks = &testHooks{checkpointCompleted: func(id int64, _ checkpoint.Storage) {
 				completed <- id
@@ -521,7 +522,7 @@ func TestTwoPhaseKnownFailureFailsJob(t *testing.T) {
 		r.SignalFailedWithKnownReason(errLost)
 		return false
 	}}
-	j.opts = []Option{WithCheckpointInterval(time.Hour), WithRestartStrategy(FixedDelayRestart(5, 0))}
+	j.opts = []Option{WithCheckpointInterval(time.Hour), WithRestartStrategy(restart.FixedDelay(5, 0))}
 	err := j.env().Execute(testCtx(t), "known")
 	if !errors.Is(err, errLost) {
 		t.Fatalf("Execute = %v, want the commit's known reason", err)
@@ -732,7 +733,7 @@ func (s *statefulTxnSink) WriterStateSerializer() connector.VersionedSerializer[
 func TestStatefulTwoPhaseSinkRestoresWriterState(t *testing.T) {
 	sink := &statefulTxnSink{txnSink2PC: txnSink2PC{store: newTxnStore()}, counts: map[int]int64{}}
 	env := NewEnvironment(WithParallelism(2), WithFlushTimeout(time.Millisecond), WithLogger(discardLogger()),
-		WithCheckpointInterval(2*time.Millisecond), WithRestartStrategy(FixedDelayRestart(5, time.Millisecond)))
+		WithCheckpointInterval(2*time.Millisecond), WithRestartStrategy(restart.FixedDelay(5, time.Millisecond)))
 	src := &rangeSrc{splits: 4, perSplit: 50, delay: 200 * time.Microsecond, readerFailAt: -1}
 	ds := Map(FromSource(env, src, "range").UID("src"), failOnce(30, 150)).UID("map")
 	SinkToStatefulTwoPhase[int64, tTxn, int64](Rebalance(ds), sink).UID("sink")
@@ -854,7 +855,7 @@ func TestInvalidConfigurationIsNotRestarted(t *testing.T) {
 	j := &rangeJob{par: 1, splits: 1, perSplit: 10}
 	j.src = &rangeSrc{splits: 1, perSplit: 10, readerFailAt: -1}
 	env := NewEnvironment(WithParallelism(1), WithCheckpointInterval(50*time.Millisecond),
-		WithRestartStrategy(FixedDelayRestart(1_000_000, time.Millisecond)), WithLogger(discardLogger()))
+		WithRestartStrategy(restart.FixedDelay(1_000_000, time.Millisecond)), WithLogger(discardLogger()))
 	sink := &badConfigSink{}
 	SinkTo(FromSource(env, j.src, "range").UID("src"), connector.Sink[int64](sink))
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/splitflow/splitflow/runtime/restart"
 )
 
 // coCounting is counting on both inputs of a KeyedCoProcess: one running
@@ -135,12 +137,12 @@ func TestCoProcessExactlyOnceUnderFailures(t *testing.T) {
 		for _, par := range []int{2, 3} {
 			t.Run(fmt.Sprint("par=", par), func(t *testing.T) {
 				env := NewEnvironment(WithParallelism(par), WithMaxParallelism(16), WithFlushTimeout(time.Millisecond), WithLogger(discardLogger()),
-					WithCheckpointInterval(3*time.Millisecond), WithRestartStrategy(FixedDelayRestart(5, time.Millisecond)),
+					WithCheckpointInterval(3*time.Millisecond), WithRestartStrategy(restart.FixedDelay(5, time.Millisecond)),
 					WithDrainTimeout(5*time.Second), backend)
 				src1 := &rangeSrc{splits: 3, perSplit: 40, delay: 200 * time.Microsecond, readerFailAt: -1}
 				src2 := &rangeSrc{splits: 2, perSplit: 50, delay: 150 * time.Microsecond, readerFailAt: 30}
-				a := Map(FromSource(env, src1, "first", NoWatermarks[int64]()).UID("src1"), failOnce(40, 90)).UID("map1")
-				b := Map(FromSource(env, src2, "second", NoWatermarks[int64]()).UID("src2").Parallelism(1),
+				a := Map(FromSource(env, src1, "first").UID("src1"), failOnce(40, 90)).UID("map1")
+				b := Map(FromSource(env, src2, "second").UID("src2").Parallelism(1),
 					func(v int64) (int64, error) { return v + 120, nil }).UID("map2")
 				counts := KeyedCoProcessPerSubtask(Connect(KeyBy(a, func(v int64) int64 { return v % 7 }), KeyBy(b, func(v int64) int64 { return v % 7 })),
 					func() KeyedCoProcessFunction[int64, int64, int64, int64] { return coCounting{&counting{}} }).UID("counts")

@@ -6,6 +6,7 @@ import (
 
 	"github.com/splitflow/splitflow/connector"
 	"github.com/splitflow/splitflow/runtime/internal/stateformat"
+	"github.com/splitflow/splitflow/runtime/watermark"
 )
 
 // DataStream is a stream of records of type T in a job being built. The
@@ -127,8 +128,9 @@ func isNil(v any) bool {
 // goroutine of its own; each subtask runs a reader on its task goroutine.
 //
 // By default records keep the timestamps the reader gives them and no
-// watermark is generated (NoWatermarks). A WatermarkStrategy is an option:
-// FromSource(env, src, "clicks", ForBoundedOutOfOrderness[Click](5*time.Second))
+// watermark is generated (watermark.None). WithWatermarks gives the source
+// a watermark.Strategy:
+// FromSource(env, src, "clicks", WithWatermarks(watermark.ForBoundedOutOfOrderness[Click](5*time.Second)))
 // assigns timestamps and generates watermarks with it. At most one
 // strategy may be given.
 func FromSource[T any, S connector.Split, C any](env *Environment, src connector.Source[T, S, C], name string, opts ...SourceOption[T]) DataStream[T] {
@@ -166,20 +168,30 @@ func keepsWriterState(sink any) bool {
 	return restore && ser
 }
 
-// SourceOption configures a source added with FromSource. A
-// WatermarkStrategy is one.
+// SourceOption configures a source added with FromSource.
 type SourceOption[T any] interface {
 	applySource(*sourceOptions[T])
 }
 
+// WithWatermarks gives a source its watermark strategy: how it assigns
+// event timestamps and generates watermarks (package watermark).
+func WithWatermarks[T any](s watermark.Strategy[T]) SourceOption[T] { return withWatermarks[T]{s} }
+
+type withWatermarks[T any] struct{ s watermark.Strategy[T] }
+
+func (w withWatermarks[T]) applySource(o *sourceOptions[T]) {
+	o.strategy = w.s
+	o.strategies++
+}
+
 type sourceOptions[T any] struct {
-	strategy   WatermarkStrategy[T]
+	strategy   watermark.Strategy[T]
 	strategies int
 }
 
 type sourceSpec[T any, S connector.Split, C any] struct {
 	src      connector.Source[T, S, C]
-	strategy WatermarkStrategy[T]
+	strategy watermark.Strategy[T]
 }
 
 func (s *sourceSpec[T, S, C]) boundedness() connector.Boundedness { return s.src.Boundedness() }

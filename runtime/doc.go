@@ -213,7 +213,7 @@
 // # Event time
 //
 // Sources assign timestamps and generate watermarks per split (each split
-// output has its own WatermarkGenerator); a reader's watermark is the
+// output has its own watermark.Generator); a reader's watermark is the
 // minimum over its active splits. Idle splits (WithIdleness, MarkIdle) do
 // not hold time back; a reader with no active split is idle and keeps its
 // watermark (it does not jump to its fastest split's, whose lead would make
@@ -226,7 +226,7 @@
 // (with a stream status that arrived meanwhile after it); a watermark that
 // does not advance an operator's is ignored, so watermarks never go back.
 // A deleted timer leaves the timer heap at once. A bounded source emits
-// MaxWatermark when it ends, which fires the rest, and the timers those
+// maxWatermark when it ends, which fires the rest, and the timers those
 // register; a timer registered by one of the latter is dropped (logged), so
 // that a timer registering itself again cannot keep the input from ending.
 // A graceful cancel does
@@ -238,7 +238,7 @@
 // end downstream. A source whose
 // input ended or that was stopped stops its periodic-watermark timer, and
 // mails queued before (a periodic emit, split assignments, no-more-splits,
-// source events) are no-ops: nothing follows MaxWatermark or the end of
+// source events) are no-ops: nothing follows maxWatermark or the end of
 // the partition.
 //
 // # Checkpoints (coordinators before barriers, the gate, atomic checkpoints)
@@ -480,7 +480,7 @@
 // slow sink slows the sources: records in flight between two tasks are
 // bounded by channels x (buffers per channel + 2) x buffer size plus what
 // one step emits, whatever the input size; a burst of timers (the final
-// MaxWatermark firing a timer per key) counts one timer per step. A source reader that is not
+// maxWatermark firing a timer per key) counts one timer per step. A source reader that is not
 // polled stops fetching once its own queue is full (connector/base), and
 // the lag stays in the external system.
 //

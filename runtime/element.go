@@ -1,11 +1,14 @@
 package runtime
 
-import "math"
+import (
+	"math"
 
-// MaxWatermark is the watermark a source emits when its input ends: event
-// time has reached the end of time, so every pending event-time timer
-// fires. It matches Flink's Watermark.MAX_WATERMARK.
-const MaxWatermark int64 = math.MaxInt64
+	"github.com/splitflow/splitflow/runtime/watermark"
+)
+
+// maxWatermark is the watermark a source emits when its input ends
+// (watermark.Max): every pending event-time timer fires.
+const maxWatermark = watermark.Max
 
 // noWatermark is the watermark of an input that has seen none yet.
 const noWatermark int64 = math.MinInt64

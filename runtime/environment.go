@@ -135,7 +135,7 @@ func WithFlushTimeout(d time.Duration) Option {
 func WithoutChaining() Option { return optionFunc(func(c *config) { c.chaining = false }) }
 
 // WithAutoWatermarkInterval sets how often sources call
-// WatermarkGenerator.OnPeriodicEmit (Flink's pipeline.auto-watermark-interval);
+// watermark.Generator.OnPeriodicEmit (Flink's pipeline.auto-watermark-interval);
 // 0 disables periodic emission. Default 200ms.
 func WithAutoWatermarkInterval(d time.Duration) Option {
 	return optionFunc(func(c *config) { c.autoWatermarkInterval = d })

@@ -10,6 +10,7 @@ import (
 
 	"github.com/splitflow/splitflow/connector/datagen"
 	"github.com/splitflow/splitflow/runtime"
+	"github.com/splitflow/splitflow/runtime/watermark"
 )
 
 // Order and Payment are the two inputs of the join examples: orders 0..3
@@ -30,10 +31,10 @@ type Payment struct {
 func twoInputs(env *runtime.Environment) (runtime.KeyedStream[int64, Order], runtime.KeyedStream[int64, Payment]) {
 	orderSrc, _ := datagen.NewSource(func(i int64, _ *rand.Rand) Order { return Order{ID: i, At: i * 1000} }, datagen.WithCount(4))
 	paymentSrc, _ := datagen.NewSource(func(i int64, _ *rand.Rand) Payment { return Payment{Order: i, At: i*1000 + i*1500} }, datagen.WithCount(3))
-	orders := runtime.FromSource(env, orderSrc, "orders", runtime.ForBoundedOutOfOrderness[Order](time.Second).
-		WithTimestampAssigner(func(o Order, _ int64) int64 { return o.At })).UID("orders")
-	payments := runtime.FromSource(env, paymentSrc, "payments", runtime.ForBoundedOutOfOrderness[Payment](time.Second).
-		WithTimestampAssigner(func(p Payment, _ int64) int64 { return p.At })).UID("payments")
+	orders := runtime.FromSource(env, orderSrc, "orders", runtime.WithWatermarks(watermark.ForBoundedOutOfOrderness[Order](time.Second).
+		WithTimestampAssigner(func(o Order, _ int64) int64 { return o.At }))).UID("orders")
+	payments := runtime.FromSource(env, paymentSrc, "payments", runtime.WithWatermarks(watermark.ForBoundedOutOfOrderness[Payment](time.Second).
+		WithTimestampAssigner(func(p Payment, _ int64) int64 { return p.At }))).UID("payments")
 	return runtime.KeyBy(orders, func(o Order) int64 { return o.ID }), runtime.KeyBy(payments, func(p Payment) int64 { return p.Order })
 }
 

@@ -30,7 +30,7 @@ func ExampleKeyedProcess() {
 	src, _ := file.NewSource([]string{path})
 
 	env := runtime.NewEnvironment(runtime.WithParallelism(2))
-	lines := runtime.FromSource(env, src, "lines", runtime.NoWatermarks[string]()).UID("lines")
+	lines := runtime.FromSource(env, src, "lines").UID("lines")
 	words := runtime.FlatMap(lines, func(line string, out runtime.Collector[string]) error {
 		for _, w := range strings.Fields(line) {
 			out.Collect(w)
@@ -71,7 +71,7 @@ func ExampleNewValueState() {
 	src, _ := file.NewSource([]string{path})
 
 	env := runtime.NewEnvironment(runtime.WithParallelism(2))
-	events := runtime.FromSource(env, src, "events", runtime.NoWatermarks[string]()).UID("events")
+	events := runtime.FromSource(env, src, "events").UID("events")
 	byKey := runtime.KeyBy(events, func(e string) string { k, _, _ := strings.Cut(e, " "); return k })
 	expired := runtime.KeyedProcess(byKey, func(ctx *runtime.KeyedContext[string, string], e string) error {
 		_, v, _ := strings.Cut(e, " ")

@@ -9,6 +9,7 @@ import (
 
 	"github.com/splitflow/splitflow/connector/datagen"
 	"github.com/splitflow/splitflow/runtime"
+	"github.com/splitflow/splitflow/runtime/watermark"
 )
 
 // Sale is the stream of the table join example: an amount in a currency
@@ -43,12 +44,12 @@ func ExampleLeftTableJoin() {
 		{"EUR", 120, false, 1500}, {"GBP", 0, true, 2500}}
 	saleSrc, _ := datagen.NewSource(func(i int64, _ *rand.Rand) Sale { return sales[i] }, datagen.WithCount(int64(len(sales))))
 	rateSrc, _ := datagen.NewSource(func(i int64, _ *rand.Rand) RateChange { return rates[i] }, datagen.WithCount(int64(len(rates))))
-	saleStream := runtime.FromSource(env, saleSrc, "sales", runtime.ForBoundedOutOfOrderness[Sale](time.Second).
-		WithTimestampAssigner(func(s Sale, _ int64) int64 { return s.At })).UID("sales")
+	saleStream := runtime.FromSource(env, saleSrc, "sales", runtime.WithWatermarks(watermark.ForBoundedOutOfOrderness[Sale](time.Second).
+		WithTimestampAssigner(func(s Sale, _ int64) int64 { return s.At }))).UID("sales")
 	// A quiet rates topic would need WithIdleness too, or it would hold
 	// the join back.
-	changes := runtime.FromSource(env, rateSrc, "rates", runtime.ForBoundedOutOfOrderness[RateChange](time.Second).
-		WithTimestampAssigner(func(c RateChange, _ int64) int64 { return c.At })).UID("rates")
+	changes := runtime.FromSource(env, rateSrc, "rates", runtime.WithWatermarks(watermark.ForBoundedOutOfOrderness[RateChange](time.Second).
+		WithTimestampAssigner(func(c RateChange, _ int64) int64 { return c.At }))).UID("rates")
 	rateTable := runtime.Map(changes, func(c RateChange) (runtime.TableUpdate[string, int64], error) {
 		return runtime.TableUpdate[string, int64]{Key: c.Currency, Value: c.Rate, Deleted: c.Deleted}, nil
 	})

@@ -11,6 +11,7 @@ import (
 
 	"github.com/splitflow/splitflow/connector/file"
 	"github.com/splitflow/splitflow/runtime"
+	"github.com/splitflow/splitflow/runtime/watermark"
 )
 
 // Clicks per user per minute of event time: the timestamp assigner reads
@@ -25,12 +26,12 @@ func ExampleWindow() {
 	src, _ := file.NewSource([]string{path})
 
 	env := runtime.NewEnvironment(runtime.WithParallelism(2))
-	clicks := runtime.FromSource(env, src, "clicks", runtime.ForBoundedOutOfOrderness[string](5*time.Second).
+	clicks := runtime.FromSource(env, src, "clicks", runtime.WithWatermarks(watermark.ForBoundedOutOfOrderness[string](5*time.Second).
 		WithTimestampAssigner(func(line string, _ int64) int64 {
 			_, ts, _ := strings.Cut(line, " ")
 			ms, _ := strconv.ParseInt(ts, 10, 64)
 			return ms
-		})).UID("clicks")
+		}))).UID("clicks")
 	byUser := runtime.KeyBy(clicks, func(line string) string { user, _, _ := strings.Cut(line, " "); return user })
 	counts := runtime.WindowCount(runtime.Window(byUser, runtime.Tumbling(time.Minute),
 		runtime.WithAllowedLateness(time.Minute))).UID("clicks-per-minute")

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/splitflow/splitflow/connector"
+	"github.com/splitflow/splitflow/runtime/restart"
 )
 
 // restartListener reports each restart's failure on a channel.
@@ -38,7 +39,7 @@ func TestCancelDuringRestartSaysWhenTransactionsStayOpen(t *testing.T) {
 	listen, restarting := restartListener()
 	dir := t.TempDir()
 	j.opts = []Option{WithCheckpointInterval(time.Millisecond), WithCheckpointDir(dir),
-		WithRestartStrategy(FixedDelayRestart(Unlimited, time.Hour)), listen}
+		WithRestartStrategy(restart.FixedDelay(restart.Unlimited, time.Hour)), listen}
 	ctx, cancel := context.WithCancel(testCtx(t))
 	errc := make(chan error, 1)
 	go func() { errc <- j.env().Execute(ctx, "stuck commit") }()
@@ -80,7 +81,7 @@ func TestJobThatNeverGetsGoingFailsWithTheLastError(t *testing.T) {
 		t.Run(fmt.Sprintf("checkpoints %v", checkpoints), func(t *testing.T) {
 			errDial := errors.New("dial tcp 127.0.0.1:1: connect: connection refused")
 			src := &unreachableSource{rangeSrc: &rangeSrc{splits: 2, perSplit: 10, readerFailAt: -1}, err: errDial}
-			opts := []Option{WithLogger(discardLogger()), WithRestartStrategy(FixedDelayRestart(Unlimited, time.Millisecond)),
+			opts := []Option{WithLogger(discardLogger()), WithRestartStrategy(restart.FixedDelay(restart.Unlimited, time.Millisecond)),
 				WithStartupFailureTimeout(200 * time.Millisecond)}
 			if checkpoints {
 				opts = append(opts, WithCheckpointInterval(10*time.Millisecond))
@@ -125,7 +126,7 @@ func TestStartupFailureTimeoutSparesAJobThatGotGoing(t *testing.T) {
 		}
 	}
 	j.opts = []Option{WithCheckpointInterval(time.Millisecond), WithStartupFailureTimeout(time.Nanosecond),
-		WithRestartStrategy(FixedDelayRestart(Unlimited, time.Millisecond)),
+		WithRestartStrategy(restart.FixedDelay(restart.Unlimited, time.Millisecond)),
 		WithJobListener(JobListener{CheckpointCompleted: func(int64) { completed.Add(1) }})}
 	if err := j.env().Execute(testCtx(t), "got going"); err != nil {
 		t.Fatalf("Execute = %v after %d failures", err, failures.Load())
@@ -147,7 +148,7 @@ func TestCancelWhileRestartingReturnsTheLastFailure(t *testing.T) {
 			errDial := errors.New("connection refused")
 			src := &unreachableSource{rangeSrc: &rangeSrc{splits: 1, perSplit: 10, readerFailAt: -1}, err: errDial}
 			listen, restarting := restartListener()
-			opts := []Option{WithLogger(discardLogger()), WithRestartStrategy(FixedDelayRestart(Unlimited, time.Hour)), listen}
+			opts := []Option{WithLogger(discardLogger()), WithRestartStrategy(restart.FixedDelay(restart.Unlimited, time.Hour)), listen}
 			if checkpoints {
 				opts = append(opts, WithCheckpointInterval(time.Hour))
 			}
@@ -192,7 +193,7 @@ func TestStuckTaskFailsJobAfterCancellationTimeout(t *testing.T) {
 	src := &rangeSrc{splits: 1, perSplit: 2000, delay: 2 * time.Millisecond, readerFailAt: -1}
 	env := NewEnvironment(WithLogger(discardLogger()), WithCheckpointInterval(time.Hour),
 		WithFlushTimeout(time.Millisecond),
-		WithRestartStrategy(FixedDelayRestart(Unlimited, time.Millisecond)),
+		WithRestartStrategy(restart.FixedDelay(restart.Unlimited, time.Millisecond)),
 		WithTaskCancellationTimeout(200*time.Millisecond))
 	// The source's chain fails once the map is stuck; the rebalance puts
 	// the map in a task of its own, which the restart must cancel.
@@ -324,7 +325,7 @@ func TestAttemptThatRanHealthyForTheStartupTimeoutGotGoing(t *testing.T) {
 				failAfter: timeout + 50*time.Millisecond, err: errTransient}
 			listen, restarting := restartListener()
 			opts := []Option{WithLogger(discardLogger()), WithFlushTimeout(time.Millisecond),
-				WithRestartStrategy(FixedDelayRestart(1, time.Millisecond)),
+				WithRestartStrategy(restart.FixedDelay(1, time.Millisecond)),
 				WithStartupFailureTimeout(timeout), listen}
 			if checkpoints {
 				opts = append(opts, WithCheckpointInterval(time.Hour))
@@ -371,7 +372,7 @@ func TestFailureAfterFinalCheckpointRestartsAllRegions(t *testing.T) {
 	}}
 	listen, restarting := restartListener()
 	j.opts = []Option{WithCheckpointInterval(time.Hour), WithCheckpointTimeout(2 * time.Second),
-		WithRestartStrategy(FixedDelayRestart(1, time.Millisecond)), listen}
+		WithRestartStrategy(restart.FixedDelay(1, time.Millisecond)), listen}
 	if err := j.env().Execute(testCtx(t), "final checkpoint then failure"); err != nil {
 		t.Fatalf("Execute = %v (commit failed: %v)", err, failed.Load())
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/splitflow/splitflow/runtime/checkpoint"
+	"github.com/splitflow/splitflow/runtime/restart"
 )
 
 // killedCountingJob runs countingJob at parallelism 2 on dir until a
@@ -26,7 +27,7 @@ func killedCountingJob(t *testing.T, dir string, store *txnStore) {
 	}
 	src := &rangeSrc{splits: 4, perSplit: 100, delay: time.Millisecond, readerFailAt: -1}
 	env := countingJob(2, src, kill, &txnSink2PC{store: store},
-		WithCheckpointInterval(3*time.Millisecond), WithCheckpointDir(dir), WithRestartStrategy(NoRestart()))
+		WithCheckpointInterval(3*time.Millisecond), WithCheckpointDir(dir), WithRestartStrategy(restart.None()))
 	env.hooks = &testHooks{checkpointCompleted: func(id int64, _ checkpoint.Storage) {
 		if id >= 1 {
 			once.Do(func() { close(died) })

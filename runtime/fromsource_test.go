@@ -8,15 +8,16 @@ import (
 	"time"
 
 	"github.com/splitflow/splitflow/connector"
+	"github.com/splitflow/splitflow/runtime/watermark"
 )
 
-// A source takes one watermark strategy or none (NoWatermarks); two are a
+// A source takes one watermark strategy or none (watermark.None); two are a
 // mistake in the job, refused before it runs rather than one silently
 // winning.
 func TestFromSourceRefusesTwoWatermarkStrategies(t *testing.T) {
 	env := NewEnvironment(WithLogger(discardLogger()))
 	src := &rangeSrc{splits: 1, perSplit: 1, readerFailAt: -1}
-	ds := FromSource(env, src, "range", ForMonotonousTimestamps[int64](), ForBoundedOutOfOrderness[int64](time.Second))
+	ds := FromSource(env, src, "range", WithWatermarks(watermark.ForMonotonousTimestamps[int64]()), WithWatermarks(watermark.ForBoundedOutOfOrderness[int64](time.Second)))
 	SinkTo(ds, connector.Sink[int64](&capableSink{txnSink2PC: &txnSink2PC{store: newTxnStore()}}))
 	err := env.Execute(context.Background(), "two strategies")
 	if !errors.Is(err, ErrInvalidGraph) || !strings.Contains(err.Error(), "2 watermark strategies") {

@@ -243,7 +243,7 @@ type splitAssignmentTracker[S connector.Split] struct {
 // canRestart says whether a failure of the job can ever be restarted,
 // which is what the coordinators' bookings are for.
 func (ex *execution) canRestart() bool {
-	_, ok := ex.strategy.backoff(1)
+	_, ok := ex.strategy.Backoff(1)
 	return ok
 }
 

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/splitflow/splitflow/connector"
+	"github.com/splitflow/splitflow/runtime/restart"
 )
 
 // Rule (Flink's StreamingJobGraphGenerator#isChainable): an edge is chained
@@ -258,13 +259,13 @@ func TestEveryConfigurationErrorIsReportedAtOnce(t *testing.T) {
 	})
 }
 
-// Option names: Unlimited (-1) is the one spelling of "no limit" for
+// Option names: restart.Unlimited (-1) is the one spelling of "no limit" for
 // restart attempts; a strategy with fewer attempts than that, or none at
 // all, is refused at Execute. Before, any negative number meant no limit
 // and a nil strategy failed only at the first restart.
 func TestRestartAttemptsOtherThanUnlimitedMustNotBeNegative(t *testing.T) {
-	for _, s := range []RestartStrategy{FixedDelayRestart(-2, time.Millisecond),
-		ExponentialDelayRestart(-2, time.Millisecond, time.Second, 2), nil} {
+	for _, s := range []restart.Strategy{restart.FixedDelay(-2, time.Millisecond),
+		restart.ExponentialDelay(-2, time.Millisecond, time.Second, 2), nil} {
 		env := NewEnvironment(WithLogger(discardLogger()), WithRestartStrategy(s))
 		SinkTo(FromSource(env, &rangeSrc{splits: 1, perSplit: 1, readerFailAt: -1}, "range"), newCollectSink[int64]())
 		err := env.Execute(testCtx(t), "bad restart")
@@ -272,8 +273,8 @@ func TestRestartAttemptsOtherThanUnlimitedMustNotBeNegative(t *testing.T) {
 			t.Errorf("%v: Execute: %v, want ErrInvalidGraph naming the restart strategy", s, err)
 		}
 	}
-	for _, s := range []RestartStrategy{FixedDelayRestart(Unlimited, time.Millisecond),
-		ExponentialDelayRestart(Unlimited, time.Millisecond, time.Second, 2), NoRestart()} {
+	for _, s := range []restart.Strategy{restart.FixedDelay(restart.Unlimited, time.Millisecond),
+		restart.ExponentialDelay(restart.Unlimited, time.Millisecond, time.Second, 2), restart.None()} {
 		env := NewEnvironment(WithLogger(discardLogger()), WithRestartStrategy(s))
 		sink := newCollectSink[int64]()
 		SinkTo(FromSource(env, &rangeSrc{splits: 1, perSplit: 3, readerFailAt: -1}, "range"), sink)

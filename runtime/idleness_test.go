@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/splitflow/splitflow/connector"
+	"github.com/splitflow/splitflow/runtime/watermark"
 )
 
 // Rule (newer Flink's pausable idleness clock): a source is idle only when
@@ -36,7 +37,7 @@ func TestBackpressuredSourceIsNotIdle(t *testing.T) {
 			}
 		}}
 		src := &memSource[ev]{numSplits: 1, perSplit: -1, gen: genEv(5), perPoll: 10}
-		ds := FromSource(env, src, "endless", ForMonotonousTimestamps[ev]().WithIdleness(time.Second))
+		ds := FromSource(env, src, "endless", WithWatermarks(watermark.ForMonotonousTimestamps[ev]().WithIdleness(time.Second)))
 		tokens := make(chan struct{})
 		sink := newCollectSink[ev]()
 		sink.writeFn = func(int, ev, connector.WriteContext) error {
@@ -75,7 +76,7 @@ func TestBackpressuredSourceIsNotIdle(t *testing.T) {
 // would have made them late downstream.
 func TestReaderWithAllSplitsIdleKeepsItsWatermark(t *testing.T) {
 	r := &recorder[string]{}
-	out := newReaderOutput(NoWatermarks[string](), output[string](r))
+	out := newReaderOutput(watermark.None[string](), output[string](r))
 	out.mux.started = true
 	lagging := out.CreateOutputForSplit("lagging")
 	fast := out.CreateOutputForSplit("fast")
@@ -105,7 +106,7 @@ func TestLaggingSplitBackFromIdlenessIsNotLate(t *testing.T) {
 			WithLogger(discardLogger()))
 		src := &stepSource{wake: make(chan struct{}, 1)}
 		late := NewOutputTag[ev]("late")
-		ds := FromSource(env, src, "steps", ForMonotonousTimestamps[ev]().WithIdleness(time.Second))
+		ds := FromSource(env, src, "steps", WithWatermarks(watermark.ForMonotonousTimestamps[ev]().WithIdleness(time.Second)))
 		counts := WindowCount(Window(KeyBy(ds, func(ev) string { return "all" }),
 			Tumbling(100*time.Millisecond), WithSideOutputLateRecords(late)))
 		sink := newCollectSink[WindowResult[string, int64]]()

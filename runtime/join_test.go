@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/splitflow/splitflow/runtime/checkpoint"
+	"github.com/splitflow/splitflow/runtime/restart"
+	"github.com/splitflow/splitflow/runtime/watermark"
 )
 
 // The face of the join functions for the window harness (openWin).
@@ -182,7 +184,7 @@ func TestIntervalJoinFollowsTheModel(t *testing.T) {
 							t.Fatalf("step %d: %d records dropped as late, the model %d", step, d, m.dropped)
 						}
 					}
-					w.watermark(t, MaxWatermark)
+					w.watermark(t, maxWatermark)
 					if got := pairs(w); len(got) != 0 {
 						t.Fatalf("the end of input emitted %v", got)
 					}
@@ -310,8 +312,8 @@ func TestJoinMisuseIsRefused(t *testing.T) {
 func intervalJob(par int, src *rangeSrc, mapFn func(int64) (int64, error), sink *txnSink2PC, opts ...Option) *Environment {
 	env := NewEnvironment(append([]Option{WithParallelism(par), WithMaxParallelism(16), WithFlushTimeout(time.Millisecond), WithLogger(discardLogger()),
 		WithDrainTimeout(5 * time.Second), WithAutoWatermarkInterval(time.Millisecond)}, opts...)...)
-	ds := Map(FromSource(env, src, "range", ForMonotonousTimestamps[int64]().
-		WithTimestampAssigner(func(v, _ int64) int64 { return v })).UID("src"), mapFn).UID("map")
+	ds := Map(FromSource(env, src, "range", WithWatermarks(watermark.ForMonotonousTimestamps[int64]().
+		WithTimestampAssigner(func(v, _ int64) int64 { return v }))).UID("src"), mapFn).UID("map")
 	key := func(v int64) int64 { return v % 3 }
 	evens := KeyBy(Filter(ds, func(v int64) (bool, error) { return v%2 == 0, nil }), key)
 	odds := KeyBy(Filter(ds, func(v int64) (bool, error) { return v%2 == 1, nil }), key)
@@ -366,7 +368,7 @@ func TestIntervalJoinExactlyOnceUnderFailures(t *testing.T) {
 				src := &rangeSrc{splits: splits, perSplit: per, delay: time.Duration(rng.IntN(300)) * time.Microsecond, readerFailAt: -1}
 				store := newTxnStore()
 				env := intervalJob(par, src, failOnce(fails...), &txnSink2PC{store: store},
-					WithCheckpointInterval(time.Duration(2+rng.IntN(5))*time.Millisecond), WithRestartStrategy(FixedDelayRestart(10, time.Millisecond)), backend)
+					WithCheckpointInterval(time.Duration(2+rng.IntN(5))*time.Millisecond), WithRestartStrategy(restart.FixedDelay(10, time.Millisecond)), backend)
 				if err := env.Execute(testCtx(t), "interval join"); err != nil {
 					t.Fatalf("par %d fails=%v: %v", par, fails, err)
 				}

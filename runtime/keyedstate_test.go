@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/splitflow/splitflow/runtime/checkpoint"
+	"github.com/splitflow/splitflow/runtime/restart"
 )
 
 // counting is a keyed function that keeps a running count per key in a
@@ -124,7 +125,7 @@ func countingJob(par int, src *rangeSrc, mapFn func(int64) (int64, error), sink 
 
 func countingJobVia(api countingAPI, par int, src *rangeSrc, mapFn func(int64) (int64, error), sink *txnSink2PC, opts ...Option) *Environment {
 	env := NewEnvironment(append([]Option{WithParallelism(par), WithMaxParallelism(16), WithFlushTimeout(time.Millisecond), WithLogger(discardLogger()), WithDrainTimeout(5 * time.Second)}, opts...)...)
-	ds := Map(FromSource(env, src, "range", NoWatermarks[int64]()).UID("src"), mapFn).UID("map")
+	ds := Map(FromSource(env, src, "range").UID("src"), mapFn).UID("map")
 	var counts DataStream[int64]
 	switch api {
 	case viaHandles:
@@ -178,7 +179,7 @@ func TestKeyedStateRestoredAfterFailover(t *testing.T) {
 				src := &rangeSrc{splits: 4, perSplit: 40, delay: 200 * time.Microsecond, readerFailAt: -1}
 				store := newTxnStore()
 				env := countingJobVia(countingAPI(api), 2, src, failOnce(50, 120), &txnSink2PC{store: store},
-					WithCheckpointInterval(3*time.Millisecond), WithRestartStrategy(FixedDelayRestart(5, time.Millisecond)), backend)
+					WithCheckpointInterval(3*time.Millisecond), WithRestartStrategy(restart.FixedDelay(5, time.Millisecond)), backend)
 				if err := env.Execute(testCtx(t), "keyed"); err != nil {
 					t.Fatal(err)
 				}
@@ -263,9 +264,9 @@ func testRescaleVia(t *testing.T, apis [2]countingAPI, from, to int, toEnum bool
 func TestDescriptorsGiveEachOperatorSubtaskItsOwnState(t *testing.T) {
 	forEachStateBackend(t, func(t *testing.T, backend Option) {
 		env := NewEnvironment(WithParallelism(3), WithMaxParallelism(16), WithFlushTimeout(time.Millisecond), WithLogger(discardLogger()),
-			WithCheckpointInterval(3*time.Millisecond), WithRestartStrategy(FixedDelayRestart(5, time.Millisecond)), backend)
+			WithCheckpointInterval(3*time.Millisecond), WithRestartStrategy(restart.FixedDelay(5, time.Millisecond)), backend)
 		src := &rangeSrc{splits: 4, perSplit: 40, delay: 200 * time.Microsecond, readerFailAt: -1}
-		ds := Map(FromSource(env, src, "range", NoWatermarks[int64]()).UID("src"), failOnce(70)).UID("map")
+		ds := Map(FromSource(env, src, "range").UID("src"), failOnce(70)).UID("map")
 		by7 := KeyedProcess(KeyBy(ds, func(v int64) int64 { return v % 7 }), countWithDescriptors[int64]).UID("by7")
 		by5 := KeyedProcess(KeyBy(ds, func(v int64) bucket { return bucket(v % 5) }), countWithDescriptors[bucket]).UID("by5")
 		store7, store5 := newTxnStore(), newTxnStore()
@@ -305,7 +306,7 @@ func dieMidStream(t *testing.T, par int, build func(src *rangeSrc, kill func(int
 			return v, nil
 		}
 	}
-	env := build(src, kill, WithCheckpointInterval(3*time.Millisecond), WithRestartStrategy(NoRestart()))
+	env := build(src, kill, WithCheckpointInterval(3*time.Millisecond), WithRestartStrategy(restart.None()))
 	var cover atomic.Int64
 	env.hooks = &testHooks{
 		barrierInjected: func(id int64) {

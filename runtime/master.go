@@ -15,6 +15,7 @@ import (
 
 	"github.com/splitflow/splitflow/runtime/checkpoint"
 	"github.com/splitflow/splitflow/runtime/internal/coordinator"
+	"github.com/splitflow/splitflow/runtime/restart"
 	"github.com/splitflow/splitflow/runtime/status"
 )
 
@@ -35,7 +36,7 @@ type execution struct {
 	g         *jobGraph
 	log       *slog.Logger
 	pointwise bool
-	strategy  RestartStrategy
+	strategy  restart.Strategy
 
 	master   *mailbox
 	hard     context.Context
@@ -705,7 +706,7 @@ func (ex *execution) failure(t *task, err error) {
 		return
 	}
 	n := ex.restarts + 1
-	delay, ok := ex.strategy.backoff(n)
+	delay, ok := ex.strategy.Backoff(n)
 	if !ok {
 		ex.stop(err)
 		return

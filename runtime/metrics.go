@@ -211,12 +211,12 @@ type opStats struct {
 }
 
 // currentWatermark returns the watermark the task published, unless it
-// has none yet or its input has ended: MaxWatermark is an end-of-input
+// has none yet or its input has ended: maxWatermark is an end-of-input
 // marker, not a time, and as a timestamp it would wreck any graph or
 // alert of event-time lag.
 func (s *taskStats) currentWatermark() (int64, bool) {
 	wm := s.watermark.Load()
-	return wm, wm != noWatermark && wm != MaxWatermark
+	return wm, wm != noWatermark && wm != maxWatermark
 }
 
 // totals returns base plus what the task published.

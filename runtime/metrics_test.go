@@ -15,7 +15,9 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/splitflow/splitflow/runtime/restart"
 	"github.com/splitflow/splitflow/runtime/status"
+	"github.com/splitflow/splitflow/runtime/watermark"
 )
 
 // The records counters of every operator equal the records that flowed
@@ -96,7 +98,7 @@ func TestMetricsCheckpointsAndRestarts(t *testing.T) {
 	store := newTxnStore()
 	src := &rangeSrc{splits: 4, perSplit: 40, delay: 200 * time.Microsecond, readerFailAt: -1}
 	env := countingJob(2, src, failOnce(50), &txnSink2PC{store: store},
-		WithCheckpointInterval(3*time.Millisecond), WithRestartStrategy(FixedDelayRestart(5, time.Millisecond)),
+		WithCheckpointInterval(3*time.Millisecond), WithRestartStrategy(restart.FixedDelay(5, time.Millisecond)),
 		WithMetricsRegistry(reg), WithLogger(slogText(&logs)))
 	if err := env.Execute(testCtx(t), "checkpoints"); err != nil {
 		t.Fatal(err)
@@ -168,8 +170,8 @@ func TestStatusWhileRunning(t *testing.T) {
 	if before.State != "created" || len(before.Tasks) != 0 {
 		t.Errorf("before Execute: %+v, want created and no tasks", before)
 	}
-	wm := ForMonotonousTimestamps[int64]().WithTimestampAssigner(func(v int64, _ int64) int64 { return v })
-	src := FromSource(env, &rangeSrc{splits: 2, perSplit: 1 << 40, delay: 20 * time.Microsecond, readerFailAt: -1}, "range", wm).UID("src")
+	wm := watermark.ForMonotonousTimestamps[int64]().WithTimestampAssigner(func(v int64, _ int64) int64 { return v })
+	src := FromSource(env, &rangeSrc{splits: 2, perSplit: 1 << 40, delay: 20 * time.Microsecond, readerFailAt: -1}, "range", WithWatermarks(wm)).UID("src")
 	SinkTo(Rebalance(Map(src, func(v int64) (int64, error) { return v, nil })), newCollectSink[int64]()).UID("sink")
 
 	ctx, cancel := context.WithCancel(context.Background())
@@ -239,7 +241,7 @@ func TestStatusWhileRunning(t *testing.T) {
 		t.Errorf("after cancel: state %q, want cancelled", after.State)
 	}
 	// A cancelled source stops without a final watermark, so the ones
-	// above remain; MaxWatermark is never exported (see
+	// above remain; maxWatermark is never exported (see
 	// TestEndedInputExportsNoWatermark).
 	for _, ts := range after.Tasks {
 		if ts.State != "finished" {

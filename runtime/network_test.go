@@ -5,15 +5,17 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/splitflow/splitflow/runtime/watermark"
 )
 
 // flushJob: a source that emits a few records and then nothing, feeding a
 // sink in another task through buffers far larger than what is emitted.
-func flushJob(t *testing.T, flushTimeout time.Duration, strategy WatermarkStrategy[ev]) (*Environment, *collectSink[ev]) {
+func flushJob(t *testing.T, flushTimeout time.Duration, strategy watermark.Strategy[ev]) (*Environment, *collectSink[ev]) {
 	t.Helper()
 	env := NewEnvironment(WithBufferSize(1000), WithFlushTimeout(flushTimeout))
 	src := &memSource[ev]{numSplits: 1, perSplit: -1, gen: genEv(3)}
-	ds := FromSource(env, &gatedSource{memSource: src, gate: &silentAfter{limit: 5}}, "mem", strategy)
+	ds := FromSource(env, &gatedSource{memSource: src, gate: &silentAfter{limit: 5}}, "mem", WithWatermarks(strategy))
 	sink := newCollectSink[ev]()
 	sink.onWrite = make(chan ev, 16)
 	SinkTo(ds, sink).DisableChaining()
@@ -29,7 +31,7 @@ func TestBufferIsFlushedOnTimeout(t *testing.T) {
 		want    time.Duration
 	}{{300 * time.Millisecond, 300 * time.Millisecond}, {0, 0}} {
 		synctest.Test(t, func(t *testing.T) {
-			env, sink := flushJob(t, c.timeout, NoWatermarks[ev]())
+			env, sink := flushJob(t, c.timeout, watermark.None[ev]())
 			ctx, cancel := context.WithCancel(context.Background())
 			errc := make(chan error, 1)
 			start := time.Now()
@@ -51,7 +53,7 @@ func TestBufferIsFlushedOnTimeout(t *testing.T) {
 // punctuated) or the end of the partition pushes them out.
 func TestBufferIsFlushedBeforeEvents(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		env, sink := flushJob(t, -1, NoWatermarks[ev]())
+		env, sink := flushJob(t, -1, watermark.None[ev]())
 		ctx, cancel := context.WithCancel(context.Background())
 		errc := make(chan error, 1)
 		go func() { errc <- env.Execute(ctx, "no events") }()
@@ -69,7 +71,7 @@ func TestBufferIsFlushedBeforeEvents(t *testing.T) {
 		}
 	})
 	synctest.Test(t, func(t *testing.T) {
-		env, sink := flushJob(t, -1, ForGenerator(func() WatermarkGenerator[ev] { return punctuated{} }))
+		env, sink := flushJob(t, -1, watermark.ForGenerator(func() watermark.Generator[ev] { return punctuated{} }))
 		ctx, cancel := context.WithCancel(context.Background())
 		errc := make(chan error, 1)
 		go func() { errc <- env.Execute(ctx, "watermarks") }()

@@ -16,6 +16,7 @@ import (
 
 	"github.com/splitflow/splitflow/metrics/metricstest"
 	"github.com/splitflow/splitflow/runtime/status"
+	"github.com/splitflow/splitflow/runtime/watermark"
 )
 
 // loggedCheckpoint is one "checkpoint completed" line of the job log.
@@ -98,7 +99,7 @@ func TestCheckpointObservability(t *testing.T) {
 			fewChanges[id] = trickling.Load() && src.holding.Load() == 0
 			fewMu.Unlock()
 		}}
-		keys := Map(FromSource(env, src, "range", NoWatermarks[int64]()).UID("src"), func(v int64) (int64, error) {
+		keys := Map(FromSource(env, src, "range").UID("src"), func(v int64) (int64, error) {
 			if v < unique {
 				return v, nil
 			}
@@ -259,11 +260,11 @@ func TestJobMetricsAreDocumented(t *testing.T) {
 		t.Fatal(err)
 	}
 	reg := prometheus.NewRegistry()
-	wm := ForMonotonousTimestamps[int64]().WithTimestampAssigner(func(v int64, _ int64) int64 { return v })
+	wm := watermark.ForMonotonousTimestamps[int64]().WithTimestampAssigner(func(v int64, _ int64) int64 { return v })
 	sink := &txnSink2PC{store: newTxnStore()}
 	env := NewEnvironment(WithParallelism(1), WithLogger(discardLogger()), WithMetricsRegistry(reg),
 		WithCheckpointInterval(5*time.Millisecond), WithStateBackend(PebbleState(t.TempDir())))
-	src := FromSource(env, &rangeSrc{splits: 1, perSplit: 1 << 40, delay: 100 * time.Microsecond, readerFailAt: -1}, "range", wm).UID("src")
+	src := FromSource(env, &rangeSrc{splits: 1, perSplit: 1 << 40, delay: 100 * time.Microsecond, readerFailAt: -1}, "range", WithWatermarks(wm)).UID("src")
 	counts := Map(Count(KeyBy(src, func(v int64) int64 { return v % 7 })).UID("counts"), func(kv KV[int64, int64]) (int64, error) { return kv.Value, nil })
 	SinkToTwoPhase(counts, sink).UID("sink")
 	ctx, cancel := context.WithCancel(testCtx(t))

@@ -2,7 +2,6 @@ package runtime
 
 import (
 	"context"
-	"time"
 
 	"github.com/splitflow/splitflow/connector"
 	"github.com/splitflow/splitflow/metrics"
@@ -265,7 +264,7 @@ func newSinkInitContext(t *task, info opInfo, par int) sinkInitContext {
 	cp := &t.cfg.cp
 	c.cp = connector.CheckpointConfig{
 		Interval: cp.interval, Timeout: cp.timeout, MinPause: cp.minPause, TolerableFailures: cp.tolerable,
-		MaxRestartDelay: maxRestartDelay(cp.restartStrategy()),
+		MaxRestartDelay: cp.restartStrategy().MaxDelay(),
 	}
 	if t.cfg.dist != nil {
 		c.job, c.distributed = t.cfg.dist.Job, true
@@ -345,15 +344,3 @@ var (
 	_ connector.ClaimInfo                = sinkInitContext{}
 	_ metrics.GroupProvider              = sinkInitContext{}
 )
-
-// maxRestartDelay is the longest a restart strategy waits before a
-// restart.
-func maxRestartDelay(s RestartStrategy) time.Duration {
-	switch s := s.(type) {
-	case fixedDelay:
-		return s.delay
-	case exponentialDelay:
-		return s.maxDelay
-	}
-	return 0
-}

@@ -2,11 +2,11 @@ package runtime
 
 import (
 	"errors"
-	"fmt"
 	"log/slog"
 	"time"
 
 	"github.com/splitflow/splitflow/runtime/checkpoint"
+	"github.com/splitflow/splitflow/runtime/restart"
 	"github.com/splitflow/splitflow/runtime/status"
 )
 
@@ -23,7 +23,7 @@ type checkpointConfig struct {
 	// instead of the readers when the parallelism changed.
 	rescaledToEnumerator bool
 	allowNonRestored     bool
-	restart              RestartStrategy
+	restart              restart.Strategy
 	restartSet           bool
 	startupTimeout       time.Duration // 0: restart as the strategy allows
 	logger               *slog.Logger
@@ -65,9 +65,9 @@ func (c *checkpointConfig) validate() error {
 		bad("startup failure timeout must be >= 0 (0 restarts as the restart strategy allows), got %v", c.startupTimeout)
 	}
 	if c.restartSet && c.restart == nil {
-		bad("restart strategy is nil: use NoRestart(), FixedDelayRestart or ExponentialDelayRestart")
+		bad("restart strategy is nil: use restart.None(), restart.FixedDelay or restart.ExponentialDelay")
 	} else if c.restartSet {
-		if err := c.restart.validate(); err != nil {
+		if err := c.restart.Validate(); err != nil {
 			bad("%v", err)
 		}
 	}
@@ -88,16 +88,16 @@ func (c *checkpointConfig) validate() error {
 
 func (c *checkpointConfig) enabled() bool { return c.interval > 0 }
 
-func (c *checkpointConfig) restartStrategy() RestartStrategy {
+func (c *checkpointConfig) restartStrategy() restart.Strategy {
 	if c.restartSet {
 		return c.restart
 	}
 	if c.enabled() {
 		// Flink's default with checkpointing on: restart without end, a
 		// second apart.
-		return FixedDelayRestart(Unlimited, time.Second)
+		return restart.FixedDelay(restart.Unlimited, time.Second)
 	}
-	return NoRestart()
+	return restart.None()
 }
 
 // WithCheckpointInterval turns checkpoints on: one is triggered every d
@@ -194,9 +194,9 @@ func WithCheckpointsRetained(n int) Option {
 
 // WithRestartStrategy decides whether and when a failed job restarts from
 // its latest checkpoint (Flink's restart-strategy.type). Default: no
-// restart when checkpoints are off; FixedDelayRestart(Unlimited, time.Second)
+// restart when checkpoints are off; restart.FixedDelay(restart.Unlimited, time.Second)
 // when they are on, as in Flink.
-func WithRestartStrategy(s RestartStrategy) Option {
+func WithRestartStrategy(s restart.Strategy) Option {
 	return optionFunc(func(c *config) { c.cp.restart, c.cp.restartSet = s, true })
 }
 
@@ -249,89 +249,6 @@ func withGateDisabled() Option { return optionFunc(func(c *config) { c.cp.gate.o
 // withEventDelay delays every coordinator event by delay(). Tests only.
 func withEventDelay(delay func()) Option {
 	return optionFunc(func(c *config) { c.cp.gate.delay = delay })
-}
-
-// RestartStrategy decides, after a failure, whether the job restarts and
-// after what delay. Create one with NoRestart, FixedDelayRestart or
-// ExponentialDelayRestart.
-type RestartStrategy interface {
-	// backoff is asked after the restarts-th failure that could be
-	// restarted (1 for the first).
-	backoff(restarts int) (time.Duration, bool)
-	// validate says what is wrong with the strategy's arguments, checked
-	// with the job's configuration.
-	validate() error
-	String() string
-}
-
-// Unlimited, given as a number of attempts, sets no limit. It is the one
-// spelling of "no limit" among the options of splitflow's packages (see
-// DESIGN.md, "Option names"); other negative numbers are refused.
-const Unlimited = -1
-
-func validateAttempts(attempts int) error {
-	if attempts < Unlimited {
-		return fmt.Errorf("restart attempts must be >= 0, or Unlimited (-1) for no limit, got %d", attempts)
-	}
-	return nil
-}
-
-type noRestart struct{}
-
-func (noRestart) backoff(int) (time.Duration, bool) { return 0, false }
-func (noRestart) validate() error                   { return nil }
-func (noRestart) String() string                    { return "no restart" }
-
-// NoRestart fails the job on its first failure (Flink's none).
-func NoRestart() RestartStrategy { return noRestart{} }
-
-type fixedDelay struct {
-	attempts int
-	delay    time.Duration
-}
-
-func (f fixedDelay) backoff(n int) (time.Duration, bool) {
-	if f.attempts >= 0 && n > f.attempts {
-		return 0, false
-	}
-	return f.delay, true
-}
-
-func (f fixedDelay) validate() error { return validateAttempts(f.attempts) }
-func (f fixedDelay) String() string  { return "fixed delay" }
-
-// FixedDelayRestart restarts at most attempts times (Unlimited: without
-// limit), delay after each failure (Flink's fixed-delay).
-func FixedDelayRestart(attempts int, delay time.Duration) RestartStrategy {
-	return fixedDelay{attempts: attempts, delay: max(delay, 0)}
-}
-
-type exponentialDelay struct {
-	initial, maxDelay time.Duration
-	multiplier        float64
-	attempts          int
-}
-
-func (e exponentialDelay) backoff(n int) (time.Duration, bool) {
-	if e.attempts >= 0 && n > e.attempts {
-		return 0, false
-	}
-	d := float64(e.initial)
-	for i := 1; i < n && d < float64(e.maxDelay); i++ {
-		d *= e.multiplier
-	}
-	return min(time.Duration(d), e.maxDelay), true
-}
-
-func (e exponentialDelay) validate() error { return validateAttempts(e.attempts) }
-func (e exponentialDelay) String() string  { return "exponential delay" }
-
-// ExponentialDelayRestart restarts at most attempts times (Unlimited:
-// without limit), waiting initial after the first failure and multiplier
-// times longer after each next one, up to maxDelay (Flink's
-// exponential-delay). The attempts come first, as in FixedDelayRestart.
-func ExponentialDelayRestart(attempts int, initial, maxDelay time.Duration, multiplier float64) RestartStrategy {
-	return exponentialDelay{initial: max(initial, 0), maxDelay: max(maxDelay, initial), multiplier: max(multiplier, 1), attempts: attempts}
 }
 
 // JobListener receives a running job's milestones, for progress displays

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+
+	"github.com/splitflow/splitflow/runtime/restart"
 )
 
 // Rule: the job's status, which GET /api/v1/job serves without a token,
@@ -13,7 +15,7 @@ import (
 // for. Before, the status carried the whole stack of the task goroutine.
 func TestStatusShowsAPanicWithoutItsStack(t *testing.T) {
 	var logs lockedBuffer
-	env := NewEnvironment(WithLogger(slogText(&logs)), WithRestartStrategy(FixedDelayRestart(1, 0)))
+	env := NewEnvironment(WithLogger(slogText(&logs)), WithRestartStrategy(restart.FixedDelay(1, 0)))
 	src := &memSource[ev]{numSplits: 1, perSplit: 10, gen: genEv(3)}
 	in := FromSource(env, src, "mem")
 	SinkTo(Map(in, func(e ev) (ev, error) { panic("map boom") }).Name("boom"), newCollectSink[ev]())

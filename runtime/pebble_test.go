@@ -19,6 +19,7 @@ import (
 
 	"github.com/splitflow/splitflow/runtime/checkpoint"
 	"github.com/splitflow/splitflow/runtime/internal/keygroup"
+	"github.com/splitflow/splitflow/runtime/restart"
 )
 
 // putCounting counts the shared files put into a storage, and fails puts
@@ -227,7 +228,7 @@ func TestPebbleStateDirNotUsableFailsAtStart(t *testing.T) {
 	src := &rangeSrc{splits: 2, perSplit: 10, readerFailAt: -1}
 	env := countingJob(1, src, func(v int64) (int64, error) { return v, nil }, &txnSink2PC{store: newTxnStore()},
 		WithCheckpointInterval(5*time.Millisecond), WithStateBackend(PebbleState(bad)),
-		WithRestartStrategy(FixedDelayRestart(1000, time.Millisecond)))
+		WithRestartStrategy(restart.FixedDelay(1000, time.Millisecond)))
 	err := env.Execute(testCtx(t), "bad state dir")
 	if err == nil || !strings.Contains(err.Error(), bad) {
 		t.Fatalf("Execute: %v; want an error naming %s", err, bad)
@@ -257,7 +258,7 @@ func TestPebbleStateDirNotWritableFailsAtStart(t *testing.T) {
 	src := &rangeSrc{splits: 2, perSplit: 10, readerFailAt: -1}
 	env := countingJob(1, src, func(v int64) (int64, error) { return v, nil }, &txnSink2PC{store: newTxnStore()},
 		WithCheckpointInterval(5*time.Millisecond), WithStateBackend(PebbleState(dir)),
-		WithRestartStrategy(FixedDelayRestart(1000, time.Millisecond)))
+		WithRestartStrategy(restart.FixedDelay(1000, time.Millisecond)))
 	err := env.Execute(testCtx(t), "read-only state dir")
 	if err == nil || !strings.Contains(err.Error(), dir) || !strings.Contains(err.Error(), "not writable") {
 		t.Fatalf("Execute: %v; want an error saying %s is not writable", err, dir)
@@ -284,7 +285,7 @@ func TestPebbleStoreFailureDeclinesCheckpointLosesNothing(t *testing.T) {
 	var logs lockedBuffer
 	env := countingJob(2, src, failOnce(150), sink,
 		WithCheckpointInterval(3*time.Millisecond), WithCheckpointStorage(store), WithTolerableCheckpointFailures(100),
-		WithRestartStrategy(FixedDelayRestart(5, time.Millisecond)), WithLogger(slogText(&logs)),
+		WithRestartStrategy(restart.FixedDelay(5, time.Millisecond)), WithLogger(slogText(&logs)),
 		optionFunc(func(c *config) { c.state = sc }))
 	if err := env.Execute(testCtx(t), "full disk"); err != nil {
 		t.Fatal(err)
@@ -468,7 +469,7 @@ func TestRandomizedKeyedFailoverExactlyOnce(t *testing.T) {
 				store := newTxnStore()
 				env := countingJob(par, src, failOnce(fails...), &txnSink2PC{store: store},
 					WithCheckpointInterval(time.Duration(2+rng.IntN(8))*time.Millisecond),
-					WithRestartStrategy(FixedDelayRestart(10, time.Millisecond)), backend)
+					WithRestartStrategy(restart.FixedDelay(10, time.Millisecond)), backend)
 				if err := env.Execute(testCtx(t), "randomized keyed"); err != nil {
 					t.Fatalf("par=%d splits=%d perSplit=%d fails=%v: %v", par, splits, perSplit, fails, err)
 				}
@@ -646,7 +647,7 @@ func TestPebbleRestoreThatCannotLayItsFilesRestarts(t *testing.T) {
 	src := &rangeSrc{splits: 4, perSplit: 60, delay: 300 * time.Microsecond, readerFailAt: -1}
 	store := newTxnStore()
 	env := countingJob(2, src, failOnce(150), &txnSink2PC{store: store},
-		WithCheckpointInterval(3*time.Millisecond), WithRestartStrategy(FixedDelayRestart(20, time.Millisecond)),
+		WithCheckpointInterval(3*time.Millisecond), WithRestartStrategy(restart.FixedDelay(20, time.Millisecond)),
 		optionFunc(func(c *config) { c.state = sc }))
 	env.hooks = &testHooks{checkpointCompleted: func(int64, checkpoint.Storage) {
 		if !blocked.Swap(true) {

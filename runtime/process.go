@@ -150,7 +150,7 @@ func (c *KeyedContext[K, O]) CurrentProcessingTime() int64 { return c.op.now() }
 // with a Timer (KeyedProcess with OnTimer) over one without is refused when its
 // operator opens, and any other function fails at its first registration.
 //
-// At the end of event time (the final watermark, MaxWatermark, which a
+// At the end of event time (the final watermark, maxWatermark, which a
 // bounded input sends when it ends) every pending timer fires, and so does
 // every timer registered while they fire; a timer registered by one of
 // those is dropped, so that a timer that registers itself again lets the
@@ -646,7 +646,7 @@ type timerService[K comparable] struct {
 	wakeAt     int64
 	now        func() int64 // the operator's processing time
 	ended      bool
-	// final: the final watermark (MaxWatermark) came. Every timer is due
+	// final: the final watermark (maxWatermark) came. Every timer is due
 	// then, so a timer whose OnTimer registers one at a later time (a
 	// periodic timer) would keep the firing going forever and the input
 	// would never end. The firing at the end goes one step past the
@@ -815,7 +815,7 @@ func (p *keyedProcessOperator[K, I, O]) emitWatermark(wm int64) error {
 	}
 	p.ctx.watermark = wm
 	p.wmPending = true
-	if wm == MaxWatermark {
+	if wm == maxWatermark {
 		p.timers.final = true
 		p.timers.registeredFinal = map[timerEntry[K]]struct{}{}
 	}
@@ -951,7 +951,7 @@ func (p *keyedProcessOperator[K, I, O]) emitStatus(idle bool) error {
 
 // endInput drops pending processing-time timers: the input is over and the
 // wall clock would only fire them on a job that has nothing left to do.
-// Event-time timers have fired already, with the final MaxWatermark.
+// Event-time timers have fired already, with the final maxWatermark.
 func (p *keyedProcessOperator[K, I, O]) endInput() error {
 	p.timers.ended = true
 	p.timers.wake.Stop()

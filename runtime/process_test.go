@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/splitflow/splitflow/connector"
+	"github.com/splitflow/splitflow/runtime/restart"
 )
 
 // countPerKey keeps a running count per key in ValueState and the distinct
@@ -50,7 +51,7 @@ func TestKeyedStateIsPerKey(t *testing.T) {
 	for _, par := range []int{1, 3} {
 		env := NewEnvironment(WithParallelism(par))
 		src := &memSource[ev]{numSplits: 3, perSplit: 400, gen: genEv(10)}
-		ks := KeyBy(FromSource(env, src, "mem", NoWatermarks[ev]()), func(e ev) string { return e.Key })
+		ks := KeyBy(FromSource(env, src, "mem"), func(e ev) string { return e.Key })
 		sink := newCollectSink[keyCount]()
 		SinkTo(KeyedProcessPerSubtask(ks, func() KeyedProcessFunction[string, ev, keyCount] { return &countPerKey{} }).UID("counter"), sink)
 		if err := env.Execute(context.Background(), "state"); err != nil {
@@ -92,7 +93,7 @@ func TestProcessingTimeTimersFireOnTheClock(t *testing.T) {
 		}
 		env := NewEnvironment()
 		src := &memSource[ev]{numSplits: 1, perSplit: -1, gen: genEv(3)}
-		ds := FromSource(env, &gatedSource{memSource: src, gate: &silentAfter{limit: 9}}, "mem", NoWatermarks[ev]())
+		ds := FromSource(env, &gatedSource{memSource: src, gate: &silentAfter{limit: 9}}, "mem")
 		start := time.Now()
 		res := KeyedProcess(KeyBy(ds, func(e ev) string { return e.Key }), func(ctx *KeyedContext[string, fired], e ev) error {
 			// three records per key register the same timer: it fires once
@@ -148,7 +149,7 @@ var _ connector.SourceReader[ev, *memSplit] = (*gatedReader)(nil)
 func TestKeyedProcessFuncsSetup(t *testing.T) {
 	env := NewEnvironment(WithParallelism(2))
 	src := &memSource[ev]{numSplits: 2, perSplit: 100, gen: genEv(4)}
-	ks := KeyBy(FromSource(env, src, "mem", NoWatermarks[ev]()), func(e ev) string { return e.Key })
+	ks := KeyBy(FromSource(env, src, "mem"), func(e ev) string { return e.Key })
 	res := KeyedProcessPerSubtask(ks, func() KeyedProcessFunction[string, ev, int] {
 		var count ValueState[int]
 		return KeyedProcessFuncs[string, ev, int]{
@@ -185,7 +186,7 @@ func TestKeyedProcessFuncsSetup(t *testing.T) {
 // unopened keyed operator must not panic and take the process with it.
 func TestKeyedOperatorThatNeverOpenedClosesCleanly(t *testing.T) {
 	forEachStateBackend(t, func(t *testing.T, backend Option) {
-		env := NewEnvironment(backend, WithParallelism(2), WithLogger(discardLogger()), WithRestartStrategy(NoRestart()))
+		env := NewEnvironment(backend, WithParallelism(2), WithLogger(discardLogger()), WithRestartStrategy(restart.None()))
 		src := &rangeSrc{splits: 2, perSplit: 10, readerFailAt: -1}
 		counts := KeyedProcess(KeyBy(FromSource(env, src, "range"), func(v int64) int64 { return v % 3 }),
 			func(ctx *KeyedContext[int64, int64], v int64) error { ctx.Collect(v); return nil })

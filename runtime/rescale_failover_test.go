@@ -3,6 +3,8 @@ package runtime
 import (
 	"testing"
 	"time"
+
+	"github.com/splitflow/splitflow/runtime/restart"
 )
 
 // Keyed state rescaled on restore stays whole while the job runs on and
@@ -23,7 +25,7 @@ func TestKeyedStateRescaledThenFailedOverIsExact(t *testing.T) {
 		src2 := &rangeSrc{splits: 4, perSplit: 40, delay: 300 * time.Microsecond, readerFailAt: -1}
 		env2 := countingJobVia(viaHandles, to, src2, failOnce(150), &txnSink2PC{store: store},
 			WithCheckpointInterval(3*time.Millisecond), WithCheckpointDir(dir), backend,
-			WithRestartStrategy(FixedDelayRestart(5, time.Millisecond)))
+			WithRestartStrategy(restart.FixedDelay(5, time.Millisecond)))
 		if err := env2.Execute(testCtx(t), "first"); err != nil {
 			t.Fatal(err)
 		}

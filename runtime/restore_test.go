@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/splitflow/splitflow/runtime/checkpoint"
+	"github.com/splitflow/splitflow/runtime/restart"
 	"github.com/splitflow/splitflow/runtime/status"
 )
 
@@ -229,7 +230,7 @@ func TestDefaultUIDStableUnderInsertion(t *testing.T) {
 		}
 	}
 	env := defaultUIDJob(false, &rangeSrc{splits: 4, perSplit: 100, delay: time.Millisecond, readerFailAt: -1}, kill, &txnSink2PC{store: store},
-		WithCheckpointInterval(3*time.Millisecond), WithCheckpointDir(dir), WithRestartStrategy(NoRestart()))
+		WithCheckpointInterval(3*time.Millisecond), WithCheckpointDir(dir), WithRestartStrategy(restart.None()))
 	env.hooks = &testHooks{checkpointCompleted: func(id int64, _ checkpoint.Storage) {
 		if id >= 1 {
 			once.Do(func() { close(died) })
@@ -495,7 +496,7 @@ func TestRestoreIsReported(t *testing.T) {
 	var logs lockedBuffer
 	var last int64
 	env := countingJob(2, &rangeSrc{splits: 4, perSplit: 100, delay: time.Millisecond, readerFailAt: -1}, kill, &txnSink2PC{store: store},
-		WithCheckpointInterval(3*time.Millisecond), WithCheckpointDir(dir), WithRestartStrategy(NoRestart()), WithLogger(slogText(&logs)), listener)
+		WithCheckpointInterval(3*time.Millisecond), WithCheckpointDir(dir), WithRestartStrategy(restart.None()), WithLogger(slogText(&logs)), listener)
 	env.hooks = &testHooks{checkpointCompleted: func(id int64, _ checkpoint.Storage) {
 		last = id
 		once.Do(func() { close(died) })

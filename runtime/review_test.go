@@ -13,6 +13,7 @@ import (
 
 	"github.com/splitflow/splitflow/connector"
 	"github.com/splitflow/splitflow/runtime/internal/keygroup"
+	"github.com/splitflow/splitflow/runtime/watermark"
 )
 
 // mainSource wraps memSource with a reader that emits every split's records
@@ -48,7 +49,7 @@ func (r *mainReader) PollNext(out connector.ReaderOutput[ev]) (connector.InputSt
 
 // Rule (A): once a source's input ended (or it was stopped), nothing runs
 // on it any more: a periodic-watermark mail queued before the end emits no
-// watermark behind MaxWatermark, split events do nothing (an assignment is
+// watermark behind maxWatermark, split events do nothing (an assignment is
 // refused), and the periodic-watermark timer is stopped.
 func TestEndedSourceEmitsNothingAfterMaxWatermark(t *testing.T) {
 	rec := &recorder[ev]{}
@@ -57,7 +58,7 @@ func TestEndedSourceEmitsNothingAfterMaxWatermark(t *testing.T) {
 	tk := &task{name: "src", head: &opInfo{name: "src"}, cfg: &config{autoWatermarkInterval: time.Hour}, mb: newMailbox()}
 	defer func() { _ = tk.shutdown() }()
 	s := &sourceOperator[ev, *memSplit, int]{info: opInfo{name: "src"}, src: src, coord: coord, par: 1,
-		strategy: ForBoundedOutOfOrderness[ev](0), out: output[ev](rec)}
+		strategy: watermark.ForBoundedOutOfOrderness[ev](0), out: output[ev](rec)}
 	if err := s.open(tk); err != nil {
 		t.Fatal(err)
 	}
@@ -76,8 +77,8 @@ func TestEndedSourceEmitsNothingAfterMaxWatermark(t *testing.T) {
 			break
 		}
 	}
-	if len(rec.wms) == 0 || rec.wms[len(rec.wms)-1] != MaxWatermark {
-		t.Fatalf("watermarks at the end of input %v, want MaxWatermark last", rec.wms)
+	if len(rec.wms) == 0 || rec.wms[len(rec.wms)-1] != maxWatermark {
+		t.Fatalf("watermarks at the end of input %v, want maxWatermark last", rec.wms)
 	}
 	// Mails queued before the end run after it.
 	if err := s.periodicEmit(); err != nil {
@@ -92,8 +93,8 @@ func TestEndedSourceEmitsNothingAfterMaxWatermark(t *testing.T) {
 	if err := s.noMoreSplits(); err != nil {
 		t.Fatal(err)
 	}
-	if len(rec.wms) == 0 || rec.wms[len(rec.wms)-1] != MaxWatermark {
-		t.Fatalf("watermarks %v: something was emitted after MaxWatermark", rec.wms)
+	if len(rec.wms) == 0 || rec.wms[len(rec.wms)-1] != maxWatermark {
+		t.Fatalf("watermarks %v: something was emitted after maxWatermark", rec.wms)
 	}
 	if r := src.readers[0]; len(r.splits) != 0 {
 		t.Fatalf("an ended reader was given %d splits", len(r.splits))
@@ -117,13 +118,13 @@ func TestKeyedOperatorIgnoresWatermarkThatDoesNotAdvance(t *testing.T) {
 	if err := p.open(tk); err != nil {
 		t.Fatal(err)
 	}
-	for _, wm := range []int64{MaxWatermark, 299, MaxWatermark} {
+	for _, wm := range []int64{maxWatermark, 299, maxWatermark} {
 		if err := p.emitWatermark(wm); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if !slices.Equal(rec.wms, []int64{MaxWatermark}) {
-		t.Fatalf("forwarded watermarks %v, want only the first MaxWatermark", rec.wms)
+	if !slices.Equal(rec.wms, []int64{maxWatermark}) {
+		t.Fatalf("forwarded watermarks %v, want only the first maxWatermark", rec.wms)
 	}
 }
 
@@ -218,7 +219,7 @@ func TestDeletedTimersDoNotGrowTheHeap(t *testing.T) {
 
 // Rule (D, the backpressure rule): timers fired by one watermark do not pile
 // up in the record writer: with every key's timer due at the final
-// MaxWatermark and a slow sink in another task, the records in flight stay
+// maxWatermark and a slow sink in another task, the records in flight stay
 // within the network bound, and the watermark follows the timers' records.
 func TestTimerBurstRespectsBackpressure(t *testing.T) {
 	const keys = 20_000
@@ -253,7 +254,7 @@ func TestTimerBurstRespectsBackpressure(t *testing.T) {
 		if n := fired.Load() - written.Add(1) + 1; n > maxInFlight.Load() {
 			maxInFlight.Store(n)
 		}
-		if wc.CurrentWatermark == MaxWatermark {
+		if wc.CurrentWatermark == maxWatermark {
 			return errors.New("a timer record arrived after the watermark that fired it")
 		}
 		return nil

@@ -5,6 +5,8 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/splitflow/splitflow/runtime/restart"
 )
 
 var rollingAPIs = []struct {
@@ -22,7 +24,7 @@ func TestRollingAggregationsRestoredAfterFailover(t *testing.T) {
 				src := &rangeSrc{splits: 4, perSplit: 40, delay: 200 * time.Microsecond, readerFailAt: -1}
 				store := newTxnStore()
 				env := countingJobVia(a.api, 2, src, failOnce(50, 120), &txnSink2PC{store: store},
-					WithCheckpointInterval(3*time.Millisecond), WithRestartStrategy(FixedDelayRestart(5, time.Millisecond)), backend)
+					WithCheckpointInterval(3*time.Millisecond), WithRestartStrategy(restart.FixedDelay(5, time.Millisecond)), backend)
 				if err := env.Execute(testCtx(t), "rolling"); err != nil {
 					t.Fatal(err)
 				}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/splitflow/splitflow/internal/s3test"
 	"github.com/splitflow/splitflow/runtime/checkpoint"
+	"github.com/splitflow/splitflow/runtime/restart"
 	"github.com/splitflow/splitflow/runtime/status"
 )
 
@@ -20,7 +21,7 @@ import (
 func keyedSavepointJob(par, maxPar int, src *rangeSrc, extra bool, failAt []int64, store *txnStore, opts ...Option) *Environment {
 	env := NewEnvironment(append([]Option{WithParallelism(par), WithMaxParallelism(maxPar), WithFlushTimeout(time.Millisecond),
 		WithLogger(discardLogger()), WithDrainTimeout(5 * time.Second), WithCheckpointInterval(5 * time.Millisecond)}, opts...)...)
-	ds := Map(FromSource(env, src, "range", NoWatermarks[int64]()).UID("src"), func(v int64) (int64, error) { return v, nil }).UID("map")
+	ds := Map(FromSource(env, src, "range").UID("src"), func(v int64) (int64, error) { return v, nil }).UID("map")
 	if extra {
 		ds = Map(ds, failOnce(failAt...)).UID("extra")
 	}
@@ -52,7 +53,7 @@ func keyedSavepointRoundTrip(t *testing.T, backend func() Option, from, to int, 
 	const splits, perSplit, keys = 4, 300, 7
 	store := newTxnStore()
 	src1 := &rangeSrc{splits: splits, perSplit: perSplit, delay: time.Millisecond, readerFailAt: -1}
-	sp := stopAfter(t, keyedSavepointJob(from, 16, src1, false, nil, store, WithCheckpointDir(cpDir1), WithRestartStrategy(NoRestart()), backend()), src1, target)
+	sp := stopAfter(t, keyedSavepointJob(from, 16, src1, false, nil, store, WithCheckpointDir(cpDir1), WithRestartStrategy(restart.None()), backend()), src1, target)
 	before := len(committedOnce(t, store))
 	if before == 0 || before == splits*perSplit {
 		t.Fatalf("first job committed %d of %d counts; the test needs a stop half-way", before, splits*perSplit)
@@ -83,7 +84,7 @@ func keyedSavepointRoundTrip(t *testing.T, backend func() Option, from, to int, 
 	}
 	src2 := &rangeSrc{splits: splits, perSplit: perSplit, delay: 200 * time.Microsecond, readerFailAt: -1}
 	env := keyedSavepointJob(to, 16, src2, true, failAt, store, WithCheckpointDir(cpDir2), WithRestoreFrom(sp.Path),
-		WithRestartStrategy(FixedDelayRestart(10, time.Millisecond)), backend(),
+		WithRestartStrategy(restart.FixedDelay(10, time.Millisecond)), backend(),
 		WithJobListener(JobListener{
 			Restored: func(r status.Restore) {
 				mu.Lock()
@@ -169,10 +170,10 @@ func TestSavepointWithChangedMaxParallelismRefused(t *testing.T) {
 	forEachStateBackend(t, func(t *testing.T, backend Option) {
 		store := newTxnStore()
 		src1 := &rangeSrc{splits: 4, perSplit: 300, delay: time.Millisecond, readerFailAt: -1}
-		sp := stopAfter(t, keyedSavepointJob(2, 16, src1, false, nil, store, WithRestartStrategy(NoRestart()), backend), src1, t.TempDir())
+		sp := stopAfter(t, keyedSavepointJob(2, 16, src1, false, nil, store, WithRestartStrategy(restart.None()), backend), src1, t.TempDir())
 		before := len(committedOnce(t, store))
 		src2 := &rangeSrc{splits: 4, perSplit: 300, readerFailAt: -1}
-		err := keyedSavepointJob(2, 32, src2, false, nil, store, WithRestoreFrom(sp.Path), WithRestartStrategy(NoRestart()), backend).
+		err := keyedSavepointJob(2, 32, src2, false, nil, store, WithRestoreFrom(sp.Path), WithRestartStrategy(restart.None()), backend).
 			Execute(testCtx(t), "refused")
 		if err == nil || !strings.Contains(err.Error(), "max parallelism 16") || !strings.Contains(err.Error(), "WithMaxParallelism(16)") || !strings.Contains(err.Error(), sp.Path) {
 			t.Fatalf("restore at max parallelism 32 of a savepoint written at 16: %v, want a refusal naming 16 and %s", err, sp.Path)

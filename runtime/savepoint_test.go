@@ -17,6 +17,7 @@ import (
 	"github.com/splitflow/splitflow/connector/file"
 	"github.com/splitflow/splitflow/internal/s3test"
 	"github.com/splitflow/splitflow/runtime/checkpoint"
+	"github.com/splitflow/splitflow/runtime/restart"
 	"github.com/splitflow/splitflow/runtime/status"
 )
 
@@ -30,7 +31,7 @@ func savepointJob(j *rangeJob, extra bool, sinkUID string) *Environment {
 	opts := append([]Option{
 		WithParallelism(j.par),
 		WithFlushTimeout(time.Millisecond),
-		WithRestartStrategy(NoRestart()),
+		WithRestartStrategy(restart.None()),
 		WithLogger(discardLogger()),
 		WithDrainTimeout(5 * time.Second),
 	}, j.opts...)
@@ -473,7 +474,7 @@ func TestRestoringASavepointOfTheFileSinkNeverReportsLossOfFilesItsJobPublished(
 		}
 		j.src = &rangeSrc{splits: j.splits, perSplit: j.perSplit, delay: j.delay, readerFailAt: -1}
 		env := NewEnvironment(append([]Option{
-			WithParallelism(j.par), WithFlushTimeout(time.Millisecond), WithRestartStrategy(NoRestart()),
+			WithParallelism(j.par), WithFlushTimeout(time.Millisecond), WithRestartStrategy(restart.None()),
 			WithLogger(discardLogger()), WithDrainTimeout(5 * time.Second), WithCheckpointInterval(5 * time.Millisecond),
 			WithCheckpointDir(t.TempDir()),
 		}, opts...)...)

@@ -75,14 +75,14 @@ func (s *shuffleBatchOperator[T]) operator() *opInfo { return &s.info }
 func (s *shuffleBatchOperator[T]) open(*task) error  { return nil }
 
 // endInput flushes, then marks the end of this subtask's input when its
-// event time reached the end (a source that ended emits MaxWatermark); a
+// event time reached the end (a source that ended emits maxWatermark); a
 // source stopped without it (a slot handed over, a cancelled job) did not
 // end, and its next owner goes on.
 func (s *shuffleBatchOperator[T]) endInput() error {
 	if err := s.flushAll(); err != nil {
 		return err
 	}
-	if s.wm == MaxWatermark {
+	if s.wm == maxWatermark {
 		return s.mark(slots.Marker{Kind: slots.EndMarker})
 	}
 	return s.markChanges()
@@ -443,7 +443,7 @@ func (u *shuffleUnbatchOperator[T]) eventTimeMoved(p slots.Output) error {
 	if !p.Advanced && !p.StatusChanged && !p.Ended {
 		return nil
 	}
-	wm, open, idle := MaxWatermark, 0, true
+	wm, open, idle := maxWatermark, 0, true
 	for _, m := range u.parts {
 		if m.Ended() {
 			continue

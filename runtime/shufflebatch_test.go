@@ -171,7 +171,7 @@ func shuffleEvents(t *testing.T, recs []connector.ShuffleRecord) string {
 // channel, after its batches, before a barrier, and only when it changed
 // since its last marker: a higher watermark, idleness, activity again;
 // nothing while it knows no watermark; an end marker only when its input
-// really ended (MaxWatermark), never when it was stopped.
+// really ended (maxWatermark), never when it was stopped.
 func TestShuffleMarkersFollowTheBatchesWhenEventTimeChanged(t *testing.T) {
 	serde := DefaultSerde[string]()
 	recs := &winOut[connector.ShuffleRecord]{}
@@ -236,7 +236,7 @@ func TestShuffleMarkersFollowTheBatchesWhenEventTimeChanged(t *testing.T) {
 		}
 		return barrier()
 	}, "p0:wm 2 170, p1:wm 2 170, p0:idle 2, p1:idle 2")
-	step("stopped: the end of input without MaxWatermark", enc.endInput, "")
+	step("stopped: the end of input without maxWatermark", enc.endInput, "")
 
 	ended := newShuffleBatchOperator(opInfo{subtask: 0}, "c", 2, serde.Append, func(string) int32 { return 0 }, output[connector.ShuffleRecord](recs))
 	enc = ended
@@ -244,7 +244,7 @@ func TestShuffleMarkersFollowTheBatchesWhenEventTimeChanged(t *testing.T) {
 		if err := ended.collect("x", 5); err != nil {
 			return err
 		}
-		if err := ended.emitWatermark(MaxWatermark); err != nil {
+		if err := ended.emitWatermark(maxWatermark); err != nil {
 			return err
 		}
 		return ended.endInput()
@@ -307,7 +307,7 @@ func TestShuffleDecodeEventTimeIsMinimumOverSlotsAndPartitions(t *testing.T) {
 		{end(0, 0), ""},
 		{end(0, 1), "idle"}, // partition 0 ended, partition 2 idle
 		{end(2, 0), ""},
-		{end(2, 1), fmt.Sprintf("active, wm %d", MaxWatermark)},
+		{end(2, 1), fmt.Sprintf("active, wm %d", maxWatermark)},
 	} {
 		if err := dec.collect(c.in, 0); err != nil {
 			t.Fatalf("step %d: %v", i, err)

@@ -6,6 +6,8 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/splitflow/splitflow/runtime/restart"
 )
 
 // A side stream united with its own operator's main output: two edges of
@@ -20,7 +22,7 @@ func TestSideOutputUnitedWithItsMainIsExactlyOnce(t *testing.T) {
 				delay: time.Duration(rng.IntN(300)) * time.Microsecond}
 			n := src.splits * src.perSplit
 			env := NewEnvironment(WithParallelism(par), WithFlushTimeout(time.Millisecond),
-				WithRestartStrategy(FixedDelayRestart(10, time.Millisecond)), WithLogger(discardLogger()),
+				WithRestartStrategy(restart.FixedDelay(10, time.Millisecond)), WithLogger(discardLogger()),
 				WithCheckpointInterval(time.Duration(2+rng.IntN(8))*time.Millisecond))
 			odd := NewOutputTag[int64]("odd")
 			ds := Map(FromSource(env, src, "range").UID("src"), failOnce(int64(rng.IntN(n)), int64(rng.IntN(n)))).UID("map")

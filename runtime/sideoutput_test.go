@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/splitflow/splitflow/runtime/checkpoint"
+	"github.com/splitflow/splitflow/runtime/restart"
+	"github.com/splitflow/splitflow/runtime/watermark"
 )
 
 var oddTag = NewOutputTag[ev]("odd")
@@ -137,7 +139,7 @@ func TestSideOutputCarriesWatermarks(t *testing.T) {
 			const splits, perSplit = 2, 300
 			env := NewEnvironment(WithParallelism(par), WithLogger(discardLogger()), WithAutoWatermarkInterval(time.Millisecond))
 			src := &memSource[ev]{numSplits: splits, perSplit: perSplit, gen: genEv(5), perPoll: 20}
-			ds := FromSource(env, src, "mem", ForMonotonousTimestamps[ev]())
+			ds := FromSource(env, src, "mem", WithWatermarks(watermark.ForMonotonousTimestamps[ev]()))
 			main := KeyedProcess(KeyBy(ds, func(e ev) string { return e.Key }), splitByParity[string]).DeclareSideOutputs(oddTag)
 			side := SideOutput(main, oddTag)
 			fired := KeyedProcess(KeyBy(side, func(e ev) int { return e.Split*perSplit + e.Seq }),
@@ -194,7 +196,7 @@ func TestSideOutputIsExactlyOnceThroughFailover(t *testing.T) {
 				fails = append(fails, int64(rng.IntN(n)))
 			}
 			env := NewEnvironment(WithParallelism(par), WithFlushTimeout(time.Millisecond),
-				WithRestartStrategy(FixedDelayRestart(10, time.Millisecond)), WithLogger(discardLogger()),
+				WithRestartStrategy(restart.FixedDelay(10, time.Millisecond)), WithLogger(discardLogger()),
 				WithCheckpointInterval(time.Duration(2+rng.IntN(8))*time.Millisecond))
 			odd := NewOutputTag[int64]("odd")
 			ds := Map(FromSource(env, src, "range").UID("src"), failOnce(fails...)).UID("map")
@@ -303,7 +305,7 @@ func TestSideOutputMisuseIsRefused(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			env := NewEnvironment(WithLogger(discardLogger()), WithRestartStrategy(FixedDelayRestart(3, time.Millisecond)))
+			env := NewEnvironment(WithLogger(discardLogger()), WithRestartStrategy(restart.FixedDelay(3, time.Millisecond)))
 			c.build(env)
 			err := env.Execute(context.Background(), "misuse")
 			if err == nil || !strings.Contains(err.Error(), c.want) {

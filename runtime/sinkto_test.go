@@ -13,6 +13,7 @@ import (
 
 	"github.com/splitflow/splitflow/connector"
 	"github.com/splitflow/splitflow/runtime/checkpoint"
+	"github.com/splitflow/splitflow/runtime/restart"
 )
 
 // capableSink is the test's two-phase sink as a connector sink would offer
@@ -178,7 +179,7 @@ func TestSinkToAndSinkToTwoPhaseRestoreEachOther(t *testing.T) {
 				}
 				return v, nil
 			}
-			j1.opts = []Option{WithCheckpointInterval(5 * time.Millisecond), WithCheckpointDir(dir), WithRestartStrategy(NoRestart())}
+			j1.opts = []Option{WithCheckpointInterval(5 * time.Millisecond), WithCheckpointDir(dir), WithRestartStrategy(restart.None())}
 			env1 := j1.env()
 			env1.hooks = &testHooks{checkpointCompleted: func(id int64, _ checkpoint.Storage) {
 				completed <- id

@@ -20,11 +20,11 @@ import (
 	"github.com/splitflow/splitflow/runtime/internal/slots"
 )
 
-// ErrSlotLost is how a slot of a distributed job ends when another
+// errSlotLost is how a slot of a distributed job ends when another
 // process took it over: its ownership log holds a newer claim, or the
 // group no longer gives the slot to this process. Nothing the slot
 // checkpointed after that is committed.
-var ErrSlotLost = errors.New("the slot was taken over by another process")
+var errSlotLost = errors.New("the slot was taken over by another process")
 
 // slotRun is what an execution of one slot knows of its slot
 // (execution.slot).
@@ -231,7 +231,7 @@ func (dr *distDriver) loop(ctx context.Context) (err error) {
 		dr.env.observer().slotsStopped()
 		errs := []error{err}
 		for _, r := range live {
-			if r.err != nil && !errors.Is(r.err, ErrSlotLost) && !errors.Is(r.err, context.Canceled) {
+			if r.err != nil && !errors.Is(r.err, errSlotLost) && !errors.Is(r.err, context.Canceled) {
 				dr.log.Error("splitflow: slot failed while the process stopped", "slot", r.slot, "err", r.err)
 				errs = append(errs, fmt.Errorf("job %q: slot %d: %w", dr.name, r.slot, r.err))
 			}
@@ -279,7 +279,7 @@ func (dr *distDriver) runnerEnded(r *slotRunner) error {
 	switch {
 	case r.err == nil:
 		dr.log.Info("splitflow: slot finished", "slot", r.slot)
-	case errors.Is(r.err, ErrSlotLost):
+	case errors.Is(r.err, errSlotLost):
 		dr.log.Warn("splitflow: slot taken over by another process", "slot", r.slot, "err", r.err)
 	default:
 		dr.log.Error("splitflow: slot failed", "slot", r.slot, "err", r.err)
@@ -353,7 +353,7 @@ func (dr *distDriver) await(r *slotRunner) {
 	if dr.runners[r.slot] == r {
 		delete(dr.runners, r.slot)
 	}
-	if r.err != nil && !errors.Is(r.err, ErrSlotLost) && !errors.Is(r.err, context.Canceled) {
+	if r.err != nil && !errors.Is(r.err, errSlotLost) && !errors.Is(r.err, context.Canceled) {
 		dr.log.Warn("splitflow: slot ended with an error while it was released", "slot", r.slot, "err", r.err)
 	}
 }
@@ -423,7 +423,7 @@ func (r *slotRunner) kill() {
 	r.cancel()
 	if ex := r.ex.Load(); ex != nil {
 		ex.master.put(priorityUrgent, mail{name: "slot lost", run: func() error {
-			ex.stop(fmt.Errorf("slot %d: %w", r.slot, ErrSlotLost))
+			ex.stop(fmt.Errorf("slot %d: %w", r.slot, errSlotLost))
 			return nil
 		}})
 	}
@@ -684,7 +684,7 @@ func (r *slotRunner) claimAndRun(root string) error {
 	r.mu.Unlock()
 	switch {
 	case res.stop != nil && (errors.Is(res.stop, slots.ErrNotAssigned) || errors.Is(res.stop, slots.ErrSlotLost)):
-		return fmt.Errorf("%w: %w", ErrSlotLost, res.stop)
+		return fmt.Errorf("%w: %w", errSlotLost, res.stop)
 	case res.stop != nil:
 		// The slot's log is gone while its checkpoints remain: starting
 		// it afresh would replay or lose what they committed.
@@ -763,7 +763,7 @@ func (r *slotRunner) claimAndRun(root string) error {
 // checkpoint may be notified complete.
 func (r *slotRunner) record(id int64) error {
 	if r.lost.Load() {
-		return fmt.Errorf("slot %d, checkpoint %d: %w", r.slot, id, ErrSlotLost)
+		return fmt.Errorf("slot %d, checkpoint %d: %w", r.slot, id, errSlotLost)
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -771,7 +771,7 @@ func (r *slotRunner) record(id int64) error {
 	recorded := slices.Contains(res.notified, id)
 	switch {
 	case !recorded && res.stop != nil:
-		return fmt.Errorf("checkpoint %d: %w: %w", id, ErrSlotLost, res.stop)
+		return fmt.Errorf("checkpoint %d: %w: %w", id, errSlotLost, res.stop)
 	case !recorded && res.fail != nil:
 		return &errClaimAgain{fmt.Errorf("record checkpoint %d: %w", id, res.fail)}
 	case !recorded:
@@ -831,18 +831,18 @@ func (r *slotRunner) pruneOlderClaims(epoch int64) {
 }
 
 // owned is the execution's slotRun.ownedFn: it reads the slot's log, and
-// fails with ErrSlotLost when a newer claim governs it (an *errClaimAgain
+// fails with errSlotLost when a newer claim governs it (an *errClaimAgain
 // when the log cannot be read).
 func (r *slotRunner) owned() error {
 	if r.lost.Load() {
-		return fmt.Errorf("slot %d: %w", r.slot, ErrSlotLost)
+		return fmt.Errorf("slot %d: %w", r.slot, errSlotLost)
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	res := r.perform(r.own.Start())
 	switch {
 	case res.stop != nil:
-		return fmt.Errorf("%w: %w", ErrSlotLost, res.stop)
+		return fmt.Errorf("%w: %w", errSlotLost, res.stop)
 	case res.fail != nil:
 		return &errClaimAgain{fmt.Errorf("read the log before a restart: %w", res.fail)}
 	}

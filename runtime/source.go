@@ -9,6 +9,7 @@ import (
 
 	"github.com/splitflow/splitflow/connector"
 	"github.com/splitflow/splitflow/metrics"
+	"github.com/splitflow/splitflow/runtime/watermark"
 )
 
 // sourceOperator is the head of a source task: Flink's SourceOperator. It
@@ -22,7 +23,7 @@ type sourceOperator[T any, S connector.Split, C any] struct {
 	src      connector.Source[T, S, C]
 	coord    *sourceCoordinator[T, S, C]
 	par      int
-	strategy WatermarkStrategy[T]
+	strategy watermark.Strategy[T]
 	out      output[T]
 
 	t        *task
@@ -33,7 +34,7 @@ type sourceOperator[T any, S connector.Split, C any] struct {
 	// ended: the input ended or the source was stopped. Nothing runs on
 	// the reader any more: mails queued before the end (a periodic
 	// watermark, split events) are no-ops, so no watermark can follow
-	// MaxWatermark or the end of the partition.
+	// maxWatermark or the end of the partition.
 	ended bool
 	// stopRequested: ended by a stop request (cancellation), not by the input.
 	stopRequested bool
@@ -76,7 +77,7 @@ func (s *sourceOperator[T, S, C]) open(t *task) error {
 	if err := s.output.mux.err; err != nil {
 		return err
 	}
-	if s.strategy.newGenerator != nil && t.cfg.autoWatermarkInterval > 0 {
+	if s.strategy.Generates() && t.cfg.autoWatermarkInterval > 0 {
 		s.wmTimer = t.newTimer("periodic watermark", s.periodicEmit)
 		s.wmTimer.Reset(t.cfg.autoWatermarkInterval)
 	}
@@ -149,7 +150,7 @@ func (s *sourceOperator[T, S, C]) periodicEmit() error {
 	if s.ended {
 		return nil
 	}
-	if s.strategy.idleness > 0 && s.output.mux.awaitingSplits && time.Since(s.openedAt) >= s.strategy.idleness {
+	if s.strategy.Idleness() > 0 && s.output.mux.awaitingSplits && time.Since(s.openedAt) >= s.strategy.Idleness() {
 		// No split for a whole idleness timeout: let event time go on.
 		s.output.mux.stopAwaitingSplits()
 	}
@@ -188,7 +189,7 @@ func (s *sourceOperator[T, S, C]) step() (inputStatus, error) {
 			}
 		}
 		s.end()
-		if err := s.out.emitWatermark(MaxWatermark); err != nil {
+		if err := s.out.emitWatermark(maxWatermark); err != nil {
 			return inputMore, err
 		}
 		return inputEnd, nil
@@ -204,7 +205,7 @@ func (s *sourceOperator[T, S, C]) end() {
 	if s.wmTimer != nil {
 		s.wmTimer.Stop()
 	}
-	s.output.mux.last = MaxWatermark
+	s.output.mux.last = maxWatermark
 	s.output.dropHeld()
 }
 
@@ -240,7 +241,7 @@ func (s *sourceOperator[T, S, C]) stop() {
 	s.end()
 }
 
-// stopped: the source ended by a stop request, without MaxWatermark.
+// stopped: the source ended by a stop request, without maxWatermark.
 func (s *sourceOperator[T, S, C]) stopped() bool { return s.stopRequested }
 
 func (s *sourceOperator[T, S, C]) endInput() error { return nil }
@@ -359,7 +360,7 @@ func (c readerContext[T, S, C]) Context() context.Context {
 // returned by the task once PollNext returns, since the connector's output
 // methods cannot return errors.
 type readerOutput[T any] struct {
-	strategy WatermarkStrategy[T]
+	strategy watermark.Strategy[T]
 	assign   func(T, int64) int64
 	out      output[T]
 	err      error
@@ -395,8 +396,8 @@ func (r *readerOutput[T]) dropHeld() {
 	}
 }
 
-func newReaderOutput[T any](strategy WatermarkStrategy[T], out output[T]) *readerOutput[T] {
-	r := &readerOutput[T]{strategy: strategy, assign: strategy.assigner, out: out, splits: map[string]*splitOutput[T]{}, info: &opInfo{}}
+func newReaderOutput[T any](strategy watermark.Strategy[T], out output[T]) *readerOutput[T] {
+	r := &readerOutput[T]{strategy: strategy, assign: strategy.TimestampAssigner(), out: out, splits: map[string]*splitOutput[T]{}, info: &opInfo{}}
 	r.mux = watermarkMux{last: noWatermark, awaitingSplits: true, emitWM: out.emitWatermark, emitIdle: out.emitStatus}
 	return r
 }
@@ -405,12 +406,12 @@ func newReaderOutput[T any](strategy WatermarkStrategy[T], out output[T]) *reade
 // own watermark generator and its own entry in the watermark mux.
 type splitOutput[T any] struct {
 	r   *readerOutput[T]
-	gen WatermarkGenerator[T]
+	gen watermark.Generator[T]
 	mo  *muxOutput
 }
 
 func (r *readerOutput[T]) newSplitOutput() *splitOutput[T] {
-	return &splitOutput[T]{r: r, gen: r.strategy.generator(r.clock), mo: r.mux.register()}
+	return &splitOutput[T]{r: r, gen: r.strategy.Generator(r.clock), mo: r.mux.register()}
 }
 
 func (r *readerOutput[T]) mainOutput() *splitOutput[T] {

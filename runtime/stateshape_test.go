@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/splitflow/splitflow/runtime/restart"
 )
 
 // Three versions of one state struct: the second renames Total, the
@@ -33,7 +35,7 @@ func wordTotalJob[V any](src *rangeSrc, store *txnStore, total func(*V) (*string
 	env := NewEnvironment(append([]Option{WithParallelism(2), WithMaxParallelism(16), WithFlushTimeout(time.Millisecond),
 		WithLogger(discardLogger()), WithDrainTimeout(5 * time.Second), WithCheckpointInterval(5 * time.Millisecond)}, opts...)...)
 	desc := NewValueState[V]("word-total", stateOpts...)
-	ds := FromSource(env, src, "range", NoWatermarks[int64]()).UID("src")
+	ds := FromSource(env, src, "range").UID("src")
 	counts := KeyedProcess(KeyBy(ds, func(v int64) int64 { return v % 7 }), func(ctx *KeyedContext[int64, int64], v int64) error {
 		st, ok, err := desc.Get(ctx)
 		if err != nil {
@@ -75,7 +77,7 @@ func TestRenamedStateFieldRefusesRestoreAddedFieldRestoresExactly(t *testing.T) 
 			const splits, perSplit, keys = 4, 300, 7
 			store := newTxnStore()
 			src1 := &rangeSrc{splits: splits, perSplit: perSplit, delay: time.Millisecond, readerFailAt: -1}
-			sp := stopAfter(t, wordTotalJob(src1, store, v1Fields, nil, WithCheckpointDir(t.TempDir()), WithRestartStrategy(NoRestart()), backend()), src1, t.TempDir())
+			sp := stopAfter(t, wordTotalJob(src1, store, v1Fields, nil, WithCheckpointDir(t.TempDir()), WithRestartStrategy(restart.None()), backend()), src1, t.TempDir())
 			before := len(committedOnce(t, store))
 			if before == 0 || before == splits*perSplit {
 				t.Fatalf("first job committed %d of %d counts; the test needs a stop half-way", before, splits*perSplit)
@@ -83,7 +85,7 @@ func TestRenamedStateFieldRefusesRestoreAddedFieldRestoresExactly(t *testing.T) 
 
 			src2 := &rangeSrc{splits: splits, perSplit: perSplit, delay: 200 * time.Microsecond, readerFailAt: -1}
 			err := wordTotalJob(src2, store, v2Fields, nil, WithCheckpointDir(t.TempDir()), WithRestoreFrom(sp.Path),
-				WithRestartStrategy(FixedDelayRestart(3, time.Millisecond)), backend()).Execute(testCtx(t), "renamed")
+				WithRestartStrategy(restart.FixedDelay(3, time.Millisecond)), backend()).Execute(testCtx(t), "renamed")
 			var se *StateSchemaError
 			if !errors.As(err, &se) || se.State != "word-total" || se.Mismatch.Path != "Total" || !se.Mismatch.Removed ||
 				!strings.Contains(err.Error(), `state "word-total"`) || !strings.Contains(err.Error(), "field Total") {
@@ -95,7 +97,7 @@ func TestRenamedStateFieldRefusesRestoreAddedFieldRestoresExactly(t *testing.T) 
 
 			src3 := &rangeSrc{splits: splits, perSplit: perSplit, delay: 200 * time.Microsecond, readerFailAt: -1}
 			if err := wordTotalJob(src3, store, v3Fields, nil, WithCheckpointDir(t.TempDir()), WithRestoreFrom(sp.Path),
-				WithRestartStrategy(NoRestart()), backend()).Execute(testCtx(t), "added"); err != nil {
+				WithRestartStrategy(restart.None()), backend()).Execute(testCtx(t), "added"); err != nil {
 				t.Fatalf("restore with a field added: %v", err)
 			}
 			checkCounts(t, store, splits*perSplit, keys)

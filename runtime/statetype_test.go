@@ -8,6 +8,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/splitflow/splitflow/runtime/restart"
 )
 
 // Value types of the cases below.
@@ -49,7 +51,7 @@ func stateTypeJob[K comparable](t *testing.T, key func(int64) K, declare func(*K
 	var opens atomic.Int64
 	var update func()
 	env := NewEnvironment(WithParallelism(1), WithCheckpointInterval(5*time.Millisecond),
-		WithRestartStrategy(FixedDelayRestart(Unlimited, time.Millisecond)), WithLogger(discardLogger()))
+		WithRestartStrategy(restart.FixedDelay(restart.Unlimited, time.Millisecond)), WithLogger(discardLogger()))
 	src := &rangeSrc{splits: 1, perSplit: 50, delay: time.Millisecond, readerFailAt: -1}
 	res := KeyedProcessPerSubtask(KeyByHashed(FromSource(env, src, "range"), key, func(K) uint32 { return 0 }), func() KeyedProcessFunction[K, int64, int] {
 		return KeyedProcessFuncs[K, int64, int]{

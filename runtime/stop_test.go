@@ -6,6 +6,8 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/splitflow/splitflow/runtime/watermark"
 )
 
 // Rule: a channel that ends because its upstream was stopped (a cancel, a
@@ -69,9 +71,9 @@ func TestGracefulStopDoesNotAdvanceEventTime(t *testing.T) {
 				fast = tk
 			}
 		}}
-		strategy := ForGenerator(func() WatermarkGenerator[ev] { return punctuated{} })
-		slow := FromSource(env, &gatedSource{memSource: &memSource[ev]{numSplits: 1, perSplit: -1, gen: genEv(1)}, gate: &silentAfter{limit: 101}}, "slow", strategy)
-		fastDS := FromSource(env, &gatedSource{memSource: &memSource[ev]{numSplits: 1, perSplit: -1, gen: genEv(1)}, gate: &silentAfter{limit: 501}}, "fast", strategy)
+		strategy := watermark.ForGenerator(func() watermark.Generator[ev] { return punctuated{} })
+		slow := FromSource(env, &gatedSource{memSource: &memSource[ev]{numSplits: 1, perSplit: -1, gen: genEv(1)}, gate: &silentAfter{limit: 101}}, "slow", WithWatermarks(strategy))
+		fastDS := FromSource(env, &gatedSource{memSource: &memSource[ev]{numSplits: 1, perSplit: -1, gen: genEv(1)}, gate: &silentAfter{limit: 501}}, "fast", WithWatermarks(strategy))
 		type fired struct{ Timer, Watermark int64 }
 		res := KeyedProcess(KeyBy(Union(slow, fastDS), func(e ev) string { return e.Key }), func(ctx *KeyedContext[string, fired], e ev) error {
 			ctx.RegisterEventTimeTimer(100)

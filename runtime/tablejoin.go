@@ -70,7 +70,7 @@ func (f tableJoinOptionFunc) applyTableJoin(o *tableJoinOptions) { f(o) }
 //
 // Because the watermark is the minimum of both inputs, a table side that
 // goes quiet (a compacted topic often does) holds every join back unless
-// its source has idleness (WatermarkStrategy.WithIdleness): an idle input
+// its source has idleness (watermark.Strategy.WithIdleness): an idle input
 // does not hold the watermark back, and the join goes on at the stream's
 // pace with the table as it stands.
 //
@@ -208,7 +208,7 @@ func (f *tableJoinFn[K, A, V, O]) ProcessElement(ctx *KeyedContext[K, O], e eith
 		if e.Second {
 			side = "table"
 		}
-		return &unrecoverableError{fmt.Errorf("table join: a %s record without a timestamp; give its source a WatermarkStrategy with a timestamp assigner", side)}
+		return &unrecoverableError{fmt.Errorf("table join: a %s record without a timestamp; give its source a watermark.Strategy with a timestamp assigner", side)}
 	}
 	wm := ctx.CurrentWatermark()
 	if !e.Second {

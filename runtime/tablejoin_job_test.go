@@ -6,6 +6,9 @@ import (
 	"math/rand/v2"
 	"testing"
 	"time"
+
+	"github.com/splitflow/splitflow/runtime/restart"
+	"github.com/splitflow/splitflow/runtime/watermark"
 )
 
 // The table join in running jobs: exactly-once under failures and
@@ -26,8 +29,8 @@ func tableJobRow(v int64) TableUpdate[int64, int64] {
 func tableJob(par int, src *rangeSrc, mapFn func(int64) (int64, error), sink *txnSink2PC, opts ...Option) *Environment {
 	env := NewEnvironment(append([]Option{WithParallelism(par), WithMaxParallelism(16), WithFlushTimeout(time.Millisecond), WithLogger(discardLogger()),
 		WithDrainTimeout(5 * time.Second), WithAutoWatermarkInterval(time.Millisecond)}, opts...)...)
-	ds := Map(FromSource(env, src, "range", ForMonotonousTimestamps[int64]().
-		WithTimestampAssigner(func(v, _ int64) int64 { return v })).UID("src"), mapFn).UID("map")
+	ds := Map(FromSource(env, src, "range", WithWatermarks(watermark.ForMonotonousTimestamps[int64]().
+		WithTimestampAssigner(func(v, _ int64) int64 { return v }))).UID("src"), mapFn).UID("map")
 	rows := Map(Filter(ds, func(v int64) (bool, error) { return v%4 == 0, nil }), func(v int64) (TableUpdate[int64, int64], error) {
 		return tableJobRow(v), nil
 	})
@@ -96,7 +99,7 @@ func TestTableJoinExactlyOnceUnderFailures(t *testing.T) {
 				src := &rangeSrc{splits: splits, perSplit: per, delay: time.Duration(rng.IntN(300)) * time.Microsecond, readerFailAt: -1}
 				store := newTxnStore()
 				env := tableJob(par, src, failOnce(fails...), &txnSink2PC{store: store},
-					WithCheckpointInterval(time.Duration(2+rng.IntN(5))*time.Millisecond), WithRestartStrategy(FixedDelayRestart(10, time.Millisecond)), backend)
+					WithCheckpointInterval(time.Duration(2+rng.IntN(5))*time.Millisecond), WithRestartStrategy(restart.FixedDelay(10, time.Millisecond)), backend)
 				if err := env.Execute(testCtx(t), "table join"); err != nil {
 					t.Fatalf("par %d fails=%v: %v", par, fails, err)
 				}
@@ -151,15 +154,15 @@ func TestTableJoinIdleTableDoesNotStall(t *testing.T) {
 		env := NewEnvironment(WithParallelism(2), WithFlushTimeout(time.Millisecond), WithLogger(discardLogger()),
 			WithAutoWatermarkInterval(time.Millisecond), backend)
 		quiet := &rangeSrc{splits: 1, perSplit: 10, readerFailAt: -1, hold: func(v int64) bool { return v >= 3 }}
-		rows := Map(FromSource(env, quiet, "table", ForMonotonousTimestamps[int64]().
-			WithTimestampAssigner(func(v, _ int64) int64 { return v }).WithIdleness(20*time.Millisecond)),
+		rows := Map(FromSource(env, quiet, "table", WithWatermarks(watermark.ForMonotonousTimestamps[int64]().
+			WithTimestampAssigner(func(v, _ int64) int64 { return v }).WithIdleness(20*time.Millisecond))),
 			func(v int64) (TableUpdate[int64, int64], error) {
 				return TableUpdate[int64, int64]{Key: v, Value: 100 * v}, nil
 			})
 		release := make(chan struct{})
 		records := FromSource(env, &rangeSrc{splits: 2, perSplit: n / 2, delay: 100 * time.Microsecond, readerFailAt: -1,
 			hold: func(int64) bool { return true }, release: release}, "stream",
-			ForMonotonousTimestamps[int64]().WithTimestampAssigner(func(v, _ int64) int64 { return 10 + v }))
+			WithWatermarks(watermark.ForMonotonousTimestamps[int64]().WithTimestampAssigner(func(v, _ int64) int64 { return 10 + v })))
 		joined := LeftTableJoin(KeyBy(records, func(v int64) int64 { return v % 3 }), rows, func(y, x int64, ok bool) (int64, error) {
 			if !ok {
 				x = 999

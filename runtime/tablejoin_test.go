@@ -308,7 +308,7 @@ func TestTableJoinOutputDoesNotDependOnInterleaving(t *testing.T) {
 					}
 					got = append(got, tjPairs(w)...)
 				}
-				w.watermark(t, MaxWatermark)
+				w.watermark(t, maxWatermark)
 				got = append(got, tjPairs(w)...)
 				if !slices.Equal(sortedPairs(got), sortedPairs(want)) {
 					t.Fatalf("seed %d mix %d: emitted %d results, want %d; first difference %s", seed, mix, len(got), len(want), firstDiff(sortedPairs(got), sortedPairs(want)))

@@ -11,6 +11,8 @@ import (
 
 	"github.com/splitflow/splitflow/runtime/checkpoint"
 	"github.com/splitflow/splitflow/runtime/internal/keygroup"
+	"github.com/splitflow/splitflow/runtime/restart"
+	"github.com/splitflow/splitflow/runtime/watermark"
 )
 
 // Timers are keyed state: they are checkpointed by key group and restored
@@ -68,8 +70,8 @@ func timerJob(par int, src *rangeSrc, perSplit, regPer int64, domain TimeDomain,
 	probe *timerProbe, mapFn func(int64) (int64, error), sink *txnSink2PC, opts ...Option,
 ) *Environment {
 	env := NewEnvironment(append([]Option{WithParallelism(par), WithMaxParallelism(16), WithFlushTimeout(time.Millisecond), WithLogger(discardLogger()), WithDrainTimeout(5 * time.Second)}, opts...)...)
-	wm := ForMonotonousTimestamps[int64]().WithTimestampAssigner(func(v int64, _ int64) int64 { return v })
-	ds := Map(FromSource(env, src, "range", wm).UID("src"), mapFn).UID("map")
+	wm := watermark.ForMonotonousTimestamps[int64]().WithTimestampAssigner(func(v int64, _ int64) int64 { return v })
+	ds := Map(FromSource(env, src, "range", WithWatermarks(wm)).UID("src"), mapFn).UID("map")
 	timers := KeyedProcess(KeyBy(ds, keyFn), func(ctx *KeyedContext[int64, int64], v int64) error {
 		if v%perSplit >= regPer {
 			return nil
@@ -142,7 +144,7 @@ func registeringRecords(splits int, perSplit, regPer int64) []int64 {
 // Event-time timers registered before a checkpoint survive a failover:
 // the job fails once after a checkpoint that holds timers no replayed
 // record registers again; after the restart every timer fires exactly
-// once (at the final MaxWatermark) and none is lost or duplicated in the
+// once (at the final maxWatermark) and none is lost or duplicated in the
 // committed output.
 func TestEventTimeTimersRestoredAfterFailover(t *testing.T) {
 	forEachStateBackend(t, func(t *testing.T, backend Option) {
@@ -170,7 +172,7 @@ func TestEventTimeTimersRestoredAfterFailover(t *testing.T) {
 		env := timerJob(2, src, perSplit, regPer, EventTime, keyOf, nil,
 			func(_ *KeyedContext[int64, int64], tm Timer) int64 { return tm.Timestamp - timerBase },
 			probe, kill, &txnSink2PC{store: store},
-			WithCheckpointInterval(3*time.Millisecond), WithRestartStrategy(FixedDelayRestart(3, time.Millisecond)), backend)
+			WithCheckpointInterval(3*time.Millisecond), WithRestartStrategy(restart.FixedDelay(3, time.Millisecond)), backend)
 		env.hooks = probe.hooks()
 		if err := env.Execute(testCtx(t), "event-time timers"); err != nil {
 			t.Fatal(err)
@@ -206,7 +208,7 @@ func TestEventTimeTimersRescaledOnRestore(t *testing.T) {
 		src1 := &rangeSrc{splits: splits, perSplit: perSplit, delay: time.Millisecond, readerFailAt: -1,
 			hold: func(v int64) bool { return v%perSplit >= regPer }, release: probe1.died} // as in the test above
 		env1 := timerJob(2, src1, perSplit, regPer, EventTime, keyOf, nil, emit, probe1, kill, &txnSink2PC{store: store},
-			WithCheckpointInterval(3*time.Millisecond), WithCheckpointDir(dir), WithRestartStrategy(NoRestart()), backend)
+			WithCheckpointInterval(3*time.Millisecond), WithCheckpointDir(dir), WithRestartStrategy(restart.None()), backend)
 		env1.hooks = probe1.hooks()
 		if err := env1.Execute(testCtx(t), "first"); err == nil {
 			t.Fatal("the job finished before it could be killed; the test proves nothing")
@@ -283,7 +285,7 @@ func TestProcessingTimeTimerRestoredAfterItsTimeFires(t *testing.T) {
 				return ctx.Key()
 			},
 			probe, kill, &txnSink2PC{store: store},
-			WithCheckpointInterval(3*time.Millisecond), WithRestartStrategy(FixedDelayRestart(3, restartDelay)), backend)
+			WithCheckpointInterval(3*time.Millisecond), WithRestartStrategy(restart.FixedDelay(3, restartDelay)), backend)
 		env.cfg.clock = clock.Load
 		env.hooks = probe.hooks()
 		if err := env.Execute(testCtx(t), "processing-time timers"); err != nil {
@@ -322,13 +324,13 @@ func TestTimerDrivenJobExactlyOnceAcrossFailures(t *testing.T) {
 				env := NewEnvironment(WithParallelism(par), WithMaxParallelism(16), WithFlushTimeout(time.Millisecond),
 					WithLogger(discardLogger()), WithDrainTimeout(5*time.Second), WithAutoWatermarkInterval(time.Millisecond),
 					WithCheckpointInterval(time.Duration(2+rng.IntN(6))*time.Millisecond),
-					WithRestartStrategy(FixedDelayRestart(10, time.Millisecond)), backend)
+					WithRestartStrategy(restart.FixedDelay(10, time.Millisecond)), backend)
 				src := &rangeSrc{splits: splits, perSplit: perSplit, delay: time.Duration(100+rng.IntN(300)) * time.Microsecond, readerFailAt: -1}
 				// The timestamp is the place within the split, so that splits
 				// read side by side move the watermark together.
-				wm := ForMonotonousTimestamps[int64]().WithTimestampAssigner(func(v int64, _ int64) int64 { return v % int64(perSplit) * 1000 })
+				wm := watermark.ForMonotonousTimestamps[int64]().WithTimestampAssigner(func(v int64, _ int64) int64 { return v % int64(perSplit) * 1000 })
 				var midStream atomic.Int64
-				ds := Map(FromSource(env, src, "range", wm).UID("src"), failOnce(fails...)).UID("map")
+				ds := Map(FromSource(env, src, "range", WithWatermarks(wm)).UID("src"), failOnce(fails...)).UID("map")
 				out := KeyedProcess(KeyBy(ds, keyOf), func(ctx *KeyedContext[int64, int64], v int64) error {
 					ts := v%int64(perSplit) + due
 					ctx.RegisterEventTimeTimer(ts*1000 + v%1000)
@@ -339,7 +341,7 @@ func TestTimerDrivenJobExactlyOnceAcrossFailures(t *testing.T) {
 					if tm.Timestamp%1000 == 999 {
 						return fmt.Errorf("a deleted timer fired: %d", tm.Timestamp)
 					}
-					if ctx.CurrentWatermark() < MaxWatermark {
+					if ctx.CurrentWatermark() < maxWatermark {
 						midStream.Add(1)
 					}
 					ctx.Collect(tm.Timestamp % 1000) // the record (n < 1000)

@@ -7,7 +7,7 @@ import (
 	"testing"
 )
 
-// Rule: at the end of event time (the final watermark, MaxWatermark, which
+// Rule: at the end of event time (the final watermark, maxWatermark, which
 // a bounded input sends when it ends) every pending event-time timer
 // fires, and so does every timer registered while they fire; a timer
 // registered by one of those is dropped. A periodic timer, one whose
@@ -51,7 +51,7 @@ func TestSelfRegisteringTimerLetsTheInputEnd(t *testing.T) {
 			if want := []string{"a@15", "b@17"}; !slices.Equal(fired, want) {
 				t.Fatalf("at watermark 20 fired %v, want %v", fired, want)
 			}
-			if err := p.emitWatermark(MaxWatermark); err != nil {
+			if err := p.emitWatermark(maxWatermark); err != nil {
 				t.Fatalf("final watermark: %v (fired %d timers)", err, len(fired))
 			}
 			// The pending a@25 and b@27, then the a@35 and b@37 they

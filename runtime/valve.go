@@ -151,7 +151,7 @@ func (v *watermarkValve) emitMin() error {
 }
 
 // emitMaxAcrossChannels counts the ended channels too: a channel that
-// ended reached the end of its event time (a source emits MaxWatermark
+// ended reached the end of its event time (a source emits maxWatermark
 // before it ends) and holds nothing back. Were they left out, the last
 // open channel going idle behind them would leave their final watermark
 // unsent for good: a bounded stream joined with a quiet table whose

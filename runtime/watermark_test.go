@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/splitflow/splitflow/connector"
+	"github.com/splitflow/splitflow/runtime/watermark"
 )
 
 // recorder is an output[T] that logs what reaches it.
@@ -138,8 +139,8 @@ func TestValveIdleAfterOthersEndedReleasesTheirWatermark(t *testing.T) {
 	must(v.inputWatermark(1, 30))
 	must(v.inputWatermark(2, 40))
 	expectLog(t, "three channels", r.take(), "wm 1")
-	must(v.inputWatermark(1, MaxWatermark))
-	must(v.inputWatermark(2, MaxWatermark))
+	must(v.inputWatermark(1, maxWatermark))
+	must(v.inputWatermark(2, maxWatermark))
 	for ch := 1; ch <= 2; ch++ {
 		if _, err := v.endOfPartition(ch, false); err != nil {
 			t.Fatal(err)
@@ -147,7 +148,7 @@ func TestValveIdleAfterOthersEndedReleasesTheirWatermark(t *testing.T) {
 	}
 	expectLog(t, "channels 1 and 2 end behind channel 0", r.take())
 	must(v.inputStatus(0, true))
-	expectLog(t, "channel 0 idle", r.take(), fmt.Sprintf("wm %d", MaxWatermark), "idle")
+	expectLog(t, "channel 0 idle", r.take(), fmt.Sprintf("wm %d", maxWatermark), "idle")
 }
 
 // Rule: a reader's watermark is the minimum over its active splits' outputs
@@ -155,7 +156,7 @@ func TestValveIdleAfterOthersEndedReleasesTheirWatermark(t *testing.T) {
 // hold it back; with no active split the reader is idle.
 func TestReaderWatermarkIsMinimumOverActiveSplits(t *testing.T) {
 	r := &recorder[string]{}
-	out := newReaderOutput(NoWatermarks[string](), output[string](r))
+	out := newReaderOutput(watermark.None[string](), output[string](r))
 	out.mux.started = true
 	out.mux.update()
 	expectLog(t, "no split yet: the reader holds time back, it is not idle", r.take())
@@ -184,66 +185,25 @@ func TestReaderWatermarkIsMinimumOverActiveSplits(t *testing.T) {
 	}
 }
 
-// Rule (Flink's BoundedOutOfOrdernessWatermarks): the periodic watermark is
-// the largest timestamp seen minus the allowed lateness minus 1 ms.
-func TestBoundedOutOfOrdernessGenerator(t *testing.T) {
-	g := ForBoundedOutOfOrderness[int](10 * time.Millisecond).generator(nil)
+// Rule: a split's output never moves its watermark back: a generator
+// emitting a lower one than before is ignored.
+func TestSplitWatermarkNeverGoesBack(t *testing.T) {
 	mo := &muxOutput{mux: &watermarkMux{}, wm: noWatermark}
-	g.OnPeriodicEmit(mo)
-	if mo.wm != noWatermark {
-		t.Fatalf("watermark before any event = %d, want none", mo.wm)
-	}
-	for _, ts := range []int64{100, 130, 120} {
-		g.OnEvent(0, ts, mo)
-	}
-	g.OnPeriodicEmit(mo)
+	mo.EmitWatermark(119)
+	mo.EmitWatermark(6)
 	if mo.wm != 119 {
-		t.Fatalf("watermark = %d, want 130-10-1 = 119", mo.wm)
+		t.Fatalf("watermark = %d after 119 then 6, want 119", mo.wm)
 	}
-	m := ForMonotonousTimestamps[int]().generator(nil)
-	m.OnEvent(0, 7, mo)
-	m.OnPeriodicEmit(mo)
-	if mo.wm != 119 {
-		t.Fatal("a lower watermark must not move the output back")
-	}
-}
-
-// Rule (Flink's WatermarksWithIdleness): a split that sees no record for
-// the idleness timeout is marked idle, and the next record makes it active.
-func TestIdlenessMarksQuietSplitIdle(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		g := ForMonotonousTimestamps[int]().WithIdleness(time.Second).generator(nil)
-		mo := &muxOutput{mux: &watermarkMux{}, wm: noWatermark}
-		g.OnEvent(0, 10, mo)
-		g.OnPeriodicEmit(mo)
-		if mo.idle {
-			t.Fatal("idle right after an event")
-		}
-		time.Sleep(999 * time.Millisecond)
-		g.OnPeriodicEmit(mo)
-		if mo.idle {
-			t.Fatal("idle before the timeout")
-		}
-		time.Sleep(time.Millisecond)
-		g.OnPeriodicEmit(mo)
-		if !mo.idle {
-			t.Fatal("not idle after the timeout without events")
-		}
-		g.OnEvent(0, 20, mo)
-		if mo.idle {
-			t.Fatal("still idle after an event")
-		}
-	})
 }
 
 // punctuated emits a watermark equal to every event's timestamp.
 type punctuated struct{}
 
-func (punctuated) OnEvent(_ ev, ts int64, out WatermarkOutput) { out.EmitWatermark(ts) }
-func (punctuated) OnPeriodicEmit(WatermarkOutput)              {}
+func (punctuated) OnEvent(_ ev, ts int64, out watermark.Output) { out.EmitWatermark(ts) }
+func (punctuated) OnPeriodicEmit(watermark.Output)              {}
 
 // Rule: event-time timers fire when the watermark passes them, never
-// earlier, and the final MaxWatermark of a bounded input fires the rest.
+// earlier, and the final maxWatermark of a bounded input fires the rest.
 // Across a shuffle at parallelism 2 the operator's watermark is the minimum
 // of its input channels.
 func TestEventTimeTimersFireWhenWatermarkPasses(t *testing.T) {
@@ -255,7 +215,7 @@ func TestEventTimeTimersFireWhenWatermarkPasses(t *testing.T) {
 	}
 	env := NewEnvironment(WithParallelism(2), WithBufferSize(8))
 	src := &memSource[ev]{numSplits: 2, perSplit: 300, gen: genEv(3), perPoll: 5}
-	ds := FromSource(env, src, "mem", ForGenerator(func() WatermarkGenerator[ev] { return punctuated{} }))
+	ds := FromSource(env, src, "mem", WithWatermarks(watermark.ForGenerator(func() watermark.Generator[ev] { return punctuated{} })))
 	res := KeyedProcess(KeyBy(ds, func(e ev) string { return e.Key }), func(ctx *KeyedContext[string, fired], e ev) error {
 		ctx.RegisterEventTimeTimer(e.TS + 50)
 		if e.Seq == 0 {
@@ -289,10 +249,10 @@ func TestEventTimeTimersFireWhenWatermarkPasses(t *testing.T) {
 		if f.Timer == 777 {
 			t.Fatal("a deleted timer fired")
 		}
-		if f.Timer == 1_000_000 && f.Watermark != MaxWatermark {
-			t.Fatalf("the far timer fired at watermark %d, want the final MaxWatermark", f.Watermark)
+		if f.Timer == 1_000_000 && f.Watermark != maxWatermark {
+			t.Fatalf("the far timer fired at watermark %d, want the final maxWatermark", f.Watermark)
 		}
-		if f.Watermark < MaxWatermark {
+		if f.Watermark < maxWatermark {
 			sawEarly = true
 		}
 		k := [2]any{f.Key, f.Timer}
@@ -336,7 +296,7 @@ func TestIdleSplitDoesNotHoldBackEventTime(t *testing.T) {
 			time.Sleep(10 * time.Millisecond)
 			return nil
 		}
-		ds := FromSource(env, src, "mem", ForMonotonousTimestamps[ev]().WithIdleness(time.Second))
+		ds := FromSource(env, src, "mem", WithWatermarks(watermark.ForMonotonousTimestamps[ev]().WithIdleness(time.Second)))
 		res := KeyedProcess(KeyBy(ds, func(e ev) string { return e.Key }), func(ctx *KeyedContext[string, int64], e ev) error {
 			if e.Seq == 0 {
 				ctx.RegisterEventTimeTimer(50)
@@ -354,7 +314,7 @@ func TestIdleSplitDoesNotHoldBackEventTime(t *testing.T) {
 		start := time.Now()
 		go func() { errc <- env.Execute(ctx, "idleness") }()
 		wm := <-sink.onWrite
-		if wm >= MaxWatermark || wm < 50 {
+		if wm >= maxWatermark || wm < 50 {
 			t.Fatalf("timer fired at watermark %d, want a real watermark >= 50", wm)
 		}
 		if waited := time.Since(start); waited < time.Second {
@@ -415,13 +375,13 @@ func TestMultiInputWatermarkIsMinimumOverActiveInputs(t *testing.T) {
 	for _, idleness := range []time.Duration{0, time.Second} {
 		synctest.Test(t, func(t *testing.T) {
 			env := NewEnvironment()
-			slowStrategy := ForGenerator(func() WatermarkGenerator[ev] { return punctuated{} })
+			slowStrategy := watermark.ForGenerator(func() watermark.Generator[ev] { return punctuated{} })
 			if idleness > 0 {
 				slowStrategy = slowStrategy.WithIdleness(idleness)
 			}
-			slow := FromSource(env, &gatedSource{memSource: &memSource[ev]{numSplits: 1, perSplit: -1, gen: genEv(1)}, gate: &silentAfter{limit: 100}}, "slow", slowStrategy)
+			slow := FromSource(env, &gatedSource{memSource: &memSource[ev]{numSplits: 1, perSplit: -1, gen: genEv(1)}, gate: &silentAfter{limit: 100}}, "slow", WithWatermarks(slowStrategy))
 			fast := FromSource(env, &gatedSource{memSource: &memSource[ev]{numSplits: 1, perSplit: -1, gen: genEv(1)}, gate: &silentAfter{limit: 2000}}, "fast",
-				ForGenerator(func() WatermarkGenerator[ev] { return punctuated{} }))
+				WithWatermarks(watermark.ForGenerator(func() watermark.Generator[ev] { return punctuated{} })))
 			res := KeyedProcess(KeyBy(Union(slow, fast), func(e ev) string { return e.Key }), func(ctx *KeyedContext[string, int64], e ev) error {
 				ctx.RegisterEventTimeTimer(500)
 				return nil

@@ -49,7 +49,7 @@ func TestWindowBoundsNearInt64LimitsDoNotOverflow(t *testing.T) {
 				if err == nil || !errors.As(err, &ue) || !strings.Contains(err.Error(), strconv.FormatInt(c.ts, 10)) {
 					t.Fatalf("record at %d: error %v, want the job failed naming the timestamp", c.ts, err)
 				}
-				if err := w.p.emitWatermark(MaxWatermark); err != nil {
+				if err := w.p.emitWatermark(maxWatermark); err != nil {
 					t.Fatal(err)
 				}
 				if got := w.out.take(); len(got) != 0 {
@@ -60,7 +60,7 @@ func TestWindowBoundsNearInt64LimitsDoNotOverflow(t *testing.T) {
 			if err != nil {
 				t.Fatalf("record at %d: %v", c.ts, err)
 			}
-			if err := w.p.emitWatermark(MaxWatermark); err != nil {
+			if err := w.p.emitWatermark(maxWatermark); err != nil {
 				t.Fatal(err)
 			}
 			var got []TimeWindow

@@ -5,6 +5,9 @@ import (
 	"strconv"
 	"testing"
 	"time"
+
+	"github.com/splitflow/splitflow/runtime/restart"
+	"github.com/splitflow/splitflow/runtime/watermark"
 )
 
 // encodeWinCount packs a count result of windows of 10ms over keys 0..2
@@ -34,11 +37,11 @@ func TestWindowResultsExactlyOnceUnderFailures(t *testing.T) {
 			j.sink = &txnSink2PC{store: newTxnStore()}
 			j.src = &rangeSrc{splits: j.splits, perSplit: j.perSplit, delay: j.delay, readerFailAt: -1}
 			env := NewEnvironment(WithParallelism(j.par), WithFlushTimeout(time.Millisecond),
-				WithRestartStrategy(FixedDelayRestart(10, time.Millisecond)), WithLogger(discardLogger()),
+				WithRestartStrategy(restart.FixedDelay(10, time.Millisecond)), WithLogger(discardLogger()),
 				WithDrainTimeout(5*time.Second), WithCheckpointInterval(time.Duration(2+rng.IntN(6))*time.Millisecond),
 				WithAutoWatermarkInterval(time.Millisecond))
-			src := FromSource(env, j.src, "range", ForMonotonousTimestamps[int64]().
-				WithTimestampAssigner(func(v, _ int64) int64 { return v })).UID("src")
+			src := FromSource(env, j.src, "range", WithWatermarks(watermark.ForMonotonousTimestamps[int64]().
+				WithTimestampAssigner(func(v, _ int64) int64 { return v }))).UID("src")
 			vals := Map(src, failOnce(fails...)).UID("map")
 			counts := WindowCount(Window(KeyBy(vals, func(v int64) int64 { return v % 3 }),
 				Tumbling(10*time.Millisecond), WithAllowedLateness(time.Hour))).UID("window")
@@ -206,11 +209,11 @@ func TestWindowJoinPairsExactlyOnceUnderFailures(t *testing.T) {
 			j.sink = &txnSink2PC{store: newTxnStore()}
 			j.src = &rangeSrc{splits: j.splits, perSplit: j.perSplit, delay: j.delay, readerFailAt: -1}
 			env := NewEnvironment(WithParallelism(j.par), WithFlushTimeout(time.Millisecond),
-				WithRestartStrategy(FixedDelayRestart(10, time.Millisecond)), WithLogger(discardLogger()),
+				WithRestartStrategy(restart.FixedDelay(10, time.Millisecond)), WithLogger(discardLogger()),
 				WithDrainTimeout(5*time.Second), WithCheckpointInterval(time.Duration(2+rng.IntN(6))*time.Millisecond),
 				WithAutoWatermarkInterval(time.Millisecond))
-			src := FromSource(env, j.src, "range", ForMonotonousTimestamps[int64]().
-				WithTimestampAssigner(func(v, _ int64) int64 { return v })).UID("src")
+			src := FromSource(env, j.src, "range", WithWatermarks(watermark.ForMonotonousTimestamps[int64]().
+				WithTimestampAssigner(func(v, _ int64) int64 { return v }))).UID("src")
 			vals := Map(src, failOnce(fails...)).UID("map")
 			key := func(v int64) int64 { return v % 3 }
 			evens := KeyBy(Filter(vals, func(v int64) (bool, error) { return v%2 == 0, nil }).UID("evens"), key)

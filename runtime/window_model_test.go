@@ -208,8 +208,8 @@ func runWindowModel(t *testing.T, b backendKind, a WindowAssigner, lateness int6
 			t.Fatalf("step %d: %d records dropped as late, the model %d", step, got, m.dropped)
 		}
 	}
-	want := m.watermark(MaxWatermark)
-	w.watermark(t, MaxWatermark)
+	want := m.watermark(maxWatermark)
+	w.watermark(t, maxWatermark)
 	if got := results(t, -1, w); !slices.Equal(sortedRes(got), sortedRes(want)) {
 		t.Fatalf("end: emitted %v, the model %v", sortedRes(got), sortedRes(want))
 	}

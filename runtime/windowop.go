@@ -180,7 +180,7 @@ func (f *windowFn[K, T, A, O]) ProcessElement(ctx *KeyedContext[K, O], v T) erro
 	if f.a.domain == EventTime {
 		ts = ctx.Timestamp()
 		if ts == connector.NoTimestamp {
-			return &unrecoverableError{fmt.Errorf("event-time window (%s): a record without a timestamp; give the source a WatermarkStrategy with a timestamp assigner, or use a ProcessingTime window", f.a)}
+			return &unrecoverableError{fmt.Errorf("event-time window (%s): a record without a timestamp; give the source a watermark.Strategy with a timestamp assigner, or use a ProcessingTime window", f.a)}
 		}
 	}
 	if f.a.shape == shapeSession {

@@ -16,6 +16,7 @@ import (
 	"github.com/splitflow/splitflow/connector/base"
 	"github.com/splitflow/splitflow/connector/connectortest"
 	"github.com/splitflow/splitflow/runtime"
+	"github.com/splitflow/splitflow/runtime/restart"
 )
 
 // seqSplit is the records [Next, End) of a slice.
@@ -165,9 +166,9 @@ func TestStaticSourceGivesFailedReadersSplitsBackInPullMode(t *testing.T) {
 	var givenBack atomic.Int64
 	var failed atomic.Bool
 	env := runtime.NewEnvironment(runtime.WithParallelism(2),
-		runtime.WithRestartStrategy(runtime.FixedDelayRestart(3, 10*time.Millisecond)),
+		runtime.WithRestartStrategy(restart.FixedDelay(3, 10*time.Millisecond)),
 		runtime.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
-	in := runtime.FromSource(env, countingSource{src, &givenBack}, "seq", runtime.NoWatermarks[int64]()).UID("seq")
+	in := runtime.FromSource(env, countingSource{src, &givenBack}, "seq").UID("seq")
 	mapped := runtime.Map(in, func(v int64) (int64, error) {
 		if v == 3*per+10 && failed.CompareAndSwap(false, true) {
 			return 0, errors.New("injected failure")

@@ -12,6 +12,7 @@ import (
 
 	"github.com/splitflow/splitflow/connector"
 	"github.com/splitflow/splitflow/runtime"
+	"github.com/splitflow/splitflow/runtime/restart"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -143,7 +144,7 @@ func TestPairClaimsAreChecked(t *testing.T) {
 	}
 }
 
-func restartOnce() runtime.RestartStrategy { return runtime.FixedDelayRestart(1, restartDelay) }
+func restartOnce() restart.Strategy { return restart.FixedDelay(1, restartDelay) }
 
 // batchingSink commits a writer's records only once 40 are buffered (or at
 // the end of input); until then they wait in the writer's state, so

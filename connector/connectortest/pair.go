@@ -198,7 +198,7 @@ type sourceOf[T any, S connector.Split, C any] struct {
 
 func (s *sourceOf[T, S, C]) addTo(env *runtime.Environment, p *probe) runtime.DataStream[T] {
 	wrapped := &probedSource[T, S, C]{inner: s.src, p: p}
-	return runtime.FromSource[T, S, C](env, wrapped, "source under test", runtime.NoWatermarks[T]()).UID("source")
+	return runtime.FromSource[T, S, C](env, wrapped, "source under test").UID("source")
 }
 
 type twoPhaseSinkOf[T, Comm any] struct {

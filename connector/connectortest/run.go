@@ -17,6 +17,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/splitflow/splitflow/runtime"
+	"github.com/splitflow/splitflow/runtime/restart"
 )
 
 // Timing of the suite's jobs: checkpoints often enough that failures fall
@@ -134,7 +135,7 @@ type job struct {
 	parallelism int
 	rebalance   bool // an all-to-all edge: failures restart the whole job
 	checkpoints bool
-	restart     runtime.RestartStrategy
+	restart     restart.Strategy
 	faults      []fault
 	// stopAt > 0 stops the job once that many records went through the
 	// map and two checkpoints completed since: by cancelling it (crash
@@ -419,7 +420,7 @@ func (s *suite[T]) openClose(t *testing.T) {
 func (s *suite[T]) failureWithoutRestart(t *testing.T, r reporter) {
 	sc := s.newScenario(t, r, s.pair.Records)
 	res := sc.run(job{
-		parallelism: 2, checkpoints: true, restart: runtime.NoRestart(),
+		parallelism: 2, checkpoints: true, restart: restart.None(),
 		faults: []fault{{site: siteMap, gap: int64(s.pair.Records / 3), afterCheckpoint: true}},
 	})
 	if !errors.Is(res.err, ErrInjected) {
@@ -519,7 +520,7 @@ func (s *suite[T]) seededJob(seed uint64, chosen []site) job {
 		parallelism: 1 + rng.IntN(3),
 		rebalance:   rng.IntN(2) == 0,
 		checkpoints: true,
-		restart:     runtime.FixedDelayRestart(len(faults)+3, restartDelay),
+		restart:     restart.FixedDelay(len(faults)+3, restartDelay),
 		faults:      faults,
 	}
 }
@@ -563,7 +564,7 @@ func (s *suite[T]) recoveryCase(t *testing.T, r reporter, tc recoveryCase) {
 	sc := s.newScenario(t, r, s.pair.Records)
 	n := int64(s.pair.Records)
 	one := sc.run(job{
-		parallelism: tc.first, checkpoints: true, restart: runtime.NoRestart(),
+		parallelism: tc.first, checkpoints: true, restart: restart.None(),
 		stopAt: n / 3, crash: tc.crash, fullSpeed: tc.fullSpeed,
 	})
 	switch {
@@ -576,7 +577,7 @@ func (s *suite[T]) recoveryCase(t *testing.T, r reporter, tc recoveryCase) {
 	if one.checkpoints == 0 {
 		r.Fatalf("first run: stopped before any checkpoint completed\n  job: %v", one)
 	}
-	two := sc.run(job{parallelism: tc.second, checkpoints: true, restart: runtime.NoRestart()})
+	two := sc.run(job{parallelism: tc.second, checkpoints: true, restart: restart.None()})
 	if two.err != nil {
 		r.Fatalf("second run: Execute: %v, want nil\n  first run: %v\n  second run: %v", two.err, one, two)
 	}

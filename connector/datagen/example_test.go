@@ -29,7 +29,7 @@ func ExampleNewSource() {
 	}
 	env := runtime.NewEnvironment(runtime.WithParallelism(2),
 		runtime.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
-	orders := runtime.FromSource(env, src, "orders", runtime.NoWatermarks[order]()).UID("orders")
+	orders := runtime.FromSource(env, src, "orders").UID("orders")
 	ids := runtime.Map(orders, func(o order) (int64, error) { return o.ID, nil }).UID("ids")
 	sink := &collectSink{}
 	runtime.SinkTo(ids, connector.Sink[int64](sink)).UID("out")

@@ -14,6 +14,7 @@ import (
 	"github.com/splitflow/splitflow/connector"
 	"github.com/splitflow/splitflow/connector/datagen"
 	"github.com/splitflow/splitflow/runtime"
+	"github.com/splitflow/splitflow/runtime/restart"
 )
 
 // collectSink keeps every record written, duplicates included.
@@ -74,9 +75,9 @@ func TestFailedReadersSplitsGoBackInPushMode(t *testing.T) {
 	var back atomic.Int64
 	var failed atomic.Bool
 	env := runtime.NewEnvironment(runtime.WithParallelism(2),
-		runtime.WithRestartStrategy(runtime.FixedDelayRestart(3, 10*time.Millisecond)),
+		runtime.WithRestartStrategy(restart.FixedDelay(3, 10*time.Millisecond)),
 		runtime.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
-	in := runtime.FromSource(env, givenBack{src, &back}, "gen", runtime.NoWatermarks[int64]()).UID("gen")
+	in := runtime.FromSource(env, givenBack{src, &back}, "gen").UID("gen")
 	mapped := runtime.Map(in, func(v int64) (int64, error) {
 		// Index 700 is in split 1, read by subtask 1.
 		if v == 700 && failed.CompareAndSwap(false, true) {
@@ -139,7 +140,7 @@ func TestRescaledSplitsToEnumeratorAreReadAtALowerParallelism(t *testing.T) {
 	var killed atomic.Bool
 	env1 := runtime.NewEnvironment(runtime.WithParallelism(3), quiet,
 		runtime.WithCheckpointInterval(5*time.Millisecond), runtime.WithCheckpointDir(dir),
-		runtime.WithRestartStrategy(runtime.NoRestart()),
+		runtime.WithRestartStrategy(restart.None()),
 		runtime.WithJobListener(runtime.JobListener{CheckpointCompleted: func(id int64) {
 			switch a := armed.Load(); {
 			case a == 0 && seen.Load() >= 30:
@@ -148,7 +149,7 @@ func TestRescaledSplitsToEnumeratorAreReadAtALowerParallelism(t *testing.T) {
 				killed.Store(true)
 			}
 		}}))
-	in1 := runtime.FromSource(env1, newSrc(), "gen", runtime.NoWatermarks[int64]()).UID("gen")
+	in1 := runtime.FromSource(env1, newSrc(), "gen").UID("gen")
 	mapped1 := runtime.Map(in1, func(v int64) (int64, error) {
 		if killed.Load() {
 			return 0, errors.New("killed")
@@ -169,7 +170,7 @@ func TestRescaledSplitsToEnumeratorAreReadAtALowerParallelism(t *testing.T) {
 	env2 := runtime.NewEnvironment(runtime.WithParallelism(1), quiet,
 		runtime.WithCheckpointInterval(5*time.Millisecond), runtime.WithCheckpointDir(dir),
 		runtime.WithRescaledSplitsToEnumerator())
-	in2 := runtime.FromSource(env2, newSrc(), "gen", runtime.NoWatermarks[int64]()).UID("gen")
+	in2 := runtime.FromSource(env2, newSrc(), "gen").UID("gen")
 	mapped2 := runtime.Map(in2, func(v int64) (int64, error) { return v, nil }).UID("map")
 	second := &collectSink{}
 	runtime.SinkTo(mapped2, connector.Sink[int64](second)).UID("out")

@@ -12,6 +12,7 @@ import (
 
 	"github.com/splitflow/splitflow/connector"
 	"github.com/splitflow/splitflow/runtime"
+	"github.com/splitflow/splitflow/runtime/restart"
 )
 
 // runtime.SinkTo runs an exactly-once file sink with its committer: a job
@@ -38,7 +39,7 @@ func TestSinkToExactlyOnceFileSinkPublishesEveryLineOnce(t *testing.T) {
 		var failed atomic.Bool
 		env := runtime.NewEnvironment(runtime.WithParallelism(2),
 			runtime.WithCheckpointInterval(5*time.Millisecond),
-			runtime.WithRestartStrategy(runtime.FixedDelayRestart(5, time.Millisecond)),
+			runtime.WithRestartStrategy(restart.FixedDelay(5, time.Millisecond)),
 			runtime.WithJobListener(runtime.JobListener{CheckpointCompleted: func(int64) { checkpoints.Add(1) }}))
 		lines := runtime.FromSource(env, src, "lines").UID("lines")
 		checked := runtime.Map(lines, func(l string) (string, error) {

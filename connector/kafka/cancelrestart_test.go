@@ -18,6 +18,7 @@ import (
 
 	"github.com/splitflow/splitflow/integration/committed"
 	"github.com/splitflow/splitflow/runtime"
+	"github.com/splitflow/splitflow/runtime/restart"
 )
 
 // Cancelling a job while it restarts leaves no prepared transaction open:
@@ -83,7 +84,7 @@ func TestCancelDuringRestartCommitsRestoredTransactions(t *testing.T) {
 	env := runtime.NewEnvironment(
 		runtime.WithCheckpointInterval(50*time.Millisecond),
 		runtime.WithCheckpointTimeout(5*time.Second),
-		runtime.WithRestartStrategy(runtime.FixedDelayRestart(runtime.Unlimited, 5*time.Minute)),
+		runtime.WithRestartStrategy(restart.FixedDelay(restart.Unlimited, 5*time.Minute)),
 		runtime.WithLogger(quietLogger()),
 		runtime.WithJobListener(runtime.JobListener{Restarting: func(_ int, err error) {
 			select {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/splitflow/splitflow/runtime"
+	"github.com/splitflow/splitflow/runtime/restart"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -43,7 +44,7 @@ func TestFailedJobAbortsItsOpenTransaction(t *testing.T) {
 	}
 	sink := stringSink(t, dst, output, "failed")
 	env := runtime.NewEnvironment(runtime.WithParallelism(1), runtime.WithCheckpointInterval(time.Minute),
-		runtime.WithRestartStrategy(runtime.NoRestart()))
+		runtime.WithRestartStrategy(restart.None()))
 	injected := errors.New("injected failure")
 	failing := runtime.Map(runtime.FromSource(env, source, "in"), func(s string) (string, error) {
 		if s == "fail" {

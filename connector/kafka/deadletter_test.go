@@ -13,6 +13,7 @@ import (
 	"github.com/splitflow/splitflow/connector"
 	"github.com/splitflow/splitflow/integration/kafkatest"
 	"github.com/splitflow/splitflow/runtime"
+	"github.com/splitflow/splitflow/runtime/restart"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -63,7 +64,7 @@ func TestDeadLettersReachTheirTopicOnceAcrossFailures(t *testing.T) {
 	var checkpoints, seen, failures atomic.Int64
 	env := runtime.NewEnvironment(runtime.WithParallelism(2),
 		runtime.WithCheckpointInterval(20*time.Millisecond), runtime.WithCheckpointTimeout(10*time.Second),
-		runtime.WithRestartStrategy(runtime.FixedDelayRestart(10, 10*time.Millisecond)), runtime.WithLogger(quietLogger()),
+		runtime.WithRestartStrategy(restart.FixedDelay(10, 10*time.Millisecond)), runtime.WithLogger(quietLogger()),
 		runtime.WithJobListener(runtime.JobListener{CheckpointCompleted: func(int64) { checkpoints.Add(1) }}))
 	dead := runtime.NewOutputTag[DeadLetter]("dead")
 	in := runtime.FromSource(env, src, "in").UID("in").DeclareSideOutputs(dead)
@@ -136,7 +137,7 @@ func TestUndeclaredDeadLetterOutputFailsTheJob(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	env := runtime.NewEnvironment(runtime.WithLogger(quietLogger()), runtime.WithRestartStrategy(runtime.FixedDelayRestart(100, time.Millisecond)))
+	env := runtime.NewEnvironment(runtime.WithLogger(quietLogger()), runtime.WithRestartStrategy(restart.FixedDelay(100, time.Millisecond)))
 	runtime.SinkTo(runtime.FromSource(env, src, "in"), connector.Sink[string](&collectSink{got: map[string]int{}}))
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

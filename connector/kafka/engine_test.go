@@ -14,6 +14,7 @@ import (
 	"github.com/splitflow/splitflow/connector"
 	"github.com/splitflow/splitflow/integration/kafkatest"
 	"github.com/splitflow/splitflow/runtime"
+	"github.com/splitflow/splitflow/runtime/restart"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -142,7 +143,7 @@ func TestSinkToExactlyOnceKafkaSinkWritesEveryRecordOnce(t *testing.T) {
 			var failures, processed atomic.Int64
 			env := runtime.NewEnvironment(runtime.WithParallelism(2),
 				runtime.WithCheckpointInterval(20*time.Millisecond), runtime.WithCheckpointTimeout(10*time.Second),
-				runtime.WithRestartStrategy(runtime.FixedDelayRestart(10, 10*time.Millisecond)), runtime.WithLogger(quietLogger()),
+				runtime.WithRestartStrategy(restart.FixedDelay(10, 10*time.Millisecond)), runtime.WithLogger(quietLogger()),
 				runtime.WithJobListener(runtime.JobListener{CheckpointCompleted: func(int64) { checkpoints.Add(1) }}))
 			in := runtime.FromSource(env, src, "in").UID("in")
 			slow := runtime.Map(in, func(v string) (string, error) {

@@ -19,9 +19,11 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	goruntime "runtime"
+
 	"github.com/splitflow/splitflow/connector"
 	"github.com/splitflow/splitflow/runtime"
-	goruntime "runtime"
+	"github.com/splitflow/splitflow/runtime/restart"
 )
 
 // pos is a record of the input topic, by where it was read.
@@ -310,7 +312,7 @@ func runLedgerJob(ctx context.Context, t *testing.T, seeds []string, sink *ledge
 	}
 	env := runtime.NewEnvironment(runtime.WithParallelism(2),
 		runtime.WithCheckpointInterval(20*time.Millisecond),
-		runtime.WithRestartStrategy(runtime.NoRestart()),
+		runtime.WithRestartStrategy(restart.None()),
 		runtime.WithLogger(quietLogger()),
 		runtime.WithJobListener(runtime.JobListener{CheckpointCompleted: func(int64) { stall.completed.Add(1) }}))
 	in := runtime.FromSource(env, src, "in")
@@ -583,7 +585,7 @@ func TestCloseWaitsForTheLastGroupOffsetCommit(t *testing.T) {
 			}
 			env := runtime.NewEnvironment(runtime.WithParallelism(2),
 				runtime.WithCheckpointInterval(20*time.Millisecond),
-				runtime.WithRestartStrategy(runtime.NoRestart()),
+				runtime.WithRestartStrategy(restart.None()),
 				runtime.WithLogger(quietLogger()))
 			runtime.SinkToTwoPhase(runtime.FromSource(env, src, "in"),
 				connector.TwoPhaseCommittingSink[pos, ledgerTxn](&ledgerSink{log: log}))

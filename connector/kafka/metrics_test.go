@@ -19,6 +19,7 @@ import (
 	"github.com/splitflow/splitflow/metrics"
 	"github.com/splitflow/splitflow/metrics/metricstest"
 	"github.com/splitflow/splitflow/runtime"
+	"github.com/splitflow/splitflow/runtime/restart"
 	"github.com/splitflow/splitflow/txn"
 )
 
@@ -72,7 +73,7 @@ func TestMetricsOfExactlyOnceJob(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	env := runtime.NewEnvironment(runtime.WithParallelism(2), runtime.WithMetricsRegistry(reg),
 		runtime.WithCheckpointInterval(50*time.Millisecond), runtime.WithCheckpointTimeout(10*time.Second),
-		runtime.WithRestartStrategy(runtime.NoRestart()), runtime.WithLogger(quietLogger()))
+		runtime.WithRestartStrategy(restart.None()), runtime.WithLogger(quietLogger()))
 	runtime.SinkToTwoPhase(runtime.FromSource(env, src, "kafka in").UID("in"), sink).UID("out")
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()

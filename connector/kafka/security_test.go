@@ -20,6 +20,7 @@ import (
 	"github.com/splitflow/splitflow/connector"
 	"github.com/splitflow/splitflow/integration/kafkatest"
 	"github.com/splitflow/splitflow/runtime"
+	"github.com/splitflow/splitflow/runtime/restart"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -95,8 +96,8 @@ func secureJob(t *testing.T, seeds []string, sec Security, in, out, dir string, 
 	}
 	env := runtime.NewEnvironment(runtime.WithParallelism(2), runtime.WithCheckpointInterval(50*time.Millisecond),
 		runtime.WithCheckpointTimeout(10*time.Second), runtime.WithCheckpointDir(dir), runtime.WithLogger(logger),
-		runtime.WithRestartStrategy(runtime.NoRestart()))
-	runtime.SinkToTwoPhase(runtime.FromSource(env, src, "in", runtime.NoWatermarks[string]()), sink)
+		runtime.WithRestartStrategy(restart.None()))
+	runtime.SinkToTwoPhase(runtime.FromSource(env, src, "in"), sink)
 	return env
 }
 
@@ -291,9 +292,9 @@ func TestSecurityBadBrokerCertificateFailsAtStart(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			env := runtime.NewEnvironment(runtime.WithRestartStrategy(runtime.FixedDelayRestart(1000, 10*time.Millisecond)),
+			env := runtime.NewEnvironment(runtime.WithRestartStrategy(restart.FixedDelay(1000, 10*time.Millisecond)),
 				runtime.WithJobListener(runtime.JobListener{Restarting: func(int, error) { restarts.Add(1) }}))
-			runtime.SinkTo(runtime.FromSource(env, src, "in", runtime.NoWatermarks[string]()), &collectSink{got: map[string]int{}})
+			runtime.SinkTo(runtime.FromSource(env, src, "in"), &collectSink{got: map[string]int{}})
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
 			err = env.Execute(ctx, "bad certificate")

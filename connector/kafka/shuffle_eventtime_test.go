@@ -15,6 +15,7 @@ import (
 	"github.com/splitflow/splitflow/integration/kafkatest"
 	"github.com/splitflow/splitflow/runtime"
 	"github.com/splitflow/splitflow/runtime/slotinspect"
+	"github.com/splitflow/splitflow/runtime/watermark"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -90,7 +91,7 @@ func TestDistributedEventTimeWindowsFireOnMarkersExactly(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		clicks := runtime.FromSource(env, src, "clicks", runtime.ForMonotonousTimestamps[string]().WithIdleness(300*time.Millisecond)).UID("clicks")
+		clicks := runtime.FromSource(env, src, "clicks", runtime.WithWatermarks(watermark.ForMonotonousTimestamps[string]().WithIdleness(300*time.Millisecond))).UID("clicks")
 		byUser := runtime.KeyBy(clicks, func(u string) string { return u })
 		counts := runtime.WindowCount(runtime.Window(byUser, runtime.Tumbling(time.Second))).UID("per-second")
 		sink, err := NewSink(KeyValueSerializer(out, func(r runtime.WindowResult[string, int64]) ([]byte, []byte, error) {

@@ -17,6 +17,7 @@ import (
 	"github.com/splitflow/splitflow/integration/committed"
 	"github.com/splitflow/splitflow/integration/kafkatest"
 	"github.com/splitflow/splitflow/runtime"
+	"github.com/splitflow/splitflow/runtime/restart"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
@@ -243,7 +244,7 @@ func TestShuffleDeliversEveryRecordOnceToItsOwner(t *testing.T) {
 				}
 				env := runtime.NewEnvironment(runtime.WithParallelism(par),
 					runtime.WithCheckpointInterval(20*time.Millisecond), runtime.WithCheckpointTimeout(10*time.Second),
-					runtime.WithRestartStrategy(runtime.FixedDelayRestart(10, 10*time.Millisecond)), runtime.WithLogger(quietLogger()),
+					runtime.WithRestartStrategy(restart.FixedDelay(10, 10*time.Millisecond)), runtime.WithLogger(quietLogger()),
 					runtime.WithJobListener(runtime.JobListener{CheckpointCompleted: func(int64) { checkpoints.Add(1) }}))
 				shuffleJob(t, env, st, sh, partitions, fail, WithBounded(LatestOffsets()))
 				runUntilVisible(t, env, st, n)
@@ -402,7 +403,7 @@ func TestShuffleTopicPartitionMismatchFailsTheJob(t *testing.T) {
 			var restarts atomic.Int64
 			env := runtime.NewEnvironment(runtime.WithParallelism(2),
 				runtime.WithCheckpointInterval(20*time.Millisecond), runtime.WithCheckpointTimeout(10*time.Second),
-				runtime.WithRestartStrategy(runtime.FixedDelayRestart(10, 10*time.Millisecond)), runtime.WithLogger(quietLogger()),
+				runtime.WithRestartStrategy(restart.FixedDelay(10, 10*time.Millisecond)), runtime.WithLogger(quietLogger()),
 				runtime.WithJobListener(runtime.JobListener{Restarting: func(int, error) { restarts.Add(1) }}))
 			if side == "sink" {
 				src, err := NewSource(StringValues(), WithBrokers(seeds...), WithTopics("in"), WithBounded(LatestOffsets()))
@@ -536,7 +537,7 @@ func TestShuffleRestoredAtAnotherParallelismKeepsTheOwnerRule(t *testing.T) {
 	newEnv := func(par int, opts ...runtime.Option) *runtime.Environment {
 		return runtime.NewEnvironment(append([]runtime.Option{runtime.WithParallelism(par), runtime.WithCheckpointDir(dir),
 			runtime.WithCheckpointInterval(20 * time.Millisecond), runtime.WithCheckpointTimeout(10 * time.Second),
-			runtime.WithRestartStrategy(runtime.FixedDelayRestart(10, 10*time.Millisecond)), runtime.WithLogger(quietLogger())}, opts...)...)
+			runtime.WithRestartStrategy(restart.FixedDelay(10, 10*time.Millisecond)), runtime.WithLogger(quietLogger())}, opts...)...)
 	}
 	env := newEnv(2)
 	shuffleJob(t, env, st, sh, partitions, nil)

@@ -48,7 +48,7 @@ func Example() {
 	}
 	env := runtime.NewEnvironment(runtime.WithParallelism(2))
 	sink := &collectSink{}
-	rows := runtime.FromSource(env, src, "csv", runtime.NoWatermarks[[]string]()).UID("csv")
+	rows := runtime.FromSource(env, src, "csv").UID("csv")
 	runtime.SinkTo(rows, connector.Sink[[]string](sink)).UID("out")
 	if err := env.Execute(context.Background(), "csv"); err != nil {
 		fmt.Println("job failed:", err)

@@ -36,6 +36,7 @@ import (
 	"time"
 
 	"github.com/splitflow/splitflow/runtime"
+	"github.com/splitflow/splitflow/runtime/restart"
 )
 
 // logWriter turns the engine's log lines into experiment log lines.
@@ -85,7 +86,7 @@ func main() {
 	env := runtime.NewEnvironment(
 		runtime.WithParallelism(*par),
 		runtime.WithCheckpointInterval(*interval),
-		runtime.WithRestartStrategy(runtime.FixedDelayRestart(3, 200*time.Millisecond)),
+		runtime.WithRestartStrategy(restart.FixedDelay(3, 200*time.Millisecond)),
 		runtime.WithLogger(slog.New(slog.NewTextHandler(logWriter(logf), &slog.HandlerOptions{
 			ReplaceAttr: func(_ []string, a slog.Attr) slog.Attr {
 				if a.Key == slog.TimeKey {
@@ -95,7 +96,7 @@ func main() {
 			},
 		}))),
 	)
-	records := runtime.FromSource(env, src, "range", runtime.NoWatermarks[int64]()).UID("range")
+	records := runtime.FromSource(env, src, "range").UID("range")
 	mapped := runtime.Map(records, func(v int64) (int64, error) {
 		if inject && v == *failAt && failed.CompareAndSwap(false, true) {
 			logf("MAP !!! injected failure at record %d", v)

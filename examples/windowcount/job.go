@@ -8,6 +8,7 @@ import (
 	"github.com/splitflow/splitflow/connector/kafka"
 	"github.com/splitflow/splitflow/examples/internal/examplejob"
 	"github.com/splitflow/splitflow/runtime"
+	"github.com/splitflow/splitflow/runtime/watermark"
 )
 
 // windowCount is one output record: a user's count in one window.
@@ -17,7 +18,7 @@ type windowCount = runtime.WindowResult[string, int64]
 // allowed lateness.
 var lateEvents = runtime.NewOutputTag[event]("late-events")
 
-// boundedPerEvent is runtime.ForBoundedOutOfOrderness's watermark (the
+// boundedPerEvent is watermark.ForBoundedOutOfOrderness's watermark (the
 // largest event time seen minus the bound minus 1 ms), emitted after
 // every event that advances it instead of every auto-watermark interval.
 // The engine's strategy emits on a wall-clock period, so the watermark an
@@ -32,14 +33,14 @@ type boundedPerEvent struct {
 	seen  bool
 }
 
-func (g *boundedPerEvent) OnEvent(_ event, ts int64, out runtime.WatermarkOutput) {
+func (g *boundedPerEvent) OnEvent(_ event, ts int64, out watermark.Output) {
 	if !g.seen || ts > g.max {
 		g.max, g.seen = ts, true
 		out.EmitWatermark(ts - g.delay - 1)
 	}
 }
 
-func (g *boundedPerEvent) OnPeriodicEmit(runtime.WatermarkOutput) {}
+func (g *boundedPerEvent) OnPeriodicEmit(watermark.Output) {}
 
 // runJob builds and runs the pipeline: KafkaSource (bounded at the input's
 // end offsets) -> keyBy user -> tumbling event-time windows -> count ->
@@ -80,10 +81,10 @@ func runJob(ctx context.Context, o options, seeds []string, sourcePar int, p *pr
 	}
 	env := runtime.NewEnvironment(envOpts...)
 
-	watermarks := runtime.ForGenerator(func() runtime.WatermarkGenerator[event] {
+	watermarks := watermark.ForGenerator(func() watermark.Generator[event] {
 		return &boundedPerEvent{delay: ru.outOfOrderness}
 	}).WithTimestampAssigner(func(e event, _ int64) int64 { return e.At })
-	events := runtime.FromSource(env, src, "events", watermarks).UID("events").Parallelism(sourcePar)
+	events := runtime.FromSource(env, src, "events", runtime.WithWatermarks(watermarks)).UID("events").Parallelism(sourcePar)
 	checked := runtime.Map(events, func(e event) (event, error) {
 		n := p.events.Add(1)
 		if p.failures.Fail() {

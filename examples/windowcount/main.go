@@ -19,7 +19,7 @@
 // they go, as they came, to topic "late-events" (key = the user).
 //
 // The watermark is the largest event time seen minus --out-of-orderness
-// minus 1 ms, as runtime.ForBoundedOutOfOrderness computes it, but emitted
+// minus 1 ms, as watermark.ForBoundedOutOfOrderness computes it, but emitted
 // after every event that advances it rather than every auto-watermark
 // interval (see boundedPerEvent), and the input topic the example creates
 // has one partition: which events are late is then a function of the input

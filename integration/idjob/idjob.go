@@ -17,6 +17,7 @@ import (
 
 	"github.com/splitflow/splitflow/connector/kafka"
 	"github.com/splitflow/splitflow/runtime"
+	"github.com/splitflow/splitflow/runtime/restart"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -39,7 +40,7 @@ type Config struct {
 	// Discovery is the partition discovery interval (0: the default).
 	Discovery time.Duration
 	// Restart is the restart strategy (nil: the engine's default).
-	Restart runtime.RestartStrategy
+	Restart restart.Strategy
 	// TxnTimeout is the sink's transaction timeout (0: the default).
 	TxnTimeout time.Duration
 	// CommitTimeout is the sink's commit timeout (0: the default).

@@ -15,6 +15,7 @@ import (
 	"github.com/splitflow/splitflow/connector/kafka"
 	"github.com/splitflow/splitflow/integration/registrytest"
 	"github.com/splitflow/splitflow/runtime"
+	"github.com/splitflow/splitflow/runtime/restart"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -145,7 +146,7 @@ func TestEvolvedWriterIsReadExactlyOnceMidStream(t *testing.T) {
 	}
 	env := runtime.NewEnvironment(runtime.WithParallelism(2), runtime.WithLogger(quiet()),
 		runtime.WithCheckpointInterval(20*time.Millisecond), runtime.WithCheckpointTimeout(10*time.Second),
-		runtime.WithRestartStrategy(runtime.FixedDelayRestart(3, 10*time.Millisecond)))
+		runtime.WithRestartStrategy(restart.FixedDelay(3, 10*time.Millisecond)))
 	var failed atomic.Bool
 	orders := runtime.Map(runtime.FromSource(env, src, "orders").UID("in"), func(o OrderV2) (OrderV2, error) {
 		if o.ID == n*3/4 && failed.CompareAndSwap(false, true) {
@@ -255,7 +256,7 @@ func TestUndecodableRecordsGoToTheDeadLetterTopic(t *testing.T) {
 				t.Fatal(err)
 			}
 			env := runtime.NewEnvironment(runtime.WithParallelism(2), runtime.WithLogger(quiet()),
-				runtime.WithCheckpointInterval(20*time.Millisecond), runtime.WithRestartStrategy(runtime.NoRestart()))
+				runtime.WithCheckpointInterval(20*time.Millisecond), runtime.WithRestartStrategy(restart.None()))
 			orders := runtime.FromSource(env, src, "orders")
 			prefix := in + "-" + strings.ReplaceAll(policy, " ", "")
 			if policy == "dead letters" {

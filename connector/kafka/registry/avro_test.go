@@ -19,6 +19,7 @@ import (
 	"github.com/splitflow/splitflow/connector"
 	"github.com/splitflow/splitflow/connector/kafka"
 	"github.com/splitflow/splitflow/runtime"
+	"github.com/splitflow/splitflow/runtime/restart"
 	"github.com/twmb/franz-go/pkg/sr/srfake"
 )
 
@@ -387,7 +388,7 @@ func TestUnreachableRegistryFailsTheJobUnderSkipPolicy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	env := runtime.NewEnvironment(runtime.WithParallelism(1), runtime.WithLogger(quiet()), runtime.WithRestartStrategy(runtime.NoRestart()))
+	env := runtime.NewEnvironment(runtime.WithParallelism(1), runtime.WithLogger(quiet()), runtime.WithRestartStrategy(restart.None()))
 	count := &countSink{}
 	runtime.SinkTo(runtime.FromSource(env, src, "in"), connector.Sink[OrderV1](count))
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)

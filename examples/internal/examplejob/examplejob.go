@@ -29,6 +29,7 @@ import (
 
 	"github.com/splitflow/splitflow/jobflag"
 	"github.com/splitflow/splitflow/runtime"
+	"github.com/splitflow/splitflow/runtime/restart"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
@@ -246,7 +247,7 @@ func EnvOptions(job *jobflag.Job, logger *slog.Logger, failures *Failures, check
 		return nil, err
 	}
 	return append(opts,
-		runtime.WithRestartStrategy(runtime.FixedDelayRestart(runtime.Unlimited, 100*time.Millisecond)),
+		runtime.WithRestartStrategy(restart.FixedDelay(restart.Unlimited, 100*time.Millisecond)),
 		runtime.WithJobListener(runtime.JobListener{
 			CheckpointCompleted: func(int64) {
 				checkpoints.Add(1)

@@ -19,6 +19,7 @@ import (
 
 	"github.com/splitflow/splitflow/integration/idjob"
 	"github.com/splitflow/splitflow/runtime"
+	"github.com/splitflow/splitflow/runtime/restart"
 )
 
 func main() {
@@ -51,7 +52,7 @@ func main() {
 		os.Exit(2)
 	}
 	c.Brokers = strings.Split(brokers, ",")
-	c.Restart = runtime.FixedDelayRestart(runtime.Unlimited, 100*time.Millisecond)
+	c.Restart = restart.FixedDelay(restart.Unlimited, 100*time.Millisecond)
 	c.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	if pace > 0 {
 		var n atomic.Int64

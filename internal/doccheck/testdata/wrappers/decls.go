@@ -13,6 +13,8 @@ import (
 	"github.com/splitflow/splitflow/connector"
 	"github.com/splitflow/splitflow/connector/base"
 	"github.com/splitflow/splitflow/runtime"
+	"github.com/splitflow/splitflow/runtime/restart"
+	"github.com/splitflow/splitflow/runtime/watermark"
 )
 
 // Each import used once, so that a fragment need not use them all.
@@ -27,6 +29,8 @@ var (
 	_ connector.Split
 	_ = base.JSONSerializer[struct{ connector.Split }]
 	_ = runtime.NewEnvironment
+	_ = watermark.Max
+	_ = restart.None
 )
 
 // reader stands for the SplitReader that a fragment leaves out (in

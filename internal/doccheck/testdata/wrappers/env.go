@@ -12,6 +12,8 @@ import (
 	"github.com/splitflow/splitflow/connector"
 	"github.com/splitflow/splitflow/connector/datagen"
 	"github.com/splitflow/splitflow/runtime"
+	"github.com/splitflow/splitflow/runtime/restart"
+	"github.com/splitflow/splitflow/runtime/watermark"
 )
 
 // Each import used once, so that a fragment need not use them all.
@@ -24,6 +26,8 @@ var (
 	_ connector.Split
 	_ = datagen.WithSeed
 	_ = runtime.NewEnvironment
+	_ = watermark.Max
+	_ = restart.None
 )
 
 // Click is a user's click; At is its event time.

@@ -18,7 +18,9 @@ import (
 	"github.com/splitflow/splitflow/connector/file"
 	"github.com/splitflow/splitflow/connector/kafka"
 	"github.com/splitflow/splitflow/runtime"
+	"github.com/splitflow/splitflow/runtime/restart"
 	"github.com/splitflow/splitflow/runtime/status"
+	"github.com/splitflow/splitflow/runtime/watermark"
 )
 
 // Each import used once, so that a fragment need not use them all.
@@ -37,6 +39,8 @@ var (
 	_ = file.NewSource
 	_ = kafka.StringValues
 	_ = runtime.NewEnvironment
+	_ = watermark.Max
+	_ = restart.None
 	_ = status.WithToken
 )
 

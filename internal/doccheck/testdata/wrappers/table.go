@@ -8,6 +8,8 @@ import (
 	"github.com/splitflow/splitflow/connector"
 	"github.com/splitflow/splitflow/connector/kafka"
 	"github.com/splitflow/splitflow/runtime"
+	"github.com/splitflow/splitflow/runtime/restart"
+	"github.com/splitflow/splitflow/runtime/watermark"
 )
 
 // Each import used once, so that a fragment need not use them all.
@@ -16,6 +18,8 @@ var (
 	_ connector.Split
 	_ = kafka.StringValues
 	_ = runtime.NewEnvironment
+	_ = watermark.Max
+	_ = restart.None
 )
 
 // Click is a user's click.
