@@ -16,7 +16,7 @@ import (
 
 // asyncStates declares count (ValueState[int64]), seen (MapState[string,
 // int64]) and raw (ValueState[[]byte], whose values the function could
-// change in place; see also asyncsnapshot_deep_test.go).
+// change in place; see also asyncsnapshot_freeze_test.go).
 type asyncStates struct {
 	count ValueState[int64]
 	seen  MapState[string, int64]

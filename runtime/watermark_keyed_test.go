@@ -1,0 +1,32 @@
+package runtime
+
+import (
+	"slices"
+	"testing"
+
+	"github.com/splitflow/splitflow/runtime/internal/keygroup"
+)
+
+// Rule (A): watermarks never go back: the keyed process operator ignores a
+// watermark that does not advance its own.
+func TestKeyedOperatorIgnoresWatermarkThatDoesNotAdvance(t *testing.T) {
+	rec := &recorder[string]{}
+	tk := &task{name: "p", head: &opInfo{name: "p"}, cfg: &config{maxParallelism: 128}, mb: newMailbox()}
+	defer func() { _ = tk.shutdown() }()
+	p := &keyedProcessOperator[string, string, string]{info: opInfo{name: "p"}, keyFn: func(s string) string { return s },
+		hash: keygroup.HashString, par: 1, out: output[string](rec),
+		newFn: func() KeyedProcessFunction[string, string, string] {
+			return KeyedProcessFuncs[string, string, string]{Element: func(*KeyedContext[string, string], string) error { return nil }}
+		}}
+	if err := p.open(tk); err != nil {
+		t.Fatal(err)
+	}
+	for _, wm := range []int64{maxWatermark, 299, maxWatermark} {
+		if err := p.emitWatermark(wm); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !slices.Equal(rec.wms, []int64{maxWatermark}) {
+		t.Fatalf("forwarded watermarks %v, want only the first maxWatermark", rec.wms)
+	}
+}
