@@ -23,6 +23,7 @@ import (
 	"github.com/splitflow/splitflow/runtime/checkpoint"
 	"github.com/splitflow/splitflow/runtime/internal/keygroup"
 	"github.com/splitflow/splitflow/runtime/internal/slots"
+	"github.com/splitflow/splitflow/runtime/internal/statustest"
 	"github.com/splitflow/splitflow/runtime/status"
 )
 
@@ -504,7 +505,7 @@ func TestDistributedSlotWhoseLogIsGoneIsRefused(t *testing.T) {
 func TestSlotRestartAfterANewerClaimEndsTheSlot(t *testing.T) {
 	c := groupCluster(t)
 	dir := t.TempDir()
-	var logs lockedBuffer
+	var logs statustest.LockedBuffer
 	// No checkpoint is recorded meanwhile (the interval is long): only
 	// the restart can find the newer claim.
 	env := NewEnvironment(
@@ -1028,7 +1029,7 @@ func TestFirstStartPointDecisionBindsEveryProcess(t *testing.T) {
 // at once, and may take either); before, that report ended the process
 // with "slot failed".
 func TestSlotReleasedByARevocationNeverFailsTheProcess(t *testing.T) {
-	var logs lockedBuffer
+	var logs statustest.LockedBuffer
 	dr := &distDriver{env: NewEnvironment(), name: "orders", log: slog.New(slog.NewTextHandler(&logs, nil)),
 		runners: map[int]*slotRunner{}, ended: make(chan *slotRunner)}
 	cancelled := errors.New("job cancelled while restarting after a failure")

@@ -8,7 +8,6 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"errors"
-	"io"
 	"math/big"
 	"net"
 	"net/http"
@@ -16,38 +15,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/splitflow/splitflow/runtime/internal/statustest"
 	"github.com/splitflow/splitflow/runtime/status"
 )
-
-// testToken is distinctive, so a search for it in logs and bodies finds
-// nothing else.
-const testToken = "tok-3fG9x2LqP7-never-shown"
-
-// send makes one request with client (a fresh plain one when nil), with
-// the Authorization header auth when it is not empty.
-func send(t *testing.T, client *http.Client, method, url, auth string) (int, string, http.Header) {
-	t.Helper()
-	if client == nil {
-		client = &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
-	}
-	req, err := http.NewRequest(method, url, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if auth != "" {
-		req.Header.Set("Authorization", auth)
-	}
-	res, err := client.Do(req)
-	if err != nil {
-		t.Fatalf("%s %s: %v", method, url, err)
-	}
-	defer func() { _ = res.Body.Close() }()
-	b, err := io.ReadAll(res.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return res.StatusCode, string(b), res.Header
-}
 
 // Bad status server options are configuration errors of Execute, before
 // anything runs, and never show the token.
@@ -58,15 +28,15 @@ func TestHTTPOptionErrors(t *testing.T) {
 		opts []Option
 		want string
 	}{
-		{"token without a server", []Option{WithHTTP("", status.WithToken(testToken))}, "status.WithToken without an address"},
+		{"token without a server", []Option{WithHTTP("", status.WithToken(statustest.Token))}, "status.WithToken without an address"},
 		{"TLS without a server", []Option{WithHTTP("", status.WithTLS(selfSignedTLS(t)))}, "status.WithTLS without an address"},
 		{"short token", []Option{WithHTTP("127.0.0.1:0", status.WithToken("short-tok"))}, "fewer than 16"},
-		{"token with a space", []Option{WithHTTP("127.0.0.1:0", status.WithToken(testToken+" x"))}, "cannot carry"},
+		{"token with a space", []Option{WithHTTP("127.0.0.1:0", status.WithToken(statustest.Token+" x"))}, "cannot carry"},
 		{"TLS without a certificate", []Option{WithHTTP("127.0.0.1:0", status.WithTLS(noCert))}, "has no certificate"},
 		// A token beside it does not excuse the certificate: every
 		// handshake would fail, and the server could be neither read nor
 		// stopped.
-		{"TLS without a certificate, with a token", []Option{WithHTTP("127.0.0.1:0", status.WithTLS(noCert), status.WithToken(testToken))}, "has no certificate"},
+		{"TLS without a certificate, with a token", []Option{WithHTTP("127.0.0.1:0", status.WithTLS(noCert), status.WithToken(statustest.Token))}, "has no certificate"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			env := NewEnvironment(append([]Option{WithLogger(discardLogger())}, tc.opts...)...)
@@ -75,7 +45,7 @@ func TestHTTPOptionErrors(t *testing.T) {
 			if !errors.Is(err, ErrInvalidGraph) || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("Execute: %v; want an ErrInvalidGraph saying %q", err, tc.want)
 			}
-			if strings.Contains(err.Error(), testToken) || strings.Contains(err.Error(), "short-tok") {
+			if strings.Contains(err.Error(), statustest.Token) || strings.Contains(err.Error(), "short-tok") {
 				t.Errorf("the error shows the token: %v", err)
 			}
 		})
@@ -120,13 +90,13 @@ func selfSignedTLSAndPool(t *testing.T) (*tls.Config, *x509.CertPool) {
 // gracefully, Execute returning ErrStopped.
 func TestHTTPTLSServerStopsJobWithToken(t *testing.T) {
 	cfg, pool := selfSignedTLSAndPool(t)
-	j := startLiveJob(t, WithHTTP("127.0.0.1:0", status.WithTLS(cfg), status.WithToken(testToken)))
+	j := startLiveJob(t, WithHTTP("127.0.0.1:0", status.WithTLS(cfg), status.WithToken(statustest.Token)))
 	base := "https://" + j.addr
 	client := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{
 		DisableKeepAlives: true, TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12},
 	}}
 	for _, path := range []string{"/", "/metrics", "/api/v1/job"} {
-		if code, body, _ := send(t, client, http.MethodGet, base+path, ""); code != http.StatusOK {
+		if code, body, _ := statustest.Send(t, client, http.MethodGet, base+path, ""); code != http.StatusOK {
 			t.Errorf("GET %s over TLS without a token: %d %.200q", path, code, body)
 		}
 	}
@@ -137,7 +107,7 @@ func TestHTTPTLSServerStopsJobWithToken(t *testing.T) {
 			t.Error("the TLS server answered plain HTTP with 200")
 		}
 	}
-	if code, _, _ := send(t, client, http.MethodPost, base+"/api/v1/job/stop", ""); code != http.StatusUnauthorized {
+	if code, _, _ := statustest.Send(t, client, http.MethodPost, base+"/api/v1/job/stop", ""); code != http.StatusUnauthorized {
 		t.Fatalf("stop without a token: %d, want 401", code)
 	}
 	select {
@@ -145,7 +115,7 @@ func TestHTTPTLSServerStopsJobWithToken(t *testing.T) {
 		t.Fatalf("the job ended after a refused stop: %v", err)
 	default:
 	}
-	if code, body, _ := send(t, client, http.MethodPost, base+"/api/v1/job/stop", "Bearer "+testToken); code != http.StatusAccepted {
+	if code, body, _ := statustest.Send(t, client, http.MethodPost, base+"/api/v1/job/stop", "Bearer "+statustest.Token); code != http.StatusAccepted {
 		t.Fatalf("stop with the token: %d %q, want 202", code, body)
 	}
 	select {
@@ -163,13 +133,13 @@ func TestHTTPTLSServerStopsJobWithToken(t *testing.T) {
 // A token served over plain HTTP on an address other hosts reach is
 // readable on the network: the server says so at start, without the token.
 func TestHTTPWarnsOfTokenOverPlainHTTP(t *testing.T) {
-	var logs lockedBuffer
-	j := startLiveJob(t, WithHTTP("0.0.0.0:0", status.WithToken(testToken)), WithLogger(slogText(&logs)))
+	var logs statustest.LockedBuffer
+	j := startLiveJob(t, WithHTTP("0.0.0.0:0", status.WithToken(statustest.Token)), WithLogger(slogText(&logs)))
 	j.stop(t)
 	if !strings.Contains(logs.String(), "over plain HTTP") {
 		t.Errorf("no warning of a token over plain HTTP on %s:\n%s", j.addr, logs.String())
 	}
-	if strings.Contains(logs.String(), testToken) {
+	if strings.Contains(logs.String(), statustest.Token) {
 		t.Error("the log shows the token")
 	}
 }

@@ -1,7 +1,6 @@
 package runtime
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"log/slog"
@@ -15,6 +14,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/splitflow/splitflow/runtime/internal/statustest"
 	"github.com/splitflow/splitflow/runtime/restart"
 	"github.com/splitflow/splitflow/runtime/status"
 	"github.com/splitflow/splitflow/runtime/watermark"
@@ -94,7 +94,7 @@ func TestMetricsCountRecordsThatFlowed(t *testing.T) {
 // each split assignment.
 func TestMetricsCheckpointsAndRestarts(t *testing.T) {
 	reg := prometheus.NewRegistry()
-	var logs lockedBuffer
+	var logs statustest.LockedBuffer
 	store := newTxnStore()
 	src := &rangeSrc{splits: 4, perSplit: 40, delay: 200 * time.Microsecond, readerFailAt: -1}
 	env := countingJob(2, src, failOnce(50), &txnSink2PC{store: store},
@@ -396,24 +396,7 @@ func TestMetricsInvalidUTF8Names(t *testing.T) {
 	}
 }
 
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
-func slogText(w *lockedBuffer) *slog.Logger { return slog.New(slog.NewTextHandler(w, nil)) }
+func slogText(w *statustest.LockedBuffer) *slog.Logger { return slog.New(slog.NewTextHandler(w, nil)) }
 
 // idleInput never has input: its task only waits.
 type idleInput struct{ never chan struct{} }

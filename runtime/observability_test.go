@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/splitflow/splitflow/metrics/metricstest"
+	"github.com/splitflow/splitflow/runtime/internal/statustest"
 	"github.com/splitflow/splitflow/runtime/status"
 	"github.com/splitflow/splitflow/runtime/watermark"
 )
@@ -81,7 +82,7 @@ func TestCheckpointObservability(t *testing.T) {
 		pebble := strings.HasSuffix(t.Name(), "/"+string(kindPebble))
 		const unique, changing, trickle = 20000, 10, 300
 		reg := prometheus.NewRegistry()
-		var logs lockedBuffer
+		var logs statustest.LockedBuffer
 		release := make(chan struct{})
 		var released sync.Once
 		defer released.Do(func() { close(release) })

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/splitflow/splitflow/runtime/internal/statustest"
 	"github.com/splitflow/splitflow/runtime/restart"
 )
 
@@ -14,7 +15,7 @@ import (
 // stays in Execute's error and the log, where the code at fault is looked
 // for. Before, the status carried the whole stack of the task goroutine.
 func TestStatusShowsAPanicWithoutItsStack(t *testing.T) {
-	var logs lockedBuffer
+	var logs statustest.LockedBuffer
 	env := NewEnvironment(WithLogger(slogText(&logs)), WithRestartStrategy(restart.FixedDelay(1, 0)))
 	src := &memSource[ev]{numSplits: 1, perSplit: 10, gen: genEv(3)}
 	in := FromSource(env, src, "mem")

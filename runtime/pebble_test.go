@@ -19,6 +19,7 @@ import (
 
 	"github.com/splitflow/splitflow/runtime/checkpoint"
 	"github.com/splitflow/splitflow/runtime/internal/keygroup"
+	"github.com/splitflow/splitflow/runtime/internal/statustest"
 	"github.com/splitflow/splitflow/runtime/restart"
 )
 
@@ -282,7 +283,7 @@ func TestPebbleStoreFailureDeclinesCheckpointLosesNothing(t *testing.T) {
 	src := &rangeSrc{splits: 4, perSplit: 60, delay: 300 * time.Microsecond, readerFailAt: -1}
 	sink := &txnSink2PC{store: newTxnStore()}
 	sc := pebbleStateConfig(t)
-	var logs lockedBuffer
+	var logs statustest.LockedBuffer
 	env := countingJob(2, src, failOnce(150), sink,
 		WithCheckpointInterval(3*time.Millisecond), WithCheckpointStorage(store), WithTolerableCheckpointFailures(100),
 		WithRestartStrategy(restart.FixedDelay(5, time.Millisecond)), WithLogger(slogText(&logs)),

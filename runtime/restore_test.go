@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/splitflow/splitflow/runtime/checkpoint"
+	"github.com/splitflow/splitflow/runtime/internal/statustest"
 	"github.com/splitflow/splitflow/runtime/restart"
 	"github.com/splitflow/splitflow/runtime/status"
 )
@@ -169,7 +170,7 @@ func TestRestoreRefusesUnclaimedState(t *testing.T) {
 			t.Errorf("error %q does not say %q", err, want)
 		}
 	}
-	var logs lockedBuffer
+	var logs statustest.LockedBuffer
 	if err := job(WithAllowNonRestoredState(), WithLogger(slogText(&logs))).Execute(testCtx(t), "first"); err != nil {
 		t.Fatalf("with WithAllowNonRestoredState: %v", err)
 	}
@@ -239,7 +240,7 @@ func TestDefaultUIDStableUnderInsertion(t *testing.T) {
 	if err := env.Execute(testCtx(t), "first"); err == nil {
 		t.Fatal("the job finished before it could be killed")
 	}
-	var logs lockedBuffer
+	var logs statustest.LockedBuffer
 	env = defaultUIDJob(true, &rangeSrc{splits: 4, perSplit: 100, readerFailAt: -1}, identity, &txnSink2PC{store: store},
 		WithCheckpointInterval(3*time.Millisecond), WithCheckpointDir(dir), WithLogger(slogText(&logs)))
 	if err := env.Execute(testCtx(t), "first"); err != nil {
@@ -493,7 +494,7 @@ func TestRestoreIsReported(t *testing.T) {
 			return v, nil
 		}
 	}
-	var logs lockedBuffer
+	var logs statustest.LockedBuffer
 	var last int64
 	env := countingJob(2, &rangeSrc{splits: 4, perSplit: 100, delay: time.Millisecond, readerFailAt: -1}, kill, &txnSink2PC{store: store},
 		WithCheckpointInterval(3*time.Millisecond), WithCheckpointDir(dir), WithRestartStrategy(restart.None()), WithLogger(slogText(&logs)), listener)
@@ -515,7 +516,7 @@ func TestRestoreIsReported(t *testing.T) {
 	}
 
 	events = nil
-	logs = lockedBuffer{}
+	logs = statustest.LockedBuffer{}
 	// The two writers are created on their tasks' goroutines, at once.
 	var startedBefore atomic.Bool
 	env = countingJob(2, &rangeSrc{splits: 4, perSplit: 100, readerFailAt: -1}, identity,

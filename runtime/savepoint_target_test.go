@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/splitflow/splitflow/runtime/internal/statustest"
 	"github.com/splitflow/splitflow/runtime/status"
 )
 
@@ -37,12 +38,12 @@ func startTestHTTP(t *testing.T, opts ...Option) string {
 // could.
 func TestHTTPSavepointTargetIsConfinedToTheSavepointRoot(t *testing.T) {
 	root := t.TempDir()
-	addr := startTestHTTP(t, WithSavepointDir(root), WithHTTP("127.0.0.1:0", status.WithToken(testToken)))
+	addr := startTestHTTP(t, WithSavepointDir(root), WithHTTP("127.0.0.1:0", status.WithToken(statustest.Token)))
 	post := func(target string) (int, string) {
 		t.Helper()
 		b, _ := json.Marshal(map[string]string{"target": target})
 		req, _ := http.NewRequest(http.MethodPost, "http://"+addr+"/api/v1/savepoints", strings.NewReader(string(b)))
-		req.Header.Set("Authorization", "Bearer "+testToken)
+		req.Header.Set("Authorization", "Bearer "+statustest.Token)
 		res, err := http.DefaultClient.Do(req)
 		if err != nil {
 			t.Fatal(err)

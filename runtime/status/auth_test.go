@@ -2,67 +2,18 @@ package status
 
 import (
 	"bufio"
-	"bytes"
 	"io"
 	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/splitflow/splitflow/runtime/internal/statustest"
 )
-
-// testToken is distinctive, so a search for it in logs and bodies finds
-// nothing else.
-const testToken = "tok-3fG9x2LqP7-never-shown"
-
-// send makes one request with client (a fresh plain one when nil), with
-// the Authorization header auth when it is not empty.
-func send(t *testing.T, client *http.Client, method, url, auth string) (int, string, http.Header) {
-	t.Helper()
-	if client == nil {
-		client = &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
-	}
-	req, err := http.NewRequest(method, url, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if auth != "" {
-		req.Header.Set("Authorization", auth)
-	}
-	res, err := client.Do(req)
-	if err != nil {
-		t.Fatalf("%s %s: %v", method, url, err)
-	}
-	defer func() { _ = res.Body.Close() }()
-	b, err := io.ReadAll(res.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return res.StatusCode, string(b), res.Header
-}
-
-// lockedBuffer is a log destination the server's goroutines write to
-// while the test reads it.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // Rule (issue: a status server that lets no one in): an endpoint that
 // changes the job answers 401 without a Bearer token, 403 with a wrong
@@ -75,24 +26,24 @@ func TestHTTPChangingEndpointNeedsToken(t *testing.T) {
 		code                    int
 		stops                   int64
 	}{
-		{"no header", testToken, "", http.StatusUnauthorized, 0},
-		{"another scheme", testToken, "Basic " + testToken, http.StatusUnauthorized, 0},
-		{"empty bearer", testToken, "Bearer ", http.StatusUnauthorized, 0},
-		{"wrong token", testToken, "Bearer " + wrong, http.StatusForbidden, 0},
-		{"token with a suffix", testToken, "Bearer " + testToken + "x", http.StatusForbidden, 0},
-		{"right token", testToken, "Bearer " + testToken, http.StatusAccepted, 1},
-		{"scheme in lower case", testToken, "bearer " + testToken, http.StatusAccepted, 1},
-		{"server without a token", "", "Bearer " + testToken, http.StatusForbidden, 0},
+		{"no header", statustest.Token, "", http.StatusUnauthorized, 0},
+		{"another scheme", statustest.Token, "Basic " + statustest.Token, http.StatusUnauthorized, 0},
+		{"empty bearer", statustest.Token, "Bearer ", http.StatusUnauthorized, 0},
+		{"wrong token", statustest.Token, "Bearer " + wrong, http.StatusForbidden, 0},
+		{"token with a suffix", statustest.Token, "Bearer " + statustest.Token + "x", http.StatusForbidden, 0},
+		{"right token", statustest.Token, "Bearer " + statustest.Token, http.StatusAccepted, 1},
+		{"scheme in lower case", statustest.Token, "bearer " + statustest.Token, http.StatusAccepted, 1},
+		{"server without a token", "", "Bearer " + statustest.Token, http.StatusForbidden, 0},
 		{"server without a token, no header", "", "", http.StatusForbidden, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var stops atomic.Int64
-			var logs lockedBuffer
+			var logs statustest.LockedBuffer
 			reg, _ := fakeMetrics()
 			srv := httptest.NewServer(newHandler(&fakeRunner{status: fakeStatus(time.Now()), metrics: reg, stop: func() { stops.Add(1) }},
 				tc.serverToken, slog.New(slog.NewTextHandler(&logs, nil))))
 			defer srv.Close()
-			code, body, h := send(t, nil, http.MethodPost, srv.URL+"/api/v1/job/stop", tc.auth)
+			code, body, h := statustest.Send(t, nil, http.MethodPost, srv.URL+"/api/v1/job/stop", tc.auth)
 			if code != tc.code {
 				t.Errorf("POST /api/v1/job/stop: %d %q, want %d", code, body, tc.code)
 			}
@@ -106,7 +57,7 @@ func TestHTTPChangingEndpointNeedsToken(t *testing.T) {
 				t.Errorf("the refusal was not logged: %q", logs.String())
 			}
 			for what, s := range map[string]string{"body": body, "log": logs.String()} {
-				if strings.Contains(s, testToken) || strings.Contains(s, wrong) {
+				if strings.Contains(s, statustest.Token) || strings.Contains(s, wrong) {
 					t.Errorf("the %s shows a token: %q", what, s)
 				}
 			}
@@ -119,18 +70,18 @@ func TestHTTPChangingEndpointNeedsToken(t *testing.T) {
 // not carry the token.
 func TestHTTPReadOnlyEndpointsNeedNoToken(t *testing.T) {
 	reg, _ := fakeMetrics()
-	srv := httptest.NewServer(newHandler(&fakeRunner{status: fakeStatus(time.Now()), metrics: reg, stop: func() {}}, testToken, nil))
+	srv := httptest.NewServer(newHandler(&fakeRunner{status: fakeStatus(time.Now()), metrics: reg, stop: func() {}}, statustest.Token, nil))
 	defer srv.Close()
 	for _, path := range []string{"/", "/metrics", "/healthz", "/readyz", "/api/v1/job"} {
-		code, body, _ := send(t, nil, http.MethodGet, srv.URL+path, "")
+		code, body, _ := statustest.Send(t, nil, http.MethodGet, srv.URL+path, "")
 		if code != http.StatusOK && !(path == "/readyz" && code == http.StatusServiceUnavailable) {
 			t.Errorf("GET %s without a token: %d %q", path, code, body)
 		}
-		if strings.Contains(body, testToken) {
+		if strings.Contains(body, statustest.Token) {
 			t.Errorf("GET %s shows the token", path)
 		}
 	}
-	if code, _, _ := send(t, nil, http.MethodHead, srv.URL+"/healthz", ""); code != http.StatusOK {
+	if code, _, _ := statustest.Send(t, nil, http.MethodHead, srv.URL+"/healthz", ""); code != http.StatusOK {
 		t.Errorf("HEAD /healthz without a token: %d", code)
 	}
 }
@@ -146,16 +97,16 @@ func TestHTTPGuardCoversEveryChangingRoute(t *testing.T) {
 	for _, p := range []string{"GET /read", "POST /a", "PUT /b", "PATCH /c", "DELETE /d", "OPTIONS /e", "/any"} {
 		mux.HandleFunc(p, ok)
 	}
-	srv := httptest.NewServer(authorized(mux, testToken, slog.New(slog.NewTextHandler(io.Discard, nil))))
+	srv := httptest.NewServer(authorized(mux, statustest.Token, slog.New(slog.NewTextHandler(io.Discard, nil))))
 	defer srv.Close()
 	for _, c := range []struct{ method, path string }{
 		{http.MethodPost, "/a"}, {http.MethodPut, "/b"}, {http.MethodPatch, "/c"},
 		{http.MethodDelete, "/d"}, {http.MethodOptions, "/e"}, {http.MethodPost, "/any"},
 	} {
-		if code, _, _ := send(t, nil, c.method, srv.URL+c.path, ""); code != http.StatusUnauthorized {
+		if code, _, _ := statustest.Send(t, nil, c.method, srv.URL+c.path, ""); code != http.StatusUnauthorized {
 			t.Errorf("%s %s without a token: %d, want 401", c.method, c.path, code)
 		}
-		if code, _, _ := send(t, nil, c.method, srv.URL+c.path, "Bearer "+testToken); code != http.StatusNoContent {
+		if code, _, _ := statustest.Send(t, nil, c.method, srv.URL+c.path, "Bearer "+statustest.Token); code != http.StatusNoContent {
 			t.Errorf("%s %s with the token: %d, want 204", c.method, c.path, code)
 		}
 	}
@@ -171,7 +122,7 @@ func TestHTTPGuardCoversEveryChangingRoute(t *testing.T) {
 		{http.MethodPost, "/read", http.StatusMethodNotAllowed},
 		{http.MethodPost, "/nowhere", http.StatusNotFound},
 	} {
-		if code, _, _ := send(t, nil, c.method, srv.URL+c.path, ""); code != c.code {
+		if code, _, _ := statustest.Send(t, nil, c.method, srv.URL+c.path, ""); code != c.code {
 			t.Errorf("%s %s without a token: %d, want %d", c.method, c.path, code, c.code)
 		}
 	}
@@ -186,7 +137,7 @@ func TestHTTPStopCannotBeReachedWithoutTokenBySpelling(t *testing.T) {
 	var stops atomic.Int64
 	reg, _ := fakeMetrics()
 	srv := httptest.NewServer(newHandler(&fakeRunner{status: fakeStatus(time.Now()), metrics: reg, stop: func() { stops.Add(1) }},
-		testToken, slog.New(slog.NewTextHandler(io.Discard, nil))))
+		statustest.Token, slog.New(slog.NewTextHandler(io.Discard, nil))))
 	defer srv.Close()
 	for _, req := range []string{
 		"POST /api/v1/job/stop/", "POST //api/v1/job/stop", "POST /api/v1//job/stop", "POST /api/v1/job/./stop",

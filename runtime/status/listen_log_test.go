@@ -5,6 +5,8 @@ import (
 	"net"
 	"strings"
 	"testing"
+
+	"github.com/splitflow/splitflow/runtime/internal/statustest"
 )
 
 // Rule: once the status server listens, it logs the address it is bound
@@ -12,7 +14,7 @@ import (
 // log. Before, nothing said where it listened, and only a program that
 // called Environment.HTTPAddr knew.
 func TestHTTPServerLogsItsBoundAddress(t *testing.T) {
-	var logs lockedBuffer
+	var logs statustest.LockedBuffer
 	s, err := New("127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/splitflow/splitflow/runtime/internal/statustest"
 )
 
 // Rule: New checks the options before anything is bound, each error
@@ -22,7 +24,7 @@ func TestNewRefusesBadOptionsNamingThemAndClosesTheListener(t *testing.T) {
 	}{
 		{"listener beside an address", "127.0.0.1:0", true, nil, "status.WithListener with the address"},
 		{"nothing to serve on", "", false, []Option{WithMaxConns(3)}, "nothing to serve on"},
-		{"token without a server", "", false, []Option{WithToken(testToken)}, "status.WithToken without an address"},
+		{"token without a server", "", false, []Option{WithToken(statustest.Token)}, "status.WithToken without an address"},
 		{"allowed hosts without a server", "", false, []Option{WithAllowedHosts("a.example")}, "status.WithAllowedHosts without an address"},
 		{"a host with a port", "127.0.0.1:0", false, []Option{WithAllowedHosts("a.example:80")}, "give a host name alone"},
 		{"negative read timeout", "127.0.0.1:0", false, []Option{WithReadTimeout(-time.Second)}, "status.WithReadTimeout(-1s)"},

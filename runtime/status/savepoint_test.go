@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/splitflow/splitflow/runtime/internal/statustest"
 )
 
 // Rule: POST /api/v1/savepoints changes the job, so it needs the token;
@@ -24,7 +26,7 @@ func TestSavepointEndpoint(t *testing.T) {
 		}
 		return Savepoint{Path: target + "/savepoint-3-t", Checkpoint: 3}, nil
 	}}
-	srv := httptest.NewServer(newHandler(job, testToken, slog.New(slog.DiscardHandler)))
+	srv := httptest.NewServer(newHandler(job, statustest.Token, slog.New(slog.DiscardHandler)))
 	defer srv.Close()
 	post := func(body, token string) (int, map[string]any) {
 		req, _ := http.NewRequest(http.MethodPost, srv.URL+"/api/v1/savepoints", strings.NewReader(body))
@@ -43,17 +45,17 @@ func TestSavepointEndpoint(t *testing.T) {
 	if code, _ := post(`{"target":"/sp"}`, ""); code != http.StatusUnauthorized || gotTarget != "" {
 		t.Fatalf("without token: %d (target reached: %q)", code, gotTarget)
 	}
-	code, out := post(`{"target":"/sp","stop":true}`, testToken)
+	code, out := post(`{"target":"/sp","stop":true}`, statustest.Token)
 	if code != http.StatusOK || out["path"] != "/sp/savepoint-3-t" || out["checkpoint"] != float64(3) || !gotStop {
 		t.Fatalf("with token: %d %v (stop %v)", code, out, gotStop)
 	}
-	if code, out := post(`{"target":"conflict"}`, testToken); code != http.StatusConflict || out["error"] == nil {
+	if code, out := post(`{"target":"conflict"}`, statustest.Token); code != http.StatusConflict || out["error"] == nil {
 		t.Fatalf("refused: %d %v", code, out)
 	}
-	if code, out := post(`{"targt":"x"}`, testToken); code != http.StatusBadRequest || out["error"] == nil {
+	if code, out := post(`{"targt":"x"}`, statustest.Token); code != http.StatusBadRequest || out["error"] == nil {
 		t.Fatalf("bad body: %d %v", code, out)
 	}
-	if code, _ := post(``, testToken); code != http.StatusOK || gotTarget != "" {
+	if code, _ := post(``, statustest.Token); code != http.StatusOK || gotTarget != "" {
 		t.Fatalf("empty body: %d, target %q", code, gotTarget)
 	}
 }
