@@ -5,8 +5,11 @@
 //
 //  1. KAFKA_BOOTSTRAP_SERVERS, when set: an external broker (or cluster)
 //     that kafkatest neither starts nor stops;
-//  2. a Docker engine that answers: testcontainers-go runs the pinned
-//     apache/kafka image in single-node KRaft mode;
+//  2. in a build with the docker tag (go test -tags docker), a Docker
+//     engine that answers: testcontainers-go runs the pinned apache/kafka
+//     image in single-node KRaft mode. Without the tag testcontainers-go
+//     and its dependencies stay out of every test binary that uses a
+//     broker, and make test does without them;
 //  3. otherwise a local Apache Kafka 4.4 broker in KRaft combined mode, run
 //     with the machine's JDK from the Maven Central artifact
 //     org.apache.kafka:kafka_2.13:4.4.0. Maven fetches the jars once into

@@ -24,7 +24,8 @@ const (
 	// EnvStartTimeout overrides how long a started broker may take to become
 	// ready (a Go duration; default 90s).
 	EnvStartTimeout = "SPLITFLOW_KAFKA_START_TIMEOUT"
-	// EnvNoDocker, set to 1, skips the Docker engine probe.
+	// EnvNoDocker, set to 1, skips the Docker engine probe of a build with
+	// the docker tag.
 	EnvNoDocker = "SPLITFLOW_KAFKA_NO_DOCKER"
 )
 
@@ -222,8 +223,8 @@ func Required() bool {
 	return os.Getenv("CI") == "true" || os.Getenv(EnvRequire) == "1"
 }
 
-// Start gets a broker in the package's order (external, container, local)
-// and waits until it is ready. The caller owns it and must Close it.
+// Start gets a broker in the package's order (external, container with the
+// docker build tag, local) and waits until it is ready. The caller owns it and must Close it.
 func Start(ctx context.Context) (*Broker, error) {
 	if v := strings.TrimSpace(os.Getenv(EnvBootstrap)); v != "" {
 		addrs := splitAddrs(v)
@@ -234,7 +235,14 @@ func Start(ctx context.Context) (*Broker, error) {
 		return b, nil
 	}
 	if os.Getenv(EnvNoDocker) != "1" && dockerAnswers(ctx) {
-		return startContainer(ctx)
+		if withContainer {
+			return startContainer(ctx)
+		}
+		b, err := startLocal(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("%w (a Docker engine answers: build the tests with -tags docker to run the broker in it)", err)
+		}
+		return b, nil
 	}
 	return startLocal(ctx)
 }
