@@ -156,7 +156,7 @@ func killedDuringCheckpoints(t *testing.T, checkpointDir, backend string) {
 		// expires (10s); the next run would wait that out, four times a
 		// test. Its members leave at once instead: what is tested is the
 		// restart from the checkpoints. TestPebbleProcessKilledDuringUploadIsExact
-		// waits the expiry out.
+		// waits the expiry out, of a 3s lease.
 		b.RemoveGroupMembers(t, txn.LeaseGroup(prefix))
 		t.Logf("run %d: SIGKILL %s after its first checkpoint", run, after)
 	}
@@ -203,7 +203,10 @@ func TestPebbleProcessKilledDuringUploadIsExact(t *testing.T) {
 	stateDir := t.TempDir()
 	args := []string{"--brokers", b.Bootstrap(), "--input-topic", "up-lines-" + suffix, "--output-topic", "up-counts-" + suffix,
 		"--transactional-id-prefix", "up-" + suffix, "--checkpoint-dir", url, "--input-file", input,
-		"--checkpoint-interval", "100ms", "--state-backend", "pebble", "--state-dir", stateDir, "-v"}
+		"--checkpoint-interval", "100ms", "--state-backend", "pebble", "--state-dir", stateDir, "-v",
+		// The run after the kill waits out the killed run's lease; 3s
+		// rather than the default 10s.
+		"--prefix-lease-session-timeout", "3s"}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 

@@ -38,6 +38,9 @@ func runJob(ctx context.Context, o options, seeds []string, p *progress, logger 
 	if o.noTimeoutCheck {
 		sinkOpts = append(sinkOpts, kafka.WithoutBrokerTimeoutCheck())
 	}
+	if o.leaseSession > 0 {
+		sinkOpts = append(sinkOpts, kafka.WithPrefixLeaseSessionTimeout(o.leaseSession))
+	}
 	sink, err := kafka.NewSink(kafka.KeyValueSerializer(o.outputTopic, func(wc wordCount) ([]byte, []byte, error) {
 		return []byte(wc.Key), strconv.AppendInt(nil, wc.Value, 10), nil
 	}), sinkOpts...)

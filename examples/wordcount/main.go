@@ -56,6 +56,9 @@ type options struct {
 	verbose     bool
 	// noTimeoutCheck: kafka.WithoutBrokerTimeoutCheck on the sink.
 	noTimeoutCheck bool
+	// leaseSession is the sink's prefix lease session timeout
+	// (kafka.WithPrefixLeaseSessionTimeout; 0: the sink's default).
+	leaseSession time.Duration
 	// discovery is how often an unbounded input looks for new partitions
 	// (kafka.WithPartitionDiscoveryInterval).
 	discovery time.Duration
@@ -84,6 +87,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.Int64Var(&o.failEvery, "fail-every", 0, "inject a task failure every N records (0: never); the job restarts and must still be exact")
 	fs.IntVar(&o.partitions, "partitions", 4, "partitions of topics the job creates")
 	fs.BoolVar(&o.verbose, "v", false, "log every checkpoint, restart and assignment")
+	fs.DurationVar(&o.leaseSession, "prefix-lease-session-timeout", 0, "session timeout of the sink's prefix lease, which a run after a killed one waits out (0: the sink's default, 10s)")
 	fs.BoolVar(&o.noTimeoutCheck, "no-broker-timeout-check", false, "do not read the brokers' transaction.max.timeout.ms at start, for a principal without DescribeConfigs on the cluster; the transaction timeout is then checked against the checkpoint settings only")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "usage: wordcount [flags]\n       wordcount write-input|verify --brokers B [flags]\n\nCounts words of a Kafka topic exactly-once; with --distributed, as one of the processes of a job, whose input write-input writes and whose output verify checks. Flags:\n")
