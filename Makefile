@@ -13,8 +13,10 @@ TEST_TIMEOUT ?= 30m
 # installs the broker's needs, so a broker that still cannot start fails
 # the broker tests instead of skipping them (SPLITFLOW_REQUIRE_KAFKA; the
 # schema registry tests of integration/registrytest honour it too).
+# check has vetted every package with all of vet's analyzers, so go test
+# does not vet them again (-vet=off).
 test: deps check
-	SPLITFLOW_REQUIRE_KAFKA=1 $(GO) test -race -shuffle=on -count=1 -timeout $(TEST_TIMEOUT) ./...
+	SPLITFLOW_REQUIRE_KAFKA=1 $(GO) test -race -vet=off -shuffle=on -count=1 -timeout $(TEST_TIMEOUT) ./...
 
 # A JDK and Maven (the local Kafka broker), a JDK 21+ (the local schema
 # registry, Apicurio) and Chromium (the status page tests), installed with
