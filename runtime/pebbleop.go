@@ -9,7 +9,7 @@ import (
 	"sync"
 
 	"github.com/splitflow/splitflow/runtime/checkpoint"
-	"github.com/splitflow/splitflow/runtime/state"
+	"github.com/splitflow/splitflow/runtime/internal/pebblestate"
 )
 
 // The keyed process operator with the pebble backend: opening and
@@ -37,8 +37,8 @@ func newPebbleKeyed(t *task, uid string, subtask, par, maxPar int) (*pebbleKeyed
 	return pk, nil
 }
 
-func (t *task) stateStoreConfig(dir string, be *pebbleBackend) state.Config {
-	cfg := state.Config{Dir: dir, Cache: be.cache, MemTableSize: t.cfg.state.memTable, BufferEntries: t.cfg.state.bufferEntries}
+func (t *task) stateStoreConfig(dir string, be *pebbleBackend) pebblestate.Config {
+	cfg := pebblestate.Config{Dir: dir, Cache: be.cache, MemTableSize: t.cfg.state.memTable, BufferEntries: t.cfg.state.bufferEntries}
 	if t.ex != nil {
 		cfg.Logger = t.ex.log
 	}
@@ -68,7 +68,7 @@ func (p *keyedProcessOperator[K, I, O]) openPebble(t *task, olds []pebbleBlob) (
 	}()
 	cfg := t.stateStoreConfig(dir, pk.be)
 	if len(olds) == 0 {
-		st, err := state.Open(cfg)
+		st, err := pebblestate.Open(cfg)
 		if err != nil {
 			return err
 		}
@@ -82,7 +82,7 @@ func (p *keyedProcessOperator[K, I, O]) openPebble(t *task, olds []pebbleBlob) (
 	if err := layPebble(dir, base, chk); err != nil {
 		return err
 	}
-	st, err := state.OpenRestored(cfg)
+	st, err := pebblestate.OpenRestored(cfg)
 	if err != nil {
 		return err
 	}
@@ -195,7 +195,7 @@ func layPebble(dir string, b pebbleBlob, chk *checkpoint.Checkpoint) error {
 		names = append(names, f.name)
 		byName[f.name] = f.h
 	}
-	err := state.Lay(dir, b.small, names, func(name, dst string) error {
+	err := pebblestate.Lay(dir, b.small, names, func(name, dst string) error {
 		return chk.CopyFile(byName[name], dst)
 	})
 	if err != nil {

@@ -25,13 +25,13 @@ import (
 
 	"github.com/splitflow/splitflow/internal/flock"
 	"github.com/splitflow/splitflow/runtime/checkpoint"
-	"github.com/splitflow/splitflow/runtime/state"
+	"github.com/splitflow/splitflow/runtime/internal/pebblestate"
 )
 
 // The pebble state backend on the engine's side: typed ValueState and
-// MapState over a state.Store, the blob that describes a pebble
+// MapState over a pebblestate.Store, the blob that describes a pebble
 // checkpoint of one subtask, and its restore, also across parallelism
-// changes. Keys are laid out as the state package says:
+// changes. Keys are laid out as package pebblestate says:
 //
 //	value:     keyGroup(2) stateID(2) key
 //	map entry: keyGroup(2) stateID(2) uvarint(len(key)) key userKey
@@ -81,17 +81,17 @@ type pebbleBackend struct {
 	lock   *os.File
 	cache  *pebble.Cache
 	seq    int
-	stores map[*state.Store]bool
+	stores map[*pebblestate.Store]bool
 }
 
 // opened and closed keep the set of open stores, for usage.
-func (b *pebbleBackend) opened(s *state.Store) {
+func (b *pebbleBackend) opened(s *pebblestate.Store) {
 	b.mu.Lock()
 	b.stores[s] = true
 	b.mu.Unlock()
 }
 
-func (b *pebbleBackend) closed(s *state.Store) {
+func (b *pebbleBackend) closed(s *pebblestate.Store) {
 	b.mu.Lock()
 	delete(b.stores, s)
 	b.mu.Unlock()
@@ -164,7 +164,7 @@ func newPebbleBackend(cfg *stateConfig) (*pebbleBackend, error) {
 		_ = os.RemoveAll(tmp)
 		return nil, fmt.Errorf("pebble state: lock %s: %w", root, err)
 	}
-	return &pebbleBackend{root: root, lock: lock, cache: pebble.NewCache(cfg.cacheSize), stores: map[*state.Store]bool{}}, nil
+	return &pebbleBackend{root: root, lock: lock, cache: pebble.NewCache(cfg.cacheSize), stores: map[*pebblestate.Store]bool{}}, nil
 }
 
 // stateLockFile, in a job's state directory, is locked while the job runs.
@@ -275,7 +275,7 @@ type pebbleStateID struct {
 
 // pebbleKeyed is one keyed operator subtask's pebble state.
 type pebbleKeyed struct {
-	store *state.Store
+	store *pebblestate.Store
 	be    *pebbleBackend
 	// ownBackend: be is this subtask's alone (a task run without a job),
 	// closed with it.
@@ -299,7 +299,7 @@ type pebbleKeyed struct {
 	// since the DB opened.
 	listGen      uint64
 	listSeq      uint64
-	snap         *state.Snapshot
+	snap         *pebblestate.Snapshot
 	snapDir      string
 	lastSnapshot pebbleSnapshotInfo
 }

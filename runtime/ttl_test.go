@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/splitflow/splitflow/runtime/checkpoint"
-	"github.com/splitflow/splitflow/runtime/state"
+	"github.com/splitflow/splitflow/runtime/internal/pebblestate"
 )
 
 // ttlSnapshots numbers the snapshots stateEntryCount takes.
@@ -75,7 +75,7 @@ func stateEntryCount(t *testing.T, p *keyedProcessOperator[string, string, strin
 		snapshotNow(t, p, ttlSnapshots)
 		id := pk.ids[name].id
 		n := 0
-		lo, hi := appendKeyPrefix(nil, 0, 0), state.PrefixEnd(appendKeyPrefix(nil, 0xffff, 0xffff))
+		lo, hi := appendKeyPrefix(nil, 0, 0), pebblestate.PrefixEnd(appendKeyPrefix(nil, 0xffff, 0xffff))
 		err := pk.store.ScanDB(lo, hi, func(k, _ []byte) ([]byte, bool) {
 			if len(k) >= 4 && uint16(k[2])<<8|uint16(k[3]) == id {
 				n++

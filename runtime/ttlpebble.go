@@ -5,7 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 
-	"github.com/splitflow/splitflow/runtime/state"
+	"github.com/splitflow/splitflow/runtime/internal/pebblestate"
 )
 
 // pebbleSweep is the incremental TTL cleanup of one state on the pebble
@@ -51,7 +51,7 @@ func (w *pebbleSweep) sweep(now int64, n int) error {
 	if w.after != nil {
 		lower = append(bytes.Clone(w.after), 0)
 	}
-	upper := state.PrefixEnd(appendKeyPrefix(nil, pk.kgHi, w.id))
+	upper := pebblestate.PrefixEnd(appendKeyPrefix(nil, pk.kgHi, w.id))
 	w.cands = w.cands[:0]
 	done := true
 	err := pk.store.ScanDB(lower, upper, func(k, v []byte) ([]byte, bool) {

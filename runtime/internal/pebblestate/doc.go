@@ -1,4 +1,4 @@
-// Package state is the pebble state backend's storage: one Pebble DB per
+// Package pebblestate is the pebble state backend's storage: one Pebble DB per
 // keyed operator subtask, in a local working directory, with a write
 // buffer in front of it, and its checkpoints as files. The engine (package
 // runtime) encodes keys and values and decides when to snapshot; this
@@ -34,4 +34,4 @@
 //     in the checkpoint's blob.
 //   - The local directory is scratch: a DB is never reopened from it after
 //     a failure; it is made anew from a checkpoint.
-package state
+package pebblestate
