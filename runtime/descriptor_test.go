@@ -7,12 +7,14 @@ import (
 	"maps"
 	"os"
 	"reflect"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
 
 	"github.com/splitflow/splitflow/runtime/checkpoint"
 	"github.com/splitflow/splitflow/runtime/internal/keygroup"
+	"github.com/splitflow/splitflow/runtime/internal/pebblestate"
 )
 
 // forEachUnitBackend runs f with a heap and a pebble state configuration,
@@ -577,35 +579,30 @@ func asPebbleBlob100(t *testing.T, chk *checkpoint.Checkpoint) *checkpoint.Check
 	if err != nil || !ok {
 		t.Fatalf("operator op's state: %v, %v", ok, err)
 	}
-	b, err := decodePebbleBlob(data)
+	b, err := pebblestate.DecodeBlob(data)
 	if err != nil {
 		t.Fatal(err)
 	}
-	enc := encodePebbleBlob(b)
-	// Drop every state's codecs and shape from the table: version, 3
-	// uvarints, the count, then name, kind, id, codecs, shape per state.
-	r := blobReader{b: enc}
-	r.uvarint()
-	head := len(enc) - len(r.b)
-	r.uvarint()
-	r.uvarint()
-	r.uvarint()
-	n := r.count()
-	out := binary.AppendUvarint(nil, pebbleLayoutVersionNoCodecs)
-	out = append(out, enc[head:len(enc)-len(r.b)]...)
-	for range n {
-		start := len(enc) - len(r.b)
-		r.bytes()
-		r.byte()
-		r.uvarint()
-		out = append(out, enc[start:len(enc)-len(r.b)]...)
-		r.bytes()
-		r.bytes()
+	// The table of states without codecs and shapes: name, kind, id per
+	// state; what follows the table is as the current layout writes it.
+	noTable := b
+	noTable.IDs = nil
+	rest := pebblestate.EncodeBlob(noTable)
+	for range 5 { // the version, 3 uvarints, the table's count (0)
+		_, k := binary.Uvarint(rest)
+		rest = rest[k:]
 	}
-	out = append(out, r.b...)
-	if r.err != nil {
-		t.Fatal(r.err)
+	out := binary.AppendUvarint(nil, pebblestate.LayoutVersionNoCodecs)
+	out = binary.AppendUvarint(out, uint64(b.MaxPar))
+	out = binary.AppendUvarint(out, uint64(b.KGLo))
+	out = binary.AppendUvarint(out, uint64(b.KGHi))
+	out = binary.AppendUvarint(out, uint64(len(b.IDs)))
+	for _, name := range slices.Sorted(maps.Keys(b.IDs)) {
+		out = append(binary.AppendUvarint(out, uint64(len(name))), name...)
+		out = append(out, b.IDs[name].Kind)
+		out = binary.AppendUvarint(out, uint64(b.IDs[name].ID))
 	}
+	out = append(out, rest...)
 	mem, err := checkpoint.NewMemoryStorage()
 	if err != nil {
 		t.Fatal(err)
@@ -615,12 +612,12 @@ func asPebbleBlob100(t *testing.T, chk *checkpoint.Checkpoint) *checkpoint.Check
 		t.Fatal(err)
 	}
 	var files []checkpoint.FileHandle
-	for _, f := range b.immutable {
+	for _, f := range b.Immutable {
 		path := t.TempDir() + "/f"
-		if err := chk.CopyFile(f.h, path); err != nil {
+		if err := chk.CopyFile(f.Handle, path); err != nil {
 			t.Fatal(err)
 		}
-		fh, err := mem.PutFile(f.h.Name, path)
+		fh, err := mem.PutFile(f.Handle.Name, path)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"iter"
 	"slices"
+
+	"github.com/splitflow/splitflow/runtime/internal/pebblestate"
 )
 
 // ListState is a list of values per key (Flink's ListState): appended to
@@ -184,7 +186,7 @@ func (s *pebbleListState[K, T]) pfx() ([]byte, bool) {
 		s.ks.fail(fmt.Errorf("state %q: %w", s.name, err))
 		return nil, false
 	}
-	p := appendKeyPrefix(s.prefix[:0], s.ks.groupOf(s.ks.key), s.id)
+	p := pebblestate.AppendKeyPrefix(s.prefix[:0], s.ks.groupOf(s.ks.key), s.id)
 	p = binary.AppendUvarint(p, uint64(len(kb)))
 	s.prefix = append(p, kb...)
 	return s.prefix, true

@@ -15,6 +15,7 @@ import (
 
 	"github.com/splitflow/splitflow/runtime/checkpoint"
 	"github.com/splitflow/splitflow/runtime/internal/coordinator"
+	"github.com/splitflow/splitflow/runtime/internal/pebblestate"
 	"github.com/splitflow/splitflow/runtime/restart"
 	"github.com/splitflow/splitflow/runtime/status"
 )
@@ -68,7 +69,7 @@ type execution struct {
 	stateIO chan struct{}
 	// pebble is the job's pebble state backend once a task opened it.
 	pebbleMu sync.Mutex
-	pebble   *pebbleBackend
+	pebble   *pebblestate.Backend
 	// completedID is the newest completed checkpoint, finalID the final
 	// checkpoint of this attempt (0 before it completed); see notify.go.
 	completedID, finalID int64
@@ -1124,15 +1125,15 @@ func (ex *execution) closePebble() {
 	defer ex.pebbleMu.Unlock()
 	if ex.pebble != nil {
 		ex.obs.setStateStats(nil)
-		if n := ex.pebble.open(); n > 0 {
+		if n := ex.pebble.Open(); n > 0 {
 			// A task the watchdog abandoned still has its DB open: its
 			// directory is left to the next job on the state directory.
-			ex.log.Warn("pebble state: DBs still open at the end of the job; their directory is left for the next job to remove", "dir", ex.pebble.root, "open", n)
+			ex.log.Warn("pebble state: DBs still open at the end of the job; their directory is left for the next job to remove", "dir", ex.pebble.Dir(), "open", n)
 			ex.pebble = nil
 			return
 		}
-		if err := ex.pebble.close(); err != nil {
-			ex.log.Warn("pebble state: remove the working directory", "dir", ex.pebble.root, "err", err)
+		if err := ex.pebble.Close(); err != nil {
+			ex.log.Warn("pebble state: remove the working directory", "dir", ex.pebble.Dir(), "err", err)
 		}
 		ex.pebble = nil
 	}

@@ -3,6 +3,8 @@ package runtime
 import (
 	"errors"
 	"fmt"
+
+	"github.com/splitflow/splitflow/runtime/internal/pebblestate"
 )
 
 // StateBackend is where a job's keyed state lives (Flink's
@@ -126,7 +128,7 @@ func (c *stateConfig) workDir() string {
 	if c.dirSet {
 		return c.dir
 	}
-	return defaultStateDir()
+	return pebblestate.DefaultDir()
 }
 
 // WithStateBackend chooses where keyed state lives, and its settings.

@@ -18,7 +18,7 @@ import (
 // newPebbleKeyed prepares the pebble state of a keyed operator subtask;
 // openPebble opens its DB.
 func newPebbleKeyed(t *task, uid string, subtask, par, maxPar int) (*pebbleKeyed, error) {
-	var be *pebbleBackend
+	var be *pebblestate.Backend
 	var err error
 	if t.ex != nil {
 		be, err = t.ex.pebbleFor(&t.cfg.state)
@@ -28,7 +28,7 @@ func newPebbleKeyed(t *task, uid string, subtask, par, maxPar int) (*pebbleKeyed
 	if err != nil {
 		return nil, err
 	}
-	pk := &pebbleKeyed{be: be, ownBackend: t.ex == nil, instance: newInstanceID(), ids: map[string]pebbleStateID{},
+	pk := &pebbleKeyed{be: be, ownBackend: t.ex == nil, instance: newInstanceID(), ids: map[string]pebblestate.StateID{},
 		stored: map[string]checkpoint.FileHandle{}, maxPar: maxPar, listGen: uint64(max(t.restored.id(), 0))}
 	pk.kgLo, pk.kgHi = keyGroupRange(subtask, par, maxPar)
 	if t.ex != nil {
@@ -37,8 +37,8 @@ func newPebbleKeyed(t *task, uid string, subtask, par, maxPar int) (*pebbleKeyed
 	return pk, nil
 }
 
-func (t *task) stateStoreConfig(dir string, be *pebbleBackend) pebblestate.Config {
-	cfg := pebblestate.Config{Dir: dir, Cache: be.cache, MemTableSize: t.cfg.state.memTable, BufferEntries: t.cfg.state.bufferEntries}
+func (t *task) stateStoreConfig(dir string, be *pebblestate.Backend) pebblestate.Config {
+	cfg := pebblestate.Config{Dir: dir, Cache: be.Cache(), MemTableSize: t.cfg.state.memTable, BufferEntries: t.cfg.state.bufferEntries}
 	if t.ex != nil {
 		cfg.Logger = t.ex.log
 	}
@@ -51,16 +51,16 @@ func (t *task) stateStoreConfig(dir string, be *pebbleBackend) pebblestate.Confi
 // subtask's range deleted (a scale-up); the others' keys in the range are
 // copied in, their state ids translated by name (a scale-down). With the
 // parallelism unchanged that is the one old DB, laid out as it was.
-func (p *keyedProcessOperator[K, I, O]) openPebble(t *task, olds []pebbleBlob) (err error) {
+func (p *keyedProcessOperator[K, I, O]) openPebble(t *task, olds []pebblestate.Blob) (err error) {
 	pk := p.state.pb
-	dir := pk.be.dbDir(p.info.uid, p.info.subtask)
+	dir := pk.be.DBDir(p.info.uid, p.info.subtask)
 	defer func() {
 		if err == nil {
 			return
 		}
 		// Nothing of a DB that did not open is left: no store closes it.
 		if pk.store != nil {
-			pk.be.closed(pk.store)
+			pk.be.Closed(pk.store)
 			_ = pk.store.Close()
 			pk.store = nil
 		}
@@ -73,13 +73,13 @@ func (p *keyedProcessOperator[K, I, O]) openPebble(t *task, olds []pebbleBlob) (
 			return err
 		}
 		pk.store = st
-		pk.be.opened(st)
+		pk.be.Opened(st)
 		return nil
 	}
-	overlap := func(b pebbleBlob) int { return min(b.kgHi, pk.kgHi) - max(b.kgLo, pk.kgLo) + 1 }
-	base := slices.MaxFunc(olds, func(a, b pebbleBlob) int { return overlap(a) - overlap(b) })
+	overlap := func(b pebblestate.Blob) int { return min(b.KGHi, pk.kgHi) - max(b.KGLo, pk.kgLo) + 1 }
+	base := slices.MaxFunc(olds, func(a, b pebblestate.Blob) int { return overlap(a) - overlap(b) })
 	chk := t.restored.chk
-	if err := layPebble(dir, base, chk); err != nil {
+	if err := pebblestate.LayBlob(dir, base, chk); err != nil {
 		return err
 	}
 	st, err := pebblestate.OpenRestored(cfg)
@@ -87,24 +87,24 @@ func (p *keyedProcessOperator[K, I, O]) openPebble(t *task, olds []pebbleBlob) (
 		return err
 	}
 	pk.store = st
-	pk.be.opened(st)
-	for name, id := range base.ids {
+	pk.be.Opened(st)
+	for name, id := range base.IDs {
 		pk.ids[name] = id
-		pk.nextID = max(pk.nextID, id.id)
+		pk.nextID = max(pk.nextID, id.ID)
 	}
 	if !t.restored.foreign {
-		for _, f := range base.immutable {
-			pk.stored[f.name] = f.h
+		for _, f := range base.Immutable {
+			pk.stored[f.Name] = f.Handle
 		}
 	}
-	lo, hi := keyGroupBound(pk.kgLo), keyGroupEnd(pk.kgHi)
-	if base.kgLo < pk.kgLo || base.kgHi > pk.kgHi {
+	lo, hi := pebblestate.KeyGroupBound(pk.kgLo), pebblestate.KeyGroupEnd(pk.kgHi)
+	if base.KGLo < pk.kgLo || base.KGHi > pk.kgHi {
 		if err := st.DeleteOutside(lo, hi); err != nil {
 			return err
 		}
 	}
 	for _, old := range olds {
-		if old.kgLo == base.kgLo && old.kgHi == base.kgHi {
+		if old.KGLo == base.KGLo && old.KGHi == base.KGHi {
 			continue
 		}
 		if err := p.mergePebble(t, old, lo, hi, chk); err != nil {
@@ -116,26 +116,26 @@ func (p *keyedProcessOperator[K, I, O]) openPebble(t *task, olds []pebbleBlob) (
 }
 
 // mergePebble copies old's keys in [lo, hi) into the subtask's DB.
-func (p *keyedProcessOperator[K, I, O]) mergePebble(t *task, old pebbleBlob, lo, hi []byte, chk *checkpoint.Checkpoint) error {
+func (p *keyedProcessOperator[K, I, O]) mergePebble(t *task, old pebblestate.Blob, lo, hi []byte, chk *checkpoint.Checkpoint) error {
 	pk := p.state.pb
-	src := pk.be.dbDir(p.info.uid, p.info.subtask) + ".restore"
+	src := pk.be.DBDir(p.info.uid, p.info.subtask) + ".restore"
 	defer os.RemoveAll(src)
-	if err := layPebble(src, old, chk); err != nil {
+	if err := pebblestate.LayBlob(src, old, chk); err != nil {
 		return err
 	}
 	translate := map[uint16]uint16{pebbleTimerID: pebbleTimerID}
-	for name, s := range old.ids {
-		id, err := pk.stateID(name, s.kind)
+	for name, s := range old.IDs {
+		id, err := pk.stateID(name, s.Kind)
 		if err != nil {
 			return err
 		}
-		if c := pk.ids[name]; c.codecs == "" || c.shape == "" {
+		if c := pk.ids[name]; c.Codecs == "" || c.Shape == "" {
 			// One job's subtasks wrote the same codecs and shapes.
-			c.codecs = cmp.Or(c.codecs, s.codecs)
-			c.shape = cmp.Or(c.shape, s.shape)
+			c.Codecs = cmp.Or(c.Codecs, s.Codecs)
+			c.Shape = cmp.Or(c.Shape, s.Shape)
 			pk.ids[name] = c
 		}
-		translate[s.id] = id
+		translate[s.ID] = id
 	}
 	return pk.store.CopyFrom(src, lo, hi, func(k []byte) ([]byte, error) {
 		if len(k) < 4 {
@@ -184,26 +184,6 @@ func (p *keyedProcessOperator[K, I, O]) restorePebbleTimers(restored bool, entri
 	return nil
 }
 
-// layPebble writes the DB of blob b into dir from checkpoint chk.
-func layPebble(dir string, b pebbleBlob, chk *checkpoint.Checkpoint) error {
-	if chk == nil {
-		return errors.New("restore pebble state: no checkpoint to read its files from")
-	}
-	names := make([]string, 0, len(b.immutable))
-	byName := make(map[string]checkpoint.FileHandle, len(b.immutable))
-	for _, f := range b.immutable {
-		names = append(names, f.name)
-		byName[f.name] = f.h
-	}
-	err := pebblestate.Lay(dir, b.small, names, func(name, dst string) error {
-		return chk.CopyFile(byName[name], dst)
-	})
-	if err != nil {
-		return fmt.Errorf("restore pebble state from checkpoint %d: %w", chk.ID, err)
-	}
-	return nil
-}
-
 // freezePebble is the synchronous part of a pebble snapshot: the write
 // buffer, which holds the timers' writes too, is set aside; the encoder
 // materializes the DB's checkpoint, stores the files storage does not
@@ -225,7 +205,7 @@ func (p *keyedProcessOperator[K, I, O]) freezePebble(id int64) (func(stop func()
 		carried = append(carried, es...)
 	}
 	carried = append(carried, p.watermarkEntries()...)
-	ids := make(map[string]pebbleStateID, len(pk.ids))
+	ids := make(map[string]pebblestate.StateID, len(pk.ids))
 	for n, s := range pk.ids {
 		ids[n] = s
 	}
@@ -235,11 +215,11 @@ func (p *keyedProcessOperator[K, I, O]) freezePebble(id int64) (func(stop func()
 		if err != nil {
 			return nil, nil, info.wrap(fmt.Errorf("snapshot pebble state: %w", err))
 		}
-		blob := pebbleBlob{maxPar: pk.maxPar, kgLo: pk.kgLo, kgHi: pk.kgHi, ids: ids, small: map[string][]byte{}}
+		blob := pebblestate.Blob{MaxPar: pk.maxPar, KGLo: pk.kgLo, KGHi: pk.kgHi, IDs: ids, Small: map[string][]byte{}}
 		var handles []checkpoint.FileHandle
 		var st pebbleSnapshotInfo
 		live := map[string]bool{}
-		var immutable []pebbleStoredFile
+		var immutable []pebblestate.StoredFile
 		var upload []int // indexes into immutable of the files to store
 		var paths []string
 		for _, f := range files {
@@ -248,7 +228,7 @@ func (p *keyedProcessOperator[K, I, O]) freezePebble(id int64) (func(stop func()
 				if err != nil {
 					return nil, nil, info.wrap(fmt.Errorf("snapshot pebble state: %w", err))
 				}
-				blob.small[f.Name] = data
+				blob.Small[f.Name] = data
 				continue
 			}
 			live[f.Name] = true
@@ -257,7 +237,7 @@ func (p *keyedProcessOperator[K, I, O]) freezePebble(id int64) (func(stop func()
 				upload = append(upload, len(immutable))
 				paths = append(paths, f.Path)
 			}
-			immutable = append(immutable, pebbleStoredFile{name: f.Name, h: h})
+			immutable = append(immutable, pebblestate.StoredFile{Name: f.Name, Handle: h})
 		}
 		if err := putPebbleFiles(pk, immutable, upload, paths, stop); err != nil {
 			if errors.Is(err, errSnapshotAbandoned) {
@@ -266,23 +246,23 @@ func (p *keyedProcessOperator[K, I, O]) freezePebble(id int64) (func(stop func()
 			return nil, nil, info.wrap(err)
 		}
 		for _, i := range upload {
-			pk.stored[immutable[i].name] = immutable[i].h
+			pk.stored[immutable[i].Name] = immutable[i].Handle
 			st.newFiles++
-			st.newBytes += immutable[i].h.Size
+			st.newBytes += immutable[i].Handle.Size
 		}
 		for _, f := range immutable {
 			st.files++
-			st.bytes += f.h.Size
-			handles = append(handles, f.h)
+			st.bytes += f.Handle.Size
+			handles = append(handles, f.Handle)
 		}
-		blob.immutable = immutable
+		blob.Immutable = immutable
 		for n := range pk.stored {
 			if !live[n] {
 				delete(pk.stored, n) // compacted away: no later snapshot has it
 			}
 		}
 		if len(carried) > 0 {
-			blob.entries = encodeStateEntries(carried)
+			blob.Entries = encodeStateEntries(carried)
 		}
 		pk.lastSnapshot = st
 		slices.SortFunc(handles, func(a, b checkpoint.FileHandle) int {
@@ -294,7 +274,7 @@ func (p *keyedProcessOperator[K, I, O]) freezePebble(id int64) (func(stop func()
 			}
 			return 0
 		})
-		return encodePebbleBlob(blob), handles, nil
+		return pebblestate.EncodeBlob(blob), handles, nil
 	}, nil
 }
 
@@ -333,7 +313,7 @@ const pebbleUploads = 8
 // upload it started has returned, so no PutFile runs after the snapshot is
 // given up or failed; stop is asked before each upload starts, and the
 // first error (errSnapshotAbandoned when stop said so) starts no more.
-func putPebbleFiles(pk *pebbleKeyed, immutable []pebbleStoredFile, upload []int, paths []string, stop func() bool) error {
+func putPebbleFiles(pk *pebbleKeyed, immutable []pebblestate.StoredFile, upload []int, paths []string, stop func() bool) error {
 	var (
 		wg       sync.WaitGroup
 		mu       sync.Mutex
@@ -364,7 +344,7 @@ func putPebbleFiles(pk *pebbleKeyed, immutable []pebbleStoredFile, upload []int,
 		go func() {
 			defer func() { <-sem; wg.Done() }()
 			f := &immutable[i]
-			h, err := pk.storage.PutFile(pk.instance+"-"+f.name, paths[j])
+			h, err := pk.storage.PutFile(pk.instance+"-"+f.Name, paths[j])
 			mu.Lock()
 			defer mu.Unlock()
 			if err != nil {
@@ -373,7 +353,7 @@ func putPebbleFiles(pk *pebbleKeyed, immutable []pebbleStoredFile, upload []int,
 				}
 				return
 			}
-			f.h = h
+			f.Handle = h
 		}()
 	}
 	wg.Wait()

@@ -7,23 +7,11 @@ import (
 	"encoding/binary"
 	"encoding/gob"
 	"encoding/hex"
-	"errors"
 	"fmt"
-	"io/fs"
 	"iter"
-	"os"
-	"path/filepath"
 	"reflect"
-	"slices"
-	"strconv"
 	"strings"
-	"sync"
-	"syscall"
-	"time"
 
-	"github.com/cockroachdb/pebble/v2"
-
-	"github.com/splitflow/splitflow/internal/flock"
 	"github.com/splitflow/splitflow/runtime/checkpoint"
 	"github.com/splitflow/splitflow/runtime/internal/pebblestate"
 )
@@ -42,82 +30,11 @@ import (
 //	timer:     keyGroup(2) 0x0000 domain(1) timestamp(8, big-endian, sign bit flipped) key
 //
 // with an empty value, so that a key group's timers are contiguous and in
-// time order.
-//
-// A subtask's blob, version pebbleLayoutVersion (a heap blob starts with
-// keyedStateVersion or below, so a restore tells them apart by the first
-// uvarint):
-//
-//	uvarint(version) uvarint(maxParallelism) uvarint(firstKeyGroup) uvarint(lastKeyGroup)
-//	uvarint(n) n x (uvarint(len) name, kind, uvarint(id),      the states
-//	  uvarint(len) codecs, uvarint(len) shape)
-//	uvarint(len) entries                                        heap state not yet claimed (keyedstate.go's layout)
-//	uvarint(n) n x (uvarint(len) name, uvarint(len) data)       the checkpoint's small files
-//	uvarint(n) n x (uvarint(len) name, uvarint(len) stored, uvarint(size), uvarint(crc))  its immutable files, stored shared
-
-// Layout 100 had the timers in the entries too (the DB had none); it
-// restores, its timers going into the DB. Layout 101 keeps them in the
-// DB, so that a build that reads only 100 refuses it instead of
-// restoring no timers. Layout 102 adds, after each state's id,
-// uvarint(len) codecs: the codecs that wrote it (pebbleStateID.codecs);
-// 100 and 101, without them, still restore, their states taken as
-// written by default codecs. Layout 103 adds, after the codecs,
-// uvarint(len) shape: the record of the state's types (stateshape.go);
-// 102 and before restore unchecked.
-const (
-	pebbleLayoutVersion         = 103
-	pebbleLayoutVersionNoShapes = 102
-	pebbleLayoutVersionNoCodecs = 101
-	pebbleLayoutVersionTimers0  = 100
-)
-
-// pebbleBackend is a job's pebble backend while it runs: its working
-// directory and the block cache all its DBs share.
-type pebbleBackend struct {
-	mu   sync.Mutex
-	root string
-	// lock is root's lock file, locked for as long as the job runs, so
-	// that another process can tell the directory is in use.
-	lock   *os.File
-	cache  *pebble.Cache
-	seq    int
-	stores map[*pebblestate.Store]bool
-}
-
-// opened and closed keep the set of open stores, for usage.
-func (b *pebbleBackend) opened(s *pebblestate.Store) {
-	b.mu.Lock()
-	b.stores[s] = true
-	b.mu.Unlock()
-}
-
-func (b *pebbleBackend) closed(s *pebblestate.Store) {
-	b.mu.Lock()
-	delete(b.stores, s)
-	b.mu.Unlock()
-}
-
-// open counts the open stores.
-func (b *pebbleBackend) open() int {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return len(b.stores)
-}
-
-// usage is the disk use of the open stores and the block cache's size
-// in use. Any goroutine.
-func (b *pebbleBackend) usage() (disk, cache int64) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	for s := range b.stores {
-		disk += int64(s.DiskUsage())
-	}
-	return disk, b.cache.Metrics().Size
-}
+// time order. The blob of a subtask's checkpoint is pebblestate.Blob.
 
 // pebbleFor returns the job's pebble backend, making it on first use.
 // Any task goroutine.
-func (ex *execution) pebbleFor(cfg *stateConfig) (*pebbleBackend, error) {
+func (ex *execution) pebbleFor(cfg *stateConfig) (*pebblestate.Backend, error) {
 	ex.pebbleMu.Lock()
 	defer ex.pebbleMu.Unlock()
 	if ex.pebble != nil {
@@ -128,155 +45,19 @@ func (ex *execution) pebbleFor(cfg *stateConfig) (*pebbleBackend, error) {
 		return nil, err
 	}
 	ex.pebble = b
-	ex.obs.setStateStats(b.usage)
+	ex.obs.setStateStats(b.Usage)
 	return b, nil
 }
 
-func newPebbleBackend(cfg *stateConfig) (*pebbleBackend, error) {
-	work := cfg.workDir()
-	if err := os.MkdirAll(work, 0o700); err != nil {
-		return nil, fmt.Errorf("pebble state: create the state directory %s: %w", work, err)
-	}
-	if !cfg.dirSet {
-		if err := checkPrivateDir(work); err != nil {
-			return nil, fmt.Errorf("pebble state: the default state directory is not this user's own: %w; remove it, or give a directory to PebbleState", err)
-		}
-	}
-	removeAbandonedStateDirs(work)
-	// The directory is made and locked under a name no other job looks
-	// at, then renamed: a job starting meanwhile never sees it unlocked.
-	tmp, err := os.MkdirTemp(work, fmt.Sprintf(".new-job-%d-", os.Getpid()))
-	if err != nil {
-		return nil, fmt.Errorf("pebble state: the state directory %s is not writable: %w", work, err)
-	}
-	root := filepath.Join(work, strings.TrimPrefix(filepath.Base(tmp), ".new-"))
-	lock, err := os.OpenFile(filepath.Join(tmp, stateLockFile), os.O_CREATE|os.O_RDWR, 0o644)
-	if err == nil {
-		_, err = flock.TryLock(lock)
-	}
-	if err == nil {
-		err = os.Rename(tmp, root)
-	}
-	if err != nil {
-		if lock != nil {
-			_ = lock.Close()
-		}
-		_ = os.RemoveAll(tmp)
-		return nil, fmt.Errorf("pebble state: lock %s: %w", root, err)
-	}
-	return &pebbleBackend{root: root, lock: lock, cache: pebble.NewCache(cfg.cacheSize), stores: map[*pebblestate.Store]bool{}}, nil
-}
-
-// stateLockFile, in a job's state directory, is locked while the job runs.
-const stateLockFile = "_lock"
-
-// removeAbandonedStateDirs removes the directories of jobs whose process
-// is gone (killed before it could clean up): those whose lock file can be
-// locked. Where there are no file locks, those whose pid names no live
-// process. A directory without a lock file is older than the lock file: it
-// is removed once it is a minute old. A directory still being made
-// (".new-") is removed once it is a minute old, whatever its lock file
-// says: its maker creates the lock file, then locks it, then renames the
-// directory, and a directory removed between the first two failed the
-// rename (slots of a distributed process start their backends together).
-func removeAbandonedStateDirs(work string) {
-	es, err := os.ReadDir(work)
-	if err != nil {
-		return
-	}
-	for _, e := range es {
-		name, making := strings.CutPrefix(e.Name(), ".new-")
-		rest, ok := strings.CutPrefix(name, "job-")
-		if !ok || !e.IsDir() {
-			continue
-		}
-		dir := filepath.Join(work, e.Name())
-		if making && olderThanAMinute(dir) || !making && abandonedStateDir(dir, rest) {
-			_ = os.RemoveAll(dir)
-		}
-	}
-}
-
-func olderThanAMinute(dir string) bool {
-	info, err := os.Stat(dir)
-	return err == nil && time.Since(info.ModTime()) > time.Minute
-}
-
-func abandonedStateDir(dir, rest string) bool {
-	if !flock.Supported {
-		pidText, _, _ := strings.Cut(rest, "-")
-		pid, err := strconv.Atoi(pidText)
-		return err == nil && pid != os.Getpid() && !processAlive(pid)
-	}
-	f, err := os.Open(filepath.Join(dir, stateLockFile))
-	if errors.Is(err, fs.ErrNotExist) {
-		return olderThanAMinute(dir)
-	}
-	if err != nil {
-		return false
-	}
-	defer f.Close()
-	free, err := flock.TryLock(f)
-	return err == nil && free
-}
-
-func processAlive(pid int) bool {
-	p, err := os.FindProcess(pid)
-	if err != nil {
-		return false
-	}
-	err = p.Signal(syscall.Signal(0))
-	return err == nil || errors.Is(err, syscall.EPERM)
-}
-
-// dbDir is a new directory name for a DB of operator uid's subtask.
-func (b *pebbleBackend) dbDir(uid string, subtask int) string {
-	b.mu.Lock()
-	b.seq++
-	n := b.seq
-	b.mu.Unlock()
-	return filepath.Join(b.root, fmt.Sprintf("%s-%d-%d", sanitizeName(uid), subtask, n))
-}
-
-// close drops the cache and the job's directory, once every task closed
-// its DB.
-func (b *pebbleBackend) close() error {
-	b.cache.Unref()
-	err := os.RemoveAll(b.root)
-	_ = b.lock.Close()
-	return err
-}
-
-func sanitizeName(s string) string {
-	out := []byte(s)
-	for i, c := range out {
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '-' || c == '_') {
-			out[i] = '_'
-		}
-	}
-	if len(out) > 64 {
-		out = out[:64]
-	}
-	return string(out)
-}
-
-type pebbleStateID struct {
-	id   uint16
-	kind byte
-	// codecs are the state's codecs (stateCodec.desc, in order: value;
-	// map key, map value), "" when unknown: restored from a blob of
-	// version pebbleLayoutVersionNoCodecs, written by default codecs.
-	codecs string
-	// shape is the record of its types' shapes (stateshape.go), ""
-	// when none was recorded: a state of types without one, or restored
-	// from a blob before version pebbleLayoutVersion.
-	shape string
+// newPebbleBackend makes a pebble backend in cfg's working directory.
+func newPebbleBackend(cfg *stateConfig) (*pebblestate.Backend, error) {
+	return pebblestate.NewBackend(cfg.workDir(), !cfg.dirSet, cfg.cacheSize)
 }
 
 // pebbleKeyed is one keyed operator subtask's pebble state.
 type pebbleKeyed struct {
 	store *pebblestate.Store
-	be    *pebbleBackend
+	be    *pebblestate.Backend
 	// ownBackend: be is this subtask's alone (a task run without a job),
 	// closed with it.
 	ownBackend bool
@@ -285,7 +66,7 @@ type pebbleKeyed struct {
 	// this opening of it, so that two attempts restored from one
 	// checkpoint never store different files under one name.
 	instance string
-	ids      map[string]pebbleStateID
+	ids      map[string]pebblestate.StateID
 	nextID   uint16
 	// stored maps the DB's immutable files to where checkpoint storage
 	// has them (what was restored and what snapshots uploaded); read and
@@ -326,7 +107,7 @@ func (pk *pebbleKeyed) declareID(name string, kind byte, codecs, defaults string
 		return 0, err
 	}
 	s := pk.ids[name]
-	switch was := s.codecs; {
+	switch was := s.Codecs; {
 	case restored && was == "" && codecs != defaults:
 		return 0, &unrecoverableError{fmt.Errorf("state %q was checkpointed with the default serdes of its types, before serdes were recorded, and is now declared with %s; restore it with the serdes that wrote it, or rename the state", name, describeCodecs(codecs))}
 	case was != "" && was != codecs && ttlChanged(strings.Contains(was, ttlSerdePrefix), strings.Contains(codecs, ttlSerdePrefix)) != "":
@@ -335,7 +116,7 @@ func (pk *pebbleKeyed) declareID(name string, kind byte, codecs, defaults string
 	case was != "" && was != codecs:
 		return 0, &unrecoverableError{fmt.Errorf("state %q was checkpointed with %s and is now declared with %s; restore it with the serdes that wrote it, or rename the state", name, describeCodecs(was), describeCodecs(codecs))}
 	}
-	s.codecs = codecs
+	s.Codecs = codecs
 	pk.ids[name] = s
 	return id, nil
 }
@@ -362,16 +143,16 @@ func describeCodecs(codecs string) string {
 // stateID returns the id of state name of the kind, assigning one.
 func (pk *pebbleKeyed) stateID(name string, kind byte) (uint16, error) {
 	if s, ok := pk.ids[name]; ok {
-		if s.kind != kind {
+		if s.Kind != kind {
 			return 0, errKindChanged(name)
 		}
-		return s.id, nil
+		return s.ID, nil
 	}
 	if pk.nextID == 0xffff {
 		return 0, &unrecoverableError{fmt.Errorf("state %q: too many states in one operator", name)}
 	}
 	pk.nextID++
-	pk.ids[name] = pebbleStateID{id: pk.nextID, kind: kind}
+	pk.ids[name] = pebblestate.StateID{ID: pk.nextID, Kind: kind}
 	return pk.nextID, nil
 }
 
@@ -395,10 +176,6 @@ func (ks *keyedCommon) fail(err error) {
 	if ks.err == nil {
 		ks.err = err
 	}
-}
-
-func appendKeyPrefix(dst []byte, kg int, id uint16) []byte {
-	return binary.BigEndian.AppendUint16(binary.BigEndian.AppendUint16(dst, uint16(kg)), id)
 }
 
 // keyBytes is how the pebble backend writes a key or map key. The DB finds
@@ -553,7 +330,7 @@ func (s *pebbleValueState[K, V]) key() ([]byte, bool) {
 		s.ks.fail(fmt.Errorf("state %q: %w", s.name, err))
 		return nil, false
 	}
-	s.buf = append(appendKeyPrefix(s.buf[:0], s.ks.groupOf(s.ks.key), s.id), kb...)
+	s.buf = append(pebblestate.AppendKeyPrefix(s.buf[:0], s.ks.groupOf(s.ks.key), s.id), kb...)
 	return s.buf, true
 }
 
@@ -648,7 +425,7 @@ func (s *pebbleMapState[K, UK, UV]) pfx() ([]byte, bool) {
 		s.ks.fail(fmt.Errorf("state %q: %w", s.name, err))
 		return nil, false
 	}
-	p := appendKeyPrefix(s.prefix[:0], s.ks.groupOf(s.ks.key), s.id)
+	p := pebblestate.AppendKeyPrefix(s.prefix[:0], s.ks.groupOf(s.ks.key), s.id)
 	p = binary.AppendUvarint(p, uint64(len(kb)))
 	s.prefix = append(p, kb...)
 	return s.prefix, true
@@ -833,202 +610,9 @@ func newPebbleMapState[K, UK comparable, UV any](ks *keyedState[K], name string,
 	return &pebbleMapState[K, UK, UV]{ks: ks, pk: ks.pb, name: name, id: id, ukeys: ukeys, uvals: uvals}, nil
 }
 
-// pebbleBlob is a decoded subtask blob of a pebble checkpoint.
-type pebbleBlob struct {
-	maxPar     int
-	kgLo, kgHi int
-	ids        map[string]pebbleStateID
-	entries    []byte
-	small      map[string][]byte
-	immutable  []pebbleStoredFile
-}
-
-type pebbleStoredFile struct {
-	name string // in the DB
-	h    checkpoint.FileHandle
-}
-
-func isPebbleBlob(b []byte) bool {
-	v, n := binary.Uvarint(b)
-	return n > 0 && v >= pebbleLayoutVersionTimers0 && v <= pebbleLayoutVersion
-}
-
-func encodePebbleBlob(p pebbleBlob) []byte {
-	out := binary.AppendUvarint(nil, pebbleLayoutVersion)
-	out = binary.AppendUvarint(out, uint64(p.maxPar))
-	out = binary.AppendUvarint(out, uint64(p.kgLo))
-	out = binary.AppendUvarint(out, uint64(p.kgHi))
-	names := slices.Sorted(func(yield func(string) bool) {
-		for n := range p.ids {
-			if !yield(n) {
-				return
-			}
-		}
-	})
-	appendStr := func(b []byte, s []byte) []byte {
-		return append(binary.AppendUvarint(b, uint64(len(s))), s...)
-	}
-	out = binary.AppendUvarint(out, uint64(len(names)))
-	for _, n := range names {
-		out = appendStr(out, []byte(n))
-		out = append(out, p.ids[n].kind)
-		out = binary.AppendUvarint(out, uint64(p.ids[n].id))
-		out = appendStr(out, []byte(p.ids[n].codecs))
-		out = appendStr(out, []byte(p.ids[n].shape))
-	}
-	out = appendStr(out, p.entries)
-	smallNames := slices.Sorted(func(yield func(string) bool) {
-		for n := range p.small {
-			if !yield(n) {
-				return
-			}
-		}
-	})
-	out = binary.AppendUvarint(out, uint64(len(smallNames)))
-	for _, n := range smallNames {
-		out = appendStr(out, []byte(n))
-		out = appendStr(out, p.small[n])
-	}
-	out = binary.AppendUvarint(out, uint64(len(p.immutable)))
-	for _, f := range p.immutable {
-		out = appendStr(out, []byte(f.name))
-		out = appendStr(out, []byte(f.h.Name))
-		out = binary.AppendUvarint(out, uint64(f.h.Size))
-		out = binary.AppendUvarint(out, uint64(f.h.CRC32C))
-	}
-	return out
-}
-
-func decodePebbleBlob(b []byte) (pebbleBlob, error) {
-	var p pebbleBlob
-	r := blobReader{b: b}
-	v := r.uvarint()
-	if v < pebbleLayoutVersionTimers0 || v > pebbleLayoutVersion {
-		return p, fmt.Errorf("pebble state layout version %d is unknown to this build", v)
-	}
-	p.maxPar, p.kgLo, p.kgHi = int(r.uvarint()), int(r.uvarint()), int(r.uvarint())
-	n := r.count()
-	p.ids = make(map[string]pebbleStateID, n)
-	for range n {
-		name := string(r.bytes())
-		kind := r.byte()
-		id := r.uvarint()
-		if id == 0 || id > 0xffff {
-			r.err = errShortState
-		}
-		var codecs, shape string
-		if v >= pebbleLayoutVersionNoShapes {
-			codecs = string(r.bytes()) // "" for a state carried over from version 100
-		}
-		if v >= pebbleLayoutVersion {
-			shape = string(r.bytes()) // "" for a state without one
-		}
-		p.ids[name] = pebbleStateID{id: uint16(id), kind: kind, codecs: codecs, shape: shape}
-	}
-	p.entries = r.bytes()
-	n = r.count()
-	p.small = make(map[string][]byte, n)
-	for range n {
-		name := string(r.bytes())
-		p.small[name] = r.bytes()
-	}
-	n = r.count()
-	for range n {
-		f := pebbleStoredFile{name: string(r.bytes())}
-		f.h.Name = string(r.bytes())
-		f.h.Size = int64(r.uvarint())
-		f.h.CRC32C = uint32(r.uvarint())
-		p.immutable = append(p.immutable, f)
-	}
-	if r.err == nil && len(r.b) != 0 {
-		r.err = fmt.Errorf("%d bytes after the pebble state's last file", len(r.b))
-	}
-	for name := range p.small {
-		if !validLocalName(name) {
-			return p, fmt.Errorf("pebble state names a file %q", name)
-		}
-	}
-	for _, f := range p.immutable {
-		if !validLocalName(f.name) {
-			return p, fmt.Errorf("pebble state names a file %q", f.name)
-		}
-	}
-	return p, r.err
-}
-
-// validLocalName keeps a restored file inside its DB directory.
-func validLocalName(n string) bool {
-	return n != "" && n != "." && n != ".." && !strings.ContainsAny(n, `/\`)
-}
-
-type blobReader struct {
-	b   []byte
-	err error
-}
-
-func (r *blobReader) uvarint() uint64 {
-	if r.err != nil {
-		return 0
-	}
-	v, n := binary.Uvarint(r.b)
-	if n <= 0 {
-		r.err = errShortState
-		return 0
-	}
-	r.b = r.b[n:]
-	return v
-}
-
-func (r *blobReader) count() int {
-	n := r.uvarint()
-	if n > uint64(len(r.b)) {
-		r.err = errShortState
-		return 0
-	}
-	return int(n)
-}
-
-func (r *blobReader) byte() byte {
-	if r.err != nil {
-		return 0
-	}
-	if len(r.b) < 1 {
-		r.err = errShortState
-		return 0
-	}
-	c := r.b[0]
-	r.b = r.b[1:]
-	return c
-}
-
-func (r *blobReader) bytes() []byte {
-	l := r.uvarint()
-	if r.err != nil {
-		return nil
-	}
-	if l > uint64(len(r.b)) {
-		r.err = errShortState
-		return nil
-	}
-	out := r.b[:l]
-	r.b = r.b[l:]
-	return out
-}
-
 // keyGroupRange is the key groups subtask owns, inclusive.
 func keyGroupRange(subtask, parallelism, maxPar int) (lo, hi int) {
 	lo = (subtask*maxPar + parallelism - 1) / parallelism
 	hi = ((subtask+1)*maxPar+parallelism-1)/parallelism - 1
 	return lo, hi
-}
-
-func keyGroupBound(kg int) []byte { return binary.BigEndian.AppendUint16(nil, uint16(kg)) }
-
-// keyGroupEnd is the first key after key group kg's (nil after the last
-// possible one).
-func keyGroupEnd(kg int) []byte {
-	if kg >= 0xffff {
-		return nil
-	}
-	return keyGroupBound(kg + 1)
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/splitflow/splitflow/runtime/checkpoint"
+	"github.com/splitflow/splitflow/runtime/internal/pebblestate"
 )
 
 // slowPutStorage delays every PutFile, counts how many run at once and
@@ -37,9 +38,9 @@ func (s *slowPutStorage) PutFile(name, path string) (checkpoint.FileHandle, erro
 	return s.Storage.PutFile(name, path)
 }
 
-func uploadFixture(t *testing.T, n int) ([]pebbleStoredFile, []int, []string) {
+func uploadFixture(t *testing.T, n int) ([]pebblestate.StoredFile, []int, []string) {
 	dir := t.TempDir()
-	var files []pebbleStoredFile
+	var files []pebblestate.StoredFile
 	var upload []int
 	var paths []string
 	for i := range n {
@@ -50,7 +51,7 @@ func uploadFixture(t *testing.T, n int) ([]pebbleStoredFile, []int, []string) {
 		}
 		upload = append(upload, len(files))
 		paths = append(paths, p)
-		files = append(files, pebbleStoredFile{name: name})
+		files = append(files, pebblestate.StoredFile{Name: name})
 	}
 	return files, upload, paths
 }
@@ -73,8 +74,8 @@ func TestPebbleSnapshotStoresFilesConcurrentlyWithinBound(t *testing.T) {
 		t.Errorf("%d puts still running after the upload returned", r)
 	}
 	for _, f := range files {
-		if f.h.Name != "i-"+f.name || f.h.Size != int64(len(f.name)) {
-			t.Errorf("file %s got handle %+v", f.name, f.h)
+		if f.Handle.Name != "i-"+f.Name || f.Handle.Size != int64(len(f.Name)) {
+			t.Errorf("file %s got handle %+v", f.Name, f.Handle)
 		}
 	}
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/splitflow/splitflow/runtime/checkpoint"
 	"github.com/splitflow/splitflow/runtime/internal/keygroup"
+	"github.com/splitflow/splitflow/runtime/internal/pebblestate"
 )
 
 // TimeDomain says which clock a timer follows.
@@ -968,11 +969,11 @@ func (p *keyedProcessOperator[K, I, O]) close() error {
 	}
 	var err error
 	if pk.store != nil {
-		pk.be.closed(pk.store)
+		pk.be.Closed(pk.store)
 		err = pk.store.Close()
 	}
 	if pk.ownBackend {
-		err = errors.Join(err, pk.be.close())
+		err = errors.Join(err, pk.be.Close())
 	}
 	return err
 }
@@ -994,7 +995,7 @@ func (p *keyedProcessOperator[K, I, O]) restoreState(t *task) error {
 			p.restoredWm = restoredWm
 		}
 	}()
-	var pebbles []pebbleBlob
+	var pebbles []pebblestate.Blob
 	// Timers from a heap checkpoint, or from a pebble one of layout 100,
 	// which kept them in its blob: with the pebble backend they go into
 	// the DB once it is open.
@@ -1003,22 +1004,22 @@ func (p *keyedProcessOperator[K, I, O]) restoreState(t *task) error {
 		if b == nil {
 			continue
 		}
-		if isPebbleBlob(b) {
+		if pebblestate.IsBlob(b) {
 			if p.state.pb == nil {
 				return fmt.Errorf("restore keyed state: the checkpoint was taken with the pebble state backend and this job uses the heap backend; run it with WithStateBackend(PebbleState(dir)) (state moves from heap to pebble, not back)")
 			}
-			pbl, err := decodePebbleBlob(b)
+			pbl, err := pebblestate.DecodeBlob(b)
 			if err != nil {
 				return fmt.Errorf("restore keyed state of subtask %d: %w", i, err)
 			}
-			if pbl.maxPar != p.maxPar {
-				return fmt.Errorf("restore keyed state: checkpointed with max parallelism %d, the job has %d", pbl.maxPar, p.maxPar)
+			if pbl.MaxPar != p.maxPar {
+				return fmt.Errorf("restore keyed state: checkpointed with max parallelism %d, the job has %d", pbl.MaxPar, p.maxPar)
 			}
-			if pbl.kgHi < p.state.pb.kgLo || pbl.kgLo > p.state.pb.kgHi {
+			if pbl.KGHi < p.state.pb.kgLo || pbl.KGLo > p.state.pb.kgHi {
 				continue
 			}
 			pebbles = append(pebbles, pbl)
-			if b = pbl.entries; len(b) == 0 {
+			if b = pbl.Entries; len(b) == 0 {
 				continue
 			}
 		}

@@ -30,7 +30,7 @@ func TestDefaultStateDirIsTheUsersOwn(t *testing.T) {
 		t.Fatal(err)
 	}
 	if b, err := newPebbleBackend(&sc); err == nil {
-		_ = b.close()
+		_ = b.Close()
 		t.Fatalf("a default state directory linked to %s was used", elsewhere)
 	} else if !strings.Contains(err.Error(), dir) || !strings.Contains(err.Error(), "PebbleState") {
 		t.Fatalf("refusal %q does not name %s and PebbleState", err, dir)
@@ -48,7 +48,7 @@ func TestDefaultStateDirIsTheUsersOwn(t *testing.T) {
 			t.Fatal(err)
 		}
 		if b, err := newPebbleBackend(&sc); err == nil {
-			_ = b.close()
+			_ = b.Close()
 			t.Fatal("a default state directory of user 4321 was used")
 		} else if !strings.Contains(err.Error(), "4321") {
 			t.Fatalf("refusal %q does not name the owner", err)
@@ -69,7 +69,7 @@ func TestDefaultStateDirIsTheUsersOwn(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer func() { _ = b.close() }()
+	defer func() { _ = b.Close() }()
 	st, err := os.Stat(dir)
 	if err != nil {
 		t.Fatal(err)

@@ -21,7 +21,7 @@ import (
 // its zero value, and a removed field the state's descriptor lists in
 // AllowDroppedFields is let go. The heap backend writes the shape as an
 // entry beside the state's data in every key group (KindShape), the
-// pebble backend in its blob's table of states (pebbleStateID.shape).
+// pebble backend in its blob's table of states (pebblestate.StateID.Shape).
 // Checkpoints written before shapes were recorded restore unchecked.
 
 // stateKindShape is the keyed snapshot entry of a state's shape.
@@ -306,8 +306,8 @@ func (ks *keyedState[K]) claimShape(name string, entries []stateEntry, now decla
 		data = append(data, e)
 	}
 	if ks.pb != nil {
-		if s := ks.pb.ids[name]; s.shape != "" {
-			recorded = append(recorded, []byte(s.shape))
+		if s := ks.pb.ids[name]; s.Shape != "" {
+			recorded = append(recorded, []byte(s.Shape))
 		}
 	}
 	if err := checkShape(name, recorded, now, ks.dropped[name]); err != nil {
@@ -319,7 +319,7 @@ func (ks *keyedState[K]) claimShape(name string, entries []stateEntry, now decla
 	ks.shapes[name] = now.text
 	if ks.pb != nil {
 		if s, ok := ks.pb.ids[name]; ok {
-			s.shape = string(now.text)
+			s.Shape = string(now.text)
 			ks.pb.ids[name] = s
 		}
 	}

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 	"sync/atomic"
+
+	"github.com/splitflow/splitflow/runtime/internal/pebblestate"
 )
 
 // Timers of a keyed operator, per time domain: a set of (key, timestamp)
@@ -392,7 +394,7 @@ func (s *pebbleTimerSets[K]) restored(q *timerQueue[K], lo, hi int) error {
 // pebbleTimerPrefix is the DB prefix of key group g's timers of the
 // domain kind: keyGroup(2) pebbleTimerID(2) kind.
 func pebbleTimerPrefix(dst []byte, g int, kind byte) []byte {
-	return append(appendKeyPrefix(dst, g, pebbleTimerID), kind)
+	return append(pebblestate.AppendKeyPrefix(dst, g, pebbleTimerID), kind)
 }
 
 // appendTimerTs appends ts so that byte order is numeric order.

@@ -10,6 +10,7 @@ import (
 
 	"github.com/splitflow/splitflow/runtime/checkpoint"
 	"github.com/splitflow/splitflow/runtime/internal/keygroup"
+	"github.com/splitflow/splitflow/runtime/internal/pebblestate"
 )
 
 // all lists the queue's timers, in no particular order.
@@ -486,16 +487,16 @@ func TestPebbleLayout100TimersRestoreIntoTheDB(t *testing.T) {
 	}
 	blob, files := snapshotInto(t, p, mem, 1)
 	stop()
-	pbl, err := decodePebbleBlob(blob)
+	pbl, err := pebblestate.DecodeBlob(blob)
 	if err != nil {
 		t.Fatal(err)
 	}
-	pbl.entries = encodeStateEntries(entries)
-	old := encodePebbleBlob(pbl)
-	if old[0] != pebbleLayoutVersion {
+	pbl.Entries = encodeStateEntries(entries)
+	old := pebblestate.EncodeBlob(pbl)
+	if old[0] != pebblestate.LayoutVersion {
 		t.Fatalf("blob starts with %d", old[0])
 	}
-	old[0] = pebbleLayoutVersionTimers0 // one uvarint byte either way
+	old[0] = pebblestate.LayoutVersionTimers0 // one uvarint byte either way
 	chk := commitBlobs(t, mem, 1, [][]byte{old}, [][]checkpoint.FileHandle{files})
 	total := 0
 	for sub := range 2 {
@@ -510,12 +511,12 @@ func TestPebbleLayout100TimersRestoreIntoTheDB(t *testing.T) {
 		total += len(inDB)
 		q.state.pb.storage = mem
 		b, _ := snapshotNow(t, q, 2)
-		nb, err := decodePebbleBlob(b)
+		nb, err := pebblestate.DecodeBlob(b)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if b[0] != pebbleLayoutVersion || len(nb.entries) != 0 {
-			t.Fatalf("new snapshot: layout %d, %d bytes of entries", b[0], len(nb.entries))
+		if b[0] != pebblestate.LayoutVersion || len(nb.Entries) != 0 {
+			t.Fatalf("new snapshot: layout %d, %d bytes of entries", b[0], len(nb.Entries))
 		}
 		if got := drain(t, &q.timers.event); len(got) != len(inDB) {
 			t.Fatalf("subtask %d: %d timers fired, %d in the DB", sub, len(got), len(inDB))

@@ -73,9 +73,9 @@ func stateEntryCount(t *testing.T, p *keyedProcessOperator[string, string, strin
 		}
 		ttlSnapshots++
 		snapshotNow(t, p, ttlSnapshots)
-		id := pk.ids[name].id
+		id := pk.ids[name].ID
 		n := 0
-		lo, hi := appendKeyPrefix(nil, 0, 0), pebblestate.PrefixEnd(appendKeyPrefix(nil, 0xffff, 0xffff))
+		lo, hi := pebblestate.AppendKeyPrefix(nil, 0, 0), pebblestate.PrefixEnd(pebblestate.AppendKeyPrefix(nil, 0xffff, 0xffff))
 		err := pk.store.ScanDB(lo, hi, func(k, _ []byte) ([]byte, bool) {
 			if len(k) >= 4 && uint16(k[2])<<8|uint16(k[3]) == id {
 				n++

@@ -47,11 +47,11 @@ func (w *pebbleSweep) access(now int64, n int) {
 // sweep checks up to n of the state's DB entries from the cursor.
 func (w *pebbleSweep) sweep(now int64, n int) error {
 	pk := w.pk
-	lower := appendKeyPrefix(nil, pk.kgLo, w.id)
+	lower := pebblestate.AppendKeyPrefix(nil, pk.kgLo, w.id)
 	if w.after != nil {
 		lower = append(bytes.Clone(w.after), 0)
 	}
-	upper := pebblestate.PrefixEnd(appendKeyPrefix(nil, pk.kgHi, w.id))
+	upper := pebblestate.PrefixEnd(pebblestate.AppendKeyPrefix(nil, pk.kgHi, w.id))
 	w.cands = w.cands[:0]
 	done := true
 	err := pk.store.ScanDB(lower, upper, func(k, v []byte) ([]byte, bool) {
@@ -61,12 +61,12 @@ func (w *pebbleSweep) sweep(now int64, n int) error {
 		kg, id := int(binary.BigEndian.Uint16(k)), binary.BigEndian.Uint16(k[2:])
 		switch {
 		case id < w.id:
-			return appendKeyPrefix(nil, kg, w.id), true
+			return pebblestate.AppendKeyPrefix(nil, kg, w.id), true
 		case id > w.id:
 			if kg >= pk.kgHi {
 				return nil, false
 			}
-			return appendKeyPrefix(nil, kg+1, w.id), true
+			return pebblestate.AppendKeyPrefix(nil, kg+1, w.id), true
 		}
 		if n == 0 {
 			done = false

@@ -1,8 +1,10 @@
 // Package pebblestate is the pebble state backend's storage: one Pebble DB per
 // keyed operator subtask, in a local working directory, with a write
-// buffer in front of it, and its checkpoints as files. The engine (package
-// runtime) encodes keys and values and decides when to snapshot; this
-// package holds bytes.
+// buffer in front of it (Store), and its checkpoints as files; the job's
+// working directory and the block cache its DBs share (Backend); the blob
+// that describes one subtask's checkpoint (Blob) and the laying out of a
+// DB from it. The engine (package runtime) encodes keys and values and
+// decides when to snapshot; this package holds bytes.
 //
 // # Key layout
 //

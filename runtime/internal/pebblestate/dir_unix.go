@@ -1,6 +1,6 @@
 //go:build unix
 
-package runtime
+package pebblestate
 
 import (
 	"fmt"
@@ -9,10 +9,10 @@ import (
 	"syscall"
 )
 
-// defaultStateDir is the pebble backend's working directory when the job
+// DefaultDir is the pebble backend's working directory when the job
 // sets none: one per user in the OS temp directory, which every local
 // user shares.
-func defaultStateDir() string {
+func DefaultDir() string {
 	return filepath.Join(os.TempDir(), fmt.Sprintf("splitflow-state-%d", os.Getuid()))
 }
 

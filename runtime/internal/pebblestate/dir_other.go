@@ -1,15 +1,15 @@
 //go:build !unix
 
-package runtime
+package pebblestate
 
 import (
 	"os"
 	"path/filepath"
 )
 
-// defaultStateDir is the pebble backend's working directory when the job
+// DefaultDir is the pebble backend's working directory when the job
 // sets none. Outside Unix the OS temp directory is the user's own.
-func defaultStateDir() string { return filepath.Join(os.TempDir(), "splitflow-state") }
+func DefaultDir() string { return filepath.Join(os.TempDir(), "splitflow-state") }
 
 // checkPrivateDir has nothing to check where the temp directory is the
 // user's own.
