@@ -75,10 +75,10 @@ func ExampleAggregate() {
 	env := runtime.NewEnvironment(runtime.WithParallelism(2), runtime.WithLogger(quiet))
 	in := runtime.FromSource(env, src, "orders").UID("orders")
 	averages := runtime.Aggregate(runtime.KeyBy(in, func(o order) string { return o.User }),
-		runtime.AggregateFuncs[order, avg, float64]{
-			Create:     func() avg { return avg{} },
-			Accumulate: func(o order, a avg) avg { return avg{Sum: a.Sum + o.Amount, N: a.N + 1} },
-			Result:     func(a avg) float64 { return float64(a.Sum) / float64(a.N) },
+		runtime.Aggregator[order, avg, float64]{
+			Create: func() avg { return avg{} },
+			Add:    func(a avg, o order) avg { return avg{Sum: a.Sum + o.Amount, N: a.N + 1} },
+			Result: func(a avg) float64 { return float64(a.Sum) / float64(a.N) },
 		}).UID("average")
 	// Each result comes with its key, as Count's does.
 	lines := runtime.Map(averages, func(kv runtime.KV[string, float64]) (string, error) {

@@ -139,10 +139,10 @@ func countingJobVia(api countingAPI, par int, src *rangeSrc, mapFn func(int64) (
 			return kv.Key*100000 + kv.Value, nil
 		})
 	case viaAggregate:
-		counts = Map(Aggregate(KeyBy(ds, func(v int64) int64 { return v % 7 }), AggregateFuncs[int64, countAcc, int64]{
-			Create:     func() countAcc { return countAcc{} },
-			Accumulate: func(v int64, a countAcc) countAcc { return countAcc{Key: v % 7, N: a.N + 1} },
-			Result:     func(a countAcc) int64 { return a.N },
+		counts = Map(Aggregate(KeyBy(ds, func(v int64) int64 { return v % 7 }), Aggregator[int64, countAcc, int64]{
+			Create: func() countAcc { return countAcc{} },
+			Add:    func(a countAcc, v int64) countAcc { return countAcc{Key: v % 7, N: a.N + 1} },
+			Result: func(a countAcc) int64 { return a.N },
 		}).UID("counts"), func(kv KV[int64, int64]) (int64, error) { return kv.Key*100000 + kv.Value, nil })
 	case viaReduce:
 		ones := Map(ds, func(v int64) (KV[int64, int64], error) { return KV[int64, int64]{Key: v % 7, Value: 1}, nil })

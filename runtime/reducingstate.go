@@ -22,10 +22,10 @@ type ReducingState[T any] interface {
 }
 
 // AggregatingState is one accumulator per key, every value added folded
-// into it by an AggregateFunction; Get returns its result.
+// into it by an Aggregator; Get returns its result.
 type AggregatingState[IN, OUT any] interface {
 	// Add folds v into the current key's accumulator (a new one, by
-	// CreateAccumulator, for a key with none).
+	// the Aggregator's Create, for a key with none).
 	Add(v IN)
 	// Get returns the result of the current key's accumulator, and
 	// whether it has one.
@@ -50,15 +50,15 @@ func (s reducingState[T]) Clear()         { s.v.Clear() }
 
 type aggregatingState[IN, A, OUT any] struct {
 	v   ValueState[A]
-	agg AggregateFunction[IN, A, OUT]
+	agg Aggregator[IN, A, OUT]
 }
 
 func (s aggregatingState[IN, A, OUT]) Add(v IN) {
 	acc, ok := s.v.Value()
 	if !ok {
-		acc = s.agg.CreateAccumulator()
+		acc = s.agg.Create()
 	}
-	s.v.Update(s.agg.Add(v, acc))
+	s.v.Update(s.agg.Add(acc, v))
 }
 
 func (s aggregatingState[IN, A, OUT]) Get() (OUT, bool) {
@@ -67,7 +67,7 @@ func (s aggregatingState[IN, A, OUT]) Get() (OUT, bool) {
 		var zero OUT
 		return zero, false
 	}
-	return s.agg.GetResult(acc), true
+	return s.agg.Result(acc), true
 }
 
 func (s aggregatingState[IN, A, OUT]) Clear() { s.v.Clear() }
@@ -122,15 +122,15 @@ func (d *ReducingStateDescriptor[T]) Clear(ctx StateContext) error { return d.v.
 // ValueStateDescriptor.
 type AggregatingStateDescriptor[IN, A, OUT any] struct {
 	v   *ValueStateDescriptor[A]
-	agg AggregateFunction[IN, A, OUT]
+	agg Aggregator[IN, A, OUT]
 }
 
 // NewAggregatingState describes the aggregating state called name, as
-// NewValueState (WithSerde chooses the accumulator's serde); a nil agg
-// panics.
-func NewAggregatingState[IN, A, OUT any](name string, agg AggregateFunction[IN, A, OUT], opts ...StateOption) *AggregatingStateDescriptor[IN, A, OUT] {
-	if agg == nil {
-		panic(fmt.Sprintf("state %q: NewAggregatingState needs an AggregateFunction", name))
+// NewValueState (WithSerde chooses the accumulator's serde); an agg
+// without Create, Add or Result panics (Merge is not used).
+func NewAggregatingState[IN, A, OUT any](name string, agg Aggregator[IN, A, OUT], opts ...StateOption) *AggregatingStateDescriptor[IN, A, OUT] {
+	if m := agg.missing(); m != nil {
+		panic(fmt.Sprintf("state %q: NewAggregatingState needs an Aggregator with Create, Add and Result; it has no %v", name, m))
 	}
 	return &AggregatingStateDescriptor[IN, A, OUT]{v: NewValueState[A](name, opts...), agg: agg}
 }

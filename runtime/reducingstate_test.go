@@ -5,16 +5,16 @@ import (
 )
 
 // ReducingState folds with its function and AggregatingState with its
-// AggregateFunction, per key, on both backends, and both come back from
+// Aggregator, per key, on both backends, and both come back from
 // a checkpoint; the descriptor and the Get form reach one state.
 func TestReducingAndAggregatingState(t *testing.T) {
 	forEachUnitBackend(t, func(t *testing.T, sc stateConfig) {
 		maxOf := NewReducingState[int64]("max", func(a, b int64) int64 { return max(a, b) })
 		type avg struct{ Sum, N int64 }
-		mean := NewAggregatingState[int64, avg, float64]("mean", AggregateFuncs[int64, avg, float64]{
-			Create:     func() avg { return avg{} },
-			Accumulate: func(v int64, a avg) avg { return avg{a.Sum + v, a.N + 1} },
-			Result:     func(a avg) float64 { return float64(a.Sum) / float64(a.N) },
+		mean := NewAggregatingState[int64, avg, float64]("mean", Aggregator[int64, avg, float64]{
+			Create: func() avg { return avg{} },
+			Add:    func(a avg, v int64) avg { return avg{a.Sum + v, a.N + 1} },
+			Result: func(a avg) float64 { return float64(a.Sum) / float64(a.N) },
 		})
 		p, stop, err := openStringKeyed(t, sc, nil)
 		if err != nil {
@@ -65,10 +65,10 @@ func TestReducingAndAggregatingState(t *testing.T) {
 		if v, ok, err := mean.Get(ctx); err != nil || !ok || v != 16.0/3 {
 			t.Fatalf("restored mean of a = %v, %v, %v; want 16/3", v, ok, err)
 		}
-		agg, err := NewAggregatingState[int64, avg, float64]("mean", AggregateFuncs[int64, avg, float64]{
-			Create:     func() avg { return avg{} },
-			Accumulate: func(v int64, a avg) avg { return avg{a.Sum + v, a.N + 1} },
-			Result:     func(a avg) float64 { return float64(a.Sum) / float64(a.N) },
+		agg, err := NewAggregatingState[int64, avg, float64]("mean", Aggregator[int64, avg, float64]{
+			Create: func() avg { return avg{} },
+			Add:    func(a avg, v int64) avg { return avg{a.Sum + v, a.N + 1} },
+			Result: func(a avg) float64 { return float64(a.Sum) / float64(a.N) },
 		}).Handle(ctx)
 		if err != nil {
 			t.Fatal(err)

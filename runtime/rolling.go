@@ -1,7 +1,5 @@
 package runtime
 
-import "fmt"
-
 // KV is a key with a value: what Count emits, a key with its running
 // count.
 type KV[K, V any] struct {
@@ -9,31 +7,38 @@ type KV[K, V any] struct {
 	Value V
 }
 
-// AggregateFunction folds the records of a key into an accumulator and
-// makes a result of it (Flink's AggregateFunction without merge). Its
-// methods run on the task goroutine of the subtask that owns the key,
-// never concurrently, and must not keep the accumulator between calls:
-// it lives in keyed state, checkpointed and restored with the job.
-type AggregateFunction[T, A, R any] interface {
-	// CreateAccumulator returns the accumulator of a key that has none.
-	CreateAccumulator() A
-	// Add folds v into acc and returns the new accumulator.
-	Add(v T, acc A) A
-	// GetResult is the result of acc, emitted after every record.
-	GetResult(acc A) R
+// Aggregator folds records into an accumulator of type A and turns it
+// into a result of type R (Flink's AggregateFunction): the one spelling of
+// an aggregation, for a keyed stream's rolling Aggregate, a window's
+// WindowAggregate and NewAggregatingState. Create, Add and Result are
+// required; Merge, which combines the accumulators of two sessions that a
+// record joins, is needed by Session windows only and unused elsewhere.
+// The functions run on the task goroutine of the subtask that owns the
+// key, never concurrently, and must not keep the accumulator between
+// calls: it lives in keyed state, checkpointed in the encoding its serde
+// gives A (DefaultSerde unless chosen). Add may return its argument
+// changed or a new value; Merge may return either of its arguments
+// changed.
+type Aggregator[T, A, R any] struct {
+	Create func() A
+	Add    func(acc A, v T) A
+	Merge  func(a, b A) A
+	Result func(acc A) R
 }
 
-// AggregateFuncs adapts plain functions to AggregateFunction; all three
-// are required.
-type AggregateFuncs[T, A, R any] struct {
-	Create     func() A
-	Accumulate func(v T, acc A) A
-	Result     func(acc A) R
+// missing names the required functions agg lacks, nil if none.
+func (agg Aggregator[T, A, R]) missing() []string {
+	var m []string
+	for _, f := range []struct {
+		name string
+		nil  bool
+	}{{"Create", agg.Create == nil}, {"Add", agg.Add == nil}, {"Result", agg.Result == nil}} {
+		if f.nil {
+			m = append(m, f.name)
+		}
+	}
+	return m
 }
-
-func (f AggregateFuncs[T, A, R]) CreateAccumulator() A { return f.Create() }
-func (f AggregateFuncs[T, A, R]) Add(v T, acc A) A     { return f.Accumulate(v, acc) }
-func (f AggregateFuncs[T, A, R]) GetResult(acc A) R    { return f.Result(acc) }
 
 // Reduce emits, for every record, the running reduction of its key's
 // records so far: the first record itself, then fn(previous, record)
@@ -56,23 +61,21 @@ func Reduce[K comparable, T any](ks KeyedStream[K, T], fn func(a, b T) T) DataSt
 
 // Aggregate emits, for every record, its key and agg's result of the
 // key's accumulator after adding the record (Kafka Streams' aggregate of a
-// grouped stream, whose table keeps the key; Flink keeps
+// grouped stream, whose table keeps the key; Flink keeps its
 // AggregateFunction for windows). The accumulator is keyed state, so A
 // must follow DefaultSerde's rule; it is checkpointed and restored on
 // either state backend, also at another parallelism.
-func Aggregate[K comparable, T, A, R any](ks KeyedStream[K, T], agg AggregateFunction[T, A, R]) DataStream[KV[K, R]] {
+func Aggregate[K comparable, T, A, R any](ks KeyedStream[K, T], agg Aggregator[T, A, R]) DataStream[KV[K, R]] {
 	var key func(T) K = ks.keyFn
 	ds := rolling(ks, "Aggregate", "aggregate", func(acc A, has bool, v T) (A, KV[K, R]) {
 		if !has {
-			acc = agg.CreateAccumulator()
+			acc = agg.Create()
 		}
-		acc = agg.Add(v, acc)
-		return acc, KV[K, R]{Key: key(v), Value: agg.GetResult(acc)}
+		acc = agg.Add(acc, v)
+		return acc, KV[K, R]{Key: key(v), Value: agg.Result(acc)}
 	})
-	if agg == nil {
-		ds.node.errs = append(ds.node.errs, errNilFunction("aggregate function"))
-	} else if f, ok := agg.(AggregateFuncs[T, A, R]); ok && (f.Create == nil || f.Accumulate == nil || f.Result == nil) {
-		ds.node.errs = append(ds.node.errs, fmt.Errorf("AggregateFuncs needs Create, Accumulate and Result"))
+	for _, name := range agg.missing() {
+		ds.node.errs = append(ds.node.errs, errNilFunction("aggregator's "+name))
 	}
 	return ds
 }

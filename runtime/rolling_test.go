@@ -1,8 +1,10 @@
 package runtime
 
 import (
+	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -78,10 +80,10 @@ func TestRollingAggregationsEmitRunningValues(t *testing.T) {
 			return Reduce(ks, func(a, b string) string { return a + b })
 		}, []string{"a", "aa", "aaa", "b", "bb", "c"}},
 		{"Aggregate", func(ks KeyedStream[string, string]) DataStream[string] {
-			return Map(Aggregate(ks, AggregateFuncs[string, int, string]{
-				Create:     func() int { return 10 },
-				Accumulate: func(_ string, n int) int { return n + 1 },
-				Result:     func(n int) string { return fmt.Sprint(n) },
+			return Map(Aggregate(ks, Aggregator[string, int, string]{
+				Create: func() int { return 10 },
+				Add:    func(n int, _ string) int { return n + 1 },
+				Result: func(n int) string { return fmt.Sprint(n) },
 			}), func(kv KV[string, string]) (string, error) { return kv.Key + "=" + kv.Value, nil })
 		}, []string{"a=11", "a=12", "a=13", "b=11", "b=12", "c=11"}},
 	}
@@ -92,4 +94,24 @@ func TestRollingAggregationsEmitRunningValues(t *testing.T) {
 			}
 		})
 	}
+}
+
+// Rule: one Aggregator serves rolling, window and state aggregation, and
+// each refuses one without Create, Add or Result before anything runs,
+// naming what is missing (Merge is optional outside session windows).
+func TestAggregatorWithoutARequiredFunctionIsRefused(t *testing.T) {
+	noAdd := Aggregator[int64, int64, int64]{Create: func() int64 { return 0 }, Result: func(a int64) int64 { return a }}
+	env := NewEnvironment(WithLogger(discardLogger()))
+	ds := FromSource[int64, *rSplit, []*rSplit](env, &rangeSrc{splits: 1, perSplit: 1, readerFailAt: -1}, "range").UID("src")
+	SinkTo(Aggregate(KeyBy(ds, func(v int64) int64 { return v }), noAdd), newCollectSink[KV[int64, int64]]())
+	err := env.Execute(testCtx(t), "aggregate without Add")
+	if !errors.Is(err, ErrInvalidGraph) || !strings.Contains(err.Error(), "aggregator's Add is nil") {
+		t.Fatalf("Execute: %v, want ErrInvalidGraph saying the aggregator's Add is nil", err)
+	}
+	defer func() {
+		if r := recover(); r == nil || !strings.Contains(fmt.Sprint(r), "Add") {
+			t.Fatalf("NewAggregatingState without Add: panic %v, want one naming Add", r)
+		}
+	}()
+	NewAggregatingState[int64, int64, int64]("sum", noAdd)
 }

@@ -215,7 +215,7 @@ func TestTTLListTurnedOnOrOffRefusesRestore(t *testing.T) {
 func TestTTLReducingAndAggregatingStateExpire(t *testing.T) {
 	forEachUnitBackend(t, func(t *testing.T, sc stateConfig) {
 		sum := NewReducingState("ttl-sum", func(a, b int64) int64 { return a + b }, WithTTL(time.Minute))
-		avg := NewAggregatingState[int64, avgAcc, float64]("ttl-avg", avgOf{}, WithTTL(time.Minute))
+		avg := NewAggregatingState[int64, avgAcc, float64]("ttl-avg", avgOf, WithTTL(time.Minute))
 		clock := &fakeClock{}
 		p, stop := openTTL(t, sc, nil, clock)
 		defer stop()
@@ -253,12 +253,13 @@ func TestTTLReducingAndAggregatingStateExpire(t *testing.T) {
 
 type avgAcc struct{ Sum, N int64 }
 
-type avgOf struct{}
-
-func (avgOf) CreateAccumulator() avgAcc    { return avgAcc{} }
-func (avgOf) Add(v int64, a avgAcc) avgAcc { return avgAcc{a.Sum + v, a.N + 1} }
-func (avgOf) GetResult(a avgAcc) float64   { return float64(a.Sum) / float64(a.N) }
-func (avgOf) Merge(a, b avgAcc) avgAcc     { return avgAcc{a.Sum + b.Sum, a.N + b.N} }
+// avgOf is the mean of int64s.
+var avgOf = Aggregator[int64, avgAcc, float64]{
+	Create: func() avgAcc { return avgAcc{} },
+	Add:    func(a avgAcc, v int64) avgAcc { return avgAcc{a.Sum + v, a.N + 1} },
+	Result: func(a avgAcc) float64 { return float64(a.Sum) / float64(a.N) },
+	Merge:  func(a, b avgAcc) avgAcc { return avgAcc{a.Sum + b.Sum, a.N + b.N} },
+}
 
 // Rule: one state has one TTL. The same name declared twice in one
 // operator with another TTL, or once with and once without one, is

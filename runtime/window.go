@@ -364,20 +364,6 @@ type WindowInfo[K comparable] struct {
 	Firing WindowFiring
 }
 
-// Aggregator folds a window's records into an accumulator of type A and
-// turns it into a result of type R (Flink's AggregateFunction). Create,
-// Add and Result are required; Merge, which combines the accumulators of
-// two sessions that a record joins, is required for Session windows only.
-// Accumulators are keyed state, checkpointed in the encoding
-// DefaultSerde gives A. Add may return its argument changed or a new
-// value; Merge may return either of its arguments changed.
-type Aggregator[T, A, R any] struct {
-	Create func() A
-	Add    func(acc A, v T) A
-	Merge  func(a, b A) A
-	Result func(acc A) R
-}
-
 // WindowReduce combines each window's records with fn, pairwise in their
 // order of arrival, and emits the combination: a window of one record
 // emits that record.
@@ -426,13 +412,8 @@ type reduceAcc[T any] struct {
 // agg.Result of the accumulator.
 func WindowAggregate[K comparable, T, A, R any](ws WindowedStream[K, T], agg Aggregator[T, A, R]) DataStream[WindowResult[K, R]] {
 	var errs []error
-	for _, f := range []struct {
-		name string
-		nil_ bool
-	}{{"Create", agg.Create == nil}, {"Add", agg.Add == nil}, {"Result", agg.Result == nil}} {
-		if f.nil_ {
-			errs = append(errs, errNilFunction("aggregator's "+f.name))
-		}
+	for _, name := range agg.missing() {
+		errs = append(errs, errNilFunction("aggregator's "+name))
 	}
 	if agg.Merge == nil && ws.assigner.shape == shapeSession {
 		errs = append(errs, errors.New("session windows merge accumulators: the aggregator needs a Merge function"))
