@@ -13,6 +13,8 @@ import (
 
 	"github.com/splitflow/splitflow/connector"
 	"github.com/splitflow/splitflow/connector/kafka"
+	"github.com/splitflow/splitflow/connector/kafka/registry/internal/testpb"
+	"github.com/splitflow/splitflow/connector/kafka/registry/internal/testpb/v3pb"
 	"github.com/splitflow/splitflow/integration/registrytest"
 	"github.com/splitflow/splitflow/runtime"
 	"github.com/splitflow/splitflow/runtime/restart"
@@ -20,6 +22,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/sr"
+	"google.golang.org/protobuf/proto"
 )
 
 // The tests in this file run against a real registry (Apicurio Registry,
@@ -269,7 +272,7 @@ func TestUndecodableRecordsGoToTheDeadLetterTopic(t *testing.T) {
 				}
 				runtime.SinkToTwoPhase(runtime.SideOutput(orders, dead), dlq)
 			}
-			count := &countSink{}
+			count := &countSink[OrderV1]{}
 			runtime.SinkTo(orders, connector.Sink[OrderV1](count))
 			rctx, cancel := context.WithTimeout(ctx, time.Minute)
 			defer cancel()
@@ -311,11 +314,46 @@ func TestUndecodableRecordsGoToTheDeadLetterTopic(t *testing.T) {
 }
 
 // countSink counts what every subtask writes.
-type countSink struct{ n atomic.Int64 }
+type countSink[T any] struct{ n atomic.Int64 }
 
-func (s *countSink) CreateWriter(connector.SinkInitContext) (connector.SinkWriter[OrderV1], error) {
+func (s *countSink[T]) CreateWriter(connector.SinkInitContext) (connector.SinkWriter[T], error) {
 	return s, nil
 }
-func (s *countSink) Write(OrderV1, connector.WriteContext) error { s.n.Add(1); return nil }
-func (s *countSink) Flush(bool) error                            { return nil }
-func (s *countSink) Close() error                                { return nil }
+func (s *countSink[T]) Write(T, connector.WriteContext) error { s.n.Add(1); return nil }
+func (s *countSink[T]) Flush(bool) error                      { return nil }
+func (s *countSink[T]) Close() error                          { return nil }
+
+// Rule: against a real registry, the Protobuf serializer registers its
+// file with its imports as references, the deserializers (generated and
+// dynamic) read back what it wrote by the registry's text, and a file
+// whose message changes a field's type is refused under BACKWARD.
+func TestProtobufSchemaOnARealRegistry(t *testing.T) {
+	c, topic := realRegistry(t, "proto")
+	ctx := context.Background()
+	w, err := NewProtobufSerializer[*testpb.Order](ctx, c, topic, WithAutoRegister())
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := registrytest.Get(t).Client(t).SchemaByVersion(ctx, topic+"-value", -1)
+	if err != nil || got.Type != sr.TypeProtobuf || len(got.References) != 1 || got.References[0].Name != "splitflow/test/money.proto" {
+		t.Fatalf("registered %+v, %v; want Protobuf referencing money.proto", got, err)
+	}
+	order := testOrder(3)
+	b, err := w.Encode(order)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o, err := NewProtobufDeserializer[*testpb.Order](c).Decode(b)
+	if err != nil || !proto.Equal(o, order) {
+		t.Fatalf("generated: %v, %v", o, err)
+	}
+	m, err := NewDynamicProtobufDeserializer(c).Decode(b)
+	if err != nil || m.Descriptor().FullName() != "splitflow.test.Order" {
+		t.Fatalf("dynamic: %v, %v", m, err)
+	}
+	_, err = NewProtobufSerializer[*v3pb.Order](ctx, c, topic, WithAutoRegister())
+	var re *Error
+	if !errors.As(err, &re) || re.Status != http.StatusConflict || !strings.Contains(err.Error(), `subject "`+topic+`-value"`) || !strings.Contains(err.Error(), "int64") {
+		t.Fatalf("register the incompatible Order = %v; want a 409 *Error naming the subject", err)
+	}
+}

@@ -4,10 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
-	"sync"
-	"sync/atomic"
-	"time"
 
 	"github.com/hamba/avro/v2"
 	"github.com/splitflow/splitflow/connector/kafka"
@@ -98,21 +94,11 @@ func NewAvroSerializer[T any](ctx context.Context, c *Client, topic, schemaText 
 	if subject == "" {
 		return nil, fmt.Errorf("registry: the subject name strategy gave no subject for topic %q and schema %s (record strategies need a named schema)", topic, schema.Type())
 	}
-	s := sr.Schema{Schema: schemaText, Type: sr.TypeAvro}
-	var id int
-	if cfg.autoRegister {
-		id, err = c.register(ctx, subject, s)
-	} else {
-		id, err = c.lookUp(ctx, subject, s)
-		var re *Error
-		if errors.As(err, &re) && re.NotFound() {
-			err = fmt.Errorf("%w; register it first (or give WithAutoRegister)", err)
-		}
-	}
+	got, err := c.resolve(ctx, subject, sr.Schema{Schema: schemaText, Type: sr.TypeAvro}, cfg.autoRegister)
 	if err != nil {
 		return nil, err
 	}
-	return &AvroSerializer[T]{schema: schema, topic: topic, subject: subject, id: id}, nil
+	return &AvroSerializer[T]{schema: schema, topic: topic, subject: subject, id: got.ID}, nil
 }
 
 // ID returns the schema id the serializer writes.
@@ -120,6 +106,9 @@ func (s *AvroSerializer[T]) ID() int { return s.id }
 
 // Subject returns the subject the schema was resolved under.
 func (s *AvroSerializer[T]) Subject() string { return s.subject }
+
+// Topic returns the topic the serializer writes to.
+func (s *AvroSerializer[T]) Topic() string { return s.topic }
 
 // Encode returns v in the wire format: the 5-byte header, then v's Avro
 // binary encoding.
@@ -147,9 +136,10 @@ func (s *AvroSerializer[T]) Values() kafka.RecordSerializer[T] {
 
 // Records returns the record serializer of kafka.NewSink that writes each
 // element to values' topic with keyOf(element) encoded by keys as the key
-// and the element encoded by values as the value.
-func Records[T, K any](keys *AvroSerializer[K], keyOf func(T) K, values *AvroSerializer[T]) kafka.RecordSerializer[T] {
-	return kafka.KeyValueSerializer(values.topic, func(v T) ([]byte, []byte, error) {
+// and the element encoded by values as the value. Keys and values may be
+// of different formats (an Avro key, a Protobuf value).
+func Records[T, K any](keys Serializer[K], keyOf func(T) K, values Serializer[T]) kafka.RecordSerializer[T] {
+	return kafka.KeyValueSerializer(values.Topic(), func(v T) ([]byte, []byte, error) {
 		k, err := keys.Encode(keyOf(v))
 		if err != nil {
 			return nil, nil, err
@@ -175,22 +165,9 @@ func Records[T, K any](keys *AvroSerializer[K], keyOf func(T) K, values *AvroSer
 // cannot reach is retried (WithRetries), then gives an error wrapping
 // ErrUnavailable, which fails the job under every policy.
 type AvroDeserializer[T any] struct {
-	c      *Client
-	reader avro.Schema
-
-	// byID caches every id met, failures included: read without a lock
-	// on every record, replaced whole (under mu) when an id is added.
-	byID atomic.Pointer[map[int]resolved]
-	// mu serializes fetches, so subtasks that meet a new id at once ask
-	// the registry once.
-	mu sync.Mutex
-}
-
-// resolved is a writer id's schema resolved against the reader, or why
-// it cannot be.
-type resolved struct {
-	schema avro.Schema
-	err    error
+	c       *Client
+	reader  avro.Schema
+	writers *writerSchemas[avro.Schema]
 }
 
 // NewAvroDeserializer returns a deserializer that reads into T with the
@@ -202,24 +179,18 @@ func NewAvroDeserializer[T any](c *Client, reader avro.Schema) *AvroDeserializer
 		panic("registry: NewAvroDeserializer needs a client")
 	}
 	d := &AvroDeserializer[T]{c: c, reader: reader}
-	d.byID.Store(&map[int]resolved{})
+	d.writers = newWriterSchemas(c, d.resolve)
 	return d
 }
 
 // Decode reads one value in the wire format.
 func (d *AvroDeserializer[T]) Decode(b []byte) (T, error) {
 	var v T
-	if b == nil {
-		return v, errors.New("registry: a null value (a tombstone) holds no Avro")
-	}
-	id, payload, err := header.DecodeID(b)
+	id, payload, err := decodeHeader(b, "Avro")
 	if err != nil {
-		if len(b) > 0 {
-			return v, fmt.Errorf("registry: not in the schema registry wire format (first byte 0x%02x, %d bytes): %w", b[0], len(b), err)
-		}
-		return v, fmt.Errorf("registry: an empty value is not in the schema registry wire format: %w", err)
+		return v, err
 	}
-	sch, err := d.schemaOf(id)
+	sch, err := d.writers.get(id)
 	if err != nil {
 		return v, err
 	}
@@ -241,63 +212,28 @@ func (d *AvroDeserializer[T]) Decode(b []byte) (T, error) {
 	return v, nil
 }
 
-// schemaOf returns id's writer schema resolved against the reader,
-// fetching it on the first record that carries id. A failure the
-// registry meant (unknown id, not Avro, unresolvable) is kept, so a
-// stream of such records does not call the registry once each; an
-// unreachable registry is not, so the restarted job asks again.
-func (d *AvroDeserializer[T]) schemaOf(id int) (avro.Schema, error) {
-	if r, ok := (*d.byID.Load())[id]; ok {
-		return r.schema, r.err
-	}
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if r, ok := (*d.byID.Load())[id]; ok { // fetched while we waited
-		return r.schema, r.err
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(d.c.cfg.attempts)*(d.c.cfg.requestTimeout+d.c.cfg.maxBackoff))
-	defer cancel()
-	s, err := d.c.schemaByID(ctx, id)
-	if err != nil {
-		if errors.Is(err, ErrUnavailable) {
-			return nil, err
-		}
-		d.add(id, resolved{err: err})
-		return nil, err
-	}
-	r := d.resolve(id, s)
-	d.add(id, r)
-	return r.schema, r.err
-}
-
-// add publishes a copy of the cache with id's entry; under mu.
-func (d *AvroDeserializer[T]) add(id int, r resolved) {
-	m := maps.Clone(*d.byID.Load())
-	m[id] = r
-	d.byID.Store(&m)
-}
-
-func (d *AvroDeserializer[T]) resolve(id int, s sr.Schema) resolved {
+// resolve reads id's writer schema, resolved against the reader.
+func (d *AvroDeserializer[T]) resolve(_ context.Context, id int, s sr.Schema) (avro.Schema, error) {
 	if s.Type != sr.TypeAvro {
-		return resolved{err: fmt.Errorf("registry: %s: schema id %d is %s, not Avro", d.c, id, s.Type)}
+		return nil, fmt.Errorf("registry: %s: schema id %d is %s, not Avro", d.c, id, s.Type)
 	}
 	if len(s.References) > 0 {
-		return resolved{err: fmt.Errorf("registry: %s: schema id %d references other schemas, which the Avro deserializer does not read yet", d.c, id)}
+		return nil, fmt.Errorf("registry: %s: schema id %d references other schemas, which the Avro deserializer does not read yet", d.c, id)
 	}
 	// A cache of its own: the shared one would hold one definition per
 	// name, and a writer's v1 and v2 of a record share the name.
 	writer, err := avro.ParseWithCache(s.Schema, "", &avro.SchemaCache{})
 	if err != nil {
-		return resolved{err: fmt.Errorf("registry: %s: schema id %d does not parse as Avro: %w", d.c, id, err)}
+		return nil, fmt.Errorf("registry: %s: schema id %d does not parse as Avro: %w", d.c, id, err)
 	}
 	if d.reader == nil {
-		return resolved{schema: writer}
+		return writer, nil
 	}
 	r, err := avro.NewSchemaCompatibility().Resolve(d.reader, writer)
 	if err != nil {
-		return resolved{err: fmt.Errorf("registry: %s: the writer's schema id %d cannot be read as the reader's schema: %w", d.c, id, err)}
+		return nil, fmt.Errorf("registry: %s: the writer's schema id %d cannot be read as the reader's schema: %w", d.c, id, err)
 	}
-	return resolved{schema: r}
+	return r, nil
 }
 
 // Values returns the deserializer of kafka.NewSource that reads each

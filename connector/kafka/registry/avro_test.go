@@ -389,7 +389,7 @@ func TestUnreachableRegistryFailsTheJobUnderSkipPolicy(t *testing.T) {
 		t.Fatal(err)
 	}
 	env := runtime.NewEnvironment(runtime.WithParallelism(1), runtime.WithLogger(quiet()), runtime.WithRestartStrategy(restart.None()))
-	count := &countSink{}
+	count := &countSink[OrderV1]{}
 	runtime.SinkTo(runtime.FromSource(env, src, "in"), connector.Sink[OrderV1](count))
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()

@@ -262,27 +262,58 @@ func (c *Client) schemaByID(ctx context.Context, id int) (sr.Schema, error) {
 	return s, err
 }
 
-// lookUp returns the id of schema under subject, which must be
-// registered there already.
-func (c *Client) lookUp(ctx context.Context, subject string, s sr.Schema) (int, error) {
+// lookUp returns the id and version of schema under subject, which must
+// be registered there already.
+func (c *Client) lookUp(ctx context.Context, subject string, s sr.Schema) (sr.SubjectSchema, error) {
 	var got sr.SubjectSchema
 	err := c.do(ctx, "look up the schema under", subject, 0, func(ctx context.Context) error {
 		var err error
 		got, err = c.sr.LookupSchema(ctx, subject, s)
 		return err
 	})
-	return got.ID, err
+	return got, err
 }
 
 // register registers schema under subject (the registry checks the
-// subject's compatibility rule) and returns its id; a schema registered
-// already keeps its id.
-func (c *Client) register(ctx context.Context, subject string, s sr.Schema) (int, error) {
+// subject's compatibility rule) and returns its id and version; a schema
+// registered already keeps them.
+func (c *Client) register(ctx context.Context, subject string, s sr.Schema) (sr.SubjectSchema, error) {
 	var got sr.SubjectSchema
 	err := c.do(ctx, "register the schema under", subject, 0, func(ctx context.Context) error {
 		var err error
 		got, err = c.sr.CreateSchema(ctx, subject, s)
 		return err
 	})
-	return got.ID, err
+	return got, err
+}
+
+// resolve registers schema under subject when autoRegister holds, and
+// looks it up otherwise, saying how to fix a schema not registered yet.
+func (c *Client) resolve(ctx context.Context, subject string, s sr.Schema, autoRegister bool) (sr.SubjectSchema, error) {
+	if autoRegister {
+		return c.register(ctx, subject, s)
+	}
+	got, err := c.lookUp(ctx, subject, s)
+	var re *Error
+	if errors.As(err, &re) && re.NotFound() {
+		err = fmt.Errorf("%w; register it first (or give WithAutoRegister)", err)
+	}
+	return got, err
+}
+
+// schemaByVersion fetches version of subject: a schema reference's.
+func (c *Client) schemaByVersion(ctx context.Context, subject string, version int) (sr.SubjectSchema, error) {
+	var got sr.SubjectSchema
+	err := c.do(ctx, fmt.Sprintf("fetch version %d of", version), subject, 0, func(ctx context.Context) error {
+		var err error
+		got, err = c.sr.SchemaByVersion(ctx, subject, version)
+		return err
+	})
+	return got, err
+}
+
+// fetchContext bounds a fetch a deserializer makes on a record's behalf,
+// which has no context of its own: every attempt WithRetries allows.
+func (c *Client) fetchContext() (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.Background(), time.Duration(c.cfg.attempts)*(c.cfg.requestTimeout+c.cfg.maxBackoff))
 }
