@@ -357,3 +357,37 @@ func TestProtobufSchemaOnARealRegistry(t *testing.T) {
 		t.Fatalf("register the incompatible Order = %v; want a 409 *Error naming the subject", err)
 	}
 }
+
+// Rule: against a real registry, the JSON Schema serializer registers its
+// schema as schemaType JSON, the deserializer reads back what it wrote
+// and validates it by the registry's text, and a schema that changes a
+// property's type is refused under BACKWARD.
+func TestJSONSchemaOnARealRegistry(t *testing.T) {
+	c, topic := realRegistry(t, "json")
+	ctx := context.Background()
+	w, err := NewJSONSchemaSerializer[Payment](ctx, c, topic, paymentSchema, WithAutoRegister())
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := registrytest.Get(t).Client(t).SchemaByVersion(ctx, topic+"-value", -1)
+	if err != nil || got.Type != sr.TypeJSON || got.ID != w.ID() {
+		t.Fatalf("registered %+v, %v; want a JSON schema of id %d", got, err, w.ID())
+	}
+	p := Payment{ID: 4, Amount: 2.5, Currency: "USD"}
+	b, err := w.Encode(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := NewJSONSchemaDeserializer[Payment](c)
+	if back, err := d.Decode(b); err != nil || back != p {
+		t.Fatalf("read %+v, %v; want %+v", back, err, p)
+	}
+	if _, err := d.Decode(append(b[:5:5], `{"id":4,"amount":-1}`...)); err == nil || !strings.Contains(err.Error(), "does not validate") {
+		t.Fatalf("an invalid value: %v; want a validation error", err)
+	}
+	_, err = NewJSONSchemaSerializer[map[string]any](ctx, c, topic, paymentV2Schema, WithAutoRegister())
+	var re *Error
+	if !errors.As(err, &re) || re.Status != http.StatusConflict || !strings.Contains(err.Error(), `subject "`+topic+`-value"`) {
+		t.Fatalf("register the incompatible v2 = %v; want a 409 *Error naming the subject", err)
+	}
+}
