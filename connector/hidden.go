@@ -6,15 +6,18 @@ import (
 	"reflect"
 )
 
-// TwoPhaseCapable is an optional capability of a Sink: a sink that commits
-// in two phases in some configurations (a Kafka sink in exactly-once mode)
-// says here whether it does in the one it has. runtime.SinkTo asks for it,
-// so that one call runs the sink exactly-once when it is configured so and
-// as a plain sink otherwise.
+// TwoPhaseCapable is how a sink tells the engine that it commits in two
+// phases: runtime.SinkTo, the one way to add a sink to a job, asks every
+// sink for it. A sink that commits in two phases in some configurations
+// only (a Kafka sink in exactly-once mode) says here whether it does in
+// the one it has; SinkTo then runs it with its committer, or as a plain
+// sink.
 //
 // Go cannot assert a Sink[T] to TwoPhaseCommittingSink[T, Comm] without
 // naming Comm, so the sink hands over itself with its committable type
-// hidden: implement TwoPhase with [HideCommittable].
+// (and its writer state type) hidden: implement TwoPhase with
+// [HideCommittable], or [HideCommittableAndWriterState] for a
+// [StatefulTwoPhaseSink].
 //
 //	func (s *MySink[T]) TwoPhase() (connector.HiddenTwoPhaseSink[T], bool) {
 //		if !s.exactlyOnce {
@@ -23,10 +26,14 @@ import (
 //		return connector.HideCommittable[T, MyCommittable](s), true
 //	}
 //
-// Hiding changes nothing in checkpoints: the committables are encoded by
-// the sink's own CommittableSerializer, byte for byte as a job that names
-// the committable type (runtime.SinkToTwoPhase) writes them, so a job may
-// move from one call to the other and restore its checkpoints.
+// A sink that has CreateCommitter or CommittableSerializer and is not
+// TwoPhaseCapable is refused by runtime.SinkTo: its committer would never
+// run. So is one whose writers keep state (RestoreWriter,
+// WriterStateSerializer) unless its TwoPhase hides that state too.
+//
+// Hiding changes nothing in checkpoints: the committables and writer
+// states are encoded by the sink's own serializers, and the engine names
+// the hidden types in the job's fingerprint as it names types it is given.
 type TwoPhaseCapable[T any] interface {
 	// TwoPhase returns the sink as a two-phase-committing sink, and false
 	// when, as configured, its writes need no committer. It may be called
@@ -37,15 +44,23 @@ type TwoPhaseCapable[T any] interface {
 // HiddenTwoPhaseSink is a TwoPhaseCommittingSink whose committables are
 // held as values of type any; each holds a value of CommittableType. Its
 // writers implement CommittingSinkWriter[T, any], its committers
-// Committer[any]. Make one with [HideCommittable].
+// Committer[any]. When WriterStateType is not nil it is also a
+// StatefulSink[T, any], whose writer states each hold a value of that
+// type, and its writers are StatefulSinkWriter[T, any] too. Make one with
+// [HideCommittable] or [HideCommittableAndWriterState].
 type HiddenTwoPhaseSink[T any] interface {
 	TwoPhaseCommittingSink[T, any]
 
 	// CommittableType is the type of the committables the sink hides. The
-	// engine records its name in the job's fingerprint, as it does for a
-	// sink whose committable type it is given, so that a checkpoint is
-	// restored only by a sink with the same committable type.
+	// engine records its name in the job's fingerprint, so that a
+	// checkpoint is restored only by a sink with the same committable
+	// type.
 	CommittableType() reflect.Type
+
+	// WriterStateType is the type of the writer states the sink hides, or
+	// nil when its writers keep none. The engine records its name in the
+	// fingerprint too.
+	WriterStateType() reflect.Type
 }
 
 // HideCommittable returns sink with its committable type hidden. Writers,
@@ -53,11 +68,18 @@ type HiddenTwoPhaseSink[T any] interface {
 // sink's own, converting committables at the boundary; optional
 // capabilities the engine asks of them (CheckpointListener on writers,
 // RestoredCommittablesListener on committers) are passed through too.
-// Writer state (StatefulSink) is not: a two-phase sink whose writers keep
-// state runs with runtime.SinkToStatefulTwoPhase, and runtime.SinkTo
-// refuses one that has RestoreWriter and WriterStateSerializer.
+// Writer state is not: a sink whose writers keep state hides it with
+// [HideCommittableAndWriterState].
 func HideCommittable[T, Comm any](sink TwoPhaseCommittingSink[T, Comm]) HiddenTwoPhaseSink[T] {
 	return hiddenSink[T, Comm]{inner: sink}
+}
+
+// HideCommittableAndWriterState is [HideCommittable] for a sink whose
+// writers keep state: the result is also a StatefulSink[T, any], whose
+// RestoreWriter hands sink's RestoreWriter the states as W, and whose
+// writers' SnapshotState passes the writer's states on.
+func HideCommittableAndWriterState[T, Comm, W any](sink StatefulTwoPhaseSink[T, Comm, W]) HiddenTwoPhaseSink[T] {
+	return hiddenStatefulSink[T, Comm, W]{hiddenSink: hiddenSink[T, Comm]{inner: sink}, stateful: sink}
 }
 
 type hiddenSink[T, Comm any] struct {
@@ -65,6 +87,8 @@ type hiddenSink[T, Comm any] struct {
 }
 
 func (s hiddenSink[T, Comm]) CommittableType() reflect.Type { return reflect.TypeFor[Comm]() }
+
+func (s hiddenSink[T, Comm]) WriterStateType() reflect.Type { return nil }
 
 // CreateWriter wraps the inner writer when it is a committing one. One that
 // is not is returned as it is, so that the engine reports the inner type
@@ -98,6 +122,91 @@ func (s hiddenSink[T, Comm]) CommittableSerializer() VersionedSerializer[any] {
 		return nil
 	}
 	return hiddenSerializer[Comm]{ser}
+}
+
+// hiddenStatefulSink is a hidden sink whose writers keep state of type W.
+type hiddenStatefulSink[T, Comm, W any] struct {
+	hiddenSink[T, Comm]
+	stateful StatefulSink[T, W]
+}
+
+func (s hiddenStatefulSink[T, Comm, W]) WriterStateType() reflect.Type { return reflect.TypeFor[W]() }
+
+// CreateWriter wraps the inner writer when it is both a committing and a
+// stateful one. One that is not is returned as it is, so that the engine
+// reports the inner type and what it lacks.
+func (s hiddenStatefulSink[T, Comm, W]) CreateWriter(ctx SinkInitContext) (SinkWriter[T], error) {
+	w, err := s.inner.CreateWriter(ctx)
+	if err != nil || w == nil {
+		return w, err
+	}
+	if hw, ok := hideStatefulWriter[T, Comm, W](w); ok {
+		return hw, nil
+	}
+	return w, nil
+}
+
+func (s hiddenStatefulSink[T, Comm, W]) RestoreWriter(ctx SinkInitContext, states []any) (StatefulSinkWriter[T, any], error) {
+	ws := make([]W, 0, len(states))
+	for _, a := range states {
+		st, ok := a.(W)
+		if !ok {
+			// Only the hidden serializer makes states, so this is a bug
+			// of the engine, not of the sink.
+			return nil, fmt.Errorf("writer state %T is not a %s", a, reflect.TypeFor[W]())
+		}
+		ws = append(ws, st)
+	}
+	w, err := s.stateful.RestoreWriter(ctx, ws)
+	if err != nil || w == nil {
+		return nil, err
+	}
+	hw, ok := hideStatefulWriter[T, Comm, W](w)
+	if !ok {
+		_ = w.Close()
+		return nil, fmt.Errorf("the writer %T restored by sink %T is not a connector.CommittingSinkWriter[%s, %s] (PrepareCommit): nothing it writes would be committed; implement PrepareCommit on it: %w",
+			w, s.inner, reflect.TypeFor[T](), reflect.TypeFor[Comm](), ErrInvalidConfiguration)
+	}
+	return hw, nil
+}
+
+func (s hiddenStatefulSink[T, Comm, W]) WriterStateSerializer() VersionedSerializer[any] {
+	ser := s.stateful.WriterStateSerializer()
+	if ser == nil {
+		return nil
+	}
+	return hiddenSerializer[W]{ser}
+}
+
+// hideStatefulWriter hides a writer that both prepares committables and
+// keeps state, and reports false for one that does not.
+func hideStatefulWriter[T, Comm, W any](w SinkWriter[T]) (hiddenStatefulWriter[T, Comm, W], bool) {
+	cw, ok := w.(CommittingSinkWriter[T, Comm])
+	if !ok {
+		return hiddenStatefulWriter[T, Comm, W]{}, false
+	}
+	sw, ok := w.(StatefulSinkWriter[T, W])
+	if !ok {
+		return hiddenStatefulWriter[T, Comm, W]{}, false
+	}
+	return hiddenStatefulWriter[T, Comm, W]{hiddenWriter: hiddenWriter[T, Comm]{cw}, state: sw}, true
+}
+
+type hiddenStatefulWriter[T, Comm, W any] struct {
+	hiddenWriter[T, Comm]
+	state StatefulSinkWriter[T, W]
+}
+
+func (w hiddenStatefulWriter[T, Comm, W]) SnapshotState(checkpointID int64) ([]any, error) {
+	ws, err := w.state.SnapshotState(checkpointID)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]any, len(ws))
+	for i, s := range ws {
+		out[i] = s
+	}
+	return out, nil
 }
 
 type hiddenWriter[T, Comm any] struct {
@@ -187,21 +296,23 @@ func (r hiddenRequest[Comm]) UpdateAndRetryLater(committable Comm) {
 	r.CommitRequest.UpdateAndRetryLater(committable)
 }
 
-type hiddenSerializer[Comm any] struct {
-	inner VersionedSerializer[Comm]
+// hiddenSerializer is the serializer of hidden committables or writer
+// states of type V.
+type hiddenSerializer[V any] struct {
+	inner VersionedSerializer[V]
 }
 
-func (s hiddenSerializer[Comm]) Version() int { return s.inner.Version() }
+func (s hiddenSerializer[V]) Version() int { return s.inner.Version() }
 
-func (s hiddenSerializer[Comm]) Serialize(v any) ([]byte, error) {
-	c, ok := v.(Comm)
+func (s hiddenSerializer[V]) Serialize(v any) ([]byte, error) {
+	c, ok := v.(V)
 	if !ok {
-		return nil, fmt.Errorf("committable %T is not a %s", v, reflect.TypeFor[Comm]())
+		return nil, fmt.Errorf("value %T is not a %s", v, reflect.TypeFor[V]())
 	}
 	return s.inner.Serialize(c)
 }
 
-func (s hiddenSerializer[Comm]) Deserialize(version int, data []byte) (any, error) {
+func (s hiddenSerializer[V]) Deserialize(version int, data []byte) (any, error) {
 	c, err := s.inner.Deserialize(version, data)
 	if err != nil {
 		return nil, err

@@ -134,6 +134,17 @@ type StatefulSink[T, W any] interface {
 	WriterStateSerializer() VersionedSerializer[W]
 }
 
+// StatefulTwoPhaseSink is a two-phase-committing sink whose writers also
+// keep state of their own: both [TwoPhaseCommittingSink] and
+// [StatefulSink]. Its writers implement [CommittingSinkWriter] and
+// [StatefulSinkWriter]; at each checkpoint barrier the engine takes the
+// committables (PrepareCommit) and then the writer's state
+// (SnapshotState), and checkpoints both together.
+type StatefulTwoPhaseSink[T, Comm, W any] interface {
+	TwoPhaseCommittingSink[T, Comm]
+	StatefulSink[T, W]
+}
+
 // StatefulSinkWriter is the writer side of a StatefulSink.
 type StatefulSinkWriter[T, W any] interface {
 	SinkWriter[T]
