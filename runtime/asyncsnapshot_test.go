@@ -216,7 +216,7 @@ func TestTaskProcessesWhileSnapshotEncodes(t *testing.T) {
 			}
 		}}
 	}).UID("counts")
-	SinkToTwoPhase(counts, &txnSink2PC{store: store}).UID("sink")
+	SinkTo(counts, twoPhase(&txnSink2PC{store: store})).UID("sink")
 	env.hooks = &testHooks{
 		taskCreated: func(tk *task) {
 			tk.beforeEncode = func(id int64, abandoned <-chan struct{}) {

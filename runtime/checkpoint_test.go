@@ -30,8 +30,9 @@ type rangeJob struct {
 	opts                  []Option
 	sink                  *txnSink2PC
 	src                   *rangeSrc
-	// viaSinkTo adds the sink with SinkTo, as a connector.TwoPhaseCapable
-	// sink, instead of SinkToTwoPhase.
+	// viaSinkTo adds the sink behind a wrapper of its own
+	// (capableSink) that is connector.TwoPhaseCapable, instead of the
+	// test's generic one (twoPhase).
 	viaSinkTo bool
 }
 
@@ -58,7 +59,7 @@ func (j *rangeJob) env() *Environment {
 	if j.viaSinkTo {
 		SinkTo(ds, connector.Sink[int64](&capableSink{txnSink2PC: j.sink, twoPhase: true})).UID("sink")
 	} else {
-		SinkToTwoPhase(ds, j.sink).UID("sink")
+		SinkTo(ds, twoPhase(j.sink)).UID("sink")
 	}
 	return env
 }
@@ -736,7 +737,7 @@ func TestStatefulTwoPhaseSinkRestoresWriterState(t *testing.T) {
 		WithCheckpointInterval(2*time.Millisecond), WithRestartStrategy(restart.FixedDelay(5, time.Millisecond)))
 	src := &rangeSrc{splits: 4, perSplit: 50, delay: 200 * time.Microsecond, readerFailAt: -1}
 	ds := Map(FromSource(env, src, "range").UID("src"), failOnce(30, 150)).UID("map")
-	SinkToStatefulTwoPhase[int64, tTxn, int64](Rebalance(ds), sink).UID("sink")
+	SinkTo(Rebalance(ds), statefulTwoPhase[int64, tTxn, int64](sink)).UID("sink")
 	if err := env.Execute(testCtx(t), "stateful"); err != nil {
 		t.Fatal(err)
 	}
@@ -881,7 +882,7 @@ func TestSinkToRefusesSinkThatNeedsItsCommitter(t *testing.T) {
 	src := &rangeSrc{splits: 1, perSplit: 1, readerFailAt: -1}
 	SinkTo(FromSource(env, src, "range"), connector.Sink[int64](&committingOnlySink{}))
 	err := env.Execute(context.Background(), "no committer")
-	if !errors.Is(err, ErrInvalidGraph) || !strings.Contains(err.Error(), "SinkToTwoPhase") {
-		t.Fatalf("Execute: %v, want an invalid graph naming SinkToTwoPhase", err)
+	if !errors.Is(err, ErrInvalidGraph) || !strings.Contains(err.Error(), "TwoPhaseCapable") {
+		t.Fatalf("Execute: %v, want an invalid graph naming TwoPhaseCapable", err)
 	}
 }

@@ -147,7 +147,7 @@ func TestCoProcessExactlyOnceUnderFailures(t *testing.T) {
 				counts := KeyedCoProcessPerSubtask(Connect(KeyBy(a, func(v int64) int64 { return v % 7 }), KeyBy(b, func(v int64) int64 { return v % 7 })),
 					func() KeyedCoProcessFunction[int64, int64, int64, int64] { return coCounting{&counting{}} }).UID("counts")
 				store := newTxnStore()
-				SinkToTwoPhase(counts, &txnSink2PC{store: store}).UID("sink")
+				SinkTo(counts, twoPhase(&txnSink2PC{store: store})).UID("sink")
 				if err := env.Execute(testCtx(t), "co-count"); err != nil {
 					t.Fatal(err)
 				}

@@ -3,6 +3,7 @@ package runtime
 import (
 	"fmt"
 	"reflect"
+	"strings"
 
 	"github.com/splitflow/splitflow/connector"
 	"github.com/splitflow/splitflow/runtime/internal/stateformat"
@@ -156,16 +157,25 @@ func FromSource[T any, S connector.Split, C any](env *Environment, src connector
 	return DataStream[T]{env: env, node: n}
 }
 
-// keepsWriterState reports whether sink has the methods of a stateful
-// two-phase sink (StatefulTwoPhaseSink), whatever its type arguments.
-func keepsWriterState(sink any) bool {
+// methodsOf returns those of names that sink's type has as methods,
+// whatever their signatures, and those it has not.
+func methodsOf(sink any, names ...string) (has, lacks []string) {
 	t := reflect.TypeOf(sink)
-	if t == nil {
-		return false
+	for _, name := range names {
+		if _, ok := methodByName(t, name); ok {
+			has = append(has, name)
+		} else {
+			lacks = append(lacks, name)
+		}
 	}
-	_, restore := t.MethodByName("RestoreWriter")
-	_, ser := t.MethodByName("WriterStateSerializer")
-	return restore && ser
+	return has, lacks
+}
+
+func methodByName(t reflect.Type, name string) (reflect.Method, bool) {
+	if t == nil {
+		return reflect.Method{}, false
+	}
+	return t.MethodByName(name)
 }
 
 // SourceOption configures a source added with FromSource.
@@ -457,47 +467,85 @@ func (s DataStreamSink) DisableChaining() DataStreamSink { s.node.chaining = cha
 // StartNewChain starts a new chain at the sink.
 func (s DataStreamSink) StartNewChain() DataStreamSink { s.node.chaining = chainHead; return s }
 
-// SinkTo writes the stream to sink: one SinkWriter per subtask, created on
-// the subtask's task goroutine, flushed with Flush(true) at the end of input
-// and closed when the task ends; with checkpoints it is also flushed with
-// Flush(false) at every barrier (at-least-once), and a writer that is a
-// connector.CheckpointListener hears of completed checkpoints.
+// SinkTo writes the stream to sink, the one way to add a sink to a job.
+// What the sink can do beyond writing, the engine finds out from it, as
+// Flink's sinkTo does from a Sink V2 and its mix-ins:
 //
-// A sink that implements connector.TwoPhaseCapable and says it commits in
-// two phases (a Kafka or file sink configured exactly-once) runs with its
-// committer instead, exactly as SinkToTwoPhase runs it: its output is
-// exactly-once with checkpoints on. Such a sink fed by an unbounded source
-// needs checkpoints (WithCheckpointInterval): without them it would never
-// commit, and Execute refuses the job before anything runs. A bounded job
-// without checkpoints commits once, at the end of input.
+//   - A plain connector.Sink: one SinkWriter per subtask, created on the
+//     subtask's task goroutine, flushed with Flush(true) at the end of
+//     input and closed when the task ends; with checkpoints it is also
+//     flushed with Flush(false) at every barrier (at-least-once), and a
+//     writer that is a connector.CheckpointListener hears of completed
+//     checkpoints.
+//   - A sink that commits in two phases (a connector.TwoPhaseCommittingSink
+//     that says so through connector.TwoPhaseCapable, as a Kafka or file
+//     sink configured exactly-once does) runs with its committer: its
+//     output is exactly-once with checkpoints on (see "Two-phase sinks" in
+//     the package doc). When its TwoPhase hides writer state too
+//     (connector.HideCommittableAndWriterState, for a
+//     connector.StatefulTwoPhaseSink), its writers' state is checkpointed
+//     with the committables and handed back through RestoreWriter.
+//
+// Half of a contract is refused when the job is built (Execute returns
+// ErrInvalidGraph naming the sink and what it lacks), never run as a
+// plain sink that would drop the other half: a sink with CreateCommitter
+// or CommittableSerializer that is not TwoPhaseCapable, or has only one of
+// the two; a sink whose writers keep state (RestoreWriter,
+// WriterStateSerializer) that does not commit in two phases, or whose
+// TwoPhase does not hide that state. A two-phase sink whose writer turns
+// out not to prepare committables (connector.CommittingSinkWriter) fails
+// the job when the writer is created, before it writes, with the same
+// error and without a restart.
+//
+// A two-phase sink fed by an unbounded source needs checkpoints
+// (WithCheckpointInterval): without them it would never commit, and
+// Execute refuses the job before anything runs. A bounded job without
+// checkpoints commits once, at the end of input.
 func SinkTo[T any](ds DataStream[T], sink connector.Sink[T]) DataStreamSink {
 	n := &node{in: typeOpsFor[T]{}, isSink: true}
 	if isNil(sink) {
 		// Asking a typed nil for its capabilities would dereference it.
 		sink = nil
 	}
+	stateHas, _ := methodsOf(sink, "RestoreWriter", "WriterStateSerializer")
 	if tp, ok := sink.(connector.TwoPhaseCapable[T]); ok {
 		if hidden, ok := tp.TwoPhase(); ok {
 			switch {
-			case keepsWriterState(sink):
-				// Hiding passes no writer state through: its writers
-				// would start empty after every restore.
-				n.errs = append(n.errs, invalidGraph("sink %T keeps writer state (RestoreWriter, WriterStateSerializer), which SinkTo does not checkpoint: add it with SinkToStatefulTwoPhase", sink))
 			case isNil(hidden):
 				n.errs = append(n.errs, fmt.Errorf("sink %T says it commits in two phases but its TwoPhase returned no sink", sink))
+			case len(stateHas) > 0 && hidden.WriterStateType() == nil:
+				// Hiding the committable alone passes no writer state
+				// through: its writers would start empty after every
+				// restore.
+				n.errs = append(n.errs, invalidGraph("sink %T keeps writer state (%s), which its TwoPhase does not hand over, so no checkpoint would hold it: return connector.HideCommittableAndWriterState from TwoPhase instead of connector.HideCommittable",
+					sink, strings.Join(stateHas, ", ")))
 			default:
-				d := sinkToTwoPhase(ds, hidden, hidden.CommittableType().String())
-				d.node.needsCommit = true
-				return d
+				return sinkToTwoPhase(ds, sink, hidden)
 			}
 		}
+	} else if has, lacks := methodsOf(sink, "CreateCommitter", "CommittableSerializer"); len(has) > 0 {
+		// A committer the engine cannot name the committable type of:
+		// run as a plain sink, nothing its writers prepare would ever be
+		// committed.
+		if len(lacks) > 0 {
+			n.errs = append(n.errs, invalidGraph("sink %T has %s but no %s: a two-phase sink (connector.TwoPhaseCommittingSink) needs both, and connector.TwoPhaseCapable to hand them to the engine; as it is, its committer would never run and what its writers prepare would never be committed",
+				sink, strings.Join(has, ", "), strings.Join(lacks, ", ")))
+		} else {
+			n.errs = append(n.errs, invalidGraph("sink %T has a committer (CreateCommitter, CommittableSerializer) but is not connector.TwoPhaseCapable, so the engine cannot run it and what its writers prepare would never be committed: implement TwoPhase on it returning connector.HideCommittable (connector.HideCommittableAndWriterState when its writers keep state)",
+				sink))
+		}
+		stateHas = nil // one refusal says enough
+	}
+	if len(stateHas) > 0 && len(n.errs) == 0 {
+		n.errs = append(n.errs, invalidGraph("sink %T keeps writer state (%s) but runs without a committer (CreateCommitter): the engine checkpoints writer state only beside committables, so its writers would start empty after every restore; make it a connector.StatefulTwoPhaseSink whose TwoPhase returns connector.HideCommittableAndWriterState, or drop its writer state",
+			sink, strings.Join(stateHas, ", ")))
 	}
 	if sink == nil {
 		n.errs = append(n.errs, errNilFunction("sink"))
 	}
 	if cr, ok := sink.(connector.CommitterRequired); ok && cr.CommitterRequired() {
 		// Its writes would stay in transactions nobody commits.
-		n.errs = append(n.errs, invalidGraph("sink %T needs its committer, which SinkTo cannot reach: implement connector.TwoPhaseCapable on it, or add it with SinkToTwoPhase", sink))
+		n.errs = append(n.errs, invalidGraph("sink %T needs its committer, which SinkTo cannot reach: implement connector.TwoPhaseCapable on it (a wrapper passes on the TwoPhase of what it wraps)", sink))
 	}
 	n.build = func(info opInfo, par int, _ any) (lifecycle, any) {
 		op := &sinkOperator[T]{info: info, sink: sink, par: par}

@@ -182,7 +182,7 @@
 //     watermark passes it; a restored processing-time timer whose time
 //     passed while the job was down fires as soon as its subtask runs.
 //   - Two-phase sinks: the committables not yet committed, and the
-//     writer's state for SinkToStatefulTwoPhase.
+//     writer's state of a connector.StatefulTwoPhaseSink.
 //
 // Every blob is stored under its operator's UID, so UIDs must be stable
 // across versions of a job. An operator without .UID gets its name and its
@@ -311,18 +311,25 @@
 //
 // # Two-phase commit sinks
 //
-// SinkTo runs a sink that is connector.TwoPhaseCapable and says it commits
-// in two phases as a connector.TwoPhaseCommittingSink (see its doc), with
+// SinkTo is the one way to add a sink; the engine finds out from the sink
+// what it can do, as Flink's sinkTo does from a Sink V2 and its mix-ins. A
+// sink that is connector.TwoPhaseCapable and says it commits in two
+// phases runs as a connector.TwoPhaseCommittingSink (see its doc), with
 // the committable type hidden (connector.HideCommittable): committer
 // first, restored committables committed before the writer is created;
 // PrepareCommit at each barrier; commits when the checkpoint completes;
-// RetryLater with backoff; a known-reason failure fails the job. Every
-// other sink runs as a plain one, whose writer is flushed at each barrier,
-// which makes it at-least-once. SinkToTwoPhase names the committable type
-// instead, for a two-phase sink that is not TwoPhaseCapable; it writes the
-// same state under the same signature, so a job restores checkpoints of
-// either call. SinkToStatefulTwoPhase adds the writer state of a
-// connector.StatefulSink. Without checkpoints a two-phase sink commits
+// RetryLater with backoff; a known-reason failure fails the job. When it
+// hides writer state too (connector.HideCommittableAndWriterState, for a
+// connector.StatefulTwoPhaseSink), the writers' state is checkpointed
+// with the committables. Every other sink runs as a plain one, whose
+// writer is flushed at each barrier, which makes it at-least-once. Half a
+// contract (a committer the sink does not hand over through TwoPhase,
+// writer state without a committer, a two-phase sink's writer without
+// PrepareCommit) is refused with ErrInvalidGraph, never run as a plain
+// sink. The state signature names the committable and writer state types,
+// as it did when they were given as type arguments (SinkToTwoPhase,
+// SinkToStatefulTwoPhase), so their checkpoints restore. Without
+// checkpoints a two-phase sink commits
 // once, at the end of input; one whose writes need the committer, fed by
 // an unbounded source, is refused by Execute (ErrInvalidGraph and
 // connector.ErrInvalidConfiguration).

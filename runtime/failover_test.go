@@ -87,7 +87,7 @@ func TestJobThatNeverGetsGoingFailsWithTheLastError(t *testing.T) {
 				opts = append(opts, WithCheckpointInterval(10*time.Millisecond))
 			}
 			env := NewEnvironment(opts...)
-			SinkToTwoPhase(FromSource(env, src, "unreachable").UID("src"), &txnSink2PC{store: newTxnStore()}).UID("sink")
+			SinkTo(FromSource(env, src, "unreachable").UID("src"), twoPhase(&txnSink2PC{store: newTxnStore()})).UID("sink")
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
 			err := env.Execute(ctx, "never gets going")
@@ -153,7 +153,7 @@ func TestCancelWhileRestartingReturnsTheLastFailure(t *testing.T) {
 				opts = append(opts, WithCheckpointInterval(time.Hour))
 			}
 			env := NewEnvironment(opts...)
-			SinkToTwoPhase(FromSource(env, src, "unreachable").UID("src"), &txnSink2PC{store: newTxnStore()}).UID("sink")
+			SinkTo(FromSource(env, src, "unreachable").UID("src"), twoPhase(&txnSink2PC{store: newTxnStore()})).UID("sink")
 			ctx, cancel := context.WithCancel(testCtx(t))
 			errc := make(chan error, 1)
 			go func() { errc <- env.Execute(ctx, "cancelled while failing") }()
@@ -207,7 +207,7 @@ func TestStuckTaskFailsJobAfterCancellationTimeout(t *testing.T) {
 		once.Do(func() { blockIgnoringCancellation(blocked, release) })
 		return v, nil
 	}).Name("stuck map").UID("stuck")
-	SinkToTwoPhase(stuck, &txnSink2PC{store: newTxnStore()}).UID("sink")
+	SinkTo(stuck, twoPhase(&txnSink2PC{store: newTxnStore()})).UID("sink")
 	errc := make(chan error, 1)
 	go func() { errc <- env.Execute(context.Background(), "stuck") }()
 	defer func() {
@@ -332,7 +332,7 @@ func TestAttemptThatRanHealthyForTheStartupTimeoutGotGoing(t *testing.T) {
 			}
 			env := NewEnvironment(opts...)
 			sink := &txnSink2PC{store: newTxnStore()}
-			SinkToTwoPhase(FromSource(env, src, "idle").UID("src"), sink).UID("sink")
+			SinkTo(FromSource(env, src, "idle").UID("src"), twoPhase(sink)).UID("sink")
 			if err := env.Execute(testCtx(t), "idle then failing"); err != nil {
 				t.Fatalf("Execute = %v; want the idle attempt's failure restarted", err)
 			}

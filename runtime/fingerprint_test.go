@@ -54,7 +54,7 @@ func TestRestoreRefusesCheckpointOfAnotherJobGraph(t *testing.T) {
 		func(v int64) (int64, error) { return v, nil }).UID("map")
 	other := Map(ds, func(v int64) (int64, error) { return v, nil }).UID("counts")
 	created := false
-	SinkToTwoPhase(other, &txnSink2PC{store: newTxnStore(), writerOf: func(int) { created = true }}).UID("sink")
+	SinkTo(other, twoPhase(&txnSink2PC{store: newTxnStore(), writerOf: func(int) { created = true }})).UID("sink")
 	err := env.Execute(testCtx(t), "first")
 	if err == nil {
 		t.Fatal("a checkpoint of another job graph was restored")
@@ -81,7 +81,7 @@ func TestRestoreRefusesCheckpointOfAnotherJobGraph(t *testing.T) {
 	ds = Map(FromSource(env, &rangeSrc{splits: 4, perSplit: 100, readerFailAt: -1}, "range").UID("src"),
 		func(v int64) (int64, error) { return v, nil }).UID("map")
 	strKeyed := KeyedProcess(KeyBy(ds, func(v int64) string { return "k" }), func(*KeyedContext[string, int64], int64) error { return nil }).UID("counts")
-	SinkToTwoPhase(strKeyed, &txnSink2PC{store: newTxnStore()}).UID("sink")
+	SinkTo(strKeyed, twoPhase(&txnSink2PC{store: newTxnStore()})).UID("sink")
 	if err := env.Execute(testCtx(t), "first"); err == nil || !strings.Contains(err.Error(), "KeyedProcess[key=string]") {
 		t.Fatalf("restore into another key type: err = %v", err)
 	}
@@ -93,7 +93,7 @@ func TestRestoreRefusesCheckpointOfAnotherJobGraph(t *testing.T) {
 		func(v int64) (int64, error) { return v, nil }).UID("map")
 	ds = Filter(ds, func(int64) (bool, error) { return true, nil }).UID("added")
 	counts := KeyedProcessPerSubtask(KeyBy(ds, func(v int64) int64 { return v % 7 }), func() KeyedProcessFunction[int64, int64, int64] { return &counting{} }).UID("counts")
-	SinkToTwoPhase(counts, &txnSink2PC{store: store}).UID("sink")
+	SinkTo(counts, twoPhase(&txnSink2PC{store: store})).UID("sink")
 	if err := env.Execute(testCtx(t), "first"); err != nil {
 		t.Fatal(err)
 	}
@@ -106,7 +106,7 @@ func TestRestoreRefusesCheckpointOfAnotherJobGraph(t *testing.T) {
 func TestFingerprintComparesOnlyStatefulUIDs(t *testing.T) {
 	env := NewEnvironment()
 	ds := FromSource(env, &rangeSrc{splits: 1, perSplit: 1, readerFailAt: -1}, "range").UID("src")
-	SinkToTwoPhase(ds, &txnSink2PC{store: newTxnStore()}).UID("sink")
+	SinkTo(ds, twoPhase(&txnSink2PC{store: newTxnStore()})).UID("sink")
 	g, err := buildJobGraph(env)
 	if err != nil {
 		t.Fatal(err)

@@ -320,7 +320,7 @@ func intervalJob(par int, src *rangeSrc, mapFn func(int64) (int64, error), sink 
 	joined := IntervalJoin(evens, odds, -7*time.Millisecond, 5*time.Millisecond, func(x, y int64) (int64, error) {
 		return x*1000 + y, nil
 	}).UID("join")
-	SinkToTwoPhase(joined, sink).UID("sink")
+	SinkTo(joined, twoPhase(sink)).UID("sink")
 	return env
 }
 

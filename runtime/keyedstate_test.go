@@ -159,7 +159,7 @@ func countingJobVia(api countingAPI, par int, src *rangeSrc, mapFn func(int64) (
 	if api < viaCount {
 		counts = counts.UID("counts")
 	}
-	SinkToTwoPhase(counts, sink).UID("sink")
+	SinkTo(counts, twoPhase(sink)).UID("sink")
 	return env
 }
 
@@ -270,8 +270,8 @@ func TestDescriptorsGiveEachOperatorSubtaskItsOwnState(t *testing.T) {
 		by7 := KeyedProcess(KeyBy(ds, func(v int64) int64 { return v % 7 }), countWithDescriptors[int64]).UID("by7")
 		by5 := KeyedProcess(KeyBy(ds, func(v int64) bucket { return bucket(v % 5) }), countWithDescriptors[bucket]).UID("by5")
 		store7, store5 := newTxnStore(), newTxnStore()
-		SinkToTwoPhase(by7, &txnSink2PC{store: store7}).UID("sink7")
-		SinkToTwoPhase(by5, &txnSink2PC{store: store5}).UID("sink5")
+		SinkTo(by7, twoPhase(&txnSink2PC{store: store7})).UID("sink7")
+		SinkTo(by5, twoPhase(&txnSink2PC{store: store5})).UID("sink5")
 		if err := env.Execute(testCtx(t), "shared descriptors"); err != nil {
 			t.Fatal(err)
 		}

@@ -267,7 +267,7 @@ func TestJobMetricsAreDocumented(t *testing.T) {
 		WithCheckpointInterval(5*time.Millisecond), WithStateBackend(PebbleState(t.TempDir())))
 	src := FromSource(env, &rangeSrc{splits: 1, perSplit: 1 << 40, delay: 100 * time.Microsecond, readerFailAt: -1}, "range", WithWatermarks(wm)).UID("src")
 	counts := Map(Count(KeyBy(src, func(v int64) int64 { return v % 7 })).UID("counts"), func(kv KV[int64, int64]) (int64, error) { return kv.Value, nil })
-	SinkToTwoPhase(counts, sink).UID("sink")
+	SinkTo(counts, twoPhase(sink)).UID("sink")
 	ctx, cancel := context.WithCancel(testCtx(t))
 	defer cancel()
 	done := make(chan error, 1)

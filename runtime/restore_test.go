@@ -154,7 +154,7 @@ func TestRestoreRefusesUnclaimedState(t *testing.T) {
 			WithCheckpointInterval(3 * time.Millisecond), WithCheckpointDir(dir)}, opts...)...)
 		ds := Map(FromSource(env, &rangeSrc{splits: 4, perSplit: 100, readerFailAt: -1}, "range").UID("src"), identity).UID("map")
 		counts := KeyedProcessPerSubtask(KeyBy(ds, func(v int64) int64 { return v % 7 }), func() KeyedProcessFunction[int64, int64, int64] { return &counting{} }).UID("counts-v2")
-		SinkToTwoPhase(counts, &txnSink2PC{store: newTxnStore()}).UID("sink")
+		SinkTo(counts, twoPhase(&txnSink2PC{store: newTxnStore()})).UID("sink")
 		return env
 	}
 	err := job().Execute(testCtx(t), "first")
@@ -189,7 +189,7 @@ func defaultUIDJob(extra bool, src *rangeSrc, mapFn func(int64) (int64, error), 
 		ds = Map(ds, identity)
 	}
 	counts := KeyedProcessPerSubtask(KeyBy(ds, func(v int64) int64 { return v % 7 }), func() KeyedProcessFunction[int64, int64, int64] { return &counting{} })
-	SinkToTwoPhase(counts, sink)
+	SinkTo(counts, twoPhase(sink))
 	return env
 }
 

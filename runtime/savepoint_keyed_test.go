@@ -28,7 +28,7 @@ func keyedSavepointJob(par, maxPar int, src *rangeSrc, extra bool, failAt []int6
 	counts := Map(Count(KeyBy(ds, func(v int64) int64 { return v % 7 })).UID("counts"), func(kv KV[int64, int64]) (int64, error) {
 		return kv.Key*100000 + kv.Value, nil
 	})
-	SinkToTwoPhase(counts, &txnSink2PC{store: store}).UID("sink")
+	SinkTo(counts, twoPhase(&txnSink2PC{store: store})).UID("sink")
 	return env
 }
 

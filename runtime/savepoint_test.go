@@ -40,7 +40,7 @@ func savepointJob(j *rangeJob, extra bool, sinkUID string) *Environment {
 	if extra {
 		ds = Map(ds, func(v int64) (int64, error) { return v, nil }).UID("extra")
 	}
-	SinkToTwoPhase(ds, j.sink).UID(sinkUID)
+	SinkTo(ds, twoPhase(j.sink)).UID(sinkUID)
 	return env
 }
 

@@ -35,7 +35,7 @@ func TestSideOutputUnitedWithItsMainIsExactlyOnce(t *testing.T) {
 				return nil
 			}).UID("split").DeclareSideOutputs(odd)
 			sink := &txnSink2PC{store: newTxnStore()}
-			SinkToTwoPhase(Union(main, SideOutput(main, odd)), sink).UID("sink")
+			SinkTo(Union(main, SideOutput(main, odd)), twoPhase(sink)).UID("sink")
 			if err := env.Execute(testCtx(t), "side-union"); err != nil {
 				t.Fatal(err)
 			}

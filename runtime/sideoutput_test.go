@@ -210,8 +210,8 @@ func TestSideOutputIsExactlyOnceThroughFailover(t *testing.T) {
 			}).UID("split").DeclareSideOutputs(odd)
 			mainSink := &txnSink2PC{store: newTxnStore()}
 			sideSink := &txnSink2PC{store: newTxnStore()}
-			SinkToTwoPhase(main, mainSink).UID("main-sink")
-			SinkToTwoPhase(Rebalance(SideOutput(main, odd)), sideSink).UID("side-sink")
+			SinkTo(main, twoPhase(mainSink)).UID("main-sink")
+			SinkTo(Rebalance(SideOutput(main, odd)), twoPhase(sideSink)).UID("side-sink")
 			var mu sync.Mutex
 			completed := 0
 			env.hooks = &testHooks{checkpointCompleted: func(int64, checkpoint.Storage) {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/splitflow/splitflow/connector"
 	"github.com/splitflow/splitflow/runtime/checkpoint"
+	"github.com/splitflow/splitflow/runtime/internal/stateformat"
 	"github.com/splitflow/splitflow/runtime/restart"
 )
 
@@ -31,6 +32,33 @@ func (s *capableSink) TwoPhase() (connector.HiddenTwoPhaseSink[int64], bool) {
 	return connector.HideCommittable[int64, tTxn](s.txnSink2PC), true
 }
 
+// twoPhaseOf offers a two-phase test sink to SinkTo as a connector sink
+// does, through connector.TwoPhaseCapable.
+type twoPhaseOf[T, C any] struct {
+	connector.TwoPhaseCommittingSink[T, C]
+}
+
+func (s twoPhaseOf[T, C]) TwoPhase() (connector.HiddenTwoPhaseSink[T], bool) {
+	return connector.HideCommittable(s.TwoPhaseCommittingSink), true
+}
+
+func twoPhase[T, C any](s connector.TwoPhaseCommittingSink[T, C]) connector.Sink[T] {
+	return twoPhaseOf[T, C]{s}
+}
+
+// statefulTwoPhaseOf is twoPhaseOf for a sink whose writers keep state.
+type statefulTwoPhaseOf[T, C, W any] struct {
+	connector.StatefulTwoPhaseSink[T, C, W]
+}
+
+func (s statefulTwoPhaseOf[T, C, W]) TwoPhase() (connector.HiddenTwoPhaseSink[T], bool) {
+	return connector.HideCommittableAndWriterState(s.StatefulTwoPhaseSink), true
+}
+
+func statefulTwoPhase[T, C, W any](s connector.StatefulTwoPhaseSink[T, C, W]) connector.Sink[T] {
+	return statefulTwoPhaseOf[T, C, W]{s}
+}
+
 // committerRequiredSink is the test's two-phase sink saying that its
 // writes need its committer, as the Kafka sink does in exactly-once mode.
 type committerRequiredSink struct{ *txnSink2PC }
@@ -38,7 +66,7 @@ type committerRequiredSink struct{ *txnSink2PC }
 func (committerRequiredSink) CommitterRequired() bool { return true }
 
 // One SinkTo: a sink that says it commits in two phases runs with its
-// committer, exactly once across failures, as SinkToTwoPhase runs it.
+// committer, exactly once across failures.
 func TestSinkToRunsTwoPhaseCapableSinkExactlyOnce(t *testing.T) {
 	for _, global := range []bool{false, true} {
 		t.Run(fmt.Sprintf("global=%v", global), func(t *testing.T) {
@@ -83,8 +111,8 @@ func TestExactlyOnceSinkWithoutCheckpointsOnUnboundedInputIsRefused(t *testing.T
 		name string
 		add  func(ds DataStream[int64], s *txnSink2PC) DataStreamSink
 	}{
-		{"SinkToTwoPhase", func(ds DataStream[int64], s *txnSink2PC) DataStreamSink {
-			return SinkToTwoPhase[int64, tTxn](ds, committerRequiredSink{s})
+		{"CommitterRequired", func(ds DataStream[int64], s *txnSink2PC) DataStreamSink {
+			return SinkTo(ds, twoPhase[int64, tTxn](committerRequiredSink{s}))
 		}},
 		{"SinkTo", func(ds DataStream[int64], s *txnSink2PC) DataStreamSink {
 			return SinkTo(ds, connector.Sink[int64](&capableSink{txnSink2PC: s, twoPhase: true}))
@@ -153,16 +181,13 @@ func TestBoundedExactlyOnceWithoutCheckpointsCommitsAtEndOfInput(t *testing.T) {
 	}
 }
 
-// Checkpoint compatibility between the two calls: the committables a job
-// built with one of SinkToTwoPhase and SinkTo checkpointed are restored,
-// and committed, by the same job built with the other; the state signature
-// in the job's fingerprint is the same, so the restore is not refused.
-// The first process dies after a checkpoint completed, before (as the
-// test makes it) that checkpoint's transactions were committed; the second
-// must commit them from the restored state for the output to be exact.
-func TestSinkToAndSinkToTwoPhaseRestoreEachOther(t *testing.T) {
+// A two-phase sink whose checkpoint completed but whose transactions were
+// not committed (the process died first) commits them from the restored
+// state: the output is exact, and the restored job's fingerprint, which
+// names the sink's committable type, accepts the checkpoint.
+func TestTwoPhaseSinkCommitsTheRestoredCommittablesOfAnUncommittedCheckpoint(t *testing.T) {
 	for _, first := range []bool{false, true} {
-		name := map[bool]string{false: "SinkToTwoPhase then SinkTo", true: "SinkTo then SinkToTwoPhase"}[first]
+		name := map[bool]string{false: "own TwoPhase then wrapper's", true: "wrapper's TwoPhase then own"}[first]
 		t.Run(name, func(t *testing.T) {
 			dir := t.TempDir()
 			store := newTxnStore()
@@ -279,40 +304,51 @@ func (s capableStatefulSink) TwoPhase() (connector.HiddenTwoPhaseSink[int64], bo
 	return connector.HideCommittable[int64, tTxn](s.statefulTxnSink), true
 }
 
-// SinkTo does not checkpoint writer state, so a two-phase sink whose
-// writers keep some (RestoreWriter and WriterStateSerializer, as for
-// SinkToStatefulTwoPhase) is refused there, naming the call that keeps
-// it, instead of running with its writer state lost at every restart.
+// A two-phase sink whose writers keep state (RestoreWriter and
+// WriterStateSerializer) but whose TwoPhase hides only its committable
+// is refused, naming the function that hides both, instead of running
+// with its writer state lost at every restart.
 func TestSinkToRefusesTwoPhaseSinkWithWriterState(t *testing.T) {
 	sink := &statefulTxnSink{txnSink2PC: txnSink2PC{store: newTxnStore()}, counts: map[int]int64{}}
 	env := NewEnvironment(WithParallelism(2), WithLogger(discardLogger()), WithCheckpointInterval(2*time.Millisecond))
 	src := &rangeSrc{splits: 2, perSplit: 20, readerFailAt: -1}
 	SinkTo(FromSource(env, src, "range").UID("src"), connector.Sink[int64](capableStatefulSink{sink})).UID("sink")
 	err := env.Execute(testCtx(t), "stateful via SinkTo")
-	if !errors.Is(err, ErrInvalidGraph) || !strings.Contains(err.Error(), "SinkToStatefulTwoPhase") {
-		t.Fatalf("Execute: %v, want ErrInvalidGraph naming SinkToStatefulTwoPhase", err)
+	if !errors.Is(err, ErrInvalidGraph) || !strings.Contains(err.Error(), "HideCommittableAndWriterState") {
+		t.Fatalf("Execute: %v, want ErrInvalidGraph naming HideCommittableAndWriterState", err)
 	}
 }
 
-// A hidden sink given to SinkToTwoPhase (its committable type argument is
-// then any) is the same job as SinkTo would build: the state signature
-// names the hidden committable type, so that checkpoints restore across
-// the calls, and it counts as a sink that needs its committer.
-func TestSinkToTwoPhaseOfAHiddenSinkKeepsItsSignature(t *testing.T) {
+// Checkpoint compatibility: the state signature of a two-phase sink names
+// its committable type, and its writer state type when its writers keep
+// state, exactly as the job's fingerprint named them when the committable
+// and writer state types were given to SinkToTwoPhase and
+// SinkToStatefulTwoPhase as type arguments, so that their checkpoints and
+// savepoints restore; and such a sink counts as needing its committer.
+func TestTwoPhaseSinksKeepTheirStateSignature(t *testing.T) {
 	sinkNode := func(add func(DataStream[int64])) *node {
 		env := NewEnvironment()
 		add(FromSource(env, &rangeSrc{splits: 1, perSplit: 1, readerFailAt: -1}, "range"))
 		return env.nodes[len(env.nodes)-1]
 	}
-	named := sinkNode(func(ds DataStream[int64]) { SinkToTwoPhase[int64, tTxn](ds, &txnSink2PC{}) })
-	hidden := sinkNode(func(ds DataStream[int64]) {
-		SinkToTwoPhase[int64, any](ds, connector.HideCommittable[int64, tTxn](&txnSink2PC{}))
-	})
-	if hidden.state != named.state {
-		t.Errorf("state signature %q, want %q as for the named committable type", hidden.state, named.state)
-	}
-	if !hidden.needsCommit {
-		t.Error("a hidden two-phase sink is not counted as needing its committer")
+	for _, tc := range []struct {
+		name string
+		add  func(DataStream[int64])
+		want string
+	}{
+		{"committable", func(ds DataStream[int64]) { SinkTo(ds, twoPhase[int64, tTxn](&txnSink2PC{})) },
+			stateformat.TwoPhaseSinkSignature(typeName[tTxn](), "")},
+		{"committable and writer state", func(ds DataStream[int64]) {
+			SinkTo(ds, statefulTwoPhase[int64, tTxn, int64](&statefulTxnSink{}))
+		}, stateformat.TwoPhaseSinkSignature(typeName[tTxn](), typeName[int64]())},
+	} {
+		n := sinkNode(tc.add)
+		if n.state != tc.want {
+			t.Errorf("%s: state signature %q, want %q", tc.name, n.state, tc.want)
+		}
+		if !n.needsCommit {
+			t.Errorf("%s: a two-phase sink is not counted as needing its committer", tc.name)
+		}
 	}
 }
 
@@ -321,8 +357,7 @@ func TestSinkToTwoPhaseOfAHiddenSinkKeepsItsSignature(t *testing.T) {
 // for its capabilities only once it knows there is one.
 func TestSinkToRefusesATypedNilSink(t *testing.T) {
 	for name, add := range map[string]func(DataStream[int64]){
-		"SinkTo":         func(ds DataStream[int64]) { SinkTo(ds, connector.Sink[int64]((*capableSink)(nil))) },
-		"SinkToTwoPhase": func(ds DataStream[int64]) { SinkToTwoPhase[int64, tTxn](ds, (*txnSink2PC)(nil)) },
+		"SinkTo": func(ds DataStream[int64]) { SinkTo(ds, connector.Sink[int64]((*capableSink)(nil))) },
 	} {
 		t.Run(name, func(t *testing.T) {
 			env := NewEnvironment(WithLogger(discardLogger()))
@@ -343,6 +378,7 @@ type hiddenByPointer struct {
 }
 
 func (h *hiddenByPointer) CommittableType() reflect.Type { return h.committable }
+func (h *hiddenByPointer) WriterStateType() reflect.Type { return nil }
 
 // nilHidingSink says it commits in two phases but hands over a typed nil.
 type nilHidingSink struct{ *txnSink2PC }
@@ -361,5 +397,134 @@ func TestSinkToRefusesATypedNilFromTwoPhase(t *testing.T) {
 	err := env.Execute(testCtx(t), "typed nil from TwoPhase")
 	if !errors.Is(err, ErrInvalidGraph) || !strings.Contains(err.Error(), "TwoPhase returned no sink") {
 		t.Fatalf("Execute: %v, want ErrInvalidGraph saying TwoPhase returned no sink", err)
+	}
+}
+
+// committerWithoutTwoPhaseSink offers a committer and a committable
+// serializer, and writers that prepare committables, but not
+// connector.TwoPhaseCapable: the engine cannot name its committable type.
+type committerWithoutTwoPhaseSink struct{ inner *txnSink2PC }
+
+func (s committerWithoutTwoPhaseSink) CreateWriter(ctx connector.SinkInitContext) (connector.SinkWriter[int64], error) {
+	return s.inner.CreateWriter(ctx)
+}
+func (s committerWithoutTwoPhaseSink) CreateCommitter(ctx connector.SinkInitContext) (connector.Committer[tTxn], error) {
+	return s.inner.CreateCommitter(ctx)
+}
+func (s committerWithoutTwoPhaseSink) CommittableSerializer() connector.VersionedSerializer[tTxn] {
+	return s.inner.CommittableSerializer()
+}
+
+// committerWithoutSerializerSink offers a committer but no way for its
+// committables to travel through a checkpoint.
+type committerWithoutSerializerSink struct{ inner *txnSink2PC }
+
+func (s committerWithoutSerializerSink) CreateWriter(ctx connector.SinkInitContext) (connector.SinkWriter[int64], error) {
+	return s.inner.CreateWriter(ctx)
+}
+func (s committerWithoutSerializerSink) CreateCommitter(ctx connector.SinkInitContext) (connector.Committer[tTxn], error) {
+	return s.inner.CreateCommitter(ctx)
+}
+
+// writerStateWithoutCommitterSink is a connector.StatefulSink and nothing
+// more: its writers keep state, and it has no committer.
+type writerStateWithoutCommitterSink struct{ inner *statefulTxnSink }
+
+func (s writerStateWithoutCommitterSink) CreateWriter(ctx connector.SinkInitContext) (connector.SinkWriter[int64], error) {
+	return s.inner.CreateWriter(ctx)
+}
+func (s writerStateWithoutCommitterSink) RestoreWriter(ctx connector.SinkInitContext, states []int64) (connector.StatefulSinkWriter[int64, int64], error) {
+	return s.inner.RestoreWriter(ctx, states)
+}
+func (s writerStateWithoutCommitterSink) WriterStateSerializer() connector.VersionedSerializer[int64] {
+	return s.inner.WriterStateSerializer()
+}
+
+// Half of a contract is refused when the job is built: a sink that offers
+// a committer the engine cannot run (no connector.TwoPhaseCapable, or no
+// committable serializer), or writer state without a committer, would
+// otherwise run as a one-phase sink whose committer never runs (what its
+// writers prepare is never committed: exactly-once is lost) or whose
+// writer state is never checkpointed. The refusal names the sink and what
+// it lacks, and comes before any writer exists.
+func TestHalfOfATwoPhaseContractIsRefusedWhenTheJobIsBuilt(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		sink    func(*txnSink2PC) connector.Sink[int64]
+		missing string
+	}{
+		{"committer without TwoPhase", func(s *txnSink2PC) connector.Sink[int64] { return committerWithoutTwoPhaseSink{s} }, "connector.TwoPhaseCapable"},
+		{"committer without serializer", func(s *txnSink2PC) connector.Sink[int64] { return committerWithoutSerializerSink{s} }, "CommittableSerializer"},
+		{"writer state without committer", func(s *txnSink2PC) connector.Sink[int64] {
+			return writerStateWithoutCommitterSink{&statefulTxnSink{txnSink2PC: *s, counts: map[int]int64{}}}
+		}, "CreateCommitter"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var writers atomic.Int32
+			inner := &txnSink2PC{store: newTxnStore(), writerOf: func(int) { writers.Add(1) }}
+			sink := tc.sink(inner)
+			env := NewEnvironment(WithParallelism(1), WithLogger(discardLogger()), WithCheckpointInterval(2*time.Millisecond))
+			SinkTo(FromSource(env, &rangeSrc{splits: 1, perSplit: 10, readerFailAt: -1}, "range").UID("src"), sink).UID("sink")
+			err := env.Execute(testCtx(t), "half a contract")
+			if !errors.Is(err, ErrInvalidGraph) {
+				t.Fatalf("Execute: %v, want ErrInvalidGraph: the sink ran as a one-phase sink", err)
+			}
+			for _, want := range []string{fmt.Sprintf("%T", sink), tc.missing} {
+				if !strings.Contains(err.Error(), want) {
+					t.Errorf("error %q does not name %s", err, want)
+				}
+			}
+			if n := writers.Load(); n != 0 {
+				t.Errorf("%d writers created before the refusal", n)
+			}
+		})
+	}
+}
+
+// plainWriter writes and flushes, and prepares no committables.
+type plainWriter struct{}
+
+func (plainWriter) Write(int64, connector.WriteContext) error { return nil }
+func (plainWriter) Flush(bool) error                          { return nil }
+func (plainWriter) Close() error                              { return nil }
+
+// plainWriterTwoPhaseSink says it commits in two phases, but its writers
+// are not connector.CommittingSinkWriters.
+type plainWriterTwoPhaseSink struct {
+	*txnSink2PC
+	writers *atomic.Int32
+}
+
+func (s plainWriterTwoPhaseSink) CreateWriter(connector.SinkInitContext) (connector.SinkWriter[int64], error) {
+	s.writers.Add(1)
+	return plainWriter{}, nil
+}
+
+func (s plainWriterTwoPhaseSink) TwoPhase() (connector.HiddenTwoPhaseSink[int64], bool) {
+	return connector.HideCommittable[int64, tTxn](s), true
+}
+
+// The writer's half of a two-phase contract: Go tells what a writer is
+// only once the sink created it, so a two-phase sink whose writer prepares
+// no committables is refused then, before it writes anything, with the
+// job's build error (naming the sink, its writer and what the writer
+// lacks), and never restarted: no attempt could run it exactly-once.
+func TestTwoPhaseSinkWhoseWriterPreparesNoCommittablesIsRefusedBeforeItWrites(t *testing.T) {
+	var writers atomic.Int32
+	sink := plainWriterTwoPhaseSink{txnSink2PC: &txnSink2PC{store: newTxnStore()}, writers: &writers}
+	env := NewEnvironment(WithParallelism(1), WithLogger(discardLogger()), WithCheckpointInterval(2*time.Millisecond),
+		WithRestartStrategy(restart.FixedDelay(3, time.Millisecond)))
+	SinkTo(FromSource(env, &rangeSrc{splits: 1, perSplit: 10, readerFailAt: -1}, "range").UID("src"), connector.Sink[int64](sink)).UID("sink")
+	err := env.Execute(testCtx(t), "writer prepares nothing")
+	if !errors.Is(err, ErrInvalidGraph) {
+		t.Fatalf("Execute: %v, want ErrInvalidGraph", err)
+	}
+	for _, want := range []string{fmt.Sprintf("%T", sink), fmt.Sprintf("%T", plainWriter{}), "PrepareCommit"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not name %s", err, want)
+		}
+	}
+	if n := writers.Load(); n != 1 {
+		t.Errorf("%d writers created: the job was restarted", n)
 	}
 }

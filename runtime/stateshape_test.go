@@ -51,7 +51,7 @@ func wordTotalJob[V any](src *rangeSrc, store *txnStore, total func(*V) (*string
 		ctx.Collect(ctx.Key()*100000 + int64(*n))
 		return desc.Set(ctx, st)
 	}).UID("word-totals")
-	SinkToTwoPhase(counts, &txnSink2PC{store: store}).UID("sink")
+	SinkTo(counts, twoPhase(&txnSink2PC{store: store})).UID("sink")
 	return env
 }
 

@@ -41,7 +41,7 @@ func tableJob(par int, src *rangeSrc, mapFn func(int64) (int64, error), sink *tx
 		}
 		return y*1000 + x, nil
 	}).UID("join")
-	SinkToTwoPhase(joined, sink).UID("sink")
+	SinkTo(joined, twoPhase(sink)).UID("sink")
 	return env
 }
 

@@ -92,7 +92,7 @@ func timerJob(par int, src *rangeSrc, perSplit, regPer int64, domain TimeDomain,
 		ctx.Collect(out)
 		return nil
 	})).UID("timers")
-	SinkToTwoPhase(timers, &txnSink2PC{store: sink.store}).UID("sink")
+	SinkTo(timers, twoPhase(&txnSink2PC{store: sink.store})).UID("sink")
 	return env
 }
 
@@ -348,7 +348,7 @@ func TestTimerDrivenJobExactlyOnceAcrossFailures(t *testing.T) {
 					return nil
 				})).UID("timers")
 				store := newTxnStore()
-				SinkToTwoPhase(out, &txnSink2PC{store: store}).UID("sink")
+				SinkTo(out, twoPhase(&txnSink2PC{store: store})).UID("sink")
 				if err := env.Execute(testCtx(t), "timer-driven"); err != nil {
 					t.Fatalf("par=%d splits=%d perSplit=%d fails=%v: %v", par, splits, perSplit, fails, err)
 				}

@@ -11,16 +11,9 @@ import (
 	"github.com/splitflow/splitflow/runtime/internal/stateformat"
 )
 
-// SinkToTwoPhase writes the stream to a two-phase-committing sink whose
-// committable type C the caller names. SinkTo does the same for a sink
-// that implements connector.TwoPhaseCapable (the Kafka and file sinks do),
-// so SinkToTwoPhase is the way to run a connector.TwoPhaseCommittingSink
-// that does not, without writing that method. Both write the same
-// checkpoint state, so a job can move from one call to the other and
-// restore its checkpoints.
-//
-// The operator is Flink's Sink V2 SinkWriterOperator and CommitterOperator,
-// exactly once with checkpoints on:
+// sinkToTwoPhase adds the two-phase sink operator for sink, handed over
+// by its TwoPhase as hidden. It is Flink's Sink V2 SinkWriterOperator and
+// CommitterOperator, exactly once with checkpoints on:
 //
 //   - Each subtask creates its Committer first, hands it every committable
 //     of the restored checkpoint when it is a
@@ -30,10 +23,11 @@ import (
 //     would make their prepared transactions uncommittable).
 //   - At barrier N the writer is flushed (Flush(false)) and PrepareCommit(N)
 //     hands over the committables of N; they are kept, by checkpoint, in
-//     the subtask's state until committed. A Flush or PrepareCommit error
-//     fails the task, which restarts from the last completed checkpoint:
-//     the writer's transaction may be gone, so declining the checkpoint
-//     would lose its records.
+//     the subtask's state until committed, with the writer's own state
+//     (SnapshotState) when the sink hides one. A Flush or PrepareCommit
+//     error fails the task, which restarts from the last completed
+//     checkpoint: the writer's transaction may be gone, so declining the
+//     checkpoint would lose its records.
 //   - When checkpoint N completes (its metadata is durable), every
 //     committable of checkpoints <= N is committed (the commit rule).
 //     RetryLater retries with backoff; SignalFailedWithKnownReason fails the
@@ -45,106 +39,81 @@ import (
 // Writer and committer run in the same task, one after the other, as a
 // chained writer and committer would. Without checkpoints the writer's
 // committables are prepared and committed at the end of input (Flink's
-// committer does the same when checkpointing is off); a sink whose writes
-// need the committer (connector.CommitterRequired, or TwoPhaseCapable
-// saying so) fed by an unbounded source is therefore refused without
-// checkpoints, since that end never comes.
-func SinkToTwoPhase[T, C any](ds DataStream[T], sink connector.TwoPhaseCommittingSink[T, C]) DataStreamSink {
-	if h, ok := any(sink).(connector.HiddenTwoPhaseSink[T]); ok && !isNil(h) {
-		// C is any: name the type it hides, as SinkTo does, so that the
-		// fingerprint does not depend on the call.
-		d := sinkToTwoPhase(ds, sink, h.CommittableType().String())
-		d.node.needsCommit = true
-		return d
-	}
-	d := sinkToTwoPhase(ds, sink, typeName[C]())
-	d.node.needsCommit = needsCommitter[T](sink)
-	return d
-}
-
-// sinkToTwoPhase adds the two-phase sink operator. committable names the
-// committable type in the state signature: the name of C, or for a sink
-// whose committables are hidden (C is any) the type it hides, so that the
-// fingerprint is the same whichever call built the job.
-func sinkToTwoPhase[T, C any](ds DataStream[T], sink connector.TwoPhaseCommittingSink[T, C], committable string) DataStreamSink {
-	n := &node{in: typeOpsFor[T]{}, isSink: true}
-	if isNil(sink) {
-		n.errs = append(n.errs, errNilFunction("sink"))
+// committer does the same when checkpointing is off); such a sink fed by
+// an unbounded source is therefore refused without checkpoints, since
+// that end never comes.
+//
+// The state signature names the hidden committable and writer state
+// types, as the job's fingerprint has always named them.
+func sinkToTwoPhase[T any](ds DataStream[T], sink connector.Sink[T], hidden connector.HiddenTwoPhaseSink[T]) DataStreamSink {
+	n := &node{in: typeOpsFor[T]{}, isSink: true, needsCommit: true}
+	sinkType := fmt.Sprintf("%T", sink)
+	committable := hidden.CommittableType().String()
+	var stateful connector.StatefulSink[T, any]
+	writerState := ""
+	if t := hidden.WriterStateType(); t != nil {
+		writerState = t.String()
+		var ok bool
+		if stateful, ok = hidden.(connector.StatefulSink[T, any]); !ok {
+			n.errs = append(n.errs, fmt.Errorf("sink %s: its TwoPhase names writer state %s but hands over no RestoreWriter and WriterStateSerializer; make it with connector.HideCommittableAndWriterState", sinkType, t))
+		}
 	}
 	n.build = func(info opInfo, par int, _ any) (lifecycle, any) {
-		op := &twoPhaseSinkOperator[T, C]{info: info, sink: sink, par: par}
+		op := &twoPhaseSinkOperator[T, any]{info: info, sink: hidden, par: par, sinkType: sinkType, committable: committable}
+		if stateful != nil {
+			op.stateful(stateful, writerState)
+		}
 		return op, output[T](op)
 	}
-	n.state = stateformat.TwoPhaseSinkSignature(committable, "")
+	n.state = stateformat.TwoPhaseSinkSignature(committable, writerState)
 	ds.env.addNode("Sink", n)
 	connect(ds, n, ds.part, ds.explicit, nil)
 	return DataStreamSink{node: n}
 }
 
-// needsCommitter reports whether sink's writes become visible only through
-// its committer.
-func needsCommitter[T any](sink any) bool {
-	if cr, ok := sink.(connector.CommitterRequired); ok && cr.CommitterRequired() {
-		return true
-	}
-	if tp, ok := sink.(connector.TwoPhaseCapable[T]); ok {
-		_, ok := tp.TwoPhase()
-		return ok
-	}
-	return false
-}
-
-// StatefulTwoPhaseSink is a two-phase-committing sink whose writers also
-// keep state of their own (connector.StatefulSink).
-type StatefulTwoPhaseSink[T, C, W any] interface {
-	connector.TwoPhaseCommittingSink[T, C]
-	RestoreWriter(ctx connector.SinkInitContext, states []W) (connector.StatefulSinkWriter[T, W], error)
-	WriterStateSerializer() connector.VersionedSerializer[W]
-}
-
-// SinkToStatefulTwoPhase is SinkToTwoPhase for a sink whose writers keep
-// state: at each barrier, after PrepareCommit, the writer's SnapshotState
-// is checkpointed with the committables; a subtask that restores writer
-// state gets its writer from RestoreWriter (with the states of the old
-// subtasks mapped to it), otherwise from CreateWriter.
-func SinkToStatefulTwoPhase[T, C, W any](ds DataStream[T], sink StatefulTwoPhaseSink[T, C, W]) DataStreamSink {
-	d := SinkToTwoPhase[T, C](ds, sink)
-	if sink == nil {
-		return d
-	}
-	d.node.state = stateformat.TwoPhaseSinkSignature(typeName[C](), typeName[W]())
-	build := d.node.build
-	d.node.build = func(info opInfo, par int, out any) (lifecycle, any) {
-		op, in := build(info, par, out)
-		tp := op.(*twoPhaseSinkOperator[T, C])
-		tp.restoreWriter = func(ictx connector.SinkInitContext, blobs [][]byte) (connector.SinkWriter[T], error) {
-			var states []W
-			for _, b := range blobs {
-				ws, err := decodeList(b, sink.WriterStateSerializer())
-				if err != nil {
-					return nil, fmt.Errorf("restore writer state: %w", err)
-				}
-				states = append(states, ws...)
-			}
-			if len(blobs) == 0 {
-				return sink.CreateWriter(ictx)
-			}
-			return sink.RestoreWriter(ictx, states)
-		}
-		tp.snapshotWriter = func(w connector.SinkWriter[T], id int64) ([]byte, error) {
-			sw, ok := w.(connector.StatefulSinkWriter[T, W])
-			if !ok {
-				return nil, fmt.Errorf("the writer %T of a stateful sink must implement connector.StatefulSinkWriter", w)
-			}
-			states, err := sw.SnapshotState(id)
+// stateful makes the operator checkpoint its writers' state: at each
+// barrier, after PrepareCommit, the writer's SnapshotState is checkpointed
+// with the committables; a subtask that restores writer state gets its
+// writer from RestoreWriter (with the states of the old subtasks mapped to
+// it), otherwise from CreateWriter.
+func (s *twoPhaseSinkOperator[T, C]) stateful(sink connector.StatefulSink[T, any], writerState string) {
+	s.restoreWriter = func(ictx connector.SinkInitContext, blobs [][]byte) (connector.SinkWriter[T], error) {
+		var states []any
+		for _, b := range blobs {
+			ws, err := decodeList(b, sink.WriterStateSerializer())
 			if err != nil {
-				return nil, err
+				return nil, fmt.Errorf("restore writer state: %w", err)
 			}
-			return encodeList(states, sink.WriterStateSerializer())
+			states = append(states, ws...)
 		}
-		return op, in
+		var w connector.SinkWriter[T]
+		var err error
+		if len(blobs) == 0 {
+			w, err = sink.CreateWriter(ictx)
+		} else {
+			w, err = sink.RestoreWriter(ictx, states)
+		}
+		if err != nil || w == nil {
+			return w, err
+		}
+		if _, ok := w.(connector.StatefulSinkWriter[T, any]); !ok {
+			_ = w.Close()
+			return nil, &unrecoverableError{invalidGraph("the writer %T of sink %s keeps no state: it is not a connector.StatefulSinkWriter of the sink's writer state type %s (SnapshotState), so no checkpoint would hold its state; implement SnapshotState on it",
+				w, s.sinkType, writerState)}
+		}
+		return w, nil
 	}
-	return d
+	s.snapshotWriter = func(w connector.SinkWriter[T], id int64) ([]byte, error) {
+		sw, ok := w.(connector.StatefulSinkWriter[T, any])
+		if !ok {
+			return nil, fmt.Errorf("the writer %T of a stateful sink must implement connector.StatefulSinkWriter", w)
+		}
+		states, err := sw.SnapshotState(id)
+		if err != nil {
+			return nil, err
+		}
+		return encodeList(states, sink.WriterStateSerializer())
+	}
 }
 
 type pendingCommittable[C any] struct {
@@ -155,13 +124,16 @@ type pendingCommittable[C any] struct {
 
 // twoPhaseSinkOperator is the writer and the committer of one subtask.
 type twoPhaseSinkOperator[T, C any] struct {
-	info      opInfo
-	sink      connector.TwoPhaseCommittingSink[T, C]
-	par       int
-	t         *task
-	writer    connector.CommittingSinkWriter[T, C]
-	committer connector.Committer[C]
-	wm        int64
+	info opInfo
+	sink connector.TwoPhaseCommittingSink[T, C]
+	par  int
+	// sinkType and committable name the user's sink and its committable
+	// type in errors.
+	sinkType, committable string
+	t                     *task
+	writer                connector.CommittingSinkWriter[T, C]
+	committer             connector.Committer[C]
+	wm                    int64
 
 	// pending committables, oldest first; committed once a checkpoint
 	// at or after theirs completes.
@@ -170,7 +142,7 @@ type twoPhaseSinkOperator[T, C any] struct {
 	retryTimer *time.Timer
 	backoff    time.Duration
 
-	// Set for a stateful sink (SinkToStatefulTwoPhase).
+	// Set for a sink whose writers keep state (stateful).
 	restoreWriter  func(connector.SinkInitContext, [][]byte) (connector.SinkWriter[T], error)
 	snapshotWriter func(connector.SinkWriter[T], int64) ([]byte, error)
 }
@@ -254,12 +226,17 @@ func (s *twoPhaseSinkOperator[T, C]) open(t *task) error {
 	if err != nil {
 		return s.info.wrap(err)
 	}
+	if w == nil {
+		return s.info.wrap(errNilWriter)
+	}
 	cw, ok := w.(connector.CommittingSinkWriter[T, C])
 	if !ok {
-		if w != nil {
-			_ = w.Close()
-		}
-		return s.info.wrap(fmt.Errorf("the writer %T of a two-phase-committing sink must implement connector.CommittingSinkWriter", w))
+		// The writer's half of the contract, which Go shows only now:
+		// run without PrepareCommit, nothing it writes would ever be
+		// committed, on any attempt.
+		_ = w.Close()
+		return s.info.wrap(&unrecoverableError{invalidGraph("the writer %T of sink %s prepares no committables: it is not a connector.CommittingSinkWriter of the sink's committable type %s (PrepareCommit), so nothing it writes would ever be committed; implement PrepareCommit on it, or have the sink's TwoPhase return false in a configuration that commits in one phase",
+			w, s.sinkType, s.committable)})
 	}
 	s.writer = cw
 	s.retryTimer = t.newTimer("retry commit", s.retry)

@@ -45,7 +45,7 @@ func TestWindowResultsExactlyOnceUnderFailures(t *testing.T) {
 			vals := Map(src, failOnce(fails...)).UID("map")
 			counts := WindowCount(Window(KeyBy(vals, func(v int64) int64 { return v % 3 }),
 				Tumbling(10*time.Millisecond), WithAllowedLateness(time.Hour))).UID("window")
-			SinkToTwoPhase(Map(counts, func(r WindowResult[int64, int64]) (int64, error) { return encodeWinCount(r), nil }).UID("encode"), j.sink).UID("sink")
+			SinkTo(Map(counts, func(r WindowResult[int64, int64]) (int64, error) { return encodeWinCount(r), nil }).UID("encode"), twoPhase(j.sink)).UID("sink")
 			if err := env.Execute(testCtx(t), "windows"); err != nil {
 				t.Fatalf("%+v fails=%v: %v", j, fails, err)
 			}
@@ -221,7 +221,7 @@ func TestWindowJoinPairsExactlyOnceUnderFailures(t *testing.T) {
 			joined := WindowJoin(evens, odds, Tumbling(10*time.Millisecond), func(x, y int64) (int64, error) {
 				return x*10000 + y, nil
 			}, WithAllowedLateness(time.Hour), WithEarlyFiring(time.Millisecond)).UID("join")
-			SinkToTwoPhase(joined, j.sink).UID("sink")
+			SinkTo(joined, twoPhase(j.sink)).UID("sink")
 			if err := env.Execute(testCtx(t), "window join"); err != nil {
 				t.Fatalf("%+v fails=%v: %v", j, fails, err)
 			}

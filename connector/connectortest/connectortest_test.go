@@ -215,13 +215,13 @@ func (w *batchingWriter) SnapshotState(int64) ([][]int64, error) {
 	return [][]int64{slices.Clone(w.buffered)}, nil
 }
 
-// A stateful two-phase sink runs through SinkToStatefulTwoPhase, and its
+// A stateful two-phase sink runs with its writer state, and its
 // writer state is restored: records that waited in it are neither lost
 // nor duplicated.
 func TestStatefulSinkPair(t *testing.T) {
 	var restores atomic.Int64
 	Run(t, Pair[int64]{
-		Sink: NewStatefulTwoPhaseSink(func(t *testing.T) (runtime.StatefulTwoPhaseSink[int64, memTxn, []int64], ReadBack[int64]) {
+		Sink: NewStatefulTwoPhaseSink(func(t *testing.T) (connector.StatefulTwoPhaseSink[int64, memTxn, []int64], ReadBack[int64]) {
 			_, c, _ := Pair[int64]{Guarantee: ExactlyOnce}.resolve()
 			st := &memStore{done: map[string]bool{}}
 			s := &batchingSink{memSink: memSink[int64]{store: st, codec: c}}

@@ -27,9 +27,10 @@
 // NewSink takes the sink as runtime.SinkTo does: one that is
 // connector.TwoPhaseCapable and commits in two phases as configured runs
 // with its committer and may be claimed ExactlyOnce; any other runs as a
-// plain sink, at most AtLeastOnce. NewTwoPhaseSink names the committable
-// type instead, as runtime.SinkToTwoPhase does, and
-// NewStatefulTwoPhaseSink adds writer state.
+// plain sink, at most AtLeastOnce. NewTwoPhaseSink takes a
+// connector.TwoPhaseCommittingSink with its committable type named, and
+// NewStatefulTwoPhaseSink a connector.StatefulTwoPhaseSink; the suite
+// hands them to runtime.SinkTo as their TwoPhase would.
 //
 // A source-only connector leaves Sink zero and gets MemorySink, an
 // exactly-once sink into memory; a sink-only connector leaves Source zero

@@ -112,8 +112,9 @@ func NewSource[T any, S connector.Split, C any](newSource func(t *testing.T, inp
 	}}
 }
 
-// NewTwoPhaseSink describes a two-phase-committing sink, run with
-// runtime.SinkToTwoPhase. newSink is called once per check, on the
+// NewTwoPhaseSink describes a two-phase-committing sink, run by
+// runtime.SinkTo with its committer (the suite hands it over with its
+// committable type hidden, as connector.TwoPhaseCapable does). newSink is called once per check, on the
 // check's t: it returns a sink writing to a fresh target (a new directory,
 // topic or table) and the function that reads that target back.
 func NewTwoPhaseSink[T, Comm any](newSink func(t *testing.T) (connector.TwoPhaseCommittingSink[T, Comm], ReadBack[T])) Sink[T] {
@@ -127,10 +128,12 @@ func NewTwoPhaseSink[T, Comm any](newSink func(t *testing.T) (connector.TwoPhase
 }
 
 // NewStatefulTwoPhaseSink describes a two-phase-committing sink whose
-// writers also keep state, run with runtime.SinkToStatefulTwoPhase: the
+// writers also keep state, run by runtime.SinkTo with its committer and
+// its writers' state (as connector.HideCommittableAndWriterState hands it
+// over): the
 // checks then also restore writer state, across parallelism changes in
 // the recovery check. newSink is as for NewTwoPhaseSink.
-func NewStatefulTwoPhaseSink[T, Comm, W any](newSink func(t *testing.T) (runtime.StatefulTwoPhaseSink[T, Comm, W], ReadBack[T])) Sink[T] {
+func NewStatefulTwoPhaseSink[T, Comm, W any](newSink func(t *testing.T) (connector.StatefulTwoPhaseSink[T, Comm, W], ReadBack[T])) Sink[T] {
 	return Sink[T]{guarantee: ExactlyOnce, twoPhase: true, build: func(t *testing.T, _ codec[T]) sinkUnderTest[T] {
 		s, read := newSink(t)
 		if s == nil || read == nil {
@@ -207,18 +210,19 @@ type twoPhaseSinkOf[T, Comm any] struct {
 }
 
 func (s *twoPhaseSinkOf[T, Comm]) addTo(ds runtime.DataStream[T], p *probe) {
-	runtime.SinkToTwoPhase[T, Comm](ds, &probedTwoPhaseSink[T, Comm]{inner: s.sink, p: p}).Name("sink under test").UID("sink")
+	probed := &probedTwoPhaseSink[T, Comm]{inner: s.sink, p: p}
+	runtime.SinkTo[T](ds, &probedCapableSink[T]{probedSink: probedSink[T]{inner: probed, p: p}, hidden: connector.HideCommittable[T, Comm](probed)}).Name("sink under test").UID("sink")
 }
 func (s *twoPhaseSinkOf[T, Comm]) readBack() ([]T, error) { return s.read() }
 
 type statefulSinkOf[T, Comm, W any] struct {
-	sink runtime.StatefulTwoPhaseSink[T, Comm, W]
+	sink connector.StatefulTwoPhaseSink[T, Comm, W]
 	read ReadBack[T]
 }
 
 func (s *statefulSinkOf[T, Comm, W]) addTo(ds runtime.DataStream[T], p *probe) {
 	wrapped := &probedStatefulSink[T, Comm, W]{probedTwoPhaseSink: probedTwoPhaseSink[T, Comm]{inner: s.sink, p: p}, stateful: s.sink}
-	runtime.SinkToStatefulTwoPhase[T, Comm, W](ds, wrapped).Name("sink under test").UID("sink")
+	runtime.SinkTo[T](ds, &probedCapableSink[T]{probedSink: probedSink[T]{inner: wrapped, p: p}, hidden: connector.HideCommittableAndWriterState[T, Comm, W](wrapped)}).Name("sink under test").UID("sink")
 }
 func (s *statefulSinkOf[T, Comm, W]) readBack() ([]T, error) { return s.read() }
 
@@ -229,8 +233,7 @@ type plainSinkOf[T any] struct {
 
 func (s *plainSinkOf[T]) addTo(ds runtime.DataStream[T], p *probe) {
 	if h, ok := twoPhaseOf(s.sink); ok {
-		hidden := &probedHiddenSink[T]{probedTwoPhaseSink: probedTwoPhaseSink[T, any]{inner: h, p: p}, typ: h.CommittableType()}
-		runtime.SinkTo[T](ds, &probedCapableSink[T]{probedSink: probedSink[T]{inner: s.sink, p: p}, hidden: hidden}).Name("sink under test").UID("sink")
+		runtime.SinkTo[T](ds, &probedCapableSink[T]{probedSink: probedSink[T]{inner: s.sink, p: p}, hidden: probedHidden(h, p)}).Name("sink under test").UID("sink")
 		return
 	}
 	runtime.SinkTo[T](ds, &probedSink[T]{inner: s.sink, p: p}).Name("sink under test").UID("sink")

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/splitflow/splitflow/connector"
-	"github.com/splitflow/splitflow/runtime"
 )
 
 // probe watches one job: it counts the records through the injector map,
@@ -435,12 +434,34 @@ type probedHiddenSink[T any] struct {
 }
 
 func (s *probedHiddenSink[T]) CommittableType() reflect.Type { return s.typ }
+func (s *probedHiddenSink[T]) WriterStateType() reflect.Type { return nil }
+
+// probedHiddenStatefulSink is probedHiddenSink for a two-phase form that
+// hides writer state too.
+type probedHiddenStatefulSink[T any] struct {
+	probedStatefulSink[T, any, any]
+	typ, state reflect.Type
+}
+
+func (s *probedHiddenStatefulSink[T]) CommittableType() reflect.Type { return s.typ }
+func (s *probedHiddenStatefulSink[T]) WriterStateType() reflect.Type { return s.state }
+
+// probedHidden is the probed form of h, a sink's two-phase form.
+func probedHidden[T any](h connector.HiddenTwoPhaseSink[T], p *probe) connector.HiddenTwoPhaseSink[T] {
+	if st, ok := h.(connector.StatefulTwoPhaseSink[T, any, any]); ok && h.WriterStateType() != nil {
+		return &probedHiddenStatefulSink[T]{
+			probedStatefulSink: probedStatefulSink[T, any, any]{probedTwoPhaseSink: probedTwoPhaseSink[T, any]{inner: st, p: p}, stateful: st},
+			typ:                h.CommittableType(), state: h.WriterStateType(),
+		}
+	}
+	return &probedHiddenSink[T]{probedTwoPhaseSink: probedTwoPhaseSink[T, any]{inner: h, p: p}, typ: h.CommittableType()}
+}
 
 // probedCapableSink is a probed sink that hands runtime.SinkTo its probed
 // two-phase form, as the sink it wraps hands over its own.
 type probedCapableSink[T any] struct {
 	probedSink[T]
-	hidden *probedHiddenSink[T]
+	hidden connector.HiddenTwoPhaseSink[T]
 }
 
 func (s *probedCapableSink[T]) TwoPhase() (connector.HiddenTwoPhaseSink[T], bool) {
@@ -554,7 +575,7 @@ func (w *probedPlainWriter[T]) Close() error { w.c.close(); return w.inner.Close
 // state.
 type probedStatefulSink[T, Comm, W any] struct {
 	probedTwoPhaseSink[T, Comm]
-	stateful runtime.StatefulTwoPhaseSink[T, Comm, W]
+	stateful connector.StatefulTwoPhaseSink[T, Comm, W]
 }
 
 func (s *probedStatefulSink[T, Comm, W]) wrap(w connector.SinkWriter[T], ctx connector.SinkInitContext, kind string) (connector.StatefulSinkWriter[T, W], error) {

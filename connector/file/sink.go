@@ -20,14 +20,13 @@ type DeliveryGuarantee int
 
 const (
 	// ExactlyOnce publishes a checkpoint's files only after the checkpoint
-	// is complete, through the committer, which runtime.SinkTo (or
-	// runtime.SinkToTwoPhase) runs.
+	// is complete, through the committer, which runtime.SinkTo runs.
 	ExactlyOnce DeliveryGuarantee = iota + 1
 	// AtLeastOnce publishes files at each checkpoint barrier and at the end
 	// of input, before the checkpoint is complete: records written after
 	// the last completed checkpoint are written again after a restore, so a
-	// failure may duplicate them but never loses them. Runs with
-	// runtime.SinkTo or runtime.SinkToTwoPhase.
+	// failure may duplicate them but never loses them. runtime.SinkTo
+	// runs the sink as a plain one.
 	AtLeastOnce
 )
 
@@ -290,7 +289,7 @@ func (s *Sink[T]) CreateWriter(ctx connector.SinkInitContext) (connector.SinkWri
 	if ci, ok := ctx.(connector.CommitterInfo); ok && s.cfg.guarantee == ExactlyOnce && !ci.CommitterRuns() {
 		return nil, fmt.Errorf("file sink: exactly-once publishes files only through its committer, and this writer runs without one, so nothing it writes would be published: "+
 			"the sink was added as a plain one (a wrapper around it passes on neither connector.TwoPhaseCapable nor connector.CommitterRequired to runtime.SinkTo); "+
-			"pass TwoPhase on from the wrapper, add the sink with runtime.SinkToTwoPhase, or use WithDeliveryGuarantee(AtLeastOnce): %w", connector.ErrInvalidConfiguration)
+			"pass TwoPhase on from the wrapper, or use WithDeliveryGuarantee(AtLeastOnce): %w", connector.ErrInvalidConfiguration)
 	}
 	restored, ok := ctx.RestoredCheckpointID()
 	if !ok {

@@ -103,7 +103,7 @@ func TestCancelDuringRestartCommitsRestoredTransactions(t *testing.T) {
 	})
 	// The sink in a task of its own, so that the map fails while the
 	// sink's commit is held.
-	runtime.SinkToTwoPhase(runtime.Rebalance(checked), sink)
+	runtime.SinkTo(runtime.Rebalance(checked), sink)
 
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()

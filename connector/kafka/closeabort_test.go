@@ -54,7 +54,7 @@ func TestFailedJobAbortsItsOpenTransaction(t *testing.T) {
 	})
 	// The sink runs in a task of its own, which the failure of the map's
 	// task cancels: its Close sees a cancelled task.
-	runtime.SinkToTwoPhase(runtime.Rebalance(failing), sink)
+	runtime.SinkTo(runtime.Rebalance(failing), sink)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	done := make(chan error, 1)

@@ -129,6 +129,13 @@ func (s *ledgerSink) CreateWriter(connector.SinkInitContext) (connector.SinkWrit
 func (s *ledgerSink) CreateCommitter(connector.SinkInitContext) (connector.Committer[ledgerTxn], error) {
 	return ledgerCommitter{s}, nil
 }
+
+// TwoPhase makes the ledger sink connector.TwoPhaseCapable, so that
+// runtime.SinkTo runs it with its committer.
+func (s *ledgerSink) TwoPhase() (connector.HiddenTwoPhaseSink[pos], bool) {
+	return connector.HideCommittable[pos, ledgerTxn](s), true
+}
+
 func (s *ledgerSink) CommittableSerializer() connector.VersionedSerializer[ledgerTxn] {
 	return ledgerTxnSerializer{}
 }
@@ -319,7 +326,7 @@ func runLedgerJob(ctx context.Context, t *testing.T, seeds []string, sink *ledge
 	if !chained {
 		in = runtime.Rebalance(in)
 	}
-	runtime.SinkToTwoPhase(in, connector.TwoPhaseCommittingSink[pos, ledgerTxn](sink))
+	runtime.SinkTo(in, connector.Sink[pos](sink))
 	return env.Execute(ctx, "group offsets")
 }
 
@@ -587,8 +594,7 @@ func TestCloseWaitsForTheLastGroupOffsetCommit(t *testing.T) {
 				runtime.WithCheckpointInterval(20*time.Millisecond),
 				runtime.WithRestartStrategy(restart.None()),
 				runtime.WithLogger(quietLogger()))
-			runtime.SinkToTwoPhase(runtime.FromSource(env, src, "in"),
-				connector.TwoPhaseCommittingSink[pos, ledgerTxn](&ledgerSink{log: log}))
+			runtime.SinkTo(runtime.FromSource(env, src, "in"), connector.Sink[pos](&ledgerSink{log: log}))
 			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 			defer cancel()
 			errc := make(chan error, 1)

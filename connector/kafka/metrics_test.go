@@ -74,7 +74,7 @@ func TestMetricsOfExactlyOnceJob(t *testing.T) {
 	env := runtime.NewEnvironment(runtime.WithParallelism(2), runtime.WithMetricsRegistry(reg),
 		runtime.WithCheckpointInterval(50*time.Millisecond), runtime.WithCheckpointTimeout(10*time.Second),
 		runtime.WithRestartStrategy(restart.None()), runtime.WithLogger(quietLogger()))
-	runtime.SinkToTwoPhase(runtime.FromSource(env, src, "kafka in").UID("in"), sink).UID("out")
+	runtime.SinkTo(runtime.FromSource(env, src, "kafka in").UID("in"), sink).UID("out")
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	if err := env.Execute(ctx, "metrics"); err != nil {

@@ -97,7 +97,7 @@ func secureJob(t *testing.T, seeds []string, sec Security, in, out, dir string, 
 	env := runtime.NewEnvironment(runtime.WithParallelism(2), runtime.WithCheckpointInterval(50*time.Millisecond),
 		runtime.WithCheckpointTimeout(10*time.Second), runtime.WithCheckpointDir(dir), runtime.WithLogger(logger),
 		runtime.WithRestartStrategy(restart.None()))
-	runtime.SinkToTwoPhase(runtime.FromSource(env, src, "in"), sink)
+	runtime.SinkTo(runtime.FromSource(env, src, "in"), sink)
 	return env
 }
 

@@ -275,10 +275,9 @@ func KeyValueSerializer[T any](topic string, fn func(T) (key, value []byte, err 
 
 // Sink writes elements to Kafka with the configured delivery guarantee.
 // runtime.SinkTo runs it with that guarantee: in ExactlyOnce mode with its
-// committer (it is connector.TwoPhaseCapable), otherwise as a plain sink.
-// It is also a connector.TwoPhaseCommittingSink of txn.Committable for
-// runtime.SinkToTwoPhase; with AtLeastOnce or NoGuarantee its writers produce no
-// committables there.
+// committer (it is connector.TwoPhaseCapable, a
+// connector.TwoPhaseCommittingSink of txn.Committable), otherwise as a
+// plain sink.
 //
 // Exactly-once follows the rules of package txn. At start every writer
 // aborts the transactions its subtask's ids left open (which also fences
@@ -467,7 +466,7 @@ func (s *Sink[T]) CreateWriter(ictx connector.SinkInitContext) (connector.SinkWr
 		w.cancel()
 		return nil, fmt.Errorf("kafka sink: exactly-once makes records visible only through its committer, and this writer runs without one, so nothing it writes would be committed: "+
 			"the sink was added as a plain one (a wrapper around it passes on neither connector.TwoPhaseCapable nor connector.CommitterRequired to runtime.SinkTo); "+
-			"pass TwoPhase on from the wrapper, add the sink with runtime.SinkToTwoPhase, or use WithAtLeastOnce(): %w", connector.ErrInvalidConfiguration)
+			"pass TwoPhase on from the wrapper, or use WithAtLeastOnce(): %w", connector.ErrInvalidConfiguration)
 	}
 	if err := s.checkTimings(ictx); err != nil {
 		w.cancel()

@@ -45,7 +45,7 @@ func TestStuckSinkStopsOnHardStop(t *testing.T) {
 	sink := stringSink(t, dst, output, "stuck", WithClientOpts(kgo.MaxBufferedRecords(5)))
 	env := runtime.NewEnvironment(runtime.WithParallelism(1), runtime.WithCheckpointInterval(time.Minute),
 		runtime.WithDrainTimeout(200*time.Millisecond))
-	runtime.SinkToTwoPhase(runtime.FromSource(env, source, "in"), sink)
+	runtime.SinkTo(runtime.FromSource(env, source, "in"), sink)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- env.Execute(ctx, "stuck sink") }()

@@ -184,7 +184,7 @@ func TestExactlyOnceUnboundedWithoutCheckpointsIsRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	env := runtime.NewEnvironment(runtime.WithParallelism(1))
-	runtime.SinkToTwoPhase(runtime.FromSource(env, src, "in"), stringSink(t, c, topic+"-out", "unbounded"))
+	runtime.SinkTo(runtime.FromSource(env, src, "in"), stringSink(t, c, topic+"-out", "unbounded"))
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	err = env.Execute(ctx, "unbounded without checkpoints")

@@ -157,7 +157,7 @@ func TestEvolvedWriterIsReadExactlyOnceMidStream(t *testing.T) {
 		}
 		return o, nil
 	})
-	runtime.SinkToTwoPhase(orders.UID("map"), sink).UID("out")
+	runtime.SinkTo(orders.UID("map"), sink).UID("out")
 	rctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
 	if err := env.Execute(rctx, "evolution"); err != nil {
@@ -270,7 +270,7 @@ func TestUndecodableRecordsGoToTheDeadLetterTopic(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				runtime.SinkToTwoPhase(runtime.SideOutput(orders, dead), dlq)
+				runtime.SinkTo(runtime.SideOutput(orders, dead), dlq)
 			}
 			count := &countSink[OrderV1]{}
 			runtime.SinkTo(orders, connector.Sink[OrderV1](count))
