@@ -35,40 +35,47 @@
 //
 // # Sinks
 //
-// A [Sink] creates one [SinkWriter] per subtask. Everything beyond writing is
-// an optional capability, declared by implementing one more interface:
+// A [Sink] creates one [SinkWriter] per subtask, and runtime.SinkTo, the one
+// way to add a sink to a job, takes every sink. Everything beyond writing
+// is an optional capability, declared by implementing one more interface
+// (Flink's Sink V2 mix-ins SupportsCommitter and SupportsWriterState):
 //
 //   - [TwoPhaseCommittingSink]: the writer also implements
 //     [CommittingSinkWriter] and hands out committables at each checkpoint;
 //     a [Committer] commits them once the checkpoint is complete (invariant
 //     8 of DESIGN.md).
-//   - [TwoPhaseCapable]: the sink says whether, as configured, it commits
-//     in two phases, and hands itself over with its committable type
-//     hidden ([HideCommittable]), so that runtime.SinkTo runs it with its
-//     committer.
 //   - [StatefulSink]: the writer also implements [StatefulSinkWriter] and
-//     its state is checkpointed and handed back on restore.
+//     its state is checkpointed and handed back on restore; the engine
+//     runs it as a [StatefulTwoPhaseSink], beside a committer.
+//   - [TwoPhaseCapable]: how a two-phase sink reaches the engine. It says
+//     whether, as configured, it commits in two phases, and hands itself
+//     over with its committable type hidden ([HideCommittable]), and its
+//     writer state type too ([HideCommittableAndWriterState]), so that
+//     runtime.SinkTo runs it with its committer and its writer state.
+//
+// Half a contract is refused by runtime.SinkTo when the job is built: a
+// sink with CreateCommitter or CommittableSerializer that is not
+// TwoPhaseCapable, or that lacks the other; writer state (RestoreWriter,
+// WriterStateSerializer) without a committer, or not hidden with the
+// committable. A two-phase sink's writer that is not a
+// [CommittingSinkWriter] fails the job when it is created.
 //
 // # Capabilities and generics
 //
 // The engine discovers capabilities by type assertion, the way a Go program
 // asks an io.Writer whether it is also an io.ReaderFrom. Go cannot assert to
 // a generic interface whose type arguments it does not know
-// (x.(TwoPhaseCommittingSink[T, ?]) has no spelling), so the engine's entry
-// points name the capability they need with explicit type parameters, as
-// package runtime's
-//
-//	func SinkToTwoPhase[T, C any](ds DataStream[T], sink connector.TwoPhaseCommittingSink[T, C]) DataStreamSink
-//
-// does beside the plain SinkTo[T any](ds DataStream[T], sink
-// connector.Sink[T]), and the engine then asserts the writers it creates
-// with those same type arguments: w.(CommittingSinkWriter[T, C]). SinkTo
-// reaches a two-phase sink through [TwoPhaseCapable] instead, whose type
-// argument is T alone: the sink, which knows its committable type, hides
-// it behind any ([HideCommittable]), and its serializer still writes the
-// committables' bytes, so checkpoints do not tell the two paths apart. Interfaces here are written
-// so that such a generic function accepts any implementation: no method
-// uses a type parameter that the interface does not declare.
+// (x.(TwoPhaseCommittingSink[T, ?]) has no spelling), and runtime.SinkTo
+// knows T alone. So a two-phase sink reaches the engine through
+// [TwoPhaseCapable], whose type argument is T alone: the sink, which knows
+// its committable (and writer state) type, hides it behind any
+// ([HideCommittable], [HideCommittableAndWriterState]), and the engine
+// asserts the hidden sink and its writers with type arguments it knows:
+// w.(CommittingSinkWriter[T, any]). The sink's own serializers still write
+// the bytes, and the engine names the hidden types in the job's
+// fingerprint. Interfaces here are written so that such a generic function
+// accepts any implementation: no method uses a type parameter that the
+// interface does not declare.
 //
 // # Goroutines
 //

@@ -283,8 +283,8 @@ type JobInfo interface {
 // visible only through its committer, such as a Kafka sink in exactly-once
 // mode. Go cannot recognise a TwoPhaseCommittingSink from a Sink[T] alone
 // (its committable type is unknown), so such a sink says so here: the
-// engine refuses to run it on a path that never commits (runtime.SinkTo,
-// when the sink, or a wrapper around it, is not TwoPhaseCapable), and
+// engine refuses to run it without its committer (runtime.SinkTo, when
+// the sink, or a wrapper around it, is not TwoPhaseCapable), and
 // refuses a job that feeds it from an unbounded source without
 // checkpoints.
 type CommitterRequired interface {

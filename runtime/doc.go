@@ -327,8 +327,7 @@
 // writer state without a committer, a two-phase sink's writer without
 // PrepareCommit) is refused with ErrInvalidGraph, never run as a plain
 // sink. The state signature names the committable and writer state types,
-// as it did when they were given as type arguments (SinkToTwoPhase,
-// SinkToStatefulTwoPhase), so their checkpoints restore. Without
+// so a checkpoint restores into a sink whose types did not change. Without
 // checkpoints a two-phase sink commits
 // once, at the end of input; one whose writes need the committer, fed by
 // an unbounded source, is refused by Execute (ErrInvalidGraph and
