@@ -11,7 +11,6 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/splitflow/splitflow/connector"
-	"github.com/splitflow/splitflow/runtime"
 	"github.com/splitflow/splitflow/runtime/restart"
 )
 
