@@ -165,8 +165,25 @@ func (p *probe) through(ctx context.Context, id int64) error {
 func (p *probe) slowDown(ctx context.Context) {
 	p.slow.Lock()
 	defer p.slow.Unlock()
-	sleep(ctx, 2*time.Millisecond)
+	sleep(ctx, holdFor(p.unread()))
 }
+
+// holdFor is how long a record is held back while unread records remain:
+// 2 ms while many remain, longer as the input runs out, so that the last
+// records left hold the input back for about holdBudget together (a
+// checkpoint on a loaded machine takes far more than 2 ms a record
+// allows), and at most 100 ms each, so that a barrier waiting behind a
+// held record is not kept long.
+func holdFor(unread int64) time.Duration {
+	if unread <= 0 {
+		return 2 * time.Millisecond
+	}
+	return min(max(holdBudget/time.Duration(unread), 2*time.Millisecond), 100*time.Millisecond)
+}
+
+// holdBudget is about how long the records held back make the input last
+// at least, once a check waits for checkpoints.
+const holdBudget = 10 * time.Second
 
 // trip returns the injected failure when the next planned failure is at
 // site and due.
