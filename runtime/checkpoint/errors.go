@@ -82,7 +82,8 @@ func (e *NoValidCheckpointError) Unwrap() []error { return e.Skipped }
 // would write that output again, so Latest does not. It matches
 // ErrCorrupt.
 type DamagedCheckpointError struct {
-	// Storage names the storage: a DirStorage's directory.
+	// Storage names the storage: a DirStorage's directory, an S3
+	// storage's URL (Blob.Location).
 	Storage string
 	ID      int64
 	// Previous is the newest checkpoint older than ID, 0 if there is none.

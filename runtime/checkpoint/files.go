@@ -56,7 +56,7 @@ func (h FileHandle) String() string { return fmt.Sprintf("%s (%d bytes)", h.Name
 // limit of 255 bytes with the temporary file's prefix and suffix.
 const maxFileName = 200
 
-// sharedDir is where DirStorage keeps shared files, beside chk-<id>.
+// sharedDir is where a BlobStorage keeps shared files, beside chk-<id>.
 const sharedDir = "shared"
 
 // ErrMissingFile: a shared file a checkpoint refers to is not in the
@@ -204,10 +204,6 @@ func verifyFile(id int64, h FileHandle, n int64, crc hash.Hash32, where string) 
 	}
 	return nil
 }
-
-// sharedPath is a shared file's name relative to a DirStorage, as
-// CheckpointError.File gives it.
-func sharedPath(name string) string { return sharedDir + "/" + name }
 
 // fileBook is the bookkeeping of shared files both storages share: a
 // sequence number that orders puts and Begins, the sequence number at
@@ -361,7 +357,7 @@ func referencedFiles(ms []Metadata) map[string]bool {
 	return out
 }
 
-// tempFileOf returns the shared file a DirStorage temporary file
+// tempFileOf returns the shared file a Blob's temporary file
 // (".<name>.tmp-<random>") is being written for.
 func tempFileOf(base string) (string, bool) {
 	rest, ok := strings.CutPrefix(base, ".")

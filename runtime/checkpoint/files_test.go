@@ -84,9 +84,9 @@ func orphan(t *testing.T, s Storage, name string) {
 			t.Fatal(err)
 		}
 	case *MemoryStorage:
-		s.mu.Lock()
-		s.files[name] = []byte(fileContent(name))
-		s.mu.Unlock()
+		s.mem.mu.Lock()
+		s.mem.objects[sharedPath(name)] = []byte(fileContent(name))
+		s.mem.mu.Unlock()
 	case *S3Storage:
 		fakeOf(s).putObject(t, s.prefix+sharedPath(name), []byte(fileContent(name)))
 	}
@@ -112,12 +112,13 @@ func removeShared(t *testing.T, s Storage, name string, truncate bool) {
 			t.Fatal(err)
 		}
 	case *MemoryStorage:
-		s.mu.Lock()
-		defer s.mu.Unlock()
+		s.mem.mu.Lock()
+		defer s.mem.mu.Unlock()
+		key := sharedPath(name)
 		if truncate {
-			s.files[name] = s.files[name][:len(s.files[name])-1]
+			s.mem.objects[key] = s.mem.objects[key][:len(s.mem.objects[key])-1]
 		} else {
-			delete(s.files, name)
+			delete(s.mem.objects, key)
 		}
 	case *S3Storage:
 		f, key := fakeOf(s), s.prefix+sharedPath(name)
@@ -597,11 +598,11 @@ func flipShared(t *testing.T, s Storage, name string) {
 			t.Fatal(err)
 		}
 	case *MemoryStorage:
-		s.mu.Lock()
-		b := slices.Clone(s.files[name])
+		s.mem.mu.Lock()
+		b := slices.Clone(s.mem.objects[sharedPath(name)])
 		b[len(b)/2] ^= 0x01
-		s.files[name] = b
-		s.mu.Unlock()
+		s.mem.objects[sharedPath(name)] = b
+		s.mem.mu.Unlock()
 	case *S3Storage:
 		f, key := fakeOf(s), s.prefix+sharedPath(name)
 		b := f.object(t, key)
@@ -891,7 +892,7 @@ func bookOf(s Storage) *fileBook {
 	case *DirStorage:
 		return s.files
 	case *MemoryStorage:
-		return s.book
+		return s.files
 	case *S3Storage:
 		return s.files
 	}

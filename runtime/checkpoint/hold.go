@@ -4,8 +4,8 @@ import "sync"
 
 // Holder is implemented by a Storage that can keep a completed checkpoint
 // from retention while something reads it (a savepoint's copy, which runs
-// beside the job's later checkpoints). DirStorage, S3Storage and
-// MemoryStorage implement it; the engine copies a savepoint of any other
+// beside the job's later checkpoints). Every BlobStorage (DirStorage,
+// S3Storage and MemoryStorage among them) implements it; the engine copies a savepoint of any other
 // Storage on its master goroutine, between commits.
 type Holder interface {
 	// Hold keeps checkpoint id, and thereby the shared files it lists,

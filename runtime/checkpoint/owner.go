@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strconv"
 	"time"
 )
@@ -198,12 +197,9 @@ func readOwner(rs RecordStorage, where string) (ownerRecord, int, error) {
 // recordLocation is the storage's root and where its record name is, as an
 // operator finds them.
 func recordLocation(st Storage, name string) (where, record string) {
-	switch s := st.(type) {
-	case *DirStorage:
-		return s.root, filepath.Join(s.root, recordsDir, name)
-	case *S3Storage:
-		return s.where, s.where + "/" + s3RecordKey(name)
-	default:
-		return fmt.Sprintf("%T", st), recordsDir + "/" + name
+	if b, ok := st.(interface{ blobStorage() *BlobStorage }); ok {
+		s := b.blobStorage()
+		return s.where, s.blob.Location(recordKey(name))
 	}
+	return fmt.Sprintf("%T", st), recordsDir + "/" + name
 }

@@ -152,7 +152,7 @@ func TestS3TwoWritersCannotBothClaimOneID(t *testing.T) {
 	}
 	checkContent(t, cp, sortedStates(ma), ba)
 	for _, k := range f.keys(t, "job/chk-1/") {
-		if strings.Contains(k, wb.(*s3Writer).token) {
+		if strings.Contains(k, wb.(*blobWriter).token) {
 			t.Fatalf("the losing writer left %s", k)
 		}
 	}
@@ -331,7 +331,7 @@ func TestS3InterruptedCommitPassedOverWhenDamaged(t *testing.T) {
 	// Checkpoint 2's commit is cut short after the metadata PUT: the
 	// marker's DELETE never arrives.
 	f.setFault(func(w http.ResponseWriter, r *http.Request, next http.Handler) bool {
-		if r.Method == http.MethodDelete && strings.Contains(r.URL.Path, "/chk-2/"+s3MarkerPrefix) {
+		if r.Method == http.MethodDelete && strings.Contains(r.URL.Path, "/chk-2/"+markerPrefix) {
 			http.Error(w, "<Error><Code>InternalError</Code></Error>", http.StatusInternalServerError)
 			return true
 		}
@@ -339,18 +339,18 @@ func TestS3InterruptedCommitPassedOverWhenDamaged(t *testing.T) {
 	})
 	w := mustBegin(t, s, 2)
 	m := s3Write(t, w, testBlobs(2))
-	tok := w.(*s3Writer).token
+	tok := w.(*blobWriter).token
 	if err := w.Commit(m); err == nil {
 		t.Fatal("Commit returned nil though its marker could not be removed")
 	}
 	f.setFault(nil)
 	// What a crash at that instant leaves: metadata beside the marker.
-	key := func(n string) string { return "job/" + s3StateKey(2, n) }
+	key := func(n string) string { return "job/" + stateKey(2, n) }
 	meta, _ := encodeMetadata(sortedStates(m))
 	for _, h := range m.States {
 		f.putObject(t, key(h.File), testBlobs(2)[h.Owner])
 	}
-	f.putObject(t, key(s3MarkerPrefix+tok), nil)
+	f.putObject(t, key(markerPrefix+tok), nil)
 	f.putObject(t, key(metadataFile), meta)
 	if never, err := s.CommitInterrupted(2); err != nil || !never {
 		t.Fatalf("CommitInterrupted(2) = %v, %v; want true", never, err)

@@ -120,8 +120,7 @@ type Checkpoint struct {
 
 	// verified holds the blobs read and verified by Load or Latest, by
 	// file, so that restoring reads each blob from storage once however
-	// many subtasks ask for it; nil once dropped (DropVerified) or where
-	// reading costs nothing (MemoryStorage).
+	// many subtasks ask for it; nil once dropped (DropVerified).
 	mu       sync.Mutex
 	verified map[string][]byte
 }
@@ -212,9 +211,9 @@ type Storage interface {
 	// Safe for concurrent use, also while checkpoints are written and
 	// committed; puts of one name wait for each other.
 	PutFile(name, path string) (FileHandle, error)
-	// Files lists every shared file stored now, sorted by name. CRC32C is
-	// 0 (unknown) where the storage cannot tell it without reading the
-	// file (DirStorage).
+	// Files lists every shared file stored now, sorted by name. CRC32C may
+	// be 0 (unknown): the storages of this package would have to read
+	// every file to tell it.
 	Files() ([]FileHandle, error)
 	// DeleteFile removes shared file name; a file that does not exist is
 	// not an error. It is the caller's to know that no checkpoint it keeps
@@ -411,8 +410,8 @@ func findLatest(w latestWalk) (*Checkpoint, error) {
 	return nil, &NoValidCheckpointError{Skipped: skipped}
 }
 
-// StorageOption configures NewDirStorage, NewMemoryStorage and
-// NewS3Storage (the WithS3 options only the last).
+// StorageOption configures NewDirStorage, NewMemoryStorage, NewS3Storage
+// and NewBlobStorage (the WithS3 options only NewS3Storage).
 type StorageOption interface{ applyStorage(*storageConfig) }
 
 type storageOptionFunc func(*storageConfig)

@@ -389,11 +389,13 @@ func damageState(t *testing.T, s Storage, id int64) {
 			return
 		}
 	case *MemoryStorage:
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		for _, b := range s.complete[id].blobs {
-			if len(b) > 0 {
+		s.mem.mu.Lock()
+		defer s.mem.mu.Unlock()
+		for k, b := range s.mem.objects {
+			if strings.HasPrefix(k, chkDir(id)+"/") && strings.HasSuffix(k, ".state") && len(b) > 0 {
+				b = slices.Clone(b)
 				b[len(b)/2] ^= 0xff
+				s.mem.objects[k] = b
 				return
 			}
 		}
