@@ -22,8 +22,13 @@ import (
 //
 // The contract, which exactly-once rests on:
 //   - Create and CreateIfAbsent are atomic and durable: a reader sees the
-//     whole object or none (never a prefix), and once either returns nil
-//     the object survives a crash of the process and of the machine.
+//     whole object or none (never a prefix), and the object survives a
+//     crash of the process and of the machine once CreateIfAbsent returns
+//     nil, and once Create returns nil or, at the latest, once a later
+//     CreateIfAbsent or Delete of the same Blob returns nil (an adapter
+//     may batch the durability of creates, as a directory's fsync of
+//     several renames: BlobStorage publishes a checkpoint by a
+//     CreateIfAbsent after all of its creates).
 //   - CreateIfAbsent creates key only if no object of that name exists,
 //     deciding atomically between concurrent creators: exactly one of
 //     them succeeds, the others get an error wrapping fs.ErrExist and
@@ -82,9 +87,10 @@ type batchDeleter interface {
 }
 
 // nameSyncer is an adapter whose objects can be visible before their
-// names are durable (a rename whose directory was not fsynced before a
-// crash of the process): syncName makes key's name durable, before a
-// shared file found stored may be listed by a checkpoint's metadata.
+// names are durable (a rename whose directory was not fsynced yet, or
+// not before a crash of the process): syncName makes key's name durable,
+// so that PutFile returns only once its file is, and before a shared file
+// found stored may be listed by a checkpoint's metadata.
 type nameSyncer interface {
 	syncName(key string) error
 }

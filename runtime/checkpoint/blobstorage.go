@@ -886,6 +886,13 @@ func (s *BlobStorage) putFile(name, path string) (FileHandle, error) {
 	if err := s.blob.Create(key, io.NewSectionReader(src, 0, n), n); err != nil {
 		return fail(err)
 	}
+	// Durable before PutFile returns, as Storage says, on an adapter that
+	// defers it too.
+	if ns, ok := s.blob.(nameSyncer); ok {
+		if err := ns.syncName(key); err != nil {
+			return fail(err)
+		}
+	}
 	s.filesWritten.Add(1)
 	return h, nil
 }

@@ -62,22 +62,36 @@ func NewDirStorage(root string, opts ...StorageOption) (*DirStorage, error) {
 	if err := os.MkdirAll(root, 0o700); err != nil {
 		return nil, fmt.Errorf("checkpoint storage: create %s: %w", root, err)
 	}
-	return &DirStorage{BlobStorage: newBlobStorage(dirBlob{root: root}, cfg), root: root}, nil
+	return &DirStorage{BlobStorage: newBlobStorage(&dirBlob{root: root, dirty: map[string]bool{}}, cfg), root: root}, nil
 }
 
 // Dir returns the checkpoint directory.
 func (s *DirStorage) Dir() string { return s.root }
 
 // dirBlob is a Blob on a directory: key a/b is the file ROOT/a/b.
-type dirBlob struct{ root string }
+//
+// Create fsyncs the file and renames it into place but leaves its
+// directory's fsync to the next CreateIfAbsent (which fsyncs every
+// directory a Create renamed into first) or Delete: BlobStorage creates
+// a checkpoint's state blobs, then its metadata with CreateIfAbsent, so a
+// checkpoint costs one directory fsync rather than one a blob, and
+// whatever its metadata lists is durable before the metadata is.
+type dirBlob struct {
+	root string
 
-func (b dirBlob) path(key string) string { return filepath.Join(b.root, filepath.FromSlash(key)) }
+	mu sync.Mutex
+	// dirty are the directories a Create renamed into since their last
+	// fsync.
+	dirty map[string]bool
+}
+
+func (b *dirBlob) path(key string) string { return filepath.Join(b.root, filepath.FromSlash(key)) }
 
 // readStateFile reads a file whole; a variable so that tests can count
 // reads.
 var readStateFile = os.ReadFile
 
-func (b dirBlob) Open(key string, _ int64) (io.ReadCloser, error) {
+func (b *dirBlob) Open(key string, _ int64) (io.ReadCloser, error) {
 	if strings.HasSuffix(key, ".state") || strings.HasSuffix(key, metadataFile) {
 		// Small enough to read whole.
 		data, err := readStateFile(b.path(key))
@@ -89,16 +103,26 @@ func (b dirBlob) Open(key string, _ int64) (io.ReadCloser, error) {
 	return os.Open(b.path(key))
 }
 
-// Create writes a temporary file beside key, fsyncs it, renames it to key
-// and fsyncs the directory.
-func (b dirBlob) Create(key string, r io.Reader, size int64) error {
-	return b.create(key, r, size, os.Rename)
+// Create writes a temporary file beside key, fsyncs it and renames it to
+// key; its directory is fsynced by the next CreateIfAbsent or Delete.
+func (b *dirBlob) Create(key string, r io.Reader, size int64) error {
+	if err := b.create(key, r, size, os.Rename); err != nil {
+		return err
+	}
+	b.mu.Lock()
+	b.dirty[filepath.Dir(b.path(key))] = true
+	b.mu.Unlock()
+	return nil
 }
 
-// CreateIfAbsent is Create with link(2) for rename: link refuses an
-// existing name atomically.
-func (b dirBlob) CreateIfAbsent(key string, data []byte) error {
-	return b.create(key, bytes.NewReader(data), int64(len(data)), func(tmp, final string) error {
+// CreateIfAbsent makes what Creates renamed durable, then writes key as
+// Create does with link(2) for rename (link refuses an existing name
+// atomically) and fsyncs its directory.
+func (b *dirBlob) CreateIfAbsent(key string, data []byte) error {
+	if err := b.syncDirty(); err != nil {
+		return err
+	}
+	if err := b.create(key, bytes.NewReader(data), int64(len(data)), func(tmp, final string) error {
 		if err := os.Link(tmp, final); err != nil {
 			if errors.Is(err, fs.ErrExist) {
 				return err
@@ -106,10 +130,40 @@ func (b dirBlob) CreateIfAbsent(key string, data []byte) error {
 			return fmt.Errorf("link (the file system must support hard links for conditional creates): %w", err)
 		}
 		return os.Remove(tmp)
-	})
+	}); err != nil {
+		return err
+	}
+	return syncDir(filepath.Dir(b.path(key)))
 }
 
-func (b dirBlob) create(key string, r io.Reader, size int64, publish func(tmp, final string) error) error {
+// syncDirty fsyncs the directories Creates renamed into.
+func (b *dirBlob) syncDirty() error {
+	b.mu.Lock()
+	dirs := make([]string, 0, len(b.dirty))
+	for d := range b.dirty {
+		dirs = append(dirs, d)
+	}
+	clear(b.dirty)
+	b.mu.Unlock()
+	var errs []error
+	for _, d := range dirs {
+		if err := syncDir(d); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			errs = append(errs, err)
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		// Not durable: fsync them again next time.
+		b.mu.Lock()
+		for _, d := range dirs {
+			b.dirty[d] = true
+		}
+		b.mu.Unlock()
+		return err
+	}
+	return nil
+}
+
+func (b *dirBlob) create(key string, r io.Reader, size int64, publish func(tmp, final string) error) error {
 	final := b.path(key)
 	dir := filepath.Dir(final)
 	var tmp *os.File
@@ -145,14 +199,13 @@ func (b dirBlob) create(key string, r io.Reader, size int64, publish func(tmp, f
 	}
 	if err != nil {
 		_ = os.Remove(tmp.Name())
-		return err
 	}
-	return syncDir(dir)
+	return err
 }
 
 // mkdirs creates dir and its parents below the root, 0700, each new
 // entry made durable in its parent before anything inside it can be.
-func (b dirBlob) mkdirs(dir string) error {
+func (b *dirBlob) mkdirs(dir string) error {
 	if dir == b.root || len(dir) < len(b.root) {
 		return nil
 	}
@@ -171,7 +224,7 @@ func (b dirBlob) mkdirs(dir string) error {
 	}
 }
 
-func (b dirBlob) Stat(key string) (int64, error) {
+func (b *dirBlob) Stat(key string) (int64, error) {
 	st, err := os.Stat(b.path(key))
 	if err != nil {
 		return 0, err
@@ -187,7 +240,7 @@ func (b dirBlob) Stat(key string) (int64, error) {
 // are listed too (".<name>.tmp-*"), so that those a crash left are found;
 // so is anything in the way of a key (a directory where a file belongs),
 // so that reading it fails rather than the key looking absent.
-func (b dirBlob) List(prefix string) ([]BlobObject, error) {
+func (b *dirBlob) List(prefix string) ([]BlobObject, error) {
 	start := b.root
 	if i := strings.LastIndex(prefix, "/"); i >= 0 {
 		start = b.path(prefix[:i])
@@ -250,24 +303,37 @@ func (b dirBlob) List(prefix string) ([]BlobObject, error) {
 
 // Delete removes the file and fsyncs its directory; a directory below the
 // root left empty goes too.
-func (b dirBlob) Delete(key string) error {
-	path := b.path(key)
-	if err := os.Remove(path); err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
-			return nil
+func (b *dirBlob) Delete(key string) error { return b.deleteKeys([]string{key}) }
+
+// deleteKeys removes the files, then fsyncs each directory once
+// (batchDeleter): retention deletes a checkpoint at a time.
+func (b *dirBlob) deleteKeys(keys []string) error {
+	var errs []error
+	dirs := map[string]bool{}
+	for _, key := range keys {
+		path := b.path(key)
+		if err := os.Remove(path); err != nil {
+			if !errors.Is(err, fs.ErrNotExist) {
+				errs = append(errs, err)
+			}
+			continue
 		}
-		return err
+		dirs[filepath.Dir(path)] = true
 	}
-	dir := filepath.Dir(path)
-	if dir != b.root {
-		if err := os.Remove(dir); err == nil || errors.Is(err, fs.ErrNotExist) {
-			return syncDir(filepath.Dir(dir))
+	for dir := range dirs {
+		if dir != b.root {
+			if err := os.Remove(dir); err == nil || errors.Is(err, fs.ErrNotExist) {
+				dir = filepath.Dir(dir)
+			}
+		}
+		if err := syncDir(dir); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			errs = append(errs, err)
 		}
 	}
-	return syncDir(dir)
+	return errors.Join(errs...)
 }
 
-func (b dirBlob) Location(key string) string {
+func (b *dirBlob) Location(key string) string {
 	if key == "" {
 		return b.root
 	}
@@ -275,7 +341,7 @@ func (b dirBlob) Location(key string) string {
 }
 
 // syncName fsyncs the directory of key (nameSyncer).
-func (b dirBlob) syncName(key string) error { return syncDir(filepath.Dir(b.path(key))) }
+func (b *dirBlob) syncName(key string) error { return syncDir(filepath.Dir(b.path(key))) }
 
 // syncDir makes the entries of directory name durable (created, renamed
 // and removed files), which fsync of the files themselves does not.

@@ -82,8 +82,9 @@
 // store that cannot create conditionally says so (ErrNoConditionalWrites):
 // checkpoints then still complete, the last writer winning, and records
 // are refused. Creates must also be atomic (an object is whole or absent)
-// and durable when they return, and listings must show every object
-// created before them.
+// and durable (a Create at the latest when a later CreateIfAbsent or
+// Delete returns), and listings must show every object created before
+// them.
 //
 // # Files
 //
