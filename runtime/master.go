@@ -461,8 +461,12 @@ func (ex *execution) run(ctx context.Context) error {
 		case <-ex.master.ready:
 		case now := <-tick:
 			if !ex.restarting && !ex.stopped {
-				ex.perform(ex.cc.Tick(now))
+				// A queued savepoint first: once checkpoints take
+				// longer than the interval, the periodic trigger is
+				// due at every tick after a completion and would
+				// take the one free slot each time.
 				ex.triggerSavepoints(now)
+				ex.perform(ex.cc.Tick(now))
 			}
 		case <-ex.restartC:
 			ex.restartC = nil

@@ -211,7 +211,10 @@ func (ex *execution) insideStorage(target string) (bool, string) {
 
 // triggerSavepoints starts the checkpoint of the queued savepoints when
 // one can start (none pending, the job running); otherwise the next tick
-// asks again. Every request queued by then shares the checkpoint.
+// asks again, ahead of that tick's periodic trigger, so that a savepoint
+// waits for the checkpoints pending when it was asked for and no others
+// (Flink's coordinator queues it so too). Every request queued by then
+// shares the checkpoint.
 func (ex *execution) triggerSavepoints(now time.Time) {
 	if len(ex.savepointQueue) == 0 || ex.restarting || ex.stopped || ex.draining {
 		return

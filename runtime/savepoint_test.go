@@ -565,3 +565,84 @@ func linesIn(t *testing.T, path string) []string {
 	}
 	return strings.Fields(string(b))
 }
+
+// Rule (a savepoint goes ahead of periodic checkpoints): a savepoint
+// asked for while a checkpoint is pending is taken by the next checkpoint
+// triggered, also when every checkpoint takes longer than the interval,
+// as Flink's checkpoint coordinator queues a savepoint ahead of its
+// periodic triggers. Asked for after the periodic trigger of each tick, it
+// waited for a moment with no checkpoint pending, which checkpoints
+// slower than their interval never leave: here every state write takes
+// 20ms against an interval of 1ms, and the input is held until the
+// savepoint has answered, so the job runs on as long as it waits.
+func TestASavepointGoesAheadOfPeriodicCheckpointsSlowerThanTheirInterval(t *testing.T) {
+	ds, err := checkpoint.NewDirStorage(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	target := t.TempDir()
+	release := make(chan struct{})
+	src := &rangeSrc{splits: 1, perSplit: 100, readerFailAt: -1, hold: func(v int64) bool { return v >= 10 }, release: release}
+	env := NewEnvironment(WithParallelism(1), WithFlushTimeout(time.Millisecond), WithRestartStrategy(restart.None()),
+		WithLogger(discardLogger()), WithCheckpointInterval(time.Millisecond),
+		WithCheckpointStorage(&slowStateStorage{DirStorage: ds, delay: 20 * time.Millisecond}))
+	var total int64
+	SinkTo(FromSource(env, src, "range").UID("src"), connector.Sink[int64](countingSink[int64]{total: &total})).UID("sink")
+	first := make(chan struct{})
+	var once sync.Once
+	var completed atomic.Int64
+	env.hooks = &testHooks{checkpointCompleted: func(id int64, _ checkpoint.Storage) {
+		completed.Store(id)
+		once.Do(func() { close(first) })
+	}}
+	var (
+		sp    status.Savepoint
+		spErr error
+		asked int64
+		wg    sync.WaitGroup
+	)
+	wg.Go(func() {
+		defer close(release)
+		<-first
+		asked = completed.Load()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		sp, spErr = env.TriggerSavepoint(ctx, target)
+	})
+	if err := env.Execute(testCtx(t), "job"); err != nil {
+		t.Fatal(err)
+	}
+	wg.Wait()
+	if spErr != nil {
+		t.Fatalf("a savepoint asked for after checkpoint %d, every checkpoint slower than its interval, job running: %v (checkpoint %d completed meanwhile); want it taken by the next checkpoint triggered", asked, spErr, completed.Load())
+	}
+	if _, err := checkpoint.OpenRestorePoint(sp.Path); err != nil {
+		t.Fatalf("savepoint %s of checkpoint %d: %v", sp.Path, sp.Checkpoint, err)
+	}
+}
+
+// slowStateStorage is a directory storage whose every state write takes
+// delay, as a loaded disk's fsyncs can make a checkpoint slower than its
+// interval.
+type slowStateStorage struct {
+	*checkpoint.DirStorage
+	delay time.Duration
+}
+
+func (s *slowStateStorage) Begin(id int64) (checkpoint.Writer, error) {
+	w, err := s.DirStorage.Begin(id)
+	if err != nil {
+		return nil, err
+	}
+	return slowStateWriter{Writer: w, delay: s.delay}, nil
+}
+
+type slowStateWriter struct {
+	checkpoint.Writer
+	delay time.Duration
+}
+
+func (w slowStateWriter) WriteState(owner checkpoint.Owner, data []byte, files ...checkpoint.FileHandle) (checkpoint.StateHandle, error) {
+	time.Sleep(w.delay)
+	return w.Writer.WriteState(owner, data, files...)
+}
