@@ -205,23 +205,38 @@ func (b *dirBlob) create(key string, r io.Reader, size int64, publish func(tmp, 
 
 // mkdirs creates dir and its parents below the root, 0700, each new
 // entry made durable in its parent before anything inside it can be.
+// The root itself is never created here: a root removed under a running
+// storage (a slot another process took over and cleaned up) fails the
+// write, naming the root.
 func (b *dirBlob) mkdirs(dir string) error {
-	if dir == b.root || len(dir) < len(b.root) {
+	if !b.below(dir) {
 		return nil
 	}
-	switch err := os.Mkdir(dir, 0o700); {
+	err := os.Mkdir(dir, 0o700)
+	if errors.Is(err, fs.ErrNotExist) {
+		parent := filepath.Dir(dir)
+		if !b.below(parent) {
+			return fmt.Errorf("checkpoint storage %s is gone: %w", b.root, err)
+		}
+		if err := b.mkdirs(parent); err != nil {
+			return err
+		}
+		err = os.Mkdir(dir, 0o700)
+	}
+	switch {
 	case err == nil:
 		return syncDir(filepath.Dir(dir))
 	case errors.Is(err, fs.ErrExist):
 		return nil
-	case errors.Is(err, fs.ErrNotExist):
-		if err := b.mkdirs(filepath.Dir(dir)); err != nil {
-			return err
-		}
-		return b.mkdirs(dir)
 	default:
 		return err
 	}
+}
+
+// below reports whether dir is strictly inside the root.
+func (b *dirBlob) below(dir string) bool {
+	rel, err := filepath.Rel(b.root, dir)
+	return err == nil && rel != "." && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator))
 }
 
 func (b *dirBlob) Stat(key string) (int64, error) {
