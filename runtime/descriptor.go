@@ -39,8 +39,9 @@ type StateContext interface {
 // keyedHost is an operator subtask's keyed state without its key type.
 type keyedHost interface {
 	common() *keyedCommon
-	// canonicalState returns the state as a *keyedState[C], C the basic
-	// type under the key type, or why there is none.
+	// canonicalState returns the state as a *keyedState[C], C the
+	// canonical type of the key type's kind (canonicalOf), or why there
+	// is none.
 	canonicalState() (any, error)
 }
 
@@ -56,42 +57,59 @@ func (ks *keyedState[K]) canonicalState() (any, error) {
 	return ks.canon, ks.canonErr
 }
 
-// canonicalOf makes the view of ks over the basic type under K: ks itself
-// when K is that type.
+// canonicalOf makes the view of ks over the canonical type of K's kind:
+// string for strings, uint64 for integers and bools, float64 for floats,
+// any for the rest; ks itself when K is that type. Descriptors declare
+// their states over these four key types only, so each descriptor type
+// instantiates its states four times, not once per kind: fifteen kinds
+// made the compiled code grow by as much. The views keep K's codec, so
+// checkpoints hold the bytes a state over K would.
 func canonicalOf[K comparable](ks *keyedState[K]) (any, error) {
-	t := reflect.TypeFor[K]()
 	if ks.keys.s == nil {
 		return viewBoxed(ks), nil // encoded with gob
 	}
-	switch t.Kind() {
+	switch reflect.TypeFor[K]().Kind() {
 	case reflect.String:
 		return viewAs[K, string](ks), nil
-	case reflect.Bool:
-		return viewAs[K, bool](ks), nil
-	case reflect.Int:
-		return viewAs[K, int](ks), nil
-	case reflect.Int8:
-		return viewAs[K, int8](ks), nil
-	case reflect.Int16:
-		return viewAs[K, int16](ks), nil
-	case reflect.Int32:
-		return viewAs[K, int32](ks), nil
-	case reflect.Int64:
-		return viewAs[K, int64](ks), nil
-	case reflect.Uint:
-		return viewAs[K, uint](ks), nil
-	case reflect.Uint8:
-		return viewAs[K, uint8](ks), nil
-	case reflect.Uint16:
-		return viewAs[K, uint16](ks), nil
-	case reflect.Uint32:
-		return viewAs[K, uint32](ks), nil
 	case reflect.Uint64:
 		return viewAs[K, uint64](ks), nil
-	case reflect.Float32:
-		return viewAs[K, float32](ks), nil
 	case reflect.Float64:
 		return viewAs[K, float64](ks), nil
+	case reflect.Int:
+		return intView[K, int](ks), nil
+	case reflect.Int8:
+		return intView[K, int8](ks), nil
+	case reflect.Int16:
+		return intView[K, int16](ks), nil
+	case reflect.Int32:
+		return intView[K, int32](ks), nil
+	case reflect.Int64:
+		return intView[K, int64](ks), nil
+	case reflect.Uint:
+		return intView[K, uint](ks), nil
+	case reflect.Uint8:
+		return intView[K, uint8](ks), nil
+	case reflect.Uint16:
+		return intView[K, uint16](ks), nil
+	case reflect.Uint32:
+		return intView[K, uint32](ks), nil
+	case reflect.Bool:
+		return viewConv(ks, func(k K) uint64 {
+			if *(*bool)(unsafe.Pointer(&k)) {
+				return 1
+			}
+			return 0
+		}, func(c uint64) K {
+			b := c != 0
+			return *(*K)(unsafe.Pointer(&b))
+		}), nil
+	case reflect.Float32:
+		return viewConv(ks, func(k K) float64 {
+			return float64(*(*float32)(unsafe.Pointer(&k)))
+		}, func(c float64) K {
+			f := float32(c)
+			return *(*K)(unsafe.Pointer(&f))
+		}), nil
 	}
 	return viewBoxed(ks), nil
 }
@@ -104,8 +122,8 @@ func viewAs[K, C comparable](ks *keyedState[K]) *keyedState[C] {
 	if v, ok := any(ks).(*keyedState[C]); ok {
 		return v
 	}
-	toK := func(c C) K { return *(*K)(unsafe.Pointer(&c)) }
 	v := &keyedState[C]{keyedCommon: ks.keyedCommon, groups: ks.groups, keys: codecFor[C]()}
+	toK := func(c C) K { return *(*K)(unsafe.Pointer(&c)) }
 	v.groupOf = func(c C) int { return ks.groupOf(toK(c)) }
 	v.slotOf = func(c C) int { return ks.slotOf(toK(c)) }
 	if ks.pb != nil {
@@ -116,6 +134,51 @@ func viewAs[K, C comparable](ks *keyedState[K]) *keyedState[C] {
 		v.key, v.slot, v.pbKeyOK = *(*C)(unsafe.Pointer(&k)), slot, false
 	}
 	return v
+}
+
+// intView returns ks, over a key type whose kind is the integer type U,
+// seen as a keyed state over uint64: U converted to uint64 and back is
+// itself, so distinct keys stay distinct.
+func intView[K comparable, U ~int | ~int8 | ~int16 | ~int32 | ~int64 | ~uint | ~uint8 | ~uint16 | ~uint32](ks *keyedState[K]) *keyedState[uint64] {
+	return viewConv(ks, func(k K) uint64 {
+		return uint64(*(*U)(unsafe.Pointer(&k)))
+	}, func(c uint64) K {
+		u := U(c)
+		return *(*K)(unsafe.Pointer(&u))
+	})
+}
+
+// viewConv returns ks seen as a keyed state over C, into which toC maps
+// K one to one (toK is its inverse) and with the same equality. The
+// view writes its keys in K's codec (convSerde), so its checkpoints and
+// pebble keys are those of a state over K.
+func viewConv[K, C comparable](ks *keyedState[K], toC func(K) C, toK func(C) K) *keyedState[C] {
+	keys := stateCodec[C]{id: ks.keys.id, name: ks.keys.name, s: convSerde[K, C]{ks.keys.s, toC, toK}}
+	v := &keyedState[C]{keyedCommon: ks.keyedCommon, groups: ks.groups, keys: keys, keyT: typeOf[K]()}
+	v.groupOf = func(c C) int { return ks.groupOf(toK(c)) }
+	v.slotOf = func(c C) int { return ks.slotOf(toK(c)) }
+	if ks.pb != nil {
+		v.pbKeys, v.pbKeysErr = keyBytesOf(keys, "key type")
+	}
+	v.key, v.slot = toC(ks.key), ks.slot
+	ks.follow = func(k K, slot int) {
+		v.key, v.slot, v.pbKeyOK = toC(k), slot, false
+	}
+	return v
+}
+
+// convSerde is a serde of K used as one of C through viewConv's maps.
+type convSerde[K, C any] struct {
+	s   serde[K]
+	toC func(K) C
+	toK func(C) K
+}
+
+func (c convSerde[K, C]) appendValue(dst []byte, v C) []byte { return c.s.appendValue(dst, c.toK(v)) }
+
+func (c convSerde[K, C]) readValue(b []byte) (C, int, error) {
+	k, n, err := c.s.readValue(b)
+	return c.toC(k), n, err
 }
 
 // viewBoxed returns ks seen as a keyed state over any, each key a K:
@@ -270,29 +333,7 @@ func (d *ValueStateDescriptor[V]) declare(h keyedHost) (ValueState[V], error) {
 	switch ks := cs.(type) {
 	case *keyedState[string]:
 		return declareValueTTL(ks, d.name, d.vals, d.ttl)
-	case *keyedState[bool]:
-		return declareValueTTL(ks, d.name, d.vals, d.ttl)
-	case *keyedState[int]:
-		return declareValueTTL(ks, d.name, d.vals, d.ttl)
-	case *keyedState[int8]:
-		return declareValueTTL(ks, d.name, d.vals, d.ttl)
-	case *keyedState[int16]:
-		return declareValueTTL(ks, d.name, d.vals, d.ttl)
-	case *keyedState[int32]:
-		return declareValueTTL(ks, d.name, d.vals, d.ttl)
-	case *keyedState[int64]:
-		return declareValueTTL(ks, d.name, d.vals, d.ttl)
-	case *keyedState[uint]:
-		return declareValueTTL(ks, d.name, d.vals, d.ttl)
-	case *keyedState[uint8]:
-		return declareValueTTL(ks, d.name, d.vals, d.ttl)
-	case *keyedState[uint16]:
-		return declareValueTTL(ks, d.name, d.vals, d.ttl)
-	case *keyedState[uint32]:
-		return declareValueTTL(ks, d.name, d.vals, d.ttl)
 	case *keyedState[uint64]:
-		return declareValueTTL(ks, d.name, d.vals, d.ttl)
-	case *keyedState[float32]:
 		return declareValueTTL(ks, d.name, d.vals, d.ttl)
 	case *keyedState[float64]:
 		return declareValueTTL(ks, d.name, d.vals, d.ttl)
@@ -395,29 +436,7 @@ func (d *MapStateDescriptor[UK, UV]) declare(h keyedHost) (MapState[UK, UV], err
 	switch ks := cs.(type) {
 	case *keyedState[string]:
 		return declareMapTTL(ks, d.name, d.ukeys, d.uvals, d.ttl)
-	case *keyedState[bool]:
-		return declareMapTTL(ks, d.name, d.ukeys, d.uvals, d.ttl)
-	case *keyedState[int]:
-		return declareMapTTL(ks, d.name, d.ukeys, d.uvals, d.ttl)
-	case *keyedState[int8]:
-		return declareMapTTL(ks, d.name, d.ukeys, d.uvals, d.ttl)
-	case *keyedState[int16]:
-		return declareMapTTL(ks, d.name, d.ukeys, d.uvals, d.ttl)
-	case *keyedState[int32]:
-		return declareMapTTL(ks, d.name, d.ukeys, d.uvals, d.ttl)
-	case *keyedState[int64]:
-		return declareMapTTL(ks, d.name, d.ukeys, d.uvals, d.ttl)
-	case *keyedState[uint]:
-		return declareMapTTL(ks, d.name, d.ukeys, d.uvals, d.ttl)
-	case *keyedState[uint8]:
-		return declareMapTTL(ks, d.name, d.ukeys, d.uvals, d.ttl)
-	case *keyedState[uint16]:
-		return declareMapTTL(ks, d.name, d.ukeys, d.uvals, d.ttl)
-	case *keyedState[uint32]:
-		return declareMapTTL(ks, d.name, d.ukeys, d.uvals, d.ttl)
 	case *keyedState[uint64]:
-		return declareMapTTL(ks, d.name, d.ukeys, d.uvals, d.ttl)
-	case *keyedState[float32]:
 		return declareMapTTL(ks, d.name, d.ukeys, d.uvals, d.ttl)
 	case *keyedState[float64]:
 		return declareMapTTL(ks, d.name, d.ukeys, d.uvals, d.ttl)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math"
 	"os"
 	"reflect"
 	"slices"
@@ -417,6 +418,30 @@ func TestDescriptorOnAnyKeyTypeIsTheKeyTypesState(t *testing.T) {
 		forEachUnitBackend(t, func(t *testing.T, sc stateConfig) {
 			descriptorOverKey(t, sc, binKey{1, 2}, binKey{3, 4})
 		})
+	})
+}
+
+// Rule: the same holds for every basic kind. Descriptors see a key of an
+// integer kind or a bool as a uint64 and a float32 as a float64
+// (canonicalOf); the state they declare is still the state over the key
+// type, in its own encoding, negative and extreme values included.
+func TestDescriptorOnEveryKeyKindIsTheKeyTypesState(t *testing.T) {
+	type level int8
+	forEachUnitBackend(t, func(t *testing.T, sc stateConfig) {
+		t.Run("int8", func(t *testing.T) { descriptorOverKey[int8](t, sc, -128, 127) })
+		t.Run("named int8", func(t *testing.T) { descriptorOverKey[level](t, sc, -1, 1) })
+		t.Run("int16", func(t *testing.T) { descriptorOverKey[int16](t, sc, -300, 300) })
+		t.Run("int32", func(t *testing.T) { descriptorOverKey[int32](t, sc, math.MinInt32, -1) })
+		t.Run("int", func(t *testing.T) { descriptorOverKey[int](t, sc, math.MinInt, math.MaxInt) })
+		t.Run("int64", func(t *testing.T) { descriptorOverKey[int64](t, sc, -1, 1<<40) })
+		t.Run("uint", func(t *testing.T) { descriptorOverKey[uint](t, sc, 0, math.MaxUint) })
+		t.Run("uint8", func(t *testing.T) { descriptorOverKey[uint8](t, sc, 0, 255) })
+		t.Run("uint16", func(t *testing.T) { descriptorOverKey[uint16](t, sc, 1, math.MaxUint16) })
+		t.Run("uint32", func(t *testing.T) { descriptorOverKey[uint32](t, sc, 7, math.MaxUint32) })
+		t.Run("uint64", func(t *testing.T) { descriptorOverKey[uint64](t, sc, 0, math.MaxUint64) })
+		t.Run("bool", func(t *testing.T) { descriptorOverKey[bool](t, sc, false, true) })
+		t.Run("float32", func(t *testing.T) { descriptorOverKey[float32](t, sc, -1.5, float32(math.Inf(1))) })
+		t.Run("float64", func(t *testing.T) { descriptorOverKey[float64](t, sc, -2.25, math.MaxFloat64) })
 	})
 }
 

@@ -331,8 +331,9 @@ func BenchmarkPebbleCheckpointIncrement(b *testing.B) {
 
 // BenchmarkDescriptorCount is BenchmarkStateBackendCount's hot keys on the
 // heap backend three ways, for their ratios: the handle a descriptor's
-// Handle returns, a descriptor over string keys, and a descriptor over a named
-// string key type (through the view over string).
+// Handle returns, a descriptor over string keys, a descriptor over a named
+// string key type (through the view over string), and one over int64 keys
+// (through the view over uint64).
 func BenchmarkDescriptorCount(b *testing.B) {
 	keys := make([]string, 1000)
 	for i := range keys {
@@ -377,6 +378,25 @@ func BenchmarkDescriptorCount(b *testing.B) {
 		i := 0
 		for b.Loop() {
 			p.state.setKey(word(keys[i%len(keys)]))
+			c, _, err := desc.Get(&p.ctx)
+			if err == nil {
+				err = desc.Set(&p.ctx, c+1)
+			}
+			if err != nil {
+				b.Fatal(err)
+			}
+			i++
+		}
+	})
+	// An int64 key reaches descriptors through the uint64 view, which
+	// converts each current key (intView).
+	b.Run("descriptor/int64-key", func(b *testing.B) {
+		p, stop := openKeyed(b, nil, 1, 0, KeyedProcessFuncs[int64, int64, string]{Element: func(*KeyedContext[int64, string], int64) error { return nil }})
+		defer stop()
+		b.ReportAllocs()
+		i := 0
+		for b.Loop() {
+			p.state.setKey(int64(i % len(keys)))
 			c, _, err := desc.Get(&p.ctx)
 			if err == nil {
 				err = desc.Set(&p.ctx, c+1)

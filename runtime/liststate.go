@@ -438,29 +438,7 @@ func (d *ListStateDescriptor[T]) declare(h keyedHost) (ListState[T], error) {
 	switch ks := cs.(type) {
 	case *keyedState[string]:
 		return declareListTTL(ks, d.name, d.elems, d.ttl)
-	case *keyedState[bool]:
-		return declareListTTL(ks, d.name, d.elems, d.ttl)
-	case *keyedState[int]:
-		return declareListTTL(ks, d.name, d.elems, d.ttl)
-	case *keyedState[int8]:
-		return declareListTTL(ks, d.name, d.elems, d.ttl)
-	case *keyedState[int16]:
-		return declareListTTL(ks, d.name, d.elems, d.ttl)
-	case *keyedState[int32]:
-		return declareListTTL(ks, d.name, d.elems, d.ttl)
-	case *keyedState[int64]:
-		return declareListTTL(ks, d.name, d.elems, d.ttl)
-	case *keyedState[uint]:
-		return declareListTTL(ks, d.name, d.elems, d.ttl)
-	case *keyedState[uint8]:
-		return declareListTTL(ks, d.name, d.elems, d.ttl)
-	case *keyedState[uint16]:
-		return declareListTTL(ks, d.name, d.elems, d.ttl)
-	case *keyedState[uint32]:
-		return declareListTTL(ks, d.name, d.elems, d.ttl)
 	case *keyedState[uint64]:
-		return declareListTTL(ks, d.name, d.elems, d.ttl)
-	case *keyedState[float32]:
 		return declareListTTL(ks, d.name, d.elems, d.ttl)
 	case *keyedState[float64]:
 		return declareListTTL(ks, d.name, d.elems, d.ttl)

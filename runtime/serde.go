@@ -347,62 +347,139 @@ func codecFor[T any]() stateCodec[T] {
 	if selfEncoding(t) != "" {
 		return stateCodec[T]{id: codecGob}
 	}
-	switch t.Kind() {
-	case reflect.String:
-		return builtin[T](codecString, stringSerde{})
-	case reflect.Slice:
-		if t.Elem() == reflect.TypeFor[byte]() {
-			return builtin[T](codecBytes, bytesSerde{})
-		}
-	case reflect.Bool:
-		return builtin[T](codecBool, boolSerde{})
-	case reflect.Int:
-		return builtin[T](codecInt, intSerde[int]{})
-	case reflect.Int8:
-		return builtin[T](codecInt, intSerde[int8]{})
-	case reflect.Int16:
-		return builtin[T](codecInt, intSerde[int16]{})
-	case reflect.Int32:
-		return builtin[T](codecInt, intSerde[int32]{})
-	case reflect.Int64:
-		return builtin[T](codecInt, intSerde[int64]{})
-	case reflect.Uint:
-		return builtin[T](codecUint, uintSerde[uint]{})
-	case reflect.Uint8:
-		return builtin[T](codecUint, uintSerde[uint8]{})
-	case reflect.Uint16:
-		return builtin[T](codecUint, uintSerde[uint16]{})
-	case reflect.Uint32:
-		return builtin[T](codecUint, uintSerde[uint32]{})
-	case reflect.Uint64:
-		return builtin[T](codecUint, uintSerde[uint64]{})
-	case reflect.Float32:
-		return builtin[T](codecFloat32, float32Serde{})
-	case reflect.Float64:
-		return builtin[T](codecFloat64, float64Serde{})
+	id, s := kindCodec(t)
+	if s == nil {
+		return stateCodec[T]{id: codecGob}
 	}
-	return stateCodec[T]{id: codecGob}
-}
-
-// builtin makes s, a serde of T's underlying type U, one of T: s itself
-// when T is U, otherwise through a reinterpretation of T as U, whose
-// memory layout it shares by definition of reflect.Kind.
-func builtin[T, U any](id byte, s serde[U]) stateCodec[T] {
-	if same, ok := any(s).(serde[T]); ok {
+	if same, ok := s.(serde[T]); ok {
 		return stateCodec[T]{id: id, s: same}
 	}
-	return stateCodec[T]{id: id, s: reinterpret[T, U]{s}}
+	return stateCodec[T]{id: id, s: kindSerde[T]{t.Kind()}}
 }
 
-type reinterpret[T, U any] struct{ s serde[U] }
-
-func (r reinterpret[T, U]) appendValue(dst []byte, v T) []byte {
-	return r.s.appendValue(dst, *(*U)(unsafe.Pointer(&v)))
+// kindCodec is the built-in codec of t's kind (a serde of the kind's own
+// type), or a nil serde for a kind without one.
+func kindCodec(t reflect.Type) (byte, any) {
+	switch t.Kind() {
+	case reflect.String:
+		return codecString, stringSerde{}
+	case reflect.Slice:
+		if t.Elem() == reflect.TypeFor[byte]() {
+			return codecBytes, bytesSerde{}
+		}
+	case reflect.Bool:
+		return codecBool, boolSerde{}
+	case reflect.Int:
+		return codecInt, intSerde[int]{}
+	case reflect.Int8:
+		return codecInt, intSerde[int8]{}
+	case reflect.Int16:
+		return codecInt, intSerde[int16]{}
+	case reflect.Int32:
+		return codecInt, intSerde[int32]{}
+	case reflect.Int64:
+		return codecInt, intSerde[int64]{}
+	case reflect.Uint:
+		return codecUint, uintSerde[uint]{}
+	case reflect.Uint8:
+		return codecUint, uintSerde[uint8]{}
+	case reflect.Uint16:
+		return codecUint, uintSerde[uint16]{}
+	case reflect.Uint32:
+		return codecUint, uintSerde[uint32]{}
+	case reflect.Uint64:
+		return codecUint, uintSerde[uint64]{}
+	case reflect.Float32:
+		return codecFloat32, float32Serde{}
+	case reflect.Float64:
+		return codecFloat64, float64Serde{}
+	}
+	return 0, nil
 }
 
-func (r reinterpret[T, U]) readValue(b []byte) (T, int, error) {
-	u, n, err := r.s.readValue(b)
-	return *(*T)(unsafe.Pointer(&u)), n, err
+// kindSerde is the built-in serde of a named type over a basic kind: the
+// kind's own serde, on T's memory seen as the kind's type (which shares
+// its layout by definition of reflect.Kind). One serde type switching on
+// the kind, not one per kind, keeps the compiled code at one serde per T.
+type kindSerde[T any] struct{ kind reflect.Kind }
+
+func (k kindSerde[T]) appendValue(dst []byte, v T) []byte {
+	p := unsafe.Pointer(&v)
+	switch k.kind {
+	case reflect.String:
+		return stringSerde{}.appendValue(dst, *(*string)(p))
+	case reflect.Slice:
+		return bytesSerde{}.appendValue(dst, *(*[]byte)(p))
+	case reflect.Bool:
+		return boolSerde{}.appendValue(dst, *(*bool)(p))
+	case reflect.Int:
+		return intSerde[int]{}.appendValue(dst, *(*int)(p))
+	case reflect.Int8:
+		return intSerde[int8]{}.appendValue(dst, *(*int8)(p))
+	case reflect.Int16:
+		return intSerde[int16]{}.appendValue(dst, *(*int16)(p))
+	case reflect.Int32:
+		return intSerde[int32]{}.appendValue(dst, *(*int32)(p))
+	case reflect.Int64:
+		return intSerde[int64]{}.appendValue(dst, *(*int64)(p))
+	case reflect.Uint:
+		return uintSerde[uint]{}.appendValue(dst, *(*uint)(p))
+	case reflect.Uint8:
+		return uintSerde[uint8]{}.appendValue(dst, *(*uint8)(p))
+	case reflect.Uint16:
+		return uintSerde[uint16]{}.appendValue(dst, *(*uint16)(p))
+	case reflect.Uint32:
+		return uintSerde[uint32]{}.appendValue(dst, *(*uint32)(p))
+	case reflect.Uint64:
+		return uintSerde[uint64]{}.appendValue(dst, *(*uint64)(p))
+	case reflect.Float32:
+		return float32Serde{}.appendValue(dst, *(*float32)(p))
+	case reflect.Float64:
+		return float64Serde{}.appendValue(dst, *(*float64)(p))
+	}
+	panic(fmt.Sprintf("kindSerde of kind %v", k.kind))
+}
+
+func (k kindSerde[T]) readValue(b []byte) (T, int, error) {
+	var v T
+	var n int
+	var err error
+	p := unsafe.Pointer(&v)
+	switch k.kind {
+	case reflect.String:
+		*(*string)(p), n, err = stringSerde{}.readValue(b)
+	case reflect.Slice:
+		*(*[]byte)(p), n, err = bytesSerde{}.readValue(b)
+	case reflect.Bool:
+		*(*bool)(p), n, err = boolSerde{}.readValue(b)
+	case reflect.Int:
+		*(*int)(p), n, err = intSerde[int]{}.readValue(b)
+	case reflect.Int8:
+		*(*int8)(p), n, err = intSerde[int8]{}.readValue(b)
+	case reflect.Int16:
+		*(*int16)(p), n, err = intSerde[int16]{}.readValue(b)
+	case reflect.Int32:
+		*(*int32)(p), n, err = intSerde[int32]{}.readValue(b)
+	case reflect.Int64:
+		*(*int64)(p), n, err = intSerde[int64]{}.readValue(b)
+	case reflect.Uint:
+		*(*uint)(p), n, err = uintSerde[uint]{}.readValue(b)
+	case reflect.Uint8:
+		*(*uint8)(p), n, err = uintSerde[uint8]{}.readValue(b)
+	case reflect.Uint16:
+		*(*uint16)(p), n, err = uintSerde[uint16]{}.readValue(b)
+	case reflect.Uint32:
+		*(*uint32)(p), n, err = uintSerde[uint32]{}.readValue(b)
+	case reflect.Uint64:
+		*(*uint64)(p), n, err = uintSerde[uint64]{}.readValue(b)
+	case reflect.Float32:
+		*(*float32)(p), n, err = float32Serde{}.readValue(b)
+	case reflect.Float64:
+		*(*float64)(p), n, err = float64Serde{}.readValue(b)
+	default:
+		panic(fmt.Sprintf("kindSerde of kind %v", k.kind))
+	}
+	return v, n, err
 }
 
 type stringSerde struct{}
