@@ -14,9 +14,18 @@ TEST_TIMEOUT ?= 30m
 # the broker tests instead of skipping them (SPLITFLOW_REQUIRE_KAFKA; the
 # schema registry tests of integration/registrytest honour it too).
 # check has vetted every package with all of vet's analyzers, so go test
-# does not vet them again (-vet=off).
+# does not vet them again (-vet=off); it vets with -race, so that the
+# packages it compiles are the ones the tests link.
+#
+# go test starts the packages it is given first first: the slowest ones
+# (SLOW_PACKAGES: runtime's test binary takes minutes to compile, the
+# broker tests minutes to run) start at once instead of last. -p 3 runs
+# three test binaries at a time, not one per core: the broker tests spend
+# most of their time waiting on the broker and on their jobs' checkpoints.
+SLOW_PACKAGES = ./runtime/ ./examples/wordcount/ ./integration/ ./connector/kafka/
+TEST_PARALLEL ?= 3
 test: deps check
-	SPLITFLOW_REQUIRE_KAFKA=1 $(GO) test -race -vet=off -shuffle=on -count=1 -timeout $(TEST_TIMEOUT) ./...
+	SPLITFLOW_REQUIRE_KAFKA=1 $(GO) test -race -vet=off -shuffle=on -count=1 -p $(TEST_PARALLEL) -timeout $(TEST_TIMEOUT) $(SLOW_PACKAGES) ./...
 
 # A JDK and Maven (the local Kafka broker), a JDK 21+ (the local schema
 # registry, Apicurio) and Chromium (the status page tests), installed with
@@ -28,7 +37,7 @@ deps:
 check:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go' -not -path './.cache/*')); \
 	if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
-	$(GO) vet ./...
+	$(GO) vet -race ./...
 	$(GO) mod tidy -diff
 
 # check plus golangci-lint v2 (built from the Go module proxy on first use;
