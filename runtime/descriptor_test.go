@@ -386,10 +386,10 @@ func TestDescriptorBadTypePanicsAtDeclaration(t *testing.T) {
 		})
 	}
 	for name, f := range map[string]func(){
-		"serde of another type": func() { NewValueState[int64]("x", WithSerde(StringSerde)) },
+		"serde of another type": func() { NewValueState[int64]("x", WithSerde(DefaultSerde[string]())) },
 		"unnamed serde":         func() { NewValueState[point]("x", WithSerde[point](newPointSerde(""))) },
 		"no name":               func() { NewValueState[int64]("") },
-		"map key serde":         func() { NewValueState[int64]("x", WithMapKeySerde(Int64Serde)) },
+		"map key serde":         func() { NewValueState[int64]("x", WithMapKeySerde(DefaultSerde[int64]())) },
 	} {
 		if v := panicOf(f); v == nil {
 			t.Errorf("%s: no panic", name)
@@ -524,18 +524,18 @@ func TestBuiltinSerdes(t *testing.T) {
 			t.Fatalf("%s: %v", name, err)
 		}
 	}
-	b, err := Int64Serde.Append(nil, -3)
+	b, err := DefaultSerde[int64]().Append(nil, -3)
 	check("int64", b, err)
-	if v, err := Int64Serde.Decode(b); err != nil || v != -3 {
-		t.Fatalf("Int64Serde: %d, %v", v, err)
+	if v, err := DefaultSerde[int64]().Decode(b); err != nil || v != -3 {
+		t.Fatalf("DefaultSerde[int64]: %d, %v", v, err)
 	}
-	b, err = StringSerde.Append(nil, "héllo")
+	b, err = DefaultSerde[string]().Append(nil, "héllo")
 	check("string", b, err)
-	if v, err := StringSerde.Decode(b); err != nil || v != "héllo" {
-		t.Fatalf("StringSerde: %q, %v", v, err)
+	if v, err := DefaultSerde[string]().Decode(b); err != nil || v != "héllo" {
+		t.Fatalf("DefaultSerde[string]: %q, %v", v, err)
 	}
-	if _, err := StringSerde.Decode(append(b, 0)); err == nil {
-		t.Fatal("StringSerde decoded trailing bytes")
+	if _, err := DefaultSerde[string]().Decode(append(b, 0)); err == nil {
+		t.Fatal("DefaultSerde[string] decoded trailing bytes")
 	}
 	type word string
 	b, err = DefaultSerde[word]().Append(nil, "w")
@@ -551,7 +551,7 @@ func TestBuiltinSerdes(t *testing.T) {
 		t.Fatalf("GobSerde: %+v, %v", v, err)
 	}
 	for s, want := range map[interface{ Name() string }]string{
-		Int64Serde: "signed integer", StringSerde: "string", BoolSerde: "bool", GobSerde[point](): "encoding/gob", JSONSerde[point](): "encoding/json",
+		DefaultSerde[int64](): "signed integer", DefaultSerde[string](): "string", DefaultSerde[bool](): "bool", GobSerde[point](): "encoding/gob", JSONSerde[point](): "encoding/json",
 	} {
 		if s.Name() != want {
 			t.Errorf("%T named %q, want %q", s, s.Name(), want)

@@ -162,9 +162,9 @@ func (c stateCodec[T]) desc() string {
 
 // Serde is how values of T are written in checkpoints (and held, with the
 // pebble backend): the encoding of one value, given to a state descriptor
-// with WithSerde or WithMapKeySerde. The built-in ones are DefaultSerde,
-// the named binary serdes (StringSerde, Int64Serde, ...), GobSerde and
-// JSONSerde; a job may implement its own.
+// with WithSerde or WithMapKeySerde. The built-in ones are DefaultSerde
+// (the binary encodings of strings, numbers and bools, gob for the rest),
+// GobSerde and JSONSerde; a job may implement its own.
 //
 // A checkpoint records which serde wrote each state: the built-in ones by
 // their encoding, the job's own by Name. A restore whose state was
@@ -222,19 +222,6 @@ func DefaultSerde[T any]() Serde[T] { return builtinSerde[T]{codecFor[T]()} }
 // a built-in binary encoding; gob's rules are checked when the state is
 // declared (see DefaultSerde).
 func GobSerde[T any]() Serde[T] { return builtinSerde[T]{stateCodec[T]{id: codecGob}} }
-
-// The built-in binary serdes of the basic types; DefaultSerde gives the
-// same encodings for every width and for named types over them.
-var (
-	StringSerde  Serde[string]  = DefaultSerde[string]()
-	BytesSerde   Serde[[]byte]  = DefaultSerde[[]byte]()
-	Int64Serde   Serde[int64]   = DefaultSerde[int64]()
-	IntSerde     Serde[int]     = DefaultSerde[int]()
-	Uint64Serde  Serde[uint64]  = DefaultSerde[uint64]()
-	Float64Serde Serde[float64] = DefaultSerde[float64]()
-	Float32Serde Serde[float32] = DefaultSerde[float32]()
-	BoolSerde    Serde[bool]    = DefaultSerde[bool]()
-)
 
 // JSONSerde writes values with encoding/json: the fallback for types gob
 // does not suit, or whose checkpoints other tools read. The type is
