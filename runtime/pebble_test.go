@@ -408,7 +408,7 @@ func TestHeapCheckpointRestoresIntoPebble(t *testing.T) {
 				t.Fatal(err)
 			}
 			timers += len(p.timers.event.all())
-			lo, hi := keyGroupRange(sub, par, 128)
+			lo, hi := keygroup.Range(sub, par, 128)
 			for i := range 300 {
 				k := fmt.Sprint("k", i)
 				if g := keygroup.ForHash(keygroup.HashString(k), 128); g < lo || g > hi {

@@ -9,6 +9,7 @@ import (
 	"sync"
 
 	"github.com/splitflow/splitflow/runtime/checkpoint"
+	"github.com/splitflow/splitflow/runtime/internal/keygroup"
 	"github.com/splitflow/splitflow/runtime/internal/pebblestate"
 )
 
@@ -30,7 +31,7 @@ func newPebbleKeyed(t *task, uid string, subtask, par, maxPar int) (*pebbleKeyed
 	}
 	pk := &pebbleKeyed{be: be, ownBackend: t.ex == nil, instance: newInstanceID(), ids: map[string]pebblestate.StateID{},
 		stored: map[string]checkpoint.FileHandle{}, maxPar: maxPar, listGen: uint64(max(t.restored.id(), 0))}
-	pk.kgLo, pk.kgHi = keyGroupRange(subtask, par, maxPar)
+	pk.kgLo, pk.kgHi = keygroup.Range(subtask, par, maxPar)
 	if t.ex != nil {
 		pk.storage = t.ex.storage
 	}

@@ -609,10 +609,3 @@ func newPebbleMapState[K, UK comparable, UV any](ks *keyedState[K], name string,
 	}
 	return &pebbleMapState[K, UK, UV]{ks: ks, pk: ks.pb, name: name, id: id, ukeys: ukeys, uvals: uvals}, nil
 }
-
-// keyGroupRange is the key groups subtask owns, inclusive.
-func keyGroupRange(subtask, parallelism, maxPar int) (lo, hi int) {
-	lo = (subtask*maxPar + parallelism - 1) / parallelism
-	hi = ((subtask+1)*maxPar+parallelism-1)/parallelism - 1
-	return lo, hi
-}

@@ -1128,7 +1128,7 @@ func (p *keyedProcessOperator[K, I, O]) freezeState(id int64) (func(stop func() 
 // watermarkEntries are the entries of the operator's watermark for the
 // key groups of its subtask.
 func (p *keyedProcessOperator[K, I, O]) watermarkEntries() []stateEntry {
-	lo, hi := keyGroupRange(p.info.subtask, p.par, p.maxPar)
+	lo, hi := keygroup.Range(p.info.subtask, p.par, p.maxPar)
 	return watermarkEntries(p.ctx.watermark, lo, hi)
 }
 

@@ -299,7 +299,7 @@ func runTimerModel(t *testing.T, b backendKind, seed uint64, keys []int64, far i
 		case r < 91 && snap == nil && last != nil:
 			for sub := range 3 {
 				q, stopQ := openKeyedFromStop(t, unitStateConfig(t, b), last, 3, sub, fn)
-				lo, hi := keyGroupRange(sub, 3, 128)
+				lo, hi := keygroup.Range(sub, 3, 128)
 				equal(step, fmt.Sprintf("subtask %d of 3, event-time", sub), &q.timers.event, lastModel.event, lo, hi)
 				equal(step, fmt.Sprintf("subtask %d of 3, processing-time", sub), &q.timers.processing, lastModel.processing, lo, hi)
 				stopQ()

@@ -169,7 +169,7 @@ func TestTimersRestoredInOrderAfterRescale(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				lo, hi := keyGroupRange(sub, 2, 128)
+				lo, hi := keygroup.Range(sub, 2, 128)
 				for k := range int64(keys) {
 					if g := groupOf(k); g >= lo && g <= hi {
 						if err := p.collect(k, 0); err != nil {
@@ -186,7 +186,7 @@ func TestTimersRestoredInOrderAfterRescale(t *testing.T) {
 				var event, processing int
 				for sub := range par {
 					p := openKeyedFrom(t, unitStateConfig(t, b), chk, par, sub, fn)
-					lo, hi := keyGroupRange(sub, par, 128)
+					lo, hi := keygroup.Range(sub, par, 128)
 					wantEv, wantPr := map[timerEntry[int64]]bool{}, map[timerEntry[int64]]bool{}
 					for k := range int64(keys) {
 						if g := groupOf(k); g >= lo && g <= hi {
@@ -501,7 +501,7 @@ func TestPebbleLayout100TimersRestoreIntoTheDB(t *testing.T) {
 	total := 0
 	for sub := range 2 {
 		q := openKeyedFrom(t, pebbleStateConfig(t), chk, 2, sub, fn)
-		lo, hi := keyGroupRange(sub, 2, 128)
+		lo, hi := keygroup.Range(sub, 2, 128)
 		inDB := q.timers.event.all() // read from the DB
 		for _, e := range inDB {
 			if g := keygroup.ForHash(keygroup.HashInt64(e.key), 128); g < lo || g > hi || e.ts != 100+e.key {

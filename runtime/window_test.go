@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/splitflow/splitflow/runtime/checkpoint"
+	"github.com/splitflow/splitflow/runtime/internal/keygroup"
 )
 
 // kv is a keyed test record.
@@ -361,7 +362,7 @@ func runWindowRestore(t *testing.T, b backendKind, a WindowAssigner, par int, ke
 	var got []winRes
 	for sub := range par {
 		w := openWin[string, string](t, ds(), unitStateConfig(t, b), chk, par, sub)
-		lo, hi := keyGroupRange(sub, par, 128)
+		lo, hi := keygroup.Range(sub, par, 128)
 		// No watermark first: the restored operator has the checkpoint's,
 		// and records that were late before the restore are late after it.
 		var mine []string

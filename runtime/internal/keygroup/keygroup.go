@@ -26,6 +26,14 @@ func Subtask(keyGroup, parallelism, maxParallelism int) int {
 	return keyGroup * parallelism / maxParallelism
 }
 
+// Range is the key groups subtask owns at parallelism, lo to hi
+// inclusive: the key groups Subtask maps to it.
+func Range(subtask, parallelism, maxParallelism int) (lo, hi int) {
+	lo = (subtask*maxParallelism + parallelism - 1) / parallelism
+	hi = ((subtask+1)*maxParallelism+parallelism-1)/parallelism - 1
+	return lo, hi
+}
+
 // HashString is the stable key hash of a string key: murmur3 (32 bit, seed
 // 0) of its UTF-8 bytes.
 func HashString(s string) uint32 {

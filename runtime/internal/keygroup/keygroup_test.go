@@ -76,8 +76,9 @@ func TestStableHasherByKind(t *testing.T) {
 	}
 }
 
-// Rule: each subtask owns one contiguous range of key groups, and the
-// ranges cover [0, maxParallelism) with sizes differing by at most one.
+// Rule: each subtask owns one contiguous range of key groups, Range's,
+// and the ranges cover [0, maxParallelism) with sizes differing by at
+// most one.
 func TestKeyGroupRangesAreContiguous(t *testing.T) {
 	for _, c := range []struct{ par, maxPar int }{{1, 128}, {3, 128}, {4, 128}, {7, 10}, {10, 10}} {
 		count := make([]int, c.par)
@@ -89,6 +90,14 @@ func TestKeyGroupRangesAreContiguous(t *testing.T) {
 			}
 			prev = s
 			count[s]++
+			if lo, hi := Range(s, c.par, c.maxPar); kg < lo || kg > hi {
+				t.Fatalf("par %d max %d: key group %d of subtask %d outside its Range [%d, %d]", c.par, c.maxPar, kg, s, lo, hi)
+			}
+		}
+		for s := range c.par {
+			if lo, hi := Range(s, c.par, c.maxPar); hi-lo+1 != count[s] {
+				t.Fatalf("par %d max %d: subtask %d has Range [%d, %d] for %d key groups", c.par, c.maxPar, s, lo, hi, count[s])
+			}
 		}
 		lo, hi := count[0], count[0]
 		for _, n := range count {
