@@ -22,6 +22,7 @@ type serdeConfig struct {
 	key          bool
 	strategy     SubjectNameStrategy
 	autoRegister bool
+	references   []sr.SchemaReference
 }
 
 // ForKeys makes the serializer's subject the key's (with TopicName,
@@ -43,6 +44,23 @@ func WithSubjectNameStrategy(s SubjectNameStrategy) SerdeOption {
 // looks up its id.
 func WithAutoRegister() SerdeOption {
 	return serdeOptionFunc(func(c *serdeConfig) { c.autoRegister = true })
+}
+
+// WithReferences gives the schemas the serializer's schema references,
+// each registered beforehand under its own subject (Confluent: a schema
+// reference, {name, subject, version}): for Avro, the named types its
+// text uses but does not define, each reference's Name being the type's
+// full name ("shop.Money"); for JSON Schema, the documents its $ref
+// points to, each Name being the URL the $ref gives ("money.json", or
+// relative to the schema's $id). The serializer fetches each referenced
+// schema (and the ones it references) to parse or compile its own, and
+// looks its schema up or registers it with the references, as the
+// registry holds them. Version -1 names the subject's latest version,
+// fixed when the serializer is made. Default: none. The Protobuf
+// serializer takes none: it derives its references from its file's
+// imports, and refuses this option.
+func WithReferences(refs ...sr.SchemaReference) SerdeOption {
+	return serdeOptionFunc(func(c *serdeConfig) { c.references = append(c.references, refs...) })
 }
 
 // header is the Confluent wire format: magic byte 0, then the schema id
@@ -71,7 +89,10 @@ type AvroSerializer[T any] struct {
 // map[string]any for a generic record.
 //
 // The text is registered as given, not in Avro's canonical form, which
-// drops field defaults: the registry judges compatibility by them.
+// drops field defaults: the registry judges compatibility by them. A
+// schema that uses named types registered under other subjects gives
+// them WithReferences; the serializer fetches them (a reference it cannot
+// fetch fails it, naming the reference) and parses them first.
 func NewAvroSerializer[T any](ctx context.Context, c *Client, topic, schemaText string, opts ...SerdeOption) (*AvroSerializer[T], error) {
 	cfg := serdeConfig{strategy: TopicName}
 	for _, o := range opts {
@@ -82,7 +103,16 @@ func NewAvroSerializer[T any](ctx context.Context, c *Client, topic, schemaText 
 	}
 	// A cache of its own: the shared one would keep one definition per
 	// name, and a program may hold a record's v1 and v2.
-	schema, err := avro.ParseWithCache(schemaText, "", &avro.SchemaCache{})
+	cache := &avro.SchemaCache{}
+	var refs []sr.SchemaReference
+	if len(cfg.references) > 0 {
+		rs, err := parseAvroReferences(ctx, c, cache, fmt.Sprintf("the serializer's schema for topic %q", topic), cfg.references)
+		if err != nil {
+			return nil, err
+		}
+		refs = rs.pinned(cfg.references)
+	}
+	schema, err := avro.ParseWithCache(schemaText, "", cache)
 	if err != nil {
 		return nil, fmt.Errorf("registry: the serializer's schema for topic %q does not parse as Avro: %w", topic, err)
 	}
@@ -94,7 +124,7 @@ func NewAvroSerializer[T any](ctx context.Context, c *Client, topic, schemaText 
 	if subject == "" {
 		return nil, fmt.Errorf("registry: the subject name strategy gave no subject for topic %q and schema %s (record strategies need a named schema)", topic, schema.Type())
 	}
-	got, err := c.resolve(ctx, subject, sr.Schema{Schema: schemaText, Type: sr.TypeAvro}, cfg.autoRegister)
+	got, err := c.resolve(ctx, subject, sr.Schema{Schema: schemaText, Type: sr.TypeAvro, References: refs}, cfg.autoRegister)
 	if err != nil {
 		return nil, err
 	}
@@ -155,11 +185,17 @@ func Records[T, K any](keys Serializer[K], keyOf func(T) K, values Serializer[T]
 // field the writer has and the reader lacks is skipped, a field the
 // reader has and the writer lacks takes its default, numbers widen. So a
 // producer that moved to a compatible newer (or older) schema is read
-// correctly mid-stream. It is safe for concurrent use.
+// correctly mid-stream. A writer schema that references others (named
+// types registered under their own subjects) is read with them: it
+// fetches each reference by subject and version, and the ones those
+// reference, and parses them before the writer's schema, once per id.
+// It is safe for concurrent use.
 //
 // A record it cannot read (not in the wire format, an id the registry
 // does not know, a writer schema that is not Avro or that the reader
-// cannot resolve, bytes that do not decode) gives an error that the
+// cannot resolve, a reference the registry does not have or references
+// that form a cycle, each named in the error with the schema id, bytes
+// that do not decode) gives an error that the
 // source's bad-record policy handles. So do bytes left over after the
 // value: it was not written with the schema its id names. A registry it
 // cannot reach is retried (WithRetries), then gives an error wrapping
@@ -212,17 +248,43 @@ func (d *AvroDeserializer[T]) Decode(b []byte) (T, error) {
 	return v, nil
 }
 
-// resolve reads id's writer schema, resolved against the reader.
-func (d *AvroDeserializer[T]) resolve(_ context.Context, id int, s sr.Schema) (avro.Schema, error) {
+// parseAvroReferences fetches the schemas refs name, recursively, and
+// parses each into cache after the ones it references, so that the named
+// types they define resolve in the schema that references them. what
+// names that schema in errors.
+func parseAvroReferences(ctx context.Context, c *Client, cache *avro.SchemaCache, what string, refs []sr.SchemaReference) (*references, error) {
+	if len(refs) == 0 {
+		return &references{}, nil
+	}
+	rs, err := fetchReferences(ctx, c, what, refs)
+	if err != nil {
+		return nil, err
+	}
+	for _, n := range rs.order {
+		if n.schema.Type != sr.TypeAvro {
+			return nil, fmt.Errorf("registry: %s is %s, not Avro", n.path, n.schema.Type)
+		}
+		if _, err := avro.ParseWithCache(n.schema.Schema.Schema, "", cache); err != nil {
+			return nil, fmt.Errorf("registry: %s does not parse as Avro: %w", n.path, err)
+		}
+	}
+	return rs, nil
+}
+
+// resolve reads id's writer schema, with the schemas it references,
+// resolved against the reader.
+func (d *AvroDeserializer[T]) resolve(ctx context.Context, id int, s sr.Schema) (avro.Schema, error) {
 	if s.Type != sr.TypeAvro {
 		return nil, fmt.Errorf("registry: %s: schema id %d is %s, not Avro", d.c, id, s.Type)
 	}
-	if len(s.References) > 0 {
-		return nil, fmt.Errorf("registry: %s: schema id %d references other schemas, which the Avro deserializer does not read yet", d.c, id)
-	}
 	// A cache of its own: the shared one would hold one definition per
-	// name, and a writer's v1 and v2 of a record share the name.
-	writer, err := avro.ParseWithCache(s.Schema, "", &avro.SchemaCache{})
+	// name, and a writer's v1 and v2 of a record share the name. The
+	// referenced schemas' named types go into it first.
+	cache := &avro.SchemaCache{}
+	if _, err := parseAvroReferences(ctx, d.c, cache, fmt.Sprintf("%s: schema id %d", d.c, id), s.References); err != nil {
+		return nil, err
+	}
+	writer, err := avro.ParseWithCache(s.Schema, "", cache)
 	if err != nil {
 		return nil, fmt.Errorf("registry: %s: schema id %d does not parse as Avro: %w", d.c, id, err)
 	}

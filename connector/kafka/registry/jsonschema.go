@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/url"
 	"strings"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
@@ -32,7 +33,11 @@ type JSONSchemaSerializer[T any] struct {
 // record strategies name it after the schema's "title"): it looks the
 // schema up, or with WithAutoRegister registers it, retrying a registry
 // it cannot reach as WithRetries says. It fails as NewAvroSerializer
-// does. The schema may not $ref anything outside itself.
+// does. A $ref may point inside the schema, or to a schema registered
+// under another subject that WithReferences names (the reference's name
+// is the URL the $ref gives); the serializer fetches those (a reference
+// it cannot fetch fails it, naming the reference) and compiles with them.
+// No file or URL is read.
 func NewJSONSchemaSerializer[T any](ctx context.Context, c *Client, topic, schemaText string, opts ...SerdeOption) (*JSONSchemaSerializer[T], error) {
 	cfg := serdeConfig{strategy: TopicName}
 	for _, o := range opts {
@@ -41,40 +46,55 @@ func NewJSONSchemaSerializer[T any](ctx context.Context, c *Client, topic, schem
 	if c == nil || topic == "" || cfg.strategy == nil {
 		return nil, errors.New("registry: NewJSONSchemaSerializer needs a client, a topic and a subject name strategy")
 	}
-	schema, title, err := compileJSONSchema(schemaText, "topic-"+topic)
+	what := fmt.Sprintf("the serializer's JSON schema for topic %q", topic)
+	rs, err := fetchJSONReferences(ctx, c, what, cfg.references)
 	if err != nil {
-		return nil, fmt.Errorf("registry: the serializer's JSON schema for topic %q: %w", topic, err)
+		return nil, err
+	}
+	schema, title, err := compileJSONSchema(schemaText, "topic-"+topic, what, rs, cfg.references)
+	if err != nil {
+		return nil, err
 	}
 	subject := cfg.strategy(topic, cfg.key, title)
 	if subject == "" {
 		return nil, fmt.Errorf("registry: the subject name strategy gave no subject for topic %q (record strategies need the schema's \"title\")", topic)
 	}
-	got, err := c.resolve(ctx, subject, sr.Schema{Schema: schemaText, Type: sr.TypeJSON}, cfg.autoRegister)
+	got, err := c.resolve(ctx, subject, sr.Schema{Schema: schemaText, Type: sr.TypeJSON, References: rs.pinned(cfg.references)}, cfg.autoRegister)
 	if err != nil {
 		return nil, err
 	}
 	return &JSONSchemaSerializer[T]{schema: schema, topic: topic, subject: subject, id: got.ID}, nil
 }
 
-// compileJSONSchema compiles text, named name in errors, and returns its
-// "title" too.
-func compileJSONSchema(text, name string) (*jsonschema.Schema, string, error) {
+// jsonSchemaBase is where the compiler holds a schema from the registry:
+// a relative $ref in it ("money.json") resolves under the same base as the
+// names of its references, so that the reference of that name is what the
+// $ref reads. No document is ever read from it.
+const jsonSchemaBase = "mem://splitflow/"
+
+// compileJSONSchema compiles text, held as name and called what in
+// errors, with the schemas refs name (fetched into rs) as the documents
+// its $refs may point to, and returns its "title" too.
+func compileJSONSchema(text, name, what string, rs *references, refs []sr.SchemaReference) (*jsonschema.Schema, string, error) {
 	doc, err := jsonschema.UnmarshalJSON(strings.NewReader(text))
 	if err != nil {
-		return nil, "", fmt.Errorf("not JSON: %w", err)
+		return nil, "", fmt.Errorf("registry: %s is not JSON: %w", what, err)
 	}
 	comp := jsonschema.NewCompiler()
 	comp.DefaultDraft(jsonschema.Draft7)
 	// A schema from the registry must not make the job read files or
 	// URLs: the default loader would read any file:// $ref.
 	comp.UseLoader(refusingLoader{})
-	loc := "urn:splitflow:registry:" + name
+	loc := jsonSchemaBase + name + ".json"
 	if err := comp.AddResource(loc, doc); err != nil {
+		return nil, "", fmt.Errorf("registry: %s: %w", what, err)
+	}
+	if err := addJSONReferences(comp, documentBase(loc, doc), rs, refs, map[string]bool{loc: true}); err != nil {
 		return nil, "", err
 	}
 	schema, err := comp.Compile(loc)
 	if err != nil {
-		return nil, "", fmt.Errorf("does not compile as a JSON schema: %w", err)
+		return nil, "", fmt.Errorf("registry: %s does not compile as a JSON schema: %w", what, err)
 	}
 	title := ""
 	if m, ok := doc.(map[string]any); ok {
@@ -83,11 +103,72 @@ func compileJSONSchema(text, name string) (*jsonschema.Schema, string, error) {
 	return schema, title, nil
 }
 
-// refusingLoader loads nothing: a schema's $ref may point only inside it.
+// addJSONReferences adds to comp each schema refs name, and the ones it
+// references, as a resource at its reference's name resolved against
+// base, the URL of the document that references it (its $id, or where it
+// is held), as a $ref in that document resolves it; added holds the URLs
+// given a document already.
+func addJSONReferences(comp *jsonschema.Compiler, base *url.URL, rs *references, refs []sr.SchemaReference, added map[string]bool) error {
+	for _, r := range refs {
+		n := rs.get(r)
+		name, err := url.Parse(r.Name)
+		if err != nil {
+			return fmt.Errorf("registry: %s: the name is not a URL a $ref can give: %w", n.path, err)
+		}
+		u := base.ResolveReference(name)
+		u.Fragment = ""
+		if added[u.String()] {
+			continue
+		}
+		added[u.String()] = true
+		if n.schema.Type != sr.TypeJSON {
+			return fmt.Errorf("registry: %s is %s, not a JSON schema", n.path, n.schema.Type)
+		}
+		doc, err := jsonschema.UnmarshalJSON(strings.NewReader(n.schema.Schema.Schema))
+		if err != nil {
+			return fmt.Errorf("registry: %s is not JSON: %w", n.path, err)
+		}
+		if err := comp.AddResource(u.String(), doc); err != nil {
+			return fmt.Errorf("registry: %s: %w", n.path, err)
+		}
+		if err := addJSONReferences(comp, documentBase(u.String(), doc), rs, n.schema.References, added); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// documentBase returns the URL a relative $ref in doc, held at loc,
+// resolves against: its $id, itself resolved against loc, or loc.
+func documentBase(loc string, doc any) *url.URL {
+	base, _ := url.Parse(loc)
+	if m, ok := doc.(map[string]any); ok {
+		if id, ok := m["$id"].(string); ok {
+			if u, err := url.Parse(id); err == nil {
+				return base.ResolveReference(u)
+			}
+		}
+	}
+	return base
+}
+
+// fetchJSONReferences fetches the schemas refs name, recursively; what
+// names the schema that references them in errors.
+func fetchJSONReferences(ctx context.Context, c *Client, what string, refs []sr.SchemaReference) (*references, error) {
+	if len(refs) == 0 {
+		return &references{}, nil
+	}
+	return fetchReferences(ctx, c, what, refs)
+}
+
+// refusingLoader loads nothing: a schema's $ref may point only inside it
+// or to one of its references.
 type refusingLoader struct{}
 
 func (refusingLoader) Load(url string) (any, error) {
-	return nil, fmt.Errorf("$ref %s is outside the schema; the JSON Schema serdes do not load other documents (nor read schema references)", url)
+	// A relative $ref is named as the schema gave it.
+	name := strings.TrimPrefix(url, jsonSchemaBase)
+	return nil, fmt.Errorf("$ref %s is outside the schema and is none of its schema references; the JSON Schema serdes read no other documents (no file, no URL)", name)
 }
 
 // ID returns the schema id the serializer writes.
@@ -133,10 +214,14 @@ func (s *JSONSchemaSerializer[T]) Values() kafka.RecordSerializer[T] {
 
 // JSONSchemaDeserializer reads JSON in the Confluent wire format into T
 // (encoding/json), after validating it against the JSON schema its id
-// names, which it fetches once per id. It is safe for concurrent use.
+// names, which it fetches once per id, with the schemas it references
+// (recursively): each is the document a $ref to the reference's name
+// reads. It is safe for concurrent use.
 //
 // A record it cannot read (not in the wire format, an id the registry
 // does not know, a schema that is not a JSON schema or does not compile,
+// a reference the registry does not have or references that form a
+// cycle, each named in the error with the schema id,
 // bytes that are not one JSON value, a value the schema does not validate,
 // or one that does not read into T) gives an error that the source's
 // bad-record policy handles. A registry it cannot reach is retried
@@ -159,18 +244,17 @@ func NewJSONSchemaDeserializer[T any](c *Client) *JSONSchemaDeserializer[T] {
 	return d
 }
 
-func (d *JSONSchemaDeserializer[T]) compile(_ context.Context, id int, s sr.Schema) (*jsonschema.Schema, error) {
+func (d *JSONSchemaDeserializer[T]) compile(ctx context.Context, id int, s sr.Schema) (*jsonschema.Schema, error) {
 	if s.Type != sr.TypeJSON {
 		return nil, fmt.Errorf("registry: %s: schema id %d is %s, not a JSON schema", d.c, id, s.Type)
 	}
-	if len(s.References) > 0 {
-		return nil, fmt.Errorf("registry: %s: schema id %d references other schemas, which the JSON Schema deserializer does not read yet", d.c, id)
-	}
-	schema, _, err := compileJSONSchema(s.Schema, fmt.Sprintf("id-%d", id))
+	what := fmt.Sprintf("%s: schema id %d", d.c, id)
+	rs, err := fetchJSONReferences(ctx, d.c, what, s.References)
 	if err != nil {
-		return nil, fmt.Errorf("registry: %s: schema id %d: %w", d.c, id, err)
+		return nil, err
 	}
-	return schema, nil
+	schema, _, err := compileJSONSchema(s.Schema, fmt.Sprintf("schema-id-%d", id), what, rs, s.References)
+	return schema, err
 }
 
 // Decode reads one value in the wire format.

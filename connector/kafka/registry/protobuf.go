@@ -45,7 +45,8 @@ type ProtobufSerializer[T proto.Message] struct {
 // named by its import path and resolved (looked up, or registered) under
 // the subject of that same name, before the file itself, as Confluent's
 // serializers do; files under google/protobuf/ (the well-known types) are
-// not: registries know them.
+// not: registries know them. WithReferences is refused: the imports are
+// the references.
 //
 // It fails with an *Error naming the registry and subject when a schema
 // is not registered (and auto-registration is off), when the registry
@@ -58,6 +59,9 @@ func NewProtobufSerializer[T proto.Message](ctx context.Context, c *Client, topi
 	}
 	if c == nil || topic == "" || cfg.strategy == nil {
 		return nil, errors.New("registry: NewProtobufSerializer needs a client, a topic and a subject name strategy")
+	}
+	if len(cfg.references) > 0 {
+		return nil, errReferencesNotDerived
 	}
 	md, err := messageDescriptor[T]()
 	if err != nil {
