@@ -391,3 +391,82 @@ func TestJSONSchemaOnARealRegistry(t *testing.T) {
 		t.Fatalf("register the incompatible v2 = %v; want a 409 *Error naming the subject", err)
 	}
 }
+
+// Rule: against a real registry, an Avro schema whose named type lives
+// under another subject, which references a third (two levels), is
+// registered with the references WithReferences gives, and the
+// deserializer reads it back, fetching the references, into a reader
+// that defines the types inline and into a generic map.
+func TestAvroReferencesOnARealRegistry(t *testing.T) {
+	c, topic := realRegistry(t, "avroref")
+	ctx := context.Background()
+	cl := registrytest.Get(t).Client(t)
+	currency, money := registrytest.Subject("currency"), registrytest.Subject("money")
+	cur, err := cl.CreateSchema(ctx, currency, sr.Schema{Schema: currencyText, Type: sr.TypeAvro})
+	if err != nil {
+		t.Fatalf("register shop.Currency: %v", err)
+	}
+	mon, err := cl.CreateSchema(ctx, money, sr.Schema{Schema: moneyText, Type: sr.TypeAvro,
+		References: []sr.SchemaReference{{Name: "shop.Currency", Subject: currency, Version: cur.Version}}})
+	if err != nil {
+		t.Fatalf("register shop.Money: %v", err)
+	}
+	w, err := NewAvroSerializer[ShopOrder](ctx, c, topic, shopOrderText, WithAutoRegister(),
+		WithReferences(sr.SchemaReference{Name: "shop.Money", Subject: money, Version: mon.Version}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := cl.SchemaByVersion(ctx, topic+"-value", -1)
+	if err != nil || got.ID != w.ID() || len(got.References) != 1 || got.References[0].Subject != money {
+		t.Fatalf("registered %+v, %v; want id %d referencing %s", got, err, w.ID(), money)
+	}
+	b, err := w.Encode(ShopOrder{ID: 8, Amount: Money{Units: 12, Currency: "EUR"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := NewAvroDeserializer[ShopOrderRead](c, parse(t, shopOrderReaderText)).Decode(b)
+	if want := (ShopOrderRead{ID: 8, Amount: Money{Units: 12, Currency: "EUR"}, Note: "none"}); err != nil || r != want {
+		t.Fatalf("reader: %+v, %v; want %+v", r, err, want)
+	}
+	if g, err := NewAvroDeserializer[map[string]any](c, nil).Decode(b); err != nil || g["id"] != int64(8) {
+		t.Fatalf("generic reader: %v, %v", g, err)
+	}
+}
+
+// Rule: against a real registry, a JSON schema whose $ref names a
+// reference, which references another, is registered with its references,
+// and the deserializer validates by all three documents: a value the
+// second level refuses is a bad record.
+func TestJSONSchemaReferencesOnARealRegistry(t *testing.T) {
+	c, topic := realRegistry(t, "jsonref")
+	ctx := context.Background()
+	cl := registrytest.Get(t).Client(t)
+	currency, money := registrytest.Subject("currency"), registrytest.Subject("money")
+	cur, err := cl.CreateSchema(ctx, currency, sr.Schema{Schema: currencyJSON, Type: sr.TypeJSON})
+	if err != nil {
+		t.Fatalf("register currency.json: %v", err)
+	}
+	mon, err := cl.CreateSchema(ctx, money, sr.Schema{Schema: moneyJSON, Type: sr.TypeJSON,
+		References: []sr.SchemaReference{{Name: "currency.json", Subject: currency, Version: cur.Version}}})
+	if err != nil {
+		t.Fatalf("register money.json: %v", err)
+	}
+	w, err := NewJSONSchemaSerializer[Invoice](ctx, c, topic, invoiceJSON, WithAutoRegister(),
+		WithReferences(sr.SchemaReference{Name: "money.json", Subject: money, Version: mon.Version}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	inv := Invoice{ID: 3, Total: JSONMoney{Units: 7, Currency: "USD"}}
+	b, err := w.Encode(inv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := NewJSONSchemaDeserializer[Invoice](c)
+	if back, err := d.Decode(b); err != nil || back != inv {
+		t.Fatalf("read %+v, %v; want %+v", back, err, inv)
+	}
+	bad := append(b[:5:5], `{"id":4,"total":{"units":1,"currency":"usd"}}`...)
+	if _, err := d.Decode(bad); err == nil || !strings.Contains(err.Error(), "does not validate") || errors.Is(err, kafka.ErrDeserializerUnavailable) {
+		t.Fatalf("a currency the second-level reference refuses: %v; want a bad-record validation error", err)
+	}
+}

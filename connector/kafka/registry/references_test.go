@@ -199,8 +199,10 @@ func TestAvroReferenceCycleIsABadRecordNamingIt(t *testing.T) {
 
 // Shop's JSON schemas: an invoice's total is money.json, registered under
 // a subject of its own, whose currency is currency.json, under another.
+// currency.json names its draft: Apicurio Registry does not take a
+// document with neither $schema nor properties as a JSON schema.
 const (
-	currencyJSON = `{"type":"string","pattern":"^[A-Z]{3}$"}`
+	currencyJSON = `{"$schema":"http://json-schema.org/draft-07/schema#","type":"string","pattern":"^[A-Z]{3}$"}`
 	moneyJSON    = `{"type":"object","properties":{"units":{"type":"integer"},"currency":{"$ref":"currency.json"}},"required":["units","currency"]}`
 	invoiceJSON  = `{"title":"shop.Invoice","type":"object","properties":{"id":{"type":"integer"},"total":{"$ref":"money.json"}},"required":["id","total"]}`
 )
