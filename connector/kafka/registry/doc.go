@@ -20,7 +20,11 @@
 // The Protobuf serializer registers the .proto text of its message's file
 // and, first, each file it imports (but the well-known types) as a schema
 // reference under the subject of its import path; each record carries
-// its message's indexes in the file. The JSON Schema serializer does not
+// its message's indexes in the file. The Avro and JSON Schema
+// serializers are given the schemas their schema references (registered
+// beforehand under their own subjects) with WithReferences (default
+// none): they fetch them to parse or compile their own schema, and look
+// it up or register it with them. The JSON Schema serializer does not
 // write a value its schema does not validate.
 //
 // The deserializers (AvroDeserializer, ProtobufDeserializer,
@@ -32,9 +36,20 @@
 // (protocompile) with its references and reads the message the indexes
 // name, into the generated type (another message is a bad record) or a
 // dynamic one; JSON Schema validates each value against the writer's
-// schema (santhosh-tekuri/jsonschema) before reading it. A record a
-// deserializer cannot read, or that does not validate, is a bad record
-// for the source's policy (fail, WithSkipBadRecords,
+// schema (santhosh-tekuri/jsonschema) before reading it.
+//
+// Schema references work in all three formats: a deserializer fetches
+// each reference of a writer schema by subject and version, and the ones
+// those reference, once per schema id. Avro parses them first, so that the
+// named types they define (a reference's name is the type's full name)
+// resolve in the writer's schema; a JSON schema's $ref to a reference's
+// name reads that reference, and a $ref to anything outside the schema
+// and its references is an error naming it. A reference the registry does
+// not have, or references that form a cycle, make the record a bad one,
+// with an error naming the schema id and the chain of references.
+//
+// A record a deserializer cannot read, or that does not validate, is a
+// bad record for the source's policy (fail, WithSkipBadRecords,
 // WithDeadLetterOutput); a registry it cannot reach, after its retries,
 // fails the job under every policy (ErrUnavailable wraps
 // kafka.ErrDeserializerUnavailable).
