@@ -6,26 +6,26 @@ GOLANGCI_LINT_VERSION ?= v2.15.0
 # whole run stays well under CI's limit, this only stops a hang.
 TEST_TIMEOUT ?= 30m
 
-.PHONY: test deps check lint bench
+.PHONY: test deps check tree lint bench
 
 # All unit and integration tests, with the race detector, after the checks
 # that keep the tree clean and after installing what the tests need. deps
 # installs the broker's needs, so a broker that still cannot start fails
 # the broker tests instead of skipping them (SPLITFLOW_REQUIRE_KAFKA; the
 # schema registry tests of integration/registrytest honour it too).
-# check has vetted every package with all of vet's analyzers, so go test
-# does not vet them again (-vet=off); it vets with -race, so that the
-# packages it compiles are the ones the tests link.
 #
-# go test starts the packages it is given first first: the slowest ones
-# (SLOW_PACKAGES: runtime's test binary takes minutes to compile, the
-# broker tests minutes to run) start at once instead of last. -p 3 runs
-# three test binaries at a time, not one per core: the broker tests spend
-# most of their time waiting on the broker and on their jobs' checkpoints.
+# go test vets every package with all of vet's analyzers (-vet=all, what
+# go vet runs), as part of its build: a separate go vet would compile
+# every package once more before the first test starts. go test starts
+# the packages it is given first first: the slowest ones (SLOW_PACKAGES:
+# runtime's test binary takes minutes to compile, the broker tests
+# minutes to run) start at once instead of last. -p 3 runs three test
+# binaries at a time, not one per core: the broker tests spend most of
+# their time waiting on the broker and on their jobs' checkpoints.
 SLOW_PACKAGES = ./runtime/ ./examples/wordcount/ ./integration/ ./connector/kafka/
 TEST_PARALLEL ?= 3
-test: deps check
-	SPLITFLOW_REQUIRE_KAFKA=1 $(GO) test -race -vet=off -shuffle=on -count=1 -p $(TEST_PARALLEL) -timeout $(TEST_TIMEOUT) $(SLOW_PACKAGES) ./...
+test: deps tree
+	SPLITFLOW_REQUIRE_KAFKA=1 $(GO) test -race -vet=all -shuffle=on -count=1 -p $(TEST_PARALLEL) -timeout $(TEST_TIMEOUT) $(SLOW_PACKAGES) ./...
 
 # A JDK and Maven (the local Kafka broker), a JDK 21+ (the local schema
 # registry, Apicurio) and Chromium (the status page tests), installed with
@@ -33,12 +33,15 @@ test: deps check
 deps:
 	@bash scripts/install-deps.sh
 
-# gofmt, go vet, and a go.mod/go.sum that go mod tidy would not change.
-check:
+# gofmt, and a go.mod/go.sum that go mod tidy would not change.
+tree:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go' -not -path './.cache/*')); \
 	if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
-	$(GO) vet -race ./...
 	$(GO) mod tidy -diff
+
+# tree plus go vet with all its analyzers, without running the tests.
+check: tree
+	$(GO) vet ./...
 
 # check plus golangci-lint v2 (built from the Go module proxy on first use;
 # config in .golangci.yml).
