@@ -44,12 +44,29 @@ import (
 // for an error with code 0; the error is printed as "<name>: <error>".
 func Main[O any](name, note string, parse func([]string, io.Writer) (O, error), verbose func(O) bool,
 	run func(context.Context, O, io.Writer, *slog.Logger) (int, error)) {
-	o, err := parse(os.Args[1:], os.Stderr)
+	os.Exit(mainCode(os.Args[1:], os.Stdout, os.Stderr, name, note, parse, verbose, run))
+}
+
+// mainCode is Main up to the exit code, on the given arguments and
+// streams.
+func mainCode[O any](args []string, stdout, stderr io.Writer, name, note string, parse func([]string, io.Writer) (O, error), verbose func(O) bool,
+	run func(context.Context, O, io.Writer, *slog.Logger) (int, error)) int {
+	o, err := parse(args, stderr)
 	if err != nil {
-		os.Exit(2)
+		return 2
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	go AfterInterrupt(ctx, stop, os.Stderr, name+": interrupted: "+note)
+	// stop cancels ctx too, after run: finished, closed before it, tells
+	// that end from an interrupt, which alone is announced.
+	finished := make(chan struct{})
+	go func() {
+		<-ctx.Done()
+		select {
+		case <-finished:
+		default:
+			AfterInterrupt(ctx, stop, stderr, name+": interrupted: "+note)
+		}
+	}()
 	level := slog.LevelWarn
 	if verbose(o) {
 		level = slog.LevelInfo
@@ -57,16 +74,17 @@ func Main[O any](name, note string, parse func([]string, io.Writer) (O, error), 
 	if os.Getenv("SPLITFLOW_DEBUG") != "" {
 		level = slog.LevelDebug
 	}
-	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
-	code, err := run(ctx, o, os.Stdout, logger)
+	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	code, err := run(ctx, o, stdout, logger)
+	close(finished)
 	stop()
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "%s: %v\n", name, err)
+		fmt.Fprintf(stderr, "%s: %v\n", name, err)
 		if code == 0 {
 			code = 1
 		}
 	}
-	os.Exit(code)
+	return code
 }
 
 // AfterInterrupt waits for the first interrupt (ctx cancelled), then gives

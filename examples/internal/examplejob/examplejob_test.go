@@ -2,7 +2,10 @@ package examplejob
 
 import (
 	"context"
+	"io"
+	"log/slog"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -33,5 +36,35 @@ func TestInterruptRestoresDefaultSignalAction(t *testing.T) {
 	}
 	if !strings.Contains(out.String(), "interrupt again to quit at once") {
 		t.Errorf("printed %q, want it to say a second interrupt quits", out.String())
+	}
+}
+
+// syncBuffer is a strings.Builder safe for the goroutines that write it.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// A program that ends by itself was not interrupted: nothing says it was,
+// before its exit or after.
+func TestNoInterruptLineWithoutAnInterrupt(t *testing.T) {
+	var stdout, stderr syncBuffer
+	code := mainCode(nil, &stdout, &stderr, "example", "draining", func([]string, io.Writer) (int, error) { return 0, nil },
+		func(int) bool { return false }, func(context.Context, int, io.Writer, *slog.Logger) (int, error) { return 0, nil })
+	time.Sleep(50 * time.Millisecond) // what a goroutine left behind would print by now
+	if code != 0 || strings.Contains(stderr.String(), "interrupted") {
+		t.Fatalf("exit %d, stderr %q", code, stderr.String())
 	}
 }
