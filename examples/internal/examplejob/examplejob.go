@@ -1,5 +1,6 @@
 // Package examplejob is what the example programs (examples/wordcount,
-// examples/windowcount) share beyond package jobflag's flags: their main
+// examples/windowcount, examples/ordertotals) share beyond package
+// jobflag's flags: their main
 // (signals, logger, exit codes), the usage error, the Kafka they run on
 // (an in-process one without --brokers), topic set-up, the progress line,
 // the failures --fail-every injects and the environment options around
