@@ -25,7 +25,8 @@ func killedCountingJob(t *testing.T, dir string, store *txnStore) {
 			return v, nil
 		}
 	}
-	src := &rangeSrc{splits: 4, perSplit: 100, delay: time.Millisecond, readerFailAt: -1}
+	src := &rangeSrc{splits: 4, perSplit: 100, delay: time.Millisecond, readerFailAt: -1,
+		hold: func(v int64) bool { return v%100 >= 50 }, release: died}
 	env := countingJob(2, src, kill, &txnSink2PC{store: store},
 		WithCheckpointInterval(3*time.Millisecond), WithCheckpointDir(dir), WithRestartStrategy(restart.None()))
 	env.hooks = &testHooks{checkpointCompleted: func(id int64, _ checkpoint.Storage) {

@@ -230,7 +230,8 @@ func TestDefaultUIDStableUnderInsertion(t *testing.T) {
 			return v, nil
 		}
 	}
-	env := defaultUIDJob(false, &rangeSrc{splits: 4, perSplit: 100, delay: time.Millisecond, readerFailAt: -1}, kill, &txnSink2PC{store: store},
+	env := defaultUIDJob(false, &rangeSrc{splits: 4, perSplit: 100, delay: time.Millisecond, readerFailAt: -1,
+		hold: func(v int64) bool { return v%100 >= 50 }, release: died}, kill, &txnSink2PC{store: store},
 		WithCheckpointInterval(3*time.Millisecond), WithCheckpointDir(dir), WithRestartStrategy(restart.None()))
 	env.hooks = &testHooks{checkpointCompleted: func(id int64, _ checkpoint.Storage) {
 		if id >= 1 {
@@ -496,7 +497,8 @@ func TestRestoreIsReported(t *testing.T) {
 	}
 	var logs statustest.LockedBuffer
 	var last int64
-	env := countingJob(2, &rangeSrc{splits: 4, perSplit: 100, delay: time.Millisecond, readerFailAt: -1}, kill, &txnSink2PC{store: store},
+	env := countingJob(2, &rangeSrc{splits: 4, perSplit: 100, delay: time.Millisecond, readerFailAt: -1,
+		hold: func(v int64) bool { return v%100 >= 50 }, release: died}, kill, &txnSink2PC{store: store},
 		WithCheckpointInterval(3*time.Millisecond), WithCheckpointDir(dir), WithRestartStrategy(restart.None()), WithLogger(slogText(&logs)), listener)
 	env.hooks = &testHooks{checkpointCompleted: func(id int64, _ checkpoint.Storage) {
 		last = id

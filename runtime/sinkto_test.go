@@ -206,6 +206,11 @@ func TestTwoPhaseSinkCommitsTheRestoredCommittablesOfAnUncommittedCheckpoint(t *
 			}
 			j1.opts = []Option{WithCheckpointInterval(5 * time.Millisecond), WithCheckpointDir(dir), WithRestartStrategy(restart.None())}
 			env1 := j1.env()
+			// The readers stop halfway through each split until the
+			// process is "killed", so the job cannot end before its second
+			// checkpoint however slow the machine makes checkpoints.
+			j1.src.hold = func(v int64) bool { return v%perSplit >= perSplit/2 }
+			j1.src.release = died
 			env1.hooks = &testHooks{checkpointCompleted: func(id int64, _ checkpoint.Storage) {
 				completed <- id
 				if id >= 2 {
