@@ -19,13 +19,10 @@ TEST_TIMEOUT ?= 30m
 # every package once more before the first test starts. go test starts
 # the packages it is given first first: the slowest ones (SLOW_PACKAGES:
 # runtime's test binary takes minutes to compile, the broker tests
-# minutes to run) start at once instead of last. -p 3 runs three test
-# binaries at a time, not one per core: the broker tests spend most of
-# their time waiting on the broker and on their jobs' checkpoints.
+# minutes to run) start at once instead of last.
 SLOW_PACKAGES = ./runtime/ ./examples/wordcount/ ./integration/ ./connector/kafka/
-TEST_PARALLEL ?= 3
 test: deps tree
-	SPLITFLOW_REQUIRE_KAFKA=1 $(GO) test -race -vet=all -shuffle=on -count=1 -p $(TEST_PARALLEL) -timeout $(TEST_TIMEOUT) $(SLOW_PACKAGES) ./...
+	SPLITFLOW_REQUIRE_KAFKA=1 $(GO) test -race -vet=all -shuffle=on -count=1 -timeout $(TEST_TIMEOUT) $(SLOW_PACKAGES) ./...
 
 # A JDK and Maven (the local Kafka broker), a JDK 21+ (the local schema
 # registry, Apicurio) and Chromium (the status page tests), installed with
