@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 
 	"github.com/hamba/avro/v2"
 	"github.com/splitflow/splitflow/connector/kafka"
@@ -75,7 +76,17 @@ type AvroSerializer[T any] struct {
 	topic   string
 	subject string
 	id      int
+	// prefix is the wire-format header of id, written before each body.
+	prefix []byte
+	// writers holds avro.Writers whose buffers Encode reuses: a record
+	// costs one allocation, its result, instead of a header, a body and
+	// their concatenation. A Writer is used by one Encode at a time.
+	writers sync.Pool
 }
+
+// maxPooledWriter is the largest buffer an Encode gives back to the pool:
+// one huge record must not pin its buffer for the rest of the job.
+const maxPooledWriter = 64 << 10
 
 // NewAvroSerializer parses schema, the Avro schema's JSON text, and
 // resolves its id under the subject of topic
@@ -128,7 +139,11 @@ func NewAvroSerializer[T any](ctx context.Context, c *Client, topic, schemaText 
 	if err != nil {
 		return nil, err
 	}
-	return &AvroSerializer[T]{schema: schema, topic: topic, subject: subject, id: got.ID}, nil
+	prefix, err := header.AppendEncode(nil, got.ID, nil)
+	if err != nil {
+		return nil, fmt.Errorf("registry: the wire-format header of schema id %d of subject %q: %w", got.ID, subject, err)
+	}
+	return &AvroSerializer[T]{schema: schema, topic: topic, subject: subject, id: got.ID, prefix: prefix}, nil
 }
 
 // ID returns the schema id the serializer writes.
@@ -143,15 +158,27 @@ func (s *AvroSerializer[T]) Topic() string { return s.topic }
 // Encode returns v in the wire format: the 5-byte header, then v's Avro
 // binary encoding.
 func (s *AvroSerializer[T]) Encode(v T) ([]byte, error) {
-	b, err := header.AppendEncode(make([]byte, 0, 64), s.id, nil)
-	if err != nil {
-		return nil, err
+	w, _ := s.writers.Get().(*avro.Writer)
+	if w == nil {
+		w = avro.NewWriter(nil, 512)
 	}
-	body, err := avro.Marshal(s.schema, v)
-	if err != nil {
+	w.Reset(nil)
+	w.Error = nil
+	_, _ = w.Write(s.prefix) // a Writer without an io.Writer only appends
+	w.WriteVal(s.schema, v)
+	if err := w.Error; err != nil {
+		w.Error = nil
+		s.writers.Put(w)
 		return nil, fmt.Errorf("registry: encode a value as schema id %d of subject %q: %w", s.id, s.subject, err)
 	}
-	return append(b, body...), nil
+	// A copy of exactly its size: the caller keeps it (a produced
+	// record's value), and the Writer's buffer goes to the next record.
+	out := make([]byte, w.Buffered())
+	copy(out, w.Buffer())
+	if cap(w.Buffer()) <= maxPooledWriter {
+		s.writers.Put(w)
+	}
+	return out, nil
 }
 
 // Values returns the record serializer of kafka.NewSink that writes each
@@ -203,8 +230,30 @@ func Records[T, K any](keys Serializer[K], keyOf func(T) K, values Serializer[T]
 type AvroDeserializer[T any] struct {
 	c       *Client
 	reader  avro.Schema
-	writers *writerSchemas[avro.Schema]
+	writers *writerSchemas[avroWriter]
 }
+
+// avroWriter is how a deserializer reads one writer schema id.
+type avroWriter struct {
+	// schema is the writer's schema, resolved against the reader's.
+	schema avro.Schema
+	// pooled says Decode may take its avro.Reader from avroReaders. A
+	// Reader copies each string and bytes value of up to 1 KiB into a
+	// slab it keeps, cutting each value from the front of the slab's
+	// unused rest, so no later read (of the same record or the next
+	// ones) writes over a value it handed out: the strings stay
+	// intact. A []byte value, though, keeps the rest of the slab as its
+	// capacity, and an append to it would write over the strings of the
+	// records a pooled Reader decodes next; a schema with bytes (the
+	// writer's or the reader's) gets a Reader of its own per record, as
+	// Decode always gave it.
+	pooled bool
+}
+
+// avroReaders holds the avro.Readers of Decode for schemas without
+// bytes: a Reader's slab then serves many records instead of one. A
+// Reader is used by one Decode at a time.
+var avroReaders = sync.Pool{New: func() any { return avro.NewReader(nil, 0) }}
 
 // NewAvroDeserializer returns a deserializer that reads into T with the
 // reader schema. A nil reader schema reads each record with its writer's
@@ -226,14 +275,26 @@ func (d *AvroDeserializer[T]) Decode(b []byte) (T, error) {
 	if err != nil {
 		return v, err
 	}
-	sch, err := d.writers.get(id)
+	w, err := d.writers.get(id)
 	if err != nil {
 		return v, err
 	}
 	// A Reader, not avro.Unmarshal: running out of bytes (io.EOF, which
 	// Unmarshal forgives) means the record was cut short.
-	r := avro.NewReader(nil, 0).Reset(payload)
-	r.ReadVal(sch, &v)
+	var r *avro.Reader
+	if w.pooled {
+		r = avroReaders.Get().(*avro.Reader)
+		defer func() {
+			r.Reset(nil) // the pool must not keep the record's bytes alive
+			r.Error = nil
+			avroReaders.Put(r)
+		}()
+	} else {
+		r = avro.NewReader(nil, 0)
+	}
+	r.Error = nil
+	r.Reset(payload)
+	r.ReadVal(w.schema, &v)
 	if r.Error != nil {
 		var zero T
 		return zero, fmt.Errorf("registry: the bytes do not decode as schema id %d of %s: %w", id, d.c, r.Error)
@@ -246,6 +307,38 @@ func (d *AvroDeserializer[T]) Decode(b []byte) (T, error) {
 		return zero, fmt.Errorf("registry: the bytes do not decode as schema id %d of %s: bytes are left over after the value", id, d.c)
 	}
 	return v, nil
+}
+
+// hasBytes reports whether s has the bytes type anywhere in it; seen
+// holds the named types walked, so a recursive schema ends.
+func hasBytes(s avro.Schema, seen map[string]bool) bool {
+	switch t := s.(type) {
+	case *avro.PrimitiveSchema:
+		return t.Type() == avro.Bytes
+	case *avro.RefSchema:
+		return hasBytes(t.Schema(), seen)
+	case *avro.RecordSchema:
+		if seen[t.FullName()] {
+			return false
+		}
+		seen[t.FullName()] = true
+		for _, f := range t.Fields() {
+			if hasBytes(f.Type(), seen) {
+				return true
+			}
+		}
+	case *avro.ArraySchema:
+		return hasBytes(t.Items(), seen)
+	case *avro.MapSchema:
+		return hasBytes(t.Values(), seen)
+	case *avro.UnionSchema:
+		for _, u := range t.Types() {
+			if hasBytes(u, seen) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // parseAvroReferences fetches the schemas refs name, recursively, and
@@ -273,29 +366,31 @@ func parseAvroReferences(ctx context.Context, c *Client, cache *avro.SchemaCache
 
 // resolve reads id's writer schema, with the schemas it references,
 // resolved against the reader.
-func (d *AvroDeserializer[T]) resolve(ctx context.Context, id int, s sr.Schema) (avro.Schema, error) {
+func (d *AvroDeserializer[T]) resolve(ctx context.Context, id int, s sr.Schema) (avroWriter, error) {
 	if s.Type != sr.TypeAvro {
-		return nil, fmt.Errorf("registry: %s: schema id %d is %s, not Avro", d.c, id, s.Type)
+		return avroWriter{}, fmt.Errorf("registry: %s: schema id %d is %s, not Avro", d.c, id, s.Type)
 	}
 	// A cache of its own: the shared one would hold one definition per
 	// name, and a writer's v1 and v2 of a record share the name. The
 	// referenced schemas' named types go into it first.
 	cache := &avro.SchemaCache{}
 	if _, err := parseAvroReferences(ctx, d.c, cache, fmt.Sprintf("%s: schema id %d", d.c, id), s.References); err != nil {
-		return nil, err
+		return avroWriter{}, err
 	}
 	writer, err := avro.ParseWithCache(s.Schema, "", cache)
 	if err != nil {
-		return nil, fmt.Errorf("registry: %s: schema id %d does not parse as Avro: %w", d.c, id, err)
+		return avroWriter{}, fmt.Errorf("registry: %s: schema id %d does not parse as Avro: %w", d.c, id, err)
 	}
+	pooled := !hasBytes(writer, map[string]bool{})
 	if d.reader == nil {
-		return writer, nil
+		return avroWriter{schema: writer, pooled: pooled}, nil
 	}
 	r, err := avro.NewSchemaCompatibility().Resolve(d.reader, writer)
 	if err != nil {
-		return nil, fmt.Errorf("registry: %s: the writer's schema id %d cannot be read as the reader's schema: %w", d.c, id, err)
+		return avroWriter{}, fmt.Errorf("registry: %s: the writer's schema id %d cannot be read as the reader's schema: %w", d.c, id, err)
 	}
-	return r, nil
+	pooled = pooled && !hasBytes(d.reader, map[string]bool{})
+	return avroWriter{schema: r, pooled: pooled}, nil
 }
 
 // Values returns the deserializer of kafka.NewSource that reads each
