@@ -3,11 +3,10 @@ package main
 import (
 	"bytes"
 	"context"
-	"io"
-	"log/slog"
 	"strings"
 	"testing"
-	"time"
+
+	"github.com/splitflow/splitflow/examples/internal/exampletest"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kfake"
@@ -16,18 +15,7 @@ import (
 
 func runWith(t *testing.T, args ...string) (string, int) {
 	t.Helper()
-	o, err := parseFlags(args, io.Discard)
-	if err != nil {
-		t.Fatalf("flags %q: %v", args, err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	var out bytes.Buffer
-	code, err := run(ctx, o, &out, slog.New(slog.DiscardHandler))
-	if err != nil {
-		t.Logf("run: %v", err)
-	}
-	return out.String(), code
+	return exampletest.Run(t, parseFlags, run, args...)
 }
 
 // The default run (in-process Kafka, generated input, parallelism 2, no

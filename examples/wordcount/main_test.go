@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,6 +12,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/splitflow/splitflow/examples/internal/exampletest"
 
 	"github.com/splitflow/splitflow/integration/kafkatest"
 	"github.com/splitflow/splitflow/internal/s3test"
@@ -65,18 +66,7 @@ func wordcountBinary(t *testing.T) string {
 
 func runWith(t *testing.T, args ...string) (string, int) {
 	t.Helper()
-	o, err := parseFlags(args, io.Discard)
-	if err != nil {
-		t.Fatalf("flags %q: %v", args, err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	var out bytes.Buffer
-	code, err := run(ctx, o, &out, slog.New(slog.DiscardHandler))
-	if err != nil {
-		t.Logf("run: %v", err)
-	}
-	return out.String(), code
+	return exampletest.Run(t, parseFlags, run, args...)
 }
 
 // The default run (in-process Kafka, built-in text, heap state), the
