@@ -12,7 +12,8 @@ TEST_TIMEOUT ?= 30m
 # that keep the tree clean and after installing what the tests need. deps
 # installs the broker's needs, so a broker that still cannot start fails
 # the broker tests instead of skipping them (SPLITFLOW_REQUIRE_KAFKA; the
-# schema registry tests of integration/registrytest honour it too).
+# schema registry tests of integration/registrytest and the PostgreSQL
+# server of internal/pgtest honour it too).
 #
 # go test vets every package with all of vet's analyzers (-vet=all, what
 # go vet runs), as part of its build: a separate go vet would compile
@@ -25,7 +26,8 @@ test: deps tree
 	SPLITFLOW_REQUIRE_KAFKA=1 $(GO) test -race -vet=all -shuffle=on -count=1 -timeout $(TEST_TIMEOUT) $(SLOW_PACKAGES) ./...
 
 # A JDK and Maven (the local Kafka broker), a JDK 21+ (the local schema
-# registry, Apicurio) and Chromium (the status page tests), installed with
+# registry, Apicurio), Chromium (the status page tests) and PostgreSQL
+# (internal/pgtest's server), installed with
 # apt-get where missing and possible.
 deps:
 	@bash scripts/install-deps.sh

@@ -2,8 +2,10 @@
 # Installs what `make test` needs besides Go, where it is missing: a JDK and
 # Maven (the integration tests run a local Apache Kafka broker from jars
 # Maven fetches), a JDK 21 or newer (the schema registry tests run Apicurio
-# Registry 3, which Maven fetches too) and Chromium (the status page tests
-# render the page headless). Uses apt-get when run as root on a Debian-like
+# Registry 3, which Maven fetches too), Chromium (the status page tests
+# render the page headless) and PostgreSQL (the connector/postgres tests
+# run a server of their own from the binaries of Debian's postgresql
+# package, see internal/pgtest). Uses apt-get when run as root on a Debian-like
 # system; anywhere else it only says what is missing, and the tests that
 # need it say so too.
 #
@@ -54,6 +56,13 @@ if ! command -v java >/dev/null 2>&1 || ! command -v mvn >/dev/null 2>&1; then
 fi
 if ! command -v chromium >/dev/null 2>&1; then
   packages+=(chromium fonts-liberation) # fonts: legible screenshots
+fi
+# The postgresql package (whichever major version the distribution ships)
+# puts initdb and postgres under /usr/lib/postgresql/<version>/bin, where
+# internal/pgtest looks, unless SPLITFLOW_POSTGRES_BIN names another
+# directory.
+if [[ -z ${SPLITFLOW_POSTGRES_BIN:-} ]] && ! compgen -G '/usr/lib/postgresql/*/bin/postgres' >/dev/null; then
+  packages+=(postgresql)
 fi
 need_java21=false
 have_java21 || need_java21=true

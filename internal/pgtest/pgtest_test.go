@@ -1,0 +1,81 @@
+package pgtest
+
+import (
+	"context"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+)
+
+func TestMain(m *testing.M) { Main(m) }
+
+// The server runs with logical decoding on, and each test's database is
+// its own: what one test creates, another does not see.
+func TestDatabasesAreSeparateAndLogicalDecodingIsOn(t *testing.T) {
+	c := Get(t)
+	ctx := context.Background()
+	a, b := c.Database(t), c.Database(t)
+	ca, err := pgx.Connect(ctx, a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = ca.Close(ctx) }()
+	var level string
+	if err := ca.QueryRow(ctx, "SHOW wal_level").Scan(&level); err != nil {
+		t.Fatal(err)
+	}
+	if level != "logical" && !c.External() {
+		t.Errorf("wal_level = %s, want logical", level)
+	}
+	if _, err := ca.Exec(ctx, "CREATE TABLE only_in_a (id int)"); err != nil {
+		t.Fatal(err)
+	}
+	cb, err := pgx.Connect(ctx, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = cb.Close(ctx) }()
+	var found bool
+	if err := cb.QueryRow(ctx, "SELECT to_regclass('only_in_a') IS NOT NULL").Scan(&found); err != nil {
+		t.Fatal(err)
+	}
+	if found {
+		t.Error("a table created in one test database is visible in another")
+	}
+}
+
+// A server of a test's own stops when the test ends: its port refuses
+// connections afterwards.
+func TestStartedServerStopsWithItsTest(t *testing.T) {
+	var conn string
+	t.Run("own", func(t *testing.T) {
+		c := Start(t)
+		if c.External() {
+			t.Skip("an external server is not stopped")
+		}
+		conn = c.ConnString()
+		cn, err := pgx.Connect(context.Background(), conn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = cn.Close(context.Background())
+	})
+	if conn == "" {
+		return
+	}
+	if cn, err := pgx.Connect(context.Background(), conn); err == nil {
+		_ = cn.Close(context.Background())
+		t.Errorf("the server of a finished test still answers at %s", conn)
+	}
+}
+
+func TestWithDatabase(t *testing.T) {
+	for in, want := range map[string]string{
+		"postgres://u@h:5/postgres?sslmode=disable": "postgres://u@h:5/x?sslmode=disable",
+		"host=h port=5 dbname=postgres user=u":      "host=h port=5 user=u dbname=x",
+	} {
+		if got := withDatabase(in, "x"); got != want {
+			t.Errorf("withDatabase(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
