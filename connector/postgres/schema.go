@@ -1,0 +1,265 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgtype"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/splitflow/splitflow/connector"
+)
+
+// column is a column of the sink as the table has it.
+type column struct {
+	name    string
+	oid     uint32
+	typ     string // format_type: "bigint", "character varying(20)"
+	typname string // schema.type, unquoted, as pgx's LoadTypes takes it
+	notNull bool
+}
+
+// tableInfo is the target table as a writer found it.
+type tableInfo struct {
+	oid  uint32
+	name qualifiedName // with its schema
+	cols []column      // in the sink's order
+	// extraTypes are the columns' types pgx does not know by itself
+	// (enums, domains, composites, arrays of those), loaded from the
+	// server.
+	extraTypes []*pgtype.Type
+}
+
+// progressDDL is the statement that makes the progress table; the docs
+// show it for a database user without CREATE on the schema.
+func progressDDL(table qualifiedName) string {
+	return "CREATE TABLE IF NOT EXISTS " + table.sql() + ` (
+  job text NOT NULL,
+  sink text NOT NULL,
+  subtask integer NOT NULL,
+  checkpoint_id bigint NOT NULL,
+  committed_at timestamptz NOT NULL DEFAULT now(),
+  PRIMARY KEY (job, sink, subtask)
+)`
+}
+
+// pgCode returns the SQLSTATE of a server error, or "".
+func pgCode(err error) string {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		return pe.Code
+	}
+	return ""
+}
+
+// ensureProgressTable makes the progress table when it is missing and
+// checks that it is the sink's and that the sink may use it. The first
+// writer of a pool does it; concurrent writers of several processes may
+// race to create it, and the loser sees it made.
+func (s *Sink[T]) ensureProgressTable(ctx context.Context, conn *pgxpool.Conn) error {
+	s.mu.Lock()
+	done := s.progressMade
+	s.mu.Unlock()
+	if done {
+		return nil
+	}
+	p := s.progress
+	var oid *uint32
+	if err := conn.QueryRow(ctx, "SELECT pg_catalog.to_regclass($1)::oid", p.sql()).Scan(&oid); err != nil {
+		return fmt.Errorf("postgres sink: look up progress table %s: %w", p, err)
+	}
+	if oid == nil {
+		_, err := conn.Exec(ctx, progressDDL(p))
+		switch code := pgCode(err); {
+		case err == nil, code == "42P07", code == "23505":
+			// Made, by us or by a writer that raced us.
+		case code == "42501":
+			return fmt.Errorf("postgres sink: progress table %s is missing and user %q may not create it (%v): create it as a user who may, and grant this one SELECT, INSERT, UPDATE on it:\n%s;\n%w",
+				p, conn.Conn().Config().User, err, progressDDL(p), connector.ErrInvalidConfiguration)
+		default:
+			return fmt.Errorf("postgres sink: create progress table %s: %w", p, err)
+		}
+		if err := conn.QueryRow(ctx, "SELECT pg_catalog.to_regclass($1)::oid", p.sql()).Scan(&oid); err != nil || oid == nil {
+			return fmt.Errorf("postgres sink: progress table %s still missing after CREATE TABLE: %v", p, err)
+		}
+	}
+	if _, err := conn.Exec(ctx, "SELECT job, sink, subtask, checkpoint_id FROM "+p.sql()+" LIMIT 0"); err != nil {
+		return fmt.Errorf("postgres sink: progress table %s is not the sink's (%v); its columns must be those of\n%s;\nor name another table with postgres.WithProgressTable: %w",
+			p, err, progressDDL(p), connector.ErrInvalidConfiguration)
+	}
+	if err := checkRights(ctx, conn, *oid, p, "SELECT", "INSERT", "UPDATE"); err != nil {
+		return err
+	}
+	if err := checkUniqueKey(ctx, conn, *oid, p, []string{"job", "sink", "subtask"}); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	s.progressMade = true
+	s.mu.Unlock()
+	return nil
+}
+
+// checkRights fails when the session's user lacks one of privileges on
+// the table.
+func checkRights(ctx context.Context, conn *pgxpool.Conn, oid uint32, table qualifiedName, privileges ...string) error {
+	var missing []string
+	for _, priv := range privileges {
+		var ok bool
+		if err := conn.QueryRow(ctx, "SELECT pg_catalog.has_table_privilege($1::oid, $2)", oid, priv).Scan(&ok); err != nil {
+			return fmt.Errorf("postgres sink: check %s on %s: %w", priv, table, err)
+		}
+		if !ok {
+			missing = append(missing, priv)
+		}
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	user := conn.Conn().Config().User
+	return fmt.Errorf("postgres sink: user %q lacks %s on table %s: GRANT %s ON %s TO %s: %w",
+		user, strings.Join(missing, ", "), table, strings.Join(missing, ", "), table.sql(), pgx.Identifier{user}.Sanitize(), connector.ErrInvalidConfiguration)
+}
+
+// checkUniqueKey fails unless the table has a primary key or a unique
+// index (immediate, without predicate or expressions) on exactly keys:
+// what INSERT ... ON CONFLICT (keys) needs.
+func checkUniqueKey(ctx context.Context, conn *pgxpool.Conn, oid uint32, table qualifiedName, keys []string) error {
+	rows, err := conn.Query(ctx, `
+SELECT ARRAY(SELECT a.attname::text FROM unnest(i.indkey::int2[]) k
+             JOIN pg_catalog.pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = k)
+FROM pg_catalog.pg_index i
+WHERE i.indrelid = $1::oid AND i.indisunique AND i.indimmediate AND i.indpred IS NULL AND i.indexprs IS NULL`, oid)
+	if err != nil {
+		return fmt.Errorf("postgres sink: list the unique indexes of %s: %w", table, err)
+	}
+	indexes, err := pgx.CollectRows(rows, pgx.RowTo[[]string])
+	if err != nil {
+		return fmt.Errorf("postgres sink: list the unique indexes of %s: %w", table, err)
+	}
+	want := slices.Sorted(slices.Values(keys))
+	for _, cols := range indexes {
+		slices.Sort(cols)
+		if slices.Equal(cols, want) {
+			return nil
+		}
+	}
+	quoted := make([]string, len(keys))
+	for i, k := range keys {
+		quoted[i] = pgx.Identifier{k}.Sanitize()
+	}
+	return fmt.Errorf("postgres sink: table %s has no primary key or unique index on exactly (%s), which an upsert by these columns needs (ON CONFLICT): CREATE UNIQUE INDEX ON %s (%s), or upsert by the columns of an existing one: %w",
+		table, strings.Join(keys, ", "), table.sql(), strings.Join(quoted, ", "), connector.ErrInvalidConfiguration)
+}
+
+// describeTable finds the target table and the sink's columns in it, and
+// checks the rights and, for an upsert, the key.
+func (s *Sink[T]) describeTable(ctx context.Context, conn *pgxpool.Conn) (tableInfo, error) {
+	var info tableInfo
+	var kind string
+	err := conn.QueryRow(ctx, `
+SELECT c.oid, n.nspname::text, c.relname::text, c.relkind::text
+FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+WHERE c.oid = pg_catalog.to_regclass($1)`, s.table.sql()).Scan(&info.oid, &info.name.schema, &info.name.name, &kind)
+	if errors.Is(err, pgx.ErrNoRows) {
+		var path string
+		_ = conn.QueryRow(ctx, "SELECT pg_catalog.array_to_string(pg_catalog.current_schemas(false), ', ')").Scan(&path)
+		return info, fmt.Errorf("postgres sink: table %s does not exist in %s (schemas searched: %s): create it, or name it as schema.table: %w",
+			s.table, s.where(), path, connector.ErrInvalidConfiguration)
+	}
+	if err != nil {
+		return info, fmt.Errorf("postgres sink: look up table %s: %w", s.table, err)
+	}
+	if kind != "r" && kind != "p" {
+		return info, fmt.Errorf("postgres sink: %s is not a table (pg_class.relkind %q); the sink writes into a table: %w", info.name, kind, connector.ErrInvalidConfiguration)
+	}
+	rows, err := conn.Query(ctx, `
+SELECT a.attname::text, a.atttypid::int8, pg_catalog.format_type(a.atttypid, a.atttypmod),
+       tn.nspname::text || '.' || t.typname::text,
+       a.attnotnull, a.attgenerated::text, a.attidentity::text
+FROM pg_catalog.pg_attribute a
+JOIN pg_catalog.pg_type t ON t.oid = a.atttypid
+JOIN pg_catalog.pg_namespace tn ON tn.oid = t.typnamespace
+WHERE a.attrelid = $1::oid AND a.attnum > 0 AND NOT a.attisdropped
+ORDER BY a.attnum`, info.oid)
+	if err != nil {
+		return info, fmt.Errorf("postgres sink: list the columns of %s: %w", info.name, err)
+	}
+	type attr struct {
+		column
+		generated, identity string
+	}
+	byName := map[string]attr{}
+	var names []string
+	for rows.Next() {
+		var a attr
+		var oid int64
+		if err := rows.Scan(&a.name, &oid, &a.typ, &a.typname, &a.notNull, &a.generated, &a.identity); err != nil {
+			rows.Close()
+			return info, fmt.Errorf("postgres sink: list the columns of %s: %w", info.name, err)
+		}
+		a.oid = uint32(oid)
+		byName[a.name] = a
+		names = append(names, a.name)
+	}
+	if err := rows.Err(); err != nil {
+		return info, fmt.Errorf("postgres sink: list the columns of %s: %w", info.name, err)
+	}
+	var errs []error
+	for _, name := range s.columns {
+		a, ok := byName[name]
+		switch {
+		case !ok:
+			errs = append(errs, fmt.Errorf("postgres sink: table %s has no column %q (its columns: %s): %w", info.name, name, strings.Join(names, ", "), connector.ErrInvalidConfiguration))
+		case a.generated != "":
+			errs = append(errs, fmt.Errorf("postgres sink: column %q of %s is generated, it cannot be written: leave it out of the sink's columns: %w", name, info.name, connector.ErrInvalidConfiguration))
+		case a.identity == "a":
+			errs = append(errs, fmt.Errorf("postgres sink: column %q of %s is GENERATED ALWAYS AS IDENTITY, it cannot be written: leave it out of the sink's columns: %w", name, info.name, connector.ErrInvalidConfiguration))
+		default:
+			info.cols = append(info.cols, a.column)
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return info, err
+	}
+	var unknown []string
+	known := pgtype.NewMap()
+	for _, c := range info.cols {
+		if _, ok := known.TypeForOID(c.oid); !ok && !slices.Contains(unknown, c.typname) {
+			unknown = append(unknown, c.typname)
+		}
+	}
+	if len(unknown) > 0 {
+		if info.extraTypes, err = conn.Conn().LoadTypes(ctx, unknown); err != nil {
+			return info, fmt.Errorf("postgres sink: load the column types %s of %s: %w", strings.Join(unknown, ", "), info.name, err)
+		}
+	}
+	privileges := []string{"INSERT"}
+	if s.cfg.upsertKeys != nil {
+		privileges = append(privileges, "UPDATE")
+	}
+	if err := checkRights(ctx, conn, info.oid, info.name, privileges...); err != nil {
+		return info, err
+	}
+	if s.cfg.upsertKeys != nil {
+		if err := checkUniqueKey(ctx, conn, info.oid, info.name, s.cfg.upsertKeys); err != nil {
+			return info, err
+		}
+	}
+	return info, nil
+}
+
+// lowerProgress lowers the recorded progress of the writer's subtask to
+// the checkpoint the job starts from (0 for a fresh start); subtask 0
+// does the same for the subtasks at or beyond the parallelism. See the
+// package doc, "Progress", for why this is safe and needed.
+func lowerProgress(ctx context.Context, conn *pgxpool.Conn, table qualifiedName, key progressKey, restored int64, parallelism int) error {
+	_, err := conn.Exec(ctx, "UPDATE "+table.sql()+` SET checkpoint_id = $4, committed_at = now()
+WHERE job = $1 AND sink = $2 AND checkpoint_id > $4 AND (subtask = $3 OR ($3 = 0 AND subtask >= $5))`,
+		key.job, key.sink, key.subtask, restored, parallelism)
+	return err
+}
