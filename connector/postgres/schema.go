@@ -88,12 +88,15 @@ func (s *Sink[T]) ensureProgressTable(ctx context.Context, conn *pgxpool.Conn) e
 			return fmt.Errorf("postgres sink: progress table %s still missing after CREATE TABLE: %v", p, err)
 		}
 	}
-	if _, err := conn.Exec(ctx, "SELECT job, sink, subtask, checkpoint_id FROM "+p.sql()+" LIMIT 0"); err != nil {
-		return fmt.Errorf("postgres sink: progress table %s is not the sink's (%v); its columns must be those of\n%s;\nor name another table with postgres.WithProgressTable: %w",
-			p, err, progressDDL(p), connector.ErrInvalidConfiguration)
-	}
 	if err := checkRights(ctx, conn, *oid, p, "SELECT", "INSERT", "UPDATE"); err != nil {
 		return err
+	}
+	if _, err := conn.Exec(ctx, "SELECT job, sink, subtask, checkpoint_id FROM "+p.sql()+" LIMIT 0"); err != nil {
+		if pgCode(err) != "42703" { // undefined_column
+			return fmt.Errorf("postgres sink: read progress table %s: %w", p, err)
+		}
+		return fmt.Errorf("postgres sink: progress table %s is not the sink's (%v); its columns must be those of\n%s;\nor name another table with postgres.WithProgressTable: %w",
+			p, err, progressDDL(p), connector.ErrInvalidConfiguration)
 	}
 	if err := checkUniqueKey(ctx, conn, *oid, p, []string{"job", "sink", "subtask"}); err != nil {
 		return err
