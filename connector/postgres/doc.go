@@ -87,6 +87,11 @@
 // the Kafka sink does. Lowering never goes below the restored checkpoint,
 // so the restored committables are still recognised.
 //
+// In a distributed job the sink does not yet fence a process paused past
+// its slot's takeover: if that process still commits a checkpoint that
+// the slot's new owner did not restore, rows of that interval may be
+// written twice or skipped (docs/design/two-phase-sinks.md).
+//
 // # At start
 //
 // A writer connects (an error names the host, port, database and user,

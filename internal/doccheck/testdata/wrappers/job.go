@@ -17,6 +17,7 @@ import (
 	"github.com/splitflow/splitflow/connector/datagen"
 	"github.com/splitflow/splitflow/connector/file"
 	"github.com/splitflow/splitflow/connector/kafka"
+	"github.com/splitflow/splitflow/connector/postgres"
 	"github.com/splitflow/splitflow/runtime"
 	"github.com/splitflow/splitflow/runtime/restart"
 	"github.com/splitflow/splitflow/runtime/status"
@@ -38,6 +39,7 @@ var (
 	_ = datagen.WithSeed
 	_ = file.NewSource
 	_ = kafka.StringValues
+	_ = postgres.NewSink[string]
 	_ = runtime.NewEnvironment
 	_ = watermark.Max
 	_ = restart.None
@@ -69,6 +71,7 @@ func fragment(
 	byUser runtime.KeyedStream[string, Click],
 	ordersByID runtime.KeyedStream[int64, Order],
 	paymentsByOrder runtime.KeyedStream[int64, Payment],
+	orderTotals runtime.DataStream[Order], // totals by order
 	sink connector.Sink[string],
 	deadLetters connector.Sink[string],
 	in *kafka.Source[string],
