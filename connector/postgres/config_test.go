@@ -221,3 +221,31 @@ func TestParseQualified(t *testing.T) {
 		}
 	}
 }
+
+// A writer holds the rows of one checkpoint interval; past
+// WithMaxCheckpointBytes it fails, saying what to do.
+func TestWriterOverItsCheckpointBytesFailsSayingSo(t *testing.T) {
+	db := database(t)
+	table := tableName("bounded")
+	execSQL(t, db, "CREATE TABLE "+table+" (id bigint NOT NULL, name text)")
+	sink, err := NewSink(db, table, []string{"id", "name"}, eventRow, WithMaxCheckpointBytes(200))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := sink.CreateWriter(initContext{committer: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = w.Close() }()
+	for i := range int64(100) {
+		err = w.Write(event{i, "0123456789"}, connector.WriteContext{})
+		if err != nil {
+			break
+		}
+	}
+	for _, want := range []string{"over the limit of 200", "WithMaxCheckpointBytes", "runtime.WithCheckpointInterval"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Fatalf("Write past the limit: %v, want an error saying %q", err, want)
+		}
+	}
+}

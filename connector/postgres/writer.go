@@ -98,8 +98,7 @@ func (w *writer[T]) Write(record T, _ connector.WriteContext) error {
 	}
 	sp := span{start, len(w.buf)}
 	size := int64(sp.end - sp.start)
-	if w.byKey != nil {
-		k := w.keyOf(sp)
+	if k, ok := w.keyOf(sp); ok {
 		if i, ok := w.byKey[k]; ok {
 			// The last row of a key wins, as the statements would
 			// have it one after the other.
@@ -115,20 +114,24 @@ func (w *writer[T]) Write(record T, _ connector.WriteContext) error {
 	return w.checkSize()
 }
 
-// keyOf returns the encoded key columns of the row at sp.
-func (w *writer[T]) keyOf(sp span) string {
+// keyOf returns the encoded key columns of the row at sp, and false in
+// insert mode or when a key column is NULL: a unique index never finds
+// two NULLs equal, so such rows are all written.
+func (w *writer[T]) keyOf(sp span) (string, bool) {
+	if w.byKey == nil {
+		return "", false
+	}
 	w.keyb = w.keyb[:0]
 	fields := splitTuple(w.buf[sp.start:sp.end])
 	for _, i := range w.keys {
 		f := fields[i]
 		if f == nil {
-			w.keyb = append(w.keyb, 0xFF) // NULL is no value of any key
-			continue
+			return "", false
 		}
 		w.keyb = binary.BigEndian.AppendUint32(w.keyb, uint32(len(f)))
 		w.keyb = append(w.keyb, f...)
 	}
-	return string(w.keyb)
+	return string(w.keyb), true
 }
 
 func (w *writer[T]) checkSize() error {
