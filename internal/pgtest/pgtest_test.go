@@ -79,3 +79,26 @@ func TestWithDatabase(t *testing.T) {
 		}
 	}
 }
+
+// An external server (SPLITFLOW_POSTGRES_URL) is used as it is: Database
+// makes the test's databases in it, Stop leaves it running.
+func TestExternalServerIsUsedAndLeftRunning(t *testing.T) {
+	own := Start(t)
+	t.Setenv(EnvURL, own.ConnString())
+	ext, err := Launch(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !ext.External() || ext.Addr() != own.Addr() {
+		t.Fatalf("Launch with %s gave %s (external %v), want the external %s", EnvURL, ext.Addr(), ext.External(), own.Addr())
+	}
+	db := ext.Database(t)
+	if err := ext.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	conn, err := pgx.Connect(context.Background(), db)
+	if err != nil {
+		t.Fatalf("the external server's test database after Stop: %v", err)
+	}
+	_ = conn.Close(context.Background())
+}
