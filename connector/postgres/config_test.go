@@ -249,3 +249,31 @@ func TestWriterOverItsCheckpointBytesFailsSayingSo(t *testing.T) {
 		}
 	}
 }
+
+// Options win over the connection string's settings, which win over the
+// defaults.
+func TestOptionsWinOverTheConnectionString(t *testing.T) {
+	row := func(int64, []any) error { return nil }
+	for _, tc := range []struct {
+		conn        string
+		opts        []Option
+		maxConns    int32
+		timeout     string // "" when none is set
+		connTimeout time.Duration
+	}{
+		{"postgres://h/db", nil, DefaultPoolSize, "60000", DefaultConnectTimeout},
+		{"postgres://h/db?pool_max_conns=9&statement_timeout=5000&connect_timeout=3", nil, 9, "5000", 3 * time.Second},
+		{"postgres://h/db?pool_max_conns=9&statement_timeout=5000", []Option{WithPoolSize(2), WithStatementTimeout(time.Second)}, 2, "1000", DefaultConnectTimeout},
+		{"postgres://h/db?statement_timeout=5000", []Option{WithStatementTimeout(0)}, DefaultPoolSize, "", DefaultConnectTimeout},
+	} {
+		s, err := NewSink(tc.conn, "t", []string{"id"}, row, tc.opts...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := s.pgCfg.ConnConfig.RuntimeParams["statement_timeout"]
+		if s.pgCfg.MaxConns != tc.maxConns || got != tc.timeout || s.pgCfg.ConnConfig.ConnectTimeout != tc.connTimeout {
+			t.Errorf("%s with %d options: pool %d, statement_timeout %q, connect timeout %v; want %d, %q, %v",
+				tc.conn, len(tc.opts), s.pgCfg.MaxConns, got, s.pgCfg.ConnConfig.ConnectTimeout, tc.maxConns, tc.timeout, tc.connTimeout)
+		}
+	}
+}

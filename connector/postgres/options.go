@@ -22,6 +22,9 @@ const (
 	// DefaultStatementTimeout bounds each statement of the sink's
 	// sessions (PostgreSQL's statement_timeout).
 	DefaultStatementTimeout = time.Minute
+	// DefaultConnectTimeout bounds each connection attempt when the
+	// connection string sets no connect_timeout.
+	DefaultConnectTimeout = 30 * time.Second
 	// DefaultMaxCheckpointBytes bounds the encoded rows one writer
 	// subtask holds for one checkpoint.
 	DefaultMaxCheckpointBytes = 64 << 20
@@ -31,10 +34,13 @@ type config struct {
 	upsertKeys       []string // nil: insert mode
 	poolSize         int
 	statementTimeout time.Duration
-	progressTable    string
-	jobName          string
-	sinkName         string
-	maxBytes         int64
+	// poolSizeSet and timeoutSet: given as options, which then win over
+	// the connection string's pool_max_conns and statement_timeout.
+	poolSizeSet, timeoutSet bool
+	progressTable           string
+	jobName                 string
+	sinkName                string
+	maxBytes                int64
 }
 
 func defaultConfig() config {
@@ -71,18 +77,21 @@ func WithUpsert(keyColumns ...string) Option {
 
 // WithPoolSize sets the most connections the sink holds in one process,
 // shared by its writers (which connect only when they start) and its
-// committers (one connection per commit under way); default 4 (pgxpool's
-// pool_max_conns).
+// committers (one connection per commit under way); default 4, or the
+// connection string's pool_max_conns when it has one and this option is
+// not given.
 func WithPoolSize(n int) Option {
-	return optionFunc(func(c *config) { c.poolSize = n })
+	return optionFunc(func(c *config) { c.poolSize, c.poolSizeSet = n, true })
 }
 
 // WithStatementTimeout sets PostgreSQL's statement_timeout for the sink's
-// sessions, default 1 minute; 0 keeps the server's setting. A commit of
+// sessions, default 1 minute (or the connection string's
+// statement_timeout when it has one and this option is not given); 0
+// keeps the server's setting. A commit of
 // many rows is one COPY (insert mode) or one statement per row (upsert
 // mode): the timeout must cover the COPY of the largest checkpoint.
 func WithStatementTimeout(d time.Duration) Option {
-	return optionFunc(func(c *config) { c.statementTimeout = d })
+	return optionFunc(func(c *config) { c.statementTimeout, c.timeoutSet = d, true })
 }
 
 // WithProgressTable names the table that records the committed

@@ -52,11 +52,13 @@ var (
 // NewSink returns a sink that writes each record as one row of table
 // ("table" or "schema.table"; unquoted names are folded to lower case, as
 // in SQL, and "Quoted" ones kept) into the given columns, with row
-// filling their values. connString is pgx's (a URL or key=value pairs:
-// host, port, dbname, user, password, sslmode and the other TLS
-// settings, ...). Nothing is connected yet: the first writer checks the
-// table, its columns and the rights it needs. Bad arguments fail with an
-// error wrapping connector.ErrInvalidConfiguration.
+// filling their values. connString is pgx's, a URL or key=value pairs:
+// host, port, dbname, user, password, sslmode and the other TLS settings,
+// connect_timeout (30s when it gives none), pool_max_conns and
+// statement_timeout (WithPoolSize and WithStatementTimeout win over
+// them). Nothing is connected yet: the first writer checks the table, its
+// columns and the rights it needs. Bad arguments fail with an error
+// wrapping connector.ErrInvalidConfiguration.
 func NewSink[T any](connString, table string, columns []string, row RowFunc[T], opts ...Option) (*Sink[T], error) {
 	cfg := defaultConfig()
 	for _, o := range opts {
@@ -115,9 +117,21 @@ func NewSink[T any](connString, table string, columns []string, row RowFunc[T], 
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
-	pgCfg.MaxConns = int32(cfg.poolSize)
-	if cfg.statementTimeout > 0 {
-		pgCfg.ConnConfig.RuntimeParams["statement_timeout"] = strconv.FormatInt(cfg.statementTimeout.Milliseconds(), 10)
+	// Options win over the connection string, which wins over defaults.
+	if cfg.poolSizeSet || !strings.Contains(connString, "pool_max_conns") {
+		pgCfg.MaxConns = int32(cfg.poolSize)
+	}
+	params := pgCfg.ConnConfig.RuntimeParams
+	_, inString := params["statement_timeout"]
+	inString = inString || strings.Contains(params["options"], "statement_timeout")
+	switch {
+	case cfg.timeoutSet && cfg.statementTimeout == 0:
+		delete(params, "statement_timeout")
+	case cfg.timeoutSet || (!inString && cfg.statementTimeout > 0):
+		params["statement_timeout"] = strconv.FormatInt(cfg.statementTimeout.Milliseconds(), 10)
+	}
+	if pgCfg.ConnConfig.ConnectTimeout == 0 {
+		pgCfg.ConnConfig.ConnectTimeout = DefaultConnectTimeout
 	}
 	return &Sink[T]{connString: connString, pgCfg: pgCfg, table: tbl, columns: cols, row: row, cfg: cfg, progress: progress}, nil
 }
