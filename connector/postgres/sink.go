@@ -26,13 +26,12 @@ type RowFunc[T any] func(record T, row []any) error
 // Sink writes records as rows of one PostgreSQL table, exactly once: see
 // the package doc. Make it with NewSink and add it with runtime.SinkTo.
 type Sink[T any] struct {
-	connString string
-	pgCfg      *pgxpool.Config
-	table      qualifiedName
-	columns    []string
-	row        RowFunc[T]
-	cfg        config
-	progress   qualifiedName
+	pgCfg    *pgxpool.Config
+	table    qualifiedName
+	columns  []string
+	row      RowFunc[T]
+	cfg      config
+	progress qualifiedName
 
 	// mu guards the pool the sink's writers and committers share in this
 	// process: made by the first, closed by the last to close, so that a
@@ -133,7 +132,7 @@ func NewSink[T any](connString, table string, columns []string, row RowFunc[T], 
 	if pgCfg.ConnConfig.ConnectTimeout == 0 {
 		pgCfg.ConnConfig.ConnectTimeout = DefaultConnectTimeout
 	}
-	return &Sink[T]{connString: connString, pgCfg: pgCfg, table: tbl, columns: cols, row: row, cfg: cfg, progress: progress}, nil
+	return &Sink[T]{pgCfg: pgCfg, table: tbl, columns: cols, row: row, cfg: cfg, progress: progress}, nil
 }
 
 // TwoPhase implements connector.TwoPhaseCapable: the sink always commits
