@@ -14,6 +14,7 @@
 //	--checkpoint-dir DIR|s3://..  default: in memory
 //	--state-backend heap|pebble   default heap
 //	--state-dir DIR               pebble's working directory
+//	--source-group-id GROUP       group the Kafka sources commit offsets to, for lag; default none
 //	--from-savepoint PATH         group Savepoints: start from a savepoint or DIR/chk-N
 //	--savepoint-dir DIR|s3://..   group Savepoints: where requested savepoints go
 //	--http ADDR                   group StatusServer: a port alone means loopback

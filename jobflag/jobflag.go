@@ -102,6 +102,7 @@ type Flags struct {
 	parallelism                 int
 	fromSavepoint, savepointDir string
 	stateBackend, stateDir      string
+	sourceGroupID               string
 
 	http, httpTokenFile, httpCert, httpKey, httpAllowedHosts string
 
@@ -133,6 +134,7 @@ func Register(fs *flag.FlagSet, opts ...Opt) *Flags {
 	fs.DurationVar(&f.interval, "checkpoint-interval", c.interval, "time between checkpoints (and so between commits of exactly-once output); 0: no checkpoints, the output is committed once, at the end of a bounded input, and a failure starts over")
 	fs.StringVar(&f.checkpointDir, "checkpoint-dir", "", "directory (or s3://bucket/prefix, configured by the AWS environment) for checkpoints; a job restarted on the same one resumes from it (default: in memory, lost with the process)")
 	fs.StringVar(&f.stateBackend, "state-backend", "heap", "where keyed state lives: heap (Go maps; fastest while it fits in memory) or pebble (an on-disk LSM per subtask with incremental checkpoints; for state larger than memory)")
+	fs.StringVar(&f.sourceGroupID, "source-group-id", "", "consumer `group` the job's Kafka sources commit each checkpoint's input offsets to once its output is committed, for watching the job's lag from outside (kafka-consumer-groups, KEDA's Kafka scaler); progress never depends on it; needs Read on the group; with --distributed it must differ from --job-name, the processes' own group (default: none, nothing committed)")
 	fs.StringVar(&f.stateDir, "state-dir", "", "working directory of the pebble state backend (default: splitflow-state in the OS temp directory)")
 	if !c.without[Savepoints] {
 		usage := "start from this savepoint (splitflow savepoint trigger|stop) or checkpoint (DIR/chk-N), also with another --parallelism, while --checkpoint-dir holds no checkpoint of its own"
@@ -183,6 +185,7 @@ func (f *Flags) Job(getenv func(string) string) (*Job, error) {
 		CheckpointDir:      f.checkpointDir,
 		FromSavepoint:      f.fromSavepoint,
 		SavepointDir:       f.savepointDir,
+		SourceGroupID:      f.sourceGroupID,
 	}
 	if j.Name == "" {
 		j.Name = f.cfg.jobName
@@ -274,6 +277,12 @@ func (f *Flags) resolveDistributed(j *Job, set map[string]bool, noCluster bool) 
 	}
 	if f.slots <= 0 {
 		bad("--slots must be positive, not %d", f.slots)
+	}
+	if f.sourceGroupID != "" && f.sourceGroupID == j.Name {
+		// The processes' group has members of its own protocol: the
+		// coordinator refuses offset commits from outside it, and a
+		// monitor would read the slots topic's offsets there anyway.
+		bad("--source-group-id %q is the job's own consumer group (--job-name); give the sources a group of their own, such as %s.source", f.sourceGroupID, j.Name)
 	}
 	if f.replication == 0 || f.replication < -1 || f.replication > 32767 {
 		bad("--internal-topic-replication must be 1 or more, or -1 for the broker's default, not %d", f.replication)
@@ -368,6 +377,9 @@ type Job struct {
 	FromSavepoint string
 	// SavepointDir is --savepoint-dir; "": none.
 	SavepointDir string
+	// SourceGroupID is --source-group-id, the group SourceOpts has the
+	// Kafka sources commit their offsets to; "": none.
+	SourceGroupID string
 	// StateBackend is --state-backend, with --state-dir for pebble.
 	StateBackend runtime.StateBackend
 	// HTTP is the status server's settings; its Addr is "" without
@@ -401,10 +413,15 @@ type DistributedJob struct {
 	ReplicationFactor int16 // -1: the broker's default
 }
 
-// SourceOpts are the seed brokers and the security settings, then opts:
-// the options of a Kafka source of the job.
+// SourceOpts are the seed brokers, the security settings and, with
+// --source-group-id, kafka.WithGroupID, then opts: the options of a Kafka
+// source of the job.
 func (j *Job) SourceOpts(opts ...kafka.SourceOption) []kafka.SourceOption {
-	return append([]kafka.SourceOption{kafka.WithBrokers(j.Brokers...), kafka.WithSecurity(j.Security)}, opts...)
+	base := []kafka.SourceOption{kafka.WithBrokers(j.Brokers...), kafka.WithSecurity(j.Security)}
+	if j.SourceGroupID != "" {
+		base = append(base, kafka.WithGroupID(j.SourceGroupID))
+	}
+	return append(base, opts...)
 }
 
 // SinkOpts are the seed brokers and the security settings, then opts: the

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/splitflow/splitflow/connector/kafka"
 	"github.com/splitflow/splitflow/runtime"
 )
 
@@ -165,5 +166,35 @@ func TestRuntimeOptions(t *testing.T) {
 	}
 	if n := len(j.SourceOpts()); n != 2 {
 		t.Errorf("%d source options, want brokers and security", n)
+	}
+}
+
+// --source-group-id reaches the sources SourceOpts configures: a source
+// that starts from its committed offsets, which needs a group id, builds
+// with it and is refused without it. A distributed job's own group is
+// refused as the sources' group, naming the flag.
+func TestSourceGroupIDReachesTheSources(t *testing.T) {
+	committed := kafka.WithStartingOffsets(kafka.CommittedOffsets(kafka.ResetEarliest))
+	j, err := parse(t, []string{"--brokers", "127.0.0.1:9092"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kafka.NewSource(kafka.StringValues(), j.SourceOpts(kafka.WithTopics("lines"), committed)...); err == nil {
+		t.Fatal("without --source-group-id, a source starting from committed offsets was accepted")
+	}
+	dir := t.TempDir()
+	j, err = parse(t, []string{"--brokers", "127.0.0.1:9092", "--distributed", "--job-name", "shop", "--checkpoint-dir", dir, "--source-group-id", "shop.source"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if j.SourceGroupID != "shop.source" {
+		t.Fatalf("SourceGroupID %q", j.SourceGroupID)
+	}
+	if _, err := kafka.NewSource(kafka.StringValues(), j.SourceOpts(kafka.WithTopics("lines"), committed)...); err != nil {
+		t.Fatalf("with --source-group-id: %v", err)
+	}
+	_, err = parse(t, []string{"--brokers", "127.0.0.1:9092", "--distributed", "--job-name", "shop", "--checkpoint-dir", dir, "--source-group-id", "shop"}, nil)
+	if err == nil || !strings.Contains(err.Error(), "--source-group-id \"shop\" is the job's own consumer group") {
+		t.Fatalf("the job's own group as the sources' group: %v", err)
 	}
 }
