@@ -1,0 +1,3 @@
+module github.com/splitflow/splitflow/deploy
+
+go 1.26.8
