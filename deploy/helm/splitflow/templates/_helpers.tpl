@@ -1,0 +1,77 @@
+{{/* The chart's name, at most 63 characters (a label value). */}}
+{{- define "splitflow.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{/* The objects' name: the release's, with the chart's unless it holds it. */}}
+{{- define "splitflow.fullname" -}}
+{{- if .Values.fullnameOverride -}}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- $name := default .Chart.Name .Values.nameOverride -}}
+{{- if contains $name .Release.Name -}}
+{{- .Release.Name | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "splitflow.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "splitflow.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end -}}
+
+{{- define "splitflow.labels" -}}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+{{ include "splitflow.selectorLabels" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/component: job
+splitflow.dev/job: {{ .Values.job.name | quote }}
+{{- end -}}
+
+{{/*
+The consumer group the job's Kafka sources commit their offsets to
+(--source-group-id), and so the group whose lag KEDA reads: job.sourceGroupId,
+or "<job.name>.source". It must differ from job.name, the group the
+processes themselves join.
+*/}}
+{{- define "splitflow.sourceGroupId" -}}
+{{- default (printf "%s.source" .Values.job.name) .Values.job.sourceGroupId -}}
+{{- end -}}
+
+{{/* The checkpoint directory: s3://bucket/prefix. */}}
+{{- define "splitflow.checkpointDir" -}}
+{{- $s3 := .Values.checkpoints.s3 -}}
+{{- if not $s3.bucket -}}
+{{- fail "checkpoints.s3.bucket is required: a distributed job keeps each slot's checkpoints where every process reaches them, and a pod's disk dies with the pod" -}}
+{{- end -}}
+{{- if $s3.prefix -}}
+{{- printf "s3://%s/%s" $s3.bucket (trimAll "/" $s3.prefix) -}}
+{{- else -}}
+{{- printf "s3://%s" $s3.bucket -}}
+{{- end -}}
+{{- end -}}
+
+{{/*
+The highest replica count KEDA may set: autoscaling.keda.maxReplicas, or
+job.slots when 0. A process beyond the slot count would own no slot, so
+more is refused rather than capped silently.
+*/}}
+{{- define "splitflow.kedaMaxReplicas" -}}
+{{- $slots := int .Values.job.slots -}}
+{{- $max := int (default $slots .Values.autoscaling.keda.maxReplicas) -}}
+{{- if gt $max $slots -}}
+{{- fail (printf "autoscaling.keda.maxReplicas (%d) must not exceed job.slots (%d): a process beyond the slot count owns no slot and only waits" $max $slots) -}}
+{{- end -}}
+{{- $max -}}
+{{- end -}}
+
+{{- define "splitflow.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create -}}
+{{- default (include "splitflow.fullname" .) .Values.serviceAccount.name -}}
+{{- else -}}
+{{- default "default" .Values.serviceAccount.name -}}
+{{- end -}}
+{{- end -}}
