@@ -21,9 +21,17 @@ TEST_TIMEOUT ?= 30m
 # the packages it is given first first: the slowest ones (SLOW_PACKAGES:
 # runtime's test binary takes minutes to compile, the broker tests
 # minutes to run) start at once instead of last.
+#
+# deploy/ is a module of its own (Helm's and Kubernetes' modules stay out
+# of the main go.mod): its tests check the Dockerfile, build the image's
+# binaries static, and render the Helm chart. They run without -race:
+# rendering a chart and parsing a Dockerfile start no goroutines of ours,
+# and the race detector would only double the compile time of Helm's and
+# Kubernetes' packages.
 SLOW_PACKAGES = ./runtime/ ./examples/wordcount/ ./integration/ ./connector/kafka/
 test: deps tree
 	SPLITFLOW_REQUIRE_KAFKA=1 $(GO) test -race -vet=all -shuffle=on -count=1 -timeout $(TEST_TIMEOUT) $(SLOW_PACKAGES) ./...
+	cd deploy && $(GO) test -vet=all -shuffle=on -count=1 -timeout $(TEST_TIMEOUT) ./...
 
 # A JDK and Maven (the local Kafka broker), a JDK 21+ (the local schema
 # registry, Apicurio), Chromium (the status page tests) and PostgreSQL
@@ -32,15 +40,18 @@ test: deps tree
 deps:
 	@bash scripts/install-deps.sh
 
-# gofmt, and a go.mod/go.sum that go mod tidy would not change.
+# gofmt (of deploy/'s files too), and go.mod/go.sum files, the main
+# module's and deploy/'s, that go mod tidy would not change.
 tree:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go' -not -path './.cache/*')); \
 	if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 	$(GO) mod tidy -diff
+	cd deploy && $(GO) mod tidy -diff
 
 # tree plus go vet with all its analyzers, without running the tests.
 check: tree
 	$(GO) vet ./...
+	cd deploy && $(GO) vet ./...
 
 # check plus golangci-lint v2 (built from the Go module proxy on first use;
 # config in .golangci.yml).
