@@ -2,6 +2,7 @@ package deploy
 
 import (
 	"fmt"
+	"os"
 	"os/exec"
 	"path"
 	"regexp"
@@ -571,6 +572,65 @@ func TestServiceMonitorScrapesTheStatusPort(t *testing.T) {
 	for k, v := range sm.Spec.Selector.MatchLabels {
 		if r.service.Labels[k] != v {
 			t.Errorf("selects Services with %s=%s; the chart's Service has %v", k, v, r.service.Labels)
+		}
+	}
+}
+
+// The chart's README has a row for every value of values.yaml: the
+// value's path, one of its parents' (readinessProbe, resources), or its
+// name in a row about its siblings (`kafka.tls.caKey`, `certKey`).
+func TestChartREADMEListsEveryValue(t *testing.T) {
+	b, err := os.ReadFile(chartDir + "/values.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var vals map[string]any
+	if err := yaml.Unmarshal(b, &vals); err != nil {
+		t.Fatal(err)
+	}
+	readme, err := os.ReadFile(chartDir + "/README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rows []string
+	for _, l := range strings.Split(string(readme), "\n") {
+		if strings.HasPrefix(l, "| `") {
+			rows = append(rows, l)
+		}
+	}
+	var paths []string
+	var walk func(prefix string, m map[string]any)
+	walk = func(prefix string, m map[string]any) {
+		for k, v := range m {
+			if sub, ok := v.(map[string]any); ok && len(sub) > 0 {
+				walk(prefix+k+".", sub)
+				continue
+			}
+			paths = append(paths, prefix+k)
+		}
+	}
+	walk("", vals)
+	sort.Strings(paths)
+	for _, p := range paths {
+		documented := false
+		parent, last := "", p
+		if i := strings.LastIndex(p, "."); i >= 0 {
+			parent, last = p[:i], p[i+1:]
+		}
+		for _, row := range rows {
+			first := strings.SplitN(row, "`", 3)[1]
+			switch {
+			case strings.Contains(row, "`"+p+"`"),
+				parent != "" && strings.Contains(row, "`"+last+"`") && strings.HasPrefix(first, parent+"."):
+				documented = true
+			}
+			for q := p; !documented && strings.Contains(q, "."); {
+				q = q[:strings.LastIndex(q, ".")]
+				documented = strings.Contains(row, "`"+q+"`")
+			}
+		}
+		if !documented {
+			t.Errorf("values.yaml's %s has no row in the chart's README", p)
 		}
 	}
 }
