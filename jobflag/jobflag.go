@@ -134,7 +134,7 @@ func Register(fs *flag.FlagSet, opts ...Opt) *Flags {
 	fs.DurationVar(&f.interval, "checkpoint-interval", c.interval, "time between checkpoints (and so between commits of exactly-once output); 0: no checkpoints, the output is committed once, at the end of a bounded input, and a failure starts over")
 	fs.StringVar(&f.checkpointDir, "checkpoint-dir", "", "directory (or s3://bucket/prefix, configured by the AWS environment) for checkpoints; a job restarted on the same one resumes from it (default: in memory, lost with the process)")
 	fs.StringVar(&f.stateBackend, "state-backend", "heap", "where keyed state lives: heap (Go maps; fastest while it fits in memory) or pebble (an on-disk LSM per subtask with incremental checkpoints; for state larger than memory)")
-	fs.StringVar(&f.sourceGroupID, "source-group-id", "", "consumer `group` the job's Kafka sources commit each checkpoint's input offsets to once its output is committed, for watching the job's lag from outside (kafka-consumer-groups, KEDA's Kafka scaler); progress never depends on it; needs Read on the group; with --distributed it must differ from --job-name, the processes' own group (default: none, nothing committed)")
+	fs.StringVar(&f.sourceGroupID, "source-group-id", "", "consumer `group` the job's Kafka sources commit each checkpoint's input offsets to once its output is committed, for watching the job's lag from outside (kafka-consumer-groups, KEDA's Kafka scaler); with --distributed the shuffle's sources commit their <name>.*.shuffle offsets there too; progress never depends on it; needs Read on the group; with --distributed it must differ from --job-name, the processes' own group (default: none, nothing committed)")
 	fs.StringVar(&f.stateDir, "state-dir", "", "working directory of the pebble state backend (default: splitflow-state in the OS temp directory)")
 	if !c.without[Savepoints] {
 		usage := "start from this savepoint (splitflow savepoint trigger|stop) or checkpoint (DIR/chk-N), also with another --parallelism, while --checkpoint-dir holds no checkpoint of its own"
@@ -378,7 +378,9 @@ type Job struct {
 	// SavepointDir is --savepoint-dir; "": none.
 	SavepointDir string
 	// SourceGroupID is --source-group-id, the group SourceOpts has the
-	// Kafka sources commit their offsets to; "": none.
+	// Kafka sources commit their offsets to (and so, with --distributed,
+	// the shuffle's sources, which RuntimeOptions gives SourceOpts); "":
+	// none.
 	SourceGroupID string
 	// StateBackend is --state-backend, with --state-dir for pebble.
 	StateBackend runtime.StateBackend
