@@ -493,6 +493,13 @@ func TestChartRefusesValuesTheJobCannotRunWith(t *testing.T) {
 		{"SASL without a secret", merge(required(), map[string]any{"kafka": map[string]any{"sasl": map[string]any{"mechanism": "PLAIN"}}}), "kafka.sasl.mechanism PLAIN needs kafka.sasl.existingSecret"},
 		{"KEDA above the slots", merge(required(), map[string]any{"job": map[string]any{"slots": 4}, "autoscaling": map[string]any{"keda": map[string]any{"enabled": true, "maxReplicas": 5}}}),
 			"autoscaling.keda.maxReplicas (5) must not exceed job.slots (4)"},
+		{"KEDA at the slots", merge(required(), map[string]any{"job": map[string]any{"slots": 4}, "autoscaling": map[string]any{"keda": map[string]any{"enabled": true, "maxReplicas": 4}}}),
+			"autoscaling.keda.maxReplicas (4) must not exceed job.slots (4) less rollingUpdate.maxSurge (1)"},
+		{"a process per slot", merge(required(), map[string]any{"job": map[string]any{"slots": 4}, "replicaCount": 4}),
+			"replicaCount (4) must not exceed job.slots (4) less rollingUpdate.maxSurge (1)"},
+		{"more surge than slots", merge(required(), map[string]any{"job": map[string]any{"slots": 2}, "replicaCount": 1, "rollingUpdate": map[string]any{"maxSurge": 2}}),
+			"job.slots (2) leaves no room for rollingUpdate.maxSurge (2)"},
+		{"no surge", merge(required(), map[string]any{"rollingUpdate": map[string]any{"maxSurge": 0}}), "rollingUpdate.maxSurge must be a number of processes, 1 or more"},
 		{"KEDA to zero", merge(required(), map[string]any{"autoscaling": map[string]any{"keda": map[string]any{"enabled": true, "minReplicas": 0}}}), "autoscaling.keda.minReplicas must be 1 or more"},
 		{"KEDA without offsets", merge(required(), map[string]any{"job": map[string]any{"commitSourceOffsets": false}, "autoscaling": map[string]any{"keda": map[string]any{"enabled": true}}}), "autoscaling.keda needs job.commitSourceOffsets"},
 	} {
@@ -506,8 +513,10 @@ func TestChartRefusesValuesTheJobCannotRunWith(t *testing.T) {
 }
 
 // KEDA scales the Deployment on the lag of the group the sources commit
-// to (the Deployment's --source-group-id), between 1 and the slot count,
-// slowly down; the Deployment then leaves its replica count to KEDA.
+// to (the Deployment's --source-group-id), between 1 and the slot count
+// less the rolling update's surge (so that every process of an update
+// gets a slot), slowly down; the Deployment then leaves its replica count
+// to KEDA.
 func TestKEDAScalesOnTheSourcesGroupWithinTheSlots(t *testing.T) {
 	for _, tc := range []struct {
 		name      string
@@ -516,9 +525,9 @@ func TestKEDAScalesOnTheSourcesGroupWithinTheSlots(t *testing.T) {
 		wantMax   int32
 		wantGroup string
 	}{
-		{"max defaults to slots", map[string]any{}, map[string]any{"slots": 6}, 6, "wordcount.source"},
-		{"max below slots", map[string]any{"maxReplicas": 4, "minReplicas": 2}, map[string]any{"slots": 8, "sourceGroupId": "wc-lag"}, 4, "wc-lag"},
-		{"max at slots", map[string]any{"maxReplicas": 8}, map[string]any{"slots": 8, "name": "orders"}, 8, "orders.source"},
+		{"max defaults to slots less surge", map[string]any{}, map[string]any{"slots": 6}, 5, "wordcount.source"},
+		{"max below that", map[string]any{"maxReplicas": 4, "minReplicas": 2}, map[string]any{"slots": 8, "sourceGroupId": "wc-lag"}, 4, "wc-lag"},
+		{"max at slots less surge", map[string]any{"maxReplicas": 7}, map[string]any{"slots": 8, "name": "orders"}, 7, "orders.source"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			keda := merge(map[string]any{"enabled": true}, tc.keda)
@@ -532,8 +541,9 @@ func TestKEDAScalesOnTheSourcesGroupWithinTheSlots(t *testing.T) {
 			if so.Spec.ScaleTargetRef.Kind != "Deployment" || so.Spec.ScaleTargetRef.Name != r.deployment.Name {
 				t.Errorf("scales %s %s, want the Deployment %s", so.Spec.ScaleTargetRef.Kind, so.Spec.ScaleTargetRef.Name, r.deployment.Name)
 			}
-			if mx := so.Spec.MaxReplicaCount; mx == nil || *mx != tc.wantMax || int(*mx) > slots {
-				t.Errorf("maxReplicaCount %v, want %d, at most --slots %d", mx, tc.wantMax, slots)
+			surge := r.deployment.Spec.Strategy.RollingUpdate.MaxSurge.IntValue()
+			if mx := so.Spec.MaxReplicaCount; mx == nil || *mx != tc.wantMax || int(*mx) > slots-surge {
+				t.Errorf("maxReplicaCount %v, want %d, at most --slots %d less maxSurge %d", mx, tc.wantMax, slots, surge)
 			}
 			if mn := so.Spec.MinReplicaCount; mn == nil || *mn < 1 {
 				t.Errorf("minReplicaCount %v, want 1 or more", mn)

@@ -55,15 +55,40 @@ processes themselves join.
 {{- end -}}
 
 {{/*
+The most processes the job may run: job.slots less rollingUpdate.maxSurge.
+A process owns slots only once the group gives it some, and the group's
+assignment is cooperative-sticky: while every process owns a slot, one
+more (the new process of a rolling update) gets none, so it never
+completes a checkpoint, never becomes ready (/readyz), and the update
+stops there. Below this count every process of an update gets a slot.
+*/}}
+{{- define "splitflow.maxProcesses" -}}
+{{- $surge := int .Values.rollingUpdate.maxSurge -}}
+{{- if lt $surge 1 -}}
+{{- fail (printf "rollingUpdate.maxSurge must be a number of processes, 1 or more, not %v: maxUnavailable is 0, so an update must start a process before it stops one" .Values.rollingUpdate.maxSurge) -}}
+{{- end -}}
+{{- $max := sub (int .Values.job.slots) $surge -}}
+{{- if lt $max 1 -}}
+{{- fail (printf "job.slots (%v) leaves no room for rollingUpdate.maxSurge (%d): a rolling update's new process would get no slot and never become ready; give the job more slots" .Values.job.slots $surge) -}}
+{{- end -}}
+{{- $max -}}
+{{- end -}}
+
+{{/*
 The highest replica count KEDA may set: autoscaling.keda.maxReplicas, or
-job.slots when 0. A process beyond the slot count would own no slot, so
-more is refused rather than capped silently.
+the most processes (splitflow.maxProcesses) when 0. More is refused
+rather than capped silently: a process beyond job.slots owns no slot, and
+one beyond job.slots less rollingUpdate.maxSurge stops rolling updates.
 */}}
 {{- define "splitflow.kedaMaxReplicas" -}}
 {{- $slots := int .Values.job.slots -}}
-{{- $max := int (default $slots .Values.autoscaling.keda.maxReplicas) -}}
+{{- $limit := include "splitflow.maxProcesses" . | int -}}
+{{- $max := int (default $limit .Values.autoscaling.keda.maxReplicas) -}}
 {{- if gt $max $slots -}}
 {{- fail (printf "autoscaling.keda.maxReplicas (%d) must not exceed job.slots (%d): a process beyond the slot count owns no slot and only waits" $max $slots) -}}
+{{- end -}}
+{{- if gt $max $limit -}}
+{{- fail (printf "autoscaling.keda.maxReplicas (%d) must not exceed job.slots (%d) less rollingUpdate.maxSurge (%v): at more processes a rolling update's new process gets no slot and never becomes ready" $max $slots .Values.rollingUpdate.maxSurge) -}}
 {{- end -}}
 {{- $max -}}
 {{- end -}}
