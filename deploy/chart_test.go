@@ -644,3 +644,26 @@ func TestChartREADMEListsEveryValue(t *testing.T) {
 		}
 	}
 }
+
+// Every top-level value of values.yaml has a comment: above it, or above
+// the run of keys it belongs to (livenessProbe after readinessProbe).
+func TestEveryTopLevelValueIsCommented(t *testing.T) {
+	b, err := os.ReadFile(chartDir + "/values.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(string(b), "\n")
+	topKey := regexp.MustCompile(`^[A-Za-z][A-Za-z0-9]*:`)
+	for i, l := range lines {
+		if !topKey.MatchString(l) {
+			continue
+		}
+		commented := false
+		for j := i - 1; j >= 0 && strings.TrimSpace(lines[j]) != "" && !commented; j-- {
+			commented = strings.HasPrefix(lines[j], "#")
+		}
+		if !commented {
+			t.Errorf("values.yaml:%d: %s has no comment", i+1, strings.TrimSuffix(topKey.FindString(l), ":"))
+		}
+	}
+}
