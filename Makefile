@@ -29,9 +29,14 @@ TEST_TIMEOUT ?= 30m
 # and the race detector would only double the compile time of Helm's and
 # Kubernetes' packages.
 SLOW_PACKAGES = ./runtime/ ./examples/wordcount/ ./integration/ ./connector/kafka/
+# deploy/'s tests run beside the main ones, not after them: they are
+# mostly compiling, which fills the cores while the broker tests wait on
+# brokers.
 test: deps tree
-	SPLITFLOW_REQUIRE_KAFKA=1 $(GO) test -race -vet=all -shuffle=on -count=1 -timeout $(TEST_TIMEOUT) $(SLOW_PACKAGES) ./...
-	cd deploy && $(GO) test -vet=all -shuffle=on -count=1 -timeout $(TEST_TIMEOUT) ./...
+	@(cd deploy && $(GO) test -vet=all -shuffle=on -count=1 -timeout $(TEST_TIMEOUT) ./...) & deploy=$$!; \
+	SPLITFLOW_REQUIRE_KAFKA=1 $(GO) test -race -vet=all -shuffle=on -count=1 -timeout $(TEST_TIMEOUT) $(SLOW_PACKAGES) ./...; main=$$?; \
+	wait $$deploy; deploy=$$?; \
+	if [ $$main -ne 0 ] || [ $$deploy -ne 0 ]; then echo "make test: main module exit $$main, deploy module exit $$deploy"; exit 1; fi
 
 # A JDK and Maven (the local Kafka broker), a JDK 21+ (the local schema
 # registry, Apicurio), Chromium (the status page tests) and PostgreSQL

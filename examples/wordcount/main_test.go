@@ -51,7 +51,13 @@ func wordcountBinary(t *testing.T) string {
 		const patience = 15 * time.Minute
 		ctx, cancel := context.WithTimeout(context.Background(), patience)
 		defer cancel()
-		if out, err := exec.CommandContext(ctx, "go", "build", "-o", binPath, ".").CombinedOutput(); err != nil {
+		// Built as the image builds it (Dockerfile: CGO_ENABLED=0,
+		// -trimpath), so the process-kill tests run the shipped
+		// configuration, and deploy/'s image test, which builds the same
+		// binary, finds its packages in the build cache.
+		build := exec.CommandContext(ctx, "go", "build", "-trimpath", "-o", binPath, ".")
+		build.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if out, err := build.CombinedOutput(); err != nil {
 			if ctx.Err() != nil {
 				err = fmt.Errorf("not done after %s, killed (%w)", patience, err)
 			}
