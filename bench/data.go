@@ -37,6 +37,20 @@ type dataset struct {
 	keys []uint8
 	// win is the windowcount input's windows and counts; nil otherwise.
 	win *windowSet
+	// avro says the values are avroEvents in the schema registry wire
+	// format (see avro.go) rather than payloads of size bytes.
+	avro bool
+	// valueBytes is the input's value bytes in all, known once prefilled.
+	valueBytes int64
+}
+
+// id reads the input id of a passthrough value of ds (an input record or
+// its copy); -1 if the value is malformed.
+func (ds *dataset) id(v []byte) int64 {
+	if ds.avro {
+		return avroID(v)
+	}
+	return parseID(v, idDigits)
 }
 
 // splitmix64 is the word picker: fast, stateless, the same everywhere.
@@ -154,6 +168,14 @@ func deleteTopicsWithPrefix(ctx context.Context, adm *kadm.Client, prefixes ...s
 // prefill creates ds.topic and writes ds.records records into it with an
 // idempotent producer, counting words when ds.words is set.
 func prefill(ctx context.Context, seeds []string, adm *kadm.Client, ds *dataset, partitions int32) error {
+	return prefillWith(ctx, seeds, adm, ds, partitions, func(id int64) ([]byte, error) {
+		return appendPayload(make([]byte, 0, ds.size), id, ds.size, ds.words), nil
+	})
+}
+
+// prefillWith is prefill with value giving the value of each id; the key
+// is the id as 8 big-endian bytes.
+func prefillWith(ctx context.Context, seeds []string, adm *kadm.Client, ds *dataset, partitions int32, value func(id int64) ([]byte, error)) error {
 	if err := createTopic(ctx, adm, ds.topic, partitions); err != nil {
 		return err
 	}
@@ -172,7 +194,11 @@ func prefill(ctx context.Context, seeds []string, adm *kadm.Client, ds *dataset,
 	for id := int64(0); id < int64(ds.records); id++ {
 		key := make([]byte, 8)
 		binary.BigEndian.PutUint64(key, uint64(id))
-		v := appendPayload(make([]byte, 0, ds.size), id, ds.size, ds.words)
+		v, err := value(id)
+		if err != nil {
+			return fmt.Errorf("prefill %s: the value of id %d: %w", ds.topic, id, err)
+		}
+		ds.valueBytes += int64(len(v))
 		cl.Produce(ctx, &kgo.Record{Topic: ds.topic, Key: key, Value: v}, promise)
 		if e := firstErr.Load(); e != nil {
 			return fmt.Errorf("prefill %s: %w", ds.topic, e.(error))
@@ -434,7 +460,7 @@ func (t *tally) add(key, value []byte) {
 		}
 		return
 	}
-	id := parseID(value, idDigits)
+	id := t.ds.id(value)
 	if id < 0 || id >= int64(t.ds.records) {
 		return
 	}
@@ -600,7 +626,7 @@ func verify(ctx context.Context, seeds []string, topic string, ds *dataset, word
 	}
 	seen := make([]uint64, (ds.records+63)/64)
 	for _, r := range recs {
-		id := parseID(r.Value, idDigits)
+		id := ds.id(r.Value)
 		if id < 0 || id >= int64(ds.records) {
 			return v, errors.New("output holds a record that is not from the input")
 		}

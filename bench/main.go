@@ -77,6 +77,8 @@ type config struct {
 	distProbes      int           // distributed: visibility probes per run
 	distWorkloads   []string      // distributed: jobs measured, in this order
 
+	avroRecords int // avro: records of each of its two inputs
+
 	jvmOpts    string
 	runTimeout time.Duration
 	out        string
@@ -92,7 +94,7 @@ func parseFlags(args []string) (*config, error) {
 	fs.IntVar(&c.reps, "reps", 3, "repetitions of each run; the table shows medians")
 	fs.IntVar(&c.partitions, "partitions", 6, "partitions of every topic")
 	fs.IntVar(&c.parallelism, "parallelism", 2, "splitflow parallelism and Kafka Streams num.stream.threads")
-	fs.StringVar(&c.sections, "sections", "throughput,windowcount,latency,memory,keyed", "which parts to run: throughput, windowcount, latency, memory, and unique-words, unique-words-changes, unique-words-large, unique-words-restore (keyed: all four), and distributed (not in the default set)")
+	fs.StringVar(&c.sections, "sections", "throughput,windowcount,latency,memory,keyed,avro", "which parts to run: throughput, windowcount, latency, memory, and unique-words, unique-words-changes, unique-words-large, unique-words-restore (keyed: all four), avro, and distributed (not in the default set)")
 	sysRe := fs.String("systems", "", "regexp: run only systems whose label matches (rows of the others are left out)")
 	fs.DurationVar(&c.latDuration, "latency-duration", 60*time.Second, "length of the open-loop latency run")
 	fs.IntVar(&c.latRate, "latency-rate", 20_000, "records per second of the open-loop producer")
@@ -115,6 +117,7 @@ func parseFlags(args []string) (*config, error) {
 	fs.DurationVar(&c.distCheckpoint, "dist-checkpoint-interval", time.Second, "distributed: checkpoint interval of every configuration")
 	fs.IntVar(&c.distProbes, "dist-probes", 10, "distributed: one-word lines appended one at a time after the input is done, each timed to its output's visibility (0: none)")
 	distWorkloads := fs.String("dist-workloads", "wordcount,passthrough", "distributed: the jobs to measure, comma-separated: wordcount (examples/wordcount), passthrough (Kafka source -> exactly-once Kafka sink)")
+	fs.IntVar(&c.avroRecords, "avro-records", 2_000_000, "avro: records of the raw 100 B input and of the Avro input of the Avro passthrough section")
 	fs.StringVar(&c.jvmOpts, "jvm-opts", "-Xmx1g", "JVM options of the Kafka Streams process")
 	fs.DurationVar(&c.runTimeout, "run-timeout", 15*time.Minute, "give up on one run after this long")
 	fs.StringVar(&c.out, "out", "", "results file (default bench/RESULTS.md in the repository)")
@@ -141,6 +144,7 @@ func parseFlags(args []string) (*config, error) {
 			"window-events":      func() { c.windowEvents = 200_000 },
 			"window-users":       func() { c.windowUsers = 2_000 },
 			"dist-words":         func() { c.distWords = 100_000 },
+			"avro-records":       func() { c.avroRecords = 200_000 },
 		}
 		for name, apply := range quick {
 			if !set[name] {
@@ -171,6 +175,9 @@ func parseFlags(args []string) (*config, error) {
 	}
 	if c.distWords <= 0 || c.distVocab <= 0 || c.distVocab > 100_000 || c.distParallelism <= 0 || c.distCheckpoint < 10*time.Millisecond || c.distProbes < 0 {
 		return nil, errNoDistWords
+	}
+	if c.avroRecords <= 0 {
+		return nil, errors.New("--avro-records must be positive")
 	}
 	if c.records <= 0 || c.reps <= 0 || c.partitions <= 0 || c.parallelism <= 0 || c.latRate <= 0 || c.latSize < 40 {
 		return nil, errors.New("sizes, repetitions, partitions, parallelism and rates must be positive (latency size at least 40)")
@@ -203,6 +210,9 @@ type harness struct {
 	java   string
 	broker *kafkatest.Broker
 	seq    int
+	// registryURL is the schema registry the avro section's children
+	// use, while that section runs.
+	registryURL string
 
 	jarOnce sync.Once
 	jar     *kstreamsBuild
@@ -299,6 +309,11 @@ func run(ctx context.Context, cfg *config) (*results, error) {
 	}
 	if err := runKeyedSections(ctx, h, res); err != nil {
 		return nil, err
+	}
+	if cfg.section("avro") {
+		if err := runAvroSection(ctx, h, res); err != nil {
+			return nil, err
+		}
 	}
 	if cfg.section("distributed") {
 		if err := runDistributedSection(ctx, h, res); err != nil {

@@ -29,6 +29,7 @@ type results struct {
 	large        []*keyedRow
 	restore      *restoreRow
 	dist         *distSection
+	avro         []*throughputRow
 }
 
 type machine struct {
@@ -90,6 +91,9 @@ func (r *results) quick() bool {
 		return true
 	}
 	if len(r.windows) > 0 && c.windowEvents < 2_000_000 {
+		return true
+	}
+	if len(r.avro) > 0 && c.avroRecords < 2_000_000 {
 		return true
 	}
 	return c.quick || c.records < 2_000_000 || (c.records1k > 0 && c.records1k < 500_000) || c.reps < 3 || c.latDuration < 60*time.Second
@@ -206,6 +210,7 @@ func (r *results) markdown() string {
 		b.WriteString("\n")
 	}
 	r.keyedMarkdown(&b)
+	r.avroMarkdown(&b)
 	r.distMarkdown(&b)
 	if r.unavailable() {
 		b.WriteString("Rows marked \"" + notAvailable + "\" are splitflow configurations that need the engine's checkpoints, which have not landed; they carry no numbers until they run.\n")

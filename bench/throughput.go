@@ -99,7 +99,7 @@ func runRows(ctx context.Context, h *harness, rows []*throughputRow, section str
 // the whole run (startup included) is used and the row says so.
 func runThroughput(ctx context.Context, h *harness, s System, ds *dataset, jobOpts ...func(*Job)) (runResult, error) {
 	spec := s.Spec()
-	wc := spec.Workload != passthrough
+	wc := spec.Workload != passthrough && spec.Workload != avroPassthrough
 	out := h.name("out-" + spec.Slug())
 	appID := h.name("app-" + spec.Slug())
 	defer deleteTopicsWithPrefix(context.Background(), h.adm, out, appID)
