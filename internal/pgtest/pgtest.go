@@ -56,6 +56,9 @@ type Cluster struct {
 	log  string
 	proc *proc
 	dbs  atomic.Int64
+	// launch starts the server process again on the same data directory
+	// and port, for Restart.
+	launch func() (*proc, error)
 }
 
 // ConnString returns the connection string of the server's postgres
@@ -144,6 +147,28 @@ func (c *Cluster) Stop() error {
 	err := os.RemoveAll(c.dir)
 	c.dir = ""
 	return err
+}
+
+// Restart stops a started server (fast shutdown: sessions are ended) and
+// starts it again on the same data and port, waiting until it answers:
+// for tests of clients that must survive a restart of the server. An
+// external server is an error.
+func (c *Cluster) Restart(ctx context.Context) error {
+	if c.proc == nil || c.dir == "" {
+		return errors.New("pgtest: Restart: not a server of pgtest's own, or stopped")
+	}
+	c.proc.stop(stopTimeout)
+	p, err := c.launch()
+	if err != nil {
+		return fmt.Errorf("pgtest: restart postgres: %w", err)
+	}
+	c.proc = p
+	wctx, cancel := context.WithTimeout(ctx, startTimeout)
+	defer cancel()
+	if err := c.waitReady(wctx); err != nil {
+		return fmt.Errorf("pgtest: postgres on %s did not become ready after a restart: %w\nlast lines of its log:\n%s", c.Addr(), err, c.LogTail(20))
+	}
+	return nil
 }
 
 // Required reports whether a missing server must fail tests rather than
@@ -342,17 +367,20 @@ func launchLocal(ctx context.Context, bin string) (c *Cluster, err error) {
 		base: fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres?sslmode=disable", port),
 		host: "127.0.0.1", port: port, dir: dir, log: filepath.Join(dir, "postgres.log"),
 	}
-	cmd := exec.Command(filepath.Join(bin, "postgres"), "-D", data, "-p", strconv.Itoa(port),
-		"-c", "listen_addresses=127.0.0.1",
-		"-c", "unix_socket_directories="+dir,
-		"-c", "wal_level=logical",
-		"-c", "fsync=off",
-		"-c", "full_page_writes=off",
-		"-c", "max_connections=200",
-	)
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "LC_ALL=C")
-	p, err := startProc(cmd, cred, c.log)
+	c.launch = func() (*proc, error) {
+		cmd := exec.Command(filepath.Join(bin, "postgres"), "-D", data, "-p", strconv.Itoa(port),
+			"-c", "listen_addresses=127.0.0.1",
+			"-c", "unix_socket_directories="+dir,
+			"-c", "wal_level=logical",
+			"-c", "fsync=off",
+			"-c", "full_page_writes=off",
+			"-c", "max_connections=200",
+		)
+		cmd.Dir = dir
+		cmd.Env = append(os.Environ(), "LC_ALL=C")
+		return startProc(cmd, cred, c.log)
+	}
+	p, err := c.launch()
 	if err != nil {
 		return nil, fmt.Errorf("pgtest: start postgres (%s): %w", bin, err)
 	}
