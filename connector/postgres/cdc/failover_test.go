@@ -1,0 +1,181 @@
+package cdc_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/splitflow/splitflow/connector"
+	"github.com/splitflow/splitflow/connector/postgres"
+	"github.com/splitflow/splitflow/connector/postgres/cdc"
+	"github.com/splitflow/splitflow/internal/pgtest"
+	"github.com/splitflow/splitflow/runtime"
+	"github.com/splitflow/splitflow/runtime/restart"
+)
+
+// changeSink writes one row per change, (tbl, op, id, lsn), to table out
+// of db through the exactly-once PostgreSQL sink: a change written twice
+// is two rows.
+func changeSink(t *testing.T, db, out string) *postgres.Sink[cdc.Change] {
+	t.Helper()
+	execSQL(t, db, "CREATE TABLE "+out+" (tbl text NOT NULL, op text NOT NULL, id bigint NOT NULL, lsn bigint NOT NULL)")
+	sink, err := postgres.NewSink(db, out, []string{"tbl", "op", "id", "lsn"}, func(c cdc.Change, row []any) error {
+		id, _ := c.KeyValues()["id"].(int64)
+		row[0], row[1], row[2], row[3] = c.QualifiedTable(), c.Op.String(), id, int64(c.LSN)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sink
+}
+
+// checkOnce fails the test unless out holds want rows, none twice.
+func checkOnce(t *testing.T, db, out string, want int64) {
+	t.Helper()
+	if n := queryInt(t, db, "SELECT count(*) FROM "+out); n != want {
+		t.Fatalf("%d changes written, want %d", n, want)
+	}
+	if d := queryInt(t, db, "SELECT count(*) FROM (SELECT 1 FROM "+out+" GROUP BY tbl, op, id, lsn HAVING count(*) > 1) d"); d != 0 {
+		t.Fatalf("%d changes written more than once", d)
+	}
+}
+
+// Exactly once under failures in the runtime: the job fails twice, each
+// time after a checkpoint completed in the middle of a transaction of 5000
+// rows; the restored source skips what its checkpoint holds (the
+// transactions before it and the changes of the partly emitted one) and
+// every change is written once.
+func TestExactlyOnceUnderInjectedFailures(t *testing.T) {
+	db := pgtest.Get(t).Database(t)
+	execSQL(t, db,
+		"CREATE TABLE items (id bigint PRIMARY KEY, v int NOT NULL)",
+		"INSERT INTO items SELECT g, 0 FROM generate_series(1, 100) g")
+	slot := slotName("eo")
+	env := runtime.NewEnvironment(quiet,
+		runtime.WithCheckpointInterval(10*time.Millisecond), runtime.WithCheckpointDir(t.TempDir()),
+		runtime.WithRestartStrategy(restart.FixedDelay(5, 20*time.Millisecond)))
+	var seen, failures atomic.Int64
+	var armedAt atomic.Int64 // records seen when the failure was armed
+	var completed atomic.Int64
+	in := runtime.FromSource(env, newSource(t, db, slot, cdc.WithTables("items"), cdc.WithBatchSize(200)), "cdc").UID("cdc")
+	mapped := runtime.Map(in, func(c cdc.Change) (cdc.Change, error) {
+		n := seen.Add(1)
+		// Past the snapshot, in the large transactions: arm at one record,
+		// fail 700 records later, with checkpoints every 10ms between.
+		if c.Op == cdc.OpCreate && failures.Load() < 2 {
+			if a := armedAt.Load(); a == 0 {
+				armedAt.Store(n)
+			} else if n-a > 700 && completed.Load() > 0 {
+				failures.Add(1)
+				armedAt.Store(0)
+				return c, errors.New("injected failure")
+			}
+		}
+		if n%50 == 0 {
+			time.Sleep(time.Millisecond) // let checkpoints fall inside the transaction
+		}
+		return c, nil
+	}).UID("map")
+	runtime.SinkTo(mapped, changeSink(t, db, "changes")).UID("out")
+	stop := runJob(t, env, "exactly-once")
+	waitFor(t, "the snapshot", func() bool { return queryInt(t, db, "SELECT count(*) FROM changes") >= 100 })
+	completed.Store(1)
+	execSQL(t, db, "INSERT INTO items SELECT g, 1 FROM generate_series(101, 5100) g")
+	execSQL(t, db, "UPDATE items SET v = 2 WHERE id <= 50", "DELETE FROM items WHERE id > 5050")
+	execSQL(t, db, "INSERT INTO items SELECT g, 3 FROM generate_series(6001, 8000) g")
+	const want = 100 + 5000 + 50 + 50 + 2000
+	waitFor(t, fmt.Sprintf("%d changes written", want), func() bool { return queryInt(t, db, "SELECT count(*) FROM changes") >= want })
+	time.Sleep(100 * time.Millisecond) // a duplicate would follow
+	if err := stop(); err != nil && !errors.Is(err, context.Canceled) {
+		t.Fatal(err)
+	}
+	if failures.Load() == 0 {
+		t.Fatal("no failure was injected; the test proves nothing")
+	}
+	checkOnce(t, db, "changes", want)
+	t.Logf("%d records through the map for %d changes, %d failures", seen.Load(), want, failures.Load())
+}
+
+// A slot dropped while the job was away is an error naming the slot when
+// the job is restored; the source never takes a new snapshot on its own.
+func TestDroppedSlotIsAnErrorNamingIt(t *testing.T) {
+	db := pgtest.Get(t).Database(t)
+	execSQL(t, db, "CREATE TABLE t (id bigint PRIMARY KEY)", "INSERT INTO t VALUES (1)")
+	slot := slotName("dropped")
+	dir := t.TempDir()
+	var completed atomic.Int64
+	env := runtime.NewEnvironment(quiet, runtime.WithCheckpointInterval(10*time.Millisecond), runtime.WithCheckpointDir(dir),
+		runtime.WithJobListener(runtime.JobListener{CheckpointCompleted: func(int64) { completed.Add(1) }}))
+	sink := &collectSink{}
+	runtime.SinkTo(runtime.FromSource(env, newSource(t, db, slot, cdc.WithTables("t")), "cdc").UID("cdc"), connector.Sink[cdc.Change](sink)).UID("out")
+	stop := runJob(t, env, "dropped")
+	waitFor(t, "the snapshot", func() bool { return len(sink.changes()) == 1 })
+	c := completed.Load()
+	waitFor(t, "a checkpoint after the snapshot", func() bool { return completed.Load() > c+1 })
+	_ = stop()
+	execSQL(t, db, "SELECT pg_drop_replication_slot('"+slot+"')")
+
+	env = runtime.NewEnvironment(quiet, runtime.WithCheckpointInterval(10*time.Millisecond), runtime.WithCheckpointDir(dir),
+		runtime.WithRestartStrategy(restart.FixedDelay(3, 10*time.Millisecond)))
+	runtime.SinkTo(runtime.FromSource(env, newSource(t, db, slot, cdc.WithTables("t")), "cdc").UID("cdc"), connector.Sink[cdc.Change](&collectSink{})).UID("out")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	err := env.Execute(ctx, "dropped")
+	if !errors.Is(err, cdc.ErrSlotLost) || !strings.Contains(err.Error(), `"`+slot+`"`) {
+		t.Fatalf("restored job over a dropped slot: %v; want an error naming slot %q and wrapping ErrSlotLost", err, slot)
+	}
+	if n := queryInt(t, db, "SELECT count(*) FROM pg_replication_slots WHERE slot_name = $1", slot); n != 0 {
+		t.Fatal("the restored job made the slot anew")
+	}
+}
+
+// After the server itself restarted (a fast shutdown ends the replication
+// connection), the job restarts from its latest checkpoint, the slot
+// resends from its confirmed position, and every change is written once.
+func TestRestartAfterTheServerRestarted(t *testing.T) {
+	cluster := pgtest.Start(t)
+	if cluster.External() {
+		t.Skip("an external server is not restarted by the tests")
+	}
+	db := cluster.Database(t)
+	execSQL(t, db, "CREATE TABLE t (id bigint PRIMARY KEY)", "INSERT INTO t SELECT generate_series(1, 10)")
+	slot := slotName("restart")
+	env := runtime.NewEnvironment(quiet,
+		runtime.WithCheckpointInterval(20*time.Millisecond), runtime.WithCheckpointDir(t.TempDir()),
+		runtime.WithRestartStrategy(restart.FixedDelay(100, 100*time.Millisecond)))
+	runtime.SinkTo(runtime.FromSource(env, newSource(t, db, slot, cdc.WithTables("t")), "cdc").UID("cdc"), changeSink(t, db, "changes")).UID("out")
+	stop := runJob(t, env, "server-restart")
+	count := func() int64 {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		conn, err := pgx.Connect(ctx, db)
+		if err != nil {
+			return -1
+		}
+		defer func() { _ = conn.Close(ctx) }()
+		var n int64
+		if conn.QueryRow(ctx, "SELECT count(*) FROM changes").Scan(&n) != nil {
+			return -1
+		}
+		return n
+	}
+	waitFor(t, "the snapshot", func() bool { return count() >= 10 })
+	execSQL(t, db, "INSERT INTO t SELECT generate_series(11, 1010)")
+	if err := cluster.Restart(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	execSQL(t, db, "INSERT INTO t SELECT generate_series(1011, 1510)", "DELETE FROM t WHERE id <= 5")
+	waitFor(t, "1515 changes written", func() bool { return count() >= 1515 })
+	time.Sleep(100 * time.Millisecond)
+	if err := stop(); err != nil && !errors.Is(err, context.Canceled) {
+		t.Fatal(err)
+	}
+	checkOnce(t, db, "changes", 1515)
+}
