@@ -179,3 +179,64 @@ func TestRestartAfterTheServerRestarted(t *testing.T) {
 	}
 	checkOnce(t, db, "changes", 1515)
 }
+
+// A failure during the snapshot after a completed checkpoint held some of
+// its rows: the snapshot cannot be resumed, so by default the restored
+// job fails at once with an error naming the slot; with
+// WithSnapshotRestartAfterFailure it takes the snapshot again and every
+// row is emitted, those before the failure twice.
+func TestFailureDuringTheSnapshot(t *testing.T) {
+	for _, again := range []bool{false, true} {
+		t.Run(fmt.Sprintf("restart=%v", again), func(t *testing.T) {
+			db := pgtest.Get(t).Database(t)
+			execSQL(t, db, "CREATE TABLE t (id bigint PRIMARY KEY)", "INSERT INTO t SELECT generate_series(1, 300)")
+			slot := slotName("snapfail")
+			var completed, seen atomic.Int64
+			var failed atomic.Bool
+			env := runtime.NewEnvironment(quiet,
+				runtime.WithCheckpointInterval(5*time.Millisecond), runtime.WithCheckpointDir(t.TempDir()),
+				runtime.WithRestartStrategy(restart.FixedDelay(3, 10*time.Millisecond)),
+				runtime.WithJobListener(runtime.JobListener{CheckpointCompleted: func(int64) { completed.Add(1) }}))
+			in := runtime.FromSource(env, newSource(t, db, slot, cdc.WithTables("t"), cdc.WithBatchSize(10),
+				cdc.WithSnapshotRestartAfterFailure(again)), "cdc").UID("cdc")
+			var armed atomic.Int64
+			mapped := runtime.Map(in, func(c cdc.Change) (cdc.Change, error) {
+				n := seen.Add(1)
+				if n == 20 {
+					armed.Store(completed.Load())
+				}
+				if n > 20 && !failed.Load() && completed.Load() > armed.Load()+1 {
+					failed.Store(true)
+					return c, errors.New("injected failure in the snapshot")
+				}
+				time.Sleep(time.Millisecond)
+				return c, nil
+			}).UID("map")
+			sink := &collectSink{}
+			runtime.SinkTo(mapped, connector.Sink[cdc.Change](sink)).UID("out")
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			done := make(chan error, 1)
+			go func() { done <- env.Execute(ctx, "snapshot-failure") }()
+			if !again {
+				err := <-done
+				if !errors.Is(err, connector.ErrInvalidConfiguration) || !strings.Contains(err.Error(), `"`+slot+`"`) {
+					t.Fatalf("failure in the snapshot: %v; want an error naming slot %q", err, slot)
+				}
+				return
+			}
+			waitFor(t, "every row", func() bool {
+				ids := map[any]bool{}
+				for _, c := range sink.changes() {
+					ids[c.After["id"]] = true
+				}
+				return len(ids) == 300
+			})
+			cancel()
+			<-done
+			if !failed.Load() {
+				t.Fatal("no failure was injected")
+			}
+		})
+	}
+}

@@ -29,6 +29,7 @@ type config struct {
 	createPublication bool
 	batchSize         int
 	statusInterval    time.Duration
+	restartSnapshot   bool
 }
 
 func defaultConfig() config {
@@ -137,4 +138,16 @@ func WithBatchSize(changes int) Option {
 // server's wal_sender_timeout (60s by default).
 func WithStatusInterval(d time.Duration) Option {
 	return optionFunc(func(c *config) { c.statusInterval = d })
+}
+
+// WithSnapshotRestartAfterFailure lets a job that failed during the
+// snapshot, after a completed checkpoint held some of its rows, take the
+// snapshot again from the start (a new slot, a new snapshot) instead of
+// failing with an error naming the slot; default false. The rows emitted
+// before the failure are then emitted twice (op r, the second time as of
+// the later snapshot): exactly-once holds for the stream, at-least-once
+// for the snapshot rows, which a consumer that upserts by key absorbs.
+// Debezium restarts an interrupted snapshot this way.
+func WithSnapshotRestartAfterFailure(restart bool) Option {
+	return optionFunc(func(c *config) { c.restartSnapshot = restart })
 }

@@ -271,10 +271,11 @@ func (r *slotReader) lost(why string) error {
 // snapshot; for a streaming split, checks the slot and starts streaming.
 func (r *slotReader) start(b *batch) error {
 	s := r.split
-	if s.Phase == PhaseSnapshot && s.SnapshotRows > 0 {
+	if s.Phase == PhaseSnapshot && s.SnapshotRows > 0 && !r.src.cfg.restartSnapshot {
 		return fmt.Errorf("postgres cdc: slot %q: the job failed in the snapshot after %d rows of it were in a completed checkpoint, "+
-			"and a snapshot cannot be resumed (its exported snapshot ended with the failed connection): drop the slot "+
-			"(SELECT pg_drop_replication_slot('%s')) and start the job without its checkpoints; its output then holds those rows twice: %w",
+			"and a snapshot cannot be resumed (its exported snapshot ended with the failed connection): "+
+			"give the source WithSnapshotRestartAfterFailure(true) to take it again (its output then holds those rows twice), "+
+			"or drop the slot (SELECT pg_drop_replication_slot('%s')) and start the job without its checkpoints: %w",
 			s.Slot, s.SnapshotRows, s.Slot, connector.ErrInvalidConfiguration)
 	}
 	var err error
@@ -322,8 +323,9 @@ func (r *slotReader) checkSlot() error {
 // startSnapshot makes the publication if needed and the slot anew,
 // exporting its snapshot, and opens that snapshot in a REPEATABLE READ
 // transaction. A slot of the same name is dropped first: the split is new,
-// or its snapshot emitted nothing that a completed checkpoint holds, so
-// nothing read from the slot before was committed downstream.
+// or its snapshot emitted nothing that a completed checkpoint holds (so
+// nothing read from the slot before was committed downstream), or
+// WithSnapshotRestartAfterFailure allows taking the snapshot again.
 func (r *slotReader) startSnapshot(b *batch) error {
 	if err := r.ensurePublication(); err != nil {
 		return err
