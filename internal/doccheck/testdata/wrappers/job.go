@@ -18,6 +18,7 @@ import (
 	"github.com/splitflow/splitflow/connector/file"
 	"github.com/splitflow/splitflow/connector/kafka"
 	"github.com/splitflow/splitflow/connector/postgres"
+	"github.com/splitflow/splitflow/connector/postgres/cdc"
 	"github.com/splitflow/splitflow/runtime"
 	"github.com/splitflow/splitflow/runtime/restart"
 	"github.com/splitflow/splitflow/runtime/status"
@@ -40,6 +41,7 @@ var (
 	_ = file.NewSource
 	_ = kafka.StringValues
 	_ = postgres.NewSink[string]
+	_ = cdc.NewSource
 	_ = runtime.NewEnvironment
 	_ = watermark.Max
 	_ = restart.None
