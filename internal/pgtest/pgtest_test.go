@@ -102,3 +102,35 @@ func TestExternalServerIsUsedAndLeftRunning(t *testing.T) {
 	}
 	_ = conn.Close(context.Background())
 }
+
+// Restart stops the server and starts it again on the same data and
+// port: a table made before is there after, and a session of before is
+// ended.
+func TestRestartKeepsTheDataAndPort(t *testing.T) {
+	c := Start(t)
+	db := c.Database(t)
+	ctx := context.Background()
+	before, err := pgx.Connect(ctx, db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = before.Close(ctx) }()
+	if _, err := before.Exec(ctx, "CREATE TABLE kept (id int); INSERT INTO kept VALUES (7)"); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Restart(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := before.Ping(ctx); err == nil {
+		t.Error("a session of before the restart still answers")
+	}
+	after, err := pgx.Connect(ctx, db)
+	if err != nil {
+		t.Fatalf("connect after the restart: %v", err)
+	}
+	defer func() { _ = after.Close(ctx) }()
+	var v int
+	if err := after.QueryRow(ctx, "SELECT id FROM kept").Scan(&v); err != nil || v != 7 {
+		t.Fatalf("the table of before the restart: %v, %d", err, v)
+	}
+}
