@@ -86,7 +86,9 @@
 // IDENTITY FULL both carry the whole old row. A table without a primary
 // key needs REPLICA IDENTITY FULL (or USING INDEX) for the server to
 // accept its updates and deletes at all. MarshalDebezium and MarshalKey
-// encode a change as a Debezium-style JSON event and its key.
+// encode a change as a Debezium-style JSON event and its key. Each change
+// is emitted with its commit time (a snapshot row with the snapshot's
+// time) as its timestamp, for event-time windows downstream.
 //
 // TRUNCATE is not captured. A table added to the publication while the job
 // runs is captured from the ALTER PUBLICATION on, without a snapshot of
