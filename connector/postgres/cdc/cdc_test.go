@@ -240,3 +240,27 @@ func TestSlotIsConfirmedOnlyWhenACheckpointCompletes(t *testing.T) {
 	waitFor(t, "the slot confirmed past the commit after a checkpoint", func() bool { return confirmed() > commit })
 	_ = stop()
 }
+
+// At parallelism 2 the one split is read by subtask 0; the other reader
+// has nothing to read, and checkpoints still complete and confirm the
+// slot.
+func TestOneSplitAtParallelismTwo(t *testing.T) {
+	db := pgtest.Get(t).Database(t)
+	execSQL(t, db, "CREATE TABLE t (id bigint PRIMARY KEY)", "INSERT INTO t VALUES (1)")
+	slot := slotName("par2")
+	env := runtime.NewEnvironment(quiet, runtime.WithParallelism(2),
+		runtime.WithCheckpointInterval(20*time.Millisecond), runtime.WithCheckpointDir(t.TempDir()))
+	sink := &collectSink{}
+	runtime.SinkTo(runtime.FromSource(env, newSource(t, db, slot, cdc.WithTables("t")), "cdc").UID("cdc"), connector.Sink[cdc.Change](sink)).UID("out")
+	stop := runJob(t, env, "parallelism-2")
+	waitFor(t, "the snapshot", func() bool { return len(sink.changes()) == 1 })
+	execSQL(t, db, "INSERT INTO t VALUES (2)")
+	waitFor(t, "the insert", func() bool { return len(sink.changes()) == 2 })
+	commit := int64(sink.changes()[1].CommitLSN)
+	waitFor(t, "the slot confirmed past the insert", func() bool {
+		return queryInt(t, db, "SELECT (confirmed_flush_lsn - '0/0')::bigint FROM pg_replication_slots WHERE slot_name = $1", slot) > commit
+	})
+	if err := stop(); err != nil && !errors.Is(err, context.Canceled) {
+		t.Fatal(err)
+	}
+}
