@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/splitflow/splitflow/runtime/checkpoint"
+	"github.com/splitflow/splitflow/runtime/internal/engine"
 )
 
 // asyncStates declares count (ValueState[int64]), seen (MapState[string,
@@ -96,7 +97,7 @@ func TestFrozenSnapshotUnchangedByLaterWrites(t *testing.T) {
 	keys := make([]string, 2000)
 	for i := range keys {
 		keys[i] = "k" + strconv.Itoa(i)
-		if err := p.collect(keys[i], 0); err != nil {
+		if err := p.Collect(keys[i], 0); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -119,7 +120,7 @@ func TestFrozenSnapshotUnchangedByLaterWrites(t *testing.T) {
 	}()
 	<-started
 	for i, k := range keys {
-		if err := p.collect(k, 0); err != nil { // update, map put and remove, timer
+		if err := p.Collect(k, 0); err != nil { // update, map put and remove, timer
 			t.Fatal(err)
 		}
 		switch i % 4 {
@@ -136,12 +137,12 @@ func TestFrozenSnapshotUnchangedByLaterWrites(t *testing.T) {
 			p.state.setKey(k)
 			p.ctx.RegisterEventTimeTimer(50 + int64(i%50)) // up to the top of it
 		}
-		if err := p.collect("new"+k, 0); err != nil {
+		if err := p.Collect("new"+k, 0); err != nil {
 			t.Fatal(err)
 		}
 	}
 	// Fire the timers up to 75: pops off the top.
-	if err := p.emitWatermark(75); err != nil {
+	if err := p.EmitWatermark(75); err != nil {
 		t.Fatal(err)
 	}
 	after := viewOf(p)
@@ -265,7 +266,7 @@ func TestTaskEndingAbandonsEncoder(t *testing.T) {
 		close(waiting)
 		<-abandoned
 	}
-	if err := tk.performCheckpoint(checkpointBarrier{CheckpointID: 1}, 0); err != nil {
+	if err := tk.performCheckpoint(engine.CheckpointBarrier{CheckpointID: 1}, 0); err != nil {
 		t.Fatal(err)
 	}
 	e := tk.encoding

@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/splitflow/splitflow/runtime/checkpoint"
+	"github.com/splitflow/splitflow/runtime/internal/engine"
 )
 
 // The task side of checkpoints: barriers, alignment, snapshots and the
@@ -11,8 +12,8 @@ import (
 
 // channelBlocker is the part of an input gate that alignment uses.
 type channelBlocker interface {
-	block(ch int)
-	unblockAll()
+	Block(ch int)
+	UnblockAll()
 }
 
 // preparer is an operator that acts on a barrier before any state is
@@ -102,7 +103,7 @@ type checkpointNotified interface {
 // blocked until it arrived on all open channels (Flink's aligned
 // checkpoints), so that no record after the barrier on one channel is
 // processed before the snapshot.
-func (t *task) onBarrier(ch, open int, b checkpointBarrier) error {
+func (t *task) onBarrier(ch, open int, b engine.CheckpointBarrier) error {
 	id := b.CheckpointID
 	if id <= t.lastBarrier {
 		return nil // a checkpoint this task already took or saw aborted
@@ -129,7 +130,7 @@ func (t *task) onBarrier(ch, open int, b checkpointBarrier) error {
 		t.alignStart = time.Now()
 	}
 	t.arrived[ch] = true
-	t.gate.block(ch)
+	t.gate.Block(ch)
 	return t.maybeAligned(open)
 }
 
@@ -148,7 +149,7 @@ func (t *task) maybeAligned(open int) error {
 func (t *task) endAlignment(aborted int64) {
 	t.aligning, t.arrived = 0, nil
 	if t.gate != nil {
-		t.gate.unblockAll()
+		t.gate.UnblockAll()
 	}
 	t.lastBarrier = max(t.lastBarrier, aborted)
 }
@@ -156,7 +157,7 @@ func (t *task) endAlignment(aborted int64) {
 // triggerCheckpoint is barrier b entering a task that has no input
 // channels left to receive it: a source, or a task whose input ended. It
 // runs as an urgent mail.
-func (t *task) triggerCheckpoint(b checkpointBarrier) error {
+func (t *task) triggerCheckpoint(b engine.CheckpointBarrier) error {
 	if b.CheckpointID <= t.lastBarrier || b.CheckpointID == t.aligning {
 		return nil
 	}
@@ -172,7 +173,7 @@ func (t *task) triggerCheckpoint(b checkpointBarrier) error {
 // ended) and acknowledges, once the encoders are done if there are any.
 // An operator that cannot prepare fails the task (see preparer); one that
 // cannot snapshot declines the checkpoint and the job goes on.
-func (t *task) performCheckpoint(b checkpointBarrier, align time.Duration) error {
+func (t *task) performCheckpoint(b engine.CheckpointBarrier, align time.Duration) error {
 	id := b.CheckpointID
 	t.lastBarrier = id
 	if t.encoding != nil {
@@ -226,7 +227,7 @@ func (t *task) performCheckpoint(b checkpointBarrier, align time.Duration) error
 	sync := time.Since(syncStart)
 	if !t.ended {
 		for _, o := range t.outputs {
-			o.broadcastEvent(event{kind: eventBarrier, barrier: b})
+			o.BroadcastEvent(engine.Event{Kind: engine.EventBarrier, Barrier: b})
 		}
 	}
 	// Publishing here too means a completed checkpoint implies counters
@@ -259,7 +260,7 @@ func (t *task) performCheckpoint(b checkpointBarrier, align time.Duration) error
 		}
 		// The mail first: once done is closed this goroutine has
 		// nothing left to do.
-		t.mb.put(priorityUrgent, mail{name: "snapshot encoded", run: func() error {
+		t.mb.Put(engine.PriorityUrgent, engine.Mail{Name: "snapshot encoded", Run: func() error {
 			t.finishEncoding(e)
 			return nil
 		}})

@@ -6,6 +6,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/splitflow/splitflow/runtime/internal/engine"
 )
 
 // Rule (Flink's SinkWriterOperator): a sink writer that fails to prepare
@@ -61,16 +63,16 @@ func TestPrepareFailureFailsTaskNotCheckpoint(t *testing.T) {
 // complete here: another channel is past it), and the alignment of N goes
 // on until N arrived on every channel.
 func TestStaleBarrierDoesNotCountTowardNewerAlignment(t *testing.T) {
-	down := newInputGate[int](1, 8)
-	out := newRecordWriter(partitionForward, []*inputGate[int]{down}, 0, 100, nil, 128, 0)
-	tk := &task{name: "t", head: &opInfo{name: "t"}, cfg: &config{}, mb: newMailbox(), outputs: []networkOutput{out}}
-	up := newInputGate[int](2, 8)
+	down := engine.NewInputGate[int](1, 8)
+	out := engine.NewRecordWriter(engine.PartitionForward, []*engine.InputGate[int]{down}, 0, 100, nil, 128, 0)
+	tk := &task{name: "t", head: &opInfo{name: "t"}, cfg: &config{}, mb: engine.NewMailbox(), outputs: []engine.NetworkOutput{out}}
+	up := engine.NewInputGate[int](2, 8)
 	tk.gate = up
-	in := &gateInput[int]{t: tk, gate: up, head: output[int](out), valve: newWatermarkValve(2, out)}
-	a := newRecordWriter(partitionForward, []*inputGate[int]{up}, 0, 1, nil, 128, 0)
-	b := newRecordWriter(partitionForward, []*inputGate[int]{up}, 1, 1, nil, 128, 0)
-	barrier := func(id int64) event {
-		return event{kind: eventBarrier, barrier: checkpointBarrier{CheckpointID: id}}
+	in := &gateInput[int]{t: tk, gate: up, head: output[int](out), valve: engine.NewWatermarkValve(2, out)}
+	a := engine.NewRecordWriter(engine.PartitionForward, []*engine.InputGate[int]{up}, 0, 1, nil, 128, 0)
+	b := engine.NewRecordWriter(engine.PartitionForward, []*engine.InputGate[int]{up}, 1, 1, nil, 128, 0)
+	barrier := func(id int64) engine.Event {
+		return engine.Event{Kind: engine.EventBarrier, Barrier: engine.CheckpointBarrier{CheckpointID: id}}
 	}
 	drain := func() {
 		for {
@@ -83,33 +85,33 @@ func TestStaleBarrierDoesNotCountTowardNewerAlignment(t *testing.T) {
 	}
 	var got []int
 	collect := func() {
-		out.flush()
+		out.Flush()
 		for {
-			_, bt, ok := down.poll(nil, 0)
+			_, bt, ok := down.Poll(nil, 0)
 			if !ok {
 				return
 			}
-			for _, r := range bt.records {
-				got = append(got, r.value)
+			for _, r := range bt.Records {
+				got = append(got, r.Value)
 			}
-			if bt.ev.kind == eventBarrier {
-				got = append(got, -int(bt.ev.barrier.CheckpointID))
+			if bt.Ev.Kind == engine.EventBarrier {
+				got = append(got, -int(bt.Ev.Barrier.CheckpointID))
 			}
 		}
 	}
-	_ = a.collect(1, 0)
-	a.broadcastEvent(barrier(6))
-	_ = a.collect(100, 0) // behind barrier 6
+	_ = a.Collect(1, 0)
+	a.BroadcastEvent(barrier(6))
+	_ = a.Collect(100, 0) // behind barrier 6
 	drain()
-	_ = b.collect(2, 0)
-	b.broadcastEvent(barrier(5))
+	_ = b.Collect(2, 0)
+	b.BroadcastEvent(barrier(5))
 	drain()
 	collect()
 	if fmt.Sprint(got) != "[1 2]" {
 		t.Fatalf("after barrier 6 on channel 0 and barrier 5 on channel 1: forwarded %v, want [1 2] (barrier 5 must not complete checkpoint 6)", got)
 	}
-	_ = b.collect(3, 0)
-	b.broadcastEvent(barrier(6))
+	_ = b.Collect(3, 0)
+	b.BroadcastEvent(barrier(6))
 	drain()
 	collect()
 	if fmt.Sprint(got) != "[1 2 3 -6 100]" {

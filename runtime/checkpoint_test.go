@@ -15,6 +15,7 @@ import (
 
 	"github.com/splitflow/splitflow/connector"
 	"github.com/splitflow/splitflow/runtime/checkpoint"
+	"github.com/splitflow/splitflow/runtime/internal/engine"
 	"github.com/splitflow/splitflow/runtime/restart"
 )
 
@@ -593,18 +594,18 @@ func TestFinalCheckpointCommitsBoundedJob(t *testing.T) {
 // Alignment: after barrier N on one channel, records behind it are not
 // processed until N arrived on the other channel too.
 func TestAlignmentBlocksChannelUntilAllBarriersArrived(t *testing.T) {
-	down := newInputGate[int](1, 8)
-	out := newRecordWriter(partitionForward, []*inputGate[int]{down}, 0, 100, nil, 128, 0)
-	tk := &task{name: "t", head: &opInfo{name: "t"}, cfg: &config{}, mb: newMailbox(), outputs: []networkOutput{out}}
-	up := newInputGate[int](2, 8)
+	down := engine.NewInputGate[int](1, 8)
+	out := engine.NewRecordWriter(engine.PartitionForward, []*engine.InputGate[int]{down}, 0, 100, nil, 128, 0)
+	tk := &task{name: "t", head: &opInfo{name: "t"}, cfg: &config{}, mb: engine.NewMailbox(), outputs: []engine.NetworkOutput{out}}
+	up := engine.NewInputGate[int](2, 8)
 	tk.gate = up
-	in := &gateInput[int]{t: tk, gate: up, head: output[int](out), valve: newWatermarkValve(2, out)}
-	a := newRecordWriter(partitionForward, []*inputGate[int]{up}, 0, 1, nil, 128, 0)
-	b := newRecordWriter(partitionForward, []*inputGate[int]{up}, 1, 1, nil, 128, 0)
-	barrier := event{kind: eventBarrier, barrier: checkpointBarrier{CheckpointID: 3}}
-	_ = a.collect(1, 0)
-	a.broadcastEvent(barrier)
-	_ = a.collect(100, 0) // after the barrier: must wait
+	in := &gateInput[int]{t: tk, gate: up, head: output[int](out), valve: engine.NewWatermarkValve(2, out)}
+	a := engine.NewRecordWriter(engine.PartitionForward, []*engine.InputGate[int]{up}, 0, 1, nil, 128, 0)
+	b := engine.NewRecordWriter(engine.PartitionForward, []*engine.InputGate[int]{up}, 1, 1, nil, 128, 0)
+	barrier := engine.Event{Kind: engine.EventBarrier, Barrier: engine.CheckpointBarrier{CheckpointID: 3}}
+	_ = a.Collect(1, 0)
+	a.BroadcastEvent(barrier)
+	_ = a.Collect(100, 0) // after the barrier: must wait
 	drain := func() {
 		for {
 			if st, err := in.step(); err != nil || st == inputNothing {
@@ -613,19 +614,19 @@ func TestAlignmentBlocksChannelUntilAllBarriersArrived(t *testing.T) {
 		}
 	}
 	drain()
-	out.flush()
+	out.Flush()
 	var got []int
 	collect := func() {
 		for {
-			_, bt, ok := down.poll(nil, 0)
+			_, bt, ok := down.Poll(nil, 0)
 			if !ok {
 				return
 			}
-			for _, r := range bt.records {
-				got = append(got, r.value)
+			for _, r := range bt.Records {
+				got = append(got, r.Value)
 			}
-			if bt.ev.kind == eventBarrier {
-				got = append(got, -int(bt.ev.barrier.CheckpointID))
+			if bt.Ev.Kind == engine.EventBarrier {
+				got = append(got, -int(bt.Ev.Barrier.CheckpointID))
 			}
 		}
 	}
@@ -633,10 +634,10 @@ func TestAlignmentBlocksChannelUntilAllBarriersArrived(t *testing.T) {
 	if fmt.Sprint(got) != "[1]" {
 		t.Fatalf("before the second barrier: forwarded %v, want [1] (100 is behind barrier 3 and must wait)", got)
 	}
-	_ = b.collect(2, 0)
-	b.broadcastEvent(barrier)
+	_ = b.Collect(2, 0)
+	b.BroadcastEvent(barrier)
 	drain()
-	out.flush()
+	out.Flush()
 	collect()
 	if fmt.Sprint(got) != "[1 2 -3 100]" {
 		t.Fatalf("forwarded %v, want [1 2 -3 100]: the records before the barrier, the barrier, then the rest", got)

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/splitflow/splitflow/runtime/internal/engine"
 	"github.com/splitflow/splitflow/runtime/restart"
 )
 
@@ -204,7 +205,7 @@ func TestCoProcessGraph(t *testing.T) {
 	}
 	for _, n := range []*node{c1.node, c2.node} {
 		for _, e := range n.inputs {
-			if e.kind != partitionHash {
+			if e.kind != engine.PartitionHash {
 				t.Fatalf("input %q of %q is not hash-partitioned", e.from.name, n.name)
 			}
 		}

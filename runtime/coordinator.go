@@ -10,6 +10,7 @@ import (
 
 	"github.com/splitflow/splitflow/connector"
 	"github.com/splitflow/splitflow/metrics"
+	"github.com/splitflow/splitflow/runtime/internal/engine"
 )
 
 // operatorCoordinator is the job-wide half of an operator, running beside
@@ -68,7 +69,7 @@ type sourceCoordinator[T any, S connector.Split, C any] struct {
 	restored []byte
 	rescaled [][]byte
 
-	queue *mailbox
+	queue *engine.Mailbox
 
 	// Coordinator goroutine only.
 	enum       connector.SplitEnumerator[S, C]
@@ -113,7 +114,7 @@ func newSourceCoordinator[T any, S connector.Split, C any](info opInfo, src conn
 		parallelism: parallelism,
 		gateways:    make([]*subtaskGateway[T, S, C], parallelism),
 		fail:        fail,
-		queue:       newMailbox(),
+		queue:       engine.NewMailbox(),
 		registered:  map[int]connector.ReaderInfo{},
 		tracker:     newSplitAssignmentTracker[S](),
 	}
@@ -126,7 +127,7 @@ func newSourceCoordinator[T any, S connector.Split, C any](info opInfo, src conn
 // post queues fn for the coordinator goroutine. Safe from any goroutine;
 // dropped once the coordinator has stopped.
 func (c *sourceCoordinator[T, S, C]) post(name string, fn func() error) {
-	c.queue.put(priorityDefault, mail{name: name, run: fn})
+	c.queue.Put(engine.PriorityDefault, engine.Mail{Name: name, Run: fn})
 }
 
 func (c *sourceCoordinator[T, S, C]) run(ctx context.Context) {
@@ -179,20 +180,20 @@ func (c *sourceCoordinator[T, S, C]) run(ctx context.Context) {
 		}
 	}
 	for {
-		for c.queue.hasMail() {
-			m, ok := c.queue.take()
+		for c.queue.HasMail() {
+			m, ok := c.queue.Take()
 			if !ok {
 				break
 			}
-			if err := m.run(); err != nil {
-				c.fail(c.info.wrap(fmt.Errorf("%s: %w", m.name, err)))
+			if err := m.Run(); err != nil {
+				c.fail(c.info.wrap(fmt.Errorf("%s: %w", m.Name, err)))
 				return
 			}
 		}
 		select {
 		case <-ctx.Done():
 			return
-		case <-c.queue.ready:
+		case <-c.queue.Ready:
 		}
 	}
 }
@@ -210,7 +211,7 @@ func (c *sourceCoordinator[T, S, C]) shutdown() {
 		}
 	}
 	c.async.Wait()
-	c.queue.close()
+	c.queue.Close()
 }
 
 func (c *sourceCoordinator[T, S, C]) closeEnumerator() (err error) {

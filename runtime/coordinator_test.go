@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/splitflow/splitflow/connector"
+	"github.com/splitflow/splitflow/runtime/internal/engine"
 )
 
 // discoveringSource finds its splits asynchronously (CallAsync), answers
@@ -181,9 +182,9 @@ func TestEnumeratorRunsOnOneGoroutine(t *testing.T) {
 // assigns nothing (SplitEnumeratorContext.AssignSplits).
 func TestAssignToUnregisteredReaderFails(t *testing.T) {
 	c := newSourceCoordinator(opInfo{name: "s", subtask: -1}, connector.Source[ev, *memSplit, int](&memSource[ev]{}), 2, func(error) {}, gateOptions{})
-	mb0 := newMailbox()
+	mb0 := engine.NewMailbox()
 	c.gateways[0].bind(mb0, nil)
-	c.gateways[1].bind(newMailbox(), nil)
+	c.gateways[1].bind(engine.NewMailbox(), nil)
 	c.registered[0] = connector.ReaderInfo{SubtaskIndex: 0}
 	err := c.AssignSplits(connector.SplitsAssignment[*memSplit]{Assignment: map[int][]*memSplit{
 		0: {{id: "a"}}, 1: {{id: "b"}},
@@ -191,7 +192,7 @@ func TestAssignToUnregisteredReaderFails(t *testing.T) {
 	if err == nil {
 		t.Fatal("assignment to unregistered subtask 1 succeeded")
 	}
-	if mb0.hasMail() {
+	if mb0.HasMail() {
 		t.Fatal("a failed assignment still sent splits to subtask 0")
 	}
 	if err := c.SignalNoMoreSplits(1); err == nil {
@@ -206,7 +207,7 @@ func TestCoordinatorSnapshotRunsOnCoordinatorGoroutine(t *testing.T) {
 	var check threadCheck
 	src := &memSource[ev]{numSplits: 5, perSplit: 1, pull: true, onEnumerator: func(e *memEnumerator[ev]) { e.check = &check }}
 	c := newSourceCoordinator(opInfo{name: "s", subtask: -1}, connector.Source[ev, *memSplit, int](src), 1, func(err error) { t.Error(err) }, gateOptions{off: true})
-	mb := newMailbox()
+	mb := engine.NewMailbox()
 	c.gateways[0].bind(mb, &sourceOperator[ev, *memSplit, int]{})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
@@ -227,7 +228,7 @@ func TestCoordinatorSnapshotRunsOnCoordinatorGoroutine(t *testing.T) {
 	if check.violation != "" {
 		t.Fatal(check.violation)
 	}
-	if !mb.hasMail() {
+	if !mb.HasMail() {
 		t.Fatal("the split request was not answered into the reader's mailbox")
 	}
 }

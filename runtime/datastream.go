@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/splitflow/splitflow/connector"
+	"github.com/splitflow/splitflow/runtime/internal/engine"
 	"github.com/splitflow/splitflow/runtime/internal/stateformat"
 	"github.com/splitflow/splitflow/runtime/watermark"
 )
@@ -21,7 +22,7 @@ type DataStream[T any] struct {
 	node *node
 	// part is the partitioner the next operator consumes this stream with;
 	// set by Rebalance, Broadcast and Forward.
-	part     partitionKind
+	part     engine.PartitionKind
 	explicit bool
 }
 
@@ -99,7 +100,7 @@ func (env *Environment) addNode(kind string, n *node) *node {
 	return n
 }
 
-func connect[T any](up DataStream[T], n *node, kind partitionKind, explicit bool, keyHash any) {
+func connect[T any](up DataStream[T], n *node, kind engine.PartitionKind, explicit bool, keyHash any) {
 	e := &edge{from: up.node, to: n, kind: kind, explicit: explicit, keyHash: keyHash}
 	up.node.outputs = append(up.node.outputs, e)
 	n.inputs = append(n.inputs, e)
@@ -241,7 +242,7 @@ func (s *sourceSpec[T, S, C]) describeSplits(old [][]byte) ([]string, error) {
 	return out, nil
 }
 
-func (s *sourceSpec[T, S, C]) buildSubtask(coord operatorCoordinator, info opInfo, parallelism int, mb *mailbox, out any) (lifecycle, taskInput) {
+func (s *sourceSpec[T, S, C]) buildSubtask(coord operatorCoordinator, info opInfo, parallelism int, mb *engine.Mailbox, out any) (lifecycle, taskInput) {
 	c := coord.(*sourceCoordinator[T, S, C])
 	op := &sourceOperator[T, S, C]{info: info, src: s.src, coord: c, par: parallelism, strategy: s.strategy, out: out.(output[T])}
 	c.gateways[info.subtask].bind(mb, op)
@@ -318,14 +319,14 @@ func Union[T any](first DataStream[T], others ...DataStream[T]) DataStream[T] {
 
 // Rebalance sends the stream round-robin to the next operator's subtasks.
 func Rebalance[T any](ds DataStream[T]) DataStream[T] {
-	ds.part, ds.explicit = partitionRebalance, true
+	ds.part, ds.explicit = engine.PartitionRebalance, true
 	return ds
 }
 
 // Broadcast sends every record of the stream to every subtask of the next
 // operator.
 func Broadcast[T any](ds DataStream[T]) DataStream[T] {
-	ds.part, ds.explicit = partitionBroadcast, true
+	ds.part, ds.explicit = engine.PartitionBroadcast, true
 	return ds
 }
 
@@ -333,7 +334,7 @@ func Broadcast[T any](ds DataStream[T]) DataStream[T] {
 // which must have the same parallelism. It is the default between
 // operators of equal parallelism.
 func Forward[T any](ds DataStream[T]) DataStream[T] {
-	ds.part, ds.explicit = partitionForward, true
+	ds.part, ds.explicit = engine.PartitionForward, true
 	return ds
 }
 
@@ -437,7 +438,7 @@ func KeyedProcessPerSubtask[K comparable, I, O any](ks KeyedStream[K, I], newFn 
 	n.sideCapable = true
 	ks.stream.env.addNode("KeyedProcess", n)
 	for _, in := range append([]DataStream[I]{ks.stream}, ks.also...) {
-		connect(in, n, partitionHash, true, keyHash)
+		connect(in, n, engine.PartitionHash, true, keyHash)
 	}
 	return DataStream[O]{env: ks.stream.env, node: n}
 }

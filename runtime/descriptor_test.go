@@ -14,6 +14,7 @@ import (
 	"testing"
 
 	"github.com/splitflow/splitflow/runtime/checkpoint"
+	"github.com/splitflow/splitflow/runtime/internal/engine"
 	"github.com/splitflow/splitflow/runtime/internal/keygroup"
 	"github.com/splitflow/splitflow/runtime/internal/pebblestate"
 )
@@ -30,7 +31,7 @@ func forEachUnitBackend(t *testing.T, f func(t *testing.T, sc stateConfig)) {
 // chk when it is not nil; the test drives its state through p.ctx.
 func openStringKeyed(t *testing.T, sc stateConfig, chk *checkpoint.Checkpoint) (*keyedProcessOperator[string, string, string], func(), error) {
 	t.Helper()
-	tk := &task{name: "p", head: &opInfo{name: "p"}, cfg: &config{maxParallelism: 128, state: sc}, mb: newMailbox()}
+	tk := &task{name: "p", head: &opInfo{name: "p"}, cfg: &config{maxParallelism: 128, state: sc}, mb: engine.NewMailbox()}
 	if chk != nil {
 		tk.restored = &restoredState{chk: chk}
 	}
@@ -46,7 +47,7 @@ func openStringKeyed(t *testing.T, sc stateConfig, chk *checkpoint.Checkpoint) (
 // openKeyedOf is openStringKeyed over keys of type K.
 func openKeyedOf[K comparable](t *testing.T, sc stateConfig, chk *checkpoint.Checkpoint) (*keyedProcessOperator[K, K, string], func(), error) {
 	t.Helper()
-	tk := &task{name: "p", head: &opInfo{name: "p"}, cfg: &config{maxParallelism: 128, state: sc}, mb: newMailbox()}
+	tk := &task{name: "p", head: &opInfo{name: "p"}, cfg: &config{maxParallelism: 128, state: sc}, mb: engine.NewMailbox()}
 	if chk != nil {
 		tk.restored = &restoredState{chk: chk}
 	}

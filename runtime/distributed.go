@@ -10,6 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/splitflow/splitflow/connector"
+	"github.com/splitflow/splitflow/runtime/internal/engine"
 	"github.com/splitflow/splitflow/runtime/internal/keygroup"
 	"github.com/splitflow/splitflow/runtime/internal/slots"
 	"github.com/splitflow/splitflow/runtime/internal/stateformat"
@@ -175,7 +176,7 @@ func (env *Environment) cutShuffles() error {
 		var cuts []*edge
 		for _, e := range n.inputs {
 			switch e.kind {
-			case partitionHash, partitionRebalance, partitionBroadcast:
+			case engine.PartitionHash, engine.PartitionRebalance, engine.PartitionBroadcast:
 				cuts = append(cuts, e)
 			}
 		}
@@ -207,7 +208,7 @@ func (env *Environment) cutShuffles() error {
 			// The keyed operator keeps its edge (and so the input's
 			// position): it now comes forward from the decode.
 			e.from.outputs = removeEdge(e.from.outputs, e)
-			e.from, e.kind, e.keyHash = dec, partitionForward, nil
+			e.from, e.kind, e.keyHash = dec, engine.PartitionForward, nil
 			dec.outputs = append(dec.outputs, e)
 		}
 	}
@@ -250,7 +251,7 @@ func (typeOpsFor[T]) cut(env *Environment, e *edge, sh Shuffle, channel string, 
 	var route func(subtask int) func(T) int32
 	var partitions int
 	switch e.kind {
-	case partitionHash:
+	case engine.PartitionHash:
 		keyHash, ok := e.keyHash.(func(T) uint32)
 		if !ok || keyHash == nil {
 			return nil, invalidGraph("distributed: the keyed edge %s -> %s has no key hash", e.from, e.to)
@@ -266,9 +267,9 @@ func (typeOpsFor[T]) cut(env *Environment, e *edge, sh Shuffle, channel string, 
 				return int32(keygroup.Subtask(keygroup.ForHash(keyHash(v), maxParallelism), slots, maxParallelism))
 			}
 		}
-	case partitionRebalance, partitionBroadcast:
+	case engine.PartitionRebalance, engine.PartitionBroadcast:
 		partitions = slots
-		if e.kind == partitionRebalance {
+		if e.kind == engine.PartitionRebalance {
 			// Round robin, each subtask starting after its own index
 			// (the in-process writer's rule), so that subtasks with a
 			// few records do not all send them to partition 0.

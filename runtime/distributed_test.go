@@ -21,6 +21,7 @@ import (
 
 	"github.com/splitflow/splitflow/connector"
 	"github.com/splitflow/splitflow/runtime/checkpoint"
+	"github.com/splitflow/splitflow/runtime/internal/engine"
 	"github.com/splitflow/splitflow/runtime/internal/keygroup"
 	"github.com/splitflow/splitflow/runtime/internal/slots"
 	"github.com/splitflow/splitflow/runtime/internal/statustest"
@@ -94,7 +95,7 @@ func TestDistributedCutsEveryKeyedEdgeIntoAShuffleOfAPartitionPerSlot(t *testing
 	var enc *node
 	for _, n := range g.nodes {
 		for _, e := range n.inputs {
-			if e.kind != partitionForward {
+			if e.kind != engine.PartitionForward {
 				t.Fatalf("edge %s -> %s is %s", e.from, e.to, partitioningName(e.kind))
 			}
 		}
@@ -122,7 +123,7 @@ func TestDistributedCutsEveryKeyedEdgeIntoAShuffleOfAPartitionPerSlot(t *testing
 		for i := range 200 {
 			k := fmt.Sprintf("key-%d-%d", subtask, i)
 			keys = append(keys, k)
-			if err := in.(output[string]).collect(k, 0); err != nil {
+			if err := in.(output[string]).Collect(k, 0); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -138,7 +139,7 @@ func TestDistributedCutsEveryKeyedEdgeIntoAShuffleOfAPartitionPerSlot(t *testing
 			dec := &winOut[string]{}
 			u.out = dec
 			u.index = map[int32]int{b.Partition: 0}
-			if err := u.collect(b, 0); err != nil {
+			if err := u.Collect(b, 0); err != nil {
 				t.Fatal(err)
 			}
 			for _, k := range dec.vals {
@@ -181,7 +182,7 @@ func TestDistributedCutsRebalanceAndBroadcastEdgesIntoShuffles(t *testing.T) {
 	}
 	for _, n := range g.nodes {
 		for _, e := range n.inputs {
-			if e.kind != partitionForward {
+			if e.kind != engine.PartitionForward {
 				t.Fatalf("edge %s -> %s is %s", e.from, e.to, partitioningName(e.kind))
 			}
 		}
@@ -194,11 +195,11 @@ func TestDistributedCutsRebalanceAndBroadcastEdgesIntoShuffles(t *testing.T) {
 func TestShuffleRebalanceAndBroadcastRouting(t *testing.T) {
 	for _, c := range []struct {
 		name string
-		edge partitionKind
+		edge engine.PartitionKind
 		want map[int32][]string
 	}{
-		{"rebalance", partitionRebalance, map[int32][]string{2: {"a", "d"}, 0: {"b", "e"}, 1: {"c"}}},
-		{"broadcast", partitionBroadcast, map[int32][]string{0: {"a", "b", "c", "d", "e"}, 1: {"a", "b", "c", "d", "e"}, 2: {"a", "b", "c", "d", "e"}}},
+		{"rebalance", engine.PartitionRebalance, map[int32][]string{2: {"a", "d"}, 0: {"b", "e"}, 1: {"c"}}},
+		{"broadcast", engine.PartitionBroadcast, map[int32][]string{0: {"a", "b", "c", "d", "e"}, 1: {"a", "b", "c", "d", "e"}, 2: {"a", "b", "c", "d", "e"}}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			env := distEnv(t, &recordingShuffle{}, WithDistributed(Distributed{Job: "j", Slots: 3, Shuffle: &recordingShuffle{}}))
@@ -217,7 +218,7 @@ func TestShuffleRebalanceAndBroadcastRouting(t *testing.T) {
 			recs := &winOut[connector.ShuffleRecord]{}
 			op, in := enc.build(opInfo{subtask: 1}, 3, output[connector.ShuffleRecord](recs))
 			for _, v := range []string{"a", "b", "c", "d", "e"} {
-				if err := in.(output[string]).collect(v, 0); err != nil {
+				if err := in.(output[string]).Collect(v, 0); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -229,7 +230,7 @@ func TestShuffleRebalanceAndBroadcastRouting(t *testing.T) {
 				dec := newShuffleUnbatchOperator(opInfo{}, "j.c", DefaultSerde[string]().Decode, output[string](&winOut[string]{}), 3, 3, func(int, int) int { return 0 })
 				o := &winOut[string]{}
 				dec.out = o
-				if err := dec.collect(r, 0); err != nil {
+				if err := dec.Collect(r, 0); err != nil {
 					t.Fatal(err)
 				}
 				got[r.Partition] = append(got[r.Partition], o.vals...)
@@ -681,9 +682,9 @@ func TestSlotRevokedBeforeItsFirstRecordIsReleasedAtOnce(t *testing.T) {
 	doneB := make(chan error, 1)
 	go func() { doneB <- distributedRunInto(ctxB, c.ListenAddrs(), dir, second) }()
 	deadline = time.Now().Add(30 * time.Second)
-	for second.count() < 100 {
+	for second.Count() < 100 {
 		if time.Now().After(deadline) {
-			t.Fatalf("the second process wrote %d records in 30s: the revoked slot was not released", second.count())
+			t.Fatalf("the second process wrote %d records in 30s: the revoked slot was not released", second.Count())
 		}
 		select {
 		case err := <-doneA:
@@ -730,7 +731,7 @@ func TestDistributedSavepointIsRefusedNamingWhy(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- env.Execute(ctx, "logs") }()
 	deadline := time.Now().Add(time.Minute)
-	for sink.count() < 200 {
+	for sink.Count() < 200 {
 		if time.Now().After(deadline) {
 			t.Fatal("the job wrote nothing in a minute")
 		}

@@ -6,6 +6,7 @@ import (
 	"sync"
 
 	"github.com/splitflow/splitflow/connector"
+	"github.com/splitflow/splitflow/runtime/internal/engine"
 )
 
 // gateOptions are the test knobs of the gateways: the gate switched off,
@@ -40,10 +41,10 @@ type gateOptions struct {
 type subtaskGateway[T any, S connector.Split, C any] struct {
 	mu       sync.Mutex
 	gateOff  bool
-	mb       *mailbox
+	mb       *engine.Mailbox
 	op       *sourceOperator[T, S, C]
 	next     *sourceOperator[T, S, C] // binding waiting for activate
-	nextMb   *mailbox
+	nextMb   *engine.Mailbox
 	detached bool
 	// gen counts failures; a reset activates only the binding made after
 	// the newest one.
@@ -61,7 +62,7 @@ type subtaskGateway[T any, S connector.Split, C any] struct {
 
 // bind attaches a subtask's task: directly before the job runs, or, after
 // failed, as the binding that activate makes current.
-func (g *subtaskGateway[T, S, C]) bind(mb *mailbox, op *sourceOperator[T, S, C]) {
+func (g *subtaskGateway[T, S, C]) bind(mb *engine.Mailbox, op *sourceOperator[T, S, C]) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.detached {
@@ -136,7 +137,7 @@ func (g *subtaskGateway[T, S, C]) deliver(name string, fn func(*sourceOperator[T
 	}
 	mb, op := g.mb, g.op
 	g.inflight++
-	m := mail{name: name, run: func() error {
+	m := engine.Mail{Name: name, Run: func() error {
 		err := fn(op)
 		g.delivered(mb)
 		return err
@@ -145,19 +146,19 @@ func (g *subtaskGateway[T, S, C]) deliver(name string, fn func(*sourceOperator[T
 		delay := g.delay
 		go func() {
 			delay()
-			if !mb.put(priorityDefault, m) {
+			if !mb.Put(engine.PriorityDefault, m) {
 				g.delivered(mb)
 			}
 		}()
 		return
 	}
-	if !mb.put(priorityDefault, m) {
+	if !mb.Put(engine.PriorityDefault, m) {
 		g.inflight--
 		g.maybeRelease()
 	}
 }
 
-func (g *subtaskGateway[T, S, C]) delivered(mb *mailbox) {
+func (g *subtaskGateway[T, S, C]) delivered(mb *engine.Mailbox) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.mb != mb || g.inflight == 0 {

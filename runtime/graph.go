@@ -12,6 +12,7 @@ import (
 
 	"github.com/splitflow/splitflow/connector"
 	"github.com/splitflow/splitflow/runtime/checkpoint"
+	"github.com/splitflow/splitflow/runtime/internal/engine"
 	"github.com/splitflow/splitflow/runtime/internal/stateformat"
 )
 
@@ -81,7 +82,7 @@ type node struct {
 // edge connects two nodes; kind is the partitioner.
 type edge struct {
 	from, to *node
-	kind     partitionKind
+	kind     engine.PartitionKind
 	explicit bool // chosen by the user, not defaulted
 	keyHash  any  // func(T) uint32 for hash edges
 }
@@ -89,7 +90,7 @@ type edge struct {
 // sourceNode creates a source's coordinator and its subtasks' operators.
 type sourceNode interface {
 	newCoordinator(info opInfo, parallelism int, fail func(error), gate gateOptions, restored []byte, rescaled [][]byte, book bool) operatorCoordinator
-	buildSubtask(coord operatorCoordinator, info opInfo, parallelism int, mb *mailbox, out any) (lifecycle, taskInput)
+	buildSubtask(coord operatorCoordinator, info opInfo, parallelism int, mb *engine.Mailbox, out any) (lifecycle, taskInput)
 	// describeSplits formats the splits of the readers' checkpointed
 	// state, for the restore report.
 	describeSplits(old [][]byte) ([]string, error)
@@ -143,7 +144,7 @@ func (n *node) par(cfg *config) int {
 // consuming subtask's gate: one per producing subtask, except for a
 // forward edge, which connects subtask i to subtask i only.
 func channelsOf(e *edge, cfg *config) int {
-	if e.kind == partitionForward {
+	if e.kind == engine.PartitionForward {
 		return 1
 	}
 	return e.from.par(cfg)
@@ -156,7 +157,7 @@ func channelsOf(e *edge, cfg *config) int {
 func isChainable(e *edge, cfg *config) bool {
 	return cfg.chaining &&
 		len(e.to.inputs) == 1 &&
-		e.kind == partitionForward &&
+		e.kind == engine.PartitionForward &&
 		e.from.par(cfg) == e.to.par(cfg) &&
 		e.from.outChaining() != chainNever &&
 		e.to.chaining == chainAlways
@@ -243,14 +244,14 @@ func buildJobGraph(env *Environment) (*jobGraph, error) {
 		}
 		n.outputs = outs
 		for _, e := range n.inputs {
-			if e.kind == partitionForward && e.from.par(cfg) != p {
+			if e.kind == engine.PartitionForward && e.from.par(cfg) != p {
 				if e.explicit {
 					bad("forward edge %q -> %q connects parallelism %d to %d; forward needs equal parallelism, use Rebalance", e.from.name, n.name, e.from.par(cfg), p)
 					continue
 				}
 				// Flink's default: forward when parallelism matches,
 				// rebalance otherwise.
-				e.kind = partitionRebalance
+				e.kind = engine.PartitionRebalance
 			}
 		}
 	}
@@ -364,7 +365,7 @@ func (ex *execution) buildTasks(region int, rs *restoredState) []*task {
 				subtask:     s,
 				parallelism: c.parallelism,
 				cfg:         cfg,
-				mb:          newMailbox(),
+				mb:          engine.NewMailbox(),
 				ex:          ex,
 				id:          checkpoint.TaskID{UID: head.uid, Subtask: s},
 				region:      s,
@@ -397,7 +398,7 @@ func (ex *execution) buildTasks(region int, rs *restoredState) []*task {
 					down := g.chain[e.to]
 					var targets []any
 					ch := down.offsets[e]
-					if e.kind == partitionForward {
+					if e.kind == engine.PartitionForward {
 						targets = gates[down][s : s+1]
 					} else {
 						targets = gates[down]
@@ -468,7 +469,7 @@ func (g *jobGraph) pointwise() bool {
 			return false
 		}
 		for _, e := range c.inEdges {
-			if e.kind != partitionForward {
+			if e.kind != engine.PartitionForward {
 				return false
 			}
 		}
@@ -711,7 +712,7 @@ func (g *jobGraph) warnDefaultUIDs(log *slog.Logger) {
 // typeOps creates the typed pieces of the network for records of one type.
 type typeOps interface {
 	newGate(numChannels, capacity int) any
-	newWriter(e *edge, gates []any, channel, bufferSize, maxParallelism, subtask int) (networkOutput, any)
+	newWriter(e *edge, gates []any, channel, bufferSize, maxParallelism, subtask int) (engine.NetworkOutput, any)
 	fanOut(outs []any) any
 	// withSides makes main (an output[T]) pass its watermarks and stream
 	// status on to sides too (sideoutput.go).
@@ -727,19 +728,19 @@ type typeOps interface {
 type typeOpsFor[T any] struct{}
 
 func (typeOpsFor[T]) newGate(numChannels, capacity int) any {
-	return newInputGate[T](numChannels, capacity)
+	return engine.NewInputGate[T](numChannels, capacity)
 }
 
-func (typeOpsFor[T]) newWriter(e *edge, gates []any, channel, bufferSize, maxParallelism, subtask int) (networkOutput, any) {
-	gs := make([]*inputGate[T], len(gates))
+func (typeOpsFor[T]) newWriter(e *edge, gates []any, channel, bufferSize, maxParallelism, subtask int) (engine.NetworkOutput, any) {
+	gs := make([]*engine.InputGate[T], len(gates))
 	for i, g := range gates {
-		gs[i] = g.(*inputGate[T])
+		gs[i] = g.(*engine.InputGate[T])
 	}
 	var hash func(T) uint32
 	if e.keyHash != nil {
 		hash = e.keyHash.(func(T) uint32)
 	}
-	w := newRecordWriter(e.kind, gs, channel, bufferSize, hash, maxParallelism, subtask)
+	w := engine.NewRecordWriter(e.kind, gs, channel, bufferSize, hash, maxParallelism, subtask)
 	return w, output[T](w)
 }
 
@@ -756,9 +757,9 @@ func (typeOpsFor[T]) fanOut(outs []any) any {
 
 func (typeOpsFor[T]) newGateInput(t *task, gate any, head any, numChannels int) taskInput {
 	h := head.(output[T])
-	ig := gate.(*inputGate[T])
+	ig := gate.(*engine.InputGate[T])
 	t.gate = ig
-	return &gateInput[T]{t: t, gate: ig, head: h, valve: newWatermarkValve(numChannels, h)}
+	return &gateInput[T]{t: t, gate: ig, head: h, valve: engine.NewWatermarkValve(numChannels, h)}
 }
 
 func (n *node) String() string { return fmt.Sprintf("%s(%s)", n.name, n.uid) }

@@ -356,7 +356,7 @@ func (s *collectSink[T]) all() []T {
 	return append([]T(nil), s.got...)
 }
 
-func (s *collectSink[T]) count() int {
+func (s *collectSink[T]) Count() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return len(s.got)

@@ -63,8 +63,8 @@ func TestHTTPBindErrorFailsExecute(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), addr) || !errors.Is(err, syscall.EADDRINUSE) {
 		t.Fatalf("Execute with WithHTTP(%q) on a taken port: %v", addr, err)
 	}
-	if sink.count() != 0 {
-		t.Fatalf("the job ran (%d records) although its server could not bind", sink.count())
+	if sink.Count() != 0 {
+		t.Fatalf("the job ran (%d records) although its server could not bind", sink.Count())
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/splitflow/splitflow/connector"
+	"github.com/splitflow/splitflow/runtime/internal/engine"
 	"github.com/splitflow/splitflow/runtime/watermark"
 )
 
@@ -54,7 +55,7 @@ func TestBackpressuredSourceIsNotIdle(t *testing.T) {
 		time.Sleep(10 * time.Second)
 		synctest.Wait()
 		idle := make(chan bool, 1)
-		source.mb.put(priorityUrgent, mail{name: "probe", run: func() error {
+		source.mb.Put(engine.PriorityUrgent, engine.Mail{Name: "probe", Run: func() error {
 			idle <- source.ops[0].(*sourceOperator[ev, *memSplit, int]).output.mux.idle
 			return nil
 		}})

@@ -126,7 +126,7 @@ func TestOrderIsKeptPerChannel(t *testing.T) {
 		}
 		last[k] = e.Seq
 	}
-	if n := sink.count(); n != 8*2000 {
+	if n := sink.Count(); n != 8*2000 {
 		t.Fatalf("got %d records, want %d", n, 8*2000)
 	}
 }
@@ -157,7 +157,7 @@ func TestCancellationDrainsGracefully(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Execute after cancel = %v, want nil", err)
 	}
-	if got, emitted := sink.count(), src.emittedCount(); got != emitted {
+	if got, emitted := sink.Count(), src.emittedCount(); got != emitted {
 		t.Fatalf("sink got %d records, sources emitted %d: in-flight records were lost", got, emitted)
 	}
 	for s := 0; s < 2; s++ {

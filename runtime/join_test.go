@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/splitflow/splitflow/runtime/checkpoint"
+	"github.com/splitflow/splitflow/runtime/internal/engine"
 	"github.com/splitflow/splitflow/runtime/restart"
 	"github.com/splitflow/splitflow/runtime/watermark"
 )
@@ -184,7 +185,7 @@ func TestIntervalJoinFollowsTheModel(t *testing.T) {
 							t.Fatalf("step %d: %d records dropped as late, the model %d", step, d, m.dropped)
 						}
 					}
-					w.watermark(t, maxWatermark)
+					w.watermark(t, engine.MaxWatermark)
 					if got := pairs(w); len(got) != 0 {
 						t.Fatalf("the end of input emitted %v", got)
 					}
@@ -430,12 +431,12 @@ func BenchmarkIntervalJoin(b *testing.B) {
 				if (i/1000)%2 == 1 {
 					e = right[jRec](r)
 				}
-				if err := w.p.collect(e, i); err != nil {
+				if err := w.p.Collect(e, i); err != nil {
 					b.Fatal(err)
 				}
 				i++
 				if i%1000 == 0 {
-					if err := w.p.emitWatermark(i - 1); err != nil {
+					if err := w.p.EmitWatermark(i - 1); err != nil {
 						b.Fatal(err)
 					}
 					w.out.take()
@@ -457,7 +458,7 @@ func BenchmarkIntervalJoin(b *testing.B) {
 			b.ReportAllocs()
 			i := int64(0)
 			for b.Loop() {
-				if err := p.collect(keys[i%1000], i); err != nil {
+				if err := p.Collect(keys[i%1000], i); err != nil {
 					b.Fatal(err)
 				}
 				i++

@@ -441,7 +441,7 @@ func BenchmarkTimerSnapshotSync(b *testing.B) {
 			}
 			perGroup := map[int]int64{}
 			for k := range int64(timers) {
-				if err := p.collect(k, 0); err != nil {
+				if err := p.Collect(k, 0); err != nil {
 					b.Fatal(err)
 				}
 				perGroup[p.state.groupOf(k)] = k
@@ -528,12 +528,12 @@ func BenchmarkTimerRegisterFire(b *testing.B) {
 			for b.Loop() {
 				fired = 0
 				for k := range int64(timers) {
-					if err := p.collect(k+wm, 0); err != nil {
+					if err := p.Collect(k+wm, 0); err != nil {
 						b.Fatal(err)
 					}
 				}
 				wm += timers
-				if err := p.emitWatermark(wm); err != nil {
+				if err := p.EmitWatermark(wm); err != nil {
 					b.Fatal(err)
 				}
 				if fired != timers {

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/splitflow/splitflow/runtime/checkpoint"
+	"github.com/splitflow/splitflow/runtime/internal/engine"
 	"github.com/splitflow/splitflow/runtime/internal/keygroup"
 )
 
@@ -44,7 +45,7 @@ func openKeyedOn[K comparable](t testing.TB, sc stateConfig, blobs [][]byte, par
 	if err != nil {
 		t.Fatal(err)
 	}
-	tk := &task{name: "p", head: &opInfo{name: "p"}, cfg: &config{maxParallelism: 128, state: sc}, mb: newMailbox()}
+	tk := &task{name: "p", head: &opInfo{name: "p"}, cfg: &config{maxParallelism: 128, state: sc}, mb: engine.NewMailbox()}
 	if len(blobs) > 0 {
 		store, err := checkpoint.NewMemoryStorage()
 		if err != nil {
@@ -353,7 +354,7 @@ func roundTripKeys[K comparable](t *testing.T, ks []K) {
 	p, stop := openKeyed(t, nil, 1, 0, fn)
 	defer stop()
 	for _, k := range ks {
-		if err := p.collect(k, 0); err != nil {
+		if err := p.Collect(k, 0); err != nil {
 			t.Fatal(err)
 		}
 	}

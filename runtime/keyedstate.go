@@ -9,6 +9,7 @@ import (
 	"reflect"
 	"slices"
 
+	"github.com/splitflow/splitflow/runtime/internal/engine"
 	"github.com/splitflow/splitflow/runtime/internal/stateformat"
 )
 
@@ -81,7 +82,7 @@ const (
 // group so that a restore at another parallelism finds it for every key
 // group it takes; a subtask restores the least of its key groups'.
 func watermarkEntries(wm int64, lo, hi int) []stateEntry {
-	if wm == noWatermark {
+	if wm == engine.NoWatermark {
 		return nil
 	}
 	data := binary.AppendVarint(nil, wm)

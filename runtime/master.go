@@ -15,6 +15,7 @@ import (
 
 	"github.com/splitflow/splitflow/runtime/checkpoint"
 	"github.com/splitflow/splitflow/runtime/internal/coordinator"
+	"github.com/splitflow/splitflow/runtime/internal/engine"
 	"github.com/splitflow/splitflow/runtime/internal/pebblestate"
 	"github.com/splitflow/splitflow/runtime/restart"
 	"github.com/splitflow/splitflow/runtime/status"
@@ -39,7 +40,7 @@ type execution struct {
 	pointwise bool
 	strategy  restart.Strategy
 
-	master   *mailbox
+	master   *engine.Mailbox
 	hard     context.Context
 	stopHard context.CancelFunc
 
@@ -61,7 +62,7 @@ type execution struct {
 	cc       *coordinator.Coordinator
 	storage  checkpoint.Storage
 	writers  map[int64]checkpoint.Writer
-	injected map[int64]checkpointBarrier
+	injected map[int64]engine.CheckpointBarrier
 	ended    map[*task]bool
 	// snapWG counts the coordinator-snapshot and state-write goroutines;
 	// stateIO bounds the state writes under way (statewrite.go).
@@ -166,9 +167,9 @@ func newExecutionWith(env *Environment, g *jobGraph, name string, cfg *config, s
 		log:       cfg.cp.logger,
 		pointwise: g.pointwise(),
 		strategy:  cfg.cp.restartStrategy(),
-		master:    newMailbox(),
+		master:    engine.NewMailbox(),
 		writers:   map[int64]checkpoint.Writer{},
-		injected:  map[int64]checkpointBarrier{},
+		injected:  map[int64]engine.CheckpointBarrier{},
 		ended:     map[*task]bool{},
 
 		savepointFor: map[int64][]*savepointRequest{},
@@ -447,18 +448,18 @@ func (ex *execution) run(ctx context.Context) error {
 	cancelled := ctx.Done()
 	var drain <-chan time.Time
 	for {
-		for ex.master.hasMail() {
-			m, ok := ex.master.take()
+		for ex.master.HasMail() {
+			m, ok := ex.master.Take()
 			if !ok {
 				break
 			}
-			_ = m.run()
+			_ = m.Run()
 		}
 		if ex.live == 0 && !ex.restarting {
 			break
 		}
 		select {
-		case <-ex.master.ready:
+		case <-ex.master.Ready:
 		case now := <-tick:
 			if !ex.restarting && !ex.stopped {
 				// A queued savepoint first: once checkpoints take
@@ -515,7 +516,7 @@ func (ex *execution) run(ctx context.Context) error {
 	for _, w := range ex.writers {
 		_ = w.Abort()
 	}
-	ex.master.close()
+	ex.master.Close()
 	if ex.cancelledAfter != nil {
 		ex.err = ex.cancelledWhileRestarting(ex.err)
 	}
@@ -589,7 +590,7 @@ func (ex *execution) startAttempt(rs *restoredState) {
 		}
 		info := opInfo{name: n.name, uid: n.uid, subtask: -1}
 		fail := func(err error) {
-			ex.master.put(priorityDefault, mail{name: "coordinator failed", run: func() error {
+			ex.master.Put(engine.PriorityDefault, engine.Mail{Name: "coordinator failed", Run: func() error {
 				if gen == ex.coordGen {
 					ex.failure(nil, err)
 				}
@@ -630,7 +631,7 @@ func (ex *execution) start(t *task) {
 		t.goroutine.Store(currentGoroutineID())
 		err := t.run(ctx)
 		cancel()
-		ex.master.put(priorityDefault, mail{name: "task exited", run: func() error {
+		ex.master.Put(engine.PriorityDefault, engine.Mail{Name: "task exited", Run: func() error {
 			ex.taskExited(t, err)
 			return nil
 		}})
@@ -919,7 +920,7 @@ func (ex *execution) ack(t *task, id int64, blobs []ownedState, align, sync time
 	if ex == nil {
 		return // a task driven by hand in a test
 	}
-	ex.master.put(priorityDefault, mail{name: "ack", run: func() error {
+	ex.master.Put(engine.PriorityDefault, engine.Mail{Name: "ack", Run: func() error {
 		ex.onAck(t, id, blobs, align, sync)
 		return nil
 	}})
@@ -929,7 +930,7 @@ func (ex *execution) decline(t *task, id int64, reason error) {
 	if ex == nil {
 		return
 	}
-	ex.master.put(priorityDefault, mail{name: "decline", run: func() error {
+	ex.master.Put(engine.PriorityDefault, engine.Mail{Name: "decline", Run: func() error {
 		if ex.cc != nil && ex.current(t) {
 			ex.perform(ex.cc.Decline(id, t.id, reason))
 		}
@@ -938,7 +939,7 @@ func (ex *execution) decline(t *task, id int64, reason error) {
 }
 
 func (ex *execution) taskEnded(t *task) {
-	ex.master.put(priorityDefault, mail{name: "task ended", run: func() error {
+	ex.master.Put(engine.PriorityDefault, engine.Mail{Name: "task ended", Run: func() error {
 		ex.onEnded(t)
 		return nil
 	}})
@@ -991,8 +992,8 @@ func (ex *execution) onEnded(t *task) {
 	}
 }
 
-func (ex *execution) trigger(t *task, b checkpointBarrier) {
-	t.mb.put(priorityUrgent, mail{name: "trigger checkpoint", run: func() error { return t.triggerCheckpoint(b) }})
+func (ex *execution) trigger(t *task, b engine.CheckpointBarrier) {
+	t.mb.Put(engine.PriorityUrgent, engine.Mail{Name: "trigger checkpoint", Run: func() error { return t.triggerCheckpoint(b) }})
 }
 
 // perform carries out the checkpoint coordinator's actions in order.
@@ -1003,7 +1004,7 @@ func (ex *execution) perform(acts []coordinator.Action) {
 			ex.obs.checkpointTriggered(ex.slotIndex(), a.ID, a.Timestamp)
 			ex.snapshotCoordinators(a.ID)
 		case coordinator.InjectBarriers:
-			b := checkpointBarrier{CheckpointID: a.ID, Timestamp: a.Timestamp.UnixMilli()}
+			b := engine.CheckpointBarrier{CheckpointID: a.ID, Timestamp: a.Timestamp.UnixMilli()}
 			ex.injected[a.ID] = b
 			if h := ex.env.hooks; h != nil && h.barrierInjected != nil {
 				h.barrierInjected(a.ID)
@@ -1057,7 +1058,7 @@ func (ex *execution) perform(acts []coordinator.Action) {
 			}
 			for _, t := range ex.tasks {
 				id := a.ID
-				t.mb.put(priorityUrgent, mail{name: "checkpoint aborted", run: func() error {
+				t.mb.Put(engine.PriorityUrgent, engine.Mail{Name: "checkpoint aborted", Run: func() error {
 					t.abortCheckpoint(id)
 					return nil
 				}})
@@ -1115,7 +1116,7 @@ func (ex *execution) snapshotCoordinators(id int64) {
 			hs = append(hs, h)
 			size += int64(len(d))
 		}
-		ex.master.put(priorityDefault, mail{name: "coordinators snapshotted", run: func() error {
+		ex.master.Put(engine.PriorityDefault, engine.Mail{Name: "coordinators snapshotted", Run: func() error {
 			done(hs, size, err)
 			return nil
 		}})

@@ -14,6 +14,7 @@ import (
 
 	"github.com/splitflow/splitflow/metrics"
 	"github.com/splitflow/splitflow/runtime/checkpoint"
+	"github.com/splitflow/splitflow/runtime/internal/engine"
 	"github.com/splitflow/splitflow/runtime/status"
 )
 
@@ -216,7 +217,7 @@ type opStats struct {
 // alert of event-time lag.
 func (s *taskStats) currentWatermark() (int64, bool) {
 	wm := s.watermark.Load()
-	return wm, wm != noWatermark && wm != maxWatermark
+	return wm, wm != engine.NoWatermark && wm != engine.MaxWatermark
 }
 
 // totals returns base plus what the task published.
@@ -239,9 +240,9 @@ func (s *taskStats) totals() taskTotals {
 }
 
 // counter is something a task counts records in, on its goroutine.
-type counter interface{ count() int64 }
+type counter interface{ Count() int64 }
 
-func (i *opInfo) count() int64 { return i.records }
+func (i *opInfo) Count() int64 { return i.records }
 
 // taskMeter is the task goroutine's side of its taskStats.
 type taskMeter struct {
@@ -281,7 +282,7 @@ func (t *task) publish() {
 		s.ops[i].in.Store(info.records)
 		if i < len(m.outs) && m.outs[i] != nil {
 			o := m.outs[i]
-			s.ops[i].out.Store(o.count())
+			s.ops[i].out.Store(o.Count())
 		} else {
 			s.ops[i].out.Store(info.records)
 		}
@@ -291,7 +292,7 @@ func (t *task) publish() {
 	}
 	var out int64
 	for _, w := range m.writers {
-		out += w.count()
+		out += w.Count()
 	}
 	for _, op := range m.sinks {
 		out += op.records
@@ -326,7 +327,7 @@ func (t *task) publishMail() error {
 // same subtask's task of the previous attempt, nil for none).
 func newTaskStats(t *task, vertex int, prev *taskStats) *taskStats {
 	s := &taskStats{vertex: vertex, name: metrics.LabelValue(t.name), subtask: t.subtask, parallelism: t.parallelism, attempt: t.attempt, state: "running"}
-	s.watermark.Store(noWatermark)
+	s.watermark.Store(engine.NoWatermark)
 	s.ops = make([]opStats, len(t.ops))
 	for i, op := range t.ops {
 		s.ops[i].name, s.ops[i].uid = metrics.LabelValue(op.operator().name), metrics.LabelValue(op.operator().uid)
@@ -363,15 +364,15 @@ func (o *observer) jobStarted(ex *execution) {
 	}
 }
 
-func partitioningName(k partitionKind) string {
+func partitioningName(k engine.PartitionKind) string {
 	switch k {
-	case partitionForward:
+	case engine.PartitionForward:
 		return "forward"
-	case partitionRebalance:
+	case engine.PartitionRebalance:
 		return "rebalance"
-	case partitionHash:
+	case engine.PartitionHash:
 		return "hash"
-	case partitionBroadcast:
+	case engine.PartitionBroadcast:
 		return "broadcast"
 	}
 	return "unknown"

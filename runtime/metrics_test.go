@@ -14,6 +14,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/splitflow/splitflow/runtime/internal/engine"
 	"github.com/splitflow/splitflow/runtime/internal/statustest"
 	"github.com/splitflow/splitflow/runtime/restart"
 	"github.com/splitflow/splitflow/runtime/status"
@@ -35,8 +36,8 @@ func TestMetricsCountRecordsThatFlowed(t *testing.T) {
 	if err := env.Execute(testCtx(t), "records"); err != nil {
 		t.Fatal(err)
 	}
-	if sink.count() != 500 {
-		t.Fatalf("sink got %d records, want 500", sink.count())
+	if sink.Count() != 500 {
+		t.Fatalf("sink got %d records, want 500", sink.Count())
 	}
 	for _, c := range []struct {
 		uid     string
@@ -411,7 +412,7 @@ func (idleInput) stopped() bool              { return false }
 // long after its last publication it was stopped.
 func TestWaitCutShortIsNotBusy(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		tk := &task{name: "idle", head: &opInfo{name: "idle"}, cfg: &config{}, mb: newMailbox(),
+		tk := &task{name: "idle", head: &opInfo{name: "idle"}, cfg: &config{}, mb: engine.NewMailbox(),
 			input: idleInput{never: make(chan struct{})}}
 		tk.meter.stats = &taskStats{}
 		ctx, cancel := context.WithCancel(context.Background())

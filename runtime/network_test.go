@@ -6,6 +6,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/splitflow/splitflow/runtime/internal/engine"
 	"github.com/splitflow/splitflow/runtime/watermark"
 )
 
@@ -59,14 +60,14 @@ func TestBufferIsFlushedBeforeEvents(t *testing.T) {
 		go func() { errc <- env.Execute(ctx, "no events") }()
 		time.Sleep(time.Hour)
 		synctest.Wait()
-		if n := sink.count(); n != 0 {
+		if n := sink.Count(); n != 0 {
 			t.Fatalf("%d records arrived with no flush timeout and no event", n)
 		}
 		cancel() // the end of partition flushes
 		if err := <-errc; err != nil {
 			t.Fatal(err)
 		}
-		if n := sink.count(); n != 5 {
+		if n := sink.Count(); n != 5 {
 			t.Fatalf("%d records arrived after the end of partition, want 5", n)
 		}
 	})
@@ -76,7 +77,7 @@ func TestBufferIsFlushedBeforeEvents(t *testing.T) {
 		errc := make(chan error, 1)
 		go func() { errc <- env.Execute(ctx, "watermarks") }()
 		synctest.Wait()
-		if n := sink.count(); n != 5 {
+		if n := sink.Count(); n != 5 {
 			t.Fatalf("%d records arrived, want all 5 flushed ahead of their watermarks", n)
 		}
 		cancel()
@@ -91,19 +92,19 @@ func TestBufferIsFlushedBeforeEvents(t *testing.T) {
 // arrived on every open input channel, after flushing what it emitted
 // before.
 func TestBarrierIsForwardedAfterAllChannels(t *testing.T) {
-	down := newInputGate[int](1, 4)
-	out := newRecordWriter(partitionForward, []*inputGate[int]{down}, 0, 100, nil, 128, 0)
-	tk := &task{name: "t", head: &opInfo{name: "t"}, cfg: &config{}, mb: newMailbox(), outputs: []networkOutput{out}}
-	up := newInputGate[int](2, 4)
-	in := &gateInput[int]{t: tk, gate: up, head: output[int](out), valve: newWatermarkValve(2, out)}
+	down := engine.NewInputGate[int](1, 4)
+	out := engine.NewRecordWriter(engine.PartitionForward, []*engine.InputGate[int]{down}, 0, 100, nil, 128, 0)
+	tk := &task{name: "t", head: &opInfo{name: "t"}, cfg: &config{}, mb: engine.NewMailbox(), outputs: []engine.NetworkOutput{out}}
+	up := engine.NewInputGate[int](2, 4)
+	in := &gateInput[int]{t: tk, gate: up, head: output[int](out), valve: engine.NewWatermarkValve(2, out)}
 	tk.gate = up
-	a := newRecordWriter(partitionForward, []*inputGate[int]{up}, 0, 100, nil, 128, 0)
-	b := newRecordWriter(partitionForward, []*inputGate[int]{up}, 1, 100, nil, 128, 0)
-	barrier := event{kind: eventBarrier, barrier: checkpointBarrier{CheckpointID: 7, Timestamp: 1}}
+	a := engine.NewRecordWriter(engine.PartitionForward, []*engine.InputGate[int]{up}, 0, 100, nil, 128, 0)
+	b := engine.NewRecordWriter(engine.PartitionForward, []*engine.InputGate[int]{up}, 1, 100, nil, 128, 0)
+	barrier := engine.Event{Kind: engine.EventBarrier, Barrier: engine.CheckpointBarrier{CheckpointID: 7, Timestamp: 1}}
 
-	_ = a.collect(1, 0)
-	_ = a.collect(2, 0)
-	a.broadcastEvent(barrier)
+	_ = a.Collect(1, 0)
+	_ = a.Collect(2, 0)
+	a.BroadcastEvent(barrier)
 	for {
 		st, err := in.step()
 		if err != nil {
@@ -113,27 +114,27 @@ func TestBarrierIsForwardedAfterAllChannels(t *testing.T) {
 			break
 		}
 	}
-	if _, got, ok := down.poll(nil, 0); ok {
+	if _, got, ok := down.Poll(nil, 0); ok {
 		t.Fatalf("forwarded %+v after the barrier arrived on one of two channels", got)
 	}
-	_ = b.collect(3, 0)
-	b.broadcastEvent(barrier)
+	_ = b.Collect(3, 0)
+	b.BroadcastEvent(barrier)
 	for {
 		st, _ := in.step()
 		if st == inputNothing {
 			break
 		}
 	}
-	_, got, ok := down.poll(nil, 0)
+	_, got, ok := down.Poll(nil, 0)
 	if !ok {
 		t.Fatal("nothing forwarded after the barrier arrived on every channel")
 	}
 	var vals []int
-	for _, r := range got.records {
-		vals = append(vals, r.value)
+	for _, r := range got.Records {
+		vals = append(vals, r.Value)
 	}
-	if len(vals) != 3 || got.ev.kind != eventBarrier || got.ev.barrier.CheckpointID != 7 {
-		t.Fatalf("forwarded records %v then %v (checkpoint %d), want the 3 records then barrier 7", vals, got.ev.kind, got.ev.barrier.CheckpointID)
+	if len(vals) != 3 || got.Ev.Kind != engine.EventBarrier || got.Ev.Barrier.CheckpointID != 7 {
+		t.Fatalf("forwarded records %v then %v (checkpoint %d), want the 3 records then barrier 7", vals, got.Ev.Kind, got.Ev.Barrier.CheckpointID)
 	}
 }
 
@@ -141,31 +142,31 @@ func TestBarrierIsForwardedAfterAllChannels(t *testing.T) {
 // refuses the batch (the writer keeps it pending and reports itself
 // unavailable) and signals space once the consumer takes one.
 func TestChannelIsBounded(t *testing.T) {
-	g := newInputGate[int](1, 2)
-	w := newRecordWriter(partitionForward, []*inputGate[int]{g}, 0, 2, nil, 128, 0)
+	g := engine.NewInputGate[int](1, 2)
+	w := engine.NewRecordWriter(engine.PartitionForward, []*engine.InputGate[int]{g}, 0, 2, nil, 128, 0)
 	for i := 0; i < 6; i++ {
-		_ = w.collect(i, 0)
+		_ = w.Collect(i, 0)
 	}
-	if w.available() {
+	if w.Available() {
 		t.Fatal("writer available with 3 full batches for a channel of 2")
 	}
-	if w.retryPending() {
+	if w.RetryPending() {
 		t.Fatal("pending batch delivered although the channel is still full")
 	}
-	space := w.spaceReady()
-	_, b, _ := g.poll(nil, 0)
+	space := w.SpaceReady()
+	_, b, _ := g.Poll(nil, 0)
 	select {
 	case <-space:
 	default:
 		t.Fatal("taking a batch did not signal space")
 	}
-	if !w.retryPending() {
+	if !w.RetryPending() {
 		t.Fatal("pending batch not delivered after space was made")
 	}
 	want := 0
-	for _, r := range b.records {
-		if r.value != want {
-			t.Fatalf("got %d, want %d: order broken", r.value, want)
+	for _, r := range b.Records {
+		if r.Value != want {
+			t.Fatalf("got %d, want %d: order broken", r.Value, want)
 		}
 		want++
 	}
@@ -173,13 +174,13 @@ func TestChannelIsBounded(t *testing.T) {
 		// Hand the batch just read back while taking the next one; a
 		// shadowed b here would recycle the first batch every time.
 		var ok bool
-		_, b, ok = g.poll(b, 0)
+		_, b, ok = g.Poll(b, 0)
 		if !ok {
 			break
 		}
-		for _, r := range b.records {
-			if r.value != want {
-				t.Fatalf("got %d, want %d: order broken", r.value, want)
+		for _, r := range b.Records {
+			if r.Value != want {
+				t.Fatalf("got %d, want %d: order broken", r.Value, want)
 			}
 			want++
 		}
@@ -190,7 +191,7 @@ func TestChannelIsBounded(t *testing.T) {
 	// Every batch consumed was handed back once (the last by the poll
 	// that found nothing), for the producer to reuse: the free list holds
 	// distinct batches.
-	free := g.channels[0].free
+	free := g.Channels[0].Free
 	for i := range free {
 		for j := range i {
 			if free[i] == free[j] {
@@ -207,16 +208,16 @@ func TestChannelIsBounded(t *testing.T) {
 // has room, not only the first: otherwise a slow first target holds back
 // batches (a barrier among them) that the others could take.
 func TestBlockedWriterWakesForAnyTarget(t *testing.T) {
-	g0, g1 := newInputGate[int](1, 1), newInputGate[int](1, 1)
-	w := newRecordWriter(partitionRebalance, []*inputGate[int]{g0, g1}, 0, 1, nil, 128, 0)
+	g0, g1 := engine.NewInputGate[int](1, 1), engine.NewInputGate[int](1, 1)
+	w := engine.NewRecordWriter(engine.PartitionRebalance, []*engine.InputGate[int]{g0, g1}, 0, 1, nil, 128, 0)
 	for i := range 4 {
-		_ = w.collect(i, 0) // one batch per record, alternating targets
+		_ = w.Collect(i, 0) // one batch per record, alternating targets
 	}
-	if w.available() || w.retryPending() {
+	if w.Available() || w.RetryPending() {
 		t.Fatal("both targets full, yet the writer is available")
 	}
-	space := w.spaceReady()
-	if _, _, ok := g1.poll(nil, 0); !ok {
+	space := w.SpaceReady()
+	if _, _, ok := g1.Poll(nil, 0); !ok {
 		t.Fatal("nothing queued for target 1")
 	}
 	select {

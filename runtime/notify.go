@@ -1,5 +1,7 @@
 package runtime
 
+import "github.com/splitflow/splitflow/runtime/internal/engine"
+
 // Checkpoint completion is told in two phases, so that nothing upstream
 // of a sink acts on a checkpoint whose output is not committed yet.
 //
@@ -100,7 +102,7 @@ func (ex *execution) notifyComplete(id int64, final bool) {
 	}
 	for _, t := range ex.tasks {
 		if t.hasOutputCommitter() {
-			t.mb.put(priorityUrgent, mail{name: "checkpoint complete", run: func() error { return t.notifySinks(id) }})
+			t.mb.Put(engine.PriorityUrgent, engine.Mail{Name: "checkpoint complete", Run: func() error { return t.notifySinks(id) }})
 		}
 	}
 	ex.release()
@@ -112,7 +114,7 @@ func (ex *execution) committed(t *task, id int64) {
 	if ex == nil {
 		return // a task driven by hand in a test
 	}
-	ex.master.put(priorityDefault, mail{name: "committed", run: func() error {
+	ex.master.Put(engine.PriorityDefault, engine.Mail{Name: "committed", Run: func() error {
 		if ex.current(t) {
 			t.committedID = max(t.committedID, id)
 			ex.release()
@@ -142,9 +144,9 @@ func (ex *execution) release() {
 			continue
 		}
 		t.releasedID = id
-		t.mb.put(priorityUrgent, mail{name: "checkpoint committed", run: func() error { return t.notifyCommitted(id) }})
+		t.mb.Put(engine.PriorityUrgent, engine.Mail{Name: "checkpoint committed", Run: func() error { return t.notifyCommitted(id) }})
 		if ex.finalID > 0 && id >= ex.finalID {
-			t.mb.put(priorityUrgent, mail{name: "finish", run: func() error {
+			t.mb.Put(engine.PriorityUrgent, engine.Mail{Name: "finish", Run: func() error {
 				t.finishRequested = true
 				t.tryFinish()
 				return nil

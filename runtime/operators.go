@@ -17,9 +17,9 @@ import (
 // may act on them before passing them on (a keyed process operator fires
 // its event-time timers first).
 type output[T any] interface {
-	collect(v T, ts int64) error
-	emitWatermark(wm int64) error
-	emitStatus(idle bool) error
+	Collect(v T, ts int64) error
+	EmitWatermark(wm int64) error
+	EmitStatus(idle bool) error
 }
 
 // lifecycle is the type-free face of a chained operator, driven by its task
@@ -37,27 +37,27 @@ type lifecycle interface {
 // than one operator.
 type fanOut[T any] struct{ outs []output[T] }
 
-func (f *fanOut[T]) collect(v T, ts int64) error {
+func (f *fanOut[T]) Collect(v T, ts int64) error {
 	for _, o := range f.outs {
-		if err := o.collect(v, ts); err != nil {
+		if err := o.Collect(v, ts); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-func (f *fanOut[T]) emitWatermark(wm int64) error {
+func (f *fanOut[T]) EmitWatermark(wm int64) error {
 	for _, o := range f.outs {
-		if err := o.emitWatermark(wm); err != nil {
+		if err := o.EmitWatermark(wm); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-func (f *fanOut[T]) emitStatus(idle bool) error {
+func (f *fanOut[T]) EmitStatus(idle bool) error {
 	for _, o := range f.outs {
-		if err := o.emitStatus(idle); err != nil {
+		if err := o.EmitStatus(idle); err != nil {
 			return err
 		}
 	}
@@ -79,16 +79,16 @@ type mapOperator[I, O any] struct {
 	out output[O]
 }
 
-func (m *mapOperator[I, O]) collect(v I, ts int64) error {
+func (m *mapOperator[I, O]) Collect(v I, ts int64) error {
 	m.info.records++
 	o, err := m.fn(v)
 	if err != nil {
 		return m.info.wrap(err)
 	}
-	return m.out.collect(o, ts)
+	return m.out.Collect(o, ts)
 }
-func (m *mapOperator[I, O]) emitWatermark(wm int64) error { return m.out.emitWatermark(wm) }
-func (m *mapOperator[I, O]) emitStatus(idle bool) error   { return m.out.emitStatus(idle) }
+func (m *mapOperator[I, O]) EmitWatermark(wm int64) error { return m.out.EmitWatermark(wm) }
+func (m *mapOperator[I, O]) EmitStatus(idle bool) error   { return m.out.EmitStatus(idle) }
 
 // forwardOperator passes everything on unchanged: the union.
 type forwardOperator[T any] struct {
@@ -96,12 +96,12 @@ type forwardOperator[T any] struct {
 	out output[T]
 }
 
-func (f *forwardOperator[T]) collect(v T, ts int64) error {
+func (f *forwardOperator[T]) Collect(v T, ts int64) error {
 	f.info.records++
-	return f.out.collect(v, ts)
+	return f.out.Collect(v, ts)
 }
-func (f *forwardOperator[T]) emitWatermark(wm int64) error { return f.out.emitWatermark(wm) }
-func (f *forwardOperator[T]) emitStatus(idle bool) error   { return f.out.emitStatus(idle) }
+func (f *forwardOperator[T]) EmitWatermark(wm int64) error { return f.out.EmitWatermark(wm) }
+func (f *forwardOperator[T]) EmitStatus(idle bool) error   { return f.out.EmitStatus(idle) }
 
 // filterOperator keeps the records its predicate accepts.
 type filterOperator[T any] struct {
@@ -110,7 +110,7 @@ type filterOperator[T any] struct {
 	out output[T]
 }
 
-func (f *filterOperator[T]) collect(v T, ts int64) error {
+func (f *filterOperator[T]) Collect(v T, ts int64) error {
 	f.info.records++
 	keep, err := f.fn(v)
 	if err != nil {
@@ -119,10 +119,10 @@ func (f *filterOperator[T]) collect(v T, ts int64) error {
 	if !keep {
 		return nil
 	}
-	return f.out.collect(v, ts)
+	return f.out.Collect(v, ts)
 }
-func (f *filterOperator[T]) emitWatermark(wm int64) error { return f.out.emitWatermark(wm) }
-func (f *filterOperator[T]) emitStatus(idle bool) error   { return f.out.emitStatus(idle) }
+func (f *filterOperator[T]) EmitWatermark(wm int64) error { return f.out.EmitWatermark(wm) }
+func (f *filterOperator[T]) EmitStatus(idle bool) error   { return f.out.EmitStatus(idle) }
 
 // Collector receives the records a function emits. It is valid only during
 // the call it was passed to.
@@ -150,11 +150,11 @@ type timestampedCollector[O any] struct {
 
 func (c *timestampedCollector[O]) Collect(v O) {
 	if c.err == nil {
-		c.err = c.out.collect(v, c.ts)
+		c.err = c.out.Collect(v, c.ts)
 	}
 }
 
-func (f *flatMapOperator[I, O]) collect(v I, ts int64) error {
+func (f *flatMapOperator[I, O]) Collect(v I, ts int64) error {
 	f.info.records++
 	f.c.out, f.c.ts, f.c.err = f.out, ts, nil
 	if err := f.fn(v, &f.c); err != nil {
@@ -162,8 +162,8 @@ func (f *flatMapOperator[I, O]) collect(v I, ts int64) error {
 	}
 	return f.c.err
 }
-func (f *flatMapOperator[I, O]) emitWatermark(wm int64) error { return f.out.emitWatermark(wm) }
-func (f *flatMapOperator[I, O]) emitStatus(idle bool) error   { return f.out.emitStatus(idle) }
+func (f *flatMapOperator[I, O]) EmitWatermark(wm int64) error { return f.out.EmitWatermark(wm) }
+func (f *flatMapOperator[I, O]) EmitStatus(idle bool) error   { return f.out.EmitStatus(idle) }
 
 // sinkOperator drives one connector.SinkWriter: Write per record,
 // Flush(false) at every barrier, Flush(true) at the end of input, Close
@@ -191,7 +191,7 @@ func (s *sinkOperator[T]) open(t *task) error {
 	return nil
 }
 
-func (s *sinkOperator[T]) collect(v T, ts int64) error {
+func (s *sinkOperator[T]) Collect(v T, ts int64) error {
 	s.info.records++
 	if err := s.writer.Write(v, connector.WriteContext{Timestamp: ts, CurrentWatermark: s.wm}); err != nil {
 		return s.info.wrap(err)
@@ -199,12 +199,12 @@ func (s *sinkOperator[T]) collect(v T, ts int64) error {
 	return nil
 }
 
-func (s *sinkOperator[T]) emitWatermark(wm int64) error {
+func (s *sinkOperator[T]) EmitWatermark(wm int64) error {
 	s.wm = wm
 	return nil
 }
 
-func (s *sinkOperator[T]) emitStatus(bool) error { return nil }
+func (s *sinkOperator[T]) EmitStatus(bool) error { return nil }
 
 // prepareSnapshotPreBarrier flushes the writer at a barrier (at-least-once
 // for a sink without two-phase commit); it keeps no state. A failed flush

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/splitflow/splitflow/runtime/checkpoint"
+	"github.com/splitflow/splitflow/runtime/internal/engine"
 	"github.com/splitflow/splitflow/runtime/internal/keygroup"
 	"github.com/splitflow/splitflow/runtime/internal/statustest"
 	"github.com/splitflow/splitflow/runtime/restart"
@@ -186,7 +187,7 @@ func TestPebbleRestoresFromEveryRetainedCheckpoint(t *testing.T) {
 // from chk (every old subtask's state merged) and reads each key's count.
 func restoredCounts(t *testing.T, chk *checkpoint.Checkpoint) map[int64]int64 {
 	t.Helper()
-	tk := &task{name: "p", head: &opInfo{name: "p"}, cfg: &config{maxParallelism: 16, state: pebbleStateConfig(t)}, mb: newMailbox(),
+	tk := &task{name: "p", head: &opInfo{name: "p"}, cfg: &config{maxParallelism: 16, state: pebbleStateConfig(t)}, mb: engine.NewMailbox(),
 		restored: &restoredState{chk: chk}}
 	var count ValueState[int64]
 	p := &keyedProcessOperator[int64, int64, string]{info: opInfo{name: "counts", uid: "counts"}, keyFn: func(k int64) int64 { return k },
@@ -521,7 +522,7 @@ func TestPebbleKeysHaveTheSameBytesInEveryProcess(t *testing.T) {
 		}
 	}
 	for _, valueKey := range []bool{true, false} {
-		tk := &task{name: "p", head: &opInfo{name: "p"}, cfg: &config{maxParallelism: 16, state: pebbleStateConfig(t)}, mb: newMailbox()}
+		tk := &task{name: "p", head: &opInfo{name: "p"}, cfg: &config{maxParallelism: 16, state: pebbleStateConfig(t)}, mb: engine.NewMailbox()}
 		fn := declare(valueKey)
 		p := &keyedProcessOperator[pointKey, pointKey, string]{info: opInfo{name: "p", uid: "op"}, keyFn: func(k pointKey) pointKey { return k },
 			hash: func(k pointKey) uint32 { return uint32(k.X) }, par: 1, out: output[string](&recorder[string]{}),

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/splitflow/splitflow/runtime/checkpoint"
+	"github.com/splitflow/splitflow/runtime/internal/engine"
 	"github.com/splitflow/splitflow/runtime/internal/keygroup"
 	"github.com/splitflow/splitflow/runtime/internal/pebblestate"
 )
@@ -123,7 +124,7 @@ func (c *KeyedContext[K, O]) Collect(v O) { c.CollectWithTimestamp(v, c.ts) }
 // CollectWithTimestamp emits v with timestamp ts.
 func (c *KeyedContext[K, O]) CollectWithTimestamp(v O, ts int64) {
 	if c.err == nil {
-		c.err = c.out.collect(v, ts)
+		c.err = c.out.Collect(v, ts)
 	}
 }
 
@@ -791,7 +792,7 @@ func handlesTimers[K comparable, I, O any](fn KeyedProcessFunction[K, I, O]) boo
 	return false
 }
 
-func (p *keyedProcessOperator[K, I, O]) collect(v I, ts int64) error {
+func (p *keyedProcessOperator[K, I, O]) Collect(v I, ts int64) error {
 	p.info.records++
 	p.state.setKey(p.keyFn(v))
 	p.ctx.ts, p.ctx.err = ts, nil
@@ -810,13 +811,13 @@ func (p *keyedProcessOperator[K, I, O]) collect(v I, ts int64) error {
 // watermark that does not advance the operator's is ignored: watermarks
 // never go back. When the task's output fills up, firing stops and the
 // task resumes it (resume) before it processes more input.
-func (p *keyedProcessOperator[K, I, O]) emitWatermark(wm int64) error {
+func (p *keyedProcessOperator[K, I, O]) EmitWatermark(wm int64) error {
 	if wm <= p.ctx.watermark {
 		return nil
 	}
 	p.ctx.watermark = wm
 	p.wmPending = true
-	if wm == maxWatermark {
+	if wm == engine.MaxWatermark {
 		p.timers.final = true
 		p.timers.registeredFinal = map[timerEntry[K]]struct{}{}
 	}
@@ -850,12 +851,12 @@ func (p *keyedProcessOperator[K, I, O]) fireEventTimers() error {
 			"operator", p.info.name, "subtask", p.info.subtask, "dropped", p.timers.droppedFinal)
 		p.timers.droppedFinal = 0
 	}
-	if err := p.out.emitWatermark(p.ctx.watermark); err != nil {
+	if err := p.out.EmitWatermark(p.ctx.watermark); err != nil {
 		return err
 	}
 	if p.statusHeld {
 		p.statusHeld = false
-		return p.out.emitStatus(p.heldIdle)
+		return p.out.EmitStatus(p.heldIdle)
 	}
 	return nil
 }
@@ -931,7 +932,7 @@ func (p *keyedProcessOperator[K, I, O]) fireDueProcessingTimers() error {
 			return nil
 		}
 		p.timers.processing.pop()
-		if err := p.fire(e, ProcessingTime, noTimestampForProcessingTime); err != nil {
+		if err := p.fire(e, ProcessingTime, engine.NoTimestampForProcessingTime); err != nil {
 			return err
 		}
 	}
@@ -942,12 +943,12 @@ func (p *keyedProcessOperator[K, I, O]) fireDueProcessingTimers() error {
 
 // emitStatus passes the status on, after the watermark whose timers are
 // still firing, if any.
-func (p *keyedProcessOperator[K, I, O]) emitStatus(idle bool) error {
+func (p *keyedProcessOperator[K, I, O]) EmitStatus(idle bool) error {
 	if p.wmPending {
 		p.statusHeld, p.heldIdle = true, idle
 		return nil
 	}
-	return p.out.emitStatus(idle)
+	return p.out.EmitStatus(idle)
 }
 
 // endInput drops pending processing-time timers: the input is over and the
@@ -988,7 +989,7 @@ func (p *keyedProcessOperator[K, I, O]) restoreState(t *task) error {
 		return err
 	}
 	p.state.restored = map[string][]stateEntry{}
-	p.restoredWm = noWatermark
+	p.restoredWm = engine.NoWatermark
 	restoredWm, hasWm := int64(math.MaxInt64), false
 	defer func() {
 		if hasWm {

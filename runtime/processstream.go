@@ -1,5 +1,7 @@
 package runtime
 
+import "github.com/splitflow/splitflow/runtime/internal/engine"
+
 // ProcessContext is what the function of Process sees: the current
 // record's timestamp, the watermark, an output and side outputs (Output).
 // It is valid only during the call it was passed to.
@@ -25,7 +27,7 @@ func (c *ProcessContext[O]) Collect(v O) { c.CollectWithTimestamp(v, c.ts) }
 // CollectWithTimestamp emits v with timestamp ts.
 func (c *ProcessContext[O]) CollectWithTimestamp(v O, ts int64) {
 	if c.err == nil {
-		c.err = c.out.collect(v, ts)
+		c.err = c.out.Collect(v, ts)
 	}
 }
 
@@ -60,7 +62,7 @@ func Process[I, O any](ds DataStream[I], fn func(ctx *ProcessContext[O], v I) er
 	}
 	n.build = func(info opInfo, _ int, out any) (lifecycle, any) {
 		op := &processOperator[I, O]{noLifecycle: noLifecycle{info: info}, fn: fn}
-		op.ctx = ProcessContext[O]{out: out.(output[O]), info: &op.info, watermark: noWatermark}
+		op.ctx = ProcessContext[O]{out: out.(output[O]), info: &op.info, watermark: engine.NoWatermark}
 		return op, output[I](op)
 	}
 	ds.env.addNode("Process", n)
@@ -80,7 +82,7 @@ func (p *processOperator[I, O]) open(t *task) error {
 	return nil
 }
 
-func (p *processOperator[I, O]) collect(v I, ts int64) error {
+func (p *processOperator[I, O]) Collect(v I, ts int64) error {
 	p.info.records++
 	p.ctx.ts, p.ctx.err = ts, nil
 	if err := p.fn(&p.ctx, v); err != nil {
@@ -89,9 +91,9 @@ func (p *processOperator[I, O]) collect(v I, ts int64) error {
 	return p.ctx.err
 }
 
-func (p *processOperator[I, O]) emitWatermark(wm int64) error {
+func (p *processOperator[I, O]) EmitWatermark(wm int64) error {
 	p.ctx.watermark = max(p.ctx.watermark, wm)
-	return p.ctx.out.emitWatermark(wm)
+	return p.ctx.out.EmitWatermark(wm)
 }
 
-func (p *processOperator[I, O]) emitStatus(idle bool) error { return p.ctx.out.emitStatus(idle) }
+func (p *processOperator[I, O]) EmitStatus(idle bool) error { return p.ctx.out.EmitStatus(idle) }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/splitflow/splitflow/runtime/checkpoint"
+	"github.com/splitflow/splitflow/runtime/internal/engine"
 	"github.com/splitflow/splitflow/runtime/status"
 )
 
@@ -137,7 +138,7 @@ func (env *Environment) savepoint(ctx context.Context, target string, stop bool)
 		return status.Savepoint{}, fmt.Errorf("%w: no target: name a directory or s3://bucket/prefix, or set WithSavepointDir", status.ErrSavepointRefused)
 	}
 	req := &savepointRequest{target: target, stop: stop, done: make(chan savepointResult, 1)}
-	if !ex.master.put(priorityDefault, mail{name: "savepoint", run: func() error {
+	if !ex.master.Put(engine.PriorityDefault, engine.Mail{Name: "savepoint", Run: func() error {
 		ex.requestSavepoint(req)
 		return nil
 	}}) {
@@ -296,7 +297,7 @@ func (ex *execution) savepointPersisted(id int64, final bool, taken time.Time) {
 			// final checkpoint is committed before the job ends.
 			copied.markCommitted(log)
 		default:
-			ex.master.put(priorityDefault, mail{name: "savepoint copied", run: func() error {
+			ex.master.Put(engine.PriorityDefault, engine.Mail{Name: "savepoint copied", Run: func() error {
 				ex.markWhenCommitted(copied)
 				return nil
 			}})

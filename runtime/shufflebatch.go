@@ -7,6 +7,7 @@ import (
 	"math"
 
 	"github.com/splitflow/splitflow/connector"
+	"github.com/splitflow/splitflow/runtime/internal/engine"
 	"github.com/splitflow/splitflow/runtime/internal/slots"
 )
 
@@ -68,7 +69,7 @@ type shuffleBatch struct {
 }
 
 func newShuffleBatchOperator[T any](info opInfo, channel string, partitions int, encode func([]byte, T) ([]byte, error), partition func(T) int32, out output[connector.ShuffleRecord]) *shuffleBatchOperator[T] {
-	return &shuffleBatchOperator[T]{info: info, channel: channel, encode: encode, partition: partition, out: out, bufs: make([]shuffleBatch, partitions), wm: noWatermark}
+	return &shuffleBatchOperator[T]{info: info, channel: channel, encode: encode, partition: partition, out: out, bufs: make([]shuffleBatch, partitions), wm: engine.NoWatermark}
 }
 
 func (s *shuffleBatchOperator[T]) operator() *opInfo { return &s.info }
@@ -82,7 +83,7 @@ func (s *shuffleBatchOperator[T]) endInput() error {
 	if err := s.flushAll(); err != nil {
 		return err
 	}
-	if s.wm == maxWatermark {
+	if s.wm == engine.MaxWatermark {
 		return s.mark(slots.Marker{Kind: slots.EndMarker})
 	}
 	return s.markChanges()
@@ -93,7 +94,7 @@ func (s *shuffleBatchOperator[T]) close() error {
 	return nil
 }
 
-func (s *shuffleBatchOperator[T]) collect(v T, ts int64) error {
+func (s *shuffleBatchOperator[T]) Collect(v T, ts int64) error {
 	s.info.records++
 	var p int32
 	if s.partition != nil {
@@ -131,14 +132,14 @@ func (s *shuffleBatchOperator[T]) add(p int32, ts int64) error {
 	b.b = append(b.b, s.scratch...)
 	b.maxTs = max(b.maxTs, ts)
 	if len(b.b) >= shuffleBatchBytes {
-		return s.flush(p)
+		return s.Flush(p)
 	}
 	return nil
 }
 
 // flush emits partition p's batch. The batch's bytes are handed on, never
 // reused: the sink may still hold them.
-func (s *shuffleBatchOperator[T]) flush(p int32) error {
+func (s *shuffleBatchOperator[T]) Flush(p int32) error {
 	b := &s.bufs[p]
 	rec, ts := connector.ShuffleRecord{Partition: p, Value: b.b}, b.maxTs
 	*b = shuffleBatch{}
@@ -148,12 +149,12 @@ func (s *shuffleBatchOperator[T]) flush(p int32) error {
 			break
 		}
 	}
-	return s.out.collect(rec, ts)
+	return s.out.Collect(rec, ts)
 }
 
 func (s *shuffleBatchOperator[T]) flushAll() error {
 	for len(s.pending) > 0 {
-		if err := s.flush(s.pending[0]); err != nil {
+		if err := s.Flush(s.pending[0]); err != nil {
 			return err
 		}
 	}
@@ -182,7 +183,7 @@ func (s *shuffleBatchOperator[T]) markChanges() error {
 	// The watermark goes first, also when the subtask went idle since the
 	// last marker: readers take the maximum over the slots when all are
 	// idle, as the in-process valve does with what its channels reached.
-	if s.wm != noWatermark && (!s.markedAny || s.markedIdle || s.wm > s.markedWm) {
+	if s.wm != engine.NoWatermark && (!s.markedAny || s.markedIdle || s.wm > s.markedWm) {
 		if err := s.mark(slots.Marker{Kind: slots.WatermarkMarker, Watermark: s.wm}); err != nil {
 			return err
 		}
@@ -204,7 +205,7 @@ func (s *shuffleBatchOperator[T]) mark(m slots.Marker) error {
 	}
 	v := append([]byte{shuffleMarkerV1}, enc...)
 	for p := range s.bufs {
-		if err := s.out.collect(connector.ShuffleRecord{Partition: int32(p), Value: v}, connector.NoTimestamp); err != nil {
+		if err := s.out.Collect(connector.ShuffleRecord{Partition: int32(p), Value: v}, connector.NoTimestamp); err != nil {
 			return err
 		}
 	}
@@ -220,14 +221,14 @@ func (s *shuffleBatchOperator[T]) mark(m slots.Marker) error {
 	return nil
 }
 
-func (s *shuffleBatchOperator[T]) emitWatermark(wm int64) error {
+func (s *shuffleBatchOperator[T]) EmitWatermark(wm int64) error {
 	s.wm = max(s.wm, wm)
-	return s.out.emitWatermark(wm)
+	return s.out.EmitWatermark(wm)
 }
 
-func (s *shuffleBatchOperator[T]) emitStatus(idle bool) error {
+func (s *shuffleBatchOperator[T]) EmitStatus(idle bool) error {
 	s.idle = idle
-	return s.out.emitStatus(idle)
+	return s.out.EmitStatus(idle)
 }
 
 // shuffleUnbatchOperator decodes the batches a shuffle source reads back
@@ -270,7 +271,7 @@ type shuffleUnbatchOperator[T any] struct {
 // reading side of a channel of partitions partitions, each written by p
 // upstream subtasks; owner is the source's rule.
 func newShuffleUnbatchOperator[T any](info opInfo, channel string, decode func([]byte) (T, error), out output[T], p, partitions int, owner func(partition, parallelism int) int) *shuffleUnbatchOperator[T] {
-	u := &shuffleUnbatchOperator[T]{info: info, channel: channel, decode: decode, out: out, upstream: p, index: map[int32]int{}, wm: noWatermark}
+	u := &shuffleUnbatchOperator[T]{info: info, channel: channel, decode: decode, out: out, upstream: p, index: map[int32]int{}, wm: engine.NoWatermark}
 	for q := range partitions {
 		if owner(q, p) == info.subtask {
 			u.index[int32(q)] = len(u.owned)
@@ -324,13 +325,13 @@ func (u *shuffleUnbatchOperator[T]) open(t *task) error {
 // slots whose event time stopped moving write no marker that would tell
 // them again.
 func (u *shuffleUnbatchOperator[T]) announce() error {
-	if u.wm != noWatermark {
-		if err := u.out.emitWatermark(u.wm); err != nil {
+	if u.wm != engine.NoWatermark {
+		if err := u.out.EmitWatermark(u.wm); err != nil {
 			return err
 		}
 	}
 	if u.idle {
-		return u.out.emitStatus(true)
+		return u.out.EmitStatus(true)
 	}
 	return nil
 }
@@ -378,7 +379,7 @@ func (u *shuffleUnbatchOperator[T]) snapshotState(int64) ([]byte, error) {
 
 var errShuffleBatch = errors.New("not a shuffle batch or marker of this format")
 
-func (u *shuffleUnbatchOperator[T]) collect(r connector.ShuffleRecord, _ int64) error {
+func (u *shuffleUnbatchOperator[T]) Collect(r connector.ShuffleRecord, _ int64) error {
 	u.info.records++
 	b := r.Value
 	if len(b) == 0 || (b[0] != shuffleBatchV2 && b[0] != shuffleMarkerV1) {
@@ -429,7 +430,7 @@ func (u *shuffleUnbatchOperator[T]) collect(r connector.ShuffleRecord, _ int64) 
 			return u.info.wrap(fmt.Errorf("shuffle %s: decode a %s from partition %d: %w", u.channel, typeName[T](), r.Partition, err))
 		}
 		b = b[n:]
-		if err := u.out.collect(v, ts); err != nil {
+		if err := u.out.Collect(v, ts); err != nil {
 			return err
 		}
 	}
@@ -443,7 +444,7 @@ func (u *shuffleUnbatchOperator[T]) eventTimeMoved(p slots.Output) error {
 	if !p.Advanced && !p.StatusChanged && !p.Ended {
 		return nil
 	}
-	wm, open, idle := maxWatermark, 0, true
+	wm, open, idle := engine.MaxWatermark, 0, true
 	for _, m := range u.parts {
 		if m.Ended() {
 			continue
@@ -455,23 +456,23 @@ func (u *shuffleUnbatchOperator[T]) eventTimeMoved(p slots.Output) error {
 	idle = idle && open > 0
 	if !idle && u.idle {
 		u.idle = false
-		if err := u.out.emitStatus(false); err != nil {
+		if err := u.out.EmitStatus(false); err != nil {
 			return err
 		}
 	}
 	if wm > u.wm {
 		u.wm = wm
-		if err := u.out.emitWatermark(wm); err != nil {
+		if err := u.out.EmitWatermark(wm); err != nil {
 			return err
 		}
 	}
 	if idle && !u.idle {
 		u.idle = true
-		return u.out.emitStatus(true)
+		return u.out.EmitStatus(true)
 	}
 	return nil
 }
 
 // The shuffle source's own event time means nothing (see above).
-func (u *shuffleUnbatchOperator[T]) emitWatermark(int64) error { return nil }
-func (u *shuffleUnbatchOperator[T]) emitStatus(bool) error     { return nil }
+func (u *shuffleUnbatchOperator[T]) EmitWatermark(int64) error { return nil }
+func (u *shuffleUnbatchOperator[T]) EmitStatus(bool) error     { return nil }

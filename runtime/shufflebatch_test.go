@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/splitflow/splitflow/connector"
+	"github.com/splitflow/splitflow/runtime/internal/engine"
 	"github.com/splitflow/splitflow/runtime/internal/slots"
 )
 
@@ -29,7 +30,7 @@ func TestShuffleBatchesKeepEveryRecordOrderAndTimestamp(t *testing.T) {
 			at = connector.NoTimestamp
 		}
 		in, ts = append(in, v), append(ts, at)
-		if err := enc.collect(v, at); err != nil {
+		if err := enc.Collect(v, at); err != nil {
 			t.Fatal(err)
 		}
 		if i == 10000 {
@@ -41,7 +42,7 @@ func TestShuffleBatchesKeepEveryRecordOrderAndTimestamp(t *testing.T) {
 			}
 		}
 	}
-	if err := enc.emitWatermark(77); err != nil || len(batches.wms) != 1 {
+	if err := enc.EmitWatermark(77); err != nil || len(batches.wms) != 1 {
 		t.Fatalf("watermark not passed on: %v %v", batches.wms, err)
 	}
 	if err := enc.endInput(); err != nil {
@@ -68,7 +69,7 @@ func TestShuffleBatchesKeepEveryRecordOrderAndTimestamp(t *testing.T) {
 			got[b.Partition] = o
 		}
 		dec := newShuffleUnbatchOperator(opInfo{}, "c", serde.Decode, output[string](o), 1, 3, func(int, int) int { return 0 })
-		if err := dec.collect(b, 0); err != nil {
+		if err := dec.Collect(b, 0); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -89,7 +90,7 @@ func TestShuffleBatchesKeepEveryRecordOrderAndTimestamp(t *testing.T) {
 	// Bytes that are not a batch fail the decoding, naming the channel.
 	dec := newShuffleUnbatchOperator(opInfo{}, "c", serde.Decode, output[string](&winOut[string]{}), 1, 3, func(int, int) int { return 0 })
 	for _, bad := range [][]byte{nil, {9}, {shuffleBatchV2}, {shuffleBatchV2, 0, 5}, {shuffleBatchV2, 0, 5, 0, 'a'}, {shuffleMarkerV1, 1, 9, 0, 0}} {
-		if err := dec.collect(connector.ShuffleRecord{Value: bad}, 0); !errors.Is(err, errShuffleBatch) || !strings.Contains(err.Error(), "shuffle c") {
+		if err := dec.Collect(connector.ShuffleRecord{Value: bad}, 0); !errors.Is(err, errShuffleBatch) || !strings.Contains(err.Error(), "shuffle c") {
 			t.Errorf("%v decoded: %v", bad, err)
 		}
 	}
@@ -98,15 +99,15 @@ func TestShuffleBatchesKeepEveryRecordOrderAndTimestamp(t *testing.T) {
 // eventLog records what an operator emits, in order, as text.
 type eventLog[T any] struct{ events []string }
 
-func (l *eventLog[T]) collect(v T, ts int64) error {
+func (l *eventLog[T]) Collect(v T, ts int64) error {
 	l.events = append(l.events, fmt.Sprintf("%v@%d", v, ts))
 	return nil
 }
-func (l *eventLog[T]) emitWatermark(wm int64) error {
+func (l *eventLog[T]) EmitWatermark(wm int64) error {
 	l.events = append(l.events, fmt.Sprintf("wm %d", wm))
 	return nil
 }
-func (l *eventLog[T]) emitStatus(idle bool) error {
+func (l *eventLog[T]) EmitStatus(idle bool) error {
 	l.events = append(l.events, map[bool]string{true: "idle", false: "active"}[idle])
 	return nil
 }
@@ -186,13 +187,13 @@ func TestShuffleMarkersFollowTheBatchesWhenEventTimeChanged(t *testing.T) {
 		}
 	}
 	barrier := func() error { return enc.prepareSnapshotPreBarrier(1) }
-	step("records, no watermark yet", func() error { return enc.collect("a", 1) }, "")
+	step("records, no watermark yet", func() error { return enc.Collect("a", 1) }, "")
 	step("barrier, no watermark yet", barrier, "p1:batch")
 	step("watermark", func() error {
-		if err := enc.emitWatermark(100); err != nil {
+		if err := enc.EmitWatermark(100); err != nil {
 			return err
 		}
-		return enc.collect("bb", 120)
+		return enc.Collect("bb", 120)
 	}, "")
 	if len(recs.wms) != 1 || recs.wms[0] != 100 {
 		t.Fatalf("watermarks passed on to the sink: %v", recs.wms)
@@ -200,26 +201,26 @@ func TestShuffleMarkersFollowTheBatchesWhenEventTimeChanged(t *testing.T) {
 	step("barrier after a watermark", barrier, "p0:batch, p0:wm 2 100, p1:wm 2 100")
 	step("barrier, nothing changed", barrier, "")
 	step("same watermark again", func() error {
-		if err := enc.emitWatermark(100); err != nil {
+		if err := enc.EmitWatermark(100); err != nil {
 			return err
 		}
 		return barrier()
 	}, "")
 	step("higher watermark", func() error {
-		if err := enc.emitWatermark(150); err != nil {
+		if err := enc.EmitWatermark(150); err != nil {
 			return err
 		}
 		return barrier()
 	}, "p0:wm 2 150, p1:wm 2 150")
 	step("idle", func() error {
-		if err := enc.emitStatus(true); err != nil {
+		if err := enc.EmitStatus(true); err != nil {
 			return err
 		}
 		return barrier()
 	}, "p0:idle 2, p1:idle 2")
 	step("still idle", barrier, "")
 	step("active again, same watermark", func() error {
-		if err := enc.emitStatus(false); err != nil {
+		if err := enc.EmitStatus(false); err != nil {
 			return err
 		}
 		return barrier()
@@ -228,10 +229,10 @@ func TestShuffleMarkersFollowTheBatchesWhenEventTimeChanged(t *testing.T) {
 	// watermark is marked first (readers take the highest each idle slot
 	// reached, as the in-process valve does).
 	step("higher watermark, then idle before the barrier", func() error {
-		if err := enc.emitWatermark(170); err != nil {
+		if err := enc.EmitWatermark(170); err != nil {
 			return err
 		}
-		if err := enc.emitStatus(true); err != nil {
+		if err := enc.EmitStatus(true); err != nil {
 			return err
 		}
 		return barrier()
@@ -241,10 +242,10 @@ func TestShuffleMarkersFollowTheBatchesWhenEventTimeChanged(t *testing.T) {
 	ended := newShuffleBatchOperator(opInfo{subtask: 0}, "c", 2, serde.Append, func(string) int32 { return 0 }, output[connector.ShuffleRecord](recs))
 	enc = ended
 	step("records then the end of event time", func() error {
-		if err := ended.collect("x", 5); err != nil {
+		if err := ended.Collect("x", 5); err != nil {
 			return err
 		}
-		if err := ended.emitWatermark(maxWatermark); err != nil {
+		if err := ended.EmitWatermark(engine.MaxWatermark); err != nil {
 			return err
 		}
 		return ended.endInput()
@@ -277,7 +278,7 @@ func TestShuffleDecodeEventTimeIsMinimumOverSlotsAndPartitions(t *testing.T) {
 		enc := newShuffleBatchOperator(opInfo{subtask: slot}, "c", 4, serde.Append, func(string) int32 { return p }, output[connector.ShuffleRecord](&winOut[connector.ShuffleRecord]{}))
 		out := &winOut[connector.ShuffleRecord]{}
 		enc.out = out
-		if err := enc.collect(v, ts); err != nil {
+		if err := enc.Collect(v, ts); err != nil {
 			t.Fatal(err)
 		}
 		if err := enc.flushAll(); err != nil {
@@ -307,22 +308,22 @@ func TestShuffleDecodeEventTimeIsMinimumOverSlotsAndPartitions(t *testing.T) {
 		{end(0, 0), ""},
 		{end(0, 1), "idle"}, // partition 0 ended, partition 2 idle
 		{end(2, 0), ""},
-		{end(2, 1), fmt.Sprintf("active, wm %d", maxWatermark)},
+		{end(2, 1), fmt.Sprintf("active, wm %d", engine.MaxWatermark)},
 	} {
-		if err := dec.collect(c.in, 0); err != nil {
+		if err := dec.Collect(c.in, 0); err != nil {
 			t.Fatalf("step %d: %v", i, err)
 		}
 		if got := log.take(); got != c.want {
 			t.Fatalf("step %d: emitted %q; want %q", i, got, c.want)
 		}
 	}
-	if err := dec.emitWatermark(999); err != nil || len(log.events) != 0 {
+	if err := dec.EmitWatermark(999); err != nil || len(log.events) != 0 {
 		t.Fatalf("the source's watermark went on: %v %v", log.events, err)
 	}
-	if err := dec.collect(wm(1, 0, 5), 0); err == nil || !strings.Contains(err.Error(), "partition 1, which subtask 0 does not read") {
+	if err := dec.Collect(wm(1, 0, 5), 0); err == nil || !strings.Contains(err.Error(), "partition 1, which subtask 0 does not read") {
 		t.Errorf("a marker of another subtask's partition: %v", err)
 	}
-	if err := dec.collect(wm(0, 2, 5), 0); !errors.Is(err, slots.ErrUnknownSlot) {
+	if err := dec.Collect(wm(0, 2, 5), 0); !errors.Is(err, slots.ErrUnknownSlot) {
 		t.Errorf("a marker of slot 2 of 2: %v", err)
 	}
 }
@@ -339,7 +340,7 @@ func TestShuffleDecodeRestoredGoesOnFromItsMarkers(t *testing.T) {
 	log := &eventLog[string]{}
 	dec := newShuffleUnbatchOperator(opInfo{}, "c", serde.Decode, output[string](log), 2, 4, owner)
 	for _, r := range []connector.ShuffleRecord{mk(0, 0, 100), mk(2, 0, 100), mk(0, 1, 50), mk(2, 1, 60)} {
-		if err := dec.collect(r, 0); err != nil {
+		if err := dec.Collect(r, 0); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -358,29 +359,29 @@ func TestShuffleDecodeRestoredGoesOnFromItsMarkers(t *testing.T) {
 	}
 	fresh := newShuffleUnbatchOperator(opInfo{}, "c", serde.Decode, output[string](&eventLog[string]{}), 2, 4, owner)
 	for _, r := range []connector.ShuffleRecord{mk(0, 1, 70), mk(2, 1, 80)} {
-		if err := restored.collect(r, 0); err != nil {
+		if err := restored.Collect(r, 0); err != nil {
 			t.Fatal(err)
 		}
-		if err := fresh.collect(r, 0); err != nil {
+		if err := fresh.Collect(r, 0); err != nil {
 			t.Fatal(err)
 		}
 	}
 	if got, want := log.take(), "wm 60, wm 70"; got != want {
 		t.Fatalf("restored: emitted %q; want %q (slot 0 at 100 from before the checkpoint)", got, want)
 	}
-	if fresh.wm != noWatermark {
+	if fresh.wm != engine.NoWatermark {
 		t.Fatalf("a fresh subtask moved to %d without hearing from slot 0", fresh.wm)
 	}
 	// An idle subtask restored says so, after its watermark.
 	idle := newShuffleUnbatchOperator(opInfo{}, "c", serde.Decode, output[string](log), 2, 4, owner)
 	for _, r := range []connector.ShuffleRecord{mk(0, 0, 100), mk(0, 1, 90), mk(2, 0, 80), mk(2, 1, 95)} {
-		if err := idle.collect(r, 0); err != nil {
+		if err := idle.Collect(r, 0); err != nil {
 			t.Fatal(err)
 		}
 	}
 	for _, p := range []int32{0, 2} {
 		for slot := range 2 {
-			if err := idle.collect(markerRecord(t, p, slots.Marker{Kind: slots.IdleMarker, Slot: slot}), 0); err != nil {
+			if err := idle.Collect(markerRecord(t, p, slots.Marker{Kind: slots.IdleMarker, Slot: slot}), 0); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -438,7 +439,7 @@ func TestShuffleDecodeSlotMarkerInOnePartitionDoesNotPassItsRecordsInAnother(t *
 		{connector.ShuffleRecord{Partition: 2, Value: enc}, "x@300"},
 		{marker(2, slots.Marker{Kind: slots.WatermarkMarker, Slot: 0, Watermark: 500}), "wm 500"},
 	} {
-		if err := dec.collect(c.in, 0); err != nil {
+		if err := dec.Collect(c.in, 0); err != nil {
 			t.Fatalf("step %d: %v", i, err)
 		}
 		if got := log.take(); got != c.want {

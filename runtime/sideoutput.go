@@ -5,6 +5,8 @@ import (
 	"reflect"
 	"slices"
 	"strings"
+
+	"github.com/splitflow/splitflow/runtime/internal/engine"
 )
 
 // OutputTag names a side output: a second stream of records of type T that
@@ -123,7 +125,7 @@ func SideOutput[S, T any](ds DataStream[T], tag OutputTag[S]) DataStream[S] {
 	}
 	n.name = "SideOutput: " + tag.id
 	ds.env.addNode("SideOutput", n)
-	connect(ds, n, partitionForward, false, nil)
+	connect(ds, n, engine.PartitionForward, false, nil)
 	return DataStream[S]{env: ds.env, node: n}
 }
 
@@ -244,7 +246,7 @@ func emitSide[T any](s *sideOutputs, tag OutputTag[T], v T, ts int64) error {
 			if !ok {
 				return s.op.wrap(&unrecoverableError{fmt.Errorf("side output %q is declared with another type than %s, the type of the tag emitted to", tag.id, typeName[T]())})
 			}
-			return out.collect(v, ts)
+			return out.Collect(v, ts)
 		}
 		return s.op.wrap(&unrecoverableError{fmt.Errorf("side output %s is not declared by this operator: declare it with DeclareSideOutputs on the stream the operator returns", tag)})
 	}
@@ -263,30 +265,30 @@ type sidedOutput[T any] struct {
 
 // watermarkOutput is the type-free part of an output.
 type watermarkOutput interface {
-	emitWatermark(wm int64) error
-	emitStatus(idle bool) error
+	EmitWatermark(wm int64) error
+	EmitStatus(idle bool) error
 }
 
-func (s *sidedOutput[T]) collect(v T, ts int64) error { return s.main.collect(v, ts) }
+func (s *sidedOutput[T]) Collect(v T, ts int64) error { return s.main.Collect(v, ts) }
 
-func (s *sidedOutput[T]) emitWatermark(wm int64) error {
-	if err := s.main.emitWatermark(wm); err != nil {
+func (s *sidedOutput[T]) EmitWatermark(wm int64) error {
+	if err := s.main.EmitWatermark(wm); err != nil {
 		return err
 	}
 	for _, o := range s.sides {
-		if err := o.emitWatermark(wm); err != nil {
+		if err := o.EmitWatermark(wm); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-func (s *sidedOutput[T]) emitStatus(idle bool) error {
-	if err := s.main.emitStatus(idle); err != nil {
+func (s *sidedOutput[T]) EmitStatus(idle bool) error {
+	if err := s.main.EmitStatus(idle); err != nil {
 		return err
 	}
 	for _, o := range s.sides {
-		if err := o.emitStatus(idle); err != nil {
+		if err := o.EmitStatus(idle); err != nil {
 			return err
 		}
 	}
@@ -294,7 +296,7 @@ func (s *sidedOutput[T]) emitStatus(idle bool) error {
 }
 
 func (typeOpsFor[T]) collectAny(out, v any, ts int64) error {
-	return out.(output[T]).collect(v.(T), ts)
+	return out.(output[T]).Collect(v.(T), ts)
 }
 
 func (typeOpsFor[T]) withSides(main any, sides []any) any {

@@ -17,6 +17,7 @@ import (
 	"github.com/splitflow/splitflow/connector"
 	"github.com/splitflow/splitflow/runtime/checkpoint"
 	"github.com/splitflow/splitflow/runtime/internal/coordinator"
+	"github.com/splitflow/splitflow/runtime/internal/engine"
 	"github.com/splitflow/splitflow/runtime/internal/slots"
 )
 
@@ -422,7 +423,7 @@ func (r *slotRunner) kill() {
 	r.lost.Store(true)
 	r.cancel()
 	if ex := r.ex.Load(); ex != nil {
-		ex.master.put(priorityUrgent, mail{name: "slot lost", run: func() error {
+		ex.master.Put(engine.PriorityUrgent, engine.Mail{Name: "slot lost", Run: func() error {
 			ex.stop(fmt.Errorf("slot %d: %w", r.slot, errSlotLost))
 			return nil
 		}})

@@ -9,6 +9,7 @@ import (
 
 	"github.com/splitflow/splitflow/connector"
 	"github.com/splitflow/splitflow/metrics"
+	"github.com/splitflow/splitflow/runtime/internal/engine"
 	"github.com/splitflow/splitflow/runtime/watermark"
 )
 
@@ -184,12 +185,12 @@ func (s *sourceOperator[T, S, C]) step() (inputStatus, error) {
 		// A bounded source that ends moves event time to its end, so
 		// every event-time timer downstream fires.
 		if s.output.mux.idle {
-			if err := s.out.emitStatus(false); err != nil {
+			if err := s.out.EmitStatus(false); err != nil {
 				return inputMore, err
 			}
 		}
 		s.end()
-		if err := s.out.emitWatermark(maxWatermark); err != nil {
+		if err := s.out.EmitWatermark(engine.MaxWatermark); err != nil {
 			return inputMore, err
 		}
 		return inputEnd, nil
@@ -205,14 +206,14 @@ func (s *sourceOperator[T, S, C]) end() {
 	if s.wmTimer != nil {
 		s.wmTimer.Stop()
 	}
-	s.output.mux.last = maxWatermark
+	s.output.mux.last = engine.MaxWatermark
 	s.output.dropHeld()
 }
 
 // currentWatermark is the watermark the reader's mux emitted last.
 func (s *sourceOperator[T, S, C]) currentWatermark() int64 {
 	if s.output == nil {
-		return noWatermark
+		return engine.NoWatermark
 	}
 	return s.output.mux.last
 }
@@ -398,7 +399,7 @@ func (r *readerOutput[T]) dropHeld() {
 
 func newReaderOutput[T any](strategy watermark.Strategy[T], out output[T]) *readerOutput[T] {
 	r := &readerOutput[T]{strategy: strategy, assign: strategy.TimestampAssigner(), out: out, splits: map[string]*splitOutput[T]{}, info: &opInfo{}}
-	r.mux = watermarkMux{last: noWatermark, awaitingSplits: true, emitWM: out.emitWatermark, emitIdle: out.emitStatus}
+	r.mux = watermarkMux{last: engine.NoWatermark, awaitingSplits: true, emitWM: out.EmitWatermark, emitIdle: out.EmitStatus}
 	return r
 }
 
@@ -500,7 +501,7 @@ func (o *splitOutput[T]) CollectWithTimestamp(v T, ts int64) {
 	// The record goes first, then the generator sees it: a watermark it
 	// derives from this record must follow the record, or the record would
 	// be late on arrival.
-	if err := r.out.collect(v, ts); err != nil {
+	if err := r.out.Collect(v, ts); err != nil {
 		r.err = err
 		return
 	}

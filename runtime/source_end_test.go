@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/splitflow/splitflow/connector"
+	"github.com/splitflow/splitflow/runtime/internal/engine"
 	"github.com/splitflow/splitflow/runtime/watermark"
 )
 
@@ -48,7 +49,7 @@ func TestEndedSourceEmitsNothingAfterMaxWatermark(t *testing.T) {
 	rec := &recorder[ev]{}
 	src := &mainSource{memSource: &memSource[ev]{numSplits: 1, perSplit: 300, gen: genEv(3)}}
 	coord := newSourceCoordinator[ev, *memSplit, int](opInfo{name: "src", subtask: -1}, src, 1, func(error) {}, gateOptions{})
-	tk := &task{name: "src", head: &opInfo{name: "src"}, cfg: &config{autoWatermarkInterval: time.Hour}, mb: newMailbox()}
+	tk := &task{name: "src", head: &opInfo{name: "src"}, cfg: &config{autoWatermarkInterval: time.Hour}, mb: engine.NewMailbox()}
 	defer func() { _ = tk.shutdown() }()
 	s := &sourceOperator[ev, *memSplit, int]{info: opInfo{name: "src"}, src: src, coord: coord, par: 1,
 		strategy: watermark.ForBoundedOutOfOrderness[ev](0), out: output[ev](rec)}
@@ -70,7 +71,7 @@ func TestEndedSourceEmitsNothingAfterMaxWatermark(t *testing.T) {
 			break
 		}
 	}
-	if len(rec.wms) == 0 || rec.wms[len(rec.wms)-1] != maxWatermark {
+	if len(rec.wms) == 0 || rec.wms[len(rec.wms)-1] != engine.MaxWatermark {
 		t.Fatalf("watermarks at the end of input %v, want maxWatermark last", rec.wms)
 	}
 	// Mails queued before the end run after it.
@@ -86,7 +87,7 @@ func TestEndedSourceEmitsNothingAfterMaxWatermark(t *testing.T) {
 	if err := s.noMoreSplits(); err != nil {
 		t.Fatal(err)
 	}
-	if len(rec.wms) == 0 || rec.wms[len(rec.wms)-1] != maxWatermark {
+	if len(rec.wms) == 0 || rec.wms[len(rec.wms)-1] != engine.MaxWatermark {
 		t.Fatalf("watermarks %v: something was emitted after maxWatermark", rec.wms)
 	}
 	if r := src.readers[0]; len(r.splits) != 0 {

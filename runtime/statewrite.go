@@ -4,6 +4,7 @@ import (
 	"sync"
 
 	"github.com/splitflow/splitflow/runtime/checkpoint"
+	"github.com/splitflow/splitflow/runtime/internal/engine"
 )
 
 // State files are written off the master goroutine: the master hands each
@@ -110,7 +111,7 @@ func (ex *execution) writeStates(w checkpoint.Writer, blobs []ownedState, done f
 			size += int64(len(b.data))
 		}
 		<-sem
-		ex.master.put(priorityDefault, mail{name: "state written", run: func() error {
+		ex.master.Put(engine.PriorityDefault, engine.Mail{Name: "state written", Run: func() error {
 			done(hs, size, err)
 			return nil
 		}})

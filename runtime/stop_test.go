@@ -7,6 +7,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/splitflow/splitflow/runtime/internal/engine"
 	"github.com/splitflow/splitflow/runtime/watermark"
 )
 
@@ -16,30 +17,30 @@ import (
 // channel from the minimum.
 func TestValveStoppedChannelHoldsEventTime(t *testing.T) {
 	r := &recorder[int]{}
-	v := newWatermarkValve(3, r)
+	v := engine.NewWatermarkValve(3, r)
 	must := func(err error) {
 		t.Helper()
 		if err != nil {
 			t.Fatal(err)
 		}
 	}
-	must(v.inputWatermark(0, 100))
-	must(v.inputWatermark(1, 500))
-	must(v.inputWatermark(2, 700))
+	must(v.InputWatermark(0, 100))
+	must(v.InputWatermark(1, 500))
+	must(v.InputWatermark(2, 700))
 	expectLog(t, "three channels", r.take(), "wm 100")
-	end, err := v.endOfPartition(0, true)
+	end, err := v.EndOfPartition(0, true)
 	must(err)
 	expectLog(t, "channel 0 at 100 stopped", r.take())
 	if end {
 		t.Fatal("one of three channels stopped, input reported ended")
 	}
-	must(v.inputWatermark(1, 900))
-	must(v.inputStatus(2, true))
+	must(v.InputWatermark(1, 900))
+	must(v.InputStatus(2, true))
 	expectLog(t, "the others advance or go idle behind the stopped one", r.take())
-	_, err = v.endOfPartition(1, false)
+	_, err = v.EndOfPartition(1, false)
 	must(err)
 	expectLog(t, "channel 1 really ended", r.take())
-	end, err = v.endOfPartition(2, true)
+	end, err = v.EndOfPartition(2, true)
 	must(err)
 	expectLog(t, "all ended", r.take())
 	if !end {
@@ -99,7 +100,7 @@ func TestGracefulStopDoesNotAdvanceEventTime(t *testing.T) {
 		if got := sink.all(); len(got) != 1 {
 			t.Errorf("the input at 100 stopped: fired %v; a stop must not let the input at 500 take event time there", got)
 		}
-		fast.mb.put(priorityUrgent, mail{name: "stop", run: func() error {
+		fast.mb.Put(engine.PriorityUrgent, engine.Mail{Name: "stop", Run: func() error {
 			fast.input.(*heldStop).taskInput.stop()
 			return nil
 		}})

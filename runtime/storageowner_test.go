@@ -100,7 +100,7 @@ func TestDistributedJobOfOneNameOnAnotherKafkaClusterRefusedByOwnerRecord(t *tes
 	done := make(chan error, 1)
 	go func() { done <- env.Execute(ctx, "logs") }()
 	deadline := time.Now().Add(time.Minute)
-	for sink.count() < 10 {
+	for sink.Count() < 10 {
 		if time.Now().After(deadline) {
 			t.Fatal("the job wrote nothing in a minute")
 		}
@@ -128,8 +128,8 @@ func TestDistributedJobOfOneNameOnAnotherKafkaClusterRefusedByOwnerRecord(t *tes
 			t.Errorf("error %q does not say %q", err, want)
 		}
 	}
-	if other.count() != 0 {
-		t.Errorf("the refused job wrote %d records", other.count())
+	if other.Count() != 0 {
+		t.Errorf("the refused job wrote %d records", other.Count())
 	}
 }
 

@@ -175,7 +175,7 @@ func TestTableJoinIdleTableDoesNotStall(t *testing.T) {
 		errc := make(chan error, 1)
 		go func() { errc <- env.Execute(ctx, "quiet table") }()
 		released := false
-		for sink.count() < n {
+		for sink.Count() < n {
 			if !released && quiet.holding.Load() > 0 {
 				close(release)
 				released = true
@@ -183,9 +183,9 @@ func TestTableJoinIdleTableDoesNotStall(t *testing.T) {
 			select {
 			case err := <-errc:
 				cancel()
-				t.Fatalf("the job ended (%v) with %d of %d records emitted", err, sink.count(), n)
+				t.Fatalf("the job ended (%v) with %d of %d records emitted", err, sink.Count(), n)
 			case <-ctx.Done():
-				t.Fatalf("%d of %d records emitted before the test's deadline: the quiet table holds the join back", sink.count(), n)
+				t.Fatalf("%d of %d records emitted before the test's deadline: the quiet table holds the join back", sink.Count(), n)
 			case <-time.After(5 * time.Millisecond):
 			}
 		}

@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/splitflow/splitflow/runtime/internal/engine"
 )
 
 // The face of the table join's function for the window harness (openWin).
@@ -308,7 +310,7 @@ func TestTableJoinOutputDoesNotDependOnInterleaving(t *testing.T) {
 					}
 					got = append(got, tjPairs(w)...)
 				}
-				w.watermark(t, maxWatermark)
+				w.watermark(t, engine.MaxWatermark)
 				got = append(got, tjPairs(w)...)
 				if !slices.Equal(sortedPairs(got), sortedPairs(want)) {
 					t.Fatalf("seed %d mix %d: emitted %d results, want %d; first difference %s", seed, mix, len(got), len(want), firstDiff(sortedPairs(got), sortedPairs(want)))

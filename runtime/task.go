@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/splitflow/splitflow/runtime/checkpoint"
+	"github.com/splitflow/splitflow/runtime/internal/engine"
 )
 
 // inputStatus is what one step of a task's default action reports.
@@ -61,10 +62,10 @@ type task struct {
 	parallelism int
 	cfg         *config
 
-	mb      *mailbox
+	mb      *engine.Mailbox
 	ops     []lifecycle // head first
 	input   taskInput
-	outputs []networkOutput
+	outputs []engine.NetworkOutput
 	timers  []*time.Timer
 
 	ended bool // input ended and end of partition emitted; draining outputs
@@ -103,7 +104,7 @@ type task struct {
 	// aligning is the checkpoint whose barrier arrived on some channels;
 	// those channels are blocked until it arrived on all open ones.
 	aligning     int64
-	alignBarrier checkpointBarrier
+	alignBarrier engine.CheckpointBarrier
 	arrived      map[int]bool
 	alignStart   time.Time
 	// encoding is the checkpoint whose encoders run, if any (barrier.go).
@@ -167,7 +168,7 @@ func (t *task) run(ctx context.Context) (err error) {
 	if len(t.outputs) > 1 {
 		space := make(chan struct{}, 1)
 		for _, o := range t.outputs {
-			o.shareSpace(space)
+			o.ShareSpace(space)
 		}
 	}
 	for i := len(t.ops) - 1; i >= 0; i-- {
@@ -189,12 +190,12 @@ func (t *task) run(ctx context.Context) (err error) {
 
 func (t *task) loop(ctx context.Context) error {
 	for {
-		for t.mb.hasMail() {
-			m, ok := t.mb.take()
+		for t.mb.HasMail() {
+			m, ok := t.mb.Take()
 			if !ok {
 				break
 			}
-			if err := m.run(); err != nil {
+			if err := m.Run(); err != nil {
 				if errors.Is(err, errTaskCancelled) {
 					return err
 				}
@@ -219,7 +220,7 @@ func (t *task) loop(ctx context.Context) error {
 				// time in the task's last publication.
 				t.meter.bpNs += int64(time.Since(w))
 				return errTaskCancelled
-			case <-t.mb.ready:
+			case <-t.mb.Ready:
 			case <-t.blockedOutput():
 			}
 			t.meter.bpNs += int64(time.Since(w))
@@ -254,7 +255,7 @@ func (t *task) loop(ctx context.Context) error {
 			case <-ctx.Done():
 				t.meter.idleNs += int64(time.Since(w))
 				return errTaskCancelled
-			case <-t.mb.ready:
+			case <-t.mb.Ready:
 			}
 			t.meter.idleNs += int64(time.Since(w))
 			continue
@@ -278,7 +279,7 @@ func (t *task) loop(ctx context.Context) error {
 			case <-ctx.Done():
 				t.meter.idleNs += int64(time.Since(w))
 				return errTaskCancelled
-			case <-t.mb.ready:
+			case <-t.mb.Ready:
 			case <-t.input.ready():
 			}
 			t.meter.idleNs += int64(time.Since(w))
@@ -317,7 +318,7 @@ func (t *task) endInput() error {
 	}
 	stopped := t.input.stopped()
 	for _, o := range t.outputs {
-		o.broadcastEvent(event{kind: eventEndOfPartition, stopped: stopped})
+		o.BroadcastEvent(engine.Event{Kind: engine.EventEndOfPartition, Stopped: stopped})
 	}
 	t.ended = true
 	if t.ex != nil && t.ex.cc != nil {
@@ -335,7 +336,7 @@ func (t *task) shutdown() error {
 		tm.Stop()
 	}
 	t.abandonEncoding()
-	t.mb.close()
+	t.mb.Close()
 	var errs []error
 	for _, op := range t.ops {
 		if err := op.close(); err != nil {
@@ -347,7 +348,7 @@ func (t *task) shutdown() error {
 
 func (t *task) outputsAvailable() bool {
 	for _, o := range t.outputs {
-		if !o.available() {
+		if !o.Available() {
 			return false
 		}
 	}
@@ -357,7 +358,7 @@ func (t *task) outputsAvailable() bool {
 func (t *task) retryOutputs() bool {
 	ok := true
 	for _, o := range t.outputs {
-		if !o.retryPending() {
+		if !o.RetryPending() {
 			ok = false
 		}
 	}
@@ -366,8 +367,8 @@ func (t *task) retryOutputs() bool {
 
 func (t *task) blockedOutput() <-chan struct{} {
 	for _, o := range t.outputs {
-		if !o.available() {
-			return o.spaceReady()
+		if !o.Available() {
+			return o.SpaceReady()
 		}
 	}
 	return nil
@@ -375,7 +376,7 @@ func (t *task) blockedOutput() <-chan struct{} {
 
 func (t *task) flushOutputs() {
 	for _, o := range t.outputs {
-		o.flush()
+		o.Flush()
 	}
 }
 
@@ -389,7 +390,7 @@ func (t *task) flushMail() error {
 // so fn runs on the task goroutine. The task stops it when it ends.
 func (t *task) newTimer(name string, fn func() error) *time.Timer {
 	tm := time.AfterFunc(time.Duration(math.MaxInt64), func() {
-		t.mb.put(priorityDefault, mail{name: name, run: fn})
+		t.mb.Put(engine.PriorityDefault, engine.Mail{Name: name, Run: fn})
 	})
 	tm.Stop()
 	t.timers = append(t.timers, tm)
@@ -400,13 +401,13 @@ func (t *task) newTimer(name string, fn func() error) *time.Timer {
 // context stops a task that waits; this mail stops one that is busy (a
 // source that always has more), without a context check per record.
 func (t *task) cancel() {
-	t.mb.put(priorityUrgent, mail{name: "cancel", run: func() error { return errTaskCancelled }})
+	t.mb.Put(engine.PriorityUrgent, engine.Mail{Name: "cancel", Run: func() error { return errTaskCancelled }})
 }
 
 // requestStop asks the task to end gracefully: sources stop reading, and
 // the end of their partitions drains the rest of the job.
 func (t *task) requestStop() {
-	t.mb.put(priorityUrgent, mail{name: "stop", run: func() error {
+	t.mb.Put(engine.PriorityUrgent, engine.Mail{Name: "stop", Run: func() error {
 		t.input.stop()
 		return nil
 	}})
@@ -417,51 +418,51 @@ func (t *task) requestStop() {
 // trailing event.
 type gateInput[T any] struct {
 	t     *task
-	gate  *inputGate[T]
+	gate  *engine.InputGate[T]
 	head  output[T]
-	valve *watermarkValve
+	valve *engine.WatermarkValve
 	// done is the batch processed last, handed back to its channel for
 	// reuse on the next poll.
-	done   *batch[T]
+	done   *engine.Batch[T]
 	doneCh int
 	// stoppedUp: some channel ended because its upstream was stopped.
 	stoppedUp bool
 }
 
 func (g *gateInput[T]) step() (inputStatus, error) {
-	ch, b, ok := g.gate.poll(g.done, g.doneCh)
+	ch, b, ok := g.gate.Poll(g.done, g.doneCh)
 	g.done = nil
 	if !ok {
 		return inputNothing, nil
 	}
 	g.done, g.doneCh = b, ch
-	for i := range b.records {
-		r := &b.records[i]
-		if err := g.head.collect(r.value, r.ts); err != nil {
+	for i := range b.Records {
+		r := &b.Records[i]
+		if err := g.head.Collect(r.Value, r.TS); err != nil {
 			return inputMore, err
 		}
 	}
-	switch b.ev.kind {
-	case eventWatermark:
-		if err := g.valve.inputWatermark(ch, b.ev.watermark); err != nil {
+	switch b.Ev.Kind {
+	case engine.EventWatermark:
+		if err := g.valve.InputWatermark(ch, b.Ev.Watermark); err != nil {
 			return inputMore, err
 		}
-	case eventStatus:
-		if err := g.valve.inputStatus(ch, b.ev.idle); err != nil {
+	case engine.EventStatus:
+		if err := g.valve.InputStatus(ch, b.Ev.Idle); err != nil {
 			return inputMore, err
 		}
-	case eventBarrier:
-		if err := g.t.onBarrier(ch, g.valve.open(), b.ev.barrier); err != nil {
+	case engine.EventBarrier:
+		if err := g.t.onBarrier(ch, g.valve.Open(), b.Ev.Barrier); err != nil {
 			return inputMore, err
 		}
-	case eventEndOfPartition:
-		g.stoppedUp = g.stoppedUp || b.ev.stopped
-		allEnded, err := g.valve.endOfPartition(ch, b.ev.stopped)
+	case engine.EventEndOfPartition:
+		g.stoppedUp = g.stoppedUp || b.Ev.Stopped
+		allEnded, err := g.valve.EndOfPartition(ch, b.Ev.Stopped)
 		if err != nil {
 			return inputMore, err
 		}
 		// A channel that ends no longer owes the barrier being aligned.
-		if err := g.t.maybeAligned(g.valve.open()); err != nil {
+		if err := g.t.maybeAligned(g.valve.Open()); err != nil {
 			return inputMore, err
 		}
 		if allEnded {
@@ -473,9 +474,9 @@ func (g *gateInput[T]) step() (inputStatus, error) {
 
 // currentWatermark is the watermark the valve passed into the chain last
 // (noWatermark before the first); the task's metrics read it.
-func (g *gateInput[T]) currentWatermark() int64 { return g.valve.last }
+func (g *gateInput[T]) currentWatermark() int64 { return g.valve.Last }
 
-func (g *gateInput[T]) ready() <-chan struct{} { return g.gate.notify }
+func (g *gateInput[T]) ready() <-chan struct{} { return g.gate.Notify }
 func (g *gateInput[T]) stop()                  {}
 func (g *gateInput[T]) stopped() bool          { return g.stoppedUp }
 

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/splitflow/splitflow/connector"
+	"github.com/splitflow/splitflow/runtime/internal/engine"
 	"github.com/splitflow/splitflow/runtime/internal/keygroup"
 )
 
@@ -133,10 +134,10 @@ func TestMailRunsWhileOutputIsFull(t *testing.T) {
 	case <-j.blocked:
 	default:
 	}
-	src.mb.put(priorityDefault, mail{name: "nudge", run: func() error { return nil }})
+	src.mb.Put(engine.PriorityDefault, engine.Mail{Name: "nudge", Run: func() error { return nil }})
 	<-j.blocked
 	ran := make(chan bool, 1)
-	if !src.mb.put(priorityUrgent, mail{name: "probe", run: func() error {
+	if !src.mb.Put(engine.PriorityUrgent, engine.Mail{Name: "probe", Run: func() error {
 		ran <- !src.outputsAvailable()
 		return nil
 	}}) {

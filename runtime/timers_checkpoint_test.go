@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/splitflow/splitflow/runtime/checkpoint"
+	"github.com/splitflow/splitflow/runtime/internal/engine"
 	"github.com/splitflow/splitflow/runtime/internal/keygroup"
 	"github.com/splitflow/splitflow/runtime/restart"
 	"github.com/splitflow/splitflow/runtime/watermark"
@@ -341,7 +342,7 @@ func TestTimerDrivenJobExactlyOnceAcrossFailures(t *testing.T) {
 					if tm.Timestamp%1000 == 999 {
 						return fmt.Errorf("a deleted timer fired: %d", tm.Timestamp)
 					}
-					if ctx.CurrentWatermark() < maxWatermark {
+					if ctx.CurrentWatermark() < engine.MaxWatermark {
 						midStream.Add(1)
 					}
 					ctx.Collect(tm.Timestamp % 1000) // the record (n < 1000)

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"slices"
 	"testing"
+
+	"github.com/splitflow/splitflow/runtime/internal/engine"
 )
 
 // Rule: at the end of event time (the final watermark, maxWatermark, which
@@ -41,17 +43,17 @@ func TestSelfRegisteringTimerLetsTheInputEnd(t *testing.T) {
 				key string
 				ts  int64
 			}{{"a", 5}, {"b", 7}} {
-				if err := p.collect(r.key, r.ts); err != nil {
+				if err := p.Collect(r.key, r.ts); err != nil {
 					t.Fatal(err)
 				}
 			}
-			if err := p.emitWatermark(20); err != nil {
+			if err := p.EmitWatermark(20); err != nil {
 				t.Fatal(err)
 			}
 			if want := []string{"a@15", "b@17"}; !slices.Equal(fired, want) {
 				t.Fatalf("at watermark 20 fired %v, want %v", fired, want)
 			}
-			if err := p.emitWatermark(maxWatermark); err != nil {
+			if err := p.EmitWatermark(engine.MaxWatermark); err != nil {
 				t.Fatalf("final watermark: %v (fired %d timers)", err, len(fired))
 			}
 			// The pending a@25 and b@27, then the a@35 and b@37 they

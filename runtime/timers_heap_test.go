@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/splitflow/splitflow/connector"
+	"github.com/splitflow/splitflow/runtime/internal/engine"
 )
 
 // Rule (C): a deleted timer leaves the heap at once: "delete the old timer,
@@ -100,7 +101,7 @@ func TestTimerBurstRespectsBackpressure(t *testing.T) {
 		if n := fired.Load() - written.Add(1) + 1; n > maxInFlight.Load() {
 			maxInFlight.Store(n)
 		}
-		if wc.CurrentWatermark == maxWatermark {
+		if wc.CurrentWatermark == engine.MaxWatermark {
 			return errors.New("a timer record arrived after the watermark that fired it")
 		}
 		return nil
@@ -109,7 +110,7 @@ func TestTimerBurstRespectsBackpressure(t *testing.T) {
 	if err := env.Execute(context.Background(), "timer burst"); err != nil {
 		t.Fatal(err)
 	}
-	if n := sink.count(); n != keys {
+	if n := sink.Count(); n != keys {
 		t.Fatalf("sink got %d records, want %d", n, keys)
 	}
 	if m := maxInFlight.Load(); m > bound {

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/splitflow/splitflow/runtime/checkpoint"
+	"github.com/splitflow/splitflow/runtime/internal/engine"
 	"github.com/splitflow/splitflow/runtime/internal/keygroup"
 )
 
@@ -241,7 +242,7 @@ func runTimerModel(t *testing.T, b backendKind, seed uint64, keys []int64, far i
 		case r < 70:
 			wm += int64(rng.IntN(60))
 			advances := wm > p.ctx.watermark // one that does not fires nothing
-			if err := p.emitWatermark(wm); err != nil {
+			if err := p.EmitWatermark(wm); err != nil {
 				t.Fatalf("step %d: %v", step, err)
 			}
 			for e := range model.event {
@@ -333,7 +334,7 @@ func openKeyedFromStop[K comparable](t *testing.T, sc stateConfig, chk *checkpoi
 	if err != nil {
 		t.Fatal(err)
 	}
-	tk := &task{name: "p", head: &opInfo{name: "p"}, cfg: &config{maxParallelism: 128, state: sc}, mb: newMailbox(),
+	tk := &task{name: "p", head: &opInfo{name: "p"}, cfg: &config{maxParallelism: 128, state: sc}, mb: engine.NewMailbox(),
 		restored: &restoredState{chk: chk}}
 	p := &keyedProcessOperator[K, K, string]{info: opInfo{name: "p", uid: "op", subtask: sub}, keyFn: func(k K) K { return k },
 		hash: hash, par: par, out: output[string](&recorder[string]{}),

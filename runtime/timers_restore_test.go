@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/splitflow/splitflow/runtime/checkpoint"
+	"github.com/splitflow/splitflow/runtime/internal/engine"
 	"github.com/splitflow/splitflow/runtime/internal/keygroup"
 )
 
@@ -27,7 +28,7 @@ func TestCorruptRestoredTimerIsNotRetryable(t *testing.T) {
 			t.Fatal(err)
 		}
 		for k := range int64(10) {
-			if err := p.collect(k, 0); err != nil {
+			if err := p.Collect(k, 0); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -45,7 +46,7 @@ func TestCorruptRestoredTimerIsNotRetryable(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		tk := &task{name: "p", head: &opInfo{name: "p"}, cfg: &config{maxParallelism: 128, state: sc}, mb: newMailbox(),
+		tk := &task{name: "p", head: &opInfo{name: "p"}, cfg: &config{maxParallelism: 128, state: sc}, mb: engine.NewMailbox(),
 			restored: &restoredState{chk: chk}}
 		q := &keyedProcessOperator[int64, int64, string]{info: opInfo{name: "p", uid: "op"}, keyFn: func(k int64) int64 { return k },
 			hash: hash, par: 1, out: output[string](&recorder[string]{}),
@@ -66,7 +67,7 @@ type pairKey struct{ A, B int }
 // openPairKeyed opens a keyed operator over pairKey running fn on the
 // pebble backend and returns its open error.
 func openPairKeyed(t *testing.T, fn KeyedProcessFunction[pairKey, pairKey, string]) error {
-	tk := &task{name: "p", head: &opInfo{name: "counter"}, cfg: &config{maxParallelism: 128, state: pebbleStateConfig(t)}, mb: newMailbox()}
+	tk := &task{name: "p", head: &opInfo{name: "counter"}, cfg: &config{maxParallelism: 128, state: pebbleStateConfig(t)}, mb: engine.NewMailbox()}
 	p := &keyedProcessOperator[pairKey, pairKey, string]{info: opInfo{name: "counter", uid: "op"}, keyFn: func(k pairKey) pairKey { return k },
 		hash: func(k pairKey) uint32 { return keygroup.HashInt64(int64(k.A)) }, par: 1, out: output[string](&recorder[string]{}),
 		newFn: func() KeyedProcessFunction[pairKey, pairKey, string] { return fn }}
@@ -120,7 +121,7 @@ func TestPebbleTimerOfKeyWithoutBinaryEncodingFailsClearly(t *testing.T) {
 				return nil
 			},
 		}
-		tk := &task{name: "p", head: &opInfo{name: "p"}, cfg: &config{maxParallelism: 128, state: pebbleStateConfig(t)}, mb: newMailbox()}
+		tk := &task{name: "p", head: &opInfo{name: "p"}, cfg: &config{maxParallelism: 128, state: pebbleStateConfig(t)}, mb: engine.NewMailbox()}
 		p := &keyedProcessOperator[pairKey, pairKey, string]{info: opInfo{name: "p", uid: "op"}, keyFn: func(k pairKey) pairKey { return k },
 			hash: func(k pairKey) uint32 { return keygroup.HashInt64(int64(k.A)) }, par: 1, out: output[string](&recorder[string]{}),
 			newFn: func() KeyedProcessFunction[pairKey, pairKey, string] { return fn }}
@@ -133,7 +134,7 @@ func TestPebbleTimerOfKeyWithoutBinaryEncodingFailsClearly(t *testing.T) {
 					err = fmt.Errorf("panic: %v", r)
 				}
 			}()
-			return p.collect(pairKey{1, 2}, 0)
+			return p.Collect(pairKey{1, 2}, 0)
 		}()
 		_ = tk.shutdown()
 		_ = p.close()
@@ -162,7 +163,7 @@ func (pairEcho) OnTimer(*KeyedContext[pairKey, string], Timer) error { return ni
 // timers being used (a registration fails the job, as with
 // KeyedProcessFuncs without Timer).
 func TestPebbleOwnFunctionTypeWithoutTimersOverGobKeyRuns(t *testing.T) {
-	tk := &task{name: "p", head: &opInfo{name: "p"}, cfg: &config{maxParallelism: 128, state: pebbleStateConfig(t)}, mb: newMailbox()}
+	tk := &task{name: "p", head: &opInfo{name: "p"}, cfg: &config{maxParallelism: 128, state: pebbleStateConfig(t)}, mb: engine.NewMailbox()}
 	rec := &recorder[string]{}
 	p := &keyedProcessOperator[pairKey, pairKey, string]{info: opInfo{name: "p", uid: "op"}, keyFn: func(k pairKey) pairKey { return k },
 		hash: func(k pairKey) uint32 { return keygroup.HashInt64(int64(k.A)) }, par: 1, out: output[string](rec),
@@ -171,7 +172,7 @@ func TestPebbleOwnFunctionTypeWithoutTimersOverGobKeyRuns(t *testing.T) {
 	if err := p.open(tk); err != nil {
 		t.Fatalf("open: %v", err)
 	}
-	if err := p.collect(pairKey{1, 2}, 0); err != nil {
+	if err := p.Collect(pairKey{1, 2}, 0); err != nil {
 		t.Fatalf("a record: %v", err)
 	}
 	if len(rec.log) != 1 || rec.log[0] != "rec 1 2@0" {

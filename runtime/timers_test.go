@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/splitflow/splitflow/runtime/checkpoint"
+	"github.com/splitflow/splitflow/runtime/internal/engine"
 	"github.com/splitflow/splitflow/runtime/internal/keygroup"
 	"github.com/splitflow/splitflow/runtime/internal/pebblestate"
 )
@@ -100,7 +101,7 @@ func openKeyedFrom[K comparable](t *testing.T, sc stateConfig, chk *checkpoint.C
 	if err != nil {
 		t.Fatal(err)
 	}
-	tk := &task{name: "p", head: &opInfo{name: "p"}, cfg: &config{maxParallelism: 128, state: sc}, mb: newMailbox(),
+	tk := &task{name: "p", head: &opInfo{name: "p"}, cfg: &config{maxParallelism: 128, state: sc}, mb: engine.NewMailbox(),
 		restored: &restoredState{chk: chk}}
 	p := &keyedProcessOperator[K, K, string]{info: opInfo{name: "p", uid: "op", subtask: sub}, keyFn: func(k K) K { return k },
 		hash: hash, par: par, out: output[string](&recorder[string]{}),
@@ -172,7 +173,7 @@ func TestTimersRestoredInOrderAfterRescale(t *testing.T) {
 				lo, hi := keygroup.Range(sub, 2, 128)
 				for k := range int64(keys) {
 					if g := groupOf(k); g >= lo && g <= hi {
-						if err := p.collect(k, 0); err != nil {
+						if err := p.Collect(k, 0); err != nil {
 							t.Fatal(err)
 						}
 					}
@@ -266,7 +267,7 @@ func TestSnapshotFreezeDoesNotCopyTimers(t *testing.T) {
 				p.state.pb.storage = mem
 			}
 			for k := range timers {
-				if err := p.collect(k, 0); err != nil {
+				if err := p.Collect(k, 0); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -281,7 +282,7 @@ func TestSnapshotFreezeDoesNotCopyTimers(t *testing.T) {
 			}
 			if p.state.pb == nil {
 				w := allocated(func() {
-					if err := p.collect(timers, 0); err != nil {
+					if err := p.Collect(timers, 0); err != nil {
 						t.Fatal(err)
 					}
 				})
@@ -352,7 +353,7 @@ func TestPebbleTimersMemoryBounded(t *testing.T) {
 		}
 	}
 	for k := range int64(timers) {
-		if err := p.collect(k, 0); err != nil {
+		if err := p.Collect(k, 0); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -369,7 +370,7 @@ func TestPebbleTimersMemoryBounded(t *testing.T) {
 		t.Fatal("the restored timers' caches are empty")
 	}
 	for wm := int64(0); len(model) > 0; wm += timers / 8 {
-		if err := p.emitWatermark(wm); err != nil {
+		if err := p.EmitWatermark(wm); err != nil {
 			t.Fatal(err)
 		}
 		for e := range model {
@@ -407,7 +408,7 @@ func TestFrozenTimersUnchangedByLaterTimerWrites(t *testing.T) {
 	p, stop := openKeyed(t, nil, 1, 0, fn)
 	defer stop()
 	for k := range int64(5000) {
-		if err := p.collect(k, 0); err != nil {
+		if err := p.Collect(k, 0); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -431,7 +432,7 @@ func TestFrozenTimersUnchangedByLaterTimerWrites(t *testing.T) {
 			p.ctx.RegisterProcessingTimeTimer(1<<49 + k%100)
 		}
 	}
-	if err := p.emitWatermark(1050); err != nil { // pops
+	if err := p.EmitWatermark(1050); err != nil { // pops
 		t.Fatal(err)
 	}
 	blob, _, err := enc(func() bool { return false })
@@ -463,7 +464,7 @@ func TestPebbleLayout100TimersRestoreIntoTheDB(t *testing.T) {
 	// The timers' entries as layout 100 had them: the heap layout's.
 	heap, stopHeap := openKeyed(t, nil, 1, 0, fn)
 	for k := range int64(300) {
-		if err := heap.collect(k, 0); err != nil {
+		if err := heap.Collect(k, 0); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -276,17 +276,17 @@ func (s *twoPhaseSinkOperator[T, C]) sleep() error {
 	}
 }
 
-func (s *twoPhaseSinkOperator[T, C]) collect(v T, ts int64) error {
+func (s *twoPhaseSinkOperator[T, C]) Collect(v T, ts int64) error {
 	s.info.records++
 	return s.info.wrap(s.writer.Write(v, connector.WriteContext{Timestamp: ts, CurrentWatermark: s.wm}))
 }
 
-func (s *twoPhaseSinkOperator[T, C]) emitWatermark(wm int64) error {
+func (s *twoPhaseSinkOperator[T, C]) EmitWatermark(wm int64) error {
 	s.wm = wm
 	return nil
 }
 
-func (s *twoPhaseSinkOperator[T, C]) emitStatus(bool) error { return nil }
+func (s *twoPhaseSinkOperator[T, C]) EmitStatus(bool) error { return nil }
 
 // prepare flushes the writer and takes the committables of checkpoint id.
 func (s *twoPhaseSinkOperator[T, C]) prepare(id int64) error {

@@ -1,5 +1,7 @@
 package runtime
 
+import "github.com/splitflow/splitflow/runtime/internal/engine"
+
 // watermarkMux combines the watermarks of a reader's outputs (one per
 // split, plus the reader-wide one once used) into the reader's watermark:
 // the minimum over active outputs, never going back (Flink's
@@ -96,7 +98,7 @@ func (m *watermarkMux) mainOutputUsed() {
 
 func (m *watermarkMux) register() *muxOutput {
 	m.awaitingSplits = false
-	o := &muxOutput{mux: m, wm: noWatermark}
+	o := &muxOutput{mux: m, wm: engine.NoWatermark}
 	m.outs = append(m.outs, o)
 	m.update()
 	return o
@@ -124,7 +126,7 @@ func (m *watermarkMux) update() {
 	if m.err != nil || !m.started || m.deferred {
 		return
 	}
-	min, active := noWatermark, m.awaitingSplits || len(m.pendingSplits) > 0
+	min, active := engine.NoWatermark, m.awaitingSplits || len(m.pendingSplits) > 0
 	for _, o := range m.outs {
 		if o.idle {
 			continue

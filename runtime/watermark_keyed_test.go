@@ -4,6 +4,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/splitflow/splitflow/runtime/internal/engine"
 	"github.com/splitflow/splitflow/runtime/internal/keygroup"
 )
 
@@ -11,7 +12,7 @@ import (
 // watermark that does not advance its own.
 func TestKeyedOperatorIgnoresWatermarkThatDoesNotAdvance(t *testing.T) {
 	rec := &recorder[string]{}
-	tk := &task{name: "p", head: &opInfo{name: "p"}, cfg: &config{maxParallelism: 128}, mb: newMailbox()}
+	tk := &task{name: "p", head: &opInfo{name: "p"}, cfg: &config{maxParallelism: 128}, mb: engine.NewMailbox()}
 	defer func() { _ = tk.shutdown() }()
 	p := &keyedProcessOperator[string, string, string]{info: opInfo{name: "p"}, keyFn: func(s string) string { return s },
 		hash: keygroup.HashString, par: 1, out: output[string](rec),
@@ -21,12 +22,12 @@ func TestKeyedOperatorIgnoresWatermarkThatDoesNotAdvance(t *testing.T) {
 	if err := p.open(tk); err != nil {
 		t.Fatal(err)
 	}
-	for _, wm := range []int64{maxWatermark, 299, maxWatermark} {
-		if err := p.emitWatermark(wm); err != nil {
+	for _, wm := range []int64{engine.MaxWatermark, 299, engine.MaxWatermark} {
+		if err := p.EmitWatermark(wm); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if !slices.Equal(rec.wms, []int64{maxWatermark}) {
+	if !slices.Equal(rec.wms, []int64{engine.MaxWatermark}) {
 		t.Fatalf("forwarded watermarks %v, want only the first maxWatermark", rec.wms)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/splitflow/splitflow/connector"
+	"github.com/splitflow/splitflow/runtime/internal/engine"
 	"github.com/splitflow/splitflow/runtime/watermark"
 )
 
@@ -18,18 +19,18 @@ type recorder[T any] struct {
 	wms []int64
 }
 
-func (r *recorder[T]) collect(v T, ts int64) error {
+func (r *recorder[T]) Collect(v T, ts int64) error {
 	r.log = append(r.log, fmt.Sprintf("rec %v@%d", v, ts))
 	return nil
 }
 
-func (r *recorder[T]) emitWatermark(wm int64) error {
+func (r *recorder[T]) EmitWatermark(wm int64) error {
 	r.log = append(r.log, fmt.Sprintf("wm %d", wm))
 	r.wms = append(r.wms, wm)
 	return nil
 }
 
-func (r *recorder[T]) emitStatus(idle bool) error {
+func (r *recorder[T]) EmitStatus(idle bool) error {
 	if idle {
 		r.log = append(r.log, "idle")
 	} else {
@@ -58,48 +59,48 @@ func expectLog(t *testing.T, step string, got []string, want ...string) {
 // is ignored until it catches up; ended channels no longer count.
 func TestValveTakesMinimumOverActiveChannels(t *testing.T) {
 	r := &recorder[int]{}
-	v := newWatermarkValve(3, r)
+	v := engine.NewWatermarkValve(3, r)
 	must := func(err error) {
 		t.Helper()
 		if err != nil {
 			t.Fatal(err)
 		}
 	}
-	must(v.inputWatermark(0, 10))
-	must(v.inputWatermark(1, 20))
+	must(v.InputWatermark(0, 10))
+	must(v.InputWatermark(1, 20))
 	expectLog(t, "two of three channels", r.take())
-	must(v.inputWatermark(2, 5))
+	must(v.InputWatermark(2, 5))
 	expectLog(t, "all three", r.take(), "wm 5")
-	must(v.inputWatermark(2, 30))
+	must(v.InputWatermark(2, 30))
 	expectLog(t, "channel 2 advances", r.take(), "wm 10")
-	must(v.inputWatermark(0, 8))
+	must(v.InputWatermark(0, 8))
 	expectLog(t, "a watermark going back is ignored", r.take())
 
-	must(v.inputStatus(0, true))
+	must(v.InputStatus(0, true))
 	expectLog(t, "channel 0 idle: min over 1 and 2", r.take(), "wm 20")
-	must(v.inputWatermark(0, 100))
+	must(v.InputWatermark(0, 100))
 	expectLog(t, "watermarks of an idle channel are ignored", r.take())
-	must(v.inputStatus(1, true))
+	must(v.InputStatus(1, true))
 	expectLog(t, "only channel 2 active", r.take(), "wm 30")
-	must(v.inputStatus(2, true))
+	must(v.InputStatus(2, true))
 	expectLog(t, "all idle", r.take(), "idle")
 
-	must(v.inputStatus(0, false))
+	must(v.InputStatus(0, false))
 	expectLog(t, "channel 0 back, behind (10 < 30)", r.take(), "active")
-	must(v.inputWatermark(0, 25))
+	must(v.InputWatermark(0, 25))
 	expectLog(t, "still behind: not aligned", r.take())
-	must(v.inputWatermark(0, 40))
+	must(v.InputWatermark(0, 40))
 	expectLog(t, "caught up", r.take(), "wm 40")
 
-	end, err := v.endOfPartition(0, false)
+	end, err := v.EndOfPartition(0, false)
 	must(err)
 	if end {
 		t.Fatal("one of three channels ended, input reported ended")
 	}
-	if _, err := v.endOfPartition(1, false); err != nil {
+	if _, err := v.EndOfPartition(1, false); err != nil {
 		t.Fatal(err)
 	}
-	end, err = v.endOfPartition(2, false)
+	end, err = v.EndOfPartition(2, false)
 	must(err)
 	if !end {
 		t.Fatal("all channels ended, input not reported ended")
@@ -111,12 +112,12 @@ func TestValveTakesMinimumOverActiveChannels(t *testing.T) {
 // every channel allowed.
 func TestValveEmitsMaxWhenAllIdle(t *testing.T) {
 	r := &recorder[int]{}
-	v := newWatermarkValve(2, r)
-	_ = v.inputWatermark(0, 10)
-	_ = v.inputWatermark(1, 50)
+	v := engine.NewWatermarkValve(2, r)
+	_ = v.InputWatermark(0, 10)
+	_ = v.InputWatermark(1, 50)
 	r.take()
-	_ = v.inputStatus(1, true)
-	_ = v.inputStatus(0, true)
+	_ = v.InputStatus(1, true)
+	_ = v.InputStatus(0, true)
 	expectLog(t, "both idle", r.take(), "wm 50", "idle")
 }
 
@@ -128,27 +129,27 @@ func TestValveEmitsMaxWhenAllIdle(t *testing.T) {
 // watermark must pass, or every record waiting for it waits forever.
 func TestValveIdleAfterOthersEndedReleasesTheirWatermark(t *testing.T) {
 	r := &recorder[int]{}
-	v := newWatermarkValve(3, r)
+	v := engine.NewWatermarkValve(3, r)
 	must := func(err error) {
 		t.Helper()
 		if err != nil {
 			t.Fatal(err)
 		}
 	}
-	must(v.inputWatermark(0, 1))
-	must(v.inputWatermark(1, 30))
-	must(v.inputWatermark(2, 40))
+	must(v.InputWatermark(0, 1))
+	must(v.InputWatermark(1, 30))
+	must(v.InputWatermark(2, 40))
 	expectLog(t, "three channels", r.take(), "wm 1")
-	must(v.inputWatermark(1, maxWatermark))
-	must(v.inputWatermark(2, maxWatermark))
+	must(v.InputWatermark(1, engine.MaxWatermark))
+	must(v.InputWatermark(2, engine.MaxWatermark))
 	for ch := 1; ch <= 2; ch++ {
-		if _, err := v.endOfPartition(ch, false); err != nil {
+		if _, err := v.EndOfPartition(ch, false); err != nil {
 			t.Fatal(err)
 		}
 	}
 	expectLog(t, "channels 1 and 2 end behind channel 0", r.take())
-	must(v.inputStatus(0, true))
-	expectLog(t, "channel 0 idle", r.take(), fmt.Sprintf("wm %d", maxWatermark), "idle")
+	must(v.InputStatus(0, true))
+	expectLog(t, "channel 0 idle", r.take(), fmt.Sprintf("wm %d", engine.MaxWatermark), "idle")
 }
 
 // Rule: a reader's watermark is the minimum over its active splits' outputs
@@ -188,7 +189,7 @@ func TestReaderWatermarkIsMinimumOverActiveSplits(t *testing.T) {
 // Rule: a split's output never moves its watermark back: a generator
 // emitting a lower one than before is ignored.
 func TestSplitWatermarkNeverGoesBack(t *testing.T) {
-	mo := &muxOutput{mux: &watermarkMux{}, wm: noWatermark}
+	mo := &muxOutput{mux: &watermarkMux{}, wm: engine.NoWatermark}
 	mo.EmitWatermark(119)
 	mo.EmitWatermark(6)
 	if mo.wm != 119 {
@@ -249,10 +250,10 @@ func TestEventTimeTimersFireWhenWatermarkPasses(t *testing.T) {
 		if f.Timer == 777 {
 			t.Fatal("a deleted timer fired")
 		}
-		if f.Timer == 1_000_000 && f.Watermark != maxWatermark {
+		if f.Timer == 1_000_000 && f.Watermark != engine.MaxWatermark {
 			t.Fatalf("the far timer fired at watermark %d, want the final maxWatermark", f.Watermark)
 		}
-		if f.Watermark < maxWatermark {
+		if f.Watermark < engine.MaxWatermark {
 			sawEarly = true
 		}
 		k := [2]any{f.Key, f.Timer}
@@ -314,7 +315,7 @@ func TestIdleSplitDoesNotHoldBackEventTime(t *testing.T) {
 		start := time.Now()
 		go func() { errc <- env.Execute(ctx, "idleness") }()
 		wm := <-sink.onWrite
-		if wm >= maxWatermark || wm < 50 {
+		if wm >= engine.MaxWatermark || wm < 50 {
 			t.Fatalf("timer fired at watermark %d, want a real watermark >= 50", wm)
 		}
 		if waited := time.Since(start); waited < time.Second {

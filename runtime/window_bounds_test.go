@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/splitflow/splitflow/runtime/internal/engine"
 )
 
 // Rule: window bounds are int64 milliseconds computed without overflow. A
@@ -43,13 +45,13 @@ func TestWindowBoundsNearInt64LimitsDoNotOverflow(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			w := openWin[string, string](t, countStream(c.a), unitStateConfig(t, kindHeap), nil, 1, 0)
 			defer w.stop()
-			err := w.p.collect("k", c.ts)
+			err := w.p.Collect("k", c.ts)
 			if c.want == nil {
 				var ue *unrecoverableError
 				if err == nil || !errors.As(err, &ue) || !strings.Contains(err.Error(), strconv.FormatInt(c.ts, 10)) {
 					t.Fatalf("record at %d: error %v, want the job failed naming the timestamp", c.ts, err)
 				}
-				if err := w.p.emitWatermark(maxWatermark); err != nil {
+				if err := w.p.EmitWatermark(engine.MaxWatermark); err != nil {
 					t.Fatal(err)
 				}
 				if got := w.out.take(); len(got) != 0 {
@@ -60,7 +62,7 @@ func TestWindowBoundsNearInt64LimitsDoNotOverflow(t *testing.T) {
 			if err != nil {
 				t.Fatalf("record at %d: %v", c.ts, err)
 			}
-			if err := w.p.emitWatermark(maxWatermark); err != nil {
+			if err := w.p.EmitWatermark(engine.MaxWatermark); err != nil {
 				t.Fatal(err)
 			}
 			var got []TimeWindow

@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/splitflow/splitflow/runtime/checkpoint"
+	"github.com/splitflow/splitflow/runtime/internal/engine"
 )
 
 // winOut is what a window operator emitted: values with their timestamps.
@@ -13,12 +14,12 @@ type winOut[O any] struct {
 	wms  []int64
 }
 
-func (r *winOut[O]) collect(v O, ts int64) error {
+func (r *winOut[O]) Collect(v O, ts int64) error {
 	r.vals, r.ts = append(r.vals, v), append(r.ts, ts)
 	return nil
 }
-func (r *winOut[O]) emitWatermark(wm int64) error { r.wms = append(r.wms, wm); return nil }
-func (r *winOut[O]) emitStatus(bool) error        { return nil }
+func (r *winOut[O]) EmitWatermark(wm int64) error { r.wms = append(r.wms, wm); return nil }
+func (r *winOut[O]) EmitStatus(bool) error        { return nil }
 
 func (r *winOut[O]) take() []O {
 	v := r.vals
@@ -68,7 +69,7 @@ func openWinSides[K comparable, T, O any](t testing.TB, ds DataStream[O], sc sta
 	w := &winOp[K, T, O]{out: &winOut[O]{}, clock: 1 << 50}
 	l, _ := ds.node.build(opInfo{name: "win", uid: "op", subtask: sub, sides: sides}, par, output[O](w.out))
 	w.p = l.(*keyedProcessOperator[K, T, O])
-	tk := &task{name: "win", head: &opInfo{name: "win"}, cfg: &config{maxParallelism: 128, state: sc}, mb: newMailbox()}
+	tk := &task{name: "win", head: &opInfo{name: "win"}, cfg: &config{maxParallelism: 128, state: sc}, mb: engine.NewMailbox()}
 	if chk != nil {
 		tk.restored = &restoredState{chk: chk}
 	}
@@ -85,14 +86,14 @@ func (w *winOp[K, T, O]) fn() winTestFn { return w.p.fn.(winTestFn) }
 
 func (w *winOp[K, T, O]) add(t testing.TB, v T, ts int64) {
 	t.Helper()
-	if err := w.p.collect(v, ts); err != nil {
+	if err := w.p.Collect(v, ts); err != nil {
 		t.Fatal(err)
 	}
 }
 
 func (w *winOp[K, T, O]) watermark(t testing.TB, wm int64) {
 	t.Helper()
-	if err := w.p.emitWatermark(wm); err != nil {
+	if err := w.p.EmitWatermark(wm); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -108,7 +109,7 @@ func (w *winOp[K, T, O]) advance(t testing.TB, now int64) {
 			return
 		}
 		w.p.timers.processing.pop()
-		if err := w.p.fire(e, ProcessingTime, noTimestampForProcessingTime); err != nil {
+		if err := w.p.fire(e, ProcessingTime, engine.NoTimestampForProcessingTime); err != nil {
 			t.Fatal(err)
 		}
 	}

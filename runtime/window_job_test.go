@@ -101,12 +101,12 @@ func BenchmarkWindowTumblingCount(b *testing.B) {
 			b.ReportAllocs()
 			i := int64(0)
 			for b.Loop() {
-				if err := w.p.collect(keys[i%1000], i); err != nil {
+				if err := w.p.Collect(keys[i%1000], i); err != nil {
 					b.Fatal(err)
 				}
 				i++
 				if i%1000 == 0 {
-					if err := w.p.emitWatermark(i - 1); err != nil {
+					if err := w.p.EmitWatermark(i - 1); err != nil {
 						b.Fatal(err)
 					}
 					w.out.take()
@@ -132,7 +132,7 @@ func BenchmarkWindowTumblingCount(b *testing.B) {
 			b.ReportAllocs()
 			i := int64(0)
 			for b.Loop() {
-				if err := p.collect(keys[i%1000], i); err != nil {
+				if err := p.Collect(keys[i%1000], i); err != nil {
 					b.Fatal(err)
 				}
 				i++
@@ -172,12 +172,12 @@ func BenchmarkWindowTimersOnce(b *testing.B) {
 					b.ReportAllocs()
 					i := int64(0)
 					for b.Loop() {
-						if err := w.p.collect(keys[i%100], c.ts(i)); err != nil {
+						if err := w.p.Collect(keys[i%100], c.ts(i)); err != nil {
 							b.Fatal(err)
 						}
 						i++
 						if i%1000 == 0 {
-							if err := w.p.emitWatermark(c.ts(i) - 1000); err != nil {
+							if err := w.p.EmitWatermark(c.ts(i) - 1000); err != nil {
 								b.Fatal(err)
 							}
 							w.out.take()

@@ -8,6 +8,8 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/splitflow/splitflow/runtime/internal/engine"
 )
 
 // winRes is a window count result, comparable.
@@ -208,8 +210,8 @@ func runWindowModel(t *testing.T, b backendKind, a WindowAssigner, lateness int6
 			t.Fatalf("step %d: %d records dropped as late, the model %d", step, got, m.dropped)
 		}
 	}
-	want := m.watermark(maxWatermark)
-	w.watermark(t, maxWatermark)
+	want := m.watermark(engine.MaxWatermark)
+	w.watermark(t, engine.MaxWatermark)
 	if got := results(t, -1, w); !slices.Equal(sortedRes(got), sortedRes(want)) {
 		t.Fatalf("end: emitted %v, the model %v", sortedRes(got), sortedRes(want))
 	}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/splitflow/splitflow/runtime/checkpoint"
+	"github.com/splitflow/splitflow/runtime/internal/engine"
 	"github.com/splitflow/splitflow/runtime/internal/keygroup"
 )
 
@@ -210,7 +211,7 @@ func TestProcessingTimeWindowsFollowTheClock(t *testing.T) {
 			w.add(t, "a", 5) // the record's timestamp plays no part
 			w.advance(t, clockBase+3)
 			w.add(t, "a", 500)
-			w.watermark(t, maxWatermark)
+			w.watermark(t, engine.MaxWatermark)
 			expectWin(t, "watermark", w)
 			w.advance(t, clockBase+8)
 			expectWin(t, "before the end", w)
@@ -281,7 +282,7 @@ func TestGlobalCountFiresEveryNRecords(t *testing.T) {
 			}
 			w.add(t, "b", 0)
 			w.add(t, "b", 1)
-			w.watermark(t, maxWatermark)
+			w.watermark(t, engine.MaxWatermark)
 			global := TimeWindow{math.MinInt64, math.MaxInt64}
 			want := []WindowResult[string, int64]{{"a", global, 3, WindowOnTime}, {"a", global, 3, WindowOnTime}}
 			if got := w.out.vals; !slices.Equal(got, want) || !slices.Equal(w.out.ts, []int64{2, 5}) {
@@ -356,7 +357,7 @@ func runWindowRestore(t *testing.T, b backendKind, a WindowAssigner, par int, ke
 	for _, s := range steps[at:] {
 		apply(orig, s)
 	}
-	orig.watermark(t, maxWatermark)
+	orig.watermark(t, engine.MaxWatermark)
 	want := results(t, -1, orig)
 
 	var got []winRes
@@ -376,7 +377,7 @@ func runWindowRestore(t *testing.T, b backendKind, a WindowAssigner, par int, ke
 				apply(w, s)
 			}
 		}
-		w.watermark(t, maxWatermark)
+		w.watermark(t, engine.MaxWatermark)
 		got = append(got, results(t, -1, w)...)
 		if n, left := w.keysInState(t, keys), w.timersLeft(); n != 0 || left != 0 {
 			t.Fatalf("subtask %d: %d keys with state and %d timers left", sub, n, left)

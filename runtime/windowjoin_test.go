@@ -7,6 +7,8 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/splitflow/splitflow/runtime/internal/engine"
 )
 
 func windowJoinStream(a WindowAssigner, opts ...WindowOption) DataStream[jPair] {
@@ -125,8 +127,8 @@ func TestWindowJoinFollowsTheModel(t *testing.T) {
 							t.Fatalf("step %d: %d records dropped as late, the model %d", step, d, m.dropped)
 						}
 					}
-					want := m.watermark(maxWatermark)
-					w.watermark(t, maxWatermark)
+					want := m.watermark(engine.MaxWatermark)
+					w.watermark(t, engine.MaxWatermark)
 					if got := pairs(w); !slices.Equal(sortedPairs(got), sortedPairs(want)) {
 						t.Fatalf("end: emitted %v, the model %v", sortedPairs(got), sortedPairs(want))
 					}
@@ -163,7 +165,7 @@ func TestWindowJoinSessionsMergeAcrossInputs(t *testing.T) {
 			if got := sortedPairs(pairs(w)); !slices.Equal(got, want) {
 				t.Fatalf("emitted %v, want %v", got, want)
 			}
-			w.watermark(t, maxWatermark)
+			w.watermark(t, engine.MaxWatermark)
 			if got := pairs(w); len(got) != 0 {
 				t.Fatalf("a session of one side emitted %v", got)
 			}
@@ -199,7 +201,7 @@ func TestWindowJoinEmitsEachPairOnce(t *testing.T) {
 			if got, want := sortedPairs(pairs(w)), []jPair{{4, 2, 9}, {4, 3, 9}}; !slices.Equal(got, want) {
 				t.Fatalf("a late left record: emitted %v, want %v (only its own pairs)", got, want)
 			}
-			w.watermark(t, maxWatermark)
+			w.watermark(t, engine.MaxWatermark)
 			if got := pairs(w); len(got) != 0 {
 				t.Fatalf("the cleanup emitted %v", got)
 			}
@@ -219,7 +221,7 @@ func TestWindowJoinEmitsEachPairOnce(t *testing.T) {
 				t.Fatalf("early: emitted %v, want %v", got, want)
 			}
 			w.add(t, right[jRec](jRec{"k", 5}), 5) // [5,10) bridges: [0,16)
-			w.watermark(t, maxWatermark)
+			w.watermark(t, engine.MaxWatermark)
 			want := []jPair{{1, 4, 15}, {1, 5, 15}, {3, 2, 15}, {3, 5, 15}}
 			if got := sortedPairs(pairs(w)); !slices.Equal(got, want) {
 				t.Fatalf("on time after the merge: emitted %v, want %v (the pairs across the merged sessions and the new record's)", got, want)

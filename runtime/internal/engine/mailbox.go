@@ -1,4 +1,4 @@
-package runtime
+package engine
 
 import (
 	"sync"
@@ -11,19 +11,19 @@ import (
 type mailPriority uint8
 
 const (
-	priorityDefault mailPriority = iota
-	priorityUrgent
+	PriorityDefault mailPriority = iota
+	PriorityUrgent
 )
 
-// mail is an action that must run on the task goroutine: a timer firing, a
+// Mail is an action that must run on the task goroutine: a timer firing, a
 // split assignment from the source coordinator, a flush, a stop request,
 // and checkpoint triggers and notifications.
-type mail struct {
-	name string
-	run  func() error
+type Mail struct {
+	Name string
+	Run  func() error
 }
 
-// mailbox is the one way other goroutines reach a task: they put mails; the
+// Mailbox is the one way other goroutines reach a task: they put mails; the
 // task goroutine runs them between two steps of its default action, so
 // operator state is only ever touched by the task goroutine (the
 // task-goroutine rule).
@@ -32,32 +32,32 @@ type mail struct {
 // blocks (the queue is unbounded, but producers are few and bounded by
 // design: one coordinator, the task's own timers), and a one-token channel
 // wakes the task when it waits on mail or availability.
-type mailbox struct {
+type Mailbox struct {
 	mu     sync.Mutex
-	urgent []mail
-	normal []mail
+	urgent []Mail
+	normal []Mail
 	closed bool
 	// pending counts queued mails so the task's hot loop checks for mail
 	// with one atomic load instead of a lock.
 	pending atomic.Int32
-	// ready holds a token whenever a mail was put since the task last
+	// Ready holds a token whenever a mail was put since the task last
 	// looked. Spurious tokens are harmless: the task re-checks pending.
-	ready chan struct{}
+	Ready chan struct{}
 }
 
-func newMailbox() *mailbox {
-	return &mailbox{ready: make(chan struct{}, 1)}
+func NewMailbox() *Mailbox {
+	return &Mailbox{Ready: make(chan struct{}, 1)}
 }
 
-// put queues m and wakes the task. It returns false, dropping m, once the
+// Put queues m and wakes the task. It returns false, dropping m, once the
 // task has finished and closed its mailbox. Safe from any goroutine.
-func (mb *mailbox) put(p mailPriority, m mail) bool {
+func (mb *Mailbox) Put(p mailPriority, m Mail) bool {
 	mb.mu.Lock()
 	if mb.closed {
 		mb.mu.Unlock()
 		return false
 	}
-	if p == priorityUrgent {
+	if p == PriorityUrgent {
 		mb.urgent = append(mb.urgent, m)
 	} else {
 		mb.normal = append(mb.normal, m)
@@ -65,38 +65,38 @@ func (mb *mailbox) put(p mailPriority, m mail) bool {
 	mb.pending.Add(1)
 	mb.mu.Unlock()
 	select {
-	case mb.ready <- struct{}{}:
+	case mb.Ready <- struct{}{}:
 	default:
 	}
 	return true
 }
 
-func (mb *mailbox) hasMail() bool { return mb.pending.Load() > 0 }
+func (mb *Mailbox) HasMail() bool { return mb.pending.Load() > 0 }
 
-// take removes the next mail, urgent first. Task goroutine only.
-func (mb *mailbox) take() (mail, bool) {
+// Take removes the next mail, urgent first. Task goroutine only.
+func (mb *Mailbox) Take() (Mail, bool) {
 	mb.mu.Lock()
 	defer mb.mu.Unlock()
-	var m mail
+	var m Mail
 	switch {
 	case len(mb.urgent) > 0:
 		m = mb.urgent[0]
-		mb.urgent[0] = mail{}
+		mb.urgent[0] = Mail{}
 		mb.urgent = mb.urgent[1:]
 	case len(mb.normal) > 0:
 		m = mb.normal[0]
-		mb.normal[0] = mail{}
+		mb.normal[0] = Mail{}
 		mb.normal = mb.normal[1:]
 	default:
-		return mail{}, false
+		return Mail{}, false
 	}
 	mb.pending.Add(-1)
 	return m, true
 }
 
-// close makes later puts fail and drops what is queued: the task that owned
+// Close makes later puts fail and drops what is queued: the task that owned
 // the mailbox is gone, and the mails were addressed to its state.
-func (mb *mailbox) close() {
+func (mb *Mailbox) Close() {
 	mb.mu.Lock()
 	mb.closed = true
 	mb.urgent, mb.normal = nil, nil

@@ -1,4 +1,4 @@
-package runtime
+package engine
 
 import (
 	"math"
@@ -6,20 +6,20 @@ import (
 	"github.com/splitflow/splitflow/runtime/watermark"
 )
 
-// maxWatermark is the watermark a source emits when its input ends
+// MaxWatermark is the watermark a source emits when its input ends
 // (watermark.Max): every pending event-time timer fires.
-const maxWatermark = watermark.Max
+const MaxWatermark = watermark.Max
 
-// noWatermark is the watermark of an input that has seen none yet.
-const noWatermark int64 = math.MinInt64
+// NoWatermark is the watermark of an input that has seen none yet.
+const NoWatermark int64 = math.MinInt64
 
-// checkpointBarrier separates the records that belong to checkpoint
+// CheckpointBarrier separates the records that belong to checkpoint
 // CheckpointID from those after it. Barriers flow in-band through the same
 // channels as records, so every record before a barrier is in the
 // checkpoint and every record after it is not. The master injects them
 // into the sources; a task with several input channels aligns them (see
 // barrier.go).
-type checkpointBarrier struct {
+type CheckpointBarrier struct {
 	// CheckpointID strictly increases over the life of a job, across
 	// restarts and restores.
 	CheckpointID int64
@@ -32,8 +32,8 @@ type checkpointBarrier struct {
 // when it has none). Records are stored by value in batches so that the hot
 // path neither boxes nor allocates.
 type record[T any] struct {
-	value T
-	ts    int64
+	Value T
+	TS    int64
 }
 
 // eventKind names the control elements that travel in-band behind records.
@@ -41,62 +41,62 @@ type eventKind uint8
 
 const (
 	eventNone eventKind = iota
-	// eventWatermark: event time on this channel has reached event.watermark.
-	eventWatermark
-	// eventStatus: the channel became idle (event.idle) or active again.
-	eventStatus
-	// eventBarrier: checkpoint barrier event.barrier.
-	eventBarrier
-	// eventEndOfPartition: the upstream subtask will send nothing more;
+	// EventWatermark: event time on this channel has reached event.watermark.
+	EventWatermark
+	// EventStatus: the channel became idle (event.idle) or active again.
+	EventStatus
+	// EventBarrier: checkpoint barrier event.barrier.
+	EventBarrier
+	// EventEndOfPartition: the upstream subtask will send nothing more;
 	// event.stopped when it was stopped (a cancel) rather than reaching
 	// the end of its input.
-	eventEndOfPartition
+	EventEndOfPartition
 )
 
 func (k eventKind) String() string {
 	switch k {
 	case eventNone:
 		return "none"
-	case eventWatermark:
+	case EventWatermark:
 		return "watermark"
-	case eventStatus:
+	case EventStatus:
 		return "status"
-	case eventBarrier:
+	case EventBarrier:
 		return "barrier"
-	case eventEndOfPartition:
+	case EventEndOfPartition:
 		return "end-of-partition"
 	default:
 		return "unknown-event"
 	}
 }
 
-// event is a control element. Events are never mixed into the middle of a
+// Event is a control element. Events are never mixed into the middle of a
 // batch: a writer flushes its buffer before it appends one, so an event is
 // always the last element of its batch and order per channel is the order
 // in which the upstream operator emitted.
-type event struct {
-	kind      eventKind
-	idle      bool
-	stopped   bool
-	watermark int64
-	barrier   checkpointBarrier
+type Event struct {
+	Kind      eventKind
+	Idle      bool
+	Stopped   bool
+	Watermark int64
+	Barrier   CheckpointBarrier
 }
 
-// batch is the unit that crosses a channel between two tasks: up to
+// Batch is the unit that crosses a channel between two tasks: up to
 // BufferSize records followed by at most one event. Batches are recycled
 // between the writer and the input channel that receive them (see
 // inputChannel.free), so a running pipeline allocates none.
-type batch[T any] struct {
-	records []record[T]
-	ev      event
+type Batch[T any] struct {
+	Records []record[T]
+	Ev      Event
 }
 
-func (b *batch[T]) reset() {
-	clear(b.records) // drop references so that recycled batches pin no garbage
-	b.records = b.records[:0]
-	b.ev = event{}
+func (b *Batch[T]) reset() {
+	clear(b.Records) // drop references so that recycled batches pin no garbage
+	b.Records = b.Records[:0]
+	b.Ev = Event{}
 }
 
-// noTimestampForProcessingTime is the timestamp of records emitted from a
+// NoTimestampForProcessingTime is the timestamp of records emitted from a
 // processing-time timer: they have no event time.
-const noTimestampForProcessingTime = noWatermark
+const NoTimestampForProcessingTime = NoWatermark

@@ -1,4 +1,4 @@
-package runtime
+package engine
 
 import (
 	"sync"
@@ -19,32 +19,32 @@ import (
 // tasks are bounded by channels x (BuffersPerChannel + 1) x BufferSize plus
 // what one step of the producer's default action emits.
 
-// inputGate is the input side of a consuming subtask for one or more network
+// InputGate is the input side of a consuming subtask for one or more network
 // edges. Producing subtasks offer batches to their own input channel; the
 // task goroutine polls them in arrival order. One mutex guards the gate:
 // it is taken once per batch, not per record.
-type inputGate[T any] struct {
+type InputGate[T any] struct {
 	mu       sync.Mutex
-	channels []gateChannel[T]
-	// ready lists channels with queued batches, in the order they became
+	Channels []gateChannel[T]
+	// Ready lists channels with queued batches, in the order they became
 	// non-empty, so that no channel starves (Flink's inputChannelsWithData).
 	ready []int
-	// notify holds a token when a batch arrived since the task last looked.
-	notify chan struct{}
+	// Notify holds a token when a batch arrived since the task last looked.
+	Notify chan struct{}
 	// capacity is the number of batches each channel queues.
 	capacity int
 	// blocked marks channels whose barrier arrived while the task waits
 	// for the same barrier on the others (alignment): poll skips them.
 	blocked  []bool
-	nblocked int
+	NBlocked int
 }
 
 type gateChannel[T any] struct {
-	ring    []*batch[T]
+	ring    []*Batch[T]
 	head, n int
 	inReady bool
-	// free holds consumed batches for the producer to reuse.
-	free []*batch[T]
+	// Free holds consumed batches for the producer to reuse.
+	Free []*Batch[T]
 	// space holds a token when the consumer took a batch from this channel
 	// since the producer last looked; a producer with a pending batch for
 	// this channel waits on it. It is the producer's: every channel a
@@ -53,17 +53,17 @@ type gateChannel[T any] struct {
 	space chan struct{}
 }
 
-func newInputGate[T any](numChannels, capacity int) *inputGate[T] {
-	g := &inputGate[T]{
-		channels: make([]gateChannel[T], numChannels),
+func NewInputGate[T any](numChannels, capacity int) *InputGate[T] {
+	g := &InputGate[T]{
+		Channels: make([]gateChannel[T], numChannels),
 		ready:    make([]int, 0, numChannels),
-		notify:   make(chan struct{}, 1),
+		Notify:   make(chan struct{}, 1),
 		capacity: capacity,
 		blocked:  make([]bool, numChannels),
 	}
-	for i := range g.channels {
-		g.channels[i].ring = make([]*batch[T], capacity)
-		g.channels[i].space = make(chan struct{}, 1)
+	for i := range g.Channels {
+		g.Channels[i].ring = make([]*Batch[T], capacity)
+		g.Channels[i].space = make(chan struct{}, 1)
 	}
 	return g
 }
@@ -71,9 +71,9 @@ func newInputGate[T any](numChannels, capacity int) *inputGate[T] {
 // offer queues b on channel ch unless the channel is full. On success, and
 // if wantReuse, it hands back a consumed batch for reuse, if one is free.
 // Producer side.
-func (g *inputGate[T]) offer(ch int, b *batch[T], wantReuse bool) (ok bool, reuse *batch[T]) {
+func (g *InputGate[T]) offer(ch int, b *Batch[T], wantReuse bool) (ok bool, reuse *Batch[T]) {
 	g.mu.Lock()
-	c := &g.channels[ch]
+	c := &g.Channels[ch]
 	if c.n == g.capacity {
 		g.mu.Unlock()
 		return false, nil
@@ -84,31 +84,31 @@ func (g *inputGate[T]) offer(ch int, b *batch[T], wantReuse bool) (ok bool, reus
 		c.inReady = true
 		g.ready = append(g.ready, ch)
 	}
-	if k := len(c.free); k > 0 && wantReuse {
-		reuse = c.free[k-1]
-		c.free[k-1] = nil
-		c.free = c.free[:k-1]
+	if k := len(c.Free); k > 0 && wantReuse {
+		reuse = c.Free[k-1]
+		c.Free[k-1] = nil
+		c.Free = c.Free[:k-1]
 	}
 	g.mu.Unlock()
 	select {
-	case g.notify <- struct{}{}:
+	case g.Notify <- struct{}{}:
 	default:
 	}
 	return true, reuse
 }
 
-// poll takes the next batch, returning the previously consumed one (done,
+// Poll takes the next batch, returning the previously consumed one (done,
 // from channel doneCh; nil for none) to its channel's free list in the same
 // critical section. Consumer side.
-func (g *inputGate[T]) poll(done *batch[T], doneCh int) (ch int, b *batch[T], ok bool) {
+func (g *InputGate[T]) Poll(done *Batch[T], doneCh int) (ch int, b *Batch[T], ok bool) {
 	g.mu.Lock()
 	if done != nil {
 		// No cap on the free list: a producer allocates only when it
 		// finds it empty, so the batches of a channel never outnumber
 		// the most it ever had in flight, which backpressure bounds.
-		c := &g.channels[doneCh]
+		c := &g.Channels[doneCh]
 		done.reset()
-		c.free = append(c.free, done)
+		c.Free = append(c.Free, done)
 	}
 	if len(g.ready) == 0 {
 		g.mu.Unlock()
@@ -117,7 +117,7 @@ func (g *inputGate[T]) poll(done *batch[T], doneCh int) (ch int, b *batch[T], ok
 	// The first ready channel that is not blocked by an alignment; the
 	// blocked ones keep their place in the ready order.
 	pos := 0
-	if g.nblocked > 0 {
+	if g.NBlocked > 0 {
 		for pos < len(g.ready) && g.blocked[g.ready[pos]] {
 			pos++
 		}
@@ -129,7 +129,7 @@ func (g *inputGate[T]) poll(done *batch[T], doneCh int) (ch int, b *batch[T], ok
 	ch = g.ready[pos]
 	copy(g.ready[pos:], g.ready[pos+1:])
 	g.ready = g.ready[:len(g.ready)-1]
-	c := &g.channels[ch]
+	c := &g.Channels[ch]
 	b = c.ring[c.head]
 	c.ring[c.head] = nil
 	c.head = (c.head + 1) % g.capacity
@@ -148,108 +148,108 @@ func (g *inputGate[T]) poll(done *batch[T], doneCh int) (ch int, b *batch[T], ok
 	return ch, b, true
 }
 
-// block stops poll from taking batches of channel ch until unblockAll:
+// Block stops poll from taking batches of channel ch until unblockAll:
 // the channel delivered a barrier that the other channels have not yet.
 // Consumer side.
-func (g *inputGate[T]) block(ch int) {
+func (g *InputGate[T]) Block(ch int) {
 	g.mu.Lock()
 	if !g.blocked[ch] {
 		g.blocked[ch] = true
-		g.nblocked++
+		g.NBlocked++
 	}
 	g.mu.Unlock()
 }
 
-// unblockAll ends an alignment and wakes the consumer, since blocked
+// UnblockAll ends an alignment and wakes the consumer, since blocked
 // channels may hold batches. Consumer side.
-func (g *inputGate[T]) unblockAll() {
+func (g *InputGate[T]) UnblockAll() {
 	g.mu.Lock()
 	clear(g.blocked)
-	g.nblocked = 0
+	g.NBlocked = 0
 	g.mu.Unlock()
 	select {
-	case g.notify <- struct{}{}:
+	case g.Notify <- struct{}{}:
 	default:
 	}
 }
 
 // takeFree hands a consumed batch of channel ch back to its producer, or
 // nil if none is free. Producer side.
-func (g *inputGate[T]) takeFree(ch int) *batch[T] {
+func (g *InputGate[T]) takeFree(ch int) *Batch[T] {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	c := &g.channels[ch]
-	k := len(c.free)
+	c := &g.Channels[ch]
+	k := len(c.Free)
 	if k == 0 {
 		return nil
 	}
-	b := c.free[k-1]
-	c.free[k-1] = nil
-	c.free = c.free[:k-1]
+	b := c.Free[k-1]
+	c.Free[k-1] = nil
+	c.Free = c.Free[:k-1]
 	return b
 }
 
-// partitionKind is how a writer picks the target subtask of a record.
-type partitionKind uint8
+// PartitionKind is how a writer picks the target subtask of a record.
+type PartitionKind uint8
 
 const (
-	// partitionForward sends to the subtask with the same index; only valid
+	// PartitionForward sends to the subtask with the same index; only valid
 	// between operators of equal parallelism.
-	partitionForward partitionKind = iota
-	// partitionRebalance sends round-robin.
-	partitionRebalance
-	// partitionHash sends by key group (see keygroup.go).
-	partitionHash
-	// partitionBroadcast sends every record to every subtask.
-	partitionBroadcast
+	PartitionForward PartitionKind = iota
+	// PartitionRebalance sends round-robin.
+	PartitionRebalance
+	// PartitionHash sends by key group (see keygroup.go).
+	PartitionHash
+	// PartitionBroadcast sends every record to every subtask.
+	PartitionBroadcast
 )
 
-func (k partitionKind) String() string {
+func (k PartitionKind) String() string {
 	switch k {
-	case partitionForward:
+	case PartitionForward:
 		return "FORWARD"
-	case partitionRebalance:
+	case PartitionRebalance:
 		return "REBALANCE"
-	case partitionHash:
+	case PartitionHash:
 		return "HASH"
-	case partitionBroadcast:
+	case PartitionBroadcast:
 		return "BROADCAST"
 	default:
 		return "UNKNOWN"
 	}
 }
 
-// networkOutput is the type-free face of a record writer that its task
+// NetworkOutput is the type-free face of a record writer that its task
 // uses to flush, to broadcast events and to learn about backpressure.
-type networkOutput interface {
-	// available reports that no batch is waiting for space.
-	available() bool
-	// retryPending offers pending batches again and reports availability.
-	retryPending() bool
-	// spaceReady returns the channel to wait on while unavailable.
-	spaceReady() <-chan struct{}
-	// shareSpace makes room on any of the writer's targets signal space,
+type NetworkOutput interface {
+	// Available reports that no batch is waiting for space.
+	Available() bool
+	// RetryPending offers pending batches again and reports availability.
+	RetryPending() bool
+	// SpaceReady returns the channel to wait on while unavailable.
+	SpaceReady() <-chan struct{}
+	// ShareSpace makes room on any of the writer's targets signal space,
 	// the channel its task waits on whichever output is unavailable.
 	// Before the task's first record.
-	shareSpace(space chan struct{})
-	// flush ships every partly filled buffer.
-	flush()
-	// count is the number of records the writer was given.
-	count() int64
-	// broadcastEvent appends ev to every target's buffer and ships it.
-	broadcastEvent(ev event)
+	ShareSpace(space chan struct{})
+	// Flush ships every partly filled buffer.
+	Flush()
+	// Count is the number of records the writer was given.
+	Count() int64
+	// BroadcastEvent appends ev to every target's buffer and ships it.
+	BroadcastEvent(ev Event)
 }
 
 // recordWriter is the output of a subtask towards one network edge. It is
 // owned by the producing task's goroutine.
 type recordWriter[T any] struct {
-	kind       partitionKind
-	gates      []*inputGate[T] // by target subtask (one entry for forward)
+	kind       PartitionKind
+	gates      []*InputGate[T] // by target subtask (one entry for forward)
 	channel    int             // this subtask's channel index in each gate
 	bufferSize int
-	bufs       []*batch[T] // filling buffer per target
-	spare      []*batch[T] // a recycled batch per target
-	pending    [][]*batch[T]
+	bufs       []*Batch[T] // filling buffer per target
+	spare      []*Batch[T] // a recycled batch per target
+	pending    [][]*Batch[T]
 	npending   int
 	// space receives a token when any target channel took a batch.
 	space chan struct{}
@@ -257,52 +257,52 @@ type recordWriter[T any] struct {
 	// hash routing
 	keyHash        func(T) uint32
 	maxParallelism int
-	// records counts what collect was given (metrics.go).
+	// Records counts what collect was given (metrics.go).
 	records int64
 }
 
-func newRecordWriter[T any](kind partitionKind, gates []*inputGate[T], channel, bufferSize int, keyHash func(T) uint32, maxParallelism, subtask int) *recordWriter[T] {
+func NewRecordWriter[T any](kind PartitionKind, gates []*InputGate[T], channel, bufferSize int, keyHash func(T) uint32, maxParallelism, subtask int) *recordWriter[T] {
 	n := len(gates)
 	w := &recordWriter[T]{
 		kind:           kind,
 		gates:          gates,
 		channel:        channel,
 		bufferSize:     bufferSize,
-		bufs:           make([]*batch[T], n),
-		spare:          make([]*batch[T], n),
-		pending:        make([][]*batch[T], n),
+		bufs:           make([]*Batch[T], n),
+		spare:          make([]*Batch[T], n),
+		pending:        make([][]*Batch[T], n),
 		rr:             subtask % n, // spread subtasks' round-robin starts
 		keyHash:        keyHash,
 		maxParallelism: maxParallelism,
 	}
-	w.shareSpace(make(chan struct{}, 1))
+	w.ShareSpace(make(chan struct{}, 1))
 	return w
 }
 
-func (w *recordWriter[T]) shareSpace(space chan struct{}) {
+func (w *recordWriter[T]) ShareSpace(space chan struct{}) {
 	w.space = space
 	for _, g := range w.gates {
 		g.mu.Lock()
-		g.channels[w.channel].space = space
+		g.Channels[w.channel].space = space
 		g.mu.Unlock()
 	}
 }
 
-func (w *recordWriter[T]) collect(v T, ts int64) error {
+func (w *recordWriter[T]) Collect(v T, ts int64) error {
 	w.records++
 	switch w.kind {
-	case partitionForward:
+	case PartitionForward:
 		w.add(0, v, ts)
-	case partitionRebalance:
+	case PartitionRebalance:
 		w.rr++
 		if w.rr == len(w.gates) {
 			w.rr = 0
 		}
 		w.add(w.rr, v, ts)
-	case partitionHash:
+	case PartitionHash:
 		kg := keygroup.ForHash(w.keyHash(v), w.maxParallelism)
 		w.add(keygroup.Subtask(kg, len(w.gates), w.maxParallelism), v, ts)
-	case partitionBroadcast:
+	case PartitionBroadcast:
 		for t := range w.gates {
 			w.add(t, v, ts)
 		}
@@ -310,13 +310,13 @@ func (w *recordWriter[T]) collect(v T, ts int64) error {
 	return nil
 }
 
-func (w *recordWriter[T]) emitWatermark(wm int64) error {
-	w.broadcastEvent(event{kind: eventWatermark, watermark: wm})
+func (w *recordWriter[T]) EmitWatermark(wm int64) error {
+	w.BroadcastEvent(Event{Kind: EventWatermark, Watermark: wm})
 	return nil
 }
 
-func (w *recordWriter[T]) emitStatus(idle bool) error {
-	w.broadcastEvent(event{kind: eventStatus, idle: idle})
+func (w *recordWriter[T]) EmitStatus(idle bool) error {
+	w.BroadcastEvent(Event{Kind: EventStatus, Idle: idle})
 	return nil
 }
 
@@ -325,20 +325,20 @@ func (w *recordWriter[T]) add(t int, v T, ts int64) {
 	if b == nil {
 		b = w.newBatch(t)
 	}
-	b.records = append(b.records, record[T]{value: v, ts: ts})
-	if len(b.records) >= w.bufferSize {
+	b.Records = append(b.Records, record[T]{Value: v, TS: ts})
+	if len(b.Records) >= w.bufferSize {
 		w.ship(t)
 	}
 }
 
-func (w *recordWriter[T]) newBatch(t int) *batch[T] {
+func (w *recordWriter[T]) newBatch(t int) *Batch[T] {
 	b := w.spare[t]
 	if b != nil {
 		w.spare[t] = nil
 	} else if b = w.gates[t].takeFree(w.channel); b == nil {
 		// Only while the pipeline fills up: afterwards every batch comes
 		// back from the consumer, so the steady state allocates none.
-		b = &batch[T]{records: make([]record[T], 0, w.bufferSize)}
+		b = &Batch[T]{Records: make([]record[T], 0, w.bufferSize)}
 	}
 	w.bufs[t] = b
 	return b
@@ -361,11 +361,11 @@ func (w *recordWriter[T]) ship(t int) {
 	w.npending++
 }
 
-func (w *recordWriter[T]) count() int64 { return w.records }
+func (w *recordWriter[T]) Count() int64 { return w.records }
 
-func (w *recordWriter[T]) available() bool { return w.npending == 0 }
+func (w *recordWriter[T]) Available() bool { return w.npending == 0 }
 
-func (w *recordWriter[T]) retryPending() bool {
+func (w *recordWriter[T]) RetryPending() bool {
 	if w.npending == 0 {
 		return true
 	}
@@ -390,31 +390,31 @@ func (w *recordWriter[T]) retryPending() bool {
 	return w.npending == 0
 }
 
-// spaceReady is signalled when any target takes a batch: waiting on the
+// SpaceReady is signalled when any target takes a batch: waiting on the
 // first pending target only would leave batches for the others (a barrier
 // among them) waiting on the slowest.
-func (w *recordWriter[T]) spaceReady() <-chan struct{} {
+func (w *recordWriter[T]) SpaceReady() <-chan struct{} {
 	if w.npending == 0 {
 		return nil
 	}
 	return w.space
 }
 
-func (w *recordWriter[T]) flush() {
+func (w *recordWriter[T]) Flush() {
 	for t, b := range w.bufs {
-		if b != nil && len(b.records) > 0 {
+		if b != nil && len(b.Records) > 0 {
 			w.ship(t)
 		}
 	}
 }
 
-func (w *recordWriter[T]) broadcastEvent(ev event) {
+func (w *recordWriter[T]) BroadcastEvent(ev Event) {
 	for t := range w.gates {
 		b := w.bufs[t]
 		if b == nil {
 			b = w.newBatch(t)
 		}
-		b.ev = ev
+		b.Ev = ev
 		w.ship(t)
 	}
 }

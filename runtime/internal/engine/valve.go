@@ -1,6 +1,6 @@
-package runtime
+package engine
 
-// watermarkValve combines the watermarks and statuses of a task's input
+// WatermarkValve combines the watermarks and statuses of a task's input
 // channels into the task's input watermark, as Flink's
 // StatusWatermarkValve does:
 //
@@ -20,16 +20,16 @@ package runtime
 //     reach the end of event time, and letting the other channels take
 //     time on would fire timers whose results are not final (after a
 //     resume, the stopped channel's remaining records would be late).
-type watermarkValve struct {
+type WatermarkValve struct {
 	out      valveOutput
 	channels []channelStatus
-	last     int64
+	Last     int64
 	idle     bool
 }
 
 type valveOutput interface {
-	emitWatermark(wm int64) error
-	emitStatus(idle bool) error
+	EmitWatermark(wm int64) error
+	EmitStatus(idle bool) error
 }
 
 type channelStatus struct {
@@ -37,21 +37,21 @@ type channelStatus struct {
 	idle    bool
 	aligned bool
 	ended   bool
-	// stopped: ended by a stop upstream; wm, idle and aligned are kept
+	// Stopped: ended by a stop upstream; wm, idle and aligned are kept
 	// as they were, and ended stays false so that they still count.
 	stopped bool
 }
 
-func newWatermarkValve(numChannels int, out valveOutput) *watermarkValve {
-	v := &watermarkValve{out: out, channels: make([]channelStatus, numChannels), last: noWatermark}
+func NewWatermarkValve(numChannels int, out valveOutput) *WatermarkValve {
+	v := &WatermarkValve{out: out, channels: make([]channelStatus, numChannels), Last: NoWatermark}
 	for i := range v.channels {
-		v.channels[i] = channelStatus{wm: noWatermark, aligned: true}
+		v.channels[i] = channelStatus{wm: NoWatermark, aligned: true}
 	}
 	return v
 }
 
-// open counts the channels that have not ended, either way.
-func (v *watermarkValve) open() int {
+// Open counts the channels that have not ended, either way.
+func (v *WatermarkValve) Open() int {
 	n := 0
 	for i := range v.channels {
 		if c := &v.channels[i]; !c.ended && !c.stopped {
@@ -61,19 +61,19 @@ func (v *watermarkValve) open() int {
 	return n
 }
 
-func (v *watermarkValve) inputWatermark(ch int, wm int64) error {
+func (v *WatermarkValve) InputWatermark(ch int, wm int64) error {
 	c := &v.channels[ch]
 	if c.ended || c.stopped || c.idle || wm <= c.wm {
 		return nil
 	}
 	c.wm = wm
-	if !c.aligned && wm >= v.last {
+	if !c.aligned && wm >= v.Last {
 		c.aligned = true
 	}
 	return v.emitMin()
 }
 
-func (v *watermarkValve) inputStatus(ch int, idle bool) error {
+func (v *WatermarkValve) InputStatus(ch int, idle bool) error {
 	c := &v.channels[ch]
 	if c.ended || c.stopped || c.idle == idle {
 		return nil
@@ -86,43 +86,43 @@ func (v *watermarkValve) inputStatus(ch int, idle bool) error {
 				return err
 			}
 			v.idle = true
-			return v.out.emitStatus(true)
+			return v.out.EmitStatus(true)
 		}
 		return v.emitMin()
 	}
-	c.aligned = c.wm >= v.last
+	c.aligned = c.wm >= v.Last
 	if v.idle {
 		v.idle = false
-		return v.out.emitStatus(false)
+		return v.out.EmitStatus(false)
 	}
 	return nil
 }
 
-// endOfPartition retires ch and reports whether every channel has ended.
+// EndOfPartition retires ch and reports whether every channel has ended.
 // stopped: its upstream was stopped; the channel then freezes instead, and
 // nothing is emitted.
-func (v *watermarkValve) endOfPartition(ch int, stopped bool) (bool, error) {
+func (v *WatermarkValve) EndOfPartition(ch int, stopped bool) (bool, error) {
 	c := &v.channels[ch]
 	if c.ended || c.stopped {
-		return v.open() == 0, nil
+		return v.Open() == 0, nil
 	}
 	if stopped {
 		c.stopped = true
-		return v.open() == 0, nil
+		return v.Open() == 0, nil
 	}
 	c.ended = true
 	c.aligned = false
-	if v.open() == 0 {
+	if v.Open() == 0 {
 		return true, nil
 	}
 	if v.allIdle() && !v.idle {
 		v.idle = true
-		return false, v.out.emitStatus(true)
+		return false, v.out.EmitStatus(true)
 	}
 	return false, v.emitMin()
 }
 
-func (v *watermarkValve) allIdle() bool {
+func (v *WatermarkValve) allIdle() bool {
 	for i := range v.channels {
 		c := &v.channels[i]
 		if !c.ended && !c.idle {
@@ -132,7 +132,7 @@ func (v *watermarkValve) allIdle() bool {
 	return true
 }
 
-func (v *watermarkValve) emitMin() error {
+func (v *WatermarkValve) emitMin() error {
 	min, found := int64(0), false
 	for i := range v.channels {
 		c := &v.channels[i]
@@ -143,11 +143,11 @@ func (v *watermarkValve) emitMin() error {
 			min, found = c.wm, true
 		}
 	}
-	if !found || min <= v.last {
+	if !found || min <= v.Last {
 		return nil
 	}
-	v.last = min
-	return v.out.emitWatermark(min)
+	v.Last = min
+	return v.out.EmitWatermark(min)
 }
 
 // emitMaxAcrossChannels counts the ended channels too: a channel that
@@ -157,16 +157,16 @@ func (v *watermarkValve) emitMin() error {
 // unsent for good: a bounded stream joined with a quiet table whose
 // channel holds the minimum until it goes idle, after the stream ended,
 // would wait forever.
-func (v *watermarkValve) emitMaxAcrossChannels() error {
-	max := noWatermark
+func (v *WatermarkValve) emitMaxAcrossChannels() error {
+	max := NoWatermark
 	for i := range v.channels {
 		if c := &v.channels[i]; c.wm > max {
 			max = c.wm
 		}
 	}
-	if max <= v.last {
+	if max <= v.Last {
 		return nil
 	}
-	v.last = max
-	return v.out.emitWatermark(max)
+	v.Last = max
+	return v.out.EmitWatermark(max)
 }
