@@ -142,7 +142,7 @@ func (c *sourceCoordinator[T, S, C]) run(ctx context.Context) {
 	var err error
 	if c.restored != nil {
 		var st C
-		st, err = decodeVersioned(c.restored, c.src.EnumeratorStateSerializer())
+		st, err = engine.DecodeVersioned(c.restored, c.src.EnumeratorStateSerializer())
 		if err == nil {
 			enum, err = c.src.RestoreEnumerator(c, st)
 		}
@@ -170,7 +170,7 @@ func (c *sourceCoordinator[T, S, C]) run(ctx context.Context) {
 		if b == nil {
 			continue
 		}
-		splits, err := decodeList(b, c.src.SplitSerializer())
+		splits, err := engine.DecodeList(b, c.src.SplitSerializer())
 		if err == nil && len(splits) > 0 {
 			err = enum.AddSplitsBack(splits, old)
 		}
@@ -251,7 +251,7 @@ func (c *sourceCoordinator[T, S, C]) checkpoint(ctx context.Context, id int64) (
 		st, err := c.enum.SnapshotState(id)
 		var data []byte
 		if err == nil {
-			data, err = encodeVersioned(st, c.src.EnumeratorStateSerializer())
+			data, err = engine.EncodeVersioned(st, c.src.EnumeratorStateSerializer())
 		}
 		if err != nil {
 			done <- result{err: err}

@@ -227,7 +227,7 @@ func (s *sourceSpec[T, S, C]) describeSplits(old [][]byte) ([]string, error) {
 		if b == nil {
 			continue
 		}
-		splits, err := decodeList(b, s.src.SplitSerializer())
+		splits, err := engine.DecodeList(b, s.src.SplitSerializer())
 		if err != nil {
 			return out, fmt.Errorf("decode splits: %w", err)
 		}

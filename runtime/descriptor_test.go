@@ -33,7 +33,7 @@ func openStringKeyed(t *testing.T, sc stateConfig, chk *checkpoint.Checkpoint) (
 	t.Helper()
 	tk := &task{name: "p", head: &opInfo{name: "p"}, cfg: &config{maxParallelism: 128, state: sc}, mb: engine.NewMailbox()}
 	if chk != nil {
-		tk.restored = &restoredState{chk: chk}
+		tk.restored = &engine.RestoredState{Chk: chk}
 	}
 	p := &keyedProcessOperator[string, string, string]{info: opInfo{name: "p", uid: "op"}, keyFn: func(k string) string { return k },
 		hash: keygroup.HashString, par: 1, out: output[string](&recorder[string]{}),
@@ -49,7 +49,7 @@ func openKeyedOf[K comparable](t *testing.T, sc stateConfig, chk *checkpoint.Che
 	t.Helper()
 	tk := &task{name: "p", head: &opInfo{name: "p"}, cfg: &config{maxParallelism: 128, state: sc}, mb: engine.NewMailbox()}
 	if chk != nil {
-		tk.restored = &restoredState{chk: chk}
+		tk.restored = &engine.RestoredState{Chk: chk}
 	}
 	p := &keyedProcessOperator[K, K, string]{info: opInfo{name: "p", uid: "op"}, keyFn: func(k K) K { return k },
 		hash: func(k K) uint32 { return keygroup.HashString(fmt.Sprint(k)) }, par: 1, out: output[string](&recorder[string]{}),

@@ -332,15 +332,15 @@ func TestSlotCheckpointRestoresAtTheJobsParallelism(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rs := &restoredState{chk: chk, parallelism: 3}
-	old, err := rs.subtasks("lines")
+	rs := &engine.RestoredState{Chk: chk, Parallelism: 3}
+	old, err := rs.Subtasks("lines")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(old) != 3 || string(old[1]) != "split of slot 1" {
 		t.Fatalf("restored %d subtasks %q, want slot 1's state as subtask 1 of 3", len(old), old)
 	}
-	if got := forSubtask(old, 1, 3); len(got) != 1 || string(got[0]) != "split of slot 1" {
+	if got := engine.ForSubtask(old, 1, 3); len(got) != 1 || string(got[0]) != "split of slot 1" {
 		t.Fatalf("subtask 1 restores %q", got)
 	}
 }
@@ -754,12 +754,12 @@ func TestDistributedSavepointIsRefusedNamingWhy(t *testing.T) {
 // without its state, so it is refused, naming what it is. A savepoint of
 // a job in one process holds no shuffle's state and passes.
 func TestSlotCheckpointGivenAsTheSavepointToStartFromIsRefused(t *testing.T) {
-	chk := func(uids ...string) *restoredState {
+	chk := func(uids ...string) *engine.RestoredState {
 		var states []checkpoint.StateHandle
 		for _, uid := range uids {
 			states = append(states, checkpoint.StateHandle{Owner: checkpoint.OperatorOwner(uid, 1)})
 		}
-		return &restoredState{chk: &checkpoint.Checkpoint{Metadata: checkpoint.Metadata{ID: 7, States: states}}}
+		return &engine.RestoredState{Chk: &checkpoint.Checkpoint{Metadata: checkpoint.Metadata{ID: 7, States: states}}}
 	}
 	err := notASlotCheckpoint(chk("numbers", shuffleDecodeUIDPrefix+"logs.count", "count"), "/ckpt/logs/slots/1/epoch-3/chk-7")
 	if !errors.Is(err, ErrIncompatibleCheckpoint) || !strings.Contains(err.Error(), "one slot") || !strings.Contains(err.Error(), "logs.count") {

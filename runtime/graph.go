@@ -336,7 +336,7 @@ func unboundedUpstream(n *node) *node {
 // independent pipelines, where every edge is forward). It creates their
 // input gates and operators; nothing starts and no user code runs here:
 // readers and writers are created by their tasks.
-func (ex *execution) buildTasks(region int, rs *restoredState) []*task {
+func (ex *execution) buildTasks(region int, rs *engine.RestoredState) []*task {
 	cfg, g, env := ex.cfg, ex.g, ex.env
 	want := func(s int) bool { return region < 0 || s == region }
 	gates := map[*chain][]any{}
@@ -454,7 +454,7 @@ func (ex *execution) buildTasks(region int, rs *restoredState) []*task {
 			tasks = append(tasks, t)
 		}
 	}
-	rs.expect(len(tasks))
+	rs.Expect(len(tasks))
 	ex.obs.tasksBuilt(ex, tasks)
 	return tasks
 }

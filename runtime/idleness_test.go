@@ -56,7 +56,7 @@ func TestBackpressuredSourceIsNotIdle(t *testing.T) {
 		synctest.Wait()
 		idle := make(chan bool, 1)
 		source.mb.Put(engine.PriorityUrgent, engine.Mail{Name: "probe", Run: func() error {
-			idle <- source.ops[0].(*sourceOperator[ev, *memSplit, int]).output.mux.idle
+			idle <- source.ops[0].(*sourceOperator[ev, *memSplit, int]).output.mux.Idle
 			return nil
 		}})
 		if <-idle {
@@ -78,7 +78,7 @@ func TestBackpressuredSourceIsNotIdle(t *testing.T) {
 func TestReaderWithAllSplitsIdleKeepsItsWatermark(t *testing.T) {
 	r := &recorder[string]{}
 	out := newReaderOutput(watermark.None[string](), output[string](r))
-	out.mux.started = true
+	out.mux.Started = true
 	lagging := out.CreateOutputForSplit("lagging")
 	fast := out.CreateOutputForSplit("fast")
 	lagging.EmitWatermark(connector.Watermark{Timestamp: 99})

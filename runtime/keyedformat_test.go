@@ -70,7 +70,7 @@ func openKeyedOn[K comparable](t testing.TB, sc stateConfig, blobs [][]byte, par
 		if err != nil {
 			t.Fatal(err)
 		}
-		tk.restored = &restoredState{chk: chk}
+		tk.restored = &engine.RestoredState{Chk: chk}
 	}
 	p := &keyedProcessOperator[K, K, string]{info: opInfo{name: "p", uid: "op", subtask: subtask}, keyFn: func(k K) K { return k },
 		hash: hash, par: par, out: output[string](&recorder[string]{}),

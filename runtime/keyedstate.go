@@ -96,7 +96,7 @@ func watermarkEntries(wm int64, lo, hi int) []stateEntry {
 func decodeWatermark(data []byte) (int64, error) {
 	wm, n := binary.Varint(data)
 	if n <= 0 {
-		return 0, errShortState
+		return 0, engine.ErrShortState
 	}
 	return wm, trailing(data[n:])
 }
@@ -130,7 +130,7 @@ func restoreTimers[K comparable](q *timerQueue[K], ks *keyedState[K], format byt
 	for _, k := range keys {
 		ts, m := binary.Varint(b)
 		if m <= 0 {
-			return errShortState
+			return engine.ErrShortState
 		}
 		b = b[m:]
 		q.add(k, ts)
@@ -143,7 +143,7 @@ func restoreTimers[K comparable](q *timerQueue[K], ks *keyedState[K], format byt
 func readCount(b []byte) (int, []byte, error) {
 	n, k := binary.Uvarint(b)
 	if k <= 0 || n > uint64(len(b)) {
-		return 0, nil, errShortState
+		return 0, nil, engine.ErrShortState
 	}
 	return int(n), b[k:], nil
 }
@@ -385,11 +385,11 @@ func (s *mapState[K, UK, UV]) restore(format byte, data []byte) error {
 	for i := range sizes {
 		l, m := binary.Uvarint(b)
 		if m <= 0 || l > uint64(len(b)) {
-			return errShortState
+			return engine.ErrShortState
 		}
 		sizes[i], total, b = int(l), total+int(l), b[m:]
 		if total > len(b) {
-			return errShortState
+			return engine.ErrShortState
 		}
 	}
 	ukeys, b, err := readColumn(b, total, s.ukeys)

@@ -7,6 +7,7 @@ import (
 	"iter"
 	"slices"
 
+	"github.com/splitflow/splitflow/runtime/internal/engine"
 	"github.com/splitflow/splitflow/runtime/internal/pebblestate"
 )
 
@@ -132,7 +133,7 @@ func (l listSerde[T]) Decode(b []byte) ([]T, error) {
 		}
 		size, m := binary.Uvarint(b)
 		if m <= 0 || uint64(len(b)-m) < size {
-			return nil, errShortState
+			return nil, engine.ErrShortState
 		}
 		v, err := readOne(b[m:m+int(size)], l.c)
 		if err != nil {

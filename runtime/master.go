@@ -310,7 +310,7 @@ func (ex *execution) claimStorage(d *checkpoint.DirStorage, name string) error {
 }
 
 // latest loads the checkpoint to restore from: nil without checkpoints.
-func (ex *execution) latest() (*restoredState, error) {
+func (ex *execution) latest() (*engine.RestoredState, error) {
 	if ex.storage == nil {
 		ex.reportRestore(nil)
 		return nil, nil
@@ -319,7 +319,7 @@ func (ex *execution) latest() (*restoredState, error) {
 		return ex.slotLatest()
 	}
 	chk, err := ex.storage.Latest()
-	rs := &restoredState{chk: chk}
+	rs := &engine.RestoredState{Chk: chk}
 	where := ex.storageName()
 	switch {
 	case errors.Is(err, checkpoint.ErrNoCheckpoint):
@@ -332,7 +332,7 @@ func (ex *execution) latest() (*restoredState, error) {
 			}
 			return nil, err
 		}
-		where = rs.path
+		where = rs.Path
 	case err != nil:
 		return nil, &unrecoverableError{fmt.Errorf("restore: %w", err)}
 	case ex.cfg.cp.restoreFrom != "" && ex.attempt == 0:
@@ -344,8 +344,8 @@ func (ex *execution) latest() (*restoredState, error) {
 
 // checkedRestore checks that rs, loaded from where, fits the job (state by
 // uid, max parallelism), logs what it warns of, and reports it.
-func (ex *execution) checkedRestore(rs *restoredState, where string) (*restoredState, error) {
-	warnings, err := ex.g.checkRestore(rs.chk, where, ex.cfg.cp.allowNonRestored)
+func (ex *execution) checkedRestore(rs *engine.RestoredState, where string) (*engine.RestoredState, error) {
+	warnings, err := ex.g.checkRestore(rs.Chk, where, ex.cfg.cp.allowNonRestored)
 	if err != nil {
 		return nil, &unrecoverableError{err}
 	}
@@ -426,7 +426,7 @@ func (ex *execution) run(ctx context.Context) error {
 		}
 		// Ids go on after a savepoint restored from, so that the sinks'
 		// transactions of the restored checkpoint keep their own id.
-		newest := rs.id()
+		newest := rs.ID()
 		if len(ids) > 0 {
 			newest = max(newest, slices.Max(ids))
 		}
@@ -561,7 +561,7 @@ func (ex *execution) cancelledWhileRestarting(settle error) error {
 
 // startAttempt creates the coordinators (restored from rs) and every task,
 // and starts them: the first start and every global restart.
-func (ex *execution) startAttempt(rs *restoredState) {
+func (ex *execution) startAttempt(rs *engine.RestoredState) {
 	ex.attemptStarted = time.Now()
 	ex.coordGen++
 	gen := ex.coordGen
@@ -572,14 +572,14 @@ func (ex *execution) startAttempt(rs *restoredState) {
 		if n.source == nil {
 			continue
 		}
-		state, err := rs.coordinator(n.uid)
+		state, err := rs.Coordinator(n.uid)
 		if err != nil {
 			ex.stop(&unrecoverableError{fmt.Errorf("restore coordinator %s: %w", n.uid, err)})
 			return
 		}
 		var rescaled [][]byte
 		if ex.cfg.cp.rescaledToEnumerator {
-			old, err := rs.subtasks(n.uid)
+			old, err := rs.Subtasks(n.uid)
 			if err != nil {
 				ex.stop(&unrecoverableError{fmt.Errorf("restore readers of %s: %w", n.uid, err)})
 				return
@@ -879,7 +879,7 @@ func (ex *execution) restart() {
 	} else {
 		tasks = ex.buildTasks(ex.restartRegion, rs)
 		for _, c := range ex.coords {
-			c.subtaskReset(ex.restartRegion, rs.id())
+			c.subtaskReset(ex.restartRegion, rs.ID())
 		}
 		ex.tasks = append(ex.tasks, tasks...)
 		for _, t := range tasks {

@@ -260,7 +260,7 @@ func newSinkInitContext(t *task, info opInfo, par int) sinkInitContext {
 	c.metrics = t.metricGroup(info)
 	c.ctx = t.ctx
 	c.attempt = t.attempt
-	c.restoredID = t.restored.id()
+	c.restoredID = t.restored.ID()
 	cp := &t.cfg.cp
 	c.cp = connector.CheckpointConfig{
 		Interval: cp.interval, Timeout: cp.timeout, MinPause: cp.minPause, TolerableFailures: cp.tolerable,

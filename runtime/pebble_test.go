@@ -188,7 +188,7 @@ func TestPebbleRestoresFromEveryRetainedCheckpoint(t *testing.T) {
 func restoredCounts(t *testing.T, chk *checkpoint.Checkpoint) map[int64]int64 {
 	t.Helper()
 	tk := &task{name: "p", head: &opInfo{name: "p"}, cfg: &config{maxParallelism: 16, state: pebbleStateConfig(t)}, mb: engine.NewMailbox(),
-		restored: &restoredState{chk: chk}}
+		restored: &engine.RestoredState{Chk: chk}}
 	var count ValueState[int64]
 	p := &keyedProcessOperator[int64, int64, string]{info: opInfo{name: "counts", uid: "counts"}, keyFn: func(k int64) int64 { return k },
 		hash: keygroup.HashInt64, par: 1, out: output[string](&recorder[string]{}),

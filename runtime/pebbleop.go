@@ -30,7 +30,7 @@ func newPebbleKeyed(t *task, uid string, subtask, par, maxPar int) (*pebbleKeyed
 		return nil, err
 	}
 	pk := &pebbleKeyed{be: be, ownBackend: t.ex == nil, instance: newInstanceID(), ids: map[string]pebblestate.StateID{},
-		stored: map[string]checkpoint.FileHandle{}, maxPar: maxPar, listGen: uint64(max(t.restored.id(), 0))}
+		stored: map[string]checkpoint.FileHandle{}, maxPar: maxPar, listGen: uint64(max(t.restored.ID(), 0))}
 	pk.kgLo, pk.kgHi = keygroup.Range(subtask, par, maxPar)
 	if t.ex != nil {
 		pk.storage = t.ex.storage
@@ -79,7 +79,7 @@ func (p *keyedProcessOperator[K, I, O]) openPebble(t *task, olds []pebblestate.B
 	}
 	overlap := func(b pebblestate.Blob) int { return min(b.KGHi, pk.kgHi) - max(b.KGLo, pk.kgLo) + 1 }
 	base := slices.MaxFunc(olds, func(a, b pebblestate.Blob) int { return overlap(a) - overlap(b) })
-	chk := t.restored.chk
+	chk := t.restored.Chk
 	if err := pebblestate.LayBlob(dir, base, chk); err != nil {
 		return err
 	}
@@ -93,7 +93,7 @@ func (p *keyedProcessOperator[K, I, O]) openPebble(t *task, olds []pebblestate.B
 		pk.ids[name] = id
 		pk.nextID = max(pk.nextID, id.ID)
 	}
-	if !t.restored.foreign {
+	if !t.restored.Foreign {
 		for _, f := range base.Immutable {
 			pk.stored[f.Name] = f.Handle
 		}

@@ -984,7 +984,7 @@ func (p *keyedProcessOperator[K, I, O]) close() error {
 // kept until the function asks for them, and their pending timers, put
 // back in the timer queues at once.
 func (p *keyedProcessOperator[K, I, O]) restoreState(t *task) error {
-	old, err := t.restored.subtasks(p.info.uid)
+	old, err := t.restored.Subtasks(p.info.uid)
 	if err != nil {
 		return err
 	}

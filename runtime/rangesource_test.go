@@ -14,6 +14,7 @@ import (
 
 	"github.com/splitflow/splitflow/connector"
 	"github.com/splitflow/splitflow/runtime/checkpoint"
+	"github.com/splitflow/splitflow/runtime/internal/engine"
 )
 
 // A bounded range source and a transactional sink for the checkpoint and
@@ -318,7 +319,7 @@ func checkSplitsInOnePlace(s checkpoint.Storage, id int64, uid string, splits in
 	if !ok {
 		return fmt.Errorf("checkpoint %d: no enumerator state", id)
 	}
-	pending, err := decodeVersioned(data, connector.VersionedSerializer[[]*rSplit](rEnumSer{}))
+	pending, err := engine.DecodeVersioned(data, connector.VersionedSerializer[[]*rSplit](rEnumSer{}))
 	if err != nil {
 		return err
 	}
@@ -334,7 +335,7 @@ func checkSplitsInOnePlace(s checkpoint.Storage, id int64, uid string, splits in
 		if err != nil {
 			return err
 		}
-		ss, err := decodeList(data, connector.VersionedSerializer[*rSplit](rSplitSer{}))
+		ss, err := engine.DecodeList(data, connector.VersionedSerializer[*rSplit](rSplitSer{}))
 		if err != nil {
 			return err
 		}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/splitflow/splitflow/runtime/checkpoint"
+	"github.com/splitflow/splitflow/runtime/internal/engine"
 	"github.com/splitflow/splitflow/runtime/status"
 )
 
@@ -16,19 +17,19 @@ import (
 // positions, or "no checkpoint: fresh start"), in the status (Restore) and
 // to the job listener (Restored). rs is nil for a fresh start. Called on
 // the master goroutine at the start and at every restart.
-func (ex *execution) reportRestore(rs *restoredState) {
+func (ex *execution) reportRestore(rs *engine.RestoredState) {
 	st := status.Restore{Time: time.Now()}
-	if rs == nil || rs.chk == nil {
+	if rs == nil || rs.Chk == nil {
 		st.Message = "no checkpoint: fresh start"
 		if ex.storage == nil {
 			st.Message += " (checkpoints are off)"
 		}
 		ex.log.Info("splitflow: " + st.Message)
 	} else {
-		chk := rs.chk
+		chk := rs.Chk
 		st.Checkpoint, st.Path, st.TakenAt = chk.ID, ex.checkpointPath(chk.ID), chk.Timestamp
-		if rs.path != "" {
-			st.Path = rs.path
+		if rs.Path != "" {
+			st.Path = rs.Path
 		}
 		for _, err := range chk.Skipped {
 			st.Skipped = append(st.Skipped, err.Error())
@@ -39,7 +40,7 @@ func (ex *execution) reportRestore(rs *restoredState) {
 				continue
 			}
 			pos := status.SourcePosition{Operator: n.name, UID: n.uid, Splits: []string{}}
-			old, err := rs.subtasks(n.uid)
+			old, err := rs.Subtasks(n.uid)
 			if err == nil {
 				var splits []string
 				splits, err = n.source.describeSplits(old)

@@ -383,7 +383,7 @@ func cmpErr(a, b error) error {
 
 // restorePoint loads WithRestoreFrom's checkpoint, when the job's own
 // storage holds none; nil when no path was given.
-func (ex *execution) restorePoint() (*restoredState, error) {
+func (ex *execution) restorePoint() (*engine.RestoredState, error) {
 	path := ex.cfg.cp.restoreFrom
 	if path == "" {
 		return nil, nil
@@ -392,7 +392,7 @@ func (ex *execution) restorePoint() (*restoredState, error) {
 	if err != nil {
 		return nil, &unrecoverableError{fmt.Errorf("%w (WithRestoreFrom)", err)}
 	}
-	return &restoredState{chk: chk, path: path, foreign: true}, nil
+	return &engine.RestoredState{Chk: chk, Path: path, Foreign: true}, nil
 }
 
 // WithSavepointTargetsAnywhere lets POST /api/v1/savepoints name any

@@ -9,6 +9,8 @@ import (
 	"math"
 	"reflect"
 	"unsafe"
+
+	"github.com/splitflow/splitflow/runtime/internal/engine"
 )
 
 // State encodings. Every key, value, map key and map value type of keyed
@@ -478,7 +480,7 @@ func (stringSerde) appendValue(dst []byte, v string) []byte {
 func (stringSerde) readValue(b []byte) (string, int, error) {
 	l, n := binary.Uvarint(b)
 	if n <= 0 || uint64(len(b)-n) < l {
-		return "", 0, errShortState
+		return "", 0, engine.ErrShortState
 	}
 	return string(b[n : n+int(l)]), n + int(l), nil
 }
@@ -495,7 +497,7 @@ func (bytesSerde) appendValue(dst []byte, v []byte) []byte {
 func (bytesSerde) readValue(b []byte) ([]byte, int, error) {
 	l, n := binary.Uvarint(b)
 	if n <= 0 || (l > 0 && uint64(len(b)-n) < l-1) {
-		return nil, 0, errShortState
+		return nil, 0, engine.ErrShortState
 	}
 	if l == 0 {
 		return nil, n, nil
@@ -514,7 +516,7 @@ func (boolSerde) appendValue(dst []byte, v bool) []byte {
 
 func (boolSerde) readValue(b []byte) (bool, int, error) {
 	if len(b) < 1 || b[0] > 1 {
-		return false, 0, errShortState
+		return false, 0, engine.ErrShortState
 	}
 	return b[0] == 1, 1, nil
 }
@@ -526,7 +528,7 @@ func (intSerde[T]) appendValue(dst []byte, v T) []byte { return binary.AppendVar
 func (intSerde[T]) readValue(b []byte) (T, int, error) {
 	x, n := binary.Varint(b)
 	if n <= 0 {
-		return 0, 0, errShortState
+		return 0, 0, engine.ErrShortState
 	}
 	if int64(T(x)) != x {
 		return 0, 0, fmt.Errorf("integer %d does not fit in %T", x, T(0))
@@ -541,7 +543,7 @@ func (uintSerde[T]) appendValue(dst []byte, v T) []byte { return binary.AppendUv
 func (uintSerde[T]) readValue(b []byte) (T, int, error) {
 	x, n := binary.Uvarint(b)
 	if n <= 0 {
-		return 0, 0, errShortState
+		return 0, 0, engine.ErrShortState
 	}
 	if uint64(T(x)) != x {
 		return 0, 0, fmt.Errorf("integer %d does not fit in %T", x, T(0))
@@ -557,7 +559,7 @@ func (float32Serde) appendValue(dst []byte, v float32) []byte {
 
 func (float32Serde) readValue(b []byte) (float32, int, error) {
 	if len(b) < 4 {
-		return 0, 0, errShortState
+		return 0, 0, engine.ErrShortState
 	}
 	return math.Float32frombits(binary.LittleEndian.Uint32(b)), 4, nil
 }
@@ -570,7 +572,7 @@ func (float64Serde) appendValue(dst []byte, v float64) []byte {
 
 func (float64Serde) readValue(b []byte) (float64, int, error) {
 	if len(b) < 8 {
-		return 0, 0, errShortState
+		return 0, 0, engine.ErrShortState
 	}
 	return math.Float64frombits(binary.LittleEndian.Uint64(b)), 8, nil
 }
@@ -642,14 +644,14 @@ func (w *column[T]) appendTo(dst []byte) ([]byte, error) {
 // returns the rest of b.
 func readColumn[T any](b []byte, n int, c stateCodec[T]) ([]T, []byte, error) {
 	if len(b) < 1 {
-		return nil, nil, errShortState
+		return nil, nil, engine.ErrShortState
 	}
 	id, name := b[0], ""
 	b = b[1:]
 	if id == codecUser {
 		l, k := binary.Uvarint(b)
 		if k <= 0 || uint64(len(b)-k) < l {
-			return nil, nil, errShortState
+			return nil, nil, engine.ErrShortState
 		}
 		name, b = string(b[k:k+int(l)]), b[k+int(l):]
 	}
@@ -658,7 +660,7 @@ func readColumn[T any](b []byte, n int, c stateCodec[T]) ([]T, []byte, error) {
 	}
 	l, k := binary.Uvarint(b)
 	if k <= 0 || uint64(len(b)-k) < l {
-		return nil, nil, errShortState
+		return nil, nil, engine.ErrShortState
 	}
 	data, rest := b[k:k+int(l)], b[k+int(l):]
 	if n == 0 {
@@ -668,14 +670,14 @@ func readColumn[T any](b []byte, n int, c stateCodec[T]) ([]T, []byte, error) {
 	// framing: a count beyond the column's bytes is a damaged or crafted
 	// checkpoint, refused before it sizes anything.
 	if (c.s != nil || c.ext != nil) && n > len(data) {
-		return nil, nil, fmt.Errorf("%w: a column of %d values holds %d bytes", errShortState, n, len(data))
+		return nil, nil, fmt.Errorf("%w: a column of %d values holds %d bytes", engine.ErrShortState, n, len(data))
 	}
 	if c.ext != nil {
 		vs := make([]T, n)
 		for i := range vs {
 			l, k := binary.Uvarint(data)
 			if k <= 0 || uint64(len(data)-k) < l {
-				return nil, nil, errShortState
+				return nil, nil, engine.ErrShortState
 			}
 			v, err := c.ext.Decode(data[k : k+int(l)])
 			if err != nil {

@@ -307,7 +307,7 @@ func (u *shuffleUnbatchOperator[T]) open(t *task) error {
 	if u.err != nil {
 		return u.info.wrap(u.err)
 	}
-	old, err := t.restored.subtasks(u.info.uid)
+	old, err := t.restored.Subtasks(u.info.uid)
 	if err != nil {
 		return u.info.wrap(err)
 	}

@@ -88,8 +88,8 @@ func (ex *execution) slotIndex() int {
 // restore point, else nothing. Never the storage's newest: a checkpoint
 // that was stored but not recorded must not be restored, since restoring
 // commits its transactions.
-func (ex *execution) slotLatest() (*restoredState, error) {
-	var rs *restoredState
+func (ex *execution) slotLatest() (*engine.RestoredState, error) {
+	var rs *engine.RestoredState
 	where := ex.storageName()
 	switch {
 	case ex.slot.recorded > 0:
@@ -97,13 +97,13 @@ func (ex *execution) slotLatest() (*restoredState, error) {
 		if err != nil {
 			return nil, &unrecoverableError{fmt.Errorf("restore slot %d from its checkpoint %d: %w", ex.slot.index, ex.slot.recorded, err)}
 		}
-		rs = &restoredState{chk: chk}
+		rs = &engine.RestoredState{Chk: chk}
 	case ex.slot.restorePath != "":
 		var err error
 		if rs, err = ex.restorePoint(); err != nil {
 			return nil, err
 		}
-		where = rs.path
+		where = rs.Path
 	default:
 		ex.reportRestore(nil)
 		return nil, nil
@@ -121,7 +121,7 @@ func (ex *execution) slotLatest() (*restoredState, error) {
 	}
 	// The checkpoint holds the slot's subtask only, of a job that runs
 	// one subtask per slot.
-	rs.parallelism = ex.cfg.parallelism
+	rs.Parallelism = ex.cfg.parallelism
 	return ex.checkedRestore(rs, where)
 }
 
@@ -129,8 +129,8 @@ func (ex *execution) slotLatest() (*restoredState, error) {
 // job given as the savepoint to start from: it holds that slot's subtask
 // alone, so every other slot would start empty. Only a slot's checkpoint
 // holds state of a shuffle's reading side.
-func notASlotCheckpoint(rs *restoredState, where string) error {
-	for _, h := range rs.chk.States {
+func notASlotCheckpoint(rs *engine.RestoredState, where string) error {
+	for _, h := range rs.Chk.States {
 		if strings.HasPrefix(h.Owner.UID, shuffleDecodeUIDPrefix) {
 			return &unrecoverableError{fmt.Errorf("%w: %s is a checkpoint of one slot of a distributed job (it holds the state of shuffle %q), not a savepoint of a whole job: "+
 				"the other slots would start without their state; a distributed job starts from a savepoint of a job run in one process, and goes on from its slots' own checkpoints without WithRestoreFrom",
@@ -602,7 +602,7 @@ func resolveStartPoint(path string, log *slog.Logger) (string, error) {
 	if err != nil {
 		return "", &unrecoverableError{fmt.Errorf("%w (WithRestoreFrom)", err)}
 	}
-	if err := notASlotCheckpoint(&restoredState{chk: chk}, path); err != nil {
+	if err := notASlotCheckpoint(&engine.RestoredState{Chk: chk}, path); err != nil {
 		return "", err
 	}
 	name := "chk-" + strconv.FormatInt(chk.ID, 10)

@@ -73,9 +73,9 @@ func (s *sourceOperator[T, S, C]) open(t *task) error {
 	if err := r.Start(); err != nil {
 		return s.info.wrap(err)
 	}
-	s.output.mux.started = true
-	s.output.mux.update()
-	if err := s.output.mux.err; err != nil {
+	s.output.mux.Started = true
+	s.output.mux.Update()
+	if err := s.output.mux.Err; err != nil {
 		return err
 	}
 	if s.strategy.Generates() && t.cfg.autoWatermarkInterval > 0 {
@@ -86,7 +86,7 @@ func (s *sourceOperator[T, S, C]) open(t *task) error {
 }
 
 func (s *sourceOperator[T, S, C]) restoreSplits(t *task) error {
-	old, err := t.restored.subtasks(s.info.uid)
+	old, err := t.restored.Subtasks(s.info.uid)
 	if err != nil || len(old) == 0 {
 		return err
 	}
@@ -96,7 +96,7 @@ func (s *sourceOperator[T, S, C]) restoreSplits(t *task) error {
 	var restored []S
 	if len(old) == s.par {
 		if old[s.info.subtask] != nil {
-			restored, err = decodeList(old[s.info.subtask], s.src.SplitSerializer())
+			restored, err = engine.DecodeList(old[s.info.subtask], s.src.SplitSerializer())
 			if err != nil {
 				return &unrecoverableError{fmt.Errorf("restore splits: %w", err)} // the same checkpoint fails again
 			}
@@ -109,7 +109,7 @@ func (s *sourceOperator[T, S, C]) restoreSplits(t *task) error {
 			if b == nil {
 				continue
 			}
-			splits, err := decodeList(b, s.src.SplitSerializer())
+			splits, err := engine.DecodeList(b, s.src.SplitSerializer())
 			if err != nil {
 				return &unrecoverableError{fmt.Errorf("restore splits: %w", err)} // the same checkpoint fails again
 			}
@@ -135,7 +135,7 @@ func (s *sourceOperator[T, S, C]) snapshotState(id int64) ([]byte, error) {
 	if err != nil {
 		return nil, s.info.wrap(fmt.Errorf("snapshot reader: %w", err))
 	}
-	data, err := encodeList(splits, s.src.SplitSerializer())
+	data, err := engine.EncodeList(splits, s.src.SplitSerializer())
 	if err != nil {
 		return nil, s.info.wrap(fmt.Errorf("serialize splits: %w", err))
 	}
@@ -151,9 +151,9 @@ func (s *sourceOperator[T, S, C]) periodicEmit() error {
 	if s.ended {
 		return nil
 	}
-	if s.strategy.Idleness() > 0 && s.output.mux.awaitingSplits && time.Since(s.openedAt) >= s.strategy.Idleness() {
+	if s.strategy.Idleness() > 0 && s.output.mux.AwaitingSplits && time.Since(s.openedAt) >= s.strategy.Idleness() {
 		// No split for a whole idleness timeout: let event time go on.
-		s.output.mux.stopAwaitingSplits()
+		s.output.mux.StopAwaitingSplits()
 	}
 	s.output.periodicEmit()
 	if s.output.err != nil {
@@ -184,7 +184,7 @@ func (s *sourceOperator[T, S, C]) step() (inputStatus, error) {
 	case connector.EndOfInput:
 		// A bounded source that ends moves event time to its end, so
 		// every event-time timer downstream fires.
-		if s.output.mux.idle {
+		if s.output.mux.Idle {
 			if err := s.out.EmitStatus(false); err != nil {
 				return inputMore, err
 			}
@@ -206,7 +206,7 @@ func (s *sourceOperator[T, S, C]) end() {
 	if s.wmTimer != nil {
 		s.wmTimer.Stop()
 	}
-	s.output.mux.last = engine.MaxWatermark
+	s.output.mux.Last = engine.MaxWatermark
 	s.output.dropHeld()
 }
 
@@ -215,7 +215,7 @@ func (s *sourceOperator[T, S, C]) currentWatermark() int64 {
 	if s.output == nil {
 		return engine.NoWatermark
 	}
-	return s.output.mux.last
+	return s.output.mux.Last
 }
 
 // heldSplits returns the ids of the splits the reader holds, when they
@@ -278,7 +278,7 @@ func (s *sourceOperator[T, S, C]) addSplits(splits []S) error {
 	for i, sp := range splits {
 		ids[i] = sp.SplitID()
 	}
-	s.output.mux.splitsAssigned(ids)
+	s.output.mux.SplitsAssigned(ids)
 	s.output.hold(ids)
 	return s.info.wrap(s.reader.AddSplits(splits))
 }
@@ -286,7 +286,7 @@ func (s *sourceOperator[T, S, C]) addSplits(splits []S) error {
 func (s *sourceOperator[T, S, C]) noMoreSplits() error {
 	if s.reader != nil && !s.ended {
 		s.reader.NotifyNoMoreSplits()
-		s.output.mux.stopAwaitingSplits()
+		s.output.mux.StopAwaitingSplits()
 		s.output.noteErr()
 		return s.output.err
 	}
@@ -365,7 +365,7 @@ type readerOutput[T any] struct {
 	assign   func(T, int64) int64
 	out      output[T]
 	err      error
-	mux      watermarkMux
+	mux      engine.WatermarkMux
 	main     *splitOutput[T]
 	splits   map[string]*splitOutput[T]
 	// info is the source operator's, whose records counts what the
@@ -399,7 +399,7 @@ func (r *readerOutput[T]) dropHeld() {
 
 func newReaderOutput[T any](strategy watermark.Strategy[T], out output[T]) *readerOutput[T] {
 	r := &readerOutput[T]{strategy: strategy, assign: strategy.TimestampAssigner(), out: out, splits: map[string]*splitOutput[T]{}, info: &opInfo{}}
-	r.mux = watermarkMux{last: engine.NoWatermark, awaitingSplits: true, emitWM: out.EmitWatermark, emitIdle: out.EmitStatus}
+	r.mux = engine.WatermarkMux{Last: engine.NoWatermark, AwaitingSplits: true, EmitWM: out.EmitWatermark, EmitIdle: out.EmitStatus}
 	return r
 }
 
@@ -408,16 +408,16 @@ func newReaderOutput[T any](strategy watermark.Strategy[T], out output[T]) *read
 type splitOutput[T any] struct {
 	r   *readerOutput[T]
 	gen watermark.Generator[T]
-	mo  *muxOutput
+	mo  *engine.MuxOutput
 }
 
 func (r *readerOutput[T]) newSplitOutput() *splitOutput[T] {
-	return &splitOutput[T]{r: r, gen: r.strategy.Generator(r.clock), mo: r.mux.register()}
+	return &splitOutput[T]{r: r, gen: r.strategy.Generator(r.clock), mo: r.mux.Register()}
 }
 
 func (r *readerOutput[T]) mainOutput() *splitOutput[T] {
 	if r.main == nil {
-		r.mux.mainOutputUsed()
+		r.mux.MainOutputUsed()
 		r.main = r.newSplitOutput()
 		r.noteErr()
 	}
@@ -425,8 +425,8 @@ func (r *readerOutput[T]) mainOutput() *splitOutput[T] {
 }
 
 func (r *readerOutput[T]) noteErr() {
-	if r.err == nil && r.mux.err != nil {
-		r.err = r.mux.err
+	if r.err == nil && r.mux.Err != nil {
+		r.err = r.mux.Err
 	}
 }
 
@@ -442,7 +442,7 @@ func (r *readerOutput[T]) CreateOutputForSplit(splitID string) connector.SourceO
 	if o, ok := r.splits[splitID]; ok {
 		return o
 	}
-	r.mux.splitOutputCreated(splitID)
+	r.mux.SplitOutputCreated(splitID)
 	o := r.newSplitOutput()
 	r.noteErr()
 	r.splits[splitID] = o
@@ -456,20 +456,20 @@ func (r *readerOutput[T]) ReleaseOutputForSplit(splitID string) {
 	}
 	o, ok := r.splits[splitID]
 	if !ok {
-		if _, pending := r.mux.pendingSplits[splitID]; pending {
-			r.mux.splitOutputCreated(splitID)
-			r.mux.update()
+		if _, pending := r.mux.PendingSplits[splitID]; pending {
+			r.mux.SplitOutputCreated(splitID)
+			r.mux.Update()
 			r.noteErr()
 		}
 		return
 	}
 	delete(r.splits, splitID)
-	r.mux.release(o.mo)
+	r.mux.Release(o.mo)
 	r.noteErr()
 }
 
 func (r *readerOutput[T]) periodicEmit() {
-	r.mux.deferred = true
+	r.mux.Deferred = true
 	if r.main != nil && r.main.gen != nil {
 		r.main.gen.OnPeriodicEmit(r.main.mo)
 	}
@@ -478,8 +478,8 @@ func (r *readerOutput[T]) periodicEmit() {
 			o.gen.OnPeriodicEmit(o.mo)
 		}
 	}
-	r.mux.deferred = false
-	r.mux.update()
+	r.mux.Deferred = false
+	r.mux.Update()
 	r.noteErr()
 }
 
@@ -490,7 +490,7 @@ func (o *splitOutput[T]) CollectWithTimestamp(v T, ts int64) {
 	if r.err != nil {
 		return
 	}
-	if o.mo.idle {
+	if o.mo.Idle {
 		o.mo.MarkActive()
 		r.noteErr()
 	}

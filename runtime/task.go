@@ -84,7 +84,7 @@ type task struct {
 	id       checkpoint.TaskID
 	region   int // the subtask index in a job of independent pipelines
 	isSource bool
-	restored *restoredState
+	restored *engine.RestoredState
 	attempt  int
 	gate     channelBlocker // nil for source tasks
 	// awaitFinish keeps a task whose input ended alive, serving mails,
@@ -176,7 +176,7 @@ func (t *task) run(ctx context.Context) (err error) {
 			return t.ops[i].operator().wrap(err)
 		}
 	}
-	t.restored.opened()
+	t.restored.Opened()
 	if len(t.outputs) > 0 && t.cfg.flushTimeout > 0 {
 		t.flushTimer = t.newTimer("flush", t.flushMail)
 		t.flushTimer.Reset(t.cfg.flushTimeout)

@@ -335,7 +335,7 @@ func openKeyedFromStop[K comparable](t *testing.T, sc stateConfig, chk *checkpoi
 		t.Fatal(err)
 	}
 	tk := &task{name: "p", head: &opInfo{name: "p"}, cfg: &config{maxParallelism: 128, state: sc}, mb: engine.NewMailbox(),
-		restored: &restoredState{chk: chk}}
+		restored: &engine.RestoredState{Chk: chk}}
 	p := &keyedProcessOperator[K, K, string]{info: opInfo{name: "p", uid: "op", subtask: sub}, keyFn: func(k K) K { return k },
 		hash: hash, par: par, out: output[string](&recorder[string]{}),
 		newFn: func() KeyedProcessFunction[K, K, string] { return fn }}

@@ -47,7 +47,7 @@ func TestCorruptRestoredTimerIsNotRetryable(t *testing.T) {
 			t.Fatal(err)
 		}
 		tk := &task{name: "p", head: &opInfo{name: "p"}, cfg: &config{maxParallelism: 128, state: sc}, mb: engine.NewMailbox(),
-			restored: &restoredState{chk: chk}}
+			restored: &engine.RestoredState{Chk: chk}}
 		q := &keyedProcessOperator[int64, int64, string]{info: opInfo{name: "p", uid: "op"}, keyFn: func(k int64) int64 { return k },
 			hash: hash, par: 1, out: output[string](&recorder[string]{}),
 			newFn: func() KeyedProcessFunction[int64, int64, string] { return fn }}

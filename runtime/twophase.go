@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/splitflow/splitflow/connector"
+	"github.com/splitflow/splitflow/runtime/internal/engine"
 	"github.com/splitflow/splitflow/runtime/internal/stateformat"
 )
 
@@ -80,7 +81,7 @@ func (s *twoPhaseSinkOperator[T, C]) stateful(sink connector.StatefulSink[T, any
 	s.restoreWriter = func(ictx connector.SinkInitContext, blobs [][]byte) (connector.SinkWriter[T], error) {
 		var states []any
 		for _, b := range blobs {
-			ws, err := decodeList(b, sink.WriterStateSerializer())
+			ws, err := engine.DecodeList(b, sink.WriterStateSerializer())
 			if err != nil {
 				return nil, fmt.Errorf("restore writer state: %w", err)
 			}
@@ -112,7 +113,7 @@ func (s *twoPhaseSinkOperator[T, C]) stateful(sink connector.StatefulSink[T, any
 		if err != nil {
 			return nil, err
 		}
-		return encodeList(states, sink.WriterStateSerializer())
+		return engine.EncodeList(states, sink.WriterStateSerializer())
 	}
 }
 
@@ -167,15 +168,15 @@ func (s *twoPhaseSinkOperator[T, C]) open(t *task) error {
 		return s.info.wrap(errors.New("sink returned a nil committer"))
 	}
 	s.committer = committer
-	old, err := t.restored.subtasks(s.info.uid)
+	old, err := t.restored.Subtasks(s.info.uid)
 	if err != nil {
 		return s.info.wrap(err)
 	}
 	// A savepoint whose job committed its output (and may have reused
 	// the committables' transactional ids since) hands over none: they
 	// are neither committed again nor spared by a writer's cleanup.
-	restoreCommittables := !t.restored.outputCommitted()
-	if l, ok := committer.(connector.RestoredCommittablesListener[C]); ok && t.restored.id() > 0 && restoreCommittables {
+	restoreCommittables := !t.restored.OutputCommitted()
+	if l, ok := committer.(connector.RestoredCommittablesListener[C]); ok && t.restored.ID() > 0 && restoreCommittables {
 		all, err := s.restoredCommittables(old)
 		if err != nil {
 			return err
@@ -183,7 +184,7 @@ func (s *twoPhaseSinkOperator[T, C]) open(t *task) error {
 		l.RestoredCommittables(all)
 	}
 	var writerBlobs [][]byte
-	for _, blob := range forSubtask(old, s.info.subtask, s.par) {
+	for _, blob := range engine.ForSubtask(old, s.info.subtask, s.par) {
 		parts, err := splitFrames(blob, 2)
 		if err != nil {
 			return s.info.wrap(fmt.Errorf("restore sink state: %w", err))
@@ -195,17 +196,17 @@ func (s *twoPhaseSinkOperator[T, C]) open(t *task) error {
 		if !restoreCommittables {
 			continue
 		}
-		cs, err := decodeList(b, s.sink.CommittableSerializer())
+		cs, err := engine.DecodeList(b, s.sink.CommittableSerializer())
 		if err != nil {
 			return s.info.wrap(fmt.Errorf("restore committables: %w", err))
 		}
 		for _, c := range cs {
-			s.pending = append(s.pending, pendingCommittable[C]{checkpoint: t.restored.id(), c: c})
+			s.pending = append(s.pending, pendingCommittable[C]{checkpoint: t.restored.ID(), c: c})
 		}
 	}
 	// Restored committables belong to a completed checkpoint: commit them
 	// before the writer exists, retrying until they are settled.
-	s.completed = t.restored.id()
+	s.completed = t.restored.ID()
 	for s.due() > 0 {
 		if err := s.commitDue(); err != nil {
 			return err
@@ -255,7 +256,7 @@ func (s *twoPhaseSinkOperator[T, C]) restoredCommittables(old [][]byte) ([]C, er
 		if err != nil {
 			return nil, s.info.wrap(fmt.Errorf("restore sink state: %w", err))
 		}
-		cs, err := decodeList(parts[0], s.sink.CommittableSerializer())
+		cs, err := engine.DecodeList(parts[0], s.sink.CommittableSerializer())
 		if err != nil {
 			return nil, s.info.wrap(fmt.Errorf("restore committables: %w", err))
 		}
@@ -316,7 +317,7 @@ func (s *twoPhaseSinkOperator[T, C]) snapshotState(id int64) ([]byte, error) {
 	for i, p := range s.pending {
 		cs[i] = p.c
 	}
-	data, err := encodeList(cs, s.sink.CommittableSerializer())
+	data, err := engine.EncodeList(cs, s.sink.CommittableSerializer())
 	if err != nil {
 		return nil, s.info.wrap(fmt.Errorf("serialize committables: %w", err))
 	}

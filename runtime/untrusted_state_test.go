@@ -4,6 +4,8 @@ import (
 	"errors"
 	goruntime "runtime"
 	"testing"
+
+	"github.com/splitflow/splitflow/runtime/internal/engine"
 )
 
 // heapAllocated is how many bytes f allocates on the heap.
@@ -46,7 +48,7 @@ func TestColumnCountBeyondItsBytesRefusedBeforeAllocating(t *testing.T) {
 			const claimed = 1 << 20
 			var err error
 			n := heapAllocated(func() { err = c.read(col, claimed) })
-			if !errors.Is(err, errShortState) {
+			if !errors.Is(err, engine.ErrShortState) {
 				t.Fatalf("a column of %d bytes read as %d values: %v; want an error matching errShortState", len(col), claimed, err)
 			}
 			if n > 1<<20 {

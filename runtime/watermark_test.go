@@ -158,8 +158,8 @@ func TestValveIdleAfterOthersEndedReleasesTheirWatermark(t *testing.T) {
 func TestReaderWatermarkIsMinimumOverActiveSplits(t *testing.T) {
 	r := &recorder[string]{}
 	out := newReaderOutput(watermark.None[string](), output[string](r))
-	out.mux.started = true
-	out.mux.update()
+	out.mux.Started = true
+	out.mux.Update()
 	expectLog(t, "no split yet: the reader holds time back, it is not idle", r.take())
 
 	a := out.CreateOutputForSplit("a")
@@ -189,11 +189,11 @@ func TestReaderWatermarkIsMinimumOverActiveSplits(t *testing.T) {
 // Rule: a split's output never moves its watermark back: a generator
 // emitting a lower one than before is ignored.
 func TestSplitWatermarkNeverGoesBack(t *testing.T) {
-	mo := &muxOutput{mux: &watermarkMux{}, wm: engine.NoWatermark}
+	mo := &engine.MuxOutput{Mux: &engine.WatermarkMux{}, WM: engine.NoWatermark}
 	mo.EmitWatermark(119)
 	mo.EmitWatermark(6)
-	if mo.wm != 119 {
-		t.Fatalf("watermark = %d after 119 then 6, want 119", mo.wm)
+	if mo.WM != 119 {
+		t.Fatalf("watermark = %d after 119 then 6, want 119", mo.WM)
 	}
 }
 

@@ -71,7 +71,7 @@ func openWinSides[K comparable, T, O any](t testing.TB, ds DataStream[O], sc sta
 	w.p = l.(*keyedProcessOperator[K, T, O])
 	tk := &task{name: "win", head: &opInfo{name: "win"}, cfg: &config{maxParallelism: 128, state: sc}, mb: engine.NewMailbox()}
 	if chk != nil {
-		tk.restored = &restoredState{chk: chk}
+		tk.restored = &engine.RestoredState{Chk: chk}
 	}
 	w.stop = func() { _ = tk.shutdown(); _ = w.p.close() }
 	if err := w.p.open(tk); err != nil {

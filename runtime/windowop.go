@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/splitflow/splitflow/connector"
+	"github.com/splitflow/splitflow/runtime/internal/engine"
 	"github.com/splitflow/splitflow/runtime/internal/stateformat"
 )
 
@@ -398,18 +399,18 @@ func (s windowRecordSerde[T]) Append(dst []byte, r windowRecord[T]) ([]byte, err
 func (s windowRecordSerde[T]) Decode(b []byte) (windowRecord[T], error) {
 	start, n := binary.Varint(b)
 	if n <= 0 {
-		return windowRecord[T]{}, errShortState
+		return windowRecord[T]{}, engine.ErrShortState
 	}
 	r := windowRecord[T]{Start: start}
 	b = b[n:]
 	if s.marked {
 		switch {
 		case len(b) == 0:
-			return r, errShortState
+			return r, engine.ErrShortState
 		case b[0] == 1:
 			fs, m := binary.Varint(b[1:])
 			if m <= 0 {
-				return r, errShortState
+				return r, engine.ErrShortState
 			}
 			r.Fired, b = firedIn{fs, true}, b[1+m:]
 		case b[0] == 0:

@@ -1,4 +1,4 @@
-package runtime
+package engine
 
 import (
 	"errors"
@@ -17,13 +17,13 @@ import (
 // frames are defined once, in runtime/internal/stateformat, which the
 // checkpoint inspector reads them with too.
 
-// errShortState is the error of the engine's own decoders of encoded
+// ErrShortState is the error of the engine's own decoders of encoded
 // values (serde.go, pebblestate.go) for bytes that end too soon.
-var errShortState = errors.New("state blob is truncated")
+var ErrShortState = errors.New("state blob is truncated")
 
 var errNilSerializer = errors.New("no serializer for checkpointed state (the connector returned nil)")
 
-func encodeVersioned[X any](x X, ser connector.VersionedSerializer[X]) ([]byte, error) {
+func EncodeVersioned[X any](x X, ser connector.VersionedSerializer[X]) ([]byte, error) {
 	if ser == nil {
 		return nil, errNilSerializer
 	}
@@ -34,7 +34,7 @@ func encodeVersioned[X any](x X, ser connector.VersionedSerializer[X]) ([]byte, 
 	return stateformat.AppendVersioned(nil, ser.Version(), data), nil
 }
 
-func decodeVersioned[X any](b []byte, ser connector.VersionedSerializer[X]) (X, error) {
+func DecodeVersioned[X any](b []byte, ser connector.VersionedSerializer[X]) (X, error) {
 	var zero X
 	if ser == nil {
 		return zero, errNilSerializer
@@ -46,7 +46,7 @@ func decodeVersioned[X any](b []byte, ser connector.VersionedSerializer[X]) (X, 
 	return ser.Deserialize(int(v), data)
 }
 
-func encodeList[X any](xs []X, ser connector.VersionedSerializer[X]) ([]byte, error) {
+func EncodeList[X any](xs []X, ser connector.VersionedSerializer[X]) ([]byte, error) {
 	if ser == nil {
 		return nil, errNilSerializer
 	}
@@ -61,7 +61,7 @@ func encodeList[X any](xs []X, ser connector.VersionedSerializer[X]) ([]byte, er
 	return w.Bytes(), nil
 }
 
-func decodeList[X any](b []byte, ser connector.VersionedSerializer[X]) ([]X, error) {
+func DecodeList[X any](b []byte, ser connector.VersionedSerializer[X]) ([]X, error) {
 	if ser == nil {
 		return nil, errNilSerializer
 	}
@@ -80,72 +80,72 @@ func decodeList[X any](b []byte, ser connector.VersionedSerializer[X]) ([]X, err
 	return xs, nil
 }
 
-// restoredState is the checkpoint a task or coordinator restores from; nil
+// RestoredState is the checkpoint a task or coordinator restores from; nil
 // for a fresh start. The checkpoint keeps the blobs it read when it was
 // verified, so that restoring reads each from storage once; the last of
 // the tasks built from it to open drops them.
-type restoredState struct {
-	chk *checkpoint.Checkpoint
-	// path is where chk was loaded from when it is not the job's own
+type RestoredState struct {
+	Chk *checkpoint.Checkpoint
+	// Path is where chk was loaded from when it is not the job's own
 	// storage (WithRestoreFrom); foreign is then true: the shared files
 	// it uses are not in the job's storage, so a state backend puts them
 	// there again before a checkpoint of the job refers to them.
-	path    string
-	foreign bool
-	// parallelism is the parallelism chk was written at when it holds
+	Path    string
+	Foreign bool
+	// Parallelism is the parallelism chk was written at when it holds
 	// fewer subtasks than that: a slot's checkpoint holds its own
 	// subtask only (slotrun.go). 0: the highest subtask it holds + 1.
-	parallelism int
+	Parallelism int
 	// opening counts the tasks built from it that have not opened yet.
 	opening atomic.Int64
 }
 
-// expect notes n more tasks that restore from r.
-func (r *restoredState) expect(n int) {
+// Expect notes n more tasks that restore from r.
+func (r *RestoredState) Expect(n int) {
 	if r != nil {
 		r.opening.Add(int64(n))
 	}
 }
 
-// opened is called by each task expected once its operators have
+// Opened is called by each task expected once its operators have
 // restored.
-func (r *restoredState) opened() {
-	if r != nil && r.chk != nil && r.opening.Add(-1) == 0 {
-		r.chk.DropVerified()
+func (r *RestoredState) Opened() {
+	if r != nil && r.Chk != nil && r.opening.Add(-1) == 0 {
+		r.Chk.DropVerified()
 	}
 }
 
-// outputCommitted reports whether r is a savepoint whose job committed
+// OutputCommitted reports whether r is a savepoint whose job committed
 // every committable of its checkpoint (checkpoint.MarkSavepointCommitted).
-func (r *restoredState) outputCommitted() bool {
-	return r != nil && r.chk != nil && r.chk.OutputCommitted
+func (r *RestoredState) OutputCommitted() bool {
+	return r != nil && r.Chk != nil && r.Chk.OutputCommitted
 }
 
-func (r *restoredState) id() int64 {
-	if r == nil || r.chk == nil {
+func (r *RestoredState) ID() int64 {
+	if r == nil || r.Chk == nil {
 		return 0
 	}
-	return r.chk.ID
+	return r.Chk.ID
 }
 
-// coordinator returns the state of operator uid's coordinator, nil if none.
-func (r *restoredState) coordinator(uid string) ([]byte, error) {
-	if r == nil || r.chk == nil {
+// Coordinator returns the state of operator uid's coordinator, nil if none.
+func (r *RestoredState) Coordinator(uid string) ([]byte, error) {
+	if r == nil || r.Chk == nil {
 		return nil, nil
 	}
-	data, _, err := r.chk.State(checkpoint.CoordinatorOwner(uid))
+	data, _, err := r.Chk.State(checkpoint.CoordinatorOwner(uid))
 	return data, err
 }
 
-// subtasks returns the state of every subtask of operator uid as it was
+// Subtasks returns the state of every subtask of operator uid as it was
 // checkpointed, indexed by the subtask that wrote it; the length of the
 // result is the parallelism the operator had then (0: no state).
-func (r *restoredState) subtasks(uid string) ([][]byte, error) {
-	if r == nil || r.chk == nil {
+func (r *RestoredState) Subtasks(uid string) ([][]byte, error) {
+	if r == nil || r.Chk == nil {
 		return nil, nil
 	}
 	var owners []checkpoint.Owner
-	for _, h := range r.chk.States {
+	for _, h := range r.Chk.States {
 		if h.Owner.UID == uid && !h.Owner.IsCoordinator() {
 			owners = append(owners, h.Owner)
 		}
@@ -154,10 +154,10 @@ func (r *restoredState) subtasks(uid string) ([][]byte, error) {
 		return nil, nil
 	}
 	par := slices.MaxFunc(owners, func(a, b checkpoint.Owner) int { return a.Subtask - b.Subtask }).Subtask + 1
-	par = max(par, r.parallelism)
+	par = max(par, r.Parallelism)
 	out := make([][]byte, par)
 	for _, o := range owners {
-		data, _, err := r.chk.State(o)
+		data, _, err := r.Chk.State(o)
 		if err != nil {
 			return nil, fmt.Errorf("restore %s: %w", o, err)
 		}
@@ -166,12 +166,12 @@ func (r *restoredState) subtasks(uid string) ([][]byte, error) {
 	return out, nil
 }
 
-// forSubtask picks what subtask of parallelism restores of an operator list
+// ForSubtask picks what subtask of parallelism restores of an operator list
 // state written with len(old) subtasks: its own blob when the parallelism
 // is unchanged, otherwise every old subtask's blob whose index maps to it
 // round-robin (old subtask i goes to i mod parallelism), so that nothing
 // is restored twice or lost when the parallelism changes.
-func forSubtask(old [][]byte, subtask, parallelism int) [][]byte {
+func ForSubtask(old [][]byte, subtask, parallelism int) [][]byte {
 	var out [][]byte
 	for i, b := range old {
 		if i%parallelism == subtask && b != nil {
