@@ -4,9 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"sync"
+	"unsafe"
 
 	"github.com/hamba/avro/v2"
+	"github.com/modern-go/reflect2"
 	"github.com/splitflow/splitflow/connector/kafka"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/sr"
@@ -78,10 +81,31 @@ type AvroSerializer[T any] struct {
 	id      int
 	// prefix is the wire-format header of id, written before each body.
 	prefix []byte
-	// writers holds avro.Writers whose buffers Encode reuses: a record
-	// costs one allocation, its result, instead of a header, a body and
-	// their concatenation. A Writer is used by one Encode at a time.
-	writers sync.Pool
+	// enc is hamba/avro's encoder of schema for T, built once, when the
+	// serializer is made: Encode calls it directly instead of looking it
+	// up in hamba's codec cache by the schema's fingerprint and the
+	// value's type on each record. It is nil when T is an interface type
+	// (any): then the dynamic type of each value picks the encoder, as
+	// WriteVal does.
+	enc avro.ValEncoder
+	// direct says T is stored in an interface as its one pointer word (a
+	// pointer, a map): hamba's encoder of such a type takes that word,
+	// not a pointer to the value.
+	direct bool
+	// states holds the *avroEncodeState[T] Encode reuses: a record costs
+	// one allocation, its result, instead of a header, a body, their
+	// concatenation and the value boxed into an interface. A state is
+	// used by one Encode at a time.
+	states sync.Pool
+}
+
+// avroEncodeState is what one Encode works with: a Writer whose buffer
+// it reuses, and a place for the value that outlives the call, so that
+// handing hamba's encoder a pointer to it does not move each value to
+// the heap.
+type avroEncodeState[T any] struct {
+	w *avro.Writer
+	v T
 }
 
 // maxPooledWriter is the largest buffer an Encode gives back to the pool:
@@ -143,7 +167,13 @@ func NewAvroSerializer[T any](ctx context.Context, c *Client, topic, schemaText 
 	if err != nil {
 		return nil, fmt.Errorf("registry: the wire-format header of schema id %d of subject %q: %w", got.ID, subject, err)
 	}
-	return &AvroSerializer[T]{schema: schema, topic: topic, subject: subject, id: got.ID, prefix: prefix}, nil
+	s := &AvroSerializer[T]{schema: schema, topic: topic, subject: subject, id: got.ID, prefix: prefix}
+	if typ := reflect.TypeFor[T](); typ.Kind() != reflect.Interface {
+		t2 := reflect2.Type2(typ)
+		s.enc = avro.DefaultConfig.EncoderOf(schema, t2)
+		s.direct = t2.LikePtr()
+	}
+	return s, nil
 }
 
 // ID returns the schema id the serializer writes.
@@ -158,17 +188,29 @@ func (s *AvroSerializer[T]) Topic() string { return s.topic }
 // Encode returns v in the wire format: the 5-byte header, then v's Avro
 // binary encoding.
 func (s *AvroSerializer[T]) Encode(v T) ([]byte, error) {
-	w, _ := s.writers.Get().(*avro.Writer)
-	if w == nil {
-		w = avro.NewWriter(nil, 512)
+	st, _ := s.states.Get().(*avroEncodeState[T])
+	if st == nil {
+		st = &avroEncodeState[T]{w: avro.NewWriter(nil, 512)}
 	}
+	w := st.w
 	w.Reset(nil)
 	w.Error = nil
 	_, _ = w.Write(s.prefix) // a Writer without an io.Writer only appends
-	w.WriteVal(s.schema, v)
+	if s.enc == nil {
+		w.WriteVal(s.schema, v)
+	} else {
+		st.v = v
+		p := unsafe.Pointer(&st.v)
+		if s.direct {
+			p = *(*unsafe.Pointer)(p)
+		}
+		s.enc.Encode(p, w)
+		var zero T
+		st.v = zero // the pool must not keep the value's strings alive
+	}
 	if err := w.Error; err != nil {
 		w.Error = nil
-		s.writers.Put(w)
+		s.states.Put(st)
 		return nil, fmt.Errorf("registry: encode a value as schema id %d of subject %q: %w", s.id, s.subject, err)
 	}
 	// A copy of exactly its size: the caller keeps it (a produced
@@ -176,7 +218,7 @@ func (s *AvroSerializer[T]) Encode(v T) ([]byte, error) {
 	out := make([]byte, w.Buffered())
 	copy(out, w.Buffer())
 	if cap(w.Buffer()) <= maxPooledWriter {
-		s.writers.Put(w)
+		s.states.Put(st)
 	}
 	return out, nil
 }
@@ -231,12 +273,29 @@ type AvroDeserializer[T any] struct {
 	c       *Client
 	reader  avro.Schema
 	writers *writerSchemas[avroWriter]
+	// states holds the *avroDecodeState[T] Decode reuses. A state is
+	// used by one Decode at a time.
+	states sync.Pool
+}
+
+// avroDecodeState is what one Decode works with: a Reader (see
+// avroWriter.pooled) and a place to decode into that outlives the call,
+// so that handing hamba's decoder a pointer to it does not move each
+// value to the heap. v is the zero T between Decodes.
+type avroDecodeState[T any] struct {
+	r *avro.Reader
+	v T
 }
 
 // avroWriter is how a deserializer reads one writer schema id.
 type avroWriter struct {
 	// schema is the writer's schema, resolved against the reader's.
 	schema avro.Schema
+	// dec is hamba/avro's decoder of schema into the deserializer's T,
+	// built once per id: Decode calls it directly instead of looking it
+	// up in hamba's codec cache by the schema's fingerprint and T on each
+	// record. Two ids, even of one Go type, have a decoder each.
+	dec avro.ValDecoder
 	// pooled says Decode may take its avro.Reader from avroReaders. A
 	// Reader copies each string and bytes value of up to 1 KiB into a
 	// slab it keeps, cutting each value from the front of the slab's
@@ -249,11 +308,6 @@ type avroWriter struct {
 	// Decode always gave it.
 	pooled bool
 }
-
-// avroReaders holds the avro.Readers of Decode for schemas without
-// bytes: a Reader's slab then serves many records instead of one. A
-// Reader is used by one Decode at a time.
-var avroReaders = sync.Pool{New: func() any { return avro.NewReader(nil, 0) }}
 
 // NewAvroDeserializer returns a deserializer that reads into T with the
 // reader schema. A nil reader schema reads each record with its writer's
@@ -281,30 +335,34 @@ func (d *AvroDeserializer[T]) Decode(b []byte) (T, error) {
 	}
 	// A Reader, not avro.Unmarshal: running out of bytes (io.EOF, which
 	// Unmarshal forgives) means the record was cut short.
-	var r *avro.Reader
-	if w.pooled {
-		r = avroReaders.Get().(*avro.Reader)
-		defer func() {
-			r.Reset(nil) // the pool must not keep the record's bytes alive
-			r.Error = nil
-			avroReaders.Put(r)
-		}()
-	} else {
+	st, _ := d.states.Get().(*avroDecodeState[T])
+	if st == nil {
+		st = &avroDecodeState[T]{r: avro.NewReader(nil, 0)}
+	}
+	r := st.r
+	if !w.pooled {
 		r = avro.NewReader(nil, 0)
 	}
 	r.Error = nil
 	r.Reset(payload)
-	r.ReadVal(w.schema, &v)
-	if r.Error != nil {
-		var zero T
-		return zero, fmt.Errorf("registry: the bytes do not decode as schema id %d of %s: %w", id, d.c, r.Error)
+	w.dec.Decode(unsafe.Pointer(&st.v), r)
+	v, st.v = st.v, v // v was the zero T: the state is ready for the next record
+	err = r.Error
+	if err == nil {
+		// Bytes left over mean the value was not written with that
+		// schema (or carries garbage): reading it "successfully" would
+		// hide that.
+		var one [1]byte
+		if r.Read(one[:]); r.Error == nil {
+			err = errors.New("bytes are left over after the value")
+		}
 	}
-	// Bytes left over mean the value was not written with that schema
-	// (or carries garbage): reading it "successfully" would hide that.
-	var one [1]byte
-	if r.Read(one[:]); r.Error == nil {
+	r.Reset(nil) // the pool must not keep the record's bytes alive
+	r.Error = nil
+	d.states.Put(st)
+	if err != nil {
 		var zero T
-		return zero, fmt.Errorf("registry: the bytes do not decode as schema id %d of %s: bytes are left over after the value", id, d.c)
+		return zero, fmt.Errorf("registry: the bytes do not decode as schema id %d of %s: %w", id, d.c, err)
 	}
 	return v, nil
 }
@@ -383,14 +441,22 @@ func (d *AvroDeserializer[T]) resolve(ctx context.Context, id int, s sr.Schema) 
 	}
 	pooled := !hasBytes(writer, map[string]bool{})
 	if d.reader == nil {
-		return avroWriter{schema: writer, pooled: pooled}, nil
+		return avroWriter{schema: writer, dec: decoderOf[T](writer), pooled: pooled}, nil
 	}
 	r, err := avro.NewSchemaCompatibility().Resolve(d.reader, writer)
 	if err != nil {
 		return avroWriter{}, fmt.Errorf("registry: %s: the writer's schema id %d cannot be read as the reader's schema: %w", d.c, id, err)
 	}
 	pooled = pooled && !hasBytes(d.reader, map[string]bool{})
-	return avroWriter{schema: r, pooled: pooled}, nil
+	return avroWriter{schema: r, dec: decoderOf[T](r), pooled: pooled}, nil
+}
+
+// decoderOf returns hamba/avro's decoder of s into a *T, the one
+// Reader.ReadVal(s, &v) would look up in its cache (building it there the
+// first time). A schema T cannot hold gives a decoder that reports so on
+// each value, as ReadVal would.
+func decoderOf[T any](s avro.Schema) avro.ValDecoder {
+	return avro.DefaultConfig.DecoderOf(s, reflect2.Type2(reflect.TypeFor[*T]()))
 }
 
 // Values returns the deserializer of kafka.NewSource that reads each
