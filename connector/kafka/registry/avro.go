@@ -295,7 +295,7 @@ type avroWriter struct {
 	// up in hamba's codec cache by the schema's fingerprint and T on each
 	// record. Two ids, even of one Go type, have a decoder each.
 	dec avro.ValDecoder
-	// pooled says Decode may take its avro.Reader from avroReaders. A
+	// pooled says Decode may use the Reader of its pooled state. A
 	// Reader copies each string and bytes value of up to 1 KiB into a
 	// slab it keeps, cutting each value from the front of the slab's
 	// unused rest, so no later read (of the same record or the next
