@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/hamba/avro/v2"
+	"github.com/twmb/franz-go/pkg/sr"
 )
 
 // onePointer is a struct Go stores in an interface as its one pointer
@@ -221,5 +222,39 @@ func TestAvroDecodeStartsEachRecordFromTheZeroValue(t *testing.T) {
 	if got := fmt.Sprint(m1); got != want || reflect.ValueOf(m1).UnsafePointer() == reflect.ValueOf(m2).UnsafePointer() {
 		t.Fatalf("after a second record, the first map reads %s (want %s), and is the second's: %v", got, want,
 			reflect.ValueOf(m1).UnsafePointer() == reflect.ValueOf(m2).UnsafePointer())
+	}
+}
+
+// Rule: the writer schema cache's shortcut, the id fetched last, never
+// answers for another id: ids read in any order each get what their own
+// schema made, and each is fetched once.
+func TestWriterSchemasAnswerEachIDWithItsOwnEntry(t *testing.T) {
+	_, c := fakeRegistry(t)
+	ctx := context.Background()
+	w1, err := NewAvroSerializer[OrderV1](ctx, c, "orders", orderV1Text, WithAutoRegister())
+	if err != nil {
+		t.Fatal(err)
+	}
+	w2, err := NewAvroSerializer[OrderV2](ctx, c, "orders", orderV2Text, WithAutoRegister())
+	if err != nil {
+		t.Fatal(err)
+	}
+	made := map[int]int{}
+	ws := newWriterSchemas(c, func(_ context.Context, id int, s sr.Schema) (string, error) {
+		made[id]++
+		return s.Schema, nil
+	})
+	want := map[int]string{w1.ID(): orderV1Text, w2.ID(): orderV2Text}
+	for i, id := range []int{w1.ID(), w2.ID(), w1.ID(), w2.ID(), w2.ID(), w1.ID()} {
+		got, err := ws.get(id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got != want[id] {
+			t.Fatalf("read %d, id %d: got the schema %s, want %s", i, id, got, want[id])
+		}
+	}
+	if made[w1.ID()] != 1 || made[w2.ID()] != 1 {
+		t.Fatalf("each id was made %v times, want once each", made)
 	}
 }

@@ -23,6 +23,11 @@ type writerSchemas[V any] struct {
 	// byID caches every id met, failures included: read without a lock
 	// on every record, replaced whole (under mu) when an id is added.
 	byID atomic.Pointer[map[int]writerSchema[V]]
+	// latest is the id fetched last, with what it made, checked before
+	// byID: a stream carries one id, or moves to the newest, and then a
+	// record costs a pointer load and a compare instead of a map lookup.
+	// Only a fetch sets it, so no record writes shared memory.
+	latest atomic.Pointer[latestWriterSchema[V]]
 	// mu serializes fetches, so subtasks that meet a new id at once ask
 	// the registry once.
 	mu sync.Mutex
@@ -31,6 +36,11 @@ type writerSchemas[V any] struct {
 type writerSchema[V any] struct {
 	v   V
 	err error
+}
+
+type latestWriterSchema[V any] struct {
+	id int
+	writerSchema[V]
 }
 
 func newWriterSchemas[V any](c *Client, make func(ctx context.Context, id int, s sr.Schema) (V, error)) *writerSchemas[V] {
@@ -45,6 +55,9 @@ func newWriterSchemas[V any](c *Client, make func(ctx context.Context, id int, s
 // does not call the registry once each; an unreachable registry is not, so
 // the restarted job asks again.
 func (w *writerSchemas[V]) get(id int) (V, error) {
+	if l := w.latest.Load(); l != nil && l.id == id {
+		return l.v, l.err
+	}
 	if r, ok := (*w.byID.Load())[id]; ok {
 		return r.v, r.err
 	}
@@ -68,6 +81,7 @@ func (w *writerSchemas[V]) get(id int) (V, error) {
 	m := maps.Clone(*w.byID.Load())
 	m[id] = r
 	w.byID.Store(&m)
+	w.latest.Store(&latestWriterSchema[V]{id: id, writerSchema: r})
 	return r.v, r.err
 }
 
