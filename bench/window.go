@@ -13,6 +13,7 @@ import (
 	"github.com/splitflow/splitflow/integration/committed"
 	"github.com/splitflow/splitflow/runtime"
 	"github.com/splitflow/splitflow/runtime/watermark"
+	"github.com/splitflow/splitflow/runtime/window"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -136,7 +137,7 @@ func expectWindows(w windowWorkload, partitions int32) *windowSet {
 }
 
 // windowFloor is the start of the tumbling window of size that holds ts
-// (windows aligned to the epoch, as runtime.Tumbling's and Kafka Streams'
+// (windows aligned to the epoch, as window.Tumbling's and Kafka Streams'
 // TimeWindows are).
 func windowFloor(ts, size int64) int64 {
 	r := ts % size
@@ -367,7 +368,7 @@ func runSplitflowWindowcount(ctx context.Context, seeds []string, in, out string
 	if err != nil {
 		return err
 	}
-	ser := kafka.KeyValueSerializer(out, func(wc runtime.WindowResult[string, int64]) ([]byte, []byte, error) {
+	ser := kafka.KeyValueSerializer(out, func(wc window.Result[string, int64]) ([]byte, []byte, error) {
 		return []byte(wc.Key), fmt.Appendf(nil, "%d %d %d", wc.Window.Start, wc.Window.End, wc.Value), nil
 	})
 	snk, err := kafka.NewSink(ser, sinkOpts(seeds, out, guarantee)...)
@@ -379,7 +380,7 @@ func runSplitflowWindowcount(ctx context.Context, seeds []string, in, out string
 		WithTimestampAssigner(func(e windowEvent, _ int64) int64 { return e.at })
 	events := runtime.FromSource(env, src, "events", runtime.WithWatermarks(wm)).UID("events")
 	byUser := runtime.KeyBy(events, func(e windowEvent) string { return e.user })
-	counts := runtime.WindowCount(runtime.Window(byUser, runtime.Tumbling(windowSize))).Name("window-count").UID("window-count")
+	counts := runtime.WindowCount(runtime.Window(byUser, window.Tumbling(windowSize))).Name("window-count").UID("window-count")
 	runtime.SinkTo(counts, snk).Name("window-counts").UID("window-counts-sink")
 	return env.Execute(ctx, "bench windowcount "+in+" -> "+out)
 }

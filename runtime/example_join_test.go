@@ -11,6 +11,7 @@ import (
 	"github.com/splitflow/splitflow/connector/datagen"
 	"github.com/splitflow/splitflow/runtime"
 	"github.com/splitflow/splitflow/runtime/watermark"
+	"github.com/splitflow/splitflow/runtime/window"
 )
 
 // Order and Payment are the two inputs of the join examples: orders 0..3
@@ -116,7 +117,7 @@ func ExampleIntervalJoin() {
 func ExampleWindowJoin() {
 	env := runtime.NewEnvironment(runtime.WithParallelism(2))
 	orders, payments := twoInputs(env)
-	joined := runtime.WindowJoin(orders, payments, runtime.Tumbling(5*time.Second), func(o Order, p Payment) (string, error) {
+	joined := runtime.WindowJoin(orders, payments, window.Tumbling(5*time.Second), func(o Order, p Payment) (string, error) {
 		return fmt.Sprintf("order %d paid at %dms", o.ID, p.At), nil
 	}).UID("paid-per-window")
 	out := &collect{}

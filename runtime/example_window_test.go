@@ -12,6 +12,7 @@ import (
 	"github.com/splitflow/splitflow/connector/file"
 	"github.com/splitflow/splitflow/runtime"
 	"github.com/splitflow/splitflow/runtime/watermark"
+	"github.com/splitflow/splitflow/runtime/window"
 )
 
 // Clicks per user per minute of event time: the timestamp assigner reads
@@ -33,9 +34,9 @@ func ExampleWindow() {
 			return ms
 		}))).UID("clicks")
 	byUser := runtime.KeyBy(clicks, func(line string) string { user, _, _ := strings.Cut(line, " "); return user })
-	counts := runtime.WindowCount(runtime.Window(byUser, runtime.Tumbling(time.Minute),
+	counts := runtime.WindowCount(runtime.Window(byUser, window.Tumbling(time.Minute),
 		runtime.WithAllowedLateness(time.Minute))).UID("clicks-per-minute")
-	lines := runtime.Map(counts, func(r runtime.WindowResult[string, int64]) (string, error) {
+	lines := runtime.Map(counts, func(r window.Result[string, int64]) (string, error) {
 		return fmt.Sprintf("%s [%d,%d) %d %s", r.Key, r.Window.Start, r.Window.End, r.Value, r.Firing), nil
 	})
 	out := &collect{}

@@ -12,6 +12,7 @@ import (
 	"github.com/splitflow/splitflow/connector"
 	"github.com/splitflow/splitflow/runtime/internal/engine"
 	"github.com/splitflow/splitflow/runtime/watermark"
+	"github.com/splitflow/splitflow/runtime/window"
 )
 
 // Rule (newer Flink's pausable idleness clock): a source is idle only when
@@ -109,8 +110,8 @@ func TestLaggingSplitBackFromIdlenessIsNotLate(t *testing.T) {
 		late := NewOutputTag[ev]("late")
 		ds := FromSource(env, src, "steps", WithWatermarks(watermark.ForMonotonousTimestamps[ev]().WithIdleness(time.Second)))
 		counts := WindowCount(Window(KeyBy(ds, func(ev) string { return "all" }),
-			Tumbling(100*time.Millisecond), WithSideOutputLateRecords(late)))
-		sink := newCollectSink[WindowResult[string, int64]]()
+			window.Tumbling(100*time.Millisecond), WithSideOutputLateRecords(late)))
+		sink := newCollectSink[window.Result[string, int64]]()
 		SinkTo(counts, sink)
 		lateSink := newCollectSink[ev]()
 		SinkTo(SideOutput(counts, late), lateSink)
@@ -132,11 +133,11 @@ func TestLaggingSplitBackFromIdlenessIsNotLate(t *testing.T) {
 		if got := lateSink.all(); len(got) != 0 {
 			t.Errorf("records of the lagging split dropped as late: %+v", got)
 		}
-		counted := map[TimeWindow]int64{}
+		counted := map[window.TimeWindow]int64{}
 		for _, r := range sink.all() {
 			counted[r.Window] += r.Value
 		}
-		if c := counted[TimeWindow{Start: 100, End: 200}]; c != 3 {
+		if c := counted[window.TimeWindow{Start: 100, End: 200}]; c != 3 {
 			t.Errorf("window [100,200) counted %d records, want 3 (results %v)", c, sink.all())
 		}
 	})

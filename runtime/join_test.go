@@ -16,6 +16,7 @@ import (
 	"github.com/splitflow/splitflow/runtime/internal/engine"
 	"github.com/splitflow/splitflow/runtime/restart"
 	"github.com/splitflow/splitflow/runtime/watermark"
+	"github.com/splitflow/splitflow/runtime/window"
 )
 
 // The face of the join functions for the window harness (openWin).
@@ -281,13 +282,13 @@ func TestJoinMisuseIsRefused(t *testing.T) {
 			return IntervalJoin[int64, int64, int64, int64](a, b, 0, time.Millisecond, nil)
 		}},
 		{"nil window function", "join function is nil", func(a, b KeyedStream[int64, int64]) DataStream[int64] {
-			return WindowJoin[int64, int64, int64, int64](a, b, Tumbling(time.Second), nil)
+			return WindowJoin[int64, int64, int64, int64](a, b, window.Tumbling(time.Second), nil)
 		}},
-		{"zero assigner", "zero WindowAssigner", func(a, b KeyedStream[int64, int64]) DataStream[int64] {
-			return WindowJoin(a, b, WindowAssigner{}, pair)
+		{"zero assigner", "zero window.Assigner", func(a, b KeyedStream[int64, int64]) DataStream[int64] {
+			return WindowJoin(a, b, window.Assigner{}, pair)
 		}},
 		{"late data side output", "WithSideOutputLateRecords does not apply to WindowJoin", func(a, b KeyedStream[int64, int64]) DataStream[int64] {
-			return WindowJoin(a, b, Tumbling(time.Second), pair, WithSideOutputLateRecords(NewOutputTag[int64]("late")))
+			return WindowJoin(a, b, window.Tumbling(time.Second), pair, WithSideOutputLateRecords(NewOutputTag[int64]("late")))
 		}},
 		{"different hashes", "different hashes", func(a, b KeyedStream[int64, int64]) DataStream[int64] {
 			b = KeyByHashed(b.stream, key, func(v int64) uint32 { return uint32(v) })

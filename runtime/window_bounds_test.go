@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/splitflow/splitflow/runtime/internal/engine"
+	"github.com/splitflow/splitflow/runtime/window"
 )
 
 // Rule: window bounds are int64 milliseconds computed without overflow. A
@@ -26,21 +27,21 @@ func TestWindowBoundsNearInt64LimitsDoNotOverflow(t *testing.T) {
 	sec, half := time.Second, 500*time.Millisecond
 	for _, c := range []struct {
 		name string
-		a    WindowAssigner
+		a    window.Assigner
 		ts   int64
-		want []TimeWindow // nil: refused
+		want []window.TimeWindow // nil: refused
 	}{
-		{"tumbling, lowest whole window", Tumbling(sec), lo + 808, []TimeWindow{{lo + 808, lo + 1808}}},
-		{"tumbling, below it", Tumbling(sec), lo + 1, nil},
-		{"tumbling, highest whole window", Tumbling(sec), hi - 808, []TimeWindow{{hi - 1807, hi - 807}}},
-		{"tumbling, above it", Tumbling(sec), hi - 1, nil},
-		{"offset -500ms, ts - offset past the top", Tumbling(sec).WithOffset(-half), hi - 407, []TimeWindow{{hi - 1307, hi - 307}}},
-		{"offset 500ms, ts - offset below the bottom", Tumbling(sec).WithOffset(half), lo + 400, []TimeWindow{{lo + 308, lo + 1308}}},
-		{"sliding, one window below the bottom", Sliding(sec, half), lo + 600, nil},
-		{"sliding, both windows fit", Sliding(sec, half), lo + 1400, []TimeWindow{{lo + 808, lo + 1808}, {lo + 1308, lo + 2308}}},
-		{"sliding, one window above the top", Sliding(sec, half), hi - 500, nil},
-		{"session at the top ends at math.MaxInt64", Session(sec), hi - 10, []TimeWindow{{hi - 10, hi}}},
-		{"session at the bottom", Session(sec), lo + 1, []TimeWindow{{lo + 1, lo + 1001}}},
+		{"tumbling, lowest whole window", window.Tumbling(sec), lo + 808, []window.TimeWindow{{lo + 808, lo + 1808}}},
+		{"tumbling, below it", window.Tumbling(sec), lo + 1, nil},
+		{"tumbling, highest whole window", window.Tumbling(sec), hi - 808, []window.TimeWindow{{hi - 1807, hi - 807}}},
+		{"tumbling, above it", window.Tumbling(sec), hi - 1, nil},
+		{"offset -500ms, ts - offset past the top", window.Tumbling(sec).WithOffset(-half), hi - 407, []window.TimeWindow{{hi - 1307, hi - 307}}},
+		{"offset 500ms, ts - offset below the bottom", window.Tumbling(sec).WithOffset(half), lo + 400, []window.TimeWindow{{lo + 308, lo + 1308}}},
+		{"sliding, one window below the bottom", window.Sliding(sec, half), lo + 600, nil},
+		{"sliding, both windows fit", window.Sliding(sec, half), lo + 1400, []window.TimeWindow{{lo + 808, lo + 1808}, {lo + 1308, lo + 2308}}},
+		{"sliding, one window above the top", window.Sliding(sec, half), hi - 500, nil},
+		{"session at the top ends at math.MaxInt64", window.Session(sec), hi - 10, []window.TimeWindow{{hi - 10, hi}}},
+		{"session at the bottom", window.Session(sec), lo + 1, []window.TimeWindow{{lo + 1, lo + 1001}}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			w := openWin[string, string](t, countStream(c.a), unitStateConfig(t, kindHeap), nil, 1, 0)
@@ -65,14 +66,14 @@ func TestWindowBoundsNearInt64LimitsDoNotOverflow(t *testing.T) {
 			if err := w.p.EmitWatermark(engine.MaxWatermark); err != nil {
 				t.Fatal(err)
 			}
-			var got []TimeWindow
+			var got []window.TimeWindow
 			for _, r := range w.out.take() {
 				if r.Value != 1 {
 					t.Errorf("window %v counted %d, want 1", r.Window, r.Value)
 				}
 				got = append(got, r.Window)
 			}
-			slices.SortFunc(got, func(a, b TimeWindow) int { return cmpInt64(a.Start, b.Start) })
+			slices.SortFunc(got, func(a, b window.TimeWindow) int { return cmpInt64(a.Start, b.Start) })
 			if !slices.Equal(got, c.want) {
 				t.Fatalf("record at %d fired windows %v, want %v", c.ts, got, c.want)
 			}

@@ -8,11 +8,12 @@ import (
 
 	"github.com/splitflow/splitflow/runtime/restart"
 	"github.com/splitflow/splitflow/runtime/watermark"
+	"github.com/splitflow/splitflow/runtime/window"
 )
 
 // encodeWinCount packs a count result of windows of 10ms over keys 0..2
 // into the int64 the test sink keeps.
-func encodeWinCount(r WindowResult[int64, int64]) int64 {
+func encodeWinCount(r window.Result[int64, int64]) int64 {
 	return ((r.Window.Start/10)*3+r.Key)*1000 + r.Value*10 + int64(r.Firing)
 }
 
@@ -44,8 +45,8 @@ func TestWindowResultsExactlyOnceUnderFailures(t *testing.T) {
 				WithTimestampAssigner(func(v, _ int64) int64 { return v }))).UID("src")
 			vals := Map(src, failOnce(fails...)).UID("map")
 			counts := WindowCount(Window(KeyBy(vals, func(v int64) int64 { return v % 3 }),
-				Tumbling(10*time.Millisecond), WithAllowedLateness(time.Hour))).UID("window")
-			SinkTo(Map(counts, func(r WindowResult[int64, int64]) (int64, error) { return encodeWinCount(r), nil }).UID("encode"), twoPhase(j.sink)).UID("sink")
+				window.Tumbling(10*time.Millisecond), WithAllowedLateness(time.Hour))).UID("window")
+			SinkTo(Map(counts, func(r window.Result[int64, int64]) (int64, error) { return encodeWinCount(r), nil }).UID("encode"), twoPhase(j.sink)).UID("sink")
 			if err := env.Execute(testCtx(t), "windows"); err != nil {
 				t.Fatalf("%+v fails=%v: %v", j, fails, err)
 			}
@@ -64,8 +65,8 @@ func TestWindowResultsExactlyOnceUnderFailures(t *testing.T) {
 						t.Fatalf("fails=%v: result %d committed twice", fails, r)
 					}
 					seen[r] = true
-					win, count, firing := r/1000, r%1000/10, WindowFiring(r%10)
-					if firing == WindowOnTime {
+					win, count, firing := r/1000, r%1000/10, window.Firing(r%10)
+					if firing == window.OnTime {
 						onTime[win]++
 					}
 					last[win] = max(last[win], count)
@@ -92,7 +93,7 @@ func TestWindowResultsExactlyOnceUnderFailures(t *testing.T) {
 func BenchmarkWindowTumblingCount(b *testing.B) {
 	for _, backend := range stateBackends {
 		b.Run(string(backend)+"/window", func(b *testing.B) {
-			w := openWin[string, string](b, countStream(Tumbling(time.Second)), benchStateConfig(b, backend), nil, 1, 0)
+			w := openWin[string, string](b, countStream(window.Tumbling(time.Second)), benchStateConfig(b, backend), nil, 1, 0)
 			defer w.stop()
 			keys := make([]string, 1000)
 			for i := range keys {
@@ -151,20 +152,20 @@ func BenchmarkWindowTimersOnce(b *testing.B) {
 	for _, backend := range stateBackends {
 		for _, c := range []struct {
 			name string
-			a    WindowAssigner
+			a    window.Assigner
 			ts   func(i int64) int64
 		}{
 			// Key i%100 at i ms: a 1s window holds 10 records per key.
-			{"tumbling", Tumbling(time.Second), func(i int64) int64 { return i }},
+			{"tumbling", window.Tumbling(time.Second), func(i int64) int64 { return i }},
 			// Two records per key at the same time, 500 ms apart per
 			// pair: the second lands inside the session the first made.
-			{"session", Session(100 * time.Millisecond), func(i int64) int64 { return i / 200 * 500 }},
+			{"session", window.Session(100 * time.Millisecond), func(i int64) int64 { return i / 200 * 500 }},
 		} {
 			for _, mode := range []string{"once", "every-record"} {
 				b.Run(string(backend)+"/"+c.name+"/"+mode, func(b *testing.B) {
 					w := openWin[string, string](b, countStream(c.a), benchStateConfig(b, backend), nil, 1, 0)
 					defer w.stop()
-					w.p.fn.(*windowFn[string, string, int64, WindowResult[string, int64]]).alwaysRegister = mode == "every-record"
+					w.p.fn.(*windowFn[string, string, int64, window.Result[string, int64]]).alwaysRegister = mode == "every-record"
 					keys := make([]string, 100)
 					for i := range keys {
 						keys[i] = "user-" + strconv.Itoa(i)
@@ -218,7 +219,7 @@ func TestWindowJoinPairsExactlyOnceUnderFailures(t *testing.T) {
 			key := func(v int64) int64 { return v % 3 }
 			evens := KeyBy(Filter(vals, func(v int64) (bool, error) { return v%2 == 0, nil }).UID("evens"), key)
 			odds := KeyBy(Filter(vals, func(v int64) (bool, error) { return v%2 == 1, nil }).UID("odds"), key)
-			joined := WindowJoin(evens, odds, Tumbling(10*time.Millisecond), func(x, y int64) (int64, error) {
+			joined := WindowJoin(evens, odds, window.Tumbling(10*time.Millisecond), func(x, y int64) (int64, error) {
 				return x*10000 + y, nil
 			}, WithAllowedLateness(time.Hour), WithEarlyFiring(time.Millisecond)).UID("join")
 			SinkTo(joined, twoPhase(j.sink)).UID("sink")

@@ -10,14 +10,15 @@ import (
 	"time"
 
 	"github.com/splitflow/splitflow/runtime/internal/engine"
+	"github.com/splitflow/splitflow/runtime/window"
 )
 
 // winRes is a window count result, comparable.
 type winRes struct {
 	Key string
-	W   TimeWindow
+	W   window.TimeWindow
 	N   int64
-	F   WindowFiring
+	F   window.Firing
 }
 
 func sortedRes(rs []winRes) []winRes {
@@ -35,29 +36,35 @@ func sortedRes(rs []winRes) []winRes {
 // firing it at once if the watermark passed its end; a watermark fires
 // the windows whose end it passes and forgets those whose end plus the
 // lateness it passes.
+// shape is a window assigner as the model sees it, given by the test
+// beside the assigner rather than read from it, so that the model stays
+// independent of the code under test: gap > 0 is a session of that gap,
+// otherwise windows [offset + k*slide, offset + k*slide + size).
+type shape struct{ size, slide, offset, gap int64 }
+
 type winModel struct {
-	a        WindowAssigner
+	a        shape
 	lateness int64
 	wm       int64
-	wins     map[string]map[TimeWindow]int64
+	wins     map[string]map[window.TimeWindow]int64
 	dropped  int64
 }
 
-func newWinModel(a WindowAssigner, lateness int64) *winModel {
-	return &winModel{a: a, lateness: lateness, wm: math.MinInt64, wins: map[string]map[TimeWindow]int64{}}
+func newWinModel(a shape, lateness int64) *winModel {
+	return &winModel{a: a, lateness: lateness, wm: math.MinInt64, wins: map[string]map[window.TimeWindow]int64{}}
 }
 
 // windowsOf lists ts's tumbling or sliding windows by their definition:
 // every [s, s+size) holding ts with s = offset + k*slide.
-func (m *winModel) windowsOf(ts int64) []TimeWindow {
-	var out []TimeWindow
+func (m *winModel) windowsOf(ts int64) []window.TimeWindow {
+	var out []window.TimeWindow
 	for k := (ts-m.a.offset-m.a.size)/m.a.slide - 2; ; k++ {
 		s := m.a.offset + k*m.a.slide
 		if s > ts {
 			break
 		}
 		if ts < s+m.a.size {
-			out = append(out, TimeWindow{Start: s, End: s + m.a.size})
+			out = append(out, window.TimeWindow{Start: s, End: s + m.a.size})
 		}
 	}
 	return out
@@ -66,10 +73,10 @@ func (m *winModel) windowsOf(ts int64) []TimeWindow {
 func (m *winModel) add(key string, ts int64) []winRes {
 	ws := m.wins[key]
 	if ws == nil {
-		ws = map[TimeWindow]int64{}
+		ws = map[window.TimeWindow]int64{}
 		m.wins[key] = ws
 	}
-	if m.a.shape == shapeSession {
+	if m.a.gap > 0 {
 		return m.addSession(key, ws, ts)
 	}
 	var out []winRes
@@ -82,7 +89,7 @@ func (m *winModel) add(key string, ts int64) []winRes {
 		placed = true
 		ws[w]++
 		if w.End-1 <= m.wm {
-			out = append(out, winRes{key, w, ws[w], WindowLate})
+			out = append(out, winRes{key, w, ws[w], window.Late})
 		}
 	}
 	if !placed && len(cands) > 0 {
@@ -91,10 +98,10 @@ func (m *winModel) add(key string, ts int64) []winRes {
 	return out
 }
 
-func (m *winModel) addSession(key string, ws map[TimeWindow]int64, ts int64) []winRes {
-	merged := TimeWindow{ts, ts + m.a.gap}
+func (m *winModel) addSession(key string, ws map[window.TimeWindow]int64, ts int64) []winRes {
+	merged := window.TimeWindow{ts, ts + m.a.gap}
 	var n int64 = 1
-	var parts []TimeWindow
+	var parts []window.TimeWindow
 	for w, c := range ws {
 		if w.Start <= ts+m.a.gap && w.End >= ts {
 			parts = append(parts, w)
@@ -111,7 +118,7 @@ func (m *winModel) addSession(key string, ws map[TimeWindow]int64, ts int64) []w
 	}
 	ws[merged] = n
 	if merged.End-1 <= m.wm {
-		return []winRes{{key, merged, n, WindowLate}}
+		return []winRes{{key, merged, n, window.Late}}
 	}
 	return nil
 }
@@ -124,7 +131,7 @@ func (m *winModel) watermark(wm int64) []winRes {
 	for key, ws := range m.wins {
 		for w, c := range ws {
 			if w.End-1 > m.wm && w.End-1 <= wm {
-				out = append(out, winRes{key, w, c, WindowOnTime})
+				out = append(out, winRes{key, w, c, window.OnTime})
 			}
 			if w.End-1+m.lateness <= wm {
 				delete(ws, w)
@@ -135,15 +142,15 @@ func (m *winModel) watermark(wm int64) []winRes {
 	return out
 }
 
-func countStream(a WindowAssigner, opts ...WindowOption) DataStream[WindowResult[string, int64]] {
-	return winStream(func(s string) string { return s }, func(ks KeyedStream[string, string]) DataStream[WindowResult[string, int64]] {
+func countStream(a window.Assigner, opts ...WindowOption) DataStream[window.Result[string, int64]] {
+	return winStream(func(s string) string { return s }, func(ks KeyedStream[string, string]) DataStream[window.Result[string, int64]] {
 		return WindowCount(Window(ks, a, opts...))
 	})
 }
 
 // results turns what the operator emitted into winRes, checking each
 // result's timestamp is its window's MaxTimestamp.
-func results(t *testing.T, step int, w *winOp[string, string, WindowResult[string, int64]]) []winRes {
+func results(t *testing.T, step int, w *winOp[string, string, window.Result[string, int64]]) []winRes {
 	t.Helper()
 	var out []winRes
 	for i, r := range w.out.vals {
@@ -162,21 +169,24 @@ func results(t *testing.T, step int, w *winOp[string, string, WindowResult[strin
 // lateness, on both backends; once the input ends no key keeps state or
 // timers.
 func TestWindowsFollowTheModel(t *testing.T) {
-	assigners := []WindowAssigner{
-		Tumbling(10 * time.Millisecond),
-		Tumbling(10 * time.Millisecond).WithOffset(3 * time.Millisecond),
-		Sliding(12*time.Millisecond, 4*time.Millisecond),
-		Sliding(10*time.Millisecond, 3*time.Millisecond).WithOffset(-2 * time.Millisecond),
-		Sliding(4*time.Millisecond, 6*time.Millisecond), // gaps between windows
-		Session(5 * time.Millisecond),
+	assigners := []struct {
+		a window.Assigner
+		m shape
+	}{
+		{window.Tumbling(10 * time.Millisecond), shape{size: 10, slide: 10}},
+		{window.Tumbling(10 * time.Millisecond).WithOffset(3 * time.Millisecond), shape{size: 10, slide: 10, offset: 3}},
+		{window.Sliding(12*time.Millisecond, 4*time.Millisecond), shape{size: 12, slide: 4}},
+		{window.Sliding(10*time.Millisecond, 3*time.Millisecond).WithOffset(-2 * time.Millisecond), shape{size: 10, slide: 3, offset: -2}},
+		{window.Sliding(4*time.Millisecond, 6*time.Millisecond), shape{size: 4, slide: 6}}, // gaps between windows
+		{window.Session(5 * time.Millisecond), shape{gap: 5}},
 	}
 	keys := []string{"a", "b", "c", "d", "e"}
 	for _, b := range stateBackends {
 		for _, a := range assigners {
 			for _, lateness := range []int64{0, 7} {
 				for seed := range uint64(3) {
-					t.Run(fmt.Sprintf("%s/%s/lateness=%d/%d", b, a, lateness, seed), func(t *testing.T) {
-						runWindowModel(t, b, a, lateness, seed, keys)
+					t.Run(fmt.Sprintf("%s/%s/lateness=%d/%d", b, a.a, lateness, seed), func(t *testing.T) {
+						runWindowModel(t, b, a.a, a.m, lateness, seed, keys)
 					})
 				}
 			}
@@ -184,11 +194,11 @@ func TestWindowsFollowTheModel(t *testing.T) {
 	}
 }
 
-func runWindowModel(t *testing.T, b backendKind, a WindowAssigner, lateness int64, seed uint64, keys []string) {
+func runWindowModel(t *testing.T, b backendKind, a window.Assigner, ms shape, lateness int64, seed uint64, keys []string) {
 	rng := rand.New(rand.NewPCG(seed, 99))
 	w := openWin[string, string](t, countStream(a, WithAllowedLateness(time.Duration(lateness)*time.Millisecond)), unitStateConfig(t, b), nil, 1, 0)
 	defer w.stop()
-	m := newWinModel(a, lateness)
+	m := newWinModel(ms, lateness)
 	maxTs, wm := int64(0), int64(-5)
 	for step := range 600 {
 		var want []winRes

@@ -5,9 +5,10 @@ import (
 	"time"
 
 	"github.com/splitflow/splitflow/runtime/checkpoint"
+	"github.com/splitflow/splitflow/runtime/window"
 )
 
-// Rule (WindowOnTime: a window fires on time once): a window that fired
+// Rule (window.OnTime: a window fires on time once): a window that fired
 // before a checkpoint does not fire on time again after a restore, when
 // a record of it arrives before the first watermark.
 func TestRestoredWindowFiresOnTimeOnce(t *testing.T) {
@@ -18,13 +19,13 @@ func TestRestoredWindowFiresOnTimeOnce(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				ds := func() DataStream[WindowResult[string, int64]] {
-					return countStream(Tumbling(10*time.Millisecond), WithAllowedLateness(lateness))
+				ds := func() DataStream[window.Result[string, int64]] {
+					return countStream(window.Tumbling(10*time.Millisecond), WithAllowedLateness(lateness))
 				}
 				w := openWin[string, string](t, ds(), unitStateConfig(t, b), nil, 1, 0)
 				w.add(t, "a", 3)
 				w.watermark(t, 10)
-				expectWin(t, "on time", w, WindowResult[string, int64]{"a", TimeWindow{0, 10}, 1, WindowOnTime})
+				expectWin(t, "on time", w, window.Result[string, int64]{"a", window.TimeWindow{0, 10}, 1, window.OnTime})
 				blob, files := w.snapshot(t, mem, 1)
 				chk := commitBlobs(t, mem, 1, [][]byte{blob}, [][]checkpoint.FileHandle{files})
 				w.stop()
@@ -34,7 +35,7 @@ func TestRestoredWindowFiresOnTimeOnce(t *testing.T) {
 				r.add(t, "a", 4) // before the upstream's first watermark after the restore
 				r.watermark(t, 20)
 				for _, res := range r.out.take() {
-					if res.Firing == WindowOnTime {
+					if res.Firing == window.OnTime {
 						t.Fatalf("after the restore: %v fired on time again", res)
 					}
 				}

@@ -13,6 +13,7 @@ import (
 	"github.com/splitflow/splitflow/runtime/checkpoint"
 	"github.com/splitflow/splitflow/runtime/internal/engine"
 	"github.com/splitflow/splitflow/runtime/internal/keygroup"
+	"github.com/splitflow/splitflow/runtime/window"
 )
 
 // kv is a keyed test record.
@@ -37,12 +38,12 @@ func TestSessionRecordBridgingTwoSessionsMergesThem(t *testing.T) {
 				Merge:  func(a, b int64) int64 { return a + b },
 				Result: func(acc int64) int64 { return acc },
 			}
-			agg := openWin[string, kv](t, winStream(kvKey, func(ks KeyedStream[string, kv]) DataStream[WindowResult[string, int64]] {
-				return WindowAggregate(Window(ks, Session(10*time.Millisecond)), sum)
+			agg := openWin[string, kv](t, winStream(kvKey, func(ks KeyedStream[string, kv]) DataStream[window.Result[string, int64]] {
+				return WindowAggregate(Window(ks, window.Session(10*time.Millisecond)), sum)
 			}), unitStateConfig(t, b), nil, 1, 0)
 			defer agg.stop()
 			proc := openWin[string, kv](t, winStream(kvKey, func(ks KeyedStream[string, kv]) DataStream[string] {
-				return WindowProcess(Window(ks, Session(10*time.Millisecond)), func(w WindowInfo[string], rs []kv, out Collector[string]) error {
+				return WindowProcess(Window(ks, window.Session(10*time.Millisecond)), func(w window.Info[string], rs []kv, out Collector[string]) error {
 					var vs []string
 					for _, r := range rs {
 						vs = append(vs, fmt.Sprint(r.V))
@@ -65,8 +66,8 @@ func TestSessionRecordBridgingTwoSessionsMergesThem(t *testing.T) {
 			}
 			agg.watermark(t, 29)
 			proc.watermark(t, 29)
-			want := WindowResult[string, int64]{Key: "a", Window: TimeWindow{0, 30}, Value: 7, Firing: WindowOnTime}
-			if got := agg.out.take(); !slices.Equal(got, []WindowResult[string, int64]{want}) {
+			want := window.Result[string, int64]{Key: "a", Window: window.TimeWindow{0, 30}, Value: 7, Firing: window.OnTime}
+			if got := agg.out.take(); !slices.Equal(got, []window.Result[string, int64]{want}) {
 				t.Fatalf("aggregate: %v, want %v", got, want)
 			}
 			// Arrival order, which here is also the sessions' order.
@@ -92,7 +93,7 @@ func TestMergedSessionRecordsReachProcessInArrivalOrder(t *testing.T) {
 	for _, b := range stateBackends {
 		t.Run(string(b), func(t *testing.T) {
 			proc := openWin[string, kv](t, winStream(kvKey, func(ks KeyedStream[string, kv]) DataStream[string] {
-				return WindowProcess(Window(ks, Session(10*time.Millisecond)), func(w WindowInfo[string], rs []kv, out Collector[string]) error {
+				return WindowProcess(Window(ks, window.Session(10*time.Millisecond)), func(w window.Info[string], rs []kv, out Collector[string]) error {
 					var vs []string
 					for _, r := range rs {
 						vs = append(vs, fmt.Sprint(r.V))
@@ -118,8 +119,8 @@ func TestMergedSessionRecordsReachProcessInArrivalOrder(t *testing.T) {
 // Rule: session windows merge accumulators, so an aggregator without
 // Merge is refused when the job is built.
 func TestSessionAggregateWithoutMergeIsRefused(t *testing.T) {
-	ds := winStream(kvKey, func(ks KeyedStream[string, kv]) DataStream[WindowResult[string, int64]] {
-		return WindowAggregate(Window(ks, Session(time.Second)), Aggregator[kv, int64, int64]{
+	ds := winStream(kvKey, func(ks KeyedStream[string, kv]) DataStream[window.Result[string, int64]] {
+		return WindowAggregate(Window(ks, window.Session(time.Second)), Aggregator[kv, int64, int64]{
 			Create: func() int64 { return 0 }, Add: func(a int64, _ kv) int64 { return a }, Result: func(a int64) int64 { return a }})
 	})
 	if len(ds.node.errs) == 0 || !strings.Contains(ds.node.errs[0].Error(), "Merge") {
@@ -130,23 +131,23 @@ func TestSessionAggregateWithoutMergeIsRefused(t *testing.T) {
 // Rule: invalid assigners and options are refused, each with its reason.
 func TestInvalidWindowConfigurationIsRefused(t *testing.T) {
 	for _, c := range []struct {
-		a    WindowAssigner
+		a    window.Assigner
 		opts []WindowOption
 		want string
 	}{
-		{WindowAssigner{}, nil, "zero WindowAssigner"},
-		{Tumbling(0), nil, "size 0s"},
-		{Tumbling(1500 * time.Microsecond), nil, "whole number of milliseconds"},
-		{Sliding(time.Second, 0), nil, "slide 0s"},
-		{Session(-time.Second), nil, "gap -1s"},
-		{CountWindow(0), nil, "at least 1"},
-		{Tumbling(time.Second).WithOffset(time.Second), nil, "below the window's slide"},
-		{Session(time.Second).WithOffset(time.Millisecond), nil, "WithOffset applies"},
-		{CountWindow(2).ProcessingTime(), nil, "ProcessingTime applies"},
-		{Tumbling(time.Second).ProcessingTime(), []WindowOption{WithAllowedLateness(time.Second)}, "WithAllowedLateness applies"},
-		{Tumbling(time.Second).ProcessingTime(), []WindowOption{WithEarlyFiring(time.Second)}, "WithEarlyFiring applies"},
-		{Tumbling(time.Second), []WindowOption{WithAllowedLateness(-time.Second)}, "allowed lateness -1s"},
-		{Tumbling(time.Second), []WindowOption{nil}, "window option"},
+		{window.Assigner{}, nil, "zero window.Assigner"},
+		{window.Tumbling(0), nil, "size 0s"},
+		{window.Tumbling(1500 * time.Microsecond), nil, "whole number of milliseconds"},
+		{window.Sliding(time.Second, 0), nil, "slide 0s"},
+		{window.Session(-time.Second), nil, "gap -1s"},
+		{window.Count(0), nil, "at least 1"},
+		{window.Tumbling(time.Second).WithOffset(time.Second), nil, "below the window's slide"},
+		{window.Session(time.Second).WithOffset(time.Millisecond), nil, "WithOffset applies"},
+		{window.Count(2).ProcessingTime(), nil, "ProcessingTime applies"},
+		{window.Tumbling(time.Second).ProcessingTime(), []WindowOption{WithAllowedLateness(time.Second)}, "WithAllowedLateness applies"},
+		{window.Tumbling(time.Second).ProcessingTime(), []WindowOption{WithEarlyFiring(time.Second)}, "WithEarlyFiring applies"},
+		{window.Tumbling(time.Second), []WindowOption{WithAllowedLateness(-time.Second)}, "allowed lateness -1s"},
+		{window.Tumbling(time.Second), []WindowOption{nil}, "window option"},
 	} {
 		ds := countStream(c.a, c.opts...)
 		if err := errors.Join(ds.node.errs...); err == nil || !strings.Contains(err.Error(), c.want) {
@@ -161,17 +162,17 @@ func TestInvalidWindowConfigurationIsRefused(t *testing.T) {
 func TestLateRecordWithinLatenessFiresAgainBeyondItIsDropped(t *testing.T) {
 	for _, b := range stateBackends {
 		t.Run(string(b), func(t *testing.T) {
-			w := openWin[string, string](t, countStream(Tumbling(10*time.Millisecond), WithAllowedLateness(5*time.Millisecond)), unitStateConfig(t, b), nil, 1, 0)
+			w := openWin[string, string](t, countStream(window.Tumbling(10*time.Millisecond), WithAllowedLateness(5*time.Millisecond)), unitStateConfig(t, b), nil, 1, 0)
 			defer w.stop()
-			win := TimeWindow{0, 10}
+			win := window.TimeWindow{0, 10}
 			w.add(t, "a", 3)
 			w.watermark(t, 9)
-			expectWin(t, "on time", w, WindowResult[string, int64]{"a", win, 1, WindowOnTime})
+			expectWin(t, "on time", w, window.Result[string, int64]{"a", win, 1, window.OnTime})
 			w.add(t, "a", 4)
-			expectWin(t, "late within lateness", w, WindowResult[string, int64]{"a", win, 2, WindowLate})
+			expectWin(t, "late within lateness", w, window.Result[string, int64]{"a", win, 2, window.Late})
 			w.watermark(t, 13)
 			w.add(t, "a", 5)
-			expectWin(t, "late within lateness again", w, WindowResult[string, int64]{"a", win, 3, WindowLate})
+			expectWin(t, "late within lateness again", w, window.Result[string, int64]{"a", win, 3, window.Late})
 			w.watermark(t, 14) // end-1+lateness: the window is gone
 			if n := w.keysInState(t, []string{"a"}); n != 0 {
 				t.Fatalf("%d keys keep state past the lateness", n)
@@ -185,7 +186,7 @@ func TestLateRecordWithinLatenessFiresAgainBeyondItIsDropped(t *testing.T) {
 	}
 }
 
-func expectWin(t *testing.T, step string, w *winOp[string, string, WindowResult[string, int64]], want ...WindowResult[string, int64]) {
+func expectWin(t *testing.T, step string, w *winOp[string, string, window.Result[string, int64]], want ...window.Result[string, int64]) {
 	t.Helper()
 	ts := slices.Clone(w.out.ts)
 	got := w.out.take()
@@ -205,7 +206,7 @@ func expectWin(t *testing.T, step string, w *winOp[string, string, WindowResult[
 func TestProcessingTimeWindowsFollowTheClock(t *testing.T) {
 	for _, b := range stateBackends {
 		t.Run(string(b), func(t *testing.T) {
-			w := openWin[string, string](t, countStream(Tumbling(10*time.Millisecond).ProcessingTime()), unitStateConfig(t, b), nil, 1, 0)
+			w := openWin[string, string](t, countStream(window.Tumbling(10*time.Millisecond).ProcessingTime()), unitStateConfig(t, b), nil, 1, 0)
 			defer w.stop()
 			w.clock = clockBase + 1
 			w.add(t, "a", 5) // the record's timestamp plays no part
@@ -216,13 +217,13 @@ func TestProcessingTimeWindowsFollowTheClock(t *testing.T) {
 			w.advance(t, clockBase+8)
 			expectWin(t, "before the end", w)
 			w.advance(t, clockBase+9)
-			expectWin(t, "end", w, WindowResult[string, int64]{"a", TimeWindow{clockBase, clockBase + 10}, 2, WindowOnTime})
+			expectWin(t, "end", w, window.Result[string, int64]{"a", window.TimeWindow{clockBase, clockBase + 10}, 2, window.OnTime})
 			w.advance(t, clockBase+12)
 			w.add(t, "b", 0)
 			w.advance(t, clockBase+40)
-			expectWin(t, "next", w, WindowResult[string, int64]{"b", TimeWindow{clockBase + 10, clockBase + 20}, 1, WindowOnTime})
+			expectWin(t, "next", w, window.Result[string, int64]{"b", window.TimeWindow{clockBase + 10, clockBase + 20}, 1, window.OnTime})
 
-			s := openWin[string, string](t, countStream(Session(5*time.Millisecond).ProcessingTime()), unitStateConfig(t, b), nil, 1, 0)
+			s := openWin[string, string](t, countStream(window.Session(5*time.Millisecond).ProcessingTime()), unitStateConfig(t, b), nil, 1, 0)
 			defer s.stop()
 			s.clock = clockBase
 			s.add(t, "a", 0)
@@ -231,8 +232,8 @@ func TestProcessingTimeWindowsFollowTheClock(t *testing.T) {
 			s.advance(t, clockBase+6)
 			expectWin(t, "session's old end", s)
 			s.advance(t, clockBase+7)
-			expectWin(t, "session's end", s, WindowResult[string, int64]{"a", TimeWindow{clockBase, clockBase + 8}, 2, WindowOnTime})
-			for _, o := range []*winOp[string, string, WindowResult[string, int64]]{w, s} {
+			expectWin(t, "session's end", s, window.Result[string, int64]{"a", window.TimeWindow{clockBase, clockBase + 8}, 2, window.OnTime})
+			for _, o := range []*winOp[string, string, window.Result[string, int64]]{w, s} {
 				if n, left := o.keysInState(t, []string{"a", "b"}), o.timersLeft(); n != 0 || left != 0 {
 					t.Fatalf("%d keys with state and %d timers left", n, left)
 				}
@@ -246,20 +247,20 @@ func TestProcessingTimeWindowsFollowTheClock(t *testing.T) {
 func TestEarlyFiringEmitsPartialResultsUntilTheWindowFires(t *testing.T) {
 	for _, b := range stateBackends {
 		t.Run(string(b), func(t *testing.T) {
-			w := openWin[string, string](t, countStream(Tumbling(100*time.Millisecond), WithEarlyFiring(10*time.Millisecond)), unitStateConfig(t, b), nil, 1, 0)
+			w := openWin[string, string](t, countStream(window.Tumbling(100*time.Millisecond), WithEarlyFiring(10*time.Millisecond)), unitStateConfig(t, b), nil, 1, 0)
 			defer w.stop()
-			win := TimeWindow{0, 100}
+			win := window.TimeWindow{0, 100}
 			w.clock = clockBase + 3
 			w.add(t, "a", 5)
 			w.advance(t, clockBase+9)
 			expectWin(t, "within the first period", w)
 			w.advance(t, clockBase+10)
-			expectWin(t, "first period", w, WindowResult[string, int64]{"a", win, 1, WindowEarly})
+			expectWin(t, "first period", w, window.Result[string, int64]{"a", win, 1, window.Early})
 			w.add(t, "a", 7)
 			w.advance(t, clockBase+45) // behind: one firing, not three
-			expectWin(t, "late period", w, WindowResult[string, int64]{"a", win, 2, WindowEarly})
+			expectWin(t, "late period", w, window.Result[string, int64]{"a", win, 2, window.Early})
 			w.watermark(t, 99)
-			expectWin(t, "on time", w, WindowResult[string, int64]{"a", win, 2, WindowOnTime})
+			expectWin(t, "on time", w, window.Result[string, int64]{"a", win, 2, window.OnTime})
 			w.advance(t, clockBase+100)
 			expectWin(t, "after the window fired", w)
 			if n, left := w.keysInState(t, []string{"a"}), w.timersLeft(); n != 0 || left != 0 {
@@ -269,13 +270,13 @@ func TestEarlyFiringEmitsPartialResultsUntilTheWindowFires(t *testing.T) {
 	}
 }
 
-// Rule (Flink's countWindow): CountWindow fires every n records of a key,
+// Rule (Flink's countWindow): window.Count fires every n records of a key,
 // with the timestamp of the record that completed the count, and starts
 // over; fewer than n records wait.
 func TestGlobalCountFiresEveryNRecords(t *testing.T) {
 	for _, b := range stateBackends {
 		t.Run(string(b), func(t *testing.T) {
-			w := openWin[string, string](t, countStream(CountWindow(3)), unitStateConfig(t, b), nil, 1, 0)
+			w := openWin[string, string](t, countStream(window.Count(3)), unitStateConfig(t, b), nil, 1, 0)
 			defer w.stop()
 			for i := range 7 {
 				w.add(t, "a", int64(i))
@@ -283,8 +284,8 @@ func TestGlobalCountFiresEveryNRecords(t *testing.T) {
 			w.add(t, "b", 0)
 			w.add(t, "b", 1)
 			w.watermark(t, engine.MaxWatermark)
-			global := TimeWindow{math.MinInt64, math.MaxInt64}
-			want := []WindowResult[string, int64]{{"a", global, 3, WindowOnTime}, {"a", global, 3, WindowOnTime}}
+			global := window.TimeWindow{math.MinInt64, math.MaxInt64}
+			want := []window.Result[string, int64]{{"a", global, 3, window.OnTime}, {"a", global, 3, window.OnTime}}
 			if got := w.out.vals; !slices.Equal(got, want) || !slices.Equal(w.out.ts, []int64{2, 5}) {
 				t.Fatalf("emitted %v at %v, want %v at [2 5]", got, w.out.ts, want)
 			}
@@ -302,7 +303,7 @@ func TestGlobalCountFiresEveryNRecords(t *testing.T) {
 func TestWindowsRestoreMidWindowAcrossParallelism(t *testing.T) {
 	keys := []string{"a", "b", "c", "d", "e", "f", "g", "h"}
 	for _, b := range stateBackends {
-		for _, a := range []WindowAssigner{Tumbling(10 * time.Millisecond), Sliding(12*time.Millisecond, 4*time.Millisecond), Session(5 * time.Millisecond)} {
+		for _, a := range []window.Assigner{window.Tumbling(10 * time.Millisecond), window.Sliding(12*time.Millisecond, 4*time.Millisecond), window.Session(5 * time.Millisecond)} {
 			for _, par := range []int{1, 3} {
 				t.Run(fmt.Sprintf("%s/%s/par=%d", b, a, par), func(t *testing.T) {
 					runWindowRestore(t, b, a, par, keys)
@@ -317,9 +318,9 @@ type winStep struct {
 	ts, wm int64 // wm > 0: a watermark
 }
 
-func runWindowRestore(t *testing.T, b backendKind, a WindowAssigner, par int, keys []string) {
+func runWindowRestore(t *testing.T, b backendKind, a window.Assigner, par int, keys []string) {
 	rng := rand.New(rand.NewPCG(uint64(par), 5))
-	ds := func() DataStream[WindowResult[string, int64]] {
+	ds := func() DataStream[window.Result[string, int64]] {
 		return countStream(a, WithAllowedLateness(4*time.Millisecond))
 	}
 	var steps []winStep
@@ -334,7 +335,7 @@ func runWindowRestore(t *testing.T, b backendKind, a WindowAssigner, par int, ke
 		maxTs = max(maxTs, ts)
 		steps = append(steps, winStep{key: keys[rng.IntN(len(keys))], ts: ts})
 	}
-	apply := func(w *winOp[string, string, WindowResult[string, int64]], s winStep) {
+	apply := func(w *winOp[string, string, window.Result[string, int64]], s winStep) {
 		if s.wm > 0 {
 			w.watermark(t, s.wm-1)
 		} else {
@@ -400,7 +401,7 @@ var lateTag = NewOutputTag[string]("late")
 // late all the same, and records within the lateness stay in the window.
 func TestRecordsBeyondLatenessGoToTheLateDataSideOutput(t *testing.T) {
 	for _, b := range stateBackends {
-		for _, a := range []WindowAssigner{Tumbling(10 * time.Millisecond), Session(10 * time.Millisecond)} {
+		for _, a := range []window.Assigner{window.Tumbling(10 * time.Millisecond), window.Session(10 * time.Millisecond)} {
 			t.Run(fmt.Sprintf("%s/%s", b, a), func(t *testing.T) {
 				ds := countStream(a, WithAllowedLateness(5*time.Millisecond), WithSideOutputLateRecords(lateTag))
 				if len(ds.node.sideTags) != 1 || ds.node.sideTags[0].id != "late" {
@@ -431,7 +432,7 @@ func TestRecordsBeyondLatenessGoToTheLateDataSideOutput(t *testing.T) {
 // Rule: the late-data tag carries the window's record type; another type
 // is refused when the job is built, naming both.
 func TestLateDataTagOfAnotherTypeIsRefused(t *testing.T) {
-	ds := countStream(Tumbling(time.Second), WithSideOutputLateRecords(NewOutputTag[int]("late")))
+	ds := countStream(window.Tumbling(time.Second), WithSideOutputLateRecords(NewOutputTag[int]("late")))
 	err := errors.Join(ds.node.errs...)
 	if err == nil || !strings.Contains(err.Error(), "int") || !strings.Contains(err.Error(), "string") {
 		t.Fatalf("error %v, want one naming the tag's type int and the records' type string", err)

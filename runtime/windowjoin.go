@@ -1,6 +1,10 @@
 package runtime
 
-import "errors"
+import (
+	"errors"
+
+	"github.com/splitflow/splitflow/runtime/window"
+)
 
 // WindowJoin runs the window operator (windowop.go) over Connect's
 // tagged inputs (connect.go) and pairs a window's records of the two
@@ -23,7 +27,7 @@ import "errors"
 // emits only the pairs it did not emit before, so fn never sees a pair
 // twice. Unlike Flink, whose window join emits every pair again at each
 // firing. Its default name (and so its default UID) is "WindowJoin".
-func WindowJoin[K comparable, A, B, O any](first KeyedStream[K, A], second KeyedStream[K, B], assigner WindowAssigner, fn func(x A, y B) (O, error), opts ...WindowOption) DataStream[O] {
+func WindowJoin[K comparable, A, B, O any](first KeyedStream[K, A], second KeyedStream[K, B], assigner window.Assigner, fn func(x A, y B) (O, error), opts ...WindowOption) DataStream[O] {
 	cs := Connect(first, second)
 	var kept []WindowOption
 	var errs []error
@@ -47,7 +51,7 @@ func WindowJoin[K comparable, A, B, O any](first KeyedStream[K, A], second Keyed
 		create: func() int64 { return 0 },
 		add:    func(n int64, _ either[A, B]) (int64, error) { return n + 1, nil },
 		merge:  func(a, b int64) (int64, error) { return a + b, nil },
-		emitMarked: func(ctx *KeyedContext[K, O], _ WindowInfo[K], records []either[A, B], fired []firedIn, ts int64) error {
+		emitMarked: func(ctx *KeyedContext[K, O], _ window.Info[K], records []either[A, B], fired []firedIn, ts int64) error {
 			for i, x := range records {
 				if x.Second {
 					continue

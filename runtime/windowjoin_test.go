@@ -9,9 +9,10 @@ import (
 	"time"
 
 	"github.com/splitflow/splitflow/runtime/internal/engine"
+	"github.com/splitflow/splitflow/runtime/window"
 )
 
-func windowJoinStream(a WindowAssigner, opts ...WindowOption) DataStream[jPair] {
+func windowJoinStream(a window.Assigner, opts ...WindowOption) DataStream[jPair] {
 	env := NewEnvironment()
 	x := DataStream[jRec]{env: env, node: env.addNode("Source", &node{out: typeOpsFor[jRec]{}})}
 	y := DataStream[jRec]{env: env, node: env.addNode("Source", &node{out: typeOpsFor[jRec]{}})}
@@ -29,7 +30,7 @@ func windowJoinStream(a WindowAssigner, opts ...WindowOption) DataStream[jPair] 
 type windowJoinModel struct {
 	wins    *winModel
 	wm      int64
-	sides   map[string]map[TimeWindow][2][]int
+	sides   map[string]map[window.TimeWindow][2][]int
 	dropped int64
 }
 
@@ -42,7 +43,7 @@ func (m *windowJoinModel) add(second bool, key string, id int, ts int64) {
 		}
 		placed = true
 		if m.sides[key] == nil {
-			m.sides[key] = map[TimeWindow][2][]int{}
+			m.sides[key] = map[window.TimeWindow][2][]int{}
 		}
 		s := m.sides[key][w]
 		side := 0
@@ -84,20 +85,23 @@ func (m *windowJoinModel) watermark(wm int64) []jPair {
 // windows, both backends, against the model over random records and
 // watermarks.
 func TestWindowJoinFollowsTheModel(t *testing.T) {
-	assigners := []WindowAssigner{
-		Tumbling(10 * time.Millisecond),
-		Sliding(12*time.Millisecond, 4*time.Millisecond),
-		Sliding(4*time.Millisecond, 6*time.Millisecond),
+	assigners := []struct {
+		a window.Assigner
+		m shape
+	}{
+		{window.Tumbling(10 * time.Millisecond), shape{size: 10, slide: 10}},
+		{window.Sliding(12*time.Millisecond, 4*time.Millisecond), shape{size: 12, slide: 4}},
+		{window.Sliding(4*time.Millisecond, 6*time.Millisecond), shape{size: 4, slide: 6}},
 	}
 	keys := []string{"a", "b", "c"}
 	for _, b := range stateBackends {
 		for _, a := range assigners {
 			for seed := range uint64(3) {
-				t.Run(fmt.Sprintf("%s/%s/%d", b, a, seed), func(t *testing.T) {
+				t.Run(fmt.Sprintf("%s/%s/%d", b, a.a, seed), func(t *testing.T) {
 					rng := rand.New(rand.NewPCG(seed, 3))
-					w := openWin[string, either[jRec, jRec]](t, windowJoinStream(a), unitStateConfig(t, b), nil, 1, 0)
+					w := openWin[string, either[jRec, jRec]](t, windowJoinStream(a.a), unitStateConfig(t, b), nil, 1, 0)
 					defer w.stop()
-					m := &windowJoinModel{wins: newWinModel(a, 0), wm: math.MinInt64, sides: map[string]map[TimeWindow][2][]int{}}
+					m := &windowJoinModel{wins: newWinModel(a.m, 0), wm: math.MinInt64, sides: map[string]map[window.TimeWindow][2][]int{}}
 					maxTs, wm := int64(0), int64(-5)
 					emitted := 0
 					for step := range 400 {
@@ -154,7 +158,7 @@ func TestWindowJoinFollowsTheModel(t *testing.T) {
 func TestWindowJoinSessionsMergeAcrossInputs(t *testing.T) {
 	for _, b := range stateBackends {
 		t.Run(string(b), func(t *testing.T) {
-			w := openWin[string, either[jRec, jRec]](t, windowJoinStream(Session(5*time.Millisecond)), unitStateConfig(t, b), nil, 1, 0)
+			w := openWin[string, either[jRec, jRec]](t, windowJoinStream(window.Session(5*time.Millisecond)), unitStateConfig(t, b), nil, 1, 0)
 			defer w.stop()
 			w.add(t, left[jRec, jRec](jRec{"k", 1}), 0) // [0,5)
 			w.add(t, right[jRec](jRec{"k", 2}), 8)      // [8,13)
@@ -185,7 +189,7 @@ func TestWindowJoinSessionsMergeAcrossInputs(t *testing.T) {
 func TestWindowJoinEmitsEachPairOnce(t *testing.T) {
 	for _, b := range stateBackends {
 		t.Run(string(b)+"/lateness", func(t *testing.T) {
-			w := openWin[string, either[jRec, jRec]](t, windowJoinStream(Tumbling(10*time.Millisecond), WithAllowedLateness(100*time.Millisecond)), unitStateConfig(t, b), nil, 1, 0)
+			w := openWin[string, either[jRec, jRec]](t, windowJoinStream(window.Tumbling(10*time.Millisecond), WithAllowedLateness(100*time.Millisecond)), unitStateConfig(t, b), nil, 1, 0)
 			defer w.stop()
 			w.add(t, left[jRec, jRec](jRec{"k", 1}), 1)
 			w.add(t, right[jRec](jRec{"k", 2}), 2)
@@ -210,7 +214,7 @@ func TestWindowJoinEmitsEachPairOnce(t *testing.T) {
 			}
 		})
 		t.Run(string(b)+"/early", func(t *testing.T) {
-			w := openWin[string, either[jRec, jRec]](t, windowJoinStream(Session(5*time.Millisecond), WithEarlyFiring(100*time.Millisecond)), unitStateConfig(t, b), nil, 1, 0)
+			w := openWin[string, either[jRec, jRec]](t, windowJoinStream(window.Session(5*time.Millisecond), WithEarlyFiring(100*time.Millisecond)), unitStateConfig(t, b), nil, 1, 0)
 			defer w.stop()
 			w.add(t, left[jRec, jRec](jRec{"k", 1}), 0)  // [0,5)
 			w.add(t, right[jRec](jRec{"k", 2}), 1)       // [0,6)

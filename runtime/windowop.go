@@ -12,6 +12,7 @@ import (
 	"github.com/splitflow/splitflow/connector"
 	"github.com/splitflow/splitflow/runtime/internal/engine"
 	"github.com/splitflow/splitflow/runtime/internal/stateformat"
+	"github.com/splitflow/splitflow/runtime/window"
 )
 
 // The window operator is a keyed process function (windowFn) run by the
@@ -24,7 +25,7 @@ import (
 //   - session ends: MapState "window-session-ends", start -> end, for
 //     session windows, whose sizes vary. Sessions of a key never overlap,
 //     so the start names one;
-//   - the count of CountWindow: ValueState "window-count";
+//   - the count of window.Count: ValueState "window-count";
 //   - for WindowProcess, the records: ListState "window-records" of
 //     (window start, record), appended to one record at a time (with the
 //     pebble backend one DB entry each, where a list as one value would
@@ -58,15 +59,15 @@ type windowSpec[K comparable, T, A, O any] struct {
 	create func() A
 	add    func(A, T) (A, error)
 	merge  func(A, A) (A, error)
-	emit   func(ctx *KeyedContext[K, O], w WindowInfo[K], acc A, ts int64) error
+	emit   func(ctx *KeyedContext[K, O], w window.Info[K], acc A, ts int64) error
 	// emitList, set instead of emit, emits from the window's records,
 	// which the operator then keeps in the "window-records" list.
-	emitList func(ctx *KeyedContext[K, O], w WindowInfo[K], records []T, ts int64) error
+	emitList func(ctx *KeyedContext[K, O], w window.Info[K], records []T, ts int64) error
 	// emitMarked, set instead of emit and emitList, is emitList that also
 	// gets, for each record, where it was when it last fired (firedIn):
 	// the operator marks the window's records after each firing, so that
 	// a function can tell what it emitted before (WindowJoin's pairs).
-	emitMarked func(ctx *KeyedContext[K, O], w WindowInfo[K], records []T, fired []firedIn, ts int64) error
+	emitMarked func(ctx *KeyedContext[K, O], w window.Info[K], records []T, fired []firedIn, ts int64) error
 }
 
 // firedIn says where a record of a window last fired: in the window that
@@ -116,7 +117,7 @@ func wallClock() int64 { return time.Now().UnixMilli() }
 // windowFn runs the windows of one operator subtask.
 type windowFn[K comparable, T, A, O any] struct {
 	op       *keyedProcessOperator[K, T, O]
-	a        WindowAssigner
+	a        window.Assigner
 	lateness int64
 	early    int64
 	spec     windowSpec[K, T, A, O]
@@ -139,9 +140,9 @@ type windowFn[K comparable, T, A, O any] struct {
 	dropped     prometheus.Counter
 	droppedLate int64
 
-	buf   []TimeWindow
-	fired []TimeWindow
-	clean []TimeWindow
+	buf   []window.TimeWindow
+	fired []window.TimeWindow
+	clean []window.TimeWindow
 }
 
 func (f *windowFn[K, T, A, O]) Open(ctx *KeyedContext[K, O]) error {
@@ -149,12 +150,12 @@ func (f *windowFn[K, T, A, O]) Open(ctx *KeyedContext[K, O]) error {
 	if f.contents, err = declareMapTTL(ctx.op, windowContentsState, codecFor[int64](), codecFor[A](), nil); err != nil {
 		return err
 	}
-	switch f.a.shape {
-	case shapeSession:
+	switch {
+	case f.a.IsSession():
 		if f.ends, err = declareMapTTL(ctx.op, windowEndsState, codecFor[int64](), codecFor[int64](), nil); err != nil {
 			return err
 		}
-	case shapeGlobal:
+	case f.a.IsCount():
 		if f.counts, err = declareValueTTL(ctx.op, windowCountState, codecFor[int64](), nil); err != nil {
 			return err
 		}
@@ -174,22 +175,24 @@ func (f *windowFn[K, T, A, O]) Open(ctx *KeyedContext[K, O]) error {
 }
 
 func (f *windowFn[K, T, A, O]) ProcessElement(ctx *KeyedContext[K, O], v T) error {
-	if f.a.shape == shapeGlobal {
+	if f.a.IsCount() {
 		return f.addGlobal(ctx, v)
 	}
 	ts := f.now()
-	if f.a.domain == EventTime {
+	if f.a.IsEventTime() {
 		ts = ctx.Timestamp()
 		if ts == connector.NoTimestamp {
 			return &unrecoverableError{fmt.Errorf("event-time window (%s): a record without a timestamp; give the source a watermark.Strategy with a timestamp assigner, or use a ProcessingTime window", f.a)}
 		}
 	}
-	if f.a.shape == shapeSession {
+	if f.a.IsSession() {
 		return f.addSession(ctx, v, ts)
 	}
 	var err error
-	if f.buf, err = f.a.assign(ts, f.buf[:0]); err != nil {
-		return err
+	if f.buf, err = f.a.Assign(ts, f.buf[:0]); err != nil {
+		// The record fails again when replayed: fail the job rather than
+		// restart it.
+		return &unrecoverableError{err}
 	}
 	placed := false
 	for _, w := range f.buf {
@@ -220,13 +223,13 @@ func (f *windowFn[K, T, A, O]) ProcessElement(ctx *KeyedContext[K, O], v T) erro
 // isLate reports that w's state is gone or going: the watermark passed
 // its end plus the allowed lateness (processing-time windows are never
 // late).
-func (f *windowFn[K, T, A, O]) isLate(ctx *KeyedContext[K, O], w TimeWindow) bool {
-	return f.a.domain == EventTime && f.cleanupAt(w) <= ctx.CurrentWatermark()
+func (f *windowFn[K, T, A, O]) isLate(ctx *KeyedContext[K, O], w window.TimeWindow) bool {
+	return f.a.IsEventTime() && f.cleanupAt(w) <= ctx.CurrentWatermark()
 }
 
 // cleanupAt is when w's state goes: MaxTimestamp plus the allowed
 // lateness, saturated.
-func (f *windowFn[K, T, A, O]) cleanupAt(w TimeWindow) int64 {
+func (f *windowFn[K, T, A, O]) cleanupAt(w window.TimeWindow) int64 {
 	c := w.MaxTimestamp() + f.lateness
 	if c < w.MaxTimestamp() {
 		return math.MaxInt64
@@ -252,9 +255,9 @@ func (f *windowFn[K, T, A, O]) dropLate(ctx *KeyedContext[K, O], v T) {
 // the last of them, removes it), so registering them again would only
 // cost a timer lookup, on pebble a write, per record. The early-firing
 // timer of the key is pending too while any of its windows is open.
-func (f *windowFn[K, T, A, O]) added(ctx *KeyedContext[K, O], w TimeWindow, acc A, fresh bool) error {
+func (f *windowFn[K, T, A, O]) added(ctx *KeyedContext[K, O], w window.TimeWindow, acc A, fresh bool) error {
 	fresh = fresh || f.alwaysRegister
-	if f.a.domain == ProcessingTime {
+	if f.a.IsProcessingTime() {
 		if !fresh {
 			return nil
 		}
@@ -262,7 +265,7 @@ func (f *windowFn[K, T, A, O]) added(ctx *KeyedContext[K, O], w TimeWindow, acc 
 		return nil
 	}
 	if w.MaxTimestamp() <= ctx.CurrentWatermark() {
-		if err := f.emit(ctx, w, acc, WindowLate); err != nil {
+		if err := f.emit(ctx, w, acc, window.Late); err != nil {
 			return err
 		}
 	} else if fresh {
@@ -279,15 +282,15 @@ func (f *windowFn[K, T, A, O]) added(ctx *KeyedContext[K, O], w TimeWindow, acc 
 
 // nextEarly is the first early-firing instant after now.
 func (f *windowFn[K, T, A, O]) nextEarly(now int64) int64 {
-	s, _ := windowStart(now, 0, f.early) // processing time: nowhere near math.MinInt64
-	return s + f.early
+	// Processing time, milliseconds since the epoch: never negative.
+	return now - now%f.early + f.early
 }
 
-func (f *windowFn[K, T, A, O]) emit(ctx *KeyedContext[K, O], w TimeWindow, acc A, firing WindowFiring) error {
-	return f.emitInfo(ctx, WindowInfo[K]{Key: ctx.Key(), Window: w, Firing: firing}, acc, w.MaxTimestamp())
+func (f *windowFn[K, T, A, O]) emit(ctx *KeyedContext[K, O], w window.TimeWindow, acc A, firing window.Firing) error {
+	return f.emitInfo(ctx, window.Info[K]{Key: ctx.Key(), Window: w, Firing: firing}, acc, w.MaxTimestamp())
 }
 
-func (f *windowFn[K, T, A, O]) emitInfo(ctx *KeyedContext[K, O], info WindowInfo[K], acc A, ts int64) error {
+func (f *windowFn[K, T, A, O]) emitInfo(ctx *KeyedContext[K, O], info window.Info[K], acc A, ts int64) error {
 	if f.spec.emitList == nil && f.spec.emitMarked == nil {
 		return f.spec.emit(ctx, info, acc, ts)
 	}
@@ -427,16 +430,16 @@ func (s windowRecordSerde[T]) Decode(b []byte) (windowRecord[T], error) {
 // addSession adds v at ts to the key's session that [ts, ts+gap) joins,
 // merging the sessions it overlaps or touches.
 func (f *windowFn[K, T, A, O]) addSession(ctx *KeyedContext[K, O], v T, ts int64) error {
-	end := ts + f.a.gap
+	end := ts + f.a.Gap()
 	if end < ts {
 		end = math.MaxInt64
 	}
-	merged := TimeWindow{Start: ts, End: end}
+	merged := window.TimeWindow{Start: ts, End: end}
 	parts := f.buf[:0]
 	for s, e := range f.ends.All() {
-		// Flink's TimeWindow.intersects: touching sessions merge too.
+		// Flink's window.TimeWindow.intersects: touching sessions merge too.
 		if s <= merged.End && e >= merged.Start {
-			parts = append(parts, TimeWindow{Start: s, End: e})
+			parts = append(parts, window.TimeWindow{Start: s, End: e})
 		}
 	}
 	f.buf = parts
@@ -449,7 +452,7 @@ func (f *windowFn[K, T, A, O]) addSession(ctx *KeyedContext[K, O], v T, ts int64
 		f.dropLate(ctx, v)
 		return nil
 	}
-	slices.SortFunc(parts, func(a, b TimeWindow) int { return cmpInt64(a.Start, b.Start) })
+	slices.SortFunc(parts, func(a, b window.TimeWindow) int { return cmpInt64(a.Start, b.Start) })
 	acc := f.spec.create()
 	for i, p := range parts {
 		pa, ok := f.contents.Get(p.Start)
@@ -514,15 +517,15 @@ func (f *windowFn[K, T, A, O]) addGlobal(ctx *KeyedContext[K, O], v T) error {
 	}
 	f.record(math.MinInt64, v)
 	n, _ := f.counts.Value()
-	if n+1 < f.a.count {
+	if n+1 < f.a.CountOf() {
 		f.contents.Put(math.MinInt64, acc)
 		f.counts.Update(n + 1)
 		return nil
 	}
 	f.contents.Remove(math.MinInt64)
 	f.counts.Clear()
-	w := TimeWindow{Start: math.MinInt64, End: math.MaxInt64}
-	err = f.emitInfo(ctx, WindowInfo[K]{Key: ctx.Key(), Window: w, Firing: WindowOnTime}, acc, ctx.Timestamp())
+	w := window.TimeWindow{Start: math.MinInt64, End: math.MaxInt64}
+	err = f.emitInfo(ctx, window.Info[K]{Key: ctx.Key(), Window: w, Firing: window.OnTime}, acc, ctx.Timestamp())
 	if f.records != nil {
 		f.records.Clear() // the global window is the key's only one
 	}
@@ -530,15 +533,15 @@ func (f *windowFn[K, T, A, O]) addGlobal(ctx *KeyedContext[K, O], v T) error {
 }
 
 func (f *windowFn[K, T, A, O]) OnTimer(ctx *KeyedContext[K, O], t Timer) error {
-	if t.Domain == ProcessingTime && f.a.domain == EventTime {
+	if t.Domain == ProcessingTime && f.a.IsEventTime() {
 		return f.fireEarly(ctx, t.Timestamp)
 	}
 	// A window's end (event time, or processing time for processing-time
 	// windows) or its cleanup.
 	fired, clean := f.fired[:0], f.clean[:0]
-	if f.a.shape == shapeSession {
+	if f.a.IsSession() {
 		for s, e := range f.ends.All() {
-			w := TimeWindow{Start: s, End: e}
+			w := window.TimeWindow{Start: s, End: e}
 			if w.MaxTimestamp() == t.Timestamp {
 				fired = append(fired, w)
 			}
@@ -564,7 +567,7 @@ func (f *windowFn[K, T, A, O]) OnTimer(ctx *KeyedContext[K, O], t Timer) error {
 		if !ok {
 			continue
 		}
-		if err := f.emit(ctx, w, acc, WindowOnTime); err != nil {
+		if err := f.emit(ctx, w, acc, window.OnTime); err != nil {
 			return err
 		}
 	}
@@ -589,17 +592,8 @@ func (f *windowFn[K, T, A, O]) OnTimer(ctx *KeyedContext[K, O], t Timer) error {
 
 // fixedEndingAt is the tumbling or sliding window whose MaxTimestamp is
 // maxTs, if the assigner has one.
-func (f *windowFn[K, T, A, O]) fixedEndingAt(maxTs int64) (TimeWindow, bool) {
-	// No window ends after math.MaxInt64 or starts before math.MinInt64
-	// (assign refuses their records), and maxTs+1-size must not wrap.
-	if maxTs == math.MaxInt64 || maxTs+1 < math.MinInt64+f.a.size {
-		return TimeWindow{}, false
-	}
-	start := maxTs + 1 - f.a.size
-	if s, ok := windowStart(start, f.a.offset, f.a.slide); !ok || s != start {
-		return TimeWindow{}, false
-	}
-	return TimeWindow{Start: start, End: maxTs + 1}, true
+func (f *windowFn[K, T, A, O]) fixedEndingAt(maxTs int64) (window.TimeWindow, bool) {
+	return f.a.EndingAt(maxTs)
 }
 
 // fireEarly emits the partial result of every window of the key that has
@@ -607,19 +601,19 @@ func (f *windowFn[K, T, A, O]) fixedEndingAt(maxTs int64) (TimeWindow, bool) {
 func (f *windowFn[K, T, A, O]) fireEarly(ctx *KeyedContext[K, O], at int64) error {
 	open := false
 	for s, acc := range f.contents.All() {
-		w := f.a.windowAt(s)
+		w := f.a.WindowAt(s)
 		if f.ends != nil {
 			e, ok := f.ends.Get(s)
 			if !ok {
 				continue
 			}
-			w = TimeWindow{Start: s, End: e}
+			w = window.TimeWindow{Start: s, End: e}
 		}
 		if w.MaxTimestamp() <= ctx.CurrentWatermark() {
 			continue
 		}
 		open = true
-		if err := f.emit(ctx, w, acc, WindowEarly); err != nil {
+		if err := f.emit(ctx, w, acc, window.Early); err != nil {
 			return err
 		}
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/splitflow/splitflow/connector"
 	"github.com/splitflow/splitflow/runtime"
+	"github.com/splitflow/splitflow/runtime/window"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -48,14 +49,14 @@ func TestProcessesOfADistributedJobMustRunTheSameJob(t *testing.T) {
 		}
 		events := runtime.FromSource(env, src, "events").UID("events")
 		totals := runtime.WindowCount(runtime.Window(runtime.KeyBy(events, func(e string) string { return e }),
-			runtime.Tumbling(size).ProcessingTime())).UID("totals")
-		sink, err := NewSink(KeyValueSerializer("totals", func(r runtime.WindowResult[string, int64]) ([]byte, []byte, error) {
+			window.Tumbling(size).ProcessingTime())).UID("totals")
+		sink, err := NewSink(KeyValueSerializer("totals", func(r window.Result[string, int64]) ([]byte, []byte, error) {
 			return []byte(r.Key), fmt.Appendf(nil, "%v %d", r.Window, r.Value), nil
 		}), WithBrokers(seeds...), WithExactlyOnce(job+".totals"), WithLogger(quietLogger()))
 		if err != nil {
 			t.Fatal(err)
 		}
-		runtime.SinkTo(totals, connector.Sink[runtime.WindowResult[string, int64]](sink)).UID("out")
+		runtime.SinkTo(totals, connector.Sink[window.Result[string, int64]](sink)).UID("out")
 		p := proc{env: env, errs: make(chan error, 1)}
 		go func() { p.errs <- env.Execute(ctx, job) }()
 		return p

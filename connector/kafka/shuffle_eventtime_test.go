@@ -16,6 +16,7 @@ import (
 	"github.com/splitflow/splitflow/runtime"
 	"github.com/splitflow/splitflow/runtime/slotinspect"
 	"github.com/splitflow/splitflow/runtime/watermark"
+	"github.com/splitflow/splitflow/runtime/window"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -93,14 +94,14 @@ func TestDistributedEventTimeWindowsFireOnMarkersExactly(t *testing.T) {
 		}
 		clicks := runtime.FromSource(env, src, "clicks", runtime.WithWatermarks(watermark.ForMonotonousTimestamps[string]().WithIdleness(300*time.Millisecond))).UID("clicks")
 		byUser := runtime.KeyBy(clicks, func(u string) string { return u })
-		counts := runtime.WindowCount(runtime.Window(byUser, runtime.Tumbling(time.Second))).UID("per-second")
-		sink, err := NewSink(KeyValueSerializer(out, func(r runtime.WindowResult[string, int64]) ([]byte, []byte, error) {
+		counts := runtime.WindowCount(runtime.Window(byUser, window.Tumbling(time.Second))).UID("per-second")
+		sink, err := NewSink(KeyValueSerializer(out, func(r window.Result[string, int64]) ([]byte, []byte, error) {
 			return nil, fmt.Appendf(nil, "%s %d %d", r.Key, r.Window.Start, r.Value), nil
 		}), WithBrokers(seeds...), WithExactlyOnce(out), WithLogger(quietLogger()))
 		if err != nil {
 			return err
 		}
-		runtime.SinkTo(counts, connector.Sink[runtime.WindowResult[string, int64]](sink)).UID("out")
+		runtime.SinkTo(counts, connector.Sink[window.Result[string, int64]](sink)).UID("out")
 		envs.Store(name, env)
 		return env.Execute(ctx, job)
 	}

@@ -11,10 +11,11 @@ import (
 	"github.com/splitflow/splitflow/examples/internal/examplejob"
 	"github.com/splitflow/splitflow/runtime"
 	"github.com/splitflow/splitflow/runtime/watermark"
+	"github.com/splitflow/splitflow/runtime/window"
 )
 
 // windowTotal is one window's sum for one customer.
-type windowTotal = runtime.WindowResult[string, sum]
+type windowTotal = window.Result[string, sum]
 
 // deadLetters is the source's side output of the records it cannot read.
 var deadLetters = runtime.NewOutputTag[kafka.DeadLetter]("dead-letters")
@@ -82,7 +83,7 @@ func runJob(ctx context.Context, o options, seeds []string, reg *registry.Client
 		return keyedSum{Customer: ord.Customer, Sum: sum{Orders: 1, AmountCents: ord.AmountCents}}, nil
 	}).Name("amount").UID("amount").Parallelism(sourcePar)
 	byCustomer := runtime.KeyBy(amounts, func(k keyedSum) string { return k.Customer })
-	sums := runtime.WindowAggregate(runtime.Window(byCustomer, runtime.Tumbling(o.window)), runtime.Aggregator[keyedSum, sum, sum]{
+	sums := runtime.WindowAggregate(runtime.Window(byCustomer, window.Tumbling(o.window)), runtime.Aggregator[keyedSum, sum, sum]{
 		Create: func() sum { return sum{} },
 		Add: func(a sum, k keyedSum) sum {
 			return sum{Orders: a.Orders + k.Sum.Orders, AmountCents: a.AmountCents + k.Sum.AmountCents}

@@ -95,7 +95,7 @@ func check(x expectation, out, dlq []*kgo.Record, reg *registry.Client, size int
 		}
 		k := winKey{t.Customer, t.WindowStart}
 		if string(r.Key) != t.Customer {
-			diff("total %s %s: key %q, want the customer", t.Customer, window(k, size), r.Key)
+			diff("total %s %s: key %q, want the customer", t.Customer, windowText(k, size), r.Key)
 		}
 		if windowStart(t.WindowStart, size) != t.WindowStart {
 			diff("total %s: window_start %d is not the start of a %dms window", t.Customer, t.WindowStart, size)
@@ -103,13 +103,13 @@ func check(x expectation, out, dlq []*kgo.Record, reg *registry.Client, size int
 		}
 		rep.totals++
 		if seen[k]++; seen[k] == 2 {
-			diff("total %s %s: written more than once", t.Customer, window(k, size))
+			diff("total %s %s: written more than once", t.Customer, windowText(k, size))
 		}
 		got := sum{Orders: t.Orders, AmountCents: t.AmountCents}
 		if want, ok := x.totals[k]; !ok {
-			diff("total %s %s: orders=%d amount_cents=%d, but the input has no order in it", t.Customer, window(k, size), got.Orders, got.AmountCents)
+			diff("total %s %s: orders=%d amount_cents=%d, but the input has no order in it", t.Customer, windowText(k, size), got.Orders, got.AmountCents)
 		} else if got != want {
-			diff("total %s %s: orders=%d amount_cents=%d, want orders=%d amount_cents=%d", t.Customer, window(k, size), got.Orders, got.AmountCents, want.Orders, want.AmountCents)
+			diff("total %s %s: orders=%d amount_cents=%d, want orders=%d amount_cents=%d", t.Customer, windowText(k, size), got.Orders, got.AmountCents, want.Orders, want.AmountCents)
 		}
 	}
 	if !partial {
@@ -117,7 +117,7 @@ func check(x expectation, out, dlq []*kgo.Record, reg *registry.Client, size int
 			return cmp.Or(cmp.Compare(a.Customer, b.Customer), cmp.Compare(a.Start, b.Start))
 		}) {
 			if seen[k] == 0 {
-				diff("total %s %s: missing, want orders=%d amount_cents=%d", k.Customer, window(k, size), x.totals[k].Orders, x.totals[k].AmountCents)
+				diff("total %s %s: missing, want orders=%d amount_cents=%d", k.Customer, windowText(k, size), x.totals[k].Orders, x.totals[k].AmountCents)
 			}
 		}
 	}
@@ -155,4 +155,4 @@ func check(x expectation, out, dlq []*kgo.Record, reg *registry.Client, size int
 	return rep
 }
 
-func window(k winKey, size int64) string { return fmt.Sprintf("[%d,%d)", k.Start, k.Start+size) }
+func windowText(k winKey, size int64) string { return fmt.Sprintf("[%d,%d)", k.Start, k.Start+size) }

@@ -28,7 +28,7 @@ func parseEvent(value []byte) (event, error) {
 }
 
 // windowStart is the start of the tumbling window of size that holds ts
-// (windows aligned to the epoch, as runtime.Tumbling's).
+// (windows aligned to the epoch, as window.Tumbling's).
 func windowStart(ts, size int64) int64 {
 	r := ts % size
 	if r < 0 {

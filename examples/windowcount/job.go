@@ -9,10 +9,11 @@ import (
 	"github.com/splitflow/splitflow/examples/internal/examplejob"
 	"github.com/splitflow/splitflow/runtime"
 	"github.com/splitflow/splitflow/runtime/watermark"
+	"github.com/splitflow/splitflow/runtime/window"
 )
 
 // windowCount is one output record: a user's count in one window.
-type windowCount = runtime.WindowResult[string, int64]
+type windowCount = window.Result[string, int64]
 
 // lateEvents is the window's side output of the events later than the
 // allowed lateness.
@@ -94,7 +95,7 @@ func runJob(ctx context.Context, o options, seeds []string, sourcePar int, p *pr
 	}).Name("check").UID("check").Parallelism(sourcePar)
 
 	byUser := runtime.KeyBy(checked, func(e event) string { return e.User })
-	counts := runtime.WindowCount(runtime.Window(byUser, runtime.Tumbling(o.window),
+	counts := runtime.WindowCount(runtime.Window(byUser, window.Tumbling(o.window),
 		runtime.WithAllowedLateness(o.allowedLateness), runtime.WithSideOutputLateRecords(lateEvents))).Name("window-count").UID("window-count")
 	written := runtime.Map(counts, func(wc windowCount) (windowCount, error) {
 		p.emissions.Add(1)

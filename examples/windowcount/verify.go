@@ -170,22 +170,22 @@ func check(x expectation, out, late []*kgo.Record, ru rules) report {
 		g := got[k]
 		if x.exact {
 			if w := x.emissions[k]; !slices.Equal(g, w) {
-				diff("window %s %s: emitted counts %v, want %v", k.User, window(k, ru), g, w)
+				diff("window %s %s: emitted counts %v, want %v", k.User, windowText(k, ru), g, w)
 			}
 			continue
 		}
 		final := x.events[k] - lateOf[k]
 		switch {
 		case final == 0 && len(g) > 0:
-			diff("window %s %s: emitted %v, but all its %d events are in the late topic", k.User, window(k, ru), g, x.events[k])
+			diff("window %s %s: emitted %v, but all its %d events are in the late topic", k.User, windowText(k, ru), g, x.events[k])
 		case final > 0 && (len(g) == 0 || g[len(g)-1] != final):
-			diff("window %s %s: emitted counts %v, want them to end at %d (%d events, %d in the late topic)", k.User, window(k, ru), g, final, x.events[k], lateOf[k])
+			diff("window %s %s: emitted counts %v, want them to end at %d (%d events, %d in the late topic)", k.User, windowText(k, ru), g, final, x.events[k], lateOf[k])
 		case len(g) > 0 && (g[0] < 1 || ru.lateness == 0 && len(g) > 1):
-			diff("window %s %s: emitted counts %v", k.User, window(k, ru), g)
+			diff("window %s %s: emitted counts %v", k.User, windowText(k, ru), g)
 		default:
 			for i := 1; i < len(g); i++ {
 				if g[i] != g[i-1]+1 {
-					diff("window %s %s: emitted counts %v, not one more per late event", k.User, window(k, ru), g)
+					diff("window %s %s: emitted counts %v, not one more per late event", k.User, windowText(k, ru), g)
 					break
 				}
 			}
@@ -216,7 +216,7 @@ func atMost(exact bool, n int) string {
 	return fmt.Sprintf("at most %d (its verdict can be late)", n)
 }
 
-func window(k winKey, ru rules) string { return fmt.Sprintf("[%d,%d)", k.Start, k.Start+ru.size) }
+func windowText(k winKey, ru rules) string { return fmt.Sprintf("[%d,%d)", k.Start, k.Start+ru.size) }
 
 // joinKeys is the set of the keys of a and b.
 func joinKeys[K comparable, A, B any](a map[K]A, b map[K]B) map[K]struct{} {

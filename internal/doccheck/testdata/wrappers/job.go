@@ -23,6 +23,7 @@ import (
 	"github.com/splitflow/splitflow/runtime/restart"
 	"github.com/splitflow/splitflow/runtime/status"
 	"github.com/splitflow/splitflow/runtime/watermark"
+	"github.com/splitflow/splitflow/runtime/window"
 )
 
 // Each import used once, so that a fragment need not use them all.
@@ -44,6 +45,7 @@ var (
 	_ = cdc.NewSource
 	_ = runtime.NewEnvironment
 	_ = watermark.Max
+	_ = window.Tumbling
 	_ = restart.None
 	_ = status.WithToken
 )
