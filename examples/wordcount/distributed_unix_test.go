@@ -504,6 +504,51 @@ func TestDistributedRescaleOneThreeTwoIsExact(t *testing.T) {
 	j.stopAll()
 }
 
+// Rule: a process stopped with SIGTERM hands its slots over at once: after
+// its final checkpoint it leaves the group, so the other process owns its
+// slots long before the session timeout (60s here, what a silent process
+// would cost), and the output stays exact.
+func TestDistributedSIGTERMHandsSlotsOverBeforeTheSessionTimeout(t *testing.T) {
+	t.Parallel()
+	const session = 60 * time.Second
+	j := newDistJob(t, 4)
+	j.args = append(j.args, "--session-timeout", session.String()) // the last one counts
+	j.write(1000)
+	first, second := j.start(), j.start()
+	j.awaitSlots(first, second)
+	j.awaitOutput(1000)
+	// The slots first owns are those second has not claimed; neither has
+	// lost a slot since, the group being stable.
+	theirs := map[string]bool{}
+	for i := range 4 {
+		theirs[fmt.Sprint(i)] = true
+	}
+	for _, s := range second.claimed(time.Time{}) {
+		delete(theirs, s)
+	}
+	at := time.Now()
+	first.signal(syscall.SIGTERM)
+	first.wait(t, time.Minute)
+	exited := time.Since(at)
+	for {
+		for _, s := range second.claimed(at) {
+			delete(theirs, s)
+		}
+		if len(theirs) == 0 {
+			break
+		}
+		if time.Since(at) > session/2 {
+			t.Fatalf("%v after SIGTERM the other process still has not claimed slots %v: the handover waited for the session timeout\n%s", time.Since(at), theirs, j.logs())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Logf("SIGTERM: the process exited after %v, its slots were claimed by the other %v after the signal", exited.Round(time.Millisecond), time.Since(at).Round(time.Millisecond))
+	j.write(1000)
+	j.exact()
+	j.procs = j.procs[1:]
+	j.stopAll()
+}
+
 // 5. A partition added to the input topic while the job runs is read,
 // found by the next discovery (every second here, not the default 30s).
 func TestDistributedPartitionAddedIsRead(t *testing.T) {
