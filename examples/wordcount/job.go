@@ -8,6 +8,7 @@ import (
 	"net"
 	"strconv"
 
+	"github.com/splitflow/splitflow/connector"
 	"github.com/splitflow/splitflow/connector/kafka"
 	"github.com/splitflow/splitflow/examples/internal/examplejob"
 	"github.com/splitflow/splitflow/jobflag"
@@ -34,17 +35,12 @@ func runJob(ctx context.Context, o options, seeds []string, p *progress, logger 
 	if err != nil {
 		return err
 	}
-	sinkOpts := job.SinkOpts(kafka.WithLogger(logger), kafka.WithExactlyOnce(o.txnPrefix))
-	if o.noTimeoutCheck {
-		sinkOpts = append(sinkOpts, kafka.WithoutBrokerTimeoutCheck())
-	}
-	if o.leaseSession > 0 {
-		sinkOpts = append(sinkOpts, kafka.WithPrefixLeaseSessionTimeout(o.leaseSession))
-	}
-	sink, err := kafka.NewSink(kafka.KeyValueSerializer(o.outputTopic, func(wc wordCount) ([]byte, []byte, error) {
-		return []byte(wc.Key), strconv.AppendInt(nil, wc.Value, 10), nil
-	}), sinkOpts...)
-	if err != nil {
+	var sink connector.Sink[wordCount]
+	if o.postgres != "" {
+		if sink, err = countsSink(o); err != nil {
+			return err
+		}
+	} else if sink, err = kafkaCountsSink(o, job, logger); err != nil {
 		return err
 	}
 	if statusLn == nil {
@@ -87,4 +83,19 @@ func runJob(ctx context.Context, o options, seeds []string, p *progress, logger 
 	// job's final state says whether it was cut short.
 	p.stopped.Store(env.Status().State == "cancelled")
 	return nil
+}
+
+// kafkaCountsSink writes each count update to o.outputTopic exactly-once:
+// key the word, value its running count in decimal.
+func kafkaCountsSink(o options, job jobflag.Job, logger *slog.Logger) (connector.Sink[wordCount], error) {
+	sinkOpts := job.SinkOpts(kafka.WithLogger(logger), kafka.WithExactlyOnce(o.txnPrefix))
+	if o.noTimeoutCheck {
+		sinkOpts = append(sinkOpts, kafka.WithoutBrokerTimeoutCheck())
+	}
+	if o.leaseSession > 0 {
+		sinkOpts = append(sinkOpts, kafka.WithPrefixLeaseSessionTimeout(o.leaseSession))
+	}
+	return kafka.NewSink(kafka.KeyValueSerializer(o.outputTopic, func(wc wordCount) ([]byte, []byte, error) {
+		return []byte(wc.Key), strconv.AppendInt(nil, wc.Value, 10), nil
+	}), sinkOpts...)
 }

@@ -1,6 +1,7 @@
 // Command wordcount is splitflow's main example: a Kafka topic of lines is
 // split into words, keyed by word, counted, and the running counts are
-// written to a Kafka topic exactly-once. With no flags it starts an
+// written to a Kafka topic (or, with --postgres, a PostgreSQL table)
+// exactly-once. With no flags it starts an
 // in-process Kafka (franz-go's kfake), fills topic "lines" with a built-in
 // text, runs the job to the end of that input, and then verifies the output.
 //
@@ -15,6 +16,22 @@
 //	exactly-once: OK words=W updates=U duplicates=0 missing=0
 //
 // and exits 0, or prints what is wrong and exits 1. Bad flags exit 2.
+//
+// With --postgres URL the count updates go to the PostgreSQL table
+// --table (default word_counts) instead of the output topic, each as a
+// row (word text, n bigint) appended exactly-once by the PostgreSQL sink
+// in insert mode: the rows of a checkpoint are written at its commit in
+// one transaction with the sink's progress row (table
+// splitflow_sink_progress). The table is created when missing, as
+//
+//	CREATE TABLE IF NOT EXISTS word_counts (word text NOT NULL, n bigint NOT NULL)
+//
+// and verification reads it: every (word, n) once, each word's n running
+// 1..count. The table is appended to, never cleared: a run started
+// afresh (no --checkpoint-dir, or a new one) on a table that holds an
+// earlier run's rows writes them again, and verification says so; use a
+// new table, or restart from the checkpoints. --postgres does not run
+// with --distributed.
 //
 // With --http ADDR the job's status is served while it runs: Prometheus
 // metrics at /metrics, liveness and readiness at /healthz and /readyz, the
@@ -54,6 +71,11 @@ type options struct {
 	failEvery   int64
 	partitions  int
 	verbose     bool
+	// postgres, when set, is the connection string of the PostgreSQL
+	// database whose table (table) receives the count updates instead
+	// of outputTopic.
+	postgres string
+	table    string
 	// noTimeoutCheck: kafka.WithoutBrokerTimeoutCheck on the sink.
 	noTimeoutCheck bool
 	// leaseSession is the sink's prefix lease session timeout
@@ -82,6 +104,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.outputTopic, "output-topic", "counts", "topic of (word, count) records")
 	fs.StringVar(&o.inputFile, "input-file", "", "text to write into the input topic (default: a built-in text); written only when the input topic is empty")
 	fs.StringVar(&o.txnPrefix, "transactional-id-prefix", "wordcount", "prefix of the sink's Kafka transactional ids; unique per job (with --distributed: <job-name>.counts)")
+	fs.StringVar(&o.postgres, "postgres", "", "write the count updates as rows (word text, n bigint) of --table in this PostgreSQL database (a pgx connection string: URL or key=value), exactly-once, instead of into --output-topic")
+	fs.StringVar(&o.table, "table", "word_counts", "with --postgres: the table (name or schema.name) of the count updates, created when missing")
 	fs.BoolVar(&o.unbounded, "unbounded", false, "keep running and pick up new input until interrupted")
 	fs.DurationVar(&o.discovery, "partition-discovery-interval", 30*time.Second, "how often a job that keeps running (--unbounded, --distributed) looks for partitions added to the input topic; 0: only at its start")
 	fs.Int64Var(&o.failEvery, "fail-every", 0, "inject a task failure every N records (0: never); the job restarts and must still be exact")
@@ -116,6 +140,15 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 			o.txnPrefix = job.Name + ".counts"
 		}
 	}
+	if set["table"] && o.postgres == "" {
+		bad("--table applies with --postgres")
+	}
+	if o.postgres != "" && job != nil && job.Distributed != nil {
+		// docs/design/two-phase-sinks.md: a process paused past its
+		// slot's takeover could still commit rows of an interval its
+		// successor writes again.
+		bad("--postgres does not run with --distributed yet: the PostgreSQL sink does not fence a process whose slot was taken over")
+	}
 	if o.discovery < 0 {
 		bad("--partition-discovery-interval must not be negative, not %s", o.discovery)
 	}
@@ -128,7 +161,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	if o.partitions <= 0 {
 		bad("--partitions must be positive")
 	}
-	if o.inputTopic == o.outputTopic {
+	if o.postgres == "" && o.inputTopic == o.outputTopic {
 		bad("--input-topic and --output-topic must differ")
 	}
 	if o.txnPrefix == "" {

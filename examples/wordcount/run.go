@@ -69,6 +69,11 @@ func run(ctx context.Context, o options, stdout io.Writer, logger *slog.Logger) 
 	if written > 0 {
 		fmt.Fprintf(stdout, "wrote %d lines into %q\n", written, o.inputTopic)
 	}
+	if o.postgres != "" {
+		if err := ensureCountsTable(ctx, o); err != nil {
+			return 1, err
+		}
+	}
 
 	p := progress{failures: examplejob.NewFailures(o.failEvery)}
 	stopProgress := examplejob.ShowProgress(stdout, func(secs int) string {
@@ -102,7 +107,12 @@ func run(ctx context.Context, o options, stdout io.Writer, logger *slog.Logger) 
 	if err != nil {
 		return 1, err
 	}
-	r, err := verify(ctx, seeds, o.outputTopic, want, partial, o.clientOpts)
+	var r report
+	if o.postgres != "" {
+		r, err = verifyTable(ctx, o, want, partial)
+	} else {
+		r, err = verify(ctx, seeds, o.outputTopic, want, partial, o.clientOpts)
+	}
 	if err != nil {
 		return 1, fmt.Errorf("verify: %w", err)
 	}
@@ -127,10 +137,14 @@ func displayAddr(a net.Addr) string {
 	return net.JoinHostPort(host, port)
 }
 
-// ensureTopics creates the input and output topics when missing.
+// ensureTopics creates the input and output topics when missing; with
+// --postgres there is no output topic.
 func ensureTopics(ctx context.Context, seeds []string, o options) error {
-	return examplejob.EnsureTopics(ctx, seeds, o.clientOpts,
-		examplejob.Topic{Name: o.inputTopic, Partitions: o.partitions}, examplejob.Topic{Name: o.outputTopic, Partitions: o.partitions})
+	topics := []examplejob.Topic{{Name: o.inputTopic, Partitions: o.partitions}}
+	if o.postgres == "" {
+		topics = append(topics, examplejob.Topic{Name: o.outputTopic, Partitions: o.partitions})
+	}
+	return examplejob.EnsureTopics(ctx, seeds, o.clientOpts, topics...)
 }
 
 // fillInput writes the input text into the input topic if that topic is
