@@ -136,6 +136,58 @@ func TestDroppedSlotIsAnErrorNamingIt(t *testing.T) {
 	}
 }
 
+// A slot that lost the WAL it holds while the job was away (past
+// max_slot_wal_keep_size, PostgreSQL invalidates it at a checkpoint:
+// wal_status "lost") is an error naming the slot when the job is restored:
+// the changes in the removed WAL are gone, so the source neither streams
+// from the slot nor takes a new snapshot on its own.
+func TestSlotThatLostItsWALIsAnErrorNamingIt(t *testing.T) {
+	cluster := pgtest.Start(t)
+	if cluster.External() {
+		t.Skip("the test changes max_slot_wal_keep_size, which is not done to an external server")
+	}
+	db := cluster.Database(t)
+	execSQL(t, db, "CREATE TABLE t (id bigint PRIMARY KEY)", "INSERT INTO t VALUES (1)")
+	slot := slotName("walgone")
+	dir := t.TempDir()
+	var completed atomic.Int64
+	env := runtime.NewEnvironment(quiet, runtime.WithCheckpointInterval(10*time.Millisecond), runtime.WithCheckpointDir(dir),
+		runtime.WithJobListener(runtime.JobListener{CheckpointCompleted: func(int64) { completed.Add(1) }}))
+	sink := &collectSink{}
+	runtime.SinkTo(runtime.FromSource(env, newSource(t, db, slot, cdc.WithTables("t")), "cdc").UID("cdc"), connector.Sink[cdc.Change](sink)).UID("out")
+	stop := runJob(t, env, "wal-gone")
+	waitFor(t, "the snapshot", func() bool { return len(sink.changes()) == 1 })
+	c := completed.Load()
+	waitFor(t, "a checkpoint after the snapshot", func() bool { return completed.Load() > c+1 })
+	_ = stop()
+
+	// With the keep size under one segment, a checkpoint keeps the
+	// current segment alone: the slot's restart_lsn falls behind it once
+	// the WAL was switched and written past, and the checkpoint
+	// invalidates the slot.
+	execSQL(t, db, "ALTER SYSTEM SET max_slot_wal_keep_size = '1MB'", "SELECT pg_reload_conf()",
+		"CREATE TABLE filler (id bigint, pad text)")
+	deadline := time.Now().Add(10 * time.Second)
+	for queryInt(t, db, "SELECT count(*) FROM pg_replication_slots WHERE slot_name = $1 AND wal_status = 'lost'", slot) == 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("slot %q not lost 10s after max_slot_wal_keep_size = 1MB and WAL written past it", slot)
+		}
+		execSQL(t, db, "SELECT pg_switch_wal()",
+			"INSERT INTO filler SELECT g, repeat('x', 100) FROM generate_series(1, 20000) g", // about 3 MB of WAL
+			"SELECT pg_switch_wal()", "CHECKPOINT")
+	}
+
+	env = runtime.NewEnvironment(quiet, runtime.WithCheckpointInterval(10*time.Millisecond), runtime.WithCheckpointDir(dir),
+		runtime.WithRestartStrategy(restart.FixedDelay(3, 10*time.Millisecond)))
+	runtime.SinkTo(runtime.FromSource(env, newSource(t, db, slot, cdc.WithTables("t")), "cdc").UID("cdc"), connector.Sink[cdc.Change](&collectSink{})).UID("out")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	err := env.Execute(ctx, "wal-gone")
+	if !errors.Is(err, cdc.ErrSlotLost) || !strings.Contains(err.Error(), `"`+slot+`"`) || !strings.Contains(err.Error(), "max_slot_wal_keep_size") {
+		t.Fatalf("restored job over a slot that lost its WAL: %v; want an error naming slot %q and max_slot_wal_keep_size, wrapping ErrSlotLost", err, slot)
+	}
+}
+
 // After the server itself restarted (a fast shutdown ends the replication
 // connection), the job restarts from its latest checkpoint, the slot
 // resends from its confirmed position, and every change is written once.
