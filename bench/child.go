@@ -68,6 +68,7 @@ func childMain(args []string) int {
 	fs.StringVar(&ko.checkpointDir, "checkpoint-dir", "", "wordcount and passthrough: checkpoint directory (default: in memory; required with --distributed-job)")
 	distJob := fs.String("distributed-job", "", "passthrough: run as one process of this distributed job, of --parallelism slots, checkpoints in --checkpoint-dir")
 	registryURL := fs.String("registry", "", "avro-passthrough: the schema registry's URL")
+	pgConn := fs.String("postgres", "", "pgx-copy, splitflow-postgres: the PostgreSQL connection string; --out is the table")
 	logCheckpoints := fs.Bool("log-checkpoints", false, "log at Info on stdout (checkpoint completed, restored from) and print \"bench: first record\" when the first element is counted")
 	if err := fs.Parse(args[1:]); err != nil {
 		return 2
@@ -109,6 +110,10 @@ func childMain(args []string) int {
 		if opts, err = passthroughOpts(seeds, *par, *distJob, ko.checkpointDir); err == nil {
 			err = runSplitflow(ctx, seeds, *in, *out, *par, *guarantee, *checkpoint, nil, opts...)
 		}
+	case "pgx-copy":
+		err = runPgxCopy(ctx, seeds, *in, *out, *pgConn, *par)
+	case "splitflow-postgres":
+		err = runSplitflowPostgres(ctx, seeds, *in, *out, *pgConn, *par, *checkpoint)
 	case "splitflow-" + avroPassthrough:
 		err = runSplitflowAvro(ctx, seeds, *in, *out, *par, *guarantee, *checkpoint, *registryURL)
 	case "splitflow-slowsink":

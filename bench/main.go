@@ -79,6 +79,9 @@ type config struct {
 
 	avroRecords int // avro: records of each of its two inputs
 
+	pgRecords  int // postgres: records of the Kafka -> PostgreSQL input
+	cdcChanges int // postgres: rows inserted for the CDC run
+
 	jvmOpts    string
 	runTimeout time.Duration
 	out        string
@@ -94,7 +97,7 @@ func parseFlags(args []string) (*config, error) {
 	fs.IntVar(&c.reps, "reps", 3, "repetitions of each run; the table shows medians")
 	fs.IntVar(&c.partitions, "partitions", 6, "partitions of every topic")
 	fs.IntVar(&c.parallelism, "parallelism", 2, "splitflow parallelism and Kafka Streams num.stream.threads")
-	fs.StringVar(&c.sections, "sections", "throughput,windowcount,latency,memory,keyed,avro", "which parts to run: throughput, windowcount, latency, memory, and unique-words, unique-words-changes, unique-words-large, unique-words-restore (keyed: all four), avro, and distributed (not in the default set)")
+	fs.StringVar(&c.sections, "sections", "throughput,windowcount,latency,memory,keyed,avro", "which parts to run: throughput, windowcount, latency, memory, and unique-words, unique-words-changes, unique-words-large, unique-words-restore (keyed: all four), avro, and distributed and postgres (not in the default set)")
 	sysRe := fs.String("systems", "", "regexp: run only systems whose label matches (rows of the others are left out)")
 	fs.DurationVar(&c.latDuration, "latency-duration", 60*time.Second, "length of the open-loop latency run")
 	fs.IntVar(&c.latRate, "latency-rate", 20_000, "records per second of the open-loop producer")
@@ -118,6 +121,8 @@ func parseFlags(args []string) (*config, error) {
 	fs.IntVar(&c.distProbes, "dist-probes", 10, "distributed: one-word lines appended one at a time after the input is done, each timed to its output's visibility (0: none)")
 	distWorkloads := fs.String("dist-workloads", "wordcount,passthrough", "distributed: the jobs to measure, comma-separated: wordcount (examples/wordcount), passthrough (Kafka source -> exactly-once Kafka sink)")
 	fs.IntVar(&c.avroRecords, "avro-records", 2_000_000, "avro: records of the raw 100 B input and of the Avro input of the Avro passthrough section")
+	fs.IntVar(&c.pgRecords, "pg-records", 1_000_000, "postgres: 100 B records of the Kafka -> PostgreSQL input")
+	fs.IntVar(&c.cdcChanges, "cdc-changes", 1_000_000, "postgres: rows inserted while examples/cdc's job captures the table")
 	fs.StringVar(&c.jvmOpts, "jvm-opts", "-Xmx1g", "JVM options of the Kafka Streams process")
 	fs.DurationVar(&c.runTimeout, "run-timeout", 15*time.Minute, "give up on one run after this long")
 	fs.StringVar(&c.out, "out", "", "results file (default bench/RESULTS.md in the repository)")
@@ -145,6 +150,8 @@ func parseFlags(args []string) (*config, error) {
 			"window-users":       func() { c.windowUsers = 2_000 },
 			"dist-words":         func() { c.distWords = 100_000 },
 			"avro-records":       func() { c.avroRecords = 200_000 },
+			"pg-records":         func() { c.pgRecords = 200_000 },
+			"cdc-changes":        func() { c.cdcChanges = 200_000 },
 		}
 		for name, apply := range quick {
 			if !set[name] {
@@ -175,6 +182,9 @@ func parseFlags(args []string) (*config, error) {
 	}
 	if c.distWords <= 0 || c.distVocab <= 0 || c.distVocab > 100_000 || c.distParallelism <= 0 || c.distCheckpoint < 10*time.Millisecond || c.distProbes < 0 {
 		return nil, errNoDistWords
+	}
+	if c.pgRecords <= 0 || c.cdcChanges <= 0 {
+		return nil, errors.New("--pg-records and --cdc-changes must be positive")
 	}
 	if c.avroRecords <= 0 {
 		return nil, errors.New("--avro-records must be positive")
@@ -317,6 +327,11 @@ func run(ctx context.Context, cfg *config) (*results, error) {
 	}
 	if cfg.section("distributed") {
 		if err := runDistributedSection(ctx, h, res); err != nil {
+			return nil, err
+		}
+	}
+	if cfg.section("postgres") {
+		if err := runPostgresSection(ctx, h, res); err != nil {
 			return nil, err
 		}
 	}

@@ -30,6 +30,7 @@ type results struct {
 	restore      *restoreRow
 	dist         *distSection
 	avro         []*throughputRow
+	postgres     *pgSection
 }
 
 type machine struct {
@@ -211,6 +212,7 @@ func (r *results) markdown() string {
 	}
 	r.keyedMarkdown(&b)
 	r.avroMarkdown(&b)
+	r.postgresMarkdown(&b)
 	r.distMarkdown(&b)
 	if r.unavailable() {
 		b.WriteString("Rows marked \"" + notAvailable + "\" are splitflow configurations that need the engine's checkpoints, which have not landed; they carry no numbers until they run.\n")
