@@ -298,14 +298,11 @@ func passthroughOpts(seeds []string, slots int, job, checkpointDir string) ([]ru
 	if job == "" {
 		return opts, nil
 	}
-	sh, err := kafka.NewShuffle(kafka.WithShuffleSinkOptions(kafka.WithBrokers(seeds...)),
-		kafka.WithShuffleSourceOptions(kafka.WithBrokers(seeds...)))
+	dist, err := kafka.Distributed(job, kafka.Connect(kafka.WithBrokers(seeds...)), kafka.WithSlots(slots))
 	if err != nil {
 		return nil, err
 	}
-	return append(opts, runtime.WithDistributed(runtime.Distributed{
-		Job: job, Slots: slots, Kafka: []kgo.Opt{kgo.SeedBrokers(seeds...)}, Shuffle: sh,
-	})), nil
+	return append(opts, dist), nil
 }
 
 func envOpts(par int, checkpoint time.Duration) []runtime.Option {

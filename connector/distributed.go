@@ -67,3 +67,19 @@ type ShuffleStarts interface {
 	// coordinator goroutine.
 	ShuffleStart(channel string) []int64
 }
+
+// Cluster is the message system the processes of a distributed job share
+// (runtime.Distributed's Cluster): its consumer group gives the job's
+// slots to the processes, and its id is recorded with the job's name as
+// the owner of the job's checkpoint root. connector/kafka's Conn is one.
+//
+// The engine's membership speaks Kafka's group protocol through franz-go,
+// which this package does not import: a Cluster also has the method
+// ClientOpts() ([]kgo.Opt, error), the options of the membership's
+// clients, which the engine finds by type assertion; a Cluster without it
+// is refused when the job starts.
+type Cluster interface {
+	// ClusterID returns the cluster's id, "" when the cluster gives none.
+	// Called once per process start, before the process joins the group.
+	ClusterID(ctx context.Context) (string, error)
+}

@@ -415,21 +415,28 @@ type DistributedJob struct {
 	ReplicationFactor int16 // -1: the broker's default
 }
 
-// SourceOpts are the seed brokers, the security settings and, with
-// --source-group-id, kafka.WithGroupID, then opts: the options of a Kafka
-// source of the job.
+// Conn is the connection the flags say: the seed brokers and the
+// security settings, which every Kafka source, sink and shuffle of the job
+// and its membership share (kafka.WithConnection, kafka.Distributed). It
+// is made from Brokers and Security as they are when it is called.
+func (j *Job) Conn() *kafka.Conn {
+	return kafka.Connect(kafka.WithBrokers(j.Brokers...), kafka.WithSecurity(j.Security))
+}
+
+// SourceOpts are the connection (Conn) and, with --source-group-id,
+// kafka.WithGroupID, then opts: the options of a Kafka source of the job.
 func (j *Job) SourceOpts(opts ...kafka.SourceOption) []kafka.SourceOption {
-	base := []kafka.SourceOption{kafka.WithBrokers(j.Brokers...), kafka.WithSecurity(j.Security)}
+	base := []kafka.SourceOption{kafka.WithConnection(j.Conn())}
 	if j.SourceGroupID != "" {
 		base = append(base, kafka.WithGroupID(j.SourceGroupID))
 	}
 	return append(base, opts...)
 }
 
-// SinkOpts are the seed brokers and the security settings, then opts: the
-// options of a Kafka sink of the job.
+// SinkOpts are the connection (Conn), then opts: the options of a Kafka
+// sink of the job.
 func (j *Job) SinkOpts(opts ...kafka.SinkOption) []kafka.SinkOption {
-	return append([]kafka.SinkOption{kafka.WithBrokers(j.Brokers...), kafka.WithSecurity(j.Security)}, opts...)
+	return append([]kafka.SinkOption{kafka.WithConnection(j.Conn())}, opts...)
 }
 
 // ClientOpts are the franz-go options of the security settings, then
@@ -474,23 +481,19 @@ func (j *Job) RuntimeOptions(logger *slog.Logger) ([]runtime.Option, error) {
 		opts = append(opts, runtime.WithLogger(logger))
 	}
 	if d := j.Distributed; d != nil {
-		sinkOpts, sourceOpts := j.SinkOpts(), j.SourceOpts()
+		var shuffle []kafka.ShuffleOption
 		if logger != nil {
-			sinkOpts, sourceOpts = append(sinkOpts, kafka.WithLogger(logger)), append(sourceOpts, kafka.WithLogger(logger))
+			shuffle = append(shuffle, kafka.WithLogger(logger))
 		}
-		sh, err := kafka.NewShuffle(kafka.WithShuffleReplicationFactor(d.ReplicationFactor),
-			kafka.WithShuffleSinkOptions(sinkOpts...), kafka.WithShuffleSourceOptions(sourceOpts...))
+		if j.SourceGroupID != "" {
+			shuffle = append(shuffle, kafka.WithShuffleSourceOptions(kafka.WithGroupID(j.SourceGroupID)))
+		}
+		dist, err := kafka.Distributed(j.Name, j.Conn(), kafka.WithSlots(d.Slots), kafka.WithSessionTimeout(d.SessionTimeout),
+			kafka.WithReplicationFactor(d.ReplicationFactor), kafka.WithShuffle(shuffle...))
 		if err != nil {
 			return nil, err
 		}
-		opts = append(opts, runtime.WithDistributed(runtime.Distributed{
-			Job:               j.Name,
-			Slots:             d.Slots,
-			Kafka:             j.ClientOpts(kgo.SeedBrokers(j.Brokers...)),
-			Shuffle:           sh,
-			SessionTimeout:    d.SessionTimeout,
-			ReplicationFactor: d.ReplicationFactor,
-		}))
+		opts = append(opts, dist)
 	} else {
 		opts = append(opts, runtime.WithParallelism(j.Parallelism))
 	}

@@ -3,6 +3,7 @@ package jobflag
 import (
 	"flag"
 	"io"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -164,8 +165,15 @@ func TestRuntimeOptions(t *testing.T) {
 	if len(j.ClientOpts()) != 0 {
 		t.Errorf("plaintext: %d client options", len(j.ClientOpts()))
 	}
-	if n := len(j.SourceOpts()); n != 2 {
-		t.Errorf("%d source options, want brokers and security", n)
+	// The brokers and the security settings travel as one connection.
+	if n := len(j.SourceOpts()); n != 1 {
+		t.Errorf("%d source options, want the connection", n)
+	}
+	if b := j.Conn().Brokers(); !slices.Equal(b, j.Brokers) {
+		t.Errorf("the connection's brokers are %v, want --brokers' %v", b, j.Brokers)
+	}
+	if err := j.Conn().Err(); err != nil {
+		t.Errorf("the connection: %v", err)
 	}
 }
 

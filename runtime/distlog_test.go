@@ -78,7 +78,7 @@ func TestDistributedLogLinesNameTheJobOnce(t *testing.T) {
 		WithCheckpointDir(t.TempDir()),
 		WithLogger(slog.New(h)),
 		WithDistributed(Distributed{Job: "logs", Slots: 2, Shuffle: &recordingShuffle{},
-			Kafka: []kgo.Opt{kgo.SeedBrokers(c.ListenAddrs()...)}, SessionTimeout: 2 * time.Second}))
+			Cluster: kgoCluster{kgo.SeedBrokers(c.ListenAddrs()...)}, SessionTimeout: 2 * time.Second}))
 	src := ownedRange{&rangeSrc{splits: 2, perSplit: 1000, push: true, readerFailAt: -1, hold: func(v int64) bool { return v%1000 >= 100 }, release: make(chan struct{})}}
 	SinkTo(FromSource(env, src, "numbers").UID("numbers"), newCollectSink[int64]()).UID("out")
 	ctx, cancel := context.WithCancel(context.Background())

@@ -29,9 +29,11 @@ type Distributed struct {
 	// parallelism of every operator. Fixed for the life of the job's
 	// checkpoints; between 1 and the max parallelism.
 	Slots int
-	// Kafka are the client options (seed brokers, security) of the
-	// membership's consumer group.
-	Kafka []kgo.Opt
+	// Cluster is the Kafka cluster whose consumer group gives the slots
+	// to the processes (connector/kafka's Conn, which also carries the
+	// shuffle: connector/kafka's Distributed builds this whole value from
+	// it). Required.
+	Cluster connector.Cluster
 	// Shuffle carries the keyed edges between processes
 	// (connector/kafka's NewShuffle). Required.
 	Shuffle Shuffle
@@ -43,6 +45,17 @@ type Distributed struct {
 	// Shuffle creates its own topics with its own setting
 	// (connector/kafka's WithShuffleReplicationFactor).
 	ReplicationFactor int16
+
+	// clientOpts are Cluster's franz-go options, read once when the job
+	// is checked.
+	clientOpts []kgo.Opt
+}
+
+// kafkaClientOpts is what the membership needs of a Cluster beyond
+// connector.Cluster: package connector names no client library, so the
+// franz-go options are found by type assertion (connector.Cluster's doc).
+type kafkaClientOpts interface {
+	ClientOpts() ([]kgo.Opt, error)
 }
 
 // WithDistributed runs the job as one of many processes, each started
@@ -82,6 +95,15 @@ func (c *config) validateDistributed() error {
 	}
 	if err := slots.ValidateSlots(d.Slots, c.maxParallelism); err != nil {
 		bad("%v", err)
+	}
+	if d.Cluster == nil {
+		bad("no Cluster; give the Kafka cluster whose group gives the slots to the processes (connector/kafka's Connect, or its Distributed for the whole setup)")
+	} else if k, ok := d.Cluster.(kafkaClientOpts); !ok {
+		bad("Cluster %T gives no franz-go client options (a method ClientOpts() ([]kgo.Opt, error)); give connector/kafka's Conn", d.Cluster)
+	} else if opts, err := k.ClientOpts(); err != nil {
+		bad("Cluster: %v", err)
+	} else {
+		d.clientOpts = opts
 	}
 	if d.Shuffle == nil {
 		bad("no Shuffle; give the transport of the keyed edges (connector/kafka's NewShuffle)")

@@ -18,6 +18,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/splitflow/splitflow/connector"
 	"github.com/splitflow/splitflow/runtime/checkpoint"
@@ -49,11 +50,36 @@ func (s *recordingShuffle) Source(env *Environment, channel string, partitions i
 	return FromSource(env, src, "shuffle "+channel).UID("source:" + channel)
 }
 
+// kgoCluster is a connector.Cluster over franz-go options, as
+// connector/kafka's Conn is (which runtime's tests cannot import): the
+// metadata request of Conn.ClusterID, and the options as they are.
+type kgoCluster []kgo.Opt
+
+func (c kgoCluster) ClientOpts() ([]kgo.Opt, error) { return c, nil }
+
+func (c kgoCluster) ClusterID(ctx context.Context) (string, error) {
+	cl, err := kgo.NewClient(c...)
+	if err != nil {
+		return "", err
+	}
+	defer cl.Close()
+	req := kmsg.NewPtrMetadataRequest()
+	req.Topics = []kmsg.MetadataRequestTopic{}
+	resp, err := req.RequestWith(ctx, cl)
+	if err != nil {
+		return "", err
+	}
+	if resp.ClusterID == nil {
+		return "", nil
+	}
+	return *resp.ClusterID, nil
+}
+
 func distEnv(t *testing.T, sh Shuffle, opts ...Option) *Environment {
 	return NewEnvironment(append([]Option{
 		WithCheckpointInterval(time.Second),
 		WithCheckpointDir(t.TempDir()),
-		WithDistributed(Distributed{Job: "orders", Slots: 4, Shuffle: sh}),
+		WithDistributed(Distributed{Job: "orders", Slots: 4, Cluster: kgoCluster(nil), Shuffle: sh}),
 	}, opts...)...)
 }
 
@@ -202,7 +228,7 @@ func TestShuffleRebalanceAndBroadcastRouting(t *testing.T) {
 		{"broadcast", engine.PartitionBroadcast, map[int32][]string{0: {"a", "b", "c", "d", "e"}, 1: {"a", "b", "c", "d", "e"}, 2: {"a", "b", "c", "d", "e"}}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			env := distEnv(t, &recordingShuffle{}, WithDistributed(Distributed{Job: "j", Slots: 3, Shuffle: &recordingShuffle{}}))
+			env := distEnv(t, &recordingShuffle{}, WithDistributed(Distributed{Job: "j", Slots: 3, Cluster: kgoCluster(nil), Shuffle: &recordingShuffle{}}))
 			src := ownedMem[string]{&memSource[string]{numSplits: 1, perSplit: 1, gen: func(_, i int) (string, int64) { return "", 0 }}}
 			up := FromSource(env, src, "s")
 			e := &edge{from: up.node, to: up.node, kind: c.edge}
@@ -369,7 +395,7 @@ func distributedJob(seeds []string, dir string, sink connector.Sink[int64]) *Env
 		WithCheckpointDir(dir),
 		WithLogger(slog.New(slog.DiscardHandler)),
 		WithDistributed(Distributed{Job: "logs", Slots: 2, Shuffle: &recordingShuffle{},
-			Kafka: []kgo.Opt{kgo.SeedBrokers(seeds...)}, SessionTimeout: 2 * time.Second}))
+			Cluster: kgoCluster{kgo.SeedBrokers(seeds...)}, SessionTimeout: 2 * time.Second}))
 	// Pushed splits go to subtask K mod parallelism, a rule of the split
 	// and the parallelism alone. Readers hold after 100 records each: the
 	// job runs and checkpoints until ctx ends.
@@ -514,7 +540,7 @@ func TestSlotRestartAfterANewerClaimEndsTheSlot(t *testing.T) {
 		WithCheckpointDir(dir),
 		WithLogger(slog.New(slog.NewTextHandler(&logs, nil))),
 		WithDistributed(Distributed{Job: "logs", Slots: 2, Shuffle: &recordingShuffle{},
-			Kafka: []kgo.Opt{kgo.SeedBrokers(c.ListenAddrs()...)}, SessionTimeout: 2 * time.Second}))
+			Cluster: kgoCluster{kgo.SeedBrokers(c.ListenAddrs()...)}, SessionTimeout: 2 * time.Second}))
 	sink := newCollectSink[int64]()
 	var created [2]atomic.Int32
 	var fail atomic.Bool

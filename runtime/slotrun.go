@@ -173,7 +173,7 @@ func (env *Environment) runDistributed(ctx context.Context, g *jobGraph, name st
 		log.Info("splitflow: the job started from a savepoint; slots whose logs name no checkpoint start from it", "savepoint", startFrom)
 	}
 	m, err := slots.Join(ctx, d.Job, d.Slots,
-		slots.WithKafka(d.Kafka...),
+		slots.WithKafka(d.clientOpts...),
 		slots.WithReplicationFactor(replication),
 		slots.WithSessionTimeout(d.SessionTimeout),
 		// A member learns of a rebalance at its next heartbeat, and a

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/splitflow/splitflow/runtime/checkpoint"
-	"github.com/splitflow/splitflow/runtime/internal/slots"
 )
 
 // claimDistributedRoot makes the distributed job d, on the Kafka cluster
@@ -19,7 +18,7 @@ import (
 func claimDistributedRoot(ctx context.Context, root string, d *Distributed, renamedFrom string, log *slog.Logger) error {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	cluster, err := slots.ClusterID(ctx, d.Kafka)
+	cluster, err := d.Cluster.ClusterID(ctx)
 	if err != nil {
 		return err
 	}

@@ -107,7 +107,7 @@ func TestDistributedJobOfOneNameOnAnotherKafkaClusterRefusedByOwnerRecord(t *tes
 		time.Sleep(20 * time.Millisecond)
 	}
 	// Another process of the job, on its cluster, is the same owner.
-	if err := claimDistributedRoot(ctx, dir, &Distributed{Job: "logs", Kafka: []kgo.Opt{kgo.SeedBrokers(a.ListenAddrs()...)}}, "", discardLogger()); err != nil {
+	if err := claimDistributedRoot(ctx, dir, &Distributed{Job: "logs", Cluster: kgoCluster{kgo.SeedBrokers(a.ListenAddrs()...)}}, "", discardLogger()); err != nil {
 		t.Fatalf("a process of the owner on its cluster: %v", err)
 	}
 	cancel()

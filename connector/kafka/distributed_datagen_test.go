@@ -44,7 +44,7 @@ func TestDistributedJobReadsABaseSourceWithAnOwnerRuleOnce(t *testing.T) {
 					runtime.WithCheckpointDir(dir),
 					runtime.WithLogger(quietLogger()),
 					runtime.WithDistributed(runtime.Distributed{Job: job, Slots: 3, Shuffle: sh,
-						Kafka: []kgo.Opt{kgo.SeedBrokers(seeds...), kgo.ClientID(fmt.Sprintf("process-%d", p))}, SessionTimeout: 2 * time.Second}))
+						Cluster: Connect(WithBrokers(seeds...), WithClientOpts(kgo.ClientID(fmt.Sprintf("process-%d", p)))), SessionTimeout: 2 * time.Second}))
 				src, err := datagen.NewSource(func(i int64, _ *rand.Rand) int64 { return i },
 					datagen.WithCount(n), datagen.WithRecordsPerSecond(3000))
 				if err != nil {

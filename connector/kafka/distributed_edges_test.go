@@ -43,7 +43,7 @@ func TestDistributedRebalanceAndBroadcastAreExact(t *testing.T) {
 		runtime.WithCheckpointDir(t.TempDir()),
 		runtime.WithLogger(quietLogger()),
 		runtime.WithDistributed(runtime.Distributed{Job: job, Slots: slots, Shuffle: sh,
-			Kafka: []kgo.Opt{kgo.SeedBrokers(seeds...)}, SessionTimeout: 2 * time.Second}))
+			Cluster: Connect(WithBrokers(seeds...)), SessionTimeout: 2 * time.Second}))
 	src, err := NewSource(StringValues(), WithBrokers(seeds...), WithTopics(in), WithLogger(quietLogger()))
 	if err != nil {
 		t.Fatal(err)

@@ -12,7 +12,6 @@ import (
 	"github.com/splitflow/splitflow/connector"
 	"github.com/splitflow/splitflow/runtime"
 	"github.com/splitflow/splitflow/runtime/window"
-	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // The processes of one distributed job run the same job: a process whose
@@ -34,16 +33,16 @@ func TestProcessesOfADistributedJobMustRunTheSameJob(t *testing.T) {
 	}
 	start := func(ctx context.Context, job, dir string, size time.Duration, maxPar int) proc {
 		t.Helper()
-		sh, err := NewShuffle(WithShuffleSinkOptions(WithBrokers(seeds...), WithLogger(quietLogger())),
-			WithShuffleSourceOptions(WithBrokers(seeds...), WithLogger(quietLogger())))
+		// One connection for the sources, the sinks, the shuffle and the
+		// membership.
+		conn := Connect(WithBrokers(seeds...), WithLogger(quietLogger()))
+		dist, err := Distributed(job, conn, WithSlots(3), WithSessionTimeout(2*time.Second))
 		if err != nil {
 			t.Fatal(err)
 		}
 		env := runtime.NewEnvironment(runtime.WithCheckpointDir(dir), runtime.WithLogger(quietLogger()),
-			runtime.WithCheckpointInterval(100*time.Millisecond), runtime.WithMaxParallelism(maxPar),
-			runtime.WithDistributed(runtime.Distributed{Job: job, Slots: 3, Shuffle: sh,
-				Kafka: []kgo.Opt{kgo.SeedBrokers(seeds...)}, SessionTimeout: 2 * time.Second}))
-		src, err := NewSource(StringValues(), WithBrokers(seeds...), WithTopics("events"), WithLogger(quietLogger()))
+			runtime.WithCheckpointInterval(100*time.Millisecond), runtime.WithMaxParallelism(maxPar), dist)
+		src, err := NewSource(StringValues(), WithConnection(conn), WithTopics("events"))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -52,7 +51,7 @@ func TestProcessesOfADistributedJobMustRunTheSameJob(t *testing.T) {
 			window.Tumbling(size).ProcessingTime())).UID("totals")
 		sink, err := NewSink(KeyValueSerializer("totals", func(r window.Result[string, int64]) ([]byte, []byte, error) {
 			return []byte(r.Key), fmt.Appendf(nil, "%v %d", r.Window, r.Value), nil
-		}), WithBrokers(seeds...), WithExactlyOnce(job+".totals"), WithLogger(quietLogger()))
+		}), WithConnection(conn), WithExactlyOnce(job+".totals"))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -127,7 +127,7 @@ func TestDistributedProcessWithoutTheSavepointStartsFreshSlotsFromIt(t *testing.
 		runtime.WithRestoreFrom(another),
 		runtime.WithLogger(quietLogger()),
 		runtime.WithDistributed(runtime.Distributed{Job: migrationJob, Slots: 3, Shuffle: m.shuffle(),
-			Kafka: []kgo.Opt{kgo.SeedBrokers(m.seeds...)}, SessionTimeout: 2 * time.Second}))
+			Cluster: Connect(WithBrokers(m.seeds...)), SessionTimeout: 2 * time.Second}))
 	if err := m.build(other); err != nil {
 		t.Fatal(err)
 	}
@@ -275,7 +275,7 @@ func (m *migration) process(ctx context.Context, p int, opts ...runtime.Option) 
 		runtime.WithCheckpointDir(m.dir),
 		runtime.WithLogger(quietLogger()),
 		runtime.WithDistributed(runtime.Distributed{Job: migrationJob, Slots: 3, Shuffle: m.shuffle(),
-			Kafka: []kgo.Opt{kgo.SeedBrokers(m.seeds...), kgo.ClientID(fmt.Sprintf("process-%d", p))}, SessionTimeout: 2 * time.Second}),
+			Cluster: Connect(WithBrokers(m.seeds...), WithClientOpts(kgo.ClientID(fmt.Sprintf("process-%d", p)))), SessionTimeout: 2 * time.Second}),
 	}, opts...)...)
 	if err := m.build(env); err != nil {
 		m.t.Fatal(err)

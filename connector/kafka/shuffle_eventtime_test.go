@@ -87,7 +87,7 @@ func TestDistributedEventTimeWindowsFireOnMarkersExactly(t *testing.T) {
 			runtime.WithCheckpointDir(dir),
 			runtime.WithLogger(quietLogger()),
 			runtime.WithDistributed(runtime.Distributed{Job: job, Slots: 4, Shuffle: sh,
-				Kafka: []kgo.Opt{kgo.SeedBrokers(seeds...), kgo.ClientID(name)}, SessionTimeout: 2 * time.Second}))
+				Cluster: Connect(WithBrokers(seeds...), WithClientOpts(kgo.ClientID(name))), SessionTimeout: 2 * time.Second}))
 		src, err := NewSource(StringValues(), WithBrokers(seeds...), WithTopics(in), WithLogger(quietLogger()))
 		if err != nil {
 			return err

@@ -14,7 +14,6 @@ import (
 	"github.com/splitflow/splitflow/runtime"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
-	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -223,7 +222,7 @@ func TestDistributedSinkTransactionTimeoutCoversATakeover(t *testing.T) {
 		runtime.WithCheckpointDir(t.TempDir()),
 		runtime.WithLogger(quietLogger()),
 		runtime.WithDistributed(runtime.Distributed{Job: job, Slots: 2, Shuffle: sh,
-			Kafka: []kgo.Opt{kgo.SeedBrokers(seeds...)}, SessionTimeout: 2 * time.Second}))
+			Cluster: Connect(WithBrokers(seeds...)), SessionTimeout: 2 * time.Second}))
 	src, err := NewSource(StringValues(), WithBrokers(seeds...), WithTopics(in), WithLogger(quietLogger()))
 	if err != nil {
 		t.Fatal(err)
