@@ -90,7 +90,8 @@ func Run(ctx context.Context, c Config) error {
 		}
 		return id, nil
 	})
-	srcOpts := []kafka.SourceOption{kafka.WithBrokers(c.Brokers...), kafka.WithSecurity(c.Security), kafka.WithTopics(c.Input), kafka.WithLogger(logger)}
+	conn := kafka.Connect(kafka.WithBrokers(c.Brokers...), kafka.WithSecurity(c.Security), kafka.WithLogger(logger))
+	srcOpts := []kafka.SourceOption{kafka.WithConnection(conn), kafka.WithTopics(c.Input)}
 	if !c.Unbounded {
 		srcOpts = append(srcOpts, kafka.WithBounded(kafka.LatestOffsets()))
 	}
@@ -107,8 +108,7 @@ func Run(ctx context.Context, c Config) error {
 	if err != nil {
 		return err
 	}
-	sinkOpts := []kafka.SinkOption{kafka.WithBrokers(c.Brokers...), kafka.WithSecurity(c.Security), kafka.WithLogger(logger),
-		kafka.WithExactlyOnce(c.TxnPrefix)}
+	sinkOpts := []kafka.SinkOption{kafka.WithConnection(conn), kafka.WithExactlyOnce(c.TxnPrefix)}
 	if c.TxnTimeout > 0 {
 		sinkOpts = append(sinkOpts, kafka.WithTransactionTimeout(c.TxnTimeout))
 	}
