@@ -416,7 +416,10 @@
 // (KeyBy, the keyed inputs of joins) goes through Distributed.Shuffle
 // (connector/kafka's NewShuffle: an internal topic written exactly-once
 // and read read_committed), so a slot never needs another process's
-// memory. A process that stops (Execute's context cancelled) drains its
+// memory. The group's clients reach Distributed.Cluster, a
+// connector.Cluster (connector/kafka's Conn); connector/kafka's
+// Distributed builds the whole Distributed value from one connection.
+// A process that stops (Execute's context cancelled) drains its
 // slots with a final checkpoint and leaves the group; one that dies or
 // stops answering for the session timeout loses its slots, which the
 // others restore from their last recorded checkpoints. Every claim and

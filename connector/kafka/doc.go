@@ -25,6 +25,13 @@
 // through package txn, only after the checkpoint completes), or
 // WithNoGuarantee (flush at the end of input).
 //
+// A job names its cluster once: Connect makes a Conn of WithBrokers,
+// WithSecurity, WithClientOpts and WithLogger (conn.go), which every
+// source, sink and shuffle takes with WithConnection, and Distributed
+// (distributed.go) builds a distributed job's whole setup from it (its
+// membership, whose clients the engine makes from the Conn, a
+// connector.Cluster, and its Shuffle).
+//
 // Both connect as WithSecurity says (security.go: TLS, SASL) and check,
 // before the first record is read or written, that their principal has
 // the rights they need (authz.go); a missing right fails the job at once
