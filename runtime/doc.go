@@ -107,6 +107,17 @@
 //	...
 //	runtime.SinkTo(counts, kafkaSink)
 //
+// # Rolling aggregations
+//
+// Count, Reduce and Aggregate keep a running value per key in keyed state
+// and emit it after every record, or, with EmitLatest, each changed key's
+// latest value once per checkpoint: before the barrier leaves the
+// operator (the operator's pre-barrier step, as a sink writer flushes
+// there), so the values belong to the checkpoint whose state holds them,
+// and at the end of input; MaxPendingKeys (default 100_000) and
+// MaxPendingTime (default none) emit earlier. The pending set holds keys
+// only, never checkpointed: it is empty whenever state is taken.
+//
 // # Keyed state
 //
 // State is declared once, by a descriptor in a package variable, and used

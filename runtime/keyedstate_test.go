@@ -124,6 +124,12 @@ func countingJob(par int, src *rangeSrc, mapFn func(int64) (int64, error), sink 
 }
 
 func countingJobVia(api countingAPI, par int, src *rangeSrc, mapFn func(int64) (int64, error), sink *txnSink2PC, opts ...Option) *Environment {
+	return countingJobRolling(api, nil, par, src, mapFn, sink, opts...)
+}
+
+// countingJobRolling is countingJobVia whose rolling aggregations (viaCount,
+// viaAggregate, viaReduce) take ropts.
+func countingJobRolling(api countingAPI, ropts []RollingOption, par int, src *rangeSrc, mapFn func(int64) (int64, error), sink *txnSink2PC, opts ...Option) *Environment {
 	env := NewEnvironment(append([]Option{WithParallelism(par), WithMaxParallelism(16), WithFlushTimeout(time.Millisecond), WithLogger(discardLogger()), WithDrainTimeout(5 * time.Second)}, opts...)...)
 	ds := Map(FromSource(env, src, "range").UID("src"), mapFn).UID("map")
 	var counts DataStream[int64]
@@ -135,7 +141,7 @@ func countingJobVia(api countingAPI, par int, src *rangeSrc, mapFn func(int64) (
 	case viaNamedKey:
 		counts = KeyedProcess(KeyBy(ds, func(v int64) bucket { return bucket(v % 7) }), countWithDescriptors[bucket])
 	case viaCount:
-		counts = Map(Count(KeyBy(ds, func(v int64) int64 { return v % 7 })).UID("counts"), func(kv KV[int64, int64]) (int64, error) {
+		counts = Map(Count(KeyBy(ds, func(v int64) int64 { return v % 7 }), ropts...).UID("counts"), func(kv KV[int64, int64]) (int64, error) {
 			return kv.Key*100000 + kv.Value, nil
 		})
 	case viaAggregate:
@@ -143,12 +149,12 @@ func countingJobVia(api countingAPI, par int, src *rangeSrc, mapFn func(int64) (
 			Create: func() countAcc { return countAcc{} },
 			Add:    func(a countAcc, v int64) countAcc { return countAcc{Key: v % 7, N: a.N + 1} },
 			Result: func(a countAcc) int64 { return a.N },
-		}).UID("counts"), func(kv KV[int64, int64]) (int64, error) { return kv.Key*100000 + kv.Value, nil })
+		}, ropts...).UID("counts"), func(kv KV[int64, int64]) (int64, error) { return kv.Key*100000 + kv.Value, nil })
 	case viaReduce:
 		ones := Map(ds, func(v int64) (KV[int64, int64], error) { return KV[int64, int64]{Key: v % 7, Value: 1}, nil })
 		counts = Map(Reduce(KeyBy(ones, func(kv KV[int64, int64]) int64 { return kv.Key }), func(a, b KV[int64, int64]) KV[int64, int64] {
 			return KV[int64, int64]{Key: a.Key, Value: a.Value + b.Value}
-		}).UID("counts"), func(kv KV[int64, int64]) (int64, error) { return kv.Key*100000 + kv.Value, nil })
+		}, ropts...).UID("counts"), func(kv KV[int64, int64]) (int64, error) { return kv.Key*100000 + kv.Value, nil })
 	case viaCoProcess:
 		evens := KeyBy(Filter(ds, func(v int64) (bool, error) { return v%2 == 0, nil }), func(v int64) int64 { return v % 7 })
 		odds := KeyBy(Filter(ds, func(v int64) (bool, error) { return v%2 == 1, nil }), func(v int64) int64 { return v % 7 })

@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/splitflow/splitflow/metrics"
 	"github.com/splitflow/splitflow/runtime/checkpoint"
 	"github.com/splitflow/splitflow/runtime/internal/engine"
 	"github.com/splitflow/splitflow/runtime/internal/keygroup"
@@ -710,6 +711,25 @@ type keyedProcessOperator[K comparable, I, O any] struct {
 	suspended bool
 	// restoredWm is the watermark the restore found (noWatermark: none).
 	restoredWm int64
+	// held is fn when it holds output back (heldOutput), nil otherwise;
+	// heldTimer is the timer it arms.
+	held      heldOutput[K, O]
+	heldTimer *time.Timer
+}
+
+// heldOutput is a KeyedProcessFunction that holds output back between
+// checkpoints (a rolling aggregation with EmitLatest) and emits it when
+// told: flushHeld runs before every checkpoint barrier leaves the
+// operator (prepareSnapshotPreBarrier), so what the function held for
+// checkpoint N goes downstream ahead of barrier N and into N's
+// transactions, at the end of input, and when the timer the function
+// armed with bindHeld's arm expires. bindHeld runs at open, before Open;
+// all run on the task goroutine. Nothing held is checkpointed: there is
+// nothing held when the state is taken.
+type heldOutput[K comparable, O any] interface {
+	holds() bool
+	bindHeld(g *metrics.Group, arm func(time.Duration))
+	flushHeld(ctx *KeyedContext[K, O]) error
 }
 
 func (p *keyedProcessOperator[K, I, O]) operator() *opInfo { return &p.info }
@@ -767,6 +787,11 @@ func (p *keyedProcessOperator[K, I, O]) open(t *task) error {
 	p.timers.wake = t.newTimer("processing-time timers", p.fireProcessingTimers)
 	// Restored processing-time timers: one already due fires at once.
 	p.timers.scheduleProcessing()
+	if h, ok := p.fn.(heldOutput[K, O]); ok && h.holds() {
+		p.held = h
+		p.heldTimer = t.newTimer("held output", p.flushHeld)
+		h.bindHeld(t.metricGroup(p.info), func(d time.Duration) { p.heldTimer.Reset(d) })
+	}
 	if o, ok := p.fn.(keyedOpener[K, O]); ok {
 		if err := o.Open(&p.ctx); err != nil {
 			return p.info.wrap(err)
@@ -951,13 +976,41 @@ func (p *keyedProcessOperator[K, I, O]) EmitStatus(idle bool) error {
 	return p.out.EmitStatus(idle)
 }
 
-// endInput drops pending processing-time timers: the input is over and the
-// wall clock would only fire them on a job that has nothing left to do.
-// Event-time timers have fired already, with the final maxWatermark.
+// endInput emits what the function held back (heldOutput), then drops
+// pending processing-time timers: the input is over and the wall clock
+// would only fire them on a job that has nothing left to do. Event-time
+// timers have fired already, with the final maxWatermark.
 func (p *keyedProcessOperator[K, I, O]) endInput() error {
+	if err := p.flushHeld(); err != nil {
+		return err
+	}
 	p.timers.ended = true
 	p.timers.wake.Stop()
 	return nil
+}
+
+// prepareSnapshotPreBarrier emits what the function held back before the
+// barrier goes on (heldOutput), so it belongs to checkpoint id.
+func (p *keyedProcessOperator[K, I, O]) prepareSnapshotPreBarrier(int64) error {
+	return p.flushHeld()
+}
+
+// flushHeld has a function that holds output back emit it; task goroutine.
+// A timer that expires after a barrier emitted everything finds nothing,
+// or emits early what came since.
+func (p *keyedProcessOperator[K, I, O]) flushHeld() error {
+	if p.held == nil {
+		return nil
+	}
+	p.heldTimer.Stop()
+	p.ctx.err = nil
+	if err := p.held.flushHeld(&p.ctx); err != nil {
+		return p.info.wrap(err)
+	}
+	if p.state.err != nil {
+		return p.info.wrap(p.state.err)
+	}
+	return p.ctx.err
 }
 
 func (p *keyedProcessOperator[K, I, O]) close() error {
