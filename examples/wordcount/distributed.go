@@ -33,6 +33,7 @@ type subOptions struct {
 	inputTopic, outputTopic, inputFile string
 	partitions                         int
 	timeout                            time.Duration
+	latest                             bool
 }
 
 func runSubcommand(ctx context.Context, name string, args []string, stdout, stderr io.Writer) (int, error) {
@@ -47,6 +48,14 @@ func runSubcommand(ctx context.Context, name string, args []string, stdout, stde
 		fs.IntVar(&so.partitions, "partitions", 4, "partitions of the topics, when they are created")
 	} else {
 		fs.DurationVar(&so.timeout, "timeout", 2*time.Minute, "how long to wait for the output to be complete")
+		fs.Func("emit", "what the job's count writes (its --emit): every (default) or latest", func(v string) error {
+			switch v {
+			case "every", "latest":
+				so.latest = v == "latest"
+				return nil
+			}
+			return fmt.Errorf("must be every or latest, not %q", v)
+		})
 	}
 	fs.Usage = func() {
 		switch name {
@@ -71,7 +80,7 @@ func runSubcommand(ctx context.Context, name string, args []string, stdout, stde
 		return 2, nil
 	}
 	o := options{inputTopic: so.inputTopic, outputTopic: so.outputTopic, inputFile: so.inputFile,
-		partitions: so.partitions, clientOpts: clientOpts}
+		partitions: so.partitions, clientOpts: clientOpts, latest: so.latest}
 	seeds, _, err := examplejob.Connect(ctx, strings.Split(cluster.Brokers(), ","), clientOpts)
 	if err != nil {
 		return 1, err
@@ -123,7 +132,11 @@ func awaitExact(ctx context.Context, seeds []string, o options, timeout time.Dur
 			}
 			return report{}, fmt.Errorf("read %q: %w", o.outputTopic, err)
 		}
-		last = check(recs, want, false)
+		if o.latest {
+			last = checkLatest(recs, want, false)
+		} else {
+			last = check(recs, want, false)
+		}
 		if last.ok() || last.duplicates > 0 || len(last.unexpected) > 0 {
 			return last, nil
 		}

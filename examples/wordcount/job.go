@@ -63,7 +63,11 @@ func runJob(ctx context.Context, o options, seeds []string, p *progress, logger 
 		}
 		return nil
 	}).Name("split").UID("split")
-	counts := runtime.Count(runtime.KeyBy(words, func(w string) string { return w })).Name("count").UID("count")
+	var emit []runtime.RollingOption
+	if o.latest {
+		emit = append(emit, runtime.EmitLatest())
+	}
+	counts := runtime.Count(runtime.KeyBy(words, func(w string) string { return w }), emit...).Name("count").UID("count")
 	written := runtime.Map(counts, func(wc wordCount) (wordCount, error) {
 		p.updates.Add(1)
 		return wc, nil

@@ -111,7 +111,7 @@ func run(ctx context.Context, o options, stdout io.Writer, logger *slog.Logger) 
 	if o.postgres != "" {
 		r, err = verifyTable(ctx, o, want, partial)
 	} else {
-		r, err = verify(ctx, seeds, o.outputTopic, want, partial, o.clientOpts)
+		r, err = verify(ctx, seeds, o.outputTopic, want, partial, o.latest, o.clientOpts)
 	}
 	if err != nil {
 		return 1, fmt.Errorf("verify: %w", err)

@@ -191,7 +191,7 @@ func stopWithSavepointThenRestore(t *testing.T, mode int) {
 	}
 	var r report
 	for deadline := time.Now().Add(90 * time.Second); ; time.Sleep(250 * time.Millisecond) {
-		if r, err = verify(ctx, seeds, "counts", want, true, nil); err != nil {
+		if r, err = verify(ctx, seeds, "counts", want, true, false, nil); err != nil {
 			t.Fatal(err)
 		}
 		if !r.ok() {
@@ -230,7 +230,7 @@ func stopWithSavepointThenRestore(t *testing.T, mode int) {
 			t.Fatal("the second process of the distributed run did not end 60s after its interrupt")
 		}
 	}
-	if r, err = verify(ctx, seeds, "counts", want, false, nil); err != nil || !r.ok() || r.updates != total {
+	if r, err = verify(ctx, seeds, "counts", want, false, false, nil); err != nil || !r.ok() || r.updates != total {
 		t.Fatalf("output over both runs: %+v (%v), want %d updates exactly once", r, err, total)
 	}
 	t.Logf("savepoint %s; %d words, %d updates over both runs", sp.Path, r.words, r.updates)

@@ -157,7 +157,7 @@ func runSecureWordcount(t *testing.T, acls []kafkatest.DocumentedACL, extra ...s
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := verify(ctx, seeds, o.outputTopic, want, false, admin.clientOpts)
+	r, err := verify(ctx, seeds, o.outputTopic, want, false, false, admin.clientOpts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -265,7 +265,7 @@ func runSecureDistributed(t *testing.T, b *kafkatest.SecureBroker, acls []kafkat
 			return fmt.Errorf("not exact within %s: %d words, %d updates (want %d), %d duplicates, %d missing", timeout, r.words, r.updates, words, r.duplicates, r.missing)
 		case <-time.After(500 * time.Millisecond):
 		}
-		if r, err = verify(ctx, seeds, o.outputTopic, want, false, admin.clientOpts); err != nil {
+		if r, err = verify(ctx, seeds, o.outputTopic, want, false, false, admin.clientOpts); err != nil {
 			return err
 		}
 		if r.duplicates > 0 {
