@@ -65,6 +65,7 @@ func childMain(args []string) int {
 	var ko keyedOpts
 	fs.StringVar(&ko.backend, "state-backend", "", "wordcount: splitflow state backend, heap or pebble (default: the runtime's)")
 	fs.StringVar(&ko.stateDir, "state-dir", "", "wordcount: pebble working directory")
+	fs.BoolVar(&ko.latest, "emit-latest", false, "wordcount: count with runtime.EmitLatest (each changed word's latest count once per checkpoint)")
 	fs.StringVar(&ko.checkpointDir, "checkpoint-dir", "", "wordcount and passthrough: checkpoint directory (default: in memory; required with --distributed-job)")
 	distJob := fs.String("distributed-job", "", "passthrough: run as one process of this distributed job, of --parallelism slots, checkpoints in --checkpoint-dir")
 	registryURL := fs.String("registry", "", "avro-passthrough: the schema registry's URL")
@@ -327,6 +328,7 @@ type keyedOpts struct {
 	stateDir      string
 	checkpointDir string
 	firstRecord   func() // called once, when the first word is counted
+	latest        bool   // runtime.EmitLatest on the count
 }
 
 func (k keyedOpts) envOpts() ([]runtime.Option, error) {
@@ -390,7 +392,11 @@ func runSplitflowWordcount(ctx context.Context, seeds []string, in, out string, 
 		}
 		return nil
 	})
-	counts := runtime.Count(runtime.KeyBy(words, func(w string) string { return w })).UID("count")
+	var emit []runtime.RollingOption
+	if ko.latest {
+		emit = append(emit, runtime.EmitLatest())
+	}
+	counts := runtime.Count(runtime.KeyBy(words, func(w string) string { return w }), emit...).UID("count")
 	// The map is chained to the count, so its first record is the first
 	// word counted, after the count's state was restored.
 	updates := runtime.Map(counts, func(wc runtime.KV[string, int64]) (update, error) {

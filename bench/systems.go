@@ -111,7 +111,20 @@ func throughputSystems() []System {
 		kstreams(wordcount, "exactly_once_v2", time.Second),
 		kstreams(wordcount, "at_least_once", time.Second),
 		splitflow(wordcount, "exactly-once", time.Second),
+		splitflowLatest(),
 	}
+}
+
+// splitflowLatest is the splitflow wordcount whose count emits each
+// changed word's latest count once per checkpoint (runtime.EmitLatest),
+// beside Kafka Streams' record cache, which collapses updates likewise.
+func splitflowLatest() System {
+	spec := Spec{Name: "splitflow emit-latest", Workload: wordcount, Guarantee: "exactly-once",
+		Interval: "checkpoint " + fmtInterval(time.Second), ReadCommitted: true}
+	return sys{spec: spec, start: func(_ context.Context, h *harness, job Job) (*Proc, error) {
+		return h.startChild("splitflow", nil, "splitflow-wordcount", job,
+			"--guarantee", "exactly-once", "--checkpoint", time.Second.String(), "--emit-latest")
+	}}
 }
 
 // latencySystems are the systems of the latency table (passthrough).
