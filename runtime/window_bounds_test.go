@@ -31,17 +31,17 @@ func TestWindowBoundsNearInt64LimitsDoNotOverflow(t *testing.T) {
 		ts   int64
 		want []window.TimeWindow // nil: refused
 	}{
-		{"tumbling, lowest whole window", window.Tumbling(sec), lo + 808, []window.TimeWindow{{lo + 808, lo + 1808}}},
+		{"tumbling, lowest whole window", window.Tumbling(sec), lo + 808, []window.TimeWindow{{Start: lo + 808, End: lo + 1808}}},
 		{"tumbling, below it", window.Tumbling(sec), lo + 1, nil},
-		{"tumbling, highest whole window", window.Tumbling(sec), hi - 808, []window.TimeWindow{{hi - 1807, hi - 807}}},
+		{"tumbling, highest whole window", window.Tumbling(sec), hi - 808, []window.TimeWindow{{Start: hi - 1807, End: hi - 807}}},
 		{"tumbling, above it", window.Tumbling(sec), hi - 1, nil},
-		{"offset -500ms, ts - offset past the top", window.Tumbling(sec).WithOffset(-half), hi - 407, []window.TimeWindow{{hi - 1307, hi - 307}}},
-		{"offset 500ms, ts - offset below the bottom", window.Tumbling(sec).WithOffset(half), lo + 400, []window.TimeWindow{{lo + 308, lo + 1308}}},
+		{"offset -500ms, ts - offset past the top", window.Tumbling(sec).WithOffset(-half), hi - 407, []window.TimeWindow{{Start: hi - 1307, End: hi - 307}}},
+		{"offset 500ms, ts - offset below the bottom", window.Tumbling(sec).WithOffset(half), lo + 400, []window.TimeWindow{{Start: lo + 308, End: lo + 1308}}},
 		{"sliding, one window below the bottom", window.Sliding(sec, half), lo + 600, nil},
-		{"sliding, both windows fit", window.Sliding(sec, half), lo + 1400, []window.TimeWindow{{lo + 808, lo + 1808}, {lo + 1308, lo + 2308}}},
+		{"sliding, both windows fit", window.Sliding(sec, half), lo + 1400, []window.TimeWindow{{Start: lo + 808, End: lo + 1808}, {Start: lo + 1308, End: lo + 2308}}},
 		{"sliding, one window above the top", window.Sliding(sec, half), hi - 500, nil},
-		{"session at the top ends at math.MaxInt64", window.Session(sec), hi - 10, []window.TimeWindow{{hi - 10, hi}}},
-		{"session at the bottom", window.Session(sec), lo + 1, []window.TimeWindow{{lo + 1, lo + 1001}}},
+		{"session at the top ends at math.MaxInt64", window.Session(sec), hi - 10, []window.TimeWindow{{Start: hi - 10, End: hi}}},
+		{"session at the bottom", window.Session(sec), lo + 1, []window.TimeWindow{{Start: lo + 1, End: lo + 1001}}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			w := openWin[string, string](t, countStream(c.a), unitStateConfig(t, kindHeap), nil, 1, 0)

@@ -99,7 +99,7 @@ func (m *winModel) add(key string, ts int64) []winRes {
 }
 
 func (m *winModel) addSession(key string, ws map[window.TimeWindow]int64, ts int64) []winRes {
-	merged := window.TimeWindow{ts, ts + m.a.gap}
+	merged := window.TimeWindow{Start: ts, End: ts + m.a.gap}
 	var n int64 = 1
 	var parts []window.TimeWindow
 	for w, c := range ws {

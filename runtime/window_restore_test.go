@@ -25,7 +25,7 @@ func TestRestoredWindowFiresOnTimeOnce(t *testing.T) {
 				w := openWin[string, string](t, ds(), unitStateConfig(t, b), nil, 1, 0)
 				w.add(t, "a", 3)
 				w.watermark(t, 10)
-				expectWin(t, "on time", w, window.Result[string, int64]{"a", window.TimeWindow{0, 10}, 1, window.OnTime})
+				expectWin(t, "on time", w, window.Result[string, int64]{Key: "a", Window: window.TimeWindow{Start: 0, End: 10}, Value: 1, Firing: window.OnTime})
 				blob, files := w.snapshot(t, mem, 1)
 				chk := commitBlobs(t, mem, 1, [][]byte{blob}, [][]checkpoint.FileHandle{files})
 				w.stop()

@@ -66,7 +66,7 @@ func TestSessionRecordBridgingTwoSessionsMergesThem(t *testing.T) {
 			}
 			agg.watermark(t, 29)
 			proc.watermark(t, 29)
-			want := window.Result[string, int64]{Key: "a", Window: window.TimeWindow{0, 30}, Value: 7, Firing: window.OnTime}
+			want := window.Result[string, int64]{Key: "a", Window: window.TimeWindow{Start: 0, End: 30}, Value: 7, Firing: window.OnTime}
 			if got := agg.out.take(); !slices.Equal(got, []window.Result[string, int64]{want}) {
 				t.Fatalf("aggregate: %v, want %v", got, want)
 			}
@@ -164,15 +164,15 @@ func TestLateRecordWithinLatenessFiresAgainBeyondItIsDropped(t *testing.T) {
 		t.Run(string(b), func(t *testing.T) {
 			w := openWin[string, string](t, countStream(window.Tumbling(10*time.Millisecond), WithAllowedLateness(5*time.Millisecond)), unitStateConfig(t, b), nil, 1, 0)
 			defer w.stop()
-			win := window.TimeWindow{0, 10}
+			win := window.TimeWindow{Start: 0, End: 10}
 			w.add(t, "a", 3)
 			w.watermark(t, 9)
-			expectWin(t, "on time", w, window.Result[string, int64]{"a", win, 1, window.OnTime})
+			expectWin(t, "on time", w, window.Result[string, int64]{Key: "a", Window: win, Value: 1, Firing: window.OnTime})
 			w.add(t, "a", 4)
-			expectWin(t, "late within lateness", w, window.Result[string, int64]{"a", win, 2, window.Late})
+			expectWin(t, "late within lateness", w, window.Result[string, int64]{Key: "a", Window: win, Value: 2, Firing: window.Late})
 			w.watermark(t, 13)
 			w.add(t, "a", 5)
-			expectWin(t, "late within lateness again", w, window.Result[string, int64]{"a", win, 3, window.Late})
+			expectWin(t, "late within lateness again", w, window.Result[string, int64]{Key: "a", Window: win, Value: 3, Firing: window.Late})
 			w.watermark(t, 14) // end-1+lateness: the window is gone
 			if n := w.keysInState(t, []string{"a"}); n != 0 {
 				t.Fatalf("%d keys keep state past the lateness", n)
@@ -217,11 +217,11 @@ func TestProcessingTimeWindowsFollowTheClock(t *testing.T) {
 			w.advance(t, clockBase+8)
 			expectWin(t, "before the end", w)
 			w.advance(t, clockBase+9)
-			expectWin(t, "end", w, window.Result[string, int64]{"a", window.TimeWindow{clockBase, clockBase + 10}, 2, window.OnTime})
+			expectWin(t, "end", w, window.Result[string, int64]{Key: "a", Window: window.TimeWindow{Start: clockBase, End: clockBase + 10}, Value: 2, Firing: window.OnTime})
 			w.advance(t, clockBase+12)
 			w.add(t, "b", 0)
 			w.advance(t, clockBase+40)
-			expectWin(t, "next", w, window.Result[string, int64]{"b", window.TimeWindow{clockBase + 10, clockBase + 20}, 1, window.OnTime})
+			expectWin(t, "next", w, window.Result[string, int64]{Key: "b", Window: window.TimeWindow{Start: clockBase + 10, End: clockBase + 20}, Value: 1, Firing: window.OnTime})
 
 			s := openWin[string, string](t, countStream(window.Session(5*time.Millisecond).ProcessingTime()), unitStateConfig(t, b), nil, 1, 0)
 			defer s.stop()
@@ -232,7 +232,7 @@ func TestProcessingTimeWindowsFollowTheClock(t *testing.T) {
 			s.advance(t, clockBase+6)
 			expectWin(t, "session's old end", s)
 			s.advance(t, clockBase+7)
-			expectWin(t, "session's end", s, window.Result[string, int64]{"a", window.TimeWindow{clockBase, clockBase + 8}, 2, window.OnTime})
+			expectWin(t, "session's end", s, window.Result[string, int64]{Key: "a", Window: window.TimeWindow{Start: clockBase, End: clockBase + 8}, Value: 2, Firing: window.OnTime})
 			for _, o := range []*winOp[string, string, window.Result[string, int64]]{w, s} {
 				if n, left := o.keysInState(t, []string{"a", "b"}), o.timersLeft(); n != 0 || left != 0 {
 					t.Fatalf("%d keys with state and %d timers left", n, left)
@@ -249,18 +249,18 @@ func TestEarlyFiringEmitsPartialResultsUntilTheWindowFires(t *testing.T) {
 		t.Run(string(b), func(t *testing.T) {
 			w := openWin[string, string](t, countStream(window.Tumbling(100*time.Millisecond), WithEarlyFiring(10*time.Millisecond)), unitStateConfig(t, b), nil, 1, 0)
 			defer w.stop()
-			win := window.TimeWindow{0, 100}
+			win := window.TimeWindow{Start: 0, End: 100}
 			w.clock = clockBase + 3
 			w.add(t, "a", 5)
 			w.advance(t, clockBase+9)
 			expectWin(t, "within the first period", w)
 			w.advance(t, clockBase+10)
-			expectWin(t, "first period", w, window.Result[string, int64]{"a", win, 1, window.Early})
+			expectWin(t, "first period", w, window.Result[string, int64]{Key: "a", Window: win, Value: 1, Firing: window.Early})
 			w.add(t, "a", 7)
 			w.advance(t, clockBase+45) // behind: one firing, not three
-			expectWin(t, "late period", w, window.Result[string, int64]{"a", win, 2, window.Early})
+			expectWin(t, "late period", w, window.Result[string, int64]{Key: "a", Window: win, Value: 2, Firing: window.Early})
 			w.watermark(t, 99)
-			expectWin(t, "on time", w, window.Result[string, int64]{"a", win, 2, window.OnTime})
+			expectWin(t, "on time", w, window.Result[string, int64]{Key: "a", Window: win, Value: 2, Firing: window.OnTime})
 			w.advance(t, clockBase+100)
 			expectWin(t, "after the window fired", w)
 			if n, left := w.keysInState(t, []string{"a"}), w.timersLeft(); n != 0 || left != 0 {
@@ -284,8 +284,8 @@ func TestGlobalCountFiresEveryNRecords(t *testing.T) {
 			w.add(t, "b", 0)
 			w.add(t, "b", 1)
 			w.watermark(t, engine.MaxWatermark)
-			global := window.TimeWindow{math.MinInt64, math.MaxInt64}
-			want := []window.Result[string, int64]{{"a", global, 3, window.OnTime}, {"a", global, 3, window.OnTime}}
+			global := window.TimeWindow{Start: math.MinInt64, End: math.MaxInt64}
+			want := []window.Result[string, int64]{{Key: "a", Window: global, Value: 3, Firing: window.OnTime}, {Key: "a", Window: global, Value: 3, Firing: window.OnTime}}
 			if got := w.out.vals; !slices.Equal(got, want) || !slices.Equal(w.out.ts, []int64{2, 5}) {
 				t.Fatalf("emitted %v at %v, want %v at [2 5]", got, w.out.ts, want)
 			}
