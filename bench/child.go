@@ -157,6 +157,15 @@ func childMain(args []string) int {
 // and its own producer, as a team would hand-roll it at the parallelism
 // the engine gets. No group, no offsets, at-least-once: the ceiling.
 func runFranzPassthrough(ctx context.Context, seeds []string, in, out string, par int) error {
+	return onShares(ctx, seeds, in, par, func(parts map[string]map[int32]kgo.Offset) error {
+		return franzLoop(ctx, seeds, parts, out)
+	})
+}
+
+// onShares splits topic in's partitions into par shares and runs loop on
+// each share in a goroutine of its own, from the start of every
+// partition, returning the first error once every loop has ended.
+func onShares(ctx context.Context, seeds []string, in string, par int, loop func(parts map[string]map[int32]kgo.Offset) error) error {
 	adm, err := kgo.NewClient(kgo.SeedBrokers(seeds...))
 	if err != nil {
 		return err
@@ -183,7 +192,7 @@ func runFranzPassthrough(ctx context.Context, seeds []string, in, out string, pa
 			continue
 		}
 		n++
-		go func() { errc <- franzLoop(ctx, seeds, map[string]map[int32]kgo.Offset{in: share}, out) }()
+		go func() { errc <- loop(map[string]map[int32]kgo.Offset{in: share}) }()
 	}
 	var first error
 	for range n {

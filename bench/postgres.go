@@ -20,7 +20,6 @@ import (
 	"github.com/splitflow/splitflow/integration/committed"
 	"github.com/splitflow/splitflow/internal/pgtest"
 	"github.com/splitflow/splitflow/runtime"
-	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -486,41 +485,13 @@ func (w *countWatcher) close() {
 // connection, writing each fetch's records as rows (id, v) of table with
 // one binary COPY. At-least-once: no offsets, no progress.
 func runPgxCopy(ctx context.Context, seeds []string, in, table, connString string, par int) error {
-	adm, err := kgo.NewClient(kgo.SeedBrokers(seeds...))
-	if err != nil {
+	return onShares(ctx, seeds, in, par, func(parts map[string]map[int32]kgo.Offset) error {
+		err := pgxCopyLoop(ctx, seeds, parts, table, connString)
+		if errors.Is(err, context.Canceled) {
+			return nil // the run's end, not a failure of the loop
+		}
 		return err
-	}
-	details, err := kadm.NewClient(adm).ListTopics(ctx, in)
-	adm.Close()
-	if err == nil {
-		err = details.Error()
-	}
-	if err != nil {
-		return fmt.Errorf("list %s: %w", in, err)
-	}
-	shares := make([]map[int32]kgo.Offset, par)
-	for i, p := range details[in].Partitions.Numbers() {
-		if shares[i%par] == nil {
-			shares[i%par] = map[int32]kgo.Offset{}
-		}
-		shares[i%par][p] = kgo.NewOffset().AtStart()
-	}
-	errc := make(chan error, par)
-	n := 0
-	for _, share := range shares {
-		if share == nil {
-			continue
-		}
-		n++
-		go func() { errc <- pgxCopyLoop(ctx, seeds, map[string]map[int32]kgo.Offset{in: share}, table, connString) }()
-	}
-	var first error
-	for range n {
-		if err := <-errc; err != nil && first == nil && !errors.Is(err, context.Canceled) {
-			first = err
-		}
-	}
-	return first
+	})
 }
 
 func pgxCopyLoop(ctx context.Context, seeds []string, parts map[string]map[int32]kgo.Offset, table, connString string) error {
