@@ -29,13 +29,24 @@ TEST_TIMEOUT ?= 30m
 # and the race detector would only double the compile time of Helm's and
 # Kubernetes' packages.
 SLOW_PACKAGES = ./runtime/ ./examples/wordcount/ ./integration/ ./connector/kafka/
-# deploy/'s tests run beside the main ones, not after them: they are
-# mostly compiling, which fills the cores while the broker tests wait on
-# brokers.
+# The programs tests run as child processes (SIGKILLed, restarted) and
+# deploy/'s image test checks, built as the image builds them: one go
+# build, beside the tests, into the directory internal/testbin reads
+# from $SPLITFLOW_TEST_BINARIES. Each test package building its own
+# would compile every dependency once more in this configuration (go
+# test's binaries are -race builds) for each package building at the
+# same time: minutes of CPU in a cold run.
+TEST_PROGRAMS = ./examples/wordcount ./examples/cdc ./cmd/splitflow
+# deploy/'s tests and the programs' build run beside the main tests, not
+# before or after them: they are mostly compiling, which fills the cores
+# while the broker tests wait on brokers.
 test: deps tree
-	@(cd deploy && $(GO) test -vet=all -shuffle=on -count=1 -timeout $(TEST_TIMEOUT) ./...) & deploy=$$!; \
+	@bins=$$(mktemp -d); trap 'rm -rf "$$bins"' EXIT; export SPLITFLOW_TEST_BINARIES=$$bins; \
+	(if CGO_ENABLED=0 $(GO) build -trimpath -o "$$bins/" $(TEST_PROGRAMS) > "$$bins/build.log" 2>&1; \
+	 then touch "$$bins/ready"; else mv "$$bins/build.log" "$$bins/failed"; fi) & programs=$$!; \
+	(cd deploy && $(GO) test -vet=all -shuffle=on -count=1 -timeout $(TEST_TIMEOUT) ./...) & deploy=$$!; \
 	SPLITFLOW_REQUIRE_KAFKA=1 $(GO) test -race -vet=all -shuffle=on -count=1 -timeout $(TEST_TIMEOUT) $(SLOW_PACKAGES) ./...; main=$$?; \
-	wait $$deploy; deploy=$$?; \
+	wait $$deploy; deploy=$$?; wait $$programs; \
 	if [ $$main -ne 0 ] || [ $$deploy -ne 0 ]; then echo "make test: main module exit $$main, deploy module exit $$deploy"; exit 1; fi
 
 # A JDK and Maven (the local Kafka broker), a JDK 21+ (the local schema

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"debug/elf"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -11,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 // repoRoot is the main module's directory, the Dockerfile's build context.
@@ -224,20 +226,31 @@ func TestDockerfileBuildsAStaticNonRootImageOfProgramAndCLI(t *testing.T) {
 var (
 	buildOnce sync.Once
 	binDir    string
+	ownDir    bool // binDir was made here, and is removed by TestMain
 	buildErr  error
 	buildOut  []byte
 )
 
 // staticBinaries builds examples/wordcount and cmd/splitflow as the
 // Dockerfile does (CGO_ENABLED=0, -trimpath), once for every test that
-// needs them, and returns the directory that holds them.
+// needs them, and returns the directory that holds them. Under `make
+// test` the Makefile has built them with the same flags, beside the
+// tests, into $SPLITFLOW_TEST_BINARIES (one build for this module's tests
+// and the main module's, which run the same programs): the tests wait for
+// that build and check its binaries instead.
 func staticBinaries(t *testing.T) string {
 	t.Helper()
 	buildOnce.Do(func() {
+		if dir := os.Getenv("SPLITFLOW_TEST_BINARIES"); dir != "" {
+			binDir = dir
+			buildOut, buildErr = waitForRunner(dir)
+			return
+		}
 		// Not t.TempDir: the binaries outlive the first test that asks.
 		if binDir, buildErr = os.MkdirTemp("", "splitflow-image-"); buildErr != nil {
 			return
 		}
+		ownDir = true
 		gocmd := filepath.Join(goruntime.GOROOT(), "bin", "go")
 		if _, err := os.Stat(gocmd); err != nil {
 			gocmd = "go"
@@ -248,14 +261,34 @@ func staticBinaries(t *testing.T) string {
 		buildOut, buildErr = cmd.CombinedOutput()
 	})
 	if buildErr != nil {
-		t.Fatalf("CGO_ENABLED=0 go build ./examples/wordcount ./cmd/splitflow: %v\n%s", buildErr, buildOut)
+		t.Fatalf("CGO_ENABLED=0 go build -trimpath ./examples/wordcount ./cmd/splitflow: %v\n%s", buildErr, buildOut)
 	}
 	return binDir
 }
 
+// waitForRunner waits until the Makefile's build into dir has ended: it
+// leaves a file "ready", or "failed" holding the build's output (the
+// protocol of the main module's internal/testbin). The bound only
+// catches a hang: a cold build on a loaded machine takes minutes.
+func waitForRunner(dir string) ([]byte, error) {
+	deadline := time.Now().Add(15 * time.Minute)
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "ready")); err == nil {
+			return nil, nil
+		}
+		if out, err := os.ReadFile(filepath.Join(dir, "failed")); err == nil {
+			return out, fmt.Errorf("the Makefile's build into %s failed", dir)
+		}
+		if time.Now().After(deadline) {
+			return nil, fmt.Errorf("the Makefile's build into %s has not ended after 15m", dir)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if binDir != "" {
+	if ownDir {
 		os.RemoveAll(binDir)
 	}
 	os.Exit(code)

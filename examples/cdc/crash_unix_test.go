@@ -10,7 +10,6 @@ import (
 	"math/rand/v2"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -22,48 +21,21 @@ import (
 
 	"github.com/splitflow/splitflow/integration/kafkatest"
 	"github.com/splitflow/splitflow/internal/pgtest"
+	"github.com/splitflow/splitflow/internal/testbin"
 	"github.com/splitflow/splitflow/txn"
 )
 
 func TestMain(m *testing.M) {
 	code := kafkatest.Run(m)
-	if binDir != "" {
-		_ = os.RemoveAll(binDir)
-	}
+	testbin.Cleanup()
 	os.Exit(code)
 }
 
-var (
-	binOnce sync.Once
-	binDir  string
-	binPath string
-	binErr  error
-)
-
-// cdcBinary builds the example once into a directory removed after the
-// tests.
+// cdcBinary is the cdc program the process tests run, built as the image
+// builds it (internal/testbin).
 func cdcBinary(t *testing.T) string {
 	t.Helper()
-	binOnce.Do(func() {
-		if binDir, binErr = os.MkdirTemp("", "cdc-test"); binErr != nil {
-			return
-		}
-		binPath = filepath.Join(binDir, "cdc")
-		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
-		defer cancel()
-		// Built as the image and wordcount's tests build their programs
-		// (CGO_ENABLED=0, -trimpath), so that the packages they share are
-		// compiled once in a test run, not once per configuration.
-		build := exec.CommandContext(ctx, "go", "build", "-trimpath", "-o", binPath, ".")
-		build.Env = append(os.Environ(), "CGO_ENABLED=0")
-		if out, err := build.CombinedOutput(); err != nil {
-			binErr = fmt.Errorf("go build of the cdc binary: %w\n%s", err, out)
-		}
-	})
-	if binErr != nil {
-		t.Fatal(binErr)
-	}
-	return binPath
+	return testbin.Program(t, "github.com/splitflow/splitflow/examples/cdc")
 }
 
 // writer makes changes to table orders in small transactions until

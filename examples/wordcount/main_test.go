@@ -2,14 +2,11 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -17,57 +14,21 @@ import (
 
 	"github.com/splitflow/splitflow/integration/kafkatest"
 	"github.com/splitflow/splitflow/internal/s3test"
+	"github.com/splitflow/splitflow/internal/testbin"
 	"github.com/splitflow/splitflow/runtime/checkpoint"
 )
 
 func TestMain(m *testing.M) {
 	code := kafkatest.Run(m)
-	if binDir != "" {
-		os.RemoveAll(binDir)
-	}
+	testbin.Cleanup()
 	os.Exit(code)
 }
 
-// The wordcount binary the process tests run, built once for all of them:
-// each link of it takes seconds.
-var (
-	binOnce sync.Once
-	binDir  string
-	binPath string
-	binErr  error
-)
-
-// wordcountBinary builds the example once into a directory removed after
-// the package's tests, and returns the binary's path.
+// wordcountBinary is the wordcount program the process tests run, built
+// as the image builds it (internal/testbin).
 func wordcountBinary(t *testing.T) string {
 	t.Helper()
-	binOnce.Do(func() {
-		if binDir, binErr = os.MkdirTemp("", "wordcount-test"); binErr != nil {
-			return
-		}
-		binPath = filepath.Join(binDir, "wordcount")
-		// A build from a cold cache on a loaded machine compiles every
-		// dependency and can take minutes; the bound only catches a hang.
-		const patience = 15 * time.Minute
-		ctx, cancel := context.WithTimeout(context.Background(), patience)
-		defer cancel()
-		// Built as the image builds it (Dockerfile: CGO_ENABLED=0,
-		// -trimpath), so the process-kill tests run the shipped
-		// configuration, and deploy/'s image test, which builds the same
-		// binary, finds its packages in the build cache.
-		build := exec.CommandContext(ctx, "go", "build", "-trimpath", "-o", binPath, ".")
-		build.Env = append(os.Environ(), "CGO_ENABLED=0")
-		if out, err := build.CombinedOutput(); err != nil {
-			if ctx.Err() != nil {
-				err = fmt.Errorf("not done after %s, killed (%w)", patience, err)
-			}
-			binErr = fmt.Errorf("go build of the wordcount binary: %w\n%s", err, out)
-		}
-	})
-	if binErr != nil {
-		t.Fatal(binErr)
-	}
-	return binPath
+	return testbin.Program(t, "github.com/splitflow/splitflow/examples/wordcount")
 }
 
 func runWith(t *testing.T, args ...string) (string, int) {
