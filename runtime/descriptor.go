@@ -470,10 +470,15 @@ func declareValue[K comparable, V any](ks *keyedState[K], name string, vals stat
 			return nil, err
 		}
 	}
+	vals, err := evolveRole(ks, name, "value type", vals)
+	if err != nil {
+		return nil, err
+	}
 	ks.decls[name] = decl
 	var shape declaredShape
 	shapeRole(&shape, "key type", ks.keys)
 	shapeRole(&shape, "value type", vals)
+	schemaRole(&shape, "value type", vals, ks.pb != nil)
 	if ks.pb != nil {
 		ps, err := newPebbleValueState[K, V](ks, name, vals)
 		if err != nil {
@@ -516,11 +521,16 @@ func declareMap[K, UK comparable, UV any](ks *keyedState[K], name string, ukeys 
 	if err := checkStateTypes(name, types...); err != nil {
 		return nil, err
 	}
+	uvals, err := evolveRole(ks, name, "map value type", uvals)
+	if err != nil {
+		return nil, err
+	}
 	ks.decls[name] = decl
 	var shape declaredShape
 	shapeRole(&shape, "key type", ks.keys)
 	shapeRole(&shape, "map key type", ukeys)
 	shapeRole(&shape, "map value type", uvals)
+	schemaRole(&shape, "map value type", uvals, ks.pb != nil)
 	if ks.pb != nil {
 		ps, err := newPebbleMapState[K, UK, UV](ks, name, ukeys, uvals)
 		if err != nil {

@@ -320,10 +320,15 @@ func declareList[K comparable, T any](ks *keyedState[K], name string, elems stat
 			return nil, err
 		}
 	}
+	elems, err := evolveRole(ks, name, "element type", elems)
+	if err != nil {
+		return nil, err
+	}
 	ks.decls[name] = decl
 	var shape declaredShape
 	shapeRole(&shape, "key type", ks.keys)
 	shapeRole(&shape, "element type", elems)
+	schemaRole(&shape, "element type", elems, ks.pb != nil)
 	if ks.pb != nil {
 		ps, err := newPebbleListState[K, T](ks, name, elems)
 		if err != nil {

@@ -11,6 +11,7 @@ import (
 	"github.com/splitflow/splitflow/runtime/checkpoint"
 	"github.com/splitflow/splitflow/runtime/internal/keygroup"
 	"github.com/splitflow/splitflow/runtime/internal/pebblestate"
+	"github.com/splitflow/splitflow/runtime/internal/stateformat"
 )
 
 // The keyed process operator with the pebble backend: opening and
@@ -130,10 +131,14 @@ func (p *keyedProcessOperator[K, I, O]) mergePebble(t *task, old pebblestate.Blo
 		if err != nil {
 			return err
 		}
-		if c := pk.ids[name]; c.Codecs == "" || c.Shape == "" {
-			// One job's subtasks wrote the same codecs and shapes.
+		if c := pk.ids[name]; c.Codecs == "" || c.Shape != s.Shape {
+			// One job's subtasks wrote the same codecs and shapes, but
+			// for the writer schemas of a SchemaSerde's values
+			// (schemaserde.go): a subtask that never declared the
+			// state since a restore keeps the schemas it was restored
+			// with, and the merged DB holds values of both.
 			c.Codecs = cmp.Or(c.Codecs, s.Codecs)
-			c.Shape = cmp.Or(c.Shape, s.Shape)
+			c.Shape = stateformat.UnionSchemas(c.Shape, s.Shape)
 			pk.ids[name] = c
 		}
 		translate[s.ID] = id

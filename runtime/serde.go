@@ -173,7 +173,10 @@ func (c stateCodec[T]) desc() string {
 // written by another serde, or under another name, is refused with an
 // error naming both, so a job that changes an encoding incompatibly
 // changes its serde's name with it (a version in the name, "point/v2",
-// and a state of a new name, is one way to move). Methods may be called
+// and a state of a new name, is one way to move); a serde that reads
+// values written under its earlier schemas implements SchemaSerde, and
+// its state's type may then change as its schema's rules allow (package
+// runtime/avrostate: Avro's). Methods may be called
 // from any goroutine at once (the heap backend encodes snapshots off the
 // task goroutine).
 type Serde[T any] interface {
@@ -311,6 +314,9 @@ func mustCodec[T any](name, role string, given any, opt string) stateCodec[T] {
 		s, ok := given.(Serde[T])
 		if !ok || s == nil {
 			panic(fmt.Sprintf("state %q: %s is given a %T, not a Serde[%s]", name, opt, given, typeOf[T]()))
+		}
+		if _, evolves := s.(SchemaSerde[T]); evolves && role == "map key type" {
+			panic(fmt.Sprintf("state %q: the map key serde %q is a SchemaSerde: map keys are found by their bytes, which a schema change would change; give the map keys a serde without a schema", name, s.Name()))
 		}
 		c = codecOf(s)
 	}

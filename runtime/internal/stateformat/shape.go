@@ -1,6 +1,7 @@
 package stateformat
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"slices"
@@ -383,20 +384,34 @@ func compare(was, now *Shape, path string, seen map[[2]*Shape]bool, out *[]Misma
 
 // StateShape is what a checkpoint records of one state: the shape of each
 // of its roles ("value type", "map key type", ...) whose encoding matches
-// fields by name, with that encoding. Roles in other encodings are not
-// recorded: the codec recorded with the data guards them.
+// fields by name, with that encoding, and the writer schemas of each role
+// encoded by a schema serde (runtime.SchemaSerde: Encoding SchemaEncoding,
+// Schema the text, one line per schema its values may carry). Roles in
+// other encodings are not recorded: the codec recorded with the data
+// guards them.
 type StateShape []RoleShape
 
-// RoleShape is one role's shape.
+// SchemaEncoding is the encoding of a record's schema lines.
+const SchemaEncoding = "schema"
+
+// RoleShape is one role's shape, or one of its writer schemas.
 type RoleShape struct {
 	Role, Encoding string
 	Shape          *Shape
+	// Schema is a writer schema's text when Encoding is SchemaEncoding
+	// (Shape is nil then).
+	Schema string
 }
 
-// Encode writes the record: a line "role (encoding): shape" a role.
+// Encode writes the record: a line "role (encoding): shape" a role, and
+// "role (schema): quoted text" a writer schema.
 func (s StateShape) Encode() []byte {
 	var b []byte
 	for _, r := range s {
+		if r.Encoding == SchemaEncoding {
+			b = fmt.Appendf(b, "%s (%s): %s\n", r.Role, r.Encoding, strconv.Quote(r.Schema))
+			continue
+		}
 		b = fmt.Appendf(b, "%s (%s): %s\n", r.Role, r.Encoding, r.Shape)
 	}
 	return b
@@ -411,6 +426,14 @@ func ParseStateShape(b []byte) (StateShape, error) {
 		role, enc, found2 := strings.Cut(head, " (")
 		if !ok || !found || !found2 {
 			return nil, fmt.Errorf("%w: line %q", errShape, line)
+		}
+		if enc == SchemaEncoding {
+			schema, err := strconv.Unquote(text)
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w: a schema that is not a quoted string", role, errShape)
+			}
+			out = append(out, RoleShape{Role: role, Encoding: enc, Schema: schema})
+			continue
 		}
 		sh, err := ParseShape(text)
 		if err != nil {
@@ -429,4 +452,43 @@ func (s StateShape) Role(role, encoding string) *Shape {
 		}
 	}
 	return nil
+}
+
+// Schemas returns the writer schemas the record holds for role.
+func (s StateShape) Schemas(role string) []string {
+	var out []string
+	for _, r := range s {
+		if r.Role == role && r.Encoding == SchemaEncoding {
+			out = append(out, r.Schema)
+		}
+	}
+	return out
+}
+
+// UnionSchemas is record a with the schema lines of record b that a
+// lacks. Pebble merges the tables of states of the old subtasks a
+// restore takes key groups from into one DB, whose values keep the
+// schemas they were written with: its record must name all of them. A
+// record that does not parse is left as it is (the restore's check
+// reports it).
+func UnionSchemas(a, b string) string {
+	if a == "" || a == b {
+		return cmp.Or(a, b)
+	}
+	ra, err := ParseStateShape([]byte(a))
+	if err != nil {
+		return a
+	}
+	rb, err := ParseStateShape([]byte(b))
+	if err != nil {
+		return a
+	}
+	for _, r := range rb {
+		if r.Encoding == SchemaEncoding && !slices.ContainsFunc(ra, func(x RoleShape) bool {
+			return x.Encoding == SchemaEncoding && x.Role == r.Role && x.Schema == r.Schema
+		}) {
+			ra = append(ra, r)
+		}
+	}
+	return string(ra.Encode())
 }

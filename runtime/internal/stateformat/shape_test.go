@@ -40,3 +40,34 @@ func TestShapeTextRoundTripsAndCompareNamesLostFields(t *testing.T) {
 		}
 	}
 }
+
+// Rule: a record's writer schemas read back as written, whatever their
+// text holds (quotes, new lines), beside the shapes of other roles; the
+// union of two records keeps the first's lines and adds the second's
+// schemas it lacks, once.
+func TestSchemaLinesRoundTripAndUnion(t *testing.T) {
+	v1 := "{\"type\":\"record\",\"name\":\"P\",\"fields\":[]}"
+	v2 := "{\"type\": \"record\",\n \"name\": \"P\", \"doc\": \"): \\\"x\\\"\", \"fields\": []}"
+	a := StateShape{
+		{Role: "key type", Encoding: "gob", Shape: &Shape{Kind: ShapeString}},
+		{Role: "value type", Encoding: SchemaEncoding, Schema: v1},
+	}
+	got, err := ParseStateShape(a.Encode())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := got.Schemas("value type"); len(s) != 1 || s[0] != v1 || got.Role("key type", "gob") == nil {
+		t.Fatalf("parsed %+v", got)
+	}
+	b := StateShape{{Role: "value type", Encoding: SchemaEncoding, Schema: v2}, {Role: "value type", Encoding: SchemaEncoding, Schema: v1}}
+	u, err := ParseStateShape([]byte(UnionSchemas(string(a.Encode()), string(b.Encode()))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := u.Schemas("value type"); len(s) != 2 || s[0] != v1 || s[1] != v2 || u.Role("key type", "gob") == nil {
+		t.Fatalf("union %+v", u)
+	}
+	if got := UnionSchemas("", string(b.Encode())); got != string(b.Encode()) {
+		t.Fatalf("union with an empty record = %q", got)
+	}
+}
