@@ -148,7 +148,13 @@
 // built-in binary one, GobSerde, JSONSerde or the job's own). A
 // descriptor checks its types for its serde when it is made and panics
 // on one that would not come back whole; a checkpoint records the serde
-// of every state, and a restore with another is refused.
+// of every state, and a restore with another is refused. A serde that
+// implements SchemaSerde (runtime/avrostate's Avro serde) records its
+// writer schema too, and a restore reads each value under the schema it
+// was written with, resolved to the serde's schema now: the state's type
+// may then evolve as the schema's rules allow (an Avro field added with a
+// default, renamed through an alias), and a change they do not allow
+// fails the restore with an *IncompatibleSchemaError naming the state.
 //
 // WithTTL gives a ValueState, MapState, ListState, ReducingState or
 // AggregatingState a time to live in processing time, as Flink's
