@@ -33,7 +33,9 @@ import (
 //   - "by-parity", a MapState[string, V]: a profile per parity of the
 //     key's count ("odd", "even");
 //   - "first", a ListState[V]: the key's profile as its first record made
-//     it, one element.
+//     it, one element;
+//   - "latest", a ValueState[V] with a TTL (of an hour: nothing expires):
+//     the profile as the key's previous record left it.
 //
 // Each record i writes the line i:key:count:tier:parityCount:parityTier:
 // firstTier through the exactly-once file sink ("-" for a version without
@@ -127,6 +129,7 @@ func profileJob[V any](t *testing.T, ver version[V], out string, r run) *runtime
 	profile := runtime.NewValueState[V]("profile", runtime.WithSerde[V](ver.serde))
 	byParity := runtime.NewMapState[string, V]("by-parity", runtime.WithSerde[V](ver.serde))
 	first := runtime.NewListState[V]("first", runtime.WithSerde[V](ver.serde))
+	latest := runtime.NewValueState[V]("latest", runtime.WithSerde[V](ver.serde), runtime.WithTTL(time.Hour))
 	ds := runtime.FromSource(env, src, "records").UID("records")
 	lines := runtime.KeyedProcess(runtime.KeyBy(ds, func(i int64) string { return keyOf(i) }),
 		func(ctx *runtime.KeyedContext[string, string], i int64) error {
@@ -139,6 +142,14 @@ func profileJob[V any](t *testing.T, ver version[V], out string, r run) *runtime
 				return err
 			}
 			if err := profile.Set(ctx, p); err != nil {
+				return err
+			}
+			if l, found, err := latest.Get(ctx); err != nil {
+				return err
+			} else if found != (*ver.count(&p) > 1) || found && (*ver.name(&l) != key || *ver.count(&l) != *ver.count(&p)-1) {
+				return fmt.Errorf("key %s, count %d: the latest profile (TTL) is %+v, %v", key, *ver.count(&p), l, found)
+			}
+			if err := latest.Set(ctx, p); err != nil {
 				return err
 			}
 			parity := [2]string{"even", "odd"}[*ver.count(&p)%2]
