@@ -79,7 +79,10 @@ type committer struct {
 	pool     func(context.Context) (*pgxpool.Pool, error)
 	release  func()
 	progress qualifiedName
-	closed   bool
+	// claim is the epoch of the process's claim on the committer's slot
+	// (connector.ClaimInfo), 0 outside a distributed job.
+	claim  int64
+	closed bool
 }
 
 // Commit implements connector.Committer. Committables are committed in
@@ -100,7 +103,7 @@ func (c *committer) Commit(ctx context.Context, reqs []connector.CommitRequest[C
 		return err
 	}
 	for _, r := range reqs {
-		already, err := commitOne(ctx, pool, c.progress, r.Committable())
+		already, err := commitOne(ctx, pool, c.progress, c.claim, r.Committable())
 		if err != nil {
 			return err
 		}
@@ -111,10 +114,11 @@ func (c *committer) Commit(ctx context.Context, reqs []connector.CommitRequest[C
 	return nil
 }
 
-// commitOne writes the rows of cm and records its checkpoint in one
-// transaction, unless the progress row says its checkpoint is committed
-// already (already true).
-func commitOne(ctx context.Context, pool *pgxpool.Pool, progress qualifiedName, cm Committable) (already bool, err error) {
+// commitOne writes the rows of cm and records its checkpoint and claim in
+// one transaction, unless the progress row says its checkpoint is
+// committed already (already true) or records a claim newer than claim
+// (ErrStaleClaim).
+func commitOne(ctx context.Context, pool *pgxpool.Pool, progress qualifiedName, claim int64, cm Committable) (already bool, err error) {
 	where := describeServer(pool.Config().ConnConfig.Config)
 	defer func() {
 		if err != nil {
@@ -138,15 +142,23 @@ func commitOne(ctx context.Context, pool *pgxpool.Pool, progress qualifiedName, 
 		_ = tx.Rollback(rctx) // nothing to roll back after Commit
 	}()
 	// Lock the key's progress row, made if missing, so that two commits
-	// of one key (which the engine never runs at once) would queue.
-	var done int64
+	// of one key queue: the engine never runs two at once, but a process
+	// paused past its slot's takeover may commit beside the slot's new
+	// owner, and whichever comes second reads the other's claim.
+	var done, owner int64
 	b := &pgx.Batch{}
-	b.Queue("INSERT INTO "+progress.sql()+" (job, sink, subtask, checkpoint_id) VALUES ($1, $2, $3, 0) ON CONFLICT (job, sink, subtask) DO NOTHING",
-		cm.Job, cm.Sink, cm.Subtask)
-	b.Queue("SELECT checkpoint_id FROM "+progress.sql()+" WHERE job = $1 AND sink = $2 AND subtask = $3 FOR UPDATE",
-		cm.Job, cm.Sink, cm.Subtask).QueryRow(func(row pgx.Row) error { return row.Scan(&done) })
+	b.Queue("INSERT INTO "+progress.sql()+" (job, sink, subtask, checkpoint_id, claim_epoch) VALUES ($1, $2, $3, 0, $4) ON CONFLICT (job, sink, subtask) DO NOTHING",
+		cm.Job, cm.Sink, cm.Subtask, claim)
+	b.Queue("SELECT checkpoint_id, claim_epoch FROM "+progress.sql()+" WHERE job = $1 AND sink = $2 AND subtask = $3 FOR UPDATE",
+		cm.Job, cm.Sink, cm.Subtask).QueryRow(func(row pgx.Row) error { return row.Scan(&done, &owner) })
 	if err := tx.SendBatch(ctx, b).Close(); err != nil {
 		return false, fmt.Errorf("read progress in %s: %w", progress, err)
+	}
+	if claim > 0 && owner > claim {
+		// Refused before the checkpoint is looked at: a stale owner's
+		// checkpoint may carry the id of one the new owner wrote with
+		// other rows, or an id the new owner has not reached yet.
+		return false, staleClaim(progress, progressKey{job: cm.Job, sink: cm.Sink, subtask: cm.Subtask, claim: claim}, owner)
 	}
 	if done >= cm.Checkpoint {
 		return true, nil
@@ -159,8 +171,8 @@ func commitOne(ctx context.Context, pool *pgxpool.Pool, progress qualifiedName, 
 	if err != nil {
 		return false, err
 	}
-	if _, err := tx.Exec(ctx, "UPDATE "+progress.sql()+" SET checkpoint_id = $4, committed_at = now() WHERE job = $1 AND sink = $2 AND subtask = $3",
-		cm.Job, cm.Sink, cm.Subtask, cm.Checkpoint); err != nil {
+	if _, err := tx.Exec(ctx, "UPDATE "+progress.sql()+" SET checkpoint_id = $4, claim_epoch = $5, committed_at = now() WHERE job = $1 AND sink = $2 AND subtask = $3",
+		cm.Job, cm.Sink, cm.Subtask, cm.Checkpoint, claim); err != nil {
 		return false, fmt.Errorf("record progress in %s: %w", progress, err)
 	}
 	// If the connection breaks during COMMIT the outcome is unknown: the
@@ -430,3 +442,9 @@ func (d *decoder) bytes() []byte {
 }
 
 func (d *decoder) str() string { return string(d.bytes()) }
+
+// ErrStaleClaim is wrapped by the error of a commit, or a writer start,
+// under a claim of a distributed job's slot older than the one the key's
+// progress row records: the slot moved to a newer owner, and this
+// process, paused past the takeover, must write nothing more.
+var ErrStaleClaim = errors.New("the slot moved to a newer owner")

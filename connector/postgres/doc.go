@@ -87,10 +87,36 @@
 // the Kafka sink does. Lowering never goes below the restored checkpoint,
 // so the restored committables are still recognised.
 //
-// In a distributed job the sink does not yet fence a process paused past
-// its slot's takeover: if that process still commits a checkpoint that
-// the slot's new owner did not restore, rows of that interval may be
-// written twice or skipped (docs/design/two-phase-sinks.md).
+// # Fencing
+//
+// In a distributed job (runtime.WithDistributed) each subtask runs in a
+// slot that one process at a time owns, under a claim whose epoch rises
+// with every new owner (connector.ClaimInfo on the writer's and the
+// committer's context). A process paused past its slot's takeover
+// (SIGSTOP, a frozen VM) may wake up still holding committables it was
+// told to commit, and a writer restarted within its stale claim would
+// lower the key's progress under the new owner's feet. So the progress
+// row also records the claim that last wrote it (column claim_epoch): a
+// writer records its claim when it starts, a commit when it writes, and
+// both first compare. A commit under a claim older than the recorded one
+// writes nothing and fails with an error wrapping ErrStaleClaim, whatever
+// its checkpoint (its id may be one the new owner wrote with other rows,
+// or one the new owner has not reached); a writer's start fails the same
+// way and changes nothing. The check and the write are one transaction
+// under the row's lock, so a stale owner and the new one queue on the
+// row and the second reads the first's claim. The committer's claim
+// counts, not the claim that prepared the committable: the new owner
+// commits the checkpoint it restored. Claims are a slot log's, which a
+// job started afresh under a new checkpoint root begins again at 1, so a
+// writer that restores no checkpoint records its claim whatever the row
+// held, as it lowers the row's checkpoint to 0; a job outside a
+// distributed setup (claim 0) is never fenced and clears the claim.
+//
+// A progress table made before claims were recorded gets the column when
+// a writer starts (ALTER TABLE ... ADD COLUMN IF NOT EXISTS claim_epoch
+// bigint NOT NULL DEFAULT 0, a change of the catalog alone); a user who
+// is not the table's owner is told that statement to run, and the
+// writer fails.
 //
 // # At start
 //

@@ -85,6 +85,7 @@ type initContext struct {
 	subtask, parallelism int
 	restored             int64
 	committer            bool
+	claim                int64 // connector.ClaimInfo's epoch; 0 outside a distributed job
 }
 
 func (c initContext) SubtaskIndex() int { return c.subtask }
@@ -96,12 +97,14 @@ func (c initContext) RestoredCheckpointID() (int64, bool) { return c.restored, c
 func (c initContext) Context() context.Context            { return context.Background() }
 func (c initContext) CommitterRuns() bool                 { return c.committer }
 func (c initContext) JobName() string                     { return "test-job" }
-func (c initContext) DistributedJob() bool                { return false }
+func (c initContext) DistributedJob() bool                { return c.claim > 0 }
+func (c initContext) ClaimEpoch() int64                   { return c.claim }
 
 var (
 	_ connector.SinkInitContext = initContext{}
 	_ connector.CommitterInfo   = initContext{}
 	_ connector.JobInfo         = initContext{}
+	_ connector.ClaimInfo       = initContext{}
 )
 
 // request is a connector.CommitRequest of a test's own, recording the
@@ -124,7 +127,19 @@ func (r *request) SignalAlreadyCommitted()                 { r.signal = "already
 // would, and returns the requests with their signals.
 func commit[T any](t *testing.T, sink *Sink[T], cs ...Committable) []*request {
 	t.Helper()
-	cm, err := sink.CreateCommitter(initContext{committer: true})
+	out, err := commitAs(t, sink, initContext{}, cs...)
+	if err != nil {
+		t.Fatalf("Commit: %v", err)
+	}
+	return out
+}
+
+// commitAs commits cs with a new committer of sink made with ictx (its
+// claim, say) and returns the requests and Commit's error.
+func commitAs[T any](t *testing.T, sink *Sink[T], ictx initContext, cs ...Committable) ([]*request, error) {
+	t.Helper()
+	ictx.committer = true
+	cm, err := sink.CreateCommitter(ictx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -136,10 +151,7 @@ func commit[T any](t *testing.T, sink *Sink[T], cs ...Committable) []*request {
 		reqs = append(reqs, r)
 		out = append(out, r)
 	}
-	if err := cm.Commit(context.Background(), reqs); err != nil {
-		t.Fatalf("Commit: %v", err)
-	}
-	return out
+	return out, cm.Commit(context.Background(), reqs)
 }
 
 // roundTrip passes c through the committable serializer, as a checkpoint

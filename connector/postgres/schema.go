@@ -44,8 +44,17 @@ func progressDDL(table qualifiedName) string {
   subtask integer NOT NULL,
   checkpoint_id bigint NOT NULL,
   committed_at timestamptz NOT NULL DEFAULT now(),
+  claim_epoch bigint NOT NULL DEFAULT 0,
   PRIMARY KEY (job, sink, subtask)
 )`
+}
+
+// claimEpochDDL adds the claim_epoch column to a progress table made
+// before the sink recorded claims. A constant default makes it a change
+// of the catalog alone (PostgreSQL 11 and later): no rewrite, the
+// existing rows read 0, a claim every owner is at or above.
+func claimEpochDDL(table qualifiedName) string {
+	return "ALTER TABLE " + table.sql() + " ADD COLUMN IF NOT EXISTS claim_epoch bigint NOT NULL DEFAULT 0"
 }
 
 // pgCode returns the SQLSTATE of a server error, or "".
@@ -101,10 +110,39 @@ func (s *Sink[T]) ensureProgressTable(ctx context.Context, conn *pgxpool.Conn) e
 	if err := checkUniqueKey(ctx, conn, *oid, p, []string{"job", "sink", "subtask"}); err != nil {
 		return err
 	}
+	if err := ensureClaimEpoch(ctx, conn, p); err != nil {
+		return err
+	}
 	s.mu.Lock()
 	s.progressMade = true
 	s.mu.Unlock()
 	return nil
+}
+
+// ensureClaimEpoch adds the claim_epoch column to a progress table that
+// lacks it (made by an earlier version of the sink), which takes the
+// table's owner; a user who is not is told the statement to run.
+func ensureClaimEpoch(ctx context.Context, conn *pgxpool.Conn, p qualifiedName) error {
+	_, err := conn.Exec(ctx, "SELECT claim_epoch FROM "+p.sql()+" LIMIT 0")
+	if pgCode(err) != "42703" { // undefined_column
+		if err != nil {
+			return fmt.Errorf("postgres sink: read progress table %s: %w", p, err)
+		}
+		return nil
+	}
+	_, err = conn.Exec(ctx, claimEpochDDL(p))
+	switch pgCode(err) {
+	case "":
+		if err != nil {
+			return fmt.Errorf("postgres sink: add column claim_epoch to progress table %s: %w", p, err)
+		}
+		return nil
+	case "42501": // insufficient_privilege: must be the owner
+		return fmt.Errorf("postgres sink: progress table %s has no column claim_epoch, which records the claim of a distributed job's slot that last wrote each row, and user %q may not add it (%v): run as its owner\n%s;\n%w",
+			p, conn.Conn().Config().User, err, claimEpochDDL(p), connector.ErrInvalidConfiguration)
+	default:
+		return fmt.Errorf("postgres sink: add column claim_epoch to progress table %s: %w", p, err)
+	}
 }
 
 // checkRights fails when the session's user lacks one of privileges on
@@ -257,12 +295,43 @@ ORDER BY a.attnum`, info.oid)
 }
 
 // lowerProgress lowers the recorded progress of the writer's subtask to
-// the checkpoint the job starts from (0 for a fresh start); subtask 0
-// does the same for the subtasks at or beyond the parallelism. See the
-// package doc, "Progress", for why this is safe and needed.
-func lowerProgress(ctx context.Context, conn *pgxpool.Conn, table qualifiedName, key progressKey, restored int64, parallelism int) error {
-	_, err := conn.Exec(ctx, "UPDATE "+table.sql()+` SET checkpoint_id = $4, committed_at = now()
-WHERE job = $1 AND sink = $2 AND checkpoint_id > $4 AND (subtask = $3 OR ($3 = 0 AND subtask >= $5))`,
-		key.job, key.sink, key.subtask, restored, parallelism)
+// the checkpoint the job starts from (0 for a fresh start) and records
+// the writer's claim on it; subtask 0 lowers the progress of the
+// subtasks at or beyond the parallelism too, leaving their claims alone
+// (they are other slots'). See the package doc, "Progress", for why this
+// is safe and needed, and "Fencing" for the claim: a writer under a claim
+// older than the one recorded changes nothing and fails with
+// ErrStaleClaim, unless it starts without a checkpoint (a job started
+// afresh numbers its claims from 1 again) or outside a distributed job
+// (claim 0).
+func lowerProgress(ctx context.Context, conn *pgxpool.Conn, table qualifiedName, key progressKey, restored int64, fresh bool, parallelism int) error {
+	var recorded int64
+	err := conn.QueryRow(ctx, "INSERT INTO "+table.sql()+` AS progress (job, sink, subtask, checkpoint_id, claim_epoch) VALUES ($1, $2, $3, 0, $4)
+ON CONFLICT (job, sink, subtask) DO UPDATE SET checkpoint_id = LEAST(progress.checkpoint_id, $5), claim_epoch = $4,
+  committed_at = CASE WHEN progress.checkpoint_id > $5 THEN now() ELSE progress.committed_at END
+WHERE progress.claim_epoch <= $4 OR $4 = 0 OR $6
+RETURNING claim_epoch`, key.job, key.sink, key.subtask, key.claim, restored, fresh).Scan(&recorded)
+	if errors.Is(err, pgx.ErrNoRows) {
+		// The row holds a newer claim: nothing was changed.
+		if err := conn.QueryRow(ctx, "SELECT claim_epoch FROM "+table.sql()+" WHERE job = $1 AND sink = $2 AND subtask = $3",
+			key.job, key.sink, key.subtask).Scan(&recorded); err != nil {
+			return err
+		}
+		return staleClaim(table, key, recorded)
+	}
+	if err != nil || key.subtask != 0 {
+		return err
+	}
+	_, err = conn.Exec(ctx, "UPDATE "+table.sql()+` SET checkpoint_id = $3, committed_at = now()
+WHERE job = $1 AND sink = $2 AND checkpoint_id > $3 AND subtask >= $4`,
+		key.job, key.sink, restored, parallelism)
 	return err
+}
+
+// staleClaim is the error of a writer or committer under key.claim when
+// the key's progress row records the newer claim recorded.
+func staleClaim(table qualifiedName, key progressKey, recorded int64) error {
+	return fmt.Errorf("the progress row of job %q, sink %q, subtask %d in %s records claim %d of the slot and this process runs under claim %d: %w; "+
+		"it was paused or cut off past its slot's takeover and writes nothing more (the newer owner restored the slot and commits its checkpoints)",
+		key.job, key.sink, key.subtask, table, recorded, key.claim, ErrStaleClaim)
 }

@@ -151,9 +151,11 @@ func (s *Sink[T]) CommittableSerializer() connector.VersionedSerializer[Committa
 }
 
 // CreateCommitter implements connector.TwoPhaseCommittingSink. The
-// committer connects at its first commit.
-func (s *Sink[T]) CreateCommitter(connector.SinkInitContext) (connector.Committer[Committable], error) {
-	return &committer{pool: s.acquirePool(), release: s.releasePool, progress: s.progress}, nil
+// committer connects at its first commit; it commits under the claim
+// of the context (connector.ClaimInfo), whoever's claim prepared the
+// committables.
+func (s *Sink[T]) CreateCommitter(ictx connector.SinkInitContext) (connector.Committer[Committable], error) {
+	return &committer{pool: s.acquirePool(), release: s.releasePool, progress: s.progress, claim: claimEpoch(ictx)}, nil
 }
 
 // acquirePool returns the sink's pool, made if needed, counting the
@@ -254,8 +256,8 @@ func (s *Sink[T]) CreateWriter(ictx connector.SinkInitContext) (connector.SinkWr
 	if key.sink == "" {
 		key.sink = tbl.name.String()
 	}
-	restored, _ := ictx.RestoredCheckpointID()
-	if err := lowerProgress(ctx, conn, s.progress, key, restored, ictx.Parallelism()); err != nil {
+	restored, fromCheckpoint := ictx.RestoredCheckpointID()
+	if err := lowerProgress(ctx, conn, s.progress, key, restored, !fromCheckpoint, ictx.Parallelism()); err != nil {
 		return nil, fmt.Errorf("postgres sink: reset the progress of subtask %d to checkpoint %d in %s: %w", key.subtask, restored, s.progress, err)
 	}
 	w, err := newWriter(s, key, tbl)
@@ -278,5 +280,14 @@ func (s *Sink[T]) progressKey(ictx connector.SinkInitContext) (progressKey, erro
 	if job == "" {
 		return progressKey{}, fmt.Errorf("postgres sink: no job name for the progress key: the engine gave none; set one with postgres.WithJobName: %w", connector.ErrInvalidConfiguration)
 	}
-	return progressKey{job: job, sink: s.cfg.sinkName, subtask: ictx.SubtaskIndex()}, nil
+	return progressKey{job: job, sink: s.cfg.sinkName, subtask: ictx.SubtaskIndex(), claim: claimEpoch(ictx)}, nil
+}
+
+// claimEpoch is the claim the subtask runs under (connector.ClaimInfo),
+// 0 outside a distributed job.
+func claimEpoch(ictx connector.SinkInitContext) int64 {
+	if ci, ok := ictx.(connector.ClaimInfo); ok {
+		return ci.ClaimEpoch()
+	}
+	return 0
 }

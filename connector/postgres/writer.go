@@ -14,6 +14,10 @@ type progressKey struct {
 	job     string
 	sink    string
 	subtask int
+	// claim is the epoch of the process's claim on the subtask's slot
+	// (connector.ClaimInfo), 0 outside a distributed job. It is not part
+	// of the key: the row keeps the latest claim that wrote it.
+	claim int64
 }
 
 // writer encodes one subtask's rows in PostgreSQL's binary COPY tuple
