@@ -170,9 +170,9 @@ func TestKilledJobResumesExactlyOnce(t *testing.T) {
 	for run := 1; run <= 2; run++ {
 		// Killed once the slot was confirmed past where this run began
 		// (for the first, past the slot's consistent point): a checkpoint
-		// past the snapshot completed. A kill in the snapshot would fail
-		// the next run (see TestFailureDuringTheSnapshot in
-		// connector/postgres/cdc).
+		// past the snapshot completed. A failure in the snapshot resumes
+		// it (TestSnapshotResumesAfterAFailureExactly in
+		// connector/postgres/cdc); these kills test the stream.
 		from := confirmed()
 		cmd, exited, log := start()
 		deadline := time.Now().Add(60 * time.Second)

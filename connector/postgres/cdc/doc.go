@@ -21,8 +21,9 @@
 // parallelism (the other readers have nothing to read; fan the changes out
 // with a keyed stream after the source). The split is its own state
 // (Split): its phase, the slot's consistent point, the snapshot rows
-// emitted, and the resume point (FlushLSN, plus the commit LSN and count of
-// a transaction partly emitted).
+// emitted and where the snapshot is (its reads and the last row
+// emitted), and the resume point (FlushLSN, plus the commit LSN and count
+// of a transaction partly emitted).
 //
 // # Snapshot, then stream
 //
@@ -36,15 +37,39 @@
 // snapshot: a transaction committed before it is in the snapshot, one
 // committed after it in the stream, none in both.
 //
+// # Resuming a snapshot
+//
 // The exported snapshot lives only as long as the connection that made
-// the slot, so a snapshot cannot be resumed after a failure. A restored
-// split whose snapshot had emitted nothing that a completed checkpoint
-// holds takes the snapshot again from the start (the slot anew): nothing
-// of the first one reached the committed output. One whose completed
-// checkpoint holds some snapshot rows fails the job with an error naming
-// the slot, since taking the snapshot again would emit those rows twice;
-// WithSnapshotRestartAfterFailure(true) accepts that (exactly-once for the
-// stream, at-least-once for snapshot rows).
+// the slot, so after a failure the same snapshot cannot be read again.
+// The split therefore records where the snapshot is: tables are read in
+// order (schema, then name), a table with a primary key in the key's
+// order, and the split holds the table and key (as text) of the last row
+// emitted. A restored split whose completed checkpoint holds snapshot
+// rows resumes after that row, in a new snapshot exported by a
+// temporary slot made for it (its consistent point C1), and records
+// that read as a segment: rows from this position on were read at C1,
+// those before it at the slot's consistent point C0 (several failures
+// make several segments). The stream still starts at C0, where the slot
+// stands: it was never confirmed during the snapshot. A transaction
+// that committed before C0 is in every read and never streamed; one at
+// or after the last segment's point is in no read and streamed as
+// usual. Between the two, a change is emitted only if it committed at
+// or after the point of the read that gave its row: an insert by its
+// new row's key, a delete by its old row's, an update by both (an update
+// that moved a row's key across a segment boundary becomes the delete
+// of the old key, or the insert of the new one, whichever read came
+// before it). Keys are placed by the server's own comparison of the
+// key's types and collations, the order the snapshot read them in. So
+// each row's image comes from exactly one read, and each change after
+// that read follows it once: every row once as op r, every change to it
+// after its read once, none before. Tables follow the same rule without
+// a key when the failure came between them; a table without a primary
+// key cut in the middle cannot be resumed: the job fails with an error
+// naming the slot and the table, unless
+// WithSnapshotRestartAfterFailure(true) lets it take the whole snapshot
+// again (a new slot; the rows before the failure come twice). A
+// snapshot whose checkpoint holds none of its rows is taken again from
+// the start (the slot anew).
 //
 // # Exactly once
 //

@@ -232,16 +232,17 @@ func TestRestartAfterTheServerRestarted(t *testing.T) {
 	checkOnce(t, db, "changes", 1515)
 }
 
-// A failure during the snapshot after a completed checkpoint held some of
-// its rows: the snapshot cannot be resumed, so by default the restored
-// job fails at once with an error naming the slot; with
+// A failure during the snapshot of a table without a primary key, after
+// a completed checkpoint held some of its rows: the snapshot cannot be
+// resumed from a key, so by default the restored job fails at once with
+// an error naming the slot and the table; with
 // WithSnapshotRestartAfterFailure it takes the snapshot again and every
 // row is emitted, those before the failure twice.
-func TestFailureDuringTheSnapshot(t *testing.T) {
+func TestFailureDuringTheSnapshotOfATableWithoutAPrimaryKey(t *testing.T) {
 	for _, again := range []bool{false, true} {
 		t.Run(fmt.Sprintf("restart=%v", again), func(t *testing.T) {
 			db := pgtest.Get(t).Database(t)
-			execSQL(t, db, "CREATE TABLE t (id bigint PRIMARY KEY)", "INSERT INTO t SELECT generate_series(1, 300)")
+			execSQL(t, db, "CREATE TABLE t (id bigint NOT NULL)", "INSERT INTO t SELECT generate_series(1, 300)")
 			slot := slotName("snapfail")
 			var completed, seen atomic.Int64
 			var failed atomic.Bool
@@ -272,8 +273,9 @@ func TestFailureDuringTheSnapshot(t *testing.T) {
 			go func() { done <- env.Execute(ctx, "snapshot-failure") }()
 			if !again {
 				err := <-done
-				if !errors.Is(err, connector.ErrInvalidConfiguration) || !strings.Contains(err.Error(), `"`+slot+`"`) {
-					t.Fatalf("failure in the snapshot: %v; want an error naming slot %q", err, slot)
+				if !errors.Is(err, connector.ErrInvalidConfiguration) || !strings.Contains(err.Error(), `"`+slot+`"`) ||
+					!strings.Contains(err.Error(), "table public.t has no primary key") {
+					t.Fatalf("failure in the snapshot: %v; want an error naming slot %q and table public.t without a primary key", err, slot)
 				}
 				return
 			}

@@ -141,13 +141,17 @@ func WithStatusInterval(d time.Duration) Option {
 }
 
 // WithSnapshotRestartAfterFailure lets a job that failed during the
-// snapshot, after a completed checkpoint held some of its rows, take the
-// snapshot again from the start (a new slot, a new snapshot) instead of
-// failing with an error naming the slot; default false. The rows emitted
-// before the failure are then emitted twice (op r, the second time as of
-// the later snapshot): exactly-once holds for the stream, at-least-once
-// for the snapshot rows, which a consumer that upserts by key absorbs.
-// Debezium restarts an interrupted snapshot this way.
+// snapshot where it cannot resume it take the snapshot again from the
+// start (a new slot, a new snapshot) instead of failing with an error
+// naming the slot and the table; default false. A snapshot resumes
+// exactly (see the package doc) unless the failure cut a table without
+// a primary key after a completed checkpoint held some of its rows, or
+// the checkpoint was written by a version of the source that did not
+// record the snapshot's position. Taken again, the rows emitted before
+// the failure are emitted twice (op r, the second time as of the later
+// snapshot): exactly-once holds for the stream, at-least-once for the
+// snapshot rows, which a consumer that upserts by key absorbs. Debezium
+// restarts an interrupted snapshot this way.
 func WithSnapshotRestartAfterFailure(restart bool) Option {
 	return optionFunc(func(c *config) { c.restartSnapshot = restart })
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -24,8 +25,14 @@ type eventKind uint8
 const (
 	// evSnapshotStart: the slot was made at lsn; the snapshot begins.
 	evSnapshotStart eventKind = iota
-	// evRow: a snapshot row.
+	// evSnapshotResume: a snapshot interrupted by a failure goes on with
+	// the read seg.
+	evSnapshotResume
+	// evRow: a snapshot row of table, whose primary key is key (text;
+	// nil without one).
 	evRow
+	// evTableDone: the snapshot read table to its end.
+	evTableDone
 	// evSnapshotDone: the snapshot is emitted; the stream follows.
 	evSnapshotDone
 	// evChange: the index-th change (from 1) of the transaction
@@ -45,6 +52,9 @@ type event struct {
 	lsn    pglogrepl.LSN
 	end    pglogrepl.LSN
 	index  int64
+	table  TableName
+	key    []string
+	seg    SnapshotSegment
 }
 
 // emit is the source's emit function, on the task goroutine: it emits
@@ -52,10 +62,23 @@ type event struct {
 func emit(e event, out connector.SourceOutput[Change], s *Split) error {
 	switch e.kind {
 	case evSnapshotStart:
-		*s = Split{Slot: s.Slot, Phase: PhaseSnapshot, ConsistentLSN: e.lsn, FlushLSN: e.lsn}
+		*s = Split{Slot: s.Slot, Phase: PhaseSnapshot, ConsistentLSN: e.lsn, FlushLSN: e.lsn,
+			Segments: []SnapshotSegment{{LSN: e.lsn}}}
+	case evSnapshotResume:
+		s.Segments = append(s.Segments, e.seg)
 	case evRow:
 		out.CollectWithTimestamp(e.change, e.change.CommitTime.UnixMilli())
 		s.SnapshotRows++
+		if s.SnapshotTable != e.table {
+			s.SnapshotTable, s.SnapshotTableRows = e.table, 0
+		}
+		s.SnapshotKey, s.SnapshotTableDone = e.key, false
+		s.SnapshotTableRows++
+	case evTableDone:
+		if s.SnapshotTable != e.table {
+			s.SnapshotTable, s.SnapshotTableRows, s.SnapshotKey = e.table, 0, nil
+		}
+		s.SnapshotTableDone = true
 	case evSnapshotDone:
 		s.Phase = PhaseStream
 	case evChange:
@@ -64,18 +87,43 @@ func emit(e event, out connector.SourceOutput[Change], s *Split) error {
 	case evCommit:
 		s.FlushLSN = max(s.FlushLSN, e.end)
 		s.TxLSN, s.TxEmitted = 0, 0
+		s.dropSegmentsBehind()
 	case evProgress:
 		if s.TxLSN == 0 {
 			s.FlushLSN = max(s.FlushLSN, e.end)
+			s.dropSegmentsBehind()
 		}
 	}
 	return nil
+}
+
+// dropSegmentsBehind forgets the snapshot's reads and position once the
+// stream's resume point is past every read's LSN: no change still to
+// come committed before one of them.
+func (s *Split) dropSegmentsBehind() {
+	if s.Phase != PhaseStream || len(s.Segments) == 0 || s.FlushLSN < lastSegmentLSN(s.Segments) {
+		return
+	}
+	s.Segments, s.SnapshotTable, s.SnapshotKey, s.SnapshotTableRows, s.SnapshotTableDone = nil, TableName{}, nil, 0, false
+}
+
+// lastSegmentLSN is the highest LSN of the reads.
+func lastSegmentLSN(segs []SnapshotSegment) pglogrepl.LSN {
+	var m pglogrepl.LSN
+	for _, g := range segs {
+		m = max(m, g.LSN)
+	}
+	return m
 }
 
 // relation is what the reader knows of a table from the stream.
 type relation struct {
 	msg *pglogrepl.RelationMessage
 	key []string
+	// above compares two primary keys given as text (a > b), in the
+	// key's order; made when a change of the table must be placed
+	// against a snapshot read's boundary key.
+	above string
 }
 
 // txn is the transaction being received.
@@ -100,6 +148,12 @@ type snapshotRead struct {
 	key    []string // its primary key
 	at     pglogrepl.LSN
 	time   time.Time
+	// from is where the read starts: the first table's rows after
+	// from.AfterKey when it is from.Table (a resumed snapshot).
+	from SnapshotSegment
+	// tempSlot is the temporary slot that exported a resumed
+	// snapshot; dropped when the read ends.
+	tempSlot string
 }
 
 type tableRef struct {
@@ -108,6 +162,8 @@ type tableRef struct {
 }
 
 func (t tableRef) ident() string { return pgx.Identifier{t.schema, t.name}.Sanitize() }
+
+func (t tableRef) table() TableName { return TableName{Schema: t.schema, Name: t.name} }
 
 // slotReader is the source's base.SplitReader: it makes the slot and reads
 // the snapshot, then streams the slot. Everything but WakeUp runs on the
@@ -126,6 +182,11 @@ type slotReader struct {
 	types   *pgtype.Map
 	snap    *snapshotRead
 	rels    map[uint32]*relation
+	// segs are the snapshot's reads (Split.Segments) and lastSeg the
+	// highest of their LSNs: changes that committed before it are
+	// placed against the read of their row.
+	segs    []SnapshotSegment
+	lastSeg pglogrepl.LSN
 
 	// from is where streaming started: the restored resume point or the
 	// consistent point; the slot is confirmed there until a checkpoint
@@ -271,13 +332,19 @@ func (r *slotReader) lost(why string) error {
 // snapshot; for a streaming split, checks the slot and starts streaming.
 func (r *slotReader) start(b *batch) error {
 	s := r.split
-	if s.Phase == PhaseSnapshot && s.SnapshotRows > 0 && !r.src.cfg.restartSnapshot {
+	resume := s.Phase == PhaseSnapshot && s.SnapshotRows > 0
+	if resume && !resumable(s) && !r.src.cfg.restartSnapshot {
+		why := fmt.Sprintf("table %s has no primary key, so its rows cannot be read again from where the failure cut them", s.SnapshotTable)
+		if len(s.Segments) == 0 {
+			why = "the checkpoint was written by a version of the source that did not record where the snapshot was"
+		}
 		return fmt.Errorf("postgres cdc: slot %q: the job failed in the snapshot after %d rows of it were in a completed checkpoint, "+
-			"and a snapshot cannot be resumed (its exported snapshot ended with the failed connection): "+
+			"and the snapshot cannot be resumed: %s; "+
 			"give the source WithSnapshotRestartAfterFailure(true) to take it again (its output then holds those rows twice), "+
 			"or drop the slot (SELECT pg_drop_replication_slot('%s')) and start the job without its checkpoints: %w",
-			s.Slot, s.SnapshotRows, s.Slot, connector.ErrInvalidConfiguration)
+			s.Slot, s.SnapshotRows, why, s.Slot, connector.ErrInvalidConfiguration)
 	}
+	r.segs, r.lastSeg = s.Segments, lastSegmentLSN(s.Segments)
 	var err error
 	if r.sql, err = pgx.ConnectConfig(r.life, r.src.sqlConf.Copy()); err != nil {
 		return fmt.Errorf("postgres cdc: connect to %s:%d database %q as %q: %w", r.src.sqlConf.Host, r.src.sqlConf.Port, r.src.sqlConf.Database, r.src.sqlConf.User, err)
@@ -294,7 +361,68 @@ func (r *slotReader) start(b *batch) error {
 		r.from, r.resumeTx, r.resumeTxN = s.FlushLSN, s.TxLSN, s.TxEmitted
 		return r.startStream()
 	}
+	if resume && resumable(s) {
+		if err := r.checkSlot(); err != nil {
+			return err
+		}
+		return r.resumeSnapshot(b)
+	}
 	return r.startSnapshot(b)
+}
+
+// resumable reports whether the snapshot of a split restored in it can
+// go on from where it stopped: its reads are recorded, and it stopped
+// after the last row of a table or at a row with a primary key.
+func resumable(s *Split) bool {
+	return len(s.Segments) > 0 && (s.SnapshotTableDone || s.SnapshotKey != nil)
+}
+
+// resumeSnapshot goes on with a snapshot a failure interrupted: the rows
+// after the split's position, read in a snapshot of their own, exported
+// by a temporary slot made for it; the stream then starts at the slot's
+// consistent point, and each change committed before the new read's
+// consistent point is placed against the read of its row (see the
+// package doc, "Resuming a snapshot").
+func (r *slotReader) resumeSnapshot(b *batch) error {
+	s := r.split
+	seg := SnapshotSegment{Table: s.SnapshotTable, AfterTable: s.SnapshotTableDone}
+	if !s.SnapshotTableDone {
+		seg.AfterKey = s.SnapshotKey
+	}
+	temp := tempSlotName(s.Slot)
+	res, err := pglogrepl.CreateReplicationSlot(r.life, r.repl, temp, "pgoutput",
+		pglogrepl.CreateReplicationSlotOptions{Temporary: true, SnapshotAction: "EXPORT_SNAPSHOT", Mode: pglogrepl.LogicalReplication})
+	if err != nil {
+		return r.slotErr(fmt.Sprintf("create the temporary slot %q that exports the resumed snapshot (is max_replication_slots reached?)", temp), err)
+	}
+	if seg.LSN, err = pglogrepl.ParseLSN(res.ConsistentPoint); err != nil {
+		return r.slotErr("consistent point of the temporary slot", err)
+	}
+	snap, err := r.openSnapshot(res.SnapshotName, seg.LSN)
+	if err != nil {
+		return err
+	}
+	snap.from, snap.tempSlot = seg, temp
+	tables := snap.tables[:0]
+	for _, t := range snap.tables {
+		if c := t.table().compare(seg.Table); c > 0 || c == 0 && !seg.AfterTable {
+			tables = append(tables, t)
+		}
+	}
+	snap.tables = tables
+	r.segs = append(r.segs, seg)
+	r.lastSeg = max(r.lastSeg, seg.LSN)
+	r.split.Segments = r.segs
+	r.from = s.FlushLSN
+	b.add(event{kind: evSnapshotResume, seg: seg})
+	return nil
+}
+
+// tempSlotName names the temporary slot of a resumed snapshot of slot:
+// unique on the server (slots are the server's), within PostgreSQL's 63
+// characters.
+func tempSlotName(slot string) string {
+	return fmt.Sprintf("%s_resume_%x", slot[:min(len(slot), 45)], uint32(time.Now().UnixNano()))
 }
 
 // checkSlot refuses a slot that is gone, lost its WAL, or was confirmed
@@ -349,14 +477,29 @@ func (r *slotReader) startSnapshot(b *batch) error {
 	if err != nil {
 		return r.slotErr("consistent point", err)
 	}
+	if _, err := r.openSnapshot(res.SnapshotName, at); err != nil {
+		return err
+	}
+	r.split.Phase, r.split.FlushLSN = PhaseSnapshot, at
+	r.segs, r.lastSeg = []SnapshotSegment{{LSN: at}}, at
+	r.split.Segments = r.segs
+	r.from = at
+	b.add(event{kind: evSnapshotStart, lsn: at})
+	return nil
+}
+
+// openSnapshot imports the exported snapshot name, whose consistent
+// point is at, into a REPEATABLE READ READ ONLY transaction and lists the
+// publication's tables in it, in the order they are read.
+func (r *slotReader) openSnapshot(name string, at pglogrepl.LSN) (*snapshotRead, error) {
 	tx, err := r.sql.BeginTx(r.life, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
 	if err != nil {
-		return r.slotErr("begin the snapshot's transaction", err)
+		return nil, r.slotErr("begin the snapshot's transaction", err)
 	}
 	snap := &snapshotRead{tx: tx, at: at, time: time.Now()}
 	r.snap = snap
-	if _, err := tx.Exec(r.life, "SET TRANSACTION SNAPSHOT '"+res.SnapshotName+"'"); err != nil {
-		return r.slotErr("import the slot's snapshot", err)
+	if _, err := tx.Exec(r.life, "SET TRANSACTION SNAPSHOT '"+name+"'"); err != nil {
+		return nil, r.slotErr("import the slot's snapshot", err)
 	}
 	rows, err := tx.Query(r.life, `SELECT c.oid, n.nspname, c.relname
 		FROM pg_publication_tables p
@@ -364,23 +507,20 @@ func (r *slotReader) startSnapshot(b *batch) error {
 		JOIN pg_class c ON c.relnamespace = n.oid AND c.relname = p.tablename
 		WHERE p.pubname = $1 ORDER BY n.nspname, c.relname`, r.src.cfg.publication)
 	if err != nil {
-		return r.slotErr("list the publication's tables", err)
+		return nil, r.slotErr("list the publication's tables", err)
 	}
 	for rows.Next() {
 		var t tableRef
 		if err := rows.Scan(&t.oid, &t.schema, &t.name); err != nil {
 			rows.Close()
-			return r.slotErr("list the publication's tables", err)
+			return nil, r.slotErr("list the publication's tables", err)
 		}
 		snap.tables = append(snap.tables, t)
 	}
 	if err := rows.Err(); err != nil {
-		return r.slotErr("list the publication's tables", err)
+		return nil, r.slotErr("list the publication's tables", err)
 	}
-	r.split.Phase, r.split.FlushLSN = PhaseSnapshot, at
-	r.from = at
-	b.add(event{kind: evSnapshotStart, lsn: at})
-	return nil
+	return snap, nil
 }
 
 // ensurePublication makes the publication, FOR TABLE the configured
@@ -420,22 +560,19 @@ func (r *slotReader) readSnapshot(b *batch) error {
 					return r.slotErr("end the snapshot's transaction", err)
 				}
 				r.snap = nil
+				if snap.tempSlot != "" {
+					// The snapshot it exported is no longer needed; the
+					// replication connection goes on to stream.
+					if err := pglogrepl.DropReplicationSlot(r.life, r.repl, snap.tempSlot, pglogrepl.DropReplicationSlotOptions{}); err != nil {
+						return r.slotErr(fmt.Sprintf("drop the temporary slot %q of the resumed snapshot", snap.tempSlot), err)
+					}
+				}
 				b.add(event{kind: evSnapshotDone})
 				r.split.Phase = PhaseStream
 				return r.startStream()
 			}
-			t := snap.tables[snap.next]
-			key, err := primaryKey(r.life, snap.tx, t.oid)
-			if err != nil {
-				return fmt.Errorf("postgres cdc: snapshot of %s.%s: primary key: %w", t.schema, t.name, err)
-			}
-			rows, err := snap.tx.Query(r.life, "SELECT * FROM "+t.ident())
-			if err != nil {
-				return fmt.Errorf("postgres cdc: snapshot of %s.%s (the role needs SELECT on it): %w", t.schema, t.name, err)
-			}
-			snap.rows, snap.cur, snap.key, snap.cols = rows, t, key, nil
-			for _, fd := range rows.FieldDescriptions() {
-				snap.cols = append(snap.cols, fd.Name)
+			if err := r.openTable(snap); err != nil {
+				return err
 			}
 		}
 		if !snap.rows.Next() {
@@ -446,22 +583,120 @@ func (r *slotReader) readSnapshot(b *batch) error {
 				return fmt.Errorf("postgres cdc: snapshot of %s.%s: %w", snap.cur.schema, snap.cur.name, err)
 			}
 			snap.next++
+			b.add(event{kind: evTableDone, table: snap.cur.table()})
 			continue
 		}
 		vals, err := snap.rows.Values()
 		if err != nil {
 			return fmt.Errorf("postgres cdc: snapshot of %s.%s: decode a row: %w", snap.cur.schema, snap.cur.name, err)
 		}
+		// The first len(key) values are the key as text, then the row.
+		var key []string
+		if n := len(snap.key); n > 0 {
+			key = make([]string, n)
+			for i := range key {
+				key[i], _ = vals[i].(string)
+			}
+			vals = vals[n:]
+		}
 		after := make(map[string]any, len(vals))
 		for i, v := range vals {
 			after[snap.cols[i]] = v
 		}
-		b.add(event{kind: evRow, change: Change{
+		b.add(event{kind: evRow, table: snap.cur.table(), key: key, change: Change{
 			Op: OpRead, Schema: snap.cur.schema, Table: snap.cur.name, After: after, Key: snap.key,
 			LSN: snap.at, CommitLSN: snap.at, CommitTime: snap.time,
 		}})
 	}
 	return nil
+}
+
+// openTable starts reading the next table of the snapshot: a table with
+// a primary key in the key's order, its key as text first, so that the
+// split records the last key emitted; a resumed read's first table from
+// the row after the recorded key.
+func (r *slotReader) openTable(snap *snapshotRead) error {
+	t := snap.tables[snap.next]
+	kcols, err := keyColumns(r.life, snap.tx, t.oid)
+	if err != nil {
+		return fmt.Errorf("postgres cdc: snapshot of %s.%s: primary key: %w", t.schema, t.name, err)
+	}
+	query, args := "SELECT * FROM "+t.ident(), []any(nil)
+	if len(kcols) > 0 {
+		var asText, order []string
+		for _, k := range kcols {
+			asText = append(asText, "t."+pgx.Identifier{k.name}.Sanitize()+"::text")
+			order = append(order, "t."+pgx.Identifier{k.name}.Sanitize())
+		}
+		query = "SELECT " + strings.Join(asText, ", ") + ", t.* FROM " + t.ident() + " t"
+		if from := snap.from; from.AfterKey != nil && t.table() == from.Table {
+			if len(from.AfterKey) != len(kcols) {
+				return fmt.Errorf("postgres cdc: resume the snapshot of %s.%s: the checkpoint's key has %d columns, the table's primary key (%s) %d: was the key changed while the job was away?",
+					t.schema, t.name, len(from.AfterKey), strings.Join(order, ", "), len(kcols))
+			}
+			query += " WHERE (" + strings.Join(order, ", ") + ") > (" + keyParams(kcols, 1) + ")"
+			for _, v := range from.AfterKey {
+				args = append(args, v)
+			}
+		}
+		query += " ORDER BY " + strings.Join(order, ", ")
+	}
+	rows, err := snap.tx.Query(r.life, query, args...)
+	if err != nil {
+		return fmt.Errorf("postgres cdc: snapshot of %s.%s (the role needs SELECT on it): %w", t.schema, t.name, err)
+	}
+	snap.rows, snap.cur, snap.key, snap.cols = rows, t, nil, nil
+	for _, k := range kcols {
+		snap.key = append(snap.key, k.name)
+	}
+	for _, fd := range rows.FieldDescriptions()[len(kcols):] {
+		snap.cols = append(snap.cols, fd.Name)
+	}
+	return nil
+}
+
+// keyColumn is a primary key column: its name, its type as SQL names it,
+// and the collation to compare it in when the column's is not its
+// type's default.
+type keyColumn struct {
+	name, typ, collation string
+}
+
+// keyColumns returns the primary key columns of the table, in the key's
+// order; none when it has no primary key.
+func keyColumns(ctx context.Context, q querier, oid uint32) ([]keyColumn, error) {
+	rows, err := q.Query(ctx, `SELECT a.attname, pg_catalog.format_type(a.atttypid, a.atttypmod),
+			CASE WHEN a.attcollation <> 0 AND a.attcollation <> ty.typcollation
+				THEN pg_catalog.quote_ident(cn.nspname) || '.' || pg_catalog.quote_ident(co.collname) ELSE '' END
+		FROM pg_index i
+		JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = ANY (i.indkey)
+		JOIN pg_type ty ON ty.oid = a.atttypid
+		LEFT JOIN pg_collation co ON co.oid = a.attcollation
+		LEFT JOIN pg_namespace cn ON cn.oid = co.collnamespace
+		WHERE i.indrelid = $1 AND i.indisprimary
+		ORDER BY array_position(i.indkey::int2[], a.attnum)`, oid)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (keyColumn, error) {
+		var k keyColumn
+		err := row.Scan(&k.name, &k.typ, &k.collation)
+		return k, err
+	})
+}
+
+// keyParams is a key's parameters from $first on, each text cast to its
+// column's type and collation, so that they compare as the column's
+// values do (the order of ORDER BY on the key).
+func keyParams(kcols []keyColumn, first int) string {
+	ps := make([]string, len(kcols))
+	for i, k := range kcols {
+		ps[i] = fmt.Sprintf("$%d::text::%s", first+i, k.typ)
+		if k.collation != "" {
+			ps[i] += " COLLATE " + k.collation
+		}
+	}
+	return strings.Join(ps, ", ")
 }
 
 // querier is a pgx.Conn or a pgx.Tx.
@@ -656,6 +891,15 @@ func (r *slotReader) change(b *batch, at pglogrepl.LSN, op Op, relID uint32, old
 		}
 		rel.key = append([]string{}, key...)
 	}
+	if r.tx.commit < r.lastSeg {
+		var err error
+		if op, old, new, err = r.placeAgainstSnapshot(rel, op, old, new); err != nil {
+			return err
+		}
+		if op == 0 {
+			return nil
+		}
+	}
 	c := Change{
 		Op: op, Schema: rel.msg.Namespace, Table: rel.msg.RelationName, Key: rel.key,
 		LSN: at, CommitLSN: r.tx.commit, TxID: r.tx.xid, CommitTime: r.tx.time,
@@ -673,6 +917,95 @@ func (r *slotReader) change(b *batch, at pglogrepl.LSN, op Op, relID uint32, old
 	}
 	b.add(event{kind: evChange, change: c, lsn: r.tx.commit, index: r.tx.n})
 	return nil
+}
+
+// placeAgainstSnapshot decides what a change that committed before the
+// last snapshot read's consistent point is to the output. A row's image
+// came from the read whose segment holds the row's key: a change that
+// committed before that read's consistent point is in the image, one
+// that committed at or after it is not. So an insert is emitted when
+// its new row's read is before it, a delete when its old row's is, an
+// update when both are; an update of the key whose old row's read is
+// before it and new row's after is only the old row's delete, and the
+// other way round only the new row's insert. op 0 drops the change.
+func (r *slotReader) placeAgainstSnapshot(rel *relation, op Op, old, new *pglogrepl.TupleData) (Op, *pglogrepl.TupleData, *pglogrepl.TupleData, error) {
+	oldSeen, newSeen := false, false // the change is after the read of the old, new row
+	var err error
+	if new != nil {
+		if newSeen, err = r.afterReadOf(rel, new); err != nil {
+			return 0, nil, nil, err
+		}
+	}
+	if old != nil {
+		if oldSeen, err = r.afterReadOf(rel, old); err != nil {
+			return 0, nil, nil, err
+		}
+	} else if op == OpUpdate {
+		oldSeen = newSeen // the key did not change
+	}
+	switch {
+	case op == OpCreate && newSeen, op == OpDelete && oldSeen, op == OpUpdate && oldSeen && newSeen:
+		return op, old, new, nil
+	case op == OpUpdate && oldSeen:
+		return OpDelete, old, nil, nil
+	case op == OpUpdate && newSeen:
+		return OpCreate, nil, new, nil
+	}
+	return 0, nil, nil, nil
+}
+
+// afterReadOf reports whether the transaction being received committed
+// at or after the consistent point of the snapshot read that gave the
+// row of tuple t (the last read whose position is at or before it).
+func (r *slotReader) afterReadOf(rel *relation, t *pglogrepl.TupleData) (bool, error) {
+	table := TableName{Schema: rel.msg.Namespace, Name: rel.msg.RelationName}
+	for i := len(r.segs) - 1; i >= 0; i-- {
+		g := r.segs[i]
+		holds, err := g.holds(table, func(after []string) (bool, error) { return r.keyAbove(rel, t, after) })
+		if err != nil {
+			return false, err
+		}
+		if holds {
+			return r.tx.commit >= g.LSN, nil
+		}
+	}
+	return true, nil // unreachable: the first read holds every row
+}
+
+// keyAbove reports whether the primary key of tuple t is above after
+// (text, in the key's order), compared by the server in the columns'
+// types and collations, as the snapshot ordered the rows.
+func (r *slotReader) keyAbove(rel *relation, t *pglogrepl.TupleData, after []string) (bool, error) {
+	name := rel.msg.Namespace + "." + rel.msg.RelationName
+	if rel.above == "" {
+		kcols, err := keyColumns(r.life, r.sql, rel.msg.RelationID)
+		if err != nil {
+			return false, fmt.Errorf("postgres cdc: primary key of %s: %w", name, err)
+		}
+		if len(kcols) != len(after) {
+			return false, fmt.Errorf("postgres cdc: %s: the primary key has %d columns, the snapshot's recorded key %d: was the key changed while the snapshot ran?", name, len(kcols), len(after))
+		}
+		rel.above = "SELECT (" + keyParams(kcols, 1) + ") > (" + keyParams(kcols, len(kcols)+1) + ")"
+	}
+	args := make([]any, 0, 2*len(after))
+	for _, k := range rel.key {
+		i := slices.IndexFunc(rel.msg.Columns, func(c *pglogrepl.RelationMessageColumn) bool { return c.Name == k })
+		if i < 0 || i >= len(t.Columns) || t.Columns[i].DataType != pglogrepl.TupleDataTypeText {
+			return false, fmt.Errorf("postgres cdc: %s: a change's tuple lacks key column %q, needed to place it against the resumed snapshot", name, k)
+		}
+		args = append(args, string(t.Columns[i].Data))
+	}
+	if len(args) != len(after) {
+		return false, fmt.Errorf("postgres cdc: %s: key (%s) of %d columns, the snapshot's recorded key %d", name, strings.Join(rel.key, ", "), len(args), len(after))
+	}
+	for _, v := range after {
+		args = append(args, v)
+	}
+	var above bool
+	if err := r.sql.QueryRow(r.life, rel.above, args...).Scan(&above); err != nil {
+		return false, fmt.Errorf("postgres cdc: %s: compare a change's key with the snapshot's: %w", name, err)
+	}
+	return above, nil
 }
 
 // row decodes a tuple; keyOnly keeps the key columns of a 'K' tuple alone.

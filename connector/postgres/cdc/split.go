@@ -1,6 +1,8 @@
 package cdc
 
 import (
+	"strings"
+
 	"github.com/jackc/pglogrepl"
 
 	"github.com/splitflow/splitflow/connector/base"
@@ -34,6 +36,23 @@ type Split struct {
 	ConsistentLSN pglogrepl.LSN
 	// SnapshotRows is how many snapshot rows were emitted.
 	SnapshotRows int64
+	// SnapshotTable is the table the snapshot emitted its last row of, or
+	// read to its end (SnapshotTableDone); zero before the first row.
+	// SnapshotKey is the primary key of that row, each column as text,
+	// nil for a table without a primary key; SnapshotTableRows is how
+	// many rows of the table were emitted. They are where a snapshot
+	// interrupted by a failure resumes.
+	SnapshotTable     TableName `json:",omitzero"`
+	SnapshotKey       []string  `json:",omitempty"`
+	SnapshotTableRows int64     `json:",omitempty"`
+	SnapshotTableDone bool      `json:",omitempty"`
+	// Segments are the snapshot's reads: the first at ConsistentLSN from
+	// the first table on, and one more for each resume after a failure,
+	// in a snapshot of its own, from where the one before stopped. A
+	// change is emitted only if it committed at or after the LSN of the
+	// read that gave its row (see the package doc, "Resuming a
+	// snapshot"). Dropped once the stream is past the last read's LSN.
+	Segments []SnapshotSegment `json:",omitempty"`
 	// FlushLSN is the resume point: every transaction committed before it
 	// was emitted (or is in the snapshot). It is the position the slot is
 	// confirmed at when a checkpoint holding this state completes, and the
@@ -44,6 +63,52 @@ type Split struct {
 	// skips them when the server sends that transaction again.
 	TxLSN     pglogrepl.LSN
 	TxEmitted int64
+}
+
+// TableName is a table's schema and name.
+type TableName struct {
+	Schema, Name string
+}
+
+// String is the table as schema.name.
+func (t TableName) String() string { return t.Schema + "." + t.Name }
+
+// compare orders tables as the snapshot reads them: by schema, then
+// name, byte by byte (the order of PostgreSQL's name type, whose
+// collation is C).
+func (t TableName) compare(u TableName) int {
+	if c := strings.Compare(t.Schema, u.Schema); c != 0 {
+		return c
+	}
+	return strings.Compare(t.Name, u.Name)
+}
+
+// SnapshotSegment is one read of a snapshot: the rows from its position
+// on, read in a snapshot whose consistent point is LSN. Its position
+// starts at Table (the zero TableName: the first table): with AfterTable,
+// at the table after it; with AfterKey, at the first row of Table whose
+// primary key is above AfterKey (text, in the key's column order);
+// otherwise at Table's first row.
+type SnapshotSegment struct {
+	Table      TableName `json:",omitzero"`
+	AfterKey   []string  `json:",omitempty"`
+	AfterTable bool      `json:",omitempty"`
+	LSN        pglogrepl.LSN
+}
+
+// holds reports whether the segment's position is at or before table
+// (for Table itself, before the row whose key, as text, keyAbove
+// compares with AfterKey).
+func (g SnapshotSegment) holds(table TableName, keyAbove func(after []string) (bool, error)) (bool, error) {
+	switch c := table.compare(g.Table); {
+	case c > 0:
+		return true, nil
+	case c < 0, g.AfterTable:
+		return false, nil
+	case g.AfterKey == nil:
+		return true, nil
+	}
+	return keyAbove(g.AfterKey)
 }
 
 // SplitID implements connector.Split: "postgres-cdc:<slot>".
