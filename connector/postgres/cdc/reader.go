@@ -622,6 +622,10 @@ func (r *slotReader) openTable(snap *snapshotRead) error {
 		return fmt.Errorf("postgres cdc: snapshot of %s.%s: primary key: %w", t.schema, t.name, err)
 	}
 	query, args := "SELECT * FROM "+t.ident(), []any(nil)
+	if len(kcols) == 0 && snap.from.AfterKey != nil && t.table() == snap.from.Table {
+		return fmt.Errorf("postgres cdc: resume the snapshot of %s.%s after key (%s): the table has no primary key now, so the rows after it cannot be told from the others: was the key dropped while the job was away? %w",
+			t.schema, t.name, strings.Join(snap.from.AfterKey, ", "), connector.ErrInvalidConfiguration)
+	}
 	if len(kcols) > 0 {
 		var asText, order []string
 		for _, k := range kcols {
