@@ -10,7 +10,9 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	goruntime "runtime"
 	"runtime/pprof"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -93,6 +95,12 @@ func childMain(args []string) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
+	if dir := os.Getenv("BENCH_HEAPPROFILE"); dir != "" {
+		// A heap profile of every child taken at its largest live heap,
+		// to see what holds its memory at the peak.
+		stopHeap := heapProfileAtPeak(ctx, filepath.Join(dir, fmt.Sprintf("%s-%d-heap.pprof", kind, os.Getpid())))
+		defer stopHeap()
+	}
 	seeds := strings.Split(*bootstrap, ",")
 	slog.SetDefault(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
 	if *logCheckpoints {
@@ -462,4 +470,76 @@ func (w *slowWriter) Write(r *kgo.Record, wc connector.WriteContext) error {
 	}
 	w.s.sunk.Add(1)
 	return w.SinkWriter.Write(r, wc)
+}
+
+// heapProfileAtPeak writes a heap profile to path each time the
+// process's resident set grows 5% past the largest it has been, so that the
+// file left at the end is the heap at the peak RSS (inuse_space as of the
+// GC before it; alloc_space since the start), with the runtime's memory
+// statistics then in path.txt. It reads /proc/self/statm every 100 ms.
+// The returned func stops it and waits.
+func heapProfileAtPeak(ctx context.Context, path string) func() {
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		var peak int64
+		t := time.NewTicker(100 * time.Millisecond)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			rss := selfRSS()
+			if rss <= peak+peak/20 {
+				continue
+			}
+			peak = rss
+			if err := writeHeapProfile(path, rss); err != nil {
+				fmt.Fprintf(os.Stderr, "BENCH_HEAPPROFILE: %v\n", err)
+				return
+			}
+		}
+	}()
+	return func() { cancel(); <-done }
+}
+
+// selfRSS is this process's resident set in bytes, 0 if unknown.
+func selfRSS() int64 {
+	b, err := os.ReadFile("/proc/self/statm")
+	if err != nil {
+		return 0
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 2 {
+		return 0
+	}
+	pages, _ := strconv.ParseInt(f[1], 10, 64)
+	return pages * int64(os.Getpagesize())
+}
+
+func writeHeapProfile(path string, rss int64) error {
+	f, err := os.Create(path + ".tmp")
+	if err != nil {
+		return err
+	}
+	if err := pprof.Lookup("heap").WriteTo(f, 0); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	var ms goruntime.MemStats
+	goruntime.ReadMemStats(&ms)
+	mib := func(n uint64) float64 { return float64(n) / (1 << 20) }
+	st := fmt.Sprintf("at %s: RSS %.0f MiB; Sys %.0f MiB, HeapSys %.0f, HeapInuse %.0f, HeapIdle %.0f, HeapReleased %.0f, HeapAlloc %.0f, NextGC %.0f, StackSys %.0f, GC cycles %d\n",
+		time.Now().Format("15:04:05.000"), float64(rss)/(1<<20), mib(ms.Sys), mib(ms.HeapSys), mib(ms.HeapInuse), mib(ms.HeapIdle),
+		mib(ms.HeapReleased), mib(ms.HeapAlloc), mib(ms.NextGC), mib(ms.StackSys), ms.NumGC)
+	if err := os.WriteFile(path+".txt", []byte(st), 0o644); err != nil {
+		return err
+	}
+	return os.Rename(path+".tmp", path)
 }

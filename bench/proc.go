@@ -32,6 +32,7 @@ type Proc struct {
 	cpu     time.Duration // last sampled utime+stime
 	hwm     int64         // largest VmHWM seen, bytes
 	rss     int64         // last VmRSS, bytes
+	maxrss  int64         // wait4's ru_maxrss once reaped, bytes
 	onLine  func(string)  // stdout lines, when set
 	stopped bool
 }
@@ -90,6 +91,11 @@ func startProc(name string, argv []string, env []string, onLine func(string)) (*
 			}
 		}
 		p.err = cmd.Wait()
+		if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
+			p.mu.Lock()
+			p.maxrss = maxrssBytes(ru)
+			p.mu.Unlock()
+		}
 		liveMu.Lock()
 		delete(live, p)
 		liveMu.Unlock()
@@ -150,6 +156,15 @@ func (p *Proc) PeakRSS() int64 {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.hwm
+}
+
+// MaxRSS returns the kernel's maximum resident set size of the child as
+// wait4 reported it when the child was reaped (what /usr/bin/time -v prints
+// as "Maximum resident set size"), in bytes; 0 while it runs.
+func (p *Proc) MaxRSS() int64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.maxrss
 }
 
 // RSS returns the last VmRSS seen, in bytes.

@@ -8,3 +8,6 @@ import "syscall"
 func childProcAttr() *syscall.SysProcAttr {
 	return &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 }
+
+// maxrssBytes is ru_maxrss in bytes: Linux counts it in KiB.
+func maxrssBytes(ru *syscall.Rusage) int64 { return ru.Maxrss * 1024 }

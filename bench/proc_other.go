@@ -10,3 +10,6 @@ import "syscall"
 func childProcAttr() *syscall.SysProcAttr {
 	return &syscall.SysProcAttr{Setpgid: true}
 }
+
+// maxrssBytes is ru_maxrss in bytes as the BSDs and macOS count it.
+func maxrssBytes(ru *syscall.Rusage) int64 { return int64(ru.Maxrss) }

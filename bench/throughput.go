@@ -142,6 +142,8 @@ func runThroughput(ctx context.Context, h *harness, s System, ds *dataset, jobOp
 	r := runResult{peakRSS: p.PeakRSS(), wall: w.doneAt.Sub(began)}
 	p.Stop(20 * time.Second)
 	w.Close()
+	logf("%s: peak RSS %.0f MiB (/proc VmHWM), maximum resident set size %.0f MiB (wait4, as /usr/bin/time -v prints it)",
+		spec.Label(), float64(r.peakRSS)/(1<<20), float64(p.MaxRSS())/(1<<20))
 
 	n := float64(ds.records)
 	if rest := n - float64(n0); rest >= n/10 && w.doneAt.Sub(w.firstAt) >= minWindow {
