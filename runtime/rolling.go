@@ -270,7 +270,15 @@ func (f *rollingFunc[K, T, A, O]) ProcessElement(ctx *KeyedContext[K, O], v T) e
 		ctx.Collect(f.emit(ctx.Key(), acc))
 		return nil
 	}
-	k := ctx.Key()
+	if l.note(ctx.Key(), ctx.Timestamp()) >= l.cfg.maxKeys {
+		return f.flushHeld(ctx)
+	}
+	return nil
+}
+
+// note makes k pending with its latest record's timestamp ts and returns
+// how many keys are pending.
+func (l *latestSet[K]) note(k K, ts int64) int {
 	if _, ok := l.ts[k]; !ok {
 		if len(l.order) == 0 && l.cfg.maxTime > 0 && l.arm != nil {
 			l.arm(l.cfg.maxTime)
@@ -278,11 +286,8 @@ func (f *rollingFunc[K, T, A, O]) ProcessElement(ctx *KeyedContext[K, O], v T) e
 		l.order = append(l.order, k)
 		l.gauge.Set(float64(len(l.order)))
 	}
-	l.ts[k] = ctx.Timestamp()
-	if len(l.order) >= l.cfg.maxKeys {
-		return f.flushHeld(ctx)
-	}
-	return nil
+	l.ts[k] = ts
+	return len(l.order)
 }
 
 func (f *rollingFunc[K, T, A, O]) OnTimer(*KeyedContext[K, O], Timer) error { return nil }
