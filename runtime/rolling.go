@@ -220,7 +220,7 @@ func rolling[K comparable, T, A, O any](ks KeyedStream[K, T], name, state string
 	ds := KeyedProcessPerSubtask(ks, func() KeyedProcessFunction[K, T, O] {
 		f := &rollingFunc[K, T, A, O]{name: state, step: step, emit: emit}
 		if latest != nil {
-			f.latest = &latestSet[K]{cfg: *latest, ts: map[K]int64{}}
+			f.latest = &latestSet[K]{cfg: *latest, at: map[K]int{}}
 		}
 		return f
 	})
@@ -245,14 +245,24 @@ type rollingFunc[K comparable, T, A, O any] struct {
 // in keyed state, on either backend, and are read when emitted. It is
 // owned by the task goroutine and never checkpointed: the keyed process
 // operator empties it before every barrier (heldOutput).
+//
+// A record of a key already pending, the common case between two
+// checkpoints, costs one map lookup: the map gives the key's place in
+// order, whose entry holds the timestamp.
 type latestSet[K comparable] struct {
 	cfg   latestConfig
-	order []K
-	ts    map[K]int64
+	order []pendingKey[K]
+	at    map[K]int // index in order
 	// arm asks for flushHeld after a duration (MaxPendingTime); gauge is
 	// the size, published at every change of emptiness and emission.
 	arm   func(time.Duration)
 	gauge prometheus.Gauge
+}
+
+// pendingKey is a key of latestSet with its latest record's timestamp.
+type pendingKey[K comparable] struct {
+	key K
+	ts  int64
 }
 
 func (f *rollingFunc[K, T, A, O]) Open(ctx *KeyedContext[K, O]) error {
@@ -279,14 +289,16 @@ func (f *rollingFunc[K, T, A, O]) ProcessElement(ctx *KeyedContext[K, O], v T) e
 // note makes k pending with its latest record's timestamp ts and returns
 // how many keys are pending.
 func (l *latestSet[K]) note(k K, ts int64) int {
-	if _, ok := l.ts[k]; !ok {
-		if len(l.order) == 0 && l.cfg.maxTime > 0 && l.arm != nil {
-			l.arm(l.cfg.maxTime)
-		}
-		l.order = append(l.order, k)
-		l.gauge.Set(float64(len(l.order)))
+	if i, ok := l.at[k]; ok {
+		l.order[i].ts = ts
+		return len(l.order)
 	}
-	l.ts[k] = ts
+	if len(l.order) == 0 && l.cfg.maxTime > 0 && l.arm != nil {
+		l.arm(l.cfg.maxTime)
+	}
+	l.at[k] = len(l.order)
+	l.order = append(l.order, pendingKey[K]{key: k, ts: ts})
+	l.gauge.Set(float64(len(l.order)))
 	return len(l.order)
 }
 
@@ -308,18 +320,18 @@ func (f *rollingFunc[K, T, A, O]) flushHeld(ctx *KeyedContext[K, O]) error {
 	if l == nil || len(l.order) == 0 {
 		return nil
 	}
-	for _, k := range l.order {
-		ctx.op.setKey(k)
+	for _, p := range l.order {
+		ctx.op.setKey(p.key)
 		acc, has := f.state.Value()
 		if !has {
 			continue // a rolling value is never cleared: nothing to emit if it were
 		}
-		ctx.CollectWithTimestamp(f.emit(k, acc), l.ts[k])
+		ctx.CollectWithTimestamp(f.emit(p.key, acc), p.ts)
 		if ctx.err != nil {
 			return ctx.err
 		}
 	}
-	clear(l.ts)
+	clear(l.at)
 	clear(l.order)
 	l.order = l.order[:0]
 	l.gauge.Set(0)
