@@ -48,6 +48,9 @@ type sourceConfig struct {
 	// closeCommitTimeout bounds how long the reader's Close waits for
 	// the group offset commits under way.
 	closeCommitTimeout time.Duration
+	// maxPollRecords is WithMaxPollRecords': the most records one fetch
+	// of the reader hands over.
+	maxPollRecords int
 	// owner, when set, replaces ownerOf as the rule that gives each
 	// split its subtask (the shuffle's owner rule, shuffle.go).
 	owner func(tp TopicPartition, parallelism int) int
@@ -69,6 +72,7 @@ func defaultSourceConfig() sourceConfig {
 		logger:          slog.Default(),
 
 		closeCommitTimeout: 5 * time.Second,
+		maxPollRecords:     DefaultMaxPollRecords,
 	}
 }
 
@@ -100,6 +104,9 @@ func (c *sourceConfig) validate() error {
 	}
 	if c.closeCommitTimeout < 0 {
 		errs = append(errs, fmt.Errorf("negative close commit timeout %s (WithCloseCommitTimeout)", c.closeCommitTimeout))
+	}
+	if c.maxPollRecords < 1 {
+		errs = append(errs, fmt.Errorf("max poll records %d must be at least 1 (WithMaxPollRecords; the default is %d)", c.maxPollRecords, DefaultMaxPollRecords))
 	}
 	errs = append(errs, c.optErrs...)
 	if err := errors.Join(errs...); err != nil {
@@ -300,6 +307,21 @@ func WithoutOffsetCommits() SourceOption {
 // cancels them at once. 0 does not wait. Default: 5s.
 func WithCloseCommitTimeout(d time.Duration) SourceOption {
 	return sourceOptionFunc(func(c *sourceConfig) { c.closeCommitTimeout = d })
+}
+
+// DefaultMaxPollRecords is WithMaxPollRecords' default.
+const DefaultMaxPollRecords = 5000
+
+// WithMaxPollRecords sets the most records a reader takes from its client
+// at a time, the batch it hands to the task (Kafka and Flink:
+// max.poll.records, whose default is 500). The rest of a fetch waits in the
+// client, which sends no next fetch before it is taken: so a reader holds
+// about one fetch's records (fetch.max.bytes and max.partition.fetch.bytes,
+// set with WithClientOpts, as decompressed records of franz-go's 150-odd
+// bytes each) plus its element queue's batches of at most n records each,
+// however small the records. Default: DefaultMaxPollRecords, 5000.
+func WithMaxPollRecords(n int) SourceOption {
+	return sourceOptionFunc(func(c *sourceConfig) { c.maxPollRecords = n })
 }
 
 // WithClientOpts passes franz-go options to the clients (fetch and batch

@@ -184,7 +184,13 @@ func (r *splitReader) Fetch(ctx context.Context) (base.RecordsWithSplitIDs[*kgo.
 	}
 	r.cancel = cancel
 	r.wakeMu.Unlock()
-	fetches := r.cl.PollFetches(pollCtx)
+	// At most maxPollRecords: the client keeps the rest of its buffered
+	// fetch and sends the next only once that is taken, so the records
+	// the reader holds are about one fetch plus the queued batches. All
+	// of a fetch taken at once would leave the client free to buffer the
+	// next while the queue still held batches of the previous ones: with
+	// small records, a few hundred MB of decompressed records.
+	fetches := r.cl.PollRecords(pollCtx, r.cfg.maxPollRecords)
 	r.wakeMu.Lock()
 	r.cancel = nil
 	r.woken = false

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/splitflow/splitflow/connector"
+	"github.com/splitflow/splitflow/connector/base"
+	"github.com/splitflow/splitflow/metrics"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -399,5 +401,68 @@ func TestReaderBoundedSplitWaitsForRecordsBeforeItsStop(t *testing.T) {
 	st, err := pollUntil(t, r, out, func() bool { return false })
 	if err != nil || st != connector.EndOfInput || !slices.Equal(out.recs, []string{"0", "1", "2", "3", "4", "5"}) {
 		t.Fatalf("bounded read ended with %v, %v after %q, want every record up to the stop", st, err, out.recs)
+	}
+}
+
+// A fetch hands the task at most WithMaxPollRecords records; the rest of
+// the client's buffered fetch comes with the next fetches, so every record
+// arrives once and in its partition's order. The bound is what keeps a
+// reader's memory at about one fetch whatever the records' size.
+func TestReaderHandsOverAtMostMaxPollRecordsAndLosesNone(t *testing.T) {
+	c, cl := fakeCluster(t, map[string]int32{"t": 2})
+	produceValues(t, cl, "t", 0, 0, 150)
+	produceValues(t, cl, "t", 1, 1000, 1090)
+	src := newTestSource(t, StringValues(), c.ListenAddrs(), WithMaxPollRecords(7))
+	sr, err := newSplitReader(&src.cfg, &lagTable{}, metrics.GroupOf(&readerCtx{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sr.Close() })
+	splits := []Split{NewSplit(TopicPartition{"t", 0}, 0, NoStoppingOffset), NewSplit(TopicPartition{"t", 1}, 0, NoStoppingOffset)}
+	if err := sr.HandleSplitsChanges(base.SplitsChange[Split]{Added: splits}); err != nil {
+		t.Fatal(err)
+	}
+	got := map[string][]string{}
+	n, fetches := 0, 0
+	deadline := time.Now().Add(20 * time.Second)
+	for n < 240 && time.Now().Before(deadline) {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		b, err := sr.Fetch(ctx)
+		cancel()
+		if err != nil {
+			t.Fatal(err)
+		}
+		rb := b.(*base.RecordsBySplits[*kgo.Record])
+		if rb.Len() > 7 {
+			t.Fatalf("a fetch handed over %d records; WithMaxPollRecords(7)", rb.Len())
+		}
+		fetches++
+		for id, ok := rb.NextSplit(); ok; id, ok = rb.NextSplit() {
+			for rec, ok := rb.NextRecordFromSplit(); ok; rec, ok = rb.NextRecordFromSplit() {
+				got[id] = append(got[id], string(rec.Value))
+				n++
+			}
+		}
+		rb.Recycle()
+	}
+	for i, want := range [][2]int{{0, 150}, {1000, 1090}} {
+		id := splits[i].SplitID()
+		var exp []string
+		for v := want[0]; v < want[1]; v++ {
+			exp = append(exp, strconv.Itoa(v))
+		}
+		if !slices.Equal(got[id], exp) {
+			t.Fatalf("split %s: got %d records %v..., want %d in order", id, len(got[id]), got[id][:min(len(got[id]), 10)], len(exp))
+		}
+	}
+	if fetches < 240/7 {
+		t.Fatalf("%d fetches for 240 records at most 7 each", fetches)
+	}
+}
+
+func TestWithMaxPollRecordsRefusesLessThanOne(t *testing.T) {
+	_, err := NewSource(StringValues(), WithBrokers("localhost:9092"), WithTopics("t"), WithMaxPollRecords(0))
+	if !errors.Is(err, connector.ErrInvalidConfiguration) || !strings.Contains(err.Error(), "WithMaxPollRecords") {
+		t.Fatalf("WithMaxPollRecords(0): %v, want an invalid configuration naming the option", err)
 	}
 }
