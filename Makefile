@@ -74,9 +74,14 @@ check: tree
 lint: check
 	$(GO) run github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_LINT_VERSION) run ./...
 
-# Benchmarks. Never part of CI.
+# Benchmarks. Never part of CI. The Go benchmarks, then the side-by-side
+# harness's EmitLatest sections (bench/README.md; a local Kafka broker and
+# Kafka Streams 4.4, both from Maven Central jars), whose tables go to
+# .cache/bench/emit-latest.md (bench/RESULTS.md keeps the reviewed runs).
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem -count=1 ./...
+	mkdir -p .cache/bench
+	$(GO) run ./bench --sections emit-latest,emit-latest-latency --out .cache/bench/emit-latest.md $(BENCH_ARGS)
 
 # The side-by-side benchmark (bench/README.md): splitflow, raw franz-go and
 # Kafka Streams 4.4 on one local Kafka broker. Takes long at full size;

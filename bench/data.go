@@ -570,11 +570,16 @@ func (v verdict) String() string {
 		return v.win.String()
 	}
 	if v.words > 0 {
-		if v.outOfStep > 0 {
-			return fmt.Sprintf("NOT exact: %d/%d word counts right, %d of %d updates out of step", v.wordsOK, v.words, v.outOfStep, v.total)
-		}
 		if v.backwards > 0 {
 			return fmt.Sprintf("NOT exact: %d/%d word counts right, %d of %d updates not above the word's previous count", v.wordsOK, v.words, v.backwards, v.total)
+		}
+		if v.outOfStep > 0 && !v.exact {
+			return fmt.Sprintf("NOT exact: %d/%d word counts right, %d of %d updates out of step", v.wordsOK, v.words, v.outOfStep, v.total)
+		}
+		if v.exact && v.outOfStep > 0 {
+			// A system that may collapse updates (a cache, EmitLatest):
+			// counts that skip some, none that go back or repeat.
+			return fmt.Sprintf("exact (%d/%d word counts, %d updates, each above the word's previous count; %d skip counts)", v.wordsOK, v.words, v.total, v.outOfStep)
 		}
 		if v.exact {
 			return fmt.Sprintf("exact (%d/%d word counts, %d updates)", v.wordsOK, v.words, v.total)

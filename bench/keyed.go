@@ -206,6 +206,9 @@ func verifyUnique(ctx context.Context, seeds []string, topic string, ds *dataset
 			if c != uint64(latest[i])+1 {
 				v.outOfStep++
 			}
+			if c <= uint64(latest[i]) {
+				v.backwards++
+			}
 			latest[i] = uint8(min(c, 255))
 		})
 	}
@@ -215,7 +218,7 @@ func verifyUnique(ctx context.Context, seeds []string, topic string, ds *dataset
 			v.wordsOK++
 		}
 	}
-	v.exact = v.wordsOK == v.words
+	v.exact = v.wordsOK == v.words && v.backwards == 0
 	return v, nil
 }
 
@@ -802,7 +805,7 @@ func keyedRowMarkdown(b *strings.Builder, row *keyedRow) {
 	}
 	cp := "—"
 	sync, full, n := "—", "—", "—"
-	if row.spec.EveryUpdate {
+	if row.cps.n > 0 {
 		s := row.cps
 		cp = fmt.Sprintf("%.0f / %.0f / %.0f", ms(s.minD), ms(s.medD), ms(s.maxD))
 		sync, full, n = fmt.Sprintf("%.1f", ms(s.maxSync)), mb(s.lastFull), fmt.Sprint(s.n)

@@ -97,7 +97,7 @@ func parseFlags(args []string) (*config, error) {
 	fs.IntVar(&c.reps, "reps", 3, "repetitions of each run; the table shows medians")
 	fs.IntVar(&c.partitions, "partitions", 6, "partitions of every topic")
 	fs.IntVar(&c.parallelism, "parallelism", 2, "splitflow parallelism and Kafka Streams num.stream.threads")
-	fs.StringVar(&c.sections, "sections", "throughput,windowcount,latency,memory,keyed,avro", "which parts to run: throughput, windowcount, latency, memory, and unique-words, unique-words-changes, unique-words-large, unique-words-restore (keyed: all four), avro, and distributed and postgres (not in the default set)")
+	fs.StringVar(&c.sections, "sections", "throughput,windowcount,latency,memory,keyed,avro,emit-latest,emit-latest-latency", "which parts to run: throughput, windowcount, latency, memory, and unique-words, unique-words-changes, unique-words-large, unique-words-restore (keyed: all four), avro, emit-latest and emit-latest-latency, and distributed and postgres (not in the default set)")
 	sysRe := fs.String("systems", "", "regexp: run only systems whose label matches (rows of the others are left out)")
 	fs.DurationVar(&c.latDuration, "latency-duration", 60*time.Second, "length of the open-loop latency run")
 	fs.IntVar(&c.latRate, "latency-rate", 20_000, "records per second of the open-loop producer")
@@ -318,6 +318,9 @@ func run(ctx context.Context, cfg *config) (*results, error) {
 		}
 	}
 	if err := runKeyedSections(ctx, h, res); err != nil {
+		return nil, err
+	}
+	if err := runLatestSections(ctx, h, res); err != nil {
 		return nil, err
 	}
 	if cfg.section("avro") {

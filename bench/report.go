@@ -28,9 +28,12 @@ type results struct {
 	changes      []*changesRow
 	large        []*keyedRow
 	restore      *restoreRow
-	dist         *distSection
-	avro         []*throughputRow
-	postgres     *pgSection
+	// latest and latestLatency are the emit-latest sections' (latest.go).
+	latest        []*keyedRow
+	latestLatency []*latestRow
+	dist          *distSection
+	avro          []*throughputRow
+	postgres      *pgSection
 }
 
 type machine struct {
@@ -87,7 +90,7 @@ const notAvailable = "not available yet"
 
 func (r *results) quick() bool {
 	c := r.cfg
-	keyed := len(r.unique) > 0 || len(r.changes) > 0 || r.restore != nil
+	keyed := len(r.unique) > 0 || len(r.changes) > 0 || r.restore != nil || len(r.latest) > 0
 	if keyed && c.uniqueLines < 1_000_000 {
 		return true
 	}
@@ -211,6 +214,7 @@ func (r *results) markdown() string {
 		b.WriteString("\n")
 	}
 	r.keyedMarkdown(&b)
+	r.latestMarkdown(&b)
 	r.avroMarkdown(&b)
 	r.postgresMarkdown(&b)
 	r.distMarkdown(&b)
