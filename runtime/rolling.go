@@ -114,10 +114,11 @@ func (f rollingOptionFunc) applyRolling(o *rollingOptions) { f(o) }
 // EmitLatest makes a rolling aggregation emit each key's latest value
 // once per checkpoint rather than after every record (Kafka Streams'
 // record cache, Flink's mini-batch aggregation): a key changed since the
-// last emission is remembered, and its value, read from keyed state, is
-// emitted before the next checkpoint barrier leaves the operator, at the
-// end of input, and early when a bound given by opts is reached. Without
-// opts the bounds are MaxPendingKeys(100_000) and no time bound.
+// last emission is remembered with its latest value (the one keyed state
+// holds), which is emitted before the next checkpoint barrier leaves the
+// operator, at the end of input, and early when a bound given by opts is
+// reached. Without opts the bounds are MaxPendingKeys(100_000) and no
+// time bound; MaxPendingKeys bounds the values held too.
 //
 // Exactly-once holds as without it: what a checkpoint's barrier follows
 // downstream includes every change the checkpoint's state holds, so a
@@ -145,9 +146,9 @@ func EmitLatest(opts ...LatestOption) RollingOption {
 }
 
 // defaultMaxPendingKeys bounds what a subtask holds between checkpoints
-// with EmitLatest: a map entry per key, a few MB at most, while with 1 s
-// commits a job with fewer changed keys than this per second emits each
-// key once per checkpoint (Kafka Streams' default cache of 10 MB holds
+// with EmitLatest: a map entry and a value per key, a few MB at most for
+// a count, while with 1 s commits a job with fewer changed keys than this
+// per second emits each key once per checkpoint (Kafka Streams' default cache of 10 MB holds
 // some 100k small records as well).
 const defaultMaxPendingKeys = 100_000
 
@@ -220,7 +221,7 @@ func rolling[K comparable, T, A, O any](ks KeyedStream[K, T], name, state string
 	ds := KeyedProcessPerSubtask(ks, func() KeyedProcessFunction[K, T, O] {
 		f := &rollingFunc[K, T, A, O]{name: state, step: step, emit: emit}
 		if latest != nil {
-			f.latest = &latestSet[K]{cfg: *latest, at: map[K]int{}}
+			f.latest = &latestSet[K, A]{cfg: *latest, at: map[K]int{}}
 		}
 		return f
 	})
@@ -236,22 +237,27 @@ type rollingFunc[K comparable, T, A, O any] struct {
 	step   func(acc A, has bool, v T) A
 	emit   func(k K, acc A) O
 	state  ValueState[A]
-	latest *latestSet[K] // nil: emit every update
+	latest *latestSet[K, A] // nil: emit every update
 }
 
 // latestSet is the pending keys of EmitLatest: each key changed since the
-// last emission, in the order of its first change, with the timestamp of
-// its latest record (its emitted record's). It holds no values: they are
-// in keyed state, on either backend, and are read when emitted. It is
-// owned by the task goroutine and never checkpointed: the keyed process
-// operator empties it before every barrier (heldOutput).
+// last emission, in the order of its first change, with its value as the
+// last record left it in keyed state and the timestamp of that record (its
+// emitted record's). The value is kept beside the key so that an emission
+// reads no state: on the pebble backend a read back of each pending key
+// was a point lookup in the DB, several microseconds a key, and the
+// pre-barrier step of a job changing 100k keys a checkpoint spent most
+// of its time there. A rolling value is never cleared, so the value kept
+// is the one in state. It is owned by the task goroutine and never
+// checkpointed: the keyed process operator empties it before every
+// barrier (heldOutput).
 //
 // A record of a key already pending, the common case between two
 // checkpoints, costs one map lookup: the map gives the key's place in
-// order, whose entry holds the timestamp.
-type latestSet[K comparable] struct {
+// order, whose entry holds the value and the timestamp.
+type latestSet[K comparable, A any] struct {
 	cfg   latestConfig
-	order []pendingKey[K]
+	order []pendingKey[K, A]
 	at    map[K]int // index in order
 	// arm asks for flushHeld after a duration (MaxPendingTime); gauge is
 	// the size, published at every change of emptiness and emission.
@@ -259,9 +265,11 @@ type latestSet[K comparable] struct {
 	gauge prometheus.Gauge
 }
 
-// pendingKey is a key of latestSet with its latest record's timestamp.
-type pendingKey[K comparable] struct {
+// pendingKey is a key of latestSet with its value and its latest
+// record's timestamp.
+type pendingKey[K comparable, A any] struct {
 	key K
+	acc A
 	ts  int64
 }
 
@@ -280,24 +288,24 @@ func (f *rollingFunc[K, T, A, O]) ProcessElement(ctx *KeyedContext[K, O], v T) e
 		ctx.Collect(f.emit(ctx.Key(), acc))
 		return nil
 	}
-	if l.note(ctx.Key(), ctx.Timestamp()) >= l.cfg.maxKeys {
+	if l.note(ctx.Key(), acc, ctx.Timestamp()) >= l.cfg.maxKeys {
 		return f.flushHeld(ctx)
 	}
 	return nil
 }
 
-// note makes k pending with its latest record's timestamp ts and returns
-// how many keys are pending.
-func (l *latestSet[K]) note(k K, ts int64) int {
+// note makes k pending with its value acc and its latest record's
+// timestamp ts, and returns how many keys are pending.
+func (l *latestSet[K, A]) note(k K, acc A, ts int64) int {
 	if i, ok := l.at[k]; ok {
-		l.order[i].ts = ts
+		l.order[i].acc, l.order[i].ts = acc, ts
 		return len(l.order)
 	}
 	if len(l.order) == 0 && l.cfg.maxTime > 0 && l.arm != nil {
 		l.arm(l.cfg.maxTime)
 	}
 	l.at[k] = len(l.order)
-	l.order = append(l.order, pendingKey[K]{key: k, ts: ts})
+	l.order = append(l.order, pendingKey[K, A]{key: k, acc: acc, ts: ts})
 	l.gauge.Set(float64(len(l.order)))
 	return len(l.order)
 }
@@ -313,20 +321,17 @@ func (f *rollingFunc[K, T, A, O]) bindHeld(g *metrics.Group, arm func(time.Durat
 	f.latest.gauge = g.Gauge("rolling_pending_keys", "Keys of a rolling aggregation with EmitLatest changed since its last emission.")
 }
 
-// flushHeld emits every pending key with its value in keyed state, in the
-// order of the keys' first changes, and empties the set (heldOutput).
+// flushHeld emits every pending key with its value, in the order of the
+// keys' first changes, and empties the set (heldOutput).
 func (f *rollingFunc[K, T, A, O]) flushHeld(ctx *KeyedContext[K, O]) error {
 	l := f.latest
 	if l == nil || len(l.order) == 0 {
 		return nil
 	}
 	for _, p := range l.order {
+		// The emission is the key's, as after its record.
 		ctx.op.setKey(p.key)
-		acc, has := f.state.Value()
-		if !has {
-			continue // a rolling value is never cleared: nothing to emit if it were
-		}
-		ctx.CollectWithTimestamp(f.emit(p.key, acc), p.ts)
+		ctx.CollectWithTimestamp(f.emit(p.key, p.acc), p.ts)
 		if ctx.err != nil {
 			return ctx.err
 		}

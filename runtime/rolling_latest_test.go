@@ -257,28 +257,28 @@ func BenchmarkEmitLatestPendingKey(b *testing.B) {
 	for i := range keys {
 		keys[i] = fmt.Sprintf("word-%06d", i)
 	}
-	l := &latestSet[string]{cfg: latestConfig{maxKeys: 1 << 30}, at: map[string]int{}, gauge: prometheus.NewGauge(prometheus.GaugeOpts{Name: "g"})}
+	l := &latestSet[string, int64]{cfg: latestConfig{maxKeys: 1 << 30}, at: map[string]int{}, gauge: prometheus.NewGauge(prometheus.GaugeOpts{Name: "g"})}
 	for i, k := range keys {
-		l.note(k, int64(i))
+		l.note(k, 1, int64(i))
 	}
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := range b.N {
-		l.note(keys[i%n], int64(i))
+		l.note(keys[i%n], int64(i), int64(i))
 	}
 }
 
 // The pending set holds each changed key once, in the order of its first
-// change, with the timestamp of its latest record (what its emitted
-// record carries), and counts keys, not records.
+// change, with its latest value and the timestamp of its latest record
+// (what its emitted record carries), and counts keys, not records.
 func TestEmitLatestPendingSetHoldsEachKeyOnceWithItsLatestTimestamp(t *testing.T) {
-	l := &latestSet[string]{cfg: latestConfig{maxKeys: 1 << 30}, at: map[string]int{}, gauge: prometheus.NewGauge(prometheus.GaugeOpts{Name: "g"})}
+	l := &latestSet[string, int64]{cfg: latestConfig{maxKeys: 1 << 30}, at: map[string]int{}, gauge: prometheus.NewGauge(prometheus.GaugeOpts{Name: "g"})}
 	for i, k := range []string{"b", "a", "b", "c", "a", "b"} {
-		if n, want := l.note(k, int64(10+i)), len(l.order); n != want {
+		if n, want := l.note(k, int64(i), int64(10+i)), len(l.order); n != want {
 			t.Fatalf("note(%q) = %d pending, want %d", k, n, want)
 		}
 	}
-	want := []pendingKey[string]{{"b", 15}, {"a", 14}, {"c", 13}}
+	want := []pendingKey[string, int64]{{"b", 5, 15}, {"a", 4, 14}, {"c", 3, 13}}
 	if !slices.Equal(l.order, want) {
 		t.Fatalf("pending %v, want %v", l.order, want)
 	}
