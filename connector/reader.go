@@ -123,6 +123,22 @@ type SourceReader[T any, S Split] interface {
 	Close() error
 }
 
+// LagReporter is an optional capability of a SourceReader: how far it is
+// behind its input. The engine sums it over the readers of a job's
+// sources into the job's lag gauge (splitflow_source_lag_records), the
+// figure an autoscaler scales on; the readers of a distributed job's
+// shuffle are left out, their records being the job's own.
+type LagReporter interface {
+	// LagRecords returns how many records of the splits the reader holds
+	// lie past what it has emitted, as of the newest ends it knows; a
+	// split whose end is not known yet counts 0. It is called from the
+	// goroutine of a metrics scrape, concurrently with the task
+	// goroutine's calls and possibly after Close, so it must be safe for
+	// concurrent use and must not block: a reader that asks its system
+	// for the ends does so in the background, for a later call.
+	LagRecords() int64
+}
+
 // SourceReaderContext is a reader's view of the engine.
 //
 // Its methods are called on the reader's task goroutine.

@@ -203,7 +203,14 @@ type sourceOptions[T any] struct {
 type sourceSpec[T any, S connector.Split, C any] struct {
 	src      connector.Source[T, S, C]
 	strategy watermark.Strategy[T]
+	// shuffleInput: the reading side of a distributed job's shuffle
+	// (markShuffleInput).
+	shuffleInput bool
 }
+
+// markShuffleInput marks the source as the reading side of a shuffle
+// channel, whose readers the job's lag gauge leaves out.
+func (s *sourceSpec[T, S, C]) markShuffleInput() { s.shuffleInput = true }
 
 func (s *sourceSpec[T, S, C]) boundedness() connector.Boundedness { return s.src.Boundedness() }
 
@@ -244,7 +251,7 @@ func (s *sourceSpec[T, S, C]) describeSplits(old [][]byte) ([]string, error) {
 
 func (s *sourceSpec[T, S, C]) buildSubtask(coord operatorCoordinator, info opInfo, parallelism int, mb *engine.Mailbox, out any) (lifecycle, taskInput) {
 	c := coord.(*sourceCoordinator[T, S, C])
-	op := &sourceOperator[T, S, C]{info: info, src: s.src, coord: c, par: parallelism, strategy: s.strategy, out: out.(output[T])}
+	op := &sourceOperator[T, S, C]{info: info, src: s.src, coord: c, par: parallelism, strategy: s.strategy, out: out.(output[T]), shuffleInput: s.shuffleInput}
 	c.gateways[info.subtask].bind(mb, op)
 	return op, op
 }

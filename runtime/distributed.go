@@ -332,6 +332,9 @@ func (typeOpsFor[T]) cut(env *Environment, e *edge, sh Shuffle, channel string, 
 	enc := DataStream[connector.ShuffleRecord]{env: env, node: encNode}.Name("shuffle-encode " + channel).UID("shuffle-encode:" + channel)
 	sh.Sink(enc, channel, partitions)
 	src := sh.Source(env, channel, partitions, owner)
+	if m, ok := src.node.source.(interface{ markShuffleInput() }); ok {
+		m.markShuffleInput()
+	}
 	decNode := &node{out: typeOpsFor[T]{}, in: typeOpsFor[connector.ShuffleRecord]{}, state: stateformat.ShuffleDecodeSignature()}
 	decNode.build = func(info opInfo, par int, out any) (lifecycle, any) {
 		op := newShuffleUnbatchOperator(info, channel, serde.Decode, out.(output[T]), par, partitions, owner)

@@ -280,7 +280,11 @@ func (env *Environment) Execute(ctx context.Context, name string) error {
 	// The job holds its metrics registry from here until it returns, so a
 	// registry shared with another job that is running is refused before
 	// anything of this one runs.
-	releaseMetrics, err := env.observer().attach(name)
+	jobName := name
+	if env.cfg.dist != nil {
+		jobName = env.cfg.dist.Job
+	}
+	releaseMetrics, err := env.observer().attach(name, jobName)
 	if err != nil {
 		return fmt.Errorf("job %q: %w", name, err)
 	}

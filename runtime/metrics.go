@@ -71,6 +71,8 @@ type observer struct {
 	stateCache prometheus.GaugeFunc
 	restartsC  prometheus.Counter
 	slotM      slotMetrics
+	// lag is the job's input lag in this process (sourcelag.go).
+	lag sourceLag
 
 	// stateStats, set while a job's pebble backend is open, reports its
 	// disk and block cache use.
@@ -157,13 +159,14 @@ func newObserver(reg *prometheus.Registry) *observer {
 // function ends the job's hold on the registry when Execute returns. Jobs
 // take turns on a registry given with WithMetricsRegistry: a job that ended
 // leaves its final values there until the next job's attach replaces them,
-// and a registry is refused only while another job runs on it.
-func (o *observer) attach(job string) (release func(), err error) {
+// and a registry is refused only while another job runs on it. jobName
+// labels the job-level gauges (labelJobName).
+func (o *observer) attach(job, jobName string) (release func(), err error) {
 	reg, err := metrics.Open(o.prom, job)
 	if err != nil {
 		return nil, fmt.Errorf("%w; run one job at a time on a registry, or give each Environment its own (WithMetricsRegistry)", err)
 	}
-	for _, c := range append([]prometheus.Collector{o.cpTotal, o.cpDuration, o.cpSize, o.cpAlign, o.cpFullSize, o.cpSync, o.stateDisk, o.stateCache, o.restartsC, (*taskCollector)(o)}, o.slotM.collectors()...) {
+	for _, c := range append([]prometheus.Collector{o.cpTotal, o.cpDuration, o.cpSize, o.cpAlign, o.cpFullSize, o.cpSync, o.stateDisk, o.stateCache, o.restartsC, (*taskCollector)(o), o.lag.gauge(jobName)}, o.slotM.collectors()...) {
 		reg.Register(c)
 	}
 	if err := reg.Err(); err != nil {

@@ -42,6 +42,12 @@ type sourceOperator[T any, S connector.Split, C any] struct {
 	// metrics is the subtask's metric group, handed to the reader through
 	// its context; nil when the task has no observer (tests).
 	metrics *metrics.Group
+	// shuffleInput: the source reads a distributed job's shuffle, whose
+	// lag is not the job's input lag (sourcelag.go).
+	shuffleInput bool
+	// uncountLag takes the reader out of the job's lag gauge; nil while
+	// it is not in it.
+	uncountLag func()
 }
 
 func (s *sourceOperator[T, S, C]) operator() *opInfo { return &s.info }
@@ -61,6 +67,7 @@ func (s *sourceOperator[T, S, C]) open(t *task) error {
 		return s.info.wrap(&unrecoverableError{errNilReader})
 	}
 	s.reader = r
+	s.countLag(t)
 	// Splits restored from a checkpoint go to the reader before it
 	// registers and starts, as in Flink's SourceOperator.open.
 	if err := s.restoreSplits(t); err != nil {
@@ -250,6 +257,10 @@ func (s *sourceOperator[T, S, C]) endInput() error { return nil }
 func (s *sourceOperator[T, S, C]) close() error {
 	if s.reader == nil {
 		return nil
+	}
+	if s.uncountLag != nil {
+		s.uncountLag()
+		s.uncountLag = nil
 	}
 	return s.info.wrap(s.reader.Close())
 }

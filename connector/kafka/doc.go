@@ -48,7 +48,8 @@
 // subtask the runtime's owner rule names.
 //
 // Both export metrics (metrics.go) on the job's registry when the engine's
-// context provides a metric group: lag per partition, bytes read and
+// context provides a metric group: lag per partition (and the reader's sum,
+// LagRecords, which the engine adds into the job's lag gauge), bytes read and
 // written, partitions discovered, transactions committed and aborted,
 // commit latency, and franz-go's client metrics through kprom.
 package kafka

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"maps"
 	"net"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -521,5 +522,109 @@ func TestReaderRemoveSplitsDropsOnlyHeldLag(t *testing.T) {
 	}
 	if !has(r2, held) {
 		t.Fatal("a failed RemoveSplits dropped the lag of the split")
+	}
+}
+
+// The job's lag gauge (splitflow_source_lag_records{job_name}) is the sum
+// of its input's per-partition lag and leaves the shuffle of a distributed
+// job out: while the input is being read its value is the input topic's
+// lag, and once the input is read and records wait in the shuffle behind
+// a slow operator, it stays at the input's lag (0), not theirs. Each
+// sample is compared within one gather.
+func TestJobLagIsTheInputsLagWithoutTheShuffle(t *testing.T) {
+	const in, out, job, slots, n = "lag-in", "lag-out", "lagjob", 2, 600
+	seeds, cl := distributedCluster(t, in, out)
+	var rs []*kgo.Record
+	for i := range n {
+		rs = append(rs, &kgo.Record{Topic: in, Partition: int32(i % 3), Value: fmt.Appendf(nil, "v%03d", i)})
+	}
+	if err := cl.ProduceSync(context.Background(), rs...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	sh, err := NewShuffle(WithShuffleSinkOptions(WithBrokers(seeds...), WithLogger(quietLogger())),
+		WithShuffleSourceOptions(WithBrokers(seeds...), WithLogger(quietLogger())))
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := prometheus.NewRegistry()
+	env := runtime.NewEnvironment(
+		runtime.WithMetricsRegistry(reg),
+		runtime.WithCheckpointInterval(100*time.Millisecond),
+		runtime.WithCheckpointDir(t.TempDir()),
+		runtime.WithLogger(quietLogger()),
+		runtime.WithDistributed(runtime.Distributed{Job: job, Slots: slots, Shuffle: sh,
+			Cluster: Connect(WithBrokers(seeds...)), SessionTimeout: 2 * time.Second}))
+	// Small fetches keep the input's lag up for a while.
+	src, err := NewSource(StringValues(), WithBrokers(seeds...), WithTopics(in), WithLogger(quietLogger()),
+		WithClientOpts(kgo.FetchMaxPartitionBytes(1), kgo.FetchMaxBytes(1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	slow := runtime.Map(runtime.Rebalance(runtime.FromSource(env, src, "values").UID("in")), func(v string) (string, error) {
+		time.Sleep(10 * time.Millisecond)
+		return v, nil
+	}).UID("slow")
+	sink, err := NewSink(KeyValueSerializer(out, func(v string) ([]byte, []byte, error) { return nil, []byte(v), nil }),
+		WithBrokers(seeds...), WithExactlyOnce(out), WithLogger(quietLogger()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	runtime.SinkTo(slow, connector.Sink[string](sink)).UID(out)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- env.Execute(ctx, job) }()
+
+	var sawInput, sawShuffleApart bool
+	var last string
+	for deadline := time.Now().Add(90 * time.Second); !sawInput || !sawShuffleApart; {
+		select {
+		case err := <-done:
+			t.Fatalf("the job ended: %v", err)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("within 90s: saw the job's lag equal to its input's while it was being read %v, and apart from the shuffle's %v; last sample %s",
+				sawInput, sawShuffleApart, last)
+		}
+		mfs, err := reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var jobLag, inputLag, shuffleLag float64
+		jobSeries, inputSeries := 0, 0
+		for _, mf := range mfs {
+			for _, m := range mf.GetMetric() {
+				l := map[string]string{}
+				for _, lp := range m.GetLabel() {
+					l[lp.GetName()] = lp.GetValue()
+				}
+				v := m.GetGauge().GetValue()
+				switch {
+				case mf.GetName() == "splitflow_source_lag_records" && l["job_name"] == job:
+					jobLag += v
+					jobSeries++
+				case mf.GetName() == "splitflow_kafka_source_lag_records" && l["topic"] == in:
+					inputLag += v
+					inputSeries++
+				case mf.GetName() == "splitflow_kafka_source_lag_records" && strings.HasSuffix(l["topic"], ".shuffle"):
+					shuffleLag += v
+				}
+			}
+		}
+		last = fmt.Sprintf("job %v (%d series), input %v (%d partitions), shuffle %v", jobLag, jobSeries, inputLag, inputSeries, shuffleLag)
+		if jobSeries > 1 {
+			t.Fatalf("%d series of splitflow_source_lag_records{job_name=%q}, want one per process: %s", jobSeries, job, last)
+		}
+		if jobSeries == 1 && inputSeries == 3 && jobLag == inputLag {
+			sawInput = sawInput || jobLag > 0
+			sawShuffleApart = sawShuffleApart || (jobLag == 0 && shuffleLag > 0)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("execute: %v", err)
 	}
 }

@@ -24,6 +24,7 @@ type Source[T any] struct {
 }
 
 var _ connector.Source[string, Split, EnumeratorState] = (*Source[string])(nil)
+var _ connector.LagReporter = (*Reader[string])(nil)
 
 // NewSource returns a source that turns records into T with deser. It
 // checks the options and fails with every problem it finds (no brokers, an
@@ -593,6 +594,18 @@ func (r *Reader[T]) waitCommits() {
 // read_committed; at most the stopping offset of a bounded split), as of
 // the newest end known. A partition whose end is not known yet is absent.
 func (r *Reader[T]) Lag() map[TopicPartition]int64 { return r.lag.snapshot() }
+
+// LagRecords is the sum of Lag over the partitions read: the reader's
+// share of its job's lag gauge (connector.LagReporter). Like a scrape of
+// the per-partition lag, it asks the broker in the background for ends no
+// fetch has reported on lately, which a later call sees.
+func (r *Reader[T]) LagRecords() int64 {
+	var n int64
+	for _, v := range r.lagForMetrics() {
+		n += v
+	}
+	return n
+}
 
 // Skipped returns how many records WithSkipBadRecords dropped.
 func (r *Reader[T]) Skipped() int64 { return r.skipped.Load() }
