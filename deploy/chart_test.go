@@ -516,6 +516,8 @@ func TestChartRefusesValuesTheJobCannotRunWith(t *testing.T) {
 		{"no surge", merge(required(), map[string]any{"rollingUpdate": map[string]any{"maxSurge": 0}}), "rollingUpdate.maxSurge must be a number of processes, 1 or more"},
 		{"KEDA to zero", merge(required(), map[string]any{"autoscaling": map[string]any{"keda": map[string]any{"enabled": true, "minReplicas": 0}}}), "autoscaling.keda.minReplicas must be 1 or more"},
 		{"KEDA without offsets", merge(required(), map[string]any{"job": map[string]any{"commitSourceOffsets": false}, "autoscaling": map[string]any{"keda": map[string]any{"enabled": true}}}), "autoscaling.keda needs job.commitSourceOffsets"},
+		{"KEDA on an unknown trigger", merge(required(), map[string]any{"autoscaling": map[string]any{"keda": map[string]any{"enabled": true, "trigger": "cpu"}}}), "autoscaling.keda.trigger must be kafka or prometheus"},
+		{"KEDA on Prometheus without a server", merge(required(), map[string]any{"autoscaling": map[string]any{"keda": map[string]any{"enabled": true, "trigger": "prometheus"}}}), "autoscaling.keda.prometheus.serverAddress is required"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := render(tc.vals)
@@ -581,6 +583,54 @@ func TestKEDAScalesOnTheSourcesGroupWithinTheSlots(t *testing.T) {
 			}
 			if r.deployment.Spec.Replicas != nil {
 				t.Errorf("replicas %d set beside KEDA: every upgrade would reset what KEDA chose", *r.deployment.Spec.Replicas)
+			}
+		})
+	}
+}
+
+// With trigger prometheus, KEDA scales on the job's own lag gauge summed
+// over its processes: the query sums splitflow_source_lag_records of the
+// job the Deployment runs (job_name is its --job-name) in the release's
+// namespace, with the chart's thresholds, and an empty answer is KEDA's
+// error rather than a lag of 0. The sources then need not commit offsets.
+func TestKEDAPrometheusTriggerSumsTheJobsLagGauge(t *testing.T) {
+	for _, tc := range []struct {
+		name, query string
+		job         map[string]any
+		want        string
+	}{
+		{"default query", "", map[string]any{"name": "orders", "commitSourceOffsets": false},
+			`sum(splitflow_source_lag_records{namespace="streams",job_name="orders"})`},
+		{"own query", `sum(splitflow_source_lag_records{job_name="orders",cluster="eu"})`, map[string]any{"name": "orders"},
+			`sum(splitflow_source_lag_records{job_name="orders",cluster="eu"})`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			k := map[string]any{"enabled": true, "trigger": "prometheus", "lagThreshold": "5000", "activationLagThreshold": "100",
+				"prometheus": map[string]any{"serverAddress": "http://prometheus-operated.monitoring:9090", "query": tc.query}}
+			r := renderOK(t, merge(required(), map[string]any{"job": tc.job, "autoscaling": map[string]any{"keda": k}}))
+			so := r.scaledObject
+			if so == nil {
+				t.Fatal("no ScaledObject")
+			}
+			if len(so.Spec.Triggers) != 1 || so.Spec.Triggers[0].Type != "prometheus" {
+				t.Fatalf("triggers %+v, want one prometheus trigger", so.Spec.Triggers)
+			}
+			md := so.Spec.Triggers[0].Metadata
+			if md["query"] != tc.want {
+				t.Errorf("query %q, want %q", md["query"], tc.want)
+			}
+			args := flagValues(t, container(t, r.deployment).Args)
+			if !strings.Contains(md["query"], `job_name="`+args["job-name"]+`"`) {
+				t.Errorf("query %q does not select the job the Deployment runs (--job-name=%s)", md["query"], args["job-name"])
+			}
+			want := map[string]string{"serverAddress": "http://prometheus-operated.monitoring:9090", "threshold": "5000", "activationThreshold": "100", "ignoreNullValues": "false"}
+			for k, v := range want {
+				if md[k] != v {
+					t.Errorf("metadata %s %q, want %q", k, md[k], v)
+				}
+			}
+			if _, ok := md["consumerGroup"]; ok {
+				t.Errorf("the prometheus trigger has the Kafka scaler's consumerGroup: %v", md)
 			}
 		})
 	}

@@ -27,6 +27,8 @@ func TestChartPassesHelmLint(t *testing.T) {
 		{"defaults", nil},
 		{"required values", required()},
 		{"KEDA, ServiceMonitor and every option", allOn()},
+		{"KEDA on Prometheus", merge(required(), map[string]any{"autoscaling": map[string]any{"keda": map[string]any{"enabled": true, "trigger": "prometheus",
+			"prometheus": map[string]any{"serverAddress": "http://prometheus-operated.monitoring:9090"}}}})},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			l := lint.All(chartDir, tc.vals, "streams", true)

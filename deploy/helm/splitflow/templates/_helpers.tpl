@@ -41,6 +41,22 @@ processes themselves join.
 {{- default (printf "%s.source" .Values.job.name) .Values.job.sourceGroupId -}}
 {{- end -}}
 
+{{/*
+The PromQL query of KEDA's Prometheus trigger: the job's input lag,
+summed over its processes, each of which reports the slots it owns
+(splitflow_source_lag_records, labelled job_name with --job-name; the
+namespace label is the one the Prometheus Operator and the usual pod
+scrape configurations add).
+*/}}
+{{- define "splitflow.kedaLagQuery" -}}
+{{- $q := .Values.autoscaling.keda.prometheus.query -}}
+{{- if $q -}}
+{{- $q -}}
+{{- else -}}
+{{- printf "sum(splitflow_source_lag_records{namespace=%q,job_name=%q})" .Release.Namespace .Values.job.name -}}
+{{- end -}}
+{{- end -}}
+
 {{/* The checkpoint directory: s3://bucket/prefix. */}}
 {{- define "splitflow.checkpointDir" -}}
 {{- $s3 := .Values.checkpoints.s3 -}}
