@@ -265,6 +265,20 @@ type ClaimInfo interface {
 	ClaimEpoch() int64
 }
 
+// ClaimIncarnation is an optional capability of a context that is a
+// ClaimInfo: the run of the distributed job whose slot logs number its
+// claims. A job started into a new checkpoint root, afresh or from a
+// savepoint (runtime.WithRestoreFrom), is a new incarnation and numbers
+// its claims from 1 again, so a sink that fences stale claims across
+// restarts compares epochs only within one incarnation (the PostgreSQL
+// sink's progress row).
+type ClaimIncarnation interface {
+	// ClaimIncarnation names the incarnation: the same in every process
+	// and every claim of one run of the job, another in the next run
+	// started into a new checkpoint root; "" outside a distributed job.
+	ClaimIncarnation() string
+}
+
 // JobInfo is an optional capability of a SinkInitContext: the job the
 // subtask runs in. A sink that keeps a resource for one job (the Kafka
 // sink its transactional id prefix) tells the job's processes from

@@ -173,3 +173,48 @@ func TestProgressTableWithoutClaimEpochGetsTheColumnAtStart(t *testing.T) {
 	}
 	_ = w.Close()
 }
+
+// A distributed job started from a savepoint into a new checkpoint root
+// is a new incarnation: its slot logs number claims from 1 again, yet its
+// writers restore a checkpoint. Claims are compared only within one
+// incarnation, so its writers are not refused for the old root's higher
+// claims; the first writer start of the new incarnation records its
+// claim as a fresh start does, and from then on the fence holds within
+// the new incarnation as it did within the old.
+func TestSavepointStartInANewRootIsNotFencedByTheOldRootsClaims(t *testing.T) {
+	db := database(t)
+	table := tableName("incarnation")
+	execSQL(t, db, "CREATE TABLE "+table+" (id bigint NOT NULL, name text)")
+	sink, err := NewSink(db, table, []string{"id", "name"}, eventRow)
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := initContext{claim: 5, subtask: 1, parallelism: 2, restored: 39, incarnation: "root-a"}
+	if _, err := commitAs(t, sink, old, prepared(t, sink, old, 40, event{1, "old root, claim 5"})); err != nil {
+		t.Fatal(err)
+	}
+	// The savepoint taken at checkpoint 40 starts the job under root-b.
+	b1 := initContext{claim: 1, subtask: 1, parallelism: 2, restored: 40, incarnation: "root-b"}
+	c41 := prepared(t, sink, b1, 41, event{2, "new root, claim 1"})
+	if _, err := commitAs(t, sink, b1, c41); err != nil {
+		t.Fatalf("commit under claim 1 of a new incarnation after the old one's claim 5: %v", err)
+	}
+	if got := mustInt64s(t, db, "SELECT id FROM "+table+" ORDER BY id"); !slices.Equal(got, []int64{1, 2}) {
+		t.Fatalf("ids %v, want [1 2]", got)
+	}
+	// Within the new incarnation the fence holds: claim 2 starts, and
+	// claim 1 neither commits nor restarts its writer.
+	b1.restored = 41
+	c42 := prepared(t, sink, b1, 42, event{3, "claim 1, stale"})
+	b2 := initContext{claim: 2, subtask: 1, parallelism: 2, restored: 41, incarnation: "root-b"}
+	prepared(t, sink, b2, 42, event{30, "claim 2, never committed"})
+	if _, err := commitAs(t, sink, b1, c42); !errors.Is(err, ErrStaleClaim) {
+		t.Fatalf("commit under claim 1 after claim 2 of the same incarnation started: %v, want ErrStaleClaim", err)
+	}
+	if _, err := sink.CreateWriter(initContext{claim: 1, subtask: 1, parallelism: 2, restored: 41, incarnation: "root-b", committer: true}); !errors.Is(err, ErrStaleClaim) {
+		t.Fatalf("writer start under claim 1 after claim 2 of the same incarnation: %v, want ErrStaleClaim", err)
+	}
+	if got := mustInt64s(t, db, "SELECT id FROM "+table+" ORDER BY id"); !slices.Equal(got, []int64{1, 2}) {
+		t.Fatalf("ids %v, want [1 2]: the stale claim's rows were written", got)
+	}
+}

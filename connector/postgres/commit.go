@@ -81,8 +81,11 @@ type committer struct {
 	progress qualifiedName
 	// claim is the epoch of the process's claim on the committer's slot
 	// (connector.ClaimInfo), 0 outside a distributed job.
-	claim  int64
-	closed bool
+	claim int64
+	// incarnation is the run of the job that numbers claim
+	// (connector.ClaimIncarnation).
+	incarnation string
+	closed      bool
 }
 
 // Commit implements connector.Committer. Committables are committed in
@@ -103,7 +106,7 @@ func (c *committer) Commit(ctx context.Context, reqs []connector.CommitRequest[C
 		return err
 	}
 	for _, r := range reqs {
-		already, err := commitOne(ctx, pool, c.progress, c.claim, r.Committable())
+		already, err := commitOne(ctx, pool, c.progress, c.claim, c.incarnation, r.Committable())
 		if err != nil {
 			return err
 		}
@@ -116,9 +119,9 @@ func (c *committer) Commit(ctx context.Context, reqs []connector.CommitRequest[C
 
 // commitOne writes the rows of cm and records its checkpoint and claim in
 // one transaction, unless the progress row says its checkpoint is
-// committed already (already true) or records a claim newer than claim
-// (ErrStaleClaim).
-func commitOne(ctx context.Context, pool *pgxpool.Pool, progress qualifiedName, claim int64, cm Committable) (already bool, err error) {
+// committed already (already true) or records a claim of incarnation
+// newer than claim (ErrStaleClaim).
+func commitOne(ctx context.Context, pool *pgxpool.Pool, progress qualifiedName, claim int64, incarnation string, cm Committable) (already bool, err error) {
 	where := describeServer(pool.Config().ConnConfig.Config)
 	defer func() {
 		if err != nil {
@@ -146,19 +149,23 @@ func commitOne(ctx context.Context, pool *pgxpool.Pool, progress qualifiedName, 
 	// paused past its slot's takeover may commit beside the slot's new
 	// owner, and whichever comes second reads the other's claim.
 	var done, owner int64
+	var ownerRun string
 	b := &pgx.Batch{}
-	b.Queue("INSERT INTO "+progress.sql()+" (job, sink, subtask, checkpoint_id, claim_epoch) VALUES ($1, $2, $3, 0, $4) ON CONFLICT (job, sink, subtask) DO NOTHING",
-		cm.Job, cm.Sink, cm.Subtask, claim)
-	b.Queue("SELECT checkpoint_id, claim_epoch FROM "+progress.sql()+" WHERE job = $1 AND sink = $2 AND subtask = $3 FOR UPDATE",
-		cm.Job, cm.Sink, cm.Subtask).QueryRow(func(row pgx.Row) error { return row.Scan(&done, &owner) })
+	b.Queue("INSERT INTO "+progress.sql()+" (job, sink, subtask, checkpoint_id, claim_epoch, claim_incarnation) VALUES ($1, $2, $3, 0, $4, $5) ON CONFLICT (job, sink, subtask) DO NOTHING",
+		cm.Job, cm.Sink, cm.Subtask, claim, incarnation)
+	b.Queue("SELECT checkpoint_id, claim_epoch, claim_incarnation FROM "+progress.sql()+" WHERE job = $1 AND sink = $2 AND subtask = $3 FOR UPDATE",
+		cm.Job, cm.Sink, cm.Subtask).QueryRow(func(row pgx.Row) error { return row.Scan(&done, &owner, &ownerRun) })
 	if err := tx.SendBatch(ctx, b).Close(); err != nil {
 		return false, fmt.Errorf("read progress in %s: %w", progress, err)
 	}
-	if claim > 0 && owner > claim {
+	if claim > 0 && owner > claim && ownerRun == incarnation {
 		// Refused before the checkpoint is looked at: a stale owner's
 		// checkpoint may carry the id of one the new owner wrote with
-		// other rows, or an id the new owner has not reached yet.
-		return false, staleClaim(progress, progressKey{job: cm.Job, sink: cm.Sink, subtask: cm.Subtask, claim: claim}, owner)
+		// other rows, or an id the new owner has not reached yet. A
+		// claim of another incarnation (an earlier run of the job under
+		// another checkpoint root) numbers from another start and is
+		// not compared.
+		return false, staleClaim(progress, progressKey{job: cm.Job, sink: cm.Sink, subtask: cm.Subtask, claim: claim, incarnation: incarnation}, owner)
 	}
 	if done >= cm.Checkpoint {
 		return true, nil
@@ -171,8 +178,8 @@ func commitOne(ctx context.Context, pool *pgxpool.Pool, progress qualifiedName, 
 	if err != nil {
 		return false, err
 	}
-	if _, err := tx.Exec(ctx, "UPDATE "+progress.sql()+" SET checkpoint_id = $4, claim_epoch = $5, committed_at = now() WHERE job = $1 AND sink = $2 AND subtask = $3",
-		cm.Job, cm.Sink, cm.Subtask, cm.Checkpoint, claim); err != nil {
+	if _, err := tx.Exec(ctx, "UPDATE "+progress.sql()+" SET checkpoint_id = $4, claim_epoch = $5, claim_incarnation = $6, committed_at = now() WHERE job = $1 AND sink = $2 AND subtask = $3",
+		cm.Job, cm.Sink, cm.Subtask, cm.Checkpoint, claim, incarnation); err != nil {
 		return false, fmt.Errorf("record progress in %s: %w", progress, err)
 	}
 	// If the connection breaks during COMMIT the outcome is unknown: the

@@ -110,13 +110,20 @@
 // job started afresh under a new checkpoint root begins again at 1, so a
 // writer that restores no checkpoint records its claim whatever the row
 // held, as it lowers the row's checkpoint to 0; a job outside a
-// distributed setup (claim 0) is never fenced and clears the claim.
+// distributed setup (claim 0) is never fenced and clears the claim. A job
+// started from a savepoint into a new checkpoint root restores a
+// checkpoint yet numbers its claims from 1 again too: the row records
+// the claim's incarnation beside its epoch (column claim_incarnation,
+// connector.ClaimIncarnation: one per start record of the job's
+// checkpoint root), epochs are compared only within one incarnation, and
+// a writer or commit of another incarnation records its own as a fresh
+// start does.
 //
-// A progress table made before claims were recorded gets the column when
-// a writer starts (ALTER TABLE ... ADD COLUMN IF NOT EXISTS claim_epoch
-// bigint NOT NULL DEFAULT 0, a change of the catalog alone); a user who
-// is not the table's owner is told that statement to run, and the
-// writer fails.
+// A progress table made before claims were recorded gets the columns
+// when a writer starts (ALTER TABLE ... ADD COLUMN IF NOT EXISTS, with
+// constant defaults, 0 and the empty string: a change of the catalog
+// alone); a user who is not the table's owner is told that statement to
+// run, and the writer fails.
 //
 // # At start
 //

@@ -86,6 +86,9 @@ type initContext struct {
 	restored             int64
 	committer            bool
 	claim                int64 // connector.ClaimInfo's epoch; 0 outside a distributed job
+	// incarnation is connector.ClaimIncarnation's: the run of the job
+	// whose slot logs number the claims.
+	incarnation string
 }
 
 func (c initContext) SubtaskIndex() int { return c.subtask }
@@ -99,12 +102,14 @@ func (c initContext) CommitterRuns() bool                 { return c.committer }
 func (c initContext) JobName() string                     { return "test-job" }
 func (c initContext) DistributedJob() bool                { return c.claim > 0 }
 func (c initContext) ClaimEpoch() int64                   { return c.claim }
+func (c initContext) ClaimIncarnation() string            { return c.incarnation }
 
 var (
-	_ connector.SinkInitContext = initContext{}
-	_ connector.CommitterInfo   = initContext{}
-	_ connector.JobInfo         = initContext{}
-	_ connector.ClaimInfo       = initContext{}
+	_ connector.SinkInitContext  = initContext{}
+	_ connector.CommitterInfo    = initContext{}
+	_ connector.JobInfo          = initContext{}
+	_ connector.ClaimInfo        = initContext{}
+	_ connector.ClaimIncarnation = initContext{}
 )
 
 // request is a connector.CommitRequest of a test's own, recording the

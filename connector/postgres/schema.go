@@ -45,16 +45,20 @@ func progressDDL(table qualifiedName) string {
   checkpoint_id bigint NOT NULL,
   committed_at timestamptz NOT NULL DEFAULT now(),
   claim_epoch bigint NOT NULL DEFAULT 0,
+  claim_incarnation text NOT NULL DEFAULT '',
   PRIMARY KEY (job, sink, subtask)
 )`
 }
 
-// claimEpochDDL adds the claim_epoch column to a progress table made
-// before the sink recorded claims. A constant default makes it a change
-// of the catalog alone (PostgreSQL 11 and later): no rewrite, the
-// existing rows read 0, a claim every owner is at or above.
+// claimEpochDDL adds the claim_epoch and claim_incarnation columns to a
+// progress table made before the sink recorded claims. A constant
+// default makes it a change of the catalog alone (PostgreSQL 11 and
+// later): no rewrite, the existing rows read 0, a claim every owner is at
+// or above, of incarnation "", which a writer of another incarnation
+// resets.
 func claimEpochDDL(table qualifiedName) string {
-	return "ALTER TABLE " + table.sql() + " ADD COLUMN IF NOT EXISTS claim_epoch bigint NOT NULL DEFAULT 0"
+	return "ALTER TABLE " + table.sql() + " ADD COLUMN IF NOT EXISTS claim_epoch bigint NOT NULL DEFAULT 0, " +
+		"ADD COLUMN IF NOT EXISTS claim_incarnation text NOT NULL DEFAULT ''"
 }
 
 // pgCode returns the SQLSTATE of a server error, or "".
@@ -119,11 +123,11 @@ func (s *Sink[T]) ensureProgressTable(ctx context.Context, conn *pgxpool.Conn) e
 	return nil
 }
 
-// ensureClaimEpoch adds the claim_epoch column to a progress table that
-// lacks it (made by an earlier version of the sink), which takes the
+// ensureClaimEpoch adds the claim_epoch and claim_incarnation columns to
+// a progress table that lacks them (made by an earlier version of the sink), which takes the
 // table's owner; a user who is not is told the statement to run.
 func ensureClaimEpoch(ctx context.Context, conn *pgxpool.Conn, p qualifiedName) error {
-	_, err := conn.Exec(ctx, "SELECT claim_epoch FROM "+p.sql()+" LIMIT 0")
+	_, err := conn.Exec(ctx, "SELECT claim_epoch, claim_incarnation FROM "+p.sql()+" LIMIT 0")
 	if pgCode(err) != "42703" { // undefined_column
 		if err != nil {
 			return fmt.Errorf("postgres sink: read progress table %s: %w", p, err)
@@ -134,14 +138,14 @@ func ensureClaimEpoch(ctx context.Context, conn *pgxpool.Conn, p qualifiedName) 
 	switch pgCode(err) {
 	case "":
 		if err != nil {
-			return fmt.Errorf("postgres sink: add column claim_epoch to progress table %s: %w", p, err)
+			return fmt.Errorf("postgres sink: add columns claim_epoch and claim_incarnation to progress table %s: %w", p, err)
 		}
 		return nil
 	case "42501": // insufficient_privilege: must be the owner
-		return fmt.Errorf("postgres sink: progress table %s has no column claim_epoch, which records the claim of a distributed job's slot that last wrote each row, and user %q may not add it (%v): run as its owner\n%s;\n%w",
+		return fmt.Errorf("postgres sink: progress table %s lacks column claim_epoch or claim_incarnation, which record the claim of a distributed job's slot that last wrote each row, and user %q may not add it (%v): run as its owner\n%s;\n%w",
 			p, conn.Conn().Config().User, err, claimEpochDDL(p), connector.ErrInvalidConfiguration)
 	default:
-		return fmt.Errorf("postgres sink: add column claim_epoch to progress table %s: %w", p, err)
+		return fmt.Errorf("postgres sink: add columns claim_epoch and claim_incarnation to progress table %s: %w", p, err)
 	}
 }
 
@@ -302,15 +306,17 @@ ORDER BY a.attnum`, info.oid)
 // is safe and needed, and "Fencing" for the claim: a writer under a claim
 // older than the one recorded changes nothing and fails with
 // ErrStaleClaim, unless it starts without a checkpoint (a job started
-// afresh numbers its claims from 1 again) or outside a distributed job
-// (claim 0).
+// afresh numbers its claims from 1 again), under another incarnation
+// than the recorded claim's (a job started from a savepoint into a new
+// checkpoint root numbers its claims from 1 again too), or outside a
+// distributed job (claim 0).
 func lowerProgress(ctx context.Context, conn *pgxpool.Conn, table qualifiedName, key progressKey, restored int64, fresh bool, parallelism int) error {
 	var recorded int64
-	err := conn.QueryRow(ctx, "INSERT INTO "+table.sql()+` AS progress (job, sink, subtask, checkpoint_id, claim_epoch) VALUES ($1, $2, $3, 0, $4)
-ON CONFLICT (job, sink, subtask) DO UPDATE SET checkpoint_id = LEAST(progress.checkpoint_id, $5), claim_epoch = $4,
+	err := conn.QueryRow(ctx, "INSERT INTO "+table.sql()+` AS progress (job, sink, subtask, checkpoint_id, claim_epoch, claim_incarnation) VALUES ($1, $2, $3, 0, $4, $7)
+ON CONFLICT (job, sink, subtask) DO UPDATE SET checkpoint_id = LEAST(progress.checkpoint_id, $5), claim_epoch = $4, claim_incarnation = $7,
   committed_at = CASE WHEN progress.checkpoint_id > $5 THEN now() ELSE progress.committed_at END
-WHERE progress.claim_epoch <= $4 OR $4 = 0 OR $6
-RETURNING claim_epoch`, key.job, key.sink, key.subtask, key.claim, restored, fresh).Scan(&recorded)
+WHERE progress.claim_epoch <= $4 OR $4 = 0 OR $6 OR progress.claim_incarnation <> $7
+RETURNING claim_epoch`, key.job, key.sink, key.subtask, key.claim, restored, fresh, key.incarnation).Scan(&recorded)
 	if errors.Is(err, pgx.ErrNoRows) {
 		// The row holds a newer claim: nothing was changed.
 		if err := conn.QueryRow(ctx, "SELECT claim_epoch FROM "+table.sql()+" WHERE job = $1 AND sink = $2 AND subtask = $3",

@@ -155,7 +155,7 @@ func (s *Sink[T]) CommittableSerializer() connector.VersionedSerializer[Committa
 // of the context (connector.ClaimInfo), whoever's claim prepared the
 // committables.
 func (s *Sink[T]) CreateCommitter(ictx connector.SinkInitContext) (connector.Committer[Committable], error) {
-	return &committer{pool: s.acquirePool(), release: s.releasePool, progress: s.progress, claim: claimEpoch(ictx)}, nil
+	return &committer{pool: s.acquirePool(), release: s.releasePool, progress: s.progress, claim: claimEpoch(ictx), incarnation: claimIncarnation(ictx)}, nil
 }
 
 // acquirePool returns the sink's pool, made if needed, counting the
@@ -280,7 +280,7 @@ func (s *Sink[T]) progressKey(ictx connector.SinkInitContext) (progressKey, erro
 	if job == "" {
 		return progressKey{}, fmt.Errorf("postgres sink: no job name for the progress key: the engine gave none; set one with postgres.WithJobName: %w", connector.ErrInvalidConfiguration)
 	}
-	return progressKey{job: job, sink: s.cfg.sinkName, subtask: ictx.SubtaskIndex(), claim: claimEpoch(ictx)}, nil
+	return progressKey{job: job, sink: s.cfg.sinkName, subtask: ictx.SubtaskIndex(), claim: claimEpoch(ictx), incarnation: claimIncarnation(ictx)}, nil
 }
 
 // claimEpoch is the claim the subtask runs under (connector.ClaimInfo),
@@ -290,4 +290,13 @@ func claimEpoch(ictx connector.SinkInitContext) int64 {
 		return ci.ClaimEpoch()
 	}
 	return 0
+}
+
+// claimIncarnation is the run of the job that numbers the subtask's
+// claims (connector.ClaimIncarnation), "" when the context does not say.
+func claimIncarnation(ictx connector.SinkInitContext) string {
+	if ci, ok := ictx.(connector.ClaimIncarnation); ok {
+		return ci.ClaimIncarnation()
+	}
+	return ""
 }

@@ -18,6 +18,9 @@ type progressKey struct {
 	// (connector.ClaimInfo), 0 outside a distributed job. It is not part
 	// of the key: the row keeps the latest claim that wrote it.
 	claim int64
+	// incarnation is the run of the job that numbers claim
+	// (connector.ClaimIncarnation): claims are compared only within one.
+	incarnation string
 }
 
 // writer encodes one subtask's rows in PostgreSQL's binary COPY tuple
