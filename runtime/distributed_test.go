@@ -416,11 +416,13 @@ func groupCluster(t *testing.T) *kfake.Cluster {
 	return c
 }
 
-// claimSink records the claim epoch each writer was created under.
+// claimSink records the claim epoch each writer was created under, and
+// the incarnations of the claims.
 type claimSink struct {
 	*collectSink[int64]
-	mu     sync.Mutex
-	epochs map[int][]int64 // by subtask
+	mu           sync.Mutex
+	epochs       map[int][]int64 // by subtask
+	incarnations map[string]bool
 }
 
 func (s *claimSink) CreateWriter(ctx connector.SinkInitContext) (connector.SinkWriter[int64], error) {
@@ -430,6 +432,12 @@ func (s *claimSink) CreateWriter(ctx connector.SinkInitContext) (connector.SinkW
 		e = ci.ClaimEpoch()
 	}
 	s.epochs[ctx.SubtaskIndex()] = append(s.epochs[ctx.SubtaskIndex()], e)
+	if ci, ok := ctx.(connector.ClaimIncarnation); ok {
+		if s.incarnations == nil {
+			s.incarnations = map[string]bool{}
+		}
+		s.incarnations[ci.ClaimIncarnation()] = true
+	}
 	s.mu.Unlock()
 	return s.collectSink.CreateWriter(ctx)
 }
@@ -443,12 +451,20 @@ func (s *claimSink) seen() map[int][]int64 {
 // A sink in a slot learns the claim it writes under (connector.ClaimInfo),
 // and a later owner's claim is newer: the Kafka sink names its
 // transactions after it, so that an older owner that lives on cannot
-// abort the newer one's.
+// abort the newer one's. Every claim of the job under one checkpoint
+// root is of one incarnation (connector.ClaimIncarnation), which the
+// PostgreSQL sink compares claims within.
 func TestSlotSinksWriteUnderTheirClaim(t *testing.T) {
 	c := groupCluster(t)
 	dir := t.TempDir()
+	incarnations := map[string]bool{}
 	run := func() map[int][]int64 {
 		sink := &claimSink{collectSink: newCollectSink[int64](), epochs: map[int][]int64{}}
+		defer func() {
+			sink.mu.Lock()
+			maps.Copy(incarnations, sink.incarnations)
+			sink.mu.Unlock()
+		}()
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan error, 1)
 		go func() { done <- distributedRunInto(ctx, c.ListenAddrs(), dir, sink) }()
@@ -474,6 +490,9 @@ func TestSlotSinksWriteUnderTheirClaim(t *testing.T) {
 		if a < 1 || b <= a {
 			t.Fatalf("slot %d: the first process wrote under claims %v, the next under %v; want claims >= 1, the next one's newer", slot, first[slot], second[slot])
 		}
+	}
+	if len(incarnations) != 1 || incarnations[""] {
+		t.Fatalf("claims of one job under one root of incarnations %v, want one, named", slices.Collect(maps.Keys(incarnations)))
 	}
 }
 
@@ -916,6 +935,59 @@ func writeTestCheckpoint(t *testing.T, dir string, id int64, uids ...string) {
 func settleSavepoint(root, job string, slotCount int, given string, log *slog.Logger) (string, error) {
 	sp, err := settleStartPoint(root, job, slotCount, given, nil, log)
 	return sp.Savepoint, err
+}
+
+// The job's start record names the run of the job (its incarnation,
+// connector.ClaimIncarnation): every process settling in one root reads
+// the same name, a job started again into another root, or into the same
+// path made again, gets another, from a savepoint or afresh; a record of
+// an earlier splitflow, without a name, is named after its root's start
+// path, so that its claims stay comparable among its processes.
+func TestStartRecordNamesTheJobsIncarnation(t *testing.T) {
+	log := slog.New(slog.DiscardHandler)
+	settle := func(root, given string) string {
+		t.Helper()
+		sp, err := settleStartPoint(root, "orders", 4, given, nil, log)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if sp.Incarnation == "" {
+			t.Fatalf("start record in %s names no incarnation", root)
+		}
+		return sp.Incarnation
+	}
+	first := t.TempDir()
+	a := settle(first, "")
+	if b := settle(first, ""); b != a {
+		t.Fatalf("two processes of one run: incarnations %q and %q", a, b)
+	}
+	savepoint := t.TempDir()
+	writeTestCheckpoint(t, savepoint, 7, "numbers", "count")
+	second := t.TempDir()
+	b := settle(second, savepoint)
+	if b == a {
+		t.Fatalf("a job started from a savepoint into a new root has the old root's incarnation %q", a)
+	}
+	if again := settle(second, savepoint); again != b {
+		t.Fatalf("a second process given the same savepoint: incarnation %q, the first %q", again, b)
+	}
+	if err := os.RemoveAll(first); err != nil {
+		t.Fatal(err)
+	}
+	if c := settle(first, ""); c == a {
+		t.Fatalf("a job started into a root made again at the same path has the old run's incarnation %q", a)
+	}
+	old := t.TempDir()
+	st, err := checkpoint.OpenStorage(slots.StartPath(old, "orders"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.(checkpoint.RecordStorage).CreateRecord(slots.StartRecord, []byte("")); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := settle(old, ""), slots.StartPath(old, "orders"); got != want {
+		t.Fatalf("a start record without a name: incarnation %q, want the start path %q", got, want)
+	}
 }
 
 // The job's start record keeps the savepoint its slots start from: the

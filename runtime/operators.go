@@ -247,6 +247,9 @@ type sinkInitContext struct {
 	// claim is the epoch of the process's claim on the slot the subtask
 	// runs in (a distributed job), 0 otherwise: connector.ClaimInfo.
 	claim int64
+	// incarnation names the run of the job that numbers claim:
+	// connector.ClaimIncarnation.
+	incarnation string
 	// job and distributed are connector.JobInfo's.
 	job         string
 	distributed bool
@@ -275,7 +278,7 @@ func newSinkInitContext(t *task, info opInfo, par int) sinkInitContext {
 		}
 		c.cp.Unbounded = unboundedJob(t.ex.g)
 		if t.ex.slot != nil {
-			c.claim = t.ex.slot.epoch
+			c.claim, c.incarnation = t.ex.slot.epoch, t.ex.slot.incarnation
 			c.cp.Takeover = takeoverOf(t.cfg)
 		}
 	}
@@ -319,6 +322,9 @@ func (c sinkInitContext) CheckpointConfig() connector.CheckpointConfig { return 
 // ClaimEpoch makes the context a connector.ClaimInfo.
 func (c sinkInitContext) ClaimEpoch() int64 { return c.claim }
 
+// ClaimIncarnation makes the context a connector.ClaimIncarnation.
+func (c sinkInitContext) ClaimIncarnation() string { return c.incarnation }
+
 // JobName and DistributedJob make the context a connector.JobInfo.
 func (c sinkInitContext) JobName() string      { return c.job }
 func (c sinkInitContext) DistributedJob() bool { return c.distributed }
@@ -342,5 +348,6 @@ var (
 	_ connector.CheckpointConfigProvider = sinkInitContext{}
 	_ connector.CommitterInfo            = sinkInitContext{}
 	_ connector.ClaimInfo                = sinkInitContext{}
+	_ connector.ClaimIncarnation         = sinkInitContext{}
 	_ metrics.GroupProvider              = sinkInitContext{}
 )

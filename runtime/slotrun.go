@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -51,6 +52,9 @@ type slotRun struct {
 	// shuffleStarts are the job's recorded shuffle positions by channel
 	// (connector.ShuffleStarts); read only.
 	shuffleStarts map[string][]int64
+	// incarnation is the job's run, from its start record
+	// (connector.ClaimIncarnation); read only.
+	incarnation string
 }
 
 // shuffleEnds is settleStartPoint's ends for the job's Shuffle: nil when
@@ -191,7 +195,7 @@ func (env *Environment) runDistributed(ctx context.Context, g *jobGraph, name st
 		obs.jobEnded(ctx, err)
 		return err
 	}
-	dr := &distDriver{env: env, g: g, name: name, d: d, log: log, m: m, startFrom: startFrom, shuffleStarts: start.Shuffles,
+	dr := &distDriver{env: env, g: g, name: name, d: d, log: log, m: m, startFrom: startFrom, shuffleStarts: start.Shuffles, incarnation: start.Incarnation,
 		runners: map[int]*slotRunner{}, ended: make(chan *slotRunner)}
 	err = dr.loop(ctx)
 	obs.jobEnded(ctx, err)
@@ -211,6 +215,8 @@ type distDriver struct {
 	// shuffleStarts are the positions the job's start record holds, where
 	// a shuffle reader that restores none of its own starts.
 	shuffleStarts map[string][]int64
+	// incarnation is the start record's name of this run of the job.
+	incarnation string
 
 	runners map[int]*slotRunner
 	ended   chan *slotRunner
@@ -543,6 +549,11 @@ func settleStartPoint(root, job string, slotCount int, given string, ends func()
 			if err != nil {
 				return slots.StartPoint{}, &unrecoverableError{fmt.Errorf("the job's start record in %s: %w", where, err)}
 			}
+			if sp.Incarnation == "" {
+				// A record of an earlier splitflow: the root's start
+				// record is the run's.
+				sp.Incarnation = where
+			}
 			recorded := sp.Savepoint
 			switch {
 			case given == "" || given == recorded:
@@ -579,12 +590,18 @@ func settleStartPoint(root, job string, slotCount int, given string, ends func()
 		}
 		// Created by another process meanwhile, or with an unknown
 		// outcome: the next read says which.
-		sp := slots.StartPoint{Savepoint: given, Shuffles: shuffles}
+		sp := slots.StartPoint{Savepoint: given, Shuffles: shuffles, Incarnation: newIncarnation()}
 		if createErr = rs.CreateRecord(slots.StartRecord, slots.EncodeStartPoint(sp)); createErr == nil {
 			return sp, nil
 		}
 	}
 	return slots.StartPoint{}, fmt.Errorf("record the job's start point in %s: %w", where, createErr)
+}
+
+// newIncarnation is a name no other run of a job is given
+// (slots.StartPoint.Incarnation): 128 random bits.
+func newIncarnation() string {
+	return rand.Text()
 }
 
 // resolveStartPoint checks that path holds a savepoint or checkpoint of a
@@ -703,7 +720,7 @@ func (r *slotRunner) claimAndRun(root string) error {
 	cfg := r.dr.env.cfg
 	cfg.cp.dir = slots.EpochPath(root, r.dr.d.Job, r.slot, rp.ClaimEpoch)
 	slot := &slotRun{index: r.slot, epoch: rp.ClaimEpoch, nextID: rp.NextCheckpointID, recordFn: r.record, ownedFn: r.owned,
-		shuffleStarts: r.dr.shuffleStarts}
+		shuffleStarts: r.dr.shuffleStarts, incarnation: r.dr.incarnation}
 	switch {
 	case rp.Checkpoint > 0:
 		// WithRestoreFrom's savepoint is where the slot started; its log

@@ -22,6 +22,13 @@ type StartPoint struct {
 	// wrote. A channel that is missing held nothing: its readers start
 	// at the beginning.
 	Shuffles map[string][]int64 `json:"shuffles,omitempty"`
+	// Incarnation names this run of the job, random, given by the
+	// process that creates the record: a job started again into a new
+	// checkpoint root (or a root removed and made again) numbers its
+	// claims from 1 again, and a sink that fences stale claims compares
+	// them only within one incarnation (connector.ClaimIncarnation). ""
+	// in a record an earlier splitflow wrote.
+	Incarnation string `json:"incarnation,omitempty"`
 }
 
 // startFormat is the version of the start record's JSON form; a record
