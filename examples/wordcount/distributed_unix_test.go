@@ -673,6 +673,7 @@ func TestDistributedFlagsAreChecked(t *testing.T) {
 		{[]string{"--job-name", "x"}, "--job-name applies to --distributed"},
 		{[]string{"--distributed", "--brokers", "localhost:9092", "--checkpoint-dir", dir, "--internal-topic-replication", "0"}, "--internal-topic-replication must be 1 or more"},
 		{[]string{"--distributed", "--brokers", "localhost:9092", "--checkpoint-dir", dir, "--checkpoint-interval", "0"}, "--distributed needs --checkpoint-interval > 0"},
+		{[]string{"--distributed", "--brokers", "localhost:9092", "--checkpoint-dir", dir, "--postgres", "postgres://localhost/db"}, "--postgres does not run with --distributed yet"},
 	} {
 		var w bytes.Buffer
 		_, err := parseFlags(c.args, &w)
