@@ -28,6 +28,13 @@ const (
 	// EndMarker: the slot's input ended; it writes nothing more and never
 	// holds the watermark back again.
 	EndMarker
+	// StopMarker: the slot stopped for a savepoint of the whole job (its
+	// sources stopped without the end of event time) and wrote everything
+	// it had before it: once a partition has read it from every upstream
+	// slot that has not ended, nothing of the job is in flight to it
+	// (Merge.Drained). It leaves the watermark alone, and the slot's next
+	// record or marker (the job went on) takes it back.
+	StopMarker
 )
 
 // Marker is what an upstream slot writes, as a record of its own, to
@@ -49,7 +56,7 @@ const markerVersion = 1
 // EncodeMarker is a marker's bytes: a version byte,
 // the kind, the slot (uvarint) and the watermark (varint).
 func EncodeMarker(m Marker) ([]byte, error) {
-	if m.Kind < WatermarkMarker || m.Kind > EndMarker {
+	if m.Kind < WatermarkMarker || m.Kind > StopMarker {
 		return nil, fmt.Errorf("slots: marker of unknown kind %d", m.Kind)
 	}
 	if m.Slot < 0 {
@@ -75,7 +82,7 @@ func DecodeMarker(b []byte) (Marker, error) {
 		return Marker{}, fmt.Errorf("slots: marker %x: bad watermark", b)
 	}
 	m.Slot, m.Watermark = int(slot), wm
-	if m.Kind < WatermarkMarker || m.Kind > EndMarker {
+	if m.Kind < WatermarkMarker || m.Kind > StopMarker {
 		return Marker{}, fmt.Errorf("slots: marker %x: unknown kind %d", b, m.Kind)
 	}
 	return m, nil
@@ -104,6 +111,8 @@ type upstreamSlot struct {
 	// from idleness behind the partition's watermark is left out until it
 	// catches up, so its return never moves the watermark back.
 	aligned bool
+	// stopped: the slot's last word was a StopMarker.
+	stopped bool
 }
 
 // Merge is the watermark of one downstream partition from the markers of
@@ -126,7 +135,9 @@ type upstreamSlot struct {
 //     allowed); a record or a watermark from an idle slot makes it active
 //     again, aligned once its watermark reaches the partition's;
 //   - an ended slot is left out for good; when every slot ended, the
-//     partition's input ended, at MaxWatermark.
+//     partition's input ended, at MaxWatermark;
+//   - a stop marker changes no watermark or status: it says the slot wrote
+//     all it had before a savepoint, until its next record or marker.
 //
 // It does no I/O and is not safe for concurrent use: the partition's
 // reader owns it.
@@ -169,6 +180,18 @@ func (m *Merge) Idle() bool { return m.idle }
 // Ended reports whether every upstream slot of the partition ended.
 func (m *Merge) Ended() bool { return m.ended }
 
+// Drained reports whether every upstream slot of the partition either
+// ended or stopped for a savepoint (its last word a StopMarker): a reader
+// that has read this far holds every record written to the partition.
+func (m *Merge) Drained() bool {
+	for _, s := range m.slots {
+		if !s.ended && !s.stopped {
+			return false
+		}
+	}
+	return true
+}
+
 // Marker applies a marker from an upstream slot.
 func (m *Merge) Marker(mk Marker) (Output, error) {
 	s, err := m.slot(mk.Slot)
@@ -179,7 +202,9 @@ func (m *Merge) Marker(mk Marker) (Output, error) {
 	if s.ended {
 		return m.output(out), nil
 	}
+	s.stopped = mk.Kind == StopMarker
 	switch mk.Kind {
+	case StopMarker:
 	case WatermarkMarker:
 		m.activate(s, &out)
 		if mk.Watermark > s.wm {
@@ -227,6 +252,7 @@ func (m *Merge) Record(slot int) (Output, error) {
 	}
 	var out Output
 	if !s.ended {
+		s.stopped = false
 		m.activate(s, &out)
 	}
 	return m.output(out), nil
@@ -310,8 +336,9 @@ const mergeStateVersion = 1
 
 // AppendState appends the merge's state to b, for a checkpoint of the
 // reader that owns it: a version byte, the number of upstream slots, the
-// partition's watermark and status, then each slot's watermark and flags.
-// RestoreMerge reads it back.
+// partition's watermark and status, then each slot's watermark and flags
+// (bit 3: stopped; a reader of an earlier build ignores it). RestoreMerge
+// reads it back.
 func (m *Merge) AppendState(b []byte) []byte {
 	b = append(b, mergeStateVersion)
 	b = binary.AppendUvarint(b, uint64(len(m.slots)))
@@ -319,7 +346,11 @@ func (m *Merge) AppendState(b []byte) []byte {
 	b = append(b, flags(m.idle, m.ended, false))
 	for _, s := range m.slots {
 		b = binary.AppendVarint(b, s.wm)
-		b = append(b, flags(s.idle, s.ended, s.aligned))
+		f := flags(s.idle, s.ended, s.aligned)
+		if s.stopped {
+			f |= 8
+		}
+		b = append(b, f)
 	}
 	return b
 }
@@ -374,7 +405,7 @@ func RestoreMerge(b []byte, n int) (*Merge, []byte, error) {
 			return bad("cut short")
 		}
 		f, b = b[k], b[k+1:]
-		s.idle, s.ended, s.aligned = f&1 != 0, f&2 != 0, f&4 != 0
+		s.idle, s.ended, s.aligned, s.stopped = f&1 != 0, f&2 != 0, f&4 != 0, f&8 != 0
 	}
 	return m, b, nil
 }

@@ -140,6 +140,59 @@ func TestEndedSlotsLeaveTheMinimumAndAllEndedEndsThePartition(t *testing.T) {
 	})
 }
 
+// A savepoint of a distributed job drains its shuffles: a partition is
+// drained once every upstream slot that has not ended wrote its stop
+// marker, which follows everything the slot wrote before the savepoint.
+// The marker moves neither the watermark nor the status (a stop is not
+// the end of event time), and a slot that writes again after it (the job
+// went on) holds the drain back until its next stop marker. A restored
+// merge remembers which slots stopped, so a reader restarted during the
+// drain does not wait for markers it read before its checkpoint.
+func TestStopMarkerDrainsAPartitionOnceEveryOpenSlotStopped(t *testing.T) {
+	stop := func(slot int) *Marker { return &Marker{Kind: StopMarker, Slot: slot} }
+	m, err := NewMerge(3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	apply := func(mk *Marker) Output {
+		t.Helper()
+		out, err := m.Marker(*mk)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	for _, mk := range []*Marker{wmark(0, 100), wmark(1, 200), wmark(2, 300), end(2)} {
+		apply(mk)
+	}
+	if m.Drained() {
+		t.Fatal("drained before any stop marker")
+	}
+	if out := apply(stop(0)); out.Advanced || out.StatusChanged || out.Watermark != 100 || m.Drained() {
+		t.Fatalf("slot 0 stopped: %+v drained %v; want the watermark unmoved at 100, not drained (slot 1 has not stopped)", out, m.Drained())
+	}
+	if _, err := m.Record(0); err != nil || m.Drained() {
+		t.Fatalf("slot 0 wrote again: drained %v (%v); want its stop forgotten", m.Drained(), err)
+	}
+	apply(stop(1))
+	if m.Drained() {
+		t.Fatal("drained while slot 0 wrote after its stop marker")
+	}
+	if out := apply(stop(0)); out.Advanced || out.Ended || !m.Drained() {
+		t.Fatalf("every open slot stopped: %+v drained %v; want drained, neither ended nor advanced", out, m.Drained())
+	}
+	restored, rest, err := RestoreMerge(m.AppendState(nil), 3)
+	if err != nil || len(rest) != 0 || !restored.Drained() || restored.Watermark() != 100 {
+		t.Fatalf("restored: drained %v at %d (%v, %d bytes left); want drained at 100", restored.Drained(), restored.Watermark(), err, len(rest))
+	}
+	if out := apply(wmark(1, 400)); out.Watermark != 100 {
+		t.Fatalf("slot 1 went on: %+v; want the watermark at slot 0's 100", out)
+	}
+	if m.Drained() {
+		t.Fatal("drained after slot 1 went on with a watermark")
+	}
+}
+
 // Slots handed over mid-stream: the new owner of an upstream slot,
 // restored from an older checkpoint, writes lower watermarks than the old
 // owner did; the slot continues from where the partition last saw it, the
@@ -189,6 +242,7 @@ func TestMarkersRoundTrip(t *testing.T) {
 		{Kind: WatermarkMarker, Slot: 3, Watermark: NoWatermark},
 		{Kind: IdleMarker, Slot: 127},
 		{Kind: EndMarker, Slot: 1, Watermark: MaxWatermark},
+		{Kind: StopMarker, Slot: 2},
 	} {
 		b, err := EncodeMarker(mk)
 		if err != nil {
@@ -242,12 +296,15 @@ func TestMergeRestoredFromItsStateContinuesAsTheOriginal(t *testing.T) {
 			case k < 8:
 				a, errA = orig.Marker(Marker{Kind: EndMarker, Slot: slot})
 				b, errB = cp.Marker(Marker{Kind: EndMarker, Slot: slot})
+			case k < 9 && rng.IntN(2) == 0:
+				a, errA = orig.Marker(Marker{Kind: StopMarker, Slot: slot})
+				b, errB = cp.Marker(Marker{Kind: StopMarker, Slot: slot})
 			default:
 				a, errA = orig.Record(slot)
 				b, errB = cp.Record(slot)
 			}
-			if errA != nil || errB != nil || a != b {
-				t.Fatalf("run %d step %d: original %+v (%v), restored %+v (%v)", run, i, a, errA, b, errB)
+			if errA != nil || errB != nil || a != b || orig.Drained() != cp.Drained() {
+				t.Fatalf("run %d step %d: original %+v drained %v (%v), restored %+v drained %v (%v)", run, i, a, orig.Drained(), errA, b, cp.Drained(), errB)
 			}
 		}
 	}
