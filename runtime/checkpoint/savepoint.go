@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -152,6 +153,127 @@ func WriteSavepoint(src *Checkpoint, path, tmp string, opts ...StorageOption) (M
 		_ = w.Abort()
 		return Metadata{}, err
 	}
+	if err := w.Commit(m); err != nil {
+		return Metadata{}, fmt.Errorf("savepoint %s: %w", path, err)
+	}
+	return m, nil
+}
+
+// SavepointPart is one state of a savepoint that WriteSavepointOf
+// assembles: owner's state, copied from the state of From's owner From
+// (verified, with its shared files), or Data when From is nil (a state
+// made for the savepoint; it uses no shared file).
+type SavepointPart struct {
+	Owner Owner
+	From  *Checkpoint
+	// FromOwner is the state's owner in From (Owner when zero).
+	FromOwner Owner
+	Data      []byte
+}
+
+// WriteSavepointOf writes a new savepoint at path, as WriteSavepoint
+// does, whose checkpoint is m (its States are filled in) made of parts:
+// the savepoint of a distributed job is its slots' final checkpoints,
+// each holding its slot's subtasks, put together. Shared files are
+// copied once per name: every name a part uses must stand for one file
+// (the pebble backend names its files after their instance).
+func WriteSavepointOf(parts []SavepointPart, m Metadata, path, tmp string, opts ...StorageOption) (Metadata, error) {
+	type file struct {
+		from *Checkpoint
+		h    FileHandle
+	}
+	var files []file
+	seen := map[string]FileHandle{}
+	handles := make([]StateHandle, len(parts))
+	for i, p := range parts {
+		if p.From == nil {
+			continue
+		}
+		from := p.FromOwner
+		if from == (Owner{}) {
+			from = p.Owner
+		}
+		found := false
+		for _, h := range p.From.States {
+			if h.Owner == from {
+				handles[i], found = h, true
+				break
+			}
+		}
+		if !found {
+			return Metadata{}, fmt.Errorf("savepoint %s: checkpoint %d holds no state of %s", path, p.From.ID, from)
+		}
+		for _, f := range handles[i].Files {
+			if old, ok := seen[f.Name]; ok {
+				if old != f {
+					return Metadata{}, fmt.Errorf("savepoint %s: two parts name different shared files %s", path, f.Name)
+				}
+				continue
+			}
+			seen[f.Name] = f
+			files = append(files, file{p.From, f})
+		}
+	}
+	dst, err := OpenStorage(path, opts...)
+	if err != nil {
+		return Metadata{}, fmt.Errorf("savepoint %s: %w", path, err)
+	}
+	if ids, err := dst.List(); err != nil {
+		return Metadata{}, fmt.Errorf("savepoint %s: %w", path, err)
+	} else if len(ids) > 0 {
+		return Metadata{}, fmt.Errorf("savepoint %s: the path already holds checkpoint %d; give a path of its own for each savepoint", path, ids[len(ids)-1])
+	}
+	dir, err := os.MkdirTemp(tmp, "splitflow-savepoint-")
+	if err != nil {
+		return Metadata{}, fmt.Errorf("savepoint %s: local directory for shared files: %w", path, err)
+	}
+	defer os.RemoveAll(dir)
+	err = copyBounded(len(files), func(i int) error {
+		f := files[i]
+		local := filepath.Join(dir, strconv.Itoa(i))
+		defer os.Remove(local)
+		if err := f.from.CopyFile(f.h, local); err != nil {
+			return fmt.Errorf("savepoint %s: read shared file %s of checkpoint %d: %w", path, f.h.Name, f.from.ID, err)
+		}
+		if _, err := dst.PutFile(f.h.Name, local); err != nil {
+			return fmt.Errorf("savepoint %s: write shared file %s: %w", path, f.h.Name, err)
+		}
+		return nil
+	})
+	if err != nil {
+		return Metadata{}, err
+	}
+	w, err := dst.Begin(m.ID)
+	if err != nil {
+		return Metadata{}, fmt.Errorf("savepoint %s: %w", path, err)
+	}
+	m.Savepoint = true
+	m.States = make([]StateHandle, len(parts))
+	err = copyBounded(len(parts), func(i int) error {
+		p := parts[i]
+		data := p.Data
+		if p.From != nil {
+			d, ok, err := p.From.State(handles[i].Owner)
+			if err == nil && !ok {
+				err = fmt.Errorf("%w: state of %s listed but not found", ErrCorrupt, handles[i].Owner)
+			}
+			if err != nil {
+				return fmt.Errorf("savepoint %s: read state of %s from checkpoint %d: %w", path, handles[i].Owner, p.From.ID, err)
+			}
+			data = d
+		}
+		nh, err := w.WriteState(p.Owner, data, handles[i].Files...)
+		if err != nil {
+			return fmt.Errorf("savepoint %s: write state of %s: %w", path, p.Owner, err)
+		}
+		m.States[i] = nh
+		return nil
+	})
+	if err != nil {
+		_ = w.Abort()
+		return Metadata{}, err
+	}
+	slices.SortFunc(m.States, func(a, b StateHandle) int { return a.Owner.Compare(b.Owner) })
 	if err := w.Commit(m); err != nil {
 		return Metadata{}, fmt.Errorf("savepoint %s: %w", path, err)
 	}
