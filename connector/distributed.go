@@ -18,6 +18,20 @@ type SlotPartitionedSource interface {
 	SplitsOwnedBySubtask() bool
 }
 
+// SlotEnumeratorStateMerger is an optional capability of a
+// SlotPartitionedSource whose enumerator state is C: it makes the state
+// the enumerator of a job in one process would have from the states of
+// a distributed job's slots, so that the job's savepoint (taken by
+// splitflow savepoint trigger|stop --job) restores like one of a job at
+// parallelism len(states) whose reader i held slot i's splits. states[i]
+// is slot i's enumerator's, each over all the splits (every slot runs an
+// enumerator of its own; only its own reader registers). Called once per
+// savepoint, never concurrently with the enumerator. A distributed job
+// whose source lacks it takes no savepoint; the error names the source.
+type SlotEnumeratorStateMerger[C any] interface {
+	MergeSlotEnumeratorStates(states []C) (C, error)
+}
+
 // ShuffleRecord is one record of a shuffle's channel: a batch of the
 // stream's records that belong to one partition of the channel (for a
 // keyed edge, the partition of the slot that owns their key groups),

@@ -523,3 +523,31 @@ func (EnumeratorStateSerializer) Deserialize(version int, data []byte) (Enumerat
 	}
 	return st, nil
 }
+
+// MergeSlotEnumeratorStates is connector.SlotEnumeratorStateMerger: the
+// enumerator state of a job in one process at parallelism len(states)
+// from its slots' (a distributed job's savepoint). Every slot's
+// enumerator holds all the partitions, and only what it says of the
+// partitions its own slot reads (ownerOf at the slot count) is its to
+// say: those assigned to its reader, and those pending for it. The
+// others it holds pending for readers that never register there.
+func (s *Source[T]) MergeSlotEnumeratorStates(states []EnumeratorState) (EnumeratorState, error) {
+	n := len(states)
+	merged := EnumeratorState{InitialDiscoveryDone: n > 0}
+	for i, st := range states {
+		merged.InitialDiscoveryDone = merged.InitialDiscoveryDone && st.InitialDiscoveryDone
+		for _, tp := range st.Assigned {
+			if ownerOf(tp, n) == i {
+				merged.Assigned = append(merged.Assigned, tp)
+			}
+		}
+		for _, sp := range st.Pending {
+			if ownerOf(sp.TopicPartition, n) == i {
+				merged.Pending = append(merged.Pending, sp)
+			}
+		}
+	}
+	slices.SortFunc(merged.Assigned, compareTP)
+	slices.SortFunc(merged.Pending, func(a, b Split) int { return compareTP(a.TopicPartition, b.TopicPartition) })
+	return merged, nil
+}
