@@ -228,6 +228,29 @@ func (s *sourceSpec[T, S, C]) newCoordinator(info opInfo, parallelism int, fail 
 	return c
 }
 
+func (s *sourceSpec[T, S, C]) mergeSlotCoordinators(states [][]byte) ([]byte, error) {
+	m, ok := any(s.src).(connector.SlotEnumeratorStateMerger[C])
+	if !ok {
+		return nil, fmt.Errorf("its source (%T) cannot make one enumerator state of its slots' (connector.SlotEnumeratorStateMerger), so a distributed job reading it takes no savepoint", s.src)
+	}
+	cs := make([]C, len(states))
+	for i, b := range states {
+		if b == nil {
+			return nil, fmt.Errorf("slot %d's checkpoint holds no enumerator state", i)
+		}
+		c, err := engine.DecodeVersioned(b, s.src.EnumeratorStateSerializer())
+		if err != nil {
+			return nil, fmt.Errorf("slot %d's enumerator state: %w", i, err)
+		}
+		cs[i] = c
+	}
+	merged, err := m.MergeSlotEnumeratorStates(cs)
+	if err != nil {
+		return nil, err
+	}
+	return engine.EncodeVersioned(merged, s.src.EnumeratorStateSerializer())
+}
+
 func (s *sourceSpec[T, S, C]) describeSplits(old [][]byte) ([]string, error) {
 	var out []string
 	for _, b := range old {

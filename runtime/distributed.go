@@ -330,10 +330,15 @@ func (typeOpsFor[T]) cut(env *Environment, e *edge, sh Shuffle, channel string, 
 	env.addNode("ShuffleEncode", encNode)
 	connect(up, encNode, up.part, up.explicit, nil)
 	enc := DataStream[connector.ShuffleRecord]{env: env, node: encNode}.Name("shuffle-encode " + channel).UID("shuffle-encode:" + channel)
-	sh.Sink(enc, channel, partitions)
+	sink := sh.Sink(enc, channel, partitions)
 	src := sh.Source(env, channel, partitions, owner)
 	if m, ok := src.node.source.(interface{ markShuffleInput() }); ok {
 		m.markShuffleInput()
+	}
+	src.node.shuffleChannel = channel
+	encNode.cut, src.node.cut = true, true
+	if sink.node != nil {
+		sink.node.cut = true
 	}
 	decNode := &node{out: typeOpsFor[T]{}, in: typeOpsFor[connector.ShuffleRecord]{}, state: stateformat.ShuffleDecodeSignature()}
 	decNode.build = func(info opInfo, par int, out any) (lifecycle, any) {
@@ -343,6 +348,7 @@ func (typeOpsFor[T]) cut(env *Environment, e *edge, sh Shuffle, channel string, 
 	env.addNode("ShuffleDecode", decNode)
 	connect(src, decNode, src.part, src.explicit, nil)
 	dec := DataStream[T]{env: env, node: decNode}.Name("shuffle-decode " + channel).UID(shuffleDecodeUIDPrefix + channel)
+	decNode.cut = true
 	return dec.node, nil
 }
 

@@ -762,12 +762,16 @@ func TestSlotRevokedBeforeItsFirstRecordIsReleasedAtOnce(t *testing.T) {
 	}
 }
 
-// A distributed job takes no savepoint yet, and says so: a request while
-// it runs is refused (status.ErrSavepointRefused, the status server's 409) naming
-// why and what to do instead. Before, it answered that no job was running
-// (status.ErrNoRunningJob, a 503), since a distributed process has no single
-// execution to take one.
-func TestDistributedSavepointIsRefusedNamingWhy(t *testing.T) {
+// A savepoint of a distributed job is one savepoint of every slot, in the
+// form of a job in one process at parallelism = slots: asked of a
+// process (TriggerSavepoint, StopWithSavepoint, the status server's POST
+// /api/v1/savepoints), every slot drains (its sources stop, its final
+// checkpoint is recorded), one process merges the final checkpoints, and
+// the slots go on (a trigger) or every process stops (Execute returns
+// ErrStopped). Each savepoint restores in one process at another
+// parallelism, the job's whole output then exact: every value once. A
+// request without a target is refused, as in one process.
+func TestDistributedSavepointIsOneSavepointOfEverySlotRestorableInOneProcess(t *testing.T) {
 	c := groupCluster(t)
 	sink := newCollectSink[int64]()
 	env := distributedJob(c.ListenAddrs(), t.TempDir(), sink)
@@ -782,16 +786,70 @@ func TestDistributedSavepointIsRefusedNamingWhy(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	for _, stop := range []bool{false, true} {
-		_, err := env.savepoint(ctx, t.TempDir(), stop)
-		if !errors.Is(err, status.ErrSavepointRefused) || !strings.Contains(err.Error(), "distributed") {
-			t.Fatalf("savepoint (stop %v) of a running distributed job: %v; want it refused naming why", stop, err)
+	if _, err := env.TriggerSavepoint(ctx, ""); !errors.Is(err, status.ErrSavepointRefused) {
+		t.Fatalf("a savepoint without a target: %v; want it refused", err)
+	}
+	spCtx, spCancel := context.WithTimeout(ctx, time.Minute)
+	defer spCancel()
+	triggered, err := env.TriggerSavepoint(spCtx, t.TempDir())
+	if err != nil {
+		t.Fatalf("trigger: %v", err)
+	}
+	select {
+	case err := <-done:
+		t.Fatalf("the job ended after a savepoint without stop: %v", err)
+	case <-time.After(500 * time.Millisecond):
+	}
+	stopped, err := env.StopWithSavepoint(spCtx, t.TempDir())
+	if err != nil {
+		t.Fatalf("stop: %v", err)
+	}
+	select {
+	case err := <-done:
+		if !errors.Is(err, ErrStopped) {
+			t.Fatalf("Execute after a stop with a savepoint: %v; want ErrStopped", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the process did not stop in 30s after its savepoint")
+	}
+	before := sink.all()
+	for _, sp := range []status.Savepoint{triggered, stopped} {
+		rest := newCollectSink[int64]()
+		one := NewEnvironment(WithParallelism(3), WithCheckpointInterval(50*time.Millisecond), WithCheckpointDir(t.TempDir()),
+			WithRestoreFrom(sp.Path), WithLogger(slog.New(slog.DiscardHandler)))
+		src := ownedRange{&rangeSrc{splits: 2, perSplit: 1000, push: true, readerFailAt: -1}}
+		SinkTo(FromSource(one, src, "numbers").UID("numbers"), rest).UID("out")
+		if err := one.Execute(context.Background(), "logs"); err != nil {
+			t.Fatalf("the job in one process from %s: %v", sp.Path, err)
+		}
+		seen := map[int64]int{}
+		for _, v := range append(slices.Clone(before), rest.all()...) {
+			seen[v]++
+		}
+		for v := range int64(2000) {
+			if seen[v] != 1 {
+				t.Fatalf("from the savepoint %s (checkpoint %d): value %d written %d times; want once", sp.Path, sp.Checkpoint, v, seen[v])
+			}
+		}
+		if len(seen) != 2000 {
+			t.Fatalf("from the savepoint %s: %d values; want 2000", sp.Path, len(seen))
 		}
 	}
-	cancel()
-	if err := <-done; err != nil {
-		t.Fatal(err)
+}
+
+// MergeSlotEnumeratorStates is the range source's
+// connector.SlotEnumeratorStateMerger: what slot i's enumerator holds
+// pending for its own reader (split K to subtask K mod slots).
+func (ownedRange) MergeSlotEnumeratorStates(states [][]*rSplit) ([]*rSplit, error) {
+	var out []*rSplit
+	for i, st := range states {
+		for _, sp := range st {
+			if sp.K%len(states) == i {
+				out = append(out, sp)
+			}
+		}
 	}
+	return out, nil
 }
 
 // A slot's checkpoint holds that slot's subtask alone: given as the

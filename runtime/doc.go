@@ -457,7 +457,14 @@
 // stopping all its processes first. A job started fresh under a name an
 // earlier run used reads none of that run's shuffle records: the first
 // process records where the shuffles end (connector.ShuffleEnds) and
-// fresh slots start reading there. Not yet: savepoints of a distributed job.
+// fresh slots start reading there. A savepoint of a distributed job
+// (TriggerSavepoint, StopWithSavepoint, or `splitflow savepoint
+// trigger|stop --job`) is one of every slot: each slot drains (its sources
+// stop, the shuffles carry what was written to their readers, which stop
+// once every upstream slot's stop marker is read), and the slots' final
+// checkpoints are written as a savepoint of the job in one process at
+// parallelism = slots, which WithRestoreFrom takes in one process or
+// distributed, at any parallelism or slot count.
 //
 // # Inside the engine
 //

@@ -63,6 +63,14 @@ type node struct {
 	build func(info opInfo, parallelism int, out any) (lifecycle, any)
 	// source is set for sources instead of build.
 	source sourceNode
+	// shuffleChannel names the channel a source node reads when it is the
+	// reading side of a cut edge (cutShuffles): a savepoint's drain stops
+	// it only once it has read every upstream slot's stop marker.
+	shuffleChannel string
+	// cut: the node was added by cutShuffles (a shuffle's encoding, sink,
+	// source or decoding); its state is no part of a distributed job's
+	// savepoint, which restores as a job in one process.
+	cut bool
 
 	// sideCapable: the operator runs a function that can emit side
 	// outputs; sideTags are the ones it declares (sideoutput.go).
@@ -94,6 +102,10 @@ type sourceNode interface {
 	// describeSplits formats the splits of the readers' checkpointed
 	// state, for the restore report.
 	describeSplits(old [][]byte) ([]string, error)
+	// mergeSlotCoordinators makes the enumerator state of a job in one
+	// process from a distributed job's slots' (states[i] is slot i's),
+	// for the job's savepoint.
+	mergeSlotCoordinators(states [][]byte) ([]byte, error)
 }
 
 // jobGraph is the stream graph after pruning, defaulting and chaining.
@@ -447,6 +459,7 @@ func (ex *execution) buildTasks(region int, rs *engine.RestoredState) []*task {
 				t.input = head.in.newGateInput(t, gates[c][s], inputs[head], c.numChannels)
 			} else {
 				t.isSource = true
+				t.shuffleChannel = head.shuffleChannel
 			}
 			if env.hooks != nil && env.hooks.taskCreated != nil {
 				env.hooks.taskCreated(t)

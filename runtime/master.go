@@ -84,7 +84,12 @@ type execution struct {
 	restartC      <-chan time.Time
 
 	draining bool
-	stopped  bool // stopped for good: no restart
+	// savepointDrain: a slot stopping for a savepoint of the whole
+	// distributed job (savepointdrain.go); drainingForSavepoint is the
+	// same for the task goroutines.
+	savepointDrain       bool
+	drainingForSavepoint atomic.Bool
+	stopped              bool // stopped for good: no restart
 	// endCommits records the sinks that committed at the end of input in
 	// a job without checkpoints (endOfInputCommit).
 	endCommits endCommits
@@ -613,6 +618,9 @@ func (ex *execution) startAttempt(rs *engine.RestoredState) {
 	for _, t := range ex.tasks {
 		ex.start(t)
 	}
+	if ex.savepointDrain {
+		ex.drainTasksForSavepoint(ex.tasks)
+	}
 }
 
 func (ex *execution) stopCoordinators() {
@@ -894,6 +902,8 @@ func (ex *execution) restart() {
 				t.requestStop()
 			}
 		}
+	} else if ex.savepointDrain && ex.restartRegion >= 0 {
+		ex.drainTasksForSavepoint(tasks) // startAttempt did for a global one
 	}
 }
 

@@ -82,6 +82,18 @@ func WithSavepointDir(dir string) Option {
 // runs. ctx bounds the wait, not the savepoint: one already triggered
 // completes. Errors: status.ErrNoRunningJob, status.ErrSavepointRefused, or the failure
 // of the checkpoint or of its copy.
+//
+// In a distributed job (WithDistributed) the savepoint is one of every
+// slot, whichever process runs it: a request in the job's checkpoint
+// root that every process takes part in; each slot drains (its sources
+// stop, the shuffles carry what was written to their readers, its final
+// checkpoint is committed), one process writes the slots' final
+// checkpoints as a savepoint of the job in one process at parallelism =
+// slots, and the slots go on. It restores with WithRestoreFrom in one
+// process at any parallelism, or distributed at any slot count. ctx's
+// deadline is the request's (default 10 minutes): past it the processes
+// give up on it and their slots go on. A request while another is under
+// way is refused (status.ErrSavepointRefused).
 func (env *Environment) TriggerSavepoint(ctx context.Context, target string) (status.Savepoint, error) {
 	return env.savepoint(ctx, target, false)
 }
@@ -94,7 +106,10 @@ func (env *Environment) TriggerSavepoint(ctx context.Context, target string) (st
 // commit, and the job ends; Execute then returns ErrStopped. It returns
 // once the job has ended, with the savepoint; if the job failed after the
 // savepoint was complete, both (the savepoint is whole: a job started
-// from it commits what it prepared). Errors as TriggerSavepoint's.
+// from it commits what it prepared). Errors as TriggerSavepoint's. In a
+// distributed job, as TriggerSavepoint's, and then every process of the
+// job stops (Execute returns ErrStopped); it returns once the savepoint
+// is written, and this process's Execute returns soon after.
 func (env *Environment) StopWithSavepoint(ctx context.Context, target string) (status.Savepoint, error) {
 	return env.savepoint(ctx, target, true)
 }
@@ -120,12 +135,8 @@ func (r *savepointRequest) reply(sp status.Savepoint, err error) {
 }
 
 func (env *Environment) savepoint(ctx context.Context, target string, stop bool) (status.Savepoint, error) {
-	if d := env.cfg.dist; d != nil {
-		// Each slot checkpoints alone, in whichever process owns it; a
-		// savepoint would be one of every slot, which no process can
-		// take by itself.
-		return status.Savepoint{}, fmt.Errorf("%w: job %q is distributed, and a distributed job takes no savepoint yet; its slots' checkpoints under the checkpoint root are its restore points: stop every process (each slot ends with a final checkpoint) and start them again with the same job name and checkpoint root to go on from there",
-			status.ErrSavepointRefused, d.Job)
+	if env.cfg.dist != nil {
+		return env.distributedSavepoint(ctx, target, stop)
 	}
 	ex := env.running.Load()
 	if ex == nil {

@@ -61,6 +61,9 @@ type shuffleBatchOperator[T any] struct {
 	wm, markedWm     int64
 	idle, markedIdle bool
 	markedAny, ended bool
+	// t is the task running the operator (its execution says whether
+	// the slot drains for a savepoint).
+	t *task
 }
 
 type shuffleBatch struct {
@@ -73,12 +76,17 @@ func newShuffleBatchOperator[T any](info opInfo, channel string, partitions int,
 }
 
 func (s *shuffleBatchOperator[T]) operator() *opInfo { return &s.info }
-func (s *shuffleBatchOperator[T]) open(*task) error  { return nil }
+func (s *shuffleBatchOperator[T]) open(t *task) error {
+	s.t = t
+	return nil
+}
 
 // endInput flushes, then marks the end of this subtask's input when its
 // event time reached the end (a source that ended emits maxWatermark); a
 // source stopped without it (a slot handed over, a cancelled job) did not
-// end, and its next owner goes on.
+// end, and its next owner goes on. A slot draining for a savepoint then
+// writes its stop marker after everything: the readers of the channel
+// know they hold all this slot wrote (savepointdrain.go).
 func (s *shuffleBatchOperator[T]) endInput() error {
 	if err := s.flushAll(); err != nil {
 		return err
@@ -86,7 +94,13 @@ func (s *shuffleBatchOperator[T]) endInput() error {
 	if s.wm == engine.MaxWatermark {
 		return s.mark(slots.Marker{Kind: slots.EndMarker})
 	}
-	return s.markChanges()
+	if err := s.markChanges(); err != nil {
+		return err
+	}
+	if s.t != nil && s.t.ex != nil && s.t.ex.drainingForSavepoint.Load() {
+		return s.mark(slots.Marker{Kind: slots.StopMarker})
+	}
+	return nil
 }
 
 func (s *shuffleBatchOperator[T]) close() error {
@@ -265,6 +279,10 @@ type shuffleUnbatchOperator[T any] struct {
 	idle bool
 	// err is a construction error, returned by open.
 	err error
+	// t is the task running the operator; drained is set once it told the
+	// execution that its channel is drained for a savepoint.
+	t       *task
+	drained bool
 }
 
 // newShuffleUnbatchOperator is subtask info.subtask of parallelism p of the
@@ -304,6 +322,7 @@ const shuffleDecodeStateV1 byte = 1
 
 // open restores the merges of this subtask from the checkpoint.
 func (u *shuffleUnbatchOperator[T]) open(t *task) error {
+	u.t = t
 	if u.err != nil {
 		return u.info.wrap(u.err)
 	}
@@ -398,7 +417,13 @@ func (u *shuffleUnbatchOperator[T]) Collect(r connector.ShuffleRecord, _ int64) 
 		if err != nil {
 			return u.info.wrap(fmt.Errorf("shuffle %s: partition %d: %w", u.channel, r.Partition, err))
 		}
-		return u.eventTimeMoved(out)
+		if err := u.eventTimeMoved(out); err != nil {
+			return err
+		}
+		if m.Kind == slots.StopMarker || m.Kind == slots.EndMarker {
+			u.checkDrained()
+		}
+		return nil
 	}
 	slot, k := binary.Uvarint(b[1:])
 	if k <= 0 || slot > math.MaxInt32 {
@@ -435,6 +460,23 @@ func (u *shuffleUnbatchOperator[T]) Collect(r connector.ShuffleRecord, _ int64) 
 		}
 	}
 	return nil
+}
+
+// checkDrained tells the execution, once, that every partition this
+// subtask reads is drained (every upstream slot stopped for the savepoint
+// or ended), while its slot drains for a savepoint: its source may stop,
+// since nothing more is written to it. On the task goroutine.
+func (u *shuffleUnbatchOperator[T]) checkDrained() {
+	if u.drained || u.t == nil || u.t.ex == nil || !u.t.ex.drainingForSavepoint.Load() {
+		return
+	}
+	for _, m := range u.parts {
+		if !m.Drained() {
+			return
+		}
+	}
+	u.drained = true
+	u.t.ex.shuffleDrained(u.channel)
 }
 
 // eventTimeMoved emits what a step of a partition's merge changed in the

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"testing"
 
@@ -155,7 +156,7 @@ func shuffleEvents(t *testing.T, recs []connector.ShuffleRecord) string {
 			if err != nil {
 				t.Fatal(err)
 			}
-			kind := map[slots.MarkerKind]string{slots.WatermarkMarker: "wm", slots.IdleMarker: "idle", slots.EndMarker: "end"}[m.Kind]
+			kind := map[slots.MarkerKind]string{slots.WatermarkMarker: "wm", slots.IdleMarker: "idle", slots.EndMarker: "end", slots.StopMarker: "stop"}[m.Kind]
 			if m.Kind == slots.WatermarkMarker {
 				out = append(out, fmt.Sprintf("p%d:%s %d %d", r.Partition, kind, m.Slot, m.Watermark))
 			} else {
@@ -445,5 +446,92 @@ func TestShuffleDecodeSlotMarkerInOnePartitionDoesNotPassItsRecordsInAnother(t *
 		if got := log.take(); got != c.want {
 			t.Fatalf("step %d: emitted %q; want %q", i, got, c.want)
 		}
+	}
+}
+
+// A slot draining for a savepoint of the distributed job (the rule of
+// savepointdrain.go): the encoding's input, stopped, writes a stop marker
+// to every partition after its last batch (never one when the job only
+// stops, as a handover does, nor instead of the end marker of a real
+// end); the decoding tells its execution that its channel is drained only
+// once every upstream slot's stop marker (or end) was read in every
+// partition it owns, and only while its slot drains, so that its source
+// stops after everything written to it and not before.
+func TestSlotDrainingForASavepointStopsItsShuffleReaderOnlyAfterEveryUpstreamStopMarker(t *testing.T) {
+	serde := DefaultSerde[string]()
+	ex := &execution{master: engine.NewMailbox(), log: slog.New(slog.DiscardHandler)}
+	tk := &task{ex: ex}
+	recs := &winOut[connector.ShuffleRecord]{}
+	enc := newShuffleBatchOperator(opInfo{subtask: 1}, "c", 2, serde.Append, func(v string) int32 { return int32(len(v) % 2) }, output[connector.ShuffleRecord](recs))
+	if err := enc.open(tk); err != nil {
+		t.Fatal(err)
+	}
+	if err := enc.Collect("ab", 10); err != nil {
+		t.Fatal(err)
+	}
+	ex.drainingForSavepoint.Store(true)
+	if err := enc.endInput(); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := shuffleEvents(t, recs.take()), "p0:batch, p0:stop 1, p1:stop 1"; got != want {
+		t.Fatalf("the draining slot's encoding wrote %q at its end; want %q", got, want)
+	}
+
+	// Subtask 0 of 2 reads partitions 0 and 2 of 4, written by slots 0
+	// and 1.
+	log := &eventLog[string]{}
+	dec := newShuffleUnbatchOperator(opInfo{}, "c", serde.Decode, output[string](log), 2, 4, func(p, _ int) int { return p % 2 })
+	if err := dec.open(tk); err != nil {
+		t.Fatal(err)
+	}
+	stop := func(p int32, slot int) connector.ShuffleRecord {
+		return markerRecord(t, p, slots.Marker{Kind: slots.StopMarker, Slot: slot})
+	}
+	drained := func() bool {
+		for ex.master.HasMail() {
+			m, _ := ex.master.Take()
+			if m.Name == "shuffle drained" {
+				return true
+			}
+		}
+		return false
+	}
+	ex.drainingForSavepoint.Store(false)
+	for _, r := range []connector.ShuffleRecord{stop(0, 0), stop(0, 1), stop(2, 0), stop(2, 1)} {
+		if err := dec.Collect(r, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if drained() {
+		t.Fatal("a slot that is not draining stopped its shuffle reader")
+	}
+	ex.drainingForSavepoint.Store(true)
+	dec = newShuffleUnbatchOperator(opInfo{}, "c", serde.Decode, output[string](log), 2, 4, func(p, _ int) int { return p % 2 })
+	if err := dec.open(tk); err != nil {
+		t.Fatal(err)
+	}
+	for i, r := range []connector.ShuffleRecord{
+		stop(0, 0), stop(0, 1), stop(2, 1),
+		markerRecord(t, 2, slots.Marker{Kind: slots.WatermarkMarker, Slot: 1, Watermark: 5}), // slot 1 went on
+		stop(2, 0),
+	} {
+		if err := dec.Collect(r, 0); err != nil {
+			t.Fatal(err)
+		}
+		if drained() {
+			t.Fatalf("drained after record %d, before every upstream slot's stop marker in partition 2", i)
+		}
+	}
+	if err := dec.Collect(stop(2, 1), 0); err != nil {
+		t.Fatal(err)
+	}
+	if !drained() {
+		t.Fatal("every upstream slot stopped in every partition read, and the reader did not say its channel is drained")
+	}
+	if err := dec.Collect(stop(2, 1), 0); err != nil || drained() {
+		t.Fatalf("told twice (%v)", err)
+	}
+	if got := log.take(); got != "" {
+		t.Fatalf("stop markers moved event time: %q", got)
 	}
 }

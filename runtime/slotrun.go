@@ -196,8 +196,23 @@ func (env *Environment) runDistributed(ctx context.Context, g *jobGraph, name st
 		return err
 	}
 	dr := &distDriver{env: env, g: g, name: name, d: d, log: log, m: m, startFrom: startFrom, shuffleStarts: start.Shuffles, incarnation: start.Incarnation,
-		runners: map[int]*slotRunner{}, ended: make(chan *slotRunner)}
+		runners: map[int]*slotRunner{}, ended: make(chan *slotRunner), spCh: make(chan slots.SavepointState), merging: map[int64]bool{}}
+	if dr.spStore, err = openSavepointRequests(env.cfg.cp.dir, d.Job, log); err != nil {
+		m.Close()
+		err = fmt.Errorf("job %q: %w", name, err)
+		obs.jobEnded(ctx, err)
+		return err
+	}
+	if st, err := slots.ReadSavepoints(dr.spStore); err == nil {
+		// A slot claimed from here on sees a request open already.
+		dr.spLatest.Store(&st)
+	}
+	watchCtx, stopWatch := context.WithCancel(ctx)
+	var watchWG sync.WaitGroup
+	watchWG.Go(func() { dr.watchSavepoints(watchCtx) })
 	err = dr.loop(ctx)
+	stopWatch()
+	watchWG.Wait()
 	obs.jobEnded(ctx, err)
 	return err
 }
@@ -221,6 +236,16 @@ type distDriver struct {
 	runners map[int]*slotRunner
 	ended   chan *slotRunner
 	wg      sync.WaitGroup
+
+	// The job's savepoint requests (distsavepoint.go): their storage,
+	// the newest state read (spLatest; also read by runners) and its
+	// changes (spCh), the request this process drains for (spSeq, 0:
+	// none) and the merges it took on.
+	spStore  checkpoint.RecordStorage
+	spLatest atomic.Pointer[slots.SavepointState]
+	spCh     chan slots.SavepointState
+	spSeq    int64
+	merging  map[int64]bool
 }
 
 func (dr *distDriver) loop(ctx context.Context) (err error) {
@@ -261,6 +286,10 @@ func (dr *distDriver) loop(ctx context.Context) (err error) {
 		case r := <-dr.ended:
 			if err := dr.runnerEnded(r); err != nil {
 				return err
+			}
+		case st := <-dr.spCh:
+			if dr.savepointStep(st) {
+				return ErrStopped
 			}
 		}
 	}
@@ -397,6 +426,9 @@ type slotRunner struct {
 	holder   checkpoint.Holder
 	release  func()
 	ex       atomic.Pointer[execution]
+	// drainSeq is the savepoint request the runner's execution drains
+	// for, 0 for none.
+	drainSeq atomic.Int64
 
 	done chan struct{}
 	err  error
@@ -651,6 +683,21 @@ func jobRan(root, job string, slotCount int, log *slog.Logger) (string, error) {
 	return "", nil
 }
 
+// openSavepointRequests opens the storage of the job's savepoint
+// requests.
+func openSavepointRequests(root, job string, log *slog.Logger) (checkpoint.RecordStorage, error) {
+	where := slots.SavepointsPath(root, job)
+	st, err := checkpoint.OpenStorage(where, checkpoint.WithLogger(log))
+	if err != nil {
+		return nil, fmt.Errorf("open the job's savepoint requests: %w", err)
+	}
+	rs, ok := st.(checkpoint.RecordStorage)
+	if !ok {
+		return nil, fmt.Errorf("the checkpoint storage %s cannot keep the job's savepoint requests (%T)", where, st)
+	}
+	return rs, nil
+}
+
 // errClaimAgain: the log could not be read or written with a known
 // outcome; the slot is claimed again from the log.
 type errClaimAgain struct{ err error }
@@ -674,7 +721,22 @@ func (r *slotRunner) run() error {
 		if r.ctx.Err() != nil || r.lost.Load() {
 			return nil
 		}
+		if seq, recorded := r.dr.openRequest(r.slot); recorded {
+			// Drained for the open savepoint request under an earlier
+			// owner: it runs again only once the request is over.
+			if r.park(seq) {
+				return nil
+			}
+			continue
+		}
 		err := r.claimAndRun(root)
+		var drained *drainedForSavepoint
+		if errors.As(err, &drained) {
+			if stop, err := r.afterDrain(drained); err != nil || stop {
+				return err
+			}
+			continue
+		}
 		var again *errClaimAgain
 		if !errors.As(err, &again) {
 			return err
@@ -766,14 +828,29 @@ func (r *slotRunner) claimAndRun(root string) error {
 		}
 		r.mu.Unlock()
 	}()
+	// A request the driver passed on while no execution ran is read
+	// again below, if it is still open.
+	r.drainSeq.Store(0)
 	r.ex.Store(ex)
 	defer r.ex.Store(nil)
 	if r.lost.Load() {
 		return nil
 	}
+	if seq, _ := r.dr.openRequest(r.slot); seq > 0 {
+		// Claimed while a savepoint of the job is under way: the slot
+		// drains for it from the start.
+		r.drainFor(seq)
+	}
 	// A log failure while recording comes back as an *errClaimAgain
 	// inside the execution's error, which run claims again on.
-	return ex.named(r.dr.name).run(r.ctx)
+	err = ex.named(r.dr.name).run(r.ctx)
+	if seq := r.drainSeq.Swap(0); err == nil && seq > 0 && ex.savepointDrain && r.ctx.Err() == nil {
+		if ex.slot.recorded == 0 {
+			return fmt.Errorf("slot %d drained for savepoint request %d without recording a checkpoint", r.slot, seq)
+		}
+		return &drainedForSavepoint{seq: seq, checkpoint: finalCheckpointPath(root, r.dr.d.Job, r.slot, rp.ClaimEpoch, ex.slot.recorded)}
+	}
+	return err
 }
 
 // record is the execution's slotRun.recordFn: it records checkpoint id

@@ -84,9 +84,11 @@ type task struct {
 	id       checkpoint.TaskID
 	region   int // the subtask index in a job of independent pipelines
 	isSource bool
-	restored *engine.RestoredState
-	attempt  int
-	gate     channelBlocker // nil for source tasks
+	// shuffleChannel: the task's source reads this shuffle channel.
+	shuffleChannel string
+	restored       *engine.RestoredState
+	attempt        int
+	gate           channelBlocker // nil for source tasks
 	// awaitFinish keeps a task whose input ended alive, serving mails,
 	// until the final checkpoint has completed (checkpoints on).
 	awaitFinish     bool

@@ -1,0 +1,334 @@
+package runtime
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"time"
+
+	"github.com/splitflow/splitflow/runtime/checkpoint"
+	"github.com/splitflow/splitflow/runtime/internal/engine"
+	"github.com/splitflow/splitflow/runtime/internal/slots"
+	"github.com/splitflow/splitflow/runtime/status"
+)
+
+// Savepoints of a distributed job (scale-out.md, "Savepoints of a
+// distributed job"): an operator's command creates a request in the
+// job's checkpoint root (slots.SavepointsPath); every process reads it
+// (savepointPoll), drains its slots for it (savepointdrain.go) and
+// records each slot's final checkpoint; the process that takes on the
+// merge once every slot recorded its own writes the savepoint, in the
+// form of a job in one process at parallelism = slots, and the result.
+// Then the processes stop (a stop: Execute returns ErrStopped) or their
+// slots go on from their final checkpoints.
+
+// savepointPoll is how often a distributed process reads the job's
+// savepoint requests: a listing of SavepointsPath (a directory, or one
+// request on S3), and a read of the newest request's records while one is
+// open.
+const savepointPoll = 500 * time.Millisecond
+
+// watchSavepoints reads the job's savepoint requests until ctx ends,
+// publishing what it read in dr.spLatest and on dr.spCh.
+func (dr *distDriver) watchSavepoints(ctx context.Context) {
+	tk := time.NewTicker(savepointPoll)
+	defer tk.Stop()
+	var last []byte
+	for {
+		st, err := slots.ReadSavepoints(dr.spStore)
+		if err != nil {
+			dr.log.Warn("splitflow: the job's savepoint requests could not be read", "err", err)
+		} else {
+			b, _ := json.Marshal(st)
+			if string(b) != string(last) {
+				last = b
+				dr.spLatest.Store(&st)
+				select {
+				case dr.spCh <- st:
+				case <-ctx.Done():
+					return
+				}
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-tk.C:
+		}
+	}
+}
+
+// savepointStep applies what the job's savepoint requests say, on the
+// driver's goroutine: true when the process is to stop (its request was
+// a stop, and the savepoint is taken).
+func (dr *distDriver) savepointStep(st slots.SavepointState) bool {
+	seq := st.Request.Seq
+	if st.Open(time.Now()) {
+		if dr.spSeq != seq {
+			dr.spSeq = seq
+			dr.log.Info("splitflow: savepoint of the job requested; the slots drain for it", "request", seq, "stop", st.Request.Stop, "target", st.Request.Target)
+			for _, r := range dr.runners {
+				r.drainFor(seq)
+			}
+		}
+		if len(st.Slots) == dr.d.Slots && !st.Merging && !dr.merging[seq] {
+			if err := dr.spStore.CreateRecord(slots.MergeRecord(seq), []byte(processName())); err == nil {
+				dr.merging[seq] = true
+				dr.wg.Go(func() { dr.merge(st) })
+			} else if !errors.Is(err, checkpoint.ErrRecordExists) {
+				dr.log.Warn("splitflow: could not take on the savepoint's merge", "request", seq, "err", err)
+			}
+		}
+		return false
+	}
+	if seq == 0 || dr.spSeq != seq {
+		return false
+	}
+	dr.spSeq = 0
+	switch {
+	case st.Result == nil:
+		dr.log.Warn("splitflow: the savepoint request was abandoned (no result by its deadline); the slots go on", "request", seq)
+	case st.Result.Error != "":
+		dr.log.Warn("splitflow: the savepoint failed; the slots go on", "request", seq, "err", st.Result.Error)
+	case st.Request.Stop:
+		dr.log.Info("splitflow: the job stopped with a savepoint", "request", seq, "path", st.Result.Path)
+		return true
+	default:
+		dr.log.Info("splitflow: savepoint taken; the slots go on", "request", seq, "path", st.Result.Path)
+	}
+	return false
+}
+
+// openRequest is the open request and whether slot recorded its final
+// checkpoint for it (0: none open).
+func (dr *distDriver) openRequest(slot int) (int64, bool) {
+	st := dr.spLatest.Load()
+	if st == nil || !st.Open(time.Now()) {
+		return 0, false
+	}
+	_, recorded := st.Slots[slot]
+	return st.Request.Seq, recorded
+}
+
+// drainFor has the runner's execution drain for request seq.
+func (r *slotRunner) drainFor(seq int64) {
+	r.drainSeq.Store(seq)
+	if ex := r.ex.Load(); ex != nil {
+		ex.master.Put(engine.PriorityDefault, engine.Mail{Name: "savepoint drain", Run: func() error {
+			ex.beginSavepointDrain()
+			return nil
+		}})
+	}
+}
+
+// drainedForSavepoint is how claimAndRun reports an execution that ended
+// by its drain for request seq, with its final checkpoint.
+type drainedForSavepoint struct {
+	seq        int64
+	checkpoint string
+}
+
+func (d *drainedForSavepoint) Error() string {
+	return fmt.Sprintf("slot drained for savepoint request %d at %s", d.seq, d.checkpoint)
+}
+
+// afterDrain records the slot's final checkpoint for its request, then
+// waits for the request's result: true when the slot is to stop (the
+// savepoint of a stop was taken), false when it goes on (claimed and run
+// again from its log).
+func (r *slotRunner) afterDrain(d *drainedForSavepoint) (bool, error) {
+	rec := slots.NewSavepointRecord(slots.SlotSavepoint{Slot: r.slot, Checkpoint: d.checkpoint})
+	if err := r.dr.spStore.CreateRecord(slots.SlotRecord(d.seq, r.slot), slots.EncodeSavepointRecord(rec)); err != nil && !errors.Is(err, checkpoint.ErrRecordExists) {
+		r.dr.log.Error("splitflow: could not record the slot's final checkpoint for the savepoint", "slot", r.slot, "request", d.seq, "err", err)
+	} else {
+		r.dr.log.Info("splitflow: slot drained for the savepoint", "slot", r.slot, "request", d.seq, "checkpoint", d.checkpoint)
+	}
+	return r.park(d.seq), nil
+}
+
+// park holds the slot, not running, while request seq waits for its
+// result; true when the result says the job stops.
+func (r *slotRunner) park(seq int64) bool {
+	tk := time.NewTicker(savepointPoll / 2)
+	defer tk.Stop()
+	for {
+		if st := r.dr.spLatest.Load(); st != nil && st.Request.Seq == seq && !st.Open(time.Now()) {
+			return st.Result != nil && st.Result.Error == "" && st.Request.Stop
+		} else if st != nil && st.Request.Seq > seq {
+			return false
+		}
+		select {
+		case <-r.ctx.Done():
+			return true
+		case <-tk.C:
+		}
+	}
+}
+
+// merge writes the savepoint of request st from its slots' final
+// checkpoints, and its result.
+func (dr *distDriver) merge(st slots.SavepointState) {
+	seq := st.Request.Seq
+	res := slots.NewSavepointRecord(slots.SavepointResult{})
+	path, id, err := dr.writeMerged(st)
+	if err != nil {
+		res.Error = err.Error()
+		dr.log.Error("splitflow: savepoint of the job failed", "request", seq, "err", err)
+	} else {
+		res.Path, res.Checkpoint = path, id
+		dr.log.Info("splitflow: savepoint of the job written", "request", seq, "path", path)
+	}
+	if err := dr.spStore.CreateRecord(slots.ResultRecord(seq), slots.EncodeSavepointRecord(res)); err != nil {
+		dr.log.Error("splitflow: could not record the savepoint's result", "request", seq, "err", err)
+	}
+}
+
+// writeMerged puts the slots' final checkpoints together into one
+// savepoint of a job in one process at parallelism = slots: slot i's
+// subtask states are subtask i's (a slot runs subtask i of every chain),
+// the sources' enumerator states are merged by the source
+// (connector.SlotEnumeratorStateMerger), and the shuffles' operators
+// (the cut's) are left out: the drain left nothing in flight, and a job
+// in one process has no such operator. Every slot committed its final
+// checkpoint before its execution ended, so the savepoint is marked
+// committed.
+func (dr *distDriver) writeMerged(st slots.SavepointState) (string, int64, error) {
+	byUID := map[string]*node{}
+	prints := map[string]operatorPrint{}
+	for uid, p := range dr.g.prints() {
+		prints[uid] = p
+	}
+	for _, n := range dr.g.nodes {
+		byUID[n.uid] = n
+		if n.cut {
+			delete(prints, n.uid)
+		}
+	}
+	chks := make([]*checkpoint.Checkpoint, dr.d.Slots)
+	var id int64
+	for i := range chks {
+		s, ok := st.Slots[i]
+		if !ok {
+			return "", 0, fmt.Errorf("slot %d recorded no final checkpoint", i)
+		}
+		chk, err := checkpoint.OpenRestorePoint(s.Checkpoint, checkpoint.WithLogger(dr.log))
+		if err != nil {
+			return "", 0, fmt.Errorf("slot %d: %w", i, err)
+		}
+		chks[i] = chk
+		id = max(id, chk.ID)
+	}
+	var parts []checkpoint.SavepointPart
+	coords := map[string][][]byte{}
+	for i, chk := range chks {
+		for _, h := range chk.States {
+			n := byUID[h.Owner.UID]
+			if n == nil {
+				return "", 0, fmt.Errorf("slot %d's checkpoint %d holds state of %s, which the job does not have", i, chk.ID, h.Owner)
+			}
+			if n.cut {
+				continue
+			}
+			if h.Owner.IsCoordinator() {
+				b, _, err := chk.State(h.Owner)
+				if err != nil {
+					return "", 0, fmt.Errorf("slot %d: %w", i, err)
+				}
+				if coords[n.uid] == nil {
+					coords[n.uid] = make([][]byte, len(chks))
+				}
+				coords[n.uid][i] = b
+				continue
+			}
+			if h.Owner.Subtask != i {
+				return "", 0, fmt.Errorf("slot %d's checkpoint %d holds state of %s, another slot's subtask", i, chk.ID, h.Owner)
+			}
+			parts = append(parts, checkpoint.SavepointPart{Owner: h.Owner, From: chk})
+		}
+	}
+	for uid, states := range coords {
+		n := byUID[uid]
+		if n.source == nil {
+			return "", 0, fmt.Errorf("operator %s has coordinator state and is no source", uid)
+		}
+		b, err := n.source.mergeSlotCoordinators(states)
+		if err != nil {
+			return "", 0, fmt.Errorf("source %s: %w", uid, err)
+		}
+		parts = append(parts, checkpoint.SavepointPart{Owner: checkpoint.CoordinatorOwner(uid), Data: b})
+	}
+	target := st.Request.Target
+	if target == "" {
+		target = dr.env.cfg.cp.savepointDir
+	}
+	if target == "" {
+		return "", 0, errors.New("the request names no target, and the job was given no savepoint directory (WithSavepointDir): name one (--target)")
+	}
+	fp, _ := json.Marshal(prints) // strings and ints always marshal
+	now := time.Now()
+	path := checkpoint.SavepointPath(target, id, now)
+	meta := checkpoint.Metadata{ID: id, Timestamp: now, Fingerprint: fingerprintPrefix + string(fp)}
+	if _, err := checkpoint.WriteSavepointOf(parts, meta, path, "", checkpoint.WithLogger(dr.log)); err != nil {
+		return "", 0, err
+	}
+	if err := checkpoint.MarkSavepointCommitted(path, id, checkpoint.WithLogger(dr.log)); err != nil {
+		return "", 0, err
+	}
+	return path, id, nil
+}
+
+// processName names this process in the merge record: host and pid.
+func processName() string {
+	host, _ := os.Hostname()
+	return host + "/" + strconv.Itoa(os.Getpid())
+}
+
+// finalCheckpointPath is where an execution's last recorded checkpoint
+// is.
+func finalCheckpointPath(root, job string, slot int, epoch, id int64) string {
+	return slots.EpochPath(root, job, slot, epoch) + "/chk-" + strconv.FormatInt(id, 10)
+}
+
+// defaultSavepointWait bounds a savepoint of a distributed job asked
+// with a context without deadline: the request's deadline, after which
+// the processes give up on it and their slots go on.
+const defaultSavepointWait = 10 * time.Minute
+
+// distributedSavepoint is TriggerSavepoint and StopWithSavepoint of a
+// distributed job: a request in the job's checkpoint root, which every
+// process of the job takes part in (this one too), answered once the
+// savepoint is written. ctx's deadline is the request's (default
+// defaultSavepointWait).
+func (env *Environment) distributedSavepoint(ctx context.Context, target string, stop bool) (status.Savepoint, error) {
+	d := env.cfg.dist
+	if target == "" {
+		target = env.cfg.cp.savepointDir
+	}
+	if target == "" {
+		// The merging process may be another, given another directory:
+		// the Go call names its own.
+		return status.Savepoint{}, fmt.Errorf("%w: no target: name a directory or s3://bucket/prefix, or set WithSavepointDir", status.ErrSavepointRefused)
+	}
+	if env.cfg.cp.dir == "" || env.cfg.cp.interval <= 0 {
+		return status.Savepoint{}, fmt.Errorf("%w: job %q takes checkpoints in no checkpoint root", status.ErrSavepointRefused, d.Job)
+	}
+	rs, err := openSavepointRequests(env.cfg.cp.dir, d.Job, env.cfg.distLogger())
+	if err != nil {
+		return status.Savepoint{}, err
+	}
+	deadline, ok := ctx.Deadline()
+	if !ok {
+		deadline = time.Now().Add(defaultSavepointWait)
+	}
+	res, _, err := slots.RequestSavepoint(ctx, rs, stop, target, deadline, savepointPoll/2)
+	if errors.Is(err, slots.ErrSavepointUnderWay) {
+		return status.Savepoint{}, fmt.Errorf("%w: job %q: %w", status.ErrSavepointRefused, d.Job, err)
+	}
+	if err != nil {
+		return status.Savepoint{}, fmt.Errorf("savepoint of distributed job %q: %w", d.Job, err)
+	}
+	return status.Savepoint{Path: res.Path, Checkpoint: res.Checkpoint, TakenAt: time.Now()}, nil
+}
