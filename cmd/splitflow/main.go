@@ -16,6 +16,14 @@
 //	                                               root, or relative to it; default the root);
 //	                                               prints its path once complete
 //	splitflow savepoint stop --url U ...           the same, and the job stops with it
+//	splitflow savepoint trigger|stop --job NAME --brokers B --checkpoint-dir ROOT [--target DIR] [--yes]
+//	                                               a distributed job: with --yes, one savepoint of
+//	                                               every slot (the slots drain, so nothing is in
+//	                                               flight between them), in the form of a job in one
+//	                                               process at parallelism = slots, restorable by
+//	                                               --from-savepoint in one process or distributed;
+//	                                               stop: then every process exits (status 0); prints
+//	                                               the savepoint's path as the last line
 //	splitflow checkpoints show [--json] DIR/chk-N  one checkpoint's metadata, state files, shared
 //	                                               files (and which other checkpoints use them),
 //	                                               and what they hold: splits and offsets, enumerator
@@ -31,8 +39,8 @@
 //	                                               <job>.slots and <job>.*.shuffle; refused while
 //	                                               the job's group has members
 //
-// The job commands give up after --timeout (default 30s), unreachable
-// brokers included.
+// The job commands give up after --timeout (default 30s; a savepoint of a
+// distributed job 10m), unreachable brokers included.
 //
 // The txn and job commands connect as the --kafka-tls* and --kafka-sasl-* flags and
 // the SPLITFLOW_KAFKA_* variables say (jobflag.RegisterCluster, the
@@ -73,11 +81,12 @@ const usage = `usage:
   splitflow checkpoints ls DIR|s3://bucket/prefix
   splitflow savepoint trigger --url http://host:port [--token-file F] [--path DIR|s3://...]
   splitflow savepoint stop --url http://host:port [--token-file F] [--path DIR|s3://...]
+  splitflow savepoint trigger|stop --job NAME --brokers host:port[,..] --checkpoint-dir DIR|s3://... [--target DIR|s3://...] [--yes] [--timeout D]
   splitflow checkpoints show [--json] DIR/chk-N|s3://bucket/prefix/chk-N
   splitflow job status --brokers host:port[,..] --job NAME [--checkpoint-dir DIR|s3://...] [--json] [--timeout D]
   splitflow job delete-internal-topics --brokers host:port[,..] --job NAME [--yes] [--timeout D]
 
-txn and job commands also take --kafka-tls, --kafka-tls-ca FILE, --kafka-tls-cert FILE,
+txn, job and savepoint --job commands also take --kafka-tls, --kafka-tls-ca FILE, --kafka-tls-cert FILE,
 --kafka-tls-key FILE, --kafka-tls-server-name NAME, --kafka-sasl-mechanism M,
 --kafka-sasl-user U, --kafka-sasl-password-file FILE, --kafka-sasl-token-file FILE
 (or SPLITFLOW_KAFKA_TLS, SPLITFLOW_KAFKA_TLS_CA, ..., and the password in

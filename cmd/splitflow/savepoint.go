@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -10,9 +11,14 @@ import (
 	"net/netip"
 	"net/url"
 	"os"
+	"path/filepath"
 	"strings"
+	"time"
 
+	"github.com/splitflow/splitflow/runtime/checkpoint"
+	"github.com/splitflow/splitflow/runtime/slotinspect"
 	"github.com/splitflow/splitflow/runtime/status"
+	"github.com/twmb/franz-go/pkg/kadm"
 )
 
 // savepointCmd is `splitflow savepoint trigger|stop`: POST
@@ -22,6 +28,11 @@ func savepointCmd(ctx context.Context, args []string, stdout, stderr io.Writer, 
 	name := "savepoint trigger"
 	if stop {
 		name = "savepoint stop"
+	}
+	for _, a := range args {
+		if a == "-job" || a == "--job" || strings.HasPrefix(a, "-job=") || strings.HasPrefix(a, "--job=") {
+			return distributedSavepointCmd(ctx, name, args, stdout, stderr, stop)
+		}
 	}
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -91,4 +102,97 @@ func isLoopbackHost(host string) bool {
 	}
 	host = strings.TrimSuffix(strings.ToLower(host), ".")
 	return host == "localhost" || strings.HasSuffix(host, ".localhost")
+}
+
+// defaultSavepointTimeout bounds a savepoint of a distributed job: every
+// slot's drain, the merge, and for a stop the processes' exit.
+const defaultSavepointTimeout = 10 * time.Minute
+
+// distributedSavepointCmd is `splitflow savepoint trigger|stop --job`: a
+// savepoint of every slot of a distributed job, asked through the job's
+// checkpoint root (slotinspect.RequestSavepoint), which its processes
+// read; the job is found as `splitflow job status` finds it, by its group
+// on the brokers, and must have every slot owned. A stop then waits for
+// the group to be empty: every process has exited.
+func distributedSavepointCmd(ctx context.Context, name string, args []string, stdout, stderr io.Writer, stop bool) error {
+	f := newJobFlags(name, stderr)
+	_ = f.fs.Set("timeout", defaultSavepointTimeout.String()) // a valid duration
+	f.fs.Lookup("timeout").DefValue = defaultSavepointTimeout.String()
+	root := f.fs.String("checkpoint-dir", "", "the job's checkpoint root (directory or s3://bucket/prefix), as its processes were started with")
+	target := f.fs.String("target", "", "directory or s3://bucket/prefix the savepoint goes under (default: the savepoint directory of the process that writes it)")
+	yes := f.fs.Bool("yes", false, "ask for the savepoint; without it the job is only looked up")
+	cl, ctx, cancel, err := f.client(ctx, args)
+	if err != nil {
+		return err
+	}
+	defer cancel()
+	defer cl.Close()
+	if *root == "" {
+		return fmt.Errorf("%w: --checkpoint-dir is required: the job's processes read the request there", errUsage)
+	}
+	if !checkpoint.IsS3URL(*root) {
+		if _, err := os.Stat(*root); err != nil {
+			return fmt.Errorf("--checkpoint-dir: %w", err)
+		}
+	}
+	if *target != "" && !checkpoint.IsS3URL(*target) {
+		// The processes may run in other directories.
+		if abs, err := filepath.Abs(*target); err == nil {
+			*target = abs
+		}
+	}
+	job := *f.job
+	adm := kadm.NewClient(cl)
+	st, err := slotinspect.ReadStatus(ctx, adm, job, "")
+	if err != nil {
+		return brokersErr(f, err)
+	}
+	switch {
+	case len(st.Members) == 0:
+		return fmt.Errorf("job %s: group %s has no members: no process of the job runs to take a savepoint (a stopped job's slots' checkpoints under %s are its restore points)", job, st.Group, *root)
+	case st.GroupState != "Stable":
+		return fmt.Errorf("job %s: group %s is %s, not Stable: its slots are moving between processes; ask again once they settle (splitflow job status)", job, st.Group, st.GroupState)
+	case len(st.Unowned) > 0:
+		return fmt.Errorf("job %s: slots %v are owned by no process; a savepoint needs every slot running", job, st.Unowned)
+	}
+	what := "a savepoint of every slot; the slots go on"
+	if stop {
+		what = "a savepoint of every slot, then every process stops"
+	}
+	fmt.Fprintf(stderr, "job %s: %d process(es) own its %d slots\n", job, len(st.Members), st.SlotCount)
+	if !*yes {
+		fmt.Fprintf(stdout, "job %s: --yes asks for %s (request in %s)\n", job, what, slotinspect.SavepointsPath(*root, job))
+		fmt.Fprintln(stdout, "nothing done: run again with --yes")
+		return nil
+	}
+	deadline, _ := ctx.Deadline()
+	fmt.Fprintf(stderr, "job %s: asking for %s\n", job, what)
+	path, id, err := slotinspect.RequestSavepoint(ctx, *root, job, stop, *target, deadline)
+	if err != nil {
+		if errors.Is(err, slotinspect.ErrSavepointUnderWay) {
+			return fmt.Errorf("job %s: %w; wait for it, or for its deadline", job, err)
+		}
+		return fmt.Errorf("job %s: %s: %w", job, name, err)
+	}
+	if stop {
+		for {
+			err := slotinspect.CheckGroupEmpty(ctx, adm, job)
+			var ge *slotinspect.GroupNotEmptyError
+			if err == nil {
+				break
+			}
+			if !errors.As(err, &ge) {
+				return fmt.Errorf("job %s: the savepoint %s is complete; waiting for the processes to exit: %w", job, path, brokersErr(f, err))
+			}
+			select {
+			case <-ctx.Done():
+				return fmt.Errorf("job %s: the savepoint %s is complete, but processes still run after --timeout: %w", job, path, err)
+			case <-time.After(250 * time.Millisecond):
+			}
+		}
+		fmt.Fprintf(stderr, "job %s: every process stopped\n", job)
+	}
+	fmt.Fprintf(stderr, "job %s: savepoint of checkpoint %d\n", job, id)
+	fmt.Fprintln(stdout, path)
+	return nil
 }

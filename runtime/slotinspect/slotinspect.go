@@ -8,7 +8,8 @@
 // runtime may import; this package passes on the few answers a tool
 // needs, computed by those very rules (slots.LoadLog, slots.Decide), so a
 // tool and the job's processes cannot read a log differently. It exposes
-// no way to write a log or join the group.
+// no way to write a log or join the group; its one write is a savepoint
+// request (RequestSavepoint, `splitflow savepoint trigger|stop --job`).
 package slotinspect
 
 import (
