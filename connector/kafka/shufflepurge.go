@@ -71,7 +71,8 @@ func (s *shuffleSource) startingAt(ctx connector.SplitEnumeratorContext[Split]) 
 // always the one its log names: a new owner restores the log's restore
 // point, a restart within a claim the last checkpoint it recorded, a
 // slot's checkpoint given as a savepoint is refused, and a distributed
-// job takes no savepoints. A checkpoint is notified complete only once
+// job's savepoint holds no shuffle offset (it is taken with the shuffles
+// drained, and leaves the shuffles' state out). A checkpoint is notified complete only once
 // its record is in the log under the governing claim, so every later
 // restore point is that checkpoint or a newer one, whose offsets are at
 // or above its offsets (a reader's offsets only grow, and a restored
