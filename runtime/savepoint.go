@@ -91,8 +91,8 @@ func WithSavepointDir(dir string) Option {
 // checkpoints as a savepoint of the job in one process at parallelism =
 // slots, and the slots go on. It restores with WithRestoreFrom in one
 // process at any parallelism, or distributed at any slot count. ctx's
-// deadline is the request's (default 10 minutes): past it the processes
-// give up on it and their slots go on. A request while another is under
+// deadline is the request's (default 10 minutes): past it, or when ctx
+// is cancelled, the request is abandoned and the slots go on. A request while another is under
 // way is refused (status.ErrSavepointRefused).
 func (env *Environment) TriggerSavepoint(ctx context.Context, target string) (status.Savepoint, error) {
 	return env.savepoint(ctx, target, false)
