@@ -18,9 +18,11 @@ import (
 	"helm.sh/helm/v3/pkg/engine"
 	appsv1 "k8s.io/api/apps/v1"
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"sigs.k8s.io/yaml"
 )
 
@@ -104,6 +106,7 @@ type rendered struct {
 	pdb            *policyv1.PodDisruptionBudget
 	scaledObject   *scaledObject
 	serviceMonitor *serviceMonitor
+	savepointJob   *batchv1.Job
 }
 
 // required are the values without which the chart refuses to render.
@@ -190,6 +193,9 @@ func renderOK(t *testing.T, vals map[string]any) rendered {
 			case "monitoring.coreos.com/v1 ServiceMonitor":
 				r.serviceMonitor = &serviceMonitor{}
 				into = r.serviceMonitor
+			case "batch/v1 Job":
+				r.savepointJob = &batchv1.Job{}
+				into = r.savepointJob
 			default:
 				t.Fatalf("%s: a %s %s, which this test does not decode: add it", name, head.APIVersion, head.Kind)
 			}
@@ -379,8 +385,12 @@ func splitHostPort(hostport string) (string, int32, error) {
 func allOn() map[string]any {
 	return merge(required(), map[string]any{
 		"job": map[string]any{
-			"savepointDir": "s3://ckpt/savepoints",
-			"extraArgs":    []any{"--input-topic=lines", "--output-topic=counts", "--no-broker-timeout-check"},
+			"savepointDir":  "s3://ckpt/savepoints",
+			"fromSavepoint": "s3://ckpt/savepoints/savepoint-7-20261206T101500Z",
+			"extraArgs":     []any{"--input-topic=lines", "--output-topic=counts", "--no-broker-timeout-check"},
+		},
+		"upgradeSavepoint": map[string]any{
+			"enabled": true,
 		},
 		"checkpoints": map[string]any{"s3": map[string]any{"endpoint": "http://minio.storage:9000"}},
 		"kafka": map[string]any{
@@ -733,5 +743,69 @@ func TestEveryTopLevelValueIsCommented(t *testing.T) {
 		if !commented {
 			t.Errorf("values.yaml:%d: %s has no comment", i+1, strings.TrimSuffix(topKey.FindString(l), ":"))
 		}
+	}
+}
+
+// upgradeSavepoint renders a pre-upgrade hook Job that stops the running
+// job with one savepoint of every slot before the upgrade changes
+// anything: the image's CLI, `splitflow savepoint stop --yes` for the job
+// (its old name when given), on the job's brokers and checkpoint root
+// with the job's Kafka and S3 settings, never retried (a failure fails
+// the upgrade), every flag one the CLI accepts. Off by default.
+func TestUpgradeSavepointHookStopsTheJobBeforeTheUpgrade(t *testing.T) {
+	if r := renderOK(t, required()); r.savepointJob != nil {
+		t.Fatal("a savepoint hook by default")
+	}
+	r := renderOK(t, allOn())
+	j := r.savepointJob
+	if j == nil {
+		t.Fatal("no savepoint hook with upgradeSavepoint.enabled")
+	}
+	if got := j.Annotations["helm.sh/hook"]; got != "pre-upgrade" {
+		t.Errorf("helm.sh/hook %q; want pre-upgrade", got)
+	}
+	if j.Spec.BackoffLimit == nil || *j.Spec.BackoffLimit != 0 || j.Spec.Template.Spec.RestartPolicy != corev1.RestartPolicyNever {
+		t.Errorf("backoffLimit %v, restartPolicy %s; want one try: a failed savepoint fails the upgrade", j.Spec.BackoffLimit, j.Spec.Template.Spec.RestartPolicy)
+	}
+	sel, err := metav1.LabelSelectorAsSelector(r.deployment.Spec.Selector)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sel.Matches(labels.Set(j.Spec.Template.Labels)) {
+		t.Errorf("the hook's pod labels %v match the job's selector %v: the Service and the disruption budget would count it", j.Spec.Template.Labels, sel)
+	}
+	c := j.Spec.Template.Spec.Containers[0]
+	if !slices.Equal(c.Command, []string{"/usr/local/bin/splitflow"}) || len(c.Args) < 2 || c.Args[0] != "savepoint" || c.Args[1] != "stop" {
+		t.Fatalf("command %v args %v; want the CLI's savepoint stop", c.Command, c.Args)
+	}
+	f := flagValues(t, c.Args)
+	for name, want := range map[string]string{
+		"job": "wordcount", "brokers": "kafka-0.kafka:9092,kafka-1.kafka:9092", "checkpoint-dir": "s3://ckpt/splitflow",
+		"target": "s3://ckpt/savepoints", "timeout": "10m", "yes": "", "kafka-tls": "", "kafka-tls-ca": "/etc/splitflow/kafka-tls/ca.crt",
+		"kafka-sasl-mechanism": "SCRAM-SHA-512",
+	} {
+		if got, ok := f[name]; !ok || got != want {
+			t.Errorf("--%s=%q (given: %v); want %q", name, got, ok, want)
+		}
+	}
+	env := map[string]bool{}
+	for _, e := range c.Env {
+		env[e.Name] = true
+	}
+	for _, name := range []string{"AWS_REGION", "AWS_ENDPOINT_URL", "AWS_ACCESS_KEY_ID", "SPLITFLOW_KAFKA_SASL_USER", "SPLITFLOW_KAFKA_SASL_PASSWORD"} {
+		if !env[name] {
+			t.Errorf("no %s in the hook's environment", name)
+		}
+	}
+	out, _ := exec.Command(staticBinaries(t)+"/splitflow", "savepoint", "stop", "--job", "x", "-h").CombinedOutput()
+	for name := range f {
+		if !regexp.MustCompile(`(?m)^\s+-` + regexp.QuoteMeta(name) + `\b`).Match(out) {
+			t.Errorf("--%s is no flag of splitflow savepoint stop --job:\n%s", name, out)
+		}
+	}
+	renamed := renderOK(t, merge(allOn(), map[string]any{"job": map[string]any{"name": "wc2"}, "upgradeSavepoint": map[string]any{"jobName": "wc", "target": "s3://sp/x"}}))
+	f = flagValues(t, renamed.savepointJob.Spec.Template.Spec.Containers[0].Args)
+	if f["job"] != "wc" || f["target"] != "s3://sp/x" {
+		t.Errorf("renamed: --job=%s --target=%s; want the old name wc and the given target", f["job"], f["target"])
 	}
 }

@@ -22,6 +22,17 @@ app.kubernetes.io/name: {{ include "splitflow.name" . }}
 app.kubernetes.io/instance: {{ .Release.Name }}
 {{- end -}}
 
+{{/* The savepoint hook's labels: none of the processes' selector. */}}
+{{- define "splitflow.savepointLabels" -}}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+app.kubernetes.io/name: {{ include "splitflow.name" . }}-savepoint
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/component: savepoint
+splitflow.dev/job: {{ .Values.upgradeSavepoint.jobName | default .Values.job.name | quote }}
+{{- end -}}
+
 {{- define "splitflow.labels" -}}
 helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
 {{ include "splitflow.selectorLabels" . }}
