@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"strconv"
 	"time"
@@ -75,7 +76,11 @@ func (dr *distDriver) savepointStep(st slots.SavepointState) bool {
 			}
 		}
 		if len(st.Slots) == dr.d.Slots && !st.Merging && !dr.merging[seq] {
-			if err := dr.spStore.CreateRecord(slots.MergeRecord(seq), []byte(processName())); err == nil {
+			// The record's bytes are this driver's alone: a create that
+			// finds the same bytes in place reads as its own retried
+			// create, so two drivers writing equal bytes (two in one
+			// process, as in tests) would both take on the merge.
+			if err := dr.spStore.CreateRecord(slots.MergeRecord(seq), []byte(dr.mergeToken)); err == nil {
 				dr.merging[seq] = true
 				dr.wg.Go(func() { dr.merge(st) })
 			} else if !errors.Is(err, checkpoint.ErrRecordExists) {
@@ -280,10 +285,11 @@ func (dr *distDriver) writeMerged(st slots.SavepointState) (string, int64, error
 	return path, id, nil
 }
 
-// processName names this process in the merge record: host and pid.
-func processName() string {
+// mergeToken names a driver in the merge records it creates: host,
+// pid and a random number, no two drivers alike.
+func mergeToken() string {
 	host, _ := os.Hostname()
-	return host + "/" + strconv.Itoa(os.Getpid())
+	return fmt.Sprintf("%s/%d/%016x", host, os.Getpid(), rand.Uint64())
 }
 
 // finalCheckpointPath is where an execution's last recorded checkpoint

@@ -196,7 +196,7 @@ func (env *Environment) runDistributed(ctx context.Context, g *jobGraph, name st
 		return err
 	}
 	dr := &distDriver{env: env, g: g, name: name, d: d, log: log, m: m, startFrom: startFrom, shuffleStarts: start.Shuffles, incarnation: start.Incarnation,
-		runners: map[int]*slotRunner{}, ended: make(chan *slotRunner), spCh: make(chan slots.SavepointState), merging: map[int64]bool{}}
+		runners: map[int]*slotRunner{}, ended: make(chan *slotRunner), spCh: make(chan slots.SavepointState), merging: map[int64]bool{}, mergeToken: mergeToken()}
 	if dr.spStore, err = openSavepointRequests(env.cfg.cp.dir, d.Job, log); err != nil {
 		m.Close()
 		err = fmt.Errorf("job %q: %w", name, err)
@@ -246,6 +246,8 @@ type distDriver struct {
 	spCh     chan slots.SavepointState
 	spSeq    int64
 	merging  map[int64]bool
+	// mergeToken is what this driver writes in a merge record.
+	mergeToken string
 }
 
 func (dr *distDriver) loop(ctx context.Context) (err error) {
