@@ -8,25 +8,21 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/splitflow/splitflow/internal/testbin"
 )
 
-// splitflowCLI builds the splitflow CLI as the image does.
+// splitflowCLI is the splitflow CLI, built as the image builds it
+// (internal/testbin).
 func splitflowCLI(t *testing.T) string {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "splitflow")
-	build := exec.Command("go", "build", "-trimpath", "-o", bin, "../../cmd/splitflow")
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build of the splitflow CLI: %v\n%s", err, out)
-	}
-	return bin
+	return testbin.Program(t, "github.com/splitflow/splitflow/cmd/splitflow")
 }
 
 // A distributed job's savepoint is restorable by every path, its output
