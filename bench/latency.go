@@ -163,59 +163,16 @@ func runLatency(ctx context.Context, h *harness, row *latencyRow) error {
 		prod.Produce(ctx, &kgo.Record{Topic: in, Key: key, Value: v}, promise)
 	}
 
-	// Warm-up: ten records a second until the system answers, and two
-	// seconds more so every partition has carried records.
-	warmDeadline := time.Now().Add(3 * time.Minute)
-	var warmUntil time.Time
-	for id := int64(0); warmUntil.IsZero() || time.Now().Before(warmUntil); id++ {
-		if warmUntil.IsZero() && warm.Load() {
-			warmUntil = time.Now().Add(2 * time.Second)
-		}
-		if time.Now().After(warmDeadline) {
-			return fmt.Errorf("%s: no warm-up record came out in 3 minutes; last output:\n%s", row.spec.Label(), p.log.lastLines(25))
-		}
-		select {
-		case <-p.Done():
-			return p.Exited()
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(100 * time.Millisecond):
-		}
-		send('W', id, time.Now())
-	}
-
-	// Open loop.
 	cpu0 := p.CPU()
-	t0 := time.Now()
-	tick := time.NewTicker(time.Millisecond)
-	defer tick.Stop()
-	var next int64
-	for next < total {
-		select {
-		case <-p.Done():
-			return p.Exited()
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-tick.C:
-		}
-		due := min(total, int64(time.Since(t0).Seconds()*float64(cfg.latRate)))
-		for ; next < due; next++ {
-			send('M', next, t0.Add(time.Duration(next)*time.Second/time.Duration(cfg.latRate)))
-		}
-		if e := perr.Load(); e != nil {
-			return fmt.Errorf("latency producer: %w", e.(error))
-		}
-	}
-	// Everything sent: wait for the rest, at most 30 s.
-	deadline := time.Now().Add(30 * time.Second)
-	for received.Load() < total && time.Now().Before(deadline) {
-		select {
-		case <-p.Done():
-			return p.Exited()
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(50 * time.Millisecond):
-		}
+	err = openLoop(ctx, p, openLoopRun{
+		label: row.spec.Label(), what: "record", producer: "latency producer", rate: cfg.latRate, total: total,
+		warmed: warm.Load, warmSend: func(id int64) { send('W', id, time.Now()) },
+		send:     func(n int64, at time.Time) { send('M', n, at) },
+		failed:   func() error { e, _ := perr.Load().(error); return e },
+		received: received.Load,
+	})
+	if err != nil {
+		return err
 	}
 	cpu1 := p.CPU()
 	row.peakRSS = p.PeakRSS()
@@ -225,6 +182,83 @@ func runLatency(ctx context.Context, h *harness, row *latencyRow) error {
 	defer mu.Unlock()
 	row.sent, row.received, row.dups = total, received.Load(), dups
 	row.p50, row.p99, row.pmax = percentile(lats, 50), percentile(lats, 99), percentile(lats, 100)
+	return nil
+}
+
+// openLoopRun is one open-loop latency run of openLoop.
+type openLoopRun struct {
+	label    string // the system's, for errors
+	what     string // what the warm-up waits for: "record", "count"
+	producer string // names the producer in its errors
+	rate     int    // sends per second
+	total    int64  // sends measured
+	// warmed says the system answered a warm-up send; warmSend sends
+	// warm-up number id; send sends measured number n, intended at at.
+	warmed   func() bool
+	warmSend func(id int64)
+	send     func(n int64, at time.Time)
+	// failed is the producer's first error, if any; received how many
+	// measured sends came out.
+	failed   func() error
+	received func() int64
+}
+
+// openLoop drives a latency run against p: warm-up sends ten a second
+// until the system answers and two seconds more (so every partition has
+// carried records), then total sends at rate a second on a clock of their
+// own (open loop: a slow system does not slow the sender, so its delay
+// shows as latency), then waits at most 30 s for the rest to come out.
+func openLoop(ctx context.Context, p *Proc, r openLoopRun) error {
+	warmDeadline := time.Now().Add(3 * time.Minute)
+	var warmUntil time.Time
+	for id := int64(0); warmUntil.IsZero() || time.Now().Before(warmUntil); id++ {
+		if warmUntil.IsZero() && r.warmed() {
+			warmUntil = time.Now().Add(2 * time.Second)
+		}
+		if time.Now().After(warmDeadline) {
+			return fmt.Errorf("%s: no warm-up %s came out in 3 minutes; last output:\n%s", r.label, r.what, p.log.lastLines(25))
+		}
+		select {
+		case <-p.Done():
+			return p.Exited()
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+		r.warmSend(id)
+	}
+
+	t0 := time.Now()
+	tick := time.NewTicker(time.Millisecond)
+	defer tick.Stop()
+	var next int64
+	for next < r.total {
+		select {
+		case <-p.Done():
+			return p.Exited()
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-tick.C:
+		}
+		due := min(r.total, int64(time.Since(t0).Seconds()*float64(r.rate)))
+		for ; next < due; next++ {
+			r.send(next, t0.Add(time.Duration(next)*time.Second/time.Duration(r.rate)))
+		}
+		if e := r.failed(); e != nil {
+			return fmt.Errorf("%s: %w", r.producer, e)
+		}
+	}
+	// Everything sent: wait for the rest, at most 30 s.
+	deadline := time.Now().Add(30 * time.Second)
+	for r.received() < r.total && time.Now().Before(deadline) {
+		select {
+		case <-p.Done():
+			return p.Exited()
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
 	return nil
 }
 

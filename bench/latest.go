@@ -218,65 +218,26 @@ func runLatestLatency(ctx context.Context, h *harness, s System, row *latestRow)
 		return append(append(appendPadded(nil, id, idDigits), ' '), word...)
 	}
 
-	// Warm-up: ten lines a second until the system answers, and two
-	// seconds more so every partition has carried records.
-	warmDeadline := time.Now().Add(3 * time.Minute)
-	var warmUntil time.Time
-	for id := int64(0); warmUntil.IsZero() || time.Now().Before(warmUntil); id++ {
-		if warmUntil.IsZero() && warm.Load() {
-			warmUntil = time.Now().Add(2 * time.Second)
-		}
-		if time.Now().After(warmDeadline) {
-			return fmt.Errorf("%s: no warm-up count came out in 3 minutes; last output:\n%s", row.spec.Label(), p.log.lastLines(25))
-		}
-		select {
-		case <-p.Done():
-			return p.Exited()
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(100 * time.Millisecond):
-		}
-		prod.Produce(ctx, &kgo.Record{Topic: in, Key: []byte(latestWarmWord), Value: line(id, latestWarmWord)}, promise)
-	}
-
-	// Open loop.
 	cpu0 := p.CPU()
-	t0 := time.Now()
-	tick := time.NewTicker(time.Millisecond)
-	defer tick.Stop()
-	var next int64
-	for next < total {
-		select {
-		case <-p.Done():
-			return p.Exited()
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-tick.C:
-		}
-		due := min(total, int64(time.Since(t0).Seconds()*float64(cfg.latRate)))
-		for ; next < due; next++ {
-			i := next % latestVocabulary
+	err = openLoop(ctx, p, openLoopRun{
+		label: row.spec.Label(), what: "count", producer: "emit-latest latency producer", rate: cfg.latRate, total: total,
+		warmed: warm.Load,
+		warmSend: func(id int64) {
+			prod.Produce(ctx, &kgo.Record{Topic: in, Key: []byte(latestWarmWord), Value: line(id, latestWarmWord)}, promise)
+		},
+		send: func(n int64, at time.Time) {
+			i := n % latestVocabulary
 			w := uniqueWord(i)
-			at := t0.Add(time.Duration(next) * time.Second / time.Duration(cfg.latRate)).UnixNano()
 			sends.mu.Lock()
-			sends.at[i] = append(sends.at[i], at)
+			sends.at[i] = append(sends.at[i], at.UnixNano())
 			sends.mu.Unlock()
-			prod.Produce(ctx, &kgo.Record{Topic: in, Key: []byte(w), Value: line(next, w)}, promise)
-		}
-		if e := perr.Load(); e != nil {
-			return fmt.Errorf("emit-latest latency producer: %w", e.(error))
-		}
-	}
-	// Everything sent: wait for the rest, at most 30 s.
-	deadline := time.Now().Add(30 * time.Second)
-	for sends.total.Load() < total && time.Now().Before(deadline) {
-		select {
-		case <-p.Done():
-			return p.Exited()
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(50 * time.Millisecond):
-		}
+			prod.Produce(ctx, &kgo.Record{Topic: in, Key: []byte(w), Value: line(n, w)}, promise)
+		},
+		failed:   func() error { e, _ := perr.Load().(error); return e },
+		received: sends.total.Load,
+	})
+	if err != nil {
+		return err
 	}
 	cpu1 := p.CPU()
 	row.peakRSS = p.PeakRSS()
