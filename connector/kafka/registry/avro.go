@@ -4,13 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"reflect"
-	"sync"
-	"unsafe"
 
 	"github.com/hamba/avro/v2"
-	"github.com/modern-go/reflect2"
 	"github.com/splitflow/splitflow/connector/kafka"
+	"github.com/splitflow/splitflow/internal/avrocodec"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/sr"
 )
@@ -81,37 +78,13 @@ type AvroSerializer[T any] struct {
 	id      int
 	// prefix is the wire-format header of id, written before each body.
 	prefix []byte
-	// enc is hamba/avro's encoder of schema for T, built once, when the
-	// serializer is made: Encode calls it directly instead of looking it
-	// up in hamba's codec cache by the schema's fingerprint and the
-	// value's type on each record. It is nil when T is an interface type
-	// (any): then the dynamic type of each value picks the encoder, as
-	// WriteVal does.
-	enc avro.ValEncoder
-	// direct says T is stored in an interface as its one pointer word (a
-	// pointer, a map): hamba's encoder of such a type takes that word,
-	// not a pointer to the value.
-	direct bool
-	// writers holds avro.Writers whose buffers Encode reuses: a record
-	// costs one allocation, its result, instead of a header, a body and
-	// their concatenation. A Writer is used by one Encode at a time.
-	writers sync.Pool
+	// enc encodes with hamba/avro's encoder of schema for T, built once,
+	// when the serializer is made, instead of looking it up in hamba's
+	// codec cache by the schema's fingerprint and the value's type on
+	// each record; its pooled buffers make a record cost one
+	// allocation, its result.
+	enc *avrocodec.Encoder[T]
 }
-
-// noescape returns p, hiding from escape analysis that the result
-// depends on it, as the runtime's function of that name does: a value
-// whose address goes only to a call that keeps nothing of it after
-// returning (hamba's encoders, which hamba calls so itself) may then stay
-// on the stack instead of moving to the heap. The round trip through a
-// uintptr happens in memory, not by conversion, which vet would flag.
-func noescape(p unsafe.Pointer) unsafe.Pointer {
-	x := uintptr(p)
-	return *(*unsafe.Pointer)(unsafe.Pointer(&x))
-}
-
-// maxPooledWriter is the largest buffer an Encode gives back to the pool:
-// one huge record must not pin its buffer for the rest of the job.
-const maxPooledWriter = 64 << 10
 
 // NewAvroSerializer parses schema, the Avro schema's JSON text, and
 // resolves its id under the subject of topic
@@ -168,13 +141,7 @@ func NewAvroSerializer[T any](ctx context.Context, c *Client, topic, schemaText 
 	if err != nil {
 		return nil, fmt.Errorf("registry: the wire-format header of schema id %d of subject %q: %w", got.ID, subject, err)
 	}
-	s := &AvroSerializer[T]{schema: schema, topic: topic, subject: subject, id: got.ID, prefix: prefix}
-	if typ := reflect.TypeFor[T](); typ.Kind() != reflect.Interface {
-		t2 := reflect2.Type2(typ)
-		s.enc = avro.DefaultConfig.EncoderOf(schema, t2)
-		s.direct = t2.LikePtr()
-	}
-	return s, nil
+	return &AvroSerializer[T]{schema: schema, topic: topic, subject: subject, id: got.ID, prefix: prefix, enc: avrocodec.NewEncoder[T](schema)}, nil
 }
 
 // ID returns the schema id the serializer writes.
@@ -189,35 +156,9 @@ func (s *AvroSerializer[T]) Topic() string { return s.topic }
 // Encode returns v in the wire format: the 5-byte header, then v's Avro
 // binary encoding.
 func (s *AvroSerializer[T]) Encode(v T) ([]byte, error) {
-	w, _ := s.writers.Get().(*avro.Writer)
-	if w == nil {
-		w = avro.NewWriter(nil, 512)
-	}
-	w.Reset(nil)
-	w.Error = nil
-	_, _ = w.Write(s.prefix) // a Writer without an io.Writer only appends
-	if s.enc == nil {
-		w.WriteVal(s.schema, v)
-	} else {
-		// Not v boxed into an interface, as WriteVal takes it: that
-		// would copy each value to the heap.
-		p := noescape(unsafe.Pointer(&v))
-		if s.direct {
-			p = *(*unsafe.Pointer)(p)
-		}
-		s.enc.Encode(p, w)
-	}
-	if err := w.Error; err != nil {
-		w.Error = nil
-		s.writers.Put(w)
+	out, err := s.enc.Append(nil, s.prefix, v)
+	if err != nil {
 		return nil, fmt.Errorf("registry: encode a value as schema id %d of subject %q: %w", s.id, s.subject, err)
-	}
-	// A copy of exactly its size: the caller keeps it (a produced
-	// record's value), and the Writer's buffer goes to the next record.
-	out := make([]byte, w.Buffered())
-	copy(out, w.Buffer())
-	if cap(w.Buffer()) <= maxPooledWriter {
-		s.writers.Put(w)
 	}
 	return out, nil
 }
@@ -269,21 +210,10 @@ func Records[T, K any](keys Serializer[K], keyOf func(T) K, values Serializer[T]
 // cannot reach is retried (WithRetries), then gives an error wrapping
 // ErrUnavailable, which fails the job under every policy.
 type AvroDeserializer[T any] struct {
-	c       *Client
-	reader  avro.Schema
-	writers *writerSchemas[avroWriter]
-	// states holds the *avroDecodeState[T] Decode reuses. A state is
-	// used by one Decode at a time.
-	states sync.Pool
-}
-
-// avroDecodeState is what one Decode works with: a Reader (see
-// avroWriter.pooled) and a place to decode into that outlives the call,
-// so that handing hamba's decoder a pointer to it does not move each
-// value to the heap. v is the zero T between Decodes.
-type avroDecodeState[T any] struct {
-	r *avro.Reader
-	v T
+	c        *Client
+	reader   avro.Schema
+	writers  *writerSchemas[avroWriter]
+	decoders avrocodec.Decoder[T]
 }
 
 // avroWriter is how a deserializer reads one writer schema id.
@@ -295,16 +225,8 @@ type avroWriter struct {
 	// up in hamba's codec cache by the schema's fingerprint and T on each
 	// record. Two ids, even of one Go type, have a decoder each.
 	dec avro.ValDecoder
-	// pooled says Decode may use the Reader of its pooled state. A
-	// Reader copies each string and bytes value of up to 1 KiB into a
-	// slab it keeps, cutting each value from the front of the slab's
-	// unused rest, so no later read (of the same record or the next
-	// ones) writes over a value it handed out: the strings stay
-	// intact. A []byte value, though, keeps the rest of the slab as its
-	// capacity, and an append to it would write over the strings of the
-	// records a pooled Reader decodes next; a schema with bytes (the
-	// writer's or the reader's) gets a Reader of its own per record, as
-	// Decode always gave it.
+	// pooled says Decode may use a pooled Reader (avrocodec.Pooled):
+	// not when the writer's or the reader's schema has bytes.
 	pooled bool
 }
 
@@ -332,70 +254,11 @@ func (d *AvroDeserializer[T]) Decode(b []byte) (T, error) {
 	if err != nil {
 		return v, err
 	}
-	// A Reader, not avro.Unmarshal: running out of bytes (io.EOF, which
-	// Unmarshal forgives) means the record was cut short.
-	st, _ := d.states.Get().(*avroDecodeState[T])
-	if st == nil {
-		st = &avroDecodeState[T]{r: avro.NewReader(nil, 0)}
-	}
-	r := st.r
-	if !w.pooled {
-		r = avro.NewReader(nil, 0)
-	}
-	r.Error = nil
-	r.Reset(payload)
-	w.dec.Decode(unsafe.Pointer(&st.v), r)
-	v, st.v = st.v, v // v was the zero T: the state is ready for the next record
-	err = r.Error
-	if err == nil {
-		// Bytes left over mean the value was not written with that
-		// schema (or carries garbage): reading it "successfully" would
-		// hide that.
-		var one [1]byte
-		if r.Read(one[:]); r.Error == nil {
-			err = errors.New("bytes are left over after the value")
-		}
-	}
-	r.Reset(nil) // the pool must not keep the record's bytes alive
-	r.Error = nil
-	d.states.Put(st)
+	v, err = d.decoders.Decode(w.dec, w.pooled, payload)
 	if err != nil {
-		var zero T
-		return zero, fmt.Errorf("registry: the bytes do not decode as schema id %d of %s: %w", id, d.c, err)
+		return v, fmt.Errorf("registry: the bytes do not decode as schema id %d of %s: %w", id, d.c, err)
 	}
 	return v, nil
-}
-
-// hasBytes reports whether s has the bytes type anywhere in it; seen
-// holds the named types walked, so a recursive schema ends.
-func hasBytes(s avro.Schema, seen map[string]bool) bool {
-	switch t := s.(type) {
-	case *avro.PrimitiveSchema:
-		return t.Type() == avro.Bytes
-	case *avro.RefSchema:
-		return hasBytes(t.Schema(), seen)
-	case *avro.RecordSchema:
-		if seen[t.FullName()] {
-			return false
-		}
-		seen[t.FullName()] = true
-		for _, f := range t.Fields() {
-			if hasBytes(f.Type(), seen) {
-				return true
-			}
-		}
-	case *avro.ArraySchema:
-		return hasBytes(t.Items(), seen)
-	case *avro.MapSchema:
-		return hasBytes(t.Values(), seen)
-	case *avro.UnionSchema:
-		for _, u := range t.Types() {
-			if hasBytes(u, seen) {
-				return true
-			}
-		}
-	}
-	return false
 }
 
 // parseAvroReferences fetches the schemas refs name, recursively, and
@@ -438,24 +301,14 @@ func (d *AvroDeserializer[T]) resolve(ctx context.Context, id int, s sr.Schema) 
 	if err != nil {
 		return avroWriter{}, fmt.Errorf("registry: %s: schema id %d does not parse as Avro: %w", d.c, id, err)
 	}
-	pooled := !hasBytes(writer, map[string]bool{})
 	if d.reader == nil {
-		return avroWriter{schema: writer, dec: decoderOf[T](writer), pooled: pooled}, nil
+		return avroWriter{schema: writer, dec: avrocodec.DecoderOf[T](writer), pooled: avrocodec.Pooled(writer)}, nil
 	}
 	r, err := avro.NewSchemaCompatibility().Resolve(d.reader, writer)
 	if err != nil {
 		return avroWriter{}, fmt.Errorf("registry: %s: the writer's schema id %d cannot be read as the reader's schema: %w", d.c, id, err)
 	}
-	pooled = pooled && !hasBytes(d.reader, map[string]bool{})
-	return avroWriter{schema: r, dec: decoderOf[T](r), pooled: pooled}, nil
-}
-
-// decoderOf returns hamba/avro's decoder of s into a *T, the one
-// Reader.ReadVal(s, &v) would look up in its cache (building it there the
-// first time). A schema T cannot hold gives a decoder that reports so on
-// each value, as ReadVal would.
-func decoderOf[T any](s avro.Schema) avro.ValDecoder {
-	return avro.DefaultConfig.DecoderOf(s, reflect2.Type2(reflect.TypeFor[*T]()))
+	return avroWriter{schema: r, dec: avrocodec.DecoderOf[T](r), pooled: avrocodec.Pooled(writer, d.reader)}, nil
 }
 
 // Values returns the deserializer of kafka.NewSource that reads each
