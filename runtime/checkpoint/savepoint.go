@@ -93,70 +93,12 @@ func SavepointPath(target string, id int64, t time.Time) string {
 // there, since a savepoint holds one checkpoint. On error the savepoint
 // is not complete: path may hold the parts copied so far and no metadata.
 func WriteSavepoint(src *Checkpoint, path, tmp string, opts ...StorageOption) (Metadata, error) {
-	dst, err := OpenStorage(path, opts...)
-	if err != nil {
-		return Metadata{}, fmt.Errorf("savepoint %s: %w", path, err)
+	parts := make([]SavepointPart, len(src.States))
+	for i, h := range src.States {
+		parts[i] = SavepointPart{Owner: h.Owner, From: src}
 	}
-	if ids, err := dst.List(); err != nil {
-		return Metadata{}, fmt.Errorf("savepoint %s: %w", path, err)
-	} else if len(ids) > 0 {
-		return Metadata{}, fmt.Errorf("savepoint %s: the path already holds checkpoint %d; give a path of its own for each savepoint", path, ids[len(ids)-1])
-	}
-	dir, err := os.MkdirTemp(tmp, "splitflow-savepoint-")
-	if err != nil {
-		return Metadata{}, fmt.Errorf("savepoint %s: local directory for shared files: %w", path, err)
-	}
-	defer os.RemoveAll(dir)
-	// Shared files first, each once, however many owners use it: they must
-	// be in the storage before a state that names them is written. Up to
-	// savepointCopyConcurrency at once, each through its own local file.
-	files := src.Files()
-	err = copyBounded(len(files), func(i int) error {
-		f := files[i]
-		local := filepath.Join(dir, strconv.Itoa(i))
-		defer os.Remove(local) // at most savepointCopyConcurrency on the local disk
-		if err := src.CopyFile(f, local); err != nil {
-			return fmt.Errorf("savepoint %s: read shared file %s of checkpoint %d: %w", path, f.Name, src.ID, err)
-		}
-		if _, err := dst.PutFile(f.Name, local); err != nil {
-			return fmt.Errorf("savepoint %s: write shared file %s: %w", path, f.Name, err)
-		}
-		return nil
-	})
-	if err != nil {
-		return Metadata{}, err
-	}
-	w, err := dst.Begin(src.ID)
-	if err != nil {
-		return Metadata{}, fmt.Errorf("savepoint %s: %w", path, err)
-	}
-	m := Metadata{ID: src.ID, Timestamp: src.Timestamp, Fingerprint: src.Fingerprint, Savepoint: true}
-	m.States = make([]StateHandle, len(src.States))
-	err = copyBounded(len(src.States), func(i int) error {
-		h := src.States[i]
-		data, ok, err := src.State(h.Owner)
-		if err == nil && !ok {
-			err = fmt.Errorf("%w: state of %s listed but not found", ErrCorrupt, h.Owner)
-		}
-		if err != nil {
-			return fmt.Errorf("savepoint %s: read state of %s from checkpoint %d: %w", path, h.Owner, src.ID, err)
-		}
-		nh, err := w.WriteState(h.Owner, data, h.Files...)
-		if err != nil {
-			return fmt.Errorf("savepoint %s: write state of %s: %w", path, h.Owner, err)
-		}
-		m.States[i] = nh
-		return nil
-	})
-	if err != nil {
-		// Every WriteState has returned: Abort may run (Writer's contract).
-		_ = w.Abort()
-		return Metadata{}, err
-	}
-	if err := w.Commit(m); err != nil {
-		return Metadata{}, fmt.Errorf("savepoint %s: %w", path, err)
-	}
-	return m, nil
+	m := Metadata{ID: src.ID, Timestamp: src.Timestamp, Fingerprint: src.Fingerprint}
+	return WriteSavepointOf(parts, m, path, tmp, opts...)
 }
 
 // SavepointPart is one state of a savepoint that WriteSavepointOf
@@ -228,10 +170,13 @@ func WriteSavepointOf(parts []SavepointPart, m Metadata, path, tmp string, opts 
 		return Metadata{}, fmt.Errorf("savepoint %s: local directory for shared files: %w", path, err)
 	}
 	defer os.RemoveAll(dir)
+	// Shared files first, each once, however many owners use it: they must
+	// be in the storage before a state that names them is written. Up to
+	// savepointCopyConcurrency at once, each through its own local file.
 	err = copyBounded(len(files), func(i int) error {
 		f := files[i]
 		local := filepath.Join(dir, strconv.Itoa(i))
-		defer os.Remove(local)
+		defer os.Remove(local) // at most savepointCopyConcurrency on the local disk
 		if err := f.from.CopyFile(f.h, local); err != nil {
 			return fmt.Errorf("savepoint %s: read shared file %s of checkpoint %d: %w", path, f.h.Name, f.from.ID, err)
 		}
@@ -270,6 +215,7 @@ func WriteSavepointOf(parts []SavepointPart, m Metadata, path, tmp string, opts 
 		return nil
 	})
 	if err != nil {
+		// Every WriteState has returned: Abort may run (Writer's contract).
 		_ = w.Abort()
 		return Metadata{}, err
 	}
