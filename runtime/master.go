@@ -395,6 +395,19 @@ func (ex *execution) storageName() string {
 	return fmt.Sprintf("the checkpoint storage (%T)", ex.storage)
 }
 
+// nextBeat is how long the master waits for its next Tick of cc: every,
+// or less where the next periodic checkpoint is due sooner. A due time
+// already past is a trigger held back (a pending checkpoint, the pause):
+// the beat after every tries again.
+func nextBeat(cc *coordinator.Coordinator, every time.Duration, now time.Time) time.Duration {
+	if due, ok := cc.NextTrigger(); ok {
+		if until := due.Sub(now); until > 0 && until < every {
+			return until
+		}
+	}
+	return every
+}
+
 func (ex *execution) run(ctx context.Context) error {
 	// The tasks do not run under ctx: its cancellation is a request to
 	// drain, while hard stops (a failure, the drain timeout) cancel this
@@ -442,13 +455,19 @@ func (ex *execution) run(ctx context.Context) error {
 	}
 	ex.startAttempt(rs)
 
+	// The coordinator's clock: a beat every `every` for its timeouts and
+	// for triggers the pause or a pending checkpoint held back, and a beat
+	// at the due time of each periodic checkpoint, so that checkpoints
+	// come one interval apart, not one interval plus up to a beat.
 	var tick <-chan time.Time
+	var beat *time.Timer
+	var every time.Duration
 	if ex.cc != nil {
-		every := min(ex.cfg.cp.interval, ex.cfg.cp.timeout) / 5
+		every = min(ex.cfg.cp.interval, ex.cfg.cp.timeout) / 5
 		every = min(max(every, time.Millisecond), 50*time.Millisecond)
-		tk := time.NewTicker(every)
-		defer tk.Stop()
-		tick = tk.C
+		beat = time.NewTimer(every)
+		defer beat.Stop()
+		tick = beat.C
 	}
 	cancelled := ctx.Done()
 	var drain <-chan time.Time
@@ -474,6 +493,7 @@ func (ex *execution) run(ctx context.Context) error {
 				ex.triggerSavepoints(now)
 				ex.perform(ex.cc.Tick(now))
 			}
+			beat.Reset(nextBeat(ex.cc, every, time.Now()))
 		case <-ex.restartC:
 			ex.restartC = nil
 			ex.restart()

@@ -182,6 +182,17 @@ func NewCoordinator(tasks []checkpoint.TaskID, opts ...CoordinatorOption) (*Coor
 // Restore), 0 if none.
 func (c *Coordinator) LastCompletedID() int64 { return c.lastCompleted }
 
+// NextTrigger returns when the next periodic checkpoint is due, false
+// before the first Tick (which schedules it) or once no periodic one will
+// come. A checkpoint due is triggered by the first Tick at or after that
+// time, if the pause and the number pending allow.
+func (c *Coordinator) NextTrigger() (time.Time, bool) {
+	if !c.scheduled || c.failed || c.finalDone || c.finalRequested {
+		return time.Time{}, false
+	}
+	return c.nextTrigger, true
+}
+
 // PendingIDs lists the checkpoints triggered and not yet completed or
 // aborted, oldest first.
 func (c *Coordinator) PendingIDs() []int64 {
@@ -228,7 +239,7 @@ func (c *Coordinator) Tick(now time.Time) []Action {
 	if c.ended && now.Before(c.lastEnd.Add(c.cfg.minPause)) {
 		return acts
 	}
-	return c.trigger(acts, now, false)
+	return c.triggerScheduling(acts, now, false, true)
 }
 
 // TriggerFinal triggers the final checkpoint of a bounded job now, whatever
@@ -384,6 +395,16 @@ func (c *Coordinator) Restore(lastCompletedID int64) []Action {
 }
 
 func (c *Coordinator) trigger(acts []Action, now time.Time, final bool) []Action {
+	return c.triggerScheduling(acts, now, final, false)
+}
+
+// triggerScheduling starts checkpoint nextID at now. onGrid says it is the
+// periodic one: the next is due at the grid's next point after now (the
+// grid of one interval from the first Tick), so a trigger that came late,
+// at the Tick after its due time or held back by one pending, does not
+// move the ones after it. Otherwise (a savepoint, a final checkpoint) the
+// grid starts again one interval after now.
+func (c *Coordinator) triggerScheduling(acts []Action, now time.Time, final, onGrid bool) []Action {
 	p := &pendingCheckpoint{id: c.nextID, triggered: now, final: final, awaiting: map[checkpoint.TaskID]bool{}}
 	c.nextID++
 	for _, t := range c.tasks {
@@ -392,7 +413,12 @@ func (c *Coordinator) trigger(acts []Action, now time.Time, final bool) []Action
 		}
 	}
 	c.pending = append(c.pending, p)
-	c.nextTrigger = now.Add(c.cfg.interval)
+	if onGrid && !c.nextTrigger.After(now) {
+		missed := now.Sub(c.nextTrigger) / c.cfg.interval
+		c.nextTrigger = c.nextTrigger.Add((missed + 1) * c.cfg.interval)
+	} else {
+		c.nextTrigger = now.Add(c.cfg.interval)
+	}
 	return append(acts, SnapshotCoordinators{ID: p.id, Timestamp: now, Final: final})
 }
 

@@ -661,3 +661,40 @@ func runRandom(t *testing.T, seed uint64, seen map[string]int) []string {
 	}
 	return trace
 }
+
+// Periodic checkpoints keep to a grid of one interval from the first
+// Tick: a trigger that came late (the Tick after the due time) does not
+// push every later one back by its lateness. A Tick driven by a coarse
+// ticker would otherwise space checkpoints by the interval plus up to one
+// tick, and a record would wait that much longer for its barrier.
+func TestPeriodicCheckpointsKeepToTheIntervalGridWhenATriggerComesLate(t *testing.T) {
+	c := newCoord(t)
+	want(t, "first tick schedules", c.Tick(t0))
+	late := t0.Add(time.Second + 30*time.Millisecond)
+	complete(t, c, late, 1)
+	second := t0.Add(2 * time.Second)
+	want(t, "the grid's next point, not one interval after the late trigger", c.Tick(second), SnapshotCoordinators{ID: 2, Timestamp: second})
+	ackAll(t, c, second, 2)
+	want(t, "persisted", c.Persisted(2, nil), NotifyComplete{ID: 2})
+
+	// A trigger held back past a whole interval (a checkpoint pending)
+	// goes on at the next point of the grid after it.
+	held := t0.Add(4*time.Second + 500*time.Millisecond)
+	complete(t, c, held, 3)
+	want(t, "before the next point", c.Tick(t0.Add(4*time.Second+999*time.Millisecond)))
+	fifth := t0.Add(5 * time.Second)
+	want(t, "the next point after the held trigger", c.Tick(fifth), SnapshotCoordinators{ID: 4, Timestamp: fifth})
+}
+
+// NextTrigger names when the next periodic checkpoint is due, so that the
+// caller can Tick then instead of at its ticker's next beat.
+func TestNextTriggerIsTheDueTimeOfThePeriodicCheckpoint(t *testing.T) {
+	c := newCoord(t)
+	if _, ok := c.NextTrigger(); ok {
+		t.Fatal("a due time before the first Tick")
+	}
+	c.Tick(t0)
+	if due, ok := c.NextTrigger(); !ok || !due.Equal(t0.Add(time.Second)) {
+		t.Fatalf("NextTrigger = %v, %v; want %v", due, ok, t0.Add(time.Second))
+	}
+}
