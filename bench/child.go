@@ -277,8 +277,8 @@ type slowSinkConf struct {
 // configures the sink with (exactly-once needs checkpoint > 0). extra are
 // added to the environment's options.
 func runSplitflow(ctx context.Context, seeds []string, in, out string, par int, guarantee string, checkpoint time.Duration, slow *slowSinkConf, extra ...runtime.Option) error {
-	src, err := kafka.NewSource(kafka.Records(), kafka.WithBrokers(seeds...), kafka.WithTopics(in),
-		kafka.WithStartingOffsets(kafka.EarliestOffsets()), kafka.WithoutOffsetCommits())
+	src, err := kafka.NewSource(kafka.Records(), readerOpts(kafka.WithBrokers(seeds...), kafka.WithTopics(in),
+		kafka.WithStartingOffsets(kafka.EarliestOffsets()), kafka.WithoutOffsetCommits())...)
 	if err != nil {
 		return err
 	}
@@ -382,8 +382,8 @@ func runSplitflowWordcount(ctx context.Context, seeds []string, in, out string, 
 		return err
 	}
 	var first sync.Once
-	src, err := kafka.NewSource(kafka.StringValues(), kafka.WithBrokers(seeds...), kafka.WithTopics(in),
-		kafka.WithStartingOffsets(kafka.EarliestOffsets()), kafka.WithoutOffsetCommits())
+	src, err := kafka.NewSource(kafka.StringValues(), readerOpts(kafka.WithBrokers(seeds...), kafka.WithTopics(in),
+		kafka.WithStartingOffsets(kafka.EarliestOffsets()), kafka.WithoutOffsetCommits())...)
 	if err != nil {
 		return err
 	}
@@ -542,4 +542,20 @@ func writeHeapProfile(path string, rss int64) error {
 		return err
 	}
 	return os.Rename(path+".tmp", path)
+}
+
+// readerOpts are opts and, where BENCH_MAX_POLL_RECORDS=N is set, the
+// splitflow children's Kafka readers' kafka.WithMaxPollRecords(N), for
+// an A/B of that bound in one script (unset: the connector's default).
+func readerOpts(opts ...kafka.SourceOption) []kafka.SourceOption {
+	v := os.Getenv("BENCH_MAX_POLL_RECORDS")
+	if v == "" {
+		return opts
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n <= 0 {
+		fmt.Fprintf(os.Stderr, "BENCH_MAX_POLL_RECORDS=%q: want a positive number; ignored\n", v)
+		return opts
+	}
+	return append(opts, kafka.WithMaxPollRecords(n))
 }

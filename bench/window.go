@@ -363,8 +363,8 @@ func parseWindowEvent(value []byte) (windowEvent, error) {
 // keyBy user -> Window(Tumbling(1 min)) -> WindowCount -> KafkaSink of
 // "start end count" per user.
 func runSplitflowWindowcount(ctx context.Context, seeds []string, in, out string, par int, guarantee string, checkpoint time.Duration) error {
-	src, err := kafka.NewSource(kafka.ValueDeserializer(parseWindowEvent), kafka.WithBrokers(seeds...), kafka.WithTopics(in),
-		kafka.WithStartingOffsets(kafka.EarliestOffsets()), kafka.WithoutOffsetCommits())
+	src, err := kafka.NewSource(kafka.ValueDeserializer(parseWindowEvent), readerOpts(kafka.WithBrokers(seeds...), kafka.WithTopics(in),
+		kafka.WithStartingOffsets(kafka.EarliestOffsets()), kafka.WithoutOffsetCommits())...)
 	if err != nil {
 		return err
 	}
