@@ -534,12 +534,17 @@ func TestReaderRemoveSplitsDropsOnlyHeldLag(t *testing.T) {
 func TestJobLagIsTheInputsLagWithoutTheShuffle(t *testing.T) {
 	const in, out, job, slots, n = "lag-in", "lag-out", "lagjob", 2, 600
 	seeds, cl := distributedCluster(t, in, out)
-	var rs []*kgo.Record
+	// One record per batch: a fetch returns at least one whole batch, so
+	// with the 1-byte fetches below the readers take one record per fetch,
+	// and the slow map behind them keeps the input's lag up for seconds,
+	// long enough to be sampled on a loaded machine (batches of the whole
+	// input were read in a few fetches, and the lag was gone before the
+	// gauge was seen).
 	for i := range n {
-		rs = append(rs, &kgo.Record{Topic: in, Partition: int32(i % 3), Value: fmt.Appendf(nil, "v%03d", i)})
-	}
-	if err := cl.ProduceSync(context.Background(), rs...).FirstErr(); err != nil {
-		t.Fatal(err)
+		r := &kgo.Record{Topic: in, Partition: int32(i % 3), Value: fmt.Appendf(nil, "v%03d", i)}
+		if err := cl.ProduceSync(context.Background(), r).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
 	}
 	sh, err := NewShuffle(WithShuffleSinkOptions(WithBrokers(seeds...), WithLogger(quietLogger())),
 		WithShuffleSourceOptions(WithBrokers(seeds...), WithLogger(quietLogger())))
