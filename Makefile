@@ -37,13 +37,6 @@ SLOW_PACKAGES = ./runtime/ ./examples/wordcount/ ./integration/ ./connector/kafk
 # test's binaries are -race builds) for each package building at the
 # same time: minutes of CPU in a cold run.
 TEST_PROGRAMS = ./examples/wordcount ./examples/cdc ./cmd/splitflow
-# How many packages go test builds or runs at once. Its default is the
-# number of cores, but many test binaries spend most of their time
-# waiting (on brokers, servers, timeouts, child processes): on 2 cores,
-# two such packages left the cores idle for a third of a cold run. One
-# more keeps a core busy while they wait; the peak memory of a run stays
-# well under this machine's.
-TEST_P ?= $(shell echo $$(( $$(nproc 2>/dev/null || echo 2) + 1 )))
 # deploy/'s tests and the programs' build run beside the main tests, not
 # before or after them: they are mostly compiling, which fills the cores
 # while the broker tests wait on brokers.
@@ -52,7 +45,7 @@ test: deps tree
 	(if CGO_ENABLED=0 $(GO) build -trimpath -o "$$bins/" $(TEST_PROGRAMS) > "$$bins/build.log" 2>&1; \
 	 then touch "$$bins/ready"; else mv "$$bins/build.log" "$$bins/failed"; fi) & programs=$$!; \
 	(cd deploy && $(GO) test -vet=all -shuffle=on -count=1 -timeout $(TEST_TIMEOUT) ./...) & deploy=$$!; \
-	SPLITFLOW_REQUIRE_KAFKA=1 $(GO) test -race -vet=all -shuffle=on -count=1 -p $(TEST_P) -timeout $(TEST_TIMEOUT) $(SLOW_PACKAGES) ./...; main=$$?; \
+	SPLITFLOW_REQUIRE_KAFKA=1 $(GO) test -race -vet=all -shuffle=on -count=1 -timeout $(TEST_TIMEOUT) $(SLOW_PACKAGES) ./...; main=$$?; \
 	wait $$deploy; deploy=$$?; wait $$programs; \
 	if [ $$main -ne 0 ] || [ $$deploy -ne 0 ]; then echo "make test: main module exit $$main, deploy module exit $$deploy"; exit 1; fi
 
