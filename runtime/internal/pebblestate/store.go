@@ -36,6 +36,10 @@ type Config struct {
 	// FS is the file system the DB is on; nil is the OS's (tests inject
 	// errors through it).
 	FS vfs.FS
+
+	// syncs makes the DB sync its files as Pebble does by default, for
+	// the benchmark's baseline; see noSyncFS.
+	syncs bool
 }
 
 // Defaults of Config.
@@ -141,16 +145,24 @@ func open(cfg Config, empty bool) (*Store, error) {
 	return &Store{db: db, cfg: cfg, active: newBuffer(), filter: newKeyFilter(defaultFilterBytes, empty)}, nil
 }
 
-// dbOptions are the DB's options. The WAL is off: the DB is scratch, made
-// anew from a checkpoint after any failure, and a checkpoint flushes first.
+// dbOptions are the DB's options. The WAL is off and no file is synced
+// (noSyncFS): the DB is scratch, made anew from a checkpoint after any
+// failure, and a checkpoint flushes first.
 func dbOptions(cfg Config, readOnly bool) *pebble.Options {
+	fs := cfg.FS
+	if fs == nil {
+		fs = vfs.Default
+	}
+	if !cfg.syncs {
+		fs = noSyncFS{fs}
+	}
 	o := &pebble.Options{
 		DisableWAL:   true,
 		MemTableSize: cfg.MemTableSize,
 		Cache:        cfg.Cache,
 		Logger:       pebbleLogger{cfg.Logger},
 		ReadOnly:     readOnly,
-		FS:           cfg.FS,
+		FS:           fs,
 		// Every checkpoint carries the MANIFEST in its blob: a small
 		// bound makes Pebble start a new, compacted one often, instead of
 		// letting it grow by every flush and compaction up to 128 MiB.
