@@ -145,17 +145,11 @@ func runLatency(ctx context.Context, h *harness, row *latencyRow) error {
 	}
 	defer p.Stop(20 * time.Second)
 
-	prod, err := kgo.NewClient(kgo.SeedBrokers(h.seeds...), kgo.ProducerLinger(time.Millisecond))
+	prod, promise, failed, err := openLoopProducer(h)
 	if err != nil {
 		return err
 	}
 	defer prod.Close()
-	var perr atomic.Value
-	promise := func(_ *kgo.Record, err error) {
-		if err != nil {
-			perr.CompareAndSwap(nil, err)
-		}
-	}
 	send := func(kind byte, id int64, at time.Time) {
 		key := make([]byte, 8)
 		binary.BigEndian.PutUint64(key, uint64(id))
@@ -168,7 +162,7 @@ func runLatency(ctx context.Context, h *harness, row *latencyRow) error {
 		label: row.spec.Label(), what: "record", producer: "latency producer", rate: cfg.latRate, total: total,
 		warmed: warm.Load, warmSend: func(id int64) { send('W', id, time.Now()) },
 		send:     func(n int64, at time.Time) { send('M', n, at) },
-		failed:   func() error { e, _ := perr.Load().(error); return e },
+		failed:   failed,
 		received: received.Load,
 	})
 	if err != nil {
@@ -183,6 +177,24 @@ func runLatency(ctx context.Context, h *harness, row *latencyRow) error {
 	row.sent, row.received, row.dups = total, received.Load(), dups
 	row.p50, row.p99, row.pmax = percentile(lats, 50), percentile(lats, 99), percentile(lats, 100)
 	return nil
+}
+
+// openLoopProducer is the producer of an open-loop run: no batching
+// beyond 1 ms, so a record's send time is about its intended one. promise
+// keeps the first error of any send; failed returns it.
+func openLoopProducer(h *harness) (prod *kgo.Client, promise func(*kgo.Record, error), failed func() error, err error) {
+	prod, err = kgo.NewClient(kgo.SeedBrokers(h.seeds...), kgo.ProducerLinger(time.Millisecond))
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	var perr atomic.Value
+	promise = func(_ *kgo.Record, err error) {
+		if err != nil {
+			perr.CompareAndSwap(nil, err)
+		}
+	}
+	failed = func() error { e, _ := perr.Load().(error); return e }
+	return prod, promise, failed, nil
 }
 
 // openLoopRun is one open-loop latency run of openLoop.

@@ -205,17 +205,11 @@ func runLatestLatency(ctx context.Context, h *harness, s System, row *latestRow)
 	}
 	defer p.Stop(20 * time.Second)
 
-	prod, err := kgo.NewClient(kgo.SeedBrokers(h.seeds...), kgo.ProducerLinger(time.Millisecond))
+	prod, promise, failed, err := openLoopProducer(h)
 	if err != nil {
 		return err
 	}
 	defer prod.Close()
-	var perr atomic.Value
-	promise := func(_ *kgo.Record, err error) {
-		if err != nil {
-			perr.CompareAndSwap(nil, err)
-		}
-	}
 	line := func(id int64, word string) []byte {
 		return append(append(appendPadded(nil, id, idDigits), ' '), word...)
 	}
@@ -235,7 +229,7 @@ func runLatestLatency(ctx context.Context, h *harness, s System, row *latestRow)
 			sends.mu.Unlock()
 			prod.Produce(ctx, &kgo.Record{Topic: in, Key: []byte(w), Value: line(n, w)}, promise)
 		},
-		failed:   func() error { e, _ := perr.Load().(error); return e },
+		failed:   failed,
 		received: sends.total.Load,
 	})
 	if err != nil {
