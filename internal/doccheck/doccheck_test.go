@@ -243,7 +243,11 @@ func TestDocCodeBlocksCompile(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(mod, "go.sum"), sum, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(goTool, "vet", "./...")
+	args := []string{"vet", "./..."}
+	if raceEnabled {
+		args = []string{"vet", "-race", "./..."}
+	}
+	cmd := exec.Command(goTool, args...)
 	cmd.Dir = mod
 	cmd.Env = append(os.Environ(), "GOFLAGS=-mod=mod", "GOPROXY=off", "GOWORK=off", "GOTOOLCHAIN=local")
 	if out, err := cmd.CombinedOutput(); err != nil {

@@ -1,0 +1,5 @@
+//go:build !race
+
+package doccheck
+
+const raceEnabled = false
