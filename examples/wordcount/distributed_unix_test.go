@@ -99,8 +99,15 @@ func (j *distJob) write(n int) {
 // start starts one more process of the job, with extra flags.
 func (j *distJob) start(extra ...string) *distProc {
 	j.t.Helper()
-	p := &distProc{name: fmt.Sprintf("p%d", len(j.procs)+1), done: make(chan struct{})}
-	p.cmd = exec.Command(j.bin, append(slices.Clone(j.args), extra...)...)
+	return j.startProcess(fmt.Sprintf("p%d", len(j.procs)+1), append(slices.Clone(j.args), extra...)...)
+}
+
+// startProcess starts one more process of the wordcount binary, in a
+// process group of its own, with args as its whole command line.
+func (j *distJob) startProcess(name string, args ...string) *distProc {
+	j.t.Helper()
+	p := &distProc{name: name, done: make(chan struct{})}
+	p.cmd = exec.Command(j.bin, args...)
 	p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	p.cmd.Stdout, p.cmd.Stderr = &p.log, &p.log
 	if err := p.cmd.Start(); err != nil {
@@ -598,20 +605,9 @@ func fromSingleProcess(t *testing.T, kill bool) {
 	t.Setenv(EnvHTTPToken, wordcountToken)
 	checkpoints := t.TempDir()
 	savepoints := t.TempDir()
-	single := &distProc{name: "single", done: make(chan struct{})}
-	single.cmd = exec.Command(j.bin, "--brokers", j.b.Bootstrap(), "--input-topic", j.in, "--output-topic", j.out,
+	single := j.startProcess("single", "--brokers", j.b.Bootstrap(), "--input-topic", j.in, "--output-topic", j.out,
 		"--transactional-id-prefix", j.job+".counts", "--unbounded", "--parallelism", fmt.Sprint(parallelism),
 		"--checkpoint-dir", checkpoints, "--checkpoint-interval", "200ms", "--http", "127.0.0.1:0", "--savepoint-dir", savepoints)
-	single.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	single.cmd.Stdout, single.cmd.Stderr = &single.log, &single.log
-	if err := single.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() {
-		single.err = single.cmd.Wait()
-		close(single.done)
-	}()
-	j.procs = append(j.procs, single)
 	j.awaitOutput(2000)
 	// More input while it runs, so the stop may come with records in
 	// flight.

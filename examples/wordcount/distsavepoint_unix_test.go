@@ -11,7 +11,6 @@ import (
 	"regexp"
 	"slices"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -75,20 +74,9 @@ func TestDistributedSavepointStopThenOneProcessThenAnotherSlotCountIsExact(t *te
 	// One process from it, stopped with a savepoint of its own.
 	j.write(900)
 	t.Setenv(EnvHTTPToken, wordcountToken)
-	single := &distProc{name: "single", done: make(chan struct{})}
-	single.cmd = exec.Command(j.bin, "--brokers", j.b.Bootstrap(), "--input-topic", j.in, "--output-topic", j.out,
+	single := j.startProcess("single", "--brokers", j.b.Bootstrap(), "--input-topic", j.in, "--output-topic", j.out,
 		"--transactional-id-prefix", j.job+".counts", "--unbounded", "--parallelism", "2", "--from-savepoint", sp,
 		"--checkpoint-dir", t.TempDir(), "--checkpoint-interval", "200ms", "--http", "127.0.0.1:0", "--savepoint-dir", savepoints)
-	single.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	single.cmd.Stdout, single.cmd.Stderr = &single.log, &single.log
-	if err := single.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() {
-		single.err = single.cmd.Wait()
-		close(single.done)
-	}()
-	j.procs = append(j.procs, single)
 	j.awaitOutput(2 * j.lines)
 	var addr []string
 	for deadline := time.Now().Add(time.Minute); addr == nil; time.Sleep(100 * time.Millisecond) {
