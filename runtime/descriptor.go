@@ -552,14 +552,14 @@ func declareMap[K, UK comparable, UV any](ks *keyedState[K], name string, ukeys 
 // one the operator declared itself (a window's contents), over the
 // stream's key type rather than the descriptor's view of it.
 func errDeclaredOverOtherKey(name string) error {
-	return &unrecoverableError{fmt.Errorf("state %q is a state of the operator itself; give the descriptor's state another name", name)}
+	return &unrecoverableError{Err: fmt.Errorf("state %q is a state of the operator itself; give the descriptor's state another name", name)}
 }
 
 // sameDecl refuses a second declaration of state name with other types
 // or serdes than its first, decl.
 func sameDecl(c *keyedCommon, name, decl string) error {
 	if first := c.decls[name]; first != decl {
-		return &unrecoverableError{fmt.Errorf("state %q is declared twice in one operator, as %s and as %s; give each state its own name", name, first, decl)}
+		return &unrecoverableError{Err: fmt.Errorf("state %q is declared twice in one operator, as %s and as %s; give each state its own name", name, first, decl)}
 	}
 	return nil
 }

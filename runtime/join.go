@@ -123,7 +123,7 @@ func (f *intervalJoinFn[K, A, B, O]) Open(ctx *KeyedContext[K, O]) error {
 func (f *intervalJoinFn[K, A, B, O]) ProcessElement(ctx *KeyedContext[K, O], e either[A, B]) error {
 	ts := ctx.Timestamp()
 	if ts == connector.NoTimestamp {
-		return &unrecoverableError{errors.New("interval join: a record without a timestamp; give the source a watermark.Strategy with a timestamp assigner")}
+		return &unrecoverableError{Err: errors.New("interval join: a record without a timestamp; give the source a watermark.Strategy with a timestamp assigner")}
 	}
 	if ts <= ctx.CurrentWatermark() {
 		f.droppedLate++

@@ -152,10 +152,8 @@ type execution struct {
 
 // unrecoverableError is a failure no restart can help: the job fails with
 // it whatever the restart strategy (Flink's SuppressRestartsException).
-type unrecoverableError struct{ err error }
-
-func (e *unrecoverableError) Error() string { return e.err.Error() }
-func (e *unrecoverableError) Unwrap() error { return e.err }
+// It is the engine's type, so that runtime's internal packages can return it.
+type unrecoverableError = engine.UnrecoverableError
 
 func newExecution(env *Environment, g *jobGraph, name string) (*execution, error) {
 	return newExecutionWith(env, g, name, &env.cfg, nil)
@@ -339,7 +337,7 @@ func (ex *execution) latest() (*engine.RestoredState, error) {
 		}
 		where = rs.Path
 	case err != nil:
-		return nil, &unrecoverableError{fmt.Errorf("restore: %w", err)}
+		return nil, &unrecoverableError{Err: fmt.Errorf("restore: %w", err)}
 	case ex.cfg.cp.restoreFrom != "" && ex.attempt == 0:
 		ex.log.Warn("splitflow: restore: the job's checkpoint storage holds checkpoints, so the job resumes from its newest one and WithRestoreFrom is not used; give a new checkpoint storage to start from the savepoint",
 			"storage", ex.storageName(), "checkpoint", chk.ID, "restoreFrom", ex.cfg.cp.restoreFrom)
@@ -352,7 +350,7 @@ func (ex *execution) latest() (*engine.RestoredState, error) {
 func (ex *execution) checkedRestore(rs *engine.RestoredState, where string) (*engine.RestoredState, error) {
 	warnings, err := ex.g.checkRestore(rs.Chk, where, ex.cfg.cp.allowNonRestored)
 	if err != nil {
-		return nil, &unrecoverableError{err}
+		return nil, &unrecoverableError{Err: err}
 	}
 	for _, w := range warnings {
 		ex.log.Warn("splitflow: restore: " + w)
@@ -599,14 +597,14 @@ func (ex *execution) startAttempt(rs *engine.RestoredState) {
 		}
 		state, err := rs.Coordinator(n.uid)
 		if err != nil {
-			ex.stop(&unrecoverableError{fmt.Errorf("restore coordinator %s: %w", n.uid, err)})
+			ex.stop(&unrecoverableError{Err: fmt.Errorf("restore coordinator %s: %w", n.uid, err)})
 			return
 		}
 		var rescaled [][]byte
 		if ex.cfg.cp.rescaledToEnumerator {
 			old, err := rs.Subtasks(n.uid)
 			if err != nil {
-				ex.stop(&unrecoverableError{fmt.Errorf("restore readers of %s: %w", n.uid, err)})
+				ex.stop(&unrecoverableError{Err: fmt.Errorf("restore readers of %s: %w", n.uid, err)})
 				return
 			}
 			if len(old) > 0 && len(old) != n.par(ex.cfg) {
@@ -736,7 +734,7 @@ func (ex *execution) failure(t *task, err error) {
 	ex.endCommits.mu.Lock()
 	defer ex.endCommits.mu.Unlock()
 	if sink := ex.endCommits.in(region); sink != "" {
-		ex.stop(&unrecoverableError{fmt.Errorf("%s committed its output at the end of input, and without checkpoints a restart starts from the beginning and would commit it again, so the job fails instead of restarting; with checkpoints on (runtime.WithCheckpointInterval) a restart resumes from the last one: %w", sink, err)})
+		ex.stop(&unrecoverableError{Err: fmt.Errorf("%s committed its output at the end of input, and without checkpoints a restart starts from the beginning and would commit it again, so the job fails instead of restarting; with checkpoints on (runtime.WithCheckpointInterval) a restart resumes from the last one: %w", sink, err)})
 		return
 	}
 	n := ex.restarts + 1
@@ -887,7 +885,7 @@ func (ex *execution) restart() {
 		// until its writers abort them.
 		if err := ex.slot.ownedFn(); err != nil {
 			ex.restarting = false
-			ex.stop(&unrecoverableError{err})
+			ex.stop(&unrecoverableError{Err: err})
 			return
 		}
 	}
@@ -1055,7 +1053,7 @@ func (ex *execution) perform(acts []coordinator.Action) {
 				// Not complete until the slot's log says so: a process
 				// that lost the slot must not commit.
 				if err := ex.slot.record(a.ID); err != nil {
-					ex.stop(&unrecoverableError{err})
+					ex.stop(&unrecoverableError{Err: err})
 					return
 				}
 			}

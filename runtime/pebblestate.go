@@ -109,12 +109,12 @@ func (pk *pebbleKeyed) declareID(name string, kind byte, codecs, defaults string
 	s := pk.ids[name]
 	switch was := s.Codecs; {
 	case restored && was == "" && codecs != defaults:
-		return 0, &unrecoverableError{fmt.Errorf("state %q was checkpointed with the default serdes of its types, before serdes were recorded, and is now declared with %s; restore it with the serdes that wrote it, or rename the state", name, describeCodecs(codecs))}
+		return 0, &unrecoverableError{Err: fmt.Errorf("state %q was checkpointed with the default serdes of its types, before serdes were recorded, and is now declared with %s; restore it with the serdes that wrote it, or rename the state", name, describeCodecs(codecs))}
 	case was != "" && was != codecs && ttlChanged(strings.Contains(was, ttlSerdePrefix), strings.Contains(codecs, ttlSerdePrefix)) != "":
-		return 0, &unrecoverableError{fmt.Errorf("state %q was checkpointed with %s and is now declared with %s%s", name, describeCodecs(was), describeCodecs(codecs),
+		return 0, &unrecoverableError{Err: fmt.Errorf("state %q was checkpointed with %s and is now declared with %s%s", name, describeCodecs(was), describeCodecs(codecs),
 			ttlChanged(strings.Contains(was, ttlSerdePrefix), strings.Contains(codecs, ttlSerdePrefix)))}
 	case was != "" && was != codecs:
-		return 0, &unrecoverableError{fmt.Errorf("state %q was checkpointed with %s and is now declared with %s; restore it with the serdes that wrote it, or rename the state", name, describeCodecs(was), describeCodecs(codecs))}
+		return 0, &unrecoverableError{Err: fmt.Errorf("state %q was checkpointed with %s and is now declared with %s; restore it with the serdes that wrote it, or rename the state", name, describeCodecs(was), describeCodecs(codecs))}
 	}
 	s.Codecs = codecs
 	pk.ids[name] = s
@@ -149,7 +149,7 @@ func (pk *pebbleKeyed) stateID(name string, kind byte) (uint16, error) {
 		return s.ID, nil
 	}
 	if pk.nextID == 0xffff {
-		return 0, &unrecoverableError{fmt.Errorf("state %q: too many states in one operator", name)}
+		return 0, &unrecoverableError{Err: fmt.Errorf("state %q: too many states in one operator", name)}
 	}
 	pk.nextID++
 	pk.ids[name] = pebblestate.StateID{ID: pk.nextID, Kind: kind}
@@ -229,7 +229,7 @@ func keyBytesOf[T any](c stateCodec[T], what string) (keyBytes[T], error) {
 		reflect.PointerTo(t).Implements(binaryUnmarshalerType) {
 		return keyBytes[T]{c: c}, nil
 	}
-	return keyBytes[T]{}, &unrecoverableError{fmt.Errorf("%s %s cannot be a key of the pebble state backend: it finds keys by their bytes, and a type without a binary encoding of its own is written with encoding/gob, whose bytes differ between processes; use a string, []byte, integer, float or bool key (or a named type over one), or implement encoding.BinaryMarshaler and BinaryUnmarshaler on the type", what, t)}
+	return keyBytes[T]{}, &unrecoverableError{Err: fmt.Errorf("%s %s cannot be a key of the pebble state backend: it finds keys by their bytes, and a type without a binary encoding of its own is written with encoding/gob, whose bytes differ between processes; use a string, []byte, integer, float or bool key (or a named type over one), or implement encoding.BinaryMarshaler and BinaryUnmarshaler on the type", what, t)}
 }
 
 func (k keyBytes[T]) append(dst []byte, v T) ([]byte, error) {
@@ -578,7 +578,7 @@ func (ks *keyedState[K]) createPebble(name string, s heapImporter, shape declare
 	}
 	if len(entries) > 0 {
 		if err := s.importHeap(entries); err != nil {
-			return &unrecoverableError{fmt.Errorf("restore state %q from a heap checkpoint: %w", name, err)}
+			return &unrecoverableError{Err: fmt.Errorf("restore state %q from a heap checkpoint: %w", name, err)}
 		}
 	}
 	return nil

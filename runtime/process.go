@@ -330,7 +330,7 @@ func (ks *keyedState[K]) claim(name string, s any, kind byte, shape declaredShap
 
 // errKindChanged refuses a restore whose state changed kind.
 func errKindChanged(name string) error {
-	return &unrecoverableError{fmt.Errorf("state %q was checkpointed as another kind of state (a ValueState and a MapState share the name across versions of the job); rename one", name)}
+	return &unrecoverableError{Err: fmt.Errorf("state %q was checkpointed as another kind of state (a ValueState and a MapState share the name across versions of the job); rename one", name)}
 }
 
 // create registers a new state and merges what was restored for it.
@@ -343,7 +343,7 @@ func (ks *keyedState[K]) create(name string, s snapshotableState, shape declared
 	// no restart can mend it.
 	for _, e := range entries {
 		if err := s.restore(e.format, e.data); err != nil {
-			return &unrecoverableError{fmt.Errorf("restore state %q (key group %d): %w", name, e.keyGroup, err)}
+			return &unrecoverableError{Err: fmt.Errorf("restore state %q (key group %d): %w", name, e.keyGroup, err)}
 		}
 	}
 	return nil
@@ -738,7 +738,7 @@ func (p *keyedProcessOperator[K, I, O]) open(t *task) error {
 	p.t = t
 	p.fn = p.newFn()
 	if p.fn == nil {
-		return p.info.wrap(&unrecoverableError{errNilFunction("process function (from the factory)")})
+		return p.info.wrap(&unrecoverableError{Err: errNilFunction("process function (from the factory)")})
 	}
 	p.state.keyedCommon = &keyedCommon{states: map[string]any{}, decls: map[string]string{}, clock: t.cfg.clock}
 	p.timers.now = p.state.now
@@ -775,7 +775,7 @@ func (p *keyedProcessOperator[K, I, O]) open(t *task) error {
 			return p.info.wrap(err)
 		}
 		// Decoding the same checkpoint again fails again.
-		return p.info.wrap(&unrecoverableError{err})
+		return p.info.wrap(&unrecoverableError{Err: err})
 	}
 	// The restored watermark, not none: event-time timers up to it have
 	// fired before the checkpoint, so what they did (a window fired, its

@@ -401,7 +401,7 @@ func (ex *execution) restorePoint() (*engine.RestoredState, error) {
 	}
 	chk, err := checkpoint.OpenRestorePoint(path, checkpoint.WithLogger(ex.log))
 	if err != nil {
-		return nil, &unrecoverableError{fmt.Errorf("%w (WithRestoreFrom)", err)}
+		return nil, &unrecoverableError{Err: fmt.Errorf("%w (WithRestoreFrom)", err)}
 	}
 	return &engine.RestoredState{Chk: chk, Path: path, Foreign: true}, nil
 }

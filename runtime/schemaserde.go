@@ -206,11 +206,11 @@ func newSchemaFrame[T any](s SchemaSerde[T], r schemaRecord) (*schemaFrame[T], e
 		}
 		tag := tagOf(text)
 		if tag == f.tag || slices.ContainsFunc(f.olds, func(o oldSchema[T]) bool { return o.tag == tag }) {
-			return nil, &unrecoverableError{fmt.Errorf("restore state %q: two of its %s's schemas have the same tag %x, so its values cannot tell them apart; change the new schema's text (a doc string will do)", r.state, r.role, tag[:])}
+			return nil, &unrecoverableError{Err: fmt.Errorf("restore state %q: two of its %s's schemas have the same tag %x, so its values cannot tell them apart; change the new schema's text (a doc string will do)", r.state, r.role, tag[:])}
 		}
 		dec, err := s.Resolve(text)
 		if err != nil {
-			return nil, &unrecoverableError{&IncompatibleSchemaError{State: r.state, Role: r.role, Serde: s.Name(), Writer: text, Reader: f.text, Err: err}}
+			return nil, &unrecoverableError{Err: &IncompatibleSchemaError{State: r.state, Role: r.role, Serde: s.Name(), Writer: text, Reader: f.text, Err: err}}
 		}
 		f.olds = append(f.olds, oldSchema[T]{tag: tag, text: text, decode: dec})
 	}
@@ -266,7 +266,7 @@ func (ks *keyedState[K]) recordedSchemas(name, role string) (schemaRecord, error
 		seen[string(rec)] = true
 		sh, err := stateformat.ParseStateShape(rec)
 		if err != nil {
-			return r, &unrecoverableError{fmt.Errorf("state %q: the checkpoint's record of its types: %w", name, err)}
+			return r, &unrecoverableError{Err: fmt.Errorf("state %q: the checkpoint's record of its types: %w", name, err)}
 		}
 		for _, text := range sh.Schemas(role) {
 			if !slices.Contains(r.recorded, text) {

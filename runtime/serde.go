@@ -740,9 +740,9 @@ func sameCodec[T any](id byte, name string, c stateCodec[T], t reflect.Type) err
 		return fmt.Errorf("it was checkpointed as %s and its type %s is now encoded as %s; keep the type, or rename the state", codecName(id), t, codecName(c.id))
 	}
 	if hint := ttlChanged(isTTLCodec(id, name), isTTLCodec(c.id, c.name)); hint != "" {
-		return &unrecoverableError{fmt.Errorf("it was checkpointed with %s and the state now has %s%s", codecLabel(id, name), c, hint)}
+		return &unrecoverableError{Err: fmt.Errorf("it was checkpointed with %s and the state now has %s%s", codecLabel(id, name), c, hint)}
 	}
-	return &unrecoverableError{fmt.Errorf("it was checkpointed with %s and the state now has %s (type %s); restore it with the serde that wrote it, or rename the state", codecLabel(id, name), c, t)}
+	return &unrecoverableError{Err: fmt.Errorf("it was checkpointed with %s and the state now has %s (type %s); restore it with the serde that wrote it, or rename the state", codecLabel(id, name), c, t)}
 }
 
 // copier makes copies of values of T that share no memory with the

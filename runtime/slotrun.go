@@ -99,7 +99,7 @@ func (ex *execution) slotLatest() (*engine.RestoredState, error) {
 	case ex.slot.recorded > 0:
 		chk, err := ex.storage.Load(ex.slot.recorded)
 		if err != nil {
-			return nil, &unrecoverableError{fmt.Errorf("restore slot %d from its checkpoint %d: %w", ex.slot.index, ex.slot.recorded, err)}
+			return nil, &unrecoverableError{Err: fmt.Errorf("restore slot %d from its checkpoint %d: %w", ex.slot.index, ex.slot.recorded, err)}
 		}
 		rs = &engine.RestoredState{Chk: chk}
 	case ex.slot.restorePath != "":
@@ -136,7 +136,7 @@ func (ex *execution) slotLatest() (*engine.RestoredState, error) {
 func notASlotCheckpoint(rs *engine.RestoredState, where string) error {
 	for _, h := range rs.Chk.States {
 		if strings.HasPrefix(h.Owner.UID, shuffleDecodeUIDPrefix) {
-			return &unrecoverableError{fmt.Errorf("%w: %s is a checkpoint of one slot of a distributed job (it holds the state of shuffle %q), not a savepoint of a whole job: "+
+			return &unrecoverableError{Err: fmt.Errorf("%w: %s is a checkpoint of one slot of a distributed job (it holds the state of shuffle %q), not a savepoint of a whole job: "+
 				"the other slots would start without their state; a distributed job starts from a savepoint of a job run in one process, and goes on from its slots' own checkpoints without WithRestoreFrom",
 				ErrIncompatibleCheckpoint, where, strings.TrimPrefix(h.Owner.UID, shuffleDecodeUIDPrefix))}
 		}
@@ -581,7 +581,7 @@ func settleStartPoint(root, job string, slotCount int, given string, ends func()
 		case err == nil:
 			sp, err := slots.DecodeStartPoint(data)
 			if err != nil {
-				return slots.StartPoint{}, &unrecoverableError{fmt.Errorf("the job's start record in %s: %w", where, err)}
+				return slots.StartPoint{}, &unrecoverableError{Err: fmt.Errorf("the job's start record in %s: %w", where, err)}
 			}
 			if sp.Incarnation == "" {
 				// A record of an earlier splitflow: the root's start
@@ -593,11 +593,11 @@ func settleStartPoint(root, job string, slotCount int, given string, ends func()
 			case given == "" || given == recorded:
 				return sp, nil
 			case recorded == "":
-				return slots.StartPoint{}, &unrecoverableError{fmt.Errorf("%w: the job started fresh, without a savepoint (recorded in %s by the process that settled its start first), and its slots go on from there; it cannot start from %s as well: "+
+				return slots.StartPoint{}, &unrecoverableError{Err: fmt.Errorf("%w: the job started fresh, without a savepoint (recorded in %s by the process that settled its start first), and its slots go on from there; it cannot start from %s as well: "+
 					"start every process of a job from a savepoint with the same WithRestoreFrom (--from-savepoint), or start the savepoint under a new job name",
 					ErrIncompatibleCheckpoint, where, given)}
 			default:
-				return slots.StartPoint{}, &unrecoverableError{fmt.Errorf("%w: the job started from the savepoint %s (recorded in %s), and its slots go on from it and from their own checkpoints; it cannot start from %s as well: give the same savepoint or none, or start that one under a new job name",
+				return slots.StartPoint{}, &unrecoverableError{Err: fmt.Errorf("%w: the job started from the savepoint %s (recorded in %s), and its slots go on from it and from their own checkpoints; it cannot start from %s as well: give the same savepoint or none, or start that one under a new job name",
 					ErrIncompatibleCheckpoint, recorded, where, given)}
 			}
 		case !errors.Is(err, checkpoint.ErrNotFound):
@@ -609,7 +609,7 @@ func settleStartPoint(root, job string, slotCount int, given string, ends func()
 				return slots.StartPoint{}, err
 			}
 			if ran != "" {
-				return slots.StartPoint{}, &unrecoverableError{fmt.Errorf("%w: the job's slots ran before without a savepoint (%s holds records, and %s records no start point), so they go on from their own checkpoints; it cannot start from %s as well: start the savepoint under a new job name",
+				return slots.StartPoint{}, &unrecoverableError{Err: fmt.Errorf("%w: the job's slots ran before without a savepoint (%s holds records, and %s records no start point), so they go on from their own checkpoints; it cannot start from %s as well: start the savepoint under a new job name",
 					ErrIncompatibleCheckpoint, ran, where, given)}
 			}
 		}
@@ -651,7 +651,7 @@ func resolveStartPoint(path string, log *slog.Logger) (string, error) {
 	path = strings.TrimRight(path, "/")
 	chk, err := checkpoint.OpenRestorePoint(path, checkpoint.WithLogger(log))
 	if err != nil {
-		return "", &unrecoverableError{fmt.Errorf("%w (WithRestoreFrom)", err)}
+		return "", &unrecoverableError{Err: fmt.Errorf("%w (WithRestoreFrom)", err)}
 	}
 	if err := notASlotCheckpoint(&engine.RestoredState{Chk: chk}, path); err != nil {
 		return "", err

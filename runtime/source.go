@@ -64,7 +64,7 @@ func (s *sourceOperator[T, S, C]) open(t *task) error {
 		return s.info.wrap(err)
 	}
 	if r == nil {
-		return s.info.wrap(&unrecoverableError{errNilReader})
+		return s.info.wrap(&unrecoverableError{Err: errNilReader})
 	}
 	s.reader = r
 	s.countLag(t)
@@ -105,7 +105,7 @@ func (s *sourceOperator[T, S, C]) restoreSplits(t *task) error {
 		if old[s.info.subtask] != nil {
 			restored, err = engine.DecodeList(old[s.info.subtask], s.src.SplitSerializer())
 			if err != nil {
-				return &unrecoverableError{fmt.Errorf("restore splits: %w", err)} // the same checkpoint fails again
+				return &unrecoverableError{Err: fmt.Errorf("restore splits: %w", err)} // the same checkpoint fails again
 			}
 		}
 	} else {
@@ -118,7 +118,7 @@ func (s *sourceOperator[T, S, C]) restoreSplits(t *task) error {
 			}
 			splits, err := engine.DecodeList(b, s.src.SplitSerializer())
 			if err != nil {
-				return &unrecoverableError{fmt.Errorf("restore splits: %w", err)} // the same checkpoint fails again
+				return &unrecoverableError{Err: fmt.Errorf("restore splits: %w", err)} // the same checkpoint fails again
 			}
 			for _, sp := range splits {
 				if i%s.par == s.info.subtask {
@@ -335,10 +335,10 @@ func (c readerContext[T, S, C]) SideOutput(id string, typ reflect.Type) (func(re
 		i = slices.Index(sides.ids, id)
 	}
 	if i < 0 {
-		return nil, &unrecoverableError{fmt.Errorf("source %q emits side output %q, which its stream does not declare: declare it with DeclareSideOutputs(NewOutputTag[%s](%q)) on the stream FromSource returns", c.op.info.name, id, typ, id)}
+		return nil, &unrecoverableError{Err: fmt.Errorf("source %q emits side output %q, which its stream does not declare: declare it with DeclareSideOutputs(NewOutputTag[%s](%q)) on the stream FromSource returns", c.op.info.name, id, typ, id)}
 	}
 	if t := sides.tags[i]; t.typ != typ {
-		return nil, &unrecoverableError{fmt.Errorf("source %q emits records of type %s to side output %q, which its stream declares with type %s: make the tag with NewOutputTag[%s]", c.op.info.name, typ, id, t.typ, typ)}
+		return nil, &unrecoverableError{Err: fmt.Errorf("source %q emits records of type %s to side output %q, which its stream declares with type %s: make the tag with NewOutputTag[%s]", c.op.info.name, typ, id, t.typ, typ)}
 	}
 	ops, out, r := sides.tags[i].ops, sides.outs[i], c.op.output
 	return func(v any, ts int64) {

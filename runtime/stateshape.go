@@ -311,7 +311,7 @@ func (ks *keyedState[K]) claimShape(name string, entries []stateEntry, now decla
 		}
 	}
 	if err := checkShape(name, recorded, now, ks.dropped[name]); err != nil {
-		return nil, &unrecoverableError{err}
+		return nil, &unrecoverableError{Err: err}
 	}
 	if ks.shapes == nil {
 		ks.shapes = map[string][]byte{}

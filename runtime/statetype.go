@@ -23,7 +23,7 @@ func checkStateTypes(name string, types ...stateType) error {
 	for _, st := range types {
 		if err := checkGobType(st.t); err != nil {
 			err.State, err.Role, err.Type = name, st.role, st.t.String()
-			return &unrecoverableError{err}
+			return &unrecoverableError{Err: err}
 		}
 	}
 	return nil

@@ -208,7 +208,7 @@ func (f *tableJoinFn[K, A, V, O]) ProcessElement(ctx *KeyedContext[K, O], e eith
 		if e.Second {
 			side = "table"
 		}
-		return &unrecoverableError{fmt.Errorf("table join: a %s record without a timestamp; give its source a watermark.Strategy with a timestamp assigner", side)}
+		return &unrecoverableError{Err: fmt.Errorf("table join: a %s record without a timestamp; give its source a watermark.Strategy with a timestamp assigner", side)}
 	}
 	wm := ctx.CurrentWatermark()
 	if !e.Second {

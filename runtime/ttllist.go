@@ -282,7 +282,7 @@ func sameTTL(c *keyedCommon, name string, cfg *ttlConfig) error {
 		return nil
 	}
 	if first != desc {
-		return &unrecoverableError{fmt.Errorf("state %q is declared twice in one operator with different TTLs, %s and %s; declare it with one WithTTL everywhere (one descriptor), or give each state its own name", name, first, desc)}
+		return &unrecoverableError{Err: fmt.Errorf("state %q is declared twice in one operator with different TTLs, %s and %s; declare it with one WithTTL everywhere (one descriptor), or give each state its own name", name, first, desc)}
 	}
 	return nil
 }

@@ -99,7 +99,7 @@ func (s *twoPhaseSinkOperator[T, C]) stateful(sink connector.StatefulSink[T, any
 		}
 		if _, ok := w.(connector.StatefulSinkWriter[T, any]); !ok {
 			_ = w.Close()
-			return nil, &unrecoverableError{invalidGraph("the writer %T of sink %s keeps no state: it is not a connector.StatefulSinkWriter of the sink's writer state type %s (SnapshotState), so no checkpoint would hold its state; implement SnapshotState on it",
+			return nil, &unrecoverableError{Err: invalidGraph("the writer %T of sink %s keeps no state: it is not a connector.StatefulSinkWriter of the sink's writer state type %s (SnapshotState), so no checkpoint would hold its state; implement SnapshotState on it",
 				w, s.sinkType, writerState)}
 		}
 		return w, nil
@@ -236,7 +236,7 @@ func (s *twoPhaseSinkOperator[T, C]) open(t *task) error {
 		// run without PrepareCommit, nothing it writes would ever be
 		// committed, on any attempt.
 		_ = w.Close()
-		return s.info.wrap(&unrecoverableError{invalidGraph("the writer %T of sink %s prepares no committables: it is not a connector.CommittingSinkWriter of the sink's committable type %s (PrepareCommit), so nothing it writes would ever be committed; implement PrepareCommit on it, or have the sink's TwoPhase return false in a configuration that commits in one phase",
+		return s.info.wrap(&unrecoverableError{Err: invalidGraph("the writer %T of sink %s prepares no committables: it is not a connector.CommittingSinkWriter of the sink's committable type %s (PrepareCommit), so nothing it writes would ever be committed; implement PrepareCommit on it, or have the sink's TwoPhase return false in a configuration that commits in one phase",
 			w, s.sinkType, s.committable)})
 	}
 	s.writer = cw
@@ -408,7 +408,7 @@ func (s *twoPhaseSinkOperator[T, C]) commitDue() error {
 	for _, r := range reqs {
 		switch r.outcome {
 		case commitKnownFailure:
-			return s.info.wrap(&unrecoverableError{fmt.Errorf("committing %v failed, its data is lost: %w", r.p.c, r.err)})
+			return s.info.wrap(&unrecoverableError{Err: fmt.Errorf("committing %v failed, its data is lost: %w", r.p.c, r.err)})
 		case commitUnknownFailure:
 			return s.info.wrap(fmt.Errorf("committing %v failed: %w", r.p.c, r.err))
 		case commitRetry:

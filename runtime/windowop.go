@@ -182,7 +182,7 @@ func (f *windowFn[K, T, A, O]) ProcessElement(ctx *KeyedContext[K, O], v T) erro
 	if f.a.IsEventTime() {
 		ts = ctx.Timestamp()
 		if ts == connector.NoTimestamp {
-			return &unrecoverableError{fmt.Errorf("event-time window (%s): a record without a timestamp; give the source a watermark.Strategy with a timestamp assigner, or use a ProcessingTime window", f.a)}
+			return &unrecoverableError{Err: fmt.Errorf("event-time window (%s): a record without a timestamp; give the source a watermark.Strategy with a timestamp assigner, or use a ProcessingTime window", f.a)}
 		}
 	}
 	if f.a.IsSession() {
@@ -192,7 +192,7 @@ func (f *windowFn[K, T, A, O]) ProcessElement(ctx *KeyedContext[K, O], v T) erro
 	if f.buf, err = f.a.Assign(ts, f.buf[:0]); err != nil {
 		// The record fails again when replayed: fail the job rather than
 		// restart it.
-		return &unrecoverableError{err}
+		return &unrecoverableError{Err: err}
 	}
 	placed := false
 	for _, w := range f.buf {

@@ -1,0 +1,12 @@
+package engine
+
+// UnrecoverableError is a failure no restart can help: the job fails with
+// it whatever the restart strategy (Flink's SuppressRestartsException).
+// Package runtime decides restarts, and calls it unrecoverableError; the
+// type is here so that runtime's internal packages can fail a job without
+// restarts too (a checkpoint whose state another codec wrote fails again
+// from the same checkpoint).
+type UnrecoverableError struct{ Err error }
+
+func (e *UnrecoverableError) Error() string { return e.Err.Error() }
+func (e *UnrecoverableError) Unwrap() error { return e.Err }
