@@ -5,6 +5,8 @@ import (
 	"reflect"
 	"sync/atomic"
 	"unsafe"
+
+	"github.com/splitflow/splitflow/runtime/internal/statecodec"
 )
 
 // State descriptors: keyed state declared once, in a package variable,
@@ -65,7 +67,7 @@ func (ks *keyedState[K]) canonicalState() (any, error) {
 // made the compiled code grow by as much. The views keep K's codec, so
 // checkpoints hold the bytes a state over K would.
 func canonicalOf[K comparable](ks *keyedState[K]) (any, error) {
-	if ks.keys.s == nil {
+	if ks.keys.Bin == nil {
 		return viewBoxed(ks), nil // encoded with gob
 	}
 	switch reflect.TypeFor[K]().Kind() {
@@ -122,7 +124,7 @@ func viewAs[K, C comparable](ks *keyedState[K]) *keyedState[C] {
 	if v, ok := any(ks).(*keyedState[C]); ok {
 		return v
 	}
-	v := &keyedState[C]{keyedCommon: ks.keyedCommon, groups: ks.groups, keys: codecFor[C]()}
+	v := &keyedState[C]{keyedCommon: ks.keyedCommon, groups: ks.groups, keys: statecodec.For[C]()}
 	toK := func(c C) K { return *(*K)(unsafe.Pointer(&c)) }
 	v.groupOf = func(c C) int { return ks.groupOf(toK(c)) }
 	v.slotOf = func(c C) int { return ks.slotOf(toK(c)) }
@@ -153,7 +155,7 @@ func intView[K comparable, U ~int | ~int8 | ~int16 | ~int32 | ~int64 | ~uint | ~
 // view writes its keys in K's codec (convSerde), so its checkpoints and
 // pebble keys are those of a state over K.
 func viewConv[K, C comparable](ks *keyedState[K], toC func(K) C, toK func(C) K) *keyedState[C] {
-	keys := stateCodec[C]{id: ks.keys.id, name: ks.keys.name, s: convSerde[K, C]{ks.keys.s, toC, toK}}
+	keys := statecodec.Codec[C]{ID: ks.keys.ID, Name: ks.keys.Name, Bin: convSerde[K, C]{ks.keys.Bin, toC, toK}}
 	v := &keyedState[C]{keyedCommon: ks.keyedCommon, groups: ks.groups, keys: keys, keyT: typeOf[K]()}
 	v.groupOf = func(c C) int { return ks.groupOf(toK(c)) }
 	v.slotOf = func(c C) int { return ks.slotOf(toK(c)) }
@@ -169,29 +171,29 @@ func viewConv[K, C comparable](ks *keyedState[K], toC func(K) C, toK func(C) K) 
 
 // convSerde is a serde of K used as one of C through viewConv's maps.
 type convSerde[K, C any] struct {
-	s   serde[K]
+	s   statecodec.Binary[K]
 	toC func(K) C
 	toK func(C) K
 }
 
-func (c convSerde[K, C]) appendValue(dst []byte, v C) []byte { return c.s.appendValue(dst, c.toK(v)) }
+func (c convSerde[K, C]) AppendValue(dst []byte, v C) []byte { return c.s.AppendValue(dst, c.toK(v)) }
 
-func (c convSerde[K, C]) readValue(b []byte) (C, int, error) {
-	k, n, err := c.s.readValue(b)
+func (c convSerde[K, C]) ReadValue(b []byte) (C, int, error) {
+	k, n, err := c.s.ReadValue(b)
 	return c.toC(k), n, err
 }
 
 // viewBoxed returns ks seen as a keyed state over any, each key a K:
 // the view of a key type not of a basic kind. Its keys are written in
-// checkpoints as a gob column of K (boxedGob) and in the pebble backend
-// in K's key encoding (boxedKeys), so its entries are those of a state
-// over K.
+// checkpoints as a gob column of K (statecodec.BoxedGob) and in the
+// pebble backend in K's key encoding (boxedKeys), so its entries are
+// those of a state over K.
 func viewBoxed[K comparable](ks *keyedState[K]) *keyedState[any] {
 	if v, ok := any(ks).(*keyedState[any]); ok {
 		return v
 	}
 	v := &keyedState[any]{keyedCommon: ks.keyedCommon, groups: ks.groups, keyT: typeOf[K](),
-		keys: stateCodec[any]{id: ks.keys.id, name: ks.keys.name, boxed: boxedGob[K]{}}}
+		keys: statecodec.Codec[any]{ID: ks.keys.ID, Name: ks.keys.Name, Boxed: statecodec.BoxedGob[K]{}}}
 	v.groupOf = func(a any) int { return ks.groupOf(a.(K)) }
 	v.slotOf = func(a any) int { return ks.slotOf(a.(K)) }
 	if ks.pb != nil {
@@ -240,7 +242,7 @@ var descriptorIDs atomic.Int64
 type ValueStateDescriptor[V any] struct {
 	id   int
 	name string
-	vals stateCodec[V]
+	vals statecodec.Codec[V]
 	ttl  *ttlConfig
 	// dropped: AllowDroppedFields.
 	dropped []string
@@ -348,8 +350,8 @@ func (d *ValueStateDescriptor[V]) declare(h keyedHost) (ValueState[V], error) {
 type MapStateDescriptor[UK comparable, UV any] struct {
 	id    int
 	name  string
-	ukeys stateCodec[UK]
-	uvals stateCodec[UV]
+	ukeys statecodec.Codec[UK]
+	uvals statecodec.Codec[UV]
 	ttl   *ttlConfig
 	// dropped: AllowDroppedFields.
 	dropped []string
@@ -448,7 +450,7 @@ func (d *MapStateDescriptor[UK, UV]) declare(h keyedHost) (MapState[UK, UV], err
 
 // declareValue returns the value state called name of ks, declaring it
 // with values in codec vals on first use.
-func declareValue[K comparable, V any](ks *keyedState[K], name string, vals stateCodec[V]) (ValueState[V], error) {
+func declareValue[K comparable, V any](ks *keyedState[K], name string, vals statecodec.Codec[V]) (ValueState[V], error) {
 	decl := fmt.Sprintf("ValueState[%s] (values %s)", typeOf[V](), vals)
 	if s, ok := ks.states[name]; ok {
 		if err := sameDecl(ks.keyedCommon, name, decl); err != nil {
@@ -465,7 +467,7 @@ func declareValue[K comparable, V any](ks *keyedState[K], name string, vals stat
 	if err := checkStateTypes(name, stateType{"key type", ks.keyType()}); err != nil {
 		return nil, err
 	}
-	if vals.s == nil && vals.ext == nil {
+	if vals.Bin == nil && vals.Ext == nil {
 		if err := checkStateTypes(name, stateType{"value type", typeOf[V]()}); err != nil {
 			return nil, err
 		}
@@ -475,10 +477,10 @@ func declareValue[K comparable, V any](ks *keyedState[K], name string, vals stat
 		return nil, err
 	}
 	ks.decls[name] = decl
-	var shape declaredShape
-	shapeRole(&shape, "key type", ks.keys)
-	shapeRole(&shape, "value type", vals)
-	schemaRole(&shape, "value type", vals, ks.pb != nil)
+	var shape statecodec.DeclaredShape
+	statecodec.ShapeRole(&shape, "key type", ks.keys)
+	statecodec.ShapeRole(&shape, "value type", vals)
+	statecodec.SchemaRole(&shape, "value type", vals, ks.pb != nil)
 	if ks.pb != nil {
 		ps, err := newPebbleValueState[K, V](ks, name, vals)
 		if err != nil {
@@ -497,7 +499,7 @@ func declareValue[K comparable, V any](ks *keyedState[K], name string, vals stat
 }
 
 // declareMap is declareValue for a map state.
-func declareMap[K, UK comparable, UV any](ks *keyedState[K], name string, ukeys stateCodec[UK], uvals stateCodec[UV]) (MapState[UK, UV], error) {
+func declareMap[K, UK comparable, UV any](ks *keyedState[K], name string, ukeys statecodec.Codec[UK], uvals statecodec.Codec[UV]) (MapState[UK, UV], error) {
 	decl := fmt.Sprintf("MapState[%s, %s] (map keys %s, map values %s)", typeOf[UK](), typeOf[UV](), ukeys, uvals)
 	if s, ok := ks.states[name]; ok {
 		if err := sameDecl(ks.keyedCommon, name, decl); err != nil {
@@ -512,10 +514,10 @@ func declareMap[K, UK comparable, UV any](ks *keyedState[K], name string, ukeys 
 		return nil, errDeclaredOverOtherKey(name)
 	}
 	types := []stateType{{"key type", ks.keyType()}}
-	if ukeys.s == nil && ukeys.ext == nil {
+	if ukeys.Bin == nil && ukeys.Ext == nil {
 		types = append(types, stateType{"map key type", typeOf[UK]()})
 	}
-	if uvals.s == nil && uvals.ext == nil {
+	if uvals.Bin == nil && uvals.Ext == nil {
 		types = append(types, stateType{"map value type", typeOf[UV]()})
 	}
 	if err := checkStateTypes(name, types...); err != nil {
@@ -526,11 +528,11 @@ func declareMap[K, UK comparable, UV any](ks *keyedState[K], name string, ukeys 
 		return nil, err
 	}
 	ks.decls[name] = decl
-	var shape declaredShape
-	shapeRole(&shape, "key type", ks.keys)
-	shapeRole(&shape, "map key type", ukeys)
-	shapeRole(&shape, "map value type", uvals)
-	schemaRole(&shape, "map value type", uvals, ks.pb != nil)
+	var shape statecodec.DeclaredShape
+	statecodec.ShapeRole(&shape, "key type", ks.keys)
+	statecodec.ShapeRole(&shape, "map key type", ukeys)
+	statecodec.ShapeRole(&shape, "map value type", uvals)
+	statecodec.SchemaRole(&shape, "map value type", uvals, ks.pb != nil)
 	if ks.pb != nil {
 		ps, err := newPebbleMapState[K, UK, UV](ks, name, ukeys, uvals)
 		if err != nil {

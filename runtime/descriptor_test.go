@@ -17,6 +17,7 @@ import (
 	"github.com/splitflow/splitflow/runtime/internal/engine"
 	"github.com/splitflow/splitflow/runtime/internal/keygroup"
 	"github.com/splitflow/splitflow/runtime/internal/pebblestate"
+	"github.com/splitflow/splitflow/runtime/internal/statecodec"
 )
 
 // forEachUnitBackend runs f with a heap and a pebble state configuration,
@@ -477,7 +478,7 @@ func descriptorOverKey[K comparable](t *testing.T, sc stateConfig, a, b K) {
 		t.Fatal(err)
 	}
 	defer stopQ()
-	own, err := declareValueTTL(q.ctx.op, "n", codecFor[int64](), nil)
+	own, err := declareValueTTL(q.ctx.op, "n", statecodec.For[int64](), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

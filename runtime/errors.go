@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/splitflow/splitflow/runtime/internal/slots"
+	"github.com/splitflow/splitflow/runtime/internal/statecodec"
 )
 
 // ErrInvalidGraph is wrapped by every error Execute returns for a job graph
@@ -212,10 +213,4 @@ type StateTypeError struct {
 	Reason string
 }
 
-func (e *StateTypeError) Error() string {
-	at := ""
-	if e.Field != "" {
-		at = "field " + e.Field + ": "
-	}
-	return fmt.Sprintf("state %q: its %s %s cannot be checkpointed: %s%s", e.State, e.Role, e.Type, at, e.Reason)
-}
+func (e *StateTypeError) Error() string { return (*statecodec.StateTypeError)(e).Error() }

@@ -8,6 +8,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/splitflow/splitflow/connector"
+	"github.com/splitflow/splitflow/runtime/internal/statecodec"
 )
 
 // The interval join of two keyed streams, built on Connect's tagged
@@ -94,13 +95,13 @@ type intervalJoinFn[K comparable, A, B, O any] struct {
 // list in the element's own codec (a built-in binary one for basic
 // types), rather than gob of the whole slice.
 func declareBuffer[T any, K comparable](ks *keyedState[K], name string) (MapState[int64, []T], error) {
-	elems := codecFor[T]()
-	if elems.s == nil && elems.ext == nil {
+	elems := statecodec.For[T]()
+	if elems.Bin == nil && elems.Ext == nil {
 		if err := checkStateTypes(name, stateType{"record type", typeOf[T]()}); err != nil {
 			return nil, err
 		}
 	}
-	return declareMap(ks, name, codecFor[int64](), listCodec(elems))
+	return declareMap(ks, name, statecodec.For[int64](), listCodec(elems))
 }
 
 func (f *intervalJoinFn[K, A, B, O]) Open(ctx *KeyedContext[K, O]) error {

@@ -14,6 +14,7 @@ import (
 	"github.com/splitflow/splitflow/runtime/checkpoint"
 	"github.com/splitflow/splitflow/runtime/internal/engine"
 	"github.com/splitflow/splitflow/runtime/internal/keygroup"
+	"github.com/splitflow/splitflow/runtime/internal/statecodec"
 )
 
 // point is a state value type that has no built-in encoding.
@@ -341,7 +342,7 @@ func roundTripKeys[K comparable](t *testing.T, ks []K) {
 		// Declared over K itself, as the engine's own states are, to
 		// read its map by K below.
 		Setup: func(ctx *KeyedContext[K, string]) (err error) {
-			v, err = declareValueTTL(ctx.op, "v", codecFor[int](), nil)
+			v, err = declareValueTTL(ctx.op, "v", statecodec.For[int](), nil)
 			return err
 		},
 		Element: func(ctx *KeyedContext[K, string], _ K) error {
@@ -384,49 +385,6 @@ func roundTripKeys[K comparable](t *testing.T, ks []K) {
 	if len(got) != len(wantTimers) {
 		t.Errorf("%T keys: %d timers restored, want %d", ks, len(got), len(wantTimers))
 	}
-}
-
-// The codec follows the type: built-ins for basic kinds and named types
-// over them, gob for the rest and for a named basic type that marshals
-// itself.
-func TestStateCodecChosenByType(t *testing.T) {
-	type word string
-	for _, c := range []struct {
-		got, want byte
-		what      string
-	}{
-		{codecFor[string]().id, codecString, "string"},
-		{codecFor[word]().id, codecString, "named string"},
-		{codecFor[[]byte]().id, codecBytes, "[]byte"},
-		{codecFor[int64]().id, codecInt, "int64"},
-		{codecFor[time.Duration]().id, codecInt, "time.Duration"},
-		{codecFor[uint8]().id, codecUint, "uint8"},
-		{codecFor[float32]().id, codecFloat32, "float32"},
-		{codecFor[float64]().id, codecFloat64, "float64"},
-		{codecFor[bool]().id, codecBool, "bool"},
-		{codecFor[point]().id, codecGob, "struct"},
-		{codecFor[[]int]().id, codecGob, "[]int"},
-		{codecFor[*int64]().id, codecGob, "*int64"},
-		{codecFor[any]().id, codecGob, "interface"},
-		{codecFor[marshaledInt]().id, codecGob, "named int with MarshalBinary"},
-	} {
-		if c.got != c.want {
-			t.Errorf("%s: codec %s, want %s", c.what, codecName(c.got), codecName(c.want))
-		}
-	}
-}
-
-// marshaledInt is a basic type that encodes itself: its own encoding is
-// kept.
-type marshaledInt int
-
-func (m marshaledInt) MarshalBinary() ([]byte, error) { return []byte{byte(m)}, nil }
-func (m *marshaledInt) UnmarshalBinary(b []byte) error {
-	if len(b) != 1 {
-		return errors.New("marshaledInt: want one byte")
-	}
-	*m = marshaledInt(b[0])
-	return nil
 }
 
 // A state whose type changed to one encoded otherwise fails the restore

@@ -10,6 +10,7 @@ import (
 	"slices"
 
 	"github.com/splitflow/splitflow/runtime/internal/engine"
+	"github.com/splitflow/splitflow/runtime/internal/statecodec"
 	"github.com/splitflow/splitflow/runtime/internal/stateformat"
 )
 
@@ -27,7 +28,7 @@ import (
 // stateKindEventTimers or stateKindProcessingTimers), so timers move with
 // their key groups like the rest of the keyed state; version 3 starts
 // every entry's data with a format byte and writes keys and values with
-// the codecs of their types (serde.go), a column at a time; version 4
+// the codecs of their types (statecodec's serde.go), a column at a time; version 4
 // adds the operator's watermark, an entry per key group (kind
 // stateKindWatermark, data varint(watermark)), written once the
 // operator has one:
@@ -123,7 +124,7 @@ func restoreTimers[K comparable](q *timerQueue[K], ks *keyedState[K], format byt
 	if err != nil {
 		return err
 	}
-	keys, b, err := readColumn(b, n, ks.keys)
+	keys, b, err := statecodec.ReadColumn(b, n, ks.keys)
 	if err != nil {
 		return fmt.Errorf("keys: %w", err)
 	}
@@ -204,7 +205,7 @@ func (s *valueState[K, V]) freeze() func(stop func() bool) (map[int][]byte, erro
 			if stop() {
 				return nil, errSnapshotAbandoned
 			}
-			keys, vals := column[K]{c: kc}, column[V]{c: vc}
+			keys, vals := statecodec.Column[K]{Codec: kc}, statecodec.Column[V]{Codec: vc}
 			for _, m := range view[g*slotsPerKeyGroup : (g+1)*slotsPerKeyGroup] {
 				for k, v := range m {
 					if keep != nil && !keep(v) {
@@ -216,20 +217,20 @@ func (s *valueState[K, V]) freeze() func(stop func() bool) (map[int][]byte, erro
 							continue
 						}
 					}
-					keys.add(k)
-					vals.add(v)
+					keys.Add(k)
+					vals.Add(v)
 				}
 			}
-			if keys.n == 0 {
+			if keys.N == 0 {
 				read.Store(int64((g + 1) * slotsPerKeyGroup))
 				continue
 			}
-			b := make([]byte, 0, binary.MaxVarintLen64+keys.size()+vals.size())
-			b, err := keys.appendTo(binary.AppendUvarint(b, uint64(keys.n)))
+			b := make([]byte, 0, binary.MaxVarintLen64+keys.Size()+vals.Size())
+			b, err := keys.AppendTo(binary.AppendUvarint(b, uint64(keys.N)))
 			if err != nil {
 				return nil, fmt.Errorf("keys: %w", err)
 			}
-			if b, err = vals.appendTo(b); err != nil {
+			if b, err = vals.AppendTo(b); err != nil {
 				return nil, fmt.Errorf("values: %w", err)
 			}
 			out[g] = b
@@ -266,11 +267,11 @@ func (s *valueState[K, V]) restore(format byte, data []byte) error {
 	if err != nil {
 		return err
 	}
-	keys, b, err := readColumn(b, n, s.ks.keys)
+	keys, b, err := statecodec.ReadColumn(b, n, s.ks.keys)
 	if err != nil {
 		return fmt.Errorf("keys: %w", err)
 	}
-	vals, b, err := readColumn(b, n, s.vals)
+	vals, b, err := statecodec.ReadColumn(b, n, s.vals)
 	if err != nil {
 		return fmt.Errorf("values: %w", err)
 	}
@@ -298,7 +299,7 @@ func (s *mapState[K, UK, UV]) freeze() func(stop func() bool) (map[int][]byte, e
 			if stop() {
 				return nil, errSnapshotAbandoned
 			}
-			keys, ukeys, uvals := column[K]{c: kc}, column[UK]{c: ukc}, column[UV]{c: uvc}
+			keys, ukeys, uvals := statecodec.Column[K]{Codec: kc}, statecodec.Column[UK]{Codec: ukc}, statecodec.Column[UV]{Codec: uvc}
 			var sizes []byte
 			for _, gm := range view[g*slotsPerKeyGroup : (g+1)*slotsPerKeyGroup] {
 				for k, in := range gm {
@@ -314,31 +315,31 @@ func (s *mapState[K, UK, UV]) freeze() func(stop func() bool) (map[int][]byte, e
 							continue
 						}
 					}
-					keys.add(k)
+					keys.Add(k)
 					sizes = binary.AppendUvarint(sizes, uint64(n))
 					for uk, uv := range in.m {
 						if keep != nil && !keep(uv) {
 							continue
 						}
-						ukeys.add(uk)
-						uvals.add(uv)
+						ukeys.Add(uk)
+						uvals.Add(uv)
 					}
 				}
 			}
-			if keys.n == 0 {
+			if keys.N == 0 {
 				read.Store(int64((g + 1) * slotsPerKeyGroup))
 				continue
 			}
-			b := make([]byte, 0, binary.MaxVarintLen64+keys.size()+len(sizes)+ukeys.size()+uvals.size())
-			b, err := keys.appendTo(binary.AppendUvarint(b, uint64(keys.n)))
+			b := make([]byte, 0, binary.MaxVarintLen64+keys.Size()+len(sizes)+ukeys.Size()+uvals.Size())
+			b, err := keys.AppendTo(binary.AppendUvarint(b, uint64(keys.N)))
 			if err != nil {
 				return nil, fmt.Errorf("keys: %w", err)
 			}
 			b = append(b, sizes...)
-			if b, err = ukeys.appendTo(b); err != nil {
+			if b, err = ukeys.AppendTo(b); err != nil {
 				return nil, fmt.Errorf("map keys: %w", err)
 			}
-			if b, err = uvals.appendTo(b); err != nil {
+			if b, err = uvals.AppendTo(b); err != nil {
 				return nil, fmt.Errorf("map values: %w", err)
 			}
 			out[g] = b
@@ -376,7 +377,7 @@ func (s *mapState[K, UK, UV]) restore(format byte, data []byte) error {
 	if err != nil {
 		return err
 	}
-	keys, b, err := readColumn(b, n, s.ks.keys)
+	keys, b, err := statecodec.ReadColumn(b, n, s.ks.keys)
 	if err != nil {
 		return fmt.Errorf("keys: %w", err)
 	}
@@ -392,11 +393,11 @@ func (s *mapState[K, UK, UV]) restore(format byte, data []byte) error {
 			return engine.ErrShortState
 		}
 	}
-	ukeys, b, err := readColumn(b, total, s.ukeys)
+	ukeys, b, err := statecodec.ReadColumn(b, total, s.ukeys)
 	if err != nil {
 		return fmt.Errorf("map keys: %w", err)
 	}
-	uvals, b, err := readColumn(b, total, s.uvals)
+	uvals, b, err := statecodec.ReadColumn(b, total, s.uvals)
 	if err != nil {
 		return fmt.Errorf("map values: %w", err)
 	}

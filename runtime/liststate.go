@@ -9,6 +9,7 @@ import (
 
 	"github.com/splitflow/splitflow/runtime/internal/engine"
 	"github.com/splitflow/splitflow/runtime/internal/pebblestate"
+	"github.com/splitflow/splitflow/runtime/internal/statecodec"
 )
 
 // ListState is a list of values per key (Flink's ListState): appended to
@@ -39,7 +40,7 @@ type listState[K comparable, T any] struct {
 	v *valueState[K, []T]
 }
 
-func newListState[K comparable, T any](ks *keyedState[K], name string, elems stateCodec[T]) *listState[K, T] {
+func newListState[K comparable, T any](ks *keyedState[K], name string, elems statecodec.Codec[T]) *listState[K, T] {
 	return &listState[K, T]{v: newValueState[K, []T](ks, name, listCodec(elems))}
 }
 
@@ -88,25 +89,25 @@ func (s *listState[K, T]) Len() int {
 // list is uvarint(n) and its elements, each framed by its length unless
 // elems is a built-in binary codec (which delimits itself). It reports
 // elems' id and name, so that a checkpoint records the element codec.
-func listCodec[T any](elems stateCodec[T]) stateCodec[[]T] {
-	return stateCodec[[]T]{id: elems.id, name: elems.name, ext: listSerde[T]{elems}}
+func listCodec[T any](elems statecodec.Codec[T]) statecodec.Codec[[]T] {
+	return statecodec.Codec[[]T]{ID: elems.ID, Name: elems.Name, Ext: listSerde[T]{elems}}
 }
 
-type listSerde[T any] struct{ c stateCodec[T] }
+type listSerde[T any] struct{ c statecodec.Codec[T] }
 
 func (l listSerde[T]) Name() string { return "list of " + l.c.String() }
 
 func (l listSerde[T]) Append(dst []byte, vs []T) ([]byte, error) {
 	dst = binary.AppendUvarint(dst, uint64(len(vs)))
-	if l.c.s != nil {
+	if l.c.Bin != nil {
 		for _, v := range vs {
-			dst = l.c.s.appendValue(dst, v)
+			dst = l.c.Bin.AppendValue(dst, v)
 		}
 		return dst, nil
 	}
 	var one []byte
 	for _, v := range vs {
-		b, err := appendOne(one[:0], l.c, v)
+		b, err := statecodec.AppendOne(one[:0], l.c, v)
 		if err != nil {
 			return nil, err
 		}
@@ -123,8 +124,8 @@ func (l listSerde[T]) Decode(b []byte) ([]T, error) {
 	}
 	out := make([]T, 0, n)
 	for range n {
-		if l.c.s != nil {
-			v, m, err := l.c.s.readValue(b)
+		if l.c.Bin != nil {
+			v, m, err := l.c.Bin.ReadValue(b)
 			if err != nil {
 				return nil, err
 			}
@@ -135,7 +136,7 @@ func (l listSerde[T]) Decode(b []byte) ([]T, error) {
 		if m <= 0 || uint64(len(b)-m) < size {
 			return nil, engine.ErrShortState
 		}
-		v, err := readOne(b[m:m+int(size)], l.c)
+		v, err := statecodec.ReadOne(b[m:m+int(size)], l.c)
 		if err != nil {
 			return nil, err
 		}
@@ -162,17 +163,17 @@ type pebbleListState[K comparable, T any] struct {
 	pk     *pebbleKeyed
 	name   string
 	id     uint16
-	elems  stateCodec[T]
+	elems  statecodec.Codec[T]
 	prefix []byte
 	ub     [16]byte
 	vb     []byte
 }
 
-func newPebbleListState[K comparable, T any](ks *keyedState[K], name string, elems stateCodec[T]) (*pebbleListState[K, T], error) {
+func newPebbleListState[K comparable, T any](ks *keyedState[K], name string, elems statecodec.Codec[T]) (*pebbleListState[K, T], error) {
 	if ks.pbKeysErr != nil {
 		return nil, ks.pbKeysErr
 	}
-	id, err := ks.pb.declareID(name, stateKindList, elems.desc(), codecFor[T]().desc())
+	id, err := ks.pb.declareID(name, stateKindList, elems.Desc(), statecodec.For[T]().Desc())
 	if err != nil {
 		return nil, err
 	}
@@ -202,7 +203,7 @@ func (s *pebbleListState[K, T]) nextKey() []byte {
 }
 
 func (s *pebbleListState[K, T]) add(p []byte, v T) bool {
-	b, err := appendOne(s.vb[:0], s.elems, v)
+	b, err := statecodec.AppendOne(s.vb[:0], s.elems, v)
 	if err == nil {
 		s.vb = b
 		err = s.pk.store.OrderedSet(p, s.nextKey(), b)
@@ -240,7 +241,7 @@ func (s *pebbleListState[K, T]) Get() iter.Seq[T] {
 	p = bytes.Clone(p)
 	return func(yield func(T) bool) {
 		err := s.pk.store.MapScanAfter(p, nil, func(_, vb []byte) bool {
-			v, err := readOne(vb, s.elems)
+			v, err := statecodec.ReadOne(vb, s.elems)
 			if err != nil {
 				s.ks.fail(fmt.Errorf("state %q: decode list element: %w", s.name, err))
 				return false
@@ -298,7 +299,7 @@ func (s *pebbleListState[K, T]) importHeap(entries []stateEntry) error {
 
 // declareList returns the list state called name of ks, declaring it
 // with elements in codec elems on first use.
-func declareList[K comparable, T any](ks *keyedState[K], name string, elems stateCodec[T]) (ListState[T], error) {
+func declareList[K comparable, T any](ks *keyedState[K], name string, elems statecodec.Codec[T]) (ListState[T], error) {
 	decl := fmt.Sprintf("ListState[%s] (elements %s)", typeOf[T](), elems)
 	if s, ok := ks.states[name]; ok {
 		if err := sameDecl(ks.keyedCommon, name, decl); err != nil {
@@ -315,7 +316,7 @@ func declareList[K comparable, T any](ks *keyedState[K], name string, elems stat
 	if err := checkStateTypes(name, stateType{"key type", ks.keyType()}); err != nil {
 		return nil, err
 	}
-	if elems.s == nil && elems.ext == nil {
+	if elems.Bin == nil && elems.Ext == nil {
 		if err := checkStateTypes(name, stateType{"element type", typeOf[T]()}); err != nil {
 			return nil, err
 		}
@@ -325,10 +326,10 @@ func declareList[K comparable, T any](ks *keyedState[K], name string, elems stat
 		return nil, err
 	}
 	ks.decls[name] = decl
-	var shape declaredShape
-	shapeRole(&shape, "key type", ks.keys)
-	shapeRole(&shape, "element type", elems)
-	schemaRole(&shape, "element type", elems, ks.pb != nil)
+	var shape statecodec.DeclaredShape
+	statecodec.ShapeRole(&shape, "key type", ks.keys)
+	statecodec.ShapeRole(&shape, "element type", elems)
+	statecodec.SchemaRole(&shape, "element type", elems, ks.pb != nil)
 	if ks.pb != nil {
 		ps, err := newPebbleListState[K, T](ks, name, elems)
 		if err != nil {
@@ -350,7 +351,7 @@ func declareList[K comparable, T any](ks *keyedState[K], name string, elems stat
 type ListStateDescriptor[T any] struct {
 	id    int
 	name  string
-	elems stateCodec[T]
+	elems statecodec.Codec[T]
 	ttl   *ttlConfig
 	// dropped: AllowDroppedFields.
 	dropped []string

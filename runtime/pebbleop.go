@@ -134,7 +134,7 @@ func (p *keyedProcessOperator[K, I, O]) mergePebble(t *task, old pebblestate.Blo
 		if c := pk.ids[name]; c.Codecs == "" || c.Shape != s.Shape {
 			// One job's subtasks wrote the same codecs and shapes, but
 			// for the writer schemas of a SchemaSerde's values
-			// (schemaserde.go): a subtask that never declared the
+			// (statecodec's schemaserde.go): a subtask that never declared the
 			// state since a restore keeps the schemas it was restored
 			// with, and the merged DB holds values of both.
 			c.Codecs = cmp.Or(c.Codecs, s.Codecs)

@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"encoding"
 	"encoding/binary"
-	"encoding/gob"
 	"encoding/hex"
 	"fmt"
 	"iter"
@@ -14,6 +13,7 @@ import (
 
 	"github.com/splitflow/splitflow/runtime/checkpoint"
 	"github.com/splitflow/splitflow/runtime/internal/pebblestate"
+	"github.com/splitflow/splitflow/runtime/internal/statecodec"
 )
 
 // The pebble state backend on the engine's side: typed ValueState and
@@ -24,8 +24,9 @@ import (
 //	value:     keyGroup(2) stateID(2) key
 //	map entry: keyGroup(2) stateID(2) uvarint(len(key)) key userKey
 //
-// with keys, user keys and values in the codecs of their types (serde.go,
-// one value at a time), and timers (timers.go) as
+// with keys, user keys and values in the codecs of their types
+// (runtime/internal/statecodec, one value at a time), and timers
+// (timers.go) as
 //
 //	timer:     keyGroup(2) 0x0000 domain(1) timestamp(8, big-endian, sign bit flipped) key
 //
@@ -110,9 +111,9 @@ func (pk *pebbleKeyed) declareID(name string, kind byte, codecs, defaults string
 	switch was := s.Codecs; {
 	case restored && was == "" && codecs != defaults:
 		return 0, &unrecoverableError{Err: fmt.Errorf("state %q was checkpointed with the default serdes of its types, before serdes were recorded, and is now declared with %s; restore it with the serdes that wrote it, or rename the state", name, describeCodecs(codecs))}
-	case was != "" && was != codecs && ttlChanged(strings.Contains(was, ttlSerdePrefix), strings.Contains(codecs, ttlSerdePrefix)) != "":
+	case was != "" && was != codecs && statecodec.TTLChanged(strings.Contains(was, statecodec.TTLSerdePrefix), strings.Contains(codecs, statecodec.TTLSerdePrefix)) != "":
 		return 0, &unrecoverableError{Err: fmt.Errorf("state %q was checkpointed with %s and is now declared with %s%s", name, describeCodecs(was), describeCodecs(codecs),
-			ttlChanged(strings.Contains(was, ttlSerdePrefix), strings.Contains(codecs, ttlSerdePrefix)))}
+			statecodec.TTLChanged(strings.Contains(was, statecodec.TTLSerdePrefix), strings.Contains(codecs, statecodec.TTLSerdePrefix)))}
 	case was != "" && was != codecs:
 		return 0, &unrecoverableError{Err: fmt.Errorf("state %q was checkpointed with %s and is now declared with %s; restore it with the serdes that wrote it, or rename the state", name, describeCodecs(was), describeCodecs(codecs))}
 	}
@@ -128,14 +129,14 @@ func describeCodecs(codecs string) string {
 	for len(b) > 0 {
 		id, name := b[0], ""
 		b = b[1:]
-		if id == codecUser {
+		if id == statecodec.IDUser {
 			l, n := binary.Uvarint(b)
 			if n <= 0 || uint64(len(b)-n) < l {
 				break
 			}
 			name, b = string(b[n:n+int(l)]), b[n+int(l):]
 		}
-		out = append(out, codecLabel(id, name))
+		out = append(out, statecodec.Label(id, name))
 	}
 	return strings.Join(out, " and ")
 }
@@ -185,7 +186,7 @@ func (ks *keyedCommon) fail(err error) {
 // bytes carry type ids that depend on what the process encoded first, so
 // a key restored in another process would not be found again.
 type keyBytes[T any] struct {
-	c stateCodec[T]
+	c statecodec.Codec[T]
 	// floatKind: T is a float kind, whose -0 is made +0.
 	floatKind bool
 	// boxed, for the key view of descriptors (viewBoxed, T being any), is
@@ -213,16 +214,18 @@ var (
 
 // keyBytesFor chooses T's key encoding, or says why T cannot be a key of
 // the pebble backend (what names its role).
-func keyBytesFor[T any](what string) (keyBytes[T], error) { return keyBytesOf(codecFor[T](), what) }
+func keyBytesFor[T any](what string) (keyBytes[T], error) {
+	return keyBytesOf(statecodec.For[T](), what)
+}
 
 // keyBytesOf is keyBytesFor with T's codec c, which may be a serde given
 // with the state.
-func keyBytesOf[T any](c stateCodec[T], what string) (keyBytes[T], error) {
+func keyBytesOf[T any](c statecodec.Codec[T], what string) (keyBytes[T], error) {
 	t := reflect.TypeFor[T]()
-	if c.s != nil {
+	if c.Bin != nil {
 		return keyBytes[T]{c: c, floatKind: t.Kind() == reflect.Float32 || t.Kind() == reflect.Float64}, nil
 	}
-	if c.ext != nil {
+	if c.Ext != nil {
 		return keyBytes[T]{c: c}, nil // the serde's promise: equal keys, equal bytes
 	}
 	if (t.Implements(binaryMarshalerType) || reflect.PointerTo(t).Implements(binaryMarshalerType)) &&
@@ -236,17 +239,17 @@ func (k keyBytes[T]) append(dst []byte, v T) ([]byte, error) {
 	if k.boxed != nil {
 		return k.boxed.appendKey(dst, any(v))
 	}
-	if k.c.ext != nil {
-		return k.c.ext.Append(dst, v)
+	if k.c.Ext != nil {
+		return k.c.Ext.Append(dst, v)
 	}
-	if k.c.s != nil {
+	if k.c.Bin != nil {
 		if k.floatKind {
 			rv := reflect.ValueOf(&v).Elem()
 			if rv.Float() == 0 {
 				rv.SetFloat(0) // -0 is +0
 			}
 		}
-		return k.c.s.appendValue(dst, v), nil
+		return k.c.Bin.AppendValue(dst, v), nil
 	}
 	var m encoding.BinaryMarshaler
 	if bm, ok := any(v).(encoding.BinaryMarshaler); ok {
@@ -267,49 +270,14 @@ func (k keyBytes[T]) read(b []byte) (T, error) {
 		v, _ := a.(T)
 		return v, err
 	}
-	if k.c.ext != nil {
-		return k.c.ext.Decode(b)
+	if k.c.Ext != nil {
+		return k.c.Ext.Decode(b)
 	}
-	if k.c.s != nil {
-		return readOne(b, k.c)
+	if k.c.Bin != nil {
+		return statecodec.ReadOne(b, k.c)
 	}
 	var v T
 	err := any(&v).(encoding.BinaryUnmarshaler).UnmarshalBinary(b)
-	return v, err
-}
-
-// appendOne appends v in codec c.
-func appendOne[T any](dst []byte, c stateCodec[T], v T) ([]byte, error) {
-	if c.s != nil {
-		return c.s.appendValue(dst, v), nil
-	}
-	if c.ext != nil {
-		return c.ext.Append(dst, v)
-	}
-	var buf bytes.Buffer
-	if err := gob.NewEncoder(&buf).Encode(&v); err != nil {
-		return nil, err
-	}
-	return append(dst, buf.Bytes()...), nil
-}
-
-// readOne decodes b, all of it, in codec c.
-func readOne[T any](b []byte, c stateCodec[T]) (T, error) {
-	if c.ext != nil {
-		return c.ext.Decode(b)
-	}
-	var v T
-	if c.s != nil {
-		v, n, err := c.s.readValue(b)
-		if err != nil {
-			return v, err
-		}
-		if n != len(b) {
-			return v, fmt.Errorf("%d bytes after the value", len(b)-n)
-		}
-		return v, nil
-	}
-	err := gob.NewDecoder(bytes.NewReader(b)).Decode(&v)
 	return v, err
 }
 
@@ -318,7 +286,7 @@ type pebbleValueState[K comparable, V any] struct {
 	pk   *pebbleKeyed
 	name string
 	id   uint16
-	vals stateCodec[V]
+	vals statecodec.Codec[V]
 	buf  []byte
 }
 
@@ -346,7 +314,7 @@ func (s *pebbleValueState[K, V]) Value() (V, bool) {
 
 // decodeFound is a state read's answer: the value decoded from b when
 // found, the zero value otherwise; an error fails the call (ks.fail).
-func decodeFound[K comparable, T any](ks *keyedState[K], name, what string, c stateCodec[T], b []byte, found bool, err error) (T, bool) {
+func decodeFound[K comparable, T any](ks *keyedState[K], name, what string, c statecodec.Codec[T], b []byte, found bool, err error) (T, bool) {
 	var zero T
 	if err != nil {
 		ks.fail(fmt.Errorf("state %q: %w", name, err))
@@ -355,7 +323,7 @@ func decodeFound[K comparable, T any](ks *keyedState[K], name, what string, c st
 	if !found {
 		return zero, false
 	}
-	v, err := readOne(b, c)
+	v, err := statecodec.ReadOne(b, c)
 	if err != nil {
 		ks.fail(fmt.Errorf("state %q: decode %s: %w", name, what, err))
 		return zero, false
@@ -368,7 +336,7 @@ func (s *pebbleValueState[K, V]) Update(v V) {
 	if !ok {
 		return
 	}
-	b, err := appendOne(nil, s.vals, v)
+	b, err := statecodec.AppendOne(nil, s.vals, v)
 	if err == nil {
 		err = s.pk.store.Put(k, b)
 	}
@@ -412,7 +380,7 @@ type pebbleMapState[K, UK comparable, UV any] struct {
 	name   string
 	id     uint16
 	ukeys  keyBytes[UK]
-	uvals  stateCodec[UV]
+	uvals  statecodec.Codec[UV]
 	prefix []byte
 	ub     []byte
 }
@@ -464,7 +432,7 @@ func (s *pebbleMapState[K, UK, UV]) Put(k UK, v UV) {
 	if !ok {
 		return
 	}
-	b, err := appendOne(nil, s.uvals, v)
+	b, err := statecodec.AppendOne(nil, s.uvals, v)
 	if err == nil {
 		err = s.pk.store.MapPut(p, uk, b)
 	}
@@ -518,7 +486,7 @@ func (s *pebbleMapState[K, UK, UV]) All() iter.Seq2[UK, UV] {
 				s.ks.fail(fmt.Errorf("state %q: decode map key: %w", s.name, err))
 				return false
 			}
-			v, err := readOne(vb, s.uvals)
+			v, err := statecodec.ReadOne(vb, s.uvals)
 			if err != nil {
 				s.ks.fail(fmt.Errorf("state %q: decode map value: %w", s.name, err))
 				return false
@@ -571,7 +539,7 @@ type heapImporter interface {
 
 // createPebble registers a pebble state and loads what a heap checkpoint
 // restored for it.
-func (ks *keyedState[K]) createPebble(name string, s heapImporter, shape declaredShape) error {
+func (ks *keyedState[K]) createPebble(name string, s heapImporter, shape statecodec.DeclaredShape) error {
 	entries, err := ks.claim(name, s, s.kind(), shape)
 	if err != nil {
 		return err
@@ -584,18 +552,18 @@ func (ks *keyedState[K]) createPebble(name string, s heapImporter, shape declare
 	return nil
 }
 
-func newPebbleValueState[K comparable, V any](ks *keyedState[K], name string, vals stateCodec[V]) (*pebbleValueState[K, V], error) {
+func newPebbleValueState[K comparable, V any](ks *keyedState[K], name string, vals statecodec.Codec[V]) (*pebbleValueState[K, V], error) {
 	if ks.pbKeysErr != nil {
 		return nil, ks.pbKeysErr
 	}
-	id, err := ks.pb.declareID(name, stateKindValue, vals.desc(), codecFor[V]().desc())
+	id, err := ks.pb.declareID(name, stateKindValue, vals.Desc(), statecodec.For[V]().Desc())
 	if err != nil {
 		return nil, err
 	}
 	return &pebbleValueState[K, V]{ks: ks, pk: ks.pb, name: name, id: id, vals: vals}, nil
 }
 
-func newPebbleMapState[K, UK comparable, UV any](ks *keyedState[K], name string, ukc stateCodec[UK], uvals stateCodec[UV]) (*pebbleMapState[K, UK, UV], error) {
+func newPebbleMapState[K, UK comparable, UV any](ks *keyedState[K], name string, ukc statecodec.Codec[UK], uvals statecodec.Codec[UV]) (*pebbleMapState[K, UK, UV], error) {
 	if ks.pbKeysErr != nil {
 		return nil, ks.pbKeysErr
 	}
@@ -603,7 +571,7 @@ func newPebbleMapState[K, UK comparable, UV any](ks *keyedState[K], name string,
 	if err != nil {
 		return nil, err
 	}
-	id, err := ks.pb.declareID(name, stateKindMap, ukc.desc()+uvals.desc(), codecFor[UK]().desc()+codecFor[UV]().desc())
+	id, err := ks.pb.declareID(name, stateKindMap, ukc.Desc()+uvals.Desc(), statecodec.For[UK]().Desc()+statecodec.For[UV]().Desc())
 	if err != nil {
 		return nil, err
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/splitflow/splitflow/runtime/internal/engine"
 	"github.com/splitflow/splitflow/runtime/internal/keygroup"
 	"github.com/splitflow/splitflow/runtime/internal/pebblestate"
+	"github.com/splitflow/splitflow/runtime/internal/statecodec"
 )
 
 // TimeDomain says which clock a timer follows.
@@ -229,7 +230,7 @@ type keyedState[K comparable] struct {
 	groupOf func(K) int
 	slotOf  func(K) int
 	groups  int
-	keys    stateCodec[K]
+	keys    statecodec.Codec[K]
 	// keyT is the stream's key type when it is not K: in the view over
 	// any that descriptors use for a key type not of a basic kind
 	// (viewBoxed). The type checks and errors name it.
@@ -286,7 +287,7 @@ type keyedCommon struct {
 	ttls      map[string]string
 	ttlStates map[string]any
 	// shapes holds, per declared state, the record of its types' shapes
-	// its checkpoints write (stateshape.go); dropped the fields its
+	// its checkpoints write (statecodec.DeclaredShape); dropped the fields its
 	// descriptor's AllowDroppedFields lets a restore drop.
 	shapes  map[string][]byte
 	dropped map[string][]string
@@ -315,8 +316,8 @@ func (ks *keyedState[K]) setKey(k K) {
 
 // claim registers state s of the kind, declared with shape, under name
 // and takes what was restored for it, refusing entries of another kind
-// and types that lost a field (checkShape).
-func (ks *keyedState[K]) claim(name string, s any, kind byte, shape declaredShape) ([]stateEntry, error) {
+// and types that lost a field (statecodec.CheckShape).
+func (ks *keyedState[K]) claim(name string, s any, kind byte, shape statecodec.DeclaredShape) ([]stateEntry, error) {
 	ks.states[name] = s
 	entries := ks.restored[name]
 	delete(ks.restored, name)
@@ -334,7 +335,7 @@ func errKindChanged(name string) error {
 }
 
 // create registers a new state and merges what was restored for it.
-func (ks *keyedState[K]) create(name string, s snapshotableState, shape declaredShape) error {
+func (ks *keyedState[K]) create(name string, s snapshotableState, shape statecodec.DeclaredShape) error {
 	entries, err := ks.claim(name, s, s.kind(), shape)
 	if err != nil {
 		return err
@@ -378,7 +379,7 @@ type valueState[K comparable, V any] struct {
 	// m holds the values by slot; ep the epoch each map was made in.
 	m    []map[K]V
 	ep   []uint64
-	vals stateCodec[V]
+	vals statecodec.Codec[V]
 	// read counts the slots the encoder of the frozen snapshot has
 	// finished reading: it writes it, in order, once it is done with a key
 	// group, and a write to a slot below it needs no copy.
@@ -392,7 +393,7 @@ type valueState[K comparable, V any] struct {
 	// are.
 	deep bool
 	own  []map[K]struct{}
-	cp   copier[V]
+	cp   statecodec.Copier[V]
 	// keep, set for a state with TTL, is called at the freeze and returns
 	// which values the snapshot keeps (ttl.go).
 	keep func() func(V) bool
@@ -404,9 +405,9 @@ type valueState[K comparable, V any] struct {
 	trim func() func(V) (V, bool)
 }
 
-func newValueState[K comparable, V any](ks *keyedState[K], name string, vals stateCodec[V]) *valueState[K, V] {
+func newValueState[K comparable, V any](ks *keyedState[K], name string, vals statecodec.Codec[V]) *valueState[K, V] {
 	s := &valueState[K, V]{ks: ks, name: name, m: make([]map[K]V, ks.slots()), ep: make([]uint64, ks.slots()), vals: vals,
-		deep: !valueSemantics[V](), cp: copier[V]{c: vals}}
+		deep: !valueSemantics[V](), cp: statecodec.Copier[V]{Codec: vals}}
 	if s.deep {
 		s.own = make([]map[K]struct{}, ks.slots())
 	}
@@ -417,7 +418,7 @@ func (s *valueState[K, V]) Value() (V, bool) {
 	g, k := s.ks.slot, s.ks.key
 	v, ok := s.m[g][k]
 	if ok && s.deep && s.sharedValue(g, k) {
-		c, err := s.cp.copy(v)
+		c, err := s.cp.Copy(v)
 		if err != nil {
 			s.ks.fail(fmt.Errorf("state %q: copy a value the running snapshot holds: %w", s.name, err))
 			return v, ok
@@ -499,15 +500,15 @@ type mapState[K, UK comparable, UV any] struct {
 	// made in.
 	m     []map[K]*innerMap[UK, UV]
 	ep    []uint64
-	ukeys stateCodec[UK]
-	uvals stateCodec[UV]
+	ukeys statecodec.Codec[UK]
+	uvals statecodec.Codec[UV]
 	read  atomic.Int64 // as valueState's
 	// deep is set when the function could change a map value in place:
 	// a key's map copied for the task then gets copies of its values too
 	// (cp, through their codec), and reading values out of a map the
 	// encoder reads (Get, All) copies it first.
 	deep bool
-	cp   copier[UV]
+	cp   statecodec.Copier[UV]
 	keep func() func(UV) bool // as valueState's, per map entry
 }
 
@@ -517,9 +518,9 @@ type innerMap[UK comparable, UV any] struct {
 	ep uint64
 }
 
-func newMapState[K, UK comparable, UV any](ks *keyedState[K], name string, ukeys stateCodec[UK], uvals stateCodec[UV]) *mapState[K, UK, UV] {
+func newMapState[K, UK comparable, UV any](ks *keyedState[K], name string, ukeys statecodec.Codec[UK], uvals statecodec.Codec[UV]) *mapState[K, UK, UV] {
 	return &mapState[K, UK, UV]{ks: ks, name: name, m: make([]map[K]*innerMap[UK, UV], ks.slots()), ep: make([]uint64, ks.slots()),
-		ukeys: ukeys, uvals: uvals, deep: !valueSemantics[UV](), cp: copier[UV]{c: uvals}}
+		ukeys: ukeys, uvals: uvals, deep: !valueSemantics[UV](), cp: statecodec.Copier[UV]{Codec: uvals}}
 }
 
 func (s *mapState[K, UK, UV]) inner() map[UK]UV {
@@ -577,7 +578,7 @@ func (s *mapState[K, UK, UV]) clone(m map[UK]UV) map[UK]UV {
 	}
 	out := make(map[UK]UV, len(m))
 	for k, v := range m {
-		c, err := s.cp.copy(v)
+		c, err := s.cp.Copy(v)
 		if err != nil {
 			s.ks.fail(fmt.Errorf("state %q: copy a map value the running snapshot holds: %w", s.name, err))
 			c = v
@@ -743,7 +744,7 @@ func (p *keyedProcessOperator[K, I, O]) open(t *task) error {
 	p.state.keyedCommon = &keyedCommon{states: map[string]any{}, decls: map[string]string{}, clock: t.cfg.clock}
 	p.timers.now = p.state.now
 	p.maxPar = t.cfg.maxParallelism
-	p.state.groups, p.state.keys = p.maxPar, codecFor[K]()
+	p.state.groups, p.state.keys = p.maxPar, statecodec.For[K]()
 	p.state.groupOf = func(k K) int { return keygroup.ForHash(p.hash(k), p.maxPar) }
 	p.state.slotOf = func(k K) int {
 		h := p.hash(k)

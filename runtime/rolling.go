@@ -7,6 +7,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/splitflow/splitflow/metrics"
+	"github.com/splitflow/splitflow/runtime/internal/statecodec"
 )
 
 // KV is a key with a value: what Count emits, a key with its running
@@ -275,7 +276,7 @@ type pendingKey[K comparable, A any] struct {
 
 func (f *rollingFunc[K, T, A, O]) Open(ctx *KeyedContext[K, O]) error {
 	var err error
-	f.state, err = declareValueTTL(ctx.op, f.name, codecFor[A](), nil)
+	f.state, err = declareValueTTL(ctx.op, f.name, statecodec.For[A](), nil)
 	return err
 }
 

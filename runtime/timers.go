@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 
 	"github.com/splitflow/splitflow/runtime/internal/pebblestate"
+	"github.com/splitflow/splitflow/runtime/internal/statecodec"
 )
 
 // Timers of a keyed operator, per time domain: a set of (key, timestamp)
@@ -306,15 +307,15 @@ func (s *heapTimerSets[K]) freeze() func(stop func() bool) (map[int][]byte, erro
 			if stop() {
 				return nil, errSnapshotAbandoned
 			}
-			keys := column[K]{c: kc}
+			keys := statecodec.Column[K]{Codec: kc}
 			ts := make([]byte, 0, len(h)*binary.MaxVarintLen64/2)
 			for _, e := range h {
-				keys.add(e.key)
+				keys.Add(e.key)
 				ts = binary.AppendVarint(ts, e.ts)
 			}
 			read.Store(int64(g + 1))
-			b := make([]byte, 0, binary.MaxVarintLen64+keys.size()+len(ts))
-			b, err := keys.appendTo(binary.AppendUvarint(b, uint64(keys.n)))
+			b := make([]byte, 0, binary.MaxVarintLen64+keys.Size()+len(ts))
+			b, err := keys.AppendTo(binary.AppendUvarint(b, uint64(keys.N)))
 			if err != nil {
 				return nil, fmt.Errorf("keys: %w", err)
 			}

@@ -5,8 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"iter"
-	"strings"
 	"time"
+
+	"github.com/splitflow/splitflow/runtime/internal/statecodec"
 )
 
 // State time-to-live (Flink's StateTtlConfig): a ValueState or MapState
@@ -139,16 +140,13 @@ type ttlValue[V any] struct {
 	v  V
 }
 
-// ttlSerdePrefix starts the name of every TTL state's serde.
-const ttlSerdePrefix = "splitflow/ttl("
-
 // ttlSerde writes a ttlValue as varint(ts) and the value in its codec.
-type ttlSerde[V any] struct{ in stateCodec[V] }
+type ttlSerde[V any] struct{ in statecodec.Codec[V] }
 
-func (s ttlSerde[V]) Name() string { return ttlSerdePrefix + s.in.String() + ")" }
+func (s ttlSerde[V]) Name() string { return statecodec.TTLSerdePrefix + s.in.String() + ")" }
 
 func (s ttlSerde[V]) Append(dst []byte, v ttlValue[V]) ([]byte, error) {
-	return appendOne(binary.AppendVarint(dst, v.ts), s.in, v.v)
+	return statecodec.AppendOne(binary.AppendVarint(dst, v.ts), s.in, v.v)
 }
 
 func (s ttlSerde[V]) Decode(b []byte) (ttlValue[V], error) {
@@ -156,36 +154,20 @@ func (s ttlSerde[V]) Decode(b []byte) (ttlValue[V], error) {
 	if n <= 0 {
 		return ttlValue[V]{}, errors.New("short TTL timestamp")
 	}
-	v, err := readOne(b[n:], s.in)
+	v, err := statecodec.ReadOne(b[n:], s.in)
 	return ttlValue[V]{ts: ts, v: v}, err
 }
 
 // ttlCodec is the codec of a TTL state whose values have codec in.
-func ttlCodec[V any](in stateCodec[V]) stateCodec[ttlValue[V]] {
+func ttlCodec[V any](in statecodec.Codec[V]) statecodec.Codec[ttlValue[V]] {
 	s := ttlSerde[V]{in: in}
-	return stateCodec[ttlValue[V]]{id: codecUser, ext: s, name: s.Name()}
+	return statecodec.Codec[ttlValue[V]]{ID: statecodec.IDUser, Ext: s, Name: s.Name()}
 }
 
 // ttlStamp reads the timestamp of an encoded ttlValue.
 func ttlStamp(b []byte) (int64, bool) {
 	ts, n := binary.Varint(b)
 	return ts, n > 0
-}
-
-// isTTLCodec reports that a codec (id and Serde name) is a TTL state's.
-func isTTLCodec(id byte, name string) bool {
-	return id == codecUser && strings.HasPrefix(name, ttlSerdePrefix)
-}
-
-// ttlChanged explains a codec mismatch that is TTL turned on or off.
-func ttlChanged(wasTTL, nowTTL bool) string {
-	switch {
-	case wasTTL && !nowTTL:
-		return "; it was checkpointed with a TTL and is now declared without one (TTL values are stored with their timestamps): keep WithTTL, or rename the state"
-	case !wasTTL && nowTTL:
-		return "; it was checkpointed without a TTL and is now declared WithTTL (TTL values are stored with their timestamps): declare it without WithTTL, or rename the state"
-	}
-	return ""
 }
 
 // ttlClock is what TTL states share: the config and the operator's clock.
@@ -353,7 +335,7 @@ func (s *ttlMapState[UK, UV]) Clear() {
 }
 
 // declareValueTTL declares a value state, with TTL when cfg is set.
-func declareValueTTL[K comparable, V any](ks *keyedState[K], name string, vals stateCodec[V], cfg *ttlConfig) (ValueState[V], error) {
+func declareValueTTL[K comparable, V any](ks *keyedState[K], name string, vals statecodec.Codec[V], cfg *ttlConfig) (ValueState[V], error) {
 	if err := sameTTL(ks.keyedCommon, name, cfg); err != nil {
 		return nil, err
 	}
@@ -385,7 +367,7 @@ func declareValueTTL[K comparable, V any](ks *keyedState[K], name string, vals s
 }
 
 // declareMapTTL declares a map state, with TTL per entry when cfg is set.
-func declareMapTTL[K, UK comparable, UV any](ks *keyedState[K], name string, ukeys stateCodec[UK], uvals stateCodec[UV], cfg *ttlConfig) (MapState[UK, UV], error) {
+func declareMapTTL[K, UK comparable, UV any](ks *keyedState[K], name string, ukeys statecodec.Codec[UK], uvals statecodec.Codec[UV], cfg *ttlConfig) (MapState[UK, UV], error) {
 	if err := sameTTL(ks.keyedCommon, name, cfg); err != nil {
 		return nil, err
 	}

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"fmt"
 	"iter"
+
+	"github.com/splitflow/splitflow/runtime/internal/statecodec"
 )
 
 // List state with TTL (Flink's TtlListState): every element carries the
@@ -103,7 +105,7 @@ func liveElems[T any](t *ttlClock, list []ttlValue[T], now int64, renew bool) ([
 
 // declareListTTL declares a list state, with TTL per element when cfg is
 // set.
-func declareListTTL[K comparable, T any](ks *keyedState[K], name string, elems stateCodec[T], cfg *ttlConfig) (ListState[T], error) {
+func declareListTTL[K comparable, T any](ks *keyedState[K], name string, elems statecodec.Codec[T], cfg *ttlConfig) (ListState[T], error) {
 	if err := sameTTL(ks.keyedCommon, name, cfg); err != nil {
 		return nil, err
 	}
@@ -175,7 +177,7 @@ func pebbleLiveElems[K comparable, T any](l *pebbleListState[K, ttlValue[T]], t 
 	var gone [][]byte
 	var renewed []renewal
 	err := l.pk.store.MapScanAfter(p, nil, func(k, vb []byte) bool {
-		tv, err := readOne(vb, l.elems)
+		tv, err := statecodec.ReadOne(vb, l.elems)
 		if err != nil {
 			l.ks.fail(fmt.Errorf("state %q: decode list element: %w", l.name, err))
 			return false
@@ -202,7 +204,7 @@ func pebbleLiveElems[K comparable, T any](l *pebbleListState[K, ttlValue[T]], t 
 		}
 	}
 	for _, r := range renewed {
-		b, err := appendOne(l.vb[:0], l.elems, r.tv)
+		b, err := statecodec.AppendOne(l.vb[:0], l.elems, r.tv)
 		if err == nil {
 			l.vb = b
 			err = l.pk.store.OrderedSet(p, r.k, b)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/splitflow/splitflow/connector"
 	"github.com/splitflow/splitflow/runtime/internal/engine"
+	"github.com/splitflow/splitflow/runtime/internal/statecodec"
 	"github.com/splitflow/splitflow/runtime/internal/stateformat"
 	"github.com/splitflow/splitflow/runtime/window"
 )
@@ -147,16 +148,16 @@ type windowFn[K comparable, T, A, O any] struct {
 
 func (f *windowFn[K, T, A, O]) Open(ctx *KeyedContext[K, O]) error {
 	var err error
-	if f.contents, err = declareMapTTL(ctx.op, windowContentsState, codecFor[int64](), codecFor[A](), nil); err != nil {
+	if f.contents, err = declareMapTTL(ctx.op, windowContentsState, statecodec.For[int64](), statecodec.For[A](), nil); err != nil {
 		return err
 	}
 	switch {
 	case f.a.IsSession():
-		if f.ends, err = declareMapTTL(ctx.op, windowEndsState, codecFor[int64](), codecFor[int64](), nil); err != nil {
+		if f.ends, err = declareMapTTL(ctx.op, windowEndsState, statecodec.For[int64](), statecodec.For[int64](), nil); err != nil {
 			return err
 		}
 	case f.a.IsCount():
-		if f.counts, err = declareValueTTL(ctx.op, windowCountState, codecFor[int64](), nil); err != nil {
+		if f.counts, err = declareValueTTL(ctx.op, windowCountState, statecodec.For[int64](), nil); err != nil {
 			return err
 		}
 	}
@@ -370,13 +371,13 @@ func (f *windowFn[K, T, A, O]) rewriteRecords(keep func(start int64) (int64, boo
 // windowRecordCodec writes a windowRecord as varint(start) and the record
 // in its type's default codec; marked, with its firedIn between them: a
 // byte 0, or 1 and varint(start it fired in).
-func windowRecordCodec[T any](marked bool) stateCodec[windowRecord[T]] {
-	s := windowRecordSerde[T]{c: codecFor[T](), marked: marked}
-	return stateCodec[windowRecord[T]]{id: codecUser, ext: s, name: s.Name()}
+func windowRecordCodec[T any](marked bool) statecodec.Codec[windowRecord[T]] {
+	s := windowRecordSerde[T]{c: statecodec.For[T](), marked: marked}
+	return statecodec.Codec[windowRecord[T]]{ID: statecodec.IDUser, Ext: s, Name: s.Name()}
 }
 
 type windowRecordSerde[T any] struct {
-	c      stateCodec[T]
+	c      statecodec.Codec[T]
 	marked bool
 }
 
@@ -396,7 +397,7 @@ func (s windowRecordSerde[T]) Append(dst []byte, r windowRecord[T]) ([]byte, err
 			dst = append(dst, 0)
 		}
 	}
-	return appendOne(dst, s.c, r.V)
+	return statecodec.AppendOne(dst, s.c, r.V)
 }
 
 func (s windowRecordSerde[T]) Decode(b []byte) (windowRecord[T], error) {
@@ -423,7 +424,7 @@ func (s windowRecordSerde[T]) Decode(b []byte) (windowRecord[T], error) {
 		}
 	}
 	var err error
-	r.V, err = readOne(b, s.c)
+	r.V, err = statecodec.ReadOne(b, s.c)
 	return r, err
 }
 

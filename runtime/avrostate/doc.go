@@ -16,7 +16,7 @@
 // on the heap and pebble backends, for checkpoints and savepoints, for
 // ValueState, ListState elements and MapState values (a map key's serde
 // must keep its bytes, and may not be a SchemaSerde); how the engine
-// stores the schemas is in runtime/schemaserde.go and
+// stores the schemas is in runtime/internal/statecodec/schemaserde.go and
 // docs/design/keyed-state.md, "Evolving state".
 //
 // T is what hamba/avro (v2) marshals with the schema: a struct whose

@@ -162,8 +162,8 @@ func DecodeTwoPhaseSink(b []byte) (committables, writer []byte, err error) {
 // KeyedEntry is one state's (or one time domain's timers') data for one key
 // group in a keyed operator's snapshot. The data itself is left encoded:
 // from layout version 3 a format byte and the keys and values in the
-// codecs of their types (runtime/serde.go), before that encoding/gob of the
-// job's key and value types.
+// codecs of their types (runtime/internal/statecodec/serde.go), before
+// that encoding/gob of the job's key and value types.
 type KeyedEntry struct {
 	// Name is the state's name; timers are "timers/event-time" and
 	// "timers/processing-time".

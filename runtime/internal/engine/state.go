@@ -18,7 +18,8 @@ import (
 // checkpoint inspector reads them with too.
 
 // ErrShortState is the error of the engine's own decoders of encoded
-// values (serde.go, pebblestate.go) for bytes that end too soon.
+// values (runtime/internal/statecodec, runtime's pebblestate.go) for
+// bytes that end too soon.
 var ErrShortState = errors.New("state blob is truncated")
 
 var errNilSerializer = errors.New("no serializer for checkpointed state (the connector returned nil)")

@@ -28,8 +28,8 @@ import (
 // uvarint(len) codecs: the codecs that wrote it (StateID.Codecs);
 // 100 and 101, without them, still restore, their states taken as
 // written by default codecs. Layout 103 adds, after the codecs,
-// uvarint(len) shape: the record of the state's types (the engine's
-// stateshape.go); 102 and before restore unchecked.
+// uvarint(len) shape: the record of the state's types
+// (runtime/internal/statecodec/stateshape.go); 102 and before restore unchecked.
 const (
 	LayoutVersion         = 103
 	LayoutVersionNoShapes = 102

@@ -14,7 +14,7 @@ import (
 // Such an encoding decodes a value whose field was renamed or removed
 // without an error, the field's data dropped; so a restore compares the
 // recorded shape with the state's type now and refuses what would be
-// lost (runtime/stateshape.go).
+// lost (runtime/internal/statecodec/stateshape.go).
 //
 // A shape is structural: the names of struct types are recorded for
 // messages only, pointers are not recorded (both encodings follow them),
@@ -329,7 +329,8 @@ func (p *shapeParser) shape() *Shape {
 // Mismatch is a difference between a recorded shape and the one a type
 // has now that a decode would not survive whole.
 type Mismatch struct {
-	// Path is where, as runtime/statetype.go writes field paths:
+	// Path is where, as runtime/internal/statecodec/statetype.go writes
+	// field paths:
 	// "Total", "Items[].Total", "ByName[key]"; empty for the type
 	// itself.
 	Path string

@@ -134,7 +134,8 @@ func SplitFrames(b []byte, n int) ([][]byte, error) {
 // Keyed state layout versions. Version 1 has value and map entries;
 // version 2 adds timers, an entry per time domain and key group; version 3
 // starts every entry's data with a format byte (Format*) and encodes keys
-// and values with the codecs of their types (runtime/serde.go); version 4
+// and values with the codecs of their types
+// (runtime/internal/statecodec/serde.go); version 4
 // adds the operator's watermark, an entry per key group (KindWatermark,
 // data varint(watermark)); version 5 adds each state's shape (KindShape,
 // shape.go).

@@ -1,4 +1,4 @@
-package runtime
+package statecodec
 
 import (
 	"errors"
@@ -30,16 +30,19 @@ func TestColumnCountBeyondItsBytesRefusedBeforeAllocating(t *testing.T) {
 		read func(b []byte, n int) error
 		col  func() []byte
 	}{
-		{"string", func(b []byte, n int) error { _, _, err := readColumn(b, n, codecFor[string]()); return err }, func() []byte {
-			w := column[string]{c: codecFor[string]()}
-			w.add("x")
-			b, _ := w.appendTo(nil)
+		{"string", func(b []byte, n int) error { _, _, err := ReadColumn(b, n, For[string]()); return err }, func() []byte {
+			w := Column[string]{Codec: For[string]()}
+			w.Add("x")
+			b, _ := w.AppendTo(nil)
 			return b
 		}},
-		{"serde", func(b []byte, n int) error { _, _, err := readColumn(b, n, codecOf(JSONSerde[string]())); return err }, func() []byte {
-			w := column[string]{c: codecOf(JSONSerde[string]())}
-			w.add("x")
-			b, _ := w.appendTo(nil)
+		{"serde", func(b []byte, n int) error {
+			_, _, err := ReadColumn(b, n, codecOf(JSON[string]()))
+			return err
+		}, func() []byte {
+			w := Column[string]{Codec: codecOf(JSON[string]())}
+			w.Add("x")
+			b, _ := w.AppendTo(nil)
 			return b
 		}},
 	} {
@@ -49,7 +52,7 @@ func TestColumnCountBeyondItsBytesRefusedBeforeAllocating(t *testing.T) {
 			var err error
 			n := heapAllocated(func() { err = c.read(col, claimed) })
 			if !errors.Is(err, engine.ErrShortState) {
-				t.Fatalf("a column of %d bytes read as %d values: %v; want an error matching errShortState", len(col), claimed, err)
+				t.Fatalf("a column of %d bytes read as %d values: %v; want an error matching engine.ErrShortState", len(col), claimed, err)
 			}
 			if n > 1<<20 {
 				t.Fatalf("reading a %d-byte column claimed to hold %d values allocated %d bytes; want the claim refused first", len(col), claimed, n)

@@ -1,4 +1,4 @@
-package runtime
+package statecodec
 
 import (
 	"bytes"
@@ -18,23 +18,25 @@ import (
 // So the types of a state are checked when the state is declared, and a
 // type that would not come back whole fails the job there.
 
-// checkStateTypes checks the types of state name: role and type for each.
-func checkStateTypes(name string, types ...stateType) error {
-	for _, st := range types {
-		if err := checkGobType(st.t); err != nil {
-			err.State, err.Role, err.Type = name, st.role, st.t.String()
-			return &unrecoverableError{Err: err}
-		}
+// StateTypeError is runtime.StateTypeError, whose documentation a job
+// reads: why a state's type cannot be declared. The two have the same
+// fields, so that runtime converts one to the other, and runtime's Error
+// is this one.
+type StateTypeError struct {
+	State  string
+	Role   string
+	Type   string
+	Field  string
+	Reason string
+}
+
+func (e *StateTypeError) Error() string {
+	at := ""
+	if e.Field != "" {
+		at = "field " + e.Field + ": "
 	}
-	return nil
+	return fmt.Sprintf("state %q: its %s %s cannot be checkpointed: %s%s", e.State, e.Role, e.Type, at, e.Reason)
 }
-
-type stateType struct {
-	role string
-	t    reflect.Type
-}
-
-func typeOf[T any]() reflect.Type { return reflect.TypeFor[T]() }
 
 var (
 	gobEncoderType     = reflect.TypeFor[gob.GobEncoder]()
@@ -44,9 +46,9 @@ var (
 	selfEncodingAdvice = "encoding.BinaryMarshaler and BinaryUnmarshaler, or gob.GobEncoder and GobDecoder"
 )
 
-// checkGobType returns why values of t would not survive a gob round trip
+// CheckGob returns why values of t would not survive a gob round trip
 // whole, or nil. State, Role and Type are left for the caller.
-func checkGobType(t reflect.Type) *StateTypeError {
+func CheckGob(t reflect.Type) *StateTypeError {
 	if err := walkGobType(t, "", map[reflect.Type]bool{}); err != nil {
 		return err
 	}
