@@ -45,6 +45,13 @@ import (
 const (
 	records = 3000
 	keys    = 20
+	// fullRate reads the input in 2 s. stoppedRate is for the jobs a test
+	// stops after a few checkpoints of 40 ms, which need to stop before
+	// the end of the input: at full rate a loaded machine (make test's
+	// other packages) once took the 2 s to complete 3 checkpoints, and
+	// the job committed everything.
+	fullRate    = 1500
+	stoppedRate = 300
 )
 
 // version is a version of the state type: its serde and its fields.
@@ -97,7 +104,10 @@ type run struct {
 	// keyOf gives record i's key; default i % keys.
 	keyOf       func(i int64) string
 	parallelism int
-	opts        []runtime.Option
+	// rate is the source's records per second, default fullRate; a job
+	// the test stops after some checkpoints runs at stoppedRate.
+	rate int
+	opts []runtime.Option
 }
 
 func keyMod(n int64) func(int64) string {
@@ -114,7 +124,7 @@ func profileJob[V any](t *testing.T, ver version[V], out string, r run) *runtime
 		keyOf = keyMod(keys)
 	}
 	src, err := datagen.NewSource(func(i int64, _ *rand.Rand) int64 { return i },
-		datagen.WithCount(records), datagen.WithRecordsPerSecond(1500), datagen.WithSplits(4))
+		datagen.WithCount(records), datagen.WithRecordsPerSecond(float64(cmpOr(r.rate, fullRate))), datagen.WithSplits(4))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -374,10 +384,10 @@ func TestStateTypeGainingAFieldWithADefaultRestoresExactly(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			out, chk := t.TempDir(), t.TempDir()
 			cancelAfter(t, func(listen runtime.Option) *runtime.Environment {
-				return profileJob(t, v1, out, run{opts: []runtime.Option{listen, runtime.WithCheckpointDir(chk), backend()}})
+				return profileJob(t, v1, out, run{rate: stoppedRate, opts: []runtime.Option{listen, runtime.WithCheckpointDir(chk), backend()}})
 			}, 3)
 			cancelAfter(t, func(listen runtime.Option) *runtime.Environment {
-				return profileJob(t, v2, out, run{keyOf: keyMod(keys / 2), opts: []runtime.Option{listen, runtime.WithCheckpointDir(chk), backend()}})
+				return profileJob(t, v2, out, run{keyOf: keyMod(keys / 2), rate: stoppedRate, opts: []runtime.Option{listen, runtime.WithCheckpointDir(chk), backend()}})
 			}, 3)
 			finish(t, profileJob(t, v2, out, run{opts: []runtime.Option{runtime.WithCheckpointDir(chk), backend()}}))
 			if legacy := check(t, out); legacy == 0 {
@@ -395,7 +405,7 @@ func TestStateFieldRenamedThroughAnAliasRestoresExactly(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			out, chk := t.TempDir(), t.TempDir()
 			cancelAfter(t, func(listen runtime.Option) *runtime.Environment {
-				return profileJob(t, v1, out, run{opts: []runtime.Option{listen, runtime.WithCheckpointDir(chk), backend()}})
+				return profileJob(t, v1, out, run{rate: stoppedRate, opts: []runtime.Option{listen, runtime.WithCheckpointDir(chk), backend()}})
 			}, 3)
 			before := len(readLines(t, out))
 			if before == 0 || before == records {
@@ -414,7 +424,7 @@ func TestSavepointOfOneSchemaRestoresIntoTheNextAtAnotherParallelism(t *testing.
 		t.Run(name, func(t *testing.T) {
 			out := t.TempDir()
 			sp := stopWithSavepoint(t, func(listen runtime.Option) *runtime.Environment {
-				return profileJob(t, v1, out, run{opts: []runtime.Option{listen, runtime.WithCheckpointDir(t.TempDir()), backend()}})
+				return profileJob(t, v1, out, run{rate: stoppedRate, opts: []runtime.Option{listen, runtime.WithCheckpointDir(t.TempDir()), backend()}})
 			}, 3)
 			finish(t, profileJob(t, v2, out, run{parallelism: 3,
 				opts: []runtime.Option{runtime.WithRestoreFrom(sp), runtime.WithCheckpointDir(t.TempDir()), backend()}}))
@@ -435,7 +445,7 @@ func TestStateSchemaAvroCannotResolveRefusesTheRestore(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			out, chk := t.TempDir(), t.TempDir()
 			cancelAfter(t, func(listen runtime.Option) *runtime.Environment {
-				return profileJob(t, v1, out, run{opts: []runtime.Option{listen, runtime.WithCheckpointDir(chk), backend()}})
+				return profileJob(t, v1, out, run{rate: stoppedRate, opts: []runtime.Option{listen, runtime.WithCheckpointDir(chk), backend()}})
 			}, 3)
 			before := len(readLines(t, out))
 			for _, refused := range []struct {
@@ -489,10 +499,10 @@ func TestSubtasksCheckpointedUnderDifferentSchemasRestoreIntoOne(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			out, chk := t.TempDir(), t.TempDir()
 			cancelAfter(t, func(listen runtime.Option) *runtime.Environment {
-				return profileJob(t, v1, out, run{opts: []runtime.Option{listen, runtime.WithCheckpointDir(chk), backend()}})
+				return profileJob(t, v1, out, run{rate: stoppedRate, opts: []runtime.Option{listen, runtime.WithCheckpointDir(chk), backend()}})
 			}, 3)
 			cancelAfter(t, func(listen runtime.Option) *runtime.Environment {
-				return profileJob(t, v2, out, run{keyOf: func(int64) string { return only }, opts: []runtime.Option{listen, runtime.WithCheckpointDir(chk), backend()}})
+				return profileJob(t, v2, out, run{keyOf: func(int64) string { return only }, rate: stoppedRate, opts: []runtime.Option{listen, runtime.WithCheckpointDir(chk), backend()}})
 			}, 3)
 			finish(t, profileJob(t, v1, out, run{parallelism: 1, opts: []runtime.Option{runtime.WithCheckpointDir(chk), backend()}}))
 			check(t, out)
