@@ -13,8 +13,9 @@ import (
 )
 
 // The broker stops and starts again while a job runs: the job recovers by
-// itself (its clients reconnect, its restart strategy restarts what failed)
-// and its output stays exact. The broker is shared by the package's tests,
+// itself (its clients reconnect, its restart strategy restarts what failed),
+// its output stays exact, and once it ended cleanly it leaves no
+// transaction open. The broker is shared by the package's tests,
 // so this test does not run in parallel with others and always restarts it.
 func TestBrokerRestartMidJob(t *testing.T) {
 	b := kafkatest.Get(t)
@@ -36,7 +37,7 @@ func TestBrokerRestartMidJob(t *testing.T) {
 	clock := newRecoveryClock()
 	cfg := idjob.Config{
 		Brokers: b.Addrs(), Input: input, Output: output, TxnPrefix: output + "-txn",
-		Parallelism: 2, CheckpointInterval: 100 * time.Millisecond,
+		Parallelism: 2, CheckpointInterval: 100 * time.Millisecond, Logger: testLogger(t),
 		Restart: restart.FixedDelay(100, 500*time.Millisecond),
 		Map: func(int64) error {
 			if seen.Add(1)%5 == 0 {
@@ -82,5 +83,8 @@ func TestBrokerRestartMidJob(t *testing.T) {
 		t.Fatal("no checkpoint completed after the broker came back")
 	}
 	t.Logf("%d restarts, %d checkpoints", restarts.Load(), checkpoints.Load())
+	// Before the count, which waits for every partition's last stable
+	// offset: a transaction left open would stall it without saying which.
+	requireNoOpenTransaction(t, b, cfg.TxnPrefix, output)
 	report(t, "broker stopped and started mid-job", 1+int(restarts.Load()), n, countIDs(t, b, output, ids), rec)
 }

@@ -2,7 +2,9 @@ package integration
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -10,6 +12,7 @@ import (
 	"time"
 
 	"github.com/splitflow/splitflow/integration/kafkatest"
+	"github.com/splitflow/splitflow/txn"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -189,4 +192,73 @@ func (w *testWriter) Write(p []byte) (int, error) {
 		w.t.Log(strings.TrimRight(string(p), "\n"))
 	}
 	return len(p), nil
+}
+
+// openTxnStates are the coordinator's states of a transaction that is
+// neither committed nor aborted.
+var openTxnStates = []string{"Ongoing", "PrepareCommit", "PrepareAbort", "PrepareEpochFence"}
+
+// requireNoOpenTransaction fails the test unless every transaction of the
+// sink's prefix has ended once its job ended cleanly: no transactional id
+// of the prefix is open at its coordinator, and no partition of topic has
+// a transaction open (a producer with a current transaction start
+// offset), which pins every read_committed reader of the partition until
+// the transaction ends, if ever. A commit's markers are written after
+// EndTxn returns, so the check waits a while for them; a transaction
+// still open after it is one the job left open. It names both sides, so
+// a partition that a coordinator no longer knows to be in a transaction
+// (a hanging transaction) is told apart from a transaction left open.
+func requireNoOpenTransaction(t testing.TB, b *kafkatest.Broker, prefix, topic string) {
+	t.Helper()
+	adm := b.Admin(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for {
+		listed, err := adm.ListTransactions(ctx, nil, nil)
+		if err != nil {
+			t.Fatalf("list transactions: %v", err)
+		}
+		owners := map[int64]string{} // producer id -> transactional id
+		var ids []string
+		for _, l := range listed.Sorted() {
+			if strings.HasPrefix(l.TxnID, txn.IDPrefix(prefix)) {
+				owners[l.ProducerID] = l.TxnID
+				if slices.Contains(openTxnStates, l.State) {
+					ids = append(ids, l.TxnID)
+				}
+			}
+		}
+		var open, hanging []string
+		if len(ids) > 0 {
+			described, err := adm.DescribeTransactions(ctx, ids...)
+			if err != nil {
+				t.Fatalf("describe transactions %v: %v", ids, err)
+			}
+			for _, d := range described.Sorted() {
+				if slices.Contains(openTxnStates, d.State) {
+					open = append(open, fmt.Sprintf("%s %s (producer %d, epoch %d, partitions %v)",
+						d.TxnID, d.State, d.ProducerID, d.ProducerEpoch, d.Topics.Sorted()))
+				}
+			}
+		}
+		producers, err := adm.DescribeProducers(ctx, kadm.TopicsSet{topic: nil})
+		if err != nil {
+			t.Fatalf("describe producers of %s: %v", topic, err)
+		}
+		for _, p := range producers.SortedProducers() {
+			if p.CurrentTxnStartOffset >= 0 {
+				hanging = append(hanging, fmt.Sprintf("%s[%d] open from offset %d by producer %d (%s), epoch %d, last sequence %d",
+					p.Topic, p.Partition, p.CurrentTxnStartOffset, p.ProducerID, owners[p.ProducerID], p.ProducerEpoch, p.LastSequence))
+			}
+		}
+		if len(open) == 0 && len(hanging) == 0 {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("the job ended cleanly but left transactions open: at the coordinator: [%s]; in the partitions: [%s]",
+				strings.Join(open, "; "), strings.Join(hanging, "; "))
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
 }
