@@ -109,20 +109,17 @@ func startLocalSpec(ctx context.Context, spec localSpec) (*Broker, error) {
 		return nil, err
 	}
 	lb := &localBroker{java: java, libs: libs, dir: dir}
-	if lb.port, err = freePort(); err == nil {
-		lb.ctrl, err = freePort()
-	}
-	repl := []string{"{{PORT}}", strconv.Itoa(lb.port), "{{CTRL}}", strconv.Itoa(lb.ctrl),
-		"{{DATA}}", filepath.Join(dir, "data"), "{{DIR}}", dir}
-	for i := 0; i < spec.extraPorts && err == nil; i++ {
-		var p int
-		p, err = freePort()
-		lb.extra = append(lb.extra, p)
-		repl = append(repl, fmt.Sprintf("{{EXTRA%d}}", i), strconv.Itoa(p))
-	}
+	// The ports together, so that no two listeners get the same one.
+	ports, err := jvmproc.FreePorts(2 + spec.extraPorts)
 	if err != nil {
 		_ = os.RemoveAll(dir)
 		return nil, fmt.Errorf("kafkatest: find a free port: %w", err)
+	}
+	lb.port, lb.ctrl, lb.extra = ports[0], ports[1], ports[2:]
+	repl := []string{"{{PORT}}", strconv.Itoa(lb.port), "{{CTRL}}", strconv.Itoa(lb.ctrl),
+		"{{DATA}}", filepath.Join(dir, "data"), "{{DIR}}", dir}
+	for i, p := range lb.extra {
+		repl = append(repl, fmt.Sprintf("{{EXTRA%d}}", i), strconv.Itoa(p))
 	}
 	tmpl := serverProperties
 	if spec.props != "" {

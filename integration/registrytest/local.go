@@ -45,8 +45,10 @@ func startLocal(ctx context.Context) (*Registry, error) {
 		return nil, err
 	}
 	lr := &localRegistry{java: java, home: home, dir: dir}
-	if lr.port, err = freePort(); err == nil {
-		lr.mgmt, err = freePort()
+	// Both ports together, so that the two listeners do not get the same.
+	ports, err := jvmproc.FreePorts(2)
+	if err == nil {
+		lr.port, lr.mgmt = ports[0], ports[1]
 	}
 	if err != nil {
 		_ = os.RemoveAll(dir)
@@ -163,5 +165,3 @@ func (lr *localRegistry) logTail(n int) string {
 	}
 	return lastLines(string(b), n)
 }
-
-func freePort() (int, error) { return jvmproc.FreePort() }

@@ -64,3 +64,23 @@ func TestKillEndsTheProcess(t *testing.T) {
 	p.Kill()
 	p.Terminate() // after Kill: signals nothing
 }
+
+// Ports asked for together are distinct and free: a server given one
+// port for two of its listeners (a broker's client and controller
+// listeners) fails to start.
+func TestFreePortsAreDistinctAndFree(t *testing.T) {
+	ports, err := FreePorts(64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[int]bool{}
+	for _, p := range ports {
+		if seen[p] {
+			t.Fatalf("port %d given twice in %v", p, ports)
+		}
+		seen[p] = true
+	}
+	if err := PortsFree("the test", ports...); err != nil {
+		t.Fatal(err)
+	}
+}

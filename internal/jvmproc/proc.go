@@ -106,12 +106,29 @@ func RunWithContext(ctx context.Context, cmd *exec.Cmd) error {
 
 // FreePort returns a loopback TCP port that was free a moment ago.
 func FreePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	ps, err := FreePorts(1)
 	if err != nil {
 		return 0, err
 	}
-	defer func() { _ = l.Close() }()
-	return l.Addr().(*net.TCPAddr).Port, nil
+	return ps[0], nil
+}
+
+// FreePorts returns n distinct loopback TCP ports that were free a moment
+// ago, for a server that listens on several. Each port's listener stays
+// open until all n are chosen: a port closed before the next is asked
+// for may be handed out again, and a broker given the same port for two
+// listeners fails to start.
+func FreePorts(n int) ([]int, error) {
+	ports := make([]int, 0, n)
+	for range n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, err
+		}
+		defer func() { _ = l.Close() }()
+		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+	}
+	return ports, nil
 }
 
 // PortsFree checks that each of ports can be listened on at 127.0.0.1,
