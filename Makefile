@@ -29,6 +29,14 @@ TEST_TIMEOUT ?= 30m
 # and the race detector would only double the compile time of Helm's and
 # Kubernetes' packages.
 SLOW_PACKAGES = ./runtime/ ./examples/wordcount/ ./integration/ ./connector/kafka/
+# Test binaries (and builds) go test runs at once; its default is the
+# number of cores. The broker tests spend most of their time waiting on
+# brokers and child processes (the main module's test binaries used 686
+# CPU-seconds in 1,500 seconds of their summed wall time on this 2-core
+# machine), so two at a time left the cores idle: with a warm build cache
+# the main module's tests took 888 s at 2 and 654 s at 4, one run each,
+# both beside other builds on the machine.
+TEST_PARALLEL ?= 4
 # The programs tests run as child processes (SIGKILLed, restarted) and
 # deploy/'s image test checks, built as the image builds them: one go
 # build, beside the tests, into the directory internal/testbin reads
@@ -45,7 +53,7 @@ test: deps tree
 	(if CGO_ENABLED=0 $(GO) build -trimpath -o "$$bins/" $(TEST_PROGRAMS) > "$$bins/build.log" 2>&1; \
 	 then touch "$$bins/ready"; else mv "$$bins/build.log" "$$bins/failed"; fi) & programs=$$!; \
 	(cd deploy && $(GO) test -vet=all -shuffle=on -count=1 -timeout $(TEST_TIMEOUT) ./...) & deploy=$$!; \
-	SPLITFLOW_REQUIRE_KAFKA=1 $(GO) test -race -vet=all -shuffle=on -count=1 -timeout $(TEST_TIMEOUT) $(SLOW_PACKAGES) ./...; main=$$?; \
+	SPLITFLOW_REQUIRE_KAFKA=1 $(GO) test -p $(TEST_PARALLEL) -race -vet=all -shuffle=on -count=1 -timeout $(TEST_TIMEOUT) $(SLOW_PACKAGES) ./...; main=$$?; \
 	wait $$deploy; deploy=$$?; wait $$programs; \
 	if [ $$main -ne 0 ] || [ $$deploy -ne 0 ]; then echo "make test: main module exit $$main, deploy module exit $$deploy"; exit 1; fi
 
