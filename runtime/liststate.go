@@ -243,7 +243,7 @@ func (s *pebbleListState[K, T]) Get() iter.Seq[T] {
 		err := s.pk.store.MapScanAfter(p, nil, func(_, vb []byte) bool {
 			v, err := statecodec.ReadOne(vb, s.elems)
 			if err != nil {
-				s.ks.fail(fmt.Errorf("state %q: decode list element: %w", s.name, err))
+				s.ks.failDecode(fmt.Errorf("state %q: decode list element: %w", s.name, err))
 				return false
 			}
 			return yield(v)

@@ -179,6 +179,14 @@ func (ks *keyedCommon) fail(err error) {
 	}
 }
 
+// failDecode records a value read from the pebble backend that its serde
+// cannot decode, and fails the job without restarts: the bytes come from
+// the checkpoint every restart restores, so each restart would read them
+// again, for ever under the default restart strategy. (The heap backend
+// decodes every value at the restore, where a failure is unrecoverable
+// too.)
+func (ks *keyedCommon) failDecode(err error) { ks.fail(&unrecoverableError{Err: err}) }
+
 // keyBytes is how the pebble backend writes a key or map key. The DB finds
 // a key by its bytes, so equal keys must have equal bytes in every
 // process: the built-in codecs (with a float's -0 written as +0, the key
@@ -325,7 +333,7 @@ func decodeFound[K comparable, T any](ks *keyedState[K], name, what string, c st
 	}
 	v, err := statecodec.ReadOne(b, c)
 	if err != nil {
-		ks.fail(fmt.Errorf("state %q: decode %s: %w", name, what, err))
+		ks.failDecode(fmt.Errorf("state %q: decode %s: %w", name, what, err))
 		return zero, false
 	}
 	return v, true
@@ -483,12 +491,12 @@ func (s *pebbleMapState[K, UK, UV]) All() iter.Seq2[UK, UV] {
 		err := s.pk.store.MapScan(p, func(ub, vb []byte) bool {
 			k, err := s.ukeys.read(ub)
 			if err != nil {
-				s.ks.fail(fmt.Errorf("state %q: decode map key: %w", s.name, err))
+				s.ks.failDecode(fmt.Errorf("state %q: decode map key: %w", s.name, err))
 				return false
 			}
 			v, err := statecodec.ReadOne(vb, s.uvals)
 			if err != nil {
-				s.ks.fail(fmt.Errorf("state %q: decode map value: %w", s.name, err))
+				s.ks.failDecode(fmt.Errorf("state %q: decode map value: %w", s.name, err))
 				return false
 			}
 			return yield(k, v)

@@ -179,7 +179,7 @@ func pebbleLiveElems[K comparable, T any](l *pebbleListState[K, ttlValue[T]], t 
 	err := l.pk.store.MapScanAfter(p, nil, func(k, vb []byte) bool {
 		tv, err := statecodec.ReadOne(vb, l.elems)
 		if err != nil {
-			l.ks.fail(fmt.Errorf("state %q: decode list element: %w", l.name, err))
+			l.ks.failDecode(fmt.Errorf("state %q: decode list element: %w", l.name, err))
 			return false
 		}
 		if t.expired(tv.ts, now) {
