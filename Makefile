@@ -33,9 +33,10 @@ SLOW_PACKAGES = ./runtime/ ./examples/wordcount/ ./integration/ ./connector/kafk
 # number of cores. The broker tests spend most of their time waiting on
 # brokers and child processes (the main module's test binaries used 686
 # CPU-seconds in 1,500 seconds of their summed wall time on this 2-core
-# machine), so two at a time left the cores idle: with a warm build cache
-# the main module's tests took 888 s at 2 and 654 s at 4, one run each,
-# both beside other builds on the machine.
+# machine), so two at a time left the cores idle: make test with a warm
+# build cache took 639 s at 2 and 487 s at 4 (one run each, quiet
+# machine). A cold run is compile-bound and gains nothing (about 20 min
+# either way).
 TEST_PARALLEL ?= 4
 # The programs tests run as child processes (SIGKILLed, restarted) and
 # deploy/'s image test checks, built as the image builds them: one go
