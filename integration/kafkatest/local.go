@@ -60,7 +60,11 @@ transaction.abort.timed.out.transaction.cleanup.interval.ms=2000
 auto.create.topics.enable=true
 `
 
+// log4jConfig keeps log4j's own shutdown hook off: it stops the logger as
+// soon as the JVM gets SIGTERM, and the broker's lines of its shutdown
+// (which is what a test that restarts the broker looks into) are lost.
 const log4jConfig = `Configuration:
+  shutdownHook: disable
   Appenders:
     Console:
       name: STDOUT
