@@ -27,6 +27,11 @@
 //     with kadm and aborts those a subtask owns that are not restored
 //     committables; where the broker cannot list transactions it probes the
 //     pooled ids instead.
+//   - Hanging commits: a broker that loses a commit marker (the partition
+//     had no leader when the coordinator sent it) leaves a committed
+//     transaction open in that partition for ever. FindHangingCommits finds
+//     those of given committed transactions, EndHangingCommits writes their
+//     markers (HangingCommit).
 //
 // # Rules learned from the broker (DESIGN.md, "Kafka, established")
 //
