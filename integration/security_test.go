@@ -305,7 +305,7 @@ func TestSecurityRevokedACLFailsRunningJob(t *testing.T) {
 			j.grant(t, acls)
 			var revoke documentedACL
 			for _, a := range acls {
-				if a.Resource == tc.resource && a.Name == tc.variable {
+				if a.Resource == tc.resource && a.Name == tc.variable && strings.EqualFold(a.Operation.String(), tc.op) {
 					revoke = a
 				}
 			}

@@ -323,6 +323,7 @@ const (
 	useSourceGroup = "the source commits each checkpoint's offsets to the group"
 	useGroupFetch  = "the source starts from the group's committed offsets"
 	useSinkTopic   = "the sink writes the topic"
+	useSinkMarkers = "the exactly-once sink's committer checks that its transactions' commit markers reached every partition of the topic (DescribeProducers), and writes one a broker lost"
 	useSinkTxnIDs  = "the exactly-once sink registers, writes and commits its transactions under these ids"
 	useSinkLease   = "the exactly-once sink joins the group to keep its transactional id prefix to one job"
 	useSinkConfigs = "the sink reads the brokers' transaction.max.timeout.ms at start; WithoutBrokerTimeoutCheck skips that"
@@ -409,7 +410,8 @@ func WithoutBrokerTimeoutCheck() SinkOption {
 }
 
 // probeSink checks, when a writer is created and before it writes, that
-// the principal may write the serializer's topics (TopicsSerializer). The
+// the principal may write the serializer's topics (TopicsSerializer), and
+// for exactly-once also read them (the committer's marker check). The
 // transactional ids are checked by their registration, and the cluster's
 // DescribeConfigs by the transaction-timeout check, which follow.
 //
@@ -443,6 +445,11 @@ func (s *Sink[T]) probeSink(ictx connector.SinkInitContext) error {
 	defer cancel()
 	if err := probeTopics(ctx, cl, s.cfg.security, ts.Topics(), "Write", useSinkTopic); err != nil {
 		return fmt.Errorf("kafka sink: %w", err)
+	}
+	if s.cfg.guarantee == ExactlyOnce {
+		if err := probeTopics(ctx, cl, s.cfg.security, ts.Topics(), "Read", useSinkMarkers); err != nil {
+			return fmt.Errorf("kafka sink: %w", err)
+		}
 	}
 	return nil
 }

@@ -23,7 +23,9 @@
 // WithExactlyOnce(prefix) (one Kafka transaction per checkpoint per
 // subtask, its id under prefix, prepared at the barrier and committed,
 // through package txn, only after the checkpoint completes), or
-// WithNoGuarantee (flush at the end of input).
+// WithNoGuarantee (flush at the end of input). An exactly-once committer
+// also checks that every partition got the commit markers of the
+// transactions it committed, and writes one a broker lost (hanging.go).
 //
 // A job names its cluster once: Connect makes a Conn of WithBrokers,
 // WithSecurity, WithClientOpts and WithLogger (conn.go), which every

@@ -320,6 +320,11 @@ type Sink[T any] struct {
 	// latest numbers the exactly-once writers of each subtask, to tell the
 	// newest from writers of older attempts still closing (writerGen).
 	latest map[int]uint64
+	// written holds, per subtask, the topics its writers wrote in
+	// transactions they prepared, and ended whether its writer's input
+	// ended: the committer's marker check (hanging.go) reads both.
+	written map[int][]string
+	ended   map[int]bool
 
 	// leaseMu orders the lease's acquisition and release; lease is held
 	// while leaseUsers writers live (see acquireLease). instance tells
@@ -351,6 +356,7 @@ func NewSink[T any](ser RecordSerializer[T], opts ...SinkOption) (*Sink[T], erro
 		return nil, err
 	}
 	return &Sink[T]{cfg: cfg, ser: ser, pools: map[int]*txn.Pool{}, restored: map[int][]string{}, spare: map[int][]string{}, latest: map[int]uint64{},
+		written: map[int][]string{}, ended: map[int]bool{},
 		instance: newInstanceID()}, nil
 }
 
@@ -502,6 +508,7 @@ func (s *Sink[T]) CreateWriter(ictx connector.SinkInitContext) (connector.SinkWr
 	// is a zombie whose open transaction this writer aborts and counts.
 	s.latest[w.sub]++
 	w.gen = s.latest[w.sub]
+	s.ended[w.sub] = false
 	s.mu.Unlock()
 	if err := s.abortLingering(ictx, epoch, keep, w.txns); err != nil {
 		// This writer will never exist, so it counts no abort: an older
@@ -719,7 +726,7 @@ func (s *Sink[T]) CreateCommitter(ictx connector.SinkInitContext) (connector.Com
 	if id, ok := ictx.RestoredCheckpointID(); ok {
 		restoredFrom = id
 	}
-	return &committer[T]{s: s, sub: ictx.SubtaskIndex(), metrics: g, txns: transactionsCounter(g), restoredFrom: restoredFrom,
+	return &committer[T]{s: s, sub: ictx.SubtaskIndex(), metrics: g, txns: transactionsCounter(g), restoredFrom: restoredFrom, hanging: hangingCounter(g),
 		latency: g.Histogram(metricCommitTime, "Time a Kafka sink committer took to commit one transaction, retries of transient answers included.",
 			[]float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30})}, nil
 }
@@ -877,6 +884,9 @@ func (w *sinkWriter[T]) err() error {
 // the end of input for NoGuarantee. Exactly-once flushes in PrepareCommit.
 func (w *sinkWriter[T]) Flush(endOfInput bool) error {
 	w.publishBytes()
+	if endOfInput && w.pool != nil {
+		w.s.setInputEnded(w.sub, true)
+	}
 	if w.pool != nil || (w.s.cfg.guarantee == NoGuarantee && !endOfInput) {
 		return nil
 	}
@@ -921,6 +931,7 @@ func (w *sinkWriter[T]) PrepareCommit(checkpointID int64) ([]txn.Committable, er
 	if !ok {
 		return nil, nil
 	}
+	w.s.noteTopics(w.sub, topics)
 	return []txn.Committable{c}, nil
 }
 
@@ -1082,7 +1093,15 @@ type committer[T any] struct {
 	// the previous attempt may have committed them already.
 	restoredFrom int64
 
-	plain *kgo.Client // for committables no live pool holds
+	plain *kgo.Client // for committables no live pool holds, and the marker check
+
+	// watched are the committed transactions whose commit markers are not
+	// yet known to be all written (hanging.go); lastMarkerCheck is when
+	// they were last checked, hanging counts the hanging commits ended.
+	watched         []watchedCommit
+	lastMarkerCheck time.Time
+	checkFailed     bool // a check failed: later failures log at Debug
+	hanging         prometheus.Counter
 }
 
 // Commit commits each committable through the live writer's pool of the
@@ -1091,6 +1110,7 @@ type committer[T any] struct {
 // longer be committed is a known-reason failure carrying a
 // *txn.DataLossError.
 func (c *committer[T]) Commit(ctx context.Context, reqs []connector.CommitRequest[txn.Committable]) error {
+	var committed []txn.Committable
 	for _, req := range reqs {
 		cm := req.Committable()
 		cctx, cancel := context.WithTimeout(ctx, c.s.cfg.commitTimeout)
@@ -1102,13 +1122,12 @@ func (c *committer[T]) Commit(ctx context.Context, reqs []connector.CommitReques
 			err = p.Commit(cctx, cm)
 		} else {
 			c.s.cfg.logger.Debug("kafka sink: commit with a raw EndTxn", "subtask", c.sub, "committable", cm.String())
-			if c.plain == nil {
-				if c.plain, err = kgo.NewClient(c.s.clientOpts(clientMetricOpts(c.metrics, "sink-committer")...)...); err != nil {
-					cancel()
-					return fmt.Errorf("kafka sink: committer client: %w", err)
-				}
+			var cl *kgo.Client
+			if cl, err = c.plainClient(); err != nil {
+				cancel()
+				return err
 			}
-			err = txn.Commit(cctx, c.plain, cm)
+			err = txn.Commit(cctx, cl, cm)
 		}
 		cancel()
 		var dl *txn.DataLossError
@@ -1127,6 +1146,7 @@ func (c *committer[T]) Commit(ctx context.Context, reqs []connector.CommitReques
 			if p == nil {
 				c.s.noteRestored(c.sub, cm.TransactionalID)
 			}
+			committed = append(committed, cm)
 		case errors.As(err, &dl):
 			c.s.cfg.logger.Error("kafka sink: transaction commit failed, its records are lost", "subtask", c.sub, "committable", cm.String(), "err", err)
 			req.SignalFailedWithKnownReason(err)
@@ -1146,6 +1166,12 @@ func (c *committer[T]) Commit(ctx context.Context, reqs []connector.CommitReques
 			err = authorizationOf(err, c.s.cfg.security, ResourceTransactionalID, c.s.txnIDACLPrefixOf(cm.TransactionalID), true, "Write", useSinkTxnIDs)
 			req.SignalFailedWithUnknownReason(fmt.Errorf("kafka sink: commit %s: %w", cm, err))
 		}
+	}
+	c.watch(committed)
+	if err := c.checkMarkers(ctx); err != nil && len(reqs) > 0 {
+		// A restart would not know the transaction any more, and its
+		// partition stays stuck: the job stops, naming it.
+		reqs[len(reqs)-1].SignalFailedWithKnownReason(err)
 	}
 	return nil
 }

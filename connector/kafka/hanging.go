@@ -1,0 +1,176 @@
+package kafka
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/splitflow/splitflow/metrics"
+	"github.com/splitflow/splitflow/txn"
+)
+
+// An exactly-once committer watches the transactions it committed until
+// every partition they wrote has its commit marker (txn.HangingCommit: Kafka
+// loses the marker of a partition that has no leader at the moment the
+// coordinator sends it, and the partition then holds the transaction open
+// for ever, stalling every read_committed reader of it). The check runs
+// after a commit at most every markerCheckEvery, on the transactions
+// committed at least markerGrace before (markers normally land within
+// milliseconds), and, once the input has ended, after every commit on all
+// of them, waiting up to the commit timeout for markers still on their
+// way. A check that fails (a broker away) is repeated at a later commit. A hanging commit found is ended with the marker the broker did not
+// write; when that fails the job fails without restarts, naming the
+// partition, since its readers are stuck until someone writes it.
+const (
+	markerCheckEvery = 30 * time.Second
+	markerGrace      = 2 * time.Second
+	// markerWatchMax bounds the watched transactions while checks fail
+	// (a broker away for long); the oldest are dropped first.
+	markerWatchMax = 4096
+)
+
+// metricHanging counts the hanging commits the sink ended.
+const metricHanging = "kafka_sink_hanging_commits_ended_total"
+
+func hangingCounter(g *metrics.Group) prometheus.Counter {
+	return g.Counter(metricHanging, "Committed transactions a Kafka sink found open in a partition whose broker lost their commit marker (the partition had no leader when the coordinator wrote it), and ended by writing the marker.")
+}
+
+// watchedCommit is a committed transaction whose markers are not yet
+// known to be all written.
+type watchedCommit struct {
+	c  txn.Committable
+	at time.Time
+}
+
+// noteTopics records the topics a writer of subtask wrote in a transaction
+// it prepared: the partitions the committer's marker check reads.
+func (s *Sink[T]) noteTopics(subtask int, topics []string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, t := range topics {
+		if !slices.Contains(s.written[subtask], t) {
+			s.written[subtask] = append(s.written[subtask], t)
+		}
+	}
+}
+
+func (s *Sink[T]) writtenTopics(subtask int) []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.written[subtask])
+}
+
+func (s *Sink[T]) setInputEnded(subtask int, ended bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.ended[subtask] = ended
+}
+
+func (s *Sink[T]) inputEnded(subtask int) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.ended[subtask]
+}
+
+// watch adds committed transactions to the marker check.
+func (c *committer[T]) watch(cms []txn.Committable) {
+	now := time.Now()
+	for _, cm := range cms {
+		c.watched = append(c.watched, watchedCommit{c: cm, at: now})
+	}
+	if n := len(c.watched) - markerWatchMax; n > 0 {
+		c.s.cfg.logger.Warn("kafka sink: too many committed transactions wait for their markers to be checked; the oldest are no longer checked",
+			"subtask", c.sub, "dropped", n)
+		c.watched = slices.Delete(c.watched, 0, n)
+	}
+}
+
+// checkMarkers runs the marker check when it is due: at the end of input
+// every time (waiting for markers on their way), otherwise every
+// markerCheckEvery. It returns an error only for a hanging commit it could
+// not end.
+func (c *committer[T]) checkMarkers(ctx context.Context) error {
+	final := c.s.inputEnded(c.sub)
+	if len(c.watched) == 0 || !final && time.Since(c.lastMarkerCheck) < markerCheckEvery {
+		return nil
+	}
+	topics := c.s.writtenTopics(c.sub)
+	if len(topics) == 0 {
+		return nil
+	}
+	c.lastMarkerCheck = time.Now()
+	cl, err := c.plainClient()
+	if err != nil {
+		return nil // the next check tries again
+	}
+	deadline := time.Now().Add(c.s.cfg.commitTimeout)
+	for {
+		var due []txn.Committable
+		for _, w := range c.watched {
+			if final || time.Since(w.at) >= markerGrace {
+				due = append(due, w.c)
+			}
+		}
+		if len(due) == 0 {
+			return nil
+		}
+		cctx, cancel := context.WithTimeout(ctx, c.s.cfg.commitTimeout)
+		hanging, pending, err := txn.FindHangingCommits(cctx, cl, due, topics)
+		if err == nil && len(hanging) > 0 {
+			c.s.cfg.logger.Warn("kafka sink: committed transactions are open in partitions whose broker lost their commit markers; writing the markers",
+				"subtask", c.sub, "transactions", fmt.Sprint(hanging))
+			if err = txn.EndHangingCommits(cctx, cl, hanging); err != nil {
+				cancel()
+				return fmt.Errorf("kafka sink: %w; the partitions' read_committed readers stop at these transactions until their commit markers are written", err)
+			}
+			c.hanging.Add(float64(len(hanging)))
+		}
+		cancel()
+		if err != nil {
+			if ctx.Err() == nil {
+				// Once at Warn: a missing right fails every check.
+				log := c.s.cfg.logger.Debug
+				if !c.checkFailed {
+					log, c.checkFailed = c.s.cfg.logger.Warn, true
+				}
+				log("kafka sink: checking the commit markers of committed transactions failed; the next commit checks again (it needs Read on the sink's topics)", "subtask", c.sub, "err", err)
+			}
+			return nil
+		}
+		// Every due transaction but the pending ones has all its markers
+		// now.
+		c.watched = slices.DeleteFunc(c.watched, func(w watchedCommit) bool {
+			return slices.Contains(due, w.c) && !slices.Contains(pending, w.c)
+		})
+		if len(pending) == 0 || !final {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			c.s.cfg.logger.Warn("kafka sink: committed transactions still wait for their commit markers at the end of input", "subtask", c.sub, "transactions", fmt.Sprint(pending))
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// plainClient returns the committer's client for raw requests, made at
+// first use.
+func (c *committer[T]) plainClient() (*kgo.Client, error) {
+	if c.plain == nil {
+		cl, err := kgo.NewClient(c.s.clientOpts(clientMetricOpts(c.metrics, "sink-committer")...)...)
+		if err != nil {
+			return nil, fmt.Errorf("kafka sink: committer client: %w", err)
+		}
+		c.plain = cl
+	}
+	return c.plain, nil
+}

@@ -1,0 +1,83 @@
+package kafka
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/splitflow/splitflow/connector"
+	"github.com/splitflow/splitflow/integration/kafkatest"
+	"github.com/splitflow/splitflow/metrics"
+	"github.com/splitflow/splitflow/metrics/metricstest"
+	"github.com/splitflow/splitflow/txn"
+)
+
+// TestACommitWhoseMarkerTheBrokerLostIsEndedByTheCommitter holds the rule
+// of the committer's marker check: a transaction it committed that a
+// partition still holds open although the coordinator ended it (the broker
+// lost the partition's commit marker) is ended by the committer with that
+// marker, at the latest at the end of input, so that its records become
+// visible and the partition's read_committed readers go on. Without the
+// check the job ends with the partition's last stable offset stuck below
+// the transaction for ever.
+func TestACommitWhoseMarkerTheBrokerLostIsEndedByTheCommitter(t *testing.T) {
+	b := kafkatest.Get(t)
+	c := cluster{seeds: b.Addrs()}
+	topic := b.CreateTopic(t, "hanging", 2, nil)
+	prefix := fmt.Sprintf("hanging-%d", time.Now().UnixNano())
+	// An id of the pool the writer does not use: its transactions must not
+	// end the hanging one by the way.
+	id := txn.TransactionalID(prefix, 0, 7)
+	pid, epoch := b.HangCommit(t, id, topic, "a", "b", "c")
+	hanging := txn.Committable{TransactionalID: id, ProducerID: pid, Epoch: epoch, CheckpointID: 1}
+
+	// As after a restart: the committer commits the restored committable
+	// (again: its coordinator committed it) before the writer exists; the
+	// writer then writes, and its input ends.
+	s := stringSink(t, c, topic, prefix)
+	reg := prometheus.NewRegistry()
+	cm, err := s.CreateCommitter(groupCtx{g: metrics.NewRegistry(reg).Group("out", "out", 0), restored: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cm.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	commitAll := func(cs ...txn.Committable) {
+		t.Helper()
+		for _, c := range cs {
+			r := &request{c: c}
+			if err := cm.Commit(ctx, []connector.CommitRequest[txn.Committable]{r}); err != nil || r.outcome != "" {
+				t.Fatalf("commit of %v: %v, %s (%v)", c, err, r.outcome, r.err)
+			}
+		}
+	}
+	commitAll(hanging)
+	w := writer(t, s)
+	defer w.Close()
+	write(t, w, "d")
+	if err := w.Flush(true); err != nil {
+		t.Fatal(err)
+	}
+	cs, err := w.PrepareCommit(2)
+	if err != nil || len(cs) != 1 {
+		t.Fatalf("prepare: %v, %v", cs, err)
+	}
+	commitAll(cs...)
+
+	if open, pending, err := txn.FindHangingCommits(ctx, b.Client(t), []txn.Committable{hanging}, []string{topic}); err != nil || len(open)+len(pending) != 0 {
+		t.Fatalf("after the end of input the committer left %v open in a partition (pending %v, err %v)", open, pending, err)
+	}
+	got := c.committed(t, topic)
+	slices.Sort(got)
+	if want := []string{"a", "b", "c", "d"}; !slices.Equal(got, want) {
+		t.Fatalf("read_committed reads %q, want %q", got, want)
+	}
+	if n, _ := metricstest.Sum(t, reg, "splitflow_"+metricHanging, nil); n != 1 {
+		t.Fatalf("%s counts %v, want 1", metricHanging, n)
+	}
+}
