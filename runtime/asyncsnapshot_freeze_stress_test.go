@@ -6,6 +6,8 @@ import (
 	"reflect"
 	"strconv"
 	"testing"
+
+	"github.com/splitflow/splitflow/runtime/internal/keyed"
 )
 
 // deepModel is what the states of deepStates (raw and parts) should hold.
@@ -45,7 +47,7 @@ func TestFrozenSnapshotEqualsStateAtFreezeUnderRandomInPlaceWrites(t *testing.T)
 	key := func() string { return "k" + strconv.Itoa(rng.IntN(nkeys)) }
 	op := func() {
 		k := key()
-		p.state.setKey(k)
+		p.state.SetKey(k)
 		switch rng.IntN(9) {
 		case 0:
 			if v, ok := d.raw.Value(); ok {
@@ -97,7 +99,7 @@ func TestFrozenSnapshotEqualsStateAtFreezeUnderRandomInPlaceWrites(t *testing.T)
 		}
 	}
 	live := func() deepModel {
-		return deepModel{raw: d.raw.(*valueState[string, []byte]).flat(), parts: d.parts.(*mapState[string, string, []int]).flat()}
+		return deepModel{raw: flatValue(d.raw), parts: flatMap(d.parts)}
 	}
 	for range 2000 {
 		op()
@@ -129,8 +131,8 @@ func TestFrozenSnapshotEqualsStateAtFreezeUnderRandomInPlaceWrites(t *testing.T)
 			op()
 		}
 		p.thawState()
-		if p.state.err != nil {
-			t.Fatal(p.state.err)
+		if p.state.Err != nil {
+			t.Fatal(p.state.Err)
 		}
 		if got := live(); !maps.EqualFunc(got.raw, model.raw, func(a, b []byte) bool { return string(a) == string(b) }) ||
 			!reflect.DeepEqual(got.parts, model.parts) {
@@ -138,7 +140,7 @@ func TestFrozenSnapshotEqualsStateAtFreezeUnderRandomInPlaceWrites(t *testing.T)
 		}
 		var e deepStates
 		q, stopQ := openKeyed(t, [][]byte{blob}, 1, 0, e.funcs())
-		got := deepModel{raw: e.raw.(*valueState[string, []byte]).flat(), parts: e.parts.(*mapState[string, string, []int]).flat()}
+		got := deepModel{raw: flatValue(e.raw), parts: flatMap(e.parts)}
 		stopQ()
 		_ = q
 		if !maps.EqualFunc(got.raw, want.raw, func(a, b []byte) bool { return string(a) == string(b) }) {
@@ -148,4 +150,16 @@ func TestFrozenSnapshotEqualsStateAtFreezeUnderRandomInPlaceWrites(t *testing.T)
 			t.Fatalf("round %d: the snapshot's parts differ from the state at the freeze", round)
 		}
 	}
+}
+
+// flatValue and flatMap read a heap state's contents. The state is asserted
+// to its type through any: asserted straight from ValueState[[]byte], a
+// *keyed.HeapValue[string, []byte] fails with "types from different scopes"
+// under Go 1.26.8 (through any, and for the map state, it holds).
+func flatValue(s ValueState[[]byte]) map[string][]byte {
+	return any(s).(*keyed.HeapValue[string, []byte]).Flat()
+}
+
+func flatMap(s MapState[string, []int]) map[string]map[string][]int {
+	return any(s).(*keyed.HeapMap[string, string, []int]).Flat()
 }

@@ -5,6 +5,8 @@ import (
 	goruntime "runtime"
 	"strconv"
 	"testing"
+
+	"github.com/splitflow/splitflow/runtime/internal/keyed"
 )
 
 // deepPoint is a state value the function can change in place through a
@@ -52,10 +54,10 @@ type deepView struct {
 
 func deepViewOf(p *keyedProcessOperator[string, string, string]) deepView {
 	return deepView{
-		raw:   p.state.states["raw"].(*valueState[string, []byte]).flat(),
-		tally: p.state.states["tally"].(*valueState[string, map[string]int]).flat(),
-		pt:    p.state.states["pt"].(*valueState[string, *deepPoint]).flat(),
-		parts: p.state.states["parts"].(*mapState[string, string, []int]).flat(),
+		raw:   p.state.States["raw"].(*keyed.HeapValue[string, []byte]).Flat(),
+		tally: p.state.States["tally"].(*keyed.HeapValue[string, map[string]int]).Flat(),
+		pt:    p.state.States["pt"].(*keyed.HeapValue[string, *deepPoint]).Flat(),
+		parts: p.state.States["parts"].(*keyed.HeapMap[string, string, []int]).Flat(),
 	}
 }
 
@@ -64,7 +66,7 @@ func fillDeep(t testing.TB, p *keyedProcessOperator[string, string, string], d *
 	keys := make([]string, n)
 	for i := range keys {
 		keys[i] = "k" + strconv.Itoa(i)
-		p.state.setKey(keys[i])
+		p.state.SetKey(keys[i])
 		raw := make([]byte, size)
 		for j := range raw {
 			raw[j] = byte(i + j)
@@ -75,8 +77,8 @@ func fillDeep(t testing.TB, p *keyedProcessOperator[string, string, string], d *
 		d.parts.Put("a", []int{i, i + 1})
 		d.parts.Put("b", make([]int, size/8))
 	}
-	if p.state.err != nil {
-		t.Fatal(p.state.err)
+	if p.state.Err != nil {
+		t.Fatal(p.state.Err)
 	}
 	return keys
 }
@@ -150,7 +152,7 @@ func TestFrozenSnapshotUnchangedByInPlaceWrites(t *testing.T) {
 	}()
 	<-started
 	for i, k := range keys {
-		p.state.setKey(k)
+		p.state.SetKey(k)
 		raw, _ := d.raw.Value()
 		raw[0] ^= 0xff
 		if i%2 == 0 {
@@ -182,8 +184,8 @@ func TestFrozenSnapshotUnchangedByInPlaceWrites(t *testing.T) {
 	if r.err != nil {
 		t.Fatal(r.err)
 	}
-	if p.state.err != nil {
-		t.Fatal(p.state.err)
+	if p.state.Err != nil {
+		t.Fatal(p.state.Err)
 	}
 
 	var e, f deepStates

@@ -13,6 +13,7 @@ import (
 
 	"github.com/splitflow/splitflow/runtime/checkpoint"
 	"github.com/splitflow/splitflow/runtime/internal/engine"
+	"github.com/splitflow/splitflow/runtime/internal/keyed"
 )
 
 // asyncStates declares count (ValueState[int64]), seen (MapState[string,
@@ -49,7 +50,7 @@ type asyncView struct {
 
 func viewOf(p *keyedProcessOperator[string, string, string]) asyncView {
 	seen := map[string]map[string]int64{}
-	for k, m := range p.state.states["seen"].(*mapState[string, string, int64]).flat() {
+	for k, m := range p.state.States["seen"].(*keyed.HeapMap[string, string, int64]).Flat() {
 		seen[k] = maps.Clone(m)
 	}
 	ev := p.timers.event.all()
@@ -63,9 +64,9 @@ func viewOf(p *keyedProcessOperator[string, string, string]) asyncView {
 		return int(a.ts - b.ts)
 	})
 	return asyncView{
-		count: p.state.states["count"].(*valueState[string, int64]).flat(),
+		count: p.state.States["count"].(*keyed.HeapValue[string, int64]).Flat(),
 		seen:  seen,
-		raw:   maps.Clone(p.state.states["raw"].(*valueState[string, []byte]).flat()),
+		raw:   maps.Clone(p.state.States["raw"].(*keyed.HeapValue[string, []byte]).Flat()),
 		event: ev,
 	}
 }
@@ -125,16 +126,16 @@ func TestFrozenSnapshotUnchangedByLaterWrites(t *testing.T) {
 		}
 		switch i % 4 {
 		case 0:
-			p.state.setKey(k)
+			p.state.SetKey(k)
 			st.count.Clear()
 		case 1:
-			p.state.setKey(k)
+			p.state.SetKey(k)
 			st.seen.Clear()
 		case 2:
-			p.state.setKey(k)
+			p.state.SetKey(k)
 			p.ctx.DeleteEventTimeTimer(100) // out of the middle of its key group's heap
 		case 3:
-			p.state.setKey(k)
+			p.state.SetKey(k)
 			p.ctx.RegisterEventTimeTimer(50 + int64(i%50)) // up to the top of it
 		}
 		if err := p.Collect("new"+k, 0); err != nil {
@@ -165,11 +166,11 @@ func TestFrozenSnapshotUnchangedByLaterWrites(t *testing.T) {
 		t.Fatalf("live state: %d counts, k1 = %d, seen[k2] = %v", len(after.count), after.count["k1"], after.seen["k2"])
 	}
 	// Thawed, writes no longer copy: the map written is the one kept.
-	p.state.setKey("k1")
-	g := p.state.slot
-	m := p.state.states["count"].(*valueState[string, int64]).m[g]
+	p.state.SetKey("k1")
+	g := p.state.Slot
+	m := p.state.States["count"].(*keyed.HeapValue[string, int64]).SlotMap(g)
 	st.count.Update(7)
-	if reflect.ValueOf(p.state.states["count"].(*valueState[string, int64]).m[g]).UnsafePointer() != reflect.ValueOf(m).UnsafePointer() {
+	if reflect.ValueOf(p.state.States["count"].(*keyed.HeapValue[string, int64]).SlotMap(g)).UnsafePointer() != reflect.ValueOf(m).UnsafePointer() {
 		t.Fatal("a write after the thaw copied its key group's map")
 	}
 }
@@ -257,7 +258,7 @@ func TestTaskEndingAbandonsEncoder(t *testing.T) {
 	p, _ := openKeyed(t, nil, 1, 0, st.funcs())
 	tk := p.t
 	for i := range 1000 {
-		p.state.setKey("k" + strconv.Itoa(i))
+		p.state.SetKey("k" + strconv.Itoa(i))
 		st.count.Update(int64(i))
 	}
 	tk.ops = []lifecycle{p}
@@ -282,7 +283,7 @@ func TestTaskEndingAbandonsEncoder(t *testing.T) {
 	default:
 		t.Fatal("shutdown returned with the encoder running")
 	}
-	if !errors.Is(e.err, errSnapshotAbandoned) || tk.encoding != nil {
+	if !errors.Is(e.err, keyed.ErrSnapshotAbandoned) || tk.encoding != nil {
 		t.Fatalf("encoder error %v, task encoding %v; want errSnapshotAbandoned and none", e.err, tk.encoding)
 	}
 }

@@ -143,18 +143,18 @@ func benchPebbleCheckpointOnS3(b *testing.B, mb int) {
 	buf := make([]byte, valueSize)
 	set := func(i int) {
 		_, _ = rand.Read(buf)
-		p.state.setKey("key-" + strconv.Itoa(i))
+		p.state.SetKey("key-" + strconv.Itoa(i))
 		value.Update(string(buf))
 	}
 	for i := range keys {
 		set(i)
 	}
-	pk := p.state.pb
+	pk := p.state.Pebble
 	id := int64(0)
 	// checkpoint runs one checkpoint of the state into st, whose stored
 	// files the backend knows as stored.
 	checkpointTo := func(st checkpoint.Storage, stored map[string]checkpoint.FileHandle) time.Duration {
-		pk.storage, pk.stored = st, stored
+		pk.Storage, pk.Stored = st, stored
 		id++
 		start := time.Now()
 		enc, err := p.freezeState(id)
@@ -197,7 +197,7 @@ func benchPebbleCheckpointOnS3(b *testing.B, mb int) {
 			}
 			time.Sleep(250 * time.Millisecond)
 			checkpointTo(mem, stored)
-			if pk.lastSnapshot.newFiles == 0 {
+			if pk.LastSnapshot.NewFiles == 0 {
 				quiet++
 			} else {
 				quiet = 0
@@ -244,7 +244,7 @@ func benchPebbleCheckpointOnS3(b *testing.B, mb int) {
 			c = s3Counts{c.requests + d.requests, c.bytes + d.bytes, c.objects + d.objects, c.parts + d.parts}
 		}
 		report(b, dirT, s3T, c)
-		b.ReportMetric(float64(pk.lastSnapshot.bytes), "state-bytes")
+		b.ReportMetric(float64(pk.LastSnapshot.Bytes), "state-bytes")
 	})
 	b.Run("incremental", func(b *testing.B) {
 		settle()
@@ -268,7 +268,7 @@ func benchPebbleCheckpointOnS3(b *testing.B, mb int) {
 			c = s3Counts{c.requests + d.requests, c.bytes + d.bytes, c.objects + d.objects, c.parts + d.parts}
 		}
 		report(b, dirT, s3T, c)
-		b.ReportMetric(float64(pk.lastSnapshot.bytes), "state-bytes")
+		b.ReportMetric(float64(pk.LastSnapshot.Bytes), "state-bytes")
 	})
 	// A savepoint of the newest checkpoint, copied into a new savepoint
 	// directory on the same kind of storage: what TriggerSavepoint waits

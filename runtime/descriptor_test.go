@@ -15,6 +15,7 @@ import (
 
 	"github.com/splitflow/splitflow/runtime/checkpoint"
 	"github.com/splitflow/splitflow/runtime/internal/engine"
+	"github.com/splitflow/splitflow/runtime/internal/keyed"
 	"github.com/splitflow/splitflow/runtime/internal/keygroup"
 	"github.com/splitflow/splitflow/runtime/internal/pebblestate"
 	"github.com/splitflow/splitflow/runtime/internal/statecodec"
@@ -69,8 +70,8 @@ func checkpointOf[K comparable](t *testing.T, p *keyedProcessOperator[K, K, stri
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p.state.pb != nil {
-		p.state.pb.storage = mem
+	if p.state.Pebble != nil {
+		p.state.Pebble.Storage = mem
 	}
 	blob, files := snapshotNow(t, p, 1)
 	w, err := mem.Begin(1)
@@ -146,7 +147,7 @@ func TestUserSerdeRoundTrip(t *testing.T) {
 			return point{i, -i}, reading{Sensor: fmt.Sprint("s", i), Values: []float64{float64(i), 0.5}, Tags: map[string]int{"i": i}}
 		}
 		for i := range 50 {
-			p.state.setKey(fmt.Sprint("k", i))
+			p.state.SetKey(fmt.Sprint("k", i))
 			pt, r := want(i)
 			if err := where.Set(ctx, pt); err != nil {
 				t.Fatal(err)
@@ -165,7 +166,7 @@ func TestUserSerdeRoundTrip(t *testing.T) {
 		}
 		defer stopQ()
 		for i := range 50 {
-			q.state.setKey(fmt.Sprint("k", i))
+			q.state.SetKey(fmt.Sprint("k", i))
 			wantPt, wantR := want(i)
 			pt, ok, err := where.Get(&q.ctx)
 			if err != nil || !ok || pt != wantPt {
@@ -194,7 +195,7 @@ func TestRestoreWithAnotherSerdeRefused(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		p.state.setKey("a")
+		p.state.SetKey("a")
 		if err := v1.Set(&p.ctx, point{1, 2}); err != nil {
 			t.Fatal(err)
 		}
@@ -227,7 +228,7 @@ func TestRestoreWithAnotherSerdeRefused(t *testing.T) {
 					t.Fatal(err)
 				}
 				defer stop()
-				q.state.setKey("a")
+				q.state.SetKey("a")
 				err = c.get(&q.ctx)
 				for _, w := range c.want {
 					if err == nil || !strings.Contains(err.Error(), w) {
@@ -238,7 +239,7 @@ func TestRestoreWithAnotherSerdeRefused(t *testing.T) {
 				if !errors.As(err, &ue) {
 					t.Fatalf("Get: %v (%T) would restart the job; want it to fail at once", err, err)
 				}
-				if q.state.err == nil {
+				if q.state.Err == nil {
 					t.Fatal("the refused declaration does not fail the call")
 				}
 			})
@@ -249,7 +250,7 @@ func TestRestoreWithAnotherSerdeRefused(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer stopQ()
-		q.state.setKey("a")
+		q.state.SetKey("a")
 		if pt, ok, err := NewValueState[point]("where", WithSerde[point](newPointSerde("point/v1"))).Get(&q.ctx); err != nil || !ok || pt != (point{1, 2}) {
 			t.Fatalf("Get with the serde that wrote it: %v, %v, %v", pt, ok, err)
 		}
@@ -313,7 +314,7 @@ func TestDescriptorSameNameOtherTypeRefused(t *testing.T) {
 					t.Fatal(err)
 				}
 				defer stop()
-				p.state.setKey("a")
+				p.state.SetKey("a")
 				if err := c.first(&p.ctx); err != nil {
 					t.Fatal(err)
 				}
@@ -336,7 +337,7 @@ func TestDescriptorsOfOneNameShareTheState(t *testing.T) {
 	}
 	defer stop()
 	a, b := NewValueState[int64]("n"), NewValueState[int64]("n")
-	p.state.setKey("k")
+	p.state.SetKey("k")
 	if err := a.Set(&p.ctx, 5); err != nil {
 		t.Fatal(err)
 	}
@@ -455,18 +456,18 @@ func descriptorOverKey[K comparable](t *testing.T, sc stateConfig, a, b K) {
 		t.Fatal(err)
 	}
 	defer stop()
-	p.state.setKey(a)
+	p.state.SetKey(a)
 	if err := n.Set(&p.ctx, 1); err != nil {
 		t.Fatal(err)
 	}
 	if err := m.Put(&p.ctx, "x", 10); err != nil {
 		t.Fatal(err)
 	}
-	p.state.setKey(b)
+	p.state.SetKey(b)
 	if err := n.Set(&p.ctx, 2); err != nil {
 		t.Fatal(err)
 	}
-	p.state.setKey(a)
+	p.state.SetKey(a)
 	if v, ok, err := n.Get(&p.ctx); err != nil || !ok || v != 1 {
 		t.Fatalf("n of %v = %d, %v, %v; want 1", a, v, ok, err)
 	}
@@ -478,12 +479,12 @@ func descriptorOverKey[K comparable](t *testing.T, sc stateConfig, a, b K) {
 		t.Fatal(err)
 	}
 	defer stopQ()
-	own, err := declareValueTTL(q.ctx.op, "n", statecodec.For[int64](), nil)
+	own, err := keyed.DeclareValue(q.ctx.op, "n", statecodec.For[int64](), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for k, want := range map[K]int64{a: 1, b: 2} {
-		q.state.setKey(k)
+		q.state.SetKey(k)
 		if v, ok := own.Value(); !ok || v != want {
 			t.Fatalf("restored over the key type: n of %v = %d, %v; want %d", k, v, ok, want)
 		}
@@ -494,7 +495,7 @@ func descriptorOverKey[K comparable](t *testing.T, sc stateConfig, a, b K) {
 		// checked on the heap, whose entries pebble's keys mirror.
 		return
 	}
-	q.state.setKey(a)
+	q.state.SetKey(a)
 	own.Update(5)
 	chk = checkpointOf(t, q)
 
@@ -504,14 +505,14 @@ func descriptorOverKey[K comparable](t *testing.T, sc stateConfig, a, b K) {
 		t.Fatal(err)
 	}
 	defer stopR()
-	r.state.setKey(a)
+	r.state.SetKey(a)
 	if v, ok, err := n.Get(&r.ctx); err != nil || !ok || v != 5 {
 		t.Fatalf("restored through the descriptor: n of %v = %d, %v, %v; want 5", a, v, ok, err)
 	}
 	if v, ok, err := m.Get(&r.ctx, "x"); err != nil || !ok || v != 10 {
 		t.Fatalf("restored through the descriptor: m[x] of %v = %d, %v, %v; want 10", a, v, ok, err)
 	}
-	r.state.setKey(b)
+	r.state.SetKey(b)
 	if v, ok, err := n.Get(&r.ctx); err != nil || !ok || v != 2 {
 		t.Fatalf("restored through the descriptor: n of %v = %d, %v, %v; want 2", b, v, ok, err)
 	}
@@ -570,7 +571,7 @@ func TestPebbleBlobWithoutCodecsRestores(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p.state.setKey("a")
+	p.state.SetKey("a")
 	if err := count.Set(&p.ctx, 41); err != nil {
 		t.Fatal(err)
 	}
@@ -582,7 +583,7 @@ func TestPebbleBlobWithoutCodecsRestores(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer stopQ()
-	q.state.setKey("a")
+	q.state.SetKey("a")
 	if n, ok, err := count.Get(&q.ctx); err != nil || !ok || n != 41 {
 		t.Fatalf("Get = %d, %v, %v; want 41", n, ok, err)
 	}
@@ -591,7 +592,7 @@ func TestPebbleBlobWithoutCodecsRestores(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer stopR()
-	r.state.setKey("a")
+	r.state.SetKey("a")
 	if _, _, err := NewValueState[int64]("count", WithSerde[int64](int64Text{})).Get(&r.ctx); err == nil || !strings.Contains(err.Error(), `"int64/text"`) {
 		t.Fatalf("Get with another serde: %v; want it refused", err)
 	}
@@ -684,7 +685,7 @@ func TestKeyedStateVersion2RestoresIntoDescriptors(t *testing.T) {
 	})
 	defer stop()
 	for k, want := range map[fixtureKey]int64{"a": 1, "bb": 4, "ccc": 3, "dddd": 4, "eeeee": 5} {
-		p.state.setKey(k)
+		p.state.SetKey(k)
 		n := len(k)
 		if got, ok, err := count.Get(&p.ctx); err != nil || !ok || got != want {
 			t.Errorf("count[%s] = %d, %v, %v; want %d", k, got, ok, err, want)

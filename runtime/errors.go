@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/splitflow/splitflow/runtime/internal/keyed"
 	"github.com/splitflow/splitflow/runtime/internal/slots"
 	"github.com/splitflow/splitflow/runtime/internal/statecodec"
 )
@@ -214,3 +215,19 @@ type StateTypeError struct {
 }
 
 func (e *StateTypeError) Error() string { return (*statecodec.StateTypeError)(e).Error() }
+
+// The state errors package keyed returns reach a job as runtime's types of
+// the same fields, which it matches with errors.As.
+func init() { keyed.PublicError = publicStateError }
+
+func publicStateError(err error) error {
+	switch e := err.(type) {
+	case *statecodec.StateTypeError:
+		return (*StateTypeError)(e)
+	case *statecodec.StateSchemaError:
+		return (*StateSchemaError)(e)
+	case *statecodec.IncompatibleSchemaError:
+		return (*IncompatibleSchemaError)(e)
+	}
+	return err
+}

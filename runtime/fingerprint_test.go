@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/splitflow/splitflow/runtime/checkpoint"
+	"github.com/splitflow/splitflow/runtime/internal/keyed"
+	"github.com/splitflow/splitflow/runtime/internal/stateformat"
 	"github.com/splitflow/splitflow/runtime/restart"
 )
 
@@ -134,12 +136,12 @@ func TestFingerprintComparesOnlyStatefulUIDs(t *testing.T) {
 // checkpointed) still restores.
 func TestKeyedStateVersion1Restores(t *testing.T) {
 	// version, one entry: name "count", kind value, key group 3, data "x"
-	v1 := []byte{1, 1, 5, 'c', 'o', 'u', 'n', 't', stateKindValue, 3, 1, 'x'}
-	es, err := decodeStateEntries(v1)
-	if err != nil || len(es) != 1 || es[0].name != "count" || es[0].keyGroup != 3 || es[0].format != formatGob || string(es[0].data) != "x" {
+	v1 := []byte{1, 1, 5, 'c', 'o', 'u', 'n', 't', stateformat.KindValue, 3, 1, 'x'}
+	es, err := keyed.DecodeEntries(v1)
+	if err != nil || len(es) != 1 || es[0].Name != "count" || es[0].KeyGroup != 3 || es[0].Format != formatGob || string(es[0].Data) != "x" {
 		t.Fatalf("version 1 decoded as %v, %v", es, err)
 	}
-	if _, err := decodeStateEntries(append([]byte{keyedStateVersion + 1}, v1[1:]...)); err == nil {
+	if _, err := keyed.DecodeEntries(append([]byte{stateformat.KeyedVersion + 1}, v1[1:]...)); err == nil {
 		t.Fatal("an unknown layout version was accepted")
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/splitflow/splitflow/connector"
 	"github.com/splitflow/splitflow/runtime/checkpoint"
 	"github.com/splitflow/splitflow/runtime/internal/engine"
+	"github.com/splitflow/splitflow/runtime/internal/keyed"
 	"github.com/splitflow/splitflow/runtime/internal/stateformat"
 )
 
@@ -701,12 +702,12 @@ func maxKeyGroup(chk *checkpoint.Checkpoint, uid string) (int, error) {
 		if err != nil {
 			return 0, err
 		}
-		entries, err := decodeStateEntries(data)
+		entries, err := keyed.DecodeEntries(data)
 		if err != nil {
 			return 0, fmt.Errorf("keyed state of %s: %w", h.Owner, err)
 		}
 		for _, e := range entries {
-			kg = max(kg, e.keyGroup)
+			kg = max(kg, e.KeyGroup)
 		}
 	}
 	return kg, nil

@@ -8,6 +8,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/splitflow/splitflow/connector"
+	"github.com/splitflow/splitflow/runtime/internal/keyed"
 	"github.com/splitflow/splitflow/runtime/internal/statecodec"
 )
 
@@ -94,14 +95,14 @@ type intervalJoinFn[K comparable, A, B, O any] struct {
 // declareBuffer declares a side's buffer: a map from timestamp to a
 // list in the element's own codec (a built-in binary one for basic
 // types), rather than gob of the whole slice.
-func declareBuffer[T any, K comparable](ks *keyedState[K], name string) (MapState[int64, []T], error) {
+func declareBuffer[T any, K comparable](ks *keyed.State[K], name string) (MapState[int64, []T], error) {
 	elems := statecodec.For[T]()
 	if elems.Bin == nil && elems.Ext == nil {
-		if err := checkStateTypes(name, stateType{"record type", typeOf[T]()}); err != nil {
+		if err := keyed.CheckStateTypes(name, keyed.StateType{Role: "record type", Type: typeOf[T]()}); err != nil {
 			return nil, err
 		}
 	}
-	return declareMap(ks, name, statecodec.For[int64](), listCodec(elems))
+	return keyed.DeclareMapNoTTL(ks, name, statecodec.For[int64](), keyed.ListCodec(elems))
 }
 
 func (f *intervalJoinFn[K, A, B, O]) Open(ctx *KeyedContext[K, O]) error {

@@ -73,10 +73,10 @@ func bufferedKeys(t testing.TB, w *jOp, keys []string) int {
 	t.Helper()
 	n, pairs := 0, 0
 	for _, k := range keys {
-		w.p.state.setKey(k)
+		w.p.state.SetKey(k)
 		has := false
 		for _, name := range []string{intervalLeftState, intervalRightState} {
-			if s, ok := w.p.state.states[name].(interface{ Len() int }); ok && s.Len() > 0 {
+			if s, ok := w.p.state.States[name].(interface{ Len() int }); ok && s.Len() > 0 {
 				has = true
 				pairs++
 			}
@@ -85,14 +85,14 @@ func bufferedKeys(t testing.TB, w *jOp, keys []string) int {
 			n++
 		}
 	}
-	if w.p.state.err != nil {
-		t.Fatal(w.p.state.err)
+	if w.p.state.Err != nil {
+		t.Fatal(w.p.state.Err)
 	}
-	if w.p.state.pb == nil {
+	if w.p.state.Pebble == nil {
 		heap := 0
-		for _, s := range w.p.state.states {
-			if c, ok := s.(interface{ heapKeys() int }); ok {
-				heap += c.heapKeys()
+		for _, s := range w.p.state.States {
+			if c, ok := s.(interface{ HeapKeys() int }); ok {
+				heap += c.HeapKeys()
 			}
 		}
 		if heap != pairs {
@@ -255,9 +255,9 @@ func TestIntervalJoinBoundsAndCleanup(t *testing.T) {
 		if d := w.fn().lateDropped(); d != 1 {
 			t.Fatalf("%d records dropped as late, want 1", d)
 		}
-		w.p.state.setKey("k")
-		l, _ := w.p.state.states[intervalLeftState].(interface{ Len() int })
-		r, _ := w.p.state.states[intervalRightState].(interface{ Len() int })
+		w.p.state.SetKey("k")
+		l, _ := w.p.state.States[intervalLeftState].(interface{ Len() int })
+		r, _ := w.p.state.States[intervalRightState].(interface{ Len() int })
 		if l.Len()+r.Len() != 0 {
 			t.Fatalf("buffers hold %d and %d timestamps", l.Len(), r.Len())
 		}

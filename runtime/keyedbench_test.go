@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/splitflow/splitflow/runtime/checkpoint"
+	"github.com/splitflow/splitflow/runtime/internal/keyed"
+	"github.com/splitflow/splitflow/runtime/internal/stateformat"
 )
 
 // BenchmarkKeyedSnapshot measures a keyed operator's snapshot of one
@@ -64,7 +66,7 @@ func BenchmarkKeyedRestore(b *testing.B) {
 				b.ReportAllocs()
 				for b.Loop() {
 					q, stop := openKeyed(b, [][]byte{enc.blob}, 1, 0, benchCount(nil))
-					if n := len(q.state.states["count"].(*valueState[string, int64]).flat()); n != keys {
+					if n := len(q.state.States["count"].(*keyed.HeapValue[string, int64]).Flat()); n != keys {
 						b.Fatalf("restored %d keys, want %d", n, keys)
 					}
 					stop()
@@ -92,7 +94,7 @@ func benchKeyedState(b *testing.B, keys int) (*keyedProcessOperator[string, stri
 	var count ValueState[int64]
 	p, stop := openKeyed(b, nil, 1, 0, benchCount(&count))
 	for i := range keys {
-		p.state.setKey("word-" + strconv.Itoa(i))
+		p.state.SetKey("word-" + strconv.Itoa(i))
 		count.Update(int64(i % 1000))
 	}
 	return p, stop
@@ -101,20 +103,12 @@ func benchKeyedState(b *testing.B, keys int) (*keyedProcessOperator[string, stri
 // snapshotGob is the snapshot as layout version 2 encoded it: per key
 // group, a map of the group's keys and values as one gob stream.
 func snapshotGob(p *keyedProcessOperator[string, string, string]) ([]byte, error) {
-	var entries []stateEntry
-	for name, st := range p.state.states {
-		s := st.(*valueState[string, int64])
+	var entries []keyed.Entry
+	for name, st := range p.state.States {
+		s := st.(*keyed.HeapValue[string, int64])
 		groups := map[int]map[string]int64{}
-		for k, v := range func(yield func(string, int64) bool) {
-			for _, m := range s.m {
-				for k, v := range m {
-					if !yield(k, v) {
-						return
-					}
-				}
-			}
-		} {
-			g := p.state.groupOf(k)
+		for k, v := range s.Flat() {
+			g := p.state.GroupOf(k)
 			if groups[g] == nil {
 				groups[g] = map[string]int64{}
 			}
@@ -125,10 +119,10 @@ func snapshotGob(p *keyedProcessOperator[string, string, string]) ([]byte, error
 			if err := gob.NewEncoder(&buf).Encode(m); err != nil {
 				return nil, err
 			}
-			entries = append(entries, stateEntry{name: name, kind: stateKindValue, format: formatGob, keyGroup: g, data: buf.Bytes()})
+			entries = append(entries, keyed.Entry{Name: name, Kind: stateformat.KindValue, Format: formatGob, KeyGroup: g, Data: buf.Bytes()})
 		}
 	}
-	return encodeStateEntries(entries), nil
+	return keyed.EncodeEntries(entries), nil
 }
 
 // BenchmarkKeyedSnapshotSync measures the part of a snapshot of
@@ -145,9 +139,9 @@ func BenchmarkKeyedSnapshotSync(b *testing.B) {
 		perSlot := map[int]string{}
 		for i := range keys {
 			k := "word-" + strconv.Itoa(i)
-			p.state.setKey(k)
+			p.state.SetKey(k)
 			count.Update(int64(i % 1000))
-			perSlot[p.state.slot] = k
+			perSlot[p.state.Slot] = k
 		}
 		b.Run("keys="+strconv.Itoa(keys)+"/freeze", func(b *testing.B) {
 			b.ReportAllocs()
@@ -165,7 +159,7 @@ func BenchmarkKeyedSnapshotSync(b *testing.B) {
 					b.Fatal(err)
 				}
 				for _, k := range perSlot {
-					p.state.setKey(k)
+					p.state.SetKey(k)
 					count.Update(1)
 				}
 				p.thawState()
@@ -197,13 +191,13 @@ func BenchmarkStateBackendCount(b *testing.B) {
 					if keys == "hot" {
 						n %= 1000
 					}
-					p.state.setKey("word-" + strconv.Itoa(n))
+					p.state.SetKey("word-" + strconv.Itoa(n))
 					c, _ := count.Value()
 					count.Update(c + 1)
 					i++
 				}
-				if p.state.err != nil {
-					b.Fatal(p.state.err)
+				if p.state.Err != nil {
+					b.Fatal(p.state.Err)
 				}
 			})
 		}
@@ -235,9 +229,9 @@ func BenchmarkPebbleSnapshotSync(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		p.state.pb.storage = mem
+		p.state.Pebble.Storage = mem
 		for i := range keys {
-			p.state.setKey("word-" + strconv.Itoa(i))
+			p.state.SetKey("word-" + strconv.Itoa(i))
 			count.Update(int64(i))
 		}
 		id := int64(0)
@@ -259,7 +253,7 @@ func BenchmarkPebbleSnapshotSync(b *testing.B) {
 				p.thawState()
 				async += time.Since(start)
 				for i := range 1000 {
-					p.state.setKey("word-" + strconv.Itoa((i*7919+int(id))%keys))
+					p.state.SetKey("word-" + strconv.Itoa((i*7919+int(id))%keys))
 					count.Update(id)
 				}
 				b.StartTimer()
@@ -287,9 +281,9 @@ func BenchmarkPebbleCheckpointIncrement(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	p.state.pb.storage = mem
+	p.state.Pebble.Storage = mem
 	for i := range keys {
-		p.state.setKey("word-" + strconv.Itoa(i))
+		p.state.SetKey("word-" + strconv.Itoa(i))
 		count.Update(int64(i))
 	}
 	snap := func(id int64) (newBytes, full int64) {
@@ -305,7 +299,7 @@ func BenchmarkPebbleCheckpointIncrement(b *testing.B) {
 		for _, f := range files {
 			full += f.Size
 		}
-		return p.state.pb.lastSnapshot.newBytes, full
+		return p.state.Pebble.LastSnapshot.NewBytes, full
 	}
 	snap(1)
 	var newBytes, full int64
@@ -316,7 +310,7 @@ func BenchmarkPebbleCheckpointIncrement(b *testing.B) {
 		for range 20 {
 			id++
 			for i := range keys / 100 {
-				p.state.setKey("word-" + strconv.Itoa((i*7919+int(id)*104729)%keys))
+				p.state.SetKey("word-" + strconv.Itoa((i*7919+int(id)*104729)%keys))
 				count.Update(id)
 			}
 			n, f := snap(id)
@@ -346,7 +340,7 @@ func BenchmarkDescriptorCount(b *testing.B) {
 		b.ReportAllocs()
 		i := 0
 		for b.Loop() {
-			p.state.setKey(keys[i%len(keys)])
+			p.state.SetKey(keys[i%len(keys)])
 			c, _ := count.Value()
 			count.Update(c + 1)
 			i++
@@ -359,7 +353,7 @@ func BenchmarkDescriptorCount(b *testing.B) {
 		b.ReportAllocs()
 		i := 0
 		for b.Loop() {
-			p.state.setKey(keys[i%len(keys)])
+			p.state.SetKey(keys[i%len(keys)])
 			c, _, err := desc.Get(&p.ctx)
 			if err == nil {
 				err = desc.Set(&p.ctx, c+1)
@@ -377,7 +371,7 @@ func BenchmarkDescriptorCount(b *testing.B) {
 		b.ReportAllocs()
 		i := 0
 		for b.Loop() {
-			p.state.setKey(word(keys[i%len(keys)]))
+			p.state.SetKey(word(keys[i%len(keys)]))
 			c, _, err := desc.Get(&p.ctx)
 			if err == nil {
 				err = desc.Set(&p.ctx, c+1)
@@ -396,7 +390,7 @@ func BenchmarkDescriptorCount(b *testing.B) {
 		b.ReportAllocs()
 		i := 0
 		for b.Loop() {
-			p.state.setKey(int64(i % len(keys)))
+			p.state.SetKey(int64(i % len(keys)))
 			c, _, err := desc.Get(&p.ctx)
 			if err == nil {
 				err = desc.Set(&p.ctx, c+1)
@@ -432,19 +426,19 @@ func BenchmarkTimerSnapshotSync(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			if p.state.pb != nil {
+			if p.state.Pebble != nil {
 				mem, err := checkpoint.NewMemoryStorage()
 				if err != nil {
 					b.Fatal(err)
 				}
-				p.state.pb.storage = mem
+				p.state.Pebble.Storage = mem
 			}
 			perGroup := map[int]int64{}
 			for k := range int64(timers) {
 				if err := p.Collect(k, 0); err != nil {
 					b.Fatal(err)
 				}
-				perGroup[p.state.groupOf(k)] = k
+				perGroup[p.state.GroupOf(k)] = k
 			}
 			id := int64(0)
 			b.Run(name+"/freeze", func(b *testing.B) {
@@ -455,7 +449,7 @@ func BenchmarkTimerSnapshotSync(b *testing.B) {
 					if err != nil {
 						b.Fatal(err)
 					}
-					if p.state.pb != nil {
+					if p.state.Pebble != nil {
 						b.StopTimer()
 						if _, _, err := enc(func() bool { return false }); err != nil {
 							b.Fatal(err)
@@ -467,7 +461,7 @@ func BenchmarkTimerSnapshotSync(b *testing.B) {
 					p.thawState()
 				}
 			})
-			if p.state.pb == nil {
+			if p.state.Pebble == nil {
 				b.Run(name+"/copy-all", func(b *testing.B) {
 					b.ReportAllocs()
 					sets := p.timers.event.sets.(*heapTimerSets[int64])
@@ -489,7 +483,7 @@ func BenchmarkTimerSnapshotSync(b *testing.B) {
 							b.Fatal(err)
 						}
 						for _, k := range perGroup {
-							p.state.setKey(k)
+							p.state.SetKey(k)
 							p.ctx.RegisterEventTimeTimer(1) // to the top: the heap is written
 							p.ctx.DeleteEventTimeTimer(1)
 						}
@@ -566,9 +560,9 @@ func BenchmarkKeyedSnapshotSyncDeep(b *testing.B) {
 		perSlot := map[int]string{}
 		for i := range keys {
 			k := "word-" + strconv.Itoa(i)
-			p.state.setKey(k)
+			p.state.SetKey(k)
 			raw.Update([]byte(k))
-			perSlot[p.state.slot] = k
+			perSlot[p.state.Slot] = k
 		}
 		name := "keys=" + strconv.Itoa(keys)
 		b.Run(name+"/freeze", func(b *testing.B) {
@@ -600,7 +594,7 @@ func BenchmarkKeyedSnapshotSyncDeep(b *testing.B) {
 					b.Fatal(err)
 				}
 				for _, k := range perSlot {
-					p.state.setKey(k)
+					p.state.SetKey(k)
 					v, _ := raw.Value()
 					v[0] = 'W'
 				}

@@ -13,8 +13,10 @@ import (
 
 	"github.com/splitflow/splitflow/runtime/checkpoint"
 	"github.com/splitflow/splitflow/runtime/internal/engine"
+	"github.com/splitflow/splitflow/runtime/internal/keyed"
 	"github.com/splitflow/splitflow/runtime/internal/keygroup"
 	"github.com/splitflow/splitflow/runtime/internal/statecodec"
+	"github.com/splitflow/splitflow/runtime/internal/stateformat"
 )
 
 // point is a state value type that has no built-in encoding.
@@ -118,15 +120,15 @@ func checkFixtureState(t *testing.T, p *keyedProcessOperator[string, string, str
 		wantEvent = append(wantEvent, timerEntry[string]{ts: int64(1000 + n), key: k})
 		wantProc = append(wantProc, timerEntry[string]{ts: int64(1<<50 + n), key: k})
 	}
-	if got := p.state.states["count"].(*valueState[string, int64]).flat(); !maps.Equal(got, wantCount) {
+	if got := p.state.States["count"].(*keyed.HeapValue[string, int64]).Flat(); !maps.Equal(got, wantCount) {
 		t.Errorf("count = %v, want %v", got, wantCount)
 	}
 	if withPoint {
-		if got := p.state.states["point"].(*valueState[string, point]).flat(); !maps.Equal(got, wantPoint) {
+		if got := p.state.States["point"].(*keyed.HeapValue[string, point]).Flat(); !maps.Equal(got, wantPoint) {
 			t.Errorf("point = %v, want %v", got, wantPoint)
 		}
 	}
-	if got := p.state.states["seen"].(*mapState[string, string, int64]).flat(); !reflect.DeepEqual(got, wantSeen) {
+	if got := p.state.States["seen"].(*keyed.HeapMap[string, string, int64]).Flat(); !reflect.DeepEqual(got, wantSeen) {
 		t.Errorf("seen = %v, want %v", got, wantSeen)
 	}
 	order := func(a, b timerEntry[string]) int { return strings.Compare(a.key, b.key) }
@@ -163,8 +165,8 @@ func TestKeyedStateVersion2Restores(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if v3[0] != keyedStateVersion {
-		t.Fatalf("snapshot layout version %d, want %d", v3[0], keyedStateVersion)
+	if v3[0] != stateformat.KeyedVersion {
+		t.Fatalf("snapshot layout version %d, want %d", v3[0], stateformat.KeyedVersion)
 	}
 	p, stop = openKeyed(t, [][]byte{v3}, 1, 0, fixtureStates(true))
 	defer stop()
@@ -177,13 +179,13 @@ func TestKeyedStateVersion2Restores(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	entries, err := decodeStateEntries(carried)
+	entries, err := keyed.DecodeEntries(carried)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, e := range entries {
-		if want := map[bool]byte{true: formatGob, false: formatColumns}[e.name == "point"]; e.format != want {
-			t.Errorf("entry %s (key group %d) in format %d, want %d", e.name, e.keyGroup, e.format, want)
+		if want := map[bool]byte{true: formatGob, false: formatColumns}[e.Name == "point"]; e.Format != want {
+			t.Errorf("entry %s (key group %d) in format %d, want %d", e.Name, e.KeyGroup, e.Format, want)
 		}
 	}
 	p, stop = openKeyed(t, [][]byte{carried}, 1, 0, fixtureStates(true))
@@ -208,8 +210,8 @@ func TestKeyedStateVersion2Rescales(t *testing.T) {
 			t.Fatal(err)
 		}
 		blobs = append(blobs, b)
-		for k := range p.state.states["count"].(*valueState[string, int64]).flat() {
-			if g := p.state.groupOf(k); keygroup.Subtask(g, 2, 128) != sub {
+		for k := range p.state.States["count"].(*keyed.HeapValue[string, int64]).Flat() {
+			if g := p.state.GroupOf(k); keygroup.Subtask(g, 2, 128) != sub {
 				t.Errorf("subtask %d of 2 restored key %q of key group %d", sub, k, g)
 			}
 		}
@@ -266,18 +268,18 @@ func roundTrip[T comparable](t *testing.T, vs []T) {
 	p, stop := openKeyed(t, nil, 1, 0, fn)
 	defer stop()
 	for i := range vs {
-		p.state.setKey("k" + string(rune('a'+i)))
+		p.state.SetKey("k" + string(rune('a'+i)))
 		m.Put(vs[i], vs[(i+1)%len(vs)])
 		m.Put(vs[(i+1)%len(vs)], vs[i])
 	}
-	want := maps.Clone(p.state.states["m"].(*mapState[string, T, T]).flat())
+	want := maps.Clone(p.state.States["m"].(*keyed.HeapMap[string, T, T]).Flat())
 	b, err := p.snapshotState(1)
 	if err != nil {
 		t.Fatal(err)
 	}
 	q, stop2 := openKeyed(t, [][]byte{b}, 1, 0, fn)
 	defer stop2()
-	if got := q.state.states["m"].(*mapState[string, T, T]).flat(); !reflect.DeepEqual(got, want) {
+	if got := q.state.States["m"].(*keyed.HeapMap[string, T, T]).Flat(); !reflect.DeepEqual(got, want) {
 		t.Errorf("%T map state: restored %v, want %v", vs, got, want)
 	}
 	if _, err := stableHasher[T](); err == nil {
@@ -299,7 +301,7 @@ func roundTripValues[T any](t *testing.T, vs []T) {
 	p, stop := openKeyed(t, nil, 1, 0, fn)
 	defer stop()
 	for i, x := range vs {
-		p.state.setKey("k" + string(rune('a'+i)))
+		p.state.SetKey("k" + string(rune('a'+i)))
 		v.Update(x)
 	}
 	b, err := p.snapshotState(1)
@@ -308,7 +310,7 @@ func roundTripValues[T any](t *testing.T, vs []T) {
 	}
 	q, stop2 := openKeyed(t, [][]byte{b}, 1, 0, fn)
 	defer stop2()
-	got := q.state.states["v"].(*valueState[string, T]).flat()
+	got := q.state.States["v"].(*keyed.HeapValue[string, T]).Flat()
 	if len(got) != len(vs) {
 		t.Fatalf("%T: restored %d values, want %d", vs, len(got), len(vs))
 	}
@@ -342,7 +344,7 @@ func roundTripKeys[K comparable](t *testing.T, ks []K) {
 		// Declared over K itself, as the engine's own states are, to
 		// read its map by K below.
 		Setup: func(ctx *KeyedContext[K, string]) (err error) {
-			v, err = declareValueTTL(ctx.op, "v", statecodec.For[int](), nil)
+			v, err = keyed.DeclareValue(ctx.op, "v", statecodec.For[int](), nil)
 			return err
 		},
 		Element: func(ctx *KeyedContext[K, string], _ K) error {
@@ -359,7 +361,7 @@ func roundTripKeys[K comparable](t *testing.T, ks []K) {
 			t.Fatal(err)
 		}
 	}
-	want := maps.Clone(p.state.states["v"].(*valueState[K, int]).flat())
+	want := maps.Clone(p.state.States["v"].(*keyed.HeapValue[K, int]).Flat())
 	wantTimers := map[timerEntry[K]]bool{}
 	for _, e := range p.timers.event.all() {
 		wantTimers[e] = true
@@ -370,7 +372,7 @@ func roundTripKeys[K comparable](t *testing.T, ks []K) {
 	}
 	q, stop2 := openKeyed(t, [][]byte{b}, 1, 0, fn)
 	defer stop2()
-	if got := q.state.states["v"].(*valueState[K, int]).flat(); !maps.Equal(got, want) {
+	if got := q.state.States["v"].(*keyed.HeapValue[K, int]).Flat(); !maps.Equal(got, want) {
 		t.Errorf("%T keys: restored %v, want %v", ks, got, want)
 	}
 	got := map[timerEntry[K]]bool{}
@@ -399,7 +401,7 @@ func TestChangedStateTypeFailsRestoreNamingIt(t *testing.T) {
 		return err
 	}))
 	defer stop()
-	p.state.setKey("a")
+	p.state.SetKey("a")
 	count.Update(7)
 	b, err := p.snapshotState(1)
 	if err != nil {
@@ -415,24 +417,4 @@ func TestChangedStateTypeFailsRestoreNamingIt(t *testing.T) {
 		!strings.Contains(err.Error(), "checkpointed as signed integer") || !strings.Contains(err.Error(), "encoded as string") {
 		t.Fatalf("restore of an int64 state as a string: err = %v", err)
 	}
-}
-
-// flat is the state as one map by key.
-func (s *valueState[K, V]) flat() map[K]V {
-	out := map[K]V{}
-	for _, m := range s.m {
-		maps.Copy(out, m)
-	}
-	return out
-}
-
-// flat is the state as one map by key.
-func (s *mapState[K, UK, UV]) flat() map[K]map[UK]UV {
-	out := map[K]map[UK]UV{}
-	for _, m := range s.m {
-		for k, in := range m {
-			out[k] = in.m
-		}
-	}
-	return out
 }

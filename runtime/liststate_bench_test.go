@@ -31,7 +31,7 @@ func BenchmarkListAppend(b *testing.B) {
 				}
 				b.ReportAllocs()
 				for i := 0; b.Loop(); i++ {
-					p.state.setKey(fmt.Sprint("k", i/perList))
+					p.state.SetKey(fmt.Sprint("k", i/perList))
 					if how == "list" {
 						l.Add(int64(i))
 						continue
@@ -39,8 +39,8 @@ func BenchmarkListAppend(b *testing.B) {
 					cur, _ := v.Value()
 					v.Update(append(cur, int64(i)))
 				}
-				if p.state.err != nil {
-					b.Fatal(p.state.err)
+				if p.state.Err != nil {
+					b.Fatal(p.state.Err)
 				}
 			})
 		}

@@ -35,7 +35,7 @@ func TestListStateFollowsModel(t *testing.T) {
 		rng := rand.New(rand.NewPCG(1, 2))
 		step := func(i int) {
 			k := keys[rng.IntN(len(keys))]
-			p.state.setKey(k)
+			p.state.SetKey(k)
 			l, err := desc.Handle(&p.ctx)
 			if err != nil {
 				t.Fatal(err)
@@ -68,8 +68,8 @@ func TestListStateFollowsModel(t *testing.T) {
 		for i := range 300 {
 			step(i)
 		}
-		if p.state.pb != nil {
-			p.state.pb.storage = mem
+		if p.state.Pebble != nil {
+			p.state.Pebble.Storage = mem
 		}
 		enc, err := p.freezeState(1)
 		if err != nil {
@@ -87,15 +87,15 @@ func TestListStateFollowsModel(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if p.state.err != nil {
-			t.Fatal(p.state.err)
+		if p.state.Err != nil {
+			t.Fatal(p.state.Err)
 		}
 		chk := commitBlobs(t, mem, 1, [][]byte{blob}, [][]checkpoint.FileHandle{files})
 
 		q, stopQ := openKeyedFromStop(t, sc, chk, 1, 0, noopStringFn)
 		defer stopQ()
 		for _, k := range keys {
-			q.state.setKey(k)
+			q.state.SetKey(k)
 			l, err := desc.Handle(&q.ctx)
 			if err != nil {
 				t.Fatal(err)
@@ -108,8 +108,8 @@ func TestListStateFollowsModel(t *testing.T) {
 				t.Fatalf("restored key %s after an append: %q, want %q", k, got, want)
 			}
 		}
-		if q.state.err != nil {
-			t.Fatal(q.state.err)
+		if q.state.Err != nil {
+			t.Fatal(q.state.Err)
 		}
 	})
 }
@@ -129,7 +129,7 @@ func TestListStateElementCodecs(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer stop()
-		p.state.setKey("k")
+		p.state.SetKey("k")
 		recs, err := NewListState[rec]("recs").Handle(&p.ctx)
 		if err != nil {
 			t.Fatal(err)
@@ -145,7 +145,7 @@ func TestListStateElementCodecs(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer stopQ()
-		q.state.setKey("k")
+		q.state.SetKey("k")
 		r, err := NewListState[rec]("recs").Handle(&q.ctx)
 		if err != nil {
 			t.Fatal(err)
@@ -192,10 +192,10 @@ func TestListStateRescaled(t *testing.T) {
 			for sub := range pars[0] {
 				p, stop := openKeyedFromStop(t, sc, nil, pars[0], sub, noopStringFn)
 				for _, k := range keys {
-					if keygroup.Subtask(p.state.groupOf(k), pars[0], 128) != sub {
+					if keygroup.Subtask(p.state.GroupOf(k), pars[0], 128) != sub {
 						continue
 					}
-					p.state.setKey(k)
+					p.state.SetKey(k)
 					for _, v := range want[k] {
 						if err := desc.Add(&p.ctx, v); err != nil {
 							t.Fatal(err)
@@ -211,11 +211,11 @@ func TestListStateRescaled(t *testing.T) {
 			for sub := range pars[1] {
 				q, stop := openKeyedFromStop(t, sc, chk, pars[1], sub, noopStringFn)
 				for _, k := range keys {
-					if keygroup.Subtask(q.state.groupOf(k), pars[1], 128) != sub {
+					if keygroup.Subtask(q.state.GroupOf(k), pars[1], 128) != sub {
 						continue
 					}
 					seen++
-					q.state.setKey(k)
+					q.state.SetKey(k)
 					if err := desc.Add(&q.ctx, -1); err != nil {
 						t.Fatal(err)
 					}
@@ -244,7 +244,7 @@ func TestListStateHeapCheckpointIntoPebble(t *testing.T) {
 	}
 	desc := NewListState[string]("l")
 	for _, k := range []string{"a", "b"} {
-		p.state.setKey(k)
+		p.state.SetKey(k)
 		if err := desc.AddAll(&p.ctx, []string{k + "1", k + "2", k + "3"}); err != nil {
 			t.Fatal(err)
 		}
@@ -257,7 +257,7 @@ func TestListStateHeapCheckpointIntoPebble(t *testing.T) {
 	}
 	defer stopQ()
 	for _, k := range []string{"a", "b"} {
-		q.state.setKey(k)
+		q.state.SetKey(k)
 		if err := desc.Add(&q.ctx, k+"4"); err != nil {
 			t.Fatal(err)
 		}
@@ -279,7 +279,7 @@ func TestListStateKindChangeRefused(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		p.state.setKey("a")
+		p.state.SetKey("a")
 		if err := NewValueState[string]("x").Set(&p.ctx, "v"); err != nil {
 			t.Fatal(err)
 		}
@@ -293,7 +293,7 @@ func TestListStateKindChangeRefused(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer stopQ()
-		q.state.setKey("a")
+		q.state.SetKey("a")
 		if _, err := NewListState[string]("x").Handle(&q.ctx); err == nil || !strings.Contains(err.Error(), "another kind") {
 			t.Fatalf("a value state declared as a list: %v", err)
 		}
@@ -302,5 +302,3 @@ func TestListStateKindChangeRefused(t *testing.T) {
 		}
 	})
 }
-
-func (s *listState[K, T]) heapKeys() int { return s.v.heapKeys() }

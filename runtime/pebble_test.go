@@ -95,9 +95,9 @@ func TestPebbleSnapshotStoresEachFileOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	store := newPutCounting(mem)
-	p.state.pb.storage = store
+	p.state.Pebble.Storage = store
 	for i := range 5000 {
-		p.state.setKey(fmt.Sprint("word-", i))
+		p.state.SetKey(fmt.Sprint("word-", i))
 		count.Update(int64(i))
 	}
 	_, files1 := snapshotNow(t, p, 1)
@@ -113,7 +113,7 @@ func TestPebbleSnapshotStoresEachFileOnce(t *testing.T) {
 		t.Fatalf("a snapshot with nothing changed uses other files: %v, then %v", files1, files2)
 	}
 	for i := range 10 {
-		p.state.setKey(fmt.Sprint("word-", i))
+		p.state.SetKey(fmt.Sprint("word-", i))
 		count.Update(-1)
 	}
 	_, files3 := snapshotNow(t, p, 3)
@@ -135,8 +135,8 @@ func TestPebbleSnapshotStoresEachFileOnce(t *testing.T) {
 	if added != store.total()-first {
 		t.Fatalf("snapshot 3 uses %d files snapshot 2 did not, and stored %d", added, store.total()-first)
 	}
-	if p.state.err != nil {
-		t.Fatal(p.state.err)
+	if p.state.Err != nil {
+		t.Fatal(p.state.Err)
 	}
 }
 
@@ -208,13 +208,13 @@ func restoredCounts(t *testing.T, chk *checkpoint.Checkpoint) map[int64]int64 {
 	}
 	out := map[int64]int64{}
 	for k := range int64(7) {
-		p.state.setKey(k)
+		p.state.SetKey(k)
 		if n, ok := count.Value(); ok {
 			out[k] = n
 		}
 	}
-	if p.state.err != nil {
-		t.Fatal(p.state.err)
+	if p.state.Err != nil {
+		t.Fatal(p.state.Err)
 	}
 	return out
 }
@@ -389,7 +389,7 @@ func TestHeapCheckpointRestoresIntoPebble(t *testing.T) {
 	heap, stopHeap := openKeyed(t, nil, 1, 0, fn(&count, &seen))
 	for i := range 300 {
 		k := fmt.Sprint("k", i)
-		heap.state.setKey(k)
+		heap.state.SetKey(k)
 		count.Update(int64(i))
 		seen.Put("a", int64(i))
 		seen.Put("b", int64(-i))
@@ -415,7 +415,7 @@ func TestHeapCheckpointRestoresIntoPebble(t *testing.T) {
 				if g := keygroup.ForHash(keygroup.HashString(k), 128); g < lo || g > hi {
 					continue
 				}
-				p.state.setKey(k)
+				p.state.SetKey(k)
 				n, ok := count.Value()
 				if !ok {
 					t.Fatalf("par %d: %s lost", par, k)
@@ -426,8 +426,8 @@ func TestHeapCheckpointRestoresIntoPebble(t *testing.T) {
 				}
 				got[k] = n
 			}
-			if p.state.err != nil {
-				t.Fatal(p.state.err)
+			if p.state.Err != nil {
+				t.Fatal(p.state.Err)
 			}
 			blob, _ := snapshotWithMemory(t, p)
 			stop()
@@ -448,7 +448,7 @@ func snapshotWithMemory[K comparable](t *testing.T, p *keyedProcessOperator[K, K
 	if err != nil {
 		t.Fatal(err)
 	}
-	p.state.pb.storage = mem
+	p.state.Pebble.Storage = mem
 	return snapshotNow(t, p, 1)
 }
 
@@ -564,7 +564,7 @@ func TestPebbleKeysHaveTheSameBytesInEveryProcess(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer stop()
-	p.state.setKey("k")
+	p.state.SetKey("k")
 	bins.Put(binKey{1, 2}, 12)
 	floats.Put(0, 1)
 	negZero := math.Copysign(0, -1)
@@ -578,8 +578,8 @@ func TestPebbleKeysHaveTheSameBytesInEveryProcess(t *testing.T) {
 	if n, v := floats.Len(), maps.Collect(floats.All()); n != 1 || v[0] != 2 {
 		t.Fatalf("+0 and -0 keys: %d entries %v, want one entry 2", n, v)
 	}
-	if p.state.err != nil {
-		t.Fatal(p.state.err)
+	if p.state.Err != nil {
+		t.Fatal(p.state.Err)
 	}
 }
 

@@ -5,18 +5,15 @@ import (
 	"fmt"
 	"iter"
 	"log/slog"
-	"maps"
 	"math"
-	"reflect"
-	"sync/atomic"
 	"time"
 
 	"github.com/splitflow/splitflow/metrics"
 	"github.com/splitflow/splitflow/runtime/checkpoint"
 	"github.com/splitflow/splitflow/runtime/internal/engine"
+	"github.com/splitflow/splitflow/runtime/internal/keyed"
 	"github.com/splitflow/splitflow/runtime/internal/keygroup"
 	"github.com/splitflow/splitflow/runtime/internal/pebblestate"
-	"github.com/splitflow/splitflow/runtime/internal/statecodec"
 )
 
 // TimeDomain says which clock a timer follows.
@@ -100,7 +97,7 @@ func (f KeyedProcessFuncs[K, I, O]) OnTimer(ctx *KeyedContext[K, O], t Timer) er
 // KeyedContext is what a KeyedProcessFunction sees: the current key and
 // timestamp, an output, state, and timers.
 type KeyedContext[K comparable, O any] struct {
-	op        *keyedState[K]
+	op        *keyed.State[K]
 	out       output[O]
 	ts        int64
 	err       error
@@ -110,7 +107,7 @@ type KeyedContext[K comparable, O any] struct {
 }
 
 // Key is the key of the record or timer being handled.
-func (c *KeyedContext[K, O]) Key() K { return c.op.key }
+func (c *KeyedContext[K, O]) Key() K { return c.op.Key }
 
 // Timestamp is the current record's event timestamp, or the timer's
 // timestamp in OnTimer for an event-time timer (connector.NoTimestamp if
@@ -143,7 +140,7 @@ func (c *KeyedContext[K, O]) sideOutputs() (*sideOutputs, int64, *error) {
 // CurrentProcessingTime is the processing time, the wall clock in
 // milliseconds since the Unix epoch: the time processing-time timers fire
 // by and state TTL expires by.
-func (c *KeyedContext[K, O]) CurrentProcessingTime() int64 { return c.op.now() }
+func (c *KeyedContext[K, O]) CurrentProcessingTime() int64 { return c.op.Now() }
 
 // RegisterEventTimeTimer asks for OnTimer once the watermark reaches ts,
 // for the current key. Registering the same (key, ts) twice fires once.
@@ -166,9 +163,9 @@ func (c *KeyedContext[K, O]) RegisterEventTimeTimer(ts int64) {
 			s.droppedFinal++
 			return
 		}
-		s.registeredFinal[timerEntry[K]{ts: ts, key: c.op.key}] = struct{}{}
+		s.registeredFinal[timerEntry[K]{ts: ts, key: c.op.Key}] = struct{}{}
 	}
-	c.timers.event.add(c.op.key, ts)
+	c.timers.event.add(c.op.Key, ts)
 }
 
 // checkTimerKey fails the current call once the key type is known not to
@@ -176,9 +173,9 @@ func (c *KeyedContext[K, O]) RegisterEventTimeTimer(ts int64) {
 func (c *KeyedContext[K, O]) checkTimerKey(name string) {
 	if !c.timers.keyChecked {
 		c.timers.keyChecked = true
-		c.timers.keyErr = checkStateTypes(name, stateType{"key type", typeOf[K]()})
-		if c.timers.keyErr == nil && c.op.pb != nil {
-			c.timers.keyErr = c.op.pbKeysErr // the DB holds timers by their keys' bytes
+		c.timers.keyErr = keyed.CheckStateTypes(name, keyed.StateType{Role: "key type", Type: typeOf[K]()})
+		if c.timers.keyErr == nil && c.op.Pebble != nil {
+			c.timers.keyErr = c.op.PebbleKeysErr // the DB holds timers by their keys' bytes
 		}
 	}
 	if c.timers.keyErr != nil && c.err == nil {
@@ -187,167 +184,19 @@ func (c *KeyedContext[K, O]) checkTimerKey(name string) {
 }
 
 // DeleteEventTimeTimer cancels a timer registered for the current key.
-func (c *KeyedContext[K, O]) DeleteEventTimeTimer(ts int64) { c.timers.event.remove(c.op.key, ts) }
+func (c *KeyedContext[K, O]) DeleteEventTimeTimer(ts int64) { c.timers.event.remove(c.op.Key, ts) }
 
 // RegisterProcessingTimeTimer asks for OnTimer once the wall clock reaches
 // ts (milliseconds since the Unix epoch), for the current key.
 func (c *KeyedContext[K, O]) RegisterProcessingTimeTimer(ts int64) {
 	c.checkTimerKey(processingTimersName)
-	c.timers.processing.add(c.op.key, ts)
+	c.timers.processing.add(c.op.Key, ts)
 	c.timers.scheduleProcessing()
 }
 
 // DeleteProcessingTimeTimer cancels a timer registered for the current key.
 func (c *KeyedContext[K, O]) DeleteProcessingTimeTimer(ts int64) {
-	c.timers.processing.remove(c.op.key, ts)
-}
-
-// keyedState is the keyed state of one operator subtask: the current key
-// and its key group, and the named states, each a map by key split into
-// one map per key group. State lives on the task goroutine only.
-// Snapshots write entries by key group (see keyedstate.go) so that they
-// can be redistributed on rescaling.
-//
-// A snapshot freezes the state on the task goroutine and encodes it on
-// another (copy-on-write, as Flink's CopyOnWriteStateMap, at the grain of
-// slots: every key group is split into slotsPerKeyGroup maps by the key's
-// hash, so that a copy costs a small share of the state): freezing starts
-// a new epoch and hands the encoder the slot maps as they are; every map
-// remembers the epoch it was made in, and a write to one made before the
-// frozen epoch copies it first, so the encoder reads maps nobody writes
-// again. Thawing, once the encoder is done, ends the copying.
-type keyedState[K comparable] struct {
-	// keyedCommon is what does not depend on the key type, shared with
-	// the canonical view of this state that descriptors use (see
-	// canonicalState).
-	*keyedCommon
-	key  K
-	slot int // slot of key
-	// groupOf is the key group of a key, of groups (the max parallelism);
-	// slotOf its slot, of groups*slotsPerKeyGroup, the slots of key group
-	// g being g*slotsPerKeyGroup and up; keys is the key type's codec in
-	// snapshots.
-	groupOf func(K) int
-	slotOf  func(K) int
-	groups  int
-	keys    statecodec.Codec[K]
-	// keyT is the stream's key type when it is not K: in the view over
-	// any that descriptors use for a key type not of a basic kind
-	// (viewBoxed). The type checks and errors name it.
-	keyT reflect.Type
-
-	// pbKeys is the pebble backend's key encoding; pbKeyBuf the current
-	// key's encoding once pbKeyOK.
-	pbKeys    keyBytes[K]
-	pbKeysErr error
-	pbKeyBuf  []byte
-	pbKeyOK   bool
-
-	// canon is the canonical view (a *keyedState[C], C the basic type
-	// under K), made on a descriptor's first use, or why there is none;
-	// follow keeps its current key with this one's.
-	canon    any
-	canonErr error
-	follow   func(k K, slot int)
-}
-
-// keyedCommon is the part of an operator subtask's keyed state that does
-// not depend on the key type.
-type keyedCommon struct {
-	// epoch is the current epoch; frozen the epoch of the snapshot being
-	// encoded, 0 for none: a map of an epoch below frozen is read by the
-	// encoder.
-	epoch  uint64
-	frozen uint64
-	states map[string]any
-	// decls says, per state name, how it was declared ("ValueState[int64]
-	// (varint)"), for the error that refuses a second declaration of the
-	// name with other types.
-	decls map[string]string
-	// handles are the states of descriptors, by descriptor id.
-	handles []any
-	// restored holds, per state name, the restored entries of the key
-	// groups this subtask owns, until the function asks for the state
-	// (its value type is known only then); a snapshot taken before that
-	// writes them back unchanged.
-	restored map[string][]stateEntry
-	// pb is the pebble backend's state, nil with the heap backend. err is
-	// the first failure of a state access (pebblestate.go, descriptors),
-	// returned after the function's call.
-	pb  *pebbleKeyed
-	err error
-	// clock is the operator's processing time in milliseconds (the
-	// job's, config.clock), for its context, its processing-time timers
-	// and state TTL (ttl.go); nil for the wall clock.
-	clock func() int64
-	// ttls says, per state name, the TTL of its first declaration
-	// ("no TTL" for none), for the error that refuses another
-	// (sameTTL); ttlStates holds the TTL handle of each state with one,
-	// so that every declaration of it shares one clock and one cleanup.
-	ttls      map[string]string
-	ttlStates map[string]any
-	// shapes holds, per declared state, the record of its types' shapes
-	// its checkpoints write (statecodec.DeclaredShape); dropped the fields its
-	// descriptor's AllowDroppedFields lets a restore drop.
-	shapes  map[string][]byte
-	dropped map[string][]string
-}
-
-// keyType is the stream's key type.
-func (ks *keyedState[K]) keyType() reflect.Type {
-	if ks.keyT != nil {
-		return ks.keyT
-	}
-	return typeOf[K]()
-}
-
-// slotsPerKeyGroup is how many maps a key group's state is split into.
-const slotsPerKeyGroup = 16
-
-func (ks *keyedState[K]) slots() int { return ks.groups * slotsPerKeyGroup }
-
-// setKey makes k the current key.
-func (ks *keyedState[K]) setKey(k K) {
-	ks.key, ks.slot, ks.pbKeyOK = k, ks.slotOf(k), false
-	if ks.follow != nil {
-		ks.follow(k, ks.slot)
-	}
-}
-
-// claim registers state s of the kind, declared with shape, under name
-// and takes what was restored for it, refusing entries of another kind
-// and types that lost a field (statecodec.CheckShape).
-func (ks *keyedState[K]) claim(name string, s any, kind byte, shape statecodec.DeclaredShape) ([]stateEntry, error) {
-	ks.states[name] = s
-	entries := ks.restored[name]
-	delete(ks.restored, name)
-	for _, e := range entries {
-		if e.kind != kind && e.kind != stateKindShape {
-			return nil, errKindChanged(name)
-		}
-	}
-	return ks.claimShape(name, entries, shape)
-}
-
-// errKindChanged refuses a restore whose state changed kind.
-func errKindChanged(name string) error {
-	return &unrecoverableError{Err: fmt.Errorf("state %q was checkpointed as another kind of state (a ValueState and a MapState share the name across versions of the job); rename one", name)}
-}
-
-// create registers a new state and merges what was restored for it.
-func (ks *keyedState[K]) create(name string, s snapshotableState, shape statecodec.DeclaredShape) error {
-	entries, err := ks.claim(name, s, s.kind(), shape)
-	if err != nil {
-		return err
-	}
-	// A restore that fails here fails again from the same checkpoint:
-	// no restart can mend it.
-	for _, e := range entries {
-		if err := s.restore(e.format, e.data); err != nil {
-			return &unrecoverableError{Err: fmt.Errorf("restore state %q (key group %d): %w", name, e.keyGroup, err)}
-		}
-	}
-	return nil
+	c.timers.processing.remove(c.op.Key, ts)
 }
 
 // ValueState is one value per key.
@@ -371,272 +220,6 @@ type MapState[UK comparable, UV any] interface {
 	All() iter.Seq2[UK, UV]
 	// Clear removes the current key's map.
 	Clear()
-}
-
-type valueState[K comparable, V any] struct {
-	ks   *keyedState[K]
-	name string
-	// m holds the values by slot; ep the epoch each map was made in.
-	m    []map[K]V
-	ep   []uint64
-	vals statecodec.Codec[V]
-	// read counts the slots the encoder of the frozen snapshot has
-	// finished reading: it writes it, in order, once it is done with a key
-	// group, and a write to a slot below it needs no copy.
-	read atomic.Int64
-	// deep is set when the function could change a value in place (a
-	// slice, map or pointer inside V): copying a slot's map then shares
-	// its values with the snapshot, so a value is copied too (cp, through
-	// its codec) when the function first sees it after the freeze. own,
-	// per slot copied from a frozen map in this epoch, holds the keys
-	// whose values are the task's own; nil for a slot whose values all
-	// are.
-	deep bool
-	own  []map[K]struct{}
-	cp   statecodec.Copier[V]
-	// keep, set for a state with TTL, is called at the freeze and returns
-	// which values the snapshot keeps (ttl.go).
-	keep func() func(V) bool
-	// trim, set for a list state with TTL, is keep for values that
-	// expire in parts: called at the freeze, it returns what the
-	// snapshot writes of a value (a list without its expired elements,
-	// never the value itself changed in place) and whether anything is
-	// left.
-	trim func() func(V) (V, bool)
-}
-
-func newValueState[K comparable, V any](ks *keyedState[K], name string, vals statecodec.Codec[V]) *valueState[K, V] {
-	s := &valueState[K, V]{ks: ks, name: name, m: make([]map[K]V, ks.slots()), ep: make([]uint64, ks.slots()), vals: vals,
-		deep: !valueSemantics[V](), cp: statecodec.Copier[V]{Codec: vals}}
-	if s.deep {
-		s.own = make([]map[K]struct{}, ks.slots())
-	}
-	return s
-}
-
-func (s *valueState[K, V]) Value() (V, bool) {
-	g, k := s.ks.slot, s.ks.key
-	v, ok := s.m[g][k]
-	if ok && s.deep && s.sharedValue(g, k) {
-		c, err := s.cp.Copy(v)
-		if err != nil {
-			s.ks.fail(fmt.Errorf("state %q: copy a value the running snapshot holds: %w", s.name, err))
-			return v, ok
-		}
-		s.writable(g)[k] = c
-		if o := s.own[g]; o != nil {
-			o[k] = struct{}{}
-		}
-		v = c
-	}
-	return v, ok
-}
-
-func (s *valueState[K, V]) Update(v V) {
-	g := s.ks.slot
-	s.writable(g)[s.ks.key] = v
-	if s.deep {
-		if o := s.own[g]; o != nil {
-			o[s.ks.key] = struct{}{}
-		}
-	}
-}
-
-func (s *valueState[K, V]) Clear() {
-	if _, ok := s.m[s.ks.slot][s.ks.key]; ok {
-		delete(s.writable(s.ks.slot), s.ks.key)
-	}
-}
-
-// sharedValue reports that key k's value in slot g is one the encoder
-// reads (deep states only).
-func (s *valueState[K, V]) sharedValue(g int, k K) bool {
-	if s.ks.frozen == 0 || int64(g) < s.read.Load() {
-		return false
-	}
-	if s.ep[g] < s.ks.frozen {
-		return true
-	}
-	o := s.own[g]
-	if o == nil {
-		return false
-	}
-	_, mine := o[k]
-	return !mine
-}
-
-// writable returns slot g's map, copied first if a snapshot reads it.
-func (s *valueState[K, V]) writable(g int) map[K]V {
-	m := s.m[g]
-	switch {
-	case m == nil:
-		m = map[K]V{}
-		if s.deep {
-			s.own[g] = nil
-		}
-	case s.ep[g] < s.ks.frozen && int64(g) >= s.read.Load():
-		m = maps.Clone(m)
-		if s.deep {
-			s.own[g] = map[K]struct{}{}
-		}
-	default:
-		return m
-	}
-	s.m[g], s.ep[g] = m, s.ks.epoch
-	return m
-}
-
-// thaw drops what the copies of the snapshot just ended kept.
-func (s *valueState[K, V]) thaw() {
-	if s.deep {
-		clear(s.own)
-	}
-}
-
-type mapState[K, UK comparable, UV any] struct {
-	ks   *keyedState[K]
-	name string
-	// m holds the keys' maps by slot; ep the epoch each slot's map was
-	// made in.
-	m     []map[K]*innerMap[UK, UV]
-	ep    []uint64
-	ukeys statecodec.Codec[UK]
-	uvals statecodec.Codec[UV]
-	read  atomic.Int64 // as valueState's
-	// deep is set when the function could change a map value in place:
-	// a key's map copied for the task then gets copies of its values too
-	// (cp, through their codec), and reading values out of a map the
-	// encoder reads (Get, All) copies it first.
-	deep bool
-	cp   statecodec.Copier[UV]
-	keep func() func(UV) bool // as valueState's, per map entry
-}
-
-// innerMap is one key's map and the epoch it was made in.
-type innerMap[UK comparable, UV any] struct {
-	m  map[UK]UV
-	ep uint64
-}
-
-func newMapState[K, UK comparable, UV any](ks *keyedState[K], name string, ukeys statecodec.Codec[UK], uvals statecodec.Codec[UV]) *mapState[K, UK, UV] {
-	return &mapState[K, UK, UV]{ks: ks, name: name, m: make([]map[K]*innerMap[UK, UV], ks.slots()), ep: make([]uint64, ks.slots()),
-		ukeys: ukeys, uvals: uvals, deep: !valueSemantics[UV](), cp: statecodec.Copier[UV]{Codec: uvals}}
-}
-
-func (s *mapState[K, UK, UV]) inner() map[UK]UV {
-	if in := s.m[s.ks.slot][s.ks.key]; in != nil {
-		return in.m
-	}
-	return nil
-}
-
-// readable is the current key's map for reading its values: inner, or,
-// for a deep state whose map the encoder reads, the task's copy of it.
-func (s *mapState[K, UK, UV]) readable() map[UK]UV {
-	g := s.ks.slot
-	in := s.m[g][s.ks.key]
-	switch {
-	case in == nil:
-		return nil
-	case s.deep && in.ep < s.ks.frozen && int64(g) >= s.read.Load():
-		return s.writable()
-	}
-	return in.m
-}
-
-// writable returns the current key's map, creating it, and copying it and
-// its slot's map first if a snapshot reads them.
-func (s *mapState[K, UK, UV]) writable() map[UK]UV { return s.writableAt(s.ks.slot, s.ks.key) }
-
-// writableAt is writable for key k in slot g.
-func (s *mapState[K, UK, UV]) writableAt(g int, k K) map[UK]UV {
-	gm := s.m[g]
-	switch {
-	case gm == nil:
-		gm = map[K]*innerMap[UK, UV]{}
-		s.m[g], s.ep[g] = gm, s.ks.epoch
-	case s.shared(g):
-		gm = maps.Clone(gm)
-		s.m[g], s.ep[g] = gm, s.ks.epoch
-	}
-	in := gm[k]
-	switch {
-	case in == nil:
-		in = &innerMap[UK, UV]{m: map[UK]UV{}, ep: s.ks.epoch}
-		gm[k] = in
-	case in.ep < s.ks.frozen && int64(g) >= s.read.Load():
-		in = &innerMap[UK, UV]{m: s.clone(in.m), ep: s.ks.epoch}
-		gm[k] = in
-	}
-	return in.m
-}
-
-// clone copies a key's map, and for a deep state its values.
-func (s *mapState[K, UK, UV]) clone(m map[UK]UV) map[UK]UV {
-	if !s.deep {
-		return maps.Clone(m)
-	}
-	out := make(map[UK]UV, len(m))
-	for k, v := range m {
-		c, err := s.cp.Copy(v)
-		if err != nil {
-			s.ks.fail(fmt.Errorf("state %q: copy a map value the running snapshot holds: %w", s.name, err))
-			c = v
-		}
-		out[k] = c
-	}
-	return out
-}
-
-func (s *mapState[K, UK, UV]) Get(k UK) (UV, bool) {
-	if !s.deep {
-		v, ok := s.inner()[k]
-		return v, ok
-	}
-	if _, ok := s.inner()[k]; !ok {
-		var zero UV
-		return zero, false
-	}
-	v, ok := s.readable()[k]
-	return v, ok
-}
-func (s *mapState[K, UK, UV]) Put(k UK, v UV) { s.writable()[k] = v }
-func (s *mapState[K, UK, UV]) Remove(k UK) {
-	if _, ok := s.inner()[k]; !ok {
-		return
-	}
-	inner := s.writable()
-	delete(inner, k)
-	if len(inner) == 0 {
-		delete(s.m[s.ks.slot], s.ks.key) // writable made the slot's map the task's own
-	}
-}
-func (s *mapState[K, UK, UV]) Contains(k UK) bool { _, ok := s.inner()[k]; return ok }
-func (s *mapState[K, UK, UV]) Len() int           { return len(s.inner()) }
-func (s *mapState[K, UK, UV]) Clear() {
-	g := s.ks.slot
-	if _, ok := s.m[g][s.ks.key]; !ok {
-		return
-	}
-	if s.shared(g) {
-		s.m[g], s.ep[g] = maps.Clone(s.m[g]), s.ks.epoch
-	}
-	delete(s.m[g], s.ks.key)
-}
-
-// shared reports that slot g's map is read by the encoder.
-func (s *mapState[K, UK, UV]) shared(g int) bool {
-	return s.ep[g] < s.ks.frozen && int64(g) >= s.read.Load()
-}
-func (s *mapState[K, UK, UV]) All() iter.Seq2[UK, UV] {
-	inner := s.readable()
-	return func(yield func(UK, UV) bool) {
-		for k, v := range inner {
-			if !yield(k, v) {
-				return
-			}
-		}
-	}
 }
 
 // timerService holds an operator's event-time and processing-time timers
@@ -692,7 +275,7 @@ type keyedProcessOperator[K comparable, I, O any] struct {
 	newFn  func() KeyedProcessFunction[K, I, O]
 	fn     KeyedProcessFunction[K, I, O]
 	out    output[O]
-	state  keyedState[K]
+	state  keyed.State[K]
 	timers timerService[K]
 	ctx    KeyedContext[K, O]
 
@@ -741,32 +324,24 @@ func (p *keyedProcessOperator[K, I, O]) open(t *task) error {
 	if p.fn == nil {
 		return p.info.wrap(&unrecoverableError{Err: errNilFunction("process function (from the factory)")})
 	}
-	p.state.keyedCommon = &keyedCommon{states: map[string]any{}, decls: map[string]string{}, clock: t.cfg.clock}
-	p.timers.now = p.state.now
 	p.maxPar = t.cfg.maxParallelism
-	p.state.groups, p.state.keys = p.maxPar, statecodec.For[K]()
-	p.state.groupOf = func(k K) int { return keygroup.ForHash(p.hash(k), p.maxPar) }
-	p.state.slotOf = func(k K) int {
-		h := p.hash(k)
-		return keygroup.ForHash(h, p.maxPar)*slotsPerKeyGroup + int(h/uint32(p.maxPar)%slotsPerKeyGroup)
-	}
+	p.state.Init(p.hash, p.maxPar, t.cfg.clock)
+	p.timers.now = p.state.Now
 	if t.cfg.state.backend == kindPebble {
 		pk, err := newPebbleKeyed(t, p.info.uid, p.info.subtask, p.par, p.maxPar)
 		if err != nil {
 			return p.info.wrap(err)
 		}
-		p.state.pb = pk
-		p.state.pbKeys, p.state.pbKeysErr = keyBytesFor[K]("key type")
-		if p.state.pbKeysErr != nil && handlesTimers(p.fn) {
+		if err := p.state.UsePebble(pk); err != nil && handlesTimers(p.fn) {
 			// The DB holds timers by their keys' bytes: say so now, not at
 			// the first registration, records into the job.
-			return p.info.wrap(fmt.Errorf("its function handles timers, which the pebble state backend keeps by their keys' bytes: %w", p.state.pbKeysErr))
+			return p.info.wrap(fmt.Errorf("its function handles timers, which the pebble state backend keeps by their keys' bytes: %w", err))
 		}
-		p.timers.event = newTimerQueue(p.maxPar, p.state.groupOf, timerSets[K](newPebbleTimerSets(&p.state, stateKindEventTimers, p.maxPar)))
-		p.timers.processing = newTimerQueue(p.maxPar, p.state.groupOf, timerSets[K](newPebbleTimerSets(&p.state, stateKindProcessingTimers, p.maxPar)))
+		p.timers.event = newTimerQueue(p.maxPar, p.state.GroupOf, timerSets[K](newPebbleTimerSets(&p.state, stateKindEventTimers, p.maxPar)))
+		p.timers.processing = newTimerQueue(p.maxPar, p.state.GroupOf, timerSets[K](newPebbleTimerSets(&p.state, stateKindProcessingTimers, p.maxPar)))
 	} else {
-		p.timers.event = newTimerQueue(p.maxPar, p.state.groupOf, timerSets[K](newHeapTimerSets(&p.state, p.maxPar)))
-		p.timers.processing = newTimerQueue(p.maxPar, p.state.groupOf, timerSets[K](newHeapTimerSets(&p.state, p.maxPar)))
+		p.timers.event = newTimerQueue(p.maxPar, p.state.GroupOf, timerSets[K](newHeapTimerSets(&p.state, p.maxPar)))
+		p.timers.processing = newTimerQueue(p.maxPar, p.state.GroupOf, timerSets[K](newHeapTimerSets(&p.state, p.maxPar)))
 	}
 	if err := p.restoreState(t); err != nil {
 		var ue *unrecoverableError
@@ -820,13 +395,13 @@ func handlesTimers[K comparable, I, O any](fn KeyedProcessFunction[K, I, O]) boo
 
 func (p *keyedProcessOperator[K, I, O]) Collect(v I, ts int64) error {
 	p.info.records++
-	p.state.setKey(p.keyFn(v))
+	p.state.SetKey(p.keyFn(v))
 	p.ctx.ts, p.ctx.err = ts, nil
 	if err := p.fn.ProcessElement(&p.ctx, v); err != nil {
 		return p.info.wrap(err)
 	}
-	if p.state.err != nil {
-		return p.info.wrap(p.state.err)
+	if p.state.Err != nil {
+		return p.info.wrap(p.state.Err)
 	}
 	return p.ctx.err
 }
@@ -926,13 +501,13 @@ func (p *keyedProcessOperator[K, I, O]) resume() error {
 }
 
 func (p *keyedProcessOperator[K, I, O]) fire(e timerEntry[K], d TimeDomain, ts int64) error {
-	p.state.setKey(e.key)
+	p.state.SetKey(e.key)
 	p.ctx.ts, p.ctx.err = ts, nil
 	if err := p.fn.OnTimer(&p.ctx, Timer{Timestamp: e.ts, Domain: d}); err != nil {
 		return p.info.wrap(err)
 	}
-	if p.state.err != nil {
-		return p.info.wrap(p.state.err)
+	if p.state.Err != nil {
+		return p.info.wrap(p.state.Err)
 	}
 	return p.ctx.err
 }
@@ -946,7 +521,7 @@ func (p *keyedProcessOperator[K, I, O]) fireProcessingTimers() error {
 }
 
 func (p *keyedProcessOperator[K, I, O]) fireDueProcessingTimers() error {
-	now := p.state.now()
+	now := p.state.Now()
 	for {
 		e, ok := p.timers.processing.peek()
 		if !ok || e.ts > now {
@@ -1008,29 +583,20 @@ func (p *keyedProcessOperator[K, I, O]) flushHeld() error {
 	if err := p.held.flushHeld(&p.ctx); err != nil {
 		return p.info.wrap(err)
 	}
-	if p.state.err != nil {
-		return p.info.wrap(p.state.err)
+	if p.state.Err != nil {
+		return p.info.wrap(p.state.Err)
 	}
 	return p.ctx.err
 }
 
 func (p *keyedProcessOperator[K, I, O]) close() error {
-	if p.state.keyedCommon == nil {
+	if p.state.Common == nil {
 		return nil // never opened: an operator after it in the chain failed to open first
 	}
-	pk := p.state.pb
-	if pk == nil {
+	if p.state.Pebble == nil {
 		return nil
 	}
-	var err error
-	if pk.store != nil {
-		pk.be.Closed(pk.store)
-		err = pk.store.Close()
-	}
-	if pk.ownBackend {
-		err = errors.Join(err, pk.be.Close())
-	}
-	return err
+	return p.state.Pebble.Close()
 }
 
 // restoreState keeps, from every subtask's snapshot of this operator, the
@@ -1042,7 +608,7 @@ func (p *keyedProcessOperator[K, I, O]) restoreState(t *task) error {
 	if err != nil {
 		return err
 	}
-	p.state.restored = map[string][]stateEntry{}
+	p.state.Restored = map[string][]keyed.Entry{}
 	p.restoredWm = engine.NoWatermark
 	restoredWm, hasWm := int64(math.MaxInt64), false
 	defer func() {
@@ -1054,13 +620,13 @@ func (p *keyedProcessOperator[K, I, O]) restoreState(t *task) error {
 	// Timers from a heap checkpoint, or from a pebble one of layout 100,
 	// which kept them in its blob: with the pebble backend they go into
 	// the DB once it is open.
-	var timers []stateEntry
+	var timers []keyed.Entry
 	for i, b := range old {
 		if b == nil {
 			continue
 		}
 		if pebblestate.IsBlob(b) {
-			if p.state.pb == nil {
+			if p.state.Pebble == nil {
 				return fmt.Errorf("restore keyed state: the checkpoint was taken with the pebble state backend and this job uses the heap backend; run it with WithStateBackend(PebbleState(dir)) (state moves from heap to pebble, not back)")
 			}
 			pbl, err := pebblestate.DecodeBlob(b)
@@ -1070,7 +636,7 @@ func (p *keyedProcessOperator[K, I, O]) restoreState(t *task) error {
 			if pbl.MaxPar != p.maxPar {
 				return fmt.Errorf("restore keyed state: checkpointed with max parallelism %d, the job has %d", pbl.MaxPar, p.maxPar)
 			}
-			if pbl.KGHi < p.state.pb.kgLo || pbl.KGLo > p.state.pb.kgHi {
+			if pbl.KGHi < p.state.Pebble.KGLo || pbl.KGLo > p.state.Pebble.KGHi {
 				continue
 			}
 			pebbles = append(pebbles, pbl)
@@ -1078,43 +644,43 @@ func (p *keyedProcessOperator[K, I, O]) restoreState(t *task) error {
 				continue
 			}
 		}
-		entries, err := decodeStateEntries(b)
+		entries, err := keyed.DecodeEntries(b)
 		if err != nil {
 			return fmt.Errorf("restore keyed state: %w", err)
 		}
 		for _, e := range entries {
-			if keygroup.Subtask(e.keyGroup, p.par, p.maxPar) != p.info.subtask {
+			if keygroup.Subtask(e.KeyGroup, p.par, p.maxPar) != p.info.subtask {
 				continue
 			}
-			if e.kind == stateKindWatermark {
-				wm, err := decodeWatermark(e.data)
+			if e.Kind == stateKindWatermark {
+				wm, err := keyed.DecodeWatermark(e.Data)
 				if err != nil {
-					return fmt.Errorf("restore the watermark (key group %d): %w", e.keyGroup, err)
+					return fmt.Errorf("restore the watermark (key group %d): %w", e.KeyGroup, err)
 				}
 				restoredWm, hasWm = min(restoredWm, wm), true
 				continue
 			}
-			switch e.kind {
+			switch e.Kind {
 			case stateKindEventTimers, stateKindProcessingTimers:
-				if p.state.pb != nil {
+				if p.state.Pebble != nil {
 					timers = append(timers, e)
 					continue
 				}
 			}
-			switch e.kind {
+			switch e.Kind {
 			case stateKindEventTimers:
-				err = restoreTimers(&p.timers.event, &p.state, e.format, e.data)
+				err = restoreTimers(&p.timers.event, &p.state, e.Format, e.Data)
 			case stateKindProcessingTimers:
-				err = restoreTimers(&p.timers.processing, &p.state, e.format, e.data)
+				err = restoreTimers(&p.timers.processing, &p.state, e.Format, e.Data)
 			default:
-				p.state.restored[e.name] = append(p.state.restored[e.name], e)
+				p.state.Restored[e.Name] = append(p.state.Restored[e.Name], e)
 			}
 			if err != nil {
-				return fmt.Errorf("restore %s (key group %d): %w", e.name, e.keyGroup, err)
+				return fmt.Errorf("restore %s (key group %d): %w", e.Name, e.KeyGroup, err)
 			}
 		}
 	}
-	if p.state.pb != nil {
+	if p.state.Pebble != nil {
 		if err := p.openPebble(t, pebbles); err != nil {
 			return &restoreIOError{err}
 		}
@@ -1138,66 +704,35 @@ func (e *restoreIOError) Unwrap() error { return e.err }
 // keys or timers (timers.go); the encoder may run on another goroutine
 // until thawState.
 func (p *keyedProcessOperator[K, I, O]) freezeState(id int64) (func(stop func() bool) ([]byte, []checkpoint.FileHandle, error), error) {
-	if p.state.pb != nil {
+	if p.state.Pebble != nil {
 		return p.freezePebble(id)
 	}
-	p.state.epoch++
-	p.state.frozen = p.state.epoch
-	type part struct {
-		name  string
-		kind  byte
-		shape []byte
-		enc   func(stop func() bool) (map[int][]byte, error)
-	}
-	var parts []part
-	for name, st := range p.state.states {
-		if s, ok := st.(snapshotableState); ok {
-			parts = append(parts, part{name, s.kind(), p.state.shapes[name], s.freeze()})
-		}
-	}
-	var carried []stateEntry
-	for _, es := range p.state.restored {
-		carried = append(carried, es...) // never changed after the restore
-	}
+	// The timers freeze in the epoch the states' freeze began.
+	parts, carried := p.state.Freeze()
 	carried = append(carried, p.watermarkEntries()...)
 	parts = append(parts,
-		part{eventTimersName, stateKindEventTimers, nil, p.timers.event.sets.(*heapTimerSets[K]).freeze()},
-		part{processingTimersName, stateKindProcessingTimers, nil, p.timers.processing.sets.(*heapTimerSets[K]).freeze()})
+		keyed.Part{Name: eventTimersName, Kind: stateKindEventTimers, Enc: p.timers.event.sets.(*heapTimerSets[K]).freeze()},
+		keyed.Part{Name: processingTimersName, Kind: stateKindProcessingTimers, Enc: p.timers.processing.sets.(*heapTimerSets[K]).freeze()})
 	info := &p.info
 	return func(stop func() bool) ([]byte, []checkpoint.FileHandle, error) {
-		entries := carried
-		for _, pt := range parts {
-			groups, err := pt.enc(stop)
-			if err != nil {
-				return nil, nil, info.wrap(fmt.Errorf("snapshot state %q: %w", pt.name, err))
-			}
-			for g, data := range groups {
-				entries = append(entries, stateEntry{name: pt.name, kind: pt.kind, format: formatColumns, keyGroup: g, data: data})
-			}
-			entries = append(entries, shapeEntries(pt.name, pt.shape, groups)...)
+		data, err := keyed.EncodeParts(parts, carried, stop)
+		if err != nil {
+			return nil, nil, info.wrap(err)
 		}
-		return encodeStateEntries(entries), nil, nil
+		return data, nil, nil
 	}, nil
 }
 
 // watermarkEntries are the entries of the operator's watermark for the
 // key groups of its subtask.
-func (p *keyedProcessOperator[K, I, O]) watermarkEntries() []stateEntry {
+func (p *keyedProcessOperator[K, I, O]) watermarkEntries() []keyed.Entry {
 	lo, hi := keygroup.Range(p.info.subtask, p.par, p.maxPar)
-	return watermarkEntries(p.ctx.watermark, lo, hi)
+	return keyed.WatermarkEntries(p.ctx.watermark, lo, hi)
 }
 
 // thawState ends the snapshot freezeState began: its encoder returned.
 func (p *keyedProcessOperator[K, I, O]) thawState() {
-	p.state.frozen = 0
-	for _, st := range p.state.states {
-		if t, ok := st.(interface{ thaw() }); ok {
-			t.thaw()
-		}
-	}
-	if p.state.pb != nil {
-		p.thawPebble()
-	}
+	p.state.Thaw()
 }
 
 // snapshotState is the whole snapshot on the calling goroutine.

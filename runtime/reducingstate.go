@@ -90,7 +90,7 @@ func NewReducingState[T any](name string, reduce func(a, b T) T, opts ...StateOp
 }
 
 // Name is the state's name.
-func (d *ReducingStateDescriptor[T]) Name() string { return d.v.name }
+func (d *ReducingStateDescriptor[T]) Name() string { return d.v.spec.Name }
 
 // Handle returns the subtask's ReducingState, which follows the current
 // key.
@@ -109,7 +109,7 @@ func (d *ReducingStateDescriptor[T]) Add(ctx StateContext, v T) error {
 		return err
 	}
 	reducingState[T]{v: s, reduce: d.reduce}.Add(v)
-	return c.err
+	return c.Err
 }
 
 // Get returns the current key's value and whether it has one.
@@ -136,7 +136,7 @@ func NewAggregatingState[IN, A, OUT any](name string, agg Aggregator[IN, A, OUT]
 }
 
 // Name is the state's name.
-func (d *AggregatingStateDescriptor[IN, A, OUT]) Name() string { return d.v.name }
+func (d *AggregatingStateDescriptor[IN, A, OUT]) Name() string { return d.v.spec.Name }
 
 // Handle returns the subtask's AggregatingState, which follows the
 // current key.
@@ -155,7 +155,7 @@ func (d *AggregatingStateDescriptor[IN, A, OUT]) Add(ctx StateContext, v IN) err
 		return err
 	}
 	aggregatingState[IN, A, OUT]{v: s, agg: d.agg}.Add(v)
-	return c.err
+	return c.Err
 }
 
 // Get returns the result of the current key's accumulator and whether it
@@ -167,8 +167,8 @@ func (d *AggregatingStateDescriptor[IN, A, OUT]) Get(ctx StateContext) (OUT, boo
 		return zero, false, err
 	}
 	out, ok := aggregatingState[IN, A, OUT]{v: s, agg: d.agg}.Get()
-	if c.err != nil {
-		return zero, false, c.err
+	if c.Err != nil {
+		return zero, false, c.Err
 	}
 	return out, ok, nil
 }

@@ -22,7 +22,7 @@ func TestReducingAndAggregatingState(t *testing.T) {
 		}
 		defer stop()
 		ctx := &p.ctx
-		p.state.setKey("a")
+		p.state.SetKey("a")
 		if _, ok, err := maxOf.Get(ctx); ok || err != nil {
 			t.Fatalf("max of a key with nothing added: %v, %v", ok, err)
 		}
@@ -37,7 +37,7 @@ func TestReducingAndAggregatingState(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		p.state.setKey("b")
+		p.state.SetKey("b")
 		sum, err := NewReducingState[int64]("sum", func(a, b int64) int64 { return a + b }).Handle(ctx)
 		if err != nil {
 			t.Fatal(err)
@@ -58,7 +58,7 @@ func TestReducingAndAggregatingState(t *testing.T) {
 		}
 		defer stopQ()
 		ctx = &q.ctx
-		q.state.setKey("a")
+		q.state.SetKey("a")
 		if v, ok, err := maxOf.Get(ctx); err != nil || !ok || v != 9 {
 			t.Fatalf("restored max of a = %d, %v, %v; want 9", v, ok, err)
 		}
@@ -77,7 +77,7 @@ func TestReducingAndAggregatingState(t *testing.T) {
 		if v, ok := agg.Get(); !ok || v != 6 {
 			t.Fatalf("mean of a after adding 8 = %v, %v; want 6", v, ok)
 		}
-		q.state.setKey("b")
+		q.state.SetKey("b")
 		if v, ok, err := maxOf.Get(ctx); err != nil || !ok || v != -2 {
 			t.Fatalf("restored max of b = %d, %v, %v; want -2", v, ok, err)
 		}

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/splitflow/splitflow/runtime/checkpoint"
+	"github.com/splitflow/splitflow/runtime/internal/keyed"
+	"github.com/splitflow/splitflow/runtime/internal/stateformat"
 	"github.com/splitflow/splitflow/runtime/internal/statustest"
 	"github.com/splitflow/splitflow/runtime/restart"
 	"github.com/splitflow/splitflow/runtime/status"
@@ -111,7 +113,7 @@ func TestRestoreOfCheckpointWithoutMaxParallelism(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		h, err := w.WriteState(checkpoint.OperatorOwner("counts", 0), encodeStateEntries([]stateEntry{{name: "count", kind: stateKindValue, format: formatColumns, keyGroup: kg, data: []byte("x")}}))
+		h, err := w.WriteState(checkpoint.OperatorOwner("counts", 0), keyed.EncodeEntries([]keyed.Entry{{Name: "count", Kind: stateformat.KindValue, Format: formatColumns, KeyGroup: kg, Data: []byte("x")}}))
 		if err != nil {
 			t.Fatal(err)
 		}

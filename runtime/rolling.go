@@ -7,6 +7,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/splitflow/splitflow/metrics"
+	"github.com/splitflow/splitflow/runtime/internal/keyed"
 	"github.com/splitflow/splitflow/runtime/internal/statecodec"
 )
 
@@ -276,7 +277,7 @@ type pendingKey[K comparable, A any] struct {
 
 func (f *rollingFunc[K, T, A, O]) Open(ctx *KeyedContext[K, O]) error {
 	var err error
-	f.state, err = declareValueTTL(ctx.op, f.name, statecodec.For[A](), nil)
+	f.state, err = keyed.DeclareValue(ctx.op, f.name, statecodec.For[A](), nil)
 	return err
 }
 
@@ -331,7 +332,7 @@ func (f *rollingFunc[K, T, A, O]) flushHeld(ctx *KeyedContext[K, O]) error {
 	}
 	for _, p := range l.order {
 		// The emission is the key's, as after its record.
-		ctx.op.setKey(p.key)
+		ctx.op.SetKey(p.key)
 		ctx.CollectWithTimestamp(f.emit(p.key, p.acc), p.ts)
 		if ctx.err != nil {
 			return ctx.err

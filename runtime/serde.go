@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"reflect"
 
+	"github.com/splitflow/splitflow/runtime/internal/keyed"
 	"github.com/splitflow/splitflow/runtime/internal/statecodec"
 )
 
@@ -85,8 +86,8 @@ type StateOption interface{ applyState(*stateOptions) }
 
 type stateOptions struct {
 	serde, mapKeySerde any
-	ttl                *ttlConfig // WithTTL (ttl.go)
-	dropped            []string   // AllowDroppedFields (stateshape.go)
+	ttl                *keyed.TTLConfig // WithTTL (ttl.go)
+	dropped            []string         // AllowDroppedFields (stateshape.go)
 }
 
 type stateOptionFunc func(*stateOptions)
@@ -138,21 +139,5 @@ func mustCodec[T any](name, role string, given any, opt string) statecodec.Codec
 // checked when the state is declared (statecodec.CheckGob, in
 // statecodec's statetype.go), and a type that would not come back whole
 // fails the job there.
-
-// checkStateTypes checks the types of state name: role and type for each.
-func checkStateTypes(name string, types ...stateType) error {
-	for _, st := range types {
-		if err := statecodec.CheckGob(st.t); err != nil {
-			err.State, err.Role, err.Type = name, st.role, st.t.String()
-			return &unrecoverableError{Err: (*StateTypeError)(err)}
-		}
-	}
-	return nil
-}
-
-type stateType struct {
-	role string
-	t    reflect.Type
-}
 
 func typeOf[T any]() reflect.Type { return reflect.TypeFor[T]() }

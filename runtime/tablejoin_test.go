@@ -62,15 +62,15 @@ func openTableJoin(t testing.TB, outer bool, b backendKind) *tjOp {
 // table's versions the join holds.
 func tableState(t testing.TB, w *tjOp, key string) (records, versions int) {
 	t.Helper()
-	w.p.state.setKey(key)
-	r, _ := w.p.state.states[tableJoinRecordsState].(interface{ Len() int })
-	v, _ := w.p.state.states[tableJoinVersionsState].(interface{ Len() int })
+	w.p.state.SetKey(key)
+	r, _ := w.p.state.States[tableJoinRecordsState].(interface{ Len() int })
+	v, _ := w.p.state.States[tableJoinVersionsState].(interface{ Len() int })
 	if r == nil || v == nil {
 		t.Fatal("the table join's states are not declared")
 	}
 	records, versions = r.Len(), v.Len()
-	if w.p.state.err != nil {
-		t.Fatal(w.p.state.err)
+	if w.p.state.Err != nil {
+		t.Fatal(w.p.state.Err)
 	}
 	return records, versions
 }

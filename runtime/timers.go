@@ -1,15 +1,20 @@
 package runtime
 
 import (
+	"bytes"
 	"encoding/binary"
+	"encoding/gob"
 	"errors"
 	"fmt"
 	"slices"
 	"strings"
 	"sync/atomic"
 
+	"github.com/splitflow/splitflow/runtime/internal/engine"
+	"github.com/splitflow/splitflow/runtime/internal/keyed"
 	"github.com/splitflow/splitflow/runtime/internal/pebblestate"
 	"github.com/splitflow/splitflow/runtime/internal/statecodec"
+	"github.com/splitflow/splitflow/runtime/internal/stateformat"
 )
 
 // Timers of a keyed operator, per time domain: a set of (key, timestamp)
@@ -179,14 +184,14 @@ func (q *timerQueue[K]) down(i int) {
 // the encoder has not finished (read), copies it first. The index is the
 // task's alone: the encoder reads only heaps.
 type heapTimerSets[K comparable] struct {
-	ks    *keyedState[K]
+	ks    *keyed.State[K]
 	heaps [][]timerEntry[K]
 	ep    []uint64
 	index map[timerEntry[K]]int
 	read  atomic.Int64
 }
 
-func newHeapTimerSets[K comparable](ks *keyedState[K], groups int) *heapTimerSets[K] {
+func newHeapTimerSets[K comparable](ks *keyed.State[K], groups int) *heapTimerSets[K] {
 	return &heapTimerSets[K]{ks: ks, heaps: make([][]timerEntry[K], groups), ep: make([]uint64, groups),
 		index: map[timerEntry[K]]int{}}
 }
@@ -195,9 +200,9 @@ func newHeapTimerSets[K comparable](ks *keyedState[K], groups int) *heapTimerSet
 // frozen snapshot may still read it.
 func (s *heapTimerSets[K]) writable(g int) []timerEntry[K] {
 	h := s.heaps[g]
-	if len(h) > 0 && s.ep[g] < s.ks.frozen && int64(g) >= s.read.Load() {
+	if len(h) > 0 && s.ep[g] < s.ks.Frozen && int64(g) >= s.read.Load() {
 		h = slices.Clone(h)
-		s.heaps[g], s.ep[g] = h, s.ks.epoch
+		s.heaps[g], s.ep[g] = h, s.ks.Epoch
 	}
 	return h
 }
@@ -296,7 +301,7 @@ func (s *heapTimerSets[K]) freeze() func(stop func() bool) (map[int][]byte, erro
 	if len(s.index) == 0 {
 		return func(func() bool) (map[int][]byte, error) { return nil, nil }
 	}
-	view, kc, read := slices.Clone(s.heaps), s.ks.keys, &s.read
+	view, kc, read := slices.Clone(s.heaps), s.ks.Keys, &s.read
 	read.Store(0)
 	enc := func(stop func() bool) (map[int][]byte, error) {
 		out := make(map[int][]byte)
@@ -305,7 +310,7 @@ func (s *heapTimerSets[K]) freeze() func(stop func() bool) (map[int][]byte, erro
 				continue
 			}
 			if stop() {
-				return nil, errSnapshotAbandoned
+				return nil, keyed.ErrSnapshotAbandoned
 			}
 			keys := statecodec.Column[K]{Codec: kc}
 			ts := make([]byte, 0, len(h)*binary.MaxVarintLen64/2)
@@ -323,10 +328,10 @@ func (s *heapTimerSets[K]) freeze() func(stop func() bool) (map[int][]byte, erro
 		}
 		return out, nil
 	}
-	if !valueSemantics[K]() {
+	if !keyed.ValueSemantics[K]() {
 		// Keys the function could change in place are not protected by
 		// copying the heaps.
-		return encodedNow(enc)
+		return keyed.EncodedNow(enc)
 	}
 	return enc
 }
@@ -348,7 +353,7 @@ const pebbleTimerCache = 32
 // Memory follows the number of key groups times pebbleTimerCache, whatever
 // the number of timers.
 type pebbleTimerSets[K comparable] struct {
-	ks       *keyedState[K]
+	ks       *keyed.State[K]
 	kind     byte
 	cache    [][]cachedTimer[K]
 	complete []bool
@@ -364,13 +369,9 @@ type cachedTimer[K comparable] struct {
 	enc string
 }
 
-// pebbleTimerID is the timers' state id in the pebble key layout; state
-// ids of value and map states start at 1.
-const pebbleTimerID = 0
-
 // newPebbleTimerSets are the timers of an empty DB; restored reads a
 // restored DB's.
-func newPebbleTimerSets[K comparable](ks *keyedState[K], kind byte, groups int) *pebbleTimerSets[K] {
+func newPebbleTimerSets[K comparable](ks *keyed.State[K], kind byte, groups int) *pebbleTimerSets[K] {
 	s := &pebbleTimerSets[K]{ks: ks, kind: kind, cache: make([][]cachedTimer[K], groups),
 		complete: make([]bool, groups), hi: make([]string, groups)}
 	for g := range s.complete {
@@ -395,7 +396,7 @@ func (s *pebbleTimerSets[K]) restored(q *timerQueue[K], lo, hi int) error {
 // pebbleTimerPrefix is the DB prefix of key group g's timers of the
 // domain kind: keyGroup(2) pebbleTimerID(2) kind.
 func pebbleTimerPrefix(dst []byte, g int, kind byte) []byte {
-	return append(pebblestate.AppendKeyPrefix(dst, g, pebbleTimerID), kind)
+	return append(pebblestate.AppendKeyPrefix(dst, g, keyed.TimerStateID), kind)
 }
 
 // appendTimerTs appends ts so that byte order is numeric order.
@@ -404,15 +405,15 @@ func appendTimerTs(dst []byte, ts int64) []byte {
 }
 
 func (s *pebbleTimerSets[K]) encode(g int, e timerEntry[K]) (prefix, ukey []byte, ok bool) {
-	if s.ks.pbKeysErr != nil {
+	if s.ks.PebbleKeysErr != nil {
 		// No timer of such a key exists: a registration fails the call
 		// with this error (checkTimerKey), a deletion has nothing to do.
 		return nil, nil, false
 	}
 	var err error
-	s.ub, err = s.ks.pbKeys.append(appendTimerTs(s.ub[:0], e.ts), e.key)
+	s.ub, err = s.ks.PebbleKeys.Append(appendTimerTs(s.ub[:0], e.ts), e.key)
 	if err != nil {
-		s.ks.fail(fmt.Errorf("timers: encode key: %w", err))
+		s.ks.Fail(fmt.Errorf("timers: encode key: %w", err))
 		return nil, nil, false
 	}
 	s.prefix = pebbleTimerPrefix(s.prefix[:0], g, s.kind)
@@ -431,8 +432,8 @@ func (s *pebbleTimerSets[K]) add(g int, e timerEntry[K]) bool {
 	if !ok {
 		return false
 	}
-	if err := s.ks.pb.store.OrderedPut(p, uk); err != nil {
-		s.ks.fail(fmt.Errorf("timers: %w", err))
+	if err := s.ks.Pebble.Store.OrderedPut(p, uk); err != nil {
+		s.ks.Fail(fmt.Errorf("timers: %w", err))
 		return false
 	}
 	if !s.complete[g] && string(uk) > s.hi[g] {
@@ -455,8 +456,8 @@ func (s *pebbleTimerSets[K]) remove(g int, e timerEntry[K]) bool {
 	if !ok {
 		return false
 	}
-	if err := s.ks.pb.store.OrderedDelete(p, uk); err != nil {
-		s.ks.fail(fmt.Errorf("timers: %w", err))
+	if err := s.ks.Pebble.Store.OrderedDelete(p, uk); err != nil {
+		s.ks.Fail(fmt.Errorf("timers: %w", err))
 		return false
 	}
 	i, found := s.find(g, uk)
@@ -479,8 +480,8 @@ func (s *pebbleTimerSets[K]) popHead(g int) {
 	c := s.cache[g][0]
 	s.cache[g] = slices.Delete(s.cache[g], 0, 1)
 	s.prefix = pebbleTimerPrefix(s.prefix[:0], g, s.kind)
-	if err := s.ks.pb.store.OrderedDelete(s.prefix, []byte(c.enc)); err != nil {
-		s.ks.fail(fmt.Errorf("timers: %w", err))
+	if err := s.ks.Pebble.Store.OrderedDelete(s.prefix, []byte(c.enc)); err != nil {
+		s.ks.Fail(fmt.Errorf("timers: %w", err))
 		return
 	}
 	s.refillIfEmpty(g)
@@ -489,7 +490,7 @@ func (s *pebbleTimerSets[K]) popHead(g int) {
 func (s *pebbleTimerSets[K]) refillIfEmpty(g int) {
 	if len(s.cache[g]) == 0 && !s.complete[g] {
 		if err := s.refill(g); err != nil {
-			s.ks.fail(fmt.Errorf("timers: %w", err))
+			s.ks.Fail(fmt.Errorf("timers: %w", err))
 		}
 	}
 }
@@ -505,12 +506,12 @@ func (s *pebbleTimerSets[K]) refill(g int) error {
 	c := s.cache[g][:0]
 	var derr error
 	s.prefix = pebbleTimerPrefix(s.prefix[:0], g, s.kind)
-	err := s.ks.pb.store.MapScanAfter(s.prefix, []byte(s.hi[g]), func(uk, _ []byte) bool {
+	err := s.ks.Pebble.Store.MapScanAfter(s.prefix, []byte(s.hi[g]), func(uk, _ []byte) bool {
 		if len(uk) < 8 {
 			derr = fmt.Errorf("%w: a timer of %d bytes in key group %d", errCorruptTimer, len(uk), g)
 			return false
 		}
-		k, err := s.ks.pbKeys.read(uk[8:])
+		k, err := s.ks.PebbleKeys.Read(uk[8:])
 		if err != nil {
 			derr = fmt.Errorf("%w: decode the key of a timer in key group %d: %v", errCorruptTimer, g, err)
 			return false
@@ -543,3 +544,57 @@ func (s *pebbleTimerSets[K]) cached() int {
 	}
 	return n
 }
+
+// Names of the timer entries; informative only, entries are told apart
+// by kind.
+const (
+	eventTimersName      = "timers/event-time"
+	processingTimersName = "timers/processing-time"
+)
+
+// timerRecord is one pending timer as versions 1 and 2 checkpointed it.
+type timerRecord[K comparable] struct {
+	Key K
+	Ts  int64
+}
+
+// restoreTimers adds the encoded timers of one key group to q.
+func restoreTimers[K comparable](q *timerQueue[K], ks *keyed.State[K], format byte, data []byte) error {
+	if format == formatGob {
+		var rs []timerRecord[K]
+		if err := gob.NewDecoder(bytes.NewReader(data)).Decode(&rs); err != nil {
+			return err
+		}
+		for _, r := range rs {
+			q.add(r.Key, r.Ts)
+		}
+		return nil
+	}
+	n, b, err := keyed.ReadCount(data)
+	if err != nil {
+		return err
+	}
+	keys, b, err := statecodec.ReadColumn(b, n, ks.Keys)
+	if err != nil {
+		return fmt.Errorf("keys: %w", err)
+	}
+	for _, k := range keys {
+		ts, m := binary.Varint(b)
+		if m <= 0 {
+			return engine.ErrShortState
+		}
+		b = b[m:]
+		q.add(k, ts)
+	}
+	return keyed.CheckTrailing(b)
+}
+
+// The entry kinds of the timers and the watermark in a keyed snapshot
+// (stateformat's, as package keyed writes its states').
+const (
+	stateKindEventTimers      = stateformat.KindEventTimers
+	stateKindProcessingTimers = stateformat.KindProcessingTimers
+	stateKindWatermark        = stateformat.KindWatermark
+	formatGob                 = stateformat.FormatGob
+	formatColumns             = stateformat.FormatColumns
+)

@@ -170,8 +170,8 @@ func runTimerModel(t *testing.T, b backendKind, seed uint64, keys []int64, far i
 		if failure != nil {
 			t.Fatalf("step %d: %v", step, failure)
 		}
-		if p.state.err != nil {
-			t.Fatalf("step %d: %v", step, p.state.err)
+		if p.state.Err != nil {
+			t.Fatalf("step %d: %v", step, p.state.Err)
 		}
 		equal(step, "event-time", &p.timers.event, model.event, 0, 127)
 		equal(step, "processing-time", &p.timers.processing, model.processing, 0, 127)
@@ -208,7 +208,7 @@ func runTimerModel(t *testing.T, b backendKind, seed uint64, keys []int64, far i
 	}
 	for step := range steps {
 		k := keys[rng.IntN(len(keys))]
-		p.state.setKey(k)
+		p.state.SetKey(k)
 		p.ctx.err = nil
 		switch r := rng.IntN(100); {
 		case r < 35:
@@ -227,7 +227,7 @@ func runTimerModel(t *testing.T, b backendKind, seed uint64, keys []int64, far i
 				}
 				break
 			}
-			p.state.setKey(e.key)
+			p.state.SetKey(e.key)
 			p.ctx.DeleteEventTimeTimer(e.ts)
 			delete(model.event, e)
 		case r < 60:
@@ -236,7 +236,7 @@ func runTimerModel(t *testing.T, b backendKind, seed uint64, keys []int64, far i
 				e = o
 				break
 			}
-			p.state.setKey(e.key)
+			p.state.SetKey(e.key)
 			p.ctx.DeleteProcessingTimeTimer(e.ts)
 			delete(model.processing, e)
 		case r < 70:
@@ -267,8 +267,8 @@ func runTimerModel(t *testing.T, b backendKind, seed uint64, keys []int64, far i
 			}
 		case r < 80 && snap == nil:
 			id++
-			if p.state.pb != nil {
-				p.state.pb.storage = mem
+			if p.state.Pebble != nil {
+				p.state.Pebble.Storage = mem
 			}
 			enc, err := p.freezeState(id)
 			if err != nil {

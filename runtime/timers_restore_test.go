@@ -32,7 +32,7 @@ func TestCorruptRestoredTimerIsNotRetryable(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		if err := p.state.pb.store.OrderedPut(pebbleTimerPrefix(nil, 7, stateKindEventTimers), bad); err != nil {
+		if err := p.state.Pebble.Store.OrderedPut(pebbleTimerPrefix(nil, 7, stateKindEventTimers), bad); err != nil {
 			t.Fatal(err)
 		}
 		mem, err := checkpoint.NewMemoryStorage()

@@ -10,6 +10,7 @@ import (
 
 	"github.com/splitflow/splitflow/runtime/checkpoint"
 	"github.com/splitflow/splitflow/runtime/internal/engine"
+	"github.com/splitflow/splitflow/runtime/internal/keyed"
 	"github.com/splitflow/splitflow/runtime/internal/keygroup"
 	"github.com/splitflow/splitflow/runtime/internal/pebblestate"
 )
@@ -26,8 +27,8 @@ func (q *timerQueue[K]) all() []timerEntry[K] {
 	case *pebbleTimerSets[K]:
 		var out []timerEntry[K]
 		for g := range s.cache {
-			err := s.ks.pb.store.MapScanAfter(pebbleTimerPrefix(nil, g, s.kind), nil, func(uk, _ []byte) bool {
-				k, err := s.ks.pbKeys.read(uk[8:])
+			err := s.ks.Pebble.Store.MapScanAfter(pebbleTimerPrefix(nil, g, s.kind), nil, func(uk, _ []byte) bool {
+				k, err := s.ks.PebbleKeys.Read(uk[8:])
 				if err != nil {
 					panic(err)
 				}
@@ -45,7 +46,7 @@ func (q *timerQueue[K]) all() []timerEntry[K] {
 
 // newTestTimerQueue is a heap backend's queue over one key group.
 func newTestTimerQueue[K comparable]() *timerQueue[K] {
-	q := newTimerQueue(1, func(K) int { return 0 }, timerSets[K](newHeapTimerSets(&keyedState[K]{keyedCommon: &keyedCommon{}}, 1)))
+	q := newTimerQueue(1, func(K) int { return 0 }, timerSets[K](newHeapTimerSets(&keyed.State[K]{Common: &keyed.Common{}}, 1)))
 	return &q
 }
 
@@ -61,8 +62,8 @@ func unitStateConfig(t testing.TB, b backendKind) stateConfig {
 // files going to storage.
 func snapshotInto[K comparable](t *testing.T, p *keyedProcessOperator[K, K, string], storage checkpoint.Storage, id int64) ([]byte, []checkpoint.FileHandle) {
 	t.Helper()
-	if p.state.pb != nil {
-		p.state.pb.storage = storage
+	if p.state.Pebble != nil {
+		p.state.Pebble.Storage = storage
 	}
 	return snapshotNow(t, p, id)
 }
@@ -214,8 +215,8 @@ func TestTimersRestoredInOrderAfterRescale(t *testing.T) {
 						}
 						*c.n += len(got)
 					}
-					if p.state.err != nil {
-						t.Fatal(p.state.err)
+					if p.state.Err != nil {
+						t.Fatal(p.state.Err)
 					}
 				}
 				if event != keys || processing != keys-keys/3 {
@@ -259,12 +260,12 @@ func TestSnapshotFreezeDoesNotCopyTimers(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer stop()
-			if p.state.pb != nil {
+			if p.state.Pebble != nil {
 				mem, err := checkpoint.NewMemoryStorage()
 				if err != nil {
 					t.Fatal(err)
 				}
-				p.state.pb.storage = mem
+				p.state.Pebble.Storage = mem
 			}
 			for k := range timers {
 				if err := p.Collect(k, 0); err != nil {
@@ -280,7 +281,7 @@ func TestSnapshotFreezeDoesNotCopyTimers(t *testing.T) {
 			if n > timersBytes/8 {
 				t.Fatalf("the freeze allocated %d bytes with %d timers (%d bytes of timers)", n, timers, timersBytes)
 			}
-			if p.state.pb == nil {
+			if p.state.Pebble == nil {
 				w := allocated(func() {
 					if err := p.Collect(timers, 0); err != nil {
 						t.Fatal(err)
@@ -422,7 +423,7 @@ func TestFrozenTimersUnchangedByLaterTimerWrites(t *testing.T) {
 		t.Fatal(err)
 	}
 	for k := range int64(5000) {
-		p.state.setKey(k)
+		p.state.SetKey(k)
 		switch k % 3 {
 		case 0:
 			p.ctx.DeleteEventTimeTimer(1000 + k%100)
@@ -473,7 +474,7 @@ func TestPebbleLayout100TimersRestoreIntoTheDB(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	entries, err := decodeStateEntries(heapBlob)
+	entries, err := keyed.DecodeEntries(heapBlob)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -492,7 +493,7 @@ func TestPebbleLayout100TimersRestoreIntoTheDB(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pbl.Entries = encodeStateEntries(entries)
+	pbl.Entries = keyed.EncodeEntries(entries)
 	old := pebblestate.EncodeBlob(pbl)
 	if old[0] != pebblestate.LayoutVersion {
 		t.Fatalf("blob starts with %d", old[0])
@@ -510,7 +511,7 @@ func TestPebbleLayout100TimersRestoreIntoTheDB(t *testing.T) {
 			}
 		}
 		total += len(inDB)
-		q.state.pb.storage = mem
+		q.state.Pebble.Storage = mem
 		b, _ := snapshotNow(t, q, 2)
 		nb, err := pebblestate.DecodeBlob(b)
 		if err != nil {

@@ -36,7 +36,7 @@ func BenchmarkTTLValueState(b *testing.B) {
 				}
 				defer stop()
 				for _, k := range names {
-					p.state.setKey(k)
+					p.state.SetKey(k)
 					if err := d.Set(&p.ctx, 1); err != nil {
 						b.Fatal(err)
 					}
@@ -44,7 +44,7 @@ func BenchmarkTTLValueState(b *testing.B) {
 				b.ReportAllocs()
 				i := 0
 				for b.Loop() {
-					p.state.setKey(names[i%keys])
+					p.state.SetKey(names[i%keys])
 					i++
 					v, _, err := d.Get(&p.ctx)
 					if err != nil {

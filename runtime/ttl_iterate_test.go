@@ -28,7 +28,7 @@ func TestTTLMapKeepsWritesMadeWhileIterated(t *testing.T) {
 				clock := &fakeClock{}
 				p, stop := openTTL(t, sc, nil, clock)
 				defer stop()
-				p.state.setKey("k")
+				p.state.SetKey("k")
 				m, err := d.Handle(&p.ctx)
 				if err != nil {
 					t.Fatal(err)
@@ -47,8 +47,8 @@ func TestTTLMapKeepsWritesMadeWhileIterated(t *testing.T) {
 						m.Put("e", 5)
 					}
 				}
-				if p.state.err != nil {
-					t.Fatal(p.state.err)
+				if p.state.Err != nil {
+					t.Fatal(p.state.Err)
 				}
 				if v, ok := m.Get("x"); !ok || v != 100 {
 					t.Errorf("x written in the loop reads %d, %v after it; want 100", v, ok)
@@ -72,7 +72,7 @@ func TestTTLMapLenRenewsNothing(t *testing.T) {
 		clock := &fakeClock{}
 		p, stop := openTTL(t, sc, nil, clock)
 		defer stop()
-		p.state.setKey("k")
+		p.state.SetKey("k")
 		m, err := d.Handle(&p.ctx)
 		if err != nil {
 			t.Fatal(err)
@@ -125,13 +125,13 @@ func TestTTLHeapCleanupReachesEveryKey(t *testing.T) {
 		p, stop := openTTL(t, sc, nil, clock)
 		defer stop()
 		for i := range 400 {
-			p.state.setKey(fmt.Sprint("old", i))
+			p.state.SetKey(fmt.Sprint("old", i))
 			if err := d.Put(&p.ctx, "e", 1); err != nil {
 				t.Fatal(err)
 			}
 		}
 		clock.set(30 * time.Second)
-		p.state.setKey("wide")
+		p.state.SetKey("wide")
 		for i := range 50 {
 			if err := d.Put(&p.ctx, fmt.Sprint("e", i), 1); err != nil {
 				t.Fatal(err)

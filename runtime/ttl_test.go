@@ -22,7 +22,7 @@ type fakeClock struct{ ms int64 }
 func (c *fakeClock) now() int64          { return c.ms }
 func (c *fakeClock) set(d time.Duration) { c.ms = d.Milliseconds() }
 func (c *fakeClock) onto(p *keyedProcessOperator[string, string, string]) {
-	p.state.clock = c.now
+	p.state.Clock = c.now
 }
 
 // openTTL opens a string-keyed operator on sc (restoring chk when not
@@ -40,7 +40,7 @@ func openTTL(t *testing.T, sc stateConfig, chk *checkpoint.Checkpoint, clock *fa
 
 func getValue(t *testing.T, p *keyedProcessOperator[string, string, string], d *ValueStateDescriptor[int64], key string) (int64, bool) {
 	t.Helper()
-	p.state.setKey(key)
+	p.state.SetKey(key)
 	v, ok, err := d.Get(&p.ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -50,7 +50,7 @@ func getValue(t *testing.T, p *keyedProcessOperator[string, string, string], d *
 
 func setValue(t *testing.T, p *keyedProcessOperator[string, string, string], d *ValueStateDescriptor[int64], key string, v int64) {
 	t.Helper()
-	p.state.setKey(key)
+	p.state.SetKey(key)
 	if err := d.Set(&p.ctx, v); err != nil {
 		t.Fatal(err)
 	}
@@ -62,21 +62,21 @@ func setValue(t *testing.T, p *keyedProcessOperator[string, string, string], d *
 // the write buffer to the DB.
 func stateEntryCount(t *testing.T, p *keyedProcessOperator[string, string, string], name string) int {
 	t.Helper()
-	if pk := p.state.pb; pk != nil {
+	if pk := p.state.Pebble; pk != nil {
 		// A snapshot applies the write buffer to the DB.
-		if pk.storage == nil {
+		if pk.Storage == nil {
 			mem, err := checkpoint.NewMemoryStorage()
 			if err != nil {
 				t.Fatal(err)
 			}
-			pk.storage = mem
+			pk.Storage = mem
 		}
 		ttlSnapshots++
 		snapshotNow(t, p, ttlSnapshots)
-		id := pk.ids[name].ID
+		id := pk.IDs[name].ID
 		n := 0
 		lo, hi := pebblestate.AppendKeyPrefix(nil, 0, 0), pebblestate.PrefixEnd(pebblestate.AppendKeyPrefix(nil, 0xffff, 0xffff))
-		err := pk.store.ScanDB(lo, hi, func(k, _ []byte) ([]byte, bool) {
+		err := pk.Store.ScanDB(lo, hi, func(k, _ []byte) ([]byte, bool) {
 			if len(k) >= 4 && uint16(k[2])<<8|uint16(k[3]) == id {
 				n++
 			}
@@ -88,26 +88,11 @@ func stateEntryCount(t *testing.T, p *keyedProcessOperator[string, string, strin
 		return n
 	}
 	n := 0
-	switch s := p.state.states[name].(type) {
-	case *valueState[string, ttlValue[int64]]:
-		for _, m := range s.m {
-			n += len(m)
-		}
-	case *mapState[string, string, ttlValue[int64]]:
-		for _, gm := range s.m {
-			for _, in := range gm {
-				n += len(in.m)
-			}
-		}
-	case *listState[string, ttlValue[int64]]:
-		for _, m := range s.v.m {
-			for _, l := range m {
-				n += len(l)
-			}
-		}
-	default:
-		t.Fatalf("state %q is a %T", name, s)
+	s, ok := p.state.States[name].(interface{ Entries() int })
+	if !ok {
+		t.Fatalf("state %q is a %T", name, p.state.States[name])
 	}
+	n = s.Entries()
 	return n
 }
 
@@ -177,7 +162,7 @@ func TestTTLMapEntriesExpireOneByOne(t *testing.T) {
 		clock := &fakeClock{}
 		p, stop := openTTL(t, sc, nil, clock)
 		defer stop()
-		p.state.setKey("k")
+		p.state.SetKey("k")
 		ctx := &p.ctx
 		m, err := d.Handle(ctx)
 		if err != nil {
@@ -213,8 +198,8 @@ func TestTTLMapEntriesExpireOneByOne(t *testing.T) {
 		if _, ok, err := d.Get(ctx, "x"); err != nil || ok {
 			t.Fatalf("Get(x) after expiry: %v, %v", ok, err)
 		}
-		if p.state.err != nil {
-			t.Fatal(p.state.err)
+		if p.state.Err != nil {
+			t.Fatal(p.state.Err)
 		}
 		if n := stateEntryCount(t, p, "ttl-map"); n != 0 {
 			t.Fatalf("the map holds %d entries after all expired and were seen; want 0", n)
@@ -251,7 +236,7 @@ func TestTTLCheckpointAndRestore(t *testing.T) {
 		defer stopQ()
 		if sc.backend == kindHeap {
 			getValue(t, q, d, "k9") // declares the states
-			q.state.setKey("k9")
+			q.state.SetKey("k9")
 			if _, _, err := md.Get(&q.ctx, "e"); err != nil {
 				t.Fatal(err)
 			}
@@ -265,7 +250,7 @@ func TestTTLCheckpointAndRestore(t *testing.T) {
 		for i := range 10 {
 			key := fmt.Sprint("k", i)
 			v, ok := getValue(t, q, d, key)
-			q.state.setKey(key)
+			q.state.SetKey(key)
 			mv, mok, err := md.Get(&q.ctx, "e")
 			if err != nil {
 				t.Fatal(err)
@@ -337,12 +322,8 @@ func TestTTLIncrementalCleanupOfUntouchedKeys(t *testing.T) {
 		for range 200 {
 			getValue(t, p, off, "hot")
 		}
-		if pk := p.state.pb; pk == nil {
-			s := p.state.states["ttl-off"].(*valueState[string, ttlValue[int64]])
-			n := 0
-			for _, m := range s.m {
-				n += len(m)
-			}
+		if pk := p.state.Pebble; pk == nil {
+			n := p.state.States["ttl-off"].(interface{ Entries() int }).Entries()
 			if n != 50 {
 				t.Fatalf("TTLCleanupPerAccess(0): %d values left; want the 50 expired ones still held", n)
 			}
@@ -394,7 +375,7 @@ func TestTTLTurnedOnOrOffRefusesRestore(t *testing.T) {
 			t.Run(c.name, func(t *testing.T) {
 				q, stop := openTTL(t, sc, chk, clock)
 				defer stop()
-				q.state.setKey("a")
+				q.state.SetKey("a")
 				err := c.get(&q.ctx)
 				if err == nil || !strings.Contains(err.Error(), fmt.Sprintf("%q", c.state)) || !strings.Contains(err.Error(), c.want) {
 					t.Fatalf("Get: %v; want an error naming state %q, checkpointed %s", err, c.state, c.want)

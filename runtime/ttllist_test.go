@@ -11,7 +11,7 @@ import (
 
 func ttlListOf(t *testing.T, p *keyedProcessOperator[string, string, string], d *ListStateDescriptor[int64], key string) []int64 {
 	t.Helper()
-	p.state.setKey(key)
+	p.state.SetKey(key)
 	seq, err := d.Get(&p.ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -21,7 +21,7 @@ func ttlListOf(t *testing.T, p *keyedProcessOperator[string, string, string], d 
 
 func addTo(t *testing.T, p *keyedProcessOperator[string, string, string], d *ListStateDescriptor[int64], key string, vs ...int64) {
 	t.Helper()
-	p.state.setKey(key)
+	p.state.SetKey(key)
 	if err := d.AddAll(&p.ctx, vs); err != nil {
 		t.Fatal(err)
 	}
@@ -62,7 +62,7 @@ func TestTTLListElementsExpireOneByOne(t *testing.T) {
 		// Update stamps every element with its time.
 		addTo(t, p, d, "b", 1)
 		clock.set(150 * time.Second)
-		p.state.setKey("b")
+		p.state.SetKey("b")
 		if err := d.Update(&p.ctx, []int64{7, 8}); err != nil {
 			t.Fatal(err)
 		}
@@ -161,7 +161,7 @@ func TestTTLListIncrementalCleanupOfUntouchedKeys(t *testing.T) {
 			t.Fatalf("%d elements before expiry; want %d", n, 2*keys)
 		}
 		clock.set(2 * time.Minute)
-		p.state.setKey("hot")
+		p.state.SetKey("hot")
 		for i := range 1000 {
 			if err := d.Update(&p.ctx, []int64{int64(i)}); err != nil {
 				t.Fatal(err)
@@ -196,7 +196,7 @@ func TestTTLListTurnedOnOrOffRefusesRestore(t *testing.T) {
 			t.Run(c.state, func(t *testing.T) {
 				q, stop := openTTL(t, sc, chk, clock)
 				defer stop()
-				q.state.setKey("a")
+				q.state.SetKey("a")
 				_, err := c.d.Get(&q.ctx)
 				if err == nil || !strings.Contains(err.Error(), fmt.Sprintf("%q", c.state)) || !strings.Contains(err.Error(), c.want) {
 					t.Fatalf("Get: %v; want an error naming state %q, checkpointed %s", err, c.state, c.want)
@@ -219,7 +219,7 @@ func TestTTLReducingAndAggregatingStateExpire(t *testing.T) {
 		clock := &fakeClock{}
 		p, stop := openTTL(t, sc, nil, clock)
 		defer stop()
-		p.state.setKey("a")
+		p.state.SetKey("a")
 		for _, v := range []int64{2, 4} {
 			if err := sum.Add(&p.ctx, v); err != nil {
 				t.Fatal(err)
@@ -324,7 +324,7 @@ func TestStateDeclaredTwiceWithOtherTTLRefused(t *testing.T) {
 			t.Run(c.name, func(t *testing.T) {
 				p, stop := openTTL(t, sc, nil, &fakeClock{})
 				defer stop()
-				p.state.setKey("a")
+				p.state.SetKey("a")
 				if err := c.first(&p.ctx); err != nil {
 					t.Fatal(err)
 				}
@@ -341,7 +341,7 @@ func TestStateDeclaredTwiceWithOtherTTLRefused(t *testing.T) {
 		// The same TTL from two descriptors is one state with one clock.
 		p, stop := openTTL(t, sc, nil, &fakeClock{})
 		defer stop()
-		p.state.setKey("a")
+		p.state.SetKey("a")
 		if err := NewValueState[int64]("same", WithTTL(time.Minute)).Set(&p.ctx, 7); err != nil {
 			t.Fatal(err)
 		}

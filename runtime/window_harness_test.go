@@ -118,8 +118,8 @@ func (w *winOp[K, T, O]) advance(t testing.TB, now int64) {
 // snapshot takes checkpoint id of the operator into storage.
 func (w *winOp[K, T, O]) snapshot(t testing.TB, storage checkpoint.Storage, id int64) ([]byte, []checkpoint.FileHandle) {
 	t.Helper()
-	if w.p.state.pb != nil {
-		w.p.state.pb.storage = storage
+	if w.p.state.Pebble != nil {
+		w.p.state.Pebble.Storage = storage
 	}
 	enc, err := w.p.freezeState(id)
 	if err != nil {
@@ -145,10 +145,10 @@ func (w *winOp[K, T, O]) keysInState(t testing.TB, keys []K) int {
 	t.Helper()
 	n, pairs := 0, 0
 	for _, k := range keys {
-		w.p.state.setKey(k)
+		w.p.state.SetKey(k)
 		has := false
 		for _, name := range []string{windowContentsState, windowEndsState, windowCountState, windowRecordsState} {
-			s, ok := w.p.state.states[name]
+			s, ok := w.p.state.States[name]
 			if !ok {
 				continue
 			}
@@ -167,35 +167,19 @@ func (w *winOp[K, T, O]) keysInState(t testing.TB, keys []K) int {
 			n++
 		}
 	}
-	if w.p.state.err != nil {
-		t.Fatal(w.p.state.err)
+	if w.p.state.Err != nil {
+		t.Fatal(w.p.state.Err)
 	}
-	if w.p.state.pb == nil {
+	if w.p.state.Pebble == nil {
 		heap := 0
-		for _, s := range w.p.state.states {
-			if c, ok := s.(interface{ heapKeys() int }); ok {
-				heap += c.heapKeys()
+		for _, s := range w.p.state.States {
+			if c, ok := s.(interface{ HeapKeys() int }); ok {
+				heap += c.HeapKeys()
 			}
 		}
 		if heap != pairs {
 			t.Fatalf("heap state holds %d keys' states, %d of them of known keys", heap, pairs)
 		}
-	}
-	return n
-}
-
-func (s *mapState[K, UK, UV]) heapKeys() int {
-	n := 0
-	for _, m := range s.m {
-		n += len(m)
-	}
-	return n
-}
-
-func (s *valueState[K, V]) heapKeys() int {
-	n := 0
-	for _, m := range s.m {
-		n += len(m)
 	}
 	return n
 }

@@ -369,7 +369,7 @@ func runWindowRestore(t *testing.T, b backendKind, a window.Assigner, par int, k
 		// and records that were late before the restore are late after it.
 		var mine []string
 		for _, k := range keys {
-			if g := w.p.state.groupOf(k); g >= lo && g <= hi {
+			if g := w.p.state.GroupOf(k); g >= lo && g <= hi {
 				mine = append(mine, k)
 			}
 		}

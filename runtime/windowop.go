@@ -11,6 +11,7 @@ import (
 
 	"github.com/splitflow/splitflow/connector"
 	"github.com/splitflow/splitflow/runtime/internal/engine"
+	"github.com/splitflow/splitflow/runtime/internal/keyed"
 	"github.com/splitflow/splitflow/runtime/internal/statecodec"
 	"github.com/splitflow/splitflow/runtime/internal/stateformat"
 	"github.com/splitflow/splitflow/runtime/window"
@@ -103,7 +104,7 @@ func windowed[K comparable, T, A, O any](ws WindowedStream[K, T], spec windowSpe
 		l, in := build(info, par, out)
 		op := l.(*keyedProcessOperator[K, T, O])
 		op.newFn = func() KeyedProcessFunction[K, T, O] {
-			return &windowFn[K, T, A, O]{op: op, a: a, lateness: opts.lateness, early: opts.early, spec: spec, now: func() int64 { return op.state.now() },
+			return &windowFn[K, T, A, O]{op: op, a: a, lateness: opts.lateness, early: opts.early, spec: spec, now: func() int64 { return op.state.Now() },
 				late: late, lateSet: lateSet}
 		}
 		return l, in
@@ -148,21 +149,21 @@ type windowFn[K comparable, T, A, O any] struct {
 
 func (f *windowFn[K, T, A, O]) Open(ctx *KeyedContext[K, O]) error {
 	var err error
-	if f.contents, err = declareMapTTL(ctx.op, windowContentsState, statecodec.For[int64](), statecodec.For[A](), nil); err != nil {
+	if f.contents, err = keyed.DeclareMap(ctx.op, windowContentsState, statecodec.For[int64](), statecodec.For[A](), nil); err != nil {
 		return err
 	}
 	switch {
 	case f.a.IsSession():
-		if f.ends, err = declareMapTTL(ctx.op, windowEndsState, statecodec.For[int64](), statecodec.For[int64](), nil); err != nil {
+		if f.ends, err = keyed.DeclareMap(ctx.op, windowEndsState, statecodec.For[int64](), statecodec.For[int64](), nil); err != nil {
 			return err
 		}
 	case f.a.IsCount():
-		if f.counts, err = declareValueTTL(ctx.op, windowCountState, statecodec.For[int64](), nil); err != nil {
+		if f.counts, err = keyed.DeclareValue(ctx.op, windowCountState, statecodec.For[int64](), nil); err != nil {
 			return err
 		}
 	}
 	if f.spec.emitList != nil || f.spec.emitMarked != nil {
-		if f.records, err = declareList(ctx.op, windowRecordsState, windowRecordCodec[T](f.spec.emitMarked != nil)); err != nil {
+		if f.records, err = keyed.DeclareListNoTTL(ctx.op, windowRecordsState, windowRecordCodec[T](f.spec.emitMarked != nil)); err != nil {
 			return err
 		}
 	}

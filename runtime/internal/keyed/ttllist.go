@@ -1,10 +1,11 @@
-package runtime
+package keyed
 
 import (
 	"bytes"
 	"fmt"
 	"iter"
 
+	"github.com/splitflow/splitflow/runtime/internal/engine"
 	"github.com/splitflow/splitflow/runtime/internal/statecodec"
 )
 
@@ -19,9 +20,9 @@ import (
 
 // ttlListState is a ListState with TTL per element over a list of
 // ttlValues. live returns the current key's live elements at now, having
-// removed the expired ones (and renewed the rest with TTLOnReadAndWrite).
+// removed the expired ones (and renewed the rest with ttlOnReadAndWrite).
 type ttlListState[T any] struct {
-	in   ListState[ttlValue[T]]
+	in   List[ttlValue[T]]
 	t    *ttlClock
 	live func(now int64) []ttlValue[T]
 }
@@ -103,29 +104,29 @@ func liveElems[T any](t *ttlClock, list []ttlValue[T], now int64, renew bool) ([
 	return out, true
 }
 
-// declareListTTL declares a list state, with TTL per element when cfg is
+// DeclareList declares a list state, with TTL per element when cfg is
 // set.
-func declareListTTL[K comparable, T any](ks *keyedState[K], name string, elems statecodec.Codec[T], cfg *ttlConfig) (ListState[T], error) {
-	if err := sameTTL(ks.keyedCommon, name, cfg); err != nil {
+func DeclareList[K comparable, T any](ks *State[K], name string, elems statecodec.Codec[T], cfg *TTLConfig) (List[T], error) {
+	if err := sameTTL(ks.Common, name, cfg); err != nil {
 		return nil, err
 	}
 	if cfg == nil {
-		return declareList(ks, name, elems)
+		return DeclareListNoTTL(ks, name, elems)
 	}
-	in, err := declareList(ks, name, ttlCodec(elems))
+	in, err := DeclareListNoTTL(ks, name, ttlCodec(elems))
 	if err != nil {
 		return nil, err
 	}
 	if h, ok := ks.ttlStates[name].(*ttlListState[T]); ok {
 		return h, nil // one clock and one cleanup per state
 	}
-	t := newTTLClock(cfg, ks.keyedCommon)
-	renew := cfg.update == TTLOnReadAndWrite
+	t := newTTLClock(cfg, ks.Common)
+	renew := cfg.Update == RenewOnReadAndWrite
 	s := &ttlListState[T]{in: in, t: t}
 	switch l := in.(type) {
-	case *listState[K, ttlValue[T]]:
+	case *HeapList[K, ttlValue[T]]:
 		l.v.trim = func() func([]ttlValue[T]) ([]ttlValue[T], bool) {
-			now := t.c.now()
+			now := t.c.Now()
 			return func(list []ttlValue[T]) ([]ttlValue[T], bool) {
 				live, _ := liveElems(t, list, now, false)
 				return live, len(live) > 0
@@ -151,7 +152,7 @@ func declareListTTL[K comparable, T any](ks *keyedState[K], name string, elems s
 		}
 	case *pebbleListState[K, ttlValue[T]]:
 		s.live = func(now int64) []ttlValue[T] { return pebbleLiveElems(l, t, now, renew) }
-		sw := &pebbleSweep{pk: l.pk, id: l.id, name: name, isList: true, fail: ks.fail, expired: t.expired}
+		sw := &pebbleSweep{pk: l.pk, id: l.id, name: name, isList: true, fail: ks.Fail, expired: t.expired}
 		t.sweep = sw.access
 	default:
 		return nil, fmt.Errorf("state %q: list state of type %T has no TTL", name, in)
@@ -176,10 +177,10 @@ func pebbleLiveElems[K comparable, T any](l *pebbleListState[K, ttlValue[T]], t 
 	var live []ttlValue[T]
 	var gone [][]byte
 	var renewed []renewal
-	err := l.pk.store.MapScanAfter(p, nil, func(k, vb []byte) bool {
+	err := l.pk.Store.MapScanAfter(p, nil, func(k, vb []byte) bool {
 		tv, err := statecodec.ReadOne(vb, l.elems)
 		if err != nil {
-			l.ks.failDecode(fmt.Errorf("state %q: decode list element: %w", l.name, err))
+			l.ks.FailDecode(fmt.Errorf("state %q: decode list element: %w", l.name, err))
 			return false
 		}
 		if t.expired(tv.ts, now) {
@@ -194,12 +195,12 @@ func pebbleLiveElems[K comparable, T any](l *pebbleListState[K, ttlValue[T]], t 
 		return true
 	})
 	if err != nil {
-		l.ks.fail(fmt.Errorf("state %q: %w", l.name, err))
+		l.ks.Fail(fmt.Errorf("state %q: %w", l.name, err))
 		return nil
 	}
 	for _, k := range gone {
-		if err := l.pk.store.OrderedDelete(p, k); err != nil {
-			l.ks.fail(fmt.Errorf("state %q: %w", l.name, err))
+		if err := l.pk.Store.OrderedDelete(p, k); err != nil {
+			l.ks.Fail(fmt.Errorf("state %q: %w", l.name, err))
 			return nil
 		}
 	}
@@ -207,10 +208,10 @@ func pebbleLiveElems[K comparable, T any](l *pebbleListState[K, ttlValue[T]], t 
 		b, err := statecodec.AppendOne(l.vb[:0], l.elems, r.tv)
 		if err == nil {
 			l.vb = b
-			err = l.pk.store.OrderedSet(p, r.k, b)
+			err = l.pk.Store.OrderedSet(p, r.k, b)
 		}
 		if err != nil {
-			l.ks.fail(fmt.Errorf("state %q: %w", l.name, err))
+			l.ks.Fail(fmt.Errorf("state %q: %w", l.name, err))
 			return nil
 		}
 	}
@@ -222,7 +223,7 @@ func pebbleLiveElems[K comparable, T any](l *pebbleListState[K, ttlValue[T]], t 
 // replaces a list that has expired elements by a new one without them
 // (the old one may be read by a snapshot), removing a key whose list it
 // empties.
-func heapSweepLists[K comparable, T any](s *valueState[K, []ttlValue[T]], cur *sweepCursor[K], n int, live func([]ttlValue[T]) ([]ttlValue[T], bool)) {
+func heapSweepLists[K comparable, T any](s *HeapValue[K, []ttlValue[T]], cur *sweepCursor[K], n int, live func([]ttlValue[T]) ([]ttlValue[T], bool)) {
 	slots := len(s.m)
 	for visited := 0; n > 0 && visited < sweepSlotsPerAccess && visited < slots; visited++ {
 		g := cur.slot % slots
@@ -260,7 +261,7 @@ func heapSweepLists[K comparable, T any](s *valueState[K, []ttlValue[T]], cur *s
 
 // rememberTTL keeps the TTL handle of state name for its later
 // declarations.
-func (c *keyedCommon) rememberTTL(name string, h any) {
+func (c *Common) rememberTTL(name string, h any) {
 	if c.ttlStates == nil {
 		c.ttlStates = map[string]any{}
 	}
@@ -270,7 +271,7 @@ func (c *keyedCommon) rememberTTL(name string, h any) {
 // sameTTL refuses a declaration of state name whose TTL (or its absence)
 // differs from the first declaration's in the operator: two handles of
 // one state with two clocks would expire its values by two rules.
-func sameTTL(c *keyedCommon, name string, cfg *ttlConfig) error {
+func sameTTL(c *Common, name string, cfg *TTLConfig) error {
 	desc := "no TTL"
 	if cfg != nil {
 		desc = cfg.describe()
@@ -284,13 +285,13 @@ func sameTTL(c *keyedCommon, name string, cfg *ttlConfig) error {
 		return nil
 	}
 	if first != desc {
-		return &unrecoverableError{Err: fmt.Errorf("state %q is declared twice in one operator with different TTLs, %s and %s; declare it with one WithTTL everywhere (one descriptor), or give each state its own name", name, first, desc)}
+		return &engine.UnrecoverableError{Err: fmt.Errorf("state %q is declared twice in one operator with different TTLs, %s and %s; declare it with one WithTTL everywhere (one descriptor), or give each state its own name", name, first, desc)}
 	}
 	return nil
 }
 
 // describe names everything of a TTL config that changes how values
 // expire, for sameTTL.
-func (c *ttlConfig) describe() string {
-	return fmt.Sprintf("%s, cleanup of %d per access", c, c.perAccess)
+func (c *TTLConfig) describe() string {
+	return fmt.Sprintf("%s, cleanup of %d per access", c, c.PerAccess)
 }

@@ -1,4 +1,4 @@
-package runtime
+package keyed
 
 import (
 	"bytes"
@@ -70,78 +70,37 @@ const (
 	formatColumns = stateformat.FormatColumns
 )
 
-// Names of the timer entries; informative only, entries are told apart
-// by kind.
-const (
-	eventTimersName      = "timers/event-time"
-	processingTimersName = "timers/processing-time"
-	watermarkName        = "watermark"
-)
+// watermarkName names the watermark's entries; informative only,
+// entries are told apart by kind.
+const watermarkName = "watermark"
 
-// watermarkEntries are the entries of watermark wm for key groups lo to
+// WatermarkEntries are the entries of watermark wm for key groups lo to
 // hi, none before the first watermark. The watermark is kept per key
 // group so that a restore at another parallelism finds it for every key
 // group it takes; a subtask restores the least of its key groups'.
-func watermarkEntries(wm int64, lo, hi int) []stateEntry {
+func WatermarkEntries(wm int64, lo, hi int) []Entry {
 	if wm == engine.NoWatermark {
 		return nil
 	}
 	data := binary.AppendVarint(nil, wm)
-	out := make([]stateEntry, 0, hi-lo+1)
+	out := make([]Entry, 0, hi-lo+1)
 	for g := lo; g <= hi; g++ {
-		out = append(out, stateEntry{name: watermarkName, kind: stateKindWatermark, format: formatColumns, keyGroup: g, data: data})
+		out = append(out, Entry{Name: watermarkName, Kind: stateKindWatermark, Format: formatColumns, KeyGroup: g, Data: data})
 	}
 	return out
 }
 
-func decodeWatermark(data []byte) (int64, error) {
+func DecodeWatermark(data []byte) (int64, error) {
 	wm, n := binary.Varint(data)
 	if n <= 0 {
 		return 0, engine.ErrShortState
 	}
-	return wm, trailing(data[n:])
+	return wm, CheckTrailing(data[n:])
 }
 
-// timerRecord is one pending timer as versions 1 and 2 checkpointed it.
-type timerRecord[K comparable] struct {
-	Key K
-	Ts  int64
-}
-
-// restoreTimers adds the encoded timers of one key group to q.
-func restoreTimers[K comparable](q *timerQueue[K], ks *keyedState[K], format byte, data []byte) error {
-	if format == formatGob {
-		var rs []timerRecord[K]
-		if err := gob.NewDecoder(bytes.NewReader(data)).Decode(&rs); err != nil {
-			return err
-		}
-		for _, r := range rs {
-			q.add(r.Key, r.Ts)
-		}
-		return nil
-	}
-	n, b, err := readCount(data)
-	if err != nil {
-		return err
-	}
-	keys, b, err := statecodec.ReadColumn(b, n, ks.keys)
-	if err != nil {
-		return fmt.Errorf("keys: %w", err)
-	}
-	for _, k := range keys {
-		ts, m := binary.Varint(b)
-		if m <= 0 {
-			return engine.ErrShortState
-		}
-		b = b[m:]
-		q.add(k, ts)
-	}
-	return trailing(b)
-}
-
-// readCount reads an entry's count of keys, bounded by its length (every
+// ReadCount reads an entry's count of keys, bounded by its length (every
 // key takes a byte at least).
-func readCount(b []byte) (int, []byte, error) {
+func ReadCount(b []byte) (int, []byte, error) {
 	n, k := binary.Uvarint(b)
 	if k <= 0 || n > uint64(len(b)) {
 		return 0, nil, engine.ErrShortState
@@ -149,24 +108,24 @@ func readCount(b []byte) (int, []byte, error) {
 	return int(n), b[k:], nil
 }
 
-func trailing(b []byte) error {
+func CheckTrailing(b []byte) error {
 	if len(b) != 0 {
 		return fmt.Errorf("%d bytes after the entry's last value", len(b))
 	}
 	return nil
 }
 
-// stateEntry is one state's entries of one key group, encoded.
-type stateEntry struct {
-	name     string
-	kind     byte
-	format   byte
-	keyGroup int
-	data     []byte
+// Entry is one state's entries of one key group, encoded.
+type Entry struct {
+	Name     string
+	Kind     byte
+	Format   byte
+	KeyGroup int
+	Data     []byte
 }
 
-// errSnapshotAbandoned ends an encoder whose task is going away.
-var errSnapshotAbandoned = errors.New("snapshot abandoned: the task ended")
+// ErrSnapshotAbandoned ends an encoder whose task is going away.
+var ErrSnapshotAbandoned = errors.New("snapshot abandoned: the task ended")
 
 // snapshotableState is a ValueState or MapState as the snapshot sees it.
 type snapshotableState interface {
@@ -178,7 +137,7 @@ type snapshotableState interface {
 	// stop says so. Values the function could change in place (a slice,
 	// a map or a pointer inside them) are copied, through their codec,
 	// before the function sees them while the encoder may read them (see
-	// valueState), so they are encoded off the task goroutine too. A key
+	// HeapValue), so they are encoded off the task goroutine too. A key
 	// or map key type with a pointer or interface inside is encoded
 	// within freeze instead: copying a key would change its identity.
 	freeze() func(stop func() bool) (map[int][]byte, error)
@@ -186,10 +145,10 @@ type snapshotableState interface {
 	restore(format byte, data []byte) error
 }
 
-func (s *valueState[K, V]) kind() byte { return stateKindValue }
+func (s *HeapValue[K, V]) kind() byte { return stateKindValue }
 
-func (s *valueState[K, V]) freeze() func(stop func() bool) (map[int][]byte, error) {
-	view, kc, vc, read := slices.Clone(s.m), s.ks.keys, s.vals, &s.read
+func (s *HeapValue[K, V]) freeze() func(stop func() bool) (map[int][]byte, error) {
+	view, kc, vc, read := slices.Clone(s.m), s.ks.Keys, s.vals, &s.read
 	read.Store(0)
 	var keep func(V) bool
 	if s.keep != nil {
@@ -203,7 +162,7 @@ func (s *valueState[K, V]) freeze() func(stop func() bool) (map[int][]byte, erro
 		out := make(map[int][]byte)
 		for g := range len(view) / slotsPerKeyGroup {
 			if stop() {
-				return nil, errSnapshotAbandoned
+				return nil, ErrSnapshotAbandoned
 			}
 			keys, vals := statecodec.Column[K]{Codec: kc}, statecodec.Column[V]{Codec: vc}
 			for _, m := range view[g*slotsPerKeyGroup : (g+1)*slotsPerKeyGroup] {
@@ -240,19 +199,19 @@ func (s *valueState[K, V]) freeze() func(stop func() bool) (map[int][]byte, erro
 		}
 		return out, nil
 	}
-	if !valueSemantics[K]() {
-		return encodedNow(enc)
+	if !ValueSemantics[K]() {
+		return EncodedNow(enc)
 	}
 	return enc
 }
 
-// encodedNow runs enc now and returns its result as an encoder.
-func encodedNow(enc func(func() bool) (map[int][]byte, error)) func(func() bool) (map[int][]byte, error) {
+// EncodedNow runs enc now and returns its result as an encoder.
+func EncodedNow(enc func(func() bool) (map[int][]byte, error)) func(func() bool) (map[int][]byte, error) {
 	out, err := enc(func() bool { return false })
 	return func(func() bool) (map[int][]byte, error) { return out, err }
 }
 
-func (s *valueState[K, V]) restore(format byte, data []byte) error {
+func (s *HeapValue[K, V]) restore(format byte, data []byte) error {
 	if format == formatGob {
 		var m map[K]V
 		if err := gob.NewDecoder(bytes.NewReader(data)).Decode(&m); err != nil {
@@ -263,11 +222,11 @@ func (s *valueState[K, V]) restore(format byte, data []byte) error {
 		}
 		return nil
 	}
-	n, b, err := readCount(data)
+	n, b, err := ReadCount(data)
 	if err != nil {
 		return err
 	}
-	keys, b, err := statecodec.ReadColumn(b, n, s.ks.keys)
+	keys, b, err := statecodec.ReadColumn(b, n, s.ks.Keys)
 	if err != nil {
 		return fmt.Errorf("keys: %w", err)
 	}
@@ -275,7 +234,7 @@ func (s *valueState[K, V]) restore(format byte, data []byte) error {
 	if err != nil {
 		return fmt.Errorf("values: %w", err)
 	}
-	if err := trailing(b); err != nil {
+	if err := CheckTrailing(b); err != nil {
 		return err
 	}
 	for i, k := range keys {
@@ -284,10 +243,10 @@ func (s *valueState[K, V]) restore(format byte, data []byte) error {
 	return nil
 }
 
-func (s *mapState[K, UK, UV]) kind() byte { return stateKindMap }
+func (s *HeapMap[K, UK, UV]) kind() byte { return stateKindMap }
 
-func (s *mapState[K, UK, UV]) freeze() func(stop func() bool) (map[int][]byte, error) {
-	view, kc, ukc, uvc, read := slices.Clone(s.m), s.ks.keys, s.ukeys, s.uvals, &s.read
+func (s *HeapMap[K, UK, UV]) freeze() func(stop func() bool) (map[int][]byte, error) {
+	view, kc, ukc, uvc, read := slices.Clone(s.m), s.ks.Keys, s.ukeys, s.uvals, &s.read
 	read.Store(0)
 	var keep func(UV) bool
 	if s.keep != nil {
@@ -297,7 +256,7 @@ func (s *mapState[K, UK, UV]) freeze() func(stop func() bool) (map[int][]byte, e
 		out := make(map[int][]byte)
 		for g := range len(view) / slotsPerKeyGroup {
 			if stop() {
-				return nil, errSnapshotAbandoned
+				return nil, ErrSnapshotAbandoned
 			}
 			keys, ukeys, uvals := statecodec.Column[K]{Codec: kc}, statecodec.Column[UK]{Codec: ukc}, statecodec.Column[UV]{Codec: uvc}
 			var sizes []byte
@@ -347,22 +306,22 @@ func (s *mapState[K, UK, UV]) freeze() func(stop func() bool) (map[int][]byte, e
 		}
 		return out, nil
 	}
-	if !valueSemantics[K]() || !valueSemantics[UK]() {
-		return encodedNow(enc)
+	if !ValueSemantics[K]() || !ValueSemantics[UK]() {
+		return EncodedNow(enc)
 	}
 	return enc
 }
 
 // set puts a restored key's map.
-func (s *mapState[K, UK, UV]) set(k K, m map[UK]UV) {
+func (s *HeapMap[K, UK, UV]) set(k K, m map[UK]UV) {
 	g := s.ks.slotOf(k)
 	if s.m[g] == nil {
-		s.m[g], s.ep[g] = map[K]*innerMap[UK, UV]{}, s.ks.epoch
+		s.m[g], s.ep[g] = map[K]*innerMap[UK, UV]{}, s.ks.Epoch
 	}
-	s.m[g][k] = &innerMap[UK, UV]{m: m, ep: s.ks.epoch}
+	s.m[g][k] = &innerMap[UK, UV]{m: m, ep: s.ks.Epoch}
 }
 
-func (s *mapState[K, UK, UV]) restore(format byte, data []byte) error {
+func (s *HeapMap[K, UK, UV]) restore(format byte, data []byte) error {
 	if format == formatGob {
 		var m map[K]map[UK]UV
 		if err := gob.NewDecoder(bytes.NewReader(data)).Decode(&m); err != nil {
@@ -373,11 +332,11 @@ func (s *mapState[K, UK, UV]) restore(format byte, data []byte) error {
 		}
 		return nil
 	}
-	n, b, err := readCount(data)
+	n, b, err := ReadCount(data)
 	if err != nil {
 		return err
 	}
-	keys, b, err := statecodec.ReadColumn(b, n, s.ks.keys)
+	keys, b, err := statecodec.ReadColumn(b, n, s.ks.Keys)
 	if err != nil {
 		return fmt.Errorf("keys: %w", err)
 	}
@@ -401,7 +360,7 @@ func (s *mapState[K, UK, UV]) restore(format byte, data []byte) error {
 	if err != nil {
 		return fmt.Errorf("map values: %w", err)
 	}
-	if err := trailing(b); err != nil {
+	if err := CheckTrailing(b); err != nil {
 		return err
 	}
 	at := 0
@@ -416,35 +375,35 @@ func (s *mapState[K, UK, UV]) restore(format byte, data []byte) error {
 	return nil
 }
 
-func encodeStateEntries(entries []stateEntry) []byte {
+func EncodeEntries(entries []Entry) []byte {
 	size := 0
 	for _, e := range entries {
-		size += len(e.name) + len(e.data)
+		size += len(e.Name) + len(e.Data)
 	}
 	w := stateformat.NewKeyed(len(entries), size)
 	for _, e := range entries {
-		w.Add(stateformat.KeyedEntry{Name: e.name, Kind: e.kind, KeyGroup: e.keyGroup, Format: e.format, Data: e.data})
+		w.Add(stateformat.KeyedEntry{Name: e.Name, Kind: e.Kind, KeyGroup: e.KeyGroup, Format: e.Format, Data: e.Data})
 	}
 	return w.Bytes()
 }
 
-func decodeStateEntries(b []byte) ([]stateEntry, error) {
+func DecodeEntries(b []byte) ([]Entry, error) {
 	_, es, err := stateformat.SplitKeyed(b)
 	if err != nil {
 		return nil, err
 	}
-	entries := make([]stateEntry, 0, len(es))
+	entries := make([]Entry, 0, len(es))
 	for _, e := range es {
-		entries = append(entries, stateEntry{name: e.Name, kind: e.Kind, format: e.Format, keyGroup: e.KeyGroup, data: e.Data})
+		entries = append(entries, Entry{Name: e.Name, Kind: e.Kind, Format: e.Format, KeyGroup: e.KeyGroup, Data: e.Data})
 	}
 	return entries, nil
 }
 
-// valueSemantics reports that a T copied is independent of the original:
+// ValueSemantics reports that a T copied is independent of the original:
 // no slice, map, pointer, interface, chan or func inside, at any depth
 // (strings are immutable). Only such values may be read by an encoder
 // while the function goes on.
-func valueSemantics[T any]() bool { return valueType(reflect.TypeFor[T]()) }
+func ValueSemantics[T any]() bool { return valueType(reflect.TypeFor[T]()) }
 
 func valueType(t reflect.Type) bool {
 	switch t.Kind() {

@@ -1,4 +1,4 @@
-package runtime
+package keyed
 
 import (
 	"bytes"
@@ -6,12 +6,15 @@ import (
 	"encoding"
 	"encoding/binary"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"iter"
 	"reflect"
 	"strings"
 
 	"github.com/splitflow/splitflow/runtime/checkpoint"
+	"github.com/splitflow/splitflow/runtime/internal/engine"
+	"github.com/splitflow/splitflow/runtime/internal/keygroup"
 	"github.com/splitflow/splitflow/runtime/internal/pebblestate"
 	"github.com/splitflow/splitflow/runtime/internal/statecodec"
 )
@@ -33,48 +36,29 @@ import (
 // with an empty value, so that a key group's timers are contiguous and in
 // time order. The blob of a subtask's checkpoint is pebblestate.Blob.
 
-// pebbleFor returns the job's pebble backend, making it on first use.
-// Any task goroutine.
-func (ex *execution) pebbleFor(cfg *stateConfig) (*pebblestate.Backend, error) {
-	ex.pebbleMu.Lock()
-	defer ex.pebbleMu.Unlock()
-	if ex.pebble != nil {
-		return ex.pebble, nil
-	}
-	b, err := newPebbleBackend(cfg)
-	if err != nil {
-		return nil, err
-	}
-	ex.pebble = b
-	ex.obs.setStateStats(b.Usage)
-	return b, nil
-}
-
-// newPebbleBackend makes a pebble backend in cfg's working directory.
-func newPebbleBackend(cfg *stateConfig) (*pebblestate.Backend, error) {
-	return pebblestate.NewBackend(cfg.workDir(), !cfg.dirSet, cfg.cacheSize)
-}
-
-// pebbleKeyed is one keyed operator subtask's pebble state.
-type pebbleKeyed struct {
-	store *pebblestate.Store
-	be    *pebblestate.Backend
+// Pebble is one keyed operator subtask's pebble state.
+type Pebble struct {
+	Store   *pebblestate.Store
+	Backend *pebblestate.Backend
 	// ownBackend: be is this subtask's alone (a task run without a job),
 	// closed with it.
 	ownBackend bool
-	storage    checkpoint.Storage // nil: no checkpoints
+	Storage    checkpoint.Storage // nil: no checkpoints
+	// uid and subtask name the DB's directory.
+	uid     string
+	subtask int
 	// instance prefixes the names of the files this DB stores, unique to
 	// this opening of it, so that two attempts restored from one
 	// checkpoint never store different files under one name.
 	instance string
-	ids      map[string]pebblestate.StateID
+	IDs      map[string]pebblestate.StateID
 	nextID   uint16
-	// stored maps the DB's immutable files to where checkpoint storage
+	// Stored maps the DB's immutable files to where checkpoint storage
 	// has them (what was restored and what snapshots uploaded); read and
 	// written by the snapshot encoder, one at a time.
-	stored     map[string]checkpoint.FileHandle
+	Stored     map[string]checkpoint.FileHandle
 	maxPar     int
-	kgLo, kgHi int // the key groups this subtask owns, inclusive
+	KGLo, KGHi int // the key groups this subtask owns, inclusive
 	snapSeq    int
 	// listGen and listSeq make the user keys of list elements
 	// (pebbleListState): the restored checkpoint's id, and the appends
@@ -83,13 +67,38 @@ type pebbleKeyed struct {
 	listSeq      uint64
 	snap         *pebblestate.Snapshot
 	snapDir      string
-	lastSnapshot pebbleSnapshotInfo
+	LastSnapshot SnapshotInfo
 }
 
-// pebbleSnapshotInfo is what the last snapshot wrote, for the status.
-type pebbleSnapshotInfo struct {
-	files, newFiles int
-	bytes, newBytes int64
+// NewPebble prepares the pebble state of subtask subtask of the
+// keyed operator uid, at parallelism par of maxPar, in backend be (its
+// own when ownBackend: closed with it), with checkpoints stored in
+// storage (nil: none); restoredID is the id of the checkpoint it
+// restores (-1: none). open opens its DB.
+func NewPebble(be *pebblestate.Backend, ownBackend bool, storage checkpoint.Storage, uid string, subtask, par, maxPar int, restoredID int64) *Pebble {
+	pk := &Pebble{Backend: be, ownBackend: ownBackend, Storage: storage, uid: uid, subtask: subtask, instance: newInstanceID(),
+		IDs: map[string]pebblestate.StateID{}, Stored: map[string]checkpoint.FileHandle{}, maxPar: maxPar, listGen: uint64(max(restoredID, 0))}
+	pk.KGLo, pk.KGHi = keygroup.Range(subtask, par, maxPar)
+	return pk
+}
+
+// Close closes the DB, and the backend when it is the subtask's own.
+func (pk *Pebble) Close() error {
+	var err error
+	if pk.Store != nil {
+		pk.Backend.Closed(pk.Store)
+		err = pk.Store.Close()
+	}
+	if pk.ownBackend {
+		err = errors.Join(err, pk.Backend.Close())
+	}
+	return err
+}
+
+// SnapshotInfo is what the last snapshot wrote, for the status.
+type SnapshotInfo struct {
+	Files, NewFiles int
+	Bytes, NewBytes int64
 }
 
 func newInstanceID() string {
@@ -101,24 +110,24 @@ func newInstanceID() string {
 // declareID returns the id of state name of the kind, declared with
 // codecs (defaults: the codecs of its types without serdes), refusing a
 // state restored with other codecs.
-func (pk *pebbleKeyed) declareID(name string, kind byte, codecs, defaults string) (uint16, error) {
-	_, restored := pk.ids[name]
+func (pk *Pebble) declareID(name string, kind byte, codecs, defaults string) (uint16, error) {
+	_, restored := pk.IDs[name]
 	id, err := pk.stateID(name, kind)
 	if err != nil {
 		return 0, err
 	}
-	s := pk.ids[name]
+	s := pk.IDs[name]
 	switch was := s.Codecs; {
 	case restored && was == "" && codecs != defaults:
-		return 0, &unrecoverableError{Err: fmt.Errorf("state %q was checkpointed with the default serdes of its types, before serdes were recorded, and is now declared with %s; restore it with the serdes that wrote it, or rename the state", name, describeCodecs(codecs))}
+		return 0, &engine.UnrecoverableError{Err: fmt.Errorf("state %q was checkpointed with the default serdes of its types, before serdes were recorded, and is now declared with %s; restore it with the serdes that wrote it, or rename the state", name, describeCodecs(codecs))}
 	case was != "" && was != codecs && statecodec.TTLChanged(strings.Contains(was, statecodec.TTLSerdePrefix), strings.Contains(codecs, statecodec.TTLSerdePrefix)) != "":
-		return 0, &unrecoverableError{Err: fmt.Errorf("state %q was checkpointed with %s and is now declared with %s%s", name, describeCodecs(was), describeCodecs(codecs),
+		return 0, &engine.UnrecoverableError{Err: fmt.Errorf("state %q was checkpointed with %s and is now declared with %s%s", name, describeCodecs(was), describeCodecs(codecs),
 			statecodec.TTLChanged(strings.Contains(was, statecodec.TTLSerdePrefix), strings.Contains(codecs, statecodec.TTLSerdePrefix)))}
 	case was != "" && was != codecs:
-		return 0, &unrecoverableError{Err: fmt.Errorf("state %q was checkpointed with %s and is now declared with %s; restore it with the serdes that wrote it, or rename the state", name, describeCodecs(was), describeCodecs(codecs))}
+		return 0, &engine.UnrecoverableError{Err: fmt.Errorf("state %q was checkpointed with %s and is now declared with %s; restore it with the serdes that wrote it, or rename the state", name, describeCodecs(was), describeCodecs(codecs))}
 	}
 	s.Codecs = codecs
-	pk.ids[name] = s
+	pk.IDs[name] = s
 	return id, nil
 }
 
@@ -142,27 +151,27 @@ func describeCodecs(codecs string) string {
 }
 
 // stateID returns the id of state name of the kind, assigning one.
-func (pk *pebbleKeyed) stateID(name string, kind byte) (uint16, error) {
-	if s, ok := pk.ids[name]; ok {
+func (pk *Pebble) stateID(name string, kind byte) (uint16, error) {
+	if s, ok := pk.IDs[name]; ok {
 		if s.Kind != kind {
 			return 0, errKindChanged(name)
 		}
 		return s.ID, nil
 	}
 	if pk.nextID == 0xffff {
-		return 0, &unrecoverableError{Err: fmt.Errorf("state %q: too many states in one operator", name)}
+		return 0, &engine.UnrecoverableError{Err: fmt.Errorf("state %q: too many states in one operator", name)}
 	}
 	pk.nextID++
-	pk.ids[name] = pebblestate.StateID{ID: pk.nextID, Kind: kind}
+	pk.IDs[name] = pebblestate.StateID{ID: pk.nextID, Kind: kind}
 	return pk.nextID, nil
 }
 
 // Key encoding of the current key, made when a pebble state first needs
 // it after setKey.
 
-func (ks *keyedState[K]) pebbleKey() ([]byte, error) {
+func (ks *State[K]) pebbleKey() ([]byte, error) {
 	if !ks.pbKeyOK {
-		b, err := ks.pbKeys.append(ks.pbKeyBuf[:0], ks.key)
+		b, err := ks.PebbleKeys.Append(ks.pbKeyBuf[:0], ks.Key)
 		if err != nil {
 			return nil, fmt.Errorf("encode key: %w", err)
 		}
@@ -171,21 +180,21 @@ func (ks *keyedState[K]) pebbleKey() ([]byte, error) {
 	return ks.pbKeyBuf, nil
 }
 
-// fail records the first error of a state access whose signature has no
+// Fail records the first error of a state access whose signature has no
 // error; the operator returns it after the call.
-func (ks *keyedCommon) fail(err error) {
-	if ks.err == nil {
-		ks.err = err
+func (ks *Common) Fail(err error) {
+	if ks.Err == nil {
+		ks.Err = err
 	}
 }
 
-// failDecode records a value read from the pebble backend that its serde
+// FailDecode records a value read from the pebble backend that its serde
 // cannot decode, and fails the job without restarts: the bytes come from
 // the checkpoint every restart restores, so each restart would read them
 // again, for ever under the default restart strategy. (The heap backend
 // decodes every value at the restore, where a failure is unrecoverable
 // too.)
-func (ks *keyedCommon) failDecode(err error) { ks.fail(&unrecoverableError{Err: err}) }
+func (ks *Common) FailDecode(err error) { ks.Fail(&engine.UnrecoverableError{Err: err}) }
 
 // keyBytes is how the pebble backend writes a key or map key. The DB finds
 // a key by its bytes, so equal keys must have equal bytes in every
@@ -212,17 +221,17 @@ type boxedKeyBytes interface {
 // boxedKeys is the boxedKeyBytes of key type K.
 type boxedKeys[K any] struct{ k keyBytes[K] }
 
-func (b boxedKeys[K]) appendKey(dst []byte, v any) ([]byte, error) { return b.k.append(dst, v.(K)) }
-func (b boxedKeys[K]) readKey(data []byte) (any, error)            { return b.k.read(data) }
+func (b boxedKeys[K]) appendKey(dst []byte, v any) ([]byte, error) { return b.k.Append(dst, v.(K)) }
+func (b boxedKeys[K]) readKey(data []byte) (any, error)            { return b.k.Read(data) }
 
 var (
 	binaryMarshalerType   = reflect.TypeFor[encoding.BinaryMarshaler]()
 	binaryUnmarshalerType = reflect.TypeFor[encoding.BinaryUnmarshaler]()
 )
 
-// keyBytesFor chooses T's key encoding, or says why T cannot be a key of
+// KeyBytesFor chooses T's key encoding, or says why T cannot be a key of
 // the pebble backend (what names its role).
-func keyBytesFor[T any](what string) (keyBytes[T], error) {
+func KeyBytesFor[T any](what string) (keyBytes[T], error) {
 	return keyBytesOf(statecodec.For[T](), what)
 }
 
@@ -240,10 +249,10 @@ func keyBytesOf[T any](c statecodec.Codec[T], what string) (keyBytes[T], error) 
 		reflect.PointerTo(t).Implements(binaryUnmarshalerType) {
 		return keyBytes[T]{c: c}, nil
 	}
-	return keyBytes[T]{}, &unrecoverableError{Err: fmt.Errorf("%s %s cannot be a key of the pebble state backend: it finds keys by their bytes, and a type without a binary encoding of its own is written with encoding/gob, whose bytes differ between processes; use a string, []byte, integer, float or bool key (or a named type over one), or implement encoding.BinaryMarshaler and BinaryUnmarshaler on the type", what, t)}
+	return keyBytes[T]{}, &engine.UnrecoverableError{Err: fmt.Errorf("%s %s cannot be a key of the pebble state backend: it finds keys by their bytes, and a type without a binary encoding of its own is written with encoding/gob, whose bytes differ between processes; use a string, []byte, integer, float or bool key (or a named type over one), or implement encoding.BinaryMarshaler and BinaryUnmarshaler on the type", what, t)}
 }
 
-func (k keyBytes[T]) append(dst []byte, v T) ([]byte, error) {
+func (k keyBytes[T]) Append(dst []byte, v T) ([]byte, error) {
 	if k.boxed != nil {
 		return k.boxed.appendKey(dst, any(v))
 	}
@@ -272,7 +281,7 @@ func (k keyBytes[T]) append(dst []byte, v T) ([]byte, error) {
 	return append(dst, b...), nil
 }
 
-func (k keyBytes[T]) read(b []byte) (T, error) {
+func (k keyBytes[T]) Read(b []byte) (T, error) {
 	if k.boxed != nil {
 		a, err := k.boxed.readKey(b)
 		v, _ := a.(T)
@@ -290,8 +299,8 @@ func (k keyBytes[T]) read(b []byte) (T, error) {
 }
 
 type pebbleValueState[K comparable, V any] struct {
-	ks   *keyedState[K]
-	pk   *pebbleKeyed
+	ks   *State[K]
+	pk   *Pebble
 	name string
 	id   uint16
 	vals statecodec.Codec[V]
@@ -303,10 +312,10 @@ func (s *pebbleValueState[K, V]) kind() byte { return stateKindValue }
 func (s *pebbleValueState[K, V]) key() ([]byte, bool) {
 	kb, err := s.ks.pebbleKey()
 	if err != nil {
-		s.ks.fail(fmt.Errorf("state %q: %w", s.name, err))
+		s.ks.Fail(fmt.Errorf("state %q: %w", s.name, err))
 		return nil, false
 	}
-	s.buf = append(pebblestate.AppendKeyPrefix(s.buf[:0], s.ks.groupOf(s.ks.key), s.id), kb...)
+	s.buf = append(pebblestate.AppendKeyPrefix(s.buf[:0], s.ks.GroupOf(s.ks.Key), s.id), kb...)
 	return s.buf, true
 }
 
@@ -316,16 +325,16 @@ func (s *pebbleValueState[K, V]) Value() (V, bool) {
 		var zero V
 		return zero, false
 	}
-	b, ok, err := s.pk.store.Get(k)
+	b, ok, err := s.pk.Store.Get(k)
 	return decodeFound(s.ks, s.name, "value", s.vals, b, ok, err)
 }
 
 // decodeFound is a state read's answer: the value decoded from b when
 // found, the zero value otherwise; an error fails the call (ks.fail).
-func decodeFound[K comparable, T any](ks *keyedState[K], name, what string, c statecodec.Codec[T], b []byte, found bool, err error) (T, bool) {
+func decodeFound[K comparable, T any](ks *State[K], name, what string, c statecodec.Codec[T], b []byte, found bool, err error) (T, bool) {
 	var zero T
 	if err != nil {
-		ks.fail(fmt.Errorf("state %q: %w", name, err))
+		ks.Fail(fmt.Errorf("state %q: %w", name, err))
 		return zero, false
 	}
 	if !found {
@@ -333,7 +342,7 @@ func decodeFound[K comparable, T any](ks *keyedState[K], name, what string, c st
 	}
 	v, err := statecodec.ReadOne(b, c)
 	if err != nil {
-		ks.failDecode(fmt.Errorf("state %q: decode %s: %w", name, what, err))
+		ks.FailDecode(fmt.Errorf("state %q: decode %s: %w", name, what, err))
 		return zero, false
 	}
 	return v, true
@@ -346,36 +355,36 @@ func (s *pebbleValueState[K, V]) Update(v V) {
 	}
 	b, err := statecodec.AppendOne(nil, s.vals, v)
 	if err == nil {
-		err = s.pk.store.Put(k, b)
+		err = s.pk.Store.Put(k, b)
 	}
 	if err != nil {
-		s.ks.fail(fmt.Errorf("state %q: %w", s.name, err))
+		s.ks.Fail(fmt.Errorf("state %q: %w", s.name, err))
 	}
 }
 
 func (s *pebbleValueState[K, V]) Clear() {
 	if k, ok := s.key(); ok {
-		if err := s.pk.store.Delete(k); err != nil {
-			s.ks.fail(fmt.Errorf("state %q: %w", s.name, err))
+		if err := s.pk.Store.Delete(k); err != nil {
+			s.ks.Fail(fmt.Errorf("state %q: %w", s.name, err))
 		}
 	}
 }
 
 // importHeap loads restored heap entries (a checkpoint of the heap
 // backend) into the DB.
-func (s *pebbleValueState[K, V]) importHeap(entries []stateEntry) error {
+func (s *pebbleValueState[K, V]) importHeap(entries []Entry) error {
 	h := newValueState[K, V](s.ks, s.name, s.vals)
 	if err := restoreEntries(h, entries); err != nil {
 		return err
 	}
-	saved := s.ks.key
-	defer s.ks.setKey(saved)
+	saved := s.ks.Key
+	defer s.ks.SetKey(saved)
 	for _, m := range h.m {
 		for k, v := range m {
-			s.ks.setKey(k)
+			s.ks.SetKey(k)
 			s.Update(v)
-			if s.ks.err != nil {
-				return s.ks.err
+			if s.ks.Err != nil {
+				return s.ks.Err
 			}
 		}
 	}
@@ -383,8 +392,8 @@ func (s *pebbleValueState[K, V]) importHeap(entries []stateEntry) error {
 }
 
 type pebbleMapState[K, UK comparable, UV any] struct {
-	ks     *keyedState[K]
-	pk     *pebbleKeyed
+	ks     *State[K]
+	pk     *Pebble
 	name   string
 	id     uint16
 	ukeys  keyBytes[UK]
@@ -398,19 +407,19 @@ func (s *pebbleMapState[K, UK, UV]) kind() byte { return stateKindMap }
 func (s *pebbleMapState[K, UK, UV]) pfx() ([]byte, bool) {
 	kb, err := s.ks.pebbleKey()
 	if err != nil {
-		s.ks.fail(fmt.Errorf("state %q: %w", s.name, err))
+		s.ks.Fail(fmt.Errorf("state %q: %w", s.name, err))
 		return nil, false
 	}
-	p := pebblestate.AppendKeyPrefix(s.prefix[:0], s.ks.groupOf(s.ks.key), s.id)
+	p := pebblestate.AppendKeyPrefix(s.prefix[:0], s.ks.GroupOf(s.ks.Key), s.id)
 	p = binary.AppendUvarint(p, uint64(len(kb)))
 	s.prefix = append(p, kb...)
 	return s.prefix, true
 }
 
 func (s *pebbleMapState[K, UK, UV]) userKey(k UK) ([]byte, bool) {
-	b, err := s.ukeys.append(s.ub[:0], k)
+	b, err := s.ukeys.Append(s.ub[:0], k)
 	if err != nil {
-		s.ks.fail(fmt.Errorf("state %q: encode map key: %w", s.name, err))
+		s.ks.Fail(fmt.Errorf("state %q: encode map key: %w", s.name, err))
 		return nil, false
 	}
 	s.ub = b
@@ -427,7 +436,7 @@ func (s *pebbleMapState[K, UK, UV]) Get(k UK) (UV, bool) {
 	if !ok {
 		return zero, false
 	}
-	b, ok, err := s.pk.store.MapGet(p, uk)
+	b, ok, err := s.pk.Store.MapGet(p, uk)
 	return decodeFound(s.ks, s.name, "map value", s.uvals, b, ok, err)
 }
 
@@ -442,10 +451,10 @@ func (s *pebbleMapState[K, UK, UV]) Put(k UK, v UV) {
 	}
 	b, err := statecodec.AppendOne(nil, s.uvals, v)
 	if err == nil {
-		err = s.pk.store.MapPut(p, uk, b)
+		err = s.pk.Store.MapPut(p, uk, b)
 	}
 	if err != nil {
-		s.ks.fail(fmt.Errorf("state %q: %w", s.name, err))
+		s.ks.Fail(fmt.Errorf("state %q: %w", s.name, err))
 	}
 }
 
@@ -458,8 +467,8 @@ func (s *pebbleMapState[K, UK, UV]) Remove(k UK) {
 	if !ok {
 		return
 	}
-	if err := s.pk.store.MapDelete(p, uk); err != nil {
-		s.ks.fail(fmt.Errorf("state %q: %w", s.name, err))
+	if err := s.pk.Store.MapDelete(p, uk); err != nil {
+		s.ks.Fail(fmt.Errorf("state %q: %w", s.name, err))
 	}
 }
 
@@ -475,8 +484,8 @@ func (s *pebbleMapState[K, UK, UV]) Len() int {
 
 func (s *pebbleMapState[K, UK, UV]) Clear() {
 	if p, ok := s.pfx(); ok {
-		if err := s.pk.store.MapClear(p); err != nil {
-			s.ks.fail(fmt.Errorf("state %q: %w", s.name, err))
+		if err := s.pk.Store.MapClear(p); err != nil {
+			s.ks.Fail(fmt.Errorf("state %q: %w", s.name, err))
 		}
 	}
 }
@@ -488,40 +497,40 @@ func (s *pebbleMapState[K, UK, UV]) All() iter.Seq2[UK, UV] {
 	}
 	p = bytes.Clone(p)
 	return func(yield func(UK, UV) bool) {
-		err := s.pk.store.MapScan(p, func(ub, vb []byte) bool {
-			k, err := s.ukeys.read(ub)
+		err := s.pk.Store.MapScan(p, func(ub, vb []byte) bool {
+			k, err := s.ukeys.Read(ub)
 			if err != nil {
-				s.ks.failDecode(fmt.Errorf("state %q: decode map key: %w", s.name, err))
+				s.ks.FailDecode(fmt.Errorf("state %q: decode map key: %w", s.name, err))
 				return false
 			}
 			v, err := statecodec.ReadOne(vb, s.uvals)
 			if err != nil {
-				s.ks.failDecode(fmt.Errorf("state %q: decode map value: %w", s.name, err))
+				s.ks.FailDecode(fmt.Errorf("state %q: decode map value: %w", s.name, err))
 				return false
 			}
 			return yield(k, v)
 		})
 		if err != nil {
-			s.ks.fail(fmt.Errorf("state %q: %w", s.name, err))
+			s.ks.Fail(fmt.Errorf("state %q: %w", s.name, err))
 		}
 	}
 }
 
-func (s *pebbleMapState[K, UK, UV]) importHeap(entries []stateEntry) error {
+func (s *pebbleMapState[K, UK, UV]) importHeap(entries []Entry) error {
 	h := newMapState[K, UK, UV](s.ks, s.name, s.ukeys.c, s.uvals)
 	if err := restoreEntries(h, entries); err != nil {
 		return err
 	}
-	saved := s.ks.key
-	defer s.ks.setKey(saved)
+	saved := s.ks.Key
+	defer s.ks.SetKey(saved)
 	for _, gm := range h.m {
 		for k, in := range gm {
-			s.ks.setKey(k)
+			s.ks.SetKey(k)
 			for uk, uv := range in.m {
 				s.Put(uk, uv)
 			}
-			if s.ks.err != nil {
-				return s.ks.err
+			if s.ks.Err != nil {
+				return s.ks.Err
 			}
 		}
 	}
@@ -530,10 +539,10 @@ func (s *pebbleMapState[K, UK, UV]) importHeap(entries []stateEntry) error {
 
 // restoreEntries restores a heap checkpoint's entries into h, a heap
 // state the pebble state then copies from.
-func restoreEntries(h snapshotableState, entries []stateEntry) error {
+func restoreEntries(h snapshotableState, entries []Entry) error {
 	for _, e := range entries {
-		if err := h.restore(e.format, e.data); err != nil {
-			return fmt.Errorf("key group %d: %w", e.keyGroup, err)
+		if err := h.restore(e.Format, e.Data); err != nil {
+			return fmt.Errorf("key group %d: %w", e.KeyGroup, err)
 		}
 	}
 	return nil
@@ -542,46 +551,50 @@ func restoreEntries(h snapshotableState, entries []stateEntry) error {
 // heapImporter is a pebble state that takes a heap checkpoint's entries.
 type heapImporter interface {
 	kind() byte
-	importHeap(entries []stateEntry) error
+	importHeap(entries []Entry) error
 }
 
 // createPebble registers a pebble state and loads what a heap checkpoint
 // restored for it.
-func (ks *keyedState[K]) createPebble(name string, s heapImporter, shape statecodec.DeclaredShape) error {
+func (ks *State[K]) createPebble(name string, s heapImporter, shape statecodec.DeclaredShape) error {
 	entries, err := ks.claim(name, s, s.kind(), shape)
 	if err != nil {
 		return err
 	}
 	if len(entries) > 0 {
 		if err := s.importHeap(entries); err != nil {
-			return &unrecoverableError{Err: fmt.Errorf("restore state %q from a heap checkpoint: %w", name, err)}
+			return &engine.UnrecoverableError{Err: fmt.Errorf("restore state %q from a heap checkpoint: %w", name, err)}
 		}
 	}
 	return nil
 }
 
-func newPebbleValueState[K comparable, V any](ks *keyedState[K], name string, vals statecodec.Codec[V]) (*pebbleValueState[K, V], error) {
-	if ks.pbKeysErr != nil {
-		return nil, ks.pbKeysErr
+func newPebbleValueState[K comparable, V any](ks *State[K], name string, vals statecodec.Codec[V]) (*pebbleValueState[K, V], error) {
+	if ks.PebbleKeysErr != nil {
+		return nil, ks.PebbleKeysErr
 	}
-	id, err := ks.pb.declareID(name, stateKindValue, vals.Desc(), statecodec.For[V]().Desc())
+	id, err := ks.Pebble.declareID(name, stateKindValue, vals.Desc(), statecodec.For[V]().Desc())
 	if err != nil {
 		return nil, err
 	}
-	return &pebbleValueState[K, V]{ks: ks, pk: ks.pb, name: name, id: id, vals: vals}, nil
+	return &pebbleValueState[K, V]{ks: ks, pk: ks.Pebble, name: name, id: id, vals: vals}, nil
 }
 
-func newPebbleMapState[K, UK comparable, UV any](ks *keyedState[K], name string, ukc statecodec.Codec[UK], uvals statecodec.Codec[UV]) (*pebbleMapState[K, UK, UV], error) {
-	if ks.pbKeysErr != nil {
-		return nil, ks.pbKeysErr
+func newPebbleMapState[K, UK comparable, UV any](ks *State[K], name string, ukc statecodec.Codec[UK], uvals statecodec.Codec[UV]) (*pebbleMapState[K, UK, UV], error) {
+	if ks.PebbleKeysErr != nil {
+		return nil, ks.PebbleKeysErr
 	}
 	ukeys, err := keyBytesOf(ukc, fmt.Sprintf("map key type of state %q,", name))
 	if err != nil {
 		return nil, err
 	}
-	id, err := ks.pb.declareID(name, stateKindMap, ukc.Desc()+uvals.Desc(), statecodec.For[UK]().Desc()+statecodec.For[UV]().Desc())
+	id, err := ks.Pebble.declareID(name, stateKindMap, ukc.Desc()+uvals.Desc(), statecodec.For[UK]().Desc()+statecodec.For[UV]().Desc())
 	if err != nil {
 		return nil, err
 	}
-	return &pebbleMapState[K, UK, UV]{ks: ks, pk: ks.pb, name: name, id: id, ukeys: ukeys, uvals: uvals}, nil
+	return &pebbleMapState[K, UK, UV]{ks: ks, pk: ks.Pebble, name: name, id: id, ukeys: ukeys, uvals: uvals}, nil
 }
+
+// TimerStateID is the timers' state id in the pebble key layout; state
+// ids of value and map states start at 1.
+const TimerStateID = 0

@@ -1,4 +1,4 @@
-package runtime
+package keyed
 
 import (
 	"bytes"
@@ -19,7 +19,7 @@ import (
 // expired entries cannot be dropped by compactions as RocksDB's TTL
 // filter does for Flink.
 type pebbleSweep struct {
-	pk    *pebbleKeyed
+	pk    *Pebble
 	id    uint16
 	name  string
 	isMap bool
@@ -47,14 +47,14 @@ func (w *pebbleSweep) access(now int64, n int) {
 // sweep checks up to n of the state's DB entries from the cursor.
 func (w *pebbleSweep) sweep(now int64, n int) error {
 	pk := w.pk
-	lower := pebblestate.AppendKeyPrefix(nil, pk.kgLo, w.id)
+	lower := pebblestate.AppendKeyPrefix(nil, pk.KGLo, w.id)
 	if w.after != nil {
 		lower = append(bytes.Clone(w.after), 0)
 	}
-	upper := pebblestate.PrefixEnd(pebblestate.AppendKeyPrefix(nil, pk.kgHi, w.id))
+	upper := pebblestate.PrefixEnd(pebblestate.AppendKeyPrefix(nil, pk.KGHi, w.id))
 	w.cands = w.cands[:0]
 	done := true
-	err := pk.store.ScanDB(lower, upper, func(k, v []byte) ([]byte, bool) {
+	err := pk.Store.ScanDB(lower, upper, func(k, v []byte) ([]byte, bool) {
 		if len(k) < 4 {
 			return nil, true
 		}
@@ -63,7 +63,7 @@ func (w *pebbleSweep) sweep(now int64, n int) error {
 		case id < w.id:
 			return pebblestate.AppendKeyPrefix(nil, kg, w.id), true
 		case id > w.id:
-			if kg >= pk.kgHi {
+			if kg >= pk.KGHi {
 				return nil, false
 			}
 			return pebblestate.AppendKeyPrefix(nil, kg+1, w.id), true
@@ -95,7 +95,7 @@ func (w *pebbleSweep) sweep(now int64, n int) error {
 
 // remove deletes entry k if the store's latest value of it has expired.
 func (w *pebbleSweep) remove(k []byte, now int64) error {
-	st := w.pk.store
+	st := w.pk.Store
 	if !w.isMap && !w.isList {
 		v, ok, err := st.Get(k)
 		if err != nil || !ok {
@@ -112,7 +112,7 @@ func (w *pebbleSweep) remove(k []byte, now int64) error {
 	}
 	prefix, ukey := k[:4+m+int(l)], k[4+m+int(l):]
 	if w.isList {
-		// A read with TTLOnReadAndWrite renews an element in place, so
+		// A read with ttlOnReadAndWrite renews an element in place, so
 		// the buffer may hold a newer timestamp than the DB.
 		v, ok, err := st.OrderedGet(prefix, ukey)
 		if err != nil || !ok {

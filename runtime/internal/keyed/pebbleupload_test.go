@@ -1,4 +1,4 @@
-package runtime
+package keyed
 
 import (
 	"errors"
@@ -61,7 +61,7 @@ func uploadFixture(t *testing.T, n int) ([]pebblestate.StoredFile, []int, []stri
 // file, and every put has returned when the snapshot's upload does.
 func TestPebbleSnapshotStoresFilesConcurrentlyWithinBound(t *testing.T) {
 	st := &slowPutStorage{Storage: memStorage(t)}
-	pk := &pebbleKeyed{storage: st, instance: "i"}
+	pk := &Pebble{Storage: st, instance: "i"}
 	files, upload, paths := uploadFixture(t, 3*pebbleUploads)
 	err := putPebbleFiles(pk, files, upload, paths, func() bool { return false })
 	if err != nil {
@@ -85,10 +85,10 @@ func TestPebbleSnapshotStoresFilesConcurrentlyWithinBound(t *testing.T) {
 func TestPebbleSnapshotUploadStopsAtFirstFailureOrAbandon(t *testing.T) {
 	t.Run("failure", func(t *testing.T) {
 		st := &slowPutStorage{Storage: memStorage(t), failName: "i-000001.sst"}
-		pk := &pebbleKeyed{storage: st, instance: "i"}
+		pk := &Pebble{Storage: st, instance: "i"}
 		files, upload, paths := uploadFixture(t, 10*pebbleUploads)
 		err := putPebbleFiles(pk, files, upload, paths, func() bool { return false })
-		if err == nil || errors.Is(err, errSnapshotAbandoned) {
+		if err == nil || errors.Is(err, ErrSnapshotAbandoned) {
 			t.Fatalf("err %v, want the refused put's error", err)
 		}
 		if r := st.running.Load(); r != 0 {
@@ -102,13 +102,13 @@ func TestPebbleSnapshotUploadStopsAtFirstFailureOrAbandon(t *testing.T) {
 	})
 	t.Run("abandon", func(t *testing.T) {
 		st := &slowPutStorage{Storage: memStorage(t)}
-		pk := &pebbleKeyed{storage: st, instance: "i"}
+		pk := &Pebble{Storage: st, instance: "i"}
 		files, upload, paths := uploadFixture(t, 4*pebbleUploads)
 		var asked atomic.Int64
 		err := putPebbleFiles(pk, files, upload, paths, func() bool {
 			return asked.Add(1) > 3
 		})
-		if !errors.Is(err, errSnapshotAbandoned) {
+		if !errors.Is(err, ErrSnapshotAbandoned) {
 			t.Fatalf("err %v, want errSnapshotAbandoned", err)
 		}
 		if p := st.puts.Load(); p != 3 {
