@@ -54,6 +54,9 @@ func (h HangingCommit) String() string {
 // It reads the partitions' open transactions (DescribeProducers), then the
 // coordinators' states (DescribeTransactions), then the partitions again: a
 // transaction still open after its coordinator said it ended is hanging.
+// On a cluster that runs transaction protocol v1 it finds none and returns
+// ErrProtocolV1 when a partition holds a transaction open under a producer
+// id and epoch of committed.
 func FindHangingCommits(ctx context.Context, cl *kgo.Client, committed []Committable, topics []string) (hanging []HangingCommit, pending []Committable, err error) {
 	if len(committed) == 0 || len(topics) == 0 {
 		return nil, nil, nil
@@ -66,6 +69,15 @@ func FindHangingCommits(ctx context.Context, cl *kgo.Client, committed []Committ
 	open, err := openTransactions(ctx, adm, parts, committed)
 	if err != nil || len(open) == 0 {
 		return nil, nil, err
+	}
+
+	// Under transaction protocol v1 a producer keeps its epoch from one
+	// transaction to the next: the open transaction of a producer id and
+	// epoch may be a later one than the committed, and aborted.
+	if v2, err := protocolV2(ctx, cl); err != nil {
+		return nil, nil, err
+	} else if !v2 {
+		return nil, nil, ErrProtocolV1
 	}
 
 	var ids []string
@@ -110,10 +122,11 @@ func FindHangingCommits(ctx context.Context, cl *kgo.Client, committed []Committ
 }
 
 // endedEpoch reports whether the coordinator has ended c's transaction, and
-// the epoch its commit marker carries. Under transaction protocol v2 the
+// the epoch its commit marker carries: under transaction protocol v2 the
 // coordinator ends a transaction of epoch e at epoch e+1 and writes its
-// markers with e+1; under v1 the epoch stays. A coordinator that has not
-// answered, or answers with an epoch older than c's, tells nothing.
+// markers with e+1, and the next transaction of the producer runs at e+1.
+// A coordinator that has not answered, or answers with c's own epoch or an
+// older one, tells nothing.
 func endedEpoch(d kadm.DescribedTransaction, ok bool, c Committable) (int16, bool) {
 	if !ok || d.Err != nil {
 		return 0, false
@@ -129,19 +142,38 @@ func endedEpoch(d kadm.DescribedTransaction, ok bool, c Committable) (int16, boo
 	case d.ProducerEpoch > next:
 		return next, true
 	case d.ProducerEpoch == next:
-		// c ended at e+1 (v2) or a newer producer registered the id (v1).
-		// Markers of that epoch may still be on their way.
+		// c ended at e+1; its markers may still be on their way.
 		return next, !preparing(d.State)
-	case d.ProducerEpoch == c.Epoch:
-		// Protocol v1: c committed at its own epoch. A later transaction of
-		// the same epoch is under way while the state is not complete.
-		return c.Epoch, d.State == "CompleteCommit" || d.State == "CompleteAbort" || d.State == "Empty"
 	}
 	return 0, false
 }
 
 func preparing(state string) bool {
 	return state == "PrepareCommit" || state == "PrepareAbort" || state == "PrepareEpochFence"
+}
+
+// ErrProtocolV1 is FindHangingCommits' answer on a cluster whose
+// transaction.version is below 2: there a producer id and epoch do not name
+// one transaction, so a partition's open transaction cannot be told for a
+// committed one.
+var ErrProtocolV1 = errors.New("txn: the cluster runs transaction protocol v1 (transaction.version < 2), where a producer id and epoch do not name one transaction; hanging commits are not looked for")
+
+// protocolV2 reports whether the cluster's finalized transaction.version is
+// 2 or more.
+func protocolV2(ctx context.Context, cl *kgo.Client) (bool, error) {
+	resp, err := kmsg.NewPtrApiVersionsRequest().RequestWith(ctx, cl)
+	if err == nil {
+		err = kerr.ErrorForCode(resp.ErrorCode)
+	}
+	if err != nil {
+		return false, fmt.Errorf("txn: ask for the cluster's transaction.version: %w", err)
+	}
+	for _, f := range resp.FinalizedFeatures {
+		if f.Name == "transaction.version" {
+			return f.MaxVersionLevel >= 2, nil
+		}
+	}
+	return false, nil
 }
 
 // partitionsOf lists the partitions of topics; a topic the cluster does not

@@ -1,10 +1,12 @@
 package txn
 
 import (
+	"math"
 	"slices"
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -105,4 +107,38 @@ func lastStable(t *testing.T, cl *kgo.Client, topic string, partition int32) int
 		t.Fatal(err)
 	}
 	return p.Offset
+}
+
+// TestEndedEpochNamesTheEndOnlyOnceTheCoordinatorMovedOn holds the
+// protocol v2 rule of endedEpoch: a transaction of epoch e has ended once
+// its id's coordinator is past e+1, at e+1 and no longer preparing, or
+// under another producer id; its marker carries e+1. The coordinator at e
+// or below, or not answering, tells nothing.
+func TestEndedEpochNamesTheEndOnlyOnceTheCoordinatorMovedOn(t *testing.T) {
+	c := Committable{TransactionalID: "p:0-0", ProducerID: 7, Epoch: 4}
+	for _, tc := range []struct {
+		name  string
+		d     kadm.DescribedTransaction
+		ok    bool
+		epoch int16
+		ended bool
+	}{
+		{"no answer", kadm.DescribedTransaction{}, false, 0, false},
+		{"an error", kadm.DescribedTransaction{ProducerID: 7, ProducerEpoch: 9, Err: kerr.CoordinatorLoadInProgress}, true, 0, false},
+		{"still at its epoch", kadm.DescribedTransaction{ProducerID: 7, ProducerEpoch: 4, State: "CompleteCommit"}, true, 0, false},
+		{"at e+1, preparing", kadm.DescribedTransaction{ProducerID: 7, ProducerEpoch: 5, State: "PrepareCommit"}, true, 5, false},
+		{"at e+1, complete", kadm.DescribedTransaction{ProducerID: 7, ProducerEpoch: 5, State: "CompleteCommit"}, true, 5, true},
+		{"at e+1, the next one under way", kadm.DescribedTransaction{ProducerID: 7, ProducerEpoch: 5, State: "Ongoing"}, true, 5, true},
+		{"past e+1, preparing", kadm.DescribedTransaction{ProducerID: 7, ProducerEpoch: 6, State: "PrepareAbort"}, true, 5, true},
+		{"another producer id", kadm.DescribedTransaction{ProducerID: 8, ProducerEpoch: 0, State: "Ongoing"}, true, 5, true},
+	} {
+		epoch, ended := endedEpoch(tc.d, tc.ok, c)
+		if ended != tc.ended || ended && epoch != tc.epoch {
+			t.Errorf("%s: ended %v at %d, want %v at %d", tc.name, ended, epoch, tc.ended, tc.epoch)
+		}
+	}
+	last := Committable{ProducerID: 7, Epoch: math.MaxInt16}
+	if epoch, ended := endedEpoch(kadm.DescribedTransaction{ProducerID: 8}, true, last); !ended || epoch != math.MaxInt16 {
+		t.Errorf("the last epoch: ended %v at %d, want its marker at the same epoch", ended, epoch)
+	}
 }

@@ -319,16 +319,17 @@ func opNames(bits int32) []string {
 
 // What each right is for, in AuthorizationError.Use.
 const (
-	useSourceTopic = "the source reads the topic"
-	useSourceGroup = "the source commits each checkpoint's offsets to the group"
-	useGroupFetch  = "the source starts from the group's committed offsets"
-	useSinkTopic   = "the sink writes the topic"
-	useSinkMarkers = "the exactly-once sink's committer checks that its transactions' commit markers reached every partition of the topic (DescribeProducers), and writes one a broker lost"
-	useSinkTxnIDs  = "the exactly-once sink registers, writes and commits its transactions under these ids"
-	useSinkLease   = "the exactly-once sink joins the group to keep its transactional id prefix to one job"
-	useSinkConfigs = "the sink reads the brokers' transaction.max.timeout.ms at start; WithoutBrokerTimeoutCheck skips that"
-	useShuffleDesc = "the shuffle checks that its topic exists with the channel's partitions"
-	useShuffleMake = "the shuffle creates its topic when it is missing; or create it beforehand with the channel's partitions"
+	useSourceTopic     = "the source reads the topic"
+	useSourceGroup     = "the source commits each checkpoint's offsets to the group"
+	useGroupFetch      = "the source starts from the group's committed offsets"
+	useSinkTopic       = "the sink writes the topic"
+	useSinkMarkers     = "the exactly-once sink's committer checks that its transactions' commit markers reached every partition of the topic (DescribeProducers), and writes one a broker lost"
+	useSinkMarkerWrite = "the exactly-once sink's committer writes the commit marker of a committed transaction that a broker lost (WriteTxnMarkers)"
+	useSinkTxnIDs      = "the exactly-once sink registers, writes and commits its transactions under these ids"
+	useSinkLease       = "the exactly-once sink joins the group to keep its transactional id prefix to one job"
+	useSinkConfigs     = "the sink reads the brokers' transaction.max.timeout.ms at start; WithoutBrokerTimeoutCheck skips that"
+	useShuffleDesc     = "the shuffle checks that its topic exists with the channel's partitions"
+	useShuffleMake     = "the shuffle creates its topic when it is missing; or create it beforehand with the channel's partitions"
 )
 
 // listTopicsError explains a failed listing of the source's topics. Kafka

@@ -2,6 +2,7 @@ package kafka
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -22,9 +23,12 @@ import (
 // committed at least markerGrace before (markers normally land within
 // milliseconds), and, once the input has ended, after every commit on all
 // of them, waiting up to the commit timeout for markers still on their
-// way. A check that fails (a broker away) is repeated at a later commit. A hanging commit found is ended with the marker the broker did not
-// write; when that fails the job fails without restarts, naming the
-// partition, since its readers are stuck until someone writes it.
+// way. A check that fails (a broker away) is repeated at a later commit. A
+// hanging commit found is ended with the marker the broker did not write;
+// when that fails, Commit fails, naming the partition (without ClusterAction,
+// with an *AuthorizationError and without restarts). On a cluster that runs
+// transaction protocol v1 the check stops at the first open transaction it
+// cannot tell for sure (txn.ErrProtocolV1), with a warning.
 const (
 	markerCheckEvery = 30 * time.Second
 	markerGrace      = 2 * time.Second
@@ -59,10 +63,22 @@ func (s *Sink[T]) noteTopics(subtask int, topics []string) {
 	}
 }
 
-func (s *Sink[T]) writtenTopics(subtask int) []string {
+// markerTopics are the topics the marker check of subtask reads: those its
+// writers wrote, and every topic of a serializer that names its topics
+// (TopicsSerializer), so that committables restored after a restart are
+// checked before the new writer has written.
+func (s *Sink[T]) markerTopics(subtask int) []string {
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	return slices.Clone(s.written[subtask])
+	topics := slices.Clone(s.written[subtask])
+	s.mu.Unlock()
+	if ts, ok := s.ser.(TopicsSerializer); ok {
+		for _, t := range ts.Topics() {
+			if !slices.Contains(topics, t) {
+				topics = append(topics, t)
+			}
+		}
+	}
+	return topics
 }
 
 func (s *Sink[T]) setInputEnded(subtask int, ended bool) {
@@ -84,7 +100,11 @@ func (c *committer[T]) watch(cms []txn.Committable) {
 		c.watched = append(c.watched, watchedCommit{c: cm, at: now})
 	}
 	if n := len(c.watched) - markerWatchMax; n > 0 {
-		c.s.cfg.logger.Warn("kafka sink: too many committed transactions wait for their markers to be checked; the oldest are no longer checked",
+		log := c.s.cfg.logger.Debug
+		if !c.watchFull {
+			log, c.watchFull = c.s.cfg.logger.Warn, true
+		}
+		log("kafka sink: too many committed transactions wait for their markers to be checked; the oldest are no longer checked",
 			"subtask", c.sub, "dropped", n)
 		c.watched = slices.Delete(c.watched, 0, n)
 	}
@@ -96,10 +116,10 @@ func (c *committer[T]) watch(cms []txn.Committable) {
 // not end.
 func (c *committer[T]) checkMarkers(ctx context.Context) error {
 	final := c.s.inputEnded(c.sub)
-	if len(c.watched) == 0 || !final && time.Since(c.lastMarkerCheck) < markerCheckEvery {
+	if c.markersOff || len(c.watched) == 0 || !final && time.Since(c.lastMarkerCheck) < markerCheckEvery {
 		return nil
 	}
-	topics := c.s.writtenTopics(c.sub)
+	topics := c.s.markerTopics(c.sub)
 	if len(topics) == 0 {
 		return nil
 	}
@@ -119,18 +139,27 @@ func (c *committer[T]) checkMarkers(ctx context.Context) error {
 		if len(due) == 0 {
 			return nil
 		}
-		cctx, cancel := context.WithTimeout(ctx, c.s.cfg.commitTimeout)
+		cctx, cancel := context.WithDeadline(ctx, deadline)
 		hanging, pending, err := txn.FindHangingCommits(cctx, cl, due, topics)
 		if err == nil && len(hanging) > 0 {
 			c.s.cfg.logger.Warn("kafka sink: committed transactions are open in partitions whose broker lost their commit markers; writing the markers",
 				"subtask", c.sub, "transactions", fmt.Sprint(hanging))
 			if err = txn.EndHangingCommits(cctx, cl, hanging); err != nil {
 				cancel()
+				// Without ClusterAction: an *AuthorizationError, which
+				// fails the job without restarts.
+				err = authorizationOf(err, c.s.cfg.security, ResourceCluster, "", false, "ClusterAction", useSinkMarkerWrite)
 				return fmt.Errorf("kafka sink: %w; the partitions' read_committed readers stop at these transactions until their commit markers are written", err)
 			}
 			c.hanging.Add(float64(len(hanging)))
 		}
 		cancel()
+		if errors.Is(err, txn.ErrProtocolV1) {
+			c.s.cfg.logger.Warn("kafka sink: committed transactions are open in partitions, and the cluster runs transaction protocol v1, where the sink cannot tell them for sure from later, aborted ones: not ended; look for hanging transactions with kafka-transactions.sh find-hanging",
+				"subtask", c.sub)
+			c.markersOff, c.watched = true, nil
+			return nil
+		}
 		if err != nil {
 			if ctx.Err() == nil {
 				// Once at Warn: a missing right fails every check.

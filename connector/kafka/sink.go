@@ -1101,6 +1101,8 @@ type committer[T any] struct {
 	watched         []watchedCommit
 	lastMarkerCheck time.Time
 	checkFailed     bool // a check failed: later failures log at Debug
+	watchFull       bool // the watch list overflowed: later overflows log at Debug
+	markersOff      bool // transaction protocol v1: no checks
 	hanging         prometheus.Counter
 }
 
@@ -1168,12 +1170,7 @@ func (c *committer[T]) Commit(ctx context.Context, reqs []connector.CommitReques
 		}
 	}
 	c.watch(committed)
-	if err := c.checkMarkers(ctx); err != nil && len(reqs) > 0 {
-		// A restart would not know the transaction any more, and its
-		// partition stays stuck: the job stops, naming it.
-		reqs[len(reqs)-1].SignalFailedWithKnownReason(err)
-	}
-	return nil
+	return c.checkMarkers(ctx)
 }
 
 // RestoredCommittables keeps the ids of every committable of the restored
