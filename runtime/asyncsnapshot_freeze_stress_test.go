@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"testing"
 
+	"github.com/splitflow/splitflow/runtime/state"
+
 	"github.com/splitflow/splitflow/runtime/internal/keyed"
 )
 
@@ -156,10 +158,10 @@ func TestFrozenSnapshotEqualsStateAtFreezeUnderRandomInPlaceWrites(t *testing.T)
 // to its type through any: asserted straight from ValueState[[]byte], a
 // *keyed.HeapValue[string, []byte] fails with "types from different scopes"
 // under Go 1.26.8 (through any, and for the map state, it holds).
-func flatValue(s ValueState[[]byte]) map[string][]byte {
+func flatValue(s state.ValueState[[]byte]) map[string][]byte {
 	return any(s).(*keyed.HeapValue[string, []byte]).Flat()
 }
 
-func flatMap(s MapState[string, []int]) map[string]map[string][]int {
+func flatMap(s state.MapState[string, []int]) map[string]map[string][]int {
 	return any(s).(*keyed.HeapMap[string, string, []int]).Flat()
 }

@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"testing"
 
+	"github.com/splitflow/splitflow/runtime/state"
+
 	"github.com/splitflow/splitflow/runtime/internal/keyed"
 )
 
@@ -20,25 +22,25 @@ type deepPoint struct {
 // place: a byte slice, a map, a pointer to a struct holding a slice, and a
 // MapState of slices.
 type deepStates struct {
-	raw   ValueState[[]byte]
-	tally ValueState[map[string]int]
-	pt    ValueState[*deepPoint]
-	parts MapState[string, []int]
+	raw   state.ValueState[[]byte]
+	tally state.ValueState[map[string]int]
+	pt    state.ValueState[*deepPoint]
+	parts state.MapState[string, []int]
 }
 
 func (d *deepStates) funcs() KeyedProcessFuncs[string, string, string] {
 	return KeyedProcessFuncs[string, string, string]{
 		Setup: func(ctx *KeyedContext[string, string]) (err error) {
-			if d.raw, err = NewValueState[[]byte]("raw").Handle(ctx); err != nil {
+			if d.raw, err = state.NewValueState[[]byte]("raw").Handle(ctx); err != nil {
 				return err
 			}
-			if d.tally, err = NewValueState[map[string]int]("tally").Handle(ctx); err != nil {
+			if d.tally, err = state.NewValueState[map[string]int]("tally").Handle(ctx); err != nil {
 				return err
 			}
-			if d.pt, err = NewValueState[*deepPoint]("pt").Handle(ctx); err != nil {
+			if d.pt, err = state.NewValueState[*deepPoint]("pt").Handle(ctx); err != nil {
 				return err
 			}
-			d.parts, err = NewMapState[string, []int]("parts").Handle(ctx)
+			d.parts, err = state.NewMapState[string, []int]("parts").Handle(ctx)
 			return err
 		},
 		Element: func(*KeyedContext[string, string], string) error { return nil },

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/splitflow/splitflow/runtime/state"
+
 	"github.com/splitflow/splitflow/runtime/checkpoint"
 	"github.com/splitflow/splitflow/runtime/internal/engine"
 	"github.com/splitflow/splitflow/runtime/internal/keyed"
@@ -20,21 +22,21 @@ import (
 // int64]) and raw (ValueState[[]byte], whose values the function could
 // change in place; see also asyncsnapshot_freeze_test.go).
 type asyncStates struct {
-	count ValueState[int64]
-	seen  MapState[string, int64]
-	raw   ValueState[[]byte]
+	count state.ValueState[int64]
+	seen  state.MapState[string, int64]
+	raw   state.ValueState[[]byte]
 }
 
 func (a *asyncStates) funcs() KeyedProcessFuncs[string, string, string] {
 	return KeyedProcessFuncs[string, string, string]{
 		Setup: func(ctx *KeyedContext[string, string]) (err error) {
-			if a.count, err = NewValueState[int64]("count").Handle(ctx); err != nil {
+			if a.count, err = state.NewValueState[int64]("count").Handle(ctx); err != nil {
 				return err
 			}
-			if a.seen, err = NewMapState[string, int64]("seen").Handle(ctx); err != nil {
+			if a.seen, err = state.NewMapState[string, int64]("seen").Handle(ctx); err != nil {
 				return err
 			}
-			a.raw, err = NewValueState[[]byte]("raw").Handle(ctx)
+			a.raw, err = state.NewValueState[[]byte]("raw").Handle(ctx)
 			return err
 		},
 		Element: func(*KeyedContext[string, string], string) error { return nil },

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/splitflow/splitflow/runtime/state"
+
 	"github.com/splitflow/splitflow/connector"
 	"github.com/splitflow/splitflow/runtime/checkpoint"
 )
@@ -184,11 +186,11 @@ func BenchmarkChainedPipelineCheckpointed(b *testing.B) {
 }
 
 // keyedCount keeps a running count per key in ValueState.
-type keyedCount struct{ count ValueState[int] }
+type keyedCount struct{ count state.ValueState[int] }
 
 func (k *keyedCount) Open(ctx *KeyedContext[int, int]) error {
 	var err error
-	k.count, err = NewValueState[int]("count").Handle(ctx)
+	k.count, err = state.NewValueState[int]("count").Handle(ctx)
 	return err
 }
 

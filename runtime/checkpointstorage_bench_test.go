@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/splitflow/splitflow/runtime/state"
+
 	"github.com/splitflow/splitflow/internal/s3test"
 	"github.com/splitflow/splitflow/runtime/checkpoint"
 )
@@ -127,11 +129,11 @@ func benchPebbleCheckpointOnS3(b *testing.B, mb int) {
 	srv.Env(b)
 	noLog := checkpoint.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil)))
 
-	var value ValueState[string]
+	var value state.ValueState[string]
 	p, stop, err := openKeyedOn(b, benchStateConfig(b, kindPebble), nil, 1, 0, KeyedProcessFuncs[string, string, string]{
 		Setup: func(ctx *KeyedContext[string, string]) error {
 			var err error
-			value, err = NewValueState[string]("value").Handle(ctx)
+			value, err = state.NewValueState[string]("value").Handle(ctx)
 			return err
 		},
 		Element: func(*KeyedContext[string, string], string) error { return nil },

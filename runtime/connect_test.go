@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/splitflow/splitflow/runtime/state"
+
 	"github.com/splitflow/splitflow/runtime/internal/engine"
 	"github.com/splitflow/splitflow/runtime/restart"
 )
@@ -37,7 +39,7 @@ func right[A, B any](v B) either[A, B] { return either[A, B]{R: v, Second: true}
 // same time registered from both sides fires once), and OnTimer sees and
 // clears the state both wrote. On both backends.
 func TestCoProcessSharesStateAndTimersAcrossInputs(t *testing.T) {
-	total := NewValueState[int64]("total")
+	total := state.NewValueState[int64]("total")
 	ds := winStream(func(e either[KV[string, int64], string]) string {
 		if e.Second {
 			return e.R

@@ -13,6 +13,8 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/splitflow/splitflow/runtime/state"
+
 	"github.com/splitflow/splitflow/runtime/checkpoint"
 	"github.com/splitflow/splitflow/runtime/internal/engine"
 	"github.com/splitflow/splitflow/runtime/internal/keyed"
@@ -135,8 +137,8 @@ type reading struct {
 func TestUserSerdeRoundTrip(t *testing.T) {
 	forEachUnitBackend(t, func(t *testing.T, sc stateConfig) {
 		ps := newPointSerde("point/v1")
-		where := NewValueState[point]("where", WithSerde[point](ps))
-		seen := NewMapState[point, reading]("seen", WithMapKeySerde[point](ps), WithSerde(JSONSerde[reading]()))
+		where := state.NewValueState[point]("where", state.WithSerde[point](ps))
+		seen := state.NewMapState[point, reading]("seen", state.WithMapKeySerde[point](ps), state.WithSerde(state.JSONSerde[reading]()))
 		p, stop, err := openStringKeyed(t, sc, nil)
 		if err != nil {
 			t.Fatal(err)
@@ -189,8 +191,8 @@ func TestUserSerdeRoundTrip(t *testing.T) {
 // serde, JSON instead of it, and a serde instead of the type's default.
 func TestRestoreWithAnotherSerdeRefused(t *testing.T) {
 	forEachUnitBackend(t, func(t *testing.T, sc stateConfig) {
-		v1 := NewValueState[point]("where", WithSerde[point](newPointSerde("point/v1")))
-		plain := NewValueState[int64]("count")
+		v1 := state.NewValueState[point]("where", state.WithSerde[point](newPointSerde("point/v1")))
+		plain := state.NewValueState[int64]("count")
 		p, stop, err := openStringKeyed(t, sc, nil)
 		if err != nil {
 			t.Fatal(err)
@@ -206,19 +208,19 @@ func TestRestoreWithAnotherSerdeRefused(t *testing.T) {
 		stop()
 		for _, c := range []struct {
 			name string
-			get  func(ctx StateContext) error
+			get  func(ctx state.Context) error
 			want []string
 		}{
-			{"renamed serde", func(ctx StateContext) error {
-				_, _, err := NewValueState[point]("where", WithSerde[point](newPointSerde("point/v2"))).Get(ctx)
+			{"renamed serde", func(ctx state.Context) error {
+				_, _, err := state.NewValueState[point]("where", state.WithSerde[point](newPointSerde("point/v2"))).Get(ctx)
 				return err
 			}, []string{`"point/v1"`, `"point/v2"`}},
-			{"json for a serde", func(ctx StateContext) error {
-				_, _, err := NewValueState[point]("where", WithSerde(JSONSerde[point]())).Get(ctx)
+			{"json for a serde", func(ctx state.Context) error {
+				_, _, err := state.NewValueState[point]("where", state.WithSerde(state.JSONSerde[point]())).Get(ctx)
 				return err
 			}, []string{`"point/v1"`, "encoding/json"}},
-			{"serde for the default", func(ctx StateContext) error {
-				_, _, err := NewValueState[int64]("count", WithSerde[int64](int64Text{})).Get(ctx)
+			{"serde for the default", func(ctx state.Context) error {
+				_, _, err := state.NewValueState[int64]("count", state.WithSerde[int64](int64Text{})).Get(ctx)
 				return err
 			}, []string{"signed integer", `"int64/text"`}},
 		} {
@@ -251,7 +253,7 @@ func TestRestoreWithAnotherSerdeRefused(t *testing.T) {
 		}
 		defer stopQ()
 		q.state.SetKey("a")
-		if pt, ok, err := NewValueState[point]("where", WithSerde[point](newPointSerde("point/v1"))).Get(&q.ctx); err != nil || !ok || pt != (point{1, 2}) {
+		if pt, ok, err := state.NewValueState[point]("where", state.WithSerde[point](newPointSerde("point/v1"))).Get(&q.ctx); err != nil || !ok || pt != (point{1, 2}) {
 			t.Fatalf("Get with the serde that wrote it: %v, %v, %v", pt, ok, err)
 		}
 	})
@@ -276,35 +278,35 @@ func TestDescriptorSameNameOtherTypeRefused(t *testing.T) {
 	forEachUnitBackend(t, func(t *testing.T, sc stateConfig) {
 		for _, c := range []struct {
 			name          string
-			first, second func(ctx StateContext) error
+			first, second func(ctx state.Context) error
 			want          []string
 		}{
-			{"value types", func(ctx StateContext) error {
-				_, _, err := NewValueState[int64]("x").Get(ctx)
+			{"value types", func(ctx state.Context) error {
+				_, _, err := state.NewValueState[int64]("x").Get(ctx)
 				return err
-			}, func(ctx StateContext) error {
-				_, _, err := NewValueState[string]("x").Get(ctx)
+			}, func(ctx state.Context) error {
+				_, _, err := state.NewValueState[string]("x").Get(ctx)
 				return err
 			}, []string{"ValueState[int64]", "ValueState[string]"}},
-			{"kinds", func(ctx StateContext) error {
-				_, _, err := NewValueState[int64]("x").Get(ctx)
+			{"kinds", func(ctx state.Context) error {
+				_, _, err := state.NewValueState[int64]("x").Get(ctx)
 				return err
-			}, func(ctx StateContext) error {
-				_, _, err := NewMapState[string, int64]("x").Get(ctx, "k")
+			}, func(ctx state.Context) error {
+				_, _, err := state.NewMapState[string, int64]("x").Get(ctx, "k")
 				return err
 			}, []string{"ValueState[int64]", "MapState[string, int64]"}},
-			{"serdes", func(ctx StateContext) error {
-				_, _, err := NewValueState[point]("x").Get(ctx)
+			{"serdes", func(ctx state.Context) error {
+				_, _, err := state.NewValueState[point]("x").Get(ctx)
 				return err
-			}, func(ctx StateContext) error {
-				_, _, err := NewValueState[point]("x", WithSerde(JSONSerde[point]())).Get(ctx)
+			}, func(ctx state.Context) error {
+				_, _, err := state.NewValueState[point]("x", state.WithSerde(state.JSONSerde[point]())).Get(ctx)
 				return err
 			}, []string{"ValueState[runtime.point] (values encoding/gob)", "ValueState[runtime.point] (values encoding/json)"}},
-			{"a handle then a descriptor", func(ctx StateContext) error {
-				_, err := NewValueState[int64]("x").Handle(ctx)
+			{"a handle then a descriptor", func(ctx state.Context) error {
+				_, err := state.NewValueState[int64]("x").Handle(ctx)
 				return err
-			}, func(ctx StateContext) error {
-				_, _, err := NewValueState[bool]("x").Get(ctx)
+			}, func(ctx state.Context) error {
+				_, _, err := state.NewValueState[bool]("x").Get(ctx)
 				return err
 			}, []string{"ValueState[int64]", "ValueState[bool]"}},
 		} {
@@ -336,7 +338,7 @@ func TestDescriptorsOfOneNameShareTheState(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer stop()
-	a, b := NewValueState[int64]("n"), NewValueState[int64]("n")
+	a, b := state.NewValueState[int64]("n"), state.NewValueState[int64]("n")
 	p.state.SetKey("k")
 	if err := a.Set(&p.ctx, 5); err != nil {
 		t.Fatal(err)
@@ -366,20 +368,24 @@ func TestDescriptorBadTypePanicsAtDeclaration(t *testing.T) {
 		make       func()
 		role, elem string
 	}{
-		{"gob value", func() { NewValueState[unexportedField]("bad") }, "value type", "count"},
-		{"gob map value", func() { NewMapState[string, []unexportedField]("bad") }, "map value type", "count"},
-		{"json value", func() { NewValueState[unexportedField]("bad", WithSerde(JSONSerde[unexportedField]())) }, "value type", "count"},
-		{"json interface", func() { NewValueState[struct{ V any }]("bad", WithSerde(JSONSerde[struct{ V any }]())) }, "value type", "interface"},
+		{"gob value", func() { state.NewValueState[unexportedField]("bad") }, "value type", "count"},
+		{"gob map value", func() { state.NewMapState[string, []unexportedField]("bad") }, "map value type", "count"},
+		{"json value", func() {
+			state.NewValueState[unexportedField]("bad", state.WithSerde(state.JSONSerde[unexportedField]()))
+		}, "value type", "count"},
+		{"json interface", func() {
+			state.NewValueState[struct{ V any }]("bad", state.WithSerde(state.JSONSerde[struct{ V any }]()))
+		}, "value type", "interface"},
 		{"json dropped field", func() {
 			type tagged struct {
 				A int `json:"-"`
 			}
-			NewValueState[tagged]("bad", WithSerde(JSONSerde[tagged]()))
+			state.NewValueState[tagged]("bad", state.WithSerde(state.JSONSerde[tagged]()))
 		}, "value type", `json:"-"`},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			v := panicOf(c.make)
-			err, ok := v.(*StateTypeError)
+			err, ok := v.(*state.TypeError)
 			if !ok {
 				t.Fatalf("panic %v (%T); want a *StateTypeError", v, v)
 			}
@@ -389,17 +395,17 @@ func TestDescriptorBadTypePanicsAtDeclaration(t *testing.T) {
 		})
 	}
 	for name, f := range map[string]func(){
-		"serde of another type": func() { NewValueState[int64]("x", WithSerde(DefaultSerde[string]())) },
-		"unnamed serde":         func() { NewValueState[point]("x", WithSerde[point](newPointSerde(""))) },
-		"no name":               func() { NewValueState[int64]("") },
-		"map key serde":         func() { NewValueState[int64]("x", WithMapKeySerde(DefaultSerde[int64]())) },
+		"serde of another type": func() { state.NewValueState[int64]("x", state.WithSerde(state.DefaultSerde[string]())) },
+		"unnamed serde":         func() { state.NewValueState[point]("x", state.WithSerde[point](newPointSerde(""))) },
+		"no name":               func() { state.NewValueState[int64]("") },
+		"map key serde":         func() { state.NewValueState[int64]("x", state.WithMapKeySerde(state.DefaultSerde[int64]())) },
 	} {
 		if v := panicOf(f); v == nil {
 			t.Errorf("%s: no panic", name)
 		}
 	}
 	// The JSON fallback takes what gob and JSON both keep whole.
-	if v := panicOf(func() { NewValueState[reading]("ok", WithSerde(JSONSerde[reading]())) }); v != nil {
+	if v := panicOf(func() { state.NewValueState[reading]("ok", state.WithSerde(state.JSONSerde[reading]())) }); v != nil {
 		t.Fatalf("JSONSerde of reading: %v", v)
 	}
 }
@@ -449,8 +455,8 @@ func TestDescriptorOnEveryKeyKindIsTheKeyTypesState(t *testing.T) {
 }
 
 func descriptorOverKey[K comparable](t *testing.T, sc stateConfig, a, b K) {
-	n := NewValueState[int64]("n")
-	m := NewMapState[string, int64]("m")
+	n := state.NewValueState[int64]("n")
+	m := state.NewMapState[string, int64]("m")
 	p, stop, err := openKeyedOf[K](t, sc, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -527,26 +533,26 @@ func TestBuiltinSerdes(t *testing.T) {
 			t.Fatalf("%s: %v", name, err)
 		}
 	}
-	b, err := DefaultSerde[int64]().Append(nil, -3)
+	b, err := state.DefaultSerde[int64]().Append(nil, -3)
 	check("int64", b, err)
-	if v, err := DefaultSerde[int64]().Decode(b); err != nil || v != -3 {
+	if v, err := state.DefaultSerde[int64]().Decode(b); err != nil || v != -3 {
 		t.Fatalf("DefaultSerde[int64]: %d, %v", v, err)
 	}
-	b, err = DefaultSerde[string]().Append(nil, "héllo")
+	b, err = state.DefaultSerde[string]().Append(nil, "héllo")
 	check("string", b, err)
-	if v, err := DefaultSerde[string]().Decode(b); err != nil || v != "héllo" {
+	if v, err := state.DefaultSerde[string]().Decode(b); err != nil || v != "héllo" {
 		t.Fatalf("DefaultSerde[string]: %q, %v", v, err)
 	}
-	if _, err := DefaultSerde[string]().Decode(append(b, 0)); err == nil {
+	if _, err := state.DefaultSerde[string]().Decode(append(b, 0)); err == nil {
 		t.Fatal("DefaultSerde[string] decoded trailing bytes")
 	}
 	type word string
-	b, err = DefaultSerde[word]().Append(nil, "w")
+	b, err = state.DefaultSerde[word]().Append(nil, "w")
 	check("word", b, err)
-	if v, err := DefaultSerde[word]().Decode(b); err != nil || v != "w" {
+	if v, err := state.DefaultSerde[word]().Decode(b); err != nil || v != "w" {
 		t.Fatalf("DefaultSerde[word]: %q, %v", v, err)
 	}
-	g := GobSerde[reading]()
+	g := state.GobSerde[reading]()
 	r := reading{Sensor: "a", Values: []float64{1}}
 	b, err = g.Append(nil, r)
 	check("gob", b, err)
@@ -554,7 +560,7 @@ func TestBuiltinSerdes(t *testing.T) {
 		t.Fatalf("GobSerde: %+v, %v", v, err)
 	}
 	for s, want := range map[interface{ Name() string }]string{
-		DefaultSerde[int64](): "signed integer", DefaultSerde[string](): "string", DefaultSerde[bool](): "bool", GobSerde[point](): "encoding/gob", JSONSerde[point](): "encoding/json",
+		state.DefaultSerde[int64](): "signed integer", state.DefaultSerde[string](): "string", state.DefaultSerde[bool](): "bool", state.GobSerde[point](): "encoding/gob", state.JSONSerde[point](): "encoding/json",
 	} {
 		if s.Name() != want {
 			t.Errorf("%T named %q, want %q", s, s.Name(), want)
@@ -566,7 +572,7 @@ func TestBuiltinSerdes(t *testing.T) {
 // states are taken as written by their types' default serdes, so the
 // default restores them and another serde is refused.
 func TestPebbleBlobWithoutCodecsRestores(t *testing.T) {
-	count := NewValueState[int64]("count")
+	count := state.NewValueState[int64]("count")
 	p, stop, err := openStringKeyed(t, pebbleStateConfig(t), nil)
 	if err != nil {
 		t.Fatal(err)
@@ -593,7 +599,7 @@ func TestPebbleBlobWithoutCodecsRestores(t *testing.T) {
 	}
 	defer stopR()
 	r.state.SetKey("a")
-	if _, _, err := NewValueState[int64]("count", WithSerde[int64](int64Text{})).Get(&r.ctx); err == nil || !strings.Contains(err.Error(), `"int64/text"`) {
+	if _, _, err := state.NewValueState[int64]("count", state.WithSerde[int64](int64Text{})).Get(&r.ctx); err == nil || !strings.Contains(err.Error(), `"int64/text"`) {
 		t.Fatalf("Get with another serde: %v; want it refused", err)
 	}
 }
@@ -677,9 +683,9 @@ func TestKeyedStateVersion2RestoresIntoDescriptors(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	count := NewValueState[int64]("count")
-	pt := NewValueState[point]("point")
-	seen := NewMapState[string, int64]("seen")
+	count := state.NewValueState[int64]("count")
+	pt := state.NewValueState[point]("point")
+	seen := state.NewMapState[string, int64]("seen")
 	p, stop := openKeyed(t, [][]byte{v2}, 1, 0, KeyedProcessFuncs[fixtureKey, fixtureKey, string]{
 		Element: func(*KeyedContext[fixtureKey, string], fixtureKey) error { return nil },
 	})

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/splitflow/splitflow/runtime/state"
+
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/splitflow/splitflow/connector"
@@ -312,7 +314,7 @@ func (typeOpsFor[T]) cut(env *Environment, e *edge, sh Shuffle, channel string, 
 	// Partition i to subtask i at the job's parallelism (one per slot);
 	// contiguous ranges at any other.
 	owner := func(partition, parallelism int) int { return partition * parallelism / partitions }
-	serde := DefaultSerde[T]()
+	serde := state.DefaultSerde[T]()
 	var zero T
 	if _, err := serde.Append(nil, zero); err != nil {
 		return nil, invalidGraph("distributed: records of type %s into %s cannot cross the shuffle between processes (%v); give them exported fields encoding/gob can encode", typeName[T](), e.to, err)

@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/splitflow/splitflow/runtime/state"
+
 	dto "github.com/prometheus/client_model/go"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -156,7 +158,7 @@ func TestDistributedCutsEveryKeyedEdgeIntoAShuffleOfAPartitionPerSlot(t *testing
 		if err := op.endInput(); err != nil {
 			t.Fatal(err)
 		}
-		u := newShuffleUnbatchOperator[string](opInfo{}, "orders.count", DefaultSerde[string]().Decode, &winOut[string]{}, 4, 4, func(int, int) int { return 0 })
+		u := newShuffleUnbatchOperator[string](opInfo{}, "orders.count", state.DefaultSerde[string]().Decode, &winOut[string]{}, 4, 4, func(int, int) int { return 0 })
 		seen := 0
 		for _, b := range batches.vals {
 			if b.Value[0] != shuffleBatchV2 {
@@ -253,7 +255,7 @@ func TestShuffleRebalanceAndBroadcastRouting(t *testing.T) {
 			}
 			got := map[int32][]string{}
 			for _, r := range recs.vals {
-				dec := newShuffleUnbatchOperator(opInfo{}, "j.c", DefaultSerde[string]().Decode, output[string](&winOut[string]{}), 3, 3, func(int, int) int { return 0 })
+				dec := newShuffleUnbatchOperator(opInfo{}, "j.c", state.DefaultSerde[string]().Decode, output[string](&winOut[string]{}), 3, 3, func(int, int) int { return 0 })
 				o := &winOut[string]{}
 				dec.out = o
 				if err := dec.Collect(r, 0); err != nil {

@@ -120,10 +120,11 @@
 //
 // # Keyed state
 //
-// State is declared once, by a descriptor in a package variable, and used
-// from the function of a keyed stream with the call's context:
+// A keyed function's state is declared by a descriptor of package
+// runtime/state, in a package variable, and used with the function's
+// *KeyedContext:
 //
-//	var count = runtime.NewValueState[int64]("count")
+//	var count = state.NewValueState[int64]("count")
 //
 //	func countWord(ctx *runtime.KeyedContext[string, wordCount], w string) error {
 //		n, _, err := count.Get(ctx)
@@ -131,42 +132,12 @@
 //		return errors.Join(err, count.Set(ctx, n+1))
 //	}
 //
-// Every subtask of every operator that uses a descriptor gets a state of
-// its own, declared on first use and checkpointed by key group under the
-// descriptor's name; the descriptor itself holds nothing and may be
-// shared freely. NewMapState declares a map per key. KeyedProcess runs a
-// plain function on a keyed stream (OnTimer adds the function timers
-// fire); KeyedProcessPerSubtask runs a KeyedProcessFunction made per subtask,
-// for a function with fields of its own (a descriptor's Handle, taken
-// in Open). Descriptors take any key type: a key of a basic kind
-// (string, integer, float, bool, or a named type over one) and any other
-// comparable type (a struct, an array, a type that encodes itself) alike,
-// checkpointed in the key type's own encoding.
-//
-// Values are written in checkpoints (and held, with the pebble backend)
-// by a Serde: DefaultSerde of the type unless WithSerde gives another (a
-// built-in binary one, GobSerde, JSONSerde or the job's own). A
-// descriptor checks its types for its serde when it is made and panics
-// on one that would not come back whole; a checkpoint records the serde
-// of every state, and a restore with another is refused. A serde that
-// implements SchemaSerde (runtime/avrostate's Avro serde) records its
-// writer schema too, and a restore reads each value under the schema it
-// was written with, resolved to the serde's schema now: the state's type
-// may then evolve as the schema's rules allow (an Avro field added with a
-// default, renamed through an alias), and a change they do not allow
-// fails the restore with an *IncompatibleSchemaError naming the state.
-//
-// WithTTL gives a ValueState, MapState, ListState, ReducingState or
-// AggregatingState a time to live in processing time, as Flink's
-// StateTtlConfig: a value (a map entry, a list element: each on its own)
-// not written for that long (TTLOnReadAndWrite: neither read nor
-// written) is never returned again, and is removed when read, from
-// checkpoints of the heap backend, and a few at a time as the state is
-// used (TTLCleanupPerAccess). Its values are stored with their
-// timestamps, so turning TTL on or off for a state refuses the restore
-// of its checkpoints, naming it. A state name declared twice in an
-// operator with different TTLs (or once with and once without) fails
-// the call, naming the state.
+// KeyedProcess runs a plain function on a keyed stream (OnTimer adds the
+// function timers fire); KeyedProcessPerSubtask runs a
+// KeyedProcessFunction made per subtask, for a function with fields of
+// its own (a descriptor's Handle, taken in Open). Package state says how
+// state is encoded, evolves and expires; WithStateBackend says where it
+// lives.
 //
 // # State
 //
@@ -183,7 +154,7 @@
 //     every width, floats and bools, and named types over them, have a
 //     compact binary encoding of their own; other types, and a basic type
 //     that marshals itself, go through encoding/gob, unless a descriptor
-//     gives a Serde (JSON, or the job's own, recorded by name). The layout is
+//     gives a state.Serde (JSON, or the job's own, recorded by name). The layout is
 //     versioned: snapshots written before the built-in encodings (all
 //     gob) restore as they were, and those written before timers were
 //     checkpointed restore with none; a state whose type changed to one
@@ -193,7 +164,7 @@
 //     key type when a state is first used, and when the first timer is
 //     registered: a type gob cannot encode, or would encode only in part
 //     (an unexported, func or chan field at any depth, unless the type
-//     marshals itself), fails the job at once with a *StateTypeError. Restored by
+//     marshals itself), fails the job at once with a *state.TypeError. Restored by
 //     operator UID into whichever subtask owns each key group now: a
 //     timer moves with its key. A restored event-time timer fires when the
 //     watermark passes it; a restored processing-time timer whose time

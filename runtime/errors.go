@@ -7,9 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/splitflow/splitflow/runtime/internal/keyed"
 	"github.com/splitflow/splitflow/runtime/internal/slots"
-	"github.com/splitflow/splitflow/runtime/internal/statecodec"
 )
 
 // ErrInvalidGraph is wrapped by every error Execute returns for a job graph
@@ -190,44 +188,4 @@ var (
 
 func errBadInputStatus(st fmt.Stringer) error {
 	return fmt.Errorf("reader returned an unknown input status %v", st)
-}
-
-// StateTypeError is why a keyed state cannot be declared: its key, value
-// or map type is one that encoding/gob, which checkpoints keyed state,
-// cannot encode, or would encode only in part (see DefaultSerde), or
-// that the JSON serde would not bring back whole (JSONSerde). Execute
-// fails with it at once, whatever the restart strategy: no restart can
-// change a type. Match it with errors.As. NewValueState and NewMapState
-// panic with it.
-type StateTypeError struct {
-	// State is the state's name.
-	State string
-	// Role is which of its types is refused: "key type" (the stream's
-	// key), "value type", "map key type" or "map value type".
-	Role string
-	// Type is the refused type, as Go prints it.
-	Type string
-	// Field is the path from Type to the part gob cannot keep
-	// ("Inner[].y"), empty when it is Type itself.
-	Field string
-	// Reason says what is wrong with it.
-	Reason string
-}
-
-func (e *StateTypeError) Error() string { return (*statecodec.StateTypeError)(e).Error() }
-
-// The state errors package keyed returns reach a job as runtime's types of
-// the same fields, which it matches with errors.As.
-func init() { keyed.PublicError = publicStateError }
-
-func publicStateError(err error) error {
-	switch e := err.(type) {
-	case *statecodec.StateTypeError:
-		return (*StateTypeError)(e)
-	case *statecodec.StateSchemaError:
-		return (*StateSchemaError)(e)
-	case *statecodec.IncompatibleSchemaError:
-		return (*IncompatibleSchemaError)(e)
-	}
-	return err
 }

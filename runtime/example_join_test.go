@@ -8,6 +8,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/splitflow/splitflow/runtime/state"
+
 	"github.com/splitflow/splitflow/connector/datagen"
 	"github.com/splitflow/splitflow/runtime"
 	"github.com/splitflow/splitflow/runtime/watermark"
@@ -46,8 +48,8 @@ func twoInputs(env *runtime.Environment) (runtime.KeyedStream[int64, Order], run
 func ExampleKeyedCoProcess() {
 	env := runtime.NewEnvironment(runtime.WithParallelism(2))
 	orders, payments := twoInputs(env)
-	placed := runtime.NewValueState[int64]("placed") // the order's time, while unpaid
-	paidAt := runtime.NewValueState[int64]("paid")   // a payment that came before its order
+	placed := state.NewValueState[int64]("placed") // the order's time, while unpaid
+	paidAt := state.NewValueState[int64]("paid")   // a payment that came before its order
 	status := runtime.KeyedCoProcess(runtime.Connect(orders, payments),
 		func(ctx *runtime.KeyedContext[int64, string], o Order) error {
 			if at, ok, err := paidAt.Get(ctx); err != nil || (ok && at-o.At <= 2000) {

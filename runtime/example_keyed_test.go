@@ -10,6 +10,8 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/splitflow/splitflow/runtime/state"
+
 	"github.com/splitflow/splitflow/connector"
 	"github.com/splitflow/splitflow/connector/file"
 	"github.com/splitflow/splitflow/runtime"
@@ -17,7 +19,7 @@ import (
 
 // count is each word's running count. Declared once, it serves every
 // subtask: each has the state of the keys it owns.
-var count = runtime.NewValueState[int64]("count")
+var count = state.NewValueState[int64]("count")
 
 // A running count per word: KeyedProcess runs a plain function on the keyed
 // stream, and the descriptor reaches the current key's state through the
@@ -59,7 +61,7 @@ type lastSeen struct {
 	At    int64  `json:"at"`
 }
 
-var seen = runtime.NewValueState[lastSeen]("last-seen", runtime.WithSerde(runtime.JSONSerde[lastSeen]()))
+var seen = state.NewValueState[lastSeen]("last-seen", state.WithSerde(state.JSONSerde[lastSeen]()))
 
 // A descriptor with a serde, and a timer: OnTimer gives the function
 // timers fire, with the key of the timer current.

@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/splitflow/splitflow/runtime/state"
+
 	"github.com/splitflow/splitflow/connector/datagen"
 	"github.com/splitflow/splitflow/runtime"
 )
@@ -75,7 +77,7 @@ func ExampleAggregate() {
 	env := runtime.NewEnvironment(runtime.WithParallelism(2), runtime.WithLogger(quiet))
 	in := runtime.FromSource(env, src, "orders").UID("orders")
 	averages := runtime.Aggregate(runtime.KeyBy(in, func(o order) string { return o.User }),
-		runtime.Aggregator[order, avg, float64]{
+		state.Aggregator[order, avg, float64]{
 			Create: func() avg { return avg{} },
 			Add:    func(a avg, o order) avg { return avg{Sum: a.Sum + o.Amount, N: a.N + 1} },
 			Result: func(a avg) float64 { return float64(a.Sum) / float64(a.N) },

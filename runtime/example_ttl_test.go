@@ -9,6 +9,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/splitflow/splitflow/runtime/state"
+
 	"github.com/splitflow/splitflow/connector"
 	"github.com/splitflow/splitflow/connector/datagen"
 	"github.com/splitflow/splitflow/runtime"
@@ -20,8 +22,8 @@ const cartTTL = 100 * time.Millisecond
 // cart is each user's items, every item with a time to live of its own;
 // visits counts the user's items and never expires.
 var (
-	cart   = runtime.NewListState[string]("cart", runtime.WithTTL(cartTTL))
-	visits = runtime.NewValueState[int64]("visits")
+	cart   = state.NewListState[string]("cart", state.WithTTL(cartTTL))
+	visits = state.NewValueState[int64]("visits")
 )
 
 // State time-to-live: a state declared WithTTL forgets a value (here each

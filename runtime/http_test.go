@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/splitflow/splitflow/runtime/state"
+
 	"github.com/splitflow/splitflow/connector"
 	"github.com/splitflow/splitflow/runtime/status"
 )
@@ -114,10 +116,10 @@ func startLiveJob(t *testing.T, opts ...Option) *liveJob {
 	nums := FromSource(env, src, "numbers").UID("numbers")
 	squares := Map(nums, func(n int64) (int64, error) { return n * n % 1000003, nil }).Name("square").UID("square")
 	sums := KeyedProcessPerSubtask(KeyBy(squares, func(n int64) int64 { return n % 16 }), func() KeyedProcessFunction[int64, int64, int64] {
-		var sum ValueState[int64]
+		var sum state.ValueState[int64]
 		return KeyedProcessFuncs[int64, int64, int64]{
 			Setup: func(ctx *KeyedContext[int64, int64]) (err error) {
-				sum, err = NewValueState[int64]("sum").Handle(ctx)
+				sum, err = state.NewValueState[int64]("sum").Handle(ctx)
 				return err
 			},
 			Element: func(ctx *KeyedContext[int64, int64], n int64) error {

@@ -3,7 +3,10 @@ package runtime
 import (
 	"errors"
 	"fmt"
+	"reflect"
 	"time"
+
+	"github.com/splitflow/splitflow/runtime/state"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -85,8 +88,8 @@ type intervalJoinFn[K comparable, A, B, O any] struct {
 
 	// left and right: per key, timestamp -> the records of that side at
 	// that timestamp, in their order of arrival.
-	left  MapState[int64, []A]
-	right MapState[int64, []B]
+	left  state.MapState[int64, []A]
+	right state.MapState[int64, []B]
 
 	dropped     prometheus.Counter
 	droppedLate int64
@@ -95,10 +98,10 @@ type intervalJoinFn[K comparable, A, B, O any] struct {
 // declareBuffer declares a side's buffer: a map from timestamp to a
 // list in the element's own codec (a built-in binary one for basic
 // types), rather than gob of the whole slice.
-func declareBuffer[T any, K comparable](ks *keyed.State[K], name string) (MapState[int64, []T], error) {
+func declareBuffer[T any, K comparable](ks *keyed.State[K], name string) (state.MapState[int64, []T], error) {
 	elems := statecodec.For[T]()
 	if elems.Bin == nil && elems.Ext == nil {
-		if err := keyed.CheckStateTypes(name, keyed.StateType{Role: "record type", Type: typeOf[T]()}); err != nil {
+		if err := keyed.CheckStateTypes(name, keyed.StateType{Role: "record type", Type: reflect.TypeFor[T]()}); err != nil {
 			return nil, err
 		}
 	}

@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/splitflow/splitflow/runtime/state"
+
 	"github.com/splitflow/splitflow/runtime/checkpoint"
 	"github.com/splitflow/splitflow/runtime/internal/engine"
 	"github.com/splitflow/splitflow/runtime/restart"
@@ -445,7 +447,7 @@ func BenchmarkIntervalJoin(b *testing.B) {
 			}
 		})
 		b.Run(string(backend)+"/keyed-count", func(b *testing.B) {
-			var count ValueState[int64]
+			var count state.ValueState[int64]
 			p, stop, err := openKeyedOn(b, benchStateConfig(b, backend), nil, 1, 0, benchCount(&count))
 			if err != nil {
 				b.Fatal(err)

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/splitflow/splitflow/runtime/state"
+
 	"github.com/splitflow/splitflow/runtime/checkpoint"
 	"github.com/splitflow/splitflow/runtime/internal/keyed"
 	"github.com/splitflow/splitflow/runtime/internal/stateformat"
@@ -76,10 +78,10 @@ func BenchmarkKeyedRestore(b *testing.B) {
 	}
 }
 
-func benchCount(v *ValueState[int64]) KeyedProcessFuncs[string, string, string] {
+func benchCount(v *state.ValueState[int64]) KeyedProcessFuncs[string, string, string] {
 	return KeyedProcessFuncs[string, string, string]{
 		Setup: func(ctx *KeyedContext[string, string]) error {
-			s, err := NewValueState[int64]("count").Handle(ctx)
+			s, err := state.NewValueState[int64]("count").Handle(ctx)
 			if v != nil {
 				*v = s
 			}
@@ -91,7 +93,7 @@ func benchCount(v *ValueState[int64]) KeyedProcessFuncs[string, string, string] 
 
 // benchKeyedState opens an operator whose count state holds keys words.
 func benchKeyedState(b *testing.B, keys int) (*keyedProcessOperator[string, string, string], func()) {
-	var count ValueState[int64]
+	var count state.ValueState[int64]
 	p, stop := openKeyed(b, nil, 1, 0, benchCount(&count))
 	for i := range keys {
 		p.state.SetKey("word-" + strconv.Itoa(i))
@@ -134,7 +136,7 @@ func snapshotGob(p *keyedProcessOperator[string, string, string]) ([]byte, error
 // longest pause one write may see.
 func BenchmarkKeyedSnapshotSync(b *testing.B) {
 	for _, keys := range []int{10_000, 1_000_000} {
-		var count ValueState[int64]
+		var count state.ValueState[int64]
 		p, stop := openKeyed(b, nil, 1, 0, benchCount(&count))
 		perSlot := map[int]string{}
 		for i := range keys {
@@ -178,7 +180,7 @@ func BenchmarkStateBackendCount(b *testing.B) {
 	for _, backend := range stateBackends {
 		for _, keys := range []string{"unique", "hot"} {
 			b.Run(string(backend)+"/"+keys, func(b *testing.B) {
-				var count ValueState[int64]
+				var count state.ValueState[int64]
 				p, stop, err := openKeyedOn(b, benchStateConfig(b, backend), nil, 1, 0, benchCount(&count))
 				if err != nil {
 					b.Fatal(err)
@@ -220,7 +222,7 @@ func benchStateConfig(b *testing.B, backend backendKind) stateConfig {
 // snapshots.
 func BenchmarkPebbleSnapshotSync(b *testing.B) {
 	for _, keys := range []int{10_000, 1_000_000} {
-		var count ValueState[int64]
+		var count state.ValueState[int64]
 		p, stop, err := openKeyedOn(b, benchStateConfig(b, kindPebble), nil, 1, 0, benchCount(&count))
 		if err != nil {
 			b.Fatal(err)
@@ -271,7 +273,7 @@ func BenchmarkPebbleSnapshotSync(b *testing.B) {
 // checkpointed once.
 func BenchmarkPebbleCheckpointIncrement(b *testing.B) {
 	const keys = 500_000
-	var count ValueState[int64]
+	var count state.ValueState[int64]
 	p, stop, err := openKeyedOn(b, benchStateConfig(b, kindPebble), nil, 1, 0, benchCount(&count))
 	if err != nil {
 		b.Fatal(err)
@@ -334,7 +336,7 @@ func BenchmarkDescriptorCount(b *testing.B) {
 		keys[i] = "word-" + strconv.Itoa(i)
 	}
 	b.Run("handle", func(b *testing.B) {
-		var count ValueState[int64]
+		var count state.ValueState[int64]
 		p, stop := openKeyed(b, nil, 1, 0, benchCount(&count))
 		defer stop()
 		b.ReportAllocs()
@@ -346,7 +348,7 @@ func BenchmarkDescriptorCount(b *testing.B) {
 			i++
 		}
 	})
-	desc := NewValueState[int64]("count")
+	desc := state.NewValueState[int64]("count")
 	b.Run("descriptor", func(b *testing.B) {
 		p, stop := openKeyed(b, nil, 1, 0, benchCount(nil))
 		defer stop()
@@ -548,10 +550,10 @@ func BenchmarkTimerRegisterFire(b *testing.B) {
 // (ns/slot-copy).
 func BenchmarkKeyedSnapshotSyncDeep(b *testing.B) {
 	for _, keys := range []int{10_000, 1_000_000} {
-		var raw ValueState[[]byte]
+		var raw state.ValueState[[]byte]
 		fn := KeyedProcessFuncs[string, string, string]{
 			Setup: func(ctx *KeyedContext[string, string]) (err error) {
-				raw, err = NewValueState[[]byte]("raw").Handle(ctx)
+				raw, err = state.NewValueState[[]byte]("raw").Handle(ctx)
 				return err
 			},
 			Element: func(*KeyedContext[string, string], string) error { return nil },

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/splitflow/splitflow/runtime/state"
+
 	"github.com/splitflow/splitflow/runtime/checkpoint"
 	"github.com/splitflow/splitflow/runtime/internal/engine"
 	"github.com/splitflow/splitflow/runtime/internal/keyed"
@@ -88,15 +90,15 @@ func openKeyedOn[K comparable](t testing.TB, sc stateConfig, blobs [][]byte, par
 func fixtureStates(withPoint bool) KeyedProcessFuncs[string, string, string] {
 	return KeyedProcessFuncs[string, string, string]{
 		Setup: func(ctx *KeyedContext[string, string]) error {
-			if _, err := NewValueState[int64]("count").Handle(ctx); err != nil {
+			if _, err := state.NewValueState[int64]("count").Handle(ctx); err != nil {
 				return err
 			}
 			if withPoint {
-				if _, err := NewValueState[point]("point").Handle(ctx); err != nil {
+				if _, err := state.NewValueState[point]("point").Handle(ctx); err != nil {
 					return err
 				}
 			}
-			_, err := NewMapState[string, int64]("seen").Handle(ctx)
+			_, err := state.NewMapState[string, int64]("seen").Handle(ctx)
 			return err
 		},
 		Element: func(*KeyedContext[string, string], string) error { return nil },
@@ -257,10 +259,10 @@ func TestBuiltinStateEncodingsRoundTrip(t *testing.T) {
 func roundTrip[T comparable](t *testing.T, vs []T) {
 	t.Helper()
 	roundTripValues(t, vs)
-	declare := func(ctx *KeyedContext[string, string]) (MapState[T, T], error) {
-		return NewMapState[T, T]("m").Handle(ctx)
+	declare := func(ctx *KeyedContext[string, string]) (state.MapState[T, T], error) {
+		return state.NewMapState[T, T]("m").Handle(ctx)
 	}
-	var m MapState[T, T]
+	var m state.MapState[T, T]
 	fn := KeyedProcessFuncs[string, string, string]{
 		Setup:   func(ctx *KeyedContext[string, string]) (err error) { m, err = declare(ctx); return err },
 		Element: func(ctx *KeyedContext[string, string], _ string) error { return nil },
@@ -290,10 +292,10 @@ func roundTrip[T comparable](t *testing.T, vs []T) {
 // roundTripValues checks vs as values of a ValueState, bit for bit.
 func roundTripValues[T any](t *testing.T, vs []T) {
 	t.Helper()
-	var v ValueState[T]
+	var v state.ValueState[T]
 	fn := KeyedProcessFuncs[string, string, string]{
 		Setup: func(ctx *KeyedContext[string, string]) (err error) {
-			v, err = NewValueState[T]("v").Handle(ctx)
+			v, err = state.NewValueState[T]("v").Handle(ctx)
 			return err
 		},
 		Element: func(*KeyedContext[string, string], string) error { return nil },
@@ -339,7 +341,7 @@ func sameBits(a, b any) bool {
 // roundTripKeys checks ks as keys of the operator's state and timers.
 func roundTripKeys[K comparable](t *testing.T, ks []K) {
 	t.Helper()
-	var v ValueState[int]
+	var v state.ValueState[int]
 	fn := KeyedProcessFuncs[K, K, string]{
 		// Declared over K itself, as the engine's own states are, to
 		// read its map by K below.
@@ -395,9 +397,9 @@ func TestChangedStateTypeFailsRestoreNamingIt(t *testing.T) {
 	declare := func(f func(*KeyedContext[string, string]) error) KeyedProcessFuncs[string, string, string] {
 		return KeyedProcessFuncs[string, string, string]{Setup: f, Element: func(*KeyedContext[string, string], string) error { return nil }}
 	}
-	var count ValueState[int64]
+	var count state.ValueState[int64]
 	p, stop := openKeyed(t, nil, 1, 0, declare(func(ctx *KeyedContext[string, string]) (err error) {
-		count, err = NewValueState[int64]("count").Handle(ctx)
+		count, err = state.NewValueState[int64]("count").Handle(ctx)
 		return err
 	}))
 	defer stop()
@@ -408,7 +410,7 @@ func TestChangedStateTypeFailsRestoreNamingIt(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, stop2, err := openKeyedErr(t, [][]byte{b}, 1, 0, declare(func(ctx *KeyedContext[string, string]) error {
-		_, err := NewValueState[string]("count").Handle(ctx)
+		_, err := state.NewValueState[string]("count").Handle(ctx)
 		return err
 	}))
 	defer stop2()

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/splitflow/splitflow/runtime/state"
+
 	"github.com/splitflow/splitflow/runtime/checkpoint"
 	"github.com/splitflow/splitflow/runtime/restart"
 )
@@ -17,16 +19,16 @@ import (
 // ValueState and the records seen per key in a MapState, and emits
 // key*100000 + count for every record.
 type counting struct {
-	count ValueState[int64]
-	seen  MapState[int64, bool]
+	count state.ValueState[int64]
+	seen  state.MapState[int64, bool]
 }
 
 func (c *counting) Open(ctx *KeyedContext[int64, int64]) error {
 	var err error
-	if c.count, err = NewValueState[int64]("count").Handle(ctx); err != nil {
+	if c.count, err = state.NewValueState[int64]("count").Handle(ctx); err != nil {
 		return err
 	}
-	c.seen, err = NewMapState[int64, bool]("seen").Handle(ctx)
+	c.seen, err = state.NewMapState[int64, bool]("seen").Handle(ctx)
 	return err
 }
 
@@ -75,8 +77,8 @@ func checkCounts(t *testing.T, store *txnStore, n, keys int) {
 
 // The same count through state descriptors, shared by every subtask.
 var (
-	countDesc = NewValueState[int64]("count")
-	seenDesc  = NewMapState[int64, bool]("seen")
+	countDesc = state.NewValueState[int64]("count")
+	seenDesc  = state.NewMapState[int64, bool]("seen")
 )
 
 func countWithDescriptors[K ~int64](ctx *KeyedContext[K, int64], v int64) error {
@@ -145,7 +147,7 @@ func countingJobRolling(api countingAPI, ropts []RollingOption, par int, src *ra
 			return kv.Key*100000 + kv.Value, nil
 		})
 	case viaAggregate:
-		counts = Map(Aggregate(KeyBy(ds, func(v int64) int64 { return v % 7 }), Aggregator[int64, countAcc, int64]{
+		counts = Map(Aggregate(KeyBy(ds, func(v int64) int64 { return v % 7 }), state.Aggregator[int64, countAcc, int64]{
 			Create: func() countAcc { return countAcc{} },
 			Add:    func(a countAcc, v int64) countAcc { return countAcc{Key: v % 7, N: a.N + 1} },
 			Result: func(a countAcc) int64 { return a.N },

@@ -3,6 +3,8 @@ package runtime
 import (
 	"fmt"
 	"testing"
+
+	"github.com/splitflow/splitflow/runtime/state"
 )
 
 // BenchmarkListAppend appends to one key's list, 1000 elements per list,
@@ -21,11 +23,11 @@ func BenchmarkListAppend(b *testing.B) {
 					b.Fatal(err)
 				}
 				defer stop()
-				l, err := NewListState[int64]("l").Handle(&p.ctx)
+				l, err := state.NewListState[int64]("l").Handle(&p.ctx)
 				if err != nil {
 					b.Fatal(err)
 				}
-				v, err := NewValueState[[]int64]("v").Handle(&p.ctx)
+				v, err := state.NewValueState[[]int64]("v").Handle(&p.ctx)
 				if err != nil {
 					b.Fatal(err)
 				}

@@ -7,11 +7,13 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/splitflow/splitflow/runtime/state"
+
 	"github.com/splitflow/splitflow/runtime/checkpoint"
 	"github.com/splitflow/splitflow/runtime/internal/keygroup"
 )
 
-func listOf[T any](l ListState[T]) []T { return slices.Collect(l.Get()) }
+func listOf[T any](l state.ListState[T]) []T { return slices.Collect(l.Get()) }
 
 var noopStringFn = KeyedProcessFuncs[string, string, string]{Element: func(*KeyedContext[string, string], string) error { return nil }}
 
@@ -29,7 +31,7 @@ func TestListStateFollowsModel(t *testing.T) {
 		}
 		p, stop := openKeyedFromStop(t, sc, nil, 1, 0, noopStringFn)
 		defer stop()
-		desc := NewListState[string]("words")
+		desc := state.NewListState[string]("words")
 		model := map[string][]string{}
 		keys := []string{"a", "b", "c", "d", "e", "f", "g"}
 		rng := rand.New(rand.NewPCG(1, 2))
@@ -123,14 +125,14 @@ func TestListStateElementCodecs(t *testing.T) {
 			Name string
 			Tags []string
 		}
-		pts := NewListState[point]("pts", WithSerde[point](newPointSerde("point/v1")))
+		pts := state.NewListState[point]("pts", state.WithSerde[point](newPointSerde("point/v1")))
 		p, stop, err := openStringKeyed(t, sc, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer stop()
 		p.state.SetKey("k")
-		recs, err := NewListState[rec]("recs").Handle(&p.ctx)
+		recs, err := state.NewListState[rec]("recs").Handle(&p.ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -146,7 +148,7 @@ func TestListStateElementCodecs(t *testing.T) {
 		}
 		defer stopQ()
 		q.state.SetKey("k")
-		r, err := NewListState[rec]("recs").Handle(&q.ctx)
+		r, err := state.NewListState[rec]("recs").Handle(&q.ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -178,7 +180,7 @@ func TestListStateRescaled(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			desc := NewListState[int64]("l")
+			desc := state.NewListState[int64]("l")
 			keys := make([]string, 60)
 			want := map[string][]int64{}
 			for i := range keys {
@@ -242,7 +244,7 @@ func TestListStateHeapCheckpointIntoPebble(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	desc := NewListState[string]("l")
+	desc := state.NewListState[string]("l")
 	for _, k := range []string{"a", "b"} {
 		p.state.SetKey(k)
 		if err := desc.AddAll(&p.ctx, []string{k + "1", k + "2", k + "3"}); err != nil {
@@ -280,10 +282,10 @@ func TestListStateKindChangeRefused(t *testing.T) {
 			t.Fatal(err)
 		}
 		p.state.SetKey("a")
-		if err := NewValueState[string]("x").Set(&p.ctx, "v"); err != nil {
+		if err := state.NewValueState[string]("x").Set(&p.ctx, "v"); err != nil {
 			t.Fatal(err)
 		}
-		if err := NewListState[string]("y").Add(&p.ctx, "v"); err != nil {
+		if err := state.NewListState[string]("y").Add(&p.ctx, "v"); err != nil {
 			t.Fatal(err)
 		}
 		chk := checkpointOf(t, p)
@@ -294,10 +296,10 @@ func TestListStateKindChangeRefused(t *testing.T) {
 		}
 		defer stopQ()
 		q.state.SetKey("a")
-		if _, err := NewListState[string]("x").Handle(&q.ctx); err == nil || !strings.Contains(err.Error(), "another kind") {
+		if _, err := state.NewListState[string]("x").Handle(&q.ctx); err == nil || !strings.Contains(err.Error(), "another kind") {
 			t.Fatalf("a value state declared as a list: %v", err)
 		}
-		if _, err := NewValueState[string]("y").Handle(&q.ctx); err == nil || !strings.Contains(err.Error(), "another kind") {
+		if _, err := state.NewValueState[string]("y").Handle(&q.ctx); err == nil || !strings.Contains(err.Error(), "another kind") {
 			t.Fatalf("a list state declared as a value: %v", err)
 		}
 	})

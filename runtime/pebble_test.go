@@ -17,6 +17,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/splitflow/splitflow/runtime/state"
+
 	"github.com/splitflow/splitflow/runtime/checkpoint"
 	"github.com/splitflow/splitflow/runtime/internal/engine"
 	"github.com/splitflow/splitflow/runtime/internal/keygroup"
@@ -84,7 +86,7 @@ func snapshotNow[K comparable](t *testing.T, p *keyedProcessOperator[K, K, strin
 // stores nothing; after a few writes it stores only the files those made,
 // and no file name is ever put twice.
 func TestPebbleSnapshotStoresEachFileOnce(t *testing.T) {
-	var count ValueState[int64]
+	var count state.ValueState[int64]
 	p, stop, err := openKeyedOn(t, pebbleStateConfig(t), nil, 1, 0, benchCount(&count))
 	if err != nil {
 		t.Fatal(err)
@@ -189,13 +191,13 @@ func restoredCounts(t *testing.T, chk *checkpoint.Checkpoint) map[int64]int64 {
 	t.Helper()
 	tk := &task{name: "p", head: &opInfo{name: "p"}, cfg: &config{maxParallelism: 16, state: pebbleStateConfig(t)}, mb: engine.NewMailbox(),
 		restored: &engine.RestoredState{Chk: chk}}
-	var count ValueState[int64]
+	var count state.ValueState[int64]
 	p := &keyedProcessOperator[int64, int64, string]{info: opInfo{name: "counts", uid: "counts"}, keyFn: func(k int64) int64 { return k },
 		hash: keygroup.HashInt64, par: 1, out: output[string](&recorder[string]{}),
 		newFn: func() KeyedProcessFunction[int64, int64, string] {
 			return KeyedProcessFuncs[int64, int64, string]{
 				Setup: func(ctx *KeyedContext[int64, string]) (err error) {
-					count, err = NewValueState[int64]("count").Handle(ctx)
+					count, err = state.NewValueState[int64]("count").Handle(ctx)
 					return err
 				},
 				Element: func(*KeyedContext[int64, string], int64) error { return nil },
@@ -372,20 +374,20 @@ func TestPebbleCheckpointMissingAFileIsNeverPassedOver(t *testing.T) {
 // pebble checkpoint refused by the heap backend with an error that says
 // so.
 func TestHeapCheckpointRestoresIntoPebble(t *testing.T) {
-	fn := func(count *ValueState[int64], seen *MapState[string, int64]) KeyedProcessFuncs[string, string, string] {
+	fn := func(count *state.ValueState[int64], seen *state.MapState[string, int64]) KeyedProcessFuncs[string, string, string] {
 		return KeyedProcessFuncs[string, string, string]{
 			Setup: func(ctx *KeyedContext[string, string]) (err error) {
-				if *count, err = NewValueState[int64]("count").Handle(ctx); err != nil {
+				if *count, err = state.NewValueState[int64]("count").Handle(ctx); err != nil {
 					return err
 				}
-				*seen, err = NewMapState[string, int64]("seen").Handle(ctx)
+				*seen, err = state.NewMapState[string, int64]("seen").Handle(ctx)
 				return err
 			},
 			Element: func(*KeyedContext[string, string], string) error { return nil },
 		}
 	}
-	var count ValueState[int64]
-	var seen MapState[string, int64]
+	var count state.ValueState[int64]
+	var seen state.MapState[string, int64]
 	heap, stopHeap := openKeyed(t, nil, 1, 0, fn(&count, &seen))
 	for i := range 300 {
 		k := fmt.Sprint("k", i)
@@ -512,9 +514,9 @@ func TestPebbleKeysHaveTheSameBytesInEveryProcess(t *testing.T) {
 			Setup: func(ctx *KeyedContext[pointKey, string]) error {
 				var err error
 				if valueKey {
-					_, err = NewValueState[int64]("v").Handle(ctx)
+					_, err = state.NewValueState[int64]("v").Handle(ctx)
 				} else {
-					_, err = NewMapState[string, int64]("m").Handle(ctx)
+					_, err = state.NewMapState[string, int64]("m").Handle(ctx)
 				}
 				return err
 			},
@@ -537,7 +539,7 @@ func TestPebbleKeysHaveTheSameBytesInEveryProcess(t *testing.T) {
 	}
 	mapKeyed := KeyedProcessFuncs[string, string, string]{
 		Setup: func(ctx *KeyedContext[string, string]) error {
-			_, err := NewMapState[pointKey, int64]("m").Handle(ctx)
+			_, err := state.NewMapState[pointKey, int64]("m").Handle(ctx)
 			return err
 		},
 		Element: func(*KeyedContext[string, string], string) error { return nil },
@@ -548,14 +550,14 @@ func TestPebbleKeysHaveTheSameBytesInEveryProcess(t *testing.T) {
 		t.Fatalf("a gob-encoded map key type was declared on pebble: %v", err)
 	}
 
-	var bins MapState[binKey, int64]
-	var floats MapState[float64, int64]
+	var bins state.MapState[binKey, int64]
+	var floats state.MapState[float64, int64]
 	p, stop, err := openKeyedOn(t, pebbleStateConfig(t), nil, 1, 0, KeyedProcessFuncs[string, string, string]{
 		Setup: func(ctx *KeyedContext[string, string]) (err error) {
-			if bins, err = NewMapState[binKey, int64]("bins").Handle(ctx); err != nil {
+			if bins, err = state.NewMapState[binKey, int64]("bins").Handle(ctx); err != nil {
 				return err
 			}
-			floats, err = NewMapState[float64, int64]("floats").Handle(ctx)
+			floats, err = state.NewMapState[float64, int64]("floats").Handle(ctx)
 			return err
 		},
 		Element: func(*KeyedContext[string, string], string) error { return nil },

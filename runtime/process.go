@@ -3,9 +3,9 @@ package runtime
 import (
 	"errors"
 	"fmt"
-	"iter"
 	"log/slog"
 	"math"
+	"reflect"
 	"time"
 
 	"github.com/splitflow/splitflow/metrics"
@@ -97,6 +97,7 @@ func (f KeyedProcessFuncs[K, I, O]) OnTimer(ctx *KeyedContext[K, O], t Timer) er
 // KeyedContext is what a KeyedProcessFunction sees: the current key and
 // timestamp, an output, state, and timers.
 type KeyedContext[K comparable, O any] struct {
+	scope     // makes it a state.Context
 	op        *keyed.State[K]
 	out       output[O]
 	ts        int64
@@ -173,7 +174,7 @@ func (c *KeyedContext[K, O]) RegisterEventTimeTimer(ts int64) {
 func (c *KeyedContext[K, O]) checkTimerKey(name string) {
 	if !c.timers.keyChecked {
 		c.timers.keyChecked = true
-		c.timers.keyErr = keyed.CheckStateTypes(name, keyed.StateType{Role: "key type", Type: typeOf[K]()})
+		c.timers.keyErr = keyed.CheckStateTypes(name, keyed.StateType{Role: "key type", Type: reflect.TypeFor[K]()})
 		if c.timers.keyErr == nil && c.op.Pebble != nil {
 			c.timers.keyErr = c.op.PebbleKeysErr // the DB holds timers by their keys' bytes
 		}
@@ -197,29 +198,6 @@ func (c *KeyedContext[K, O]) RegisterProcessingTimeTimer(ts int64) {
 // DeleteProcessingTimeTimer cancels a timer registered for the current key.
 func (c *KeyedContext[K, O]) DeleteProcessingTimeTimer(ts int64) {
 	c.timers.processing.remove(c.op.Key, ts)
-}
-
-// ValueState is one value per key.
-type ValueState[V any] interface {
-	// Value returns the current key's value and whether it has one.
-	Value() (V, bool)
-	// Update sets the current key's value.
-	Update(v V)
-	// Clear removes the current key's value.
-	Clear()
-}
-
-// MapState is a map per key.
-type MapState[UK comparable, UV any] interface {
-	Get(k UK) (UV, bool)
-	Put(k UK, v UV)
-	Remove(k UK)
-	Contains(k UK) bool
-	Len() int
-	// All iterates the current key's entries in no particular order.
-	All() iter.Seq2[UK, UV]
-	// Clear removes the current key's map.
-	Clear()
 }
 
 // timerService holds an operator's event-time and processing-time timers
@@ -359,7 +337,7 @@ func (p *keyedProcessOperator[K, I, O]) open(t *task) error {
 	// before the upstream's first watermark after the restore is late, as
 	// it was in the run before the failure, rather than opening the window
 	// again.
-	p.ctx = KeyedContext[K, O]{op: &p.state, out: p.out, info: &p.info, watermark: p.restoredWm, timers: &p.timers}
+	p.ctx = KeyedContext[K, O]{scope: keyed.NewScope(&p.state), op: &p.state, out: p.out, info: &p.info, watermark: p.restoredWm, timers: &p.timers}
 	p.timers.wake = t.newTimer("processing-time timers", p.fireProcessingTimers)
 	// Restored processing-time timers: one already due fires at once.
 	p.timers.scheduleProcessing()
@@ -748,3 +726,7 @@ func (p *keyedProcessOperator[K, I, O]) snapshotState(id int64) ([]byte, error) 
 	}
 	return data, err
 }
+
+// scope is keyed.Scope under a name that keeps it out of KeyedContext's
+// documented fields.
+type scope = keyed.Scope

@@ -7,6 +7,8 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/splitflow/splitflow/runtime/state"
+
 	"github.com/splitflow/splitflow/connector"
 	"github.com/splitflow/splitflow/runtime/restart"
 )
@@ -14,8 +16,8 @@ import (
 // countPerKey keeps a running count per key in ValueState and the distinct
 // sequence numbers per key in MapState.
 type countPerKey struct {
-	count ValueState[int]
-	seqs  MapState[int, bool]
+	count state.ValueState[int]
+	seqs  state.MapState[int, bool]
 }
 
 type keyCount struct {
@@ -26,10 +28,10 @@ type keyCount struct {
 
 func (c *countPerKey) Open(ctx *KeyedContext[string, keyCount]) error {
 	var err error
-	if c.count, err = NewValueState[int]("count").Handle(ctx); err != nil {
+	if c.count, err = state.NewValueState[int]("count").Handle(ctx); err != nil {
 		return err
 	}
-	c.seqs, err = NewMapState[int, bool]("seqs").Handle(ctx)
+	c.seqs, err = state.NewMapState[int, bool]("seqs").Handle(ctx)
 	return err
 }
 
@@ -151,10 +153,10 @@ func TestKeyedProcessFuncsSetup(t *testing.T) {
 	src := &memSource[ev]{numSplits: 2, perSplit: 100, gen: genEv(4)}
 	ks := KeyBy(FromSource(env, src, "mem"), func(e ev) string { return e.Key })
 	res := KeyedProcessPerSubtask(ks, func() KeyedProcessFunction[string, ev, int] {
-		var count ValueState[int]
+		var count state.ValueState[int]
 		return KeyedProcessFuncs[string, ev, int]{
 			Setup: func(ctx *KeyedContext[string, int]) (err error) {
-				count, err = NewValueState[int]("count").Handle(ctx)
+				count, err = state.NewValueState[int]("count").Handle(ctx)
 				return err
 			},
 			Element: func(ctx *KeyedContext[string, int], _ ev) error {

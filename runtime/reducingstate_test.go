@@ -2,6 +2,8 @@ package runtime
 
 import (
 	"testing"
+
+	"github.com/splitflow/splitflow/runtime/state"
 )
 
 // ReducingState folds with its function and AggregatingState with its
@@ -9,9 +11,9 @@ import (
 // a checkpoint; the descriptor and the Get form reach one state.
 func TestReducingAndAggregatingState(t *testing.T) {
 	forEachUnitBackend(t, func(t *testing.T, sc stateConfig) {
-		maxOf := NewReducingState[int64]("max", func(a, b int64) int64 { return max(a, b) })
+		maxOf := state.NewReducingState[int64]("max", func(a, b int64) int64 { return max(a, b) })
 		type avg struct{ Sum, N int64 }
-		mean := NewAggregatingState[int64, avg, float64]("mean", Aggregator[int64, avg, float64]{
+		mean := state.NewAggregatingState[int64, avg, float64]("mean", state.Aggregator[int64, avg, float64]{
 			Create: func() avg { return avg{} },
 			Add:    func(a avg, v int64) avg { return avg{a.Sum + v, a.N + 1} },
 			Result: func(a avg) float64 { return float64(a.Sum) / float64(a.N) },
@@ -38,7 +40,7 @@ func TestReducingAndAggregatingState(t *testing.T) {
 			}
 		}
 		p.state.SetKey("b")
-		sum, err := NewReducingState[int64]("sum", func(a, b int64) int64 { return a + b }).Handle(ctx)
+		sum, err := state.NewReducingState[int64]("sum", func(a, b int64) int64 { return a + b }).Handle(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -65,7 +67,7 @@ func TestReducingAndAggregatingState(t *testing.T) {
 		if v, ok, err := mean.Get(ctx); err != nil || !ok || v != 16.0/3 {
 			t.Fatalf("restored mean of a = %v, %v, %v; want 16/3", v, ok, err)
 		}
-		agg, err := NewAggregatingState[int64, avg, float64]("mean", Aggregator[int64, avg, float64]{
+		agg, err := state.NewAggregatingState[int64, avg, float64]("mean", state.Aggregator[int64, avg, float64]{
 			Create: func() avg { return avg{} },
 			Add:    func(a avg, v int64) avg { return avg{a.Sum + v, a.N + 1} },
 			Result: func(a avg) float64 { return float64(a.Sum) / float64(a.N) },

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/splitflow/splitflow/runtime/state"
+
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/splitflow/splitflow/metrics"
@@ -16,39 +18,6 @@ import (
 type KV[K, V any] struct {
 	Key   K
 	Value V
-}
-
-// Aggregator folds records into an accumulator of type A and turns it
-// into a result of type R (Flink's AggregateFunction): the one spelling of
-// an aggregation, for a keyed stream's rolling Aggregate, a window's
-// WindowAggregate and NewAggregatingState. Create, Add and Result are
-// required; Merge, which combines the accumulators of two sessions that a
-// record joins, is needed by Session windows only and unused elsewhere.
-// The functions run on the task goroutine of the subtask that owns the
-// key, never concurrently, and must not keep the accumulator between
-// calls: it lives in keyed state, checkpointed in the encoding its serde
-// gives A (DefaultSerde unless chosen). Add may return its argument
-// changed or a new value; Merge may return either of its arguments
-// changed.
-type Aggregator[T, A, R any] struct {
-	Create func() A
-	Add    func(acc A, v T) A
-	Merge  func(a, b A) A
-	Result func(acc A) R
-}
-
-// missing names the required functions agg lacks, nil if none.
-func (agg Aggregator[T, A, R]) missing() []string {
-	var m []string
-	for _, f := range []struct {
-		name string
-		nil  bool
-	}{{"Create", agg.Create == nil}, {"Add", agg.Add == nil}, {"Result", agg.Result == nil}} {
-		if f.nil {
-			m = append(m, f.name)
-		}
-	}
-	return m
 }
 
 // Reduce emits, for every record, the running reduction of its key's
@@ -78,14 +47,14 @@ func Reduce[K comparable, T any](ks KeyedStream[K, T], fn func(a, b T) T, opts .
 // must follow DefaultSerde's rule; it is checkpointed and restored on
 // either state backend, also at another parallelism. With EmitLatest it
 // emits each changed key's latest result once per checkpoint instead.
-func Aggregate[K comparable, T, A, R any](ks KeyedStream[K, T], agg Aggregator[T, A, R], opts ...RollingOption) DataStream[KV[K, R]] {
+func Aggregate[K comparable, T, A, R any](ks KeyedStream[K, T], agg state.Aggregator[T, A, R], opts ...RollingOption) DataStream[KV[K, R]] {
 	ds := rolling(ks, "Aggregate", "aggregate", opts, func(acc A, has bool, v T) A {
 		if !has {
 			acc = agg.Create()
 		}
 		return agg.Add(acc, v)
 	}, func(k K, acc A) KV[K, R] { return KV[K, R]{Key: k, Value: agg.Result(acc)} })
-	for _, name := range agg.missing() {
+	for _, name := range agg.Missing() {
 		ds.node.errs = append(ds.node.errs, errNilFunction("aggregator's "+name))
 	}
 	return ds
@@ -238,7 +207,7 @@ type rollingFunc[K comparable, T, A, O any] struct {
 	name   string
 	step   func(acc A, has bool, v T) A
 	emit   func(k K, acc A) O
-	state  ValueState[A]
+	state  state.ValueState[A]
 	latest *latestSet[K, A] // nil: emit every update
 }
 

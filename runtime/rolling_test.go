@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/splitflow/splitflow/runtime/state"
+
 	"github.com/splitflow/splitflow/runtime/restart"
 )
 
@@ -80,7 +82,7 @@ func TestRollingAggregationsEmitRunningValues(t *testing.T) {
 			return Reduce(ks, func(a, b string) string { return a + b })
 		}, []string{"a", "aa", "aaa", "b", "bb", "c"}},
 		{"Aggregate", func(ks KeyedStream[string, string]) DataStream[string] {
-			return Map(Aggregate(ks, Aggregator[string, int, string]{
+			return Map(Aggregate(ks, state.Aggregator[string, int, string]{
 				Create: func() int { return 10 },
 				Add:    func(n int, _ string) int { return n + 1 },
 				Result: func(n int) string { return fmt.Sprint(n) },
@@ -100,7 +102,7 @@ func TestRollingAggregationsEmitRunningValues(t *testing.T) {
 // each refuses one without Create, Add or Result before anything runs,
 // naming what is missing (Merge is optional outside session windows).
 func TestAggregatorWithoutARequiredFunctionIsRefused(t *testing.T) {
-	noAdd := Aggregator[int64, int64, int64]{Create: func() int64 { return 0 }, Result: func(a int64) int64 { return a }}
+	noAdd := state.Aggregator[int64, int64, int64]{Create: func() int64 { return 0 }, Result: func(a int64) int64 { return a }}
 	env := NewEnvironment(WithLogger(discardLogger()))
 	ds := FromSource[int64, *rSplit, []*rSplit](env, &rangeSrc{splits: 1, perSplit: 1, readerFailAt: -1}, "range").UID("src")
 	SinkTo(Aggregate(KeyBy(ds, func(v int64) int64 { return v }), noAdd), newCollectSink[KV[int64, int64]]())
@@ -113,5 +115,5 @@ func TestAggregatorWithoutARequiredFunctionIsRefused(t *testing.T) {
 			t.Fatalf("NewAggregatingState without Add: panic %v, want one naming Add", r)
 		}
 	}()
-	NewAggregatingState[int64, int64, int64]("sum", noAdd)
+	state.NewAggregatingState[int64, int64, int64]("sum", noAdd)
 }

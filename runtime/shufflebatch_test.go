@@ -8,9 +8,12 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/splitflow/splitflow/runtime/state"
+
 	"github.com/splitflow/splitflow/connector"
 	"github.com/splitflow/splitflow/runtime/internal/engine"
 	"github.com/splitflow/splitflow/runtime/internal/slots"
+	"github.com/splitflow/splitflow/runtime/internal/statecodec"
 )
 
 // Records crossing a shuffle in batches come out as they went in: per
@@ -18,7 +21,7 @@ import (
 // included), a batch emitted when full, at a barrier and at the end of
 // input, nothing left buffered at a barrier.
 func TestShuffleBatchesKeepEveryRecordOrderAndTimestamp(t *testing.T) {
-	serde := DefaultSerde[string]()
+	serde := state.DefaultSerde[string]()
 	batches := &winOut[connector.ShuffleRecord]{}
 	part := func(v string) int32 { return int32(len(v) % 3) }
 	enc := newShuffleBatchOperator(opInfo{}, "c", 3, serde.Append, part, output[connector.ShuffleRecord](batches))
@@ -132,7 +135,7 @@ func markerRecord(t *testing.T, p int32, m slots.Marker) connector.ShuffleRecord
 // state as a restore does, emitting to log.
 func restoreAndAnnounce(t *testing.T, state []byte, log *eventLog[string], owner func(p, par int) int) *shuffleUnbatchOperator[string] {
 	t.Helper()
-	u := newShuffleUnbatchOperator(opInfo{}, "c", DefaultSerde[string]().Decode, output[string](log), 2, 4, owner)
+	u := newShuffleUnbatchOperator(opInfo{}, "c", statecodec.Default[string]().Decode, output[string](log), 2, 4, owner)
 	if err := u.restore(state); err != nil {
 		t.Fatal(err)
 	}
@@ -175,7 +178,7 @@ func shuffleEvents(t *testing.T, recs []connector.ShuffleRecord) string {
 // nothing while it knows no watermark; an end marker only when its input
 // really ended (maxWatermark), never when it was stopped.
 func TestShuffleMarkersFollowTheBatchesWhenEventTimeChanged(t *testing.T) {
-	serde := DefaultSerde[string]()
+	serde := state.DefaultSerde[string]()
 	recs := &winOut[connector.ShuffleRecord]{}
 	enc := newShuffleBatchOperator(opInfo{subtask: 2}, "c", 2, serde.Append, func(v string) int32 { return int32(len(v) % 2) }, output[connector.ShuffleRecord](recs))
 	step := func(what string, do func() error, want string) {
@@ -261,7 +264,7 @@ func TestShuffleMarkersFollowTheBatchesWhenEventTimeChanged(t *testing.T) {
 // own event time is dropped; a partition it does not read, and a slot
 // the job does not have, fail it.
 func TestShuffleDecodeEventTimeIsMinimumOverSlotsAndPartitions(t *testing.T) {
-	serde := DefaultSerde[string]()
+	serde := state.DefaultSerde[string]()
 	log := &eventLog[string]{}
 	// Upstream slots 0 and 1; subtask 0 of 2 reads partitions 0 and 2.
 	dec := newShuffleUnbatchOperator(opInfo{}, "c", serde.Decode, output[string](log), 2, 4, func(p, _ int) int { return p % 2 })
@@ -333,7 +336,7 @@ func TestShuffleDecodeEventTimeIsMinimumOverSlotsAndPartitions(t *testing.T) {
 // markers it had read: an upstream slot whose event time stopped moving
 // before the checkpoint does not hold it back, as it would a fresh one.
 func TestShuffleDecodeRestoredGoesOnFromItsMarkers(t *testing.T) {
-	serde := DefaultSerde[string]()
+	serde := state.DefaultSerde[string]()
 	owner := func(p, _ int) int { return p % 2 }
 	mk := func(p int32, slot int, w int64) connector.ShuffleRecord {
 		return markerRecord(t, p, slots.Marker{Kind: slots.WatermarkMarker, Slot: slot, Watermark: w})
@@ -412,7 +415,7 @@ func TestShuffleDecodeRestoredGoesOnFromItsMarkers(t *testing.T) {
 // 500 and the record at 300 read next was late; a window test on kfake
 // lost windows so about once in 15 runs.)
 func TestShuffleDecodeSlotMarkerInOnePartitionDoesNotPassItsRecordsInAnother(t *testing.T) {
-	serde := DefaultSerde[string]()
+	serde := state.DefaultSerde[string]()
 	log := &eventLog[string]{}
 	dec := newShuffleUnbatchOperator(opInfo{}, "c", serde.Decode, output[string](log), 2, 4, func(p, _ int) int { return p % 2 })
 	marker := func(p int32, m slots.Marker) connector.ShuffleRecord { return markerRecord(t, p, m) }
@@ -458,7 +461,7 @@ func TestShuffleDecodeSlotMarkerInOnePartitionDoesNotPassItsRecordsInAnother(t *
 // partition it owns, and only while its slot drains, so that its source
 // stops after everything written to it and not before.
 func TestSlotDrainingForASavepointStopsItsShuffleReaderOnlyAfterEveryUpstreamStopMarker(t *testing.T) {
-	serde := DefaultSerde[string]()
+	serde := state.DefaultSerde[string]()
 	ex := &execution{master: engine.NewMailbox(), log: slog.New(slog.DiscardHandler)}
 	tk := &task{ex: ex}
 	recs := &winOut[connector.ShuffleRecord]{}

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/splitflow/splitflow/runtime/state"
+
 	"github.com/splitflow/splitflow/runtime/restart"
 )
 
@@ -31,10 +33,10 @@ type (
 // wordTotalJob counts the records per key (v % 7) in a gob-encoded struct
 // state V, reached through total, and commits key*100000+count; Word
 // holds the key's name, and a restored Word that is not it fails the job.
-func wordTotalJob[V any](src *rangeSrc, store *txnStore, total func(*V) (*string, *int), stateOpts []StateOption, opts ...Option) *Environment {
+func wordTotalJob[V any](src *rangeSrc, store *txnStore, total func(*V) (*string, *int), stateOpts []state.Option, opts ...Option) *Environment {
 	env := NewEnvironment(append([]Option{WithParallelism(2), WithMaxParallelism(16), WithFlushTimeout(time.Millisecond),
 		WithLogger(discardLogger()), WithDrainTimeout(5 * time.Second), WithCheckpointInterval(5 * time.Millisecond)}, opts...)...)
-	desc := NewValueState[V]("word-total", stateOpts...)
+	desc := state.NewValueState[V]("word-total", stateOpts...)
 	ds := FromSource(env, src, "range").UID("src")
 	counts := KeyedProcess(KeyBy(ds, func(v int64) int64 { return v % 7 }), func(ctx *KeyedContext[int64, int64], v int64) error {
 		st, ok, err := desc.Get(ctx)
@@ -86,7 +88,7 @@ func TestRenamedStateFieldRefusesRestoreAddedFieldRestoresExactly(t *testing.T) 
 			src2 := &rangeSrc{splits: splits, perSplit: perSplit, delay: 200 * time.Microsecond, readerFailAt: -1}
 			err := wordTotalJob(src2, store, v2Fields, nil, WithCheckpointDir(t.TempDir()), WithRestoreFrom(sp.Path),
 				WithRestartStrategy(restart.FixedDelay(3, time.Millisecond)), backend()).Execute(testCtx(t), "renamed")
-			var se *StateSchemaError
+			var se *state.SchemaError
 			if !errors.As(err, &se) || se.State != "word-total" || se.Mismatch.Path != "Total" || !se.Mismatch.Removed ||
 				!strings.Contains(err.Error(), `state "word-total"`) || !strings.Contains(err.Error(), "field Total") {
 				t.Fatalf("restore with Total renamed to Sum: err = %v, want a *StateSchemaError naming state word-total and field Total", err)

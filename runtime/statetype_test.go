@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/splitflow/splitflow/runtime/state"
+
 	"github.com/splitflow/splitflow/runtime/restart"
 )
 
@@ -79,7 +81,7 @@ func stateTypeJob[K comparable](t *testing.T, key func(int64) K, declare func(*K
 
 // value and entry make the update of a declared state: it stores a zero
 // value for the current key.
-func value[V any](s ValueState[V], err error) (func(), error) {
+func value[V any](s state.ValueState[V], err error) (func(), error) {
 	if err != nil {
 		return nil, err
 	}
@@ -89,7 +91,7 @@ func value[V any](s ValueState[V], err error) (func(), error) {
 	}, nil
 }
 
-func entry[UK comparable, UV any](s MapState[UK, UV], err error) (func(), error) {
+func entry[UK comparable, UV any](s state.MapState[UK, UV], err error) (func(), error) {
 	if err != nil {
 		return nil, err
 	}
@@ -117,19 +119,19 @@ func TestStateTypeCheckedAtDeclaration(t *testing.T) {
 		describe func()
 		want     []string // in the error
 	}{
-		{"no exported fields", func() { NewValueState[opaqueCount]("count") },
+		{"no exported fields", func() { state.NewValueState[opaqueCount]("count") },
 			[]string{`state "count"`, "opaqueCount", "field n", "unexported"}},
-		{"an unexported field beside exported ones", func() { NewValueState[partialTotals]("totals") },
+		{"an unexported field beside exported ones", func() { state.NewValueState[partialTotals]("totals") },
 			[]string{`state "totals"`, "partialTotals", "field sum", "unexported"}},
-		{"an unexported field deep inside", func() { NewValueState[*outerState]("deep") },
+		{"an unexported field deep inside", func() { state.NewValueState[*outerState]("deep") },
 			[]string{`state "deep"`, "outerState", "field Inner[].y", "unexported"}},
-		{"a func field", func() { NewValueState[withFunc]("fn") },
+		{"a func field", func() { state.NewValueState[withFunc]("fn") },
 			[]string{`state "fn"`, "withFunc", "field Fn", "func"}},
-		{"a channel", func() { NewValueState[chan int]("ch") },
+		{"a channel", func() { state.NewValueState[chan int]("ch") },
 			[]string{`state "ch"`, "chan int"}},
-		{"a map state's value", func() { NewMapState[string, map[string]partialTotals]("byDay") },
+		{"a map state's value", func() { state.NewMapState[string, map[string]partialTotals]("byDay") },
 			[]string{`state "byDay"`, "map value type", "partialTotals.sum", "unexported"}},
-		{"a map state's key", func() { NewMapState[keyStruct, int]("byID") },
+		{"a map state's key", func() { state.NewMapState[keyStruct, int]("byID") },
 			[]string{`state "byID"`, "map key", "keyStruct", "field id"}},
 	}
 	for _, c := range refused {
@@ -139,7 +141,7 @@ func TestStateTypeCheckedAtDeclaration(t *testing.T) {
 				c.describe()
 				return nil
 			}()
-			err, ok := v.(*StateTypeError)
+			err, ok := v.(*state.TypeError)
 			if !ok {
 				t.Fatalf("panic %v (%T), want a *StateTypeError", v, v)
 			}
@@ -154,9 +156,9 @@ func TestStateTypeCheckedAtDeclaration(t *testing.T) {
 	// fails at once, without restarts.
 	t.Run("a key type", func(t *testing.T) {
 		err, opens := stateTypeJob(t, func(v int64) keyStruct { return keyStruct{id: byKey(v)} }, func(ctx *KeyedContext[keyStruct, int]) (func(), error) {
-			return value[int](NewValueState[int]("n").Handle(ctx))
+			return value[int](state.NewValueState[int]("n").Handle(ctx))
 		})
-		var ste *StateTypeError
+		var ste *state.TypeError
 		if !errors.As(err, &ste) || !strings.Contains(err.Error(), `state "n"`) || !strings.Contains(err.Error(), "key type") ||
 			!strings.Contains(err.Error(), "keyStruct") || !strings.Contains(err.Error(), "field id") {
 			t.Fatalf("Execute = %v, want a *StateTypeError naming the state, the key type and its field", err)
@@ -169,7 +171,7 @@ func TestStateTypeCheckedAtDeclaration(t *testing.T) {
 		err, opens := stateTypeJob(t, func(v int64) keyStruct { return keyStruct{id: byKey(v)} }, func(ctx *KeyedContext[keyStruct, int]) (func(), error) {
 			return func() { ctx.RegisterEventTimeTimer(1_000) }, nil
 		})
-		var ste *StateTypeError
+		var ste *state.TypeError
 		if !errors.As(err, &ste) || !strings.Contains(err.Error(), "timers/event-time") || !strings.Contains(err.Error(), "key type") ||
 			!strings.Contains(err.Error(), "field id") {
 			t.Fatalf("Execute = %v, want a *StateTypeError naming the timers, the key type and its field", err)
@@ -183,24 +185,24 @@ func TestStateTypeCheckedAtDeclaration(t *testing.T) {
 		declare func(*KeyedContext[string, int]) (func(), error)
 	}{
 		{"exported fields", func(ctx *KeyedContext[string, int]) (func(), error) {
-			return value[exported](NewValueState[exported]("a").Handle(ctx))
+			return value[exported](state.NewValueState[exported]("a").Handle(ctx))
 		}},
 		{"an empty struct", func(ctx *KeyedContext[string, int]) (func(), error) {
-			return value[noFields](NewValueState[noFields]("empty").Handle(ctx))
+			return value[noFields](state.NewValueState[noFields]("empty").Handle(ctx))
 		}},
 		{"a type that encodes itself", func(ctx *KeyedContext[string, int]) (func(), error) {
-			return value[marshaled](NewValueState[marshaled]("b").Handle(ctx))
+			return value[marshaled](state.NewValueState[marshaled]("b").Handle(ctx))
 		}},
 		{"time, slices and maps", func(ctx *KeyedContext[string, int]) (func(), error) {
-			a, err := value[time.Time](NewValueState[time.Time]("c").Handle(ctx))
+			a, err := value[time.Time](state.NewValueState[time.Time]("c").Handle(ctx))
 			if err != nil {
 				return nil, err
 			}
-			b, err := value[[]*exported](NewValueState[[]*exported]("d").Handle(ctx))
+			b, err := value[[]*exported](state.NewValueState[[]*exported]("d").Handle(ctx))
 			if err != nil {
 				return nil, err
 			}
-			c, err := entry[int64, map[string][]marshaled](NewMapState[int64, map[string][]marshaled]("e").Handle(ctx))
+			c, err := entry[int64, map[string][]marshaled](state.NewMapState[int64, map[string][]marshaled]("e").Handle(ctx))
 			return func() { a(); b(); c() }, err
 		}},
 	}

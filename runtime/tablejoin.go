@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"math"
 
+	"github.com/splitflow/splitflow/runtime/state"
+
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/splitflow/splitflow/connector"
@@ -173,8 +175,8 @@ type tableJoinFn[K comparable, A, V, O any] struct {
 	late    OutputTag[A]
 	lateSet bool
 
-	records  MapState[int64, []A]
-	versions MapState[int64, []V]
+	records  state.MapState[int64, []A]
+	versions state.MapState[int64, []V]
 
 	// stale collects the version timestamps a collapse removes, kept
 	// between calls so that a collapse allocates nothing.

@@ -4,6 +4,8 @@ import (
 	"strconv"
 	"testing"
 	"time"
+
+	"github.com/splitflow/splitflow/runtime/state"
 )
 
 // BenchmarkTTLValueState measures a ValueState[int64] read and write per
@@ -24,11 +26,11 @@ func BenchmarkTTLValueState(b *testing.B) {
 					sc = pebbleStateConfig(b)
 					sc.bufferEntries = 0 // the default buffer
 				}
-				var opts []StateOption
+				var opts []state.Option
 				if ttl {
-					opts = append(opts, WithTTL(time.Hour))
+					opts = append(opts, state.WithTTL(time.Hour))
 				}
-				d := NewValueState[int64]("bench-"+name, opts...)
+				d := state.NewValueState[int64]("bench-"+name, opts...)
 				p, stop, err := openKeyedOn(b, sc, nil, 1, 0, KeyedProcessFuncs[string, string, string]{
 					Element: func(*KeyedContext[string, string], string) error { return nil }})
 				if err != nil {

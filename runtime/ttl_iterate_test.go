@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"testing"
 	"time"
+
+	"github.com/splitflow/splitflow/runtime/state"
 )
 
 // Rule: a loop over All() of a map state keeps what its body writes and
@@ -17,14 +19,14 @@ func TestTTLMapKeepsWritesMadeWhileIterated(t *testing.T) {
 	forEachUnitBackend(t, func(t *testing.T, sc stateConfig) {
 		for _, c := range []struct {
 			name string
-			opts []StateOption
+			opts []state.Option
 		}{
 			{"no-ttl", nil},
-			{"ttl-on-write", []StateOption{WithTTL(time.Minute)}},
-			{"ttl-on-read", []StateOption{WithTTL(time.Minute, TTLOnReadAndWrite)}},
+			{"ttl-on-write", []state.Option{state.WithTTL(time.Minute)}},
+			{"ttl-on-read", []state.Option{state.WithTTL(time.Minute, state.TTLOnReadAndWrite)}},
 		} {
 			t.Run(c.name, func(t *testing.T) {
-				d := NewMapState[string, int64]("iter-"+c.name, c.opts...)
+				d := state.NewMapState[string, int64]("iter-"+c.name, c.opts...)
 				clock := &fakeClock{}
 				p, stop := openTTL(t, sc, nil, clock)
 				defer stop()
@@ -68,7 +70,7 @@ func TestTTLMapKeepsWritesMadeWhileIterated(t *testing.T) {
 // TTLOnReadAndWrite it renews none.
 func TestTTLMapLenRenewsNothing(t *testing.T) {
 	forEachUnitBackend(t, func(t *testing.T, sc stateConfig) {
-		d := NewMapState[string, int64]("len-ttl", WithTTL(time.Minute, TTLOnReadAndWrite))
+		d := state.NewMapState[string, int64]("len-ttl", state.WithTTL(time.Minute, state.TTLOnReadAndWrite))
 		clock := &fakeClock{}
 		p, stop := openTTL(t, sc, nil, clock)
 		defer stop()
@@ -100,7 +102,7 @@ func TestTTLHeapCleanupReachesEveryKey(t *testing.T) {
 	sc := stateConfig{backend: kindHeap}
 	const live, old, accesses = 20000, 2000, 20000
 	t.Run("value", func(t *testing.T) {
-		d := NewValueState[int64]("reach-v", WithTTL(time.Minute))
+		d := state.NewValueState[int64]("reach-v", state.WithTTL(time.Minute))
 		clock := &fakeClock{}
 		p, stop := openTTL(t, sc, nil, clock)
 		defer stop()
@@ -120,7 +122,7 @@ func TestTTLHeapCleanupReachesEveryKey(t *testing.T) {
 		}
 	})
 	t.Run("map", func(t *testing.T) {
-		d := NewMapState[string, int64]("reach-m", WithTTL(time.Minute))
+		d := state.NewMapState[string, int64]("reach-m", state.WithTTL(time.Minute))
 		clock := &fakeClock{}
 		p, stop := openTTL(t, sc, nil, clock)
 		defer stop()
@@ -148,7 +150,7 @@ func TestTTLHeapCleanupReachesEveryKey(t *testing.T) {
 		}
 	})
 	t.Run("list", func(t *testing.T) {
-		d := NewListState[int64]("reach-l", WithTTL(time.Minute))
+		d := state.NewListState[int64]("reach-l", state.WithTTL(time.Minute))
 		clock := &fakeClock{}
 		p, stop := openTTL(t, sc, nil, clock)
 		defer stop()

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/splitflow/splitflow/runtime/state"
+
 	"github.com/splitflow/splitflow/runtime/checkpoint"
 	"github.com/splitflow/splitflow/runtime/internal/pebblestate"
 )
@@ -38,7 +40,7 @@ func openTTL(t *testing.T, sc stateConfig, chk *checkpoint.Checkpoint, clock *fa
 	return p, stop
 }
 
-func getValue(t *testing.T, p *keyedProcessOperator[string, string, string], d *ValueStateDescriptor[int64], key string) (int64, bool) {
+func getValue(t *testing.T, p *keyedProcessOperator[string, string, string], d *state.ValueStateDescriptor[int64], key string) (int64, bool) {
 	t.Helper()
 	p.state.SetKey(key)
 	v, ok, err := d.Get(&p.ctx)
@@ -48,7 +50,7 @@ func getValue(t *testing.T, p *keyedProcessOperator[string, string, string], d *
 	return v, ok
 }
 
-func setValue(t *testing.T, p *keyedProcessOperator[string, string, string], d *ValueStateDescriptor[int64], key string, v int64) {
+func setValue(t *testing.T, p *keyedProcessOperator[string, string, string], d *state.ValueStateDescriptor[int64], key string, v int64) {
 	t.Helper()
 	p.state.SetKey(key)
 	if err := d.Set(&p.ctx, v); err != nil {
@@ -100,7 +102,7 @@ func stateEntryCount(t *testing.T, p *keyedProcessOperator[string, string, strin
 // update type), reads as absent from then on, and is removed.
 func TestTTLValueExpiresAfterWrite(t *testing.T) {
 	forEachUnitBackend(t, func(t *testing.T, sc stateConfig) {
-		d := NewValueState[int64]("ttl-count", WithTTL(time.Minute))
+		d := state.NewValueState[int64]("ttl-count", state.WithTTL(time.Minute))
 		clock := &fakeClock{}
 		p, stop := openTTL(t, sc, nil, clock)
 		defer stop()
@@ -136,7 +138,7 @@ func TestTTLValueExpiresAfterWrite(t *testing.T) {
 // 1m TTL keeps it for good; once left alone for a minute it expires.
 func TestTTLOnReadAndWriteKeepsReadValueAlive(t *testing.T) {
 	forEachUnitBackend(t, func(t *testing.T, sc stateConfig) {
-		d := NewValueState[int64]("ttl-read", WithTTL(time.Minute, TTLOnReadAndWrite))
+		d := state.NewValueState[int64]("ttl-read", state.WithTTL(time.Minute, state.TTLOnReadAndWrite))
 		clock := &fakeClock{}
 		p, stop := openTTL(t, sc, nil, clock)
 		defer stop()
@@ -158,7 +160,7 @@ func TestTTLOnReadAndWriteKeepsReadValueAlive(t *testing.T) {
 // and Contains see only the live ones.
 func TestTTLMapEntriesExpireOneByOne(t *testing.T) {
 	forEachUnitBackend(t, func(t *testing.T, sc stateConfig) {
-		d := NewMapState[string, int64]("ttl-map", WithTTL(time.Minute))
+		d := state.NewMapState[string, int64]("ttl-map", state.WithTTL(time.Minute))
 		clock := &fakeClock{}
 		p, stop := openTTL(t, sc, nil, clock)
 		defer stop()
@@ -214,8 +216,8 @@ func TestTTLMapEntriesExpireOneByOne(t *testing.T) {
 // absent.
 func TestTTLCheckpointAndRestore(t *testing.T) {
 	forEachUnitBackend(t, func(t *testing.T, sc stateConfig) {
-		d := NewValueState[int64]("ttl-v", WithTTL(time.Minute))
-		md := NewMapState[string, int64]("ttl-m", WithTTL(time.Minute))
+		d := state.NewValueState[int64]("ttl-v", state.WithTTL(time.Minute))
+		md := state.NewMapState[string, int64]("ttl-m", state.WithTTL(time.Minute))
 		clock := &fakeClock{}
 		p, stop := openTTL(t, sc, nil, clock)
 		for i := range 10 {
@@ -273,8 +275,8 @@ func TestTTLCheckpointAndRestore(t *testing.T) {
 // for value and map states.
 func TestTTLIncrementalCleanupOfUntouchedKeys(t *testing.T) {
 	forEachUnitBackend(t, func(t *testing.T, sc stateConfig) {
-		d := NewValueState[int64]("ttl-inc-v", WithTTL(time.Minute))
-		md := NewMapState[string, int64]("ttl-inc-m", WithTTL(time.Minute))
+		d := state.NewValueState[int64]("ttl-inc-v", state.WithTTL(time.Minute))
+		md := state.NewMapState[string, int64]("ttl-inc-m", state.WithTTL(time.Minute))
 		clock := &fakeClock{}
 		p, stop := openTTL(t, sc, nil, clock)
 		defer stop()
@@ -313,7 +315,7 @@ func TestTTLIncrementalCleanupOfUntouchedKeys(t *testing.T) {
 			t.Fatalf("%d map entries after the cleanup; want only the hot key's", n)
 		}
 		// Without incremental cleanup they stay until read.
-		off := NewValueState[int64]("ttl-off", WithTTL(time.Minute, TTLCleanupPerAccess(0)))
+		off := state.NewValueState[int64]("ttl-off", state.WithTTL(time.Minute, state.TTLCleanupPerAccess(0)))
 		clock.set(3 * time.Minute)
 		for i := range 50 {
 			setValue(t, p, off, fmt.Sprint("old", i), 1)
@@ -336,15 +338,15 @@ func TestTTLIncrementalCleanupOfUntouchedKeys(t *testing.T) {
 // declaration restores.
 func TestTTLTurnedOnOrOffRefusesRestore(t *testing.T) {
 	forEachUnitBackend(t, func(t *testing.T, sc stateConfig) {
-		plain := NewValueState[int64]("plain-v")
-		withTTL := NewValueState[int64]("ttl-v", WithTTL(time.Hour))
-		plainMap := NewMapState[string, int64]("plain-m")
-		ttlMap := NewMapState[string, int64]("ttl-m", WithTTL(time.Hour))
+		plain := state.NewValueState[int64]("plain-v")
+		withTTL := state.NewValueState[int64]("ttl-v", state.WithTTL(time.Hour))
+		plainMap := state.NewMapState[string, int64]("plain-m")
+		ttlMap := state.NewMapState[string, int64]("ttl-m", state.WithTTL(time.Hour))
 		clock := &fakeClock{}
 		p, stop := openTTL(t, sc, nil, clock)
 		setValue(t, p, plain, "a", 1)
 		setValue(t, p, withTTL, "a", 2)
-		for _, m := range []*MapStateDescriptor[string, int64]{plainMap, ttlMap} {
+		for _, m := range []*state.MapStateDescriptor[string, int64]{plainMap, ttlMap} {
 			if err := m.Put(&p.ctx, "e", 3); err != nil {
 				t.Fatal(err)
 			}
@@ -353,22 +355,22 @@ func TestTTLTurnedOnOrOffRefusesRestore(t *testing.T) {
 		stop()
 		for _, c := range []struct {
 			name, state, want string
-			get               func(ctx StateContext) error
+			get               func(ctx state.Context) error
 		}{
-			{"value: ttl turned on", "plain-v", "without a TTL", func(ctx StateContext) error {
-				_, _, err := NewValueState[int64]("plain-v", WithTTL(time.Hour)).Get(ctx)
+			{"value: ttl turned on", "plain-v", "without a TTL", func(ctx state.Context) error {
+				_, _, err := state.NewValueState[int64]("plain-v", state.WithTTL(time.Hour)).Get(ctx)
 				return err
 			}},
-			{"value: ttl turned off", "ttl-v", "with a TTL", func(ctx StateContext) error {
-				_, _, err := NewValueState[int64]("ttl-v").Get(ctx)
+			{"value: ttl turned off", "ttl-v", "with a TTL", func(ctx state.Context) error {
+				_, _, err := state.NewValueState[int64]("ttl-v").Get(ctx)
 				return err
 			}},
-			{"map: ttl turned on", "plain-m", "without a TTL", func(ctx StateContext) error {
-				_, _, err := NewMapState[string, int64]("plain-m", WithTTL(time.Hour)).Get(ctx, "e")
+			{"map: ttl turned on", "plain-m", "without a TTL", func(ctx state.Context) error {
+				_, _, err := state.NewMapState[string, int64]("plain-m", state.WithTTL(time.Hour)).Get(ctx, "e")
 				return err
 			}},
-			{"map: ttl turned off", "ttl-m", "with a TTL", func(ctx StateContext) error {
-				_, _, err := NewMapState[string, int64]("ttl-m").Get(ctx, "e")
+			{"map: ttl turned off", "ttl-m", "with a TTL", func(ctx state.Context) error {
+				_, _, err := state.NewMapState[string, int64]("ttl-m").Get(ctx, "e")
 				return err
 			}},
 		} {
@@ -389,7 +391,7 @@ func TestTTLTurnedOnOrOffRefusesRestore(t *testing.T) {
 		// A changed ttl restores: the value is 1 h old at most.
 		q, stopQ := openTTL(t, sc, chk, clock)
 		defer stopQ()
-		if v, ok := getValue(t, q, NewValueState[int64]("ttl-v", WithTTL(2*time.Hour, TTLOnReadAndWrite)), "a"); !ok || v != 2 {
+		if v, ok := getValue(t, q, state.NewValueState[int64]("ttl-v", state.WithTTL(2*time.Hour, state.TTLOnReadAndWrite)), "a"); !ok || v != 2 {
 			t.Fatalf("ttl-v restored with another ttl: %d, %v; want 2", v, ok)
 		}
 	})
@@ -404,13 +406,13 @@ func TestWithTTLInvalidPanics(t *testing.T) {
 		make func()
 		want string
 	}{
-		{"zero", func() { NewValueState[int64]("bad-zero", WithTTL(0)) }, `"bad-zero"`},
-		{"negative", func() { NewMapState[string, int64]("bad-neg", WithTTL(-time.Second)) }, `"bad-neg"`},
-		{"sub-millisecond", func() { NewValueState[int64]("bad-us", WithTTL(500*time.Microsecond)) }, "at least 1ms"},
-		{"cleanup size", func() { NewValueState[int64]("bad-n", WithTTL(time.Second, TTLCleanupPerAccess(-1))) }, `"bad-n"`},
-		{"list", func() { NewListState[int64]("bad-list", WithTTL(time.Microsecond)) }, `"bad-list"`},
+		{"zero", func() { state.NewValueState[int64]("bad-zero", state.WithTTL(0)) }, `"bad-zero"`},
+		{"negative", func() { state.NewMapState[string, int64]("bad-neg", state.WithTTL(-time.Second)) }, `"bad-neg"`},
+		{"sub-millisecond", func() { state.NewValueState[int64]("bad-us", state.WithTTL(500*time.Microsecond)) }, "at least 1ms"},
+		{"cleanup size", func() { state.NewValueState[int64]("bad-n", state.WithTTL(time.Second, state.TTLCleanupPerAccess(-1))) }, `"bad-n"`},
+		{"list", func() { state.NewListState[int64]("bad-list", state.WithTTL(time.Microsecond)) }, `"bad-list"`},
 		{"reducing", func() {
-			NewReducingState("bad-reduce", func(a, b int64) int64 { return a + b }, WithTTL(0))
+			state.NewReducingState("bad-reduce", func(a, b int64) int64 { return a + b }, state.WithTTL(0))
 		}, `"bad-reduce"`},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -429,7 +431,7 @@ func TestWithTTLInvalidPanics(t *testing.T) {
 // goes on writing, expiring and cleaning: under -race, the snapshot holds
 // the live values as of the freeze.
 func TestTTLSnapshotWhileCleaning(t *testing.T) {
-	d := NewValueState[int64]("ttl-race", WithTTL(time.Minute))
+	d := state.NewValueState[int64]("ttl-race", state.WithTTL(time.Minute))
 	clock := &fakeClock{}
 	p, stop := openTTL(t, stateConfig{backend: kindHeap}, nil, clock)
 	defer stop()

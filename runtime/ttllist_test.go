@@ -7,9 +7,11 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/splitflow/splitflow/runtime/state"
 )
 
-func ttlListOf(t *testing.T, p *keyedProcessOperator[string, string, string], d *ListStateDescriptor[int64], key string) []int64 {
+func ttlListOf(t *testing.T, p *keyedProcessOperator[string, string, string], d *state.ListStateDescriptor[int64], key string) []int64 {
 	t.Helper()
 	p.state.SetKey(key)
 	seq, err := d.Get(&p.ctx)
@@ -19,7 +21,7 @@ func ttlListOf(t *testing.T, p *keyedProcessOperator[string, string, string], d 
 	return slices.Collect(seq)
 }
 
-func addTo(t *testing.T, p *keyedProcessOperator[string, string, string], d *ListStateDescriptor[int64], key string, vs ...int64) {
+func addTo(t *testing.T, p *keyedProcessOperator[string, string, string], d *state.ListStateDescriptor[int64], key string, vs ...int64) {
 	t.Helper()
 	p.state.SetKey(key)
 	if err := d.AddAll(&p.ctx, vs); err != nil {
@@ -33,7 +35,7 @@ func addTo(t *testing.T, p *keyedProcessOperator[string, string, string], d *Lis
 // remove the expired ones; Update renews every element.
 func TestTTLListElementsExpireOneByOne(t *testing.T) {
 	forEachUnitBackend(t, func(t *testing.T, sc stateConfig) {
-		d := NewListState[int64]("ttl-list", WithTTL(time.Minute))
+		d := state.NewListState[int64]("ttl-list", state.WithTTL(time.Minute))
 		clock := &fakeClock{}
 		p, stop := openTTL(t, sc, nil, clock)
 		defer stop()
@@ -80,7 +82,7 @@ func TestTTLListElementsExpireOneByOne(t *testing.T) {
 // With TTLOnReadAndWrite a read renews every element it returns.
 func TestTTLListOnReadAndWriteRenewsReadElements(t *testing.T) {
 	forEachUnitBackend(t, func(t *testing.T, sc stateConfig) {
-		d := NewListState[int64]("ttl-list-rw", WithTTL(time.Minute, TTLOnReadAndWrite))
+		d := state.NewListState[int64]("ttl-list-rw", state.WithTTL(time.Minute, state.TTLOnReadAndWrite))
 		clock := &fakeClock{}
 		p, stop := openTTL(t, sc, nil, clock)
 		defer stop()
@@ -109,7 +111,7 @@ func TestTTLListOnReadAndWriteRenewsReadElements(t *testing.T) {
 // backends restored elements expire on their own time.
 func TestTTLListCheckpointAndRestore(t *testing.T) {
 	forEachUnitBackend(t, func(t *testing.T, sc stateConfig) {
-		d := NewListState[int64]("ttl-l", WithTTL(time.Minute))
+		d := state.NewListState[int64]("ttl-l", state.WithTTL(time.Minute))
 		clock := &fakeClock{}
 		p, stop := openTTL(t, sc, nil, clock)
 		for i := range 10 {
@@ -149,7 +151,7 @@ func TestTTLListCheckpointAndRestore(t *testing.T) {
 // state is used for another key, on both backends.
 func TestTTLListIncrementalCleanupOfUntouchedKeys(t *testing.T) {
 	forEachUnitBackend(t, func(t *testing.T, sc stateConfig) {
-		d := NewListState[int64]("ttl-inc-l", WithTTL(time.Minute))
+		d := state.NewListState[int64]("ttl-inc-l", state.WithTTL(time.Minute))
 		clock := &fakeClock{}
 		p, stop := openTTL(t, sc, nil, clock)
 		defer stop()
@@ -182,16 +184,16 @@ func TestTTLListTurnedOnOrOffRefusesRestore(t *testing.T) {
 	forEachUnitBackend(t, func(t *testing.T, sc stateConfig) {
 		clock := &fakeClock{}
 		p, stop := openTTL(t, sc, nil, clock)
-		addTo(t, p, NewListState[int64]("plain-l"), "a", 1)
-		addTo(t, p, NewListState[int64]("ttl-l", WithTTL(time.Hour)), "a", 2)
+		addTo(t, p, state.NewListState[int64]("plain-l"), "a", 1)
+		addTo(t, p, state.NewListState[int64]("ttl-l", state.WithTTL(time.Hour)), "a", 2)
 		chk := checkpointOf(t, p)
 		stop()
 		for _, c := range []struct {
 			state, want string
-			d           *ListStateDescriptor[int64]
+			d           *state.ListStateDescriptor[int64]
 		}{
-			{"plain-l", "without a TTL", NewListState[int64]("plain-l", WithTTL(time.Hour))},
-			{"ttl-l", "with a TTL", NewListState[int64]("ttl-l")},
+			{"plain-l", "without a TTL", state.NewListState[int64]("plain-l", state.WithTTL(time.Hour))},
+			{"ttl-l", "with a TTL", state.NewListState[int64]("ttl-l")},
 		} {
 			t.Run(c.state, func(t *testing.T) {
 				q, stop := openTTL(t, sc, chk, clock)
@@ -214,8 +216,8 @@ func TestTTLListTurnedOnOrOffRefusesRestore(t *testing.T) {
 // WithTTL gives their value a time to live as it does a ValueState's.
 func TestTTLReducingAndAggregatingStateExpire(t *testing.T) {
 	forEachUnitBackend(t, func(t *testing.T, sc stateConfig) {
-		sum := NewReducingState("ttl-sum", func(a, b int64) int64 { return a + b }, WithTTL(time.Minute))
-		avg := NewAggregatingState[int64, avgAcc, float64]("ttl-avg", avgOf, WithTTL(time.Minute))
+		sum := state.NewReducingState("ttl-sum", func(a, b int64) int64 { return a + b }, state.WithTTL(time.Minute))
+		avg := state.NewAggregatingState[int64, avgAcc, float64]("ttl-avg", avgOf, state.WithTTL(time.Minute))
 		clock := &fakeClock{}
 		p, stop := openTTL(t, sc, nil, clock)
 		defer stop()
@@ -254,7 +256,7 @@ func TestTTLReducingAndAggregatingStateExpire(t *testing.T) {
 type avgAcc struct{ Sum, N int64 }
 
 // avgOf is the mean of int64s.
-var avgOf = Aggregator[int64, avgAcc, float64]{
+var avgOf = state.Aggregator[int64, avgAcc, float64]{
 	Create: func() avgAcc { return avgAcc{} },
 	Add:    func(a avgAcc, v int64) avgAcc { return avgAcc{a.Sum + v, a.N + 1} },
 	Result: func(a avgAcc) float64 { return float64(a.Sum) / float64(a.N) },
@@ -273,51 +275,51 @@ func TestStateDeclaredTwiceWithOtherTTLRefused(t *testing.T) {
 			first, second func(ctx *KeyedContext[string, string]) error
 		}{
 			{"value: other ttl", "v1", func(ctx *KeyedContext[string, string]) error {
-				return NewValueState[int64]("v1", WithTTL(time.Minute)).Set(ctx, 1)
+				return state.NewValueState[int64]("v1", state.WithTTL(time.Minute)).Set(ctx, 1)
 			}, func(ctx *KeyedContext[string, string]) error {
-				_, _, err := NewValueState[int64]("v1", WithTTL(time.Hour)).Get(ctx)
+				_, _, err := state.NewValueState[int64]("v1", state.WithTTL(time.Hour)).Get(ctx)
 				return err
 			}},
 			{"value: other update type", "v2", func(ctx *KeyedContext[string, string]) error {
-				return NewValueState[int64]("v2", WithTTL(time.Minute)).Set(ctx, 1)
+				return state.NewValueState[int64]("v2", state.WithTTL(time.Minute)).Set(ctx, 1)
 			}, func(ctx *KeyedContext[string, string]) error {
-				_, _, err := NewValueState[int64]("v2", WithTTL(time.Minute, TTLOnReadAndWrite)).Get(ctx)
+				_, _, err := state.NewValueState[int64]("v2", state.WithTTL(time.Minute, state.TTLOnReadAndWrite)).Get(ctx)
 				return err
 			}},
 			{"value: a handle without ttl", "v3", func(ctx *KeyedContext[string, string]) error {
-				return NewValueState[int64]("v3", WithTTL(time.Minute)).Set(ctx, 1)
+				return state.NewValueState[int64]("v3", state.WithTTL(time.Minute)).Set(ctx, 1)
 			}, func(ctx *KeyedContext[string, string]) error {
-				_, err := NewValueState[int64]("v3").Handle(ctx)
+				_, err := state.NewValueState[int64]("v3").Handle(ctx)
 				return err
 			}},
 			{"value: descriptor with ttl after a handle without", "v4", func(ctx *KeyedContext[string, string]) error {
-				_, err := NewValueState[int64]("v4").Handle(ctx)
+				_, err := state.NewValueState[int64]("v4").Handle(ctx)
 				return err
 			}, func(ctx *KeyedContext[string, string]) error {
-				_, _, err := NewValueState[int64]("v4", WithTTL(time.Minute)).Get(ctx)
+				_, _, err := state.NewValueState[int64]("v4", state.WithTTL(time.Minute)).Get(ctx)
 				return err
 			}},
 			{"map: other ttl", "m1", func(ctx *KeyedContext[string, string]) error {
-				return NewMapState[string, int64]("m1", WithTTL(time.Minute)).Put(ctx, "k", 1)
+				return state.NewMapState[string, int64]("m1", state.WithTTL(time.Minute)).Put(ctx, "k", 1)
 			}, func(ctx *KeyedContext[string, string]) error {
-				_, err := NewMapState[string, int64]("m1").Handle(ctx)
+				_, err := state.NewMapState[string, int64]("m1").Handle(ctx)
 				return err
 			}},
 			{"list: other ttl", "l1", func(ctx *KeyedContext[string, string]) error {
-				return NewListState[int64]("l1", WithTTL(time.Minute)).Add(ctx, 1)
+				return state.NewListState[int64]("l1", state.WithTTL(time.Minute)).Add(ctx, 1)
 			}, func(ctx *KeyedContext[string, string]) error {
-				return NewListState[int64]("l1", WithTTL(2*time.Minute)).Add(ctx, 1)
+				return state.NewListState[int64]("l1", state.WithTTL(2*time.Minute)).Add(ctx, 1)
 			}},
 			{"list: a handle without ttl", "l2", func(ctx *KeyedContext[string, string]) error {
-				return NewListState[int64]("l2", WithTTL(time.Minute)).Add(ctx, 1)
+				return state.NewListState[int64]("l2", state.WithTTL(time.Minute)).Add(ctx, 1)
 			}, func(ctx *KeyedContext[string, string]) error {
-				_, err := NewListState[int64]("l2").Handle(ctx)
+				_, err := state.NewListState[int64]("l2").Handle(ctx)
 				return err
 			}},
 			{"reducing: other ttl than its value state", "r1", func(ctx *KeyedContext[string, string]) error {
-				return NewValueState[int64]("r1", WithTTL(time.Minute)).Set(ctx, 1)
+				return state.NewValueState[int64]("r1", state.WithTTL(time.Minute)).Set(ctx, 1)
 			}, func(ctx *KeyedContext[string, string]) error {
-				_, err := NewReducingState("r1", func(a, b int64) int64 { return a + b }).Handle(ctx)
+				_, err := state.NewReducingState("r1", func(a, b int64) int64 { return a + b }).Handle(ctx)
 				return err
 			}},
 		} {
@@ -342,10 +344,10 @@ func TestStateDeclaredTwiceWithOtherTTLRefused(t *testing.T) {
 		p, stop := openTTL(t, sc, nil, &fakeClock{})
 		defer stop()
 		p.state.SetKey("a")
-		if err := NewValueState[int64]("same", WithTTL(time.Minute)).Set(&p.ctx, 7); err != nil {
+		if err := state.NewValueState[int64]("same", state.WithTTL(time.Minute)).Set(&p.ctx, 7); err != nil {
 			t.Fatal(err)
 		}
-		if v, ok, err := NewValueState[int64]("same", WithTTL(time.Minute)).Get(&p.ctx); err != nil || !ok || v != 7 {
+		if v, ok, err := state.NewValueState[int64]("same", state.WithTTL(time.Minute)).Get(&p.ctx); err != nil || !ok || v != 7 {
 			t.Fatalf("the same state through a second descriptor with the same TTL: %d, %v, %v; want 7", v, ok, err)
 		}
 	})

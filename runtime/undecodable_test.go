@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/splitflow/splitflow/runtime/state"
+
 	"github.com/splitflow/splitflow/connector/datagen"
 	"github.com/splitflow/splitflow/runtime"
 )
@@ -55,7 +57,7 @@ func TestUndecodableStateValueFailsTheJobWithoutRestarts(t *testing.T) {
 				env := runtime.NewEnvironment(runtime.WithParallelism(2), runtime.WithCheckpointDir(chk),
 					runtime.WithCheckpointInterval(50*time.Millisecond), runtime.WithStateBackend(backend(t)),
 					runtime.WithJobListener(l), runtime.WithLogger(quiet))
-				total := runtime.NewValueState[int64]("total", runtime.WithSerde[int64](serde))
+				total := state.NewValueState[int64]("total", state.WithSerde[int64](serde))
 				ds := runtime.FromSource(env, src, "numbers").UID("numbers")
 				sums := runtime.KeyedProcess(runtime.KeyBy(ds, func(i int64) int64 { return i % 10 }),
 					func(ctx *runtime.KeyedContext[int64, string], i int64) error {

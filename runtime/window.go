@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/splitflow/splitflow/runtime/state"
+
 	"github.com/splitflow/splitflow/runtime/window"
 )
 
@@ -160,9 +162,9 @@ type reduceAcc[T any] struct {
 
 // WindowAggregate folds each window's records with agg and emits
 // agg.Result of the accumulator.
-func WindowAggregate[K comparable, T, A, R any](ws WindowedStream[K, T], agg Aggregator[T, A, R]) DataStream[window.Result[K, R]] {
+func WindowAggregate[K comparable, T, A, R any](ws WindowedStream[K, T], agg state.Aggregator[T, A, R]) DataStream[window.Result[K, R]] {
 	var errs []error
-	for _, name := range agg.missing() {
+	for _, name := range agg.Missing() {
 		errs = append(errs, errNilFunction("aggregator's "+name))
 	}
 	if agg.Merge == nil && ws.assigner.IsSession() {

@@ -3,6 +3,8 @@ package runtime
 import (
 	"testing"
 
+	"github.com/splitflow/splitflow/runtime/state"
+
 	"github.com/splitflow/splitflow/runtime/checkpoint"
 	"github.com/splitflow/splitflow/runtime/internal/engine"
 )
@@ -156,7 +158,7 @@ func (w *winOp[K, T, O]) keysInState(t testing.TB, keys []K) int {
 				has = true
 				pairs++
 			}
-			if v, ok := s.(ValueState[int64]); ok {
+			if v, ok := s.(state.ValueState[int64]); ok {
 				if _, ok := v.Value(); ok {
 					has = true
 					pairs++

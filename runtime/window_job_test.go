@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/splitflow/splitflow/runtime/state"
+
 	"github.com/splitflow/splitflow/runtime/restart"
 	"github.com/splitflow/splitflow/runtime/watermark"
 	"github.com/splitflow/splitflow/runtime/window"
@@ -115,7 +117,7 @@ func BenchmarkWindowTumblingCount(b *testing.B) {
 			}
 		})
 		b.Run(string(backend)+"/keyed-count", func(b *testing.B) {
-			var count ValueState[int64]
+			var count state.ValueState[int64]
 			p, stop, err := openKeyedOn(b, benchStateConfig(b, backend), nil, 1, 0, benchCount(&count))
 			if err != nil {
 				b.Fatal(err)

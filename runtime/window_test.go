@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/splitflow/splitflow/runtime/state"
+
 	"github.com/splitflow/splitflow/runtime/checkpoint"
 	"github.com/splitflow/splitflow/runtime/internal/engine"
 	"github.com/splitflow/splitflow/runtime/internal/keygroup"
@@ -32,7 +34,7 @@ const clockBase = int64(1<<50) / 1000 * 1000 // a processing time the wall clock
 func TestSessionRecordBridgingTwoSessionsMergesThem(t *testing.T) {
 	for _, b := range stateBackends {
 		t.Run(string(b), func(t *testing.T) {
-			sum := Aggregator[kv, int64, int64]{
+			sum := state.Aggregator[kv, int64, int64]{
 				Create: func() int64 { return 0 },
 				Add:    func(acc int64, r kv) int64 { return acc + r.V },
 				Merge:  func(a, b int64) int64 { return a + b },
@@ -120,7 +122,7 @@ func TestMergedSessionRecordsReachProcessInArrivalOrder(t *testing.T) {
 // Merge is refused when the job is built.
 func TestSessionAggregateWithoutMergeIsRefused(t *testing.T) {
 	ds := winStream(kvKey, func(ks KeyedStream[string, kv]) DataStream[window.Result[string, int64]] {
-		return WindowAggregate(Window(ks, window.Session(time.Second)), Aggregator[kv, int64, int64]{
+		return WindowAggregate(Window(ks, window.Session(time.Second)), state.Aggregator[kv, int64, int64]{
 			Create: func() int64 { return 0 }, Add: func(a int64, _ kv) int64 { return a }, Result: func(a int64) int64 { return a }})
 	})
 	if len(ds.node.errs) == 0 || !strings.Contains(ds.node.errs[0].Error(), "Merge") {

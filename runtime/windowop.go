@@ -7,6 +7,8 @@ import (
 	"slices"
 	"time"
 
+	"github.com/splitflow/splitflow/runtime/state"
+
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/splitflow/splitflow/connector"
@@ -132,10 +134,10 @@ type windowFn[K comparable, T, A, O any] struct {
 	late    OutputTag[T]
 	lateSet bool
 
-	contents MapState[int64, A]
-	ends     MapState[int64, int64]
-	counts   ValueState[int64]
-	records  ListState[windowRecord[T]]
+	contents state.MapState[int64, A]
+	ends     state.MapState[int64, int64]
+	counts   state.ValueState[int64]
+	records  state.ListState[windowRecord[T]]
 
 	// dropped counts the records dropped as later than the allowed
 	// lateness (droppedLate, for tests, and the metric).

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"log/slog"
 
+	"github.com/splitflow/splitflow/runtime/state"
+
 	"github.com/hamba/avro/v2"
 	"github.com/splitflow/splitflow/connector/kafka"
 	"github.com/splitflow/splitflow/connector/kafka/registry"
@@ -83,7 +85,7 @@ func runJob(ctx context.Context, o options, seeds []string, reg *registry.Client
 		return keyedSum{Customer: ord.Customer, Sum: sum{Orders: 1, AmountCents: ord.AmountCents}}, nil
 	}).Name("amount").UID("amount").Parallelism(sourcePar)
 	byCustomer := runtime.KeyBy(amounts, func(k keyedSum) string { return k.Customer })
-	sums := runtime.WindowAggregate(runtime.Window(byCustomer, window.Tumbling(o.window)), runtime.Aggregator[keyedSum, sum, sum]{
+	sums := runtime.WindowAggregate(runtime.Window(byCustomer, window.Tumbling(o.window)), state.Aggregator[keyedSum, sum, sum]{
 		Create: func() sum { return sum{} },
 		Add: func(a sum, k keyedSum) sum {
 			return sum{Orders: a.Orders + k.Sum.Orders, AmountCents: a.AmountCents + k.Sum.AmountCents}

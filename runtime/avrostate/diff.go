@@ -11,7 +11,7 @@ import (
 
 // IncompatibleError is Resolve's refusal: the checkpoint's schema (the
 // writer's) cannot be read as the serde's (the reader's) by Avro's rules.
-// runtime wraps it in a *runtime.IncompatibleSchemaError naming the
+// runtime wraps it in a *state.IncompatibleSchemaError naming the
 // state.
 type IncompatibleError struct {
 	// Blocking are the differences Avro cannot resolve; Others the ones

@@ -3,7 +3,7 @@
 //
 // A state declared with WithSerde(avrostate.Must[T](schema)) writes its
 // values in Avro's binary encoding under schema, and runtime records the
-// schema in every checkpoint (the serde is a runtime.SchemaSerde). A job
+// schema in every checkpoint (the serde is a state.SchemaSerde). A job
 // restored from such a checkpoint with a changed schema reads each value
 // under the schema it was written with, resolved to the schema now: a
 // field added with a default reads as its default, a field renamed with
@@ -11,7 +11,7 @@
 // field is dropped, and int, long and float widen. What Avro cannot
 // resolve (a field added without a default, a type it cannot promote, a
 // record renamed without an alias) fails the restore, without restarts,
-// with a *runtime.IncompatibleSchemaError naming the state, every
+// with a *state.IncompatibleSchemaError naming the state, every
 // difference between the two schemas and what to do. This works alike
 // on the heap and pebble backends, for checkpoints and savepoints, for
 // ValueState, ListState elements and MapState values (a map key's serde
@@ -26,7 +26,7 @@
 // finds, built when the state is declared.
 //
 // A package of its own, not a part of runtime: runtime defines what a
-// schema serde is (runtime.SchemaSerde) and imports no format, so a job
+// schema serde is (state.SchemaSerde) and imports no format, so a job
 // without Avro state does not link hamba/avro, and another format could
 // implement the same interface. Not under connector/kafka/registry
 // either: state has nothing to do with Kafka or a schema registry; the

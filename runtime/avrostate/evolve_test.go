@@ -16,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/splitflow/splitflow/runtime/state"
+
 	"github.com/splitflow/splitflow/connector/datagen"
 	"github.com/splitflow/splitflow/connector/file"
 	"github.com/splitflow/splitflow/runtime"
@@ -136,10 +138,10 @@ func profileJob[V any](t *testing.T, ver version[V], out string, r run) *runtime
 		runtime.WithCheckpointInterval(40 * time.Millisecond), runtime.WithLogger(quiet),
 		// No failure is planned: one fails the test at once.
 		runtime.WithRestartStrategy(restart.None())}, r.opts...)...)
-	profile := runtime.NewValueState[V]("profile", runtime.WithSerde[V](ver.serde))
-	byParity := runtime.NewMapState[string, V]("by-parity", runtime.WithSerde[V](ver.serde))
-	first := runtime.NewListState[V]("first", runtime.WithSerde[V](ver.serde))
-	latest := runtime.NewValueState[V]("latest", runtime.WithSerde[V](ver.serde), runtime.WithTTL(time.Hour))
+	profile := state.NewValueState[V]("profile", state.WithSerde[V](ver.serde))
+	byParity := state.NewMapState[string, V]("by-parity", state.WithSerde[V](ver.serde))
+	first := state.NewListState[V]("first", state.WithSerde[V](ver.serde))
+	latest := state.NewValueState[V]("latest", state.WithSerde[V](ver.serde), state.WithTTL(time.Hour))
 	ds := runtime.FromSource(env, src, "records").UID("records")
 	lines := runtime.KeyedProcess(runtime.KeyBy(ds, func(i int64) string { return keyOf(i) }),
 		func(ctx *runtime.KeyedContext[string, string], i int64) error {
@@ -438,7 +440,7 @@ func TestSavepointOfOneSchemaRestoresIntoTheNextAtAnotherParallelism(t *testing.
 // Rule: a restore into a schema Avro cannot read the checkpoint's as (a
 // field added without a default, a long made a string) is refused, the
 // job failing without restarts and committing nothing, with a
-// *runtime.IncompatibleSchemaError that names the state and the field
+// *state.IncompatibleSchemaError that names the state and the field
 // and says what to do; the checkpoint stays, and v2 restores from it.
 func TestStateSchemaAvroCannotResolveRefusesTheRestore(t *testing.T) {
 	for name, backend := range backends(t) {
@@ -456,7 +458,7 @@ func TestStateSchemaAvroCannotResolveRefusesTheRestore(t *testing.T) {
 				{profileJob(t, retyped, out, run{opts: []runtime.Option{runtime.WithCheckpointDir(chk), backend()}}), `field "count" was long and is now string`},
 			} {
 				err := refused.env.Execute(context.Background(), "profiles")
-				var ie *runtime.IncompatibleSchemaError
+				var ie *state.IncompatibleSchemaError
 				if !errors.As(err, &ie) || !slices.Contains([]string{"profile", "by-parity", "first"}, ie.State) ||
 					!strings.Contains(err.Error(), fmt.Sprintf("state %q", ie.State)) || !strings.Contains(err.Error(), refused.field) ||
 					!strings.Contains(err.Error(), "Give every new field a default") {

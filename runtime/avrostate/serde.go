@@ -6,9 +6,10 @@ import (
 	"fmt"
 	"reflect"
 
+	"github.com/splitflow/splitflow/runtime/state"
+
 	"github.com/hamba/avro/v2"
 	"github.com/splitflow/splitflow/internal/avrocodec"
-	"github.com/splitflow/splitflow/runtime"
 )
 
 // Name is the Name of every Serde of this package, which checkpoints
@@ -18,7 +19,7 @@ const Name = "splitflow/avro"
 
 // Serde writes values of T in Avro's binary encoding under its schema,
 // and reads values written under an earlier schema of the state by Avro's
-// resolution rules (runtime.SchemaSerde). It is safe for concurrent use.
+// resolution rules (state.SchemaSerde). It is safe for concurrent use.
 type Serde[T any] struct {
 	text   string
 	schema avro.Schema
@@ -70,15 +71,15 @@ func Must[T any](schema string) *Serde[T] {
 	return s
 }
 
-var _ runtime.SchemaSerde[struct{}] = (*Serde[struct{}])(nil)
+var _ state.SchemaSerde[struct{}] = (*Serde[struct{}])(nil)
 
-// Name implements runtime.Serde.
+// Name implements state.Serde.
 func (s *Serde[T]) Name() string { return Name }
 
-// Schema implements runtime.SchemaSerde: the schema's text, compacted.
+// Schema implements state.SchemaSerde: the schema's text, compacted.
 func (s *Serde[T]) Schema() string { return s.text }
 
-// Append implements runtime.Serde: v's Avro binary encoding.
+// Append implements state.Serde: v's Avro binary encoding.
 func (s *Serde[T]) Append(dst []byte, v T) ([]byte, error) {
 	dst, err := s.enc.Append(dst, nil, v)
 	if err != nil {
@@ -87,7 +88,7 @@ func (s *Serde[T]) Append(dst []byte, v T) ([]byte, error) {
 	return dst, nil
 }
 
-// Decode implements runtime.Serde: b is a value Append wrote under the
+// Decode implements state.Serde: b is a value Append wrote under the
 // serde's schema.
 func (s *Serde[T]) Decode(b []byte) (T, error) { return s.decode(s.dec, s.pooled, b) }
 
@@ -99,7 +100,7 @@ func (s *Serde[T]) decode(dec avro.ValDecoder, pooled bool, b []byte) (T, error)
 	return v, nil
 }
 
-// Resolve implements runtime.SchemaSerde: the decoder of values written
+// Resolve implements state.SchemaSerde: the decoder of values written
 // under the schema writer, resolved to the serde's by Avro's rules, or an
 // error listing how the schemas differ and what to do.
 func (s *Serde[T]) Resolve(writer string) (func([]byte) (T, error), error) {

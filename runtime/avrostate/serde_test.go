@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/splitflow/splitflow/runtime"
+	"github.com/splitflow/splitflow/runtime/state"
 )
 
 // Three versions of one state type, and two that Avro cannot read the
@@ -139,7 +139,7 @@ func TestMapKeySchemaSerdeRefusedAtDeclaration(t *testing.T) {
 			t.Fatalf("recover() = %v, want a panic naming the state", r)
 		}
 	}()
-	runtime.NewMapState[profileV1, int64]("by-profile", runtime.WithMapKeySerde[profileV1](Must[profileV1](schemaV1)))
+	state.NewMapState[profileV1, int64]("by-profile", state.WithMapKeySerde[profileV1](Must[profileV1](schemaV1)))
 }
 
 // BenchmarkSerde compares Append and Decode of a small record with
@@ -148,11 +148,11 @@ func BenchmarkSerde(b *testing.B) {
 	v := profileV2{Name: "customer-000042", Count: 123456, Tier: "gold"}
 	for _, s := range []struct {
 		name  string
-		serde runtime.Serde[profileV2]
+		serde state.Serde[profileV2]
 	}{
 		{"avrostate", Must[profileV2](schemaV2)},
-		{"default-gob", runtime.DefaultSerde[profileV2]()},
-		{"json", runtime.JSONSerde[profileV2]()},
+		{"default-gob", state.DefaultSerde[profileV2]()},
+		{"json", state.JSONSerde[profileV2]()},
 	} {
 		b.Run(s.name+"/append", func(b *testing.B) {
 			var buf []byte

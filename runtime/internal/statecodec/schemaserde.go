@@ -42,9 +42,9 @@ import (
 // subtasks restored at different schemas end up in one DB after a
 // rescale.
 
-// SchemaSerde is runtime.SchemaSerde, whose documentation a job reads: a
+// SchemaSerde is state.SchemaSerde, whose documentation a job reads: a
 // Serde whose encoding is described by a schema that it can read under
-// another. It has runtime.SchemaSerde's methods, so that each converts to
+// another. It has state.SchemaSerde's methods, so that each converts to
 // the other, and a job's implementation needs nothing of this package.
 type SchemaSerde[T any] interface {
 	Serde[T]
@@ -55,7 +55,7 @@ type SchemaSerde[T any] interface {
 	Resolve(writer string) (func(b []byte) (T, error), error)
 }
 
-// IncompatibleSchemaError is runtime.IncompatibleSchemaError, whose
+// IncompatibleSchemaError is state.IncompatibleSchemaError, whose
 // documentation a job reads: a restore refused because a state's serde
 // cannot read a recorded schema. The two have the same fields, so that
 // runtime converts one to the other, and runtime's Error is this one.

@@ -165,9 +165,9 @@ func (c Codec[T]) Desc() string {
 	return string(b)
 }
 
-// Serde is runtime.Serde, whose documentation a job reads: the encoding
+// Serde is state.Serde, whose documentation a job reads: the encoding
 // of one value of T in checkpoints, built in or the job's own. It has
-// runtime.Serde's methods, so that each converts to the other (runtime
+// state.Serde's methods, so that each converts to the other (runtime
 // checks that it compiles), and a serde a job implements needs nothing of
 // this package. Methods may be called from any goroutine at once (the
 // heap backend encodes snapshots off the task goroutine).
@@ -195,14 +195,14 @@ func (b builtinSerde[T]) Append(dst []byte, v T) ([]byte, error) { return Append
 func (b builtinSerde[T]) Decode(data []byte) (T, error)          { return ReadOne(data, b.c) }
 func (b builtinSerde[T]) codec() Codec[T]                        { return b.c }
 
-// Default is runtime.DefaultSerde: the built-in codec For chooses, as a
+// Default is state.DefaultSerde: the built-in codec For chooses, as a
 // Serde.
 func Default[T any]() Serde[T] { return builtinSerde[T]{For[T]()} }
 
-// Gob is runtime.GobSerde: encoding/gob, whatever T is.
+// Gob is state.GobSerde: encoding/gob, whatever T is.
 func Gob[T any]() Serde[T] { return builtinSerde[T]{Codec[T]{ID: IDGob}} }
 
-// JSON is runtime.JSONSerde: encoding/json, with T checked by
+// JSON is state.JSONSerde: encoding/json, with T checked by
 // checkJSONType when a state is declared with it.
 func JSON[T any]() Serde[T] { return jsonSerde[T]{} }
 

@@ -230,7 +230,7 @@ func CheckShape(name string, recorded [][]byte, now DeclaredShape, dropped []str
 	return nil
 }
 
-// StateSchemaError is runtime.StateSchemaError, whose documentation a
+// StateSchemaError is state.SchemaError, whose documentation a
 // job reads: a restore refused because a state's type lost or changed a
 // field. The two have the same fields, so that runtime converts one to
 // the other, and runtime's Error is this one.

@@ -18,7 +18,7 @@ import (
 // So the types of a state are checked when the state is declared, and a
 // type that would not come back whole fails the job there.
 
-// StateTypeError is runtime.StateTypeError, whose documentation a job
+// StateTypeError is state.TypeError, whose documentation a job
 // reads: why a state's type cannot be declared. The two have the same
 // fields, so that runtime converts one to the other, and runtime's Error
 // is this one.

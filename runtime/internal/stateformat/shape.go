@@ -386,7 +386,7 @@ func compare(was, now *Shape, path string, seen map[[2]*Shape]bool, out *[]Misma
 // StateShape is what a checkpoint records of one state: the shape of each
 // of its roles ("value type", "map key type", ...) whose encoding matches
 // fields by name, with that encoding, and the writer schemas of each role
-// encoded by a schema serde (runtime.SchemaSerde: Encoding SchemaEncoding,
+// encoded by a schema serde (state.SchemaSerde: Encoding SchemaEncoding,
 // Schema the text, one line per schema its values may carry). Roles in
 // other encodings are not recorded: the codec recorded with the data
 // guards them.

@@ -14,6 +14,7 @@ import (
 	"github.com/splitflow/splitflow/connector/base"
 	"github.com/splitflow/splitflow/runtime"
 	"github.com/splitflow/splitflow/runtime/restart"
+	"github.com/splitflow/splitflow/runtime/state"
 	"github.com/splitflow/splitflow/runtime/watermark"
 )
 
@@ -29,6 +30,7 @@ var (
 	_ connector.Split
 	_ = base.JSONSerializer[struct{ connector.Split }]
 	_ = runtime.NewEnvironment
+	_ = state.NewValueState[int]
 	_ = watermark.Max
 	_ = restart.None
 )

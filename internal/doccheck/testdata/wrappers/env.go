@@ -13,6 +13,7 @@ import (
 	"github.com/splitflow/splitflow/connector/datagen"
 	"github.com/splitflow/splitflow/runtime"
 	"github.com/splitflow/splitflow/runtime/restart"
+	"github.com/splitflow/splitflow/runtime/state"
 	"github.com/splitflow/splitflow/runtime/watermark"
 )
 
@@ -26,6 +27,7 @@ var (
 	_ connector.Split
 	_ = datagen.WithSeed
 	_ = runtime.NewEnvironment
+	_ = state.NewValueState[int]
 	_ = watermark.Max
 	_ = restart.None
 )

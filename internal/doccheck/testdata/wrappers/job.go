@@ -21,6 +21,7 @@ import (
 	"github.com/splitflow/splitflow/connector/postgres/cdc"
 	"github.com/splitflow/splitflow/runtime"
 	"github.com/splitflow/splitflow/runtime/restart"
+	"github.com/splitflow/splitflow/runtime/state"
 	"github.com/splitflow/splitflow/runtime/status"
 	"github.com/splitflow/splitflow/runtime/watermark"
 	"github.com/splitflow/splitflow/runtime/window"
@@ -44,6 +45,7 @@ var (
 	_ = postgres.NewSink[string]
 	_ = cdc.NewSource
 	_ = runtime.NewEnvironment
+	_ = state.NewValueState[int]
 	_ = watermark.Max
 	_ = window.Tumbling
 	_ = restart.None

@@ -9,6 +9,7 @@ import (
 	"github.com/splitflow/splitflow/connector/kafka"
 	"github.com/splitflow/splitflow/runtime"
 	"github.com/splitflow/splitflow/runtime/restart"
+	"github.com/splitflow/splitflow/runtime/state"
 	"github.com/splitflow/splitflow/runtime/watermark"
 )
 
@@ -18,6 +19,7 @@ var (
 	_ connector.Split
 	_ = kafka.StringValues
 	_ = runtime.NewEnvironment
+	_ = state.NewValueState[int]
 	_ = watermark.Max
 	_ = restart.None
 )

@@ -1,4 +1,4 @@
-package runtime
+package state
 
 import (
 	"fmt"
@@ -30,14 +30,16 @@ import (
 // K's own encoding (viewBoxed). Either way the checkpointed bytes are
 // those a state declared over K itself would have.
 
-// StateContext is the context a descriptor's state is reached through:
-// the *KeyedContext of a keyed function (KeyedProcess, KeyedProcessPerSubtask), in
-// ProcessElement, OnTimer or Open. It is implemented by KeyedContext only.
-type StateContext interface {
-	keyedHost() keyed.Host
-}
+// Context is the context a descriptor's state is reached through:
+// the *runtime.KeyedContext of a keyed function (runtime.KeyedProcess,
+// KeyedProcessPerSubtask, KeyedCoProcess), in ProcessElement, OnTimer or
+// Open. It is implemented by runtime.KeyedContext only.
+type Context interface{ scoped }
 
-func (c *KeyedContext[K, O]) keyedHost() keyed.Host { return c.op }
+// scoped is unexported so that Context shows no method of the engine's.
+type scoped = keyed.Scoped
+
+func hostOf(ctx Context) keyed.Host { return keyed.HostOf(ctx) }
 
 // descriptorIDs numbers descriptors, for their handles in subtasks.
 var descriptorIDs atomic.Int64
@@ -62,11 +64,11 @@ type ValueStateDescriptor[V any] struct {
 // not bring back whole (for gob, DefaultSerde's rule: an
 // unexported, func or chan field at any depth, unless the type encodes
 // itself; for JSON see JSONSerde) makes NewValueState panic with a
-// *StateTypeError, as regexp.MustCompile panics on a bad expression:
+// *TypeError, as regexp.MustCompile panics on a bad expression:
 // descriptors live in package variables, so the mistake stops the program
 // when it starts, before any job runs. So does an empty name, or a serde
 // of another type.
-func NewValueState[V any](name string, opts ...StateOption) *ValueStateDescriptor[V] {
+func NewValueState[V any](name string, opts ...Option) *ValueStateDescriptor[V] {
 	o := stateOptionsOf(name, opts)
 	d := &ValueStateDescriptor[V]{spec: keyed.ValueSpec[V]{ID: int(descriptorIDs.Add(1)) - 1, Name: name,
 		Vals: mustCodec[V](name, "value type", o.serde, "WithSerde"), TTL: o.ttl, Dropped: o.dropped}}
@@ -82,14 +84,14 @@ func NewValueState[V any](name string, opts ...StateOption) *ValueStateDescripto
 // Name is the state's name.
 func (d *ValueStateDescriptor[V]) Name() string { return d.spec.Name }
 
-func (d *ValueStateDescriptor[V]) state(ctx StateContext) (ValueState[V], *keyed.Common, error) {
-	return d.spec.State(ctx.keyedHost())
+func (d *ValueStateDescriptor[V]) state(ctx Context) (ValueState[V], *keyed.Common, error) {
+	return d.spec.State(hostOf(ctx))
 }
 
 // Get returns the current key's value and whether it has one. An error
 // (the state could not be declared in this operator, or the pebble
 // backend could not read it) also fails the call.
-func (d *ValueStateDescriptor[V]) Get(ctx StateContext) (V, bool, error) {
+func (d *ValueStateDescriptor[V]) Get(ctx Context) (V, bool, error) {
 	s, c, err := d.state(ctx)
 	if err != nil {
 		var zero V
@@ -104,7 +106,7 @@ func (d *ValueStateDescriptor[V]) Get(ctx StateContext) (V, bool, error) {
 }
 
 // Set sets the current key's value. An error also fails the call.
-func (d *ValueStateDescriptor[V]) Set(ctx StateContext, v V) error {
+func (d *ValueStateDescriptor[V]) Set(ctx Context, v V) error {
 	s, c, err := d.state(ctx)
 	if err != nil {
 		return err
@@ -114,7 +116,7 @@ func (d *ValueStateDescriptor[V]) Set(ctx StateContext, v V) error {
 }
 
 // Clear removes the current key's value. An error also fails the call.
-func (d *ValueStateDescriptor[V]) Clear(ctx StateContext) error {
+func (d *ValueStateDescriptor[V]) Clear(ctx Context) error {
 	s, c, err := d.state(ctx)
 	if err != nil {
 		return err
@@ -125,7 +127,7 @@ func (d *ValueStateDescriptor[V]) Clear(ctx StateContext) error {
 
 // Handle returns the subtask's ValueState itself, which follows the
 // current key: for a function that reads and writes it many times a call.
-func (d *ValueStateDescriptor[V]) Handle(ctx StateContext) (ValueState[V], error) {
+func (d *ValueStateDescriptor[V]) Handle(ctx Context) (ValueState[V], error) {
 	s, _, err := d.state(ctx)
 	return s, err
 }
@@ -139,10 +141,10 @@ type MapStateDescriptor[UK comparable, UV any] struct {
 // NewMapState describes the map state called name, as NewValueState:
 // WithMapKeySerde chooses the map keys' serde, WithSerde the map values',
 // and a type the chosen encoding would not bring back whole makes it
-// panic with a *StateTypeError. With the pebble backend map keys are
+// panic with a *TypeError. With the pebble backend map keys are
 // found by their bytes, so a map key serde must give equal keys equal
 // bytes.
-func NewMapState[UK comparable, UV any](name string, opts ...StateOption) *MapStateDescriptor[UK, UV] {
+func NewMapState[UK comparable, UV any](name string, opts ...Option) *MapStateDescriptor[UK, UV] {
 	o := stateOptionsOf(name, opts)
 	if o.ttl != nil {
 		o.ttl.Check(name)
@@ -158,14 +160,14 @@ func (d *MapStateDescriptor[UK, UV]) Name() string { return d.spec.Name }
 // Handle returns the subtask's MapState, which follows the current key.
 // Its methods report no errors; a failed read or write of the pebble
 // backend fails the call after the function returns.
-func (d *MapStateDescriptor[UK, UV]) Handle(ctx StateContext) (MapState[UK, UV], error) {
-	s, _, err := d.spec.State(ctx.keyedHost())
+func (d *MapStateDescriptor[UK, UV]) Handle(ctx Context) (MapState[UK, UV], error) {
+	s, _, err := d.spec.State(hostOf(ctx))
 	return s, err
 }
 
 // Get returns the current key's entry for k and whether there is one.
-func (d *MapStateDescriptor[UK, UV]) Get(ctx StateContext, k UK) (UV, bool, error) {
-	s, c, err := d.spec.State(ctx.keyedHost())
+func (d *MapStateDescriptor[UK, UV]) Get(ctx Context, k UK) (UV, bool, error) {
+	s, c, err := d.spec.State(hostOf(ctx))
 	if err != nil {
 		var zero UV
 		return zero, false, err
@@ -179,8 +181,8 @@ func (d *MapStateDescriptor[UK, UV]) Get(ctx StateContext, k UK) (UV, bool, erro
 }
 
 // Put sets the current key's entry for k.
-func (d *MapStateDescriptor[UK, UV]) Put(ctx StateContext, k UK, v UV) error {
-	s, c, err := d.spec.State(ctx.keyedHost())
+func (d *MapStateDescriptor[UK, UV]) Put(ctx Context, k UK, v UV) error {
+	s, c, err := d.spec.State(hostOf(ctx))
 	if err != nil {
 		return err
 	}
@@ -189,8 +191,8 @@ func (d *MapStateDescriptor[UK, UV]) Put(ctx StateContext, k UK, v UV) error {
 }
 
 // Remove removes the current key's entry for k.
-func (d *MapStateDescriptor[UK, UV]) Remove(ctx StateContext, k UK) error {
-	s, c, err := d.spec.State(ctx.keyedHost())
+func (d *MapStateDescriptor[UK, UV]) Remove(ctx Context, k UK) error {
+	s, c, err := d.spec.State(hostOf(ctx))
 	if err != nil {
 		return err
 	}
@@ -199,8 +201,8 @@ func (d *MapStateDescriptor[UK, UV]) Remove(ctx StateContext, k UK) error {
 }
 
 // Clear removes the current key's map.
-func (d *MapStateDescriptor[UK, UV]) Clear(ctx StateContext) error {
-	s, c, err := d.spec.State(ctx.keyedHost())
+func (d *MapStateDescriptor[UK, UV]) Clear(ctx Context) error {
+	s, c, err := d.spec.State(hostOf(ctx))
 	if err != nil {
 		return err
 	}
@@ -233,10 +235,10 @@ type ListStateDescriptor[T any] struct {
 // NewListState describes the list state called name, as NewValueState:
 // WithSerde chooses the elements' serde (default DefaultSerde[T]), and a
 // type the chosen encoding would not bring back whole makes it panic
-// with a *StateTypeError. WithTTL gives each element a time to live of
+// with a *TypeError. WithTTL gives each element a time to live of
 // its own: an element expires ttl after it was added (or, with
 // TTLOnReadAndWrite, last read), and Get never returns expired elements.
-func NewListState[T any](name string, opts ...StateOption) *ListStateDescriptor[T] {
+func NewListState[T any](name string, opts ...Option) *ListStateDescriptor[T] {
 	o := stateOptionsOf(name, opts)
 	if o.mapKeySerde != nil {
 		panic(fmt.Sprintf("state %q: WithMapKeySerde applies to a MapState", name))
@@ -254,14 +256,14 @@ func (d *ListStateDescriptor[T]) Name() string { return d.spec.Name }
 // Handle returns the subtask's ListState, which follows the current key.
 // Its methods report no errors; a failed read or write of the pebble
 // backend fails the call after the function returns.
-func (d *ListStateDescriptor[T]) Handle(ctx StateContext) (ListState[T], error) {
-	s, _, err := d.spec.State(ctx.keyedHost())
+func (d *ListStateDescriptor[T]) Handle(ctx Context) (ListState[T], error) {
+	s, _, err := d.spec.State(hostOf(ctx))
 	return s, err
 }
 
 // Add appends v to the current key's list.
-func (d *ListStateDescriptor[T]) Add(ctx StateContext, v T) error {
-	s, c, err := d.spec.State(ctx.keyedHost())
+func (d *ListStateDescriptor[T]) Add(ctx Context, v T) error {
+	s, c, err := d.spec.State(hostOf(ctx))
 	if err != nil {
 		return err
 	}
@@ -270,8 +272,8 @@ func (d *ListStateDescriptor[T]) Add(ctx StateContext, v T) error {
 }
 
 // AddAll appends vs to the current key's list.
-func (d *ListStateDescriptor[T]) AddAll(ctx StateContext, vs []T) error {
-	s, c, err := d.spec.State(ctx.keyedHost())
+func (d *ListStateDescriptor[T]) AddAll(ctx Context, vs []T) error {
+	s, c, err := d.spec.State(hostOf(ctx))
 	if err != nil {
 		return err
 	}
@@ -281,8 +283,8 @@ func (d *ListStateDescriptor[T]) AddAll(ctx StateContext, vs []T) error {
 
 // Get iterates the current key's list in append order. A read that fails
 // during the iteration ends it and fails the call.
-func (d *ListStateDescriptor[T]) Get(ctx StateContext) (iter.Seq[T], error) {
-	s, c, err := d.spec.State(ctx.keyedHost())
+func (d *ListStateDescriptor[T]) Get(ctx Context) (iter.Seq[T], error) {
+	s, c, err := d.spec.State(hostOf(ctx))
 	if err != nil {
 		return func(func(T) bool) {}, err
 	}
@@ -290,8 +292,8 @@ func (d *ListStateDescriptor[T]) Get(ctx StateContext) (iter.Seq[T], error) {
 }
 
 // Update replaces the current key's list by vs.
-func (d *ListStateDescriptor[T]) Update(ctx StateContext, vs []T) error {
-	s, c, err := d.spec.State(ctx.keyedHost())
+func (d *ListStateDescriptor[T]) Update(ctx Context, vs []T) error {
+	s, c, err := d.spec.State(hostOf(ctx))
 	if err != nil {
 		return err
 	}
@@ -300,8 +302,8 @@ func (d *ListStateDescriptor[T]) Update(ctx StateContext, vs []T) error {
 }
 
 // Clear removes the current key's list.
-func (d *ListStateDescriptor[T]) Clear(ctx StateContext) error {
-	s, c, err := d.spec.State(ctx.keyedHost())
+func (d *ListStateDescriptor[T]) Clear(ctx Context) error {
+	s, c, err := d.spec.State(hostOf(ctx))
 	if err != nil {
 		return err
 	}

@@ -1,4 +1,4 @@
-package runtime
+package state
 
 import "fmt"
 
@@ -82,7 +82,7 @@ type ReducingStateDescriptor[T any] struct {
 // NewReducingState describes the reducing state called name, as
 // NewValueState (WithSerde chooses the value's serde); a nil reduce
 // panics.
-func NewReducingState[T any](name string, reduce func(a, b T) T, opts ...StateOption) *ReducingStateDescriptor[T] {
+func NewReducingState[T any](name string, reduce func(a, b T) T, opts ...Option) *ReducingStateDescriptor[T] {
 	if reduce == nil {
 		panic(fmt.Sprintf("state %q: NewReducingState needs a reduce function", name))
 	}
@@ -94,7 +94,7 @@ func (d *ReducingStateDescriptor[T]) Name() string { return d.v.spec.Name }
 
 // Handle returns the subtask's ReducingState, which follows the current
 // key.
-func (d *ReducingStateDescriptor[T]) Handle(ctx StateContext) (ReducingState[T], error) {
+func (d *ReducingStateDescriptor[T]) Handle(ctx Context) (ReducingState[T], error) {
 	v, err := d.v.Handle(ctx)
 	if err != nil {
 		return nil, err
@@ -103,7 +103,7 @@ func (d *ReducingStateDescriptor[T]) Handle(ctx StateContext) (ReducingState[T],
 }
 
 // Add folds v into the current key's value.
-func (d *ReducingStateDescriptor[T]) Add(ctx StateContext, v T) error {
+func (d *ReducingStateDescriptor[T]) Add(ctx Context, v T) error {
 	s, c, err := d.v.state(ctx)
 	if err != nil {
 		return err
@@ -113,10 +113,10 @@ func (d *ReducingStateDescriptor[T]) Add(ctx StateContext, v T) error {
 }
 
 // Get returns the current key's value and whether it has one.
-func (d *ReducingStateDescriptor[T]) Get(ctx StateContext) (T, bool, error) { return d.v.Get(ctx) }
+func (d *ReducingStateDescriptor[T]) Get(ctx Context) (T, bool, error) { return d.v.Get(ctx) }
 
 // Clear removes the current key's value.
-func (d *ReducingStateDescriptor[T]) Clear(ctx StateContext) error { return d.v.Clear(ctx) }
+func (d *ReducingStateDescriptor[T]) Clear(ctx Context) error { return d.v.Clear(ctx) }
 
 // AggregatingStateDescriptor declares an AggregatingState, like
 // ValueStateDescriptor.
@@ -128,8 +128,8 @@ type AggregatingStateDescriptor[IN, A, OUT any] struct {
 // NewAggregatingState describes the aggregating state called name, as
 // NewValueState (WithSerde chooses the accumulator's serde); an agg
 // without Create, Add or Result panics (Merge is not used).
-func NewAggregatingState[IN, A, OUT any](name string, agg Aggregator[IN, A, OUT], opts ...StateOption) *AggregatingStateDescriptor[IN, A, OUT] {
-	if m := agg.missing(); m != nil {
+func NewAggregatingState[IN, A, OUT any](name string, agg Aggregator[IN, A, OUT], opts ...Option) *AggregatingStateDescriptor[IN, A, OUT] {
+	if m := agg.Missing(); m != nil {
 		panic(fmt.Sprintf("state %q: NewAggregatingState needs an Aggregator with Create, Add and Result; it has no %v", name, m))
 	}
 	return &AggregatingStateDescriptor[IN, A, OUT]{v: NewValueState[A](name, opts...), agg: agg}
@@ -140,7 +140,7 @@ func (d *AggregatingStateDescriptor[IN, A, OUT]) Name() string { return d.v.spec
 
 // Handle returns the subtask's AggregatingState, which follows the
 // current key.
-func (d *AggregatingStateDescriptor[IN, A, OUT]) Handle(ctx StateContext) (AggregatingState[IN, OUT], error) {
+func (d *AggregatingStateDescriptor[IN, A, OUT]) Handle(ctx Context) (AggregatingState[IN, OUT], error) {
 	v, err := d.v.Handle(ctx)
 	if err != nil {
 		return nil, err
@@ -149,7 +149,7 @@ func (d *AggregatingStateDescriptor[IN, A, OUT]) Handle(ctx StateContext) (Aggre
 }
 
 // Add folds v into the current key's accumulator.
-func (d *AggregatingStateDescriptor[IN, A, OUT]) Add(ctx StateContext, v IN) error {
+func (d *AggregatingStateDescriptor[IN, A, OUT]) Add(ctx Context, v IN) error {
 	s, c, err := d.v.state(ctx)
 	if err != nil {
 		return err
@@ -160,7 +160,7 @@ func (d *AggregatingStateDescriptor[IN, A, OUT]) Add(ctx StateContext, v IN) err
 
 // Get returns the result of the current key's accumulator and whether it
 // has one.
-func (d *AggregatingStateDescriptor[IN, A, OUT]) Get(ctx StateContext) (OUT, bool, error) {
+func (d *AggregatingStateDescriptor[IN, A, OUT]) Get(ctx Context) (OUT, bool, error) {
 	s, c, err := d.v.state(ctx)
 	var zero OUT
 	if err != nil {
@@ -174,4 +174,4 @@ func (d *AggregatingStateDescriptor[IN, A, OUT]) Get(ctx StateContext) (OUT, boo
 }
 
 // Clear removes the current key's accumulator.
-func (d *AggregatingStateDescriptor[IN, A, OUT]) Clear(ctx StateContext) error { return d.v.Clear(ctx) }
+func (d *AggregatingStateDescriptor[IN, A, OUT]) Clear(ctx Context) error { return d.v.Clear(ctx) }

@@ -1,4 +1,4 @@
-package runtime
+package state
 
 import (
 	"github.com/splitflow/splitflow/runtime/internal/statecodec"

@@ -1,4 +1,4 @@
-package runtime
+package state
 
 import (
 	"fmt"
@@ -60,7 +60,7 @@ var (
 // with BinaryUnmarshaler, or gob.GobEncoder with GobDecoder) is taken as
 // it is. Anything else (an unexported field, which gob would silently
 // drop so that a restore brings it back as its zero value; a func or
-// chan field; a chan or func type) is refused with a *StateTypeError
+// chan field; a chan or func type) is refused with a *TypeError
 // naming the state, the type and the field: a descriptor's value, map
 // and element types when it is made (it panics), the stream's key type
 // when the state is first used (the job fails at once, without
@@ -81,8 +81,8 @@ func GobSerde[T any]() Serde[T] { return statecodec.Gob[T]() }
 // json.Marshaler and json.Unmarshaler itself.
 func JSONSerde[T any]() Serde[T] { return statecodec.JSON[T]() }
 
-// StateOption configures a state descriptor (NewValueState, NewMapState).
-type StateOption interface{ applyState(*stateOptions) }
+// Option configures a state descriptor (NewValueState, NewMapState).
+type Option interface{ applyState(*stateOptions) }
 
 type stateOptions struct {
 	serde, mapKeySerde any
@@ -97,24 +97,24 @@ func (f stateOptionFunc) applyState(o *stateOptions) { f(o) }
 // WithSerde sets the serde of a state's values (a MapState's map values);
 // default DefaultSerde of the value type. It must be a Serde of that
 // type, or the descriptor's constructor panics.
-func WithSerde[T any](s Serde[T]) StateOption {
+func WithSerde[T any](s Serde[T]) Option {
 	return stateOptionFunc(func(o *stateOptions) { o.serde = s })
 }
 
 // WithMapKeySerde sets the serde of a MapState's map keys; default
 // DefaultSerde of the map key type.
-func WithMapKeySerde[T any](s Serde[T]) StateOption {
+func WithMapKeySerde[T any](s Serde[T]) Option {
 	return stateOptionFunc(func(o *stateOptions) { o.mapKeySerde = s })
 }
 
-func stateOptionsOf(name string, opts []StateOption) stateOptions {
+func stateOptionsOf(name string, opts []Option) stateOptions {
 	if name == "" {
 		panic("runtime: a state descriptor needs a name")
 	}
 	var o stateOptions
 	for _, opt := range opts {
 		if opt == nil {
-			panic(fmt.Sprintf("state %q: nil StateOption", name))
+			panic(fmt.Sprintf("state %q: nil Option", name))
 		}
 		opt.applyState(&o)
 	}
@@ -124,11 +124,11 @@ func stateOptionsOf(name string, opts []StateOption) stateOptions {
 // mustCodec is the codec of a descriptor's role (value type, map key
 // type...) from the serde given by option opt (nil for the default),
 // with the type checked for that codec; it panics on a mistake, with a
-// *StateTypeError for a type the codec would not bring back whole.
+// *TypeError for a type the codec would not bring back whole.
 func mustCodec[T any](name, role string, given any, opt string) statecodec.Codec[T] {
 	c, err := statecodec.Choose[T](name, role, given, opt)
 	if err != nil {
-		panic((*StateTypeError)(err))
+		panic((*TypeError)(err))
 	}
 	return c
 }

@@ -1,4 +1,4 @@
-package runtime
+package state
 
 import (
 	"time"
@@ -77,7 +77,7 @@ const defaultTTLCleanupPerAccess = 5
 // another TTL (another duration, update type or cleanup size), or without
 // one, fails the call with an error naming the state, which no restart
 // mends.
-func WithTTL(ttl time.Duration, opts ...TTLOption) StateOption {
+func WithTTL(ttl time.Duration, opts ...TTLOption) Option {
 	return stateOptionFunc(func(o *stateOptions) {
 		c := &keyed.TTLConfig{TTL: ttl, PerAccess: defaultTTLCleanupPerAccess}
 		for _, opt := range opts {
