@@ -19,6 +19,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/splitflow/splitflow/runtime/state"
+
 	"github.com/splitflow/splitflow/connector"
 	"github.com/splitflow/splitflow/connector/kafka"
 	"github.com/splitflow/splitflow/runtime"
@@ -354,10 +356,10 @@ func (k keyedOpts) envOpts() ([]runtime.Option, error) {
 		// The driver gives every run a state directory; only pebble has
 		// one.
 		dir := ""
-		if k.backend == runtime.PebbleState("").String() {
+		if k.backend == state.Pebble("").String() {
 			dir = k.stateDir
 		}
-		b, err := runtime.ParseStateBackend(k.backend, dir)
+		b, err := state.ParseBackend(k.backend, dir)
 		if err != nil {
 			return nil, err
 		}

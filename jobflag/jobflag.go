@@ -11,6 +11,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/splitflow/splitflow/runtime/state"
+
 	"github.com/splitflow/splitflow/connector/kafka"
 	"github.com/splitflow/splitflow/connector/kafka/kafkaflag"
 	"github.com/splitflow/splitflow/runtime"
@@ -225,7 +227,7 @@ func (f *Flags) Job(getenv func(string) string) (*Job, error) {
 		bad("--state-dir applies to --state-backend pebble")
 		stateDir = ""
 	}
-	if b, err := runtime.ParseStateBackend(f.stateBackend, stateDir); err != nil {
+	if b, err := state.ParseBackend(f.stateBackend, stateDir); err != nil {
 		bad("--state-backend: %v", err)
 	} else {
 		j.StateBackend = b
@@ -383,7 +385,7 @@ type Job struct {
 	// none.
 	SourceGroupID string
 	// StateBackend is --state-backend, with --state-dir for pebble.
-	StateBackend runtime.StateBackend
+	StateBackend state.Backend
 	// HTTP is the status server's settings; its Addr is "" without
 	// --http.
 	HTTP HTTP

@@ -8,8 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/splitflow/splitflow/runtime/state"
+
 	"github.com/splitflow/splitflow/connector/kafka"
-	"github.com/splitflow/splitflow/runtime"
 )
 
 func parse(t *testing.T, args []string, env map[string]string, opts ...Opt) (*Job, error) {
@@ -29,7 +30,7 @@ func TestDefaultsAreTheDocumentedOnes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if j.Name != "orders" || j.Parallelism != 1 || j.CheckpointInterval != time.Second || j.StateBackend != runtime.HeapState() ||
+	if j.Name != "orders" || j.Parallelism != 1 || j.CheckpointInterval != time.Second || j.StateBackend != state.Heap() ||
 		j.CheckpointDir != "" || j.Distributed != nil || j.HTTP.Addr != "" || j.Security.TLS != nil || j.Security.SASL != nil {
 		t.Fatalf("defaults: %+v", j)
 	}

@@ -354,62 +354,6 @@ type unexportedField struct {
 	count int
 }
 
-// A descriptor whose type cannot be checkpointed panics when it is made,
-// with a *StateTypeError naming the state, the role and the field; so do
-// a serde of another type and a serde without a name.
-func TestDescriptorBadTypePanicsAtDeclaration(t *testing.T) {
-	panicOf := func(f func()) (v any) {
-		defer func() { v = recover() }()
-		f()
-		return nil
-	}
-	for _, c := range []struct {
-		name       string
-		make       func()
-		role, elem string
-	}{
-		{"gob value", func() { state.NewValueState[unexportedField]("bad") }, "value type", "count"},
-		{"gob map value", func() { state.NewMapState[string, []unexportedField]("bad") }, "map value type", "count"},
-		{"json value", func() {
-			state.NewValueState[unexportedField]("bad", state.WithSerde(state.JSONSerde[unexportedField]()))
-		}, "value type", "count"},
-		{"json interface", func() {
-			state.NewValueState[struct{ V any }]("bad", state.WithSerde(state.JSONSerde[struct{ V any }]()))
-		}, "value type", "interface"},
-		{"json dropped field", func() {
-			type tagged struct {
-				A int `json:"-"`
-			}
-			state.NewValueState[tagged]("bad", state.WithSerde(state.JSONSerde[tagged]()))
-		}, "value type", `json:"-"`},
-	} {
-		t.Run(c.name, func(t *testing.T) {
-			v := panicOf(c.make)
-			err, ok := v.(*state.TypeError)
-			if !ok {
-				t.Fatalf("panic %v (%T); want a *StateTypeError", v, v)
-			}
-			if err.State != "bad" || err.Role != c.role || !strings.Contains(err.Error(), c.elem) {
-				t.Fatalf("panic %v; want state \"bad\", role %s, naming %s", err, c.role, c.elem)
-			}
-		})
-	}
-	for name, f := range map[string]func(){
-		"serde of another type": func() { state.NewValueState[int64]("x", state.WithSerde(state.DefaultSerde[string]())) },
-		"unnamed serde":         func() { state.NewValueState[point]("x", state.WithSerde[point](newPointSerde(""))) },
-		"no name":               func() { state.NewValueState[int64]("") },
-		"map key serde":         func() { state.NewValueState[int64]("x", state.WithMapKeySerde(state.DefaultSerde[int64]())) },
-	} {
-		if v := panicOf(f); v == nil {
-			t.Errorf("%s: no panic", name)
-		}
-	}
-	// The JSON fallback takes what gob and JSON both keep whole.
-	if v := panicOf(func() { state.NewValueState[reading]("ok", state.WithSerde(state.JSONSerde[reading]())) }); v != nil {
-		t.Fatalf("JSONSerde of reading: %v", v)
-	}
-}
-
 // keyPoint is a key type without a basic kind.
 type keyPoint struct{ X, Y int }
 
@@ -521,50 +465,6 @@ func descriptorOverKey[K comparable](t *testing.T, sc stateConfig, a, b K) {
 	r.state.SetKey(b)
 	if v, ok, err := n.Get(&r.ctx); err != nil || !ok || v != 2 {
 		t.Fatalf("restored through the descriptor: n of %v = %d, %v, %v; want 2", b, v, ok, err)
-	}
-}
-
-// The built-in serdes round-trip their values, and name the encodings a
-// checkpoint records.
-func TestBuiltinSerdes(t *testing.T) {
-	check := func(name string, b []byte, err error) {
-		t.Helper()
-		if err != nil {
-			t.Fatalf("%s: %v", name, err)
-		}
-	}
-	b, err := state.DefaultSerde[int64]().Append(nil, -3)
-	check("int64", b, err)
-	if v, err := state.DefaultSerde[int64]().Decode(b); err != nil || v != -3 {
-		t.Fatalf("DefaultSerde[int64]: %d, %v", v, err)
-	}
-	b, err = state.DefaultSerde[string]().Append(nil, "héllo")
-	check("string", b, err)
-	if v, err := state.DefaultSerde[string]().Decode(b); err != nil || v != "héllo" {
-		t.Fatalf("DefaultSerde[string]: %q, %v", v, err)
-	}
-	if _, err := state.DefaultSerde[string]().Decode(append(b, 0)); err == nil {
-		t.Fatal("DefaultSerde[string] decoded trailing bytes")
-	}
-	type word string
-	b, err = state.DefaultSerde[word]().Append(nil, "w")
-	check("word", b, err)
-	if v, err := state.DefaultSerde[word]().Decode(b); err != nil || v != "w" {
-		t.Fatalf("DefaultSerde[word]: %q, %v", v, err)
-	}
-	g := state.GobSerde[reading]()
-	r := reading{Sensor: "a", Values: []float64{1}}
-	b, err = g.Append(nil, r)
-	check("gob", b, err)
-	if v, err := g.Decode(b); err != nil || !reflect.DeepEqual(v, r) {
-		t.Fatalf("GobSerde: %+v, %v", v, err)
-	}
-	for s, want := range map[interface{ Name() string }]string{
-		state.DefaultSerde[int64](): "signed integer", state.DefaultSerde[string](): "string", state.DefaultSerde[bool](): "bool", state.GobSerde[point](): "encoding/gob", state.JSONSerde[point](): "encoding/json",
-	} {
-		if s.Name() != want {
-			t.Errorf("%T named %q, want %q", s, s.Name(), want)
-		}
 	}
 }
 

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/splitflow/splitflow/runtime/state"
+
 	"github.com/splitflow/splitflow/connector"
 	"github.com/splitflow/splitflow/runtime/restart"
 )
@@ -227,7 +229,7 @@ func TestInvalidGraphsAreRejected(t *testing.T) {
 // first bad option, then the first bad operator.
 func TestEveryConfigurationErrorIsReportedAtOnce(t *testing.T) {
 	t.Run("options", func(t *testing.T) {
-		env := NewEnvironment(WithLogger(discardLogger()), WithBufferSize(0), WithCheckpointsRetained(0), WithStateBackend(PebbleState("", PebbleBlockCacheSize(-1))))
+		env := NewEnvironment(WithLogger(discardLogger()), WithBufferSize(0), WithCheckpointsRetained(0), WithStateBackend(state.Pebble("", state.PebbleBlockCacheSize(-1))))
 		SinkTo(FromSource(env, &rangeSrc{splits: 1, perSplit: 1, readerFailAt: -1}, "range"), newCollectSink[int64]())
 		err := env.Execute(testCtx(t), "bad options")
 		if !errors.Is(err, ErrInvalidGraph) {

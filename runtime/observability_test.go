@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/splitflow/splitflow/runtime/state"
+
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/splitflow/splitflow/metrics/metricstest"
@@ -124,8 +126,8 @@ func TestCheckpointObservability(t *testing.T) {
 		checkpoints := func() status.Checkpoints {
 			cache, _ := metricstest.Sum(t, reg, "splitflow_state_block_cache_bytes", nil)
 			maxCache = max(maxCache, cache)
-			if cache > defaultPebbleBlockCacheSize {
-				t.Fatalf("block cache bytes %v, above the cache's %d", cache, defaultPebbleBlockCacheSize)
+			if cache > float64(state.Heap().BlockCacheSize()) {
+				t.Fatalf("block cache bytes %v, above the cache's %d", cache, state.Heap().BlockCacheSize())
 			}
 			cs := env.Status().Checkpoints
 			for _, c := range cs.Recent {
@@ -264,7 +266,7 @@ func TestJobMetricsAreDocumented(t *testing.T) {
 	wm := watermark.ForMonotonousTimestamps[int64]().WithTimestampAssigner(func(v int64, _ int64) int64 { return v })
 	sink := &txnSink2PC{store: newTxnStore()}
 	env := NewEnvironment(WithParallelism(1), WithLogger(discardLogger()), WithMetricsRegistry(reg),
-		WithCheckpointInterval(5*time.Millisecond), WithStateBackend(PebbleState(t.TempDir())))
+		WithCheckpointInterval(5*time.Millisecond), WithStateBackend(state.Pebble(t.TempDir())))
 	src := FromSource(env, &rangeSrc{splits: 1, perSplit: 1 << 40, delay: 100 * time.Microsecond, readerFailAt: -1}, "range", WithWatermarks(wm)).UID("src")
 	counts := Map(Count(KeyBy(src, func(v int64) int64 { return v % 7 })).UID("counts"), func(kv KV[int64, int64]) (int64, error) { return kv.Value, nil })
 	SinkTo(counts, twoPhase(sink)).UID("sink")

@@ -231,7 +231,7 @@ func TestPebbleStateDirNotUsableFailsAtStart(t *testing.T) {
 	bad := filepath.Join(file, "state")
 	src := &rangeSrc{splits: 2, perSplit: 10, readerFailAt: -1}
 	env := countingJob(1, src, func(v int64) (int64, error) { return v, nil }, &txnSink2PC{store: newTxnStore()},
-		WithCheckpointInterval(5*time.Millisecond), WithStateBackend(PebbleState(bad)),
+		WithCheckpointInterval(5*time.Millisecond), WithStateBackend(state.Pebble(bad)),
 		WithRestartStrategy(restart.FixedDelay(1000, time.Millisecond)))
 	err := env.Execute(testCtx(t), "bad state dir")
 	if err == nil || !strings.Contains(err.Error(), bad) {
@@ -261,7 +261,7 @@ func TestPebbleStateDirNotWritableFailsAtStart(t *testing.T) {
 	}
 	src := &rangeSrc{splits: 2, perSplit: 10, readerFailAt: -1}
 	env := countingJob(1, src, func(v int64) (int64, error) { return v, nil }, &txnSink2PC{store: newTxnStore()},
-		WithCheckpointInterval(5*time.Millisecond), WithStateBackend(PebbleState(dir)),
+		WithCheckpointInterval(5*time.Millisecond), WithStateBackend(state.Pebble(dir)),
 		WithRestartStrategy(restart.FixedDelay(1000, time.Millisecond)))
 	err := env.Execute(testCtx(t), "read-only state dir")
 	if err == nil || !strings.Contains(err.Error(), dir) || !strings.Contains(err.Error(), "not writable") {

@@ -148,7 +148,7 @@ func (c *KeyedContext[K, O]) CurrentProcessingTime() int64 { return c.op.Now() }
 // Timers are checkpointed with their keys, so the key type must follow
 // DefaultSerde's rule; the first registration checks it, and a key type
 // that does not fails the job. With the pebble backend the key type must
-// also have a binary encoding (see PebbleState); a KeyedProcessFuncs
+// also have a binary encoding (see state.Pebble); a KeyedProcessFuncs
 // with a Timer (KeyedProcess with OnTimer) over one without is refused when its
 // operator opens, and any other function fails at its first registration.
 //
@@ -605,7 +605,7 @@ func (p *keyedProcessOperator[K, I, O]) restoreState(t *task) error {
 		}
 		if pebblestate.IsBlob(b) {
 			if p.state.Pebble == nil {
-				return fmt.Errorf("restore keyed state: the checkpoint was taken with the pebble state backend and this job uses the heap backend; run it with WithStateBackend(PebbleState(dir)) (state moves from heap to pebble, not back)")
+				return fmt.Errorf("restore keyed state: the checkpoint was taken with the pebble state backend and this job uses the heap backend; run it with runtime.WithStateBackend(state.Pebble(dir)) (state moves from heap to pebble, not back)")
 			}
 			pbl, err := pebblestate.DecodeBlob(b)
 			if err != nil {

@@ -1,6 +1,10 @@
 package runtime
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/splitflow/splitflow/runtime/state"
+)
 
 // stateBackends are the backends every keyed-state test runs against.
 var stateBackends = []backendKind{kindHeap, kindPebble}
@@ -13,9 +17,9 @@ var stateBackends = []backendKind{kindHeap, kindPebble}
 // defaults.
 func withBackend(k backendKind) Option {
 	if k == kindPebble {
-		return WithStateBackend(PebbleState(""))
+		return WithStateBackend(state.Pebble(""))
 	}
-	return WithStateBackend(HeapState())
+	return WithStateBackend(state.Heap())
 }
 
 func forEachStateBackend(t *testing.T, f func(t *testing.T, backend Option)) {

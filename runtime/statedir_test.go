@@ -32,8 +32,8 @@ func TestDefaultStateDirIsTheUsersOwn(t *testing.T) {
 	if b, err := newPebbleBackend(&sc); err == nil {
 		_ = b.Close()
 		t.Fatalf("a default state directory linked to %s was used", elsewhere)
-	} else if !strings.Contains(err.Error(), dir) || !strings.Contains(err.Error(), "PebbleState") {
-		t.Fatalf("refusal %q does not name %s and PebbleState", err, dir)
+	} else if !strings.Contains(err.Error(), dir) || !strings.Contains(err.Error(), "state.Pebble") {
+		t.Fatalf("refusal %q does not name %s and state.Pebble", err, dir)
 	}
 	if err := os.Remove(dir); err != nil {
 		t.Fatal(err)

@@ -74,7 +74,7 @@ func TestRenamedStateFieldRefusesRestoreAddedFieldRestoresExactly(t *testing.T) 
 				if b == kindPebble {
 					return pebbleIn(t.TempDir())
 				}
-				return WithStateBackend(HeapState())
+				return WithStateBackend(state.Heap())
 			}
 			const splits, perSplit, keys = 4, 300, 7
 			store := newTxnStore()

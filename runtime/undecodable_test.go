@@ -41,9 +41,9 @@ func (s totalSerde) Decode(b []byte) (int64, error) {
 // for ever. The heap backend decodes every value at the restore; the
 // pebble backend decodes each when the function first reads it.
 func TestUndecodableStateValueFailsTheJobWithoutRestarts(t *testing.T) {
-	backends := map[string]func(t *testing.T) runtime.StateBackend{
-		"heap":   func(*testing.T) runtime.StateBackend { return runtime.HeapState() },
-		"pebble": func(t *testing.T) runtime.StateBackend { return runtime.PebbleState(t.TempDir()) },
+	backends := map[string]func(t *testing.T) state.Backend{
+		"heap":   func(*testing.T) state.Backend { return state.Heap() },
+		"pebble": func(t *testing.T) state.Backend { return state.Pebble(t.TempDir()) },
 	}
 	for name, backend := range backends {
 		t.Run(name, func(t *testing.T) {

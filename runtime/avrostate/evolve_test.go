@@ -205,8 +205,8 @@ func cmpOr(a, b int) int {
 
 func backends(t *testing.T) map[string]func() runtime.Option {
 	return map[string]func() runtime.Option{
-		"heap":   func() runtime.Option { return runtime.WithStateBackend(runtime.HeapState()) },
-		"pebble": func() runtime.Option { return runtime.WithStateBackend(runtime.PebbleState(t.TempDir())) },
+		"heap":   func() runtime.Option { return runtime.WithStateBackend(state.Heap()) },
+		"pebble": func() runtime.Option { return runtime.WithStateBackend(state.Pebble(t.TempDir())) },
 	}
 }
 

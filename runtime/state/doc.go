@@ -1,6 +1,7 @@
 // Package state is the keyed state of splitflow jobs: the descriptors a
 // job declares its state with, the serdes that write it into checkpoints,
-// time to live, and the errors that refuse a state or its restore.
+// time to live, the backends that hold it, and the errors that refuse a
+// state or its restore.
 //
 // State is declared once, by a descriptor in a package variable, and used
 // from the function of a keyed stream with the call's context (a
@@ -57,6 +58,9 @@
 // operator with different TTLs (or once with and once without) fails
 // the call, naming the state.
 //
-// Where state lives (the heap or Pebble) is the job's choice, not the
-// descriptor's: runtime.WithStateBackend.
+// # Backends
+//
+// Where state lives is the job's choice, not the descriptor's:
+// runtime.WithStateBackend(Heap()), the default, or Pebble(dir), for
+// state larger than memory and incremental checkpoints.
 package state

@@ -41,7 +41,7 @@ func NewBackend(work string, defaultDir bool, cacheSize int64) (*Backend, error)
 	}
 	if defaultDir {
 		if err := checkPrivateDir(work); err != nil {
-			return nil, fmt.Errorf("pebble state: the default state directory is not this user's own: %w; remove it, or give a directory to PebbleState", err)
+			return nil, fmt.Errorf("pebble state: the default state directory is not this user's own: %w; remove it, or give a directory to state.Pebble", err)
 		}
 	}
 	RemoveAbandonedDirs(work)
