@@ -11,11 +11,10 @@ import (
 	"strings"
 	"time"
 
-	"github.com/splitflow/splitflow/runtime/state"
-
 	"github.com/splitflow/splitflow/connector/kafka"
 	"github.com/splitflow/splitflow/connector/kafka/kafkaflag"
 	"github.com/splitflow/splitflow/runtime"
+	"github.com/splitflow/splitflow/runtime/state"
 	"github.com/splitflow/splitflow/runtime/status"
 	"github.com/twmb/franz-go/pkg/kgo"
 )

@@ -8,9 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/splitflow/splitflow/runtime/state"
-
 	"github.com/splitflow/splitflow/connector/kafka"
+	"github.com/splitflow/splitflow/runtime/state"
 )
 
 func parse(t *testing.T, args []string, env map[string]string, opts ...Opt) (*Job, error) {

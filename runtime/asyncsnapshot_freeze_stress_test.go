@@ -7,9 +7,8 @@ import (
 	"strconv"
 	"testing"
 
-	"github.com/splitflow/splitflow/runtime/state"
-
 	"github.com/splitflow/splitflow/runtime/internal/keyed"
+	"github.com/splitflow/splitflow/runtime/state"
 )
 
 // deepModel is what the states of deepStates (raw and parts) should hold.

@@ -6,9 +6,8 @@ import (
 	"strconv"
 	"testing"
 
-	"github.com/splitflow/splitflow/runtime/state"
-
 	"github.com/splitflow/splitflow/runtime/internal/keyed"
+	"github.com/splitflow/splitflow/runtime/state"
 )
 
 // deepPoint is a state value the function can change in place through a

@@ -181,7 +181,7 @@ func (c coProcessFn[K, A, B, O]) handlesTimers() bool {
 // KeyedCoProcess runs fn1 on every record of the first connected stream and
 // fn2 on every record of the second, with the record's key current
 // (ctx.Key()), per-key state reached through state descriptors
-// (NewValueState, NewMapState, NewListState, NewReducingState,
+// (state.NewValueState, NewMapState, NewListState, NewReducingState,
 // NewAggregatingState), and event- and processing-time timers that fire the function
 // OnTimer gives. State and timers belong to the key, not to the side: a
 // value fn1 stores, fn2 reads for the same key. Like KeyedProcess's function,

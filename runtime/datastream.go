@@ -392,7 +392,7 @@ func KeyByHashed[K comparable, T any](ds DataStream[T], keyFn func(T) K, hash fu
 
 // KeyedProcess runs fn on every record of a keyed stream, with the record's
 // key current (ctx.Key()), per-key state reached through state
-// descriptors (NewValueState, NewMapState), and event- and
+// descriptors (state.NewValueState, NewMapState), and event- and
 // processing-time timers (ctx.RegisterEventTimeTimer, ...), which fire
 // the function OnTimer gives. Every subtask calls fn, on its own task
 // goroutine, each with its own keyed state and timers, so fn must keep

@@ -13,14 +13,13 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/splitflow/splitflow/runtime/state"
-
 	"github.com/splitflow/splitflow/runtime/checkpoint"
 	"github.com/splitflow/splitflow/runtime/internal/engine"
 	"github.com/splitflow/splitflow/runtime/internal/keyed"
 	"github.com/splitflow/splitflow/runtime/internal/keygroup"
 	"github.com/splitflow/splitflow/runtime/internal/pebblestate"
 	"github.com/splitflow/splitflow/runtime/internal/statecodec"
+	"github.com/splitflow/splitflow/runtime/state"
 )
 
 // forEachUnitBackend runs f with a heap and a pebble state configuration,

@@ -7,8 +7,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/splitflow/splitflow/runtime/state"
-
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/splitflow/splitflow/connector"
@@ -16,6 +14,7 @@ import (
 	"github.com/splitflow/splitflow/runtime/internal/keygroup"
 	"github.com/splitflow/splitflow/runtime/internal/slots"
 	"github.com/splitflow/splitflow/runtime/internal/stateformat"
+	"github.com/splitflow/splitflow/runtime/state"
 )
 
 // Distributed configures a job that runs over every process started with

@@ -15,8 +15,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/splitflow/splitflow/runtime/state"
-
 	dto "github.com/prometheus/client_model/go"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -28,6 +26,7 @@ import (
 	"github.com/splitflow/splitflow/runtime/internal/keygroup"
 	"github.com/splitflow/splitflow/runtime/internal/slots"
 	"github.com/splitflow/splitflow/runtime/internal/statustest"
+	"github.com/splitflow/splitflow/runtime/state"
 	"github.com/splitflow/splitflow/runtime/status"
 )
 

@@ -160,7 +160,7 @@
 //     checkpointed restore with none; a state whose type changed to one
 //     encoded otherwise fails the restore naming the state and both
 //     encodings. Key, value and map types are checked when a state is
-//     described (NewValueState, NewMapState and the others panic), the
+//     described (state.NewValueState and the others panic), the
 //     key type when a state is first used, and when the first timer is
 //     registered: a type gob cannot encode, or would encode only in part
 //     (an unexported, func or chan field at any depth, unless the type

@@ -8,10 +8,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/splitflow/splitflow/runtime/state"
-
 	"github.com/splitflow/splitflow/connector/datagen"
 	"github.com/splitflow/splitflow/runtime"
+	"github.com/splitflow/splitflow/runtime/state"
 	"github.com/splitflow/splitflow/runtime/watermark"
 	"github.com/splitflow/splitflow/runtime/window"
 )

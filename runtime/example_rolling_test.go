@@ -8,10 +8,9 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/splitflow/splitflow/runtime/state"
-
 	"github.com/splitflow/splitflow/connector/datagen"
 	"github.com/splitflow/splitflow/runtime"
+	"github.com/splitflow/splitflow/runtime/state"
 )
 
 // order is a generated order: its user and amount follow from its index.

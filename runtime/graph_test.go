@@ -8,10 +8,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/splitflow/splitflow/runtime/state"
-
 	"github.com/splitflow/splitflow/connector"
 	"github.com/splitflow/splitflow/runtime/restart"
+	"github.com/splitflow/splitflow/runtime/state"
 )
 
 // Rule (Flink's StreamingJobGraphGenerator#isChainable): an edge is chained

@@ -6,13 +6,12 @@ import (
 	"reflect"
 	"time"
 
-	"github.com/splitflow/splitflow/runtime/state"
-
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/splitflow/splitflow/connector"
 	"github.com/splitflow/splitflow/runtime/internal/keyed"
 	"github.com/splitflow/splitflow/runtime/internal/statecodec"
+	"github.com/splitflow/splitflow/runtime/state"
 )
 
 // The interval join of two keyed streams, built on Connect's tagged
@@ -47,7 +46,7 @@ const (
 // lower and upper must be whole milliseconds with lower <= upper; either
 // may be negative. Other values fail the job's Execute with
 // ErrInvalidGraph. The operator's default name (and so its default UID)
-// is "IntervalJoin"; its records are kept in the encoding DefaultSerde
+// is "IntervalJoin"; its records are kept in the encoding state.DefaultSerde
 // gives A and B, so they must follow its rule.
 func IntervalJoin[K comparable, A, B, O any](first KeyedStream[K, A], second KeyedStream[K, B], lower, upper time.Duration, fn func(x A, y B) (O, error)) DataStream[O] {
 	var errs []error

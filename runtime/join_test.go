@@ -12,11 +12,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/splitflow/splitflow/runtime/state"
-
 	"github.com/splitflow/splitflow/runtime/checkpoint"
 	"github.com/splitflow/splitflow/runtime/internal/engine"
 	"github.com/splitflow/splitflow/runtime/restart"
+	"github.com/splitflow/splitflow/runtime/state"
 	"github.com/splitflow/splitflow/runtime/watermark"
 	"github.com/splitflow/splitflow/runtime/window"
 )

@@ -11,14 +11,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/splitflow/splitflow/runtime/state"
-
 	"github.com/splitflow/splitflow/runtime/checkpoint"
 	"github.com/splitflow/splitflow/runtime/internal/engine"
 	"github.com/splitflow/splitflow/runtime/internal/keyed"
 	"github.com/splitflow/splitflow/runtime/internal/keygroup"
 	"github.com/splitflow/splitflow/runtime/internal/statecodec"
 	"github.com/splitflow/splitflow/runtime/internal/stateformat"
+	"github.com/splitflow/splitflow/runtime/state"
 )
 
 // point is a state value type that has no built-in encoding.

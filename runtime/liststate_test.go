@@ -7,10 +7,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/splitflow/splitflow/runtime/state"
-
 	"github.com/splitflow/splitflow/runtime/checkpoint"
 	"github.com/splitflow/splitflow/runtime/internal/keygroup"
+	"github.com/splitflow/splitflow/runtime/state"
 )
 
 func listOf[T any](l state.ListState[T]) []T { return slices.Collect(l.Get()) }

@@ -12,12 +12,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/splitflow/splitflow/runtime/state"
-
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/splitflow/splitflow/metrics/metricstest"
 	"github.com/splitflow/splitflow/runtime/internal/statustest"
+	"github.com/splitflow/splitflow/runtime/state"
 	"github.com/splitflow/splitflow/runtime/status"
 	"github.com/splitflow/splitflow/runtime/watermark"
 )
@@ -126,8 +125,8 @@ func TestCheckpointObservability(t *testing.T) {
 		checkpoints := func() status.Checkpoints {
 			cache, _ := metricstest.Sum(t, reg, "splitflow_state_block_cache_bytes", nil)
 			maxCache = max(maxCache, cache)
-			if cache > float64(state.Heap().BlockCacheSize()) {
-				t.Fatalf("block cache bytes %v, above the cache's %d", cache, state.Heap().BlockCacheSize())
+			if cache > float64(defaultBlockCacheSize()) {
+				t.Fatalf("block cache bytes %v, above the cache's %d", cache, defaultBlockCacheSize())
 			}
 			cs := env.Status().Checkpoints
 			for _, c := range cs.Recent {

@@ -27,7 +27,7 @@ type stateConfig struct {
 }
 
 func defaultStateConfig() stateConfig {
-	return stateConfig{backend: kindHeap, cacheSize: state.Heap().BlockCacheSize()}
+	return stateConfig{backend: kindHeap, cacheSize: defaultBlockCacheSize()}
 }
 
 func (c *stateConfig) validate() error {
@@ -59,5 +59,12 @@ func (c *stateConfig) workDir() string {
 func WithStateBackend(b state.Backend) Option {
 	return optionFunc(func(c *config) {
 		c.state.backend, c.state.dir, c.state.dirSet, c.state.cacheSize = backendKind(b.String()), b.Dir(), b.Dir() != "", b.BlockCacheSize()
+		if c.state.backend == kindHeap {
+			c.state.cacheSize = defaultBlockCacheSize()
+		}
 	})
 }
+
+// defaultBlockCacheSize is the pebble backend's block cache unless
+// state.PebbleBlockCacheSize says otherwise.
+func defaultBlockCacheSize() int64 { return state.Pebble("").BlockCacheSize() }

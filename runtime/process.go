@@ -146,7 +146,7 @@ func (c *KeyedContext[K, O]) CurrentProcessingTime() int64 { return c.op.Now() }
 // RegisterEventTimeTimer asks for OnTimer once the watermark reaches ts,
 // for the current key. Registering the same (key, ts) twice fires once.
 // Timers are checkpointed with their keys, so the key type must follow
-// DefaultSerde's rule; the first registration checks it, and a key type
+// state.DefaultSerde's rule; the first registration checks it, and a key type
 // that does not fails the job. With the pebble backend the key type must
 // also have a binary encoding (see state.Pebble); a KeyedProcessFuncs
 // with a Timer (KeyedProcess with OnTimer) over one without is refused when its

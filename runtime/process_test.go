@@ -7,10 +7,9 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/splitflow/splitflow/runtime/state"
-
 	"github.com/splitflow/splitflow/connector"
 	"github.com/splitflow/splitflow/runtime/restart"
+	"github.com/splitflow/splitflow/runtime/state"
 )
 
 // countPerKey keeps a running count per key in ValueState and the distinct

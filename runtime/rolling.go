@@ -4,13 +4,12 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/splitflow/splitflow/runtime/state"
-
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/splitflow/splitflow/metrics"
 	"github.com/splitflow/splitflow/runtime/internal/keyed"
 	"github.com/splitflow/splitflow/runtime/internal/statecodec"
+	"github.com/splitflow/splitflow/runtime/state"
 )
 
 // KV is a key with a value: what Count emits, a key with its running
@@ -23,7 +22,7 @@ type KV[K, V any] struct {
 // Reduce emits, for every record, the running reduction of its key's
 // records so far: the first record itself, then fn(previous, record)
 // (Flink's KeyedStream#reduce, without windows). The reduction is keyed
-// state, so T must follow DefaultSerde's rule; it is checkpointed and
+// state, so T must follow state.DefaultSerde's rule; it is checkpointed and
 // restored on either state backend, also at another parallelism. Records
 // keep their timestamps. With EmitLatest it emits each changed key's
 // latest reduction once per checkpoint instead.
@@ -44,7 +43,7 @@ func Reduce[K comparable, T any](ks KeyedStream[K, T], fn func(a, b T) T, opts .
 // key's accumulator after adding the record (Kafka Streams' aggregate of a
 // grouped stream, whose table keeps the key; Flink keeps its
 // AggregateFunction for windows). The accumulator is keyed state, so A
-// must follow DefaultSerde's rule; it is checkpointed and restored on
+// must follow state.DefaultSerde's rule; it is checkpointed and restored on
 // either state backend, also at another parallelism. With EmitLatest it
 // emits each changed key's latest result once per checkpoint instead.
 func Aggregate[K comparable, T, A, R any](ks KeyedStream[K, T], agg state.Aggregator[T, A, R], opts ...RollingOption) DataStream[KV[K, R]] {

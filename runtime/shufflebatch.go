@@ -24,7 +24,7 @@ import (
 // A batch is a format byte (shuffleBatchV2), the upstream subtask (its
 // slot; uvarint), then for each record, in emission order: uvarint length
 // of its encoding, varint timestamp (the element's, connector.NoTimestamp
-// included), its encoding with the stream type's DefaultSerde.
+// included), its encoding with the stream type's state.DefaultSerde.
 //
 // Event time crosses the cut as markers (slots.Marker): a value of format
 // shuffleMarkerV1 followed by slots.EncodeMarker's bytes, which every

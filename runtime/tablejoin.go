@@ -4,11 +4,10 @@ import (
 	"fmt"
 	"math"
 
-	"github.com/splitflow/splitflow/runtime/state"
-
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/splitflow/splitflow/connector"
+	"github.com/splitflow/splitflow/runtime/state"
 )
 
 // The event-time table join (Flink's event-time temporal table join,
@@ -89,7 +88,7 @@ func (f tableJoinOptionFunc) applyTableJoin(o *tableJoinOptions) { f(o) }
 // table is keyed by TableUpdate.Key with the stream's key hash (KeyBy's,
 // or the function of KeyByHashed). The operator's default name (and so
 // its default UID) is "TableJoin"; its records and values are kept in
-// the encoding DefaultSerde gives A and V, so they must follow its
+// the encoding state.DefaultSerde gives A and V, so they must follow its
 // rule.
 func TableJoin[K comparable, A, V, O any](stream KeyedStream[K, A], table DataStream[TableUpdate[K, V]], fn func(x A, v V) (O, error), opts ...TableJoinOption) DataStream[O] {
 	var join func(A, V, bool) (O, error)

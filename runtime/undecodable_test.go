@@ -10,10 +10,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/splitflow/splitflow/runtime/state"
-
 	"github.com/splitflow/splitflow/connector/datagen"
 	"github.com/splitflow/splitflow/runtime"
+	"github.com/splitflow/splitflow/runtime/state"
 )
 
 // totalSerde writes an int64 as its decimal digits under the name

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/splitflow/splitflow/runtime/state"
-
 	"github.com/splitflow/splitflow/runtime/window"
 )
 
@@ -204,7 +203,7 @@ func WindowCount[K comparable, T any](ws WindowedStream[K, T]) DataStream[window
 // arrival: a merge renames the window its parts' records belong to and
 // moves none, so they are not grouped part by part. What fn collects carries the
 // window's MaxTimestamp. The records are kept as keyed state, a list per
-// window checkpointed in the encoding DefaultSerde gives []T: for
+// window checkpointed in the encoding state.DefaultSerde gives []T: for
 // results that need only a fold of the records, WindowAggregate keeps far
 // less.
 func WindowProcess[K comparable, T, O any](ws WindowedStream[K, T], fn func(w window.Info[K], records []T, out Collector[O]) error) DataStream[O] {

@@ -3,10 +3,9 @@ package runtime
 import (
 	"testing"
 
-	"github.com/splitflow/splitflow/runtime/state"
-
 	"github.com/splitflow/splitflow/runtime/checkpoint"
 	"github.com/splitflow/splitflow/runtime/internal/engine"
+	"github.com/splitflow/splitflow/runtime/state"
 )
 
 // winOut is what a window operator emitted: values with their timestamps.

@@ -7,8 +7,6 @@ import (
 	"slices"
 	"time"
 
-	"github.com/splitflow/splitflow/runtime/state"
-
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/splitflow/splitflow/connector"
@@ -16,6 +14,7 @@ import (
 	"github.com/splitflow/splitflow/runtime/internal/keyed"
 	"github.com/splitflow/splitflow/runtime/internal/statecodec"
 	"github.com/splitflow/splitflow/runtime/internal/stateformat"
+	"github.com/splitflow/splitflow/runtime/state"
 	"github.com/splitflow/splitflow/runtime/window"
 )
 

@@ -5,13 +5,12 @@ import (
 	"fmt"
 	"log/slog"
 
-	"github.com/splitflow/splitflow/runtime/state"
-
 	"github.com/hamba/avro/v2"
 	"github.com/splitflow/splitflow/connector/kafka"
 	"github.com/splitflow/splitflow/connector/kafka/registry"
 	"github.com/splitflow/splitflow/examples/internal/examplejob"
 	"github.com/splitflow/splitflow/runtime"
+	"github.com/splitflow/splitflow/runtime/state"
 	"github.com/splitflow/splitflow/runtime/watermark"
 	"github.com/splitflow/splitflow/runtime/window"
 )

@@ -16,13 +16,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/splitflow/splitflow/runtime/state"
-
 	"github.com/splitflow/splitflow/connector/datagen"
 	"github.com/splitflow/splitflow/connector/file"
 	"github.com/splitflow/splitflow/runtime"
 	"github.com/splitflow/splitflow/runtime/internal/keygroup"
 	"github.com/splitflow/splitflow/runtime/restart"
+	"github.com/splitflow/splitflow/runtime/state"
 	"github.com/splitflow/splitflow/runtime/status"
 )
 

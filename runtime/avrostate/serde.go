@@ -6,10 +6,9 @@ import (
 	"fmt"
 	"reflect"
 
-	"github.com/splitflow/splitflow/runtime/state"
-
 	"github.com/hamba/avro/v2"
 	"github.com/splitflow/splitflow/internal/avrocodec"
+	"github.com/splitflow/splitflow/runtime/state"
 )
 
 // Name is the Name of every Serde of this package, which checkpoints

@@ -72,15 +72,9 @@ func (b Backend) String() string {
 // Dir is the pebble backend's working directory, "" for the default.
 func (b Backend) Dir() string { return b.dir }
 
-// BlockCacheSize is the pebble backend's block cache in bytes (64 MiB
-// unless PebbleBlockCacheSize says otherwise; for Heap, the size Pebble
-// would have).
-func (b Backend) BlockCacheSize() int64 {
-	if b.String() == heapName {
-		return defaultPebbleBlockCacheSize
-	}
-	return b.cacheSize
-}
+// BlockCacheSize is the pebble backend's block cache in bytes: 64 MiB
+// unless PebbleBlockCacheSize says otherwise, 0 for Heap.
+func (b Backend) BlockCacheSize() int64 { return b.cacheSize }
 
 // ParseBackend reads a backend name as flags give it, "heap" or
 // "pebble", into Heap or Pebble(dir, opts...). dir and opts apply to

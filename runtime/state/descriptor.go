@@ -32,8 +32,9 @@ import (
 
 // Context is the context a descriptor's state is reached through:
 // the *runtime.KeyedContext of a keyed function (runtime.KeyedProcess,
-// KeyedProcessPerSubtask, KeyedCoProcess), in ProcessElement, OnTimer or
-// Open. It is implemented by runtime.KeyedContext only.
+// runtime.KeyedProcessPerSubtask, runtime.KeyedCoProcess), in the call
+// of a record or a timer, or in a runtime.KeyedProcessFunction's Open.
+// It is implemented by runtime.KeyedContext only.
 type Context interface{ scoped }
 
 // scoped is unexported so that Context shows no method of the engine's.

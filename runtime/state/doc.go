@@ -61,6 +61,7 @@
 // # Backends
 //
 // Where state lives is the job's choice, not the descriptor's:
-// runtime.WithStateBackend(Heap()), the default, or Pebble(dir), for
-// state larger than memory and incremental checkpoints.
+// runtime.WithStateBackend(state.Heap()), the default, or
+// state.Pebble(dir), for state larger than memory and incremental
+// checkpoints.
 package state

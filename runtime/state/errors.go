@@ -38,10 +38,11 @@ func AllowDroppedFields(fields ...string) Option {
 // TypeError is why a keyed state cannot be declared: its key, value
 // or map type is one that encoding/gob, which checkpoints keyed state,
 // cannot encode, or would encode only in part (see DefaultSerde), or
-// that the JSON serde would not bring back whole (JSONSerde). runtime.Environment.Execute
-// fails with it at once, whatever the restart strategy: no restart can
-// change a type. Match it with errors.As. NewValueState and NewMapState
-// panic with it.
+// that the JSON serde would not bring back whole (JSONSerde). A job
+// (runtime.Environment.Execute) fails with it at once, whatever the
+// restart strategy: no restart can change a type. Match it with
+// errors.As. The descriptors' constructors (NewValueState and the
+// others) panic with it.
 type TypeError struct {
 	// State is the state's name.
 	State string
@@ -59,8 +60,8 @@ type TypeError struct {
 
 func (e *TypeError) Error() string { return (*statecodec.StateTypeError)(e).Error() }
 
-// The state errors package keyed returns reach a job as runtime's types of
-// the same fields, which it matches with errors.As.
+// The state errors package keyed returns reach a job as this package's
+// types of the same fields, which it matches with errors.As.
 func init() { keyed.PublicError = publicStateError }
 
 func publicStateError(err error) error {

@@ -81,13 +81,13 @@ func GobSerde[T any]() Serde[T] { return statecodec.Gob[T]() }
 // json.Marshaler and json.Unmarshaler itself.
 func JSONSerde[T any]() Serde[T] { return statecodec.JSON[T]() }
 
-// Option configures a state descriptor (NewValueState, NewMapState).
+// Option configures a state descriptor (NewValueState and the others).
 type Option interface{ applyState(*stateOptions) }
 
 type stateOptions struct {
 	serde, mapKeySerde any
 	ttl                *keyed.TTLConfig // WithTTL (ttl.go)
-	dropped            []string         // AllowDroppedFields (stateshape.go)
+	dropped            []string         // AllowDroppedFields (errors.go)
 }
 
 type stateOptionFunc func(*stateOptions)
@@ -109,7 +109,7 @@ func WithMapKeySerde[T any](s Serde[T]) Option {
 
 func stateOptionsOf(name string, opts []Option) stateOptions {
 	if name == "" {
-		panic("runtime: a state descriptor needs a name")
+		panic("state: a state descriptor needs a name")
 	}
 	var o stateOptions
 	for _, opt := range opts {

@@ -16,10 +16,15 @@ type ValueState[V any] interface {
 
 // MapState is a map per key.
 type MapState[UK comparable, UV any] interface {
+	// Get returns the current key's value of k and whether it has one.
 	Get(k UK) (UV, bool)
+	// Put sets the current key's value of k.
 	Put(k UK, v UV)
+	// Remove removes k from the current key's map.
 	Remove(k UK)
+	// Contains says whether the current key's map has k.
 	Contains(k UK) bool
+	// Len is the number of entries of the current key's map.
 	Len() int
 	// All iterates the current key's entries in no particular order.
 	All() iter.Seq2[UK, UV]

@@ -140,7 +140,7 @@ func TestParseBackendRefusesPebbleSettingsForHeap(t *testing.T) {
 		wantDir   string
 		wantCache int64
 	}{
-		{name: "heap", want: "heap", wantCache: 64 << 20},
+		{name: "heap", want: "heap"},
 		{name: "pebble", want: "pebble", wantCache: 64 << 20},
 		{name: "pebble", dir: "/var/lib/job", opts: []PebbleOption{PebbleBlockCacheSize(8 << 20)}, want: "pebble", wantDir: "/var/lib/job", wantCache: 8 << 20},
 		{name: "heap", dir: "/var/lib/job"},

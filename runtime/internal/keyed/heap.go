@@ -244,7 +244,7 @@ func (ks *State[K]) create(name string, s snapshotableState, shape statecodec.De
 }
 
 // Value, Map and List are the states a declaration
-// returns, of either backend: runtime's ValueState, MapState and
+// returns, of either backend: runtime/state's ValueState, MapState and
 // ListState have the same methods.
 type Value[V any] interface {
 	Value() (V, bool)

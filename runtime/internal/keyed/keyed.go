@@ -4,9 +4,10 @@
 // backend (key-group entries, copy-on-write) and the pebble backend's
 // states, DB opening, restore and incremental snapshots. The operator
 // asks it for a state; which backend serves it is this package's
-// business. runtime keeps the names a job uses (the descriptors, the
-// ValueState, MapState and ListState interfaces, the state errors) and
-// the operators, timers and engine; keyed imports nothing of them.
+// business. runtime/state keeps the names a job uses (the descriptors, the
+// ValueState, MapState and ListState interfaces, the state errors),
+// runtime the operators, timers and engine; keyed imports nothing of
+// either.
 package keyed
 
 import (
@@ -16,8 +17,8 @@ import (
 
 // PublicError turns the errors of runtime/internal/statecodec that a job
 // matches with errors.As (*statecodec.StateTypeError, StateSchemaError,
-// IncompatibleSchemaError) into runtime's types of the same fields.
-// runtime sets it when it loads: keyed cannot import runtime.
+// IncompatibleSchemaError) into runtime/state's types of the same
+// fields. runtime/state sets it when it loads: keyed cannot import it.
 var PublicError = func(err error) error { return err }
 
 // wallClock is the processing time of an operator without a clock of its

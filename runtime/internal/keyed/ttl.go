@@ -16,7 +16,7 @@ import (
 const pebbleSweepEvery = 32
 
 // TTLUpdate says which accesses renew a value's time to live
-// (runtime's TTLUpdateType).
+// (runtime/state's TTLUpdateType).
 type TTLUpdate int
 
 const (

@@ -10,14 +10,15 @@
 // and the shapes of gob and JSON types that a checkpoint records so that a
 // restore can refuse a dropped or retyped field.
 //
-// Package runtime is its user: its descriptors choose codecs here, its
-// keyed state, timers and pebble backend encode and decode through them.
-// The names a job uses (Serde, DefaultSerde, GobSerde, JSONSerde,
-// SchemaSerde, and the errors StateTypeError, StateSchemaError and
-// IncompatibleSchemaError) are runtime's, documented there: this package
-// has interfaces of the same methods and errors of the same fields, which
-// runtime converts to its own, so that runtime's documentation stays
-// whole and a job's serde needs nothing from here. Nothing here knows of
+// Packages runtime/state and runtime are its users: the descriptors
+// choose codecs here, and the keyed state, timers and pebble backend
+// encode and decode through them. The names a job uses (Serde,
+// DefaultSerde, GobSerde, JSONSerde, SchemaSerde, and the errors
+// TypeError, SchemaError and IncompatibleSchemaError) are runtime/state's,
+// documented there: this package has interfaces of the same methods and
+// errors of the same fields, which runtime/state converts to its own, so
+// that its documentation stays whole and a job's serde needs nothing
+// from here. Nothing here knows of
 // operators, key groups or backends; the bytes it writes are in
 // checkpoints, so its codec ids and encodings never change meaning.
 package statecodec

@@ -58,7 +58,7 @@ type SchemaSerde[T any] interface {
 // IncompatibleSchemaError is state.IncompatibleSchemaError, whose
 // documentation a job reads: a restore refused because a state's serde
 // cannot read a recorded schema. The two have the same fields, so that
-// runtime converts one to the other, and runtime's Error is this one.
+// runtime/state converts one to the other, and its Error is this one.
 type IncompatibleSchemaError struct {
 	State                 string
 	Role                  string

@@ -232,8 +232,8 @@ func CheckShape(name string, recorded [][]byte, now DeclaredShape, dropped []str
 
 // StateSchemaError is state.SchemaError, whose documentation a
 // job reads: a restore refused because a state's type lost or changed a
-// field. The two have the same fields, so that runtime converts one to
-// the other, and runtime's Error is this one.
+// field. The two have the same fields, so that runtime/state converts
+// one to the other, and its Error is this one.
 type StateSchemaError struct {
 	State          string
 	Role           string
