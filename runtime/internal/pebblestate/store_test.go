@@ -129,6 +129,27 @@ func TestReadsSeeLatestWriteAcrossBufferFreezeAndDB(t *testing.T) {
 						t.Fatalf("step %d: %q lost", step, k)
 					}
 				}
+				// Every few steps, every key of the key space: a deleted or
+				// overwritten value must not come back from any layer.
+				if step%7 == 0 {
+					for i := range 60 {
+						k := fmt.Sprintf("\x00\x01v%03d", i)
+						got, ok, err := s.Get([]byte(k))
+						if want, in := m.flat[k]; err != nil || ok != in || string(got) != want {
+							t.Fatalf("step %d: Get(%q) = %q, %v, %v; want %q, %v", step, k, got, ok, err, want, in)
+						}
+					}
+					for i := range 10 {
+						p := fmt.Sprintf("\x00\x02m%02d|", i)
+						for j := range 8 {
+							uk := fmt.Sprintf("u%02d", j)
+							got, ok, err := s.MapGet([]byte(p), []byte(uk))
+							if want, in := m.maps[p][uk]; err != nil || ok != in || string(got) != want {
+								t.Fatalf("step %d: MapGet(%q, %q) = %q, %v, %v; want %q, %v", step, p, uk, got, ok, err, want, in)
+							}
+						}
+					}
+				}
 				if step%97 == 0 {
 					check(t, s, m, step)
 				}
