@@ -15,7 +15,6 @@ import (
 	"testing"
 	"time"
 
-	dto "github.com/prometheus/client_model/go"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -958,9 +957,17 @@ func TestStoppedProcessListsNoSlots(t *testing.T) {
 	if st.Distributed == nil || len(st.Distributed.Slots) != 0 {
 		t.Fatalf("the stopped process lists slots %+v (job state %q); want none", st.Distributed, st.State)
 	}
-	var g dto.Metric
-	if err := env.observer().slotM.owned.Write(&g); err != nil || g.GetGauge().GetValue() != 0 {
-		t.Fatalf("splitflow_slots_owned is %v after the process stopped (%v); want 0", g.GetGauge().GetValue(), err)
+	mfs, err := env.gatherer().Gather()
+	owned := -1.0
+	for _, mf := range mfs {
+		if mf.GetName() == "splitflow_slots_owned" {
+			for _, m := range mf.GetMetric() {
+				owned = m.GetGauge().GetValue()
+			}
+		}
+	}
+	if err != nil || owned != 0 {
+		t.Fatalf("splitflow_slots_owned is %v after the process stopped (%v); want 0", owned, err)
 	}
 }
 

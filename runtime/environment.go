@@ -10,6 +10,7 @@ import (
 
 	"github.com/splitflow/splitflow/runtime/checkpoint"
 	"github.com/splitflow/splitflow/runtime/internal/keygroup"
+	"github.com/splitflow/splitflow/runtime/internal/observe"
 	"github.com/splitflow/splitflow/runtime/status"
 )
 
@@ -187,7 +188,7 @@ type Environment struct {
 	// obs holds the job's metrics and status (metrics.go), created on
 	// first use by whichever goroutine asks first.
 	obsOnce sync.Once
-	obs     *observer
+	obs     *observe.Observer
 }
 
 type testHooks struct {
@@ -284,7 +285,7 @@ func (env *Environment) Execute(ctx context.Context, name string) error {
 	if env.cfg.dist != nil {
 		jobName = env.cfg.dist.Job
 	}
-	releaseMetrics, err := env.observer().attach(name, jobName)
+	releaseMetrics, err := env.observer().Attach(name, jobName)
 	if err != nil {
 		return fmt.Errorf("job %q: %w", name, err)
 	}

@@ -469,7 +469,7 @@ func (ex *execution) buildTasks(region int, rs *engine.RestoredState) []*task {
 		}
 	}
 	rs.Expect(len(tasks))
-	ex.obs.tasksBuilt(ex, tasks)
+	tasksBuilt(ex.obs, tasks)
 	return tasks
 }
 

@@ -16,6 +16,7 @@ import (
 	"github.com/splitflow/splitflow/runtime/checkpoint"
 	"github.com/splitflow/splitflow/runtime/internal/coordinator"
 	"github.com/splitflow/splitflow/runtime/internal/engine"
+	"github.com/splitflow/splitflow/runtime/internal/observe"
 	"github.com/splitflow/splitflow/runtime/internal/pebblestate"
 	"github.com/splitflow/splitflow/runtime/restart"
 	"github.com/splitflow/splitflow/runtime/status"
@@ -140,7 +141,7 @@ type execution struct {
 
 	// obs is the Environment's metrics and status board; name the job's
 	// name for it.
-	obs  *observer
+	obs  *observe.Observer
 	name string
 
 	// slot is set when the execution runs one slot of a distributed job
@@ -418,8 +419,8 @@ func (ex *execution) run(ctx context.Context) error {
 	if ex.slot == nil {
 		// A slot's execution is one of many of the job: the distributed
 		// driver reports the job's start and end.
-		ex.obs.jobStarted(ex)
-		defer func() { ex.obs.jobEnded(ctx, ex.err) }()
+		jobStarted(ex.obs, ex)
+		defer func() { ex.obs.JobEnded(ctx, ex.err) }()
 	}
 	if ex.cfg.state.backend == kindPebble {
 		// A state directory that cannot be used fails the job now, not
@@ -621,7 +622,7 @@ func (ex *execution) startAttempt(rs *engine.RestoredState) {
 			}})
 		}
 		c := n.source.newCoordinator(info, n.par(ex.cfg), fail, ex.cfg.cp.gate, state, rescaled, ex.canRestart())
-		c.observe(ex.obs.reg.Group(n.name, n.uid, -1), ex.log)
+		c.observe(ex.obs.Group(n.name, n.uid, -1), ex.log)
 		if ex.slot != nil {
 			c.startShufflesAt(ex.slot.shuffleStarts)
 		}
@@ -673,7 +674,7 @@ func (ex *execution) taskExited(t *task, err error) {
 	ex.exitedAfterCancel(t)
 	ex.live--
 	t.exited = true
-	ex.obs.taskExited(t.meter.stats, err)
+	taskExited(ex.obs, t, err)
 	if !ex.current(t) {
 		ex.waitingExit--
 		if ex.restarting && ex.waitingExit == 0 {
@@ -699,7 +700,7 @@ func (ex *execution) failure(t *task, err error) {
 		return
 	}
 	ex.lastFailure = err
-	ex.obs.failedWith(t, err)
+	failedWith(ex.obs, t, err)
 	var ue *unrecoverableError
 	if ex.draining || errors.As(err, &ue) || errors.Is(err, connector.ErrInvalidConfiguration) {
 		ex.stop(err)
@@ -744,7 +745,7 @@ func (ex *execution) failure(t *task, err error) {
 		return
 	}
 	ex.restarts = n
-	ex.obs.restarted(n)
+	ex.obs.Restarted(n)
 	scope := "job"
 	if region >= 0 {
 		scope = fmt.Sprintf("region of subtask %d", region)
@@ -791,7 +792,7 @@ func (ex *execution) gotGoing(failed *task, d time.Duration) bool {
 		return true
 	}
 	for _, t := range ex.tasks {
-		if s := t.meter.stats; t.isSource && s != nil && s.recordsIn.Load() > 0 {
+		if s := t.meter.stats; t.isSource && s != nil && s.RecordsIn() > 0 {
 			ex.progressed = true
 			return true
 		}
@@ -897,7 +898,7 @@ func (ex *execution) restart() {
 	}
 	ex.attempt++
 	ex.restarting = false
-	ex.obs.setState(status.StateRunning)
+	ex.obs.SetState(status.StateRunning)
 	var tasks []*task
 	if ex.restartRegion < 0 {
 		ex.startAttempt(rs)
@@ -999,7 +1000,7 @@ func (ex *execution) onAck(t *task, id int64, blobs []ownedState, align, sync ti
 			full += int64(len(b.data))
 			files = append(files, b.files...)
 		}
-		ex.obs.checkpointProgress(ex.slotIndex(), id, checkpointSizes{written: size, full: full, files: files, align: align, sync: sync})
+		ex.obs.CheckpointProgress(ex.slotIndex(), id, observe.CheckpointSizes{Written: size, Full: full, Files: files, Align: align, Sync: sync})
 		ex.perform(ex.cc.Ack(id, t.id, hs))
 	})
 }
@@ -1029,7 +1030,7 @@ func (ex *execution) perform(acts []coordinator.Action) {
 	for _, a := range acts {
 		switch a := a.(type) {
 		case coordinator.SnapshotCoordinators:
-			ex.obs.checkpointTriggered(ex.slotIndex(), a.ID, a.Timestamp)
+			ex.obs.CheckpointTriggered(ex.slotIndex(), a.ID, a.Timestamp)
 			ex.snapshotCoordinators(a.ID)
 		case coordinator.InjectBarriers:
 			b := engine.CheckpointBarrier{CheckpointID: a.ID, Timestamp: a.Timestamp.UnixMilli()}
@@ -1063,7 +1064,7 @@ func (ex *execution) perform(acts []coordinator.Action) {
 			ex.perform(ex.cc.Persisted(a.ID, err))
 		case coordinator.NotifyComplete:
 			delete(ex.injected, a.ID)
-			st := ex.obs.checkpointEnded(ex.slotIndex(), a.ID, nil)
+			st := ex.obs.CheckpointCompleted(ex.slotIndex(), a.ID)
 			ex.log.Info("splitflow: checkpoint completed", "id", a.ID, "duration", time.Duration(st.DurationMillis)*time.Millisecond,
 				"sync", time.Duration(st.SyncMicros)*time.Microsecond, "size", st.SizeBytes, "full", st.FullSizeBytes)
 			if f := ex.cfg.cp.listener.CheckpointCompleted; f != nil {
@@ -1080,7 +1081,7 @@ func (ex *execution) perform(acts []coordinator.Action) {
 			}
 			delete(ex.injected, a.ID)
 			ex.savepointAborted(a.ID, a.Err)
-			ex.obs.checkpointEnded(ex.slotIndex(), a.ID, a.Err)
+			ex.obs.CheckpointFailed(ex.slotIndex(), a.ID, statusText(a.Err))
 			for _, c := range ex.coords {
 				c.notifyCheckpointAborted(a.ID)
 			}
@@ -1118,7 +1119,7 @@ func (ex *execution) snapshotCoordinators(id int64) {
 			return // aborted meanwhile
 		}
 		if err == nil {
-			ex.obs.checkpointProgress(ex.slotIndex(), id, checkpointSizes{written: size, full: size})
+			ex.obs.CheckpointProgress(ex.slotIndex(), id, observe.CheckpointSizes{Written: size, Full: size})
 		}
 		ex.perform(ex.cc.CoordinatorsSnapshotted(id, hs, err))
 	}
@@ -1157,7 +1158,7 @@ func (ex *execution) closePebble() {
 	ex.pebbleMu.Lock()
 	defer ex.pebbleMu.Unlock()
 	if ex.pebble != nil {
-		ex.obs.setStateStats(nil)
+		ex.obs.SetStateStats(nil)
 		if n := ex.pebble.Open(); n > 0 {
 			// A task the watchdog abandoned still has its DB open: its
 			// directory is left to the next job on the state directory.

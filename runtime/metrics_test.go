@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/splitflow/splitflow/runtime/internal/engine"
+	"github.com/splitflow/splitflow/runtime/internal/observe"
 	"github.com/splitflow/splitflow/runtime/internal/statustest"
 	"github.com/splitflow/splitflow/runtime/restart"
 	"github.com/splitflow/splitflow/runtime/status"
@@ -411,10 +412,11 @@ func (idleInput) stopped() bool              { return false }
 // a task that did nothing but wait reports no busy time at all, however
 // long after its last publication it was stopped.
 func TestWaitCutShortIsNotBusy(t *testing.T) {
+	const publishInterval = observe.PublishInterval
 	synctest.Test(t, func(t *testing.T) {
 		tk := &task{name: "idle", head: &opInfo{name: "idle"}, cfg: &config{}, mb: engine.NewMailbox(),
 			input: idleInput{never: make(chan struct{})}}
-		tk.meter.stats = &taskStats{}
+		tk.meter.stats = observe.NewTaskStats(0, "idle", 0, 1, 0, nil)
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan error, 1)
 		go func() { done <- tk.run(ctx) }()
@@ -425,9 +427,9 @@ func TestWaitCutShortIsNotBusy(t *testing.T) {
 		if err := <-done; !errors.Is(err, errTaskCancelled) {
 			t.Fatalf("run: %v, want errTaskCancelled", err)
 		}
-		tt := tk.meter.stats.totals()
-		if tt.busyNs != 0 || time.Duration(tt.idleNs) != 10*publishInterval+publishInterval/2 {
-			t.Errorf("busy %v idle %v, want 0 and all of the %v waited", time.Duration(tt.busyNs), time.Duration(tt.idleNs), 10*publishInterval+publishInterval/2)
+		busy, idle, _ := tk.meter.stats.Times()
+		if busy != 0 || time.Duration(idle) != 10*publishInterval+publishInterval/2 {
+			t.Errorf("busy %v idle %v, want 0 and all of the %v waited", time.Duration(busy), time.Duration(idle), 10*publishInterval+publishInterval/2)
 		}
 	})
 }

@@ -129,7 +129,7 @@ func (ex *execution) pebbleFor(cfg *stateConfig) (*pebblestate.Backend, error) {
 		return nil, err
 	}
 	ex.pebble = b
-	ex.obs.setStateStats(b.Usage)
+	ex.obs.SetStateStats(b.Usage)
 	return b, nil
 }
 

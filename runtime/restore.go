@@ -3,7 +3,6 @@ package runtime
 import (
 	"fmt"
 	"path/filepath"
-	"slices"
 	"strings"
 	"time"
 
@@ -61,7 +60,7 @@ func (ex *execution) reportRestore(rs *engine.RestoredState) {
 		}
 		ex.log.Info("splitflow: "+st.Message, args...)
 	}
-	ex.obs.restored(st)
+	ex.obs.Restored(st)
 	if f := ex.cfg.cp.listener.Restored; f != nil {
 		f(st)
 	}
@@ -79,35 +78,4 @@ func (ex *execution) checkpointPath(id int64) string {
 	default:
 		return fmt.Sprintf("%T", s)
 	}
-}
-
-// savepointCompleted adds sp to the status, keeping the newest 10.
-func (o *observer) savepointCompleted(sp status.Savepoint) {
-	o.mu.Lock()
-	o.savepoints = append(o.savepoints, sp)
-	if n := len(o.savepoints); n > 10 {
-		o.savepoints = slices.Delete(o.savepoints, 0, n-10)
-	}
-	o.mu.Unlock()
-}
-
-// restored records where the current attempt resumed.
-func (o *observer) restored(st status.Restore) {
-	o.mu.Lock()
-	o.restore = &st
-	o.mu.Unlock()
-}
-
-// cloneRestore is a deep copy of st, nil for nil.
-func cloneRestore(st *status.Restore) *status.Restore {
-	if st == nil {
-		return nil
-	}
-	c := *st
-	c.Skipped = slices.Clone(st.Skipped)
-	c.Sources = slices.Clone(st.Sources)
-	for i := range c.Sources {
-		c.Sources[i].Splits = slices.Clone(c.Sources[i].Splits)
-	}
-	return &c
 }

@@ -278,7 +278,7 @@ func (ex *execution) savepointPersisted(id int64, final bool, taken time.Time) {
 				log.Error("splitflow: savepoint failed", "checkpoint", id, "err", werr)
 			} else {
 				log.Info("splitflow: savepoint completed", "checkpoint", id, "path", sp.Path)
-				obs.savepointCompleted(sp)
+				obs.SavepointCompleted(sp)
 				copied.paths = append(copied.paths, sp.Path)
 			}
 			if req == stop {

@@ -153,15 +153,15 @@ func (env *Environment) runDistributed(ctx context.Context, g *jobGraph, name st
 	obs := env.observer()
 	// The status board shows the job's graph; its checkpoints are the
 	// slots' (a coordinator of its own marks checkpointing on).
-	obs.jobStarted(&execution{g: g, cfg: &env.cfg, name: name, cc: new(coordinator.Coordinator)})
-	obs.distStarted(d.Job)
+	jobStarted(obs, &execution{g: g, cfg: &env.cfg, name: name, cc: new(coordinator.Coordinator)})
+	obs.DistStarted(d.Job)
 	replication := d.ReplicationFactor
 	if replication == 0 {
 		replication = -1
 	}
 	if err := claimDistributedRoot(ctx, env.cfg.cp.dir, d, env.cfg.cp.renamedFrom, log); err != nil {
 		err = fmt.Errorf("job %q: %w", name, err)
-		obs.jobEnded(ctx, err)
+		obs.JobEnded(ctx, err)
 		return err
 	}
 	// Before joining: no slot is claimed before the job's start point is
@@ -169,7 +169,7 @@ func (env *Environment) runDistributed(ctx context.Context, g *jobGraph, name st
 	start, err := settleStartPoint(env.cfg.cp.dir, d.Job, d.Slots, env.cfg.cp.restoreFrom, env.shuffleEnds(ctx), log)
 	if err != nil {
 		err = fmt.Errorf("job %q: %w", name, err)
-		obs.jobEnded(ctx, err)
+		obs.JobEnded(ctx, err)
 		return err
 	}
 	startFrom := start.Savepoint
@@ -192,7 +192,7 @@ func (env *Environment) runDistributed(ctx context.Context, g *jobGraph, name st
 		slots.WithIdentity(slots.Identity{Fingerprint: g.fingerprint(), Slots: d.Slots, MaxParallelism: env.cfg.maxParallelism}))
 	if err != nil {
 		err = fmt.Errorf("job %q: %w", name, err)
-		obs.jobEnded(ctx, err)
+		obs.JobEnded(ctx, err)
 		return err
 	}
 	dr := &distDriver{env: env, g: g, name: name, d: d, log: log, m: m, startFrom: startFrom, shuffleStarts: start.Shuffles, incarnation: start.Incarnation,
@@ -200,7 +200,7 @@ func (env *Environment) runDistributed(ctx context.Context, g *jobGraph, name st
 	if dr.spStore, err = openSavepointRequests(env.cfg.cp.dir, d.Job, log); err != nil {
 		m.Close()
 		err = fmt.Errorf("job %q: %w", name, err)
-		obs.jobEnded(ctx, err)
+		obs.JobEnded(ctx, err)
 		return err
 	}
 	if st, err := slots.ReadSavepoints(dr.spStore); err == nil {
@@ -213,7 +213,7 @@ func (env *Environment) runDistributed(ctx context.Context, g *jobGraph, name st
 	err = dr.loop(ctx)
 	stopWatch()
 	watchWG.Wait()
-	obs.jobEnded(ctx, err)
+	obs.JobEnded(ctx, err)
 	return err
 }
 
@@ -262,7 +262,7 @@ func (dr *distDriver) loop(ctx context.Context) (err error) {
 		live := slices.Collect(maps.Values(dr.runners))
 		dr.awaitAll()
 		dr.m.Close()
-		dr.env.observer().slotsStopped()
+		dr.env.observer().SlotsStopped()
 		errs := []error{err}
 		for _, r := range live {
 			if r.err != nil && !errors.Is(r.err, errSlotLost) && !errors.Is(r.err, context.Canceled) {
@@ -312,7 +312,7 @@ func (dr *distDriver) runnerEnded(r *slotRunner) error {
 	}
 	if dr.runners[r.slot] == r {
 		delete(dr.runners, r.slot)
-		dr.env.observer().slotEnded(r.slot)
+		dr.env.observer().SlotEnded(r.slot)
 	}
 	switch {
 	case r.err == nil:
@@ -359,11 +359,11 @@ func (dr *distDriver) change(ctx context.Context, c slots.Change) {
 		}
 		dr.log.Info("splitflow: slots released", "slots", c.Revoked, "lost", c.Lost, "took", time.Since(start))
 		c.Done()
-		dr.env.observer().slotsReleased(time.Since(start))
-		dr.env.observer().slotChange(c.Member, c.Generation, nil, c.Revoked)
+		dr.env.observer().SlotsReleased(time.Since(start))
+		dr.env.observer().SlotChange(c.Member, c.Generation, nil, c.Revoked)
 	}
 	if len(c.Assigned) > 0 {
-		dr.env.observer().slotChange(c.Member, c.Generation, c.Assigned, nil)
+		dr.env.observer().SlotChange(c.Member, c.Generation, c.Assigned, nil)
 	}
 	for _, s := range c.Assigned {
 		if old := dr.runners[s]; old != nil {
@@ -811,7 +811,7 @@ func (r *slotRunner) claimAndRun(root string) error {
 	if slot.fromSavepoint {
 		savepoint = slot.restorePath
 	}
-	r.dr.env.observer().slotRunning(r.slot, rp.ClaimEpoch, rp.Checkpoint, savepoint)
+	r.dr.env.observer().SlotRunning(r.slot, rp.ClaimEpoch, rp.Checkpoint, savepoint)
 	defer ex.releaseStorage()
 	r.mu.Lock()
 	r.holder, _ = ex.storage.(checkpoint.Holder)

@@ -43,7 +43,7 @@ type sourceOperator[T any, S connector.Split, C any] struct {
 	// its context; nil when the task has no observer (tests).
 	metrics *metrics.Group
 	// shuffleInput: the source reads a distributed job's shuffle, whose
-	// lag is not the job's input lag (sourcelag.go).
+	// lag is not the job's input lag (runtime/internal/observe).
 	shuffleInput bool
 	// uncountLag takes the reader out of the job's lag gauge; nil while
 	// it is not in it.

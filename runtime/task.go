@@ -9,6 +9,7 @@ import (
 
 	"github.com/splitflow/splitflow/runtime/checkpoint"
 	"github.com/splitflow/splitflow/runtime/internal/engine"
+	"github.com/splitflow/splitflow/runtime/internal/observe"
 )
 
 // inputStatus is what one step of a task's default action reports.
@@ -185,7 +186,7 @@ func (t *task) run(ctx context.Context) (err error) {
 	}
 	if t.meter.stats != nil {
 		t.meter.timer = t.newTimer("publish metrics", t.publishMail)
-		t.meter.timer.Reset(publishInterval)
+		t.meter.timer.Reset(observe.PublishInterval)
 	}
 	return t.loop(ctx)
 }

@@ -105,7 +105,7 @@ func (ex *execution) abandon(errs []error) {
 	if ex.stopped {
 		ex.err = errors.Join(ex.err, err)
 	}
-	ex.obs.failedWith(nil, err)
+	failedWith(ex.obs, nil, err)
 	ex.stop(err)
 }
 

@@ -1,4 +1,4 @@
-package runtime
+package observe
 
 import (
 	"slices"
@@ -11,7 +11,7 @@ import (
 )
 
 // slotMetrics are a distributed job's metrics; registered with the rest
-// (observer.attach), flat for a job of one process.
+// (Observer.Attach), flat for a job of one process.
 type slotMetrics struct {
 	owned      prometheus.Gauge
 	rebalances prometheus.Counter
@@ -40,16 +40,16 @@ func (m slotMetrics) collectors() []prometheus.Collector {
 	return []prometheus.Collector{m.owned, m.rebalances, m.handover}
 }
 
-// distStarted marks the status as a distributed job's.
-func (o *observer) distStarted(job string) {
+// DistStarted marks the status as a distributed job's.
+func (o *Observer) DistStarted(job string) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	o.dist = &status.Distributed{Job: job, Slots: []status.Slot{}}
 }
 
-// slotChange records one rebalance step: member, the slots assigned (in
+// SlotChange records one rebalance step: member, the slots assigned (in
 // generation gen) and revoked.
-func (o *observer) slotChange(member string, gen int64, assigned, revoked []int) {
+func (o *Observer) SlotChange(member string, gen int64, assigned, revoked []int) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if o.dist == nil {
@@ -69,9 +69,9 @@ func (o *observer) slotChange(member string, gen int64, assigned, revoked []int)
 	o.slotM.rebalances.Inc()
 }
 
-// slotRunning records that slot runs under the claim of epoch, restored
+// SlotRunning records that slot runs under the claim of epoch, restored
 // from checkpoint restored (0: fresh, or from savepoint).
-func (o *observer) slotRunning(slot int, epoch, restored int64, savepoint string) {
+func (o *Observer) SlotRunning(slot int, epoch, restored int64, savepoint string) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if o.dist == nil {
@@ -85,8 +85,8 @@ func (o *observer) slotRunning(slot int, epoch, restored int64, savepoint string
 	}
 }
 
-// slotEnded drops slot, which ended by itself (lost, or its job ended).
-func (o *observer) slotEnded(slot int) {
+// SlotEnded drops slot, which ended by itself (lost, or its job ended).
+func (o *Observer) SlotEnded(slot int) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if o.dist == nil {
@@ -96,9 +96,9 @@ func (o *observer) slotEnded(slot int) {
 	o.slotM.owned.Set(float64(len(o.dist.Slots)))
 }
 
-// slotsStopped drops every slot: the process stopped them all and left
+// SlotsStopped drops every slot: the process stopped them all and left
 // the group, so it runs none, whichever slots its last generation gave it.
-func (o *observer) slotsStopped() {
+func (o *Observer) SlotsStopped() {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if o.dist == nil {
@@ -108,12 +108,12 @@ func (o *observer) slotsStopped() {
 	o.slotM.owned.Set(0)
 }
 
-// slotsReleased records how long releasing revoked slots took.
-func (o *observer) slotsReleased(d time.Duration) {
+// SlotsReleased records how long releasing revoked slots took.
+func (o *Observer) SlotsReleased(d time.Duration) {
 	o.slotM.handover.WithLabelValues("release").Observe(d.Seconds())
 }
 
-func (o *observer) distStatus() *status.Distributed {
+func (o *Observer) distStatus() *status.Distributed {
 	if o.dist == nil {
 		return nil
 	}

@@ -1,4 +1,4 @@
-package runtime
+package observe
 
 import (
 	"sync"
@@ -73,13 +73,8 @@ func (l *sourceLag) gauge(jobName string) prometheus.GaugeFunc {
 	}, func() float64 { return float64(l.sum()) })
 }
 
-// countLag counts the lag of the operator's reader in the job's gauge,
-// unless it reads a distributed job's shuffle or cannot tell its lag.
-func (s *sourceOperator[T, S, C]) countLag(t *task) {
-	if s.shuffleInput || t == nil || t.ex == nil {
-		return
-	}
-	if r, ok := any(s.reader).(connector.LagReporter); ok {
-		s.uncountLag = t.ex.env.observer().lag.add(s, r)
-	}
+// AddLag counts r's lag under key (a source operator) in the job's
+// splitflow_source_lag_records until the returned function is called.
+func (o *Observer) AddLag(key any, r connector.LagReporter) (remove func()) {
+	return o.lag.add(key, r)
 }
