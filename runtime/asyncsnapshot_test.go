@@ -14,6 +14,7 @@ import (
 	"github.com/splitflow/splitflow/runtime/checkpoint"
 	"github.com/splitflow/splitflow/runtime/internal/engine"
 	"github.com/splitflow/splitflow/runtime/internal/keyed"
+	"github.com/splitflow/splitflow/runtime/internal/timers"
 	"github.com/splitflow/splitflow/runtime/state"
 )
 
@@ -46,7 +47,7 @@ type asyncView struct {
 	count map[string]int64
 	seen  map[string]map[string]int64
 	raw   map[string][]byte
-	event []timerEntry[string]
+	event []timers.Entry[string]
 }
 
 func viewOf(p *keyedProcessOperator[string, string, string]) asyncView {
@@ -54,15 +55,15 @@ func viewOf(p *keyedProcessOperator[string, string, string]) asyncView {
 	for k, m := range p.state.States["seen"].(*keyed.HeapMap[string, string, int64]).Flat() {
 		seen[k] = maps.Clone(m)
 	}
-	ev := p.timers.event.all()
-	slices.SortFunc(ev, func(a, b timerEntry[string]) int {
-		if a.key != b.key {
-			if a.key < b.key {
+	ev := allTimers(&p.timers.event)
+	slices.SortFunc(ev, func(a, b timers.Entry[string]) int {
+		if a.Key != b.Key {
+			if a.Key < b.Key {
 				return -1
 			}
 			return 1
 		}
-		return int(a.ts - b.ts)
+		return int(a.Ts - b.Ts)
 	})
 	return asyncView{
 		count: p.state.States["count"].(*keyed.HeapValue[string, int64]).Flat(),

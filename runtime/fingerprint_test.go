@@ -138,7 +138,7 @@ func TestKeyedStateVersion1Restores(t *testing.T) {
 	// version, one entry: name "count", kind value, key group 3, data "x"
 	v1 := []byte{1, 1, 5, 'c', 'o', 'u', 'n', 't', stateformat.KindValue, 3, 1, 'x'}
 	es, err := keyed.DecodeEntries(v1)
-	if err != nil || len(es) != 1 || es[0].Name != "count" || es[0].KeyGroup != 3 || es[0].Format != formatGob || string(es[0].Data) != "x" {
+	if err != nil || len(es) != 1 || es[0].Name != "count" || es[0].KeyGroup != 3 || es[0].Format != stateformat.FormatGob || string(es[0].Data) != "x" {
 		t.Fatalf("version 1 decoded as %v, %v", es, err)
 	}
 	if _, err := keyed.DecodeEntries(append([]byte{stateformat.KeyedVersion + 1}, v1[1:]...)); err == nil {

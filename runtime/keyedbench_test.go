@@ -120,7 +120,7 @@ func snapshotGob(p *keyedProcessOperator[string, string, string]) ([]byte, error
 			if err := gob.NewEncoder(&buf).Encode(m); err != nil {
 				return nil, err
 			}
-			entries = append(entries, keyed.Entry{Name: name, Kind: stateformat.KindValue, Format: formatGob, KeyGroup: g, Data: buf.Bytes()})
+			entries = append(entries, keyed.Entry{Name: name, Kind: stateformat.KindValue, Format: stateformat.FormatGob, KeyGroup: g, Data: buf.Bytes()})
 		}
 	}
 	return keyed.EncodeEntries(entries), nil
@@ -465,11 +465,10 @@ func BenchmarkTimerSnapshotSync(b *testing.B) {
 			if p.state.Pebble == nil {
 				b.Run(name+"/copy-all", func(b *testing.B) {
 					b.ReportAllocs()
-					sets := p.timers.event.sets.(*heapTimerSets[int64])
 					for b.Loop() {
-						all := make([]timerEntry[int64], 0, sets.len())
-						for _, h := range sets.heaps {
-							all = append(all, h...)
+						all, err := p.timers.event.All()
+						if err != nil {
+							b.Fatal(err)
 						}
 						if len(all) != timers {
 							b.Fatal(len(all))

@@ -17,6 +17,7 @@ import (
 	"github.com/splitflow/splitflow/runtime/internal/keygroup"
 	"github.com/splitflow/splitflow/runtime/internal/statecodec"
 	"github.com/splitflow/splitflow/runtime/internal/stateformat"
+	"github.com/splitflow/splitflow/runtime/internal/timers"
 	"github.com/splitflow/splitflow/runtime/state"
 )
 
@@ -113,13 +114,13 @@ func checkFixtureState(t *testing.T, p *keyedProcessOperator[string, string, str
 	wantCount := map[string]int64{"a": 1, "bb": 4, "ccc": 3, "dddd": 4, "eeeee": 5}
 	wantPoint := map[string]point{}
 	wantSeen := map[string]map[string]int64{}
-	var wantEvent, wantProc []timerEntry[string]
+	var wantEvent, wantProc []timers.Entry[string]
 	for k := range wantCount {
 		n := len(k)
 		wantPoint[k] = point{X: n, Y: -n}
 		wantSeen[k] = map[string]int64{k + "-x": int64(n) * 10, k + "-y": -1}
-		wantEvent = append(wantEvent, timerEntry[string]{ts: int64(1000 + n), key: k})
-		wantProc = append(wantProc, timerEntry[string]{ts: int64(1<<50 + n), key: k})
+		wantEvent = append(wantEvent, timers.Entry[string]{Ts: int64(1000 + n), Key: k})
+		wantProc = append(wantProc, timers.Entry[string]{Ts: int64(1<<50 + n), Key: k})
 	}
 	if got := p.state.States["count"].(*keyed.HeapValue[string, int64]).Flat(); !maps.Equal(got, wantCount) {
 		t.Errorf("count = %v, want %v", got, wantCount)
@@ -132,13 +133,13 @@ func checkFixtureState(t *testing.T, p *keyedProcessOperator[string, string, str
 	if got := p.state.States["seen"].(*keyed.HeapMap[string, string, int64]).Flat(); !reflect.DeepEqual(got, wantSeen) {
 		t.Errorf("seen = %v, want %v", got, wantSeen)
 	}
-	order := func(a, b timerEntry[string]) int { return strings.Compare(a.key, b.key) }
+	order := func(a, b timers.Entry[string]) int { return strings.Compare(a.Key, b.Key) }
 	for _, q := range []struct {
 		name string
-		q    *timerQueue[string]
-		want []timerEntry[string]
+		q    *timers.Queue[string]
+		want []timers.Entry[string]
 	}{{"event-time", &p.timers.event, wantEvent}, {"processing-time", &p.timers.processing, wantProc}} {
-		got := q.q.all()
+		got := allTimers(q.q)
 		slices.SortFunc(got, order)
 		slices.SortFunc(q.want, order)
 		if !slices.Equal(got, q.want) {
@@ -185,7 +186,7 @@ func TestKeyedStateVersion2Restores(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, e := range entries {
-		if want := map[bool]byte{true: formatGob, false: formatColumns}[e.Name == "point"]; e.Format != want {
+		if want := map[bool]byte{true: stateformat.FormatGob, false: stateformat.FormatColumns}[e.Name == "point"]; e.Format != want {
 			t.Errorf("entry %s (key group %d) in format %d, want %d", e.Name, e.KeyGroup, e.Format, want)
 		}
 	}
@@ -363,8 +364,8 @@ func roundTripKeys[K comparable](t *testing.T, ks []K) {
 		}
 	}
 	want := maps.Clone(p.state.States["v"].(*keyed.HeapValue[K, int]).Flat())
-	wantTimers := map[timerEntry[K]]bool{}
-	for _, e := range p.timers.event.all() {
+	wantTimers := map[timers.Entry[K]]bool{}
+	for _, e := range allTimers(&p.timers.event) {
 		wantTimers[e] = true
 	}
 	b, err := p.snapshotState(1)
@@ -376,8 +377,8 @@ func roundTripKeys[K comparable](t *testing.T, ks []K) {
 	if got := q.state.States["v"].(*keyed.HeapValue[K, int]).Flat(); !maps.Equal(got, want) {
 		t.Errorf("%T keys: restored %v, want %v", ks, got, want)
 	}
-	got := map[timerEntry[K]]bool{}
-	for _, e := range q.timers.event.all() {
+	got := map[timers.Entry[K]]bool{}
+	for _, e := range allTimers(&q.timers.event) {
 		got[e] = true
 	}
 	for e := range wantTimers {

@@ -395,7 +395,7 @@ func TestHeapCheckpointRestoresIntoPebble(t *testing.T) {
 		seen.Put("a", int64(i))
 		seen.Put("b", int64(-i))
 	}
-	heap.timers.event.add("k7", 42)
+	heap.timers.event.Add("k7", 42)
 	blob, err := heap.snapshotState(1)
 	stopHeap()
 	if err != nil {
@@ -409,7 +409,7 @@ func TestHeapCheckpointRestoresIntoPebble(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			timers += len(p.timers.event.all())
+			timers += len(allTimers(&p.timers.event))
 			lo, hi := keygroup.Range(sub, par, 128)
 			for i := range 300 {
 				k := fmt.Sprint("k", i)

@@ -7,6 +7,8 @@ import (
 	"github.com/splitflow/splitflow/runtime/checkpoint"
 	"github.com/splitflow/splitflow/runtime/internal/keyed"
 	"github.com/splitflow/splitflow/runtime/internal/pebblestate"
+	"github.com/splitflow/splitflow/runtime/internal/stateformat"
+	"github.com/splitflow/splitflow/runtime/internal/timers"
 )
 
 // The keyed process operator with the pebble backend: opening and
@@ -46,9 +48,9 @@ func (t *task) stateStoreConfig(dir string, be *pebblestate.Backend) pebblestate
 func (p *keyedProcessOperator[K, I, O]) restorePebbleTimers(restored bool, entries []keyed.Entry) error {
 	pk := p.state.Pebble
 	if restored {
-		for _, q := range []*timerQueue[K]{&p.timers.event, &p.timers.processing} {
-			if err := q.sets.(*pebbleTimerSets[K]).restored(q, pk.KGLo, pk.KGHi); err != nil {
-				if errors.Is(err, errCorruptTimer) {
+		for _, q := range []*timers.Queue[K]{&p.timers.event, &p.timers.processing} {
+			if err := q.Sets().(*timers.PebbleSets[K]).Restored(q, pk.KGLo, pk.KGHi); err != nil {
+				if errors.Is(err, timers.ErrCorrupt) {
 					return err // the checkpoint does not decode: a retry fails again
 				}
 				return &restoreIOError{err}
@@ -60,10 +62,10 @@ func (p *keyedProcessOperator[K, I, O]) restorePebbleTimers(restored bool, entri
 	}
 	for _, e := range entries {
 		q := &p.timers.event
-		if e.Kind == stateKindProcessingTimers {
+		if e.Kind == stateformat.KindProcessingTimers {
 			q = &p.timers.processing
 		}
-		if err := restoreTimers(q, &p.state, e.Format, e.Data); err != nil {
+		if err := timers.Restore(q, &p.state, e.Format, e.Data); err != nil {
 			return fmt.Errorf("restore %s (key group %d): %w", e.Name, e.KeyGroup, err)
 		}
 		if p.state.Err != nil {

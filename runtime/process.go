@@ -14,6 +14,8 @@ import (
 	"github.com/splitflow/splitflow/runtime/internal/keyed"
 	"github.com/splitflow/splitflow/runtime/internal/keygroup"
 	"github.com/splitflow/splitflow/runtime/internal/pebblestate"
+	"github.com/splitflow/splitflow/runtime/internal/stateformat"
+	"github.com/splitflow/splitflow/runtime/internal/timers"
 )
 
 // TimeDomain says which clock a timer follows.
@@ -158,15 +160,15 @@ func (c *KeyedContext[K, O]) CurrentProcessingTime() int64 { return c.op.Now() }
 // those is dropped, so that a timer that registers itself again lets the
 // input end (see timerService.final).
 func (c *KeyedContext[K, O]) RegisterEventTimeTimer(ts int64) {
-	c.checkTimerKey(eventTimersName)
+	c.checkTimerKey(timers.EventName)
 	if s := c.timers; s.final {
 		if s.firingFinal {
 			s.droppedFinal++
 			return
 		}
-		s.registeredFinal[timerEntry[K]{ts: ts, key: c.op.Key}] = struct{}{}
+		s.registeredFinal[timers.Entry[K]{Ts: ts, Key: c.op.Key}] = struct{}{}
 	}
-	c.timers.event.add(c.op.Key, ts)
+	c.timers.event.Add(c.op.Key, ts)
 }
 
 // checkTimerKey fails the current call once the key type is known not to
@@ -185,19 +187,19 @@ func (c *KeyedContext[K, O]) checkTimerKey(name string) {
 }
 
 // DeleteEventTimeTimer cancels a timer registered for the current key.
-func (c *KeyedContext[K, O]) DeleteEventTimeTimer(ts int64) { c.timers.event.remove(c.op.Key, ts) }
+func (c *KeyedContext[K, O]) DeleteEventTimeTimer(ts int64) { c.timers.event.Remove(c.op.Key, ts) }
 
 // RegisterProcessingTimeTimer asks for OnTimer once the wall clock reaches
 // ts (milliseconds since the Unix epoch), for the current key.
 func (c *KeyedContext[K, O]) RegisterProcessingTimeTimer(ts int64) {
-	c.checkTimerKey(processingTimersName)
-	c.timers.processing.add(c.op.Key, ts)
+	c.checkTimerKey(timers.ProcessingName)
+	c.timers.processing.Add(c.op.Key, ts)
 	c.timers.scheduleProcessing()
 }
 
 // DeleteProcessingTimeTimer cancels a timer registered for the current key.
 func (c *KeyedContext[K, O]) DeleteProcessingTimeTimer(ts int64) {
-	c.timers.processing.remove(c.op.Key, ts)
+	c.timers.processing.Remove(c.op.Key, ts)
 }
 
 // timerService holds an operator's event-time and processing-time timers
@@ -205,8 +207,8 @@ func (c *KeyedContext[K, O]) DeleteProcessingTimeTimer(ts int64) {
 // task timer set to the earliest of them; when it expires a mail fires the
 // due ones on the task goroutine.
 type timerService[K comparable] struct {
-	event      timerQueue[K]
-	processing timerQueue[K]
+	event      timers.Queue[K]
+	processing timers.Queue[K]
 	wake       *time.Timer
 	wakeAt     int64
 	now        func() int64 // the operator's processing time
@@ -219,7 +221,7 @@ type timerService[K comparable] struct {
 	// register (registeredFinal), and what those register is dropped
 	// (firingFinal while one of them fires; droppedFinal counts them).
 	final           bool
-	registeredFinal map[timerEntry[K]]struct{}
+	registeredFinal map[timers.Entry[K]]struct{}
 	firingFinal     bool
 	droppedFinal    int64
 	// keyChecked: the key type was checked at the first registration;
@@ -229,18 +231,18 @@ type timerService[K comparable] struct {
 }
 
 func (s *timerService[K]) scheduleProcessing() {
-	next, ok := s.processing.peek()
+	next, ok := s.processing.Peek()
 	if !ok || s.ended {
 		return
 	}
-	if s.wakeAt != 0 && s.wakeAt <= next.ts {
+	if s.wakeAt != 0 && s.wakeAt <= next.Ts {
 		return
 	}
-	s.wakeAt = next.ts
+	s.wakeAt = next.Ts
 	// A wait on the wall clock for the time left by the processing-time
 	// clock: the same with the wall clock; with a clock a test moves, a
 	// timer not due when the wait ends is waited for again.
-	s.wake.Reset(time.Duration(next.ts-s.now()) * time.Millisecond)
+	s.wake.Reset(time.Duration(next.Ts-s.now()) * time.Millisecond)
 }
 
 // keyedProcessOperator runs a KeyedProcessFunction.
@@ -315,11 +317,11 @@ func (p *keyedProcessOperator[K, I, O]) open(t *task) error {
 			// the first registration, records into the job.
 			return p.info.wrap(fmt.Errorf("its function handles timers, which the pebble state backend keeps by their keys' bytes: %w", err))
 		}
-		p.timers.event = newTimerQueue(p.maxPar, p.state.GroupOf, timerSets[K](newPebbleTimerSets(&p.state, stateKindEventTimers, p.maxPar)))
-		p.timers.processing = newTimerQueue(p.maxPar, p.state.GroupOf, timerSets[K](newPebbleTimerSets(&p.state, stateKindProcessingTimers, p.maxPar)))
+		p.timers.event = timers.NewQueue(p.maxPar, p.state.GroupOf, timers.Sets[K](timers.NewPebbleSets(&p.state, stateformat.KindEventTimers, p.maxPar)))
+		p.timers.processing = timers.NewQueue(p.maxPar, p.state.GroupOf, timers.Sets[K](timers.NewPebbleSets(&p.state, stateformat.KindProcessingTimers, p.maxPar)))
 	} else {
-		p.timers.event = newTimerQueue(p.maxPar, p.state.GroupOf, timerSets[K](newHeapTimerSets(&p.state, p.maxPar)))
-		p.timers.processing = newTimerQueue(p.maxPar, p.state.GroupOf, timerSets[K](newHeapTimerSets(&p.state, p.maxPar)))
+		p.timers.event = timers.NewQueue(p.maxPar, p.state.GroupOf, timers.Sets[K](timers.NewHeapSets(&p.state, p.maxPar)))
+		p.timers.processing = timers.NewQueue(p.maxPar, p.state.GroupOf, timers.Sets[K](timers.NewHeapSets(&p.state, p.maxPar)))
 	}
 	if err := p.restoreState(t); err != nil {
 		var ue *unrecoverableError
@@ -398,27 +400,27 @@ func (p *keyedProcessOperator[K, I, O]) EmitWatermark(wm int64) error {
 	p.wmPending = true
 	if wm == engine.MaxWatermark {
 		p.timers.final = true
-		p.timers.registeredFinal = map[timerEntry[K]]struct{}{}
+		p.timers.registeredFinal = map[timers.Entry[K]]struct{}{}
 	}
 	return p.fireEventTimers()
 }
 
 func (p *keyedProcessOperator[K, I, O]) fireEventTimers() error {
 	for {
-		e, ok := p.timers.event.peek()
-		if !ok || e.ts > p.ctx.watermark {
+		e, ok := p.timers.event.Peek()
+		if !ok || e.Ts > p.ctx.watermark {
 			break
 		}
 		if p.mustYield() {
 			p.yield()
 			return nil
 		}
-		p.timers.event.pop()
+		p.timers.event.Pop()
 		if p.timers.final {
 			_, p.timers.firingFinal = p.timers.registeredFinal[e]
 			delete(p.timers.registeredFinal, e)
 		}
-		err := p.fire(e, EventTime, e.ts)
+		err := p.fire(e, EventTime, e.Ts)
 		p.timers.firingFinal = false
 		if err != nil {
 			return err
@@ -478,10 +480,10 @@ func (p *keyedProcessOperator[K, I, O]) resume() error {
 	return nil
 }
 
-func (p *keyedProcessOperator[K, I, O]) fire(e timerEntry[K], d TimeDomain, ts int64) error {
-	p.state.SetKey(e.key)
+func (p *keyedProcessOperator[K, I, O]) fire(e timers.Entry[K], d TimeDomain, ts int64) error {
+	p.state.SetKey(e.Key)
 	p.ctx.ts, p.ctx.err = ts, nil
-	if err := p.fn.OnTimer(&p.ctx, Timer{Timestamp: e.ts, Domain: d}); err != nil {
+	if err := p.fn.OnTimer(&p.ctx, Timer{Timestamp: e.Ts, Domain: d}); err != nil {
 		return p.info.wrap(err)
 	}
 	if p.state.Err != nil {
@@ -501,8 +503,8 @@ func (p *keyedProcessOperator[K, I, O]) fireProcessingTimers() error {
 func (p *keyedProcessOperator[K, I, O]) fireDueProcessingTimers() error {
 	now := p.state.Now()
 	for {
-		e, ok := p.timers.processing.peek()
-		if !ok || e.ts > now {
+		e, ok := p.timers.processing.Peek()
+		if !ok || e.Ts > now {
 			break
 		}
 		if p.mustYield() {
@@ -510,7 +512,7 @@ func (p *keyedProcessOperator[K, I, O]) fireDueProcessingTimers() error {
 			p.yield()
 			return nil
 		}
-		p.timers.processing.pop()
+		p.timers.processing.Pop()
 		if err := p.fire(e, ProcessingTime, engine.NoTimestampForProcessingTime); err != nil {
 			return err
 		}
@@ -598,7 +600,7 @@ func (p *keyedProcessOperator[K, I, O]) restoreState(t *task) error {
 	// Timers from a heap checkpoint, or from a pebble one of layout 100,
 	// which kept them in its blob: with the pebble backend they go into
 	// the DB once it is open.
-	var timers []keyed.Entry
+	var blobTimers []keyed.Entry
 	for i, b := range old {
 		if b == nil {
 			continue
@@ -630,7 +632,7 @@ func (p *keyedProcessOperator[K, I, O]) restoreState(t *task) error {
 			if keygroup.Subtask(e.KeyGroup, p.par, p.maxPar) != p.info.subtask {
 				continue
 			}
-			if e.Kind == stateKindWatermark {
+			if e.Kind == stateformat.KindWatermark {
 				wm, err := keyed.DecodeWatermark(e.Data)
 				if err != nil {
 					return fmt.Errorf("restore the watermark (key group %d): %w", e.KeyGroup, err)
@@ -639,17 +641,17 @@ func (p *keyedProcessOperator[K, I, O]) restoreState(t *task) error {
 				continue
 			}
 			switch e.Kind {
-			case stateKindEventTimers, stateKindProcessingTimers:
+			case stateformat.KindEventTimers, stateformat.KindProcessingTimers:
 				if p.state.Pebble != nil {
-					timers = append(timers, e)
+					blobTimers = append(blobTimers, e)
 					continue
 				}
 			}
 			switch e.Kind {
-			case stateKindEventTimers:
-				err = restoreTimers(&p.timers.event, &p.state, e.Format, e.Data)
-			case stateKindProcessingTimers:
-				err = restoreTimers(&p.timers.processing, &p.state, e.Format, e.Data)
+			case stateformat.KindEventTimers:
+				err = timers.Restore(&p.timers.event, &p.state, e.Format, e.Data)
+			case stateformat.KindProcessingTimers:
+				err = timers.Restore(&p.timers.processing, &p.state, e.Format, e.Data)
 			default:
 				p.state.Restored[e.Name] = append(p.state.Restored[e.Name], e)
 			}
@@ -662,7 +664,7 @@ func (p *keyedProcessOperator[K, I, O]) restoreState(t *task) error {
 		if err := p.openPebble(t, pebbles); err != nil {
 			return &restoreIOError{err}
 		}
-		return p.restorePebbleTimers(len(pebbles) > 0, timers)
+		return p.restorePebbleTimers(len(pebbles) > 0, blobTimers)
 	}
 	return nil
 }
@@ -679,7 +681,7 @@ func (e *restoreIOError) Unwrap() error { return e.err }
 // freezes the epoch (see keyedState) and returns the encoder of every
 // state, the carried-over restored entries and the timers, by key group.
 // Its cost follows the number of key groups and states, not the number of
-// keys or timers (timers.go); the encoder may run on another goroutine
+// keys or timers (runtime/internal/timers); the encoder may run on another goroutine
 // until thawState.
 func (p *keyedProcessOperator[K, I, O]) freezeState(id int64) (func(stop func() bool) ([]byte, []checkpoint.FileHandle, error), error) {
 	if p.state.Pebble != nil {
@@ -689,8 +691,8 @@ func (p *keyedProcessOperator[K, I, O]) freezeState(id int64) (func(stop func() 
 	parts, carried := p.state.Freeze()
 	carried = append(carried, p.watermarkEntries()...)
 	parts = append(parts,
-		keyed.Part{Name: eventTimersName, Kind: stateKindEventTimers, Enc: p.timers.event.sets.(*heapTimerSets[K]).freeze()},
-		keyed.Part{Name: processingTimersName, Kind: stateKindProcessingTimers, Enc: p.timers.processing.sets.(*heapTimerSets[K]).freeze()})
+		keyed.Part{Name: timers.EventName, Kind: stateformat.KindEventTimers, Enc: p.timers.event.Sets().(*timers.HeapSets[K]).Freeze()},
+		keyed.Part{Name: timers.ProcessingName, Kind: stateformat.KindProcessingTimers, Enc: p.timers.processing.Sets().(*timers.HeapSets[K]).Freeze()})
 	info := &p.info
 	return func(stop func() bool) ([]byte, []checkpoint.FileHandle, error) {
 		data, err := keyed.EncodeParts(parts, carried, stop)

@@ -113,7 +113,7 @@ func TestRestoreOfCheckpointWithoutMaxParallelism(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		h, err := w.WriteState(checkpoint.OperatorOwner("counts", 0), keyed.EncodeEntries([]keyed.Entry{{Name: "count", Kind: stateformat.KindValue, Format: formatColumns, KeyGroup: kg, Data: []byte("x")}}))
+		h, err := w.WriteState(checkpoint.OperatorOwner("counts", 0), keyed.EncodeEntries([]keyed.Entry{{Name: "count", Kind: stateformat.KindValue, Format: stateformat.FormatColumns, KeyGroup: kg, Data: []byte("x")}}))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -61,7 +61,7 @@ func TestSelfRegisteringTimerLetsTheInputEnd(t *testing.T) {
 			if want := []string{"a@15", "b@17", "a@25", "b@27", "a@35", "b@37"}; !slices.Equal(fired, want) {
 				t.Fatalf("fired %v, want %v", fired, want)
 			}
-			if left := p.timers.event.all(); len(left) != 0 {
+			if left := allTimers(&p.timers.event); len(left) != 0 {
 				t.Fatalf("timers left after the final watermark: %v", left)
 			}
 		})

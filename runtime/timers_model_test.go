@@ -9,6 +9,7 @@ import (
 	"github.com/splitflow/splitflow/runtime/checkpoint"
 	"github.com/splitflow/splitflow/runtime/internal/engine"
 	"github.com/splitflow/splitflow/runtime/internal/keygroup"
+	"github.com/splitflow/splitflow/runtime/internal/timers"
 )
 
 // timerModel is the set of pending timers of one operator, by domain, as
@@ -16,7 +17,7 @@ import (
 // removes it, a timer fires once, at the earliest timestamp pending, ties
 // in key-group order.
 type timerModel struct {
-	event, processing map[timerEntry[int64]]bool
+	event, processing map[timers.Entry[int64]]bool
 }
 
 func (m timerModel) clone() timerModel {
@@ -27,12 +28,12 @@ func modelGroup(k int64) int { return keygroup.ForHash(keygroup.HashInt64(k), 12
 
 // checkNext fails unless e is a timer of set that may fire now: pending,
 // of the smallest timestamp, and of the smallest key group among those.
-func checkNext(set map[timerEntry[int64]]bool, e timerEntry[int64]) error {
+func checkNext(set map[timers.Entry[int64]]bool, e timers.Entry[int64]) error {
 	if !set[e] {
 		return fmt.Errorf("timer %v fired, not pending", e)
 	}
 	for o := range set {
-		if o.ts < e.ts || o.ts == e.ts && modelGroup(o.key) < modelGroup(e.key) {
+		if o.Ts < e.Ts || o.Ts == e.Ts && modelGroup(o.Key) < modelGroup(e.Key) {
 			return fmt.Errorf("timer %v fired before %v", e, o)
 		}
 	}
@@ -74,7 +75,7 @@ func TestTimersFollowTheModelAcrossSnapshotsAndRestores(t *testing.T) {
 
 func runTimerModel(t *testing.T, b backendKind, seed uint64, keys []int64, far int64) {
 	rng := rand.New(rand.NewPCG(seed, 17))
-	model := timerModel{event: map[timerEntry[int64]]bool{}, processing: map[timerEntry[int64]]bool{}}
+	model := timerModel{event: map[timers.Entry[int64]]bool{}, processing: map[timers.Entry[int64]]bool{}}
 	wm := int64(-1 << 40)
 	var failure error
 	fail := func(err error) {
@@ -85,7 +86,7 @@ func runTimerModel(t *testing.T, b backendKind, seed uint64, keys []int64, far i
 	fn := KeyedProcessFuncs[int64, int64, string]{
 		Element: func(*KeyedContext[int64, string], int64) error { return nil },
 		Timer: func(ctx *KeyedContext[int64, string], tm Timer) error {
-			e := timerEntry[int64]{ts: tm.Timestamp, key: ctx.Key()}
+			e := timers.Entry[int64]{Ts: tm.Timestamp, Key: ctx.Key()}
 			if tm.Domain != EventTime {
 				fail(fmt.Errorf("timer %v fired in domain %v", e, tm.Domain))
 				return nil
@@ -96,17 +97,17 @@ func runTimerModel(t *testing.T, b backendKind, seed uint64, keys []int64, far i
 			delete(model.event, e)
 			switch rng.IntN(4) {
 			case 0: // due in this advance
-				n := timerEntry[int64]{ts: wm - int64(rng.IntN(5)), key: e.key}
-				ctx.RegisterEventTimeTimer(n.ts)
+				n := timers.Entry[int64]{Ts: wm - int64(rng.IntN(5)), Key: e.Key}
+				ctx.RegisterEventTimeTimer(n.Ts)
 				model.event[n] = true
 			case 1:
-				n := timerEntry[int64]{ts: wm + 1 + int64(rng.IntN(200)), key: e.key}
-				ctx.RegisterEventTimeTimer(n.ts)
+				n := timers.Entry[int64]{Ts: wm + 1 + int64(rng.IntN(200)), Key: e.Key}
+				ctx.RegisterEventTimeTimer(n.Ts)
 				model.event[n] = true
 			case 2: // one of its key's due timers, not to fire any more
 				for o := range model.event {
-					if o.key == e.key && o.ts <= wm {
-						ctx.DeleteEventTimeTimer(o.ts)
+					if o.Key == e.Key && o.Ts <= wm {
+						ctx.DeleteEventTimeTimer(o.Ts)
 						delete(model.event, o)
 						break
 					}
@@ -129,10 +130,10 @@ func runTimerModel(t *testing.T, b backendKind, seed uint64, keys []int64, far i
 	}
 	defer func() { stop() }()
 
-	equal := func(step int, what string, q *timerQueue[int64], want map[timerEntry[int64]]bool, lo, hi int) {
+	equal := func(step int, what string, q *timers.Queue[int64], want map[timers.Entry[int64]]bool, lo, hi int) {
 		t.Helper()
-		got := map[timerEntry[int64]]bool{}
-		for _, e := range q.all() {
+		got := map[timers.Entry[int64]]bool{}
+		for _, e := range allTimers(q) {
 			if got[e] {
 				t.Fatalf("step %d, %s: timer %v twice", step, what, e)
 			}
@@ -140,7 +141,7 @@ func runTimerModel(t *testing.T, b backendKind, seed uint64, keys []int64, far i
 		}
 		n := 0
 		for e := range want {
-			if g := modelGroup(e.key); g < lo || g > hi {
+			if g := modelGroup(e.Key); g < lo || g > hi {
 				continue
 			}
 			n++
@@ -151,12 +152,12 @@ func runTimerModel(t *testing.T, b backendKind, seed uint64, keys []int64, far i
 		if len(got) != n {
 			t.Fatalf("step %d, %s: %d timers, the model has %d", step, what, len(got), n)
 		}
-		if e, ok := q.peek(); ok != (n > 0) {
+		if e, ok := q.Peek(); ok != (n > 0) {
 			t.Fatalf("step %d, %s: peek %v %v with %d timers", step, what, e, ok, n)
 		} else if ok {
-			sub := map[timerEntry[int64]]bool{}
+			sub := map[timers.Entry[int64]]bool{}
 			for o := range want {
-				if g := modelGroup(o.key); g >= lo && g <= hi {
+				if g := modelGroup(o.Key); g >= lo && g <= hi {
 					sub[o] = true
 				}
 			}
@@ -175,8 +176,8 @@ func runTimerModel(t *testing.T, b backendKind, seed uint64, keys []int64, far i
 		}
 		equal(step, "event-time", &p.timers.event, model.event, 0, 127)
 		equal(step, "processing-time", &p.timers.processing, model.processing, 0, 127)
-		if s, ok := p.timers.event.sets.(*pebbleTimerSets[int64]); ok && s.cached() > 128*pebbleTimerCache {
-			t.Fatalf("step %d: %d timers cached", step, s.cached())
+		if s, ok := p.timers.event.Sets().(*timers.PebbleSets[int64]); ok && s.Cached() > 128*timers.PebbleCache {
+			t.Fatalf("step %d: %d timers cached", step, s.Cached())
 		}
 	}
 
@@ -212,32 +213,32 @@ func runTimerModel(t *testing.T, b backendKind, seed uint64, keys []int64, far i
 		p.ctx.err = nil
 		switch r := rng.IntN(100); {
 		case r < 35:
-			e := timerEntry[int64]{ts: wm + int64(rng.IntN(400)) - 20, key: k}
-			p.ctx.RegisterEventTimeTimer(e.ts)
+			e := timers.Entry[int64]{Ts: wm + int64(rng.IntN(400)) - 20, Key: k}
+			p.ctx.RegisterEventTimeTimer(e.Ts)
 			model.event[e] = true
 		case r < 45:
-			e := timerEntry[int64]{ts: far + int64(rng.IntN(300)), key: k}
-			p.ctx.RegisterProcessingTimeTimer(e.ts)
+			e := timers.Entry[int64]{Ts: far + int64(rng.IntN(300)), Key: k}
+			p.ctx.RegisterProcessingTimeTimer(e.Ts)
 			model.processing[e] = true
 		case r < 55: // a pending timer, or an unknown one
-			e := timerEntry[int64]{ts: wm + int64(rng.IntN(400)), key: k}
+			e := timers.Entry[int64]{Ts: wm + int64(rng.IntN(400)), Key: k}
 			for o := range model.event {
 				if rng.IntN(3) > 0 {
 					e = o
 				}
 				break
 			}
-			p.state.SetKey(e.key)
-			p.ctx.DeleteEventTimeTimer(e.ts)
+			p.state.SetKey(e.Key)
+			p.ctx.DeleteEventTimeTimer(e.Ts)
 			delete(model.event, e)
 		case r < 60:
-			e := timerEntry[int64]{ts: far + int64(rng.IntN(300)), key: k}
+			e := timers.Entry[int64]{Ts: far + int64(rng.IntN(300)), Key: k}
 			for o := range model.processing {
 				e = o
 				break
 			}
-			p.state.SetKey(e.key)
-			p.ctx.DeleteProcessingTimeTimer(e.ts)
+			p.state.SetKey(e.Key)
+			p.ctx.DeleteProcessingTimeTimer(e.Ts)
 			delete(model.processing, e)
 		case r < 70:
 			wm += int64(rng.IntN(60))
@@ -246,21 +247,21 @@ func runTimerModel(t *testing.T, b backendKind, seed uint64, keys []int64, far i
 				t.Fatalf("step %d: %v", step, err)
 			}
 			for e := range model.event {
-				if advances && e.ts <= wm {
+				if advances && e.Ts <= wm {
 					t.Fatalf("step %d: timer %v not fired at watermark %d", step, e, wm)
 				}
 			}
 		case r < 74: // processing time reaches far + until
 			until := far + int64(rng.IntN(300))
 			for {
-				e, ok := p.timers.processing.peek()
-				if !ok || e.ts > until {
+				e, ok := p.timers.processing.Peek()
+				if !ok || e.Ts > until {
 					break
 				}
 				if err := checkNext(model.processing, e); err != nil {
 					t.Fatalf("step %d: %v", step, err)
 				}
-				if got := p.timers.processing.pop(); got != e {
+				if got := p.timers.processing.Pop(); got != e {
 					t.Fatalf("step %d: pop %v, peek %v", step, got, e)
 				}
 				delete(model.processing, e)

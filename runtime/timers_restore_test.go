@@ -9,6 +9,8 @@ import (
 	"github.com/splitflow/splitflow/runtime/checkpoint"
 	"github.com/splitflow/splitflow/runtime/internal/engine"
 	"github.com/splitflow/splitflow/runtime/internal/keygroup"
+	"github.com/splitflow/splitflow/runtime/internal/stateformat"
+	"github.com/splitflow/splitflow/runtime/internal/timers"
 )
 
 // A restore whose checkpointed DB holds a timer that does not decode fails
@@ -21,7 +23,7 @@ func TestCorruptRestoredTimerIsNotRetryable(t *testing.T) {
 			return nil
 		},
 	}
-	for _, bad := range [][]byte{{1, 2, 3}, append(appendTimerTs(nil, 5), 0xff, 0xff, 0xff)} {
+	for _, bad := range [][]byte{{1, 2, 3}, append(timers.AppendTs(nil, 5), 0xff, 0xff, 0xff)} {
 		sc := pebbleStateConfig(t)
 		p, stop, err := openKeyedOn(t, sc, nil, 1, 0, fn)
 		if err != nil {
@@ -32,7 +34,7 @@ func TestCorruptRestoredTimerIsNotRetryable(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		if err := p.state.Pebble.Store.OrderedPut(pebbleTimerPrefix(nil, 7, stateKindEventTimers), bad); err != nil {
+		if err := p.state.Pebble.Store.OrderedPut(timers.PebblePrefix(nil, 7, stateformat.KindEventTimers), bad); err != nil {
 			t.Fatal(err)
 		}
 		mem, err := checkpoint.NewMemoryStorage()

@@ -2,52 +2,33 @@ package runtime
 
 import (
 	"cmp"
-	"encoding/binary"
+	"context"
+	"errors"
 	"fmt"
 	"runtime"
 	"slices"
+	"strconv"
+	"sync/atomic"
 	"testing"
+	"time"
 
+	"github.com/splitflow/splitflow/connector"
 	"github.com/splitflow/splitflow/runtime/checkpoint"
 	"github.com/splitflow/splitflow/runtime/internal/engine"
 	"github.com/splitflow/splitflow/runtime/internal/keyed"
 	"github.com/splitflow/splitflow/runtime/internal/keygroup"
 	"github.com/splitflow/splitflow/runtime/internal/pebblestate"
+	"github.com/splitflow/splitflow/runtime/internal/timers"
 )
 
-// all lists the queue's timers, in no particular order.
-func (q *timerQueue[K]) all() []timerEntry[K] {
-	switch s := q.sets.(type) {
-	case *heapTimerSets[K]:
-		var out []timerEntry[K]
-		for _, h := range s.heaps {
-			out = append(out, h...)
-		}
-		return out
-	case *pebbleTimerSets[K]:
-		var out []timerEntry[K]
-		for g := range s.cache {
-			err := s.ks.Pebble.Store.MapScanAfter(pebbleTimerPrefix(nil, g, s.kind), nil, func(uk, _ []byte) bool {
-				k, err := s.ks.PebbleKeys.Read(uk[8:])
-				if err != nil {
-					panic(err)
-				}
-				out = append(out, timerEntry[K]{ts: int64(binary.BigEndian.Uint64(uk) ^ (1 << 63)), key: k})
-				return true
-			})
-			if err != nil {
-				panic(err)
-			}
-		}
-		return out
+// allTimers lists q's timers, in no particular order (timers.Queue.All);
+// it panics on an error reading them.
+func allTimers[K comparable](q *timers.Queue[K]) []timers.Entry[K] {
+	out, err := q.All()
+	if err != nil {
+		panic(err)
 	}
-	panic("unknown timer sets")
-}
-
-// newTestTimerQueue is a heap backend's queue over one key group.
-func newTestTimerQueue[K comparable]() *timerQueue[K] {
-	q := newTimerQueue(1, func(K) int { return 0 }, timerSets[K](newHeapTimerSets(&keyed.State[K]{Common: &keyed.Common{}}, 1)))
-	return &q
+	return out
 }
 
 // unitStateConfig is the state config of an operator opened by hand.
@@ -116,18 +97,18 @@ func openKeyedFrom[K comparable](t *testing.T, sc stateConfig, chk *checkpoint.C
 }
 
 // drain pops every timer of q, checking they come in timestamp order.
-func drain[K comparable](t *testing.T, q *timerQueue[K]) []timerEntry[K] {
+func drain[K comparable](t *testing.T, q *timers.Queue[K]) []timers.Entry[K] {
 	t.Helper()
-	var out []timerEntry[K]
+	var out []timers.Entry[K]
 	for {
-		e, ok := q.peek()
+		e, ok := q.Peek()
 		if !ok {
 			return out
 		}
-		if got := q.pop(); got != e {
+		if got := q.Pop(); got != e {
 			t.Fatalf("pop = %v, peek said %v", got, e)
 		}
-		if n := len(out); n > 0 && out[n-1].ts > e.ts {
+		if n := len(out); n > 0 && out[n-1].Ts > e.Ts {
 			t.Fatalf("timer %v after %v", e, out[n-1])
 		}
 		out = append(out, e)
@@ -189,19 +170,19 @@ func TestTimersRestoredInOrderAfterRescale(t *testing.T) {
 				for sub := range par {
 					p := openKeyedFrom(t, unitStateConfig(t, b), chk, par, sub, fn)
 					lo, hi := keygroup.Range(sub, par, 128)
-					wantEv, wantPr := map[timerEntry[int64]]bool{}, map[timerEntry[int64]]bool{}
+					wantEv, wantPr := map[timers.Entry[int64]]bool{}, map[timers.Entry[int64]]bool{}
 					for k := range int64(keys) {
 						if g := groupOf(k); g >= lo && g <= hi {
-							wantEv[timerEntry[int64]{ts: evTs(k), key: k}] = true
+							wantEv[timers.Entry[int64]{Ts: evTs(k), Key: k}] = true
 							if k%3 != 0 {
-								wantPr[timerEntry[int64]{ts: prTs(k), key: k}] = true
+								wantPr[timers.Entry[int64]{Ts: prTs(k), Key: k}] = true
 							}
 						}
 					}
 					for _, c := range []struct {
 						name string
-						q    *timerQueue[int64]
-						want map[timerEntry[int64]]bool
+						q    *timers.Queue[int64]
+						want map[timers.Entry[int64]]bool
 						n    *int
 					}{{"event-time", &p.timers.event, wantEv, &event}, {"processing-time", &p.timers.processing, wantPr, &processing}} {
 						got := drain(t, c.q)
@@ -254,7 +235,7 @@ func TestSnapshotFreezeDoesNotCopyTimers(t *testing.T) {
 			if b == kindPebble {
 				timers = 20_000
 			}
-			timersBytes := uint64(timers) * 16 // a timerEntry[int64]
+			timersBytes := uint64(timers) * 16 // a timers.Entry[int64]
 			p, stop, err := openKeyedOn(t, unitStateConfig(t, b), nil, 1, 0, fn)
 			if err != nil {
 				t.Fatal(err)
@@ -302,35 +283,35 @@ func TestSnapshotFreezeDoesNotCopyTimers(t *testing.T) {
 // The pebble backend keeps a bounded share of its timers in memory: with
 // 200k timers, registered, some deleted, snapshotted and restored, then
 // fired by advancing watermarks while OnTimer registers more, the caches
-// never hold more than pebbleTimerCache timers per key group, and every
+// never hold more than timers.PebbleCache timers per key group, and every
 // timer fires once, in timestamp order, against a model of the set.
 func TestPebbleTimersMemoryBounded(t *testing.T) {
-	const timers = 200_000
-	const bound = 128 * pebbleTimerCache
-	model := map[timerEntry[int64]]bool{}
+	const count = 200_000
+	const bound = 128 * timers.PebbleCache
+	model := map[timers.Entry[int64]]bool{}
 	var checkBound func()
-	var fired []timerEntry[int64]
+	var fired []timers.Entry[int64]
 	fn := KeyedProcessFuncs[int64, int64, string]{
 		Element: func(ctx *KeyedContext[int64, string], k int64) error {
-			ts := k * 7 % timers
+			ts := k * 7 % count
 			ctx.RegisterEventTimeTimer(ts)
-			model[timerEntry[int64]{ts: ts, key: k}] = true
+			model[timers.Entry[int64]{Ts: ts, Key: k}] = true
 			if k%10 == 0 {
 				ctx.DeleteEventTimeTimer(ts)
-				delete(model, timerEntry[int64]{ts: ts, key: k})
+				delete(model, timers.Entry[int64]{Ts: ts, Key: k})
 			}
 			return nil
 		},
 		Timer: func(ctx *KeyedContext[int64, string], tm Timer) error {
-			e := timerEntry[int64]{ts: tm.Timestamp, key: ctx.Key()}
+			e := timers.Entry[int64]{Ts: tm.Timestamp, Key: ctx.Key()}
 			if !model[e] {
 				return fmt.Errorf("timer %v fired, not registered or fired before", e)
 			}
 			delete(model, e)
 			fired = append(fired, e)
 			if len(fired)%7 == 0 { // a later timer of the same key, sometimes due in this advance
-				next := timerEntry[int64]{ts: tm.Timestamp + int64(len(fired)%3000), key: ctx.Key()}
-				ctx.RegisterEventTimeTimer(next.ts)
+				next := timers.Entry[int64]{Ts: tm.Timestamp + int64(len(fired)%3000), Key: ctx.Key()}
+				ctx.RegisterEventTimeTimer(next.Ts)
 				model[next] = true
 			}
 			if len(fired)%1000 == 0 {
@@ -346,14 +327,14 @@ func TestPebbleTimersMemoryBounded(t *testing.T) {
 		t.Fatal(err)
 	}
 	cached := func(p *keyedProcessOperator[int64, int64, string]) int {
-		return p.timers.event.sets.(*pebbleTimerSets[int64]).cached()
+		return p.timers.event.Sets().(*timers.PebbleSets[int64]).Cached()
 	}
 	checkBound = func() {
 		if n := cached(p); n > bound {
 			t.Fatalf("%d timers cached in memory, bound %d", n, bound)
 		}
 	}
-	for k := range int64(timers) {
+	for k := range int64(count) {
 		if err := p.Collect(k, 0); err != nil {
 			t.Fatal(err)
 		}
@@ -370,25 +351,25 @@ func TestPebbleTimersMemoryBounded(t *testing.T) {
 	if n := cached(p); n == 0 {
 		t.Fatal("the restored timers' caches are empty")
 	}
-	for wm := int64(0); len(model) > 0; wm += timers / 8 {
+	for wm := int64(0); len(model) > 0; wm += count / 8 {
 		if err := p.EmitWatermark(wm); err != nil {
 			t.Fatal(err)
 		}
 		for e := range model {
-			if e.ts <= wm {
+			if e.Ts <= wm {
 				t.Fatalf("timer %v not fired at watermark %d", e, wm)
 			}
 		}
 	}
 	for i := 1; i < len(fired); i++ {
-		if fired[i].ts < fired[i-1].ts {
+		if fired[i].Ts < fired[i-1].Ts {
 			t.Fatalf("timer %v fired after %v", fired[i], fired[i-1])
 		}
 	}
-	if want := timers - timers/10; len(fired) < want {
+	if want := count - count/10; len(fired) < want {
 		t.Fatalf("%d timers fired, want at least %d", len(fired), want)
 	}
-	if _, ok := p.timers.event.peek(); ok || cached(p) != 0 {
+	if _, ok := p.timers.event.Peek(); ok || cached(p) != 0 {
 		t.Fatal("timers left after all fired")
 	}
 }
@@ -413,11 +394,11 @@ func TestFrozenTimersUnchangedByLaterTimerWrites(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	sorted := func(es []timerEntry[int64]) []timerEntry[int64] {
-		slices.SortFunc(es, func(a, b timerEntry[int64]) int { return cmp.Or(cmp.Compare(a.ts, b.ts), cmp.Compare(a.key, b.key)) })
+	sorted := func(es []timers.Entry[int64]) []timers.Entry[int64] {
+		slices.SortFunc(es, func(a, b timers.Entry[int64]) int { return cmp.Or(cmp.Compare(a.Ts, b.Ts), cmp.Compare(a.Key, b.Key)) })
 		return es
 	}
-	beforeEv, beforePr := sorted(p.timers.event.all()), sorted(p.timers.processing.all())
+	beforeEv, beforePr := sorted(allTimers(&p.timers.event)), sorted(allTimers(&p.timers.processing))
 	enc, err := p.freezeState(1)
 	if err != nil {
 		t.Fatal(err)
@@ -443,10 +424,10 @@ func TestFrozenTimersUnchangedByLaterTimerWrites(t *testing.T) {
 	}
 	q, stopQ := openKeyed(t, [][]byte{blob}, 1, 0, fn)
 	defer stopQ()
-	if got := sorted(q.timers.event.all()); !slices.Equal(got, beforeEv) {
+	if got := sorted(allTimers(&q.timers.event)); !slices.Equal(got, beforeEv) {
 		t.Fatalf("the snapshot holds %d event-time timers, %d at the freeze, or others", len(got), len(beforeEv))
 	}
-	if got := sorted(q.timers.processing.all()); !slices.Equal(got, beforePr) {
+	if got := sorted(allTimers(&q.timers.processing)); !slices.Equal(got, beforePr) {
 		t.Fatalf("the snapshot holds %d processing-time timers, %d at the freeze, or others", len(got), len(beforePr))
 	}
 }
@@ -504,9 +485,9 @@ func TestPebbleLayout100TimersRestoreIntoTheDB(t *testing.T) {
 	for sub := range 2 {
 		q := openKeyedFrom(t, pebbleStateConfig(t), chk, 2, sub, fn)
 		lo, hi := keygroup.Range(sub, 2, 128)
-		inDB := q.timers.event.all() // read from the DB
+		inDB := allTimers(&q.timers.event) // read from the DB
 		for _, e := range inDB {
-			if g := keygroup.ForHash(keygroup.HashInt64(e.key), 128); g < lo || g > hi || e.ts != 100+e.key {
+			if g := keygroup.ForHash(keygroup.HashInt64(e.Key), 128); g < lo || g > hi || e.Ts != 100+e.Key {
 				t.Fatalf("subtask %d: timer %v", sub, e)
 			}
 		}
@@ -526,5 +507,59 @@ func TestPebbleLayout100TimersRestoreIntoTheDB(t *testing.T) {
 	}
 	if total != 300 {
 		t.Fatalf("%d timers restored, want 300", total)
+	}
+}
+
+// Rule (D, the backpressure rule): timers fired by one watermark do not pile
+// up in the record writer: with every key's timer due at the final
+// maxWatermark and a slow sink in another task, the records in flight stay
+// within the network bound, and the watermark follows the timers' records.
+func TestTimerBurstRespectsBackpressure(t *testing.T) {
+	const keys = 20_000
+	env := NewEnvironment(WithBufferSize(bpBufferSize), WithBuffersPerChannel(bpBuffers), WithFlushTimeout(-1))
+	src := &memSource[ev]{numSplits: 1, perSplit: keys, gen: func(_, i int) (ev, int64) {
+		return ev{Seq: i, Key: strconv.Itoa(i)}, int64(i)
+	}}
+	var fired, written atomic.Int64
+	res := KeyedProcess(KeyBy(FromSource(env, src, "keys"), func(e ev) string { return e.Key }),
+		func(ctx *KeyedContext[string, int64], e ev) error {
+			ctx.RegisterEventTimeTimer(1 << 40) // beyond the input: fires at the end
+			return nil
+		}, OnTimer(func(ctx *KeyedContext[string, int64], tm Timer) error {
+			fired.Add(1)
+			ctx.Collect(ctx.CurrentWatermark())
+			return nil
+		}))
+	const bound = (bpBuffers+1)*bpBufferSize + bpBufferSize + bpBufferSize + 1
+	var maxInFlight atomic.Int64
+	sink := newCollectSink[int64]()
+	stalled := false
+	sink.writeFn = func(_ int, _ int64, wc connector.WriteContext) error {
+		if !stalled {
+			// Stall on the first timer record: a producer that ignores
+			// backpressure fires everything meanwhile.
+			stalled = true
+			deadline := time.Now().Add(300 * time.Millisecond)
+			for fired.Load() < keys && time.Now().Before(deadline) {
+				time.Sleep(time.Millisecond)
+			}
+		}
+		if n := fired.Load() - written.Add(1) + 1; n > maxInFlight.Load() {
+			maxInFlight.Store(n)
+		}
+		if wc.CurrentWatermark == engine.MaxWatermark {
+			return errors.New("a timer record arrived after the watermark that fired it")
+		}
+		return nil
+	}
+	SinkTo(res, sink).DisableChaining()
+	if err := env.Execute(context.Background(), "timer burst"); err != nil {
+		t.Fatal(err)
+	}
+	if n := sink.Count(); n != keys {
+		t.Fatalf("sink got %d records, want %d", n, keys)
+	}
+	if m := maxInFlight.Load(); m > bound {
+		t.Fatalf("%d timer records in flight behind a slow sink, bound %d", m, bound)
 	}
 }

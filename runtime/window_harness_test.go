@@ -105,11 +105,11 @@ func (w *winOp[K, T, O]) advance(t testing.TB, now int64) {
 	t.Helper()
 	w.clock = now
 	for {
-		e, ok := w.p.timers.processing.peek()
-		if !ok || e.ts > now {
+		e, ok := w.p.timers.processing.Peek()
+		if !ok || e.Ts > now {
 			return
 		}
-		w.p.timers.processing.pop()
+		w.p.timers.processing.Pop()
 		if err := w.p.fire(e, ProcessingTime, engine.NoTimestampForProcessingTime); err != nil {
 			t.Fatal(err)
 		}
@@ -136,7 +136,7 @@ func (w *winOp[K, T, O]) snapshot(t testing.TB, storage checkpoint.Storage, id i
 
 // timersLeft counts the operator's pending timers.
 func (w *winOp[K, T, O]) timersLeft() int {
-	return len(w.p.timers.event.all()) + len(w.p.timers.processing.all())
+	return len(allTimers(&w.p.timers.event)) + len(allTimers(&w.p.timers.processing))
 }
 
 // keysInState counts the keys among keys with any window state, through

@@ -6,8 +6,8 @@
 // asks it for a state; which backend serves it is this package's
 // business. runtime/state keeps the names a job uses (the descriptors, the
 // ValueState, MapState and ListState interfaces, the state errors),
-// runtime the operators, timers and engine; keyed imports nothing of
-// either.
+// runtime the operators, timers (runtime/internal/timers) and engine;
+// keyed imports nothing of either.
 package keyed
 
 import (

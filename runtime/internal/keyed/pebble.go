@@ -29,7 +29,7 @@ import (
 //
 // with keys, user keys and values in the codecs of their types
 // (runtime/internal/statecodec, one value at a time), and timers
-// (timers.go) as
+// (runtime/internal/timers) as
 //
 //	timer:     keyGroup(2) 0x0000 domain(1) timestamp(8, big-endian, sign bit flipped) key
 //

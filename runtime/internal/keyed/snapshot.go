@@ -39,7 +39,7 @@ import (
 //	          map keys, map values (the keys' maps in turn)
 //	  timers: uvarint(n) keys, n x varint(timestamp)
 //	formatGob: the group's map (map[K]V, map[K]map[UK]UV) or timers
-//	  ([]timerRecord[K]) as one gob stream
+//	  ([]timerRecord[K] of runtime/internal/timers) as one gob stream
 //
 // Versions 1 and 2 have no format byte: their data is formatGob. A
 // version 3 snapshot writes formatGob only for entries restored from an

@@ -1,4 +1,11 @@
-package runtime
+// Package timers holds the timers of a keyed operator subtask: per time
+// domain a queue of (key, timestamp) timers in timestamp order across key
+// groups (Queue), over each key group's timers kept by the state backend
+// (HeapSets on the heap, PebbleSets in the DB), with their snapshot
+// entries and restore. Package runtime's keyed process operator registers,
+// fires, snapshots and restores them through it; nothing here knows about
+// operators or jobs.
+package timers
 
 import (
 	"bytes"
@@ -18,48 +25,49 @@ import (
 )
 
 // Timers of a keyed operator, per time domain: a set of (key, timestamp)
-// timers per key group (timerSets, one implementation per state backend),
+// timers per key group (Sets, one implementation per state backend),
 // and over them a heap of the key groups that have timers, ordered by
-// each one's earliest timer (timerQueue), as Flink's
+// each one's earliest timer (Queue), as Flink's
 // KeyGroupPartitionedPriorityQueue. The queue's own memory follows the
 // number of key groups, never the number of timers; a key group's timers
 // are stored where its other state is, so that they move with it on a
 // rescale and are snapshotted with it.
 //
-//   - Heap backend (heapTimerSets): a binary heap per key group, with
+//   - Heap backend (HeapSets): a binary heap per key group, with
 //     copy-on-write at the grain of the key group as the value maps have
 //     it per slot: a snapshot's freeze copies the slice of the heaps (one
 //     header per key group), and the first write after the freeze into a
 //     key group the encoder has not read yet copies that key group's heap.
-//   - Pebble backend (pebbleTimerSets): the timers are entries of the DB,
+//   - Pebble backend (PebbleSets): the timers are entries of the DB,
 //     keyGroup | timer state id | domain | timestamp | key, in the key
 //     group's range and ordered by time within it; in memory only a short
 //     sorted cache of each key group's earliest timers, read again from
 //     the DB when it runs empty.
 
-type timerEntry[K comparable] struct {
-	ts  int64
-	key K
+// Entry is one timer: its timestamp and key.
+type Entry[K comparable] struct {
+	Ts  int64
+	Key K
 }
 
-// timerSets are the timers of one time domain by key group, for a
-// timerQueue. add and remove report whether key group g's earliest timer
-// changed (appeared, went, or is another one).
-type timerSets[K comparable] interface {
+// Sets are the timers of one time domain by key group, for a Queue:
+// HeapSets or PebbleSets. add and remove report whether key group g's
+// earliest timer changed (appeared, went, or is another one).
+type Sets[K comparable] interface {
 	// add registers e in key group g; one already there stays one.
-	add(g int, e timerEntry[K]) bool
-	remove(g int, e timerEntry[K]) bool
+	add(g int, e Entry[K]) bool
+	remove(g int, e Entry[K]) bool
 	// head is key group g's earliest timer.
-	head(g int) (timerEntry[K], bool)
+	head(g int) (Entry[K], bool)
 	// popHead removes key group g's earliest timer, which exists.
 	popHead(g int)
 }
 
-// timerQueue is one time domain's timers in timestamp order across key
+// Queue is one time domain's timers in timestamp order across key
 // groups.
-type timerQueue[K comparable] struct {
+type Queue[K comparable] struct {
 	groupOf func(K) int
-	sets    timerSets[K]
+	sets    Sets[K]
 	// order is a binary heap of the key groups with timers, by their
 	// earliest timer's timestamp (then key group); pos[g] is key group
 	// g's place in it plus one, 0 when it has no timers.
@@ -72,34 +80,41 @@ type groupHead struct {
 	g  int32
 }
 
-func newTimerQueue[K comparable](groups int, groupOf func(K) int, sets timerSets[K]) timerQueue[K] {
-	return timerQueue[K]{groupOf: groupOf, sets: sets, pos: make([]int32, groups)}
+// NewQueue is an empty queue over sets, of groups key groups; groupOf
+// gives a key's key group.
+func NewQueue[K comparable](groups int, groupOf func(K) int, sets Sets[K]) Queue[K] {
+	return Queue[K]{groupOf: groupOf, sets: sets, pos: make([]int32, groups)}
 }
 
-func (q *timerQueue[K]) add(key K, ts int64) {
+// Sets returns the sets the queue is over, as NewQueue was given them.
+func (q *Queue[K]) Sets() Sets[K] { return q.sets }
+
+// Add registers the timer of key at ts; one already there stays one.
+func (q *Queue[K]) Add(key K, ts int64) {
 	g := q.groupOf(key)
-	if q.sets.add(g, timerEntry[K]{ts: ts, key: key}) {
+	if q.sets.add(g, Entry[K]{Ts: ts, Key: key}) {
 		q.fix(g)
 	}
 }
 
-func (q *timerQueue[K]) remove(key K, ts int64) {
+// Remove deletes the timer of key at ts, if there is one.
+func (q *Queue[K]) Remove(key K, ts int64) {
 	g := q.groupOf(key)
-	if q.sets.remove(g, timerEntry[K]{ts: ts, key: key}) {
+	if q.sets.remove(g, Entry[K]{Ts: ts, Key: key}) {
 		q.fix(g)
 	}
 }
 
-// peek returns the earliest timer.
-func (q *timerQueue[K]) peek() (timerEntry[K], bool) {
+// Peek returns the earliest timer.
+func (q *Queue[K]) Peek() (Entry[K], bool) {
 	if len(q.order) == 0 {
-		return timerEntry[K]{}, false
+		return Entry[K]{}, false
 	}
 	return q.sets.head(int(q.order[0].g))
 }
 
-// pop removes the earliest timer, which peek returned.
-func (q *timerQueue[K]) pop() timerEntry[K] {
+// Pop removes the earliest timer, which Peek returned.
+func (q *Queue[K]) Pop() Entry[K] {
 	g := int(q.order[0].g)
 	e, _ := q.sets.head(g)
 	q.sets.popHead(g)
@@ -107,8 +122,43 @@ func (q *timerQueue[K]) pop() timerEntry[K] {
 	return e
 }
 
+// All lists the queue's timers, in no particular order, the pebble
+// backend's read from the DB: for tests and checks, not for the task.
+func (q *Queue[K]) All() ([]Entry[K], error) {
+	switch s := q.sets.(type) {
+	case *HeapSets[K]:
+		out := make([]Entry[K], 0, s.Len())
+		for _, h := range s.heaps {
+			out = append(out, h...)
+		}
+		return out, nil
+	case *PebbleSets[K]:
+		var out []Entry[K]
+		for g := range s.cache {
+			var derr error
+			err := s.ks.Pebble.Store.MapScanAfter(PebblePrefix(nil, g, s.kind), nil, func(uk, _ []byte) bool {
+				e, err := s.decode(g, uk)
+				if err != nil {
+					derr = err
+					return false
+				}
+				out = append(out, e)
+				return true
+			})
+			if err == nil {
+				err = derr
+			}
+			if err != nil {
+				return nil, err
+			}
+		}
+		return out, nil
+	}
+	return nil, fmt.Errorf("timers: unknown sets %T", q.sets)
+}
+
 // fix puts key group g where its earliest timer says.
-func (q *timerQueue[K]) fix(g int) {
+func (q *Queue[K]) fix(g int) {
 	h, ok := q.sets.head(g)
 	i := int(q.pos[g]) - 1
 	switch {
@@ -125,28 +175,28 @@ func (q *timerQueue[K]) fix(g int) {
 			q.up(i)
 		}
 	case i < 0:
-		q.order = append(q.order, groupHead{ts: h.ts, g: int32(g)})
+		q.order = append(q.order, groupHead{ts: h.Ts, g: int32(g)})
 		q.pos[g] = int32(len(q.order))
 		q.up(len(q.order) - 1)
 	default:
-		q.order[i].ts = h.ts
+		q.order[i].ts = h.Ts
 		q.down(i)
 		q.up(i)
 	}
 }
 
-func (q *timerQueue[K]) less(i, j int) bool {
+func (q *Queue[K]) less(i, j int) bool {
 	a, b := q.order[i], q.order[j]
 	return a.ts < b.ts || a.ts == b.ts && a.g < b.g
 }
 
-func (q *timerQueue[K]) swap(i, j int) {
+func (q *Queue[K]) swap(i, j int) {
 	q.order[i], q.order[j] = q.order[j], q.order[i]
 	q.pos[q.order[i].g] = int32(i + 1)
 	q.pos[q.order[j].g] = int32(j + 1)
 }
 
-func (q *timerQueue[K]) up(i int) {
+func (q *Queue[K]) up(i int) {
 	for i > 0 {
 		p := (i - 1) / 2
 		if !q.less(i, p) {
@@ -157,7 +207,7 @@ func (q *timerQueue[K]) up(i int) {
 	}
 }
 
-func (q *timerQueue[K]) down(i int) {
+func (q *Queue[K]) down(i int) {
 	n := len(q.order)
 	for {
 		l, r, m := 2*i+1, 2*i+2, i
@@ -175,30 +225,32 @@ func (q *timerQueue[K]) down(i int) {
 	}
 }
 
-// heapTimerSets are the heap backend's timers: a binary heap per key
+// HeapSets are the heap backend's timers: a binary heap per key
 // group, and an index from timer to its place in its key group's heap,
 // so that a deleted timer leaves at once ("delete the old timer, register
 // a new one" per record keeps the heaps at the number of live timers).
-// Copy-on-write as keyedState describes: heaps[g] was made in epoch
+// Copy-on-write as keyed.State describes: heaps[g] was made in epoch
 // ep[g], and a write into one made before the frozen epoch, in a key group
 // the encoder has not finished (read), copies it first. The index is the
 // task's alone: the encoder reads only heaps.
-type heapTimerSets[K comparable] struct {
+type HeapSets[K comparable] struct {
 	ks    *keyed.State[K]
-	heaps [][]timerEntry[K]
+	heaps [][]Entry[K]
 	ep    []uint64
-	index map[timerEntry[K]]int
+	index map[Entry[K]]int
 	read  atomic.Int64
 }
 
-func newHeapTimerSets[K comparable](ks *keyed.State[K], groups int) *heapTimerSets[K] {
-	return &heapTimerSets[K]{ks: ks, heaps: make([][]timerEntry[K], groups), ep: make([]uint64, groups),
-		index: map[timerEntry[K]]int{}}
+// NewHeapSets are the empty timers of groups key groups, snapshotted in
+// the epochs of ks.
+func NewHeapSets[K comparable](ks *keyed.State[K], groups int) *HeapSets[K] {
+	return &HeapSets[K]{ks: ks, heaps: make([][]Entry[K], groups), ep: make([]uint64, groups),
+		index: map[Entry[K]]int{}}
 }
 
 // writable returns key group g's heap, copied first if the encoder of a
 // frozen snapshot may still read it.
-func (s *heapTimerSets[K]) writable(g int) []timerEntry[K] {
+func (s *HeapSets[K]) writable(g int) []Entry[K] {
 	h := s.heaps[g]
 	if len(h) > 0 && s.ep[g] < s.ks.Frozen && int64(g) >= s.read.Load() {
 		h = slices.Clone(h)
@@ -207,7 +259,7 @@ func (s *heapTimerSets[K]) writable(g int) []timerEntry[K] {
 	return h
 }
 
-func (s *heapTimerSets[K]) add(g int, e timerEntry[K]) bool {
+func (s *HeapSets[K]) add(g int, e Entry[K]) bool {
 	if _, ok := s.index[e]; ok {
 		return false
 	}
@@ -217,7 +269,7 @@ func (s *heapTimerSets[K]) add(g int, e timerEntry[K]) bool {
 	return s.up(h, len(h)-1) == 0
 }
 
-func (s *heapTimerSets[K]) remove(g int, e timerEntry[K]) bool {
+func (s *HeapSets[K]) remove(g int, e Entry[K]) bool {
 	i, ok := s.index[e]
 	if !ok {
 		return false
@@ -228,16 +280,16 @@ func (s *heapTimerSets[K]) remove(g int, e timerEntry[K]) bool {
 	return !ok || h != old
 }
 
-func (s *heapTimerSets[K]) head(g int) (timerEntry[K], bool) {
+func (s *HeapSets[K]) head(g int) (Entry[K], bool) {
 	if len(s.heaps[g]) == 0 {
-		return timerEntry[K]{}, false
+		return Entry[K]{}, false
 	}
 	return s.heaps[g][0], true
 }
 
-func (s *heapTimerSets[K]) popHead(g int) { s.removeAt(g, 0) }
+func (s *HeapSets[K]) popHead(g int) { s.removeAt(g, 0) }
 
-func (s *heapTimerSets[K]) removeAt(g, i int) {
+func (s *HeapSets[K]) removeAt(g, i int) {
 	h := s.writable(g)
 	n := len(h) - 1
 	delete(s.index, h[i])
@@ -245,7 +297,7 @@ func (s *heapTimerSets[K]) removeAt(g, i int) {
 		h[i] = h[n]
 		s.index[h[i]] = i
 	}
-	h[n] = timerEntry[K]{}
+	h[n] = Entry[K]{}
 	h = h[:n]
 	s.heaps[g] = h
 	if i < n {
@@ -254,20 +306,20 @@ func (s *heapTimerSets[K]) removeAt(g, i int) {
 	}
 }
 
-// len is the number of timers.
-func (s *heapTimerSets[K]) len() int { return len(s.index) }
+// Len is the number of timers.
+func (s *HeapSets[K]) Len() int { return len(s.index) }
 
-func (s *heapTimerSets[K]) swap(h []timerEntry[K], i, j int) {
+func (s *HeapSets[K]) swap(h []Entry[K], i, j int) {
 	h[i], h[j] = h[j], h[i]
 	s.index[h[i]] = i
 	s.index[h[j]] = j
 }
 
 // up moves h[i] up to its place and returns it.
-func (s *heapTimerSets[K]) up(h []timerEntry[K], i int) int {
+func (s *HeapSets[K]) up(h []Entry[K], i int) int {
 	for i > 0 {
 		p := (i - 1) / 2
-		if h[p].ts <= h[i].ts {
+		if h[p].Ts <= h[i].Ts {
 			return i
 		}
 		s.swap(h, p, i)
@@ -276,14 +328,14 @@ func (s *heapTimerSets[K]) up(h []timerEntry[K], i int) int {
 	return i
 }
 
-func (s *heapTimerSets[K]) down(h []timerEntry[K], i int) {
+func (s *HeapSets[K]) down(h []Entry[K], i int) {
 	n := len(h)
 	for {
 		l, r, m := 2*i+1, 2*i+2, i
-		if l < n && h[l].ts < h[m].ts {
+		if l < n && h[l].Ts < h[m].Ts {
 			m = l
 		}
-		if r < n && h[r].ts < h[m].ts {
+		if r < n && h[r].Ts < h[m].Ts {
 			m = r
 		}
 		if m == i {
@@ -294,10 +346,10 @@ func (s *heapTimerSets[K]) down(h []timerEntry[K], i int) {
 	}
 }
 
-// freeze, on the task goroutine once the epoch is frozen, returns the
+// Freeze, on the task goroutine once the epoch is frozen, returns the
 // encoder of the timers per key group: it copies the slice of heap
 // headers (one per key group), not the timers.
-func (s *heapTimerSets[K]) freeze() func(stop func() bool) (map[int][]byte, error) {
+func (s *HeapSets[K]) Freeze() func(stop func() bool) (map[int][]byte, error) {
 	if len(s.index) == 0 {
 		return func(func() bool) (map[int][]byte, error) { return nil, nil }
 	}
@@ -315,8 +367,8 @@ func (s *heapTimerSets[K]) freeze() func(stop func() bool) (map[int][]byte, erro
 			keys := statecodec.Column[K]{Codec: kc}
 			ts := make([]byte, 0, len(h)*binary.MaxVarintLen64/2)
 			for _, e := range h {
-				keys.Add(e.key)
-				ts = binary.AppendVarint(ts, e.ts)
+				keys.Add(e.Key)
+				ts = binary.AppendVarint(ts, e.Ts)
 			}
 			read.Store(int64(g + 1))
 			b := make([]byte, 0, binary.MaxVarintLen64+keys.Size()+len(ts))
@@ -336,23 +388,23 @@ func (s *heapTimerSets[K]) freeze() func(stop func() bool) (map[int][]byte, erro
 	return enc
 }
 
-// pebbleTimerCache is how many of a key group's earliest timers the
+// PebbleCache is how many of a key group's earliest timers the
 // pebble backend keeps in memory.
-const pebbleTimerCache = 32
+const PebbleCache = 32
 
-// pebbleTimerSets are the pebble backend's timers of one time domain:
-// entries of the DB (pebbleTimerPrefix), and in memory, per key group, a
+// PebbleSets are the pebble backend's timers of one time domain:
+// entries of the DB (PebblePrefix), and in memory, per key group, a
 // sorted cache of its earliest timers. The cache holds the smallest
 // timers of the key group by (timestamp, key bytes), at most
-// pebbleTimerCache of them: complete[g] says it holds all of them;
+// PebbleCache of them: complete[g] says it holds all of them;
 // otherwise every timer of the key group not in it sorts after hi[g], its
 // largest entry when it was last filled or cut. A timer added after hi
 // goes to the DB only; one before it goes into the cache too (the largest
 // entry dropping out once the cache is full, hi becoming the new largest);
 // a cache that runs empty is filled from the DB with the timers after hi.
-// Memory follows the number of key groups times pebbleTimerCache, whatever
+// Memory follows the number of key groups times PebbleCache, whatever
 // the number of timers.
-type pebbleTimerSets[K comparable] struct {
+type PebbleSets[K comparable] struct {
 	ks       *keyed.State[K]
 	kind     byte
 	cache    [][]cachedTimer[K]
@@ -365,14 +417,14 @@ type pebbleTimerSets[K comparable] struct {
 // cachedTimer is a timer and its user key in the DB, timestamp and key
 // bytes, by which the cache is sorted as the DB is.
 type cachedTimer[K comparable] struct {
-	e   timerEntry[K]
+	e   Entry[K]
 	enc string
 }
 
-// newPebbleTimerSets are the timers of an empty DB; restored reads a
-// restored DB's.
-func newPebbleTimerSets[K comparable](ks *keyed.State[K], kind byte, groups int) *pebbleTimerSets[K] {
-	s := &pebbleTimerSets[K]{ks: ks, kind: kind, cache: make([][]cachedTimer[K], groups),
+// NewPebbleSets are the timers of the domain kind (an entry kind of
+// stateformat) in an empty DB; Restored reads a restored DB's.
+func NewPebbleSets[K comparable](ks *keyed.State[K], kind byte, groups int) *PebbleSets[K] {
+	s := &PebbleSets[K]{ks: ks, kind: kind, cache: make([][]cachedTimer[K], groups),
 		complete: make([]bool, groups), hi: make([]string, groups)}
 	for g := range s.complete {
 		s.complete[g] = true
@@ -380,9 +432,9 @@ func newPebbleTimerSets[K comparable](ks *keyed.State[K], kind byte, groups int)
 	return s
 }
 
-// restored fills the caches of key groups lo to hi from the DB, which a
+// Restored fills the caches of key groups lo to hi from the DB, which a
 // restore laid out; q is the queue over s.
-func (s *pebbleTimerSets[K]) restored(q *timerQueue[K], lo, hi int) error {
+func (s *PebbleSets[K]) Restored(q *Queue[K], lo, hi int) error {
 	for g := lo; g <= hi; g++ {
 		s.complete[g], s.hi[g], s.cache[g] = false, "", s.cache[g][:0]
 		if err := s.refill(g); err != nil {
@@ -393,41 +445,42 @@ func (s *pebbleTimerSets[K]) restored(q *timerQueue[K], lo, hi int) error {
 	return nil
 }
 
-// pebbleTimerPrefix is the DB prefix of key group g's timers of the
-// domain kind: keyGroup(2) pebbleTimerID(2) kind.
-func pebbleTimerPrefix(dst []byte, g int, kind byte) []byte {
+// PebblePrefix is the DB prefix of key group g's timers of the
+// domain kind: keyGroup(2) keyed.TimerStateID(2) kind.
+func PebblePrefix(dst []byte, g int, kind byte) []byte {
 	return append(pebblestate.AppendKeyPrefix(dst, g, keyed.TimerStateID), kind)
 }
 
-// appendTimerTs appends ts so that byte order is numeric order.
-func appendTimerTs(dst []byte, ts int64) []byte {
+// AppendTs appends ts so that byte order is numeric order.
+func AppendTs(dst []byte, ts int64) []byte {
 	return binary.BigEndian.AppendUint64(dst, uint64(ts)^(1<<63))
 }
 
-func (s *pebbleTimerSets[K]) encode(g int, e timerEntry[K]) (prefix, ukey []byte, ok bool) {
+func (s *PebbleSets[K]) encode(g int, e Entry[K]) (prefix, ukey []byte, ok bool) {
 	if s.ks.PebbleKeysErr != nil {
 		// No timer of such a key exists: a registration fails the call
-		// with this error (checkTimerKey), a deletion has nothing to do.
+		// with this error (runtime's KeyedContext.checkTimerKey), a
+		// deletion has nothing to do.
 		return nil, nil, false
 	}
 	var err error
-	s.ub, err = s.ks.PebbleKeys.Append(appendTimerTs(s.ub[:0], e.ts), e.key)
+	s.ub, err = s.ks.PebbleKeys.Append(AppendTs(s.ub[:0], e.Ts), e.Key)
 	if err != nil {
 		s.ks.Fail(fmt.Errorf("timers: encode key: %w", err))
 		return nil, nil, false
 	}
-	s.prefix = pebbleTimerPrefix(s.prefix[:0], g, s.kind)
+	s.prefix = PebblePrefix(s.prefix[:0], g, s.kind)
 	return s.prefix, s.ub, true
 }
 
 // find is where enc is or would be in key group g's cache.
-func (s *pebbleTimerSets[K]) find(g int, enc []byte) (int, bool) {
+func (s *PebbleSets[K]) find(g int, enc []byte) (int, bool) {
 	return slices.BinarySearchFunc(s.cache[g], enc, func(c cachedTimer[K], t []byte) int {
 		return strings.Compare(c.enc, string(t))
 	})
 }
 
-func (s *pebbleTimerSets[K]) add(g int, e timerEntry[K]) bool {
+func (s *PebbleSets[K]) add(g int, e Entry[K]) bool {
 	p, uk, ok := s.encode(g, e)
 	if !ok {
 		return false
@@ -444,14 +497,14 @@ func (s *pebbleTimerSets[K]) add(g int, e timerEntry[K]) bool {
 		return false
 	}
 	s.cache[g] = slices.Insert(s.cache[g], i, cachedTimer[K]{e: e, enc: string(uk)})
-	if c := s.cache[g]; len(c) > pebbleTimerCache {
+	if c := s.cache[g]; len(c) > PebbleCache {
 		s.cache[g] = c[:len(c)-1]
 		s.complete[g], s.hi[g] = false, c[len(c)-2].enc
 	}
 	return i == 0
 }
 
-func (s *pebbleTimerSets[K]) remove(g int, e timerEntry[K]) bool {
+func (s *PebbleSets[K]) remove(g int, e Entry[K]) bool {
 	p, uk, ok := s.encode(g, e)
 	if !ok {
 		return false
@@ -469,17 +522,17 @@ func (s *pebbleTimerSets[K]) remove(g int, e timerEntry[K]) bool {
 	return i == 0
 }
 
-func (s *pebbleTimerSets[K]) head(g int) (timerEntry[K], bool) {
+func (s *PebbleSets[K]) head(g int) (Entry[K], bool) {
 	if len(s.cache[g]) == 0 {
-		return timerEntry[K]{}, false
+		return Entry[K]{}, false
 	}
 	return s.cache[g][0].e, true
 }
 
-func (s *pebbleTimerSets[K]) popHead(g int) {
+func (s *PebbleSets[K]) popHead(g int) {
 	c := s.cache[g][0]
 	s.cache[g] = slices.Delete(s.cache[g], 0, 1)
-	s.prefix = pebbleTimerPrefix(s.prefix[:0], g, s.kind)
+	s.prefix = PebblePrefix(s.prefix[:0], g, s.kind)
 	if err := s.ks.Pebble.Store.OrderedDelete(s.prefix, []byte(c.enc)); err != nil {
 		s.ks.Fail(fmt.Errorf("timers: %w", err))
 		return
@@ -487,7 +540,7 @@ func (s *pebbleTimerSets[K]) popHead(g int) {
 	s.refillIfEmpty(g)
 }
 
-func (s *pebbleTimerSets[K]) refillIfEmpty(g int) {
+func (s *PebbleSets[K]) refillIfEmpty(g int) {
 	if len(s.cache[g]) == 0 && !s.complete[g] {
 		if err := s.refill(g); err != nil {
 			s.ks.Fail(fmt.Errorf("timers: %w", err))
@@ -495,30 +548,25 @@ func (s *pebbleTimerSets[K]) refillIfEmpty(g int) {
 	}
 }
 
-// errCorruptTimer is a timer in the DB that does not decode: reading the
+// ErrCorrupt is a timer in the DB that does not decode: reading the
 // same DB (or the checkpoint it came from) again fails again, unlike a
 // read that failed.
-var errCorruptTimer = errors.New("corrupt timer")
+var ErrCorrupt = errors.New("corrupt timer")
 
 // refill reads key group g's earliest timers after hi[g] from the DB into
 // its empty cache.
-func (s *pebbleTimerSets[K]) refill(g int) error {
+func (s *PebbleSets[K]) refill(g int) error {
 	c := s.cache[g][:0]
 	var derr error
-	s.prefix = pebbleTimerPrefix(s.prefix[:0], g, s.kind)
+	s.prefix = PebblePrefix(s.prefix[:0], g, s.kind)
 	err := s.ks.Pebble.Store.MapScanAfter(s.prefix, []byte(s.hi[g]), func(uk, _ []byte) bool {
-		if len(uk) < 8 {
-			derr = fmt.Errorf("%w: a timer of %d bytes in key group %d", errCorruptTimer, len(uk), g)
-			return false
-		}
-		k, err := s.ks.PebbleKeys.Read(uk[8:])
+		e, err := s.decode(g, uk)
 		if err != nil {
-			derr = fmt.Errorf("%w: decode the key of a timer in key group %d: %v", errCorruptTimer, g, err)
+			derr = err
 			return false
 		}
-		ts := int64(binary.BigEndian.Uint64(uk) ^ (1 << 63))
-		c = append(c, cachedTimer[K]{e: timerEntry[K]{ts: ts, key: k}, enc: string(uk)})
-		return len(c) <= pebbleTimerCache // one more tells whether others follow
+		c = append(c, cachedTimer[K]{e: e, enc: string(uk)})
+		return len(c) <= PebbleCache // one more tells whether others follow
 	})
 	if err == nil {
 		err = derr
@@ -527,17 +575,29 @@ func (s *pebbleTimerSets[K]) refill(g int) error {
 		s.cache[g] = c[:0]
 		return err
 	}
-	s.complete[g] = len(c) <= pebbleTimerCache
+	s.complete[g] = len(c) <= PebbleCache
 	if !s.complete[g] {
-		c = c[:pebbleTimerCache]
+		c = c[:PebbleCache]
 		s.hi[g] = c[len(c)-1].enc
 	}
 	s.cache[g] = c
 	return nil
 }
 
-// cached is how many timers the caches hold, for tests of the bound.
-func (s *pebbleTimerSets[K]) cached() int {
+// decode reads the timer of key group g whose user key in the DB is uk.
+func (s *PebbleSets[K]) decode(g int, uk []byte) (Entry[K], error) {
+	if len(uk) < 8 {
+		return Entry[K]{}, fmt.Errorf("%w: a timer of %d bytes in key group %d", ErrCorrupt, len(uk), g)
+	}
+	k, err := s.ks.PebbleKeys.Read(uk[8:])
+	if err != nil {
+		return Entry[K]{}, fmt.Errorf("%w: decode the key of a timer in key group %d: %v", ErrCorrupt, g, err)
+	}
+	return Entry[K]{Ts: int64(binary.BigEndian.Uint64(uk) ^ (1 << 63)), Key: k}, nil
+}
+
+// Cached is how many timers the caches hold, for tests of the bound.
+func (s *PebbleSets[K]) Cached() int {
 	n := 0
 	for _, c := range s.cache {
 		n += len(c)
@@ -545,11 +605,11 @@ func (s *pebbleTimerSets[K]) cached() int {
 	return n
 }
 
-// Names of the timer entries; informative only, entries are told apart
-// by kind.
+// Names of the timer entries in a heap snapshot; informative only,
+// entries are told apart by kind.
 const (
-	eventTimersName      = "timers/event-time"
-	processingTimersName = "timers/processing-time"
+	EventName      = "timers/event-time"
+	ProcessingName = "timers/processing-time"
 )
 
 // timerRecord is one pending timer as versions 1 and 2 checkpointed it.
@@ -558,15 +618,17 @@ type timerRecord[K comparable] struct {
 	Ts  int64
 }
 
-// restoreTimers adds the encoded timers of one key group to q.
-func restoreTimers[K comparable](q *timerQueue[K], ks *keyed.State[K], format byte, data []byte) error {
-	if format == formatGob {
+// Restore adds the encoded timers of one key group to q: a snapshot
+// entry's data in format (stateformat.FormatGob or FormatColumns), its
+// keys in ks's codec.
+func Restore[K comparable](q *Queue[K], ks *keyed.State[K], format byte, data []byte) error {
+	if format == stateformat.FormatGob {
 		var rs []timerRecord[K]
 		if err := gob.NewDecoder(bytes.NewReader(data)).Decode(&rs); err != nil {
 			return err
 		}
 		for _, r := range rs {
-			q.add(r.Key, r.Ts)
+			q.Add(r.Key, r.Ts)
 		}
 		return nil
 	}
@@ -584,17 +646,7 @@ func restoreTimers[K comparable](q *timerQueue[K], ks *keyed.State[K], format by
 			return engine.ErrShortState
 		}
 		b = b[m:]
-		q.add(k, ts)
+		q.Add(k, ts)
 	}
 	return keyed.CheckTrailing(b)
 }
-
-// The entry kinds of the timers and the watermark in a keyed snapshot
-// (stateformat's, as package keyed writes its states').
-const (
-	stateKindEventTimers      = stateformat.KindEventTimers
-	stateKindProcessingTimers = stateformat.KindProcessingTimers
-	stateKindWatermark        = stateformat.KindWatermark
-	formatGob                 = stateformat.FormatGob
-	formatColumns             = stateformat.FormatColumns
-)
