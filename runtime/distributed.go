@@ -126,9 +126,8 @@ func (c *config) validateDistributed() error {
 	return errors.Join(errs...)
 }
 
-// shuffleDecodeUIDPrefix begins the uid of a shuffle's decoding map, the
-// reading side's state, which only a slot's checkpoint holds.
-const shuffleDecodeUIDPrefix = "shuffle-decode:"
+// shuffleDecodeUIDPrefix begins the uid of a shuffle's decoding map.
+const shuffleDecodeUIDPrefix = slots.ShuffleDecodeUIDPrefix
 
 // channelName is the shuffle channel of the i-th cut input of to:
 // <job>.<uid>[-<i>], with the characters Kafka topic names refuse

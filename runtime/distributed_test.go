@@ -852,31 +852,6 @@ func (ownedRange) MergeSlotEnumeratorStates(states [][]*rSplit) ([]*rSplit, erro
 	return out, nil
 }
 
-// A slot's checkpoint holds that slot's subtask alone: given as the
-// savepoint a distributed job starts from, every other slot would start
-// without its state, so it is refused, naming what it is. A savepoint of
-// a job in one process holds no shuffle's state and passes.
-func TestSlotCheckpointGivenAsTheSavepointToStartFromIsRefused(t *testing.T) {
-	chk := func(uids ...string) *engine.RestoredState {
-		var states []checkpoint.StateHandle
-		for _, uid := range uids {
-			states = append(states, checkpoint.StateHandle{Owner: checkpoint.OperatorOwner(uid, 1)})
-		}
-		return &engine.RestoredState{Chk: &checkpoint.Checkpoint{Metadata: checkpoint.Metadata{ID: 7, States: states}}}
-	}
-	err := notASlotCheckpoint(chk("numbers", shuffleDecodeUIDPrefix+"logs.count", "count"), "/ckpt/logs/slots/1/epoch-3/chk-7")
-	if !errors.Is(err, ErrIncompatibleCheckpoint) || !strings.Contains(err.Error(), "one slot") || !strings.Contains(err.Error(), "logs.count") {
-		t.Fatalf("a slot's checkpoint as the savepoint: %v; want ErrIncompatibleCheckpoint naming the slot and its shuffle", err)
-	}
-	var unrecoverable *unrecoverableError
-	if !errors.As(err, &unrecoverable) {
-		t.Fatalf("%v: want it unrecoverable, since every restart finds the same checkpoint", err)
-	}
-	if err := notASlotCheckpoint(chk("numbers", "count", "out"), "/savepoints/savepoint-7"); err != nil {
-		t.Fatalf("a single-process savepoint: %v", err)
-	}
-}
-
 // The status's checkpoint history of a distributed process names the slot
 // of every checkpoint: each slot numbers its own, so checkpoint N of two
 // slots is two entries, each with its own slot, never one entry that
@@ -996,10 +971,10 @@ func writeTestCheckpoint(t *testing.T, dir string, id int64, uids ...string) {
 	}
 }
 
-// settleSavepoint is settleStartPoint of a job whose Shuffle tells no
+// settleSavepoint is slots.Settle of a job whose Shuffle tells no
 // ends: the savepoint it settles.
 func settleSavepoint(root, job string, slotCount int, given string, log *slog.Logger) (string, error) {
-	sp, err := settleStartPoint(root, job, slotCount, given, nil, log)
+	sp, err := slots.Settle(root, job, slotCount, given, nil, log)
 	return sp.Savepoint, err
 }
 
@@ -1013,7 +988,7 @@ func TestStartRecordNamesTheJobsIncarnation(t *testing.T) {
 	log := slog.New(slog.DiscardHandler)
 	settle := func(root, given string) string {
 		t.Helper()
-		sp, err := settleStartPoint(root, "orders", 4, given, nil, log)
+		sp, err := slots.Settle(root, "orders", 4, given, nil, log)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -13,6 +13,7 @@ import (
 	"github.com/splitflow/splitflow/runtime/checkpoint"
 	"github.com/splitflow/splitflow/runtime/internal/engine"
 	"github.com/splitflow/splitflow/runtime/internal/slots"
+	"github.com/splitflow/splitflow/runtime/internal/stateformat"
 	"github.com/splitflow/splitflow/runtime/status"
 )
 
@@ -272,10 +273,9 @@ func (dr *distDriver) writeMerged(st slots.SavepointState) (string, int64, error
 	if target == "" {
 		return "", 0, errors.New("the request names no target, and the job was given no savepoint directory (WithSavepointDir): name one (--target)")
 	}
-	fp, _ := json.Marshal(prints) // strings and ints always marshal
 	now := time.Now()
 	path := checkpoint.SavepointPath(target, id, now)
-	meta := checkpoint.Metadata{ID: id, Timestamp: now, Fingerprint: fingerprintPrefix + string(fp)}
+	meta := checkpoint.Metadata{ID: id, Timestamp: now, Fingerprint: stateformat.Fingerprint(prints)}
 	if _, err := checkpoint.WriteSavepointOf(parts, meta, path, "", checkpoint.WithLogger(dr.log)); err != nil {
 		return "", 0, err
 	}
@@ -321,7 +321,7 @@ func (env *Environment) distributedSavepoint(ctx context.Context, target string,
 	if env.cfg.cp.dir == "" || env.cfg.cp.interval <= 0 {
 		return status.Savepoint{}, fmt.Errorf("%w: job %q takes checkpoints in no checkpoint root", status.ErrSavepointRefused, d.Job)
 	}
-	rs, err := openSavepointRequests(env.cfg.cp.dir, d.Job, env.cfg.distLogger())
+	rs, err := slots.OpenSavepointRequests(env.cfg.cp.dir, d.Job, env.cfg.distLogger())
 	if err != nil {
 		return status.Savepoint{}, err
 	}

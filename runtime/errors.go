@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/splitflow/splitflow/runtime/internal/engine"
 	"github.com/splitflow/splitflow/runtime/internal/slots"
 )
 
@@ -55,7 +56,7 @@ var ErrAlreadyExecuted = errors.New("environment already executed")
 // the checkpoint it would restore was written by a job graph whose state
 // does not fit this one (a stateful UID now names another kind of operator
 // or another state type; see the fingerprint in graph.go).
-var ErrIncompatibleCheckpoint = errors.New("incompatible checkpoint")
+var ErrIncompatibleCheckpoint = engine.ErrIncompatibleCheckpoint
 
 // ErrDifferentJob is wrapped by the error Execute returns for a process
 // of a distributed job refused by the job's group because the processes

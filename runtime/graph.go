@@ -1,7 +1,6 @@
 package runtime
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -515,18 +514,12 @@ const (
 )
 
 // operatorPrint is one operator's entry in the fingerprint.
-type operatorPrint struct {
-	State string `json:"state"`
-	// MaxParallelism is set for keyed state only; 0 in a version 2
-	// fingerprint, which did not record it.
-	MaxParallelism int `json:"maxParallelism,omitempty"`
-}
+type operatorPrint = stateformat.OperatorPrint
 
 // fingerprint describes the job's stateful operators for the checkpoint
 // metadata.
 func (g *jobGraph) fingerprint() string {
-	b, _ := json.Marshal(g.prints()) // strings and ints always marshal
-	return fingerprintPrefix + string(b)
+	return stateformat.Fingerprint(g.prints())
 }
 
 func (g *jobGraph) prints() map[string]operatorPrint {
@@ -546,28 +539,6 @@ func (g *jobGraph) prints() map[string]operatorPrint {
 
 // keyed reports whether the node keeps keyed state, placed by key group.
 func (n *node) keyed() bool { return n.kind == "KeyedProcess" }
-
-// parseFingerprint reads a fingerprint of any version: the entries and the
-// version, 1 (nothing recorded, nil entries), 2 or 3.
-func parseFingerprint(fp string) (map[string]operatorPrint, int, error) {
-	if body, ok := strings.CutPrefix(fp, fingerprintPrefix); ok {
-		var ps map[string]operatorPrint
-		err := json.Unmarshal([]byte(body), &ps)
-		return ps, 3, err
-	}
-	if body, ok := strings.CutPrefix(fp, fingerprintPrefixV2); ok {
-		var sigs map[string]string
-		if err := json.Unmarshal([]byte(body), &sigs); err != nil {
-			return nil, 2, err
-		}
-		ps := make(map[string]operatorPrint, len(sigs))
-		for uid, s := range sigs {
-			ps[uid] = operatorPrint{State: s}
-		}
-		return ps, 2, nil
-	}
-	return nil, 1, nil
-}
 
 // earlierDefaultUID matches the default UIDs splitflow gave before they
 // were derived from names: the operator's index in the job and its kind.
@@ -589,7 +560,7 @@ var earlierDefaultUID = regexp.MustCompile(`^[0-9]+-(Source|Map|Filter|FlatMap|U
 // record.
 func (g *jobGraph) checkRestore(chk *checkpoint.Checkpoint, where string, allowNonRestored bool) (warnings []string, err error) {
 	head := fmt.Sprintf("checkpoint chk-%d in %s", chk.ID, where)
-	old, _, err := parseFingerprint(chk.Fingerprint)
+	old, _, err := stateformat.ParseFingerprint(chk.Fingerprint)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %s: unreadable job fingerprint (%w); start with an empty checkpoint directory or restore the job that wrote it", ErrIncompatibleCheckpoint, head, err)
 	}

@@ -2,15 +2,12 @@ package runtime
 
 import (
 	"context"
-	"crypto/rand"
 	"errors"
 	"fmt"
 	"log/slog"
 	"maps"
-	"path/filepath"
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -57,7 +54,7 @@ type slotRun struct {
 	incarnation string
 }
 
-// shuffleEnds is settleStartPoint's ends for the job's Shuffle: nil when
+// shuffleEnds is slots.Settle's ends for the job's Shuffle: nil when
 // it cannot tell them (not a connector.ShuffleEnds) or the job cuts no edge.
 func (env *Environment) shuffleEnds(ctx context.Context) func() (map[string][]int64, error) {
 	se, ok := env.cfg.dist.Shuffle.(connector.ShuffleEnds)
@@ -118,7 +115,7 @@ func (ex *execution) slotLatest() (*engine.RestoredState, error) {
 		// job rescaled to one subtask per slot (key groups by range,
 		// splits by the source's owner rule, committables old subtask
 		// j to slot j mod slots).
-		if err := notASlotCheckpoint(rs, where); err != nil {
+		if err := slots.NotASlotCheckpoint(rs.Chk, where); err != nil {
 			return nil, err
 		}
 		return ex.checkedRestore(rs, where)
@@ -127,21 +124,6 @@ func (ex *execution) slotLatest() (*engine.RestoredState, error) {
 	// one subtask per slot.
 	rs.Parallelism = ex.cfg.parallelism
 	return ex.checkedRestore(rs, where)
-}
-
-// notASlotCheckpoint refuses a checkpoint of one slot of a distributed
-// job given as the savepoint to start from: it holds that slot's subtask
-// alone, so every other slot would start empty. Only a slot's checkpoint
-// holds state of a shuffle's reading side.
-func notASlotCheckpoint(rs *engine.RestoredState, where string) error {
-	for _, h := range rs.Chk.States {
-		if strings.HasPrefix(h.Owner.UID, shuffleDecodeUIDPrefix) {
-			return &unrecoverableError{Err: fmt.Errorf("%w: %s is a checkpoint of one slot of a distributed job (it holds the state of shuffle %q), not a savepoint of a whole job: "+
-				"the other slots would start without their state; a distributed job starts from a savepoint of a job run in one process, and goes on from its slots' own checkpoints without WithRestoreFrom",
-				ErrIncompatibleCheckpoint, where, strings.TrimPrefix(h.Owner.UID, shuffleDecodeUIDPrefix))}
-		}
-	}
-	return nil
 }
 
 // runDistributed runs the slots Kafka assigns this process until ctx is
@@ -166,7 +148,7 @@ func (env *Environment) runDistributed(ctx context.Context, g *jobGraph, name st
 	}
 	// Before joining: no slot is claimed before the job's start point is
 	// settled.
-	start, err := settleStartPoint(env.cfg.cp.dir, d.Job, d.Slots, env.cfg.cp.restoreFrom, env.shuffleEnds(ctx), log)
+	start, err := slots.Settle(env.cfg.cp.dir, d.Job, d.Slots, env.cfg.cp.restoreFrom, env.shuffleEnds(ctx), log)
 	if err != nil {
 		err = fmt.Errorf("job %q: %w", name, err)
 		obs.JobEnded(ctx, err)
@@ -197,7 +179,7 @@ func (env *Environment) runDistributed(ctx context.Context, g *jobGraph, name st
 	}
 	dr := &distDriver{env: env, g: g, name: name, d: d, log: log, m: m, startFrom: startFrom, shuffleStarts: start.Shuffles, incarnation: start.Incarnation,
 		runners: map[int]*slotRunner{}, ended: make(chan *slotRunner), spCh: make(chan slots.SavepointState), merging: map[int64]bool{}, mergeToken: mergeToken()}
-	if dr.spStore, err = openSavepointRequests(env.cfg.cp.dir, d.Job, log); err != nil {
+	if dr.spStore, err = slots.OpenSavepointRequests(env.cfg.cp.dir, d.Job, log); err != nil {
 		m.Close()
 		err = fmt.Errorf("job %q: %w", name, err)
 		obs.JobEnded(ctx, err)
@@ -225,7 +207,7 @@ type distDriver struct {
 	log  *slog.Logger
 	m    *slots.Membership
 	// startFrom is the savepoint a slot whose log names no checkpoint
-	// starts from (settleStartPoint); "" for a fresh start.
+	// starts from (slots.Settle); "" for a fresh start.
 	startFrom string
 	// shuffleStarts are the positions the job's start record holds, where
 	// a shuffle reader that restores none of its own starts.
@@ -281,7 +263,7 @@ func (dr *distDriver) loop(ctx context.Context) (err error) {
 		case err := <-dr.m.Failed():
 			var other *slots.DifferentJobError
 			if errors.As(err, &other) {
-				err = differentJob(other)
+				err = other.Explain()
 			}
 			dr.log.Error("splitflow: the job's group refused this process", "err", err)
 			return fmt.Errorf("job %q: %w", dr.name, err)
@@ -468,236 +450,6 @@ func (r *slotRunner) kill() {
 			return nil
 		}})
 	}
-}
-
-// differentJob is the error of a process the job's group refused for
-// running another job than its members: what differs, read from the
-// fingerprints as a restore reads them, and what to do.
-func differentJob(e *slots.DifferentJobError) error {
-	var diffs []string
-	if theirs := e.Theirs; theirs == nil {
-		diffs = append(diffs, "what they run could not be read (the group kept rebalancing, or they run an earlier splitflow)")
-	} else {
-		if e.Ours.Slots != theirs.Slots {
-			diffs = append(diffs, fmt.Sprintf("%d slots here, %d in the running job", e.Ours.Slots, theirs.Slots))
-		}
-		if e.Ours.MaxParallelism != theirs.MaxParallelism {
-			diffs = append(diffs, fmt.Sprintf("max parallelism %d here, %d in the running job", e.Ours.MaxParallelism, theirs.MaxParallelism))
-		}
-		diffs = append(diffs, graphDifferences(e.Ours.Fingerprint, theirs.Fingerprint)...)
-	}
-	members := "none listed"
-	if len(e.Members) > 0 {
-		members = strings.Join(e.Members, ", ")
-	}
-	return fmt.Errorf("%w: the group %s of job %s runs it with processes whose job differs from this one's (%s); its members: %s. "+
-		"Every process of a distributed job runs the same job: start this one with the running processes' code and settings, "+
-		"or upgrade the job by stopping all of its processes before the new version starts (docs/operations.md, \"Upgrading a distributed job\")",
-		ErrDifferentJob, slots.Group(e.Job), e.Job, strings.Join(diffs, "; "), members)
-}
-
-// graphDifferences names the stateful operators two job fingerprints
-// disagree on.
-func graphDifferences(ours, theirs string) []string {
-	if ours == theirs {
-		return nil
-	}
-	a, _, errA := parseFingerprint(ours)
-	b, _, errB := parseFingerprint(theirs)
-	if errA != nil || errB != nil || a == nil || b == nil {
-		return []string{fmt.Sprintf("job graph %s here, %s in the running job", ours, theirs)}
-	}
-	uids := slices.Sorted(maps.Keys(a))
-	for uid := range b {
-		if _, ok := a[uid]; !ok {
-			uids = append(uids, uid)
-		}
-	}
-	slices.Sort(uids)
-	var out []string
-	for _, uid := range uids {
-		pa, here := a[uid]
-		pb, there := b[uid]
-		switch {
-		case !there:
-			out = append(out, fmt.Sprintf("operator uid %q (%s) only here", uid, pa.State))
-		case !here:
-			out = append(out, fmt.Sprintf("operator uid %q (%s) only in the running job", uid, pb.State))
-		case pa.State != pb.State:
-			out = append(out, fmt.Sprintf("operator uid %q is %s here, %s in the running job", uid, pa.State, pb.State))
-		case pa.MaxParallelism != pb.MaxParallelism:
-			out = append(out, fmt.Sprintf("operator uid %q places its keyed state by max parallelism %d here, %d in the running job", uid, pa.MaxParallelism, pb.MaxParallelism))
-		}
-	}
-	return out
-}
-
-// settleStartPoint returns where the job's slots start when their logs
-// name no checkpoint: the job's start record, which the first process to
-// settle creates. Its Savepoint is "" for a fresh start. The first
-// decision binds every process, so a process started without
-// WithRestoreFrom records the fresh start with the same conditional
-// create as a savepoint: otherwise a process given a savepoint that
-// settled a moment later would start its slots from it while the first
-// process started its own from nothing. given is checked before it is
-// recorded (a path that holds no savepoint, or a slot's checkpoint, would
-// fail every later process), and recorded as the checkpoint it resolves
-// to, .../chk-N, so that a storage given for its newest checkpoint gives
-// every slot the same one. A process without WithRestoreFrom takes the
-// recorded savepoint, so that one started later starts a fresh slot from
-// it too instead of empty. A given savepoint that meets another start
-// point is refused naming both: a recorded fresh start or another
-// savepoint (slots started from it go on from there, and a job half from
-// one start and half from another would be neither), or slot logs that
-// hold records without a start record (a job that ran without a
-// savepoint, on a build that recorded none).
-//
-// The process that creates the record also records ends (nil: none), the
-// shuffle channels' ends as they are before any slot of the job runs:
-// the channels of a job name outlive its checkpoint root, and a slot that
-// restores no position of its own starts reading there, not at records
-// an earlier run under the name left (see connector.ShuffleEnds).
-func settleStartPoint(root, job string, slotCount int, given string, ends func() (map[string][]int64, error), log *slog.Logger) (slots.StartPoint, error) {
-	where := slots.StartPath(root, job)
-	st, err := checkpoint.OpenStorage(where, checkpoint.WithLogger(log))
-	if err != nil {
-		return slots.StartPoint{}, fmt.Errorf("open the job's start record: %w", err)
-	}
-	rs, ok := st.(checkpoint.RecordStorage)
-	if !ok {
-		return slots.StartPoint{}, fmt.Errorf("the checkpoint storage %s cannot keep the job's start record (%T)", where, st)
-	}
-	if given != "" {
-		if given, err = resolveStartPoint(given, log); err != nil {
-			return slots.StartPoint{}, err
-		}
-	}
-	var createErr error
-	var shuffles map[string][]int64
-	endsTaken := false
-	for range 3 {
-		data, err := rs.ReadRecord(slots.StartRecord)
-		switch {
-		case err == nil:
-			sp, err := slots.DecodeStartPoint(data)
-			if err != nil {
-				return slots.StartPoint{}, &unrecoverableError{Err: fmt.Errorf("the job's start record in %s: %w", where, err)}
-			}
-			if sp.Incarnation == "" {
-				// A record of an earlier splitflow: the root's start
-				// record is the run's.
-				sp.Incarnation = where
-			}
-			recorded := sp.Savepoint
-			switch {
-			case given == "" || given == recorded:
-				return sp, nil
-			case recorded == "":
-				return slots.StartPoint{}, &unrecoverableError{Err: fmt.Errorf("%w: the job started fresh, without a savepoint (recorded in %s by the process that settled its start first), and its slots go on from there; it cannot start from %s as well: "+
-					"start every process of a job from a savepoint with the same WithRestoreFrom (--from-savepoint), or start the savepoint under a new job name",
-					ErrIncompatibleCheckpoint, where, given)}
-			default:
-				return slots.StartPoint{}, &unrecoverableError{Err: fmt.Errorf("%w: the job started from the savepoint %s (recorded in %s), and its slots go on from it and from their own checkpoints; it cannot start from %s as well: give the same savepoint or none, or start that one under a new job name",
-					ErrIncompatibleCheckpoint, recorded, where, given)}
-			}
-		case !errors.Is(err, checkpoint.ErrNotFound):
-			return slots.StartPoint{}, fmt.Errorf("read the job's start record in %s: %w", where, err)
-		}
-		if given != "" {
-			ran, err := jobRan(root, job, slotCount, log)
-			if err != nil {
-				return slots.StartPoint{}, err
-			}
-			if ran != "" {
-				return slots.StartPoint{}, &unrecoverableError{Err: fmt.Errorf("%w: the job's slots ran before without a savepoint (%s holds records, and %s records no start point), so they go on from their own checkpoints; it cannot start from %s as well: start the savepoint under a new job name",
-					ErrIncompatibleCheckpoint, ran, where, given)}
-			}
-		}
-		if ends != nil && !endsTaken {
-			// Before the record exists no slot of this run has run (every
-			// process settles before it joins), so nothing in the
-			// channels is this run's yet.
-			if shuffles, err = ends(); err != nil {
-				return slots.StartPoint{}, fmt.Errorf("read where the job's shuffle channels end, for its start record: %w", err)
-			}
-			endsTaken = true
-		}
-		// Created by another process meanwhile, or with an unknown
-		// outcome: the next read says which.
-		sp := slots.StartPoint{Savepoint: given, Shuffles: shuffles, Incarnation: newIncarnation()}
-		if createErr = rs.CreateRecord(slots.StartRecord, slots.EncodeStartPoint(sp)); createErr == nil {
-			return sp, nil
-		}
-	}
-	return slots.StartPoint{}, fmt.Errorf("record the job's start point in %s: %w", where, createErr)
-}
-
-// newIncarnation is a name no other run of a job is given
-// (slots.StartPoint.Incarnation): 128 random bits.
-func newIncarnation() string {
-	return rand.Text()
-}
-
-// resolveStartPoint checks that path holds a savepoint or checkpoint of a
-// job run in one process and returns the checkpoint it names, absolute:
-// <path>/chk-N unless path is a chk-N already.
-func resolveStartPoint(path string, log *slog.Logger) (string, error) {
-	if !checkpoint.IsS3URL(path) {
-		// Processes may run in other directories.
-		if abs, err := filepath.Abs(path); err == nil {
-			path = abs
-		}
-	}
-	path = strings.TrimRight(path, "/")
-	chk, err := checkpoint.OpenRestorePoint(path, checkpoint.WithLogger(log))
-	if err != nil {
-		return "", &unrecoverableError{Err: fmt.Errorf("%w (WithRestoreFrom)", err)}
-	}
-	if err := notASlotCheckpoint(&engine.RestoredState{Chk: chk}, path); err != nil {
-		return "", err
-	}
-	name := "chk-" + strconv.FormatInt(chk.ID, 10)
-	if path[strings.LastIndex(path, "/")+1:] == name {
-		return path, nil
-	}
-	return path + "/" + name, nil
-}
-
-// jobRan returns the ownership log of a slot of the job that was claimed
-// (it holds a record), "" when none was. Nothing is created to find out.
-func jobRan(root, job string, slotCount int, log *slog.Logger) (string, error) {
-	for i := range slotCount {
-		rs, missing, err := slots.InspectRecords(slots.LogPath(root, job, i), log)
-		switch {
-		case err != nil:
-			return "", fmt.Errorf("open the log of slot %d: %w", i, err)
-		case missing:
-			continue
-		}
-		names, err := rs.ListRecords()
-		if err != nil {
-			return "", fmt.Errorf("list the log of slot %d: %w", i, err)
-		}
-		if len(names) > 0 {
-			return slots.LogPath(root, job, i), nil
-		}
-	}
-	return "", nil
-}
-
-// openSavepointRequests opens the storage of the job's savepoint
-// requests.
-func openSavepointRequests(root, job string, log *slog.Logger) (checkpoint.RecordStorage, error) {
-	where := slots.SavepointsPath(root, job)
-	st, err := checkpoint.OpenStorage(where, checkpoint.WithLogger(log))
-	if err != nil {
-		return nil, fmt.Errorf("open the job's savepoint requests: %w", err)
-	}
-	rs, ok := st.(checkpoint.RecordStorage)
-	if !ok {
-		return nil, fmt.Errorf("the checkpoint storage %s cannot keep the job's savepoint requests (%T)", where, st)
-	}
-	return rs, nil
 }
 
 // errClaimAgain: the log could not be read or written with a known

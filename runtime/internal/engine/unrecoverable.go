@@ -1,5 +1,7 @@
 package engine
 
+import "errors"
+
 // UnrecoverableError is a failure no restart can help: the job fails with
 // it whatever the restart strategy (Flink's SuppressRestartsException).
 // Package runtime decides restarts, and calls it unrecoverableError; the
@@ -10,3 +12,7 @@ type UnrecoverableError struct{ Err error }
 
 func (e *UnrecoverableError) Error() string { return e.Err.Error() }
 func (e *UnrecoverableError) Unwrap() error { return e.Err }
+
+// ErrIncompatibleCheckpoint is runtime.ErrIncompatibleCheckpoint, here so
+// that runtime's internal packages can refuse a checkpoint too.
+var ErrIncompatibleCheckpoint = errors.New("incompatible checkpoint")

@@ -58,6 +58,9 @@
 //     ownership of one slot.
 //   - watermark.go: Marker and Merge, the watermark of a downstream
 //     partition from the markers of its upstream slots.
+//   - settle.go: Settle, the job's start point every process agrees on
+//     before it joins (the start record), and the checks of what a job is
+//     given to start from.
 //   - membership.go: Membership, the job's consumer group over the topic
 //     <job>.slots (franz-go, cooperative-sticky), which reports the slots
 //     a process owns on every rebalance, and Confirm, the proof that the
