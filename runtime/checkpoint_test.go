@@ -203,41 +203,6 @@ func TestGateKeepsAssignmentsOnOneSideOfTheBarrier(t *testing.T) {
 	}
 }
 
-// The booking rule: the tracker files assignments under the checkpoint whose
-// coordinator snapshot followed them, forgets them when it completes, and
-// hands back what a reset subtask got after its checkpoint.
-func TestSplitAssignmentTrackerBooksAssignments(t *testing.T) {
-	tr := newSplitAssignmentTracker[*rSplit]()
-	a := func(s int, ks ...int) connector.SplitsAssignment[*rSplit] {
-		var ss []*rSplit
-		for _, k := range ks {
-			ss = append(ss, &rSplit{K: k})
-		}
-		return connector.SplitsAssignment[*rSplit]{Assignment: map[int][]*rSplit{s: ss}}
-	}
-	tr.RecordAssignment(a(0, 0))
-	tr.OnCheckpoint(1)
-	tr.RecordAssignment(a(0, 1))
-	tr.RecordAssignment(a(1, 2))
-	tr.OnCheckpoint(2)
-	tr.RecordAssignment(a(0, 3))
-	tr.OnCheckpointComplete(1)
-	got := tr.TakeAssignmentsAfter(0, 1)
-	var ks []int
-	for _, s := range got {
-		ks = append(ks, s.K)
-	}
-	if fmt.Sprint(ks) != "[1 3]" {
-		t.Fatalf("subtask 0 reset to 1 gets back %v, want [1 3]", ks)
-	}
-	if again := tr.TakeAssignmentsAfter(0, 1); len(again) != 0 {
-		t.Fatalf("handed back twice: %v", again)
-	}
-	if got := tr.TakeAssignmentsAfter(1, 2); len(got) != 0 {
-		t.Fatalf("subtask 1 reset to 2 gets back %v, want nothing", got)
-	}
-}
-
 // The booking rule's bookings exist only for a restart to give splits back,
 // so a job that cannot restart (checkpoints off, no restart strategy: the
 // default) books nothing, and its tracker does not grow with every split it
@@ -271,10 +236,7 @@ func TestSplitAssignmentTrackerBooksOnlyWhatARestartNeeds(t *testing.T) {
 			if err := j.sink.store.verify(j.records()); err != nil {
 				t.Fatal(err)
 			}
-			booked := 0
-			for _, sp := range ops[0].coord.tracker.uncheckpointed {
-				booked += len(sp)
-			}
+			booked := ops[0].coord.Uncheckpointed()
 			if !restarts && booked != 0 {
 				t.Fatalf("a job that cannot restart booked %d assignments", booked)
 			}

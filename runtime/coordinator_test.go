@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/splitflow/splitflow/connector"
-	"github.com/splitflow/splitflow/runtime/internal/engine"
 )
 
 // discoveringSource finds its splits asynchronously (CallAsync), answers
@@ -175,60 +174,5 @@ func TestEnumeratorRunsOnOneGoroutine(t *testing.T) {
 		if n != 1 {
 			t.Fatalf("record %v read %d times", k, n)
 		}
-	}
-}
-
-// Rule: assigning to a subtask whose reader has not registered fails and
-// assigns nothing (SplitEnumeratorContext.AssignSplits).
-func TestAssignToUnregisteredReaderFails(t *testing.T) {
-	c := newSourceCoordinator(opInfo{name: "s", subtask: -1}, connector.Source[ev, *memSplit, int](&memSource[ev]{}), 2, func(error) {}, gateOptions{})
-	mb0 := engine.NewMailbox()
-	c.gateways[0].bind(mb0, nil)
-	c.gateways[1].bind(engine.NewMailbox(), nil)
-	c.registered[0] = connector.ReaderInfo{SubtaskIndex: 0}
-	err := c.AssignSplits(connector.SplitsAssignment[*memSplit]{Assignment: map[int][]*memSplit{
-		0: {{id: "a"}}, 1: {{id: "b"}},
-	}})
-	if err == nil {
-		t.Fatal("assignment to unregistered subtask 1 succeeded")
-	}
-	if mb0.HasMail() {
-		t.Fatal("a failed assignment still sent splits to subtask 0")
-	}
-	if err := c.SignalNoMoreSplits(1); err == nil {
-		t.Fatal("no-more-splits to an unregistered subtask succeeded")
-	}
-}
-
-// A coordinator checkpoint runs SnapshotState on the coordinator goroutine,
-// after the work queued before it, and serializes the result with the
-// source's serializer (framed with its version).
-func TestCoordinatorSnapshotRunsOnCoordinatorGoroutine(t *testing.T) {
-	var check threadCheck
-	src := &memSource[ev]{numSplits: 5, perSplit: 1, pull: true, onEnumerator: func(e *memEnumerator[ev]) { e.check = &check }}
-	c := newSourceCoordinator(opInfo{name: "s", subtask: -1}, connector.Source[ev, *memSplit, int](src), 1, func(err error) { t.Error(err) }, gateOptions{off: true})
-	mb := engine.NewMailbox()
-	c.gateways[0].bind(mb, &sourceOperator[ev, *memSplit, int]{})
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); c.run(ctx) }()
-	c.registerReader(0)
-	c.splitRequest(0) // takes one of the five splits
-	blob, err := c.checkpoint(ctx, 1)
-	cancel()
-	<-done
-	if err != nil {
-		t.Fatal(err)
-	}
-	data := blob[1:] // after the serializer version
-
-	if string(data) != "4" {
-		t.Fatalf("snapshot = %q, want the 4 unassigned splits", data)
-	}
-	if check.violation != "" {
-		t.Fatal(check.violation)
-	}
-	if !mb.HasMail() {
-		t.Fatal("the split request was not answered into the reader's mailbox")
 	}
 }

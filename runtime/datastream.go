@@ -7,6 +7,7 @@ import (
 
 	"github.com/splitflow/splitflow/connector"
 	"github.com/splitflow/splitflow/runtime/internal/engine"
+	"github.com/splitflow/splitflow/runtime/internal/srccoord"
 	"github.com/splitflow/splitflow/runtime/internal/stateformat"
 	"github.com/splitflow/splitflow/runtime/watermark"
 )
@@ -221,11 +222,21 @@ func (s *sourceSpec[T, S, C]) ownedBySubtask() bool {
 	return ok && p.SplitsOwnedBySubtask()
 }
 
-func (s *sourceSpec[T, S, C]) newCoordinator(info opInfo, parallelism int, fail func(error), gate gateOptions, restored []byte, rescaled [][]byte, book bool) operatorCoordinator {
-	c := newSourceCoordinator(info, s.src, parallelism, fail, gate)
-	c.restored, c.rescaled = restored, rescaled
-	c.tracker.off = !book
+func (s *sourceSpec[T, S, C]) newCoordinator(info opInfo, parallelism int, fail func(error), gate srccoord.GateOptions, restored []byte, rescaled [][]byte, book bool) srccoord.Coordinator {
+	c := srccoord.New(coordOperator(info), s.src, parallelism, fail, gate)
+	c.RestoreFrom(restored, rescaled)
+	c.BookAssignments(book)
 	return c
+}
+
+// coordOperator is what a source coordinator knows of its operator: its
+// name, and its errors and panics made the operator's as a task's are.
+func coordOperator(info opInfo) srccoord.Operator {
+	return srccoord.Operator{
+		Name:  info.name,
+		Wrap:  info.wrap,
+		Panic: func(what string, value any) error { return newPanicError(what, value) },
+	}
 }
 
 func (s *sourceSpec[T, S, C]) mergeSlotCoordinators(states [][]byte) ([]byte, error) {
@@ -272,10 +283,10 @@ func (s *sourceSpec[T, S, C]) describeSplits(old [][]byte) ([]string, error) {
 	return out, nil
 }
 
-func (s *sourceSpec[T, S, C]) buildSubtask(coord operatorCoordinator, info opInfo, parallelism int, mb *engine.Mailbox, out any) (lifecycle, taskInput) {
-	c := coord.(*sourceCoordinator[T, S, C])
+func (s *sourceSpec[T, S, C]) buildSubtask(coord srccoord.Coordinator, info opInfo, parallelism int, mb *engine.Mailbox, out any) (lifecycle, taskInput) {
+	c := coord.(*srccoord.Source[T, S, C])
 	op := &sourceOperator[T, S, C]{info: info, src: s.src, coord: c, par: parallelism, strategy: s.strategy, out: out.(output[T]), shuffleInput: s.shuffleInput}
-	c.gateways[info.subtask].bind(mb, op)
+	c.Gateway(info.subtask).Bind(mb, op)
 	return op, op
 }
 

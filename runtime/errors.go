@@ -184,7 +184,6 @@ func invalidGraph(format string, args ...any) error {
 var (
 	errNilReader = errors.New("source returned a nil reader")
 	errNilWriter = errors.New("sink returned a nil writer")
-	errNilEnum   = errors.New("source returned a nil enumerator")
 )
 
 func errBadInputStatus(st fmt.Stringer) error {

@@ -13,6 +13,7 @@ import (
 	"github.com/splitflow/splitflow/runtime/checkpoint"
 	"github.com/splitflow/splitflow/runtime/internal/engine"
 	"github.com/splitflow/splitflow/runtime/internal/keyed"
+	"github.com/splitflow/splitflow/runtime/internal/srccoord"
 	"github.com/splitflow/splitflow/runtime/internal/stateformat"
 )
 
@@ -97,8 +98,8 @@ type edge struct {
 
 // sourceNode creates a source's coordinator and its subtasks' operators.
 type sourceNode interface {
-	newCoordinator(info opInfo, parallelism int, fail func(error), gate gateOptions, restored []byte, rescaled [][]byte, book bool) operatorCoordinator
-	buildSubtask(coord operatorCoordinator, info opInfo, parallelism int, mb *engine.Mailbox, out any) (lifecycle, taskInput)
+	newCoordinator(info opInfo, parallelism int, fail func(error), gate srccoord.GateOptions, restored []byte, rescaled [][]byte, book bool) srccoord.Coordinator
+	buildSubtask(coord srccoord.Coordinator, info opInfo, parallelism int, mb *engine.Mailbox, out any) (lifecycle, taskInput)
 	// describeSplits formats the splits of the readers' checkpointed
 	// state, for the restore report.
 	describeSplits(old [][]byte) ([]string, error)

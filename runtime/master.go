@@ -18,6 +18,7 @@ import (
 	"github.com/splitflow/splitflow/runtime/internal/engine"
 	"github.com/splitflow/splitflow/runtime/internal/observe"
 	"github.com/splitflow/splitflow/runtime/internal/pebblestate"
+	"github.com/splitflow/splitflow/runtime/internal/srccoord"
 	"github.com/splitflow/splitflow/runtime/restart"
 	"github.com/splitflow/splitflow/runtime/status"
 )
@@ -46,9 +47,9 @@ type execution struct {
 	stopHard context.CancelFunc
 
 	// The current attempt's coordinators.
-	coords    []operatorCoordinator
+	coords    []srccoord.Coordinator
 	coordUIDs []string
-	coordOf   map[*node]operatorCoordinator
+	coordOf   map[*node]srccoord.Coordinator
 	coordCtx  context.Context
 	stopCoord context.CancelFunc
 	coordWG   *sync.WaitGroup
@@ -583,6 +584,13 @@ func (ex *execution) cancelledWhileRestarting(settle error) error {
 		ErrCancelledWhileRestarting, ex.cancelledAfter, ex.cc.LastCompletedID(), settle, hint)
 }
 
+// canRestart says whether a failure of the job can ever be restarted,
+// which is what the coordinators' bookings are for.
+func (ex *execution) canRestart() bool {
+	_, ok := ex.strategy.Backoff(1)
+	return ok
+}
+
 // startAttempt creates the coordinators (restored from rs) and every task,
 // and starts them: the first start and every global restart.
 func (ex *execution) startAttempt(rs *engine.RestoredState) {
@@ -591,7 +599,7 @@ func (ex *execution) startAttempt(rs *engine.RestoredState) {
 	gen := ex.coordGen
 	ex.coordCtx, ex.stopCoord = context.WithCancel(ex.hard)
 	ex.coordWG = &sync.WaitGroup{}
-	ex.coords, ex.coordUIDs, ex.coordOf = nil, nil, map[*node]operatorCoordinator{}
+	ex.coords, ex.coordUIDs, ex.coordOf = nil, nil, map[*node]srccoord.Coordinator{}
 	for _, n := range ex.g.nodes {
 		if n.source == nil {
 			continue
@@ -622,9 +630,9 @@ func (ex *execution) startAttempt(rs *engine.RestoredState) {
 			}})
 		}
 		c := n.source.newCoordinator(info, n.par(ex.cfg), fail, ex.cfg.cp.gate, state, rescaled, ex.canRestart())
-		c.observe(ex.obs.Group(n.name, n.uid, -1), ex.log)
+		c.Observe(ex.obs.Group(n.name, n.uid, -1), ex.log)
 		if ex.slot != nil {
-			c.startShufflesAt(ex.slot.shuffleStarts)
+			c.StartShufflesAt(ex.slot.shuffleStarts)
 		}
 		ex.coordOf[n] = c
 		ex.coords = append(ex.coords, c)
@@ -632,7 +640,7 @@ func (ex *execution) startAttempt(rs *engine.RestoredState) {
 	}
 	ex.tasks = ex.buildTasks(ex.slotIndex(), rs)
 	for _, c := range ex.coords {
-		ex.coordWG.Go(func() { c.run(ex.coordCtx) })
+		ex.coordWG.Go(func() { c.Run(ex.coordCtx) })
 	}
 	for _, t := range ex.tasks {
 		ex.start(t)
@@ -764,7 +772,7 @@ func (ex *execution) failure(t *task, err error) {
 		ex.stopCoordinators()
 	} else {
 		for _, c := range ex.coords {
-			c.subtaskFailed(region)
+			c.SubtaskFailed(region)
 		}
 	}
 	if ex.waitingExit == 0 {
@@ -906,7 +914,7 @@ func (ex *execution) restart() {
 	} else {
 		tasks = ex.buildTasks(ex.restartRegion, rs)
 		for _, c := range ex.coords {
-			c.subtaskReset(ex.restartRegion, rs.ID())
+			c.SubtaskReset(ex.restartRegion, rs.ID())
 		}
 		ex.tasks = append(ex.tasks, tasks...)
 		for _, t := range tasks {
@@ -1083,7 +1091,7 @@ func (ex *execution) perform(acts []coordinator.Action) {
 			ex.savepointAborted(a.ID, a.Err)
 			ex.obs.CheckpointFailed(ex.slotIndex(), a.ID, statusText(a.Err))
 			for _, c := range ex.coords {
-				c.notifyCheckpointAborted(a.ID)
+				c.NotifyCheckpointAborted(a.ID)
 			}
 			for _, t := range ex.tasks {
 				id := a.ID
@@ -1135,7 +1143,7 @@ func (ex *execution) snapshotCoordinators(id int64) {
 		var err error
 		for i, c := range coords {
 			var d []byte
-			if d, err = c.checkpoint(ctx, id); err != nil {
+			if d, err = c.Checkpoint(ctx, id); err != nil {
 				break
 			}
 			var h checkpoint.StateHandle

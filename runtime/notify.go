@@ -98,7 +98,7 @@ func (ex *execution) notifyComplete(id int64, final bool) {
 		ex.finalID = id
 	}
 	for _, c := range ex.coords {
-		c.notifyCheckpointComplete(id)
+		c.NotifyCheckpointComplete(id)
 	}
 	for _, t := range ex.tasks {
 		if t.hasOutputCommitter() {

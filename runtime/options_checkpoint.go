@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/splitflow/splitflow/runtime/checkpoint"
+	"github.com/splitflow/splitflow/runtime/internal/srccoord"
 	"github.com/splitflow/splitflow/runtime/restart"
 	"github.com/splitflow/splitflow/runtime/status"
 )
@@ -30,7 +31,7 @@ type checkpointConfig struct {
 	listener             JobListener
 	// gate holds test knobs: the operator-coordinator gate switched off
 	// (the gate), to show what it prevents, and an event delay.
-	gate gateOptions
+	gate srccoord.GateOptions
 
 	// restoreFrom is WithRestoreFrom's path; savepointDir the default
 	// target of savepoints (savepoint.go).
@@ -244,11 +245,11 @@ func WithAllowNonRestoredState() Option {
 }
 
 // withGateDisabled switches the coordinator gate off. Tests only.
-func withGateDisabled() Option { return optionFunc(func(c *config) { c.cp.gate.off = true }) }
+func withGateDisabled() Option { return optionFunc(func(c *config) { c.cp.gate.Off = true }) }
 
 // withEventDelay delays every coordinator event by delay(). Tests only.
 func withEventDelay(delay func()) Option {
-	return optionFunc(func(c *config) { c.cp.gate.delay = delay })
+	return optionFunc(func(c *config) { c.cp.gate.Delay = delay })
 }
 
 // JobListener receives a running job's milestones, for progress displays

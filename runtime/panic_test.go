@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/splitflow/splitflow/connector"
+	"github.com/splitflow/splitflow/runtime/internal/srccoord"
 )
 
 // Rule (E): a panic in an enumerator's async work, which runs off the
@@ -52,10 +53,10 @@ func (s panickyCloseSource) CreateEnumerator(ctx connector.SplitEnumeratorContex
 func TestPanicInCoordinatorShutdownFailsIt(t *testing.T) {
 	src := panickyCloseSource{&memSource[ev]{numSplits: 1, perSplit: 1, gen: genEv(1)}}
 	errc := make(chan error, 4)
-	c := newSourceCoordinator[ev, *memSplit, int](opInfo{name: "src", uid: "u", subtask: -1}, src, 1, func(err error) { errc <- err }, gateOptions{})
+	c := srccoord.New[ev, *memSplit, int](coordOperator(opInfo{name: "src", uid: "u", subtask: -1}), src, 1, func(err error) { errc <- err }, srccoord.GateOptions{})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
-	go func() { defer close(done); c.run(ctx) }()
+	go func() { defer close(done); c.Run(ctx) }()
 	cancel()
 	select {
 	case <-done:

@@ -10,6 +10,7 @@ import (
 	"github.com/splitflow/splitflow/connector"
 	"github.com/splitflow/splitflow/metrics"
 	"github.com/splitflow/splitflow/runtime/internal/engine"
+	"github.com/splitflow/splitflow/runtime/internal/srccoord"
 	"github.com/splitflow/splitflow/runtime/watermark"
 )
 
@@ -22,7 +23,7 @@ import (
 type sourceOperator[T any, S connector.Split, C any] struct {
 	info     opInfo
 	src      connector.Source[T, S, C]
-	coord    *sourceCoordinator[T, S, C]
+	coord    *srccoord.Source[T, S, C]
 	par      int
 	strategy watermark.Strategy[T]
 	out      output[T]
@@ -76,7 +77,7 @@ func (s *sourceOperator[T, S, C]) open(t *task) error {
 	// Registration is queued before anything Start may send (a pull-mode
 	// reader asks for its first split there), and the coordinator handles
 	// its queue in order, so the enumerator knows the reader first.
-	s.coord.registerReader(s.info.subtask)
+	s.coord.RegisterReader(s.info.subtask)
 	if err := r.Start(); err != nil {
 		return s.info.wrap(err)
 	}
@@ -131,7 +132,7 @@ func (s *sourceOperator[T, S, C]) restoreSplits(t *task) error {
 	if len(restored) == 0 {
 		return nil
 	}
-	return s.addSplits(restored)
+	return s.AddSplits(restored)
 }
 
 // snapshotState converts the reader's splits into the subtask's operator
@@ -146,7 +147,7 @@ func (s *sourceOperator[T, S, C]) snapshotState(id int64) ([]byte, error) {
 	if err != nil {
 		return nil, s.info.wrap(fmt.Errorf("serialize splits: %w", err))
 	}
-	s.coord.gateways[s.info.subtask].open(id)
+	s.coord.Gateway(s.info.subtask).Open(id)
 	return data, nil
 }
 
@@ -265,10 +266,11 @@ func (s *sourceOperator[T, S, C]) close() error {
 	return s.info.wrap(s.reader.Close())
 }
 
-// The three methods below run as mails on the task goroutine, sent by the
+// The three methods below make the operator the coordinator's
+// srccoord.Reader: they run as mails on the task goroutine, sent by the
 // source coordinator.
 
-func (s *sourceOperator[T, S, C]) addSplits(splits []S) error {
+func (s *sourceOperator[T, S, C]) AddSplits(splits []S) error {
 	if s.reader == nil {
 		return nil
 	}
@@ -294,7 +296,7 @@ func (s *sourceOperator[T, S, C]) addSplits(splits []S) error {
 	return s.info.wrap(s.reader.AddSplits(splits))
 }
 
-func (s *sourceOperator[T, S, C]) noMoreSplits() error {
+func (s *sourceOperator[T, S, C]) NoMoreSplits() error {
 	if s.reader != nil && !s.ended {
 		s.reader.NotifyNoMoreSplits()
 		s.output.mux.StopAwaitingSplits()
@@ -304,7 +306,7 @@ func (s *sourceOperator[T, S, C]) noMoreSplits() error {
 	return nil
 }
 
-func (s *sourceOperator[T, S, C]) handleSourceEvent(ev connector.SourceEvent) error {
+func (s *sourceOperator[T, S, C]) HandleSourceEvent(ev connector.SourceEvent) error {
 	if s.reader == nil || s.ended {
 		return nil
 	}
@@ -317,10 +319,10 @@ type readerContext[T any, S connector.Split, C any] struct{ op *sourceOperator[T
 func (c readerContext[T, S, C]) SubtaskIndex() int { return c.op.info.subtask }
 func (c readerContext[T, S, C]) Parallelism() int  { return c.op.par }
 func (c readerContext[T, S, C]) SendSplitRequest() {
-	c.op.coord.splitRequest(c.op.info.subtask)
+	c.op.coord.SplitRequest(c.op.info.subtask)
 }
 func (c readerContext[T, S, C]) SendSourceEvent(ev connector.SourceEvent) {
-	c.op.coord.sourceEvent(c.op.info.subtask, ev)
+	c.op.coord.SourceEvent(c.op.info.subtask, ev)
 }
 
 // MetricGroup makes the context a metrics.GroupProvider.

@@ -7,6 +7,7 @@ import (
 
 	"github.com/splitflow/splitflow/connector"
 	"github.com/splitflow/splitflow/runtime/internal/engine"
+	"github.com/splitflow/splitflow/runtime/internal/srccoord"
 	"github.com/splitflow/splitflow/runtime/watermark"
 )
 
@@ -48,7 +49,7 @@ func (r *mainReader) PollNext(out connector.ReaderOutput[ev]) (connector.InputSt
 func TestEndedSourceEmitsNothingAfterMaxWatermark(t *testing.T) {
 	rec := &recorder[ev]{}
 	src := &mainSource{memSource: &memSource[ev]{numSplits: 1, perSplit: 300, gen: genEv(3)}}
-	coord := newSourceCoordinator[ev, *memSplit, int](opInfo{name: "src", subtask: -1}, src, 1, func(error) {}, gateOptions{})
+	coord := srccoord.New[ev, *memSplit, int](coordOperator(opInfo{name: "src", subtask: -1}), src, 1, func(error) {}, srccoord.GateOptions{})
 	tk := &task{name: "src", head: &opInfo{name: "src"}, cfg: &config{autoWatermarkInterval: time.Hour}, mb: engine.NewMailbox()}
 	defer func() { _ = tk.shutdown() }()
 	s := &sourceOperator[ev, *memSplit, int]{info: opInfo{name: "src"}, src: src, coord: coord, par: 1,
@@ -56,10 +57,10 @@ func TestEndedSourceEmitsNothingAfterMaxWatermark(t *testing.T) {
 	if err := s.open(tk); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.addSplits([]*memSplit{{id: "a", n: 300}}); err != nil {
+	if err := s.AddSplits([]*memSplit{{id: "a", n: 300}}); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.noMoreSplits(); err != nil {
+	if err := s.NoMoreSplits(); err != nil {
 		t.Fatal(err)
 	}
 	for {
@@ -81,10 +82,10 @@ func TestEndedSourceEmitsNothingAfterMaxWatermark(t *testing.T) {
 	// A split assigned to a reader that ended after no-more-splits would be
 	// read by nobody and kept in no state: it fails the task (the one-place
 	// rule).
-	if err := s.addSplits([]*memSplit{{id: "b", n: 5}}); err == nil || !strings.Contains(err.Error(), "after signalling no more splits") {
+	if err := s.AddSplits([]*memSplit{{id: "b", n: 5}}); err == nil || !strings.Contains(err.Error(), "after signalling no more splits") {
 		t.Fatalf("a split assigned after the end: %v, want a failure", err)
 	}
-	if err := s.noMoreSplits(); err != nil {
+	if err := s.NoMoreSplits(); err != nil {
 		t.Fatal(err)
 	}
 	if len(rec.wms) == 0 || rec.wms[len(rec.wms)-1] != engine.MaxWatermark {

@@ -1,4 +1,4 @@
-package runtime
+package srccoord
 
 import (
 	"maps"
@@ -9,14 +9,26 @@ import (
 	"github.com/splitflow/splitflow/runtime/internal/engine"
 )
 
-// gateOptions are the test knobs of the gateways: the gate switched off,
+// GateOptions are the test knobs of the gateways: the gate switched off,
 // and a delay before each event is delivered.
-type gateOptions struct {
-	off   bool
-	delay func()
+type GateOptions struct {
+	Off   bool
+	Delay func()
 }
 
-// subtaskGateway carries a coordinator's events to one subtask (Flink's
+// Reader is the reader side of a source subtask, runtime's source
+// operator: what the coordinator's events do once they reach its task
+// goroutine.
+type Reader[S connector.Split] interface {
+	// AddSplits gives the reader splits the enumerator assigned to it.
+	AddSplits(splits []S) error
+	// NoMoreSplits tells the reader that no split will follow.
+	NoMoreSplits() error
+	// HandleSourceEvent passes on an event the enumerator sent.
+	HandleSourceEvent(ev connector.SourceEvent) error
+}
+
+// Gateway carries a coordinator's events to one subtask (Flink's
 // SubtaskGatewayImpl inside its OperatorCoordinatorHolder) and keeps the
 // gate (DESIGN.md's invariant of that name):
 //
@@ -27,7 +39,7 @@ type gateOptions struct {
 //     is injected. Without that wait barrier N, an urgent mail, could run
 //     before an assignment the enumerator no longer holds in its snapshot,
 //     and the split would be in no state of checkpoint N.
-//   - open(N), on the task goroutine right after the subtask snapshotted N
+//   - Open(N), on the task goroutine right after the subtask snapshotted N
 //     (or when N is aborted): held events are sent, in order; they run
 //     after the snapshot, so their splits are "after N" assignments.
 //   - failed, when the subtask's task is gone: held and in-flight events
@@ -38,19 +50,19 @@ type gateOptions struct {
 //
 // The mutex orders sends, holds and releases; it is never held while user
 // code runs.
-type subtaskGateway[T any, S connector.Split, C any] struct {
+type Gateway[S connector.Split] struct {
 	mu       sync.Mutex
 	gateOff  bool
 	mb       *engine.Mailbox
-	op       *sourceOperator[T, S, C]
-	next     *sourceOperator[T, S, C] // binding waiting for activate
+	op       Reader[S]
+	next     Reader[S] // binding waiting for activate
 	nextMb   *engine.Mailbox
 	detached bool
 	// gen counts failures; a reset activates only the binding made after
 	// the newest one.
 	gen      int
 	closedAt int64 // checkpoint the gate is closed for; 0 when open
-	held     []func(*sourceOperator[T, S, C]) error
+	held     []func(Reader[S]) error
 	heldName []string
 	inflight int
 	waiters  []chan struct{}
@@ -60,9 +72,10 @@ type subtaskGateway[T any, S connector.Split, C any] struct {
 	delay func()
 }
 
-// bind attaches a subtask's task: directly before the job runs, or, after
-// failed, as the binding that activate makes current.
-func (g *subtaskGateway[T, S, C]) bind(mb *engine.Mailbox, op *sourceOperator[T, S, C]) {
+// Bind attaches a subtask's task, whose mailbox is mb and whose reader
+// is op: directly before the job runs, or, after failed, as the binding
+// that activate makes current.
+func (g *Gateway[S]) Bind(mb *engine.Mailbox, op Reader[S]) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.detached {
@@ -73,7 +86,7 @@ func (g *subtaskGateway[T, S, C]) bind(mb *engine.Mailbox, op *sourceOperator[T,
 }
 
 // generation is the number of failures so far.
-func (g *subtaskGateway[T, S, C]) generation() int {
+func (g *Gateway[S]) generation() int {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	return g.gen
@@ -83,7 +96,7 @@ func (g *subtaskGateway[T, S, C]) generation() int {
 // again since generation gen (a later reset will activate the later
 // binding). Coordinator goroutine, after the failed subtask's splits were
 // taken back.
-func (g *subtaskGateway[T, S, C]) activate(gen int) {
+func (g *Gateway[S]) activate(gen int) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if gen != g.gen || !g.detached {
@@ -97,7 +110,7 @@ func (g *subtaskGateway[T, S, C]) activate(gen int) {
 }
 
 // failed drops everything addressed to the subtask's old task.
-func (g *subtaskGateway[T, S, C]) failed() {
+func (g *Gateway[S]) failed() {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.detached = true
@@ -109,7 +122,7 @@ func (g *subtaskGateway[T, S, C]) failed() {
 	g.release()
 }
 
-func (g *subtaskGateway[T, S, C]) release() {
+func (g *Gateway[S]) release() {
 	for _, w := range g.waiters {
 		close(w)
 	}
@@ -117,7 +130,7 @@ func (g *subtaskGateway[T, S, C]) release() {
 }
 
 // send delivers or holds an event. Coordinator goroutine.
-func (g *subtaskGateway[T, S, C]) send(name string, fn func(*sourceOperator[T, S, C]) error) {
+func (g *Gateway[S]) send(name string, fn func(Reader[S]) error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.detached {
@@ -131,7 +144,7 @@ func (g *subtaskGateway[T, S, C]) send(name string, fn func(*sourceOperator[T, S
 	g.deliver(name, fn)
 }
 
-func (g *subtaskGateway[T, S, C]) deliver(name string, fn func(*sourceOperator[T, S, C]) error) {
+func (g *Gateway[S]) deliver(name string, fn func(Reader[S]) error) {
 	if g.mb == nil {
 		return // detached: the task is gone
 	}
@@ -158,7 +171,7 @@ func (g *subtaskGateway[T, S, C]) deliver(name string, fn func(*sourceOperator[T
 	}
 }
 
-func (g *subtaskGateway[T, S, C]) delivered(mb *engine.Mailbox) {
+func (g *Gateway[S]) delivered(mb *engine.Mailbox) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.mb != mb || g.inflight == 0 {
@@ -168,7 +181,7 @@ func (g *subtaskGateway[T, S, C]) delivered(mb *engine.Mailbox) {
 	g.maybeRelease()
 }
 
-func (g *subtaskGateway[T, S, C]) maybeRelease() {
+func (g *Gateway[S]) maybeRelease() {
 	if g.inflight == 0 {
 		g.release()
 	}
@@ -177,7 +190,7 @@ func (g *subtaskGateway[T, S, C]) maybeRelease() {
 // close shuts the gate for checkpoint id and returns a channel closed once
 // every event sent before it has run on the subtask. Coordinator
 // goroutine.
-func (g *subtaskGateway[T, S, C]) close(id int64) <-chan struct{} {
+func (g *Gateway[S]) close(id int64) <-chan struct{} {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	w := make(chan struct{})
@@ -200,9 +213,9 @@ func (g *subtaskGateway[T, S, C]) close(id int64) <-chan struct{} {
 	return w
 }
 
-// open reopens the gate closed for a checkpoint <= id and sends what it
+// Open reopens the gate closed for a checkpoint <= id and sends what it
 // held. Task goroutine (after the subtask's snapshot) or driver (abort).
-func (g *subtaskGateway[T, S, C]) open(id int64) {
+func (g *Gateway[S]) Open(id int64) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.closedAt == 0 || g.closedAt > id {
@@ -211,7 +224,7 @@ func (g *subtaskGateway[T, S, C]) open(id int64) {
 	g.reopen()
 }
 
-func (g *subtaskGateway[T, S, C]) reopen() {
+func (g *Gateway[S]) reopen() {
 	g.closedAt = 0
 	held, names := g.held, g.heldName
 	g.held, g.heldName = nil, nil
@@ -239,13 +252,6 @@ type splitAssignmentTracker[S connector.Split] struct {
 	uncheckpointed map[int][]S
 	byCheckpoint   map[int64]map[int][]S
 	off            bool // nothing to book: see above
-}
-
-// canRestart says whether a failure of the job can ever be restarted,
-// which is what the coordinators' bookings are for.
-func (ex *execution) canRestart() bool {
-	_, ok := ex.strategy.Backoff(1)
-	return ok
 }
 
 // newSplitAssignmentTracker returns an empty tracker.
