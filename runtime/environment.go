@@ -185,7 +185,7 @@ type Environment struct {
 	// TriggerSavepoint and StopWithSavepoint from other goroutines.
 	running atomic.Pointer[execution]
 
-	// obs holds the job's metrics and status (metrics.go), created on
+	// obs holds the job's metrics and status (runtime/internal/observe), created on
 	// first use by whichever goroutine asks first.
 	obsOnce sync.Once
 	obs     *observe.Observer

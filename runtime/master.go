@@ -420,7 +420,7 @@ func (ex *execution) run(ctx context.Context) error {
 	if ex.slot == nil {
 		// A slot's execution is one of many of the job: the distributed
 		// driver reports the job's start and end.
-		jobStarted(ex.obs, ex)
+		jobStarted(ex.obs, ex.g, ex.name, ex.cc != nil, ex.cfg.cp.interval)
 		defer func() { ex.obs.JobEnded(ctx, ex.err) }()
 	}
 	if ex.cfg.state.backend == kindPebble {
@@ -682,7 +682,7 @@ func (ex *execution) taskExited(t *task, err error) {
 	ex.exitedAfterCancel(t)
 	ex.live--
 	t.exited = true
-	taskExited(ex.obs, t, err)
+	reportTaskExit(ex.obs, t, err)
 	if !ex.current(t) {
 		ex.waitingExit--
 		if ex.restarting && ex.waitingExit == 0 {

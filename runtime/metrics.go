@@ -131,20 +131,21 @@ func tasksBuilt(o *observe.Observer, tasks []*task) {
 	o.TasksBuilt(stats)
 }
 
-// jobStarted reports the start of a run of ex's job.
-func jobStarted(o *observe.Observer, ex *execution) {
-	g := status.Graph{}
-	for _, c := range ex.g.chains {
+// jobStarted reports the start of a run of job name, of graph g, which
+// checkpoints every interval if cpEnabled.
+func jobStarted(o *observe.Observer, g *jobGraph, name string, cpEnabled bool, interval time.Duration) {
+	sg := status.Graph{}
+	for _, c := range g.chains {
 		v := status.Vertex{ID: c.id, Name: c.name(), Parallelism: c.parallelism}
 		for _, n := range c.nodes {
 			v.Operators = append(v.Operators, n.name)
 		}
-		g.Vertices = append(g.Vertices, v)
+		sg.Vertices = append(sg.Vertices, v)
 		for _, e := range c.inEdges {
-			g.Edges = append(g.Edges, status.Edge{From: ex.g.chain[e.from].id, To: c.id, Partitioning: partitioningName(e.kind)})
+			sg.Edges = append(sg.Edges, status.Edge{From: g.chain[e.from].id, To: c.id, Partitioning: partitioningName(e.kind)})
 		}
 	}
-	o.JobStarted(ex.name, g, ex.cc != nil, ex.cfg.cp.interval)
+	o.JobStarted(name, sg, cpEnabled, interval)
 }
 
 func partitioningName(k engine.PartitionKind) string {
@@ -161,8 +162,8 @@ func partitioningName(k engine.PartitionKind) string {
 	return "unknown"
 }
 
-// taskExited reports the end of task t, with the error its run returned.
-func taskExited(o *observe.Observer, t *task, err error) {
+// reportTaskExit reports the end of task t, with the error its run returned.
+func reportTaskExit(o *observe.Observer, t *task, err error) {
 	st := observe.TaskFinished
 	switch {
 	case errors.Is(err, errTaskCancelled):

@@ -14,7 +14,6 @@ import (
 
 	"github.com/splitflow/splitflow/connector"
 	"github.com/splitflow/splitflow/runtime/checkpoint"
-	"github.com/splitflow/splitflow/runtime/internal/coordinator"
 	"github.com/splitflow/splitflow/runtime/internal/engine"
 	"github.com/splitflow/splitflow/runtime/internal/slots"
 )
@@ -134,8 +133,8 @@ func (env *Environment) runDistributed(ctx context.Context, g *jobGraph, name st
 	log := env.cfg.distLogger().With("job", d.Job)
 	obs := env.observer()
 	// The status board shows the job's graph; its checkpoints are the
-	// slots' (a coordinator of its own marks checkpointing on).
-	jobStarted(obs, &execution{g: g, cfg: &env.cfg, name: name, cc: new(coordinator.Coordinator)})
+	// slots', which always checkpoint.
+	jobStarted(obs, g, name, true, env.cfg.cp.interval)
 	obs.DistStarted(d.Job)
 	replication := d.ReplicationFactor
 	if replication == 0 {

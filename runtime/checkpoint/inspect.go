@@ -1,7 +1,6 @@
 package checkpoint
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -15,9 +14,9 @@ import (
 // runtime) frames what it puts in them so that every part records the
 // version of the serializer that wrote it, and records in the metadata's
 // fingerprint which operator kinds and types each UID's state is made of.
-// The functions here read those frames and that fingerprint. They restate
-// the engine's layouts (runtime/state.go, twophase.go, keyedstate.go,
-// graph.go) because runtime imports this package, not the other way round;
+// The functions here read those frames and that fingerprint through
+// runtime/internal/stateformat, the definitions the engine writes them
+// with (runtime imports this package, not the other way round);
 // cmd/splitflow's tests decode checkpoints written by real jobs, so a change
 // on one side that the other does not follow fails there.
 //
@@ -33,15 +32,6 @@ var ErrStateLayout = errors.New("checkpoint: state does not have the expected la
 func layoutError(err error) error {
 	return fmt.Errorf("%w: %s", ErrStateLayout, strings.TrimPrefix(err.Error(), stateformat.ErrLayout.Error()+": "))
 }
-
-// Fingerprints the engine writes with per-operator signatures
-// (runtime/graph.go): version 3 records, for each stateful operator, its
-// signature and, for keyed state, the max parallelism; version 2 the
-// signatures alone.
-const (
-	fingerprintPrefix   = stateformat.FingerprintPrefix
-	fingerprintPrefixV2 = stateformat.FingerprintPrefixV2
-)
 
 // Signature is what the job fingerprint says of one operator's state: its
 // kind and the types it is made of, as the engine wrote them, e.g.
@@ -78,33 +68,15 @@ const (
 // none (written by an older build, or by something other than the engine);
 // an operator whose signature cannot be parsed has only Raw set.
 func ParseSignatures(fingerprint string) (sigs map[string]Signature, ok bool) {
-	if body, found := strings.CutPrefix(fingerprint, fingerprintPrefix); found {
-		var raw map[string]struct {
-			State          string `json:"state"`
-			MaxParallelism int    `json:"maxParallelism"`
-		}
-		if err := json.Unmarshal([]byte(body), &raw); err != nil {
-			return nil, false
-		}
-		sigs = make(map[string]Signature, len(raw))
-		for uid, p := range raw {
-			sig := parseSignature(p.State)
-			sig.MaxParallelism = p.MaxParallelism
-			sigs[uid] = sig
-		}
-		return sigs, true
-	}
-	body, found := strings.CutPrefix(fingerprint, fingerprintPrefixV2)
-	if !found {
+	prints, version, err := stateformat.ParseFingerprint(fingerprint)
+	if err != nil || version < 2 {
 		return nil, false
 	}
-	var raw map[string]string
-	if err := json.Unmarshal([]byte(body), &raw); err != nil {
-		return nil, false
-	}
-	sigs = make(map[string]Signature, len(raw))
-	for uid, s := range raw {
-		sigs[uid] = parseSignature(s)
+	sigs = make(map[string]Signature, len(prints))
+	for uid, p := range prints {
+		sig := parseSignature(p.State)
+		sig.MaxParallelism = p.MaxParallelism
+		sigs[uid] = sig
 	}
 	return sigs, true
 }

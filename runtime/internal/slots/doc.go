@@ -1,10 +1,12 @@
 // Package slots holds the pieces of running one job over several
 // processes that decide who owns what: the slot mapping and naming, the
 // slot ownership log and its epoch rules, the merge of watermark markers
-// from upstream slots (deterministic cores without I/O of their own), and
-// the membership in the job's consumer group that assigns slots. The
-// engine's distributed driver (runtime/slotrun.go) performs what they
-// decide (DESIGN.md, "Scale-out (in progress)").
+// from upstream slots (deterministic cores without I/O of their own), the
+// membership in the job's consumer group that assigns slots, and the
+// job's start point every process settles before it joins (Settle, which
+// reads and creates the start record itself). The engine's distributed
+// driver (runtime/slotrun.go) performs what they decide (DESIGN.md,
+// "Scale-out (in progress)").
 //
 // A job has S slots (DefaultSlots). Every stage runs with parallelism S
 // and slot i is subtask i of every stage; key group kg belongs to slot

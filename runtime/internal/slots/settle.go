@@ -113,7 +113,7 @@ func Settle(root, job string, slotCount int, given string, ends func() (map[stri
 		}
 		// Created by another process meanwhile, or with an unknown
 		// outcome: the next read says which.
-		sp := StartPoint{Savepoint: given, Shuffles: shuffles, Incarnation: NewIncarnation()}
+		sp := StartPoint{Savepoint: given, Shuffles: shuffles, Incarnation: newIncarnation()}
 		if createErr = rs.CreateRecord(StartRecord, EncodeStartPoint(sp)); createErr == nil {
 			return sp, nil
 		}
@@ -121,9 +121,9 @@ func Settle(root, job string, slotCount int, given string, ends func() (map[stri
 	return StartPoint{}, fmt.Errorf("record the job's start point in %s: %w", where, createErr)
 }
 
-// NewIncarnation is a name no other run of a job is given
+// newIncarnation is a name no other run of a job is given
 // (StartPoint.Incarnation): 128 random bits.
-func NewIncarnation() string {
+func newIncarnation() string {
 	return rand.Text()
 }
 

@@ -279,7 +279,7 @@ func next(b []byte) (field, rest []byte, ok bool) {
 	return b[n : n+int(l)], b[n+int(l):], true
 }
 
-// Job fingerprint prefixes (runtime/graph.go writes the fingerprint):
+// Job fingerprint prefixes (Fingerprint writes the fingerprint, fingerprint.go):
 // version 3 records each stateful operator's state signature and, for
 // keyed state, the max parallelism; version 2 the signatures alone;
 // version 1 had no prefix and nothing to compare.

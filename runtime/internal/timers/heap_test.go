@@ -17,7 +17,7 @@ func newTestQueue[K comparable]() *Queue[K] {
 // register now+1h" per record keeps the heap at the number of live timers.
 func TestDeletedTimersDoNotGrowTheHeap(t *testing.T) {
 	q := newTestQueue[int]()
-	n := func() int { return q.sets.(*HeapSets[int]).Len() }
+	n := func() int { return q.sets.(*HeapSets[int]).len() }
 	for i := range 100_000 {
 		key := i % 10
 		if i >= 10 {

@@ -127,7 +127,7 @@ func (q *Queue[K]) Pop() Entry[K] {
 func (q *Queue[K]) All() ([]Entry[K], error) {
 	switch s := q.sets.(type) {
 	case *HeapSets[K]:
-		out := make([]Entry[K], 0, s.Len())
+		out := make([]Entry[K], 0, s.len())
 		for _, h := range s.heaps {
 			out = append(out, h...)
 		}
@@ -306,8 +306,8 @@ func (s *HeapSets[K]) removeAt(g, i int) {
 	}
 }
 
-// Len is the number of timers.
-func (s *HeapSets[K]) Len() int { return len(s.index) }
+// len is the number of timers.
+func (s *HeapSets[K]) len() int { return len(s.index) }
 
 func (s *HeapSets[K]) swap(h []Entry[K], i, j int) {
 	h[i], h[j] = h[j], h[i]
@@ -389,7 +389,8 @@ func (s *HeapSets[K]) Freeze() func(stop func() bool) (map[int][]byte, error) {
 }
 
 // PebbleCache is how many of a key group's earliest timers the
-// pebble backend keeps in memory.
+// pebble backend keeps in memory. Exported for runtime's tests of the
+// bound.
 const PebbleCache = 32
 
 // PebbleSets are the pebble backend's timers of one time domain:
@@ -446,7 +447,8 @@ func (s *PebbleSets[K]) Restored(q *Queue[K], lo, hi int) error {
 }
 
 // PebblePrefix is the DB prefix of key group g's timers of the
-// domain kind: keyGroup(2) keyed.TimerStateID(2) kind.
+// domain kind: keyGroup(2) keyed.TimerStateID(2) kind. Exported, with
+// AppendTs, for runtime's tests that write timers into a DB by hand.
 func PebblePrefix(dst []byte, g int, kind byte) []byte {
 	return append(pebblestate.AppendKeyPrefix(dst, g, keyed.TimerStateID), kind)
 }
