@@ -172,9 +172,11 @@ func prepareAbortedBeforeCommit(t *testing.T, b *kafkatest.Broker) ([]int64, str
 		// commit 500ms + restart 100ms = 2.6s, below the 3s timeout.
 		Parallelism: 1, CheckpointInterval: 200 * time.Millisecond, CheckpointTimeout: time.Second,
 		// Restarts to spare: on a loaded machine a 1s checkpoint timeout
-		// can fail the job before the hold, and only the data loss may
-		// end it.
-		Restart: restart.FixedDelay(10, 100*time.Millisecond), TxnTimeout: 3 * time.Second, CommitTimeout: 500 * time.Millisecond,
+		// can fail the job before the hold, and after it (ten restarts
+		// were all spent so once, under a make test at load 10), and only
+		// the data loss may end it. Each costs about 2.5s there, well
+		// inside the 2 minutes the attempt may take.
+		Restart: restart.FixedDelay(30, 100*time.Millisecond), TxnTimeout: 3 * time.Second, CommitTimeout: 500 * time.Millisecond,
 		Sink: hold,
 		Listener: runtime.JobListener{CheckpointCompleted: func(id int64) {
 			if id < 2 || !stall.CompareAndSwap(idle, armed) {
