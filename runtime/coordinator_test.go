@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/splitflow/splitflow/connector"
+	"github.com/splitflow/splitflow/runtime/internal/threadcheck"
 )
 
 // discoveringSource finds its splits asynchronously (CallAsync), answers
@@ -16,7 +17,7 @@ import (
 // its one goroutine.
 type discoveringSource struct {
 	*memSource[ev]
-	check      threadCheck
+	check      threadcheck.Check
 	mu         sync.Mutex
 	periodic   int
 	replies    map[int][]connector.SourceEvent
@@ -61,14 +62,14 @@ type discoveringEnumerator struct {
 }
 
 func (e *discoveringEnumerator) Start() error {
-	defer e.d.check.enter()()
+	defer e.d.check.Enter()()
 	e.ctx.CallAsync(func(ctx context.Context) func() error {
 		var found []*memSplit // "listing" happens off the coordinator goroutine
 		for i := 0; i < e.d.numSplits; i++ {
 			found = append(found, &memSplit{id: fmt.Sprint("split-", i), idx: i, n: e.d.perSplit})
 		}
 		return func() error {
-			defer e.d.check.enter()()
+			defer e.d.check.Enter()()
 			e.splits, e.known = found, true
 			for _, s := range e.waiting {
 				if err := e.answer(s); err != nil {
@@ -81,7 +82,7 @@ func (e *discoveringEnumerator) Start() error {
 	})
 	e.ctx.CallAsyncPeriodically(func(context.Context) func() error {
 		return func() error {
-			defer e.d.check.enter()()
+			defer e.d.check.Enter()()
 			e.d.mu.Lock()
 			e.d.periodic++
 			e.d.mu.Unlock()
@@ -101,7 +102,7 @@ func (e *discoveringEnumerator) answer(subtask int) error {
 }
 
 func (e *discoveringEnumerator) HandleSplitRequest(subtask int) error {
-	defer e.d.check.enter()()
+	defer e.d.check.Enter()()
 	if !e.known {
 		e.waiting = append(e.waiting, subtask)
 		return nil
@@ -112,7 +113,7 @@ func (e *discoveringEnumerator) HandleSplitRequest(subtask int) error {
 func (e *discoveringEnumerator) AddSplitsBack([]*memSplit, int) error { return nil }
 
 func (e *discoveringEnumerator) AddReader(subtask int) error {
-	defer e.d.check.enter()()
+	defer e.d.check.Enter()()
 	if _, ok := e.ctx.RegisteredReaders()[subtask]; !ok {
 		return fmt.Errorf("AddReader(%d) before the reader is registered", subtask)
 	}
@@ -125,11 +126,11 @@ func (e *discoveringEnumerator) AddReader(subtask int) error {
 func (e *discoveringEnumerator) SnapshotState(int64) (int, error)     { return len(e.splits), nil }
 func (e *discoveringEnumerator) NotifyCheckpointComplete(int64) error { return nil }
 func (e *discoveringEnumerator) HandleSourceEvent(subtask int, ev connector.SourceEvent) error {
-	defer e.d.check.enter()()
+	defer e.d.check.Enter()()
 	return e.ctx.SendEventToSourceReader(subtask, fmt.Sprintf("reply to %v", ev))
 }
 func (e *discoveringEnumerator) Close() error {
-	defer e.d.check.enter()()
+	defer e.d.check.Enter()()
 	return nil
 }
 
@@ -148,11 +149,11 @@ func TestEnumeratorRunsOnOneGoroutine(t *testing.T) {
 	if err := env.Execute(context.Background(), "coordinator"); err != nil {
 		t.Fatal(err)
 	}
-	if d.check.violation != "" {
-		t.Fatal(d.check.violation)
+	if v := d.check.Violation(); v != "" {
+		t.Fatal(v)
 	}
-	if d.check.calls < splits+par {
-		t.Fatalf("only %d enumerator calls were observed", d.check.calls)
+	if n := d.check.Calls(); n < splits+par {
+		t.Fatalf("only %d enumerator calls were observed", n)
 	}
 	if d.registered != par {
 		t.Fatalf("%d readers registered, want %d", d.registered, par)

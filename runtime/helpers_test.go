@@ -1,11 +1,9 @@
 package runtime
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"runtime"
 	"strconv"
 	"sync"
 	"testing"
@@ -13,6 +11,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/splitflow/splitflow/connector"
+	"github.com/splitflow/splitflow/runtime/internal/threadcheck"
 )
 
 // Every test of the package ends with no goroutine of the engine left: every
@@ -110,7 +109,7 @@ type memEnumerator[T any] struct {
 	src        *memSource[T]
 	ctx        connector.SplitEnumeratorContext[*memSplit]
 	unassigned []*memSplit
-	check      *threadCheck
+	check      *threadcheck.Check
 	events     []connector.SourceEvent
 }
 
@@ -118,7 +117,7 @@ func (e *memEnumerator[T]) enter() func() {
 	if e.check == nil {
 		return func() {}
 	}
-	return e.check.enter()
+	return e.check.Enter()
 }
 
 func (e *memEnumerator[T]) Start() error {
@@ -278,47 +277,6 @@ func (r *memReader[T]) PauseOrResumeSplits(_, _ []string) error { return nil }
 func (r *memReader[T]) Close() error {
 	r.closed++
 	return nil
-}
-
-// threadCheck fails when methods meant for one goroutine overlap or run on
-// different goroutines.
-type threadCheck struct {
-	mu        sync.Mutex
-	inside    bool
-	goroutine string
-	violation string
-	calls     int
-}
-
-func goroutineID() string {
-	buf := make([]byte, 64)
-	buf = buf[:runtime.Stack(buf, false)]
-	f := bytes.Fields(buf)
-	if len(f) < 2 {
-		return "?"
-	}
-	return string(f[1])
-}
-
-func (c *threadCheck) enter() func() {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	id := goroutineID()
-	c.calls++
-	if c.inside && c.violation == "" {
-		c.violation = "two enumerator methods overlapped"
-	}
-	if c.goroutine == "" {
-		c.goroutine = id
-	} else if c.goroutine != id && c.violation == "" {
-		c.violation = fmt.Sprintf("enumerator method ran on goroutine %s, earlier ones on %s", id, c.goroutine)
-	}
-	c.inside = true
-	return func() {
-		c.mu.Lock()
-		c.inside = false
-		c.mu.Unlock()
-	}
 }
 
 // collectSink keeps everything written to it, by subtask.

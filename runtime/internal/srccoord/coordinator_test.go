@@ -1,19 +1,17 @@
 package srccoord
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"runtime"
 	"strconv"
-	"sync"
 	"testing"
 
 	"go.uber.org/goleak"
 
 	"github.com/splitflow/splitflow/connector"
 	"github.com/splitflow/splitflow/runtime/internal/engine"
+	"github.com/splitflow/splitflow/runtime/internal/threadcheck"
 )
 
 // Every test of the package ends with no goroutine of a coordinator left.
@@ -35,7 +33,7 @@ func (s *testSplit) SplitID() string { return s.id }
 // whichever reader asks (pull mode); its state is how many it still holds.
 type testSource struct {
 	numSplits int
-	check     *threadCheck // checks the enumerator's methods, if set
+	check     *threadcheck.Check // checks the enumerator's methods, if set
 }
 
 func (s *testSource) Boundedness() connector.Boundedness { return connector.Bounded }
@@ -76,14 +74,14 @@ func (intSerializer) Deserialize(version int, data []byte) (int, error) {
 type testEnumerator struct {
 	ctx        connector.SplitEnumeratorContext[*testSplit]
 	unassigned []*testSplit
-	check      *threadCheck
+	check      *threadcheck.Check
 }
 
 func (e *testEnumerator) enter() func() {
 	if e.check == nil {
 		return func() {}
 	}
-	return e.check.enter()
+	return e.check.Enter()
 }
 
 func (e *testEnumerator) Start() error {
@@ -135,47 +133,6 @@ func testOperator(name string) Operator {
 	}
 }
 
-// threadCheck fails when methods meant for one goroutine overlap or run on
-// different goroutines.
-type threadCheck struct {
-	mu        sync.Mutex
-	inside    bool
-	goroutine string
-	violation string
-	calls     int
-}
-
-func goroutineID() string {
-	buf := make([]byte, 64)
-	buf = buf[:runtime.Stack(buf, false)]
-	f := bytes.Fields(buf)
-	if len(f) < 2 {
-		return "?"
-	}
-	return string(f[1])
-}
-
-func (c *threadCheck) enter() func() {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	id := goroutineID()
-	c.calls++
-	if c.inside && c.violation == "" {
-		c.violation = "two enumerator methods overlapped"
-	}
-	if c.goroutine == "" {
-		c.goroutine = id
-	} else if c.goroutine != id && c.violation == "" {
-		c.violation = fmt.Sprintf("enumerator method ran on goroutine %s, earlier ones on %s", id, c.goroutine)
-	}
-	c.inside = true
-	return func() {
-		c.mu.Lock()
-		c.inside = false
-		c.mu.Unlock()
-	}
-}
-
 // Rule: assigning to a subtask whose reader has not registered fails and
 // assigns nothing (SplitEnumeratorContext.AssignSplits).
 func TestAssignToUnregisteredReaderFails(t *testing.T) {
@@ -202,7 +159,7 @@ func TestAssignToUnregisteredReaderFails(t *testing.T) {
 // after the work queued before it, and serializes the result with the
 // source's serializer (framed with its version).
 func TestCoordinatorSnapshotRunsOnCoordinatorGoroutine(t *testing.T) {
-	var check threadCheck
+	var check threadcheck.Check
 	src := &testSource{numSplits: 5, check: &check}
 	c := New(testOperator("s"), connector.Source[int, *testSplit, int](src), 1, func(err error) { t.Error(err) }, GateOptions{Off: true})
 	mb := engine.NewMailbox()
@@ -223,8 +180,8 @@ func TestCoordinatorSnapshotRunsOnCoordinatorGoroutine(t *testing.T) {
 	if string(data) != "4" {
 		t.Fatalf("snapshot = %q, want the 4 unassigned splits", data)
 	}
-	if check.violation != "" {
-		t.Fatal(check.violation)
+	if v := check.Violation(); v != "" {
+		t.Fatal(v)
 	}
 	if !mb.HasMail() {
 		t.Fatal("the split request was not answered into the reader's mailbox")
