@@ -111,21 +111,16 @@ func (t *task) publishMail() error {
 	return nil
 }
 
-// newTaskStats prepares the stats of t, the subtask of vertex.
-func newTaskStats(t *task, vertex int) *observe.TaskStats {
-	ops := make([]observe.Operator, len(t.ops))
-	for i, op := range t.ops {
-		ops[i] = observe.Operator{Name: op.operator().name, UID: op.operator().uid}
-	}
-	return observe.NewTaskStats(vertex, t.name, t.subtask, t.parallelism, t.attempt, ops)
-}
-
 // tasksBuilt gives freshly built tasks (all of them, or a region's) their
 // stats, which continue each subtask's totals from its previous task.
 func tasksBuilt(o *observe.Observer, tasks []*task) {
 	stats := make([]*observe.TaskStats, len(tasks))
 	for i, t := range tasks {
-		t.meter.stats = newTaskStats(t, t.vertex)
+		ops := make([]observe.Operator, len(t.ops))
+		for j, op := range t.ops {
+			ops[j] = observe.Operator{Name: op.operator().name, UID: op.operator().uid}
+		}
+		t.meter.stats = observe.NewTaskStats(t.vertex, t.name, t.subtask, t.parallelism, t.attempt, ops)
 		stats[i] = t.meter.stats
 	}
 	o.TasksBuilt(stats)
