@@ -290,7 +290,7 @@ func (env *Environment) Execute(ctx context.Context, name string) error {
 		return fmt.Errorf("job %q: %w", name, err)
 	}
 	defer releaseMetrics()
-	// A distributed job makes an execution per slot it runs (slotrun.go).
+	// A distributed job makes an execution per slot it runs (runtime/internal/slotrun).
 	var ex *execution
 	if env.cfg.dist == nil {
 		if ex, err = newExecution(env, g, name); err != nil {

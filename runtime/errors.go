@@ -30,7 +30,7 @@ var ErrDrainTimeout = errors.New("job did not drain before the drain timeout")
 // http.ErrServerClosed, it says how the job ended, not that it failed: a
 // program that stops its own job treats it as success. Match it with
 // errors.Is.
-var ErrStopped = errors.New("job stopped")
+var ErrStopped = engine.ErrStopped
 
 // ErrCancelledWhileRestarting is wrapped by the error Execute returns when
 // its context was cancelled while the job was restarting after a failure;

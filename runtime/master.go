@@ -18,6 +18,7 @@ import (
 	"github.com/splitflow/splitflow/runtime/internal/engine"
 	"github.com/splitflow/splitflow/runtime/internal/observe"
 	"github.com/splitflow/splitflow/runtime/internal/pebblestate"
+	"github.com/splitflow/splitflow/runtime/internal/slotrun"
 	"github.com/splitflow/splitflow/runtime/internal/srccoord"
 	"github.com/splitflow/splitflow/runtime/restart"
 	"github.com/splitflow/splitflow/runtime/status"
@@ -146,10 +147,10 @@ type execution struct {
 	name string
 
 	// slot is set when the execution runs one slot of a distributed job
-	// (slotrun.go): only the slot's subtask of every chain, restored from
+	// (runtime/internal/slotrun): only the slot's subtask of every chain, restored from
 	// its ownership log's restore point, each checkpoint recorded in the
 	// log before it is notified.
-	slot *slotRun
+	slot *slotrun.Slot
 }
 
 // unrecoverableError is a failure no restart can help: the job fails with
@@ -163,7 +164,7 @@ func newExecution(env *Environment, g *jobGraph, name string) (*execution, error
 
 // newExecutionWith is newExecution under cfg, for slot (nil: the whole
 // job).
-func newExecutionWith(env *Environment, g *jobGraph, name string, cfg *config, slot *slotRun) (*execution, error) {
+func newExecutionWith(env *Environment, g *jobGraph, name string, cfg *config, slot *slotrun.Slot) (*execution, error) {
 	ex := &execution{
 		slot:      slot,
 		env:       env,
@@ -204,7 +205,7 @@ func newExecutionWith(env *Environment, g *jobGraph, name string, cfg *config, s
 	var ids []checkpoint.TaskID
 	for _, c := range g.chains {
 		for s := range c.parallelism {
-			if slot == nil || s == slot.index {
+			if slot == nil || s == slot.Index {
 				ids = append(ids, checkpoint.TaskID{UID: c.head().uid, Subtask: s})
 			}
 		}
@@ -449,7 +450,7 @@ func (ex *execution) run(ctx context.Context) error {
 			newest = max(newest, slices.Max(ids))
 		}
 		if ex.slot != nil {
-			newest = max(newest, ex.slot.nextID-1)
+			newest = max(newest, ex.slot.NextID-1)
 		}
 		ex.perform(ex.cc.Restore(newest))
 	}
@@ -632,7 +633,7 @@ func (ex *execution) startAttempt(rs *engine.RestoredState) {
 		c := n.source.newCoordinator(info, n.par(ex.cfg), fail, ex.cfg.cp.gate, state, rescaled, ex.canRestart())
 		c.Observe(ex.obs.Group(n.name, n.uid, -1), ex.log)
 		if ex.slot != nil {
-			c.StartShufflesAt(ex.slot.shuffleStarts)
+			c.StartShufflesAt(ex.slot.ShuffleStarts)
 		}
 		ex.coordOf[n] = c
 		ex.coords = append(ex.coords, c)
@@ -887,12 +888,12 @@ func (ex *execution) restart() {
 	if !ex.restarting || ex.stopped {
 		return
 	}
-	if ex.slot != nil && ex.slot.ownedFn != nil {
+	if ex.slot != nil {
 		// The process may have been paused while another took the slot
 		// over: restarting would redo work whose output is never
 		// committed, its transactions pinning read_committed readers
 		// until its writers abort them.
-		if err := ex.slot.ownedFn(); err != nil {
+		if err := ex.slot.Owned(); err != nil {
 			ex.restarting = false
 			ex.stop(&unrecoverableError{Err: err})
 			return
@@ -1061,7 +1062,7 @@ func (ex *execution) perform(acts []coordinator.Action) {
 			if err == nil && ex.slot != nil {
 				// Not complete until the slot's log says so: a process
 				// that lost the slot must not commit.
-				if err := ex.slot.record(a.ID); err != nil {
+				if err := ex.slot.Record(a.ID); err != nil {
 					ex.stop(&unrecoverableError{Err: err})
 					return
 				}

@@ -5,6 +5,7 @@ import (
 
 	"github.com/splitflow/splitflow/connector"
 	"github.com/splitflow/splitflow/metrics"
+	"github.com/splitflow/splitflow/runtime/internal/slotrun"
 	"github.com/splitflow/splitflow/runtime/internal/slots"
 )
 
@@ -278,7 +279,7 @@ func newSinkInitContext(t *task, info opInfo, par int) sinkInitContext {
 		}
 		c.cp.Unbounded = unboundedJob(t.ex.g)
 		if t.ex.slot != nil {
-			c.claim, c.incarnation = t.ex.slot.epoch, t.ex.slot.incarnation
+			c.claim, c.incarnation = t.ex.slot.Epoch, t.ex.slot.Incarnation
 			c.cp.Takeover = takeoverOf(t.cfg)
 		}
 	}
@@ -295,7 +296,7 @@ func takeoverOf(cfg *config) connector.Takeover {
 	d := *cfg.dist
 	d.withDefaults()
 	return connector.Takeover{SessionTimeout: d.SessionTimeout, RebalanceTimeout: slots.DefaultRebalanceTimeout,
-		Claim: claimConfirmTimeout, Restore: cfg.cp.timeout}
+		Claim: slotrun.ClaimConfirmTimeout, Restore: cfg.cp.timeout}
 }
 
 // unboundedJob reports whether some source of g never ends.

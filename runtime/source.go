@@ -355,7 +355,7 @@ func (c readerContext[T, S, C]) SideOutput(id string, typ reflect.Type) (func(re
 // distributed job.
 func (c readerContext[T, S, C]) ClaimEpoch() int64 {
 	if t := c.op.t; t != nil && t.ex != nil && t.ex.slot != nil {
-		return t.ex.slot.epoch
+		return t.ex.slot.Epoch
 	}
 	return 0
 }

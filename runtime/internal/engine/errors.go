@@ -16,3 +16,7 @@ func (e *UnrecoverableError) Unwrap() error { return e.Err }
 // ErrIncompatibleCheckpoint is runtime.ErrIncompatibleCheckpoint, here so
 // that runtime's internal packages can refuse a checkpoint too.
 var ErrIncompatibleCheckpoint = errors.New("incompatible checkpoint")
+
+// ErrStopped is runtime.ErrStopped, here so that the distributed driver
+// can end a process its job's stop with savepoint stopped.
+var ErrStopped = errors.New("job stopped")

@@ -95,7 +95,7 @@ type RestoredState struct {
 	Foreign bool
 	// Parallelism is the parallelism chk was written at when it holds
 	// fewer subtasks than that: a slot's checkpoint holds its own
-	// subtask only (slotrun.go). 0: the highest subtask it holds + 1.
+	// subtask only (runtime/internal/slotrun). 0: the highest subtask it holds + 1.
 	Parallelism int
 	// opening counts the tasks built from it that have not opened yet.
 	opening atomic.Int64

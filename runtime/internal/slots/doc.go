@@ -5,7 +5,7 @@
 // membership in the job's consumer group that assigns slots, and the
 // job's start point every process settles before it joins (Settle, which
 // reads and creates the start record itself). The engine's distributed
-// driver (runtime/slotrun.go) performs what they decide (DESIGN.md,
+// driver (runtime/internal/slotrun) performs what they decide (DESIGN.md,
 // "Scale-out (in progress)").
 //
 // A job has S slots (DefaultSlots). Every stage runs with parallelism S

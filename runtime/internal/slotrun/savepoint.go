@@ -1,26 +1,47 @@
-package runtime
+package slotrun
 
 import (
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	"os"
 	"strconv"
 	"time"
 
 	"github.com/splitflow/splitflow/runtime/checkpoint"
-	"github.com/splitflow/splitflow/runtime/internal/engine"
 	"github.com/splitflow/splitflow/runtime/internal/slots"
 	"github.com/splitflow/splitflow/runtime/internal/stateformat"
 	"github.com/splitflow/splitflow/runtime/status"
 )
 
+// MergeGraph is what the merge of a savepoint needs of the job's graph.
+type MergeGraph struct {
+	// Prints are the fingerprint entries of the job in one process: its
+	// operators less the shuffles' (the cut's).
+	Prints map[string]stateformat.OperatorPrint
+	// Operators are the job's operators by UID.
+	Operators map[string]MergeOperator
+}
+
+// MergeOperator is one operator of a MergeGraph.
+type MergeOperator struct {
+	// Cut: one of the shuffles' operators, whose state a job in one
+	// process does not have.
+	Cut bool
+	// MergeCoordinators makes, for a source, the enumerator state of a
+	// job in one process from the slots' (the source's
+	// connector.SlotEnumeratorStateMerger); nil for an operator that is
+	// no source.
+	MergeCoordinators func(states [][]byte) ([]byte, error)
+}
+
 // Savepoints of a distributed job (scale-out.md, "Savepoints of a
 // distributed job"): an operator's command creates a request in the
 // job's checkpoint root (slots.SavepointsPath); every process reads it
-// (savepointPoll), drains its slots for it (savepointdrain.go) and
+// (savepointPoll), drains its slots for it (runtime/savepointdrain.go) and
 // records each slot's final checkpoint; the process that takes on the
 // merge once every slot recorded its own writes the savepoint, in the
 // form of a job in one process at parallelism = slots, and the result.
@@ -35,7 +56,7 @@ const savepointPoll = 500 * time.Millisecond
 
 // watchSavepoints reads the job's savepoint requests until ctx ends,
 // publishing what it read in dr.spLatest and on dr.spCh.
-func (dr *distDriver) watchSavepoints(ctx context.Context) {
+func (dr *driver) watchSavepoints(ctx context.Context) {
 	tk := time.NewTicker(savepointPoll)
 	defer tk.Stop()
 	var last []byte
@@ -66,7 +87,7 @@ func (dr *distDriver) watchSavepoints(ctx context.Context) {
 // savepointStep applies what the job's savepoint requests say, on the
 // driver's goroutine: true when the process is to stop (its request was
 // a stop, and the savepoint is taken).
-func (dr *distDriver) savepointStep(st slots.SavepointState) bool {
+func (dr *driver) savepointStep(st slots.SavepointState) bool {
 	seq := st.Request.Seq
 	if st.Open(time.Now()) {
 		if dr.spSeq != seq {
@@ -76,7 +97,7 @@ func (dr *distDriver) savepointStep(st slots.SavepointState) bool {
 				r.drainFor(seq)
 			}
 		}
-		if len(st.Slots) == dr.d.Slots && !st.Merging && !dr.merging[seq] {
+		if len(st.Slots) == dr.cfg.Slots && !st.Merging && !dr.merging[seq] {
 			// The record's bytes are this driver's alone: a create that
 			// finds the same bytes in place reads as its own retried
 			// create, so two drivers writing equal bytes (two in one
@@ -110,7 +131,7 @@ func (dr *distDriver) savepointStep(st slots.SavepointState) bool {
 
 // openRequest is the open request and whether slot recorded its final
 // checkpoint for it (0: none open).
-func (dr *distDriver) openRequest(slot int) (int64, bool) {
+func (dr *driver) openRequest(slot int) (int64, bool) {
 	st := dr.spLatest.Load()
 	if st == nil || !st.Open(time.Now()) {
 		return 0, false
@@ -120,13 +141,10 @@ func (dr *distDriver) openRequest(slot int) (int64, bool) {
 }
 
 // drainFor has the runner's execution drain for request seq.
-func (r *slotRunner) drainFor(seq int64) {
+func (r *runner) drainFor(seq int64) {
 	r.drainSeq.Store(seq)
 	if ex := r.ex.Load(); ex != nil {
-		ex.master.Put(engine.PriorityDefault, engine.Mail{Name: "savepoint drain", Run: func() error {
-			ex.beginSavepointDrain()
-			return nil
-		}})
+		(*ex).DrainForSavepoint()
 	}
 }
 
@@ -145,7 +163,7 @@ func (d *drainedForSavepoint) Error() string {
 // waits for the request's result: true when the slot is to stop (the
 // savepoint of a stop was taken), false when it goes on (claimed and run
 // again from its log).
-func (r *slotRunner) afterDrain(d *drainedForSavepoint) (bool, error) {
+func (r *runner) afterDrain(d *drainedForSavepoint) (bool, error) {
 	rec := slots.NewSavepointRecord(slots.SlotSavepoint{Slot: r.slot, Checkpoint: d.checkpoint})
 	if err := r.dr.spStore.CreateRecord(slots.SlotRecord(d.seq, r.slot), slots.EncodeSavepointRecord(rec)); err != nil && !errors.Is(err, checkpoint.ErrRecordExists) {
 		r.dr.log.Error("splitflow: could not record the slot's final checkpoint for the savepoint", "slot", r.slot, "request", d.seq, "err", err)
@@ -157,7 +175,7 @@ func (r *slotRunner) afterDrain(d *drainedForSavepoint) (bool, error) {
 
 // park holds the slot, not running, while request seq waits for its
 // result; true when the result says the job stops.
-func (r *slotRunner) park(seq int64) bool {
+func (r *runner) park(seq int64) bool {
 	tk := time.NewTicker(savepointPoll / 2)
 	defer tk.Stop()
 	for {
@@ -176,7 +194,7 @@ func (r *slotRunner) park(seq int64) bool {
 
 // merge writes the savepoint of request st from its slots' final
 // checkpoints, and its result.
-func (dr *distDriver) merge(st slots.SavepointState) {
+func (dr *driver) merge(st slots.SavepointState) {
 	seq := st.Request.Seq
 	res := slots.NewSavepointRecord(slots.SavepointResult{})
 	path, id, err := dr.writeMerged(st)
@@ -201,19 +219,9 @@ func (dr *distDriver) merge(st slots.SavepointState) {
 // in one process has no such operator. Every slot committed its final
 // checkpoint before its execution ended, so the savepoint is marked
 // committed.
-func (dr *distDriver) writeMerged(st slots.SavepointState) (string, int64, error) {
-	byUID := map[string]*node{}
-	prints := map[string]operatorPrint{}
-	for uid, p := range dr.g.prints() {
-		prints[uid] = p
-	}
-	for _, n := range dr.g.nodes {
-		byUID[n.uid] = n
-		if n.cut {
-			delete(prints, n.uid)
-		}
-	}
-	chks := make([]*checkpoint.Checkpoint, dr.d.Slots)
+func (dr *driver) writeMerged(st slots.SavepointState) (string, int64, error) {
+	g := dr.cfg.Savepoint
+	chks := make([]*checkpoint.Checkpoint, dr.cfg.Slots)
 	var id int64
 	for i := range chks {
 		s, ok := st.Slots[i]
@@ -231,11 +239,11 @@ func (dr *distDriver) writeMerged(st slots.SavepointState) (string, int64, error
 	coords := map[string][][]byte{}
 	for i, chk := range chks {
 		for _, h := range chk.States {
-			n := byUID[h.Owner.UID]
-			if n == nil {
+			n, ok := g.Operators[h.Owner.UID]
+			if !ok {
 				return "", 0, fmt.Errorf("slot %d's checkpoint %d holds state of %s, which the job does not have", i, chk.ID, h.Owner)
 			}
-			if n.cut {
+			if n.Cut {
 				continue
 			}
 			if h.Owner.IsCoordinator() {
@@ -243,10 +251,10 @@ func (dr *distDriver) writeMerged(st slots.SavepointState) (string, int64, error
 				if err != nil {
 					return "", 0, fmt.Errorf("slot %d: %w", i, err)
 				}
-				if coords[n.uid] == nil {
-					coords[n.uid] = make([][]byte, len(chks))
+				if coords[h.Owner.UID] == nil {
+					coords[h.Owner.UID] = make([][]byte, len(chks))
 				}
-				coords[n.uid][i] = b
+				coords[h.Owner.UID][i] = b
 				continue
 			}
 			if h.Owner.Subtask != i {
@@ -256,11 +264,11 @@ func (dr *distDriver) writeMerged(st slots.SavepointState) (string, int64, error
 		}
 	}
 	for uid, states := range coords {
-		n := byUID[uid]
-		if n.source == nil {
+		merge := g.Operators[uid].MergeCoordinators
+		if merge == nil {
 			return "", 0, fmt.Errorf("operator %s has coordinator state and is no source", uid)
 		}
-		b, err := n.source.mergeSlotCoordinators(states)
+		b, err := merge(states)
 		if err != nil {
 			return "", 0, fmt.Errorf("source %s: %w", uid, err)
 		}
@@ -268,14 +276,14 @@ func (dr *distDriver) writeMerged(st slots.SavepointState) (string, int64, error
 	}
 	target := st.Request.Target
 	if target == "" {
-		target = dr.env.cfg.cp.savepointDir
+		target = dr.cfg.SavepointDir
 	}
 	if target == "" {
 		return "", 0, errors.New("the request names no target, and the job was given no savepoint directory (WithSavepointDir): name one (--target)")
 	}
 	now := time.Now()
 	path := checkpoint.SavepointPath(target, id, now)
-	meta := checkpoint.Metadata{ID: id, Timestamp: now, Fingerprint: stateformat.Fingerprint(prints)}
+	meta := checkpoint.Metadata{ID: id, Timestamp: now, Fingerprint: stateformat.Fingerprint(g.Prints)}
 	if _, err := checkpoint.WriteSavepointOf(parts, meta, path, "", checkpoint.WithLogger(dr.log)); err != nil {
 		return "", 0, err
 	}
@@ -303,25 +311,13 @@ func finalCheckpointPath(root, job string, slot int, epoch, id int64) string {
 // the processes give up on it and their slots go on.
 const defaultSavepointWait = 10 * time.Minute
 
-// distributedSavepoint is TriggerSavepoint and StopWithSavepoint of a
+// RequestSavepoint is TriggerSavepoint and StopWithSavepoint of a
 // distributed job: a request in the job's checkpoint root, which every
 // process of the job takes part in (this one too), answered once the
-// savepoint is written. ctx's deadline is the request's (default
-// defaultSavepointWait).
-func (env *Environment) distributedSavepoint(ctx context.Context, target string, stop bool) (status.Savepoint, error) {
-	d := env.cfg.dist
-	if target == "" {
-		target = env.cfg.cp.savepointDir
-	}
-	if target == "" {
-		// The merging process may be another, given another directory:
-		// the Go call names its own.
-		return status.Savepoint{}, fmt.Errorf("%w: no target: name a directory or s3://bucket/prefix, or set WithSavepointDir", status.ErrSavepointRefused)
-	}
-	if env.cfg.cp.dir == "" || env.cfg.cp.interval <= 0 {
-		return status.Savepoint{}, fmt.Errorf("%w: job %q takes checkpoints in no checkpoint root", status.ErrSavepointRefused, d.Job)
-	}
-	rs, err := slots.OpenSavepointRequests(env.cfg.cp.dir, d.Job, env.cfg.distLogger())
+// savepoint is written to target. ctx's deadline is the request's
+// (default defaultSavepointWait).
+func RequestSavepoint(ctx context.Context, root, job, target string, stop bool, log *slog.Logger) (status.Savepoint, error) {
+	rs, err := slots.OpenSavepointRequests(root, job, log)
 	if err != nil {
 		return status.Savepoint{}, err
 	}
@@ -331,10 +327,10 @@ func (env *Environment) distributedSavepoint(ctx context.Context, target string,
 	}
 	res, _, err := slots.RequestSavepoint(ctx, rs, stop, target, deadline, savepointPoll/2)
 	if errors.Is(err, slots.ErrSavepointUnderWay) {
-		return status.Savepoint{}, fmt.Errorf("%w: job %q: %w", status.ErrSavepointRefused, d.Job, err)
+		return status.Savepoint{}, fmt.Errorf("%w: job %q: %w", status.ErrSavepointRefused, job, err)
 	}
 	if err != nil {
-		return status.Savepoint{}, fmt.Errorf("savepoint of distributed job %q: %w", d.Job, err)
+		return status.Savepoint{}, fmt.Errorf("savepoint of distributed job %q: %w", job, err)
 	}
 	return status.Savepoint{Path: res.Path, Checkpoint: res.Checkpoint, TakenAt: time.Now()}, nil
 }
