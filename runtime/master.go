@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -16,6 +15,7 @@ import (
 	"github.com/splitflow/splitflow/runtime/checkpoint"
 	"github.com/splitflow/splitflow/runtime/internal/coordinator"
 	"github.com/splitflow/splitflow/runtime/internal/engine"
+	"github.com/splitflow/splitflow/runtime/internal/jobstorage"
 	"github.com/splitflow/splitflow/runtime/internal/observe"
 	"github.com/splitflow/splitflow/runtime/internal/pebblestate"
 	"github.com/splitflow/splitflow/runtime/internal/slotrun"
@@ -112,14 +112,9 @@ type execution struct {
 	started, attemptStarted time.Time
 	progressed              bool
 
-	// unlockStorage releases the checkpoint directory's lock taken for
-	// the job, nil when none was taken; claimed is the DirStorage the job
-	// holds in dirsInUse.
-	unlockStorage func() error
-	claimed       *checkpoint.DirStorage
-	// claimedPrefix is the S3 prefix the job holds in dirsInUse, "" for
-	// none.
-	claimedPrefix string
+	// claim is the job's use of its checkpoint storage in this process
+	// (jobstorage.Use), nil before it is taken.
+	claim *jobstorage.Claim
 
 	// Savepoints (savepoint.go): requests waiting for a trigger, those
 	// waiting for their checkpoint by id, the stop's request and its
@@ -190,15 +185,7 @@ func newExecutionWith(env *Environment, g *jobGraph, name string, cfg *config, s
 		return ex, nil
 	}
 	var err error
-	switch {
-	case cfg.cp.storage != nil:
-		ex.storage = cfg.cp.storage
-	case cfg.cp.dir != "":
-		// A directory, or s3://bucket/prefix.
-		ex.storage, err = checkpoint.OpenStorage(cfg.cp.dir, checkpoint.WithRetained(cfg.cp.retained), checkpoint.WithLogger(ex.log))
-	default:
-		ex.storage, err = checkpoint.NewMemoryStorage(checkpoint.WithRetained(cfg.cp.retained), checkpoint.WithLogger(ex.log))
-	}
+	ex.storage, err = jobstorage.Open(cfg.cp.storage, cfg.cp.dir, cfg.cp.retained, ex.log)
 	if err != nil {
 		return nil, err
 	}
@@ -221,98 +208,16 @@ func newExecutionWith(env *Environment, g *jobGraph, name string, cfg *config, s
 	}
 	// One job per checkpoint directory: a second one would delete the
 	// first one's checkpoints and commit output twice.
-	switch st := ex.storage.(type) {
-	case *checkpoint.DirStorage:
-		if err := ex.claimStorage(st, name); err != nil {
-			return nil, err
-		}
-	case *checkpoint.S3Storage:
-		if err := ex.claimPrefix(st.URL(), name); err != nil {
-			return nil, err
-		}
+	if ex.claim, err = jobstorage.Use(ex.storage, name, ex.log); err != nil {
+		return nil, err
 	}
 	if slot == nil {
-		if err := claimOwner(ex.storage, checkpoint.StorageOwner{Job: name}, cfg.cp.renamedFrom, ex.log); err != nil {
+		if err := jobstorage.ClaimOwner(ex.storage, checkpoint.StorageOwner{Job: name}, cfg.cp.renamedFrom, ex.log); err != nil {
 			ex.releaseStorage()
 			return nil, err
 		}
 	}
 	return ex, nil
-}
-
-// claimOwner makes the job the owner of its checkpoint root (a directory
-// or an S3 prefix; checkpoint.ClaimOwner), which refuses a job of another
-// name, or of one name on another Kafka cluster, whenever it starts: the
-// directory's lock only excludes jobs running at the same time, and S3
-// has none. renamedFrom (WithRenamedFrom) hands over a root of that job.
-// Checkpoints in memory have no owner. A server without conditional
-// writes cannot record an owner safely; the job runs, with a warning, as
-// it did before owners were recorded.
-func claimOwner(st checkpoint.Storage, me checkpoint.StorageOwner, renamedFrom string, log *slog.Logger) error {
-	switch st.(type) {
-	case *checkpoint.DirStorage, *checkpoint.S3Storage:
-	default:
-		return nil
-	}
-	from, err := checkpoint.ClaimOwner(st, me, renamedFrom)
-	if errors.Is(err, checkpoint.ErrNoConditionalWrites) {
-		log.Warn("splitflow: the checkpoint storage cannot record the job as its owner (no conditional writes): another job on it is not refused; run one job per root", "err", err)
-		return nil
-	}
-	if from != nil {
-		log.Info("splitflow: the checkpoint root of the job's previous name is now the job's (WithRenamedFrom); it resumes from its checkpoints", "previous", from.String(), "job", me.String())
-	}
-	return err
-}
-
-// dirsInUse maps each DirStorage that a running job of this process uses
-// to the job's name. Two jobs given one DirStorage object
-// (WithCheckpointStorage) share its lock, so the lock alone cannot refuse
-// the second, and the first one's end would release it under the second.
-//
-// prefixes maps each S3 prefix (s3://bucket/prefix) a running job of this
-// process uses to the job's name: S3 has no lock (see checkpoint.S3Storage),
-// so two processes on one prefix are the user's to prevent, but two jobs of
-// one process are refused here, whatever storage objects they were given.
-var dirsInUse = struct {
-	sync.Mutex
-	jobs     map[*checkpoint.DirStorage]string
-	prefixes map[string]string
-}{jobs: map[*checkpoint.DirStorage]string{}, prefixes: map[string]string{}}
-
-// claimPrefix makes the job the one of this process running on the S3
-// prefix url, or fails with a *checkpoint.LockedError naming the one that
-// is.
-func (ex *execution) claimPrefix(url, name string) error {
-	dirsInUse.Lock()
-	defer dirsInUse.Unlock()
-	if holder, ok := dirsInUse.prefixes[url]; ok {
-		return &checkpoint.LockedError{Dir: url, PID: os.Getpid(), Job: holder}
-	}
-	dirsInUse.prefixes[url] = name
-	ex.claimedPrefix = url
-	return nil
-}
-
-// claimStorage makes the job the one running on d: it fails with a
-// *checkpoint.LockedError when another job of this process runs on d, or
-// when d cannot take the directory's lock. A storage its user locked
-// beforehand stays locked after the job.
-func (ex *execution) claimStorage(d *checkpoint.DirStorage, name string) error {
-	dirsInUse.Lock()
-	defer dirsInUse.Unlock()
-	if holder, ok := dirsInUse.jobs[d]; ok {
-		return &checkpoint.LockedError{Dir: d.Dir(), PID: os.Getpid(), Job: holder}
-	}
-	if !d.Locked() {
-		if err := d.Lock(); err != nil {
-			return err
-		}
-		ex.unlockStorage = d.Unlock
-	}
-	dirsInUse.jobs[d] = name
-	ex.claimed = d
-	return nil
 }
 
 // latest loads the checkpoint to restore from: nil without checkpoints.
@@ -366,35 +271,10 @@ func (ex *execution) checkedRestore(rs *engine.RestoredState, where string) (*en
 // checkpoint directory's lock and the claim on its storage, in one step,
 // so that a job claiming the storage next finds it unlocked and locks it
 // itself. Called once Execute is done with the execution.
-func (ex *execution) releaseStorage() {
-	dirsInUse.Lock()
-	defer dirsInUse.Unlock()
-	if ex.unlockStorage != nil {
-		if err := ex.unlockStorage(); err != nil {
-			ex.log.Warn("splitflow: cannot release the checkpoint directory's lock", "err", err)
-		}
-		ex.unlockStorage = nil
-	}
-	if ex.claimed != nil {
-		delete(dirsInUse.jobs, ex.claimed)
-		ex.claimed = nil
-	}
-	if ex.claimedPrefix != "" {
-		delete(dirsInUse.prefixes, ex.claimedPrefix)
-		ex.claimedPrefix = ""
-	}
-}
+func (ex *execution) releaseStorage() { ex.claim.Release() }
 
 // storageName says where checkpoints are kept, for errors.
-func (ex *execution) storageName() string {
-	switch s := ex.storage.(type) {
-	case *checkpoint.DirStorage:
-		return s.Dir()
-	case *checkpoint.S3Storage:
-		return s.URL()
-	}
-	return fmt.Sprintf("the checkpoint storage (%T)", ex.storage)
-}
+func (ex *execution) storageName() string { return jobstorage.Name(ex.storage) }
 
 // nextBeat is how long the master waits for its next Tick of cc: every,
 // or less where the next periodic checkpoint is due sooner. A due time

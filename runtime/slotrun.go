@@ -10,6 +10,7 @@ import (
 	"github.com/splitflow/splitflow/connector"
 	"github.com/splitflow/splitflow/runtime/checkpoint"
 	"github.com/splitflow/splitflow/runtime/internal/engine"
+	"github.com/splitflow/splitflow/runtime/internal/jobstorage"
 	"github.com/splitflow/splitflow/runtime/internal/slotrun"
 	"github.com/splitflow/splitflow/runtime/internal/slots"
 	"github.com/splitflow/splitflow/runtime/status"
@@ -106,7 +107,7 @@ func (env *Environment) runSlots(ctx context.Context, g *jobGraph, name string, 
 	if replication == 0 {
 		replication = -1
 	}
-	if err := claimDistributedRoot(ctx, env.cfg.cp.dir, d, env.cfg.cp.renamedFrom, log); err != nil {
+	if err := jobstorage.ClaimDistributedRoot(ctx, env.cfg.cp.dir, d.Job, d.Cluster, env.cfg.cp.renamedFrom, log); err != nil {
 		return fmt.Errorf("job %q: %w", name, err)
 	}
 	// Before joining: no slot is claimed before the job's start point is

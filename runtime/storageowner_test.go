@@ -12,6 +12,7 @@ import (
 
 	"github.com/splitflow/splitflow/internal/s3test"
 	"github.com/splitflow/splitflow/runtime/checkpoint"
+	"github.com/splitflow/splitflow/runtime/internal/jobstorage"
 	"github.com/splitflow/splitflow/runtime/status"
 )
 
@@ -107,7 +108,7 @@ func TestDistributedJobOfOneNameOnAnotherKafkaClusterRefusedByOwnerRecord(t *tes
 		time.Sleep(20 * time.Millisecond)
 	}
 	// Another process of the job, on its cluster, is the same owner.
-	if err := claimDistributedRoot(ctx, dir, &Distributed{Job: "logs", Cluster: kgoCluster{kgo.SeedBrokers(a.ListenAddrs()...)}}, "", discardLogger()); err != nil {
+	if err := jobstorage.ClaimDistributedRoot(ctx, dir, "logs", kgoCluster{kgo.SeedBrokers(a.ListenAddrs()...)}, "", discardLogger()); err != nil {
 		t.Fatalf("a process of the owner on its cluster: %v", err)
 	}
 	cancel()
