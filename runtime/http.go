@@ -6,6 +6,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/splitflow/splitflow/runtime/internal/jobstorage"
 	"github.com/splitflow/splitflow/runtime/status"
 )
 
@@ -144,7 +145,7 @@ func (r statusRunner) StopWithSavepoint(ctx context.Context, target string) (sta
 func (r statusRunner) savepoint(ctx context.Context, target string, stop bool) (status.Savepoint, error) {
 	cp := r.env.cfg.cp
 	if !cp.savepointAnywhere {
-		t, err := confineSavepointTarget(cp.savepointDir, target)
+		t, err := jobstorage.ConfineSavepointTarget(cp.savepointDir, target)
 		if err != nil {
 			return status.Savepoint{}, err
 		}

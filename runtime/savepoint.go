@@ -5,13 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"path/filepath"
-	"slices"
-	"strings"
 	"time"
 
 	"github.com/splitflow/splitflow/runtime/checkpoint"
 	"github.com/splitflow/splitflow/runtime/internal/engine"
+	"github.com/splitflow/splitflow/runtime/internal/jobstorage"
 	"github.com/splitflow/splitflow/runtime/status"
 )
 
@@ -188,7 +186,7 @@ func (ex *execution) requestSavepoint(req *savepointRequest) {
 		refuse("the job is restarting after a failure; ask again once it runs")
 		return
 	}
-	if inside, where := ex.insideStorage(req.target); inside {
+	if inside, where := jobstorage.Inside(ex.storage, req.target); inside {
 		refuse("target %s is inside the job's checkpoint storage %s, whose clean-up would delete it; give a path outside it", req.target, where)
 		return
 	}
@@ -200,25 +198,6 @@ func (ex *execution) requestSavepoint(req *savepointRequest) {
 	}
 	ex.savepointQueue = append(ex.savepointQueue, req)
 	ex.triggerSavepoints(time.Now())
-}
-
-// insideStorage reports whether target lies in the job's checkpoint
-// storage.
-func (ex *execution) insideStorage(target string) (bool, string) {
-	switch s := ex.storage.(type) {
-	case *checkpoint.DirStorage:
-		root, err1 := filepath.Abs(s.Dir())
-		t, err2 := filepath.Abs(target)
-		if err1 != nil || err2 != nil || checkpoint.IsS3URL(target) {
-			return false, ""
-		}
-		rel, err := filepath.Rel(root, t)
-		return err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator)), s.Dir()
-	case *checkpoint.S3Storage:
-		u := strings.TrimSuffix(s.URL(), "/") + "/"
-		return strings.HasPrefix(strings.TrimSuffix(target, "/")+"/", u), s.URL()
-	}
-	return false, ""
 }
 
 // triggerSavepoints starts the checkpoint of the queued savepoints when
@@ -414,76 +393,4 @@ func (ex *execution) restorePoint() (*engine.RestoredState, error) {
 // never confined. Default: confined.
 func WithSavepointTargetsAnywhere() Option {
 	return optionFunc(func(c *config) { c.cp.savepointAnywhere = true })
-}
-
-// confineSavepointTarget resolves the target of a savepoint requested over
-// the status server against root, the job's WithSavepointDir: a relative
-// target is a directory under root; an absolute path or s3:// URL must lie
-// under root (the same bucket, under its prefix). No target may hold a ".."
-// segment, which could climb out of root however it is joined. "" stays ""
-// (the savepoint goes into root itself). The token of the status server
-// lets a client trigger savepoints, not choose where the job writes with
-// its rights: without confinement a client could write a savepoint over any
-// directory the process may write, or into any bucket its credentials
-// reach.
-func confineSavepointTarget(root, target string) (string, error) {
-	if target == "" {
-		return "", nil
-	}
-	refuse := func(why string) (string, error) {
-		return "", fmt.Errorf("%w: target %q %s", status.ErrSavepointTarget, target, why)
-	}
-	if root == "" {
-		return refuse("names a place, but the job sets no savepoint root (WithSavepointDir) to confine it to: send no target, or set WithSavepointDir (or WithSavepointTargetsAnywhere to allow any target)")
-	}
-	for _, seg := range strings.FieldsFunc(target, func(r rune) bool { return r == '/' || r == filepath.Separator }) {
-		if seg == ".." {
-			return refuse("holds a \"..\" segment; name a directory under the savepoint root " + root)
-		}
-	}
-	outside := func() (string, error) {
-		return refuse("lies outside the job's savepoint root " + root + " (WithSavepointDir); give a path relative to it, or one under it")
-	}
-	if checkpoint.IsS3URL(root) {
-		resolved := target
-		switch {
-		case checkpoint.IsS3URL(target):
-		case strings.Contains(target, "://") || strings.HasPrefix(target, "/") || filepath.IsAbs(target):
-			return outside()
-		default:
-			resolved = strings.TrimSuffix(root, "/") + "/" + strings.TrimPrefix(target, "./")
-		}
-		// Compared as the storage will read them: ParseS3URL decodes the
-		// path, so "%2e%2e" is a ".." segment and "%2F" a slash there.
-		rb, rp, err := checkpoint.ParseS3URL(root)
-		if err != nil {
-			return "", fmt.Errorf("%w: the savepoint root: %w", status.ErrSavepointTarget, err)
-		}
-		tb, tp, err := checkpoint.ParseS3URL(resolved)
-		if err != nil {
-			return refuse(fmt.Sprintf("is no place under the savepoint root %s: %v", root, err))
-		}
-		if slices.Contains(strings.Split(tp, "/"), "..") {
-			return refuse("holds a \"..\" segment; name a directory under the savepoint root " + root)
-		}
-		if tb != rb || !strings.HasPrefix(tp, rp) {
-			return outside()
-		}
-		return resolved, nil
-	}
-	if checkpoint.IsS3URL(target) || strings.Contains(target, "://") {
-		return outside()
-	}
-	if !filepath.IsAbs(target) {
-		return filepath.Join(root, target), nil
-	}
-	absRoot, err := filepath.Abs(root)
-	if err != nil {
-		return "", fmt.Errorf("%w: the savepoint root %s: %w", status.ErrSavepointTarget, root, err)
-	}
-	rel, err := filepath.Rel(absRoot, filepath.Clean(target))
-	if err != nil || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
-		return outside()
-	}
-	return target, nil
 }

@@ -3,6 +3,7 @@
 // owner across processes and restarts (ClaimOwner, ClaimDistributedRoot).
 // Two jobs on one storage would delete each other's checkpoints and
 // commit output twice (DESIGN.md: a checkpoint root belongs to one job).
+// It also decides where the job's savepoints may go (targets.go).
 package jobstorage
 
 import (
