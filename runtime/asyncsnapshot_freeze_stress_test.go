@@ -107,7 +107,7 @@ func TestFrozenSnapshotEqualsStateAtFreezeUnderRandomInPlaceWrites(t *testing.T)
 	}
 	for round := range 15 {
 		want := model.clone()
-		enc, err := p.freezeState(int64(round + 1))
+		enc, err := p.FreezeState(int64(round + 1))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -131,7 +131,7 @@ func TestFrozenSnapshotEqualsStateAtFreezeUnderRandomInPlaceWrites(t *testing.T)
 		for range rng.IntN(200) {
 			op()
 		}
-		p.thawState()
+		p.ThawState()
 		if p.state.Err != nil {
 			t.Fatal(p.state.Err)
 		}

@@ -99,7 +99,7 @@ func TestFreezeOfMutableValuesDoesNotEncodeThem(t *testing.T) {
 	var before, after goruntime.MemStats
 	goruntime.GC()
 	goruntime.ReadMemStats(&before)
-	enc, err := p.freezeState(1)
+	enc, err := p.FreezeState(1)
 	goruntime.ReadMemStats(&after)
 	if err != nil {
 		t.Fatal(err)
@@ -108,7 +108,7 @@ func TestFreezeOfMutableValuesDoesNotEncodeThem(t *testing.T) {
 		t.Fatalf("the freeze allocated %d bytes for %d keys (%d bytes of values): it encodes the state", n, keys, stateBytes)
 	}
 	blob, _, err := enc(func() bool { return false })
-	p.thawState()
+	p.ThawState()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -131,12 +131,12 @@ func TestFrozenSnapshotUnchangedByInPlaceWrites(t *testing.T) {
 	p, stop := openKeyed(t, nil, 1, 0, d.funcs())
 	defer stop()
 	keys := fillDeep(t, p, &d, 1000, 16)
-	atFreeze, err := p.snapshotState(0)
+	atFreeze, err := p.SnapshotState(0)
 	if err != nil {
 		t.Fatal(err)
 	}
 
-	enc, err := p.freezeState(1)
+	enc, err := p.FreezeState(1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -181,7 +181,7 @@ func TestFrozenSnapshotUnchangedByInPlaceWrites(t *testing.T) {
 	}
 	live := deepViewOf(p)
 	r := <-encoded
-	p.thawState()
+	p.ThawState()
 	if r.err != nil {
 		t.Fatal(r.err)
 	}

@@ -106,7 +106,7 @@ func TestFrozenSnapshotUnchangedByLaterWrites(t *testing.T) {
 	}
 	before := viewOf(p)
 
-	enc, err := p.freezeState(1)
+	enc, err := p.FreezeState(1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -150,7 +150,7 @@ func TestFrozenSnapshotUnchangedByLaterWrites(t *testing.T) {
 	}
 	after := viewOf(p)
 	r := <-encoded
-	p.thawState()
+	p.ThawState()
 	if r.err != nil {
 		t.Fatal(r.err)
 	}

@@ -24,35 +24,35 @@ type channelBlocker interface {
 // complete with source positions past those records. The restart goes back
 // to the last completed checkpoint, which reads them again.
 type preparer interface {
-	prepareSnapshotPreBarrier(id int64) error
+	PrepareSnapshotPreBarrier(id int64) error
 }
 
-// snapshotter is an operator with state to checkpoint. snapshotState runs
+// snapshotter is an operator with state to checkpoint. SnapshotState runs
 // on the task goroutine when the task's barrier for id is complete; the
-// bytes are stored under the operator's UID and subtask. A snapshotState
+// bytes are stored under the operator's UID and subtask. A SnapshotState
 // error must lose nothing (the state stays in the operator and the next
 // checkpoint takes it): it declines the checkpoint, which counts towards
 // WithTolerableCheckpointFailures.
 type snapshotter interface {
-	snapshotState(id int64) ([]byte, error)
+	SnapshotState(id int64) ([]byte, error)
 }
 
 // asyncSnapshotter is an operator whose snapshot is taken in two parts
-// (Flink's asynchronous snapshots): freezeState, on the task goroutine at
+// (Flink's asynchronous snapshots): FreezeState, on the task goroutine at
 // the barrier, makes the state as of the barrier immutable, at a cost that
 // does not follow the size of the state, and returns its encoder; the
-// encoder runs on another goroutine, reading only what freezeState froze,
+// encoder runs on another goroutine, reading only what FreezeState froze,
 // while the task goes on, and returns errSnapshotAbandoned early once stop
-// says so; thawState, on the task goroutine once the encoder returned,
+// says so; ThawState, on the task goroutine once the encoder returned,
 // ends the freeze. An error of either part declines the checkpoint, as a
-// snapshotState error does.
+// SnapshotState error does.
 //
 // The encoder returns the blob and the shared files of checkpoint storage
 // the state uses besides it (the pebble backend's immutable files, which
 // it stored with Storage.PutFile); they are recorded with the blob.
 type asyncSnapshotter interface {
-	freezeState(id int64) (func(stop func() bool) ([]byte, []checkpoint.FileHandle, error), error)
-	thawState()
+	FreezeState(id int64) (func(stop func() bool) ([]byte, []checkpoint.FileHandle, error), error)
+	ThawState()
 }
 
 // asyncSnapshot is a checkpoint of the task whose encoders run off the task
@@ -95,7 +95,7 @@ type pendingEncoder struct {
 // (a reader, a sink writer that is a connector.CheckpointListener, the
 // committer).
 type checkpointNotified interface {
-	notifyCheckpointComplete(id int64) error
+	NotifyCheckpointComplete(id int64) error
 }
 
 // onBarrier handles barrier b from channel ch: the first barrier of a
@@ -181,8 +181,8 @@ func (t *task) performCheckpoint(b engine.CheckpointBarrier, align time.Duration
 	}
 	for _, op := range t.ops {
 		if p, ok := op.(preparer); ok {
-			if err := p.prepareSnapshotPreBarrier(id); err != nil {
-				return op.operator().wrap(err)
+			if err := p.PrepareSnapshotPreBarrier(id); err != nil {
+				return op.Info().Wrap(err)
 			}
 		}
 	}
@@ -194,13 +194,13 @@ func (t *task) performCheckpoint(b engine.CheckpointBarrier, align time.Duration
 	syncStart := time.Now()
 	for _, op := range t.ops {
 		if a, ok := op.(asyncSnapshotter); ok {
-			enc, err := a.freezeState(id)
+			enc, err := a.FreezeState(id)
 			if err != nil {
 				for _, f := range thaw {
-					f.thawState()
+					f.ThawState()
 				}
-				a.thawState()
-				t.ex.decline(t, id, op.operator().wrap(err))
+				a.ThawState()
+				t.ex.decline(t, id, op.Info().Wrap(err))
 				return nil
 			}
 			thaw = append(thaw, a)
@@ -211,10 +211,10 @@ func (t *task) performCheckpoint(b engine.CheckpointBarrier, align time.Duration
 		if !ok {
 			continue
 		}
-		data, err := s.snapshotState(id)
+		data, err := s.SnapshotState(id)
 		if err != nil {
 			for _, f := range thaw {
-				f.thawState()
+				f.ThawState()
 			}
 			t.ex.decline(t, id, err)
 			return nil
@@ -222,7 +222,7 @@ func (t *task) performCheckpoint(b engine.CheckpointBarrier, align time.Duration
 		if data == nil {
 			continue // nothing to keep
 		}
-		blobs = append(blobs, ownedState{owner: checkpoint.OperatorOwner(op.operator().uid, t.subtask), data: data})
+		blobs = append(blobs, ownedState{owner: checkpoint.OperatorOwner(op.Info().UID, t.subtask), data: data})
 	}
 	sync := time.Since(syncStart)
 	if !t.ended {
@@ -251,9 +251,9 @@ func (t *task) performCheckpoint(b engine.CheckpointBarrier, align time.Duration
 				break
 			}
 			if data != nil {
-				s := ownedState{owner: checkpoint.OperatorOwner(p.op.operator().uid, t.subtask), data: data, files: files}
+				s := ownedState{owner: checkpoint.OperatorOwner(p.op.Info().UID, t.subtask), data: data, files: files}
 				if n, ok := p.op.(newFileBytes); ok {
-					s.newBytes = n.newFileBytes()
+					s.newBytes = n.NewFileBytes()
 				}
 				e.blobs = append(e.blobs, s)
 			}
@@ -279,10 +279,10 @@ func (t *task) finishEncoding(e *asyncSnapshot) {
 	<-e.done
 	t.encoding = nil
 	for _, a := range e.thaw {
-		a.thawState()
+		a.ThawState()
 	}
 	if e.err != nil {
-		t.ex.decline(t, e.id, e.errOp.operator().wrap(e.err))
+		t.ex.decline(t, e.id, e.errOp.Info().Wrap(e.err))
 		return
 	}
 	t.ex.ack(t, e.id, e.blobs, e.align, e.sync)
@@ -301,14 +301,14 @@ func (t *task) abandonEncoding() {
 // committing is an operator that may hold commits to retry; the task
 // does not finish while it does.
 type committing interface {
-	commitsPending() bool
+	CommitsPending() bool
 }
 
 // tryFinish ends a task waiting for the final checkpoint once no operator
 // has commits left to retry.
 func (t *task) tryFinish() {
 	for _, op := range t.ops {
-		if c, ok := op.(committing); ok && c.commitsPending() {
+		if c, ok := op.(committing); ok && c.CommitsPending() {
 			return
 		}
 	}
@@ -335,5 +335,5 @@ type ownedState struct {
 // newFileBytes is an asyncSnapshotter that says how many bytes of shared
 // files its last encoder stored.
 type newFileBytes interface {
-	newFileBytes() int64
+	NewFileBytes() int64
 }

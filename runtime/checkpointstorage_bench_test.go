@@ -158,12 +158,12 @@ func benchPebbleCheckpointOnS3(b *testing.B, mb int) {
 		pk.Storage, pk.Stored = st, stored
 		id++
 		start := time.Now()
-		enc, err := p.freezeState(id)
+		enc, err := p.FreezeState(id)
 		if err != nil {
 			b.Fatal(err)
 		}
 		blob, files, err := enc(func() bool { return false })
-		p.thawState()
+		p.ThawState()
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -233,8 +233,8 @@ func (s *sourceSpec[T, S, C]) newCoordinator(info opInfo, parallelism int, fail 
 // name, and its errors and panics made the operator's as a task's are.
 func coordOperator(info opInfo) srccoord.Operator {
 	return srccoord.Operator{
-		Name:  info.name,
-		Wrap:  info.wrap,
+		Name:  info.Name,
+		Wrap:  info.Wrap,
 		Panic: func(what string, value any) error { return newPanicError(what, value) },
 	}
 }
@@ -286,7 +286,7 @@ func (s *sourceSpec[T, S, C]) describeSplits(old [][]byte) ([]string, error) {
 func (s *sourceSpec[T, S, C]) buildSubtask(coord srccoord.Coordinator, info opInfo, parallelism int, mb *engine.Mailbox, out any) (lifecycle, taskInput) {
 	c := coord.(*srccoord.Source[T, S, C])
 	op := &sourceOperator[T, S, C]{info: info, src: s.src, coord: c, par: parallelism, strategy: s.strategy, out: out.(output[T]), shuffleInput: s.shuffleInput}
-	c.Gateway(info.subtask).Bind(mb, op)
+	c.Gateway(info.Subtask).Bind(mb, op)
 	return op, op
 }
 

@@ -322,7 +322,7 @@ func (typeOpsFor[T]) cut(env *Environment, e *edge, sh Shuffle, channel string, 
 	encNode.build = func(info opInfo, _ int, out any) (lifecycle, any) {
 		var partition func(T) int32
 		if route != nil {
-			partition = route(info.subtask)
+			partition = route(info.Subtask)
 		}
 		op := newShuffleBatchOperator(info, channel, partitions, serde.Append, partition, out.(output[connector.ShuffleRecord]))
 		return op, output[T](op)

@@ -144,7 +144,7 @@ func TestDistributedCutsEveryKeyedEdgeIntoAShuffleOfAPartitionPerSlot(t *testing
 	// key group, from whichever upstream subtask.
 	for subtask := range 4 {
 		batches := &winOut[connector.ShuffleRecord]{}
-		op, in := enc.build(opInfo{subtask: subtask}, 4, output[connector.ShuffleRecord](batches))
+		op, in := enc.build(opInfo{Subtask: subtask}, 4, output[connector.ShuffleRecord](batches))
 		var keys []string
 		for i := range 200 {
 			k := fmt.Sprintf("key-%d-%d", subtask, i)
@@ -153,7 +153,7 @@ func TestDistributedCutsEveryKeyedEdgeIntoAShuffleOfAPartitionPerSlot(t *testing
 				t.Fatal(err)
 			}
 		}
-		if err := op.endInput(); err != nil {
+		if err := op.EndInput(); err != nil {
 			t.Fatal(err)
 		}
 		u := newShuffleUnbatchOperator[string](opInfo{}, "orders.count", state.DefaultSerde[string]().Decode, &winOut[string]{}, 4, 4, func(int, int) int { return 0 })
@@ -242,13 +242,13 @@ func TestShuffleRebalanceAndBroadcastRouting(t *testing.T) {
 				}
 			}
 			recs := &winOut[connector.ShuffleRecord]{}
-			op, in := enc.build(opInfo{subtask: 1}, 3, output[connector.ShuffleRecord](recs))
+			op, in := enc.build(opInfo{Subtask: 1}, 3, output[connector.ShuffleRecord](recs))
 			for _, v := range []string{"a", "b", "c", "d", "e"} {
 				if err := in.(output[string]).Collect(v, 0); err != nil {
 					t.Fatal(err)
 				}
 			}
-			if err := op.endInput(); err != nil {
+			if err := op.EndInput(); err != nil {
 				t.Fatal(err)
 			}
 			got := map[int32][]string{}

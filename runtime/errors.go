@@ -153,20 +153,20 @@ func statusText(err error) string {
 
 // opInfo identifies one operator instance for errors and logs.
 type opInfo struct {
-	name    string
-	uid     string
-	subtask int
-	// records counts the records into the operator (for a source, those
+	Name    string
+	UID     string
+	Subtask int
+	// Records counts the Records into the operator (for a source, those
 	// its reader emitted), on the task goroutine; see metrics.go.
-	records int64
-	// sides are the operator's side outputs, nil if it declares none.
-	sides *sideOutputs
+	Records int64
+	// Sides are the operator's side outputs, nil if it declares none.
+	Sides *sideOutputs
 }
 
-// wrap attributes err to this operator, unless it already carries an
+// Wrap attributes err to this operator, unless it already carries an
 // operator: an error returned through a chain keeps the operator that
 // produced it, not the one it passed through.
-func (i *opInfo) wrap(err error) error {
+func (i *opInfo) Wrap(err error) error {
 	if err == nil {
 		return nil
 	}
@@ -174,7 +174,7 @@ func (i *opInfo) wrap(err error) error {
 	if errors.As(err, &oe) {
 		return err
 	}
-	return &OperatorError{Operator: i.name, UID: i.uid, Subtask: i.subtask, Err: err}
+	return &OperatorError{Operator: i.Name, UID: i.UID, Subtask: i.Subtask, Err: err}
 }
 
 func invalidGraph(format string, args ...any) error {

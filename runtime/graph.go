@@ -371,7 +371,7 @@ func (ex *execution) buildTasks(region int, rs *engine.RestoredState) []*task {
 			head := c.head()
 			t := &task{
 				name:        c.name(),
-				head:        &opInfo{name: head.name, uid: head.uid, subtask: s},
+				head:        &opInfo{Name: head.name, UID: head.uid, Subtask: s},
 				subtask:     s,
 				parallelism: c.parallelism,
 				cfg:         cfg,
@@ -391,7 +391,7 @@ func (ex *execution) buildTasks(region int, rs *engine.RestoredState) []*task {
 			outOf := map[*node]counter{}
 			for i := len(c.nodes) - 1; i >= 0; i-- {
 				n := c.nodes[i]
-				info := opInfo{name: n.name, uid: n.uid, subtask: s}
+				info := opInfo{Name: n.name, UID: n.uid, Subtask: s}
 				var outs, sides []any
 				for _, e := range n.outputs {
 					if e.to.sideOf == n {
@@ -401,7 +401,7 @@ func (ex *execution) buildTasks(region int, rs *engine.RestoredState) []*task {
 					if g.chain[e.to] == c {
 						outs = append(outs, inputs[e.to])
 						if outOf[n] == nil {
-							outOf[n] = built[e.to].operator()
+							outOf[n] = built[e.to].Info()
 						}
 						continue
 					}
@@ -429,7 +429,7 @@ func (ex *execution) buildTasks(region int, rs *engine.RestoredState) []*task {
 						out = n.out.withSides(out, sides)
 					}
 				}
-				info.sides = buildSideOutputs(n, info, func(s *node) any { return inputs[s] })
+				info.Sides = buildSideOutputs(n, info, func(s *node) any { return inputs[s] })
 				if n.source != nil {
 					op, in := n.source.buildSubtask(ex.coordOf[n], info, n.par(cfg), t.mb, out)
 					t.input = in
@@ -442,7 +442,7 @@ func (ex *execution) buildTasks(region int, rs *engine.RestoredState) []*task {
 				ops = append(ops, op)
 				built[n] = op
 				if n.isSink {
-					t.meter.sinks = append(t.meter.sinks, op.operator())
+					t.meter.sinks = append(t.meter.sinks, op.Info())
 				}
 			}
 			for i, j := 0, len(ops)-1; i < j; i, j = i+1, j-1 {

@@ -26,7 +26,7 @@ func BenchmarkKeyedSnapshot(b *testing.B) {
 			snap func() ([]byte, error)
 		}{
 			{"gob", func() ([]byte, error) { return snapshotGob(p) }},
-			{"binary", func() ([]byte, error) { return p.snapshotState(1) }},
+			{"binary", func() ([]byte, error) { return p.SnapshotState(1) }},
 		} {
 			b.Run("keys="+strconv.Itoa(keys)+"/"+enc.name, func(b *testing.B) {
 				b.ReportAllocs()
@@ -54,7 +54,7 @@ func BenchmarkKeyedRestore(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		binBlob, err := p.snapshotState(1)
+		binBlob, err := p.SnapshotState(1)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -128,7 +128,7 @@ func snapshotGob(p *keyedProcessOperator[string, string, string]) ([]byte, error
 
 // BenchmarkKeyedSnapshotSync measures the part of a snapshot of
 // BenchmarkKeyedSnapshot's state that runs on the task goroutine: "freeze"
-// is freezeState and thawState, which do not follow the number of keys;
+// is FreezeState and ThawState, which do not follow the number of keys;
 // "copy-on-write" is a freeze followed by one write into every slot (128
 // key groups of 16), each of which copies its slot's map first: the cost
 // the freeze moves to the writes after the barrier, and ns/slot-copy the
@@ -147,23 +147,23 @@ func BenchmarkKeyedSnapshotSync(b *testing.B) {
 		b.Run("keys="+strconv.Itoa(keys)+"/freeze", func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
-				if _, err := p.freezeState(1); err != nil {
+				if _, err := p.FreezeState(1); err != nil {
 					b.Fatal(err)
 				}
-				p.thawState()
+				p.ThawState()
 			}
 		})
 		b.Run("keys="+strconv.Itoa(keys)+"/copy-on-write", func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
-				if _, err := p.freezeState(1); err != nil {
+				if _, err := p.FreezeState(1); err != nil {
 					b.Fatal(err)
 				}
 				for _, k := range perSlot {
 					p.state.SetKey(k)
 					count.Update(1)
 				}
-				p.thawState()
+				p.ThawState()
 			}
 			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(perSlot)), "ns/slot-copy")
 		})
@@ -215,7 +215,7 @@ func benchStateConfig(b *testing.B, backend backendKind) stateConfig {
 }
 
 // BenchmarkPebbleSnapshotSync measures the pebble backend's synchronous
-// part of a snapshot (freezeState: the write buffer set aside) against the
+// part of a snapshot (FreezeState: the write buffer set aside) against the
 // number of keys, with the rest (materialize, store the files, thaw) off
 // the clock; "async" is that rest, for scale. 1000 keys change between
 // snapshots.
@@ -242,7 +242,7 @@ func BenchmarkPebbleSnapshotSync(b *testing.B) {
 			async = 0
 			for b.Loop() {
 				id++
-				enc, err := p.freezeState(id)
+				enc, err := p.FreezeState(id)
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -251,7 +251,7 @@ func BenchmarkPebbleSnapshotSync(b *testing.B) {
 				if _, _, err := enc(func() bool { return false }); err != nil {
 					b.Fatal(err)
 				}
-				p.thawState()
+				p.ThawState()
 				async += time.Since(start)
 				for i := range 1000 {
 					p.state.SetKey("word-" + strconv.Itoa((i*7919+int(id))%keys))
@@ -288,7 +288,7 @@ func BenchmarkPebbleCheckpointIncrement(b *testing.B) {
 		count.Update(int64(i))
 	}
 	snap := func(id int64) (newBytes, full int64) {
-		enc, err := p.freezeState(id)
+		enc, err := p.FreezeState(id)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -296,7 +296,7 @@ func BenchmarkPebbleCheckpointIncrement(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		p.thawState()
+		p.ThawState()
 		for _, f := range files {
 			full += f.Size
 		}
@@ -406,7 +406,7 @@ func BenchmarkDescriptorCount(b *testing.B) {
 
 // BenchmarkTimerSnapshotSync measures the synchronous part of a snapshot
 // against the number of pending event-time timers, on both backends:
-// "freeze" is freezeState (and, for the heap, thawState; for pebble the
+// "freeze" is FreezeState (and, for the heap, ThawState; for pebble the
 // rest of the snapshot runs off the clock). "copy-all" is, for scale,
 // what the freeze did before timers were kept by key group: a copy of
 // every timer into one slice. "copy-on-write" (heap) is a freeze followed
@@ -446,7 +446,7 @@ func BenchmarkTimerSnapshotSync(b *testing.B) {
 				b.ReportAllocs()
 				for b.Loop() {
 					id++
-					enc, err := p.freezeState(id)
+					enc, err := p.FreezeState(id)
 					if err != nil {
 						b.Fatal(err)
 					}
@@ -455,11 +455,11 @@ func BenchmarkTimerSnapshotSync(b *testing.B) {
 						if _, _, err := enc(func() bool { return false }); err != nil {
 							b.Fatal(err)
 						}
-						p.thawState()
+						p.ThawState()
 						b.StartTimer()
 						continue
 					}
-					p.thawState()
+					p.ThawState()
 				}
 			})
 			if p.state.Pebble == nil {
@@ -479,7 +479,7 @@ func BenchmarkTimerSnapshotSync(b *testing.B) {
 					b.ReportAllocs()
 					for b.Loop() {
 						id++
-						if _, err := p.freezeState(id); err != nil {
+						if _, err := p.FreezeState(id); err != nil {
 							b.Fatal(err)
 						}
 						for _, k := range perGroup {
@@ -487,7 +487,7 @@ func BenchmarkTimerSnapshotSync(b *testing.B) {
 							p.ctx.RegisterEventTimeTimer(1) // to the top: the heap is written
 							p.ctx.DeleteEventTimeTimer(1)
 						}
-						p.thawState()
+						p.ThawState()
 					}
 					b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(perGroup)), "ns/group-copy")
 				})
@@ -541,7 +541,7 @@ func BenchmarkTimerRegisterFire(b *testing.B) {
 
 // BenchmarkKeyedSnapshotSyncDeep is BenchmarkKeyedSnapshotSync for a
 // ValueState[[]byte], whose values the function could change in place:
-// "freeze" is freezeState and thawState; "encode" the encoder's whole
+// "freeze" is FreezeState and ThawState; "encode" the encoder's whole
 // work, which the freeze did on the task goroutine before such states
 // were copied on first read; "first-read" a freeze followed by one Value
 // in every slot, each of which copies its slot's map and the value read
@@ -568,29 +568,29 @@ func BenchmarkKeyedSnapshotSyncDeep(b *testing.B) {
 		b.Run(name+"/freeze", func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
-				if _, err := p.freezeState(1); err != nil {
+				if _, err := p.FreezeState(1); err != nil {
 					b.Fatal(err)
 				}
-				p.thawState()
+				p.ThawState()
 			}
 		})
 		b.Run(name+"/encode", func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
-				enc, err := p.freezeState(1)
+				enc, err := p.FreezeState(1)
 				if err != nil {
 					b.Fatal(err)
 				}
 				if _, _, err := enc(func() bool { return false }); err != nil {
 					b.Fatal(err)
 				}
-				p.thawState()
+				p.ThawState()
 			}
 		})
 		b.Run(name+"/first-read", func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
-				if _, err := p.freezeState(1); err != nil {
+				if _, err := p.FreezeState(1); err != nil {
 					b.Fatal(err)
 				}
 				for _, k := range perSlot {
@@ -598,7 +598,7 @@ func BenchmarkKeyedSnapshotSyncDeep(b *testing.B) {
 					v, _ := raw.Value()
 					v[0] = 'W'
 				}
-				p.thawState()
+				p.ThawState()
 			}
 			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(perSlot)), "ns/slot-copy")
 		})

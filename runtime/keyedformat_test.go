@@ -50,7 +50,7 @@ func openKeyedOn[K comparable](t testing.TB, sc stateConfig, blobs [][]byte, par
 	if err != nil {
 		t.Fatal(err)
 	}
-	tk := &task{name: "p", head: &opInfo{name: "p"}, cfg: &config{maxParallelism: 128, state: sc}, mb: engine.NewMailbox()}
+	tk := &task{name: "p", head: &opInfo{Name: "p"}, cfg: &config{maxParallelism: 128, state: sc}, mb: engine.NewMailbox()}
 	if len(blobs) > 0 {
 		store, err := checkpoint.NewMemoryStorage()
 		if err != nil {
@@ -77,11 +77,11 @@ func openKeyedOn[K comparable](t testing.TB, sc stateConfig, blobs [][]byte, par
 		}
 		tk.restored = &engine.RestoredState{Chk: chk}
 	}
-	p := &keyedProcessOperator[K, K, string]{info: opInfo{name: "p", uid: "op", subtask: subtask}, keyFn: func(k K) K { return k },
+	p := &keyedProcessOperator[K, K, string]{info: opInfo{Name: "p", UID: "op", Subtask: subtask}, keyFn: func(k K) K { return k },
 		hash: hash, par: par, out: output[string](&recorder[string]{}),
 		newFn: func() KeyedProcessFunction[K, K, string] { return fn }}
-	err = p.open(tk)
-	return p, func() { _ = tk.shutdown(); _ = p.close() }, err
+	err = p.Open(tk)
+	return p, func() { _ = tk.shutdown(); _ = p.Close() }, err
 }
 
 // fixtureStates declares the states of testdata/keyed-state-v2.bin:
@@ -163,7 +163,7 @@ func TestKeyedStateVersion2Restores(t *testing.T) {
 	defer stop()
 	checkFixtureState(t, p, true)
 
-	v3, err := p.snapshotState(2)
+	v3, err := p.SnapshotState(2)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -177,7 +177,7 @@ func TestKeyedStateVersion2Restores(t *testing.T) {
 	// point is not declared: its version 2 entries ride along.
 	p, stop = openKeyed(t, [][]byte{v2}, 1, 0, fixtureStates(false))
 	defer stop()
-	carried, err := p.snapshotState(3)
+	carried, err := p.SnapshotState(3)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -207,7 +207,7 @@ func TestKeyedStateVersion2Rescales(t *testing.T) {
 	for sub := range 2 {
 		p, stop := openKeyed(t, [][]byte{v2}, 2, sub, fixtureStates(true))
 		defer stop()
-		b, err := p.snapshotState(2)
+		b, err := p.SnapshotState(2)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -275,7 +275,7 @@ func roundTrip[T comparable](t *testing.T, vs []T) {
 		m.Put(vs[(i+1)%len(vs)], vs[i])
 	}
 	want := maps.Clone(p.state.States["m"].(*keyed.HeapMap[string, T, T]).Flat())
-	b, err := p.snapshotState(1)
+	b, err := p.SnapshotState(1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -306,7 +306,7 @@ func roundTripValues[T any](t *testing.T, vs []T) {
 		p.state.SetKey("k" + string(rune('a'+i)))
 		v.Update(x)
 	}
-	b, err := p.snapshotState(1)
+	b, err := p.SnapshotState(1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -368,7 +368,7 @@ func roundTripKeys[K comparable](t *testing.T, ks []K) {
 	for _, e := range allTimers(&p.timers.event) {
 		wantTimers[e] = true
 	}
-	b, err := p.snapshotState(1)
+	b, err := p.SnapshotState(1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -405,7 +405,7 @@ func TestChangedStateTypeFailsRestoreNamingIt(t *testing.T) {
 	defer stop()
 	p.state.SetKey("a")
 	count.Update(7)
-	b, err := p.snapshotState(1)
+	b, err := p.SnapshotState(1)
 	if err != nil {
 		t.Fatal(err)
 	}

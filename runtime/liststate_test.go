@@ -72,7 +72,7 @@ func TestListStateFollowsModel(t *testing.T) {
 		if p.state.Pebble != nil {
 			p.state.Pebble.Storage = mem
 		}
-		enc, err := p.freezeState(1)
+		enc, err := p.FreezeState(1)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -84,7 +84,7 @@ func TestListStateFollowsModel(t *testing.T) {
 			step(i)
 		}
 		blob, files, err := enc(func() bool { return false })
-		p.thawState()
+		p.ThawState()
 		if err != nil {
 			t.Fatal(err)
 		}

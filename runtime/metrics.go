@@ -34,7 +34,7 @@ func (env *Environment) observer() *observe.Observer {
 // counter is something a task counts records in, on its goroutine.
 type counter interface{ Count() int64 }
 
-func (i *opInfo) Count() int64 { return i.records }
+func (i *opInfo) Count() int64 { return i.Records }
 
 // taskMeter is the task goroutine's side of its observe.TaskStats.
 type taskMeter struct {
@@ -71,23 +71,23 @@ func (t *task) publish() {
 		return
 	}
 	for i, op := range t.ops {
-		info := op.operator()
-		out := info.records
+		info := op.Info()
+		out := info.Records
 		if i < len(m.outs) && m.outs[i] != nil {
 			out = m.outs[i].Count()
 		}
-		s.PublishOperator(i, info.records, out)
+		s.PublishOperator(i, info.Records, out)
 	}
 	var in int64
 	if len(t.ops) > 0 {
-		in = t.ops[0].operator().records
+		in = t.ops[0].Info().Records
 	}
 	var out int64
 	for _, w := range m.writers {
 		out += w.Count()
 	}
 	for _, op := range m.sinks {
-		out += op.records
+		out += op.Records
 	}
 	s.PublishTask(in, out)
 	if !m.started.IsZero() {
@@ -118,7 +118,7 @@ func tasksBuilt(o *observe.Observer, tasks []*task) {
 	for i, t := range tasks {
 		ops := make([]observe.Operator, len(t.ops))
 		for j, op := range t.ops {
-			ops[j] = observe.Operator{Name: op.operator().name, UID: op.operator().uid}
+			ops[j] = observe.Operator{Name: op.Info().Name, UID: op.Info().UID}
 		}
 		t.meter.stats = observe.NewTaskStats(t.vertex, t.name, t.subtask, t.parallelism, t.attempt, ops)
 		stats[i] = t.meter.stats
@@ -193,7 +193,7 @@ func (t *task) metricGroup(info opInfo) *metrics.Group {
 	if t == nil || t.ex == nil {
 		return nil
 	}
-	return t.ex.env.observer().Group(info.name, info.uid, info.subtask)
+	return t.ex.env.observer().Group(info.Name, info.UID, info.Subtask)
 }
 
 // named sets the job's name for Status; Execute calls it before run.

@@ -38,8 +38,8 @@ func (*twoPhaseSinkOperator[T, C]) commitsOutput() {}
 func (t *task) notifySinks(id int64) error {
 	for i := len(t.ops) - 1; i >= 0; i-- {
 		if n, ok := t.ops[i].(outputCommitter); ok {
-			if err := n.notifyCheckpointComplete(id); err != nil {
-				return t.ops[i].operator().wrap(err)
+			if err := n.NotifyCheckpointComplete(id); err != nil {
+				return t.ops[i].Info().Wrap(err)
 			}
 		}
 	}
@@ -55,7 +55,7 @@ func (t *task) reportCommitted() {
 		return
 	}
 	for _, op := range t.ops {
-		if c, ok := op.(committing); ok && c.commitsPending() {
+		if c, ok := op.(committing); ok && c.CommitsPending() {
 			return
 		}
 	}
@@ -72,8 +72,8 @@ func (t *task) notifyCommitted(id int64) error {
 			continue
 		}
 		if n, ok := t.ops[i].(checkpointNotified); ok {
-			if err := n.notifyCheckpointComplete(id); err != nil {
-				return t.ops[i].operator().wrap(err)
+			if err := n.NotifyCheckpointComplete(id); err != nil {
+				return t.ops[i].Info().Wrap(err)
 			}
 		}
 	}

@@ -28,10 +28,10 @@ type output[T any] interface {
 // outputs are open before it emits), endInput (head first, once all of the
 // chain's input has been processed), close (always, also on failure).
 type lifecycle interface {
-	operator() *opInfo
-	open(t *task) error
-	endInput() error
-	close() error
+	Info() *opInfo
+	Open(t *task) error
+	EndInput() error
+	Close() error
 }
 
 // fanOut sends everything to several outputs: a stream consumed by more
@@ -68,10 +68,10 @@ func (f *fanOut[T]) EmitStatus(idle bool) error {
 // noLifecycle is embedded by operators that need no open, end or close.
 type noLifecycle struct{ info opInfo }
 
-func (n *noLifecycle) operator() *opInfo { return &n.info }
-func (n *noLifecycle) open(*task) error  { return nil }
-func (n *noLifecycle) endInput() error   { return nil }
-func (n *noLifecycle) close() error      { return nil }
+func (n *noLifecycle) Info() *opInfo    { return &n.info }
+func (n *noLifecycle) Open(*task) error { return nil }
+func (n *noLifecycle) EndInput() error  { return nil }
+func (n *noLifecycle) Close() error     { return nil }
 
 // mapOperator applies a one-to-one function; the record keeps its timestamp.
 type mapOperator[I, O any] struct {
@@ -81,10 +81,10 @@ type mapOperator[I, O any] struct {
 }
 
 func (m *mapOperator[I, O]) Collect(v I, ts int64) error {
-	m.info.records++
+	m.info.Records++
 	o, err := m.fn(v)
 	if err != nil {
-		return m.info.wrap(err)
+		return m.info.Wrap(err)
 	}
 	return m.out.Collect(o, ts)
 }
@@ -98,7 +98,7 @@ type forwardOperator[T any] struct {
 }
 
 func (f *forwardOperator[T]) Collect(v T, ts int64) error {
-	f.info.records++
+	f.info.Records++
 	return f.out.Collect(v, ts)
 }
 func (f *forwardOperator[T]) EmitWatermark(wm int64) error { return f.out.EmitWatermark(wm) }
@@ -112,10 +112,10 @@ type filterOperator[T any] struct {
 }
 
 func (f *filterOperator[T]) Collect(v T, ts int64) error {
-	f.info.records++
+	f.info.Records++
 	keep, err := f.fn(v)
 	if err != nil {
-		return f.info.wrap(err)
+		return f.info.Wrap(err)
 	}
 	if !keep {
 		return nil
@@ -156,10 +156,10 @@ func (c *timestampedCollector[O]) Collect(v O) {
 }
 
 func (f *flatMapOperator[I, O]) Collect(v I, ts int64) error {
-	f.info.records++
+	f.info.Records++
 	f.c.out, f.c.ts, f.c.err = f.out, ts, nil
 	if err := f.fn(v, &f.c); err != nil {
-		return f.info.wrap(err)
+		return f.info.Wrap(err)
 	}
 	return f.c.err
 }
@@ -177,25 +177,25 @@ type sinkOperator[T any] struct {
 	wm     int64
 }
 
-func (s *sinkOperator[T]) operator() *opInfo { return &s.info }
+func (s *sinkOperator[T]) Info() *opInfo { return &s.info }
 
-func (s *sinkOperator[T]) open(t *task) error {
+func (s *sinkOperator[T]) Open(t *task) error {
 	s.wm = connector.NoTimestamp
 	w, err := s.sink.CreateWriter(newSinkInitContext(t, s.info, s.par))
 	if err != nil {
-		return s.info.wrap(err)
+		return s.info.Wrap(err)
 	}
 	if w == nil {
-		return s.info.wrap(errNilWriter)
+		return s.info.Wrap(errNilWriter)
 	}
 	s.writer = w
 	return nil
 }
 
 func (s *sinkOperator[T]) Collect(v T, ts int64) error {
-	s.info.records++
+	s.info.Records++
 	if err := s.writer.Write(v, connector.WriteContext{Timestamp: ts, CurrentWatermark: s.wm}); err != nil {
-		return s.info.wrap(err)
+		return s.info.Wrap(err)
 	}
 	return nil
 }
@@ -207,29 +207,29 @@ func (s *sinkOperator[T]) EmitWatermark(wm int64) error {
 
 func (s *sinkOperator[T]) EmitStatus(bool) error { return nil }
 
-// prepareSnapshotPreBarrier flushes the writer at a barrier (at-least-once
+// PrepareSnapshotPreBarrier flushes the writer at a barrier (at-least-once
 // for a sink without two-phase commit); it keeps no state. A failed flush
 // may have dropped records, so it fails the task (see preparer).
-func (s *sinkOperator[T]) prepareSnapshotPreBarrier(int64) error {
-	return s.info.wrap(s.writer.Flush(false))
+func (s *sinkOperator[T]) PrepareSnapshotPreBarrier(int64) error {
+	return s.info.Wrap(s.writer.Flush(false))
 }
 
-func (s *sinkOperator[T]) notifyCheckpointComplete(id int64) error {
+func (s *sinkOperator[T]) NotifyCheckpointComplete(id int64) error {
 	if l, ok := s.writer.(connector.CheckpointListener); ok {
-		return s.info.wrap(l.NotifyCheckpointComplete(id))
+		return s.info.Wrap(l.NotifyCheckpointComplete(id))
 	}
 	return nil
 }
 
-func (s *sinkOperator[T]) endInput() error {
-	return s.info.wrap(s.writer.Flush(true))
+func (s *sinkOperator[T]) EndInput() error {
+	return s.info.Wrap(s.writer.Flush(true))
 }
 
-func (s *sinkOperator[T]) close() error {
+func (s *sinkOperator[T]) Close() error {
 	if s.writer == nil {
 		return nil
 	}
-	return s.info.wrap(s.writer.Close())
+	return s.info.Wrap(s.writer.Close())
 }
 
 // sinkInitContext is the connector.SinkInitContext of one sink subtask;
@@ -257,7 +257,7 @@ type sinkInitContext struct {
 }
 
 func newSinkInitContext(t *task, info opInfo, par int) sinkInitContext {
-	c := sinkInitContext{subtask: info.subtask, parallelism: par}
+	c := sinkInitContext{subtask: info.Subtask, parallelism: par}
 	if t == nil {
 		return c
 	}

@@ -53,7 +53,7 @@ func (s panickyCloseSource) CreateEnumerator(ctx connector.SplitEnumeratorContex
 func TestPanicInCoordinatorShutdownFailsIt(t *testing.T) {
 	src := panickyCloseSource{&memSource[ev]{numSplits: 1, perSplit: 1, gen: genEv(1)}}
 	errc := make(chan error, 4)
-	c := srccoord.New[ev, *memSplit, int](coordOperator(opInfo{name: "src", uid: "u", subtask: -1}), src, 1, func(err error) { errc <- err }, srccoord.GateOptions{})
+	c := srccoord.New[ev, *memSplit, int](coordOperator(opInfo{Name: "src", UID: "u", Subtask: -1}), src, 1, func(err error) { errc <- err }, srccoord.GateOptions{})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); c.Run(ctx) }()

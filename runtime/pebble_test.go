@@ -68,12 +68,12 @@ func pebbleStateConfig(t testing.TB) stateConfig {
 // freeze, the encoder, the thaw.
 func snapshotNow[K comparable](t *testing.T, p *keyedProcessOperator[K, K, string], id int64) ([]byte, []checkpoint.FileHandle) {
 	t.Helper()
-	enc, err := p.freezeState(id)
+	enc, err := p.FreezeState(id)
 	if err != nil {
 		t.Fatal(err)
 	}
 	blob, files, err := enc(func() bool { return false })
-	p.thawState()
+	p.ThawState()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -188,10 +188,10 @@ func TestPebbleRestoresFromEveryRetainedCheckpoint(t *testing.T) {
 // from chk (every old subtask's state merged) and reads each key's count.
 func restoredCounts(t *testing.T, chk *checkpoint.Checkpoint) map[int64]int64 {
 	t.Helper()
-	tk := &task{name: "p", head: &opInfo{name: "p"}, cfg: &config{maxParallelism: 16, state: pebbleStateConfig(t)}, mb: engine.NewMailbox(),
+	tk := &task{name: "p", head: &opInfo{Name: "p"}, cfg: &config{maxParallelism: 16, state: pebbleStateConfig(t)}, mb: engine.NewMailbox(),
 		restored: &engine.RestoredState{Chk: chk}}
 	var count state.ValueState[int64]
-	p := &keyedProcessOperator[int64, int64, string]{info: opInfo{name: "counts", uid: "counts"}, keyFn: func(k int64) int64 { return k },
+	p := &keyedProcessOperator[int64, int64, string]{info: opInfo{Name: "counts", UID: "counts"}, keyFn: func(k int64) int64 { return k },
 		hash: keygroup.HashInt64, par: 1, out: output[string](&recorder[string]{}),
 		newFn: func() KeyedProcessFunction[int64, int64, string] {
 			return KeyedProcessFuncs[int64, int64, string]{
@@ -202,8 +202,8 @@ func restoredCounts(t *testing.T, chk *checkpoint.Checkpoint) map[int64]int64 {
 				Element: func(*KeyedContext[int64, string], int64) error { return nil },
 			}
 		}}
-	err := p.open(tk)
-	defer func() { _ = tk.shutdown(); _ = p.close() }()
+	err := p.Open(tk)
+	defer func() { _ = tk.shutdown(); _ = p.Close() }()
 	if err != nil {
 		t.Fatalf("restore from checkpoint %d: %v", chk.ID, err)
 	}
@@ -396,7 +396,7 @@ func TestHeapCheckpointRestoresIntoPebble(t *testing.T) {
 		seen.Put("b", int64(-i))
 	}
 	heap.timers.event.Add("k7", 42)
-	blob, err := heap.snapshotState(1)
+	blob, err := heap.SnapshotState(1)
 	stopHeap()
 	if err != nil {
 		t.Fatal(err)
@@ -523,14 +523,14 @@ func TestPebbleKeysHaveTheSameBytesInEveryProcess(t *testing.T) {
 		}
 	}
 	for _, valueKey := range []bool{true, false} {
-		tk := &task{name: "p", head: &opInfo{name: "p"}, cfg: &config{maxParallelism: 16, state: pebbleStateConfig(t)}, mb: engine.NewMailbox()}
+		tk := &task{name: "p", head: &opInfo{Name: "p"}, cfg: &config{maxParallelism: 16, state: pebbleStateConfig(t)}, mb: engine.NewMailbox()}
 		fn := declare(valueKey)
-		p := &keyedProcessOperator[pointKey, pointKey, string]{info: opInfo{name: "p", uid: "op"}, keyFn: func(k pointKey) pointKey { return k },
+		p := &keyedProcessOperator[pointKey, pointKey, string]{info: opInfo{Name: "p", UID: "op"}, keyFn: func(k pointKey) pointKey { return k },
 			hash: func(k pointKey) uint32 { return uint32(k.X) }, par: 1, out: output[string](&recorder[string]{}),
 			newFn: func() KeyedProcessFunction[pointKey, pointKey, string] { return fn }}
-		err := p.open(tk)
+		err := p.Open(tk)
 		_ = tk.shutdown()
-		_ = p.close()
+		_ = p.Close()
 		var ue *unrecoverableError
 		if err == nil || !errors.As(err, &ue) || !strings.Contains(err.Error(), "pointKey") {
 			t.Fatalf("a gob-encoded key type was declared on pebble: %v", err)

@@ -75,8 +75,8 @@ func (p *keyedProcessOperator[K, I, O]) restorePebbleTimers(restored bool, entri
 	return nil
 }
 
-// newFileBytes is what the last encoder stored of shared files.
-func (p *keyedProcessOperator[K, I, O]) newFileBytes() int64 {
+// NewFileBytes is what the last encoder stored of shared files.
+func (p *keyedProcessOperator[K, I, O]) NewFileBytes() int64 {
 	if p.state.Pebble == nil {
 		return 0
 	}
@@ -112,7 +112,7 @@ func (p *keyedProcessOperator[K, I, O]) freezePebble(id int64) (func(stop func()
 	return func(stop func() bool) ([]byte, []checkpoint.FileHandle, error) {
 		data, files, err := enc(stop)
 		if err != nil && !errors.Is(err, keyed.ErrSnapshotAbandoned) {
-			err = info.wrap(err)
+			err = info.Wrap(err)
 		}
 		return data, files, err
 	}, nil

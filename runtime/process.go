@@ -118,7 +118,7 @@ func (c *KeyedContext[K, O]) Key() K { return c.op.Key }
 func (c *KeyedContext[K, O]) Timestamp() int64 { return c.ts }
 
 // SubtaskIndex is the subtask running the function.
-func (c *KeyedContext[K, O]) SubtaskIndex() int { return c.info.subtask }
+func (c *KeyedContext[K, O]) SubtaskIndex() int { return c.info.Subtask }
 
 // Collect emits v with the current timestamp.
 func (c *KeyedContext[K, O]) Collect(v O) { c.CollectWithTimestamp(v, c.ts) }
@@ -137,7 +137,7 @@ func (c *KeyedContext[K, O]) CurrentWatermark() int64 { return c.watermark }
 // sideOutputs makes the context a SideOutputContext: Output emits to the
 // operator's side outputs.
 func (c *KeyedContext[K, O]) sideOutputs() (*sideOutputs, int64, *error) {
-	return c.info.sides, c.ts, &c.err
+	return c.info.Sides, c.ts, &c.err
 }
 
 // CurrentProcessingTime is the processing time, the wall clock in
@@ -284,7 +284,7 @@ type keyedProcessOperator[K comparable, I, O any] struct {
 // heldOutput is a KeyedProcessFunction that holds output back between
 // checkpoints (a rolling aggregation with EmitLatest) and emits it when
 // told: flushHeld runs before every checkpoint barrier leaves the
-// operator (prepareSnapshotPreBarrier), so what the function held for
+// operator (PrepareSnapshotPreBarrier), so what the function held for
 // checkpoint N goes downstream ahead of barrier N and into N's
 // transactions, at the end of input, and when the timer the function
 // armed with bindHeld's arm expires. bindHeld runs at open, before Open;
@@ -296,26 +296,26 @@ type heldOutput[K comparable, O any] interface {
 	flushHeld(ctx *KeyedContext[K, O]) error
 }
 
-func (p *keyedProcessOperator[K, I, O]) operator() *opInfo { return &p.info }
+func (p *keyedProcessOperator[K, I, O]) Info() *opInfo { return &p.info }
 
-func (p *keyedProcessOperator[K, I, O]) open(t *task) error {
+func (p *keyedProcessOperator[K, I, O]) Open(t *task) error {
 	p.t = t
 	p.fn = p.newFn()
 	if p.fn == nil {
-		return p.info.wrap(&unrecoverableError{Err: errNilFunction("process function (from the factory)")})
+		return p.info.Wrap(&unrecoverableError{Err: errNilFunction("process function (from the factory)")})
 	}
 	p.maxPar = t.cfg.maxParallelism
 	p.state.Init(p.hash, p.maxPar, t.cfg.clock)
 	p.timers.now = p.state.Now
 	if t.cfg.state.backend == kindPebble {
-		pk, err := newPebbleKeyed(t, p.info.uid, p.info.subtask, p.par, p.maxPar)
+		pk, err := newPebbleKeyed(t, p.info.UID, p.info.Subtask, p.par, p.maxPar)
 		if err != nil {
-			return p.info.wrap(err)
+			return p.info.Wrap(err)
 		}
 		if err := p.state.UsePebble(pk); err != nil && handlesTimers(p.fn) {
 			// The DB holds timers by their keys' bytes: say so now, not at
 			// the first registration, records into the job.
-			return p.info.wrap(fmt.Errorf("its function handles timers, which the pebble state backend keeps by their keys' bytes: %w", err))
+			return p.info.Wrap(fmt.Errorf("its function handles timers, which the pebble state backend keeps by their keys' bytes: %w", err))
 		}
 		p.timers.event = timers.NewQueue(p.maxPar, p.state.GroupOf, timers.Sets[K](timers.NewPebbleSets(&p.state, stateformat.KindEventTimers, p.maxPar)))
 		p.timers.processing = timers.NewQueue(p.maxPar, p.state.GroupOf, timers.Sets[K](timers.NewPebbleSets(&p.state, stateformat.KindProcessingTimers, p.maxPar)))
@@ -328,10 +328,10 @@ func (p *keyedProcessOperator[K, I, O]) open(t *task) error {
 		var io *restoreIOError
 		if errors.As(err, &io) && !errors.As(err, &ue) {
 			// Reading files and opening a DB may go through on a retry.
-			return p.info.wrap(err)
+			return p.info.Wrap(err)
 		}
 		// Decoding the same checkpoint again fails again.
-		return p.info.wrap(&unrecoverableError{Err: err})
+		return p.info.Wrap(&unrecoverableError{Err: err})
 	}
 	// The restored watermark, not none: event-time timers up to it have
 	// fired before the checkpoint, so what they did (a window fired, its
@@ -350,7 +350,7 @@ func (p *keyedProcessOperator[K, I, O]) open(t *task) error {
 	}
 	if o, ok := p.fn.(keyedOpener[K, O]); ok {
 		if err := o.Open(&p.ctx); err != nil {
-			return p.info.wrap(err)
+			return p.info.Wrap(err)
 		}
 	}
 	return nil
@@ -374,14 +374,14 @@ func handlesTimers[K comparable, I, O any](fn KeyedProcessFunction[K, I, O]) boo
 }
 
 func (p *keyedProcessOperator[K, I, O]) Collect(v I, ts int64) error {
-	p.info.records++
+	p.info.Records++
 	p.state.SetKey(p.keyFn(v))
 	p.ctx.ts, p.ctx.err = ts, nil
 	if err := p.fn.ProcessElement(&p.ctx, v); err != nil {
-		return p.info.wrap(err)
+		return p.info.Wrap(err)
 	}
 	if p.state.Err != nil {
-		return p.info.wrap(p.state.Err)
+		return p.info.Wrap(p.state.Err)
 	}
 	return p.ctx.err
 }
@@ -429,7 +429,7 @@ func (p *keyedProcessOperator[K, I, O]) fireEventTimers() error {
 	p.wmPending = false
 	if p.timers.final && p.timers.droppedFinal > 0 {
 		p.logger().Warn("event-time timers registered at the end of input by timers that fire there were dropped: a timer that registers another forever would never let the input end",
-			"operator", p.info.name, "subtask", p.info.subtask, "dropped", p.timers.droppedFinal)
+			"operator", p.info.Name, "subtask", p.info.Subtask, "dropped", p.timers.droppedFinal)
 		p.timers.droppedFinal = 0
 	}
 	if err := p.out.EmitWatermark(p.ctx.watermark); err != nil {
@@ -484,10 +484,10 @@ func (p *keyedProcessOperator[K, I, O]) fire(e timers.Entry[K], d TimeDomain, ts
 	p.state.SetKey(e.Key)
 	p.ctx.ts, p.ctx.err = ts, nil
 	if err := p.fn.OnTimer(&p.ctx, Timer{Timestamp: e.Ts, Domain: d}); err != nil {
-		return p.info.wrap(err)
+		return p.info.Wrap(err)
 	}
 	if p.state.Err != nil {
-		return p.info.wrap(p.state.Err)
+		return p.info.Wrap(p.state.Err)
 	}
 	return p.ctx.err
 }
@@ -532,11 +532,11 @@ func (p *keyedProcessOperator[K, I, O]) EmitStatus(idle bool) error {
 	return p.out.EmitStatus(idle)
 }
 
-// endInput emits what the function held back (heldOutput), then drops
+// EndInput emits what the function held back (heldOutput), then drops
 // pending processing-time timers: the input is over and the wall clock
 // would only fire them on a job that has nothing left to do. Event-time
 // timers have fired already, with the final maxWatermark.
-func (p *keyedProcessOperator[K, I, O]) endInput() error {
+func (p *keyedProcessOperator[K, I, O]) EndInput() error {
 	if err := p.flushHeld(); err != nil {
 		return err
 	}
@@ -545,9 +545,9 @@ func (p *keyedProcessOperator[K, I, O]) endInput() error {
 	return nil
 }
 
-// prepareSnapshotPreBarrier emits what the function held back before the
+// PrepareSnapshotPreBarrier emits what the function held back before the
 // barrier goes on (heldOutput), so it belongs to checkpoint id.
-func (p *keyedProcessOperator[K, I, O]) prepareSnapshotPreBarrier(int64) error {
+func (p *keyedProcessOperator[K, I, O]) PrepareSnapshotPreBarrier(int64) error {
 	return p.flushHeld()
 }
 
@@ -561,15 +561,15 @@ func (p *keyedProcessOperator[K, I, O]) flushHeld() error {
 	p.heldTimer.Stop()
 	p.ctx.err = nil
 	if err := p.held.flushHeld(&p.ctx); err != nil {
-		return p.info.wrap(err)
+		return p.info.Wrap(err)
 	}
 	if p.state.Err != nil {
-		return p.info.wrap(p.state.Err)
+		return p.info.Wrap(p.state.Err)
 	}
 	return p.ctx.err
 }
 
-func (p *keyedProcessOperator[K, I, O]) close() error {
+func (p *keyedProcessOperator[K, I, O]) Close() error {
 	if p.state.Common == nil {
 		return nil // never opened: an operator after it in the chain failed to open first
 	}
@@ -584,7 +584,7 @@ func (p *keyedProcessOperator[K, I, O]) close() error {
 // kept until the function asks for them, and their pending timers, put
 // back in the timer queues at once.
 func (p *keyedProcessOperator[K, I, O]) restoreState(t *task) error {
-	old, err := t.restored.Subtasks(p.info.uid)
+	old, err := t.restored.Subtasks(p.info.UID)
 	if err != nil {
 		return err
 	}
@@ -629,7 +629,7 @@ func (p *keyedProcessOperator[K, I, O]) restoreState(t *task) error {
 			return fmt.Errorf("restore keyed state: %w", err)
 		}
 		for _, e := range entries {
-			if keygroup.Subtask(e.KeyGroup, p.par, p.maxPar) != p.info.subtask {
+			if keygroup.Subtask(e.KeyGroup, p.par, p.maxPar) != p.info.Subtask {
 				continue
 			}
 			if e.Kind == stateformat.KindWatermark {
@@ -677,13 +677,13 @@ type restoreIOError struct{ err error }
 func (e *restoreIOError) Error() string { return e.err.Error() }
 func (e *restoreIOError) Unwrap() error { return e.err }
 
-// freezeState is the part of a snapshot on the task goroutine: it
+// FreezeState is the part of a snapshot on the task goroutine: it
 // freezes the epoch (see keyedState) and returns the encoder of every
 // state, the carried-over restored entries and the timers, by key group.
 // Its cost follows the number of key groups and states, not the number of
 // keys or timers (runtime/internal/timers); the encoder may run on another goroutine
-// until thawState.
-func (p *keyedProcessOperator[K, I, O]) freezeState(id int64) (func(stop func() bool) ([]byte, []checkpoint.FileHandle, error), error) {
+// until ThawState.
+func (p *keyedProcessOperator[K, I, O]) FreezeState(id int64) (func(stop func() bool) ([]byte, []checkpoint.FileHandle, error), error) {
 	if p.state.Pebble != nil {
 		return p.freezePebble(id)
 	}
@@ -697,7 +697,7 @@ func (p *keyedProcessOperator[K, I, O]) freezeState(id int64) (func(stop func() 
 	return func(stop func() bool) ([]byte, []checkpoint.FileHandle, error) {
 		data, err := keyed.EncodeParts(parts, carried, stop)
 		if err != nil {
-			return nil, nil, info.wrap(err)
+			return nil, nil, info.Wrap(err)
 		}
 		return data, nil, nil
 	}, nil
@@ -706,22 +706,22 @@ func (p *keyedProcessOperator[K, I, O]) freezeState(id int64) (func(stop func() 
 // watermarkEntries are the entries of the operator's watermark for the
 // key groups of its subtask.
 func (p *keyedProcessOperator[K, I, O]) watermarkEntries() []keyed.Entry {
-	lo, hi := keygroup.Range(p.info.subtask, p.par, p.maxPar)
+	lo, hi := keygroup.Range(p.info.Subtask, p.par, p.maxPar)
 	return keyed.WatermarkEntries(p.ctx.watermark, lo, hi)
 }
 
-// thawState ends the snapshot freezeState began: its encoder returned.
-func (p *keyedProcessOperator[K, I, O]) thawState() {
+// ThawState ends the snapshot FreezeState began: its encoder returned.
+func (p *keyedProcessOperator[K, I, O]) ThawState() {
 	p.state.Thaw()
 }
 
-// snapshotState is the whole snapshot on the calling goroutine.
-func (p *keyedProcessOperator[K, I, O]) snapshotState(id int64) ([]byte, error) {
-	enc, err := p.freezeState(id)
+// SnapshotState is the whole snapshot on the calling goroutine.
+func (p *keyedProcessOperator[K, I, O]) SnapshotState(id int64) ([]byte, error) {
+	enc, err := p.FreezeState(id)
 	if err != nil {
 		return nil, err
 	}
-	defer p.thawState()
+	defer p.ThawState()
 	data, files, err := enc(func() bool { return false })
 	if len(files) > 0 {
 		return nil, errors.New("a pebble state snapshot has files; it is taken asynchronously, with the checkpoint storage")

@@ -19,7 +19,7 @@ type ProcessContext[O any] struct {
 func (c *ProcessContext[O]) Timestamp() int64 { return c.ts }
 
 // SubtaskIndex is the subtask running the function.
-func (c *ProcessContext[O]) SubtaskIndex() int { return c.info.subtask }
+func (c *ProcessContext[O]) SubtaskIndex() int { return c.info.Subtask }
 
 // Collect emits v with the current timestamp.
 func (c *ProcessContext[O]) Collect(v O) { c.CollectWithTimestamp(v, c.ts) }
@@ -45,7 +45,7 @@ func (c *ProcessContext[O]) CurrentProcessingTime() int64 {
 }
 
 func (c *ProcessContext[O]) sideOutputs() (*sideOutputs, int64, *error) {
-	return c.info.sides, c.ts, &c.err
+	return c.info.Sides, c.ts, &c.err
 }
 
 // Process runs fn on every record of a stream that is not keyed
@@ -77,16 +77,16 @@ type processOperator[I, O any] struct {
 	ctx ProcessContext[O]
 }
 
-func (p *processOperator[I, O]) open(t *task) error {
+func (p *processOperator[I, O]) Open(t *task) error {
 	p.ctx.clock = t.cfg.processingTime()
 	return nil
 }
 
 func (p *processOperator[I, O]) Collect(v I, ts int64) error {
-	p.info.records++
+	p.info.Records++
 	p.ctx.ts, p.ctx.err = ts, nil
 	if err := p.fn(&p.ctx, v); err != nil {
-		return p.info.wrap(err)
+		return p.info.Wrap(err)
 	}
 	return p.ctx.err
 }

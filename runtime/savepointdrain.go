@@ -51,7 +51,7 @@ func (ex *execution) drainTasksForSavepoint(tasks []*task) {
 		for _, op := range t.ops {
 			if d, ok := op.(shuffleDrainer); ok {
 				t.mb.Put(engine.PriorityUrgent, engine.Mail{Name: "shuffle drained?", Run: func() error {
-					d.checkDrained()
+					d.CheckDrained()
 					return nil
 				}})
 			}
@@ -62,7 +62,7 @@ func (ex *execution) drainTasksForSavepoint(tasks []*task) {
 // shuffleDrainer is a shuffle's decoding, which tells when it has read
 // every upstream slot's stop marker.
 type shuffleDrainer interface {
-	checkDrained()
+	CheckDrained()
 }
 
 // shuffleDrained stops the sources of the current tasks that read

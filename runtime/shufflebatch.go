@@ -42,7 +42,7 @@ const (
 // shuffleBatchOperator encodes the records of a cut edge and gathers
 // them into one batch per partition (the one partition gives a record,
 // or every partition when partition is nil: a broadcast edge), which it emits when the batch is
-// full, before every barrier (prepareSnapshotPreBarrier: nothing stays
+// full, before every barrier (PrepareSnapshotPreBarrier: nothing stays
 // buffered in a checkpoint) and at the end of input.
 type shuffleBatchOperator[T any] struct {
 	info      opInfo
@@ -75,19 +75,19 @@ func newShuffleBatchOperator[T any](info opInfo, channel string, partitions int,
 	return &shuffleBatchOperator[T]{info: info, channel: channel, encode: encode, partition: partition, out: out, bufs: make([]shuffleBatch, partitions), wm: engine.NoWatermark}
 }
 
-func (s *shuffleBatchOperator[T]) operator() *opInfo { return &s.info }
-func (s *shuffleBatchOperator[T]) open(t *task) error {
+func (s *shuffleBatchOperator[T]) Info() *opInfo { return &s.info }
+func (s *shuffleBatchOperator[T]) Open(t *task) error {
 	s.t = t
 	return nil
 }
 
-// endInput flushes, then marks the end of this subtask's input when its
+// EndInput flushes, then marks the end of this subtask's input when its
 // event time reached the end (a source that ended emits maxWatermark); a
 // source stopped without it (a slot handed over, a cancelled job) did not
 // end, and its next owner goes on. A slot draining for a savepoint then
 // writes its stop marker after everything: the readers of the channel
 // know they hold all this slot wrote (savepointdrain.go).
-func (s *shuffleBatchOperator[T]) endInput() error {
+func (s *shuffleBatchOperator[T]) EndInput() error {
 	if err := s.flushAll(); err != nil {
 		return err
 	}
@@ -103,22 +103,22 @@ func (s *shuffleBatchOperator[T]) endInput() error {
 	return nil
 }
 
-func (s *shuffleBatchOperator[T]) close() error {
+func (s *shuffleBatchOperator[T]) Close() error {
 	s.bufs, s.pending = nil, nil
 	return nil
 }
 
 func (s *shuffleBatchOperator[T]) Collect(v T, ts int64) error {
-	s.info.records++
+	s.info.Records++
 	var p int32
 	if s.partition != nil {
 		if p = s.partition(v); p < 0 || int(p) >= len(s.bufs) {
-			return s.info.wrap(fmt.Errorf("shuffle %s: partition %d outside [0, %d)", s.channel, p, len(s.bufs)))
+			return s.info.Wrap(fmt.Errorf("shuffle %s: partition %d outside [0, %d)", s.channel, p, len(s.bufs)))
 		}
 	}
 	var err error
 	if s.scratch, err = s.encode(s.scratch[:0], v); err != nil {
-		return s.info.wrap(fmt.Errorf("shuffle %s: encode a %s: %w", s.channel, typeName[T](), err))
+		return s.info.Wrap(fmt.Errorf("shuffle %s: encode a %s: %w", s.channel, typeName[T](), err))
 	}
 	if s.partition != nil {
 		return s.add(p, ts)
@@ -137,7 +137,7 @@ func (s *shuffleBatchOperator[T]) add(p int32, ts int64) error {
 	if len(b.b) == 0 {
 		b.b = make([]byte, 1, shuffleBatchBytes+len(s.scratch)+3*binary.MaxVarintLen64)
 		b.b[0] = shuffleBatchV2
-		b.b = binary.AppendUvarint(b.b, uint64(s.info.subtask))
+		b.b = binary.AppendUvarint(b.b, uint64(s.info.Subtask))
 		b.maxTs = connector.NoTimestamp
 		s.pending = append(s.pending, p)
 	}
@@ -175,7 +175,7 @@ func (s *shuffleBatchOperator[T]) flushAll() error {
 	return nil
 }
 
-func (s *shuffleBatchOperator[T]) prepareSnapshotPreBarrier(int64) error {
+func (s *shuffleBatchOperator[T]) PrepareSnapshotPreBarrier(int64) error {
 	if err := s.flushAll(); err != nil {
 		return err
 	}
@@ -212,10 +212,10 @@ func (s *shuffleBatchOperator[T]) markChanges() error {
 // any of them may receive this subtask's records. One value serves them
 // all; nobody changes it.
 func (s *shuffleBatchOperator[T]) mark(m slots.Marker) error {
-	m.Slot = s.info.subtask
+	m.Slot = s.info.Subtask
 	enc, err := slots.EncodeMarker(m)
 	if err != nil {
-		return s.info.wrap(fmt.Errorf("shuffle %s: %w", s.channel, err))
+		return s.info.Wrap(fmt.Errorf("shuffle %s: %w", s.channel, err))
 	}
 	v := append([]byte{shuffleMarkerV1}, enc...)
 	for p := range s.bufs {
@@ -291,7 +291,7 @@ type shuffleUnbatchOperator[T any] struct {
 func newShuffleUnbatchOperator[T any](info opInfo, channel string, decode func([]byte) (T, error), out output[T], p, partitions int, owner func(partition, parallelism int) int) *shuffleUnbatchOperator[T] {
 	u := &shuffleUnbatchOperator[T]{info: info, channel: channel, decode: decode, out: out, upstream: p, index: map[int32]int{}, wm: engine.NoWatermark}
 	for q := range partitions {
-		if owner(q, p) == info.subtask {
+		if owner(q, p) == info.Subtask {
 			u.index[int32(q)] = len(u.owned)
 			u.owned = append(u.owned, int32(q))
 		}
@@ -314,27 +314,27 @@ func (u *shuffleUnbatchOperator[T]) fresh() error {
 	return nil
 }
 
-func (u *shuffleUnbatchOperator[T]) operator() *opInfo { return &u.info }
-func (u *shuffleUnbatchOperator[T]) endInput() error   { return nil }
-func (u *shuffleUnbatchOperator[T]) close() error      { return nil }
+func (u *shuffleUnbatchOperator[T]) Info() *opInfo   { return &u.info }
+func (u *shuffleUnbatchOperator[T]) EndInput() error { return nil }
+func (u *shuffleUnbatchOperator[T]) Close() error    { return nil }
 
 const shuffleDecodeStateV1 byte = 1
 
-// open restores the merges of this subtask from the checkpoint.
-func (u *shuffleUnbatchOperator[T]) open(t *task) error {
+// Open restores the merges of this subtask from the checkpoint.
+func (u *shuffleUnbatchOperator[T]) Open(t *task) error {
 	u.t = t
 	if u.err != nil {
-		return u.info.wrap(u.err)
+		return u.info.Wrap(u.err)
 	}
-	old, err := t.restored.Subtasks(u.info.uid)
+	old, err := t.restored.Subtasks(u.info.UID)
 	if err != nil {
-		return u.info.wrap(err)
+		return u.info.Wrap(err)
 	}
-	if u.info.subtask >= len(old) || old[u.info.subtask] == nil {
+	if u.info.Subtask >= len(old) || old[u.info.Subtask] == nil {
 		return nil
 	}
-	if err := u.restore(old[u.info.subtask]); err != nil {
-		return u.info.wrap(err)
+	if err := u.restore(old[u.info.Subtask]); err != nil {
+		return u.info.Wrap(err)
 	}
 	return u.announce()
 }
@@ -381,7 +381,7 @@ func (u *shuffleUnbatchOperator[T]) restore(b []byte) error {
 	return nil
 }
 
-func (u *shuffleUnbatchOperator[T]) snapshotState(int64) ([]byte, error) {
+func (u *shuffleUnbatchOperator[T]) SnapshotState(int64) ([]byte, error) {
 	b := []byte{shuffleDecodeStateV1} // a new blob: the last may still be stored
 	b = binary.AppendUvarint(b, uint64(len(u.owned)))
 	for _, m := range u.parts {
@@ -399,39 +399,39 @@ func (u *shuffleUnbatchOperator[T]) snapshotState(int64) ([]byte, error) {
 var errShuffleBatch = errors.New("not a shuffle batch or marker of this format")
 
 func (u *shuffleUnbatchOperator[T]) Collect(r connector.ShuffleRecord, _ int64) error {
-	u.info.records++
+	u.info.Records++
 	b := r.Value
 	if len(b) == 0 || (b[0] != shuffleBatchV2 && b[0] != shuffleMarkerV1) {
-		return u.info.wrap(fmt.Errorf("shuffle %s: a record of partition %d: %w", u.channel, r.Partition, errShuffleBatch))
+		return u.info.Wrap(fmt.Errorf("shuffle %s: a record of partition %d: %w", u.channel, r.Partition, errShuffleBatch))
 	}
 	i, ok := u.index[r.Partition]
 	if !ok {
-		return u.info.wrap(fmt.Errorf("shuffle %s: a record of partition %d, which subtask %d does not read", u.channel, r.Partition, u.info.subtask))
+		return u.info.Wrap(fmt.Errorf("shuffle %s: a record of partition %d, which subtask %d does not read", u.channel, r.Partition, u.info.Subtask))
 	}
 	if b[0] == shuffleMarkerV1 {
 		m, err := slots.DecodeMarker(b[1:])
 		if err != nil {
-			return u.info.wrap(fmt.Errorf("shuffle %s: a marker of partition %d: %w: %w", u.channel, r.Partition, errShuffleBatch, err))
+			return u.info.Wrap(fmt.Errorf("shuffle %s: a marker of partition %d: %w: %w", u.channel, r.Partition, errShuffleBatch, err))
 		}
 		out, err := u.parts[i].Marker(m)
 		if err != nil {
-			return u.info.wrap(fmt.Errorf("shuffle %s: partition %d: %w", u.channel, r.Partition, err))
+			return u.info.Wrap(fmt.Errorf("shuffle %s: partition %d: %w", u.channel, r.Partition, err))
 		}
 		if err := u.eventTimeMoved(out); err != nil {
 			return err
 		}
 		if m.Kind == slots.StopMarker || m.Kind == slots.EndMarker {
-			u.checkDrained()
+			u.CheckDrained()
 		}
 		return nil
 	}
 	slot, k := binary.Uvarint(b[1:])
 	if k <= 0 || slot > math.MaxInt32 {
-		return u.info.wrap(fmt.Errorf("shuffle %s: a batch of partition %d: bad upstream subtask: %w", u.channel, r.Partition, errShuffleBatch))
+		return u.info.Wrap(fmt.Errorf("shuffle %s: a batch of partition %d: bad upstream subtask: %w", u.channel, r.Partition, errShuffleBatch))
 	}
 	out, err := u.parts[i].Record(int(slot))
 	if err != nil {
-		return u.info.wrap(fmt.Errorf("shuffle %s: partition %d: %w", u.channel, r.Partition, err))
+		return u.info.Wrap(fmt.Errorf("shuffle %s: partition %d: %w", u.channel, r.Partition, err))
 	}
 	// A slot back from idleness makes its partition, and this subtask,
 	// active before its records go on.
@@ -442,17 +442,17 @@ func (u *shuffleUnbatchOperator[T]) Collect(r connector.ShuffleRecord, _ int64) 
 	for len(b) > 0 {
 		n, k := binary.Uvarint(b)
 		if k <= 0 {
-			return u.info.wrap(fmt.Errorf("shuffle %s: a batch of partition %d: bad length: %w", u.channel, r.Partition, errShuffleBatch))
+			return u.info.Wrap(fmt.Errorf("shuffle %s: a batch of partition %d: bad length: %w", u.channel, r.Partition, errShuffleBatch))
 		}
 		b = b[k:]
 		ts, k := binary.Varint(b)
 		if k <= 0 || uint64(len(b)-k) < n {
-			return u.info.wrap(fmt.Errorf("shuffle %s: a batch of partition %d: cut short: %w", u.channel, r.Partition, errShuffleBatch))
+			return u.info.Wrap(fmt.Errorf("shuffle %s: a batch of partition %d: cut short: %w", u.channel, r.Partition, errShuffleBatch))
 		}
 		b = b[k:]
 		v, err := u.decode(b[:n])
 		if err != nil {
-			return u.info.wrap(fmt.Errorf("shuffle %s: decode a %s from partition %d: %w", u.channel, typeName[T](), r.Partition, err))
+			return u.info.Wrap(fmt.Errorf("shuffle %s: decode a %s from partition %d: %w", u.channel, typeName[T](), r.Partition, err))
 		}
 		b = b[n:]
 		if err := u.out.Collect(v, ts); err != nil {
@@ -462,11 +462,11 @@ func (u *shuffleUnbatchOperator[T]) Collect(r connector.ShuffleRecord, _ int64) 
 	return nil
 }
 
-// checkDrained tells the execution, once, that every partition this
+// CheckDrained tells the execution, once, that every partition this
 // subtask reads is drained (every upstream slot stopped for the savepoint
 // or ended), while its slot drains for a savepoint: its source may stop,
 // since nothing more is written to it. On the task goroutine.
-func (u *shuffleUnbatchOperator[T]) checkDrained() {
+func (u *shuffleUnbatchOperator[T]) CheckDrained() {
 	if u.drained || u.t == nil || u.t.ex == nil || !u.t.ex.drainingForSavepoint.Load() {
 		return
 	}

@@ -37,7 +37,7 @@ func TestShuffleBatchesKeepEveryRecordOrderAndTimestamp(t *testing.T) {
 			t.Fatal(err)
 		}
 		if i == 10000 {
-			if err := enc.prepareSnapshotPreBarrier(1); err != nil {
+			if err := enc.PrepareSnapshotPreBarrier(1); err != nil {
 				t.Fatal(err)
 			}
 			if len(enc.pending) != 0 {
@@ -48,7 +48,7 @@ func TestShuffleBatchesKeepEveryRecordOrderAndTimestamp(t *testing.T) {
 	if err := enc.EmitWatermark(77); err != nil || len(batches.wms) != 1 {
 		t.Fatalf("watermark not passed on: %v %v", batches.wms, err)
 	}
-	if err := enc.endInput(); err != nil {
+	if err := enc.EndInput(); err != nil {
 		t.Fatal(err)
 	}
 	full := 0
@@ -179,7 +179,7 @@ func shuffleEvents(t *testing.T, recs []connector.ShuffleRecord) string {
 func TestShuffleMarkersFollowTheBatchesWhenEventTimeChanged(t *testing.T) {
 	serde := state.DefaultSerde[string]()
 	recs := &winOut[connector.ShuffleRecord]{}
-	enc := newShuffleBatchOperator(opInfo{subtask: 2}, "c", 2, serde.Append, func(v string) int32 { return int32(len(v) % 2) }, output[connector.ShuffleRecord](recs))
+	enc := newShuffleBatchOperator(opInfo{Subtask: 2}, "c", 2, serde.Append, func(v string) int32 { return int32(len(v) % 2) }, output[connector.ShuffleRecord](recs))
 	step := func(what string, do func() error, want string) {
 		t.Helper()
 		if err := do(); err != nil {
@@ -189,7 +189,7 @@ func TestShuffleMarkersFollowTheBatchesWhenEventTimeChanged(t *testing.T) {
 			t.Fatalf("%s: wrote %q; want %q", what, got, want)
 		}
 	}
-	barrier := func() error { return enc.prepareSnapshotPreBarrier(1) }
+	barrier := func() error { return enc.PrepareSnapshotPreBarrier(1) }
 	step("records, no watermark yet", func() error { return enc.Collect("a", 1) }, "")
 	step("barrier, no watermark yet", barrier, "p1:batch")
 	step("watermark", func() error {
@@ -240,9 +240,9 @@ func TestShuffleMarkersFollowTheBatchesWhenEventTimeChanged(t *testing.T) {
 		}
 		return barrier()
 	}, "p0:wm 2 170, p1:wm 2 170, p0:idle 2, p1:idle 2")
-	step("stopped: the end of input without maxWatermark", enc.endInput, "")
+	step("stopped: the end of input without maxWatermark", enc.EndInput, "")
 
-	ended := newShuffleBatchOperator(opInfo{subtask: 0}, "c", 2, serde.Append, func(string) int32 { return 0 }, output[connector.ShuffleRecord](recs))
+	ended := newShuffleBatchOperator(opInfo{Subtask: 0}, "c", 2, serde.Append, func(string) int32 { return 0 }, output[connector.ShuffleRecord](recs))
 	enc = ended
 	step("records then the end of event time", func() error {
 		if err := ended.Collect("x", 5); err != nil {
@@ -251,7 +251,7 @@ func TestShuffleMarkersFollowTheBatchesWhenEventTimeChanged(t *testing.T) {
 		if err := ended.EmitWatermark(engine.MaxWatermark); err != nil {
 			return err
 		}
-		return ended.endInput()
+		return ended.EndInput()
 	}, "p0:batch, p0:end 0, p1:end 0")
 	step("the final barrier after the end", barrier, "")
 }
@@ -278,7 +278,7 @@ func TestShuffleDecodeEventTimeIsMinimumOverSlotsAndPartitions(t *testing.T) {
 		return marker(p, slots.Marker{Kind: slots.EndMarker, Slot: slot})
 	}
 	batch := func(p int32, slot int, v string, ts int64) connector.ShuffleRecord {
-		enc := newShuffleBatchOperator(opInfo{subtask: slot}, "c", 4, serde.Append, func(string) int32 { return p }, output[connector.ShuffleRecord](&winOut[connector.ShuffleRecord]{}))
+		enc := newShuffleBatchOperator(opInfo{Subtask: slot}, "c", 4, serde.Append, func(string) int32 { return p }, output[connector.ShuffleRecord](&winOut[connector.ShuffleRecord]{}))
 		out := &winOut[connector.ShuffleRecord]{}
 		enc.out = out
 		if err := enc.Collect(v, ts); err != nil {
@@ -350,7 +350,7 @@ func TestShuffleDecodeRestoredGoesOnFromItsMarkers(t *testing.T) {
 	if got := log.take(); got != "wm 50" {
 		t.Fatalf("before the checkpoint: %q", got)
 	}
-	state, err := dec.snapshotState(1)
+	state, err := dec.SnapshotState(1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -390,7 +390,7 @@ func TestShuffleDecodeRestoredGoesOnFromItsMarkers(t *testing.T) {
 		}
 	}
 	log.take()
-	idleState, err := idle.snapshotState(2)
+	idleState, err := idle.SnapshotState(2)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -464,15 +464,15 @@ func TestSlotDrainingForASavepointStopsItsShuffleReaderOnlyAfterEveryUpstreamSto
 	ex := &execution{master: engine.NewMailbox(), log: slog.New(slog.DiscardHandler)}
 	tk := &task{ex: ex}
 	recs := &winOut[connector.ShuffleRecord]{}
-	enc := newShuffleBatchOperator(opInfo{subtask: 1}, "c", 2, serde.Append, func(v string) int32 { return int32(len(v) % 2) }, output[connector.ShuffleRecord](recs))
-	if err := enc.open(tk); err != nil {
+	enc := newShuffleBatchOperator(opInfo{Subtask: 1}, "c", 2, serde.Append, func(v string) int32 { return int32(len(v) % 2) }, output[connector.ShuffleRecord](recs))
+	if err := enc.Open(tk); err != nil {
 		t.Fatal(err)
 	}
 	if err := enc.Collect("ab", 10); err != nil {
 		t.Fatal(err)
 	}
 	ex.drainingForSavepoint.Store(true)
-	if err := enc.endInput(); err != nil {
+	if err := enc.EndInput(); err != nil {
 		t.Fatal(err)
 	}
 	if got, want := shuffleEvents(t, recs.take()), "p0:batch, p0:stop 1, p1:stop 1"; got != want {
@@ -483,7 +483,7 @@ func TestSlotDrainingForASavepointStopsItsShuffleReaderOnlyAfterEveryUpstreamSto
 	// and 1.
 	log := &eventLog[string]{}
 	dec := newShuffleUnbatchOperator(opInfo{}, "c", serde.Decode, output[string](log), 2, 4, func(p, _ int) int { return p % 2 })
-	if err := dec.open(tk); err != nil {
+	if err := dec.Open(tk); err != nil {
 		t.Fatal(err)
 	}
 	stop := func(p int32, slot int) connector.ShuffleRecord {
@@ -509,7 +509,7 @@ func TestSlotDrainingForASavepointStopsItsShuffleReaderOnlyAfterEveryUpstreamSto
 	}
 	ex.drainingForSavepoint.Store(true)
 	dec = newShuffleUnbatchOperator(opInfo{}, "c", serde.Decode, output[string](log), 2, 4, func(p, _ int) int { return p % 2 })
-	if err := dec.open(tk); err != nil {
+	if err := dec.Open(tk); err != nil {
 		t.Fatal(err)
 	}
 	for i, r := range []connector.ShuffleRecord{

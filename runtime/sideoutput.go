@@ -244,11 +244,11 @@ func emitSide[T any](s *sideOutputs, tag OutputTag[T], v T, ts int64) error {
 			}
 			out, ok := s.outs[i].(output[T])
 			if !ok {
-				return s.op.wrap(&unrecoverableError{Err: fmt.Errorf("side output %q is declared with another type than %s, the type of the tag emitted to", tag.id, typeName[T]())})
+				return s.op.Wrap(&unrecoverableError{Err: fmt.Errorf("side output %q is declared with another type than %s, the type of the tag emitted to", tag.id, typeName[T]())})
 			}
 			return out.Collect(v, ts)
 		}
-		return s.op.wrap(&unrecoverableError{Err: fmt.Errorf("side output %s is not declared by this operator: declare it with DeclareSideOutputs on the stream the operator returns", tag)})
+		return s.op.Wrap(&unrecoverableError{Err: fmt.Errorf("side output %s is not declared by this operator: declare it with DeclareSideOutputs on the stream the operator returns", tag)})
 	}
 	return &unrecoverableError{Err: fmt.Errorf("side output %s is not declared by the operator that emits to it: declare it with DeclareSideOutputs on the stream the operator returns", tag)}
 }

@@ -51,9 +51,9 @@ type sourceOperator[T any, S connector.Split, C any] struct {
 	uncountLag func()
 }
 
-func (s *sourceOperator[T, S, C]) operator() *opInfo { return &s.info }
+func (s *sourceOperator[T, S, C]) Info() *opInfo { return &s.info }
 
-func (s *sourceOperator[T, S, C]) open(t *task) error {
+func (s *sourceOperator[T, S, C]) Open(t *task) error {
 	s.t = t
 	s.openedAt = time.Now()
 	s.output = newReaderOutput(s.strategy, s.out)
@@ -62,24 +62,24 @@ func (s *sourceOperator[T, S, C]) open(t *task) error {
 	s.metrics = t.metricGroup(s.info)
 	r, err := s.src.CreateReader(readerContext[T, S, C]{op: s})
 	if err != nil {
-		return s.info.wrap(err)
+		return s.info.Wrap(err)
 	}
 	if r == nil {
-		return s.info.wrap(&unrecoverableError{Err: errNilReader})
+		return s.info.Wrap(&unrecoverableError{Err: errNilReader})
 	}
 	s.reader = r
 	s.countLag(t)
 	// Splits restored from a checkpoint go to the reader before it
 	// registers and starts, as in Flink's SourceOperator.open.
 	if err := s.restoreSplits(t); err != nil {
-		return s.info.wrap(err)
+		return s.info.Wrap(err)
 	}
 	// Registration is queued before anything Start may send (a pull-mode
 	// reader asks for its first split there), and the coordinator handles
 	// its queue in order, so the enumerator knows the reader first.
-	s.coord.RegisterReader(s.info.subtask)
+	s.coord.RegisterReader(s.info.Subtask)
 	if err := r.Start(); err != nil {
-		return s.info.wrap(err)
+		return s.info.Wrap(err)
 	}
 	s.output.mux.Started = true
 	s.output.mux.Update()
@@ -94,7 +94,7 @@ func (s *sourceOperator[T, S, C]) open(t *task) error {
 }
 
 func (s *sourceOperator[T, S, C]) restoreSplits(t *task) error {
-	old, err := t.restored.Subtasks(s.info.uid)
+	old, err := t.restored.Subtasks(s.info.UID)
 	if err != nil || len(old) == 0 {
 		return err
 	}
@@ -103,8 +103,8 @@ func (s *sourceOperator[T, S, C]) restoreSplits(t *task) error {
 	}
 	var restored []S
 	if len(old) == s.par {
-		if old[s.info.subtask] != nil {
-			restored, err = engine.DecodeList(old[s.info.subtask], s.src.SplitSerializer())
+		if old[s.info.Subtask] != nil {
+			restored, err = engine.DecodeList(old[s.info.Subtask], s.src.SplitSerializer())
 			if err != nil {
 				return &unrecoverableError{Err: fmt.Errorf("restore splits: %w", err)} // the same checkpoint fails again
 			}
@@ -122,7 +122,7 @@ func (s *sourceOperator[T, S, C]) restoreSplits(t *task) error {
 				return &unrecoverableError{Err: fmt.Errorf("restore splits: %w", err)} // the same checkpoint fails again
 			}
 			for _, sp := range splits {
-				if i%s.par == s.info.subtask {
+				if i%s.par == s.info.Subtask {
 					restored = append(restored, sp)
 				}
 				i++
@@ -135,24 +135,24 @@ func (s *sourceOperator[T, S, C]) restoreSplits(t *task) error {
 	return s.AddSplits(restored)
 }
 
-// snapshotState converts the reader's splits into the subtask's operator
+// SnapshotState converts the reader's splits into the subtask's operator
 // list state, then reopens the coordinator's gate to this subtask: events
 // held since the coordinator snapshot run after this one (the gate).
-func (s *sourceOperator[T, S, C]) snapshotState(id int64) ([]byte, error) {
+func (s *sourceOperator[T, S, C]) SnapshotState(id int64) ([]byte, error) {
 	splits, err := s.reader.SnapshotState(id)
 	if err != nil {
-		return nil, s.info.wrap(fmt.Errorf("snapshot reader: %w", err))
+		return nil, s.info.Wrap(fmt.Errorf("snapshot reader: %w", err))
 	}
 	data, err := engine.EncodeList(splits, s.src.SplitSerializer())
 	if err != nil {
-		return nil, s.info.wrap(fmt.Errorf("serialize splits: %w", err))
+		return nil, s.info.Wrap(fmt.Errorf("serialize splits: %w", err))
 	}
-	s.coord.Gateway(s.info.subtask).Open(id)
+	s.coord.Gateway(s.info.Subtask).Open(id)
 	return data, nil
 }
 
-func (s *sourceOperator[T, S, C]) notifyCheckpointComplete(id int64) error {
-	return s.info.wrap(s.reader.NotifyCheckpointComplete(id))
+func (s *sourceOperator[T, S, C]) NotifyCheckpointComplete(id int64) error {
+	return s.info.Wrap(s.reader.NotifyCheckpointComplete(id))
 }
 
 func (s *sourceOperator[T, S, C]) periodicEmit() error {
@@ -182,7 +182,7 @@ func (s *sourceOperator[T, S, C]) step() (inputStatus, error) {
 		return inputMore, s.output.err
 	}
 	if err != nil {
-		return inputMore, s.info.wrap(err)
+		return inputMore, s.info.Wrap(err)
 	}
 	switch st {
 	case connector.MoreAvailable:
@@ -203,7 +203,7 @@ func (s *sourceOperator[T, S, C]) step() (inputStatus, error) {
 		}
 		return inputEnd, nil
 	default:
-		return inputMore, s.info.wrap(errBadInputStatus(st))
+		return inputMore, s.info.Wrap(errBadInputStatus(st))
 	}
 }
 
@@ -253,9 +253,9 @@ func (s *sourceOperator[T, S, C]) stop() {
 // stopped: the source ended by a stop request, without maxWatermark.
 func (s *sourceOperator[T, S, C]) stopped() bool { return s.stopRequested }
 
-func (s *sourceOperator[T, S, C]) endInput() error { return nil }
+func (s *sourceOperator[T, S, C]) EndInput() error { return nil }
 
-func (s *sourceOperator[T, S, C]) close() error {
+func (s *sourceOperator[T, S, C]) Close() error {
 	if s.reader == nil {
 		return nil
 	}
@@ -263,7 +263,7 @@ func (s *sourceOperator[T, S, C]) close() error {
 		s.uncountLag()
 		s.uncountLag = nil
 	}
-	return s.info.wrap(s.reader.Close())
+	return s.info.Wrap(s.reader.Close())
 }
 
 // The three methods below make the operator the coordinator's
@@ -279,13 +279,13 @@ func (s *sourceOperator[T, S, C]) AddSplits(splits []S) error {
 		// the enumerator's snapshot no longer holds these splits: the
 		// reader must keep them, unread, so its snapshot does
 		// (the one-place rule).
-		return s.info.wrap(s.reader.AddSplits(splits))
+		return s.info.Wrap(s.reader.AddSplits(splits))
 	}
 	if s.ended {
 		// The reader returned end of input, which it does only after no
 		// more splits were promised: a split now would be read by nobody
 		// and kept in no reader's state (the one-place rule). Fail loudly.
-		return s.info.wrap(fmt.Errorf("the enumerator assigned %d split(s) after signalling no more splits to this reader, which has ended", len(splits)))
+		return s.info.Wrap(fmt.Errorf("the enumerator assigned %d split(s) after signalling no more splits to this reader, which has ended", len(splits)))
 	}
 	ids := make([]string, len(splits))
 	for i, sp := range splits {
@@ -293,7 +293,7 @@ func (s *sourceOperator[T, S, C]) AddSplits(splits []S) error {
 	}
 	s.output.mux.SplitsAssigned(ids)
 	s.output.hold(ids)
-	return s.info.wrap(s.reader.AddSplits(splits))
+	return s.info.Wrap(s.reader.AddSplits(splits))
 }
 
 func (s *sourceOperator[T, S, C]) NoMoreSplits() error {
@@ -310,19 +310,19 @@ func (s *sourceOperator[T, S, C]) HandleSourceEvent(ev connector.SourceEvent) er
 	if s.reader == nil || s.ended {
 		return nil
 	}
-	return s.info.wrap(s.reader.HandleSourceEvent(ev))
+	return s.info.Wrap(s.reader.HandleSourceEvent(ev))
 }
 
 // readerContext is the reader's view of the engine.
 type readerContext[T any, S connector.Split, C any] struct{ op *sourceOperator[T, S, C] }
 
-func (c readerContext[T, S, C]) SubtaskIndex() int { return c.op.info.subtask }
+func (c readerContext[T, S, C]) SubtaskIndex() int { return c.op.info.Subtask }
 func (c readerContext[T, S, C]) Parallelism() int  { return c.op.par }
 func (c readerContext[T, S, C]) SendSplitRequest() {
-	c.op.coord.SplitRequest(c.op.info.subtask)
+	c.op.coord.SplitRequest(c.op.info.Subtask)
 }
 func (c readerContext[T, S, C]) SendSourceEvent(ev connector.SourceEvent) {
-	c.op.coord.SourceEvent(c.op.info.subtask, ev)
+	c.op.coord.SourceEvent(c.op.info.Subtask, ev)
 }
 
 // MetricGroup makes the context a metrics.GroupProvider.
@@ -331,16 +331,16 @@ func (c readerContext[T, S, C]) MetricGroup() *metrics.Group { return c.op.metri
 // SideOutput makes the context a connector.SideOutputs: the side outputs
 // are those declared on the source's stream (DeclareSideOutputs).
 func (c readerContext[T, S, C]) SideOutput(id string, typ reflect.Type) (func(record any, timestamp int64), error) {
-	sides := c.op.info.sides
+	sides := c.op.info.Sides
 	i := -1
 	if sides != nil {
 		i = slices.Index(sides.ids, id)
 	}
 	if i < 0 {
-		return nil, &unrecoverableError{Err: fmt.Errorf("source %q emits side output %q, which its stream does not declare: declare it with DeclareSideOutputs(NewOutputTag[%s](%q)) on the stream FromSource returns", c.op.info.name, id, typ, id)}
+		return nil, &unrecoverableError{Err: fmt.Errorf("source %q emits side output %q, which its stream does not declare: declare it with DeclareSideOutputs(NewOutputTag[%s](%q)) on the stream FromSource returns", c.op.info.Name, id, typ, id)}
 	}
 	if t := sides.tags[i]; t.typ != typ {
-		return nil, &unrecoverableError{Err: fmt.Errorf("source %q emits records of type %s to side output %q, which its stream declares with type %s: make the tag with NewOutputTag[%s]", c.op.info.name, typ, id, t.typ, typ)}
+		return nil, &unrecoverableError{Err: fmt.Errorf("source %q emits records of type %s to side output %q, which its stream declares with type %s: make the tag with NewOutputTag[%s]", c.op.info.Name, typ, id, t.typ, typ)}
 	}
 	ops, out, r := sides.tags[i].ops, sides.outs[i], c.op.output
 	return func(v any, ts int64) {
@@ -510,7 +510,7 @@ func (o *splitOutput[T]) CollectWithTimestamp(v T, ts int64) {
 	if r.assign != nil {
 		ts = r.assign(v, ts)
 	}
-	r.info.records++
+	r.info.Records++
 	// The record goes first, then the generator sees it: a watermark it
 	// derives from this record must follow the record, or the record would
 	// be late on arrival.

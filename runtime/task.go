@@ -150,7 +150,7 @@ func (t *task) run(ctx context.Context) (err error) {
 	t.ctx = ctx
 	defer func() {
 		if r := recover(); r != nil {
-			err = &OperatorError{Operator: t.name, UID: t.head.uid, Subtask: t.subtask,
+			err = &OperatorError{Operator: t.name, UID: t.head.UID, Subtask: t.subtask,
 				Err: newPanicError("panic", r)}
 		}
 		err = errors.Join(err, t.shutdown())
@@ -158,7 +158,7 @@ func (t *task) run(ctx context.Context) (err error) {
 			// A close error after a real failure must not hide it.
 			var oe *OperatorError
 			if !errors.As(err, &oe) {
-				err = t.head.wrap(err)
+				err = t.head.Wrap(err)
 			}
 		}
 		// The last publication: the master reads these totals once it
@@ -175,8 +175,8 @@ func (t *task) run(ctx context.Context) (err error) {
 		}
 	}
 	for i := len(t.ops) - 1; i >= 0; i-- {
-		if err := t.ops[i].open(t); err != nil {
-			return t.ops[i].operator().wrap(err)
+		if err := t.ops[i].Open(t); err != nil {
+			return t.ops[i].Info().Wrap(err)
 		}
 	}
 	t.restored.Opened()
@@ -202,7 +202,7 @@ func (t *task) loop(ctx context.Context) error {
 				if errors.Is(err, errTaskCancelled) {
 					return err
 				}
-				return t.head.wrap(err)
+				return t.head.Wrap(err)
 			}
 		}
 		if !t.outputsAvailable() {
@@ -236,7 +236,7 @@ func (t *task) loop(ctx context.Context) error {
 			t.suspended[n] = nil
 			t.suspended = t.suspended[:n]
 			if err := r.resume(); err != nil {
-				return t.head.wrap(err)
+				return t.head.Wrap(err)
 			}
 			if t.cfg.flushTimeout == 0 {
 				t.flushOutputs()
@@ -265,7 +265,7 @@ func (t *task) loop(ctx context.Context) error {
 		}
 		st, err := t.input.step()
 		if err != nil {
-			return t.head.wrap(err)
+			return t.head.Wrap(err)
 		}
 		if t.cfg.flushTimeout == 0 {
 			t.flushOutputs()
@@ -315,8 +315,8 @@ func (t *task) suspend(r resumable) { t.suspended = append(t.suspended, r) }
 // subtask that this partition ended (which flushes the buffers first).
 func (t *task) endInput() error {
 	for _, op := range t.ops {
-		if err := op.endInput(); err != nil {
-			return op.operator().wrap(err)
+		if err := op.EndInput(); err != nil {
+			return op.Info().Wrap(err)
 		}
 	}
 	stopped := t.input.stopped()
@@ -342,8 +342,8 @@ func (t *task) shutdown() error {
 	t.mb.Close()
 	var errs []error
 	for _, op := range t.ops {
-		if err := op.close(); err != nil {
-			errs = append(errs, op.operator().wrap(err))
+		if err := op.Close(); err != nil {
+			errs = append(errs, op.Info().Wrap(err))
 		}
 	}
 	return errors.Join(errs...)

@@ -271,7 +271,7 @@ func runTimerModel(t *testing.T, b backendKind, seed uint64, keys []int64, far i
 			if p.state.Pebble != nil {
 				p.state.Pebble.Storage = mem
 			}
-			enc, err := p.freezeState(id)
+			enc, err := p.FreezeState(id)
 			if err != nil {
 				t.Fatalf("step %d: %v", step, err)
 			}
@@ -290,7 +290,7 @@ func runTimerModel(t *testing.T, b backendKind, seed uint64, keys []int64, far i
 				run(snap, func() bool { return false })
 			}
 			<-snap.done
-			p.thawState()
+			p.ThawState()
 			if snap.err == nil {
 				last = commitBlobs(t, mem, snap.id, [][]byte{snap.blob}, [][]checkpoint.FileHandle{snap.files})
 				lastModel = snap.model
@@ -322,7 +322,7 @@ func runTimerModel(t *testing.T, b backendKind, seed uint64, keys []int64, far i
 			run(snap, func() bool { return false })
 		}
 		<-snap.done
-		p.thawState()
+		p.ThawState()
 	}
 	check(steps)
 }
@@ -335,13 +335,13 @@ func openKeyedFromStop[K comparable](t *testing.T, sc stateConfig, chk *checkpoi
 	if err != nil {
 		t.Fatal(err)
 	}
-	tk := &task{name: "p", head: &opInfo{name: "p"}, cfg: &config{maxParallelism: 128, state: sc}, mb: engine.NewMailbox(),
+	tk := &task{name: "p", head: &opInfo{Name: "p"}, cfg: &config{maxParallelism: 128, state: sc}, mb: engine.NewMailbox(),
 		restored: &engine.RestoredState{Chk: chk}}
-	p := &keyedProcessOperator[K, K, string]{info: opInfo{name: "p", uid: "op", subtask: sub}, keyFn: func(k K) K { return k },
+	p := &keyedProcessOperator[K, K, string]{info: opInfo{Name: "p", UID: "op", Subtask: sub}, keyFn: func(k K) K { return k },
 		hash: hash, par: par, out: output[string](&recorder[string]{}),
 		newFn: func() KeyedProcessFunction[K, K, string] { return fn }}
-	stop := func() { _ = tk.shutdown(); _ = p.close() }
-	if err := p.open(tk); err != nil {
+	stop := func() { _ = tk.shutdown(); _ = p.Close() }
+	if err := p.Open(tk); err != nil {
 		stop()
 		t.Fatal(err)
 	}

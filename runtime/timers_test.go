@@ -83,13 +83,13 @@ func openKeyedFrom[K comparable](t *testing.T, sc stateConfig, chk *checkpoint.C
 	if err != nil {
 		t.Fatal(err)
 	}
-	tk := &task{name: "p", head: &opInfo{name: "p"}, cfg: &config{maxParallelism: 128, state: sc}, mb: engine.NewMailbox(),
+	tk := &task{name: "p", head: &opInfo{Name: "p"}, cfg: &config{maxParallelism: 128, state: sc}, mb: engine.NewMailbox(),
 		restored: &engine.RestoredState{Chk: chk}}
-	p := &keyedProcessOperator[K, K, string]{info: opInfo{name: "p", uid: "op", subtask: sub}, keyFn: func(k K) K { return k },
+	p := &keyedProcessOperator[K, K, string]{info: opInfo{Name: "p", UID: "op", Subtask: sub}, keyFn: func(k K) K { return k },
 		hash: hash, par: par, out: output[string](&recorder[string]{}),
 		newFn: func() KeyedProcessFunction[K, K, string] { return fn }}
-	err = p.open(tk)
-	t.Cleanup(func() { _ = tk.shutdown(); _ = p.close() })
+	err = p.Open(tk)
+	t.Cleanup(func() { _ = tk.shutdown(); _ = p.Close() })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -255,7 +255,7 @@ func TestSnapshotFreezeDoesNotCopyTimers(t *testing.T) {
 			}
 			var enc func(func() bool) ([]byte, []checkpoint.FileHandle, error)
 			n := allocated(func() {
-				if enc, err = p.freezeState(1); err != nil {
+				if enc, err = p.FreezeState(1); err != nil {
 					t.Fatal(err)
 				}
 			})
@@ -275,7 +275,7 @@ func TestSnapshotFreezeDoesNotCopyTimers(t *testing.T) {
 			if _, _, err := enc(func() bool { return false }); err != nil {
 				t.Fatal(err)
 			}
-			p.thawState()
+			p.ThawState()
 		})
 	}
 }
@@ -399,7 +399,7 @@ func TestFrozenTimersUnchangedByLaterTimerWrites(t *testing.T) {
 		return es
 	}
 	beforeEv, beforePr := sorted(allTimers(&p.timers.event)), sorted(allTimers(&p.timers.processing))
-	enc, err := p.freezeState(1)
+	enc, err := p.FreezeState(1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -418,7 +418,7 @@ func TestFrozenTimersUnchangedByLaterTimerWrites(t *testing.T) {
 		t.Fatal(err)
 	}
 	blob, _, err := enc(func() bool { return false })
-	p.thawState()
+	p.ThawState()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -450,7 +450,7 @@ func TestPebbleLayout100TimersRestoreIntoTheDB(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	heapBlob, err := heap.snapshotState(1)
+	heapBlob, err := heap.SnapshotState(1)
 	stopHeap()
 	if err != nil {
 		t.Fatal(err)

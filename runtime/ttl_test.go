@@ -441,7 +441,7 @@ func TestTTLSnapshotWhileCleaning(t *testing.T) {
 		setValue(t, p, d, fmt.Sprint("k", i), int64(i))
 	}
 	clock.set(70 * time.Second) // the first 250 expired
-	enc, err := p.freezeState(1)
+	enc, err := p.FreezeState(1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -458,7 +458,7 @@ func TestTTLSnapshotWhileCleaning(t *testing.T) {
 		getValue(t, p, d, fmt.Sprint("k", i))
 	}
 	blob := <-done
-	p.thawState()
+	p.ThawState()
 	if n := stateEntryCount(t, p, "ttl-race"); n != 0 {
 		t.Fatalf("%d values left after every one was read expired", n)
 	}

@@ -153,24 +153,24 @@ const (
 	commitBackoffMax = time.Second
 )
 
-func (s *twoPhaseSinkOperator[T, C]) operator() *opInfo { return &s.info }
+func (s *twoPhaseSinkOperator[T, C]) Info() *opInfo { return &s.info }
 
-func (s *twoPhaseSinkOperator[T, C]) open(t *task) error {
+func (s *twoPhaseSinkOperator[T, C]) Open(t *task) error {
 	s.t = t
 	s.wm = connector.NoTimestamp
 	ictx := newSinkInitContext(t, s.info, s.par)
 	ictx.committer = true
 	committer, err := s.sink.CreateCommitter(ictx)
 	if err != nil {
-		return s.info.wrap(fmt.Errorf("create committer: %w", err))
+		return s.info.Wrap(fmt.Errorf("create committer: %w", err))
 	}
 	if committer == nil {
-		return s.info.wrap(errors.New("sink returned a nil committer"))
+		return s.info.Wrap(errors.New("sink returned a nil committer"))
 	}
 	s.committer = committer
-	old, err := t.restored.Subtasks(s.info.uid)
+	old, err := t.restored.Subtasks(s.info.UID)
 	if err != nil {
-		return s.info.wrap(err)
+		return s.info.Wrap(err)
 	}
 	// A savepoint whose job committed its output (and may have reused
 	// the committables' transactional ids since) hands over none: they
@@ -184,10 +184,10 @@ func (s *twoPhaseSinkOperator[T, C]) open(t *task) error {
 		l.RestoredCommittables(all)
 	}
 	var writerBlobs [][]byte
-	for _, blob := range engine.ForSubtask(old, s.info.subtask, s.par) {
+	for _, blob := range engine.ForSubtask(old, s.info.Subtask, s.par) {
 		parts, err := splitFrames(blob, 2)
 		if err != nil {
-			return s.info.wrap(fmt.Errorf("restore sink state: %w", err))
+			return s.info.Wrap(fmt.Errorf("restore sink state: %w", err))
 		}
 		b := parts[0]
 		if len(parts[1]) > 0 {
@@ -198,7 +198,7 @@ func (s *twoPhaseSinkOperator[T, C]) open(t *task) error {
 		}
 		cs, err := engine.DecodeList(b, s.sink.CommittableSerializer())
 		if err != nil {
-			return s.info.wrap(fmt.Errorf("restore committables: %w", err))
+			return s.info.Wrap(fmt.Errorf("restore committables: %w", err))
 		}
 		for _, c := range cs {
 			s.pending = append(s.pending, pendingCommittable[C]{checkpoint: t.restored.ID(), c: c})
@@ -225,10 +225,10 @@ func (s *twoPhaseSinkOperator[T, C]) open(t *task) error {
 		w, err = s.sink.CreateWriter(ictx)
 	}
 	if err != nil {
-		return s.info.wrap(err)
+		return s.info.Wrap(err)
 	}
 	if w == nil {
-		return s.info.wrap(errNilWriter)
+		return s.info.Wrap(errNilWriter)
 	}
 	cw, ok := w.(connector.CommittingSinkWriter[T, C])
 	if !ok {
@@ -236,7 +236,7 @@ func (s *twoPhaseSinkOperator[T, C]) open(t *task) error {
 		// run without PrepareCommit, nothing it writes would ever be
 		// committed, on any attempt.
 		_ = w.Close()
-		return s.info.wrap(&unrecoverableError{Err: invalidGraph("the writer %T of sink %s prepares no committables: it is not a connector.CommittingSinkWriter of the sink's committable type %s (PrepareCommit), so nothing it writes would ever be committed; implement PrepareCommit on it, or have the sink's TwoPhase return false in a configuration that commits in one phase",
+		return s.info.Wrap(&unrecoverableError{Err: invalidGraph("the writer %T of sink %s prepares no committables: it is not a connector.CommittingSinkWriter of the sink's committable type %s (PrepareCommit), so nothing it writes would ever be committed; implement PrepareCommit on it, or have the sink's TwoPhase return false in a configuration that commits in one phase",
 			w, s.sinkType, s.committable)})
 	}
 	s.writer = cw
@@ -254,11 +254,11 @@ func (s *twoPhaseSinkOperator[T, C]) restoredCommittables(old [][]byte) ([]C, er
 		}
 		parts, err := splitFrames(blob, 2)
 		if err != nil {
-			return nil, s.info.wrap(fmt.Errorf("restore sink state: %w", err))
+			return nil, s.info.Wrap(fmt.Errorf("restore sink state: %w", err))
 		}
 		cs, err := engine.DecodeList(parts[0], s.sink.CommittableSerializer())
 		if err != nil {
-			return nil, s.info.wrap(fmt.Errorf("restore committables: %w", err))
+			return nil, s.info.Wrap(fmt.Errorf("restore committables: %w", err))
 		}
 		all = append(all, cs...)
 	}
@@ -278,8 +278,8 @@ func (s *twoPhaseSinkOperator[T, C]) sleep() error {
 }
 
 func (s *twoPhaseSinkOperator[T, C]) Collect(v T, ts int64) error {
-	s.info.records++
-	return s.info.wrap(s.writer.Write(v, connector.WriteContext{Timestamp: ts, CurrentWatermark: s.wm}))
+	s.info.Records++
+	return s.info.Wrap(s.writer.Write(v, connector.WriteContext{Timestamp: ts, CurrentWatermark: s.wm}))
 }
 
 func (s *twoPhaseSinkOperator[T, C]) EmitWatermark(wm int64) error {
@@ -292,11 +292,11 @@ func (s *twoPhaseSinkOperator[T, C]) EmitStatus(bool) error { return nil }
 // prepare flushes the writer and takes the committables of checkpoint id.
 func (s *twoPhaseSinkOperator[T, C]) prepare(id int64) error {
 	if err := s.writer.Flush(false); err != nil {
-		return s.info.wrap(err)
+		return s.info.Wrap(err)
 	}
 	cs, err := s.writer.PrepareCommit(id)
 	if err != nil {
-		return s.info.wrap(fmt.Errorf("prepare commit (checkpoint %d): %w", id, err))
+		return s.info.Wrap(fmt.Errorf("prepare commit (checkpoint %d): %w", id, err))
 	}
 	for _, c := range cs {
 		s.pending = append(s.pending, pendingCommittable[C]{checkpoint: id, c: c})
@@ -304,40 +304,40 @@ func (s *twoPhaseSinkOperator[T, C]) prepare(id int64) error {
 	return nil
 }
 
-// prepareSnapshotPreBarrier: barrier id. A failure fails the task: the
+// PrepareSnapshotPreBarrier: barrier id. A failure fails the task: the
 // writer's transaction may be gone (see preparer).
-func (s *twoPhaseSinkOperator[T, C]) prepareSnapshotPreBarrier(id int64) error { return s.prepare(id) }
+func (s *twoPhaseSinkOperator[T, C]) PrepareSnapshotPreBarrier(id int64) error { return s.prepare(id) }
 
-// snapshotState: barrier id, after prepareSnapshotPreBarrier. The state is
+// SnapshotState: barrier id, after PrepareSnapshotPreBarrier. The state is
 // every committable not yet committed, so that a restore commits them
 // again (commits are idempotent); a failure here declines the
 // checkpoint and loses nothing, since they stay pending for the next one.
-func (s *twoPhaseSinkOperator[T, C]) snapshotState(id int64) ([]byte, error) {
+func (s *twoPhaseSinkOperator[T, C]) SnapshotState(id int64) ([]byte, error) {
 	cs := make([]C, len(s.pending))
 	for i, p := range s.pending {
 		cs[i] = p.c
 	}
 	data, err := engine.EncodeList(cs, s.sink.CommittableSerializer())
 	if err != nil {
-		return nil, s.info.wrap(fmt.Errorf("serialize committables: %w", err))
+		return nil, s.info.Wrap(fmt.Errorf("serialize committables: %w", err))
 	}
 	var ws []byte
 	if s.snapshotWriter != nil {
 		if ws, err = s.snapshotWriter(s.writer, id); err != nil {
-			return nil, s.info.wrap(fmt.Errorf("snapshot writer: %w", err))
+			return nil, s.info.Wrap(fmt.Errorf("snapshot writer: %w", err))
 		}
 	}
 	return appendFrames(data, ws), nil
 }
 
-func (s *twoPhaseSinkOperator[T, C]) notifyCheckpointComplete(id int64) error {
+func (s *twoPhaseSinkOperator[T, C]) NotifyCheckpointComplete(id int64) error {
 	s.completed = max(s.completed, id)
 	if err := s.commitDue(); err != nil {
 		return err
 	}
 	if l, ok := s.writer.(connector.CheckpointListener); ok {
 		if err := l.NotifyCheckpointComplete(id); err != nil {
-			return s.info.wrap(err)
+			return s.info.Wrap(err)
 		}
 	}
 	s.scheduleRetry()
@@ -356,7 +356,7 @@ func (s *twoPhaseSinkOperator[T, C]) retry() error {
 	return nil
 }
 
-func (s *twoPhaseSinkOperator[T, C]) commitsPending() bool { return s.due() > 0 }
+func (s *twoPhaseSinkOperator[T, C]) CommitsPending() bool { return s.due() > 0 }
 
 func (s *twoPhaseSinkOperator[T, C]) scheduleRetry() {
 	if s.due() == 0 {
@@ -402,15 +402,15 @@ func (s *twoPhaseSinkOperator[T, C]) commitDue() error {
 		ctx = context.Background()
 	}
 	if err := s.committer.Commit(ctx, creqs); err != nil {
-		return s.info.wrap(fmt.Errorf("commit: %w", err))
+		return s.info.Wrap(fmt.Errorf("commit: %w", err))
 	}
 	var retry []pendingCommittable[C]
 	for _, r := range reqs {
 		switch r.outcome {
 		case commitKnownFailure:
-			return s.info.wrap(&unrecoverableError{Err: fmt.Errorf("committing %v failed, its data is lost: %w", r.p.c, r.err)})
+			return s.info.Wrap(&unrecoverableError{Err: fmt.Errorf("committing %v failed, its data is lost: %w", r.p.c, r.err)})
 		case commitUnknownFailure:
-			return s.info.wrap(fmt.Errorf("committing %v failed: %w", r.p.c, r.err))
+			return s.info.Wrap(fmt.Errorf("committing %v failed: %w", r.p.c, r.err))
 		case commitRetry:
 			r.p.retries++
 			retry = append(retry, r.p)
@@ -420,11 +420,11 @@ func (s *twoPhaseSinkOperator[T, C]) commitDue() error {
 	return nil
 }
 
-// endInput flushes the writer. With checkpoints on, the final checkpoint
+// EndInput flushes the writer. With checkpoints on, the final checkpoint
 // prepares and commits the rest; without, it happens here.
-func (s *twoPhaseSinkOperator[T, C]) endInput() error {
+func (s *twoPhaseSinkOperator[T, C]) EndInput() error {
 	if err := s.writer.Flush(true); err != nil {
-		return s.info.wrap(err)
+		return s.info.Wrap(err)
 	}
 	if s.t.cfg.cp.enabled() {
 		return nil
@@ -432,7 +432,7 @@ func (s *twoPhaseSinkOperator[T, C]) endInput() error {
 	if err := s.prepare(math.MaxInt64); err != nil {
 		return err
 	}
-	if err := s.t.ex.endOfInputCommit(s.t, fmt.Sprintf("sink %q (uid %q) subtask %d", s.info.name, s.info.uid, s.info.subtask)); err != nil {
+	if err := s.t.ex.endOfInputCommit(s.t, fmt.Sprintf("sink %q (uid %q) subtask %d", s.info.Name, s.info.UID, s.info.Subtask)); err != nil {
 		return err
 	}
 	s.completed = math.MaxInt64
@@ -449,7 +449,7 @@ func (s *twoPhaseSinkOperator[T, C]) endInput() error {
 	return nil
 }
 
-func (s *twoPhaseSinkOperator[T, C]) close() error {
+func (s *twoPhaseSinkOperator[T, C]) Close() error {
 	var errs []error
 	if s.writer != nil {
 		errs = append(errs, s.writer.Close())
@@ -457,7 +457,7 @@ func (s *twoPhaseSinkOperator[T, C]) close() error {
 	if s.committer != nil {
 		errs = append(errs, s.committer.Close())
 	}
-	return s.info.wrap(errors.Join(errs...))
+	return s.info.Wrap(errors.Join(errs...))
 }
 
 type commitOutcome uint8

@@ -83,7 +83,7 @@ func (ex *execution) watchdogFired(now time.Time) {
 		if !ex.current(t) {
 			ex.waitingExit--
 		}
-		err := &TaskCancellationError{Operator: t.name, UID: t.head.uid, Subtask: t.subtask,
+		err := &TaskCancellationError{Operator: t.name, UID: t.head.UID, Subtask: t.subtask,
 			Timeout: ex.cfg.cancelTimeout, Stack: goroutineStack(t.goroutine.Load())}
 		ex.log.Error("splitflow: a cancelled task did not exit in time; abandoning it and failing the job",
 			"task", t.name, "subtask", t.subtask, "timeout", ex.cfg.cancelTimeout, "stack", err.Stack)

@@ -68,14 +68,14 @@ func openWinSides[K comparable, T, O any](t testing.TB, ds DataStream[O], sc sta
 		t.Fatalf("window stream: %v", ds.node.errs[0])
 	}
 	w := &winOp[K, T, O]{out: &winOut[O]{}, clock: 1 << 50}
-	l, _ := ds.node.build(opInfo{name: "win", uid: "op", subtask: sub, sides: sides}, par, output[O](w.out))
+	l, _ := ds.node.build(opInfo{Name: "win", UID: "op", Subtask: sub, Sides: sides}, par, output[O](w.out))
 	w.p = l.(*keyedProcessOperator[K, T, O])
-	tk := &task{name: "win", head: &opInfo{name: "win"}, cfg: &config{maxParallelism: 128, state: sc}, mb: engine.NewMailbox()}
+	tk := &task{name: "win", head: &opInfo{Name: "win"}, cfg: &config{maxParallelism: 128, state: sc}, mb: engine.NewMailbox()}
 	if chk != nil {
 		tk.restored = &engine.RestoredState{Chk: chk}
 	}
-	w.stop = func() { _ = tk.shutdown(); _ = w.p.close() }
-	if err := w.p.open(tk); err != nil {
+	w.stop = func() { _ = tk.shutdown(); _ = w.p.Close() }
+	if err := w.p.Open(tk); err != nil {
 		w.stop()
 		t.Fatal(err)
 	}
@@ -122,12 +122,12 @@ func (w *winOp[K, T, O]) snapshot(t testing.TB, storage checkpoint.Storage, id i
 	if w.p.state.Pebble != nil {
 		w.p.state.Pebble.Storage = storage
 	}
-	enc, err := w.p.freezeState(id)
+	enc, err := w.p.FreezeState(id)
 	if err != nil {
 		t.Fatal(err)
 	}
 	blob, files, err := enc(func() bool { return false })
-	w.p.thawState()
+	w.p.ThawState()
 	if err != nil {
 		t.Fatal(err)
 	}
