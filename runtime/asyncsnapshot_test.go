@@ -263,7 +263,7 @@ func TestTaskEndingAbandonsEncoder(t *testing.T) {
 		p.state.SetKey("k" + strconv.Itoa(i))
 		st.count.Update(int64(i))
 	}
-	tk.ops = []lifecycle{p}
+	tk.ops = []engine.Lifecycle{p}
 	waiting := make(chan struct{})
 	tk.beforeEncode = func(_ int64, abandoned <-chan struct{}) {
 		close(waiting)

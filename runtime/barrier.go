@@ -16,45 +16,6 @@ type channelBlocker interface {
 	UnblockAll()
 }
 
-// preparer is an operator that acts on a barrier before any state is
-// taken: a sink writer flushes, and a two-phase one prepares its
-// transaction (Flink's prepareSnapshotPreBarrier). A failure there fails
-// the task: the writer may have given up what it held (a Kafka writer whose
-// prepare fails has aborted its transaction), and a later checkpoint would
-// complete with source positions past those records. The restart goes back
-// to the last completed checkpoint, which reads them again.
-type preparer interface {
-	PrepareSnapshotPreBarrier(id int64) error
-}
-
-// snapshotter is an operator with state to checkpoint. SnapshotState runs
-// on the task goroutine when the task's barrier for id is complete; the
-// bytes are stored under the operator's UID and subtask. A SnapshotState
-// error must lose nothing (the state stays in the operator and the next
-// checkpoint takes it): it declines the checkpoint, which counts towards
-// WithTolerableCheckpointFailures.
-type snapshotter interface {
-	SnapshotState(id int64) ([]byte, error)
-}
-
-// asyncSnapshotter is an operator whose snapshot is taken in two parts
-// (Flink's asynchronous snapshots): FreezeState, on the task goroutine at
-// the barrier, makes the state as of the barrier immutable, at a cost that
-// does not follow the size of the state, and returns its encoder; the
-// encoder runs on another goroutine, reading only what FreezeState froze,
-// while the task goes on, and returns errSnapshotAbandoned early once stop
-// says so; ThawState, on the task goroutine once the encoder returned,
-// ends the freeze. An error of either part declines the checkpoint, as a
-// SnapshotState error does.
-//
-// The encoder returns the blob and the shared files of checkpoint storage
-// the state uses besides it (the pebble backend's immutable files, which
-// it stored with Storage.PutFile); they are recorded with the blob.
-type asyncSnapshotter interface {
-	FreezeState(id int64) (func(stop func() bool) ([]byte, []checkpoint.FileHandle, error), error)
-	ThawState()
-}
-
 // asyncSnapshot is a checkpoint of the task whose encoders run off the task
 // goroutine: its barrier went on, its acknowledgement waits for them. A
 // task has at most one: a barrier that comes while one runs (its
@@ -69,8 +30,8 @@ type asyncSnapshot struct {
 	// before done closes.
 	blobs []ownedState
 	err   error
-	errOp lifecycle
-	thaw  []asyncSnapshotter
+	errOp engine.Lifecycle
+	thaw  []engine.AsyncSnapshotter
 	done  chan struct{}
 	// abandon, closed, asks the encoders to return early: the task is
 	// ending.
@@ -87,15 +48,8 @@ func (e *asyncSnapshot) abandoned() bool {
 }
 
 type pendingEncoder struct {
-	op  lifecycle
+	op  engine.Lifecycle
 	enc func(stop func() bool) ([]byte, []checkpoint.FileHandle, error)
-}
-
-// checkpointNotified is an operator that acts when a checkpoint completes
-// (a reader, a sink writer that is a connector.CheckpointListener, the
-// committer).
-type checkpointNotified interface {
-	NotifyCheckpointComplete(id int64) error
 }
 
 // onBarrier handles barrier b from channel ch: the first barrier of a
@@ -168,10 +122,10 @@ func (t *task) triggerCheckpoint(b engine.CheckpointBarrier) error {
 }
 
 // performCheckpoint prepares every operator of the chain for the barrier,
-// snapshots them (or freezes them, see asyncSnapshotter), forwards the
+// snapshots them (or freezes them, see engine.AsyncSnapshotter), forwards the
 // barrier behind the records emitted before it (unless the output has
 // ended) and acknowledges, once the encoders are done if there are any.
-// An operator that cannot prepare fails the task (see preparer); one that
+// An operator that cannot prepare fails the task (see engine.Preparer); one that
 // cannot snapshot declines the checkpoint and the job goes on.
 func (t *task) performCheckpoint(b engine.CheckpointBarrier, align time.Duration) error {
 	id := b.CheckpointID
@@ -180,7 +134,7 @@ func (t *task) performCheckpoint(b engine.CheckpointBarrier, align time.Duration
 		t.finishEncoding(t.encoding)
 	}
 	for _, op := range t.ops {
-		if p, ok := op.(preparer); ok {
+		if p, ok := op.(engine.Preparer); ok {
 			if err := p.PrepareSnapshotPreBarrier(id); err != nil {
 				return op.Info().Wrap(err)
 			}
@@ -188,12 +142,12 @@ func (t *task) performCheckpoint(b engine.CheckpointBarrier, align time.Duration
 	}
 	var blobs []ownedState
 	var encs []pendingEncoder
-	var thaw []asyncSnapshotter
+	var thaw []engine.AsyncSnapshotter
 	// sync is the state's synchronous pause: the snapshots, or freezes,
 	// taken here before the barrier goes on.
 	syncStart := time.Now()
 	for _, op := range t.ops {
-		if a, ok := op.(asyncSnapshotter); ok {
+		if a, ok := op.(engine.AsyncSnapshotter); ok {
 			enc, err := a.FreezeState(id)
 			if err != nil {
 				for _, f := range thaw {
@@ -207,7 +161,7 @@ func (t *task) performCheckpoint(b engine.CheckpointBarrier, align time.Duration
 			encs = append(encs, pendingEncoder{op, enc})
 			continue
 		}
-		s, ok := op.(snapshotter)
+		s, ok := op.(engine.Snapshotter)
 		if !ok {
 			continue
 		}
@@ -252,7 +206,7 @@ func (t *task) performCheckpoint(b engine.CheckpointBarrier, align time.Duration
 			}
 			if data != nil {
 				s := ownedState{owner: checkpoint.OperatorOwner(p.op.Info().UID, t.subtask), data: data, files: files}
-				if n, ok := p.op.(newFileBytes); ok {
+				if n, ok := p.op.(engine.NewFileBytes); ok {
 					s.newBytes = n.NewFileBytes()
 				}
 				e.blobs = append(e.blobs, s)
@@ -298,17 +252,11 @@ func (t *task) abandonEncoding() {
 	}
 }
 
-// committing is an operator that may hold commits to retry; the task
-// does not finish while it does.
-type committing interface {
-	CommitsPending() bool
-}
-
 // tryFinish ends a task waiting for the final checkpoint once no operator
 // has commits left to retry.
 func (t *task) tryFinish() {
 	for _, op := range t.ops {
-		if c, ok := op.(committing); ok && c.CommitsPending() {
+		if c, ok := op.(engine.Committing); ok && c.CommitsPending() {
 			return
 		}
 	}
@@ -330,10 +278,4 @@ type ownedState struct {
 	// those its snapshot stored (the rest were stored by earlier ones).
 	files    []checkpoint.FileHandle
 	newBytes int64
-}
-
-// newFileBytes is an asyncSnapshotter that says how many bytes of shared
-// files its last encoder stored.
-type newFileBytes interface {
-	NewFileBytes() int64
 }

@@ -65,10 +65,10 @@ func TestPrepareFailureFailsTaskNotCheckpoint(t *testing.T) {
 func TestStaleBarrierDoesNotCountTowardNewerAlignment(t *testing.T) {
 	down := engine.NewInputGate[int](1, 8)
 	out := engine.NewRecordWriter(engine.PartitionForward, []*engine.InputGate[int]{down}, 0, 100, nil, 128, 0)
-	tk := &task{name: "t", head: &opInfo{Name: "t"}, cfg: &config{}, mb: engine.NewMailbox(), outputs: []engine.NetworkOutput{out}}
+	tk := &task{name: "t", head: &engine.OpInfo{Name: "t"}, cfg: &config{}, mb: engine.NewMailbox(), outputs: []engine.NetworkOutput{out}}
 	up := engine.NewInputGate[int](2, 8)
 	tk.gate = up
-	in := &gateInput[int]{t: tk, gate: up, head: output[int](out), valve: engine.NewWatermarkValve(2, out)}
+	in := &gateInput[int]{t: tk, gate: up, head: engine.Output[int](out), valve: engine.NewWatermarkValve(2, out)}
 	a := engine.NewRecordWriter(engine.PartitionForward, []*engine.InputGate[int]{up}, 0, 1, nil, 128, 0)
 	b := engine.NewRecordWriter(engine.PartitionForward, []*engine.InputGate[int]{up}, 1, 1, nil, 128, 0)
 	barrier := func(id int64) engine.Event {

@@ -222,7 +222,7 @@ func (s *sourceSpec[T, S, C]) ownedBySubtask() bool {
 	return ok && p.SplitsOwnedBySubtask()
 }
 
-func (s *sourceSpec[T, S, C]) newCoordinator(info opInfo, parallelism int, fail func(error), gate srccoord.GateOptions, restored []byte, rescaled [][]byte, book bool) srccoord.Coordinator {
+func (s *sourceSpec[T, S, C]) newCoordinator(info engine.OpInfo, parallelism int, fail func(error), gate srccoord.GateOptions, restored []byte, rescaled [][]byte, book bool) srccoord.Coordinator {
 	c := srccoord.New(coordOperator(info), s.src, parallelism, fail, gate)
 	c.RestoreFrom(restored, rescaled)
 	c.BookAssignments(book)
@@ -231,7 +231,7 @@ func (s *sourceSpec[T, S, C]) newCoordinator(info opInfo, parallelism int, fail 
 
 // coordOperator is what a source coordinator knows of its operator: its
 // name, and its errors and panics made the operator's as a task's are.
-func coordOperator(info opInfo) srccoord.Operator {
+func coordOperator(info engine.OpInfo) srccoord.Operator {
 	return srccoord.Operator{
 		Name:  info.Name,
 		Wrap:  info.Wrap,
@@ -283,9 +283,9 @@ func (s *sourceSpec[T, S, C]) describeSplits(old [][]byte) ([]string, error) {
 	return out, nil
 }
 
-func (s *sourceSpec[T, S, C]) buildSubtask(coord srccoord.Coordinator, info opInfo, parallelism int, mb *engine.Mailbox, out any) (lifecycle, taskInput) {
+func (s *sourceSpec[T, S, C]) buildSubtask(coord srccoord.Coordinator, info engine.OpInfo, parallelism int, mb *engine.Mailbox, out any) (engine.Lifecycle, taskInput) {
 	c := coord.(*srccoord.Source[T, S, C])
-	op := &sourceOperator[T, S, C]{info: info, src: s.src, coord: c, par: parallelism, strategy: s.strategy, out: out.(output[T]), shuffleInput: s.shuffleInput}
+	op := &sourceOperator[T, S, C]{info: info, src: s.src, coord: c, par: parallelism, strategy: s.strategy, out: out.(engine.Output[T]), shuffleInput: s.shuffleInput}
 	c.Gateway(info.Subtask).Bind(mb, op)
 	return op, op
 }
@@ -297,9 +297,9 @@ func Map[I, O any](ds DataStream[I], fn func(I) (O, error)) DataStream[O] {
 	if fn == nil {
 		n.errs = append(n.errs, errNilFunction("map function"))
 	}
-	n.build = func(info opInfo, _ int, out any) (lifecycle, any) {
-		op := &mapOperator[I, O]{noLifecycle: noLifecycle{info: info}, fn: fn, out: out.(output[O])}
-		return op, output[I](op)
+	n.build = func(info engine.OpInfo, _ int, out any) (engine.Lifecycle, any) {
+		op := &mapOperator[I, O]{noLifecycle: noLifecycle{info: info}, fn: fn, out: out.(engine.Output[O])}
+		return op, engine.Output[I](op)
 	}
 	ds.env.addNode("Map", n)
 	connect(ds, n, ds.part, ds.explicit, nil)
@@ -312,9 +312,9 @@ func Filter[T any](ds DataStream[T], fn func(T) (bool, error)) DataStream[T] {
 	if fn == nil {
 		n.errs = append(n.errs, errNilFunction("filter function"))
 	}
-	n.build = func(info opInfo, _ int, out any) (lifecycle, any) {
-		op := &filterOperator[T]{noLifecycle: noLifecycle{info: info}, fn: fn, out: out.(output[T])}
-		return op, output[T](op)
+	n.build = func(info engine.OpInfo, _ int, out any) (engine.Lifecycle, any) {
+		op := &filterOperator[T]{noLifecycle: noLifecycle{info: info}, fn: fn, out: out.(engine.Output[T])}
+		return op, engine.Output[T](op)
 	}
 	ds.env.addNode("Filter", n)
 	connect(ds, n, ds.part, ds.explicit, nil)
@@ -328,9 +328,9 @@ func FlatMap[I, O any](ds DataStream[I], fn func(I, Collector[O]) error) DataStr
 	if fn == nil {
 		n.errs = append(n.errs, errNilFunction("flatMap function"))
 	}
-	n.build = func(info opInfo, _ int, out any) (lifecycle, any) {
-		op := &flatMapOperator[I, O]{noLifecycle: noLifecycle{info: info}, fn: fn, out: out.(output[O])}
-		return op, output[I](op)
+	n.build = func(info engine.OpInfo, _ int, out any) (engine.Lifecycle, any) {
+		op := &flatMapOperator[I, O]{noLifecycle: noLifecycle{info: info}, fn: fn, out: out.(engine.Output[O])}
+		return op, engine.Output[I](op)
 	}
 	ds.env.addNode("FlatMap", n)
 	connect(ds, n, ds.part, ds.explicit, nil)
@@ -343,9 +343,9 @@ func FlatMap[I, O any](ds DataStream[I], fn func(I, Collector[O]) error) DataStr
 // back. Each input keeps its own partitioning (forward by default).
 func Union[T any](first DataStream[T], others ...DataStream[T]) DataStream[T] {
 	n := &node{out: typeOpsFor[T]{}, in: typeOpsFor[T]{}}
-	n.build = func(info opInfo, _ int, out any) (lifecycle, any) {
-		op := &forwardOperator[T]{noLifecycle: noLifecycle{info: info}, out: out.(output[T])}
-		return op, output[T](op)
+	n.build = func(info engine.OpInfo, _ int, out any) (engine.Lifecycle, any) {
+		op := &forwardOperator[T]{noLifecycle: noLifecycle{info: info}, out: out.(engine.Output[T])}
+		return op, engine.Output[T](op)
 	}
 	first.env.addNode("Union", n)
 	for _, ds := range append([]DataStream[T]{first}, others...) {
@@ -471,9 +471,9 @@ func KeyedProcessPerSubtask[K comparable, I, O any](ks KeyedStream[K, I], newFn 
 	if keyFn != nil && hash != nil {
 		keyHash = func(v I) uint32 { return hash(keyFn(v)) }
 	}
-	n.build = func(info opInfo, par int, out any) (lifecycle, any) {
-		op := &keyedProcessOperator[K, I, O]{info: info, keyFn: keyFn, hash: hash, par: par, newFn: newFn, out: out.(output[O])}
-		return op, output[I](op)
+	n.build = func(info engine.OpInfo, par int, out any) (engine.Lifecycle, any) {
+		op := &keyedProcessOperator[K, I, O]{info: info, keyFn: keyFn, hash: hash, par: par, newFn: newFn, out: out.(engine.Output[O])}
+		return op, engine.Output[I](op)
 	}
 	n.state = stateformat.KeyedProcessSignature(typeName[K]())
 	n.sideCapable = true
@@ -589,9 +589,9 @@ func SinkTo[T any](ds DataStream[T], sink connector.Sink[T]) DataStreamSink {
 		// Its writes would stay in transactions nobody commits.
 		n.errs = append(n.errs, invalidGraph("sink %T needs its committer, which SinkTo cannot reach: implement connector.TwoPhaseCapable on it (a wrapper passes on the TwoPhase of what it wraps)", sink))
 	}
-	n.build = func(info opInfo, par int, _ any) (lifecycle, any) {
+	n.build = func(info engine.OpInfo, par int, _ any) (engine.Lifecycle, any) {
 		op := &sinkOperator[T]{info: info, sink: sink, par: par}
-		return op, output[T](op)
+		return op, engine.Output[T](op)
 	}
 	ds.env.addNode("Sink", n)
 	connect(ds, n, ds.part, ds.explicit, nil)

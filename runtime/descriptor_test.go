@@ -34,32 +34,32 @@ func forEachUnitBackend(t *testing.T, f func(t *testing.T, sc stateConfig)) {
 // chk when it is not nil; the test drives its state through p.ctx.
 func openStringKeyed(t *testing.T, sc stateConfig, chk *checkpoint.Checkpoint) (*keyedProcessOperator[string, string, string], func(), error) {
 	t.Helper()
-	tk := &task{name: "p", head: &opInfo{Name: "p"}, cfg: &config{maxParallelism: 128, state: sc}, mb: engine.NewMailbox()}
+	tk := &task{name: "p", head: &engine.OpInfo{Name: "p"}, cfg: &config{maxParallelism: 128, state: sc}, mb: engine.NewMailbox()}
 	if chk != nil {
 		tk.restored = &engine.RestoredState{Chk: chk}
 	}
-	p := &keyedProcessOperator[string, string, string]{info: opInfo{Name: "p", UID: "op"}, keyFn: func(k string) string { return k },
-		hash: keygroup.HashString, par: 1, out: output[string](&recorder[string]{}),
+	p := &keyedProcessOperator[string, string, string]{info: engine.OpInfo{Name: "p", UID: "op"}, keyFn: func(k string) string { return k },
+		hash: keygroup.HashString, par: 1, out: engine.Output[string](&recorder[string]{}),
 		newFn: func() KeyedProcessFunction[string, string, string] {
 			return KeyedProcessFuncs[string, string, string]{Element: func(*KeyedContext[string, string], string) error { return nil }}
 		}}
-	err := p.Open(tk)
+	err := openOp(p, tk)
 	return p, func() { _ = tk.shutdown(); _ = p.Close() }, err
 }
 
 // openKeyedOf is openStringKeyed over keys of type K.
 func openKeyedOf[K comparable](t *testing.T, sc stateConfig, chk *checkpoint.Checkpoint) (*keyedProcessOperator[K, K, string], func(), error) {
 	t.Helper()
-	tk := &task{name: "p", head: &opInfo{Name: "p"}, cfg: &config{maxParallelism: 128, state: sc}, mb: engine.NewMailbox()}
+	tk := &task{name: "p", head: &engine.OpInfo{Name: "p"}, cfg: &config{maxParallelism: 128, state: sc}, mb: engine.NewMailbox()}
 	if chk != nil {
 		tk.restored = &engine.RestoredState{Chk: chk}
 	}
-	p := &keyedProcessOperator[K, K, string]{info: opInfo{Name: "p", UID: "op"}, keyFn: func(k K) K { return k },
-		hash: func(k K) uint32 { return keygroup.HashString(fmt.Sprint(k)) }, par: 1, out: output[string](&recorder[string]{}),
+	p := &keyedProcessOperator[K, K, string]{info: engine.OpInfo{Name: "p", UID: "op"}, keyFn: func(k K) K { return k },
+		hash: func(k K) uint32 { return keygroup.HashString(fmt.Sprint(k)) }, par: 1, out: engine.Output[string](&recorder[string]{}),
 		newFn: func() KeyedProcessFunction[K, K, string] {
 			return KeyedProcessFuncs[K, K, string]{Element: func(*KeyedContext[K, string], K) error { return nil }}
 		}}
-	err := p.Open(tk)
+	err := openOp(p, tk)
 	return p, func() { _ = tk.shutdown(); _ = p.Close() }, err
 }
 

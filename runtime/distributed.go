@@ -319,13 +319,13 @@ func (typeOpsFor[T]) cut(env *Environment, e *edge, sh Shuffle, channel string, 
 	}
 	up := DataStream[T]{env: env, node: e.from}
 	encNode := &node{out: typeOpsFor[connector.ShuffleRecord]{}, in: typeOpsFor[T]{}}
-	encNode.build = func(info opInfo, _ int, out any) (lifecycle, any) {
+	encNode.build = func(info engine.OpInfo, _ int, out any) (engine.Lifecycle, any) {
 		var partition func(T) int32
 		if route != nil {
 			partition = route(info.Subtask)
 		}
-		op := newShuffleBatchOperator(info, channel, partitions, serde.Append, partition, out.(output[connector.ShuffleRecord]))
-		return op, output[T](op)
+		op := newShuffleBatchOperator(info, channel, partitions, serde.Append, partition, out.(engine.Output[connector.ShuffleRecord]))
+		return op, engine.Output[T](op)
 	}
 	env.addNode("ShuffleEncode", encNode)
 	connect(up, encNode, up.part, up.explicit, nil)
@@ -341,9 +341,9 @@ func (typeOpsFor[T]) cut(env *Environment, e *edge, sh Shuffle, channel string, 
 		sink.node.cut = true
 	}
 	decNode := &node{out: typeOpsFor[T]{}, in: typeOpsFor[connector.ShuffleRecord]{}, state: stateformat.ShuffleDecodeSignature()}
-	decNode.build = func(info opInfo, par int, out any) (lifecycle, any) {
-		op := newShuffleUnbatchOperator(info, channel, serde.Decode, out.(output[T]), par, partitions, owner)
-		return op, output[connector.ShuffleRecord](op)
+	decNode.build = func(info engine.OpInfo, par int, out any) (engine.Lifecycle, any) {
+		op := newShuffleUnbatchOperator(info, channel, serde.Decode, out.(engine.Output[T]), par, partitions, owner)
+		return op, engine.Output[connector.ShuffleRecord](op)
 	}
 	env.addNode("ShuffleDecode", decNode)
 	connect(src, decNode, src.part, src.explicit, nil)

@@ -144,19 +144,19 @@ func TestDistributedCutsEveryKeyedEdgeIntoAShuffleOfAPartitionPerSlot(t *testing
 	// key group, from whichever upstream subtask.
 	for subtask := range 4 {
 		batches := &winOut[connector.ShuffleRecord]{}
-		op, in := enc.build(opInfo{Subtask: subtask}, 4, output[connector.ShuffleRecord](batches))
+		op, in := enc.build(engine.OpInfo{Subtask: subtask}, 4, engine.Output[connector.ShuffleRecord](batches))
 		var keys []string
 		for i := range 200 {
 			k := fmt.Sprintf("key-%d-%d", subtask, i)
 			keys = append(keys, k)
-			if err := in.(output[string]).Collect(k, 0); err != nil {
+			if err := in.(engine.Output[string]).Collect(k, 0); err != nil {
 				t.Fatal(err)
 			}
 		}
 		if err := op.EndInput(); err != nil {
 			t.Fatal(err)
 		}
-		u := newShuffleUnbatchOperator[string](opInfo{}, "orders.count", state.DefaultSerde[string]().Decode, &winOut[string]{}, 4, 4, func(int, int) int { return 0 })
+		u := newShuffleUnbatchOperator[string](engine.OpInfo{}, "orders.count", state.DefaultSerde[string]().Decode, &winOut[string]{}, 4, 4, func(int, int) int { return 0 })
 		seen := 0
 		for _, b := range batches.vals {
 			if b.Value[0] != shuffleBatchV2 {
@@ -242,9 +242,9 @@ func TestShuffleRebalanceAndBroadcastRouting(t *testing.T) {
 				}
 			}
 			recs := &winOut[connector.ShuffleRecord]{}
-			op, in := enc.build(opInfo{Subtask: 1}, 3, output[connector.ShuffleRecord](recs))
+			op, in := enc.build(engine.OpInfo{Subtask: 1}, 3, engine.Output[connector.ShuffleRecord](recs))
 			for _, v := range []string{"a", "b", "c", "d", "e"} {
-				if err := in.(output[string]).Collect(v, 0); err != nil {
+				if err := in.(engine.Output[string]).Collect(v, 0); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -253,7 +253,7 @@ func TestShuffleRebalanceAndBroadcastRouting(t *testing.T) {
 			}
 			got := map[int32][]string{}
 			for _, r := range recs.vals {
-				dec := newShuffleUnbatchOperator(opInfo{}, "j.c", state.DefaultSerde[string]().Decode, output[string](&winOut[string]{}), 3, 3, func(int, int) int { return 0 })
+				dec := newShuffleUnbatchOperator(engine.OpInfo{}, "j.c", state.DefaultSerde[string]().Decode, engine.Output[string](&winOut[string]{}), 3, 3, func(int, int) int { return 0 })
 				o := &winOut[string]{}
 				dec.out = o
 				if err := dec.Collect(r, 0); err != nil {

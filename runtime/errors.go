@@ -151,25 +151,15 @@ func statusText(err error) string {
 	return msg
 }
 
-// opInfo identifies one operator instance for errors and logs.
-type opInfo struct {
-	Name    string
-	UID     string
-	Subtask int
-	// Records counts the Records into the operator (for a source, those
-	// its reader emitted), on the task goroutine; see metrics.go.
-	Records int64
-	// Sides are the operator's side outputs, nil if it declares none.
-	Sides *sideOutputs
+func init() {
+	engine.SetOperatorErrors(attributeToOperator)
 }
 
-// Wrap attributes err to this operator, unless it already carries an
-// operator: an error returned through a chain keeps the operator that
-// produced it, not the one it passed through.
-func (i *opInfo) Wrap(err error) error {
-	if err == nil {
-		return nil
-	}
+// attributeToOperator is how an engine.OpInfo attributes err to its
+// operator: an *OperatorError, unless err already carries one, so that an
+// error returned through a chain keeps the operator that produced it, not
+// the one it passed through.
+func attributeToOperator(i *engine.OpInfo, err error) error {
 	var oe *OperatorError
 	if errors.As(err, &oe) {
 		return err

@@ -56,9 +56,9 @@ type node struct {
 	in  typeOps // of the records the node consumes; nil for sources
 
 	// build creates one subtask's operator. out is its output (an
-	// output[OUT], nil for sinks); the second result is the operator as
-	// the input of its predecessor (an output[IN]).
-	build func(info opInfo, parallelism int, out any) (lifecycle, any)
+	// engine.Output[OUT], nil for sinks); the second result is the operator as
+	// the input of its predecessor (an engine.Output[IN]).
+	build func(info engine.OpInfo, parallelism int, out any) (engine.Lifecycle, any)
 	// source is set for sources instead of build.
 	source sourceNode
 	// shuffleChannel names the channel a source node reads when it is the
@@ -95,8 +95,8 @@ type edge struct {
 
 // sourceNode creates a source's coordinator and its subtasks' operators.
 type sourceNode interface {
-	newCoordinator(info opInfo, parallelism int, fail func(error), gate srccoord.GateOptions, restored []byte, rescaled [][]byte, book bool) srccoord.Coordinator
-	buildSubtask(coord srccoord.Coordinator, info opInfo, parallelism int, mb *engine.Mailbox, out any) (lifecycle, taskInput)
+	newCoordinator(info engine.OpInfo, parallelism int, fail func(error), gate srccoord.GateOptions, restored []byte, rescaled [][]byte, book bool) srccoord.Coordinator
+	buildSubtask(coord srccoord.Coordinator, info engine.OpInfo, parallelism int, mb *engine.Mailbox, out any) (engine.Lifecycle, taskInput)
 	// describeSplits formats the splits of the readers' checkpointed
 	// state, for the restore report.
 	describeSplits(old [][]byte) ([]string, error)
@@ -371,7 +371,7 @@ func (ex *execution) buildTasks(region int, rs *engine.RestoredState) []*task {
 			head := c.head()
 			t := &task{
 				name:        c.name(),
-				head:        &opInfo{Name: head.name, UID: head.uid, Subtask: s},
+				head:        &engine.OpInfo{Name: head.name, UID: head.uid, Subtask: s},
 				subtask:     s,
 				parallelism: c.parallelism,
 				cfg:         cfg,
@@ -384,14 +384,14 @@ func (ex *execution) buildTasks(region int, rs *engine.RestoredState) []*task {
 				vertex:      c.id,
 			}
 			inputs := map[*node]any{}
-			var ops []lifecycle
+			var ops []engine.Lifecycle
 			// What each operator emits is counted where it arrives:
 			// in the next chained operator or in a record writer.
-			built := map[*node]lifecycle{}
+			built := map[*node]engine.Lifecycle{}
 			outOf := map[*node]counter{}
 			for i := len(c.nodes) - 1; i >= 0; i-- {
 				n := c.nodes[i]
-				info := opInfo{Name: n.name, UID: n.uid, Subtask: s}
+				info := engine.OpInfo{Name: n.name, UID: n.uid, Subtask: s}
 				var outs, sides []any
 				for _, e := range n.outputs {
 					if e.to.sideOf == n {
@@ -429,15 +429,23 @@ func (ex *execution) buildTasks(region int, rs *engine.RestoredState) []*task {
 						out = n.out.withSides(out, sides)
 					}
 				}
-				info.Sides = buildSideOutputs(n, info, func(s *node) any { return inputs[s] })
+				if s := buildSideOutputs(n, info, func(s *node) any { return inputs[s] }); s != nil {
+					info.Sides = s // not a nil *sideOutputs: Sides is nil when there are none
+				}
 				if n.source != nil {
 					op, in := n.source.buildSubtask(ex.coordOf[n], info, n.par(cfg), t.mb, out)
+					if b, ok := op.(taskBound); ok {
+						b.bindTask(t)
+					}
 					t.input = in
 					ops = append(ops, op)
 					built[n] = op
 					continue
 				}
 				op, in := n.build(info, n.par(cfg), out)
+				if b, ok := op.(taskBound); ok {
+					b.bindTask(t)
+				}
 				inputs[n] = in
 				ops = append(ops, op)
 				built[n] = op
@@ -563,10 +571,10 @@ type typeOps interface {
 	newGate(numChannels, capacity int) any
 	newWriter(e *edge, gates []any, channel, bufferSize, maxParallelism, subtask int) (engine.NetworkOutput, any)
 	fanOut(outs []any) any
-	// withSides makes main (an output[T]) pass its watermarks and stream
+	// withSides makes main (an engine.Output[T]) pass its watermarks and stream
 	// status on to sides too (sideoutput.go).
 	withSides(main any, sides []any) any
-	// collectAny emits v, a T, to out, an output[T].
+	// collectAny emits v, a T, to out, an engine.Output[T].
 	collectAny(out, v any, ts int64) error
 	newGateInput(t *task, gate any, head any, numChannels int) taskInput
 	// cut carries edge e (hash, rebalance or broadcast) through sh in a
@@ -590,22 +598,22 @@ func (typeOpsFor[T]) newWriter(e *edge, gates []any, channel, bufferSize, maxPar
 		hash = e.keyHash.(func(T) uint32)
 	}
 	w := engine.NewRecordWriter(e.kind, gs, channel, bufferSize, hash, maxParallelism, subtask)
-	return w, output[T](w)
+	return w, engine.Output[T](w)
 }
 
 func (typeOpsFor[T]) fanOut(outs []any) any {
 	if len(outs) == 1 {
-		return outs[0].(output[T])
+		return outs[0].(engine.Output[T])
 	}
 	f := &fanOut[T]{}
 	for _, o := range outs {
-		f.outs = append(f.outs, o.(output[T]))
+		f.outs = append(f.outs, o.(engine.Output[T]))
 	}
-	return output[T](f)
+	return engine.Output[T](f)
 }
 
 func (typeOpsFor[T]) newGateInput(t *task, gate any, head any, numChannels int) taskInput {
-	h := head.(output[T])
+	h := head.(engine.Output[T])
 	ig := gate.(*engine.InputGate[T])
 	t.gate = ig
 	return &gateInput[T]{t: t, gate: ig, head: h, valve: engine.NewWatermarkValve(numChannels, h)}

@@ -11,6 +11,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/splitflow/splitflow/connector"
+	"github.com/splitflow/splitflow/runtime/internal/engine"
 	"github.com/splitflow/splitflow/runtime/internal/threadcheck"
 )
 
@@ -377,4 +378,14 @@ func genEv(numKeys int) func(split, i int) (ev, int64) {
 		ts := int64(i)
 		return ev{Split: split, Seq: i, Key: "k" + strconv.Itoa((split*7919+i)%numKeys), TS: ts}, ts
 	}
+}
+
+// openOp opens op on tk as a task built by buildTasks does: an operator of
+// runtime's that uses more of its task than engine.Task gives gets tk
+// first (taskBound).
+func openOp(op engine.Lifecycle, tk *task) error {
+	if b, ok := op.(taskBound); ok {
+		b.bindTask(tk)
+	}
+	return op.Open(tk)
 }

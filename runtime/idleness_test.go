@@ -78,7 +78,7 @@ func TestBackpressuredSourceIsNotIdle(t *testing.T) {
 // would have made them late downstream.
 func TestReaderWithAllSplitsIdleKeepsItsWatermark(t *testing.T) {
 	r := &recorder[string]{}
-	out := newReaderOutput(watermark.None[string](), output[string](r))
+	out := newReaderOutput(watermark.None[string](), engine.Output[string](r))
 	out.mux.Started = true
 	lagging := out.CreateOutputForSplit("lagging")
 	fast := out.CreateOutputForSplit("fast")

@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/splitflow/splitflow/connector"
+	"github.com/splitflow/splitflow/runtime/internal/engine"
 	"github.com/splitflow/splitflow/runtime/internal/keyed"
 	"github.com/splitflow/splitflow/runtime/internal/statecodec"
 	"github.com/splitflow/splitflow/runtime/state"
@@ -68,7 +69,7 @@ func IntervalJoin[K comparable, A, B, O any](first KeyedStream[K, A], second Key
 	// be removed; a restore with other bounds is refused instead.
 	n.state = fmt.Sprintf("KeyedProcess[key=%s] IntervalJoin[%s, %s, %dms, %dms]", typeName[K](), typeName[A](), typeName[B](), lo, up)
 	build := n.build
-	n.build = func(info opInfo, par int, out any) (lifecycle, any) {
+	n.build = func(info engine.OpInfo, par int, out any) (engine.Lifecycle, any) {
 		l, in := build(info, par, out)
 		op := l.(*keyedProcessOperator[K, either[A, B], O])
 		op.newFn = func() KeyedProcessFunction[K, either[A, B], O] {

@@ -50,7 +50,7 @@ func openKeyedOn[K comparable](t testing.TB, sc stateConfig, blobs [][]byte, par
 	if err != nil {
 		t.Fatal(err)
 	}
-	tk := &task{name: "p", head: &opInfo{Name: "p"}, cfg: &config{maxParallelism: 128, state: sc}, mb: engine.NewMailbox()}
+	tk := &task{name: "p", head: &engine.OpInfo{Name: "p"}, cfg: &config{maxParallelism: 128, state: sc}, mb: engine.NewMailbox()}
 	if len(blobs) > 0 {
 		store, err := checkpoint.NewMemoryStorage()
 		if err != nil {
@@ -77,10 +77,10 @@ func openKeyedOn[K comparable](t testing.TB, sc stateConfig, blobs [][]byte, par
 		}
 		tk.restored = &engine.RestoredState{Chk: chk}
 	}
-	p := &keyedProcessOperator[K, K, string]{info: opInfo{Name: "p", UID: "op", Subtask: subtask}, keyFn: func(k K) K { return k },
-		hash: hash, par: par, out: output[string](&recorder[string]{}),
+	p := &keyedProcessOperator[K, K, string]{info: engine.OpInfo{Name: "p", UID: "op", Subtask: subtask}, keyFn: func(k K) K { return k },
+		hash: hash, par: par, out: engine.Output[string](&recorder[string]{}),
 		newFn: func() KeyedProcessFunction[K, K, string] { return fn }}
-	err = p.Open(tk)
+	err = openOp(p, tk)
 	return p, func() { _ = tk.shutdown(); _ = p.Close() }, err
 }
 

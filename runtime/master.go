@@ -501,7 +501,7 @@ func (ex *execution) startAttempt(rs *engine.RestoredState) {
 				rescaled = old
 			}
 		}
-		info := opInfo{Name: n.name, UID: n.uid, Subtask: -1}
+		info := engine.OpInfo{Name: n.name, UID: n.uid, Subtask: -1}
 		fail := func(err error) {
 			ex.master.Put(engine.PriorityDefault, engine.Mail{Name: "coordinator failed", Run: func() error {
 				if gen == ex.coordGen {

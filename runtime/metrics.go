@@ -34,8 +34,6 @@ func (env *Environment) observer() *observe.Observer {
 // counter is something a task counts records in, on its goroutine.
 type counter interface{ Count() int64 }
 
-func (i *opInfo) Count() int64 { return i.Records }
-
 // taskMeter is the task goroutine's side of its observe.TaskStats.
 type taskMeter struct {
 	stats   *observe.TaskStats
@@ -47,7 +45,7 @@ type taskMeter struct {
 	// whose output is what they were given.
 	outs    []counter
 	writers []counter
-	sinks   []*opInfo
+	sinks   []*engine.OpInfo
 	// splitsVer is the version of the held splits published last.
 	splitsVer int
 	timer     *time.Timer
@@ -189,7 +187,7 @@ func failedWith(o *observe.Observer, t *task, err error) {
 
 // metricGroup is the metric group of operator info in this task; nil for
 // a task driven by hand in a test.
-func (t *task) metricGroup(info opInfo) *metrics.Group {
+func (t *task) metricGroup(info engine.OpInfo) *metrics.Group {
 	if t == nil || t.ex == nil {
 		return nil
 	}

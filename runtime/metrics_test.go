@@ -414,7 +414,7 @@ func (idleInput) stopped() bool              { return false }
 func TestWaitCutShortIsNotBusy(t *testing.T) {
 	const publishInterval = observe.PublishInterval
 	synctest.Test(t, func(t *testing.T) {
-		tk := &task{name: "idle", head: &opInfo{Name: "idle"}, cfg: &config{}, mb: engine.NewMailbox(),
+		tk := &task{name: "idle", head: &engine.OpInfo{Name: "idle"}, cfg: &config{}, mb: engine.NewMailbox(),
 			input: idleInput{never: make(chan struct{})}}
 		tk.meter.stats = observe.NewTaskStats(0, "idle", 0, 1, 0, nil)
 		ctx, cancel := context.WithCancel(context.Background())

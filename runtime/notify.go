@@ -26,7 +26,7 @@ import "github.com/splitflow/splitflow/runtime/internal/engine"
 // outputCommitter is a sink operator: it makes output visible when told
 // that a checkpoint completed, and so hears of it in the first phase.
 type outputCommitter interface {
-	checkpointNotified
+	engine.CheckpointNotified
 	commitsOutput()
 }
 
@@ -55,7 +55,7 @@ func (t *task) reportCommitted() {
 		return
 	}
 	for _, op := range t.ops {
-		if c, ok := op.(committing); ok && c.CommitsPending() {
+		if c, ok := op.(engine.Committing); ok && c.CommitsPending() {
 			return
 		}
 	}
@@ -71,7 +71,7 @@ func (t *task) notifyCommitted(id int64) error {
 		if _, ok := t.ops[i].(outputCommitter); ok {
 			continue
 		}
-		if n, ok := t.ops[i].(checkpointNotified); ok {
+		if n, ok := t.ops[i].(engine.CheckpointNotified); ok {
 			if err := n.NotifyCheckpointComplete(id); err != nil {
 				return t.ops[i].Info().Wrap(err)
 			}

@@ -5,38 +5,14 @@ import (
 
 	"github.com/splitflow/splitflow/connector"
 	"github.com/splitflow/splitflow/metrics"
+	"github.com/splitflow/splitflow/runtime/internal/engine"
 	"github.com/splitflow/splitflow/runtime/internal/slotrun"
 	"github.com/splitflow/splitflow/runtime/internal/slots"
 )
 
-// output is where an operator emits: the input of the next operator in its
-// chain (a plain method call, no copy), a fan-out to several, or a record
-// writer towards another task. Every chained operator is itself the output
-// of its predecessor, typed by what it consumes.
-//
-// Watermarks and stream status travel through outputs because an operator
-// may act on them before passing them on (a keyed process operator fires
-// its event-time timers first).
-type output[T any] interface {
-	Collect(v T, ts int64) error
-	EmitWatermark(wm int64) error
-	EmitStatus(idle bool) error
-}
-
-// lifecycle is the type-free face of a chained operator, driven by its task
-// on the task goroutine: open (tail of the chain first, so an operator's
-// outputs are open before it emits), endInput (head first, once all of the
-// chain's input has been processed), close (always, also on failure).
-type lifecycle interface {
-	Info() *opInfo
-	Open(t *task) error
-	EndInput() error
-	Close() error
-}
-
 // fanOut sends everything to several outputs: a stream consumed by more
 // than one operator.
-type fanOut[T any] struct{ outs []output[T] }
+type fanOut[T any] struct{ outs []engine.Output[T] }
 
 func (f *fanOut[T]) Collect(v T, ts int64) error {
 	for _, o := range f.outs {
@@ -65,19 +41,53 @@ func (f *fanOut[T]) EmitStatus(idle bool) error {
 	return nil
 }
 
-// noLifecycle is embedded by operators that need no open, end or close.
-type noLifecycle struct{ info opInfo }
+// The capabilities runtime's operators have, checked at compile time: the
+// task finds each by type assertion, so a method that stopped matching
+// would otherwise just stop being called.
+var (
+	_ engine.Preparer           = (*sinkOperator[int])(nil)
+	_ engine.CheckpointNotified = (*sinkOperator[int])(nil)
+	_ outputCommitter           = (*sinkOperator[int])(nil)
+	_ taskBound                 = (*sinkOperator[int])(nil)
 
-func (n *noLifecycle) Info() *opInfo    { return &n.info }
-func (n *noLifecycle) Open(*task) error { return nil }
-func (n *noLifecycle) EndInput() error  { return nil }
-func (n *noLifecycle) Close() error     { return nil }
+	_ engine.Preparer           = (*twoPhaseSinkOperator[int, int])(nil)
+	_ engine.Snapshotter        = (*twoPhaseSinkOperator[int, int])(nil)
+	_ engine.CheckpointNotified = (*twoPhaseSinkOperator[int, int])(nil)
+	_ engine.Committing         = (*twoPhaseSinkOperator[int, int])(nil)
+	_ outputCommitter           = (*twoPhaseSinkOperator[int, int])(nil)
+	_ taskBound                 = (*twoPhaseSinkOperator[int, int])(nil)
+
+	_ engine.Preparer         = (*keyedProcessOperator[int, int, int])(nil)
+	_ engine.Snapshotter      = (*keyedProcessOperator[int, int, int])(nil)
+	_ engine.AsyncSnapshotter = (*keyedProcessOperator[int, int, int])(nil)
+	_ engine.NewFileBytes     = (*keyedProcessOperator[int, int, int])(nil)
+	_ resumable               = (*keyedProcessOperator[int, int, int])(nil)
+	_ taskBound               = (*keyedProcessOperator[int, int, int])(nil)
+
+	_ engine.Snapshotter        = (*sourceOperator[int, connector.Split, int])(nil)
+	_ engine.CheckpointNotified = (*sourceOperator[int, connector.Split, int])(nil)
+	_ taskBound                 = (*sourceOperator[int, connector.Split, int])(nil)
+
+	_ taskBound = (*processOperator[int, int])(nil)
+
+	_ engine.Preparer    = (*shuffleBatchOperator[int])(nil)
+	_ engine.Snapshotter = (*shuffleUnbatchOperator[int])(nil)
+	_ shuffleDrainer     = (*shuffleUnbatchOperator[int])(nil)
+)
+
+// noLifecycle is embedded by operators that need no open, end or close.
+type noLifecycle struct{ info engine.OpInfo }
+
+func (n *noLifecycle) Info() *engine.OpInfo   { return &n.info }
+func (n *noLifecycle) Open(engine.Task) error { return nil }
+func (n *noLifecycle) EndInput() error        { return nil }
+func (n *noLifecycle) Close() error           { return nil }
 
 // mapOperator applies a one-to-one function; the record keeps its timestamp.
 type mapOperator[I, O any] struct {
 	noLifecycle
 	fn  func(I) (O, error)
-	out output[O]
+	out engine.Output[O]
 }
 
 func (m *mapOperator[I, O]) Collect(v I, ts int64) error {
@@ -94,7 +104,7 @@ func (m *mapOperator[I, O]) EmitStatus(idle bool) error   { return m.out.EmitSta
 // forwardOperator passes everything on unchanged: the union.
 type forwardOperator[T any] struct {
 	noLifecycle
-	out output[T]
+	out engine.Output[T]
 }
 
 func (f *forwardOperator[T]) Collect(v T, ts int64) error {
@@ -108,7 +118,7 @@ func (f *forwardOperator[T]) EmitStatus(idle bool) error   { return f.out.EmitSt
 type filterOperator[T any] struct {
 	noLifecycle
 	fn  func(T) (bool, error)
-	out output[T]
+	out engine.Output[T]
 }
 
 func (f *filterOperator[T]) Collect(v T, ts int64) error {
@@ -136,7 +146,7 @@ type Collector[T any] interface {
 type flatMapOperator[I, O any] struct {
 	noLifecycle
 	fn  func(I, Collector[O]) error
-	out output[O]
+	out engine.Output[O]
 	c   timestampedCollector[O]
 }
 
@@ -144,7 +154,7 @@ type flatMapOperator[I, O any] struct {
 // remembers the first error, which the operator returns once the user
 // function is done (Collect itself cannot return one).
 type timestampedCollector[O any] struct {
-	out output[O]
+	out engine.Output[O]
 	ts  int64
 	err error
 }
@@ -170,16 +180,21 @@ func (f *flatMapOperator[I, O]) EmitStatus(idle bool) error   { return f.out.Emi
 // Flush(false) at every barrier, Flush(true) at the end of input, Close
 // always.
 type sinkOperator[T any] struct {
-	info   opInfo
+	info   engine.OpInfo
 	sink   connector.Sink[T]
 	writer connector.SinkWriter[T]
 	par    int
 	wm     int64
+	// t is the task running the operator (bindTask).
+	t *task
 }
 
-func (s *sinkOperator[T]) Info() *opInfo { return &s.info }
+func (s *sinkOperator[T]) Info() *engine.OpInfo { return &s.info }
 
-func (s *sinkOperator[T]) Open(t *task) error {
+func (s *sinkOperator[T]) bindTask(t *task) { s.t = t }
+
+func (s *sinkOperator[T]) Open(engine.Task) error {
+	t := s.t
 	s.wm = connector.NoTimestamp
 	w, err := s.sink.CreateWriter(newSinkInitContext(t, s.info, s.par))
 	if err != nil {
@@ -209,7 +224,7 @@ func (s *sinkOperator[T]) EmitStatus(bool) error { return nil }
 
 // PrepareSnapshotPreBarrier flushes the writer at a barrier (at-least-once
 // for a sink without two-phase commit); it keeps no state. A failed flush
-// may have dropped records, so it fails the task (see preparer).
+// may have dropped records, so it fails the task (see engine.Preparer).
 func (s *sinkOperator[T]) PrepareSnapshotPreBarrier(int64) error {
 	return s.info.Wrap(s.writer.Flush(false))
 }
@@ -256,7 +271,7 @@ type sinkInitContext struct {
 	distributed bool
 }
 
-func newSinkInitContext(t *task, info opInfo, par int) sinkInitContext {
+func newSinkInitContext(t *task, info engine.OpInfo, par int) sinkInitContext {
 	c := sinkInitContext{subtask: info.Subtask, parallelism: par}
 	if t == nil {
 		return c

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/splitflow/splitflow/connector"
+	"github.com/splitflow/splitflow/runtime/internal/engine"
 	"github.com/splitflow/splitflow/runtime/internal/srccoord"
 )
 
@@ -53,7 +54,7 @@ func (s panickyCloseSource) CreateEnumerator(ctx connector.SplitEnumeratorContex
 func TestPanicInCoordinatorShutdownFailsIt(t *testing.T) {
 	src := panickyCloseSource{&memSource[ev]{numSplits: 1, perSplit: 1, gen: genEv(1)}}
 	errc := make(chan error, 4)
-	c := srccoord.New[ev, *memSplit, int](coordOperator(opInfo{Name: "src", UID: "u", Subtask: -1}), src, 1, func(err error) { errc <- err }, srccoord.GateOptions{})
+	c := srccoord.New[ev, *memSplit, int](coordOperator(engine.OpInfo{Name: "src", UID: "u", Subtask: -1}), src, 1, func(err error) { errc <- err }, srccoord.GateOptions{})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); c.Run(ctx) }()

@@ -188,11 +188,11 @@ func TestPebbleRestoresFromEveryRetainedCheckpoint(t *testing.T) {
 // from chk (every old subtask's state merged) and reads each key's count.
 func restoredCounts(t *testing.T, chk *checkpoint.Checkpoint) map[int64]int64 {
 	t.Helper()
-	tk := &task{name: "p", head: &opInfo{Name: "p"}, cfg: &config{maxParallelism: 16, state: pebbleStateConfig(t)}, mb: engine.NewMailbox(),
+	tk := &task{name: "p", head: &engine.OpInfo{Name: "p"}, cfg: &config{maxParallelism: 16, state: pebbleStateConfig(t)}, mb: engine.NewMailbox(),
 		restored: &engine.RestoredState{Chk: chk}}
 	var count state.ValueState[int64]
-	p := &keyedProcessOperator[int64, int64, string]{info: opInfo{Name: "counts", UID: "counts"}, keyFn: func(k int64) int64 { return k },
-		hash: keygroup.HashInt64, par: 1, out: output[string](&recorder[string]{}),
+	p := &keyedProcessOperator[int64, int64, string]{info: engine.OpInfo{Name: "counts", UID: "counts"}, keyFn: func(k int64) int64 { return k },
+		hash: keygroup.HashInt64, par: 1, out: engine.Output[string](&recorder[string]{}),
 		newFn: func() KeyedProcessFunction[int64, int64, string] {
 			return KeyedProcessFuncs[int64, int64, string]{
 				Setup: func(ctx *KeyedContext[int64, string]) (err error) {
@@ -202,7 +202,7 @@ func restoredCounts(t *testing.T, chk *checkpoint.Checkpoint) map[int64]int64 {
 				Element: func(*KeyedContext[int64, string], int64) error { return nil },
 			}
 		}}
-	err := p.Open(tk)
+	err := openOp(p, tk)
 	defer func() { _ = tk.shutdown(); _ = p.Close() }()
 	if err != nil {
 		t.Fatalf("restore from checkpoint %d: %v", chk.ID, err)
@@ -523,12 +523,12 @@ func TestPebbleKeysHaveTheSameBytesInEveryProcess(t *testing.T) {
 		}
 	}
 	for _, valueKey := range []bool{true, false} {
-		tk := &task{name: "p", head: &opInfo{Name: "p"}, cfg: &config{maxParallelism: 16, state: pebbleStateConfig(t)}, mb: engine.NewMailbox()}
+		tk := &task{name: "p", head: &engine.OpInfo{Name: "p"}, cfg: &config{maxParallelism: 16, state: pebbleStateConfig(t)}, mb: engine.NewMailbox()}
 		fn := declare(valueKey)
-		p := &keyedProcessOperator[pointKey, pointKey, string]{info: opInfo{Name: "p", UID: "op"}, keyFn: func(k pointKey) pointKey { return k },
-			hash: func(k pointKey) uint32 { return uint32(k.X) }, par: 1, out: output[string](&recorder[string]{}),
+		p := &keyedProcessOperator[pointKey, pointKey, string]{info: engine.OpInfo{Name: "p", UID: "op"}, keyFn: func(k pointKey) pointKey { return k },
+			hash: func(k pointKey) uint32 { return uint32(k.X) }, par: 1, out: engine.Output[string](&recorder[string]{}),
 			newFn: func() KeyedProcessFunction[pointKey, pointKey, string] { return fn }}
-		err := p.Open(tk)
+		err := openOp(p, tk)
 		_ = tk.shutdown()
 		_ = p.Close()
 		var ue *unrecoverableError

@@ -101,10 +101,10 @@ func (f KeyedProcessFuncs[K, I, O]) OnTimer(ctx *KeyedContext[K, O], t Timer) er
 type KeyedContext[K comparable, O any] struct {
 	scope     // makes it a state.Context
 	op        *keyed.State[K]
-	out       output[O]
+	out       engine.Output[O]
 	ts        int64
 	err       error
-	info      *opInfo
+	info      *engine.OpInfo
 	watermark int64
 	timers    *timerService[K]
 }
@@ -137,7 +137,7 @@ func (c *KeyedContext[K, O]) CurrentWatermark() int64 { return c.watermark }
 // sideOutputs makes the context a SideOutputContext: Output emits to the
 // operator's side outputs.
 func (c *KeyedContext[K, O]) sideOutputs() (*sideOutputs, int64, *error) {
-	return c.info.Sides, c.ts, &c.err
+	return sidesOf(c.info), c.ts, &c.err
 }
 
 // CurrentProcessingTime is the processing time, the wall clock in
@@ -247,14 +247,14 @@ func (s *timerService[K]) scheduleProcessing() {
 
 // keyedProcessOperator runs a KeyedProcessFunction.
 type keyedProcessOperator[K comparable, I, O any] struct {
-	info   opInfo
+	info   engine.OpInfo
 	keyFn  func(I) K
 	hash   func(K) uint32
 	par    int
 	maxPar int
 	newFn  func() KeyedProcessFunction[K, I, O]
 	fn     KeyedProcessFunction[K, I, O]
-	out    output[O]
+	out    engine.Output[O]
 	state  keyed.State[K]
 	timers timerService[K]
 	ctx    KeyedContext[K, O]
@@ -296,10 +296,12 @@ type heldOutput[K comparable, O any] interface {
 	flushHeld(ctx *KeyedContext[K, O]) error
 }
 
-func (p *keyedProcessOperator[K, I, O]) Info() *opInfo { return &p.info }
+func (p *keyedProcessOperator[K, I, O]) Info() *engine.OpInfo { return &p.info }
 
-func (p *keyedProcessOperator[K, I, O]) Open(t *task) error {
-	p.t = t
+func (p *keyedProcessOperator[K, I, O]) bindTask(t *task) { p.t = t }
+
+func (p *keyedProcessOperator[K, I, O]) Open(engine.Task) error {
+	t := p.t
 	p.fn = p.newFn()
 	if p.fn == nil {
 		return p.info.Wrap(&unrecoverableError{Err: errNilFunction("process function (from the factory)")})

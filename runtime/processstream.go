@@ -6,10 +6,10 @@ import "github.com/splitflow/splitflow/runtime/internal/engine"
 // record's timestamp, the watermark, an output and side outputs (Output).
 // It is valid only during the call it was passed to.
 type ProcessContext[O any] struct {
-	out       output[O]
+	out       engine.Output[O]
 	ts        int64
 	err       error
-	info      *opInfo
+	info      *engine.OpInfo
 	watermark int64
 	clock     func() int64 // the job's processing time (config.clock)
 }
@@ -45,7 +45,7 @@ func (c *ProcessContext[O]) CurrentProcessingTime() int64 {
 }
 
 func (c *ProcessContext[O]) sideOutputs() (*sideOutputs, int64, *error) {
-	return c.info.Sides, c.ts, &c.err
+	return sidesOf(c.info), c.ts, &c.err
 }
 
 // Process runs fn on every record of a stream that is not keyed
@@ -60,10 +60,10 @@ func Process[I, O any](ds DataStream[I], fn func(ctx *ProcessContext[O], v I) er
 	if fn == nil {
 		n.errs = append(n.errs, errNilFunction("process function"))
 	}
-	n.build = func(info opInfo, _ int, out any) (lifecycle, any) {
+	n.build = func(info engine.OpInfo, _ int, out any) (engine.Lifecycle, any) {
 		op := &processOperator[I, O]{noLifecycle: noLifecycle{info: info}, fn: fn}
-		op.ctx = ProcessContext[O]{out: out.(output[O]), info: &op.info, watermark: engine.NoWatermark}
-		return op, output[I](op)
+		op.ctx = ProcessContext[O]{out: out.(engine.Output[O]), info: &op.info, watermark: engine.NoWatermark}
+		return op, engine.Output[I](op)
 	}
 	ds.env.addNode("Process", n)
 	connect(ds, n, ds.part, ds.explicit, nil)
@@ -75,10 +75,14 @@ type processOperator[I, O any] struct {
 	noLifecycle
 	fn  func(*ProcessContext[O], I) error
 	ctx ProcessContext[O]
+	// t is the task running the operator (bindTask).
+	t *task
 }
 
-func (p *processOperator[I, O]) Open(t *task) error {
-	p.ctx.clock = t.cfg.processingTime()
+func (p *processOperator[I, O]) bindTask(t *task) { p.t = t }
+
+func (p *processOperator[I, O]) Open(engine.Task) error {
+	p.ctx.clock = p.t.cfg.processingTime()
 	return nil
 }
 

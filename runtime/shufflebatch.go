@@ -45,11 +45,11 @@ const (
 // full, before every barrier (PrepareSnapshotPreBarrier: nothing stays
 // buffered in a checkpoint) and at the end of input.
 type shuffleBatchOperator[T any] struct {
-	info      opInfo
+	info      engine.OpInfo
 	channel   string
 	encode    func(dst []byte, v T) ([]byte, error)
 	partition func(T) int32
-	out       output[connector.ShuffleRecord]
+	out       engine.Output[connector.ShuffleRecord]
 
 	bufs    []shuffleBatch // by partition
 	pending []int32        // partitions with a batch begun, in order
@@ -63,7 +63,7 @@ type shuffleBatchOperator[T any] struct {
 	markedAny, ended bool
 	// t is the task running the operator (its execution says whether
 	// the slot drains for a savepoint).
-	t *task
+	t engine.Task
 }
 
 type shuffleBatch struct {
@@ -71,12 +71,12 @@ type shuffleBatch struct {
 	maxTs int64
 }
 
-func newShuffleBatchOperator[T any](info opInfo, channel string, partitions int, encode func([]byte, T) ([]byte, error), partition func(T) int32, out output[connector.ShuffleRecord]) *shuffleBatchOperator[T] {
+func newShuffleBatchOperator[T any](info engine.OpInfo, channel string, partitions int, encode func([]byte, T) ([]byte, error), partition func(T) int32, out engine.Output[connector.ShuffleRecord]) *shuffleBatchOperator[T] {
 	return &shuffleBatchOperator[T]{info: info, channel: channel, encode: encode, partition: partition, out: out, bufs: make([]shuffleBatch, partitions), wm: engine.NoWatermark}
 }
 
-func (s *shuffleBatchOperator[T]) Info() *opInfo { return &s.info }
-func (s *shuffleBatchOperator[T]) Open(t *task) error {
+func (s *shuffleBatchOperator[T]) Info() *engine.OpInfo { return &s.info }
+func (s *shuffleBatchOperator[T]) Open(t engine.Task) error {
 	s.t = t
 	return nil
 }
@@ -97,7 +97,7 @@ func (s *shuffleBatchOperator[T]) EndInput() error {
 	if err := s.markChanges(); err != nil {
 		return err
 	}
-	if s.t != nil && s.t.ex != nil && s.t.ex.drainingForSavepoint.Load() {
+	if s.t != nil && s.t.DrainingForSavepoint() {
 		return s.mark(slots.Marker{Kind: slots.StopMarker})
 	}
 	return nil
@@ -264,10 +264,10 @@ func (s *shuffleBatchOperator[T]) EmitStatus(idle bool) error {
 // holding back for upstream subtasks whose event time stopped moving
 // before the checkpoint.
 type shuffleUnbatchOperator[T any] struct {
-	info     opInfo
+	info     engine.OpInfo
 	channel  string
 	decode   func([]byte) (T, error)
-	out      output[T]
+	out      engine.Output[T]
 	upstream int // upstream subtasks: the job's slots
 	// owned are the partitions this subtask reads, ascending; index
 	// their position in owned and in parts.
@@ -281,14 +281,14 @@ type shuffleUnbatchOperator[T any] struct {
 	err error
 	// t is the task running the operator; drained is set once it told the
 	// execution that its channel is drained for a savepoint.
-	t       *task
+	t       engine.Task
 	drained bool
 }
 
 // newShuffleUnbatchOperator is subtask info.subtask of parallelism p of the
 // reading side of a channel of partitions partitions, each written by p
 // upstream subtasks; owner is the source's rule.
-func newShuffleUnbatchOperator[T any](info opInfo, channel string, decode func([]byte) (T, error), out output[T], p, partitions int, owner func(partition, parallelism int) int) *shuffleUnbatchOperator[T] {
+func newShuffleUnbatchOperator[T any](info engine.OpInfo, channel string, decode func([]byte) (T, error), out engine.Output[T], p, partitions int, owner func(partition, parallelism int) int) *shuffleUnbatchOperator[T] {
 	u := &shuffleUnbatchOperator[T]{info: info, channel: channel, decode: decode, out: out, upstream: p, index: map[int32]int{}, wm: engine.NoWatermark}
 	for q := range partitions {
 		if owner(q, p) == info.Subtask {
@@ -314,19 +314,19 @@ func (u *shuffleUnbatchOperator[T]) fresh() error {
 	return nil
 }
 
-func (u *shuffleUnbatchOperator[T]) Info() *opInfo   { return &u.info }
-func (u *shuffleUnbatchOperator[T]) EndInput() error { return nil }
-func (u *shuffleUnbatchOperator[T]) Close() error    { return nil }
+func (u *shuffleUnbatchOperator[T]) Info() *engine.OpInfo { return &u.info }
+func (u *shuffleUnbatchOperator[T]) EndInput() error      { return nil }
+func (u *shuffleUnbatchOperator[T]) Close() error         { return nil }
 
 const shuffleDecodeStateV1 byte = 1
 
 // Open restores the merges of this subtask from the checkpoint.
-func (u *shuffleUnbatchOperator[T]) Open(t *task) error {
+func (u *shuffleUnbatchOperator[T]) Open(t engine.Task) error {
 	u.t = t
 	if u.err != nil {
 		return u.info.Wrap(u.err)
 	}
-	old, err := t.restored.Subtasks(u.info.UID)
+	old, err := t.Restored().Subtasks(u.info.UID)
 	if err != nil {
 		return u.info.Wrap(err)
 	}
@@ -467,7 +467,7 @@ func (u *shuffleUnbatchOperator[T]) Collect(r connector.ShuffleRecord, _ int64) 
 // or ended), while its slot drains for a savepoint: its source may stop,
 // since nothing more is written to it. On the task goroutine.
 func (u *shuffleUnbatchOperator[T]) CheckDrained() {
-	if u.drained || u.t == nil || u.t.ex == nil || !u.t.ex.drainingForSavepoint.Load() {
+	if u.drained || u.t == nil || !u.t.DrainingForSavepoint() {
 		return
 	}
 	for _, m := range u.parts {
@@ -476,7 +476,7 @@ func (u *shuffleUnbatchOperator[T]) CheckDrained() {
 		}
 	}
 	u.drained = true
-	u.t.ex.shuffleDrained(u.channel)
+	u.t.ShuffleDrained(u.channel)
 }
 
 // eventTimeMoved emits what a step of a partition's merge changed in the

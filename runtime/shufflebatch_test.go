@@ -23,7 +23,7 @@ func TestShuffleBatchesKeepEveryRecordOrderAndTimestamp(t *testing.T) {
 	serde := state.DefaultSerde[string]()
 	batches := &winOut[connector.ShuffleRecord]{}
 	part := func(v string) int32 { return int32(len(v) % 3) }
-	enc := newShuffleBatchOperator(opInfo{}, "c", 3, serde.Append, part, output[connector.ShuffleRecord](batches))
+	enc := newShuffleBatchOperator(engine.OpInfo{}, "c", 3, serde.Append, part, engine.Output[connector.ShuffleRecord](batches))
 	var in []string
 	var ts []int64
 	for i := range 20000 {
@@ -71,7 +71,7 @@ func TestShuffleBatchesKeepEveryRecordOrderAndTimestamp(t *testing.T) {
 			o = &winOut[string]{}
 			got[b.Partition] = o
 		}
-		dec := newShuffleUnbatchOperator(opInfo{}, "c", serde.Decode, output[string](o), 1, 3, func(int, int) int { return 0 })
+		dec := newShuffleUnbatchOperator(engine.OpInfo{}, "c", serde.Decode, engine.Output[string](o), 1, 3, func(int, int) int { return 0 })
 		if err := dec.Collect(b, 0); err != nil {
 			t.Fatal(err)
 		}
@@ -91,7 +91,7 @@ func TestShuffleBatchesKeepEveryRecordOrderAndTimestamp(t *testing.T) {
 	}
 
 	// Bytes that are not a batch fail the decoding, naming the channel.
-	dec := newShuffleUnbatchOperator(opInfo{}, "c", serde.Decode, output[string](&winOut[string]{}), 1, 3, func(int, int) int { return 0 })
+	dec := newShuffleUnbatchOperator(engine.OpInfo{}, "c", serde.Decode, engine.Output[string](&winOut[string]{}), 1, 3, func(int, int) int { return 0 })
 	for _, bad := range [][]byte{nil, {9}, {shuffleBatchV2}, {shuffleBatchV2, 0, 5}, {shuffleBatchV2, 0, 5, 0, 'a'}, {shuffleMarkerV1, 1, 9, 0, 0}} {
 		if err := dec.Collect(connector.ShuffleRecord{Value: bad}, 0); !errors.Is(err, errShuffleBatch) || !strings.Contains(err.Error(), "shuffle c") {
 			t.Errorf("%v decoded: %v", bad, err)
@@ -134,7 +134,7 @@ func markerRecord(t *testing.T, p int32, m slots.Marker) connector.ShuffleRecord
 // state as a restore does, emitting to log.
 func restoreAndAnnounce(t *testing.T, state []byte, log *eventLog[string], owner func(p, par int) int) *shuffleUnbatchOperator[string] {
 	t.Helper()
-	u := newShuffleUnbatchOperator(opInfo{}, "c", statecodec.Default[string]().Decode, output[string](log), 2, 4, owner)
+	u := newShuffleUnbatchOperator(engine.OpInfo{}, "c", statecodec.Default[string]().Decode, engine.Output[string](log), 2, 4, owner)
 	if err := u.restore(state); err != nil {
 		t.Fatal(err)
 	}
@@ -179,7 +179,7 @@ func shuffleEvents(t *testing.T, recs []connector.ShuffleRecord) string {
 func TestShuffleMarkersFollowTheBatchesWhenEventTimeChanged(t *testing.T) {
 	serde := state.DefaultSerde[string]()
 	recs := &winOut[connector.ShuffleRecord]{}
-	enc := newShuffleBatchOperator(opInfo{Subtask: 2}, "c", 2, serde.Append, func(v string) int32 { return int32(len(v) % 2) }, output[connector.ShuffleRecord](recs))
+	enc := newShuffleBatchOperator(engine.OpInfo{Subtask: 2}, "c", 2, serde.Append, func(v string) int32 { return int32(len(v) % 2) }, engine.Output[connector.ShuffleRecord](recs))
 	step := func(what string, do func() error, want string) {
 		t.Helper()
 		if err := do(); err != nil {
@@ -242,7 +242,7 @@ func TestShuffleMarkersFollowTheBatchesWhenEventTimeChanged(t *testing.T) {
 	}, "p0:wm 2 170, p1:wm 2 170, p0:idle 2, p1:idle 2")
 	step("stopped: the end of input without maxWatermark", enc.EndInput, "")
 
-	ended := newShuffleBatchOperator(opInfo{Subtask: 0}, "c", 2, serde.Append, func(string) int32 { return 0 }, output[connector.ShuffleRecord](recs))
+	ended := newShuffleBatchOperator(engine.OpInfo{Subtask: 0}, "c", 2, serde.Append, func(string) int32 { return 0 }, engine.Output[connector.ShuffleRecord](recs))
 	enc = ended
 	step("records then the end of event time", func() error {
 		if err := ended.Collect("x", 5); err != nil {
@@ -266,7 +266,7 @@ func TestShuffleDecodeEventTimeIsMinimumOverSlotsAndPartitions(t *testing.T) {
 	serde := state.DefaultSerde[string]()
 	log := &eventLog[string]{}
 	// Upstream slots 0 and 1; subtask 0 of 2 reads partitions 0 and 2.
-	dec := newShuffleUnbatchOperator(opInfo{}, "c", serde.Decode, output[string](log), 2, 4, func(p, _ int) int { return p % 2 })
+	dec := newShuffleUnbatchOperator(engine.OpInfo{}, "c", serde.Decode, engine.Output[string](log), 2, 4, func(p, _ int) int { return p % 2 })
 	marker := func(p int32, m slots.Marker) connector.ShuffleRecord { return markerRecord(t, p, m) }
 	wm := func(p int32, slot int, w int64) connector.ShuffleRecord {
 		return marker(p, slots.Marker{Kind: slots.WatermarkMarker, Slot: slot, Watermark: w})
@@ -278,7 +278,7 @@ func TestShuffleDecodeEventTimeIsMinimumOverSlotsAndPartitions(t *testing.T) {
 		return marker(p, slots.Marker{Kind: slots.EndMarker, Slot: slot})
 	}
 	batch := func(p int32, slot int, v string, ts int64) connector.ShuffleRecord {
-		enc := newShuffleBatchOperator(opInfo{Subtask: slot}, "c", 4, serde.Append, func(string) int32 { return p }, output[connector.ShuffleRecord](&winOut[connector.ShuffleRecord]{}))
+		enc := newShuffleBatchOperator(engine.OpInfo{Subtask: slot}, "c", 4, serde.Append, func(string) int32 { return p }, engine.Output[connector.ShuffleRecord](&winOut[connector.ShuffleRecord]{}))
 		out := &winOut[connector.ShuffleRecord]{}
 		enc.out = out
 		if err := enc.Collect(v, ts); err != nil {
@@ -341,7 +341,7 @@ func TestShuffleDecodeRestoredGoesOnFromItsMarkers(t *testing.T) {
 		return markerRecord(t, p, slots.Marker{Kind: slots.WatermarkMarker, Slot: slot, Watermark: w})
 	}
 	log := &eventLog[string]{}
-	dec := newShuffleUnbatchOperator(opInfo{}, "c", serde.Decode, output[string](log), 2, 4, owner)
+	dec := newShuffleUnbatchOperator(engine.OpInfo{}, "c", serde.Decode, engine.Output[string](log), 2, 4, owner)
 	for _, r := range []connector.ShuffleRecord{mk(0, 0, 100), mk(2, 0, 100), mk(0, 1, 50), mk(2, 1, 60)} {
 		if err := dec.Collect(r, 0); err != nil {
 			t.Fatal(err)
@@ -360,7 +360,7 @@ func TestShuffleDecodeRestoredGoesOnFromItsMarkers(t *testing.T) {
 	if got := log.take(); got != "wm 50" {
 		t.Fatalf("restored, announced %q; want %q", got, "wm 50")
 	}
-	fresh := newShuffleUnbatchOperator(opInfo{}, "c", serde.Decode, output[string](&eventLog[string]{}), 2, 4, owner)
+	fresh := newShuffleUnbatchOperator(engine.OpInfo{}, "c", serde.Decode, engine.Output[string](&eventLog[string]{}), 2, 4, owner)
 	for _, r := range []connector.ShuffleRecord{mk(0, 1, 70), mk(2, 1, 80)} {
 		if err := restored.Collect(r, 0); err != nil {
 			t.Fatal(err)
@@ -376,7 +376,7 @@ func TestShuffleDecodeRestoredGoesOnFromItsMarkers(t *testing.T) {
 		t.Fatalf("a fresh subtask moved to %d without hearing from slot 0", fresh.wm)
 	}
 	// An idle subtask restored says so, after its watermark.
-	idle := newShuffleUnbatchOperator(opInfo{}, "c", serde.Decode, output[string](log), 2, 4, owner)
+	idle := newShuffleUnbatchOperator(engine.OpInfo{}, "c", serde.Decode, engine.Output[string](log), 2, 4, owner)
 	for _, r := range []connector.ShuffleRecord{mk(0, 0, 100), mk(0, 1, 90), mk(2, 0, 80), mk(2, 1, 95)} {
 		if err := idle.Collect(r, 0); err != nil {
 			t.Fatal(err)
@@ -400,7 +400,7 @@ func TestShuffleDecodeRestoredGoesOnFromItsMarkers(t *testing.T) {
 	}
 	// A state of another partition count (the slots or max parallelism
 	// changed) is refused, not misread.
-	other := newShuffleUnbatchOperator(opInfo{}, "c", serde.Decode, output[string](log), 2, 8, owner)
+	other := newShuffleUnbatchOperator(engine.OpInfo{}, "c", serde.Decode, engine.Output[string](log), 2, 8, owner)
 	if err := other.restore(state); err == nil || !strings.Contains(err.Error(), "a state of 2 partitions; this subtask reads 4") {
 		t.Fatalf("restored at another partition count: %v", err)
 	}
@@ -416,7 +416,7 @@ func TestShuffleDecodeRestoredGoesOnFromItsMarkers(t *testing.T) {
 func TestShuffleDecodeSlotMarkerInOnePartitionDoesNotPassItsRecordsInAnother(t *testing.T) {
 	serde := state.DefaultSerde[string]()
 	log := &eventLog[string]{}
-	dec := newShuffleUnbatchOperator(opInfo{}, "c", serde.Decode, output[string](log), 2, 4, func(p, _ int) int { return p % 2 })
+	dec := newShuffleUnbatchOperator(engine.OpInfo{}, "c", serde.Decode, engine.Output[string](log), 2, 4, func(p, _ int) int { return p % 2 })
 	marker := func(p int32, m slots.Marker) connector.ShuffleRecord { return markerRecord(t, p, m) }
 	var enc []byte
 	enc = append(enc, shuffleBatchV2, 0) // slot 0
@@ -464,7 +464,7 @@ func TestSlotDrainingForASavepointStopsItsShuffleReaderOnlyAfterEveryUpstreamSto
 	ex := &execution{master: engine.NewMailbox(), log: slog.New(slog.DiscardHandler)}
 	tk := &task{ex: ex}
 	recs := &winOut[connector.ShuffleRecord]{}
-	enc := newShuffleBatchOperator(opInfo{Subtask: 1}, "c", 2, serde.Append, func(v string) int32 { return int32(len(v) % 2) }, output[connector.ShuffleRecord](recs))
+	enc := newShuffleBatchOperator(engine.OpInfo{Subtask: 1}, "c", 2, serde.Append, func(v string) int32 { return int32(len(v) % 2) }, engine.Output[connector.ShuffleRecord](recs))
 	if err := enc.Open(tk); err != nil {
 		t.Fatal(err)
 	}
@@ -482,7 +482,7 @@ func TestSlotDrainingForASavepointStopsItsShuffleReaderOnlyAfterEveryUpstreamSto
 	// Subtask 0 of 2 reads partitions 0 and 2 of 4, written by slots 0
 	// and 1.
 	log := &eventLog[string]{}
-	dec := newShuffleUnbatchOperator(opInfo{}, "c", serde.Decode, output[string](log), 2, 4, func(p, _ int) int { return p % 2 })
+	dec := newShuffleUnbatchOperator(engine.OpInfo{}, "c", serde.Decode, engine.Output[string](log), 2, 4, func(p, _ int) int { return p % 2 })
 	if err := dec.Open(tk); err != nil {
 		t.Fatal(err)
 	}
@@ -508,7 +508,7 @@ func TestSlotDrainingForASavepointStopsItsShuffleReaderOnlyAfterEveryUpstreamSto
 		t.Fatal("a slot that is not draining stopped its shuffle reader")
 	}
 	ex.drainingForSavepoint.Store(true)
-	dec = newShuffleUnbatchOperator(opInfo{}, "c", serde.Decode, output[string](log), 2, 4, func(p, _ int) int { return p % 2 })
+	dec = newShuffleUnbatchOperator(engine.OpInfo{}, "c", serde.Decode, engine.Output[string](log), 2, 4, func(p, _ int) int { return p % 2 })
 	if err := dec.Open(tk); err != nil {
 		t.Fatal(err)
 	}

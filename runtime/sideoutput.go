@@ -119,9 +119,9 @@ func SideOutput[S, T any](ds DataStream[T], tag OutputTag[S]) DataStream[S] {
 	if ds.explicit {
 		n.errs = append(n.errs, fmt.Errorf("SideOutput of %q takes the operator's own stream, not a repartitioned one (Rebalance, Broadcast, Forward): repartition the side stream instead", ds.node.name))
 	}
-	n.build = func(info opInfo, _ int, out any) (lifecycle, any) {
-		op := &forwardOperator[S]{noLifecycle: noLifecycle{info: info}, out: out.(output[S])}
-		return op, output[S](op)
+	n.build = func(info engine.OpInfo, _ int, out any) (engine.Lifecycle, any) {
+		op := &forwardOperator[S]{noLifecycle: noLifecycle{info: info}, out: out.(engine.Output[S])}
+		return op, engine.Output[S](op)
 	}
 	n.name = "SideOutput: " + tag.id
 	ds.env.addNode("SideOutput", n)
@@ -194,7 +194,7 @@ func checkSideOutputs(nodes []*node) error {
 }
 
 // sideOutputs is one operator subtask's side outputs, in the order they
-// were declared: an output[T] per tag (a fan-out to no one when no
+// were declared: an engine.Output[T] per tag (a fan-out to no one when no
 // SideOutput takes it). Side outputs are rare and few per operator, so a
 // scan of the ids beats a map.
 type sideOutputs struct {
@@ -204,7 +204,7 @@ type sideOutputs struct {
 	// type-erased side outputs).
 	tags []sideTag
 	// op names the operator in errors.
-	op opInfo
+	op engine.OpInfo
 }
 
 // SideOutputContext is a function's context that can emit side outputs:
@@ -242,7 +242,7 @@ func emitSide[T any](s *sideOutputs, tag OutputTag[T], v T, ts int64) error {
 			if id != tag.id {
 				continue
 			}
-			out, ok := s.outs[i].(output[T])
+			out, ok := s.outs[i].(engine.Output[T])
 			if !ok {
 				return s.op.Wrap(&unrecoverableError{Err: fmt.Errorf("side output %q is declared with another type than %s, the type of the tag emitted to", tag.id, typeName[T]())})
 			}
@@ -259,7 +259,7 @@ func emitSide[T any](s *sideOutputs, tag OutputTag[T], v T, ts int64) error {
 // nothing here: the task sends them through every record writer of the
 // chain, side streams' included.
 type sidedOutput[T any] struct {
-	main  output[T]
+	main  engine.Output[T]
 	sides []watermarkOutput
 }
 
@@ -296,21 +296,28 @@ func (s *sidedOutput[T]) EmitStatus(idle bool) error {
 }
 
 func (typeOpsFor[T]) collectAny(out, v any, ts int64) error {
-	return out.(output[T]).Collect(v.(T), ts)
+	return out.(engine.Output[T]).Collect(v.(T), ts)
 }
 
 func (typeOpsFor[T]) withSides(main any, sides []any) any {
-	s := &sidedOutput[T]{main: main.(output[T])}
+	s := &sidedOutput[T]{main: main.(engine.Output[T])}
 	for _, o := range sides {
 		s.sides = append(s.sides, o.(watermarkOutput))
 	}
-	return output[T](s)
+	return engine.Output[T](s)
+}
+
+// sidesOf is the side outputs of the operator info names (engine.OpInfo
+// holds them untyped: they are runtime's), nil if it declares none.
+func sidesOf(info *engine.OpInfo) *sideOutputs {
+	s, _ := info.Sides.(*sideOutputs)
+	return s
 }
 
 // buildSideOutputs makes the side outputs of node n for one subtask from
 // the inputs of its side streams' nodes, chained to it (side). It returns
 // nil when n declares none.
-func buildSideOutputs(n *node, info opInfo, side func(*node) any) *sideOutputs {
+func buildSideOutputs(n *node, info engine.OpInfo, side func(*node) any) *sideOutputs {
 	if len(n.sideTags) == 0 {
 		return nil
 	}

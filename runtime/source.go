@@ -21,12 +21,12 @@ import (
 // the coordinator arrive as mails, so they run on the task goroutine
 // between two polls (the task-goroutine rule).
 type sourceOperator[T any, S connector.Split, C any] struct {
-	info     opInfo
+	info     engine.OpInfo
 	src      connector.Source[T, S, C]
 	coord    *srccoord.Source[T, S, C]
 	par      int
 	strategy watermark.Strategy[T]
-	out      output[T]
+	out      engine.Output[T]
 
 	t        *task
 	reader   connector.SourceReader[T, S]
@@ -51,10 +51,12 @@ type sourceOperator[T any, S connector.Split, C any] struct {
 	uncountLag func()
 }
 
-func (s *sourceOperator[T, S, C]) Info() *opInfo { return &s.info }
+func (s *sourceOperator[T, S, C]) Info() *engine.OpInfo { return &s.info }
 
-func (s *sourceOperator[T, S, C]) Open(t *task) error {
-	s.t = t
+func (s *sourceOperator[T, S, C]) bindTask(t *task) { s.t = t }
+
+func (s *sourceOperator[T, S, C]) Open(engine.Task) error {
+	t := s.t
 	s.openedAt = time.Now()
 	s.output = newReaderOutput(s.strategy, s.out)
 	s.output.info = &s.info
@@ -331,7 +333,7 @@ func (c readerContext[T, S, C]) MetricGroup() *metrics.Group { return c.op.metri
 // SideOutput makes the context a connector.SideOutputs: the side outputs
 // are those declared on the source's stream (DeclareSideOutputs).
 func (c readerContext[T, S, C]) SideOutput(id string, typ reflect.Type) (func(record any, timestamp int64), error) {
-	sides := c.op.info.Sides
+	sides := sidesOf(&c.op.info)
 	i := -1
 	if sides != nil {
 		i = slices.Index(sides.ids, id)
@@ -376,14 +378,14 @@ func (c readerContext[T, S, C]) Context() context.Context {
 type readerOutput[T any] struct {
 	strategy watermark.Strategy[T]
 	assign   func(T, int64) int64
-	out      output[T]
+	out      engine.Output[T]
 	err      error
 	mux      engine.WatermarkMux
 	main     *splitOutput[T]
 	splits   map[string]*splitOutput[T]
 	// info is the source operator's, whose records counts what the
 	// reader emitted.
-	info *opInfo
+	info *engine.OpInfo
 	// held are the splits assigned to the reader and not released
 	// (finished); heldVer changes with them (metrics.go publishes them).
 	held    map[string]struct{}
@@ -410,8 +412,8 @@ func (r *readerOutput[T]) dropHeld() {
 	}
 }
 
-func newReaderOutput[T any](strategy watermark.Strategy[T], out output[T]) *readerOutput[T] {
-	r := &readerOutput[T]{strategy: strategy, assign: strategy.TimestampAssigner(), out: out, splits: map[string]*splitOutput[T]{}, info: &opInfo{}}
+func newReaderOutput[T any](strategy watermark.Strategy[T], out engine.Output[T]) *readerOutput[T] {
+	r := &readerOutput[T]{strategy: strategy, assign: strategy.TimestampAssigner(), out: out, splits: map[string]*splitOutput[T]{}, info: &engine.OpInfo{}}
 	r.mux = engine.WatermarkMux{Last: engine.NoWatermark, AwaitingSplits: true, EmitWM: out.EmitWatermark, EmitIdle: out.EmitStatus}
 	return r
 }

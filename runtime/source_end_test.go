@@ -49,12 +49,12 @@ func (r *mainReader) PollNext(out connector.ReaderOutput[ev]) (connector.InputSt
 func TestEndedSourceEmitsNothingAfterMaxWatermark(t *testing.T) {
 	rec := &recorder[ev]{}
 	src := &mainSource{memSource: &memSource[ev]{numSplits: 1, perSplit: 300, gen: genEv(3)}}
-	coord := srccoord.New[ev, *memSplit, int](coordOperator(opInfo{Name: "src", Subtask: -1}), src, 1, func(error) {}, srccoord.GateOptions{})
-	tk := &task{name: "src", head: &opInfo{Name: "src"}, cfg: &config{autoWatermarkInterval: time.Hour}, mb: engine.NewMailbox()}
+	coord := srccoord.New[ev, *memSplit, int](coordOperator(engine.OpInfo{Name: "src", Subtask: -1}), src, 1, func(error) {}, srccoord.GateOptions{})
+	tk := &task{name: "src", head: &engine.OpInfo{Name: "src"}, cfg: &config{autoWatermarkInterval: time.Hour}, mb: engine.NewMailbox()}
 	defer func() { _ = tk.shutdown() }()
-	s := &sourceOperator[ev, *memSplit, int]{info: opInfo{Name: "src"}, src: src, coord: coord, par: 1,
-		strategy: watermark.ForBoundedOutOfOrderness[ev](0), out: output[ev](rec)}
-	if err := s.Open(tk); err != nil {
+	s := &sourceOperator[ev, *memSplit, int]{info: engine.OpInfo{Name: "src"}, src: src, coord: coord, par: 1,
+		strategy: watermark.ForBoundedOutOfOrderness[ev](0), out: engine.Output[ev](rec)}
+	if err := openOp(s, tk); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.AddSplits([]*memSplit{{id: "a", n: 300}}); err != nil {

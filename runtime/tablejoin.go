@@ -7,6 +7,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/splitflow/splitflow/connector"
+	"github.com/splitflow/splitflow/runtime/internal/engine"
 	"github.com/splitflow/splitflow/runtime/state"
 )
 
@@ -144,7 +145,7 @@ func tableJoin[K comparable, A, V, O any](stream KeyedStream[K, A], table DataSt
 	// signature: a job may switch between them and keep its table.
 	n.state = fmt.Sprintf("KeyedProcess[key=%s] TableJoin[%s, %s]", typeName[K](), typeName[A](), typeName[V]())
 	build := n.build
-	n.build = func(info opInfo, par int, out any) (lifecycle, any) {
+	n.build = func(info engine.OpInfo, par int, out any) (engine.Lifecycle, any) {
 		l, in := build(info, par, out)
 		op := l.(*keyedProcessOperator[K, either[A, TableUpdate[K, V]], O])
 		op.newFn = func() KeyedProcessFunction[K, either[A, TableUpdate[K, V]], O] {

@@ -355,7 +355,7 @@ func TestTableJoinLateRecordsGoToTheSideOutput(t *testing.T) {
 				t.Fatalf("the join declares side outputs %v, want the late-records tag", ds.node.sideTags)
 			}
 			late := &winOut[jRec]{}
-			sides := &sideOutputs{ids: []string{"late-records"}, outs: []any{output[jRec](late)}}
+			sides := &sideOutputs{ids: []string{"late-records"}, outs: []any{engine.Output[jRec](late)}}
 			w := openWinSides[string, either[jRec, tjRow]](t, ds, unitStateConfig(t, b), nil, 1, 0, sides)
 			defer w.stop()
 			w.add(t, right[jRec](tjRow{Key: "k", Value: 5}), 1)

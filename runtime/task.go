@@ -58,13 +58,13 @@ var errTaskCancelled = errors.New("task cancelled")
 // Other goroutines reach it only through mb.
 type task struct {
 	name        string // the chain, "Source: a -> Map b -> Sink c"
-	head        *opInfo
+	head        *engine.OpInfo
 	subtask     int
 	parallelism int
 	cfg         *config
 
 	mb      *engine.Mailbox
-	ops     []lifecycle // head first
+	ops     []engine.Lifecycle // head first
 	input   taskInput
 	outputs []engine.NetworkOutput
 	timers  []*time.Timer
@@ -308,6 +308,31 @@ type resumable interface {
 	resume() error
 }
 
+// The task as its operators see it (engine.Task). Runtime's own operators
+// that need more of it (runtime's configuration, the execution) get the
+// *task itself once built (taskBound).
+var _ engine.Task = (*task)(nil)
+
+func (t *task) Restored() *engine.RestoredState { return t.restored }
+
+func (t *task) DrainingForSavepoint() bool {
+	return t != nil && t.ex != nil && t.ex.drainingForSavepoint.Load()
+}
+
+func (t *task) ShuffleDrained(channel string) {
+	if t != nil && t.ex != nil {
+		t.ex.shuffleDrained(channel)
+	}
+}
+
+// taskBound is an operator of runtime's that uses more of its task than
+// engine.Task gives: buildTasks gives it its task when it builds it, before
+// Open. Without it, Open would have to take runtime's *task back out of the
+// engine.Task it is given.
+type taskBound interface {
+	bindTask(t *task)
+}
+
 // suspend registers r to be resumed.
 func (t *task) suspend(r resumable) { t.suspended = append(t.suspended, r) }
 
@@ -422,7 +447,7 @@ func (t *task) requestStop() {
 type gateInput[T any] struct {
 	t     *task
 	gate  *engine.InputGate[T]
-	head  output[T]
+	head  engine.Output[T]
 	valve *engine.WatermarkValve
 	// done is the batch processed last, handed back to its channel for
 	// reuse on the next poll.

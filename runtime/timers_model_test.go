@@ -335,13 +335,13 @@ func openKeyedFromStop[K comparable](t *testing.T, sc stateConfig, chk *checkpoi
 	if err != nil {
 		t.Fatal(err)
 	}
-	tk := &task{name: "p", head: &opInfo{Name: "p"}, cfg: &config{maxParallelism: 128, state: sc}, mb: engine.NewMailbox(),
+	tk := &task{name: "p", head: &engine.OpInfo{Name: "p"}, cfg: &config{maxParallelism: 128, state: sc}, mb: engine.NewMailbox(),
 		restored: &engine.RestoredState{Chk: chk}}
-	p := &keyedProcessOperator[K, K, string]{info: opInfo{Name: "p", UID: "op", Subtask: sub}, keyFn: func(k K) K { return k },
-		hash: hash, par: par, out: output[string](&recorder[string]{}),
+	p := &keyedProcessOperator[K, K, string]{info: engine.OpInfo{Name: "p", UID: "op", Subtask: sub}, keyFn: func(k K) K { return k },
+		hash: hash, par: par, out: engine.Output[string](&recorder[string]{}),
 		newFn: func() KeyedProcessFunction[K, K, string] { return fn }}
 	stop := func() { _ = tk.shutdown(); _ = p.Close() }
-	if err := p.Open(tk); err != nil {
+	if err := openOp(p, tk); err != nil {
 		stop()
 		t.Fatal(err)
 	}

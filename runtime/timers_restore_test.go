@@ -48,12 +48,12 @@ func TestCorruptRestoredTimerIsNotRetryable(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		tk := &task{name: "p", head: &opInfo{Name: "p"}, cfg: &config{maxParallelism: 128, state: sc}, mb: engine.NewMailbox(),
+		tk := &task{name: "p", head: &engine.OpInfo{Name: "p"}, cfg: &config{maxParallelism: 128, state: sc}, mb: engine.NewMailbox(),
 			restored: &engine.RestoredState{Chk: chk}}
-		q := &keyedProcessOperator[int64, int64, string]{info: opInfo{Name: "p", UID: "op"}, keyFn: func(k int64) int64 { return k },
-			hash: hash, par: 1, out: output[string](&recorder[string]{}),
+		q := &keyedProcessOperator[int64, int64, string]{info: engine.OpInfo{Name: "p", UID: "op"}, keyFn: func(k int64) int64 { return k },
+			hash: hash, par: 1, out: engine.Output[string](&recorder[string]{}),
 			newFn: func() KeyedProcessFunction[int64, int64, string] { return fn }}
-		err = q.Open(tk)
+		err = openOp(q, tk)
 		_ = tk.shutdown()
 		_ = q.Close()
 		var ue *unrecoverableError
@@ -69,11 +69,11 @@ type pairKey struct{ A, B int }
 // openPairKeyed opens a keyed operator over pairKey running fn on the
 // pebble backend and returns its open error.
 func openPairKeyed(t *testing.T, fn KeyedProcessFunction[pairKey, pairKey, string]) error {
-	tk := &task{name: "p", head: &opInfo{Name: "counter"}, cfg: &config{maxParallelism: 128, state: pebbleStateConfig(t)}, mb: engine.NewMailbox()}
-	p := &keyedProcessOperator[pairKey, pairKey, string]{info: opInfo{Name: "counter", UID: "op"}, keyFn: func(k pairKey) pairKey { return k },
-		hash: func(k pairKey) uint32 { return keygroup.HashInt64(int64(k.A)) }, par: 1, out: output[string](&recorder[string]{}),
+	tk := &task{name: "p", head: &engine.OpInfo{Name: "counter"}, cfg: &config{maxParallelism: 128, state: pebbleStateConfig(t)}, mb: engine.NewMailbox()}
+	p := &keyedProcessOperator[pairKey, pairKey, string]{info: engine.OpInfo{Name: "counter", UID: "op"}, keyFn: func(k pairKey) pairKey { return k },
+		hash: func(k pairKey) uint32 { return keygroup.HashInt64(int64(k.A)) }, par: 1, out: engine.Output[string](&recorder[string]{}),
 		newFn: func() KeyedProcessFunction[pairKey, pairKey, string] { return fn }}
-	err := p.Open(tk)
+	err := openOp(p, tk)
 	_ = tk.shutdown()
 	_ = p.Close()
 	return err
@@ -123,11 +123,11 @@ func TestPebbleTimerOfKeyWithoutBinaryEncodingFailsClearly(t *testing.T) {
 				return nil
 			},
 		}
-		tk := &task{name: "p", head: &opInfo{Name: "p"}, cfg: &config{maxParallelism: 128, state: pebbleStateConfig(t)}, mb: engine.NewMailbox()}
-		p := &keyedProcessOperator[pairKey, pairKey, string]{info: opInfo{Name: "p", UID: "op"}, keyFn: func(k pairKey) pairKey { return k },
-			hash: func(k pairKey) uint32 { return keygroup.HashInt64(int64(k.A)) }, par: 1, out: output[string](&recorder[string]{}),
+		tk := &task{name: "p", head: &engine.OpInfo{Name: "p"}, cfg: &config{maxParallelism: 128, state: pebbleStateConfig(t)}, mb: engine.NewMailbox()}
+		p := &keyedProcessOperator[pairKey, pairKey, string]{info: engine.OpInfo{Name: "p", UID: "op"}, keyFn: func(k pairKey) pairKey { return k },
+			hash: func(k pairKey) uint32 { return keygroup.HashInt64(int64(k.A)) }, par: 1, out: engine.Output[string](&recorder[string]{}),
 			newFn: func() KeyedProcessFunction[pairKey, pairKey, string] { return fn }}
-		if err := p.Open(tk); err != nil {
+		if err := openOp(p, tk); err != nil {
 			t.Fatal(err)
 		}
 		err := func() (err error) {
@@ -165,13 +165,13 @@ func (pairEcho) OnTimer(*KeyedContext[pairKey, string], Timer) error { return ni
 // timers being used (a registration fails the job, as with
 // KeyedProcessFuncs without Timer).
 func TestPebbleOwnFunctionTypeWithoutTimersOverGobKeyRuns(t *testing.T) {
-	tk := &task{name: "p", head: &opInfo{Name: "p"}, cfg: &config{maxParallelism: 128, state: pebbleStateConfig(t)}, mb: engine.NewMailbox()}
+	tk := &task{name: "p", head: &engine.OpInfo{Name: "p"}, cfg: &config{maxParallelism: 128, state: pebbleStateConfig(t)}, mb: engine.NewMailbox()}
 	rec := &recorder[string]{}
-	p := &keyedProcessOperator[pairKey, pairKey, string]{info: opInfo{Name: "p", UID: "op"}, keyFn: func(k pairKey) pairKey { return k },
-		hash: func(k pairKey) uint32 { return keygroup.HashInt64(int64(k.A)) }, par: 1, out: output[string](rec),
+	p := &keyedProcessOperator[pairKey, pairKey, string]{info: engine.OpInfo{Name: "p", UID: "op"}, keyFn: func(k pairKey) pairKey { return k },
+		hash: func(k pairKey) uint32 { return keygroup.HashInt64(int64(k.A)) }, par: 1, out: engine.Output[string](rec),
 		newFn: func() KeyedProcessFunction[pairKey, pairKey, string] { return pairEcho{} }}
 	defer func() { _ = tk.shutdown(); _ = p.Close() }()
-	if err := p.Open(tk); err != nil {
+	if err := openOp(p, tk); err != nil {
 		t.Fatalf("open: %v", err)
 	}
 	if err := p.Collect(pairKey{1, 2}, 0); err != nil {

@@ -83,12 +83,12 @@ func openKeyedFrom[K comparable](t *testing.T, sc stateConfig, chk *checkpoint.C
 	if err != nil {
 		t.Fatal(err)
 	}
-	tk := &task{name: "p", head: &opInfo{Name: "p"}, cfg: &config{maxParallelism: 128, state: sc}, mb: engine.NewMailbox(),
+	tk := &task{name: "p", head: &engine.OpInfo{Name: "p"}, cfg: &config{maxParallelism: 128, state: sc}, mb: engine.NewMailbox(),
 		restored: &engine.RestoredState{Chk: chk}}
-	p := &keyedProcessOperator[K, K, string]{info: opInfo{Name: "p", UID: "op", Subtask: sub}, keyFn: func(k K) K { return k },
-		hash: hash, par: par, out: output[string](&recorder[string]{}),
+	p := &keyedProcessOperator[K, K, string]{info: engine.OpInfo{Name: "p", UID: "op", Subtask: sub}, keyFn: func(k K) K { return k },
+		hash: hash, par: par, out: engine.Output[string](&recorder[string]{}),
 		newFn: func() KeyedProcessFunction[K, K, string] { return fn }}
-	err = p.Open(tk)
+	err = openOp(p, tk)
 	t.Cleanup(func() { _ = tk.shutdown(); _ = p.Close() })
 	if err != nil {
 		t.Fatal(err)

@@ -59,12 +59,12 @@ func sinkToTwoPhase[T any](ds DataStream[T], sink connector.Sink[T], hidden conn
 			n.errs = append(n.errs, fmt.Errorf("sink %s: its TwoPhase names writer state %s but hands over no RestoreWriter and WriterStateSerializer; make it with connector.HideCommittableAndWriterState", sinkType, t))
 		}
 	}
-	n.build = func(info opInfo, par int, _ any) (lifecycle, any) {
+	n.build = func(info engine.OpInfo, par int, _ any) (engine.Lifecycle, any) {
 		op := &twoPhaseSinkOperator[T, any]{info: info, sink: hidden, par: par, sinkType: sinkType, committable: committable}
 		if stateful != nil {
 			op.stateful(stateful, writerState)
 		}
-		return op, output[T](op)
+		return op, engine.Output[T](op)
 	}
 	n.state = stateformat.TwoPhaseSinkSignature(committable, writerState)
 	ds.env.addNode("Sink", n)
@@ -125,7 +125,7 @@ type pendingCommittable[C any] struct {
 
 // twoPhaseSinkOperator is the writer and the committer of one subtask.
 type twoPhaseSinkOperator[T, C any] struct {
-	info opInfo
+	info engine.OpInfo
 	sink connector.TwoPhaseCommittingSink[T, C]
 	par  int
 	// sinkType and committable name the user's sink and its committable
@@ -153,10 +153,12 @@ const (
 	commitBackoffMax = time.Second
 )
 
-func (s *twoPhaseSinkOperator[T, C]) Info() *opInfo { return &s.info }
+func (s *twoPhaseSinkOperator[T, C]) Info() *engine.OpInfo { return &s.info }
 
-func (s *twoPhaseSinkOperator[T, C]) Open(t *task) error {
-	s.t = t
+func (s *twoPhaseSinkOperator[T, C]) bindTask(t *task) { s.t = t }
+
+func (s *twoPhaseSinkOperator[T, C]) Open(engine.Task) error {
+	t := s.t
 	s.wm = connector.NoTimestamp
 	ictx := newSinkInitContext(t, s.info, s.par)
 	ictx.committer = true
@@ -305,7 +307,7 @@ func (s *twoPhaseSinkOperator[T, C]) prepare(id int64) error {
 }
 
 // PrepareSnapshotPreBarrier: barrier id. A failure fails the task: the
-// writer's transaction may be gone (see preparer).
+// writer's transaction may be gone (see engine.Preparer).
 func (s *twoPhaseSinkOperator[T, C]) PrepareSnapshotPreBarrier(id int64) error { return s.prepare(id) }
 
 // SnapshotState: barrier id, after PrepareSnapshotPreBarrier. The state is

@@ -12,14 +12,14 @@ import (
 // watermark that does not advance its own.
 func TestKeyedOperatorIgnoresWatermarkThatDoesNotAdvance(t *testing.T) {
 	rec := &recorder[string]{}
-	tk := &task{name: "p", head: &opInfo{Name: "p"}, cfg: &config{maxParallelism: 128}, mb: engine.NewMailbox()}
+	tk := &task{name: "p", head: &engine.OpInfo{Name: "p"}, cfg: &config{maxParallelism: 128}, mb: engine.NewMailbox()}
 	defer func() { _ = tk.shutdown() }()
-	p := &keyedProcessOperator[string, string, string]{info: opInfo{Name: "p"}, keyFn: func(s string) string { return s },
-		hash: keygroup.HashString, par: 1, out: output[string](rec),
+	p := &keyedProcessOperator[string, string, string]{info: engine.OpInfo{Name: "p"}, keyFn: func(s string) string { return s },
+		hash: keygroup.HashString, par: 1, out: engine.Output[string](rec),
 		newFn: func() KeyedProcessFunction[string, string, string] {
 			return KeyedProcessFuncs[string, string, string]{Element: func(*KeyedContext[string, string], string) error { return nil }}
 		}}
-	if err := p.Open(tk); err != nil {
+	if err := openOp(p, tk); err != nil {
 		t.Fatal(err)
 	}
 	for _, wm := range []int64{engine.MaxWatermark, 299, engine.MaxWatermark} {

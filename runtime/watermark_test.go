@@ -13,7 +13,7 @@ import (
 	"github.com/splitflow/splitflow/runtime/watermark"
 )
 
-// recorder is an output[T] that logs what reaches it.
+// recorder is an engine.Output[T] that logs what reaches it.
 type recorder[T any] struct {
 	log []string
 	wms []int64
@@ -157,7 +157,7 @@ func TestValveIdleAfterOthersEndedReleasesTheirWatermark(t *testing.T) {
 // hold it back; with no active split the reader is idle.
 func TestReaderWatermarkIsMinimumOverActiveSplits(t *testing.T) {
 	r := &recorder[string]{}
-	out := newReaderOutput(watermark.None[string](), output[string](r))
+	out := newReaderOutput(watermark.None[string](), engine.Output[string](r))
 	out.mux.Started = true
 	out.mux.Update()
 	expectLog(t, "no split yet: the reader holds time back, it is not idle", r.take())

@@ -68,14 +68,14 @@ func openWinSides[K comparable, T, O any](t testing.TB, ds DataStream[O], sc sta
 		t.Fatalf("window stream: %v", ds.node.errs[0])
 	}
 	w := &winOp[K, T, O]{out: &winOut[O]{}, clock: 1 << 50}
-	l, _ := ds.node.build(opInfo{Name: "win", UID: "op", Subtask: sub, Sides: sides}, par, output[O](w.out))
+	l, _ := ds.node.build(engine.OpInfo{Name: "win", UID: "op", Subtask: sub, Sides: sides}, par, engine.Output[O](w.out))
 	w.p = l.(*keyedProcessOperator[K, T, O])
-	tk := &task{name: "win", head: &opInfo{Name: "win"}, cfg: &config{maxParallelism: 128, state: sc}, mb: engine.NewMailbox()}
+	tk := &task{name: "win", head: &engine.OpInfo{Name: "win"}, cfg: &config{maxParallelism: 128, state: sc}, mb: engine.NewMailbox()}
 	if chk != nil {
 		tk.restored = &engine.RestoredState{Chk: chk}
 	}
 	w.stop = func() { _ = tk.shutdown(); _ = w.p.Close() }
-	if err := w.p.Open(tk); err != nil {
+	if err := openOp(w.p, tk); err != nil {
 		w.stop()
 		t.Fatal(err)
 	}

@@ -409,7 +409,7 @@ func TestRecordsBeyondLatenessGoToTheLateDataSideOutput(t *testing.T) {
 					t.Fatalf("the window declares side outputs %v, want the late-data tag", ds.node.sideTags)
 				}
 				late := &winOut[string]{}
-				sides := &sideOutputs{ids: []string{"late"}, outs: []any{output[string](late)}}
+				sides := &sideOutputs{ids: []string{"late"}, outs: []any{engine.Output[string](late)}}
 				w := openWinSides[string, string](t, ds, unitStateConfig(t, b), nil, 1, 0, sides)
 				defer w.stop()
 				w.add(t, "a", 3)

@@ -101,7 +101,7 @@ func windowed[K comparable, T, A, O any](ws WindowedStream[K, T], spec windowSpe
 	// assigner or accumulator would be read as windows they are not.
 	n.state = stateformat.WindowSignature(typeName[K](), a.String(), spec.kind, typeName[A]())
 	build := n.build
-	n.build = func(info opInfo, par int, out any) (lifecycle, any) {
+	n.build = func(info engine.OpInfo, par int, out any) (engine.Lifecycle, any) {
 		l, in := build(info, par, out)
 		op := l.(*keyedProcessOperator[K, T, O])
 		op.newFn = func() KeyedProcessFunction[K, T, O] {
