@@ -12,6 +12,7 @@ import (
 	"github.com/splitflow/splitflow/connector"
 	"github.com/splitflow/splitflow/runtime/internal/engine"
 	"github.com/splitflow/splitflow/runtime/internal/keygroup"
+	"github.com/splitflow/splitflow/runtime/internal/shuffleop"
 	"github.com/splitflow/splitflow/runtime/internal/slots"
 	"github.com/splitflow/splitflow/runtime/internal/stateformat"
 	"github.com/splitflow/splitflow/runtime/state"
@@ -324,7 +325,7 @@ func (typeOpsFor[T]) cut(env *Environment, e *edge, sh Shuffle, channel string, 
 		if route != nil {
 			partition = route(info.Subtask)
 		}
-		op := newShuffleBatchOperator(info, channel, partitions, serde.Append, partition, out.(engine.Output[connector.ShuffleRecord]))
+		op := shuffleop.NewBatchOperator(info, channel, partitions, serde.Append, partition, out.(engine.Output[connector.ShuffleRecord]))
 		return op, engine.Output[T](op)
 	}
 	env.addNode("ShuffleEncode", encNode)
@@ -342,7 +343,7 @@ func (typeOpsFor[T]) cut(env *Environment, e *edge, sh Shuffle, channel string, 
 	}
 	decNode := &node{out: typeOpsFor[T]{}, in: typeOpsFor[connector.ShuffleRecord]{}, state: stateformat.ShuffleDecodeSignature()}
 	decNode.build = func(info engine.OpInfo, par int, out any) (engine.Lifecycle, any) {
-		op := newShuffleUnbatchOperator(info, channel, serde.Decode, out.(engine.Output[T]), par, partitions, owner)
+		op := shuffleop.NewUnbatchOperator(info, channel, serde.Decode, out.(engine.Output[T]), par, partitions, owner)
 		return op, engine.Output[connector.ShuffleRecord](op)
 	}
 	env.addNode("ShuffleDecode", decNode)

@@ -23,6 +23,7 @@ import (
 	"github.com/splitflow/splitflow/runtime/checkpoint"
 	"github.com/splitflow/splitflow/runtime/internal/engine"
 	"github.com/splitflow/splitflow/runtime/internal/keygroup"
+	"github.com/splitflow/splitflow/runtime/internal/shuffleop"
 	"github.com/splitflow/splitflow/runtime/internal/slots"
 	"github.com/splitflow/splitflow/runtime/internal/statustest"
 	"github.com/splitflow/splitflow/runtime/state"
@@ -156,15 +157,19 @@ func TestDistributedCutsEveryKeyedEdgeIntoAShuffleOfAPartitionPerSlot(t *testing
 		if err := op.EndInput(); err != nil {
 			t.Fatal(err)
 		}
-		u := newShuffleUnbatchOperator[string](engine.OpInfo{}, "orders.count", state.DefaultSerde[string]().Decode, &winOut[string]{}, 4, 4, func(int, int) int { return 0 })
 		seen := 0
 		for _, b := range batches.vals {
-			if b.Value[0] != shuffleBatchV2 {
-				continue
-			}
+			// A decoding of its own reads each batch (and marker, which
+			// decodes to no record): subtask 0, the one owner of b's
+			// partition.
 			dec := &winOut[string]{}
-			u.out = dec
-			u.index = map[int32]int{b.Partition: 0}
+			owner := func(p, _ int) int {
+				if p == int(b.Partition) {
+					return 0
+				}
+				return 1
+			}
+			u := shuffleop.NewUnbatchOperator[string](engine.OpInfo{}, "orders.count", state.DefaultSerde[string]().Decode, dec, 4, 4, owner)
 			if err := u.Collect(b, 0); err != nil {
 				t.Fatal(err)
 			}
@@ -253,9 +258,8 @@ func TestShuffleRebalanceAndBroadcastRouting(t *testing.T) {
 			}
 			got := map[int32][]string{}
 			for _, r := range recs.vals {
-				dec := newShuffleUnbatchOperator(engine.OpInfo{}, "j.c", state.DefaultSerde[string]().Decode, engine.Output[string](&winOut[string]{}), 3, 3, func(int, int) int { return 0 })
 				o := &winOut[string]{}
-				dec.out = o
+				dec := shuffleop.NewUnbatchOperator(engine.OpInfo{}, "j.c", state.DefaultSerde[string]().Decode, engine.Output[string](o), 3, 3, func(int, int) int { return 0 })
 				if err := dec.Collect(r, 0); err != nil {
 					t.Fatal(err)
 				}

@@ -69,10 +69,6 @@ var (
 	_ taskBound                 = (*sourceOperator[int, connector.Split, int])(nil)
 
 	_ taskBound = (*processOperator[int, int])(nil)
-
-	_ engine.Preparer    = (*shuffleBatchOperator[int])(nil)
-	_ engine.Snapshotter = (*shuffleUnbatchOperator[int])(nil)
-	_ shuffleDrainer     = (*shuffleUnbatchOperator[int])(nil)
 )
 
 // noLifecycle is embedded by operators that need no open, end or close.

@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"github.com/splitflow/splitflow/runtime/internal/engine"
+	"github.com/splitflow/splitflow/runtime/internal/shuffleop"
 )
 
 // A savepoint of a distributed job is one consistent state of every
@@ -14,7 +15,7 @@ import (
 //     of event time (as a stop with a savepoint in one process);
 //  2. the ended input of a shuffle's encoding writes, after its last
 //     batch, a stop marker to every partition of its channel
-//     (shuffleBatchOperator.endInput); the slot's next checkpoint commits
+//     (shuffleop.BatchOperator.EndInput); the slot's next checkpoint commits
 //     both;
 //  3. a shuffle's decoding stops its source once it has read the stop
 //     marker (or the end) of every upstream slot in every partition it
@@ -64,6 +65,8 @@ func (ex *execution) drainTasksForSavepoint(tasks []*task) {
 type shuffleDrainer interface {
 	CheckDrained()
 }
+
+var _ shuffleDrainer = (*shuffleop.UnbatchOperator[int])(nil)
 
 // shuffleDrained stops the sources of the current tasks that read
 // channel: called from a task goroutine once the channel's decoding read

@@ -42,7 +42,7 @@ const (
 // idleness or its end. Downstream, the reader of a partition combines the
 // markers of every upstream slot with a Merge. The engine's shuffle
 // carries a marker as a record value of its own format
-// (runtime/shufflebatch.go), EncodeMarker's bytes after a format byte.
+// (runtime/internal/shuffleop), EncodeMarker's bytes after a format byte.
 type Marker struct {
 	Kind MarkerKind
 	// Slot is the upstream slot that wrote the marker.

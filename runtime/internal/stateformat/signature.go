@@ -28,7 +28,7 @@ const (
 )
 
 // ShuffleDecodeSignature is the reading side of a distributed job's cut
-// edge: the event time of its partitions (runtime/shufflebatch.go), in
+// edge: the event time of its partitions (runtime/internal/shuffleop), in
 // the state format it names.
 func ShuffleDecodeSignature() string { return KindShuffleDecode + "[format=1]" }
 

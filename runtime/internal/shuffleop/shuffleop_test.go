@@ -1,10 +1,9 @@
-package runtime
+package shuffleop
 
 import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"log/slog"
 	"strings"
 	"testing"
 
@@ -15,15 +14,47 @@ import (
 	"github.com/splitflow/splitflow/runtime/state"
 )
 
+// collected is what an operator emitted: values with their timestamps,
+// and watermarks.
+type collected[O any] struct {
+	vals []O
+	ts   []int64
+	wms  []int64
+}
+
+func (r *collected[O]) Collect(v O, ts int64) error {
+	r.vals, r.ts = append(r.vals, v), append(r.ts, ts)
+	return nil
+}
+func (r *collected[O]) EmitWatermark(wm int64) error { r.wms = append(r.wms, wm); return nil }
+func (r *collected[O]) EmitStatus(bool) error        { return nil }
+
+func (r *collected[O]) take() []O {
+	v := r.vals
+	r.vals, r.ts = nil, nil
+	return v
+}
+
+// drainTask is the engine.Task of a slot that may drain for a savepoint:
+// it records the channels the operators said are drained.
+type drainTask struct {
+	draining bool
+	drained  []string
+}
+
+func (*drainTask) Restored() *engine.RestoredState { return nil }
+func (d *drainTask) DrainingForSavepoint() bool    { return d.draining }
+func (d *drainTask) ShuffleDrained(channel string) { d.drained = append(d.drained, channel) }
+
 // Records crossing a shuffle in batches come out as they went in: per
 // partition in emission order, each with its own timestamp (none
 // included), a batch emitted when full, at a barrier and at the end of
 // input, nothing left buffered at a barrier.
 func TestShuffleBatchesKeepEveryRecordOrderAndTimestamp(t *testing.T) {
 	serde := state.DefaultSerde[string]()
-	batches := &winOut[connector.ShuffleRecord]{}
+	batches := &collected[connector.ShuffleRecord]{}
 	part := func(v string) int32 { return int32(len(v) % 3) }
-	enc := newShuffleBatchOperator(engine.OpInfo{}, "c", 3, serde.Append, part, engine.Output[connector.ShuffleRecord](batches))
+	enc := NewBatchOperator(engine.OpInfo{}, "c", 3, serde.Append, part, engine.Output[connector.ShuffleRecord](batches))
 	var in []string
 	var ts []int64
 	for i := range 20000 {
@@ -64,14 +95,14 @@ func TestShuffleBatchesKeepEveryRecordOrderAndTimestamp(t *testing.T) {
 		t.Fatalf("%d batches, %d full: the input should fill several", len(batches.vals), full)
 	}
 
-	got := map[int32]*winOut[string]{}
+	got := map[int32]*collected[string]{}
 	for _, b := range batches.vals {
 		o := got[b.Partition]
 		if o == nil {
-			o = &winOut[string]{}
+			o = &collected[string]{}
 			got[b.Partition] = o
 		}
-		dec := newShuffleUnbatchOperator(engine.OpInfo{}, "c", serde.Decode, engine.Output[string](o), 1, 3, func(int, int) int { return 0 })
+		dec := NewUnbatchOperator(engine.OpInfo{}, "c", serde.Decode, engine.Output[string](o), 1, 3, func(int, int) int { return 0 })
 		if err := dec.Collect(b, 0); err != nil {
 			t.Fatal(err)
 		}
@@ -91,7 +122,7 @@ func TestShuffleBatchesKeepEveryRecordOrderAndTimestamp(t *testing.T) {
 	}
 
 	// Bytes that are not a batch fail the decoding, naming the channel.
-	dec := newShuffleUnbatchOperator(engine.OpInfo{}, "c", serde.Decode, engine.Output[string](&winOut[string]{}), 1, 3, func(int, int) int { return 0 })
+	dec := NewUnbatchOperator(engine.OpInfo{}, "c", serde.Decode, engine.Output[string](&collected[string]{}), 1, 3, func(int, int) int { return 0 })
 	for _, bad := range [][]byte{nil, {9}, {shuffleBatchV2}, {shuffleBatchV2, 0, 5}, {shuffleBatchV2, 0, 5, 0, 'a'}, {shuffleMarkerV1, 1, 9, 0, 0}} {
 		if err := dec.Collect(connector.ShuffleRecord{Value: bad}, 0); !errors.Is(err, errShuffleBatch) || !strings.Contains(err.Error(), "shuffle c") {
 			t.Errorf("%v decoded: %v", bad, err)
@@ -132,9 +163,9 @@ func markerRecord(t *testing.T, p int32, m slots.Marker) connector.ShuffleRecord
 
 // restoreAndAnnounce opens a reading subtask 0 of 2 (4 partitions) from
 // state as a restore does, emitting to log.
-func restoreAndAnnounce(t *testing.T, state []byte, log *eventLog[string], owner func(p, par int) int) *shuffleUnbatchOperator[string] {
+func restoreAndAnnounce(t *testing.T, state []byte, log *eventLog[string], owner func(p, par int) int) *UnbatchOperator[string] {
 	t.Helper()
-	u := newShuffleUnbatchOperator(engine.OpInfo{}, "c", statecodec.Default[string]().Decode, engine.Output[string](log), 2, 4, owner)
+	u := NewUnbatchOperator(engine.OpInfo{}, "c", statecodec.Default[string]().Decode, engine.Output[string](log), 2, 4, owner)
 	if err := u.restore(state); err != nil {
 		t.Fatal(err)
 	}
@@ -178,8 +209,8 @@ func shuffleEvents(t *testing.T, recs []connector.ShuffleRecord) string {
 // really ended (maxWatermark), never when it was stopped.
 func TestShuffleMarkersFollowTheBatchesWhenEventTimeChanged(t *testing.T) {
 	serde := state.DefaultSerde[string]()
-	recs := &winOut[connector.ShuffleRecord]{}
-	enc := newShuffleBatchOperator(engine.OpInfo{Subtask: 2}, "c", 2, serde.Append, func(v string) int32 { return int32(len(v) % 2) }, engine.Output[connector.ShuffleRecord](recs))
+	recs := &collected[connector.ShuffleRecord]{}
+	enc := NewBatchOperator(engine.OpInfo{Subtask: 2}, "c", 2, serde.Append, func(v string) int32 { return int32(len(v) % 2) }, engine.Output[connector.ShuffleRecord](recs))
 	step := func(what string, do func() error, want string) {
 		t.Helper()
 		if err := do(); err != nil {
@@ -242,7 +273,7 @@ func TestShuffleMarkersFollowTheBatchesWhenEventTimeChanged(t *testing.T) {
 	}, "p0:wm 2 170, p1:wm 2 170, p0:idle 2, p1:idle 2")
 	step("stopped: the end of input without maxWatermark", enc.EndInput, "")
 
-	ended := newShuffleBatchOperator(engine.OpInfo{Subtask: 0}, "c", 2, serde.Append, func(string) int32 { return 0 }, engine.Output[connector.ShuffleRecord](recs))
+	ended := NewBatchOperator(engine.OpInfo{Subtask: 0}, "c", 2, serde.Append, func(string) int32 { return 0 }, engine.Output[connector.ShuffleRecord](recs))
 	enc = ended
 	step("records then the end of event time", func() error {
 		if err := ended.Collect("x", 5); err != nil {
@@ -266,7 +297,7 @@ func TestShuffleDecodeEventTimeIsMinimumOverSlotsAndPartitions(t *testing.T) {
 	serde := state.DefaultSerde[string]()
 	log := &eventLog[string]{}
 	// Upstream slots 0 and 1; subtask 0 of 2 reads partitions 0 and 2.
-	dec := newShuffleUnbatchOperator(engine.OpInfo{}, "c", serde.Decode, engine.Output[string](log), 2, 4, func(p, _ int) int { return p % 2 })
+	dec := NewUnbatchOperator(engine.OpInfo{}, "c", serde.Decode, engine.Output[string](log), 2, 4, func(p, _ int) int { return p % 2 })
 	marker := func(p int32, m slots.Marker) connector.ShuffleRecord { return markerRecord(t, p, m) }
 	wm := func(p int32, slot int, w int64) connector.ShuffleRecord {
 		return marker(p, slots.Marker{Kind: slots.WatermarkMarker, Slot: slot, Watermark: w})
@@ -278,8 +309,8 @@ func TestShuffleDecodeEventTimeIsMinimumOverSlotsAndPartitions(t *testing.T) {
 		return marker(p, slots.Marker{Kind: slots.EndMarker, Slot: slot})
 	}
 	batch := func(p int32, slot int, v string, ts int64) connector.ShuffleRecord {
-		enc := newShuffleBatchOperator(engine.OpInfo{Subtask: slot}, "c", 4, serde.Append, func(string) int32 { return p }, engine.Output[connector.ShuffleRecord](&winOut[connector.ShuffleRecord]{}))
-		out := &winOut[connector.ShuffleRecord]{}
+		enc := NewBatchOperator(engine.OpInfo{Subtask: slot}, "c", 4, serde.Append, func(string) int32 { return p }, engine.Output[connector.ShuffleRecord](&collected[connector.ShuffleRecord]{}))
+		out := &collected[connector.ShuffleRecord]{}
 		enc.out = out
 		if err := enc.Collect(v, ts); err != nil {
 			t.Fatal(err)
@@ -341,7 +372,7 @@ func TestShuffleDecodeRestoredGoesOnFromItsMarkers(t *testing.T) {
 		return markerRecord(t, p, slots.Marker{Kind: slots.WatermarkMarker, Slot: slot, Watermark: w})
 	}
 	log := &eventLog[string]{}
-	dec := newShuffleUnbatchOperator(engine.OpInfo{}, "c", serde.Decode, engine.Output[string](log), 2, 4, owner)
+	dec := NewUnbatchOperator(engine.OpInfo{}, "c", serde.Decode, engine.Output[string](log), 2, 4, owner)
 	for _, r := range []connector.ShuffleRecord{mk(0, 0, 100), mk(2, 0, 100), mk(0, 1, 50), mk(2, 1, 60)} {
 		if err := dec.Collect(r, 0); err != nil {
 			t.Fatal(err)
@@ -360,7 +391,7 @@ func TestShuffleDecodeRestoredGoesOnFromItsMarkers(t *testing.T) {
 	if got := log.take(); got != "wm 50" {
 		t.Fatalf("restored, announced %q; want %q", got, "wm 50")
 	}
-	fresh := newShuffleUnbatchOperator(engine.OpInfo{}, "c", serde.Decode, engine.Output[string](&eventLog[string]{}), 2, 4, owner)
+	fresh := NewUnbatchOperator(engine.OpInfo{}, "c", serde.Decode, engine.Output[string](&eventLog[string]{}), 2, 4, owner)
 	for _, r := range []connector.ShuffleRecord{mk(0, 1, 70), mk(2, 1, 80)} {
 		if err := restored.Collect(r, 0); err != nil {
 			t.Fatal(err)
@@ -376,7 +407,7 @@ func TestShuffleDecodeRestoredGoesOnFromItsMarkers(t *testing.T) {
 		t.Fatalf("a fresh subtask moved to %d without hearing from slot 0", fresh.wm)
 	}
 	// An idle subtask restored says so, after its watermark.
-	idle := newShuffleUnbatchOperator(engine.OpInfo{}, "c", serde.Decode, engine.Output[string](log), 2, 4, owner)
+	idle := NewUnbatchOperator(engine.OpInfo{}, "c", serde.Decode, engine.Output[string](log), 2, 4, owner)
 	for _, r := range []connector.ShuffleRecord{mk(0, 0, 100), mk(0, 1, 90), mk(2, 0, 80), mk(2, 1, 95)} {
 		if err := idle.Collect(r, 0); err != nil {
 			t.Fatal(err)
@@ -400,7 +431,7 @@ func TestShuffleDecodeRestoredGoesOnFromItsMarkers(t *testing.T) {
 	}
 	// A state of another partition count (the slots or max parallelism
 	// changed) is refused, not misread.
-	other := newShuffleUnbatchOperator(engine.OpInfo{}, "c", serde.Decode, engine.Output[string](log), 2, 8, owner)
+	other := NewUnbatchOperator(engine.OpInfo{}, "c", serde.Decode, engine.Output[string](log), 2, 8, owner)
 	if err := other.restore(state); err == nil || !strings.Contains(err.Error(), "a state of 2 partitions; this subtask reads 4") {
 		t.Fatalf("restored at another partition count: %v", err)
 	}
@@ -416,7 +447,7 @@ func TestShuffleDecodeRestoredGoesOnFromItsMarkers(t *testing.T) {
 func TestShuffleDecodeSlotMarkerInOnePartitionDoesNotPassItsRecordsInAnother(t *testing.T) {
 	serde := state.DefaultSerde[string]()
 	log := &eventLog[string]{}
-	dec := newShuffleUnbatchOperator(engine.OpInfo{}, "c", serde.Decode, engine.Output[string](log), 2, 4, func(p, _ int) int { return p % 2 })
+	dec := NewUnbatchOperator(engine.OpInfo{}, "c", serde.Decode, engine.Output[string](log), 2, 4, func(p, _ int) int { return p % 2 })
 	marker := func(p int32, m slots.Marker) connector.ShuffleRecord { return markerRecord(t, p, m) }
 	var enc []byte
 	enc = append(enc, shuffleBatchV2, 0) // slot 0
@@ -452,26 +483,25 @@ func TestShuffleDecodeSlotMarkerInOnePartitionDoesNotPassItsRecordsInAnother(t *
 }
 
 // A slot draining for a savepoint of the distributed job (the rule of
-// savepointdrain.go): the encoding's input, stopped, writes a stop marker
+// runtime/savepointdrain.go): the encoding's input, stopped, writes a stop marker
 // to every partition after its last batch (never one when the job only
 // stops, as a handover does, nor instead of the end marker of a real
-// end); the decoding tells its execution that its channel is drained only
+// end); the decoding tells its task that its channel is drained only
 // once every upstream slot's stop marker (or end) was read in every
 // partition it owns, and only while its slot drains, so that its source
 // stops after everything written to it and not before.
 func TestSlotDrainingForASavepointStopsItsShuffleReaderOnlyAfterEveryUpstreamStopMarker(t *testing.T) {
 	serde := state.DefaultSerde[string]()
-	ex := &execution{master: engine.NewMailbox(), log: slog.New(slog.DiscardHandler)}
-	tk := &task{ex: ex}
-	recs := &winOut[connector.ShuffleRecord]{}
-	enc := newShuffleBatchOperator(engine.OpInfo{Subtask: 1}, "c", 2, serde.Append, func(v string) int32 { return int32(len(v) % 2) }, engine.Output[connector.ShuffleRecord](recs))
+	tk := &drainTask{}
+	recs := &collected[connector.ShuffleRecord]{}
+	enc := NewBatchOperator(engine.OpInfo{Subtask: 1}, "c", 2, serde.Append, func(v string) int32 { return int32(len(v) % 2) }, engine.Output[connector.ShuffleRecord](recs))
 	if err := enc.Open(tk); err != nil {
 		t.Fatal(err)
 	}
 	if err := enc.Collect("ab", 10); err != nil {
 		t.Fatal(err)
 	}
-	ex.drainingForSavepoint.Store(true)
+	tk.draining = true
 	if err := enc.EndInput(); err != nil {
 		t.Fatal(err)
 	}
@@ -482,7 +512,7 @@ func TestSlotDrainingForASavepointStopsItsShuffleReaderOnlyAfterEveryUpstreamSto
 	// Subtask 0 of 2 reads partitions 0 and 2 of 4, written by slots 0
 	// and 1.
 	log := &eventLog[string]{}
-	dec := newShuffleUnbatchOperator(engine.OpInfo{}, "c", serde.Decode, engine.Output[string](log), 2, 4, func(p, _ int) int { return p % 2 })
+	dec := NewUnbatchOperator(engine.OpInfo{}, "c", serde.Decode, engine.Output[string](log), 2, 4, func(p, _ int) int { return p % 2 })
 	if err := dec.Open(tk); err != nil {
 		t.Fatal(err)
 	}
@@ -490,15 +520,11 @@ func TestSlotDrainingForASavepointStopsItsShuffleReaderOnlyAfterEveryUpstreamSto
 		return markerRecord(t, p, slots.Marker{Kind: slots.StopMarker, Slot: slot})
 	}
 	drained := func() bool {
-		for ex.master.HasMail() {
-			m, _ := ex.master.Take()
-			if m.Name == "shuffle drained" {
-				return true
-			}
-		}
-		return false
+		told := len(tk.drained) > 0
+		tk.drained = nil
+		return told
 	}
-	ex.drainingForSavepoint.Store(false)
+	tk.draining = false
 	for _, r := range []connector.ShuffleRecord{stop(0, 0), stop(0, 1), stop(2, 0), stop(2, 1)} {
 		if err := dec.Collect(r, 0); err != nil {
 			t.Fatal(err)
@@ -507,8 +533,8 @@ func TestSlotDrainingForASavepointStopsItsShuffleReaderOnlyAfterEveryUpstreamSto
 	if drained() {
 		t.Fatal("a slot that is not draining stopped its shuffle reader")
 	}
-	ex.drainingForSavepoint.Store(true)
-	dec = newShuffleUnbatchOperator(engine.OpInfo{}, "c", serde.Decode, engine.Output[string](log), 2, 4, func(p, _ int) int { return p % 2 })
+	tk.draining = true
+	dec = NewUnbatchOperator(engine.OpInfo{}, "c", serde.Decode, engine.Output[string](log), 2, 4, func(p, _ int) int { return p % 2 })
 	if err := dec.Open(tk); err != nil {
 		t.Fatal(err)
 	}

@@ -1,10 +1,21 @@
-package runtime
+// Package shuffleop holds the operators on both ends of a distributed
+// job's cut edge: BatchOperator encodes the records an upstream subtask
+// emits into batches per partition of the shuffle's channel, with markers
+// of its event time, and UnbatchOperator decodes what a shuffle source
+// reads back into records, with the event time the markers of every
+// upstream slot make (docs/design/kafka-shuffle.md). Package runtime
+// builds them where it cuts an edge (distributed.go) and runs them as
+// any chained operator, through runtime/internal/engine's operator
+// contract; of their task they use the restored state and the savepoint
+// drain of their slot (runtime/savepointdrain.go).
+package shuffleop
 
 import (
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"math"
+	"reflect"
 
 	"github.com/splitflow/splitflow/connector"
 	"github.com/splitflow/splitflow/runtime/internal/engine"
@@ -39,12 +50,12 @@ const (
 	shuffleBatchBytes      = 16 << 10
 )
 
-// shuffleBatchOperator encodes the records of a cut edge and gathers
+// BatchOperator encodes the records of a cut edge and gathers
 // them into one batch per partition (the one partition gives a record,
 // or every partition when partition is nil: a broadcast edge), which it emits when the batch is
 // full, before every barrier (PrepareSnapshotPreBarrier: nothing stays
 // buffered in a checkpoint) and at the end of input.
-type shuffleBatchOperator[T any] struct {
+type BatchOperator[T any] struct {
 	info      engine.OpInfo
 	channel   string
 	encode    func(dst []byte, v T) ([]byte, error)
@@ -61,8 +72,8 @@ type shuffleBatchOperator[T any] struct {
 	wm, markedWm     int64
 	idle, markedIdle bool
 	markedAny, ended bool
-	// t is the task running the operator (its execution says whether
-	// the slot drains for a savepoint).
+	// t is the task running the operator (it says whether its slot
+	// drains for a savepoint).
 	t engine.Task
 }
 
@@ -71,12 +82,12 @@ type shuffleBatch struct {
 	maxTs int64
 }
 
-func newShuffleBatchOperator[T any](info engine.OpInfo, channel string, partitions int, encode func([]byte, T) ([]byte, error), partition func(T) int32, out engine.Output[connector.ShuffleRecord]) *shuffleBatchOperator[T] {
-	return &shuffleBatchOperator[T]{info: info, channel: channel, encode: encode, partition: partition, out: out, bufs: make([]shuffleBatch, partitions), wm: engine.NoWatermark}
+func NewBatchOperator[T any](info engine.OpInfo, channel string, partitions int, encode func([]byte, T) ([]byte, error), partition func(T) int32, out engine.Output[connector.ShuffleRecord]) *BatchOperator[T] {
+	return &BatchOperator[T]{info: info, channel: channel, encode: encode, partition: partition, out: out, bufs: make([]shuffleBatch, partitions), wm: engine.NoWatermark}
 }
 
-func (s *shuffleBatchOperator[T]) Info() *engine.OpInfo { return &s.info }
-func (s *shuffleBatchOperator[T]) Open(t engine.Task) error {
+func (s *BatchOperator[T]) Info() *engine.OpInfo { return &s.info }
+func (s *BatchOperator[T]) Open(t engine.Task) error {
 	s.t = t
 	return nil
 }
@@ -87,7 +98,7 @@ func (s *shuffleBatchOperator[T]) Open(t engine.Task) error {
 // end, and its next owner goes on. A slot draining for a savepoint then
 // writes its stop marker after everything: the readers of the channel
 // know they hold all this slot wrote (savepointdrain.go).
-func (s *shuffleBatchOperator[T]) EndInput() error {
+func (s *BatchOperator[T]) EndInput() error {
 	if err := s.flushAll(); err != nil {
 		return err
 	}
@@ -103,12 +114,12 @@ func (s *shuffleBatchOperator[T]) EndInput() error {
 	return nil
 }
 
-func (s *shuffleBatchOperator[T]) Close() error {
+func (s *BatchOperator[T]) Close() error {
 	s.bufs, s.pending = nil, nil
 	return nil
 }
 
-func (s *shuffleBatchOperator[T]) Collect(v T, ts int64) error {
+func (s *BatchOperator[T]) Collect(v T, ts int64) error {
 	s.info.Records++
 	var p int32
 	if s.partition != nil {
@@ -132,7 +143,7 @@ func (s *shuffleBatchOperator[T]) Collect(v T, ts int64) error {
 }
 
 // add appends the record encoded in scratch to partition p's batch.
-func (s *shuffleBatchOperator[T]) add(p int32, ts int64) error {
+func (s *BatchOperator[T]) add(p int32, ts int64) error {
 	b := &s.bufs[p]
 	if len(b.b) == 0 {
 		b.b = make([]byte, 1, shuffleBatchBytes+len(s.scratch)+3*binary.MaxVarintLen64)
@@ -153,7 +164,7 @@ func (s *shuffleBatchOperator[T]) add(p int32, ts int64) error {
 
 // flush emits partition p's batch. The batch's bytes are handed on, never
 // reused: the sink may still hold them.
-func (s *shuffleBatchOperator[T]) Flush(p int32) error {
+func (s *BatchOperator[T]) Flush(p int32) error {
 	b := &s.bufs[p]
 	rec, ts := connector.ShuffleRecord{Partition: p, Value: b.b}, b.maxTs
 	*b = shuffleBatch{}
@@ -166,7 +177,7 @@ func (s *shuffleBatchOperator[T]) Flush(p int32) error {
 	return s.out.Collect(rec, ts)
 }
 
-func (s *shuffleBatchOperator[T]) flushAll() error {
+func (s *BatchOperator[T]) flushAll() error {
 	for len(s.pending) > 0 {
 		if err := s.Flush(s.pending[0]); err != nil {
 			return err
@@ -175,7 +186,7 @@ func (s *shuffleBatchOperator[T]) flushAll() error {
 	return nil
 }
 
-func (s *shuffleBatchOperator[T]) PrepareSnapshotPreBarrier(int64) error {
+func (s *BatchOperator[T]) PrepareSnapshotPreBarrier(int64) error {
 	if err := s.flushAll(); err != nil {
 		return err
 	}
@@ -187,7 +198,7 @@ func (s *shuffleBatchOperator[T]) PrepareSnapshotPreBarrier(int64) error {
 // (or any watermark, after idleness or for the first marker). A subtask
 // that knows no watermark yet writes nothing: readers hold back for it,
 // as for one they never heard from.
-func (s *shuffleBatchOperator[T]) markChanges() error {
+func (s *BatchOperator[T]) markChanges() error {
 	if s.ended {
 		return nil
 	}
@@ -211,7 +222,7 @@ func (s *shuffleBatchOperator[T]) markChanges() error {
 // mark writes m, from this subtask, to every partition of the channel:
 // any of them may receive this subtask's records. One value serves them
 // all; nobody changes it.
-func (s *shuffleBatchOperator[T]) mark(m slots.Marker) error {
+func (s *BatchOperator[T]) mark(m slots.Marker) error {
 	m.Slot = s.info.Subtask
 	enc, err := slots.EncodeMarker(m)
 	if err != nil {
@@ -235,17 +246,17 @@ func (s *shuffleBatchOperator[T]) mark(m slots.Marker) error {
 	return nil
 }
 
-func (s *shuffleBatchOperator[T]) EmitWatermark(wm int64) error {
+func (s *BatchOperator[T]) EmitWatermark(wm int64) error {
 	s.wm = max(s.wm, wm)
 	return s.out.EmitWatermark(wm)
 }
 
-func (s *shuffleBatchOperator[T]) EmitStatus(idle bool) error {
+func (s *BatchOperator[T]) EmitStatus(idle bool) error {
 	s.idle = idle
 	return s.out.EmitStatus(idle)
 }
 
-// shuffleUnbatchOperator decodes the batches a shuffle source reads back
+// UnbatchOperator decodes the batches a shuffle source reads back
 // into the records, each with its own timestamp, and makes the event time
 // of its subtask from the markers: per partition it owns, the minimum
 // over the upstream subtasks (slots) that write it (slots.Merge); over
@@ -263,7 +274,7 @@ func (s *shuffleBatchOperator[T]) EmitStatus(idle bool) error {
 // markers it had read, as its source goes on from its offsets, instead of
 // holding back for upstream subtasks whose event time stopped moving
 // before the checkpoint.
-type shuffleUnbatchOperator[T any] struct {
+type UnbatchOperator[T any] struct {
 	info     engine.OpInfo
 	channel  string
 	decode   func([]byte) (T, error)
@@ -285,11 +296,19 @@ type shuffleUnbatchOperator[T any] struct {
 	drained bool
 }
 
-// newShuffleUnbatchOperator is subtask info.subtask of parallelism p of the
+// The capabilities the task finds by type assertion.
+var (
+	_ engine.Preparer    = (*BatchOperator[int])(nil)
+	_ engine.Snapshotter = (*UnbatchOperator[int])(nil)
+)
+
+func typeName[T any]() string { return reflect.TypeFor[T]().String() }
+
+// NewUnbatchOperator is subtask info.Subtask of parallelism p of the
 // reading side of a channel of partitions partitions, each written by p
 // upstream subtasks; owner is the source's rule.
-func newShuffleUnbatchOperator[T any](info engine.OpInfo, channel string, decode func([]byte) (T, error), out engine.Output[T], p, partitions int, owner func(partition, parallelism int) int) *shuffleUnbatchOperator[T] {
-	u := &shuffleUnbatchOperator[T]{info: info, channel: channel, decode: decode, out: out, upstream: p, index: map[int32]int{}, wm: engine.NoWatermark}
+func NewUnbatchOperator[T any](info engine.OpInfo, channel string, decode func([]byte) (T, error), out engine.Output[T], p, partitions int, owner func(partition, parallelism int) int) *UnbatchOperator[T] {
+	u := &UnbatchOperator[T]{info: info, channel: channel, decode: decode, out: out, upstream: p, index: map[int32]int{}, wm: engine.NoWatermark}
 	for q := range partitions {
 		if owner(q, p) == info.Subtask {
 			u.index[int32(q)] = len(u.owned)
@@ -302,7 +321,7 @@ func newShuffleUnbatchOperator[T any](info engine.OpInfo, channel string, decode
 
 // fresh: every partition holds back until it hears from every upstream
 // subtask. A subtask that owns no partition never has event time to give.
-func (u *shuffleUnbatchOperator[T]) fresh() error {
+func (u *UnbatchOperator[T]) fresh() error {
 	u.parts = make([]*slots.Merge, len(u.owned))
 	for i := range u.parts {
 		m, err := slots.NewMerge(u.upstream)
@@ -314,14 +333,14 @@ func (u *shuffleUnbatchOperator[T]) fresh() error {
 	return nil
 }
 
-func (u *shuffleUnbatchOperator[T]) Info() *engine.OpInfo { return &u.info }
-func (u *shuffleUnbatchOperator[T]) EndInput() error      { return nil }
-func (u *shuffleUnbatchOperator[T]) Close() error         { return nil }
+func (u *UnbatchOperator[T]) Info() *engine.OpInfo { return &u.info }
+func (u *UnbatchOperator[T]) EndInput() error      { return nil }
+func (u *UnbatchOperator[T]) Close() error         { return nil }
 
 const shuffleDecodeStateV1 byte = 1
 
 // Open restores the merges of this subtask from the checkpoint.
-func (u *shuffleUnbatchOperator[T]) Open(t engine.Task) error {
+func (u *UnbatchOperator[T]) Open(t engine.Task) error {
 	u.t = t
 	if u.err != nil {
 		return u.info.Wrap(u.err)
@@ -343,7 +362,7 @@ func (u *shuffleUnbatchOperator[T]) Open(t engine.Task) error {
 // start from nothing (an input valve is not checkpointed), and upstream
 // slots whose event time stopped moving write no marker that would tell
 // them again.
-func (u *shuffleUnbatchOperator[T]) announce() error {
+func (u *UnbatchOperator[T]) announce() error {
 	if u.wm != engine.NoWatermark {
 		if err := u.out.EmitWatermark(u.wm); err != nil {
 			return err
@@ -355,7 +374,7 @@ func (u *shuffleUnbatchOperator[T]) announce() error {
 	return nil
 }
 
-func (u *shuffleUnbatchOperator[T]) restore(b []byte) error {
+func (u *UnbatchOperator[T]) restore(b []byte) error {
 	bad := func(format string, args ...any) error {
 		return fmt.Errorf("shuffle %s: restore event time: "+format, append([]any{u.channel}, args...)...)
 	}
@@ -381,7 +400,7 @@ func (u *shuffleUnbatchOperator[T]) restore(b []byte) error {
 	return nil
 }
 
-func (u *shuffleUnbatchOperator[T]) SnapshotState(int64) ([]byte, error) {
+func (u *UnbatchOperator[T]) SnapshotState(int64) ([]byte, error) {
 	b := []byte{shuffleDecodeStateV1} // a new blob: the last may still be stored
 	b = binary.AppendUvarint(b, uint64(len(u.owned)))
 	for _, m := range u.parts {
@@ -398,7 +417,7 @@ func (u *shuffleUnbatchOperator[T]) SnapshotState(int64) ([]byte, error) {
 
 var errShuffleBatch = errors.New("not a shuffle batch or marker of this format")
 
-func (u *shuffleUnbatchOperator[T]) Collect(r connector.ShuffleRecord, _ int64) error {
+func (u *UnbatchOperator[T]) Collect(r connector.ShuffleRecord, _ int64) error {
 	u.info.Records++
 	b := r.Value
 	if len(b) == 0 || (b[0] != shuffleBatchV2 && b[0] != shuffleMarkerV1) {
@@ -466,7 +485,7 @@ func (u *shuffleUnbatchOperator[T]) Collect(r connector.ShuffleRecord, _ int64) 
 // subtask reads is drained (every upstream slot stopped for the savepoint
 // or ended), while its slot drains for a savepoint: its source may stop,
 // since nothing more is written to it. On the task goroutine.
-func (u *shuffleUnbatchOperator[T]) CheckDrained() {
+func (u *UnbatchOperator[T]) CheckDrained() {
 	if u.drained || u.t == nil || !u.t.DrainingForSavepoint() {
 		return
 	}
@@ -482,7 +501,7 @@ func (u *shuffleUnbatchOperator[T]) CheckDrained() {
 // eventTimeMoved emits what a step of a partition's merge changed in the
 // subtask's event time: activity before the watermark, idleness after it
 // (the watermark an idle input reached goes first).
-func (u *shuffleUnbatchOperator[T]) eventTimeMoved(p slots.Output) error {
+func (u *UnbatchOperator[T]) eventTimeMoved(p slots.Output) error {
 	if !p.Advanced && !p.StatusChanged && !p.Ended {
 		return nil
 	}
@@ -516,5 +535,5 @@ func (u *shuffleUnbatchOperator[T]) eventTimeMoved(p slots.Output) error {
 }
 
 // The shuffle source's own event time means nothing (see above).
-func (u *shuffleUnbatchOperator[T]) EmitWatermark(int64) error { return nil }
-func (u *shuffleUnbatchOperator[T]) EmitStatus(bool) error     { return nil }
+func (u *UnbatchOperator[T]) EmitWatermark(int64) error { return nil }
+func (u *UnbatchOperator[T]) EmitStatus(bool) error     { return nil }
