@@ -7,9 +7,18 @@
 // goroutine reaches it, a source reader's watermark multiplexer (the
 // minimum over its splits' outputs, with idleness), and the state a task
 // restores from a checkpoint (each operator's and coordinator's bytes,
-// redistributed when the parallelism changed).
+// redistributed when the parallelism changed), and the operator contract
+// (operator.go): what a task drives the operators of its chain through
+// (Lifecycle, Output, OpInfo), the optional capabilities it finds on them
+// by type assertion (Preparer, Snapshotter, AsyncSnapshotter,
+// CheckpointNotified, Committing, NewFileBytes), and what an operator may
+// use of its task (Task). An operator in a package of its own under
+// runtime/internal (runtime/internal/shuffleop) implements that contract,
+// since it cannot import runtime; OpInfo.Wrap still makes runtime's
+// OperatorError, through the attribution runtime installs
+// (SetOperatorErrors).
 //
-// Nothing here knows about jobs, operators or state: package runtime builds
-// tasks out of these parts. The package is internal so that the engine's
-// shape can change without changing anything a user writes.
+// Nothing here knows about jobs or state: package runtime builds tasks out
+// of these parts. The package is internal so that the engine's shape can
+// change without changing anything a user writes.
 package engine
