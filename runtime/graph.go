@@ -432,21 +432,15 @@ func (ex *execution) buildTasks(region int, rs *engine.RestoredState) []*task {
 				if s := buildSideOutputs(n, info, func(s *node) any { return inputs[s] }); s != nil {
 					info.Sides = s // not a nil *sideOutputs: Sides is nil when there are none
 				}
+				var op engine.Lifecycle
 				if n.source != nil {
-					op, in := n.source.buildSubtask(ex.coordOf[n], info, n.par(cfg), t.mb, out)
-					if b, ok := op.(taskBound); ok {
-						b.bindTask(t)
-					}
-					t.input = in
-					ops = append(ops, op)
-					built[n] = op
-					continue
+					op, t.input = n.source.buildSubtask(ex.coordOf[n], info, n.par(cfg), t.mb, out)
+				} else {
+					op, inputs[n] = n.build(info, n.par(cfg), out)
 				}
-				op, in := n.build(info, n.par(cfg), out)
 				if b, ok := op.(taskBound); ok {
 					b.bindTask(t)
 				}
-				inputs[n] = in
 				ops = append(ops, op)
 				built[n] = op
 				if n.isSink {
