@@ -15,6 +15,7 @@ import (
 	"github.com/splitflow/splitflow/runtime/checkpoint"
 	"github.com/splitflow/splitflow/runtime/internal/coordinator"
 	"github.com/splitflow/splitflow/runtime/internal/engine"
+	"github.com/splitflow/splitflow/runtime/internal/goroutine"
 	"github.com/splitflow/splitflow/runtime/internal/jobstorage"
 	"github.com/splitflow/splitflow/runtime/internal/observe"
 	"github.com/splitflow/splitflow/runtime/internal/pebblestate"
@@ -544,7 +545,7 @@ func (ex *execution) start(t *task) {
 	t.startedAt = time.Now()
 	ex.live++
 	go func() {
-		t.goroutine.Store(currentGoroutineID())
+		t.goroutine.Store(goroutine.ID())
 		err := t.run(ctx)
 		cancel()
 		ex.master.Put(engine.PriorityDefault, engine.Mail{Name: "task exited", Run: func() error {

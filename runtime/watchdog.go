@@ -1,13 +1,10 @@
 package runtime
 
 import (
-	"bytes"
 	"errors"
-	"fmt"
-	goruntime "runtime"
-	"strconv"
-	"strings"
 	"time"
+
+	"github.com/splitflow/splitflow/runtime/internal/goroutine"
 )
 
 // The cancellation watchdog (Flink's task.cancellation.timeout). A restart
@@ -84,7 +81,7 @@ func (ex *execution) watchdogFired(now time.Time) {
 			ex.waitingExit--
 		}
 		err := &TaskCancellationError{Operator: t.name, UID: t.head.UID, Subtask: t.subtask,
-			Timeout: ex.cfg.cancelTimeout, Stack: goroutineStack(t.goroutine.Load())}
+			Timeout: ex.cfg.cancelTimeout, Stack: goroutine.Stack(t.goroutine.Load())}
 		ex.log.Error("splitflow: a cancelled task did not exit in time; abandoning it and failing the job",
 			"task", t.name, "subtask", t.subtask, "timeout", ex.cfg.cancelTimeout, "stack", err.Stack)
 		errs = append(errs, err)
@@ -107,50 +104,4 @@ func (ex *execution) abandon(errs []error) {
 	}
 	failedWith(ex.obs, nil, err)
 	ex.stop(err)
-}
-
-// currentGoroutineID is the id of the calling goroutine, from the first
-// line of its stack ("goroutine 42 [running]:").
-func currentGoroutineID() int64 {
-	var buf [64]byte
-	b := buf[:goruntime.Stack(buf[:], false)]
-	b = bytes.TrimPrefix(b, []byte("goroutine "))
-	if i := bytes.IndexByte(b, ' '); i > 0 {
-		id, _ := strconv.ParseInt(string(b[:i]), 10, 64)
-		return id
-	}
-	return 0
-}
-
-// stackExcerptLines is how many lines of a stuck goroutine's stack go into
-// its error: the header and the innermost frames, where it waits.
-const stackExcerptLines = 41
-
-// goroutineStack returns the stack of goroutine id, cut to its innermost
-// frames, from a dump of every goroutine.
-func goroutineStack(id int64) string {
-	if id == 0 {
-		return "(stack unknown)"
-	}
-	buf := make([]byte, 64<<10)
-	for {
-		n := goruntime.Stack(buf, true)
-		if n < len(buf) || len(buf) >= 64<<20 {
-			buf = buf[:n]
-			break
-		}
-		buf = make([]byte, 2*len(buf))
-	}
-	prefix := fmt.Sprintf("goroutine %d [", id)
-	for _, block := range strings.Split(string(buf), "\n\n") {
-		if !strings.HasPrefix(block, prefix) {
-			continue
-		}
-		lines := strings.Split(strings.TrimRight(block, "\n"), "\n")
-		if len(lines) > stackExcerptLines {
-			lines = append(lines[:stackExcerptLines], fmt.Sprintf("...(%d more lines)", len(lines)-stackExcerptLines))
-		}
-		return strings.Join(lines, "\n")
-	}
-	return fmt.Sprintf("(goroutine %d not found: it exited meanwhile)", id)
 }

@@ -5,17 +5,17 @@
 package threadcheck
 
 import (
-	"bytes"
 	"fmt"
-	"runtime"
 	"sync"
+
+	"github.com/splitflow/splitflow/runtime/internal/goroutine"
 )
 
 // Check records the calls that Enter brackets. The zero value is ready.
 type Check struct {
 	mu        sync.Mutex
 	inside    bool
-	goroutine string
+	goroutine int64
 	violation string
 	calls     int
 }
@@ -24,15 +24,15 @@ type Check struct {
 func (c *Check) Enter() func() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	id := goroutineID()
+	id := goroutine.ID()
 	c.calls++
 	if c.inside && c.violation == "" {
 		c.violation = "two enumerator methods overlapped"
 	}
-	if c.goroutine == "" {
+	if c.goroutine == 0 {
 		c.goroutine = id
 	} else if c.goroutine != id && c.violation == "" {
-		c.violation = fmt.Sprintf("enumerator method ran on goroutine %s, earlier ones on %s", id, c.goroutine)
+		c.violation = fmt.Sprintf("enumerator method ran on goroutine %d, earlier ones on %d", id, c.goroutine)
 	}
 	c.inside = true
 	return func() {
@@ -54,14 +54,4 @@ func (c *Check) Calls() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.calls
-}
-
-func goroutineID() string {
-	buf := make([]byte, 64)
-	buf = buf[:runtime.Stack(buf, false)]
-	f := bytes.Fields(buf)
-	if len(f) < 2 {
-		return "?"
-	}
-	return string(f[1])
 }
