@@ -14,7 +14,7 @@ import (
 // ErrInvalidGraph is wrapped by every error Execute returns for a job graph
 // it refuses to run: no sink, a parallelism <= 0, a nil function, a max
 // parallelism below a parallelism, a duplicate UID. Match it with errors.Is.
-var ErrInvalidGraph = errors.New("invalid job graph")
+var ErrInvalidGraph = engine.ErrInvalidGraph
 
 // ErrDrainTimeout is returned by Execute when, after its context was
 // cancelled, the job did not drain within the drain timeout (see

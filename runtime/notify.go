@@ -6,9 +6,10 @@ import "github.com/splitflow/splitflow/runtime/internal/engine"
 // of a sink acts on a checkpoint whose output is not committed yet.
 //
 //  1. When checkpoint N is durable, the master tells the operator
-//     coordinators and the sink operators (outputCommitter) of every task.
-//     A sink task commits what is due and, once no commit of a checkpoint
-//     <= N is left to retry, reports N committed to the master.
+//     coordinators and the sink operators (engine.OutputCommitter) of
+//     every task. A sink task commits what is due and, once no commit of
+//     a checkpoint <= N is left to retry, reports N committed to the
+//     master.
 //  2. When every sink task of a failover region (the whole job unless it
 //     is made of independent pipelines) has reported N or later, the
 //     master tells the region's other operators (source readers) of the
@@ -23,21 +24,11 @@ import "github.com/splitflow/splitflow/runtime/internal/engine"
 // The final checkpoint of a bounded job ends each task only in phase 2,
 // so that its readers hear of it before they close.
 
-// outputCommitter is a sink operator: it makes output visible when told
-// that a checkpoint completed, and so hears of it in the first phase.
-type outputCommitter interface {
-	engine.CheckpointNotified
-	commitsOutput()
-}
-
-func (*sinkOperator[T]) commitsOutput()            {}
-func (*twoPhaseSinkOperator[T, C]) commitsOutput() {}
-
 // notifySinks is phase 1 on the task: the chain's sink operators, tail
 // first, hear that checkpoint id is durable.
 func (t *task) notifySinks(id int64) error {
 	for i := len(t.ops) - 1; i >= 0; i-- {
-		if n, ok := t.ops[i].(outputCommitter); ok {
+		if n, ok := t.ops[i].(engine.OutputCommitter); ok {
 			if err := n.NotifyCheckpointComplete(id); err != nil {
 				return t.ops[i].Info().Wrap(err)
 			}
@@ -68,7 +59,7 @@ func (t *task) reportCommitted() {
 // its output committed.
 func (t *task) notifyCommitted(id int64) error {
 	for i := len(t.ops) - 1; i >= 0; i-- {
-		if _, ok := t.ops[i].(outputCommitter); ok {
+		if _, ok := t.ops[i].(engine.OutputCommitter); ok {
 			continue
 		}
 		if n, ok := t.ops[i].(engine.CheckpointNotified); ok {
@@ -83,7 +74,7 @@ func (t *task) notifyCommitted(id int64) error {
 // hasOutputCommitter reports whether the chain holds a sink operator.
 func (t *task) hasOutputCommitter() bool {
 	for _, op := range t.ops {
-		if _, ok := op.(outputCommitter); ok {
+		if _, ok := op.(engine.OutputCommitter); ok {
 			return true
 		}
 	}

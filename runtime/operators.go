@@ -47,14 +47,14 @@ func (f *fanOut[T]) EmitStatus(idle bool) error {
 var (
 	_ engine.Preparer           = (*sinkOperator[int])(nil)
 	_ engine.CheckpointNotified = (*sinkOperator[int])(nil)
-	_ outputCommitter           = (*sinkOperator[int])(nil)
+	_ engine.OutputCommitter    = (*sinkOperator[int])(nil)
 	_ taskBound                 = (*sinkOperator[int])(nil)
 
 	_ engine.Preparer           = (*twoPhaseSinkOperator[int, int])(nil)
 	_ engine.Snapshotter        = (*twoPhaseSinkOperator[int, int])(nil)
 	_ engine.CheckpointNotified = (*twoPhaseSinkOperator[int, int])(nil)
 	_ engine.Committing         = (*twoPhaseSinkOperator[int, int])(nil)
-	_ outputCommitter           = (*twoPhaseSinkOperator[int, int])(nil)
+	_ engine.OutputCommitter    = (*twoPhaseSinkOperator[int, int])(nil)
 	_ taskBound                 = (*twoPhaseSinkOperator[int, int])(nil)
 
 	_ engine.Preparer         = (*keyedProcessOperator[int, int, int])(nil)
@@ -217,6 +217,9 @@ func (s *sinkOperator[T]) EmitWatermark(wm int64) error {
 }
 
 func (s *sinkOperator[T]) EmitStatus(bool) error { return nil }
+
+// CommitsOutput makes the operator an engine.OutputCommitter.
+func (s *sinkOperator[T]) CommitsOutput() {}
 
 // PrepareSnapshotPreBarrier flushes the writer at a barrier (at-least-once
 // for a sink without two-phase commit); it keeps no state. A failed flush

@@ -7,6 +7,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/splitflow/splitflow/connector"
+	"github.com/splitflow/splitflow/metrics"
 	"github.com/splitflow/splitflow/runtime/checkpoint"
 	"github.com/splitflow/splitflow/runtime/internal/engine"
 	"github.com/splitflow/splitflow/runtime/internal/observe"
@@ -43,8 +45,9 @@ type taskInput interface {
 }
 
 // errTaskCancelled is how a task ends when the job is stopped hard; the
-// job reports the error that caused the stop, never this one.
-var errTaskCancelled = errors.New("task cancelled")
+// job reports the error that caused the stop, never this one. It is
+// engine's, which operators outside runtime return too.
+var errTaskCancelled = engine.ErrTaskCancelled
 
 // task runs one subtask of a chain on one goroutine: Flink's StreamTask with
 // its MailboxProcessor. The loop alternates between the mailbox and the
@@ -324,6 +327,51 @@ func (t *task) ShuffleDrained(channel string) {
 		t.ex.shuffleDrained(channel)
 	}
 }
+
+// For sink operators.
+
+func (t *task) Context() context.Context {
+	if t.ctx == nil {
+		return context.Background() // a task driven by hand in a test
+	}
+	return t.ctx
+}
+
+func (t *task) NewTimer(name string, fn func() error) *time.Timer { return t.newTimer(name, fn) }
+
+func (t *task) MetricGroup(info engine.OpInfo) *metrics.Group { return t.metricGroup(info) }
+
+func (t *task) JobFacts() engine.JobFacts {
+	cp := &t.cfg.cp
+	f := engine.JobFacts{Attempt: t.attempt, CheckpointsEnabled: cp.enabled(),
+		Checkpoints: connector.CheckpointConfig{
+			Interval: cp.interval, Timeout: cp.timeout, MinPause: cp.minPause, TolerableFailures: cp.tolerable,
+			MaxRestartDelay: cp.restartStrategy().MaxDelay(),
+		}}
+	if t.cfg.dist != nil {
+		f.Job, f.Distributed = t.cfg.dist.Job, true
+	}
+	if t.ex != nil {
+		if !f.Distributed {
+			f.Job = t.ex.name
+		}
+		f.Checkpoints.Unbounded = unboundedJob(t.ex.g)
+		if t.ex.slot != nil {
+			f.ClaimEpoch, f.ClaimIncarnation = t.ex.slot.Epoch, t.ex.slot.Incarnation
+			f.Checkpoints.Takeover = takeoverOf(t.cfg)
+		}
+	}
+	return f
+}
+
+func (t *task) CommitsSettled() {
+	t.reportCommitted()
+	if t.finishRequested {
+		t.tryFinish()
+	}
+}
+
+func (t *task) EndOfInputCommit(sink string) error { return t.ex.endOfInputCommit(t, sink) }
 
 // taskBound is an operator of runtime's that uses more of its task than
 // engine.Task gives: buildTasks gives it its task when it builds it, before

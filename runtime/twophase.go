@@ -291,6 +291,9 @@ func (s *twoPhaseSinkOperator[T, C]) EmitWatermark(wm int64) error {
 
 func (s *twoPhaseSinkOperator[T, C]) EmitStatus(bool) error { return nil }
 
+// CommitsOutput makes the operator an engine.OutputCommitter.
+func (s *twoPhaseSinkOperator[T, C]) CommitsOutput() {}
+
 // prepare flushes the writer and takes the committables of checkpoint id.
 func (s *twoPhaseSinkOperator[T, C]) prepare(id int64) error {
 	if err := s.writer.Flush(false); err != nil {

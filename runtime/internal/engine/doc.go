@@ -11,7 +11,8 @@
 // (operator.go): what a task drives the operators of its chain through
 // (Lifecycle, Output, OpInfo), the optional capabilities it finds on them
 // by type assertion (Preparer, Snapshotter, AsyncSnapshotter,
-// CheckpointNotified, Committing, NewFileBytes), and what an operator may
+// CheckpointNotified, Committing, OutputCommitter, NewFileBytes), and what
+// an operator may
 // use of its task (Task). An operator in a package of its own under
 // runtime/internal (runtime/internal/shuffleop) implements that contract,
 // since it cannot import runtime; OpInfo.Wrap still makes runtime's

@@ -20,3 +20,14 @@ var ErrIncompatibleCheckpoint = errors.New("incompatible checkpoint")
 // ErrStopped is runtime.ErrStopped, here so that the distributed driver
 // can end a process its job's stop with savepoint stopped.
 var ErrStopped = errors.New("job stopped")
+
+// ErrInvalidGraph is runtime.ErrInvalidGraph, here so that runtime's
+// internal packages can refuse what makes a job graph invalid, even when
+// Go shows it only as the job runs (a sink's writer lacking a method).
+var ErrInvalidGraph = errors.New("invalid job graph")
+
+// ErrTaskCancelled is how a task ends when the job is stopped hard or the
+// task is restarted (runtime's errTaskCancelled): the job reports the
+// error that caused the stop, never this one. An operator that waits on
+// the task's context returns it when the context is done.
+var ErrTaskCancelled = errors.New("task cancelled")

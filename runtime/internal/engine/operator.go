@@ -1,8 +1,12 @@
 package engine
 
 import (
+	"context"
 	"fmt"
+	"time"
 
+	"github.com/splitflow/splitflow/connector"
+	"github.com/splitflow/splitflow/metrics"
 	"github.com/splitflow/splitflow/runtime/checkpoint"
 )
 
@@ -52,6 +56,61 @@ type Task interface {
 	// read every upstream slot's stop marker: the sources reading it may
 	// stop. Called once, on the task goroutine.
 	ShuffleDrained(channel string)
+
+	// For sink operators (runtime/internal/sinkop).
+
+	// Context is the task's: cancelled on failover and hard stop, and
+	// when the task ends. A sink hands it to its writer and committer, and
+	// waits on it between commit retries.
+	Context() context.Context
+	// NewTimer returns a stopped timer whose expiry runs fn on the task
+	// goroutine (through the mailbox), where the operator's state lives.
+	// The task stops it when it ends.
+	NewTimer(name string, fn func() error) *time.Timer
+	// MetricGroup is the metric group of the operator info names, nil when
+	// the task runs outside a job; a sink hands it to its writer and
+	// committer (metrics.GroupProvider).
+	MetricGroup(info OpInfo) *metrics.Group
+	// JobFacts is what a sink's init context tells its writer and
+	// committer of the job and of this attempt of the task, which only
+	// runtime's configuration and execution know.
+	JobFacts() JobFacts
+	// CommitsSettled tells the task that an operator which held commits
+	// back to retry (Committing) settled them all: the task may then
+	// report its checkpoints committed to the master, and finish if it
+	// waited only for them.
+	CommitsSettled()
+	// EndOfInputCommit is called by a sink, in a job without checkpoints,
+	// before it commits at the end of input; sink names it in errors. No
+	// checkpoint holds what it commits, so a restart of the task would
+	// commit its records again (the commit rule): the task makes the
+	// commit and a restart exclude each other, and fails with
+	// ErrTaskCancelled when the restart came first.
+	EndOfInputCommit(sink string) error
+}
+
+// JobFacts is Task.JobFacts: the job and checkpoint facts a sink's init
+// context hands over (connector.SinkInitContext and the interfaces it
+// implements).
+type JobFacts struct {
+	// Attempt is the task's attempt number, 0 on the first run.
+	Attempt int
+	// Checkpoints is the job's checkpoint and restart configuration
+	// (connector.CheckpointConfigProvider); CheckpointsEnabled whether
+	// checkpoints are taken at all, without which a two-phase sink
+	// commits at the end of input.
+	Checkpoints        connector.CheckpointConfig
+	CheckpointsEnabled bool
+	// Job names the job, Distributed is set for a distributed job
+	// (connector.JobInfo).
+	Job         string
+	Distributed bool
+	// ClaimEpoch is the epoch of the process's claim on the slot the
+	// task runs in (a distributed job), 0 otherwise; ClaimIncarnation
+	// names the run of the job that numbers it (connector.ClaimInfo,
+	// connector.ClaimIncarnation).
+	ClaimEpoch       int64
+	ClaimIncarnation string
 }
 
 // The capabilities below are optional: the task finds them on an operator
@@ -115,6 +174,17 @@ type CheckpointNotified interface {
 // not finish while it does.
 type Committing interface {
 	CommitsPending() bool
+}
+
+// OutputCommitter is a sink operator: it makes output visible when told
+// that a checkpoint completed. It therefore hears of a completed
+// checkpoint first, and the chain's other operators (source readers) only
+// once every sink task committed its output (runtime's notify.go), so
+// that nothing upstream acts on a checkpoint whose output is not
+// committed yet. CommitsOutput does nothing; it marks the operator.
+type OutputCommitter interface {
+	CheckpointNotified
+	CommitsOutput()
 }
 
 // OpInfo identifies one operator instance for errors, logs and metrics.
