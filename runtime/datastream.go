@@ -7,6 +7,7 @@ import (
 
 	"github.com/splitflow/splitflow/connector"
 	"github.com/splitflow/splitflow/runtime/internal/engine"
+	"github.com/splitflow/splitflow/runtime/internal/sinkop"
 	"github.com/splitflow/splitflow/runtime/internal/srccoord"
 	"github.com/splitflow/splitflow/runtime/internal/stateformat"
 	"github.com/splitflow/splitflow/runtime/watermark"
@@ -590,7 +591,7 @@ func SinkTo[T any](ds DataStream[T], sink connector.Sink[T]) DataStreamSink {
 		n.errs = append(n.errs, invalidGraph("sink %T needs its committer, which SinkTo cannot reach: implement connector.TwoPhaseCapable on it (a wrapper passes on the TwoPhase of what it wraps)", sink))
 	}
 	n.build = func(info engine.OpInfo, par int, _ any) (engine.Lifecycle, any) {
-		op := &sinkOperator[T]{info: info, sink: sink, par: par}
+		op := sinkop.NewOperator(info, sink, par)
 		return op, engine.Output[T](op)
 	}
 	ds.env.addNode("Sink", n)

@@ -171,10 +171,7 @@ func invalidGraph(format string, args ...any) error {
 	return fmt.Errorf("%w: %s", ErrInvalidGraph, fmt.Sprintf(format, args...))
 }
 
-var (
-	errNilReader = errors.New("source returned a nil reader")
-	errNilWriter = errors.New("sink returned a nil writer")
-)
+var errNilReader = errors.New("source returned a nil reader")
 
 func errBadInputStatus(st fmt.Stringer) error {
 	return fmt.Errorf("reader returned an unknown input status %v", st)

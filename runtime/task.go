@@ -12,6 +12,8 @@ import (
 	"github.com/splitflow/splitflow/runtime/checkpoint"
 	"github.com/splitflow/splitflow/runtime/internal/engine"
 	"github.com/splitflow/splitflow/runtime/internal/observe"
+	"github.com/splitflow/splitflow/runtime/internal/slotrun"
+	"github.com/splitflow/splitflow/runtime/internal/slots"
 )
 
 // inputStatus is what one step of a task's default action reports.
@@ -372,6 +374,32 @@ func (t *task) CommitsSettled() {
 }
 
 func (t *task) EndOfInputCommit(sink string) error { return t.ex.endOfInputCommit(t, sink) }
+
+// takeoverOf is what a takeover of a slot of the distributed job cfg
+// runs may take: the membership's session and rebalance timeouts, the
+// claim's confirmation, and one checkpoint timeout for the restore.
+func takeoverOf(cfg *config) connector.Takeover {
+	if cfg.dist == nil {
+		return connector.Takeover{}
+	}
+	d := *cfg.dist
+	d.withDefaults()
+	return connector.Takeover{SessionTimeout: d.SessionTimeout, RebalanceTimeout: slots.DefaultRebalanceTimeout,
+		Claim: slotrun.ClaimConfirmTimeout, Restore: cfg.cp.timeout}
+}
+
+// unboundedJob reports whether some source of g never ends.
+func unboundedJob(g *jobGraph) bool {
+	if g == nil {
+		return false
+	}
+	for _, n := range g.nodes {
+		if b, ok := n.source.(interface{ boundedness() connector.Boundedness }); ok && b.boundedness() != connector.Bounded {
+			return true
+		}
+	}
+	return false
+}
 
 // taskBound is an operator of runtime's that uses more of its task than
 // engine.Task gives: buildTasks gives it its task when it builds it, before

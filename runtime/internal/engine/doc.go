@@ -12,12 +12,11 @@
 // (Lifecycle, Output, OpInfo), the optional capabilities it finds on them
 // by type assertion (Preparer, Snapshotter, AsyncSnapshotter,
 // CheckpointNotified, Committing, OutputCommitter, NewFileBytes), and what
-// an operator may
-// use of its task (Task). An operator in a package of its own under
-// runtime/internal (runtime/internal/shuffleop) implements that contract,
-// since it cannot import runtime; OpInfo.Wrap still makes runtime's
-// OperatorError, through the attribution runtime installs
-// (SetOperatorErrors).
+// an operator may use of its task (Task). An operator in a package of its
+// own under runtime/internal (runtime/internal/shuffleop,
+// runtime/internal/sinkop) implements that contract, since it cannot
+// import runtime; OpInfo.Wrap still makes runtime's OperatorError, through
+// the attribution runtime installs (SetOperatorErrors).
 //
 // Nothing here knows about jobs or state: package runtime builds tasks out
 // of these parts. The package is internal so that the engine's shape can

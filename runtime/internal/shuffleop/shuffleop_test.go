@@ -36,8 +36,11 @@ func (r *collected[O]) take() []O {
 }
 
 // drainTask is the engine.Task of a slot that may drain for a savepoint:
-// it records the channels the operators said are drained.
+// it records the channels the operators said are drained. The methods a
+// shuffle operator does not use are the embedded nil Task's, which panic
+// if called.
 type drainTask struct {
+	engine.Task
 	draining bool
 	drained  []string
 }
