@@ -293,6 +293,8 @@ func (s *TwoPhaseOperator[T, C]) PrepareSnapshotPreBarrier(id int64) error { ret
 // every committable not yet committed, so that a restore commits them
 // again (commits are idempotent); a failure here declines the
 // checkpoint and loses nothing, since they stay pending for the next one.
+// The committables and the writer's state are two frames of one blob
+// (stateformat's frames), which Open splits.
 func (s *TwoPhaseOperator[T, C]) SnapshotState(id int64) ([]byte, error) {
 	cs := make([]C, len(s.pending))
 	for i, p := range s.pending {
