@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/splitflow/splitflow/connector"
+	"github.com/splitflow/splitflow/runtime/internal/chainop"
 	"github.com/splitflow/splitflow/runtime/internal/engine"
 	"github.com/splitflow/splitflow/runtime/internal/sinkop"
 	"github.com/splitflow/splitflow/runtime/internal/srccoord"
@@ -299,7 +300,7 @@ func Map[I, O any](ds DataStream[I], fn func(I) (O, error)) DataStream[O] {
 		n.errs = append(n.errs, errNilFunction("map function"))
 	}
 	n.build = func(info engine.OpInfo, _ int, out any) (engine.Lifecycle, any) {
-		op := &mapOperator[I, O]{noLifecycle: noLifecycle{info: info}, fn: fn, out: out.(engine.Output[O])}
+		op := chainop.NewMap(info, fn, out.(engine.Output[O]))
 		return op, engine.Output[I](op)
 	}
 	ds.env.addNode("Map", n)
@@ -314,7 +315,7 @@ func Filter[T any](ds DataStream[T], fn func(T) (bool, error)) DataStream[T] {
 		n.errs = append(n.errs, errNilFunction("filter function"))
 	}
 	n.build = func(info engine.OpInfo, _ int, out any) (engine.Lifecycle, any) {
-		op := &filterOperator[T]{noLifecycle: noLifecycle{info: info}, fn: fn, out: out.(engine.Output[T])}
+		op := chainop.NewFilter(info, fn, out.(engine.Output[T]))
 		return op, engine.Output[T](op)
 	}
 	ds.env.addNode("Filter", n)
@@ -330,7 +331,7 @@ func FlatMap[I, O any](ds DataStream[I], fn func(I, Collector[O]) error) DataStr
 		n.errs = append(n.errs, errNilFunction("flatMap function"))
 	}
 	n.build = func(info engine.OpInfo, _ int, out any) (engine.Lifecycle, any) {
-		op := &flatMapOperator[I, O]{noLifecycle: noLifecycle{info: info}, fn: fn, out: out.(engine.Output[O])}
+		op := chainop.NewFlatMap(info, func(v I, c chainop.Collector[O]) error { return fn(v, c) }, out.(engine.Output[O]))
 		return op, engine.Output[I](op)
 	}
 	ds.env.addNode("FlatMap", n)
@@ -345,7 +346,7 @@ func FlatMap[I, O any](ds DataStream[I], fn func(I, Collector[O]) error) DataStr
 func Union[T any](first DataStream[T], others ...DataStream[T]) DataStream[T] {
 	n := &node{out: typeOpsFor[T]{}, in: typeOpsFor[T]{}}
 	n.build = func(info engine.OpInfo, _ int, out any) (engine.Lifecycle, any) {
-		op := &forwardOperator[T]{noLifecycle: noLifecycle{info: info}, out: out.(engine.Output[T])}
+		op := chainop.NewForward(info, out.(engine.Output[T]))
 		return op, engine.Output[T](op)
 	}
 	first.env.addNode("Union", n)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/splitflow/splitflow/connector"
 	"github.com/splitflow/splitflow/runtime/checkpoint"
+	"github.com/splitflow/splitflow/runtime/internal/chainop"
 	"github.com/splitflow/splitflow/runtime/internal/engine"
 	"github.com/splitflow/splitflow/runtime/internal/restorecheck"
 	"github.com/splitflow/splitflow/runtime/internal/srccoord"
@@ -599,9 +600,9 @@ func (typeOpsFor[T]) fanOut(outs []any) any {
 	if len(outs) == 1 {
 		return outs[0].(engine.Output[T])
 	}
-	f := &fanOut[T]{}
+	f := make(chainop.FanOut[T], 0, len(outs))
 	for _, o := range outs {
-		f.outs = append(f.outs, o.(engine.Output[T]))
+		f = append(f, o.(engine.Output[T]))
 	}
 	return engine.Output[T](f)
 }

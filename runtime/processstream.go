@@ -1,6 +1,9 @@
 package runtime
 
-import "github.com/splitflow/splitflow/runtime/internal/engine"
+import (
+	"github.com/splitflow/splitflow/runtime/internal/chainop"
+	"github.com/splitflow/splitflow/runtime/internal/engine"
+)
 
 // ProcessContext is what the function of Process sees: the current
 // record's timestamp, the watermark, an output and side outputs (Output).
@@ -61,8 +64,8 @@ func Process[I, O any](ds DataStream[I], fn func(ctx *ProcessContext[O], v I) er
 		n.errs = append(n.errs, errNilFunction("process function"))
 	}
 	n.build = func(info engine.OpInfo, _ int, out any) (engine.Lifecycle, any) {
-		op := &processOperator[I, O]{noLifecycle: noLifecycle{info: info}, fn: fn}
-		op.ctx = ProcessContext[O]{out: out.(engine.Output[O]), info: &op.info, watermark: engine.NoWatermark}
+		op := &processOperator[I, O]{Base: chainop.Base{Op: info}, fn: fn}
+		op.ctx = ProcessContext[O]{out: out.(engine.Output[O]), info: &op.Op, watermark: engine.NoWatermark}
 		return op, engine.Output[I](op)
 	}
 	ds.env.addNode("Process", n)
@@ -72,7 +75,7 @@ func Process[I, O any](ds DataStream[I], fn func(ctx *ProcessContext[O], v I) er
 
 // processOperator runs the function of Process.
 type processOperator[I, O any] struct {
-	noLifecycle
+	chainop.Base
 	fn  func(*ProcessContext[O], I) error
 	ctx ProcessContext[O]
 	// t is the task running the operator (bindTask).
@@ -87,10 +90,10 @@ func (p *processOperator[I, O]) Open(engine.Task) error {
 }
 
 func (p *processOperator[I, O]) Collect(v I, ts int64) error {
-	p.info.Records++
+	p.Op.Records++
 	p.ctx.ts, p.ctx.err = ts, nil
 	if err := p.fn(&p.ctx, v); err != nil {
-		return p.info.Wrap(err)
+		return p.Op.Wrap(err)
 	}
 	return p.ctx.err
 }

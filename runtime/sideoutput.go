@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/splitflow/splitflow/runtime/internal/chainop"
 	"github.com/splitflow/splitflow/runtime/internal/engine"
 )
 
@@ -120,7 +121,7 @@ func SideOutput[S, T any](ds DataStream[T], tag OutputTag[S]) DataStream[S] {
 		n.errs = append(n.errs, fmt.Errorf("SideOutput of %q takes the operator's own stream, not a repartitioned one (Rebalance, Broadcast, Forward): repartition the side stream instead", ds.node.name))
 	}
 	n.build = func(info engine.OpInfo, _ int, out any) (engine.Lifecycle, any) {
-		op := &forwardOperator[S]{noLifecycle: noLifecycle{info: info}, out: out.(engine.Output[S])}
+		op := chainop.NewForward(info, out.(engine.Output[S]))
 		return op, engine.Output[S](op)
 	}
 	n.name = "SideOutput: " + tag.id
