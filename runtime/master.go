@@ -1001,7 +1001,7 @@ func (ex *execution) snapshotCoordinators(id int64) {
 		ex.perform(ex.cc.CoordinatorsSnapshotted(id, nil, err))
 		return
 	}
-	w := newStateWriter(bw)
+	w := jobstorage.NewPendingWriter(bw)
 	ex.writers[id] = w
 	coords, uids, ctx := ex.coords, ex.coordUIDs, ex.coordCtx
 	done := func(hs []checkpoint.StateHandle, size int64, err error) {

@@ -1,8 +1,6 @@
 package runtime
 
 import (
-	"sync"
-
 	"github.com/splitflow/splitflow/runtime/checkpoint"
 	"github.com/splitflow/splitflow/runtime/internal/engine"
 )
@@ -20,72 +18,6 @@ import (
 // few enough that a job of many subtasks does not fsync hundreds of files
 // at the same instant.
 const stateWriteConcurrency = 4
-
-// stateWriter is the Writer of a pending checkpoint as the master holds it.
-// WriteState runs on write goroutines while the master may abort the
-// checkpoint (a timeout, a decline, a restart); Writer's contract wants
-// Abort only once every WriteState returned, so an Abort that arrives with
-// writes under way only closes the writer to new writes, and the last
-// write to return performs it.
-type stateWriter struct {
-	checkpoint.Writer
-
-	mu       sync.Mutex
-	inflight int
-	closed   bool // Commit or Abort was called
-	abortDue bool // Abort was called with writes under way
-}
-
-func newStateWriter(w checkpoint.Writer) *stateWriter { return &stateWriter{Writer: w} }
-
-func (s *stateWriter) WriteState(owner checkpoint.Owner, data []byte, files ...checkpoint.FileHandle) (checkpoint.StateHandle, error) {
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
-		return checkpoint.StateHandle{}, checkpoint.ErrWriterClosed
-	}
-	s.inflight++
-	s.mu.Unlock()
-	h, err := s.Writer.WriteState(owner, data, files...)
-	s.mu.Lock()
-	s.inflight--
-	abort := s.abortDue && s.inflight == 0
-	s.abortDue = s.abortDue && !abort
-	s.mu.Unlock()
-	if abort {
-		_ = s.Writer.Abort()
-	}
-	return h, err
-}
-
-// Commit is called by the master only after every acknowledgement reached
-// the coordinator, hence after every write returned.
-func (s *stateWriter) Commit(m checkpoint.Metadata) error {
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
-		return checkpoint.ErrWriterClosed
-	}
-	s.closed = true
-	s.mu.Unlock()
-	return s.Writer.Commit(m)
-}
-
-func (s *stateWriter) Abort() error {
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
-		return checkpoint.ErrWriterClosed
-	}
-	s.closed = true
-	if s.inflight > 0 {
-		s.abortDue = true
-		s.mu.Unlock()
-		return nil
-	}
-	s.mu.Unlock()
-	return s.Writer.Abort()
-}
 
 // writeStates writes the blobs of owners through w on a goroutine of its
 // own, waiting for one of stateWriteConcurrency slots first, and runs done

@@ -3,7 +3,9 @@
 // owner across processes and restarts (ClaimOwner, ClaimDistributedRoot).
 // Two jobs on one storage would delete each other's checkpoints and
 // commit output twice (DESIGN.md: a checkpoint root belongs to one job).
-// It also decides where the job's savepoints may go (targets.go).
+// It also decides where the job's savepoints may go (targets.go), and
+// holds a pending checkpoint's writer while its state files are written
+// (pending.go).
 package jobstorage
 
 import (

@@ -1,4 +1,4 @@
-package runtime
+package jobstorage
 
 import (
 	"errors"
@@ -36,9 +36,9 @@ func (w *orderWriter) Abort() error {
 // checkpoint aborted by the master (timeout, decline, restart) while a
 // state file is still being written off the master goroutine is aborted by
 // the last write to return; writes after the abort are refused.
-func TestStateWriterAbortsAfterWritesUnderWay(t *testing.T) {
+func TestPendingWriterAbortsAfterWritesUnderWay(t *testing.T) {
 	ow := &orderWriter{release: make(chan struct{})}
-	w := newStateWriter(ow)
+	w := NewPendingWriter(ow)
 	started := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Go(func() {
