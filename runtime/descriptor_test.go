@@ -374,9 +374,9 @@ func TestDescriptorOnAnyKeyTypeIsTheKeyTypesState(t *testing.T) {
 }
 
 // Rule: the same holds for every basic kind. Descriptors see a key of an
-// integer kind or a bool as a uint64 and a float32 as a float64
-// (canonicalOf); the state they declare is still the state over the key
-// type, in its own encoding, negative and extreme values included.
+// integer kind, a bool or a float as a uint64 (canonicalOf); the state
+// they declare is still the state over the key type, in its own encoding,
+// negative and extreme values included.
 func TestDescriptorOnEveryKeyKindIsTheKeyTypesState(t *testing.T) {
 	type level int8
 	forEachUnitBackend(t, func(t *testing.T, sc stateConfig) {

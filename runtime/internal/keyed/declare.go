@@ -2,6 +2,7 @@ package keyed
 
 import (
 	"fmt"
+	"math"
 	"reflect"
 	"unsafe"
 
@@ -29,12 +30,16 @@ func (ks *State[K]) canonicalState() (any, error) {
 }
 
 // canonicalOf makes the view of ks over the canonical type of K's kind:
-// string for strings, uint64 for integers and bools, float64 for floats,
-// any for the rest; ks itself when K is that type. Descriptors declare
-// their states over these four key types only, so each descriptor type
-// instantiates its states four times, not once per kind: fifteen kinds
-// made the compiled code grow by as much. The views keep K's codec, so
-// checkpoints hold the bytes a state over K would.
+// string for strings, uint64 for integers, bools and floats, any for the
+// rest; ks itself when K is that type. Descriptors declare their states
+// over these three key types only, so each descriptor type instantiates
+// its states three times, not once per kind: every instantiation of the
+// states costs compile time in the user's program, about a second per
+// key type and value type. The views keep K's codec, so checkpoints hold
+// the bytes a state over K would.
+//
+// A float key is its bits (-0 as +0), as in the pebble backend's keys: a
+// NaN key finds its state again, which a map over the float would not.
 func canonicalOf[K comparable](ks *State[K]) (any, error) {
 	if ks.Keys.Bin == nil {
 		return viewBoxed(ks), nil // encoded with gob
@@ -45,7 +50,12 @@ func canonicalOf[K comparable](ks *State[K]) (any, error) {
 	case reflect.Uint64:
 		return viewAs[K, uint64](ks), nil
 	case reflect.Float64:
-		return viewAs[K, float64](ks), nil
+		return viewConv(ks, func(k K) uint64 {
+			return floatBits(*(*float64)(unsafe.Pointer(&k)))
+		}, func(c uint64) K {
+			f := math.Float64frombits(c)
+			return *(*K)(unsafe.Pointer(&f))
+		}), nil
 	case reflect.Int:
 		return intView[K, int](ks), nil
 	case reflect.Int8:
@@ -75,14 +85,22 @@ func canonicalOf[K comparable](ks *State[K]) (any, error) {
 			return *(*K)(unsafe.Pointer(&b))
 		}), nil
 	case reflect.Float32:
-		return viewConv(ks, func(k K) float64 {
-			return float64(*(*float32)(unsafe.Pointer(&k)))
-		}, func(c float64) K {
-			f := float32(c)
+		return viewConv(ks, func(k K) uint64 {
+			return floatBits(float64(*(*float32)(unsafe.Pointer(&k))))
+		}, func(c uint64) K {
+			f := float32(math.Float64frombits(c))
 			return *(*K)(unsafe.Pointer(&f))
 		}), nil
 	}
 	return viewBoxed(ks), nil
+}
+
+// floatBits is f's bits, with -0 as +0 (they are equal floats).
+func floatBits(f float64) uint64 {
+	if f == 0 {
+		return 0
+	}
+	return math.Float64bits(f)
 }
 
 // viewAs returns ks seen as a keyed state over C, K's underlying type,
@@ -344,8 +362,6 @@ func (d *ValueSpec[V]) declare(h Host) (Value[V], error) {
 		return DeclareValue(ks, d.Name, d.Vals, d.TTL)
 	case *State[uint64]:
 		return DeclareValue(ks, d.Name, d.Vals, d.TTL)
-	case *State[float64]:
-		return DeclareValue(ks, d.Name, d.Vals, d.TTL)
 	case *State[any]:
 		return DeclareValue(ks, d.Name, d.Vals, d.TTL)
 	}
@@ -377,8 +393,6 @@ func (d *MapSpec[UK, UV]) declare(h Host) (Map[UK, UV], error) {
 		return DeclareMap(ks, d.Name, d.UKeys, d.UVals, d.TTL)
 	case *State[uint64]:
 		return DeclareMap(ks, d.Name, d.UKeys, d.UVals, d.TTL)
-	case *State[float64]:
-		return DeclareMap(ks, d.Name, d.UKeys, d.UVals, d.TTL)
 	case *State[any]:
 		return DeclareMap(ks, d.Name, d.UKeys, d.UVals, d.TTL)
 	}
@@ -408,8 +422,6 @@ func (d *ListSpec[T]) declare(h Host) (List[T], error) {
 	case *State[string]:
 		return DeclareList(ks, d.Name, d.Elems, d.TTL)
 	case *State[uint64]:
-		return DeclareList(ks, d.Name, d.Elems, d.TTL)
-	case *State[float64]:
 		return DeclareList(ks, d.Name, d.Elems, d.TTL)
 	case *State[any]:
 		return DeclareList(ks, d.Name, d.Elems, d.TTL)
