@@ -3,6 +3,7 @@ package runtime
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -141,19 +142,8 @@ func jobStarted(o *observe.Observer, g *jobGraph, name string, cpEnabled bool, i
 	o.JobStarted(name, sg, cpEnabled, interval)
 }
 
-func partitioningName(k engine.PartitionKind) string {
-	switch k {
-	case engine.PartitionForward:
-		return "forward"
-	case engine.PartitionRebalance:
-		return "rebalance"
-	case engine.PartitionHash:
-		return "hash"
-	case engine.PartitionBroadcast:
-		return "broadcast"
-	}
-	return "unknown"
-}
+// partitioningName is how status and errors name k.
+func partitioningName(k engine.PartitionKind) string { return strings.ToLower(k.String()) }
 
 // reportTaskExit reports the end of task t, with the error its run returned.
 func reportTaskExit(o *observe.Observer, t *task, err error) {
