@@ -19,11 +19,11 @@ func TestEndedChannelCompletesAlignment(t *testing.T) {
 	b := engine.NewRecordWriter(engine.PartitionForward, []*engine.InputGate[int]{up}, 1, 100, nil, 128, 0)
 	drain := func() {
 		for {
-			st, err := in.step()
+			st, err := in.Step()
 			if err != nil {
 				t.Fatal(err)
 			}
-			if st != inputMore {
+			if st != engine.InputMore {
 				return
 			}
 		}

@@ -76,9 +76,9 @@ func TestStaleBarrierDoesNotCountTowardNewerAlignment(t *testing.T) {
 	}
 	drain := func() {
 		for {
-			if st, err := in.step(); err != nil {
+			if st, err := in.Step(); err != nil {
 				t.Fatal(err)
-			} else if st == inputNothing {
+			} else if st == engine.InputNothing {
 				return
 			}
 		}

@@ -570,7 +570,7 @@ func TestAlignmentBlocksChannelUntilAllBarriersArrived(t *testing.T) {
 	_ = a.Collect(100, 0) // after the barrier: must wait
 	drain := func() {
 		for {
-			if st, err := in.step(); err != nil || st == inputNothing {
+			if st, err := in.Step(); err != nil || st == engine.InputNothing {
 				return
 			}
 		}

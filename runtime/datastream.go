@@ -285,7 +285,7 @@ func (s *sourceSpec[T, S, C]) describeSplits(old [][]byte) ([]string, error) {
 	return out, nil
 }
 
-func (s *sourceSpec[T, S, C]) buildSubtask(coord srccoord.Coordinator, info engine.OpInfo, parallelism int, mb *engine.Mailbox, out any) (engine.Lifecycle, taskInput) {
+func (s *sourceSpec[T, S, C]) buildSubtask(coord srccoord.Coordinator, info engine.OpInfo, parallelism int, mb *engine.Mailbox, out any) (engine.Lifecycle, engine.Input) {
 	c := coord.(*srccoord.Source[T, S, C])
 	op := &sourceOperator[T, S, C]{info: info, src: s.src, coord: c, par: parallelism, strategy: s.strategy, out: out.(engine.Output[T]), shuffleInput: s.shuffleInput}
 	c.Gateway(info.Subtask).Bind(mb, op)

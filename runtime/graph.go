@@ -97,7 +97,7 @@ type edge struct {
 // sourceNode creates a source's coordinator and its subtasks' operators.
 type sourceNode interface {
 	newCoordinator(info engine.OpInfo, parallelism int, fail func(error), gate srccoord.GateOptions, restored []byte, rescaled [][]byte, book bool) srccoord.Coordinator
-	buildSubtask(coord srccoord.Coordinator, info engine.OpInfo, parallelism int, mb *engine.Mailbox, out any) (engine.Lifecycle, taskInput)
+	buildSubtask(coord srccoord.Coordinator, info engine.OpInfo, parallelism int, mb *engine.Mailbox, out any) (engine.Lifecycle, engine.Input)
 	// describeSplits formats the splits of the readers' checkpointed
 	// state, for the restore report.
 	describeSplits(old [][]byte) ([]string, error)
@@ -571,7 +571,7 @@ type typeOps interface {
 	withSides(main any, sides []any) any
 	// collectAny emits v, a T, to out, an engine.Output[T].
 	collectAny(out, v any, ts int64) error
-	newGateInput(t *task, gate any, head any, numChannels int) taskInput
+	newGateInput(t *task, gate any, head any, numChannels int) engine.Input
 	// cut carries edge e (hash, rebalance or broadcast) through sh in a
 	// distributed job of slots slots (distributed.go).
 	cut(env *Environment, e *edge, sh Shuffle, channel string, maxParallelism, slots int) (*node, error)
@@ -607,7 +607,7 @@ func (typeOpsFor[T]) fanOut(outs []any) any {
 	return engine.Output[T](f)
 }
 
-func (typeOpsFor[T]) newGateInput(t *task, gate any, head any, numChannels int) taskInput {
+func (typeOpsFor[T]) newGateInput(t *task, gate any, head any, numChannels int) engine.Input {
 	h := head.(engine.Output[T])
 	ig := gate.(*engine.InputGate[T])
 	t.gate = ig

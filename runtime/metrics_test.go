@@ -403,10 +403,10 @@ func slogText(w *statustest.LockedBuffer) *slog.Logger { return slog.New(slog.Ne
 // idleInput never has input: its task only waits.
 type idleInput struct{ never chan struct{} }
 
-func (idleInput) step() (inputStatus, error) { return inputNothing, nil }
-func (i idleInput) ready() <-chan struct{}   { return i.never }
-func (idleInput) stop()                      {}
-func (idleInput) stopped() bool              { return false }
+func (idleInput) Step() (engine.InputStatus, error) { return engine.InputNothing, nil }
+func (i idleInput) Ready() <-chan struct{}          { return i.never }
+func (idleInput) Stop()                             {}
+func (idleInput) Stopped() bool                     { return false }
 
 // A wait that the task's context cuts short is idle time, not busy time:
 // a task that did nothing but wait reports no busy time at all, however

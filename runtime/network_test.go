@@ -106,11 +106,11 @@ func TestBarrierIsForwardedAfterAllChannels(t *testing.T) {
 	_ = a.Collect(2, 0)
 	a.BroadcastEvent(barrier)
 	for {
-		st, err := in.step()
+		st, err := in.Step()
 		if err != nil {
 			t.Fatal(err)
 		}
-		if st == inputNothing {
+		if st == engine.InputNothing {
 			break
 		}
 	}
@@ -120,8 +120,8 @@ func TestBarrierIsForwardedAfterAllChannels(t *testing.T) {
 	_ = b.Collect(3, 0)
 	b.BroadcastEvent(barrier)
 	for {
-		st, _ := in.step()
-		if st == inputNothing {
+		st, _ := in.Step()
+		if st == engine.InputNothing {
 			break
 		}
 	}

@@ -173,39 +173,39 @@ func (s *sourceOperator[T, S, C]) periodicEmit() error {
 	return nil
 }
 
-func (s *sourceOperator[T, S, C]) step() (inputStatus, error) {
+func (s *sourceOperator[T, S, C]) Step() (engine.InputStatus, error) {
 	if s.ended {
-		return inputEnd, nil
+		return engine.InputEnd, nil
 	}
 	st, err := s.reader.PollNext(s.output)
 	if s.output.err != nil {
 		// The record went downstream and an operator failed: that
 		// operator's error is the job's, the reader's is a consequence.
-		return inputMore, s.output.err
+		return engine.InputMore, s.output.err
 	}
 	if err != nil {
-		return inputMore, s.info.Wrap(err)
+		return engine.InputMore, s.info.Wrap(err)
 	}
 	switch st {
 	case connector.MoreAvailable:
-		return inputMore, nil
+		return engine.InputMore, nil
 	case connector.NothingAvailable:
-		return inputNothing, nil
+		return engine.InputNothing, nil
 	case connector.EndOfInput:
 		// A bounded source that ends moves event time to its end, so
 		// every event-time timer downstream fires.
 		if s.output.mux.Idle {
 			if err := s.out.EmitStatus(false); err != nil {
-				return inputMore, err
+				return engine.InputMore, err
 			}
 		}
 		s.end()
 		if err := s.out.EmitWatermark(engine.MaxWatermark); err != nil {
-			return inputMore, err
+			return engine.InputMore, err
 		}
-		return inputEnd, nil
+		return engine.InputEnd, nil
 	default:
-		return inputMore, s.info.Wrap(errBadInputStatus(st))
+		return engine.InputMore, s.info.Wrap(errBadInputStatus(st))
 	}
 }
 
@@ -242,18 +242,18 @@ func (s *sourceOperator[T, S, C]) heldSplits(version int) ([]string, int, bool) 
 	return ids, s.output.heldVer, true
 }
 
-func (s *sourceOperator[T, S, C]) ready() <-chan struct{} { return s.reader.Available() }
+func (s *sourceOperator[T, S, C]) Ready() <-chan struct{} { return s.reader.Available() }
 
-// stop ends the source at its next step without the final watermark: a
+// Stop ends the source at its next step without the final watermark: a
 // cancelled job has not reached the end of event time, and firing every
 // event-time timer would emit results that are not final.
-func (s *sourceOperator[T, S, C]) stop() {
+func (s *sourceOperator[T, S, C]) Stop() {
 	s.stopRequested = true
 	s.end()
 }
 
-// stopped: the source ended by a stop request, without maxWatermark.
-func (s *sourceOperator[T, S, C]) stopped() bool { return s.stopRequested }
+// Stopped: the source ended by a stop request, without maxWatermark.
+func (s *sourceOperator[T, S, C]) Stopped() bool { return s.stopRequested }
 
 func (s *sourceOperator[T, S, C]) EndInput() error { return nil }
 

@@ -64,11 +64,11 @@ func TestEndedSourceEmitsNothingAfterMaxWatermark(t *testing.T) {
 		t.Fatal(err)
 	}
 	for {
-		st, err := s.step()
+		st, err := s.Step()
 		if err != nil {
 			t.Fatal(err)
 		}
-		if st == inputEnd {
+		if st == engine.InputEnd {
 			break
 		}
 	}

@@ -52,11 +52,11 @@ func TestValveStoppedChannelHoldsEventTime(t *testing.T) {
 // the test lets it through, so that the test decides which source stops
 // first.
 type heldStop struct {
-	taskInput
+	engine.Input
 	held bool
 }
 
-func (h *heldStop) stop() { h.held = true }
+func (h *heldStop) Stop() { h.held = true }
 
 // Rule: a graceful cancel does not advance event time. Two inputs of a
 // keyed operator stand at watermarks 100 and 500; the job is cancelled and
@@ -68,7 +68,7 @@ func TestGracefulStopDoesNotAdvanceEventTime(t *testing.T) {
 		env := NewEnvironment(WithLogger(discardLogger()))
 		env.hooks = &testHooks{taskCreated: func(tk *task) {
 			if strings.HasPrefix(tk.name, "Source: fast") {
-				tk.input = &heldStop{taskInput: tk.input}
+				tk.input = &heldStop{Input: tk.input}
 				fast = tk
 			}
 		}}
@@ -101,7 +101,7 @@ func TestGracefulStopDoesNotAdvanceEventTime(t *testing.T) {
 			t.Errorf("the input at 100 stopped: fired %v; a stop must not let the input at 500 take event time there", got)
 		}
 		fast.mb.Put(engine.PriorityUrgent, engine.Mail{Name: "stop", Run: func() error {
-			fast.input.(*heldStop).taskInput.stop()
+			fast.input.(*heldStop).Input.Stop()
 			return nil
 		}})
 		if err := <-errc; err != nil {

@@ -16,36 +16,6 @@ import (
 	"github.com/splitflow/splitflow/runtime/internal/slots"
 )
 
-// inputStatus is what one step of a task's default action reports.
-type inputStatus uint8
-
-const (
-	// inputMore: step again right away (after the mailbox).
-	inputMore inputStatus = iota
-	// inputNothing: wait for the input's availability or a mail.
-	inputNothing
-	// inputEnd: all input has been processed.
-	inputEnd
-)
-
-// taskInput is a task's default action: poll the source reader, or process
-// one batch from the input gate.
-type taskInput interface {
-	step() (inputStatus, error)
-	// ready returns the channel to wait on after step reported
-	// inputNothing. It is asked for again after every wait.
-	ready() <-chan struct{}
-	// stop asks the input to end gracefully at its next step: a source
-	// stops reading; a gate input ignores it (it ends when its upstream
-	// tasks have ended).
-	stop()
-	// stopped reports, once the input ended, that it ended because of a
-	// stop (its own, or one upstream) rather than at the end of the
-	// input: event time did not reach its end, and the task's end of
-	// partition says so, so that downstream moves no watermark for it.
-	stopped() bool
-}
-
 // errTaskCancelled is how a task ends when the job is stopped hard; the
 // job reports the error that caused the stop, never this one. It is
 // engine's, which operators outside runtime return too.
@@ -70,7 +40,7 @@ type task struct {
 
 	mb      *engine.Mailbox
 	ops     []engine.Lifecycle // head first
-	input   taskInput
+	input   engine.Input
 	outputs []engine.NetworkOutput
 	timers  []*time.Timer
 
@@ -268,7 +238,7 @@ func (t *task) loop(ctx context.Context) error {
 			t.meter.idleNs += int64(time.Since(w))
 			continue
 		}
-		st, err := t.input.step()
+		st, err := t.input.Step()
 		if err != nil {
 			return t.head.Wrap(err)
 		}
@@ -276,7 +246,7 @@ func (t *task) loop(ctx context.Context) error {
 			t.flushOutputs()
 		}
 		switch st {
-		case inputNothing:
+		case engine.InputNothing:
 			if !t.outputsAvailable() {
 				// Deliver what this step left pending first; the top of
 				// the loop waits for space.
@@ -288,10 +258,10 @@ func (t *task) loop(ctx context.Context) error {
 				t.meter.idleNs += int64(time.Since(w))
 				return errTaskCancelled
 			case <-t.mb.Ready:
-			case <-t.input.ready():
+			case <-t.input.Ready():
 			}
 			t.meter.idleNs += int64(time.Since(w))
-		case inputEnd:
+		case engine.InputEnd:
 			if len(t.suspended) > 0 {
 				t.endPending = true // after the suspended work
 				continue
@@ -420,7 +390,7 @@ func (t *task) endInput() error {
 			return op.Info().Wrap(err)
 		}
 	}
-	stopped := t.input.stopped()
+	stopped := t.input.Stopped()
 	for _, o := range t.outputs {
 		o.BroadcastEvent(engine.Event{Kind: engine.EventEndOfPartition, Stopped: stopped})
 	}
@@ -512,7 +482,7 @@ func (t *task) cancel() {
 // the end of their partitions drains the rest of the job.
 func (t *task) requestStop() {
 	t.mb.Put(engine.PriorityUrgent, engine.Mail{Name: "stop", Run: func() error {
-		t.input.stop()
+		t.input.Stop()
 		return nil
 	}})
 }
@@ -533,56 +503,56 @@ type gateInput[T any] struct {
 	stoppedUp bool
 }
 
-func (g *gateInput[T]) step() (inputStatus, error) {
+func (g *gateInput[T]) Step() (engine.InputStatus, error) {
 	ch, b, ok := g.gate.Poll(g.done, g.doneCh)
 	g.done = nil
 	if !ok {
-		return inputNothing, nil
+		return engine.InputNothing, nil
 	}
 	g.done, g.doneCh = b, ch
 	for i := range b.Records {
 		r := &b.Records[i]
 		if err := g.head.Collect(r.Value, r.TS); err != nil {
-			return inputMore, err
+			return engine.InputMore, err
 		}
 	}
 	switch b.Ev.Kind {
 	case engine.EventWatermark:
 		if err := g.valve.InputWatermark(ch, b.Ev.Watermark); err != nil {
-			return inputMore, err
+			return engine.InputMore, err
 		}
 	case engine.EventStatus:
 		if err := g.valve.InputStatus(ch, b.Ev.Idle); err != nil {
-			return inputMore, err
+			return engine.InputMore, err
 		}
 	case engine.EventBarrier:
 		if err := g.t.onBarrier(ch, g.valve.Open(), b.Ev.Barrier); err != nil {
-			return inputMore, err
+			return engine.InputMore, err
 		}
 	case engine.EventEndOfPartition:
 		g.stoppedUp = g.stoppedUp || b.Ev.Stopped
 		allEnded, err := g.valve.EndOfPartition(ch, b.Ev.Stopped)
 		if err != nil {
-			return inputMore, err
+			return engine.InputMore, err
 		}
 		// A channel that ends no longer owes the barrier being aligned.
 		if err := g.t.maybeAligned(g.valve.Open()); err != nil {
-			return inputMore, err
+			return engine.InputMore, err
 		}
 		if allEnded {
-			return inputEnd, nil
+			return engine.InputEnd, nil
 		}
 	}
-	return inputMore, nil
+	return engine.InputMore, nil
 }
 
 // currentWatermark is the watermark the valve passed into the chain last
 // (noWatermark before the first); the task's metrics read it.
 func (g *gateInput[T]) currentWatermark() int64 { return g.valve.Last }
 
-func (g *gateInput[T]) ready() <-chan struct{} { return g.gate.Notify }
-func (g *gateInput[T]) stop()                  {}
-func (g *gateInput[T]) stopped() bool          { return g.stoppedUp }
+func (g *gateInput[T]) Ready() <-chan struct{} { return g.gate.Notify }
+func (g *gateInput[T]) Stop()                  {}
+func (g *gateInput[T]) Stopped() bool          { return g.stoppedUp }
 
 // activityClock is a clock that stands still while its task is
 // backpressured: it reads the wall clock minus the time the task's output

@@ -11,10 +11,12 @@
 // (operator.go): what a task drives the operators of its chain through
 // (Lifecycle, Output, OpInfo), the optional capabilities it finds on them
 // by type assertion (Preparer, Snapshotter, AsyncSnapshotter,
-// CheckpointNotified, Committing, OutputCommitter, NewFileBytes), and what
-// an operator may use of its task (Task). An operator in a package of its
-// own under runtime/internal (runtime/internal/shuffleop,
-// runtime/internal/sinkop) implements that contract, since it cannot
+// CheckpointNotified, Committing, OutputCommitter, NewFileBytes), what an
+// operator may use of its task (Task), and a task's default action
+// (Input, input.go: a source operator's reader polls, or runtime's gate
+// input). An operator in a package of its own under runtime/internal
+// (runtime/internal/shuffleop, runtime/internal/sinkop,
+// runtime/internal/sourceop) implements that contract, since it cannot
 // import runtime; OpInfo.Wrap still makes runtime's OperatorError, through
 // the attribution runtime installs (SetOperatorErrors).
 //
