@@ -300,7 +300,7 @@ func (t *task) ShuffleDrained(channel string) {
 	}
 }
 
-// For sink operators.
+// What runtime/internal's operators use of their task (engine.Task).
 
 func (t *task) Context() context.Context {
 	if t.ctx == nil {
@@ -369,6 +369,24 @@ func unboundedJob(g *jobGraph) bool {
 		}
 	}
 	return false
+}
+
+func (t *task) ActivityTime() time.Time { return t.activity.now() }
+
+func (t *task) CountLag(r connector.LagReporter) (uncount func()) {
+	if t.ex == nil {
+		return nil
+	}
+	// The key is only this reader's entry in the gauge: a new one each call.
+	return t.ex.env.observer().AddLag(new(int), r)
+}
+
+func (t *task) SourceSettings() engine.SourceSettings {
+	s := engine.SourceSettings{WatermarkInterval: t.cfg.autoWatermarkInterval, RescaledToEnumerator: t.cfg.cp.rescaledToEnumerator}
+	if t.ex != nil && t.ex.slot != nil {
+		s.ClaimEpoch = t.ex.slot.Epoch
+	}
+	return s
 }
 
 // taskBound is an operator of runtime's that uses more of its task than

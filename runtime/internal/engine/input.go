@@ -1,5 +1,7 @@
 package engine
 
+import "time"
+
 // InputStatus is what one step of a task's default action reports.
 type InputStatus uint8
 
@@ -29,4 +31,21 @@ type Input interface {
 	// input: event time did not reach its end, and the task's end of
 	// partition says so, so that downstream moves no watermark for it.
 	Stopped() bool
+}
+
+// SourceSettings are what a source operator, a task's input, follows of
+// its job's configuration and of the slot its task runs in
+// (Task.SourceSettings).
+type SourceSettings struct {
+	// WatermarkInterval is how often a reader's watermark generators are
+	// asked for a periodic watermark (OnPeriodicEmit); 0: never.
+	WatermarkInterval time.Duration
+	// RescaledToEnumerator: when the job restores with another
+	// parallelism, the readers' checkpointed splits go to the split
+	// enumerator (the source coordinator gives them back to it), not to
+	// the readers.
+	RescaledToEnumerator bool
+	// ClaimEpoch is the epoch of the process's claim on the slot the task
+	// runs in (connector.ClaimInfo); 0 outside a distributed job.
+	ClaimEpoch int64
 }

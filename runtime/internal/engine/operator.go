@@ -57,20 +57,25 @@ type Task interface {
 	// stop. Called once, on the task goroutine.
 	ShuffleDrained(channel string)
 
-	// For sink operators (runtime/internal/sinkop).
+	// For runtime/internal's operators (sinkop, sourceop).
 
 	// Context is the task's: cancelled on failover and hard stop, and
-	// when the task ends. A sink hands it to its writer and committer, and
-	// waits on it between commit retries.
+	// when the task ends (context.Background for a task driven by hand).
+	// A sink hands it to its writer and committer and waits on it between
+	// commit retries.
 	Context() context.Context
 	// NewTimer returns a stopped timer whose expiry runs fn on the task
 	// goroutine (through the mailbox), where the operator's state lives.
 	// The task stops it when it ends.
 	NewTimer(name string, fn func() error) *time.Timer
 	// MetricGroup is the metric group of the operator info names, nil when
-	// the task runs outside a job; a sink hands it to its writer and
-	// committer (metrics.GroupProvider).
+	// the task reports no metrics (a task driven by hand); an operator
+	// hands it to its connector's reader, writer and committer
+	// (metrics.GroupProvider).
 	MetricGroup(info OpInfo) *metrics.Group
+
+	// For sink operators (runtime/internal/sinkop).
+
 	// JobFacts is what a sink's init context tells its writer and
 	// committer of the job and of this attempt of the task, which only
 	// runtime's configuration and execution know.
@@ -87,6 +92,20 @@ type Task interface {
 	// commit and a restart exclude each other, and fails with
 	// ErrTaskCancelled when the restart came first.
 	EndOfInputCommit(sink string) error
+
+	// For source operators (runtime/internal/sourceop).
+
+	// ActivityTime reads the task's clock that stands still while the
+	// task is backpressured: the wall clock minus the time its output
+	// was unavailable. A source measures idleness on it: a reader that
+	// could not emit has not found its input empty.
+	ActivityTime() time.Time
+	// CountLag counts r's lag in the job's source lag gauge until
+	// uncount is called; nil when the task runs in no job.
+	CountLag(r connector.LagReporter) (uncount func())
+	// SourceSettings are what a source operator follows of the job's
+	// configuration and of the slot the task runs in.
+	SourceSettings() SourceSettings
 }
 
 // JobFacts is Task.JobFacts: the job and checkpoint facts a sink's init
