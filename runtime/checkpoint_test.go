@@ -16,6 +16,7 @@ import (
 	"github.com/splitflow/splitflow/connector"
 	"github.com/splitflow/splitflow/runtime/checkpoint"
 	"github.com/splitflow/splitflow/runtime/internal/engine"
+	"github.com/splitflow/splitflow/runtime/internal/srccoord"
 	"github.com/splitflow/splitflow/runtime/restart"
 )
 
@@ -212,7 +213,7 @@ func TestSplitAssignmentTrackerBooksOnlyWhatARestartNeeds(t *testing.T) {
 	for _, restarts := range []bool{false, true} {
 		t.Run(fmt.Sprintf("restarts=%v", restarts), func(t *testing.T) {
 			var mu sync.Mutex
-			var ops []*sourceOperator[int64, *rSplit, []*rSplit]
+			var coord *srccoord.Source[int64, *rSplit, []*rSplit]
 			j := &rangeJob{par: 2, splits: 20, perSplit: 10}
 			strategy := restart.None()
 			if restarts {
@@ -224,10 +225,12 @@ func TestSplitAssignmentTrackerBooksOnlyWhatARestartNeeds(t *testing.T) {
 				j.src.readerFailAt = 95
 			}
 			env.hooks = &testHooks{taskCreated: func(tk *task) {
-				if op, ok := tk.ops[0].(*sourceOperator[int64, *rSplit, []*rSplit]); ok {
-					mu.Lock()
-					ops = append(ops, op)
-					mu.Unlock()
+				mu.Lock()
+				defer mu.Unlock()
+				for _, c := range tk.ex.coordOf {
+					if c, ok := c.(*srccoord.Source[int64, *rSplit, []*rSplit]); ok && coord == nil {
+						coord = c
+					}
 				}
 			}}
 			if err := env.Execute(testCtx(t), "bookings"); err != nil {
@@ -236,7 +239,7 @@ func TestSplitAssignmentTrackerBooksOnlyWhatARestartNeeds(t *testing.T) {
 			if err := j.sink.store.verify(j.records()); err != nil {
 				t.Fatal(err)
 			}
-			booked := ops[0].coord.Uncheckpointed()
+			booked := coord.Uncheckpointed()
 			if !restarts && booked != 0 {
 				t.Fatalf("a job that cannot restart booked %d assignments", booked)
 			}

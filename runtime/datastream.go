@@ -9,6 +9,7 @@ import (
 	"github.com/splitflow/splitflow/runtime/internal/chainop"
 	"github.com/splitflow/splitflow/runtime/internal/engine"
 	"github.com/splitflow/splitflow/runtime/internal/sinkop"
+	"github.com/splitflow/splitflow/runtime/internal/sourceop"
 	"github.com/splitflow/splitflow/runtime/internal/srccoord"
 	"github.com/splitflow/splitflow/runtime/internal/stateformat"
 	"github.com/splitflow/splitflow/runtime/watermark"
@@ -287,7 +288,8 @@ func (s *sourceSpec[T, S, C]) describeSplits(old [][]byte) ([]string, error) {
 
 func (s *sourceSpec[T, S, C]) buildSubtask(coord srccoord.Coordinator, info engine.OpInfo, parallelism int, mb *engine.Mailbox, out any) (engine.Lifecycle, engine.Input) {
 	c := coord.(*srccoord.Source[T, S, C])
-	op := &sourceOperator[T, S, C]{info: info, src: s.src, coord: c, par: parallelism, strategy: s.strategy, out: out.(engine.Output[T]), shuffleInput: s.shuffleInput}
+	op := sourceop.New(sourceop.Config[T, S, C]{Info: info, Source: s.src, Coordinator: c, Parallelism: parallelism,
+		Strategy: s.strategy, Out: out.(engine.Output[T]), SideOutput: sourceSideOutput(info), ShuffleInput: s.shuffleInput})
 	c.Gateway(info.Subtask).Bind(mb, op)
 	return op, op
 }

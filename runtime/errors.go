@@ -170,9 +170,3 @@ func attributeToOperator(i *engine.OpInfo, err error) error {
 func invalidGraph(format string, args ...any) error {
 	return fmt.Errorf("%w: %s", ErrInvalidGraph, fmt.Sprintf(format, args...))
 }
-
-var errNilReader = errors.New("source returned a nil reader")
-
-func errBadInputStatus(st fmt.Stringer) error {
-	return fmt.Errorf("reader returned an unknown input status %v", st)
-}

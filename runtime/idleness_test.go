@@ -11,6 +11,7 @@ import (
 
 	"github.com/splitflow/splitflow/connector"
 	"github.com/splitflow/splitflow/runtime/internal/engine"
+	"github.com/splitflow/splitflow/runtime/internal/sourceop"
 	"github.com/splitflow/splitflow/runtime/watermark"
 	"github.com/splitflow/splitflow/runtime/window"
 )
@@ -57,7 +58,7 @@ func TestBackpressuredSourceIsNotIdle(t *testing.T) {
 		synctest.Wait()
 		idle := make(chan bool, 1)
 		source.mb.Put(engine.PriorityUrgent, engine.Mail{Name: "probe", Run: func() error {
-			idle <- source.ops[0].(*sourceOperator[ev, *memSplit, int]).output.mux.Idle
+			idle <- source.ops[0].(*sourceop.Operator[ev, *memSplit, int]).Idle()
 			return nil
 		}})
 		if <-idle {
@@ -71,36 +72,12 @@ func TestBackpressuredSourceIsNotIdle(t *testing.T) {
 	})
 }
 
-// Rule (Flink's CombinedWatermarkStatus): a reader whose splits are all
-// idle is idle and keeps the watermark it had; it does not jump to its
-// fastest split's watermark. The lagging split may come back with records
-// that are on time for it, and a reader at the fastest split's watermark
-// would have made them late downstream.
-func TestReaderWithAllSplitsIdleKeepsItsWatermark(t *testing.T) {
-	r := &recorder[string]{}
-	out := newReaderOutput(watermark.None[string](), engine.Output[string](r))
-	out.mux.Started = true
-	lagging := out.CreateOutputForSplit("lagging")
-	fast := out.CreateOutputForSplit("fast")
-	lagging.EmitWatermark(connector.Watermark{Timestamp: 99})
-	fast.EmitWatermark(connector.Watermark{Timestamp: 999})
-	expectLog(t, "both active", r.take(), "wm 99")
-	fast.MarkIdle()
-	expectLog(t, "fast idle: the lagging split holds time", r.take())
-	lagging.MarkIdle()
-	expectLog(t, "all idle: idle at the watermark it had", r.take(), "idle")
-	lagging.CollectWithTimestamp("x", 150)
-	lagging.EmitWatermark(connector.Watermark{Timestamp: 150})
-	expectLog(t, "the lagging split comes back in order", r.take(), "active", "rec x@150", "wm 150")
-	if out.err != nil {
-		t.Fatal(out.err)
-	}
-}
-
-// The same rule in a job: one reader holds a lagging split (event time
-// 100) and a fast one (event time 1000); both go quiet for longer than
-// the idleness timeout, then the lagging split goes on in order with
-// records at 150 and 160. They belong to the window [100,200) and must be
+// The rule of a reader whose splits are all idle (Flink's
+// CombinedWatermarkStatus, runtime/internal/sourceop's
+// TestReaderWithAllSplitsIdleKeepsItsWatermark) in a job: one reader
+// holds a lagging split (event time 100) and a fast one (event time
+// 1000); both go quiet for longer than the idleness timeout, then the
+// lagging split goes on in order with records at 150 and 160. They belong to the window [100,200) and must be
 // counted in it, not dropped as late.
 func TestLaggingSplitBackFromIdlenessIsNotLate(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {

@@ -12,6 +12,7 @@ import (
 	"github.com/splitflow/splitflow/metrics"
 	"github.com/splitflow/splitflow/runtime/internal/engine"
 	"github.com/splitflow/splitflow/runtime/internal/observe"
+	"github.com/splitflow/splitflow/runtime/internal/sourceop"
 	"github.com/splitflow/splitflow/runtime/status"
 )
 
@@ -54,12 +55,18 @@ type taskMeter struct {
 
 // watermarked is a task input that knows the watermark it passed into
 // the chain last.
-type watermarked interface{ currentWatermark() int64 }
+type watermarked interface{ CurrentWatermark() int64 }
 
 // splitHolder is a source input that knows the splits its reader holds.
 type splitHolder interface {
-	heldSplits(sinceVersion int) (ids []string, version int, changed bool)
+	HeldSplits(sinceVersion int) (ids []string, version int, changed bool)
 }
+
+var (
+	_ watermarked = (*gateInput[int])(nil)
+	_ watermarked = (*sourceop.Operator[int, connector.Split, int])(nil)
+	_ splitHolder = (*sourceop.Operator[int, connector.Split, int])(nil)
+)
 
 // publish copies the task's counters into its observe.TaskStats. Task
 // goroutine.
@@ -94,10 +101,10 @@ func (t *task) publish() {
 		s.PublishTimes(max(0, elapsed-m.idleNs-m.bpNs), m.idleNs, m.bpNs)
 	}
 	if w, ok := t.input.(watermarked); ok {
-		s.PublishWatermark(w.currentWatermark())
+		s.PublishWatermark(w.CurrentWatermark())
 	}
 	if h, ok := t.input.(splitHolder); ok {
-		if ids, ver, changed := h.heldSplits(m.splitsVer); changed {
+		if ids, ver, changed := h.HeldSplits(m.splitsVer); changed {
 			m.splitsVer = ver
 			s.PublishSplits(ids)
 		}
@@ -188,15 +195,4 @@ func (t *task) metricGroup(info engine.OpInfo) *metrics.Group {
 func (ex *execution) named(name string) *execution {
 	ex.name = name
 	return ex
-}
-
-// countLag counts the lag of the operator's reader in the job's gauge,
-// unless it reads a distributed job's shuffle or cannot tell its lag.
-func (s *sourceOperator[T, S, C]) countLag(t *task) {
-	if s.shuffleInput || t == nil || t.ex == nil {
-		return
-	}
-	if r, ok := any(s.reader).(connector.LagReporter); ok {
-		s.uncountLag = t.ex.env.observer().AddLag(s, r)
-	}
 }

@@ -1,7 +1,6 @@
 package runtime
 
 import (
-	"github.com/splitflow/splitflow/connector"
 	"github.com/splitflow/splitflow/runtime/internal/engine"
 )
 
@@ -15,10 +14,6 @@ var (
 	_ engine.NewFileBytes     = (*keyedProcessOperator[int, int, int])(nil)
 	_ resumable               = (*keyedProcessOperator[int, int, int])(nil)
 	_ taskBound               = (*keyedProcessOperator[int, int, int])(nil)
-
-	_ engine.Snapshotter        = (*sourceOperator[int, connector.Split, int])(nil)
-	_ engine.CheckpointNotified = (*sourceOperator[int, connector.Split, int])(nil)
-	_ taskBound                 = (*sourceOperator[int, connector.Split, int])(nil)
 
 	_ taskBound = (*processOperator[int, int])(nil)
 )

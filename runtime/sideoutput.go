@@ -315,6 +315,28 @@ func sidesOf(info *engine.OpInfo) *sideOutputs {
 	return s
 }
 
+// sourceSideOutput is the side outputs of a source subtask as its
+// reader's context gives them (sourceop.Config.SideOutput): the side
+// output id with records of type typ, declared on the source's stream
+// (info.Sides), or the error that fails the job without restarts.
+func sourceSideOutput(info engine.OpInfo) func(id string, typ reflect.Type) (func(v any, ts int64) error, error) {
+	return func(id string, typ reflect.Type) (func(v any, ts int64) error, error) {
+		sides := sidesOf(&info)
+		i := -1
+		if sides != nil {
+			i = slices.Index(sides.ids, id)
+		}
+		if i < 0 {
+			return nil, &unrecoverableError{Err: fmt.Errorf("source %q emits side output %q, which its stream does not declare: declare it with DeclareSideOutputs(NewOutputTag[%s](%q)) on the stream FromSource returns", info.Name, id, typ, id)}
+		}
+		if t := sides.tags[i]; t.typ != typ {
+			return nil, &unrecoverableError{Err: fmt.Errorf("source %q emits records of type %s to side output %q, which its stream declares with type %s: make the tag with NewOutputTag[%s]", info.Name, typ, id, t.typ, typ)}
+		}
+		ops, out := sides.tags[i].ops, sides.outs[i]
+		return func(v any, ts int64) error { return ops.collectAny(out, v, ts) }, nil
+	}
+}
+
 // buildSideOutputs makes the side outputs of node n for one subtask from
 // the inputs of its side streams' nodes, chained to it (side). It returns
 // nil when n declares none.

@@ -564,9 +564,9 @@ func (g *gateInput[T]) Step() (engine.InputStatus, error) {
 	return engine.InputMore, nil
 }
 
-// currentWatermark is the watermark the valve passed into the chain last
+// CurrentWatermark is the watermark the valve passed into the chain last
 // (noWatermark before the first); the task's metrics read it.
-func (g *gateInput[T]) currentWatermark() int64 { return g.valve.Last }
+func (g *gateInput[T]) CurrentWatermark() int64 { return g.valve.Last }
 
 func (g *gateInput[T]) Ready() <-chan struct{} { return g.gate.Notify }
 func (g *gateInput[T]) Stop()                  {}

@@ -152,40 +152,6 @@ func TestValveIdleAfterOthersEndedReleasesTheirWatermark(t *testing.T) {
 	expectLog(t, "channel 0 idle", r.take(), fmt.Sprintf("wm %d", engine.MaxWatermark), "idle")
 }
 
-// Rule: a reader's watermark is the minimum over its active splits' outputs
-// (ReaderOutput.CreateOutputForSplit); an idle or released split does not
-// hold it back; with no active split the reader is idle.
-func TestReaderWatermarkIsMinimumOverActiveSplits(t *testing.T) {
-	r := &recorder[string]{}
-	out := newReaderOutput(watermark.None[string](), engine.Output[string](r))
-	out.mux.Started = true
-	out.mux.Update()
-	expectLog(t, "no split yet: the reader holds time back, it is not idle", r.take())
-
-	a := out.CreateOutputForSplit("a")
-	b := out.CreateOutputForSplit("b")
-	if out.CreateOutputForSplit("a") != a {
-		t.Fatal("CreateOutputForSplit must return the same output for the same split")
-	}
-	expectLog(t, "splits registered", r.take())
-	a.EmitWatermark(connector.Watermark{Timestamp: 100})
-	expectLog(t, "only a has a watermark", r.take())
-	b.EmitWatermark(connector.Watermark{Timestamp: 50})
-	expectLog(t, "both", r.take(), "wm 50")
-	b.EmitWatermark(connector.Watermark{Timestamp: 150})
-	expectLog(t, "b passes a", r.take(), "wm 100")
-	a.MarkIdle()
-	expectLog(t, "a idle", r.take(), "wm 150")
-	a.CollectWithTimestamp("x", 120)
-	expectLog(t, "a record reactivates a, behind 150: no regression", r.take(), "rec x@120")
-	out.ReleaseOutputForSplit("a")
-	out.ReleaseOutputForSplit("b")
-	expectLog(t, "all released", r.take(), "idle")
-	if out.err != nil {
-		t.Fatal(out.err)
-	}
-}
-
 // Rule: a split's output never moves its watermark back: a generator
 // emitting a lower one than before is ignored.
 func TestSplitWatermarkNeverGoesBack(t *testing.T) {

@@ -1,7 +1,23 @@
-package runtime
+// Package sourceop holds the head of a source task: Operator, Flink's
+// SourceOperator, which creates the subtask's connector.SourceReader,
+// registers it with the source coordinator (runtime/internal/srccoord)
+// and is the task's default action (engine.Input), one non-blocking
+// PollNext per step; and the connector.ReaderOutput its reader emits to,
+// with an output and a watermark generator per split, combined by
+// engine's watermark multiplexer. Package runtime builds an Operator for
+// every subtask of a source, where it builds the job's tasks (a source
+// node's buildSubtask, runtime/datastream.go), makes it the task's input
+// and runs it as any chained operator, through runtime/internal/engine's
+// operator contract. Of its task (engine.Task) it uses the context, the
+// timers, the metric group, the clock idleness is measured on, the job's
+// lag gauge, the source settings of the job and the slot, and the
+// restored state. The side outputs a reader may emit to are runtime's,
+// which it hands over as a function (Config.SideOutput).
+package sourceop
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"reflect"
 	"slices"
@@ -14,21 +30,66 @@ import (
 	"github.com/splitflow/splitflow/runtime/watermark"
 )
 
-// sourceOperator is the head of a source task: Flink's SourceOperator. It
+// The task finds these capabilities by type assertion, and runtime's
+// metrics ask an input for its watermark and its splits: a method
+// misspelt here would compile and never be called.
+var (
+	_ engine.Lifecycle                 = (*Operator[int, connector.Split, int])(nil)
+	_ engine.Input                     = (*Operator[int, connector.Split, int])(nil)
+	_ engine.Snapshotter               = (*Operator[int, connector.Split, int])(nil)
+	_ engine.CheckpointNotified        = (*Operator[int, connector.Split, int])(nil)
+	_ srccoord.Reader[connector.Split] = (*Operator[int, connector.Split, int])(nil)
+)
+
+var errNilReader = errors.New("source returned a nil reader")
+
+func errBadInputStatus(st fmt.Stringer) error {
+	return fmt.Errorf("reader returned an unknown input status %v", st)
+}
+
+// Config is what an Operator is made of (New).
+type Config[T any, S connector.Split, C any] struct {
+	// Info is the subtask's operator info; its Records counts what the
+	// reader emitted.
+	Info        engine.OpInfo
+	Source      connector.Source[T, S, C]
+	Coordinator *srccoord.Source[T, S, C]
+	Parallelism int
+	Strategy    watermark.Strategy[T]
+	// Out is the chain the reader's records go into.
+	Out engine.Output[T]
+	// SideOutput gives the reader's context (connector.SideOutputs) the
+	// side output id with records of type typ, as the source's stream
+	// declares it: how to emit to it, or the error that fails the job.
+	// The side outputs are runtime's (engine.OpInfo.Sides), and so are
+	// the rules and words of a declaration; nil: none can be emitted to.
+	SideOutput func(id string, typ reflect.Type) (emit func(v any, ts int64) error, err error)
+	// ShuffleInput: the source reads a distributed job's shuffle, whose
+	// lag is not the job's input lag (runtime/internal/observe).
+	ShuffleInput bool
+}
+
+// Operator is the head of a source task: Flink's SourceOperator. It
 // creates the subtask's SourceReader on the task goroutine, registers it
 // with the source coordinator, and is the task's default action: each step
 // is one non-blocking PollNext. Split assignments and source events from
 // the coordinator arrive as mails, so they run on the task goroutine
 // between two polls (the task-goroutine rule).
-type sourceOperator[T any, S connector.Split, C any] struct {
-	info     engine.OpInfo
-	src      connector.Source[T, S, C]
-	coord    *srccoord.Source[T, S, C]
-	par      int
-	strategy watermark.Strategy[T]
-	out      engine.Output[T]
+type Operator[T any, S connector.Split, C any] struct {
+	info       engine.OpInfo
+	src        connector.Source[T, S, C]
+	coord      *srccoord.Source[T, S, C]
+	par        int
+	strategy   watermark.Strategy[T]
+	out        engine.Output[T]
+	sideOutput func(id string, typ reflect.Type) (func(v any, ts int64) error, error)
+	// shuffleInput: see Config.ShuffleInput.
+	shuffleInput bool
 
-	t        *task
+	// t is the task running the operator, from Open on; settings are its
+	// source settings.
+	t        engine.Task
+	settings engine.SourceSettings
 	reader   connector.SourceReader[T, S]
 	output   *readerOutput[T]
 	wmTimer  *time.Timer
@@ -43,37 +104,41 @@ type sourceOperator[T any, S connector.Split, C any] struct {
 	// metrics is the subtask's metric group, handed to the reader through
 	// its context; nil when the task has no observer (tests).
 	metrics *metrics.Group
-	// shuffleInput: the source reads a distributed job's shuffle, whose
-	// lag is not the job's input lag (runtime/internal/observe).
-	shuffleInput bool
 	// uncountLag takes the reader out of the job's lag gauge; nil while
 	// it is not in it.
 	uncountLag func()
 }
 
-func (s *sourceOperator[T, S, C]) Info() *engine.OpInfo { return &s.info }
+// New makes the source operator of one subtask; the caller binds it to
+// its coordinator's gateway (srccoord.Gateway.Bind) as the subtask's
+// Reader, and makes it its task's input.
+func New[T any, S connector.Split, C any](c Config[T, S, C]) *Operator[T, S, C] {
+	return &Operator[T, S, C]{info: c.Info, src: c.Source, coord: c.Coordinator, par: c.Parallelism,
+		strategy: c.Strategy, out: c.Out, sideOutput: c.SideOutput, shuffleInput: c.ShuffleInput}
+}
 
-func (s *sourceOperator[T, S, C]) bindTask(t *task) { s.t = t }
+func (s *Operator[T, S, C]) Info() *engine.OpInfo { return &s.info }
 
-func (s *sourceOperator[T, S, C]) Open(engine.Task) error {
-	t := s.t
+func (s *Operator[T, S, C]) Open(t engine.Task) error {
+	s.t = t
+	s.settings = t.SourceSettings()
 	s.openedAt = time.Now()
 	s.output = newReaderOutput(s.strategy, s.out)
 	s.output.info = &s.info
-	s.output.clock = t.activity.now
-	s.metrics = t.metricGroup(s.info)
+	s.output.clock = t.ActivityTime
+	s.metrics = t.MetricGroup(s.info)
 	r, err := s.src.CreateReader(readerContext[T, S, C]{op: s})
 	if err != nil {
 		return s.info.Wrap(err)
 	}
 	if r == nil {
-		return s.info.Wrap(&unrecoverableError{Err: errNilReader})
+		return s.info.Wrap(&engine.UnrecoverableError{Err: errNilReader})
 	}
 	s.reader = r
-	s.countLag(t)
+	s.countLag()
 	// Splits restored from a checkpoint go to the reader before it
 	// registers and starts, as in Flink's SourceOperator.open.
-	if err := s.restoreSplits(t); err != nil {
+	if err := s.restoreSplits(); err != nil {
 		return s.info.Wrap(err)
 	}
 	// Registration is queued before anything Start may send (a pull-mode
@@ -88,19 +153,30 @@ func (s *sourceOperator[T, S, C]) Open(engine.Task) error {
 	if err := s.output.mux.Err; err != nil {
 		return err
 	}
-	if s.strategy.Generates() && t.cfg.autoWatermarkInterval > 0 {
-		s.wmTimer = t.newTimer("periodic watermark", s.periodicEmit)
-		s.wmTimer.Reset(t.cfg.autoWatermarkInterval)
+	if s.strategy.Generates() && s.settings.WatermarkInterval > 0 {
+		s.wmTimer = t.NewTimer("periodic watermark", s.periodicEmit)
+		s.wmTimer.Reset(s.settings.WatermarkInterval)
 	}
 	return nil
 }
 
-func (s *sourceOperator[T, S, C]) restoreSplits(t *task) error {
-	old, err := t.restored.Subtasks(s.info.UID)
+// countLag counts the lag of the operator's reader in the job's gauge,
+// unless it reads a distributed job's shuffle or cannot tell its lag.
+func (s *Operator[T, S, C]) countLag() {
+	if s.shuffleInput {
+		return
+	}
+	if r, ok := any(s.reader).(connector.LagReporter); ok {
+		s.uncountLag = s.t.CountLag(r)
+	}
+}
+
+func (s *Operator[T, S, C]) restoreSplits() error {
+	old, err := s.t.Restored().Subtasks(s.info.UID)
 	if err != nil || len(old) == 0 {
 		return err
 	}
-	if len(old) != s.par && t.cfg.cp.rescaledToEnumerator {
+	if len(old) != s.par && s.settings.RescaledToEnumerator {
 		return nil // the coordinator gives them to the enumerator
 	}
 	var restored []S
@@ -108,7 +184,7 @@ func (s *sourceOperator[T, S, C]) restoreSplits(t *task) error {
 		if old[s.info.Subtask] != nil {
 			restored, err = engine.DecodeList(old[s.info.Subtask], s.src.SplitSerializer())
 			if err != nil {
-				return &unrecoverableError{Err: fmt.Errorf("restore splits: %w", err)} // the same checkpoint fails again
+				return &engine.UnrecoverableError{Err: fmt.Errorf("restore splits: %w", err)} // the same checkpoint fails again
 			}
 		}
 	} else {
@@ -121,7 +197,7 @@ func (s *sourceOperator[T, S, C]) restoreSplits(t *task) error {
 			}
 			splits, err := engine.DecodeList(b, s.src.SplitSerializer())
 			if err != nil {
-				return &unrecoverableError{Err: fmt.Errorf("restore splits: %w", err)} // the same checkpoint fails again
+				return &engine.UnrecoverableError{Err: fmt.Errorf("restore splits: %w", err)} // the same checkpoint fails again
 			}
 			for _, sp := range splits {
 				if i%s.par == s.info.Subtask {
@@ -140,7 +216,7 @@ func (s *sourceOperator[T, S, C]) restoreSplits(t *task) error {
 // SnapshotState converts the reader's splits into the subtask's operator
 // list state, then reopens the coordinator's gate to this subtask: events
 // held since the coordinator snapshot run after this one (the gate).
-func (s *sourceOperator[T, S, C]) SnapshotState(id int64) ([]byte, error) {
+func (s *Operator[T, S, C]) SnapshotState(id int64) ([]byte, error) {
 	splits, err := s.reader.SnapshotState(id)
 	if err != nil {
 		return nil, s.info.Wrap(fmt.Errorf("snapshot reader: %w", err))
@@ -153,11 +229,11 @@ func (s *sourceOperator[T, S, C]) SnapshotState(id int64) ([]byte, error) {
 	return data, nil
 }
 
-func (s *sourceOperator[T, S, C]) NotifyCheckpointComplete(id int64) error {
+func (s *Operator[T, S, C]) NotifyCheckpointComplete(id int64) error {
 	return s.info.Wrap(s.reader.NotifyCheckpointComplete(id))
 }
 
-func (s *sourceOperator[T, S, C]) periodicEmit() error {
+func (s *Operator[T, S, C]) periodicEmit() error {
 	if s.ended {
 		return nil
 	}
@@ -169,11 +245,11 @@ func (s *sourceOperator[T, S, C]) periodicEmit() error {
 	if s.output.err != nil {
 		return s.output.err
 	}
-	s.wmTimer.Reset(s.t.cfg.autoWatermarkInterval)
+	s.wmTimer.Reset(s.settings.WatermarkInterval)
 	return nil
 }
 
-func (s *sourceOperator[T, S, C]) Step() (engine.InputStatus, error) {
+func (s *Operator[T, S, C]) Step() (engine.InputStatus, error) {
 	if s.ended {
 		return engine.InputEnd, nil
 	}
@@ -211,7 +287,7 @@ func (s *sourceOperator[T, S, C]) Step() (engine.InputStatus, error) {
 
 // end marks the source ended and stops its periodic-watermark timer; the
 // mux can emit nothing lower than what was last sent.
-func (s *sourceOperator[T, S, C]) end() {
+func (s *Operator[T, S, C]) end() {
 	s.ended = true
 	if s.wmTimer != nil {
 		s.wmTimer.Stop()
@@ -220,17 +296,18 @@ func (s *sourceOperator[T, S, C]) end() {
 	s.output.dropHeld()
 }
 
-// currentWatermark is the watermark the reader's mux emitted last.
-func (s *sourceOperator[T, S, C]) currentWatermark() int64 {
+// CurrentWatermark is the watermark the reader's mux emitted last
+// (runtime's task metrics publish it).
+func (s *Operator[T, S, C]) CurrentWatermark() int64 {
 	if s.output == nil {
 		return engine.NoWatermark
 	}
 	return s.output.mux.Last
 }
 
-// heldSplits returns the ids of the splits the reader holds, when they
-// changed since version.
-func (s *sourceOperator[T, S, C]) heldSplits(version int) ([]string, int, bool) {
+// HeldSplits returns the ids of the splits the reader holds, when they
+// changed since version (runtime's task metrics publish them).
+func (s *Operator[T, S, C]) HeldSplits(version int) ([]string, int, bool) {
 	if s.output == nil || s.output.heldVer == version {
 		return nil, version, false
 	}
@@ -242,22 +319,26 @@ func (s *sourceOperator[T, S, C]) heldSplits(version int) ([]string, int, bool) 
 	return ids, s.output.heldVer, true
 }
 
-func (s *sourceOperator[T, S, C]) Ready() <-chan struct{} { return s.reader.Available() }
+// Idle reports whether the reader's output is marked idle: the stream
+// status it last sent downstream.
+func (s *Operator[T, S, C]) Idle() bool { return s.output != nil && s.output.mux.Idle }
+
+func (s *Operator[T, S, C]) Ready() <-chan struct{} { return s.reader.Available() }
 
 // Stop ends the source at its next step without the final watermark: a
 // cancelled job has not reached the end of event time, and firing every
 // event-time timer would emit results that are not final.
-func (s *sourceOperator[T, S, C]) Stop() {
+func (s *Operator[T, S, C]) Stop() {
 	s.stopRequested = true
 	s.end()
 }
 
 // Stopped: the source ended by a stop request, without maxWatermark.
-func (s *sourceOperator[T, S, C]) Stopped() bool { return s.stopRequested }
+func (s *Operator[T, S, C]) Stopped() bool { return s.stopRequested }
 
-func (s *sourceOperator[T, S, C]) EndInput() error { return nil }
+func (s *Operator[T, S, C]) EndInput() error { return nil }
 
-func (s *sourceOperator[T, S, C]) Close() error {
+func (s *Operator[T, S, C]) Close() error {
 	if s.reader == nil {
 		return nil
 	}
@@ -272,7 +353,7 @@ func (s *sourceOperator[T, S, C]) Close() error {
 // srccoord.Reader: they run as mails on the task goroutine, sent by the
 // source coordinator.
 
-func (s *sourceOperator[T, S, C]) AddSplits(splits []S) error {
+func (s *Operator[T, S, C]) AddSplits(splits []S) error {
 	if s.reader == nil {
 		return nil
 	}
@@ -298,7 +379,7 @@ func (s *sourceOperator[T, S, C]) AddSplits(splits []S) error {
 	return s.info.Wrap(s.reader.AddSplits(splits))
 }
 
-func (s *sourceOperator[T, S, C]) NoMoreSplits() error {
+func (s *Operator[T, S, C]) NoMoreSplits() error {
 	if s.reader != nil && !s.ended {
 		s.reader.NotifyNoMoreSplits()
 		s.output.mux.StopAwaitingSplits()
@@ -308,7 +389,7 @@ func (s *sourceOperator[T, S, C]) NoMoreSplits() error {
 	return nil
 }
 
-func (s *sourceOperator[T, S, C]) HandleSourceEvent(ev connector.SourceEvent) error {
+func (s *Operator[T, S, C]) HandleSourceEvent(ev connector.SourceEvent) error {
 	if s.reader == nil || s.ended {
 		return nil
 	}
@@ -316,7 +397,7 @@ func (s *sourceOperator[T, S, C]) HandleSourceEvent(ev connector.SourceEvent) er
 }
 
 // readerContext is the reader's view of the engine.
-type readerContext[T any, S connector.Split, C any] struct{ op *sourceOperator[T, S, C] }
+type readerContext[T any, S connector.Split, C any] struct{ op *Operator[T, S, C] }
 
 func (c readerContext[T, S, C]) SubtaskIndex() int { return c.op.info.Subtask }
 func (c readerContext[T, S, C]) Parallelism() int  { return c.op.par }
@@ -331,23 +412,20 @@ func (c readerContext[T, S, C]) SendSourceEvent(ev connector.SourceEvent) {
 func (c readerContext[T, S, C]) MetricGroup() *metrics.Group { return c.op.metrics }
 
 // SideOutput makes the context a connector.SideOutputs: the side outputs
-// are those declared on the source's stream (DeclareSideOutputs).
+// are those declared on the source's stream (Config.SideOutput). The
+// first failure downstream is kept with the record's, as a record's is.
 func (c readerContext[T, S, C]) SideOutput(id string, typ reflect.Type) (func(record any, timestamp int64), error) {
-	sides := sidesOf(&c.op.info)
-	i := -1
-	if sides != nil {
-		i = slices.Index(sides.ids, id)
+	if c.op.sideOutput == nil {
+		return nil, &engine.UnrecoverableError{Err: fmt.Errorf("source %q emits side output %q, which its stream does not declare", c.op.info.Name, id)}
 	}
-	if i < 0 {
-		return nil, &unrecoverableError{Err: fmt.Errorf("source %q emits side output %q, which its stream does not declare: declare it with DeclareSideOutputs(NewOutputTag[%s](%q)) on the stream FromSource returns", c.op.info.Name, id, typ, id)}
+	emit, err := c.op.sideOutput(id, typ)
+	if err != nil {
+		return nil, err
 	}
-	if t := sides.tags[i]; t.typ != typ {
-		return nil, &unrecoverableError{Err: fmt.Errorf("source %q emits records of type %s to side output %q, which its stream declares with type %s: make the tag with NewOutputTag[%s]", c.op.info.Name, typ, id, t.typ, typ)}
-	}
-	ops, out, r := sides.tags[i].ops, sides.outs[i], c.op.output
+	r := c.op.output
 	return func(v any, ts int64) {
 		if r.err == nil {
-			r.err = ops.collectAny(out, v, ts)
+			r.err = emit(v, ts)
 		}
 	}, nil
 }
@@ -355,20 +433,15 @@ func (c readerContext[T, S, C]) SideOutput(id string, typ reflect.Type) (func(re
 // ClaimEpoch makes the context a connector.ClaimInfo: the epoch of the
 // process's claim on the slot the subtask runs in, 0 outside a
 // distributed job.
-func (c readerContext[T, S, C]) ClaimEpoch() int64 {
-	if t := c.op.t; t != nil && t.ex != nil && t.ex.slot != nil {
-		return t.ex.slot.Epoch
-	}
-	return 0
-}
+func (c readerContext[T, S, C]) ClaimEpoch() int64 { return c.op.settings.ClaimEpoch }
 
 // Context is the task's: cancelled on failover and hard stop, and when the
 // task ends.
 func (c readerContext[T, S, C]) Context() context.Context {
-	if c.op.t == nil || c.op.t.ctx == nil {
+	if c.op.t == nil {
 		return context.Background()
 	}
-	return c.op.t.ctx
+	return c.op.t.Context()
 }
 
 // readerOutput is the connector.ReaderOutput handed to PollNext. Records
@@ -387,7 +460,7 @@ type readerOutput[T any] struct {
 	// reader emitted.
 	info *engine.OpInfo
 	// held are the splits assigned to the reader and not released
-	// (finished); heldVer changes with them (metrics.go publishes them).
+	// (finished); heldVer changes with them (HeldSplits).
 	held    map[string]struct{}
 	heldVer int
 	// clock measures idleness: the task's activity clock (nil in tests
