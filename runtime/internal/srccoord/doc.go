@@ -5,8 +5,8 @@
 // each reader subtask's task mailbox (Gateway), and the split assignment
 // tracker that books its assignments per subtask and checkpoint. Package
 // runtime drives a Coordinator from its checkpoint driver and failover,
-// and its source operator is the Reader the gateways deliver to; srccoord
-// imports nothing of runtime. It is the engine's, not a user's: the
+// and the source operator (runtime/internal/sourceop) is the Reader the
+// gateways deliver to; srccoord imports nothing of runtime. It is the engine's, not a user's: the
 // contracts a connector implements are package connector's.
 //
 // # Invariants kept here

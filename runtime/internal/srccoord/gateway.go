@@ -16,9 +16,9 @@ type GateOptions struct {
 	Delay func()
 }
 
-// Reader is the reader side of a source subtask, runtime's source
-// operator: what the coordinator's events do once they reach its task
-// goroutine.
+// Reader is the reader side of a source subtask, the source operator
+// (runtime/internal/sourceop): what the coordinator's events do once
+// they reach its task goroutine.
 type Reader[S connector.Split] interface {
 	// AddSplits gives the reader splits the enumerator assigned to it.
 	AddSplits(splits []S) error
