@@ -412,8 +412,9 @@ func (c readerContext[T, S, C]) SendSourceEvent(ev connector.SourceEvent) {
 func (c readerContext[T, S, C]) MetricGroup() *metrics.Group { return c.op.metrics }
 
 // SideOutput makes the context a connector.SideOutputs: the side outputs
-// are those declared on the source's stream (Config.SideOutput). The
-// first failure downstream is kept with the record's, as a record's is.
+// are those declared on the source's stream (Config.SideOutput). A
+// failure downstream of one is kept and returned once PollNext returns,
+// as a record's is.
 func (c readerContext[T, S, C]) SideOutput(id string, typ reflect.Type) (func(record any, timestamp int64), error) {
 	if c.op.sideOutput == nil {
 		return nil, &engine.UnrecoverableError{Err: fmt.Errorf("source %q emits side output %q, which its stream does not declare", c.op.info.Name, id)}
