@@ -124,6 +124,54 @@ func TestSlowWakeUpDoesNotStallFetcher(t *testing.T) {
 	}
 }
 
+// A split paused while it waits for a fetcher is never fetched before
+// its resume, however soon its fetcher's goroutine runs: here every new
+// fetcher runs until it blocks before the task goroutine goes on.
+func TestWaitingSplitPausedBeforeItStartsIsNeverFetched(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r, _, _ := newTestReader(t, readerSetup{perSplit: true, maxFetchers: 1, batch: 3, capacity: 1})
+		defer closeReader(t, r)
+		r.fetchers.started = synctest.Wait
+		if err := r.AddSplits([]testSplit{{ID: "a", Next: 0, End: 5}, {ID: "b", Next: 100, End: 105}}); err != nil {
+			t.Fatal(err)
+		}
+		if err := r.PauseOrResumeSplits([]string{"b"}, nil); err != nil { // b waits
+			t.Fatal(err)
+		}
+		r.NotifyNoMoreSplits()
+		out := newRecordingOutput()
+		for r.NumSplits() > 1 || r.fetchers.NumFetchers() == 0 || r.fetchers.hasWaiting() {
+			st, err := r.PollNext(out)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if st == connector.NothingAvailable {
+				<-r.Available()
+			}
+		}
+		// b's fetcher has started; emit whatever it fetched.
+		synctest.Wait()
+		for st := connector.MoreAvailable; st == connector.MoreAvailable; {
+			var err error
+			if st, err = r.PollNext(out); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if got := out.bySplit["b"]; len(got) != 0 {
+			t.Fatalf("split b, paused while it waited, emitted %v before its resume", got)
+		}
+		if err := r.PauseOrResumeSplits(nil, []string{"b"}); err != nil {
+			t.Fatal(err)
+		}
+		driveToEnd(t, r, out)
+		got := slices.Clone(out.records)
+		slices.Sort(got)
+		if want := append(seq(0, 5), seq(100, 105)...); !slices.Equal(got, want) {
+			t.Fatalf("got %v, want %v", got, want)
+		}
+	})
+}
+
 // TestMaxSplitFetchers checks the cap on fetchers per split: never more run
 // at once, waiting splits start as others finish and are all read, and a
 // waiting split paused before it started starts paused.

@@ -45,6 +45,9 @@ type SplitFetcherManager[E any, S connector.Split] struct {
 	// which of them were paused meanwhile.
 	waiting       []S
 	pausedWaiting map[string]bool
+	// started, when set (by tests), is called on the task goroutine as
+	// soon as a fetcher's goroutine is started.
+	started func()
 
 	running   sync.WaitGroup // one per fetcher goroutine, also after removal
 	live      atomic.Int64   // fetcher goroutines still running, for Close's error
@@ -143,6 +146,9 @@ func (m *SplitFetcherManager[E, S]) startFetcher(splits []S) error {
 	m.running.Add(1)
 	m.live.Add(1)
 	go f.run(m.ctx)
+	if m.started != nil {
+		m.started()
+	}
 	return nil
 }
 
