@@ -127,12 +127,15 @@ func (m *SplitFetcherManager[E, S]) AddSplits(splits []S) error {
 		}
 		return nil
 	}
-	return m.startFetcher(splits)
+	return m.startFetcher(splits, nil)
 }
 
-// startFetcher creates a fetcher, queues splits to it and only then starts
-// its goroutine, so that the fetcher never looks idle before it had work.
-func (m *SplitFetcherManager[E, S]) startFetcher(splits []S) error {
+// startFetcher creates a fetcher, queues splits to it, and the pause of
+// those of them in paused, and only then starts its goroutine: the
+// fetcher never looks idle before it had work, and its first Fetch sees
+// the splits paused. A pause the reader cannot make is returned after
+// the fetcher started, as PauseOrResumeSplits on a running one does.
+func (m *SplitFetcherManager[E, S]) startFetcher(splits []S, paused []string) error {
 	reader, err := m.newReader()
 	if err != nil {
 		return fmt.Errorf("base: create split reader: %w", err)
@@ -142,6 +145,10 @@ func (m *SplitFetcherManager[E, S]) startFetcher(splits []S) error {
 	if err := f.AddSplits(splits); err != nil {
 		return err // cannot happen: nobody else knows f yet
 	}
+	var pauseErr error
+	if len(paused) > 0 {
+		pauseErr = f.PauseOrResumeSplits(paused, nil)
+	}
 	m.fetchers = append(m.fetchers, f)
 	m.running.Add(1)
 	m.live.Add(1)
@@ -149,28 +156,23 @@ func (m *SplitFetcherManager[E, S]) startFetcher(splits []S) error {
 	if m.started != nil {
 		m.started()
 	}
-	return nil
+	return pauseErr
 }
 
 // startWaiting starts fetchers for waiting splits while fewer than the
-// maximum run.
+// maximum run; a split paused while it waited starts paused.
 func (m *SplitFetcherManager[E, S]) startWaiting() error {
 	for len(m.waiting) > 0 && len(m.fetchers) < m.cfg.maxFetchers {
 		s := m.waiting[0]
 		m.waiting[0] = *new(S)
 		m.waiting = m.waiting[1:]
-		if err := m.startFetcher([]S{s}); err != nil {
-			return err
-		}
-		id := s.SplitID()
-		if m.pausedWaiting[id] {
+		var paused []string
+		if id := s.SplitID(); m.pausedWaiting[id] {
 			delete(m.pausedWaiting, id)
-			// Queued behind the split itself, so it runs before any Fetch.
-			// Pausing was accepted when the split was waiting, so the
-			// reader supports it.
-			if err := m.fetchers[len(m.fetchers)-1].PauseOrResumeSplits([]string{id}, nil); err != nil && !errors.Is(err, ErrClosed) {
-				return err
-			}
+			paused = []string{id}
+		}
+		if err := m.startFetcher([]S{s}, paused); err != nil {
+			return err
 		}
 	}
 	return nil
