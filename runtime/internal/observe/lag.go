@@ -22,7 +22,7 @@ const labelJobName = "job_name"
 // them on its own.
 type sourceLag struct {
 	mu      sync.Mutex
-	readers map[any]connector.LagReporter // by source operator
+	readers map[any]connector.LagReporter // by the key each was added with
 }
 
 // add counts r's lag under key until the returned function is called.
@@ -73,7 +73,8 @@ func (l *sourceLag) gauge(jobName string) prometheus.GaugeFunc {
 	}, func() float64 { return float64(l.sum()) })
 }
 
-// AddLag counts r's lag under key (a source operator) in the job's
+// AddLag counts r's lag under key (any value unique to r's reader; the
+// engine gives each source subtask a new one) in the job's
 // splitflow_source_lag_records until the returned function is called.
 func (o *Observer) AddLag(key any, r connector.LagReporter) (remove func()) {
 	return o.lag.add(key, r)
