@@ -184,16 +184,8 @@ func (s *TwoPhaseOperator[T, C]) Open(t engine.Task) error {
 	}
 	// Restored committables belong to a completed checkpoint: commit them
 	// before the writer exists, retrying until they are settled.
-	s.completed = t.Restored().ID()
-	for s.due() > 0 {
-		if err := s.commitDue(); err != nil {
-			return err
-		}
-		if s.due() > 0 {
-			if err := s.sleep(); err != nil {
-				return err
-			}
-		}
+	if err := s.settleUpTo(t.Restored().ID()); err != nil {
+		return err
 	}
 	s.backoff = 0
 	var w connector.SinkWriter[T]
@@ -413,7 +405,13 @@ func (s *TwoPhaseOperator[T, C]) EndInput() error {
 	if err := s.t.EndOfInputCommit(fmt.Sprintf("sink %q (uid %q) subtask %d", s.info.Name, s.info.UID, s.info.Subtask)); err != nil {
 		return err
 	}
-	s.completed = math.MaxInt64
+	return s.settleUpTo(math.MaxInt64)
+}
+
+// settleUpTo marks every checkpoint up to id completed and commits their
+// committables, retrying (with the backoff) until all are settled.
+func (s *TwoPhaseOperator[T, C]) settleUpTo(id int64) error {
+	s.completed = id
 	for s.due() > 0 {
 		if err := s.commitDue(); err != nil {
 			return err
