@@ -103,7 +103,8 @@ func (b *Broker) HangCommit(t testing.TB, id, topic string, values ...string) (p
 	produce.Topics = append(produce.Topics, pt)
 	// The broker applies a changed setting a moment later: until then it
 	// verifies the produce with the coordinator, which refuses it, and
-	// writes nothing.
+	// writes nothing. A topic just created may not have its leader yet
+	// (NOT_LEADER_FOR_PARTITION, retriable): nothing is written either.
 	for {
 		resp, err := produce.RequestWith(ctx, old)
 		if err == nil {
@@ -112,7 +113,8 @@ func (b *Broker) HangCommit(t testing.TB, id, topic string, values ...string) (p
 		if err == nil {
 			break
 		}
-		if !errors.Is(err, kerr.TransactionAbortable) && !errors.Is(err, kerr.InvalidTxnState) || ctx.Err() != nil {
+		again := errors.Is(err, kerr.TransactionAbortable) || errors.Is(err, kerr.InvalidTxnState) || kerr.IsRetriable(err)
+		if !again || ctx.Err() != nil {
 			t.Fatalf("kafkatest: produce to %s[0] in the transaction of %s: %v", topic, id, err)
 		}
 		time.Sleep(100 * time.Millisecond)
