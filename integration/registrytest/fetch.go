@@ -3,7 +3,6 @@ package registrytest
 import (
 	"archive/tar"
 	"bytes"
-	"compress/gzip"
 	"errors"
 	"fmt"
 	"io"
@@ -82,18 +81,34 @@ func complete(home string) bool {
 }
 
 // untar unpacks a gzipped tar of regular files and directories into dir,
-// refusing names that would land outside it.
-func untar(archive, dir string) error {
-	f, err := os.Open(archive)
+// refusing names that would land outside it. The gzip program inflates
+// the archive: this code runs in test binaries built with -race, where
+// inflating the 158 MB distribution in Go took about 30 CPU-seconds,
+// against about 1 for gzip.
+func untar(archive, dir string) (err error) {
+	var stderr bytes.Buffer
+	gz := exec.Command("gzip", "-dc", archive)
+	gz.Stderr = &stderr
+	out, err := gz.StdoutPipe()
 	if err != nil {
 		return err
 	}
-	defer func() { _ = f.Close() }()
-	gz, err := gzip.NewReader(f)
-	if err != nil {
-		return err
+	if err := gz.Start(); err != nil {
+		return fmt.Errorf("gzip: %w", err)
 	}
-	tr := tar.NewReader(gz)
+	defer func() {
+		if err != nil {
+			_ = gz.Process.Kill()
+			_ = gz.Wait()
+			return
+		}
+		// The archive's padding after its end: read, so gzip can exit.
+		_, _ = io.Copy(io.Discard, out)
+		if werr := gz.Wait(); werr != nil {
+			err = fmt.Errorf("gzip -dc %s: %w: %s", archive, werr, strings.TrimSpace(stderr.String()))
+		}
+	}()
+	tr := tar.NewReader(out)
 	for {
 		h, err := tr.Next()
 		if errors.Is(err, io.EOF) {
