@@ -28,7 +28,7 @@ func TestListStateFollowsModel(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		p, stop := openKeyedFromStop(t, sc, nil, 1, 0, noopStringFn)
+		p, stop := openKeyedFromStop(t, sc, nil, 128, 1, 0, noopStringFn)
 		defer stop()
 		desc := state.NewListState[string]("words")
 		model := map[string][]string{}
@@ -93,7 +93,7 @@ func TestListStateFollowsModel(t *testing.T) {
 		}
 		chk := commitBlobs(t, mem, 1, [][]byte{blob}, [][]checkpoint.FileHandle{files})
 
-		q, stopQ := openKeyedFromStop(t, sc, chk, 1, 0, noopStringFn)
+		q, stopQ := openKeyedFromStop(t, sc, chk, 128, 1, 0, noopStringFn)
 		defer stopQ()
 		for _, k := range keys {
 			q.state.SetKey(k)
@@ -191,7 +191,7 @@ func TestListStateRescaled(t *testing.T) {
 			var blobs [][]byte
 			var files [][]checkpoint.FileHandle
 			for sub := range pars[0] {
-				p, stop := openKeyedFromStop(t, sc, nil, pars[0], sub, noopStringFn)
+				p, stop := openKeyedFromStop(t, sc, nil, 128, pars[0], sub, noopStringFn)
 				for _, k := range keys {
 					if keygroup.Subtask(p.state.GroupOf(k), pars[0], 128) != sub {
 						continue
@@ -210,7 +210,7 @@ func TestListStateRescaled(t *testing.T) {
 			chk := commitBlobs(t, mem, 3, blobs, files)
 			seen := 0
 			for sub := range pars[1] {
-				q, stop := openKeyedFromStop(t, sc, chk, pars[1], sub, noopStringFn)
+				q, stop := openKeyedFromStop(t, sc, chk, 128, pars[1], sub, noopStringFn)
 				for _, k := range keys {
 					if keygroup.Subtask(q.state.GroupOf(k), pars[1], 128) != sub {
 						continue

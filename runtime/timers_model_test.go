@@ -24,7 +24,13 @@ func (m timerModel) clone() timerModel {
 	return timerModel{event: maps.Clone(m.event), processing: maps.Clone(m.processing)}
 }
 
-func modelGroup(k int64) int { return keygroup.ForHash(keygroup.HashInt64(k), 128) }
+// modelKeyGroups is the model operator's max parallelism. Few key groups
+// put more timers in each, so the pebble caches fill and refill more often;
+// and the checks, which read every key group's timers from the DB, cost
+// less: under -race Pebble takes a stack trace for each file of each read.
+const modelKeyGroups = 16
+
+func modelGroup(k int64) int { return keygroup.ForHash(keygroup.HashInt64(k), modelKeyGroups) }
 
 // checkNext fails unless e is a timer of set that may fire now: pending,
 // of the smallest timestamp, and of the smallest key group among those.
@@ -124,10 +130,7 @@ func runTimerModel(t *testing.T, b backendKind, seed uint64, keys []int64, far i
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, stop, err := openKeyedOn(t, sc, nil, 1, 0, fn)
-	if err != nil {
-		t.Fatal(err)
-	}
+	p, stop := openKeyedFromStop(t, sc, nil, modelKeyGroups, 1, 0, fn)
 	defer func() { stop() }()
 
 	equal := func(step int, what string, q *timers.Queue[int64], want map[timers.Entry[int64]]bool, lo, hi int) {
@@ -174,9 +177,9 @@ func runTimerModel(t *testing.T, b backendKind, seed uint64, keys []int64, far i
 		if p.state.Err != nil {
 			t.Fatalf("step %d: %v", step, p.state.Err)
 		}
-		equal(step, "event-time", &p.timers.event, model.event, 0, 127)
-		equal(step, "processing-time", &p.timers.processing, model.processing, 0, 127)
-		if s, ok := p.timers.event.Sets().(*timers.PebbleSets[int64]); ok && s.Cached() > 128*timers.PebbleCache {
+		equal(step, "event-time", &p.timers.event, model.event, 0, modelKeyGroups-1)
+		equal(step, "processing-time", &p.timers.processing, model.processing, 0, modelKeyGroups-1)
+		if s, ok := p.timers.event.Sets().(*timers.PebbleSets[int64]); ok && s.Cached() > modelKeyGroups*timers.PebbleCache {
 			t.Fatalf("step %d: %d timers cached", step, s.Cached())
 		}
 	}
@@ -200,13 +203,7 @@ func runTimerModel(t *testing.T, b backendKind, seed uint64, keys []int64, far i
 		s.blob, s.files, s.err = s.enc(stop)
 		close(s.done)
 	}
-	// Pebble built with -race checks its own invariants (a stack trace
-	// for every file-cache reference), which makes a step about ten
-	// times slower than without; its runs take half the steps.
-	steps := 800
-	if b == kindPebble {
-		steps = 400
-	}
+	const steps = 800
 	for step := range steps {
 		k := keys[rng.IntN(len(keys))]
 		p.state.SetKey(k)
@@ -300,14 +297,14 @@ func runTimerModel(t *testing.T, b backendKind, seed uint64, keys []int64, far i
 			snap = nil
 		case r < 91 && snap == nil && last != nil:
 			for sub := range 3 {
-				q, stopQ := openKeyedFromStop(t, unitStateConfig(t, b), last, 3, sub, fn)
-				lo, hi := keygroup.Range(sub, 3, 128)
+				q, stopQ := openKeyedFromStop(t, unitStateConfig(t, b), last, modelKeyGroups, 3, sub, fn)
+				lo, hi := keygroup.Range(sub, 3, modelKeyGroups)
 				equal(step, fmt.Sprintf("subtask %d of 3, event-time", sub), &q.timers.event, lastModel.event, lo, hi)
 				equal(step, fmt.Sprintf("subtask %d of 3, processing-time", sub), &q.timers.processing, lastModel.processing, lo, hi)
 				stopQ()
 			}
 			stop()
-			p, stop = openKeyedFromStop(t, sc, last, 1, 0, fn)
+			p, stop = openKeyedFromStop(t, sc, last, modelKeyGroups, 1, 0, fn)
 			model = lastModel.clone()
 		}
 		if failure != nil {
@@ -328,14 +325,14 @@ func runTimerModel(t *testing.T, b backendKind, seed uint64, keys []int64, far i
 }
 
 // openKeyedFromStop is openKeyedFrom returning the operator's stop, for a
-// test that opens many.
-func openKeyedFromStop[K comparable](t *testing.T, sc stateConfig, chk *checkpoint.Checkpoint, par, sub int, fn KeyedProcessFuncs[K, K, string]) (*keyedProcessOperator[K, K, string], func()) {
+// test that opens many, at max parallelism maxPar.
+func openKeyedFromStop[K comparable](t *testing.T, sc stateConfig, chk *checkpoint.Checkpoint, maxPar, par, sub int, fn KeyedProcessFuncs[K, K, string]) (*keyedProcessOperator[K, K, string], func()) {
 	t.Helper()
 	hash, err := stableHasher[K]()
 	if err != nil {
 		t.Fatal(err)
 	}
-	tk := &task{name: "p", head: &engine.OpInfo{Name: "p"}, cfg: &config{maxParallelism: 128, state: sc}, mb: engine.NewMailbox(),
+	tk := &task{name: "p", head: &engine.OpInfo{Name: "p"}, cfg: &config{maxParallelism: maxPar, state: sc}, mb: engine.NewMailbox(),
 		restored: &engine.RestoredState{Chk: chk}}
 	p := &keyedProcessOperator[K, K, string]{info: engine.OpInfo{Name: "p", UID: "op", Subtask: sub}, keyFn: func(k K) K { return k },
 		hash: hash, par: par, out: engine.Output[string](&recorder[string]{}),
