@@ -485,7 +485,8 @@ func runWithSavepointMidFlow(t *testing.T, j *rangeJob, env *Environment) (statu
 // savepoint without the record that its job committed it fails the start
 // as before, naming the lost file.
 func TestRestoringASavepointOfTheFileSinkNeverReportsLossOfFilesItsJobPublished(t *testing.T) {
-	out, consumed, target := t.TempDir(), t.TempDir(), t.TempDir()
+	var out string
+	consumed := t.TempDir()
 	fileJob := func(j *rangeJob, opts ...Option) *Environment {
 		sink, err := file.NewLineSink(out, file.WithMaxFileBytes(2048), file.WithoutSync())
 		if err != nil {
@@ -501,10 +502,33 @@ func TestRestoringASavepointOfTheFileSinkNeverReportsLossOfFilesItsJobPublished(
 		SinkTo(lines, connector.Sink[string](sink)).UID("sink")
 		return env
 	}
-	j := &rangeJob{par: 2, splits: 2, perSplit: 2000, delay: time.Millisecond}
-	sp, last := runWithSavepointMidFlow(t, j, fileJob(j, WithSavepointDir(target)))
-	if last <= sp.Checkpoint {
-		t.Fatalf("the job completed no checkpoint after its savepoint %d; the test proves nothing", sp.Checkpoint)
+	// What this test holds needs a file in the savepoint, as the test
+	// above needs a transaction: a savepoint taken once every source
+	// already waited at the middle of its split holds none, and such a
+	// run is done again.
+	var j *rangeJob
+	var sp status.Savepoint
+	for attempt := 1; ; attempt++ {
+		out = t.TempDir()
+		j = &rangeJob{par: 2, splits: 2, perSplit: 2000, delay: time.Millisecond}
+		var last int64
+		sp, last = runWithSavepointMidFlow(t, j, fileJob(j, WithSavepointDir(t.TempDir())))
+		if last <= sp.Checkpoint {
+			t.Fatalf("the job completed no checkpoint after its savepoint %d; the test proves nothing", sp.Checkpoint)
+		}
+		published, err := file.CommittedFiles(out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if slices.ContainsFunc(published, func(f string) bool {
+			return strings.Split(filepath.Base(f), "-")[2] == strconv.FormatInt(sp.Checkpoint, 10)
+		}) {
+			break
+		}
+		if attempt == 5 {
+			t.Fatalf("%d savepoints taken mid-flow, none holding a file", attempt)
+		}
+		t.Logf("savepoint of checkpoint %d holds no file; again", sp.Checkpoint)
 	}
 
 	// The consumer takes every published file; it keeps the lines of the
