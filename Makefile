@@ -61,11 +61,14 @@ TEST_PROGRAMS = ./examples/wordcount ./examples/cdc ./cmd/splitflow
 # test's work directory in it) is a fresh directory on TEST_TMPFS when
 # that is a writable directory, removed at the end; the build cache stays
 # where it is. TEST_TMPFS= keeps TMPDIR as it is. The directory is
-# open to all, as /tmp is: PostgreSQL runs as nobody under root.
+# open to all, as /tmp is: PostgreSQL runs as nobody under root. It is
+# removed on an interrupt too (sh runs its EXIT trap on a signal only
+# when the signal's own trap exits), so that no run leaves its files in
+# memory.
 TEST_TMPFS ?= /dev/shm
 test: deps tree
 	@tmp=$${TMPDIR:-/tmp}; if [ -n "$(TEST_TMPFS)" ] && [ -d "$(TEST_TMPFS)" ] && [ -w "$(TEST_TMPFS)" ]; then tmp=$(TEST_TMPFS); fi; \
-	tmp=$$(mktemp -d "$$tmp/splitflow-test.XXXXXX"); chmod 1777 "$$tmp"; bins=$$(mktemp -d); trap 'rm -rf "$$bins" "$$tmp"' EXIT; \
+	tmp=$$(mktemp -d "$$tmp/splitflow-test.XXXXXX"); chmod 1777 "$$tmp"; bins=$$(mktemp -d); trap 'rm -rf "$$bins" "$$tmp"' EXIT; trap 'exit 130' INT TERM HUP; \
 	export SPLITFLOW_TEST_BINARIES=$$bins TMPDIR=$$tmp; \
 	(if CGO_ENABLED=0 $(GO) build -trimpath -o "$$bins/" $(TEST_PROGRAMS) > "$$bins/build.log" 2>&1; \
 	 then touch "$$bins/ready"; else mv "$$bins/build.log" "$$bins/failed"; fi) & programs=$$!; \
