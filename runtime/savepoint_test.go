@@ -363,22 +363,14 @@ func TestRestoringASavepointNeverReportsLossOfWhatItsJobCommitted(t *testing.T) 
 	// machine makes that happen, about once in 30 runs), so such a run is
 	// done again.
 	var j *rangeJob
-	var sp status.Savepoint
-	for attempt := 1; ; attempt++ {
+	sp := savepointHolding(t, "a transaction", func() (status.Savepoint, bool) {
 		j = &rangeJob{par: 2, splits: 2, perSplit: 2000, delay: time.Millisecond}
 		j.opts = []Option{WithCheckpointInterval(5 * time.Millisecond), WithCheckpointDir(t.TempDir()), WithSavepointDir(t.TempDir())}
-		sp, _ = runWithSavepointMidFlow(t, j, savepointJob(j, false, "sink"))
+		sp, _ := runWithSavepointMidFlow(t, j, savepointJob(j, false, "sink"))
 		j.sink.store.mu.Lock()
-		held := slices.Contains(slices.Collect(maps.Values(j.sink.store.checkpointOf)), sp.Checkpoint)
-		j.sink.store.mu.Unlock()
-		if held {
-			break
-		}
-		if attempt == 5 {
-			t.Fatalf("%d savepoints taken mid-flow, none holding a transaction", attempt)
-		}
-		t.Logf("savepoint of checkpoint %d holds no transaction; again", sp.Checkpoint)
-	}
+		defer j.sink.store.mu.Unlock()
+		return sp, slices.Contains(slices.Collect(maps.Values(j.sink.store.checkpointOf)), sp.Checkpoint)
+	})
 
 	// The savepoint's job committed its transactions and went on, reusing
 	// their ids: a commit of one of them is refused now.
@@ -475,6 +467,23 @@ func runWithSavepointMidFlow(t *testing.T, j *rangeJob, env *Environment) (statu
 	return sp, last.Load()
 }
 
+// savepointHolding runs take, which runs a job with a savepoint taken
+// mid-flow (runWithSavepointMidFlow), until the savepoint it returns holds
+// what, up to five times, and returns that savepoint.
+func savepointHolding(t *testing.T, what string, take func() (status.Savepoint, bool)) status.Savepoint {
+	t.Helper()
+	for attempt := 1; ; attempt++ {
+		sp, held := take()
+		if held {
+			return sp
+		}
+		if attempt == 5 {
+			t.Fatalf("%d savepoints taken mid-flow, none holding %s", attempt, what)
+		}
+		t.Logf("savepoint of checkpoint %d holds no %s; again", sp.Checkpoint, strings.TrimPrefix(what, "a "))
+	}
+}
+
 // The same holds for the file sink, whose committer reports a committed
 // file lost when neither its pending nor its published name exists
 // (file.ErrCommittedFileLost). A consumer may move published files away
@@ -507,12 +516,10 @@ func TestRestoringASavepointOfTheFileSinkNeverReportsLossOfFilesItsJobPublished(
 	// already waited at the middle of its split holds none, and such a
 	// run is done again.
 	var j *rangeJob
-	var sp status.Savepoint
-	for attempt := 1; ; attempt++ {
+	sp := savepointHolding(t, "a file", func() (status.Savepoint, bool) {
 		out = t.TempDir()
 		j = &rangeJob{par: 2, splits: 2, perSplit: 2000, delay: time.Millisecond}
-		var last int64
-		sp, last = runWithSavepointMidFlow(t, j, fileJob(j, WithSavepointDir(t.TempDir())))
+		sp, last := runWithSavepointMidFlow(t, j, fileJob(j, WithSavepointDir(t.TempDir())))
 		if last <= sp.Checkpoint {
 			t.Fatalf("the job completed no checkpoint after its savepoint %d; the test proves nothing", sp.Checkpoint)
 		}
@@ -520,16 +527,10 @@ func TestRestoringASavepointOfTheFileSinkNeverReportsLossOfFilesItsJobPublished(
 		if err != nil {
 			t.Fatal(err)
 		}
-		if slices.ContainsFunc(published, func(f string) bool {
+		return sp, slices.ContainsFunc(published, func(f string) bool {
 			return strings.Split(filepath.Base(f), "-")[2] == strconv.FormatInt(sp.Checkpoint, 10)
-		}) {
-			break
-		}
-		if attempt == 5 {
-			t.Fatalf("%d savepoints taken mid-flow, none holding a file", attempt)
-		}
-		t.Logf("savepoint of checkpoint %d holds no file; again", sp.Checkpoint)
-	}
+		})
+	})
 
 	// The consumer takes every published file; it keeps the lines of the
 	// files published up to the savepoint (part-<subtask>-<checkpoint>-...).
