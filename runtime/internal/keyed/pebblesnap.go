@@ -106,7 +106,7 @@ func (pk *Pebble) merge(old pebblestate.Blob, lo, hi []byte, chk *checkpoint.Che
 		}
 		translate[s.ID] = id
 	}
-	return pk.Store.CopyFrom(src, lo, hi, func(k []byte) ([]byte, error) {
+	return pk.Store.CopyFrom(src, nil, lo, hi, func(k []byte) ([]byte, error) {
 		if len(k) < 4 {
 			return nil, fmt.Errorf("restored pebble state has a key of %d bytes", len(k))
 		}

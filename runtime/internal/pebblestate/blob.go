@@ -20,6 +20,7 @@ import (
 //	uvarint(len) entries                                        heap state not yet claimed (the heap layout)
 //	uvarint(n) n x (uvarint(len) name, uvarint(len) data)       the checkpoint's small files
 //	uvarint(n) n x (uvarint(len) name, uvarint(len) stored, uvarint(size), uvarint(crc))  its immutable files, stored shared
+//	uvarint(len) delta                                          writes to apply over those files (delta.go), empty for none
 
 // Layout 100 had the timers in the entries too (the DB had none); it
 // restores, its timers going into the DB. Layout 101 keeps them in the
@@ -30,8 +31,12 @@ import (
 // written by default codecs. Layout 103 adds, after the codecs,
 // uvarint(len) shape: the record of the state's types
 // (runtime/internal/statecodec/stateshape.go); 102 and before restore unchecked.
+// Layout 104 adds the delta: a checkpoint's files may be an earlier
+// checkpoint's, with the writes since then to apply over them; a build
+// that reads only 103 refuses it rather than restore the files alone.
 const (
-	LayoutVersion         = 103
+	LayoutVersion         = 104
+	LayoutVersionNoDelta  = 103
 	LayoutVersionNoShapes = 102
 	LayoutVersionNoCodecs = 101
 	LayoutVersionTimers0  = 100
@@ -50,6 +55,10 @@ type Blob struct {
 	Entries   []byte
 	Small     map[string][]byte
 	Immutable []StoredFile
+	// Delta are writes to apply over the files (delta.go's layout; empty
+	// for none): a checkpoint taken while its own files were not made yet
+	// stores the files of the one before and the writes since.
+	Delta []byte
 }
 
 // StateID is a state's entry in a blob's table of states.
@@ -123,7 +132,7 @@ func EncodeBlob(p Blob) []byte {
 		out = binary.AppendUvarint(out, uint64(f.Handle.Size))
 		out = binary.AppendUvarint(out, uint64(f.Handle.CRC32C))
 	}
-	return out
+	return appendStr(out, p.Delta)
 }
 
 // DecodeBlob reads a blob of any layout from LayoutVersionTimers0 to
@@ -150,7 +159,7 @@ func DecodeBlob(b []byte) (Blob, error) {
 		if v >= LayoutVersionNoShapes {
 			codecs = string(r.bytes()) // "" for a state carried over from version 100
 		}
-		if v >= LayoutVersion {
+		if v >= LayoutVersionNoDelta {
 			shape = string(r.bytes()) // "" for a state without one
 		}
 		p.IDs[name] = StateID{ID: uint16(id), Kind: kind, Codecs: codecs, Shape: shape}
@@ -170,6 +179,11 @@ func DecodeBlob(b []byte) (Blob, error) {
 		f.Handle.CRC32C = uint32(r.uvarint())
 		p.Immutable = append(p.Immutable, f)
 	}
+	if v >= LayoutVersion {
+		if p.Delta = r.bytes(); len(p.Delta) == 0 {
+			p.Delta = nil
+		}
+	}
 	if r.err == nil && len(r.b) != 0 {
 		r.err = fmt.Errorf("%d bytes after the pebble state's last file", len(r.b))
 	}
@@ -181,6 +195,13 @@ func DecodeBlob(b []byte) (Blob, error) {
 	for _, f := range p.Immutable {
 		if !validLocalName(f.Name) {
 			return p, fmt.Errorf("pebble state names a file %q", f.Name)
+		}
+	}
+	if r.err == nil && p.Delta != nil {
+		// A delta that does not decode is a checkpoint that does not,
+		// found here rather than once its files are laid out.
+		if _, err := decodeDelta(p.Delta, nil, nil); err != nil {
+			return p, err
 		}
 	}
 	return p, r.err

@@ -3,6 +3,7 @@ package pebblestate
 import (
 	"bytes"
 	"encoding/binary"
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
@@ -20,6 +21,7 @@ func TestBlobLayoutIsTheDocumentedOne(t *testing.T) {
 		Entries:   []byte{7, 7},
 		Small:     map[string][]byte{"OPTIONS": []byte("o"), "MANIFEST": []byte("m")},
 		Immutable: []StoredFile{{Name: "000001.sst", Handle: checkpoint.FileHandle{Name: "x-000001.sst", Size: 300, CRC32C: 5}}},
+		Delta:     []byte{1, 3, 'k', 'g', '1', 0, 0}, // one value entry k, g1 deleted; no map
 	}
 	str := func(out []byte, s string) []byte { return append(binary.AppendUvarint(out, uint64(len(s))), s...) }
 	var want []byte
@@ -39,6 +41,7 @@ func TestBlobLayoutIsTheDocumentedOne(t *testing.T) {
 	want = binary.AppendUvarint(want, 1)
 	want = str(str(want, "000001.sst"), "x-000001.sst")
 	want = binary.AppendUvarint(binary.AppendUvarint(want, 300), 5)
+	want = str(want, "\x01\x03kg1\x00\x00")
 
 	got := EncodeBlob(b)
 	if !bytes.Equal(got, want) {
@@ -90,5 +93,30 @@ func TestBlobOlderLayoutsReadUnknownAndUnsafeRefused(t *testing.T) {
 		if _, err := DecodeBlob(bad); err == nil {
 			t.Fatalf("a blob naming file %q was read", name)
 		}
+	}
+}
+
+// Rule: a blob of layout 103 (before deltas: no delta section after the
+// files) still reads, without a delta; a build that reads only 103 takes
+// a blob by its first uvarint, so 104 must be past what it knows. A delta
+// that does not decode refuses the blob.
+func TestBlobLayout103ReadsWithoutDelta(t *testing.T) {
+	b := Blob{MaxPar: 8, KGLo: 0, KGHi: 7, IDs: map[string]StateID{"s": {ID: 1, Codecs: "c"}},
+		Small: map[string][]byte{"MANIFEST": []byte("m")}}
+	cur := EncodeBlob(b)
+	if cur[0] != LayoutVersion || LayoutVersion <= LayoutVersionNoDelta {
+		t.Fatalf("layout %d after %d", cur[0], LayoutVersionNoDelta)
+	}
+	old := append([]byte{LayoutVersionNoDelta}, cur[1:len(cur)-1]...) // no delta's length
+	got, err := DecodeBlob(old)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprintf("%+v", got) != fmt.Sprintf("%+v", b) || got.Delta != nil {
+		t.Fatalf("layout 103 read as %+v; want %+v", got, b)
+	}
+	b.Delta = []byte{1, 1, 'k', 7} // an entry of unknown kind
+	if _, err := DecodeBlob(EncodeBlob(b)); err == nil {
+		t.Fatal("a blob whose delta does not decode was read")
 	}
 }

@@ -38,6 +38,7 @@ func (s *Store) DeleteOutside(lo, hi []byte) error {
 	if err := s.settle(true); err != nil {
 		return err
 	}
+	s.mat = 0
 	b := s.db.NewBatch()
 	defer b.Close()
 	if len(lo) > 0 {
@@ -60,17 +61,26 @@ func (s *Store) DeleteOutside(lo, hi []byte) error {
 	return nil
 }
 
-// CopyFrom copies every key in [lo, hi) of the DB laid out in dir (opened
-// read-only) into the store, each key rewritten by rewrite (nil: keep the
-// key as it is). Used on a restore that merges several old subtasks'
-// state.
-func (s *Store) CopyFrom(dir string, lo, hi []byte, rewrite func(key []byte) ([]byte, error)) error {
+// CopyFrom copies every key in [lo, hi) of the DB laid out in dir into
+// the store, each key rewritten by rewrite (nil: keep the key as it is),
+// after applying delta (a delta checkpoint's entries, ApplyDelta) to that
+// DB; without one it is opened read-only. Used on a restore that merges
+// several old subtasks' state.
+func (s *Store) CopyFrom(dir string, delta, lo, hi []byte, rewrite func(key []byte) ([]byte, error)) error {
 	if err := s.settle(true); err != nil {
 		return err
 	}
-	src, err := pebble.Open(dir, dbOptions(Config{Cache: s.cfg.Cache, Logger: s.cfg.Logger, MemTableSize: s.cfg.MemTableSize}, true))
+	s.mat = 0
+	cfg := Config{Cache: s.cfg.Cache, Logger: s.cfg.Logger, MemTableSize: s.cfg.MemTableSize}
+	var src *pebble.DB
+	var err error
+	if len(delta) > 0 {
+		src, err = applyDeltaTo(dir, cfg, delta, lo, hi)
+	} else if src, err = pebble.Open(dir, dbOptions(cfg, true)); err != nil {
+		err = fmt.Errorf("state: open restored state %s: %w", dir, err)
+	}
 	if err != nil {
-		return fmt.Errorf("state: open restored state %s: %w", dir, err)
+		return err
 	}
 	defer src.Close()
 	it, err := src.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: hi})

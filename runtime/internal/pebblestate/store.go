@@ -70,6 +70,14 @@ type Store struct {
 	// tells whether its writes reached the DB.
 	frozen *buffer
 	snap   *Snapshot
+	// mat is the sequence number of the last snapshot settled whose
+	// checkpoint holds what the DB holds now: 0 once anything else reached
+	// the DB (a spill, a restore's writes) or when its materialization
+	// failed. A snapshot frozen while it is set is that checkpoint plus
+	// the frozen buffer (Snapshot.Base), which a delta checkpoint stores
+	// instead of files of its own. seq numbers the snapshots from 1.
+	mat    uint64
+	seq    uint64
 	closed bool
 	// filter spares the DB lookups of keys never written (filter.go);
 	// building, while open, is the goroutine that fills a restored DB's.
@@ -440,6 +448,7 @@ func (s *Store) maybeSpill() error {
 	if err := s.settle(true); err != nil {
 		return err
 	}
+	s.mat = 0 // the DB moves past the last snapshot's checkpoint
 	if err := s.apply(s.active); err != nil {
 		return err
 	}
@@ -457,8 +466,8 @@ func (s *Store) maybeSpill() error {
 // hold the task. Its later Materialize returns what this one made.
 func (s *Store) settle(materialize bool) error {
 	sn := s.snap
-	if sn == nil {
-		return nil
+	if sn == nil || s.frozen == nil {
+		return nil // none, or settled already
 	}
 	if sn.phase.CompareAndSwap(phaseFrozen, phaseMaterializing) {
 		if materialize {
@@ -469,13 +478,22 @@ func (s *Store) settle(materialize bool) error {
 		sn.finish()
 	}
 	<-sn.done
-	if !s.snap.applied {
+	s.mat = 0
+	if !sn.applied {
 		if err := s.apply(s.frozen); err != nil {
 			return err
 		}
-		s.snap.applied = true
+		sn.applied = true
 	}
 	s.frozen = nil
+	if sn.err == nil {
+		// Its checkpoint was made, and nothing but its own buffer
+		// reached the DB since the snapshot before it settled.
+		s.mat = sn.seq
+	}
+	if sn.detached {
+		s.snap = nil // no Thaw comes: the store keeps nothing of it
+	}
 	return nil
 }
 
@@ -491,17 +509,25 @@ func (s *Store) apply(b *buffer) error {
 	if s.failApply != nil {
 		return s.failApply
 	}
-	batch := s.db.NewBatch()
+	return applyBuffer(s.db, s.cfg.Dir, b)
+}
+
+// applyBuffer writes b to db (in directory dir, for errors): value
+// entries, then each map prefix's clear (a range deletion) before its
+// entries. A restore applies a delta checkpoint's entries with it too, so
+// that they mean what they meant in the buffer.
+func applyBuffer(db *pebble.DB, dir string, b *buffer) error {
+	batch := db.NewBatch()
 	defer func() { batch.Close() }()
 	next := func() error {
 		if batch.Len() < applyBatchBytes {
 			return nil
 		}
 		if err := batch.Commit(pebble.NoSync); err != nil {
-			return fmt.Errorf("state: write %s: %w", s.cfg.Dir, err)
+			return fmt.Errorf("state: write %s: %w", dir, err)
 		}
 		batch.Close()
-		batch = s.db.NewBatch()
+		batch = db.NewBatch()
 		return nil
 	}
 	for k, e := range b.flat {
@@ -542,7 +568,7 @@ func (s *Store) apply(b *buffer) error {
 		}
 	}
 	if err := batch.Commit(pebble.NoSync); err != nil {
-		return fmt.Errorf("state: write %s: %w", s.cfg.Dir, err)
+		return fmt.Errorf("state: write %s: %w", dir, err)
 	}
 	return nil
 }
@@ -562,6 +588,12 @@ type Snapshot struct {
 	applied bool
 	files   []File
 	err     error
+	// seq numbers it in its store; base is the seq of the snapshot whose
+	// checkpoint, with buf applied over it, is this one's state (Base), 0
+	// for none.
+	seq, base uint64
+	// detached: no Thaw comes; the store settles it by itself (Detach).
+	detached bool
 }
 
 // Phases of a Snapshot.
@@ -594,10 +626,38 @@ func (s *Store) Freeze(dir string) (*Snapshot, error) {
 	if err := s.settle(true); err != nil {
 		return nil, err
 	}
-	snap := &Snapshot{s: s, buf: s.active, dir: dir, done: make(chan struct{})}
+	s.seq++
+	snap := &Snapshot{s: s, buf: s.active, dir: dir, done: make(chan struct{}), seq: s.seq, base: s.mat}
 	s.frozen, s.snap, s.active = s.active, snap, newBuffer()
 	return snap, nil
 }
+
+// FreezeDetached is Freeze for a snapshot that is never thawed: the
+// caller materializes it on a goroutine of its own and removes its
+// directory, and the store drops its buffer once the next Freeze, a spill
+// or a restore write finds it materialized (applying it then if its
+// materialization failed). Until then reads see its writes as they see a
+// frozen buffer's. So the task never waits for a materialization, except
+// when its buffer fills or the next snapshot is frozen before the last
+// one is applied; and at most one buffer is ever frozen.
+func (s *Store) FreezeDetached(dir string) (*Snapshot, error) {
+	sn, err := s.Freeze(dir)
+	if err == nil {
+		sn.detached = true
+	}
+	return sn, err
+}
+
+// Seq is the snapshot's number in its store, from 1.
+func (sn *Snapshot) Seq() uint64 { return sn.seq }
+
+// Base is the Seq of the earlier snapshot whose checkpoint holds exactly
+// what the DB held when sn was frozen (it was made, and no spill or
+// restore write reached the DB since), or 0. sn's state is then that
+// checkpoint's with sn's buffer applied over it (AppendDelta), so a
+// checkpoint may store the base's files and the buffer's entries instead
+// of waiting for sn's own files.
+func (sn *Snapshot) Base() uint64 { return sn.base }
 
 // Materialize applies the snapshot's buffer to the DB, flushes it and
 // makes a Pebble checkpoint (hard links) in the snapshot's directory, and
