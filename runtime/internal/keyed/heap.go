@@ -131,16 +131,15 @@ func EncodeParts(parts []Part, carried []Entry, stop func() bool) ([]byte, error
 }
 
 // Thaw ends the snapshot freeze (or the pebble backend's) began: its
-// encoder returned.
+// encoder returned. A pebble snapshot needs nothing here: its store drops
+// the frozen buffer by itself once its background materialization has
+// applied it (Pebble.Freeze).
 func (ks *State[K]) Thaw() {
 	ks.Frozen = 0
 	for _, st := range ks.States {
 		if t, ok := st.(interface{ thaw() }); ok {
 			t.thaw()
 		}
-	}
-	if ks.Pebble != nil {
-		ks.Pebble.thaw(ks.Common)
 	}
 }
 

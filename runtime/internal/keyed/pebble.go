@@ -11,6 +11,7 @@ import (
 	"iter"
 	"reflect"
 	"strings"
+	"sync/atomic"
 
 	"github.com/splitflow/splitflow/runtime/checkpoint"
 	"github.com/splitflow/splitflow/runtime/internal/engine"
@@ -63,10 +64,17 @@ type Pebble struct {
 	// listGen and listSeq make the user keys of list elements
 	// (pebbleListState): the restored checkpoint's id, and the appends
 	// since the DB opened.
-	listGen      uint64
-	listSeq      uint64
-	snap         *pebblestate.Snapshot
-	snapDir      string
+	listGen uint64
+	listSeq uint64
+	// mat is the newest snapshot's background materialization (see
+	// Freeze), nil before the first; abandon, set, makes them store no
+	// more files (the task is ending).
+	mat     *matJob
+	abandon atomic.Bool
+	// prevRefs are the stored names of the files the last encoded
+	// snapshot used (or the restored checkpoint did), for
+	// SnapshotInfo.NewFiles.
+	prevRefs     map[string]bool
 	LastSnapshot SnapshotInfo
 }
 
@@ -77,7 +85,7 @@ type Pebble struct {
 // restores (-1: none). open opens its DB.
 func NewPebble(be *pebblestate.Backend, ownBackend bool, storage checkpoint.Storage, uid string, subtask, par, maxPar int, restoredID int64) *Pebble {
 	pk := &Pebble{Backend: be, ownBackend: ownBackend, Storage: storage, uid: uid, subtask: subtask, instance: newInstanceID(),
-		IDs: map[string]pebblestate.StateID{}, Stored: map[string]checkpoint.FileHandle{}, maxPar: maxPar, listGen: uint64(max(restoredID, 0))}
+		IDs: map[string]pebblestate.StateID{}, Stored: map[string]checkpoint.FileHandle{}, prevRefs: map[string]bool{}, maxPar: maxPar, listGen: uint64(max(restoredID, 0))}
 	pk.KGLo, pk.KGHi = keygroup.Range(subtask, par, maxPar)
 	return pk
 }
@@ -85,6 +93,7 @@ func NewPebble(be *pebblestate.Backend, ownBackend bool, storage checkpoint.Stor
 // Close closes the DB, and the backend when it is the subtask's own.
 func (pk *Pebble) Close() error {
 	var err error
+	pk.waitMaterialized()
 	if pk.Store != nil {
 		pk.Backend.Closed(pk.Store)
 		err = pk.Store.Close()
@@ -95,7 +104,9 @@ func (pk *Pebble) Close() error {
 	return err
 }
 
-// SnapshotInfo is what the last snapshot wrote, for the status.
+// SnapshotInfo is what the last snapshot's blob refers to, for the
+// status: its files, and those of them the snapshot before did not refer
+// to (stored since, by its own materialization or the one before).
 type SnapshotInfo struct {
 	Files, NewFiles int
 	Bytes, NewBytes int64

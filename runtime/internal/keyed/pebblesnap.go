@@ -7,6 +7,7 @@ import (
 	"os"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/splitflow/splitflow/runtime/checkpoint"
 	"github.com/splitflow/splitflow/runtime/internal/pebblestate"
@@ -61,9 +62,16 @@ func (pk *Pebble) Open(cfgOf func(dir string) pebblestate.Config, olds []pebbles
 	if !foreign {
 		for _, f := range base.Immutable {
 			pk.Stored[f.Name] = f.Handle
+			pk.prevRefs[f.Handle.Name] = true
 		}
 	}
 	lo, hi := pebblestate.KeyGroupBound(pk.KGLo), pebblestate.KeyGroupEnd(pk.KGHi)
+	// A delta checkpoint's writes go over its files, as they went over
+	// the DB they were buffered for; those outside the owned key groups
+	// are left out, as DeleteOutside leaves out the files' keys.
+	if err := st.ApplyDelta(base.Delta, lo, hi); err != nil {
+		return err
+	}
 	if base.KGLo < pk.KGLo || base.KGHi > pk.KGHi {
 		if err := st.DeleteOutside(lo, hi); err != nil {
 			return err
@@ -106,7 +114,7 @@ func (pk *Pebble) merge(old pebblestate.Blob, lo, hi []byte, chk *checkpoint.Che
 		}
 		translate[s.ID] = id
 	}
-	return pk.Store.CopyFrom(src, nil, lo, hi, func(k []byte) ([]byte, error) {
+	return pk.Store.CopyFrom(src, old.Delta, lo, hi, func(k []byte) ([]byte, error) {
 		if len(k) < 4 {
 			return nil, fmt.Errorf("restored pebble state has a key of %d bytes", len(k))
 		}
@@ -121,101 +129,213 @@ func (pk *Pebble) merge(old pebblestate.Blob, lo, hi []byte, chk *checkpoint.Che
 }
 
 // Freeze is the synchronous part of a pebble snapshot: the write
-// buffer, which holds the timers' writes too, is set aside; the encoder
-// materializes the DB's checkpoint, stores the files storage does not
-// have yet, and writes the blob, with carried (the restored entries not
-// claimed yet, the watermark) in it.
+// buffer, which holds the timers' writes too, is set aside, and its
+// materialization (applying it to the DB, flushing, a Pebble checkpoint,
+// storing the files storage does not have yet) starts in the background
+// (materialize). The encoder writes the blob, with carried (the restored
+// entries not claimed yet, the watermark) in it, in one of two ways:
+//
+//   - a delta checkpoint, when the DB held exactly the previous snapshot's
+//     materialized state at the freeze (no spill since, its checkpoint
+//     made): that snapshot's stored files and the frozen buffer's entries.
+//     It waits for nothing of its own snapshot's materialization, only for
+//     the previous one's, which has normally finished within the interval;
+//   - otherwise a full one: it waits for its own snapshot's
+//     materialization and stores its files.
+//
+// Either way the encoder first waits for the previous materialization and
+// returns its error, if it failed and no encoder returned it yet: a
+// failure in the background declines the next checkpoint, as a failed
+// snapshot does. The state itself is not lost by such a failure: a buffer
+// that did not reach the DB stays frozen (in reads) until the next
+// freeze or spill applies it, and files not stored are stored by a later
+// snapshot that uses them.
 func (pk *Pebble) Freeze(id int64, carried []Entry) (func(stop func() bool) ([]byte, []checkpoint.FileHandle, error), error) {
 	if pk.Storage == nil {
 		return nil, errors.New("pebble state: no checkpoint storage to store the snapshot's files in")
 	}
 	pk.snapSeq++
 	dir := fmt.Sprintf("%s.chk-%d-%d", pk.Store.Dir(), id, pk.snapSeq)
-	snap, err := pk.Store.Freeze(dir)
+	snap, err := pk.Store.FreezeDetached(dir)
 	if err != nil {
 		return nil, err
 	}
-	pk.snap = snap
+	prev := pk.mat
+	job := &matJob{seq: snap.Seq(), dir: dir, prev: prev, done: make(chan struct{})}
+	pk.mat = job
+	go pk.materialize(job, snap)
+	// The previous job's snapshot is the base only if it is the one the
+	// store says the DB held at this freeze.
+	delta := prev != nil && snap.Base() != 0 && snap.Base() == prev.seq
 	ids := make(map[string]pebblestate.StateID, len(pk.IDs))
 	for n, s := range pk.IDs {
 		ids[n] = s
 	}
 	return func(stop func() bool) ([]byte, []checkpoint.FileHandle, error) {
-		files, err := snap.Materialize()
-		if err != nil {
-			return nil, nil, fmt.Errorf("snapshot pebble state: %w", err)
-		}
-		blob := pebblestate.Blob{MaxPar: pk.maxPar, KGLo: pk.KGLo, KGHi: pk.KGHi, IDs: ids, Small: map[string][]byte{}}
-		var handles []checkpoint.FileHandle
-		var st SnapshotInfo
-		live := map[string]bool{}
-		var immutable []pebblestate.StoredFile
-		var upload []int // indexes into immutable of the files to store
-		var paths []string
-		for _, f := range files {
-			if !f.Immutable {
-				data, err := os.ReadFile(f.Path)
-				if err != nil {
-					return nil, nil, fmt.Errorf("snapshot pebble state: %w", err)
-				}
-				blob.Small[f.Name] = data
-				continue
+		if prev != nil {
+			if err := pk.wait(prev, stop); err != nil {
+				return nil, nil, err
 			}
-			live[f.Name] = true
-			h, ok := pk.Stored[f.Name]
-			if !ok {
-				upload = append(upload, len(immutable))
-				paths = append(paths, f.Path)
-			}
-			immutable = append(immutable, pebblestate.StoredFile{Name: f.Name, Handle: h})
-		}
-		if err := putPebbleFiles(pk, immutable, upload, paths, stop); err != nil {
-			return nil, nil, err
-		}
-		for _, i := range upload {
-			pk.Stored[immutable[i].Name] = immutable[i].Handle
-			st.NewFiles++
-			st.NewBytes += immutable[i].Handle.Size
-		}
-		for _, f := range immutable {
-			st.Files++
-			st.Bytes += f.Handle.Size
-			handles = append(handles, f.Handle)
-		}
-		blob.Immutable = immutable
-		for n := range pk.Stored {
-			if !live[n] {
-				delete(pk.Stored, n) // compacted away: no later snapshot has it
+			if prev.err != nil && !prev.reported {
+				prev.reported = true
+				return nil, nil, fmt.Errorf("snapshot pebble state: the previous snapshot's materialization failed: %w", prev.err)
 			}
 		}
+		blob := pebblestate.Blob{MaxPar: pk.maxPar, KGLo: pk.KGLo, KGHi: pk.KGHi, IDs: ids}
+		base := job
+		if delta && prev.err == nil {
+			base = prev
+			blob.Delta = snap.AppendDelta(nil)
+		} else {
+			if err := pk.wait(job, stop); err != nil {
+				return nil, nil, err
+			}
+			if job.err != nil {
+				job.reported = true
+				return nil, nil, job.err
+			}
+		}
+		blob.Small, blob.Immutable = base.small, base.immutable
 		if len(carried) > 0 {
 			blob.Entries = EncodeEntries(carried)
 		}
-		pk.LastSnapshot = st
-		slices.SortFunc(handles, func(a, b checkpoint.FileHandle) int {
-			switch {
-			case a.Name < b.Name:
-				return -1
-			case a.Name > b.Name:
-				return 1
+		var st SnapshotInfo
+		handles := make([]checkpoint.FileHandle, 0, len(base.immutable))
+		refs := make(map[string]bool, len(base.immutable))
+		for _, f := range base.immutable {
+			st.Files++
+			st.Bytes += f.Handle.Size
+			if !pk.prevRefs[f.Handle.Name] {
+				st.NewFiles++
+				st.NewBytes += f.Handle.Size
 			}
-			return 0
-		})
+			refs[f.Handle.Name] = true
+			handles = append(handles, f.Handle)
+		}
+		pk.prevRefs = refs
+		pk.LastSnapshot = st
+		slices.SortFunc(handles, func(a, b checkpoint.FileHandle) int { return cmp.Compare(a.Name, b.Name) })
 		return pebblestate.EncodeBlob(blob), handles, nil
 	}, nil
 }
 
-// thaw ends the snapshot freeze began. A failure to apply its buffer to
-// the DB (the encoder never got that far) fails the task at the next
-// record: the state would be missing writes otherwise.
-func (pk *Pebble) thaw(c *Common) {
-	if pk.snap == nil {
+// matJob is one snapshot's materialization, off the task goroutine and
+// off the checkpoint's path when the checkpoint is a delta: the buffer
+// applied to the DB, the DB flushed and checkpointed, the files storage
+// does not have yet stored. Its result is the base of the next snapshot's
+// delta checkpoint.
+type matJob struct {
+	// seq is its snapshot's (Snapshot.Seq); the job keeps no reference
+	// to the snapshot, whose buffer the store drops once applied.
+	seq uint64
+	dir string
+	// prev is the job before, which this one waits for before it touches
+	// Stored and before it ends, so that Stored has one writer at a time
+	// and waiting for the newest job waits for all.
+	prev *matJob
+	done chan struct{}
+	// Once done: the checkpoint's small files and its immutable files
+	// with their handles, or err.
+	small     map[string][]byte
+	immutable []pebblestate.StoredFile
+	err       error
+	// reported: an encoder returned err (encoders run one at a time).
+	reported bool
+}
+
+// materialize runs job: applies, flushes and checkpoints the snapshot's
+// buffer (Snapshot.Materialize), reads the small files and stores the
+// immutable ones storage does not have yet, then removes the checkpoint's
+// directory. Stores are skipped, failing the job, once the subtask is
+// closing or its encoding was abandoned (pk.abandon).
+func (pk *Pebble) materialize(job *matJob, snap *pebblestate.Snapshot) {
+	defer close(job.done)
+	defer func() {
+		if job.prev != nil {
+			<-job.prev.done
+			job.prev = nil // the chain of jobs ends here
+		}
+		_ = os.RemoveAll(job.dir)
+	}()
+	files, err := snap.Materialize()
+	if err != nil {
+		job.err = fmt.Errorf("snapshot pebble state: %w", err)
 		return
 	}
-	snap := pk.snap
-	pk.snap = nil
-	if err := pk.Store.Thaw(snap); err != nil {
-		c.Fail(fmt.Errorf("pebble state: %w", err))
+	small := map[string][]byte{}
+	live := map[string]bool{}
+	var immutable []pebblestate.StoredFile
+	var paths []string
+	for _, f := range files {
+		if !f.Immutable {
+			data, err := os.ReadFile(f.Path)
+			if err != nil {
+				job.err = fmt.Errorf("snapshot pebble state: %w", err)
+				return
+			}
+			small[f.Name] = data
+			continue
+		}
+		live[f.Name] = true
+		immutable = append(immutable, pebblestate.StoredFile{Name: f.Name})
+		paths = append(paths, f.Path)
+	}
+	if job.prev != nil {
+		<-job.prev.done // it may still be storing files, and writes Stored
+	}
+	var upload []int // indexes into immutable of the files to store
+	var upPaths []string
+	for i := range immutable {
+		if h, ok := pk.Stored[immutable[i].Name]; ok {
+			immutable[i].Handle = h
+			continue
+		}
+		upload = append(upload, i)
+		upPaths = append(upPaths, paths[i])
+	}
+	if err := putPebbleFiles(pk, immutable, upload, upPaths, pk.abandon.Load); err != nil {
+		job.err = err
+		return
+	}
+	for _, i := range upload {
+		pk.Stored[immutable[i].Name] = immutable[i].Handle
+	}
+	for n := range pk.Stored {
+		if !live[n] {
+			delete(pk.Stored, n) // compacted away: no later snapshot has it
+		}
+	}
+	job.small, job.immutable = small, immutable
+}
+
+// wait waits for job, asking stop every few milliseconds: once it says
+// so, the background stores stop (the task is ending) and wait returns
+// ErrSnapshotAbandoned when job is done.
+func (pk *Pebble) wait(job *matJob, stop func() bool) error {
+	t := time.NewTicker(5 * time.Millisecond)
+	defer t.Stop()
+	for {
+		select {
+		case <-job.done:
+			return nil
+		case <-t.C:
+			if stop() {
+				pk.abandon.Store(true)
+				<-job.done
+				return ErrSnapshotAbandoned
+			}
+		}
+	}
+}
+
+// waitMaterialized waits for the background materializations, after
+// telling them to store no more files. Task goroutine, before the DB
+// closes.
+func (pk *Pebble) waitMaterialized() {
+	if pk.mat != nil {
+		pk.abandon.Store(true)
+		<-pk.mat.done
+		pk.mat = nil
 	}
 }
 

@@ -1,0 +1,354 @@
+package keyed
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/splitflow/splitflow/runtime/checkpoint"
+	"github.com/splitflow/splitflow/runtime/internal/keygroup"
+	"github.com/splitflow/splitflow/runtime/internal/pebblestate"
+)
+
+// failingPuts fails every PutFile while fail is set.
+type failingPuts struct {
+	checkpoint.Storage
+	fail atomic.Bool
+}
+
+func (s *failingPuts) PutFile(name, path string) (checkpoint.FileHandle, error) {
+	if s.fail.Load() {
+		return checkpoint.FileHandle{}, errors.New("storage refused the file (injected)")
+	}
+	return s.Storage.PutFile(name, path)
+}
+
+// deltaState is the model of the test's state: value keys, and map
+// entries under a few prefixes, as DB keys (key group first).
+type deltaState struct {
+	flat map[string]string
+	maps map[string]map[string]string
+}
+
+func (m deltaState) clone() deltaState {
+	c := deltaState{flat: maps.Clone(m.flat), maps: map[string]map[string]string{}}
+	for p, es := range m.maps {
+		c.maps[p] = maps.Clone(es)
+	}
+	return c
+}
+
+func valueKey(kg, i int) []byte {
+	return fmt.Appendf(pebblestate.AppendKeyPrefix(nil, kg, 1), "v%04d", i)
+}
+func mapPrefix(kg, i int) []byte {
+	return fmt.Appendf(pebblestate.AppendKeyPrefix(nil, kg, 2), "m%02d|", i)
+}
+
+// openPebbleTest opens subtask sub of par of operator "op" (max
+// parallelism 8) on be, restored from olds of chk when there are any.
+func openPebbleTest(t *testing.T, be *pebblestate.Backend, storage checkpoint.Storage, sub, par int, olds []pebblestate.Blob, chk *checkpoint.Checkpoint, buffer int) *Pebble {
+	t.Helper()
+	id := int64(-1)
+	if chk != nil {
+		id = chk.ID
+	}
+	pk := NewPebble(be, false, storage, "op", sub, par, 8, id)
+	err := pk.Open(func(dir string) pebblestate.Config {
+		return pebblestate.Config{Dir: dir, Cache: be.Cache(), BufferEntries: buffer}
+	}, olds, chk, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = pk.Close() })
+	return pk
+}
+
+// checkDeltaState compares pk's state in key groups [lo, hi] with m's
+// (keys of the universe: kgs x n value keys, kgs x np map prefixes).
+func checkDeltaState(t *testing.T, pk *Pebble, m deltaState, lo, hi, n, np int, what string) {
+	t.Helper()
+	for kg := lo; kg <= hi; kg++ {
+		for i := range n {
+			k := valueKey(kg, i)
+			got, ok, err := pk.Store.Get(k)
+			want, in := m.flat[string(k)]
+			if err != nil || ok != in || string(got) != want {
+				t.Fatalf("%s: Get(%q) = %q, %v, %v; want %q, %v", what, k, got, ok, err, want, in)
+			}
+		}
+		for i := range np {
+			p := mapPrefix(kg, i)
+			got := map[string]string{}
+			if err := pk.Store.MapScan(p, func(k, v []byte) bool { got[string(k)] = string(v); return true }); err != nil {
+				t.Fatal(err)
+			}
+			if want := m.maps[string(p)]; !maps.Equal(got, want) && len(got)+len(want) > 0 {
+				t.Fatalf("%s: map %q = %v; want %v", what, p, got, want)
+			}
+		}
+	}
+}
+
+// snapshotAndCommit takes checkpoint id of pk in the engine's order:
+// the storage begins the checkpoint before the barrier (the freeze), the
+// encoder's blob is written with the files it names, and the checkpoint
+// commits. It returns the blob, or the encoder's error (the checkpoint is
+// then aborted).
+func snapshotAndCommit(t *testing.T, pk *Pebble, storage checkpoint.Storage, id int64) ([]byte, error) {
+	t.Helper()
+	w, err := storage.Begin(id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	enc, err := pk.Freeze(id, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, files, err := enc(func() bool { return false })
+	if err != nil {
+		_ = w.Abort()
+		return nil, err
+	}
+	h, err := w.WriteState(checkpoint.OperatorOwner("op", 0), data, files...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Commit(checkpoint.Metadata{ID: id, States: []checkpoint.StateHandle{h}}); err != nil {
+		t.Fatal(err)
+	}
+	return data, nil
+}
+
+// Rule (exactly once across retention): a delta checkpoint refers to the
+// files of the snapshot before it, which later snapshots may no longer
+// use (compacted away). Its blob lists them as the storage's shared files
+// like a full checkpoint's, so that the storage's collection keeps them
+// while any retained checkpoint refers to them. Thirty checkpoints of
+// random writes (some spilling, so some checkpoints are full), with three
+// retained: every retained checkpoint, the oldest included, restores to
+// the state as of its freeze, whole and rescaled to two subtasks; shared
+// files were collected meanwhile, so retention did run.
+func TestPebbleDeltaCheckpointsRestoreFromEveryRetained(t *testing.T) {
+	const retained, n, np = 3, 150, 4
+	mem, err := checkpoint.NewMemoryStorage(checkpoint.WithRetained(retained))
+	if err != nil {
+		t.Fatal(err)
+	}
+	be, err := pebblestate.NewBackend(t.TempDir(), false, 8<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = be.Close() })
+	pk := openPebbleTest(t, be, mem, 0, 1, nil, nil, 300)
+	m := deltaState{flat: map[string]string{}, maps: map[string]map[string]string{}}
+	rng := rand.New(rand.NewPCG(7, 39))
+	states := map[int64]deltaState{}
+	kinds := map[int64]bool{} // delta or not
+	uploaded := map[string]bool{}
+	refs := map[int64]map[string]bool{} // the stored files each checkpoint names
+	// The risk under test: the oldest retained checkpoint is a delta and
+	// names files the newest no longer does (compacted away since), which
+	// the storage must keep for it. Checkpoints go on until that holds
+	// (Pebble compacts L0 every eight flushes or so, in the background).
+	risky := func(last int64) bool {
+		oldest := last - retained + 1
+		if last < 12 || !kinds[oldest] {
+			return false
+		}
+		for f := range refs[oldest] {
+			if !refs[last][f] {
+				return true
+			}
+		}
+		return false
+	}
+	var last int64
+	for id := int64(1); id <= 100 && !risky(last); id++ {
+		last = id
+		writes := 20 + rng.IntN(200)
+		if id%6 == 0 {
+			writes = 600 // spills: the next checkpoint is full
+		}
+		for w := range writes {
+			kg := rng.IntN(8)
+			v := fmt.Sprint(id, ".", w)
+			switch r := rng.IntN(100); {
+			case r < 60:
+				k := valueKey(kg, rng.IntN(n))
+				if err := pk.Store.Put(k, []byte(v)); err != nil {
+					t.Fatal(err)
+				}
+				m.flat[string(k)] = v
+			case r < 75:
+				k := valueKey(kg, rng.IntN(n))
+				if err := pk.Store.Delete(k); err != nil {
+					t.Fatal(err)
+				}
+				delete(m.flat, string(k))
+			case r < 97:
+				p, uk := mapPrefix(kg, rng.IntN(np)), fmt.Sprint("u", rng.IntN(5))
+				if err := pk.Store.MapPut(p, []byte(uk), []byte(v)); err != nil {
+					t.Fatal(err)
+				}
+				if m.maps[string(p)] == nil {
+					m.maps[string(p)] = map[string]string{}
+				}
+				m.maps[string(p)][uk] = v
+			default:
+				p := mapPrefix(kg, rng.IntN(np))
+				if err := pk.Store.MapClear(p); err != nil {
+					t.Fatal(err)
+				}
+				delete(m.maps, string(p))
+			}
+		}
+		data, err := snapshotAndCommit(t, pk, mem, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := pebblestate.DecodeBlob(data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		states[id], kinds[id] = m.clone(), b.Delta != nil
+		refs[id] = map[string]bool{}
+		for _, f := range b.Immutable {
+			uploaded[f.Handle.Name] = true
+			refs[id][f.Handle.Name] = true
+		}
+	}
+	var nd int
+	for _, d := range kinds {
+		if d {
+			nd++
+		}
+	}
+	if nd < len(kinds)/2 || nd == len(kinds) {
+		t.Fatalf("%d of %d checkpoints are deltas; the test wants most but not all", nd, len(kinds))
+	}
+	ids, err := mem.List()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ids) != retained {
+		t.Fatalf("storage holds checkpoints %v, want %d", ids, retained)
+	}
+	stored, err := mem.Files()
+	if err != nil {
+		t.Fatal(err)
+	}
+	storedNames := map[string]bool{}
+	for _, h := range stored {
+		storedNames[h.Name] = true
+	}
+	collected := 0
+	for f := range uploaded {
+		if !storedNames[f] {
+			collected++
+		}
+	}
+	if collected == 0 {
+		t.Fatalf("none of the %d shared files checkpoints named was collected: retention did not run", len(uploaded))
+	}
+	if !risky(last) {
+		t.Fatalf("after %d checkpoints the oldest retained is not a delta naming files the newest does not", last)
+	}
+	t.Logf("%d of %d checkpoints deltas; retained %v (delta: %v %v %v); %d of %d files named collected", nd, len(kinds), ids, kinds[ids[0]], kinds[ids[1]], kinds[ids[2]], collected, len(uploaded))
+	for _, id := range slices.Backward(ids) { // the oldest last, after the others' restores
+		chk, err := mem.Load(id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		data, ok, err := chk.State(checkpoint.OperatorOwner("op", 0))
+		if err != nil || !ok {
+			t.Fatalf("checkpoint %d: %v, %v", id, ok, err)
+		}
+		b, err := pebblestate.DecodeBlob(data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := openPebbleTest(t, be, mem, 0, 1, []pebblestate.Blob{b}, chk, 300)
+		checkDeltaState(t, r, states[id], 0, 7, n, np, fmt.Sprintf("checkpoint %d (delta %v)", id, kinds[id]))
+		for sub := range 2 {
+			r := openPebbleTest(t, be, mem, sub, 2, []pebblestate.Blob{b}, chk, 300)
+			lo, hi := keygroup.Range(sub, 2, 8)
+			what := fmt.Sprintf("checkpoint %d (delta %v) at subtask %d of 2", id, kinds[id], sub)
+			checkDeltaState(t, r, states[id], lo, hi, n, np, what)
+			other := deltaState{flat: map[string]string{}, maps: map[string]map[string]string{}}
+			olo, ohi := keygroup.Range(1-sub, 2, 8)
+			checkDeltaState(t, r, other, olo, ohi, n, np, what+", other subtask's key groups")
+		}
+	}
+}
+
+// Rule: a failure of a snapshot's background materialization is not
+// lost: the next checkpoint's encoder returns it (the checkpoint is
+// declined, as when its own snapshot fails), and the state is not: a
+// later checkpoint holds every write, the failed interval's included.
+func TestPebbleBackgroundFailureDeclinesTheNextCheckpoint(t *testing.T) {
+	mem, err := checkpoint.NewMemoryStorage()
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := &failingPuts{Storage: mem}
+	be, err := pebblestate.NewBackend(t.TempDir(), false, 8<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = be.Close() })
+	pk := openPebbleTest(t, be, st, 0, 1, nil, nil, 1000)
+	m := deltaState{flat: map[string]string{}, maps: map[string]map[string]string{}}
+	put := func(id int) {
+		for i := range 20 {
+			k := valueKey(i%8, i)
+			v := fmt.Sprint(id, ".", i)
+			if err := pk.Store.Put(k, []byte(v)); err != nil {
+				t.Fatal(err)
+			}
+			m.flat[string(k)] = v
+		}
+	}
+	put(1)
+	if _, err := snapshotAndCommit(t, pk, st, 1); err != nil {
+		t.Fatal(err) // full: its own files
+	}
+	put(2)
+	st.fail.Store(true)
+	// A delta over checkpoint 1's files: nothing to store, so it does not
+	// see the failure of its own snapshot's files, in the background.
+	data, err := snapshotAndCommit(t, pk, st, 2)
+	if err != nil {
+		t.Fatalf("the delta checkpoint failed: %v", err)
+	}
+	if b, _ := pebblestate.DecodeBlob(data); b.Delta == nil {
+		t.Fatal("checkpoint 2 is not a delta")
+	}
+	<-pk.mat.done
+	st.fail.Store(false)
+	put(3)
+	_, err = snapshotAndCommit(t, pk, st, 3)
+	if err == nil || !strings.Contains(err.Error(), "previous snapshot") || !strings.Contains(err.Error(), "injected") {
+		t.Fatalf("checkpoint 3 after a failed background store: %v", err)
+	}
+	put(4)
+	data, err = snapshotAndCommit(t, pk, st, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := pebblestate.DecodeBlob(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	chk, err := mem.Load(4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := openPebbleTest(t, be, mem, 0, 1, []pebblestate.Blob{b}, chk, 1000)
+	checkDeltaState(t, r, m, 0, 7, 20, 0, "checkpoint 4")
+}
