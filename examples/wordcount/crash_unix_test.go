@@ -180,10 +180,12 @@ func killedDuringCheckpoints(t *testing.T, checkpointDir, backend string) {
 // through a handler that, once a checkpoint completed after a shared file
 // (an SST, under shared/) was stored, holds the next upload of a shared
 // file instead of storing it, and tells the test, which kills the job
-// there. The checkpoint that was uploading is not complete: the storage's
-// newest checkpoint is the last one whose metadata was stored before the
-// hold, it uses shared files, none of them the held one, and that file is
-// not stored. The job started again resumes from that checkpoint and goes
+// there. The checkpoint that would name the file is not complete: the
+// storage's newest checkpoint is the last one whose metadata was stored
+// before the kill (a delta checkpoint, which names the files stored
+// before its barrier, may complete while the files of its own snapshot
+// are being stored), it uses shared files, none of them the held one, and
+// that file is not stored. The job started again resumes from that checkpoint and goes
 // to the end, its output exact: every word's counts 1..4, none lost, none
 // twice.
 func TestPebbleProcessKilledDuringUploadIsExact(t *testing.T) {
@@ -229,9 +231,9 @@ func TestPebbleProcessKilledDuringUploadIsExact(t *testing.T) {
 		<-exited
 		t.Fatalf("no upload of a shared file held in 2 minutes\n%s", lastLines(output.String(), 30))
 	}
-	last := hold.lastCompleted()
 	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 	<-exited
+	last := hold.lastCompleted()
 	t.Logf("SIGKILL while %s was uploading; checkpoint %d was the newest stored", key, last)
 
 	st, err := checkpoint.OpenStorageForInspection(url)
@@ -284,9 +286,9 @@ func TestPebbleProcessKilledDuringUploadIsExact(t *testing.T) {
 // uploadHold sits in front of the S3 server. It notes the checkpoints
 // whose metadata (PUT chk-N/_metadata, answered 200) was stored under
 // bucketPrefix, and the shared files stored there. Once a checkpoint's
-// metadata was stored after a shared file (which belongs to that
-// checkpoint or an earlier one: a checkpoint's files are stored before its
-// metadata, and the next checkpoint begins after that), it holds the next
+// metadata was stored after a shared file (stored for that checkpoint or
+// an earlier one, or for the snapshot a later delta checkpoint builds on),
+// it holds the next
 // PUT of a shared file (an object or a part of one) without passing it on,
 // sends its key to held and waits for the client to go away (a SIGKILL
 // closes its connections) or for release.
