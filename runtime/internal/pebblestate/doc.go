@@ -34,6 +34,12 @@
 //     checkpoints (uploaded once, by the engine), the other files of a
 //     Pebble checkpoint (MANIFEST, OPTIONS, markers) are small and travel
 //     in the checkpoint's blob.
+//   - A snapshot whose DB held exactly an earlier snapshot's checkpoint
+//     at its freeze (Snapshot.Base: that checkpoint was made and nothing
+//     else reached the DB since) is that checkpoint's files plus its frozen
+//     buffer, which a delta checkpoint stores (AppendDelta) and a restore
+//     applies over the files with the buffer's own semantics, filtered to
+//     the owned key groups (ApplyDelta, CopyFrom).
 //   - The local directory is scratch: a DB is never reopened from it after
 //     a failure; it is made anew from a checkpoint.
 package pebblestate
