@@ -185,9 +185,9 @@ func killedDuringCheckpoints(t *testing.T, checkpointDir, backend string) {
 // before the kill (a delta checkpoint, which names the files stored
 // before its barrier, may complete while the files of its own snapshot
 // are being stored), it uses shared files, none of them the held one, and
-// that file is not stored. The job started again resumes from that checkpoint and goes
-// to the end, its output exact: every word's counts 1..4, none lost, none
-// twice.
+// that file is not stored. The job started again resumes from that
+// checkpoint and goes to the end, its output exact: every word's counts
+// 1..4, none lost, none twice.
 func TestPebbleProcessKilledDuringUploadIsExact(t *testing.T) {
 	b := kafkatest.Get(t)
 	const prefix = "killed-upload"
@@ -288,10 +288,9 @@ func TestPebbleProcessKilledDuringUploadIsExact(t *testing.T) {
 // bucketPrefix, and the shared files stored there. Once a checkpoint's
 // metadata was stored after a shared file (stored for that checkpoint or
 // an earlier one, or for the snapshot a later delta checkpoint builds on),
-// it holds the next
-// PUT of a shared file (an object or a part of one) without passing it on,
-// sends its key to held and waits for the client to go away (a SIGKILL
-// closes its connections) or for release.
+// it holds the next PUT of a shared file (an object or a part of one)
+// without passing it on, sends its key to held and waits for the client
+// to go away (a SIGKILL closes its connections) or for release.
 type uploadHold struct {
 	bucketPrefix string // "/BUCKET/PREFIX/"
 	held         chan string
