@@ -95,6 +95,16 @@ func (p *keyedProcessOperator[K, I, O]) openPebble(t *task, olds []pebblestate.B
 	return pk.Open(func(dir string) pebblestate.Config { return t.stateStoreConfig(dir, pk.Backend) }, olds, chk, foreign)
 }
 
+// NotifyCheckpointComplete hears that checkpoint id completed and its
+// output is committed (runtime's notify.go, phase 2): the pebble state's
+// materialization of that checkpoint's snapshot may begin.
+func (p *keyedProcessOperator[K, I, O]) NotifyCheckpointComplete(id int64) error {
+	if p.state.Pebble != nil {
+		p.state.Pebble.Committed(id)
+	}
+	return nil
+}
+
 // freezePebble is the synchronous part of a pebble snapshot (see
 // pebbleKeyed.freeze), with the restored entries not claimed yet and the
 // watermark carried in its blob.

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/splitflow/splitflow/runtime/checkpoint"
 	"github.com/splitflow/splitflow/runtime/internal/keygroup"
@@ -122,6 +123,7 @@ func snapshotAndCommit(t *testing.T, pk *Pebble, storage checkpoint.Storage, id 
 	if err := w.Commit(checkpoint.Metadata{ID: id, States: []checkpoint.StateHandle{h}}); err != nil {
 		t.Fatal(err)
 	}
+	pk.Committed(id) // as the engine tells the operator once the output is committed
 	return data, nil
 }
 
@@ -346,6 +348,130 @@ func TestPebbleBackgroundFailureDeclinesTheNextCheckpoint(t *testing.T) {
 	b, err := pebblestate.DecodeBlob(data)
 	if err != nil {
 		t.Fatal(err)
+	}
+	chk, err := mem.Load(4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := openPebbleTest(t, be, mem, 0, 1, []pebblestate.Blob{b}, chk, 1000)
+	checkDeltaState(t, r, m, 0, 7, 20, 0, "checkpoint 4")
+}
+
+// countingPuts counts the files stored.
+type countingPuts struct {
+	checkpoint.Storage
+	n atomic.Int64
+}
+
+func (s *countingPuts) PutFile(name, path string) (checkpoint.FileHandle, error) {
+	s.n.Add(1)
+	return s.Storage.PutFile(name, path)
+}
+
+// Rule (the commit path first): a delta checkpoint's own snapshot is
+// materialized (its buffer applied, the DB flushed, the new file stored)
+// only once the checkpoint's output is committed (Committed), so that it
+// does not run while the checkpoint completes and the sinks commit; the
+// next freeze begins it sooner when no such word came. A full
+// checkpoint's, which its own encoder waits for, begins at once.
+func TestADeltaCheckpointIsMaterializedOnceItsOutputIsCommitted(t *testing.T) {
+	mem, err := checkpoint.NewMemoryStorage()
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := &countingPuts{Storage: mem}
+	be, err := pebblestate.NewBackend(t.TempDir(), false, 8<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = be.Close() })
+	pk := openPebbleTest(t, be, st, 0, 1, nil, nil, 1000)
+	m := deltaState{flat: map[string]string{}, maps: map[string]map[string]string{}}
+	put := func(id int) {
+		for i := range 20 {
+			k := valueKey(i%8, i)
+			v := fmt.Sprint(id, ".", i)
+			if err := pk.Store.Put(k, []byte(v)); err != nil {
+				t.Fatal(err)
+			}
+			m.flat[string(k)] = v
+		}
+	}
+	// checkpoint takes checkpoint id up to its storage's commit, without
+	// telling pk that its output is committed.
+	checkpointOnly := func(id int64) pebblestate.Blob {
+		t.Helper()
+		w, err := st.Begin(id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		enc, err := pk.Freeze(id, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		data, files, err := enc(func() bool { return false })
+		if err != nil {
+			t.Fatal(err)
+		}
+		h, err := w.WriteState(checkpoint.OperatorOwner("op", 0), data, files...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := w.Commit(checkpoint.Metadata{ID: id, States: []checkpoint.StateHandle{h}}); err != nil {
+			t.Fatal(err)
+		}
+		b, err := pebblestate.DecodeBlob(data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	begun := func(job *matJob) bool {
+		select {
+		case <-job.start:
+			return true
+		default:
+			return false
+		}
+	}
+
+	put(1)
+	if b := checkpointOnly(1); b.Delta != nil {
+		t.Fatal("checkpoint 1, the first, is a delta") // and so it did not wait for a commit
+	}
+	stored := st.n.Load()
+	if stored == 0 {
+		t.Fatal("checkpoint 1 stored no file")
+	}
+	put(2)
+	if b := checkpointOnly(2); b.Delta == nil {
+		t.Fatal("checkpoint 2 is not a delta")
+	}
+	job2 := pk.mat
+	pk.Committed(1) // an older checkpoint's word begins nothing newer
+	time.Sleep(100 * time.Millisecond)
+	if begun(job2) || st.n.Load() != stored {
+		t.Fatalf("checkpoint 2's materialization began before its output was committed (files stored: %d, then %d)", stored, st.n.Load())
+	}
+	pk.Committed(2)
+	<-job2.done
+	if job2.err != nil {
+		t.Fatal(job2.err)
+	}
+	if st.n.Load() == stored {
+		t.Fatal("checkpoint 2's materialization stored no file once its output was committed")
+	}
+
+	// No word of checkpoint 3's commit: checkpoint 4's freeze begins its
+	// materialization, which 4, a delta over it, waits for.
+	put(3)
+	if b := checkpointOnly(3); b.Delta == nil {
+		t.Fatal("checkpoint 3 is not a delta")
+	}
+	put(4)
+	b := checkpointOnly(4)
+	if b.Delta == nil {
+		t.Fatal("checkpoint 4 is not a delta")
 	}
 	chk, err := mem.Load(4)
 	if err != nil {

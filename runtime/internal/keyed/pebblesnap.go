@@ -156,17 +156,24 @@ func (pk *Pebble) Freeze(id int64, carried []Entry) (func(stop func() bool) ([]b
 	}
 	pk.snapSeq++
 	dir := fmt.Sprintf("%s.chk-%d-%d", pk.Store.Dir(), id, pk.snapSeq)
+	// The previous snapshot's materialization may not have begun (its
+	// checkpoint's output is not committed yet, or the checkpoint was
+	// aborted): the freeze needs its buffer in the DB now.
+	pk.mat.begin()
 	snap, err := pk.Store.FreezeDetached(dir)
 	if err != nil {
 		return nil, err
 	}
 	prev := pk.mat
-	job := &matJob{seq: snap.Seq(), dir: dir, prev: prev, done: make(chan struct{})}
+	job := &matJob{id: id, seq: snap.Seq(), dir: dir, prev: prev, start: make(chan struct{}), done: make(chan struct{})}
 	pk.mat = job
 	go pk.materialize(job, snap)
 	// The previous job's snapshot is the base only if it is the one the
 	// store says the DB held at this freeze.
 	delta := prev != nil && snap.Base() != 0 && snap.Base() == prev.seq
+	if !delta {
+		job.begin()
+	}
 	ids := make(map[string]pebblestate.StateID, len(pk.IDs))
 	for n, s := range pk.IDs {
 		ids[n] = s
@@ -187,6 +194,7 @@ func (pk *Pebble) Freeze(id int64, carried []Entry) (func(stop func() bool) ([]b
 			base = prev
 			blob.Delta = snap.AppendDelta(nil)
 		} else {
+			job.begin()
 			if err := pk.wait(job, stop); err != nil {
 				return nil, nil, err
 			}
@@ -225,10 +233,21 @@ func (pk *Pebble) Freeze(id int64, carried []Entry) (func(stop func() bool) ([]b
 // does not have yet stored. Its result is the base of the next snapshot's
 // delta checkpoint.
 type matJob struct {
-	// seq is its snapshot's (Snapshot.Seq); the job keeps no reference
-	// to the snapshot, whose buffer the store drops once applied.
+	// id is the checkpoint whose barrier froze the snapshot; seq is its
+	// snapshot's (Snapshot.Seq). The job keeps no reference to the
+	// snapshot, whose buffer the store drops once applied.
+	id  int64
 	seq uint64
 	dir string
+	// start, closed by begin, lets the job run. A delta checkpoint's
+	// job waits until the checkpoint's output is committed (Committed):
+	// the checkpoint's completion and the sinks' commits, which the
+	// output's visibility waits for, then do not share the machine with
+	// a flush and a store that nothing is waiting for yet. The next
+	// freeze and the end of the subtask begin it sooner, and a full
+	// checkpoint's, which its own encoder waits for, at once.
+	start     chan struct{}
+	startOnce sync.Once
 	// prev is the job before, which this one waits for before it touches
 	// Stored and before it ends, so that Stored has one writer at a time
 	// and waiting for the newest job waits for all.
@@ -250,6 +269,7 @@ type matJob struct {
 // closing or its encoding was abandoned (pk.abandon).
 func (pk *Pebble) materialize(job *matJob, snap *pebblestate.Snapshot) {
 	defer close(job.done)
+	<-job.start
 	defer func() {
 		if job.prev != nil {
 			<-job.prev.done
@@ -308,6 +328,23 @@ func (pk *Pebble) materialize(job *matJob, snap *pebblestate.Snapshot) {
 	job.small, job.immutable = small, immutable
 }
 
+// begin lets job run, if it is not nil. Any goroutine, any number of
+// times.
+func (job *matJob) begin() {
+	if job != nil {
+		job.startOnce.Do(func() { close(job.start) })
+	}
+}
+
+// Committed is told that the output of checkpoint id, and of every
+// earlier one, is committed: the materialization of the newest snapshot,
+// if its checkpoint is one of them, begins. Task goroutine.
+func (pk *Pebble) Committed(id int64) {
+	if pk.mat != nil && pk.mat.id <= id {
+		pk.mat.begin()
+	}
+}
+
 // wait waits for job, asking stop every few milliseconds: once it says
 // so, the background stores stop (the task is ending) and wait returns
 // ErrSnapshotAbandoned when job is done.
@@ -334,6 +371,7 @@ func (pk *Pebble) wait(job *matJob, stop func() bool) error {
 func (pk *Pebble) waitMaterialized() {
 	if pk.mat != nil {
 		pk.abandon.Store(true)
+		pk.mat.begin()
 		<-pk.mat.done
 		pk.mat = nil
 	}
