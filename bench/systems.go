@@ -122,8 +122,9 @@ func splitflowLatest() System {
 	spec := Spec{Name: "splitflow emit-latest", Workload: wordcount, Guarantee: "exactly-once",
 		Interval: "checkpoint " + fmtInterval(time.Second), ReadCommitted: true}
 	return sys{spec: spec, start: func(_ context.Context, h *harness, job Job) (*Proc, error) {
-		return h.startChild("splitflow", nil, "splitflow-wordcount", job,
-			"--guarantee", "exactly-once", "--checkpoint", time.Second.String(), "--emit-latest")
+		// job.Args: the latency run's checkpoint directory (runDirs).
+		args := append([]string{"--guarantee", "exactly-once", "--checkpoint", time.Second.String(), "--emit-latest"}, job.Args...)
+		return h.startChild("splitflow", job.OnLine, "splitflow-wordcount", job, args...)
 	}}
 }
 
