@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -472,6 +473,107 @@ func TestADeltaCheckpointIsMaterializedOnceItsOutputIsCommitted(t *testing.T) {
 	b := checkpointOnly(4)
 	if b.Delta == nil {
 		t.Fatal("checkpoint 4 is not a delta")
+	}
+	chk, err := mem.Load(4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := openPebbleTest(t, be, mem, 0, 1, []pebblestate.Blob{b}, chk, 1000)
+	checkDeltaState(t, r, m, 0, 7, 20, 0, "checkpoint 4")
+}
+
+// heldPuts blocks every PutFile while hold is set, until released.
+type heldPuts struct {
+	checkpoint.Storage
+	mu      sync.Mutex
+	release chan struct{} // nil: puts go through
+}
+
+func (s *heldPuts) hold() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.release = make(chan struct{})
+}
+
+func (s *heldPuts) let() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	close(s.release)
+	s.release = nil
+}
+
+func (s *heldPuts) PutFile(name, path string) (checkpoint.FileHandle, error) {
+	s.mu.Lock()
+	r := s.release
+	s.mu.Unlock()
+	if r != nil {
+		<-r
+	}
+	return s.Storage.PutFile(name, path)
+}
+
+// Rule: a snapshot whose encoder is told to stop gives up itself only. The
+// subtask goes on (the engine stops an encoder when its task ends, a test
+// harness at any time), and its next checkpoint stores its files and
+// restores exactly: the stop does not reach the materializations that
+// later checkpoints are built on.
+func TestAnAbandonedSnapshotLeavesTheNextCheckpointWhole(t *testing.T) {
+	mem, err := checkpoint.NewMemoryStorage()
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := &heldPuts{Storage: mem}
+	be, err := pebblestate.NewBackend(t.TempDir(), false, 8<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = be.Close() })
+	pk := openPebbleTest(t, be, st, 0, 1, nil, nil, 1000)
+	m := deltaState{flat: map[string]string{}, maps: map[string]map[string]string{}}
+	put := func(id int) {
+		for i := range 20 {
+			k := valueKey(i%8, i)
+			v := fmt.Sprint(id, ".", i)
+			if err := pk.Store.Put(k, []byte(v)); err != nil {
+				t.Fatal(err)
+			}
+			m.flat[string(k)] = v
+		}
+	}
+	put(1)
+	if _, err := snapshotAndCommit(t, pk, st, 1); err != nil {
+		t.Fatal(err)
+	}
+	// Checkpoint 2, a delta, is taken but its output never committed:
+	// its materialization waits, to begin at the next freeze.
+	put(2)
+	enc, err := pk.Freeze(2, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := enc(func() bool { return false }); err != nil {
+		t.Fatal(err)
+	}
+	// Snapshot 3's freeze begins 2's materialization, whose store is
+	// held, so 3's encoder waits for it and is told to stop.
+	put(3)
+	st.hold()
+	enc, err = pk.Freeze(3, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { time.Sleep(50 * time.Millisecond); st.let() }()
+	if _, _, err := enc(func() bool { return true }); !errors.Is(err, ErrSnapshotAbandoned) {
+		t.Fatalf("snapshot 3, told to stop: %v", err)
+	}
+	put(4)
+	data, err := snapshotAndCommit(t, pk, st, 4)
+	if err != nil {
+		t.Fatalf("checkpoint 4, after snapshot 3 was given up: %v", err)
+	}
+	b, err := pebblestate.DecodeBlob(data)
+	if err != nil {
+		t.Fatal(err)
 	}
 	chk, err := mem.Load(4)
 	if err != nil {

@@ -266,7 +266,7 @@ type matJob struct {
 // buffer (Snapshot.Materialize), reads the small files and stores the
 // immutable ones storage does not have yet, then removes the checkpoint's
 // directory. Stores are skipped, failing the job, once the subtask is
-// closing or its encoding was abandoned (pk.abandon).
+// closing (pk.abandon).
 func (pk *Pebble) materialize(job *matJob, snap *pebblestate.Snapshot) {
 	defer close(job.done)
 	<-job.start
@@ -346,8 +346,10 @@ func (pk *Pebble) Committed(id int64) {
 }
 
 // wait waits for job, asking stop every few milliseconds: once it says
-// so, the background stores stop (the task is ending) and wait returns
-// ErrSnapshotAbandoned when job is done.
+// so, wait returns ErrSnapshotAbandoned and job goes on in the
+// background. Only this snapshot is given up: the subtask may go on and
+// take the next, whose freeze or encoder waits for job; a subtask that
+// ends stops the stores in Close (waitMaterialized).
 func (pk *Pebble) wait(job *matJob, stop func() bool) error {
 	t := time.NewTicker(5 * time.Millisecond)
 	defer t.Stop()
@@ -357,8 +359,6 @@ func (pk *Pebble) wait(job *matJob, stop func() bool) error {
 			return nil
 		case <-t.C:
 			if stop() {
-				pk.abandon.Store(true)
-				<-job.done
 				return ErrSnapshotAbandoned
 			}
 		}
