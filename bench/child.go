@@ -362,6 +362,9 @@ func (k keyedOpts) envOpts() ([]runtime.Option, error) {
 		if err != nil {
 			return nil, err
 		}
+		if mb := pebbleCacheMB(); mb > 0 && b.String() == state.Pebble("").String() {
+			b = state.Pebble(dir, state.PebbleBlockCacheSize(int64(mb)<<20))
+		}
 		opts = append(opts, runtime.WithStateBackend(b))
 	}
 	if k.checkpointDir != "" {
@@ -543,6 +546,22 @@ func writeHeapProfile(path string, rss int64) error {
 		return err
 	}
 	return os.Rename(path+".tmp", path)
+}
+
+// pebbleCacheMB is BENCH_PEBBLE_CACHE_MB: the pebble children's block
+// cache in MiB, for an A/B of its size in one script (0, unset: the
+// backend's default).
+func pebbleCacheMB() int {
+	v := os.Getenv("BENCH_PEBBLE_CACHE_MB")
+	if v == "" {
+		return 0
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n <= 0 {
+		fmt.Fprintf(os.Stderr, "BENCH_PEBBLE_CACHE_MB=%q: want a positive number; ignored\n", v)
+		return 0
+	}
+	return n
 }
 
 // readerOpts are opts and, where BENCH_MAX_POLL_RECORDS=N is set, the
