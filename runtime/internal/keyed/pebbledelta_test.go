@@ -292,33 +292,71 @@ func TestPebbleDeltaCheckpointsRestoreFromEveryRetained(t *testing.T) {
 	}
 }
 
-// Rule: a failure of a snapshot's background materialization is not
-// lost: the next checkpoint's encoder returns it (the checkpoint is
-// declined, as when its own snapshot fails), and the state is not: a
-// later checkpoint holds every write, the failed interval's included.
-func TestPebbleBackgroundFailureDeclinesTheNextCheckpoint(t *testing.T) {
+// smallDelta is a subtask of max parallelism 8 on its own backend, with
+// its model: each put(id) writes 20 value keys over every key group.
+type smallDelta struct {
+	mem *checkpoint.MemoryStorage
+	be  *pebblestate.Backend
+	pk  *Pebble
+	m   deltaState
+}
+
+// newSmallDelta opens it on the memory storage wrapped by wrap.
+func newSmallDelta(t *testing.T, wrap func(*checkpoint.MemoryStorage) checkpoint.Storage) *smallDelta {
+	t.Helper()
 	mem, err := checkpoint.NewMemoryStorage()
 	if err != nil {
 		t.Fatal(err)
 	}
-	st := &failingPuts{Storage: mem}
 	be, err := pebblestate.NewBackend(t.TempDir(), false, 8<<20)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = be.Close() })
-	pk := openPebbleTest(t, be, st, 0, 1, nil, nil, 1000)
-	m := deltaState{flat: map[string]string{}, maps: map[string]map[string]string{}}
-	put := func(id int) {
-		for i := range 20 {
-			k := valueKey(i%8, i)
-			v := fmt.Sprint(id, ".", i)
-			if err := pk.Store.Put(k, []byte(v)); err != nil {
-				t.Fatal(err)
-			}
-			m.flat[string(k)] = v
+	d := &smallDelta{mem: mem, be: be, m: deltaState{flat: map[string]string{}, maps: map[string]map[string]string{}}}
+	d.pk = openPebbleTest(t, be, wrap(mem), 0, 1, nil, nil, 1000)
+	return d
+}
+
+func (d *smallDelta) put(t *testing.T, id int) {
+	t.Helper()
+	for i := range 20 {
+		k := valueKey(i%8, i)
+		v := fmt.Sprint(id, ".", i)
+		if err := d.pk.Store.Put(k, []byte(v)); err != nil {
+			t.Fatal(err)
 		}
+		d.m.flat[string(k)] = v
 	}
+}
+
+// restoresTo checks that checkpoint id, whose blob is data, restores to
+// the model.
+func (d *smallDelta) restoresTo(t *testing.T, id int64, data []byte) {
+	t.Helper()
+	b, err := pebblestate.DecodeBlob(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	chk, err := d.mem.Load(id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := openPebbleTest(t, d.be, d.mem, 0, 1, []pebblestate.Blob{b}, chk, 1000)
+	checkDeltaState(t, r, d.m, 0, 7, 20, 0, fmt.Sprint("checkpoint ", id))
+}
+
+// Rule: a failure of a snapshot's background materialization is not
+// lost: the next checkpoint's encoder returns it (the checkpoint is
+// declined, as when its own snapshot fails), and the state is not: a
+// later checkpoint holds every write, the failed interval's included.
+func TestPebbleBackgroundFailureDeclinesTheNextCheckpoint(t *testing.T) {
+	var st *failingPuts
+	d := newSmallDelta(t, func(mem *checkpoint.MemoryStorage) checkpoint.Storage {
+		st = &failingPuts{Storage: mem}
+		return st
+	})
+	pk, put := d.pk, func(id int) { d.put(t, id) }
 	put(1)
 	if _, err := snapshotAndCommit(t, pk, st, 1); err != nil {
 		t.Fatal(err) // full: its own files
@@ -346,16 +384,7 @@ func TestPebbleBackgroundFailureDeclinesTheNextCheckpoint(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := pebblestate.DecodeBlob(data)
-	if err != nil {
-		t.Fatal(err)
-	}
-	chk, err := mem.Load(4)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := openPebbleTest(t, be, mem, 0, 1, []pebblestate.Blob{b}, chk, 1000)
-	checkDeltaState(t, r, m, 0, 7, 20, 0, "checkpoint 4")
+	d.restoresTo(t, 4, data)
 }
 
 // countingPuts counts the files stored.
@@ -376,31 +405,15 @@ func (s *countingPuts) PutFile(name, path string) (checkpoint.FileHandle, error)
 // next freeze begins it sooner when no such word came. A full
 // checkpoint's, which its own encoder waits for, begins at once.
 func TestADeltaCheckpointIsMaterializedOnceItsOutputIsCommitted(t *testing.T) {
-	mem, err := checkpoint.NewMemoryStorage()
-	if err != nil {
-		t.Fatal(err)
-	}
-	st := &countingPuts{Storage: mem}
-	be, err := pebblestate.NewBackend(t.TempDir(), false, 8<<20)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = be.Close() })
-	pk := openPebbleTest(t, be, st, 0, 1, nil, nil, 1000)
-	m := deltaState{flat: map[string]string{}, maps: map[string]map[string]string{}}
-	put := func(id int) {
-		for i := range 20 {
-			k := valueKey(i%8, i)
-			v := fmt.Sprint(id, ".", i)
-			if err := pk.Store.Put(k, []byte(v)); err != nil {
-				t.Fatal(err)
-			}
-			m.flat[string(k)] = v
-		}
-	}
-	// checkpoint takes checkpoint id up to its storage's commit, without
+	var st *countingPuts
+	d := newSmallDelta(t, func(mem *checkpoint.MemoryStorage) checkpoint.Storage {
+		st = &countingPuts{Storage: mem}
+		return st
+	})
+	pk, put := d.pk, func(id int) { d.put(t, id) }
+	// checkpointOnly takes checkpoint id up to its storage's commit, without
 	// telling pk that its output is committed.
-	checkpointOnly := func(id int64) pebblestate.Blob {
+	checkpointOnly := func(id int64) (pebblestate.Blob, []byte) {
 		t.Helper()
 		w, err := st.Begin(id)
 		if err != nil {
@@ -425,7 +438,7 @@ func TestADeltaCheckpointIsMaterializedOnceItsOutputIsCommitted(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		return b
+		return b, data
 	}
 	begun := func(job *matJob) bool {
 		select {
@@ -437,7 +450,7 @@ func TestADeltaCheckpointIsMaterializedOnceItsOutputIsCommitted(t *testing.T) {
 	}
 
 	put(1)
-	if b := checkpointOnly(1); b.Delta != nil {
+	if b, _ := checkpointOnly(1); b.Delta != nil {
 		t.Fatal("checkpoint 1, the first, is a delta") // and so it did not wait for a commit
 	}
 	stored := st.n.Load()
@@ -445,7 +458,7 @@ func TestADeltaCheckpointIsMaterializedOnceItsOutputIsCommitted(t *testing.T) {
 		t.Fatal("checkpoint 1 stored no file")
 	}
 	put(2)
-	if b := checkpointOnly(2); b.Delta == nil {
+	if b, _ := checkpointOnly(2); b.Delta == nil {
 		t.Fatal("checkpoint 2 is not a delta")
 	}
 	job2 := pk.mat
@@ -466,20 +479,15 @@ func TestADeltaCheckpointIsMaterializedOnceItsOutputIsCommitted(t *testing.T) {
 	// No word of checkpoint 3's commit: checkpoint 4's freeze begins its
 	// materialization, which 4, a delta over it, waits for.
 	put(3)
-	if b := checkpointOnly(3); b.Delta == nil {
+	if b, _ := checkpointOnly(3); b.Delta == nil {
 		t.Fatal("checkpoint 3 is not a delta")
 	}
 	put(4)
-	b := checkpointOnly(4)
+	b, data := checkpointOnly(4)
 	if b.Delta == nil {
 		t.Fatal("checkpoint 4 is not a delta")
 	}
-	chk, err := mem.Load(4)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := openPebbleTest(t, be, mem, 0, 1, []pebblestate.Blob{b}, chk, 1000)
-	checkDeltaState(t, r, m, 0, 7, 20, 0, "checkpoint 4")
+	d.restoresTo(t, 4, data)
 }
 
 // heldPuts blocks every PutFile while hold is set, until released.
@@ -518,28 +526,12 @@ func (s *heldPuts) PutFile(name, path string) (checkpoint.FileHandle, error) {
 // restores exactly: the stop does not reach the materializations that
 // later checkpoints are built on.
 func TestAnAbandonedSnapshotLeavesTheNextCheckpointWhole(t *testing.T) {
-	mem, err := checkpoint.NewMemoryStorage()
-	if err != nil {
-		t.Fatal(err)
-	}
-	st := &heldPuts{Storage: mem}
-	be, err := pebblestate.NewBackend(t.TempDir(), false, 8<<20)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = be.Close() })
-	pk := openPebbleTest(t, be, st, 0, 1, nil, nil, 1000)
-	m := deltaState{flat: map[string]string{}, maps: map[string]map[string]string{}}
-	put := func(id int) {
-		for i := range 20 {
-			k := valueKey(i%8, i)
-			v := fmt.Sprint(id, ".", i)
-			if err := pk.Store.Put(k, []byte(v)); err != nil {
-				t.Fatal(err)
-			}
-			m.flat[string(k)] = v
-		}
-	}
+	var st *heldPuts
+	d := newSmallDelta(t, func(mem *checkpoint.MemoryStorage) checkpoint.Storage {
+		st = &heldPuts{Storage: mem}
+		return st
+	})
+	pk, put := d.pk, func(id int) { d.put(t, id) }
 	put(1)
 	if _, err := snapshotAndCommit(t, pk, st, 1); err != nil {
 		t.Fatal(err)
@@ -571,14 +563,5 @@ func TestAnAbandonedSnapshotLeavesTheNextCheckpointWhole(t *testing.T) {
 	if err != nil {
 		t.Fatalf("checkpoint 4, after snapshot 3 was given up: %v", err)
 	}
-	b, err := pebblestate.DecodeBlob(data)
-	if err != nil {
-		t.Fatal(err)
-	}
-	chk, err := mem.Load(4)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := openPebbleTest(t, be, mem, 0, 1, []pebblestate.Blob{b}, chk, 1000)
-	checkDeltaState(t, r, m, 0, 7, 20, 0, "checkpoint 4")
+	d.restoresTo(t, 4, data)
 }
