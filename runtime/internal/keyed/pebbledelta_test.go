@@ -403,7 +403,7 @@ func (s *countingPuts) PutFile(name, path string) (checkpoint.FileHandle, error)
 // only once the checkpoint's output is committed (Committed), so that it
 // does not run while the checkpoint completes and the sinks commit; the
 // next freeze begins it sooner when no such word came. A full
-// checkpoint's, which its own encoder waits for, begins at once.
+// checkpoint's, which its own encoder waits for, begins with the encoder.
 func TestADeltaCheckpointIsMaterializedOnceItsOutputIsCommitted(t *testing.T) {
 	var st *countingPuts
 	d := newSmallDelta(t, func(mem *checkpoint.MemoryStorage) checkpoint.Storage {

@@ -171,9 +171,6 @@ func (pk *Pebble) Freeze(id int64, carried []Entry) (func(stop func() bool) ([]b
 	// The previous job's snapshot is the base only if it is the one the
 	// store says the DB held at this freeze.
 	delta := prev != nil && snap.Base() != 0 && snap.Base() == prev.seq
-	if !delta {
-		job.begin()
-	}
 	ids := make(map[string]pebblestate.StateID, len(pk.IDs))
 	for n, s := range pk.IDs {
 		ids[n] = s
@@ -245,7 +242,9 @@ type matJob struct {
 	// output's visibility waits for, then do not share the machine with
 	// a flush and a store that nothing is waiting for yet. The next
 	// freeze and the end of the subtask begin it sooner, and a full
-	// checkpoint's, which its own encoder waits for, at once.
+	// checkpoint's, which its own encoder waits for, when the encoder
+	// starts: not in the freeze, whose cost must not grow with the
+	// state (TestSnapshotFreezeDoesNotCopyTimers).
 	start     chan struct{}
 	startOnce sync.Once
 	// prev is the job before, which this one waits for before it touches
