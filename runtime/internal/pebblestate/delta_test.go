@@ -162,28 +162,18 @@ func TestDeltaCheckpointsRestoreTheStateAsOfTheirFreeze(t *testing.T) {
 			p := string(kg) + fmt.Sprintf("\x00\x02m%02d|", rng.IntN(6))
 			uk := fmt.Sprintf("u%02d", rng.IntN(10))
 			v := fmt.Sprint(round, ".", i)
-			var err error
+			op := opMapClear
 			switch r := rng.IntN(100); {
 			case r < 35:
-				err = s.Put([]byte(k), []byte(v))
-				m.flat[k] = v
+				op = opPut
 			case r < 45:
-				err = s.Delete([]byte(k))
-				delete(m.flat, k)
+				op = opDelete
 			case r < 75:
-				err = s.MapPut([]byte(p), []byte(uk), []byte(v))
-				if m.maps[p] == nil {
-					m.maps[p] = map[string]string{}
-				}
-				m.maps[p][uk] = v
+				op = opMapPut
 			case r < 88:
-				err = s.MapDelete([]byte(p), []byte(uk))
-				delete(m.maps[p], uk)
-			default:
-				err = s.MapClear([]byte(p))
-				m.maps[p] = map[string]string{}
+				op = opMapDelete
 			}
-			if err != nil {
+			if err := m.write(s, op, k, p, uk, v); err != nil {
 				t.Fatal(err)
 			}
 		}

@@ -21,6 +21,42 @@ type model struct {
 	maps map[string]map[string]string
 }
 
+// writeOp is a kind of write the model tests make at random.
+type writeOp int
+
+const (
+	opPut writeOp = iota
+	opDelete
+	opMapPut
+	opMapDelete
+	opMapClear
+)
+
+// write makes op on s and on the model: k is the value entry's key, p and
+// uk the map entry's prefix and user key, v the value written.
+func (m *model) write(s *Store, op writeOp, k, p, uk, v string) error {
+	switch op {
+	case opPut:
+		m.flat[k] = v
+		return s.Put([]byte(k), []byte(v))
+	case opDelete:
+		delete(m.flat, k)
+		return s.Delete([]byte(k))
+	case opMapPut:
+		if m.maps[p] == nil {
+			m.maps[p] = map[string]string{}
+		}
+		m.maps[p][uk] = v
+		return s.MapPut([]byte(p), []byte(uk), []byte(v))
+	case opMapDelete:
+		delete(m.maps[p], uk)
+		return s.MapDelete([]byte(p), []byte(uk))
+	default:
+		m.maps[p] = map[string]string{}
+		return s.MapClear([]byte(p))
+	}
+}
+
 func openTest(t *testing.T, bufferEntries int) *Store {
 	t.Helper()
 	s, err := Open(Config{Dir: filepath.Join(t.TempDir(), "db"), BufferEntries: bufferEntries})
@@ -84,23 +120,15 @@ func TestReadsSeeLatestWriteAcrossBufferFreezeAndDB(t *testing.T) {
 				var err error
 				switch r := rng.IntN(100); {
 				case r < 30:
-					err = s.Put([]byte(k), []byte(v))
-					m.flat[k] = v
+					err = m.write(s, opPut, k, p, uk, v)
 				case r < 40:
-					err = s.Delete([]byte(k))
-					delete(m.flat, k)
+					err = m.write(s, opDelete, k, p, uk, v)
 				case r < 70:
-					err = s.MapPut([]byte(p), []byte(uk), []byte(v))
-					if m.maps[p] == nil {
-						m.maps[p] = map[string]string{}
-					}
-					m.maps[p][uk] = v
+					err = m.write(s, opMapPut, k, p, uk, v)
 				case r < 80:
-					err = s.MapDelete([]byte(p), []byte(uk))
-					delete(m.maps[p], uk)
+					err = m.write(s, opMapDelete, k, p, uk, v)
 				case r < 84:
-					err = s.MapClear([]byte(p))
-					m.maps[p] = map[string]string{}
+					err = m.write(s, opMapClear, k, p, uk, v)
 				case r < 85 && snap == nil:
 					dirs++
 					snap, err = s.Freeze(filepath.Join(t.TempDir(), fmt.Sprint("chk", dirs)))
