@@ -132,6 +132,14 @@ func runTimerModel(t *testing.T, b backendKind, seed uint64, keys []int64, far i
 	}
 	p, stop := openKeyedFromStop(t, sc, nil, modelKeyGroups, 1, 0, fn)
 	defer func() { stop() }()
+	// useMem gives each opening's pebble state the test's storage, once:
+	// its materializations read it in the background.
+	useMem := func() {
+		if p.state.Pebble != nil {
+			p.state.Pebble.Storage = mem
+		}
+	}
+	useMem()
 
 	equal := func(step int, what string, q *timers.Queue[int64], want map[timers.Entry[int64]]bool, lo, hi int) {
 		t.Helper()
@@ -265,9 +273,6 @@ func runTimerModel(t *testing.T, b backendKind, seed uint64, keys []int64, far i
 			}
 		case r < 80 && snap == nil:
 			id++
-			if p.state.Pebble != nil {
-				p.state.Pebble.Storage = mem
-			}
 			enc, err := p.FreezeState(id)
 			if err != nil {
 				t.Fatalf("step %d: %v", step, err)
@@ -305,6 +310,7 @@ func runTimerModel(t *testing.T, b backendKind, seed uint64, keys []int64, far i
 			}
 			stop()
 			p, stop = openKeyedFromStop(t, sc, last, modelKeyGroups, 1, 0, fn)
+			useMem()
 			model = lastModel.clone()
 		}
 		if failure != nil {
