@@ -87,6 +87,9 @@ type Store struct {
 	fk        []byte
 	// failApply, set by tests, fails every apply.
 	failApply error
+	// giveBack ends the room the store gave the block cache for its
+	// memtables (memTableBudget).
+	giveBack func()
 }
 
 // buffer holds writes not yet in the DB: value entries by full key, and
@@ -150,7 +153,21 @@ func open(cfg Config, empty bool) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("state: open pebble in %s: %w", cfg.Dir, err)
 	}
-	return &Store{db: db, cfg: cfg, active: newBuffer(), filter: newKeyFilter(defaultFilterBytes, empty)}, nil
+	return &Store{db: db, cfg: cfg, active: newBuffer(), filter: newKeyFilter(defaultFilterBytes, empty),
+		giveBack: cfg.Cache.Reserve(-memTableBudget(cfg))}, nil
+}
+
+// memTableBudget is the most a store's DB reserves of the block cache
+// for its memtables: Pebble counts every memtable it allocates against
+// its cache (as memory the cache must leave free), up to three at the
+// full size in steady state (the one written, one being flushed, one
+// kept for reuse). Each store gives the cache that much room back when
+// it opens (a negative reservation), so that the blocks keep the size
+// configured for them however many stores share the cache: without it,
+// two subtasks' memtables of 16 MiB filled a 64 MiB cache and no block
+// stayed in it.
+func memTableBudget(cfg Config) int {
+	return 3 * int(cfg.MemTableSize)
 }
 
 // dbOptions are the DB's options. The WAL is off and no file is synced
@@ -734,6 +751,7 @@ func (s *Store) Close() error {
 	if s.snap != nil {
 		errs = append(errs, os.RemoveAll(s.snap.dir))
 	}
+	s.giveBack()
 	errs = append(errs, s.db.Close(), os.RemoveAll(s.cfg.Dir))
 	return errors.Join(errs...)
 }
