@@ -66,8 +66,18 @@ TEST_PROGRAMS = ./examples/wordcount ./examples/cdc ./cmd/splitflow
 # when the signal's own trap exits), so that no run leaves its files in
 # memory.
 TEST_TMPFS ?= /dev/shm
+# The Go garbage collector's target for the run (GOGC): the compiler,
+# the linker and the test binaries inherit it. The run is CPU-bound and
+# compiling is its largest part, much of it the compiler's garbage
+# collection: at 200 instead of Go's 100, compiling every test binary of
+# the main module (a fresh clone, dependencies cached) took 403 instead
+# of 460 CPU-seconds, and the largest compile (runtime's -race test
+# package) peaked at 6.1 instead of 5.0 GB. 400 saved no more CPU and
+# took 8.5 GB. TEST_GOGC= leaves GOGC as it is.
+TEST_GOGC ?= 200
 test: deps tree
-	@tmp=$${TMPDIR:-/tmp}; if [ -n "$(TEST_TMPFS)" ] && [ -d "$(TEST_TMPFS)" ] && [ -w "$(TEST_TMPFS)" ]; then tmp=$(TEST_TMPFS); fi; \
+	@if [ -n "$(TEST_GOGC)" ]; then export GOGC=$(TEST_GOGC); fi; \
+	tmp=$${TMPDIR:-/tmp}; if [ -n "$(TEST_TMPFS)" ] && [ -d "$(TEST_TMPFS)" ] && [ -w "$(TEST_TMPFS)" ]; then tmp=$(TEST_TMPFS); fi; \
 	tmp=$$(mktemp -d "$$tmp/splitflow-test.XXXXXX"); chmod 1777 "$$tmp"; bins=$$(mktemp -d); trap 'rm -rf "$$bins" "$$tmp"' EXIT; trap 'exit 130' INT TERM HUP; \
 	export SPLITFLOW_TEST_BINARIES=$$bins TMPDIR=$$tmp; \
 	(if CGO_ENABLED=0 $(GO) build -trimpath -o "$$bins/" $(TEST_PROGRAMS) > "$$bins/build.log" 2>&1; \
