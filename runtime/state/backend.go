@@ -53,8 +53,8 @@ type PebbleOption func(*Backend)
 // PebbleBlockCacheSize sets the size in bytes of the pebble backend's
 // block cache, shared by all the job's keyed subtasks (Flink's
 // state.backend.rocksdb.block.cache-size, shared as with managed memory).
-// The memtables (16 MiB each, at most three per subtask) come on top of
-// it; with them and the write buffers it bounds the backend's memory
+// The memtables (16 MiB each, three per subtask in steady state) come on
+// top of it; with them and the write buffers it bounds the backend's memory
 // whatever the size of the state. Default 64 MiB.
 func PebbleBlockCacheSize(bytes int64) PebbleOption {
 	return func(b *Backend) { b.cacheSize = bytes }

@@ -88,7 +88,9 @@ type Store struct {
 	// failApply, set by tests, fails every apply.
 	failApply error
 	// giveBack ends the room the store gave the block cache for its
-	// memtables (memTableBudget).
+	// memtables (memTableBudget); Close calls it after closing the DB,
+	// so that the cache never shrinks below its size while the DB's
+	// memtables still hold their reservations.
 	giveBack func()
 }
 
@@ -153,6 +155,9 @@ func open(cfg Config, empty bool) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("state: open pebble in %s: %w", cfg.Dir, err)
 	}
+	// The store holds the cache until Close has given the room back,
+	// which it does once the DB, and with it its memtables, is closed.
+	cfg.Cache.Ref()
 	return &Store{db: db, cfg: cfg, active: newBuffer(), filter: newKeyFilter(defaultFilterBytes, empty),
 		giveBack: cfg.Cache.Reserve(-memTableBudget(cfg))}, nil
 }
@@ -751,8 +756,9 @@ func (s *Store) Close() error {
 	if s.snap != nil {
 		errs = append(errs, os.RemoveAll(s.snap.dir))
 	}
-	s.giveBack()
 	errs = append(errs, s.db.Close(), os.RemoveAll(s.cfg.Dir))
+	s.giveBack()
+	s.cfg.Cache.Unref()
 	return errors.Join(errs...)
 }
 
