@@ -162,11 +162,12 @@ func open(cfg Config, empty bool) (*Store, error) {
 		giveBack: cfg.Cache.Reserve(-memTableBudget(cfg))}, nil
 }
 
-// memTableBudget is the most a store's DB reserves of the block cache
-// for its memtables: Pebble counts every memtable it allocates against
-// its cache (as memory the cache must leave free), up to three at the
-// full size in steady state (the one written, one being flushed, one
-// kept for reuse). Each store gives the cache that much room back when
+// memTableBudget is what a store's DB reserves of the block cache for
+// its memtables in steady state: Pebble counts every memtable it
+// allocates against its cache (as memory the cache must leave free), up
+// to three at the full size (the one written, one being flushed, one
+// kept for reuse); a batch Pebble takes as a flushable one, or a
+// memtable an iterator keeps past its flush, reserves more for a while. Each store gives the cache that much room back when
 // it opens (a negative reservation), so that the blocks keep the size
 // configured for them however many stores share the cache: without it,
 // two subtasks' memtables of 16 MiB filled a 64 MiB cache and no block
