@@ -29,6 +29,20 @@ type Committer[Comm any] interface {
 	Close() error
 }
 
+// CommitterCheckpointListener is an optional capability of a Committer: the
+// engine calls CheckpointCompleted on the committer's task goroutine each
+// time a checkpoint completes, after Commit was handed the committables
+// then due, and also when none were. A committer that goes on watching
+// what it committed (the Kafka sink checks that every partition got its
+// commit marker) uses it to keep watching while the input is idle and no
+// Commit comes.
+//
+// ctx is cancelled when the task is cancelled. A non-nil error fails the
+// task, as one from Commit does.
+type CommitterCheckpointListener interface {
+	CheckpointCompleted(ctx context.Context, checkpointID int64) error
+}
+
 // CommitRequest is one committable handed to Committer.Commit, together with
 // the ways to report what became of it. The engine implements it.
 //

@@ -67,7 +67,8 @@ type HiddenTwoPhaseSink[T any] interface {
 // committers and the serializer of the result pass every call through to
 // sink's own, converting committables at the boundary; optional
 // capabilities the engine asks of them (CheckpointListener on writers,
-// RestoredCommittablesListener on committers) are passed through too.
+// RestoredCommittablesListener and CommitterCheckpointListener on
+// committers) are passed through too.
 // Writer state is not: a sink whose writers keep state hides it with
 // [HideCommittableAndWriterState].
 func HideCommittable[T, Comm any](sink TwoPhaseCommittingSink[T, Comm]) HiddenTwoPhaseSink[T] {
@@ -263,6 +264,16 @@ func (c hiddenCommitter[Comm]) Commit(ctx context.Context, requests []CommitRequ
 }
 
 func (c hiddenCommitter[Comm]) Close() error { return c.inner.Close() }
+
+// CheckpointCompleted passes the notification on to an inner committer
+// that listens for it. Every hidden committer has it: a call the inner one
+// does not want costs nothing.
+func (c hiddenCommitter[Comm]) CheckpointCompleted(ctx context.Context, checkpointID int64) error {
+	if l, ok := c.inner.(CommitterCheckpointListener); ok {
+		return l.CheckpointCompleted(ctx, checkpointID)
+	}
+	return nil
+}
 
 // hiddenListeningCommitter is the hidden committer of a committer that
 // listens for restored committables. A separate type, so that the engine

@@ -71,6 +71,17 @@ func (c *seqCommitter) Close() error { return nil }
 
 type listeningCommitter struct{ *seqCommitter }
 
+// hearingCommitter listens for completed checkpoints.
+type hearingCommitter struct {
+	*seqCommitter
+	heard []int64
+}
+
+func (c *hearingCommitter) CheckpointCompleted(_ context.Context, id int64) error {
+	c.heard = append(c.heard, id)
+	return nil
+}
+
 func (c listeningCommitter) RestoredCommittables(all []seqTxn) { c.restored = all }
 
 type seqSink struct {
@@ -193,3 +204,38 @@ func TestHideCommittableConvertsOnlyAtTheBoundary(t *testing.T) {
 		})
 	}
 }
+
+// A hidden committer passes the engine's completed checkpoints on to an
+// inner committer that listens for them, and takes them quietly for one
+// that does not.
+func TestHideCommittablePassesCompletedCheckpointsOnToTheCommitter(t *testing.T) {
+	hearing := &hearingCommitter{seqCommitter: &seqCommitter{}}
+	for _, inner := range []connector.Committer[seqTxn]{hearing, &seqCommitter{}} {
+		h := connector.HideCommittable[string, seqTxn](committerSink{inner})
+		c, err := h.CreateCommitter(initCtx{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		l, ok := c.(connector.CommitterCheckpointListener)
+		if !ok {
+			t.Fatalf("the hidden committer %T does not hear of completed checkpoints", c)
+		}
+		if err := l.CheckpointCompleted(context.Background(), 4); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !slices.Equal(hearing.heard, []int64{4}) {
+		t.Fatalf("the inner committer heard of %v, want [4]", hearing.heard)
+	}
+}
+
+// committerSink is a seqSink whose committer is given.
+type committerSink struct{ c connector.Committer[seqTxn] }
+
+func (s committerSink) CreateWriter(connector.SinkInitContext) (connector.SinkWriter[string], error) {
+	return &seqWriter{}, nil
+}
+func (s committerSink) CreateCommitter(connector.SinkInitContext) (connector.Committer[seqTxn], error) {
+	return s.c, nil
+}
+func (committerSink) CommittableSerializer() connector.VersionedSerializer[seqTxn] { return seqSer{} }

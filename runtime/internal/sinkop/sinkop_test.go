@@ -196,3 +196,52 @@ func TestTwoPhaseWithoutCheckpointsCommitsAtEndOfInputOnlyIfTheTaskAllows(t *tes
 		}
 	}
 }
+
+// hearingCommitter is a txCommitter that listens for completed
+// checkpoints, noting what was committed when it heard of each.
+type hearingCommitter struct {
+	txCommitter
+	heard *[]string
+}
+
+func (c hearingCommitter) CheckpointCompleted(_ context.Context, id int64) error {
+	*c.heard = append(*c.heard, fmt.Sprintf("%d after %v", id, c.s.committed))
+	return nil
+}
+
+type hearingSink struct {
+	*txSink
+	heard []string
+}
+
+func (s *hearingSink) CreateCommitter(ictx connector.SinkInitContext) (connector.Committer[string], error) {
+	return hearingCommitter{txCommitter{s.txSink}, &s.heard}, nil
+}
+
+// A committer that listens for completed checkpoints hears of every one,
+// after the commits it was due, and also of those that completed with
+// nothing to commit: a committer that watches what it committed goes on
+// watching while the input is idle.
+func TestACommitterHearsOfEveryCompletedCheckpointEvenWithNothingToCommit(t *testing.T) {
+	sink := &hearingSink{txSink: &txSink{}}
+	tk := &fakeTask{facts: engine.JobFacts{CheckpointsEnabled: true}}
+	op := NewTwoPhaseOperator[string, string](engine.OpInfo{Name: "Sink"}, sink, 1, "hearingSink", "string")
+	if err := op.Open(tk); err != nil {
+		t.Fatal(err)
+	}
+	defer op.Close()
+	if err := op.Collect("a", 1); err != nil {
+		t.Fatal(err)
+	}
+	for id := int64(1); id <= 3; id++ {
+		if err := op.PrepareSnapshotPreBarrier(id); err != nil {
+			t.Fatal(err)
+		}
+		if err := op.NotifyCheckpointComplete(id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got, want := fmt.Sprint(sink.heard), "[1 after [a] 2 after [a] 3 after [a]]"; got != want {
+		t.Fatalf("the committer heard %s, want %s", got, want)
+	}
+}

@@ -33,6 +33,8 @@ import (
 //     RetryLater retries with backoff; SignalFailedWithKnownReason fails the
 //     job for good with that error, since the data is lost; an unknown reason
 //     or a Commit error fails the job, which then restarts per its strategy.
+//     Then a committer that is a connector.CommitterCheckpointListener hears
+//     of N, whether anything was due or not.
 //   - A bounded job ends with a final checkpoint, so the last transactions
 //     commit before Execute returns.
 //
@@ -309,6 +311,11 @@ func (s *TwoPhaseOperator[T, C]) NotifyCheckpointComplete(id int64) error {
 	s.completed = max(s.completed, id)
 	if err := s.commitDue(); err != nil {
 		return err
+	}
+	if l, ok := s.committer.(connector.CommitterCheckpointListener); ok {
+		if err := l.CheckpointCompleted(s.t.Context(), id); err != nil {
+			return s.info.Wrap(fmt.Errorf("committer: %w", err))
+		}
 	}
 	if l, ok := s.writer.(connector.CheckpointListener); ok {
 		if err := l.NotifyCheckpointComplete(id); err != nil {
