@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/splitflow/splitflow/connector"
 	"github.com/splitflow/splitflow/metrics"
 	"github.com/splitflow/splitflow/txn"
 )
@@ -19,11 +20,13 @@ import (
 // loses the marker of a partition that has no leader at the moment the
 // coordinator sends it, and the partition then holds the transaction open
 // for ever, stalling every read_committed reader of it). The check runs
-// after a commit at most every markerCheckEvery, on the transactions
-// committed at least markerGrace before (markers normally land within
-// milliseconds), and, once the input has ended, after every commit on all
-// of them, waiting up to the commit timeout for markers still on their
-// way. A check that fails (a broker away) is repeated at a later commit. A
+// after a commit and at every completed checkpoint (also one with nothing
+// to commit, so that an idle input does not leave a hanging commit alone),
+// at most every markerCheckEvery, on the transactions committed at least
+// markerGrace before (markers normally land within milliseconds); and,
+// once the input has ended, after every commit on all of them, waiting up
+// to the commit timeout for markers still on their way. A check that fails
+// (a broker away) is repeated at a later commit or checkpoint. A
 // hanging commit found is ended with the marker the broker did not write;
 // when that fails, Commit fails, naming the partition (without ClusterAction,
 // with an *AuthorizationError and without restarts). On a cluster that runs
@@ -110,13 +113,31 @@ func (c *committer[T]) watch(cms []txn.Committable) {
 	}
 }
 
+// CheckpointCompleted runs the marker check when it is due, so that
+// committed transactions are checked while nothing else is committed. At
+// the end of input every commit checks already.
+func (c *committer[T]) CheckpointCompleted(ctx context.Context, _ int64) error {
+	if c.s.inputEnded(c.sub) {
+		return nil
+	}
+	return c.checkMarkers(ctx)
+}
+
+var _ connector.CommitterCheckpointListener = (*committer[string])(nil)
+
 // checkMarkers runs the marker check when it is due: at the end of input
 // every time (waiting for markers on their way), otherwise every
-// markerCheckEvery. It returns an error only for a hanging commit it could
-// not end.
+// markerCheckEvery once a watched transaction is markerGrace old. It
+// returns an error only for a hanging commit it could not end.
 func (c *committer[T]) checkMarkers(ctx context.Context) error {
 	final := c.s.inputEnded(c.sub)
 	if c.markersOff || len(c.watched) == 0 || !final && time.Since(c.lastMarkerCheck) < markerCheckEvery {
+		return nil
+	}
+	due := c.dueMarkers(final)
+	if len(due) == 0 {
+		// Not counted as a check: the first transaction old enough is
+		// checked at the next commit or checkpoint.
 		return nil
 	}
 	topics := c.s.markerTopics(c.sub)
@@ -129,16 +150,7 @@ func (c *committer[T]) checkMarkers(ctx context.Context) error {
 		return nil // the next check tries again
 	}
 	deadline := time.Now().Add(c.s.cfg.commitTimeout)
-	for {
-		var due []txn.Committable
-		for _, w := range c.watched {
-			if final || time.Since(w.at) >= markerGrace {
-				due = append(due, w.c)
-			}
-		}
-		if len(due) == 0 {
-			return nil
-		}
+	for ; len(due) > 0; due = c.dueMarkers(final) {
 		cctx, cancel := context.WithDeadline(ctx, deadline)
 		hanging, pending, err := txn.FindHangingCommits(cctx, cl, due, topics)
 		if err == nil && len(hanging) > 0 {
@@ -167,7 +179,7 @@ func (c *committer[T]) checkMarkers(ctx context.Context) error {
 				if !c.checkFailed {
 					log, c.checkFailed = c.s.cfg.logger.Warn, true
 				}
-				log("kafka sink: checking the commit markers of committed transactions failed; the next commit checks again (it needs Read on the sink's topics)", "subtask", c.sub, "err", err)
+				log("kafka sink: checking the commit markers of committed transactions failed; a later commit or checkpoint checks again (it needs Read on the sink's topics)", "subtask", c.sub, "err", err)
 			}
 			return nil
 		}
@@ -189,6 +201,19 @@ func (c *committer[T]) checkMarkers(ctx context.Context) error {
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
+	return nil
+}
+
+// dueMarkers are the watched transactions to check: all at the end of
+// input, otherwise those committed at least markerGrace before.
+func (c *committer[T]) dueMarkers(final bool) []txn.Committable {
+	var due []txn.Committable
+	for _, w := range c.watched {
+		if final || time.Since(w.at) >= markerGrace {
+			due = append(due, w.c)
+		}
+	}
+	return due
 }
 
 // plainClient returns the committer's client for raw requests, made at

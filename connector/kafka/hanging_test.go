@@ -81,3 +81,71 @@ func TestACommitWhoseMarkerTheBrokerLostIsEndedByTheCommitter(t *testing.T) {
 		t.Fatalf("%s counts %v, want 1", metricHanging, n)
 	}
 }
+
+// A hanging commit is ended while the sink has nothing more to commit: the
+// committer checks the markers at the checkpoints that complete while the
+// input is idle (connector.CommitterCheckpointListener), not only after a
+// commit. Otherwise the last transactions before a quiet spell, those a
+// restarting broker is most likely to have lost a marker of, keep their
+// partitions' read_committed readers stopped until the next input comes.
+func TestAHangingCommitIsEndedWhileTheSinkHasNothingToCommit(t *testing.T) {
+	b := kafkatest.Get(t)
+	c := cluster{seeds: b.Addrs()}
+	topic := b.CreateTopic(t, "hanging-idle", 2, nil)
+	prefix := fmt.Sprintf("hanging-idle-%d", time.Now().UnixNano())
+	id := txn.TransactionalID(prefix, 0, 7)
+	pid, epoch := b.HangCommit(t, id, topic, "a", "b", "c")
+	hanging := txn.Committable{TransactionalID: id, ProducerID: pid, Epoch: epoch, CheckpointID: 1}
+
+	s := stringSink(t, c, topic, prefix)
+	reg := prometheus.NewRegistry()
+	cm, err := s.CreateCommitter(groupCtx{g: metrics.NewRegistry(reg).Group("out", "out", 0), restored: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cm.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	// As after a restart: the committer commits the restored committable
+	// before the writer exists; the writer then writes and commits once,
+	// and the input stays idle.
+	commit := func(cs ...txn.Committable) {
+		t.Helper()
+		for _, c := range cs {
+			r := &request{c: c}
+			if err := cm.Commit(ctx, []connector.CommitRequest[txn.Committable]{r}); err != nil || r.outcome != "" {
+				t.Fatalf("commit of %v: %v, %s (%v)", c, err, r.outcome, r.err)
+			}
+		}
+	}
+	commit(hanging)
+	w := writer(t, s)
+	defer w.Close()
+	write(t, w, "d")
+	commit(prepare(t, w, 2)...)
+
+	l, ok := cm.(connector.CommitterCheckpointListener)
+	if !ok {
+		t.Fatalf("the committer %T does not hear of completed checkpoints: with nothing to commit it never checks its markers", cm)
+	}
+	// Checkpoints complete every 100 ms with nothing to commit, until the
+	// commits are old enough to check (markerGrace) and a little more.
+	deadline := time.Now().Add(markerGrace + 2*time.Second)
+	for cp := int64(3); time.Now().Before(deadline); cp++ {
+		if err := l.CheckpointCompleted(ctx, cp); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if open, pending, err := txn.FindHangingCommits(ctx, b.Client(t), []txn.Committable{hanging}, []string{topic}); err != nil || len(open)+len(pending) != 0 {
+		t.Fatalf("the committer left %v open in a partition while idle (pending %v, err %v)", open, pending, err)
+	}
+	got := c.committed(t, topic)
+	slices.Sort(got)
+	if want := []string{"a", "b", "c", "d"}; !slices.Equal(got, want) {
+		t.Fatalf("read_committed reads %q, want %q", got, want)
+	}
+	if n, _ := metricstest.Sum(t, reg, "splitflow_"+metricHanging, nil); n != 1 {
+		t.Fatalf("%s counts %v, want 1", metricHanging, n)
+	}
+}
