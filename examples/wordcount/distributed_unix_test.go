@@ -161,12 +161,12 @@ func (j *distJob) exact() report {
 	o := options{inputTopic: j.in, outputTopic: j.out}
 	r, err := awaitExact(context.Background(), j.b.Addrs(), o, 3*time.Minute)
 	if err != nil {
-		j.t.Fatalf("verify: %v\n%s", err, j.logs())
+		j.t.Fatalf("verify: %v\n%s%s", err, j.openTransactions(), j.logs())
 	}
 	if !r.ok() {
 		var w bytes.Buffer
 		printFailure(&w, r)
-		j.t.Fatalf("%s\n%s", w.String(), j.logs())
+		j.t.Fatalf("%s\n%s%s", w.String(), j.openTransactions(), j.logs())
 	}
 	if want := j.lines * 2; r.updates != want {
 		j.t.Fatalf("%d updates, want %d", r.updates, want)
@@ -183,6 +183,29 @@ func (j *distJob) stopAll() {
 	for _, p := range j.procs {
 		p.wait(j.t, time.Minute)
 	}
+}
+
+// openTransactions names the transactions the output topic's partitions
+// hold open, for a failure's message: a read_committed reader stops at
+// the first of a partition.
+func (j *distJob) openTransactions() string {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	ps, err := j.b.Admin(j.t).DescribeProducers(ctx, kadm.TopicsSet{j.out: nil})
+	if err != nil {
+		return fmt.Sprintf("open transactions in %s: %v\n", j.out, err)
+	}
+	var s strings.Builder
+	for _, p := range ps.SortedProducers() {
+		if p.CurrentTxnStartOffset >= 0 {
+			fmt.Fprintf(&s, "open transaction in %s[%d] from offset %d: producer %d, epoch %d\n",
+				p.Topic, p.Partition, p.CurrentTxnStartOffset, p.ProducerID, p.ProducerEpoch)
+		}
+	}
+	if s.Len() == 0 {
+		return fmt.Sprintf("no transaction open in %s\n", j.out)
+	}
+	return s.String()
 }
 
 func (j *distJob) logs() string {
