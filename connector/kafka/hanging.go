@@ -25,8 +25,10 @@ import (
 // at most every markerCheckEvery, on the transactions committed at least
 // markerGrace before (markers normally land within milliseconds); and,
 // once the input has ended, after every commit on all of them, waiting up
-// to the commit timeout for markers still on their way. A check that fails
-// (a broker away) is repeated at a later commit or checkpoint. A
+// to the commit timeout for markers still on their way; and at close, on
+// all of them, since the next attempt restores only the committables its
+// checkpoint still holds. A check that fails (a broker away) is repeated
+// at a later commit or checkpoint. A
 // hanging commit found is ended with the marker the broker did not write;
 // when that fails, Commit fails, naming the partition (without ClusterAction,
 // with an *AuthorizationError and without restarts). On a cluster that runs
@@ -38,6 +40,8 @@ const (
 	// markerWatchMax bounds the watched transactions while checks fail
 	// (a broker away for long); the oldest are dropped first.
 	markerWatchMax = 4096
+	// closeMarkerTimeout bounds the marker check at close.
+	closeMarkerTimeout = 10 * time.Second
 )
 
 // metricHanging counts the hanging commits the sink ended.
@@ -134,7 +138,63 @@ func (c *committer[T]) checkMarkers(ctx context.Context) error {
 	if c.markersOff || len(c.watched) == 0 || !final && time.Since(c.lastMarkerCheck) < markerCheckEvery {
 		return nil
 	}
-	due := c.dueMarkers(final)
+	err := c.markerCheck(ctx, final, final)
+	if err != nil && !errors.Is(err, errHangingNotEnded) {
+		if ctx.Err() == nil {
+			// Once at Warn: a missing right fails every check.
+			log := c.s.cfg.logger.Debug
+			if !c.checkFailed {
+				log, c.checkFailed = c.s.cfg.logger.Warn, true
+			}
+			log("kafka sink: checking the commit markers of committed transactions failed; a later commit or checkpoint checks again (it needs Read on the sink's topics)", "subtask", c.sub, "err", err)
+		}
+		return nil
+	}
+	return err
+}
+
+// closeMarkerCheck checks every watched transaction once when the
+// committer closes (a failover, a slot taken over, a stop): the next
+// attempt restores only the committables its checkpoint still holds, so a
+// transaction committed since is nobody's to check after the close. It
+// waits for markers on their way, and gives up after closeMarkerTimeout
+// (a broker away) with a warning that names the transactions left
+// unchecked.
+func (c *committer[T]) closeMarkerCheck() {
+	if c.markersOff || len(c.watched) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), closeMarkerTimeout)
+	defer cancel()
+	err := c.markerCheck(ctx, true, true)
+	if err == nil && len(c.watched) == 0 {
+		return
+	}
+	if err == nil {
+		err = ctx.Err()
+	}
+	c.s.cfg.logger.Warn("kafka sink: the commit markers of committed transactions could not be checked at close; a partition that lost one holds its transaction open, stopping its read_committed readers (kafka-transactions.sh find-hanging finds it)",
+		"subtask", c.sub, "transactions", fmt.Sprint(c.watchedCommits()), "err", err)
+}
+
+func (c *committer[T]) watchedCommits() []txn.Committable {
+	cs := make([]txn.Committable, len(c.watched))
+	for i, w := range c.watched {
+		cs[i] = w.c
+	}
+	return cs
+}
+
+// errHangingNotEnded marks the failure to end a hanging commit found.
+var errHangingNotEnded = errors.New("kafka sink: a hanging commit was not ended")
+
+// markerCheck checks the watched transactions, all of them or those
+// committed at least markerGrace before, and ends the hanging commits it
+// finds. With wait it checks again until none is pending or the commit
+// timeout has passed. A hanging commit it could not end is an error
+// wrapping errHangingNotEnded; others are failures of the check.
+func (c *committer[T]) markerCheck(ctx context.Context, all, wait bool) error {
+	due := c.dueMarkers(all)
 	if len(due) == 0 {
 		// Not counted as a check: the first transaction old enough is
 		// checked at the next commit or checkpoint.
@@ -147,10 +207,10 @@ func (c *committer[T]) checkMarkers(ctx context.Context) error {
 	c.lastMarkerCheck = time.Now()
 	cl, err := c.plainClient()
 	if err != nil {
-		return nil // the next check tries again
+		return err
 	}
 	deadline := time.Now().Add(c.s.cfg.commitTimeout)
-	for ; len(due) > 0; due = c.dueMarkers(final) {
+	for ; len(due) > 0; due = c.dueMarkers(all) {
 		cctx, cancel := context.WithDeadline(ctx, deadline)
 		hanging, pending, err := txn.FindHangingCommits(cctx, cl, due, topics)
 		if err == nil && len(hanging) > 0 {
@@ -161,7 +221,7 @@ func (c *committer[T]) checkMarkers(ctx context.Context) error {
 				// Without ClusterAction: an *AuthorizationError, which
 				// fails the job without restarts.
 				err = authorizationOf(err, c.s.cfg.security, ResourceCluster, "", false, "ClusterAction", useSinkMarkerWrite)
-				return fmt.Errorf("kafka sink: %w; the partitions' read_committed readers stop at these transactions until their commit markers are written", err)
+				return fmt.Errorf("%w: %w; the partitions' read_committed readers stop at these transactions until their commit markers are written", errHangingNotEnded, err)
 			}
 			c.hanging.Add(float64(len(hanging)))
 		}
@@ -173,26 +233,18 @@ func (c *committer[T]) checkMarkers(ctx context.Context) error {
 			return nil
 		}
 		if err != nil {
-			if ctx.Err() == nil {
-				// Once at Warn: a missing right fails every check.
-				log := c.s.cfg.logger.Debug
-				if !c.checkFailed {
-					log, c.checkFailed = c.s.cfg.logger.Warn, true
-				}
-				log("kafka sink: checking the commit markers of committed transactions failed; a later commit or checkpoint checks again (it needs Read on the sink's topics)", "subtask", c.sub, "err", err)
-			}
-			return nil
+			return err
 		}
 		// Every due transaction but the pending ones has all its markers
 		// now.
 		c.watched = slices.DeleteFunc(c.watched, func(w watchedCommit) bool {
 			return slices.Contains(due, w.c) && !slices.Contains(pending, w.c)
 		})
-		if len(pending) == 0 || !final {
+		if len(pending) == 0 || !wait {
 			return nil
 		}
 		if time.Now().After(deadline) {
-			c.s.cfg.logger.Warn("kafka sink: committed transactions still wait for their commit markers at the end of input", "subtask", c.sub, "transactions", fmt.Sprint(pending))
+			c.s.cfg.logger.Warn("kafka sink: committed transactions still wait for their commit markers", "subtask", c.sub, "transactions", fmt.Sprint(pending))
 			return nil
 		}
 		select {
@@ -204,12 +256,12 @@ func (c *committer[T]) checkMarkers(ctx context.Context) error {
 	return nil
 }
 
-// dueMarkers are the watched transactions to check: all at the end of
-// input, otherwise those committed at least markerGrace before.
-func (c *committer[T]) dueMarkers(final bool) []txn.Committable {
+// dueMarkers are the watched transactions to check: all, or those
+// committed at least markerGrace before.
+func (c *committer[T]) dueMarkers(all bool) []txn.Committable {
 	var due []txn.Committable
 	for _, w := range c.watched {
-		if final || time.Since(w.at) >= markerGrace {
+		if all || time.Since(w.at) >= markerGrace {
 			due = append(due, w.c)
 		}
 	}

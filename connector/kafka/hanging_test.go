@@ -149,3 +149,45 @@ func TestAHangingCommitIsEndedWhileTheSinkHasNothingToCommit(t *testing.T) {
 		t.Fatalf("%s counts %v, want 1", metricHanging, n)
 	}
 }
+
+// A committer that closes checks the markers of every transaction it
+// committed, however recent: the task's next attempt (after a failover,
+// on the process that took the slot over) restores only the committables
+// its checkpoint still holds, so a transaction committed since would be
+// nobody's to check.
+func TestAHangingCommitIsEndedWhenItsCommitterCloses(t *testing.T) {
+	b := kafkatest.Get(t)
+	c := cluster{seeds: b.Addrs()}
+	topic := b.CreateTopic(t, "hanging-close", 2, nil)
+	prefix := fmt.Sprintf("hanging-close-%d", time.Now().UnixNano())
+	id := txn.TransactionalID(prefix, 0, 7)
+	pid, epoch := b.HangCommit(t, id, topic, "a", "b", "c")
+	hanging := txn.Committable{TransactionalID: id, ProducerID: pid, Epoch: epoch, CheckpointID: 1}
+
+	s := stringSink(t, c, topic, prefix)
+	reg := prometheus.NewRegistry()
+	cm, err := s.CreateCommitter(groupCtx{g: metrics.NewRegistry(reg).Group("out", "out", 0), restored: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	r := &request{c: hanging}
+	if err := cm.Commit(ctx, []connector.CommitRequest[txn.Committable]{r}); err != nil || r.outcome != "" {
+		t.Fatalf("commit of %v: %v, %s (%v)", hanging, err, r.outcome, r.err)
+	}
+	if err := cm.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if open, pending, err := txn.FindHangingCommits(ctx, b.Client(t), []txn.Committable{hanging}, []string{topic}); err != nil || len(open)+len(pending) != 0 {
+		t.Fatalf("the committer closed leaving %v open in a partition (pending %v, err %v)", open, pending, err)
+	}
+	got := c.committed(t, topic)
+	slices.Sort(got)
+	if want := []string{"a", "b", "c"}; !slices.Equal(got, want) {
+		t.Fatalf("read_committed reads %q, want %q", got, want)
+	}
+	if n, _ := metricstest.Sum(t, reg, "splitflow_"+metricHanging, nil); n != 1 {
+		t.Fatalf("%s counts %v, want 1", metricHanging, n)
+	}
+}

@@ -1190,6 +1190,7 @@ func (c *committer[T]) RestoredCommittables(all []txn.Committable) {
 var _ connector.RestoredCommittablesListener[txn.Committable] = (*committer[string])(nil)
 
 func (c *committer[T]) Close() error {
+	c.closeMarkerCheck()
 	if c.plain != nil {
 		c.plain.Close()
 	}
