@@ -157,7 +157,9 @@ func WithDrainTimeout(d time.Duration) Option {
 // return, forever: past d the job fails with a *TaskCancellationError
 // naming the task and showing where its goroutine is, and Execute returns
 // without waiting for that goroutine, which is left running. 0 waits
-// without end. Default 180s.
+// without end. Default 180s. Keep it well above what connectors take to
+// close with their broker away: an exactly-once Kafka sink takes up to
+// 15 s (aborting its open transaction, then checking its commits' markers).
 func WithTaskCancellationTimeout(d time.Duration) Option {
 	return optionFunc(func(c *config) { c.cancelTimeout = d })
 }

@@ -539,6 +539,13 @@ func (c *probedCommitter[Comm]) Commit(ctx context.Context, reqs []connector.Com
 	// committables are committed again after the restart.
 	return c.p.trip(siteCommit)
 }
+func (c *probedCommitter[Comm]) CheckpointCompleted(ctx context.Context, id int64) error {
+	c.c.use("CheckpointCompleted")
+	if l, ok := c.inner.(connector.CommitterCheckpointListener); ok {
+		return l.CheckpointCompleted(ctx, id)
+	}
+	return nil
+}
 func (c *probedCommitter[Comm]) Close() error { c.c.close(); return c.inner.Close() }
 
 type probedSink[T any] struct {

@@ -27,8 +27,9 @@ import (
 // once the input has ended, after every commit on all of them, waiting up
 // to the commit timeout for markers still on their way; and at close, on
 // all of them, since the next attempt restores only the committables its
-// checkpoint still holds. A check that fails (a broker away) is repeated
-// at a later commit or checkpoint. A
+// checkpoint still holds (those a close cannot check go to the subtask's
+// next committer in the process). A check that fails (a broker away) is
+// repeated at a later commit or checkpoint. A
 // hanging commit found is ended with the marker the broker did not write;
 // when that fails, Commit fails, naming the partition (without ClusterAction,
 // with an *AuthorizationError and without restarts). On a cluster that runs
@@ -40,8 +41,9 @@ const (
 	// markerWatchMax bounds the watched transactions while checks fail
 	// (a broker away for long); the oldest are dropped first.
 	markerWatchMax = 4096
-	// closeMarkerTimeout bounds the marker check at close.
-	closeMarkerTimeout = 10 * time.Second
+	// closeMarkerTimeout bounds the marker check at close, which comes
+	// after the writer's abort (closeAbortTimeout).
+	closeMarkerTimeout = 5 * time.Second
 )
 
 // metricHanging counts the hanging commits the sink ended.
@@ -156,10 +158,10 @@ func (c *committer[T]) checkMarkers(ctx context.Context) error {
 // closeMarkerCheck checks every watched transaction once when the
 // committer closes (a failover, a slot taken over, a stop): the next
 // attempt restores only the committables its checkpoint still holds, so a
-// transaction committed since is nobody's to check after the close. It
-// waits for markers on their way, and gives up after closeMarkerTimeout
-// (a broker away) with a warning that names the transactions left
-// unchecked.
+// transaction committed since would be nobody's to check. It waits for
+// markers on their way for at most closeMarkerTimeout. The transactions it
+// could not check (a broker away) go to the subtask's next committer in
+// this process, and are named in a warning.
 func (c *committer[T]) closeMarkerCheck() {
 	if c.markersOff || len(c.watched) == 0 {
 		return
@@ -167,14 +169,36 @@ func (c *committer[T]) closeMarkerCheck() {
 	ctx, cancel := context.WithTimeout(context.Background(), closeMarkerTimeout)
 	defer cancel()
 	err := c.markerCheck(ctx, true, true)
-	if err == nil && len(c.watched) == 0 {
+	if len(c.watched) == 0 {
 		return
 	}
 	if err == nil {
 		err = ctx.Err()
 	}
-	c.s.cfg.logger.Warn("kafka sink: the commit markers of committed transactions could not be checked at close; a partition that lost one holds its transaction open, stopping its read_committed readers (kafka-transactions.sh find-hanging finds it)",
+	c.s.cfg.logger.Warn("kafka sink: committed transactions left unchecked at close: a partition whose broker lost one's commit marker holds it open, stopping its read_committed readers, until a later committer of the subtask in this process checks it (kafka-transactions.sh find-hanging finds it)",
 		"subtask", c.sub, "transactions", fmt.Sprint(c.watchedCommits()), "err", err)
+	c.s.leaveUnchecked(c.sub, c.watched)
+	c.watched = nil
+}
+
+// leaveUnchecked keeps ws for the subtask's next committer; takeUnchecked
+// hands them over. Bounded as the watch list is.
+func (s *Sink[T]) leaveUnchecked(sub int, ws []watchedCommit) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	all := append(s.unchecked[sub], ws...)
+	if n := len(all) - markerWatchMax; n > 0 {
+		all = all[n:]
+	}
+	s.unchecked[sub] = all
+}
+
+func (s *Sink[T]) takeUnchecked(sub int) []watchedCommit {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ws := s.unchecked[sub]
+	delete(s.unchecked, sub)
+	return ws
 }
 
 func (c *committer[T]) watchedCommits() []txn.Committable {
@@ -204,7 +228,9 @@ func (c *committer[T]) markerCheck(ctx context.Context, all, wait bool) error {
 	if len(topics) == 0 {
 		return nil
 	}
-	c.lastMarkerCheck = time.Now()
+	// Counted from the check's end: one that waited for a broker away is
+	// not due again at once.
+	defer func() { c.lastMarkerCheck = time.Now() }()
 	cl, err := c.plainClient()
 	if err != nil {
 		return err

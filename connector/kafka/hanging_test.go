@@ -2,12 +2,16 @@ package kafka
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"net"
 	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/splitflow/splitflow/connector"
 	"github.com/splitflow/splitflow/integration/kafkatest"
@@ -190,4 +194,97 @@ func TestAHangingCommitIsEndedWhenItsCommitterCloses(t *testing.T) {
 	if n, _ := metricstest.Sum(t, reg, "splitflow_"+metricHanging, nil); n != 1 {
 		t.Fatalf("%s counts %v, want 1", metricHanging, n)
 	}
+}
+
+// The transactions a closing committer cannot check (its broker away) are
+// not dropped: the subtask's next committer in the process, the one of the
+// attempt after a failover, takes them over and checks them.
+func TestCommitsAClosedCommitterCouldNotCheckAreCheckedByTheSubtasksNextCommitter(t *testing.T) {
+	b := kafkatest.Get(t)
+	c := cluster{seeds: b.Addrs()}
+	topic := b.CreateTopic(t, "hanging-handover", 2, nil)
+	prefix := fmt.Sprintf("hanging-handover-%d", time.Now().UnixNano())
+	id := txn.TransactionalID(prefix, 0, 7)
+	pid, epoch := b.HangCommit(t, id, topic, "a", "b", "c")
+	hanging := txn.Committable{TransactionalID: id, ProducerID: pid, Epoch: epoch, CheckpointID: 1}
+
+	// The broker is away for the sink's clients while away is set: dials
+	// fail, and connections made before fail their reads and writes.
+	var away atomic.Bool
+	dial := func(ctx context.Context, network, host string) (net.Conn, error) {
+		if away.Load() {
+			return nil, errors.New("broker away")
+		}
+		conn, err := (&net.Dialer{}).DialContext(ctx, network, host)
+		if err != nil {
+			return nil, err
+		}
+		return awayConn{Conn: conn, away: &away}, nil
+	}
+	s := stringSink(t, c, topic, prefix, WithClientOpts(kgo.Dialer(dial)))
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+
+	first, err := s.CreateCommitter(groupCtx{g: metrics.NewRegistry(prometheus.NewRegistry()).Group("out", "out", 0), restored: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &request{c: hanging}
+	if err := first.Commit(ctx, []connector.CommitRequest[txn.Committable]{r}); err != nil || r.outcome != "" {
+		t.Fatalf("commit of %v: %v, %s (%v)", hanging, err, r.outcome, r.err)
+	}
+	away.Store(true)
+	if err := first.Close(); err != nil {
+		t.Fatal(err)
+	}
+	away.Store(false)
+	if open, _, err := txn.FindHangingCommits(ctx, b.Client(t), []txn.Committable{hanging}, []string{topic}); err != nil || len(open) != 1 {
+		t.Fatalf("with the broker away at close, %v open (err %v); want the hanging commit still open", open, err)
+	}
+
+	reg := prometheus.NewRegistry()
+	next, err := s.CreateCommitter(groupCtx{g: metrics.NewRegistry(reg).Group("out", "out", 0), restored: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer next.Close()
+	// Checkpoints complete every 100 ms, until the commit is old enough
+	// to check (markerGrace) and a little more.
+	for cp, deadline := int64(2), time.Now().Add(markerGrace+time.Second); time.Now().Before(deadline); cp++ {
+		if err := next.(connector.CommitterCheckpointListener).CheckpointCompleted(ctx, cp); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if open, pending, err := txn.FindHangingCommits(ctx, b.Client(t), []txn.Committable{hanging}, []string{topic}); err != nil || len(open)+len(pending) != 0 {
+		t.Fatalf("the next committer left %v open in a partition (pending %v, err %v)", open, pending, err)
+	}
+	got := c.committed(t, topic)
+	slices.Sort(got)
+	if want := []string{"a", "b", "c"}; !slices.Equal(got, want) {
+		t.Fatalf("read_committed reads %q, want %q", got, want)
+	}
+	if n, _ := metricstest.Sum(t, reg, "splitflow_"+metricHanging, nil); n != 1 {
+		t.Fatalf("%s counts %v, want 1", metricHanging, n)
+	}
+}
+
+// awayConn fails its reads and writes while away is set.
+type awayConn struct {
+	net.Conn
+	away *atomic.Bool
+}
+
+func (c awayConn) Read(p []byte) (int, error) {
+	if c.away.Load() {
+		return 0, errors.New("broker away")
+	}
+	return c.Conn.Read(p)
+}
+
+func (c awayConn) Write(p []byte) (int, error) {
+	if c.away.Load() {
+		return 0, errors.New("broker away")
+	}
+	return c.Conn.Write(p)
 }

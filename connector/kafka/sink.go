@@ -325,6 +325,10 @@ type Sink[T any] struct {
 	// ended: the committer's marker check (hanging.go) reads both.
 	written map[int][]string
 	ended   map[int]bool
+	// unchecked holds, per subtask, the committed transactions a closed
+	// committer could not check the markers of (its broker away): the
+	// subtask's next committer in this process goes on watching them.
+	unchecked map[int][]watchedCommit
 
 	// leaseMu orders the lease's acquisition and release; lease is held
 	// while leaseUsers writers live (see acquireLease). instance tells
@@ -356,7 +360,7 @@ func NewSink[T any](ser RecordSerializer[T], opts ...SinkOption) (*Sink[T], erro
 		return nil, err
 	}
 	return &Sink[T]{cfg: cfg, ser: ser, pools: map[int]*txn.Pool{}, restored: map[int][]string{}, spare: map[int][]string{}, latest: map[int]uint64{},
-		written: map[int][]string{}, ended: map[int]bool{},
+		written: map[int][]string{}, ended: map[int]bool{}, unchecked: map[int][]watchedCommit{},
 		instance: newInstanceID()}, nil
 }
 
@@ -726,7 +730,9 @@ func (s *Sink[T]) CreateCommitter(ictx connector.SinkInitContext) (connector.Com
 	if id, ok := ictx.RestoredCheckpointID(); ok {
 		restoredFrom = id
 	}
-	return &committer[T]{s: s, sub: ictx.SubtaskIndex(), metrics: g, txns: transactionsCounter(g), restoredFrom: restoredFrom, hanging: hangingCounter(g),
+	sub := ictx.SubtaskIndex()
+	return &committer[T]{s: s, sub: sub, metrics: g, txns: transactionsCounter(g), restoredFrom: restoredFrom, hanging: hangingCounter(g),
+		watched: s.takeUnchecked(sub),
 		latency: g.Histogram(metricCommitTime, "Time a Kafka sink committer took to commit one transaction, retries of transient answers included.",
 			[]float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30})}, nil
 }
@@ -1193,6 +1199,7 @@ func (c *committer[T]) Close() error {
 	c.closeMarkerCheck()
 	if c.plain != nil {
 		c.plain.Close()
+		c.plain = nil
 	}
 	return nil
 }
