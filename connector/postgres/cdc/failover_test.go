@@ -120,6 +120,12 @@ func TestDroppedSlotIsAnErrorNamingIt(t *testing.T) {
 	c := completed.Load()
 	waitFor(t, "a checkpoint after the snapshot", func() bool { return completed.Load() > c+1 })
 	_ = stop()
+	// The server lets the slot go when the job's walsender process has
+	// exited, a moment after the job closed its connection; only then can
+	// it be dropped.
+	waitFor(t, "the slot let go", func() bool {
+		return queryInt(t, db, "SELECT count(*) FROM pg_replication_slots WHERE slot_name = $1 AND active", slot) == 0
+	})
 	execSQL(t, db, "SELECT pg_drop_replication_slot('"+slot+"')")
 
 	env = runtime.NewEnvironment(quiet, runtime.WithCheckpointInterval(10*time.Millisecond), runtime.WithCheckpointDir(dir),
