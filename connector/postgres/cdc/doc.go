@@ -98,7 +98,10 @@
 // (a restore from an older checkpoint, or another job on the slot) fails
 // the job at once with an error naming the slot and wrapping ErrSlotLost:
 // changes may be missing, and the source never takes a new snapshot on its
-// own.
+// own. A slot that another connection still holds (the walsender of the
+// failed attempt, not yet exited; the connection of a process that died,
+// until the server finds it dead) is waited for, up to WithSlotWait,
+// before the source fails with PostgreSQL's error naming the process.
 //
 // # Changes
 //

@@ -9,7 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/splitflow/splitflow/connector"
 	"github.com/splitflow/splitflow/connector/postgres"
@@ -298,5 +300,120 @@ func TestFailureDuringTheSnapshotOfATableWithoutAPrimaryKey(t *testing.T) {
 				t.Fatal("no failure was injected")
 			}
 		})
+	}
+}
+
+// A slot another connection still holds when the source starts (the
+// walsender of the attempt before, not yet exited, or of a process the
+// server has not yet found dead) is waited for: the source streams once
+// the slot is free, and the job does not fail.
+func TestASlotStillHeldWhenTheSourceStartsIsWaitedFor(t *testing.T) {
+	db := pgtest.Get(t).Database(t)
+	execSQL(t, db, "CREATE TABLE t (id bigint PRIMARY KEY)", "INSERT INTO t VALUES (1)")
+	slot := slotName("held")
+	dir := t.TempDir()
+	var completed atomic.Int64
+	env := runtime.NewEnvironment(quiet, runtime.WithCheckpointInterval(10*time.Millisecond), runtime.WithCheckpointDir(dir),
+		runtime.WithJobListener(runtime.JobListener{CheckpointCompleted: func(int64) { completed.Add(1) }}))
+	first := &collectSink{}
+	runtime.SinkTo(runtime.FromSource(env, newSource(t, db, slot, cdc.WithTables("t")), "cdc").UID("cdc"), connector.Sink[cdc.Change](first)).UID("out")
+	stop := runJob(t, env, "held")
+	waitFor(t, "the snapshot", func() bool { return len(first.changes()) == 1 })
+	c := completed.Load()
+	waitFor(t, "a checkpoint after the snapshot", func() bool { return completed.Load() > c+1 })
+	_ = stop()
+	waitFor(t, "the slot let go", func() bool {
+		return queryInt(t, db, "SELECT count(*) FROM pg_replication_slots WHERE slot_name = $1 AND active", slot) == 0
+	})
+
+	// Another connection streams the slot while the job starts again.
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cfg, err := pgconn.ParseConfig(db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.RuntimeParams["replication"] = "database"
+	holder, err := pgconn.ConnectConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer holder.Close(ctx)
+	if err := pglogrepl.StartReplication(ctx, holder, slot, 0, pglogrepl.StartReplicationOptions{
+		Mode: pglogrepl.LogicalReplication, PluginArgs: []string{"proto_version '1'", "publication_names '" + slot + "'"},
+	}); err != nil {
+		t.Fatal(err)
+	}
+
+	env = runtime.NewEnvironment(quiet, runtime.WithCheckpointInterval(10*time.Millisecond), runtime.WithCheckpointDir(dir),
+		runtime.WithRestartStrategy(restart.None()))
+	again := &collectSink{}
+	runtime.SinkTo(runtime.FromSource(env, newSource(t, db, slot, cdc.WithTables("t")), "cdc").UID("cdc"), connector.Sink[cdc.Change](again)).UID("out")
+	jctx, jcancel := context.WithCancel(context.Background())
+	defer jcancel()
+	done := make(chan error, 1)
+	go func() { done <- env.Execute(jctx, "held") }()
+	time.Sleep(time.Second)
+	holder.Close(ctx)
+	execSQL(t, db, "INSERT INTO t VALUES (2)")
+	for deadline := time.Now().Add(30 * time.Second); len(again.changes()) == 0; time.Sleep(20 * time.Millisecond) {
+		select {
+		case err := <-done:
+			t.Fatalf("the job ended before the slot was let go: %v", err)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no change read within 30s after the slot was let go")
+		}
+	}
+	if got := again.changes(); len(got) != 1 || got[0].After["id"] != int64(2) {
+		t.Fatalf("read %+v, want the insert of id 2 alone", got)
+	}
+	jcancel()
+	if err := <-done; err != nil && !errors.Is(err, context.Canceled) {
+		t.Fatal(err)
+	}
+}
+
+// A slot held for longer than WithSlotWait fails the source with an error
+// that says the slot is held and how long the source waited.
+func TestASlotHeldLongerThanTheSlotWaitIsAnErrorSayingSo(t *testing.T) {
+	db := pgtest.Get(t).Database(t)
+	slot := slotName("busy")
+	execSQL(t, db, "CREATE TABLE t (id bigint PRIMARY KEY)", "CREATE PUBLICATION "+slot+" FOR TABLE t")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cfg, err := pgconn.ParseConfig(db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.RuntimeParams["replication"] = "database"
+	holder, err := pgconn.ConnectConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer holder.Close(ctx)
+	if _, err := pglogrepl.CreateReplicationSlot(ctx, holder, slot, "pgoutput", pglogrepl.CreateReplicationSlotOptions{Mode: pglogrepl.LogicalReplication}); err != nil {
+		t.Fatal(err)
+	}
+	if err := pglogrepl.StartReplication(ctx, holder, slot, 0, pglogrepl.StartReplicationOptions{
+		Mode: pglogrepl.LogicalReplication, PluginArgs: []string{"proto_version '1'", "publication_names '" + slot + "'"},
+	}); err != nil {
+		t.Fatal(err)
+	}
+
+	env := runtime.NewEnvironment(quiet, runtime.WithRestartStrategy(restart.None()))
+	runtime.SinkTo(runtime.FromSource(env, newSource(t, db, slot, cdc.WithSlotWait(300*time.Millisecond)), "cdc").UID("cdc"),
+		connector.Sink[cdc.Change](&collectSink{})).UID("out")
+	began := time.Now()
+	err = env.Execute(ctx, "busy")
+	if err == nil || !strings.Contains(err.Error(), "55006") || !strings.Contains(err.Error(), "WithSlotWait") {
+		t.Fatalf("a slot held throughout: %v; want PostgreSQL's error and the wait named", err)
+	}
+	if took := time.Since(began); took < 300*time.Millisecond {
+		t.Fatalf("failed after %v, before the slot wait of 300ms", took)
+	}
+	if _, err := cdc.NewSource(db, cdc.WithSlotWait(-time.Second)); err == nil || !strings.Contains(err.Error(), "slot wait") {
+		t.Fatalf("a negative slot wait: %v; want an error naming it", err)
 	}
 }

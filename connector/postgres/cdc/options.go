@@ -20,6 +20,10 @@ const (
 	// default): the server ends a replication connection that stays silent
 	// for wal_sender_timeout (60s by default).
 	DefaultStatusInterval = 10 * time.Second
+	// DefaultSlotWait is how long a reader waits for its slot while
+	// another connection holds it: wal_sender_timeout's default, within
+	// which the server ends the connection of a peer gone silent.
+	DefaultSlotWait = 60 * time.Second
 )
 
 type config struct {
@@ -30,6 +34,7 @@ type config struct {
 	batchSize         int
 	statusInterval    time.Duration
 	restartSnapshot   bool
+	slotWait          time.Duration
 }
 
 func defaultConfig() config {
@@ -39,6 +44,7 @@ func defaultConfig() config {
 		createPublication: true,
 		batchSize:         DefaultBatchSize,
 		statusInterval:    DefaultStatusInterval,
+		slotWait:          DefaultSlotWait,
 	}
 }
 
@@ -60,6 +66,9 @@ func (c config) validate() error {
 	}
 	if c.statusInterval <= 0 {
 		errs = append(errs, fmt.Errorf("postgres cdc: status interval %v must be positive (the default is %v)", c.statusInterval, DefaultStatusInterval))
+	}
+	if c.slotWait < 0 {
+		errs = append(errs, fmt.Errorf("postgres cdc: slot wait %v must not be negative (the default is %v)", c.slotWait, DefaultSlotWait))
 	}
 	return errors.Join(errs...)
 }
@@ -154,4 +163,16 @@ func WithStatusInterval(d time.Duration) Option {
 // restarts an interrupted snapshot this way.
 func WithSnapshotRestartAfterFailure(restart bool) Option {
 	return optionFunc(func(c *config) { c.restartSnapshot = restart })
+}
+
+// WithSlotWait sets how long a reader waits for its replication slot when
+// another connection holds it, default 60s (wal_sender_timeout's default).
+// A restarted job finds the slot held while the walsender of its failed
+// attempt is still exiting, or, after a process died without closing its
+// connection, until the server finds the connection dead. Past d the
+// source fails with PostgreSQL's error (SQLSTATE 55006) naming the
+// process that holds the slot; 0 fails at once. Debezium retries the same
+// way (slot.max.retries, slot.retry.delay.ms).
+func WithSlotWait(d time.Duration) Option {
+	return optionFunc(func(c *config) { c.slotWait = d })
 }

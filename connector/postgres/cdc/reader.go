@@ -201,6 +201,10 @@ type slotReader struct {
 	sent      pglogrepl.LSN // last position confirmed to the server
 	lastSent  time.Time
 
+	// busySince is when the reader found its slot held by another
+	// connection, zero while it is not waiting for the slot.
+	busySince time.Time
+
 	mu    sync.Mutex // guards wake and woken, which WakeUp touches
 	wake  context.CancelFunc
 	woken bool
@@ -288,7 +292,9 @@ func (r *slotReader) Fetch(ctx context.Context) (base.RecordsWithSplitIDs[event]
 	var err error
 	switch {
 	case !r.started:
-		err = r.start(b)
+		if err = r.start(b); err == nil {
+			r.busySince = time.Time{}
+		}
 	case r.snap != nil:
 		err = r.readSnapshot(b)
 	default:
@@ -296,9 +302,41 @@ func (r *slotReader) Fetch(ctx context.Context) (base.RecordsWithSplitIDs[event]
 	}
 	if err != nil {
 		r.closeConns()
-		return nil, err
+		if wait, err := r.waitForSlot(wctx, err); wait || err != nil {
+			return b.recs, err
+		}
 	}
 	return b.recs, nil
+}
+
+// slotRetryPause is the pause between two attempts to start on a slot
+// another connection holds.
+const slotRetryPause = 200 * time.Millisecond
+
+// waitForSlot takes the error of a fetch. When it says that another
+// connection holds the slot (SQLSTATE 55006, object_in_use: the walsender
+// of the attempt before has not exited yet, or the server has not yet
+// found its peer dead), the reader waits: it pauses, and the next fetch
+// starts again, until WithSlotWait has passed since it first found the
+// slot held; then the error says so. Any other error is returned as it
+// is.
+func (r *slotReader) waitForSlot(ctx context.Context, err error) (bool, error) {
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) || pgErr.Code != "55006" {
+		return false, err
+	}
+	if r.busySince.IsZero() {
+		r.busySince = time.Now()
+	}
+	if waited := time.Since(r.busySince); waited >= r.src.cfg.slotWait {
+		return false, fmt.Errorf("%w; waited %v for the connection holding it to let go (WithSlotWait): is another job reading the slot?",
+			err, waited.Round(time.Millisecond))
+	}
+	select {
+	case <-ctx.Done():
+	case <-time.After(slotRetryPause):
+	}
+	return true, nil
 }
 
 // batch is one fetch's events.
