@@ -536,10 +536,12 @@ func TestJobLagIsTheInputsLagWithoutTheShuffle(t *testing.T) {
 	seeds, cl := distributedCluster(t, in, out)
 	// One record per batch: a fetch returns at least one whole batch, so
 	// with the 1-byte fetches below the readers take one record per fetch,
-	// and the slow map behind them keeps the input's lag up for seconds,
-	// long enough to be sampled on a loaded machine (batches of the whole
-	// input were read in a few fetches, and the lag was gone before the
-	// gauge was seen).
+	// and the slow map chained to them (10 ms a record) keeps the input's
+	// lag up for seconds, long enough to be sampled on a loaded machine.
+	// The map behind the shuffle does not: the shuffle topic takes what
+	// the readers read, so with it alone the readers were through the
+	// input before every partition's gauge was seen, in some runs. It is
+	// slower still (20 ms), so that records then wait in the shuffle.
 	for i := range n {
 		r := &kgo.Record{Topic: in, Partition: int32(i % 3), Value: fmt.Appendf(nil, "v%03d", i)}
 		if err := cl.ProduceSync(context.Background(), r).FirstErr(); err != nil {
@@ -565,8 +567,12 @@ func TestJobLagIsTheInputsLagWithoutTheShuffle(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	slow := runtime.Map(runtime.Rebalance(runtime.FromSource(env, src, "values").UID("in")), func(v string) (string, error) {
+	read := runtime.Map(runtime.FromSource(env, src, "values").UID("in"), func(v string) (string, error) {
 		time.Sleep(10 * time.Millisecond)
+		return v, nil
+	}).UID("read")
+	slow := runtime.Map(runtime.Rebalance(read), func(v string) (string, error) {
+		time.Sleep(20 * time.Millisecond)
 		return v, nil
 	}).UID("slow")
 	sink, err := NewSink(KeyValueSerializer(out, func(v string) ([]byte, []byte, error) { return nil, []byte(v), nil }),
