@@ -20,6 +20,86 @@ import (
 	"github.com/splitflow/splitflow/txn"
 )
 
+// hangingCase is a transaction its coordinator committed that partition 0
+// of topic holds open (kafkatest.Broker.HangCommit), with values a, b, c,
+// under an id of prefix's pool that the writers do not use, so that
+// their transactions do not end it by the way.
+type hangingCase struct {
+	b       *kafkatest.Broker
+	c       cluster
+	topic   string
+	prefix  string
+	hanging txn.Committable
+}
+
+func newHangingCase(t *testing.T, name string) hangingCase {
+	t.Helper()
+	b := kafkatest.Get(t)
+	h := hangingCase{b: b, c: cluster{seeds: b.Addrs()}, topic: b.CreateTopic(t, name, 2, nil),
+		prefix: fmt.Sprintf("%s-%d", name, time.Now().UnixNano())}
+	id := txn.TransactionalID(h.prefix, 0, 7)
+	pid, epoch := b.HangCommit(t, id, h.topic, "a", "b", "c")
+	h.hanging = txn.Committable{TransactionalID: id, ProducerID: pid, Epoch: epoch, CheckpointID: 1}
+	return h
+}
+
+// committer makes a committer of the sink for subtask 0 of an attempt
+// restored from checkpoint 1, counting in reg.
+func (h hangingCase) committer(t *testing.T, s *Sink[string], reg *prometheus.Registry) connector.Committer[txn.Committable] {
+	t.Helper()
+	cm, err := s.CreateCommitter(groupCtx{g: metrics.NewRegistry(reg).Group("out", "out", 0), restored: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cm
+}
+
+// commitEach commits each of cs with cm, which must commit them.
+func commitEach(ctx context.Context, t *testing.T, cm connector.Committer[txn.Committable], cs ...txn.Committable) {
+	t.Helper()
+	for _, c := range cs {
+		r := &request{c: c}
+		if err := cm.Commit(ctx, []connector.CommitRequest[txn.Committable]{r}); err != nil || r.outcome != "" {
+			t.Fatalf("commit of %v: %v, %s (%v)", c, err, r.outcome, r.err)
+		}
+	}
+}
+
+// requireEnded checks that no partition holds the hanging transaction open
+// any more, that read_committed reads want, and that reg counted one
+// hanging commit ended.
+func (h hangingCase) requireEnded(ctx context.Context, t *testing.T, reg *prometheus.Registry, want ...string) {
+	t.Helper()
+	if open, pending, err := txn.FindHangingCommits(ctx, h.b.Client(t), []txn.Committable{h.hanging}, []string{h.topic}); err != nil || len(open)+len(pending) != 0 {
+		t.Fatalf("the committer left %v open in a partition (pending %v, err %v)", open, pending, err)
+	}
+	got := h.c.committed(t, h.topic)
+	slices.Sort(got)
+	if !slices.Equal(got, want) {
+		t.Fatalf("read_committed reads %q, want %q", got, want)
+	}
+	if n, _ := metricstest.Sum(t, reg, "splitflow_"+metricHanging, nil); n != 1 {
+		t.Fatalf("%s counts %v, want 1", metricHanging, n)
+	}
+}
+
+// completeCheckpoints tells cm of a checkpoint completed every 100 ms,
+// with nothing to commit, from checkpoint from on, until the commits are
+// old enough to check (markerGrace) and a little more.
+func completeCheckpoints(ctx context.Context, t *testing.T, cm connector.Committer[txn.Committable], from int64) {
+	t.Helper()
+	l, ok := cm.(connector.CommitterCheckpointListener)
+	if !ok {
+		t.Fatalf("the committer %T does not hear of completed checkpoints: with nothing to commit it never checks its markers", cm)
+	}
+	for cp, deadline := from, time.Now().Add(markerGrace+time.Second); time.Now().Before(deadline); cp++ {
+		if err := l.CheckpointCompleted(ctx, cp); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
 // TestACommitWhoseMarkerTheBrokerLostIsEndedByTheCommitter holds the rule
 // of the committer's marker check: a transaction it committed that a
 // partition still holds open although the coordinator ended it (the broker
@@ -29,38 +109,17 @@ import (
 // check the job ends with the partition's last stable offset stuck below
 // the transaction for ever.
 func TestACommitWhoseMarkerTheBrokerLostIsEndedByTheCommitter(t *testing.T) {
-	b := kafkatest.Get(t)
-	c := cluster{seeds: b.Addrs()}
-	topic := b.CreateTopic(t, "hanging", 2, nil)
-	prefix := fmt.Sprintf("hanging-%d", time.Now().UnixNano())
-	// An id of the pool the writer does not use: its transactions must not
-	// end the hanging one by the way.
-	id := txn.TransactionalID(prefix, 0, 7)
-	pid, epoch := b.HangCommit(t, id, topic, "a", "b", "c")
-	hanging := txn.Committable{TransactionalID: id, ProducerID: pid, Epoch: epoch, CheckpointID: 1}
-
+	h := newHangingCase(t, "hanging")
 	// As after a restart: the committer commits the restored committable
 	// (again: its coordinator committed it) before the writer exists; the
 	// writer then writes, and its input ends.
-	s := stringSink(t, c, topic, prefix)
+	s := stringSink(t, h.c, h.topic, h.prefix)
 	reg := prometheus.NewRegistry()
-	cm, err := s.CreateCommitter(groupCtx{g: metrics.NewRegistry(reg).Group("out", "out", 0), restored: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
+	cm := h.committer(t, s, reg)
 	defer cm.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	commitAll := func(cs ...txn.Committable) {
-		t.Helper()
-		for _, c := range cs {
-			r := &request{c: c}
-			if err := cm.Commit(ctx, []connector.CommitRequest[txn.Committable]{r}); err != nil || r.outcome != "" {
-				t.Fatalf("commit of %v: %v, %s (%v)", c, err, r.outcome, r.err)
-			}
-		}
-	}
-	commitAll(hanging)
+	commitEach(ctx, t, cm, h.hanging)
 	w := writer(t, s)
 	defer w.Close()
 	write(t, w, "d")
@@ -71,19 +130,8 @@ func TestACommitWhoseMarkerTheBrokerLostIsEndedByTheCommitter(t *testing.T) {
 	if err != nil || len(cs) != 1 {
 		t.Fatalf("prepare: %v, %v", cs, err)
 	}
-	commitAll(cs...)
-
-	if open, pending, err := txn.FindHangingCommits(ctx, b.Client(t), []txn.Committable{hanging}, []string{topic}); err != nil || len(open)+len(pending) != 0 {
-		t.Fatalf("after the end of input the committer left %v open in a partition (pending %v, err %v)", open, pending, err)
-	}
-	got := c.committed(t, topic)
-	slices.Sort(got)
-	if want := []string{"a", "b", "c", "d"}; !slices.Equal(got, want) {
-		t.Fatalf("read_committed reads %q, want %q", got, want)
-	}
-	if n, _ := metricstest.Sum(t, reg, "splitflow_"+metricHanging, nil); n != 1 {
-		t.Fatalf("%s counts %v, want 1", metricHanging, n)
-	}
+	commitEach(ctx, t, cm, cs...)
+	h.requireEnded(ctx, t, reg, "a", "b", "c", "d")
 }
 
 // A hanging commit is ended while the sink has nothing more to commit: the
@@ -93,65 +141,23 @@ func TestACommitWhoseMarkerTheBrokerLostIsEndedByTheCommitter(t *testing.T) {
 // restarting broker is most likely to have lost a marker of, keep their
 // partitions' read_committed readers stopped until the next input comes.
 func TestAHangingCommitIsEndedWhileTheSinkHasNothingToCommit(t *testing.T) {
-	b := kafkatest.Get(t)
-	c := cluster{seeds: b.Addrs()}
-	topic := b.CreateTopic(t, "hanging-idle", 2, nil)
-	prefix := fmt.Sprintf("hanging-idle-%d", time.Now().UnixNano())
-	id := txn.TransactionalID(prefix, 0, 7)
-	pid, epoch := b.HangCommit(t, id, topic, "a", "b", "c")
-	hanging := txn.Committable{TransactionalID: id, ProducerID: pid, Epoch: epoch, CheckpointID: 1}
-
-	s := stringSink(t, c, topic, prefix)
+	h := newHangingCase(t, "hanging-idle")
+	s := stringSink(t, h.c, h.topic, h.prefix)
 	reg := prometheus.NewRegistry()
-	cm, err := s.CreateCommitter(groupCtx{g: metrics.NewRegistry(reg).Group("out", "out", 0), restored: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
+	cm := h.committer(t, s, reg)
 	defer cm.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	// As after a restart: the committer commits the restored committable
 	// before the writer exists; the writer then writes and commits once,
 	// and the input stays idle.
-	commit := func(cs ...txn.Committable) {
-		t.Helper()
-		for _, c := range cs {
-			r := &request{c: c}
-			if err := cm.Commit(ctx, []connector.CommitRequest[txn.Committable]{r}); err != nil || r.outcome != "" {
-				t.Fatalf("commit of %v: %v, %s (%v)", c, err, r.outcome, r.err)
-			}
-		}
-	}
-	commit(hanging)
+	commitEach(ctx, t, cm, h.hanging)
 	w := writer(t, s)
 	defer w.Close()
 	write(t, w, "d")
-	commit(prepare(t, w, 2)...)
-
-	l, ok := cm.(connector.CommitterCheckpointListener)
-	if !ok {
-		t.Fatalf("the committer %T does not hear of completed checkpoints: with nothing to commit it never checks its markers", cm)
-	}
-	// Checkpoints complete every 100 ms with nothing to commit, until the
-	// commits are old enough to check (markerGrace) and a little more.
-	deadline := time.Now().Add(markerGrace + 2*time.Second)
-	for cp := int64(3); time.Now().Before(deadline); cp++ {
-		if err := l.CheckpointCompleted(ctx, cp); err != nil {
-			t.Fatal(err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	if open, pending, err := txn.FindHangingCommits(ctx, b.Client(t), []txn.Committable{hanging}, []string{topic}); err != nil || len(open)+len(pending) != 0 {
-		t.Fatalf("the committer left %v open in a partition while idle (pending %v, err %v)", open, pending, err)
-	}
-	got := c.committed(t, topic)
-	slices.Sort(got)
-	if want := []string{"a", "b", "c", "d"}; !slices.Equal(got, want) {
-		t.Fatalf("read_committed reads %q, want %q", got, want)
-	}
-	if n, _ := metricstest.Sum(t, reg, "splitflow_"+metricHanging, nil); n != 1 {
-		t.Fatalf("%s counts %v, want 1", metricHanging, n)
-	}
+	commitEach(ctx, t, cm, prepare(t, w, 2)...)
+	completeCheckpoints(ctx, t, cm, 3)
+	h.requireEnded(ctx, t, reg, "a", "b", "c", "d")
 }
 
 // A committer that closes checks the markers of every transaction it
@@ -160,54 +166,24 @@ func TestAHangingCommitIsEndedWhileTheSinkHasNothingToCommit(t *testing.T) {
 // its checkpoint still holds, so a transaction committed since would be
 // nobody's to check.
 func TestAHangingCommitIsEndedWhenItsCommitterCloses(t *testing.T) {
-	b := kafkatest.Get(t)
-	c := cluster{seeds: b.Addrs()}
-	topic := b.CreateTopic(t, "hanging-close", 2, nil)
-	prefix := fmt.Sprintf("hanging-close-%d", time.Now().UnixNano())
-	id := txn.TransactionalID(prefix, 0, 7)
-	pid, epoch := b.HangCommit(t, id, topic, "a", "b", "c")
-	hanging := txn.Committable{TransactionalID: id, ProducerID: pid, Epoch: epoch, CheckpointID: 1}
-
-	s := stringSink(t, c, topic, prefix)
+	h := newHangingCase(t, "hanging-close")
+	s := stringSink(t, h.c, h.topic, h.prefix)
 	reg := prometheus.NewRegistry()
-	cm, err := s.CreateCommitter(groupCtx{g: metrics.NewRegistry(reg).Group("out", "out", 0), restored: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
+	cm := h.committer(t, s, reg)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	r := &request{c: hanging}
-	if err := cm.Commit(ctx, []connector.CommitRequest[txn.Committable]{r}); err != nil || r.outcome != "" {
-		t.Fatalf("commit of %v: %v, %s (%v)", hanging, err, r.outcome, r.err)
-	}
+	commitEach(ctx, t, cm, h.hanging)
 	if err := cm.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if open, pending, err := txn.FindHangingCommits(ctx, b.Client(t), []txn.Committable{hanging}, []string{topic}); err != nil || len(open)+len(pending) != 0 {
-		t.Fatalf("the committer closed leaving %v open in a partition (pending %v, err %v)", open, pending, err)
-	}
-	got := c.committed(t, topic)
-	slices.Sort(got)
-	if want := []string{"a", "b", "c"}; !slices.Equal(got, want) {
-		t.Fatalf("read_committed reads %q, want %q", got, want)
-	}
-	if n, _ := metricstest.Sum(t, reg, "splitflow_"+metricHanging, nil); n != 1 {
-		t.Fatalf("%s counts %v, want 1", metricHanging, n)
-	}
+	h.requireEnded(ctx, t, reg, "a", "b", "c")
 }
 
 // The transactions a closing committer cannot check (its broker away) are
 // not dropped: the subtask's next committer in the process, the one of the
 // attempt after a failover, takes them over and checks them.
 func TestCommitsAClosedCommitterCouldNotCheckAreCheckedByTheSubtasksNextCommitter(t *testing.T) {
-	b := kafkatest.Get(t)
-	c := cluster{seeds: b.Addrs()}
-	topic := b.CreateTopic(t, "hanging-handover", 2, nil)
-	prefix := fmt.Sprintf("hanging-handover-%d", time.Now().UnixNano())
-	id := txn.TransactionalID(prefix, 0, 7)
-	pid, epoch := b.HangCommit(t, id, topic, "a", "b", "c")
-	hanging := txn.Committable{TransactionalID: id, ProducerID: pid, Epoch: epoch, CheckpointID: 1}
-
+	h := newHangingCase(t, "hanging-handover")
 	// The broker is away for the sink's clients while away is set: dials
 	// fail, and connections made before fail their reads and writes.
 	var away atomic.Bool
@@ -221,52 +197,26 @@ func TestCommitsAClosedCommitterCouldNotCheckAreCheckedByTheSubtasksNextCommitte
 		}
 		return awayConn{Conn: conn, away: &away}, nil
 	}
-	s := stringSink(t, c, topic, prefix, WithClientOpts(kgo.Dialer(dial)))
+	s := stringSink(t, h.c, h.topic, h.prefix, WithClientOpts(kgo.Dialer(dial)))
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 
-	first, err := s.CreateCommitter(groupCtx{g: metrics.NewRegistry(prometheus.NewRegistry()).Group("out", "out", 0), restored: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := &request{c: hanging}
-	if err := first.Commit(ctx, []connector.CommitRequest[txn.Committable]{r}); err != nil || r.outcome != "" {
-		t.Fatalf("commit of %v: %v, %s (%v)", hanging, err, r.outcome, r.err)
-	}
+	first := h.committer(t, s, prometheus.NewRegistry())
+	commitEach(ctx, t, first, h.hanging)
 	away.Store(true)
 	if err := first.Close(); err != nil {
 		t.Fatal(err)
 	}
 	away.Store(false)
-	if open, _, err := txn.FindHangingCommits(ctx, b.Client(t), []txn.Committable{hanging}, []string{topic}); err != nil || len(open) != 1 {
+	if open, _, err := txn.FindHangingCommits(ctx, h.b.Client(t), []txn.Committable{h.hanging}, []string{h.topic}); err != nil || len(open) != 1 {
 		t.Fatalf("with the broker away at close, %v open (err %v); want the hanging commit still open", open, err)
 	}
 
 	reg := prometheus.NewRegistry()
-	next, err := s.CreateCommitter(groupCtx{g: metrics.NewRegistry(reg).Group("out", "out", 0), restored: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
+	next := h.committer(t, s, reg)
 	defer next.Close()
-	// Checkpoints complete every 100 ms, until the commit is old enough
-	// to check (markerGrace) and a little more.
-	for cp, deadline := int64(2), time.Now().Add(markerGrace+time.Second); time.Now().Before(deadline); cp++ {
-		if err := next.(connector.CommitterCheckpointListener).CheckpointCompleted(ctx, cp); err != nil {
-			t.Fatal(err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	if open, pending, err := txn.FindHangingCommits(ctx, b.Client(t), []txn.Committable{hanging}, []string{topic}); err != nil || len(open)+len(pending) != 0 {
-		t.Fatalf("the next committer left %v open in a partition (pending %v, err %v)", open, pending, err)
-	}
-	got := c.committed(t, topic)
-	slices.Sort(got)
-	if want := []string{"a", "b", "c"}; !slices.Equal(got, want) {
-		t.Fatalf("read_committed reads %q, want %q", got, want)
-	}
-	if n, _ := metricstest.Sum(t, reg, "splitflow_"+metricHanging, nil); n != 1 {
-		t.Fatalf("%s counts %v, want 1", metricHanging, n)
-	}
+	completeCheckpoints(ctx, t, next, 2)
+	h.requireEnded(ctx, t, reg, "a", "b", "c")
 }
 
 // awayConn fails its reads and writes while away is set.

@@ -109,28 +109,10 @@ func TestExactlyOnceUnderInjectedFailures(t *testing.T) {
 // the job is restored; the source never takes a new snapshot on its own.
 func TestDroppedSlotIsAnErrorNamingIt(t *testing.T) {
 	db := pgtest.Get(t).Database(t)
-	execSQL(t, db, "CREATE TABLE t (id bigint PRIMARY KEY)", "INSERT INTO t VALUES (1)")
-	slot := slotName("dropped")
-	dir := t.TempDir()
-	var completed atomic.Int64
-	env := runtime.NewEnvironment(quiet, runtime.WithCheckpointInterval(10*time.Millisecond), runtime.WithCheckpointDir(dir),
-		runtime.WithJobListener(runtime.JobListener{CheckpointCompleted: func(int64) { completed.Add(1) }}))
-	sink := &collectSink{}
-	runtime.SinkTo(runtime.FromSource(env, newSource(t, db, slot, cdc.WithTables("t")), "cdc").UID("cdc"), connector.Sink[cdc.Change](sink)).UID("out")
-	stop := runJob(t, env, "dropped")
-	waitFor(t, "the snapshot", func() bool { return len(sink.changes()) == 1 })
-	c := completed.Load()
-	waitFor(t, "a checkpoint after the snapshot", func() bool { return completed.Load() > c+1 })
-	_ = stop()
-	// The server lets the slot go when the job's walsender process has
-	// exited, a moment after the job closed its connection; only then can
-	// it be dropped.
-	waitFor(t, "the slot let go", func() bool {
-		return queryInt(t, db, "SELECT count(*) FROM pg_replication_slots WHERE slot_name = $1 AND active", slot) == 0
-	})
+	slot, dir := snapshotThenStop(t, db, "dropped")
 	execSQL(t, db, "SELECT pg_drop_replication_slot('"+slot+"')")
 
-	env = runtime.NewEnvironment(quiet, runtime.WithCheckpointInterval(10*time.Millisecond), runtime.WithCheckpointDir(dir),
+	env := runtime.NewEnvironment(quiet, runtime.WithCheckpointInterval(10*time.Millisecond), runtime.WithCheckpointDir(dir),
 		runtime.WithRestartStrategy(restart.FixedDelay(3, 10*time.Millisecond)))
 	runtime.SinkTo(runtime.FromSource(env, newSource(t, db, slot, cdc.WithTables("t")), "cdc").UID("cdc"), connector.Sink[cdc.Change](&collectSink{})).UID("out")
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -309,43 +291,13 @@ func TestFailureDuringTheSnapshotOfATableWithoutAPrimaryKey(t *testing.T) {
 // the slot is free, and the job does not fail.
 func TestASlotStillHeldWhenTheSourceStartsIsWaitedFor(t *testing.T) {
 	db := pgtest.Get(t).Database(t)
-	execSQL(t, db, "CREATE TABLE t (id bigint PRIMARY KEY)", "INSERT INTO t VALUES (1)")
-	slot := slotName("held")
-	dir := t.TempDir()
-	var completed atomic.Int64
-	env := runtime.NewEnvironment(quiet, runtime.WithCheckpointInterval(10*time.Millisecond), runtime.WithCheckpointDir(dir),
-		runtime.WithJobListener(runtime.JobListener{CheckpointCompleted: func(int64) { completed.Add(1) }}))
-	first := &collectSink{}
-	runtime.SinkTo(runtime.FromSource(env, newSource(t, db, slot, cdc.WithTables("t")), "cdc").UID("cdc"), connector.Sink[cdc.Change](first)).UID("out")
-	stop := runJob(t, env, "held")
-	waitFor(t, "the snapshot", func() bool { return len(first.changes()) == 1 })
-	c := completed.Load()
-	waitFor(t, "a checkpoint after the snapshot", func() bool { return completed.Load() > c+1 })
-	_ = stop()
-	waitFor(t, "the slot let go", func() bool {
-		return queryInt(t, db, "SELECT count(*) FROM pg_replication_slots WHERE slot_name = $1 AND active", slot) == 0
-	})
-
+	slot, dir := snapshotThenStop(t, db, "held")
 	// Another connection streams the slot while the job starts again.
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	cfg, err := pgconn.ParseConfig(db)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.RuntimeParams["replication"] = "database"
-	holder, err := pgconn.ConnectConfig(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer holder.Close(ctx)
-	if err := pglogrepl.StartReplication(ctx, holder, slot, 0, pglogrepl.StartReplicationOptions{
-		Mode: pglogrepl.LogicalReplication, PluginArgs: []string{"proto_version '1'", "publication_names '" + slot + "'"},
-	}); err != nil {
-		t.Fatal(err)
-	}
+	holder := holdSlot(ctx, t, db, slot, false)
 
-	env = runtime.NewEnvironment(quiet, runtime.WithCheckpointInterval(10*time.Millisecond), runtime.WithCheckpointDir(dir),
+	env := runtime.NewEnvironment(quiet, runtime.WithCheckpointInterval(10*time.Millisecond), runtime.WithCheckpointDir(dir),
 		runtime.WithRestartStrategy(restart.None()))
 	again := &collectSink{}
 	runtime.SinkTo(runtime.FromSource(env, newSource(t, db, slot, cdc.WithTables("t")), "cdc").UID("cdc"), connector.Sink[cdc.Change](again)).UID("out")
@@ -383,30 +335,13 @@ func TestASlotHeldLongerThanTheSlotWaitIsAnErrorSayingSo(t *testing.T) {
 	execSQL(t, db, "CREATE TABLE t (id bigint PRIMARY KEY)", "CREATE PUBLICATION "+slot+" FOR TABLE t")
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	cfg, err := pgconn.ParseConfig(db)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.RuntimeParams["replication"] = "database"
-	holder, err := pgconn.ConnectConfig(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer holder.Close(ctx)
-	if _, err := pglogrepl.CreateReplicationSlot(ctx, holder, slot, "pgoutput", pglogrepl.CreateReplicationSlotOptions{Mode: pglogrepl.LogicalReplication}); err != nil {
-		t.Fatal(err)
-	}
-	if err := pglogrepl.StartReplication(ctx, holder, slot, 0, pglogrepl.StartReplicationOptions{
-		Mode: pglogrepl.LogicalReplication, PluginArgs: []string{"proto_version '1'", "publication_names '" + slot + "'"},
-	}); err != nil {
-		t.Fatal(err)
-	}
+	holdSlot(ctx, t, db, slot, true)
 
 	env := runtime.NewEnvironment(quiet, runtime.WithRestartStrategy(restart.None()))
 	runtime.SinkTo(runtime.FromSource(env, newSource(t, db, slot, cdc.WithSlotWait(300*time.Millisecond)), "cdc").UID("cdc"),
 		connector.Sink[cdc.Change](&collectSink{})).UID("out")
 	began := time.Now()
-	err = env.Execute(ctx, "busy")
+	err := env.Execute(ctx, "busy")
 	if err == nil || !strings.Contains(err.Error(), "55006") || !strings.Contains(err.Error(), "WithSlotWait") {
 		t.Fatalf("a slot held throughout: %v; want PostgreSQL's error and the wait named", err)
 	}
@@ -416,4 +351,58 @@ func TestASlotHeldLongerThanTheSlotWaitIsAnErrorSayingSo(t *testing.T) {
 	if _, err := cdc.NewSource(db, cdc.WithSlotWait(-time.Second)); err == nil || !strings.Contains(err.Error(), "slot wait") {
 		t.Fatalf("a negative slot wait: %v; want an error naming it", err)
 	}
+}
+
+// snapshotThenStop makes table t with one row, runs a job that captures
+// it through a new slot until a checkpoint after the snapshot completed,
+// and stops the job. It returns the slot and the checkpoint directory,
+// once the server has let the slot go (when the job's walsender process
+// has exited, a moment after the job closed its connection; only then can
+// the slot be dropped or streamed by another connection).
+func snapshotThenStop(t *testing.T, db, name string) (slot, dir string) {
+	t.Helper()
+	execSQL(t, db, "CREATE TABLE t (id bigint PRIMARY KEY)", "INSERT INTO t VALUES (1)")
+	slot, dir = slotName(name), t.TempDir()
+	var completed atomic.Int64
+	env := runtime.NewEnvironment(quiet, runtime.WithCheckpointInterval(10*time.Millisecond), runtime.WithCheckpointDir(dir),
+		runtime.WithJobListener(runtime.JobListener{CheckpointCompleted: func(int64) { completed.Add(1) }}))
+	sink := &collectSink{}
+	runtime.SinkTo(runtime.FromSource(env, newSource(t, db, slot, cdc.WithTables("t")), "cdc").UID("cdc"), connector.Sink[cdc.Change](sink)).UID("out")
+	stop := runJob(t, env, name)
+	waitFor(t, "the snapshot", func() bool { return len(sink.changes()) == 1 })
+	c := completed.Load()
+	waitFor(t, "a checkpoint after the snapshot", func() bool { return completed.Load() > c+1 })
+	_ = stop()
+	waitFor(t, "the slot let go", func() bool {
+		return queryInt(t, db, "SELECT count(*) FROM pg_replication_slots WHERE slot_name = $1 AND active", slot) == 0
+	})
+	return slot, dir
+}
+
+// holdSlot streams slot (of publication slot) on a replication connection
+// of its own, creating the slot first when create is set, until the
+// returned connection is closed.
+func holdSlot(ctx context.Context, t *testing.T, db, slot string, create bool) *pgconn.PgConn {
+	t.Helper()
+	cfg, err := pgconn.ParseConfig(db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.RuntimeParams["replication"] = "database"
+	holder, err := pgconn.ConnectConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { holder.Close(context.Background()) })
+	if create {
+		if _, err := pglogrepl.CreateReplicationSlot(ctx, holder, slot, "pgoutput", pglogrepl.CreateReplicationSlotOptions{Mode: pglogrepl.LogicalReplication}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := pglogrepl.StartReplication(ctx, holder, slot, 0, pglogrepl.StartReplicationOptions{
+		Mode: pglogrepl.LogicalReplication, PluginArgs: []string{"proto_version '1'", "publication_names '" + slot + "'"},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return holder
 }
