@@ -65,6 +65,26 @@ func commitEach(ctx context.Context, t *testing.T, cm connector.Committer[txn.Co
 	}
 }
 
+// restartAndWriteD does what a restart does: cm commits the restored
+// hanging committable (again: its coordinator committed it) before the
+// writer exists. A writer of s then writes "d" and cm commits its
+// transaction of checkpoint 2; endOfInput ends the writer's input first.
+func (h hangingCase) restartAndWriteD(ctx context.Context, t *testing.T, s *Sink[string], cm connector.Committer[txn.Committable], endOfInput bool) {
+	t.Helper()
+	commitEach(ctx, t, cm, h.hanging)
+	w := writer(t, s)
+	t.Cleanup(func() { w.Close() })
+	write(t, w, "d")
+	if err := w.Flush(endOfInput); err != nil {
+		t.Fatal(err)
+	}
+	cs, err := w.PrepareCommit(2)
+	if err != nil || len(cs) != 1 {
+		t.Fatalf("prepare: %v, %v", cs, err)
+	}
+	commitEach(ctx, t, cm, cs...)
+}
+
 // requireEnded checks that no partition holds the hanging transaction open
 // any more, that read_committed reads want, and that reg counted one
 // hanging commit ended.
@@ -110,27 +130,13 @@ func completeCheckpoints(ctx context.Context, t *testing.T, cm connector.Committ
 // the transaction for ever.
 func TestACommitWhoseMarkerTheBrokerLostIsEndedByTheCommitter(t *testing.T) {
 	h := newHangingCase(t, "hanging")
-	// As after a restart: the committer commits the restored committable
-	// (again: its coordinator committed it) before the writer exists; the
-	// writer then writes, and its input ends.
 	s := stringSink(t, h.c, h.topic, h.prefix)
 	reg := prometheus.NewRegistry()
 	cm := h.committer(t, s, reg)
 	defer cm.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	commitEach(ctx, t, cm, h.hanging)
-	w := writer(t, s)
-	defer w.Close()
-	write(t, w, "d")
-	if err := w.Flush(true); err != nil {
-		t.Fatal(err)
-	}
-	cs, err := w.PrepareCommit(2)
-	if err != nil || len(cs) != 1 {
-		t.Fatalf("prepare: %v, %v", cs, err)
-	}
-	commitEach(ctx, t, cm, cs...)
+	h.restartAndWriteD(ctx, t, s, cm, true)
 	h.requireEnded(ctx, t, reg, "a", "b", "c", "d")
 }
 
@@ -148,14 +154,8 @@ func TestAHangingCommitIsEndedWhileTheSinkHasNothingToCommit(t *testing.T) {
 	defer cm.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	// As after a restart: the committer commits the restored committable
-	// before the writer exists; the writer then writes and commits once,
-	// and the input stays idle.
-	commitEach(ctx, t, cm, h.hanging)
-	w := writer(t, s)
-	defer w.Close()
-	write(t, w, "d")
-	commitEach(ctx, t, cm, prepare(t, w, 2)...)
+	// The input stays idle after "d".
+	h.restartAndWriteD(ctx, t, s, cm, false)
 	completeCheckpoints(ctx, t, cm, 3)
 	h.requireEnded(ctx, t, reg, "a", "b", "c", "d")
 }

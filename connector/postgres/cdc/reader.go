@@ -302,9 +302,9 @@ func (r *slotReader) Fetch(ctx context.Context) (base.RecordsWithSplitIDs[event]
 	}
 	if err != nil {
 		r.closeConns()
-		if wait, err := r.waitForSlot(wctx, err); wait || err != nil {
-			return b.recs, err
-		}
+		// Nil when the slot is held and the reader waits for it: an empty
+		// fetch, and the next one starts again.
+		return nil, r.waitForSlot(wctx, err)
 	}
 	return b.recs, nil
 }
@@ -316,27 +316,27 @@ const slotRetryPause = 200 * time.Millisecond
 // waitForSlot takes the error of a fetch. When it says that another
 // connection holds the slot (SQLSTATE 55006, object_in_use: the walsender
 // of the attempt before has not exited yet, or the server has not yet
-// found its peer dead), the reader waits: it pauses, and the next fetch
-// starts again, until WithSlotWait has passed since it first found the
-// slot held; then the error says so. Any other error is returned as it
-// is.
-func (r *slotReader) waitForSlot(ctx context.Context, err error) (bool, error) {
+// found its peer dead), the reader waits: it pauses and returns nil, and
+// the next fetch starts again, until WithSlotWait has passed since it
+// first found the slot held; then the error says so. Any other error is
+// returned as it is.
+func (r *slotReader) waitForSlot(ctx context.Context, err error) error {
 	var pgErr *pgconn.PgError
 	if !errors.As(err, &pgErr) || pgErr.Code != "55006" {
-		return false, err
+		return err
 	}
 	if r.busySince.IsZero() {
 		r.busySince = time.Now()
 	}
 	if waited := time.Since(r.busySince); waited >= r.src.cfg.slotWait {
-		return false, fmt.Errorf("%w; waited %v for the connection holding it to let go (WithSlotWait): is another job reading the slot?",
+		return fmt.Errorf("%w; waited %v for the connection holding it to let go (WithSlotWait): is another job reading the slot?",
 			err, waited.Round(time.Millisecond))
 	}
 	select {
 	case <-ctx.Done():
 	case <-time.After(slotRetryPause):
 	}
-	return true, nil
+	return nil
 }
 
 // batch is one fetch's events.
